@@ -1,0 +1,125 @@
+"""Run the course headlessly: every notebook through papermill, then a summary.
+
+``nvtutorial course --profile ci`` (small, fast: what CI runs) or ``--profile full`` (the
+lesson sizes, for 2 GPUs). Each notebook's ``parameters`` cell holds ``profile = "auto"``,
+which :func:`lesson_profile` turns into ``full`` on a machine with 2 GPUs and ``ci`` elsewhere,
+so a learner who opens a notebook on a laptop gets sizes that finish there.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import platform
+import time
+from pathlib import Path
+from typing import Literal
+
+from . import hardware
+from .results import write_json_atomic
+
+Profile = Literal["ci", "full"]
+
+
+class CourseError(ValueError):
+    pass
+
+
+def lesson_profile(profile: str = "auto", gpus_needed: int = 2) -> Profile:
+    """``"full"`` or ``"ci"``; ``"auto"`` is full where ``gpus_needed`` GPUs and a CUDA torch exist."""
+    if profile in ("ci", "full"):
+        return profile  # type: ignore[return-value]
+    if profile != "auto":
+        raise CourseError(f"profile={profile!r}: use auto, ci or full")
+    import torch
+
+    return "full" if torch.version.cuda and hardware.gpu_count() >= gpus_needed else "ci"
+
+
+def where() -> str:
+    """Where the course runs: GPU names and link, or the CPU."""
+    gpus = hardware.gpus()
+    if not gpus:
+        return f"CPU only ({platform.processor() or platform.machine()}, {os.cpu_count()} cores): gloo simulation"
+    names = ", ".join(sorted({g.name for g in gpus}))
+    link = hardware.link_label() if len(gpus) > 1 else None
+    return f"{len(gpus)}× {names}" + (f" ({link})" if link else "")
+
+
+def repository_notebooks() -> Path:
+    """``notebooks/`` of the repository this package was installed from."""
+    candidates = [Path.cwd() / "notebooks", Path(__file__).resolve().parent.parent / "notebooks"]
+    for folder in candidates:
+        if folder.is_dir() and any(folder.glob("*.ipynb")):
+            return folder
+    raise CourseError("no notebooks/ folder found: run from the repository or pass --notebooks DIR")
+
+
+@dataclasses.dataclass
+class NotebookOutcome:
+    name: str
+    passed: bool
+    duration_s: float
+    output: str
+    error: str | None = None
+
+
+@dataclasses.dataclass
+class CourseSummary:
+    profile: str
+    where: str
+    notebooks: list[NotebookOutcome]
+    out: str
+
+
+def run_course(out: str | os.PathLike[str] = "build/course", only: str | None = None, profile: str = "full",
+               notebooks_dir: str | os.PathLike[str] | None = None, kernel: str = "python3") -> CourseSummary:
+    """Execute the notebooks into ``out`` with papermill; write and return the summary."""
+    import papermill
+
+    if profile not in ("ci", "full"):
+        raise CourseError(f"profile={profile!r}: use ci or full")
+    folder = Path(notebooks_dir) if notebooks_dir else repository_notebooks()
+    notebooks = sorted(p for p in folder.glob("*.ipynb") if not only or only in p.name)
+    if not notebooks:
+        raise CourseError(f"no notebook in {folder} matches {only!r}" if only else f"no notebooks in {folder}")
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    summary = CourseSummary(profile=profile, where=where(), notebooks=[], out=str(out))
+    # The notebooks' runs land beside the executed copies, so results and notebooks travel together.
+    runs = (out / "runs").resolve()
+    previous = os.environ.get("NVTUTORIAL_RUNS_DIR")
+    os.environ["NVTUTORIAL_RUNS_DIR"] = str(runs)
+    try:
+        for nb in notebooks:
+            target = out / nb.name
+            print(f"== {nb.name} ({profile})", flush=True)
+            t0 = time.perf_counter()
+            error = None
+            try:
+                papermill.execute_notebook(str(nb), str(target), parameters={"profile": profile}, kernel_name=kernel,
+                                           cwd=str(nb.parent), progress_bar=False, log_output=False)
+            except Exception as exc:  # papermill raises PapermillExecutionError with the cell's traceback
+                error = f"{type(exc).__name__}: {exc}".strip()
+            summary.notebooks.append(NotebookOutcome(name=nb.name, passed=error is None,
+                                                     duration_s=time.perf_counter() - t0, output=str(target), error=error))
+            write_json_atomic(out / "summary.json", summary)
+    finally:
+        if previous is None:
+            os.environ.pop("NVTUTORIAL_RUNS_DIR", None)
+        else:
+            os.environ["NVTUTORIAL_RUNS_DIR"] = previous
+    return summary
+
+
+def format_summary(summary: CourseSummary) -> str:
+    width = max(len(n.name) for n in summary.notebooks)
+    lines = [f"course ({summary.profile} profile) on {summary.where}"]
+    for n in summary.notebooks:
+        status = "passed" if n.passed else "FAILED"
+        lines.append(f"  {n.name:<{width}}  {status}  {n.duration_s:7.1f} s")
+        if n.error:
+            lines += ["      " + line for line in n.error.splitlines()[-6:]]
+    passed = sum(n.passed for n in summary.notebooks)
+    lines.append(f"{passed} passed, {len(summary.notebooks) - passed} failed  (executed notebooks and summary.json in {summary.out})")
+    return "\n".join(lines)

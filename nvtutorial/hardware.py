@@ -1,0 +1,368 @@
+"""Hardware facts from NVML, without ever creating a CUDA context in the calling process.
+
+The notebook kernel and the launcher call these; only the launched workers touch CUDA. That
+way a GPU is never held by the kernel, and forking or spawning later stays safe.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+
+@dataclasses.dataclass(frozen=True)
+class GPU:
+    index: int
+    name: str
+    uuid: str
+    pci_bus_id: str
+    memory_mib: int
+
+
+@contextlib.contextmanager
+def nvml() -> Iterator[Any]:
+    """``pynvml`` initialised for the block, or ``None`` where there is no NVIDIA driver."""
+    try:
+        import pynvml
+    except ImportError:
+        yield None
+        return
+    try:
+        pynvml.nvmlInit()
+    except Exception:  # NVMLError_LibraryNotFound, DriverNotLoaded, ...
+        yield None
+        return
+    try:
+        yield pynvml
+    finally:
+        with contextlib.suppress(Exception):
+            pynvml.nvmlShutdown()
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _visible_handles(pynvml: Any) -> list[Any]:
+    """NVML handles of the GPUs a CUDA program started now would see (``CUDA_VISIBLE_DEVICES``)."""
+    count = pynvml.nvmlDeviceGetCount()
+    all_handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(count)]
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is None:
+        return all_handles
+    handles = []
+    for token in (t.strip() for t in visible.split(",")):
+        if not token or token.startswith("-"):
+            break  # CUDA stops at the first invalid entry
+        if token.isdigit():
+            if int(token) >= count:
+                break
+            handles.append(all_handles[int(token)])
+        else:
+            match = [h for h in all_handles if _text(pynvml.nvmlDeviceGetUUID(h)).startswith(token)]
+            if not match:
+                break
+            handles.append(match[0])
+    return handles
+
+
+def gpus() -> list[GPU]:
+    """The visible GPUs, in ``CUDA_VISIBLE_DEVICES`` order; empty where there are none."""
+    with nvml() as pynvml:
+        if pynvml is None:
+            return []
+        out = []
+        for i, h in enumerate(_visible_handles(pynvml)):
+            out.append(GPU(
+                index=i,
+                name=_text(pynvml.nvmlDeviceGetName(h)),
+                uuid=_text(pynvml.nvmlDeviceGetUUID(h)),
+                pci_bus_id=_text(pynvml.nvmlDeviceGetPciInfo(h).busId),
+                memory_mib=int(pynvml.nvmlDeviceGetMemoryInfo(h).total // 2**20),
+            ))
+        return out
+
+
+def gpu_count() -> int:
+    """How many GPUs a worker started now could use (0 without a driver)."""
+    return len(gpus())
+
+
+def driver_version() -> str | None:
+    with nvml() as pynvml:
+        return None if pynvml is None else _text(pynvml.nvmlSystemGetDriverVersion())
+
+
+def nvlink_count(a: int = 0, b: int = 1) -> int:
+    """Active NVLinks from visible GPU ``a`` whose far end is visible GPU ``b`` (0 if none)."""
+    with nvml() as pynvml:
+        if pynvml is None:
+            return 0
+        handles = _visible_handles(pynvml)
+        if max(a, b) >= len(handles):
+            return 0
+        target = _bus_key(_text(pynvml.nvmlDeviceGetPciInfo(handles[b]).busId))
+        links = 0
+        for link in range(pynvml.NVML_NVLINK_MAX_LINKS):
+            try:
+                if pynvml.nvmlDeviceGetNvLinkState(handles[a], link) != pynvml.NVML_FEATURE_ENABLED:
+                    continue
+                remote = pynvml.nvmlDeviceGetNvLinkRemotePciInfo_v2(handles[a], link)
+            except pynvml.NVMLError:
+                continue
+            if _bus_key(_text(remote.busId)) == target:
+                links += 1
+        return links
+
+
+def _bus_key(bus_id: str) -> str:
+    """PCI bus ids come as ``00000000:18:00.0`` or ``0000:18:00.0``: compare bus:device.function."""
+    return bus_id.lower().split(":", 1)[-1].lstrip("0") if bus_id.count(":") == 2 else bus_id.lower()
+
+
+def link_label(a: int = 0, b: int = 1) -> str | None:
+    """``"NV18"`` for 18 NVLinks between the pair, ``"PCIe"`` without NVLink, ``None`` without 2 GPUs."""
+    if gpu_count() <= max(a, b):
+        return None
+    n = nvlink_count(a, b)
+    return f"NV{n}" if n else "PCIe"
+
+
+# --- Inventory for notebook 01 and the doctor (added with issue 3; the functions above are unchanged) ---
+
+REFERENCE_MACHINE = "2× NVIDIA H200 SXM, NV18, driver 580.159.04, CUDA 13.0"
+"""The machine whose saved outputs ship with the course (``tests/fixtures/h200x2/``)."""
+
+NVLINK_VERSIONS = {1: "1.0", 2: "2.0", 3: "2.2", 4: "3.0", 5: "3.1", 6: "4.0", 7: "5.0", 8: "6.0"}
+"""NVML's ``nvmlNvlinkVersion_t`` codes (``NVML_NVLINK_VERSION_4_0 = 6``) as version strings."""
+
+P2P_STATUS = {0: "OK", 1: "chipset not supported", 2: "GPU not supported", 3: "topology not supported",
+              4: "disabled by regkey", 5: "not supported", 6: "unknown"}
+"""``nvmlDeviceGetP2PStatus`` answers, in words."""
+
+NVLINK_SPEED_FIELD = 164
+"""``NVML_FI_DEV_NVLINK_GET_SPEED``: a link's speed in MB/s (scopeId = link)."""
+
+
+def reference_output(name: str) -> Path:
+    """A saved output of the reference machine (``nvidia-smi-topo-m.txt``, ``nccl-tests-…``).
+
+    Looked up in the repository's ``tests/fixtures/h200x2/`` (then ``../shared/fixtures/h200x2/``).
+    """
+    root = Path(__file__).resolve().parent.parent
+    for folder in (root / "tests" / "fixtures" / "h200x2", root.parent / "shared" / "fixtures" / "h200x2"):
+        if (folder / name).is_file():
+            return folder / name
+    raise FileNotFoundError(f"saved output {name!r} of the reference machine not found under {root / 'tests/fixtures/h200x2'}")
+
+
+@dataclasses.dataclass(frozen=True)
+class NvLink:
+    link: int
+    active: bool
+    remote_bus_id: str | None = None
+    remote_gpu: int | None = None  # index of the visible GPU at the far end, if it is one
+    version: str | None = None     # "4.0"
+    speed_mbps: int | None = None  # NVML's per-link speed
+
+
+@dataclasses.dataclass(frozen=True)
+class GPUDetail:
+    index: int
+    name: str
+    uuid: str
+    pci_bus_id: str
+    memory_mib: int
+    pcie_gen: int | None = None
+    pcie_width: int | None = None
+    pcie_gen_max: int | None = None
+    pcie_width_max: int | None = None
+    nvlinks: tuple[NvLink, ...] = ()
+
+    @property
+    def active_links(self) -> list[NvLink]:
+        return [link for link in self.nvlinks if link.active]
+
+
+@dataclasses.dataclass(frozen=True)
+class Inventory:
+    """What NVML says about this machine (or what a saved ``nvidia-smi`` output says)."""
+
+    source: str
+    driver: str | None
+    cuda_driver: str | None  # the newest CUDA the driver supports, e.g. "13.0"
+    gpus: tuple[GPUDetail, ...]
+    p2p: dict[str, dict[str, str]] = dataclasses.field(default_factory=dict)  # "0-1" -> {"read": "OK", ...}
+
+    @property
+    def simulated(self) -> bool:
+        return not self.source.startswith("NVML")
+
+    def links_between(self, a: int = 0, b: int = 1) -> int:
+        if a >= len(self.gpus):
+            return 0
+        return sum(1 for link in self.gpus[a].active_links if link.remote_gpu == b)
+
+    def gpu_rows(self) -> list[dict[str, Any]]:
+        rows = []
+        for g in self.gpus:
+            versions = sorted({link.version for link in g.active_links if link.version})
+            speeds = sorted({link.speed_mbps for link in g.active_links if link.speed_mbps})
+            rows.append({
+                "gpu": g.index, "name": g.name, "memory_GiB": round(g.memory_mib / 1024, 1), "pci_bus_id": g.pci_bus_id,
+                "pcie": f"Gen{g.pcie_gen} x{g.pcie_width}" if g.pcie_gen else None,
+                "pcie_max": f"Gen{g.pcie_gen_max} x{g.pcie_width_max}" if g.pcie_gen_max else None,
+                "nvlinks_active": len(g.active_links) if g.nvlinks else None,
+                "nvlink_version": ", ".join(versions) or None,
+                "nvlink_speed_GBps": ", ".join(f"{s / 1000:.3f}" for s in speeds) or None,
+            })
+        return rows
+
+    def p2p_rows(self) -> list[dict[str, Any]]:
+        return [{"pair": pair, **caps} for pair, caps in self.p2p.items()]
+
+    def to_frame(self):  # -> pandas.DataFrame
+        import pandas as pd
+
+        return pd.DataFrame(self.gpu_rows()).set_index("gpu") if self.gpus else pd.DataFrame()
+
+
+def _nvml_call(fn: Any, *args: Any) -> Any:
+    try:
+        return fn(*args)
+    except Exception:  # NVMLError_NotSupported and friends: a fact we cannot read is None
+        return None
+
+
+def _nvlinks(pynvml: Any, handle: Any, bus_to_index: dict[str, int]) -> tuple[NvLink, ...]:
+    links = []
+    for link in range(pynvml.NVML_NVLINK_MAX_LINKS):
+        try:
+            state = pynvml.nvmlDeviceGetNvLinkState(handle, link)
+        except pynvml.NVMLError:
+            continue  # the link does not exist on this GPU
+        active = state == pynvml.NVML_FEATURE_ENABLED
+        remote = version = speed = None
+        if active:
+            info = _nvml_call(pynvml.nvmlDeviceGetNvLinkRemotePciInfo_v2, handle, link)
+            remote = _text(info.busId) if info is not None else None
+            code = _nvml_call(pynvml.nvmlDeviceGetNvLinkVersion, handle, link)
+            version = NVLINK_VERSIONS.get(code) if code is not None else None
+            values = _nvml_call(pynvml.nvmlDeviceGetFieldValues, handle, [(NVLINK_SPEED_FIELD, link)])
+            value = field_value(values[0]) if values is not None else None
+            speed = int(value) if value else None
+        links.append(NvLink(link=link, active=active, remote_bus_id=remote,
+                            remote_gpu=bus_to_index.get(_bus_key(remote)) if remote else None,
+                            version=version, speed_mbps=speed))
+    return tuple(links)
+
+
+_VALUE_MEMBERS = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal", 6: "usVal"}
+
+
+def field_value(value: Any) -> float | int | None:
+    """The number in one ``nvmlFieldValue_t``, or ``None`` where NVML could not read it."""
+    if getattr(value, "nvmlReturn", 1) != 0:
+        return None
+    member = _VALUE_MEMBERS.get(int(value.valueType))
+    return getattr(value.value, member) if member else None
+
+
+def inventory() -> Inventory:
+    """Every visible GPU with memory, PCI, PCIe link and NVLinks; P2P status per pair. NVML only.
+
+    Without a driver the inventory is empty (``gpus == ()``): notebook 01 then says so and
+    shows the reference machine's saved ``nvidia-smi`` output instead (:func:`reference_inventory`).
+    """
+    import socket
+
+    with nvml() as pynvml:
+        if pynvml is None:
+            return Inventory(source="no NVIDIA driver (NVML not available)", driver=None, cuda_driver=None, gpus=())
+        handles = _visible_handles(pynvml)
+        bus_ids = [_text(pynvml.nvmlDeviceGetPciInfo(h).busId) for h in handles]
+        bus_to_index = {_bus_key(b): i for i, b in enumerate(bus_ids)}
+        gpus = []
+        for i, h in enumerate(handles):
+            gpus.append(GPUDetail(
+                index=i, name=_text(pynvml.nvmlDeviceGetName(h)), uuid=_text(pynvml.nvmlDeviceGetUUID(h)),
+                pci_bus_id=bus_ids[i], memory_mib=int(pynvml.nvmlDeviceGetMemoryInfo(h).total // 2**20),
+                pcie_gen=_nvml_call(pynvml.nvmlDeviceGetCurrPcieLinkGeneration, h),
+                pcie_width=_nvml_call(pynvml.nvmlDeviceGetCurrPcieLinkWidth, h),
+                pcie_gen_max=_nvml_call(pynvml.nvmlDeviceGetMaxPcieLinkGeneration, h),
+                pcie_width_max=_nvml_call(pynvml.nvmlDeviceGetMaxPcieLinkWidth, h),
+                nvlinks=_nvlinks(pynvml, h, bus_to_index),
+            ))
+        caps = {"read": pynvml.NVML_P2P_CAPS_INDEX_READ, "write": pynvml.NVML_P2P_CAPS_INDEX_WRITE,
+                "nvlink": pynvml.NVML_P2P_CAPS_INDEX_NVLINK, "atomics": pynvml.NVML_P2P_CAPS_INDEX_ATOMICS}
+        p2p = {}
+        for a in range(len(handles)):
+            for b in range(a + 1, len(handles)):
+                row = {}
+                for key, index in caps.items():
+                    status = _nvml_call(pynvml.nvmlDeviceGetP2PStatus, handles[a], handles[b], index)
+                    row[key] = P2P_STATUS.get(status, f"code {status}") if status is not None else "not readable"
+                p2p[f"{a}-{b}"] = row
+        raw_cuda = _nvml_call(pynvml.nvmlSystemGetCudaDriverVersion)
+        return Inventory(
+            source=f"NVML on {socket.gethostname()}", driver=_text(pynvml.nvmlSystemGetDriverVersion()),
+            cuda_driver=cuda_version_text(raw_cuda), gpus=tuple(gpus), p2p=p2p)
+
+
+def cuda_version_text(code: int | None) -> str | None:
+    """NVML/CUDA's integer version (``13000``) as ``"13.0"``."""
+    if not code:
+        return None
+    return f"{code // 1000}.{(code % 1000) // 10}"
+
+
+def parse_nvidia_smi(text: str) -> tuple[str | None, str | None, list[GPUDetail]]:
+    """Driver, CUDA version and GPUs from the table plain ``nvidia-smi`` prints (a saved output)."""
+    driver = re.search(r"Driver Version:\s*([\d.]+)", text)
+    cuda = re.search(r"CUDA Version:\s*([\d.]+)", text)
+    gpus = []
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        m = re.match(r"^\|\s+(\d+)\s+(.+?)\s{2,}(On|Off)\s+\|\s+([0-9A-Fa-f:.]+)\s", line)
+        if not m:
+            continue
+        memory = re.search(r"/\s*(\d+)MiB", lines[i + 1]) if i + 1 < len(lines) else None
+        gpus.append(GPUDetail(index=int(m.group(1)), name=m.group(2).strip(), uuid="", pci_bus_id=m.group(4),
+                              memory_mib=int(memory.group(1)) if memory else 0))
+    return (driver.group(1) if driver else None, cuda.group(1) if cuda else None, gpus)
+
+
+def parse_nvlink_status(text: str) -> dict[int, list[float]]:
+    """``nvidia-smi nvlink -s`` (a saved output): GPU index -> per-link speed in GB/s."""
+    out: dict[int, list[float]] = {}
+    gpu = None
+    for line in text.splitlines():
+        m = re.match(r"^GPU (\d+):", line)
+        if m:
+            gpu = int(m.group(1))
+            out[gpu] = []
+            continue
+        m = re.match(r"^\s+Link (\d+):\s+([\d.]+) GB/s", line)
+        if m and gpu is not None:
+            out[gpu].append(float(m.group(2)))
+    return out
+
+
+def reference_inventory() -> Inventory:
+    """The reference machine's inventory, read from its saved ``nvidia-smi`` outputs (simulation mode)."""
+    driver, cuda, gpus = parse_nvidia_smi(reference_output("nvidia-smi.txt").read_text())
+    speeds = parse_nvlink_status(reference_output("nvidia-smi-nvlink-s.txt").read_text())
+    detailed = []
+    for g in gpus:
+        other = 1 - g.index if len(gpus) == 2 else None
+        # NVLink 4.0: what the saved README states for H200 SXM (nvidia-smi nvlink -s gives no version)
+        links = tuple(NvLink(link=k, active=True, remote_gpu=other, version="4.0", speed_mbps=int(s * 1000))
+                      for k, s in enumerate(speeds.get(g.index, [])))
+        detailed.append(dataclasses.replace(g, nvlinks=links))
+    return Inventory(source=f"a saved output of the reference machine ({REFERENCE_MACHINE})", driver=driver,
+                     cuda_driver=cuda, gpus=tuple(detailed))

@@ -1,0 +1,170 @@
+"""Typed results of a run, written atomically as schema-versioned JSON.
+
+A workload's ranks each write ``rank{R}.json`` (see :mod:`nvtutorial.runtime`); the launcher
+collects them into a :class:`RunResult` and writes ``result.json``. Both use
+:func:`write_json_atomic`, so a killed run never leaves half a file.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+SCHEMA_VERSION = 1
+"""Bumped whenever the layout of ``rank{R}.json`` or ``result.json`` changes."""
+
+
+def write_json_atomic(path: str | os.PathLike[str], data: Any) -> Path:
+    """Write ``data`` as JSON to ``path`` through a temporary file and ``os.replace``."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as fh:
+            json.dump(data, fh, indent=2, default=_json_default)
+            fh.write("\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def _json_default(obj: Any) -> Any:
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return dataclasses.asdict(obj)
+    if isinstance(obj, Path):
+        return str(obj)
+    if hasattr(obj, "tolist"):  # numpy / torch scalars and arrays
+        return obj.tolist()
+    if isinstance(obj, (set, frozenset)):
+        return sorted(obj)
+    raise TypeError(f"cannot write {type(obj).__qualname__} to JSON")
+
+
+def read_json(path: str | os.PathLike[str]) -> Any:
+    with open(path) as fh:
+        return json.load(fh)
+
+
+@dataclasses.dataclass(frozen=True)
+class EnvInfo:
+    """Where a run happened. ``label`` is the caption every table and plot carries."""
+
+    host: str
+    backend: str
+    world_size: int
+    device_names: tuple[str, ...]
+    torch: str
+    cuda: str | None
+    nccl: str | None
+    python: str
+    link: str | None = None
+    driver: str | None = None
+
+    @property
+    def is_gpu(self) -> bool:
+        return self.backend == "nccl"
+
+    @property
+    def label(self) -> str:
+        """E.g. ``2× NVIDIA H200 · NV18 · NCCL 2.28.9 · torch 2.11.0`` or a simulation notice."""
+        if not self.is_gpu:
+            return (f"CPU, {self.backend}, {self.world_size} processes on {self.host}: "
+                    "a simulation, not a GPU measurement")
+        names = sorted(set(self.device_names))
+        gpus = " + ".join(f"{self.device_names.count(n)}× {n}" for n in names)
+        parts = [gpus]
+        if self.link:
+            parts.append(self.link)
+        if self.nccl:
+            parts.append(f"NCCL {self.nccl}")
+        parts.append(f"torch {self.torch}")
+        if self.cuda:
+            parts.append(f"CUDA {self.cuda}")
+        return " · ".join(parts)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> EnvInfo:
+        names = {f.name for f in dataclasses.fields(cls)}
+        kwargs = {k: v for k, v in data.items() if k in names}
+        kwargs["device_names"] = tuple(kwargs.get("device_names") or ())
+        return cls(**kwargs)
+
+
+@dataclasses.dataclass
+class RunResult:
+    """What a launched run gives back. ``ranks[r]`` holds rank r's metrics."""
+
+    workload: str
+    params: dict[str, Any]
+    returncode: int
+    wall_s: float
+    first_output_s: float | None
+    env: EnvInfo | None
+    ranks: list[dict[str, Any]]
+    run_dir: Path
+    log_files: dict[int, Path]
+    log_tail: list[str]
+    overrides: dict[str, str] = dataclasses.field(default_factory=dict)
+    error: dict[str, Any] | None = None
+    schema_version: int = SCHEMA_VERSION
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0
+
+    @property
+    def metrics(self) -> dict[str, Any]:
+        """Rank 0's metrics (the usual place for a workload's summary)."""
+        return self.ranks[0] if self.ranks else {}
+
+    @property
+    def label(self) -> str:
+        return self.env.label if self.env else "unknown hardware"
+
+    def to_frame(self, key: str | None = None):  # -> pandas.DataFrame
+        """Per-rank scalar metrics as a DataFrame, or, with ``key``, the records of a table metric.
+
+        ``result.to_frame("sizes")`` turns rank 0's list of dicts under ``"sizes"`` into rows.
+        """
+        import pandas as pd
+
+        if key is not None:
+            rows = self.metrics.get(key)
+            if rows is None:
+                raise KeyError(f"rank 0 reported no metric {key!r}; it has: {', '.join(self.metrics)}")
+            return pd.DataFrame(rows)
+        scalars = [
+            {"rank": r, **{k: v for k, v in m.items() if isinstance(v, (int, float, str, bool)) or v is None}}
+            for r, m in enumerate(self.ranks)
+        ]
+        return pd.DataFrame(scalars).set_index("rank")
+
+    def to_dict(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        data["env"] = dataclasses.asdict(self.env) if self.env else None
+        data["label"] = self.label
+        data["log_files"] = {str(k): str(v) for k, v in self.log_files.items()}
+        return data
+
+    def save(self, path: str | os.PathLike[str] | None = None) -> Path:
+        """Write ``result.json`` (atomically) into the run folder, or to ``path``."""
+        return write_json_atomic(path or self.run_dir / "result.json", self.to_dict())
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> RunResult:
+        data = read_json(path)
+        if data.get("schema_version") != SCHEMA_VERSION:
+            raise ValueError(f"{path}: schema version {data.get('schema_version')}, expected {SCHEMA_VERSION}")
+        data.pop("label", None)
+        data["env"] = EnvInfo.from_dict(data["env"]) if data.get("env") else None
+        data["run_dir"] = Path(data["run_dir"])
+        data["log_files"] = {int(k): Path(v) for k, v in data["log_files"].items()}
+        return cls(**data)

@@ -1,0 +1,220 @@
+"""The worker side of every workload: process group, device, progress lines and result files.
+
+A workload module defines a frozen dataclass ``Params`` and ``run(ctx, params) -> dict`` and
+ends with ``if __name__ == "__main__": runtime.main(run, Params)``. It then runs under the
+launcher (:mod:`nvtutorial.launch`) or straight from a terminal or a cluster job::
+
+    torchrun --standalone --nproc-per-node 2 -m nvtutorial.workloads.selftest --set mode=ok
+
+Each rank writes ``rank{R}.json`` (its metrics and environment) to the run folder; a rank
+that raises writes ``rank{R}.error.json`` with its traceback instead, then exits non-zero.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime
+import faulthandler
+import json
+import os
+import platform
+import signal
+import socket
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from . import params as params_mod
+from .results import SCHEMA_VERSION, write_json_atomic
+
+PROGRESS_PREFIX = "@@nvtutorial "
+"""Rank 0 prints ``@@nvtutorial {json}`` lines; the launcher turns them into one progress bar."""
+
+
+@dataclasses.dataclass
+class Context:
+    """What a workload's ``run`` gets besides its parameters."""
+
+    rank: int
+    local_rank: int
+    world_size: int
+    backend: str
+    device: Any  # torch.device
+    run_dir: Path
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    @property
+    def is_gpu(self) -> bool:
+        return self.device.type == "cuda"
+
+    def progress(self, n: int, total: int, desc: str = "", **info: Any) -> None:
+        """Report progress (rank 0 only); ``info`` values appear next to the bar."""
+        if self.rank != 0:
+            return
+        event = {"event": "progress", "n": n, "total": total, "desc": desc, **info}
+        print(PROGRESS_PREFIX + json.dumps(event, default=str), flush=True)
+
+    def sync(self) -> None:
+        """Wait for queued GPU work (no-op on CPU): call before reading a host clock."""
+        if self.is_gpu:
+            import torch
+
+            torch.cuda.synchronize(self.device)
+
+    def barrier(self) -> None:
+        import torch.distributed as dist
+
+        if self.is_gpu:
+            dist.barrier(device_ids=[self.device.index])
+        else:
+            dist.barrier()
+
+
+def environment(ctx: Context) -> dict[str, Any]:
+    """This rank's environment block (host, backend, versions, device name)."""
+    import torch
+
+    nccl = None
+    if ctx.is_gpu:
+        with_version = torch.cuda.nccl.version()
+        nccl = ".".join(map(str, with_version)) if isinstance(with_version, tuple) else str(with_version)
+    return {
+        "host": socket.gethostname(),
+        "backend": ctx.backend,
+        "world_size": ctx.world_size,
+        "device": torch.cuda.get_device_name(ctx.device) if ctx.is_gpu else f"CPU ({platform.processor() or platform.machine()})",
+        "torch": torch.__version__.split("+")[0],
+        "cuda": torch.version.cuda,
+        "nccl": nccl,
+        "python": platform.python_version(),
+    }
+
+
+def _parser(name: str, params_cls: type) -> argparse.ArgumentParser:
+    lines = [f"  {n} ({t}, default {d if d is not dataclasses.MISSING else 'required'})"
+             for n, t, d in params_mod.describe(params_cls)]
+    parser = argparse.ArgumentParser(
+        prog=f"torchrun --standalone --nproc-per-node N -m {name}",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="parameters:\n" + "\n".join(lines),
+    )
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a workload parameter")
+    parser.add_argument("--out", type=Path, help="folder for rank{R}.json (default: runs/<workload>-<run id>)")
+    parser.add_argument("--backend", choices=("auto", "nccl", "gloo"), default="auto")
+    parser.add_argument("--pg-timeout", type=float, default=None, help="process-group timeout in seconds")
+    parser.add_argument("--capture", action="store_true", help="write this rank's output to RUN_DIR/rank{R}.log (the launcher sets it)")
+    return parser
+
+
+def _capture_output(path: Path) -> None:
+    """Send this process's stdout and stderr (file descriptors included) to ``path``."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
+    sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
+    sys.stderr.reconfigure(line_buffering=True)  # type: ignore[union-attr]
+
+
+def _workload_name(run: Callable[..., Any]) -> str:
+    module = run.__module__
+    if module == "__main__":
+        spec = getattr(sys.modules["__main__"], "__spec__", None)
+        module = spec.name if spec else Path(sys.argv[0]).stem
+    return module
+
+
+def main(run: Callable[[Context, Any], dict[str, Any] | None], params_cls: type, argv: list[str] | None = None) -> None:
+    """Entry point of a workload process: parse, set up, ``run``, write results, tear down."""
+    name = _workload_name(run)
+    args = _parser(name, params_cls).parse_args(argv)
+    rank = int(os.environ.get("RANK", "0"))
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    run_id = os.environ.get("TORCHELASTIC_RUN_ID", datetime.datetime.now().strftime("%Y%m%d-%H%M%S"))
+    run_dir = args.out or Path("runs") / f"{name.rsplit('.', 1)[-1]}-{run_id}"
+    run_dir.mkdir(parents=True, exist_ok=True)
+    if args.capture:
+        _capture_output(run_dir / f"rank{rank}.log")
+    # `kill -USR1 <pid>` prints every thread's Python stack into the log: how the launcher
+    # shows where a hanging rank is stuck.
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
+    (run_dir / f"rank{rank}.pid").write_text(str(os.getpid()))
+
+    started = time.perf_counter()
+    try:
+        params = params_mod.build(params_cls, params_mod.parse_assignments(args.set))
+        ctx = _init(rank, local_rank, world_size, args.backend, args.pg_timeout, run_dir)
+        metrics = run(ctx, params) or {}
+        payload = {
+            "schema_version": SCHEMA_VERSION,
+            "workload": name,
+            "rank": rank,
+            "pid": os.getpid(),
+            "wall_s": time.perf_counter() - started,
+            "params": dataclasses.asdict(params),
+            "env": environment(ctx),
+            "metrics": metrics,
+        }
+        write_json_atomic(run_dir / f"rank{rank}.json", payload)
+        ctx.barrier()
+        import torch.distributed as dist
+
+        dist.destroy_process_group()
+    except BaseException as exc:  # report every failure, KeyboardInterrupt and SystemExit included
+        if isinstance(exc, SystemExit) and not exc.code:
+            raise
+        write_json_atomic(run_dir / f"rank{rank}.error.json", {
+            "schema_version": SCHEMA_VERSION,
+            "rank": rank,
+            "time": time.time(),
+            "type": type(exc).__qualname__,
+            "message": str(exc),
+            "traceback": traceback.format_exc(),
+        })
+        traceback.print_exc()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        # Skip interpreter teardown: a process group whose peer died can hang in its destructor.
+        os._exit(1)
+    if rank == 0 and not args.capture:
+        print(f"results in {run_dir}/rank*.json")
+
+
+def _init(rank: int, local_rank: int, world_size: int, backend: str, pg_timeout: float | None, run_dir: Path) -> Context:
+    import torch
+    import torch.distributed as dist
+
+    if backend == "auto":
+        backend = "nccl" if torch.cuda.is_available() and torch.cuda.device_count() > local_rank else "gloo"
+    if backend == "nccl":
+        if not torch.cuda.is_available():
+            raise RuntimeError("backend nccl needs a GPU, and this process sees none: use --backend gloo")
+        device = torch.device("cuda", local_rank)
+        torch.cuda.set_device(device)
+    else:
+        device = torch.device("cpu")
+    kwargs: dict[str, Any] = {"backend": backend, "rank": rank, "world_size": world_size}
+    if pg_timeout is not None:
+        kwargs["timeout"] = datetime.timedelta(seconds=pg_timeout)
+    if backend == "nccl":
+        kwargs["device_id"] = device
+    if "MASTER_ADDR" not in os.environ:  # plain `python -m ...` without torchrun: a world of one
+        os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port()))
+    dist.init_process_group(**kwargs)
+    return Context(rank=rank, local_rank=local_rank, world_size=world_size, backend=backend, device=device, run_dir=run_dir)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])

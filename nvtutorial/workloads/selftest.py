@@ -1,0 +1,69 @@
+"""selftest: check that N processes can form a process group and agree on an all-reduce.
+
+Also the launcher's test subject: ``mode=crash`` makes rank 1 raise once the group is up,
+``mode=hang`` makes rank 1 never join the all-reduce that rank 0 waits in. Used in notebook 00.
+
+    torchrun --standalone --nproc-per-node 2 -m nvtutorial.workloads.selftest --set mode=ok
+    nvtutorial run selftest --nproc 2 --set mode=crash
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+from typing import Literal
+
+from nvtutorial import runtime
+from nvtutorial.params import require
+
+
+@dataclasses.dataclass(frozen=True)
+class Params:
+    mode: Literal["ok", "crash", "hang"] = "ok"
+    steps: int = 5
+    numel: int = 1 << 20
+    report_env: tuple[str, ...] = ()
+    """Names of environment variables whose values each rank reports (e.g. NCCL_DEBUG)."""
+
+    def __post_init__(self) -> None:
+        require(self.steps >= 1, f"steps={self.steps} must be at least 1")
+        require(self.numel >= 1, f"numel={self.numel} must be at least 1")
+
+
+def run(ctx: runtime.Context, p: Params) -> dict:
+    import torch
+    import torch.distributed as dist
+
+    print(f"rank {ctx.rank}/{ctx.world_size} up: backend {ctx.backend}, device {ctx.device}", flush=True)
+    expected = ctx.world_size * (ctx.world_size + 1) / 2
+    times = []
+    for step in range(p.steps):
+        x = torch.full((p.numel,), float(ctx.rank + 1), device=ctx.device)
+        if p.mode == "crash" and ctx.rank == 1:
+            raise RuntimeError("selftest: rank 1 crashed on purpose (mode=crash)")
+        if p.mode == "hang" and ctx.rank == 1:
+            print("rank 1: sleeping instead of joining the all-reduce (mode=hang)", flush=True)
+            while True:
+                time.sleep(1)
+        ctx.sync()
+        t0 = time.perf_counter()
+        dist.all_reduce(x)
+        ctx.sync()
+        times.append(time.perf_counter() - t0)
+        if not torch.all(x == expected):
+            raise AssertionError(f"all-reduce gave {x[0].item()} on rank {ctx.rank}, expected {expected}")
+        ctx.progress(step + 1, p.steps, "all-reduce")
+    times.sort()
+    return {
+        "device": str(ctx.device),
+        "allreduce_sum": expected,
+        "allreduce_ok": True,
+        "median_allreduce_ms": 1e3 * times[len(times) // 2],
+        "numel": p.numel,
+        "env": {name: os.environ.get(name) for name in p.report_env},
+    }
+
+
+if __name__ == "__main__":
+    runtime.main(run, Params)

@@ -1,0 +1,96 @@
+"""The ``nvtutorial`` command's contract: list, run, its failures and its bad inputs."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from nvtutorial import workloads
+
+from .conftest import assert_nothing_left
+
+
+def cli(*args: str, cwd=None, timeout: float = 120) -> tuple[subprocess.CompletedProcess, float]:
+    t0 = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "nvtutorial.cli", *args], capture_output=True, text=True,
+                          cwd=cwd, timeout=timeout)
+    return proc, time.monotonic() - t0
+
+
+def test_list_shows_every_workload_on_one_line():
+    proc, _ = cli("list")
+    assert proc.returncode == 0
+    lines = proc.stdout.strip().splitlines()
+    assert [line.split()[0] for line in lines] == workloads.names()
+    assert any(line.startswith("selftest ") and "process group" in line for line in lines)
+
+
+def test_run_selftest_writes_result_json(tmp_path):
+    out = tmp_path / "run"
+    proc, _ = cli("run", "selftest", "--nproc", "2", "--backend", "gloo", "--set", "steps=2", "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert "selftest: ok" in proc.stdout and "simulation" in proc.stdout
+    result = json.loads((out / "result.json").read_text())
+    assert result["env"]["backend"] == "gloo" and result["env"]["world_size"] == 2
+    assert len(result["env"]["device_names"]) == 2
+    assert result["returncode"] == 0 and result["params"]["steps"] == 2
+
+
+def test_run_default_folder_is_under_runs(tmp_path):
+    proc, _ = cli("run", "selftest", "--set", "steps=1", "--set", "numel=8", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    (folder,) = (tmp_path / "runs").iterdir()
+    assert folder.name.startswith("selftest-") and (folder / "result.json").exists()
+
+
+def test_crash_exits_nonzero_quickly_naming_rank_and_exception(tmp_path):
+    out = tmp_path / "crash"
+    proc, elapsed = cli("run", "selftest", "--set", "mode=crash", "--out", str(out))
+    assert proc.returncode == 1
+    assert elapsed < 15
+    assert "rank 1 failed: RuntimeError" in proc.stderr
+    assert "Traceback (most recent call last)" in proc.stderr
+    assert_nothing_left(out)
+
+
+def test_hang_with_timeout_exits_nonzero_within_20_seconds(tmp_path):
+    out = tmp_path / "hang"
+    proc, elapsed = cli("run", "selftest", "--set", "mode=hang", "--timeout", "10", "--out", str(out))
+    assert proc.returncode == 1
+    assert elapsed < 20
+    assert "did not finish within its 10 s deadline" in proc.stderr
+    assert_nothing_left(out)
+
+
+@pytest.mark.parametrize(("args", "expected"), [
+    (["run", "nope"], "unknown workload 'nope'; available: "),
+    (["run", "selftest", "--nproc", "0"], "nproc=0"),
+    (["run", "selftest", "--backend", "nccl"], "backend nccl"),
+    (["run", "selftest", "--set", "mode"], "malformed assignment 'mode': write KEY=VALUE"),
+    (["run", "selftest", "--set", "speed=3"], "unknown parameter speed; accepted: mode"),
+    (["run", "selftest", "--set", "steps=-2"], "steps=-2 must be at least 1"),
+    (["run", "selftest", "--env", "=1"], "malformed assignment '=1'"),
+    (["run", "selftest", "--timeout", "-3"], "must be a positive number of seconds"),
+    (["run", "selftest", "--backend", "mpi"], "invalid choice: 'mpi'"),
+    (["frobnicate"], "invalid choice: 'frobnicate'"),
+    (["course", "--only", "no-such-notebook", "--profile", "ci"], "no notebook in"),
+])
+def test_bad_input_is_one_line_exit_2_and_launches_nothing(args, expected, tmp_path):
+    if "--backend" in args and "nccl" in args:
+        import torch
+
+        from nvtutorial import hardware
+
+        if torch.version.cuda and hardware.gpu_count() >= 2:
+            pytest.skip("this machine has 2 GPUs, so --backend nccl is valid here")
+    proc, _ = cli(*args, cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert expected in lines[0]
+    assert not (tmp_path / "runs").exists() and not os.listdir(tmp_path)
