@@ -54,8 +54,6 @@ def cmd_run(args: argparse.Namespace) -> int:
     except launch.RunFailed as exc:
         print(f"nvtutorial run: {args.workload} failed after {exc.result.wall_s:.1f} s", file=sys.stderr)
         print(str(exc), file=sys.stderr)
-        if exc.traceback:
-            print(f"--- traceback of rank {exc.rank} ---\n{exc.traceback}", file=sys.stderr, end="")
         print(f"result: {exc.result.run_dir / 'result.json'}", file=sys.stderr)
         return EXIT_FAILED
     except KeyboardInterrupt:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import secrets
 import signal
 import subprocess
@@ -172,6 +173,7 @@ def child_environment(spec: LaunchSpec) -> dict[str, str]:
     package_root = str(Path(__file__).resolve().parent.parent)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH", "")) if p)
     env["PYTHONUNBUFFERED"] = "1"
+    env["NVTUTORIAL_LAUNCHER_PID"] = str(os.getpid())  # workers end themselves if we die
     env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // spec.nproc)))
     env.update(spec.env)
     return env
@@ -358,6 +360,25 @@ def _tail(path: Path, n: int = LOG_TAIL_LINES) -> list[str]:
         return []
 
 
+_STACK_HEADER = re.compile(r"^(Current thread|Thread) 0x[0-9a-f]+ ")
+
+
+def _stack_section(path: Path, before: int = 4, limit: int = 80) -> list[str]:
+    """A log's last lines from just before faulthandler's stack dump (every thread) to the end."""
+    lines = _tail(path, 400)
+    starts = [i for i, line in enumerate(lines) if _STACK_HEADER.match(line)]
+    if not starts:
+        return lines[-12:]
+    # the dump is the log's end: its first thread header is the first of the last run of headers
+    first = starts[-1]
+    for i in reversed(starts[:-1]):
+        if all(not ln or ln.startswith("  File ") or _STACK_HEADER.match(ln) for ln in lines[i:first]):
+            first = i
+        else:
+            break
+    return lines[max(0, first - before):][:limit]
+
+
 def _collect(spec: LaunchSpec, returncode: int, wall: float, first_output: float | None) -> RunResult:
     ranks: list[dict[str, Any]] = []
     envs: list[dict[str, Any]] = []
@@ -404,7 +425,7 @@ def _diagnose(spec: LaunchSpec, result: RunResult, timed_out: bool) -> RunFailed
                  "Each rank's last lines (a Python stack shows where it was waiting):"]
         for r, path in result.log_files.items():
             lines.append(f"--- rank {r} ({path}) ---")
-            lines += _tail(path, 12) or ["(no output)"]
+            lines += _stack_section(path) or ["(no output)"]
         result.log_tail = lines[2:]
         result.error = {"type": "Timeout", "message": lines[0]}
         return RunTimedOut("\n".join(lines), result)

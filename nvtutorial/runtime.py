@@ -22,6 +22,7 @@ import platform
 import signal
 import socket
 import sys
+import threading
 import time
 import traceback
 from collections.abc import Callable
@@ -149,6 +150,8 @@ def main(run: Callable[[Context, Any], dict[str, Any] | None], params_cls: type,
     # shows where a hanging rank is stuck.
     faulthandler.register(signal.SIGUSR1, all_threads=True)
     (run_dir / f"rank{rank}.pid").write_text(str(os.getpid()))
+    if os.environ.get("NVTUTORIAL_LAUNCHER_PID"):
+        _exit_with_launcher(int(os.environ["NVTUTORIAL_LAUNCHER_PID"]))
 
     started = time.perf_counter()
     try:
@@ -188,6 +191,26 @@ def main(run: Callable[[Context, Any], dict[str, Any] | None], params_cls: type,
         os._exit(1)
     if rank == 0 and not args.capture:
         print(f"results in {run_dir}/rank*.json")
+
+
+def _exit_with_launcher(pid: int, interval: float = 1.0) -> None:
+    """End this worker when the launching process is gone (a notebook kernel restarted or killed).
+
+    torchrun puts workers in sessions of their own, so nothing else would stop them.
+    """
+
+    def watch() -> None:
+        while True:
+            time.sleep(interval)
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                print(f"the launcher (pid {pid}) is gone: ending this worker", file=sys.stderr, flush=True)
+                os._exit(1)
+            except PermissionError:
+                pass
+
+    threading.Thread(target=watch, name="nvtutorial-launcher-watch", daemon=True).start()
 
 
 def _init(rank: int, local_rank: int, world_size: int, backend: str, pg_timeout: float | None, run_dir: Path) -> Context:
