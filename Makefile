@@ -5,7 +5,7 @@ PYTHON ?= python3
 # that already has torch, reuse it with `make install TORCH=` (empty: keep what pip finds).
 TORCH ?= torch==2.13.0
 VENV ?= .venv
-PROFILE ?= full
+PROFILE ?= auto
 BIN := $(VENV)/bin
 
 .PHONY: install course test lab bundle clean

@@ -112,7 +112,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("course", help="execute the notebooks with papermill and print a summary")
     p.add_argument("--out", type=Path, default=Path("build/course"), help="folder for executed notebooks and summary.json")
     p.add_argument("--only", help="run only notebooks whose file name contains this (e.g. 01)")
-    p.add_argument("--profile", choices=("ci", "full"), default="full", help="ci: small and fast; full: the lesson sizes")
+    p.add_argument("--profile", choices=("auto", "ci", "full"), default="auto",
+                   help="ci: small and fast; full: the lesson sizes; auto (default): full with 2 GPUs, else ci")
     p.add_argument("--notebooks", type=Path, default=None, help="folder of the notebooks (default: the repository's)")
     p.set_defaults(func=cmd_course)
 
@@ -131,7 +132,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 # Subcommands that live beside the module they expose: each module's add_command(sub) adds
 # its parser (class _Parser, so bad input exits 2) and sets `func`.
-_COMMAND_MODULES: list[str] = []
+_COMMAND_MODULES: list[str] = ["topology", "doctor"]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -74,11 +74,13 @@ class CourseSummary:
 
 def run_course(out: str | os.PathLike[str] = "build/course", only: str | None = None, profile: str = "full",
                notebooks_dir: str | os.PathLike[str] | None = None, kernel: str = "python3") -> CourseSummary:
-    """Execute the notebooks into ``out`` with papermill; write and return the summary."""
+    """Execute the notebooks into ``out`` with papermill; write and return the summary.
+
+    ``profile`` is ``ci``, ``full`` or ``auto`` (see :func:`lesson_profile`).
+    """
     import papermill
 
-    if profile not in ("ci", "full"):
-        raise CourseError(f"profile={profile!r}: use ci or full")
+    profile = lesson_profile(profile)
     folder = Path(notebooks_dir) if notebooks_dir else repository_notebooks()
     notebooks = sorted(p for p in folder.glob("*.ipynb") if not only or only in p.name)
     if not notebooks:
