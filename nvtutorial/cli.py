@@ -111,7 +111,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("course", help="execute the notebooks with papermill and print a summary")
     p.add_argument("--out", type=Path, default=Path("build/course"), help="folder for executed notebooks and summary.json")
-    p.add_argument("--only", help="run only notebooks whose file name contains this (e.g. 01)")
+    p.add_argument("--only", action="append", default=None, metavar="PATTERN",
+                   help="run only notebooks whose file name contains this (e.g. 01); repeatable")
     p.add_argument("--profile", choices=("auto", "ci", "full"), default="auto",
                    help="ci: small and fast; full: the lesson sizes; auto (default): full with 2 GPUs, else ci")
     p.add_argument("--notebooks", type=Path, default=None, help="folder of the notebooks (default: the repository's)")

@@ -72,7 +72,7 @@ class CourseSummary:
     out: str
 
 
-def run_course(out: str | os.PathLike[str] = "build/course", only: str | None = None, profile: str = "full",
+def run_course(out: str | os.PathLike[str] = "build/course", only: str | list[str] | None = None, profile: str = "full",
                notebooks_dir: str | os.PathLike[str] | None = None, kernel: str = "python3") -> CourseSummary:
     """Execute the notebooks into ``out`` with papermill; write and return the summary.
 
@@ -82,9 +82,10 @@ def run_course(out: str | os.PathLike[str] = "build/course", only: str | None = 
 
     profile = lesson_profile(profile)
     folder = Path(notebooks_dir) if notebooks_dir else repository_notebooks()
-    notebooks = sorted(p for p in folder.glob("*.ipynb") if not only or only in p.name)
+    patterns = [only] if isinstance(only, str) else list(only or [])
+    notebooks = sorted(p for p in folder.glob("*.ipynb") if not patterns or any(s in p.name for s in patterns))
     if not notebooks:
-        raise CourseError(f"no notebook in {folder} matches {only!r}" if only else f"no notebooks in {folder}")
+        raise CourseError(f"no notebook in {folder} matches {', '.join(patterns)}" if patterns else f"no notebooks in {folder}")
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     summary = CourseSummary(profile=profile, where=where(), notebooks=[], out=str(out))

@@ -112,12 +112,17 @@ def nvlink_count(a: int = 0, b: int = 1) -> int:
             try:
                 if pynvml.nvmlDeviceGetNvLinkState(handles[a], link) != pynvml.NVML_FEATURE_ENABLED:
                     continue
-                remote = pynvml.nvmlDeviceGetNvLinkRemotePciInfo_v2(handles[a], link)
+                remote = remote_pci_info(pynvml)(handles[a], link)
             except pynvml.NVMLError:
                 continue
             if _bus_key(_text(remote.busId)) == target:
                 links += 1
         return links
+
+
+def remote_pci_info(pynvml: Any) -> Any:
+    """``nvmlDeviceGetNvLinkRemotePciInfo_v2``, or the older spelling where nvidia-ml-py predates it."""
+    return getattr(pynvml, "nvmlDeviceGetNvLinkRemotePciInfo_v2", None) or pynvml.nvmlDeviceGetNvLinkRemotePciInfo
 
 
 def _bus_key(bus_id: str) -> str:
@@ -136,7 +141,7 @@ def link_label(a: int = 0, b: int = 1) -> str | None:
 # --- Inventory for notebook 01 and the doctor (added with issue 3; the functions above are unchanged) ---
 
 REFERENCE_MACHINE = "2× NVIDIA H200 SXM, NV18, driver 580.159.04, CUDA 13.0"
-"""The machine whose saved outputs ship with the course (``tests/fixtures/h200x2/``)."""
+"""The machine whose saved outputs ship with the course (``nvtutorial/data/h200x2/``)."""
 
 NVLINK_VERSIONS = {1: "1.0", 2: "2.0", 3: "2.2", 4: "3.0", 5: "3.1", 6: "4.0", 7: "5.0", 8: "6.0"}
 """NVML's ``nvmlNvlinkVersion_t`` codes (``NVML_NVLINK_VERSION_4_0 = 6``) as version strings."""
@@ -149,16 +154,16 @@ NVLINK_SPEED_FIELD = 164
 """``NVML_FI_DEV_NVLINK_GET_SPEED``: a link's speed in MB/s (scopeId = link)."""
 
 
-def reference_output(name: str) -> Path:
-    """A saved output of the reference machine (``nvidia-smi-topo-m.txt``, ``nccl-tests-…``).
+REFERENCE_DATA = Path(__file__).resolve().parent / "data" / "h200x2"
+"""Saved outputs of the reference machine, shipped with the package (also the parsers' test fixtures)."""
 
-    Looked up in the repository's ``tests/fixtures/h200x2/`` (then ``../shared/fixtures/h200x2/``).
-    """
-    root = Path(__file__).resolve().parent.parent
-    for folder in (root / "tests" / "fixtures" / "h200x2", root.parent / "shared" / "fixtures" / "h200x2"):
-        if (folder / name).is_file():
-            return folder / name
-    raise FileNotFoundError(f"saved output {name!r} of the reference machine not found under {root / 'tests/fixtures/h200x2'}")
+
+def reference_output(name: str) -> Path:
+    """A saved output of the reference machine (``nvidia-smi-topo-m.txt``, ``nccl-tests-…``)."""
+    path = REFERENCE_DATA / name
+    if not path.is_file():
+        raise FileNotFoundError(f"no saved output {name!r} of the reference machine in {REFERENCE_DATA}")
+    return path
 
 
 @dataclasses.dataclass(frozen=True)
@@ -226,6 +231,27 @@ class Inventory:
     def p2p_rows(self) -> list[dict[str, Any]]:
         return [{"pair": pair, **caps} for pair, caps in self.p2p.items()]
 
+    def describe(self) -> str:
+        """A few lines: GPUs, driver, the link between GPU 0 and 1, P2P. Used in notebook 01."""
+        if not self.gpus:
+            return f"no NVIDIA GPU ({self.source})"
+        names = sorted({g.name for g in self.gpus})
+        lines = [f"source: {self.source}",
+                 f"{len(self.gpus)} GPU(s): " + ", ".join(f"{sum(g.name == n for g in self.gpus)}× {n}" for n in names)
+                 + f", {self.gpus[0].memory_mib / 1024:.1f} GiB each",
+                 f"driver {self.driver or '?'} (supports CUDA ≤ {self.cuda_driver or '?'})"]
+        if len(self.gpus) >= 2:
+            n = self.links_between(0, 1)
+            g = self.gpus[0]
+            versions = sorted({link.version for link in g.active_links if link.version})
+            speeds = sorted({link.speed_mbps for link in g.active_links if link.speed_mbps})
+            detail = (f" (NVLink {', '.join(versions) or '?'}" + (f", {speeds[0] / 1000:.3f} GB/s per link as reported" if speeds else "")
+                      + ")") if n else ""
+            lines.append(f"GPU 0–1: {n} active NVLinks{detail}" if n else "GPU 0–1: no active NVLink (PCIe only)")
+            if "0-1" in self.p2p:
+                lines.append("P2P GPU 0–1: " + ", ".join(f"{k} {v}" for k, v in self.p2p["0-1"].items()))
+        return "\n".join(lines)
+
     def to_frame(self):  # -> pandas.DataFrame
         import pandas as pd
 
@@ -235,7 +261,7 @@ class Inventory:
 def _nvml_call(fn: Any, *args: Any) -> Any:
     try:
         return fn(*args)
-    except Exception:  # NVMLError_NotSupported and friends: a fact we cannot read is None
+    except Exception:  # noqa: BLE001 - NVMLError_NotSupported and friends: a fact we cannot read is None
         return None
 
 
@@ -249,7 +275,7 @@ def _nvlinks(pynvml: Any, handle: Any, bus_to_index: dict[str, int]) -> tuple[Nv
         active = state == pynvml.NVML_FEATURE_ENABLED
         remote = version = speed = None
         if active:
-            info = _nvml_call(pynvml.nvmlDeviceGetNvLinkRemotePciInfo_v2, handle, link)
+            info = _nvml_call(remote_pci_info(pynvml), handle, link)
             remote = _text(info.busId) if info is not None else None
             code = _nvml_call(pynvml.nvmlDeviceGetNvLinkVersion, handle, link)
             version = NVLINK_VERSIONS.get(code) if code is not None else None
@@ -366,3 +392,9 @@ def reference_inventory() -> Inventory:
         detailed.append(dataclasses.replace(g, nvlinks=links))
     return Inventory(source=f"a saved output of the reference machine ({REFERENCE_MACHINE})", driver=driver,
                      cuda_driver=cuda, gpus=tuple(detailed))
+
+
+def inventory_or_reference(gpus_needed: int = 2) -> Inventory:
+    """This machine's inventory when it has ``gpus_needed`` GPUs, else the reference machine's (simulation mode)."""
+    inv = inventory()
+    return inv if len(inv.gpus) >= gpus_needed else reference_inventory()

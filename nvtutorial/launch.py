@@ -280,7 +280,7 @@ def execute(spec: LaunchSpec, check: bool = True) -> RunResult:
     progress = _Progress()
     first_output: float | None = None
     failure_seen: float | None = None
-    timed_out = interrupted = False
+    timed_out = interrupted = terminated = False
     procs: list[psutil.Process] = []
 
     with open(agent_log_path, "w") as agent_log:
@@ -290,6 +290,7 @@ def execute(spec: LaunchSpec, check: bool = True) -> RunResult:
         agent = psutil.Process(proc.pid)
     except psutil.Error:
         agent = None
+    previous_sigterm = _raise_on_sigterm()
 
     def pump() -> None:
         nonlocal first_output
@@ -313,6 +314,7 @@ def execute(spec: LaunchSpec, check: bool = True) -> RunResult:
             if failure_seen is None and any(spec.run_dir.glob("rank*.error.json")):
                 failure_seen = now
             if failure_seen is not None and now - failure_seen > FAILURE_GRACE_S:
+                _dump_stacks(spec, started_at)  # where the surviving ranks were when one failed
                 break
             if deadline is not None and now > deadline:
                 timed_out = True
@@ -321,24 +323,48 @@ def execute(spec: LaunchSpec, check: bool = True) -> RunResult:
             time.sleep(0.05)
     except KeyboardInterrupt:
         interrupted = True
+    except _Terminated:
+        interrupted = terminated = True
     finally:
         if proc.poll() is None or interrupted or timed_out or failure_seen is not None:
             _end_tree(_tree(agent, _worker_processes(spec, started_at)) + [p for p in procs if p.is_running()])
         proc.wait()
+        if previous_sigterm is not None:
+            signal.signal(signal.SIGTERM, previous_sigterm)
         pump()
         progress.close()
     wall = time.perf_counter() - t0
     result = _collect(spec, proc.returncode, wall, first_output)
     if interrupted:
-        result.error = {"type": "KeyboardInterrupt", "message": "interrupted by the caller; every process of the run was ended"}
+        result.error = {"type": "SIGTERM" if terminated else "KeyboardInterrupt",
+                        "message": "interrupted by the caller; every process of the run was ended"}
         result.save()
         print(f"interrupted: every process of {spec.workload} was ended ({spec.run_dir})", file=sys.stderr)
+        if terminated:
+            raise SystemExit(128 + signal.SIGTERM)
         raise KeyboardInterrupt
     failure = _diagnose(spec, result, timed_out)
     result.save()
     if failure is not None and check:
         raise failure
     return result
+
+
+class _Terminated(BaseException):
+    """SIGTERM arrived while a run was in flight (a job scheduler, ``timeout``, ``kill``)."""
+
+
+def _raise_on_sigterm() -> Any:
+    """While a run is in flight, turn SIGTERM into an exception so the process tree is ended first."""
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return None
+
+    def handler(signum: int, frame: Any) -> None:
+        raise _Terminated()
+
+    return signal.signal(signal.SIGTERM, handler)
 
 
 def _dump_stacks(spec: LaunchSpec, started_at: float) -> None:

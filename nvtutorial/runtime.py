@@ -199,16 +199,25 @@ def _exit_with_launcher(pid: int, interval: float = 1.0) -> None:
     torchrun puts workers in sessions of their own, so nothing else would stop them.
     """
 
+    import psutil
+
+    try:
+        launcher = psutil.Process(pid)
+    except psutil.NoSuchProcess:
+        launcher = None
+
+    def gone() -> bool:
+        # a dead launcher may linger as a zombie where nothing reaps orphans: that counts as gone
+        try:
+            return launcher is None or launcher.status() == psutil.STATUS_ZOMBIE
+        except psutil.NoSuchProcess:
+            return True
+
     def watch() -> None:
-        while True:
+        while not gone():
             time.sleep(interval)
-            try:
-                os.kill(pid, 0)
-            except ProcessLookupError:
-                print(f"the launcher (pid {pid}) is gone: ending this worker", file=sys.stderr, flush=True)
-                os._exit(1)
-            except PermissionError:
-                pass
+        print(f"the launcher (pid {pid}) is gone: ending this worker", file=sys.stderr, flush=True)
+        os._exit(1)
 
     threading.Thread(target=watch, name="nvtutorial-launcher-watch", daemon=True).start()
 

@@ -36,8 +36,4 @@ $PY scripts/cli_checks.py "$out/cli-checks.json" || echo "cli checks FAILED"
 
 args=()
 for pattern in "$@"; do args+=(--only "$pattern"); done
-if [ $# -le 1 ]; then
-    $PY -m nvtutorial.cli course --profile full --out "$out" "${args[@]}"
-else
-    for pattern in "$@"; do $PY -m nvtutorial.cli course --profile full --out "$out" --only "$pattern"; done
-fi
+$PY -m nvtutorial.cli course --profile full --out "$out" "${args[@]}"

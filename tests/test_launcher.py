@@ -91,6 +91,21 @@ def test_interrupt_ends_the_whole_tree_within_5_seconds(tmp_path):
     assert json.loads((run_dir / "result.json").read_text())["error"]["type"] == "KeyboardInterrupt"
 
 
+def test_sigterm_to_the_caller_ends_the_tree_first(tmp_path):
+    run_dir = tmp_path / "run"
+    script = (f"import nvtutorial; nvtutorial.run('selftest', nproc=2, backend='gloo', params={{'mode': 'hang'}}, "
+              f"timeout=300, out={str(run_dir)!r}, output='none')")
+    caller = subprocess.Popen([sys.executable, "-c", script])
+    deadline = time.monotonic() + 60
+    while "sleeping" not in _read(run_dir / "rank1.log"):
+        assert time.monotonic() < deadline and caller.poll() is None, "the run did not start"
+        time.sleep(0.1)
+    caller.terminate()
+    assert caller.wait(timeout=10) == 128 + signal.SIGTERM
+    assert_nothing_left(run_dir)
+    assert json.loads((run_dir / "result.json").read_text())["error"]["type"] == "SIGTERM"
+
+
 def test_workers_end_when_the_caller_is_killed(tmp_path):
     """A kernel restart kills the caller outright: the workers (in sessions of their own) must follow."""
     run_dir = tmp_path / "run"

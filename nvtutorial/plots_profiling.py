@@ -1,0 +1,259 @@
+"""Plots of notebooks 05 (profiling) and 06 (pitfalls). Each takes data and returns ``(fig, ax)``.
+
+Every figure is stamped with where it was measured (:func:`nvtutorial.plots.stamp`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from .plots import figure, stamp
+
+COLOURS = {"compute": "#4C72B0", "hidden": "#8172B2", "exposed": "#C44E52", "idle": "#CCCCCC", "comm": "#DD8452",
+           "phase": "#55A868"}
+
+
+def _finish(fig: Any, where: Any) -> None:
+    """Lay the figure out with room at the bottom, then stamp where it was measured."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # tight_layout warns about axes it cannot fit; the figure is still drawn
+        fig.tight_layout(rect=(0, 0.04, 1, 1))
+    stamp(fig, where)
+
+
+def _get(split: Any, key: str) -> float:
+    value = split.get(key) if isinstance(split, Mapping) else getattr(split, key)
+    return float(value) if value is not None else 0.0
+
+
+def split_bars(splits: Mapping[str, Any], where: Any, title: str = "Where the time of a DDP step goes"):
+    """Stacked horizontal bars: compute only, communication hidden under compute, exposed
+    communication, idle; one bar per label (a :class:`~nvtutorial.traces.Split` or its dict)."""
+    fig, ax = figure(8.0, 1.9 + 0.5 * max(1, len(splits)))
+    labels = list(splits)
+    totals = []
+    for i, label in enumerate(labels):
+        s = splits[label]
+        parts = (("compute only", _get(s, "compute_ms") - _get(s, "hidden_ms"), COLOURS["compute"]),
+                 ("communication hidden under compute", _get(s, "hidden_ms"), COLOURS["hidden"]),
+                 ("exposed communication", _get(s, "exposed_ms"), COLOURS["exposed"]),
+                 ("idle", _get(s, "idle_ms"), COLOURS["idle"]))
+        left = 0.0
+        for name, width, colour in parts:
+            ax.barh(i, width, left=left, color=colour, label=name if i == 0 else None, height=0.6)
+            left += width
+        totals.append(left)
+        ax.text(left, i, f"  {left:.3g} ms, comm {100 * _get(s, 'comm_share'):.0f} %", va="center", fontsize=8)
+    ax.set_yticks(range(len(labels)), labels)
+    ax.invert_yaxis()
+    ax.set_xlabel("milliseconds per step")
+    ax.set_title(title, pad=24)
+    ax.set_xlim(0, max(totals, default=1.0) * 1.3 or 1.0)
+    ax.legend(fontsize=7, loc="lower left", bbox_to_anchor=(0.0, 1.0), ncol=4, frameon=False)
+    _finish(fig, where)
+    return fig, ax
+
+
+def timeline(frame: Any, where: Any, title: str = "One step on each rank"):
+    """Broken bars per rank: its phases, its compute and its communication (from
+    :func:`nvtutorial.traces.timeline`)."""
+    fig, ax = figure(9.0, 1.2 + 0.9 * max(1, frame["rank"].nunique() if len(frame) else 1))
+    ranks = sorted(frame["rank"].unique()) if len(frame) else []
+    yticks, ylabels = [], []
+    y = 0
+    for rank in ranks:
+        sub = frame[frame["rank"] == rank]
+        for kind, label in (("phase", "phases"), ("compute", "compute"), ("comm", "communication")):
+            rows = sub[sub["kind"] == kind]
+            spans = [(r.start_ms, r.end_ms - r.start_ms) for r in rows.itertuples()]
+            if kind == "phase":
+                colours = [COLOURS["phase"] if i % 2 == 0 else "#8FBF9F" for i in range(len(spans))]
+                ax.broken_barh(spans, (y - 0.35, 0.7), facecolors=colours)
+                for r in rows.itertuples():
+                    ax.text((r.start_ms + r.end_ms) / 2, y, r.name, ha="center", va="center", fontsize=7)
+            else:
+                ax.broken_barh(spans, (y - 0.35, 0.7), facecolors=COLOURS[kind], linewidth=0)
+            yticks.append(y)
+            ylabels.append(f"rank {rank} {label}")
+            y += 1
+        step = sub[sub["kind"] == "step"]
+        for r in step.itertuples():
+            ax.axvline(r.start_ms, color="0.6", lw=0.6, ls=":")
+            ax.axvline(r.end_ms, color="0.6", lw=0.6, ls=":")
+        y += 0.5
+    ax.set_yticks(yticks, ylabels)
+    ax.invert_yaxis()
+    ax.set_xlabel("milliseconds (the ranks share one clock)")
+    ax.set_title(title)
+    _finish(fig, where)
+    return fig, ax
+
+
+def telemetry(frame: Any, where: Any, phases: Sequence[Mapping[str, Any]] = (), step_ends: Sequence[float] = (),
+              title: str = "NVML telemetry during the run"):
+    """GPU utilisation, NVLink bytes/s and memory against time, with the run's phases shaded
+    and step ends ticked (wall-clock times from the workload)."""
+    import matplotlib.pyplot as plt
+
+    if frame is None or len(frame) == 0:
+        reason = getattr(frame, "attrs", {}).get("reason") or "no telemetry"
+        fig, ax = figure(8.0, 2.2)
+        ax.text(0.5, 0.5, f"no telemetry: {reason}", ha="center", va="center", transform=ax.transAxes, fontsize=9, wrap=True)
+        ax.set_xticks([])
+        ax.set_yticks([])
+        ax.set_title(title)
+        _finish(fig, where)
+        return fig, ax
+    fig, axes = plt.subplots(3, 1, figsize=(9.0, 6.5), sharex=True)
+    t0 = float(frame["t"].min())
+    for gpu, sub in frame.groupby("gpu"):
+        t = sub["t"] - t0
+        axes[0].plot(t, sub["sm_util_pct"], label=f"GPU {gpu}")
+        axes[1].plot(t, sub["nvlink_tx_gbs"], label=f"GPU {gpu} sent")
+        axes[1].plot(t, sub["nvlink_rx_gbs"], ls="--", label=f"GPU {gpu} received")
+        axes[2].plot(t, sub["mem_used_mib"] / 1024, label=f"GPU {gpu}")
+    axes[0].set_ylabel("utilisation %\n(a kernel running)")
+    axes[1].set_ylabel("NVLink GB/s")
+    axes[2].set_ylabel("memory used GiB")
+    for i, ph in enumerate(phases):
+        for ax in axes:
+            ax.axvspan(ph["start"] - t0, ph["end"] - t0, color="0.85" if i % 2 == 0 else "0.93", zorder=0)
+        axes[0].text((ph["start"] + ph["end"]) / 2 - t0, 103, ph["name"], ha="center", va="bottom", fontsize=6, rotation=20)
+    for t in step_ends:
+        axes[0].axvline(t - t0, color="0.5", lw=0.4)
+    axes[0].set_ylim(0, 100)
+    for ax in axes:
+        ax.legend(fontsize=7, loc="upper right")
+    axes[-1].set_xlabel("seconds since sampling started")
+    fig.suptitle(title, fontsize=10)
+    _finish(fig, where)
+    return fig, axes
+
+
+def comm_share_sweep(rows_by_path: Mapping[str, Sequence[Mapping[str, Any]]], where: Any, threshold: float = 0.15):
+    """Communication share (solid) and exposed share (dashed) of a step against the per-GPU
+    batch, one line per path, with the source tutorial's 15 % line (claim C16)."""
+    fig, ax = figure(7.0, 4.0)
+    for label, rows in rows_by_path.items():
+        rows = sorted(rows, key=lambda r: r["batch"])
+        xs = [r["batch"] for r in rows]
+        line, = ax.plot(xs, [100 * r["comm_share"] for r in rows], marker="o", label=f"{label}: communication")
+        ax.plot(xs, [100 * r["exposed_share"] for r in rows], marker="x", ls="--", color=line.get_color(),
+                label=f"{label}: exposed")
+    ax.axhline(100 * threshold, color="0.3", lw=0.8, ls=":")
+    ax.text(0.01, 100 * threshold, f" {100 * threshold:.0f} % (the source's rule)", va="bottom", fontsize=7,
+            transform=ax.get_yaxis_transform())
+    ax.set_xscale("log", base=2)
+    batches = sorted({r["batch"] for rows in rows_by_path.values() for r in rows})
+    if batches:
+        ax.set_xticks(batches, [str(b) for b in batches])
+        ax.minorticks_off()
+    ax.set_xlabel("per-GPU batch size")
+    ax.set_ylabel("% of the step")
+    ax.set_title("Communication share against batch size")
+    ax.legend(fontsize=7)
+    _finish(fig, where)
+    return fig, ax
+
+
+def step_gap(rows: Mapping[str, Mapping[str, float]], where: Any):
+    """Bars per path: the 1-GPU step, the 2-GPU (DDP) step and 1-GPU + exposed communication."""
+    fig, ax = figure(7.0, 3.6)
+    labels = list(rows)
+    width = 0.25
+    keys = (("local_step_ms", "1-GPU step (no DDP)"), ("step_ms", "DDP step, 2 GPUs"),
+            ("predicted_ms", "1-GPU step + exposed communication"))
+    for k, (key, name) in enumerate(keys):
+        ax.bar([i + (k - 1) * width for i in range(len(labels))], [rows[l].get(key) or 0 for l in labels], width, label=name)
+    ax.set_xticks(range(len(labels)), labels)
+    ax.set_ylabel("milliseconds per step")
+    ax.set_title("Is the exposed communication the price of the second GPU?")
+    ax.legend(fontsize=7)
+    _finish(fig, where)
+    return fig, ax
+
+
+def memory_per_rank(memories: Sequence[Mapping[str, Any]], where: Any):
+    """Peak allocated and reserved memory per rank (GPU), or peak process RSS (CPU)."""
+    fig, ax = figure(6.0, 3.4)
+    ranks = list(range(len(memories)))
+    if memories and "allocated_bytes.all.peak" in memories[0]:
+        alloc = [m["allocated_bytes.all.peak"] / 2**30 for m in memories]
+        res = [m["reserved_bytes.all.peak"] / 2**30 for m in memories]
+        ax.bar([r - 0.2 for r in ranks], alloc, 0.4, label="peak allocated (tensors)")
+        ax.bar([r + 0.2 for r in ranks], res, 0.4, label="peak reserved (allocator cache)")
+        ax.set_ylabel("GiB")
+        ax.set_title("GPU memory per rank (torch.cuda.memory_stats)")
+    else:
+        ax.bar(ranks, [m.get("rss_peak_mib", 0) / 1024 for m in memories], 0.5, label="peak process RSS")
+        ax.set_ylabel("GiB")
+        ax.set_title("Process memory per rank (CPU run: no GPU memory)")
+    ax.set_xticks(ranks, [f"rank {r}" for r in ranks])
+    ax.legend(fontsize=7)
+    _finish(fig, where)
+    return fig, ax
+
+
+def loader_sweep(rows: Sequence[Mapping[str, Any]], where: Any, consumes: float | None = None, knee: Any = None,
+                 rule: int | None = None):
+    """Samples/s of one rank's DataLoader against ``num_workers`` (with and without pinned
+    memory), the training step's appetite as a line, and the knee marked (claim C17)."""
+    fig, ax = figure(7.0, 4.0)
+    for pin in sorted({bool(r["pin_memory"]) for r in rows}):
+        sub = sorted((r for r in rows if bool(r["pin_memory"]) == pin), key=lambda r: r["num_workers"])
+        ax.plot([r["num_workers"] for r in sub], [r["samples_per_s"] for r in sub], marker="o",
+                label=f"pin_memory={pin}")
+    if consumes:
+        ax.axhline(consumes, color="0.3", ls="--", lw=0.8)
+        ax.text(0, consumes, " what one training step consumes", va="bottom", fontsize=7)
+    if knee is not None:
+        ax.plot([knee["num_workers"]], [knee["samples_per_s"]], marker="*", ms=16, color="C3", ls="none",
+                label=f"knee: {knee['num_workers']} workers (90 % of the best)")
+    if rule is not None:
+        ax.axvline(rule, color="C2", ls=":", lw=0.8)
+        ax.text(rule, ax.get_ylim()[1] * 0.95, " 4 × GPUs", fontsize=7, color="C2", va="top")
+    ax.set_xlabel("num_workers (per rank)")
+    ax.set_ylabel("samples/s per rank")
+    ax.set_title("The input pipeline: DataLoader throughput")
+    ax.legend(fontsize=7)
+    _finish(fig, where)
+    return fig, ax
+
+
+def oom_fixes(rows: Sequence[Mapping[str, Any]], cap_mib: float, where: Any):
+    """Peak memory of each variant of the training step against the memory cap; red = OOM."""
+    fig, ax = figure(8.0, 0.9 + 0.6 * max(1, len(rows)))
+    for i, r in enumerate(rows):
+        colour = COLOURS["exposed"] if r.get("outcome") == "OOM" else COLOURS["compute"]
+        ax.barh(i, r.get("peak_reserved_mib", 0) / 1024, color=colour, height=0.6)
+        note = r.get("outcome", "")
+        if r.get("step_ms"):
+            note += f", {r['step_ms']:.0f} ms"
+        ax.text(r.get("peak_reserved_mib", 0) / 1024, i, f"  {note}", va="center", fontsize=8)
+    ax.axvline(cap_mib / 1024, color="0.2", ls="--", lw=1, label=f"the cap ({cap_mib / 1024:.1f} GiB)")
+    ax.legend(fontsize=7, loc="lower right")
+    ax.set_yticks(range(len(rows)), [r["variant"] for r in rows])
+    ax.invert_yaxis()
+    ax.set_xlabel("peak reserved GiB")
+    ax.set_title("An OOM and the fixes that work")
+    _finish(fig, where)
+    return fig, ax
+
+
+def idle_bars(values: Mapping[str, float], where: Any, title: str, unit: str = "s"):
+    """A few labelled durations side by side (e.g. validation patterns)."""
+    fig, ax = figure(6.5, 0.9 + 0.55 * max(1, len(values)))
+    labels = list(values)
+    ax.barh(range(len(labels)), [values[k] for k in labels], color=COLOURS["compute"], height=0.6)
+    for i, k in enumerate(labels):
+        ax.text(values[k], i, f"  {values[k]:.3g} {unit}", va="center", fontsize=8)
+    ax.set_yticks(range(len(labels)), labels)
+    ax.invert_yaxis()
+    ax.set_xlabel(unit)
+    ax.set_title(title)
+    ax.set_xlim(0, max(values.values(), default=1.0) * 1.3)
+    _finish(fig, where)
+    return fig, ax

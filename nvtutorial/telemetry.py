@@ -1,0 +1,315 @@
+"""Live GPU telemetry during a run: NVML sampled by a thread of the notebook's own process.
+
+Used in notebook 05::
+
+    with telemetry.sample(interval=0.1) as t:
+        res = nvtutorial.run("profile_step", ...)
+    frame = t.frame()   # one row per GPU and sample
+
+Each sample holds, per GPU: NVML's utilisation (the share of the last sample period in which
+at least one kernel ran: what ``nvidia-smi dmon -s u`` calls ``sm``), memory utilisation,
+memory used, power draw, and NVLink data bytes per second sent and received, from NVML's
+cumulative NVLink counters (``NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX/RX``, read per active link
+and summed). Only NVML is used: the notebook's process never creates a CUDA context, so the
+launched workers have the GPUs to themselves.
+
+``sample(dmon=True)`` also runs ``nvidia-smi dmon -s u`` beside it (where ``nvidia-smi``
+exists), to show what that tool reports and what it does not (claim C13).
+
+Where there is no NVIDIA driver the sampler says why and yields an empty frame.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import shutil
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from . import hardware
+
+COLUMNS = ["t", "t_s", "gpu", "sm_util_pct", "mem_util_pct", "mem_used_mib", "power_w", "nvlink_tx_gbs", "nvlink_rx_gbs"]
+"""Columns of :meth:`Sampler.frame`; ``t`` is the wall clock (``time.time()``), ``t_s`` seconds since start."""
+
+
+@dataclasses.dataclass
+class _Raw:
+    t: float
+    gpu: int
+    sm: float | None
+    mem: float | None
+    used_mib: float | None
+    power_w: float | None
+    tx_kib: float | None  # cumulative, summed over the active links
+    rx_kib: float | None
+
+
+class Sampler:
+    """Samples NVML every ``interval`` seconds in a background thread between start() and stop()."""
+
+    def __init__(self, interval: float = 0.1, nvlink: bool = True, dmon: bool = False) -> None:
+        if interval <= 0:
+            raise ValueError(f"interval={interval!r}: give a positive number of seconds")
+        self.interval = float(interval)
+        self.nvlink = nvlink
+        self.want_dmon = dmon
+        self.available = False
+        self.reason = ""
+        self.gpu_names: list[str] = []
+        self.links: dict[int, list[int]] = {}
+        self.nvlink_note = ""
+        self.started_at: float | None = None
+        self.stopped_at: float | None = None
+        self.dmon_reason = ""
+        self.dmon_text = ""
+        self._raw: list[_Raw] = []
+        self._errors: list[str] = []
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._pynvml: Any = None
+        self._handles: list[Any] = []
+        self._dmon: subprocess.Popen[str] | None = None
+
+    # ----------------------------------------------------------------- lifecycle
+    def start(self) -> Sampler:
+        self.started_at = time.time()
+        try:
+            import pynvml
+        except ImportError:
+            self.reason = "NVML is unavailable: the nvidia-ml-py package (pynvml) is not installed"
+            return self
+        try:
+            pynvml.nvmlInit()
+        except Exception as exc:  # NVMLError_LibraryNotFound, DriverNotLoaded...
+            self.reason = f"NVML is unavailable here (no NVIDIA driver: {type(exc).__name__}); no GPU telemetry on this machine"
+            return self
+        self._pynvml = pynvml
+        self._handles = hardware._visible_handles(pynvml)
+        if not self._handles:
+            self.reason = "NVML sees no GPU: no telemetry"
+            pynvml.nvmlShutdown()
+            self._pynvml = None
+            return self
+        self.available = True
+        self.gpu_names = [hardware._text(pynvml.nvmlDeviceGetName(h)) for h in self._handles]
+        if self.nvlink:
+            for i, h in enumerate(self._handles):
+                self.links[i] = self._active_links(h)
+            if not any(self.links.values()):
+                self.nvlink_note = "no active NVLink: the NVLink columns stay empty"
+        if self.want_dmon:
+            self._start_dmon()
+        self._thread = threading.Thread(target=self._loop, name="nvtutorial-telemetry", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5 * self.interval + 2.0)
+        self.stopped_at = time.time()
+        if self._dmon is not None:
+            self._dmon.terminate()
+            try:
+                out, _ = self._dmon.communicate(timeout=3)
+            except subprocess.TimeoutExpired:
+                self._dmon.kill()
+                out, _ = self._dmon.communicate()
+            self.dmon_text = out or ""
+            self._dmon = None
+        if self._pynvml is not None:
+            with contextlib.suppress(Exception):
+                self._pynvml.nvmlShutdown()
+            self._pynvml = None
+
+    # ----------------------------------------------------------------- NVML
+    def _active_links(self, handle: Any) -> list[int]:
+        pynvml = self._pynvml
+        links = []
+        for link in range(getattr(pynvml, "NVML_NVLINK_MAX_LINKS", 18)):
+            try:
+                if pynvml.nvmlDeviceGetNvLinkState(handle, link) == pynvml.NVML_FEATURE_ENABLED:
+                    links.append(link)
+            except pynvml.NVMLError:
+                continue
+        return links
+
+    def _nvlink_kib(self, handle: Any, links: list[int]) -> tuple[float | None, float | None]:
+        if not links:
+            return None, None
+        pynvml = self._pynvml
+        ids = []
+        for link in links:
+            ids += [(pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX, link), (pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX, link)]
+        values = pynvml.nvmlDeviceGetFieldValues(handle, ids)
+        tx = rx = 0.0
+        ok = False
+        for k, v in enumerate(values):
+            if v.nvmlReturn != pynvml.NVML_SUCCESS:
+                continue
+            ok = True
+            if k % 2 == 0:
+                tx += float(v.value.ullVal)
+            else:
+                rx += float(v.value.ullVal)
+        return (tx, rx) if ok else (None, None)
+
+    def _read(self, i: int, handle: Any) -> _Raw:
+        pynvml = self._pynvml
+        t = time.time()
+        sm = mem = used = power = None
+        tx = rx = None
+        with contextlib.suppress(pynvml.NVMLError):
+            u = pynvml.nvmlDeviceGetUtilizationRates(handle)
+            sm, mem = float(u.gpu), float(u.memory)
+        with contextlib.suppress(pynvml.NVMLError):
+            used = pynvml.nvmlDeviceGetMemoryInfo(handle).used / 2**20
+        with contextlib.suppress(pynvml.NVMLError):
+            power = pynvml.nvmlDeviceGetPowerUsage(handle) / 1000.0
+        if self.nvlink:
+            try:
+                tx, rx = self._nvlink_kib(handle, self.links.get(i, []))
+            except pynvml.NVMLError as exc:
+                if not self._errors:
+                    self._errors.append(f"NVLink counters unreadable: {exc}")
+        return _Raw(t, i, sm, mem, used, power, tx, rx)
+
+    def _loop(self) -> None:
+        next_t = time.perf_counter()
+        while not self._stop.is_set():
+            for i, h in enumerate(self._handles):
+                self._raw.append(self._read(i, h))
+            next_t += self.interval
+            self._stop.wait(max(0.0, next_t - time.perf_counter()))
+        for i, h in enumerate(self._handles):  # one last sample, so the end of the run is in
+            self._raw.append(self._read(i, h))
+
+    # ----------------------------------------------------------------- dmon
+    def _start_dmon(self) -> None:
+        exe = shutil.which("nvidia-smi")
+        if exe is None:
+            self.dmon_reason = "nvidia-smi is not on PATH: no dmon output"
+            return
+        self._dmon = subprocess.Popen([exe, "dmon", "-s", "u", "-d", "1"], stdout=subprocess.PIPE,
+                                      stderr=subprocess.STDOUT, text=True, stdin=subprocess.DEVNULL)
+
+    def dmon_frame(self):  # -> pandas.DataFrame
+        """What ``nvidia-smi dmon -s u`` printed during the run, as a table (its own columns)."""
+        return parse_dmon(self.dmon_text)
+
+    # ----------------------------------------------------------------- results
+    def frame(self):  # -> pandas.DataFrame
+        """One row per GPU and sample (see :data:`COLUMNS`); empty, with ``attrs["reason"]``, without NVML."""
+        import pandas as pd
+
+        rows = []
+        last: dict[int, _Raw] = {}
+        for r in self._raw:
+            prev = last.get(r.gpu)
+            tx_rate = rx_rate = float("nan")
+            if prev is not None and r.tx_kib is not None and prev.tx_kib is not None and r.t > prev.t:
+                dt = r.t - prev.t
+                if r.tx_kib >= prev.tx_kib and r.rx_kib is not None and prev.rx_kib is not None and r.rx_kib >= prev.rx_kib:
+                    tx_rate = (r.tx_kib - prev.tx_kib) * 1024 / dt / 1e9
+                    rx_rate = (r.rx_kib - prev.rx_kib) * 1024 / dt / 1e9
+            last[r.gpu] = r
+            rows.append({"t": r.t, "t_s": r.t - (self.started_at or r.t), "gpu": r.gpu, "sm_util_pct": r.sm,
+                         "mem_util_pct": r.mem, "mem_used_mib": r.used_mib, "power_w": r.power_w,
+                         "nvlink_tx_gbs": tx_rate, "nvlink_rx_gbs": rx_rate})
+        frame = pd.DataFrame(rows, columns=COLUMNS)
+        frame.attrs["reason"] = self.reason
+        frame.attrs["gpus"] = list(self.gpu_names)
+        return frame
+
+    def nvlink_bytes(self, start: float, end: float) -> dict[int, dict[str, float]]:
+        """Bytes each GPU sent and received over NVLink between two wall-clock times (``time.time()``),
+        from the counter samples closest inside the interval."""
+        out: dict[int, dict[str, float]] = {}
+        for gpu in range(len(self._handles)):
+            inside = [r for r in self._raw if r.gpu == gpu and start <= r.t <= end and r.tx_kib is not None]
+            if len(inside) >= 2:
+                a, b = inside[0], inside[-1]
+                out[gpu] = {"tx_bytes": (b.tx_kib - a.tx_kib) * 1024, "rx_bytes": (b.rx_kib - a.rx_kib) * 1024,  # type: ignore[operator]
+                            "seconds": b.t - a.t}
+        return out
+
+    @property
+    def errors(self) -> list[str]:
+        return list(self._errors)
+
+    def summary(self) -> str:
+        """One line: how many samples of which GPUs, or why there are none."""
+        if not self.available:
+            return self.reason
+        n = len(self._raw) // max(1, len(self._handles))
+        links = ", ".join(f"GPU {g}: {len(v)} NVLinks" for g, v in self.links.items()) or "NVLink not sampled"
+        return f"{n} samples of {len(self._handles)} GPU(s) every {self.interval:g} s ({links})"
+
+
+@contextlib.contextmanager
+def sample(interval: float = 0.1, nvlink: bool = True, dmon: bool = False) -> Iterator[Sampler]:
+    """Sample NVML in a background thread for the duration of the ``with`` block."""
+    sampler = Sampler(interval=interval, nvlink=nvlink, dmon=dmon).start()
+    try:
+        yield sampler
+    finally:
+        sampler.stop()
+
+
+def parse_dmon(text: str):  # -> pandas.DataFrame
+    """``nvidia-smi dmon`` output as a table: its ``# gpu sm mem ...`` header names the columns."""
+    import pandas as pd
+
+    columns: list[str] | None = None
+    rows = []
+    for line in text.splitlines():
+        parts = line.split()
+        if not parts:
+            continue
+        if parts[0] == "#":
+            parts = parts[1:]
+        elif parts[0].startswith("#"):
+            parts[0] = parts[0][1:]
+        else:
+            if columns is not None and len(parts) == len(columns):
+                rows.append(parts)
+            continue
+        if columns is None and parts and parts[0].lower() in ("gpu", "idx"):
+            columns = [p.lower() for p in parts]
+    if columns is None:
+        return pd.DataFrame()
+    frame = pd.DataFrame(rows, columns=columns)
+    for c in frame.columns:
+        frame[c] = pd.to_numeric(frame[c], errors="coerce")
+    return frame
+
+
+def dmon_columns(text: str) -> list[str]:
+    """The metric columns ``nvidia-smi dmon`` printed (``gpu`` left out)."""
+    return [c for c in parse_dmon(text).columns if c != "gpu"]
+
+
+def shows_nvlink(columns: list[str]) -> bool:
+    """Whether any dmon column is an NVLink counter (names containing ``nvl``)."""
+    return any("nvl" in c.lower() for c in columns)
+
+
+def verdict_c13(sampler: Sampler, probe_rows: list[dict[str, Any]]) -> str:
+    """Claim C13: ``nvidia-smi dmon -s u`` "monitors the run": it shows utilisation, not NVLink traffic."""
+    if not sampler.available:
+        return f"C13: not checked here: {sampler.reason}"
+    cols = dmon_columns(sampler.dmon_text) if sampler.dmon_text else []
+    dmon = (f"`nvidia-smi dmon -s u` printed the columns {', '.join(cols)}: "
+            + ("it includes an NVLink column" if shows_nvlink(cols) else "no NVLink traffic among them")
+            if cols else f"dmon gave no output ({sampler.dmon_reason or 'nothing parsed'})")
+    if probe_rows:
+        moved = max(r["nvml_sent_gib"] for r in probe_rows)
+        nvml = f"; NVML's NVLink counters saw {moved:.2f} GiB sent per GPU during the all-reduce probe"
+    else:
+        nvml = "; NVML's NVLink counters were not read (no probe or no NVLink)"
+    verdict = "partly true: dmon -s u shows whether the GPUs are busy, not the link" if cols and not shows_nvlink(cols) else "see above"
+    return f"C13: {dmon}{nvml}. Verdict: {verdict}."

@@ -1,0 +1,219 @@
+"""The out-of-memory trap of the ``pitfalls`` workload (claims C19, C20): GPU only.
+
+Used by notebook 06 through ``pitfalls --set trap=oom``. Kept apart because every line here
+needs CUDA: the CPU run only reports "skipped: needs a GPU".
+
+1. **Fragmentation**: a cached block split by a smaller tensor, then a tensor that fits under a
+   1 GiB cap (``torch.cuda.set_per_process_memory_fraction``) only if the allocator can reuse
+   the split block's free part. Measured with the default allocator, with
+   ``expandable_segments:True`` and with ``max_split_size_mb:256``: options of the allocator's
+   configuration string (``PYTORCH_CUDA_ALLOC_CONF``), switched at run time here to compare them
+   in one process.
+2. **empty_cache()**: allocated, reserved and the driver's free memory, step by step.
+3. **A training step under a cap**: the course UNet without DDP (an OOM on one rank must not
+   leave the other waiting in a collective); the cap is 70 % of the way from the model's
+   resident memory to the step's peak, so the full batch fails and the fixes are measured:
+   two half batches with gradient accumulation, and activation checkpointing.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import time
+from typing import Any
+
+from nvtutorial import runtime
+
+
+def _say(ctx: runtime.Context, message: str) -> None:
+    print(f"rank {ctx.rank}: {message}", flush=True)
+
+
+def _set_allocator(config: str) -> None:
+    import torch
+
+    setter = getattr(torch._C, "_accelerator_setAllocatorSettings", None) or torch.cuda.memory._set_allocator_settings
+    setter(config)
+
+
+def _mib(n: float) -> float:
+    return n / 2**20
+
+
+def _oom_message(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text[:1200]
+
+
+def _fragmentation(ctx: runtime.Context, config: str | None, cap_mib: int = 1024, sizes=(600, 200, 500)) -> dict[str, Any]:
+    """A cached block split by a smaller tensor, then a tensor that fits the cap only if the
+    allocator can reuse the split block's free part: the classic fragmentation OOM."""
+    import torch
+
+    dev = ctx.device
+    gc.collect()
+    torch.cuda.empty_cache()
+    if config:
+        _set_allocator(config)
+    total = torch.cuda.get_device_properties(dev).total_memory
+    base = torch.cuda.memory_reserved(dev)
+    torch.cuda.set_per_process_memory_fraction((base + cap_mib * 2**20) / total, dev)
+    big, small, need = (s * 2**20 for s in sizes)
+    out: dict[str, Any] = {"config": config or os.environ.get("PYTORCH_CUDA_ALLOC_CONF") or "default", "cap_mib": cap_mib}
+    keep = []
+    try:
+        a = torch.empty(big, dtype=torch.uint8, device=dev)
+        del a  # its memory stays cached by the allocator
+        keep.append(torch.empty(small, dtype=torch.uint8, device=dev))
+        out["reserved_mib"] = _mib(torch.cuda.memory_reserved(dev) - base)
+        out["allocated_mib"] = _mib(torch.cuda.memory_allocated(dev))
+        try:
+            keep.append(torch.empty(need, dtype=torch.uint8, device=dev))
+            out["outcome"] = "fits"
+        except torch.OutOfMemoryError as exc:
+            out["outcome"] = "OOM"
+            out["message"] = _oom_message(exc)
+        out["free_under_cap_mib"] = cap_mib - sizes[1]
+    finally:
+        keep.clear()
+        torch.cuda.set_per_process_memory_fraction(1.0, dev)
+        gc.collect()
+        torch.cuda.empty_cache()
+    return out
+
+
+def _empty_cache_demo(ctx: runtime.Context, mib: int = 600) -> dict[str, Any]:
+    """What ``empty_cache`` returns to the driver, and that it frees nothing still referenced."""
+    import torch
+
+    dev = ctx.device
+
+    def state() -> dict[str, float]:
+        free, _ = torch.cuda.mem_get_info(dev)
+        return {"allocated_mib": _mib(torch.cuda.memory_allocated(dev)), "reserved_mib": _mib(torch.cuda.memory_reserved(dev)),
+                "driver_free_mib": _mib(free)}
+
+    gc.collect()
+    torch.cuda.empty_cache()
+    rows = [{"step": "start", **state()}]
+    x = torch.empty(mib * 2**20, dtype=torch.uint8, device=dev)
+    rows.append({"step": f"x = {mib} MiB tensor", **state()})
+    torch.cuda.empty_cache()
+    rows.append({"step": "empty_cache() while x is alive", **state()})
+    del x
+    rows.append({"step": "del x", **state()})
+    torch.cuda.empty_cache()
+    rows.append({"step": "empty_cache() after del x", **state()})
+    return {"rows": rows}
+
+
+def _checkpointed(net):
+    """The UNet with every DoubleConv block under activation checkpointing (recomputed in backward)."""
+    import torch
+    from torch.utils.checkpoint import checkpoint
+
+    class Checkpointed(torch.nn.Module):
+        def __init__(self, block: torch.nn.Module) -> None:
+            super().__init__()
+            self.block = block
+
+        def forward(self, x):
+            return checkpoint(self.block, x, use_reentrant=False)
+
+    for name in ("encoders", "decoders"):
+        blocks = getattr(net, name)
+        for i in range(len(blocks)):
+            blocks[i] = Checkpointed(blocks[i])
+    net.bottleneck = Checkpointed(net.bottleneck)
+    return net
+
+
+def _training_oom(ctx: runtime.Context, p: Any) -> dict[str, Any]:
+    """A training step that does not fit under a cap, and the fixes that make it fit (no DDP:
+    an OOM on one rank must not leave the other waiting in a collective)."""
+    import torch
+    import torch.nn.functional as F
+
+    from nvtutorial import segdata
+    from nvtutorial.unet import build_unet
+
+    dev = ctx.device
+    torch.manual_seed(p.seed)
+    net = build_unet(p.oom_model).to(dev)
+    opt = torch.optim.AdamW(net.parameters(), lr=1e-3)
+    images, masks = segdata.render(range(p.oom_batch), p.oom_image_size, device=dev)
+
+    def step(batch_parts: int) -> None:
+        for k in range(batch_parts):
+            sl = slice(k * p.oom_batch // batch_parts, (k + 1) * p.oom_batch // batch_parts)
+            with torch.autocast("cuda", dtype=torch.bfloat16):
+                logits = net(images[sl])
+            loss = F.cross_entropy(logits.float(), masks[sl]) / batch_parts
+            loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    def measure(label: str, batch_parts: int) -> dict[str, Any]:
+        gc.collect()
+        torch.cuda.synchronize(dev)
+        torch.cuda.reset_peak_memory_stats(dev)
+        row: dict[str, Any] = {"variant": label}
+        t0 = time.perf_counter()
+        try:
+            step(batch_parts)
+            torch.cuda.synchronize(dev)
+            row.update(outcome="fits", step_ms=1e3 * (time.perf_counter() - t0))
+        except torch.OutOfMemoryError as exc:
+            row.update(outcome="OOM", message=_oom_message(exc))
+        opt.zero_grad(set_to_none=True)
+        row["peak_allocated_mib"] = _mib(torch.cuda.max_memory_allocated(dev))
+        row["peak_reserved_mib"] = _mib(torch.cuda.max_memory_reserved(dev))
+        return row
+
+    step(2)  # creates the optimizer state: part of every later step's memory
+    step(1)
+    torch.cuda.synchronize(dev)
+    base_alloc = torch.cuda.memory_allocated(dev)
+    uncapped = measure(f"batch {p.oom_batch}, no cap", 1)
+    peak = uncapped["peak_allocated_mib"] * 2**20
+    total = torch.cuda.get_device_properties(dev).total_memory
+    gc.collect()
+    torch.cuda.empty_cache()
+    cap = torch.cuda.memory_reserved(dev) + 0.7 * (peak - base_alloc)
+    torch.cuda.set_per_process_memory_fraction(min(1.0, cap / total), dev)
+    rows = [uncapped]
+    try:
+        rows.append(measure(f"batch {p.oom_batch} under the cap (the OOM)", 1))
+        rows.append(measure(f"2 × batch {p.oom_batch // 2}, gradients accumulated", 2))
+        _checkpointed(net)
+        rows.append(measure(f"batch {p.oom_batch}, activation checkpointing", 1))
+    finally:
+        torch.cuda.set_per_process_memory_fraction(1.0, dev)
+    return {"cap_mib": _mib(cap), "model": p.oom_model, "batch": p.oom_batch, "image_size": p.oom_image_size, "rows": rows}
+
+
+def oom(ctx: runtime.Context, p: Any) -> dict[str, Any]:
+    """The whole OOM demo on this rank (``p``: the pitfalls workload's Params)."""
+    import torch
+
+    if not ctx.is_gpu:
+        msg = ("skipped: needs a GPU. An out-of-memory error is about the GPU's memory and its caching "
+               "allocator (torch.cuda); a CPU run has neither, so there is nothing to reproduce here.")
+        _say(ctx, msg)
+        return {"skipped": msg}
+    out: dict[str, Any] = {"launch_alloc_conf": os.environ.get("PYTORCH_CUDA_ALLOC_CONF")}
+    frag = [_fragmentation(ctx, None)]
+    # Set at run time here to compare in one process; in a job you set the same string in the
+    # environment before the first CUDA allocation: PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
+    for config in ("expandable_segments:True", "expandable_segments:False,max_split_size_mb:256"):
+        try:
+            frag.append(_fragmentation(ctx, config))
+        except Exception as exc:  # a private setter: report instead of failing the whole run
+            frag.append({"config": config, "outcome": "not measured", "message": f"{type(exc).__name__}: {exc}"})
+    out["fragmentation"] = frag
+    out["empty_cache"] = _empty_cache_demo(ctx)
+    out["training"] = _training_oom(ctx, p)
+    gc.collect()  # the capped model and its optimizer went out of scope: give their memory back
+    torch.cuda.empty_cache()
+    return out

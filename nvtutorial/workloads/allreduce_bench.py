@@ -1,0 +1,304 @@
+"""allreduce_bench: all-reduce bandwidth over a size sweep (algbw, busbw as nccl-tests defines them).
+
+Used in notebooks 01 and 02. For each size S: warm-up all-reduces, then ``repeats`` timed blocks
+of all-reduces (CUDA events on GPU, ``time.perf_counter`` on CPU); the block count per repeat
+shrinks for large or slow sizes so that a repeat takes about ``target_s``. The reported time is
+the median over repeats, the slowest rank's; busbw = S / t × 2(n−1)/n. Each size ends with a
+correctness check (ranks fill r+1, the sum must be n(n+1)/2 everywhere).
+
+With ``wire_bytes > 0`` on GPUs, rank 0 also reads NVML's NVLink data counters
+(``NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX/RX``, KiB per link) before and after ``wire_iters``
+all-reduces of ``wire_bytes``: the bytes its GPU really put on the wire, to compare with what a
+ring all-reduce must send, 2(n−1)/n · S per GPU. Where the counters are missing the metric says
+"not available" and why.
+
+    torchrun --standalone --nproc-per-node 2 -m nvtutorial.workloads.allreduce_bench --set max_bytes=1073741824
+    nvtutorial run allreduce_bench --set min_bytes=1024 --set max_bytes=1048576 --set dtype=bfloat16
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any, Literal
+
+from nvtutorial import runtime
+from nvtutorial.params import require
+
+DTYPES = ("float32", "bfloat16", "float16", "float64", "int32")
+NVLINK_TX_FIELD = 138  # NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX: payload KiB sent, scopeId = link
+NVLINK_RX_FIELD = 139  # NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX
+
+
+@dataclasses.dataclass(frozen=True)
+class Params:
+    min_bytes: int = 1024
+    max_bytes: int = 1 << 30
+    factor: int = 4
+    sizes: tuple[int, ...] = ()  # explicit sizes in bytes; when given, min/max/factor are ignored
+    dtype: Literal["float32", "bfloat16", "float16", "float64", "int32"] = "float32"
+    warmup: int = 3
+    iters: int = 20      # all-reduces per timed repeat, at most
+    repeats: int = 5
+    target_s: float = 0.1  # per repeat; fewer iterations for slow sizes
+    wire_bytes: int = 0  # > 0: measure NVLink bytes on the wire around all-reduces of this size (GPU)
+    wire_iters: int = 5
+
+    def __post_init__(self) -> None:
+        require(self.min_bytes >= 1, f"min_bytes={self.min_bytes} must be at least 1")
+        require(self.max_bytes >= self.min_bytes, f"max_bytes={self.max_bytes} must be >= min_bytes={self.min_bytes}")
+        require(self.factor >= 2, f"factor={self.factor} must be at least 2")
+        require(all(s >= 1 for s in self.sizes), f"sizes={self.sizes}: every size must be at least 1 byte")
+        require(self.warmup >= 1, f"warmup={self.warmup} must be at least 1 (the first call sets up NCCL's channels)")
+        require(self.iters >= 1 and self.repeats >= 1, f"iters={self.iters}, repeats={self.repeats} must be >= 1")
+        require(self.target_s > 0, f"target_s={self.target_s} must be positive")
+        require(self.wire_bytes >= 0 and self.wire_iters >= 1, "wire_bytes must be >= 0 and wire_iters >= 1")
+
+    def size_list(self) -> list[int]:
+        if self.sizes:
+            return sorted(set(self.sizes))
+        out, s = [], self.min_bytes
+        while s < self.max_bytes:
+            out.append(s)
+            s *= self.factor
+        return out + [self.max_bytes]
+
+
+# --- Timing helpers, shared by sendrecv_bench and p2p_copy ----------------------------------------
+
+def torch_dtype(name: str) -> Any:
+    import torch
+
+    return getattr(torch, name)
+
+
+def time_block(ctx: runtime.Context, op: Callable[[], Any], iters: int) -> float:
+    """Seconds per call of ``op`` over ``iters`` back-to-back calls (CUDA events on GPU)."""
+    if ctx.is_gpu:
+        import torch
+
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(iters):
+            op()
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end) / 1e3 / iters
+    t0 = time.perf_counter()
+    for _ in range(iters):
+        op()
+    return (time.perf_counter() - t0) / iters
+
+
+def measure(ctx: runtime.Context, op: Callable[[], Any], warmup: int, iters: int, repeats: int,
+            target_s: float) -> tuple[list[float], int]:
+    """Per-call seconds of each repeat (every rank aligned by a barrier first) and the iterations used.
+
+    The first warm-up call is untimed (it may set up connections); the others estimate the
+    per-call time, from which ``iters`` is reduced so that a repeat takes about ``target_s``.
+    """
+    op()
+    ctx.sync()
+    estimate = time_block(ctx, op, warmup - 1) if warmup > 1 else None
+    if estimate is not None:
+        iters = max(1, min(iters, int(target_s / max(estimate, 1e-9))))
+    iters = agree_min(ctx, iters)
+    times = []
+    for _ in range(repeats):
+        ctx.barrier()
+        times.append(time_block(ctx, op, iters))
+    return times, iters
+
+
+def agree_min(ctx: runtime.Context, value: int) -> int:
+    """The smallest ``value`` over ranks (every rank must run the same number of collectives)."""
+    import torch
+    import torch.distributed as dist
+
+    t = torch.tensor([value], dtype=torch.int64, device=ctx.device)
+    dist.all_reduce(t, op=dist.ReduceOp.MIN)
+    return int(t.item())
+
+
+def slowest(ctx: runtime.Context, seconds: float) -> float:
+    """The largest value over ranks (the slowest rank decides a collective's time)."""
+    import torch
+    import torch.distributed as dist
+
+    t = torch.tensor([seconds], dtype=torch.float64, device=ctx.device)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return float(t.item())
+
+
+def bandwidth_row(ctx: runtime.Context, size: int, times: list[float], factor: float, **extra: Any) -> dict[str, Any]:
+    """Median/min/max over repeats → time (µs), algbw, busbw (GB/s), with the repeats' spread."""
+    med = slowest(ctx, statistics.median(times))
+    fastest, slowest_repeat = slowest(ctx, min(times)), slowest(ctx, max(times))
+    return {"size": size, **extra, "time_us": med * 1e6, "algbw": size / med / 1e9, "busbw": size / med / 1e9 * factor,
+            "busbw_min": size / slowest_repeat / 1e9 * factor, "busbw_max": size / fastest / 1e9 * factor,
+            "repeats": len(times)}
+
+
+# --- NVLink counters (rank 0, GPU) -------------------------------------------------------------------
+
+def _nvml_handle(pynvml: Any, ctx: runtime.Context) -> Any:
+    """The NVML handle of this rank's CUDA device, matched by UUID (CUDA and NVML orders can differ)."""
+    import torch
+
+    from nvtutorial import hardware
+
+    uuid = str(getattr(torch.cuda.get_device_properties(ctx.device), "uuid", "")).lower()
+    for i in range(pynvml.nvmlDeviceGetCount()):
+        h = pynvml.nvmlDeviceGetHandleByIndex(i)
+        if uuid and hardware._text(pynvml.nvmlDeviceGetUUID(h)).lower().removeprefix("gpu-") == uuid:
+            return h
+    return hardware._visible_handles(pynvml)[ctx.local_rank]
+
+
+def active_nvlinks(pynvml: Any, handle: Any) -> list[int]:
+    """Indices of this GPU's NVLinks that are up."""
+    links = []
+    for link in range(pynvml.NVML_NVLINK_MAX_LINKS):
+        try:
+            if pynvml.nvmlDeviceGetNvLinkState(handle, link) == pynvml.NVML_FEATURE_ENABLED:
+                links.append(link)
+        except pynvml.NVMLError:
+            continue  # no such link on this GPU
+    return links
+
+
+def read_nvlink_counters(pynvml: Any, handle: Any, links: list[int]) -> dict[int, tuple[int, int]]:
+    """Link → (data KiB sent, data KiB received), for the ``links`` whose counters NVML can read."""
+    from nvtutorial import hardware
+
+    fields = [(NVLINK_TX_FIELD, link) for link in links] + [(NVLINK_RX_FIELD, link) for link in links]
+    try:
+        values = list(pynvml.nvmlDeviceGetFieldValues(handle, fields))
+    except pynvml.NVMLError:  # some drivers refuse a batch with one unsupported entry: ask one by one
+        values = []
+        for field in fields:
+            try:
+                values.append(pynvml.nvmlDeviceGetFieldValues(handle, [field])[0])
+            except pynvml.NVMLError:
+                values.append(None)
+    n = len(links)
+    out = {}
+    for i, link in enumerate(links):
+        tx = hardware.field_value(values[i]) if values[i] is not None else None
+        rx = hardware.field_value(values[n + i]) if values[n + i] is not None else None
+        if tx is not None and rx is not None:
+            out[link] = (int(tx), int(rx))
+    return out
+
+
+def _stable_counters(pynvml: Any, handle: Any, links: list[int], settle_s: float = 1.0) -> dict[int, tuple[int, int]]:
+    """Counters read until two reads 50 ms apart agree (NVML updates them a little after the traffic)."""
+    end = time.monotonic() + settle_s
+    last = read_nvlink_counters(pynvml, handle, links)
+    while time.monotonic() < end:
+        time.sleep(0.05)
+        now = read_nvlink_counters(pynvml, handle, links)
+        if now == last:
+            break
+        last = now
+    return last
+
+
+def wire_bytes(ctx: runtime.Context, buf: Any, size: int, iters: int) -> dict[str, Any]:
+    """Bytes rank 0's GPU sent and received over NVLink per all-reduce of ``size`` bytes, vs the ring formula."""
+    import torch.distributed as dist
+
+    from nvtutorial import hardware
+
+    expected = 2 * (ctx.world_size - 1) / ctx.world_size * size
+    base = {"size": size, "iters": iters, "expected_bytes_per_op": expected}
+    if not ctx.is_gpu:
+        return {**base, "available": False, "reason": "CPU run: no NVLink counters (a simulation has no wire to count)"}
+    x = buf[: size // buf.element_size()]
+    x.zero_()
+    with contextlib.ExitStack() as stack:
+        pynvml = stack.enter_context(hardware.nvml()) if ctx.is_main else None
+        reason = None
+        handle: Any = None
+        links: list[int] = []
+        before: dict[int, tuple[int, int]] = {}
+        if ctx.is_main:
+            try:
+                handle = _nvml_handle(pynvml, ctx) if pynvml is not None else None
+                links = active_nvlinks(pynvml, handle) if handle is not None else []
+                if handle is None:
+                    reason = "NVML not available"
+                elif not links:
+                    reason = "this GPU has no active NVLink: nothing to count"
+                else:
+                    before = _stable_counters(pynvml, handle, links, settle_s=0.3)
+                    if not before:
+                        reason = "NVML reports no NVLink data counters for this GPU (not supported by this driver)"
+            except Exception as exc:  # noqa: BLE001 - NVMLError_NotSupported, FunctionNotFound on old drivers
+                reason = f"NVML could not read NVLink counters: {type(exc).__name__}: {exc}"
+        ctx.barrier()
+        for _ in range(iters):
+            dist.all_reduce(x)
+        ctx.sync()
+        after: dict[int, tuple[int, int]] = {}
+        if ctx.is_main and reason is None:
+            try:
+                after = _stable_counters(pynvml, handle, links)
+            except Exception as exc:  # noqa: BLE001 - any NVML failure becomes "not available"
+                reason = f"NVML could not read NVLink counters after the run: {type(exc).__name__}: {exc}"
+        ctx.barrier()
+    if not ctx.is_main:
+        return {}
+    if reason is not None:
+        return {**base, "available": False, "reason": reason}
+    read = sorted(set(before) & set(after))
+    tx = [(after[k][0] - before[k][0]) * 1024 for k in read]  # the counters are in KiB
+    rx = [(after[k][1] - before[k][1]) * 1024 for k in read]
+    carrying = [k for k, t in zip(read, tx) if t > 0]
+    return {**base, "available": True, "links_read": len(read), "links_carrying": len(carrying),
+            "tx_bytes_per_op": sum(tx) / iters, "rx_bytes_per_op": sum(rx) / iters,
+            "tx_ratio": sum(tx) / iters / expected if expected else None,
+            "rx_ratio": sum(rx) / iters / expected if expected else None,
+            "tx_bytes_per_link_per_op": {str(k): t / iters for k, t in zip(read, tx) if t > 0}}
+
+
+# --- The workload ----------------------------------------------------------------------------------
+
+def run(ctx: runtime.Context, p: Params) -> dict:
+    import torch
+    import torch.distributed as dist
+
+    dtype = torch_dtype(p.dtype)
+    item = torch.empty((), dtype=dtype).element_size()
+    sizes = sorted({max(item, s - s % item) for s in p.size_list()})
+    buf = torch.zeros(max(max(sizes), p.wire_bytes) // item + 1, dtype=dtype, device=ctx.device)
+    expected = ctx.world_size * (ctx.world_size + 1) / 2
+    factor = 2 * (ctx.world_size - 1) / ctx.world_size
+    rows = []
+    for i, size in enumerate(sizes):
+        x = buf[: size // item]
+        x.zero_()  # sums of zeros stay zero: no overflow in fp16 whatever the iteration count
+        times, iters = measure(ctx, lambda x=x: dist.all_reduce(x), p.warmup, p.iters, p.repeats, p.target_s)
+        x.fill_(ctx.rank + 1)
+        dist.all_reduce(x)
+        ok = bool((x[0] == expected).item() and (x[-1] == expected).item())
+        if not ok:
+            raise AssertionError(f"all-reduce of {size} B gave {x[0].item()} on rank {ctx.rank}, expected {expected}")
+        rows.append(bandwidth_row(ctx, size, times, factor, count=size // item, dtype=p.dtype, iters=iters, correct=ok))
+        ctx.progress(i + 1, len(sizes), "all-reduce sweep", size=size, busbw=round(rows[-1]["busbw"], 2))
+    out: dict[str, Any] = {"rows": rows, "collective": "all_reduce", "world_size": ctx.world_size, "dtype": p.dtype,
+                           "timer": "cuda events" if ctx.is_gpu else "perf_counter",
+                           "largest_size": rows[-1]["size"], "busbw_at_largest": rows[-1]["busbw"]}
+    if p.wire_bytes:
+        size = max(item, p.wire_bytes - p.wire_bytes % item)
+        wire = wire_bytes(ctx, buf, size, p.wire_iters)
+        if ctx.is_main:
+            out["wire"] = wire
+    return out
+
+
+if __name__ == "__main__":
+    runtime.main(run, Params)

@@ -1,0 +1,275 @@
+"""compression: the course UNet trained with each gradient-compression hook; bytes, time, accuracy.
+
+Used in notebook 07. One run sweeps the hooks in this process, each on a fresh model with the
+same initial weights and the same batches (:mod:`nvtutorial.compression`: ``none``, ``fp16``,
+``bf16``, ``powersgd``, ``topk``). For each: ``warmup`` untimed steps (they include the plain
+all-reduce steps that PowerSGD and top-k need before compressing, so the timed steps are all
+compressed), then ``steps`` timed steps: median step time, bytes sent per step per rank
+(counted in the hooks), on a GPU also rank 0's NVLink TX counter from NVML before and after,
+the training loss of every step and the validation loss and IoU at the end (and every
+``eval_every`` steps). Before the sweep it measures how sparse the UNet's local gradients
+really are, layer by layer (claim C23).
+
+Run it once as is (NVLink between the GPUs) and once host-staged::
+
+    torchrun --standalone --nproc-per-node 2 -m nvtutorial.workloads.compression
+    NCCL_P2P_DISABLE=1 torchrun --standalone --nproc-per-node 2 -m nvtutorial.workloads.compression
+    nvtutorial run compression --nproc 2 --set model=tiny --set image_size=32 --set steps=5
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gc
+import os
+import statistics
+import time
+from typing import Any, Literal
+
+from nvtutorial import runtime
+from nvtutorial.params import require
+
+HOOK_NAMES = ("none", "fp16", "bf16", "powersgd", "topk")
+
+
+@dataclasses.dataclass(frozen=True)
+class Params:
+    model: Literal["tiny", "small", "full"] = "full"
+    batch_size: int = 8
+    """Per GPU."""
+    image_size: int = 128
+    samples: int = 256
+    val_samples: int = 64
+    hooks: tuple[str, ...] = HOOK_NAMES
+    warmup: int = 5
+    steps: int = 20
+    """Timed steps per hook, after ``warmup``."""
+    eval_every: int = 0
+    """Validate every this many steps too (0: only at the end)."""
+    lr: float = 1e-3
+    topk_ratio: float = 0.01
+    topk_error_feedback: bool = True
+    powersgd_rank: int = 2
+    start_iter: int = 2
+    """Plain all-reduce steps before PowerSGD and top-k compress (DDP rebuilds buckets after step 1)."""
+    density_batches: int = 2
+    """Batches whose local gradients are measured for density (0: skip)."""
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        unknown = [h for h in self.hooks if h not in HOOK_NAMES]
+        require(bool(self.hooks) and not unknown, f"hooks={self.hooks}: use some of {', '.join(HOOK_NAMES)}")
+        require(self.warmup >= self.start_iter + 1,
+                f"warmup={self.warmup} must exceed start_iter={self.start_iter}, "
+                "so that the timed steps are compressed")
+        require(self.start_iter >= 2,
+                f"start_iter={self.start_iter}: at least 2 (DDP rebuilds its buckets after step 1)")
+        require(self.steps >= 1 and self.batch_size >= 1, "steps and batch_size must be at least 1")
+        require(0 < self.topk_ratio <= 1, f"topk_ratio={self.topk_ratio} must be in (0, 1]")
+        require(self.powersgd_rank >= 1, f"powersgd_rank={self.powersgd_rank} must be at least 1")
+        require(self.eval_every >= 0 and self.density_batches >= 0, "eval_every and density_batches must be 0 or more")
+
+
+# --------------------------------------------------------------------------------------------
+# NVML's NVLink byte counters (rank 0, on a GPU)
+
+
+def _nvml_handle(pynvml: Any, ctx: runtime.Context) -> tuple[Any, str]:
+    """The NVML handle of this rank's GPU: by UUID where torch reports one, else by visible index."""
+    import torch
+
+    from nvtutorial import hardware
+
+    handles = hardware._visible_handles(pynvml)
+    uuid = str(getattr(torch.cuda.get_device_properties(ctx.device), "uuid", "") or "").lower().removeprefix("gpu-")
+    if uuid:
+        for h in handles:
+            if hardware._text(pynvml.nvmlDeviceGetUUID(h)).lower().removeprefix("gpu-") == uuid:
+                return h, "uuid"
+    return handles[ctx.local_rank], "visible index"
+
+
+def nvlink_tx_bytes(ctx: runtime.Context) -> tuple[int | None, str]:
+    """``(bytes, note)``: NVML's ``NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX`` (KiB, data payload,
+    cumulative) summed over this GPU's links, in bytes; ``(None, why)`` where it is not available."""
+    if not ctx.is_gpu:
+        return None, "not available: no GPU (CPU run)"
+    from nvtutorial import hardware
+
+    with hardware.nvml() as pynvml:
+        if pynvml is None:
+            return None, "not available: NVML not found"
+        try:
+            handle, how = _nvml_handle(pynvml, ctx)
+            field = pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX
+            links = range(pynvml.NVML_NVLINK_MAX_LINKS)
+            values = pynvml.nvmlDeviceGetFieldValues(handle, [(field, link) for link in links])
+        except Exception as exc:  # NVMLError_NotSupported, missing symbols in old drivers, ...
+            return None, f"not available: {type(exc).__name__}: {exc}"
+        kib = [x for x in (hardware.field_value(v) for v in values) if x is not None]
+        if not kib:
+            return None, "not available: no link reported NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX"
+        return 1024 * int(sum(kib)), f"{len(kib)} links, GPU matched by {how}"
+
+
+# --------------------------------------------------------------------------------------------
+# The sweep
+
+
+def _local_gradient_density(ctx: runtime.Context, s: Any, batches: list[tuple[Any, Any]],
+                            topk_ratio: float) -> list[dict]:
+    """Per-layer density of this rank's own gradients (``no_sync``: before any averaging), summed
+    over ``batches``, the way a rank would hand them to a sparse all-reduce."""
+    from nvtutorial import compression, training
+
+    s.optimizer.zero_grad(set_to_none=True)
+    with s.model.no_sync():
+        for images, masks in batches:
+            images, masks = training.to_device(s, images, masks)
+            with training.autocast(s):
+                logits = s.model(images)
+            training.loss_fn(logits, masks).backward()
+    rows = compression.gradient_density(s.module, topk_ratio=topk_ratio)
+    s.optimizer.zero_grad(set_to_none=True)
+    return rows
+
+
+def run_hook(ctx: runtime.Context, p: Params, name: str, measure_density: bool) -> dict[str, Any]:
+    """Train a fresh model with compression ``name``; its metrics (rank-local)."""
+    import torch
+
+    from nvtutorial import compression, training
+
+    s = training.setup(ctx, model=p.model, batch_size=p.batch_size, image_size=p.image_size, samples=p.samples,
+                       val_samples=p.val_samples, seed=p.seed, lr=p.lr, data="device")
+    out: dict[str, Any] = {"hook": name}
+    if measure_density:
+        fixed = []
+        for _, images, masks in training.infinite_batches(s):
+            fixed.append((images, masks))
+            if len(fixed) == p.density_batches:
+                break
+        out["density_initial"] = _local_gradient_density(ctx, s, fixed, p.topk_ratio)
+    reg = compression.register(s.model, name, topk_ratio=p.topk_ratio, powersgd_rank=p.powersgd_rank,
+                               start_iter=p.start_iter, topk_error_feedback=p.topk_error_feedback)
+    total = p.warmup + p.steps
+    losses, events, evals = [], [], []
+    tx_before = tx_note = None
+    wall0 = 0.0
+    batches = training.infinite_batches(s)
+    for step in range(total):
+        if step == p.warmup:
+            ctx.sync()
+            ctx.barrier()
+            out["compressed_when_timed"] = compression.in_compressed_phase(reg)
+            reg.counter.reset()
+            if ctx.is_main:
+                tx_before, tx_note = nvlink_tx_bytes(ctx)
+            wall0 = time.perf_counter()
+        _, images, masks = next(batches)
+        if ctx.is_gpu:
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+        else:
+            ctx.sync()
+            t0 = time.perf_counter()
+        losses.append(training.train_step(s, images, masks))
+        reg.note_step()
+        if step >= p.warmup:
+            if ctx.is_gpu:
+                end.record()
+                events.append((start, end))
+            else:
+                events.append(time.perf_counter() - t0)
+        if p.eval_every and (step + 1) % p.eval_every == 0 and step + 1 < total:
+            evals.append({"step": step + 1, **_eval(s, ctx)})
+    ctx.sync()
+    wall = time.perf_counter() - wall0
+    tx_after = nvlink_tx_bytes(ctx)[0] if ctx.is_main else None
+    times = [a.elapsed_time(b) / 1e3 for a, b in events] if ctx.is_gpu else events
+    evals.append({"step": total, **_eval(s, ctx)})
+    if measure_density:
+        fixed_batches = []
+        for _, images, masks in training.infinite_batches(s):
+            fixed_batches.append((images, masks))
+            if len(fixed_batches) == p.density_batches:
+                break
+        out["density_trained"] = _local_gradient_density(ctx, s, fixed_batches, p.topk_ratio)
+    counted = reg.counter
+    out.update({
+        "step_ms_median": 1e3 * statistics.median(times),
+        "step_ms_all": [1e3 * t for t in times],
+        "wall_ms_per_step": 1e3 * wall / p.steps,
+        "sent_bytes_per_step": counted.sent / p.steps,
+        "payload_bytes_per_step": counted.payload / p.steps,
+        "dense_bytes_per_step": compression.gradient_bytes(s.module) * 2 * (ctx.world_size - 1) / ctx.world_size,
+        "train_loss": [float(x) for x in torch.stack(losses).tolist()],
+        "evals": evals,
+        "final_val_loss": evals[-1]["loss"],
+        "final_iou": evals[-1]["iou"],
+        "nvlink_tx_bytes_per_step": (tx_after - tx_before) / p.steps
+        if tx_before is not None and tx_after is not None else None,
+        "nvlink_note": tx_note,
+        "params": sum(q.numel() for q in s.module.parameters()),
+    })
+    if name == "topk":
+        out["topk_residual_norm"] = float(sum(r.float().norm() ** 2 for r in reg.state.residuals.values()) ** 0.5)
+    del s, reg, batches, losses, events
+    gc.collect()
+    if ctx.is_gpu:
+        torch.cuda.empty_cache()
+    return out
+
+
+def _eval(s: Any, ctx: runtime.Context) -> dict[str, float]:
+    from nvtutorial import training
+
+    m = training.evaluate(s, ctx)
+    return {"loss": m["loss"], "iou": m["iou"]}
+
+
+def link_name(ctx: runtime.Context) -> str:
+    """How the two GPUs exchange gradients in this run: ``NVLink (NV18)`` or ``PCIe peer-to-peer``
+    (direct), ``host-staged`` (``NCCL_P2P_DISABLE=1``), or ``gloo (CPU)``."""
+    if not ctx.is_gpu:
+        return "gloo (CPU)"
+    if os.environ.get("NCCL_P2P_DISABLE", "0") not in ("0", ""):
+        return "host-staged"
+    from nvtutorial import hardware
+
+    label = hardware.link_label()
+    return f"NVLink ({label})" if label and label.startswith("NV") else "PCIe peer-to-peer"
+
+
+def run(ctx: runtime.Context, p: Params) -> dict:
+    link = link_name(ctx)
+    print(f"rank {ctx.rank}: compression sweep {', '.join(p.hooks)} on {link}", flush=True)
+    results = []
+    density: dict[str, Any] = {}
+    for i, name in enumerate(p.hooks):
+        r = run_hook(ctx, p, name, measure_density=(i == 0 and p.density_batches > 0))
+        for key in ("density_initial", "density_trained"):
+            if key in r:
+                density[key.removeprefix("density_")] = r.pop(key)
+        results.append(r)
+        ctx.progress(i + 1, len(p.hooks), "hooks", hook=name, step_ms=round(r["step_ms_median"], 2))
+    from nvtutorial import compression
+
+    summaries = {k: compression.density_summary(v) for k, v in density.items()}
+    return {
+        "link": link,
+        "nccl_p2p_disable": os.environ.get("NCCL_P2P_DISABLE"),
+        "hooks": results,
+        "density": density.get("trained", density.get("initial", [])),
+        "density_initial": density.get("initial", []),
+        "density_summary": summaries,
+        "topk_ratio": p.topk_ratio,
+        "powersgd_rank": p.powersgd_rank,
+        "steps": p.steps,
+        "warmup": p.warmup,
+        "model": p.model,
+    }
+
+
+if __name__ == "__main__":
+    runtime.main(run, Params)

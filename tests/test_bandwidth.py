@@ -1,0 +1,433 @@
+"""Bandwidth formulas against real nccl-tests output, the link tables, NCCL log parsing, the workloads."""
+
+from __future__ import annotations
+
+import datetime
+import socket
+import types
+from pathlib import Path
+
+import pytest
+
+import nvtutorial
+from nvtutorial import bandwidth, hardware, links, nccl_debug, runtime
+from nvtutorial.workloads import allreduce_bench, p2p_copy, sendrecv_bench
+
+from .conftest import requires_two_gpus
+
+FIX = hardware.REFERENCE_DATA
+
+
+# --- formulas -----------------------------------------------------------------------------------
+
+def test_bus_factors():
+    assert bandwidth.bus_factor("all_reduce", 2) == 1.0
+    assert bandwidth.bus_factor("all_reduce", 8) == pytest.approx(1.75)
+    assert bandwidth.bus_factor("all_gather", 4) == pytest.approx(0.75)
+    assert bandwidth.bus_factor("sendrecv", 8) == 1.0
+    assert bandwidth.ring_bytes_per_rank(1 << 30, 2) == 1 << 30
+    with pytest.raises(ValueError, match="unknown collective"):
+        bandwidth.bus_factor("allreduce", 2)
+    with pytest.raises(ValueError):
+        bandwidth.algbw(1, 0)
+
+
+@pytest.mark.parametrize("name", sorted(bandwidth.REFERENCE_FILES.values()))
+def test_our_formulas_reproduce_nccl_tests(name):
+    """algbw = S/t and busbw = algbw·2(n−1)/n, checked on every row nccl-tests printed (n = 2)."""
+    (run,) = bandwidth.parse_nccl_tests((FIX / name).read_text())
+    assert run.rows
+    for row in run.rows:
+        for prefix in ("", "ip_"):
+            seconds = row[f"{prefix}time_us"] / 1e6
+            assert bandwidth.algbw(row["size"], seconds) == pytest.approx(row[f"{prefix}algbw"], rel=6e-3, abs=0.006)
+            assert bandwidth.busbw(row["size"], seconds, 2) == pytest.approx(row[f"{prefix}busbw"], rel=6e-3, abs=0.006)
+        assert row["count"] * 4 == row["size"] and row["type"] == "float" and row["root"] == -1
+
+
+def test_nccl_tests_parser_blocks():
+    ref = bandwidth.reference_nccl_tests()
+    assert [len(r.rows) for r in ref.values()] == [7, 7, 6]
+    assert ref["default"].busbw_at(4 << 30) == 347.71 and ref["default"].busbw_at(1 << 30) == 330.19
+    assert ref["P2P off"].version == "2.19.6" and ref["P2P off"].devices == ["NVIDIA H200", "NVIDIA H200"]
+    assert ref["P2P+SHM off"].avg_busbw == pytest.approx(2.86771)
+    both = bandwidth.parse_nccl_tests((FIX / "nccl-tests-all_reduce-nvlink.txt").read_text()
+                                      + (FIX / "nccl-tests-all_reduce-socket.txt").read_text())
+    assert [len(r.rows) for r in both] == [7, 6]
+    # an older nccl-tests without the root column
+    (old,) = bandwidth.parse_nccl_tests("   1048576    262144   float    sum    17.09   61.36   61.36  0e+00"
+                                        "    18.76   55.90   55.90  0e+00\n")
+    assert old.rows[0]["root"] is None and old.rows[0]["busbw"] == 61.36
+
+
+def test_torch_reference_parser():
+    ref = bandwidth.reference_torch()
+    assert set(ref) == {"torch allreduce default", "torch allreduce P2P_DISABLE=1", "torch allreduce P2P+SHM disabled"}
+    assert bandwidth.reference_torch_busbw() == (1 << 30, 331.0)
+    for rows in ref.values():
+        for r in rows:
+            assert r["algbw"] == pytest.approx(r["size"] / r["time_us"] / 1e3, rel=0.01, abs=0.06)
+
+
+def test_sizes():
+    assert bandwidth.size_sweep(1024, 1 << 30, 4)[:3] == [1024, 4096, 16384]
+    assert bandwidth.size_sweep(1024, 1 << 30, 4)[-1] == 1 << 30
+    assert bandwidth.size_sweep(1000, 5000, 2) == [1000, 2000, 4000, 5000]
+    assert bandwidth.parse_size("256M") == 256 << 20 and bandwidth.parse_size("1GiB") == 1 << 30
+    assert bandwidth.parse_size(17) == 17
+    assert bandwidth.format_size(1 << 30) == "1 GiB" and bandwidth.format_size(1536) == "1.5 KiB"
+    assert bandwidth.format_size(100) == "100 B"
+    with pytest.raises(ValueError):
+        bandwidth.parse_size("lots")
+    with pytest.raises(ValueError):
+        bandwidth.size_sweep(10, 5)
+
+
+def test_compare_with_reference_and_noise():
+    ref = bandwidth.reference_nccl_tests()["default"]
+    rows = [{"size": 256 << 20, "busbw": 297.0}, {"size": 1 << 30, "busbw": 310.0}, {"size": 1 << 20, "busbw": 1.0}]
+    out = bandwidth.compare_with_reference(rows, ref)
+    assert [r["size"] for r in out] == ["256 MiB", "1 GiB"]
+    assert [r["within 3%"] for r in out] == [True, False]
+    base = [{"size": 1, "busbw": 100.0, "busbw_min": 99.0, "busbw_max": 101.0}]
+    assert bandwidth.noise(base[0]) == pytest.approx(0.02)
+    same = bandwidth.compare_runs(base, [{"size": 1, "busbw": 102.0, "busbw_min": 101, "busbw_max": 103}])
+    assert same[0]["within noise"]
+    noisy = [{"size": 1, "busbw": 110.0, "busbw_min": 95.0, "busbw_max": 115.0}]
+    assert bandwidth.compare_runs(base, noisy)[0]["within noise"]  # its own spread is 18 %
+    assert not bandwidth.compare_runs(base, [{"size": 1, "busbw": 110.0}])[0]["within noise"]
+
+
+# --- links ---------------------------------------------------------------------------------------
+
+def test_physical_limits():
+    assert links.nvlink_gbps(18, 4) == 450.0 and links.nvlink_gbps(4, per_link=14.0625) == 56.25
+    assert links.pcie_gbps(4, 16) == pytest.approx(31.5, abs=0.01)
+    assert links.pcie_gbps(5, 16) == pytest.approx(63.0, abs=0.02)
+    assert links.pcie_gbps(3, 8) == pytest.approx(7.88, abs=0.01)
+    with pytest.raises(ValueError):
+        links.pcie_gbps(4, 3)
+    with pytest.raises(ValueError):
+        links.nvlink_gbps(4, 9)
+
+
+def test_card_table_corrects_c2_and_c5():
+    assert not links.card("GeForce RTX 4090").has_nvlink
+    rtx3090 = links.card("GeForce RTX 3090")
+    assert rtx3090.nvlink_gbps == pytest.approx(56.25) and rtx3090.ratio == pytest.approx(1.79, abs=0.01)
+    c2, c5 = links.claim_c2(), links.claim_c5()
+    assert c2["verdict"] == "partly wrong" and "GeForce RTX 4090 has no NVLink" in c2["measured"]
+    assert c5["verdict"].startswith("wrong") and "1.8×" in c5["measured"]
+    frame = links.card_frame()
+    assert frame.loc["H200 SXM", "NVLink GB/s per direction"] == 450
+    assert frame.loc["GeForce RTX 4090", "NVLink"] == "no"
+
+
+@pytest.mark.parametrize("nvml_name, card", [
+    ("NVIDIA H200", "H200 SXM"), ("NVIDIA H100 80GB HBM3", "H100 SXM5"), ("NVIDIA H100 PCIe", "H100 PCIe"),
+    ("NVIDIA A100-SXM4-80GB", "A100 SXM4"), ("NVIDIA A100 80GB PCIe", "A100 PCIe"), ("Tesla V100-PCIE-32GB", "Tesla V100 PCIe"),
+    ("NVIDIA GeForce RTX 3090", "GeForce RTX 3090"), ("NVIDIA GeForce RTX 4090", "GeForce RTX 4090"),
+    ("NVIDIA RTX 6000 Ada Generation", "RTX 6000 Ada"), ("NVIDIA H100 NVL", None), ("Some Other GPU", None),
+])
+def test_card_matching(nvml_name, card):
+    found = links.find_card(nvml_name)
+    assert (found.name if found else None) == card
+
+
+def test_expectations():
+    nv = links.expect("NV18", "NVIDIA H200")
+    assert nv.physical_gbps == 450.0 and nv.practical_gbps[0] < 347.7 < nv.practical_gbps[1]
+    assert links.expect("NV4", "NVIDIA GeForce RTX 3090").physical_gbps == pytest.approx(56.25)
+    assert links.expect("NV12", nvlink_generation=3).physical_gbps == 300.0
+    pcie = links.expect("PHB", "NVIDIA GeForce RTX 4090")
+    assert pcie.physical_gbps == pytest.approx(31.5, abs=0.01) and "PHB" in pcie.link
+
+
+def test_grading():
+    g = links.grade_prediction(330.0, 331.0, 450.0)
+    assert g.grade == "excellent" and g.efficiency == pytest.approx(331 / 450)
+    assert links.grade_prediction(250.0, 331.0, 450.0).grade == "good"
+    assert links.grade_prediction(200.0, 331.0, 450.0).grade == "right order of magnitude"
+    off = links.grade_prediction(900.0, 331.0, 450.0)
+    assert off.grade == "off" and "physical limit" in off.message
+    assert links.grade_prediction(None, 331.0, 450.0).grade == "no prediction"
+    with pytest.raises(ValueError):
+        links.grade_prediction(-1.0, 331.0, 450.0)
+
+
+# --- NCCL's INFO lines ----------------------------------------------------------------------------
+
+def test_transport_from_the_reference_lines():
+    lines = (FIX / "nccl-debug-transport-lines.txt").read_text().splitlines()
+    p2p, shm, sock = nccl_debug.parse_lines(lines[0:4]), nccl_debug.parse_lines(lines[4:6]), nccl_debug.parse_lines(lines[6:8])
+    assert (p2p.transport, p2p.summary) == ("P2P", "P2P/direct pointer")
+    assert (shm.transport, shm.summary) == ("SHM", "SHM/direct/direct")
+    assert (sock.transport, sock.summary) == ("NET/Socket", "NET/Socket")
+    assert "over NVLink" in p2p.describe("NV18") and "PCIe" in p2p.describe("PHB")
+    everything = nccl_debug.parse_lines(lines)
+    assert everything.version == "2.28.9+cuda13.0" and everything.transport == "P2P"
+    assert nccl_debug.nccl_version_number(everything.version) == (2, 28, 9)
+
+
+def test_transport_variants_and_logs(tmp_path):
+    rank0 = tmp_path / "rank0.log"
+    rank0.write_text("h:1:2 [0] NCCL INFO NCCL_P2P_DISABLE set by environment to 1.\n"
+                     "h:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM/read\n"
+                     "h:1:2 [0] NCCL INFO Channel 01/0 : 0[0] -> 1[1] via P2P/CUMEM/read\n")
+    (tmp_path / "rank1.log").write_text("h:1:3 [1] NCCL INFO Channel 00/0 : 1[1] -> 0[0] [send] via NET/IB/0/GDRDMA\n")
+    report = nccl_debug.read_logs({0: rank0, 1: tmp_path / "rank1.log", 2: tmp_path / "missing.log"})
+    assert report.families == {"P2P": 2, "NET/IB": 1} and report.summary == "P2P/CUMEM/read"
+    assert report.env_set == {"NCCL_P2P_DISABLE": "1"}
+    assert "NET/IB" in report.describe()
+    assert nccl_debug.parse_lines([], backend="gloo").summary == "gloo: no NCCL"
+    assert nccl_debug.parse_lines([]).summary == "not reported"
+
+
+def test_variables_table():
+    rows = nccl_debug.variables_rows({"NCCL_IB_DISABLE": "1"})
+    names = [r["variable"] for r in rows]
+    for name in ("NCCL_DEBUG", "NCCL_DEBUG_SUBSYS", "NCCL_P2P_DISABLE", "NCCL_P2P_LEVEL", "NCCL_SHM_DISABLE",
+                 "NCCL_IB_DISABLE", "NCCL_NET_GDR_LEVEL", "NCCL_ALGO", "NCCL_PROTO", "NCCL_SOCKET_IFNAME", "NCCL_NVLS_ENABLE"):
+        assert name in names
+    assert next(r for r in rows if r["variable"] == "NCCL_IB_DISABLE")["here"] == "1"
+    assert nccl_debug.affects("NCCL_P2P_DISABLE", "P2P") and not nccl_debug.affects("NCCL_IB_DISABLE", "P2P")
+
+
+# --- the lab's arithmetic on GPU-like results (no GPU needed) -------------------------------------
+
+def _fake_result(tmp_path: Path, name: str, busbw: dict[int, float], log: str, gpu: bool = True, wire=None):
+    folder = tmp_path / name
+    folder.mkdir()
+    (folder / "rank0.log").write_text(log)
+    env = types.SimpleNamespace(is_gpu=gpu, backend="nccl" if gpu else "gloo", link="NV18")
+    metrics = {"rows": [{"size": s, "busbw": b, "algbw": b, "busbw_min": b * 0.99, "busbw_max": b * 1.01}
+                        for s, b in busbw.items()]}
+    if wire:
+        metrics["wire"] = wire
+    return types.SimpleNamespace(metrics=metrics, env=env, label="2× NVIDIA H200 · NV18 (fake)",
+                                 log_files={0: folder / "rank0.log"})
+
+
+def test_lab_rows_ratio_and_verdicts(tmp_path):
+    lines = (FIX / "nccl-debug-transport-lines.txt").read_text().splitlines()
+    results = {
+        "default": _fake_result(tmp_path, "d", {64 << 20: 267.0, 256 << 20: 299.0, 1 << 30: 331.0}, "\n".join(lines[:4] + lines[8:])),
+        "P2P off": _fake_result(tmp_path, "p", {64 << 20: 27.4, 256 << 20: 27.5}, "\n".join(lines[4:6])),
+        "P2P+SHM off": _fake_result(tmp_path, "s", {64 << 20: 3.5}, "\n".join(lines[6:8])),
+    }
+    lab = bandwidth.run_lab({}, reuse=results)
+    rows = bandwidth.lab_rows(lab)
+    assert [r["transport (from NCCL_DEBUG)"] for r in rows] == ["P2P/direct pointer", "SHM/direct/direct", "NET/Socket"]
+    assert rows[1]["default ÷ this"] == pytest.approx(299 / 27.5, abs=0.01)
+    assert bandwidth.lab_ratio(lab, "default", "P2P+SHM off") == (pytest.approx(267 / 3.5), 64 << 20)
+    verdict = bandwidth.lab_verdict(lab)
+    assert "default ÷ P2P off = 10.9× at 256 MiB" in verdict
+    claim = bandwidth.claim_nvlink_vs_pcie(lab)
+    assert "10.9×" in claim["measured"]
+
+
+def test_c7_verdict(tmp_path):
+    log = "x NCCL INFO NCCL_IB_DISABLE set by environment to 1.\nx NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM\n"
+    same = {"default": _fake_result(tmp_path, "a", {64 << 20: 267.0, 1 << 30: 331.0}, log),
+            "source's settings": _fake_result(tmp_path, "b", {64 << 20: 268.0, 1 << 30: 330.0}, log),
+            "P2P off": _fake_result(tmp_path, "c", {64 << 20: 27.0}, "")}
+    ab = bandwidth.run_lab({}, reuse=same, paths=bandwidth.SOURCE_AB_PATHS)
+    rows, claim = bandwidth.c7_verdict(ab)
+    assert len(rows) == 2 and all(r["within noise"] for r in rows)
+    assert claim["verdict"].startswith("no effect") and "NCCL_IB_DISABLE=1" in claim["measured"]
+    changed = dict(same, **{"source's settings": _fake_result(tmp_path, "e", {64 << 20: 200.0, 1 << 30: 250.0}, log)})
+    _, claim = bandwidth.c7_verdict(bandwidth.run_lab({}, reuse=changed, paths=bandwidth.SOURCE_AB_PATHS))
+    assert "beyond noise" in claim["verdict"]
+
+
+def test_wire_report(tmp_path):
+    wire = {"available": True, "size": 1 << 30, "iters": 10, "links_read": 18, "links_carrying": 18,
+            "tx_bytes_per_op": 1.003 * (1 << 30), "rx_bytes_per_op": 1.002 * (1 << 30),
+            "expected_bytes_per_op": float(1 << 30), "tx_ratio": 1.003, "rx_ratio": 1.002}
+    table, verdict = bandwidth.wire_report(_fake_result(tmp_path, "w", {1: 1.0}, "", wire=wire))
+    assert "the ring formula holds" in verdict and table.iloc[0]["NVLinks carrying"] == 18
+    table, verdict = bandwidth.wire_report(_fake_result(tmp_path, "n", {1: 1.0}, "", gpu=False,
+                                                        wire={"available": False, "reason": "CPU run"}))
+    assert table is None and "not available here: CPU run" in verdict and "1.005 ×" in verdict
+
+
+def test_plots_return_figure_and_carry_the_label(tmp_path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    result = _fake_result(tmp_path, "plot", {1 << 20: 60.0, 1 << 30: 331.0}, "")
+    fig, ax = bandwidth.plot_sweep(result, links.expect("NV18", "NVIDIA H200"))
+    texts = [t.get_text() for t in fig.texts]
+    assert any("2× NVIDIA H200" in t for t in texts) and ax.get_ylabel() == "busbw (GB/s)"
+    assert len(ax.get_lines()) >= 2  # this run and the reference points
+    plt.close(fig)
+
+
+# --- the workloads, in process (one-rank gloo group) and one real 2-process launch --------------
+
+@pytest.fixture
+def one_rank(tmp_path):
+    import torch
+    import torch.distributed as dist
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=1,
+                            timeout=datetime.timedelta(seconds=30))
+    yield runtime.Context(rank=0, local_rank=0, world_size=1, backend="gloo", device=torch.device("cpu"), run_dir=tmp_path)
+    dist.destroy_process_group()
+
+
+def test_allreduce_bench_in_process(one_rank):
+    p = allreduce_bench.Params(min_bytes=1000, max_bytes=40000, factor=4, dtype="float16", warmup=2, iters=3,
+                               repeats=2, wire_bytes=4096)
+    out = allreduce_bench.run(one_rank, p)
+    sizes = [r["size"] for r in out["rows"]]
+    assert sizes == [1000, 4000, 16000, 40000] and all(s % 2 == 0 for s in sizes)
+    assert all(r["correct"] and r["algbw"] > 0 and r["busbw"] == 0.0 for r in out["rows"])  # n = 1: 2(n−1)/n = 0
+    assert all(r["busbw_min"] <= r["busbw"] <= r["busbw_max"] for r in out["rows"])
+    assert out["wire"]["available"] is False and "CPU" in out["wire"]["reason"]
+
+
+def test_sendrecv_needs_pairs(one_rank):
+    with pytest.raises(ValueError, match="even number of processes"):
+        sendrecv_bench.run(one_rank, sendrecv_bench.Params(max_bytes=4096))
+
+
+def test_p2p_copy_on_cpu_is_a_labelled_simulation(one_rank):
+    out = p2p_copy.run(one_rank, p2p_copy.Params(min_bytes=1 << 16, max_bytes=1 << 18, repeats=2))
+    assert out["mode"] == "simulation" and len(out["rows"]) == 2
+    assert all("simulation" in r["path"] and r["gbps"] > 0 for r in out["rows"])
+
+
+def test_device_copy_without_gpus_launches_nothing(runs_dir):
+    import torch
+
+    if torch.version.cuda and nvtutorial.hardware.gpu_count() >= 2:
+        pytest.skip("this machine has 2 GPUs: device_copy launches there")
+    copy = bandwidth.device_copy({"max_bytes": 1 << 20})
+    assert copy.result is None and "needs 2 GPUs" in copy.rows[0]["note"]
+    assert "394 GB/s" in copy.verdict() and not runs_dir.exists()
+
+
+@pytest.mark.parametrize("workload, params, message", [
+    ("allreduce_bench", {"min_bytes": 0}, "min_bytes"),
+    ("allreduce_bench", {"dtype": "float8"}, "float8"),
+    ("allreduce_bench", {"factor": 1}, "factor"),
+    ("sendrecv_bench", {"directions": "sideways"}, "sideways"),
+    ("p2p_copy", {"src": 1, "dst": 1}, "must differ"),
+])
+def test_bad_parameters_fail_before_launch(workload, params, message):
+    with pytest.raises(nvtutorial.LaunchError, match=message):
+        nvtutorial.launch.prepare(workload, params=params)
+
+
+def test_two_process_allreduce_and_sendrecv(runs_dir):
+    """Real launches: both ranks agree on the table; for n = 2 busbw = algbw; send/recv both ways adds up."""
+    res = nvtutorial.run("allreduce_bench", params={"min_bytes": 1024, "max_bytes": 65536, "factor": 8, "warmup": 2,
+                                                    "iters": 3, "repeats": 2, "wire_bytes": 4096},
+                         env=bandwidth.run_env(bandwidth.DEBUG_ENV), output="none", timeout=120)
+    rows0, rows1 = res.ranks[0]["rows"], res.ranks[1]["rows"]
+    assert rows0 == rows1  # every rank reports the slowest rank's time
+    assert [r["size"] for r in rows0] == [1024, 8192, 65536]
+    assert all(r["correct"] and r["busbw"] == pytest.approx(r["algbw"]) for r in rows0)
+    report = nccl_debug.read_logs(res.log_files, backend=res.env.backend)
+    if res.env.is_gpu:
+        assert report.transport is not None, "NCCL_DEBUG=INFO was set, the logs must name a transport"
+    else:
+        assert report.summary == "gloo: no NCCL" and res.metrics["wire"]["available"] is False
+    res = nvtutorial.run("sendrecv_bench", params={"min_bytes": 1024, "max_bytes": 16384, "factor": 16, "warmup": 2,
+                                                   "iters": 3, "repeats": 2}, output="none", timeout=120)
+    rows = res.metrics["rows"]
+    assert [(r["direction"], r["size"]) for r in rows] == [("one way", 1024), ("one way", 16384),
+                                                           ("both ways", 1024), ("both ways", 16384)]
+    assert all(r["total_gbps"] == pytest.approx(r["algbw"] * (2 if r["direction"] == "both ways" else 1)) for r in rows)
+    assert "one way" in bandwidth.duplex_verdict(res)
+
+
+# --- NVML's NVLink counters, against a fake NVML -----------------------------------------------------
+
+def test_counters_are_read_per_active_link():
+    from .test_topology import FakeNVMLError, fake_nvml
+
+    nvml = fake_nvml(links=4, counters={(0, 138, k): 100 + k for k in range(4)} | {(0, 139, k): 200 + k for k in range(4)})
+    links = allreduce_bench.active_nvlinks(nvml, 0)
+    assert links == [0, 1, 2, 3]
+    assert allreduce_bench.read_nvlink_counters(nvml, 0, links) == {k: (100 + k, 200 + k) for k in range(4)}
+    del nvml.counters[(0, 139, 3)]  # a link whose RX counter NVML cannot read is left out
+    assert sorted(allreduce_bench.read_nvlink_counters(nvml, 0, links)) == [0, 1, 2]
+    batch = nvml.nvmlDeviceGetFieldValues
+
+    def refuse_batches(h, fields):
+        if len(fields) > 1:
+            raise FakeNVMLError("not supported")
+        return batch(h, fields)
+
+    nvml.nvmlDeviceGetFieldValues = refuse_batches
+    assert sorted(allreduce_bench.read_nvlink_counters(nvml, 0, links)) == [0, 1, 2]
+
+
+class _GpuLikeContext(runtime.Context):
+    """A one-rank CPU group that takes the GPU branch of wire_bytes (NVML faked)."""
+
+    @property
+    def is_gpu(self) -> bool:
+        return True
+
+    def sync(self) -> None:
+        pass
+
+    def barrier(self) -> None:
+        import torch.distributed as dist
+
+        dist.barrier()
+
+
+def test_wire_bytes_counts_what_the_links_carried(one_rank, monkeypatch):
+    import contextlib
+
+    import torch
+    import torch.distributed as dist
+
+    from nvtutorial import hardware
+
+    from .test_topology import fake_nvml
+
+    nvml = fake_nvml(links=18, counters={(0, f, k): 0 for f in (138, 139) for k in range(18)})
+    monkeypatch.setattr(hardware, "nvml", contextlib.contextmanager(lambda: (yield nvml)))
+    monkeypatch.setattr(allreduce_bench, "_nvml_handle", lambda pynvml, ctx: 0)
+    size = 1 << 20
+    real = dist.all_reduce
+
+    def all_reduce_on_the_wire(tensor, *args, **kwargs):  # every link carries 1/18 of S each way
+        for k in range(18):
+            nvml.counters[(0, 138, k)] += size // 1024 // 18
+            nvml.counters[(0, 139, k)] += size // 1024 // 18
+        return real(tensor, *args, **kwargs)
+
+    monkeypatch.setattr(dist, "all_reduce", all_reduce_on_the_wire)
+    ctx = _GpuLikeContext(rank=0, local_rank=0, world_size=2, backend="gloo", device=torch.device("cpu"),
+                          run_dir=one_rank.run_dir)
+    wire = allreduce_bench.wire_bytes(ctx, torch.zeros(size // 4), size, iters=3)
+    assert wire["available"] and wire["links_read"] == 18 and wire["links_carrying"] == 18
+    assert wire["expected_bytes_per_op"] == size  # 2(n−1)/n · S with n = 2
+    assert wire["tx_ratio"] == pytest.approx(18 * (size // 1024 // 18) * 1024 / size)
+    no_links = fake_nvml(links=0)
+    monkeypatch.setattr(hardware, "nvml", contextlib.contextmanager(lambda: (yield no_links)))
+    wire = allreduce_bench.wire_bytes(ctx, torch.zeros(size // 4), size, iters=1)
+    assert wire["available"] is False and "no active NVLink" in wire["reason"]
+
+
+@requires_two_gpus
+def test_on_two_gpus_the_logs_name_the_transport_and_the_counters_match_the_ring(runs_dir):
+    """GPU only: NCCL_P2P_DISABLE=1 moves NCCL from P2P to SHM; over NVLink, GPU 0 sends about S per all-reduce."""
+    params = {"min_bytes": 1 << 20, "max_bytes": 64 << 20, "factor": 8, "repeats": 2, "wire_bytes": 256 << 20, "wire_iters": 4}
+    lab = bandwidth.run_lab({"default": params, "P2P off": params}, paths=bandwidth.LAB_PATHS[:2])
+    assert [run.transport.transport for run in lab] == ["P2P", "SHM"]
+    assert bandwidth.lab_ratio(lab, "default", "P2P off")[0] > 1.0
+    wire = lab[0].result.metrics["wire"]
+    if lab[0].result.env.link and lab[0].result.env.link.startswith("NV") and wire["available"]:
+        assert 0.9 <= wire["tx_ratio"] <= 1.3, wire

@@ -1,0 +1,157 @@
+"""`nvtutorial doctor`: pure checks over simulated facts, exit codes, and a real collection here."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+
+from nvtutorial import cli, doctor
+
+
+@pytest.fixture
+def healthy():
+    return doctor.reference_facts()
+
+
+def statuses(checks):
+    return {c.name: c.status for c in checks}
+
+
+def failing(checks):
+    return [c for c in checks if c.status == "fail"]
+
+
+def test_reference_machine_is_healthy(healthy):
+    checks = doctor.run_checks(healthy)
+    assert doctor.healthy(checks), [c for c in checks if c.status != "ok"]
+    assert statuses(checks)["NCCL_NVLS_ENABLE=0"] == "ok"  # the course's GPU runs keep NVLS off
+
+
+@pytest.mark.parametrize("label", sorted(doctor.BROKEN_SETUPS))
+def test_every_broken_setup_fails_and_names_its_fix(label, healthy):
+    changes = dict(doctor.BROKEN_SETUPS[label])
+    checks = doctor.simulate(healthy, env=changes.pop("env", None), **changes)
+    bad = failing(checks)
+    assert bad, f"{label}: no check failed"
+    assert all(c.fix for c in bad), f"{label}: a failing check without a fix"
+    report = doctor.Report(dataclasses.replace(healthy, **changes), checks)
+    assert report.exit_code == 1 and "fix:" in report.format()
+
+
+def test_driver_older_than_runtime(healthy):
+    major = doctor.check_driver_runtime(dataclasses.replace(healthy, driver_cuda="12.8", torch_cuda="13.0"))
+    assert major.status == "fail" and "older" in major.detail and "cu128" in major.fix
+    minor = doctor.check_driver_runtime(dataclasses.replace(healthy, driver_cuda="12.4", torch_cuda="12.8"))
+    assert minor.status == "warn" and "minor-version" in minor.detail
+    newer = doctor.check_driver_runtime(dataclasses.replace(healthy, driver_cuda="13.1", torch_cuda="13.0"))
+    assert newer.status == "ok"
+    assert doctor.check_driver_runtime(dataclasses.replace(healthy, torch_cuda=None)).status == "ok"
+
+
+def test_cpu_only_torch(healthy):
+    cpu = {"torch": "2.13.0+cpu", "torch_cuda": None, "nccl": None, "nccl_available": False, "cudnn": None,
+           "cuda_available": False}
+    on_gpu_machine = doctor.run_checks(dataclasses.replace(healthy, **cpu))
+    assert [c.name for c in failing(on_gpu_machine)] == ["torch build"]
+    laptop = dataclasses.replace(healthy, **cpu, driver=None, driver_cuda=None, gpus=(), gpus_total=0, nvlinks_01=0,
+                                 p2p_01=None, nccl_env={})
+    checks = doctor.run_checks(laptop)
+    assert doctor.healthy(checks) and statuses(checks)["GPUs"] == "warn"
+
+
+def test_missing_torch_fails(healthy):
+    checks = doctor.run_checks(dataclasses.replace(healthy, torch=None, torch_error="ModuleNotFoundError: No module named 'torch'"))
+    assert [c.name for c in failing(checks)] == ["torch"]
+
+
+def test_cuda_not_usable_although_gpus_are_there(healthy):
+    check = doctor.check_cuda_usable(dataclasses.replace(healthy, cuda_available=False, cuda_warning="driver too old"))
+    assert check.status == "fail" and check.detail == "driver too old"
+
+
+@pytest.mark.parametrize("env, nvlinks, name, status", [
+    ({"NCCL_P2P_DISABLE": "1"}, 18, "NCCL_P2P_DISABLE=1", "fail"),
+    ({"NCCL_P2P_DISABLE": "1"}, 0, "NCCL_P2P_DISABLE=1", "warn"),
+    ({"NCCL_P2P_DISABLE": "0"}, 18, "NCCL_P2P_DISABLE=0", "ok"),
+    ({"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1"}, 0, "NCCL_P2P_DISABLE=1", "fail"),
+    ({"NCCL_SHM_DISABLE": "1"}, 18, "NCCL_SHM_DISABLE=1", "ok"),
+    ({"NCCL_P2P_LEVEL": "LOC"}, 18, "NCCL_P2P_LEVEL=LOC", "fail"),
+    ({"NCCL_P2P_LEVEL": "NVL"}, 18, "NCCL_P2P_LEVEL=NVL", "ok"),
+    ({"NCCL_IB_DISABLE": "1"}, 18, "NCCL_IB_DISABLE=1", "ok"),
+    ({"NCCL_NET_GDR_LEVEL": "3"}, 18, "NCCL_NET_GDR_LEVEL=3", "ok"),
+    ({"NCCL_DEBUG": "INFO"}, 18, "NCCL_DEBUG=INFO", "warn"),
+    ({"NCCL_DEBUG": "WARN"}, 18, "NCCL_DEBUG=WARN", "ok"),
+    ({"NCCL_ALGO": "Tree"}, 18, "NCCL_ALGO=Tree", "warn"),
+    ({"NCCL_NVLS_ENABLE": "1"}, 18, "NCCL_NVLS_ENABLE=1", "warn"),
+    ({"NCCL_P2P_DISABLED": "1"}, 18, "NCCL_P2P_DISABLED=1", "warn"),  # a typo NCCL would ignore
+    ({"NCCL_ASYNC_ERROR_HANDLING": "1"}, 18, "NCCL_ASYNC_ERROR_HANDLING=1", "warn"),
+    ({"NCCL_SOCKET_IFNAME": "eth"}, 18, "NCCL_SOCKET_IFNAME=eth", "ok"),
+    ({"NCCL_SOCKET_IFNAME": "=eth"}, 18, "NCCL_SOCKET_IFNAME==eth", "fail"),
+    ({"NCCL_SOCKET_IFNAME": "^docker,lo"}, 18, "NCCL_SOCKET_IFNAME=^docker,lo", "ok"),
+])
+def test_nccl_variables(env, nvlinks, name, status, healthy):
+    facts = dataclasses.replace(healthy, nvlinks_01=nvlinks, nccl_env=env)
+    assert statuses(doctor.run_checks(facts))[name] == status
+
+
+def test_link_and_visibility_warnings(healthy):
+    pcie = statuses(doctor.run_checks(dataclasses.replace(healthy, nvlinks_01=0, p2p_01="not supported")))
+    assert pcie["GPU 0–1 link"] == "warn" and pcie["P2P 0–1"] == "warn"
+    hidden = doctor.check_visible_devices(dataclasses.replace(healthy, cuda_visible_devices="0", gpus=("NVIDIA H200",)))
+    assert hidden.status == "warn" and "1 of 2" in hidden.value
+
+
+def test_broken_setup_rows(healthy):
+    rows = doctor.broken_setup_rows(healthy)
+    assert len(rows) == len(doctor.BROKEN_SETUPS) and all(r["exit code"] == 1 for r in rows)
+    p2p = next(r for r in rows if r["set-up"].startswith("NCCL_P2P_DISABLE"))
+    assert "NV18" in p2p["what the doctor says"] and "unset NCCL_P2P_DISABLE" in p2p["fix"]
+
+
+def test_claims(healthy):
+    c4 = doctor.claim_c4(healthy)
+    assert "→ ok" in c4["measured"] and "→ fail" in c4["measured"] and c4["verdict"].startswith("dated")
+    assert "2.28.9" in doctor.claim_c6(healthy)["measured"]
+    assert doctor.claim_minimums(healthy)["verdict"] == "met"
+    cpu = dataclasses.replace(healthy, torch="2.13.0+cpu", torch_cuda=None, nccl=None)
+    assert doctor.claim_minimums(cpu)["verdict"] == "met"
+    assert "reference machine" in doctor.claim_c4(cpu)["measured"]
+
+
+def test_troubleshooting_rows(healthy):
+    gpu = doctor.troubleshooting_rows(healthy, runtime_nccl="2.28.9+cuda13.0", is_gpu=True, p2p_ratio=11.9, topo_code="NV18")
+    assert [r["symptom"] for r in gpu] == ["NCCL error", "out of memory", "no speed-up"]
+    assert "the same library" in gpu[0]["what we measured"] and gpu[0]["verdict"].startswith("corrected")
+    assert "11.9×" in gpu[2]["what we measured"] and gpu[2]["verdict"].startswith("corrected")
+    other = doctor.troubleshooting_rows(healthy, runtime_nccl="2.21.5", is_gpu=True, p2p_ratio=1.1, topo_code="PHB")
+    assert "DIFFERENT" in other[0]["what we measured"] and other[2]["verdict"].startswith("not reproduced")
+    cpu = doctor.troubleshooting_rows(healthy, runtime_nccl=None, is_gpu=False, p2p_ratio=None, topo_code=None,
+                                      reference_ratio=11.9)
+    assert "CPU simulation" in cpu[0]["what we measured"] and "11.9×" in cpu[2]["what we measured"]
+
+
+def test_cli_exit_codes_follow_the_checks(monkeypatch, capsys, healthy):
+    broken = dataclasses.replace(healthy, nccl_env={"NCCL_P2P_DISABLE": "1"})
+    monkeypatch.setattr(doctor, "collect", lambda probe=True: broken)
+    assert cli.main(["doctor"]) == 1
+    out = capsys.readouterr().out
+    assert "fail  NCCL_P2P_DISABLE=1" in out and "unset NCCL_P2P_DISABLE" in out
+    monkeypatch.setattr(doctor, "collect", lambda probe=True: healthy)
+    assert cli.main(["doctor", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["healthy"] is True and data["facts"]["nvlinks_01"] == 18 and data["exit_code"] == 0
+
+
+def test_collect_on_this_machine_without_initialising_cuda():
+    import torch
+
+    report = doctor.run()
+    facts = report.facts
+    assert facts.torch == torch.__version__ and facts.torch_cuda == torch.version.cuda
+    assert facts.probe_error is None and facts.torch_error is None
+    assert facts.nccl_env == {k: v for k, v in __import__("os").environ.items() if k.startswith("NCCL_")}
+    assert not torch.cuda.is_initialized(), "the doctor created a CUDA context in the calling process"
+    json.dumps(report.to_dict())  # pasteable into a bug report
+    assert report.exit_code == (0 if report.healthy else 1)
