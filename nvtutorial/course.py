@@ -90,9 +90,10 @@ def run_course(out: str | os.PathLike[str] = "build/course", only: str | list[st
     out.mkdir(parents=True, exist_ok=True)
     summary = CourseSummary(profile=profile, where=where(), notebooks=[], out=str(out))
     # The notebooks' runs land beside the executed copies, so results and notebooks travel together.
-    runs = (out / "runs").resolve()
+    # Relative to the notebooks' folder (the kernels' working directory), so results name no absolute paths.
+    runs = os.path.relpath((out / "runs").resolve(), folder.resolve())
     previous = os.environ.get("NVTUTORIAL_RUNS_DIR")
-    os.environ["NVTUTORIAL_RUNS_DIR"] = str(runs)
+    os.environ["NVTUTORIAL_RUNS_DIR"] = runs
     try:
         for nb in notebooks:
             target = out / nb.name

@@ -86,7 +86,7 @@ class Facts:
     gpus: tuple[str, ...] = ()  # visible GPU names, CUDA_VISIBLE_DEVICES applied
     gpus_total: int = 0         # every GPU NVML sees
     nvlinks_01: int = 0         # active NVLinks between visible GPU 0 and 1
-    p2p_01: str | None = None   # nvmlDeviceGetP2PStatus(read) between visible GPU 0 and 1
+    p2p_01: str | None = None   # nvmlDeviceGetP2PStatus between visible GPU 0 and 1: "OK (write, nvlink)" or why not
     cuda_visible_devices: str | None = None
     nccl_env: dict[str, str] = dataclasses.field(default_factory=dict)
     interfaces: tuple[str, ...] = ()
@@ -126,6 +126,14 @@ def _nccl_wheel() -> str | None:
     return None
 
 
+def _p2p_summary(caps: dict[str, str] | None) -> str | None:
+    """NVML's P2P answers for a pair in one string: ``"OK (write, nvlink, atomics)"``, or the read answer."""
+    if not caps:
+        return None
+    ok = [name for name, status in caps.items() if status == "OK"]
+    return f"OK ({', '.join(ok)})" if ok else caps.get("read", "unknown")
+
+
 def collect(probe: bool = True) -> Facts:
     """This machine's facts: NVML in this process, torch in a child process (``probe=False`` skips it)."""
     from . import hardware
@@ -145,7 +153,7 @@ def collect(probe: bool = True) -> Facts:
         python=platform.python_version(), platform=platform.platform(), executable=sys.executable,
         nccl_wheel=_nccl_wheel(),
         driver=inv.driver, driver_cuda=inv.cuda_driver, gpus=tuple(g.name for g in inv.gpus), gpus_total=total,
-        nvlinks_01=inv.links_between(0, 1), p2p_01=inv.p2p.get("0-1", {}).get("read"),
+        nvlinks_01=inv.links_between(0, 1), p2p_01=_p2p_summary(inv.p2p.get("0-1")),
         cuda_visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES"),
         nccl_env={k: v for k, v in sorted(os.environ.items()) if k.startswith("NCCL_")},
         interfaces=interfaces,
@@ -289,8 +297,8 @@ def check_link(f: Facts) -> Check:
 def check_p2p(f: Facts) -> Check:
     if len(f.gpus) < 2 or f.p2p_01 is None:
         return Check("P2P 0–1", "ok", "not applicable")
-    if f.p2p_01 == "OK":
-        return Check("P2P 0–1", "ok", "supported (read)")
+    if f.p2p_01.startswith("OK"):
+        return Check("P2P 0–1", "ok", f"supported: {f.p2p_01}")
     return Check("P2P 0–1", "warn", f.p2p_01, "NCCL will stage through host memory (SHM) instead of P2P",
                  "normal on consumer cards without NVLink; on servers check IOMMU/ACS settings")
 

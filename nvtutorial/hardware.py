@@ -98,28 +98,6 @@ def driver_version() -> str | None:
         return None if pynvml is None else _text(pynvml.nvmlSystemGetDriverVersion())
 
 
-def nvlink_count(a: int = 0, b: int = 1) -> int:
-    """Active NVLinks from visible GPU ``a`` whose far end is visible GPU ``b`` (0 if none)."""
-    with nvml() as pynvml:
-        if pynvml is None:
-            return 0
-        handles = _visible_handles(pynvml)
-        if max(a, b) >= len(handles):
-            return 0
-        target = _bus_key(_text(pynvml.nvmlDeviceGetPciInfo(handles[b]).busId))
-        links = 0
-        for link in range(pynvml.NVML_NVLINK_MAX_LINKS):
-            try:
-                if pynvml.nvmlDeviceGetNvLinkState(handles[a], link) != pynvml.NVML_FEATURE_ENABLED:
-                    continue
-                remote = remote_pci_info(pynvml)(handles[a], link)
-            except pynvml.NVMLError:
-                continue
-            if _bus_key(_text(remote.busId)) == target:
-                links += 1
-        return links
-
-
 def remote_pci_info(pynvml: Any) -> Any:
     """``nvmlDeviceGetNvLinkRemotePciInfo_v2``, or the older spelling where nvidia-ml-py predates it."""
     return getattr(pynvml, "nvmlDeviceGetNvLinkRemotePciInfo_v2", None) or pynvml.nvmlDeviceGetNvLinkRemotePciInfo
@@ -131,10 +109,12 @@ def _bus_key(bus_id: str) -> str:
 
 
 def link_label(a: int = 0, b: int = 1) -> str | None:
-    """``"NV18"`` for 18 NVLinks between the pair, ``"PCIe"`` without NVLink, ``None`` without 2 GPUs."""
-    if gpu_count() <= max(a, b):
+    """``"NV18"`` for 18 NVLinks between the pair (as ``nvidia-smi topo -m`` says), ``"PCIe"`` without
+    NVLink, ``None`` without 2 GPUs."""
+    inv = inventory()
+    if len(inv.gpus) <= max(a, b):
         return None
-    n = nvlink_count(a, b)
+    n = inv.links_between(a, b)
     return f"NV{n}" if n else "PCIe"
 
 
@@ -209,9 +189,26 @@ class Inventory:
         return not self.source.startswith("NVML")
 
     def links_between(self, a: int = 0, b: int = 1) -> int:
-        if a >= len(self.gpus):
+        """NVLinks joining GPUs ``a`` and ``b``, counted as ``nvidia-smi topo -m`` does (``NV#``).
+
+        Links may end at the other GPU (a bridge, a direct mesh) or at NVSwitches (HGX boards, where
+        2 GPUs of a VM show NV18): then NVML's P2P status says whether the pair talks over NVLink,
+        and the pair's count is the GPU's active links.
+        """
+        if max(a, b) >= len(self.gpus) or a == b:
             return 0
-        return sum(1 for link in self.gpus[a].active_links if link.remote_gpu == b)
+        direct = sum(1 for link in self.gpus[a].active_links if link.remote_gpu == b)
+        if direct:
+            return direct
+        if self.through_switch(a, b):
+            return len(self.gpus[a].active_links)
+        return 0
+
+    def through_switch(self, a: int = 0, b: int = 1) -> bool:
+        """True where the pair's NVLinks end at NVSwitches rather than at each other."""
+        pair = self.p2p.get(f"{min(a, b)}-{max(a, b)}", {})
+        switched = [link for link in self.gpus[a].active_links if link.remote_gpu is None]
+        return bool(switched) and pair.get("nvlink") == "OK"
 
     def gpu_rows(self) -> list[dict[str, Any]]:
         rows = []
@@ -247,7 +244,8 @@ class Inventory:
             speeds = sorted({link.speed_mbps for link in g.active_links if link.speed_mbps})
             detail = (f" (NVLink {', '.join(versions) or '?'}" + (f", {speeds[0] / 1000:.3f} GB/s per link as reported" if speeds else "")
                       + ")") if n else ""
-            lines.append(f"GPU 0–1: {n} active NVLinks{detail}" if n else "GPU 0–1: no active NVLink (PCIe only)")
+            via = " through NVSwitch" if n and self.through_switch(0, 1) else ""
+            lines.append(f"GPU 0–1: {n} active NVLinks{via}{detail}" if n else "GPU 0–1: no active NVLink (PCIe only)")
             if "0-1" in self.p2p:
                 lines.append("P2P GPU 0–1: " + ", ".join(f"{k} {v}" for k, v in self.p2p["0-1"].items()))
         return "\n".join(lines)

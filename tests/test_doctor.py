@@ -155,3 +155,11 @@ def test_collect_on_this_machine_without_initialising_cuda():
     assert not torch.cuda.is_initialized(), "the doctor created a CUDA context in the calling process"
     json.dumps(report.to_dict())  # pasteable into a bug report
     assert report.exit_code == (0 if report.healthy else 1)
+
+
+def test_p2p_is_ok_when_nvml_cannot_read_one_capability():
+    """On the reference VM NVML answers the read capability with an error but write and NVLink with OK."""
+    assert doctor._p2p_summary({"read": "not readable", "write": "OK", "nvlink": "OK", "atomics": "OK"}) == \
+        "OK (write, nvlink, atomics)"
+    assert doctor._p2p_summary({"read": "not supported", "write": "not supported"}) == "not supported"
+    assert doctor._p2p_summary(None) is None

@@ -205,8 +205,13 @@ class FakeNVMLError(Exception):
     pass
 
 
-def fake_nvml(links: int = 18, gpus: int = 2, counters: dict | None = None) -> types.ModuleType:
-    """A stand-in for ``pynvml``: ``gpus`` H200s joined by ``links`` NVLinks, NVLink data counters in KiB."""
+def fake_nvml(links: int = 18, gpus: int = 2, counters: dict | None = None, switched: bool = False,
+              old_pynvml: bool = False) -> types.ModuleType:
+    """A stand-in for ``pynvml``: ``gpus`` H200s joined by ``links`` NVLinks, NVLink data counters in KiB.
+
+    ``switched``: the links end at NVSwitches (an HGX board, as on the reference VM), not at the other
+    GPU; ``old_pynvml``: an nvidia-ml-py without ``nvmlDeviceGetNvLinkRemotePciInfo_v2`` (as there).
+    """
     m = types.ModuleType("pynvml")
     m.NVMLError = FakeNVMLError
     m.NVML_NVLINK_MAX_LINKS = 36
@@ -233,6 +238,8 @@ def fake_nvml(links: int = 18, gpus: int = 2, counters: dict | None = None) -> t
         return 1 if link < links else 0
 
     def remote(h, link):
+        if switched:
+            return types.SimpleNamespace(busId=f"00000000:0{link % 4}:00.0".encode())  # an NVSwitch
         return types.SimpleNamespace(busId=bus[1 - h].replace("00000000:", "0000:").encode())
 
     def field_values(h, fields):
@@ -244,7 +251,10 @@ def fake_nvml(links: int = 18, gpus: int = 2, counters: dict | None = None) -> t
         return out
 
     m.nvmlDeviceGetNvLinkState = state
-    m.nvmlDeviceGetNvLinkRemotePciInfo_v2 = remote
+    if old_pynvml:
+        m.nvmlDeviceGetNvLinkRemotePciInfo = remote
+    else:
+        m.nvmlDeviceGetNvLinkRemotePciInfo_v2 = remote
     m.nvmlDeviceGetNvLinkVersion = lambda h, link: 6  # NVML_NVLINK_VERSION_4_0
     m.nvmlDeviceGetFieldValues = field_values
     m.nvmlDeviceGetP2PStatus = lambda a, b, index: 0 if links else 5
@@ -263,6 +273,26 @@ def test_inventory_through_nvml(monkeypatch):
     assert inv.p2p["0-1"] == {"read": "OK", "write": "OK", "nvlink": "OK", "atomics": "OK"}
     assert "18 active NVLinks (NVLink 4.0" in inv.describe()
     assert hardware.link_label() == "NV18"
+
+
+def test_nvlinks_through_nvswitch_count_like_topo(monkeypatch):
+    """The reference VM: 2 H200s of an HGX board, 18 links each to NVSwitches, an old nvidia-ml-py."""
+    monkeypatch.setitem(sys.modules, "pynvml", fake_nvml(links=18, switched=True, old_pynvml=True))
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    inv = hardware.inventory()
+    assert all(link.remote_gpu is None for link in inv.gpus[0].active_links)
+    assert inv.through_switch(0, 1) and inv.links_between(0, 1) == 18 and inv.links_between(1, 0) == 18
+    assert "GPU 0–1: 18 active NVLinks through NVSwitch" in inv.describe()
+    assert hardware.link_label() == "NV18"
+
+
+def test_switched_links_without_nvlink_p2p_are_not_counted(monkeypatch):
+    nvml = fake_nvml(links=18, switched=True)
+    nvml.nvmlDeviceGetP2PStatus = lambda a, b, index: 5  # not supported: the pair does not reach each other
+    monkeypatch.setitem(sys.modules, "pynvml", nvml)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    assert hardware.inventory().links_between(0, 1) == 0
+    assert hardware.link_label() == "PCIe"
 
 
 def test_inventory_of_a_pcie_pair(monkeypatch):
