@@ -18,6 +18,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+
 # --- Formulas ---------------------------------------------------------------------------------
 
 _FACTORS = {

@@ -44,11 +44,12 @@ def nvml() -> Iterator[Any]:
             pynvml.nvmlShutdown()
 
 
-def _text(value: Any) -> str:
+def nvml_text(value: Any) -> str:
+    """NVML strings come as bytes from older nvidia-ml-py and as str from newer."""
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
-def _visible_handles(pynvml: Any) -> list[Any]:
+def visible_handles(pynvml: Any) -> list[Any]:
     """NVML handles of the GPUs a CUDA program started now would see (``CUDA_VISIBLE_DEVICES``)."""
     count = pynvml.nvmlDeviceGetCount()
     all_handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(count)]
@@ -64,7 +65,7 @@ def _visible_handles(pynvml: Any) -> list[Any]:
                 break
             handles.append(all_handles[int(token)])
         else:
-            match = [h for h in all_handles if _text(pynvml.nvmlDeviceGetUUID(h)).startswith(token)]
+            match = [h for h in all_handles if nvml_text(pynvml.nvmlDeviceGetUUID(h)).startswith(token)]
             if not match:
                 break
             handles.append(match[0])
@@ -77,12 +78,12 @@ def gpus() -> list[GPU]:
         if pynvml is None:
             return []
         out = []
-        for i, h in enumerate(_visible_handles(pynvml)):
+        for i, h in enumerate(visible_handles(pynvml)):
             out.append(GPU(
                 index=i,
-                name=_text(pynvml.nvmlDeviceGetName(h)),
-                uuid=_text(pynvml.nvmlDeviceGetUUID(h)),
-                pci_bus_id=_text(pynvml.nvmlDeviceGetPciInfo(h).busId),
+                name=nvml_text(pynvml.nvmlDeviceGetName(h)),
+                uuid=nvml_text(pynvml.nvmlDeviceGetUUID(h)),
+                pci_bus_id=nvml_text(pynvml.nvmlDeviceGetPciInfo(h).busId),
                 memory_mib=int(pynvml.nvmlDeviceGetMemoryInfo(h).total // 2**20),
             ))
         return out
@@ -95,7 +96,7 @@ def gpu_count() -> int:
 
 def driver_version() -> str | None:
     with nvml() as pynvml:
-        return None if pynvml is None else _text(pynvml.nvmlSystemGetDriverVersion())
+        return None if pynvml is None else nvml_text(pynvml.nvmlSystemGetDriverVersion())
 
 
 def remote_pci_info(pynvml: Any) -> Any:
@@ -274,7 +275,7 @@ def _nvlinks(pynvml: Any, handle: Any, bus_to_index: dict[str, int]) -> tuple[Nv
         remote = version = speed = None
         if active:
             info = _nvml_call(remote_pci_info(pynvml), handle, link)
-            remote = _text(info.busId) if info is not None else None
+            remote = nvml_text(info.busId) if info is not None else None
             code = _nvml_call(pynvml.nvmlDeviceGetNvLinkVersion, handle, link)
             version = NVLINK_VERSIONS.get(code) if code is not None else None
             values = _nvml_call(pynvml.nvmlDeviceGetFieldValues, handle, [(NVLINK_SPEED_FIELD, link)])
@@ -308,13 +309,13 @@ def inventory() -> Inventory:
     with nvml() as pynvml:
         if pynvml is None:
             return Inventory(source="no NVIDIA driver (NVML not available)", driver=None, cuda_driver=None, gpus=())
-        handles = _visible_handles(pynvml)
-        bus_ids = [_text(pynvml.nvmlDeviceGetPciInfo(h).busId) for h in handles]
+        handles = visible_handles(pynvml)
+        bus_ids = [nvml_text(pynvml.nvmlDeviceGetPciInfo(h).busId) for h in handles]
         bus_to_index = {_bus_key(b): i for i, b in enumerate(bus_ids)}
         gpus = []
         for i, h in enumerate(handles):
             gpus.append(GPUDetail(
-                index=i, name=_text(pynvml.nvmlDeviceGetName(h)), uuid=_text(pynvml.nvmlDeviceGetUUID(h)),
+                index=i, name=nvml_text(pynvml.nvmlDeviceGetName(h)), uuid=nvml_text(pynvml.nvmlDeviceGetUUID(h)),
                 pci_bus_id=bus_ids[i], memory_mib=int(pynvml.nvmlDeviceGetMemoryInfo(h).total // 2**20),
                 pcie_gen=_nvml_call(pynvml.nvmlDeviceGetCurrPcieLinkGeneration, h),
                 pcie_width=_nvml_call(pynvml.nvmlDeviceGetCurrPcieLinkWidth, h),
@@ -334,7 +335,7 @@ def inventory() -> Inventory:
                 p2p[f"{a}-{b}"] = row
         raw_cuda = _nvml_call(pynvml.nvmlSystemGetCudaDriverVersion)
         return Inventory(
-            source=f"NVML on {socket.gethostname()}", driver=_text(pynvml.nvmlSystemGetDriverVersion()),
+            source=f"NVML on {socket.gethostname()}", driver=nvml_text(pynvml.nvmlSystemGetDriverVersion()),
             cuda_driver=cuda_version_text(raw_cuda), gpus=tuple(gpus), p2p=p2p)
 
 
@@ -396,3 +397,57 @@ def inventory_or_reference(gpus_needed: int = 2) -> Inventory:
     """This machine's inventory when it has ``gpus_needed`` GPUs, else the reference machine's (simulation mode)."""
     inv = inventory()
     return inv if len(inv.gpus) >= gpus_needed else reference_inventory()
+
+
+# --- NVLink byte counters, read from a worker (notebooks 01, 05, 07) ---------------------------------
+
+NVLINK_TX_FIELD = 138
+"""``NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX``: data payload KiB sent over one link (scopeId = link), cumulative."""
+NVLINK_RX_FIELD = 139
+"""``NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX``: the same, received."""
+
+
+def handle_for_uuid(pynvml: Any, uuid: str | None, fallback_index: int) -> tuple[Any, str]:
+    """``(NVML handle, how it was found)`` of the GPU with this UUID (CUDA's and NVML's orders can
+    differ), else of the visible GPU ``fallback_index``."""
+    wanted = (uuid or "").lower().removeprefix("gpu-")
+    if wanted:
+        for i in range(pynvml.nvmlDeviceGetCount()):
+            h = pynvml.nvmlDeviceGetHandleByIndex(i)
+            if nvml_text(pynvml.nvmlDeviceGetUUID(h)).lower().removeprefix("gpu-") == wanted:
+                return h, "uuid"
+    return visible_handles(pynvml)[fallback_index], "visible index"
+
+
+def active_nvlinks(pynvml: Any, handle: Any) -> list[int]:
+    """Indices of this GPU's NVLinks that are up."""
+    links = []
+    for link in range(pynvml.NVML_NVLINK_MAX_LINKS):
+        try:
+            if pynvml.nvmlDeviceGetNvLinkState(handle, link) == pynvml.NVML_FEATURE_ENABLED:
+                links.append(link)
+        except pynvml.NVMLError:
+            continue  # no such link on this GPU
+    return links
+
+
+def nvlink_counters(pynvml: Any, handle: Any, links: list[int]) -> dict[int, tuple[int, int]]:
+    """Link → (data KiB sent, data KiB received), for the ``links`` whose counters NVML can read."""
+    fields = [(NVLINK_TX_FIELD, link) for link in links] + [(NVLINK_RX_FIELD, link) for link in links]
+    try:
+        values = list(pynvml.nvmlDeviceGetFieldValues(handle, fields))
+    except pynvml.NVMLError:  # some drivers refuse a batch with one unsupported entry: ask one by one
+        values = []
+        for field in fields:
+            try:
+                values.append(pynvml.nvmlDeviceGetFieldValues(handle, [field])[0])
+            except pynvml.NVMLError:
+                values.append(None)
+    n = len(links)
+    out = {}
+    for i, link in enumerate(links):
+        tx = field_value(values[i]) if values[i] is not None else None
+        rx = field_value(values[n + i]) if values[n + i] is not None else None
+        if tx is not None and rx is not None:
+            out[link] = (int(tx), int(rx))
+    return out

@@ -443,6 +443,24 @@ def _first_error(spec: LaunchSpec) -> dict[str, Any] | None:
     return min(errors, key=lambda e: e.get("time", 0.0)) if errors else None
 
 
+CRASH_SIGNALS = {signal.SIGABRT, signal.SIGSEGV, signal.SIGBUS, signal.SIGFPE, signal.SIGILL}
+"""Signals that end a rank on their own (native crash, NCCL's watchdog); SIGTERM/SIGKILL are cleanup."""
+_AGENT_FAILURE = re.compile(r"^\s*rank\s*:\s*(\d+) \(local_rank: \d+\)\s*\n\s*exitcode\s*:\s*(-?\d+)", re.M)
+
+
+def _signalled_ranks(spec: LaunchSpec) -> list[tuple[int, signal.Signals]]:
+    """Ranks that torchrun reports as killed by a crash signal, from its failure summary."""
+    try:
+        text = (spec.run_dir / "agent.log").read_text(errors="replace")
+    except FileNotFoundError:
+        return []
+    found = {}
+    for rank, code in _AGENT_FAILURE.findall(text):
+        if int(code) < 0 and -int(code) in {int(s) for s in CRASH_SIGNALS}:
+            found[int(rank)] = signal.Signals(-int(code))
+    return sorted(found.items())
+
+
 def _diagnose(spec: LaunchSpec, result: RunResult, timed_out: bool) -> RunFailed | None:
     """Turn a failed run into an error naming the rank, its exception and its last log lines."""
     if timed_out:
@@ -458,6 +476,21 @@ def _diagnose(spec: LaunchSpec, result: RunResult, timed_out: bool) -> RunFailed
     error = _first_error(spec)
     if error is None and result.returncode == 0 and result.ranks:
         return None
+    reported = {int(p.name[4:].split(".")[0]) for p in spec.run_dir.glob("rank*.error.json")}
+    signalled = [(rank, sig) for rank, sig in _signalled_ranks(spec) if rank not in reported]
+    if signalled:
+        # A rank that died of a signal wrote no traceback; the others' errors are its consequence.
+        rank, sig = signalled[0]
+        log = result.log_files.get(rank)
+        tail = _tail(log) if log else []
+        after = f"\n(then rank {error['rank']} failed: {error['type']}: {error['message'][:200]})" if error else ""
+        message = (f"rank {rank} was killed by {sig.name} (no Python exception: a crash in native code, "
+                   f"or NCCL's watchdog ending the process){after}\n"
+                   f"--- last lines of rank {rank}'s log ({log}) ---\n" + "\n".join(tail))
+        result.log_tail = tail
+        result.error = {"rank": rank, "type": sig.name, "message": message.splitlines()[0]}
+        result.returncode = result.returncode or 1
+        return RunFailed(message, result, rank=rank, exc_type=sig.name)
     if error is not None:
         rank = int(error["rank"])
         log = result.log_files.get(rank)

@@ -69,6 +69,24 @@ class Context:
 
             torch.cuda.synchronize(self.device)
 
+    def time_calls(self, op: Callable[[], Any], iters: int = 1) -> float:
+        """Seconds per call of ``op`` over ``iters`` back-to-back calls: CUDA events around them on a
+        GPU (queued work before is not counted), the host clock on the CPU."""
+        if self.is_gpu:
+            import torch
+
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            for _ in range(iters):
+                op()
+            end.record()
+            end.synchronize()
+            return start.elapsed_time(end) / 1e3 / iters
+        t0 = time.perf_counter()
+        for _ in range(iters):
+            op()
+        return (time.perf_counter() - t0) / iters
+
     def barrier(self) -> None:
         import torch.distributed as dist
 

@@ -88,17 +88,17 @@ class Sampler:
             self.reason = f"NVML is unavailable here (no NVIDIA driver: {type(exc).__name__}); no GPU telemetry on this machine"
             return self
         self._pynvml = pynvml
-        self._handles = hardware._visible_handles(pynvml)
+        self._handles = hardware.visible_handles(pynvml)
         if not self._handles:
             self.reason = "NVML sees no GPU: no telemetry"
             pynvml.nvmlShutdown()
             self._pynvml = None
             return self
         self.available = True
-        self.gpu_names = [hardware._text(pynvml.nvmlDeviceGetName(h)) for h in self._handles]
+        self.gpu_names = [hardware.nvml_text(pynvml.nvmlDeviceGetName(h)) for h in self._handles]
         if self.nvlink:
             for i, h in enumerate(self._handles):
-                self.links[i] = self._active_links(h)
+                self.links[i] = hardware.active_nvlinks(pynvml, h)
             if not any(self.links.values()):
                 self.nvlink_note = "no active NVLink: the NVLink columns stay empty"
         if self.want_dmon:
@@ -127,36 +127,11 @@ class Sampler:
             self._pynvml = None
 
     # ----------------------------------------------------------------- NVML
-    def _active_links(self, handle: Any) -> list[int]:
-        pynvml = self._pynvml
-        links = []
-        for link in range(getattr(pynvml, "NVML_NVLINK_MAX_LINKS", 18)):
-            try:
-                if pynvml.nvmlDeviceGetNvLinkState(handle, link) == pynvml.NVML_FEATURE_ENABLED:
-                    links.append(link)
-            except pynvml.NVMLError:
-                continue
-        return links
-
     def _nvlink_kib(self, handle: Any, links: list[int]) -> tuple[float | None, float | None]:
-        if not links:
+        counters = hardware.nvlink_counters(self._pynvml, handle, links) if links else {}
+        if not counters:
             return None, None
-        pynvml = self._pynvml
-        ids = []
-        for link in links:
-            ids += [(pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX, link), (pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX, link)]
-        values = pynvml.nvmlDeviceGetFieldValues(handle, ids)
-        tx = rx = 0.0
-        ok = False
-        for k, v in enumerate(values):
-            if v.nvmlReturn != pynvml.NVML_SUCCESS:
-                continue
-            ok = True
-            if k % 2 == 0:
-                tx += float(v.value.ullVal)
-            else:
-                rx += float(v.value.ullVal)
-        return (tx, rx) if ok else (None, None)
+        return float(sum(tx for tx, _ in counters.values())), float(sum(rx for _, rx in counters.values()))
 
     def _read(self, i: int, handle: Any) -> _Raw:
         pynvml = self._pynvml

@@ -354,11 +354,11 @@ def test_counters_are_read_per_active_link():
     from .test_topology import FakeNVMLError, fake_nvml
 
     nvml = fake_nvml(links=4, counters={(0, 138, k): 100 + k for k in range(4)} | {(0, 139, k): 200 + k for k in range(4)})
-    links = allreduce_bench.active_nvlinks(nvml, 0)
+    links = hardware.active_nvlinks(nvml, 0)
     assert links == [0, 1, 2, 3]
-    assert allreduce_bench.read_nvlink_counters(nvml, 0, links) == {k: (100 + k, 200 + k) for k in range(4)}
+    assert hardware.nvlink_counters(nvml, 0, links) == {k: (100 + k, 200 + k) for k in range(4)}
     del nvml.counters[(0, 139, 3)]  # a link whose RX counter NVML cannot read is left out
-    assert sorted(allreduce_bench.read_nvlink_counters(nvml, 0, links)) == [0, 1, 2]
+    assert sorted(hardware.nvlink_counters(nvml, 0, links)) == [0, 1, 2]
     batch = nvml.nvmlDeviceGetFieldValues
 
     def refuse_batches(h, fields):
@@ -367,7 +367,7 @@ def test_counters_are_read_per_active_link():
         return batch(h, fields)
 
     nvml.nvmlDeviceGetFieldValues = refuse_batches
-    assert sorted(allreduce_bench.read_nvlink_counters(nvml, 0, links)) == [0, 1, 2]
+    assert sorted(hardware.nvlink_counters(nvml, 0, links)) == [0, 1, 2]
 
 
 class _GpuLikeContext(runtime.Context):

@@ -52,6 +52,19 @@ def test_crash_names_rank_and_exception_quickly(runs_dir):
     assert_nothing_left(err.result.run_dir)
 
 
+def test_rank_killed_by_a_signal_is_named_as_the_cause(runs_dir):
+    """rank 1 aborts (as NCCL's watchdog does): no traceback, and rank 0's connection error is a consequence."""
+    t0 = time.monotonic()
+    with pytest.raises(nvtutorial.RunFailed) as info:
+        nvtutorial.run("selftest", nproc=2, backend="gloo", params={"mode": "abort"}, timeout=60, output="none")
+    err = info.value
+    assert err.rank == 1 and err.exc_type == "SIGABRT"
+    assert str(err).startswith("rank 1 was killed by SIGABRT")
+    assert "rank 1: aborting (mode=abort)" in "\n".join(err.log_tail)
+    assert time.monotonic() - t0 < 15
+    assert_nothing_left(err.result.run_dir)
+
+
 def test_hang_is_ended_at_the_deadline_with_every_rank_stack(runs_dir):
     t0 = time.monotonic()
     with pytest.raises(nvtutorial.RunTimedOut) as info:
@@ -178,7 +191,7 @@ def test_parent_never_touches_cuda(monkeypatch):
     (dict(workload="nope"), "unknown workload 'nope'; available: "),
     (dict(nproc=0), "nproc=0"),
     (dict(nproc=-1), "nproc=-1"),
-    (dict(params={"mode": "explode"}), "mode='explode' is not one of: ok, crash, hang"),
+    (dict(params={"mode": "explode"}), "mode='explode' is not one of: ok, crash, abort, hang"),
     (dict(params={"colour": "red"}), "unknown parameter colour; accepted: mode"),
     (dict(params={"numel": -5}), "numel=-5 must be at least 1"),
     (dict(params={"steps": "many"}), "steps='many' is not an integer"),

@@ -26,11 +26,10 @@ from collections.abc import Callable
 from typing import Any, Literal
 
 from nvtutorial import runtime
+from nvtutorial.bandwidth import size_sweep
 from nvtutorial.params import require
 
 DTYPES = ("float32", "bfloat16", "float16", "float64", "int32")
-NVLINK_TX_FIELD = 138  # NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX: payload KiB sent, scopeId = link
-NVLINK_RX_FIELD = 139  # NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,13 +57,7 @@ class Params:
         require(self.wire_bytes >= 0 and self.wire_iters >= 1, "wire_bytes must be >= 0 and wire_iters >= 1")
 
     def size_list(self) -> list[int]:
-        if self.sizes:
-            return sorted(set(self.sizes))
-        out, s = [], self.min_bytes
-        while s < self.max_bytes:
-            out.append(s)
-            s *= self.factor
-        return out + [self.max_bytes]
+        return sorted(set(self.sizes)) if self.sizes else size_sweep(self.min_bytes, self.max_bytes, self.factor)
 
 
 # --- Timing helpers, shared by sendrecv_bench and p2p_copy ----------------------------------------
@@ -73,24 +66,6 @@ def torch_dtype(name: str) -> Any:
     import torch
 
     return getattr(torch, name)
-
-
-def time_block(ctx: runtime.Context, op: Callable[[], Any], iters: int) -> float:
-    """Seconds per call of ``op`` over ``iters`` back-to-back calls (CUDA events on GPU)."""
-    if ctx.is_gpu:
-        import torch
-
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(iters):
-            op()
-        end.record()
-        end.synchronize()
-        return start.elapsed_time(end) / 1e3 / iters
-    t0 = time.perf_counter()
-    for _ in range(iters):
-        op()
-    return (time.perf_counter() - t0) / iters
 
 
 def measure(ctx: runtime.Context, op: Callable[[], Any], warmup: int, iters: int, repeats: int,
@@ -102,14 +77,14 @@ def measure(ctx: runtime.Context, op: Callable[[], Any], warmup: int, iters: int
     """
     op()
     ctx.sync()
-    estimate = time_block(ctx, op, warmup - 1) if warmup > 1 else None
+    estimate = ctx.time_calls(op, warmup - 1) if warmup > 1 else None
     if estimate is not None:
         iters = max(1, min(iters, int(target_s / max(estimate, 1e-9))))
     iters = agree_min(ctx, iters)
     times = []
     for _ in range(repeats):
         ctx.barrier()
-        times.append(time_block(ctx, op, iters))
+        times.append(ctx.time_calls(op, iters))
     return times, iters
 
 
@@ -145,62 +120,24 @@ def bandwidth_row(ctx: runtime.Context, size: int, times: list[float], factor: f
 # --- NVLink counters (rank 0, GPU) -------------------------------------------------------------------
 
 def _nvml_handle(pynvml: Any, ctx: runtime.Context) -> Any:
-    """The NVML handle of this rank's CUDA device, matched by UUID (CUDA and NVML orders can differ)."""
+    """The NVML handle of this rank's CUDA device."""
     import torch
 
     from nvtutorial import hardware
 
-    uuid = str(getattr(torch.cuda.get_device_properties(ctx.device), "uuid", "")).lower()
-    for i in range(pynvml.nvmlDeviceGetCount()):
-        h = pynvml.nvmlDeviceGetHandleByIndex(i)
-        if uuid and hardware._text(pynvml.nvmlDeviceGetUUID(h)).lower().removeprefix("gpu-") == uuid:
-            return h
-    return hardware._visible_handles(pynvml)[ctx.local_rank]
-
-
-def active_nvlinks(pynvml: Any, handle: Any) -> list[int]:
-    """Indices of this GPU's NVLinks that are up."""
-    links = []
-    for link in range(pynvml.NVML_NVLINK_MAX_LINKS):
-        try:
-            if pynvml.nvmlDeviceGetNvLinkState(handle, link) == pynvml.NVML_FEATURE_ENABLED:
-                links.append(link)
-        except pynvml.NVMLError:
-            continue  # no such link on this GPU
-    return links
-
-
-def read_nvlink_counters(pynvml: Any, handle: Any, links: list[int]) -> dict[int, tuple[int, int]]:
-    """Link → (data KiB sent, data KiB received), for the ``links`` whose counters NVML can read."""
-    from nvtutorial import hardware
-
-    fields = [(NVLINK_TX_FIELD, link) for link in links] + [(NVLINK_RX_FIELD, link) for link in links]
-    try:
-        values = list(pynvml.nvmlDeviceGetFieldValues(handle, fields))
-    except pynvml.NVMLError:  # some drivers refuse a batch with one unsupported entry: ask one by one
-        values = []
-        for field in fields:
-            try:
-                values.append(pynvml.nvmlDeviceGetFieldValues(handle, [field])[0])
-            except pynvml.NVMLError:
-                values.append(None)
-    n = len(links)
-    out = {}
-    for i, link in enumerate(links):
-        tx = hardware.field_value(values[i]) if values[i] is not None else None
-        rx = hardware.field_value(values[n + i]) if values[n + i] is not None else None
-        if tx is not None and rx is not None:
-            out[link] = (int(tx), int(rx))
-    return out
+    uuid = str(getattr(torch.cuda.get_device_properties(ctx.device), "uuid", "") or "")
+    return hardware.handle_for_uuid(pynvml, uuid, ctx.local_rank)[0]
 
 
 def _stable_counters(pynvml: Any, handle: Any, links: list[int], settle_s: float = 1.0) -> dict[int, tuple[int, int]]:
     """Counters read until two reads 50 ms apart agree (NVML updates them a little after the traffic)."""
     end = time.monotonic() + settle_s
-    last = read_nvlink_counters(pynvml, handle, links)
+    from nvtutorial import hardware
+
+    last = hardware.nvlink_counters(pynvml, handle, links)
     while time.monotonic() < end:
         time.sleep(0.05)
-        now = read_nvlink_counters(pynvml, handle, links)
+        now = hardware.nvlink_counters(pynvml, handle, links)
         if now == last:
             break
         last = now
@@ -228,7 +165,7 @@ def wire_bytes(ctx: runtime.Context, buf: Any, size: int, iters: int) -> dict[st
         if ctx.is_main:
             try:
                 handle = _nvml_handle(pynvml, ctx) if pynvml is not None else None
-                links = active_nvlinks(pynvml, handle) if handle is not None else []
+                links = hardware.active_nvlinks(pynvml, handle) if handle is not None else []
                 if handle is None:
                     reason = "NVML not available"
                 elif not links:

@@ -22,7 +22,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import statistics
-import time
 from collections.abc import Callable
 from typing import Any, Literal
 
@@ -131,24 +130,9 @@ def count_sdpa_calls(fn: Callable[[], Any]) -> int:
 
 def _time(ctx: runtime.Context, fn: Callable[[], Any], warmup: int, repeats: int) -> float:
     """Median milliseconds of ``fn`` (CUDA events on GPU, perf_counter on CPU)."""
-    import torch
-
     for _ in range(warmup):
         fn()
-    times = []
-    for _ in range(repeats):
-        if ctx.is_gpu:
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            fn()
-            end.record()
-            end.synchronize()
-            times.append(start.elapsed_time(end))
-        else:
-            t0 = time.perf_counter()
-            fn()
-            times.append(1e3 * (time.perf_counter() - t0))
-    return statistics.median(times)
+    return 1e3 * statistics.median(ctx.time_calls(fn) for _ in range(repeats))
 
 
 def flags() -> dict[str, Any]:

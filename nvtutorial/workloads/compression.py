@@ -74,42 +74,27 @@ class Params:
 # NVML's NVLink byte counters (rank 0, on a GPU)
 
 
-def _nvml_handle(pynvml: Any, ctx: runtime.Context) -> tuple[Any, str]:
-    """The NVML handle of this rank's GPU: by UUID where torch reports one, else by visible index."""
-    import torch
-
-    from nvtutorial import hardware
-
-    handles = hardware._visible_handles(pynvml)
-    uuid = str(getattr(torch.cuda.get_device_properties(ctx.device), "uuid", "") or "").lower().removeprefix("gpu-")
-    if uuid:
-        for h in handles:
-            if hardware._text(pynvml.nvmlDeviceGetUUID(h)).lower().removeprefix("gpu-") == uuid:
-                return h, "uuid"
-    return handles[ctx.local_rank], "visible index"
-
-
 def nvlink_tx_bytes(ctx: runtime.Context) -> tuple[int | None, str]:
     """``(bytes, note)``: NVML's ``NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX`` (KiB, data payload,
     cumulative) summed over this GPU's links, in bytes; ``(None, why)`` where it is not available."""
     if not ctx.is_gpu:
         return None, "not available: no GPU (CPU run)"
+    import torch
+
     from nvtutorial import hardware
 
     with hardware.nvml() as pynvml:
         if pynvml is None:
             return None, "not available: NVML not found"
         try:
-            handle, how = _nvml_handle(pynvml, ctx)
-            field = pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX
-            links = range(pynvml.NVML_NVLINK_MAX_LINKS)
-            values = pynvml.nvmlDeviceGetFieldValues(handle, [(field, link) for link in links])
+            uuid = str(getattr(torch.cuda.get_device_properties(ctx.device), "uuid", "") or "")
+            handle, how = hardware.handle_for_uuid(pynvml, uuid, ctx.local_rank)
+            counters = hardware.nvlink_counters(pynvml, handle, hardware.active_nvlinks(pynvml, handle))
         except Exception as exc:  # NVMLError_NotSupported, missing symbols in old drivers, ...
             return None, f"not available: {type(exc).__name__}: {exc}"
-        kib = [x for x in (hardware.field_value(v) for v in values) if x is not None]
-        if not kib:
+        if not counters:
             return None, "not available: no link reported NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX"
-        return 1024 * int(sum(kib)), f"{len(kib)} links, GPU matched by {how}"
+        return 1024 * sum(tx for tx, _ in counters.values()), f"{len(counters)} links, GPU matched by {how}"
 
 
 # --------------------------------------------------------------------------------------------

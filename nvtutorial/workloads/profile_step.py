@@ -118,25 +118,6 @@ def _median_ms(times: list[float]) -> float:
     return 1e3 * statistics.median(times)
 
 
-def _step_timer(ctx: runtime.Context):
-    """``timed(fn)`` runs ``fn`` and returns seconds: CUDA events on a GPU, perf_counter on a CPU."""
-    import torch
-
-    def timed(fn) -> float:
-        if ctx.is_gpu:
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            fn()
-            end.record()
-            end.synchronize()
-            return start.elapsed_time(end) / 1e3
-        t0 = time.perf_counter()
-        fn()
-        return time.perf_counter() - t0
-
-    return timed
-
-
 def memory_report(ctx: runtime.Context) -> dict[str, Any]:
     """This rank's memory: ``torch.cuda.memory_stats`` essentials on a GPU, process RSS on a CPU."""
     if ctx.is_gpu:
@@ -229,7 +210,7 @@ def run(ctx: runtime.Context, p: Params) -> dict:
 
     images, masks = batch(p.batch_size)
     marks = PhaseMarks(s.model, s.optimizer, nvtx=ctx.is_gpu)
-    timed = _step_timer(ctx)
+    timed = ctx.time_calls
 
     def step() -> None:
         training.train_step(s, images, masks)

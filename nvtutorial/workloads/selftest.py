@@ -1,6 +1,7 @@
 """selftest: check that N processes can form a process group and agree on an all-reduce.
 
 Also the launcher's test subject: ``mode=crash`` makes rank 1 raise once the group is up,
+``mode=abort`` kills rank 1 with SIGABRT (no Python exception: how NCCL's watchdog ends a rank),
 ``mode=hang`` makes rank 1 never join the all-reduce that rank 0 waits in. Used in notebook 00.
 
     torchrun --standalone --nproc-per-node 2 -m nvtutorial.workloads.selftest --set mode=ok
@@ -20,7 +21,7 @@ from nvtutorial.params import require
 
 @dataclasses.dataclass(frozen=True)
 class Params:
-    mode: Literal["ok", "crash", "hang"] = "ok"
+    mode: Literal["ok", "crash", "abort", "hang"] = "ok"
     steps: int = 5
     numel: int = 1 << 20
     report_env: tuple[str, ...] = ()
@@ -42,6 +43,9 @@ def run(ctx: runtime.Context, p: Params) -> dict:
         x = torch.full((p.numel,), float(ctx.rank + 1), device=ctx.device)
         if p.mode == "crash" and ctx.rank == 1:
             raise RuntimeError("selftest: rank 1 crashed on purpose (mode=crash)")
+        if p.mode == "abort" and ctx.rank == 1:
+            print("rank 1: aborting (mode=abort)", flush=True)
+            os.abort()
         if p.mode == "hang" and ctx.rank == 1:
             print("rank 1: sleeping instead of joining the all-reduce (mode=hang)", flush=True)
             while True:

@@ -18,6 +18,7 @@ import dataclasses
 from typing import Any, Literal
 
 from nvtutorial import runtime
+from nvtutorial.bandwidth import size_sweep
 from nvtutorial.params import require
 from nvtutorial.workloads.allreduce_bench import bandwidth_row, measure, torch_dtype
 
@@ -43,13 +44,7 @@ class Params:
         require(self.target_s > 0, f"target_s={self.target_s} must be positive")
 
     def size_list(self) -> list[int]:
-        if self.sizes:
-            return sorted(set(self.sizes))
-        out, s = [], self.min_bytes
-        while s < self.max_bytes:
-            out.append(s)
-            s *= self.factor
-        return out + [self.max_bytes]
+        return sorted(set(self.sizes)) if self.sizes else size_sweep(self.min_bytes, self.max_bytes, self.factor)
 
 
 def exchange(ctx: runtime.Context, send: Any, recv: Any, two_way: bool) -> None:
