@@ -80,8 +80,8 @@ def test_hang_is_ended_at_the_deadline_with_every_rank_stack(runs_dir):
     assert_nothing_left(info.value.result.run_dir)
 
 
-def test_interrupt_ends_the_whole_tree_within_5_seconds(tmp_path):
-    run_dir = tmp_path / "run"
+def _hanging_caller(run_dir: Path) -> subprocess.Popen:
+    """A Python process that launches a hanging selftest; returned once rank 1 is asleep."""
     script = textwrap.dedent(f"""
         import nvtutorial
         try:
@@ -96,42 +96,33 @@ def test_interrupt_ends_the_whole_tree_within_5_seconds(tmp_path):
         assert time.monotonic() < deadline, "the run did not start"
         assert caller.poll() is None, "the caller exited early"
         time.sleep(0.1)
+    return caller
+
+
+def test_interrupt_ends_the_whole_tree_within_5_seconds(tmp_path):
+    caller = _hanging_caller(tmp_path / "run")
     t0 = time.monotonic()
     caller.send_signal(signal.SIGINT)
     assert caller.wait(timeout=10) == 130
     assert time.monotonic() - t0 < 5 + 1
-    assert_nothing_left(run_dir)
-    assert json.loads((run_dir / "result.json").read_text())["error"]["type"] == "KeyboardInterrupt"
+    assert_nothing_left(tmp_path / "run")
+    assert json.loads((tmp_path / "run" / "result.json").read_text())["error"]["type"] == "KeyboardInterrupt"
 
 
 def test_sigterm_to_the_caller_ends_the_tree_first(tmp_path):
-    run_dir = tmp_path / "run"
-    script = (f"import nvtutorial; nvtutorial.run('selftest', nproc=2, backend='gloo', params={{'mode': 'hang'}}, "
-              f"timeout=300, out={str(run_dir)!r}, output='none')")
-    caller = subprocess.Popen([sys.executable, "-c", script])
-    deadline = time.monotonic() + 60
-    while "sleeping" not in _read(run_dir / "rank1.log"):
-        assert time.monotonic() < deadline and caller.poll() is None, "the run did not start"
-        time.sleep(0.1)
+    caller = _hanging_caller(tmp_path / "run")
     caller.terminate()
     assert caller.wait(timeout=10) == 128 + signal.SIGTERM
-    assert_nothing_left(run_dir)
-    assert json.loads((run_dir / "result.json").read_text())["error"]["type"] == "SIGTERM"
+    assert_nothing_left(tmp_path / "run")
+    assert json.loads((tmp_path / "run" / "result.json").read_text())["error"]["type"] == "SIGTERM"
 
 
 def test_workers_end_when_the_caller_is_killed(tmp_path):
     """A kernel restart kills the caller outright: the workers (in sessions of their own) must follow."""
-    run_dir = tmp_path / "run"
-    script = (f"import nvtutorial; nvtutorial.run('selftest', nproc=2, backend='gloo', params={{'mode': 'hang'}}, "
-              f"timeout=300, out={str(run_dir)!r}, output='none')")
-    caller = subprocess.Popen([sys.executable, "-c", script])
-    deadline = time.monotonic() + 60
-    while "sleeping" not in _read(run_dir / "rank1.log"):
-        assert time.monotonic() < deadline and caller.poll() is None, "the run did not start"
-        time.sleep(0.1)
+    caller = _hanging_caller(tmp_path / "run")
     caller.kill()
     caller.wait()
-    assert_nothing_left(run_dir, within=8.0)
+    assert_nothing_left(tmp_path / "run", within=8.0)
 
 
 def _read(path: Path) -> str:
