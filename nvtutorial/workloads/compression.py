@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import gc
+import itertools
 import os
 import statistics
 import time
@@ -119,6 +120,13 @@ def _local_gradient_density(ctx: runtime.Context, s: Any, batches: list[tuple[An
     return rows
 
 
+def _first_batches(s: Any, n: int) -> list[tuple[Any, Any]]:
+    """The first ``n`` (images, masks) batches of a setup's training data."""
+    from nvtutorial import training
+
+    return [(images, masks) for _, images, masks in itertools.islice(training.infinite_batches(s), n)]
+
+
 def run_hook(ctx: runtime.Context, p: Params, name: str, measure_density: bool) -> dict[str, Any]:
     """Train a fresh model with compression ``name``; its metrics (rank-local)."""
     import torch
@@ -129,12 +137,7 @@ def run_hook(ctx: runtime.Context, p: Params, name: str, measure_density: bool) 
                        val_samples=p.val_samples, seed=p.seed, lr=p.lr, data="device")
     out: dict[str, Any] = {"hook": name}
     if measure_density:
-        fixed = []
-        for _, images, masks in training.infinite_batches(s):
-            fixed.append((images, masks))
-            if len(fixed) == p.density_batches:
-                break
-        out["density_initial"] = _local_gradient_density(ctx, s, fixed, p.topk_ratio)
+        out["density_initial"] = _local_gradient_density(ctx, s, _first_batches(s, p.density_batches), p.topk_ratio)
     reg = compression.register(s.model, name, topk_ratio=p.topk_ratio, powersgd_rank=p.powersgd_rank,
                                start_iter=p.start_iter, topk_error_feedback=p.topk_error_feedback)
     total = p.warmup + p.steps
@@ -174,12 +177,7 @@ def run_hook(ctx: runtime.Context, p: Params, name: str, measure_density: bool) 
     times = [a.elapsed_time(b) / 1e3 for a, b in events] if ctx.is_gpu else events
     evals.append({"step": total, **_eval(s, ctx)})
     if measure_density:
-        fixed_batches = []
-        for _, images, masks in training.infinite_batches(s):
-            fixed_batches.append((images, masks))
-            if len(fixed_batches) == p.density_batches:
-                break
-        out["density_trained"] = _local_gradient_density(ctx, s, fixed_batches, p.topk_ratio)
+        out["density_trained"] = _local_gradient_density(ctx, s, _first_batches(s, p.density_batches), p.topk_ratio)
     counted = reg.counter
     out.update({
         "step_ms_median": 1e3 * statistics.median(times),
