@@ -328,6 +328,34 @@ def test_verdicts_are_computed_from_the_measurements():
     assert slower[1].startswith("On slow, topk made each training step 25% slower")
 
 
+def test_round_spread_widens_no_change():
+    runs = {"fast": {"hooks": [dict(_hook("none", 10.0, 1000, 0.5), step_ms_spread=0.02),
+                               dict(_hook("bf16", 11.0, 500, 0.5), step_ms_spread=0.15)]}}
+    frame = comp.hooks_frame(runs)
+    assert frame.loc[frame.hook == "bf16", "step_spread"].item() == pytest.approx(0.15)
+    assert comp.verdict_table(frame).loc["bf16", "step time, fast"].startswith("no change")
+    assert comp.slower_statements(frame) == []  # +10 % is inside the rounds' 15 % spread
+    runs["fast"]["hooks"][1]["step_ms_spread"] = 0.01
+    assert comp.slower_statements(comp.hooks_frame(runs))[0].startswith("On fast, bf16 made each training step 10% slower")
+
+
+def test_pool_rounds_pools_steps_and_keeps_the_first_curves():
+    from nvtutorial.workloads.compression import pool_rounds
+
+    a = dict(_hook("fp16", 10.0, 500, 0.5), step_ms_all=[9.0, 10.0, 11.0], wall_ms_per_step=10.0,
+             nvlink_tx_bytes_per_step=100.0, train_loss=[1.0, 0.5])
+    b = dict(_hook("fp16", 14.0, 500, 0.6), step_ms_all=[13.0, 14.0, 15.0], wall_ms_per_step=14.0,
+             nvlink_tx_bytes_per_step=None, train_loss=[9.0])
+    pooled = pool_rounds([a, b])
+    assert pooled["step_ms_all"] == [9.0, 10.0, 11.0, 13.0, 14.0, 15.0]
+    assert pooled["step_ms_median"] == pytest.approx(12.0)
+    assert pooled["step_ms_round_medians"] == [10.0, 14.0]
+    assert pooled["step_ms_spread"] == pytest.approx(4.0 / 12.0)
+    assert pooled["wall_ms_per_step"] == pytest.approx(12.0)
+    assert pooled["nvlink_tx_bytes_per_step"] == pytest.approx(100.0)  # rounds without a reading are left out
+    assert pooled["train_loss"] == [1.0, 0.5] and pooled["final_iou"] == 0.5
+
+
 def test_claim_verdicts():
     rows = [{"case": "a", "implementation": "source", "ran": True, "exact": False, "error": None},
             {"case": "b", "implementation": "source", "ran": False, "exact": False, "error": "RuntimeError: x"},

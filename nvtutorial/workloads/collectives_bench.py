@@ -27,6 +27,7 @@ collective)::
 from __future__ import annotations
 
 import dataclasses
+import logging
 import statistics
 import time
 from collections.abc import Callable
@@ -249,6 +250,8 @@ def run(ctx: runtime.Context, p: Params) -> dict:
     from nvtutorial import collectives as col
 
     detail = dist.get_debug_level() == dist.DebugLevel.DETAIL
+    if detail:  # DETAIL also logs the size and hash of every all_gather_object's pickle: noise here
+        logging.getLogger("torch.distributed.distributed_c10d").setLevel(logging.ERROR)
     print(f"rank {ctx.rank}: TORCH_DISTRIBUTED_DEBUG={'DETAIL' if detail else 'off'}; timing on a plain group",
           flush=True)
     group = plain_group(ctx.backend)

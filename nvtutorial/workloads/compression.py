@@ -7,8 +7,10 @@ all-reduce steps that PowerSGD and top-k need before compressing, so the timed s
 compressed), then ``steps`` timed steps: median step time, bytes sent per step per rank
 (counted in the hooks), on a GPU also rank 0's NVLink TX counter from NVML before and after,
 the training loss of every step and the validation loss and IoU at the end (and every
-``eval_every`` steps). Before the sweep it measures how sparse the UNet's local gradients
-really are, layer by layer (claim C23).
+``eval_every`` steps). The sweep runs ``rounds`` times, in forward then reverse order, so that
+a drift of the machine does not fall on one hook: the step time pools every round's steps, and
+the spread of the rounds' medians says how much of a difference is noise. Before the sweep it
+measures how sparse the UNet's local gradients really are, layer by layer (claim C23).
 
 Run it once as is (NVLink between the GPUs) and once host-staged::
 
@@ -44,7 +46,9 @@ class Params:
     hooks: tuple[str, ...] = HOOK_NAMES
     warmup: int = 5
     steps: int = 20
-    """Timed steps per hook, after ``warmup``."""
+    """Timed steps per hook and round, after ``warmup``."""
+    rounds: int = 2
+    """Sweeps over the hooks (forward, reverse, forward...); step times pool all rounds."""
     eval_every: int = 0
     """Validate every this many steps too (0: only at the end)."""
     lr: float = 1e-3
@@ -65,7 +69,8 @@ class Params:
                 "so that the timed steps are compressed")
         require(self.start_iter >= 2,
                 f"start_iter={self.start_iter}: at least 2 (DDP rebuilds its buckets after step 1)")
-        require(self.steps >= 1 and self.batch_size >= 1, "steps and batch_size must be at least 1")
+        require(self.steps >= 1 and self.batch_size >= 1 and self.rounds >= 1,
+                "steps, batch_size and rounds must be at least 1")
         require(0 < self.topk_ratio <= 1, f"topk_ratio={self.topk_ratio} must be in (0, 1]")
         require(self.powersgd_rank >= 1, f"powersgd_rank={self.powersgd_rank} must be at least 1")
         require(self.eval_every >= 0 and self.density_batches >= 0, "eval_every and density_batches must be 0 or more")
@@ -211,6 +216,23 @@ def _eval(s: Any, ctx: runtime.Context) -> dict[str, float]:
     return {"loss": m["loss"], "iou": m["iou"]}
 
 
+def pool_rounds(rounds: list[dict[str, Any]]) -> dict[str, Any]:
+    """One hook's metrics over all rounds: the first round's curves and accuracy (every round
+    trains from the same weights on the same batches), every round's steps pooled for the time,
+    the spread of the rounds' medians relative to the pooled median, the NVLink bytes averaged."""
+    out = dict(rounds[0])
+    times = [t for r in rounds for t in r["step_ms_all"]]
+    medians = [r["step_ms_median"] for r in rounds]
+    out["step_ms_all"] = times
+    out["step_ms_median"] = statistics.median(times)
+    out["step_ms_round_medians"] = medians
+    out["step_ms_spread"] = (max(medians) - min(medians)) / out["step_ms_median"]
+    out["wall_ms_per_step"] = statistics.mean(r["wall_ms_per_step"] for r in rounds)
+    tx = [r["nvlink_tx_bytes_per_step"] for r in rounds if r["nvlink_tx_bytes_per_step"] is not None]
+    out["nvlink_tx_bytes_per_step"] = statistics.mean(tx) if tx else None
+    return out
+
+
 def link_name(ctx: runtime.Context) -> str:
     """How the two GPUs exchange gradients in this run: ``NVLink (NV18)`` or ``PCIe peer-to-peer``
     (direct), ``host-staged`` (``NCCL_P2P_DISABLE=1``), or ``gloo (CPU)``."""
@@ -227,15 +249,17 @@ def link_name(ctx: runtime.Context) -> str:
 def run(ctx: runtime.Context, p: Params) -> dict:
     link = link_name(ctx)
     print(f"rank {ctx.rank}: compression sweep {', '.join(p.hooks)} on {link}", flush=True)
-    results = []
+    by_hook: dict[str, list[dict[str, Any]]] = {name: [] for name in p.hooks}
     density: dict[str, Any] = {}
-    for i, name in enumerate(p.hooks):
+    order = [(r, name) for r in range(p.rounds) for name in (p.hooks if r % 2 == 0 else p.hooks[::-1])]
+    for i, (round_, name) in enumerate(order):
         r = run_hook(ctx, p, name, measure_density=(i == 0 and p.density_batches > 0))
         for key in ("density_initial", "density_trained"):
             if key in r:
                 density[key.removeprefix("density_")] = r.pop(key)
-        results.append(r)
-        ctx.progress(i + 1, len(p.hooks), "hooks", hook=name, step_ms=round(r["step_ms_median"], 2))
+        by_hook[name].append(r)
+        ctx.progress(i + 1, len(order), "hooks", hook=name, round=round_ + 1, step_ms=round(r["step_ms_median"], 2))
+    results = [pool_rounds(by_hook[name]) for name in p.hooks]
     from nvtutorial import compression
 
     summaries = {k: compression.density_summary(v) for k, v in density.items()}
@@ -249,6 +273,7 @@ def run(ctx: runtime.Context, p: Params) -> dict:
         "topk_ratio": p.topk_ratio,
         "powersgd_rank": p.powersgd_rank,
         "steps": p.steps,
+        "rounds": p.rounds,
         "warmup": p.warmup,
         "model": p.model,
     }
