@@ -320,3 +320,20 @@ def test_two_gpus_nccl_identical_weights_memory_and_exact_resume(runs_dir):
     assert r0["resume"]["max_abs_loss_diff"] < 1e-3
     for row in res.metrics["rows"]:
         assert row["status"] == "ok" and all(m is not None and m > 0 for m in row["peak_mem_gb_per_rank"])
+
+
+def test_verdict_c10_separates_optimizer_step_and_peak():
+    from nvtutorial import training_report as report
+
+    def row(variant, optimizer_gb, peak_gb):
+        return {"variant": variant, "status": "ok", "samples_per_s": 100.0, "loss_curve": [1.0, 0.5],
+                "optimizer_mem_gb": optimizer_gb, "peak_mem_gb": peak_gb}
+
+    rows = [row("base", 1.124, 13.06), row("gradient_as_bucket_view=true", 1.0, 13.18)]
+    text = report.verdict_c10(rows, params=31_000_000)
+    assert "holds 0.124 GB less" in text and "31.0 M parameters is 0.124 GB" in text
+    assert "no measurable change" in text  # 0.12 GB of 13 GB is under 1 %
+    rows[1]["peak_mem_gb"] = 12.0
+    assert "+1.060 GB saved" in report.verdict_c10(rows)
+    cpu = [dict(r, optimizer_mem_gb=None, peak_mem_gb=None) for r in rows]
+    assert "not measured on CPU" in report.verdict_c10(cpu, is_gpu=False)

@@ -22,7 +22,8 @@ launch can do any of three things, in this order:
    steps of a process pay for clock ramp-up, cuDNN autotuning and allocator growth.
 
 Memory is ``torch.cuda.max_memory_allocated`` minus what was allocated before the variant's
-setup (the pre-rendered data set of ``data=device`` is not counted); "n/a" on CPU.
+setup (the pre-rendered data set of ``data=device`` is not counted), and the same difference
+just before the optimizer steps, when every gradient exists (``optimizer_mem_gb``); "n/a" on CPU.
 
     torchrun --standalone --nproc-per-node 2 -m nvtutorial.workloads.train \\
         --set model=full --set image_size=256 --set batch_size=32 --set amp=bf16 \\
@@ -410,6 +411,7 @@ def measure_variant(ctx: runtime.Context, p: Params, variant: str) -> dict[str, 
                            "accumulation": k.accumulation, "world_size": ctx.world_size,
                            "global_batch": k.batch_size * ctx.world_size * k.accumulation}
     s = batches = None
+    at_optimizer = None
     try:
         s = _setup(ctx, k)
         batches = training.infinite_batches(s)
@@ -427,12 +429,20 @@ def measure_variant(ctx: runtime.Context, p: Params, variant: str) -> dict[str, 
         row["first_step_s"] = time.perf_counter() - t0  # includes compilation with compile=true
         for _ in range(max(0, k.warmup - 1)):
             losses.append(step())
+        # Memory just before each optimizer step, when every gradient exists: what
+        # gradient_as_bucket_view shrinks (the peak itself usually comes earlier, in backward).
+        at_step: list[int] = []
+        hook = (s.optimizer.register_step_pre_hook(lambda *_: at_step.append(torch.cuda.memory_allocated(ctx.device)))
+                if ctx.is_gpu else None)
         timer = _timer(ctx)
         for _ in range(k.steps):
             timer.start()
             losses.append(step())
             timer.stop()
         times = timer.times_ms()
+        if hook is not None:
+            hook.remove()
+            at_optimizer = (max(at_step) - base_bytes) / 1e9
         row["loss_curve"] = torch.stack(losses).tolist()
         row["step_ms"] = statistics.median(times)
         row["step_ms_min"], row["step_ms_max"] = min(times), max(times)
@@ -462,6 +472,8 @@ def measure_variant(ctx: runtime.Context, p: Params, variant: str) -> dict[str, 
             torch._dynamo.reset()
     row["peak_mem_gb_per_rank"] = _per_rank(ctx, peak)
     row["peak_mem_gb"] = row["peak_mem_gb_per_rank"][0]
+    row["optimizer_mem_gb_per_rank"] = _per_rank(ctx, at_optimizer)
+    row["optimizer_mem_gb"] = row["optimizer_mem_gb_per_rank"][0]
     return row
 
 
@@ -500,7 +512,7 @@ def run(ctx: runtime.Context, p: Params) -> dict[str, Any]:
         gc.collect()
         gc.freeze()
     if p.variants and p.prime:
-        measure_variant(ctx, dataclasses.replace(p, steps=1, comm_share=False), p.variants[0])
+        measure_variant(ctx, dataclasses.replace(p, steps=1), p.variants[0])
     for i, variant in enumerate(p.variants):
         ctx.progress(i, len(p.variants), "variants", variant=variant)
         row = measure_variant(ctx, p, variant)
