@@ -327,8 +327,10 @@ def density_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
 # Reading the results (notebook 07): tables and verdicts computed from the measurements
 
 TIME_TOLERANCE = 0.03
-"""Step-time changes smaller than this fraction of the baseline, or than the spread between the
-sweep's rounds (``step_spread``), are called "no change"."""
+"""Step-time changes smaller than this fraction of the baseline, or than the measurement's noise
+on that link (``step_noise``, see :func:`hooks_frame`), are called "no change"."""
+TWINS = ("fp16", "bf16")
+"""Two hooks that do the same work (a cast, half the bytes): their gap is an A/A comparison."""
 IOU_TOLERANCE = 0.02
 """IoU differences smaller than this (absolute) are called "no visible cost" in a short run."""
 
@@ -337,8 +339,10 @@ def hooks_frame(results: dict[str, dict[str, Any]]):  # -> pandas.DataFrame
     """One row per (link, hook) from the ``compression`` workload's metrics, keyed by link name.
 
     Adds the step time and IoU relative to ``none`` on the same link, the bytes saved, and
-    ``step_spread``: the larger spread of the rounds' medians (relative) of the hook and of ``none``,
-    the size of a difference that is noise.
+    ``step_noise``, the size of a step-time difference that is noise, relative to ``none``: the
+    largest of the spread of the rounds' medians of the hook, that of ``none``, and the gap
+    between the ``fp16`` and ``bf16`` hooks on the same link (they do the same work, so whatever
+    separates them is the machine, not the method).
     """
     import pandas as pd
 
@@ -346,13 +350,16 @@ def hooks_frame(results: dict[str, dict[str, Any]]):  # -> pandas.DataFrame
     for link, metrics in results.items():
         hooks = {h["hook"]: h for h in metrics["hooks"]}
         base = hooks.get("none")
+        twin_gap = (abs(hooks[TWINS[0]]["step_ms_median"] - hooks[TWINS[1]]["step_ms_median"]) / base["step_ms_median"]
+                    if base and all(t in hooks for t in TWINS) else 0.0)
         for name, h in hooks.items():
             rows.append({
                 "link": link,
                 "hook": name,
                 "step_ms": h["step_ms_median"],
                 "step_vs_none": h["step_ms_median"] / base["step_ms_median"] if base else float("nan"),
-                "step_spread": max(h.get("step_ms_spread", 0.0), base.get("step_ms_spread", 0.0) if base else 0.0),
+                "step_noise": max(h.get("step_ms_spread", 0.0), base.get("step_ms_spread", 0.0) if base else 0.0,
+                                  twin_gap),
                 "sent_MB_per_step": h["sent_bytes_per_step"] / 1e6,
                 "bytes_saved": 1 - h["sent_bytes_per_step"] / h["dense_bytes_per_step"],
                 "nvlink_tx_MB_per_step": (h["nvlink_tx_bytes_per_step"] / 1e6
@@ -382,7 +389,7 @@ def verdict_table(frame, time_tolerance: float = TIME_TOLERANCE, iou_tolerance: 
     """Per hook: bytes saved, step-time change on each link, accuracy change, where it pays.
 
     "Pays" on a link means its median step is faster than ``none`` by more than
-    ``time_tolerance`` and more than the rounds' spread; the accuracy cost is the final IoU
+    ``time_tolerance`` and more than ``step_noise``; the accuracy cost is the final IoU
     difference after the same steps.
     """
     import pandas as pd
@@ -398,7 +405,7 @@ def verdict_table(frame, time_tolerance: float = TIME_TOLERANCE, iou_tolerance: 
         for link in links:
             if link in sub.index:
                 ratio = float(sub.loc[link, "step_vs_none"])
-                tolerance = max(time_tolerance, float(sub.loc[link, "step_spread"]))
+                tolerance = max(time_tolerance, float(sub.loc[link, "step_noise"]))
                 row[f"step time, {link}"] = _time_word(ratio, tolerance)
                 if ratio < 1 - tolerance:
                     pays.append(link)
@@ -430,12 +437,27 @@ def slower_statements(frame, time_tolerance: float = TIME_TOLERANCE) -> list[str
     """Plain sentences for every (link, hook) where compression made the training step slower."""
     out = []
     for _, r in frame.iterrows():
-        if r["hook"] != "none" and r["step_vs_none"] > 1 + max(time_tolerance, r["step_spread"]):
+        if r["hook"] != "none" and r["step_vs_none"] > 1 + max(time_tolerance, r["step_noise"]):
             base = r["step_ms"] / r["step_vs_none"]
             out.append(f"On {r['link']}, {r['hook']} made each training step {r['step_vs_none'] - 1:.0%} slower "
                        f"({r['step_ms']:.2f} ms against {base:.2f} ms without compression), "
                        f"although it sent {r['bytes_saved']:.0%} fewer bytes.")
     return out
+
+
+def link_statement(frame, time_tolerance: float = TIME_TOLERANCE) -> str:
+    """What the link did to the step without compression, where more than one link was measured."""
+    base = frame[frame["hook"] == "none"].set_index("link")["step_ms"]
+    if len(base) < 2:
+        return "One link measured: nothing to compare the uncompressed step with."
+    fastest, slowest = base.idxmin(), base.idxmax()
+    times = ", ".join(f"{ms:.2f} ms on {link}" for link, ms in base.items())
+    if base[slowest] / base[fastest] - 1 < time_tolerance:
+        return (f"Without compression the step took {times}: the link's speed did not show in the step time, "
+                f"since the gradient exchange is hidden behind the backward pass on every link measured.")
+    return (f"Without compression the step took {times}: fastest on {fastest}. Where that is not the fastest link, "
+            f"the exchange was hidden behind the backward pass anyway, and what differs is how much the "
+            f"communication kernels, which run on the same GPU, slowed the computation they overlapped.")
 
 
 def density_verdict(summary: dict[str, Any], claimed_saving: float = 0.85) -> str:

@@ -328,15 +328,33 @@ def test_verdicts_are_computed_from_the_measurements():
     assert slower[1].startswith("On slow, topk made each training step 25% slower")
 
 
-def test_round_spread_widens_no_change():
+def test_noise_widens_no_change():
     runs = {"fast": {"hooks": [dict(_hook("none", 10.0, 1000, 0.5), step_ms_spread=0.02),
                                dict(_hook("bf16", 11.0, 500, 0.5), step_ms_spread=0.15)]}}
     frame = comp.hooks_frame(runs)
-    assert frame.loc[frame.hook == "bf16", "step_spread"].item() == pytest.approx(0.15)
+    assert frame.loc[frame.hook == "bf16", "step_noise"].item() == pytest.approx(0.15)
     assert comp.verdict_table(frame).loc["bf16", "step time, fast"].startswith("no change")
     assert comp.slower_statements(frame) == []  # +10 % is inside the rounds' 15 % spread
     runs["fast"]["hooks"][1]["step_ms_spread"] = 0.01
     assert comp.slower_statements(comp.hooks_frame(runs))[0].startswith("On fast, bf16 made each training step 10% slower")
+    # fp16 and bf16 do the same work: a 20 % gap between them is noise, so neither changed the step
+    runs["fast"]["hooks"].append(dict(_hook("fp16", 9.0, 500, 0.5), step_ms_spread=0.01))
+    frame = comp.hooks_frame(runs)
+    assert frame["step_noise"].tolist() == pytest.approx([0.2, 0.2, 0.2])
+    table = comp.verdict_table(frame)
+    assert table.loc["fp16", "pays on"] == "none of the links measured"
+    assert table.loc["fp16", "step time, fast"].startswith("no change")
+
+
+def test_link_statement():
+    one = comp.hooks_frame({"NVLink": {"hooks": [_hook("none", 10.0, 1000, 0.5)]}})
+    assert comp.link_statement(one).startswith("One link measured")
+    two = comp.hooks_frame({"NVLink": {"hooks": [_hook("none", 10.0, 1000, 0.5)]},
+                            "host-staged": {"hooks": [_hook("none", 10.1, 1000, 0.5)]}})
+    assert "did not show" in comp.link_statement(two)
+    staged_faster = comp.hooks_frame({"NVLink": {"hooks": [_hook("none", 14.0, 1000, 0.5)]},
+                                      "host-staged": {"hooks": [_hook("none", 12.0, 1000, 0.5)]}})
+    assert "fastest on host-staged" in comp.link_statement(staged_faster)
 
 
 def test_pool_rounds_pools_steps_and_keeps_the_first_curves():
