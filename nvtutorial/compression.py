@@ -456,8 +456,9 @@ def link_statement(frame, time_tolerance: float = TIME_TOLERANCE) -> str:
         return (f"Without compression the step took {times}: the link's speed did not show in the step time, "
                 f"since the gradient exchange is hidden behind the backward pass on every link measured.")
     return (f"Without compression the step took {times}: fastest on {fastest}. Where the exchange is hidden "
-            f"behind the backward pass, the link's bandwidth hardly matters; what can differ between the links is how much the communication kernels, which share the GPU with that pass, slow it "
-            f"down (a likely cause, not measured here: notebook 05's profile shows the overlap).")
+            f"behind the backward pass, the link's bandwidth hardly matters; what can differ between the links "
+            f"is how much the communication kernels, which share the GPU with that pass, slow it down (a likely "
+            f"cause, not measured here: notebook 05's profile shows the overlap).")
 
 
 def density_verdict(summary: dict[str, Any], claimed_saving: float = 0.85) -> str:
