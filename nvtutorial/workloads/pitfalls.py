@@ -122,7 +122,7 @@ def _rank0_validation(ctx: runtime.Context, p: Params) -> dict[str, Any]:
     # A fatal signal (the NCCL watchdog aborts a process whose collective timed out) then
     # prints every thread's Python stack into this rank's log: where it was stuck.
     faulthandler.enable(all_threads=True)
-    # Flight-recorder dumps go to the run (torch >= 2.11 name; TORCH_NCCL_DEBUG_INFO_TEMP_FILE before).
+    # Flight-recorder dumps go to the run (older name of the variable: TORCH_NCCL_DEBUG_INFO_TEMP_FILE).
     os.environ.setdefault("TORCH_FR_DUMP_TEMP_FILE", str(ctx.run_dir / "nccl_trace_rank_"))
 
     s = training.setup(ctx, model=p.model, batch_size=p.batch_size, image_size=p.image_size, samples=p.samples,

@@ -442,7 +442,7 @@ def measure_variant(ctx: runtime.Context, p: Params, variant: str) -> dict[str, 
         times = timer.times_ms()
         if hook is not None:
             hook.remove()
-            at_optimizer = (max(at_step) - base_bytes) / 1e9
+            at_optimizer = (max(at_step) - base_bytes) / 1e9 if at_step else None  # fp16: every step skipped
         row["loss_curve"] = torch.stack(losses).tolist()
         row["step_ms"] = statistics.median(times)
         row["step_ms_min"], row["step_ms_max"] = min(times), max(times)
