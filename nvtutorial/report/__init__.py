@@ -1,0 +1,1 @@
+"""Reading results in the notebook: tables and verdicts from RunResults. Never launches, never draws."""

@@ -1,0 +1,169 @@
+"""The source tutorial's 23 claims (C1–C23): its words, the course's verdict, the evidence, and where it is shown.
+
+This is the one registry of the audit. Each entry names the function that decides the claim
+(``decided_by``, a ``module:function`` returning a :class:`~nvtutorial.report.verdict.Verdict`)
+and the verdict the course reached (``status``); the tests recompute every decision, on the CPU
+where the claim can be settled there and from the committed GPU result JSON where it cannot, and
+fail when a decision no longer gives the registered status. Notebook 00, the README and the
+course website show :func:`markdown_table`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+from collections.abc import Callable
+from typing import Any
+
+from .verdict import CLAIM_STATUSES
+
+EVIDENCE = ("2× H200 run", "CPU run", "primary source", "vendor data")
+"""How a claim is settled: a run on the reference GPUs, a run that holds on the CPU too (gloo),
+a primary source (PyTorch's or NCCL's code and documentation), or vendors' published figures."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Claim:
+    id: str
+    part: int
+    """The source's part (1 hardware, 2 environment, 3 DDP code, 4 monitoring, 5 pitfalls, 6 collectives)."""
+    source: str
+    """What the source says, in English."""
+    finding: str
+    """What is true, in one or two sentences, as the course shows it."""
+    status: str
+    """The course's verdict on the claim: holds, partly, wrong or unverifiable."""
+    evidence: str
+    notebook: str
+    decided_by: str = ""
+    """``module:function`` that returns this claim's Verdict from the evidence."""
+
+    def __post_init__(self) -> None:
+        if self.status not in CLAIM_STATUSES:
+            raise ValueError(f"{self.id}: status {self.status!r} is not one of {', '.join(CLAIM_STATUSES)}")
+        if self.evidence not in EVIDENCE:
+            raise ValueError(f"{self.id}: evidence {self.evidence!r} is not one of {', '.join(EVIDENCE)}")
+
+    def decider(self) -> Callable[..., Any]:
+        """The function named by ``decided_by``."""
+        if not self.decided_by:
+            raise LookupError(f"{self.id} names no function that decides it")
+        module, _, name = self.decided_by.partition(":")
+        return getattr(importlib.import_module(module), name)
+
+
+CLAIMS: tuple[Claim, ...] = (
+    Claim("C1", 3, "A week of training on one GPU became 58 hours on two GPUs with NVLink.",
+          "A 2.9× speed-up from a second GPU is more than linear: two GPUs can at most double the work done, "
+          "so something else changed too (batch size, data pipeline). The course measures 1 against 2 GPUs.",
+          "wrong", "2× H200 run", "03_ddp_training"),
+    Claim("C2", 1, "RTX 3090/4090, Tesla V100/A100 and Quadro RTX 8000 support NVLink.",
+          "All of them but the RTX 4090, which has no NVLink connector; the RTX 3090 has a 4-link bridge.",
+          "partly", "vendor data", "01_hardware"),
+    Claim("C3", 1, "`nvidia-smi topo -m` shows NVLink between the GPUs (NV#) rather than PCIe.",
+          "True: `NV18` between the two H200s of the reference machine, parsed from the real output.",
+          "holds", "2× H200 run", "01_hardware"),
+    Claim("C4", 1, "Driver 515 with CUDA 11.7 is the most stable combination.",
+          "Dated advice: what matters is a driver at least as new as the CUDA runtime torch was built with; "
+          "current torch wheels need a newer driver than 515.",
+          "wrong", "primary source", "02_environment"),
+    Claim("C5", 1, "Consumer NVLink has 1/4 of the professional bandwidth, yet is still 3–5× faster than PCIe.",
+          "RTX 3090 NVLink carries about 56 GB/s per direction against about 32 GB/s for PCIe 4.0 x16: "
+          "about 1.8×, not 3–5×.",
+          "wrong", "vendor data", "01_hardware"),
+    Claim("C6", 2, "The cu117 wheel index gives 12 % more speed on AWS p4d.",
+          "Not checkable (no setup is given); today's wheels bundle their own NCCL, and the course reports "
+          "which one torch ships.",
+          "unverifiable", "primary source", "02_environment"),
+    Claim("C7", 2, "`NCCL_NET_GDR_LEVEL=3` and `NCCL_IB_DISABLE=1` help.",
+          "They only concern NCCL's network transport; between two GPUs of one machine they change nothing.",
+          "wrong", "2× H200 run", "02_environment"),
+    Claim("C8", 3, "`torch.cuda.set_enabled_lms(True)` enables a low-memory mode.",
+          "No such function exists in PyTorch (it belonged to IBM's PowerAI fork): calling it raises AttributeError.",
+          "wrong", "CPU run", "04_optimisations"),
+    Claim("C9", 3, "`torch.backends.cuda.enable_flash_sdp(True)` is an NVLink optimisation.",
+          "It only selects a kernel for `scaled_dot_product_attention`, is on by default, and a UNet has no attention.",
+          "wrong", "2× H200 run", "04_optimisations"),
+    Claim("C10", 3, "`gradient_as_bucket_view=True` is gradient compression.",
+          "It makes `.grad` views into DDP's communication buckets: it saves one gradient copy of memory and "
+          "compresses nothing.",
+          "wrong", "2× H200 run", "04_optimisations"),
+    Claim("C11", 3, "Mixed precision with `GradScaler` and fp16 autocast speeds training up.",
+          "True; bf16 needs no scaler, and `torch.cuda.amp.*` is deprecated in favour of `torch.amp.*`.",
+          "partly", "2× H200 run", "04_optimisations"),
+    Claim("C12", 4, "NVTX ranges and Nsight Systems show where the time of a step goes.",
+          "True where `nsys` exists; `torch.profiler` gives the same split without it.",
+          "holds", "2× H200 run", "05_profiling"),
+    Claim("C13", 4, "`nvidia-smi dmon -s u` monitors the run.",
+          "It shows SM and memory utilisation, not NVLink traffic; NVML's NVLink counters do.",
+          "wrong", "2× H200 run", "05_profiling"),
+    Claim("C14", 4, "ResNet-50 on ImageNet: 1 GPU 58 min per epoch; 2 GPUs over PCIe 34 min (18 % communication); "
+          "over NVLink 29 min (9 %).",
+          "Its shape depends on the model: for the course's DDP UNet on 2× H200 the gradient all-reduce hides "
+          "under the backward pass, so NVLink and host-staged transfers give nearly the same step time.",
+          "partly", "2× H200 run", "03_ddp_training"),
+    Claim("C15", 4, "Memory per GPU halves with two GPUs (24 GB → 13 GB each).",
+          "Only when the per-GPU batch halves (a fixed global batch); with a fixed per-GPU batch it stays the same.",
+          "partly", "2× H200 run", "03_ddp_training"),
+    Claim("C16", 4, "Above 15 % communication, compress gradients or raise the batch size.",
+          "A heuristic: a larger batch lowers the exposed share of communication; compression pays only where "
+          "the link is the bottleneck.",
+          "partly", "2× H200 run", "05_profiling"),
+    Claim("C17", 5, "Use `num_workers = 4 × GPUs` and `pin_memory=True`.",
+          "A starting point, not a law: the best worker count depends on the data pipeline and the cores.",
+          "partly", "2× H200 run", "06_pitfalls"),
+    Claim("C18", 5, "Validating on rank 0 alone breaks the parallelism; every rank validates and "
+          "`all_reduce`s the loss.",
+          "Rank-0-only work deadlocks when the other ranks enter a collective meanwhile; the all-reduce must "
+          "sum losses and counts (DistributedSampler pads with duplicates), then divide.",
+          "partly", "CPU run", "03_ddp_training"),
+    Claim("C19", 5, "`torch.cuda.empty_cache()` helps against out-of-memory errors.",
+          "It returns cached, unused blocks to the driver; it frees nothing that is still referenced.",
+          "wrong", "2× H200 run", "06_pitfalls"),
+    Claim("C20", 5, "Use `max_split_size_mb` against fragmentation.",
+          "It is an option of `PYTORCH_CUDA_ALLOC_CONF`, not a function; `expandable_segments:True` is the "
+          "modern remedy.",
+          "partly", "2× H200 run", "06_pitfalls"),
+    Claim("C21", 5, "Set the same random seed on every rank.",
+          "DDP already broadcasts rank 0's weights when it wraps the model; data augmentation should differ "
+          "between ranks.",
+          "partly", "CPU run", "06_pitfalls"),
+    Claim("C22", 6, "This `sparse_allreduce` (non-zero entries exchanged with `all_gather`) works.",
+          "It does not: `nonzero()` returns an index matrix, `all_gather` needs equal sizes on every rank, and "
+          "the ranks' non-zero positions differ.",
+          "wrong", "CPU run", "07_custom_collectives"),
+    Claim("C23", 6, "Sparse gradient exchange cuts communication by 85 % in segmentation.",
+          "Convolutional gradients are dense; sparsity must be made (top-k), and then needs error feedback.",
+          "wrong", "2× H200 run", "07_custom_collectives"),
+)
+
+BY_ID = {c.id: c for c in CLAIMS}
+
+
+def claim(claim_id: str) -> Claim:
+    try:
+        return BY_ID[claim_id]
+    except KeyError:
+        raise KeyError(f"unknown claim {claim_id!r}: the source's claims are C1–C{len(CLAIMS)}") from None
+
+
+def markdown_table(link: Callable[[Claim], str] | None = None) -> str:
+    """The 23 claims as a markdown table; ``link(claim)`` may turn the notebook name into a link."""
+    rows = ["| # | the source says | verdict | what is true | evidence | shown in |",
+            "| --- | --- | --- | --- | --- | --- |"]
+    for c in CLAIMS:
+        where = link(c) if link else f"`{c.notebook}`"
+        rows.append(f"| {c.id} | {_cell(c.source)} | **{c.status}** | {_cell(c.finding)} | {c.evidence} | {where} |")
+    return "\n".join(rows)
+
+
+def frame():  # -> pandas.DataFrame
+    """The registry as a DataFrame (notebook 00)."""
+    import pandas as pd
+
+    return pd.DataFrame([{"claim": c.id, "the source says": c.source, "verdict": c.status, "what is true": c.finding,
+                          "evidence": c.evidence, "notebook": c.notebook} for c in CLAIMS]).set_index("claim")
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")

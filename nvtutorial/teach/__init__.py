@@ -1,0 +1,1 @@
+"""Notebook helpers: show code from the file that runs, run cells on ranks, grade predictions, check exercises."""

@@ -1,0 +1,157 @@
+"""Code exercises that check themselves: run the learner's code against a reference, say pass or why not.
+
+An exercise lives in ``nvtutorial/exercises/<name>.py`` (rank-side code only: it imports nothing
+of the notebook side) and declares::
+
+    NOTEBOOK = "03_ddp_training"      # where it is asked
+    TASK = "..."                      # one line: what to write
+    KIND = "function" | "script"
+    SOLUTION                          # the reference answer: a function, or the path of a script
+    WRONG = {"name": (candidate, "words the reason must contain"), ...}   # known wrong answers (tests)
+
+and one way to judge a candidate:
+
+- ``check_local(candidate) -> (passed, reason)``: judged in this process (no ranks needed);
+- ``check_on_rank(candidate, ctx) -> (passed, reason)``: the candidate function is sent to a real run
+  of ``nproc`` ranks (the ``exercise`` workload) and judged on every rank; it passes when every rank
+  passes, else the first failing rank's reason is given;
+- ``check_run(outcome) -> (passed, reason)`` for ``KIND = "script"``: the learner's script is launched
+  on real ranks with the exercise's ``TIMEOUT``, and ``outcome`` (a dict: ``ok``, ``timed_out``,
+  ``failed_rank``, ``error``, ``metrics`` per rank) is judged.
+
+:func:`check` does the launching and returns a :class:`CheckResult`, which displays as a verdict.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import inspect
+import os
+import pkgutil
+import tempfile
+import textwrap
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from ..report.verdict import Verdict
+
+
+class ExerciseError(LookupError):
+    """No such exercise, or a candidate of the wrong kind; the message says what is expected."""
+
+
+@dataclasses.dataclass(frozen=True)
+class CheckResult:
+    exercise: str
+    passed: bool
+    reason: str
+    where: str = ""
+    details: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    def __bool__(self) -> bool:
+        return self.passed
+
+    @property
+    def verdict(self) -> Verdict:
+        return Verdict(f"exercise {self.exercise}", "pass" if self.passed else "fail", self.reason,
+                       {"passed": self.passed}, self.where)
+
+    def __str__(self) -> str:
+        return f"{'PASS' if self.passed else 'FAIL'} ({self.exercise}): {self.reason}"
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
+        bundle = self.verdict._repr_mimebundle_()
+        bundle["text/plain"] = str(self)
+        return bundle
+
+
+def names() -> list[str]:
+    """Every exercise's name."""
+    from .. import exercises
+
+    return sorted(m.name for m in pkgutil.iter_modules(exercises.__path__) if not m.name.startswith("_"))
+
+
+def load(name: str) -> ModuleType:
+    available = names()
+    if name not in available:
+        raise ExerciseError(f"unknown exercise {name!r}; the exercises are: {', '.join(available) or 'none'}")
+    return importlib.import_module(f"nvtutorial.exercises.{name}")
+
+
+def candidate_source(fn: Any) -> str:
+    """The source of a function the learner defined (in a notebook cell or a file), dedented."""
+    if isinstance(fn, str):
+        return textwrap.dedent(fn)
+    if not callable(fn):
+        raise ExerciseError(f"expected the function you wrote, got {type(fn).__name__}")
+    try:
+        return textwrap.dedent(inspect.getsource(fn))
+    except (OSError, TypeError) as exc:
+        raise ExerciseError(f"cannot read the source of {getattr(fn, '__name__', fn)!r} ({exc}): "
+                            "define it with `def` in a cell or a file, then pass the function") from None
+
+
+def check(name: str, candidate: Any = None, *, nproc: int = 2, timeout: float | None = None) -> CheckResult:
+    """Judge ``candidate`` (default: the exercise's own solution) for the exercise ``name``."""
+    ex = load(name)
+    if candidate is None:
+        candidate = ex.SOLUTION
+    if getattr(ex, "KIND", "function") == "script":
+        return _check_script(name, ex, candidate, nproc, timeout)
+    if hasattr(ex, "check_local"):
+        passed, reason = ex.check_local(candidate)
+        return CheckResult(name, bool(passed), reason, "this kernel, no ranks")
+    if hasattr(ex, "check_on_rank"):
+        return _check_on_ranks(name, ex, candidate, nproc, timeout)
+    raise ExerciseError(f"exercise {name} defines no check_local, check_on_rank or check_run")
+
+
+def _runs_dir() -> Path:
+    from ..launch import runs_root
+
+    folder = runs_root() / "exercises"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def _check_on_ranks(name: str, ex: ModuleType, candidate: Any, nproc: int, timeout: float | None) -> CheckResult:
+    from .. import launch
+
+    source = candidate_source(candidate)
+    entry = getattr(candidate, "__name__", None) or getattr(ex, "ENTRY", None)
+    if not entry:
+        raise ExerciseError(f"exercise {name}: pass the function itself (its name tells the checker what to call)")
+    fd, path = tempfile.mkstemp(prefix=f"{name}-", suffix=".py", dir=_runs_dir())
+    with os.fdopen(fd, "w") as fh:
+        fh.write(source)
+    result = launch.run("exercise", nproc=nproc, timeout=timeout or getattr(ex, "TIMEOUT", 120.0), output="none",
+                        check=False, params={"name": name, "candidate": path, "entry": entry})
+    if not result.ok:
+        error = result.error or {}
+        return CheckResult(name, False, f"your code did not finish on the ranks: {error.get('type', 'error')}: "
+                           f"{error.get('message', '')}".strip(), result.label, {"run_dir": str(result.run_dir)})
+    for rank, metrics in enumerate(result.ranks):
+        if not metrics.get("passed"):
+            return CheckResult(name, False, f"rank {rank}: {metrics.get('reason', 'no reason given')}", result.label,
+                               {"run_dir": str(result.run_dir)})
+    return CheckResult(name, True, result.metrics.get("reason", "correct on every rank"), result.label,
+                       {"run_dir": str(result.run_dir)})
+
+
+def _check_script(name: str, ex: ModuleType, candidate: Any, nproc: int, timeout: float | None) -> CheckResult:
+    from .. import launch
+
+    path = Path(candidate)
+    if not path.is_file():
+        raise ExerciseError(f"exercise {name}: pass the path of your script (e.g. the file of %%writefile), "
+                            f"{str(candidate)!r} is not a file")
+    result = launch.run(str(path), nproc=nproc, timeout=timeout or getattr(ex, "TIMEOUT", 60.0), output="none",
+                        check=False, args=list(getattr(ex, "ARGS", ())))
+    error = result.error or {}
+    outcome = {"ok": result.ok, "timed_out": error.get("type") == "Timeout", "failed_rank": error.get("rank"),
+               "error": error, "metrics": result.ranks, "wall_s": result.wall_s}
+    passed, reason = ex.check_run(outcome)
+    return CheckResult(name, bool(passed), reason, result.label, {"run_dir": str(result.run_dir)})
