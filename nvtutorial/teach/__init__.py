@@ -1,0 +1,1 @@
+"""Notebook helpers: show code from its file, %%ranks (cells on real ranks), predictions, checkers."""
