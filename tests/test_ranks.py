@@ -156,6 +156,29 @@ def test_a_rank_that_ignores_sigint_is_ended_with_the_others(group, monkeypatch)
     assert not ranks.status()["running"]  # the next cell starts new ranks (tested by every first cell)
 
 
+def test_line_magic_commands(group, capsys):
+    from IPython.core.error import UsageError
+
+    ranks.ranks_magic("start --nproc 2 --backend gloo")  # the ranks ended by the last test: new ones
+    pids = ranks.status()["pids"]
+    group["all"] += pids
+    ranks.ranks_magic("start --nproc 2 --backend gloo")
+    assert "already running" in capsys.readouterr().out
+    assert ranks.ranks_magic("pull rank * 2") == [0, 2]
+    with pytest.raises(UsageError, match="already running with other settings"):
+        ranks.ranks_magic("start --nproc 3")
+    with pytest.raises(UsageError, match="invalid choice"):
+        ranks.ranks_magic("start --backend mpi")
+    with pytest.raises(UsageError, match="does not exist"):
+        ranks.ranks_magic("--rank 5", "pass")
+    ranks.ranks_magic("status")
+    assert f"pids {pids}" in capsys.readouterr().out
+    ranks.ranks_magic("stop")
+    assert "every rank was ended" in capsys.readouterr().out
+    assert_gone(pids, within=1.0)
+    assert not ranks.status()["running"]
+
+
 def test_a_rank_that_exits_is_reported_and_the_next_cell_starts_new_ranks(group):
     assert ranks.run_code("pass").ok  # after the previous test ended them: new ranks
     pids = ranks.status()["pids"]

@@ -1,1 +1,1 @@
-"""Notebook helpers: show code from its file, %%ranks (cells on real ranks), predictions, checkers."""
+"""Notebook helpers: show code from the file that runs, run cells on ranks, grade predictions, check exercises."""

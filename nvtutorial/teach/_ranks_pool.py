@@ -68,7 +68,7 @@ class RankOutcome:
 
     def summary(self) -> str:
         """One line: ``rank 1: error: ZeroDivisionError: division by zero``."""
-        detail = {"error": f"{self.exc_type}: {self.message}", "died": f"exit code {self.exitcode}"}.get(self.status)
+        detail = {"error": f"{self.exc_type}: {self.message}", "died": exit_text(self.exitcode)}.get(self.status)
         return f"rank {self.rank}: {self.status}" + (f": {detail}" if detail else "")
 
 
@@ -114,7 +114,7 @@ class CellResult:
                 lines += [f"--- rank {o.rank}: stopped at ---"] + _where(o.traceback or "")
             elif o.status == "died":
                 tail = o.output.rstrip().splitlines()[-15:]
-                lines += [f"--- rank {o.rank}: the process exited with code {o.exitcode}; its last lines ---"] + tail
+                lines += [f"--- rank {o.rank}: the process ended ({exit_text(o.exitcode)}); its last lines ---"] + tail
         if self.recovery:
             lines.append(self.recovery)
         return lines
@@ -167,6 +167,16 @@ def _where(text: str) -> list[str]:
         if i + 1 < len(lines) and lines[i + 1].startswith("    "):
             out.append("  " + lines[i + 1].strip())
     return out or lines[-1:]
+
+
+def exit_text(code: int | None) -> str:
+    """``exit code 3``, or ``killed by SIGKILL`` for a process ended by a signal."""
+    if code is not None and code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            pass
+    return f"exit code {code}"
 
 
 def _ranks(ranks: list[int]) -> str:
@@ -226,8 +236,7 @@ class Pool:
         env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH", "")) if p)
         env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // self.nproc)))
         env.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(self.nproc), LOCAL_WORLD_SIZE=str(self.nproc),
-                   GROUP_RANK="0", MASTER_ADDR="127.0.0.1", NVTUTORIAL_RANKS_BACKEND=self.backend,
-                   NVTUTORIAL_RANKS_PARENT=str(os.getpid()))
+                   GROUP_RANK="0", MASTER_ADDR="127.0.0.1", NVTUTORIAL_RANKS_BACKEND=self.backend)
         if self.backend == "gloo":
             env["CUDA_VISIBLE_DEVICES"] = ""  # the CPU path: ranks see no GPU, and never touch one
         env.update(self.env)
@@ -459,15 +468,17 @@ class Pool:
         except KeyboardInterrupt:
             reason = "interrupt"
         busy = [w for w in targets if w.alive and ("done", cid) not in w.inbox]
-        stacks = self._stacks(busy) if reason in ("failure", "timeout") and busy else {}
+        stacks: dict[int, str] = {}
         result = CellResult(outcomes=[], reason=reason, timeout=timeout)
         if any(not w.alive for w in targets):
             result.reason = result.reason or "died"
         recovery_error: BaseException | None = None
         try:
+            if reason in ("failure", "timeout") and busy:
+                stacks = self._stacks(busy)
             if result.reason is not None:
                 result.recovery, result.group_kept = self._recover(busy, cid, result.reason)
-        except KeyboardInterrupt as exc:  # a second interrupt during the recovery: end the group
+        except KeyboardInterrupt as exc:  # an interrupt while stopping the ranks: end them all
             recovery_error = exc
             self.stop()
             result.recovery, result.group_kept = ("interrupted again while stopping the ranks: the group was "
@@ -522,7 +533,7 @@ class Pool:
         """Stop the ranks still running ``cid`` and make the group usable; (what happened, group kept)."""
         dead = [w for w in self.workers if not w.alive]
         if dead:
-            codes = ", ".join(f"rank {w.rank} (exit code {w.proc.wait()})" for w in dead)
+            codes = ", ".join(f"rank {w.rank} ({exit_text(w.proc.wait())})" for w in dead)
             self.stop()
             return self._restart(f"{codes} exited"), False
         if not busy:

@@ -50,6 +50,10 @@ class _State:
 
 
 _state = _State()
+try:
+    _libc: Any = ctypes.CDLL(None)  # fflush(NULL): output of C code (NCCL's warnings) reaches the pipe first
+except OSError:
+    _libc = None
 _send_lock = threading.Lock()
 
 
@@ -65,10 +69,8 @@ def _flush() -> None:
             stream.flush()
         except (OSError, ValueError):
             pass
-    try:
-        ctypes.CDLL(None).fflush(None)
-    except (OSError, AttributeError):
-        pass
+    if _libc is not None:
+        _libc.fflush(None)
 
 
 def _on_sigint(signum: int, frame: Any) -> None:

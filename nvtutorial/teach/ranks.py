@@ -24,8 +24,9 @@ Commands (``%ranks --help`` lists the options)::
     %ranks pull EXPR                       # [value on rank 0, value on rank 1]; tensors as CPU copies
     %%ranks [--timeout SECONDS] [--rank 0,1]
 
-From Python (checkers, tests): :func:`start`, :func:`stop`, :func:`run_code` (every rank's
-outcome, never raises for a rank's failure), :func:`pull`, :func:`push`.
+From Python (checkers, tests): :func:`configure` (settings for the next start), :func:`start`,
+:func:`stop`, :func:`run_code` (every rank's outcome, never raises for a rank's failure),
+:func:`pull`, :func:`push`, :func:`status`.
 
 What a cell shows:
 
@@ -69,10 +70,19 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ._ranks_pool import CellResult, Pool, RankFailed, RankOutcome, RanksError, RanksInterrupted, RanksTimeout
+from ._ranks_pool import (
+    CellResult,
+    Pool,
+    RankFailed,
+    RankOutcome,
+    RanksError,
+    RanksInterrupted,
+    RanksTimeout,
+    exit_text,
+)
 
 __all__ = ["CellResult", "RankFailed", "RankOutcome", "RanksError", "RanksInterrupted", "RanksTimeout",
-           "RanksUsageError", "load_ipython_extension", "pull", "push", "restart", "run_code", "start", "status",
+           "RanksUsageError", "configure", "load_ipython_extension", "pull", "push", "restart", "run_code", "start", "status",
            "stop"]
 
 DEFAULT_NPROC = 2
@@ -167,6 +177,19 @@ def start(nproc: int = DEFAULT_NPROC, backend: str = "auto", timeout: float | No
     return pool
 
 
+def configure(nproc: int | None = None, backend: str | None = None, timeout: float | None | str = "keep",
+              env: dict[str, Any] | None = None, pg_timeout: float | None | str = "keep") -> dict[str, Any]:
+    """Set what the next start uses (the first ``%%ranks`` cell starts the ranks); returns the settings."""
+    changes = {k: v for k, v in (("nproc", nproc), ("backend", backend), ("env", env)) if v is not None}
+    changes.update({k: v for k, v in (("timeout", timeout), ("pg_timeout", pg_timeout)) if v != "keep"})
+    new = {**_settings, **changes}
+    new["env"] = _check(new["nproc"], new["timeout"], new["env"], new["pg_timeout"])
+    if new["backend"] not in ("auto", "nccl", "gloo"):
+        raise RanksUsageError(f"unknown backend {new['backend']!r}: use auto, nccl or gloo")
+    _settings.update(new)
+    return dict(_settings)
+
+
 def _running() -> bool:
     return _pool is not None and _pool.running
 
@@ -191,7 +214,7 @@ def _group(quiet: bool) -> Pool:
         dead = _pool.dead()
         if not dead:
             return _pool
-        codes = ", ".join(f"rank {w.rank} (exit code {w.proc.poll()})" for w in dead)
+        codes = ", ".join(f"rank {w.rank} ({exit_text(w.proc.poll())})" for w in dead)
         print(f"%ranks: {codes} had exited: starting new ranks (every rank's variables are lost)", file=sys.stderr)
     return start(**_settings, quiet=quiet)
 
