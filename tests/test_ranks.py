@@ -25,6 +25,15 @@ TEACH = Path(ranks.__file__).parent
 KERNEL_SIDE = [TEACH / "ranks.py", TEACH / "_ranks_pool.py"]
 
 
+SLEEPER = ("%%ranks\nimport subprocess, sys\n"
+           "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)'])\nprint('child', child.pid)")
+"""A cell that starts a process on each rank (it must end with the rank)."""
+
+
+def child_pids(text: str) -> list[int]:
+    return [int(line.split()[-1]) for line in text.splitlines() if " child " in line]
+
+
 def alive(pids: list[int]) -> list[int]:
     """The pids still running (a zombie waiting for a parent to reap it counts as ended)."""
     out = []
@@ -54,6 +63,15 @@ def group():
     pids["all"] += ranks.status().get("pids", [])
     ranks.stop()
     assert_gone(pids["all"])
+
+
+@pytest.fixture(autouse=True)
+def short_graces(request, monkeypatch):
+    """In-process cases wait less for ranks to finish or stop (the kernel cases keep the defaults)."""
+    if "group" in request.fixturenames:
+        monkeypatch.setattr(_ranks_pool, "FAILURE_GRACE_S", 0.5)
+        monkeypatch.setattr(_ranks_pool, "INTERRUPT_GRACE_S", 0.5)
+        monkeypatch.setattr(_ranks_pool, "ABORT_GRACE_S", 1.0)
 
 
 def test_all_reduce_on_two_ranks_variables_persist_and_pull(group):
@@ -145,8 +163,7 @@ def test_bad_input_is_refused_before_anything_starts(group):
     assert ranks.status()["running"]
 
 
-def test_a_rank_that_ignores_sigint_is_ended_with_the_others(group, monkeypatch):
-    monkeypatch.setattr(_ranks_pool, "ABORT_GRACE_S", 1.0)
+def test_a_rank_that_ignores_sigint_is_ended_with_the_others(group):
     old = ranks.status()["pids"]
     code = "import time\nwhile True:\n    try:\n        time.sleep(0.05)\n    except KeyboardInterrupt:\n        pass"
     result = ranks.run_code(code, timeout=1.0)
@@ -173,9 +190,12 @@ def test_line_magic_commands(group, capsys):
         ranks.ranks_magic("--rank 5", "pass")
     ranks.ranks_magic("status")
     assert f"pids {pids}" in capsys.readouterr().out
+    ranks.ranks_magic("", SLEEPER.split("\n", 1)[1])
+    children = child_pids(capsys.readouterr().out)
+    assert len(alive(children)) == 2
     ranks.ranks_magic("stop")
     assert "every rank was ended" in capsys.readouterr().out
-    assert_gone(pids, within=1.0)
+    assert_gone(pids + children, within=1.0)
     assert not ranks.status()["running"]
 
 
@@ -256,7 +276,9 @@ class Kernel:
 @pytest.fixture(scope="module")
 def kernel():
     k = Kernel()
-    k.execute("%load_ext nvtutorial.teach.ranks")
+    # gloo even where there are GPUs (the outputs below are CPU tensors); the first cell starts the ranks
+    k.execute("%load_ext nvtutorial.teach.ranks\nimport nvtutorial.teach.ranks\n"
+              "nvtutorial.teach.ranks.configure(nproc=2, backend='gloo')")
     seen: list[int] = []
     k.seen = seen
     yield k
@@ -339,11 +361,11 @@ def test_kernel_interrupt_stops_every_rank(kernel):
 
 
 def test_kernel_killed_leaves_no_rank(kernel):
-    kernel.execute("%%ranks\npass")
+    children = child_pids(kernel.execute(SLEEPER)["stdout"])  # and a process each rank started
     pids = kernel.pids()
-    assert len(alive(pids)) == 2
+    assert len(alive(pids)) == 2 and len(alive(children)) == 2
     os.kill(kernel.km.provisioner.process.pid, signal.SIGKILL)
-    assert_gone(pids, within=5.0)
+    assert_gone(pids + children, within=5.0)
     kernel.km.shutdown_kernel(now=True)
 
 
@@ -373,6 +395,33 @@ def test_papermill_captures_rank_output_and_sees_a_failed_cell(tmp_path):
     assert "[rank0] sum 3.0" in shown(nb.cells[1]) and "[rank1] sum 3.0" in shown(nb.cells[1])
     pids = ast.literal_eval(shown(nb.cells[2]).split("pids", 1)[1].strip())
     assert_gone(pids)  # papermill shut the kernel down, and the ranks with it
+
+
+# ----- GPUs, NCCL (the lead's GPU machine) ---------------------------------------------------------
+def _gpus() -> int:
+    from nvtutorial import hardware
+
+    return hardware.gpu_count() if ranks._torch_cuda_build() else 0
+
+
+@pytest.mark.skipif(_gpus() < 1, reason="needs a GPU with a CUDA build of torch (none here)")
+def test_nccl_rank_on_one_gpu_and_the_caller_never_initialises_cuda():
+    pool = ranks.start(nproc=1, backend="nccl", quiet=True)
+    pids = list(pool.pids())
+    try:
+        result = ranks.run_code("import os\nt = torch.ones(4, device=device) * 3\ndist.all_reduce(t)\n"
+                                "torch.cuda.synchronize()\nprint(t.device, os.environ['TORCH_NCCL_ASYNC_ERROR_HANDLING'])")
+        assert result.ok, result.report()
+        assert result.outcomes[0].output == "cuda:0 0"
+        (t,) = ranks.pull("t")
+        assert t.device.type == "cpu" and t.tolist() == [3.0] * 4
+        hang = ranks.run_code("torch.cuda._sleep(int(1e12))\ntorch.cuda.synchronize()", timeout=2)
+        assert hang.reason == "timeout" and "synchronize" in hang.outcomes[0].stack, hang.report()
+        pids += ranks.status().get("pids", [])
+        assert not sys.modules["torch"].cuda.is_initialized()  # this process pulled a CUDA tensor, as a CPU copy
+    finally:
+        ranks.stop()
+    assert_gone(pids)
 
 
 # ----- two GPUs, NCCL (the lead's GPU machine) ---------------------------------------------------

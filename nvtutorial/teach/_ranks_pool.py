@@ -239,6 +239,10 @@ class Pool:
                    GROUP_RANK="0", MASTER_ADDR="127.0.0.1", NVTUTORIAL_RANKS_BACKEND=self.backend)
         if self.backend == "gloo":
             env["CUDA_VISIBLE_DEVICES"] = ""  # the CPU path: ranks see no GPU, and never touch one
+        else:
+            # torch's _abort_process_group wants NCCL's watchdog to leave errors to us (its docs), rather
+            # than end the process: then a rank stuck in a collective keeps its variables. --env overrides.
+            env.setdefault("TORCH_NCCL_ASYNC_ERROR_HANDLING", "0")
         env.update(self.env)
         return env
 
@@ -298,12 +302,14 @@ class Pool:
         if ("port", cid) in first.inbox:
             for w in rest:
                 w.send((kind, cid, {**opts, "port": first.inbox[("port", cid)]}))
-        self._wait(lambda: all(("done", cid) in w.inbox or not w.alive for w in self.workers), deadline)
+            self._wait(lambda: all(("done", cid) in w.inbox or not w.alive for w in self.workers), deadline)
+        else:
+            rest = []  # rank 0 failed before hosting the rendezvous: the others were never asked
         problems = []
-        for w in self.workers:
+        for w in [first, *rest]:
             outcome = w.inbox.get(("done", cid))
             if outcome is None:
-                why = f"exited with code {w.proc.poll()}" if not w.alive else f"did not answer within {timeout:g} s"
+                why = f"ended ({exit_text(w.proc.poll())})" if not w.alive else f"did not answer within {timeout:g} s"
                 problems.append(f"rank {w.rank} {why}")
             elif outcome["status"] != "ok":
                 problems.append(f"rank {w.rank}: {outcome.get('traceback') or outcome['message']}")
@@ -370,7 +376,7 @@ class Pool:
         for fd in ready:
             w, what = fds[fd]
             if what == "out":
-                self._read_output(w, fd)
+                self._read_output(w, fd, limit=16)
             elif w.alive:
                 try:
                     kind, cid, payload = w.reply.recv()
@@ -384,12 +390,14 @@ class Pool:
         for w in self.workers:
             self._flush_partial(w)
 
-    def _read_output(self, w: _Worker, only: int | None = None) -> None:
+    def _read_output(self, w: _Worker, only: int | None = None, limit: int | None = None) -> None:
+        """Read what is in ``w``'s output pipes now (at most ``limit`` chunks each: a rank printing
+        without pause cannot keep the kernel from its deadline)."""
         for fd, stream in w.streams.items():
             if (only is not None and fd != only) or fd in w.eof:
                 continue
-            chunks = []
-            while True:
+            chunks: list[bytes] = []
+            while limit is None or len(chunks) < limit:
                 try:
                     data = os.read(fd, 65536)
                 except (BlockingIOError, InterruptedError):

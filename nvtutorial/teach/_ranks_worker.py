@@ -21,6 +21,7 @@ prints every thread's stack (faulthandler) to stderr, for a rank whose listener 
 from __future__ import annotations
 
 import ast
+import contextlib
 import ctypes
 import datetime
 import faulthandler
@@ -78,6 +79,17 @@ def _on_sigint(signum: int, frame: Any) -> None:
         raise KeyboardInterrupt
 
 
+def _end() -> None:
+    """End this rank now, with any process it started (a DataLoader's workers, a subprocess)."""
+    with contextlib.suppress(Exception):  # ending must not fail
+        import psutil
+
+        for child in psutil.Process().children(recursive=True):
+            with contextlib.suppress(psutil.Error):
+                child.kill()
+    os._exit(0)
+
+
 def _listen(cmd: Connection, reply: Connection, commands: queue.Queue, ns: dict[str, Any]) -> None:
     """The listener thread (see the module docstring)."""
     parent = os.getppid()
@@ -85,16 +97,21 @@ def _listen(cmd: Connection, reply: Connection, commands: queue.Queue, ns: dict[
         try:
             if not cmd.poll(PARENT_POLL_S):
                 if os.getppid() != parent:
-                    os._exit(0)  # the kernel died and we were re-parented
+                    _end()  # the kernel died and we were re-parented
                 continue
             message = cmd.recv()
         except (EOFError, OSError):
-            os._exit(0)  # the kernel closed the pipe (stop) or died
+            _end()  # the kernel closed the pipe (stop) or died
         kind, cid = message[0], message[1]
-        if kind == "stacks":
-            _send(reply, ("stacks", cid, _main_stack()))
-        elif kind == "abort":
-            _send(reply, ("aborted", cid, _abort()))
+        if kind in ("stacks", "abort"):
+            try:
+                text = _main_stack() if kind == "stacks" else _abort()
+            except Exception as exc:  # noqa: BLE001 - this thread must live on: it ends the rank
+                text = f"{kind} failed: {type(exc).__name__}: {exc}"
+            try:
+                _send(reply, ("stacks" if kind == "stacks" else "aborted", cid, text))
+            except OSError:
+                _end()  # the kernel is gone
         else:
             commands.put(message)
 

@@ -15,7 +15,11 @@ Each rank is a persistent Python process: its variables live on from cell to cel
 before the first cell. The process group is created before the first cell runs:
 ``init_process_group`` with NCCL on GPUs (``torch.cuda.set_device(local_rank)`` and
 ``device_id=``) or gloo on the CPU, where the ranks see no GPU (``CUDA_VISIBLE_DEVICES=""``).
-The notebook kernel itself never imports torch for this, so it never initialises CUDA.
+The notebook kernel itself never imports torch for this, so it never initialises CUDA. A cell
+is plain Python (no magics, no ``!`` commands), run the same on every rank; the value of its last
+expression is printed, as Jupyter shows it. On GPUs the ranks run with
+``TORCH_NCCL_ASYNC_ERROR_HANDLING=0`` (unless ``--env`` says otherwise), as torch asks of code that
+aborts a process group itself.
 
 Commands (``%ranks --help`` lists the options)::
 
@@ -42,8 +46,8 @@ What a cell shows:
   again: variables are kept, objects tied to the old group (a DDP model) must be rebuilt. If a
   rank still does not stop, every rank is ended and the next cell starts new ones: variables are
   lost. The cell says which of these happened.
-- The ranks end with ``%ranks stop``, with the kernel (shut down, restarted or killed: each rank
-  watches its command pipe and its parent), and take any process they started with them.
+- The ranks end with ``%ranks stop`` and with the kernel (shut down, restarted or killed: each
+  rank watches its command pipe and its parent), and take any process they started with them.
 
 How it is built, and why not on ipyparallel: a small pool of its own
 (:mod:`nvtutorial.teach._ranks_pool` in the kernel, :mod:`nvtutorial.teach._ranks_worker` on each
