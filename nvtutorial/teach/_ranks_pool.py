@@ -92,7 +92,8 @@ class CellResult:
         return [o.rank for o in self.outcomes if not o.ok]
 
     def report(self) -> list[str]:
-        """The lines a failed cell shows: a headline, each failed rank's traceback or stack, recovery."""
+        """The lines a failed cell shows: a headline, each failed rank's traceback or stack (ranks with
+        the same one together), and what was done to the group."""
         bad = [o for o in self.outcomes if not o.ok]
         others = ", ".join(o.summary() for o in self.outcomes if o.ok and o.status != "skipped")
         if self.reason == "timeout":
@@ -102,19 +103,29 @@ class CellResult:
             head = f"interrupted: rank {_ranks([o.rank for o in bad if o.status == 'interrupted'])} stopped"
         else:
             first = next((o for o in bad if o.status in ("error", "died")), bad[0] if bad else None)
-            head = first.summary().replace(": error:", " failed:") if first else "the cell failed"
+            if first is None:
+                head = "the cell failed"
+            elif first.status == "died":
+                head = f"rank {first.rank} ended ({exit_text(first.exitcode)})"
+            else:
+                same = [o.rank for o in bad if (o.exc_type, o.message) == (first.exc_type, first.message)]
+                head = f"rank {_ranks(same)} failed: {first.exc_type}: {first.message}"
         lines = [head + (f" ({others})" if others else "")]
+        sections: dict[tuple[str, str], list[int]] = {}
         for o in bad:
             if o.status == "error":
-                lines += [f"--- rank {o.rank}: {o.exc_type} ---", o.traceback or f"{o.exc_type}: {o.message}"]
+                key = (o.exc_type or "error", o.traceback or f"{o.exc_type}: {o.message}")
             elif o.status in ("timeout", "stopped"):
                 when = "at the deadline" if o.status == "timeout" else "when it was stopped"
-                lines += [f"--- rank {o.rank}: still running {when} ---", o.stack or "(no stack)"]
+                key = (f"still running {when}", o.stack or "(no stack)")
             elif o.status == "interrupted":
-                lines += [f"--- rank {o.rank}: stopped at ---"] + _where(o.traceback or "")
-            elif o.status == "died":
-                tail = o.output.rstrip().splitlines()[-15:]
-                lines += [f"--- rank {o.rank}: the process ended ({exit_text(o.exitcode)}); its last lines ---"] + tail
+                key = ("stopped at", "\n".join(_where(o.traceback or "")))
+            else:  # died
+                tail = "\n".join(o.output.rstrip().splitlines()[-15:])
+                key = (f"the process ended ({exit_text(o.exitcode)}); its last lines", tail)
+            sections.setdefault(key, []).append(o.rank)
+        for (title, body), ranks in sections.items():
+            lines += [f"--- rank {_ranks(ranks)}: {title} ---", body]
         if self.recovery:
             lines.append(self.recovery)
         return lines

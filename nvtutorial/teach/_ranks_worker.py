@@ -188,7 +188,10 @@ def _error(exc: BaseException) -> dict[str, Any]:
         seen.add(id(part))
         part.stack = traceback.StackSummary.from_list([f for f in part.stack if not _ours(f.filename)])
         part = part.__cause__ or part.__context__
-    text = "".join(te.format())
+    if isinstance(exc, SyntaxError) and str(exc.filename).startswith("<ranks cell"):
+        text = "".join(te.format_exception_only())  # the cell did not compile: no frames to show
+    else:
+        text = "".join(te.format())
     status = "interrupted" if isinstance(exc, KeyboardInterrupt) else "error"
     return {"status": status, "exc_type": type(exc).__qualname__, "message": str(exc), "traceback": text.rstrip()}
 
