@@ -22,7 +22,7 @@ from nvtutorial.teach import _ranks_pool, ranks
 from tests.conftest import requires_two_gpus
 
 TEACH = Path(ranks.__file__).parent
-KERNEL_SIDE = [TEACH / "ranks.py", TEACH / "_ranks_pool.py"]
+KERNEL_SIDE = [TEACH / "ranks.py", TEACH / "_ranks_pool.py", TEACH / "_ranks_result.py"]
 
 
 SLEEPER = ("%%ranks\nimport subprocess, sys\n"

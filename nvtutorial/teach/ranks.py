@@ -50,8 +50,8 @@ What a cell shows:
   rank watches its command pipe and its parent), and take any process they started with them.
 
 How it is built, and why not on ipyparallel: a small pool of its own
-(:mod:`nvtutorial.teach._ranks_pool` in the kernel, :mod:`nvtutorial.teach._ranks_worker` on each
-rank). The kernel starts one ``python`` per rank with torchrun's variables (``RANK``,
+(:mod:`nvtutorial.teach._ranks_pool` and ``_ranks_result`` in the kernel,
+:mod:`nvtutorial.teach._ranks_worker` on each rank). The kernel starts one ``python`` per rank with torchrun's variables (``RANK``,
 ``LOCAL_RANK``, ``WORLD_SIZE``, ``MASTER_ADDR``/``MASTER_PORT``), sends commands down a pipe and
 reads replies and output from pipes. ipyparallel (Jupyter's engines and ``%%px``) would need a
 controller process with a heartbeat (slow cold start), a launcher subclass for per-rank
@@ -76,9 +76,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ._ranks_pool import (
+from ._ranks_pool import Pool
+from ._ranks_result import (
     CellResult,
-    Pool,
     RankFailed,
     RankOutcome,
     RanksError,
