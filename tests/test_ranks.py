@@ -88,6 +88,10 @@ def test_all_reduce_on_two_ranks_variables_persist_and_pull(group):
     assert ranks.pull("k * (rank + 1)") == [5, 10]
     # a final expression is shown, as in Jupyter
     assert [o.output for o in ranks.run_code("rank * 100").outcomes] == ["0", "100"]
+    # a cell on some ranks only
+    solo = ranks.run_code("solo = True", ranks="1")
+    assert solo.ok and [o.status for o in solo.outcomes] == ["skipped", "ok"]
+    assert ranks.pull("'solo' in globals()") == [False, True]
 
 
 def test_cpu_ranks_see_no_gpu(group):
