@@ -1,0 +1,1 @@
+"""Kernel side: results -> tables and verdicts. Never launches, never draws."""
