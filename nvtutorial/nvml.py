@@ -74,16 +74,6 @@ def _bus_key(bus_id: str) -> str:
     return bus_id.lower().split(":", 1)[-1].lstrip("0") if bus_id.count(":") == 2 else bus_id.lower()
 
 
-def link_label(a: int = 0, b: int = 1) -> str | None:
-    """``"NV18"`` for 18 NVLinks between the pair (as ``nvidia-smi topo -m`` says), ``"PCIe"`` without
-    NVLink, ``None`` without 2 GPUs."""
-    inv = inventory()
-    if len(inv.gpus) <= max(a, b):
-        return None
-    n = inv.links_between(a, b)
-    return f"NV{n}" if n else "PCIe"
-
-
 # --- The inventory: GPUs, NVLinks, P2P status (notebook 01, the doctor, the launcher's link label) ---
 
 NVLINK_VERSIONS = {1: "1.0", 2: "2.0", 3: "2.2", 4: "3.0", 5: "3.1", 6: "4.0", 7: "5.0", 8: "6.0"}
@@ -291,6 +281,16 @@ def inventory() -> Inventory:
             cuda_driver=cuda_version_text(raw_cuda), gpus=tuple(gpus), p2p=p2p)
 
 
+def link_label(a: int = 0, b: int = 1) -> str | None:
+    """``"NV18"`` for 18 NVLinks between the pair (as ``nvidia-smi topo -m`` says), ``"PCIe"`` without
+    NVLink, ``None`` without 2 GPUs."""
+    inv = inventory()
+    if len(inv.gpus) <= max(a, b):
+        return None
+    n = inv.links_between(a, b)
+    return f"NV{n}" if n else "PCIe"
+
+
 def cuda_version_text(code: int | None) -> str | None:
     """NVML/CUDA's integer version (``13000``) as ``"13.0"``."""
     if not code:
@@ -352,4 +352,3 @@ def nvlink_counters(pynvml: Any, handle: Any, links: list[int]) -> dict[int, tup
         if tx is not None and rx is not None:
             out[link] = (int(tx), int(rx))
     return out
-

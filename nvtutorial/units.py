@@ -91,7 +91,6 @@ def size_sweep(min_bytes: int, max_bytes: int, factor: int = 2) -> list[int]:
     return out
 
 
-
 # --- Throughput curves ----------------------------------------------------------------------------
 
 def knee(rows: Sequence[Mapping[str, Any]], x: str = "num_workers", y: str = "samples_per_s",
@@ -102,4 +101,3 @@ def knee(rows: Sequence[Mapping[str, Any]], x: str = "num_workers", y: str = "sa
         return None
     best = max(r[y] for r in rows)
     return min((r for r in rows if r[y] >= fraction * best), key=lambda r: r[x])
-

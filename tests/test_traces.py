@@ -1,4 +1,5 @@
-"""The time split of a DDP step (nvtutorial.tracesplit, nvtutorial.report.traces), telemetry parsing, and the profiling workload.
+"""The time split of a DDP step (nvtutorial.tracesplit, nvtutorial.report.traces), telemetry parsing,
+and the profiling workload.
 
 Fixtures (tests/fixtures/traces/):
 * ``synthetic_gpu.json``: a hand-built torch.profiler-style trace of two steps whose overlaps

@@ -94,4 +94,3 @@ def device_copy(params: Mapping[str, Any] | None = None, timeout: float = 300.0)
     devices = result.metrics.get("devices") or []
     label = f"{result.label}; one process copying between cuda:0 and cuda:1" + (f" ({' and '.join(devices)})" if devices else "")
     return CopyRun(rows=rows_of(result), label=label, note=result.metrics.get("note", ""), result=result)
-

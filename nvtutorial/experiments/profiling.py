@@ -29,7 +29,6 @@ def params_from(sizes: Mapping[str, Any], **overrides: Any) -> dict[str, Any]:
     return out
 
 
-
 NSYS_TRACE = "cuda,nvtx"
 
 
@@ -110,4 +109,3 @@ def nsys_display_command(workload: str, params: Mapping[str, Any] | None = None,
     sets = " ".join(f"--set {k}={strings[k]}" for k in given if strings[k] != "")
     return (f"nsys profile --trace={NSYS_TRACE} --sample=none --cpuctxsw=none --output {output} \\\n"
             f"    torchrun --standalone --nproc-per-node {nproc} -m nvtutorial.workloads.{workload} {sets}")
-

@@ -513,7 +513,6 @@ def run(probe: bool = True) -> Report:
     return Report(facts, run_checks(facts))
 
 
-
 # --- CLI -------------------------------------------------------------------------------------------
 
 def cmd_doctor(args: argparse.Namespace) -> int:

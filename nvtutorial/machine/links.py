@@ -213,5 +213,3 @@ def expect_pair(topo: Any, inv: Any, a: int = 0, b: int = 1) -> Expectation:
     else:
         pcie = None
     return expect(code, gpu_name=name, nvlink_generation=gen, pcie_gen=pcie)
-
-

@@ -271,5 +271,3 @@ def dmon_columns(text: str) -> list[str]:
 def shows_nvlink(columns: list[str]) -> bool:
     """Whether any dmon column is an NVLink counter (names containing ``nvl``)."""
     return any("nvl" in c.lower() for c in columns)
-
-

@@ -73,4 +73,3 @@ def plot_sweep(result: Any, expectation: Any = None) -> tuple[Any, Any]:
                           reference={"nccl-tests on the reference 2× H200 (saved)": reference_nccl_tests()["default"]})
     return plot_busbw({"torch all_reduce over gloo (CPU simulation)": result}, result,
                       title="all-reduce bus bandwidth: CPU simulation, not a GPU measurement")
-

@@ -22,4 +22,3 @@ def launch_timeline(results: list[Any], names: list[str] | None = None) -> tuple
     ax.set_title("Where a run's wall time goes")
     stamp(fig, results[0])
     return fig, ax
-

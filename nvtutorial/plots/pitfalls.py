@@ -69,4 +69,3 @@ def idle_bars(values: Mapping[str, float], where: Any, title: str, unit: str = "
     ax.set_xlim(0, max(values.values(), default=1.0) * 1.3)
     finish(fig, where)
     return fig, ax
-

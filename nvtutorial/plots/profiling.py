@@ -184,5 +184,3 @@ def memory_per_rank(memories: Sequence[Mapping[str, Any]], where: Any):
     ax.legend(fontsize=7)
     finish(fig, where)
     return fig, ax
-
-

@@ -54,4 +54,3 @@ def sparse_verdict(rows: list[dict[str, Any]]) -> str:
     time_part = (f"it was faster only at densities {', '.join(f'{d:.3g}' for d in faster)}" if faster
                  else "it was slower than the dense all-reduce at every density measured")
     return f"exact against all_reduce at every density: {exact}; {bytes_part}; {time_part}."
-

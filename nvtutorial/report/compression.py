@@ -161,4 +161,3 @@ def density_verdict(summary: dict[str, Any], claimed_saving: float = 0.85) -> st
             f"would move {source_ratio:.1f}× the dense bytes ({saving:+.0%} 'saved', claim: {claimed_saving:.0%}); "
             f"with one int32 index per value {ours:.2f}×. Conv-net gradients are dense: sparsity must be made "
             f"(top-k), and then needs error feedback.")
-

@@ -95,4 +95,3 @@ def troubleshooting_from_runs(f: Facts, ab: Any) -> list[dict[str, Any]]:
     link = default.result.env.link if default.result.env is not None else None
     return troubleshooting_rows(f, runtime_nccl=default.transport.version, is_gpu=gpu, p2p_ratio=ratio,
                                 topo_code=link, reference_ratio=reference_ratio)
-

@@ -55,7 +55,6 @@ def claim_c3(topo: Topology) -> dict[str, Any]:
     return {"claim": "C3", "source": "nvidia-smi topo -m shows NVLink as NV#", "measured": measured, "verdict": verdict}
 
 
-
 # --- Grading a prediction ---------------------------------------------------------------------------
 
 @dataclasses.dataclass(frozen=True)
@@ -117,4 +116,3 @@ def grade_run(prediction: float | None, result: Any, expectation: Expectation) -
                          f"the reference machine's saved torch all-reduce at {format_size(size)}")
     note = "This run was a CPU simulation, so your prediction is graded against the reference machine's saved number. "
     return dataclasses.replace(g, message=note + g.message)
-

@@ -25,4 +25,3 @@ def verdict_c13(sampler: Sampler, probe_rows: list[dict[str, Any]]) -> str:
         nvml = "; NVML's NVLink counters were not read (no probe or no NVLink)"
     verdict = "partly true: dmon -s u shows whether the GPUs are busy, not the link" if cols and not shows_nvlink(cols) else "see above"
     return f"C13: {dmon}{nvml}. Verdict: {verdict}."
-

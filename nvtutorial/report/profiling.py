@@ -167,4 +167,3 @@ def probe_traffic(sampler: Any, res: Any) -> list[dict[str, Any]]:
                      "all_reduce_sends_gib": expected / 2**30, "sent_over_expected": c["tx_bytes"] / expected if expected else None,
                      "seconds": c["seconds"]})
     return rows
-

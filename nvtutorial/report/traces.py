@@ -210,4 +210,3 @@ def _get_value(obj: Any, key: str) -> float:
 
 def statistics_mean(values: Sequence[float]) -> float:
     return sum(values) / len(values) if values else float("nan")
-

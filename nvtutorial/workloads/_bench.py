@@ -63,4 +63,3 @@ def bandwidth_row(ctx: runtime.Context, size: int, times: list[float], factor: f
     return {"size": size, **extra, "time_us": med * 1e6, "algbw": size / med / 1e9, "busbw": size / med / 1e9 * factor,
             "busbw_min": size / slowest_repeat / 1e9 * factor, "busbw_max": size / fastest / 1e9 * factor,
             "repeats": len(times)}
-
