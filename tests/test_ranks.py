@@ -403,7 +403,7 @@ def test_papermill_captures_rank_output_and_sees_a_failed_cell(tmp_path):
 
 # ----- GPUs, NCCL (the lead's GPU machine) ---------------------------------------------------------
 def _gpus() -> int:
-    from nvtutorial import hardware
+    from nvtutorial.machine import hardware
 
     return hardware.gpu_count() if ranks._torch_cuda_build() else 0
 

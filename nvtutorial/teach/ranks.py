@@ -128,7 +128,7 @@ def resolve_backend(backend: str, nproc: int) -> str:
         raise RanksUsageError(f"unknown backend {backend!r}: use auto, nccl or gloo")
     if backend == "gloo":
         return "gloo"
-    from .. import hardware  # NVML only: counts GPUs without CUDA
+    from ..machine import hardware  # NVML only: counts GPUs without CUDA
 
     cuda = _torch_cuda_build()
     gpus = hardware.gpu_count() if cuda else 0
