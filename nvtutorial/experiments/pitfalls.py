@@ -1,4 +1,14 @@
-"""The traps of notebook 06: launching the ``pitfalls`` workload, and its parameters from the notebook's sizes.
+"""The traps of notebook 06 on real ranks: a trap script left to hang, the exercise's checker, the measurements.
+
+* :func:`run_trap` launches a lesson script and, when it is meant to hang, ends it at a deadline
+  that counts from the moment every rank printed the line that says it reached the trap, not
+  from the launch (starting two ranks can take longer than a short deadline on a loaded machine,
+  and a deadline that passes then catches the ranks inside ``import torch``). At the deadline
+  every rank prints its Python stacks into its log (faulthandler, ``SIGUSR1``), then the run is
+  ended; ``deadline.json`` in the run folder records when.
+* :func:`check_validation` judges the learner's ``validate_accuracy`` on the ``%%ranks`` group
+  (:mod:`nvtutorial.exercises.pitfall_validation`), with the deadline counted from the call.
+* :func:`measure` runs the ``pitfalls`` workload (the input pipeline, out-of-memory errors).
 
 What the runs show is read by :mod:`nvtutorial.report.pitfalls`.
 """
@@ -6,12 +16,219 @@ What the runs show is read by :mod:`nvtutorial.report.pitfalls`.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+import json
+import os
+import secrets
+import signal
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from .. import launch
+from ..results import RunResult
 from ..workloads import pitfalls
 
+LESSONS = Path(__file__).resolve().parent.parent / "lessons" / "pitfalls"
+VALIDATION = LESSONS / "validation.py"
+REACHED_VALIDATION = "epoch 0 trained"
+"""What validation.py prints on each rank just before it validates for the first time: the trap."""
+
+
+def lesson(name: str) -> Path:
+    """The path of a trap's lesson script (``validation``, ``collectives``, ...)."""
+    path = LESSONS / f"{name}.py"
+    if not path.is_file():
+        names = ", ".join(sorted(p.stem for p in LESSONS.glob("*.py") if not p.stem.startswith("_")))
+        raise FileNotFoundError(f"no lesson {name!r}: the pitfall lessons are {names}")
+    return path
+
+
+# --------------------------------------------------------------------------- a trap left to hang
+
+@dataclasses.dataclass
+class TrapRun:
+    """A launch of a trap script: its result, and whether the deadline after the trap ended it."""
+
+    result: RunResult
+    reached: str
+    deadline_s: float | None
+    reached_after_s: float | None
+    """Seconds from the launch until every rank had printed ``reached`` (None: it never did)."""
+    ended_by_deadline: bool
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.result.ok)
+
+    @property
+    def how(self) -> str:
+        """One line: how the run ended."""
+        if self.ended_by_deadline:
+            return (f"every rank reached the trap {self.reached_after_s:.1f} s after the launch; {self.deadline_s:g} s "
+                    f"later the ranks were still running: each printed its Python stacks into its log, then the run "
+                    "was ended")
+        if self.result.ok:
+            return f"the run finished after {self.result.wall_s:.1f} s"
+        error = self.result.error or {}
+        who = f"rank {error['rank']}: " if error.get("rank") is not None else ""
+        return f"the run failed after {self.result.wall_s:.1f} s: {who}{error.get('type', 'error')}: " \
+               f"{str(error.get('message', '')).splitlines()[0] if error.get('message') else ''}".rstrip(": ")
+
+
+class _Deadline(threading.Thread):
+    """Watches the ranks' logs for ``reached``; ``deadline_s`` after every rank printed it, dumps
+    every rank's stacks (SIGUSR1) and ends the ranks (SIGKILL, by the pids they recorded)."""
+
+    def __init__(self, run_dir: Path, world_size: int, reached: str, deadline_s: float) -> None:
+        super().__init__(name="nvtutorial-trap-deadline", daemon=True)
+        self.run_dir, self.world_size, self.reached, self.deadline_s = run_dir, world_size, reached, deadline_s
+        self.started = time.time()
+        self.t0 = time.monotonic()
+        self.reached_after: float | None = None
+        self.fired = False
+        self._stop_event = threading.Event()
+
+    def stop(self) -> None:
+        self._stop_event.set()
+        self.join(timeout=5)
+
+    def _seen(self, rank: int) -> bool:
+        try:
+            return self.reached in (self.run_dir / f"rank{rank}.log").read_text(errors="replace")
+        except OSError:
+            return False
+
+    def _workers(self) -> list[int]:
+        import psutil
+
+        pids = []
+        for rank in range(self.world_size):
+            try:
+                pid = int((self.run_dir / f"rank{rank}.pid").read_text().strip())
+                if psutil.Process(pid).create_time() >= self.started - 1:  # this run's, not a reused pid
+                    pids.append(pid)
+            except (OSError, ValueError, psutil.Error):
+                continue
+        return pids
+
+    def run(self) -> None:
+        while not all(self._seen(r) for r in range(self.world_size)):
+            if self._stop_event.wait(0.05):
+                return
+        self.reached_after = time.monotonic() - self.t0
+        if self._stop_event.wait(self.deadline_s):
+            return  # the run ended before its deadline
+        self.fired = True
+        pids = self._workers()
+        for pid in pids:
+            _signal(pid, signal.SIGUSR1)  # faulthandler prints every thread's stack into the rank's log
+        time.sleep(0.5)
+        record = {"reached": self.reached, "reached_after_s": self.reached_after, "deadline_s": self.deadline_s,
+                  "ended_after_s": time.monotonic() - self.t0, "pids": pids}
+        try:
+            (self.run_dir / "deadline.json").write_text(json.dumps(record, indent=1))
+        except OSError:
+            pass
+        for pid in pids:
+            _signal(pid, signal.SIGKILL)
+
+
+def _signal(pid: int, sig: int) -> None:
+    try:
+        os.kill(pid, sig)
+    except OSError:
+        pass
+
+
+def run_trap(script: str | os.PathLike[str], *, args: Sequence[str] = (), reached: str = REACHED_VALIDATION,
+             deadline_s: float | None = None, nproc: int = 2, timeout: float = 300.0,
+             env: Mapping[str, Any] | None = None, output: str = "rank0") -> TrapRun:
+    """Run a trap script on ``nproc`` ranks and return how it ended (never raises for a failed run).
+
+    With ``deadline_s``, the run is ended ``deadline_s`` seconds after every rank printed a line
+    containing ``reached``, each rank's Python stacks dumped into its log first. ``timeout`` is
+    the launcher's own deadline, from the launch: a bound for a run that never reaches the trap.
+    """
+    if deadline_s is not None and not deadline_s > 0:
+        raise ValueError(f"deadline_s={deadline_s!r}: give a positive number of seconds, or None for no deadline")
+    run_dir = launch.runs_root() / f"{Path(script).stem}-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"
+    spec = launch.prepare(os.fspath(script), nproc=nproc, args=list(args), timeout=timeout, env=env, out=run_dir,
+                          output=output)  # type: ignore[arg-type]
+    watcher = _Deadline(run_dir, spec.world_size, reached, deadline_s) if deadline_s is not None else None
+    if watcher is not None:
+        watcher.start()
+    try:
+        result = launch.execute(spec, check=False)
+    finally:
+        if watcher is not None:
+            watcher.stop()
+    fired = bool(watcher and watcher.fired)
+    if fired:
+        result.error = {"type": "Deadline", "rank": None,
+                        "message": f"still running {deadline_s:g} s after every rank reached the trap; every rank's "
+                                   "stack is in its log", "launcher_error": result.error}
+        result.save()
+    return TrapRun(result, reached, deadline_s, watcher.reached_after if watcher else None, fired)
+
+
+# --------------------------------------------------------------------------- the exercise's checker
+
+_CANDIDATE_FILE = "<your validate_accuracy>"
+_SETUP = f"""
+import linecache as _pv_linecache
+import math as _pv_math
+import torch.nn.functional as _pv_F
+from torch.utils.data import DataLoader as _pv_DL, DistributedSampler as _pv_DS, Subset as _pv_Subset
+from nvtutorial.exercises import pitfall_validation as _pv
+_pv_state = _pv.prepare(rank, world_size, device)
+_pv_linecache.cache[{_CANDIDATE_FILE!r}] = (len(_pv_source), None, _pv_source.splitlines(True), {_CANDIDATE_FILE!r})
+_pv_ns = {{"torch": torch, "dist": dist, "F": _pv_F, "math": _pv_math, "DataLoader": _pv_DL,
+          "DistributedSampler": _pv_DS, "Subset": _pv_Subset, "__name__": "candidate"}}
+exec(compile(_pv_source, {_CANDIDATE_FILE!r}, "exec"), _pv_ns)
+_pv_candidate = _pv_ns.get(_pv_entry)
+if not callable(_pv_candidate):
+    raise NameError(f"your code defines no function {{_pv_entry!r}}")
+"""
+_RUN = "_pv_outcome = _pv.run_candidate(_pv_candidate, _pv_state)"
+
+
+def check_validation(candidate: Any) -> Any:
+    """Judge the learner's ``validate_accuracy`` on the ``%%ranks`` group; a ``teach.check.CheckResult``.
+
+    A rank that waits in the next training step's all-reduce for longer than the exercise's
+    ``DEADLINE_S`` (the timeout of the check's own process group, counted from when it starts
+    waiting) ends the check: "hung", with each rank's stack.
+    """
+    from ..teach import check, ranks
+
+    name = "pitfall_validation"
+    ex = check.load(name)
+    deadline = ex.DEADLINE_S
+    source = check.candidate_source(candidate)
+    entry = getattr(candidate, "__name__", None) if callable(candidate) else None
+    ranks.push(_pv_source=source, _pv_entry=entry or ex.ENTRY)
+    status = ranks.status()
+    where = f"{status['nproc']} ranks, " + ("NCCL on GPUs" if status.get("backend") == "nccl" else
+                                             "gloo on the CPU (a simulation of the GPU case)")
+    setup = ranks.run_code(_SETUP, timeout=120)
+    if not setup.ok:
+        first = next(o for o in setup.outcomes if not o.ok)
+        return check.CheckResult(name, False, f"your code could not be set up on rank {first.rank}: "
+                                 f"{first.exc_type}: {first.message}", where)
+    run = ranks.run_code(_RUN, timeout=deadline + 30)  # the check's own group times out after `deadline`
+    if run.reason == "timeout" or any(o.status == "error" and ex.timed_out(o.message or "") for o in run.outcomes):
+        stacks = {o.rank: o.stack or o.traceback or "" for o in run.outcomes}
+        return check.CheckResult(name, False, ex.explain_hang(stacks, deadline), where, {"stacks": stacks})
+    if not run.ok:
+        first = next(o for o in run.outcomes if not o.ok)
+        return check.CheckResult(name, False, f"rank {first.rank}: {first.summary()}", where)
+    passed, reason = ex.judge(ranks.pull("_pv_outcome"))
+    return check.CheckResult(name, bool(passed), reason, where)
+
+
+# --------------------------------------------------------------------------- the measurements
 
 def params_from(sizes: Mapping[str, Any], **overrides: Any) -> dict[str, Any]:
     """The entries of a notebook's size dict that are parameters of the ``pitfalls`` workload, plus ``overrides``."""
@@ -21,10 +238,6 @@ def params_from(sizes: Mapping[str, Any], **overrides: Any) -> dict[str, Any]:
     return out
 
 
-def run_trap(**kwargs: Any) -> Any:
-    """``nvtutorial.run("pitfalls", **kwargs)``: the error it ends with (RunFailed, RunTimedOut), or ``None``."""
-    try:
-        launch.run("pitfalls", **kwargs)
-    except launch.RunFailed as exc:
-        return exc
-    return None
+def measure(sizes: Mapping[str, Any], *, timeout: float = 600.0, **overrides: Any) -> RunResult:
+    """``nvtutorial.run("pitfalls", ...)`` with the workload's parameters taken from ``sizes``."""
+    return launch.run("pitfalls", params=params_from(sizes, **overrides), timeout=timeout)

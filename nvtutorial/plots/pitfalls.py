@@ -1,36 +1,49 @@
-"""The figures of notebook 06 (pitfalls): the input pipeline, an OOM and its fixes, idle time.
+"""The figures of notebook 06 (pitfalls): the input pipeline, an OOM and its fixes.
 Each returns ``(fig, ax)``, stamped with where it was measured."""
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .style import COLOURS, figure, finish
 
 
-def loader_sweep(rows: Sequence[Mapping[str, Any]], where: Any, consumes: float | None = None, knee: Any = None,
-                 rule: int | None = None):
-    """Samples/s of one rank's DataLoader against ``num_workers`` (with and without pinned
-    memory), the training step's appetite as a line, and the knee marked (claim C17)."""
-    fig, ax = figure(7.0, 4.0)
-    for pin in sorted({bool(r["pin_memory"]) for r in rows}):
-        sub = sorted((r for r in rows if bool(r["pin_memory"]) == pin), key=lambda r: r["num_workers"])
-        ax.plot([r["num_workers"] for r in sub], [r["samples_per_s"] for r in sub], marker="o",
-                label=f"pin_memory={pin}")
-    if consumes:
-        ax.axhline(consumes, color="0.3", ls="--", lw=0.8)
-        ax.text(0, consumes, " what one training step consumes", va="bottom", fontsize=7)
-    if knee is not None:
-        ax.plot([knee["num_workers"]], [knee["samples_per_s"]], marker="*", ms=16, color="C3", ls="none",
-                label=f"knee: {knee['num_workers']} workers (90 % of the best)")
+def loader_sweep(per_rank: Sequence[Mapping[str, Any]], where: Any, rule: int | None = None,
+                 knees: Sequence[int] | None = None):
+    """Steady samples/s of the training loop against ``num_workers``, one line per rank and
+    ``pin_memory`` setting (a bar for the spread of the windows), the step alone as a dashed line
+    per rank, the source's ``4 × GPUs`` as a dotted line and each rank's knee as a star (claim C17).
+    ``per_rank``: each rank's ``dataloader`` block of the ``pitfalls`` workload."""
+    fig, ax = figure(7.5, 4.2)
+    markers = {False: "o", True: "s"}
+    for rank, d in enumerate(per_rank):
+        colour = f"C{rank}"
+        for pin in sorted({bool(r["pin_memory"]) for r in d["rows"]}):
+            rows = sorted((r for r in d["rows"] if bool(r["pin_memory"]) == pin), key=lambda r: r["num_workers"])
+            x = [r["num_workers"] for r in rows]
+            mid = [statistics.median(r["samples_per_s"]) for r in rows]
+            low = [m - min(r["samples_per_s"]) for m, r in zip(mid, rows)]
+            high = [max(r["samples_per_s"]) - m for m, r in zip(mid, rows)]
+            ax.errorbar(x, mid, yerr=[low, high], marker=markers[pin], color=colour, capsize=3,
+                        ls="-" if not pin else "--", label=f"rank {rank}, pin_memory={pin}")
+        step = statistics.median(d["step_only_samples_per_s"])
+        ax.axhline(step, color=colour, ls=":", lw=1)
+        ax.annotate(f"rank {rank}: the step alone", (1.0, step), xycoords=("axes fraction", "data"), fontsize=7,
+                    ha="right", va="bottom", color=colour)
+        if knees is not None:
+            knee = knees[rank]
+            row = next(r for r in d["rows"] if r["num_workers"] == knee and not r["pin_memory"])
+            ax.plot([knee], [statistics.median(row["samples_per_s"])], marker="*", ms=14, color=colour, ls="none")
     if rule is not None:
-        ax.axvline(rule, color="C2", ls=":", lw=0.8)
-        ax.text(rule, ax.get_ylim()[1] * 0.95, " 4 × GPUs", fontsize=7, color="C2", va="top")
-    ax.set_xlabel("num_workers (per rank)")
-    ax.set_ylabel("samples/s per rank")
-    ax.set_title("The input pipeline: DataLoader throughput")
-    ax.legend(fontsize=7)
+        ax.axvline(rule, color="0.4", ls=":", lw=1)
+        ax.annotate(" 4 × GPUs", (rule, 0.02), xycoords=("data", "axes fraction"), fontsize=7, color="0.3")
+    ax.set_xlabel("num_workers per rank")
+    ax.set_ylabel("samples/s per rank, steady state")
+    ax.set_ylim(bottom=0)
+    ax.set_title("The training loop's rate against DataLoader workers (★: fewest within the noise of the best)")
+    ax.legend(fontsize=7, loc="lower right")
     finish(fig, where)
     return fig, ax
 
@@ -51,21 +64,5 @@ def oom_fixes(rows: Sequence[Mapping[str, Any]], cap_mib: float, where: Any):
     ax.invert_yaxis()
     ax.set_xlabel("peak reserved GiB")
     ax.set_title("An OOM and the fixes that work")
-    finish(fig, where)
-    return fig, ax
-
-
-def idle_bars(values: Mapping[str, float], where: Any, title: str, unit: str = "s"):
-    """A few labelled durations side by side (e.g. validation patterns)."""
-    fig, ax = figure(6.5, 0.9 + 0.55 * max(1, len(values)))
-    labels = list(values)
-    ax.barh(range(len(labels)), [values[k] for k in labels], color=COLOURS["compute"], height=0.6)
-    for i, k in enumerate(labels):
-        ax.text(values[k], i, f"  {values[k]:.3g} {unit}", va="center", fontsize=8)
-    ax.set_yticks(range(len(labels)), labels)
-    ax.invert_yaxis()
-    ax.set_xlabel(unit)
-    ax.set_title(title)
-    ax.set_xlim(0, max(values.values(), default=1.0) * 1.3)
     finish(fig, where)
     return fig, ax
