@@ -52,6 +52,7 @@ class TrapRun:
     """A launch of a trap script: its result, and whether the deadline after the trap ended it."""
 
     result: RunResult
+    backend: str
     reached: str
     deadline_s: float | None
     reached_after_s: float | None
@@ -61,6 +62,19 @@ class TrapRun:
     @property
     def ok(self) -> bool:
         return bool(self.result.ok)
+
+    @property
+    def where(self) -> str:
+        """Where it ran (a run ended at its deadline wrote no environment block: said from the backend)."""
+        if self.result.env is not None:
+            return self.result.label
+        n = len(self.result.log_files)
+        if self.backend == "nccl":
+            from ..machine import hardware
+
+            names = sorted({g.name for g in hardware.gpus()})
+            return f"{n}× {', '.join(names) or 'GPU'} · NCCL"
+        return f"CPU, gloo, {n} processes: a simulation, not a GPU measurement"
 
     @property
     def how(self) -> str:
@@ -154,6 +168,8 @@ def run_trap(script: str | os.PathLike[str], *, args: Sequence[str] = (), reache
     if deadline_s is not None and not deadline_s > 0:
         raise ValueError(f"deadline_s={deadline_s!r}: give a positive number of seconds, or None for no deadline")
     run_dir = launch.runs_root() / f"{Path(script).stem}-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"
+    # NCCL's flight recorder (when TORCH_FR_BUFFER_SIZE switches it on) writes its dumps into the run
+    env = {"TORCH_FR_DUMP_TEMP_FILE": str(run_dir / "nccl_trace_rank_"), **dict(env or {})}
     spec = launch.prepare(os.fspath(script), nproc=nproc, args=list(args), timeout=timeout, env=env, out=run_dir,
                           output=output)  # type: ignore[arg-type]
     watcher = _Deadline(run_dir, spec.world_size, reached, deadline_s) if deadline_s is not None else None
@@ -170,7 +186,23 @@ def run_trap(script: str | os.PathLike[str], *, args: Sequence[str] = (), reache
                         "message": f"still running {deadline_s:g} s after every rank reached the trap; every rank's "
                                    "stack is in its log", "launcher_error": result.error}
         result.save()
-    return TrapRun(result, reached, deadline_s, watcher.reached_after if watcher else None, fired)
+    return TrapRun(result, spec.backend, reached, deadline_s, watcher.reached_after if watcher else None, fired)
+
+
+# --------------------------------------------------------------------------- the %%ranks group
+
+def ranks_where() -> str:
+    """Where the ``%%ranks`` group runs, for the verdicts of its cells."""
+    from ..teach import ranks
+
+    status = ranks.status()
+    n = status.get("nproc", 2)
+    if status.get("backend") == "nccl":
+        from ..machine import hardware
+
+        names = sorted({g.name for g in hardware.gpus()})
+        return f"{n}× {', '.join(names) or 'GPU'} · NCCL (%%ranks)"
+    return f"CPU, gloo, {n} processes (%%ranks): a simulation, not a GPU measurement"
 
 
 # --------------------------------------------------------------------------- the exercise's checker
@@ -209,9 +241,7 @@ def check_validation(candidate: Any) -> Any:
     source = check.candidate_source(candidate)
     entry = getattr(candidate, "__name__", None) if callable(candidate) else None
     ranks.push(_pv_source=source, _pv_entry=entry or ex.ENTRY)
-    status = ranks.status()
-    where = f"{status['nproc']} ranks, " + ("NCCL on GPUs" if status.get("backend") == "nccl" else
-                                             "gloo on the CPU (a simulation of the GPU case)")
+    where = ranks_where()
     setup = ranks.run_code(_SETUP, timeout=120)
     if not setup.ok:
         first = next(o for o in setup.outcomes if not o.ok)

@@ -110,24 +110,27 @@ CLAIMS: tuple[Claim, ...] = (
           "the link is the bottleneck.",
           "partly", "2× H200 run", "05_profiling"),
     Claim("C17", 5, "Use `num_workers = 4 × GPUs` and `pin_memory=True`.",
-          "A starting point, not a law: the best worker count depends on the data pipeline and the cores.",
-          "partly", "2× H200 run", "06_pitfalls"),
+          "A starting point, not a law: how many workers the training loop needs, and whether pinned memory "
+          "shows at all, depend on the data pipeline, the step and the cores; measure the loop's steady rate.",
+          "partly", "2× H200 run", "06_pitfalls", "nvtutorial.report.pitfalls_measured:verdict_c17"),
     Claim("C18", 5, "Validating on rank 0 alone breaks the parallelism; every rank validates and "
           "`all_reduce`s the loss.",
-          "Rank-0-only work deadlocks when the other ranks enter a collective meanwhile; the all-reduce must "
+          "While rank 0 validates alone the other ranks wait in their next collective (DDP's gradient "
+          "all-reduce), and past the process group's timeout the job dies; the all-reduce must "
           "sum losses and counts (DistributedSampler pads with duplicates), then divide.",
           "partly", "CPU run", "03_ddp_training"),
     Claim("C19", 5, "`torch.cuda.empty_cache()` helps against out-of-memory errors.",
-          "It returns cached, unused blocks to the driver; it frees nothing that is still referenced.",
-          "wrong", "2× H200 run", "06_pitfalls"),
+          "It returns cached, unused blocks to the driver; it frees nothing that is still referenced, and "
+          "PyTorch reuses its cache anyway.",
+          "wrong", "2× H200 run", "06_pitfalls", "nvtutorial.report.pitfalls_measured:verdict_c19"),
     Claim("C20", 5, "Use `max_split_size_mb` against fragmentation.",
           "It is an option of `PYTORCH_CUDA_ALLOC_CONF`, not a function; `expandable_segments:True` is the "
           "modern remedy.",
-          "partly", "2× H200 run", "06_pitfalls"),
+          "partly", "2× H200 run", "06_pitfalls", "nvtutorial.report.pitfalls_measured:verdict_c20"),
     Claim("C21", 5, "Set the same random seed on every rank.",
-          "DDP already broadcasts rank 0's weights when it wraps the model; data augmentation should differ "
-          "between ranks.",
-          "partly", "CPU run", "06_pitfalls"),
+          "DDP already broadcasts rank 0's weights when it wraps the model; with one seed every rank draws the "
+          "same augmentation (and dropout) numbers: seed each rank with seed + rank.",
+          "partly", "CPU run", "06_pitfalls", "nvtutorial.report.pitfalls:verdict_c21"),
     Claim("C22", 6, "This `sparse_allreduce` (non-zero entries exchanged with `all_gather`) works.",
           "It does not: `nonzero()` returns an index matrix, `all_gather` needs equal sizes on every rank, and "
           "the ranks' non-zero positions differ.",

@@ -69,17 +69,29 @@ def local_line(f: Frame) -> str:
     return linecache.getline(f["file"], f["line"]).strip() if os.path.isfile(f["file"]) else ""
 
 
+def _activity(func: str) -> str | None:
+    """``validating`` or ``training`` for a function whose name says so, else None."""
+    name = func.lower()
+    if "validat" in name or "evaluat" in name:
+        return "validating"
+    if "train" in name or "epoch" in name:
+        return "training"
+    return None
+
+
 def waiting_point(frames: Sequence[Frame], line_of: Callable[[Frame], str] = local_line) -> dict[str, str]:
-    """Where a rank's host thread was blocked: ``point`` is ``backward`` (inside ``loss.backward()``),
-    ``item`` (at ``.item()``: a synchronisation with the device), ``validating`` (inside a
-    validation), or ``elsewhere``; ``frame`` the innermost frame of the rank's own code."""
+    """Where a rank's host thread was: ``point`` is ``validating`` (the innermost named activity of
+    its own code is a validation), ``backward`` (blocked inside ``loss.backward()``), ``item``
+    (blocked at ``.item()``: a synchronisation with the device) or ``elsewhere``; ``frame`` is the
+    innermost frame of the rank's own code, ``code`` its source line when known."""
     own = [f for f in frames if not _is_torch(f) and f["func"] != "<module>"]
     frame = frame_text(own[0]) if own else (frame_text(frames[0]) if frames else "?")
     code = line_of(own[0]) if own else ""
-    if any(_is_torch(f) and f["func"] in ("_engine_run_backward", "backward") for f in frames):
-        point = "backward"
-    elif any("validat" in f["func"] or f["func"] in ("evaluate", "lone_validation") for f in own):
+    activity = next((a for a in (_activity(f["func"]) for f in own) if a), None)
+    if activity == "validating":
         point = "validating"
+    elif any(_is_torch(f) and f["func"] in ("_engine_run_backward", "backward") for f in frames):
+        point = "backward"
     elif own and own[0] is frames[0] and ".item()" in code:
         point = "item"
     else:

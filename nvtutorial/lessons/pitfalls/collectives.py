@@ -1,7 +1,6 @@
 """Mismatched collectives: every rank must call the same collectives, in the same order, with the same shapes.
 
-    TORCH_DISTRIBUTED_DEBUG=DETAIL torchrun --standalone --nproc-per-node 2 nvtutorial/lessons/pitfalls/collectives.py
-    torchrun --standalone --nproc-per-node 2 nvtutorial/lessons/pitfalls/collectives.py --fixed
+    torchrun --standalone --nproc-per-node 2 nvtutorial/lessons/pitfalls/collectives.py
 
 Two traps. Shapes: each rank all-gathers a tensor whose length depends on its own data, so the
 ranks disagree on the size. Order: rank 0 all-reduces a number for its log inside
@@ -9,10 +8,10 @@ ranks disagree on the size. Order: rank 0 all-reduces a number for its log insid
 check, what happens is undefined: an error, a hang until the timeout, or wrong numbers. With
 ``TORCH_DISTRIBUTED_DEBUG=DETAIL`` every collective is first compared across the ranks (operation,
 shapes, dtypes) and every rank raises a report that names the difference, before anything is
-sent. The trap runs only with that check on (``group``: a process group created with it on).
+sent. The script runs each trap on a group created with that check on (:func:`checked_group`),
+then its fix.
 """
 
-import argparse
 import os
 
 import torch
@@ -60,13 +59,19 @@ def end_of_epoch_fixed(loss_sum, stop, rank, group=None):
     return loss_sum, stop
 
 
+# %% a process group that checks every collective
+def checked_group():
+    """A new process group whose every collective is first compared across the ranks: what
+    ``TORCH_DISTRIBUTED_DEBUG=DETAIL`` does for every group of a job, here for one group only."""
+    previous = dist.get_debug_level()
+    dist.set_debug_level(dist.DebugLevel.DETAIL)
+    try:
+        return dist.new_group()
+    finally:
+        dist.set_debug_level(previous)
+
+
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--fixed", action="store_true", help="run the fixed versions")
-    args = parser.parse_args()
-    if not args.fixed and os.environ.get("TORCH_DISTRIBUTED_DEBUG", "").upper() != "DETAIL":
-        parser.error("run the traps with TORCH_DISTRIBUTED_DEBUG=DETAIL: without the check a mismatch can hang, "
-                     "crash or compute wrong numbers")
     rank, local_rank = int(os.environ["RANK"]), int(os.environ["LOCAL_RANK"])
     if torch.cuda.is_available():
         device, backend = torch.device("cuda", local_rank), "nccl"
@@ -74,21 +79,25 @@ def main():
     else:
         device, backend = torch.device("cpu"), "gloo"
     dist.init_process_group(backend)
+    group = checked_group()
 
-    gather = gather_fixed if args.fixed else gather_broken
-    end_of_epoch = end_of_epoch_fixed if args.fixed else end_of_epoch_broken
+    # %% the traps, then the fixes
+    values = torch.arange(10.0 + 10 * rank, device=device)  # 10 numbers on rank 0, 20 on rank 1
     outcome = {}
-    # %% run both
-    for name, call in (("shapes", lambda: gather(torch.arange(10.0 + 10 * rank, device=device))),
-                       ("order", lambda: end_of_epoch(torch.tensor([1.0 + rank], device=device),
-                                                      torch.tensor([rank], device=device), rank))):
+    for name, gather in (("shapes", gather_broken), ("shapes fixed", gather_fixed)):
         try:
-            result = call()
-            outcome[name] = {"result": [t.tolist() for t in result] if isinstance(result, tuple) else result.tolist()}
-            print(f"rank {rank}: {name}: {outcome[name]['result']}", flush=True)
-        except RuntimeError as error:  # the DETAIL check raises on every rank, before anything is sent
+            outcome[name] = {"result": gather(values, group).tolist()}
+        except RuntimeError as error:  # the check raises on every rank, before anything is sent
             outcome[name] = {"error": str(error)}
-            print(f"rank {rank}: {name}: {str(error).split('differ in the following aspects:')[-1].strip()}", flush=True)
+    for name, end_of_epoch in (("order", end_of_epoch_broken), ("order fixed", end_of_epoch_fixed)):
+        loss_sum, stop = torch.tensor([1.0 + rank], device=device), torch.tensor([rank], device=device)
+        try:
+            outcome[name] = {"result": [t.tolist() for t in end_of_epoch(loss_sum, stop, rank, group)]}
+        except RuntimeError as error:
+            outcome[name] = {"error": str(error)}
+    for name, o in outcome.items():
+        said = o["error"].split("differ in the following aspects:")[-1].strip() if "error" in o else o["result"]
+        print(f"rank {rank}: {name}: {said}", flush=True)
     runtime.save_metrics(outcome)
     dist.destroy_process_group()
 

@@ -1,7 +1,6 @@
 """Randomness under DDP: forgetting ``set_epoch``, and one seed for every rank (claim C21).
 
     torchrun --standalone --nproc-per-node 2 nvtutorial/lessons/pitfalls/randomness.py
-    torchrun --standalone --nproc-per-node 2 nvtutorial/lessons/pitfalls/randomness.py --fixed
 
 ``DistributedSampler(shuffle=True)`` shuffles with the seed ``seed + epoch``, and its epoch only
 changes when the loop calls ``sampler.set_epoch(epoch)``: without it every epoch replays the same
@@ -77,7 +76,6 @@ def weights_before_and_after_ddp(device):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--fixed", action="store_true", help="run the fixed versions")
     parser.add_argument("--samples", type=int, default=16)
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--seed", type=int, default=0)
@@ -90,19 +88,19 @@ def main():
         device, backend = torch.device("cpu"), "gloo"
     dist.init_process_group(backend)
 
-    # %% run both
-    seed = seed_fixed if args.fixed else seed_broken
-    seed(args.seed, rank)
-    weights = weights_before_and_after_ddp(device)
+    # %% the traps, then the fixes
     data = RandomCrops(args.samples)
     loader = DataLoader(data, batch_size=4, sampler=DistributedSampler(data, shuffle=True, seed=args.seed))
-    orders = (epoch_orders_fixed if args.fixed else epoch_orders_broken)(loader, args.epochs)
-    seed(args.seed, rank)
-    crops = [row.tolist() for batch in loader for row in batch]
+    orders = {"broken": epoch_orders_broken(loader, args.epochs), "fixed": epoch_orders_fixed(loader, args.epochs)}
+    crops = {}
+    for name, seed in (("broken", seed_broken), ("fixed", seed_fixed)):
+        seed(args.seed, rank)
+        crops[name] = [row.tolist() for batch in loader for row in batch]
+    weights = weights_before_and_after_ddp(device)  # with seed_fixed: a different seed on each rank
+    print(f"rank {rank}: the order of each epoch without set_epoch {orders['broken']}, with it {orders['fixed']}")
+    print(f"rank {rank}: (sample, crop x, crop y), same seed: {crops['broken']}; seed + rank: {crops['fixed']}")
     print(f"rank {rank}: weights before DDP {weights[0]:.6f}, after {weights[1]:.6f}", flush=True)
-    print(f"rank {rank}: the order of each epoch: {orders}", flush=True)
-    print(f"rank {rank}: (sample, crop x, crop y): {crops}", flush=True)
-    runtime.save_metrics({"weights": weights, "orders": orders, "crops": crops})
+    runtime.save_metrics({"orders": orders, "crops": crops, "weights": weights})
     dist.destroy_process_group()
 
 

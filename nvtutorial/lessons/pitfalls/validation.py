@@ -74,6 +74,19 @@ def validate_all_ranks(model, val_set, rank, world_size, device):
     return (sums[0] / sums[1]).item()
 
 
+# %% setup
+def setup(model_size, image_size, samples, val_samples, batch_size, device):
+    """The DDP model, its optimizer, the training sampler and loader, the validation set."""
+    torch.manual_seed(0)
+    net = build_unet(model_size).to(device)
+    model = DDP(net, device_ids=[device.index] if device.type == "cuda" else None)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    train_set = make_dataset(samples, image_size)
+    sampler = DistributedSampler(train_set, shuffle=True)
+    loader = DataLoader(train_set, batch_size=batch_size, sampler=sampler)
+    return model, optimizer, sampler, loader, make_dataset(val_samples, image_size, seed=1)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--fixed", action="store_true", help="validate on every rank (the fix)")
@@ -85,8 +98,6 @@ def main():
     parser.add_argument("--val-samples", type=int, default=41, help="odd: the ranks' shares differ by one")
     parser.add_argument("--pg-timeout", type=float, help="seconds a collective may wait (default: PyTorch's)")
     args = parser.parse_args()
-
-    # %% setup
     rank, local_rank = int(os.environ["RANK"]), int(os.environ["LOCAL_RANK"])
     world_size = int(os.environ["WORLD_SIZE"])
     if torch.cuda.is_available():
@@ -96,14 +107,8 @@ def main():
         device, backend = torch.device("cpu"), "gloo"
     timeout = datetime.timedelta(seconds=args.pg_timeout) if args.pg_timeout else None
     dist.init_process_group(backend, timeout=timeout)
-
-    torch.manual_seed(0)
-    model = DDP(build_unet(args.model).to(device), device_ids=[local_rank] if backend == "nccl" else None)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    train_set = make_dataset(args.samples, args.image_size)
-    val_set = make_dataset(args.val_samples, args.image_size, seed=1)
-    sampler = DistributedSampler(train_set, shuffle=True)
-    loader = DataLoader(train_set, batch_size=args.batch_size, sampler=sampler)
+    model, optimizer, sampler, loader, val_set = setup(args.model, args.image_size, args.samples, args.val_samples,
+                                                       args.batch_size, device)
     validate = validate_all_ranks if args.fixed else validate_rank0_only
 
     # %% the loop
