@@ -247,7 +247,7 @@ def check_validation(candidate: Any) -> Any:
         first = next(o for o in setup.outcomes if not o.ok)
         return check.CheckResult(name, False, f"your code could not be set up on rank {first.rank}: "
                                  f"{first.exc_type}: {first.message}", where)
-    run = ranks.run_code(_RUN, timeout=deadline + 30)  # the check's own group times out after `deadline`
+    run = ranks.run_code(_RUN, timeout=deadline + 5)  # gloo: the check's own group times out after `deadline`
     if run.reason == "timeout" or any(o.status == "error" and ex.timed_out(o.message or "") for o in run.outcomes):
         stacks = {o.rank: o.stack or o.traceback or "" for o in run.outcomes}
         return check.CheckResult(name, False, ex.explain_hang(stacks, deadline), where, {"stacks": stacks})
