@@ -20,9 +20,16 @@ _LAZY = {"LaunchError": "launch", "RunFailed": "launch", "RunTimedOut": "launch"
 
 
 def __getattr__(name: str) -> Any:
-    # Imported on first use: a rank that imports nvtutorial.runtime never loads the launcher.
-    if name in _LAZY:
-        import importlib
+    # Imported on first use: a rank that imports nvtutorial.runtime never loads the launcher,
+    # and `nvtutorial.launch.prepare(...)` still works after a bare `import nvtutorial`.
+    import importlib
 
+    if name in _LAZY:
         return getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+    if not name.startswith("_"):
+        try:
+            return importlib.import_module(f".{name}", __name__)
+        except ModuleNotFoundError as exc:
+            if exc.name != f"{__name__}.{name}":
+                raise
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -10,6 +10,8 @@ from __future__ import annotations
 import argparse
 import importlib
 import math
+import re
+import shlex
 import sys
 from pathlib import Path
 
@@ -17,9 +19,17 @@ EXIT_FAILED = 1
 EXIT_USAGE = 2
 
 
+_BREAKS = re.compile("[\n\r\x0b\x0c\x1c-\x1e\x85\u2028\u2029]")
+
+
+def one_line(text: object) -> str:
+    """A message on one line: line breaks that came in with the user's input are shown escaped."""
+    return _BREAKS.sub(lambda m: m.group().encode("unicode_escape").decode(), str(text))
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # one line, exit 2 (argparse prints usage + message)
-        print(f"{self.prog}: error: {message}", file=sys.stderr)
+        print(f"{self.prog}: error: {one_line(message)}", file=sys.stderr)
         raise SystemExit(EXIT_USAGE)
 
 
@@ -56,12 +66,12 @@ def cmd_run(args: argparse.Namespace) -> int:
                               args=args.script_args, timeout=args.timeout, env=env, out=args.out, output=args.output,
                               nnodes=args.nnodes, allow_oversubscribe=args.oversubscribe)
     except (launch.LaunchError, params_mod.ParamError) as exc:
-        print(f"nvtutorial run: error: {exc}", file=sys.stderr)
+        print(f"nvtutorial run: error: {one_line(exc)}", file=sys.stderr)
         return EXIT_USAGE
     try:
         result = launch.execute(spec)
     except launch.LaunchError as exc:  # the run folder could not be made after all
-        print(f"nvtutorial run: error: {exc}", file=sys.stderr)
+        print(f"nvtutorial run: error: {one_line(exc)}", file=sys.stderr)
         return EXIT_USAGE
     except launch.RunFailed as exc:
         print(f"nvtutorial run: {args.target} failed after {exc.result.wall_s:.1f} s", file=sys.stderr)
@@ -174,7 +184,11 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] == ["run"] and "--" in argv:  # `nvtutorial run my.py -- ARGS`: ARGS go to the script
         cut = argv.index("--")
         argv, script_args = argv[:cut], argv[cut + 1:]
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        hint = "; a script's own arguments go after --" if args.command == "run" else ""
+        parser.error(f"unrecognized arguments: {shlex.join(unknown)}{hint}")
     if args.command == "run":
         args.script_args = script_args
     return int(args.func(args) or 0)

@@ -234,6 +234,13 @@ def _script_path(target: str) -> Path:
     return path.resolve()
 
 
+def _is_file(path: str) -> bool:
+    try:
+        return Path(path).is_file()
+    except (OSError, ValueError):  # a name too long for the file system
+        return False
+
+
 def is_script(target: str) -> bool:
     """A target that is not a workload's name (a Python identifier) is a script's path."""
     return not str(target).isidentifier()
@@ -269,7 +276,7 @@ def prepare(target: str | os.PathLike[str], *, nproc: int = 2, backend: Backend 
         except params_mod.ParamError as exc:
             raise LaunchError(f"{workload}: {exc}") from None
         except workloads.UnknownWorkload as exc:
-            hint = f"; to run the script {workload}.py, give its path" if Path(f"{workload}.py").is_file() else ""
+            hint = f"; to run the script {workload}.py, give its path" if _is_file(f"{workload}.py") else ""
             raise LaunchError(f"{exc}{hint}") from None
         for key, value in params_mod.to_strings(parsed).items():
             _no_nul(f"parameter {key}", value)

@@ -159,6 +159,9 @@ def _workload_name(run: Callable[..., Any]) -> str:
     return module
 
 
+_writing = threading.Lock()
+"""Held while this rank writes a result file: the launcher watch waits for it before ending the process."""
+
 _metrics: dict[str, Any] | None = None
 """What :func:`save_metrics` collected on this rank; None where nothing will write ``rank{R}.json``."""
 
@@ -193,6 +196,12 @@ def start_worker(run_dir: Path, rank: int, capture: bool) -> None:
     _metrics = {}
 
 
+def write_result(path: Path, data: Any) -> None:
+    """Write one of this rank's result files atomically, never cut short by the launcher watch."""
+    with _writing:
+        write_json_atomic(path, data)
+
+
 def rank_payload(workload: str, rank: int, wall_s: float, params: dict[str, Any], env: dict[str, Any],
                  metrics: Mapping[str, Any] | None) -> dict[str, Any]:
     """The content of ``rank{R}.json``: what :func:`save_metrics` collected, then ``metrics`` over it."""
@@ -215,7 +224,7 @@ def report_failure(run_dir: Path, rank: int, exc: BaseException, trace: str | No
     trace = trace or "".join(traceback.format_exception(exc))
     path = run_dir / f"rank{rank}.error.json"
     try:
-        write_json_atomic(path, {
+        write_result(path, {
             "schema_version": SCHEMA_VERSION,
             "rank": rank,
             "time": time.time(),
@@ -251,7 +260,7 @@ def main(run: Callable[[Context, Any], dict[str, Any] | None], params_cls: type,
         metrics = run(ctx, params) or {}
         payload = rank_payload(name, rank, time.perf_counter() - started, dataclasses.asdict(params),
                                environment(ctx), metrics)
-        write_json_atomic(run_dir / f"rank{rank}.json", payload)
+        write_result(run_dir / f"rank{rank}.json", payload)
         ctx.barrier()
         import torch.distributed as dist
 
@@ -279,6 +288,7 @@ def _exit_with_launcher(pid: int, interval: float = 1.0) -> None:
     def watch() -> None:
         while not gone():
             time.sleep(interval)
+        _writing.acquire(timeout=10)  # let a result file being written be finished first
         with contextlib.suppress(OSError, ValueError):
             print(f"the launcher (pid {pid}) is gone: ending this worker", file=sys.stderr, flush=True)
         os._exit(1)

@@ -22,7 +22,6 @@ from types import TracebackType
 from typing import Any
 
 from . import runtime
-from .results import write_json_atomic
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -84,7 +83,7 @@ def main(argv: list[str] | None = None) -> None:
     try:
         payload = runtime.rank_payload(script, rank, time.perf_counter() - started, {"args": list(args.args)},
                                        _script_environment(args.backend), None)
-        write_json_atomic(run_dir / f"rank{rank}.json", payload)
+        runtime.write_result(run_dir / f"rank{rank}.json", payload)
     except BaseException as exc:  # noqa: BLE001 - a full disk, a deleted run folder
         runtime.report_failure(run_dir, rank, exc)
 

@@ -15,6 +15,7 @@ import importlib.util
 import io
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -76,7 +77,7 @@ def test_rank_killed_with_sigkill(runs_dir):
     assert json.loads((err.result.run_dir / "result.json").read_text())["error"]["type"] == "SIGKILL"
     ended_cleanly(err.result.run_dir)
     record("sigkill", "a rank killed with SIGKILL (as the out-of-memory killer does)", "subject.py kill",
-           "RunFailed, exit 1", sees + " …)`, then its last log lines", f"{AFTER_FAULT_S:g} s after the kill")
+           "RunFailed, exit 1", f"`{sees} …)`, then its last log lines", f"{AFTER_FAULT_S:g} s after the kill")
 
 
 def run_until_deadline(args: list[str], ready: str, timeout: float = 8.0) -> tuple[nvtutorial.RunTimedOut, float]:
@@ -183,7 +184,7 @@ def test_disk_full_while_results_are_written(small_disk):
     assert not (run_dir / "result.json").exists()
     ended_cleanly(run_dir)
     record("disk_full", "the disk full while results are written", "a 40 MB tmpfs, filled by rank 0 after its all-reduce",
-           "RunFailed, exit 1; no half-written file", "`the disk holding RUN_DIR is full (0.0 MB free): the ranks could "
+           "RunFailed, exit 1; no half-written file", "`the disk holding RUN_DIR is full (N MB free): the ranks could "
            "not write their logs and results; free some space, or use --out on another disk` / `(the result was not "
            "saved)`", f"{AFTER_FAULT_S:g} s after the disk filled")
 
@@ -240,7 +241,7 @@ def test_rendezvous_port_already_taken(runs_dir, monkeypatch, capsys):
     ended_cleanly(res.run_dir)
     record("port", "the rendezvous port already taken", "a socket listening on the port picked for 2 emulated nodes",
            "the run succeeds on another port", "`[nvtutorial] the rendezvous port N was taken by another process: "
-           "trying another`", "the deadline (one retry costs about 2 s)")
+           "trying another`", "the 120 s deadline it had")
 
 
 def test_run_folder_deleted_while_running(runs_dir):
@@ -280,7 +281,7 @@ def test_output_flood(runs_dir, capsys):
     ended_cleanly(res.run_dir)
     record("flood", "a workload that floods its output", "subject.py flood: rank 0 prints 100 MB",
            "the run succeeds; the log keeps everything", "the first 1 MiB of lines, then `[nvtutorial] 1 MiB of output "
-           "shown: the rest is only in RUN_DIR/rank*.log`", "the deadline (reading the log never blocks the watch)")
+           "shown: the rest is only in RUN_DIR/rank*.log`", "the 120 s deadline it had")
 
 
 # --- bad input ----------------------------------------------------------------------------------
@@ -395,7 +396,7 @@ def test_random_command_lines(no_launch):
     target = st.one_of(st.sampled_from(["selftest", "nope", "", str(SUBJECT), "subject.py", "/", "x.py"]), path)
     tail = st.lists(st.text(max_size=8), max_size=3)
 
-    @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @settings(max_examples=int(os.environ.get("NVTUTORIAL_HYPOTHESIS_EXAMPLES", "300")), deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
     @given(target, st.lists(option, max_size=6), st.booleans(), tail)
     def check(target, options, dashes, script_args):
         argv = ["run", target, *[word for opt in options for word in opt]]
@@ -405,9 +406,10 @@ def test_random_command_lines(no_launch):
         assert code in (2, "launched") or (code == 0 and "usage:" in out), (argv, code, err)
         if code == 2:
             lines = err.strip().splitlines()
-            assert len(lines) == 1 and lines[0].startswith("nvtutorial run: error: "), (argv, err)
+            assert len(lines) == 1 and re.match(r"nvtutorial( run)?: error: ", lines[0]), (argv, err)
             assert "Traceback" not in err
-        assert os.listdir(no_launch) == [], (argv, os.listdir(no_launch))
+        made = [name for name in os.listdir(no_launch) if name != ".hypothesis"]  # hypothesis's own cache
+        assert made == [], (argv, made)
 
     check()
     record("hypothesis", "random command lines", "hypothesis: 300 generated `nvtutorial run` lines (targets, numbers, "
