@@ -4,7 +4,8 @@
 
 Both are timed as whole commands from a shell's point of view (process start to exit), taking
 turns (ABBA order), ``--repeats`` times each; the medians and their ratio are printed and written
-as JSON with the machine they ran on. The bare run is two ranks that initialise the same backend
+as JSON with the machine they ran on, with the CPU time of each command's whole process tree
+(less moved by other work on the machine than the wall time). The bare run is two ranks that initialise the same backend
 and do one all-reduce; the target is a ratio of at most 1.15. A benchmark, not a test: run it on
 a quiet machine (other work on it moves both numbers).
 """
@@ -15,6 +16,7 @@ import argparse
 import json
 import os
 import platform
+import resource
 import shutil
 import statistics
 import subprocess
@@ -75,13 +77,16 @@ def tool(name: str, module: str) -> list[str]:
     return [str(path)] if path.exists() else [sys.executable, "-m", module]
 
 
-def timed(cmd: list[str]) -> float:
+def timed(cmd: list[str]) -> tuple[float, float]:
+    """Wall seconds of ``cmd``, and the CPU seconds (user + system) of its whole process tree."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, check=False)
     elapsed = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode != 0:
         raise SystemExit(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stderr[-2000:]}")
-    return elapsed
+    return elapsed, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -98,17 +103,21 @@ def main(argv: list[str] | None = None) -> int:
     ours = [*tool("nvtutorial", "nvtutorial.cli"), "run", "selftest", "--nproc", "2", "--backend", args.backend]
     bare = [*tool("torchrun", "torch.distributed.run"), "--standalone", "--nproc-per-node", "2", str(bare_script)]
     times: dict[str, list[float]] = {"nvtutorial": [], "torchrun": []}
+    cpu: dict[str, list[float]] = {"nvtutorial": [], "torchrun": []}
     timed([*bare])  # warm the file cache for both (torch's libraries) before anything is counted
     try:
         for i in range(args.repeats):
             order = ["nvtutorial", "torchrun"] if i % 2 == 0 else ["torchrun", "nvtutorial"]
             for name in order:
                 cmd = [*ours, "--out", str(work / f"run{i}")] if name == "nvtutorial" else bare
-                times[name].append(timed(cmd))
-                print(f"{name:10s} run {i + 1}/{args.repeats}: {times[name][-1]:.2f} s", flush=True)
+                wall, used = timed(cmd)
+                times[name].append(wall)
+                cpu[name].append(used)
+                print(f"{name:10s} run {i + 1}/{args.repeats}: {wall:.2f} s ({used:.2f} CPU s)", flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     medians = {name: statistics.median(values) for name, values in times.items()}
+    cpu_medians = {name: statistics.median(values) for name, values in cpu.items()}
     ratio = medians["nvtutorial"] / medians["torchrun"]
     report = {
         "machine": machine(),
@@ -117,13 +126,16 @@ def main(argv: list[str] | None = None) -> int:
         "seconds": times,
         "median_s": medians,
         "ratio": ratio,
+        "cpu_seconds": cpu,
+        "median_cpu_s": cpu_medians,
+        "cpu_ratio": cpu_medians["nvtutorial"] / cpu_medians["torchrun"],
         "target_ratio": TARGET_RATIO,
         "within_target": ratio <= TARGET_RATIO,
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2) + "\n")
     print(f"median: nvtutorial {medians['nvtutorial']:.2f} s, bare torchrun {medians['torchrun']:.2f} s, "
-          f"ratio {ratio:.2f} (target <= {TARGET_RATIO}) on {report['machine']['host']} "
+          f"ratio {ratio:.2f} (target <= {TARGET_RATIO}; CPU time ratio {report['cpu_ratio']:.2f}) on {report['machine']['host']} "
           f"({report['machine']['cpu']}, {report['machine']['usable_cores']} cores); {args.out}")
     return 0
 

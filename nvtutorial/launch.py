@@ -39,7 +39,7 @@ import psutil
 from . import diagnosis, guards, hardware, workloads
 from . import params as params_mod
 from .results import RunResult
-from .runtime import PROGRESS_PREFIX
+from .runtime import PROGRESS_PREFIX, _free_port
 
 Backend = Literal["auto", "nccl", "gloo"]
 Output = Literal["rank0", "all", "none"]
@@ -52,6 +52,8 @@ MAX_SHOWN_BYTES = 1 << 20
 """Rank output shown in the cell or terminal per run; the rest stays in the ranks' logs."""
 PORT_ATTEMPTS = 3
 """Rendezvous ports tried when another process takes the free port picked (emulated nodes only)."""
+TICK_S = 0.1
+"""How often the launcher looks at the run (an agent's exit is noticed at once)."""
 _READ_CHUNK = 1 << 20
 _MAX_LINE = 64 * 1024
 
@@ -531,7 +533,7 @@ class _Run:
             elif rank not in self.seen.vanished and not _alive(proc) and not any(
                     (run_dir / f"rank{rank}.{kind}").exists() for kind in ("json", "error.json")):
                 self.seen.vanished[rank] = time.time()
-        if time.perf_counter() - self.tree_at > 0.5:  # a scan of every process: twice a second is enough
+        if time.perf_counter() - self.tree_at > 2.0:  # a scan of the process table: kept for the clean-up
             self.procs = self.tree() or self.procs
             self.tree_at = time.perf_counter()
 
@@ -539,9 +541,11 @@ class _Run:
         """Every live process of the run: the agents, the workers, and their children."""
         found: dict[int, psutil.Process] = {}
         for root in [*self.agent_procs, *self.workers.values()]:
+            if root.pid in found or not _alive(root):  # a worker is usually found under its agent
+                continue
             try:
-                for p in [root, *root.children(recursive=True)]:
-                    found[p.pid] = p
+                for proc in [root, *root.children(recursive=True)]:
+                    found[proc.pid] = proc
             except psutil.Error:
                 continue
         return list(found.values())
@@ -569,7 +573,16 @@ class _Run:
                 self.seen.timed_out = True
                 self.dump_stacks()
                 break
-            time.sleep(0.05)
+            self._pause(TICK_S)
+
+    def _pause(self, seconds: float) -> None:
+        """Sleep up to ``seconds``, waking as soon as an agent exits (a finished run is noticed at once)."""
+        waiting = next((a for a in self.agents if a.poll() is None), None)
+        if waiting is not None:
+            try:
+                waiting.wait(timeout=seconds)
+            except subprocess.TimeoutExpired:
+                pass
 
     def port_taken(self) -> bool:
         """Whether node 0 could not host the rendezvous because its port was taken meanwhile."""
@@ -619,12 +632,6 @@ def _alive(proc: psutil.Process) -> bool:
         return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
     except psutil.Error:
         return False
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _make_run_dir(spec: LaunchSpec) -> None:

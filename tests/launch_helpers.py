@@ -57,3 +57,17 @@ def read(path: Path) -> str:
         return Path(path).read_text(errors="replace")
     except (FileNotFoundError, NotADirectoryError):
         return ""
+
+
+def in_position(run_dir: Path, ready: str) -> bool:
+    """Whether, before the stacks were dumped, rank 0 was up and rank 1 had printed ``ready``.
+
+    A run ended by its deadline on a machine too busy for its ranks to get there shows
+    stacks from start-up instead of from the hang under test.
+    """
+    def before_dump(rank: int, marker: str) -> bool:
+        text = read(Path(run_dir) / f"rank{rank}.log")
+        cut = min((i for i in (text.find("Current thread 0x"), text.find("Thread 0x")) if i >= 0), default=len(text))
+        return marker in text[:cut]
+
+    return before_dump(0, "rank 0/2 up") and before_dump(1, ready)

@@ -31,7 +31,15 @@ import pytest
 import nvtutorial
 from nvtutorial import cli, guards, launch
 
-from .launch_helpers import SUBJECT, assert_files_whole, assert_no_process, processes_of, read, wait_for
+from .launch_helpers import (
+    SUBJECT,
+    assert_files_whole,
+    assert_no_process,
+    in_position,
+    processes_of,
+    read,
+    wait_for,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 REPORT = REPO / "build" / "fault-campaign.json"
@@ -87,7 +95,7 @@ def run_until_deadline(args: list[str], ready: str, timeout: float = 8.0) -> tup
         with pytest.raises(nvtutorial.RunTimedOut) as info:
             subject(*args, timeout=deadline)
         late = time.monotonic() - t0 - deadline
-        if ready in read(info.value.result.run_dir / "rank1.log"):
+        if in_position(info.value.result.run_dir, ready):
             return info.value, late
     raise AssertionError(f"rank 1 never got to {ready!r}")
 
