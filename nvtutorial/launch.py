@@ -687,16 +687,21 @@ def execute(spec: LaunchSpec, check: bool = True) -> RunResult:
                    f"process of the run was ended and its logs are lost. Leave a run's folder alone until it ends.")
         result.error = {"type": "RunFolderLost", "message": message}
         result.returncode = result.returncode or 1
-        raise RunFailed(message, result, exc_type="RunFolderLost")
-    failure = diagnosis.diagnose(spec, result, run.seen)
-    try:
-        result.save()
-    except OSError as exc:
-        why = (diagnosis.disk_full(spec) or f"could not write {spec.run_dir / 'result.json'}: {exc.strerror or exc}")
-        result.error = result.error or {"type": "ResultNotSaved", "message": why}
-        failure = diagnosis.Failure(f"{why}\n(the result was not saved)" + (f"\n{failure.message}" if failure else ""),
-                                    exc_type=result.error["type"])
-        result.returncode = result.returncode or 1
+        failure = diagnosis.Failure(message, exc_type="RunFolderLost")
+    else:
+        failure = diagnosis.diagnose(spec, result, run.seen)
+        try:
+            result.save()
+        except OSError as exc:
+            why = diagnosis.disk_full(spec) or f"could not write {spec.run_dir / 'result.json'}: {exc.strerror or exc}"
+            failure = failure or diagnosis.Failure(why, exc_type="ResultNotSaved")
+            lines = failure.message.split("\n")
+            if lines[0] != why:
+                lines.insert(0, why)
+            lines.insert(1, "(the result was not saved)")
+            failure.message = "\n".join(lines)
+            result.error = result.error or {"type": "ResultNotSaved", "message": why}
+            result.returncode = result.returncode or 1
     if failure is not None and check:
         error_class = RunTimedOut if failure.timed_out else RunFailed
         raise error_class(failure.message, result, rank=failure.rank, exc_type=failure.exc_type,
