@@ -60,7 +60,8 @@ def machine() -> dict:
                 memory = round(int(line.split()[1]) / 2**20, 1)
     except OSError:
         pass
-    from nvtutorial import guards, hardware, launch
+    from nvtutorial import guards, launch
+    from nvtutorial.machine import hardware
 
     try:
         load = os.getloadavg()[0]

@@ -373,7 +373,7 @@ def test_emulated_nodes_commands_and_gpus(runs_dir):
 
 
 def test_cpu_simulation_hides_the_gpus_from_ranks_only(runs_dir):
-    from nvtutorial import hardware
+    from nvtutorial.machine import hardware
 
     before = (os.environ.get("CUDA_VISIBLE_DEVICES"), hardware.gpu_count())
     spec = launch.prepare("selftest", nproc=2, backend="gloo")
