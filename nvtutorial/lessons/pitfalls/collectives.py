@@ -71,6 +71,7 @@ def checked_group():
         dist.set_debug_level(previous)
 
 
+# %% main
 def main():
     rank, local_rank = int(os.environ["RANK"]), int(os.environ["LOCAL_RANK"])
     if torch.cuda.is_available():
@@ -81,7 +82,7 @@ def main():
     dist.init_process_group(backend)
     group = checked_group()
 
-    # %% the traps, then the fixes
+    # the traps, then the fixes
     values = torch.arange(10.0 + 10 * rank, device=device)  # 10 numbers on rank 0, 20 on rank 1
     outcome = {}
     for name, gather in (("shapes", gather_broken), ("shapes fixed", gather_fixed)):

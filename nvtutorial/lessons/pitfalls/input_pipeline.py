@@ -66,6 +66,7 @@ def steady_rates(model, optimizer, batches, device, warmup, steps, windows):
     return rates
 
 
+# %% main
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workers", type=int, default=0, help="num_workers per rank (0: the trap)")

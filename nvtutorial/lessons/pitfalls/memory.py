@@ -63,6 +63,7 @@ def checkpointed(unet):
     return unet
 
 
+# %% main
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="full", choices=("tiny", "small", "full"))
@@ -80,7 +81,7 @@ def main():
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
     images, masks = render(range(args.batch_size), args.image_size, device=device)
 
-    # %% the cap: 70 % of the way from the memory at rest to the peak of a whole-batch step
+    # the cap: 70 % of the way from the memory at rest to the peak of a whole-batch step
     train_step(model, optimizer, images, masks)  # creates the optimizer's state
     torch.cuda.reset_peak_memory_stats(device)
     at_rest = torch.cuda.memory_allocated(device)
@@ -90,7 +91,7 @@ def main():
     cap = torch.cuda.memory_reserved(device) + 0.7 * (peak - at_rest)
     torch.cuda.set_per_process_memory_fraction(cap / torch.cuda.get_device_properties(device).total_memory, device)
 
-    # %% under the cap
+    # under the cap
     outcome = {}
     for name, step in (("whole batch", lambda: train_step(model, optimizer, images, masks)),
                        ("2 parts, accumulated", lambda: train_step_accumulated(model, optimizer, images, masks, 2)),

@@ -74,6 +74,7 @@ def weights_before_and_after_ddp(device):
     return before, after
 
 
+# %% main
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--samples", type=int, default=16)
@@ -88,7 +89,7 @@ def main():
         device, backend = torch.device("cpu"), "gloo"
     dist.init_process_group(backend)
 
-    # %% the traps, then the fixes
+    # the traps, then the fixes
     data = RandomCrops(args.samples)
     loader = DataLoader(data, batch_size=4, sampler=DistributedSampler(data, shuffle=True, seed=args.seed))
     orders = {"broken": epoch_orders_broken(loader, args.epochs), "fixed": epoch_orders_fixed(loader, args.epochs)}

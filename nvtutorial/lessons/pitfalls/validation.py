@@ -74,6 +74,17 @@ def validate_all_ranks(model, val_set, rank, world_size, device):
     return (sums[0] / sums[1]).item()
 
 
+# %% the loop
+def fit(model, optimizer, sampler, loader, val_set, validate, epochs, rank, world_size, device):
+    for epoch in range(epochs):
+        sampler.set_epoch(epoch)
+        loss = train_one_epoch(model, loader, optimizer, device)
+        print(f"rank {rank}: epoch {epoch} trained (last loss {loss:.4f}), validating", flush=True)
+        val_loss = validate(model, val_set, rank, world_size, device)
+        print(f"rank {rank}: epoch {epoch} validation loss {val_loss}", flush=True)
+    return val_loss
+
+
 # %% setup
 def setup(model_size, image_size, samples, val_samples, batch_size, device):
     """The DDP model, its optimizer, the training sampler and loader, the validation set."""
@@ -87,6 +98,7 @@ def setup(model_size, image_size, samples, val_samples, batch_size, device):
     return model, optimizer, sampler, loader, make_dataset(val_samples, image_size, seed=1)
 
 
+# %% main
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--fixed", action="store_true", help="validate on every rank (the fix)")
@@ -110,16 +122,9 @@ def main():
     model, optimizer, sampler, loader, val_set = setup(args.model, args.image_size, args.samples, args.val_samples,
                                                        args.batch_size, device)
     validate = validate_all_ranks if args.fixed else validate_rank0_only
+    val_loss = fit(model, optimizer, sampler, loader, val_set, validate, args.epochs, rank, world_size, device)
 
-    # %% the loop
-    for epoch in range(args.epochs):
-        sampler.set_epoch(epoch)
-        loss = train_one_epoch(model, loader, optimizer, device)
-        print(f"rank {rank}: epoch {epoch} trained (last loss {loss:.4f}), validating", flush=True)
-        val_loss = validate(model, val_set, rank, world_size, device)
-        print(f"rank {rank}: epoch {epoch} validation loss {val_loss}", flush=True)
-
-    # %% check: one process over the whole set gives the same loss
+    # the check: one process over the whole set gives the same loss
     total, pixels = evaluate(model.module, val_set, device)
     print(f"rank {rank}: one process over the whole set: {total / pixels}", flush=True)
     runtime.save_metrics({"val_loss": val_loss, "single_process_val_loss": total / pixels, "backend": backend})
