@@ -110,7 +110,7 @@ def test_on_nccl_the_short_timeout_ends_the_run_through_the_watchdog():
 
 
 def test_the_flight_recorder_shows_the_waiting_ranks_all_reduces_queued_never_started():
-    run = _runs(lambda d: _is_pg_timeout(d) and True)[0]
+    run = _runs(_is_pg_timeout)[0]
     fr = rp.flight_recorder(run)
     assert set(fr) == {0, 1}
     pending = fr[1]["pending"]
