@@ -315,3 +315,17 @@ def test_c17_verdict_on_gpu_shaped_rows():
     assert rm.verdict_c17(result([500, 505])).status == "holds"
     no_change = rm.verdict_c17(result([401, 403]))
     assert no_change.status == "partly" and no_change.numbers["rule_enough"] and not no_change.numbers["pin_helps"]
+
+
+def test_pin_within_noise_and_the_figure():
+    block = {"rows": _rows({0: [100, 102], 8: [402, 398]}, {0: [101, 103], 8: [400, 401]}),
+             "step_only_samples_per_s": [410, 412], "gpus": 2, "rule_of_thumb_workers": 8}
+    result = types.SimpleNamespace(ranks=[{"dataloader": block}, {"dataloader": block}], label="test")
+    assert rm.pin_within_noise(result)
+    faster = {**block, "rows": _rows({8: [400, 404]}, {8: [500, 505]})}
+    assert not rm.pin_within_noise(types.SimpleNamespace(ranks=[{"dataloader": faster}], label="t"))
+    from nvtutorial.plots import pitfalls as pp
+
+    fig, ax = pp.loader_sweep([block, block], "test", rule=8, knees=[8, 8], pin_same=True)
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["pin_memory=False (True: the same within the noise)"]
+    assert ax.get_ylim()[1] > 412

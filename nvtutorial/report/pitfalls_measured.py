@@ -70,6 +70,20 @@ def pin_comparison(rows: Sequence[Mapping[str, Any]], workers: int) -> Compariso
     return compare(base, cand, lower_is_better=False) if base and cand else None
 
 
+def pin_within_noise(result: Any) -> bool:
+    """Whether ``pin_memory=True`` changed no rate beyond the noise, at any worker count, on any rank."""
+    found = False
+    for rank in range(len(result.ranks)):
+        rows = _loader(result, rank)["rows"]
+        for w in sorted({r["num_workers"] for r in rows if r["pin_memory"]}):
+            c = pin_comparison(rows, w)
+            if c is not None:
+                found = True
+                if c.status != "no change":
+                    return False
+    return found
+
+
 def verdict_c17(result: Any) -> Verdict:
     """Claim C17 (``num_workers = 4 × GPUs`` and ``pin_memory=True``), on every rank."""
     where = result.label
