@@ -174,9 +174,18 @@ def prepare(rank: int, world_size: int, device: Any) -> dict[str, Any]:
     with torch.no_grad():
         reference = (net(images).argmax(dim=1) == masks).double().mean().item()  # one process, the whole set
     batch = render(range(4 * rank, 4 * rank + 4), IMAGE_SIZE, device=device)
-    return {"model": model, "val_set": SlowSet(base, world_size), "reference": reference, "batch": batch,
+    return {"model": model, "group": group, "val_set": SlowSet(base, world_size), "reference": reference, "batch": batch,
             "optimizer": torch.optim.SGD(model.parameters(), lr=0.0), "rank": rank, "world_size": world_size,
             "device": device}
+
+
+def release(state: dict[str, Any] | None) -> None:
+    """Destroy the process group of a previous check that ended normally (a hung one is left alone)."""
+    import torch.distributed as dist
+
+    if state and state.get("done"):
+        dist.destroy_process_group(state["group"])
+        state["done"] = False
 
 
 def run_candidate(candidate: Any, state: dict[str, Any]) -> dict[str, Any]:
@@ -192,6 +201,7 @@ def run_candidate(candidate: Any, state: dict[str, Any]) -> dict[str, Any]:
     loss.backward()  # the next training step: its gradient all-reduce needs every rank
     state["optimizer"].step()
     loss.item()
+    state["done"] = True  # every rank got through the training step: the group is free to destroy
     if hasattr(value, "item"):
         value = value.item()
     return {"value": value if isinstance(value, (int, float)) else repr(value), "read": state["val_set"].read,

@@ -214,6 +214,7 @@ import math as _pv_math
 import torch.nn.functional as _pv_F
 from torch.utils.data import DataLoader as _pv_DL, DistributedSampler as _pv_DS, Subset as _pv_Subset
 from nvtutorial.exercises import pitfall_validation as _pv
+_pv.release(globals().get("_pv_state"))
 _pv_state = _pv.prepare(rank, world_size, device)
 _pv_linecache.cache[{_CANDIDATE_FILE!r}] = (len(_pv_source), None, _pv_source.splitlines(True), {_CANDIDATE_FILE!r})
 _pv_ns = {{"torch": torch, "dist": dist, "F": _pv_F, "math": _pv_math, "DataLoader": _pv_DL,
