@@ -45,24 +45,31 @@ def _as_result(run_dir: Path) -> Any:
 
 
 def _runs(predicate) -> list[Path]:
-    """Committed runs whose result.json satisfies ``predicate``, newest first."""
-    found = [p.parent for p in RUNS.glob("*/result.json") if predicate(_result(p.parent))]
+    """Committed runs whose ``(result.json, folder)`` satisfy ``predicate``, newest first."""
+    found = [p.parent for p in RUNS.glob("*/result.json") if predicate(_result(p.parent), p.parent)]
     return sorted(found, key=lambda p: p.name.split("-", 1)[-1], reverse=True)
 
 
-def _is_hang(data: dict[str, Any]) -> bool:
-    """The validation trap left to hang until a deadline (the old workload, or the lesson script)."""
-    if str(data.get("workload", "")).endswith("validation.py"):
-        return (data.get("error") or {}).get("type") == "Deadline"
+def _is_trap_script(data: dict[str, Any]) -> bool:
+    return str(data.get("workload", "")).endswith("validation.py") and \
+        "--pg-timeout" in ((data.get("params") or {}).get("args") or [])
+
+
+def _is_hang(data: dict[str, Any], folder: Path) -> bool:
+    """Stacks taken while the validation trap hung: the lesson script's run (its ``trap.json``), or
+    the old workload's run left to hang until the launcher's deadline."""
+    if _is_trap_script(data):
+        return (folder / "trap.json").is_file()
     params = data.get("params") or {}
     return data.get("workload") == "pitfalls" and params.get("trap") == ["rank0_validation"] and \
         params.get("validation_s", 0) >= 600 and (data.get("error") or {}).get("type") == "Timeout"
 
 
-def _is_pg_timeout(data: dict[str, Any]) -> bool:
+def _is_pg_timeout(data: dict[str, Any], folder: Path) -> bool:
+    """The validation trap ended by a short process-group timeout."""
+    if _is_trap_script(data):
+        return True
     params = data.get("params") or {}
-    if str(data.get("workload", "")).endswith("validation.py"):
-        return "--pg-timeout" in (params.get("args") or data.get("args") or [])
     return data.get("workload") == "pitfalls" and params.get("trap") == ["rank0_validation"] and \
         params.get("validation_s", 1e9) < 600
 
@@ -121,7 +128,7 @@ def test_the_flight_recorder_shows_the_waiting_ranks_all_reduces_queued_never_st
 
 
 def _measured_runs() -> list[Path]:
-    return _runs(lambda d: d.get("workload") == "pitfalls" and d.get("error") is None and d.get("ranks"))
+    return _runs(lambda d, _: d.get("workload") == "pitfalls" and d.get("error") is None and bool(d.get("ranks")))
 
 
 def test_c19_and_c20_from_2x_h200_agree_with_the_registry():

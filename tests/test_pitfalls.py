@@ -1,9 +1,9 @@
 """The traps of notebook 06 on real ranks (gloo on the CPU here, NCCL where there are 2 GPUs).
 
-The lesson scripts run as they are: the validation trap left to hang (the deadline counts from
-the trap; every rank's stack is read back), the same trap ended by a short process-group
-timeout, its fix, the collectives and randomness lessons, the measurement workload, and the
-exercise's checker on its solution and every known wrong answer. The verdicts that hold on the
+The lesson scripts run as they are: the validation trap (every rank's stacks taken a set time
+after the ranks reached it, then the hang ended by a short process-group timeout), its fix, the
+collectives and randomness lessons, the measurement workload, and the exercise's checker on its
+solution and every known wrong answer. The verdicts that hold on the
 CPU are asserted on their status and numbers; the GPU-only ones are recomputed from the
 reference run in ``tests/test_claims_pitfalls.py``.
 """
@@ -39,69 +39,62 @@ def _backend() -> str:
 # --------------------------------------------------------------------------- the validation trap
 
 @pytest.fixture(scope="module")
-def hang(tmp_path_factory):
-    """The trap left to hang: rank 0 validates 100,000 samples, the deadline 2 s after the trap."""
+def trap(tmp_path_factory):
+    """The trap: rank 0 validates 100,000 samples alone; the stacks 2 s after both ranks reached
+    it; the process group's 4 s timeout ends the run."""
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("NVTUTORIAL_RUNS_DIR", str(tmp_path_factory.mktemp("runs")))
-        return traps.run_trap(traps.VALIDATION, args=[*TINY, "--val-samples", "100000"], deadline_s=2, timeout=240,
-                              output="none")
+        return traps.run_trap(traps.VALIDATION, args=[*TINY, "--val-samples", "100000", "--pg-timeout", "4"],
+                              stacks_after_s=2, env={"TORCH_FR_BUFFER_SIZE": "2000", "TORCH_NCCL_DUMP_ON_TIMEOUT": "1",
+                                                     "TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC": "1000"},
+                              timeout=240, output="none")
 
 
-def test_the_hang_ends_at_the_deadline_after_the_trap_and_leaves_nothing(hang):
-    assert hang.ended_by_deadline and not hang.ok
-    assert hang.reached_after_s is not None
-    record = json.loads((hang.result.run_dir / "deadline.json").read_text())
-    assert record["deadline_s"] == 2 and record["ended_after_s"] >= record["reached_after_s"] + 2
-    assert hang.result.error["type"] == "Deadline"
-    assert_nothing_left(hang.result.run_dir, within=5.0)
+def test_the_stacks_are_taken_after_the_trap_not_after_the_launch(trap):
+    assert trap.stacks_taken and trap.reached_after_s is not None
+    record = json.loads((trap.result.run_dir / "trap.json").read_text())
+    assert record["stacks_after_s"] == 2 and record["taken_after_s"] >= record["reached_after_s"] + 2
+    assert "printed its stacks" in trap.how
 
 
-def test_the_stacks_show_where_each_rank_waits(hang):
-    stacks = rp.rank_stacks(hang)
+def test_the_stacks_show_where_each_rank_waits(trap):
+    stacks = rp.rank_stacks(trap)
     assert set(stacks) == {0, 1} and all(stacks.values()), "every rank's main-thread stack must be in its log"
     assert any(f["func"] == "validate_rank0_only" for f in stacks[0]), "rank 0 validates alone"
     assert not any(f["func"] == "validate_rank0_only" for f in stacks[1])
     assert any(f["func"] == "train_one_epoch" for f in stacks[1]), "rank 1 is training its next epoch"
-    verdict = rp.hang_verdict(stacks, hang.backend, hang.where)
+    verdict = rp.hang_verdict(stacks, trap.backend, trap.where)
     assert verdict.status == "pass", verdict.text
-    expected = "item" if hang.backend == "nccl" else "backward"
+    expected = "item" if trap.backend == "nccl" else "backward"
     assert verdict.numbers["rank0"] == "validating" and verdict.numbers["rank1"] == expected
-    if hang.backend == "gloo":  # gloo: the host waits inside backward, where DDP waits for the CPU all-reduce
+    if trap.backend == "gloo":  # gloo: the host waits inside backward, where DDP waits for the CPU all-reduce
         assert any(f["func"] == "_engine_run_backward" for f in stacks[1])
         assert rp.hang_answer(verdict) == "a"
-    assert "simulation" in hang.where or hang.backend == "nccl"
+        assert "simulation" in trap.where
 
 
-@pytest.fixture(scope="module")
-def timed_out(tmp_path_factory):
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("NVTUTORIAL_RUNS_DIR", str(tmp_path_factory.mktemp("runs")))
-        return traps.run_trap(traps.VALIDATION, args=[*TINY, "--val-samples", "100000", "--pg-timeout", "2"],
-                              env={"TORCH_FR_BUFFER_SIZE": "2000", "TORCH_NCCL_DUMP_ON_TIMEOUT": "1",
-                                   "TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC": "1000"}, timeout=240, output="none")
-
-
-def test_a_short_process_group_timeout_turns_the_stall_into_an_error(timed_out):
-    assert not timed_out.ok and not timed_out.ended_by_deadline
-    verdict = rp.timeout_verdict(timed_out, timed_out.backend, 2, timed_out.where)
+def test_the_process_group_timeout_ends_the_hang_with_an_error_and_leaves_nothing(trap):
+    assert not trap.ok
+    verdict = rp.timeout_verdict(trap, trap.backend, 4, trap.where)
     assert verdict.status == "pass", verdict.text
-    error = timed_out.result.error
+    error = trap.result.error
     assert error["rank"] == 1
-    if timed_out.backend == "gloo":  # rank 1's backward raises: its all-reduce timed out waiting for rank 0
+    if trap.backend == "gloo":  # rank 1's backward raises: its all-reduce timed out waiting for rank 0
         assert error["type"] == "RuntimeError" and "Timed out" in error["message"]
-        assert "backward" in error.get("traceback", "") or "backward" in "\n".join(timed_out.result.log_tail)
-        assert rp.describe_flight_recorder(timed_out, "gloo")[0].startswith("no flight-recorder dump")
-    assert_nothing_left(timed_out.result.run_dir, within=5.0)
+        assert "backward" in error.get("traceback", "")
+        assert rp.describe_flight_recorder(trap, "gloo")[0].startswith("no flight-recorder dump")
+    assert rp.processes_left(trap) == []
+    assert_nothing_left(trap.result.run_dir, within=5.0)
 
 
-def test_the_fix_agrees_with_one_process_and_decides_c18(hang, timed_out, runs_dir):
+def test_the_fix_agrees_with_one_process_and_decides_c18(trap, runs_dir):
     result = nvtutorial.run(str(traps.VALIDATION), args=[*TINY, "--fixed"], timeout=240, output="none")
     values = [m["val_loss"] for m in result.ranks]
     single = result.ranks[0]["single_process_val_loss"]
     fixed = rp.fixed_validation_verdict(values, single, result.label)
     assert fixed.status == "pass", fixed.text
-    hang_verdict = rp.hang_verdict(rp.rank_stacks(hang), hang.backend, hang.where)
-    timeout = rp.timeout_verdict(timed_out, timed_out.backend, 2, timed_out.where)
+    hang_verdict = rp.hang_verdict(rp.rank_stacks(trap), trap.backend, trap.where)
+    timeout = rp.timeout_verdict(trap, trap.backend, 4, trap.where)
     c18 = rp.verdict_c18(hang_verdict, timeout, fixed)
     assert c18.status == claims.claim("C18").status == "partly"
 
@@ -167,8 +160,8 @@ def test_bad_input_fails_before_anything_starts():
         nvtutorial.launch.prepare("pitfalls", params={"windows": 1})
     with pytest.raises(nvtutorial.LaunchError, match="parts"):
         nvtutorial.launch.prepare("pitfalls", params={"parts": ("rank0_validation",)})
-    with pytest.raises(ValueError, match="deadline_s"):
-        traps.run_trap(traps.VALIDATION, deadline_s=0)
+    with pytest.raises(ValueError, match="stacks_after_s"):
+        traps.run_trap(traps.VALIDATION, stacks_after_s=0)
     with pytest.raises(FileNotFoundError, match="the pitfall lessons are collectives, input_pipeline"):
         traps.lesson("nope")
 
@@ -231,9 +224,10 @@ Current thread 0x00007f725ac (most recent call first):
 
 
 def test_main_stack_reads_the_last_faulthandler_dump():
-    frames = rp.main_stack(DUMP + DUMP.replace("line 44", "line 45"))
+    frames = rp.main_stack(DUMP + DUMP.replace("line 44", "line 45"), -1)
     assert [f["func"] for f in frames][:3] == ["_engine_run_backward", "backward", "train_one_epoch"]
-    assert frames[2]["line"] == 45, "the last dump wins"
+    assert frames[2]["line"] == 45, "which=-1: the last dump"
+    assert rp.main_stack(DUMP + DUMP.replace("line 44", "line 45"))[2]["line"] == 44, "the first dump by default"
     assert rp.main_stack("no stacks here") == []
     point = rp.waiting_point(frames, lambda f: "")
     assert point["point"] == "backward" and point["frame"] == "validation.py:45 train_one_epoch"

@@ -1,11 +1,11 @@
 """The traps of notebook 06 on real ranks: a trap script left to hang, the exercise's checker, the measurements.
 
-* :func:`run_trap` launches a lesson script and, when it is meant to hang, ends it at a deadline
-  that counts from the moment every rank printed the line that says it reached the trap, not
-  from the launch (starting two ranks can take longer than a short deadline on a loaded machine,
-  and a deadline that passes then catches the ranks inside ``import torch``). At the deadline
-  every rank prints its Python stacks into its log (faulthandler, ``SIGUSR1``), then the run is
-  ended; ``deadline.json`` in the run folder records when.
+* :func:`run_trap` launches a lesson script and takes every rank's Python stacks (faulthandler,
+  ``SIGUSR1``, into each rank's log) a set time after every rank printed the line that says it
+  reached the trap: a time counted from the trap, not from the launch (starting two ranks can
+  take longer than a short deadline on a loaded machine, and stacks taken then show the ranks
+  inside ``import torch``). The script's own process-group timeout, which counts from the
+  collective that waits, then ends the hang; ``trap.json`` in the run folder records when.
 * :func:`check_validation` judges the learner's ``validate_accuracy`` on the ``%%ranks`` group
   (:mod:`nvtutorial.exercises.pitfall_validation`), with the deadline counted from the call.
 * :func:`measure` runs the ``pitfalls`` workload (the input pipeline, out-of-memory errors).
@@ -49,15 +49,15 @@ def lesson(name: str) -> Path:
 
 @dataclasses.dataclass
 class TrapRun:
-    """A launch of a trap script: its result, and whether the deadline after the trap ended it."""
+    """A launch of a trap script: its result, and whether (and when) its ranks' stacks were taken."""
 
     result: RunResult
     backend: str
     reached: str
-    deadline_s: float | None
+    stacks_after_s: float | None
     reached_after_s: float | None
     """Seconds from the launch until every rank had printed ``reached`` (None: it never did)."""
-    ended_by_deadline: bool
+    stacks_taken: bool
 
     @property
     def ok(self) -> bool:
@@ -65,7 +65,7 @@ class TrapRun:
 
     @property
     def where(self) -> str:
-        """Where it ran (a run ended at its deadline wrote no environment block: said from the backend)."""
+        """Where it ran (a run that failed wrote no environment block: said from the backend)."""
         if self.result.env is not None:
             return self.result.label
         n = len(self.result.log_files)
@@ -78,30 +78,35 @@ class TrapRun:
 
     @property
     def how(self) -> str:
-        """One line: how the run ended."""
-        if self.ended_by_deadline:
-            return (f"every rank reached the trap {self.reached_after_s:.1f} s after the launch; {self.deadline_s:g} s "
-                    f"later the ranks were still running: each printed its Python stacks into its log, then the run "
-                    "was ended")
+        """How the run went, in a few lines."""
+        lines = []
+        if self.reached_after_s is not None:
+            lines.append(f"every rank reached the trap {self.reached_after_s:.1f} s after the launch")
+        if self.stacks_taken:
+            lines.append(f"{self.stacks_after_s:g} s later every rank was still running and printed its stacks")
         if self.result.ok:
-            return f"the run finished after {self.result.wall_s:.1f} s"
-        error = self.result.error or {}
-        who = f"rank {error['rank']}: " if error.get("rank") is not None else ""
-        return f"the run failed after {self.result.wall_s:.1f} s: {who}{error.get('type', 'error')}: " \
-               f"{str(error.get('message', '')).splitlines()[0] if error.get('message') else ''}".rstrip(": ")
+            lines.append(f"the run finished after {self.result.wall_s:.1f} s")
+        else:
+            error = self.result.error or {}
+            who = f"rank {error['rank']}: " if error.get("rank") is not None else ""
+            first = str(error.get("message") or "").strip().splitlines()
+            lines.append(f"the run failed after {self.result.wall_s:.1f} s: {who}{error.get('type', 'error')}"
+                         + (f": {first[0][:300]}" if first else ""))
+        return "\n".join(lines)
 
 
-class _Deadline(threading.Thread):
-    """Watches the ranks' logs for ``reached``; ``deadline_s`` after every rank printed it, dumps
-    every rank's stacks (SIGUSR1) and ends the ranks (SIGKILL, by the pids they recorded)."""
+class _Stacks(threading.Thread):
+    """Watches the ranks' logs for ``reached``; ``after_s`` seconds after every rank printed it,
+    asks every rank still running to print its Python stacks into its log (faulthandler on
+    ``SIGUSR1``, by the pids the ranks recorded), and writes ``trap.json`` into the run folder."""
 
-    def __init__(self, run_dir: Path, world_size: int, reached: str, deadline_s: float) -> None:
-        super().__init__(name="nvtutorial-trap-deadline", daemon=True)
-        self.run_dir, self.world_size, self.reached, self.deadline_s = run_dir, world_size, reached, deadline_s
+    def __init__(self, run_dir: Path, world_size: int, reached: str, after_s: float) -> None:
+        super().__init__(name="nvtutorial-trap-stacks", daemon=True)
+        self.run_dir, self.world_size, self.reached, self.after_s = run_dir, world_size, reached, after_s
         self.started = time.time()
         self.t0 = time.monotonic()
         self.reached_after: float | None = None
-        self.fired = False
+        self.taken = False
         self._stop_event = threading.Event()
 
     def stop(self) -> None:
@@ -121,8 +126,9 @@ class _Deadline(threading.Thread):
         for rank in range(self.world_size):
             try:
                 pid = int((self.run_dir / f"rank{rank}.pid").read_text().strip())
-                if psutil.Process(pid).create_time() >= self.started - 1:  # this run's, not a reused pid
-                    pids.append(pid)
+                proc = psutil.Process(pid)
+                if proc.create_time() >= self.started - 1 and proc.status() != psutil.STATUS_ZOMBIE:
+                    pids.append(pid)  # this run's rank, still running (not a reused pid)
             except (OSError, ValueError, psutil.Error):
                 continue
         return pids
@@ -132,47 +138,43 @@ class _Deadline(threading.Thread):
             if self._stop_event.wait(0.05):
                 return
         self.reached_after = time.monotonic() - self.t0
-        if self._stop_event.wait(self.deadline_s):
-            return  # the run ended before its deadline
-        self.fired = True
+        if self._stop_event.wait(self.after_s):
+            return  # the run ended first
         pids = self._workers()
+        if len(pids) < self.world_size:
+            return  # a rank already ended: no picture of every rank at that moment
         for pid in pids:
-            _signal(pid, signal.SIGUSR1)  # faulthandler prints every thread's stack into the rank's log
-        time.sleep(0.5)
-        record = {"reached": self.reached, "reached_after_s": self.reached_after, "deadline_s": self.deadline_s,
-                  "ended_after_s": time.monotonic() - self.t0, "pids": pids}
+            try:
+                os.kill(pid, signal.SIGUSR1)  # faulthandler prints every thread's stack into the rank's log
+            except OSError:
+                return
+        self.taken = True
+        record = {"reached": self.reached, "reached_after_s": self.reached_after, "stacks_after_s": self.after_s,
+                  "taken_after_s": time.monotonic() - self.t0, "pids": pids}
         try:
-            (self.run_dir / "deadline.json").write_text(json.dumps(record, indent=1))
+            (self.run_dir / "trap.json").write_text(json.dumps(record, indent=1))
         except OSError:
             pass
-        for pid in pids:
-            _signal(pid, signal.SIGKILL)
-
-
-def _signal(pid: int, sig: int) -> None:
-    try:
-        os.kill(pid, sig)
-    except OSError:
-        pass
 
 
 def run_trap(script: str | os.PathLike[str], *, args: Sequence[str] = (), reached: str = REACHED_VALIDATION,
-             deadline_s: float | None = None, nproc: int = 2, timeout: float = 300.0,
+             stacks_after_s: float | None = None, nproc: int = 2, timeout: float = 300.0,
              env: Mapping[str, Any] | None = None, output: str = "rank0") -> TrapRun:
-    """Run a trap script on ``nproc`` ranks and return how it ended (never raises for a failed run).
+    """Run a trap script on ``nproc`` ranks and return how it went (never raises for a failed run).
 
-    With ``deadline_s``, the run is ended ``deadline_s`` seconds after every rank printed a line
-    containing ``reached``, each rank's Python stacks dumped into its log first. ``timeout`` is
-    the launcher's own deadline, from the launch: a bound for a run that never reaches the trap.
+    With ``stacks_after_s``, every rank prints its Python stacks into its log that many seconds
+    after every rank printed a line containing ``reached``. The run then goes on to its own end:
+    give the script a process-group timeout (``--pg-timeout``) to end a hang. ``timeout`` is the
+    launcher's deadline, from the launch: a bound for a run that never ends by itself.
     """
-    if deadline_s is not None and not deadline_s > 0:
-        raise ValueError(f"deadline_s={deadline_s!r}: give a positive number of seconds, or None for no deadline")
+    if stacks_after_s is not None and not stacks_after_s > 0:
+        raise ValueError(f"stacks_after_s={stacks_after_s!r}: give a positive number of seconds, or None")
     run_dir = launch.runs_root() / f"{Path(script).stem}-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"
     # NCCL's flight recorder (when TORCH_FR_BUFFER_SIZE switches it on) writes its dumps into the run
     env = {"TORCH_FR_DUMP_TEMP_FILE": str(run_dir / "nccl_trace_rank_"), **dict(env or {})}
     spec = launch.prepare(os.fspath(script), nproc=nproc, args=list(args), timeout=timeout, env=env, out=run_dir,
                           output=output)  # type: ignore[arg-type]
-    watcher = _Deadline(run_dir, spec.world_size, reached, deadline_s) if deadline_s is not None else None
+    watcher = _Stacks(run_dir, spec.world_size, reached, stacks_after_s) if stacks_after_s is not None else None
     if watcher is not None:
         watcher.start()
     try:
@@ -180,13 +182,8 @@ def run_trap(script: str | os.PathLike[str], *, args: Sequence[str] = (), reache
     finally:
         if watcher is not None:
             watcher.stop()
-    fired = bool(watcher and watcher.fired)
-    if fired:
-        result.error = {"type": "Deadline", "rank": None,
-                        "message": f"still running {deadline_s:g} s after every rank reached the trap; every rank's "
-                                   "stack is in its log", "launcher_error": result.error}
-        result.save()
-    return TrapRun(result, spec.backend, reached, deadline_s, watcher.reached_after if watcher else None, fired)
+    return TrapRun(result, spec.backend, reached, stacks_after_s, watcher.reached_after if watcher else None,
+                   bool(watcher and watcher.taken))
 
 
 # --------------------------------------------------------------------------- the %%ranks group

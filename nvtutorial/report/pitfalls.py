@@ -44,14 +44,15 @@ def thread_dumps(text: str) -> list[list[Frame]]:
     return blocks
 
 
-def main_stack(text: str) -> list[Frame]:
-    """The main thread's frames in the last dump of a log (innermost first); empty if none.
+def main_stack(text: str, which: int = 0) -> list[Frame]:
+    """The main thread's frames in a log's faulthandler dumps (innermost first); empty if none.
 
-    The main thread is the block whose outermost frames run a module (``<module>``): the other
-    threads start in ``threading``'s ``_bootstrap``.
+    ``which``: 0 the first dump (the stacks taken at the trap's deadline; a later one comes from
+    the launcher as it ends the run), -1 the last. The main thread is the block whose outermost
+    frames run a module (``<module>``): the other threads start in ``threading``'s ``_bootstrap``.
     """
     mains = [b for b in thread_dumps(text) if any(f["func"] == "<module>" for f in b)]
-    return mains[-1] if mains else []
+    return mains[which] if mains else []
 
 
 def frame_text(f: Frame) -> str:
@@ -100,12 +101,12 @@ def waiting_point(frames: Sequence[Frame], line_of: Callable[[Frame], str] = loc
 
 
 def rank_stacks(result: Any) -> dict[int, list[Frame]]:
-    """Each rank's main-thread stack from its log (``result``: a RunResult or a TrapRun)."""
+    """Each rank's main-thread stack from the first dump in its log (``result``: a RunResult or a TrapRun)."""
     result = getattr(result, "result", result)
     out = {}
     for rank, path in sorted(result.log_files.items()):
         try:
-            out[int(rank)] = main_stack(Path(path).read_text(errors="replace"))
+            out[int(rank)] = main_stack(Path(path).read_text(errors="replace"), 0)
         except OSError:
             out[int(rank)] = []
     return out
@@ -124,7 +125,7 @@ EXPECTED_POINT = {"gloo": "backward", "nccl": "item"}
 
 def hang_verdict(stacks: Mapping[int, Sequence[Frame]], backend: str, where: str,
                  line_of: Callable[[Frame], str] = local_line) -> Verdict:
-    """Where each rank was at the deadline of the rank-0-validation trap, against the mental model:
+    """Where each rank was when the stacks of the rank-0-validation trap were taken, against the mental model:
     rank 0 validating; the other ranks blocked in backward (gloo) or at ``.item()`` (NCCL)."""
     points = {r: waiting_point(f, line_of) for r, f in sorted(stacks.items())}
     expected = EXPECTED_POINT.get(backend, "?")
@@ -182,7 +183,7 @@ def timeout_verdict(run: Any, backend: str, pg_timeout: float, where: str) -> Ve
     error = result.error or {}
     lines = [line for lines in signature_lines(result, limit=20).values() for line in lines]
     named = any("Timed out" in line or "timed out" in line or "Watchdog caught" in line for line in lines)
-    ok = (not result.ok) and named and not getattr(run, "ended_by_deadline", False)
+    ok = (not result.ok) and named
     who = f"rank {error.get('rank')}" if error.get("rank") is not None else "a rank"
     text = (f"the run failed after {result.wall_s:.1f} s with a {pg_timeout:g} s process-group timeout: {who} "
             f"ended with {error.get('type', '?')}" + (", and its log names the timed-out collective" if named else
