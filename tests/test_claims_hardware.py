@@ -1,0 +1,243 @@
+"""The verdicts of notebooks 00–02, guarded.
+
+Verdicts that hold on a CPU are computed here and asserted on their status and numbers. Verdicts that
+only a GPU can decide are recomputed from the committed runs of the reference 2× H200
+(``reference/h200x2/runs/``) and its saved outputs (``nvtutorial/data/h200x2/``), so a code change that
+flips a reference conclusion fails here. When the lead commits new reference runs, update :data:`RUNS`.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+
+from nvtutorial.experiments import bandwidth as bwlab
+from nvtutorial.machine import doctor, hardware, links, topology
+from nvtutorial.report import bandwidth, claims, environment, lab, welcome
+from nvtutorial.report import links as linkreport
+from nvtutorial.results import RunResult
+
+from .conftest import requires_two_gpus
+
+ROOT = Path(__file__).resolve().parent.parent
+REFERENCE_RUNS = ROOT / "reference" / "h200x2" / "runs"
+RUNS = {
+    "sweep": "allreduce_bench-20261130-014824-f3bc9e",        # notebook 01, section 4: 1 KiB .. 1 GiB
+    "lab P2P off": "allreduce_bench-20261130-014903-51011f",
+    "lab P2P+SHM off": "allreduce_bench-20261130-014914-413939",
+    "ab default": "allreduce_bench-20261130-014936-7adb80",   # notebook 02, claim C7
+    "ab source's settings": "allreduce_bench-20261130-014947-7f3fbd",
+    "ab P2P off": "allreduce_bench-20261130-014959-963ea0",
+    "sendrecv": "sendrecv_bench-20261130-014839-652f0b",
+}
+"""The committed reference runs each verdict is recomputed from."""
+
+
+def reference_run(name: str) -> RunResult:
+    folder = REFERENCE_RUNS / RUNS[name]
+    result = RunResult.load(folder / "result.json")
+    result.log_files = {r: folder / f"rank{r}.log" for r in range(result.env.world_size)}
+    return result
+
+
+@pytest.fixture(scope="module")
+def ab():
+    return bwlab.run_lab({}, reuse={"default": reference_run("ab default"),
+                                    "source's settings": reference_run("ab source's settings"),
+                                    "P2P off": reference_run("ab P2P off")}, paths=bwlab.SOURCE_AB_PATHS)
+
+
+@pytest.fixture(scope="module")
+def link_lab():
+    return bwlab.run_lab({}, reuse={"default": reference_run("sweep"), "P2P off": reference_run("lab P2P off"),
+                                    "P2P+SHM off": reference_run("lab P2P+SHM off")})
+
+
+# --- the claim registry: C2–C7 are decided by the functions it names -----------------------------
+
+def test_registered_deciders_give_the_registered_status(ab):
+    evidence = {"C2": (), "C3": (), "C4": (doctor.reference_facts(),), "C5": (), "C6": (doctor.reference_facts(),),
+                "C7": (ab,)}
+    for cid, args in evidence.items():
+        claim = claims.claim(cid)
+        verdict = claim.decider()(*args)
+        assert verdict.key == cid and verdict.status == claim.status, (cid, verdict)
+
+
+# --- CPU-valid verdicts: vendor data, saved outputs, the doctor's rules ----------------------------
+
+def test_c2_and_c5_from_vendor_data():
+    c2 = linkreport.claim_c2()
+    assert c2.status == "partly" and c2.numbers["without_nvlink"] == ["GeForce RTX 4090"]
+    c5 = linkreport.claim_c5()
+    assert c5.status == "wrong" and c5.numbers["nvlink_over_pcie"] == pytest.approx(1.79, abs=0.01)
+    assert c5.numbers["consumer_over_pro"] == pytest.approx(56.25 / 300)
+
+
+def test_c3_from_topo_outputs():
+    c3 = linkreport.claim_c3()  # the reference machine's saved nvidia-smi topo -m
+    assert c3.status == "holds" and c3.numbers == {"code": "NV18", "nvlinks": 18}
+    pcie = linkreport.claim_c3(topology.read(ROOT / "tests" / "fixtures" / "topo" / "pcie-4gpu-nics.txt"))
+    assert pcie.status == "unverifiable"
+
+
+def test_c4_c6_and_the_minimums_on_the_reference_facts_and_on_a_laptop():
+    facts = doctor.reference_facts()
+    assert environment.claim_c4(facts).numbers == {"here": "ok", "driver_515": "fail", "torch_cuda": "13.0"}
+    assert environment.claim_c6(facts).status == "unverifiable"
+    laptop = dataclasses.replace(facts, torch="2.13.0+cpu", torch_cuda=None, nccl=None, driver=None, driver_cuda=None,
+                                 gpus=(), gpus_total=0)
+    assert environment.claim_c4(laptop).status == "wrong" and environment.claim_minimums(laptop).status == "pass"
+
+
+def test_nvls_is_explained_by_ncclnvlsinit_not_by_a_missing_nvswitch():
+    """Issue 11 finding 4: the reference HGX board has NVSwitches; NCCL skips NVLS for two GPUs."""
+    from nvtutorial.machine import nccl_debug
+
+    (row,) = [v for v in nccl_debug.VARIABLES if v.name == "NCCL_NVLS_ENABLE"]
+    assert "ncclNvlsInit" in row.on_one_machine and "no NVSwitch" not in row.on_one_machine
+    for status in ("0", "1"):
+        check = doctor.check_nccl_variable("NCCL_NVLS_ENABLE", status, doctor.reference_facts())
+        assert check.status == "ok" and "NVSwitch; two directly" not in check.detail
+    assert "NVSwitches" in topology.Link("NV18").verdict
+
+
+# --- GPU-only verdicts, recomputed from the committed reference runs --------------------------------
+
+def test_c7_from_the_reference_runs(ab):
+    rows = lab.c7_rows(ab)
+    assert [r["size"] for r in rows] == ["16 MiB", "64 MiB", "256 MiB", "1 GiB"]
+    assert {r["verdict"] for r in rows} == {"no change"}
+    c7 = lab.claim_c7(ab)
+    assert c7.status == "wrong" and c7.numbers["no_change"] == 4 and c7.numbers["largest_change"] < 0.01
+    assert c7.numbers["control_ratio"] == pytest.approx(27.466 / 298.407, abs=1e-3)  # P2P off: the control moves
+    assert "never read NCCL_NET_GDR_LEVEL" in c7.text  # NCCL's own log: only NCCL_IB_DISABLE was read
+
+
+def test_link_lab_and_c5_measured_from_the_reference_runs(link_lab):
+    assert [run.transport.summary for run in link_lab] == ["P2P/CUMEM", "SHM/direct/direct", "NET/Socket"]
+    verdict = lab.lab_verdict(link_lab)
+    assert verdict.status == "slower" and verdict.numbers["slowest_path"] == "P2P+SHM off"
+    c5 = lab.claim_nvlink_vs_pcie(link_lab)  # at 256 MiB, the largest size both paths measured
+    assert c5.numbers["size"] == 256 << 20 and c5.numbers["ratio"] == pytest.approx(297.991 / 27.604, rel=1e-3)
+
+
+def test_sweep_verdicts_from_the_reference_run():
+    sweep = reference_run("sweep")
+    _, check = bandwidth.reference_check(sweep)
+    # The committed sweep stops at 1 GiB and reached 98.96 % there: under issue 15's rule (99 % at 1 and
+    # 4 GiB) it fails. A new reference run with the full profile (to 4 GiB) replaces it.
+    assert check.status == "fail" and check.numbers["ratio at 1 GiB"] == pytest.approx(0.9896, abs=1e-4)
+    assert check.numbers["ratio at 4 GiB"] is None
+    _, wire = bandwidth.wire_report(sweep)
+    assert wire.status == "pass" and wire.numbers["tx_ratio"] == pytest.approx(1.0, abs=1e-3)
+    assert wire.numbers["links_carrying"] == 18
+    small = bandwidth.small_message_cost(sweep)
+    assert small.numbers["time_us_smallest"] == pytest.approx(38.3, abs=0.1)  # not "a few microseconds"
+
+
+def test_duplex_from_the_reference_run():
+    """Issue 11 finding 3: NCCL send/recv loses 15 % per direction with both at once; without the copy-engine
+    run the verdict does not blame the link."""
+    sendrecv = reference_run("sendrecv")
+    nccl = bandwidth.sendrecv_duplex(sendrecv)
+    assert nccl.status == "slower" and nccl.numbers["ratio"] == pytest.approx(301.12 / 355.883, abs=1e-3)
+    verdict = bandwidth.duplex_verdict(sendrecv)
+    assert verdict.numbers["copy_status"] is None and "share" not in verdict.text
+
+
+def test_prediction_is_graded_against_the_saved_number_on_a_cpu(tmp_path):
+    cpu = type("R", (), {"env": None, "label": "CPU", "metrics": {"rows": [{"size": 1 << 20, "busbw": 1.0}]}})()
+    graded = linkreport.grade_run(330.0, cpu, links.expect("NV18", "NVIDIA H200"))
+    assert graded.status == "right" and graded.numbers["measured"] == bandwidth.reference_torch_busbw(1 << 30)[1]
+
+
+# --- notebook 00: the first all-reduce and the hang, with the notebook's own code, on real ranks -------
+
+def _notebook_code(name: str) -> list[str]:
+    nb = json.loads((ROOT / "notebooks" / name).read_text())
+    return ["".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code"]
+
+
+def _hang_code() -> str:
+    (cell,) = [c for c in _notebook_code("00_welcome.ipynb") if c.startswith("HANG = ")]
+    tree = ast.parse(cell)
+    return ast.literal_eval(tree.body[0].value)
+
+
+def _first_cell() -> str:
+    (cell,) = [c for c in _notebook_code("00_welcome.ipynb") if c.startswith("%%ranks") and "rank + 1" in c]
+    return cell.split("\n", 1)[1]
+
+
+def test_first_allreduce_and_the_hang_as_notebook_00_runs_them():
+    """On gloo: every rank holds the sum; the hang is caught at the line the notebook names, counted from the cell."""
+    from nvtutorial.teach import ranks
+
+    pool = ranks.start(nproc=2, backend="gloo", quiet=True)
+    pids = list(pool.pids())
+    try:
+        assert ranks.run_code(_first_cell()).ok
+        held = ranks.pull("t")
+        assert welcome.first_allreduce(held, [1, 2], "CPU").status == "pass"
+        assert welcome.grade_allreduce("c", held, "CPU").status == "right"
+        assert welcome.grade_allreduce("b", held, "CPU").status == "off"
+        hung = ranks.run_code(_hang_code(), timeout=2)
+        verdict = welcome.hang(hung, backend="gloo")
+        assert verdict.status == "pass", verdict
+        assert verdict.numbers["stuck_line"].startswith("dist.all_reduce(t)") and verdict.numbers["others"] == {1: "ok"}
+        wrong = welcome.hang(hung, backend="nccl")  # the NCCL expectation does not match a gloo stack
+        assert wrong.status == "fail"
+    finally:
+        ranks.stop()
+    assert welcome.nothing_left(pids, "stop").status == "pass"
+
+
+@requires_two_gpus
+def test_the_hang_on_two_gpus_waits_at_the_first_use_of_the_result():
+    from nvtutorial.teach import ranks
+
+    ranks.start(nproc=2, backend="nccl", quiet=True)
+    try:
+        hung = ranks.run_code(_hang_code(), timeout=10)
+        verdict = welcome.hang(hung, backend="nccl")
+        assert verdict.status == "pass" and ".item()" in verdict.numbers["stuck_line"], hung.report()
+    finally:
+        ranks.stop()
+
+
+def test_the_stuck_line_is_read_from_the_innermost_cell_frame():
+    stack = ('Stack (most recent call last):\n  File "<ranks cell 2>", line 4, in <module>\n    total = t.sum().item()\n'
+             '  File "/x/torch/_tensor.py", line 1, in item\n    return 1')
+    assert welcome.stuck_line(stack) == "total = t.sum().item()"
+    assert welcome.stuck_line(None) is None
+
+
+def test_the_launch_figure_keeps_its_label_clear_of_the_axes():
+    """Issue 14: the "measured on" line printed over the axis labels of notebook 00's figure."""
+    import types
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from nvtutorial.plots import launch as launch_plots
+
+    from .test_bandwidth import assert_readable
+
+    run = types.SimpleNamespace(first_output_s=9.9, wall_s=11.7, workload="selftest",
+                                label="CPU, gloo, 2 processes on a-long-host-name: a simulation, not a GPU measurement")
+    fig, ax = launch_plots.launch_timeline([run], names=["selftest"])
+    fig.canvas.draw()
+    assert_readable(fig, ax)
+    plt.close(fig)
+
+
+def test_the_reference_data_is_where_the_tests_expect_it():
+    assert hardware.reference_output("nvidia-smi-topo-m.txt").is_file()
+    assert all((REFERENCE_RUNS / folder / "result.json").is_file() for folder in RUNS.values())
