@@ -241,3 +241,42 @@ def test_the_launch_figure_keeps_its_label_clear_of_the_axes():
 def test_the_reference_data_is_where_the_tests_expect_it():
     assert hardware.reference_output("nvidia-smi-topo-m.txt").is_file()
     assert all((REFERENCE_RUNS / folder / "result.json").is_file() for folder in RUNS.values())
+
+
+def test_c7_prediction_is_graded_against_the_runs_or_the_reference(ab):
+    assert lab.c7_answer(ab) == lab.REFERENCE_C7_ANSWER == "c"  # what the committed reference runs answer
+    assert lab.grade_c7("c", ab).status == "right" and lab.grade_c7("a", ab).status == "off"
+    assert lab.grade_c7(None, ab).status == "no answer"
+
+
+# --- the code exercises of notebooks 01 and 02 -------------------------------------------------------
+
+@pytest.mark.parametrize("name", ["busbw", "driver_rule"])
+def test_exercise_checkers_pass_the_solution_and_name_each_wrong_answer(name):
+    from nvtutorial.teach import check
+
+    solution = check.check(name)
+    assert solution.passed, solution.reason
+    module = check.load(name)
+    for label, (candidate, word) in module.WRONG.items():
+        result = check.check(name, candidate)
+        assert not result.passed and word in result.reason, (label, result.reason)
+
+
+def test_the_driver_exercise_is_the_doctors_rule():
+    from nvtutorial.exercises import driver_rule
+
+    for driver, runtime, status in driver_rule.CASES:
+        facts = dataclasses.replace(doctor.reference_facts(), driver_cuda=driver, torch_cuda=runtime)
+        assert doctor.check_driver_runtime(facts).status == status == driver_rule.driver_status(driver, runtime)
+
+
+def test_the_busbw_exercise_agrees_with_the_lesson_and_the_units():
+    from nvtutorial import units
+    from nvtutorial.exercises import busbw as exercise
+    from nvtutorial.lessons import busbw as lesson_file
+
+    for collective, size, seconds, n in exercise.CASES:
+        assert exercise.bus_bandwidth(collective, size, seconds, n) == pytest.approx(units.busbw(size, seconds, n, collective))
+        if collective == "all_reduce":
+            assert lesson_file.bus_bandwidth(size, seconds, n) == pytest.approx(exercise.bus_bandwidth(collective, size, seconds, n))

@@ -214,6 +214,9 @@ def wheel_index(driver_cuda: str | None, torch_version: str | None = None) -> tu
 
 def install_hint(driver_cuda: str | None, torch_version: str | None = None) -> str:
     """The pip command for a torch build this driver runs, or what to upgrade when there is none."""
+    if not driver_cuda:
+        return ("no NVIDIA driver here: the CPU build (pip install torch --index-url https://download.pytorch.org/whl/cpu) "
+                "runs the course as a simulation; with a driver, a CUDA build")
     found = wheel_index(driver_cuda, torch_version)
     if found is None:
         oldest = min((c for cs in TORCH_WHEEL_INDEXES.values() for c in cs), key=version_tuple)

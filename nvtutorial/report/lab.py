@@ -173,3 +173,30 @@ def claim_c7(ab: Sequence[LabRun], base: str = "default", other: str = "source's
         f"slower at {', '.join(r['size'] for r in rows if r['verdict'] == 'slower')}")
     return Verdict("C7", "wrong", f"No help on one machine: {log}{transports}; {change} (largest difference "
                    f"{worst['ratio'] - 1:+.1%} at {worst['size']}, noise {worst['noise']}).{control}", numbers, where)
+
+
+C7_CHOICES = {"a": "faster: busbw rises beyond the noise", "b": "slower: busbw falls beyond the noise",
+              "c": "no change: every difference is within the noise"}
+"""Notebook 02's prediction: what the source's NCCL settings do to the all-reduce between two GPUs."""
+REFERENCE_C7_ANSWER = "c"
+"""What the reference 2× H200 runs answered (``tests/test_claims_hardware.py`` recomputes it from them)."""
+
+
+def c7_answer(ab: Sequence[LabRun]) -> str:
+    """The letter of :data:`C7_CHOICES` that the A/B runs give."""
+    verdict = claim_c7(ab)
+    return "a" if verdict.numbers.get("faster") else ("b" if verdict.numbers.get("slower") else "c")
+
+
+def grade_c7(prediction: str | None, ab: Sequence[LabRun]) -> Verdict:
+    """Grade the prediction against these runs on GPUs, against the reference machine's runs on a CPU."""
+    from ..teach.predict import grade_choice
+
+    explanation = ("NCCL_NET_GDR_LEVEL and NCCL_IB_DISABLE only act on NCCL's network transport; two GPUs of one "
+                   "machine talk over P2P (or SHM), so the settings cannot move their traffic.")
+    if is_gpu(ab[0].result):
+        return grade_choice("C7 prediction", prediction, c7_answer(ab), C7_CHOICES, where=ab[0].result.label,
+                            explanation=explanation)
+    return grade_choice("C7 prediction", prediction, REFERENCE_C7_ANSWER, C7_CHOICES,
+                        where="reference 2× H200 (saved runs): this run was a CPU simulation",
+                        explanation=explanation + " A CPU run cannot decide it: gloo ignores NCCL_* variables.")
