@@ -375,8 +375,9 @@ def duplex_verdict(sendrecv: Any, copy: CopyRun | None = None) -> Verdict:
                "copy_status": engines.status if engines else None}
     where = nccl.where
     if not is_gpu(sendrecv):
-        return Verdict("duplex", "info", f"{nccl.text} The question is about a GPU link; on the reference 2× H200 NCCL "
-                       "kept 85 % per direction with both ways at once (saved run).", numbers, where)
+        return Verdict("duplex", "info", "CPU simulation: two processes exchanging through memory, not a link, so "
+                       "these numbers say nothing about duplex. On the reference 2× H200 NCCL's send/recv kept 85 % "
+                       "per direction with both ways at once (saved run).", numbers, where)
     if engines is None or engines.status == "info":
         return Verdict("duplex", "info", f"{nccl.text}. Without the copy-engine measurement these runs cannot say "
                        "whether the link or NCCL's transfer kernels set that number.", numbers, where)

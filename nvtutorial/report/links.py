@@ -53,7 +53,7 @@ def claim_c3(topo: Topology | None = None) -> Verdict:
     nv = [(a, b, link) for a, b, link in topo.gpu_pairs() if link.kind == "nvlink"]
     if nv:
         a, b, link = nv[0]
-        return Verdict("C3", "holds", f"{a}–{b}: {link.code}, {link.nvlinks} NVLinks, in {topo.source}.",
+        return Verdict("C3", "holds", f"{a}–{b}: {link.code}, {link.nvlinks} NVLinks: topo -m names NVLink as NV#.",
                        {"code": link.code, "nvlinks": link.nvlinks}, topo.source)
     return Verdict("C3", "unverifiable", f"no NV# entry in {topo.source}: these GPUs have no NVLink between them, "
                    "so the claim cannot be checked here (the reference machine shows NV18).", {"code": None}, topo.source)
@@ -81,7 +81,7 @@ def grade_run(prediction: float | None, result: Any, expectation: Expectation, s
     else:
         size, measured = bandwidth.reference_torch_busbw(size)
         where = "reference 2× H200 (saved torch all-reduce): this run was a CPU simulation"
-        source = f"the reference machine's saved torch all-reduce at {format_size(size)} (this run was a CPU simulation)"
+        source = f"the reference machine's saved torch all-reduce at {format_size(size)}; this run was a CPU simulation"
     explanation = (f"That is {measured / physical:.0%} of the {physical:.0f} GB/s physical limit of {expectation.link} "
                    f"({source}): NCCL's protocol, its synchronisation and the reduction itself take the rest, and "
                    "NCCL's all-reduce typically reaches 70–85 % of a link at large sizes.")
