@@ -2,8 +2,9 @@
 
 Verdicts that hold on a CPU are computed here and asserted on their status and numbers. Verdicts that
 only a GPU can decide are recomputed from the committed runs of the reference 2× H200
-(``reference/h200x2/runs/``) and its saved outputs (``nvtutorial/data/h200x2/``), so a code change that
-flips a reference conclusion fails here. When the lead commits new reference runs, update :data:`RUNS`.
+(``reference/h200x2/runs/``, named in :data:`nvtutorial.report.reference_runs.RUNS`) and its saved outputs
+(``nvtutorial/data/h200x2/``), so a code change that flips a reference conclusion fails here. When the lead
+commits new reference runs, update ``RUNS`` and the numbers below.
 """
 
 from __future__ import annotations
@@ -17,31 +18,18 @@ import pytest
 
 from nvtutorial.experiments import bandwidth as bwlab
 from nvtutorial.machine import doctor, hardware, links, topology
-from nvtutorial.report import bandwidth, claims, environment, lab, welcome
+from nvtutorial.report import bandwidth, claims, environment, lab, reference_runs, welcome
 from nvtutorial.report import links as linkreport
 from nvtutorial.results import RunResult
 
 from .conftest import requires_two_gpus
 
 ROOT = Path(__file__).resolve().parent.parent
-REFERENCE_RUNS = ROOT / "reference" / "h200x2" / "runs"
-RUNS = {
-    "sweep": "allreduce_bench-20261130-014824-f3bc9e",        # notebook 01, section 4: 1 KiB .. 1 GiB
-    "lab P2P off": "allreduce_bench-20261130-014903-51011f",
-    "lab P2P+SHM off": "allreduce_bench-20261130-014914-413939",
-    "ab default": "allreduce_bench-20261130-014936-7adb80",   # notebook 02, claim C7
-    "ab source's settings": "allreduce_bench-20261130-014947-7f3fbd",
-    "ab P2P off": "allreduce_bench-20261130-014959-963ea0",
-    "sendrecv": "sendrecv_bench-20261130-014839-652f0b",
-}
-"""The committed reference runs each verdict is recomputed from."""
 
 
 def reference_run(name: str) -> RunResult:
-    folder = REFERENCE_RUNS / RUNS[name]
-    result = RunResult.load(folder / "result.json")
-    result.log_files = {r: folder / f"rank{r}.log" for r in range(result.env.world_size)}
-    return result
+    """A committed run of the reference 2× H200 (``report.reference_runs.RUNS`` names them)."""
+    return reference_runs.load(name)
 
 
 @pytest.fixture(scope="module")
@@ -238,9 +226,13 @@ def test_the_launch_figure_keeps_its_label_clear_of_the_axes():
     plt.close(fig)
 
 
-def test_the_reference_data_is_where_the_tests_expect_it():
-    assert hardware.reference_output("nvidia-smi-topo-m.txt").is_file()
-    assert all((REFERENCE_RUNS / folder / "result.json").is_file() for folder in RUNS.values())
+def test_the_reference_data_is_where_the_tests_expect_it(runs_dir):
+    assert hardware.reference_output("nvidia-smi-topo-m.txt").is_file() and reference_runs.available()
+    # Without GPUs, notebook 02's A/B and notebook 01's send/recv are the reference machine's saved runs
+    ab = bwlab.source_ab({})
+    assert [run.result.label for run in ab] == [ab[0].result.label] * 3 and "H200" in ab[0].result.label
+    assert bwlab.point_to_point({}).run_dir == reference_runs.FOLDER / reference_runs.RUNS["sendrecv"]
+    assert not runs_dir.exists()  # nothing was launched
 
 
 def test_c7_prediction_is_graded_against_the_runs_or_the_reference(ab):

@@ -14,6 +14,7 @@ from typing import Any
 from .. import launch
 from ..machine import hardware, nccl_debug
 from ..report.bandwidth import CopyRun, rows_of
+from ..report import reference_runs
 from ..report.lab import LabRun
 
 
@@ -103,3 +104,35 @@ def device_copy(params: Mapping[str, Any] | None = None, timeout: float = 600.0)
     devices = result.metrics.get("devices") or []
     label = f"{result.label}; one process copying between cuda:0 and cuda:1" + (f" ({' and '.join(devices)})" if devices else "")
     return CopyRun(rows=rows_of(result), label=label, note=result.metrics.get("note", ""), result=result)
+
+
+CPU_AB = {"min_bytes": 65536, "max_bytes": 1048576, "factor": 4, "warmup": 2, "iters": 5, "repeats": 3, "target_s": 0.02}
+"""Small A/B sizes for a CPU, used only where the reference runs are not there (an installed package)."""
+
+
+def source_ab(params: Mapping[str, Mapping[str, Any]], timeout: float = 600.0) -> list[LabRun]:
+    """Notebook 02's A/B (claim C7) on :data:`SOURCE_AB_PATHS`: launched with ``params`` (path name → parameters).
+
+    With no parameters (the CPU profile: gloo ignores every ``NCCL_*`` variable, so both runs would be the
+    same code) it reads the reference 2× H200's saved runs instead, each labelled with where it ran; an
+    installed package without them runs the A/B on the CPU with :data:`CPU_AB` to show the method.
+    """
+    if params:
+        return run_lab(params, paths=SOURCE_AB_PATHS, timeout=timeout)
+    if reference_runs.available():
+        print("no GPUs here: the A/B below is the reference 2× H200's, from its saved runs (reference/h200x2/runs)")
+        saved = {path.name: reference_runs.load(f"ab {path.name}") for path in SOURCE_AB_PATHS}
+        return run_lab({}, reuse=saved, paths=SOURCE_AB_PATHS)
+    return run_lab({"default": CPU_AB, "source's settings": CPU_AB}, paths=SOURCE_AB_PATHS, timeout=timeout)
+
+
+def point_to_point(params: Mapping[str, Any], timeout: float = 600.0) -> Any:
+    """Notebook 01's ``sendrecv_bench`` run with ``params``; with none (the CPU profile: two processes have no link
+    to be full duplex) the reference 2× H200's saved run, labelled as such, or a small CPU run without it."""
+    if params:
+        return launch.run("sendrecv_bench", params=dict(params), output="none", timeout=timeout)
+    if reference_runs.available():
+        print("no GPUs here: the send/recv run below is the reference 2× H200's, from its saved run")
+        return reference_runs.load("sendrecv")
+    return launch.run("sendrecv_bench", params={"max_bytes": 262144, "factor": 16, "warmup": 2, "iters": 3, "repeats": 3,
+                                                "target_s": 0.02}, output="none", timeout=timeout)
