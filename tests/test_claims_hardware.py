@@ -272,3 +272,11 @@ def test_the_busbw_exercise_agrees_with_the_lesson_and_the_units():
         assert exercise.bus_bandwidth(collective, size, seconds, n) == pytest.approx(units.busbw(size, seconds, n, collective))
         if collective == "all_reduce":
             assert lesson_file.bus_bandwidth(size, seconds, n) == pytest.approx(exercise.bus_bandwidth(collective, size, seconds, n))
+
+
+def test_troubleshooting_from_the_reference_runs_compares_the_runs_own_nccl(ab):
+    """The runs' torch reported NCCL 2.28.9 and loaded 2.28.9+cuda13.0: the same library, whatever this machine has."""
+    laptop = dataclasses.replace(doctor.reference_facts(), torch="2.13.0+cpu", torch_cuda=None, nccl=None)
+    rows = environment.troubleshooting_from_runs(laptop, ab)
+    assert rows[0].status == "partly" and rows[0].numbers == {"runtime_nccl": "2.28.9+cuda13.0", "torch_nccl": "2.28.9"}
+    assert rows[2].numbers["p2p_ratio"] == pytest.approx(298.407 / 27.466, rel=1e-3)

@@ -61,11 +61,16 @@ def claim_minimums(f: Facts) -> Verdict:
 
 
 def troubleshooting(f: Facts, runtime_nccl: str | None, is_gpu: bool, p2p_ratio: float | None,
-                    topo_code: str | None, reference_ratio: float | None = None, where: str = "") -> list[Verdict]:
-    """The source's troubleshooting table, one verdict per row, with what the runs of notebook 02 showed."""
+                    topo_code: str | None, reference_ratio: float | None = None, where: str = "",
+                    torch_nccl: str | None = None) -> list[Verdict]:
+    """The source's troubleshooting table, one verdict per row, with what the runs of notebook 02 showed.
+
+    ``torch_nccl``: the NCCL torch reported on the ranks of the run that loaded ``runtime_nccl`` (default: the
+    doctor's ``f.nccl``, right when the run was made on this machine)."""
+    torch_nccl = torch_nccl or f.nccl
     if is_gpu and runtime_nccl:
-        same = nccl_version_number(runtime_nccl) == nccl_version_number(f.nccl)
-        measured = (f"torch reports NCCL {f.nccl}; the run loaded NCCL {runtime_nccl} (its NCCL_DEBUG lines): "
+        same = nccl_version_number(runtime_nccl) == nccl_version_number(torch_nccl)
+        measured = (f"torch reports NCCL {torch_nccl}; the run loaded NCCL {runtime_nccl} (its NCCL_DEBUG lines): "
                     + ("the same library. " if same else "a DIFFERENT library (LD_LIBRARY_PATH or LD_PRELOAD?). "))
         nccl_status = "partly" if same else "holds"
     else:
@@ -76,7 +81,7 @@ def troubleshooting(f: Facts, runtime_nccl: str | None, is_gpu: bool, p2p_ratio:
                     + measured + "torch uses the NCCL it ships with, so a mismatch is rare (LD_PRELOAD, a second NCCL on "
                     "LD_LIBRARY_PATH); the usual causes are a rank that crashed or diverged, a bad NCCL_SOCKET_IFNAME, a "
                     "small /dev/shm in containers, a driver older than torch's CUDA: run nvtutorial doctor and "
-                    "NCCL_DEBUG=INFO.", {"runtime_nccl": runtime_nccl, "torch_nccl": f.nccl}, where),
+                    "NCCL_DEBUG=INFO.", {"runtime_nccl": runtime_nccl, "torch_nccl": torch_nccl}, where),
             Verdict("troubleshooting: out of memory", "partly",
                     "The source's cause, gradient checkpointing not enabled, names one remedy (it trades compute for "
                     "activation memory); a smaller per-GPU batch, bf16 and the allocator's settings are others, "
@@ -107,6 +112,7 @@ def troubleshooting_from_runs(f: Facts, ab: Sequence[Any]) -> list[Verdict]:
     ratio = lab_ratio(ab, "default", "P2P off")[0] if gpu and "P2P off" in runs else None
     ref = bandwidth.reference_nccl_tests()
     reference_ratio = ref["default"].busbw_at(4 << 30) / ref["P2P off"].busbw_at(4 << 30)
-    link = default.result.env.link if default.result.env is not None else None
-    return troubleshooting(f, runtime_nccl=default.transport.version, is_gpu=gpu, p2p_ratio=ratio, topo_code=link,
-                           reference_ratio=reference_ratio, where=default.result.label)
+    env = default.result.env
+    return troubleshooting(f, runtime_nccl=default.transport.version, is_gpu=gpu, p2p_ratio=ratio,
+                           topo_code=env.link if env is not None else None, reference_ratio=reference_ratio,
+                           where=default.result.label, torch_nccl=env.nccl if env is not None else None)
