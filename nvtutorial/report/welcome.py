@@ -88,8 +88,9 @@ def hang(cell: Any, backend: str, stuck_rank: int = 0) -> Verdict:
     numbers = {"reason": cell.reason, "stuck_rank": stuck_rank, "stuck_line": line, "expected": expected,
                "others": others, "group_kept": cell.group_kept, "deadline_s": cell.timeout}
     if ok:
+        code = line.split("#")[0].strip()
         return Verdict("a hanging rank", "pass", f"At the {cell.timeout:g} s deadline rank {stuck_rank} was waiting at "
-                       f"`{line}` for a partner that never came, every other rank had left the cell, and the group was "
+                       f"`{code}` for a partner that never came, every other rank had left the cell, and the group was "
                        "freed and kept.", numbers, where)
     return Verdict("a hanging rank", "fail", f"Expected rank {stuck_rank} stuck at a line with `{expected}` and the "
                    f"others done; got reason {cell.reason}, line {line!r}, others {others}.", numbers, where)
