@@ -30,6 +30,7 @@ from typing import Any, Literal
 import psutil
 
 from . import hardware, params as params_mod, workloads
+from .progress import RunProgress
 from .results import EnvInfo, RunResult, read_json
 from .runtime import PROGRESS_PREFIX
 
@@ -201,31 +202,6 @@ class _LogTail:
         return lines
 
 
-class _Progress:
-    """One ``tqdm.auto`` bar fed by rank 0's structured progress lines."""
-
-    def __init__(self) -> None:
-        self.bar: Any = None
-
-    def update(self, event: dict[str, Any]) -> None:
-        from tqdm.auto import tqdm
-
-        total, n, desc = event.get("total"), event.get("n", 0), event.get("desc", "")
-        if self.bar is None or self.bar.total != total or self.bar.desc.rstrip(": ") != desc:
-            self.close()
-            self.bar = tqdm(total=total, desc=desc, leave=True, file=sys.stdout)
-        self.bar.n = n
-        info = {k: v for k, v in event.items() if k not in ("event", "n", "total", "desc")}
-        if info:
-            self.bar.set_postfix({k: f"{v:.4g}" if isinstance(v, float) else v for k, v in info.items()}, refresh=False)
-        self.bar.refresh()
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.close()
-            self.bar = None
-
-
 def _worker_processes(spec: LaunchSpec, started_at: float) -> list[psutil.Process]:
     """Workers that wrote a pid file, checked to be the processes this run started."""
     procs = []
@@ -277,7 +253,7 @@ def execute(spec: LaunchSpec, check: bool = True) -> RunResult:
     deadline = None if spec.timeout is None else t0 + spec.timeout
     tails = {r: _LogTail(spec.run_dir / f"rank{r}.log") for r in range(spec.nproc)}
     shown = set(range(spec.nproc)) if spec.output == "all" else ({0} if spec.output == "rank0" else set())
-    progress = _Progress()
+    progress = RunProgress()
     first_output: float | None = None
     failure_seen: float | None = None
     timed_out = interrupted = terminated = False
@@ -332,7 +308,8 @@ def execute(spec: LaunchSpec, check: bool = True) -> RunResult:
         if previous_sigterm is not None:
             signal.signal(signal.SIGTERM, previous_sigterm)
         pump()
-        progress.close()
+        failed = timed_out or failure_seen is not None or proc.returncode != 0
+        progress.close("interrupted" if interrupted else "failed" if failed else "done")
     wall = time.perf_counter() - t0
     result = _collect(spec, proc.returncode, wall, first_output)
     if interrupted:
