@@ -24,6 +24,7 @@ import sys
 from pathlib import Path
 
 import nbformat
+from nbformat.corpus.words import generate_corpus_id
 
 ROOT = Path(__file__).resolve().parent.parent
 KERNELSPEC = {"display_name": "Python 3 (nvtutorial)", "language": "python", "name": "python3"}
@@ -61,7 +62,12 @@ def normal_form(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
         cell.metadata.pop("papermill", None)
     nb.metadata.pop("papermill", None)
     nb.metadata.pop("widgets", None)
-    _, nb = nbformat.validator.normalize(nb)  # adds missing cell ids
+    existing = {cell.get("id") for cell in nb.cells}
+    seen: set[str] = set()
+    for cell in nb.cells:
+        if not cell.get("id") or cell.id in seen:  # missing or duplicate: a new one, as JupyterLab would
+            cell.id = next(i for i in iter(generate_corpus_id, None) if i not in existing | seen)
+        seen.add(cell.id)
     nbformat.validate(nb)
     return nb
 
