@@ -317,18 +317,22 @@ def test_every_page_of_the_website_loads_offline_with_its_figures_and_bars(site_
     pages = site_pages()
     assert any(p.startswith("notebooks/") for p in pages) and "claims.html" in pages
     context = browser.new_context(viewport={"width": 1300, "height": 900})
+    page = context.new_page()
+    outside, errors = [], []
+    page.on("request", lambda r: outside.append(r.url)
+            if not r.url.startswith(site_server) and not r.url.startswith("data:") else None)
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: errors.append(str(e)))
     problems, bars_seen = [], 0
     for path in pages:
-        page = context.new_page()
-        outside, errors = [], []
-        page.on("request", lambda r, outside=outside: outside.append(r.url)
-                if not r.url.startswith(site_server) and not r.url.startswith("data:") else None)
-        page.on("console", lambda m, errors=errors: errors.append(m.text) if m.type == "error" else None)
-        page.on("pageerror", lambda e, errors=errors: errors.append(str(e)))
-        page.goto(site_server + path, wait_until="networkidle")
+        outside.clear()
+        errors.clear()
+        page.goto(site_server + path, wait_until="load")
         views = page.locator('script[type="application/vnd.jupyter.widget-view+json"]').count()
         if views:
             page.wait_for_function(f"document.querySelectorAll('.widget-hprogress').length >= {views}", timeout=20_000)
+            page.wait_for_load_state("networkidle")  # what the widgets load once rendered (their fonts)
+        page.wait_for_function("[...document.images].every(i => i.complete)", timeout=20_000)
         images = page.eval_on_selector_all("img", "els => els.map(e => [e.getAttribute('src'), e.naturalWidth])")
         bars = page.eval_on_selector_all(".widget-hprogress .progress-bar",
                                          "els => els.map(e => [e.className, e.style.width])")
@@ -347,7 +351,16 @@ def test_every_page_of_the_website_loads_offline_with_its_figures_and_bars(site_
             if path.startswith("notebooks/") and bars:
                 page.locator(".widget-hprogress").first.scroll_into_view_if_needed()
             shoot(page, "site-" + path.replace("/", "-").replace(".html", ".png"))
-        page.close()
     context.close()
     assert not problems, "\n".join(problems)
     assert bars_seen > 0, "no page rendered a progress bar"
+
+
+def test_the_website_search_finds_a_lesson_offline(site_server, browser):
+    page = browser.new_page()
+    page.goto(site_server + "search.html?q=all_reduce", wait_until="networkidle")
+    results = page.locator("#search-results li")
+    page.wait_for_function("document.querySelectorAll('#search-results li').length > 0", timeout=30_000)
+    found = results.all_inner_texts()
+    page.close()
+    assert any("DDP" in text or "collective" in text.lower() or "Welcome" in text for text in found), found
