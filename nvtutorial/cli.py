@@ -133,7 +133,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 # Subcommands that live beside the module they expose: each module's add_command(sub) adds
 # its parser (class _Parser, so bad input exits 2) and sets `func`.
-_COMMAND_MODULES: list[str] = ["topology", "doctor"]
+_COMMAND_MODULES: list[str] = ["machine.topology", "machine.doctor", "slurm"]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -15,7 +15,8 @@ import time
 from pathlib import Path
 from typing import Literal
 
-from . import hardware
+from . import nvml
+from .machine import hardware
 from .results import write_json_atomic
 
 Profile = Literal["ci", "full"]
@@ -42,7 +43,7 @@ def where() -> str:
     if not gpus:
         return f"CPU only ({platform.processor() or platform.machine()}, {os.cpu_count()} cores): gloo simulation"
     names = ", ".join(sorted({g.name for g in gpus}))
-    link = hardware.link_label() if len(gpus) > 1 else None
+    link = nvml.link_label() if len(gpus) > 1 else None
     return f"{len(gpus)}× {names}" + (f" ({link})" if link else "")
 
 

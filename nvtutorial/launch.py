@@ -29,7 +29,8 @@ from typing import Any, Literal
 
 import psutil
 
-from . import hardware, params as params_mod, workloads
+from . import nvml, params as params_mod, workloads
+from .machine import hardware
 from .progress import RunProgress
 from .results import EnvInfo, RunResult, read_json
 from .runtime import PROGRESS_PREFIX
@@ -397,7 +398,7 @@ def _collect(spec: LaunchSpec, returncode: int, wall: float, first_output: float
         block["device_names"] = tuple(e.get("device", "?") for e in envs)
         if spec.backend == "nccl":
             block["driver"] = hardware.driver_version()
-            block["link"] = hardware.link_label() if spec.nproc > 1 else None
+            block["link"] = nvml.link_label() if spec.nproc > 1 else None
         env = EnvInfo.from_dict(block)
     log_files = {r: spec.run_dir / f"rank{r}.log" for r in range(spec.nproc)}
     tail = []

@@ -1,4 +1,4 @@
-"""The worker side of every workload: process group, device, progress lines and result files.
+"""The worker side of every workload: process group, device, the one timer, progress lines and result files.
 
 A workload module defines a frozen dataclass ``Params`` and ``run(ctx, params) -> dict`` and
 ends with ``if __name__ == "__main__": runtime.main(run, Params)``. It then runs under the
@@ -69,23 +69,14 @@ class Context:
 
             torch.cuda.synchronize(self.device)
 
+    def timer(self, host: bool = False) -> Timer:
+        """A :class:`Timer` on this rank's device (``host=True``: the host clock, synchronised)."""
+        return Timer(self.device, host=host)
+
     def time_calls(self, op: Callable[[], Any], iters: int = 1) -> float:
         """Seconds per call of ``op`` over ``iters`` back-to-back calls: CUDA events around them on a
         GPU (queued work before is not counted), the host clock on the CPU."""
-        if self.is_gpu:
-            import torch
-
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            for _ in range(iters):
-                op()
-            end.record()
-            end.synchronize()
-            return start.elapsed_time(end) / 1e3 / iters
-        t0 = time.perf_counter()
-        for _ in range(iters):
-            op()
-        return (time.perf_counter() - t0) / iters
+        return time_calls(op, iters, device=self.device)
 
     def barrier(self) -> None:
         import torch.distributed as dist
@@ -94,6 +85,77 @@ class Context:
             dist.barrier(device_ids=[self.device.index])
         else:
             dist.barrier()
+
+
+class Timer:
+    """Intervals timed on one clock: the course's one timing primitive, for every workload.
+
+    On a GPU (``device`` of type ``cuda``, or a ``stream``) each interval is a pair of CUDA events
+    recorded on the stream: what the GPU spent between :meth:`start` and :meth:`stop`, work
+    queued before ``start`` not counted, nothing synchronised until :meth:`seconds`. Otherwise
+    the host clock (``time.perf_counter``); with ``host=True`` on a GPU the device is synchronised
+    before reading it at both ends (a wall-clock time that includes the queued work's completion).
+    With ``device=None`` the host clock is read as it is, nothing synchronised::
+
+        timer = ctx.timer()
+        for _ in range(steps):
+            with timer:
+                step()
+        median_s = statistics.median(timer.seconds())
+    """
+
+    def __init__(self, device: Any = None, *, host: bool = False, stream: Any = None) -> None:
+        self.device = device
+        self.stream = stream
+        self.events = stream is not None or (not host and getattr(device, "type", None) == "cuda")
+        self.pairs: list[list[Any]] = []
+
+    def _sync(self) -> None:
+        if getattr(self.device, "type", None) == "cuda":
+            import torch
+
+            torch.cuda.synchronize(self.device)
+
+    def _mark(self) -> Any:
+        if self.events:
+            import torch
+
+            event = torch.cuda.Event(enable_timing=True)
+            event.record(self.stream)
+            return event
+        self._sync()
+        return time.perf_counter()
+
+    def start(self) -> None:
+        self.pairs.append([self._mark(), None])
+
+    def stop(self) -> None:
+        self.pairs[-1][1] = self._mark()
+
+    def __enter__(self) -> Timer:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+    def seconds(self) -> list[float]:
+        """Every interval so far, in seconds (on a GPU this waits for the last one to end)."""
+        if self.events:
+            for _, end in self.pairs:
+                end.synchronize()
+            return [start.elapsed_time(end) / 1e3 for start, end in self.pairs]
+        return [end - start for start, end in self.pairs]
+
+
+def time_calls(op: Callable[[], Any], iters: int = 1, *, device: Any = None, stream: Any = None) -> float:
+    """Seconds per call of ``op`` over ``iters`` back-to-back calls, timed by one :class:`Timer`
+    interval (CUDA events on a GPU device or a stream, the host clock otherwise)."""
+    timer = Timer(device, stream=stream)
+    with timer:
+        for _ in range(iters):
+            op()
+    return timer.seconds()[0] / iters
 
 
 def environment(ctx: Context) -> dict[str, Any]:

@@ -8,7 +8,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from nvtutorial import hardware
+from nvtutorial.machine import hardware
 
 
 def run_pids(run_dir: Path) -> list[int]:

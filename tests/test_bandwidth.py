@@ -10,7 +10,13 @@ from pathlib import Path
 import pytest
 
 import nvtutorial
-from nvtutorial import bandwidth, hardware, links, nccl_debug, runtime
+from nvtutorial import nvml as nvml_mod
+from nvtutorial import runtime, units
+from nvtutorial.experiments import bandwidth as bwlab
+from nvtutorial.machine import hardware, links, nccl_debug
+from nvtutorial.plots import bandwidth as bwplots
+from nvtutorial.report import bandwidth
+from nvtutorial.report import links as linkreport
 from nvtutorial.workloads import allreduce_bench, p2p_copy, sendrecv_bench
 
 from .conftest import requires_two_gpus
@@ -21,15 +27,15 @@ FIX = hardware.REFERENCE_DATA
 # --- formulas -----------------------------------------------------------------------------------
 
 def test_bus_factors():
-    assert bandwidth.bus_factor("all_reduce", 2) == 1.0
-    assert bandwidth.bus_factor("all_reduce", 8) == pytest.approx(1.75)
-    assert bandwidth.bus_factor("all_gather", 4) == pytest.approx(0.75)
-    assert bandwidth.bus_factor("sendrecv", 8) == 1.0
-    assert bandwidth.ring_bytes_per_rank(1 << 30, 2) == 1 << 30
+    assert units.bus_factor("all_reduce", 2) == 1.0
+    assert units.bus_factor("all_reduce", 8) == pytest.approx(1.75)
+    assert units.bus_factor("all_gather", 4) == pytest.approx(0.75)
+    assert units.bus_factor("sendrecv", 8) == 1.0
+    assert units.ring_bytes_per_rank(1 << 30, 2) == 1 << 30
     with pytest.raises(ValueError, match="unknown collective"):
-        bandwidth.bus_factor("allreduce", 2)
+        units.bus_factor("allreduce", 2)
     with pytest.raises(ValueError):
-        bandwidth.algbw(1, 0)
+        units.algbw(1, 0)
 
 
 @pytest.mark.parametrize("name", sorted(bandwidth.REFERENCE_FILES.values()))
@@ -40,8 +46,8 @@ def test_our_formulas_reproduce_nccl_tests(name):
     for row in run.rows:
         for prefix in ("", "ip_"):
             seconds = row[f"{prefix}time_us"] / 1e6
-            assert bandwidth.algbw(row["size"], seconds) == pytest.approx(row[f"{prefix}algbw"], rel=6e-3, abs=0.006)
-            assert bandwidth.busbw(row["size"], seconds, 2) == pytest.approx(row[f"{prefix}busbw"], rel=6e-3, abs=0.006)
+            assert units.algbw(row["size"], seconds) == pytest.approx(row[f"{prefix}algbw"], rel=6e-3, abs=0.006)
+            assert units.busbw(row["size"], seconds, 2) == pytest.approx(row[f"{prefix}busbw"], rel=6e-3, abs=0.006)
         assert row["count"] * 4 == row["size"] and row["type"] == "float" and row["root"] == -1
 
 
@@ -70,17 +76,17 @@ def test_torch_reference_parser():
 
 
 def test_sizes():
-    assert bandwidth.size_sweep(1024, 1 << 30, 4)[:3] == [1024, 4096, 16384]
-    assert bandwidth.size_sweep(1024, 1 << 30, 4)[-1] == 1 << 30
-    assert bandwidth.size_sweep(1000, 5000, 2) == [1000, 2000, 4000, 5000]
-    assert bandwidth.parse_size("256M") == 256 << 20 and bandwidth.parse_size("1GiB") == 1 << 30
-    assert bandwidth.parse_size(17) == 17
-    assert bandwidth.format_size(1 << 30) == "1 GiB" and bandwidth.format_size(1536) == "1.5 KiB"
-    assert bandwidth.format_size(100) == "100 B"
+    assert units.size_sweep(1024, 1 << 30, 4)[:3] == [1024, 4096, 16384]
+    assert units.size_sweep(1024, 1 << 30, 4)[-1] == 1 << 30
+    assert units.size_sweep(1000, 5000, 2) == [1000, 2000, 4000, 5000]
+    assert units.parse_size("256M") == 256 << 20 and units.parse_size("1GiB") == 1 << 30
+    assert units.parse_size(17) == 17
+    assert units.format_size(1 << 30) == "1 GiB" and units.format_size(1536) == "1.5 KiB"
+    assert units.format_size(100) == "100 B"
     with pytest.raises(ValueError):
-        bandwidth.parse_size("lots")
+        units.parse_size("lots")
     with pytest.raises(ValueError):
-        bandwidth.size_sweep(10, 5)
+        units.size_sweep(10, 5)
 
 
 def test_compare_with_reference_and_noise():
@@ -115,7 +121,7 @@ def test_card_table_corrects_c2_and_c5():
     assert not links.card("GeForce RTX 4090").has_nvlink
     rtx3090 = links.card("GeForce RTX 3090")
     assert rtx3090.nvlink_gbps == pytest.approx(56.25) and rtx3090.ratio == pytest.approx(1.79, abs=0.01)
-    c2, c5 = links.claim_c2(), links.claim_c5()
+    c2, c5 = linkreport.claim_c2(), linkreport.claim_c5()
     assert c2["verdict"] == "partly wrong" and "GeForce RTX 4090 has no NVLink" in c2["measured"]
     assert c5["verdict"].startswith("wrong") and "1.8×" in c5["measured"]
     frame = links.card_frame()
@@ -144,15 +150,15 @@ def test_expectations():
 
 
 def test_grading():
-    g = links.grade_prediction(330.0, 331.0, 450.0)
+    g = linkreport.grade_prediction(330.0, 331.0, 450.0)
     assert g.grade == "excellent" and g.efficiency == pytest.approx(331 / 450)
-    assert links.grade_prediction(250.0, 331.0, 450.0).grade == "good"
-    assert links.grade_prediction(200.0, 331.0, 450.0).grade == "right order of magnitude"
-    off = links.grade_prediction(900.0, 331.0, 450.0)
+    assert linkreport.grade_prediction(250.0, 331.0, 450.0).grade == "good"
+    assert linkreport.grade_prediction(200.0, 331.0, 450.0).grade == "right order of magnitude"
+    off = linkreport.grade_prediction(900.0, 331.0, 450.0)
     assert off.grade == "off" and "physical limit" in off.message
-    assert links.grade_prediction(None, 331.0, 450.0).grade == "no prediction"
+    assert linkreport.grade_prediction(None, 331.0, 450.0).grade == "no prediction"
     with pytest.raises(ValueError):
-        links.grade_prediction(-1.0, 331.0, 450.0)
+        linkreport.grade_prediction(-1.0, 331.0, 450.0)
 
 
 # --- NCCL's INFO lines ----------------------------------------------------------------------------
@@ -215,7 +221,7 @@ def test_lab_rows_ratio_and_verdicts(tmp_path):
         "P2P off": _fake_result(tmp_path, "p", {64 << 20: 27.4, 256 << 20: 27.5}, "\n".join(lines[4:6])),
         "P2P+SHM off": _fake_result(tmp_path, "s", {64 << 20: 3.5}, "\n".join(lines[6:8])),
     }
-    lab = bandwidth.run_lab({}, reuse=results)
+    lab = bwlab.run_lab({}, reuse=results)
     rows = bandwidth.lab_rows(lab)
     assert [r["transport (from NCCL_DEBUG)"] for r in rows] == ["P2P/direct pointer", "SHM/direct/direct", "NET/Socket"]
     assert rows[1]["default ÷ this"] == pytest.approx(299 / 27.5, abs=0.01)
@@ -231,12 +237,12 @@ def test_c7_verdict(tmp_path):
     same = {"default": _fake_result(tmp_path, "a", {64 << 20: 267.0, 1 << 30: 331.0}, log),
             "source's settings": _fake_result(tmp_path, "b", {64 << 20: 268.0, 1 << 30: 330.0}, log),
             "P2P off": _fake_result(tmp_path, "c", {64 << 20: 27.0}, "")}
-    ab = bandwidth.run_lab({}, reuse=same, paths=bandwidth.SOURCE_AB_PATHS)
+    ab = bwlab.run_lab({}, reuse=same, paths=bwlab.SOURCE_AB_PATHS)
     rows, claim = bandwidth.c7_verdict(ab)
     assert len(rows) == 2 and all(r["within noise"] for r in rows)
     assert claim["verdict"].startswith("no effect") and "NCCL_IB_DISABLE=1" in claim["measured"]
     changed = dict(same, **{"source's settings": _fake_result(tmp_path, "e", {64 << 20: 200.0, 1 << 30: 250.0}, log)})
-    _, claim = bandwidth.c7_verdict(bandwidth.run_lab({}, reuse=changed, paths=bandwidth.SOURCE_AB_PATHS))
+    _, claim = bandwidth.c7_verdict(bwlab.run_lab({}, reuse=changed, paths=bwlab.SOURCE_AB_PATHS))
     assert "beyond noise" in claim["verdict"]
 
 
@@ -258,7 +264,7 @@ def test_plots_return_figure_and_carry_the_label(tmp_path):
     import matplotlib.pyplot as plt
 
     result = _fake_result(tmp_path, "plot", {1 << 20: 60.0, 1 << 30: 331.0}, "")
-    fig, ax = bandwidth.plot_sweep(result, links.expect("NV18", "NVIDIA H200"))
+    fig, ax = bwplots.plot_sweep(result, links.expect("NV18", "NVIDIA H200"))
     texts = [t.get_text() for t in fig.texts]
     assert any("2× NVIDIA H200" in t for t in texts) and ax.get_ylabel() == "busbw (GB/s)"
     assert len(ax.get_lines()) >= 2  # this run and the reference points
@@ -306,9 +312,9 @@ def test_p2p_copy_on_cpu_is_a_labelled_simulation(one_rank):
 def test_device_copy_without_gpus_launches_nothing(runs_dir):
     import torch
 
-    if torch.version.cuda and nvtutorial.hardware.gpu_count() >= 2:
+    if torch.version.cuda and hardware.gpu_count() >= 2:
         pytest.skip("this machine has 2 GPUs: device_copy launches there")
-    copy = bandwidth.device_copy({"max_bytes": 1 << 20})
+    copy = bwlab.device_copy({"max_bytes": 1 << 20})
     assert copy.result is None and "needs 2 GPUs" in copy.rows[0]["note"]
     assert "394 GB/s" in copy.verdict() and not runs_dir.exists()
 
@@ -329,7 +335,7 @@ def test_two_process_allreduce_and_sendrecv(runs_dir):
     """Real launches: both ranks agree on the table; for n = 2 busbw = algbw; send/recv both ways adds up."""
     res = nvtutorial.run("allreduce_bench", params={"min_bytes": 1024, "max_bytes": 65536, "factor": 8, "warmup": 2,
                                                     "iters": 3, "repeats": 2, "wire_bytes": 4096},
-                         env=bandwidth.run_env(bandwidth.DEBUG_ENV), output="none", timeout=120)
+                         env=bwlab.run_env(bwlab.DEBUG_ENV), output="none", timeout=120)
     rows0, rows1 = res.ranks[0]["rows"], res.ranks[1]["rows"]
     assert rows0 == rows1  # every rank reports the slowest rank's time
     assert [r["size"] for r in rows0] == [1024, 8192, 65536]
@@ -354,11 +360,11 @@ def test_counters_are_read_per_active_link():
     from .test_topology import FakeNVMLError, fake_nvml
 
     nvml = fake_nvml(links=4, counters={(0, 138, k): 100 + k for k in range(4)} | {(0, 139, k): 200 + k for k in range(4)})
-    links = hardware.active_nvlinks(nvml, 0)
+    links = nvml_mod.active_nvlinks(nvml, 0)
     assert links == [0, 1, 2, 3]
-    assert hardware.nvlink_counters(nvml, 0, links) == {k: (100 + k, 200 + k) for k in range(4)}
+    assert nvml_mod.nvlink_counters(nvml, 0, links) == {k: (100 + k, 200 + k) for k in range(4)}
     del nvml.counters[(0, 139, 3)]  # a link whose RX counter NVML cannot read is left out
-    assert sorted(hardware.nvlink_counters(nvml, 0, links)) == [0, 1, 2]
+    assert sorted(nvml_mod.nvlink_counters(nvml, 0, links)) == [0, 1, 2]
     batch = nvml.nvmlDeviceGetFieldValues
 
     def refuse_batches(h, fields):
@@ -367,7 +373,7 @@ def test_counters_are_read_per_active_link():
         return batch(h, fields)
 
     nvml.nvmlDeviceGetFieldValues = refuse_batches
-    assert sorted(hardware.nvlink_counters(nvml, 0, links)) == [0, 1, 2]
+    assert sorted(nvml_mod.nvlink_counters(nvml, 0, links)) == [0, 1, 2]
 
 
 class _GpuLikeContext(runtime.Context):
@@ -392,12 +398,10 @@ def test_wire_bytes_counts_what_the_links_carried(one_rank, monkeypatch):
     import torch
     import torch.distributed as dist
 
-    from nvtutorial import hardware
-
     from .test_topology import fake_nvml
 
     nvml = fake_nvml(links=18, counters={(0, f, k): 0 for f in (138, 139) for k in range(18)})
-    monkeypatch.setattr(hardware, "nvml", contextlib.contextmanager(lambda: (yield nvml)))
+    monkeypatch.setattr(nvml_mod, "nvml", contextlib.contextmanager(lambda: (yield nvml)))
     monkeypatch.setattr(allreduce_bench, "_nvml_handle", lambda pynvml, ctx: 0)
     size = 1 << 20
     real = dist.all_reduce
@@ -416,7 +420,7 @@ def test_wire_bytes_counts_what_the_links_carried(one_rank, monkeypatch):
     assert wire["expected_bytes_per_op"] == size  # 2(n−1)/n · S with n = 2
     assert wire["tx_ratio"] == pytest.approx(18 * (size // 1024 // 18) * 1024 / size)
     no_links = fake_nvml(links=0)
-    monkeypatch.setattr(hardware, "nvml", contextlib.contextmanager(lambda: (yield no_links)))
+    monkeypatch.setattr(nvml_mod, "nvml", contextlib.contextmanager(lambda: (yield no_links)))
     wire = allreduce_bench.wire_bytes(ctx, torch.zeros(size // 4), size, iters=1)
     assert wire["available"] is False and "no active NVLink" in wire["reason"]
 
@@ -425,7 +429,7 @@ def test_wire_bytes_counts_what_the_links_carried(one_rank, monkeypatch):
 def test_on_two_gpus_the_logs_name_the_transport_and_the_counters_match_the_ring(runs_dir):
     """GPU only: NCCL_P2P_DISABLE=1 moves NCCL from P2P to SHM; over NVLink, GPU 0 sends about S per all-reduce."""
     params = {"min_bytes": 1 << 20, "max_bytes": 64 << 20, "factor": 8, "repeats": 2, "wire_bytes": 256 << 20, "wire_iters": 4}
-    lab = bandwidth.run_lab({"default": params, "P2P off": params}, paths=bandwidth.LAB_PATHS[:2])
+    lab = bwlab.run_lab({"default": params, "P2P off": params}, paths=bwlab.LAB_PATHS[:2])
     assert [run.transport.transport for run in lab] == ["P2P", "SHM"]
     assert bandwidth.lab_ratio(lab, "default", "P2P off")[0] > 1.0
     wire = lab[0].result.metrics["wire"]

@@ -84,7 +84,7 @@ def test_bad_input_is_one_line_exit_2_and_launches_nothing(args, expected, tmp_p
     if "--backend" in args and "nccl" in args:
         import torch
 
-        from nvtutorial import hardware
+        from nvtutorial.machine import hardware
 
         if torch.version.cuda and hardware.gpu_count() >= 2:
             pytest.skip("this machine has 2 GPUs, so --backend nccl is valid here")

@@ -16,9 +16,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from nvtutorial import collectives as col
-from nvtutorial import compression as comp
 from nvtutorial import launch
+from nvtutorial.lessons import collectives as col
+from nvtutorial.lessons import compression as comp
+from nvtutorial.report import collectives as colreport
+from nvtutorial.report import compression as compreport
 
 WORLD = 2
 
@@ -313,16 +315,16 @@ def test_verdicts_are_computed_from_the_measurements():
         "slow": {"hooks": [_hook("none", 20.0, 1000, 0.50), _hook("fp16", 15.0, 500, 0.51),
                            _hook("topk", 25.0, 20, 0.41)]},
     }
-    frame = comp.hooks_frame(runs)
+    frame = compreport.hooks_frame(runs)
     assert frame.loc[(frame.link == "fast") & (frame.hook == "fp16"), "step_vs_none"].item() == pytest.approx(1.2)
     assert frame.loc[frame.hook == "topk", "bytes_saved"].tolist() == pytest.approx([0.98, 0.98])
-    table = comp.verdict_table(frame)
+    table = compreport.verdict_table(frame)
     assert table.loc["fp16", "pays on"] == "slow"
     assert table.loc["fp16", "step time, fast"].endswith("(slower)")
     assert table.loc["topk", "step time, fast"].startswith("no change")
     assert table.loc["topk", "pays on"] == "none of the links measured"
     assert "within" not in table.loc["topk", "IoU vs none"]  # a 0.1 IoU loss is reported as a cost
-    slower = comp.slower_statements(frame)
+    slower = compreport.slower_statements(frame)
     assert len(slower) == 2
     assert slower[0].startswith("On fast, fp16 made each training step 20% slower")
     assert slower[1].startswith("On slow, topk made each training step 25% slower")
@@ -331,30 +333,30 @@ def test_verdicts_are_computed_from_the_measurements():
 def test_noise_widens_no_change():
     runs = {"fast": {"hooks": [dict(_hook("none", 10.0, 1000, 0.5), step_ms_spread=0.02),
                                dict(_hook("bf16", 11.0, 500, 0.5), step_ms_spread=0.15)]}}
-    frame = comp.hooks_frame(runs)
+    frame = compreport.hooks_frame(runs)
     assert frame.loc[frame.hook == "bf16", "step_noise"].item() == pytest.approx(0.15)
-    assert comp.verdict_table(frame).loc["bf16", "step time, fast"].startswith("no change")
-    assert comp.slower_statements(frame) == []  # +10 % is inside the rounds' 15 % spread
+    assert compreport.verdict_table(frame).loc["bf16", "step time, fast"].startswith("no change")
+    assert compreport.slower_statements(frame) == []  # +10 % is inside the rounds' 15 % spread
     runs["fast"]["hooks"][1]["step_ms_spread"] = 0.01
-    assert comp.slower_statements(comp.hooks_frame(runs))[0].startswith("On fast, bf16 made each training step 10% slower")
+    assert compreport.slower_statements(compreport.hooks_frame(runs))[0].startswith("On fast, bf16 made each training step 10% slower")
     # fp16 and bf16 do the same work: a 20 % gap between them is noise, so neither changed the step
     runs["fast"]["hooks"].append(dict(_hook("fp16", 9.0, 500, 0.5), step_ms_spread=0.01))
-    frame = comp.hooks_frame(runs)
+    frame = compreport.hooks_frame(runs)
     assert frame["step_noise"].tolist() == pytest.approx([0.2, 0.2, 0.2])
-    table = comp.verdict_table(frame)
+    table = compreport.verdict_table(frame)
     assert table.loc["fp16", "pays on"] == "none of the links measured"
     assert table.loc["fp16", "step time, fast"].startswith("no change")
 
 
 def test_link_statement():
-    one = comp.hooks_frame({"NVLink": {"hooks": [_hook("none", 10.0, 1000, 0.5)]}})
-    assert comp.link_statement(one).startswith("One link measured")
-    two = comp.hooks_frame({"NVLink": {"hooks": [_hook("none", 10.0, 1000, 0.5)]},
+    one = compreport.hooks_frame({"NVLink": {"hooks": [_hook("none", 10.0, 1000, 0.5)]}})
+    assert compreport.link_statement(one).startswith("One link measured")
+    two = compreport.hooks_frame({"NVLink": {"hooks": [_hook("none", 10.0, 1000, 0.5)]},
                             "host-staged": {"hooks": [_hook("none", 10.1, 1000, 0.5)]}})
-    assert "did not show" in comp.link_statement(two)
-    staged_faster = comp.hooks_frame({"NVLink": {"hooks": [_hook("none", 14.0, 1000, 0.5)]},
+    assert "did not show" in compreport.link_statement(two)
+    staged_faster = compreport.hooks_frame({"NVLink": {"hooks": [_hook("none", 14.0, 1000, 0.5)]},
                                       "host-staged": {"hooks": [_hook("none", 12.0, 1000, 0.5)]}})
-    assert "fastest on host-staged" in comp.link_statement(staged_faster)
+    assert "fastest on host-staged" in compreport.link_statement(staged_faster)
 
 
 def test_pool_rounds_pools_steps_and_keeps_the_first_curves():
@@ -379,18 +381,18 @@ def test_claim_verdicts():
             {"case": "b", "implementation": "source", "ran": False, "exact": False, "error": "RuntimeError: x"},
             {"case": "a", "implementation": "course", "ran": True, "exact": True, "error": None},
             {"case": "b", "implementation": "course", "ran": True, "exact": True, "error": None}]
-    text = col.source_verdict(rows)
+    text = colreport.source_verdict(rows)
     assert text.startswith("C22 refuted") and "exact in 2 of 2" in text
     dense = comp.density_summary([comp.density_row("w", torch.randn(8, 8))])
-    assert comp.density_verdict(dense).startswith("C23 refuted")
+    assert compreport.density_verdict(dense).startswith("C23 refuted")
     sparse = comp.density_summary([comp.density_row("w", torch.cat([torch.ones(1), torch.zeros(999)]))])
-    assert comp.density_verdict(sparse).startswith("C23 supported")
+    assert compreport.density_verdict(sparse).startswith("C23 supported")
 
 
 def test_nvml_statements_report_counter_or_why_not():
     runs = {"NVLink (NV18)": {"hooks": [dict(_hook("none", 10.0, 1000, 0.5), nvlink_tx_bytes_per_step=1100.0)]},
             "gloo (CPU)": {"hooks": [dict(_hook("none", 10.0, 1000, 0.5), nvlink_note="not available: no GPU")]}}
-    lines = comp.nvml_statements(comp.hooks_frame(runs))
+    lines = compreport.nvml_statements(compreport.hooks_frame(runs))
     assert "NVML ÷ counted = 1.10" in lines[0]
     assert lines[1].endswith("not available: no GPU")
 

@@ -7,7 +7,9 @@ import json
 
 import pytest
 
-from nvtutorial import cli, doctor
+from nvtutorial import cli
+from nvtutorial.machine import doctor
+from nvtutorial.report import environment as envreport
 
 
 @pytest.fixture
@@ -111,23 +113,23 @@ def test_broken_setup_rows(healthy):
 
 
 def test_claims(healthy):
-    c4 = doctor.claim_c4(healthy)
+    c4 = envreport.claim_c4(healthy)
     assert "→ ok" in c4["measured"] and "→ fail" in c4["measured"] and c4["verdict"].startswith("dated")
-    assert "2.28.9" in doctor.claim_c6(healthy)["measured"]
-    assert doctor.claim_minimums(healthy)["verdict"] == "met"
+    assert "2.28.9" in envreport.claim_c6(healthy)["measured"]
+    assert envreport.claim_minimums(healthy)["verdict"] == "met"
     cpu = dataclasses.replace(healthy, torch="2.13.0+cpu", torch_cuda=None, nccl=None)
-    assert doctor.claim_minimums(cpu)["verdict"] == "met"
-    assert "reference machine" in doctor.claim_c4(cpu)["measured"]
+    assert envreport.claim_minimums(cpu)["verdict"] == "met"
+    assert "reference machine" in envreport.claim_c4(cpu)["measured"]
 
 
 def test_troubleshooting_rows(healthy):
-    gpu = doctor.troubleshooting_rows(healthy, runtime_nccl="2.28.9+cuda13.0", is_gpu=True, p2p_ratio=11.9, topo_code="NV18")
+    gpu = envreport.troubleshooting_rows(healthy, runtime_nccl="2.28.9+cuda13.0", is_gpu=True, p2p_ratio=11.9, topo_code="NV18")
     assert [r["symptom"] for r in gpu] == ["NCCL error", "out of memory", "no speed-up"]
     assert "the same library" in gpu[0]["what we measured"] and gpu[0]["verdict"].startswith("corrected")
     assert "11.9×" in gpu[2]["what we measured"] and gpu[2]["verdict"].startswith("corrected")
-    other = doctor.troubleshooting_rows(healthy, runtime_nccl="2.21.5", is_gpu=True, p2p_ratio=1.1, topo_code="PHB")
+    other = envreport.troubleshooting_rows(healthy, runtime_nccl="2.21.5", is_gpu=True, p2p_ratio=1.1, topo_code="PHB")
     assert "DIFFERENT" in other[0]["what we measured"] and other[2]["verdict"].startswith("not reproduced")
-    cpu = doctor.troubleshooting_rows(healthy, runtime_nccl=None, is_gpu=False, p2p_ratio=None, topo_code=None,
+    cpu = envreport.troubleshooting_rows(healthy, runtime_nccl=None, is_gpu=False, p2p_ratio=None, topo_code=None,
                                       reference_ratio=11.9)
     assert "CPU simulation" in cpu[0]["what we measured"] and "11.9×" in cpu[2]["what we measured"]
 

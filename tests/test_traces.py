@@ -1,4 +1,5 @@
-"""The time split of a DDP step (nvtutorial.traces), telemetry parsing, and the profiling workload.
+"""The time split of a DDP step (nvtutorial.tracesplit, nvtutorial.report.traces), telemetry parsing,
+and the profiling workload.
 
 Fixtures (tests/fixtures/traces/):
 * ``synthetic_gpu.json``: a hand-built torch.profiler-style trace of two steps whose overlaps
@@ -20,8 +21,11 @@ import numpy as np
 import pytest
 
 import nvtutorial
-from nvtutorial import telemetry, traces
-from nvtutorial.workloads import profile_step
+from nvtutorial import tracesplit
+from nvtutorial.experiments import profiling
+from nvtutorial.machine import telemetry
+from nvtutorial.report import monitoring, traces
+from nvtutorial.report import profiling as profreport
 
 FIXTURES = Path(__file__).parent / "fixtures" / "traces"
 SYNTHETIC = FIXTURES / "synthetic_gpu.json"
@@ -52,15 +56,15 @@ def test_interval_operations_match_a_raster():
         b = [(round(s * 4) / 4, round(e * 4) / 4) for s, e in b]
         ma, step = _raster(a, 0, 130)
         mb, _ = _raster(b, 0, 130)
-        assert traces.total(a) == pytest.approx(ma.sum() * step)
-        assert traces.total(traces.intersect(a, b)) == pytest.approx((ma & mb).sum() * step)
-        assert traces.total(traces.subtract(a, b)) == pytest.approx((ma & ~mb).sum() * step)
-        merged = traces.merge(a)
+        assert tracesplit.total(a) == pytest.approx(ma.sum() * step)
+        assert tracesplit.total(tracesplit.intersect(a, b)) == pytest.approx((ma & mb).sum() * step)
+        assert tracesplit.total(tracesplit.subtract(a, b)) == pytest.approx((ma & ~mb).sum() * step)
+        merged = tracesplit.merge(a)
         assert all(e1 < s2 for (_, e1), (s2, _) in itertools.pairwise(merged)), "merged intervals must not touch"
 
 
 def test_merge_joins_touching_and_drops_empty():
-    assert traces.merge([(5, 6), (0, 2), (2, 3), (4, 4)]) == [(0.0, 3.0), (5.0, 6.0)]
+    assert tracesplit.merge([(5, 6), (0, 2), (2, 3), (4, 4)]) == [(0.0, 3.0), (5.0, 6.0)]
 
 
 # --------------------------------------------------------------------------- the synthetic GPU trace
@@ -71,7 +75,7 @@ def test_synthetic_trace_split_is_exact():
     # Step 2 (100-200 µs): compute 25 + 20 + 15 + 5 = 65; NCCL 15 + 6 + [195,200] 5 = 26 (the kernel
     #   that straddles the step's end counts up to it); hidden 10; exposed 16; busy 81; idle 19.
     # The kernel at 250-260 µs is after the last step: not counted. Averages per step, in ms:
-    s = traces.split(SYNTHETIC)
+    s = tracesplit.split(SYNTHETIC)
     assert s.source == "gpu" and s.steps == 2 and s.rank == 0
     assert s.step_ms == pytest.approx(0.100)
     assert s.compute_ms == pytest.approx(0.068)
@@ -87,38 +91,38 @@ def test_synthetic_trace_split_is_exact():
 def test_synthetic_trace_phases_follow_the_launch():
     # The kernel [96,99] runs during the optimizer's range but was launched in backward: it
     # counts for backward (found through its launch's correlation id).
-    s = traces.split(SYNTHETIC)
+    s = tracesplit.split(SYNTHETIC)
     assert s.phase_ms == pytest.approx({"forward": (28 + 25) / 2e3, "backward": (38 + 35) / 2e3, "optimizer": 5e-3})
 
 
 def test_gpu_side_annotations_are_not_steps():
-    act = traces.classify(SYNTHETIC)
+    act = tracesplit.classify(SYNTHETIC)
     assert act.steps == [(0.0, 100.0), (100.0, 200.0)]  # the gpu_user_annotation copy is ignored
 
 
 def test_skip_first_step():
-    s = traces.split(SYNTHETIC, skip_first=1)
+    s = tracesplit.split(SYNTHETIC, skip_first=1)
     assert s.steps == 1 and s.compute_ms == pytest.approx(0.065) and s.exposed_ms == pytest.approx(0.016)
 
 
 def test_trace_without_steps_is_one_window():
-    data = traces.load(SYNTHETIC)
+    data = tracesplit.load(SYNTHETIC)
     data["traceEvents"] = [e for e in data["traceEvents"] if e.get("cat") != "user_annotation"]
-    s = traces.split(data)
+    s = tracesplit.split(data)
     assert s.steps == 1
     assert s.step_ms == pytest.approx((260 - 1) / 1e3)  # first GPU event to last
 
 
 def test_empty_trace_is_an_error():
     with pytest.raises(ValueError, match="neither compute nor communication"):
-        traces.split({"traceEvents": []})
+        tracesplit.split({"traceEvents": []})
 
 
 # --------------------------------------------------------------------------- the real CPU (gloo) traces
 
 def _raster_split(path):
     """The same quantities, computed independently on a 0.01 µs grid."""
-    data = traces.load(path)
+    data = tracesplit.load(path)
     ev = [e for e in data["traceEvents"] if e.get("ph") == "X"]
     step = next(e for e in ev if e["name"] == "train_step" and e["cat"] == "user_annotation")
     lo = step["ts"]  # work relative to the step's start: absolute times (~1e12 µs) lose the grid's precision
@@ -135,7 +139,7 @@ def _raster_split(path):
 
 @pytest.mark.parametrize("path", CPU_TRACES, ids=["rank0", "rank1"])
 def test_real_cpu_trace_split(path):
-    s = traces.split(path)
+    s = tracesplit.split(path)
     assert s.source == "cpu" and s.steps == 1
     assert s.comm_ms > 0, "gloo's collective events were not found"
     assert s.compute_ms > 0
@@ -147,7 +151,7 @@ def test_real_cpu_trace_split(path):
 
 
 def test_cpu_traces_know_their_ranks_and_share_a_clock():
-    assert [traces.classify(p).rank for p in CPU_TRACES] == [0, 1]
+    assert [tracesplit.classify(p).rank for p in CPU_TRACES] == [0, 1]
     tl = traces.timeline(CPU_TRACES)
     assert set(tl["rank"]) == {0, 1}
     assert {"step", "phase", "compute", "comm"} <= set(tl["kind"])
@@ -183,7 +187,7 @@ def _nsys_db(path):
     names = {}
     pid = 4242
     gpid = pid << 24
-    data = traces.load(SYNTHETIC)
+    data = tracesplit.load(SYNTHETIC)
     for e in data["traceEvents"]:
         if e.get("cat") == "gpu_memcpy":  # copies live in a table of their own
             con.execute("INSERT INTO CUPTI_ACTIVITY_KIND_MEMCPY VALUES (?,?,?,?,?)",
@@ -207,7 +211,7 @@ def test_nsys_split_matches_the_profiler_split(tmp_path):
     db = tmp_path / "report.sqlite"
     _nsys_db(db)
     (s,) = traces.nsys_split(db)
-    ref = traces.split(SYNTHETIC)
+    ref = tracesplit.split(SYNTHETIC)
     assert s.source == "nsys" and s.rank == 0 and s.steps == 2
     for key in ("step_ms", "compute_ms", "comm_ms", "hidden_ms", "exposed_ms", "idle_ms"):
         assert getattr(s, key) == pytest.approx(getattr(ref, key)), key
@@ -225,17 +229,17 @@ def test_parse_kernel_summary():
 
 
 def test_nsys_missing_says_so_and_shows_the_command(monkeypatch):
-    monkeypatch.setattr(traces.shutil, "which", lambda name: None)
-    res = traces.run_nsys("profile_step", params={"model": "tiny", "profiler": False})
+    monkeypatch.setattr(profiling.shutil, "which", lambda name: None)
+    res = profiling.run_nsys("profile_step", params={"model": "tiny", "profiler": False})
     assert not res.available and "not on PATH" in res.reason
     assert res.command[:2] == ["nsys", "profile"] and "torch.distributed.run" in " ".join(res.command)
-    cmd = traces.nsys_display_command("profile_step", {"model": "tiny", "profiler": False})
+    cmd = profiling.nsys_display_command("profile_step", {"model": "tiny", "profiler": False})
     assert cmd.startswith("nsys profile --trace=cuda,nvtx") and "--set model=tiny --set profiler=False" in cmd
 
 
 def test_nsys_display_command_rejects_bad_parameters():
     with pytest.raises(Exception, match="batch_size"):
-        traces.nsys_display_command("profile_step", {"batch_size": 0})
+        profiling.nsys_display_command("profile_step", {"batch_size": 0})
 
 
 # --------------------------------------------------------------------------- telemetry
@@ -315,22 +319,22 @@ def _rank(step_ms, local_ms, exposed_ms, comm_share=0.2):
 
 def test_gap_and_verdicts():
     res = _fake_result([_rank(10.0, 9.0, 0.8), _rank(10.2, 9.0, 1.0)])
-    row = profile_step.gap_row(res)
+    row = profreport.gap_row(res)
     assert row["gap_ms"] == pytest.approx(1.1) and row["exposed_ms"] == pytest.approx(0.9)
     assert row["predicted_ms"] == pytest.approx(9.9) and row["scaling_efficiency"] == pytest.approx(9.0 / 10.1)
-    lines = profile_step.verdict_gap(profile_step.gap_frame({"NVLink": res}))
+    lines = profreport.verdict_gap(profreport.gap_frame({"NVLink": res}))
     assert "explains 82 % of the gap" in lines[0]
-    rows = profile_step.sweep_rows(res)
+    rows = profreport.sweep_rows(res)
     assert [r["batch"] for r in rows] == [2, 8] and rows[0]["comm_share"] == pytest.approx(0.3)
-    (c16,) = profile_step.verdict_c16({"NVLink": rows})
+    (c16,) = profreport.verdict_c16({"NVLink": rows})
     assert "30 % at batch 2 -> 10 % at batch 8 (falls" in c16 and "below 15 % from batch 8" in c16
-    assert profile_step.split_frame(res, "NVLink")["path"].tolist() == ["NVLink", "NVLink"]
-    assert "-> exposed" not in profile_step.describe_split(profile_step.split_frame(res))[0]
+    assert profreport.split_frame(res, "NVLink")["path"].tolist() == ["NVLink", "NVLink"]
+    assert "-> exposed" not in profreport.describe_split(profreport.split_frame(res))[0]
 
 
 def test_params_from_picks_only_workload_parameters():
     sizes = {"model": "tiny", "interval": 0.1, "sweep": [2, 4], "timeout": 60}
-    assert profile_step.params_from(sizes, steps=2) == {"model": "tiny", "sweep": [2, 4], "steps": 2}
+    assert profiling.params_from(sizes, steps=2) == {"model": "tiny", "sweep": [2, 4], "steps": 2}
 
 
 def test_bad_parameters_fail_before_launch():
@@ -356,7 +360,7 @@ def test_profile_step_run_writes_traces_and_a_consistent_split(runs_dir):
         assert m["probe"]["count"] >= 1
         assert [p["name"] for p in m["phases"]][:3] == ["setup + warm-up", "timed steps", "profiled steps"]
     # The split the workload computed is the one the parent computes from the saved trace.
-    again = traces.split(res.run_dir / "trace_rank0.json")
+    again = tracesplit.split(res.run_dir / "trace_rank0.json")
     assert again.comm_ms == pytest.approx(res.ranks[0]["split"]["comm_ms"])
 
 
@@ -369,18 +373,18 @@ def test_probe_traffic_and_the_c13_verdict():
         t._raw += [telemetry._Raw(10.0, gpu, 90, 10, 1, 300, 0, 0), telemetry._Raw(12.0, gpu, 90, 10, 1, 300, 2 * 2**20, 2 * 2**20)]
     t.dmon_text = DMON
     res = _fake_result([{"probe": {"start": 9.9, "end": 12.1, "bytes_per_rank_algorithm": 2 * 2**30}}])
-    rows = profile_step.probe_traffic(t, res)
+    rows = profreport.probe_traffic(t, res)
     assert [r["gpu"] for r in rows] == [0, 1] and rows[0]["sent_over_expected"] == pytest.approx(1.0)
-    verdict = telemetry.verdict_c13(t, rows)
+    verdict = monitoring.verdict_c13(t, rows)
     assert "sm, mem, enc, dec, jpg, ofa" in verdict and "no NVLink traffic among them" in verdict
     assert "2.00 GiB sent per GPU" in verdict and "partly true" in verdict
     t.available = False
     t.reason = "NVML is unavailable here"
-    assert telemetry.verdict_c13(t, []) == "C13: not checked here: NVML is unavailable here"
+    assert monitoring.verdict_c13(t, []) == "C13: not checked here: NVML is unavailable here"
 
 
 def test_verdict_c12():
-    split = traces.split(SYNTHETIC)
+    split = tracesplit.split(SYNTHETIC)
     missing = traces.NsysResult(available=False, command=["nsys"], reason="not on PATH")
     assert "nsys is not installed here" in traces.verdict_c12(split, missing)
     ran = traces.NsysResult(available=True, command=["nsys"], splits=[split, split])

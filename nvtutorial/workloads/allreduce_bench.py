@@ -20,14 +20,13 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import statistics
 import time
-from collections.abc import Callable
 from typing import Any, Literal
 
-from nvtutorial import runtime
-from nvtutorial.bandwidth import size_sweep
+from nvtutorial import nvml, runtime
 from nvtutorial.params import require
+from nvtutorial.units import size_sweep
+from nvtutorial.workloads._bench import bandwidth_row, measure, torch_dtype
 
 DTYPES = ("float32", "bfloat16", "float16", "float64", "int32")
 
@@ -60,84 +59,23 @@ class Params:
         return sorted(set(self.sizes)) if self.sizes else size_sweep(self.min_bytes, self.max_bytes, self.factor)
 
 
-# --- Timing helpers, shared by sendrecv_bench and p2p_copy ----------------------------------------
-
-def torch_dtype(name: str) -> Any:
-    import torch
-
-    return getattr(torch, name)
-
-
-def measure(ctx: runtime.Context, op: Callable[[], Any], warmup: int, iters: int, repeats: int,
-            target_s: float) -> tuple[list[float], int]:
-    """Per-call seconds of each repeat (every rank aligned by a barrier first) and the iterations used.
-
-    The first warm-up call is untimed (it may set up connections); the others estimate the
-    per-call time, from which ``iters`` is reduced so that a repeat takes about ``target_s``.
-    """
-    op()
-    ctx.sync()
-    estimate = ctx.time_calls(op, warmup - 1) if warmup > 1 else None
-    if estimate is not None:
-        iters = max(1, min(iters, int(target_s / max(estimate, 1e-9))))
-    iters = agree_min(ctx, iters)
-    times = []
-    for _ in range(repeats):
-        ctx.barrier()
-        times.append(ctx.time_calls(op, iters))
-    return times, iters
-
-
-def agree_min(ctx: runtime.Context, value: int) -> int:
-    """The smallest ``value`` over ranks (every rank must run the same number of collectives)."""
-    import torch
-    import torch.distributed as dist
-
-    t = torch.tensor([value], dtype=torch.int64, device=ctx.device)
-    dist.all_reduce(t, op=dist.ReduceOp.MIN)
-    return int(t.item())
-
-
-def slowest(ctx: runtime.Context, seconds: float) -> float:
-    """The largest value over ranks (the slowest rank decides a collective's time)."""
-    import torch
-    import torch.distributed as dist
-
-    t = torch.tensor([seconds], dtype=torch.float64, device=ctx.device)
-    dist.all_reduce(t, op=dist.ReduceOp.MAX)
-    return float(t.item())
-
-
-def bandwidth_row(ctx: runtime.Context, size: int, times: list[float], factor: float, **extra: Any) -> dict[str, Any]:
-    """Median/min/max over repeats → time (µs), algbw, busbw (GB/s), with the repeats' spread."""
-    med = slowest(ctx, statistics.median(times))
-    fastest, slowest_repeat = slowest(ctx, min(times)), slowest(ctx, max(times))
-    return {"size": size, **extra, "time_us": med * 1e6, "algbw": size / med / 1e9, "busbw": size / med / 1e9 * factor,
-            "busbw_min": size / slowest_repeat / 1e9 * factor, "busbw_max": size / fastest / 1e9 * factor,
-            "repeats": len(times)}
-
-
 # --- NVLink counters (rank 0, GPU) -------------------------------------------------------------------
 
 def _nvml_handle(pynvml: Any, ctx: runtime.Context) -> Any:
     """The NVML handle of this rank's CUDA device."""
     import torch
 
-    from nvtutorial import hardware
-
     uuid = str(getattr(torch.cuda.get_device_properties(ctx.device), "uuid", "") or "")
-    return hardware.handle_for_uuid(pynvml, uuid, ctx.local_rank)[0]
+    return nvml.handle_for_uuid(pynvml, uuid, ctx.local_rank)[0]
 
 
 def _stable_counters(pynvml: Any, handle: Any, links: list[int], settle_s: float = 1.0) -> dict[int, tuple[int, int]]:
     """Counters read until two reads 50 ms apart agree (NVML updates them a little after the traffic)."""
     end = time.monotonic() + settle_s
-    from nvtutorial import hardware
-
-    last = hardware.nvlink_counters(pynvml, handle, links)
+    last = nvml.nvlink_counters(pynvml, handle, links)
     while time.monotonic() < end:
         time.sleep(0.05)
-        now = hardware.nvlink_counters(pynvml, handle, links)
+        now = nvml.nvlink_counters(pynvml, handle, links)
         if now == last:
             break
         last = now
@@ -148,8 +86,6 @@ def wire_bytes(ctx: runtime.Context, buf: Any, size: int, iters: int) -> dict[st
     """Bytes rank 0's GPU sent and received over NVLink per all-reduce of ``size`` bytes, vs the ring formula."""
     import torch.distributed as dist
 
-    from nvtutorial import hardware
-
     expected = 2 * (ctx.world_size - 1) / ctx.world_size * size
     base = {"size": size, "iters": iters, "expected_bytes_per_op": expected}
     if not ctx.is_gpu:
@@ -157,7 +93,7 @@ def wire_bytes(ctx: runtime.Context, buf: Any, size: int, iters: int) -> dict[st
     x = buf[: size // buf.element_size()]
     x.zero_()
     with contextlib.ExitStack() as stack:
-        pynvml = stack.enter_context(hardware.nvml()) if ctx.is_main else None
+        pynvml = stack.enter_context(nvml.nvml()) if ctx.is_main else None
         reason = None
         handle: Any = None
         links: list[int] = []
@@ -165,7 +101,7 @@ def wire_bytes(ctx: runtime.Context, buf: Any, size: int, iters: int) -> dict[st
         if ctx.is_main:
             try:
                 handle = _nvml_handle(pynvml, ctx) if pynvml is not None else None
-                links = hardware.active_nvlinks(pynvml, handle) if handle is not None else []
+                links = nvml.active_nvlinks(pynvml, handle) if handle is not None else []
                 if handle is None:
                     reason = "NVML not available"
                 elif not links:

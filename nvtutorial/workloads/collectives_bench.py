@@ -2,11 +2,11 @@
 
 Used in notebook 07. Four parts, in one run:
 
-1. ``ring``: :func:`nvtutorial.collectives.ring_all_reduce` (reduce-scatter then all-gather
+1. ``ring``: :func:`nvtutorial.lessons.collectives.ring_all_reduce` (reduce-scatter then all-gather
    with ``batch_isend_irecv``) against ``dist.all_reduce`` over message sizes: equal results,
    bytes sent against the formula ``2 (W-1)/W × size``, median time and bus bandwidth of each;
 2. ``source``: the source tutorial's ``sparse_allreduce`` as published and the course's
-   :func:`~nvtutorial.collectives.sparse_allreduce` on the same inputs (same non-zero pattern on
+   :func:`~nvtutorial.lessons.collectives.sparse_allreduce` on the same inputs (same non-zero pattern on
    every rank, same count at different positions, different counts, random densities per
    rank), each compared with ``all_reduce`` on every rank;
 3. ``indexing``: what ``tensor.nonzero()`` and ``tensor[indices]`` give for 1-D, 2-D and 4-D
@@ -29,7 +29,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 import statistics
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -76,31 +75,18 @@ def plain_group(backend: str) -> Any:
 
 def time_calls(ctx: runtime.Context, fn: Callable[[Any], Any], prepare: Callable[[], Any],
                warmup: int, repeats: int) -> float:
-    """Median seconds of ``fn(prepare())`` (``prepare`` is not timed): CUDA events on a GPU,
-    ``perf_counter`` after a sync on the CPU."""
-    import torch
-
+    """Median seconds of ``fn(prepare())`` (``prepare`` is not timed), on the rank's timer
+    (:meth:`~nvtutorial.runtime.Context.timer`: CUDA events on a GPU, the host clock on the CPU)."""
     for _ in range(warmup):
         fn(prepare())
     ctx.sync()
     ctx.barrier()
-    times = []
+    timer = ctx.timer()
     for _ in range(repeats):
         arg = prepare()
-        if ctx.is_gpu:
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
+        with timer:
             fn(arg)
-            end.record()
-            times.append((start, end))
-        else:
-            t0 = time.perf_counter()
-            fn(arg)
-            times.append(time.perf_counter() - t0)
-    ctx.sync()
-    if ctx.is_gpu:
-        return statistics.median(s.elapsed_time(e) / 1e3 for s, e in times)
-    return statistics.median(times)
+    return statistics.median(timer.seconds())
 
 
 def _all_true(flag: bool, group: Any, device: Any) -> bool:
@@ -117,7 +103,7 @@ def ring_rows(ctx: runtime.Context, p: Params, group: Any) -> list[dict[str, Any
     import torch
     import torch.distributed as dist
 
-    from nvtutorial import collectives as col
+    from nvtutorial.lessons import collectives as col
 
     world, rows = ctx.world_size, []
     for i, size in enumerate(p.sizes):
@@ -154,7 +140,7 @@ def _cases(p: Params, rank: int) -> list[tuple[str, Any]]:
     """``(name, this rank's 1-D input)`` for every correctness case."""
     import torch
 
-    from nvtutorial import collectives as col
+    from nvtutorial.lessons import collectives as col
 
     n, base = p.case_numel, max(2, p.case_numel // 50)
     s = p.seed
@@ -176,7 +162,7 @@ def source_rows(ctx: runtime.Context, p: Params, group: Any, detail: bool) -> li
     import torch
     import torch.distributed as dist
 
-    from nvtutorial import collectives as col
+    from nvtutorial.lessons import collectives as col
 
     rows = []
     cases = _cases(p, ctx.rank)
@@ -217,7 +203,7 @@ def sparse_rows(ctx: runtime.Context, p: Params, group: Any) -> list[dict[str, A
     """Part 4: correct sparse all-reduce against dense, over densities."""
     import torch
 
-    from nvtutorial import collectives as col
+    from nvtutorial.lessons import collectives as col
 
     rows, world = [], ctx.world_size
     for i, density in enumerate(p.densities):
@@ -247,7 +233,7 @@ def sparse_rows(ctx: runtime.Context, p: Params, group: Any) -> list[dict[str, A
 def run(ctx: runtime.Context, p: Params) -> dict:
     import torch.distributed as dist
 
-    from nvtutorial import collectives as col
+    from nvtutorial.lessons import collectives as col
 
     detail = dist.get_debug_level() == dist.DebugLevel.DETAIL
     if detail:  # DETAIL also logs the size and hash of every all_gather_object's pickle: noise here

@@ -1,7 +1,7 @@
 """compression: the course UNet trained with each gradient-compression hook; bytes, time, accuracy.
 
 Used in notebook 07. One run sweeps the hooks in this process, each on a fresh model with the
-same initial weights and the same batches (:mod:`nvtutorial.compression`: ``none``, ``fp16``,
+same initial weights and the same batches (:mod:`nvtutorial.lessons.compression`: ``none``, ``fp16``,
 ``bf16``, ``powersgd``, ``topk``). For each: ``warmup`` untimed steps (they include the plain
 all-reduce steps that PowerSGD and top-k need before compressing, so the timed steps are all
 compressed), then ``steps`` timed steps: median step time, bytes sent per step per rank
@@ -26,7 +26,6 @@ import gc
 import itertools
 import os
 import statistics
-import time
 from typing import Any, Literal
 
 from nvtutorial import runtime
@@ -87,15 +86,15 @@ def nvlink_tx_bytes(ctx: runtime.Context) -> tuple[int | None, str]:
         return None, "not available: no GPU (CPU run)"
     import torch
 
-    from nvtutorial import hardware
+    from nvtutorial import nvml
 
-    with hardware.nvml() as pynvml:
+    with nvml.nvml() as pynvml:
         if pynvml is None:
             return None, "not available: NVML not found"
         try:
             uuid = str(getattr(torch.cuda.get_device_properties(ctx.device), "uuid", "") or "")
-            handle, how = hardware.handle_for_uuid(pynvml, uuid, ctx.local_rank)
-            counters = hardware.nvlink_counters(pynvml, handle, hardware.active_nvlinks(pynvml, handle))
+            handle, how = nvml.handle_for_uuid(pynvml, uuid, ctx.local_rank)
+            counters = nvml.nvlink_counters(pynvml, handle, nvml.active_nvlinks(pynvml, handle))
         except Exception as exc:  # NVMLError_NotSupported, missing symbols in old drivers, ...
             return None, f"not available: {type(exc).__name__}: {exc}"
         if not counters:
@@ -111,7 +110,7 @@ def _local_gradient_density(ctx: runtime.Context, s: Any, batches: list[tuple[An
                             topk_ratio: float) -> list[dict]:
     """Per-layer density of this rank's own gradients (``no_sync``: before any averaging), summed
     over ``batches``, the way a rank would hand them to a sparse all-reduce."""
-    from nvtutorial import compression, training
+    from nvtutorial.lessons import compression, training
 
     s.optimizer.zero_grad(set_to_none=True)
     with s.model.no_sync():
@@ -127,7 +126,7 @@ def _local_gradient_density(ctx: runtime.Context, s: Any, batches: list[tuple[An
 
 def _first_batches(s: Any, n: int) -> list[tuple[Any, Any]]:
     """The first ``n`` (images, masks) batches of a setup's training data."""
-    from nvtutorial import training
+    from nvtutorial.lessons import training
 
     return [(images, masks) for _, images, masks in itertools.islice(training.infinite_batches(s), n)]
 
@@ -136,7 +135,7 @@ def run_hook(ctx: runtime.Context, p: Params, name: str, measure_density: bool) 
     """Train a fresh model with compression ``name``; its metrics (rank-local)."""
     import torch
 
-    from nvtutorial import compression, training
+    from nvtutorial.lessons import compression, training
 
     s = training.setup(ctx, model=p.model, batch_size=p.batch_size, image_size=p.image_size, samples=p.samples,
                        val_samples=p.val_samples, seed=p.seed, lr=p.lr, data="device")
@@ -146,9 +145,10 @@ def run_hook(ctx: runtime.Context, p: Params, name: str, measure_density: bool) 
     reg = compression.register(s.model, name, topk_ratio=p.topk_ratio, powersgd_rank=p.powersgd_rank,
                                start_iter=p.start_iter, topk_error_feedback=p.topk_error_feedback)
     total = p.warmup + p.steps
-    losses, events, evals = [], [], []
+    losses, evals = [], []
+    timer = ctx.timer()  # each timed step
+    wall = ctx.timer(host=True)  # the timed steps and the evaluations between them, on the host clock
     tx_before = tx_note = None
-    wall0 = 0.0
     batches = training.infinite_batches(s)
     for step in range(total):
         if step == p.warmup:
@@ -158,28 +158,20 @@ def run_hook(ctx: runtime.Context, p: Params, name: str, measure_density: bool) 
             reg.counter.reset()
             if ctx.is_main:
                 tx_before, tx_note = nvlink_tx_bytes(ctx)
-            wall0 = time.perf_counter()
+            wall.start()
         _, images, masks = next(batches)
-        if ctx.is_gpu:
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-        else:
-            ctx.sync()
-            t0 = time.perf_counter()
+        timed = step >= p.warmup
+        if timed:
+            timer.start()
         losses.append(training.train_step(s, images, masks))
         reg.note_step()
-        if step >= p.warmup:
-            if ctx.is_gpu:
-                end.record()
-                events.append((start, end))
-            else:
-                events.append(time.perf_counter() - t0)
+        if timed:
+            timer.stop()
         if p.eval_every and (step + 1) % p.eval_every == 0 and step + 1 < total:
             evals.append({"step": step + 1, **_eval(s, ctx)})
-    ctx.sync()
-    wall = time.perf_counter() - wall0
+    wall.stop()
     tx_after = nvlink_tx_bytes(ctx)[0] if ctx.is_main else None
-    times = [a.elapsed_time(b) / 1e3 for a, b in events] if ctx.is_gpu else events
+    times = timer.seconds()
     evals.append({"step": total, **_eval(s, ctx)})
     if measure_density:
         out["density_trained"] = _local_gradient_density(ctx, s, _first_batches(s, p.density_batches), p.topk_ratio)
@@ -187,7 +179,7 @@ def run_hook(ctx: runtime.Context, p: Params, name: str, measure_density: bool) 
     out.update({
         "step_ms_median": 1e3 * statistics.median(times),
         "step_ms_all": [1e3 * t for t in times],
-        "wall_ms_per_step": 1e3 * wall / p.steps,
+        "wall_ms_per_step": 1e3 * wall.seconds()[0] / p.steps,
         "sent_bytes_per_step": counted.sent / p.steps,
         "payload_bytes_per_step": counted.payload / p.steps,
         "dense_bytes_per_step": compression.gradient_bytes(s.module) * 2 * (ctx.world_size - 1) / ctx.world_size,
@@ -202,7 +194,7 @@ def run_hook(ctx: runtime.Context, p: Params, name: str, measure_density: bool) 
     })
     if name == "topk":
         out["topk_residual_norm"] = float(sum(r.float().norm() ** 2 for r in reg.state.residuals.values()) ** 0.5)
-    del s, reg, batches, losses, events
+    del s, reg, batches, losses, timer
     gc.collect()
     if ctx.is_gpu:
         torch.cuda.empty_cache()
@@ -210,7 +202,7 @@ def run_hook(ctx: runtime.Context, p: Params, name: str, measure_density: bool) 
 
 
 def _eval(s: Any, ctx: runtime.Context) -> dict[str, float]:
-    from nvtutorial import training
+    from nvtutorial.lessons import training
 
     m = training.evaluate(s, ctx)
     return {"loss": m["loss"], "iou": m["iou"]}
@@ -240,9 +232,9 @@ def link_name(ctx: runtime.Context) -> str:
         return "gloo (CPU)"
     if os.environ.get("NCCL_P2P_DISABLE", "0") not in ("0", ""):
         return "host-staged"
-    from nvtutorial import hardware
+    from nvtutorial import nvml
 
-    label = hardware.link_label()
+    label = nvml.link_label()
     return f"NVLink ({label})" if label and label.startswith("NV") else "PCIe peer-to-peer"
 
 
@@ -260,7 +252,7 @@ def run(ctx: runtime.Context, p: Params) -> dict:
         by_hook[name].append(r)
         ctx.progress(i + 1, len(order), "hooks", hook=name, round=round_ + 1, step_ms=round(r["step_ms_median"], 2))
     results = [pool_rounds(by_hook[name]) for name in p.hooks]
-    from nvtutorial import compression
+    from nvtutorial.lessons import compression
 
     summaries = {k: compression.density_summary(v) for k, v in density.items()}
     return {

@@ -17,12 +17,11 @@ from __future__ import annotations
 
 import dataclasses
 import statistics
-import time
 from typing import Any
 
 from nvtutorial import runtime
-from nvtutorial.bandwidth import size_sweep
 from nvtutorial.params import require
+from nvtutorial.units import size_sweep
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,24 +48,6 @@ class Params:
         return sorted(set(self.sizes)) if self.sizes else size_sweep(self.min_bytes, self.max_bytes, self.factor)
 
 
-def _timed(op: Any, iters: int, stream: Any = None) -> float:
-    """Seconds per ``op`` call: CUDA events on ``stream`` when given, else the host clock."""
-    if stream is None:
-        t0 = time.perf_counter()
-        for _ in range(iters):
-            op()
-        return (time.perf_counter() - t0) / iters
-    import torch
-
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record(stream)
-    for _ in range(iters):
-        op()
-    end.record(stream)
-    end.synchronize()
-    return start.elapsed_time(end) / 1e3 / iters
-
-
 def copy_rows(p: Params, src: Any, dst: Any, label: str, stream: Any = None) -> list[dict[str, Any]]:
     """Time ``dst[:n].copy_(src[:n])`` over the sizes; one row per size (GB/s = bytes / s / 1e9)."""
     rows = []
@@ -78,9 +59,9 @@ def copy_rows(p: Params, src: Any, dst: Any, label: str, stream: Any = None) -> 
             b.copy_(a)
 
         op()
-        estimate = _timed(op, p.warmup, stream)
+        estimate = runtime.time_calls(op, p.warmup, stream=stream)
         iters = max(1, min(p.iters, int(p.target_s / max(estimate, 1e-9))))
-        times = [_timed(op, iters, stream) for _ in range(p.repeats)]
+        times = [runtime.time_calls(op, iters, stream=stream) for _ in range(p.repeats)]
         # compare on the host: the two buffers live on different devices
         if not (a[:16].cpu().equal(b[:16].cpu()) and a[-16:].cpu().equal(b[-16:].cpu())):
             raise AssertionError(f"{label}: the copy of {size} B does not match its source")

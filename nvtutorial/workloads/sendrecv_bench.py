@@ -18,9 +18,9 @@ import dataclasses
 from typing import Any, Literal
 
 from nvtutorial import runtime
-from nvtutorial.bandwidth import size_sweep
 from nvtutorial.params import require
-from nvtutorial.workloads.allreduce_bench import bandwidth_row, measure, torch_dtype
+from nvtutorial.units import size_sweep
+from nvtutorial.workloads._bench import bandwidth_row, measure, torch_dtype
 
 
 @dataclasses.dataclass(frozen=True)

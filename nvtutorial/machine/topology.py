@@ -280,19 +280,6 @@ def current_or_reference() -> tuple[Topology, bool]:
     return dataclasses.replace(topo, source=f"a saved output of the reference machine ({hardware.REFERENCE_MACHINE})"), False
 
 
-def claim_c3(topo: Topology) -> dict[str, Any]:
-    """C3 "nvidia-smi topo -m shows NVLink as NV#", checked on the parsed output."""
-    nv = [(a, b, link) for a, b, link in topo.gpu_pairs() if link.kind == "nvlink"]
-    if nv:
-        a, b, link = nv[0]
-        measured = f"{a}–{b}: {link.code} ({link.verdict.split(':')[0]}), in {topo.source}"
-        verdict = "true"
-    else:
-        measured = f"no NV# entry in {topo.source}: this machine has no NVLink between its GPUs"
-        verdict = "not testable here (no NVLink); true where NVLink exists"
-    return {"claim": "C3", "source": "nvidia-smi topo -m shows NVLink as NV#", "measured": measured, "verdict": verdict}
-
-
 def format_report(topo: Topology) -> str:
     """The matrix and one line per GPU pair, as ``nvtutorial topology`` prints them."""
     lines = [f"topology of: {topo.source or 'unknown source'}", topo.summary(), ""]

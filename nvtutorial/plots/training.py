@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .plots import figure, stamp
+from .style import figure, stamp
 
 
 def plot_lesson(lesson: Mapping[str, Any], where: Any) -> tuple[Any, Any]:
@@ -61,7 +61,7 @@ def plot_scaling(summary: Mapping[str, Any], where: Any) -> tuple[Any, Any]:
 
 def plot_source_comparison(rows: Mapping[str, Mapping[str, Any] | None], where: Any) -> tuple[Any, Any]:
     """Speed-up over 1 GPU and exposed communication share per path, ours next to the source's."""
-    from .training_report import PATHS, SOURCE_ROW_FOR, SOURCE_TABLE
+    from ..report.training import PATHS, SOURCE_ROW_FOR, SOURCE_TABLE
 
     src = {r["path"]: r for r in SOURCE_TABLE}
     base = rows.get("1gpu")

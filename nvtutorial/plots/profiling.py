@@ -1,6 +1,7 @@
-"""Plots of notebooks 05 (profiling) and 06 (pitfalls). Each takes data and returns ``(fig, ax)``.
+"""The figures of notebook 05 (profiling): the split of a step, one step's timeline, telemetry,
+the communication share against the batch, the DDP gap, memory. Each returns ``(fig, ax)``.
 
-Every figure is stamped with where it was measured (:func:`nvtutorial.plots.stamp`).
+Every figure is stamped with where it was measured (:func:`nvtutorial.plots.style.stamp`).
 """
 
 from __future__ import annotations
@@ -8,20 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .plots import figure, stamp
-
-COLOURS = {"compute": "#4C72B0", "hidden": "#8172B2", "exposed": "#C44E52", "idle": "#CCCCCC", "comm": "#DD8452",
-           "phase": "#55A868"}
-
-
-def _finish(fig: Any, where: Any) -> None:
-    """Lay the figure out with room at the bottom, then stamp where it was measured."""
-    import warnings
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # tight_layout warns about axes it cannot fit; the figure is still drawn
-        fig.tight_layout(rect=(0, 0.04, 1, 1))
-    stamp(fig, where)
+from .style import COLOURS, figure, finish
 
 
 def _get(split: Any, key: str) -> float:
@@ -31,7 +19,7 @@ def _get(split: Any, key: str) -> float:
 
 def split_bars(splits: Mapping[str, Any], where: Any, title: str = "Where the time of a DDP step goes"):
     """Stacked horizontal bars: compute only, communication hidden under compute, exposed
-    communication, idle; one bar per label (a :class:`~nvtutorial.traces.Split` or its dict)."""
+    communication, idle; one bar per label (a :class:`~nvtutorial.tracesplit.Split` or its dict)."""
     fig, ax = figure(8.0, 1.9 + 0.5 * max(1, len(splits)))
     labels = list(splits)
     totals = []
@@ -53,13 +41,13 @@ def split_bars(splits: Mapping[str, Any], where: Any, title: str = "Where the ti
     ax.set_title(title, pad=24)
     ax.set_xlim(0, max(totals, default=1.0) * 1.3 or 1.0)
     ax.legend(fontsize=7, loc="lower left", bbox_to_anchor=(0.0, 1.0), ncol=4, frameon=False)
-    _finish(fig, where)
+    finish(fig, where)
     return fig, ax
 
 
 def timeline(frame: Any, where: Any, title: str = "One step on each rank"):
     """Broken bars per rank: its phases, its compute and its communication (from
-    :func:`nvtutorial.traces.timeline`)."""
+    :func:`nvtutorial.report.traces.timeline`)."""
     fig, ax = figure(9.0, 1.2 + 0.9 * max(1, frame["rank"].nunique() if len(frame) else 1))
     ranks = sorted(frame["rank"].unique()) if len(frame) else []
     yticks, ylabels = [], []
@@ -88,7 +76,7 @@ def timeline(frame: Any, where: Any, title: str = "One step on each rank"):
     ax.invert_yaxis()
     ax.set_xlabel("milliseconds (the ranks share one clock)")
     ax.set_title(title)
-    _finish(fig, where)
+    finish(fig, where)
     return fig, ax
 
 
@@ -105,7 +93,7 @@ def telemetry(frame: Any, where: Any, phases: Sequence[Mapping[str, Any]] = (), 
         ax.set_xticks([])
         ax.set_yticks([])
         ax.set_title(title)
-        _finish(fig, where)
+        finish(fig, where)
         return fig, ax
     fig, axes = plt.subplots(3, 1, figsize=(9.0, 6.5), sharex=True)
     t0 = float(frame["t"].min())
@@ -129,7 +117,7 @@ def telemetry(frame: Any, where: Any, phases: Sequence[Mapping[str, Any]] = (), 
         ax.legend(fontsize=7, loc="upper right")
     axes[-1].set_xlabel("seconds since sampling started")
     fig.suptitle(title, fontsize=10)
-    _finish(fig, where)
+    finish(fig, where)
     return fig, axes
 
 
@@ -155,7 +143,7 @@ def comm_share_sweep(rows_by_path: Mapping[str, Sequence[Mapping[str, Any]]], wh
     ax.set_ylabel("% of the step")
     ax.set_title("Communication share against batch size")
     ax.legend(fontsize=7)
-    _finish(fig, where)
+    finish(fig, where)
     return fig, ax
 
 
@@ -167,12 +155,13 @@ def step_gap(rows: Mapping[str, Mapping[str, float]], where: Any):
     keys = (("local_step_ms", "1-GPU step (no DDP)"), ("step_ms", "DDP step, 2 GPUs"),
             ("predicted_ms", "1-GPU step + exposed communication"))
     for k, (key, name) in enumerate(keys):
-        ax.bar([i + (k - 1) * width for i in range(len(labels))], [rows[l].get(key) or 0 for l in labels], width, label=name)
+        ax.bar([i + (k - 1) * width for i in range(len(labels))], [rows[label].get(key) or 0 for label in labels], width,
+               label=name)
     ax.set_xticks(range(len(labels)), labels)
     ax.set_ylabel("milliseconds per step")
     ax.set_title("Is the exposed communication the price of the second GPU?")
     ax.legend(fontsize=7)
-    _finish(fig, where)
+    finish(fig, where)
     return fig, ax
 
 
@@ -193,67 +182,5 @@ def memory_per_rank(memories: Sequence[Mapping[str, Any]], where: Any):
         ax.set_title("Process memory per rank (CPU run: no GPU memory)")
     ax.set_xticks(ranks, [f"rank {r}" for r in ranks])
     ax.legend(fontsize=7)
-    _finish(fig, where)
-    return fig, ax
-
-
-def loader_sweep(rows: Sequence[Mapping[str, Any]], where: Any, consumes: float | None = None, knee: Any = None,
-                 rule: int | None = None):
-    """Samples/s of one rank's DataLoader against ``num_workers`` (with and without pinned
-    memory), the training step's appetite as a line, and the knee marked (claim C17)."""
-    fig, ax = figure(7.0, 4.0)
-    for pin in sorted({bool(r["pin_memory"]) for r in rows}):
-        sub = sorted((r for r in rows if bool(r["pin_memory"]) == pin), key=lambda r: r["num_workers"])
-        ax.plot([r["num_workers"] for r in sub], [r["samples_per_s"] for r in sub], marker="o",
-                label=f"pin_memory={pin}")
-    if consumes:
-        ax.axhline(consumes, color="0.3", ls="--", lw=0.8)
-        ax.text(0, consumes, " what one training step consumes", va="bottom", fontsize=7)
-    if knee is not None:
-        ax.plot([knee["num_workers"]], [knee["samples_per_s"]], marker="*", ms=16, color="C3", ls="none",
-                label=f"knee: {knee['num_workers']} workers (90 % of the best)")
-    if rule is not None:
-        ax.axvline(rule, color="C2", ls=":", lw=0.8)
-        ax.text(rule, ax.get_ylim()[1] * 0.95, " 4 × GPUs", fontsize=7, color="C2", va="top")
-    ax.set_xlabel("num_workers (per rank)")
-    ax.set_ylabel("samples/s per rank")
-    ax.set_title("The input pipeline: DataLoader throughput")
-    ax.legend(fontsize=7)
-    _finish(fig, where)
-    return fig, ax
-
-
-def oom_fixes(rows: Sequence[Mapping[str, Any]], cap_mib: float, where: Any):
-    """Peak memory of each variant of the training step against the memory cap; red = OOM."""
-    fig, ax = figure(8.0, 0.9 + 0.6 * max(1, len(rows)))
-    for i, r in enumerate(rows):
-        colour = COLOURS["exposed"] if r.get("outcome") == "OOM" else COLOURS["compute"]
-        ax.barh(i, r.get("peak_reserved_mib", 0) / 1024, color=colour, height=0.6)
-        note = r.get("outcome", "")
-        if r.get("step_ms"):
-            note += f", {r['step_ms']:.0f} ms"
-        ax.text(r.get("peak_reserved_mib", 0) / 1024, i, f"  {note}", va="center", fontsize=8)
-    ax.axvline(cap_mib / 1024, color="0.2", ls="--", lw=1, label=f"the cap ({cap_mib / 1024:.1f} GiB)")
-    ax.legend(fontsize=7, loc="lower right")
-    ax.set_yticks(range(len(rows)), [r["variant"] for r in rows])
-    ax.invert_yaxis()
-    ax.set_xlabel("peak reserved GiB")
-    ax.set_title("An OOM and the fixes that work")
-    _finish(fig, where)
-    return fig, ax
-
-
-def idle_bars(values: Mapping[str, float], where: Any, title: str, unit: str = "s"):
-    """A few labelled durations side by side (e.g. validation patterns)."""
-    fig, ax = figure(6.5, 0.9 + 0.55 * max(1, len(values)))
-    labels = list(values)
-    ax.barh(range(len(labels)), [values[k] for k in labels], color=COLOURS["compute"], height=0.6)
-    for i, k in enumerate(labels):
-        ax.text(values[k], i, f"  {values[k]:.3g} {unit}", va="center", fontsize=8)
-    ax.set_yticks(range(len(labels)), labels)
-    ax.invert_yaxis()
-    ax.set_xlabel(unit)
-    ax.set_title(title)
-    ax.set_xlim(0, max(values.values(), default=1.0) * 1.3)
-    _finish(fig, where)
+    finish(fig, where)
     return fig, ax

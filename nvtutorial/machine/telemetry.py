@@ -30,7 +30,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from . import hardware
+from .. import nvml
 
 COLUMNS = ["t", "t_s", "gpu", "sm_util_pct", "mem_util_pct", "mem_used_mib", "power_w", "nvlink_tx_gbs", "nvlink_rx_gbs"]
 """Columns of :meth:`Sampler.frame`; ``t`` is the wall clock (``time.time()``), ``t_s`` seconds since start."""
@@ -88,17 +88,17 @@ class Sampler:
             self.reason = f"NVML is unavailable here (no NVIDIA driver: {type(exc).__name__}); no GPU telemetry on this machine"
             return self
         self._pynvml = pynvml
-        self._handles = hardware.visible_handles(pynvml)
+        self._handles = nvml.visible_handles(pynvml)
         if not self._handles:
             self.reason = "NVML sees no GPU: no telemetry"
             pynvml.nvmlShutdown()
             self._pynvml = None
             return self
         self.available = True
-        self.gpu_names = [hardware.nvml_text(pynvml.nvmlDeviceGetName(h)) for h in self._handles]
+        self.gpu_names = [nvml.nvml_text(pynvml.nvmlDeviceGetName(h)) for h in self._handles]
         if self.nvlink:
             for i, h in enumerate(self._handles):
-                self.links[i] = hardware.active_nvlinks(pynvml, h)
+                self.links[i] = nvml.active_nvlinks(pynvml, h)
             if not any(self.links.values()):
                 self.nvlink_note = "no active NVLink: the NVLink columns stay empty"
         if self.want_dmon:
@@ -128,7 +128,7 @@ class Sampler:
 
     # ----------------------------------------------------------------- NVML
     def _nvlink_kib(self, handle: Any, links: list[int]) -> tuple[float | None, float | None]:
-        counters = hardware.nvlink_counters(self._pynvml, handle, links) if links else {}
+        counters = nvml.nvlink_counters(self._pynvml, handle, links) if links else {}
         if not counters:
             return None, None
         return float(sum(tx for tx, _ in counters.values())), float(sum(rx for _, rx in counters.values()))
@@ -271,20 +271,3 @@ def dmon_columns(text: str) -> list[str]:
 def shows_nvlink(columns: list[str]) -> bool:
     """Whether any dmon column is an NVLink counter (names containing ``nvl``)."""
     return any("nvl" in c.lower() for c in columns)
-
-
-def verdict_c13(sampler: Sampler, probe_rows: list[dict[str, Any]]) -> str:
-    """Claim C13: ``nvidia-smi dmon -s u`` "monitors the run": it shows utilisation, not NVLink traffic."""
-    if not sampler.available:
-        return f"C13: not checked here: {sampler.reason}"
-    cols = dmon_columns(sampler.dmon_text) if sampler.dmon_text else []
-    dmon = (f"`nvidia-smi dmon -s u` printed the columns {', '.join(cols)}: "
-            + ("it includes an NVLink column" if shows_nvlink(cols) else "no NVLink traffic among them")
-            if cols else f"dmon gave no output ({sampler.dmon_reason or 'nothing parsed'})")
-    if probe_rows:
-        moved = max(r["nvml_sent_gib"] for r in probe_rows)
-        nvml = f"; NVML's NVLink counters saw {moved:.2f} GiB sent per GPU during the all-reduce probe"
-    else:
-        nvml = "; NVML's NVLink counters were not read (no probe or no NVLink)"
-    verdict = "partly true: dmon -s u shows whether the GPUs are busy, not the link" if cols and not shows_nvlink(cols) else "see above"
-    return f"C13: {dmon}{nvml}. Verdict: {verdict}."

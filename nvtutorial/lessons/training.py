@@ -32,8 +32,8 @@ from torch import Tensor, nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import BatchSampler, DataLoader, DistributedSampler
 
-from .segdata import DeviceShapes, make_dataset
-from .unet import SIZES, build_unet
+from ..models.segdata import DeviceShapes, make_dataset
+from ..models.unet import SIZES, build_unet
 
 AMP_DTYPES = {"fp32": None, "fp16": torch.float16, "bf16": torch.bfloat16}
 VAL_SEED_OFFSET = 1_000_000

@@ -1,99 +1,18 @@
-"""Bandwidth arithmetic, nccl-tests output, the link A/B lab and its plots.
+"""nccl-tests output, the reference machine's saved sweeps, and what the bandwidth runs show.
 
-Used in notebooks 01 and 02. The definitions are nccl-tests' (``doc/PERFORMANCE.md`` there):
-
-* **algbw** = S / t: the bytes of the user's buffer divided by the time of one operation;
-* **busbw** = algbw × a factor that makes collectives comparable with the link's speed. For an
-  all-reduce on n ranks a ring sends 2(n−1)/n · S bytes per rank, so busbw = algbw · 2(n−1)/n.
-  For n = 2 busbw = algbw, and it is directly comparable with a link's per-direction bandwidth.
-
-GB/s here means 10⁹ bytes per second, as in nccl-tests.
+Used in notebooks 01 and 02: rows from a RunResult to tables and verdicts. The arithmetic
+(algbw, busbw, sizes) is in :mod:`nvtutorial.units`; the runs are started by
+:mod:`nvtutorial.experiments.bandwidth` and drawn by :mod:`nvtutorial.plots.bandwidth`.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import os
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-
-# --- Formulas ---------------------------------------------------------------------------------
-
-_FACTORS = {
-    "all_reduce": lambda n: 2 * (n - 1) / n,
-    "all_gather": lambda n: (n - 1) / n,
-    "reduce_scatter": lambda n: (n - 1) / n,
-    "alltoall": lambda n: (n - 1) / n,
-    "broadcast": lambda n: 1.0,
-    "reduce": lambda n: 1.0,
-    "sendrecv": lambda n: 1.0,
-}
-
-
-def bus_factor(collective: str, n: int) -> float:
-    """nccl-tests' busbw factor: 2(n−1)/n for all_reduce, (n−1)/n for all_gather/reduce_scatter, 1 for sendrecv."""
-    if n < 1:
-        raise ValueError(f"n={n}: the number of ranks must be at least 1")
-    try:
-        return _FACTORS[collective](n)
-    except KeyError:
-        raise ValueError(f"unknown collective {collective!r}; known: {', '.join(_FACTORS)}") from None
-
-
-def algbw(size_bytes: float, seconds: float) -> float:
-    """Algorithm bandwidth in GB/s: S / t."""
-    if seconds <= 0:
-        raise ValueError(f"seconds={seconds} must be positive")
-    return size_bytes / seconds / 1e9
-
-
-def busbw(size_bytes: float, seconds: float, n: int, collective: str = "all_reduce") -> float:
-    """Bus bandwidth in GB/s: algbw × :func:`bus_factor`."""
-    return algbw(size_bytes, seconds) * bus_factor(collective, n)
-
-
-def ring_bytes_per_rank(size_bytes: float, n: int) -> float:
-    """Bytes each rank sends (and receives) in a ring all-reduce of S bytes: 2(n−1)/n · S."""
-    return size_bytes * bus_factor("all_reduce", n)
-
-
-_UNITS = {"": 1, "B": 1, "K": 1 << 10, "KB": 1 << 10, "KIB": 1 << 10, "M": 1 << 20, "MB": 1 << 20, "MIB": 1 << 20,
-          "G": 1 << 30, "GB": 1 << 30, "GIB": 1 << 30, "T": 1 << 40, "TB": 1 << 40, "TIB": 1 << 40}
-
-
-def parse_size(text: str | int) -> int:
-    """``"256M"``, ``"1G"``, ``"4KiB"`` or ``1024`` → bytes (binary units, as nccl-tests' ``-b``/``-e``)."""
-    if isinstance(text, int):
-        return text
-    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([A-Za-z]*)\s*", str(text))
-    if not m or m.group(2).upper() not in _UNITS:
-        raise ValueError(f"cannot read size {text!r}: write e.g. 1024, 4K, 256M or 1G")
-    return int(float(m.group(1)) * _UNITS[m.group(2).upper()])
-
-
-def format_size(n: float) -> str:
-    """``1073741824`` → ``"1 GiB"``, ``1536`` → ``"1.5 KiB"``."""
-    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n >= scale:
-            value = n / scale
-            return f"{value:.0f} {unit}" if value == int(value) else f"{value:.3g} {unit}"
-    return f"{int(n)} B"
-
-
-def size_sweep(min_bytes: int, max_bytes: int, factor: int = 2) -> list[int]:
-    """min, min·f, min·f², … ≤ max (max is always included), as nccl-tests' ``-b -e -f``."""
-    if min_bytes < 1 or max_bytes < min_bytes:
-        raise ValueError(f"need 1 <= min_bytes ({min_bytes}) <= max_bytes ({max_bytes})")
-    if factor < 2:
-        raise ValueError(f"factor={factor} must be at least 2")
-    out, s = [], min_bytes
-    while s < max_bytes:
-        out.append(s)
-        s *= factor
-    out.append(max_bytes)
-    return out
+from ..units import format_size, ring_bytes_per_rank
 
 
 # --- nccl-tests and the reference machine's saved outputs --------------------------------------
@@ -199,7 +118,7 @@ REFERENCE_FILES = {
 
 def reference_nccl_tests() -> dict[str, NcclTestsRun]:
     """nccl-tests ``all_reduce_perf`` on the reference 2× H200, per path (saved outputs)."""
-    from . import hardware
+    from ..machine import hardware
 
     return {path: parse_nccl_tests(hardware.reference_output(name).read_text())[0]
             for path, name in REFERENCE_FILES.items()}
@@ -297,79 +216,18 @@ def compare_runs(base: Sequence[Mapping[str, Any]], other: Sequence[Mapping[str,
 
 # --- The link A/B lab -------------------------------------------------------------------------
 
-@dataclasses.dataclass(frozen=True)
-class LabPath:
-    name: str
-    env: dict[str, str]
-    meaning: str
-
-
-LAB_PATHS: tuple[LabPath, ...] = (
-    LabPath("default", {}, "NCCL's choice: P2P over NVLink where the GPUs have it"),
-    LabPath("P2P off", {"NCCL_P2P_DISABLE": "1"}, "no GPU-to-GPU copies: staged through host shared memory (SHM)"),
-    LabPath("P2P+SHM off", {"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1"},
-            "neither: TCP sockets over the loopback interface (NET/Socket)"),
-)
-"""The three paths of notebook 01's lab, fastest first."""
-
-SOURCE_AB_PATHS: tuple[LabPath, ...] = (
-    LAB_PATHS[0],
-    LabPath("source's settings", {"NCCL_NET_GDR_LEVEL": "3", "NCCL_IB_DISABLE": "1"},
-            "what the source exports for NVLink: GPUDirect RDMA level and InfiniBand off (network transport only)"),
-    LAB_PATHS[1],
-)
-"""Notebook 02's A/B (claim C7): default, the source's settings, and P2P off as a control that does change things."""
-
-DEBUG_ENV = {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,ENV,P2P,SHM,NET"}
-"""What makes NCCL print the transport of every channel (read back by :mod:`nvtutorial.nccl_debug`)."""
-
-
-def run_env(*extra: Mapping[str, str]) -> dict[str, str]:
-    """Environment overrides for a bandwidth run: ``extra`` merged, NVLink SHARP left off.
-
-    ``NCCL_NVLS_ENABLE`` keeps the caller's value; where it is unset it is set to 0 (NVLS needs an
-    NVSwitch, which two directly linked GPUs do not have, so this changes nothing measurable).
-    """
-    env: dict[str, str] = {} if "NCCL_NVLS_ENABLE" in os.environ else {"NCCL_NVLS_ENABLE": "0"}
-    for e in extra:
-        env.update({k: str(v) for k, v in e.items()})
-    return env
-
 
 @dataclasses.dataclass
 class LabRun:
-    path: LabPath
+    """One path of an A/B lab: the path run (``experiments.bandwidth.LabPath``), its result, the transport NCCL used."""
+
+    path: Any  # experiments.bandwidth.LabPath: name, env, meaning
     result: Any  # RunResult
     transport: Any  # nccl_debug.TransportReport
 
     @property
     def rows(self) -> list[dict[str, Any]]:
         return rows_of(self.result)
-
-
-def run_lab(params: Mapping[str, Mapping[str, Any]], reuse: Mapping[str, Any] | None = None,
-            paths: Sequence[LabPath] = LAB_PATHS, workload: str = "allreduce_bench", timeout: float = 300.0) -> list[LabRun]:
-    """Run ``workload`` once per path with ``NCCL_DEBUG=INFO`` and read back the transport each used.
-
-    ``params[path.name]`` are that run's parameters; ``reuse[path.name]`` is an earlier run of that
-    path (made with :data:`DEBUG_ENV`) used instead of a new launch. Used in notebooks 01 and 02.
-    """
-    from . import launch, nccl_debug
-
-    out = []
-    for path in paths:
-        result = (reuse or {}).get(path.name)
-        if result is None:
-            print(f"{path.name}: {' '.join(f'{k}={v}' for k, v in path.env.items()) or '(no NCCL variables)'}", flush=True)
-            result = launch.run(workload, params=dict(params.get(path.name, {})), env=run_env(DEBUG_ENV, path.env),
-                                output="none", timeout=timeout)
-        out.append(LabRun(path, result, nccl_debug.read_logs(result.log_files, backend=_backend(result))))
-    return out
-
-
-def _backend(result: Any) -> str | None:
-    env = getattr(result, "env", None)
-    return getattr(env, "backend", None)
 
 
 def common_largest_size(lab: Sequence[LabRun]) -> int:
@@ -403,65 +261,6 @@ def lab_ratio(lab: Sequence[LabRun], a: str = "default", b: str = "P2P off") -> 
     return at_size(runs[a].rows, size)[1] / at_size(runs[b].rows, size)[1], size
 
 
-# --- Plots ------------------------------------------------------------------------------------
-
-def _size_axis(ax: Any, sizes: Sequence[int]) -> None:
-    ax.set_xscale("log", base=2)
-    ticks = sorted(set(sizes))
-    if len(ticks) > 8:
-        step = -(-len(ticks) // 8)
-        ticks = ticks[::step] + ([ticks[-1]] if ticks[-1] not in ticks[::step] else [])
-    ax.set_xticks(ticks)
-    ax.set_xticklabels([format_size(t).replace(" ", "\u00a0") for t in ticks], rotation=30, ha="right", fontsize=8)
-    ax.minorticks_off()
-    ax.set_xlabel("message size S (bytes of the buffer)")
-
-
-def plot_busbw(series: Mapping[str, Any], where: Any, physical: float | None = None,
-               reference: Mapping[str, Any] | None = None, logy: bool = False,
-               title: str = "all-reduce bus bandwidth") -> tuple[Any, Any]:
-    """busbw against size, one line per series (a RunResult or rows); optional physical limit and
-    reference points (nccl-tests on the reference machine, drawn hollow and labelled as such)."""
-    from .plots import figure, stamp
-
-    fig, ax = figure()
-    sizes: list[int] = []
-    for label, data in series.items():
-        rows = sorted(rows_of(data), key=lambda r: r["size"])
-        xs = [r["size"] for r in rows]
-        sizes += xs
-        ax.plot(xs, [r["busbw"] for r in rows], marker="o", ms=4, label=label)
-    for label, data in (reference or {}).items():
-        rows = sorted(data.rows if isinstance(data, NcclTestsRun) else data, key=lambda r: r["size"])
-        xs = [r["size"] for r in rows]
-        sizes += xs
-        ax.plot(xs, [r["busbw"] for r in rows], ls="none", marker="s", mfc="none", ms=6, label=label)
-    if physical:
-        ax.axhline(physical, color="0.3", ls="--", lw=1)
-        ax.annotate(f"physical limit {physical:.0f} GB/s", (0.01, physical), xycoords=("axes fraction", "data"),
-                    va="bottom", fontsize=8, color="0.3")
-    if sizes:
-        _size_axis(ax, sizes)
-    if logy:
-        ax.set_yscale("log")
-    ax.set_ylabel("busbw (GB/s)")
-    ax.set_title(title)
-    ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.subplots_adjust(bottom=0.26)  # rotated size labels, the axis label, then the stamp
-    stamp(fig, where)
-    return fig, ax
-
-
-def plot_lab(lab: Sequence[LabRun], title: str = "all-reduce busbw on three paths (the link A/B lab)") -> tuple[Any, Any]:
-    """An A/B lab: busbw against size, one line per path with the transport its logs name; log scale.
-    Used in notebook 01 (the three paths) and notebook 02 (the source's settings)."""
-    series = {f"{run.path.name} ({run.transport.summary})": run.result for run in lab}
-    if not is_gpu(lab[0].result):
-        title += ": CPU simulation"
-    return plot_busbw(series, lab[0].result, logy=True, title=title)
-
-
 # --- Notebook 01's steps -------------------------------------------------------------------------
 
 REFERENCE_COPY = {"size": 1 << 30, "gbps": 394.0}
@@ -474,7 +273,7 @@ ten all-reduces of 1 GiB (README of the saved outputs); 18 links share the traff
 
 def reference_torch() -> dict[str, list[dict[str, Any]]]:
     """The reference machine's saved torch all-reduce sweeps, by label."""
-    from . import hardware
+    from ..machine import hardware
 
     return parse_torch_busbw(hardware.reference_output("torch-all_reduce-busbw.txt").read_text())
 
@@ -511,16 +310,6 @@ def reference_check(result: Any, min_size: int = 256 << 20, tolerance: float = 0
                f"(lowest: {worst['measured ÷ nccl-tests']:.1%} at {worst['size']})" if ok else
                f"below nccl-tests by more than {tolerance:.0%}: {worst['measured ÷ nccl-tests']:.1%} at {worst['size']}")
     return _frame_or_none(rows), verdict
-
-
-def plot_sweep(result: Any, expectation: Any = None) -> tuple[Any, Any]:
-    """The all-reduce sweep; on GPUs with the physical limit and nccl-tests' reference points."""
-    if is_gpu(result):
-        return plot_busbw({"torch all_reduce (this run)": result}, result,
-                          physical=expectation.physical_gbps if expectation else None,
-                          reference={"nccl-tests on the reference 2× H200 (saved)": reference_nccl_tests()["default"]})
-    return plot_busbw({"torch all_reduce over gloo (CPU simulation)": result}, result,
-                      title="all-reduce bus bandwidth: CPU simulation, not a GPU measurement")
 
 
 def sendrecv_frame(result: Any):  # -> pandas.DataFrame
@@ -585,24 +374,6 @@ class CopyRun:
         if expectation is not None:
             text += f" = {best['gbps'] / expectation.physical_gbps:.0%} of the {expectation.physical_gbps:.0f} GB/s physical limit"
         return f"{text} ({self.label})"
-
-
-def device_copy(params: Mapping[str, Any] | None = None, timeout: float = 300.0) -> CopyRun:
-    """Launch ``p2p_copy`` (one process, both GPUs) where there are 2 GPUs; otherwise a row saying it needs them."""
-    import torch  # importing torch does not initialise CUDA
-
-    from . import hardware, launch
-
-    gpus = hardware.gpu_count() if torch.version.cuda else 0
-    if gpus < 2:
-        why = "a CPU-only torch" if not torch.version.cuda else f"{gpus} GPU visible"
-        note = f"skipped: a GPU-to-GPU copy needs 2 GPUs ({why}); nothing was launched"
-        return CopyRun(rows=[{"path": "cuda:0 → cuda:1", "size": None, "gbps": None, "note": note}],
-                       label=f"this machine: {why}", note=note)
-    result = launch.run("p2p_copy", nproc=1, params=dict(params or {}), output="none", timeout=timeout)
-    devices = result.metrics.get("devices") or []
-    label = f"{result.label}; one process copying between cuda:0 and cuda:1" + (f" ({' and '.join(devices)})" if devices else "")
-    return CopyRun(rows=rows_of(result), label=label, note=result.metrics.get("note", ""), result=result)
 
 
 def lab_verdict(lab: Sequence[LabRun]) -> str:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .plots import figure, stamp
+from .style import figure, stamp
 
 
 def ring_vs_all_reduce(rows: list[dict[str, Any]], where: Any) -> tuple[Any, Any]:

@@ -1,26 +1,10 @@
-"""Plot helpers shared by the notebooks. Functions take data and return ``(fig, ax)``.
-
-Every figure carries where it was measured (:func:`stamp`): real GPUs with their link and
-versions, or "CPU, gloo: a simulation".
-"""
+"""The figure of notebook 00: where a run's wall time goes. Returns ``(fig, ax)``."""
 
 from __future__ import annotations
 
 from typing import Any
 
-
-def stamp(fig: Any, where: Any) -> None:
-    """Write the measurement's origin under the figure. ``where``: a RunResult, EnvInfo or str."""
-    label = getattr(where, "label", where)
-    fig.text(0.01, 0.005, f"measured on: {label}", fontsize=7, color="0.35", ha="left", va="bottom")
-    fig.subplots_adjust(bottom=max(fig.subplotpars.bottom, 0.17))
-
-
-def figure(width: float = 7.0, height: float = 4.0, **kwargs: Any) -> tuple[Any, Any]:
-    """A new ``(fig, ax)``. In a notebook it shows when the cell ends: assign it, don't return it."""
-    import matplotlib.pyplot as plt
-
-    return plt.subplots(figsize=(width, height), **kwargs)
+from .style import figure, stamp
 
 
 def launch_timeline(results: list[Any], names: list[str] | None = None) -> tuple[Any, Any]:

@@ -1,8 +1,8 @@
 """Reading the ``pitfalls`` workload's results in the notebook (parent side; never touches CUDA).
 
-Used by notebook 06 through :mod:`nvtutorial.workloads.pitfalls`, which re-exports everything
-here: tables, the lines that say where each rank was, the NCCL flight recorder's dumps, and the
-verdicts on claims C17 to C21 computed from the measured numbers.
+Used by notebook 06: tables, the lines that say where each rank was, the NCCL flight recorder's
+dumps, and the verdicts on claims C17 to C21 computed from the measured numbers. The traps are
+launched by :mod:`nvtutorial.experiments.pitfalls`.
 """
 
 from __future__ import annotations
@@ -15,34 +15,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-__all__ = [
-    "describe_failure",
-    "describe_flight_recorder",
-    "describe_where",
-    "epoch_frame",
-    "first_mismatch_report",
-    "flight_recorder",
-    "loader_frame",
-    "log_lines",
-    "mismatch_lines",
-    "oom_frames",
-    "oom_message",
-    "params_from",
-    "processes_left",
-    "pyspy_hint",
-    "run_trap",
-    "seeds_frames",
-    "shards_line",
-    "signature_lines",
-    "stack_excerpt",
-    "validation_frame",
-    "verdict_c17",
-    "verdict_c18",
-    "verdict_c19_c20",
-    "verdict_c21",
-    "verdict_set_epoch",
-    "where_ranks",
-]
+from ..units import knee
+
 
 _FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+) in (?P<func>\S+)')
 _THREAD = re.compile(r"^(Current thread|Thread) (0x[0-9a-f]+)", re.IGNORECASE)
@@ -145,29 +119,6 @@ def log_lines(path: str | os.PathLike[str], patterns: Iterable[str] = ("Watchdog
     return [line for line in text.splitlines() if any(p in line for p in pats)]
 
 
-def params_from(sizes: Mapping[str, Any], **overrides: Any) -> dict[str, Any]:
-    """The entries of a notebook's size dict that are parameters of this workload, plus ``overrides``."""
-    import dataclasses
-
-    from nvtutorial.workloads.pitfalls import Params
-
-    names = {f.name for f in dataclasses.fields(Params)}
-    out = {k: v for k, v in sizes.items() if k in names}
-    out.update(overrides)
-    return out
-
-
-def run_trap(**kwargs: Any) -> Any:
-    """``nvtutorial.run("pitfalls", **kwargs)``: the error it ends with (RunFailed, RunTimedOut), or ``None``."""
-    import nvtutorial
-
-    try:
-        nvtutorial.run("pitfalls", **kwargs)
-    except nvtutorial.RunFailed as exc:
-        return exc
-    return None
-
-
 def processes_left(result: Any) -> list[int]:
     """Worker pids of a run (its ``rank{R}.pid`` files) still alive: should be none."""
     import psutil
@@ -242,7 +193,7 @@ def describe_flight_recorder(run: Any) -> list[str]:
         return ["the run finished: nothing to record"]
     fr = flight_recorder(result.run_dir)
     if not fr:
-        from nvtutorial import hardware
+        from ..machine import hardware
 
         if hardware.gpu_count() < len(result.log_files):
             return ["no flight-recorder dump: it records NCCL's collectives on GPUs; this run used gloo on the CPU"]
@@ -377,8 +328,6 @@ def loader_frame(result: Any, rank: int = 0):  # -> pandas.DataFrame
 
 
 def verdict_c17(result: Any) -> str:
-    from nvtutorial.workloads.pitfalls import knee
-
     d = result.ranks[0]["dataloader"]
     k = knee([r for r in d["rows"] if not r["pin_memory"]])
     best = max(d["rows"], key=lambda r: r["samples_per_s"])

@@ -1,7 +1,8 @@
-"""Hardware facts from NVML, without ever creating a CUDA context in the calling process.
+"""NVML, read without ever creating a CUDA context: the GPUs' NVLinks and P2P status, and the
+NVLink byte counters. Used on both sides: by the kernel (:mod:`nvtutorial.machine`, the launcher)
+and by workloads that count the bytes on the wire around their own collectives.
 
-The notebook kernel and the launcher call these; only the launched workers touch CUDA. That
-way a GPU is never held by the kernel, and forking or spawning later stays safe.
+``nvidia-ml-py`` only (imported inside :func:`nvml`); no torch, no pandas.
 """
 
 from __future__ import annotations
@@ -9,20 +10,11 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
-import re
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 
-@dataclasses.dataclass(frozen=True)
-class GPU:
-    index: int
-    name: str
-    uuid: str
-    pci_bus_id: str
-    memory_mib: int
-
+# --- The NVML session ---------------------------------------------------------------------------------
 
 @contextlib.contextmanager
 def nvml() -> Iterator[Any]:
@@ -72,33 +64,6 @@ def visible_handles(pynvml: Any) -> list[Any]:
     return handles
 
 
-def gpus() -> list[GPU]:
-    """The visible GPUs, in ``CUDA_VISIBLE_DEVICES`` order; empty where there are none."""
-    with nvml() as pynvml:
-        if pynvml is None:
-            return []
-        out = []
-        for i, h in enumerate(visible_handles(pynvml)):
-            out.append(GPU(
-                index=i,
-                name=nvml_text(pynvml.nvmlDeviceGetName(h)),
-                uuid=nvml_text(pynvml.nvmlDeviceGetUUID(h)),
-                pci_bus_id=nvml_text(pynvml.nvmlDeviceGetPciInfo(h).busId),
-                memory_mib=int(pynvml.nvmlDeviceGetMemoryInfo(h).total // 2**20),
-            ))
-        return out
-
-
-def gpu_count() -> int:
-    """How many GPUs a worker started now could use (0 without a driver)."""
-    return len(gpus())
-
-
-def driver_version() -> str | None:
-    with nvml() as pynvml:
-        return None if pynvml is None else nvml_text(pynvml.nvmlSystemGetDriverVersion())
-
-
 def remote_pci_info(pynvml: Any) -> Any:
     """``nvmlDeviceGetNvLinkRemotePciInfo_v2``, or the older spelling where nvidia-ml-py predates it."""
     return getattr(pynvml, "nvmlDeviceGetNvLinkRemotePciInfo_v2", None) or pynvml.nvmlDeviceGetNvLinkRemotePciInfo
@@ -109,42 +74,19 @@ def _bus_key(bus_id: str) -> str:
     return bus_id.lower().split(":", 1)[-1].lstrip("0") if bus_id.count(":") == 2 else bus_id.lower()
 
 
-def link_label(a: int = 0, b: int = 1) -> str | None:
-    """``"NV18"`` for 18 NVLinks between the pair (as ``nvidia-smi topo -m`` says), ``"PCIe"`` without
-    NVLink, ``None`` without 2 GPUs."""
-    inv = inventory()
-    if len(inv.gpus) <= max(a, b):
-        return None
-    n = inv.links_between(a, b)
-    return f"NV{n}" if n else "PCIe"
-
-
-# --- Inventory for notebook 01 and the doctor (added with issue 3; the functions above are unchanged) ---
-
-REFERENCE_MACHINE = "2× NVIDIA H200 SXM, NV18, driver 580.159.04, CUDA 13.0"
-"""The machine whose saved outputs ship with the course (``nvtutorial/data/h200x2/``)."""
+# --- The inventory: GPUs, NVLinks, P2P status (notebook 01, the doctor, the launcher's link label) ---
 
 NVLINK_VERSIONS = {1: "1.0", 2: "2.0", 3: "2.2", 4: "3.0", 5: "3.1", 6: "4.0", 7: "5.0", 8: "6.0"}
 """NVML's ``nvmlNvlinkVersion_t`` codes (``NVML_NVLINK_VERSION_4_0 = 6``) as version strings."""
+
 
 P2P_STATUS = {0: "OK", 1: "chipset not supported", 2: "GPU not supported", 3: "topology not supported",
               4: "disabled by regkey", 5: "not supported", 6: "unknown"}
 """``nvmlDeviceGetP2PStatus`` answers, in words."""
 
+
 NVLINK_SPEED_FIELD = 164
 """``NVML_FI_DEV_NVLINK_GET_SPEED``: a link's speed in MB/s (scopeId = link)."""
-
-
-REFERENCE_DATA = Path(__file__).resolve().parent / "data" / "h200x2"
-"""Saved outputs of the reference machine, shipped with the package (also the parsers' test fixtures)."""
-
-
-def reference_output(name: str) -> Path:
-    """A saved output of the reference machine (``nvidia-smi-topo-m.txt``, ``nccl-tests-…``)."""
-    path = REFERENCE_DATA / name
-    if not path.is_file():
-        raise FileNotFoundError(f"no saved output {name!r} of the reference machine in {REFERENCE_DATA}")
-    return path
 
 
 @dataclasses.dataclass(frozen=True)
@@ -339,6 +281,16 @@ def inventory() -> Inventory:
             cuda_driver=cuda_version_text(raw_cuda), gpus=tuple(gpus), p2p=p2p)
 
 
+def link_label(a: int = 0, b: int = 1) -> str | None:
+    """``"NV18"`` for 18 NVLinks between the pair (as ``nvidia-smi topo -m`` says), ``"PCIe"`` without
+    NVLink, ``None`` without 2 GPUs."""
+    inv = inventory()
+    if len(inv.gpus) <= max(a, b):
+        return None
+    n = inv.links_between(a, b)
+    return f"NV{n}" if n else "PCIe"
+
+
 def cuda_version_text(code: int | None) -> str | None:
     """NVML/CUDA's integer version (``13000``) as ``"13.0"``."""
     if not code:
@@ -346,63 +298,12 @@ def cuda_version_text(code: int | None) -> str | None:
     return f"{code // 1000}.{(code % 1000) // 10}"
 
 
-def parse_nvidia_smi(text: str) -> tuple[str | None, str | None, list[GPUDetail]]:
-    """Driver, CUDA version and GPUs from the table plain ``nvidia-smi`` prints (a saved output)."""
-    driver = re.search(r"Driver Version:\s*([\d.]+)", text)
-    cuda = re.search(r"CUDA Version:\s*([\d.]+)", text)
-    gpus = []
-    lines = text.splitlines()
-    for i, line in enumerate(lines):
-        m = re.match(r"^\|\s+(\d+)\s+(.+?)\s{2,}(On|Off)\s+\|\s+([0-9A-Fa-f:.]+)\s", line)
-        if not m:
-            continue
-        memory = re.search(r"/\s*(\d+)MiB", lines[i + 1]) if i + 1 < len(lines) else None
-        gpus.append(GPUDetail(index=int(m.group(1)), name=m.group(2).strip(), uuid="", pci_bus_id=m.group(4),
-                              memory_mib=int(memory.group(1)) if memory else 0))
-    return (driver.group(1) if driver else None, cuda.group(1) if cuda else None, gpus)
-
-
-def parse_nvlink_status(text: str) -> dict[int, list[float]]:
-    """``nvidia-smi nvlink -s`` (a saved output): GPU index -> per-link speed in GB/s."""
-    out: dict[int, list[float]] = {}
-    gpu = None
-    for line in text.splitlines():
-        m = re.match(r"^GPU (\d+):", line)
-        if m:
-            gpu = int(m.group(1))
-            out[gpu] = []
-            continue
-        m = re.match(r"^\s+Link (\d+):\s+([\d.]+) GB/s", line)
-        if m and gpu is not None:
-            out[gpu].append(float(m.group(2)))
-    return out
-
-
-def reference_inventory() -> Inventory:
-    """The reference machine's inventory, read from its saved ``nvidia-smi`` outputs (simulation mode)."""
-    driver, cuda, gpus = parse_nvidia_smi(reference_output("nvidia-smi.txt").read_text())
-    speeds = parse_nvlink_status(reference_output("nvidia-smi-nvlink-s.txt").read_text())
-    detailed = []
-    for g in gpus:
-        other = 1 - g.index if len(gpus) == 2 else None
-        # NVLink 4.0: what the saved README states for H200 SXM (nvidia-smi nvlink -s gives no version)
-        links = tuple(NvLink(link=k, active=True, remote_gpu=other, version="4.0", speed_mbps=int(s * 1000))
-                      for k, s in enumerate(speeds.get(g.index, [])))
-        detailed.append(dataclasses.replace(g, nvlinks=links))
-    return Inventory(source=f"a saved output of the reference machine ({REFERENCE_MACHINE})", driver=driver,
-                     cuda_driver=cuda, gpus=tuple(detailed))
-
-
-def inventory_or_reference(gpus_needed: int = 2) -> Inventory:
-    """This machine's inventory when it has ``gpus_needed`` GPUs, else the reference machine's (simulation mode)."""
-    inv = inventory()
-    return inv if len(inv.gpus) >= gpus_needed else reference_inventory()
-
-
 # --- NVLink byte counters, read from a worker (notebooks 01, 05, 07) ---------------------------------
 
 NVLINK_TX_FIELD = 138
 """``NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX``: data payload KiB sent over one link (scopeId = link), cumulative."""
+
+
 NVLINK_RX_FIELD = 139
 """``NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX``: the same, received."""
 

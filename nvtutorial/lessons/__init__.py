@@ -1,0 +1,1 @@
+"""The code the course teaches: collectives by hand, DDP training, checkpoints, gradient compression."""

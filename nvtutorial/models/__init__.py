@@ -1,0 +1,1 @@
+"""What the lessons train: the course UNet and its synthetic segmentation data."""
