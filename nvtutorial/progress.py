@@ -64,15 +64,16 @@ class TextBar:
 
         self.bar = tqdm(total=phase.total, desc=phase.desc, leave=True, file=sys.stdout)
 
-    def show(self, phase: Phase) -> None:
+    def show(self, phase: Phase, refresh: bool = True) -> None:
         self.bar.n = phase.n
         self.bar.set_description(phase.desc, refresh=False)
         self.bar.set_postfix_str(phase.text(), refresh=False)
-        self.bar.refresh()
+        if refresh:
+            self.bar.refresh()
 
     def end(self, phase: Phase) -> None:
-        self.show(phase)
-        self.bar.close()
+        self.show(phase, refresh=False)
+        self.bar.close()  # draws the final state once
 
 
 class NotebookBar:
