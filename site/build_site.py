@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import collections
-import copy
 import importlib.util
 import json
 import re
@@ -74,9 +73,9 @@ def reference_runs(folder: Path = REFERENCE) -> dict[str, dict]:
         runs[Path(entry["name"]).stem] = {"passed": entry.get("passed"), "duration_s": entry.get("duration_s"),
                                            "where": summary.get("where"), "commit": None}
     readme = folder / "README.md"
-    rows = re.findall(r"^\| \[(\w+)\]\([^)]*\) \| (\w+) \| [^|]+ \| ([0-9a-f]{7,40}) \|", readme.read_text(), re.MULTILINE) \
-        if readme.exists() else []
-    for name, _passed, commit in rows:
+    table_row = re.compile(r"^\| \[(\w+)\]\([^)]*\) \| \w+ \| [^|]+ \| ([0-9a-f]{7,40}) \|", re.MULTILINE)
+    rows = table_row.findall(readme.read_text()) if readme.exists() else []
+    for name, commit in rows:
         runs.setdefault(name, {"where": summary.get("where")})["commit"] = commit
     for name, info in runs.items():
         path = folder / f"{name}.ipynb"
@@ -93,7 +92,7 @@ def _label_lines(labels: collections.Counter[str]) -> str:
     return "Where the runs on this page say they ran:\n\n" + "\n".join(lines)
 
 
-def provenance_cell(name: str, nb: nbformat.NotebookNode | None, info: dict | None) -> nbformat.NotebookNode:
+def provenance_cell(nb: nbformat.NotebookNode | None, info: dict | None) -> nbformat.NotebookNode:
     """The note heading a notebook's page: where its outputs were produced, or that it has none."""
     if nb is None:
         text = ("```{admonition} No GPU run of this notebook yet\n:class: warning\n"
@@ -111,8 +110,10 @@ def provenance_cell(name: str, nb: nbformat.NotebookNode | None, info: dict | No
         facts.append(f"in {info['duration_s']:.0f} s")
     labels = run_labels(nb)
     cpu = any(label.startswith("CPU,") for label in labels)
-    text = (f"```{{admonition}} Where these outputs come from\n:class: {'warning' if cpu else 'note'}\n"
-            f"Executed on **{where}** ([the reference machine](../hardware.md)) {', '.join(facts)}. "
+    failed = info.get("passed") is False
+    text = (f"```{{admonition}} Where these outputs come from\n:class: {'warning' if cpu or failed else 'note'}\n"
+            f"Executed on **{where}** ([the reference machine](../hardware.md)) {', '.join(facts)}"
+            f"{': **it failed there**' if failed else ''}. "
             "The outputs are as they ran there: this site never re-executes a notebook.\n\n"
             f"{_label_lines(labels)}\n```")
     return nbformat.v4.new_markdown_cell(text)
@@ -121,8 +122,7 @@ def provenance_cell(name: str, nb: nbformat.NotebookNode | None, info: dict | No
 def stage_notebook(plain: Path, reference: Path | None, info: dict | None) -> nbformat.NotebookNode:
     """The notebook as the site shows it: the executed reference copy if there is one, with its provenance."""
     nb = nbformat.read(reference if reference else plain, as_version=4)
-    nb = copy.deepcopy(nb)
-    cell = provenance_cell(plain.stem, nb if reference else None, info)
+    cell = provenance_cell(nb if reference else None, info)
     cell["id"] = "site-provenance"
     nb.cells.insert(1, cell)
     return nb

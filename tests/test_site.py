@@ -50,13 +50,15 @@ def test_run_labels_are_found_in_outputs():
 
 def test_every_notebook_page_says_where_its_outputs_come_from():
     info = {"where": "2× NVIDIA H200 (NV18)", "profile": "full", "commit": "15fcf4b", "duration_s": 43.3}
-    gpu = build_site.provenance_cell("00_welcome", notebook_with_outputs(GPU_LABEL), info).source
+    gpu = build_site.provenance_cell(notebook_with_outputs(GPU_LABEL), info).source
     assert "2× NVIDIA H200 (NV18)" in gpu and "`15fcf4b`" in gpu and "43 s" in gpu and f"`{GPU_LABEL}`" in gpu
     assert ":class: note" in gpu
-    cpu = build_site.provenance_cell("00_welcome", notebook_with_outputs(CPU_LABEL), info).source
+    cpu = build_site.provenance_cell(notebook_with_outputs(CPU_LABEL), info).source
     assert ":class: warning" in cpu, "a page whose runs were CPU simulations must stand out"
-    none = build_site.provenance_cell("08_new", None, None).source
+    none = build_site.provenance_cell(None, None).source
     assert "without outputs" in none and ":class: warning" in none
+    failed = build_site.provenance_cell(notebook_with_outputs(GPU_LABEL), dict(info, passed=False)).source
+    assert "it failed there" in failed and ":class: warning" in failed
 
 
 def test_a_notebook_without_a_gpu_copy_is_shown_without_outputs(tmp_path):
