@@ -279,10 +279,10 @@ def test_stop_ends_a_run_in_flight_within_5_s_and_leaves_nothing(executed, page,
     record_property("stop_s", round(took, 2))
     print(f"Stop ended the run in {took:.2f} s")
     shoot(page, "jupyterlab-stop-after.png")
-    assert took < STOP_LIMIT_S, f"Stop took {took:.1f} s to end the run"
     assert "KeyboardInterrupt" in page.locator(".jp-Cell").last.inner_text()
     assert_nothing_left(run_dir, extra_pids=tuple(p.pid for p in tree), within=1.0)
     assert not kernel.children(recursive=True), "processes left under the kernel"
+    assert took < STOP_LIMIT_S, f"Stop took {took:.1f} s to end the run"
 
 
 # ----------------------------------------------------------------------------------------------- the website
