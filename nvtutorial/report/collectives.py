@@ -121,3 +121,24 @@ def sparse_verdict(rows: Sequence[dict[str, Any]], where: str) -> Verdict:
     return Verdict("sparse all-reduce", "pass" if exact else "fail", text,
                    {"exact": exact, "fewer_bytes_up_to": max(fewer_bytes) if fewer_bytes else None,
                     "faster_at": faster, "judged_by": judged, "time_ratio_median": statistics.median(ratios)}, where)
+
+
+def ring_variants(ranks: Sequence[dict[str, Any]], where: str) -> list[Verdict]:
+    """At the largest size, each way of running the ring against the plain one (one slice, launched from
+    Python): faster, slower or no change under ``compare`` (rank 0's repeats), with its share of ``all_reduce``."""
+    rows = [r for r in ring_rows(ranks[0]) if "error" not in r and r.get("ring_ms_all")]
+    if not rows:
+        return []
+    size = max(r["size_bytes"] for r in rows)
+    at = {r["variant"]: r for r in rows if r["size_bytes"] == size}
+    base = at.get("ring, 1 slice")
+    out = []
+    for name, r in at.items():
+        if base is None or name == "ring, 1 slice":
+            continue
+        c = compare(base["ring_ms_all"], r["ring_ms_all"])
+        text = (f"{c.describe('ms', f'{name} against one slice at {size / 2**20:g} MiB')}; it reaches "
+                f"{r['busbw_ratio']:.0%} of dist.all_reduce's bus bandwidth (one slice: {base['busbw_ratio']:.0%})")
+        out.append(Verdict(f"ring: {name}", c.status, text, {"ratio": c.ratio, "noise": c.noise,
+                                                             "share": r["busbw_ratio"], "size": size}, where))
+    return out
