@@ -66,7 +66,7 @@ def test_ring_on_the_gpus_is_exact_and_half_as_fast_as_nccl(bench):
     assert check.status == "pass" and check.numbers["bytes_match_formula"]
     speed = report.ring_speed(bench, "2× H200", gpu=True)
     # The reference ring (one slice, Python between the messages) reached 51 % at 64 MiB: below the goal.
-    assert speed.status == "fail"
+    assert speed.status == "info" and speed.numbers["meets_target"] is False
     assert speed.numbers["best_share"] == pytest.approx(0.51, abs=0.01)
     assert speed.numbers["share_from"] == 64 * 2**20
 

@@ -41,8 +41,10 @@ class Params:
     """Message sizes in bytes (fp32) for the ring against ``all_reduce``."""
     slices: tuple[int, ...] = (1, 4)
     """Slices per chunk to time the ring with (1: no pipelining)."""
-    graph: bool = True
-    """On GPUs, also time the ring replayed from a CUDA graph (sizes of 1 MiB and more)."""
+    graph: bool = False
+    """On GPUs, also time the ring replayed from a CUDA graph (sizes of 1 MiB and more). Off by default:
+    capturing NCCL point-to-point in a graph is not yet tried on the reference machine (a one-GPU
+    test of a self send/recv capture hung)."""
     warmup: int = 3
     repeats: int = 10
     sparse_numel: int = 1 << 24
