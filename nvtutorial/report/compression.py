@@ -82,9 +82,13 @@ def hook_verdicts(results: dict[str, dict[str, Any]], where: str) -> list[Verdic
         hooks = {h["hook"]: h for h in metrics["hooks"]}
         for name, c in comparisons(metrics).items():
             saved = 1 - hooks[name]["sent_bytes_per_step"] / hooks[name]["dense_bytes_per_step"]
+            iou = hooks[name]["final_iou"] - hooks["none"]["final_iou"]
             what = f"{name} on {link}, step time against no compression"
-            text = f"{c.describe('ms', what)}; it sends {saved:.0%} fewer bytes"
-            out.append(comparison_verdict(f"{name} · {link}", c, text, where, bytes_saved=saved, link=link, hook=name))
+            text = (f"{c.describe('ms', what)}; it sends {saved:.1%} fewer bytes; final validation IoU {iou:+.3f} "
+                    f"against no compression ({'within' if abs(iou) < IOU_TOLERANCE else 'beyond'} "
+                    f"{IOU_TOLERANCE} in one short run)")
+            out.append(comparison_verdict(f"{name} · {link}", c, text, where, bytes_saved=saved, iou_vs_none=iou,
+                                          link=link, hook=name))
     return out
 
 
