@@ -145,6 +145,23 @@ def test_ring_equals_all_reduce_and_sends_the_formula(pool):
     assert [r["sent"] for r in on_ranks(ring_cases)[0] if r["numel"] == 4096] == [4096 * 4] * 2
 
 
+def lesson_check(module, *args):
+    import importlib
+
+    lesson = importlib.import_module(f"nvtutorial.lessons.{module}")
+    device = torch.device("cpu")
+    return lesson.train(*args, device) if module == "compression" else lesson.check(*args, device)
+
+
+def test_the_lessons_own_checks_hold_on_the_ranks(pool):
+    """What each lesson file's main() runs after init_process_group (its `check`), on 2 gloo ranks with DETAIL."""
+    assert all(r["equal"] and r["sent_bytes"] == ring_bytes(1001, 4, WORLD, i)
+               for i, r in enumerate(on_ranks(lesson_check, "collectives", 1001, 2)))
+    for found in on_ranks(lesson_check, "sparse_allreduce"):
+        assert found["the source's"].startswith("failed: RuntimeError: Detected mismatch"), found
+        assert found["the correct"] == "equal to all_reduce / W: True"
+
+
 def test_exercise_checker_passes_the_solution_and_names_each_wrong_answer(pool):
     def define(source: str) -> None:
         result = ranks.run_code(source)
@@ -240,6 +257,12 @@ def test_powersgd_runs_on_cpu_ranks_that_see_a_gpu(hooks):
     for out in on_ranks(powersgd_with_a_visible_gpu):
         assert "ValueError: Expected a cuda device, but got: cpu" in out["before"], out  # the failure is real...
         assert out["hidden"] and out["after"] == "ran"  # ...and hiding the GPU from the rank avoids it
+
+
+def test_the_compression_lesson_trains_identical_replicas(plain_pool):
+    for hook in ("fp16", "powersgd", "topk"):
+        for found in on_ranks(lesson_check, "compression", hook, 4):
+            assert found["identical"] and found["last_loss"] < found["first_loss"] + 0.5, (hook, found)
 
 
 # --------------------------------------------------------------------------------------------

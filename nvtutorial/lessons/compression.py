@@ -88,6 +88,33 @@ def register(ddp_model, name, process_group=None, topk_ratio=0.01, powersgd_rank
 
 
 # %% train with it
+def train(hook, steps, device):
+    """A small DDP model trained with ``hook``; returns the first and last loss and whether every rank
+    ends with the same weights (every rank applied the same averaged gradient)."""
+    rank = dist.get_rank()
+    torch.manual_seed(0)  # the same initial weights on every rank
+    model = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(), torch.nn.Linear(128, 8)).to(device)
+    ddp = DDP(model, device_ids=[device.index] if device.type == "cuda" else None)
+    register(ddp, hook, topk_ratio=0.05)
+    optimizer = torch.optim.SGD(ddp.parameters(), lr=0.1)
+    data = torch.Generator().manual_seed(rank)  # each rank its own batches
+    losses = []
+    for _ in range(steps):
+        x = torch.randn(32, 64, generator=data).to(device)
+        loss = F.cross_entropy(ddp(x), x[:, :8].argmax(dim=1))  # learnable: which of 8 inputs is largest
+        optimizer.zero_grad()
+        loss.backward()  # the hook runs here, bucket by bucket
+        optimizer.step()
+        losses.append(loss.item())
+    highest = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
+    lowest = highest.clone()
+    dist.all_reduce(highest, op=dist.ReduceOp.MAX)
+    dist.all_reduce(lowest, op=dist.ReduceOp.MIN)
+    same = torch.equal(highest, lowest)
+    print(f"rank {rank}: hook {hook}: loss {losses[0]:.3f} -> {losses[-1]:.3f}; weights identical on every rank: {same}")
+    return {"first_loss": losses[0], "last_loss": losses[-1], "identical": same}
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--hook", choices=HOOKS, default="topk")
@@ -99,29 +126,7 @@ def main():
     if gpu:
         torch.cuda.set_device(device)
     dist.init_process_group("nccl" if gpu else "gloo", device_id=device if gpu else None)
-    rank = dist.get_rank()
-
-    torch.manual_seed(0)  # the same initial weights on every rank
-    model = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(), torch.nn.Linear(128, 8)).to(device)
-    ddp = DDP(model, device_ids=[local_rank] if gpu else None)
-    register(ddp, args.hook, topk_ratio=0.05)
-    optimizer = torch.optim.SGD(ddp.parameters(), lr=0.1)
-    data = torch.Generator().manual_seed(rank)  # each rank its own batches
-    losses = []
-    for _ in range(args.steps):
-        x = torch.randn(32, 64, generator=data).to(device)
-        loss = F.cross_entropy(ddp(x), x[:, :8].argmax(dim=1))  # learnable: which of 8 inputs is largest
-        optimizer.zero_grad()
-        loss.backward()  # the hook runs here, bucket by bucket
-        optimizer.step()
-        losses.append(loss.item())
-    highest = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
-    lowest = highest.clone()
-    dist.all_reduce(highest, op=dist.ReduceOp.MAX)
-    dist.all_reduce(lowest, op=dist.ReduceOp.MIN)
-    same = torch.equal(highest, lowest)  # every rank applied the same averaged gradient
-    print(f"rank {rank}: hook {args.hook}: loss {losses[0]:.3f} -> {losses[-1]:.3f}; "
-          f"weights identical on every rank: {same}")
+    train(args.hook, args.steps, device)
     dist.destroy_process_group()
 
 

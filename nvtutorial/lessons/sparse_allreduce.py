@@ -16,7 +16,7 @@ import os
 import torch
 import torch.distributed as dist
 
-world_size = 2  # the source reads a global world_size it never defines; main() sets it
+world_size = 2  # the source reads a global world_size it never defines; check() sets it
 
 
 def all_gather_flat(output, input, group=None):
@@ -76,29 +76,35 @@ def sparse_allreduce(tensor, group=None):
 
 
 # %% both against dist.all_reduce
-def main():
+def check(device):
+    """Both versions on inputs whose non-zeros differ between ranks, against all_reduce / W; returns the verdicts."""
     global world_size
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+    g = torch.Generator().manual_seed(rank)  # each rank: its own values at its own positions
+    x = (torch.randn(4096, generator=g) * (torch.rand(4096, generator=g) < 0.05 * (rank + 1))).to(device)
+    reference = x.clone()
+    dist.all_reduce(reference)
+    reference /= world_size
+    found = {}
+    for name, fn in (("the source's", source_sparse_allreduce), ("the correct", sparse_allreduce)):
+        y = x.clone()
+        try:
+            fn(y)
+            found[name] = f"equal to all_reduce / W: {torch.equal(y, reference)}"
+        except Exception as exc:  # the source's all_gather of unequal sizes, under DETAIL
+            found[name] = f"failed: {type(exc).__name__}: {str(exc).splitlines()[0][:100]}"
+        print(f"rank {rank}: {int((x != 0).sum())} non-zeros; {name} sparse_allreduce {found[name]}")
+    return found
+
+
+def main():
     local_rank = int(os.environ.get("LOCAL_RANK", 0))
     gpu = torch.cuda.is_available() and torch.cuda.device_count() >= int(os.environ.get("LOCAL_WORLD_SIZE", 1))
     device = torch.device("cuda", local_rank) if gpu else torch.device("cpu")
     if gpu:
         torch.cuda.set_device(device)
     dist.init_process_group("nccl" if gpu else "gloo", device_id=device if gpu else None)
-    rank, world_size = dist.get_rank(), dist.get_world_size()
-
-    g = torch.Generator().manual_seed(rank)  # each rank: its own values at its own positions
-    x = (torch.randn(4096, generator=g) * (torch.rand(4096, generator=g) < 0.05 * (rank + 1))).to(device)
-    reference = x.clone()
-    dist.all_reduce(reference)
-    reference /= world_size
-    for name, fn in (("the source's", source_sparse_allreduce), ("the correct", sparse_allreduce)):
-        y = x.clone()
-        try:
-            fn(y)
-            verdict = f"equal to all_reduce / W: {torch.equal(y, reference)}"
-        except Exception as exc:  # the source's all_gather of unequal sizes, under DETAIL
-            verdict = f"failed: {type(exc).__name__}: {str(exc).splitlines()[0][:100]}"
-        print(f"rank {rank}: {int((x != 0).sum())} non-zeros; {name} sparse_allreduce {verdict}")
+    check(device)
     dist.destroy_process_group()
 
 
