@@ -649,6 +649,8 @@ def execute(spec: LaunchSpec, check: bool = True) -> RunResult:
         if previous_sigterm is not None:
             signal.signal(signal.SIGTERM, previous_sigterm)
     wall = time.perf_counter() - run.t0
+    for leftover in spec.run_dir.glob(".rank*.tmp"):  # a rank killed (SIGKILL) while it wrote a result
+        leftover.unlink(missing_ok=True)
     result = diagnosis.collect(spec, run.returncode, wall, run.first_output)
     if run.interrupted:
         result.error = {"type": "SIGTERM" if run.terminated else "KeyboardInterrupt",
