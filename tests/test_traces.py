@@ -504,12 +504,12 @@ def test_split_check_and_the_estimate_of_the_wire():
 def test_trust_fails_when_the_profiler_costs_more_than_it_reports():
     res = _res(_rank(exposed=1.2, comm=2.0), _rank(exposed=0.2, comm=0.5))  # the profiler adds 1.0 ms to each
     v = profreport.verdict_trust(res)
-    assert v.status == "fail" and v.numbers["ranks_failing"] == [1]
+    assert v.status == "info" and not v.numbers["trustworthy"] and v.numbers["ranks_failing"] == [1]
     assert v.numbers["overhead_ms"] == pytest.approx([1.0, 1.0])
     assert profreport.verdict_overhead(res).status == "slower"
     same = _res(_rank(exposed=0.2, comm=0.5, profiled=(10.0, 10.05, 9.95)), _rank(exposed=0.3, comm=0.5, profiled=(10.0, 10.1)))
     assert profreport.verdict_overhead(same).status == "no change"
-    assert profreport.verdict_trust(same).status == "pass"  # within the noise: the profiler adds nothing measurable
+    assert profreport.verdict_trust(same).numbers["trustworthy"]  # within the noise: the profiler adds nothing measurable
 
 
 def test_exchange_and_second_gpu_use_the_noise_rule():
@@ -520,7 +520,7 @@ def test_exchange_and_second_gpu_use_the_noise_rule():
     flat["step_ms_repeats"]["no_sync"] = [10.0, 10.05, 10.0]
     assert profreport.verdict_exchange(_res(flat, flat)).status == "no change"
     mixed = profreport.verdict_exchange(_res(_rank(exposed=1.2, comm=2.0), flat))
-    assert mixed.status == "no change"  # the ranks disagree: not resolved
+    assert mixed.status == "no change" and mixed.numbers["rank_status"] == ["slower", "no change"]  # not resolved
     old = _rank(exposed=1.2, comm=2.0)
     del old["step_ms_repeats"]
     assert profreport.verdict_exchange(_res(old, old)).status == "info"
@@ -553,6 +553,9 @@ def test_c16_verdicts():
     stuck = _sweep_res([_sweep_row(1, 3.0, 2.5), _sweep_row(8, 3.0, 2.4)], [_sweep_row(1, 3.0, 2.5), _sweep_row(8, 3.0, 2.4)])
     assert profreport.verdict_c16({"stuck": stuck}).status == "wrong"  # 4 % less is within HIDES_MORE
     assert profreport.verdict_c16({"none": _sweep_res([], [])}).status == "unverifiable"
+    skew.env = types.SimpleNamespace(is_gpu=False)  # a CPU simulation cannot settle a rule about GPUs
+    cpu = profreport.verdict_c16({"gloo": skew})
+    assert cpu.status == "unverifiable" and cpu.numbers["gloo"]["max_link_share"] == pytest.approx(0.03)
 
 
 def test_c12_verdict_from_the_split():
@@ -561,6 +564,9 @@ def test_c12_verdict_from_the_split():
     assert v.status == "partly" and v.numbers["waiting_share"] == pytest.approx([0.75, 0.0])
     even = _res(_rank(exposed=0.2, comm=0.5), _rank(exposed=0.2, comm=0.45))
     assert traces.verdict_c12(even).status == "holds"
+    cpu = _rank(exposed=1.2, comm=2.0)
+    cpu["split"]["source"] = "cpu"
+    assert traces.verdict_c12(_res(cpu, _rank(exposed=0.2, comm=0.5))).status == "unverifiable"
     missing = traces.NsysResult(available=False, command=["nsys"], reason="nsys is not on PATH here")
     assert "nsys is not on PATH here" in traces.verdict_c12(even, missing).text
     ran = traces.NsysResult(available=True, command=["nsys"], splits=[tracesplit.split(SYNTHETIC)])
@@ -610,7 +616,9 @@ def test_profile_step_run_reports_every_rank_consistently(runs_dir):
     assert split.numbers["source"] == "paired traces" and len(split.numbers["comm_ms"]) == 2
     assert profreport.verdict_overhead(res).status in ("slower", "no change", "faster")
     assert len(profreport.verdict_overhead(res).numbers["overhead_ms"]) == 2
-    assert profreport.verdict_trust(res).status in ("pass", "fail")
+    assert isinstance(profreport.verdict_trust(res).numbers["trustworthy"], bool)
     for v in (profreport.verdict_exchange(res), profreport.verdict_second_gpu(res)):
         assert v.status in ("slower", "no change", "faster") and len(v.numbers["extra_ms"]) == 2
-    assert traces.verdict_c12(res).status in ("holds", "partly")
+    c12 = traces.verdict_c12(res)
+    assert c12.status in (("holds", "partly") if res.env.is_gpu else ("unverifiable",))
+    assert len(c12.numbers["waiting_share"]) == 2

@@ -105,13 +105,14 @@ def price(verdicts: Mapping[str, Any], marks: Mapping[str, float], where: Any,
     fig, ax = figure(7.5, 1.8 + 0.45 * sum(len(v.numbers.get("extra_ms", [])) for v in verdicts.values()))
     labels, values, errors = [], [], []
     for name, v in verdicts.items():
+        statuses = v.numbers.get("rank_status") or []
         for rank, (extra, noise) in enumerate(zip(v.numbers.get("extra_ms", []), v.numbers.get("noise_ms", []))):
-            labels.append(f"{name}, rank {rank} ({v.status})")
+            labels.append(f"{name}, rank {rank} ({statuses[rank] if rank < len(statuses) else v.status})")
             values.append(extra)
             errors.append(noise)
     ys = list(range(len(labels)))
     ax.errorbar(values, ys, xerr=errors, fmt="o", color=COLOURS["exposed"], ecolor="0.4", capsize=4,
-                label="median difference ± noise (compare)")
+                label="DDP step − baseline, ± noise")
     ax.axvline(0, color="0.2", lw=0.8)
     styles = iter(["--", ":", "-."])
     for name, value in marks.items():
@@ -119,8 +120,8 @@ def price(verdicts: Mapping[str, Any], marks: Mapping[str, float], where: Any,
     ax.set_yticks(ys, labels)
     ax.invert_yaxis()
     ax.set_xlabel("extra milliseconds per step")
-    ax.set_title(title)
-    ax.legend(fontsize=7, loc="lower left", bbox_to_anchor=(0.0, 1.02), ncol=2, frameon=False)
+    ax.set_title(title, pad=34)
+    ax.legend(fontsize=7, loc="lower left", bbox_to_anchor=(0.0, 1.0), ncol=2, frameon=False)
     finish(fig, where)
     return fig, ax
 
@@ -149,6 +150,7 @@ def comm_share_sweep(rows_by_path: Mapping[str, Sequence[Mapping[str, Any]]], wh
     if batches:
         ax.set_xticks(batches, [str(b) for b in batches])
         ax.minorticks_off()
+    ax.set_ylim(0, max(ax.get_ylim()[1], 120 * threshold))
     ax.set_xlabel("per-GPU batch size")
     ax.set_ylabel("% of the profiled step")
     ax.set_title("Communication share against batch size")

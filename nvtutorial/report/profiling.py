@@ -182,7 +182,8 @@ def verdict_overhead(res: Any) -> Verdict:
 
 
 def verdict_trust(res: Any) -> Verdict:
-    """Whether the split's exposed communication is larger than the time the profiler itself adds.
+    """Whether the split's exposed communication is larger than the time the profiler itself adds
+    (``numbers["trustworthy"]``; the status is ``info``: a reading of the run, not a check that failed).
 
     Where the profiler slows a rank's step by more than the exposed communication it reports
     there, that figure cannot be read as the cost of communication: the profiler's own work on
@@ -199,15 +200,16 @@ def verdict_trust(res: Any) -> Verdict:
         exposed.append(sp.get("exposed_ms", float("nan")))
         if not over < exposed[-1]:
             fails.append(rank)
-    numbers = {"overhead_ms": added, "exposed_ms": exposed, "ranks_failing": fails}
+    numbers = {"overhead_ms": added, "exposed_ms": exposed, "ranks_failing": fails, "trustworthy": not fails}
     if fails:
-        text = (f"the profiler adds {_fmt(added)} to the step, more than the exposed communication it reports on rank"
-                f"{'s' if len(fails) > 1 else ''} {', '.join(map(str, fails))} ({_fmt(exposed)}): read the trace for its "
-                "structure (which kernels run, what overlaps, who waits for whom), and the cost of communication from "
-                "the A/B without the profiler")
-        return Verdict("split trustworthy", "fail", text, numbers, _where(res))
-    return Verdict("split trustworthy", "pass", f"the profiler adds {_fmt(added)}, less than the exposed communication it "
-                   f"reports on every rank ({_fmt(exposed)})", numbers, _where(res))
+        text = (f"not a measure of the cost: the profiler adds {_fmt(added)} to the step, more than the exposed "
+                f"communication it reports on rank{'s' if len(fails) > 1 else ''} {', '.join(map(str, fails))} "
+                f"({_fmt(exposed)}). Read the trace for its structure (which kernels run, what overlaps, who waits for "
+                "whom), and the cost of communication from the A/B without the profiler")
+    else:
+        text = (f"the profiler adds {_fmt(added)}, less than the exposed communication it reports on every rank "
+                f"({_fmt(exposed)})")
+    return Verdict("split trustworthy", "info", text, numbers, _where(res))
 
 
 # --------------------------------------------------------------------------- A/B without the profiler
@@ -246,11 +248,15 @@ def price(ranks: Sequence[Mapping[str, Any]], baseline: str, key: str, where: st
     cs = [c for c in comps if c is not None]
     extra = [c.candidate - c.baseline for c in cs]
     noise = [c.noise * c.baseline for c in cs]
-    status = _joint([c.status for c in cs])
+    statuses = [c.status for c in cs]
+    status = _joint(statuses)
     text = f"{what}: " + "; ".join(f"rank {r}: {c.describe('ms')}" for r, c in enumerate(cs))
-    if status == "no change":
+    if len(set(statuses)) > 1:
+        text += ". The ranks disagree: not resolved, read as no change"
+    elif status == "no change":
         text += ". Within the noise: no cost this measurement can resolve"
-    return Verdict(key, status, text, {"extra_ms": extra, "noise_ms": noise, "ratio": [c.ratio for c in cs]}, where)
+    return Verdict(key, status, text, {"extra_ms": extra, "noise_ms": noise, "ratio": [c.ratio for c in cs],
+                                       "rank_status": statuses}, where)
 
 
 def verdict_exchange(res: Any) -> Verdict:
@@ -381,6 +387,7 @@ def verdict_c16(runs: Mapping[str, Any], threshold: float = 0.15) -> Verdict:
     where = " | ".join(f"{p}: {_where(r)}" for p, r in runs.items())
     if not usable:
         return Verdict("C16", "unverifiable", "no profiled batch sweep with two sizes or more in these runs", {}, where)
+    gpu = all(getattr(getattr(r, "env", None), "is_gpu", True) for r in runs.values())
     numbers: dict[str, Any] = {}
     parts, hides, above = [], [], []
     for path, t in usable.items():
@@ -400,7 +407,10 @@ def verdict_c16(runs: Mapping[str, Any], threshold: float = 0.15) -> Verdict:
         parts.append(f"{path}: the profiler's communication share (mean of the ranks) peaks at {100 * naive:.0f} %, the time "
                      f"on the wire at {100 * link:.1f} % of the step; exposed on the wire {small['exposed_link_ms']:.2f} ms "
                      f"at batch {small['batch']} → {large['exposed_link_ms']:.2f} ms at batch {large['batch']}{price}")
-    if not any(hides):
+    if not gpu:
+        status, head = "unverifiable", ("not settled here: the rule is about GPUs' communication, and this is a CPU "
+                                        "simulation; what it shows")
+    elif not any(hides):
         status, head = "wrong", "a larger batch hid none of the communication"
     elif any(a and h for a, h in zip(above, hides)):
         status, head = "holds", f"the time on the wire passed {100 * threshold:.0f} % and a larger batch hid more of it"

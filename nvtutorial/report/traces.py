@@ -229,6 +229,10 @@ def verdict_c12(res: Any, nsys: NsysResult | None = None) -> Verdict:
                  + " ms per GPU")
     elif nsys is not None:
         head += f"; Nsight Systems: {nsys.reason or 'no split'}"
+    if splits[0].get("source") != "gpu":  # type: ignore[union-attr]
+        return Verdict("C12", "unverifiable", f"not settled here: NVTX and Nsight Systems need GPUs; {head}. In this "
+                       f"simulation too, {100 * waiting[worst]:.0f} % of rank {worst}'s communication "
+                       f"({comm[worst]:.2f} ms) was waiting for the other rank ({est['source']})", numbers, where)
     if waiting[worst] > 0.5:
         text = (f"partly: {head}. But what either tool calls communication is NCCL kernel time, waiting for the other "
                 f"rank included: {100 * waiting[worst]:.0f} % of rank {worst}'s {comm[worst]:.2f} ms ({est['source']}). "
