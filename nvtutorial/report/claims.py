@@ -122,7 +122,7 @@ CLAIMS: tuple[Claim, ...] = (
     Claim("C17", 5, "Use `num_workers = 4 × GPUs` and `pin_memory=True`.",
           "A starting point, not a law: how many workers the training loop needs, and whether pinned memory "
           "shows at all, depend on the data pipeline, the step and the cores; measure the loop's steady rate.",
-          "partly", "2× H200 run", "06_pitfalls", "nvtutorial.report.pitfalls_measured:verdict_c17"),
+          "partly", "2× H200 run", "06_pitfalls", decided_by="nvtutorial.report.pitfalls_measured:verdict_c17"),
     Claim("C18", 5, "Validating on rank 0 alone breaks the parallelism; every rank validates and "
           "`all_reduce`s the loss.",
           "While rank 0 validates alone the other ranks wait in their next collective (DDP's gradient "
@@ -132,15 +132,15 @@ CLAIMS: tuple[Claim, ...] = (
     Claim("C19", 5, "`torch.cuda.empty_cache()` helps against out-of-memory errors.",
           "It returns cached, unused blocks to the driver; it frees nothing that is still referenced, and "
           "PyTorch reuses its cache anyway.",
-          "wrong", "2× H200 run", "06_pitfalls", "nvtutorial.report.pitfalls_measured:verdict_c19"),
+          "wrong", "2× H200 run", "06_pitfalls", decided_by="nvtutorial.report.pitfalls_measured:verdict_c19"),
     Claim("C20", 5, "Use `max_split_size_mb` against fragmentation.",
           "It is an option of `PYTORCH_CUDA_ALLOC_CONF`, not a function; `expandable_segments:True` is the "
           "modern remedy.",
-          "partly", "2× H200 run", "06_pitfalls", "nvtutorial.report.pitfalls_measured:verdict_c20"),
+          "partly", "2× H200 run", "06_pitfalls", decided_by="nvtutorial.report.pitfalls_measured:verdict_c20"),
     Claim("C21", 5, "Set the same random seed on every rank.",
           "DDP already broadcasts rank 0's weights when it wraps the model; with one seed every rank draws the "
           "same augmentation (and dropout) numbers: seed each rank with seed + rank.",
-          "partly", "CPU run", "06_pitfalls", "nvtutorial.report.pitfalls:verdict_c21"),
+          "partly", "CPU run", "06_pitfalls", decided_by="nvtutorial.report.pitfalls:verdict_c21"),
     Claim("C22", 6, "This `sparse_allreduce` (non-zero entries exchanged with `all_gather`) works.",
           "It does not: `nonzero()` returns an index matrix, `all_gather` needs equal sizes on every rank, and "
           "the ranks' non-zero positions differ; it is right only when every rank has the same non-zero positions.",
