@@ -122,7 +122,7 @@ def verdict_c8() -> Verdict:
 
 
 def verdict_c11(result: Any) -> Verdict:
-    """C11: fp16 autocast with a GradScaler speeds training up (as the source writes it, ``torch.cuda.amp``)."""
+    """C11: fp16 autocast with a GradScaler speeds training up (the source's scaler: ``torch.cuda.amp.GradScaler()``)."""
     w = where(result)
     fp16, bf16 = comparison(result, "fp16", "fp32"), comparison(result, "baseline", "fp32")
     if fp16 is None:
@@ -136,9 +136,9 @@ def verdict_c11(result: Any) -> Verdict:
         return Verdict("C11", "info", f"not decided on the CPU ({CPU_NOTE}: no fp16/bf16 tensor cores): " + text,
                        {"fp16_ratio": fp16.ratio, "bf16_ratio": bf16.ratio if bf16 else None}, w)
     faster = fp16.status == "faster"
-    text += ("Mixed precision speeds the step up, as the source says; but its torch.cuda.amp.GradScaler() and "
-             "torch.cuda.amp.autocast() are deprecated spellings of torch.amp.GradScaler(\"cuda\") and "
-             "torch.autocast(\"cuda\", dtype=torch.float16), and bf16 needs no scaler" if faster else
+    text += ("Mixed precision speeds the step up, as the source says. Its torch.cuda.amp.GradScaler() is the "
+             "deprecated spelling of torch.amp.GradScaler(\"cuda\") (its torch.autocast(device_type=\"cuda\", "
+             "dtype=torch.float16) is current), and bf16 needs no scaler at all" if faster else
              "fp16 does not speed this step up here")
     return Verdict("C11", "partly" if faster else "wrong", text,
                    {"fp16_ratio": fp16.ratio, "bf16_ratio": bf16.ratio if bf16 else None, "noise": fp16.noise,

@@ -475,3 +475,19 @@ def show(frame: Any, where_: Any, title: str | None = None) -> None:
     print(frame.to_string(index=False))
 
 
+
+
+def scaling_explanation(summary: Mapping[str, Any]) -> str:
+    """Where the fixed-global-batch run lost against perfect scaling: the smaller per-GPU batch, and exposed communication."""
+    g = summary.get("fixed_global")
+    if not g:
+        return "The fixed global batch run is missing."
+    ideal = summary["solo_step_ms"] / 2
+    text = (f"Two GPUs can at most double the samples per second. With a fixed global batch each GPU runs half of the "
+            f"1-GPU batch: a step took {g['step_ms']:.2f} ms, where half of the 1-GPU step would be {ideal:.2f} ms.")
+    nosync = g.get("nosync_step_ms")
+    if nosync is not None:
+        text += (f" The same step without the gradient exchange (under no_sync) took {nosync:.2f} ms: "
+                 f"{nosync - ideal:+.2f} ms come from the half batch alone (a GPU is less efficient on smaller work), "
+                 f"{g['step_ms'] - nosync:+.2f} ms from communication the backward pass did not hide.")
+    return text

@@ -11,6 +11,9 @@ steps (CUDA events on GPUs, the host clock on the CPU); with ``comm_share``, the
 Before that, on a separate copy of the model over one step, it counts the bytes DDP hands to
 all-reduce and the bytes autograd saves for backward (activations).
 
+With ``one_gpu_batch``, rank 0 also times the lesson's step on the model without DDP, alone, while
+the other ranks wait: the 1-GPU reference of the scaling efficiency.
+
 The first configuration is measured once more at the end (``aa``): two measurements of the same
 code, whose gap is part of the noise of every comparison (``nvtutorial.report.verdict.compare``).
 Memory (GPU only) is ``max_memory_allocated`` minus what was allocated before the model existed, at
@@ -34,10 +37,8 @@ from nvtutorial import runtime
 from nvtutorial.models.unet import SIZES
 from nvtutorial.params import ParamError, require
 
-SOLO = "1 GPU, no DDP"
 VARIANTS = {
     "baseline": "ddp_train.build_model + ddp_train.train_step (bf16 autocast on GPUs, fp32 on the CPU)",
-    SOLO: "ddp_train.train_step on build_unet(size).to(device), rank 0 alone (the other ranks wait)",
     "fp32": "ddp_train.train_step(..., amp=None)",
     "bf16": "ddp_train.train_step(..., amp=torch.bfloat16)",
     "fp16": "ddp_optimised.train_step_fp16(..., scaler=torch.amp.GradScaler(device.type))",
@@ -51,6 +52,9 @@ VARIANTS = {
     "torch.compile": "ddp_optimised.build_model_compiled",
 }
 """What each variant runs: the lesson's code with the function named here swapped in."""
+SOLO = "1 GPU, no DDP"
+SOLO_CODE = "ddp_train.train_step on build_unet(size).to(device): rank 0 alone, the other ranks wait"
+"""The 1-GPU reference of a scaling run (``one_gpu_batch``): the lesson's step on the model without DDP."""
 
 BUCKETS = re.compile(r"^bucket_cap_mb=([0-9.]+)$")
 ACCUMULATING = ("no_sync accumulation", "accumulation without no_sync")
@@ -72,6 +76,7 @@ class Params:
     image_size: int = 64
     batch_sizes: tuple[int, ...] = (8,)  # per GPU; every variant is measured at each
     variants: tuple[str, ...] = ("baseline",)
+    one_gpu_batch: int = 0  # > 0: also time one GPU alone (rank 0, no DDP) at this batch: the scaling reference
     accumulation: int = 4  # micro-batches per optimizer step in the accumulation variants (same samples per step)
     samples: int = 256  # training set size (on the device)
     seed: int = 0
@@ -90,6 +95,7 @@ class Params:
                 f"image_size={self.image_size} must be a multiple of {multiple} (at least 8) for the {self.model} UNet")
         require(bool(self.variants), "variants is empty: name at least one (baseline is the lesson's code)")
         require(bool(self.batch_sizes) and min(self.batch_sizes) >= 1, "batch_sizes must be at least 1 each")
+        require(self.one_gpu_batch >= 0, f"one_gpu_batch={self.one_gpu_batch} must be 0 (none) or a batch size")
         for name in self.variants:
             check_variant(name)
         if any(v in ACCUMULATING for v in self.variants):
@@ -254,14 +260,15 @@ def measure(ctx: runtime.Context, p: Params, name: str, batch: int) -> dict[str,
 
     micro = p.accumulation if name in ACCUMULATING else 1
     world = 1 if name == SOLO else ctx.world_size
-    row: dict[str, Any] = {"variant": name, "code": VARIANTS.get(name, VARIANTS["bucket_cap_mb=N"]),
+    code = SOLO_CODE if name == SOLO else VARIANTS.get(name, VARIANTS["bucket_cap_mb=N"])
+    row: dict[str, Any] = {"variant": name, "code": code,
                            "per_gpu_batch": batch, "accumulation": micro, "world_size": world,
                            "global_batch": batch * world}
     peak = at_optimizer = None
     rounds: list[float] = []
     try:
         if name == SOLO and not ctx.is_main:
-            row["status"] = "ok"  # rank 0 measures alone; this rank waits (below, in per_rank)
+            row["status"] = "idle: rank 0 measures one GPU alone"  # this rank waits (below, in per_rank)
             raise _Idle
         if p.count:
             row.update(count_bytes(ctx, p, name, batch))
@@ -334,6 +341,7 @@ def run(ctx: runtime.Context, p: Params) -> dict[str, Any]:
         # "GPU" each, and the processes do not fight over cores (the CPU is a simulation).
         torch.set_num_threads(1)
     configs = [(name, batch) for name in p.variants for batch in p.batch_sizes]
+    configs += [(SOLO, p.one_gpu_batch)] if p.one_gpu_batch else []
     out: dict[str, Any] = {
         "device": str(ctx.device), "world_size": ctx.world_size, "model": p.model,
         "model_params": count_parameters(build_unet(p.model)), "image_size": p.image_size,
