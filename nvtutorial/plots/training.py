@@ -45,7 +45,8 @@ def plot_scaling(summary: Mapping[str, Any], where: Any) -> tuple[Any, Any]:
     axes[0].plot([i + w / 2 for i in x], [2 * v for v in one], "k_", ms=28, mew=2, label="2 × 1 GPU: the limit")
     axes[0].set_xticks(x, [f"{labels[k]}\n{100 * summary[k]['efficiency']:.1f} % efficiency" for k in keys], fontsize=8)
     axes[0].set_ylabel("samples / s")
-    axes[0].legend(fontsize=8)
+    axes[0].set_ylim(0, max(two + [2 * v for v in one] + [1.0]) * 1.3)
+    axes[0].legend(fontsize=7, loc="upper left", ncol=3)
     what = "peak memory" if summary["memory"] == "peak_mem_gb" else "counted tensor bytes"
     for rank in range(max((len(summary[k]["memory_ratio_per_rank"]) for k in keys), default=0)):
         vals = [summary[k]["memory_ratio_per_rank"][rank] or 0.0 for k in keys]
@@ -73,7 +74,9 @@ def plot_source_comparison(rows: Mapping[str, Mapping[str, Any] | None], where: 
 
     ours = [rows[k]["samples_per_s"] / base["samples_per_s"] if measured(k) and base else 0.0 for k in keys]  # type: ignore[index]
     theirs = [58.0 / src[SOURCE_ROW_FOR[k]]["minutes_per_epoch"] if k in SOURCE_ROW_FOR else 0.0 for k in keys]
-    short = ["1 GPU", "NVLink", "host-staged\n(source: PCIe)", "sockets"]
+    gpu = getattr(getattr(where, "env", None), "is_gpu", True)
+    short = (["1 GPU", "NVLink", "host-staged\n(source: PCIe)", "sockets"] if gpu else
+             ["1 process", "2 processes\n(gloo, CPU)", "host-staged\n(source: PCIe)", "sockets"])
     short = [s + ("" if measured(k) else "\n(not run)") for s, k in zip(short, keys)]
     w = 0.38
     x = list(range(len(keys)))

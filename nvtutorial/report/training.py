@@ -50,6 +50,9 @@ SOURCE_ROW_FOR = {"1gpu": "1 GPU", "nvlink": "2 GPUs over NVLink", "host": "2 GP
 """The source's row each of ours sits next to (its PCIe row: no direct GPU-to-GPU path, like host-staged)."""
 
 CPU_NOTE = "CPU, gloo: a simulation, not a GPU measurement"
+CPU_PATHS = {"1gpu": "1 process (CPU)", "nvlink": "2 processes, gloo (CPU)", "host": "host-staged: needs 2 GPUs",
+             "socket": "sockets: needs 2 GPUs"}
+"""Our rows' names when the runs were CPU simulations: no GPU path was measured."""
 
 
 # --- reading the train workload's rows ---------------------------------------------------------
@@ -297,9 +300,9 @@ def scaling_frame(summary: Mapping[str, Any]):
         entry = {"convention": label, "batch per GPU, 1 GPU → 2 GPUs": f"{summary['one_gpu_batch']} → {s['per_gpu_batch']}",
                  "samples/s, 1 GPU": round(s["samples_per_s_1"], 1), "samples/s, 2 GPUs": round(s["samples_per_s_2"], 1),
                  "speed-up": round(s["speedup"], 3), "efficiency %": round(100 * s["efficiency"], 1),
-                 f"memory, 1 GPU ({unit})": _r(summary["solo_memory_gb"], 3)}
+                 f"memory, 1 GPU ({unit})": _r(summary["solo_memory_gb"], 4)}
         for rank, (m, ratio) in enumerate(zip(s["memory_gb_per_rank"], s["memory_ratio_per_rank"])):
-            entry[f"memory, rank {rank} ({unit})"] = _r(m, 3)
+            entry[f"memory, rank {rank} ({unit})"] = _r(m, 4)
             entry[f"rank {rank} ÷ 1 GPU"] = _r(ratio, 2)
         rows.append(entry)
     return pd.DataFrame(rows)
@@ -397,7 +400,7 @@ def source_comparison(rows: Mapping[str, Mapping[str, Any] | None], epoch_images
     out = []
     for key, label in PATHS.items():
         row, src = rows.get(key), source.get(SOURCE_ROW_FOR.get(key, ""))
-        entry: dict[str, Any] = {"path": label if gpu else f"{label.split(',')[0]} (CPU processes, gloo)"}
+        entry: dict[str, Any] = {"path": label if gpu else CPU_PATHS[key]}
         if row and row.get("status") == "ok":
             entry.update({"per-GPU batch": row["per_gpu_batch"],
                           "step ms, each rank": ", ".join(f"{x:.2f}" for x in row.get("step_ms_per_rank") or [row["step_ms"]]
@@ -477,7 +480,7 @@ def show(frame: Any, where_: Any, title: str | None = None) -> None:
 
 
 
-def scaling_explanation(summary: Mapping[str, Any]) -> str:
+def scaling_explanation(summary: Mapping[str, Any], gpu: bool = True) -> str:
     """Where the fixed-global-batch run lost against perfect scaling: the smaller per-GPU batch, and exposed communication."""
     g = summary.get("fixed_global")
     if not g:
@@ -488,6 +491,10 @@ def scaling_explanation(summary: Mapping[str, Any]) -> str:
     nosync = g.get("nosync_step_ms")
     if nosync is not None:
         text += (f" The same step without the gradient exchange (under no_sync) took {nosync:.2f} ms: "
-                 f"{nosync - ideal:+.2f} ms come from the half batch alone (a GPU is less efficient on smaller work), "
+                 f"{nosync - ideal:+.2f} ms come from the half batch alone (a device is less efficient on smaller work), "
                  f"{g['step_ms'] - nosync:+.2f} ms from communication the backward pass did not hide.")
+    if not gpu:
+        text += (f" [{CPU_NOTE}: the 1-process reference had a core to itself, the two processes share two cores "
+                 "with everything else on the machine, and gloo moves the gradients through the CPU: these numbers "
+                 "say nothing about GPUs]")
     return text

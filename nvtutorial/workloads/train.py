@@ -87,7 +87,7 @@ class Params:
     comm_share: bool = True
     count: bool = True  # all-reduce bytes and saved activations, on a copy of the model
     aa: bool = True  # the first configuration measured again at the end
-    prime: bool = True  # run the first configuration once, unrecorded, first (clocks, cuDNN, allocator)
+    prime: bool = True  # on GPUs: run the first configuration once, unrecorded, first (clocks, cuDNN, allocator)
 
     def __post_init__(self) -> None:
         multiple = 2 ** SIZES[self.model]["depth"]
@@ -221,8 +221,8 @@ def count_bytes(ctx: runtime.Context, p: Params, name: str, batch: int) -> dict[
     hook.remove()
     optimizer_bytes = sum(v.numel() * v.element_size() for state in cfg.optimizer.state.values()
                           for v in state.values() if torch.is_tensor(v))
-    return {"allreduce_bytes_per_step": sum(sent), "allreduce_calls_per_step": len(sent),
-            "saved_activation_bytes": sum(saved.values()),
+    exchanged = {"allreduce_bytes_per_step": sum(sent), "allreduce_calls_per_step": len(sent)} if name != SOLO else {}
+    return {**exchanged, "saved_activation_bytes": sum(saved.values()),
             "param_bytes": sum(q.numel() * q.element_size() for q in cfg.model.parameters()),
             "grad_bytes": grads[-1] if grads else None, "optimizer_bytes": optimizer_bytes or None}
 
@@ -354,7 +354,7 @@ def run(ctx: runtime.Context, p: Params) -> dict[str, Any]:
 
     gc.collect()
     gc.freeze()
-    if p.prime:
+    if p.prime and ctx.is_gpu:  # (on the CPU there are no clocks to ramp up nor kernels to autotune)
         measure(ctx, dataclasses.replace(p, repeats=2, steps=1, comm_share=False, count=False), *configs[0])
     rows = []
     todo = configs + ([configs[0]] if p.aa else [])
