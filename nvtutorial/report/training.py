@@ -342,14 +342,15 @@ def verdict_c15(summary: Mapping[str, Any]) -> Verdict:
             "counted bytes of weights, gradients, optimizer state and saved activations (the CPU has no allocator "
             "statistics)")
     gr, pr = g["memory_ratio_per_rank"], p["memory_ratio_per_rank"]
-    halves_only_with_global = max(gr) < 0.75 and min(pr) > 0.9
+    # Memory is deterministic to within the allocator's rounding (1 %): "the same" within 5 %, "less" below that.
+    halves_only_with_global = all(abs(r - 1) < 0.05 for r in pr) and max(gr) < min(pr) - 0.01
     text = (f"{what} per rank, 2 GPUs ÷ 1 GPU: {', '.join(f'{x:.2f}' for x in gr)} (ranks 0, 1) with a fixed global "
             f"batch (per-GPU batch {summary['one_gpu_batch']} → {g['per_gpu_batch']}), "
             f"{', '.join(f'{x:.2f}' for x in pr)} with a fixed per-GPU batch. ")
     text += ("Memory per GPU falls only when each GPU gets fewer samples, and by less than half: weights, gradients "
              "and optimizer state are whole on every GPU" if halves_only_with_global else
-             "This run does not show the expected pattern (about half with a fixed global batch, unchanged with a "
-             "fixed per-GPU batch): check the batch sizes")
+             "This run does not show the expected pattern (less with a fixed global batch, unchanged with a fixed "
+             "per-GPU batch): check the batch sizes")
     return Verdict("C15", "partly" if halves_only_with_global else "info", text,
                    {"ratio_fixed_global": gr, "ratio_fixed_per_gpu": pr, "memory": summary["memory"]}, w)
 
