@@ -48,30 +48,34 @@ def train_step_accumulated(model, optimizer, micro_batches, device, amp=torch.bf
     Under ``model.no_sync()`` backward only adds to ``.grad``; the last micro-batch's backward all-reduces
     the sum, so the ranks exchange gradients once per optimizer step instead of once per micro-batch.
     """
+    mean_loss = 0.0
     for i, (images, masks) in enumerate(micro_batches):
         last = i == len(micro_batches) - 1
         with contextlib.nullcontext() if last else model.no_sync():
             images, masks = images.to(device, non_blocking=True), masks.to(device, non_blocking=True)
             with torch.autocast(device.type, dtype=amp, enabled=amp is not None):
                 logits = model(images)
-            loss = F.cross_entropy(logits.float(), masks, reduction="none").mean()
-            (loss / len(micro_batches)).backward()  # the mean over all micro-batches
+            loss = F.cross_entropy(logits.float(), masks, reduction="none").mean() / len(micro_batches)
+            loss.backward()  # adds this micro-batch's share of the mean to .grad
+            mean_loss += loss.detach()
     optimizer.step()
     optimizer.zero_grad(set_to_none=True)
-    return loss.detach()
+    return mean_loss
 
 
 def train_step_accumulated_every_micro_batch(model, optimizer, micro_batches, device, amp=torch.bfloat16):
     """The same update, without ``no_sync``: every micro-batch's backward all-reduces."""
+    mean_loss = 0.0
     for images, masks in micro_batches:
         images, masks = images.to(device, non_blocking=True), masks.to(device, non_blocking=True)
         with torch.autocast(device.type, dtype=amp, enabled=amp is not None):
             logits = model(images)
-        loss = F.cross_entropy(logits.float(), masks, reduction="none").mean()
-        (loss / len(micro_batches)).backward()  # the mean over all micro-batches
+        loss = F.cross_entropy(logits.float(), masks, reduction="none").mean() / len(micro_batches)
+        loss.backward()  # adds this micro-batch's share of the mean to .grad
+        mean_loss += loss.detach()
     optimizer.step()
     optimizer.zero_grad(set_to_none=True)
-    return loss.detach()
+    return mean_loss
 
 
 # %% channels_last

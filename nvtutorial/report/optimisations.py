@@ -95,9 +95,11 @@ def identical_losses(result: Any, variants: Sequence[str], baseline: str = "base
 
 
 def largest_change(result: Any, variants: Sequence[str], baseline: str = "baseline") -> tuple[str, Comparison] | None:
-    """The variant whose step time moved most from the baseline's (either way), and its comparison."""
+    """The variant whose step time moved most from the baseline's (either way), and its comparison: among the
+    changes beyond the noise if there are any, else among all (then none of them is a change)."""
     found = [(v, c) for v in variants if (c := comparison(result, v, baseline)) is not None]
-    return max(found, key=lambda vc: abs(math.log(vc[1].ratio))) if found else None
+    real = [(v, c) for v, c in found if c.status != "no change"]
+    return max(real or found, key=lambda vc: abs(math.log(vc[1].ratio))) if found else None
 
 
 # --- the claims ------------------------------------------------------------------------------------
