@@ -37,7 +37,7 @@ What the script does, and where each practice comes from:
 
 After ``srun``, :func:`collect` (``python -m nvtutorial.slurm collect RUN_DIR``) builds
 ``result.json`` from the ranks' ``rank{R}.json`` with the launcher's own collection
-(:func:`nvtutorial.launch._collect` and ``_diagnose``), prints one line naming the node and rank
+(:func:`nvtutorial.diagnosis.collect` and ``diagnose``), prints one line naming the node and rank
 that failed first, and exits with that node's exit code, which becomes the job's.
 """
 
@@ -58,7 +58,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from . import launch, workloads
+from . import diagnosis, launch, workloads
 from . import params as params_mod
 from .results import RunResult, read_json, write_json_atomic
 
@@ -330,7 +330,7 @@ def _node_outcomes(run_dir: Path, nodes: int) -> list[dict[str, Any]]:
             pass
         try:
             text = (run_dir / f"node{node}.log").read_text(errors="replace")
-            item["failed_ranks"] = [(int(r), int(c)) for r, c in launch._AGENT_FAILURE.findall(text)]
+            item["failed_ranks"] = [(int(r), int(c)) for r, c in diagnosis._AGENT_FAILURE.findall(text)]
         except OSError:
             pass
         out.append(item)
@@ -345,7 +345,7 @@ def _first_failure(outcomes: list[dict[str, Any]], error_ranks: set[int],
     errors its consequence; else the node hosting the first rank that raised; else the earliest
     non-zero exit.
     """
-    crash = {int(s) for s in launch.CRASH_SIGNALS}
+    crash = {int(s) for s in diagnosis.CRASH_SIGNALS}
     for item in outcomes:
         for rank, code in item["failed_ranks"]:
             if code < 0 and -code in crash and rank not in error_ranks:
@@ -381,10 +381,10 @@ def collect(run_dir: str | os.PathLike[str], step_rc: int = 0, started: float | 
     else:
         spec = launch.LaunchSpec(
             workload=meta["target"], params=params_mod.build(workloads.load(meta["target"]).Params, meta["params"]),
-            nproc=world, backend=meta["backend"], timeout=None, env=meta["env"], run_dir=run_dir, output="none",
-            pg_timeout=None)
-        result = launch._collect(spec, step_rc, wall, None)
-        first_error = launch._first_error(spec)
+            nproc=meta["procs_per_node"], nnodes=meta["nodes"], backend=meta["backend"], timeout=None,
+            env=meta["env"], run_dir=run_dir, output="none", pg_timeout=None)
+        result = diagnosis.collect(spec, step_rc, wall, None)
+        first_error = next(iter(diagnosis._errors(spec)), None)
         error_ranks = {int(p.name[4:].split(".")[0]) for p in run_dir.glob("rank*.error.json")}
         if result.env is not None and meta["nodes"] > 1:
             names = ", ".join(o["nodename"] or f"node{o['node']}" for o in outcomes)
@@ -393,8 +393,8 @@ def collect(run_dir: str | os.PathLike[str], step_rc: int = 0, started: float | 
                                              link=f"{meta['nodes']} nodes" if result.env.is_gpu else None)
         if first_error is not None or (step_rc == 0 and not result.ranks):
             # a rank's traceback, as the launcher reports it (a node's failure otherwise: below)
-            failure = launch._diagnose(spec, result, timed_out=False)
-            detail = str(failure) if failure else ""
+            failure = diagnosis.diagnose(spec, result, diagnosis.Observed())
+            detail = failure.message if failure else ""
     failed, signalled = _first_failure(outcomes, error_ranks, int(first_error["rank"]) if first_error else None)
     if failed is None and step_rc == 0 and result.returncode == 0:
         code = 0
@@ -420,11 +420,11 @@ def collect(run_dir: str | os.PathLike[str], step_rc: int = 0, started: float | 
             what = "no rank reported an error"
         log = run_dir / (f"node{failed['node']}.log" if failed is not None else f"slurm-{job_id}.out")
         if not detail and failed is not None:
-            tail = launch._tail(log, 25)
+            tail = diagnosis.tail(log, 25)
             detail = f"--- last lines of {log} ---\n" + "\n".join(tail)
             rank_log = run_dir / f"rank{signalled[0]}.log" if signalled else None
             if rank_log is not None and rank_log.exists():  # a workload's rank: its Python stack (faulthandler)
-                tail = launch._tail(rank_log, 25)
+                tail = diagnosis.tail(rank_log, 25)
                 detail += f"\n--- last lines of {rank_log} ---\n" + "\n".join(tail)
             result.log_tail = tail
         summary = f"job {job_id} FAILED: {where} {how}; {what} (log: {log})"

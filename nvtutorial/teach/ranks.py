@@ -36,7 +36,7 @@ What a cell shows:
 
 - Each rank's output arrives while the cell runs, line by line, labelled ``[rank0]``, ``[rank1]``.
 - An exception on a rank shows that rank's traceback, names the ranks that failed, and makes the
-  cell fail (so papermill and nbval see the error). When one rank fails, the others get
+  cell fail (so papermill sees the error). When one rank fails, the others get
   :data:`~nvtutorial.teach._ranks_pool.FAILURE_GRACE_S` to finish, then are stopped like a hang.
 - A hang ends at the deadline (``--timeout``, 60 s unless changed; 0 means none): each stuck
   rank's Python stack is shown, then the ranks are stopped as below.
