@@ -194,7 +194,7 @@ def test_checkpoint_round_trip_restores_model_optimizer_and_epoch(ctx, tmp_path)
 
 
 # --- the layer the other notebooks' workloads use --------------------------------------------------
-@pytest.mark.parametrize("options", [{"data": "loader"}, {"data": "device", "amp": "fp16"},
+@pytest.mark.parametrize("options", [{"data": "loader"},
                                      {"data": "device", "channels_last": True, "ddp_kwargs": {"bucket_cap_mb": 1}}])
 def test_training_setup_still_serves_the_other_workloads(ctx, options):
     s = training.setup(ctx, **TINY, lr=1e-2, **options)
@@ -214,6 +214,13 @@ def test_training_setup_still_serves_the_other_workloads(ctx, options):
         assert torch.isfinite(training.loss_fn(s.model(images), masks))
     _, images, masks = next(training.infinite_batches(s))
     assert images.shape[0] == TINY["batch_size"]
+
+
+def test_training_setup_fp16_steps_through_the_lessons_fp16_function(ctx):
+    s = training.setup(ctx, **TINY, lr=1e-2, data="device", amp="fp16")
+    assert isinstance(s.scaler, torch.amp.GradScaler)
+    losses = [training.train_step(s, *batch).item() for batch in s.loader]
+    assert all(math.isfinite(x) for x in losses) and s.scaler.get_scale() > 0
 
 
 def test_training_setup_rejects_bad_arguments():
