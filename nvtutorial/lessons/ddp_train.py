@@ -89,7 +89,8 @@ def validation_sums(model, loader, device, amp=torch.bfloat16, classes=4):
             logits = model(images)[keep]
         masks, pred = masks[keep], logits.argmax(dim=1)
         sums[0] += F.cross_entropy(logits.float(), masks, reduction="none").double().sum()
-        sums[1:3] += torch.tensor([masks.numel(), len(masks)], device=device)  # pixels, samples
+        sums[1] += masks.numel()  # pixels
+        sums[2] += len(masks)  # samples
         sums[3:3 + classes] += ((pred == cls) & (masks == cls)).sum(dim=(1, 2, 3))
         sums[3 + classes:] += ((pred == cls) | (masks == cls)).sum(dim=(1, 2, 3))
     model.train()

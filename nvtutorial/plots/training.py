@@ -135,6 +135,7 @@ def plot_loss_differences(result: Any, variants: Sequence[str], where: Any,
         diff = [b - a for a, b in zip(base["loss_curve"], row["loss_curve"])]
         ax.plot(range(1, len(diff) + 1), diff, lw=1.2, label=v)
     ax.axhline(0, color="k", lw=1)
+    ax.xaxis.get_major_locator().set_params(integer=True)
     ax.set_xlabel("optimizer step")
     ax.set_ylabel("loss − baseline's loss")
     if ax.get_legend_handles_labels()[0]:
