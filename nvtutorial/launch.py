@@ -39,6 +39,7 @@ import psutil
 from . import diagnosis, guards, workloads
 from . import params as params_mod
 from .machine import hardware
+from .progress import RunProgress
 from .results import RunResult
 from .runtime import PROGRESS_PREFIX, _free_port
 
@@ -399,33 +400,6 @@ class _LogTail:
         return lines
 
 
-class _Progress:
-    """One ``tqdm.auto`` bar fed by rank 0's structured progress lines."""
-
-    def __init__(self) -> None:
-        self.bar: Any = None
-
-    def update(self, event: dict[str, Any]) -> None:
-        from tqdm.auto import tqdm
-
-        total, n, desc = event.get("total"), event.get("n", 0), event.get("desc", "")
-        if self.bar is None or self.bar.total != total or self.bar.desc.rstrip(": ") != desc:
-            self.close()
-            self.bar = tqdm(total=total, desc=desc, leave=True, file=sys.stdout)
-        self.bar.n = n
-        info = {k: v for k, v in event.items() if k not in ("event", "n", "total", "desc")}
-        if info:
-            self.bar.set_postfix({k: f"{v:.4g}" if isinstance(v, float) else v for k, v in info.items()}, refresh=False)
-        self.bar.refresh()
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.close()
-            self.bar = None
-
-
-
-
 def _end_tree(procs: list[psutil.Process]) -> None:
     """SIGTERM every process (and SIGCONT a stopped one), SIGKILL those alive after :data:`KILL_GRACE_S`."""
     for p in procs:
@@ -455,7 +429,7 @@ class _Run:
         everyone = set(range(spec.world_size))
         self.shown = everyone if spec.output == "all" else ({0} if spec.output == "rank0" else set())
         self.shown_bytes = 0
-        self.progress = _Progress()
+        self.progress = RunProgress()
         self.first_output: float | None = None
         self.failure_seen: float | None = None
         self.interrupted = self.terminated = self.folder_lost = False
@@ -620,7 +594,8 @@ class _Run:
         for agent in self.agents:
             agent.wait()
         self.pump(drain=True)
-        self.progress.close()
+        failed = self.seen.timed_out or self.folder_lost or self.failure_seen is not None or self.returncode != 0
+        self.progress.close("interrupted" if self.interrupted else "failed" if failed else "done")
 
     @property
     def returncode(self) -> int:
@@ -674,6 +649,8 @@ def execute(spec: LaunchSpec, check: bool = True) -> RunResult:
         if previous_sigterm is not None:
             signal.signal(signal.SIGTERM, previous_sigterm)
     wall = time.perf_counter() - run.t0
+    for leftover in spec.run_dir.glob(".rank*.tmp"):  # a rank killed (SIGKILL) while it wrote a result
+        leftover.unlink(missing_ok=True)
     result = diagnosis.collect(spec, run.returncode, wall, run.first_output)
     if run.interrupted:
         result.error = {"type": "SIGTERM" if run.terminated else "KeyboardInterrupt",

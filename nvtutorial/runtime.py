@@ -261,9 +261,23 @@ def start_worker(run_dir: Path, rank: int, capture: bool) -> None:
 
 
 def write_result(path: Path, data: Any) -> None:
-    """Write one of this rank's result files atomically, never cut short by the launcher watch."""
-    with _writing:
-        write_json_atomic(path, data)
+    """Write one of this rank's result files atomically, never cut short by the launcher watch or SIGTERM.
+
+    torchrun ends the other ranks with SIGTERM as soon as one fails: a SIGTERM that arrives
+    while the file is written takes effect once it is complete.
+    """
+    pending: list[int] = []
+    deferring = threading.current_thread() is threading.main_thread()
+    if deferring:
+        previous = signal.signal(signal.SIGTERM, lambda signum, frame: pending.append(signum))
+    try:
+        with _writing:
+            write_json_atomic(path, data)
+    finally:
+        if deferring:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
+            if pending:
+                os.kill(os.getpid(), signal.SIGTERM)
 
 
 def rank_payload(workload: str, rank: int, wall_s: float, params: dict[str, Any], env: dict[str, Any],

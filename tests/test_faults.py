@@ -374,7 +374,7 @@ def test_bad_script_target(no_launch):
         code, _, err = run_cli(["run", target])
         assert code == 2 and err.startswith(f"nvtutorial run: error: {message}") and err.count("\n") == 1, err
     code, _, err = run_cli(["run", "selftest", "--", "--lr", "1"])
-    assert code == 2 and "arguments after -- are for scripts" in err
+    assert code == 2 and "arguments are for scripts; workload selftest takes params (--set KEY=VALUE)" in err
     assert sorted(os.listdir(no_launch)) == ["notes.txt"]
     record("script", "a missing script, a folder, a non-.py file", "the command line", "exit 2, nothing starts",
            "`no such script: PATH`, `PATH is a folder; give the path of a .py file in it`, `PATH is not a Python "

@@ -50,7 +50,11 @@ def imported_names(path: Path, module: str, is_package: bool) -> set[tuple[str, 
     tree = ast.parse(path.read_text(), filename=str(path))
     base = module.split(".") if is_package else module.split(".")[:-1]
     found: set[tuple[str, str | None]] = set()
+    typing_only = {id(n) for block in ast.walk(tree) if isinstance(block, ast.If) and _is_type_checking(block.test)
+                   for stmt in block.body for n in ast.walk(stmt)}
     for node in ast.walk(tree):
+        if id(node) in typing_only:  # `if TYPE_CHECKING:` imports exist for annotations only, never at run time
+            continue
         if isinstance(node, ast.Import):
             found.update((alias.name, None) for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -61,6 +65,11 @@ def imported_names(path: Path, module: str, is_package: bool) -> set[tuple[str, 
                 source = node.module or ""
             found.update((source, alias.name) for alias in node.names)
     return found
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
 
 
 def import_graph(package: Path, name: str = "nvtutorial") -> tuple[dict[str, set[str]], dict[str, set[str]]]:

@@ -127,15 +127,16 @@ def test_bad_input_is_named():
 
 
 def test_link_verdicts_in_words():
-    assert topology.Link("NV1").verdict.startswith("1 bonded NVLink:")
+    assert topology.Link("NV1").verdict.startswith("1 bonded NVLink between the pair")
+    assert "NVSwitches" in topology.Link("NV18").verdict  # not "direct GPU-to-GPU": HGX boards switch them
     assert "host bridge" in topology.Link("PHB").verdict
     assert "between CPU sockets" in topology.Link("SYS").verdict
     assert topology.Link("PIX").kind == "pcie" and topology.Link("X").kind == "self"
 
 
 def test_claim_c3():
-    assert linkreport.claim_c3(topology.read(H200))["verdict"] == "true"
-    assert "no NVLink" in linkreport.claim_c3(topology.read(TOPO / "pcie-4gpu-nics.txt"))["verdict"]
+    assert linkreport.claim_c3(topology.read(H200)).status == "holds"
+    assert linkreport.claim_c3(topology.read(TOPO / "pcie-4gpu-nics.txt")).status == "unverifiable"
 
 
 def test_cli_from_file(capsys):
@@ -180,8 +181,8 @@ def test_reference_inventory():
     inv = hardware.reference_inventory()
     assert inv.simulated and "reference machine" in inv.source
     assert inv.links_between(0, 1) == 18 and inv.links_between(1, 0) == 18
-    assert "18 active NVLinks" in inv.describe()
-    assert list(inv.to_frame()["nvlinks_active"]) == [18, 18]
+    assert "18 active NVLinks through NVSwitch" in inv.describe()  # an HGX board, as NVML said there
+    assert list(inv.to_frame()["nvlinks_active"]) == [18, 18] and inv.through_switch(0, 1)
 
 
 def test_nvlink_status_parser():

@@ -182,6 +182,54 @@ def version_tuple(text: str | None) -> tuple[int, ...]:
     return tuple(int(x) for x in re.findall(r"\d+", text.split("+")[0])[:3])
 
 
+TORCH_WHEEL_INDEXES: dict[tuple[int, int], tuple[str, ...]] = {
+    (2, 11): ("12.6", "12.8", "13.0"),
+    (2, 12): ("12.6", "13.0", "13.2"),
+    (2, 13): ("12.6", "13.0", "13.2"),
+    (2, 14): ("12.6", "13.0", "13.2"),
+}
+"""The CUDA builds PyTorch publishes for each release the course supports, one wheel index each
+(``https://download.pytorch.org/whl/cu126`` ...). From PyTorch's CUDA support matrices: issue #172663
+(2.11: 12.6, 12.8, 13.0), issue #178665 (2.12: 12.8 dropped, 13.2 added), pull requests #187075 (2.13)
+and #194367 (2.14) in pytorch/pytorch."""
+
+
+def wheel_index(driver_cuda: str | None, torch_version: str | None = None) -> tuple[str, bool] | None:
+    """The torch wheel index (``"cu130"``) to install for a driver that supports ``driver_cuda``, for
+    ``torch_version`` (or any release the course supports), and whether it runs only through CUDA's
+    minor-version compatibility (a newer 12.x runtime on an older 12.x driver). ``None``: no build runs
+    on this driver."""
+    have = version_tuple(driver_cuda)[:2]
+    if not have:
+        return None
+    release = version_tuple(torch_version)[:2]
+    cudas = TORCH_WHEEL_INDEXES.get(release) or sorted({c for cs in TORCH_WHEEL_INDEXES.values() for c in cs},
+                                                       key=version_tuple)
+    usable = [c for c in cudas if version_tuple(c)[:2] <= have]
+    if usable:
+        return f"cu{usable[-1].replace('.', '')}", False
+    same_major = [c for c in cudas if version_tuple(c)[0] == have[0]]
+    return (f"cu{same_major[0].replace('.', '')}", True) if same_major else None
+
+
+def install_hint(driver_cuda: str | None, torch_version: str | None = None) -> str:
+    """The pip command for a torch build this driver runs, or what to upgrade when there is none."""
+    if not driver_cuda:
+        return ("no NVIDIA driver here: the CPU build (pip install torch --index-url https://download.pytorch.org/whl/cpu) "
+                "runs the course as a simulation; with a driver, a CUDA build")
+    found = wheel_index(driver_cuda, torch_version)
+    if found is None:
+        oldest = min((c for cs in TORCH_WHEEL_INDEXES.values() for c in cs), key=version_tuple)
+        return (f"no torch 2.11–2.14 build runs on a driver for CUDA {driver_cuda or '?'} (the oldest is built with "
+                f"CUDA {oldest}): upgrade the NVIDIA driver")
+    index, compat = found
+    pin = ""
+    if version_tuple(torch_version)[:2] in TORCH_WHEEL_INDEXES:
+        pin = f"=={'.'.join(map(str, version_tuple(torch_version)))}"
+    hint = f"pip install 'torch{pin}' --index-url https://download.pytorch.org/whl/{index}"
+    return hint + (" (a newer CUDA 12 runtime on this driver: runs through minor-version compatibility)" if compat else "")
+
+
 def check_python(f: Facts) -> Check:
     v = version_tuple(f.python)
     if (3, 11) <= v[:2] <= (3, 12):
@@ -209,8 +257,8 @@ def check_torch_build(f: Facts) -> Check:
     if not f.torch_cuda and f.gpus:
         return Check("torch build", "fail", "CPU-only torch, but NVML sees " + f"{len(f.gpus)} GPU(s)",
                      "this torch cannot use the GPUs: every lesson would run on the CPU as a simulation",
-                     f"install a CUDA build matching the driver (it supports CUDA {f.driver_cuda or '?'}), e.g. "
-                     f"pip install torch --index-url https://download.pytorch.org/whl/cu{(f.driver_cuda or '13.0').replace('.', '')}")
+                     f"install a CUDA build the driver supports (it supports CUDA {f.driver_cuda or '?'}): "
+                     + install_hint(f.driver_cuda, f.torch))
     if not f.torch_cuda:
         return Check("torch build", "ok", "CPU-only torch, no GPU here", "lessons run as CPU simulations (gloo)")
     return Check("torch build", "ok", f"CUDA {f.torch_cuda} runtime bundled with torch")
@@ -235,8 +283,8 @@ def check_driver_runtime(f: Facts) -> Check:
     value = f"driver supports CUDA {f.driver_cuda}, torch built with CUDA {f.torch_cuda}"
     if have >= need:
         return Check(name, "ok", value)
-    fix = (f"upgrade the NVIDIA driver to one supporting CUDA {f.torch_cuda}, or install the torch build for "
-           f"CUDA {f.driver_cuda} (pip install torch --index-url https://download.pytorch.org/whl/cu{f.driver_cuda.replace('.', '')})")
+    fix = (f"upgrade the NVIDIA driver to one supporting CUDA {f.torch_cuda}, or install a torch build this driver "
+           f"supports: {install_hint(f.driver_cuda, f.torch)}")
     if have[0] < need[0]:
         return Check(name, "fail", value, "the driver is older than torch's CUDA runtime (another major version): "
                      "CUDA will not initialise", fix)
@@ -343,6 +391,11 @@ KNOWN_NCCL = {
 }
 """Variables NCCL reads (its documentation, 2.18–2.28); others are ignored silently, typos included."""
 
+NOT_READ_BY_NCCL = {
+    "NCCL_VERSION": "set by NVIDIA's CUDA container images to record the NCCL they installed; NCCL does not read it",
+}
+"""``NCCL_*`` names that are not settings, set on purpose by common environments."""
+
 _TORCH_RENAMED = {"NCCL_ASYNC_ERROR_HANDLING": "TORCH_NCCL_ASYNC_ERROR_HANDLING",
                   "NCCL_BLOCKING_WAIT": "TORCH_NCCL_BLOCKING_WAIT"}
 
@@ -359,6 +412,8 @@ def check_nccl_variable(name: str, value: str, f: Facts) -> Check:
     if name in _TORCH_RENAMED:
         return Check(label, "warn", "a PyTorch variable under its old name", "recent torch reads only the new name",
                      f"use {_TORCH_RENAMED[name]}={value}")
+    if name in NOT_READ_BY_NCCL:
+        return Check(label, "ok", "not a setting", NOT_READ_BY_NCCL[name])
     if name not in KNOWN_NCCL:
         return Check(label, "warn", "not a variable NCCL documents", "NCCL ignores unknown names silently: a typo?",
                      f"check the spelling against the NCCL documentation, or unset {name}")
@@ -400,10 +455,13 @@ def check_nccl_variable(name: str, value: str, f: Facts) -> Check:
     if name == "NCCL_SOCKET_IFNAME":
         return _check_ifname(label, value, f)
     if name == "NCCL_NVLS_ENABLE":
-        if _truthy(value):
-            return Check(label, "warn", "NVLink SHARP requested", "it needs an NVSwitch; two directly linked GPUs have none",
-                         "unset it or set 0")
-        return Check(label, "ok", "NVLink SHARP off", "nothing to use without an NVSwitch")
+        if not _truthy(value):
+            return Check(label, "ok", "NVLink SHARP off", "with 2 GPUs NCCL never sets it up anyway (see notebook 02)")
+        if len(f.gpus) <= 2:
+            return Check(label, "ok", "NVLink SHARP allowed; unused here",
+                         "NCCL sets NVLS up only for more than two GPUs on an NVSwitch system whose driver and fabric "
+                         "support multicast (ncclNvlsInit, src/transport/nvls.cc)")
+        return Check(label, "ok", "NVLink SHARP allowed", "used where the NVSwitch fabric supports multicast")
     return Check(label, "ok", "set", "a tuning variable; the course does not need it")
 
 

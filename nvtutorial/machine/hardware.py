@@ -57,6 +57,9 @@ REFERENCE_MACHINE = "2× NVIDIA H200 SXM, NV18, driver 580.159.04, CUDA 13.0"
 """The machine whose saved outputs ship with the course (``nvtutorial/data/h200x2/``)."""
 
 
+REFERENCE_P2P = {"read": "not readable", "write": "OK", "nvlink": "OK", "atomics": "OK"}
+"""NVML's P2P answers between the reference machine's two GPUs (read live there, reference/h200x2/01_hardware.ipynb)."""
+
 REFERENCE_DATA = Path(__file__).resolve().parent.parent / "data" / "h200x2"
 """Saved outputs of the reference machine, shipped with the package (also the parsers' test fixtures)."""
 
@@ -107,13 +110,14 @@ def reference_inventory() -> Inventory:
     speeds = parse_nvlink_status(reference_output("nvidia-smi-nvlink-s.txt").read_text())
     detailed = []
     for g in gpus:
-        other = 1 - g.index if len(gpus) == 2 else None
-        # NVLink 4.0: what the saved README states for H200 SXM (nvidia-smi nvlink -s gives no version)
-        links = tuple(NvLink(link=k, active=True, remote_gpu=other, version="4.0", speed_mbps=int(s * 1000))
+        # NVLink 4.0 with every link ending at an NVSwitch (remote_gpu None): what NVML said live on the reference
+        # HGX board (reference/h200x2/01_hardware.ipynb); nvidia-smi nvlink -s gives neither version nor far end
+        links = tuple(NvLink(link=k, active=True, remote_gpu=None, version="4.0", speed_mbps=int(s * 1000))
                       for k, s in enumerate(speeds.get(g.index, [])))
         detailed.append(dataclasses.replace(g, nvlinks=links))
+    p2p = {"0-1": dict(REFERENCE_P2P)} if len(gpus) == 2 else {}
     return Inventory(source=f"a saved output of the reference machine ({REFERENCE_MACHINE})", driver=driver,
-                     cuda_driver=cuda, gpus=tuple(detailed))
+                     cuda_driver=cuda, gpus=tuple(detailed), p2p=p2p)
 
 
 def inventory_or_reference(gpus_needed: int = 2) -> Inventory:

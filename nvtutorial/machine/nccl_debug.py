@@ -32,7 +32,7 @@ FAMILIES = {
     "NET/Socket": "TCP sockets through the network stack (loopback on one machine)",
     "NET/IB": "InfiniBand/RoCE verbs through a NIC",
     "COLLNET": "in-network reduction (SHARP) through the NIC",
-    "NVLS": "NVLink SHARP through an NVSwitch",
+    "NVLS": "NVLink SHARP: the NVSwitches reduce the data (more than two GPUs on an NVSwitch system)",
 }
 
 
@@ -199,8 +199,11 @@ VARIABLES: tuple[Variable, ...] = (
              "prefixes (eth,ens), ^ to exclude (^docker,lo), = for an exact name",
              "bootstrap only, unless P2P and SHM are off; a name that matches no interface stops NCCL from starting",
              ("NET/Socket",)),
-    Variable("NCCL_NVLS_ENABLE", "NVLink SHARP: reductions inside an NVSwitch", "0 or 1 (default: on where supported)",
-             "two directly linked GPUs have no NVSwitch: nothing to use; the course runs keep it 0", ("NVLS",)),
+    Variable("NCCL_NVLS_ENABLE", "NVLink SHARP (NVLS): the NVSwitches reduce the data, through multicast memory",
+             "0 or 1 (default: used where the driver reports multicast support)",
+             "none with two GPUs: NCCL sets NVLS up only when its topology holds more than two GPUs (ncclNvlsInit in "
+             "NCCL's src/transport/nvls.cc returns early otherwise), even on an NVSwitch board such as the reference "
+             "HGX; the reference machine is shared and keeps multicast off (0) as well", ("NVLS",)),
 )
 """The variables notebook 02 explains (the source tutorial sets three of them)."""
 

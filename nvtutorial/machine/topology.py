@@ -73,7 +73,8 @@ class Link:
             return "the same device"
         if self.kind == "nvlink":
             n = self.nvlinks
-            return f"{n} bonded NVLink{'s' if n != 1 else ''}: direct GPU-to-GPU, NCCL uses its P2P transport over NVLink"
+            return (f"{n} bonded NVLink{'s' if n != 1 else ''} between the pair (to each other, or through NVSwitches "
+                    "on an HGX board: topo -m does not say which); NCCL's P2P transport uses them")
         if self.kind == "pcie":
             return PCIE_WORDS[self.code]
         return f"unknown code {self.code!r} (not in nvidia-smi's legend)"

@@ -59,26 +59,29 @@ CLAIMS: tuple[Claim, ...] = (
           "batch ran 1.96× as fast on 2 H200s as on one.",
           "wrong", "2× H200 run", "03_ddp_training", "nvtutorial.report.training:verdict_c1"),
     Claim("C2", 1, "RTX 3090/4090, Tesla V100/A100 and Quadro RTX 8000 support NVLink.",
-          "All of them but the RTX 4090, which has no NVLink connector; the RTX 3090 has a 4-link bridge.",
-          "partly", "vendor data", "01_hardware"),
+          "All of them but the RTX 4090, which has no NVLink connector; the RTX 3090 has a 4-link bridge, and a "
+          "V100 or A100 is linked only in its SXM form or with bridges.",
+          "partly", "vendor data", "01_hardware", "nvtutorial.report.links:claim_c2"),
     Claim("C3", 1, "`nvidia-smi topo -m` shows NVLink between the GPUs (NV#) rather than PCIe.",
-          "True: `NV18` between the two H200s of the reference machine, parsed from the real output.",
-          "holds", "2× H200 run", "01_hardware"),
+          "True: `NV18` between the two H200s of the reference machine, parsed from the real output (on that HGX "
+          "board the 18 links run through NVSwitches; topo -m does not say so).",
+          "holds", "2× H200 run", "01_hardware", "nvtutorial.report.links:claim_c3"),
     Claim("C4", 1, "Driver 515 with CUDA 11.7 is the most stable combination.",
           "Dated advice: what matters is a driver at least as new as the CUDA runtime torch was built with; "
-          "current torch wheels need a newer driver than 515.",
-          "wrong", "primary source", "02_environment"),
+          "no torch 2.11–2.14 build runs on driver 515.",
+          "wrong", "primary source", "02_environment", "nvtutorial.report.environment:claim_c4"),
     Claim("C5", 1, "Consumer NVLink has 1/4 of the professional bandwidth, yet is still 3–5× faster than PCIe.",
           "RTX 3090 NVLink carries about 56 GB/s per direction against about 32 GB/s for PCIe 4.0 x16: "
-          "about 1.8×, not 3–5×.",
-          "wrong", "vendor data", "01_hardware"),
+          "about 1.8×, not 3–5× (and about 1/5 of an A100's NVLink).",
+          "wrong", "vendor data", "01_hardware", "nvtutorial.report.links:claim_c5"),
     Claim("C6", 2, "The cu117 wheel index gives 12 % more speed on AWS p4d.",
-          "Not checkable (no setup is given); today's wheels bundle their own NCCL, and the course reports "
-          "which one torch ships.",
-          "unverifiable", "primary source", "02_environment"),
+          "Not checkable (no setup is given, and no torch 2.11–2.14 is built for CUDA 11.7); today's wheels bundle "
+          "their own NCCL, and the course reports which one torch ships.",
+          "unverifiable", "primary source", "02_environment", "nvtutorial.report.environment:claim_c6"),
     Claim("C7", 2, "`NCCL_NET_GDR_LEVEL=3` and `NCCL_IB_DISABLE=1` help.",
-          "They only concern NCCL's network transport; between two GPUs of one machine they change nothing.",
-          "wrong", "2× H200 run", "02_environment"),
+          "They only concern NCCL's network transport; between two GPUs of one machine busbw is unchanged within "
+          "the noise, and NCCL does not even read NCCL_NET_GDR_LEVEL there.",
+          "wrong", "2× H200 run", "02_environment", "nvtutorial.report.lab:claim_c7"),
     Claim("C8", 3, "`torch.cuda.set_enabled_lms(True)` enables a low-memory mode.",
           "No such function exists in PyTorch (it belonged to IBM's PowerAI fork): calling it raises AttributeError.",
           "wrong", "CPU run", "04_optimisations", "nvtutorial.report.optimisations:verdict_c8"),

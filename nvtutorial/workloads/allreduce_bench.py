@@ -1,9 +1,14 @@
 """allreduce_bench: all-reduce bandwidth over a size sweep (algbw, busbw as nccl-tests defines them).
 
-Used in notebooks 01 and 02. For each size S: warm-up all-reduces, then ``repeats`` timed blocks
-of all-reduces (CUDA events on GPU, ``time.perf_counter`` on CPU); the block count per repeat
-shrinks for large or slow sizes so that a repeat takes about ``target_s``. The reported time is
-the median over repeats, the slowest rank's; busbw = S / t × 2(n−1)/n. Each size ends with a
+Used in notebooks 01 and 02. The method is nccl-tests' (``all_reduce_perf``): first ``warmup``
+all-reduces of the largest size; then, for each size S, ``warmup`` untimed all-reduces and
+``repeats`` timed blocks of ``iters`` back-to-back all-reduces (fewer for slow sizes, so that a
+block takes about ``target_s``). Each block is timed by notebook 01's lesson,
+:func:`nvtutorial.lessons.busbw.time_all_reduce` (CUDA events on a GPU, the host clock on the
+CPU), and converted by its :func:`~nvtutorial.lessons.busbw.bus_bandwidth`: busbw = S / t × 2(n−1)/n.
+The time of a block is its slowest rank's; the reported time is the median block. nccl-tests
+times one block of ``-n`` (20) with the host clock around it and also runs out of place (separate input
+and output buffers); ``torch.distributed.all_reduce`` only works in place. Each size ends with a
 correctness check (ranks fill r+1, the sum must be n(n+1)/2 everywhere).
 
 With ``wire_bytes > 0`` on GPUs, rank 0 also reads NVML's NVLink data counters
@@ -24,6 +29,7 @@ import time
 from typing import Any, Literal
 
 from nvtutorial import nvml, runtime
+from nvtutorial.lessons.busbw import bus_bandwidth, time_all_reduce
 from nvtutorial.params import require
 from nvtutorial.units import size_sweep
 from nvtutorial.workloads._bench import bandwidth_row, measure, torch_dtype
@@ -38,8 +44,8 @@ class Params:
     factor: int = 4
     sizes: tuple[int, ...] = ()  # explicit sizes in bytes; when given, min/max/factor are ignored
     dtype: Literal["float32", "bfloat16", "float16", "float64", "int32"] = "float32"
-    warmup: int = 3
-    iters: int = 20      # all-reduces per timed repeat, at most
+    warmup: int = 5      # untimed all-reduces: at the largest size first, then before each size (nccl-tests' -w)
+    iters: int = 20      # all-reduces per timed repeat, at most (nccl-tests' -n, 20 by default)
     repeats: int = 5
     target_s: float = 0.1  # per repeat; fewer iterations for slow sizes
     wire_bytes: int = 0  # > 0: measure NVLink bytes on the wire around all-reduces of this size (GPU)
@@ -149,18 +155,22 @@ def run(ctx: runtime.Context, p: Params) -> dict:
     sizes = sorted({max(item, s - s % item) for s in p.size_list()})
     buf = torch.zeros(max(max(sizes), p.wire_bytes) // item + 1, dtype=dtype, device=ctx.device)
     expected = ctx.world_size * (ctx.world_size + 1) / 2
-    factor = 2 * (ctx.world_size - 1) / ctx.world_size
+    for _ in range(p.warmup):  # as nccl-tests: warm up at the largest size before the sweep
+        dist.all_reduce(buf[: sizes[-1] // item])
+    ctx.sync()
     rows = []
     for i, size in enumerate(sizes):
         x = buf[: size // item]
         x.zero_()  # sums of zeros stay zero: no overflow in fp16 whatever the iteration count
-        times, iters = measure(ctx, lambda x=x: dist.all_reduce(x), p.warmup, p.iters, p.repeats, p.target_s)
+        times, iters = measure(ctx, lambda x=x: dist.all_reduce(x), p.warmup, p.iters, p.repeats, p.target_s,
+                               timed=lambda n, x=x: time_all_reduce(x, n))
         x.fill_(ctx.rank + 1)
         dist.all_reduce(x)
         ok = bool((x[0] == expected).item() and (x[-1] == expected).item())
         if not ok:
             raise AssertionError(f"all-reduce of {size} B gave {x[0].item()} on rank {ctx.rank}, expected {expected}")
-        rows.append(bandwidth_row(ctx, size, times, factor, count=size // item, dtype=p.dtype, iters=iters, correct=ok))
+        rows.append(bandwidth_row(ctx, size, times, lambda s, t: bus_bandwidth(s, t, ctx.world_size),
+                                  count=size // item, dtype=p.dtype, iters=iters, correct=ok))
         ctx.progress(i + 1, len(sizes), "all-reduce sweep", size=size, busbw=round(rows[-1]["busbw"], 2))
     out: dict[str, Any] = {"rows": rows, "collective": "all_reduce", "world_size": ctx.world_size, "dtype": p.dtype,
                            "timer": "cuda events" if ctx.is_gpu else "perf_counter",
