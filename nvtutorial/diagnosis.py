@@ -52,6 +52,8 @@ class Observed:
     """Ranks found frozen (SIGSTOP, Ctrl-Z) when their stacks were asked for."""
     vanished: dict[int, float] = dataclasses.field(default_factory=dict)
     """Ranks whose process ended without a result or an error file, and when (time.time())."""
+    startup: bool = False
+    """The ranks were not all up within the start-up limit (``LaunchSpec.startup_timeout``)."""
 
 
 def tail(path: Path, n: int = LOG_TAIL_LINES) -> list[str]:
@@ -248,7 +250,12 @@ def _failure(result: RunResult, rank: int, head: str, kind: str, trace: str | No
 
 def _timed_out(spec: LaunchSpec, result: RunResult, seen: Observed) -> Failure:
     result.returncode = result.returncode or -int(signal.SIGKILL)
-    first = f"{spec.workload} did not finish within its {spec.timeout:g} s deadline; every process of the run was ended."
+    if seen.startup:
+        first = (f"{spec.workload}: the ranks were not all up within {spec.startup_timeout:g} s of start-up "
+                 f"(interpreters, imports, rendezvous); every process of the run was ended.")
+    else:
+        first = (f"{spec.workload} did not finish within its {spec.timeout:g} s deadline (counted from when every "
+                 f"rank was up); every process of the run was ended.")
     lines = [first]
     if seen.stopped:
         who = ", ".join(map(str, sorted(seen.stopped)))

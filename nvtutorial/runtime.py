@@ -260,6 +260,11 @@ def start_worker(run_dir: Path, rank: int, capture: bool) -> None:
     _metrics = {}
 
 
+def mark_ready(run_dir: Path, rank: int) -> None:
+    """Tell the launcher this rank is up (imports done, about to run): its deadline counts from here."""
+    (run_dir / f"rank{rank}.ready").touch()
+
+
 def write_result(path: Path, data: Any) -> None:
     """Write one of this rank's result files atomically, never cut short by the launcher watch or SIGTERM.
 
@@ -335,6 +340,7 @@ def main(run: Callable[[Context, Any], dict[str, Any] | None], params_cls: type,
     try:
         params = params_mod.build(params_cls, params_mod.parse_assignments(args.set))
         ctx = _init(rank, local_rank, world_size, args.backend, args.pg_timeout, run_dir)
+        mark_ready(run_dir, rank)
         metrics = run(ctx, params) or {}
         payload = rank_payload(name, rank, time.perf_counter() - started, dataclasses.asdict(params),
                                environment(ctx), metrics)
