@@ -1,0 +1,1 @@
+"""What the lessons train: models and their synthetic data."""
