@@ -34,7 +34,7 @@ def mlp_plan_empty():
 
 SOLUTION = mlp_plan
 WRONG = {
-    "column-wise twice": (mlp_plan_colwise_both, "shape"),
+    "column-wise twice": (mlp_plan_colwise_both, "share of the hidden units"),
     "no plan": (mlp_plan_empty, "not split"),
 }
 
@@ -73,7 +73,7 @@ def check_on_rank(candidate: Any, ctx: Any) -> tuple[bool, str]:
             return False, f"{name} is not split: each rank holds the whole matrix, so the MLP is not parallel"
         want = local_shape(tuple(weight.shape), dim, world, rank)
         if tuple(weight.to_local().shape) != want:
-            return False, (f"{name}: this rank holds {tuple(weight.to_local().shape)}, not {want} (its share of the "
+            return False, (f"{name}: this rank holds a shard of shape {tuple(weight.to_local().shape)}, not {want} (its share of the "
                            "hidden units): w1 splits its output rows (column-wise), w2 its input columns (row-wise)")
     params = list(model.parameters())
     optimizer = torch.optim.Adam(params, lr=LR, foreach=False)  # DTensors and plain tensors in one group

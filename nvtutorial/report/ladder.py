@@ -288,6 +288,12 @@ def _rung(result: Any, rank: int, rung: str) -> dict[str, Any]:
     raise KeyError(f"the run has no rung {rung!r}; it ran {', '.join(_rungs(result))}")
 
 
+def counted_state(result: Any, rung: str, rank: int) -> int:
+    """Bytes of parameters, gradients and optimizer state ``rank`` held under ``rung``, as the run counted them."""
+    held = _rung(result, rank, rung)["held"]
+    return held["params"] + held["grads"] + held["optimizer"]
+
+
 def loss_table(result: Any):  # -> pandas.DataFrame
     """The loss of the global batch at every step: the one-process reference and every rung (rank 0's view)."""
     import pandas as pd
@@ -505,10 +511,13 @@ def with_layers(shapes_one: Shapes, layers: int) -> list[tuple[str, tuple[int, .
     return head + [(f"blocks.{i}.{n}", sh) for i in range(layers) for n, sh in block] + tail
 
 
-def largest(s: Setup, rung: str, device_budget: float, host_budget: float | None = None,
-            limit: int = 100_000) -> int:
-    """The most blocks with which ``rung`` fits ``device_budget`` bytes on every rank (model state in
-    ``host_budget`` too, when offloaded); 0 when not even one block fits."""
+LAYER_LIMIT = 4096
+"""The search for the largest model stops here (a result of this many blocks means "at least")."""
+
+
+def largest(s: Setup, rung: str, device_budget: float, host_budget: float, limit: int = LAYER_LIMIT) -> int:
+    """The most blocks with which ``rung`` fits ``device_budget`` bytes on every rank (and its model
+    state ``host_budget`` bytes of host memory, when offloaded); 0 when not even one block fits."""
     one = dataclasses.replace(s, layers=1).shapes()
 
     def fits(layers: int) -> bool:
@@ -516,7 +525,7 @@ def largest(s: Setup, rung: str, device_budget: float, host_budget: float | None
         shapes = with_layers(one, layers)
         for rank in range(s.world):
             m = rank_memory(t, rung, rank, shapes)
-            if m.device_peak > device_budget or (m.on_host and host_budget is not None and m.model_state > host_budget):
+            if m.device_peak > device_budget or (m.on_host and m.model_state > host_budget):
                 return False
         return True
 
@@ -530,8 +539,9 @@ def largest(s: Setup, rung: str, device_budget: float, host_budget: float | None
     return lo
 
 
-def fit_table(s: Setup, device_budget: float, host_budget: float | None = None, rungs: Sequence[str] = RUNGS):
-    """Per rung: the most blocks that fit, the parameters that makes (billions), and the predicted peak."""
+def fit_table(s: Setup, device_budget: float, host_budget: float, rungs: Sequence[str] = RUNGS):
+    """Per rung: the most blocks that fit (at most :data:`LAYER_LIMIT`), the parameters that makes
+    (billions), the predicted device peak and the model state per rank, and where that state lives."""
     import pandas as pd
 
     one = dataclasses.replace(s, layers=1).shapes()
@@ -545,31 +555,36 @@ def fit_table(s: Setup, device_budget: float, host_budget: float | None = None, 
                      "parameters (B)": sum(_numel(sh) for _, sh in shapes) / 1e9 if layers else 0.0,
                      "device peak (GB, model)": peak / 1e9 if peak else None,
                      "model state per rank (GB)": max(sum(model_state(rung, shapes, s.world, r).values())
-                                                      for r in range(s.world)) / 1e9 if layers else None})
+                                                      for r in range(s.world)) / 1e9 if layers else None,
+                     "state in": "host" if rung == "fsdp_offload" else "device"})
     return pd.DataFrame(rows).set_index("rung")
 
 
 def fit_verdict(result: Any, device_budget: float) -> Verdict:
-    """Did the largest model of the fit table run, and did its memory stay within the budget?"""
-    s = Setup.from_result(result.ranks[0])
-    (rung,) = _rungs(result)
+    """Did the largest model of the fit table (the run's ``fit`` record) run, and did its memory stay within
+    the budget?"""
+    records = [m["fit"] for m in result.ranks]
+    rung, layers = records[0]["rung"], records[0]["layers"]
+    s = dataclasses.replace(Setup.from_result(result.ranks[0]), layers=layers)
     shapes = s.shapes()
     model = max(rank_memory(s, rung, r, shapes).device_peak for r in range(s.world))
-    peaks = [_rung(result, r, rung).get("peak_allocated") for r in range(len(result.ranks))]
-    numbers = {"rung": rung, "layers": s.layers, "parameters": sum(_numel(sh) for _, sh in shapes),
-               "budget": device_budget, "model_peak": model}
+    counted = [sum(g["held"][k] for k in ("params", "grads", "optimizer")) for g in records]
+    exact = counted == [rank_memory(s, rung, r, shapes).model_state for r in range(s.world)]
+    numbers = {"rung": rung, "layers": layers, "parameters": sum(_numel(sh) for _, sh in shapes),
+               "budget": device_budget, "model_peak": model, "state_exact": exact}
+    peaks = [g.get("peak_allocated") for g in records]
     if None in peaks:
-        exact = memory_verdict(result).status == "pass"
         return Verdict("ladder.fit", "pass" if exact else "fail",
-                       f"{LABELS[rung]} with {s.layers} blocks ({numbers['parameters'] / 1e6:.1f} M parameters) ran; "
+                       f"{LABELS[rung]} with {layers} blocks ({numbers['parameters'] / 1e6:.2f} M parameters) ran; "
                        f"its counted model state {'equals' if exact else 'differs from'} the model. On the CPU there is "
                        f"no device memory to run out of: that it fits the budget of {device_budget / 1e6:.0f} MB "
                        f"per rank is the model's arithmetic ({model / 1e6:.1f} MB predicted).", numbers, _where(result))
     peak = max(peaks)
     numbers |= {"peak": peak, "gap": peak / model - 1}
-    ok = peak <= device_budget
+    ok = peak <= device_budget and exact
     return Verdict("ladder.fit", "pass" if ok else "fail",
-                   f"{LABELS[rung]} with {s.layers} blocks ({numbers['parameters'] / 1e9:.2f} B parameters) ran with a "
+                   f"{LABELS[rung]} with {layers} blocks ({numbers['parameters'] / 1e9:.2f} B parameters) ran with a "
                    f"peak of {peak / 1e9:.1f} GB per rank ({numbers['gap']:+.0%} against the model's "
-                   f"{model / 1e9:.1f} GB), {'within' if ok else 'over'} the budget of {device_budget / 1e9:.1f} GB.",
+                   f"{model / 1e9:.1f} GB), {'within' if peak <= device_budget else 'over'} the budget of "
+                   f"{device_budget / 1e9:.1f} GB; counted model state {'equals' if exact else 'differs from'} the model.",
                    numbers, _where(result))

@@ -16,8 +16,9 @@ from the same seed and trains with the lesson's own ``train_step``. Per rung and
 - with ``profile_steps``, a ``torch.profiler`` trace per rank (``trace_<rung>_rank<R>.json.gz``)
   from which the notebook computes the exposed communication.
 
-With ``checkpoint``, the DCP lesson (``checkpoint.py``) runs last. With ``init=meta`` the model is
-built without memory, sharded, then materialised shard by shard (for models larger than one device).
+With ``checkpoint``, the DCP lesson (``checkpoint.py``) runs after the ladder; with ``fit_layers``, then
+``fit_rung`` once more with that many blocks (the largest model the memory model allows). With
+``init=meta`` a model is built without memory, sharded, then materialised shard by shard.
 
     torchrun --standalone --nproc-per-node 2 -m nvtutorial.workloads.ladder --set layers=4
     NCCL_P2P_DISABLE=1 torchrun --standalone --nproc-per-node 2 -m nvtutorial.workloads.ladder --set reference=false
@@ -37,8 +38,8 @@ from nvtutorial import runtime
 from nvtutorial.params import require
 
 RUNG_NAMES = ("ddp", "zero1", "fsdp_zero2", "fsdp_zero3", "fsdp_checkpointing", "fsdp_offload", "tensor_parallel")
-META_RUNGS = ("fsdp_zero2", "fsdp_zero3", "fsdp_checkpointing", "tensor_parallel")
-"""Rungs that can start from a model on the meta device (DDP, ZeRO-1 and offload need real weights first)."""
+META_RUNGS = ("fsdp_zero2", "fsdp_zero3", "fsdp_checkpointing")
+"""Rungs that can start from a model on the meta device (shard first, then allocate and initialise the shards)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -63,6 +64,10 @@ class Params:
     """Steps traced with torch.profiler per rung (0: none)."""
     checkpoint: bool = False
     init: Literal["full", "meta"] = "full"
+    fit_rung: str = "fsdp_zero3"
+    fit_layers: int = 0
+    """After the ladder, train ``fit_rung`` once more with this many blocks (0: don't), built on the meta
+    device where the rung allows it: the run that confirms the largest model of notebook 08."""
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -72,6 +77,8 @@ class Params:
                 "steps and timed must be at least 1, repeats at least 2 (a spread needs two), warmup 0 or more")
         require(self.dim % self.heads == 0, f"dim={self.dim} must be a multiple of heads={self.heads}")
         require(self.global_batch >= 1 and self.profile_steps >= 0, "global_batch at least 1, profile_steps 0 or more")
+        require(self.fit_rung in RUNG_NAMES, f"fit_rung={self.fit_rung!r}: use one of {', '.join(RUNG_NAMES)}")
+        require(self.fit_layers >= 0, f"fit_layers={self.fit_layers} must be 0 (no fit run) or more")
         bad = [r for r in self.rungs if r not in META_RUNGS]
         require(self.init == "full" or not bad, f"init=meta works for {', '.join(META_RUNGS)}, not {', '.join(bad)}")
 
@@ -226,7 +233,7 @@ def run_rung(ctx: runtime.Context, p: Params, rung: str) -> dict[str, Any]:
         step_no += 1
         return train_step(model, optimizer, local_batch(tokens, rung))
 
-    out: dict[str, Any] = {"rung": rung}
+    out: dict[str, Any] = {"rung": rung, "layers": p.layers}
     ctx.progress(0, 1, desc=rung)
     out["losses"] = [global_loss(step(), rung) for _ in range(p.steps)]
     out["held"] = held_bytes(model, optimizer)
@@ -324,6 +331,12 @@ def run(ctx: runtime.Context, p: Params) -> dict[str, Any]:
         small = dataclasses.replace(cfg, dim=min(cfg.dim, 256), heads=min(cfg.heads, 4), layers=min(cfg.layers, 2))
         out["checkpoint"] = resume_check(small, ctx.run_dir / "checkpoint", ctx.device, global_batch=p.global_batch)
         out["checkpoint"]["config"] = dataclasses.asdict(small)
+    if p.fit_layers:
+        ctx.progress(0, 1, desc="the largest model")
+        init = "meta" if p.fit_rung in META_RUNGS else "full"
+        big = dataclasses.replace(p, rungs=(p.fit_rung,), layers=p.fit_layers, init=init, steps=1, warmup=0, timed=1, repeats=2,
+                                  profile_steps=0)
+        out["fit"] = run_rung(ctx, big, p.fit_rung)
     return out
 
 
