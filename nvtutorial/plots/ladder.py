@@ -110,17 +110,17 @@ def link_need(comparisons: dict[str, Any], where: Any) -> tuple[Any, Any]:
 
 
 def fit_bars(table: Any, where: Any, budget_label: str) -> tuple[Any, Any]:
-    """The largest model each rung fits (billions of parameters, log scale), from ``report.ladder.fit_table``."""
+    """The largest model each rung fits (millions of parameters, log scale), from ``report.ladder.fit_table``."""
     fig, ax = figure(7.0, 3.6)
-    values = table["parameters (B)"].values
+    values = table["parameters (M)"].values
     ax.barh(range(len(table)), values, color="tab:blue")
     for i, (v, layers) in enumerate(zip(values, table["layers"].values)):
-        ax.text(v, i, f"  {v:.3g} B ({layers} blocks)", va="center", fontsize=8)
+        ax.text(v, i, f"  {v:,.4g} M ({layers} blocks)", va="center", fontsize=8)
     ax.set_xscale("log")
     ax.set_yticks(range(len(table)), list(table["label"]))
     ax.invert_yaxis()
     ax.set_xlim(values[values > 0].min() / 2 if (values > 0).any() else 1e-3, values.max() * 8)
-    ax.set_xlabel(f"parameters of the largest model that fits (billions; memory model, {budget_label})")
+    ax.set_xlabel(f"parameters of the largest model that fits (millions; memory model, {budget_label})")
     ax.set_title("How big can it get")
     stamp(fig, where)
     return fig, ax

@@ -541,7 +541,7 @@ def largest(s: Setup, rung: str, device_budget: float, host_budget: float, limit
 
 def fit_table(s: Setup, device_budget: float, host_budget: float, rungs: Sequence[str] = RUNGS):
     """Per rung: the most blocks that fit (at most :data:`LAYER_LIMIT`), the parameters that makes
-    (billions), the predicted device peak and the model state per rank, and where that state lives."""
+    (millions), the predicted device peak and the model state per rank (MB), and where that state lives."""
     import pandas as pd
 
     one = dataclasses.replace(s, layers=1).shapes()
@@ -552,10 +552,10 @@ def fit_table(s: Setup, device_budget: float, host_budget: float, rungs: Sequenc
         shapes = with_layers(one, layers)
         peak = max(rank_memory(t, rung, r, shapes).device_peak for r in range(s.world)) if layers else None
         rows.append({"rung": rung, "label": LABELS[rung], "layers": layers,
-                     "parameters (B)": sum(_numel(sh) for _, sh in shapes) / 1e9 if layers else 0.0,
-                     "device peak (GB, model)": peak / 1e9 if peak else None,
-                     "model state per rank (GB)": max(sum(model_state(rung, shapes, s.world, r).values())
-                                                      for r in range(s.world)) / 1e9 if layers else None,
+                     "parameters (M)": sum(_numel(sh) for _, sh in shapes) / 1e6 if layers else 0.0,
+                     "device peak (MB, model)": peak / 1e6 if peak else None,
+                     "model state per rank (MB)": max(sum(model_state(rung, shapes, s.world, r).values())
+                                                      for r in range(s.world)) / 1e6 if layers else None,
                      "state in": "host" if rung == "fsdp_offload" else "device"})
     return pd.DataFrame(rows).set_index("rung")
 

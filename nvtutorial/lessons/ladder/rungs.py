@@ -1,13 +1,28 @@
 """The strategy ladder: one function per rung, from DDP to tensor parallelism.
 
-Every rung (and ``single``, the one-process reference) takes the same freshly built model (the same weights on every rank) and the rank's
-device, and returns ``(model, optimizer)`` ready for the training step of ``train.py``. Read two
-neighbouring rungs side by side: what changes between them is the lesson (notebook 08 shows each
-step up the ladder as a diff). Each rung runs with NCCL on GPUs and gloo on the CPU.
+Every rung (and ``single``, the one-process reference) takes the same freshly built model (the same
+weights on every rank) and the rank's device, and returns ``(model, optimizer)`` ready for the training
+step of ``train.py``. Read two neighbouring rungs side by side: what changes between them is the lesson
+(notebook 08 shows each step up the ladder as a diff). Each rung runs with NCCL on GPUs, gloo on the CPU.
 
-The data-parallel rungs (everything but ``tensor_parallel``) give each rank its own half of the
-global batch; tensor parallelism gives both ranks the same batch and splits the layers instead
-(``DATA_PARALLEL`` says which is which).
+1. DDP: every rank holds the whole model, all its gradients and all of Adam's state; the backward pass
+   all-reduces the gradients, bucket by bucket.
+2. ZeRO-1 (``ZeroRedundancyOptimizer``): DDP as before, but each rank keeps Adam's state for its share of
+   the parameters only, updates that share, and broadcasts it to the other ranks.
+3. FSDP2 without resharding after forward (ZeRO-2-like): parameters, gradients and Adam's state are
+   sharded; each block's parameters are all-gathered in forward and kept whole until its backward;
+   gradients are reduce-scattered.
+4. FSDP2 (ZeRO-3): each block frees its gathered parameters after its forward and all-gathers them
+   again for its backward.
+5. ZeRO-3 plus activation checkpointing: each block keeps only its input for the backward pass and
+   recomputes the rest there.
+6. ZeRO-3, checkpointing and CPU offload: the sharded parameters, gradients and Adam's state live in
+   host memory, the optimizer steps on the CPU, each block's shard is copied to the GPU to be gathered.
+7. Tensor parallelism: each block's matrices are split over the ranks (column-wise, then row-wise, so
+   one all-reduce ends each pair).
+
+The data-parallel rungs (all but ``tensor_parallel``) give each rank its own half of the global batch;
+tensor parallelism gives both ranks the same batch and splits the layers instead (``DATA_PARALLEL``).
 """
 
 from __future__ import annotations
@@ -33,8 +48,7 @@ def single(model: nn.Module, device: torch.device):
 
 
 def ddp(model: nn.Module, device: torch.device):
-    """Rung 1, DDP: every rank holds the whole model, all its gradients and all of Adam's state;
-    the backward pass all-reduces the gradients, bucket by bucket."""
+    """Rung 1, DDP: everything on every rank; the backward pass all-reduces the gradients."""
     # gradient_as_bucket_view: the gradients live in DDP's buckets, not in a second copy of them
     model = DDP(model, device_ids=[device] if device.type == "cuda" else None, gradient_as_bucket_view=True)
     optimizer = torch.optim.Adam(model.parameters(), lr=LR, fused=True)
@@ -42,17 +56,14 @@ def ddp(model: nn.Module, device: torch.device):
 
 
 def zero1(model: nn.Module, device: torch.device):
-    """Rung 2, ZeRO-1: DDP as before, but each rank keeps Adam's state for its share of the
-    parameters only, updates that share, and broadcasts it to the other ranks."""
+    """Rung 2, ZeRO-1: each rank keeps and updates Adam's state for its share, then broadcasts it."""
     model = DDP(model, device_ids=[device] if device.type == "cuda" else None, gradient_as_bucket_view=True)
     optimizer = ZeroRedundancyOptimizer(model.parameters(), optimizer_class=torch.optim.Adam, lr=LR, fused=True)
     return model, optimizer
 
 
 def fsdp_zero2(model: nn.Module, device: torch.device):
-    """Rung 3, FSDP2 without resharding after forward (ZeRO-2-like): parameters, gradients and
-    Adam's state are sharded; each block's parameters are all-gathered in forward and kept whole
-    until its backward; gradients are reduce-scattered."""
+    """Rung 3, FSDP2 keeping gathered parameters from forward to backward (ZeRO-2-like)."""
     mesh = init_device_mesh(device.type, (dist.get_world_size(),))
     for block in model.blocks:
         fully_shard(block, mesh=mesh, reshard_after_forward=False)
@@ -62,8 +73,7 @@ def fsdp_zero2(model: nn.Module, device: torch.device):
 
 
 def fsdp_zero3(model: nn.Module, device: torch.device):
-    """Rung 4, FSDP2 (ZeRO-3): as rung 3, but each block frees its gathered parameters after its
-    forward and all-gathers them again for its backward."""
+    """Rung 4, FSDP2 (ZeRO-3): each block gathers its parameters again for its backward pass."""
     mesh = init_device_mesh(device.type, (dist.get_world_size(),))
     for block in model.blocks:
         fully_shard(block, mesh=mesh, reshard_after_forward=True)
@@ -73,8 +83,7 @@ def fsdp_zero3(model: nn.Module, device: torch.device):
 
 
 def fsdp_checkpointing(model: nn.Module, device: torch.device):
-    """Rung 5, ZeRO-3 plus activation checkpointing: each block keeps only its input for the
-    backward pass and recomputes the rest there."""
+    """Rung 5, ZeRO-3 with activation checkpointing: blocks recompute their activations in backward."""
     model.checkpoint_activations = True  # Transformer.forward wraps each block in torch.utils.checkpoint
     mesh = init_device_mesh(device.type, (dist.get_world_size(),))
     for block in model.blocks:
@@ -85,9 +94,7 @@ def fsdp_checkpointing(model: nn.Module, device: torch.device):
 
 
 def fsdp_offload(model: nn.Module, device: torch.device):
-    """Rung 6, ZeRO-3, activation checkpointing and CPU offload: the sharded parameters,
-    gradients and Adam's state live in host memory; the optimizer steps on the CPU; each block's
-    parameters are copied to the GPU, all-gathered, used and freed."""
+    """Rung 6, ZeRO-3, checkpointing and CPU offload: sharded state in host memory, Adam on the CPU."""
     model.checkpoint_activations = True  # Transformer.forward wraps each block in torch.utils.checkpoint
     mesh = init_device_mesh(device.type, (dist.get_world_size(),))
     offload = CPUOffloadPolicy(pin_memory=device.type == "cuda")  # page-locked host memory needs a GPU
@@ -99,8 +106,7 @@ def fsdp_offload(model: nn.Module, device: torch.device):
 
 
 def tensor_parallel(model: nn.Module, device: torch.device):
-    """Rung 7, tensor parallelism: each block's matrices are split over the ranks (column-wise,
-    then row-wise, so one all-reduce ends each pair); both ranks see the same batch."""
+    """Rung 7, tensor parallelism: every block matrix split over the ranks, which see the same batch."""
     mesh = init_device_mesh(device.type, (dist.get_world_size(),))
     for block in model.blocks:
         parallelize_module(block, mesh, {
