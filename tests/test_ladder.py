@@ -160,7 +160,7 @@ def test_memory_model_equals_the_counted_bytes_exactly(result, setup):
     shapes = setup.shapes()
     for rung in ladder.RUNGS:
         for rank in (0, 1):
-            held = ladder._rung(result, rank, rung)["held"]
+            held = ladder.rung_record(result, rank, rung)["held"]
             model = ladder.model_state(rung, shapes, 2, rank)
             assert {k: held[k] for k in model} == model, (rung, rank)
     assert ladder.counted_state(result, "fsdp_zero3", 0) < ladder.counted_state(result, "zero1", 0) \
@@ -177,10 +177,10 @@ def test_counted_collectives_equal_the_formula(result, setup):
     for rung in ("fsdp_zero3", "fsdp_checkpointing", "fsdp_offload"):
         assert factors[rung] == pytest.approx((2 * total + blocks) / (2 * total))
     assert 1.45 < factors["zero1"] < 1.55  # DDP's all-reduce plus a broadcast of what each rank owns
-    kinds = {rung: set(ladder._rung(result, 0, rung)["collectives"]) for rung in ladder.RUNGS}
+    kinds = {rung: set(ladder.rung_record(result, 0, rung)["collectives"]) for rung in ladder.RUNGS}
     assert kinds["ddp"] == {"all_reduce"} and kinds["zero1"] == {"all_reduce", "broadcast"}
     assert kinds["fsdp_zero3"] == {"all_gather", "reduce_scatter"} and kinds["tensor_parallel"] == {"all_reduce"}
-    calls = ladder._rung(result, 0, "tensor_parallel")["collectives"]["all_reduce"]["calls"]
+    calls = ladder.rung_record(result, 0, "tensor_parallel")["collectives"]["all_reduce"]["calls"]
     assert calls == 6 * TINY["layers"]
 
 

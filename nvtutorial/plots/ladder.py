@@ -54,7 +54,7 @@ def loss_differences(result: Any, tolerance: float) -> tuple[Any, Any]:
     floor = 1e-9
     for g in result.ranks[0]["rungs"]:
         rung = g["rung"]
-        per_rank = [ladder._rung(result, r, rung)["losses"] for r in range(len(result.ranks))]
+        per_rank = [ladder.rung_record(result, r, rung)["losses"] for r in range(len(result.ranks))]
         diff = np.max([np.abs(np.array(losses) - np.array(ref)) for losses, ref in zip(per_rank, reference)], axis=0)
         ax.plot(range(len(diff)), np.maximum(diff, floor), marker="o", label=ladder.LABELS[rung])
     ax.axhline(tolerance, color="crimson", linestyle="--", label=f"tolerance {tolerance:g}")
