@@ -143,6 +143,20 @@ def test_link_comparison_applies_the_noise_rule():
     assert ladder.needs_link_verdict(direct, staged).numbers["ratio"]["tensor_parallel"] == pytest.approx(1.61 / 1.01)  # medians
 
 
+def test_peak_verdict_compares_gpu_peaks_with_the_model(setup):
+    """GPU-only numbers, recomputed from a result of the same shape as a GPU run's (no GPU run is committed yet)."""
+    records = []
+    for rung in ladder.RUNGS:
+        model = max(ladder.rank_memory(setup, rung, r).device_peak for r in (0, 1))
+        records.append({"rung": rung, "peak_allocated": int(model * (1.10 if rung == "ddp" else 0.95))})
+    metrics = {"config": TINY, "global_batch": RUN["global_batch"], "world_size": 2, "rungs": records}
+    fake = SimpleNamespace(label="2x GPU (synthetic)", ranks=[metrics, metrics])
+    verdict = ladder.peak_verdict(fake)
+    assert verdict.status == "info"
+    assert verdict.numbers["gap"]["ddp"] == pytest.approx(0.10, abs=1e-6)
+    assert verdict.numbers["gap"]["tensor_parallel"] == pytest.approx(-0.05, abs=1e-6)
+
+
 # --- one real run of the ladder ------------------------------------------------------------------
 
 
