@@ -320,6 +320,12 @@ def fit_verdict(result: Any, device_budget: float) -> Verdict:
     s = dataclasses.replace(Setup.from_result(result.ranks[0]), layers=layers)
     shapes = s.shapes()
     model = max(rank_memory(s, rung, r, shapes).device_peak for r in range(s.world))
+    failed = [g["error"] for g in records if "error" in g]
+    if failed:
+        return Verdict("ladder.fit", "fail", f"{LABELS[rung]} with {layers} blocks did not fit: {failed[0]}. The "
+                       f"model predicted a peak of {model / 1e9:.1f} GB per rank within the budget of "
+                       f"{device_budget / 1e9:.1f} GB: it left out more than the margin.",
+                       {"rung": rung, "layers": layers, "model_peak": model, "budget": device_budget}, _where(result))
     counted = [sum(g["held"][k] for k in ("params", "grads", "optimizer")) for g in records]
     exact = counted == [rank_memory(s, rung, r, shapes).model_state for r in range(s.world)]
     numbers = {"rung": rung, "layers": layers, "parameters": sum(_numel(sh) for _, sh in shapes),

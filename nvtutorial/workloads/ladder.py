@@ -315,6 +315,8 @@ def _profile(ctx: runtime.Context, rung: str, step: Any, steps: int) -> str:
 
 
 def run(ctx: runtime.Context, p: Params) -> dict[str, Any]:
+    import torch
+
     from nvtutorial.lessons.ladder.train import train
     from nvtutorial.models import transformer
 
@@ -339,7 +341,11 @@ def run(ctx: runtime.Context, p: Params) -> dict[str, Any]:
         init = "meta" if p.fit_rung in META_RUNGS else "full"
         big = dataclasses.replace(p, rungs=(p.fit_rung,), layers=p.fit_layers, init=init, steps=1, warmup=0, timed=1, repeats=2,
                                   profile_steps=0)
-        out["fit"] = run_rung(ctx, big, p.fit_rung)
+        try:
+            out["fit"] = run_rung(ctx, big, p.fit_rung)
+        except torch.OutOfMemoryError as exc:  # the model's estimate was too low: a result, not a lost run
+            out["fit"] = {"rung": p.fit_rung, "layers": p.fit_layers, "error": f"OutOfMemoryError: {str(exc).splitlines()[0]}"}
+            _free(ctx)
     return out
 
 
