@@ -315,6 +315,10 @@ def fit_table(s: Setup, device_budget: float, host_budget: float, rungs: Sequenc
 def fit_verdict(result: Any, device_budget: float) -> Verdict:
     """Did the largest model of the fit table (the run's ``fit`` record) run, and did its memory stay within
     the budget?"""
+    if any("fit" not in m for m in result.ranks):
+        return Verdict("ladder.fit", "info", "No largest model was run (fit_layers=0: not even one block fits the "
+                       f"budget of {device_budget / 1e6:.0f} MB per rank, or none was asked for).",
+                       {"budget": device_budget}, _where(result))
     records = [m["fit"] for m in result.ranks]
     rung, layers = records[0]["rung"], records[0]["layers"]
     s = dataclasses.replace(Setup.from_result(result.ranks[0]), layers=layers)
