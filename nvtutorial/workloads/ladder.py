@@ -209,8 +209,8 @@ def _nvlink_tx(ctx: runtime.Context) -> tuple[int | None, str]:
 
 
 def run_rung(ctx: runtime.Context, p: Params, rung: str) -> dict[str, Any]:
+    """Train, count, time and (optionally) trace one rung from a freshly built model."""
     import torch
-    import torch.distributed as dist
 
     from nvtutorial.lessons.ladder.rungs import RUNGS
     from nvtutorial.lessons.ladder.train import global_loss, local_batch, train_step
@@ -286,7 +286,7 @@ def run_rung(ctx: runtime.Context, p: Params, rung: str) -> dict[str, Any]:
         out["trace"] = _profile(ctx, rung, lambda: step(), p.profile_steps)
     model = optimizer = None
     _free(ctx)
-    dist.barrier()
+    ctx.barrier()
     ctx.progress(1, 1, desc=rung)
     return out
 
