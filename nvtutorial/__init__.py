@@ -1,11 +1,35 @@
 """nvtutorial: a course on getting the most out of two NVLink-connected GPUs with PyTorch.
 
-Notebooks call :func:`run` to launch a real multi-process workload and get a
+Notebooks call :func:`run` to launch a real multi-process workload (or a script) and get a
 :class:`RunResult` back; see ``notebooks/00_welcome.ipynb``.
 """
 
-from .launch import LaunchError, RunFailed, RunTimedOut, run
-from .results import EnvInfo, RunResult
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
-__all__ = ["EnvInfo", "LaunchError", "RunFailed", "RunResult", "RunTimedOut", "run", "__version__"]
+__all__ = ["EnvInfo", "LaunchError", "RunFailed", "RunResult", "RunTimedOut", "__version__", "run"]
+
+if TYPE_CHECKING:
+    from .launch import LaunchError, RunFailed, RunTimedOut, run
+    from .results import EnvInfo, RunResult
+
+_LAZY = {"LaunchError": "launch", "RunFailed": "launch", "RunTimedOut": "launch", "run": "launch",
+         "EnvInfo": "results", "RunResult": "results"}
+
+
+def __getattr__(name: str) -> Any:
+    # Imported on first use: a rank that imports nvtutorial.runtime never loads the launcher,
+    # and `nvtutorial.launch.prepare(...)` still works after a bare `import nvtutorial`.
+    import importlib
+
+    if name in _LAZY:
+        return getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+    if not name.startswith("_"):
+        try:
+            return importlib.import_module(f".{name}", __name__)
+        except ModuleNotFoundError as exc:
+            if exc.name != f"{__name__}.{name}":
+                raise
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

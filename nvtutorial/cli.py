@@ -1,24 +1,35 @@
-"""The ``nvtutorial`` command: list and run workloads, run the course, check the machine.
+"""The ``nvtutorial`` command: list and run workloads (or scripts), run the course, check the machine.
 
 Exit codes: 0 success; 1 a run or a check failed; 2 bad input (nothing was launched).
+Each command imports what it needs when it runs: ``nvtutorial run`` starts its ranks without
+loading pandas, matplotlib or torch in this process.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import math
+import re
+import shlex
 import sys
 from pathlib import Path
-
-from . import launch, params as params_mod, workloads
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 
 
+_BREAKS = re.compile("[\n\r\x0b\x0c\x1c-\x1e\x85\u2028\u2029]")
+
+
+def one_line(text: object) -> str:
+    """A message on one line: line breaks that came in with the user's input are shown escaped."""
+    return _BREAKS.sub(lambda m: m.group().encode("unicode_escape").decode(), str(text))
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # one line, exit 2 (argparse prints usage + message)
-        print(f"{self.prog}: error: {message}", file=sys.stderr)
+        print(f"{self.prog}: error: {one_line(message)}", file=sys.stderr)
         raise SystemExit(EXIT_USAGE)
 
 
@@ -27,12 +38,14 @@ def _positive_float(text: str) -> float:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if value <= 0:
+    if not math.isfinite(value) or value <= 0:
         raise argparse.ArgumentTypeError(f"{text} must be a positive number of seconds")
     return value
 
 
 def cmd_list(args: argparse.Namespace) -> int:
+    from . import workloads
+
     names = workloads.names()
     width = max(map(len, names))
     for name in names:
@@ -41,28 +54,50 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from . import launch
+    from . import params as params_mod
+
     try:
         values = params_mod.parse_assignments(args.set)
         env = params_mod.parse_assignments(args.env)
-        spec = launch.prepare(args.workload, nproc=args.nproc, backend=args.backend, params=values,
-                              timeout=args.timeout, env=env, out=args.out, output=args.output)
+        spec = launch.prepare(args.target, nproc=args.nproc, backend=args.backend, params=values,
+                              args=args.script_args, timeout=args.timeout, env=env, out=args.out, output=args.output,
+                              nnodes=args.nnodes, allow_oversubscribe=args.oversubscribe)
     except (launch.LaunchError, params_mod.ParamError) as exc:
-        print(f"nvtutorial run: error: {exc}", file=sys.stderr)
+        print(f"nvtutorial run: error: {one_line(exc)}", file=sys.stderr)
         return EXIT_USAGE
     try:
         result = launch.execute(spec)
+    except launch.LaunchError as exc:  # the run folder could not be made after all
+        print(f"nvtutorial run: error: {one_line(exc)}", file=sys.stderr)
+        return EXIT_USAGE
     except launch.RunFailed as exc:
-        print(f"nvtutorial run: {args.workload} failed after {exc.result.wall_s:.1f} s", file=sys.stderr)
+        print(f"nvtutorial run: {args.target} failed after {exc.result.wall_s:.1f} s", file=sys.stderr)
         print(str(exc), file=sys.stderr)
-        print(f"result: {exc.result.run_dir / 'result.json'}", file=sys.stderr)
+        where = exc.result.run_dir / "result.json"
+        print(f"result: {where}" if where.exists() else f"no result saved ({exc.result.run_dir})", file=sys.stderr)
         return EXIT_FAILED
     except KeyboardInterrupt:
         return 130
-    print(f"\n{args.workload}: ok in {result.wall_s:.1f} s (first output after {result.first_output_s or 0:.1f} s)")
+    print(f"\n{args.target}: ok in {result.wall_s:.1f} s (first output after {result.first_output_s or 0:.1f} s)")
     print(f"where: {result.label}")
-    print(result.to_frame().to_string())
+    print(format_ranks(result.ranks))
     print(f"result: {result.run_dir / 'result.json'}")
     return 0
+
+
+def format_ranks(ranks: list[dict]) -> str:
+    """Each rank's scalar metrics as a plain text table (one row per rank)."""
+    keys = list(dict.fromkeys(k for m in ranks for k, v in m.items() if isinstance(v, (int, float, str, bool))))
+    if not keys:
+        return "(no scalar metrics)"
+
+    def cell(value: object) -> str:
+        return f"{value:.4g}" if isinstance(value, float) else ("" if value is None else str(value))
+
+    rows = [["rank", *keys]] + [[str(r), *(cell(m.get(k)) for k in keys)] for r, m in enumerate(ranks)]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(keys) + 1)]
+    return "\n".join("  ".join(c.rjust(w) for c, w in zip(row, widths)) for row in rows)
 
 
 def cmd_course(args: argparse.Namespace) -> int:
@@ -97,9 +132,14 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("list", help="the workloads, one line each")
     p.set_defaults(func=cmd_list)
 
-    p = sub.add_parser("run", help="run a workload on N processes and write DIR/result.json")
-    p.add_argument("workload")
-    p.add_argument("--nproc", type=int, default=2, help="processes (default 2)")
+    p = sub.add_parser("run", help="run a workload or a script on N processes and write DIR/result.json",
+                       usage="nvtutorial run TARGET [options] [-- SCRIPT ARGS...]")
+    p.add_argument("target", metavar="TARGET", help="a workload (nvtutorial list) or the path of a .py script")
+    p.add_argument("--nproc", type=int, default=2, help="processes per node (default 2)")
+    p.add_argument("--nnodes", type=int, default=1,
+                   help="emulated nodes on this host, one torchrun agent each (default 1)")
+    p.add_argument("--oversubscribe", action="store_true",
+                   help="start even with more ranks than the CPU cores or the memory hold")
     p.add_argument("--backend", choices=("auto", "nccl", "gloo"), default="auto",
                    help="auto: nccl when N GPUs are visible, else gloo on CPU")
     p.add_argument("--timeout", type=_positive_float, default=600.0, help="deadline in seconds (default 600)")
@@ -107,7 +147,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--env", action="append", default=[], metavar="KEY=VALUE", help="an environment variable for this run")
     p.add_argument("--out", type=Path, help="run folder (default: a new folder under runs/)")
     p.add_argument("--output", choices=("rank0", "all", "none"), default="rank0", help="which ranks' lines to show")
-    p.set_defaults(func=cmd_run)
+    p.set_defaults(func=cmd_run, script_args=[])
 
     p = sub.add_parser("course", help="execute the notebooks with papermill and print a summary")
     p.add_argument("--out", type=Path, default=Path("build/course"), help="folder for executed notebooks and summary.json")
@@ -133,11 +173,22 @@ def build_parser() -> argparse.ArgumentParser:
 
 # Subcommands that live beside the module they expose: each module's add_command(sub) adds
 # its parser (class _Parser, so bad input exits 2) and sets `func`.
-_COMMAND_MODULES: list[str] = ["topology", "doctor"]
+_COMMAND_MODULES: list[str] = ["machine.topology", "machine.doctor", "slurm"]
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    script_args: list[str] = []
+    if argv[:1] == ["run"] and "--" in argv:  # `nvtutorial run my.py -- ARGS`: ARGS go to the script
+        cut = argv.index("--")
+        argv, script_args = argv[:cut], argv[cut + 1:]
+    parser = build_parser()
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        hint = "; a script's own arguments go after --" if args.command == "run" else ""
+        parser.error(f"unrecognized arguments: {shlex.join(unknown)}{hint}")
+    if args.command == "run":
+        args.script_args = script_args
     return int(args.func(args) or 0)
 
 

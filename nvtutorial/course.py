@@ -15,7 +15,8 @@ import time
 from pathlib import Path
 from typing import Literal
 
-from . import hardware
+from . import nvml
+from .machine import hardware
 from .results import write_json_atomic
 
 Profile = Literal["ci", "full"]
@@ -42,7 +43,7 @@ def where() -> str:
     if not gpus:
         return f"CPU only ({platform.processor() or platform.machine()}, {os.cpu_count()} cores): gloo simulation"
     names = ", ".join(sorted({g.name for g in gpus}))
-    link = hardware.link_label() if len(gpus) > 1 else None
+    link = nvml.link_label() if len(gpus) > 1 else None
     return f"{len(gpus)}× {names}" + (f" ({link})" if link else "")
 
 
@@ -101,8 +102,10 @@ def run_course(out: str | os.PathLike[str] = "build/course", only: str | list[st
             t0 = time.perf_counter()
             error = None
             try:
+                # store_widget_state: the progress bars' final state is saved with the notebook
                 papermill.execute_notebook(str(nb), str(target), parameters={"profile": profile}, kernel_name=kernel,
-                                           cwd=str(nb.parent), progress_bar=False, log_output=False)
+                                           cwd=str(nb.parent), progress_bar=False, log_output=False,
+                                           store_widget_state=True)
             except Exception as exc:  # papermill raises PapermillExecutionError with the cell's traceback
                 error = f"{type(exc).__name__}: {exc}".strip()
             summary.notebooks.append(NotebookOutcome(name=nb.name, passed=error is None,

@@ -67,6 +67,8 @@ class EnvInfo:
     python: str
     link: str | None = None
     driver: str | None = None
+    nnodes: int = 1
+    """Nodes (torchrun agents) the ranks ran on; on one host, emulated nodes."""
 
     @property
     def is_gpu(self) -> bool:
@@ -76,7 +78,8 @@ class EnvInfo:
     def label(self) -> str:
         """E.g. ``2× NVIDIA H200 · NV18 · NCCL 2.28.9 · torch 2.11.0`` or a simulation notice."""
         if not self.is_gpu:
-            return (f"CPU, {self.backend}, {self.world_size} processes on {self.host}: "
+            nodes = f" ({self.nnodes} emulated nodes)" if self.nnodes > 1 else ""
+            return (f"CPU, {self.backend}, {self.world_size} processes{nodes} on {self.host}: "
                     "a simulation, not a GPU measurement")
         names = sorted(set(self.device_names))
         gpus = " + ".join(f"{self.device_names.count(n)}× {n}" for n in names)
@@ -115,6 +118,10 @@ class RunResult:
     overrides: dict[str, str] = dataclasses.field(default_factory=dict)
     error: dict[str, Any] | None = None
     schema_version: int = SCHEMA_VERSION
+    nnodes: int = 1
+    """Nodes (torchrun agents) of the run; ``nproc`` ranks each."""
+    ready_s: float | None = None
+    """Seconds from the launch until every rank was up (start-up); the deadline counts from there."""
 
     @property
     def ok(self) -> bool:

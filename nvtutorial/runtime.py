@@ -1,4 +1,4 @@
-"""The worker side of every workload: process group, device, progress lines and result files.
+"""The worker side of every workload: process group, device, the one timer, progress lines and result files.
 
 A workload module defines a frozen dataclass ``Params`` and ``run(ctx, params) -> dict`` and
 ends with ``if __name__ == "__main__": runtime.main(run, Params)``. It then runs under the
@@ -8,11 +8,14 @@ launcher (:mod:`nvtutorial.launch`) or straight from a terminal or a cluster job
 
 Each rank writes ``rank{R}.json`` (its metrics and environment) to the run folder; a rank
 that raises writes ``rank{R}.error.json`` with its traceback instead, then exits non-zero.
+A plain script gets the same through :mod:`nvtutorial.runtime_script`; any code on a rank
+adds to its metrics with :func:`save_metrics`, which does nothing outside the launcher.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import datetime
 import faulthandler
@@ -25,12 +28,12 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from . import params as params_mod
-from .results import SCHEMA_VERSION, write_json_atomic
+from .results import SCHEMA_VERSION, _json_default, write_json_atomic
 
 PROGRESS_PREFIX = "@@nvtutorial "
 """Rank 0 prints ``@@nvtutorial {json}`` lines; the launcher turns them into one progress bar."""
@@ -69,23 +72,14 @@ class Context:
 
             torch.cuda.synchronize(self.device)
 
+    def timer(self, host: bool = False) -> Timer:
+        """A :class:`Timer` on this rank's device (``host=True``: the host clock, synchronised)."""
+        return Timer(self.device, host=host)
+
     def time_calls(self, op: Callable[[], Any], iters: int = 1) -> float:
         """Seconds per call of ``op`` over ``iters`` back-to-back calls: CUDA events around them on a
         GPU (queued work before is not counted), the host clock on the CPU."""
-        if self.is_gpu:
-            import torch
-
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            for _ in range(iters):
-                op()
-            end.record()
-            end.synchronize()
-            return start.elapsed_time(end) / 1e3 / iters
-        t0 = time.perf_counter()
-        for _ in range(iters):
-            op()
-        return (time.perf_counter() - t0) / iters
+        return time_calls(op, iters, device=self.device)
 
     def barrier(self) -> None:
         import torch.distributed as dist
@@ -96,19 +90,96 @@ class Context:
             dist.barrier()
 
 
+class Timer:
+    """Intervals timed on one clock: the course's one timing primitive, for every workload.
+
+    On a GPU (``device`` of type ``cuda``, or a ``stream``) each interval is a pair of CUDA events
+    recorded on the stream: what the GPU spent between :meth:`start` and :meth:`stop`, work
+    queued before ``start`` not counted, nothing synchronised until :meth:`seconds`. Otherwise
+    the host clock (``time.perf_counter``); with ``host=True`` on a GPU the device is synchronised
+    before reading it at both ends (a wall-clock time that includes the queued work's completion).
+    With ``device=None`` the host clock is read as it is, nothing synchronised::
+
+        timer = ctx.timer()
+        for _ in range(steps):
+            with timer:
+                step()
+        median_s = statistics.median(timer.seconds())
+    """
+
+    def __init__(self, device: Any = None, *, host: bool = False, stream: Any = None) -> None:
+        self.device = device
+        self.stream = stream
+        self.events = stream is not None or (not host and getattr(device, "type", None) == "cuda")
+        self.pairs: list[list[Any]] = []
+
+    def _sync(self) -> None:
+        if getattr(self.device, "type", None) == "cuda":
+            import torch
+
+            torch.cuda.synchronize(self.device)
+
+    def _mark(self) -> Any:
+        if self.events:
+            import torch
+
+            event = torch.cuda.Event(enable_timing=True)
+            event.record(self.stream)
+            return event
+        self._sync()
+        return time.perf_counter()
+
+    def start(self) -> None:
+        self.pairs.append([self._mark(), None])
+
+    def stop(self) -> None:
+        self.pairs[-1][1] = self._mark()
+
+    def __enter__(self) -> Timer:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+    def seconds(self) -> list[float]:
+        """Every interval so far, in seconds (on a GPU this waits for the last one to end)."""
+        if self.events:
+            for _, end in self.pairs:
+                end.synchronize()
+            return [start.elapsed_time(end) / 1e3 for start, end in self.pairs]
+        return [end - start for start, end in self.pairs]
+
+
+def time_calls(op: Callable[[], Any], iters: int = 1, *, device: Any = None, stream: Any = None) -> float:
+    """Seconds per call of ``op`` over ``iters`` back-to-back calls, timed by one :class:`Timer`
+    interval (CUDA events on a GPU device or a stream, the host clock otherwise)."""
+    timer = Timer(device, stream=stream)
+    with timer:
+        for _ in range(iters):
+            op()
+    return timer.seconds()[0] / iters
+
+
 def environment(ctx: Context) -> dict[str, Any]:
-    """This rank's environment block (host, backend, versions, device name)."""
+    """This rank's environment block (host, backend, versions, device name, nodes)."""
+    return environment_block(ctx.backend, ctx.world_size, ctx.device if ctx.is_gpu else None)
+
+
+def environment_block(backend: str, world_size: int, gpu: Any = None) -> dict[str, Any]:
+    """The environment block of ``rank{R}.json``; ``gpu`` is this rank's CUDA device, or None on the CPU."""
     import torch
 
     nccl = None
-    if ctx.is_gpu:
+    if gpu is not None:
         with_version = torch.cuda.nccl.version()
         nccl = ".".join(map(str, with_version)) if isinstance(with_version, tuple) else str(with_version)
     return {
         "host": socket.gethostname(),
-        "backend": ctx.backend,
-        "world_size": ctx.world_size,
-        "device": torch.cuda.get_device_name(ctx.device) if ctx.is_gpu else f"CPU ({platform.processor() or platform.machine()})",
+        "backend": backend,
+        "world_size": world_size,
+        "nnodes": int(os.environ.get("GROUP_WORLD_SIZE", "1")),  # torchrun's number of agents (nodes)
+        "device": torch.cuda.get_device_name(gpu) if gpu is not None else f"CPU ({platform.processor() or platform.machine()})",
         "torch": torch.__version__.split("+")[0],
         "cuda": torch.version.cuda,
         "nccl": nccl,
@@ -152,6 +223,108 @@ def _workload_name(run: Callable[..., Any]) -> str:
     return module
 
 
+_writing = threading.Lock()
+"""Held while this rank writes a result file: the launcher watch waits for it before ending the process."""
+
+_metrics: dict[str, Any] | None = None
+"""What :func:`save_metrics` collected on this rank; None where nothing will write ``rank{R}.json``."""
+
+
+def save_metrics(metrics: Mapping[str, Any]) -> None:
+    """Add ``metrics`` to this rank's results (``rank{R}.json``, then ``RunResult.ranks[R]``).
+
+    Under the launcher (a workload, or a script run with ``nvtutorial run my_script.py``) the
+    values merge into this rank's metrics, later calls winning; anywhere else (a plain
+    ``torchrun my_script.py``) it does nothing, so a lesson file runs with or without the course.
+    """
+    if _metrics is None:
+        return
+    if not isinstance(metrics, Mapping):
+        raise TypeError(f"save_metrics takes a dict, not {type(metrics).__qualname__}")
+    json.dumps(dict(metrics), default=_json_default)  # a value JSON cannot hold fails here, at the call
+    _metrics.update(metrics)
+
+
+def start_worker(run_dir: Path, rank: int, capture: bool) -> None:
+    """Set this rank up for the launcher: log capture, stack dumps on SIGUSR1, pid file, the launcher watch."""
+    global _metrics
+    run_dir.mkdir(parents=True, exist_ok=True)
+    if capture:
+        _capture_output(run_dir / f"rank{rank}.log")
+    # `kill -USR1 <pid>` prints every thread's Python stack into the log: how the launcher
+    # shows where a hanging rank is stuck.
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
+    (run_dir / f"rank{rank}.pid").write_text(str(os.getpid()))
+    if os.environ.get("NVTUTORIAL_LAUNCHER_PID"):
+        _exit_with_launcher(int(os.environ["NVTUTORIAL_LAUNCHER_PID"]))
+    _metrics = {}
+
+
+def mark_ready(run_dir: Path, rank: int) -> None:
+    """Tell the launcher this rank is up (imports done, about to run): its deadline counts from here."""
+    (run_dir / f"rank{rank}.ready").touch()
+
+
+def write_result(path: Path, data: Any) -> None:
+    """Write one of this rank's result files atomically, never cut short by the launcher watch or SIGTERM.
+
+    torchrun ends the other ranks with SIGTERM as soon as one fails: a SIGTERM that arrives
+    while the file is written takes effect once it is complete.
+    """
+    pending: list[int] = []
+    deferring = threading.current_thread() is threading.main_thread()
+    if deferring:
+        previous = signal.signal(signal.SIGTERM, lambda signum, frame: pending.append(signum))
+    try:
+        with _writing:
+            write_json_atomic(path, data)
+    finally:
+        if deferring:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
+            if pending:
+                os.kill(os.getpid(), signal.SIGTERM)
+
+
+def rank_payload(workload: str, rank: int, wall_s: float, params: dict[str, Any], env: dict[str, Any],
+                 metrics: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The content of ``rank{R}.json``: what :func:`save_metrics` collected, then ``metrics`` over it."""
+    node = os.environ.get("NVTUTORIAL_NODE")
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "workload": workload,
+        "rank": rank,
+        "node": int(node) if node else None,
+        "pid": os.getpid(),
+        "wall_s": wall_s,
+        "params": params,
+        "env": env,
+        "metrics": {**(_metrics or {}), **(metrics or {})},
+    }
+
+
+def report_failure(run_dir: Path, rank: int, exc: BaseException, trace: str | None = None) -> NoReturn:
+    """Write ``rank{R}.error.json`` (type, message, traceback), print the traceback and end the process."""
+    trace = trace or "".join(traceback.format_exception(exc))
+    path = run_dir / f"rank{rank}.error.json"
+    try:
+        write_result(path, {
+            "schema_version": SCHEMA_VERSION,
+            "rank": rank,
+            "time": time.time(),
+            "type": type(exc).__qualname__,
+            "message": str(exc),
+            "traceback": trace,
+        })
+    except OSError as write_error:  # a full disk or a deleted run folder: the log is all that is left
+        trace += f"\n(could not write {path}: {write_error})\n"
+    with contextlib.suppress(OSError, ValueError):
+        sys.stderr.write(trace)
+        sys.stdout.flush()
+        sys.stderr.flush()
+    # Skip interpreter teardown: a process group whose peer died can hang in its destructor.
+    os._exit(1)
+
+
 def main(run: Callable[[Context, Any], dict[str, Any] | None], params_cls: type, argv: list[str] | None = None) -> None:
     """Entry point of a workload process: parse, set up, ``run``, write results, tear down."""
     name = _workload_name(run)
@@ -161,32 +334,17 @@ def main(run: Callable[[Context, Any], dict[str, Any] | None], params_cls: type,
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
     run_id = os.environ.get("TORCHELASTIC_RUN_ID", datetime.datetime.now().strftime("%Y%m%d-%H%M%S"))
     run_dir = args.out or Path("runs") / f"{name.rsplit('.', 1)[-1]}-{run_id}"
-    run_dir.mkdir(parents=True, exist_ok=True)
-    if args.capture:
-        _capture_output(run_dir / f"rank{rank}.log")
-    # `kill -USR1 <pid>` prints every thread's Python stack into the log: how the launcher
-    # shows where a hanging rank is stuck.
-    faulthandler.register(signal.SIGUSR1, all_threads=True)
-    (run_dir / f"rank{rank}.pid").write_text(str(os.getpid()))
-    if os.environ.get("NVTUTORIAL_LAUNCHER_PID"):
-        _exit_with_launcher(int(os.environ["NVTUTORIAL_LAUNCHER_PID"]))
+    start_worker(run_dir, rank, args.capture)
 
     started = time.perf_counter()
     try:
         params = params_mod.build(params_cls, params_mod.parse_assignments(args.set))
         ctx = _init(rank, local_rank, world_size, args.backend, args.pg_timeout, run_dir)
+        mark_ready(run_dir, rank)
         metrics = run(ctx, params) or {}
-        payload = {
-            "schema_version": SCHEMA_VERSION,
-            "workload": name,
-            "rank": rank,
-            "pid": os.getpid(),
-            "wall_s": time.perf_counter() - started,
-            "params": dataclasses.asdict(params),
-            "env": environment(ctx),
-            "metrics": metrics,
-        }
-        write_json_atomic(run_dir / f"rank{rank}.json", payload)
+        payload = rank_payload(name, rank, time.perf_counter() - started, dataclasses.asdict(params),
+                               environment(ctx), metrics)
+        write_result(run_dir / f"rank{rank}.json", payload)
         ctx.barrier()
         import torch.distributed as dist
 
@@ -194,19 +352,7 @@ def main(run: Callable[[Context, Any], dict[str, Any] | None], params_cls: type,
     except BaseException as exc:  # report every failure, KeyboardInterrupt and SystemExit included
         if isinstance(exc, SystemExit) and not exc.code:
             raise
-        write_json_atomic(run_dir / f"rank{rank}.error.json", {
-            "schema_version": SCHEMA_VERSION,
-            "rank": rank,
-            "time": time.time(),
-            "type": type(exc).__qualname__,
-            "message": str(exc),
-            "traceback": traceback.format_exc(),
-        })
-        traceback.print_exc()
-        sys.stdout.flush()
-        sys.stderr.flush()
-        # Skip interpreter teardown: a process group whose peer died can hang in its destructor.
-        os._exit(1)
+        report_failure(run_dir, rank, exc)
     if rank == 0 and not args.capture:
         print(f"results in {run_dir}/rank*.json")
 
@@ -216,28 +362,40 @@ def _exit_with_launcher(pid: int, interval: float = 1.0) -> None:
 
     torchrun puts workers in sessions of their own, so nothing else would stop them.
     """
-
-    import psutil
-
-    try:
-        launcher = psutil.Process(pid)
-    except psutil.NoSuchProcess:
-        launcher = None
+    born = _start_time(pid)
 
     def gone() -> bool:
-        # a dead launcher may linger as a zombie where nothing reaps orphans: that counts as gone
-        try:
-            return launcher is None or launcher.status() == psutil.STATUS_ZOMBIE
-        except psutil.NoSuchProcess:
-            return True
+        # a dead launcher may linger as a zombie where nothing reaps orphans: that counts as gone;
+        # so does a new process that got the launcher's pid
+        return born is None or _start_time(pid) != born
 
     def watch() -> None:
         while not gone():
             time.sleep(interval)
-        print(f"the launcher (pid {pid}) is gone: ending this worker", file=sys.stderr, flush=True)
+        _writing.acquire(timeout=10)  # let a result file being written be finished first
+        with contextlib.suppress(OSError, ValueError):
+            print(f"the launcher (pid {pid}) is gone: ending this worker", file=sys.stderr, flush=True)
         os._exit(1)
 
     threading.Thread(target=watch, name="nvtutorial-launcher-watch", daemon=True).start()
+
+
+def _start_time(pid: int) -> str | None:
+    """When process ``pid`` started (an opaque token), or None when it is gone or a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()
+        return None if fields[0] == "Z" else fields[19]  # state, then starttime (field 22 of stat)
+    except FileNotFoundError:
+        return None
+    except OSError:  # no /proc (macOS): ask psutil
+        import psutil
+
+        try:
+            proc = psutil.Process(pid)
+            return None if proc.status() == psutil.STATUS_ZOMBIE else str(proc.create_time())
+        except psutil.NoSuchProcess:
+            return None
 
 
 def _init(rank: int, local_rank: int, world_size: int, backend: str, pg_timeout: float | None, run_dir: Path) -> Context:

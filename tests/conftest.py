@@ -8,7 +8,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from nvtutorial import hardware
+from nvtutorial.machine import hardware
 
 
 def run_pids(run_dir: Path) -> list[int]:
@@ -44,3 +44,12 @@ def runs_dir(tmp_path, monkeypatch):
     folder = tmp_path / "runs"
     monkeypatch.setenv("NVTUTORIAL_RUNS_DIR", str(folder))
     return folder
+
+
+def pytest_configure(config):
+    """One folder per test run where executed notebooks land (see tests/test_notebooks.py)."""
+    import os
+    import tempfile
+
+    if not os.environ.get("NVTUTORIAL_EXECUTED_DIR"):
+        os.environ["NVTUTORIAL_EXECUTED_DIR"] = tempfile.mkdtemp(prefix="nvtutorial-executed-")

@@ -10,7 +10,13 @@ from pathlib import Path
 import pytest
 
 import nvtutorial
-from nvtutorial import bandwidth, hardware, links, nccl_debug, runtime
+from nvtutorial import nvml as nvml_mod
+from nvtutorial import runtime, units
+from nvtutorial.experiments import bandwidth as bwlab
+from nvtutorial.machine import hardware, links, nccl_debug
+from nvtutorial.plots import bandwidth as bwplots
+from nvtutorial.report import bandwidth, lab as labreport
+from nvtutorial.report import links as linkreport
 from nvtutorial.workloads import allreduce_bench, p2p_copy, sendrecv_bench
 
 from .conftest import requires_two_gpus
@@ -21,15 +27,15 @@ FIX = hardware.REFERENCE_DATA
 # --- formulas -----------------------------------------------------------------------------------
 
 def test_bus_factors():
-    assert bandwidth.bus_factor("all_reduce", 2) == 1.0
-    assert bandwidth.bus_factor("all_reduce", 8) == pytest.approx(1.75)
-    assert bandwidth.bus_factor("all_gather", 4) == pytest.approx(0.75)
-    assert bandwidth.bus_factor("sendrecv", 8) == 1.0
-    assert bandwidth.ring_bytes_per_rank(1 << 30, 2) == 1 << 30
+    assert units.bus_factor("all_reduce", 2) == 1.0
+    assert units.bus_factor("all_reduce", 8) == pytest.approx(1.75)
+    assert units.bus_factor("all_gather", 4) == pytest.approx(0.75)
+    assert units.bus_factor("sendrecv", 8) == 1.0
+    assert units.ring_bytes_per_rank(1 << 30, 2) == 1 << 30
     with pytest.raises(ValueError, match="unknown collective"):
-        bandwidth.bus_factor("allreduce", 2)
+        units.bus_factor("allreduce", 2)
     with pytest.raises(ValueError):
-        bandwidth.algbw(1, 0)
+        units.algbw(1, 0)
 
 
 @pytest.mark.parametrize("name", sorted(bandwidth.REFERENCE_FILES.values()))
@@ -40,8 +46,8 @@ def test_our_formulas_reproduce_nccl_tests(name):
     for row in run.rows:
         for prefix in ("", "ip_"):
             seconds = row[f"{prefix}time_us"] / 1e6
-            assert bandwidth.algbw(row["size"], seconds) == pytest.approx(row[f"{prefix}algbw"], rel=6e-3, abs=0.006)
-            assert bandwidth.busbw(row["size"], seconds, 2) == pytest.approx(row[f"{prefix}busbw"], rel=6e-3, abs=0.006)
+            assert units.algbw(row["size"], seconds) == pytest.approx(row[f"{prefix}algbw"], rel=6e-3, abs=0.006)
+            assert units.busbw(row["size"], seconds, 2) == pytest.approx(row[f"{prefix}busbw"], rel=6e-3, abs=0.006)
         assert row["count"] * 4 == row["size"] and row["type"] == "float" and row["root"] == -1
 
 
@@ -70,32 +76,24 @@ def test_torch_reference_parser():
 
 
 def test_sizes():
-    assert bandwidth.size_sweep(1024, 1 << 30, 4)[:3] == [1024, 4096, 16384]
-    assert bandwidth.size_sweep(1024, 1 << 30, 4)[-1] == 1 << 30
-    assert bandwidth.size_sweep(1000, 5000, 2) == [1000, 2000, 4000, 5000]
-    assert bandwidth.parse_size("256M") == 256 << 20 and bandwidth.parse_size("1GiB") == 1 << 30
-    assert bandwidth.parse_size(17) == 17
-    assert bandwidth.format_size(1 << 30) == "1 GiB" and bandwidth.format_size(1536) == "1.5 KiB"
-    assert bandwidth.format_size(100) == "100 B"
+    assert units.size_sweep(1024, 1 << 30, 4)[:3] == [1024, 4096, 16384]
+    assert units.size_sweep(1024, 1 << 30, 4)[-1] == 1 << 30
+    assert units.size_sweep(1000, 5000, 2) == [1000, 2000, 4000, 5000]
+    assert units.parse_size("256M") == 256 << 20 and units.parse_size("1GiB") == 1 << 30
+    assert units.parse_size(17) == 17
+    assert units.format_size(1 << 30) == "1 GiB" and units.format_size(1536) == "1.5 KiB"
+    assert units.format_size(100) == "100 B"
     with pytest.raises(ValueError):
-        bandwidth.parse_size("lots")
+        units.parse_size("lots")
     with pytest.raises(ValueError):
-        bandwidth.size_sweep(10, 5)
+        units.size_sweep(10, 5)
 
 
-def test_compare_with_reference_and_noise():
-    ref = bandwidth.reference_nccl_tests()["default"]
-    rows = [{"size": 256 << 20, "busbw": 297.0}, {"size": 1 << 30, "busbw": 310.0}, {"size": 1 << 20, "busbw": 1.0}]
-    out = bandwidth.compare_with_reference(rows, ref)
-    assert [r["size"] for r in out] == ["256 MiB", "1 GiB"]
-    assert [r["within 3%"] for r in out] == [True, False]
-    base = [{"size": 1, "busbw": 100.0, "busbw_min": 99.0, "busbw_max": 101.0}]
-    assert bandwidth.noise(base[0]) == pytest.approx(0.02)
-    same = bandwidth.compare_runs(base, [{"size": 1, "busbw": 102.0, "busbw_min": 101, "busbw_max": 103}])
-    assert same[0]["within noise"]
-    noisy = [{"size": 1, "busbw": 110.0, "busbw_min": 95.0, "busbw_max": 115.0}]
-    assert bandwidth.compare_runs(base, noisy)[0]["within noise"]  # its own spread is 18 %
-    assert not bandwidth.compare_runs(base, [{"size": 1, "busbw": 110.0}])[0]["within noise"]
+def test_repeats_of_old_and_new_rows():
+    """compare() reads each repeat; rows saved before the repeats were kept give min, median, max (same spread)."""
+    assert bandwidth.repeats_of({"busbw": 2.0, "busbw_repeats": [1.0, 2.0, 3.5]}) == [1.0, 2.0, 3.5]
+    assert bandwidth.repeats_of({"busbw": 100.0, "busbw_min": 99.0, "busbw_max": 101.0}) == [99.0, 100.0, 101.0]
+    assert bandwidth.repeats_of({"gbps": 5.0}, "gbps") == [5.0, 5.0, 5.0]
 
 
 # --- links ---------------------------------------------------------------------------------------
@@ -115,9 +113,6 @@ def test_card_table_corrects_c2_and_c5():
     assert not links.card("GeForce RTX 4090").has_nvlink
     rtx3090 = links.card("GeForce RTX 3090")
     assert rtx3090.nvlink_gbps == pytest.approx(56.25) and rtx3090.ratio == pytest.approx(1.79, abs=0.01)
-    c2, c5 = links.claim_c2(), links.claim_c5()
-    assert c2["verdict"] == "partly wrong" and "GeForce RTX 4090 has no NVLink" in c2["measured"]
-    assert c5["verdict"].startswith("wrong") and "1.8×" in c5["measured"]
     frame = links.card_frame()
     assert frame.loc["H200 SXM", "NVLink GB/s per direction"] == 450
     assert frame.loc["GeForce RTX 4090", "NVLink"] == "no"
@@ -143,16 +138,18 @@ def test_expectations():
     assert pcie.physical_gbps == pytest.approx(31.5, abs=0.01) and "PHB" in pcie.link
 
 
-def test_grading():
-    g = links.grade_prediction(330.0, 331.0, 450.0)
-    assert g.grade == "excellent" and g.efficiency == pytest.approx(331 / 450)
-    assert links.grade_prediction(250.0, 331.0, 450.0).grade == "good"
-    assert links.grade_prediction(200.0, 331.0, 450.0).grade == "right order of magnitude"
-    off = links.grade_prediction(900.0, 331.0, 450.0)
-    assert off.grade == "off" and "physical limit" in off.message
-    assert links.grade_prediction(None, 331.0, 450.0).grade == "no prediction"
-    with pytest.raises(ValueError):
-        links.grade_prediction(-1.0, 331.0, 450.0)
+def test_grading_a_prediction(tmp_path):
+    exp = links.expect("NV18", "NVIDIA H200")
+    gpu = _fake_result(tmp_path, "g", {1 << 20: 60.0, 1 << 30: 331.0, 4 << 30: 345.0}, "")
+    right = linkreport.grade_run(330.0, gpu, exp)
+    assert right.status == "right" and right.numbers["measured"] == 331.0 and right.where == gpu.label
+    above = linkreport.grade_run(600.0, gpu, exp)
+    assert above.status == "close" and "physical limit of NV18" in above.text  # 600 GB/s cannot pass 450
+    assert linkreport.grade_run(10.0, gpu, exp).status == "off"
+    assert linkreport.grade_run(None, gpu, exp).status == "no answer"
+    cpu = _fake_result(tmp_path, "c", {1 << 20: 1.0}, "", gpu=False)
+    graded = linkreport.grade_run(300.0, cpu, exp)  # a CPU run grades against the reference machine's saved number
+    assert graded.numbers["measured"] == bandwidth.reference_torch_busbw(1 << 30)[1] and "reference" in graded.where
 
 
 # --- NCCL's INFO lines ----------------------------------------------------------------------------
@@ -195,13 +192,15 @@ def test_variables_table():
 
 # --- the lab's arithmetic on GPU-like results (no GPU needed) -------------------------------------
 
-def _fake_result(tmp_path: Path, name: str, busbw: dict[int, float], log: str, gpu: bool = True, wire=None):
+def _fake_result(tmp_path: Path, name: str, busbw: dict[int, float], log: str, gpu: bool = True, wire=None,
+                 spread: float = 0.01, rows=None):
     folder = tmp_path / name
     folder.mkdir()
     (folder / "rank0.log").write_text(log)
-    env = types.SimpleNamespace(is_gpu=gpu, backend="nccl" if gpu else "gloo", link="NV18")
-    metrics = {"rows": [{"size": s, "busbw": b, "algbw": b, "busbw_min": b * 0.99, "busbw_max": b * 1.01}
-                        for s, b in busbw.items()]}
+    env = types.SimpleNamespace(is_gpu=gpu, backend="nccl" if gpu else "gloo", link="NV18",
+                                device_names=("NVIDIA H200", "NVIDIA H200"))
+    metrics = {"rows": rows or [{"size": s, "busbw": b, "algbw": b, "time_us": s / b / 1e3,
+                                 "busbw_repeats": [b * (1 - spread), b, b * (1 + spread)]} for s, b in busbw.items()]}
     if wire:
         metrics["wire"] = wire
     return types.SimpleNamespace(metrics=metrics, env=env, label="2× NVIDIA H200 · NV18 (fake)",
@@ -215,29 +214,40 @@ def test_lab_rows_ratio_and_verdicts(tmp_path):
         "P2P off": _fake_result(tmp_path, "p", {64 << 20: 27.4, 256 << 20: 27.5}, "\n".join(lines[4:6])),
         "P2P+SHM off": _fake_result(tmp_path, "s", {64 << 20: 3.5}, "\n".join(lines[6:8])),
     }
-    lab = bandwidth.run_lab({}, reuse=results)
-    rows = bandwidth.lab_rows(lab)
+    lab = bwlab.run_lab({}, reuse=results)
+    rows = labreport.lab_rows(lab)
     assert [r["transport (from NCCL_DEBUG)"] for r in rows] == ["P2P/direct pointer", "SHM/direct/direct", "NET/Socket"]
     assert rows[1]["default ÷ this"] == pytest.approx(299 / 27.5, abs=0.01)
-    assert bandwidth.lab_ratio(lab, "default", "P2P+SHM off") == (pytest.approx(267 / 3.5), 64 << 20)
-    verdict = bandwidth.lab_verdict(lab)
-    assert "default ÷ P2P off = 10.9× at 256 MiB" in verdict
-    claim = bandwidth.claim_nvlink_vs_pcie(lab)
-    assert "10.9×" in claim["measured"]
+    assert labreport.lab_ratio(lab, "default", "P2P+SHM off") == (pytest.approx(267 / 3.5), 64 << 20)
+    verdict = labreport.lab_verdict(lab)
+    assert verdict.status == "slower" and verdict.numbers["slowest_path"] == "P2P+SHM off"
+    assert verdict.numbers["ratio"] == pytest.approx(3.5 / 267)
+    claim = labreport.claim_nvlink_vs_pcie(lab)
+    assert claim.key == "C5 (measured)" and claim.numbers["ratio"] == pytest.approx(299 / 27.5)
+    only = labreport.lab_verdict(lab[:1])
+    assert only.status == "info"
+    with pytest.raises(ValueError, match="no path to run"):
+        bwlab.run_lab({})
 
 
 def test_c7_verdict(tmp_path):
     log = "x NCCL INFO NCCL_IB_DISABLE set by environment to 1.\nx NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM\n"
     same = {"default": _fake_result(tmp_path, "a", {64 << 20: 267.0, 1 << 30: 331.0}, log),
             "source's settings": _fake_result(tmp_path, "b", {64 << 20: 268.0, 1 << 30: 330.0}, log),
-            "P2P off": _fake_result(tmp_path, "c", {64 << 20: 27.0}, "")}
-    ab = bandwidth.run_lab({}, reuse=same, paths=bandwidth.SOURCE_AB_PATHS)
-    rows, claim = bandwidth.c7_verdict(ab)
-    assert len(rows) == 2 and all(r["within noise"] for r in rows)
-    assert claim["verdict"].startswith("no effect") and "NCCL_IB_DISABLE=1" in claim["measured"]
-    changed = dict(same, **{"source's settings": _fake_result(tmp_path, "e", {64 << 20: 200.0, 1 << 30: 250.0}, log)})
-    _, claim = bandwidth.c7_verdict(bandwidth.run_lab({}, reuse=changed, paths=bandwidth.SOURCE_AB_PATHS))
-    assert "beyond noise" in claim["verdict"]
+            "P2P off": _fake_result(tmp_path, "c", {64 << 20: 27.0, 1 << 30: 27.5}, "")}
+    ab = bwlab.run_lab({}, reuse=same, paths=bwlab.SOURCE_AB_PATHS)
+    rows = labreport.c7_rows(ab)
+    assert [r["verdict"] for r in rows] == ["no change", "no change"]
+    claim = labreport.claim_c7(ab)
+    assert claim.status == "wrong" and claim.numbers["no_change"] == 2 and claim.numbers["control_ratio"] < 0.1
+    assert "never read NCCL_NET_GDR_LEVEL" in claim.text  # NCCL reads it only for a network connection
+    faster = dict(same, **{"source's settings": _fake_result(tmp_path, "e", {64 << 20: 300.0, 1 << 30: 331.0}, log)})
+    assert labreport.claim_c7(bwlab.run_lab({}, reuse=faster, paths=bwlab.SOURCE_AB_PATHS)).status == "partly"
+    slower = dict(same, **{"source's settings": _fake_result(tmp_path, "f", {64 << 20: 200.0, 1 << 30: 250.0}, log)})
+    verdict = labreport.claim_c7(bwlab.run_lab({}, reuse=slower, paths=bwlab.SOURCE_AB_PATHS))
+    assert verdict.status == "wrong" and verdict.numbers["slower"] == 2
+    cpu = {k: _fake_result(tmp_path, f"cpu{i}", {1024: 0.1}, "", gpu=False) for i, k in enumerate(["default", "source's settings"])}
+    assert labreport.claim_c7(bwlab.run_lab({}, reuse=cpu, paths=bwlab.SOURCE_AB_PATHS)).status == "unverifiable"
 
 
 def test_wire_report(tmp_path):
@@ -245,23 +255,97 @@ def test_wire_report(tmp_path):
             "tx_bytes_per_op": 1.003 * (1 << 30), "rx_bytes_per_op": 1.002 * (1 << 30),
             "expected_bytes_per_op": float(1 << 30), "tx_ratio": 1.003, "rx_ratio": 1.002}
     table, verdict = bandwidth.wire_report(_fake_result(tmp_path, "w", {1: 1.0}, "", wire=wire))
-    assert "the ring formula holds" in verdict and table.iloc[0]["NVLinks carrying"] == 18
+    assert verdict.status == "pass" and verdict.numbers["tx_ratio"] == 1.003 and table.iloc[0]["NVLinks carrying"] == 18
+    table, verdict = bandwidth.wire_report(_fake_result(tmp_path, "x", {1: 1.0}, "", wire=dict(wire, tx_ratio=1.4)))
+    assert verdict.status == "fail"
     table, verdict = bandwidth.wire_report(_fake_result(tmp_path, "n", {1: 1.0}, "", gpu=False,
                                                         wire={"available": False, "reason": "CPU run"}))
-    assert table is None and "not available here: CPU run" in verdict and "1.005 ×" in verdict
+    assert table is None and verdict.status == "info" and verdict.numbers["reference_ratio"] == pytest.approx(1.005, abs=1e-3)
 
 
-def test_plots_return_figure_and_carry_the_label(tmp_path):
+def test_reference_check_rule(tmp_path):
+    """Issue 15: at least 99 % of nccl-tests at 1 and 4 GiB, only on the reference kind of machine."""
+    good = _fake_result(tmp_path, "good", {256 << 20: 299.0, 1 << 30: 330.0, 4 << 30: 346.0}, "")
+    table, verdict = bandwidth.reference_check(good)
+    assert verdict.status == "pass" and verdict.numbers["ratio at 4 GiB"] == pytest.approx(346.0 / 347.71, abs=1e-4)
+    assert list(table["size"]) == ["256 MiB", "1 GiB", "4 GiB"]
+    low = _fake_result(tmp_path, "low", {1 << 30: 326.8}, "")
+    _, verdict = bandwidth.reference_check(low)
+    assert verdict.status == "fail" and verdict.numbers["ratio at 4 GiB"] is None
+    assert bandwidth.reference_check(_fake_result(tmp_path, "small", {1 << 20: 60.0}, ""))[1].status == "info"
+    other = _fake_result(tmp_path, "other", {1 << 30: 100.0}, "")
+    other.env.device_names = ("NVIDIA A100-SXM4-80GB",) * 2
+    assert bandwidth.reference_check(other)[1].status == "info"
+    assert bandwidth.reference_check(_fake_result(tmp_path, "cpu", {1 << 30: 1.0}, "", gpu=False))[1].status == "info"
+
+
+def test_duplex_verdicts(tmp_path):
+    """Issue 11 finding 3: the copy engines say whether the link shares its two directions; NCCL adds its own."""
+    def sendrecv(name, one, both):
+        rows = [{"size": 1 << 28, "direction": "one way", "busbw": one, "algbw": one, "busbw_repeats": [one * 0.995, one, one * 1.005]},
+                {"size": 1 << 28, "direction": "both ways", "busbw": both, "algbw": both,
+                 "busbw_repeats": [both * 0.995, both, both * 1.005]}]
+        return _fake_result(tmp_path, name, {}, "", rows=rows)
+
+    def copy(one, both):
+        rows = [{"path": p, "mode": "one way", "size": 1 << 30, "gbps": one, "gbps_repeats": [one * 0.998, one, one * 1.002]}
+                for p in ("cuda:0 → cuda:1", "cuda:1 → cuda:0")]
+        rows += [{"path": p, "mode": "both at once", "size": 1 << 30, "gbps": both, "busy_share": 0.99,
+                  "gbps_repeats": [both * 0.998, both, both * 1.002]} for p in ("cuda:0 → cuda:1", "cuda:1 → cuda:0")]
+        return bandwidth.CopyRun(rows=rows, label="2× NVIDIA H200 (fake)", note="")
+
+    nccl = sendrecv("s", 355.9, 301.1)
+    assert bandwidth.sendrecv_duplex(nccl).status == "slower"
+    full = bandwidth.duplex_verdict(nccl, copy(392.0, 390.0))
+    assert full.numbers["copy_status"] == "no change" and full.numbers["nccl_status"] == "slower"
+    assert "not a path the two directions share" in full.text
+    shared = bandwidth.duplex_verdict(nccl, copy(392.0, 250.0))
+    assert shared.numbers["copy_status"] == "slower" and "separate lanes" in shared.text
+    assert bandwidth.duplex_verdict(nccl).numbers["copy_status"] is None
+    assert copy(392.0, 390.0).verdict(links.expect("NV18", "NVIDIA H200")).numbers["share_of_physical"] == pytest.approx(392 / 450)
+
+
+def assert_readable(fig, ax):
+    """Issue 14: the "measured on" line overlaps nothing, and no tick reads like 3×10²."""
+    renderer = fig.canvas.get_renderer()
+    (stamp,) = [t for t in fig.texts if t.get_text().startswith("measured on:")]
+    box = stamp.get_window_extent(renderer)
+    assert not box.overlaps(ax.get_tightbbox(renderer)), "the stamp overlaps the axes, their labels or the legend"
+    for legend in fig.legends:
+        assert not box.overlaps(legend.get_window_extent(renderer))
+    labels = [t.get_text() for t in ax.get_xticklabels() + ax.get_yticklabels()]
+    assert labels and not any("times" in t or "^" in t or "×" in t for t in labels), labels
+
+
+def test_plots_show_decades_on_log_axes_and_carry_the_label(tmp_path):
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    result = _fake_result(tmp_path, "plot", {1 << 20: 60.0, 1 << 30: 331.0}, "")
-    fig, ax = bandwidth.plot_sweep(result, links.expect("NV18", "NVIDIA H200"))
-    texts = [t.get_text() for t in fig.texts]
-    assert any("2× NVIDIA H200" in t for t in texts) and ax.get_ylabel() == "busbw (GB/s)"
+    result = _fake_result(tmp_path, "plot", {1024: 0.027, 1 << 20: 27.0, 1 << 30: 331.0}, "")
+    fig, ax = bwplots.plot_sweep(result, links.expect("NV18", "NVIDIA H200"))
+    assert any("2× NVIDIA H200" in t.get_text() for t in fig.texts)
+    assert ax.get_xscale() == "log" and ax.get_yscale() == "log"  # sizes and busbw both span decades
+    sizes = [t.get_text() for t in ax.get_xticklabels()]
+    assert sizes[0] == "1\u00a0KiB" and sizes[-1] == "4\u00a0GiB" and len(sizes) <= 9  # nccl-tests' points reach 4 GiB
     assert len(ax.get_lines()) >= 2  # this run and the reference points
+    fig.canvas.draw()
+    assert_readable(fig, ax)
+    plt.close(fig)
+    log = "x NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM\n"
+    ab = bwlab.run_lab({}, reuse={"default": _fake_result(tmp_path, "a", {16 << 20: 220.0, 1 << 30: 330.0}, log),
+                                  "source's settings": _fake_result(tmp_path, "b", {16 << 20: 219.0, 1 << 30: 331.0}, log)},
+                       paths=bwlab.SOURCE_AB_PATHS)
+    fig, ax = bwplots.plot_difference(ab)  # identical runs: drawn as their difference, inside the noise band
+    (line,) = [ln for ln in ax.get_lines() if ln.get_label().startswith("source's")]
+    assert list(line.get_ydata()) == pytest.approx([100 * (219 / 220 - 1), 100 * (331 / 330 - 1)])
+    fig.canvas.draw()
+    assert_readable(fig, ax)
+    plt.close(fig)
+    fig, ax = bwplots.plot_lab(ab)
+    fig.canvas.draw()
+    assert_readable(fig, ax)
     plt.close(fig)
 
 
@@ -300,17 +384,17 @@ def test_sendrecv_needs_pairs(one_rank):
 def test_p2p_copy_on_cpu_is_a_labelled_simulation(one_rank):
     out = p2p_copy.run(one_rank, p2p_copy.Params(min_bytes=1 << 16, max_bytes=1 << 18, repeats=2))
     assert out["mode"] == "simulation" and len(out["rows"]) == 2
-    assert all("simulation" in r["path"] and r["gbps"] > 0 for r in out["rows"])
+    assert all("simulation" in r["path"] and r["gbps"] > 0 and len(r["gbps_repeats"]) == 2 for r in out["rows"])
 
 
 def test_device_copy_without_gpus_launches_nothing(runs_dir):
     import torch
 
-    if torch.version.cuda and nvtutorial.hardware.gpu_count() >= 2:
+    if torch.version.cuda and hardware.gpu_count() >= 2:
         pytest.skip("this machine has 2 GPUs: device_copy launches there")
-    copy = bandwidth.device_copy({"max_bytes": 1 << 20})
+    copy = bwlab.device_copy({"max_bytes": 1 << 20})
     assert copy.result is None and "needs 2 GPUs" in copy.rows[0]["note"]
-    assert "394 GB/s" in copy.verdict() and not runs_dir.exists()
+    assert copy.verdict().numbers["reference_gbps"] == 394.0 and copy.duplex().status == "info" and not runs_dir.exists()
 
 
 @pytest.mark.parametrize("workload, params, message", [
@@ -329,7 +413,7 @@ def test_two_process_allreduce_and_sendrecv(runs_dir):
     """Real launches: both ranks agree on the table; for n = 2 busbw = algbw; send/recv both ways adds up."""
     res = nvtutorial.run("allreduce_bench", params={"min_bytes": 1024, "max_bytes": 65536, "factor": 8, "warmup": 2,
                                                     "iters": 3, "repeats": 2, "wire_bytes": 4096},
-                         env=bandwidth.run_env(bandwidth.DEBUG_ENV), output="none", timeout=120)
+                         env=bwlab.run_env(bwlab.DEBUG_ENV), output="none", timeout=120)
     rows0, rows1 = res.ranks[0]["rows"], res.ranks[1]["rows"]
     assert rows0 == rows1  # every rank reports the slowest rank's time
     assert [r["size"] for r in rows0] == [1024, 8192, 65536]
@@ -345,7 +429,9 @@ def test_two_process_allreduce_and_sendrecv(runs_dir):
     assert [(r["direction"], r["size"]) for r in rows] == [("one way", 1024), ("one way", 16384),
                                                            ("both ways", 1024), ("both ways", 16384)]
     assert all(r["total_gbps"] == pytest.approx(r["algbw"] * (2 if r["direction"] == "both ways" else 1)) for r in rows)
-    assert "one way" in bandwidth.duplex_verdict(res)
+    duplex = bandwidth.duplex_verdict(res)
+    assert duplex.status == "info" and duplex.numbers["nccl_status"] in ("faster", "slower", "no change")
+    assert all(len(r["busbw_repeats"]) == 2 for r in rows)
 
 
 # --- NVML's NVLink counters, against a fake NVML -----------------------------------------------------
@@ -354,11 +440,11 @@ def test_counters_are_read_per_active_link():
     from .test_topology import FakeNVMLError, fake_nvml
 
     nvml = fake_nvml(links=4, counters={(0, 138, k): 100 + k for k in range(4)} | {(0, 139, k): 200 + k for k in range(4)})
-    links = hardware.active_nvlinks(nvml, 0)
+    links = nvml_mod.active_nvlinks(nvml, 0)
     assert links == [0, 1, 2, 3]
-    assert hardware.nvlink_counters(nvml, 0, links) == {k: (100 + k, 200 + k) for k in range(4)}
+    assert nvml_mod.nvlink_counters(nvml, 0, links) == {k: (100 + k, 200 + k) for k in range(4)}
     del nvml.counters[(0, 139, 3)]  # a link whose RX counter NVML cannot read is left out
-    assert sorted(hardware.nvlink_counters(nvml, 0, links)) == [0, 1, 2]
+    assert sorted(nvml_mod.nvlink_counters(nvml, 0, links)) == [0, 1, 2]
     batch = nvml.nvmlDeviceGetFieldValues
 
     def refuse_batches(h, fields):
@@ -367,7 +453,7 @@ def test_counters_are_read_per_active_link():
         return batch(h, fields)
 
     nvml.nvmlDeviceGetFieldValues = refuse_batches
-    assert sorted(hardware.nvlink_counters(nvml, 0, links)) == [0, 1, 2]
+    assert sorted(nvml_mod.nvlink_counters(nvml, 0, links)) == [0, 1, 2]
 
 
 class _GpuLikeContext(runtime.Context):
@@ -392,12 +478,10 @@ def test_wire_bytes_counts_what_the_links_carried(one_rank, monkeypatch):
     import torch
     import torch.distributed as dist
 
-    from nvtutorial import hardware
-
     from .test_topology import fake_nvml
 
     nvml = fake_nvml(links=18, counters={(0, f, k): 0 for f in (138, 139) for k in range(18)})
-    monkeypatch.setattr(hardware, "nvml", contextlib.contextmanager(lambda: (yield nvml)))
+    monkeypatch.setattr(nvml_mod, "nvml", contextlib.contextmanager(lambda: (yield nvml)))
     monkeypatch.setattr(allreduce_bench, "_nvml_handle", lambda pynvml, ctx: 0)
     size = 1 << 20
     real = dist.all_reduce
@@ -416,7 +500,7 @@ def test_wire_bytes_counts_what_the_links_carried(one_rank, monkeypatch):
     assert wire["expected_bytes_per_op"] == size  # 2(n−1)/n · S with n = 2
     assert wire["tx_ratio"] == pytest.approx(18 * (size // 1024 // 18) * 1024 / size)
     no_links = fake_nvml(links=0)
-    monkeypatch.setattr(hardware, "nvml", contextlib.contextmanager(lambda: (yield no_links)))
+    monkeypatch.setattr(nvml_mod, "nvml", contextlib.contextmanager(lambda: (yield no_links)))
     wire = allreduce_bench.wire_bytes(ctx, torch.zeros(size // 4), size, iters=1)
     assert wire["available"] is False and "no active NVLink" in wire["reason"]
 
@@ -425,9 +509,9 @@ def test_wire_bytes_counts_what_the_links_carried(one_rank, monkeypatch):
 def test_on_two_gpus_the_logs_name_the_transport_and_the_counters_match_the_ring(runs_dir):
     """GPU only: NCCL_P2P_DISABLE=1 moves NCCL from P2P to SHM; over NVLink, GPU 0 sends about S per all-reduce."""
     params = {"min_bytes": 1 << 20, "max_bytes": 64 << 20, "factor": 8, "repeats": 2, "wire_bytes": 256 << 20, "wire_iters": 4}
-    lab = bandwidth.run_lab({"default": params, "P2P off": params}, paths=bandwidth.LAB_PATHS[:2])
+    lab = bwlab.run_lab({"default": params, "P2P off": params}, paths=bwlab.LAB_PATHS[:2])
     assert [run.transport.transport for run in lab] == ["P2P", "SHM"]
-    assert bandwidth.lab_ratio(lab, "default", "P2P off")[0] > 1.0
+    assert labreport.lab_ratio(lab, "default", "P2P off")[0] > 1.0
     wire = lab[0].result.metrics["wire"]
     if lab[0].result.env.link and lab[0].result.env.link.startswith("NV") and wire["available"]:
         assert 0.9 <= wire["tx_ratio"] <= 1.3, wire

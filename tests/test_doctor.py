@@ -7,7 +7,9 @@ import json
 
 import pytest
 
-from nvtutorial import cli, doctor
+from nvtutorial import cli
+from nvtutorial.machine import doctor
+from nvtutorial.report import environment as envreport
 
 
 @pytest.fixture
@@ -84,7 +86,8 @@ def test_cuda_not_usable_although_gpus_are_there(healthy):
     ({"NCCL_DEBUG": "INFO"}, 18, "NCCL_DEBUG=INFO", "warn"),
     ({"NCCL_DEBUG": "WARN"}, 18, "NCCL_DEBUG=WARN", "ok"),
     ({"NCCL_ALGO": "Tree"}, 18, "NCCL_ALGO=Tree", "warn"),
-    ({"NCCL_NVLS_ENABLE": "1"}, 18, "NCCL_NVLS_ENABLE=1", "warn"),
+    ({"NCCL_NVLS_ENABLE": "1"}, 18, "NCCL_NVLS_ENABLE=1", "ok"),  # NCCL never sets NVLS up for 2 GPUs
+    ({"NCCL_VERSION": "2.28.3-1"}, 18, "NCCL_VERSION=2.28.3-1", "ok"),  # set on purpose by NVIDIA's images
     ({"NCCL_P2P_DISABLED": "1"}, 18, "NCCL_P2P_DISABLED=1", "warn"),  # a typo NCCL would ignore
     ({"NCCL_ASYNC_ERROR_HANDLING": "1"}, 18, "NCCL_ASYNC_ERROR_HANDLING=1", "warn"),
     ({"NCCL_SOCKET_IFNAME": "eth"}, 18, "NCCL_SOCKET_IFNAME=eth", "ok"),
@@ -110,26 +113,50 @@ def test_broken_setup_rows(healthy):
     assert "NV18" in p2p["what the doctor says"] and "unset NCCL_P2P_DISABLE" in p2p["fix"]
 
 
+def test_wheel_indexes_exist_for_the_torch_they_are_suggested_for(healthy):
+    """Finding 10: the doctor once suggested cu122 (no such index) and cu117 (no current torch)."""
+    for release, cudas in doctor.TORCH_WHEEL_INDEXES.items():
+        torch_version = f"{release[0]}.{release[1]}.0+cu130"
+        for driver_cuda, want in [("13.2", cudas[-1]), ("13.0", "13.0"), ("12.8", "12.8" if "12.8" in cudas else "12.6"),
+                                  ("12.6", "12.6"), ("12.2", "12.6")]:
+            index, compat = doctor.wheel_index(driver_cuda, torch_version)
+            assert index == f"cu{want.replace('.', '')}" and index[2:] in {c.replace(".", "") for c in cudas}
+            assert compat == (driver_cuda == "12.2")  # 12.6 on a 12.2 driver: minor-version compatibility
+        assert doctor.wheel_index("11.7", torch_version) is None
+    assert "upgrade the NVIDIA driver" in doctor.install_hint("11.7", "2.11.0+cu130")
+    assert "minor-version" in doctor.install_hint("12.2", "2.11.0+cu130")
+    for label, changes in doctor.BROKEN_SETUPS.items():
+        changes = dict(changes)
+        fixes = " ".join(c.fix for c in doctor.simulate(healthy, env=changes.pop("env", None), **changes))
+        assert "cu122" not in fixes and "cu117" not in fixes, label
+        for index in __import__("re").findall(r"whl/(cu\d+)", fixes):
+            assert index[2:] in {c.replace(".", "") for c in doctor.TORCH_WHEEL_INDEXES[(2, 11)]}, (label, index)
+
+
 def test_claims(healthy):
-    c4 = doctor.claim_c4(healthy)
-    assert "→ ok" in c4["measured"] and "→ fail" in c4["measured"] and c4["verdict"].startswith("dated")
-    assert "2.28.9" in doctor.claim_c6(healthy)["measured"]
-    assert doctor.claim_minimums(healthy)["verdict"] == "met"
+    c4 = envreport.claim_c4(healthy)
+    assert c4.key == "C4" and c4.status == "wrong" and c4.numbers == {"here": "ok", "driver_515": "fail", "torch_cuda": "13.0"}
+    c6 = envreport.claim_c6(healthy)
+    assert c6.status == "unverifiable" and c6.numbers["nccl"] == "2.28.9"
+    assert envreport.claim_minimums(healthy).status == "pass"
     cpu = dataclasses.replace(healthy, torch="2.13.0+cpu", torch_cuda=None, nccl=None)
-    assert doctor.claim_minimums(cpu)["verdict"] == "met"
-    assert "reference machine" in doctor.claim_c4(cpu)["measured"]
+    assert envreport.claim_minimums(cpu).status == "pass"
+    assert envreport.claim_c4(cpu).numbers["torch_cuda"] == "13.0"  # judged with the reference machine's torch
+    old = dataclasses.replace(healthy, torch="1.12.1+cu116", nccl="2.10.3")
+    assert envreport.claim_minimums(old).status == "fail"
 
 
 def test_troubleshooting_rows(healthy):
-    gpu = doctor.troubleshooting_rows(healthy, runtime_nccl="2.28.9+cuda13.0", is_gpu=True, p2p_ratio=11.9, topo_code="NV18")
-    assert [r["symptom"] for r in gpu] == ["NCCL error", "out of memory", "no speed-up"]
-    assert "the same library" in gpu[0]["what we measured"] and gpu[0]["verdict"].startswith("corrected")
-    assert "11.9×" in gpu[2]["what we measured"] and gpu[2]["verdict"].startswith("corrected")
-    other = doctor.troubleshooting_rows(healthy, runtime_nccl="2.21.5", is_gpu=True, p2p_ratio=1.1, topo_code="PHB")
-    assert "DIFFERENT" in other[0]["what we measured"] and other[2]["verdict"].startswith("not reproduced")
-    cpu = doctor.troubleshooting_rows(healthy, runtime_nccl=None, is_gpu=False, p2p_ratio=None, topo_code=None,
-                                      reference_ratio=11.9)
-    assert "CPU simulation" in cpu[0]["what we measured"] and "11.9×" in cpu[2]["what we measured"]
+    gpu = envreport.troubleshooting(healthy, runtime_nccl="2.28.9+cuda13.0", is_gpu=True, p2p_ratio=11.9, topo_code="NV18")
+    assert [v.key for v in gpu] == ["troubleshooting: NCCL error", "troubleshooting: out of memory",
+                                    "troubleshooting: no speed-up"]
+    assert [v.status for v in gpu] == ["partly", "partly", "partly"]
+    assert gpu[2].numbers["p2p_ratio"] == 11.9
+    other = envreport.troubleshooting(healthy, runtime_nccl="2.21.5", is_gpu=True, p2p_ratio=1.1, topo_code="PHB")
+    assert other[0].status == "holds" and other[2].status == "info"  # another NCCL loaded; P2P off changed little
+    cpu = envreport.troubleshooting(healthy, runtime_nccl=None, is_gpu=False, p2p_ratio=None, topo_code=None,
+                                    reference_ratio=11.9)
+    assert cpu[2].numbers["reference_ratio"] == 11.9 and cpu[2].numbers["p2p_ratio"] is None
 
 
 def test_cli_exit_codes_follow_the_checks(monkeypatch, capsys, healthy):

@@ -1,7 +1,13 @@
-"""The launcher: a run that works, a rank that fails, a rank that hangs, an interrupted caller."""
+"""The launcher: a run that works, a rank that fails, a rank that hangs, an interrupted caller;
+scripts, emulated nodes, the CPU simulation's hidden GPUs and the resource guards.
+
+Time bounds are counted from the event (a rank's error, the deadline), not from the launch:
+other work on the machine may slow start-up down, never the launcher's reaction.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -15,10 +21,11 @@ from pathlib import Path
 import pytest
 
 import nvtutorial
-from nvtutorial import launch
+from nvtutorial import guards, launch
 from nvtutorial.results import RunResult, write_json_atomic
 
 from .conftest import assert_nothing_left, requires_two_gpus, run_pids
+from .launch_helpers import SUBJECT, assert_no_process, in_position
 
 
 def test_ok_run_returns_typed_result(runs_dir):
@@ -34,50 +41,63 @@ def test_ok_run_returns_typed_result(runs_dir):
     saved = RunResult.load(res.run_dir / "result.json")
     assert saved.ranks == res.ranks and saved.env == res.env
     assert list(res.to_frame().index) == [0, 1]
+    assert res.nnodes == 1 and res.env.nnodes == 1
     assert_nothing_left(res.run_dir)
+    assert_no_process(res.run_dir)
 
 
 def test_crash_names_rank_and_exception_quickly(runs_dir):
-    t0 = time.monotonic()
     with pytest.raises(nvtutorial.RunFailed) as info:
         nvtutorial.run("selftest", nproc=2, backend="gloo", params={"mode": "crash"}, timeout=60, output="none")
-    elapsed = time.monotonic() - t0
     err = info.value
+    elapsed = time.time() - json.loads((err.result.run_dir / "rank1.error.json").read_text())["time"]
     assert err.rank == 1 and err.exc_type == "RuntimeError"
     assert "rank 1 failed: RuntimeError: selftest: rank 1 crashed on purpose" in str(err)
     assert "Traceback" in err.traceback and "selftest.py" in err.traceback
     assert err.result.returncode != 0
     assert json.loads((err.result.run_dir / "result.json").read_text())["error"]["rank"] == 1
-    assert elapsed < 15, f"a crashed run took {elapsed:.1f} s to report"
+    assert elapsed < 15, f"a crashed run took {elapsed:.1f} s to report after the crash"
     assert_nothing_left(err.result.run_dir)
 
 
 def test_rank_killed_by_a_signal_is_named_as_the_cause(runs_dir):
     """rank 1 aborts (as NCCL's watchdog does): no traceback, and rank 0's connection error is a consequence."""
-    t0 = time.monotonic()
     with pytest.raises(nvtutorial.RunFailed) as info:
         nvtutorial.run("selftest", nproc=2, backend="gloo", params={"mode": "abort"}, timeout=60, output="none")
     err = info.value
     assert err.rank == 1 and err.exc_type == "SIGABRT"
     assert str(err).startswith("rank 1 was killed by SIGABRT")
     assert "rank 1: aborting (mode=abort)" in "\n".join(err.log_tail)
-    assert time.monotonic() - t0 < 15
+    assert time.time() - (err.result.run_dir / "rank1.log").stat().st_mtime < 15
     assert_nothing_left(err.result.run_dir)
 
 
+def hang_until_deadline(target: str, timeout: float, ready: str, **kwargs) -> tuple[nvtutorial.RunTimedOut, float, float]:
+    """A run that hangs, ended by its deadline: the error, the deadline, the seconds from it to the return.
+
+    On a machine too busy for the ranks to reach the hang (rank 0 up, ``ready`` in rank 1's log)
+    before the deadline, the run is repeated once with a deadline of 60 s, so the check is always made.
+    """
+    for deadline in (timeout, 60.0):
+        t0 = time.monotonic()
+        with pytest.raises(nvtutorial.RunTimedOut) as info:
+            nvtutorial.run(target, nproc=2, backend="gloo", timeout=deadline, output="none", **kwargs)
+        late = time.monotonic() - t0 - deadline - (info.value.result.ready_s or 0.0)  # the deadline starts once all are up
+        if in_position(info.value.result.run_dir, ready):
+            return info.value, deadline, late
+    raise AssertionError(f"the ranks never reached the hang ({ready!r} is not in rank 1's log)")
+
+
 def test_hang_is_ended_at_the_deadline_with_every_rank_stack(runs_dir):
-    t0 = time.monotonic()
-    with pytest.raises(nvtutorial.RunTimedOut) as info:
-        nvtutorial.run("selftest", nproc=2, backend="gloo", params={"mode": "hang"}, timeout=6, output="none")
-    elapsed = time.monotonic() - t0
-    text = str(info.value)
-    assert "did not finish within its 6 s deadline" in text
+    err, deadline, late = hang_until_deadline("selftest", 6, "sleeping", params={"mode": "hang"})
+    text = str(err)
+    assert f"did not finish within its {deadline:g} s deadline" in text
     # faulthandler's dump shows where each rank waits: rank 0 in all_reduce, rank 1 asleep in run()
     rank0, rank1 = text.split("--- rank 1")
     assert "in all_reduce" in rank0
     assert "selftest.py" in rank1 and "in run" in rank1
-    assert 6 <= elapsed < 6 + 5 + 2, f"took {elapsed:.1f} s"
-    assert_nothing_left(info.value.result.run_dir)
+    assert 0 <= late < 5 + 2, f"ended {late:.1f} s after the deadline"
+    assert_nothing_left(err.result.run_dir)
 
 
 def _hanging_caller(run_dir: Path) -> subprocess.Popen:
@@ -179,15 +199,20 @@ def test_parent_never_touches_cuda(monkeypatch):
 
 
 @pytest.mark.parametrize(("kwargs", "message"), [
-    (dict(workload="nope"), "unknown workload 'nope'; available: "),
-    (dict(nproc=0), "nproc=0"),
-    (dict(nproc=-1), "nproc=-1"),
-    (dict(params={"mode": "explode"}), "mode='explode' is not one of: ok, crash, abort, hang"),
-    (dict(params={"colour": "red"}), "unknown parameter colour; accepted: mode"),
-    (dict(params={"numel": -5}), "numel=-5 must be at least 1"),
-    (dict(params={"steps": "many"}), "steps='many' is not an integer"),
-    (dict(timeout=-1), "timeout=-1"),
-    (dict(backend="mpi"), "unknown backend 'mpi'"),
+    ({"workload": "nope"}, "unknown workload 'nope'; available: "),
+    ({"nproc": 0}, "nproc=0"),
+    ({"nproc": -1}, "nproc=-1"),
+    ({"params": {"mode": "explode"}}, "mode='explode' is not one of: ok, crash, abort, hang"),
+    ({"params": {"colour": "red"}}, "unknown parameter colour; accepted: mode"),
+    ({"params": {"numel": -5}}, "numel=-5 must be at least 1"),
+    ({"params": {"steps": "many"}}, "steps='many' is not an integer"),
+    ({"timeout": -1}, "timeout=-1"),
+    ({"backend": "mpi"}, "unknown backend 'mpi'"),
+    ({"nnodes": 0}, "nnodes=0: the number of emulated nodes must be a whole number of at least 1"),
+    ({"timeout": float("nan")}, "timeout=nan: give a positive number of seconds"),
+    ({"args": ["--lr", "1"]}, "arguments are for scripts; workload selftest takes params"),
+    ({"nproc": 10_000}, "10000 ranks on "),
+    ({"env": {"NCCL_DEBUG": "IN\0FO"}}, "contains a NUL character"),
 ])
 def test_bad_input_is_rejected_before_launch(kwargs, message, runs_dir):
     args = {"workload": "selftest", **kwargs}
@@ -227,3 +252,174 @@ def test_selftest_on_two_gpus_with_nccl(runs_dir):
     assert res.env.backend == "nccl" and res.env.world_size == 2
     assert all(m["device"].startswith("cuda:") for m in res.ranks)
     assert res.env.nccl and res.env.link
+
+
+# --- scripts ------------------------------------------------------------------------------------
+
+
+def test_script_runs_with_its_args_and_saved_metrics_on_ranks_without_gpus(runs_dir, monkeypatch):
+    """A plain torchrun script, named by a relative path; under gloo its ranks see no GPU."""
+    monkeypatch.chdir(SUBJECT.parents[2])
+    relative = str(SUBJECT.relative_to(SUBJECT.parents[2]))
+    res = nvtutorial.run(relative, nproc=2, backend="gloo", args=["ok", "--rank", "0"], output="none")
+    assert res.ok and res.workload == relative
+    assert res.params == {"args": ["ok", "--rank", "0"]}
+    assert [m["allreduce_sum"] for m in res.ranks] == [3.0, 3.0]
+    assert all(m["args"] == ["ok", "--rank", "0"] for m in res.ranks)
+    assert [(m["cuda_available"], m["cuda_visible_devices"]) for m in res.ranks] == [(False, "")] * 2
+    assert res.env.backend == "gloo" and res.env.world_size == 2 and res.env.device_names[0].startswith("CPU")
+    assert res.run_dir.name.startswith("subject-") and "simulation" in res.label
+    assert_no_process(res.run_dir)
+
+
+def test_script_crash_names_rank_and_shows_the_script_traceback(runs_dir):
+    with pytest.raises(nvtutorial.RunFailed) as info:
+        nvtutorial.run(SUBJECT, nproc=2, backend="gloo", args=["crash"], timeout=60, output="none")
+    err = info.value
+    assert err.rank == 1 and err.exc_type == "RuntimeError"
+    assert str(err).startswith("rank 1 failed: RuntimeError: subject: rank 1 crashed on purpose")
+    frames = [line for line in err.traceback.splitlines() if line.strip().startswith("File ")]
+    assert frames and all("subject.py" in f for f in frames[:2]) and "runpy" not in err.traceback
+    assert json.loads((err.result.run_dir / "result.json").read_text())["error"]["rank"] == 1
+    assert_no_process(err.result.run_dir)
+
+
+def test_script_exit_code_is_a_failure(runs_dir):
+    with pytest.raises(nvtutorial.RunFailed) as info:
+        nvtutorial.run(SUBJECT, nproc=2, backend="gloo", args=["exit3", "--rank", "0"], timeout=60, output="none")
+    assert info.value.rank == 0 and info.value.exc_type == "SystemExit"
+    assert str(info.value).startswith("rank 0 failed: SystemExit: the script exited with code 3")
+    assert_no_process(info.value.result.run_dir)
+
+
+def test_script_hang_is_ended_at_the_deadline_with_stacks(runs_dir):
+    err, deadline, late = hang_until_deadline(str(SUBJECT), 6, "sleeping", args=["hang"])
+    text = str(err)
+    assert f"{SUBJECT} did not finish within its {deadline:g} s deadline" in text
+    rank0, rank1 = text.split("--- rank 1")
+    assert "in all_reduce" in rank0
+    assert "subject.py" in rank1 and "in main" in rank1
+    assert 0 <= late < 5 + 2, f"ended {late:.1f} s after the deadline"
+    assert_no_process(err.result.run_dir)
+
+
+def test_bad_script_targets_are_refused_before_launch(tmp_path, runs_dir):
+    (tmp_path / "notes.txt").write_text("not python")
+    cases = [(tmp_path / "missing.py", "no such script: "), (tmp_path, "is a folder; give the path of a .py file"),
+             (tmp_path / "notes.txt", "is not a Python file")]
+    for target, message in cases:
+        with pytest.raises(nvtutorial.LaunchError, match=message):
+            launch.prepare(str(target))
+    with pytest.raises(nvtutorial.LaunchError, match="a script takes args"):
+        launch.prepare(SUBJECT, params={"mode": "ok"})
+    with pytest.raises(nvtutorial.LaunchError, match="list of strings"):
+        launch.prepare(SUBJECT, args="ok")
+    assert not runs_dir.exists()
+
+
+def test_save_metrics_merges_under_the_launcher_and_is_silent_outside(monkeypatch):
+    from nvtutorial import runtime
+
+    assert runtime._metrics is None
+    assert runtime.save_metrics({"loss": 1.0}) is None  # outside the launcher: nothing happens
+    monkeypatch.setattr(runtime, "_metrics", {})
+    runtime.save_metrics({"loss": 1.0, "steps": 3})
+    runtime.save_metrics({"loss": 0.5})
+    assert runtime.rank_payload("x.py", 0, 1.0, {}, {}, None)["metrics"] == {"loss": 0.5, "steps": 3}
+    with pytest.raises(TypeError):
+        runtime.save_metrics({"model": object()})
+
+
+# --- emulated nodes -----------------------------------------------------------------------------
+
+
+def test_two_emulated_nodes_agree_with_one_node(runs_dir):
+    params = {"steps": 1, "numel": 64}
+    one = nvtutorial.run("selftest", nproc=2, backend="gloo", params=params, output="none")
+    two = nvtutorial.run("selftest", nproc=1, nnodes=2, backend="gloo", params=params, output="none")
+    assert [m["allreduce_sum"] for m in two.ranks] == [m["allreduce_sum"] for m in one.ranks] == [3.0, 3.0]
+    assert two.nnodes == 2 and two.env.nnodes == 2 and two.env.world_size == 2
+    assert "2 emulated nodes" in two.label
+    run_dir = two.run_dir
+    assert (run_dir / "node0" / "agent.log").exists() and (run_dir / "node1" / "agent.log").exists()
+    assert not (run_dir / "agent.log").exists()
+    assert {json.loads((run_dir / f"rank{r}.json").read_text())["node"] for r in (0, 1)} == {0, 1}
+    assert all((run_dir / f"rank{r}.log").exists() for r in (0, 1))
+    assert_no_process(run_dir)
+
+
+def test_emulated_nodes_commands_and_gpus(runs_dir):
+    spec = launch.prepare("selftest", nproc=2, nnodes=2, backend="gloo", params={"steps": 3})
+    lines = spec.cluster_commands()
+    assert len(lines) == 2
+    assert lines[0].startswith("torchrun --nnodes 2 --nproc-per-node 2 --rdzv-backend c10d "
+                               "--rdzv-endpoint $HEAD_NODE:29400 --rdzv-id nvtutorial -m nvtutorial.workloads.selftest ")
+    assert "--set steps=3" in lines[0] and "--out" not in lines[0]
+    script = launch.prepare(SUBJECT, nproc=1, nnodes=2, backend="gloo", args=["ok", "--rank", "0"])
+    assert script.cluster_commands("10.0.0.1:29400")[1].endswith(f"--rdzv-id nvtutorial {SUBJECT} ok --rank 0")
+    emulated = " ".join(spec.command(1, port=4321))
+    assert "--rdzv-endpoint 127.0.0.1:4321" in emulated and "is_host=0" in emulated and "--standalone" not in emulated
+    # on GPUs each node is its own NCCL host; nodes share GPUs only when there are too few
+    gpu = dataclasses.replace(spec, backend="nccl", nproc=1)
+    envs = [launch.node_environment(gpu, node, ["GPU-a"]) for node in (0, 1)]
+    assert envs[0]["NCCL_HOSTID"] != envs[1]["NCCL_HOSTID"]
+    assert envs[0]["CUDA_VISIBLE_DEVICES"] == envs[1]["CUDA_VISIBLE_DEVICES"] == "GPU-a"
+    assert launch.node_devices(1, 2, ["a", "b"]) == [["a"], ["b"]]
+    assert launch.node_devices(2, 2, ["a", "b"]) == [["a", "b"], ["a", "b"]]
+    assert launch.node_environment(gpu, 0, ["a", "b"])["NVTUTORIAL_NODE"] == "0"
+    mine = dataclasses.replace(gpu, env={"NCCL_HOSTID": "mine", "CUDA_VISIBLE_DEVICES": "1"})
+    assert launch.node_environment(mine, 1, ["a"])["NCCL_HOSTID"] == "mine"
+    assert launch.node_environment(mine, 1, ["a"])["CUDA_VISIBLE_DEVICES"] == "1"
+
+
+def test_cpu_simulation_hides_the_gpus_from_ranks_only(runs_dir):
+    from nvtutorial.machine import hardware
+
+    before = (os.environ.get("CUDA_VISIBLE_DEVICES"), hardware.gpu_count())
+    spec = launch.prepare("selftest", nproc=2, backend="gloo")
+    assert launch.child_environment(spec)["CUDA_VISIBLE_DEVICES"] == ""
+    chosen = launch.prepare("selftest", nproc=2, backend="gloo", env={"CUDA_VISIBLE_DEVICES": "0"})
+    assert launch.child_environment(chosen)["CUDA_VISIBLE_DEVICES"] == "0"  # the caller's explicit choice wins
+    assert (os.environ.get("CUDA_VISIBLE_DEVICES"), hardware.gpu_count()) == before
+
+
+# --- resource guards ----------------------------------------------------------------------------
+
+
+def test_guards_refuse_ranks_the_machine_cannot_hold(runs_dir, monkeypatch):
+    monkeypatch.setattr(guards, "usable_cores", lambda: 2)
+    monkeypatch.setattr(guards, "available_memory", lambda: 24 * 10**9)
+    with pytest.raises(nvtutorial.LaunchError) as info:
+        launch.prepare("selftest", nproc=99, backend="gloo")
+    assert str(info.value) == ("99 ranks on 2 CPU cores: the limit is 8 (4 per core); use 8 ranks or fewer "
+                               "(--nproc x --nnodes), or --oversubscribe (allow_oversubscribe=True) to start them anyway")
+    for nproc, nnodes in ((2, 1), (1, 2), (2, 2), (4, 1), (1, 8)):  # every use of the course, and 8 at once
+        assert launch.prepare("selftest", nproc=nproc, nnodes=nnodes, backend="gloo").warnings == ()
+    with pytest.raises(nvtutorial.LaunchError, match="the limit is 8"):
+        launch.prepare("selftest", nproc=3, nnodes=3, backend="gloo")
+    monkeypatch.setattr(guards, "available_memory", lambda: 10**9)
+    with pytest.raises(nvtutorial.LaunchError, match=r"4 ranks need about 1.2 GB of memory \(300 MB each\) but 1.0 GB"):
+        launch.prepare("selftest", nproc=4, backend="gloo")
+    spec = launch.prepare("selftest", nproc=99, backend="gloo", allow_oversubscribe=True)
+    assert len(spec.warnings) == 2 and all(w.startswith("warning: ") for w in spec.warnings)
+    assert not runs_dir.exists()
+
+
+def test_guards_refuse_a_run_folder_that_cannot_be_written(tmp_path, monkeypatch):
+    (tmp_path / "file").write_text("")
+    with pytest.raises(nvtutorial.LaunchError, match="is a file, not a folder; use --out with a folder you can write"):
+        launch.prepare("selftest", backend="gloo", out=tmp_path / "file" / "run")
+    monkeypatch.setattr(guards.shutil, "disk_usage", lambda path: shutil_usage(free=10**6))
+    with pytest.raises(nvtutorial.LaunchError, match="only 1.0 MB free on the disk holding .*: a run needs 32 MB"):
+        launch.prepare("selftest", backend="gloo", out=tmp_path / "run")
+    monkeypatch.undo()
+    monkeypatch.setattr(guards.os, "access", lambda path, mode: False)
+    with pytest.raises(nvtutorial.LaunchError, match=f"{tmp_path} is not writable"):
+        launch.prepare("selftest", backend="gloo", out=tmp_path / "run")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file"]
+
+
+def shutil_usage(free: int):
+    import collections
+
+    return collections.namedtuple("usage", "total used free")(free * 2, free, free)

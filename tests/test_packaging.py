@@ -39,7 +39,7 @@ def test_environment_python_is_supported():
 
 def test_core_dependencies_are_declared():
     names = {re.split(r"[<>=!~\[ ]", d)[0].lower() for d in _pyproject()["project"]["dependencies"]}
-    assert {"torch", "jupyterlab", "ipywidgets", "nbval", "papermill", "matplotlib"} <= names
+    assert {"torch", "jupyterlab", "ipywidgets", "papermill", "matplotlib"} <= names
     (torch,) = [d for d in _pyproject()["project"]["dependencies"] if d.startswith("torch")]
     assert torch == "torch>=2.11,<2.15"
 

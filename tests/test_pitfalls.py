@@ -13,7 +13,10 @@ from pathlib import Path
 import pytest
 
 import nvtutorial
-from nvtutorial import hardware
+from nvtutorial import units
+from nvtutorial.experiments import pitfalls as pitlab
+from nvtutorial.machine import hardware
+from nvtutorial.report import pitfalls as pitreport
 from nvtutorial.workloads import pitfalls
 
 from .conftest import assert_nothing_left
@@ -50,7 +53,7 @@ def test_rank0_validation_without_timeout_hits_the_deadline_and_shows_where(runs
                        params={**TINY, "trap": ("rank0_validation",), "validation_s": 600})
     res = info.value.result
     assert_nothing_left(res.run_dir)
-    where = pitfalls.where_ranks({r: p.read_text() for r, p in res.log_files.items()})
+    where = pitreport.where_ranks({r: p.read_text() for r, p in res.log_files.items()})
     assert set(where) == {0, 1}, "every rank's stack must have been dumped into its log"
     assert "lone_validation" in " ".join(where[0]["stack"])
     assert "one_epoch" in " ".join(where[1]["stack"])
@@ -89,9 +92,9 @@ def test_epoch_orders_repeat_without_set_epoch():
 def test_knee():
     rows = [{"num_workers": 0, "samples_per_s": 100}, {"num_workers": 1, "samples_per_s": 170},
             {"num_workers": 2, "samples_per_s": 195}, {"num_workers": 4, "samples_per_s": 200}]
-    assert pitfalls.knee(rows)["num_workers"] == 2
-    assert pitfalls.knee(rows, fraction=0.5)["num_workers"] == 0
-    assert pitfalls.knee([]) is None
+    assert units.knee(rows)["num_workers"] == 2
+    assert units.knee(rows, fraction=0.5)["num_workers"] == 0
+    assert units.knee([]) is None
 
 
 def test_mismatch_difference():
@@ -108,8 +111,8 @@ Thread 0x00007f72596 (most recent call first):
 
 Current thread 0x00007f725ac (most recent call first):
   File "/x/torch/autograd/graph.py", line 979 in _engine_run_backward
-  File "/x/nvtutorial/training.py", line 193 in _backward
-  File "/x/nvtutorial/training.py", line 216 in train_step
+  File "/x/nvtutorial/lessons/training.py", line 193 in _backward
+  File "/x/nvtutorial/lessons/training.py", line 216 in train_step
   File "/x/nvtutorial/workloads/pitfalls.py", line 135 in one_epoch
   File "/x/nvtutorial/workloads/pitfalls.py", line 103 in run
   File "/x/nvtutorial/runtime.py", line 160 in main
@@ -118,7 +121,7 @@ Current thread 0x00007f725ac (most recent call first):
 
 
 def test_where_ranks_reads_faulthandler_dumps():
-    where = pitfalls.where_ranks({1: DUMP, 0: "no stacks here"})
+    where = pitreport.where_ranks({1: DUMP, 0: "no stacks here"})
     assert set(where) == {1}
     assert where[1]["innermost"] == "graph.py:979 in _engine_run_backward"
     assert where[1]["in_course_code"] == "training.py:193 _backward <- training.py:216 train_step <- pitfalls.py:135 one_epoch"
@@ -130,22 +133,22 @@ def test_flight_recorder_dump_is_summarised(tmp_path):
                {"collective_seq_id": 8, "profiling_name": "nccl:all_reduce", "state": "started", "input_sizes": [[4]]}]
     (tmp_path / "nccl_trace_rank_1").write_bytes(pickle.dumps({"version": "2.4", "entries": entries}))
     (tmp_path / "rank1.pid").write_text("1")
-    fr = pitfalls.flight_recorder(tmp_path)
+    fr = pitreport.flight_recorder(tmp_path)
     assert fr[1]["last_completed_seq"] == 7
     assert fr[1]["pending"][0]["seq"] == 8 and fr[1]["pending"][0]["state"] == "started"
     result = types.SimpleNamespace(run_dir=tmp_path, log_files={0: tmp_path / "rank0.log", 1: tmp_path / "rank1.log"})
-    lines = pitfalls.describe_flight_recorder(result)
+    lines = pitreport.describe_flight_recorder(result)
     assert "last completed collective #7" in lines[0] and "#8 nccl:all_reduce (started)" in lines[0]
 
 
 def test_params_from_picks_only_workload_parameters():
-    assert pitfalls.params_from({"pg_timeout": 3, "model": "tiny", "workers": [0, 1]}, trap=["seeds"]) == {
+    assert pitlab.params_from({"pg_timeout": 3, "model": "tiny", "workers": [0, 1]}, trap=["seeds"]) == {
         "model": "tiny", "workers": [0, 1], "trap": ["seeds"]}
 
 
 def test_describe_failure_of_nothing():
-    assert "without an error" in pitfalls.describe_failure(None)[0]
-    assert pitfalls.signature_lines(None) == {}
+    assert "without an error" in pitreport.describe_failure(None)[0]
+    assert pitreport.signature_lines(None) == {}
 
 
 # --------------------------------------------------------------------------- the notebook's readers, on a recorded run
@@ -160,22 +163,22 @@ def safe():
 
 
 def test_readers_of_a_recorded_run(safe):
-    frame = pitfalls.validation_frame(safe)
+    frame = pitreport.validation_frame(safe)
     assert frame["agree"].all() and list(frame["rank"]) == [0, 1]
-    assert "matches a single process" in pitfalls.verdict_c18(None, safe, 3)
-    lines = pitfalls.mismatch_lines(safe)
+    assert "matches a single process" in pitreport.verdict_c18(None, safe, 3)
+    lines = pitreport.mismatch_lines(safe)
     assert any("mismatched_shapes, rank 1: RuntimeError" in line for line in lines)
     assert any("mismatched_order, fixed:" in line for line in lines)
-    assert pitfalls.first_mismatch_report(safe).startswith("Detected mismatch between collectives")
-    epochs = pitfalls.epoch_frame(safe)
-    assert len(epochs) == 6 and "repeats the same order: True" in pitfalls.verdict_set_epoch(safe)
-    weights, crops = pitfalls.seeds_frames(safe)
+    assert pitreport.first_mismatch_report(safe).startswith("Detected mismatch between collectives")
+    epochs = pitreport.epoch_frame(safe)
+    assert len(epochs) == 6 and "repeats the same order: True" in pitreport.verdict_set_epoch(safe)
+    weights, crops = pitreport.seeds_frames(safe)
     assert weights["after DDP(model)"].nunique() == 1 and weights["weights checksum before DDP"].nunique() == 2
-    assert "8 of 8 crops were identical" in pitfalls.verdict_c21(safe)
-    assert set(pitfalls.loader_frame(safe)["num_workers"]) == {0, 1}
-    assert "C17: on" in pitfalls.verdict_c17(safe) and "per sample" in pitfalls.shards_line(safe)
-    assert pitfalls.oom_frames(safe).startswith("skipped: needs a GPU")
-    assert pitfalls.verdict_c19_c20(safe)[0].startswith("C19, C20: not checked here")
+    assert "8 of 8 crops were identical" in pitreport.verdict_c21(safe)
+    assert set(pitreport.loader_frame(safe)["num_workers"]) == {0, 1}
+    assert "C17: on" in pitreport.verdict_c17(safe) and "per sample" in pitreport.shards_line(safe)
+    assert pitreport.oom_frames(safe).startswith("skipped: needs a GPU")
+    assert pitreport.verdict_c19_c20(safe)[0].startswith("C19, C20: not checked here")
 
 
 GPU_OOM = {
@@ -202,11 +205,11 @@ GPU_OOM = {
 def test_oom_readers_on_gpu_shaped_results(safe):
     for m in safe.ranks:
         m["oom"] = GPU_OOM
-    frames = pitfalls.oom_frames(safe)
+    frames = pitreport.oom_frames(safe)
     assert set(frames) == {"fragmentation", "empty_cache", "training"}
     assert "message" not in frames["fragmentation"].columns
-    assert pitfalls.oom_message(safe).startswith("CUDA out of memory. Tried...")
-    c19, c20, training = pitfalls.verdict_c19_c20(safe)
+    assert pitreport.oom_message(safe).startswith("CUDA out of memory. Tried...")
+    c19, c20, training = pitreport.verdict_c19_c20(safe)
     assert "left 600 MiB allocated" in c19 and "returned 600 MiB to the driver" in c19
     assert "default: OOM; expandable_segments:True: fits" in c20
     assert "under the cap (the OOM): OOM" in training

@@ -9,7 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from nvtutorial import cli, hardware, topology
+from nvtutorial import cli
+from nvtutorial import nvml as nvml_mod
+from nvtutorial.machine import hardware, topology
+from nvtutorial.report import links as linkreport
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 H200 = hardware.REFERENCE_DATA / "nvidia-smi-topo-m.txt"
@@ -124,15 +127,16 @@ def test_bad_input_is_named():
 
 
 def test_link_verdicts_in_words():
-    assert topology.Link("NV1").verdict.startswith("1 bonded NVLink:")
+    assert topology.Link("NV1").verdict.startswith("1 bonded NVLink between the pair")
+    assert "NVSwitches" in topology.Link("NV18").verdict  # not "direct GPU-to-GPU": HGX boards switch them
     assert "host bridge" in topology.Link("PHB").verdict
     assert "between CPU sockets" in topology.Link("SYS").verdict
     assert topology.Link("PIX").kind == "pcie" and topology.Link("X").kind == "self"
 
 
 def test_claim_c3():
-    assert topology.claim_c3(topology.read(H200))["verdict"] == "true"
-    assert "no NVLink" in topology.claim_c3(topology.read(TOPO / "pcie-4gpu-nics.txt"))["verdict"]
+    assert linkreport.claim_c3(topology.read(H200)).status == "holds"
+    assert linkreport.claim_c3(topology.read(TOPO / "pcie-4gpu-nics.txt")).status == "unverifiable"
 
 
 def test_cli_from_file(capsys):
@@ -177,8 +181,8 @@ def test_reference_inventory():
     inv = hardware.reference_inventory()
     assert inv.simulated and "reference machine" in inv.source
     assert inv.links_between(0, 1) == 18 and inv.links_between(1, 0) == 18
-    assert "18 active NVLinks" in inv.describe()
-    assert list(inv.to_frame()["nvlinks_active"]) == [18, 18]
+    assert "18 active NVLinks through NVSwitch" in inv.describe()  # an HGX board, as NVML said there
+    assert list(inv.to_frame()["nvlinks_active"]) == [18, 18] and inv.through_switch(0, 1)
 
 
 def test_nvlink_status_parser():
@@ -187,14 +191,14 @@ def test_nvlink_status_parser():
 
 
 def test_cuda_version_text():
-    assert hardware.cuda_version_text(13000) == "13.0" and hardware.cuda_version_text(12040) == "12.4"
-    assert hardware.cuda_version_text(None) is None
+    assert nvml_mod.cuda_version_text(13000) == "13.0" and nvml_mod.cuda_version_text(12040) == "12.4"
+    assert nvml_mod.cuda_version_text(None) is None
 
 
 def test_inventory_without_a_driver_is_empty():
     if hardware.gpu_count():
         pytest.skip("this machine has GPUs: the no-driver path is not reachable here")
-    inv = hardware.inventory()
+    inv = nvml_mod.inventory()
     assert inv.gpus == () and inv.driver is None
     assert hardware.inventory_or_reference().simulated
 
@@ -264,7 +268,7 @@ def fake_nvml(links: int = 18, gpus: int = 2, counters: dict | None = None, swit
 def test_inventory_through_nvml(monkeypatch):
     monkeypatch.setitem(sys.modules, "pynvml", fake_nvml(links=18))
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
-    inv = hardware.inventory()
+    inv = nvml_mod.inventory()
     assert not inv.simulated and inv.driver == "580.159.04" and inv.cuda_driver == "13.0"
     assert inv.links_between(0, 1) == 18 and inv.links_between(1, 0) == 18
     g = inv.gpus[0]
@@ -272,18 +276,18 @@ def test_inventory_through_nvml(monkeypatch):
     assert {link.version for link in g.active_links} == {"4.0"} and {link.speed_mbps for link in g.active_links} == {26562}
     assert inv.p2p["0-1"] == {"read": "OK", "write": "OK", "nvlink": "OK", "atomics": "OK"}
     assert "18 active NVLinks (NVLink 4.0" in inv.describe()
-    assert hardware.link_label() == "NV18"
+    assert nvml_mod.link_label() == "NV18"
 
 
 def test_nvlinks_through_nvswitch_count_like_topo(monkeypatch):
     """The reference VM: 2 H200s of an HGX board, 18 links each to NVSwitches, an old nvidia-ml-py."""
     monkeypatch.setitem(sys.modules, "pynvml", fake_nvml(links=18, switched=True, old_pynvml=True))
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
-    inv = hardware.inventory()
+    inv = nvml_mod.inventory()
     assert all(link.remote_gpu is None for link in inv.gpus[0].active_links)
     assert inv.through_switch(0, 1) and inv.links_between(0, 1) == 18 and inv.links_between(1, 0) == 18
     assert "GPU 0–1: 18 active NVLinks through NVSwitch" in inv.describe()
-    assert hardware.link_label() == "NV18"
+    assert nvml_mod.link_label() == "NV18"
 
 
 def test_switched_links_without_nvlink_p2p_are_not_counted(monkeypatch):
@@ -291,13 +295,13 @@ def test_switched_links_without_nvlink_p2p_are_not_counted(monkeypatch):
     nvml.nvmlDeviceGetP2PStatus = lambda a, b, index: 5  # not supported: the pair does not reach each other
     monkeypatch.setitem(sys.modules, "pynvml", nvml)
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
-    assert hardware.inventory().links_between(0, 1) == 0
-    assert hardware.link_label() == "PCIe"
+    assert nvml_mod.inventory().links_between(0, 1) == 0
+    assert nvml_mod.link_label() == "PCIe"
 
 
 def test_inventory_of_a_pcie_pair(monkeypatch):
     monkeypatch.setitem(sys.modules, "pynvml", fake_nvml(links=0))
-    inv = hardware.inventory()
+    inv = nvml_mod.inventory()
     assert inv.links_between(0, 1) == 0 and inv.p2p["0-1"]["read"] == "not supported"
     assert "no active NVLink" in inv.describe()
     assert hardware.inventory_or_reference() == inv  # 2 GPUs here: no fallback

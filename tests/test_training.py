@@ -19,8 +19,11 @@ import torch.distributed as dist
 from torch.utils.data import DataLoader, DistributedSampler
 
 import nvtutorial
-from nvtutorial import checkpoint as ckpt
-from nvtutorial import launch, segdata, training, training_report as report, unet
+from nvtutorial import launch
+from nvtutorial.lessons import checkpoint as ckpt
+from nvtutorial.lessons import training
+from nvtutorial.models import segdata, unet
+from nvtutorial.report import training as report
 from nvtutorial.runtime import Context
 
 from .conftest import requires_two_gpus
@@ -323,7 +326,7 @@ def test_two_gpus_nccl_identical_weights_memory_and_exact_resume(runs_dir):
 
 
 def test_verdict_c10_separates_optimizer_step_and_peak():
-    from nvtutorial import training_report as report
+    from nvtutorial.report import training as report
 
     def row(variant, optimizer_gb, peak_gb):
         return {"variant": variant, "status": "ok", "samples_per_s": 100.0, "loss_curve": [1.0, 0.5],

@@ -10,6 +10,19 @@ TOLERANCE = 1e-4
 """Largest loss difference from the one-process reference that still passes (fp32; reduction order differs)."""
 
 
+def device_of(ctx: Any) -> Any:
+    """The rank's device: the workload's context, or (under ``%%ranks``, which passes no context) the
+    current CUDA device with NCCL and the CPU with gloo."""
+    import torch
+    import torch.distributed as dist
+
+    if ctx is not None:
+        return ctx.device
+    if dist.get_backend() == "nccl":
+        return torch.device("cuda", torch.cuda.current_device())
+    return torch.device("cpu")
+
+
 def reference_losses(device: Any) -> list[float]:
     from nvtutorial.lessons.ladder.train import train
     from nvtutorial.models import transformer

@@ -13,6 +13,7 @@ from typing import Any
 NOTEBOOK = "08_strategy_ladder"
 TASK = "write shard(model, mesh): fully_shard each block of model.blocks (resharding after forward), then the root"
 KIND = "function"
+ENTRY = "shard"
 TIMEOUT = 120.0
 
 
@@ -64,13 +65,13 @@ def check_on_rank(candidate: Any, ctx: Any) -> tuple[bool, str]:
     from torch.distributed.fsdp import FSDPModule
     from torch.distributed.tensor import DTensor
 
-    from nvtutorial.exercises._ladder_check import TOLERANCE, local_shape, train_against_reference
+    from nvtutorial.exercises._ladder_check import TOLERANCE, device_of, local_shape, train_against_reference
     from nvtutorial.lessons.ladder.rungs import LR
     from nvtutorial.models import transformer
 
-    world, rank = dist.get_world_size(), dist.get_rank()
-    model = transformer.build(transformer.Config(), device=ctx.device)
-    mesh = init_device_mesh(ctx.device.type, (world,))
+    world, rank, device = dist.get_world_size(), dist.get_rank(), device_of(ctx)
+    model = transformer.build(transformer.Config(), device=device)
+    mesh = init_device_mesh(device.type, (world,))
     try:
         model = candidate(model, mesh) or model
     except Exception as exc:  # noqa: BLE001 - the learner's code: any failure becomes the reason
@@ -89,7 +90,7 @@ def check_on_rank(candidate: Any, ctx: Any) -> tuple[bool, str]:
     if not isinstance(model, FSDPModule):
         return False, "the root is not an FSDP unit: call fully_shard(model, mesh=mesh) after the blocks"
     optimizer = torch.optim.Adam(model.parameters(), lr=LR, fused=True)
-    diff, records = train_against_reference(model, optimizer, "fsdp_zero3", ctx.device, count_last=True)
+    diff, records = train_against_reference(model, optimizer, "fsdp_zero3", device, count_last=True)
     if diff > TOLERANCE:
         return False, f"the loss left the one-process reference by {diff:.2g} (tolerance {TOLERANCE:g})"
     gathers = sum(1 for r in records if r["kind"] == "all_gather")

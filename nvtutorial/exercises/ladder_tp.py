@@ -13,6 +13,7 @@ from typing import Any
 NOTEBOOK = "08_strategy_ladder"
 TASK = "write mlp_plan(): the ParallelStyle of mlp.w1 and of mlp.w2, so that one all-reduce ends the MLP"
 KIND = "function"
+ENTRY = "mlp_plan"
 TIMEOUT = 120.0
 
 
@@ -46,19 +47,19 @@ def check_on_rank(candidate: Any, ctx: Any) -> tuple[bool, str]:
     from torch.distributed.tensor import DTensor
     from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
 
-    from nvtutorial.exercises._ladder_check import TOLERANCE, local_shape, train_against_reference
+    from nvtutorial.exercises._ladder_check import TOLERANCE, device_of, local_shape, train_against_reference
     from nvtutorial.lessons.ladder.rungs import LR
     from nvtutorial.models import transformer
 
-    world, rank = dist.get_world_size(), dist.get_rank()
+    world, rank, device = dist.get_world_size(), dist.get_rank(), device_of(ctx)
     try:
         plan = candidate()
     except Exception as exc:  # noqa: BLE001 - the learner's code: any failure becomes the reason
         return False, f"mlp_plan() raised {type(exc).__name__}: {exc}"
     if not isinstance(plan, dict) or not all(isinstance(k, str) for k in plan):
         return False, f"mlp_plan() must return a dict from module names to ParallelStyles, not {type(plan).__name__}"
-    model = transformer.build(transformer.Config(), device=ctx.device)
-    mesh = init_device_mesh(ctx.device.type, (world,))
+    model = transformer.build(transformer.Config(), device=device)
+    mesh = init_device_mesh(device.type, (world,))
     attention = {"attn.wq": ColwiseParallel(), "attn.wk": ColwiseParallel(), "attn.wv": ColwiseParallel(),
                  "attn.wo": RowwiseParallel()}
     try:
@@ -78,7 +79,7 @@ def check_on_rank(candidate: Any, ctx: Any) -> tuple[bool, str]:
     params = list(model.parameters())
     optimizer = torch.optim.Adam(params, lr=LR, foreach=False)  # DTensors and plain tensors in one group
     try:
-        diff, _ = train_against_reference(model, optimizer, "tensor_parallel", ctx.device)
+        diff, _ = train_against_reference(model, optimizer, "tensor_parallel", device)
     except RuntimeError as exc:
         return False, (f"the forward pass failed ({str(exc).splitlines()[0][:160]}): a column-wise layer leaves its "
                        "output split over the hidden units, so the next layer must take a split input (row-wise)")

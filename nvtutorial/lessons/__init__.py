@@ -1,1 +1,1 @@
-"""The code the course teaches: short plain files that run with ``torchrun`` as they are."""
+"""The code the course teaches: collectives by hand, DDP training, checkpoints, gradient compression, the strategy ladder."""

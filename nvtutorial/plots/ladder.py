@@ -8,8 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-# MERGE: repoint to `from nvtutorial.plots.style import figure, stamp` when the layout change lands.
-from nvtutorial.plots import figure, stamp
+from .style import figure, stamp
 
 PARTS = (("params", "parameters", "tab:blue"), ("grads", "gradients", "tab:orange"),
          ("optimizer", "Adam state", "tab:green"), ("activations", "activations", "tab:purple"),
@@ -19,7 +18,7 @@ PARTS = (("params", "parameters", "tab:blue"), ("grads", "gradients", "tab:orang
 def memory_bars(setup: Any, where: Any, rank: int = 0) -> tuple[Any, Any]:
     """Stacked bars of the memory model of every rung on one rank (GB), model state hatched where the
     rung keeps it in host memory."""
-    from nvtutorial.report import ladder
+    from ..report import ladder
 
     shapes = setup.shapes()
     fig, ax = figure(8.0, 4.2)
@@ -47,7 +46,7 @@ def loss_differences(result: Any, tolerance: float) -> tuple[Any, Any]:
     (log scale), with the tolerance: curves that match to 1e-7 would hide each other if drawn as losses."""
     import numpy as np
 
-    from nvtutorial.report import ladder
+    from ..report import ladder
 
     fig, ax = figure(7.0, 3.8)
     reference = [m["reference"] for m in result.ranks]
@@ -88,7 +87,7 @@ def bytes_bars(table: Any, where: Any) -> tuple[Any, Any]:
 def link_need(comparisons: dict[str, Any], where: Any) -> tuple[Any, Any]:
     """Step time host-staged ÷ step time over the direct link, per rung, with the noise band of each
     comparison: how much each strategy needs the link."""
-    from nvtutorial.report import ladder
+    from ..report import ladder
 
     names = list(comparisons)
     fig, ax = figure(7.0, 3.6)

@@ -1,1 +1,1 @@
-"""Reading results in the notebook: tables and verdicts from RunResults. Never launches, never draws."""
+"""Kernel side: results -> tables and verdicts. Never launches, never draws."""

@@ -58,26 +58,29 @@ CLAIMS: tuple[Claim, ...] = (
           "so something else changed too (batch size, data pipeline). The course measures 1 against 2 GPUs.",
           "wrong", "2× H200 run", "03_ddp_training"),
     Claim("C2", 1, "RTX 3090/4090, Tesla V100/A100 and Quadro RTX 8000 support NVLink.",
-          "All of them but the RTX 4090, which has no NVLink connector; the RTX 3090 has a 4-link bridge.",
-          "partly", "vendor data", "01_hardware"),
+          "All of them but the RTX 4090, which has no NVLink connector; the RTX 3090 has a 4-link bridge, and a "
+          "V100 or A100 is linked only in its SXM form or with bridges.",
+          "partly", "vendor data", "01_hardware", "nvtutorial.report.links:claim_c2"),
     Claim("C3", 1, "`nvidia-smi topo -m` shows NVLink between the GPUs (NV#) rather than PCIe.",
-          "True: `NV18` between the two H200s of the reference machine, parsed from the real output.",
-          "holds", "2× H200 run", "01_hardware"),
+          "True: `NV18` between the two H200s of the reference machine, parsed from the real output (on that HGX "
+          "board the 18 links run through NVSwitches; topo -m does not say so).",
+          "holds", "2× H200 run", "01_hardware", "nvtutorial.report.links:claim_c3"),
     Claim("C4", 1, "Driver 515 with CUDA 11.7 is the most stable combination.",
           "Dated advice: what matters is a driver at least as new as the CUDA runtime torch was built with; "
-          "current torch wheels need a newer driver than 515.",
-          "wrong", "primary source", "02_environment"),
+          "no torch 2.11–2.14 build runs on driver 515.",
+          "wrong", "primary source", "02_environment", "nvtutorial.report.environment:claim_c4"),
     Claim("C5", 1, "Consumer NVLink has 1/4 of the professional bandwidth, yet is still 3–5× faster than PCIe.",
           "RTX 3090 NVLink carries about 56 GB/s per direction against about 32 GB/s for PCIe 4.0 x16: "
-          "about 1.8×, not 3–5×.",
-          "wrong", "vendor data", "01_hardware"),
+          "about 1.8×, not 3–5× (and about 1/5 of an A100's NVLink).",
+          "wrong", "vendor data", "01_hardware", "nvtutorial.report.links:claim_c5"),
     Claim("C6", 2, "The cu117 wheel index gives 12 % more speed on AWS p4d.",
-          "Not checkable (no setup is given); today's wheels bundle their own NCCL, and the course reports "
-          "which one torch ships.",
-          "unverifiable", "primary source", "02_environment"),
+          "Not checkable (no setup is given, and no torch 2.11–2.14 is built for CUDA 11.7); today's wheels bundle "
+          "their own NCCL, and the course reports which one torch ships.",
+          "unverifiable", "primary source", "02_environment", "nvtutorial.report.environment:claim_c6"),
     Claim("C7", 2, "`NCCL_NET_GDR_LEVEL=3` and `NCCL_IB_DISABLE=1` help.",
-          "They only concern NCCL's network transport; between two GPUs of one machine they change nothing.",
-          "wrong", "2× H200 run", "02_environment"),
+          "They only concern NCCL's network transport; between two GPUs of one machine busbw is unchanged within "
+          "the noise, and NCCL does not even read NCCL_NET_GDR_LEVEL there.",
+          "wrong", "2× H200 run", "02_environment", "nvtutorial.report.lab:claim_c7"),
     Claim("C8", 3, "`torch.cuda.set_enabled_lms(True)` enables a low-memory mode.",
           "No such function exists in PyTorch (it belonged to IBM's PowerAI fork): calling it raises AttributeError.",
           "wrong", "CPU run", "04_optimisations"),
@@ -92,11 +95,16 @@ CLAIMS: tuple[Claim, ...] = (
           "True; bf16 needs no scaler, and `torch.cuda.amp.*` is deprecated in favour of `torch.amp.*`.",
           "partly", "2× H200 run", "04_optimisations"),
     Claim("C12", 4, "NVTX ranges and Nsight Systems show where the time of a step goes.",
-          "True where `nsys` exists; `torch.profiler` gives the same split without it.",
-          "holds", "2× H200 run", "05_profiling"),
-    Claim("C13", 4, "`nvidia-smi dmon -s u` monitors the run.",
-          "It shows SM and memory utilisation, not NVLink traffic; NVML's NVLink counters do.",
-          "wrong", "2× H200 run", "05_profiling"),
+          "They show each rank's phases and kernels (`torch.profiler` does too, without nsys), but the "
+          "communication a rank's trace shows includes waiting for the other rank: on the reference run 92 % of "
+          "rank 0's 7.0 ms per step was waiting (rank 1's was 0.56 ms). Both ranks' traces on one clock separate "
+          "the waiting from the time on the wire.",
+          "partly", "2× H200 run", "05_profiling", decided_by="nvtutorial.report.traces:verdict_c12"),
+    Claim("C13", 4, "`nvidia-smi dmon -s u` monitors the run (listed under \"bandwidth utilisation\").",
+          "It prints utilisation (the share of time a kernel ran, memory and codec activity), once a second, "
+          "not NVLink traffic; NVML's NVLink counters counted the all-reduce probe's bytes (472 GiB per GPU on "
+          "the reference run) that dmon cannot show.",
+          "wrong", "2× H200 run", "05_profiling", decided_by="nvtutorial.report.monitoring:verdict_c13"),
     Claim("C14", 4, "ResNet-50 on ImageNet: 1 GPU 58 min per epoch; 2 GPUs over PCIe 34 min (18 % communication); "
           "over NVLink 29 min (9 %).",
           "Its shape depends on the model: for the course's DDP UNet on 2× H200 the gradient all-reduce hides "
@@ -106,9 +114,11 @@ CLAIMS: tuple[Claim, ...] = (
           "Only when the per-GPU batch halves (a fixed global batch); with a fixed per-GPU batch it stays the same.",
           "partly", "2× H200 run", "03_ddp_training"),
     Claim("C16", 4, "Above 15 % communication, compress gradients or raise the batch size.",
-          "A heuristic: a larger batch lowers the exposed share of communication; compression pays only where "
-          "the link is the bottleneck.",
-          "partly", "2× H200 run", "05_profiling"),
+          "A heuristic whose input must be the time on the wire: a larger batch does hide more of it, but on the "
+          "reference runs only the profiler's share, one rank waiting for the other in a launch-bound step, passed "
+          "15 % (24 % over NVLink at batch 2); the time on the wire stayed under 2 % of the step over NVLink and "
+          "14 % staged through host memory.",
+          "partly", "2× H200 run", "05_profiling", decided_by="nvtutorial.report.profiling:verdict_c16"),
     Claim("C17", 5, "Use `num_workers = 4 × GPUs` and `pin_memory=True`.",
           "A starting point, not a law: the best worker count depends on the data pipeline and the cores.",
           "partly", "2× H200 run", "06_pitfalls"),
@@ -130,11 +140,13 @@ CLAIMS: tuple[Claim, ...] = (
           "partly", "CPU run", "06_pitfalls"),
     Claim("C22", 6, "This `sparse_allreduce` (non-zero entries exchanged with `all_gather`) works.",
           "It does not: `nonzero()` returns an index matrix, `all_gather` needs equal sizes on every rank, and "
-          "the ranks' non-zero positions differ.",
-          "wrong", "CPU run", "07_custom_collectives"),
+          "the ranks' non-zero positions differ; it is right only when every rank has the same non-zero positions.",
+          "wrong", "CPU run", "07_custom_collectives", "nvtutorial.report.collectives:source_verdict"),
     Claim("C23", 6, "Sparse gradient exchange cuts communication by 85 % in segmentation.",
-          "Convolutional gradients are dense; sparsity must be made (top-k), and then needs error feedback.",
-          "wrong", "2× H200 run", "07_custom_collectives"),
+          "The UNet's gradients are about two-thirds non-zero: sending only the non-zeros moves 1.35× (int32 index "
+          "+ value) to 6.1× (the source's format) the dense bytes. Sparsity must be made (top-k), and then needs "
+          "error feedback.",
+          "wrong", "2× H200 run", "07_custom_collectives", "nvtutorial.report.compression:density_verdict"),
 )
 
 BY_ID = {c.id: c for c in CLAIMS}

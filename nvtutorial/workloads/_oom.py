@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import gc
 import os
-import time
 from typing import Any
 
 from nvtutorial import runtime
@@ -135,8 +134,8 @@ def _training_oom(ctx: runtime.Context, p: Any) -> dict[str, Any]:
     import torch
     import torch.nn.functional as F
 
-    from nvtutorial import segdata
-    from nvtutorial.unet import build_unet
+    from nvtutorial.models import segdata
+    from nvtutorial.models.unet import build_unet
 
     dev = ctx.device
     torch.manual_seed(p.seed)
@@ -159,11 +158,12 @@ def _training_oom(ctx: runtime.Context, p: Any) -> dict[str, Any]:
         torch.cuda.synchronize(dev)
         torch.cuda.reset_peak_memory_stats(dev)
         row: dict[str, Any] = {"variant": label}
-        t0 = time.perf_counter()
+        timer = ctx.timer(host=True)  # the host clock, the GPU synchronised at both ends
         try:
+            timer.start()
             step(batch_parts)
-            torch.cuda.synchronize(dev)
-            row.update(outcome="fits", step_ms=1e3 * (time.perf_counter() - t0))
+            timer.stop()
+            row.update(outcome="fits", step_ms=1e3 * timer.seconds()[0])
         except torch.OutOfMemoryError as exc:
             row.update(outcome="OOM", message=_oom_message(exc))
         opt.zero_grad(set_to_none=True)

@@ -1,9 +1,14 @@
 """allreduce_bench: all-reduce bandwidth over a size sweep (algbw, busbw as nccl-tests defines them).
 
-Used in notebooks 01 and 02. For each size S: warm-up all-reduces, then ``repeats`` timed blocks
-of all-reduces (CUDA events on GPU, ``time.perf_counter`` on CPU); the block count per repeat
-shrinks for large or slow sizes so that a repeat takes about ``target_s``. The reported time is
-the median over repeats, the slowest rank's; busbw = S / t × 2(n−1)/n. Each size ends with a
+Used in notebooks 01 and 02. The method is nccl-tests' (``all_reduce_perf``): first ``warmup``
+all-reduces of the largest size; then, for each size S, ``warmup`` untimed all-reduces and
+``repeats`` timed blocks of ``iters`` back-to-back all-reduces (fewer for slow sizes, so that a
+block takes about ``target_s``). Each block is timed by notebook 01's lesson,
+:func:`nvtutorial.lessons.busbw.time_all_reduce` (CUDA events on a GPU, the host clock on the
+CPU), and converted by its :func:`~nvtutorial.lessons.busbw.bus_bandwidth`: busbw = S / t × 2(n−1)/n.
+The time of a block is its slowest rank's; the reported time is the median block. nccl-tests
+times one block of ``-n`` (20) with the host clock around it and also runs out of place (separate input
+and output buffers); ``torch.distributed.all_reduce`` only works in place. Each size ends with a
 correctness check (ranks fill r+1, the sum must be n(n+1)/2 everywhere).
 
 With ``wire_bytes > 0`` on GPUs, rank 0 also reads NVML's NVLink data counters
@@ -20,14 +25,14 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import statistics
 import time
-from collections.abc import Callable
 from typing import Any, Literal
 
-from nvtutorial import runtime
-from nvtutorial.bandwidth import size_sweep
+from nvtutorial import nvml, runtime
+from nvtutorial.lessons.busbw import bus_bandwidth, time_all_reduce
 from nvtutorial.params import require
+from nvtutorial.units import size_sweep
+from nvtutorial.workloads._bench import bandwidth_row, measure, torch_dtype
 
 DTYPES = ("float32", "bfloat16", "float16", "float64", "int32")
 
@@ -39,8 +44,8 @@ class Params:
     factor: int = 4
     sizes: tuple[int, ...] = ()  # explicit sizes in bytes; when given, min/max/factor are ignored
     dtype: Literal["float32", "bfloat16", "float16", "float64", "int32"] = "float32"
-    warmup: int = 3
-    iters: int = 20      # all-reduces per timed repeat, at most
+    warmup: int = 5      # untimed all-reduces: at the largest size first, then before each size (nccl-tests' -w)
+    iters: int = 20      # all-reduces per timed repeat, at most (nccl-tests' -n, 20 by default)
     repeats: int = 5
     target_s: float = 0.1  # per repeat; fewer iterations for slow sizes
     wire_bytes: int = 0  # > 0: measure NVLink bytes on the wire around all-reduces of this size (GPU)
@@ -60,84 +65,23 @@ class Params:
         return sorted(set(self.sizes)) if self.sizes else size_sweep(self.min_bytes, self.max_bytes, self.factor)
 
 
-# --- Timing helpers, shared by sendrecv_bench and p2p_copy ----------------------------------------
-
-def torch_dtype(name: str) -> Any:
-    import torch
-
-    return getattr(torch, name)
-
-
-def measure(ctx: runtime.Context, op: Callable[[], Any], warmup: int, iters: int, repeats: int,
-            target_s: float) -> tuple[list[float], int]:
-    """Per-call seconds of each repeat (every rank aligned by a barrier first) and the iterations used.
-
-    The first warm-up call is untimed (it may set up connections); the others estimate the
-    per-call time, from which ``iters`` is reduced so that a repeat takes about ``target_s``.
-    """
-    op()
-    ctx.sync()
-    estimate = ctx.time_calls(op, warmup - 1) if warmup > 1 else None
-    if estimate is not None:
-        iters = max(1, min(iters, int(target_s / max(estimate, 1e-9))))
-    iters = agree_min(ctx, iters)
-    times = []
-    for _ in range(repeats):
-        ctx.barrier()
-        times.append(ctx.time_calls(op, iters))
-    return times, iters
-
-
-def agree_min(ctx: runtime.Context, value: int) -> int:
-    """The smallest ``value`` over ranks (every rank must run the same number of collectives)."""
-    import torch
-    import torch.distributed as dist
-
-    t = torch.tensor([value], dtype=torch.int64, device=ctx.device)
-    dist.all_reduce(t, op=dist.ReduceOp.MIN)
-    return int(t.item())
-
-
-def slowest(ctx: runtime.Context, seconds: float) -> float:
-    """The largest value over ranks (the slowest rank decides a collective's time)."""
-    import torch
-    import torch.distributed as dist
-
-    t = torch.tensor([seconds], dtype=torch.float64, device=ctx.device)
-    dist.all_reduce(t, op=dist.ReduceOp.MAX)
-    return float(t.item())
-
-
-def bandwidth_row(ctx: runtime.Context, size: int, times: list[float], factor: float, **extra: Any) -> dict[str, Any]:
-    """Median/min/max over repeats → time (µs), algbw, busbw (GB/s), with the repeats' spread."""
-    med = slowest(ctx, statistics.median(times))
-    fastest, slowest_repeat = slowest(ctx, min(times)), slowest(ctx, max(times))
-    return {"size": size, **extra, "time_us": med * 1e6, "algbw": size / med / 1e9, "busbw": size / med / 1e9 * factor,
-            "busbw_min": size / slowest_repeat / 1e9 * factor, "busbw_max": size / fastest / 1e9 * factor,
-            "repeats": len(times)}
-
-
 # --- NVLink counters (rank 0, GPU) -------------------------------------------------------------------
 
 def _nvml_handle(pynvml: Any, ctx: runtime.Context) -> Any:
     """The NVML handle of this rank's CUDA device."""
     import torch
 
-    from nvtutorial import hardware
-
     uuid = str(getattr(torch.cuda.get_device_properties(ctx.device), "uuid", "") or "")
-    return hardware.handle_for_uuid(pynvml, uuid, ctx.local_rank)[0]
+    return nvml.handle_for_uuid(pynvml, uuid, ctx.local_rank)[0]
 
 
 def _stable_counters(pynvml: Any, handle: Any, links: list[int], settle_s: float = 1.0) -> dict[int, tuple[int, int]]:
     """Counters read until two reads 50 ms apart agree (NVML updates them a little after the traffic)."""
     end = time.monotonic() + settle_s
-    from nvtutorial import hardware
-
-    last = hardware.nvlink_counters(pynvml, handle, links)
+    last = nvml.nvlink_counters(pynvml, handle, links)
     while time.monotonic() < end:
         time.sleep(0.05)
-        now = hardware.nvlink_counters(pynvml, handle, links)
+        now = nvml.nvlink_counters(pynvml, handle, links)
         if now == last:
             break
         last = now
@@ -148,8 +92,6 @@ def wire_bytes(ctx: runtime.Context, buf: Any, size: int, iters: int) -> dict[st
     """Bytes rank 0's GPU sent and received over NVLink per all-reduce of ``size`` bytes, vs the ring formula."""
     import torch.distributed as dist
 
-    from nvtutorial import hardware
-
     expected = 2 * (ctx.world_size - 1) / ctx.world_size * size
     base = {"size": size, "iters": iters, "expected_bytes_per_op": expected}
     if not ctx.is_gpu:
@@ -157,7 +99,7 @@ def wire_bytes(ctx: runtime.Context, buf: Any, size: int, iters: int) -> dict[st
     x = buf[: size // buf.element_size()]
     x.zero_()
     with contextlib.ExitStack() as stack:
-        pynvml = stack.enter_context(hardware.nvml()) if ctx.is_main else None
+        pynvml = stack.enter_context(nvml.nvml()) if ctx.is_main else None
         reason = None
         handle: Any = None
         links: list[int] = []
@@ -165,7 +107,7 @@ def wire_bytes(ctx: runtime.Context, buf: Any, size: int, iters: int) -> dict[st
         if ctx.is_main:
             try:
                 handle = _nvml_handle(pynvml, ctx) if pynvml is not None else None
-                links = hardware.active_nvlinks(pynvml, handle) if handle is not None else []
+                links = nvml.active_nvlinks(pynvml, handle) if handle is not None else []
                 if handle is None:
                     reason = "NVML not available"
                 elif not links:
@@ -213,18 +155,22 @@ def run(ctx: runtime.Context, p: Params) -> dict:
     sizes = sorted({max(item, s - s % item) for s in p.size_list()})
     buf = torch.zeros(max(max(sizes), p.wire_bytes) // item + 1, dtype=dtype, device=ctx.device)
     expected = ctx.world_size * (ctx.world_size + 1) / 2
-    factor = 2 * (ctx.world_size - 1) / ctx.world_size
+    for _ in range(p.warmup):  # as nccl-tests: warm up at the largest size before the sweep
+        dist.all_reduce(buf[: sizes[-1] // item])
+    ctx.sync()
     rows = []
     for i, size in enumerate(sizes):
         x = buf[: size // item]
         x.zero_()  # sums of zeros stay zero: no overflow in fp16 whatever the iteration count
-        times, iters = measure(ctx, lambda x=x: dist.all_reduce(x), p.warmup, p.iters, p.repeats, p.target_s)
+        times, iters = measure(ctx, lambda x=x: dist.all_reduce(x), p.warmup, p.iters, p.repeats, p.target_s,
+                               timed=lambda n, x=x: time_all_reduce(x, n))
         x.fill_(ctx.rank + 1)
         dist.all_reduce(x)
         ok = bool((x[0] == expected).item() and (x[-1] == expected).item())
         if not ok:
             raise AssertionError(f"all-reduce of {size} B gave {x[0].item()} on rank {ctx.rank}, expected {expected}")
-        rows.append(bandwidth_row(ctx, size, times, factor, count=size // item, dtype=p.dtype, iters=iters, correct=ok))
+        rows.append(bandwidth_row(ctx, size, times, lambda s, t: bus_bandwidth(s, t, ctx.world_size),
+                                  count=size // item, dtype=p.dtype, iters=iters, correct=ok))
         ctx.progress(i + 1, len(sizes), "all-reduce sweep", size=size, busbw=round(rows[-1]["busbw"], 2))
     out: dict[str, Any] = {"rows": rows, "collective": "all_reduce", "world_size": ctx.world_size, "dtype": p.dtype,
                            "timer": "cuda events" if ctx.is_gpu else "perf_counter",

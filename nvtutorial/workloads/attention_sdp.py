@@ -27,7 +27,7 @@ from typing import Any, Literal
 
 from nvtutorial import runtime
 from nvtutorial.params import require
-from nvtutorial.unet import SIZES
+from nvtutorial.models.unet import SIZES
 
 BACKENDS = ("MATH", "FLASH_ATTENTION", "EFFICIENT_ATTENTION", "CUDNN_ATTENTION")
 
@@ -166,7 +166,7 @@ def run(ctx: runtime.Context, p: Params) -> dict[str, Any]:
     import torch
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
-    from nvtutorial.unet import build_unet
+    from nvtutorial.models.unet import build_unet
 
     dtype, dtype_name = _dtype(p, ctx.is_gpu)
     if not ctx.is_gpu:

@@ -8,7 +8,7 @@ other traps always show the trap and the fix side by side):
   and waits in DDP's gradient all-reduce. Shorter than the process-group timeout it only
   idles rank 1; longer, the run dies with a timeout. Run it with a short ``pg_timeout``.
   Fixed: every rank validates its shard and the sums are all-reduced
-  (:func:`nvtutorial.training.evaluate`).
+  (:func:`nvtutorial.lessons.training.evaluate`).
 * ``mismatched_shapes`` / ``mismatched_order``: the ranks call collectives that do not match.
   With ``TORCH_DISTRIBUTED_DEBUG=DETAIL`` every collective is checked first and both ranks
   raise a report naming the difference; without it (``detail=false``) the run crashes, hangs
@@ -28,10 +28,10 @@ other traps always show the trap and the fix side by side):
     torchrun --standalone --nproc-per-node 2 -m nvtutorial.workloads.pitfalls --set trap=mismatched_order
     nvtutorial run pitfalls --set trap=rank0_validation --pg-timeout 5
 
-The notebook reads the results with this module's other functions (:func:`epoch_orders`,
-:func:`knee`, and the readers of :mod:`nvtutorial.workloads._pitfalls_report`, re-exported
-here: :func:`where_ranks`, :func:`flight_recorder`, the verdicts...). The out-of-memory trap
-lives in :mod:`nvtutorial.workloads._oom` (GPU only).
+The notebook launches the traps with :mod:`nvtutorial.experiments.pitfalls` and reads the
+results with :mod:`nvtutorial.report.pitfalls` (:func:`~nvtutorial.report.pitfalls.where_ranks`,
+the flight recorder, the verdicts...). The out-of-memory trap lives in
+:mod:`nvtutorial.workloads._oom` (GPU only).
 """
 
 from __future__ import annotations
@@ -42,12 +42,12 @@ import os
 import re
 import statistics
 import time
-from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
 from nvtutorial import runtime
 from nvtutorial.params import require
+from nvtutorial.units import knee
 
 Trap = Literal["rank0_validation", "mismatched_shapes", "mismatched_order", "no_set_epoch", "seeds", "dataloader", "oom"]
 FAILING = ("rank0_validation", "mismatched_shapes", "mismatched_order")
@@ -103,9 +103,10 @@ def run(ctx: runtime.Context, p: Params) -> dict:
     for i, name in enumerate(p.trap):
         ctx.progress(i, len(p.trap), f"trap {name}")
         ctx.barrier()
-        t0 = time.perf_counter()
-        out[name] = handlers[name](ctx, p)
-        out["seconds"][name] = time.perf_counter() - t0
+        trap = runtime.Timer()  # the host clock, as it is: nothing synchronised
+        with trap:
+            out[name] = handlers[name](ctx, p)
+        out["seconds"][name] = trap.seconds()[0]
     ctx.progress(len(p.trap), len(p.trap), "traps")
     return out
 
@@ -117,7 +118,7 @@ def _say(ctx: runtime.Context, message: str) -> None:
 # --------------------------------------------------------------------------- rank-0-only validation
 
 def _rank0_validation(ctx: runtime.Context, p: Params) -> dict[str, Any]:
-    from nvtutorial import training
+    from nvtutorial.lessons import training
 
     # A fatal signal (the NCCL watchdog aborts a process whose collective timed out) then
     # prints every thread's Python stack into this rank's log: where it was stuck.
@@ -158,25 +159,24 @@ def _rank0_validation(ctx: runtime.Context, p: Params) -> dict[str, Any]:
         return {"completed": True, "note": f"rank 0's validation ({p.validation_s:g} s) ended before the process-group timeout"}
 
     # Fixed, part 1: a lone validation shorter than the timeout does not fail, but rank 1 idles.
-    t0 = time.perf_counter()
+    alone, first_step, all_ranks = runtime.Timer(), runtime.Timer(), runtime.Timer()  # host clock, no sync
     alone_metrics: dict[str, Any] = {}
-    if ctx.rank == 0:
-        alone_metrics, _ = lone_validation(p.short_validation_s)
-    first_step_start = time.perf_counter()
-    s.sampler.set_epoch(1)
-    images, masks = next(iter(s.loader))
-    training.train_step(s, images, masks).item()
-    first_step_s = time.perf_counter() - first_step_start
+    with alone:
+        if ctx.rank == 0:
+            alone_metrics, _ = lone_validation(p.short_validation_s)
+    with first_step:
+        s.sampler.set_epoch(1)
+        images, masks = next(iter(s.loader))
+        training.train_step(s, images, masks).item()
     ctx.barrier()
     # Fixed, part 2: every rank validates its shard; one all_reduce of sums; one division.
-    t1 = time.perf_counter()
-    together = training.evaluate(s, ctx)
-    together_s = time.perf_counter() - t1
+    with all_ranks:
+        together = training.evaluate(s, ctx)
     single = training.evaluate_single_process(s)  # the reference: one process, the whole set
     return {
-        "lone_validation_s": (first_step_start - t0) if ctx.rank == 0 else None,
-        "first_step_s": first_step_s,  # rank 1: mostly waiting for rank 0 to come back
-        "all_ranks_validation_s": together_s,
+        "lone_validation_s": alone.seconds()[0] if ctx.rank == 0 else None,
+        "first_step_s": first_step.seconds()[0],  # rank 1: mostly waiting for rank 0 to come back
+        "all_ranks_validation_s": all_ranks.seconds()[0],
         "all_ranks_metrics": {k: together[k] for k in ("loss", "iou", "samples")},
         "single_process_metrics": {"loss": single["loss"], "iou": single["iou"]},
         "agrees_with_single_process": abs(together["loss"] - single["loss"]) <= 1e-5 * max(1.0, abs(single["loss"])),
@@ -346,7 +346,7 @@ def _seeds(ctx: runtime.Context, p: Params) -> dict[str, Any]:
     from torch.nn.parallel import DistributedDataParallel as DDP
     from torch.utils.data import DataLoader, DistributedSampler
 
-    from nvtutorial.unet import build_unet
+    from nvtutorial.models.unet import build_unet
 
     require(p.samples >= 8 * ctx.world_size, f"seeds needs samples >= {8 * ctx.world_size} (8 per rank)")
     # Initialisation: a different seed on every rank, then DDP.
@@ -379,15 +379,6 @@ def _seeds(ctx: runtime.Context, p: Params) -> dict[str, Any]:
 
 # --------------------------------------------------------------------------- the input pipeline
 
-def knee(rows: Sequence[Mapping[str, Any]], x: str = "num_workers", y: str = "samples_per_s",
-         fraction: float = 0.9) -> Mapping[str, Any] | None:
-    """The row with the smallest ``x`` whose ``y`` reaches ``fraction`` of the best ``y``."""
-    rows = [r for r in rows if r.get(y) is not None]
-    if not rows:
-        return None
-    best = max(r[y] for r in rows)
-    return min((r for r in rows if r[y] >= fraction * best), key=lambda r: r[x])
-
 
 def _loader_rate(ctx: runtime.Context, loader, batches: int) -> dict[str, float]:
     t0 = time.perf_counter()
@@ -414,7 +405,7 @@ def _shards(ctx: runtime.Context, p: Params) -> dict[str, Any]:
     """Read the same samples from one file each and from a few shard files (rank 0's disk, warm cache)."""
     import numpy as np
 
-    from nvtutorial import segdata
+    from nvtutorial.models import segdata
 
     root = ctx.run_dir / f"files_rank{ctx.rank}"
     (root / "single").mkdir(parents=True, exist_ok=True)
@@ -429,10 +420,11 @@ def _shards(ctx: runtime.Context, p: Params) -> dict[str, Any]:
         np.save(root / "shards" / f"shard-{k // per_shard:04d}.npy", arr[k:k + per_shard])
 
     def read(folder: Path) -> float:
-        t0 = time.perf_counter()
-        for f in sorted(folder.iterdir()):
-            np.load(f)
-        return time.perf_counter() - t0
+        timer = runtime.Timer()  # the host clock: file reads, no device
+        with timer:
+            for f in sorted(folder.iterdir()):
+                np.load(f)
+        return timer.seconds()[0]
 
     single, shards = min(read(root / "single") for _ in range(2)), min(read(root / "shards") for _ in range(2))
     for f in list((root / "single").iterdir()) + list((root / "shards").iterdir()):
@@ -444,7 +436,8 @@ def _shards(ctx: runtime.Context, p: Params) -> dict[str, Any]:
 def _dataloader(ctx: runtime.Context, p: Params) -> dict[str, Any]:
     from torch.utils.data import DataLoader, DistributedSampler
 
-    from nvtutorial import segdata, training
+    from nvtutorial.lessons import training
+    from nvtutorial.models import segdata
 
     ds = segdata.make_dataset(max(p.samples, p.loader_batch * p.loader_batches * ctx.world_size), p.loader_image_size,
                               seed=p.seed)
@@ -465,21 +458,15 @@ def _dataloader(ctx: runtime.Context, p: Params) -> dict[str, Any]:
     for _ in range(2):
         training.train_step(s, images, masks)
     ctx.sync()
-    times = []
+    timer = ctx.timer(host=True)  # the host clock, the device synchronised at both ends
     for _ in range(5):
-        t0 = time.perf_counter()
-        training.train_step(s, images, masks)
-        ctx.sync()
-        times.append(time.perf_counter() - t0)
-    consumes = p.loader_batch / statistics.median(times)
+        with timer:
+            training.train_step(s, images, masks)
+    consumes = p.loader_batch / statistics.median(timer.seconds())
     k = knee([r for r in rows if not r["pin_memory"]])
     return {"rows": rows, "cpu_cores": os.cpu_count(), "ranks": ctx.world_size, "step_consumes_samples_per_s": consumes,
             "knee_workers": k["num_workers"] if k else None, "shards": _shards(ctx, p) if ctx.is_main else None,
             "rule_of_thumb_workers": 4 * ctx.world_size}
-
-
-# The notebook's readers live in _pitfalls_report (parent side); they are part of this module's API.
-from nvtutorial.workloads._pitfalls_report import *  # noqa: E402, F403
 
 
 if __name__ == "__main__":

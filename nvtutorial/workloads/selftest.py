@@ -38,7 +38,7 @@ def run(ctx: runtime.Context, p: Params) -> dict:
 
     print(f"rank {ctx.rank}/{ctx.world_size} up: backend {ctx.backend}, device {ctx.device}", flush=True)
     expected = ctx.world_size * (ctx.world_size + 1) / 2
-    times = []
+    timer = ctx.timer(host=True)  # the host clock, the device synchronised at both ends
     for step in range(p.steps):
         x = torch.full((p.numel,), float(ctx.rank + 1), device=ctx.device)
         if p.mode == "crash" and ctx.rank == 1:
@@ -50,15 +50,12 @@ def run(ctx: runtime.Context, p: Params) -> dict:
             print("rank 1: sleeping instead of joining the all-reduce (mode=hang)", flush=True)
             while True:
                 time.sleep(1)
-        ctx.sync()
-        t0 = time.perf_counter()
-        dist.all_reduce(x)
-        ctx.sync()
-        times.append(time.perf_counter() - t0)
+        with timer:
+            dist.all_reduce(x)
         if not torch.all(x == expected):
             raise AssertionError(f"all-reduce gave {x[0].item()} on rank {ctx.rank}, expected {expected}")
         ctx.progress(step + 1, p.steps, "all-reduce")
-    times.sort()
+    times = sorted(timer.seconds())
     return {
         "device": str(ctx.device),
         "allreduce_sum": expected,

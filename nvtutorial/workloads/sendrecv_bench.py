@@ -18,9 +18,9 @@ import dataclasses
 from typing import Any, Literal
 
 from nvtutorial import runtime
-from nvtutorial.bandwidth import size_sweep
 from nvtutorial.params import require
-from nvtutorial.workloads.allreduce_bench import bandwidth_row, measure, torch_dtype
+from nvtutorial.units import size_sweep
+from nvtutorial.workloads._bench import bandwidth_row, measure, torch_dtype
 
 
 @dataclasses.dataclass(frozen=True)
@@ -86,8 +86,8 @@ def run(ctx: runtime.Context, p: Params) -> dict:
             ok = (not receives) or bool((r[0] == (ctx.rank ^ 1) + 1).item() and (r[-1] == (ctx.rank ^ 1) + 1).item())
             if not ok:
                 raise AssertionError(f"rank {ctx.rank} received {r[0].item()} from rank {ctx.rank ^ 1}, expected {(ctx.rank ^ 1) + 1}")
-            row = bandwidth_row(ctx, size, times, 1.0, direction="both ways" if two_way else "one way", iters=iters,
-                                dtype=p.dtype)
+            row = bandwidth_row(ctx, size, times, lambda s, t: s / t / 1e9, direction="both ways" if two_way else "one way",
+                                iters=iters, dtype=p.dtype)
             row["total_gbps"] = row["algbw"] * (2 if two_way else 1)
             rows.append(row)
             ctx.progress(len(rows), total, "send/recv sweep", size=size, gbps=round(row["algbw"], 2))

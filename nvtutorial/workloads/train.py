@@ -36,13 +36,12 @@ import dataclasses
 import gc
 import math
 import statistics
-import time
 from typing import Any, Literal
 
 from nvtutorial import runtime
 from nvtutorial import params as params_mod
 from nvtutorial.params import require
-from nvtutorial.unet import SIZES
+from nvtutorial.models.unet import SIZES
 
 KNOBS = ("amp", "batch_size", "channels_last", "compile", "gradient_as_bucket_view", "bucket_cap_mb",
          "static_graph", "accumulation", "no_sync", "checkpointing", "flash_sdp", "data", "num_workers",
@@ -162,7 +161,7 @@ def knobs_for(p: Params, variant: str) -> Params:
 
 # ---------------------------------------------------------------------------------------------
 def _setup(ctx: runtime.Context, k: Params):
-    from nvtutorial import training
+    from nvtutorial.lessons import training
 
     ddp_kwargs: dict[str, Any] = {"gradient_as_bucket_view": k.gradient_as_bucket_view,
                                   "bucket_cap_mb": k.bucket_cap_mb, "static_graph": k.static_graph}
@@ -184,7 +183,7 @@ def shuffle_orders(ctx: runtime.Context, p: Params, show: int = 8) -> dict[str, 
     """The first ``show`` sample indices this rank gets in each epoch, with and without set_epoch."""
     from torch.utils.data import DistributedSampler
 
-    from nvtutorial.segdata import make_dataset
+    from nvtutorial.models.segdata import make_dataset
 
     dataset = make_dataset(p.samples, 8, p.classes, p.seed)  # only its length matters
     with_set, without = [], []
@@ -207,7 +206,7 @@ def _epoch_losses(s: Any, p: Params, epoch: int, set_epoch: bool) -> list[float]
     """Train one epoch; the per-step losses (one host sync at the end of the epoch)."""
     import torch
 
-    from nvtutorial import training
+    from nvtutorial.lessons import training
 
     if set_epoch:
         s.sampler.set_epoch(epoch)
@@ -242,8 +241,8 @@ def lesson(ctx: runtime.Context, p: Params) -> dict[str, Any]:
 def _lesson(ctx: runtime.Context, p: Params) -> dict[str, Any]:
     from torch.utils.data import BatchSampler
 
-    from nvtutorial import checkpoint as ckpt
-    from nvtutorial import training
+    from nvtutorial.lessons import checkpoint as ckpt
+    from nvtutorial.lessons import training
 
     s = _setup(ctx, p)
     sampler_len = len(s.sampler)
@@ -265,13 +264,10 @@ def _lesson(ctx: runtime.Context, p: Params) -> dict[str, Any]:
     path = p.checkpoint or str(ctx.run_dir / "checkpoint.pt")
     history: list[dict[str, Any]] = [{"epoch": start_epoch - 1, "step": step, **_val_brief(training.evaluate(s, ctx))}]
     step_losses: list[list[float]] = []
-    t_train = 0.0
+    epochs = ctx.timer(host=True)
     for epoch in range(start_epoch, p.epochs):
-        ctx.sync()
-        t0 = time.perf_counter()
-        losses = _epoch_losses(s, p, epoch, p.set_epoch)
-        ctx.sync()
-        t_train += time.perf_counter() - t0
+        with epochs:
+            losses = _epoch_losses(s, p, epoch, p.set_epoch)
         step += len(losses)
         step_losses.append(losses)
         val = training.evaluate(s, ctx)
@@ -287,7 +283,7 @@ def _lesson(ctx: runtime.Context, p: Params) -> dict[str, Any]:
     val_single = training.evaluate_single_process(s) if ctx.is_main else None
     ctx.barrier()
     out: dict[str, Any] = {
-        **info, "history": history, "step_losses": step_losses, "train_s": t_train,
+        **info, "history": history, "step_losses": step_losses, "train_s": sum(epochs.seconds(), 0.0),
         "val": val_correct, "val_naive": val_naive, "val_single": val_single,
         "weights_checksum": _checksum(s.module),
     }
@@ -312,8 +308,8 @@ def _checksum(module: Any) -> float:
 def _resume_check(ctx: runtime.Context, p: Params, path: str, step_losses: list[list[float]],
                   val_uninterrupted: dict[str, Any]) -> dict[str, Any]:
     """A fresh model and optimizer, loaded from the checkpoint, trained on to the end."""
-    from nvtutorial import checkpoint as ckpt
-    from nvtutorial import training
+    from nvtutorial.lessons import checkpoint as ckpt
+    from nvtutorial.lessons import training
 
     s = _setup(ctx, p)  # new model, optimizer and loaders; the checkpoint decides the state
     meta = ckpt.load_checkpoint(path, s)
@@ -332,40 +328,6 @@ def _resume_check(ctx: runtime.Context, p: Params, path: str, step_losses: list[
 
 
 # ---------------------------------------------------------------------------------------------
-def _timer(ctx: runtime.Context):
-    """``start()``/``stop()`` pairs; ``times_ms()`` after the run (one sync at the end on GPU)."""
-    import torch
-
-    class Timer:
-        def __init__(self) -> None:
-            self.pairs: list[Any] = []
-
-        def start(self) -> None:
-            if ctx.is_gpu:
-                ev = torch.cuda.Event(enable_timing=True)
-                ev.record()
-                self.pairs.append([ev, None])
-            else:
-                ctx.sync()
-                self.pairs.append([time.perf_counter(), None])
-
-        def stop(self) -> None:
-            if ctx.is_gpu:
-                ev = torch.cuda.Event(enable_timing=True)
-                ev.record()
-                self.pairs[-1][1] = ev
-            else:
-                self.pairs[-1][1] = time.perf_counter()
-
-        def times_ms(self) -> list[float]:
-            if ctx.is_gpu:
-                torch.cuda.synchronize(ctx.device)
-                return [a.elapsed_time(b) for a, b in self.pairs]
-            return [1e3 * (b - a) for a, b in self.pairs]
-
-    return Timer()
-
-
 def _memory_start(ctx: runtime.Context) -> int:
     import torch
 
@@ -393,11 +355,11 @@ def measure_variant(ctx: runtime.Context, p: Params, variant: str) -> dict[str, 
     """Fresh model and optimizer with the variant's knobs; timed steps; memory; loss curve."""
     import torch
 
-    from nvtutorial import training
+    from nvtutorial.lessons import training
 
     k = knobs_for(p, variant)
     if k.data == "device":  # render the data sets before the memory baseline
-        from nvtutorial.segdata import make_dataset
+        from nvtutorial.models.segdata import make_dataset
 
         training.device_dataset(make_dataset(k.samples, k.image_size, k.classes, k.seed), ctx.device)
         training.device_dataset(make_dataset(k.val_samples, k.image_size, k.classes, k.seed + training.VAL_SEED_OFFSET),
@@ -422,11 +384,10 @@ def measure_variant(ctx: runtime.Context, p: Params, variant: str) -> dict[str, 
                 return training.train_step(s, *group[0])
             return training.train_step_accumulated(s, group, sync=sync, no_sync=k.no_sync)
 
-        ctx.sync()
-        t0 = time.perf_counter()
-        losses = [step()]
-        ctx.sync()
-        row["first_step_s"] = time.perf_counter() - t0  # includes compilation with compile=true
+        first = ctx.timer(host=True)
+        with first:
+            losses = [step()]
+        row["first_step_s"] = first.seconds()[0]  # includes compilation with compile=true
         for _ in range(max(0, k.warmup - 1)):
             losses.append(step())
         # Memory just before each optimizer step, when every gradient exists: what
@@ -434,12 +395,11 @@ def measure_variant(ctx: runtime.Context, p: Params, variant: str) -> dict[str, 
         at_step: list[int] = []
         hook = (s.optimizer.register_step_pre_hook(lambda *_: at_step.append(torch.cuda.memory_allocated(ctx.device)))
                 if ctx.is_gpu else None)
-        timer = _timer(ctx)
+        timer = ctx.timer()
         for _ in range(k.steps):
-            timer.start()
-            losses.append(step())
-            timer.stop()
-        times = timer.times_ms()
+            with timer:
+                losses.append(step())
+        times = [1e3 * t for t in timer.seconds()]
         if hook is not None:
             hook.remove()
             at_optimizer = (max(at_step) - base_bytes) / 1e9 if at_step else None  # fp16: every step skipped
@@ -453,12 +413,11 @@ def measure_variant(ctx: runtime.Context, p: Params, variant: str) -> dict[str, 
         elif k.comm_share:
             for _ in range(min(2, k.warmup)):
                 step(sync=False)
-            timer = _timer(ctx)
+            timer = ctx.timer()
             for _ in range(k.steps):
-                timer.start()
-                step(sync=False)
-                timer.stop()
-            row["nosync_step_ms"] = statistics.median(timer.times_ms())
+                with timer:
+                    step(sync=False)
+            row["nosync_step_ms"] = statistics.median(1e3 * t for t in timer.seconds())
             row["comm_share"] = 1.0 - row["nosync_step_ms"] / row["step_ms"]
         row["status"] = "ok"
     except Exception as exc:  # noqa: BLE001 - a knob that fails on this machine is a result, not a crash
@@ -481,7 +440,7 @@ def measure_variant(ctx: runtime.Context, p: Params, variant: str) -> dict[str, 
 def run(ctx: runtime.Context, p: Params) -> dict[str, Any]:
     import torch
 
-    from nvtutorial.unet import build_unet, count_parameters
+    from nvtutorial.models.unet import build_unet, count_parameters
 
     if ctx.is_gpu:
         torch.backends.cudnn.benchmark = p.cudnn_benchmark

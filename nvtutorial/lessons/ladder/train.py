@@ -17,6 +17,7 @@ import os
 import torch
 import torch.distributed as dist
 
+from nvtutorial import runtime
 from nvtutorial.lessons.ladder.rungs import DATA_PARALLEL, RUNGS, single
 from nvtutorial.models import transformer
 
@@ -100,6 +101,7 @@ def main() -> None:
     if dist.get_rank() == 0:
         for step, loss in enumerate(losses):
             print(f"{args.rung} step {step}: loss {loss:.6f}")
+    runtime.save_metrics({"rung": args.rung, "losses": losses})  # for `nvtutorial.run(this file)`; else nothing
     dist.destroy_process_group()
 
 

@@ -1,0 +1,130 @@
+"""What notebook 00 concludes: the first all-reduce gave every rank the sum, a failing rank was named,
+a hanging rank was found where the lesson says, and no process was left behind. Each is a ``pass``/``fail``
+:class:`~nvtutorial.report.verdict.Verdict` computed from what the runs returned.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from ..teach.predict import grade_choice
+from .verdict import Verdict
+
+_CELL_FRAME = re.compile(r'^\s*File "<ranks cell \d+>", line (\d+), in')
+
+
+def first_allreduce(values: Sequence[Any], contributions: Sequence[float], where: str) -> Verdict:
+    """Every rank's tensor after ``dist.all_reduce`` against the sum of what the ranks put in."""
+    expected = float(sum(contributions))
+    got = [sorted({float(v) for v in getattr(t, "flatten", lambda: t)().tolist()}) for t in values]
+    ok = all(g == [expected] for g in got)
+    text = (f"Every rank holds {expected:g} in every element: the sum of the ranks' {', '.join(f'{c:g}' for c in contributions)}."
+            if ok else f"Expected {expected:g} everywhere; the ranks hold {got}.")
+    return Verdict("first all-reduce", "pass" if ok else "fail", text,
+                   {"expected": expected, "ranks": len(values), "held": got}, where)
+
+
+ALL_REDUCE_CHOICES = {"a": "1: each rank keeps its own value", "b": "2: the largest value", "c": "3: the sum",
+                      "d": "1.5: the average"}
+"""Notebook 00's prediction: what rank 0's tensor holds after ``dist.all_reduce`` when rank r put in r + 1."""
+
+
+def grade_allreduce(prediction: str | None, values: Sequence[Any], where: str) -> Verdict:
+    """Grade the prediction against what rank 0 really held."""
+    held = float(values[0].flatten()[0])
+    answer = {1.0: "a", 2.0: "b", 3.0: "c", 1.5: "d"}.get(held)
+    if answer is None:
+        return Verdict("all_reduce", "info", f"Rank 0 holds {held:g}: none of the choices (were there {len(values)} ranks?).",
+                       {"held": held}, where)
+    return grade_choice("all_reduce", prediction, answer, ALL_REDUCE_CHOICES, where=where,
+                        explanation="dist.all_reduce sums by default (op=ReduceOp.SUM) and leaves the result on every "
+                                    "rank, in place: 1 + 2 = 3. Other ops: ReduceOp.MAX, MIN, PRODUCT and, with NCCL, AVG.")
+
+
+def crash(error: Any, expected_rank: int = 1, expected_type: str = "RuntimeError", where: str | None = None) -> Verdict:
+    """A ``RunFailed`` from a rank that raised: the right rank and exception named, and no process left.
+    ``where``: the machine, when the failed run could not say (its ranks died before reporting it)."""
+    result = error.result
+    left = processes_left(_pids(result.run_dir))
+    ok = error.rank == expected_rank and error.exc_type == expected_type and not left
+    text = (f"The launcher named rank {error.rank} and its {error.exc_type}, with its traceback, and ended every process "
+            f"of the run ({len(left)} left)." if ok else
+            f"Expected rank {expected_rank} with {expected_type} and no process left; got rank {error.rank}, "
+            f"{error.exc_type}, {len(left)} process(es) left: {left}.")
+    return Verdict("a failing rank", "pass" if ok else "fail", text,
+                   {"rank": error.rank, "exception": error.exc_type, "processes_left": len(left)},
+                   result.label if result.env is not None else (where or result.label))
+
+
+def stuck_line(stack: str | None) -> str | None:
+    """The innermost line of cell code in a ``%%ranks`` stack: where the rank was waiting."""
+    lines = (stack or "").splitlines()
+    found = None
+    for i, line in enumerate(lines):
+        if _CELL_FRAME.match(line) and i + 1 < len(lines):
+            found = lines[i + 1].strip()
+    return found
+
+
+WAITS_AT = {"gloo": "dist.all_reduce(", "nccl": ".item()"}
+"""Where rank 0 of notebook 00's hang waits: inside ``all_reduce`` with gloo, whose collectives block the
+caller; with NCCL ``all_reduce`` only queues the work, so the rank waits at the first line that needs the
+result (a ``.item()``)."""
+
+
+def hang(cell: Any, backend: str, stuck_rank: int = 0) -> Verdict:
+    """A ``%%ranks`` cell that hung (``ranks.run_code`` result): the deadline fired, ``stuck_rank`` was waiting
+    where :data:`WAITS_AT` says for ``backend``, and every other rank had left the cell."""
+    outcomes = {o.rank: o for o in cell.outcomes}
+    stuck = outcomes.get(stuck_rank)
+    line = stuck_line(stuck.stack) if stuck is not None else None
+    others = {r: o.status for r, o in outcomes.items() if r != stuck_rank}
+    expected = WAITS_AT[backend]
+    ok = (cell.reason == "timeout" and stuck is not None and stuck.status == "timeout" and line is not None
+          and expected in line and all(s == "ok" for s in others.values()) and cell.group_kept)
+    where = "GPUs, NCCL" if backend == "nccl" else "CPU, gloo: a simulation, not a GPU measurement"
+    numbers = {"reason": cell.reason, "stuck_rank": stuck_rank, "stuck_line": line, "expected": expected,
+               "others": others, "group_kept": cell.group_kept, "deadline_s": cell.timeout}
+    if ok:
+        code = line.split("#")[0].strip()
+        return Verdict("a hanging rank", "pass", f"At the {cell.timeout:g} s deadline rank {stuck_rank} was waiting at "
+                       f"`{code}` for a partner that never came, every other rank had left the cell, and the group was "
+                       "freed and kept.", numbers, where)
+    return Verdict("a hanging rank", "fail", f"Expected rank {stuck_rank} stuck at a line with `{expected}` and the "
+                   f"others done; got reason {cell.reason}, line {line!r}, others {others}.", numbers, where)
+
+
+def _pids(run_dir: Any) -> list[int]:
+    from pathlib import Path
+
+    out = []
+    for path in Path(run_dir).glob("rank*.pid"):
+        try:
+            out.append(int(path.read_text().strip()))
+        except (OSError, ValueError):
+            continue
+    return out
+
+
+def processes_left(pids: Iterable[int]) -> list[int]:
+    """The pids of ``pids`` that still run (zombies waiting to be reaped count as gone)."""
+    import psutil
+
+    alive = []
+    for pid in pids:
+        try:
+            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+                alive.append(pid)
+        except psutil.NoSuchProcess:
+            continue
+    return alive
+
+
+def nothing_left(pids: Sequence[int], what: str) -> Verdict:
+    """After stopping ``what``, none of its processes runs."""
+    left = processes_left(pids)
+    return Verdict("nothing left running", "fail" if left else "pass",
+                   f"{what}: {len(pids)} process(es) were running, {len(left)} still are" + (f": {left}" if left else "."),
+                   {"processes": len(pids), "left": len(left)}, "this machine")

@@ -1,0 +1,663 @@
+"""Multi-node runs on a Slurm cluster: a batch script, its submission, and the run's result.
+
+``nvtutorial slurm WORKLOAD_OR_SCRIPT --nodes N --gpus-per-node G`` writes ``RUN_DIR/job.sbatch``;
+``--submit`` hands it to ``sbatch`` and ``--wait`` follows the job to its end. Used in notebook 09,
+through the Python API::
+
+    from nvtutorial import slurm
+    job = slurm.prepare("selftest", nodes=2, procs_per_node=1, params={"steps": 3})
+    print(job.script())                      # the batch script, as it will be submitted
+    with slurm.local_cluster():              # a real Slurm on this machine (scripts/slurm-local.sh)
+        info = slurm.submit(job.write(), wait=True)
+    info.state, info.exit_code, info.result  # COMPLETED, 0, the RunResult from result.json
+
+What the script does, and where each practice comes from:
+
+- one task per node (``--ntasks-per-node=1``) that runs one ``torchrun``, which starts the node's
+  ranks; the nodes meet in a c10d rendezvous on the first node of the allocation, found with
+  ``scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1``, with ``--rdzv-id $SLURM_JOB_ID``
+  (PyTorch's multinode tutorial and its ``pytorch/examples``
+  ``distributed/ddp-tutorial-series/slurm/sbatch_run.sh``; ``pytorch/torchtitan``
+  ``multinode_trainer.slurm``);
+- ``srun --kill-on-bad-exit=1`` so one failed node ends the others instead of leaving them in a
+  collective until the process-group timeout; values that differ per node (``$SLURM_NODEID``) are
+  expanded by the node at ``srun`` time, never in the batch script (``stas00/ml-engineering``
+  ``orchestration/slurm/users.md`` "SLURM_PROCID early interpolation",
+  ``launchers/torchrun-launcher.slurm``);
+- ``srun --cpus-per-task="$SLURM_CPUS_PER_TASK"``: since Slurm 22.05 a step does not inherit the
+  batch job's ``--cpus-per-task`` (``man srun``);
+- the job's output and every log in the run folder (``--output=RUN_DIR/slurm-%j.out``, one
+  ``nodeN.log`` per node), and a status decided from the step's exit code after ``srun``
+  (``huggingface/picotron`` ``template/base_job.slurm``);
+- on GPUs, ``NCCL_DEBUG=INFO`` into one file per host and process,
+  ``NCCL_DEBUG_FILE=RUN_DIR/nccl-%h-%p.log`` (``stas00/ml-engineering`` ``network/debug``);
+  ``PYTHONFAULTHANDLER=1`` (torchtitan);
+- the rendezvous port is derived from the job id, so two jobs sharing a node do not collide
+  (picotron draws a random one).
+
+After ``srun``, :func:`collect` (``python -m nvtutorial.slurm collect RUN_DIR``) builds
+``result.json`` from the ranks' ``rank{R}.json`` with the launcher's own collection
+(:func:`nvtutorial.diagnosis.collect` and ``diagnose``), prints one line naming the node and rank
+that failed first, and exits with that node's exit code, which becomes the job's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import re
+import secrets
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from . import diagnosis, launch, workloads
+from . import params as params_mod
+from .results import RunResult, read_json, write_json_atomic
+
+SLURM_PACKAGES = "slurmctld slurmd slurm-client munge"
+TERMINAL_STATES = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED",
+                   "BOOT_FAIL", "DEADLINE", "SPECIAL_EXIT", "REVOKED"}
+SUMMARY_PREFIX = "nvtutorial slurm: "
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_SBATCH_VALUE = re.compile(r"^[\w.,@:+-]+$")
+
+
+class SlurmError(ValueError):
+    """Bad input for a Slurm job, found before anything was written; or Slurm refused it."""
+
+
+@dataclasses.dataclass(frozen=True)
+class SlurmJob:
+    """A validated multi-node run (see :func:`prepare`): render it with :meth:`script`, save it with :meth:`write`."""
+
+    target: str
+    """A workload name, or the absolute path of a script."""
+    is_script: bool
+    params: Any
+    script_args: tuple[str, ...]
+    nodes: int
+    gpus_per_node: int
+    procs_per_node: int
+    cpus_per_task: int
+    time_min: int
+    partition: str | None
+    account: str | None
+    exclusive: bool
+    env: Mapping[str, str]
+    run_dir: Path
+    max_restarts: int
+    port: int | None
+    python: str
+
+    @property
+    def backend(self) -> str:
+        return "nccl" if self.gpus_per_node else "gloo"
+
+    @property
+    def world_size(self) -> int:
+        return self.nodes * self.procs_per_node
+
+    @property
+    def name(self) -> str:
+        return Path(self.target).stem if self.is_script else self.target
+
+    @property
+    def path(self) -> Path:
+        """Where :meth:`write` puts the batch script."""
+        return self.run_dir / "job.sbatch"
+
+    def program(self) -> list[str]:
+        """What torchrun starts on every rank: the workload module and its arguments, or the script."""
+        if self.is_script:
+            return [self.target, *self.script_args]
+        cmd = ["-m", f"nvtutorial.workloads.{self.target}", "--out", "$RUN_DIR", "--backend", self.backend, "--capture"]
+        for key, value in params_mod.to_strings(self.params).items():
+            cmd += ["--set", f"{key}={value}"]
+        return cmd
+
+    def script(self) -> str:
+        """The batch script's text."""
+        return _render(self)
+
+    def write(self) -> Path:
+        """Write the batch script and ``slurm.json`` (what :func:`collect` reads) into the run folder."""
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        for pattern in ("rank*.*", "node*.exit", "node*.log", "result.json"):
+            for stale in self.run_dir.glob(pattern):
+                stale.unlink(missing_ok=True)
+        write_json_atomic(self.run_dir / "slurm.json", self.describe())
+        self.path.write_text(self.script())
+        self.path.chmod(0o755)
+        return self.path
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "target": self.target, "is_script": self.is_script, "script_args": list(self.script_args),
+            "params": params_mod.to_strings(self.params) if self.params is not None else {},
+            "nodes": self.nodes, "gpus_per_node": self.gpus_per_node, "procs_per_node": self.procs_per_node,
+            "backend": self.backend, "env": dict(self.env), "run_dir": str(self.run_dir),
+        }
+
+
+def prepare(target: str, *, nodes: int = 2, gpus_per_node: int = 0, procs_per_node: int | None = None,
+            params: Mapping[str, Any] | None = None, env: Mapping[str, Any] | None = None, time_min: int = 10,
+            partition: str | None = None, account: str | None = None, exclusive: bool = False,
+            out: str | os.PathLike[str] | None = None, cpus_per_task: int | None = None, max_restarts: int = 0,
+            port: int | None = None, script_args: tuple[str, ...] | list[str] = (), python: str | None = None) -> SlurmJob:
+    """Check a multi-node run; raises :class:`SlurmError` naming the bad value and the fix.
+
+    ``target``: a workload (``nvtutorial list``) or a Python script path (anything ending in
+    ``.py`` or containing ``/``). ``procs_per_node``: ranks per node on CPU (default 1); on GPUs it
+    is ``gpus_per_node``. ``cpus_per_task``: cores per node (default 4 per GPU, else 1 per rank).
+    """
+    def whole(name: str, value: Any, least: int) -> int:
+        if not isinstance(value, int) or isinstance(value, bool) or value < least:
+            raise SlurmError(f"{name}={value!r}: give a whole number of at least {least}")
+        return value
+
+    whole("nodes", nodes, 1)
+    whole("gpus_per_node", gpus_per_node, 0)
+    whole("time_min", time_min, 1)
+    whole("max_restarts", max_restarts, 0)
+    if gpus_per_node:
+        if procs_per_node not in (None, gpus_per_node):
+            raise SlurmError(f"procs_per_node={procs_per_node} with gpus_per_node={gpus_per_node}: on GPUs every "
+                             "GPU gets one rank; leave --procs-per-node out")
+        procs = gpus_per_node
+    else:
+        procs = whole("procs_per_node", 1 if procs_per_node is None else procs_per_node, 1)
+    cpus = whole("cpus_per_task", cpus_per_task if cpus_per_task is not None else
+                 (4 * gpus_per_node if gpus_per_node else procs), 1)
+    if port is not None and (whole("port", port, 1024) > 65535):
+        raise SlurmError(f"port={port}: use a port between 1024 and 65535")
+    for name, value in (("partition", partition), ("account", account)):
+        if value is not None and not _SBATCH_VALUE.match(value):
+            raise SlurmError(f"{name}={value!r}: use the name as sinfo/sacctmgr show it (letters, digits, . , _ -)")
+    overrides = {}
+    for key, value in (env or {}).items():
+        if not _NAME.match(str(key)):
+            raise SlurmError(f"bad environment variable name {key!r}: use letters, digits and _")
+        overrides[str(key)] = str(value)
+
+    is_script = target.endswith(".py") or os.sep in target
+    if is_script:
+        path = Path(target).expanduser().resolve()
+        if not path.is_file():
+            raise SlurmError(f"no script at {target}: give a workload name (nvtutorial list) or an existing .py file")
+        if params:
+            raise SlurmError("--set is for workloads; pass a script's own arguments after --")
+        target, parsed = str(path), None
+    else:
+        if script_args:
+            raise SlurmError(f"{target} is a workload: give its parameters with --set KEY=VALUE, not after --")
+        try:
+            parsed = params_mod.build(workloads.load(target).Params, dict(params or {}))
+        except workloads.UnknownWorkload as exc:
+            raise SlurmError(str(exc)) from None
+        except params_mod.ParamError as exc:
+            raise SlurmError(f"{target}: {exc}") from None
+    if out is None:
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        name = Path(target).stem if is_script else target
+        out = launch.runs_root() / f"slurm-{name}-{stamp}-{secrets.token_hex(3)}"
+    return SlurmJob(target=target, is_script=is_script, params=parsed, script_args=tuple(map(str, script_args)),
+                    nodes=nodes, gpus_per_node=gpus_per_node, procs_per_node=procs, cpus_per_task=cpus,
+                    time_min=time_min, partition=partition, account=account, exclusive=exclusive, env=overrides,
+                    run_dir=Path(out).expanduser().resolve(), max_restarts=max_restarts, port=port,
+                    python=python or sys.executable)
+
+
+def batch_script(target: str, **kwargs: Any) -> str:
+    """The batch script for a run (:func:`prepare`'s arguments), without writing anything."""
+    return prepare(target, **kwargs).script()
+
+
+def _time_limit(minutes: int) -> str:
+    days, rest = divmod(minutes, 24 * 60)
+    return (f"{days}-" if days else "") + f"{rest // 60:02d}:{rest % 60:02d}:00"
+
+
+def _render(job: SlurmJob) -> str:
+    q = shlex.quote
+    where = (f"{job.gpus_per_node} GPU(s) per node, nccl" if job.gpus_per_node
+             else f"{job.procs_per_node} CPU rank(s) per node, gloo")
+    lines = [
+        "#!/bin/bash",
+        f"# nvtutorial slurm: {job.name} on {job.nodes} nodes ({where}; world size {job.world_size}).",
+        f"# Submit with: sbatch {q(str(job.path))}    Results: {job.run_dir}/result.json",
+        "#SBATCH --job-name=" + f"nvt-{re.sub(r'[^A-Za-z0-9_.-]', '_', job.name)}",
+        f"#SBATCH --nodes={job.nodes}",
+        "#SBATCH --ntasks-per-node=1                # one torchrun per node; it starts the node's ranks",
+    ]
+    if job.gpus_per_node:
+        lines.append(f"#SBATCH --gpus-per-node={job.gpus_per_node}")
+    lines += [f"#SBATCH --cpus-per-task={job.cpus_per_task}", f"#SBATCH --time={_time_limit(job.time_min)}",
+              f"#SBATCH --output={job.run_dir}/slurm-%j.out"]
+    if job.partition:
+        lines.append(f"#SBATCH --partition={job.partition}")
+    if job.account:
+        lines.append(f"#SBATCH --account={job.account}")
+    if job.exclusive:
+        lines.append("#SBATCH --exclusive                        # no other job on these nodes while measuring")
+    package_root = Path(__file__).resolve().parent.parent
+    lines += [
+        "",
+        "set -uo pipefail    # no -e: when a node fails, the lines after srun still say which one",
+        "",
+        f"export RUN_DIR={q(str(job.run_dir))}            # on a filesystem every node sees",
+        f"PYTHON=${{NVTUTORIAL_PYTHON:-{q(job.python)}}}   # a Python with torch and nvtutorial on every node",
+        f"export PYTHONPATH={q(str(package_root))}${{PYTHONPATH:+:$PYTHONPATH}}",
+        "export PYTHONUNBUFFERED=1 PYTHONFAULTHANDLER=1",
+        f"export OMP_NUM_THREADS={max(1, job.cpus_per_task // job.procs_per_node)}",
+    ]
+    if job.gpus_per_node:
+        lines += ["export NCCL_DEBUG=INFO",
+                  'export NCCL_DEBUG_FILE="$RUN_DIR/nccl-%h-%p.log"   # one NCCL log per host (%h) and process (%p)']
+    lines += [f"export {key}={q(value)}" for key, value in job.env.items()]
+    port = str(job.port) if job.port else "$((20000 + SLURM_JOB_ID % 20000))"
+    lines += [
+        "",
+        "# The rendezvous: every node's torchrun meets on the first node of the allocation.",
+        'HEAD_NODE=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
+        'HEAD_ADDR=$(scontrol show node "$HEAD_NODE" | sed -n \'s/.*NodeAddr=\\([^ ]*\\).*/\\1/p\')',
+        f'RDZV_ENDPOINT="${{HEAD_ADDR:-$HEAD_NODE}}:{port}"',
+        'echo "job $SLURM_JOB_ID: $SLURM_NNODES nodes ($SLURM_JOB_NODELIST), rendezvous at $RDZV_ENDPOINT"',
+        "",
+        "TORCHRUN=(",
+        '    "$PYTHON" -m torch.distributed.run       # = torchrun',
+        f'    --nnodes "$SLURM_NNODES" --nproc-per-node {job.procs_per_node}',
+        '    --rdzv-backend c10d --rdzv-endpoint "$RDZV_ENDPOINT" --rdzv-id "$SLURM_JOB_ID"',
+        f"    --max-restarts {job.max_restarts}",
+        *_program_lines(job),
+        ")",
+        "",
+        "# One task per node. --kill-on-bad-exit=1: when one node's torchrun fails, Slurm ends the others",
+        "# (SIGTERM, then SIGKILL). Each node records its exit code; the single quotes keep $SLURM_NODEID",
+        "# for the node, and the shell stays (passing SIGTERM on) until torchrun has ended.",
+        'rm -f "$RUN_DIR"/node*.exit "$RUN_DIR"/rank*.* "$RUN_DIR"/result.json    # a resubmission starts clean',
+        "START=$(date +%s.%N)",
+        'srun --ntasks-per-node=1 --cpus-per-task="$SLURM_CPUS_PER_TASK" --kill-on-bad-exit=1 \\',
+        '    --output="$RUN_DIR/node%n.log" bash -c \'',
+        '        "$@" & child=$!',
+        '        trap "kill -TERM $child 2>/dev/null" TERM',
+        '        wait $child; rc=$?',
+        '        while kill -0 $child 2>/dev/null; do wait $child; rc=$?; done',
+        '        echo "$rc $(date +%s.%N) $SLURMD_NODENAME $(hostname)" >"$RUN_DIR/node$SLURM_NODEID.exit"',
+        '        exit $rc\' node "${TORCHRUN[@]}"',
+        "STEP_RC=$?",
+        "",
+        "# result.json from the ranks' files; one line naming the node and rank that failed first;",
+        "# the job exits with that node's exit code.",
+        '"$PYTHON" -m nvtutorial.slurm collect "$RUN_DIR" --step-rc "$STEP_RC" --started "$START"',
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def _program_lines(job: SlurmJob) -> list[str]:
+    """The program part of the torchrun command, one ``--set`` per line."""
+    words = ['"$RUN_DIR"' if arg == "$RUN_DIR" else shlex.quote(arg) for arg in job.program()]
+    lines, current = [], []
+    for word in words:
+        if word == "--set" and current:
+            lines.append("    " + " ".join(current))
+            current = []
+        current.append(word)
+    return lines + ["    " + " ".join(current)]
+
+
+# --- after srun, on the first node: the result ------------------------------------------------------
+
+def _node_outcomes(run_dir: Path, nodes: int) -> list[dict[str, Any]]:
+    """Per node: its exit code, when, its Slurm name and host (None where Slurm ended it first),
+    and the ranks that torchrun's failure summary in ``nodeN.log`` names, with their exit codes."""
+    out = []
+    for node in range(nodes):
+        item: dict[str, Any] = {"node": node, "exit_code": None, "time": None, "nodename": None, "host": None,
+                                "failed_ranks": []}
+        try:
+            rc, when, nodename, host = (run_dir / f"node{node}.exit").read_text().split()[:4]
+            item.update(exit_code=int(rc), time=float(when), nodename=nodename, host=host)
+        except (OSError, ValueError):
+            pass
+        try:
+            text = (run_dir / f"node{node}.log").read_text(errors="replace")
+            item["failed_ranks"] = [(int(r), int(c)) for r, c in diagnosis._AGENT_FAILURE.findall(text)]
+        except OSError:
+            pass
+        out.append(item)
+    return out
+
+
+def _first_failure(outcomes: list[dict[str, Any]], error_ranks: set[int],
+                   first_error_rank: int | None) -> tuple[dict[str, Any] | None, tuple[int, int] | None]:
+    """The node that failed first, and the rank killed by a crash signal there (if that is what happened).
+
+    As the launcher does: a rank killed by a signal (no Python exception) is the cause, the others'
+    errors its consequence; else the node hosting the first rank that raised; else the earliest
+    non-zero exit.
+    """
+    crash = {int(s) for s in diagnosis.CRASH_SIGNALS}
+    for item in outcomes:
+        for rank, code in item["failed_ranks"]:
+            if code < 0 and -code in crash and rank not in error_ranks:
+                return item, (rank, code)
+    if first_error_rank is not None:
+        for item in outcomes:
+            if any(rank == first_error_rank for rank, _ in item["failed_ranks"]):
+                return item, None
+    failed = [o for o in outcomes if o["exit_code"] not in (None, 0)]
+    return (min(failed, key=lambda o: o["time"]) if failed else None), None
+
+
+def _rank_words(rank: int, code: int) -> str:
+    if code < 0 and -code in {int(s) for s in signal.Signals}:
+        return f"rank {rank} was killed by {signal.Signals(-code).name}"
+    return f"rank {rank} exited with code {code}"
+
+
+def collect(run_dir: str | os.PathLike[str], step_rc: int = 0, started: float | None = None) -> tuple[RunResult, str, int]:
+    """Build and save ``result.json`` for a finished job; return it, the one-line summary and the exit code."""
+    run_dir = Path(run_dir)
+    meta = read_json(run_dir / "slurm.json")
+    wall = time.time() - started if started else 0.0
+    outcomes = _node_outcomes(run_dir, meta["nodes"])
+    job_id = os.environ.get("SLURM_JOB_ID", "?")
+    world = meta["nodes"] * meta["procs_per_node"]
+    detail = ""
+    if meta["is_script"]:
+        result = RunResult(workload=Path(meta["target"]).name, params={"args": meta["script_args"]}, returncode=step_rc,
+                           wall_s=wall, first_output_s=None, env=None, ranks=[], run_dir=run_dir, log_files={},
+                           log_tail=[], overrides=meta["env"])
+        first_error, error_ranks = None, set()
+    else:
+        spec = launch.LaunchSpec(
+            workload=meta["target"], params=params_mod.build(workloads.load(meta["target"]).Params, meta["params"]),
+            nproc=meta["procs_per_node"], nnodes=meta["nodes"], backend=meta["backend"], timeout=None,
+            env=meta["env"], run_dir=run_dir, output="none", pg_timeout=None)
+        result = diagnosis.collect(spec, step_rc, wall, None)
+        first_error = next(iter(diagnosis._errors(spec)), None)
+        error_ranks = {int(p.name[4:].split(".")[0]) for p in run_dir.glob("rank*.error.json")}
+        if result.env is not None and meta["nodes"] > 1:
+            names = ", ".join(o["nodename"] or f"node{o['node']}" for o in outcomes)
+            hosts = ", ".join(dict.fromkeys(o["host"] for o in outcomes if o["host"])) or result.env.host
+            result.env = dataclasses.replace(result.env, host=f"{hosts} ({meta['nodes']} Slurm nodes: {names})",
+                                             link=f"{meta['nodes']} nodes" if result.env.is_gpu else None)
+        if first_error is not None or (step_rc == 0 and not result.ranks):
+            # a rank's traceback, as the launcher reports it (a node's failure otherwise: below)
+            failure = diagnosis.diagnose(spec, result, diagnosis.Observed())
+            detail = failure.message if failure else ""
+    failed, signalled = _first_failure(outcomes, error_ranks, int(first_error["rank"]) if first_error else None)
+    if failed is None and step_rc == 0 and result.returncode == 0:
+        code = 0
+        summary = (f"job {job_id} COMPLETED: {Path(meta['target']).name} on {meta['nodes']} nodes × "
+                   f"{meta['procs_per_node']} rank(s) (world size {world}, {meta['backend']}) in {wall:.1f} s")
+    else:
+        code = (failed or {}).get("exit_code") or step_rc or result.returncode or 1
+        if failed is not None:
+            where = f"node {failed['node']}" + (f" ({failed['nodename']})" if failed["nodename"] else "")
+            how = f"exited {failed['exit_code']} first" if failed["exit_code"] is not None else "failed first"
+        else:
+            where, how = "a node", f"failed (srun exited {step_rc})"
+        if signalled is not None:
+            what = _rank_words(*signalled) + " (no Python exception: a native crash, or NCCL's watchdog)"
+            detail = ""  # the other ranks' errors are its consequence
+            result.error = {"rank": signalled[0], "type": signal.Signals(-signalled[1]).name, "message": what}
+        elif first_error is not None:
+            message = (first_error["message"].splitlines() or [""])[0][:200]
+            what = f"rank {first_error['rank']}: {first_error['type']}: {message}"
+        elif failed is not None and failed["failed_ranks"]:
+            what = _rank_words(*failed["failed_ranks"][0])
+        else:
+            what = "no rank reported an error"
+        log = run_dir / (f"node{failed['node']}.log" if failed is not None else f"slurm-{job_id}.out")
+        if not detail and failed is not None:
+            tail = diagnosis.tail(log, 25)
+            detail = f"--- last lines of {log} ---\n" + "\n".join(tail)
+            rank_log = run_dir / f"rank{signalled[0]}.log" if signalled else None
+            if rank_log is not None and rank_log.exists():  # a workload's rank: its Python stack (faulthandler)
+                tail = diagnosis.tail(rank_log, 25)
+                detail += f"\n--- last lines of {rank_log} ---\n" + "\n".join(tail)
+            result.log_tail = tail
+        summary = f"job {job_id} FAILED: {where} {how}; {what} (log: {log})"
+        result.returncode = code
+        if result.error is None:
+            result.error = {"type": "NodeFailed", "message": summary}
+        if failed is not None:
+            result.error.update(node=failed["node"], nodename=failed["nodename"])
+    result.save()
+    meta.update(job_id=job_id, exit_code=code, summary=summary, node_outcomes=outcomes)
+    write_json_atomic(run_dir / "slurm.json", meta)
+    summary = f"{SUMMARY_PREFIX}{summary}; result: {run_dir / 'result.json'}"
+    if detail:
+        print(detail, flush=True)
+    print(summary, flush=True)
+    return result, summary, code
+
+
+# --- submitting and following a job ------------------------------------------------------------------
+
+@dataclasses.dataclass
+class JobInfo:
+    """A submitted job as Slurm reports it, with the run's result once it has ended."""
+
+    job_id: int
+    state: str
+    exit_code: int | None
+    signal: int | None
+    script: Path
+    run_dir: Path
+    result: RunResult | None = None
+    summary: str | None = None
+    """The job's one-line ``nvtutorial slurm: ...`` summary (from its output)."""
+
+    @property
+    def ok(self) -> bool:
+        return self.state == "COMPLETED" and self.exit_code == 0
+
+    @property
+    def output(self) -> Path:
+        return self.run_dir / f"slurm-{self.job_id}.out"
+
+
+def available() -> str | None:
+    """Why jobs cannot be submitted from here (``sbatch`` missing), or None."""
+    missing = [c for c in ("sbatch", "scontrol") if shutil.which(c) is None]
+    if missing:
+        return f"Slurm's client commands are not installed here ({', '.join(missing)} missing)"
+    return None
+
+
+def job_state(job_id: int) -> dict[str, str] | None:
+    """``scontrol show job -o ID`` as a dict (``JobState``, ``ExitCode``, ...), or None once Slurm forgot it."""
+    proc = subprocess.run(["scontrol", "show", "job", "-o", str(job_id)], check=False, capture_output=True, text=True)
+    if proc.returncode != 0 or "JobId=" not in proc.stdout:
+        return None
+    return dict(item.split("=", 1) for item in proc.stdout.split() if "=" in item)
+
+
+def submit(path: str | os.PathLike[str], *, wait: bool = True, timeout: float | None = None,
+           poll_s: float = 0.2) -> JobInfo:
+    """``sbatch`` a written batch script; with ``wait``, follow the job until it ends (see :func:`follow`;
+    it polls ``scontrol``, faster than ``sbatch --wait``)."""
+    path = Path(path).resolve()
+    reason = available()
+    if reason:
+        raise SlurmError(f"{reason}: install them, or copy {path} to a cluster and run sbatch there")
+    proc = subprocess.run(["sbatch", "--parsable", str(path)], check=False, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise SlurmError(f"sbatch refused {path}: {proc.stderr.strip() or proc.stdout.strip()}")
+    job_id = int(proc.stdout.strip().split(";")[0])
+    info = JobInfo(job_id=job_id, state="PENDING", exit_code=None, signal=None, script=path, run_dir=path.parent)
+    return follow(info, timeout=timeout, poll_s=poll_s) if wait else info
+
+
+def follow(info: JobInfo, *, timeout: float | None = None, poll_s: float = 0.2) -> JobInfo:
+    """Follow a submitted job until it ends; fill in its state, exit code, result and summary.
+
+    A job still running after ``timeout`` seconds is cancelled and :class:`SlurmError` raised.
+    """
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while True:
+        fields = job_state(info.job_id)
+        if fields is None:
+            info.state = "UNKNOWN"  # ended and forgotten (MinJobAge) before we looked
+            break
+        info.state = fields.get("JobState", "UNKNOWN")
+        if info.state in TERMINAL_STATES:
+            code, _, sig = fields.get("ExitCode", "").partition(":")
+            info.exit_code = int(code) if code.isdigit() else None
+            info.signal = int(sig) if sig.isdigit() else None
+            break
+        if deadline is not None and time.monotonic() > deadline:
+            subprocess.run(["scancel", str(info.job_id)], check=False, capture_output=True)
+            raise SlurmError(f"job {info.job_id} was still {info.state} after {timeout:g} s; it was cancelled")
+        time.sleep(poll_s)
+    with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+        info.result = RunResult.load(info.run_dir / "result.json")
+    with contextlib.suppress(OSError):
+        lines = [ln for ln in info.output.read_text(errors="replace").splitlines() if ln.startswith(SUMMARY_PREFIX)]
+        info.summary = lines[-1] if lines else None
+    return info
+
+
+# --- a real Slurm on this machine (scripts/slurm-local.sh) ---------------------------------------------
+
+LOCAL_SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "slurm-local.sh"
+
+
+def local_unavailable() -> str | None:
+    """Why :func:`local_cluster` cannot start a Slurm here, or None."""
+    missing = [c for c in ("munged", "slurmctld", "slurmd", "sbatch", "srun", "scontrol") if shutil.which(c) is None]
+    if missing:
+        return (f"Slurm is not installed here ({', '.join(missing)} missing); on Debian or Ubuntu: "
+                f"apt-get install -y --no-install-recommends {SLURM_PACKAGES}")
+    if not LOCAL_SCRIPT.is_file():
+        return f"{LOCAL_SCRIPT} is missing: local_cluster() needs a checkout of the repository"
+    return None
+
+
+@contextlib.contextmanager
+def local_cluster(state_dir: str | os.PathLike[str] | None = None) -> Iterator[str]:
+    """A real two-node Slurm on this machine for the ``with`` block; yields its ``SLURM_CONF``.
+
+    ``SLURM_CONF`` is set in ``os.environ`` inside the block (sbatch, srun and the jobs read it);
+    every job and daemon is stopped at the end, whatever happens in the block.
+    """
+    reason = local_unavailable()
+    if reason:
+        raise SlurmError(reason)
+    cmd = ["bash", str(LOCAL_SCRIPT)]
+    extra = [str(state_dir)] if state_dir else []
+    proc = subprocess.run([*cmd, "start", *extra], check=False, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    conf = next((ln.split("=", 1)[1] for ln in proc.stdout.splitlines() if ln.startswith("export SLURM_CONF=")), None)
+    if proc.returncode != 0 or conf is None:
+        subprocess.run([*cmd, "stop", *extra], check=False, capture_output=True, timeout=120)
+        raise SlurmError(f"the local Slurm did not start:\n{proc.stderr.strip()}")
+    previous = os.environ.get("SLURM_CONF")
+    os.environ["SLURM_CONF"] = conf
+    try:
+        yield conf
+    finally:
+        subprocess.run([*cmd, "stop", *extra], check=False, capture_output=True, timeout=120)
+        if previous is None:
+            os.environ.pop("SLURM_CONF", None)
+        else:
+            os.environ["SLURM_CONF"] = previous
+
+
+# --- the command -------------------------------------------------------------------------------------
+
+def cmd_slurm(args: Any) -> int:
+    extra = list(args.args)
+    try:
+        if args.wait and not args.submit:
+            raise SlurmError("--wait follows a submitted job: add --submit")
+        if args.submit and available():
+            raise SlurmError(f"{available()}: leave out --submit and copy the script to the cluster")
+        job = prepare(args.target, nodes=args.nodes, gpus_per_node=args.gpus_per_node,
+                      procs_per_node=args.procs_per_node, params=params_mod.parse_assignments(args.set),
+                      env=params_mod.parse_assignments(args.env), time_min=args.time, partition=args.partition,
+                      account=args.account, exclusive=args.exclusive, out=args.out, cpus_per_task=args.cpus_per_task,
+                      max_restarts=args.max_restarts, port=args.port, script_args=extra)
+    except (SlurmError, params_mod.ParamError) as exc:
+        print(f"nvtutorial slurm: error: {exc}", file=sys.stderr)
+        return 2
+    path = job.write()
+    print(f"batch script: {path}")
+    if not args.submit:
+        print(f"submit with:  sbatch {shlex.quote(str(path))}")
+        return 0
+    try:
+        info = submit(path, wait=args.wait)
+    except SlurmError as exc:
+        print(f"nvtutorial slurm: error: {exc}", file=sys.stderr)
+        return 1
+    print(f"job {info.job_id} submitted; output: {info.output}")
+    if not args.wait:
+        return 0
+    print(f"job {info.job_id}: {info.state}, exit code {info.exit_code}")
+    print(info.summary or f"no summary in {info.output} (the job ended before its last step: {info.state})")
+    return 0 if info.ok else 1
+
+
+def add_command(sub: Any) -> None:
+    """``nvtutorial slurm TARGET --nodes N --gpus-per-node G ...``: write (and submit) a batch script."""
+    p = sub.add_parser("slurm", help="write a multi-node Slurm batch script for a workload or script; --submit it",
+                       description=__doc__.splitlines()[0])
+    p.add_argument("target", metavar="WORKLOAD_OR_SCRIPT", help="a workload (nvtutorial list) or a .py script")
+    p.add_argument("--nodes", type=int, default=2, help="nodes (default 2)")
+    p.add_argument("--gpus-per-node", type=int, default=0, help="GPUs per node, one rank each (default 0: CPU, gloo)")
+    p.add_argument("--procs-per-node", type=int, default=None, help="ranks per node on CPU (default 1)")
+    p.add_argument("--cpus-per-task", type=int, default=None, help="cores per node (default 4 per GPU, or 1 per rank)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a workload parameter")
+    p.add_argument("--env", action="append", default=[], metavar="KEY=VALUE", help="an environment variable for the ranks")
+    p.add_argument("--time", type=int, default=10, metavar="MIN", help="time limit in minutes (default 10)")
+    p.add_argument("--partition", help="the Slurm partition (default: the cluster's default)")
+    p.add_argument("--account", help="the Slurm account to charge")
+    p.add_argument("--exclusive", action="store_true", help="no other job on the nodes (for measurements)")
+    p.add_argument("--max-restarts", type=int, default=0, help="torchrun restarts after a failure (default 0)")
+    p.add_argument("--port", type=int, default=None, help="rendezvous port (default: derived from the job id)")
+    p.add_argument("--out", type=Path, help="run folder (default: a new folder under runs/)")
+    p.add_argument("--submit", action="store_true", help="submit the script with sbatch")
+    p.add_argument("--wait", action="store_true", help="with --submit: wait for the job and print its summary")
+    p.set_defaults(func=cmd_slurm, args=[])
+    p.epilog = "A script's own arguments go after --: nvtutorial slurm train.py --nodes 2 -- --lr 0.1"
+
+    class _WithScriptArgs(type(p)):  # type: ignore[misc]
+        """Everything after the first ``--`` is the script's (argparse alone would refuse it)."""
+
+        def parse_known_args(self, args=None, namespace=None):  # type: ignore[override]
+            args = list(sys.argv[1:] if args is None else args)
+            rest = args[args.index("--") + 1:] if "--" in args else []
+            known, unknown = super().parse_known_args(args[:len(args) - len(rest) - (1 if "--" in args else 0)], namespace)
+            known.args = rest
+            return known, unknown
+
+    p.__class__ = _WithScriptArgs
+
+
+def _main(argv: list[str] | None = None) -> int:
+    """``python -m nvtutorial.slurm collect RUN_DIR --step-rc N --started T``: the job's last step."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m nvtutorial.slurm")
+    sub = parser.add_subparsers(dest="command", required=True)
+    c = sub.add_parser("collect", help="result.json and a one-line summary for a finished job")
+    c.add_argument("run_dir", type=Path)
+    c.add_argument("--step-rc", type=int, default=0)
+    c.add_argument("--started", type=float, default=None)
+    args = parser.parse_args(argv)
+    return collect(args.run_dir, args.step_rc, args.started)[2]
+
+
+if __name__ == "__main__":
+    sys.exit(_main())

@@ -1,0 +1,486 @@
+"""The kernel side of ``%%ranks``: N worker processes, their output, and recovery from hangs.
+
+A :class:`Pool` owns one process per rank (:mod:`nvtutorial.teach._ranks_worker`), each with a
+command pipe, a reply pipe, and its stdout and stderr as pipes. While a command runs the kernel's
+main thread waits on all of them at once (``select``): output lines are printed as they arrive,
+labelled ``[rankN]``, and each rank's reply ends its part of the command.
+
+This module never imports torch: the kernel must not initialise CUDA.
+"""
+
+from __future__ import annotations
+
+import codecs
+import os
+import pickle
+import select
+import signal
+import subprocess
+import sys
+import time
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from ._ranks_result import CellResult, RankOutcome, RanksError, RanksInterrupted, exit_text, rank_list
+
+INTERRUPT_GRACE_S = 1.0
+"""After SIGINT, a rank gets this long to stop before its process group is aborted."""
+ABORT_GRACE_S = 5.0
+"""After the abort, a rank gets this long to stop before every rank is ended."""
+FAILURE_GRACE_S = 2.0
+"""When a rank fails, the others get this long to finish before they are stopped."""
+STACKS_WAIT_S = 1.5
+STOP_GRACE_S = 2.0
+START_TIMEOUT_S = 180.0
+PULL_TIMEOUT_S = 60.0
+PARTIAL_LINE_S = 1.0
+"""Text without a newline is shown after this long (a prompt, a progress bar)."""
+CAPTURE_LIMIT = 1_000_000
+"""Characters of each rank's output a :class:`RankOutcome` keeps (the last ones)."""
+
+BOOT = "from nvtutorial.teach._ranks_worker import main; main()"
+
+
+class _Worker:
+    """One rank's process and pipes, as the kernel sees them."""
+
+    def __init__(self, rank: int, proc: subprocess.Popen, cmd: Connection, reply: Connection) -> None:
+        self.rank = rank
+        self.proc = proc
+        self.cmd = cmd
+        self.reply = reply
+        self.streams = {proc.stdout.fileno(): "stdout", proc.stderr.fileno(): "stderr"}  # type: ignore[union-attr]
+        self.decoders = {fd: codecs.getincrementaldecoder("utf-8")(errors="replace") for fd in self.streams}
+        self.partial = {fd: "" for fd in self.streams}
+        self.partial_since = {fd: 0.0 for fd in self.streams}
+        self.inbox: dict[tuple[str, int], Any] = {}
+        self.alive = True
+        self.eof: set[int] = set()
+        for fd in self.streams:
+            os.set_blocking(fd, False)
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def send(self, message: tuple[Any, ...]) -> bool:
+        try:
+            self.cmd.send(message)
+            return True
+        except (OSError, ValueError):
+            return False
+
+
+class Pool:
+    """``nproc`` worker processes whose process group is initialised (see :mod:`nvtutorial.teach.ranks`)."""
+
+    def __init__(self, nproc: int, backend: str, env: dict[str, str], pg_timeout: float | None = None) -> None:
+        self.nproc = nproc
+        self.backend = backend
+        self.env = dict(env)
+        self.pg_timeout = pg_timeout
+        self.workers: list[_Worker] = []
+        self.show = True
+        self.cells = 0
+        self._cid = 0
+        self._capture: dict[int, list[str]] | None = None
+        self.started_at: float | None = None
+        self.start_s: float | None = None
+
+    # ----- processes -------------------------------------------------------------------------
+    def _environment(self, rank: int) -> dict[str, str]:
+        env = dict(os.environ)
+        package_root = str(Path(__file__).resolve().parents[2])
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH", "")) if p)
+        env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // self.nproc)))
+        env.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(self.nproc), LOCAL_WORLD_SIZE=str(self.nproc),
+                   GROUP_RANK="0", MASTER_ADDR="127.0.0.1", NVTUTORIAL_RANKS_BACKEND=self.backend)
+        if self.backend == "gloo":
+            env["CUDA_VISIBLE_DEVICES"] = ""  # the CPU path: ranks see no GPU, and never touch one
+        else:
+            # torch's _abort_process_group wants NCCL's watchdog to leave errors to us (its docs), rather
+            # than end the process: then a rank stuck in a collective keeps its variables. --env overrides.
+            env.setdefault("TORCH_NCCL_ASYNC_ERROR_HANDLING", "0")
+        env.update(self.env)
+        return env
+
+    def _spawn(self, rank: int) -> _Worker:
+        cmd_r, cmd_w = os.pipe()
+        reply_r, reply_w = os.pipe()
+        try:
+            proc = subprocess.Popen(
+                [sys.executable, "-c", BOOT, str(cmd_r), str(reply_w)], stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=self._environment(rank),
+                pass_fds=(cmd_r, reply_w), start_new_session=True)  # our SIGINT goes to the ranks we choose
+        except BaseException:
+            for fd in (cmd_r, cmd_w, reply_r, reply_w):
+                os.close(fd)
+            raise
+        os.close(cmd_r)
+        os.close(reply_w)
+        return _Worker(rank, proc, Connection(cmd_w, readable=False), Connection(reply_r, writable=False))
+
+    @property
+    def running(self) -> bool:
+        """Started and not stopped (a rank may still have exited: see :meth:`dead`)."""
+        return bool(self.workers)
+
+    def pids(self) -> list[int]:
+        return [w.pid for w in self.workers]
+
+    def dead(self) -> list[_Worker]:
+        """Workers whose process has exited."""
+        return [w for w in self.workers if not w.alive or w.proc.poll() is not None]
+
+    def start(self) -> None:
+        """Start the processes and create the process group; raises :class:`RanksError` if that fails."""
+        t0 = time.perf_counter()
+        self.workers = []
+        try:
+            for r in range(self.nproc):
+                self.workers.append(self._spawn(r))
+            problem = self._init_group("init", START_TIMEOUT_S)
+        except BaseException:
+            self.stop()
+            raise
+        if problem:
+            self.stop()
+            raise RanksError(problem)
+        self.started_at = time.time()
+        self.start_s = time.perf_counter() - t0
+
+    def _init_group(self, kind: str, timeout: float) -> str | None:
+        """Create the process group on every rank (rank 0 hosts the rendezvous); the problem, if any."""
+        cid = self._next_id()
+        opts = {"pg_timeout": self.pg_timeout}
+        deadline = time.monotonic() + timeout
+        first, rest = self.workers[0], self.workers[1:]
+        first.send((kind, cid, opts))
+        self._wait(lambda: ("port", cid) in first.inbox or ("done", cid) in first.inbox or not first.alive, deadline)
+        if ("port", cid) in first.inbox:
+            for w in rest:
+                w.send((kind, cid, {**opts, "port": first.inbox[("port", cid)]}))
+            self._wait(lambda: all(("done", cid) in w.inbox or not w.alive for w in self.workers), deadline)
+        else:
+            rest = []  # rank 0 failed before hosting the rendezvous: the others were never asked
+        problems = []
+        for w in [first, *rest]:
+            outcome = w.inbox.get(("done", cid))
+            if outcome is None:
+                why = f"ended ({exit_text(w.proc.poll())})" if not w.alive else f"did not answer within {timeout:g} s"
+                problems.append(f"rank {w.rank} {why}")
+            elif outcome["status"] != "ok":
+                problems.append(f"rank {w.rank}: {outcome.get('traceback') or outcome['message']}")
+        if not problems:
+            return None
+        return f"creating the {self.backend} process group failed:\n" + "\n".join(problems)
+
+    def stop(self) -> None:
+        """End every rank (closing its command pipe ends it at once) and anything it started."""
+        workers, self.workers = self.workers, []
+        procs = []
+        for w in workers:
+            try:
+                procs += psutil.Process(w.pid).children(recursive=True)
+            except psutil.Error:
+                pass
+            w.cmd.close()
+        for w in workers:
+            try:
+                w.proc.wait(timeout=STOP_GRACE_S)
+            except subprocess.TimeoutExpired:
+                w.proc.kill()
+                w.proc.wait()
+        for p in procs:
+            try:
+                p.kill()
+            except psutil.Error:
+                pass
+        psutil.wait_procs(procs, timeout=1.0)
+        for w in workers:
+            self._read_output(w)
+            self._flush_partial(w, force=True)
+            for stream in (w.proc.stdout, w.proc.stderr):
+                stream.close()  # type: ignore[union-attr]
+            w.reply.close()
+
+    # ----- the event loop --------------------------------------------------------------------
+    def _next_id(self) -> int:
+        self._cid += 1
+        return self._cid
+
+    def _wait(self, done: Any, deadline: float | None) -> bool:
+        """Handle output and replies until ``done()`` or the deadline; whether ``done()`` came true."""
+        while not done():
+            now = time.monotonic()
+            if deadline is not None and now >= deadline:
+                return False
+            self._pump(0.05 if deadline is None else min(0.05, deadline - now))
+        return True
+
+    def _pump(self, timeout: float) -> None:
+        """Wait up to ``timeout`` for output or replies, and handle what came."""
+        fds: dict[int, tuple[_Worker, str]] = {}
+        for w in self.workers:
+            if w.alive:
+                fds[w.reply.fileno()] = (w, "reply")
+            for fd in w.streams:
+                if fd not in w.eof:
+                    fds[fd] = (w, "out")
+        if not fds:
+            time.sleep(timeout)
+            return
+        ready, _, _ = select.select(list(fds), [], [], max(0.0, timeout))
+        for fd in ready:
+            w, what = fds[fd]
+            if what == "out":
+                self._read_output(w, fd, limit=16)
+            elif w.alive:
+                try:
+                    kind, cid, payload = w.reply.recv()
+                except (EOFError, OSError, pickle.UnpicklingError, ValueError, TypeError):
+                    # the process ended (or a reply was cut by an interrupt): its output is still read
+                    w.alive = False
+                    self._read_output(w)
+                    continue
+                self._read_output(w)  # output written before the reply comes first
+                w.inbox[(kind, cid)] = payload
+        for w in self.workers:
+            self._flush_partial(w)
+
+    def _read_output(self, w: _Worker, only: int | None = None, limit: int | None = None) -> None:
+        """Read what is in ``w``'s output pipes now (at most ``limit`` chunks each: a rank printing
+        without pause cannot keep the kernel from its deadline)."""
+        for fd, stream in w.streams.items():
+            if (only is not None and fd != only) or fd in w.eof:
+                continue
+            chunks: list[bytes] = []
+            while limit is None or len(chunks) < limit:
+                try:
+                    data = os.read(fd, 65536)
+                except (BlockingIOError, InterruptedError):
+                    break
+                except OSError:
+                    data = b""
+                if not data:
+                    w.eof.add(fd)
+                    break
+                chunks.append(data)
+            if chunks:
+                self._feed(w, fd, stream, w.decoders[fd].decode(b"".join(chunks)))
+
+    def _feed(self, w: _Worker, fd: int, stream: str, text: str) -> None:
+        """Emit the complete lines; of a line rewritten with carriage returns (a progress bar), its last state."""
+        *lines, rest = (w.partial[fd] + text).split("\n")
+        for line in lines:
+            self._emit(w.rank, stream, line.rstrip("\r").rsplit("\r", 1)[-1])
+        if rest and not w.partial[fd]:
+            w.partial_since[fd] = time.monotonic()
+        w.partial[fd] = rest.rsplit("\r", 1)[-1] if "\r" in rest.rstrip("\r") else rest
+
+    def _flush_partial(self, w: _Worker, force: bool = False) -> None:
+        for fd, stream in w.streams.items():
+            if w.partial[fd] and (force or time.monotonic() - w.partial_since[fd] > PARTIAL_LINE_S):
+                text, w.partial[fd] = w.partial[fd].rstrip("\r"), ""
+                if text:
+                    self._emit(w.rank, stream, text)
+
+    def _emit(self, rank: int, stream: str, line: str) -> None:
+        if self._capture is not None and rank in self._capture:
+            self._capture[rank].append(line)
+        if self.show:
+            print(f"[rank{rank}] {line}", file=sys.stderr if stream == "stderr" else sys.stdout, flush=False)
+
+    def drain(self) -> None:
+        """Show output the ranks wrote since the last command (a background thread, say)."""
+        self._pump(0.0)
+        for w in self.workers:
+            self._flush_partial(w, force=True)
+        _flush_console()
+
+    # ----- commands --------------------------------------------------------------------------
+    def run(self, code: str, timeout: float | None, ranks: list[int] | None = None) -> CellResult:
+        """Run ``code`` on ``ranks`` (default: all); never raises for a rank's failure (see the result)."""
+        targets = [w for w in self.workers if ranks is None or w.rank in ranks]
+        self.drain()
+        self.cells += 1
+        cid = self._next_id()
+        for w in self.workers:
+            w.inbox.clear()
+        self._capture = {w.rank: [] for w in targets}
+        t0 = time.monotonic()
+        deadline = None if not timeout else t0 + timeout
+        reason: str | None = None
+        failed_at: float | None = None
+        try:
+            for w in targets:
+                w.send(("exec", cid, {"code": code, "cell": self.cells}))
+
+            def pending() -> list[_Worker]:
+                return [w for w in targets if w.alive and ("done", cid) not in w.inbox]
+
+            while pending():
+                now = time.monotonic()
+                if failed_at is None and any(not w.alive or w.inbox.get(("done", cid), {}).get("status", "ok") != "ok"
+                                             for w in targets):
+                    failed_at = now
+                if failed_at is not None and now - failed_at > FAILURE_GRACE_S:
+                    reason = "failure"
+                    break
+                if deadline is not None and now > deadline:
+                    reason = "timeout"
+                    break
+                self._pump(0.05)
+        except KeyboardInterrupt:
+            reason = "interrupt"
+        busy = [w for w in targets if w.alive and ("done", cid) not in w.inbox]
+        stacks: dict[int, str] = {}
+        result = CellResult(outcomes=[], reason=reason, timeout=timeout)
+        if any(not w.alive for w in targets):
+            result.reason = result.reason or "died"
+        recovery_error: BaseException | None = None
+        try:
+            if reason in ("failure", "timeout") and busy:
+                stacks = self._stacks(busy)
+            if result.reason is not None:
+                result.recovery, result.group_kept = self._recover(busy, cid, result.reason)
+        except KeyboardInterrupt as exc:  # an interrupt while stopping the ranks: end them all
+            recovery_error = exc
+            self.stop()
+            result.recovery, result.group_kept = ("interrupted again while stopping the ranks: the group was "
+                                                  "stopped; the next cell starts a new one (variables are lost)"), False
+        for w in self.workers:
+            self._flush_partial(w, force=True)
+        _flush_console()
+        by_rank = {w.rank: w for w in targets}
+        for r in range(self.nproc):
+            result.outcomes.append(self._outcome(r, by_rank.get(r), cid, busy, stacks, result.reason))
+        self._capture = None
+        result.wall_s = time.monotonic() - t0
+        if recovery_error is not None:
+            raise RanksInterrupted(result) from None
+        return result
+
+    def _outcome(self, rank: int, w: _Worker | None, cid: int, busy: list[_Worker], stacks: dict[int, str],
+                 reason: str | None) -> RankOutcome:
+        output = "\n".join((self._capture or {}).get(rank, []))[-CAPTURE_LIMIT:]
+        if w is None:
+            return RankOutcome(rank, "skipped")
+        reply = w.inbox.get(("done", cid))
+        if reply is None and not w.alive:
+            return RankOutcome(rank, "died", exitcode=w.proc.poll(), output=output)
+        reply = reply or {}
+        status = reply.get("status", "stopped")
+        if w in busy:  # still running when the cell ended: what it raised then was our doing
+            status = {"timeout": "timeout", "interrupt": "interrupted"}.get(reason or "", "stopped")
+        return RankOutcome(rank, status, exc_type=reply.get("exc_type"), message=reply.get("message"),
+                           traceback=reply.get("traceback"), stack=stacks.get(rank), output=output)
+
+    def _stacks(self, busy: list[_Worker]) -> dict[int, str]:
+        """Each busy rank's Python stack: from its listener thread, else faulthandler (SIGUSR1)."""
+        cid = self._next_id()
+        for w in busy:
+            w.send(("stacks", cid, None))
+        self._wait(lambda: all(("stacks", cid) in w.inbox or not w.alive for w in busy),
+                   time.monotonic() + STACKS_WAIT_S)
+        stacks = {w.rank: w.inbox[("stacks", cid)] for w in busy if ("stacks", cid) in w.inbox}
+        silent = [w for w in busy if w.rank not in stacks and w.alive]
+        if silent:
+            marks = {w.rank: len((self._capture or {}).get(w.rank, [])) for w in silent}
+            for w in silent:
+                _signal(w, signal.SIGUSR1)  # faulthandler writes every thread's stack to its stderr
+            self._wait(lambda: False, time.monotonic() + 0.5)
+            for w in silent:
+                lines = (self._capture or {}).get(w.rank, [])[marks[w.rank]:]
+                stacks[w.rank] = "\n".join(lines) or "(no stack: the rank did not answer)"
+        return stacks
+
+    def _recover(self, busy: list[_Worker], cid: int, reason: str) -> tuple[str | None, bool]:
+        """Stop the ranks still running ``cid`` and make the group usable; (what happened, group kept)."""
+        dead = [w for w in self.workers if not w.alive]
+        if dead:
+            codes = ", ".join(f"rank {w.rank} ({exit_text(w.proc.wait())})" for w in dead)
+            self.stop()
+            return self._restart(f"{codes} exited"), False
+        if not busy:
+            return None, True
+        t0 = time.monotonic()
+        for w in busy:
+            _signal(w, signal.SIGINT)
+        if self._wait(lambda: all(("done", cid) in w.inbox for w in busy), t0 + INTERRUPT_GRACE_S):
+            return ("every running rank stopped at SIGINT: variables and the process group are kept"), True
+        blocked = [w for w in busy if ("done", cid) not in w.inbox]
+        acks = self._next_id()
+        for w in self.workers:
+            w.send(("abort", acks, None))
+        freed = self._wait(lambda: all(("done", cid) in w.inbox for w in busy)
+                           and all(("aborted", acks) in w.inbox for w in self.workers),
+                           time.monotonic() + ABORT_GRACE_S)
+        names = f"rank {rank_list([w.rank for w in blocked])}"
+        if not freed:
+            stuck = [w.rank for w in busy if ("done", cid) not in w.inbox]
+            return self._restart(f"rank {rank_list(stuck)} did not stop, even with its process group aborted "
+                                 f"(code that ignores KeyboardInterrupt, or native code that never returns)"), False
+        problem = self._init_group("reinit", START_TIMEOUT_S)
+        if problem:
+            return self._restart(f"after aborting the process group, {problem}"), False
+        return (f"{names} did not stop at SIGINT (blocked in a collective, which SIGINT cannot interrupt): "
+                f"the process group was aborted and created again on every rank in {time.monotonic() - t0:.2f} s. "
+                f"Variables are kept; objects tied to the old group (a DDP model, groups from dist.new_group) "
+                f"must be created again"), True
+
+    def _restart(self, why: str) -> str:
+        self.stop()
+        return f"{why}: every rank was ended; the next cell starts new ones (every rank's variables are lost)"
+
+    def pull(self, expr: str, ranks: list[int] | None = None) -> list[Any]:
+        """The value of ``expr`` on each of ``ranks`` (default: all), tensors as CPU copies."""
+        targets = [w for w in self.workers if ranks is None or w.rank in ranks]
+        replies = self._command(targets, "pull", {"name": expr})
+        values = []
+        for w in targets:
+            reply = replies[w.rank]
+            if reply["status"] != "ok":
+                raise RanksError(f"pull {expr!r} on rank {w.rank}: {reply['exc_type']}: {reply['message']}")
+            values.append(pickle.loads(reply["value"]))
+        return values
+
+    def push(self, values: dict[str, Any], ranks: list[int] | None = None) -> None:
+        """Set variables on each of ``ranks`` (default: all)."""
+        targets = [w for w in self.workers if ranks is None or w.rank in ranks]
+        payload = pickle.dumps(values)
+        for rank, reply in self._command(targets, "push", {"values": payload}).items():
+            if reply["status"] != "ok":
+                raise RanksError(f"push on rank {rank}: {reply['exc_type']}: {reply['message']}")
+
+    def _command(self, targets: list[_Worker], kind: str, opts: dict[str, Any]) -> dict[int, dict[str, Any]]:
+        self.drain()
+        cid = self._next_id()
+        for w in targets:
+            w.send((kind, cid, opts))
+        self._wait(lambda: all(("done", cid) in w.inbox or not w.alive for w in targets),
+                   time.monotonic() + PULL_TIMEOUT_S)
+        missing = [w.rank for w in targets if ("done", cid) not in w.inbox]
+        if missing:
+            raise RanksError(f"{kind}: rank {rank_list(missing)} did not answer within {PULL_TIMEOUT_S:g} s "
+                             f"(a rank still busy, or gone): try %ranks restart")
+        _flush_console()
+        return {w.rank: w.inbox.pop(("done", cid)) for w in targets}
+
+
+def _signal(w: _Worker, sig: int) -> None:
+    try:
+        os.kill(w.pid, sig)
+    except ProcessLookupError:
+        pass
+
+
+def _flush_console() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass

@@ -1,0 +1,302 @@
+"""The package layout of docs/architecture.md, enforced: who may import whom.
+
+Every ``import`` and ``from ... import`` of the package is read with ``ast``, at module level and
+inside functions alike (a lazy import is still an import), relative imports resolved. An edge
+``a -> b`` means module ``a`` names module ``b`` in an import; the implicit import of a parent
+package's ``__init__`` is not an edge (every submodule would otherwise "import" the launcher
+through ``nvtutorial/__init__.py``). The checks run on the real package and, to prove that each
+can fail, on small fake packages with one violation each.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+import nbformat
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "nvtutorial"
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+
+CORE = {"params", "results", "runtime", "units", "nvml", "tracesplit"}
+"""The floor both sides stand on: imports only itself; workers and the machine may import it."""
+WORKER = {"lessons", "models", "workloads"}
+"""Code that runs on the ranks."""
+KERNEL_ONLY = {"report", "plots"}
+"""Code that reads and draws in the notebook kernel: never launches."""
+NEVER_FROM_KERNEL_ONLY = {"launch", "experiments", "workloads"}
+DISTRIBUTED = "torch.distributed"
+
+
+# --------------------------------------------------------------------------- reading imports
+
+def modules(package: Path, name: str = "nvtutorial") -> dict[str, Path]:
+    """Dotted module name -> file, for every ``.py`` file of ``package``."""
+    out = {}
+    for path in sorted(package.rglob("*.py")):
+        parts = [name, *path.relative_to(package).with_suffix("").parts]
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        out[".".join(parts)] = path
+    return out
+
+
+def imported_names(path: Path, module: str, is_package: bool) -> set[tuple[str, str | None]]:
+    """Every import of ``path`` as ``(absolute module, name imported from it or None)``: ``import a.b``
+    gives ``("a.b", None)``, ``from .a import b`` inside ``pkg.m`` gives ``("pkg.a", "b")``."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    base = module.split(".") if is_package else module.split(".")[:-1]
+    found: set[tuple[str, str | None]] = set()
+    typing_only = {id(n) for block in ast.walk(tree) if isinstance(block, ast.If) and _is_type_checking(block.test)
+                   for stmt in block.body for n in ast.walk(stmt)}
+    for node in ast.walk(tree):
+        if id(node) in typing_only:  # `if TYPE_CHECKING:` imports exist for annotations only, never at run time
+            continue
+        if isinstance(node, ast.Import):
+            found.update((alias.name, None) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                anchor = base[: len(base) - (node.level - 1)]
+                source = ".".join(anchor + ([node.module] if node.module else []))
+            else:
+                source = node.module or ""
+            found.update((source, alias.name) for alias in node.names)
+    return found
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
+def import_graph(package: Path, name: str = "nvtutorial") -> tuple[dict[str, set[str]], dict[str, set[str]]]:
+    """``(edges, external)``: the package's modules each module imports, and every other name it imports.
+
+    ``from a import b`` is an edge to module ``a.b`` where that is a module, else to ``a``.
+    """
+    mods = modules(package, name)
+    edges: dict[str, set[str]] = {}
+    external: dict[str, set[str]] = {}
+    for module, path in mods.items():
+        edges[module] = set()
+        external[module] = set()
+        for source, imported in imported_names(path, module, path.name == "__init__.py"):
+            full = f"{source}.{imported}" if imported and imported != "*" else source
+            if source == name or source.startswith(name + "."):
+                target = full if full in mods else source
+                if target in mods:
+                    edges[module].add(target)
+            else:
+                external[module].update({source, full})
+        edges[module].discard(module)
+    return edges, external
+
+
+def area(module: str) -> str:
+    """``nvtutorial.report.bandwidth`` -> ``report``; ``nvtutorial.units`` -> ``units``; ``nvtutorial`` -> ``""``."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else ""
+
+
+def closure(edges: Mapping[str, set[str]], start: str) -> set[str]:
+    seen, todo = set(), [start]
+    while todo:
+        m = todo.pop()
+        for n in edges.get(m, ()):
+            if n not in seen:
+                seen.add(n)
+                todo.append(n)
+    return seen
+
+
+# --------------------------------------------------------------------------- the rules
+
+def cycles(edges: Mapping[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    out: list[list[str]] = []
+    counter = 0
+
+    def visit(v: str) -> None:
+        nonlocal counter
+        index[v] = low[v] = counter
+        counter += 1
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(edges.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                out.append(sorted(component))
+
+    for v in sorted(edges):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def _imports_distributed(names: Iterable[str]) -> list[str]:
+    return sorted(n for n in names if n == DISTRIBUTED or n.startswith(DISTRIBUTED + "."))
+
+
+def violations(edges: Mapping[str, set[str]], external: Mapping[str, set[str]]) -> list[str]:
+    """Every broken import rule, one line each (empty: the layout holds)."""
+    out = []
+    for module in sorted(edges):
+        a = area(module)
+        targets = sorted(edges[module])
+        if a in WORKER:
+            for t in targets:
+                if area(t) not in WORKER | CORE:
+                    out.append(f"{module} runs on the ranks but imports {t} (only lessons, models, workloads and the core)")
+        if a in CORE:
+            for t in targets:
+                if area(t) not in CORE:
+                    out.append(f"{module} is core but imports {t} (the core imports only the core)")
+        if a == "machine":
+            for t in targets:
+                if area(t) not in CORE | {"machine"}:
+                    out.append(f"{module} is machine/ but imports {t} (only the core and machine/)")
+        if a in KERNEL_ONLY:
+            reach = closure(edges, module)
+            for t in sorted(reach):
+                if area(t) in NEVER_FROM_KERNEL_ONLY:
+                    out.append(f"{module} must never launch but imports {t}"
+                               + ("" if t in edges[module] else " (through its imports)"))
+            for m in sorted({module} | reach):
+                for n in _imports_distributed(external.get(m, ())):
+                    out.append(f"{module} must not import {n}" + ("" if m == module else f" (through {m})"))
+    for component in cycles(edges):
+        out.append("import cycle: " + " -> ".join(component))
+    return out
+
+
+def notebook_violations(paths: Iterable[Path]) -> list[str]:
+    """Notebook cells that import ``nvtutorial.workloads``: a notebook runs workloads by name."""
+    out = []
+    for path in paths:
+        nb = nbformat.read(path, as_version=4)
+        for i, cell in enumerate(nb.cells):
+            if cell.cell_type != "code":
+                continue
+            lines = [line for line in cell.source.splitlines() if not line.lstrip().startswith(("%", "!"))]
+            tree = ast.parse("\n".join(lines))
+            for node in ast.walk(tree):
+                names = []
+                if isinstance(node, ast.Import):
+                    names = [alias.name for alias in node.names]
+                elif isinstance(node, ast.ImportFrom) and node.module:
+                    names = [node.module] + [f"{node.module}.{alias.name}" for alias in node.names]
+                bad = [n for n in names if n == "nvtutorial.workloads" or n.startswith("nvtutorial.workloads.")]
+                if bad:
+                    out.append(f"{path.name} cell {i} imports {bad[0]}: run workloads by name, read results with report/")
+    return out
+
+
+# --------------------------------------------------------------------------- the package
+
+def test_the_package_has_the_target_layout():
+    mods = modules(PACKAGE)
+    for folder in ("machine", "models", "lessons", "workloads", "experiments", "report", "plots"):
+        assert f"nvtutorial.{folder}" in mods, f"nvtutorial/{folder}/__init__.py is missing"
+    assert {"nvtutorial.units", "nvtutorial.runtime", "nvtutorial.launch", "nvtutorial.plots.style"} <= set(mods)
+
+
+def test_every_import_edge_is_seen():
+    """The reader finds relative, absolute and function-level imports (else every rule passes vacuously)."""
+    edges, external = import_graph(PACKAGE)
+    assert "nvtutorial.runtime" in edges["nvtutorial.workloads.selftest"]            # from nvtutorial import runtime
+    assert "nvtutorial.lessons.training" in edges["nvtutorial.workloads.train"]      # inside a function
+    assert "nvtutorial.units" in edges["nvtutorial.report.bandwidth"]                # from ..units import ...
+    assert "nvtutorial.machine.hardware" in edges["nvtutorial.report.bandwidth"]     # from ..machine import hardware
+    assert "torch.distributed" in external["nvtutorial.lessons.collectives"]
+
+
+def test_import_rules_hold():
+    edges, external = import_graph(PACKAGE)
+    assert violations(edges, external) == []
+
+
+def test_notebooks_never_import_workloads():
+    assert NOTEBOOKS
+    assert notebook_violations(NOTEBOOKS) == []
+
+
+# --------------------------------------------------------------------------- each rule can fail
+
+def _fake(tmp_path: Path, files: Mapping[str, str]) -> Path:
+    root = tmp_path / "nvtutorial"
+    for rel, text in {"__init__.py": "", **files}.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        for parent in path.relative_to(root).parents:
+            init = root / parent / "__init__.py"
+            if not init.exists():
+                init.write_text("")
+        path.write_text(text)
+    return root
+
+
+@pytest.mark.parametrize("files, expected", [
+    ({"units.py": "", "report/a.py": "def f():\n    from .. import launch\n", "launch.py": ""},
+     "nvtutorial.report.a must never launch but imports nvtutorial.launch"),
+    ({"report/a.py": "from ..experiments import lab\n", "experiments/lab.py": ""},
+     "nvtutorial.report.a must never launch but imports nvtutorial.experiments.lab"),
+    ({"plots/a.py": "from nvtutorial.report import b\n", "report/b.py": "from nvtutorial.workloads import w\n",
+      "workloads/w.py": ""}, "nvtutorial.plots.a must never launch but imports nvtutorial.workloads.w (through its imports)"),
+    ({"report/a.py": "def f():\n    import torch.distributed as dist\n"}, "nvtutorial.report.a must not import torch.distributed"),
+    ({"plots/a.py": "from torch.distributed import all_reduce\n"}, "nvtutorial.plots.a must not import torch.distributed"),
+    ({"workloads/w.py": "from nvtutorial.machine import hardware\n", "machine/hardware.py": ""},
+     "nvtutorial.workloads.w runs on the ranks but imports nvtutorial.machine.hardware"),
+    ({"lessons/l.py": "def f():\n    from ..report import r\n", "report/r.py": ""},
+     "nvtutorial.lessons.l runs on the ranks but imports nvtutorial.report.r"),
+    ({"models/m.py": "import nvtutorial.launch\n", "launch.py": ""},
+     "nvtutorial.models.m runs on the ranks but imports nvtutorial.launch"),
+    ({"machine/t.py": "from ..report import r\n", "report/r.py": ""},
+     "nvtutorial.machine.t is machine/ but imports nvtutorial.report.r"),
+    ({"units.py": "from .machine import hardware\n", "machine/hardware.py": ""},
+     "nvtutorial.units is core but imports nvtutorial.machine.hardware"),
+    ({"report/a.py": "from . import b\n", "report/b.py": "def f():\n    from .a import g\n"},
+     "import cycle: nvtutorial.report.a -> nvtutorial.report.b"),
+])
+def test_a_violation_is_reported(tmp_path, files, expected):
+    edges, external = import_graph(_fake(tmp_path, files))
+    found = violations(edges, external)
+    assert any(v.startswith(expected) for v in found), found
+
+
+def test_a_clean_fake_package_passes(tmp_path):
+    files = {"units.py": "", "runtime.py": "from . import units\n", "launch.py": "from . import workloads\n",
+             "workloads/w.py": "from nvtutorial import runtime\nfrom nvtutorial.lessons import l\n",
+             "lessons/l.py": "import torch.distributed as dist\nfrom ..models import m\n", "models/m.py": "",
+             "report/r.py": "from ..units import x\nfrom ..machine import hw\n", "machine/hw.py": "from .. import units\n",
+             "plots/p.py": "from ..report import r\n", "experiments/e.py": "from .. import launch\nfrom ..report import r\n"}
+    edges, external = import_graph(_fake(tmp_path, files))
+    assert violations(edges, external) == []
+
+
+def test_a_notebook_importing_a_workload_is_reported(tmp_path):
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("%matplotlib inline\nimport nvtutorial\n"),
+                nbformat.v4.new_code_cell("from nvtutorial.workloads import profile_step\n")]
+    path = tmp_path / "99_bad.ipynb"
+    nbformat.write(nb, path)
+    assert notebook_violations([path]) == [
+        "99_bad.ipynb cell 1 imports nvtutorial.workloads: run workloads by name, read results with report/"]
