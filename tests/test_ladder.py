@@ -259,7 +259,8 @@ def test_exercise_solution_passes_as_the_learners_code_does(tmp_path, monkeypatc
 
 
 def test_exercise_checkers_pass_solutions_and_fail_wrong_answers(tmp_path):
-    """Both exercises' solutions and every known wrong answer, judged on 2 gloo ranks in one run of this file."""
+    """Both exercises' solutions and every known wrong answer, judged on 2 gloo ranks in one run of this file
+    the way ``check.check_ranks`` judges a ``%%ranks`` cell's function (no workload context)."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
     proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
                            __file__, str(tmp_path)], capture_output=True, text=True, timeout=300, env=env, check=False)
@@ -281,20 +282,15 @@ def _judge_wrong_answers(out: Path) -> None:
     """Rank side of the test above (``torchrun --nproc-per-node 2 tests/test_ladder.py OUT``)."""
     import importlib
 
-    import torch
     import torch.distributed as dist
-
-    from nvtutorial import runtime
 
     dist.init_process_group("gloo")
     rank = dist.get_rank()
-    ctx = runtime.Context(rank, rank, dist.get_world_size(), "gloo", torch.device("cpu"), out)  # as the workload
-    # passes it; the wrong answers get None, as %%ranks passes it
     judged = {}
     for name in EXERCISES:
         module = importlib.import_module(f"nvtutorial.exercises.{name}")
         for key, (candidate, _) in {"solution": (module.SOLUTION, ""), **module.WRONG}.items():
-            judged[f"{name}: {key}"] = module.check_on_rank(candidate, ctx if key == "solution" else None)
+            judged[f"{name}: {key}"] = module.check_on_rank(candidate, None)  # as %%ranks calls it
             dist.barrier()
     (out / f"rank{rank}.json").write_text(json.dumps(judged))
     dist.destroy_process_group()
