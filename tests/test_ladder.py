@@ -66,6 +66,16 @@ def test_model_state_per_parameter_for_each_rung(setup):
     assert tp == 4 * (n - split // 2)
 
 
+def test_a_world_of_one_shards_nothing(setup):
+    """Notebook 08's one-GPU cell runs rungs in a world of one: every rung then holds DDP's whole model state."""
+    one = dataclasses.replace(setup, world=1)
+    shapes = one.shapes()
+    ddp = ladder.model_state("ddp", shapes, 1, 0)
+    for rung in ladder.RUNGS:
+        assert ladder.model_state(rung, shapes, 1, 0) == ddp, rung
+    assert ladder.rank_memory(one, "fsdp_checkpointing", 0).activations < ladder.rank_memory(one, "ddp", 0).activations
+
+
 def test_chunk_rows_follows_torch_chunk():
     import torch
 
