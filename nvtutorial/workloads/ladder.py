@@ -202,7 +202,7 @@ def _free(ctx: runtime.Context) -> None:
 
 
 def _nvlink_tx(ctx: runtime.Context) -> tuple[int | None, str]:
-    # The reader of notebook 07, reused as is. MERGE: repoint if it moves to a shared worker-side helper.
+    # The NVLink byte counter of notebook 07 (nvml.py underneath), reused as is.
     from nvtutorial.workloads.compression import nvlink_tx_bytes
 
     return nvlink_tx_bytes(ctx)
