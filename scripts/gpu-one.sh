@@ -7,7 +7,8 @@
 #   facts     OUT_DIR/machine.txt: GPU, driver, torch, NCCL, cores
 #   checks    scripts/one_gpu_checks.py: selftest on one NCCL rank; two emulated nodes sharing GPU 0
 #             (nNodes 2, NET/Socket) and the same with one NCCL_HOSTID (Duplicate GPU detected)
-#   course    the whole course with --profile auto (on one GPU: the CPU simulation for two-rank lessons)
+#   course    the whole course with --profile auto (on one GPU: the CPU simulation for two-rank lessons);
+#             COURSE_ONLY="07 08" runs only the notebooks matching those patterns
 #   ranks     tests/test_ranks.py's one-GPU NCCL test (%%ranks on real NCCL)
 #   full0809  notebooks 08 and 09 with the full profile (their one-GPU paths)
 #   overhead  benchmarks/launch_overhead.py with one NCCL rank
@@ -46,12 +47,14 @@ step() {  # step NAME SECONDS COMMAND...: run it with a limit, log it, record it
     nvidia-smi --query-gpu=name,memory.total,driver_version,pci.bus_id --format=csv
     $PY -c "import torch, platform; print('python', platform.python_version(), 'torch', torch.__version__, 'cuda', torch.version.cuda, 'nccl', torch.cuda.nccl.version(), 'gpus', torch.cuda.device_count())"
     echo "cores: $(nproc)"
-    git log -1 --format='commit %h %s' 2>/dev/null || true
+    echo "commit: ${COURSE_COMMIT:-unknown (set COURSE_COMMIT)}"
 } > "$work/machine.txt" 2>&1
 cat "$work/machine.txt"
 
 step checks 150 $PY scripts/one_gpu_checks.py "$work/one-gpu-checks.json"
-step course 330 $PY -m nvtutorial.cli course --profile auto --out "$work/course"
+only=()
+for pattern in ${COURSE_ONLY:-}; do only+=(--only "$pattern"); done
+step course "${COURSE_LIMIT:-330}" $PY -m nvtutorial.cli course --profile auto "${only[@]}" --out "$work/course"
 step ranks 90 $PY -m pytest -q -p no:cacheprovider tests/test_ranks.py -k "gpu or nccl" -rA
 step full0809 200 $PY -m nvtutorial.cli course --profile full --only 08 --only 09 --out "$work/full"
 step overhead 150 $PY benchmarks/launch_overhead.py --backend nccl --nproc 1 --repeats 5 --out "$work/launch-overhead-nccl-1gpu.json"
