@@ -221,7 +221,10 @@ def test_lab_rows_ratio_and_verdicts(tmp_path):
     lab = bwlab.run_lab({}, reuse=results)
     rows = labreport.lab_rows(lab)
     assert [r["transport (from NCCL_DEBUG)"] for r in rows] == ["P2P/direct pointer", "SHM/direct/direct", "NET/Socket"]
-    assert rows[1]["default ÷ this"] == pytest.approx(299 / 27.5, abs=0.01)
+    assert rows[1]["default ÷ this, at the largest common size"] == pytest.approx(299 / 27.5, abs=0.01)
+    assert rows[1]["largest common size"] == "256 MiB" and rows[2]["largest common size"] == "64 MiB"
+    graded = labreport.grade_lab_ratio(10.0, lab)
+    assert graded.status == "right" and graded.numbers["measured"] == pytest.approx(299 / 27.5, rel=0.02)
     assert labreport.lab_ratio(lab, "default", "P2P+SHM off") == (pytest.approx(267 / 3.5), 64 << 20)
     verdict = labreport.lab_verdict(lab)
     assert verdict.status == "slower" and verdict.numbers["slowest_path"] == "P2P+SHM off"

@@ -33,15 +33,16 @@ def claim_c2() -> Verdict:
 
 def claim_c5() -> Verdict:
     """C5 "consumer NVLink is 1/4 of professional bandwidth yet 3–5× PCIe", from the vendor figures."""
-    rtx, a100 = card("GeForce RTX 3090"), card("A100 SXM4")
+    rtx = card("GeForce RTX 3090")
+    pros = {name: rtx.nvlink_gbps / card(name).nvlink_gbps for name in ("A100 SXM4", "Tesla V100 SXM2", "Quadro RTX 8000")}
     ratio_pcie = rtx.ratio or 0.0
-    share = rtx.nvlink_gbps / a100.nvlink_gbps
+    share = pros["A100 SXM4"]
     in_claim = 3.0 <= ratio_pcie <= 5.0
     text = (f"RTX 3090 bridge {rtx.nvlink_gbps:.1f} GB/s per direction against PCIe 4.0 x16 {rtx.pcie_gbps:.1f} GB/s: "
-            f"{ratio_pcie:.1f}×, not 3–5×; against the A100 SXM4's {a100.nvlink_gbps:.0f} GB/s: {share:.2f} "
-            f"(about 1/{1 / share:.0f}, not 1/4).")
+            f"{ratio_pcie:.1f}×, not 3–5× (wrong). The 1/4 depends on the card: "
+            + ", ".join(f"{v:.2g} of the {k}'s" for k, v in pros.items()) + " NVLink bandwidth.")
     return Verdict("C5", "holds" if in_claim else "wrong", text,
-                   {"nvlink_over_pcie": ratio_pcie, "consumer_over_pro": share}, VENDOR)
+                   {"nvlink_over_pcie": ratio_pcie, "consumer_over_pro": share, "consumer_over": pros}, VENDOR)
 
 
 def claim_c3(topo: Topology | None = None) -> Verdict:
