@@ -340,3 +340,12 @@ def test_c10_and_no_sync_on_the_cpu_counted_bytes(pair):
     no_sync = oreport.accumulation_verdict(result)
     assert no_sync.status == "pass" and no_sync.numbers["bytes_ratio"] == 2
     json.dumps(c10.to_dict())  # a verdict's numbers are plain values (they go into the notebook's output)
+
+
+def test_the_source_validation_prediction_is_graded_from_the_values():
+    values = {"source": 1.98, "single": 1.0, "world": 2}
+    assert report.grade_source_validation("b", values, "CPU").status == "right"
+    assert report.grade_source_validation("a", values, "CPU").numbers["answer"] == "b"
+    rows = _c14_rows(100.1)
+    assert report.grade_c14("c", rows, True, "fake").status == "right"
+    assert report.grade_c14("a", rows, False, "CPU").status == "info"

@@ -170,8 +170,9 @@ def claim_c7(ab: Sequence[LabRun], base: str = "default", other: str = "source's
         return Verdict("C7", "unverifiable", "the two runs have no size in common: nothing to compare", numbers, where)
     read = [k for k in b.path.env if k in b.transport.env_set]
     unread = [k for k in b.path.env if k not in b.transport.env_set]
-    log = (f"NCCL's log shows it read {', '.join(read) or 'neither'}" + (f" and never read {', '.join(unread)} (it reads "
-           "that only when it sets up a network connection)" if unread else "") + "; ")
+    log = (f"NCCL's log shows it read {', '.join(read) or 'neither'}" + (f" and never read {', '.join(unread)} (NCCL reads "
+           "NCCL_NET_GDR_LEVEL only for a NIC that supports GPUDirect RDMA, and with NCCL_IB_DISABLE=1 the only network "
+           "left on any machine is Socket, which has none)" if unread else "") + "; ")
     transports = f"transport {a.transport.summary} in both runs" if a.transport.summary == b.transport.summary else (
         f"transports {a.transport.summary} and {b.transport.summary}")
     control = ""

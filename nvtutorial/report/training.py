@@ -521,3 +521,38 @@ def scaling_explanation(summary: Mapping[str, Any], gpu: bool = True) -> str:
                  "with everything else on the machine, and gloo moves the gradients through the CPU: these numbers "
                  "say nothing about GPUs]")
     return text
+
+
+SOURCE_VALIDATION_CHOICES = {"a": "the loss (×1)", "b": "world-size times the loss (×2 on 2 ranks)",
+                             "c": "half the loss (×0.5 on 2 ranks)"}
+"""Notebook 03's prediction: what the source's ``all_reduce(val_loss)`` returns against one process's loss."""
+
+
+def grade_source_validation(prediction: str | None, values: Mapping[str, Any], where_: str) -> Verdict:
+    """Grade the prediction against the run: the choice nearest to the source's value ÷ one process's loss."""
+    from ..teach.predict import grade_choice
+
+    ratio = values["source"] / values["single"]
+    world = values["world"]
+    answer = min({"a": 1.0, "b": float(world), "c": 1.0 / world}.items(), key=lambda kv: abs(math.log(ratio / kv[1])))[0]
+    return grade_choice("03.source validation", prediction, answer, SOURCE_VALIDATION_CHOICES, where=where_,
+                        explanation=f"The source's value is {ratio:.3f}× one process's loss: all_reduce without an op "
+                                    "sums the ranks' means and the source never divides.")
+
+
+C14_CHOICES = {"a": "NVLink faster", "b": "NVLink slower", "c": "the same within the noise"}
+"""Notebook 03's prediction for C14: the step time over NVLink against host-staged transfers."""
+
+
+def grade_c14(prediction: str | None, rows: Mapping[str, Mapping[str, Any] | None], gpu: bool, where_: str) -> Verdict:
+    """Grade the prediction against the NVLink and host-staged runs (GPUs only)."""
+    from ..teach.predict import grade_choice
+
+    host = transport_comparison(rows, "host") if gpu else None
+    if host is None:
+        return Verdict("03.C14 prediction", "info", "not graded here: the host-staged run needs NCCL on 2 GPUs. On the "
+                       "2× H200 reference (the earlier train workload) the answer was (c), the same within the noise",
+                       {"prediction": prediction}, where_)
+    answer = {"slower": "a", "faster": "b"}.get(host.status, "c")  # host slower = NVLink faster
+    return grade_choice("03.C14 prediction", prediction, answer, C14_CHOICES, where=where_,
+                        explanation=f"host-staged against NVLink: {host.describe('ms', 'step time')}.")
