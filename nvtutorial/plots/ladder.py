@@ -1,7 +1,8 @@
 """Notebook 08's figures: memory per rank, loss against the reference, bytes, the link's weight, model size.
 
 Each function takes data (a run's result, or a table of :mod:`nvtutorial.report.ladder`) and returns
-``(fig, ax)``; every figure says where it was measured.
+``(fig, ax)``; every figure says where it was measured, or, for the memory model's figures, that it is
+arithmetic and no run.
 """
 
 from __future__ import annotations
@@ -10,12 +11,14 @@ from typing import Any
 
 from .style import figure, stamp
 
+MODEL_ONLY = "the memory model's arithmetic (nvtutorial/report/ladder_model.py), no run"
+
 PARTS = (("params", "parameters", "tab:blue"), ("grads", "gradients", "tab:orange"),
          ("optimizer", "Adam state", "tab:green"), ("activations", "activations", "tab:purple"),
          ("transient", "transient (est.)", "0.75"))
 
 
-def memory_bars(setup: Any, where: Any, rank: int = 0) -> tuple[Any, Any]:
+def memory_bars(setup: Any, rank: int = 0) -> tuple[Any, Any]:
     """Stacked bars of the memory model of every rung on one rank (GB), model state hatched where the
     rung keeps it in host memory."""
     from ..report import ladder
@@ -37,7 +40,7 @@ def memory_bars(setup: Any, where: Any, rank: int = 0) -> tuple[Any, Any]:
     ax.set_xlabel(f"GB on rank {rank} (memory model; hatched: in host memory)")
     ax.legend(fontsize=7, loc="lower right")
     ax.set_title("What each rung keeps on a rank")
-    stamp(fig, where)
+    stamp(fig, MODEL_ONLY, measured=False)
     return fig, ax
 
 
@@ -67,9 +70,10 @@ def loss_differences(result: Any, tolerance: float) -> tuple[Any, Any]:
 
 
 def bytes_bars(table: Any, where: Any) -> tuple[Any, Any]:
-    """Bytes each rung sends per step and rank, relative to DDP (from ``report.ladder.bytes_table``)."""
+    """Bytes each rung's recorded collectives cost per step and rank as a ring, relative to DDP (from
+    ``report.ladder.bytes_table``): a cost model of what ran, not measured traffic."""
     ratio = table["× DDP"].groupby(level="rung", sort=False).max()
-    counted = table["counted"].groupby(level="rung", sort=False).max()
+    counted = table["recorded (ring cost)"].groupby(level="rung", sort=False).max()
     fig, ax = figure(7.0, 3.6)
     ax.barh(range(len(ratio)), ratio.values - 1.0, left=1.0, color="tab:blue")
     for i, (r, mb) in enumerate(zip(ratio.values, counted.values)):
@@ -78,7 +82,7 @@ def bytes_bars(table: Any, where: Any) -> tuple[Any, Any]:
     ax.set_yticks(range(len(ratio)), list(ratio.index))
     ax.invert_yaxis()
     ax.set_xlim(min(0.5, ratio.min() - 0.1), ratio.max() * 1.35)
-    ax.set_xlabel("bytes sent per step and rank, relative to DDP (counted from the collectives)")
+    ax.set_xlabel("bytes per step and rank, relative to DDP (recorded collectives, costed as a ring)")
     ax.set_title("How many bytes each rung moves")
     stamp(fig, where)
     return fig, ax
@@ -108,7 +112,7 @@ def link_need(comparisons: dict[str, Any], where: Any) -> tuple[Any, Any]:
     return fig, ax
 
 
-def fit_bars(table: Any, where: Any, budget_label: str) -> tuple[Any, Any]:
+def fit_bars(table: Any, budget_label: str) -> tuple[Any, Any]:
     """The largest model each rung fits (millions of parameters, log scale), from ``report.ladder.fit_table``."""
     fig, ax = figure(7.0, 3.6)
     values = table["parameters (M)"].values
@@ -121,5 +125,5 @@ def fit_bars(table: Any, where: Any, budget_label: str) -> tuple[Any, Any]:
     ax.set_xlim(values[values > 0].min() / 2 if (values > 0).any() else 1e-3, values.max() * 8)
     ax.set_xlabel(f"parameters of the largest model that fits (millions; memory model, {budget_label})")
     ax.set_title("How big can it get")
-    stamp(fig, where)
+    stamp(fig, MODEL_ONLY, measured=False)
     return fig, ax

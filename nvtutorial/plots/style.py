@@ -11,10 +11,11 @@ from __future__ import annotations
 from typing import Any
 
 
-def stamp(fig: Any, where: Any) -> None:
-    """Write the measurement's origin under the figure. ``where``: a RunResult, EnvInfo or str."""
+def stamp(fig: Any, where: Any, measured: bool = True) -> None:
+    """Write the measurement's origin under the figure. ``where``: a RunResult, EnvInfo or str. With
+    ``measured=False`` the figure is arithmetic (no run): ``where`` says what computed it, with no "measured on"."""
     label = getattr(where, "label", where)
-    fig.text(0.01, 0.005, f"measured on: {label}", fontsize=7, color="0.35", ha="left", va="bottom")
+    fig.text(0.01, 0.005, f"measured on: {label}" if measured else f"not measured: {label}", fontsize=7, color="0.35", ha="left", va="bottom")
     fig.subplots_adjust(bottom=max(fig.subplotpars.bottom, 0.17))
 
 

@@ -5,19 +5,23 @@ from the same seed and trains with the lesson's own ``train_step``. Per rung and
 
 - the loss of the global batch at each of ``steps`` steps, next to the one-process reference trained
   here too (every rank computes it, on its own device, with no communication);
+- every parameter's whole gradient of step 0 (before any update; DTensor shards gathered) against the
+  one-process reference's: a loss trained with Adam cannot show a wrong gradient *scale* (Adam's update
+  hardly changes when every gradient is multiplied by a constant), the gradients can;
 - the bytes of the parameters, gradients and optimizer state this rank holds after a step, counted
   tensor by tensor (the local shard of a DTensor, the local optimizer of ZeRO); on a GPU also the
   memory allocated then, what the forward pass added, and the peak over the timed steps;
 - every collective of one step, recorded as it is issued (a ``TorchDispatchMode`` that sees the
-  ``c10d`` and functional-collective operators): its tensor bytes and what this rank sends under a
-  ring algorithm;
+  ``c10d`` and functional-collective operators): its kind and tensor bytes, and what this rank would
+  send were it run as a ring (a cost model applied to the recorded sizes, not a traffic measurement);
 - ``repeats`` × ``timed`` timed steps after ``warmup``; on a GPU NVML's NVLink TX counter of this
   rank's GPU around them;
 - with ``profile_steps``, a ``torch.profiler`` trace per rank (``trace_<rung>_rank<R>.json.gz``)
   from which the notebook computes the exposed communication.
 
 With ``checkpoint``, the DCP lesson (``checkpoint.py``) runs after the ladder; with ``fit_layers``, then
-``fit_rung`` once more with that many blocks (the largest model the memory model allows). With
+``fit_rung`` once more with that many blocks (the largest model the memory model predicts within its
+margins; one more block is not tried). With
 ``init=meta`` a model is built without memory, sharded, then materialised shard by shard.
 
     torchrun --standalone --nproc-per-node 2 -m nvtutorial.workloads.ladder --set layers=4
@@ -188,6 +192,59 @@ def summarise(records: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
 
 
 # --------------------------------------------------------------------------------------------
+# The gradients of step 0 against the one-process reference
+
+
+def reference_gradients(cfg: Any, tokens: Any, seed: int) -> dict[str, Any]:
+    """The one-process model's gradient of every parameter for ``tokens`` (the global batch), on the CPU."""
+    import torch
+
+    from nvtutorial.models import transformer
+
+    model = transformer.build(cfg, seed=seed, device=tokens.device)
+    transformer.loss_fn(model, tokens).backward()
+    out = {name: p.grad.detach().cpu() for name, p in model.named_parameters()}
+    del model
+    if tokens.device.type == "cuda":
+        torch.cuda.empty_cache()
+    return out
+
+
+def full_gradients(model: Any, device: Any):  # -> Iterator[tuple[str, torch.Tensor]]
+    """Every parameter's whole gradient, by the plain model's parameter name: a DTensor's shards gathered from
+    every rank (a collective: every rank must iterate), DDP's ``module.`` prefix dropped."""
+    from torch.distributed.tensor import DTensor
+
+    for name, p in model.named_parameters():
+        g = p.grad
+        if isinstance(g, DTensor):  # an offloaded shard lives on the CPU: gather it on the rank's device
+            local = g.to_local().to(device)
+            g = DTensor.from_local(local, g.device_mesh, g.placements, run_check=False, shape=g.shape,
+                                   stride=g.stride()).full_tensor()
+        yield name.removeprefix("module."), g
+
+
+def gradient_check(model: Any, reference: dict[str, Any], device: Any) -> dict[str, Any]:
+    """How far this rung's step-0 gradients are from the reference's: the largest difference relative to the
+    largest reference value of its tensor (``max_rel_diff``, worst tensor ``worst``), and the ratio of the
+    gradients' global norms (``norm_ratio``: 2.0 for summed instead of averaged gradients)."""
+    worst, rel, got_sq, ref_sq, missing = None, 0.0, 0.0, 0.0, []
+    for name, g in full_gradients(model, device):
+        r = reference[name]
+        if g is None:
+            missing.append(name)
+            continue
+        g = g.detach().cpu().reshape(r.shape)
+        d = ((g - r).abs().max() / r.abs().max().clamp_min(1e-30)).item()
+        if d >= rel:
+            worst, rel = name, d
+        got_sq += g.double().square().sum().item()
+        ref_sq += r.double().square().sum().item()
+    return {"max_rel_diff": rel, "worst": worst, "norm_ratio": (got_sq / ref_sq) ** 0.5 if ref_sq else None,
+            "missing": missing}
+
+
+# --------------------------------------------------------------------------------------------
 # One rung
 
 
@@ -208,8 +265,9 @@ def _nvlink_tx(ctx: runtime.Context) -> tuple[int | None, str]:
     return nvlink_tx_bytes(ctx)
 
 
-def run_rung(ctx: runtime.Context, p: Params, rung: str) -> dict[str, Any]:
-    """Train, count, time and (optionally) trace one rung from a freshly built model."""
+def run_rung(ctx: runtime.Context, p: Params, rung: str, reference_grads: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Train, count, time and (optionally) trace one rung from a freshly built model; with ``reference_grads``
+    first compare its gradients of step 0 (no update) with them."""
     import torch
 
     from nvtutorial.lessons.ladder.rungs import RUNGS
@@ -238,6 +296,12 @@ def run_rung(ctx: runtime.Context, p: Params, rung: str) -> dict[str, Any]:
 
     out: dict[str, Any] = {"rung": rung, "layers": p.layers}
     ctx.progress(0, 1, desc=rung)
+    if reference_grads is not None:  # forward and backward of step 0's batch, no update: the model is unchanged
+        tokens = transformer.batch(0, p.global_batch, cfg, seed=p.seed).to(ctx.device)
+        transformer.loss_fn(model, local_batch(tokens, rung)).backward()
+        out["gradients"] = gradient_check(model, reference_grads, ctx.device)
+        optimizer.zero_grad(set_to_none=True)
+        del tokens
     out["losses"] = [global_loss(step(), rung) for _ in range(p.steps)]
     out["held"] = held_bytes(model, optimizer)
     if ctx.is_gpu:
@@ -324,11 +388,17 @@ def run(ctx: runtime.Context, p: Params) -> dict[str, Any]:
                              mlp_ratio=p.mlp_ratio)
     out: dict[str, Any] = {"config": dataclasses.asdict(cfg), "global_batch": p.global_batch,
                            "world_size": ctx.world_size, "rank": ctx.rank, "device": str(ctx.device)}
+    require(p.global_batch % ctx.world_size == 0,
+            f"global_batch={p.global_batch} must be a multiple of the {ctx.world_size} ranks: each data-parallel rank "
+            "trains on an equal share (else the mean of the ranks' losses is not the global batch's)")
+    grads = None
     if p.reference:
         ctx.progress(0, 1, desc="one-process reference")
         out["reference"] = train("single", cfg, p.steps, p.global_batch, ctx.device, seed=p.seed)
+        grads = reference_gradients(cfg, transformer.batch(0, p.global_batch, cfg, seed=p.seed).to(ctx.device), p.seed)
         _free(ctx)
-    out["rungs"] = [run_rung(ctx, p, rung) for rung in p.rungs]
+    out["rungs"] = [run_rung(ctx, p, rung, grads) for rung in p.rungs]
+    grads = None
     if p.checkpoint:
         from nvtutorial.lessons.ladder.checkpoint import resume_check
 

@@ -5,8 +5,9 @@
 Each rank writes only its own shards (parameters and Adam's state) into one checkpoint folder; a
 resumed run of the same shape reads them back in place. ``dcp_to_torch_save`` turns the folder
 into an ordinary ``torch.save`` file that a single process loads with ``load_state_dict``. The
-script checks all three: the resumed run continues exactly like the uninterrupted one, and the
-single-process model holds the same weights.
+script checks all three: the reloaded weights equal the saved ones bit for bit, the resumed run's losses
+follow the uninterrupted one's (bit for bit on the CPU; on a GPU the attention backward may add in another
+order), and the single-process model holds the same weights.
 """
 
 from __future__ import annotations
@@ -53,8 +54,8 @@ def load(model: torch.nn.Module, optimizer: torch.optim.Optimizer, folder: str |
 
 
 def load_single_process(folder: str | Path, cfg: transformer.Config) -> torch.nn.Module:
-    """A plain one-process model from the sharded checkpoint (no process group needed)."""
-    full = Path(folder) / "full.pt"
+    """A plain one-process model from the sharded checkpoint (needs no process group)."""
+    full = Path(folder).with_name(Path(folder).name + ".pt")  # next to the checkpoint folder, not inside it
     dcp_to_torch_save(str(folder), str(full))  # gathers every rank's shards into one file
     model = transformer.build(cfg, device="cpu")
     model.load_state_dict(torch.load(full, weights_only=True)["model"])

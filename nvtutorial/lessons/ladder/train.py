@@ -50,7 +50,8 @@ def local_batch(tokens: torch.Tensor, rung: str) -> torch.Tensor:
 
 
 def train_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, tokens: torch.Tensor) -> torch.Tensor:
-    """Forward, backward, update. The gradients stay until the next step frees them."""
+    """Forward, backward, update. The gradients stay until the next step frees them (under DDP they live in
+    its buckets, which persist)."""
     optimizer.zero_grad(set_to_none=True)
     loss = transformer.loss_fn(model, tokens)
     loss.backward()
