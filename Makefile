@@ -1,5 +1,6 @@
 # Quick start: `make course` (set up, then run every notebook headlessly and print the summary),
-# `make test` (the test suite CI runs), `make lab` (open the course in JupyterLab).
+# `make test` (the test suite CI runs), `make lab` (open the course in JupyterLab),
+# `make site` (build the course website into build/site), `make site-serve` (and serve it locally).
 PYTHON ?= python3
 # The torch to install. The default is a release this course is tested with; on a GPU node
 # that already has torch, reuse it with `make install TORCH=` (empty: keep what pip finds).
@@ -8,7 +9,10 @@ VENV ?= .venv
 PROFILE ?= auto
 BIN := $(VENV)/bin
 
-.PHONY: install course test lab bundle clean
+SITE_ENV ?= build/site-env
+SITE_PORT ?= 8000
+
+.PHONY: install course test lab site site-serve bundle clean
 
 $(BIN)/nvtutorial: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -29,8 +33,25 @@ test: install
 	rm -rf build/executed
 	NVTUTORIAL_EXECUTED_DIR=$(CURDIR)/build/executed $(BIN)/python -m pytest -ra --durations=25 tests
 
+# JupyterLab on notebooks/ (--allow-root only as root). Extra arguments: make lab LAB_ARGS="--no-browser --port 8888"
 lab: install
-	$(BIN)/jupyter lab notebooks/
+	$(BIN)/python -m nvtutorial.lab notebooks $(LAB_ARGS)
+
+# The course website's toolchain (Jupyter Book 1), pinned in site/requirements.txt, in its own environment.
+$(SITE_ENV)/bin/jupyter-book: site/requirements.txt
+	$(PYTHON) -m venv $(SITE_ENV)
+	$(SITE_ENV)/bin/python -m pip install --upgrade pip
+	$(SITE_ENV)/bin/python -m pip install -r site/requirements.txt
+	touch $@
+
+# The website from the executed GPU notebooks (never re-executed) into build/site; fails on any
+# Sphinx warning, broken link or missing image.
+site: install $(SITE_ENV)/bin/jupyter-book
+	$(BIN)/python site/build_site.py --jupyter-book $(SITE_ENV)/bin/jupyter-book --out build/site
+
+site-serve: site
+	@echo "serving build/site at http://127.0.0.1:$(SITE_PORT)/ (Ctrl-C to stop)"
+	$(BIN)/python -m http.server --bind 127.0.0.1 --directory build/site $(SITE_PORT)
 
 bundle: install
 	$(BIN)/nvtutorial bundle --out wheels

@@ -60,8 +60,6 @@ def cmd_run(args: argparse.Namespace) -> int:
     try:
         values = params_mod.parse_assignments(args.set)
         env = params_mod.parse_assignments(args.env)
-        if args.script_args and not launch.is_script(args.target):
-            raise launch.LaunchError(f"arguments after -- are for scripts; workload {args.target} takes --set KEY=VALUE")
         spec = launch.prepare(args.target, nproc=args.nproc, backend=args.backend, params=values,
                               args=args.script_args, timeout=args.timeout, env=env, out=args.out, output=args.output,
                               nnodes=args.nnodes, allow_oversubscribe=args.oversubscribe)

@@ -102,8 +102,10 @@ def run_course(out: str | os.PathLike[str] = "build/course", only: str | list[st
             t0 = time.perf_counter()
             error = None
             try:
+                # store_widget_state: the progress bars' final state is saved with the notebook
                 papermill.execute_notebook(str(nb), str(target), parameters={"profile": profile}, kernel_name=kernel,
-                                           cwd=str(nb.parent), progress_bar=False, log_output=False)
+                                           cwd=str(nb.parent), progress_bar=False, log_output=False,
+                                           store_widget_state=True)
             except Exception as exc:  # papermill raises PapermillExecutionError with the cell's traceback
                 error = f"{type(exc).__name__}: {exc}".strip()
             summary.notebooks.append(NotebookOutcome(name=nb.name, passed=error is None,

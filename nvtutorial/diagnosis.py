@@ -26,7 +26,7 @@ LOG_TAIL_LINES = 30
 _TAIL_BYTES = 256 * 1024
 
 CRASH_SIGNALS = {signal.SIGABRT, signal.SIGSEGV, signal.SIGBUS, signal.SIGFPE, signal.SIGILL}
-"""Signals that end a rank on their own (native crash, NCCL's watchdog); SIGTERM/SIGKILL are cleanup."""
+"""Signals that end a rank on their own (native crash, NCCL's watchdog); SIGTERM is clean-up."""
 _AGENT_FAILURE = re.compile(r"^\s*rank\s*:\s*(\d+) \(local_rank: \d+\)\s*\n\s*exitcode\s*:\s*(-?\d+)", re.MULTILINE)
 _STACK_HEADER = re.compile(r"^(Current thread|Thread) 0x[0-9a-f]+ ")
 _NO_SPACE = ("No space left on device", "ENOSPC")
@@ -52,6 +52,8 @@ class Observed:
     """Ranks found frozen (SIGSTOP, Ctrl-Z) when their stacks were asked for."""
     vanished: dict[int, float] = dataclasses.field(default_factory=dict)
     """Ranks whose process ended without a result or an error file, and when (time.time())."""
+    startup: bool = False
+    """The ranks were not all up within the start-up limit (``LaunchSpec.startup_timeout``)."""
 
 
 def tail(path: Path, n: int = LOG_TAIL_LINES) -> list[str]:
@@ -142,10 +144,12 @@ def _errors(spec: LaunchSpec) -> list[dict[str, Any]]:
 
 
 def _signalled_ranks(spec: LaunchSpec) -> list[tuple[int, signal.Signals]]:
-    """Ranks that torchrun reports as killed by a crash signal, or by SIGKILL as the first failure.
+    """Ranks that torchrun reports as killed by a crash signal or by SIGKILL.
 
-    SIGKILL counts only as torchrun's root cause (the first failure it saw): later ones are the
-    clean-up of the others, by torchrun or by the launcher.
+    torchrun's report lists only the ranks that had already ended when it noticed the first
+    failure, before it cleans up the others, so a SIGKILL listed there came from outside the run
+    (the out-of-memory killer, a ``kill -9``), even when torchrun names a peer as the root cause:
+    a peer that lost its connection to the killed rank often exits first.
     """
     found = {}
     for log in agent_logs(spec):
@@ -153,11 +157,10 @@ def _signalled_ranks(spec: LaunchSpec) -> list[tuple[int, signal.Signals]]:
             text = log.read_text(errors="replace")[-_TAIL_BYTES:]
         except (FileNotFoundError, NotADirectoryError):
             continue
-        root = text.split("Root Cause", 1)[1] if "Root Cause" in text else ""
-        for section, fatal in ((text, {int(s) for s in CRASH_SIGNALS}), (root, {int(signal.SIGKILL)})):
-            for rank, code in _AGENT_FAILURE.findall(section):
-                if int(code) < 0 and -int(code) in fatal:
-                    found[int(rank)] = signal.Signals(-int(code))
+        fatal = {int(s) for s in CRASH_SIGNALS} | {int(signal.SIGKILL)}
+        for rank, code in _AGENT_FAILURE.findall(text):
+            if int(code) < 0 and -int(code) in fatal:
+                found[int(rank)] = signal.Signals(-int(code))
     return sorted(found.items())
 
 
@@ -248,7 +251,12 @@ def _failure(result: RunResult, rank: int, head: str, kind: str, trace: str | No
 
 def _timed_out(spec: LaunchSpec, result: RunResult, seen: Observed) -> Failure:
     result.returncode = result.returncode or -int(signal.SIGKILL)
-    first = f"{spec.workload} did not finish within its {spec.timeout:g} s deadline; every process of the run was ended."
+    if seen.startup:
+        first = (f"{spec.workload}: the ranks were not all up within {spec.startup_timeout:g} s of start-up "
+                 f"(interpreters, imports, rendezvous); every process of the run was ended.")
+    else:
+        first = (f"{spec.workload} did not finish within its {spec.timeout:g} s deadline (counted from when every "
+                 f"rank was up); every process of the run was ended.")
     lines = [first]
     if seen.stopped:
         who = ", ".join(map(str, sorted(seen.stopped)))

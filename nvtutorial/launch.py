@@ -39,6 +39,7 @@ import psutil
 from . import diagnosis, guards, workloads
 from . import params as params_mod
 from .machine import hardware
+from .progress import RunProgress
 from .results import RunResult
 from .runtime import PROGRESS_PREFIX, _free_port
 
@@ -54,6 +55,10 @@ MAX_SHOWN_BYTES = 1 << 20
 PORT_ATTEMPTS = 3
 """Rendezvous ports tried when another process takes the free port picked (emulated nodes only)."""
 TICK_S = 0.1
+STARTUP_TIMEOUT_S = 300.0
+"""How long the ranks may take to come up (interpreters, imports, rendezvous) before the run counts as
+hung. The run's own ``timeout`` counts from the moment every rank is up, so a slow start-up on a busy
+machine never eats a short deadline, and a hang is caught where it happens."""
 """How often the launcher looks at the run (an agent's exit is noticed at once)."""
 _READ_CHUNK = 1 << 20
 _MAX_LINE = 64 * 1024
@@ -108,6 +113,8 @@ class LaunchSpec:
     """What the guards allowed only because of ``allow_oversubscribe``; printed when the run starts."""
     max_restarts: int = 0
     """torchrun's ``--max-restarts``: times each agent starts its ranks again after one fails (notebook 09)."""
+    startup_timeout: float = STARTUP_TIMEOUT_S
+    """Seconds the ranks may take to come up; ``timeout`` counts from when every rank is up."""
 
     @property
     def world_size(self) -> int:
@@ -413,33 +420,6 @@ class _LogTail:
         return lines
 
 
-class _Progress:
-    """One ``tqdm.auto`` bar fed by rank 0's structured progress lines."""
-
-    def __init__(self) -> None:
-        self.bar: Any = None
-
-    def update(self, event: dict[str, Any]) -> None:
-        from tqdm.auto import tqdm
-
-        total, n, desc = event.get("total"), event.get("n", 0), event.get("desc", "")
-        if self.bar is None or self.bar.total != total or self.bar.desc.rstrip(": ") != desc:
-            self.close()
-            self.bar = tqdm(total=total, desc=desc, leave=True, file=sys.stdout)
-        self.bar.n = n
-        info = {k: v for k, v in event.items() if k not in ("event", "n", "total", "desc")}
-        if info:
-            self.bar.set_postfix({k: f"{v:.4g}" if isinstance(v, float) else v for k, v in info.items()}, refresh=False)
-        self.bar.refresh()
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.close()
-            self.bar = None
-
-
-
-
 def _end_tree(procs: list[psutil.Process]) -> None:
     """SIGTERM every process (and SIGCONT a stopped one), SIGKILL those alive after :data:`KILL_GRACE_S`."""
     for p in procs:
@@ -464,12 +444,14 @@ class _Run:
         self.spec = spec
         self.t0 = time.perf_counter()
         self.started_at = time.time()
-        self.deadline = None if spec.timeout is None else self.t0 + spec.timeout
+        self.deadline: float | None = None  # set when every rank is up (ready_at)
+        self.ready_at: float | None = None
+        self.startup_deadline = self.t0 + spec.startup_timeout
         self.tails = {r: _LogTail(spec.run_dir / f"rank{r}.log") for r in range(spec.world_size)}
         everyone = set(range(spec.world_size))
         self.shown = everyone if spec.output == "all" else ({0} if spec.output == "rank0" else set())
         self.shown_bytes = 0
-        self.progress = _Progress()
+        self.progress = RunProgress()
         self.first_output: float | None = None
         self.failure_seen: float | None = None
         self.interrupted = self.terminated = self.folder_lost = False
@@ -587,11 +569,20 @@ class _Run:
             if self.failure_seen is not None and now - self.failure_seen > FAILURE_GRACE_S:
                 self.dump_stacks()  # where the surviving ranks were when one failed
                 break
-            if self.deadline is not None and now > self.deadline:
+            if self.ready_at is None and self.all_ready():
+                self.ready_at = now
+                self.deadline = None if spec.timeout is None else now + spec.timeout
+            late_start = self.ready_at is None and now > self.startup_deadline
+            if late_start or (self.deadline is not None and now > self.deadline):
                 self.seen.timed_out = True
+                self.seen.startup = late_start
                 self.dump_stacks()
                 break
             self._pause(TICK_S)
+
+    def all_ready(self) -> bool:
+        """Whether every rank has said it is up (``rank{R}.ready``, written by the worker runtime)."""
+        return all((self.spec.run_dir / f"rank{r}.ready").exists() for r in range(self.spec.world_size))
 
     def _pause(self, seconds: float) -> None:
         """Sleep up to ``seconds``, waking as soon as an agent exits (a finished run is noticed at once)."""
@@ -637,7 +628,8 @@ class _Run:
         for agent in self.agents:
             agent.wait()
         self.pump(drain=True)
-        self.progress.close()
+        failed = self.seen.timed_out or self.folder_lost or self.failure_seen is not None or self.returncode != 0
+        self.progress.close("interrupted" if self.interrupted else "failed" if failed else "done")
 
     @property
     def returncode(self) -> int:
@@ -694,7 +686,10 @@ def execute(spec: LaunchSpec, check: bool = True) -> RunResult:
     if spec.max_restarts and run.returncode == 0 and not run.interrupted:
         for stale in spec.run_dir.glob("rank*.error.json"):  # errors of attempts that torchrun restarted
             stale.replace(stale.with_name(stale.name.replace(".error.json", ".error.earlier.json")))
+    for leftover in spec.run_dir.glob(".rank*.tmp"):  # a rank killed (SIGKILL) while it wrote a result
+        leftover.unlink(missing_ok=True)
     result = diagnosis.collect(spec, run.returncode, wall, run.first_output)
+    result.ready_s = None if run.ready_at is None else run.ready_at - run.t0
     if run.interrupted:
         result.error = {"type": "SIGTERM" if run.terminated else "KeyboardInterrupt",
                         "message": "interrupted by the caller; every process of the run was ended"}

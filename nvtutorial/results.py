@@ -120,6 +120,8 @@ class RunResult:
     schema_version: int = SCHEMA_VERSION
     nnodes: int = 1
     """Nodes (torchrun agents) of the run; ``nproc`` ranks each."""
+    ready_s: float | None = None
+    """Seconds from the launch until every rank was up (start-up); the deadline counts from there."""
 
     @property
     def ok(self) -> bool:

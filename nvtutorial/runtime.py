@@ -260,10 +260,29 @@ def start_worker(run_dir: Path, rank: int, capture: bool) -> None:
     _metrics = {}
 
 
+def mark_ready(run_dir: Path, rank: int) -> None:
+    """Tell the launcher this rank is up (imports done, about to run): its deadline counts from here."""
+    (run_dir / f"rank{rank}.ready").touch()
+
+
 def write_result(path: Path, data: Any) -> None:
-    """Write one of this rank's result files atomically, never cut short by the launcher watch."""
-    with _writing:
-        write_json_atomic(path, data)
+    """Write one of this rank's result files atomically, never cut short by the launcher watch or SIGTERM.
+
+    torchrun ends the other ranks with SIGTERM as soon as one fails: a SIGTERM that arrives
+    while the file is written takes effect once it is complete.
+    """
+    pending: list[int] = []
+    deferring = threading.current_thread() is threading.main_thread()
+    if deferring:
+        previous = signal.signal(signal.SIGTERM, lambda signum, frame: pending.append(signum))
+    try:
+        with _writing:
+            write_json_atomic(path, data)
+    finally:
+        if deferring:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
+            if pending:
+                os.kill(os.getpid(), signal.SIGTERM)
 
 
 def rank_payload(workload: str, rank: int, wall_s: float, params: dict[str, Any], env: dict[str, Any],
@@ -321,6 +340,7 @@ def main(run: Callable[[Context, Any], dict[str, Any] | None], params_cls: type,
     try:
         params = params_mod.build(params_cls, params_mod.parse_assignments(args.set))
         ctx = _init(rank, local_rank, world_size, args.backend, args.pg_timeout, run_dir)
+        mark_ready(run_dir, rank)
         metrics = run(ctx, params) or {}
         payload = rank_payload(name, rank, time.perf_counter() - started, dataclasses.asdict(params),
                                environment(ctx), metrics)

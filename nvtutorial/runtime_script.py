@@ -70,6 +70,9 @@ def main(argv: list[str] | None = None) -> None:
     sys.argv = [script, *args.args]
     sys.path[0] = os.path.dirname(script)  # as `python script.py` would have it
     started = time.perf_counter()
+    import torch  # noqa: F401  (the script's own import is then free: start-up ends here, see mark_ready)
+
+    runtime.mark_ready(run_dir, rank)
     try:
         runpy.run_path(script, run_name="__main__")
     except SystemExit as exc:

@@ -148,6 +148,8 @@ class Activity:
     phase_compute: dict[str, list[Interval]]
     rows: list[dict[str, Any]]  # one per event: kind, lane, start, end, name
     rank: int | None = None
+    base_us: float = 0.0  # the trace's ``baseTimeNanoseconds`` in µs: its times are relative to it
+    host: str | None = None
 
     @property
     def label(self) -> str:
@@ -219,7 +221,8 @@ def classify(trace: str | os.PathLike[str] | Mapping[str, Any]) -> Activity:
         for p, windows in phases.items():
             phase_compute[p] = intersect(merged, windows)
     return Activity(source=source, compute=compute, comm=comm, steps=steps, phases=phases,
-                    phase_compute=phase_compute, rows=rows, rank=_rank_of(data))
+                    phase_compute=phase_compute, rows=rows, rank=_rank_of(data),
+                    base_us=float(data.get("baseTimeNanoseconds") or 0) / 1e3, host=data.get("host_name"))
 
 
 # --------------------------------------------------------------------------- the split
@@ -307,3 +310,121 @@ def split(trace: str | os.PathLike[str] | Mapping[str, Any] | Activity, skip_fir
             raise ValueError("the trace holds neither compute nor communication events")
         windows = [(everything[0][0], everything[-1][1])]
     return split_intervals(act.compute, act.comm, windows, act.source, phase_compute=act.phase_compute, rank=act.rank)
+
+
+def split_steps(trace: str | os.PathLike[str] | Mapping[str, Any] | Activity, skip_first: int = 0) -> list[Split]:
+    """The split of each ``train_step`` of a trace on its own: the repeats behind :func:`split`'s average."""
+    act = trace if isinstance(trace, Activity) else classify(trace)
+    return [split_intervals(act.compute, act.comm, [w], act.source, rank=act.rank) for w in act.steps[skip_first:]]
+
+
+# --------------------------------------------------------------------------- waiting or moving data
+
+@dataclasses.dataclass(frozen=True)
+class Waiting:
+    """One rank's communication in an average step, split by when the other ranks arrived (ms per step).
+
+    A collective cannot move data before every rank has joined it: the time a rank spends inside
+    a collective before the last rank arrives is **waiting** (the other rank is behind: skew), the
+    time after it is **transfer** (data on the link, and the collective's own latency).
+    ``comm = wait + transfer`` and ``exposed = exposed_wait + exposed_transfer``: the parts with no
+    compute of this rank under them.
+    """
+
+    rank: int | None
+    steps: int
+    collectives: int  # per step
+    comm_ms: float
+    wait_ms: float
+    transfer_ms: float
+    exposed_ms: float
+    exposed_wait_ms: float
+    exposed_transfer_ms: float
+    last_share: float  # share of the collectives this rank was the last to join
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def _shifted(intervals: Iterable[Interval], by: float) -> list[Interval]:
+    return [(s + by, e + by) for s, e in intervals]
+
+
+@dataclasses.dataclass
+class Paired:
+    """Every rank's collectives split at the last rank's arrival (times on rank 0's clock base)."""
+
+    acts: list[Activity]
+    windows: list[list[Interval]]  # each rank's steps, shifted
+    offsets: list[float]
+    wait: list[list[Interval]]  # per rank: inside a collective, before the last rank joined
+    transfer: list[list[Interval]]  # per rank: after it
+    last: list[int]  # per rank: collectives it was the last to join
+    collectives: int  # in all steps together
+
+
+def pair_intervals(traces: Sequence[str | os.PathLike[str] | Mapping[str, Any] | Activity], skip_first: int = 0) -> Paired:
+    """Match the ranks' collectives one to one and split each at the last rank's arrival.
+
+    The k-th collective of step i on one rank is the k-th of step i on every rank (DDP issues
+    the same all-reduces in the same order everywhere). Its data can move only once the last
+    rank has joined: ``arrival = max(start over ranks)``; before that a rank waits. Needs the
+    traces of one host (processes of one machine share its clock) with the same number of steps
+    and of collectives in each step; raises ``ValueError`` naming what differs otherwise.
+    """
+    acts = [t if isinstance(t, Activity) else classify(t) for t in traces]
+    if len(acts) < 2:
+        raise ValueError("pairing needs the traces of at least two ranks")
+    hosts = {a.host for a in acts if a.host}
+    if len(hosts) > 1:
+        raise ValueError(f"the traces come from different hosts ({', '.join(sorted(hosts))}): their clocks "
+                         "cannot be compared; pair ranks of one machine")
+    offsets = [a.base_us - acts[0].base_us for a in acts]  # times on rank 0's base
+    windows = [_shifted(a.steps[skip_first:], off) for a, off in zip(acts, offsets)]
+    counts = [len(w) for w in windows]
+    if not all(counts) or len(set(counts)) > 1:
+        raise ValueError(f"the traces hold {counts} train_step ranges: every rank needs the same steps")
+    kernels: list[list[list[Interval]]] = []  # [rank][step] -> collectives in order of start
+    for act, wins, off in zip(acts, windows, offsets):
+        comm = sorted(_shifted(act.comm, off))
+        kernels.append([[c for c in comm if ws <= c[0] < we] for ws, we in wins])
+    for i in range(counts[0]):
+        n = [len(k[i]) for k in kernels]
+        if len(set(n)) > 1:
+            raise ValueError(f"step {i}: the ranks ran {n} collectives: they cannot be paired one to one")
+    wait: list[list[Interval]] = [[] for _ in acts]
+    transfer: list[list[Interval]] = [[] for _ in acts]
+    last = [0] * len(acts)
+    collectives = 0
+    for i in range(counts[0]):
+        for k in range(len(kernels[0][i])):
+            arrival = max(kernels[r][i][k][0] for r in range(len(acts)))
+            collectives += 1
+            for r in range(len(acts)):
+                s, e = kernels[r][i][k]
+                wait[r].append((s, min(arrival, e)))
+                transfer[r].append((max(s, arrival), e))
+                last[r] += s == arrival
+    return Paired(acts=acts, windows=windows, offsets=offsets, wait=wait, transfer=transfer, last=last,
+                  collectives=collectives)
+
+
+def pair(traces: Sequence[str | os.PathLike[str] | Mapping[str, Any] | Activity], skip_first: int = 0) -> list[Waiting]:
+    """Waiting and transfer for every rank, from all ranks' traces of the same steps, read on one
+    clock (see :func:`pair_intervals`)."""
+    paired = pair_intervals(traces, skip_first)
+    steps = len(paired.windows[0])
+    out = []
+    for r, (act, wins, off) in enumerate(zip(paired.acts, paired.windows, paired.offsets)):
+        win = merge(wins)
+        compute = intersect(_shifted(act.compute, off), win)
+        moving = intersect(paired.transfer[r], win)
+        waiting = subtract(intersect(paired.wait[r], win), moving)
+        scale = 1e-3 / steps
+        ew, et = total(subtract(waiting, compute)), total(subtract(moving, compute))
+        out.append(Waiting(rank=act.rank if act.rank is not None else r, steps=steps, collectives=paired.collectives // steps,
+                           comm_ms=(total(waiting) + total(moving)) * scale, wait_ms=total(waiting) * scale,
+                           transfer_ms=total(moving) * scale, exposed_ms=(ew + et) * scale, exposed_wait_ms=ew * scale,
+                           exposed_transfer_ms=et * scale,
+                           last_share=paired.last[r] / paired.collectives if paired.collectives else float("nan")))
+    return out

@@ -82,7 +82,7 @@ def hang_until_deadline(target: str, timeout: float, ready: str, **kwargs) -> tu
         t0 = time.monotonic()
         with pytest.raises(nvtutorial.RunTimedOut) as info:
             nvtutorial.run(target, nproc=2, backend="gloo", timeout=deadline, output="none", **kwargs)
-        late = time.monotonic() - t0 - deadline
+        late = time.monotonic() - t0 - deadline - (info.value.result.ready_s or 0.0)  # the deadline starts once all are up
         if in_position(info.value.result.run_dir, ready):
             return info.value, deadline, late
     raise AssertionError(f"the ranks never reached the hang ({ready!r} is not in rank 1's log)")

@@ -1,11 +1,16 @@
-"""The pitfalls workload: every trap ends with the expected error, quickly, and leaves nothing behind.
+"""The traps of notebook 06 on real ranks (gloo on the CPU here, NCCL where there are 2 GPUs).
 
-Four real 2-process launches (a trap each); the rest are in-process checks of the pure helpers
-the notebook reads its results with.
+The lesson scripts run as they are: the validation trap (every rank's stacks taken a set time
+after the ranks reached it, then the hang ended by a short process-group timeout), its fix, the
+collectives and randomness lessons, the measurement workload, and the exercise's checker on its
+solution and every known wrong answer. The verdicts that hold on the
+CPU are asserted on their status and numbers; the GPU-only ones are recomputed from the
+reference run in ``tests/test_claims_pitfalls.py``.
 """
 
 from __future__ import annotations
 
+import json
 import pickle
 import types
 from pathlib import Path
@@ -13,203 +18,308 @@ from pathlib import Path
 import pytest
 
 import nvtutorial
-from nvtutorial import units
-from nvtutorial.experiments import pitfalls as pitlab
-from nvtutorial.machine import hardware
-from nvtutorial.report import pitfalls as pitreport
-from nvtutorial.workloads import pitfalls
+from nvtutorial.exercises import pitfall_validation as ex
+from nvtutorial.experiments import pitfalls as traps
+from nvtutorial.report import claims
+from nvtutorial.report import pitfalls as rp
+from nvtutorial.report import pitfalls_measured as rm
+from nvtutorial.workloads import pitfalls as workload
 
-from .conftest import assert_nothing_left
+from .conftest import assert_nothing_left, requires_two_gpus
 
-TINY = {"model": "tiny", "image_size": 16, "batch_size": 2, "samples": 8, "val_samples": 6}
-
-
-def _gpu_run() -> bool:
-    import torch
-
-    return bool(torch.version.cuda) and hardware.gpu_count() >= 2
+TINY = ["--model", "tiny", "--image-size", "16", "--batch-size", "4", "--samples", "16"]
 
 
-# --------------------------------------------------------------------------- the traps, launched
+def _backend() -> str:
+    from nvtutorial import launch
 
-def test_rank0_validation_times_out_with_a_short_pg_timeout(runs_dir):
-    with pytest.raises(nvtutorial.RunFailed) as info:
-        nvtutorial.run("pitfalls", output="none", pg_timeout=5, timeout=60,
-                       params={**TINY, "trap": ("rank0_validation",), "validation_s": 20})
-    exc = info.value
-    assert not isinstance(exc, nvtutorial.RunTimedOut), "the process-group timeout, not the deadline, must end it"
-    assert exc.result.wall_s < 60
-    if _gpu_run():  # the NCCL watchdog takes rank 1 down (or raises, depending on the version)
-        assert exc.exc_type in (None, "DistBackendError", "RuntimeError")
-    else:  # gloo raises in rank 1's backward: DDP's all-reduce timed out waiting for rank 0
-        assert exc.rank == 1 and exc.exc_type == "RuntimeError"
-        assert "Timed out" in str(exc) and "backward" in exc.traceback
-    assert_nothing_left(exc.result.run_dir)
+    return launch.resolve_backend("auto", 2)
 
 
-def test_rank0_validation_without_timeout_hits_the_deadline_and_shows_where(runs_dir):
-    with pytest.raises(nvtutorial.RunTimedOut) as info:
-        nvtutorial.run("pitfalls", output="none", timeout=30 if _gpu_run() else 20,
-                       params={**TINY, "trap": ("rank0_validation",), "validation_s": 600})
-    res = info.value.result
-    assert_nothing_left(res.run_dir)
-    where = pitreport.where_ranks({r: p.read_text() for r, p in res.log_files.items()})
-    assert set(where) == {0, 1}, "every rank's stack must have been dumped into its log"
-    assert "lone_validation" in " ".join(where[0]["stack"])
-    assert "one_epoch" in " ".join(where[1]["stack"])
+# --------------------------------------------------------------------------- the validation trap
+
+@pytest.fixture(scope="module")
+def trap(tmp_path_factory):
+    """The trap: rank 0 validates 100,000 samples alone; the stacks 2 s after both ranks reached
+    it; the process group's 4 s timeout ends the run."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("NVTUTORIAL_RUNS_DIR", str(tmp_path_factory.mktemp("runs")))
+        return traps.run_trap(traps.VALIDATION, args=[*TINY, "--val-samples", "100000", "--pg-timeout", "4"],
+                              stacks_after_s=2, env={"TORCH_FR_BUFFER_SIZE": "2000", "TORCH_NCCL_DUMP_ON_TIMEOUT": "1",
+                                                     "TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC": "1000"},
+                              timeout=240, output="none")
 
 
-@pytest.mark.parametrize("trap,difference", [("mismatched_shapes", "shapes"), ("mismatched_order", "Op type")])
-def test_mismatched_collectives_raise_the_detail_report(runs_dir, trap, difference):
-    with pytest.raises(nvtutorial.RunFailed) as info:
-        nvtutorial.run("pitfalls", output="none", pg_timeout=10, timeout=60, params={**TINY, "trap": (trap,)})
-    exc = info.value
-    assert exc.exc_type == "RuntimeError"
-    assert "Detected mismatch between collectives" in str(exc)
-    assert difference in pitfalls.mismatch_difference(str(exc))
-    assert exc.result.wall_s < 60
-    assert_nothing_left(exc.result.run_dir)
+def test_the_stacks_are_taken_after_the_trap_not_after_the_launch(trap):
+    assert trap.stacks_taken and trap.reached_after_s is not None
+    record = json.loads((trap.result.run_dir / "trap.json").read_text())
+    assert record["stacks_after_s"] == 2 and record["taken_after_s"] >= record["reached_after_s"] + 2
+    assert "printed its stacks" in trap.how
 
 
-def test_bad_parameters_fail_before_launch():
-    with pytest.raises(nvtutorial.LaunchError, match="oom_batch"):
-        nvtutorial.launch.prepare("pitfalls", params={"oom_batch": 3})
-    with pytest.raises(nvtutorial.LaunchError, match="trap"):
-        nvtutorial.launch.prepare("pitfalls", params={"trap": ("no_such_trap",)})
+def test_the_stacks_show_where_each_rank_waits(trap):
+    stacks = rp.rank_stacks(trap)
+    assert set(stacks) == {0, 1} and all(stacks.values()), "every rank's main-thread stack must be in its log"
+    assert any(f["func"] == "validate_rank0_only" for f in stacks[0]), "rank 0 validates alone"
+    assert not any(f["func"] == "validate_rank0_only" for f in stacks[1])
+    assert any(f["func"] == "train_one_epoch" for f in stacks[1]), "rank 1 is training its next epoch"
+    verdict = rp.hang_verdict(stacks, trap.backend, trap.where)
+    assert verdict.status == "pass", verdict.text
+    expected = "item" if trap.backend == "nccl" else "backward"
+    assert verdict.numbers["rank0"] == "validating" and verdict.numbers["rank1"] == expected
+    if trap.backend == "gloo":  # gloo: the host waits inside backward, where DDP waits for the CPU all-reduce
+        assert any(f["func"] == "_engine_run_backward" for f in stacks[1])
+        assert rp.hang_answer(verdict) == "a"
+        assert "simulation" in trap.where
 
 
-# --------------------------------------------------------------------------- pure helpers
-
-def test_epoch_orders_repeat_without_set_epoch():
-    without = pitfalls.epoch_orders(32, 2, 0, 3, set_epoch=False)
-    with_ = pitfalls.epoch_orders(32, 2, 0, 3, set_epoch=True)
-    assert without[0] == without[1] == without[2]
-    assert with_[0] == without[0] and with_[1] != with_[0] and with_[2] != with_[1]
-    other_rank = pitfalls.epoch_orders(32, 2, 1, 1, set_epoch=True)[0]
-    assert not set(other_rank) & set(with_[0]), "the ranks' shares must not overlap"
-
-
-def test_knee():
-    rows = [{"num_workers": 0, "samples_per_s": 100}, {"num_workers": 1, "samples_per_s": 170},
-            {"num_workers": 2, "samples_per_s": 195}, {"num_workers": 4, "samples_per_s": 200}]
-    assert units.knee(rows)["num_workers"] == 2
-    assert units.knee(rows, fraction=0.5)["num_workers"] == 0
-    assert units.knee([]) is None
+def test_the_process_group_timeout_ends_the_hang_with_an_error_and_leaves_nothing(trap):
+    assert not trap.ok
+    verdict = rp.timeout_verdict(trap, trap.backend, 4, trap.where)
+    assert verdict.status == "pass", verdict.text
+    error = trap.result.error
+    assert error["rank"] == 1
+    if trap.backend == "gloo":  # rank 1's backward raises: its all-reduce timed out waiting for rank 0
+        assert error["type"] == "RuntimeError" and "Timed out" in error["message"]
+        assert "backward" in error.get("traceback", "")
+        assert rp.describe_flight_recorder(trap, "gloo")[0].startswith("no flight-recorder dump")
+    assert rp.processes_left(trap) == []
+    assert_nothing_left(trap.result.run_dir, within=5.0)
 
 
-def test_mismatch_difference():
-    msg = ("Detected mismatch between collectives on ranks. Rank 0 is running collective: CollectiveFingerPrint(...)."
-           "Collectives differ in the following aspects: \t Op type: ALLREDUCEvs BROADCAST")
-    assert pitfalls.mismatch_difference(msg) == "Op type: ALLREDUCEvs BROADCAST"
-    assert pitfalls.mismatch_difference("something else") == ""
+def test_the_fix_agrees_with_one_process_and_decides_c18(trap, runs_dir):
+    result = nvtutorial.run(str(traps.VALIDATION), args=[*TINY, "--fixed"], timeout=240, output="none")
+    values = [m["val_loss"] for m in result.ranks]
+    single = result.ranks[0]["single_process_val_loss"]
+    fixed = rp.fixed_validation_verdict(values, single, result.label)
+    assert fixed.status == "pass", fixed.text
+    hang_verdict = rp.hang_verdict(rp.rank_stacks(trap), trap.backend, trap.where)
+    timeout = rp.timeout_verdict(trap, trap.backend, 4, trap.where)
+    c18 = rp.verdict_c18(hang_verdict, timeout, fixed)
+    assert c18.status == claims.claim("C18").status == "partly"
 
 
-DUMP = """rank 1: epoch 1
+# --------------------------------------------------------------------------- the lessons that do not hang
+
+def test_collectives_lesson_reports_each_mismatch_and_fixes_it(runs_dir):
+    result = nvtutorial.run(str(traps.lesson("collectives")), timeout=240, output="none")
+    errors = {name: [m[name].get("error") for m in result.ranks] for name in ("shapes", "order")}
+    shapes = rp.mismatch_verdict("mismatched shapes", errors["shapes"],
+                                 all(len(m["shapes fixed"]["result"]) == 30 for m in result.ranks), result.label)
+    order = rp.mismatch_verdict("mismatched order", errors["order"],
+                                all(m["order fixed"]["result"][0] == [3.0] for m in result.ranks), result.label)
+    assert shapes.status == order.status == "pass", (shapes.text, order.text)
+    assert "shapes" in rp.mismatch_difference(errors["shapes"][0])
+    assert "Op type" in rp.mismatch_difference(errors["order"][0])
+
+
+def test_randomness_lesson_decides_set_epoch_and_c21(runs_dir):
+    result = nvtutorial.run(str(traps.lesson("randomness")), timeout=240, output="none")
+    orders = [m["orders"] for m in result.ranks]
+    set_epoch = rp.set_epoch_verdict([o["broken"] for o in orders], [o["fixed"] for o in orders], result.label)
+    assert set_epoch.status == "pass", set_epoch.text
+    c21 = rp.verdict_c21([m["weights"] for m in result.ranks], [m["crops"]["broken"] for m in result.ranks],
+                         [m["crops"]["fixed"] for m in result.ranks], result.label)
+    assert c21.status == claims.claim("C21").status, c21.text
+    assert c21.numbers["same_crops_same_seed"] == c21.numbers["crops"] > c21.numbers["same_crops_seed_plus_rank"]
+    assert c21.numbers["weight_sums_before"] == 2 and c21.numbers["weight_sums_after"] == 1
+
+
+# --------------------------------------------------------------------------- the measurements
+
+def test_the_loader_is_measured_on_every_rank_in_windows(runs_dir):
+    result = nvtutorial.run("pitfalls", params={"parts": ("dataloader", "oom"), "workers": (0, 1), "loader_batch": 4,
+                                                "loader_image_size": 16, "steps": 2, "windows": 2,
+                                                "shard_samples": 16}, timeout=240, output="none")
+    assert rm.has_repeats(result)
+    frame = rm.loader_frame(result)
+    assert set(frame["rank"]) == {0, 1}
+    for rank in (0, 1):
+        rows = result.ranks[rank]["dataloader"]["rows"]
+        assert [r["num_workers"] for r in rows] == [0, 1]
+        assert all(len(r["samples_per_s"]) == 2 and min(r["samples_per_s"]) > 0 for r in rows)
+        assert [r["warmup_steps"] for r in rows] == [workload.warmup_steps(0), workload.warmup_steps(1)]
+    c17 = rm.verdict_c17(result)
+    if not result.env.is_gpu:
+        assert c17.status == "unverifiable" and "simulation" in c17.text
+        assert rm.oom_skipped(result).startswith("skipped: needs a GPU")
+        assert rm.verdict_c19(result).status == rm.verdict_c20(result).status == "unverifiable"
+    assert "per sample" in rm.shards_line(result)
+    # every progress bar of the run ends full: the last event of each phase has n == total
+    events = [json.loads(line.split(" ", 1)[1]) for line in Path(result.log_files[0]).read_text().splitlines()
+              if line.startswith("@@nvtutorial ")]
+    last = {}
+    for e in events:
+        if e.get("event") == "progress":
+            last[e["desc"]] = e
+    assert set(last) == {"dataloader", "oom"} and all(e["n"] == e["total"] for e in last.values()), last
+
+
+def test_bad_input_fails_before_anything_starts():
+    with pytest.raises(nvtutorial.LaunchError, match="windows"):
+        nvtutorial.launch.prepare("pitfalls", params={"windows": 1})
+    with pytest.raises(nvtutorial.LaunchError, match="parts"):
+        nvtutorial.launch.prepare("pitfalls", params={"parts": ("rank0_validation",)})
+    with pytest.raises(ValueError, match="stacks_after_s"):
+        traps.run_trap(traps.VALIDATION, stacks_after_s=0)
+    with pytest.raises(FileNotFoundError, match="the pitfall lessons are collectives, input_pipeline"):
+        traps.lesson("nope")
+
+
+@requires_two_gpus
+def test_memory_lesson_fits_with_the_fixes(runs_dir):
+    result = nvtutorial.run(str(traps.lesson("memory")), timeout=300, output="none")
+    for m in result.ranks:
+        assert m["outcome"]["whole batch"].startswith("OOM")
+        assert m["outcome"]["2 parts, accumulated"] == m["outcome"]["checkpointed"] == "fits"
+
+
+# --------------------------------------------------------------------------- the exercise
+
+@pytest.fixture(scope="module")
+def group():
+    from nvtutorial.teach import ranks
+
+    ranks.start(quiet=True)
+    yield ranks
+    ranks.stop()
+
+
+def test_the_checker_passes_the_solution(group):
+    result = traps.check_validation(ex.SOLUTION)
+    assert result.passed, result.reason
+    assert "each rank read its own share (4 + 3 samples)" in result.reason
+
+
+@pytest.mark.parametrize("name", list(ex.WRONG))
+def test_the_checker_names_what_is_wrong(group, name):
+    candidate, words = ex.WRONG[name]
+    result = traps.check_validation(candidate)
+    assert not result.passed and words in result.reason, result.reason
+    if words == "hung":
+        assert "rank 1 waited in the next training step" in result.reason and "rank 0 validated alone" in result.reason
+
+
+def test_the_checker_says_when_the_code_does_not_define_the_function(group):
+    result = traps.check_validation("def something_else():\n    return 1\n")
+    assert not result.passed and "defines no function 'validate_accuracy'" in result.reason
+
+
+# --------------------------------------------------------------------------- pure readers
+
+DUMP = """rank 1: epoch 0 trained
 Thread 0x00007f72596 (most recent call first):
   File "/x/nvtutorial/runtime.py", line 204 in watch
   File "/usr/lib/python3.12/threading.py", line 982 in run
+  File "/usr/lib/python3.12/threading.py", line 1030 in _bootstrap
 
 Current thread 0x00007f725ac (most recent call first):
   File "/x/torch/autograd/graph.py", line 979 in _engine_run_backward
-  File "/x/nvtutorial/lessons/training.py", line 193 in _backward
-  File "/x/nvtutorial/lessons/training.py", line 216 in train_step
-  File "/x/nvtutorial/workloads/pitfalls.py", line 135 in one_epoch
-  File "/x/nvtutorial/workloads/pitfalls.py", line 103 in run
-  File "/x/nvtutorial/runtime.py", line 160 in main
+  File "/x/torch/_tensor.py", line 631 in backward
+  File "/x/nvtutorial/lessons/pitfalls/validation.py", line 44 in train_one_epoch
+  File "/x/nvtutorial/lessons/pitfalls/validation.py", line 126 in main
+  File "/x/nvtutorial/lessons/pitfalls/validation.py", line 140 in <module>
   File "<frozen runpy>", line 88 in _run_code
 """
 
 
-def test_where_ranks_reads_faulthandler_dumps():
-    where = pitreport.where_ranks({1: DUMP, 0: "no stacks here"})
-    assert set(where) == {1}
-    assert where[1]["innermost"] == "graph.py:979 in _engine_run_backward"
-    assert where[1]["in_course_code"] == "training.py:193 _backward <- training.py:216 train_step <- pitfalls.py:135 one_epoch"
-    assert where[1]["stack"][-1] == "<frozen runpy>:88 _run_code"
+def test_main_stack_reads_the_last_faulthandler_dump():
+    frames = rp.main_stack(DUMP + DUMP.replace("line 44", "line 45"), -1)
+    assert [f["func"] for f in frames][:3] == ["_engine_run_backward", "backward", "train_one_epoch"]
+    assert frames[2]["line"] == 45, "which=-1: the last dump"
+    assert rp.main_stack(DUMP + DUMP.replace("line 44", "line 45"))[2]["line"] == 44, "the first dump by default"
+    assert rp.main_stack("no stacks here") == []
+    point = rp.waiting_point(frames, lambda f: "")
+    assert point["point"] == "backward" and point["frame"] == "validation.py:45 train_one_epoch"
+    item = [{"file": "/x/validation.py", "line": 9, "func": "train_one_epoch"},
+            {"file": "/x/validation.py", "line": 99, "func": "<module>"}]
+    assert rp.waiting_point(item, lambda f: "last = loss.item()")["point"] == "item"
+    assert rp.waiting_point(item, lambda f: "optimizer.step()")["point"] == "elsewhere"
+
+
+def test_hang_verdict_fails_when_the_stacks_contradict_the_lesson():
+    validating = [{"file": "/x/v.py", "line": 1, "func": "evaluate"}, {"file": "/x/v.py", "line": 2, "func": "<module>"}]
+    training = [{"file": "/x/v.py", "line": 3, "func": "train_one_epoch"}, {"file": "/x/v.py", "line": 4, "func": "<module>"}]
+    verdict = rp.hang_verdict({0: validating, 1: training}, "nccl", "test", lambda f: "optimizer.step()")
+    assert verdict.status == "fail" and verdict.numbers["rank1"] == "elsewhere"
+    assert rp.hang_verdict({}, "gloo", "test").status == "fail"
 
 
 def test_flight_recorder_dump_is_summarised(tmp_path):
     entries = [{"collective_seq_id": 7, "profiling_name": "nccl:all_reduce", "state": "completed", "input_sizes": [[4]]},
-               {"collective_seq_id": 8, "profiling_name": "nccl:all_reduce", "state": "started", "input_sizes": [[4]]}]
+               {"collective_seq_id": 8, "profiling_name": "nccl:all_reduce", "state": "scheduled", "input_sizes": [[4]]}]
     (tmp_path / "nccl_trace_rank_1").write_bytes(pickle.dumps({"version": "2.4", "entries": entries}))
-    (tmp_path / "rank1.pid").write_text("1")
-    fr = pitreport.flight_recorder(tmp_path)
-    assert fr[1]["last_completed_seq"] == 7
-    assert fr[1]["pending"][0]["seq"] == 8 and fr[1]["pending"][0]["state"] == "started"
-    result = types.SimpleNamespace(run_dir=tmp_path, log_files={0: tmp_path / "rank0.log", 1: tmp_path / "rank1.log"})
-    lines = pitreport.describe_flight_recorder(result)
-    assert "last completed collective #7" in lines[0] and "#8 nccl:all_reduce (started)" in lines[0]
+    fr = rp.flight_recorder(tmp_path)
+    assert fr[1]["last_completed_seq"] == 7 and fr[1]["pending"][0]["seq"] == 8
+    lines = rp.describe_flight_recorder(types.SimpleNamespace(run_dir=tmp_path), "nccl")
+    assert lines == ["rank 1: last completed collective #7; not completed: #8 nccl:all_reduce (scheduled)"]
 
 
-def test_params_from_picks_only_workload_parameters():
-    assert pitlab.params_from({"pg_timeout": 3, "model": "tiny", "workers": [0, 1]}, trap=["seeds"]) == {
-        "model": "tiny", "workers": [0, 1], "trap": ["seeds"]}
+def test_judge_and_explain_hang_on_recorded_outcomes():
+    good = [{"value": 0.5, "read": 4, "reference": 0.5}, {"value": 0.5, "read": 3, "reference": 0.5}]
+    assert ex.judge(good)[0]
+    assert "returned None" in ex.judge([good[0], {**good[1], "value": None}])[1]
+    assert "raised ZeroDivisionError" in ex.judge([{"error": "ZeroDivisionError: x", "read": 0}, good[1]])[1]
+    assert "read no validation sample" in ex.judge([{**good[0], "read": 7}, {**good[1], "read": 0}])[1]
+    stack0 = (f'Stack (most recent call last):\n  File "{ex.__file__}", line 170, in run_candidate\n'
+              '    value = candidate(state["model"])\n  File "<your validate_accuracy>", line 9, in validate_accuracy\n'
+              f'  File "{ex.__file__}", line 150, in __getitem__\n    time.sleep(SLOW_READ_S)')
+    stack1 = (f'Traceback (most recent call last):\n  File "{ex.__file__}", line 176, in run_candidate\n'
+              '    loss.backward()\nRuntimeError: Timed out waiting 3000ms')
+    reason = ex.explain_hang({0: stack0, 1: stack1})
+    assert reason.startswith("hung: rank 1 waited in the next training step's gradient all-reduce while rank 0 "
+                             "validated alone") and "loss.backward()" in reason
 
 
-def test_describe_failure_of_nothing():
-    assert "without an error" in pitreport.describe_failure(None)[0]
-    assert pitreport.signature_lines(None) == {}
+def test_verdicts_on_recorded_lesson_outputs():
+    assert rp.mismatch_difference("... Collectives differ in the following aspects: \t Op type: ALLREDUCEvs BROADCAST") \
+        == "Op type: ALLREDUCEvs BROADCAST"
+    assert rp.mismatch_verdict("x", ["no report", None], True, "t").status == "fail"
+    assert rp.set_epoch_verdict([[[1, 2], [1, 2]], [[3, 4], [3, 4]]], [[[1, 2], [2, 1]], [[3, 4], [4, 3]]],
+                                "t").status == "pass"
+    assert rp.set_epoch_verdict([[[1, 2], [1, 2]], [[1, 4], [1, 4]]], [[[1, 2], [2, 1]], [[3, 4], [4, 3]]],
+                                "t").numbers["disjoint"] is False
+    assert rp.fixed_validation_verdict([1.0, 1.1], 1.0, "t").status == "fail"
+    assert rp.fixed_validation_verdict([1.0, None], 1.0, "t").status == "fail"
 
 
-# --------------------------------------------------------------------------- the notebook's readers, on a recorded run
-
-SAFE_RUN = Path(__file__).parent / "fixtures" / "pitfalls" / "safe_run_cpu.json"
-
-
-@pytest.fixture
-def safe():
-    """A real CPU run of every non-hanging trap (fixed=true, catch=true), as the notebook launches it."""
-    return nvtutorial.RunResult.load(SAFE_RUN)
+def _rows(rates_by_workers, pinned=None):
+    rows = [{"num_workers": w, "pin_memory": False, "samples_per_s": r} for w, r in rates_by_workers.items()]
+    rows += [{"num_workers": w, "pin_memory": True, "samples_per_s": r} for w, r in (pinned or {}).items()]
+    return rows
 
 
-def test_readers_of_a_recorded_run(safe):
-    frame = pitreport.validation_frame(safe)
-    assert frame["agree"].all() and list(frame["rank"]) == [0, 1]
-    assert "matches a single process" in pitreport.verdict_c18(None, safe, 3)
-    lines = pitreport.mismatch_lines(safe)
-    assert any("mismatched_shapes, rank 1: RuntimeError" in line for line in lines)
-    assert any("mismatched_order, fixed:" in line for line in lines)
-    assert pitreport.first_mismatch_report(safe).startswith("Detected mismatch between collectives")
-    epochs = pitreport.epoch_frame(safe)
-    assert len(epochs) == 6 and "repeats the same order: True" in pitreport.verdict_set_epoch(safe)
-    weights, crops = pitreport.seeds_frames(safe)
-    assert weights["after DDP(model)"].nunique() == 1 and weights["weights checksum before DDP"].nunique() == 2
-    assert "8 of 8 crops were identical" in pitreport.verdict_c21(safe)
-    assert set(pitreport.loader_frame(safe)["num_workers"]) == {0, 1}
-    assert "C17: on" in pitreport.verdict_c17(safe) and "per sample" in pitreport.shards_line(safe)
-    assert pitreport.oom_frames(safe).startswith("skipped: needs a GPU")
-    assert pitreport.verdict_c19_c20(safe)[0].startswith("C19, C20: not checked here")
+def test_enough_workers_uses_the_noise_rule():
+    rows = _rows({0: [100, 102], 2: [300, 310], 4: [400, 404], 8: [402, 398], 16: [405, 401]})
+    e = rm.enough_workers(rows)
+    assert e["best"] == 16 and e["knee"] == 4 and not e["still_rising"]
+    assert e["against_best"][2].status == "slower"
+    rising = rm.enough_workers(_rows({0: [100, 101], 8: [200, 201], 16: [300, 301]}))
+    assert rising["knee"] == 16 and rising["still_rising"]
+    assert rm.pin_comparison(_rows({8: [400, 404]}, {8: [500, 505]}), 8).status == "faster"
+    assert rm.pin_comparison(_rows({8: [400, 404]}), 8) is None
 
 
-GPU_OOM = {
-    "launch_alloc_conf": None,
-    "fragmentation": [
-        {"config": "default", "cap_mib": 1024, "reserved_mib": 600.0, "allocated_mib": 200.0, "outcome": "OOM",
-         "message": "CUDA out of memory. Tried to allocate 500.00 MiB.", "free_under_cap_mib": 824},
-        {"config": "expandable_segments:True", "cap_mib": 1024, "reserved_mib": 600.0, "allocated_mib": 200.0,
-         "outcome": "fits", "free_under_cap_mib": 824}],
-    "empty_cache": {"rows": [
-        {"step": "start", "allocated_mib": 0.0, "reserved_mib": 0.0, "driver_free_mib": 140000.0},
-        {"step": "x = 600 MiB tensor", "allocated_mib": 600.0, "reserved_mib": 600.0, "driver_free_mib": 139400.0},
-        {"step": "empty_cache() while x is alive", "allocated_mib": 600.0, "reserved_mib": 600.0, "driver_free_mib": 139400.0},
-        {"step": "del x", "allocated_mib": 0.0, "reserved_mib": 600.0, "driver_free_mib": 139400.0},
-        {"step": "empty_cache() after del x", "allocated_mib": 0.0, "reserved_mib": 0.0, "driver_free_mib": 140000.0}]},
-    "training": {"cap_mib": 20000.0, "model": "full", "batch": 16, "image_size": 256, "rows": [
-        {"variant": "batch 16, no cap", "outcome": "fits", "step_ms": 120.0, "peak_allocated_mib": 25000.0,
-         "peak_reserved_mib": 26000.0},
-        {"variant": "batch 16 under the cap (the OOM)", "outcome": "OOM", "message": "CUDA out of memory. Tried...",
-         "peak_allocated_mib": 19000.0, "peak_reserved_mib": 19900.0}]},
-}
+def test_c17_verdict_on_gpu_shaped_rows():
+    def result(pinned_rates):
+        block = {"rows": _rows({0: [100, 102], 4: [400, 404], 8: [402, 398], 16: [405, 401]}, {8: pinned_rates}),
+                 "step_only_samples_per_s": [410, 412], "gpus": 2, "rule_of_thumb_workers": 8}
+        return types.SimpleNamespace(ranks=[{"dataloader": block}, {"dataloader": block}], label="test")
+
+    assert rm.verdict_c17(result([500, 505])).status == "holds"
+    no_change = rm.verdict_c17(result([401, 403]))
+    assert no_change.status == "partly" and no_change.numbers["rule_enough"] and not no_change.numbers["pin_helps"]
 
 
-def test_oom_readers_on_gpu_shaped_results(safe):
-    for m in safe.ranks:
-        m["oom"] = GPU_OOM
-    frames = pitreport.oom_frames(safe)
-    assert set(frames) == {"fragmentation", "empty_cache", "training"}
-    assert "message" not in frames["fragmentation"].columns
-    assert pitreport.oom_message(safe).startswith("CUDA out of memory. Tried...")
-    c19, c20, training = pitreport.verdict_c19_c20(safe)
-    assert "left 600 MiB allocated" in c19 and "returned 600 MiB to the driver" in c19
-    assert "default: OOM; expandable_segments:True: fits" in c20
-    assert "under the cap (the OOM): OOM" in training
+def test_pin_within_noise_and_the_figure():
+    block = {"rows": _rows({0: [100, 102], 8: [402, 398]}, {0: [101, 103], 8: [400, 401]}),
+             "step_only_samples_per_s": [410, 412], "gpus": 2, "rule_of_thumb_workers": 8}
+    result = types.SimpleNamespace(ranks=[{"dataloader": block}, {"dataloader": block}], label="test")
+    assert rm.pin_within_noise(result)
+    faster = {**block, "rows": _rows({8: [400, 404]}, {8: [500, 505]})}
+    assert not rm.pin_within_noise(types.SimpleNamespace(ranks=[{"dataloader": faster}], label="t"))
+    from nvtutorial.plots import pitfalls as pp
+
+    fig, ax = pp.loader_sweep([block, block], "test", rule=8, knees=[8, 8], pin_same=True)
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["pin_memory=False (True: the same within the noise)"]
+    assert ax.get_ylim()[1] > 412

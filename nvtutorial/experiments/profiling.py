@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import secrets
 import shutil
 import signal
 import sqlite3
 import subprocess
 import time
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from .. import launch, params as params_mod, workloads
@@ -27,6 +29,11 @@ def params_from(sizes: Mapping[str, Any], **overrides: Any) -> dict[str, Any]:
     out = {k: v for k, v in sizes.items() if k in names}
     out.update(overrides)
     return out
+
+
+def run_folder(name: str) -> Path:
+    """A new run folder for a script run (``nvtutorial.run(script, out=...)``), under the runs root."""
+    return launch.runs_root() / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"
 
 
 NSYS_TRACE = "cuda,nvtx"

@@ -6,15 +6,17 @@ Used in notebook 05::
         res = nvtutorial.run("profile_step", ...)
     frame = t.frame()   # one row per GPU and sample
 
-Each sample holds, per GPU: NVML's utilisation (the share of the last sample period in which
-at least one kernel ran: what ``nvidia-smi dmon -s u`` calls ``sm``), memory utilisation,
-memory used, power draw, and NVLink data bytes per second sent and received, from NVML's
-cumulative NVLink counters (``NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX/RX``, read per active link
-and summed). Only NVML is used: the notebook's process never creates a CUDA context, so the
-launched workers have the GPUs to themselves.
+Each sample holds, per GPU, what :data:`MEASURES` describes: NVML's utilisation (the share of
+the driver's last sample period in which at least one kernel ran: what ``nvidia-smi dmon -s u``
+calls ``sm``), memory utilisation, memory used, power draw, and NVLink data bytes per second
+sent and received, from NVML's cumulative NVLink counters
+(``NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX/RX``, read per active link and summed). Only NVML is
+used: the notebook's process never creates a CUDA context, so the launched workers have the
+GPUs to themselves.
 
-``sample(dmon=True)`` also runs ``nvidia-smi dmon -s u`` beside it (where ``nvidia-smi``
-exists), to show what that tool reports and what it does not (claim C13).
+``sample(dmon=True)`` also runs ``nvidia-smi dmon -s u -o T`` beside it (where ``nvidia-smi``
+exists), one line per GPU per second with its time, to show what that tool reports and what it
+does not (claim C13).
 
 Where there is no NVIDIA driver the sampler says why and yields an empty frame.
 """
@@ -23,17 +25,32 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import shutil
 import subprocess
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from .. import nvml
 
 COLUMNS = ["t", "t_s", "gpu", "sm_util_pct", "mem_util_pct", "mem_used_mib", "power_w", "nvlink_tx_gbs", "nvlink_rx_gbs"]
 """Columns of :meth:`Sampler.frame`; ``t`` is the wall clock (``time.time()``), ``t_s`` seconds since start."""
+
+MEASURES = {
+    "sm_util_pct": "percent of the driver's last sample period (1/6 s to 1 s, depending on the GPU) in which at least "
+                   "one kernel ran: a busy NCCL kernel on a few SMs reads 100 %, so it says nothing of how full the GPU "
+                   "is, nor of the link",
+    "mem_util_pct": "percent of the same period in which device memory was read or written",
+    "mem_used_mib": "device memory in use by every process on the GPU (the driver's count, allocator cache included)",
+    "power_w": "power draw as the driver reports it",
+    "nvlink_tx_gbs": "NVLink data bytes sent per second: the difference of NVML's cumulative counters (per active link, "
+                     "summed) between two samples, over the time between them",
+    "nvlink_rx_gbs": "NVLink data bytes received per second, the same way",
+}
+"""What each telemetry column measures (NVML's definitions), for the notebook to print beside the plot."""
 
 
 @dataclasses.dataclass
@@ -169,12 +186,13 @@ class Sampler:
         if exe is None:
             self.dmon_reason = "nvidia-smi is not on PATH: no dmon output"
             return
-        self._dmon = subprocess.Popen([exe, "dmon", "-s", "u", "-d", "1"], stdout=subprocess.PIPE,
+        self._dmon = subprocess.Popen([exe, "dmon", "-s", "u", "-o", "T", "-d", "1"], stdout=subprocess.PIPE,
                                       stderr=subprocess.STDOUT, text=True, stdin=subprocess.DEVNULL)
 
     def dmon_frame(self):  # -> pandas.DataFrame
-        """What ``nvidia-smi dmon -s u`` printed during the run, as a table (its own columns)."""
-        return parse_dmon(self.dmon_text)
+        """What ``nvidia-smi dmon -s u`` printed during the run, as a table (its own columns, and ``t``,
+        the wall clock of each line, where dmon printed its time)."""
+        return parse_dmon(self.dmon_text, day=self.started_at)
 
     # ----------------------------------------------------------------- results
     def frame(self):  # -> pandas.DataFrame
@@ -216,6 +234,31 @@ class Sampler:
     def errors(self) -> list[str]:
         return list(self._errors)
 
+    def describe(self) -> list[str]:
+        """What was sampled, how often, and what each column means; or why nothing was."""
+        if not self.available:
+            return [f"no telemetry: {self.reason}"]
+        lines = [f"NVML read every {self.interval:g} s in a thread of this notebook, for {len(self._handles)} GPU(s): "
+                 + ", ".join(self.gpu_names)]
+        lines += [f"{k}: {v}" for k, v in MEASURES.items() if self.nvlink or not k.startswith("nvlink")]
+        if self.nvlink_note:
+            lines.append(self.nvlink_note)
+        return lines
+
+    def to_dict(self) -> dict[str, Any]:
+        """Everything sampled (JSON-safe), to keep beside a run's results."""
+        frame = self.frame()
+        return {"available": self.available, "reason": self.reason, "interval_s": self.interval, "gpus": self.gpu_names,
+                "nvlinks": {str(k): v for k, v in self.links.items()}, "started_at": self.started_at,
+                "stopped_at": self.stopped_at, "dmon_text": self.dmon_text, "dmon_reason": self.dmon_reason,
+                "samples": frame.astype(object).where(frame.notna(), None).to_dict("records")}
+
+    def save(self, path: str | Path) -> Path:
+        """Write :meth:`to_dict` as JSON (e.g. ``run.run_dir / "telemetry.json"``)."""
+        path = Path(path)
+        path.write_text(json.dumps(self.to_dict(), indent=1))
+        return path
+
     def summary(self) -> str:
         """One line: how many samples of which GPUs, or why there are none."""
         if not self.available:
@@ -235,8 +278,14 @@ def sample(interval: float = 0.1, nvlink: bool = True, dmon: bool = False) -> It
         sampler.stop()
 
 
-def parse_dmon(text: str):  # -> pandas.DataFrame
-    """``nvidia-smi dmon`` output as a table: its ``# gpu sm mem ...`` header names the columns."""
+TIME_COLUMNS = ("date", "time")
+"""Columns ``nvidia-smi dmon -o DT`` adds before ``gpu``: text, not numbers."""
+
+
+def parse_dmon(text: str, day: float | None = None):  # -> pandas.DataFrame
+    """``nvidia-smi dmon`` output as a table: its ``# gpu sm mem ...`` header (``#Time gpu ...`` with
+    ``-o T``) names the columns. With a ``time`` column and ``day`` (a ``time.time()`` on the day of
+    the run), ``t`` is each line's wall clock."""
     import pandas as pd
 
     columns: list[str] | None = None
@@ -253,19 +302,31 @@ def parse_dmon(text: str):  # -> pandas.DataFrame
             if columns is not None and len(parts) == len(columns):
                 rows.append(parts)
             continue
-        if columns is None and parts and parts[0].lower() in ("gpu", "idx"):
+        if columns is None and parts and parts[0].lower() in ("gpu", "idx", *TIME_COLUMNS):
             columns = [p.lower() for p in parts]
     if columns is None:
         return pd.DataFrame()
     frame = pd.DataFrame(rows, columns=columns)
     for c in frame.columns:
-        frame[c] = pd.to_numeric(frame[c], errors="coerce")
+        if c not in TIME_COLUMNS:
+            frame[c] = pd.to_numeric(frame[c], errors="coerce")
+    if "time" in frame.columns and day is not None:
+        midnight = time.mktime(time.localtime(day)[:3] + (0, 0, 0, 0, 0, -1))
+
+        def clock(hms: str) -> float:
+            try:
+                h, m, sec = (int(x) for x in hms.split(":"))
+            except ValueError:
+                return float("nan")
+            return midnight + 3600 * h + 60 * m + sec
+
+        frame["t"] = frame["time"].map(clock)
     return frame
 
 
 def dmon_columns(text: str) -> list[str]:
-    """The metric columns ``nvidia-smi dmon`` printed (``gpu`` left out)."""
-    return [c for c in parse_dmon(text).columns if c != "gpu"]
+    """The metric columns ``nvidia-smi dmon`` printed (``gpu`` and the time left out)."""
+    return [c for c in parse_dmon(text).columns if c not in ("gpu", *TIME_COLUMNS)]
 
 
 def shows_nvlink(columns: list[str]) -> bool:

@@ -1,29 +1,35 @@
-"""Plots of notebook 07: collectives by hand, sparse all-reduce, gradient density, compression hooks.
+"""Plots of notebook 07: the ring against NCCL, sparse against dense, gradient density, compression hooks.
 
 Each function takes the measured data and where it was measured, and returns ``(fig, ax)``.
+Where values are close, the figures show ratios against the baseline, not the values themselves.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from .style import figure, stamp
+from .style import figure, finish
 
 
-def ring_vs_all_reduce(rows: list[dict[str, Any]], where: Any) -> tuple[Any, Any]:
-    """Bus bandwidth of the hand-written ring and of ``dist.all_reduce`` against message size."""
+def ring_share(rows: list[dict[str, Any]], where: Any, target: float | None = None) -> tuple[Any, Any]:
+    """The ring's bus bandwidth as a share of ``all_reduce``'s, against message size, one line per way
+    of running it (rows of one rank with ``variant`` and ``busbw_ratio``)."""
     fig, ax = figure()
-    sizes = [r["size_bytes"] for r in rows]
-    ax.plot(sizes, [r["all_reduce_busbw_gbs"] for r in rows], "o-", label="dist.all_reduce (NCCL / gloo)")
-    ax.plot(sizes, [r["ring_busbw_gbs"] for r in rows], "s--", label="ring by hand (batch_isend_irecv)")
+    variants = list(dict.fromkeys(r["variant"] for r in rows if "error" not in r))
+    for v in variants:
+        sub = sorted((r for r in rows if r["variant"] == v and "error" not in r), key=lambda r: r["size_bytes"])
+        ax.plot([r["size_bytes"] for r in sub], [r["busbw_ratio"] for r in sub], "o-", label=v)
+    ax.axhline(1.0, color="0.4", lw=1, ls=":")
+    if target:
+        ax.axhline(target, color="#C44E52", lw=1, ls="--", label=f"the course's goal ({target:.0%})")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xlabel("message size (bytes)")
-    ax.set_ylabel("bus bandwidth (GB/s)")
-    ax.set_title("All-reduce from primitives against the library's")
+    ax.set_ylabel("ring busbw ÷ dist.all_reduce busbw")
+    ax.set_title("A ring from send/recv against the library's all-reduce (1 = as fast)")
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend()
-    stamp(fig, where)
+    ax.legend(fontsize=8)
+    finish(fig, where)
     return fig, ax
 
 
@@ -42,18 +48,19 @@ def sparse_vs_dense(rows: list[dict[str, Any]], where: Any) -> tuple[Any, Any]:
     ax.set_title("When does sending only the non-zeros pay?")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend()
-    stamp(fig, where)
+    finish(fig, where)
     return fig, ax
 
 
 def gradient_density(rows: list[dict[str, Any]], where: Any, min_numel: int = 1) -> tuple[Any, Any]:
     """Per layer: fraction of gradient entries exactly zero, near zero, and needed for 99 % of the norm."""
     rows = [r for r in rows if r["numel"] >= min_numel]
-    fig, ax = figure(width=9.0, height=4.2)
+    fig, ax = figure(width=9.0, height=4.4)
     x = list(range(len(rows)))
     ax.bar([i - 0.2 for i in x], [r["frac_zero"] for r in rows], width=0.4, label="exactly zero")
     ax.bar([i + 0.2 for i in x], [r["frac_near_zero"] for r in rows], width=0.4, label="|g| ≤ 1e-3 · max |g|")
     ax.plot(x, [r["frac_for_energy"] for r in rows], "k.", label="entries holding 99 % of ‖g‖²")
+    ax.axhline(0.075, color="#C44E52", lw=1, ls="--", label="non-zeros allowed for an 85 % saving (7.5 %)")
     ax.set_ylim(0, 1)
     ax.set_xlabel("layer (parameter tensor, in model order)")
     ax.set_ylabel("fraction of the layer's entries")
@@ -61,48 +68,65 @@ def gradient_density(rows: list[dict[str, Any]], where: Any, min_numel: int = 1)
     step = max(1, len(rows) // 12)
     ax.set_xticks(x[::step])
     ax.set_xticklabels([rows[i]["layer"] for i in x[::step]], rotation=45, ha="right", fontsize=7)
-    ax.legend(loc="upper right", fontsize=8)
-    fig.subplots_adjust(bottom=0.35)
-    stamp(fig, where)
+    ax.legend(loc="upper right", fontsize=7)
+    finish(fig, where)
     return fig, ax
 
 
 def hook_step_times(frame: Any, where: Any) -> tuple[Any, Any]:
-    """Median step time of every hook, one bar per link, with the bytes each sends per step."""
-    fig, ax = figure(width=8.0, height=4.2)
+    """Each hook's step time ÷ no compression's on each link, with the noise band of ``compare``
+    (a bar inside its band is "no change"), labelled with the MB each rank sends per step."""
+    fig, ax = figure(width=8.0, height=4.4)
     links = list(dict.fromkeys(frame["link"]))
-    hooks = list(dict.fromkeys(frame["hook"]))
+    hooks = [h for h in dict.fromkeys(frame["hook"]) if h != "none"]
     width = 0.8 / max(1, len(links))
     for j, link in enumerate(links):
         sub = frame[frame["link"] == link].set_index("hook")
-        xs = [i + (j - (len(links) - 1) / 2) * width for i in range(len(hooks))]
-        ys = [float(sub.loc[h, "step_ms"]) if h in sub.index else float("nan") for h in hooks]
-        bars = ax.bar(xs, ys, width=width, label=link)
-        if j == 0:
-            for bar, h in zip(bars, hooks):
-                if h in sub.index:
-                    ax.annotate(f"{sub.loc[h, 'sent_MB_per_step']:.3g} MB", (bar.get_x() + bar.get_width() / 2,
-                                bar.get_height()), ha="center", va="bottom", fontsize=7)
+        for i, h in enumerate(hooks):
+            if h not in sub.index:
+                continue
+            x = i + (j - (len(links) - 1) / 2) * width
+            ratio, noise = float(sub.loc[h, "step_vs_none"]), float(sub.loc[h, "noise_pct"]) / 100
+            ax.bar(x, ratio - 1, bottom=1, width=width * 0.9, color=f"C{j}", label=link if i == 0 else None)
+            ax.errorbar(x, 1, yerr=[[noise], [noise]], fmt="none", ecolor="0.3", capsize=3, lw=1)
+            ax.annotate(f"{sub.loc[h, 'sent_MB_per_step']:.3g} MB", (x, max(ratio, 1 + noise)), ha="center",
+                        va="bottom", fontsize=7)
+    ax.axhline(1.0, color="0.3", lw=1)
     ax.set_xticks(range(len(hooks)))
     ax.set_xticklabels(hooks)
-    ax.set_ylabel("median training step (ms)")
-    ax.set_title("Gradient compression: step time (labels: MB sent per step per rank)")
-    ax.legend()
-    stamp(fig, where)
+    ax.set_ylabel("step time ÷ no compression (whisker: noise)")
+    ax.set_title("Gradient compression: does the step get faster? (labels: MB sent per step per rank)")
+    ax.legend(fontsize=8)
+    finish(fig, where)
     return fig, ax
 
 
-def loss_curves(metrics: dict[str, Any], where: Any) -> tuple[Any, Any]:
-    """Training loss of every step for each hook (one run), validation points as markers."""
+def loss_differences(metrics: dict[str, Any], where: Any) -> tuple[Any, Any]:
+    """Each hook's training loss minus no compression's, step by step (hooks that trained identically
+    are named in the title instead of drawn as a flat line on top of each other)."""
     fig, ax = figure()
-    for h in metrics["hooks"]:
-        (line,) = ax.plot(range(1, len(h["train_loss"]) + 1), h["train_loss"], lw=1.2, label=h["hook"])
-        ax.plot([e["step"] for e in h["evals"]], [e["loss"] for e in h["evals"]], "o", color=line.get_color(), ms=4)
+    hooks = {h["hook"]: h["train_loss"] for h in metrics["hooks"]}
+    base = hooks.get("none", [])
+    same = []
+    for name, loss in hooks.items():
+        if name == "none":
+            continue
+        diff = [a - b for a, b in zip(loss, base)]
+        if not any(diff):
+            same.append(name)
+            continue
+        ax.plot(range(1, len(diff) + 1), diff, lw=1.2, label=name)
+    ax.axhline(0.0, color="0.3", lw=1)
     ax.axvline(metrics.get("warmup", 0) + 0.5, color="0.5", ls=":", lw=1)
-    ax.set_xlabel("step (dotted line: end of the untimed warm-up; dots: validation loss)")
-    ax.set_ylabel("loss")
-    ax.set_title(f"Does compression change what the UNet learns? — {metrics.get('link', '')}")
+    ax.set_yscale("symlog", linthresh=1e-5)
+    ax.set_xlabel("step (dotted line: end of the untimed warm-up)")
+    ax.set_ylabel("loss − loss without compression")
+    title = f"Does compression change what the UNet learns? — {metrics.get('link', '')}"
+    if same:
+        title += f"\nidentical to no compression (not drawn): {', '.join(same)}"
+    ax.set_title(title, fontsize=10)
     ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=8)
-    stamp(fig, where)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=8)
+    finish(fig, where)
     return fig, ax

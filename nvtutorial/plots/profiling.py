@@ -1,5 +1,6 @@
-"""The figures of notebook 05 (profiling): the split of a step, one step's timeline, telemetry,
-the communication share against the batch, the DDP gap, memory. Each returns ``(fig, ax)``.
+"""The figures of notebook 05 (profiling): the split of a step per rank, one step's timeline, the
+price of the gradient exchange with its noise, the communication share against the batch,
+telemetry, memory. Each returns ``(fig, ax)``.
 
 Every figure is stamped with where it was measured (:func:`nvtutorial.plots.style.stamp`).
 """
@@ -11,64 +12,78 @@ from typing import Any
 
 from .style import COLOURS, figure, finish
 
+WAIT = "#E8A33D"
+"""Waiting inside a collective for the other rank (skew): not the link's time."""
+
 
 def _get(split: Any, key: str) -> float:
-    value = split.get(key) if isinstance(split, Mapping) else getattr(split, key)
-    return float(value) if value is not None else 0.0
+    value = split.get(key) if isinstance(split, Mapping) else getattr(split, key, None)
+    return float(value) if value is not None and value == value else 0.0
 
 
 def split_bars(splits: Mapping[str, Any], where: Any, title: str = "Where the time of a DDP step goes"):
-    """Stacked horizontal bars: compute only, communication hidden under compute, exposed
-    communication, idle; one bar per label (a :class:`~nvtutorial.tracesplit.Split` or its dict)."""
+    """Stacked horizontal bars, one per label (a rank's split: a :class:`~nvtutorial.tracesplit.Split`,
+    its dict, or a row of :func:`nvtutorial.report.profiling.split_frame`): compute only, communication
+    hidden under compute, exposed communication (split into time on the wire and waiting for the
+    other rank where the row has ``exposed_wait_ms``), idle."""
     fig, ax = figure(8.0, 1.9 + 0.5 * max(1, len(splits)))
     labels = list(splits)
     totals = []
     for i, label in enumerate(labels):
         s = splits[label]
+        waited = _get(s, "exposed_wait_ms")
+        exposed = (("exposed: on the wire", _get(s, "exposed_transfer_ms"), COLOURS["exposed"]),
+                   ("exposed: waiting for the other rank", waited, WAIT)) if _get(s, "exposed_transfer_ms") or waited \
+            else (("exposed communication", _get(s, "exposed_ms"), COLOURS["exposed"]),)
         parts = (("compute only", _get(s, "compute_ms") - _get(s, "hidden_ms"), COLOURS["compute"]),
                  ("communication hidden under compute", _get(s, "hidden_ms"), COLOURS["hidden"]),
-                 ("exposed communication", _get(s, "exposed_ms"), COLOURS["exposed"]),
-                 ("idle", _get(s, "idle_ms"), COLOURS["idle"]))
+                 *exposed, ("idle", _get(s, "idle_ms"), COLOURS["idle"]))
         left = 0.0
         for name, width, colour in parts:
             ax.barh(i, width, left=left, color=colour, label=name if i == 0 else None, height=0.6)
             left += width
         totals.append(left)
-        ax.text(left, i, f"  {left:.3g} ms, comm {100 * _get(s, 'comm_share'):.0f} %", va="center", fontsize=8)
+        ax.text(left, i, f"  {left:.3g} ms; exposed {_get(s, 'exposed_ms'):.3g} ms", va="center", fontsize=8)
     ax.set_yticks(range(len(labels)), labels)
     ax.invert_yaxis()
-    ax.set_xlabel("milliseconds per step")
-    ax.set_title(title, pad=24)
-    ax.set_xlim(0, max(totals, default=1.0) * 1.3 or 1.0)
-    ax.legend(fontsize=7, loc="lower left", bbox_to_anchor=(0.0, 1.0), ncol=4, frameon=False)
+    ax.set_xlabel("milliseconds per step (profiled)")
+    ax.set_title(title, pad=30)
+    ax.set_xlim(0, max(totals, default=1.0) * 1.35 or 1.0)
+    ax.legend(fontsize=7, loc="lower left", bbox_to_anchor=(0.0, 1.0), ncol=3, frameon=False)
     finish(fig, where)
     return fig, ax
 
 
+LANES = (("phase", "phases"), ("compute", "compute"), ("comm", "communication"), ("wait", "waiting"),
+         ("transfer", "on the wire"))
+
+
 def timeline(frame: Any, where: Any, title: str = "One step on each rank"):
-    """Broken bars per rank: its phases, its compute and its communication (from
-    :func:`nvtutorial.report.traces.timeline`)."""
-    fig, ax = figure(9.0, 1.2 + 0.9 * max(1, frame["rank"].nunique() if len(frame) else 1))
+    """Broken bars per rank: its phases, its compute and its communication (waiting and on the wire
+    where the ranks were paired), from :func:`nvtutorial.report.traces.timeline`."""
+    kinds = set(frame["kind"]) if len(frame) else set()
+    lanes = [(k, name) for k, name in LANES if k in kinds]
     ranks = sorted(frame["rank"].unique()) if len(frame) else []
+    fig, ax = figure(9.0, 1.2 + 0.3 * max(1, len(ranks) * len(lanes)))
+    colours = {"compute": COLOURS["compute"], "comm": COLOURS["comm"], "wait": WAIT, "transfer": COLOURS["exposed"]}
     yticks, ylabels = [], []
-    y = 0
+    y = 0.0
     for rank in ranks:
         sub = frame[frame["rank"] == rank]
-        for kind, label in (("phase", "phases"), ("compute", "compute"), ("comm", "communication")):
+        for kind, label in lanes:
             rows = sub[sub["kind"] == kind]
             spans = [(r.start_ms, r.end_ms - r.start_ms) for r in rows.itertuples()]
             if kind == "phase":
-                colours = [COLOURS["phase"] if i % 2 == 0 else "#8FBF9F" for i in range(len(spans))]
-                ax.broken_barh(spans, (y - 0.35, 0.7), facecolors=colours)
+                ax.broken_barh(spans, (y - 0.35, 0.7), facecolors=[COLOURS["phase"] if i % 2 == 0 else "#8FBF9F"
+                                                                    for i in range(len(spans))])
                 for r in rows.itertuples():
                     ax.text((r.start_ms + r.end_ms) / 2, y, r.name, ha="center", va="center", fontsize=7)
             else:
-                ax.broken_barh(spans, (y - 0.35, 0.7), facecolors=COLOURS[kind], linewidth=0)
+                ax.broken_barh(spans, (y - 0.35, 0.7), facecolors=colours[kind], linewidth=0)
             yticks.append(y)
             ylabels.append(f"rank {rank} {label}")
             y += 1
-        step = sub[sub["kind"] == "step"]
-        for r in step.itertuples():
+        for r in sub[sub["kind"] == "step"].itertuples():
             ax.axvline(r.start_ms, color="0.6", lw=0.6, ls=":")
             ax.axvline(r.end_ms, color="0.6", lw=0.6, ls=":")
         y += 0.5
@@ -80,10 +95,75 @@ def timeline(frame: Any, where: Any, title: str = "One step on each rank"):
     return fig, ax
 
 
+def price(verdicts: Mapping[str, Any], marks: Mapping[str, float], where: Any,
+          title: str = "What the DDP step costs over a step without exchange"):
+    """The extra milliseconds of the DDP step over each baseline, per rank, with the noise of the
+    comparison as an error bar (from :func:`nvtutorial.report.profiling.price` verdicts:
+    ``{"over no_sync": v, "over 1-GPU": v2}``), and vertical lines for trace-based estimates
+    (``marks``: ``{"exposed on the wire (trace)": 0.2}``). Small differences stay readable: the
+    axis is the difference, not the step."""
+    fig, ax = figure(7.5, 1.8 + 0.45 * sum(len(v.numbers.get("extra_ms", [])) for v in verdicts.values()))
+    labels, values, errors = [], [], []
+    for name, v in verdicts.items():
+        statuses = v.numbers.get("rank_status") or []
+        for rank, (extra, noise) in enumerate(zip(v.numbers.get("extra_ms", []), v.numbers.get("noise_ms", []))):
+            labels.append(f"{name}, rank {rank} ({statuses[rank] if rank < len(statuses) else v.status})")
+            values.append(extra)
+            errors.append(noise)
+    ys = list(range(len(labels)))
+    ax.errorbar(values, ys, xerr=errors, fmt="o", color=COLOURS["exposed"], ecolor="0.4", capsize=4,
+                label="DDP step − baseline, ± noise")
+    ax.axvline(0, color="0.2", lw=0.8)
+    styles = iter(["--", ":", "-."])
+    for name, value in marks.items():
+        ax.axvline(value, color=COLOURS["comm"], ls=next(styles, "--"), lw=1.2, label=name)
+    ax.set_yticks(ys, labels)
+    ax.invert_yaxis()
+    ax.set_xlabel("extra milliseconds per step")
+    ax.set_title(title, pad=34)
+    ax.legend(fontsize=7, loc="lower left", bbox_to_anchor=(0.0, 1.0), ncol=2, frameon=False)
+    finish(fig, where)
+    return fig, ax
+
+
+def comm_share_sweep(rows_by_path: Mapping[str, Sequence[Mapping[str, Any]]], where: Any, threshold: float = 0.15):
+    """Against the per-GPU batch (log scale): the communication share the profiler reports (mean of
+    the ranks, dotted), the time on the wire (solid) and its exposed part (dashed), one colour per
+    path, with the source tutorial's 15 % line (claim C16). Rows: :func:`nvtutorial.report.profiling.sweep_table`."""
+    fig, ax = figure(7.0, 4.2)
+    for label, rows in rows_by_path.items():
+        rows = sorted((r for r in rows if "link_share" in r), key=lambda r: r["batch"])
+        if not rows:
+            continue
+        xs = [r["batch"] for r in rows]
+        line, = ax.plot(xs, [100 * r["link_share"] for r in rows], marker="o", label=f"{label}: on the wire")
+        c = line.get_color()
+        ax.plot(xs, [100 * r["exposed_link_share"] for r in rows], marker="x", ls="--", color=c,
+                label=f"{label}: on the wire, exposed")
+        ax.plot(xs, [100 * r["comm_share_mean"] for r in rows], marker=".", ls=":", color=c,
+                label=f"{label}: profiler's share (waiting included)")
+    ax.axhline(100 * threshold, color="0.3", lw=0.8, ls="-.")
+    ax.text(0.01, 100 * threshold, f" {100 * threshold:.0f} % (the source's rule)", va="bottom", fontsize=7,
+            transform=ax.get_yaxis_transform())
+    ax.set_xscale("log", base=2)
+    batches = sorted({r["batch"] for rows in rows_by_path.values() for r in rows})
+    if batches:
+        ax.set_xticks(batches, [str(b) for b in batches])
+        ax.minorticks_off()
+    ax.set_ylim(0, max(ax.get_ylim()[1], 120 * threshold))
+    ax.set_xlabel("per-GPU batch size")
+    ax.set_ylabel("% of the profiled step")
+    ax.set_title("Communication share against batch size")
+    ax.legend(fontsize=7)
+    finish(fig, where)
+    return fig, ax
+
+
 def telemetry(frame: Any, where: Any, phases: Sequence[Mapping[str, Any]] = (), step_ends: Sequence[float] = (),
-              title: str = "NVML telemetry during the run"):
-    """GPU utilisation, NVLink bytes/s and memory against time, with the run's phases shaded
-    and step ends ticked (wall-clock times from the workload)."""
+              dmon: Any = None, title: str = "NVML telemetry during the run"):
+    """GPU utilisation, NVLink bytes/s and memory against time, with the run's phases shaded and
+    step ends ticked (wall-clock times from the workload); ``dmon`` (a frame with ``t``, ``gpu``,
+    ``sm``) adds what ``nvidia-smi dmon -s u`` printed, once a second."""
     import matplotlib.pyplot as plt
 
     if frame is None or len(frame) == 0:
@@ -99,10 +179,13 @@ def telemetry(frame: Any, where: Any, phases: Sequence[Mapping[str, Any]] = (), 
     t0 = float(frame["t"].min())
     for gpu, sub in frame.groupby("gpu"):
         t = sub["t"] - t0
-        axes[0].plot(t, sub["sm_util_pct"], label=f"GPU {gpu}")
+        axes[0].plot(t, sub["sm_util_pct"], label=f"GPU {gpu} (NVML)")
         axes[1].plot(t, sub["nvlink_tx_gbs"], label=f"GPU {gpu} sent")
         axes[1].plot(t, sub["nvlink_rx_gbs"], ls="--", label=f"GPU {gpu} received")
         axes[2].plot(t, sub["mem_used_mib"] / 1024, label=f"GPU {gpu}")
+    if dmon is not None and len(dmon) and "t" in dmon.columns:
+        for gpu, sub in dmon.groupby("gpu"):
+            axes[0].step(sub["t"] - t0, sub["sm"], where="pre", lw=0.8, ls=":", label=f"GPU {gpu} dmon sm (1 s)")
     axes[0].set_ylabel("utilisation %\n(a kernel running)")
     axes[1].set_ylabel("NVLink GB/s")
     axes[2].set_ylabel("memory used GiB")
@@ -119,50 +202,6 @@ def telemetry(frame: Any, where: Any, phases: Sequence[Mapping[str, Any]] = (), 
     fig.suptitle(title, fontsize=10)
     finish(fig, where)
     return fig, axes
-
-
-def comm_share_sweep(rows_by_path: Mapping[str, Sequence[Mapping[str, Any]]], where: Any, threshold: float = 0.15):
-    """Communication share (solid) and exposed share (dashed) of a step against the per-GPU
-    batch, one line per path, with the source tutorial's 15 % line (claim C16)."""
-    fig, ax = figure(7.0, 4.0)
-    for label, rows in rows_by_path.items():
-        rows = sorted(rows, key=lambda r: r["batch"])
-        xs = [r["batch"] for r in rows]
-        line, = ax.plot(xs, [100 * r["comm_share"] for r in rows], marker="o", label=f"{label}: communication")
-        ax.plot(xs, [100 * r["exposed_share"] for r in rows], marker="x", ls="--", color=line.get_color(),
-                label=f"{label}: exposed")
-    ax.axhline(100 * threshold, color="0.3", lw=0.8, ls=":")
-    ax.text(0.01, 100 * threshold, f" {100 * threshold:.0f} % (the source's rule)", va="bottom", fontsize=7,
-            transform=ax.get_yaxis_transform())
-    ax.set_xscale("log", base=2)
-    batches = sorted({r["batch"] for rows in rows_by_path.values() for r in rows})
-    if batches:
-        ax.set_xticks(batches, [str(b) for b in batches])
-        ax.minorticks_off()
-    ax.set_xlabel("per-GPU batch size")
-    ax.set_ylabel("% of the step")
-    ax.set_title("Communication share against batch size")
-    ax.legend(fontsize=7)
-    finish(fig, where)
-    return fig, ax
-
-
-def step_gap(rows: Mapping[str, Mapping[str, float]], where: Any):
-    """Bars per path: the 1-GPU step, the 2-GPU (DDP) step and 1-GPU + exposed communication."""
-    fig, ax = figure(7.0, 3.6)
-    labels = list(rows)
-    width = 0.25
-    keys = (("local_step_ms", "1-GPU step (no DDP)"), ("step_ms", "DDP step, 2 GPUs"),
-            ("predicted_ms", "1-GPU step + exposed communication"))
-    for k, (key, name) in enumerate(keys):
-        ax.bar([i + (k - 1) * width for i in range(len(labels))], [rows[label].get(key) or 0 for label in labels], width,
-               label=name)
-    ax.set_xticks(range(len(labels)), labels)
-    ax.set_ylabel("milliseconds per step")
-    ax.set_title("Is the exposed communication the price of the second GPU?")
-    ax.legend(fontsize=7)
-    finish(fig, where)
-    return fig, ax
 
 
 def memory_per_rank(memories: Sequence[Mapping[str, Any]], where: Any):

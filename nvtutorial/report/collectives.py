@@ -1,56 +1,145 @@
-"""What notebook 07's collectives runs show: verdicts computed from the ``collectives_bench`` metrics.
+"""What notebook 07's ``collectives_bench`` run shows, as verdicts: the ring, claim C22, the sparse all-reduce.
 
-The collectives themselves are :mod:`nvtutorial.lessons.collectives`.
+Each function reads the run's per-rank metrics (``RunResult.ranks``: one dict per rank) and
+returns a :class:`~nvtutorial.report.verdict.Verdict`. They also read the result JSON of older
+runs (``reference/h200x2/runs/collectives_bench-*``), whose ring rows have no ``variant``.
 """
 
 from __future__ import annotations
 
+import statistics
+from collections.abc import Sequence
 from typing import Any
 
+from .verdict import Verdict, compare
 
-def ring_verdict(rows: list[dict[str, Any]]) -> str:
-    """What the hand-written ring shows: equal results, bytes by formula, speed against NCCL."""
-    if not rows:
-        return "no sizes measured"
+TARGET_SHARE = 0.8
+"""The course's goal for its own ring: this share of ``all_reduce``'s bus bandwidth from 64 MiB up (GPUs)."""
+LARGE = 64 * 2**20
+
+
+def ring_rows(metrics: dict[str, Any]) -> list[dict[str, Any]]:
+    """The ring rows of one rank, each with its ``variant`` and ``busbw_ratio`` (older runs: one variant)."""
+    out = []
+    for r in metrics.get("ring", []):
+        row = {"variant": "ring, 1 slice", "slices": 1, **r}
+        if "error" not in row:
+            row.setdefault("busbw_ratio", row["all_reduce_ms"] / row["ring_ms"])
+        out.append(row)
+    return out
+
+
+def ring_check(ranks: Sequence[dict[str, Any]], where: str) -> Verdict:
+    """The hand-written ring gives ``all_reduce``'s result at every size, and each rank sends what the
+    formula says: the bytes counted in its sends equal ``2 (W-1)/W ×`` the tensor (by chunk, on every rank)."""
+    rows = [r for m in ranks for r in ring_rows(m) if r["variant"] == "ring, 1 slice"]
+    world = ranks[0].get("world_size", len(ranks))
     equal = all(r["equal_to_all_reduce"] for r in rows)
     bytes_ok = all(r["ring_bytes_sent"] == r["ring_bytes_exact"] for r in rows)
-    big = max(rows, key=lambda r: r["size_bytes"])
-    small = min(rows, key=lambda r: r["size_bytes"])
-    return (f"ring by hand equal to dist.all_reduce at every size: {equal}; bytes sent match "
-            f"2(W-1)/W × size: {bytes_ok}. At {big['size_bytes'] / 2**20:.3g} MiB it reaches "
-            f"{big['ring_busbw_gbs']:.3g} GB/s bus bandwidth against {big['all_reduce_busbw_gbs']:.3g} GB/s "
-            f"({big['ring_over_all_reduce']:.2g}× the time); at {small['size_bytes'] / 1024:.3g} KiB it takes "
-            f"{small['ring_over_all_reduce']:.2g}× the time of dist.all_reduce.")
+    formula_ok = all(r["ring_bytes_sent"] == r["formula_bytes"] for r in rows if r["size_bytes"] % (4 * world) == 0)
+    sizes = sorted({r["size_bytes"] for r in rows})
+    status = "pass" if rows and equal and bytes_ok and formula_ok else "fail"
+    text = (f"the ring equals dist.all_reduce at every size measured ({len(sizes)} sizes, {len(ranks)} ranks): {equal}; "
+            f"each rank's sends add up to 2 (W-1)/W × the tensor = {2 * (world - 1) / world:g} × its size: "
+            f"{bytes_ok and formula_ok}")
+    return Verdict("ring all-reduce", status, text, {"equal": equal, "bytes_match_formula": bytes_ok and formula_ok,
+                                                    "sizes": sizes, "world_size": world}, where)
 
 
-def source_verdict(case_rows: list[dict[str, Any]]) -> str:
-    """Claim C22 ("the sparse_allreduce code works") against the correctness cases."""
+def ring_speed(ranks: Sequence[dict[str, Any]], where: str, gpu: bool) -> Verdict:
+    """The ring's share of ``all_reduce``'s bus bandwidth from 64 MiB up, best way of running it (slowest rank).
+
+    On GPUs ``numbers["meets_target"]`` says whether it reaches the course's goal (:data:`TARGET_SHARE`);
+    on the CPU there is no goal (gloo's all-reduce is not NCCL's). A finding, not a check: status ``info``.
+    """
+    by_variant: dict[str, dict[int, float]] = {}
+    for m in ranks:
+        for r in ring_rows(m):
+            if "error" in r:
+                continue
+            cell = by_variant.setdefault(r["variant"], {})
+            cell[r["size_bytes"]] = min(cell.get(r["size_bytes"], float("inf")), r["busbw_ratio"])
+    largest = max(s for v in by_variant.values() for s in v)
+    floor = LARGE if largest >= LARGE else largest
+    share = {v: min(r for s, r in sizes.items() if s >= floor) for v, sizes in by_variant.items()
+             if any(s >= floor for s in sizes)}
+    best = max(share, key=lambda v: share[v])
+    numbers = {"share_from": floor, "share_by_variant": share, "best_variant": best, "best_share": share[best],
+               "target": TARGET_SHARE}
+    sizes = f"{floor / 2**20:g} MiB and up" if floor < largest else f"{floor / 2**20:g} MiB"
+    text = (f"at {sizes} the ring reaches {share[best]:.0%} of dist.all_reduce's bus bandwidth at best ({best}); "
+            + "; ".join(f"{v}: {s:.0%}" for v, s in share.items() if v != best))
+    if not gpu:
+        return Verdict("ring vs all_reduce", "info", text.rstrip("; ") + " (gloo on the CPU: not NCCL's speed)",
+                       numbers, where)
+    numbers["meets_target"] = share[best] >= TARGET_SHARE
+    goal = "reaches" if numbers["meets_target"] else "is below"
+    return Verdict("ring vs all_reduce", "info", f"{text.rstrip('; ')}: it {goal} the course's goal of "
+                   f"{TARGET_SHARE:.0%}", numbers, where)
+
+
+def source_verdict(case_rows: Sequence[dict[str, Any]], where: str) -> Verdict:
+    """Claim C22 ("the sparse_allreduce code works") against the correctness cases: wrong when the
+    source's function gave a wrong result or failed in any case where the correct one was exact."""
     src = [r for r in case_rows if r["implementation"] == "source"]
     ours = [r for r in case_rows if r["implementation"] == "course"]
+    skipped = [r["case"] for r in src if (r["error"] or "").startswith("skipped")]
     exact = [r["case"] for r in src if r["exact"]]
     wrong = [r["case"] for r in src if r["ran"] and not r["exact"]]
-    raised = [r["case"] for r in src if not r["ran"] and not (r["error"] or "").startswith("skipped")]
-    skipped = [r["case"] for r in src if (r["error"] or "").startswith("skipped")]
-    parts = [f"C22 {'refuted' if wrong or raised else 'not refuted'}: the source's sparse_allreduce was exact in "
-             f"{len(exact)} of {len(src)} cases ({', '.join(exact) or 'none'}), returned wrong numbers in "
-             f"{len(wrong)} and failed in {len(raised)}"]
-    if skipped:
-        parts.append(f"{len(skipped)} skipped (unequal counts without TORCH_DISTRIBUTED_DEBUG=DETAIL)")
-    parts.append(f"the course's sparse_allreduce was exact in {sum(r['exact'] for r in ours)} of {len(ours)}")
-    return "; ".join(parts) + "."
+    failed = [r["case"] for r in src if not r["ran"] and r["case"] not in skipped]
+    ours_exact = sum(bool(r["exact"]) for r in ours)
+    status = "wrong" if (wrong or failed) and ours_exact == len(ours) else "holds" if not (wrong or failed) else "partly"
+    text = (f"the source's sparse_allreduce was exact in {len(exact)} of {len(src)} cases "
+            f"({', '.join(exact) or 'none'}), returned wrong numbers in {len(wrong)} ({', '.join(wrong) or 'none'}) "
+            f"and failed in {len(failed)}" + (f", {len(skipped)} skipped" if skipped else "")
+            + f"; the correct sparse_allreduce was exact in {ours_exact} of {len(ours)}")
+    return Verdict("C22", status, text, {"cases": len(src), "source_exact": len(exact), "source_wrong": len(wrong),
+                                        "source_failed": len(failed), "skipped": len(skipped),
+                                        "course_exact": ours_exact}, where)
 
 
-def sparse_verdict(rows: list[dict[str, Any]]) -> str:
-    """Where the correct sparse all-reduce pays: in bytes, and in time."""
-    if not rows:
-        return "no densities measured"
+def sparse_verdict(rows: Sequence[dict[str, Any]], where: str) -> Verdict:
+    """Where the correct sparse all-reduce pays, in bytes and in time (``compare`` where repeats were kept)."""
     rows = sorted(rows, key=lambda r: r["density"])
-    fewer_bytes = [r["density"] for r in rows if r["bytes_ratio"] < 1]
-    faster = [r["density"] for r in rows if r["time_ratio"] < 1]
     exact = all(r["exact"] for r in rows)
+    fewer_bytes = [r["density"] for r in rows if r["bytes_ratio"] < 1]
+    faster, judged = [], "medians"
+    for r in rows:
+        if r.get("sparse_ms_all") and r.get("dense_ms_all"):
+            judged = "compare"
+            if compare(r["dense_ms_all"], r["sparse_ms_all"]).status == "faster":
+                faster.append(r["density"])
+        elif r["time_ratio"] < 1:
+            faster.append(r["density"])
     bytes_part = (f"it sends fewer bytes than a dense all-reduce up to density {max(fewer_bytes):.3g} "
                   f"(break-even near 50 % for fp32 values with int32 indices)" if fewer_bytes
                   else "it never sent fewer bytes than a dense all-reduce")
-    time_part = (f"it was faster only at densities {', '.join(f'{d:.3g}' for d in faster)}" if faster
-                 else "it was slower than the dense all-reduce at every density measured")
-    return f"exact against all_reduce at every density: {exact}; {bytes_part}; {time_part}."
+    time_part = (f"it was faster beyond noise at densities {', '.join(f'{d:.3g}' for d in faster)}" if faster
+                 else "it was never faster than the dense all-reduce")
+    ratios = [r["time_ratio"] for r in rows]
+    text = (f"exact against all_reduce / W at every density: {exact}; {bytes_part}; {time_part} "
+            f"(time sparse ÷ dense from {min(ratios):.2g} to {max(ratios):.2g})")
+    return Verdict("sparse all-reduce", "pass" if exact else "fail", text,
+                   {"exact": exact, "fewer_bytes_up_to": max(fewer_bytes) if fewer_bytes else None,
+                    "faster_at": faster, "judged_by": judged, "time_ratio_median": statistics.median(ratios)}, where)
+
+
+def ring_variants(ranks: Sequence[dict[str, Any]], where: str) -> list[Verdict]:
+    """At the largest size, each way of running the ring against the plain one (one slice, launched from
+    Python): faster, slower or no change under ``compare`` (rank 0's repeats), with its share of ``all_reduce``."""
+    rows = [r for r in ring_rows(ranks[0]) if "error" not in r and r.get("ring_ms_all")]
+    if not rows:
+        return []
+    size = max(r["size_bytes"] for r in rows)
+    at = {r["variant"]: r for r in rows if r["size_bytes"] == size}
+    base = at.get("ring, 1 slice")
+    out = []
+    for name, r in at.items():
+        if base is None or name == "ring, 1 slice":
+            continue
+        c = compare(base["ring_ms_all"], r["ring_ms_all"])
+        text = (f"{c.describe('ms', f'{name} against one slice at {size / 2**20:g} MiB')}; it reaches "
+                f"{r['busbw_ratio']:.0%} of dist.all_reduce's bus bandwidth (one slice: {base['busbw_ratio']:.0%})")
+        out.append(Verdict(f"ring: {name}", c.status, text, {"ratio": c.ratio, "noise": c.noise,
+                                                             "share": r["busbw_ratio"], "size": size}, where))
+    return out

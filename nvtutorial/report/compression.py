@@ -1,55 +1,71 @@
-"""What notebook 07's compression runs show: one table of the hooks per link, and verdicts.
+"""What notebook 07's ``compression`` runs show: a table of the hooks per link, and verdicts.
 
-Reads the metrics of the ``compression`` workload; the hooks themselves are
+Every step-time A/B goes through :func:`~nvtutorial.report.verdict.compare`: the repeats are the
+rounds' median steps of the hook and of ``none`` on the same link, and the A/A gap is the one
+between the ``fp16`` and ``bf16`` hooks (they do the same work: a cast, half the bytes), so a
+difference counts only when it is larger than both. The hooks themselves are
 :mod:`nvtutorial.lessons.compression`.
 """
 
 from __future__ import annotations
 
+import statistics
 from typing import Any
 
+from .verdict import Comparison, Verdict, aa_gap, compare, comparison_verdict
 
-TIME_TOLERANCE = 0.03
-"""Step-time changes smaller than this fraction of the baseline, or than the measurement's noise
-on that link (``step_noise``, see :func:`hooks_frame`), are called "no change"."""
 TWINS = ("fp16", "bf16")
-"""Two hooks that do the same work (a cast, half the bytes): their gap is an A/A comparison."""
+"""Two hooks that do the same work: their gap is an A/A comparison."""
 IOU_TOLERANCE = 0.02
 """IoU differences smaller than this (absolute) are called "no visible cost" in a short run."""
+CLAIMED_SAVING = 0.85
+"""Claim C23: the sparse exchange "cuts communication by 85 %"."""
+
+
+def twin_gap(metrics: dict[str, Any]) -> float | None:
+    """The relative gap between the fp16 and bf16 hooks' step times on one link (``None``: one is missing)."""
+    hooks = {h["hook"]: h for h in metrics["hooks"]}
+    if not all(t in hooks for t in TWINS):
+        return None
+    return aa_gap(*(hooks[t]["step_ms_round_medians"] for t in TWINS))
+
+
+def comparisons(metrics: dict[str, Any]) -> dict[str, Comparison]:
+    """Each hook's step time against ``none`` on the same link (``compare`` over the rounds' medians)."""
+    hooks = {h["hook"]: h for h in metrics["hooks"]}
+    base, gap = hooks.get("none"), twin_gap(metrics)
+    if base is None:
+        return {}
+    return {name: compare(base["step_ms_round_medians"], h["step_ms_round_medians"], aa_gap=gap)
+            for name, h in hooks.items() if name != "none"}
 
 
 def hooks_frame(results: dict[str, dict[str, Any]]):  # -> pandas.DataFrame
-    """One row per (link, hook) from the ``compression`` workload's metrics, keyed by link name.
-
-    Adds the step time and IoU relative to ``none`` on the same link, the bytes saved, and
-    ``step_noise``, the size of a step-time difference that is noise, relative to ``none``: the
-    largest of the spread of the rounds' medians of the hook, that of ``none``, and the gap
-    between the ``fp16`` and ``bf16`` hooks on the same link (they do the same work, so whatever
-    separates them is the machine, not the method).
-    """
+    """One row per (link, hook) from the ``compression`` workload's metrics, keyed by link name:
+    step time (the median of the rounds' medians), its change against ``none`` with the noise and
+    the verdict of ``compare``, the
+    bytes each rank sends per step and the share saved, NVML's count where there is one, accuracy."""
     import pandas as pd
 
     rows = []
     for link, metrics in results.items():
         hooks = {h["hook"]: h for h in metrics["hooks"]}
         base = hooks.get("none")
-        twin_gap = (abs(hooks[TWINS[0]]["step_ms_median"] - hooks[TWINS[1]]["step_ms_median"]) / base["step_ms_median"]
-                    if base and all(t in hooks for t in TWINS) else 0.0)
+        judged = comparisons(metrics)
         for name, h in hooks.items():
+            c = judged.get(name)
+            tx = h.get("nvlink_tx_bytes_per_step")
             rows.append({
                 "link": link,
                 "hook": name,
-                "step_ms": h["step_ms_median"],
-                "step_vs_none": h["step_ms_median"] / base["step_ms_median"] if base else float("nan"),
-                "step_noise": max(h.get("step_ms_spread", 0.0), base.get("step_ms_spread", 0.0) if base else 0.0,
-                                  twin_gap),
+                "step_ms": statistics.median(h["step_ms_round_medians"]),  # what compare judges
+                "step_vs_none": c.ratio if c else 1.0,
+                "noise_pct": 100 * c.noise if c else float("nan"),
+                "step_time": c.status if c else "baseline",
                 "sent_MB_per_step": h["sent_bytes_per_step"] / 1e6,
                 "bytes_saved": 1 - h["sent_bytes_per_step"] / h["dense_bytes_per_step"],
-                "nvlink_tx_MB_per_step": (h["nvlink_tx_bytes_per_step"] / 1e6
-                                          if h.get("nvlink_tx_bytes_per_step") is not None else None),
-                "nvml_over_counted": (h["nvlink_tx_bytes_per_step"] / h["sent_bytes_per_step"]
-                                      if h.get("nvlink_tx_bytes_per_step") is not None and h["sent_bytes_per_step"]
-                                      else None),
+                "nvlink_tx_MB_per_step": tx / 1e6 if tx is not None else None,
+                "nvml_over_counted": tx / h["sent_bytes_per_step"] if tx is not None and h["sent_bytes_per_step"] else None,
                 "nvml_note": h.get("nvlink_note"),
                 "final_val_loss": h["final_val_loss"],
                 "final_iou": h["final_iou"],
@@ -59,105 +75,80 @@ def hooks_frame(results: dict[str, dict[str, Any]]):  # -> pandas.DataFrame
     return pd.DataFrame(rows)
 
 
-def _time_word(ratio: float, tolerance: float) -> str:
-    if ratio != ratio:
-        return "not measured"
-    change = ratio - 1
-    if abs(change) < tolerance:
-        return f"no change ({change:+.0%})"
-    return f"{change:+.0%} ({'slower' if change > 0 else 'faster'})"
-
-
-def verdict_table(frame, time_tolerance: float = TIME_TOLERANCE, iou_tolerance: float = IOU_TOLERANCE):
-    """Per hook: bytes saved, step-time change on each link, accuracy change, where it pays.
-
-    "Pays" on a link means its median step is faster than ``none`` by more than
-    ``time_tolerance`` and more than ``step_noise``; the accuracy cost is the final IoU
-    difference after the same steps.
-    """
-    import pandas as pd
-
-    rows = []
-    links = list(dict.fromkeys(frame["link"]))
-    for hook in dict.fromkeys(frame["hook"]):
-        if hook == "none":
-            continue
-        sub = frame[frame["hook"] == hook].set_index("link")
-        row: dict[str, Any] = {"hook": hook, "bytes_saved": f"{sub['bytes_saved'].iloc[0]:.1%}"}
-        pays = []
-        for link in links:
-            if link in sub.index:
-                ratio = float(sub.loc[link, "step_vs_none"])
-                tolerance = max(time_tolerance, float(sub.loc[link, "step_noise"]))
-                row[f"step time, {link}"] = _time_word(ratio, tolerance)
-                if ratio < 1 - tolerance:
-                    pays.append(link)
-        d_iou = float(sub["iou_vs_none"].mean())
-        row["IoU vs none"] = (f"{d_iou:+.3f} (within {iou_tolerance})" if abs(d_iou) < iou_tolerance
-                              else f"{d_iou:+.3f}")
-        row["pays on"] = ", ".join(pays) if pays else "none of the links measured"
-        rows.append(row)
-    return pd.DataFrame(rows).set_index("hook") if rows else pd.DataFrame()
-
-
-def nvml_statements(frame) -> list[str]:
-    """What NVML's NVLink data counter of GPU 0 saw per step against the bytes counted in the hooks."""
-    def present(x: Any) -> bool:
-        return x is not None and x == x  # not None, not NaN
-
+def hook_verdicts(results: dict[str, dict[str, Any]], where: str) -> list[Verdict]:
+    """One verdict per (link, hook): faster, slower or no change against ``none``, with the bytes saved."""
     out = []
-    for _, r in frame.iterrows():
-        if not present(r["nvlink_tx_MB_per_step"]):
-            out.append(f"{r['link']}, {r['hook']}: NVLink counter {r['nvml_note'] or 'not available'}")
-            continue
-        ratio = f" (NVML ÷ counted = {r['nvml_over_counted']:.2f})" if present(r["nvml_over_counted"]) else ""
-        out.append(f"{r['link']}, {r['hook']}: NVML saw {r['nvlink_tx_MB_per_step']:.3g} MB leave GPU 0 over NVLink "
-                   f"per step; the hook counted {r['sent_MB_per_step']:.3g} MB sent{ratio}")
+    for link, metrics in results.items():
+        hooks = {h["hook"]: h for h in metrics["hooks"]}
+        for name, c in comparisons(metrics).items():
+            saved = 1 - hooks[name]["sent_bytes_per_step"] / hooks[name]["dense_bytes_per_step"]
+            iou = hooks[name]["final_iou"] - hooks["none"]["final_iou"]
+            what = f"{name} on {link}, step time against no compression"
+            text = (f"{c.describe('ms', what)}; it sends {saved:.1%} fewer bytes; final validation IoU {iou:+.3f} "
+                    f"against no compression ({'within' if abs(iou) < IOU_TOLERANCE else 'beyond'} "
+                    f"{IOU_TOLERANCE} in one short run)")
+            out.append(comparison_verdict(f"{name} · {link}", c, text, where, bytes_saved=saved, iou_vs_none=iou,
+                                          link=link, hook=name))
     return out
 
 
-def slower_statements(frame, time_tolerance: float = TIME_TOLERANCE) -> list[str]:
-    """Plain sentences for every (link, hook) where compression made the training step slower."""
-    out = []
-    for _, r in frame.iterrows():
-        if r["hook"] != "none" and r["step_vs_none"] > 1 + max(time_tolerance, r["step_noise"]):
-            base = r["step_ms"] / r["step_vs_none"]
-            out.append(f"On {r['link']}, {r['hook']} made each training step {r['step_vs_none'] - 1:.0%} slower "
-                       f"({r['step_ms']:.2f} ms against {base:.2f} ms without compression), "
-                       f"although it sent {r['bytes_saved']:.0%} fewer bytes.")
-    return out
+def twin_verdict(results: dict[str, dict[str, Any]], where: str) -> Verdict:
+    """The A/A test: fp16 against bf16 on each link. They do the same work, so their gap is noise."""
+    gaps = {link: g for link, m in results.items() if (g := twin_gap(m)) is not None}
+    if not gaps:
+        return Verdict("fp16 vs bf16 (A/A)", "info", "not measured: the run has not both fp16 and bf16 "
+                       "(the bf16 hook needs a CUDA build of torch)", {}, where)
+    text = "; ".join(f"{link}: {g:.1%}" for link, g in gaps.items())
+    return Verdict("fp16 vs bf16 (A/A)", "info", f"the gap between two hooks that do the same work: {text}. "
+                   "A difference between a hook and no compression smaller than this is noise", {"gaps": gaps}, where)
 
 
-def link_statement(frame, time_tolerance: float = TIME_TOLERANCE) -> str:
+def loss_differences(metrics: dict[str, Any]) -> dict[str, float]:
+    """Per hook, the largest absolute difference of its training loss from ``none``'s, step by step."""
+    hooks = {h["hook"]: h["train_loss"] for h in metrics["hooks"]}
+    base = hooks.get("none")
+    if base is None:
+        return {}
+    return {name: max(abs(a - b) for a, b in zip(loss, base)) for name, loss in hooks.items() if name != "none"}
+
+
+def loss_statement(metrics: dict[str, Any]) -> str:
+    """In words: which hooks trained exactly like ``none`` (identical losses) and how far the others drifted."""
+    diffs = loss_differences(metrics)
+    same = [n for n, d in diffs.items() if d == 0]
+    other = [f"{n} (at most {d:.2g})" for n, d in diffs.items() if d > 0]
+    parts = []
+    if same:
+        parts.append(f"identical losses to no compression, step for step: {', '.join(same)}")
+    if other:
+        parts.append(f"largest loss difference from no compression: {', '.join(other)}")
+    return "; ".join(parts) or "no hook to compare with no compression"
+
+
+def density_verdict(summary: dict[str, Any], where: str, claimed_saving: float = CLAIMED_SAVING) -> Verdict:
+    """Claim C23 (a sparse all-reduce "cuts communication by 85 %") against the measured density of the
+    gradients: the bytes the source's format and an index+value format would send, against dense fp32."""
+    if not summary or not summary.get("params"):
+        return Verdict("C23", "unverifiable", "no gradient density was measured", {}, where)
+    zero, source_ratio, ours = summary["frac_zero"], summary["source_format_ratio"], summary["index_value_ratio"]
+    best_saving = 1 - ours
+    status = "wrong" if best_saving < claimed_saving else "holds"
+    needed = 1 - claimed_saving  # an int32 index + fp32 value per non-zero: 8 bytes against 4 dense
+    text = (f"{zero:.1%} of the gradient entries are exactly zero ({summary['frac_near_zero']:.1%} below 1e-3 of their "
+            f"layer's largest); sending only the non-zeros in the source's format (int64 coordinates per dimension + "
+            f"value) would move {source_ratio:.2f}× the dense bytes, and with one int32 index per value "
+            f"{ours:.2f}×. Saving {claimed_saving:.0%} that way needs at most {needed / 2:.1%} non-zeros")
+    return Verdict("C23", status, text, {"frac_zero": zero, "source_format_ratio": source_ratio,
+                                        "index_value_ratio": ours, "best_saving": best_saving,
+                                        "claimed_saving": claimed_saving}, where)
+
+
+def link_statement(results: dict[str, dict[str, Any]]) -> str:
     """What the link did to the step without compression, where more than one link was measured."""
-    base = frame[frame["hook"] == "none"].set_index("link")["step_ms"]
+    base = {link: next(h for h in m["hooks"] if h["hook"] == "none") for link, m in results.items()
+            if any(h["hook"] == "none" for h in m["hooks"])}
     if len(base) < 2:
         return "One link measured: nothing to compare the uncompressed step with."
-    fastest, slowest = base.idxmin(), base.idxmax()
-    times = ", ".join(f"{ms:.2f} ms on {link}" for link, ms in base.items())
-    if base[slowest] / base[fastest] - 1 < time_tolerance:
-        return (f"Without compression the step took {times}: the link's speed did not show in the step time, "
-                f"since the gradient exchange is hidden behind the backward pass on every link measured.")
-    return (f"Without compression the step took {times}: fastest on {fastest}. Where the exchange is hidden "
-            f"behind the backward pass, the link's bandwidth hardly matters; what can differ between the links "
-            f"is how much the communication kernels, which share the GPU with that pass, slow it down (a likely "
-            f"cause, not measured here: notebook 05's profile shows the overlap).")
-
-
-def density_verdict(summary: dict[str, Any], claimed_saving: float = 0.85) -> str:
-    """Claim C23 (the source's sparse all-reduce "cuts communication by 85 %") against the
-    measured density of the gradients."""
-    if not summary or not summary.get("params"):
-        return "no gradient density was measured"
-    zero = summary["frac_zero"]
-    source_ratio = summary["source_format_ratio"]
-    ours = summary["index_value_ratio"]
-    saving = 1 - source_ratio
-    verdict = "refuted" if saving < claimed_saving else "supported"
-    return (f"C23 {verdict}: {zero:.1%} of the UNet's gradient entries are exactly zero "
-            f"({summary['frac_near_zero']:.1%} below 1e-3 of their layer's largest); "
-            f"99 % of the squared gradient norm needs {summary['frac_for_energy']:.0%} of the entries. "
-            f"Sending only the non-zeros in the source's format (int64 coordinates per dimension + value) "
-            f"would move {source_ratio:.1f}× the dense bytes ({saving:+.0%} 'saved', claim: {claimed_saving:.0%}); "
-            f"with one int32 index per value {ours:.2f}×. Conv-net gradients are dense: sparsity must be made "
-            f"(top-k), and then needs error feedback.")
+    (a, ha), (b, hb) = list(base.items())[:2]
+    c = compare(ha["step_ms_round_medians"], hb["step_ms_round_medians"])
+    return f"Without compression, {c.describe('ms', f'{a} → {b}')}."

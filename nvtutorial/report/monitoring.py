@@ -1,27 +1,64 @@
-"""What notebook 05's live telemetry concludes: claim C13 (``nvidia-smi dmon`` "monitors the run").
+"""What notebook 05's live telemetry concludes: claim C13 (``nvidia-smi dmon -s u`` as the source's
+"bandwidth utilisation" monitor).
 
-The sampler itself is :mod:`nvtutorial.machine.telemetry`.
+The sampler itself is :mod:`nvtutorial.machine.telemetry`; the run's all-reduce probe moves a
+known number of bytes, so NVML's NVLink counters can be checked against it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..machine.telemetry import Sampler, dmon_columns, shows_nvlink
+from ..machine.telemetry import dmon_columns, parse_dmon, shows_nvlink
+from .verdict import Verdict
 
 
-def verdict_c13(sampler: Sampler, probe_rows: list[dict[str, Any]]) -> str:
-    """Claim C13: ``nvidia-smi dmon -s u`` "monitors the run": it shows utilisation, not NVLink traffic."""
-    if not sampler.available:
-        return f"C13: not checked here: {sampler.reason}"
-    cols = dmon_columns(sampler.dmon_text) if sampler.dmon_text else []
-    dmon = (f"`nvidia-smi dmon -s u` printed the columns {', '.join(cols)}: "
-            + ("it includes an NVLink column" if shows_nvlink(cols) else "no NVLink traffic among them")
-            if cols else f"dmon gave no output ({sampler.dmon_reason or 'nothing parsed'})")
-    if probe_rows:
-        moved = max(r["nvml_sent_gib"] for r in probe_rows)
-        nvml = f"; NVML's NVLink counters saw {moved:.2f} GiB sent per GPU during the all-reduce probe"
-    else:
-        nvml = "; NVML's NVLink counters were not read (no probe or no NVLink)"
-    verdict = "partly true: dmon -s u shows whether the GPUs are busy, not the link" if cols and not shows_nvlink(cols) else "see above"
-    return f"C13: {dmon}{nvml}. Verdict: {verdict}."
+def dmon_busy_during(dmon_text: str, start: float, end: float, day: float) -> float | None:
+    """The highest ``sm`` dmon printed between two wall-clock times (needs dmon's ``-o T`` time column)."""
+    frame = parse_dmon(dmon_text, day=day)
+    if "t" not in frame.columns or "sm" not in frame.columns:
+        return None
+    inside = frame[(frame["t"] >= start - 1) & (frame["t"] <= end)]  # a line covers the second before its time
+    return float(inside["sm"].max()) if len(inside) else None
+
+
+def verdict_c13(dmon_text: str, nvlink_sent_bytes: Sequence[float] = (), expected_bytes: float | None = None, *,
+                sm_during_probe: float | None = None, reason: str = "", where: str = "") -> Verdict:
+    """Claim C13, listed by the source under "bandwidth utilisation": ``nvidia-smi dmon -s u -c 10``.
+
+    ``wrong`` when dmon's columns hold no NVLink counter while NVML's NVLink counters saw the probe's
+    bytes (``nvlink_sent_bytes``, one value per GPU); ``holds`` if dmon showed an NVLink column;
+    ``unverifiable`` without an NVIDIA driver (``reason`` says why).
+    """
+    cols = dmon_columns(dmon_text) if dmon_text else []
+    numbers: dict[str, Any] = {"dmon_columns": cols, "nvlink_sent_bytes": list(nvlink_sent_bytes),
+                               "expected_bytes": expected_bytes, "sm_during_probe": sm_during_probe}
+    if not cols and not nvlink_sent_bytes:
+        return Verdict("C13", "unverifiable", f"not checked here: {reason or 'no dmon output and no NVML counters'}",
+                       numbers, where)
+    if cols and shows_nvlink(cols):
+        return Verdict("C13", "holds", f"`nvidia-smi dmon -s u` printed {', '.join(cols)}, an NVLink column among them",
+                       numbers, where)
+    text = f"`nvidia-smi dmon -s u` printed {', '.join(cols) or 'nothing'}: how busy each GPU was, no NVLink column"
+    if sm_during_probe is not None:
+        text += f"; while the all-reduce probe only moved data, its sm column read {sm_during_probe:.0f} %"
+    if nvlink_sent_bytes:
+        sent = max(nvlink_sent_bytes)
+        text += f". NVML's NVLink counters saw {sent / 2**30:.1f} GiB sent per GPU during the probe"
+        if expected_bytes:
+            text += f" ({sent / expected_bytes:.2f}× what the all-reduce sends)"
+            numbers["sent_over_expected"] = sent / expected_bytes
+    text += ": the link shows only in those counters (or `nvidia-smi nvlink -gt d`), not in utilisation"
+    return Verdict("C13", "wrong", text, numbers, where)
+
+
+def verdict_c13_from(sampler: Any, res: Any, traffic: Sequence[Mapping[str, Any]] = ()) -> Verdict:
+    """:func:`verdict_c13` from a telemetry sampler and the run it watched (with its probe rows)."""
+    probe = res.metrics.get("probe") or {}
+    sm = None
+    if probe and sampler.dmon_text and sampler.started_at:
+        sm = dmon_busy_during(sampler.dmon_text, probe["start"], probe["end"], sampler.started_at)
+    return verdict_c13(sampler.dmon_text, [r["nvml_sent_gib"] * 2**30 for r in traffic],
+                       probe.get("bytes_per_rank_algorithm"), sm_during_probe=sm,
+                       reason=sampler.reason or sampler.dmon_reason, where=res.label)

@@ -1,86 +1,211 @@
-"""Reading the ``pitfalls`` workload's results in the notebook (parent side; never touches CUDA).
+"""Reading the traps of notebook 06 (parent side; never launches, never touches CUDA).
 
-Used by notebook 06: tables, the lines that say where each rank was, the NCCL flight recorder's
-dumps, and the verdicts on claims C17 to C21 computed from the measured numbers. The traps are
-launched by :mod:`nvtutorial.experiments.pitfalls`.
+Where each rank waited in a hang (the Python stacks the ranks printed into their logs), how a
+run ended at the process group's timeout, the NCCL flight recorder's dumps, and the verdicts of
+the traps that do not hang (mismatched collectives, ``set_epoch``, seeds). The verdicts on the
+input pipeline and out-of-memory errors are in :mod:`nvtutorial.report.pitfalls_measured`.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import pickle
 import re
-import statistics
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..units import knee
+from .verdict import Verdict
 
+# --------------------------------------------------------------------------- stacks
 
-_FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+) in (?P<func>\S+)')
+_FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+),? in (?P<func>\S+)')
 _THREAD = re.compile(r"^(Current thread|Thread) (0x[0-9a-f]+)", re.IGNORECASE)
 
+Frame = dict[str, Any]
+"""``{"file": str, "line": int, "func": str}``."""
 
-def where_ranks(text_by_rank: Mapping[int, str], package: str = "nvtutorial") -> dict[int, dict[str, Any]]:
-    """From faulthandler stack dumps (a rank's log): where each rank's main thread was.
 
-    faulthandler prints ``Thread 0x... (most recent call first):`` then ``File "...", line N in
-    func`` lines. The main thread is the block whose outermost frame is the workload's entry;
-    the answer is its innermost frame overall and its three innermost frames inside ``package``.
-    """
-    out: dict[int, dict[str, Any]] = {}
-    for rank, text in text_by_rank.items():
-        blocks: list[list[dict[str, str]]] = []
-        current: list[dict[str, str]] | None = None
-        for line in text.splitlines():
-            if _THREAD.match(line.strip()):
-                current = []
-                blocks.append(current)
-                continue
-            m = _FRAME.match(line)
-            if m and current is not None:
-                current.append(m.groupdict())
-            elif current is not None and line.strip() and not m:
-                current = None
-        main = [b for b in blocks if b and any("runtime.py" in f["file"] and f["func"] == "main" for f in b)]
-        if not main:
-            main = [b for b in blocks if b]
-        if not main:
+def thread_dumps(text: str) -> list[list[Frame]]:
+    """Every thread block of the faulthandler dumps in a log, in order; frames innermost first."""
+    blocks: list[list[Frame]] = []
+    current: list[Frame] | None = None
+    for line in text.splitlines():
+        if _THREAD.match(line.strip()):
+            current = []
+            blocks.append(current)
             continue
-        frames = main[-1]  # the last dump is the most recent
-        ours = [f for f in frames if package in f["file"] and not f["file"].endswith("runtime.py")]
-        out[rank] = {"innermost": f'{Path(frames[0]["file"]).name}:{frames[0]["line"]} in {frames[0]["func"]}',
-                     "in_course_code": " <- ".join(f'{Path(f["file"]).name}:{f["line"]} {f["func"]}' for f in ours[:3]) or None,
-                     "stack": [f'{Path(f["file"]).name}:{f["line"]} {f["func"]}' for f in frames]}
+        m = _FRAME.match(line)
+        if m and current is not None:
+            current.append({"file": m["file"], "line": int(m["line"]), "func": m["func"]})
+        elif current is not None and line.strip() and not line.strip().startswith("<no Python frame>"):
+            current = None
+    return blocks
+
+
+def main_stack(text: str, which: int = 0) -> list[Frame]:
+    """The main thread's frames in a log's faulthandler dumps (innermost first); empty if none.
+
+    ``which``: 0 the first dump (the stacks taken at the trap's deadline; a later one comes from
+    the launcher as it ends the run), -1 the last. The main thread is the block whose outermost
+    frames run a module (``<module>``): the other threads start in ``threading``'s ``_bootstrap``.
+    """
+    mains = [b for b in thread_dumps(text) if any(f["func"] == "<module>" for f in b)]
+    return mains[which] if mains else []
+
+
+def frame_text(f: Frame) -> str:
+    return f"{Path(f['file']).name}:{f['line']} {f['func']}"
+
+
+def _is_torch(f: Frame) -> bool:
+    return "/torch/" in f["file"] or f["file"].startswith("<frozen")
+
+
+def local_line(f: Frame) -> str:
+    """The source line of a frame, when its file is here (a run of this checkout); else ""."""
+    import linecache
+
+    return linecache.getline(f["file"], f["line"]).strip() if os.path.isfile(f["file"]) else ""
+
+
+def _activity(func: str) -> str | None:
+    """``validating`` or ``training`` for a function whose name says so, else None."""
+    name = func.lower()
+    if "validat" in name or "evaluat" in name:
+        return "validating"
+    if "train" in name or "epoch" in name:
+        return "training"
+    return None
+
+
+def waiting_point(frames: Sequence[Frame], line_of: Callable[[Frame], str] = local_line) -> dict[str, str]:
+    """Where a rank's host thread was: ``point`` is ``validating`` (the innermost named activity of
+    its own code is a validation), ``backward`` (blocked inside ``loss.backward()``), ``item``
+    (blocked at ``.item()``: a synchronisation with the device) or ``elsewhere``; ``frame`` is the
+    innermost frame of the rank's own code, ``code`` its source line when known."""
+    own = [f for f in frames if not _is_torch(f) and f["func"] != "<module>"]
+    frame = frame_text(own[0]) if own else (frame_text(frames[0]) if frames else "?")
+    code = line_of(own[0]) if own else ""
+    named = next(((f, a) for f, a in ((f, _activity(f["func"])) for f in own) if a), (None, None))
+    if named[1] == "validating":
+        point, frame, code = "validating", frame_text(named[0]), line_of(named[0])
+    elif any(_is_torch(f) and f["func"] in ("_engine_run_backward", "backward") for f in frames):
+        point = "backward"
+    elif own and own[0] is frames[0] and ".item()" in code:
+        point = "item"
+    else:
+        point = "elsewhere"
+    return {"point": point, "frame": frame, "code": code}
+
+
+def rank_stacks(result: Any) -> dict[int, list[Frame]]:
+    """Each rank's main-thread stack from the first dump in its log (``result``: a RunResult or a TrapRun)."""
+    result = getattr(result, "result", result)
+    out = {}
+    for rank, path in sorted(result.log_files.items()):
+        try:
+            out[int(rank)] = main_stack(Path(path).read_text(errors="replace"), 0)
+        except OSError:
+            out[int(rank)] = []
     return out
 
 
+HANG_CHOICES = {
+    "a": "rank 0 inside the validation; rank 1 inside loss.backward(), where DDP all-reduces the gradients",
+    "b": "rank 0 inside the validation; rank 1 at loss.item(), the first line that waits for the device",
+    "c": "rank 0 inside the validation; rank 1 in the DataLoader, waiting for its next batch",
+    "d": "both ranks inside dist.all_reduce",
+}
+"""The prediction asked before the headline trap of notebook 06."""
+EXPECTED_POINT = {"gloo": "backward", "nccl": "item"}
+"""Where the waiting rank's host thread blocks, per backend (the lesson's mental model)."""
+
+
+def hang_verdict(stacks: Mapping[int, Sequence[Frame]], backend: str, where: str,
+                 line_of: Callable[[Frame], str] = local_line) -> Verdict:
+    """Where each rank was when the stacks of the rank-0-validation trap were taken, against the mental model:
+    rank 0 validating; the other ranks blocked in backward (gloo) or at ``.item()`` (NCCL)."""
+    points = {r: waiting_point(f, line_of) for r, f in sorted(stacks.items())}
+    expected = EXPECTED_POINT.get(backend, "?")
+    others = [r for r in points if r != 0]
+    ok = (bool(stacks) and points.get(0, {}).get("point") == "validating"
+          and all(points[r]["point"] == expected for r in others) and bool(others))
+    lines = [f"rank {r}: {p['point']} ({p['frame']}{': ' + p['code'] if p['code'] else ''})" for r, p in points.items()]
+    if backend == "nccl":
+        model = ("NCCL only queues the all-reduce on the GPU: backward and the optimizer step return, and the host "
+                 "blocks at the first call that waits for the GPU (.item() here; .cpu(), torch.cuda.synchronize() "
+                 "or the NCCL watchdog's timeout elsewhere)")
+    else:
+        model = ("gloo runs the all-reduce on the CPU and DDP waits for it at the end of backward: the host is "
+                 "blocked inside loss.backward()")
+    text = ("; ".join(lines) + ". " + (f"As expected: {model}." if ok else
+                                       f"Not what the lesson expects ({expected} on {backend}): see the stacks."))
+    return Verdict("where ranks wait", "pass" if ok else "fail", text,
+                   {"backend": backend, "expected": expected,
+                    **{f"rank{r}": p["point"] for r, p in points.items()},
+                    **{f"rank{r}_frame": p["frame"] for r, p in points.items()}}, where)
+
+
+def hang_answer(verdict: Verdict) -> str:
+    """The right choice of :data:`HANG_CHOICES` for what the run showed."""
+    return {"backward": "a", "item": "b"}.get(str(verdict.numbers.get("rank1")), "a" if
+                                             verdict.numbers.get("backend") == "gloo" else "b")
+
+
+# --------------------------------------------------------------------------- the process group's timeout
+
+def log_lines(path: str | os.PathLike[str], patterns: Iterable[str] = (
+        "Watchdog caught", "Timed out", "timed out", "Error", "Detected mismatch", "Fatal Python error")) -> list[str]:
+    """The lines of a rank's log that say what went wrong (case-sensitive substrings)."""
+    try:
+        text = Path(path).read_text(errors="replace")
+    except OSError:
+        return []
+    pats = tuple(patterns)
+    return [line for line in text.splitlines() if any(p in line for p in pats)]
+
+
+def signature_lines(run: Any, limit: int = 4) -> dict[int, list[str]]:
+    """Per rank, the log lines that name the failure (``run``: a TrapRun, RunFailed or RunResult)."""
+    result = getattr(run, "result", run)
+    if result is None:
+        return {}
+    return {int(r): [line[:300] for line in log_lines(p)[:limit]] or ["(nothing in this rank's log names an error)"]
+            for r, p in sorted(result.log_files.items())}
+
+
+def timeout_verdict(run: Any, backend: str, pg_timeout: float, where: str) -> Verdict:
+    """How the trap ended with a short process-group timeout: the run must fail soon after it,
+    with the timeout named (gloo: rank 1's backward raises; NCCL: the watchdog's report)."""
+    result = getattr(run, "result", run)
+    error = result.error or {}
+    lines = [line for lines in signature_lines(result, limit=20).values() for line in lines]
+    named = any("Timed out" in line or "timed out" in line or "Watchdog caught" in line for line in lines)
+    ok = (not result.ok) and named
+    who = f"rank {error.get('rank')}" if error.get("rank") is not None else "a rank"
+    text = (f"the run failed after {result.wall_s:.1f} s with a {pg_timeout:g} s process-group timeout: {who} "
+            f"ended with {error.get('type', '?')}" + (", and its log names the timed-out collective" if named else
+                                                       ", but no log line names a timeout"))
+    return Verdict("process-group timeout", "pass" if ok else "fail", text,
+                   {"failed": not result.ok, "timeout_named": named, "wall_s": result.wall_s,
+                    "failed_rank": error.get("rank"), "error_type": error.get("type"), "backend": backend}, where)
+
+
 def flight_recorder(run_dir: str | os.PathLike[str], last: int = 3) -> dict[int, dict[str, Any]]:
-    """The NCCL flight recorder's dumps of a run (``TORCH_NCCL_TRACE_BUFFER_SIZE`` > 0 and
-    ``TORCH_NCCL_DUMP_ON_TIMEOUT=1``): per rank, the last collectives and their states.
-
-    The workload points the dumps into the run folder; dumps in PyTorch's default places
-    (``/tmp/nccl_trace_rank_R``, ``~/.cache/torch/comm_lib_trace_rank_R``) written after the run
-    started are read too.
-    """
-    import json
-
-    run_dir = Path(run_dir)
-    started = min((p.stat().st_mtime for p in run_dir.glob("rank*.pid")), default=0.0)
-    candidates = list(run_dir.glob("nccl_trace_rank_*"))
-    for pattern in ("/tmp/nccl_trace_rank_*", str(Path.home() / ".cache/torch/comm_lib_trace_rank_*")):
-        folder, _, glob = pattern.rpartition("/")
-        candidates += [p for p in Path(folder).glob(glob) if started and p.stat().st_mtime >= started - 1]
+    """The NCCL flight recorder's dumps of a run (``TORCH_FR_BUFFER_SIZE`` > 0 and
+    ``TORCH_NCCL_DUMP_ON_TIMEOUT=1``; the file prefix ``TORCH_FR_DUMP_TEMP_FILE`` set into the run
+    folder): per rank, the last collectives and their states."""
     found: dict[int, dict[str, Any]] = {}
-    for path in sorted(candidates):
+    for path in sorted(Path(run_dir).glob("nccl_trace_rank_*")):
         m = re.search(r"(\d+)$", path.name)
         if not m:
             continue
         try:
             raw = path.read_bytes()
             try:
-                data = pickle.loads(raw)  # written by this run's own workers
+                data = pickle.loads(raw)  # written by this run's own ranks
             except Exception:
                 data = json.loads(raw)
         except Exception as exc:
@@ -88,41 +213,38 @@ def flight_recorder(run_dir: str | os.PathLike[str], last: int = 3) -> dict[int,
             continue
         entries = data.get("entries", []) if isinstance(data, dict) else []
         rows = [{"seq": e.get("collective_seq_id"), "op": e.get("profiling_name"), "state": e.get("state"),
-                 "sizes": e.get("input_sizes"), "timeout_ms": e.get("timeout_ms")} for e in entries]
+                 "sizes": e.get("input_sizes")} for e in entries]
         completed = [r["seq"] for r in rows if r["state"] == "completed" and r["seq"] is not None]
         found[int(m.group(1))] = {"entries": rows[-last:], "last_completed_seq": max(completed) if completed else None,
-                                  "pending": [r for r in rows if r["state"] in ("scheduled", "started")], "file": str(path)}
+                                  "pending": [r for r in rows if r["state"] in ("scheduled", "started")],
+                                  "file": str(path)}
     return found
 
 
-def stack_excerpt(run: Any, rank: int, skip: tuple[str, ...] = ("<frozen", "threading.py")) -> list[str]:
-    """Rank ``rank``'s main-thread stack from the last dump in its log, innermost first, compact."""
-    result = _result(run)
-    if result is None:
-        return []
-    try:
-        text = Path(result.log_files[rank]).read_text(errors="replace")
-    except (KeyError, FileNotFoundError):
-        return []
-    where = where_ranks({rank: text}).get(rank)
-    return [f for f in where["stack"] if not f.startswith(skip)] if where else []
-
-
-def log_lines(path: str | os.PathLike[str], patterns: Iterable[str] = ("Watchdog", "Timed out", "timeout", "Error",
-                                                                       "Detected mismatch", "Fatal Python error")) -> list[str]:
-    """The lines of a rank's log that say what went wrong (case-sensitive substrings)."""
-    try:
-        text = Path(path).read_text(errors="replace")
-    except FileNotFoundError:
-        return []
-    pats = tuple(patterns)
-    return [line for line in text.splitlines() if any(p in line for p in pats)]
+def describe_flight_recorder(run: Any, backend: str) -> list[str]:
+    """The flight recorder's dumps, one line per rank, or why there are none."""
+    result = getattr(run, "result", run)
+    if backend != "nccl":
+        return ["no flight-recorder dump: it records NCCL's collectives on GPUs; this run used gloo on the CPU"]
+    fr = flight_recorder(result.run_dir)
+    if not fr:
+        return ["no flight-recorder dump found (TORCH_FR_BUFFER_SIZE > 0 and TORCH_NCCL_DUMP_ON_TIMEOUT=1 make the NCCL "
+                "watchdog write one when a collective times out)"]
+    lines = []
+    for rank, d in sorted(fr.items()):
+        if "error" in d:
+            lines.append(f"rank {rank}: unreadable dump ({d['error']})")
+            continue
+        pending = ", ".join(f"#{e['seq']} {e['op']} ({e['state']})" for e in d["pending"]) or "none"
+        lines.append(f"rank {rank}: last completed collective #{d['last_completed_seq']}; not completed: {pending}")
+    return lines
 
 
 def processes_left(result: Any) -> list[int]:
     """Worker pids of a run (its ``rank{R}.pid`` files) still alive: should be none."""
     import psutil
 
+    result = getattr(result, "result", result)
     alive = []
     for pid_file in Path(result.run_dir).glob("rank*.pid"):
         try:
@@ -134,271 +256,96 @@ def processes_left(result: Any) -> list[int]:
     return alive
 
 
-def describe_failure(exc: Any, pg_timeout: float | None = None) -> list[str]:
-    """How a trap ended: the error class, the rank and its exception, how long it took, what is left."""
-    if exc is None:
-        return ["the run finished without an error: no trap was sprung (was the validation shorter than the timeout?)"]
-    res = exc.result
-    first = str(exc).splitlines()[0] if str(exc) else ""
-    lines = [f"ended with {type(exc).__name__} after {res.wall_s:.1f} s"
-             + (f" (process-group timeout {pg_timeout:g} s)" if pg_timeout else ""),
-             f"  {first[:400]}"]
-    if exc.rank is not None:
-        lines.append(f"  the first rank to fail: rank {exc.rank}, {exc.exc_type}")
-    left = processes_left(res)
-    lines.append("  processes of the run still alive: " + (", ".join(map(str, left)) if left else "none"))
-    return lines
+# --------------------------------------------------------------------------- the fix, and claim C18
+
+def fixed_validation_verdict(values: Sequence[Any], single_process: float, where: str, rtol: float = 1e-6) -> Verdict:
+    """The fixed validation: every rank's loss equal, and equal to one process over the whole set."""
+    numbers = {"values": list(values), "single_process": single_process}
+    if any(not isinstance(v, (int, float)) for v in values):
+        return Verdict("validation on every rank", "fail", f"a rank returned no loss: {list(values)}", numbers, where)
+    spread = max(values) - min(values)
+    off = abs(values[0] - single_process)
+    ok = spread <= rtol * abs(single_process) and off <= rtol * abs(single_process)
+    text = (f"every rank gets {values[0]:.6f}; one process over the whole set: {single_process:.6f} "
+            f"({'the same' if ok else 'NOT the same'}, to {rtol:g} relative)")
+    return Verdict("validation on every rank", "pass" if ok else "fail", text,
+                   {**numbers, "spread": spread, "off": off}, where)
 
 
-def _result(run: Any) -> Any:
-    """A RunResult from a RunResult or a RunFailed (``None`` stays ``None``)."""
-    return getattr(run, "result", run)
+def verdict_c18(hang: Verdict, timeout: Verdict, fixed: Verdict) -> Verdict:
+    """Claim C18, notebook 06's half: what rank-0-only validation does, and the fix."""
+    ok = hang.status == timeout.status == fixed.status == "pass"
+    text = ("'Breaks the parallelism' understates it and misses why: while rank 0 validates alone the other ranks "
+            "wait in their next collective (DDP's gradient all-reduce), and once that wait outlasts the process "
+            "group's timeout (10 minutes by default) the job dies. The source's fix is right in spirit: every rank "
+            "validates its share and one all_reduce adds the sums (of losses and counts, then one division)."
+            if ok else "The runs did not show what the lesson expects; see the verdicts above.")
+    return Verdict("C18", "partly" if ok else "unverifiable", text,
+                   {"hang": hang.status, "timeout": timeout.status, "fixed": fixed.status}, fixed.where or hang.where)
 
 
-def signature_lines(run: Any, limit: int = 6) -> dict[int, list[str]]:
-    """Per rank, the log lines that name the failure (timeouts, watchdog, mismatch, fatal errors);
-    ``run``: the error a trap ended with, or its result."""
-    result = _result(run)
-    if result is None:
-        return {}
-    out = {}
-    for rank, path in sorted(result.log_files.items()):
-        lines = log_lines(path)
-        out[rank] = [line[:300] for line in lines[:limit]] or [
-            "(no error in this rank's log: it was still working when the run was ended)"]
-    return out
+# --------------------------------------------------------------------------- mismatched collectives
+
+def mismatch_difference(message: str) -> str:
+    """The "Collectives differ in the following aspects" part of a DETAIL mismatch report."""
+    m = re.search(r"differ in the following aspects:\s*(.*)", message, re.DOTALL)
+    return " ".join(m.group(1).split()) if m else ""
 
 
-def describe_where(run: Any) -> list[str]:
-    """Where each rank was when the deadline passed, from the stacks the launcher had dumped."""
-    result = _result(run)
-    if result is None:
-        return ["the run finished: nothing hung"]
-    texts = {}
-    for rank, path in result.log_files.items():
-        try:
-            texts[rank] = Path(path).read_text(errors="replace")
-        except FileNotFoundError:
-            texts[rank] = ""
-    where = where_ranks(texts)
-    if not where:
-        return ["no Python stacks in the logs (the run did not reach the deadline?)"]
-    return [f"rank {r}: in {w['in_course_code'] or '?'}   (innermost frame: {w['innermost']})" for r, w in sorted(where.items())]
+def mismatch_verdict(name: str, errors: Sequence[str | None], fixed_ok: bool, where: str) -> Verdict:
+    """A mismatch trap under the DETAIL check: every rank must raise a report naming the difference,
+    and the fixed version must give the right result."""
+    differences = [mismatch_difference(e or "") for e in errors]
+    caught = all(d for d in differences)
+    ok = caught and fixed_ok
+    text = ("every rank raised before anything was sent: " + "; ".join(
+        f"rank {r}: {d or 'no report'}" for r, d in enumerate(differences))
+        + (". The fix gives the right result on every rank." if fixed_ok else ". The fix did NOT give the right result."))
+    return Verdict(name, "pass" if ok else "fail", text,
+                   {"reported": [bool(d) for d in differences], "fixed_ok": fixed_ok}, where)
 
 
-def describe_flight_recorder(run: Any) -> list[str]:
-    """The NCCL flight recorder's dumps, one line per rank, or why there are none."""
-    result = _result(run)
-    if result is None:
-        return ["the run finished: nothing to record"]
-    fr = flight_recorder(result.run_dir)
-    if not fr:
-        from ..machine import hardware
+# --------------------------------------------------------------------------- set_epoch and seeds
 
-        if hardware.gpu_count() < len(result.log_files):
-            return ["no flight-recorder dump: it records NCCL's collectives on GPUs; this run used gloo on the CPU"]
-        return [("no flight-recorder dump found (TORCH_NCCL_TRACE_BUFFER_SIZE > 0 and TORCH_NCCL_DUMP_ON_TIMEOUT=1 "
-                 "make the NCCL watchdog write one when a collective times out)")]
-    lines = []
-    for rank, d in sorted(fr.items()):
-        if "error" in d:
-            lines.append(f"rank {rank}: unreadable dump ({d['error']})")
-            continue
-        pending = ", ".join(f"#{e['seq']} {e['op']} ({e['state']})" for e in d["pending"]) or "none"
-        lines.append(f"rank {rank}: flight recorder: last completed collective #{d['last_completed_seq']}; "
-                     f"not completed: {pending}")
-    return lines
+def set_epoch_verdict(broken: Sequence[Sequence[Sequence[int]]], fixed: Sequence[Sequence[Sequence[int]]],
+                      where: str) -> Verdict:
+    """``broken``/``fixed``: per rank, the sample order of each epoch. Without set_epoch every epoch
+    repeats; with it the order changes; in both the ranks' samples never overlap."""
+    repeats = all(all(o == orders[0] for o in orders) for orders in broken)
+    changes = all(len({tuple(o) for o in orders}) == len(orders) for orders in fixed)
+    disjoint = all(not set(a[e]) & set(b[e]) for runs in (broken, fixed) for i, a in enumerate(runs)
+                   for b in runs[i + 1:] for e in range(len(a)))
+    ok = repeats and changes and disjoint
+    text = (f"without set_epoch every epoch {'repeats' if repeats else 'does NOT repeat'} the order of epoch 0; with "
+            f"it every epoch {'has its own order' if changes else 'does NOT change'}; the ranks' shares "
+            f"{'never overlap' if disjoint else 'OVERLAP'}")
+    return Verdict("set_epoch", "pass" if ok else "fail", text,
+                   {"repeats_without": repeats, "changes_with": changes, "disjoint": disjoint}, where)
 
 
-def pyspy_hint() -> str:
-    """Whether py-spy (a stack sampler that attaches to a running process) is available here."""
-    import shutil
-
-    if shutil.which("py-spy"):
-        return "py-spy is installed: `py-spy dump --pid PID` prints a hanging rank's Python stack without stopping it"
-    return ("py-spy is not installed here; with it (`pip install py-spy`), `py-spy dump --pid PID` prints a hanging "
-            "rank's stack. The launcher's deadline does the same through faulthandler (below)")
+def _same_crops(crops: Sequence[Sequence[Sequence[int]]]) -> tuple[int, int]:
+    """How many of rank 0's (sample, x, y) rows had the same (x, y) on every other rank, of how many."""
+    first = crops[0]
+    same = sum(all(other[k][1:] == first[k][1:] for other in crops[1:]) for k in range(len(first)))
+    return same, len(first)
 
 
-def validation_frame(result: Any):  # -> pandas.DataFrame
-    """The fixed validation patterns, per rank: who waited how long, and whether the numbers agree."""
-    import pandas as pd
-
-    rows = []
-    for rank, m in enumerate(result.ranks):
-        v = m["rank0_validation"]
-        rows.append({"rank": rank, "rank 0 validates alone (s)": v["lone_validation_s"],
-                     "first training step after it (s)": round(v["first_step_s"], 3),
-                     "every rank validates its shard (s)": round(v["all_ranks_validation_s"], 3),
-                     "loss (all ranks)": round(v["all_ranks_metrics"]["loss"], 6),
-                     "loss (one process, whole set)": round(v["single_process_metrics"]["loss"], 6),
-                     "agree": v["agrees_with_single_process"]})
-    return pd.DataFrame(rows)
-
-
-def verdict_c18(hang: Any, result: Any, pg_timeout: float) -> str:
-    """Claim C18 from the trap run and the fixed run."""
-    v1 = result.ranks[-1]["rank0_validation"]
-    v0 = result.ranks[0]["rank0_validation"]
-    died = hang is not None and hang.result.wall_s < 60
-    return (f"C18: rank-0-only validation {'ended the run with a timeout' if died else 'did not fail'} when it outlasted "
-            f"the {pg_timeout:g} s process-group timeout; shorter ({v0['lone_validation_s']:.2f} s) it only made rank "
-            f"{len(result.ranks) - 1} wait ({v1['first_step_s']:.2f} s for its next step). Validating on every rank took "
-            f"{v0['all_ranks_validation_s']:.2f} s and {'matches' if v0['agrees_with_single_process'] else 'does NOT match'} "
-            "a single process on the whole set. Verdict: "
-            + ("'breaks the parallelism' is vague: it idles the other ranks, and kills the job once it outlasts the "
-               "timeout; the fix (every rank validates, all_reduce of sums and counts) works."
-               if died and v0["agrees_with_single_process"] else "see the numbers: the expected failure or agreement did not show."))
-
-
-def mismatch_lines(result: Any) -> list[str]:
-    """What each rank reported for the two mismatch traps, and the fixes' results."""
-    lines = []
-    for name in ("mismatched_shapes", "mismatched_order"):
-        for rank, m in enumerate(result.ranks):
-            d = m.get(name, {})
-            trap = d.get("trap", {})
-            if trap:
-                lines.append(f"{name}, rank {rank}: {trap.get('raised') or 'no error'}: "
-                             f"{trap.get('difference') or trap.get('message', '')[:200]}")
-        fix = result.ranks[0].get(name, {}).get("fix")
-        if fix:
-            lines.append(f"{name}, fixed: {fix}")
-    return lines
-
-
-def first_mismatch_report(result: Any) -> str:
-    """Rank 0's full mismatch report (the DETAIL check's message)."""
-    trap = result.ranks[0].get("mismatched_shapes", {}).get("trap", {})
-    return trap.get("message", "")
-
-
-def epoch_frame(result: Any, rank: int = 0):  # -> pandas.DataFrame
-    """The first indices of each epoch on one rank, with and without set_epoch."""
-    import pandas as pd
-
-    d = result.ranks[rank]["no_set_epoch"]
-    rows = []
-    for label in ("without_set_epoch", "with_set_epoch"):
-        for epoch, order in enumerate(d[label]["orders"]):
-            rows.append({"sampler": label.replace("_", " "), "epoch": epoch, "first indices": " ".join(map(str, order))})
-    return pd.DataFrame(rows)
-
-
-def verdict_set_epoch(result: Any) -> str:
-    d = result.ranks[0]["no_set_epoch"]
-    return (f"without set_epoch every epoch repeats the same order: {d['without_set_epoch']['identical_every_epoch']}; "
-            f"with it the order changes: {not d['with_set_epoch']['identical_every_epoch']}")
-
-
-def seeds_frames(result: Any):  # -> tuple[pandas.DataFrame, pandas.DataFrame]
-    """(checksums of the weights before and after DDP per rank, crops drawn per rank)."""
-    import pandas as pd
-
-    s = result.ranks[0]["seeds"]
-    weights = pd.DataFrame({"rank": list(range(len(s["checksums_before_ddp"]))),
-                            "seed": [f"seed + {r}" for r in range(len(s["checksums_before_ddp"]))],
-                            "weights checksum before DDP": s["checksums_before_ddp"],
-                            "after DDP(model)": s["checksums_after_ddp"]})
-    rows = []
-    for label, d in s["crops"].items():
-        for rank, crops in enumerate(d["per_rank"]):
-            rows.append({"augmentation seed": label.replace("_", " "), "rank": rank,
-                         "(sample, crop x, crop y)": "  ".join(f"({a},{b},{c})" for a, b, c in crops[:6])})
-    return weights, pd.DataFrame(rows)
-
-
-def verdict_c21(result: Any) -> str:
-    s = result.ranks[0]["seeds"]
-    same, plus = s["crops"]["same_seed"], s["crops"]["seed_plus_rank"]
-    return (f"C21: with a different seed per rank the weights differ before DDP ({not s['equal_before']}) and agree after "
-            f"it ({s['equal_after']}): DDP broadcasts rank 0's weights, so a common seed is not needed for the model. "
-            f"With the same seed on every rank, {same['identical_crops']} of {same['of']} crops were identical across ranks "
-            f"(on different samples); with seed + rank, {plus['identical_crops']}. Verdict: "
-            + ("half right: a common seed is not needed for the weights and harmful for augmentation; seed the model for "
-               "reproducibility, and give each rank its own augmentation seed."
-               if s["equal_after"] and same["identical_crops"] > plus["identical_crops"] else "not reproduced here."))
-
-
-def loader_frame(result: Any, rank: int = 0):  # -> pandas.DataFrame
-    import pandas as pd
-
-    d = result.ranks[rank]["dataloader"]
-    return pd.DataFrame(d["rows"]).round(3)
-
-
-def verdict_c17(result: Any) -> str:
-    d = result.ranks[0]["dataloader"]
-    k = knee([r for r in d["rows"] if not r["pin_memory"]])
-    best = max(d["rows"], key=lambda r: r["samples_per_s"])
-    pinned = [r for r in d["rows"] if r["pin_memory"]]
-    pin_note = ""
-    if pinned:
-        gain = statistics.mean(p["samples_per_s"] / u["samples_per_s"] for p in pinned for u in d["rows"]
-                               if not u["pin_memory"] and u["num_workers"] == p["num_workers"])
-        pin_note = f" pin_memory changed throughput by {100 * (gain - 1):+.0f} % on average."
-    enough = best["samples_per_s"] >= d["step_consumes_samples_per_s"]
-    return (f"C17: on {d['cpu_cores']} CPU cores shared by {d['ranks']} ranks, the knee is at {k['num_workers'] if k else '?'} "
-            f"workers per rank (90 % of the best, {best['samples_per_s']:.0f} samples/s at {best['num_workers']}); the rule "
-            f"of thumb says {d['rule_of_thumb_workers']}. The training step consumes {d['step_consumes_samples_per_s']:.0f} "
-            f"samples/s per rank: the loader {'keeps up' if enough else 'cannot keep up'} at its best.{pin_note} Verdict: "
-            + ("the rule matches this machine." if k and k["num_workers"] == d["rule_of_thumb_workers"]
-               else "a starting point, not a law; measure on the machine at hand."))
-
-
-def shards_line(result: Any) -> str:
-    sh = result.ranks[0]["dataloader"].get("shards")
-    if not sh:
-        return "no shard measurement"
-    return (f"reading {sh['samples']} samples of {sh['bytes_per_sample'] / 1024:.0f} KiB: one file each "
-            f"{sh['one_file_per_sample_us']:.0f} µs per sample, {sh['per_shard']} samples per shard file "
-            f"{sh['shards_us']:.1f} µs per sample ({sh['one_file_per_sample_us'] / max(sh['shards_us'], 1e-9):.0f}× less), "
-            "from a warm page cache on a local disk")
-
-
-def oom_frames(result: Any, rank: int = 0):  # -> dict[str, pandas.DataFrame] or a str
-    """The OOM demo's tables (fragmentation, empty_cache, training), or the skip message."""
-    import pandas as pd
-
-    d = result.ranks[rank]["oom"]
-    if "skipped" in d:
-        return d["skipped"]
-    frag = pd.DataFrame([{k: v for k, v in r.items() if k != "message"} for r in d["fragmentation"]]).round(1)
-    empty = pd.DataFrame(d["empty_cache"]["rows"]).round(1)
-    train = pd.DataFrame([{k: v for k, v in r.items() if k != "message"} for r in d["training"]["rows"]]).round(1)
-    return {"fragmentation": frag, "empty_cache": empty, "training": train}
-
-
-def oom_message(result: Any, rank: int = 0) -> str:
-    """The message of the training OOM (what the learner will see), first lines."""
-    d = result.ranks[rank]["oom"]
-    if "skipped" in d:
-        return ""
-    for r in d["training"]["rows"] + d["fragmentation"]:
-        if r.get("outcome") == "OOM" and r.get("message"):
-            return r["message"]
-    return "(no OOM happened: the cap did not bite)"
-
-
-def verdict_c19_c20(result: Any, rank: int = 0) -> list[str]:
-    d = result.ranks[rank]["oom"]
-    if "skipped" in d:
-        return ["C19, C20: not checked here: " + d["skipped"]]
-    rows = d["empty_cache"]["rows"]
-    alive = next(r for r in rows if "while x is alive" in r["step"])
-    before_alive = rows[rows.index(alive) - 1]
-    after = next(r for r in rows if "after del x" in r["step"])
-    before = next(r for r in rows if r["step"] == "del x")
-    frag = {r["config"]: r.get("outcome") for r in d["fragmentation"]}
-    train = {r["variant"]: r.get("outcome") for r in d["training"]["rows"]}
-    return [
-        (f"C19: empty_cache() with the tensor alive left {alive['allocated_mib']:.0f} MiB allocated (it frees nothing "
-         f"referenced); after del, it returned {after['driver_free_mib'] - before['driver_free_mib']:.0f} MiB to the "
-         "driver (visible to other processes, useless to PyTorch itself, which would have reused its cache). "
-         + ("Verdict: it does not fix an OOM." if alive["allocated_mib"] >= before_alive["allocated_mib"]
-            else "Unexpected: see the table.")),
-        "C20: the fragmentation case: " + "; ".join(f"{k}: {v}" for k, v in frag.items())
-        + ". max_split_size_mb and expandable_segments are options of PYTORCH_CUDA_ALLOC_CONF (set before the first "
-        "CUDA allocation), not functions.",
-        "Training under a cap: " + "; ".join(f"{k}: {v}" for k, v in train.items()),
-    ]
+def verdict_c21(weights: Sequence[Sequence[float]], crops_same_seed: Sequence[Any], crops_seed_plus_rank: Sequence[Any],
+                where: str) -> Verdict:
+    """Claim C21 from the randomness lesson: ``weights`` per rank ``(before DDP, after)`` with
+    ``seed + rank``; the crops each rank drew with the same seed and with ``seed + rank``."""
+    before = {round(w[0], 6) for w in weights}
+    after = {round(w[1], 6) for w in weights}
+    same, n = _same_crops(crops_same_seed)
+    plus, _ = _same_crops(crops_seed_plus_rank)
+    shown = len(before) > 1 and len(after) == 1 and same == n and plus < n
+    text = (f"with seed + rank the ranks built different weights ({len(before)} different sums) and DDP(model) made "
+            f"them equal ({len(after)} after): the model needs no common seed. With the same seed on every rank, "
+            f"{same} of {n} random crops were the same on every rank (on different images); with seed + rank, {plus}. "
+            + ("Verdict: partly right: a common seed is harmless for the weights (DDP copies rank 0's anyway) and makes "
+               "every rank draw the same augmentation and dropout numbers, so the global batch repeats each random "
+               "draw on every rank; seed each rank with seed + rank (the sampler keeps its own, common seed)."
+               if shown else "Not what the lesson expects: see the numbers."))
+    return Verdict("C21", "partly" if shown else "unverifiable", text,
+                   {"weight_sums_before": len(before), "weight_sums_after": len(after), "same_crops_same_seed": same,
+                    "same_crops_seed_plus_rank": plus, "crops": n}, where)

@@ -18,7 +18,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..tracesplit import STEP_ANNOTATION, Split, classify, is_comm_kernel, merge, split, split_intervals
+from .verdict import Verdict
+from ..tracesplit import STEP_ANNOTATION, Split, classify, is_comm_kernel, merge, pair_intervals, split, split_intervals
 
 
 def rank_traces(run_dir: str | os.PathLike[str], pattern: str = "trace_rank*.json") -> list[Path]:
@@ -52,11 +53,19 @@ def timeline(traces: Sequence[str | os.PathLike[str] | Mapping[str, Any]], step:
 
     ``step``: which ``train_step`` (index; -1 = the last). ``align="clock"`` keeps the ranks'
     clocks (processes of one host share it, so who waits for whom shows); ``"step"`` starts
-    every rank's step at 0. Without step ranges the whole trace is shown.
+    every rank's step at 0. Without step ranges the whole trace is shown. Where the ranks'
+    collectives pair up (:func:`nvtutorial.tracesplit.pair_intervals`), communication is shown as
+    ``wait`` (before the last rank joined) and ``transfer`` (after); else as ``comm``.
     """
     import pandas as pd
 
     acts = [classify(t) for t in traces]
+    paired = None
+    if len(acts) >= 2 and all(a.steps for a in acts):
+        try:
+            paired = pair_intervals(acts)
+        except ValueError:
+            paired = None
     windows = []
     for act in acts:
         if act.steps:
@@ -66,6 +75,12 @@ def timeline(traces: Sequence[str | os.PathLike[str] | Mapping[str, Any]], step:
             windows.append((spans[0][0], spans[-1][1]) if spans else (0.0, 0.0))
     origin = min(w[0] for w in windows) if windows else 0.0
     rows = []
+
+    def add(rank: int, kind: str, lane: str, s: float, e: float, name: str, ws: float, we: float, zero: float) -> None:
+        if e > s and s < we and e > ws:
+            rows.append({"rank": rank, "kind": kind, "lane": lane, "start_ms": (max(s, ws) - zero) / 1e3,
+                         "end_ms": (min(e, we) - zero) / 1e3, "name": name})
+
     for i, (act, (ws, we)) in enumerate(zip(acts, windows)):
         zero = ws if align == "step" else origin
         rank = act.rank if act.rank is not None else i
@@ -73,13 +88,15 @@ def timeline(traces: Sequence[str | os.PathLike[str] | Mapping[str, Any]], step:
                      "end_ms": (we - zero) / 1e3, "name": STEP_ANNOTATION})
         for p, spans in act.phases.items():
             for s, e in spans:
-                if s < we and e > ws:
-                    rows.append({"rank": rank, "kind": "phase", "lane": "phase", "start_ms": (max(s, ws) - zero) / 1e3,
-                                 "end_ms": (min(e, we) - zero) / 1e3, "name": p})
+                add(rank, "phase", "phase", s, e, p, ws, we, zero)
         for r in act.rows:
-            if r["start"] < we and r["end"] > ws:
-                rows.append({"rank": rank, "kind": r["kind"], "lane": r["lane"], "start_ms": (max(r["start"], ws) - zero) / 1e3,
-                             "end_ms": (min(r["end"], we) - zero) / 1e3, "name": r["name"]})
+            if r["kind"] != "comm" or paired is None:
+                add(rank, r["kind"], r["lane"], r["start"], r["end"], r["name"], ws, we, zero)
+        if paired is not None:
+            off = paired.offsets[i]
+            for kind, spans in (("wait", paired.wait[i]), ("transfer", paired.transfer[i])):
+                for s, e in spans:
+                    add(rank, kind, "communication", s - off, e - off, kind, ws, we, zero)
     return pd.DataFrame(rows, columns=["rank", "kind", "lane", "start_ms", "end_ms", "name"])
 
 
@@ -185,28 +202,41 @@ def _pid(global_id: Any) -> int | None:
     return (int(global_id) >> 24) & 0xFFFFFF if global_id is not None else None
 
 
-def verdict_c12(profiler_split: Mapping[str, float] | Split | None, nsys: NsysResult | None) -> str:
-    """Claim C12: NVTX + Nsight Systems show the split; torch.profiler gives the same without nsys."""
-    if profiler_split is None:
-        return "C12: no torch.profiler split was computed"
-    comm = _get_value(profiler_split, "comm_ms")
-    share = _get_value(profiler_split, "comm_share")
-    head = (f"C12: torch.profiler alone gave the split (communication {comm:.3f} ms per step, "
-            f"{100 * share:.0f} % of the step), no Nsight Systems needed")
-    if nsys is None or not nsys.available:
-        return head + "; nsys is not installed here, so the comparison with it was not run"
-    if not nsys.splits:
-        return head + f"; nsys ran but gave no split ({nsys.reason or 'see its output'})"
-    n_comm = statistics_mean([s.comm_ms for s in nsys.splits])
-    n_share = statistics_mean([s.comm_share for s in nsys.splits])
-    return (head + f"; Nsight Systems on the same run: communication {n_comm:.3f} ms, {100 * n_share:.0f} % of the step "
-            f"(difference {100 * (n_share - share):+.1f} points): the claim holds, and either tool will do")
+def verdict_c12(res: Any, nsys: NsysResult | None = None) -> Verdict:
+    """Claim C12: NVTX ranges and Nsight Systems show where the time of a step goes.
 
+    ``holds`` where each rank's communication in the split is time on the wire; ``partly`` where
+    more than half of some rank's "communication" was waiting for the other rank: a per-rank split,
+    from either tool, cannot tell the link from the skew; both ranks' traces on one clock can.
+    """
+    from .profiling import link_estimate
 
-def _get_value(obj: Any, key: str) -> float:
-    value = obj.get(key) if isinstance(obj, Mapping) else getattr(obj, key)
-    return float(value)
-
-
-def statistics_mean(values: Sequence[float]) -> float:
-    return sum(values) / len(values) if values else float("nan")
+    where = getattr(res, "label", str(res))
+    splits = [m.get("split") for m in res.ranks]
+    if not splits or not all(splits):
+        return Verdict("C12", "unverifiable", "no profiled split in this run", {}, where)
+    est = link_estimate(splits)  # type: ignore[arg-type]
+    comm = [s["comm_ms"] for s in splits]  # type: ignore[index]
+    waiting = [w / c if c > 0 else 0.0 for w, c in zip(est["wait_ms"], comm)]
+    worst = max(range(len(waiting)), key=lambda r: waiting[r])
+    numbers: dict[str, Any] = {"comm_ms": comm, "waiting_share": waiting, "link_ms": est["link_ms"],
+                               "nsys": bool(nsys and nsys.available), "source": splits[0].get("source")}  # type: ignore[union-attr]
+    head = ("the trace gave a split per rank with named phases, without Nsight Systems (torch.profiler with "
+            + ("CUDA activity" if splits[0].get("source") == "gpu" else "CPU activity only: a simulation") + ")")  # type: ignore[union-attr]
+    if nsys is not None and nsys.available and nsys.splits:
+        numbers["nsys_comm_ms"] = [x.comm_ms for x in nsys.splits]
+        head += ("; Nsight Systems on the same run: communication " + ", ".join(f"{x.comm_ms:.2f}" for x in nsys.splits)
+                 + " ms per GPU")
+    elif nsys is not None:
+        head += f"; Nsight Systems: {nsys.reason or 'no split'}"
+    if splits[0].get("source") != "gpu":  # type: ignore[union-attr]
+        return Verdict("C12", "unverifiable", f"not settled here: NVTX and Nsight Systems need GPUs; {head}. In this "
+                       f"simulation too, {100 * waiting[worst]:.0f} % of rank {worst}'s communication "
+                       f"({comm[worst]:.2f} ms) was waiting for the other rank ({est['source']})", numbers, where)
+    if waiting[worst] > 0.5:
+        text = (f"partly: {head}. But what either tool calls communication is NCCL kernel time, waiting for the other "
+                f"rank included: {100 * waiting[worst]:.0f} % of rank {worst}'s {comm[worst]:.2f} ms ({est['source']}). "
+                "Only both ranks' traces on one clock tell the link from the skew")
+        return Verdict("C12", "partly", text, numbers, where)
+    return Verdict("C12", "holds", f"holds: {head}; the ranks' communication agrees (at most {100 * waiting[worst]:.0f} % "
+                   "waiting on any rank)", numbers, where)

@@ -155,3 +155,37 @@ def _check_script(name: str, ex: ModuleType, candidate: Any, nproc: int, timeout
                "error": error, "metrics": result.ranks, "wall_s": result.wall_s}
     passed, reason = ex.check_run(outcome)
     return CheckResult(name, bool(passed), reason, result.label, {"run_dir": str(result.run_dir)})
+
+
+def check_ranks(name: str, function: str | None = None, *, timeout: float | None = None) -> CheckResult:
+    """Judge the function that a ``%%ranks`` cell defined on the running ranks (named ``function``,
+    default: the exercise's ``ENTRY``), with the exercise's ``check_on_rank`` on every rank.
+
+    Never raises for the learner's code: an exception, a hang past ``timeout`` (the exercise's
+    ``TIMEOUT``, else 60 s) or a failing rank becomes a failed :class:`CheckResult` with the reason.
+    """
+    from . import ranks
+
+    ex = load(name)
+    function = function or getattr(ex, "ENTRY", None)
+    if not function or not function.isidentifier():
+        raise ExerciseError(f"exercise {name}: name the function your %%ranks cell defined, e.g. check_ranks({name!r}, "
+                            "'my_function')")
+    code = (f"import nvtutorial.exercises.{name} as _exercise\n"
+            f"_check = _exercise.check_on_rank(globals().get({function!r}), None)\n")
+    result = ranks.run_code(code, timeout=timeout or getattr(ex, "TIMEOUT", 60.0))
+    where = f"{len(result.outcomes)} ranks of %%ranks ({ranks.status().get('backend', '?')})"
+    if not result.ok:
+        if result.reason == "timeout":
+            why = (f"did not finish within {result.timeout:g} s: a rank waits for a message that never comes "
+                   "(a send without its receive on the other side, or ranks that disagree on the chunk sizes)")
+        else:
+            bad = [o for o in result.outcomes if not o.ok]
+            why = "; ".join(o.summary() for o in bad) or (result.reason or "failed")
+        return CheckResult(name, False, f"your code did not finish on the ranks: {why}", where,
+                           {"recovery": result.recovery})
+    verdicts = ranks.pull("_check")
+    for rank, (passed, reason) in enumerate(verdicts):
+        if not passed:
+            return CheckResult(name, False, reason, where)
+    return CheckResult(name, True, verdicts[0][1], where)

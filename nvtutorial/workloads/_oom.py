@@ -1,7 +1,8 @@
 """The out-of-memory trap of the ``pitfalls`` workload (claims C19, C20): GPU only.
 
-Used by notebook 06 through ``pitfalls --set trap=oom``. Kept apart because every line here
-needs CUDA: the CPU run only reports "skipped: needs a GPU".
+Used by notebook 06 through ``pitfalls --set parts=oom``; the training steps are those of
+``nvtutorial/lessons/pitfalls/memory.py``. Kept apart because every line here needs CUDA: the
+CPU run only reports "skipped: needs a GPU".
 
 1. **Fragmentation**: a cached block split by a smaller tensor, then a tensor that fits under a
    1 GiB cap (``torch.cuda.set_per_process_memory_fraction``) only if the allocator can reuse
@@ -107,33 +108,12 @@ def _empty_cache_demo(ctx: runtime.Context, mib: int = 600) -> dict[str, Any]:
     return {"rows": rows}
 
 
-def _checkpointed(net):
-    """The UNet with every DoubleConv block under activation checkpointing (recomputed in backward)."""
-    import torch
-    from torch.utils.checkpoint import checkpoint
-
-    class Checkpointed(torch.nn.Module):
-        def __init__(self, block: torch.nn.Module) -> None:
-            super().__init__()
-            self.block = block
-
-        def forward(self, x):
-            return checkpoint(self.block, x, use_reentrant=False)
-
-    for name in ("encoders", "decoders"):
-        blocks = getattr(net, name)
-        for i in range(len(blocks)):
-            blocks[i] = Checkpointed(blocks[i])
-    net.bottleneck = Checkpointed(net.bottleneck)
-    return net
-
-
 def _training_oom(ctx: runtime.Context, p: Any) -> dict[str, Any]:
     """A training step that does not fit under a cap, and the fixes that make it fit (no DDP:
     an OOM on one rank must not leave the other waiting in a collective)."""
     import torch
-    import torch.nn.functional as F
 
+    from nvtutorial.lessons.pitfalls import memory
     from nvtutorial.models import segdata
     from nvtutorial.models.unet import build_unet
 
@@ -144,14 +124,10 @@ def _training_oom(ctx: runtime.Context, p: Any) -> dict[str, Any]:
     images, masks = segdata.render(range(p.oom_batch), p.oom_image_size, device=dev)
 
     def step(batch_parts: int) -> None:
-        for k in range(batch_parts):
-            sl = slice(k * p.oom_batch // batch_parts, (k + 1) * p.oom_batch // batch_parts)
-            with torch.autocast("cuda", dtype=torch.bfloat16):
-                logits = net(images[sl])
-            loss = F.cross_entropy(logits.float(), masks[sl]) / batch_parts
-            loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
+        if batch_parts == 1:
+            memory.train_step(net, opt, images, masks)
+        else:
+            memory.train_step_accumulated(net, opt, images, masks, batch_parts)
 
     def measure(label: str, batch_parts: int) -> dict[str, Any]:
         gc.collect()
@@ -186,7 +162,7 @@ def _training_oom(ctx: runtime.Context, p: Any) -> dict[str, Any]:
     try:
         rows.append(measure(f"batch {p.oom_batch} under the cap (the OOM)", 1))
         rows.append(measure(f"2 × batch {p.oom_batch // 2}, gradients accumulated", 2))
-        _checkpointed(net)
+        memory.checkpointed(net)
         rows.append(measure(f"batch {p.oom_batch}, activation checkpointing", 1))
     finally:
         torch.cuda.set_per_process_memory_fraction(1.0, dev)
@@ -197,7 +173,9 @@ def oom(ctx: runtime.Context, p: Any) -> dict[str, Any]:
     """The whole OOM demo on this rank (``p``: the pitfalls workload's Params)."""
     import torch
 
+    ctx.progress(0, 1, "oom")
     if not ctx.is_gpu:
+        ctx.progress(1, 1, "oom")
         msg = ("skipped: needs a GPU. An out-of-memory error is about the GPU's memory and its caching "
                "allocator (torch.cuda); a CPU run has neither, so there is nothing to reproduce here.")
         _say(ctx, msg)
@@ -216,4 +194,5 @@ def oom(ctx: runtime.Context, p: Any) -> dict[str, Any]:
     out["training"] = _training_oom(ctx, p)
     gc.collect()  # the capped model and its optimizer went out of scope: give their memory back
     torch.cuda.empty_cache()
+    ctx.progress(1, 1, "oom")
     return out

@@ -49,6 +49,7 @@ class Params:
         for name in ("batch", "heads", "seq", "head_dim", "repeats", "unet_batch"):
             require(getattr(self, name) >= 1, f"{name}={getattr(self, name)} must be at least 1")
         require(self.warmup >= 0, f"warmup={self.warmup} must be 0 or more")
+        require(self.repeats >= 2, f"repeats={self.repeats}: at least 2, or a comparison cannot know its noise")
         multiple = 2 ** SIZES[self.unet]["depth"]
         require(self.unet_image_size % multiple == 0 and self.unet_image_size >= 8,
                 f"unet_image_size={self.unet_image_size} must be a multiple of {multiple} for the {self.unet} UNet")
@@ -128,11 +129,17 @@ def count_sdpa_calls(fn: Callable[[], Any]) -> int:
     return calls
 
 
-def _time(ctx: runtime.Context, fn: Callable[[], Any], warmup: int, repeats: int) -> float:
-    """Median milliseconds of ``fn`` (CUDA events on GPU, perf_counter on CPU)."""
+def _time(ctx: runtime.Context, fn: Callable[[], Any], warmup: int, repeats: int) -> list[float]:
+    """Milliseconds of each of ``repeats`` calls of ``fn`` after ``warmup`` (CUDA events on GPU, perf_counter on CPU)."""
     for _ in range(warmup):
         fn()
-    return 1e3 * statistics.median(ctx.time_calls(fn) for _ in range(repeats))
+    return [1e3 * ctx.time_calls(fn) for _ in range(repeats)]
+
+
+def _timed(ctx: runtime.Context, fn: Callable[[], Any], p: Params, key: str = "ms") -> dict[str, Any]:
+    """``{key: median, key_all: every repeat}``: the repeats let a comparison know its noise."""
+    times = _time(ctx, fn, p.warmup, p.repeats)
+    return {key: statistics.median(times), f"{key}_all": times}
 
 
 def flags() -> dict[str, Any]:
@@ -201,16 +208,14 @@ def run(ctx: runtime.Context, p: Params) -> dict[str, Any]:
     ctx.progress(1, 3, "attention")
     # 2. timings: default switches, flash switched off, each runnable backend forced
     rows = []
-    rows.append({"setting": "default switches", "ops": sdpa_ops(attention_step),
-                 "ms": _time(ctx, attention_step, p.warmup, p.repeats)})
+    rows.append({"setting": "default switches", "ops": sdpa_ops(attention_step), **_timed(ctx, attention_step, p)})
     with flash_switch(False):
         rows.append({"setting": "enable_flash_sdp(False)", "ops": sdpa_ops(attention_step),
-                     "ms": _time(ctx, attention_step, p.warmup, p.repeats)})
+                     **_timed(ctx, attention_step, p)})
     for b in backends:
         if b["runs"]:
             with sdpa_kernel([getattr(SDPBackend, b["backend"])]):
-                rows.append({"setting": f"sdpa_kernel({b['backend']})", "ops": b["ops"],
-                             "ms": _time(ctx, attention_step, p.warmup, p.repeats)})
+                rows.append({"setting": f"sdpa_kernel({b['backend']})", "ops": b["ops"], **_timed(ctx, attention_step, p)})
     out["attention"] = rows
     ctx.progress(2, 3, "attention")
     # 3. the UNet: no SDPA at all, so the switch cannot matter
@@ -226,9 +231,11 @@ def run(ctx: runtime.Context, p: Params) -> dict[str, Any]:
     out["unet"] = {"model": p.unet, "sdpa_calls": count_sdpa_calls(unet_step),
                    "attention_block_sdpa_calls": count_sdpa_calls(attention_step)}
     with flash_switch(True):
-        out["unet"]["ms_flash_on"] = _time(ctx, unet_step, p.warmup, p.repeats)
+        out["unet"].update(_timed(ctx, unet_step, p, "ms_flash_on"))
     with flash_switch(False):
-        out["unet"]["ms_flash_off"] = _time(ctx, unet_step, p.warmup, p.repeats)
+        out["unet"].update(_timed(ctx, unet_step, p, "ms_flash_off"))
+    with flash_switch(True):  # the same setting again: the A/A gap of this measurement
+        out["unet"].update(_timed(ctx, unet_step, p, "ms_flash_on_again"))
     out["after"] = flags()  # restored: the switches are as found
     ctx.progress(3, 3, "attention")
     return out

@@ -1,23 +1,25 @@
-"""profile_step: where the time of a DDP training step goes (compute, communication, overlap).
+"""profile_step: where the time of a DDP training step goes, and what the gradient exchange costs.
 
-Used in notebook 05. Runs the course UNet's DDP step (:func:`nvtutorial.lessons.training.train_step`)
-on a batch that already sits on the device, so the input pipeline is out of the picture, and:
+Used in notebook 05. Runs the annotated DDP step of :mod:`nvtutorial.lessons.profile_ddp` (the
+code the notebook shows) on a batch that already sits on the device, so the input pipeline is
+out of the picture. Every step is timed on the host clock with the device synchronised at its
+end, on every rank:
 
-1. times steps without the profiler (median), then the same steps under ``torch.profiler``:
-   the difference is the profiler's overhead;
-2. writes each rank's trace to ``RUN_DIR/trace_rank{R}.json`` (open it in
-   https://ui.perfetto.dev) and computes the split of a step from it
-   (:func:`nvtutorial.tracesplit.split`): compute, communication, hidden, exposed, idle;
-3. marks ``forward``, ``backward`` and ``optimizer`` inside each step, as NVTX ranges (what
-   Nsight Systems shows) and ``record_function`` ranges (what torch.profiler shows), set by
-   hooks on the model and the optimizer, so the training step itself is not edited;
-4. optionally sweeps the per-GPU batch size and computes the communication share at each
-   (claim C16), runs an all-reduce probe whose NVLink traffic the parent's telemetry can see,
-   and times the same step without DDP (the 1-GPU step: no gradient exchange at all);
-5. reports memory per rank: ``torch.cuda.memory_stats`` and peaks, and a memory snapshot
-   (``torch.cuda.memory._record_memory_history`` / ``_dump_snapshot``) where it works.
+1. **A/B rounds** without the profiler: the DDP step, the same step under ``model.no_sync()``
+   (no gradient exchange at all) and the bare module (no DDP: the 1-GPU step), interleaved
+   round by round; each round's median is one repeat for ``report.verdict.compare``;
+2. **profiled steps** (``lesson.profile_steps``): each rank writes ``RUN_DIR/trace_rank{R}.json``
+   and splits it (:func:`nvtutorial.tracesplit.split`: compute, communication, hidden, exposed,
+   idle; one split per step too); then every rank reads all ranks' traces on the host's one
+   clock and separates **waiting** for the other rank from **transfer**
+   (:func:`nvtutorial.tracesplit.pair`);
+3. **the wire**: one all-reduce of the gradients' bytes right after a barrier, repeated: the
+   least time the exchange takes on this link, with no rank waiting for another;
+4. optionally a **batch-size sweep** (claim C16): the rounds and the profiled split at each
+   per-GPU batch; an all-reduce **probe** whose NVLink traffic the parent's telemetry sees;
+5. memory per rank: ``torch.cuda.memory_stats`` and a memory snapshot where it works.
 
-Every rank returns its own numbers, and wall-clock times of its phases and steps so that
+Each rank returns its own numbers, and the wall-clock times of its phases and steps so that
 telemetry sampled by the parent can be drawn against them.
 
     torchrun --standalone --nproc-per-node 2 -m nvtutorial.workloads.profile_step --set model=small
@@ -32,10 +34,13 @@ import os
 import resource
 import statistics
 import time
+from collections.abc import Callable
 from typing import Any, Literal
 
 from nvtutorial import runtime
 from nvtutorial.params import require
+
+TIMING = "host clock per step, the device synchronised at its end"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,16 +48,18 @@ class Params:
     model: Literal["tiny", "small", "full"] = "small"
     batch_size: int = 8  # per GPU
     image_size: int = 64
-    amp: Literal["fp32", "fp16", "bf16"] = "fp32"
-    channels_last: bool = False
+    amp: Literal["fp32", "bf16"] = "fp32"
     bucket_cap_mb: float = 25.0  # DDP's gradient bucket size (its default)
     warmup: int = 3
-    timed_steps: int = 10  # steps timed without the profiler
-    steps: int = 4  # steps under the profiler
+    rounds: int = 3  # A/B rounds: DDP, no_sync and 1-GPU steps interleaved
+    round_steps: int = 3  # timed steps of each kind per round
+    local_baseline: bool = True  # also time the bare module (the 1-GPU step)
+    steps: int = 4  # steps recorded by the profiler
     profiler: bool = True  # False when the run goes under Nsight Systems (both use CUPTI)
+    wire_repeats: int = 5  # all-reduces of the gradients' bytes after a barrier
     sweep: tuple[int, ...] = ()  # per-GPU batch sizes for the communication-share sweep
-    sweep_steps: int = 3
-    local_baseline: bool = True  # also time the step without DDP (the 1-GPU step)
+    sweep_rounds: int = 2
+    sweep_steps: int = 2
     probe_mb: int = 0  # all-reduce probe (MiB) for NVLink telemetry; 0 = none
     probe_s: float = 1.0
     memory_snapshot: bool = True  # GPU only
@@ -62,59 +69,15 @@ class Params:
     def __post_init__(self) -> None:
         require(self.batch_size >= 1, f"batch_size={self.batch_size} must be at least 1")
         require(self.warmup >= 1, f"warmup={self.warmup} must be at least 1 (the first steps are slow)")
-        require(self.timed_steps >= 1 and self.steps >= 1, "timed_steps and steps must be at least 1")
+        require(self.rounds >= 2 and self.sweep_rounds >= 2,
+                f"rounds={self.rounds}, sweep_rounds={self.sweep_rounds}: compare needs at least 2 repeats a side")
+        require(self.round_steps >= 1 and self.steps >= 1 and self.sweep_steps >= 1,
+                "round_steps, steps and sweep_steps must be at least 1")
+        require(self.wire_repeats >= 2, f"wire_repeats={self.wire_repeats} must be at least 2")
         require(all(b >= 1 for b in self.sweep), f"sweep={self.sweep}: batch sizes must be at least 1")
-        require(self.sweep_steps >= 1, f"sweep_steps={self.sweep_steps} must be at least 1")
         require(self.probe_mb >= 0 and self.probe_s > 0, "probe_mb must be >= 0 and probe_s > 0")
         require(self.pause_s >= 0, f"pause_s={self.pause_s} must be >= 0")
         require(self.bucket_cap_mb > 0, f"bucket_cap_mb={self.bucket_cap_mb} must be positive")
-
-
-class PhaseMarks:
-    """NVTX and ``record_function`` ranges ``forward``, ``backward``, ``optimizer`` set by hooks.
-
-    ``forward`` runs from the model's forward pre-hook to its forward hook; ``backward`` from
-    there to the optimizer's step pre-hook (so it includes the loss); ``optimizer`` until the
-    step post-hook. Nothing in the training step changes.
-    """
-
-    def __init__(self, model: Any, optimizer: Any, nvtx: bool) -> None:
-        self.nvtx = nvtx
-        self.current: Any = None
-        self.handles = [
-            model.register_forward_pre_hook(lambda m, a: self._open("forward")),
-            model.register_forward_hook(lambda m, a, o: self._open("backward")),
-            optimizer.register_step_pre_hook(lambda o, a, k: self._open("optimizer")),
-            optimizer.register_step_post_hook(lambda o, a, k: self.close()),
-        ]
-
-    def _open(self, name: str) -> None:
-        import torch
-
-        self.close()
-        rf = torch.profiler.record_function(name)
-        rf.__enter__()
-        if self.nvtx:
-            torch.cuda.nvtx.range_push(name)
-        self.current = rf
-
-    def close(self) -> None:
-        import torch
-
-        if self.current is not None:
-            self.current.__exit__(None, None, None)
-            if self.nvtx:
-                torch.cuda.nvtx.range_pop()
-            self.current = None
-
-    def remove(self) -> None:
-        self.close()
-        for h in self.handles:
-            h.remove()
-
-
-def _median_ms(times: list[float]) -> float:
-    return 1e3 * statistics.median(times)
 
 
 def memory_report(ctx: runtime.Context) -> dict[str, Any]:
@@ -138,7 +101,7 @@ def memory_report(ctx: runtime.Context) -> dict[str, Any]:
             "rss_peak_mib": peak_kib / 1024}
 
 
-def _snapshot(ctx: runtime.Context, steps: int, step) -> dict[str, Any]:
+def _snapshot(ctx: runtime.Context, steps: int, step: Callable[[], Any]) -> dict[str, Any]:
     """Record the allocator's history over ``steps`` steps and dump a snapshot (GPU only)."""
     if not ctx.is_gpu:
         return {"written": False, "reason": "the memory snapshot records the CUDA caching allocator: needs a GPU"}
@@ -162,32 +125,77 @@ def _snapshot(ctx: runtime.Context, steps: int, step) -> dict[str, Any]:
             "how_to_view": "drag the file onto https://pytorch.org/memory_viz"}
 
 
-def _profile(ctx: runtime.Context, step, n: int, path, timed) -> tuple[list[float], Any]:
-    """Run ``n`` steps under torch.profiler, each in a ``train_step`` range (timed like the
-    unprofiled steps, by ``timed``); export the trace and compute its split."""
-    from torch.profiler import ProfilerActivity, profile, record_function
+def _ms(seconds: list[float]) -> list[float]:
+    return [1e3 * s for s in seconds]
 
+
+def rounds(steps: dict[str, Callable[[], Any]], n_rounds: int, per_round: int, timed: Callable[[Callable[[], Any]], float],
+           ends: list[float] | None = None) -> dict[str, dict[str, list[float]]]:
+    """Time the kinds of step interleaved: in each round, one untimed step then ``per_round`` timed
+    steps of each kind, the order rotated from round to round. Returns, per kind, every step's
+    milliseconds (``all``) and each round's median (``repeats``: what ``compare`` takes)."""
+    names = list(steps)
+    out: dict[str, dict[str, list[float]]] = {n: {"all": [], "repeats": []} for n in names}
+    for r in range(n_rounds):
+        for name in names[r % len(names):] + names[:r % len(names)]:
+            steps[name]()  # the first step after a switch is not timed
+            times = []
+            for _ in range(per_round):
+                times.append(1e3 * timed(steps[name]))
+                if ends is not None:
+                    ends.append(time.time())
+            out[name]["all"] += times
+            out[name]["repeats"].append(statistics.median(times))
+    return out
+
+
+def _split_and_pair(ctx: runtime.Context, path, pattern: str) -> dict[str, Any]:
+    """This rank's split of its trace (average and per step), and waiting/transfer from every rank's trace."""
     from nvtutorial import tracesplit
 
-    def marked() -> None:
-        with record_function(tracesplit.STEP_ANNOTATION):
-            step()
-            ctx.sync()  # inside the range: the step's GPU work ends within it
+    act = tracesplit.classify(path)
+    out = tracesplit.split(act).to_dict()
+    out["per_step"] = [{k: v for k, v in s.to_dict().items() if k != "phase_ms"} for s in tracesplit.split_steps(act)]
+    ctx.barrier()  # every rank's trace is written
+    paths = [ctx.run_dir / pattern.format(rank=r) for r in range(ctx.world_size)]
+    if ctx.world_size < 2:
+        out["link"] = {"reason": "one rank: no other rank to wait for"}
+    elif not all(p.exists() for p in paths):
+        out["link"] = {"reason": "the other ranks' traces are not on this host's disk: waiting and transfer need "
+                                 "all traces of one machine"}
+    else:
+        try:
+            acts = [act if p == path else tracesplit.classify(p) for p in paths]
+            out["link"] = tracesplit.pair(acts)[ctx.rank].to_dict()
+        except ValueError as exc:
+            out["link"] = {"reason": str(exc)}
+    ctx.barrier()  # every rank has read every trace
+    return out
 
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if ctx.is_gpu else [])
-    with profile(activities=activities) as prof:
-        times = [timed(marked) for _ in range(n)]
-    prof.export_chrome_trace(str(path))
-    return times, tracesplit.split(path)
+
+def _wire(ctx: runtime.Context, numel: int, repeats: int, timed: Callable[[Callable[[], Any]], float]) -> dict[str, Any]:
+    """``numel`` fp32 values (the gradients' size: DDP's buckets hold them in the parameters' dtype)
+    all-reduced right after a barrier, ``repeats`` times: the exchange with no rank behind."""
+    import torch
+    import torch.distributed as dist
+
+    grads = torch.zeros(numel, dtype=torch.float32, device=ctx.device)
+    dist.all_reduce(grads)
+    seconds = []
+    for _ in range(repeats):
+        ctx.barrier()
+        seconds.append(timed(lambda: dist.all_reduce(grads)))
+    w = ctx.world_size
+    return {"bytes": numel * 4, "ms": _ms(seconds),
+            "busbw_gbs": numel * 4 * 2 * (w - 1) / w / statistics.median(seconds) / 1e9 if w > 1 else None,
+            "how": "one all_reduce of all gradient bytes after a barrier, host clock, device synchronised"}
 
 
 def run(ctx: runtime.Context, p: Params) -> dict:
     import torch
     import torch.distributed as dist
 
-    from nvtutorial import tracesplit
-    from nvtutorial.lessons import training
-    from nvtutorial.models import segdata
+    from nvtutorial.lessons import profile_ddp as lesson
 
     phases: list[dict[str, Any]] = []
 
@@ -199,156 +207,154 @@ def run(ctx: runtime.Context, p: Params) -> dict:
         if p.pause_s:
             time.sleep(p.pause_s)
 
+    def timed(fn: Callable[[], Any]) -> float:
+        start = time.perf_counter()
+        fn()
+        ctx.sync()
+        return time.perf_counter() - start
+
     t_setup = time.time()
-    batches = sorted({p.batch_size, *p.sweep})
-    s = training.setup(ctx, model=p.model, batch_size=p.batch_size, image_size=p.image_size,
-                       samples=max(batches) * ctx.world_size, val_samples=ctx.world_size, amp=p.amp,
-                       channels_last=p.channels_last, seed=p.seed, ddp_kwargs={"bucket_cap_mb": p.bucket_cap_mb})
+    model, optimizer = lesson.make_model(p.model, ctx.device, p.bucket_cap_mb)
+    dtype = torch.bfloat16 if p.amp == "bf16" else None
 
-    def batch(b: int):
-        # Each rank its own samples, drawn straight on the device: no input pipeline in the step.
-        return segdata.render(range(ctx.rank * b, (ctx.rank + 1) * b), p.image_size, s.classes, p.seed, ctx.device)
+    def kinds(b: int) -> dict[str, Callable[[], Any]]:
+        images, masks = lesson.batch(ctx.rank, b, p.image_size, ctx.device)
 
-    images, masks = batch(p.batch_size)
-    marks = PhaseMarks(s.model, s.optimizer, nvtx=ctx.is_gpu)
-    timed = ctx.time_calls
+        def no_sync() -> None:
+            with model.no_sync():  # backward without the gradient all-reduce
+                lesson.train_step(model, optimizer, images, masks, dtype)
 
-    def step() -> None:
-        training.train_step(s, images, masks)
+        out = {"ddp": lambda: lesson.train_step(model, optimizer, images, masks, dtype), "no_sync": no_sync}
+        if p.local_baseline:  # the module without its DDP wrapper: what one GPU alone runs
+            out["local"] = lambda: lesson.train_step(model.module, optimizer, images, masks, dtype)
+        return out
 
-    total = 4 + len(p.sweep) + int(p.probe_mb > 0) + int(p.local_baseline)
+    w = ctx.world_size
+    total = 5 + len(p.sweep) + int(p.probe_mb > 0)
     done = 0
+
+    def progress(**info: Any) -> None:
+        nonlocal done
+        done += 1
+        ctx.progress(done, total, "profile_step", **info)
+
+    steps = kinds(p.batch_size)
     for _ in range(p.warmup):
-        step()
+        for step in steps.values():
+            step()
     ctx.sync()
     phase("setup + warm-up", t_setup)
-    done += 1
-    ctx.progress(done, total, "profile_step")
+    progress()
     pause()
 
-    # 1. Steps without the profiler.
+    # 1. A/B rounds without the profiler.
     if ctx.is_gpu:
         torch.cuda.reset_peak_memory_stats(ctx.device)
     t0 = time.time()
-    step_times, step_ends = [], []
-    for _ in range(p.timed_steps):
-        step_times.append(timed(step))
-        step_ends.append(time.time())
-    phase("timed steps", t0)
+    step_ends: list[float] = []
+    ab = rounds(steps, p.rounds, p.round_steps, timed, step_ends)
+    phase("A/B rounds: DDP, no_sync" + (", 1-GPU" if p.local_baseline else ""), t0)
     memory = memory_report(ctx)
-    done += 1
-    ctx.progress(done, total, "profile_step", step_ms=_median_ms(step_times))
+    progress(step_ms=statistics.median(ab["ddp"]["all"]))
     pause()
 
-    # 2. The same steps under the profiler (or only NVTX ranges, when Nsight Systems records).
+    # 2. The DDP step under the profiler (or only NVTX ranges, when Nsight Systems records).
     t0 = time.time()
     trace_path = ctx.run_dir / f"trace_rank{ctx.rank}.json"
     split: dict[str, Any] | None = None
     if p.profiler:
-        prof_times, sp = _profile(ctx, step, p.steps, trace_path, timed)
-        split = sp.to_dict()
+        _, seconds = lesson.profile_steps(steps["ddp"], p.steps, trace_path, ctx.sync)
+        split = _split_and_pair(ctx, trace_path, "trace_rank{rank}.json")
     else:
         def nvtx_marked() -> None:  # the step range Nsight Systems splits its report by
-            if ctx.is_gpu:
-                torch.cuda.nvtx.range_push(tracesplit.STEP_ANNOTATION)
-            step()
-            ctx.sync()
-            if ctx.is_gpu:
-                torch.cuda.nvtx.range_pop()
+            with lesson.mark("train_step"):
+                steps["ddp"]()
+                ctx.sync()
 
-        prof_times = [timed(nvtx_marked) for _ in range(p.steps)]
+        seconds = [timed(nvtx_marked) for _ in range(p.steps)]
+    profiled_ms = _ms(seconds)
     phase("profiled steps" if p.profiler else "NVTX-marked steps", t0)
-    done += 1
-    ctx.progress(done, total, "profile_step")
+    progress()
 
-    snapshot = _snapshot(ctx, 2, step) if p.memory_snapshot else {"written": False, "reason": "not asked for"}
-    done += 1
-    ctx.progress(done, total, "profile_step")
+    snapshot = _snapshot(ctx, 2, steps["ddp"]) if p.memory_snapshot else {"written": False, "reason": "not asked for"}
+    progress()
     pause()
 
-    # 3. The batch-size sweep: communication share against the per-GPU batch (claim C16).
+    # 3. The gradients' bytes on the wire: one all-reduce right after a barrier, no rank behind.
+    t0 = time.time()
+    numel = sum(t.numel() for t in model.module.parameters())
+    wire = _wire(ctx, numel, p.wire_repeats, timed)
+    phase("gradient bytes on the wire", t0)
+    progress()
+    pause()
+
+    # 4. The batch-size sweep: communication share against the per-GPU batch (claim C16).
     sweep_rows = []
     for b in p.sweep:
         t0 = time.time()
-        images, masks = batch(b)
+        sweep_steps = kinds(b)
+        sweep_steps.pop("local", None)
         for _ in range(2):
-            step()
+            sweep_steps["ddp"]()
         ctx.sync()
-        plain = [timed(step) for _ in range(p.sweep_steps)]
-        path = ctx.run_dir / f"sweep_b{b}_rank{ctx.rank}.json"
+        ab_b = rounds(sweep_steps, p.sweep_rounds, p.sweep_steps, timed)
+        row: dict[str, Any] = {}
         if p.profiler:
-            _, sp = _profile(ctx, step, p.sweep_steps, path, timed)
-            row = sp.to_dict()
+            path = ctx.run_dir / f"sweep_b{b}_rank{ctx.rank}.json"
+            lesson.profile_steps(sweep_steps["ddp"], p.sweep_steps, path, ctx.sync)
+            row = _split_and_pair(ctx, path, f"sweep_b{b}_rank{{rank}}.json")
             row.pop("phase_ms", None)
             path.unlink(missing_ok=True)  # the main trace is kept; the sweep's would only fill the disk
-        else:
-            row = {}
-        row.update(batch=b, global_batch=b * ctx.world_size, step_ms_unprofiled=_median_ms(plain),
-                   samples_per_s=b * ctx.world_size / statistics.median(plain))
+        ddp_ms = statistics.median(ab_b["ddp"]["all"])
+        row.update(batch=b, global_batch=b * ctx.world_size, step_ms_unprofiled=ddp_ms,
+                   samples_per_s=b * ctx.world_size / (ddp_ms / 1e3),
+                   repeats={k: v["repeats"] for k, v in ab_b.items()})
         sweep_rows.append(row)
         phase(f"sweep batch {b}", t0)
-        done += 1
-        ctx.progress(done, total, "profile_step", batch=b)
-    images, masks = batch(p.batch_size)
+        progress(batch=b)
     if p.sweep:
         pause()
 
-    # 4. An all-reduce probe: a known number of bytes over the link, for the parent's telemetry.
+    # 5. An all-reduce probe: a known number of bytes over the link, for the parent's telemetry.
     probe: dict[str, Any] = {}
     if p.probe_mb > 0:
         x = torch.ones(p.probe_mb * 2**20 // 4, device=ctx.device)
         dist.all_reduce(x)
-        ctx.sync()
         one = timed(lambda: dist.all_reduce(x))
         n = torch.tensor([max(1, math.ceil(p.probe_s / max(one, 1e-6)))], device=ctx.device)
         dist.all_reduce(n, op=dist.ReduceOp.MAX)  # every rank must run the same number
         count = int(n.item())
         t0 = time.time()
-        probe_timer = ctx.timer(host=True)  # the host clock, the device synchronised at both ends
-        with probe_timer:
-            for _ in range(count):
-                dist.all_reduce(x)
-        seconds = probe_timer.seconds()[0]
+        start = time.perf_counter()
+        for _ in range(count):
+            dist.all_reduce(x)
+        ctx.sync()
+        seconds_probe = time.perf_counter() - start
         phase("all-reduce probe", t0)
-        w = ctx.world_size
-        probe = {"mib": p.probe_mb, "count": count, "seconds": seconds, "start": t0, "end": time.time(),
+        probe = {"mib": p.probe_mb, "count": count, "seconds": seconds_probe, "start": t0, "end": time.time(),
                  "bytes_per_rank_algorithm": count * x.numel() * 4 * 2 * (w - 1) / w,
-                 "busbw_gbs": count * x.numel() * 4 * 2 * (w - 1) / w / seconds / 1e9}
+                 "busbw_gbs": count * x.numel() * 4 * 2 * (w - 1) / w / seconds_probe / 1e9}
         del x
-        done += 1
-        ctx.progress(done, total, "profile_step")
-        pause()
+        progress()
 
-    # 5. The step without DDP: what one GPU alone takes for the same per-GPU batch (last: the
-    #    ranks' weights drift apart from here on, which does not matter for timing).
-    local_ms = None
-    if p.local_baseline:
-        t0 = time.time()
-        marks.remove()
-        local = dataclasses.replace(s, model=s.module)
-        for _ in range(2):
-            training.train_step(local, images, masks)
-        local_times = [timed(lambda: training.train_step(local, images, masks)) for _ in range(p.timed_steps)]
-        local_ms = _median_ms(local_times)
-        phase("1-GPU step (no DDP)", t0)
-        done += 1
-        ctx.progress(done, total, "profile_step")
-    else:
-        marks.remove()
-
-    ddp_ms = _median_ms(step_times)
-    out: dict[str, Any] = {
+    ddp_ms = statistics.median(ab["ddp"]["all"])
+    median_of = {k: statistics.median(v["all"]) for k, v in ab.items()}
+    return {
         "model": p.model, "batch_size": p.batch_size, "image_size": p.image_size, "amp": p.amp,
-        "parameters": sum(t.numel() for t in s.module.parameters()),
-        "gradient_mib": sum(t.numel() * t.element_size() for t in s.module.parameters()) / 2**20,
+        "parameters": numel, "gradient_mib": numel * 4 / 2**20, "timing": TIMING,
         "step_ms": ddp_ms,
-        "step_ms_profiled": _median_ms(prof_times),
-        "profiler_overhead": (_median_ms(prof_times) / ddp_ms - 1) if p.profiler else None,
-        "local_step_ms": local_ms,
-        "ddp_gap_ms": (ddp_ms - local_ms) if local_ms is not None else None,
+        "no_sync_step_ms": median_of["no_sync"],
+        "local_step_ms": median_of.get("local"),
+        "ddp_gap_ms": ddp_ms - median_of["local"] if "local" in median_of else None,
+        "step_ms_all": {k: v["all"] for k, v in ab.items()},
+        "step_ms_repeats": {k: v["repeats"] for k, v in ab.items()},
+        "step_ms_profiled": statistics.median(profiled_ms),
+        "profiled_ms": profiled_ms,
+        "profiler_overhead": (statistics.median(profiled_ms) / ddp_ms - 1) if p.profiler else None,
         "samples_per_s": p.batch_size * ctx.world_size / (ddp_ms / 1e3),
         "split": split,
         "trace": str(trace_path) if p.profiler else None,
+        "wire": wire,
         "sweep": sweep_rows,
         "probe": probe,
         "memory": memory,
@@ -357,7 +363,6 @@ def run(ctx: runtime.Context, p: Params) -> dict:
         "step_ends": step_ends,
         "nccl_p2p_disable": os.environ.get("NCCL_P2P_DISABLE"),
     }
-    return out
 
 
 if __name__ == "__main__":

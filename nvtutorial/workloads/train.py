@@ -1,33 +1,26 @@
-"""train: DDP training of the course UNet, and every training knob measured one at a time.
+"""train: time the lesson's DDP training step, as written and with one optimisation at a time.
 
-Used in notebooks 03 (DDP training, scaling, the source's table) and 04 (optimisations). One
-launch can do any of three things, in this order:
+Used in notebooks 03 (1 against 2 GPUs, the transports) and 04 (the optimisations). Every
+configuration runs the code of ``nvtutorial/lessons/ddp_train.py`` with at most one function swapped
+for its version in ``nvtutorial/lessons/ddp_optimised.py``: :data:`VARIANTS` maps each name to the
+code it runs. For each variant and per-GPU batch size, in turn: a fresh model from the same seed; the
+training set rendered once on the device (the DistributedSampler still picks each rank's samples,
+but no input pipeline is measured); ``warmup`` untimed steps; ``repeats`` rounds of ``steps`` timed
+steps (CUDA events on GPUs, the host clock on the CPU); with ``comm_share``, the same steps under
+``model.no_sync()``, without the gradient exchange: communication share = 1 − that step ÷ the step.
+Before that, on a separate copy of the model over one step, it counts the bytes DDP hands to
+all-reduce and the bytes autograd saves for backward (activations).
 
-1. ``shuffle_epochs=N``: record the order in which each rank's DistributedSampler serves the
-   training set over N epochs, with and without ``sampler.set_epoch(epoch)``.
-2. ``epochs=N``: the lesson: train N epochs (DataLoader, DistributedSampler, ``set_epoch``,
-   pinned memory and ``non_blocking`` copies), validate over every rank after each epoch
-   (correctly, naively and single-process for comparison), save a checkpoint from rank 0
-   (``checkpoint_at``/``checkpoint``), and with ``resume_check=true`` resume from it in a
-   fresh model and optimizer and compare the losses with the uninterrupted run.
-3. ``variants=A,B,...``: the benchmark: each variant is ``base`` or ``key=value+key=value``
-   overriding this launch's knobs (amp, batch_size, channels_last, compile,
-   gradient_as_bucket_view, bucket_cap_mb, static_graph, accumulation, no_sync,
-   checkpointing, flash_sdp, data, num_workers, pin_memory). Each gets a fresh model and
-   optimizer, ``warmup`` untimed steps, ``steps`` timed steps (CUDA events on GPU), then,
-   with ``comm_share=true``, the same number of steps with DDP's gradient exchange switched
-   off (``no_sync``): communication share = 1 - (step without exchange / step with it),
-   the part of a step spent waiting for communication that the backward pass did not hide.
-   Before the first variant is measured, it runs once unrecorded (``prime``): the first
-   steps of a process pay for clock ramp-up, cuDNN autotuning and allocator growth.
+With ``one_gpu_batch``, rank 0 also times the lesson's step on the model without DDP, alone, while
+the other ranks wait: the 1-GPU reference of the scaling efficiency.
 
-Memory is ``torch.cuda.max_memory_allocated`` minus what was allocated before the variant's
-setup (the pre-rendered data set of ``data=device`` is not counted), and the same difference
-just before the optimizer steps, when every gradient exists (``optimizer_mem_gb``); "n/a" on CPU.
+The first configuration is measured once more at the end (``aa``): two measurements of the same
+code, whose gap is part of the noise of every comparison (``nvtutorial.report.verdict.compare``).
+Memory (GPU only) is ``max_memory_allocated`` minus what was allocated before the model existed, at
+the peak and just before the optimizer step, for every rank.
 
     torchrun --standalone --nproc-per-node 2 -m nvtutorial.workloads.train \\
-        --set model=full --set image_size=256 --set batch_size=32 --set amp=bf16 \\
-        --set data=device --set variants=base,amp=fp32,channels_last=true
+        --set model=full --set image_size=256 --set batch_sizes=32 --set variants=baseline,fp32,fp16
 """
 
 from __future__ import annotations
@@ -35,299 +28,209 @@ from __future__ import annotations
 import dataclasses
 import gc
 import math
+import re
 import statistics
+from collections.abc import Callable
 from typing import Any, Literal
 
 from nvtutorial import runtime
-from nvtutorial import params as params_mod
-from nvtutorial.params import require
 from nvtutorial.models.unet import SIZES
+from nvtutorial.params import ParamError, require
 
-KNOBS = ("amp", "batch_size", "channels_last", "compile", "gradient_as_bucket_view", "bucket_cap_mb",
-         "static_graph", "accumulation", "no_sync", "checkpointing", "flash_sdp", "data", "num_workers",
-         "pin_memory")
-"""The keys a variant may override."""
+VARIANTS = {
+    "baseline": "ddp_train.build_model + ddp_train.train_step (bf16 autocast on GPUs, fp32 on the CPU)",
+    "fp32": "ddp_train.train_step(..., amp=None)",
+    "bf16": "ddp_train.train_step(..., amp=torch.bfloat16)",
+    "fp16": "ddp_optimised.train_step_fp16(..., scaler=torch.amp.GradScaler(device.type))",
+    "gradient_as_bucket_view=True": "ddp_optimised.wrap_ddp_tuned(model, device, gradient_as_bucket_view=True)",
+    "bucket_cap_mb=N": "ddp_optimised.wrap_ddp_tuned(model, device, bucket_cap_mb=N)",
+    "static_graph=True": "ddp_optimised.wrap_ddp_tuned(model, device, static_graph=True)",
+    "no_sync accumulation": "ddp_optimised.train_step_accumulated(model, optimizer, micro_batches, ...)",
+    "accumulation without no_sync": "ddp_optimised.train_step_accumulated_every_micro_batch(...)",
+    "channels_last": "ddp_optimised.build_model_channels_last",
+    "activation checkpointing": "ddp_optimised.build_model_checkpointed",
+    "torch.compile": "ddp_optimised.build_model_compiled",
+}
+"""What each variant runs: the lesson's code with the function named here swapped in."""
+SOLO = "1 GPU, no DDP"
+SOLO_CODE = "ddp_train.train_step on build_unet(size).to(device): rank 0 alone, the other ranks wait"
+"""The 1-GPU reference of a scaling run (``one_gpu_batch``): the lesson's step on the model without DDP."""
+
+BUCKETS = re.compile(r"^bucket_cap_mb=([0-9.]+)$")
+ACCUMULATING = ("no_sync accumulation", "accumulation without no_sync")
+
+
+def check_variant(name: str) -> None:
+    """Raise :class:`ParamError` naming the menu if ``name`` is not a variant."""
+    m = BUCKETS.match(name)
+    if m:
+        require(float(m.group(1)) > 0, f"variant {name!r}: bucket_cap_mb must be positive")
+        return
+    if name not in VARIANTS or name == "bucket_cap_mb=N":
+        raise ParamError(f"unknown variant {name!r}; the variants: {', '.join(VARIANTS)} (N a number of MB)")
 
 
 @dataclasses.dataclass(frozen=True)
 class Params:
-    # model and data
     model: Literal["tiny", "small", "full"] = "small"
     image_size: int = 64
-    batch_size: int = 8  # per GPU (per rank); the global batch is batch_size × world size
-    samples: int = 256  # training set size
-    val_samples: int = 61  # validation set size (odd on purpose: DistributedSampler pads it)
-    classes: int = 4
+    batch_sizes: tuple[int, ...] = (8,)  # per GPU; every variant is measured at each
+    variants: tuple[str, ...] = ("baseline",)
+    one_gpu_batch: int = 0  # > 0: also time one GPU alone (rank 0, no DDP) at this batch: the scaling reference
+    accumulation: int = 4  # micro-batches per optimizer step in the accumulation variants (same samples per step)
+    samples: int = 256  # training set size (on the device)
     seed: int = 0
     lr: float = 1e-3
-    # knobs (a variant overrides them)
-    amp: Literal["fp32", "fp16", "bf16"] = "fp32"
-    channels_last: bool = False
-    compile: bool = False
-    gradient_as_bucket_view: bool = False
-    bucket_cap_mb: float = 25.0
-    static_graph: bool = False
-    accumulation: int = 1  # micro-batches per optimizer step
-    no_sync: bool = True  # with accumulation > 1: skip the all-reduce on all but the last micro-batch
-    checkpointing: bool = False  # activation checkpointing in the UNet blocks
-    flash_sdp: bool = True  # torch.backends.cuda.enable_flash_sdp (no attention in a UNet: no effect)
-    data: Literal["loader", "device"] = "loader"
-    num_workers: int = 0
-    pin_memory: bool = False
-    cudnn_benchmark: bool = True
-    # part 1: the sampler's order
-    shuffle_epochs: int = 0
-    # part 2: the lesson
-    epochs: int = 0
-    set_epoch: bool = True
-    checkpoint_at: int = -1  # save a checkpoint after this epoch (0-based); -1: never
-    resume_check: bool = False  # resume from that checkpoint in a fresh setup and compare
-    checkpoint: str | None = None  # where to save it (default: RUN_DIR/checkpoint.pt)
-    resume: str | None = None  # load this checkpoint before the lesson and continue after its epoch
-    # part 3: the benchmark
-    variants: tuple[str, ...] = ()
-    warmup: int = 5
-    steps: int = 15
+    warmup: int = 3
+    steps: int = 10  # timed steps per round
+    repeats: int = 3  # rounds: the spread of their medians is the noise of one configuration
     comm_share: bool = True
-    prime: bool = True  # run the first variant once, unrecorded, before measuring (clocks, autotuning, caches)
+    count: bool = True  # all-reduce bytes and saved activations, on a copy of the model
+    aa: bool = True  # the first configuration measured again at the end
+    prime: bool = True  # on GPUs: run the first configuration once, unrecorded, first (clocks, cuDNN, allocator)
 
     def __post_init__(self) -> None:
         multiple = 2 ** SIZES[self.model]["depth"]
         require(self.image_size >= 8 and self.image_size % multiple == 0,
                 f"image_size={self.image_size} must be a multiple of {multiple} (at least 8) for the {self.model} UNet")
-        require(self.samples >= 1 and self.val_samples >= 1, "samples and val_samples must be at least 1")
-        require(self.classes >= 2, f"classes={self.classes} must be at least 2")
-        require(self.lr > 0, f"lr={self.lr} must be positive")
-        _check_knobs(self)
-        require(self.epochs >= 0 and self.shuffle_epochs >= 0, "epochs and shuffle_epochs must be 0 or more")
-        require(self.warmup >= 0, f"warmup={self.warmup} must be 0 or more")
+        require(bool(self.variants), "variants is empty: name at least one (baseline is the lesson's code)")
+        require(bool(self.batch_sizes) and min(self.batch_sizes) >= 1, "batch_sizes must be at least 1 each")
+        require(self.one_gpu_batch >= 0, f"one_gpu_batch={self.one_gpu_batch} must be 0 (none) or a batch size")
+        for name in self.variants:
+            check_variant(name)
+        if any(v in ACCUMULATING for v in self.variants):
+            require(self.accumulation >= 2, f"accumulation={self.accumulation} must be at least 2")
+            bad = [b for b in self.batch_sizes if b % self.accumulation]
+            require(not bad, f"batch size {bad[:1]} does not split into accumulation={self.accumulation} "
+                             "equal micro-batches: use a multiple of it")
+        require(self.samples >= 1 and self.lr > 0, "samples must be at least 1 and lr positive")
+        require(self.warmup >= 1, f"warmup={self.warmup} must be at least 1 (the first step builds buckets)")
         require(self.steps >= 1, f"steps={self.steps} must be at least 1")
-        require(self.checkpoint_at < self.epochs, f"checkpoint_at={self.checkpoint_at} must be below epochs={self.epochs}")
-        require(not self.resume_check or 0 <= self.checkpoint_at < self.epochs - 1,
-                f"resume_check needs a checkpoint before the last epoch: 0 <= checkpoint_at <= {self.epochs - 2}")
-        require(not self.resume_check or self.resume is None, "resume_check starts from scratch: leave resume unset")
-        require(self.epochs > 0 or self.variants or self.shuffle_epochs > 0,
-                "nothing to do: set epochs, variants or shuffle_epochs")
-        for v in self.variants:
-            _check_knobs(_merged(self, v), f"variant {v!r}: ")
-
-
-def variant_overrides(variant: str) -> dict[str, Any]:
-    """``"amp=bf16+channels_last=true"`` -> ``{"amp": "bf16", "channels_last": True}``; ``base`` -> ``{}``."""
-    variant = variant.strip()
-    if variant in ("", "base"):
-        return {}
-    types_ = params_mod.fields(Params)
-    out: dict[str, Any] = {}
-    for item in variant.split("+"):
-        key, sep, value = item.partition("=")
-        key = key.strip()
-        if not sep:
-            raise params_mod.ParamError(f"variant {variant!r}: {item!r} is not KEY=VALUE (write e.g. amp=bf16+channels_last=true)")
-        if key not in KNOBS:
-            raise params_mod.ParamError(f"variant {variant!r}: unknown knob {key!r}; knobs: {', '.join(KNOBS)}")
-        out[key] = params_mod._coerce(key, types_[key], value.strip())
-    return out
-
-
-def _check_knobs(k: Any, where: str = "") -> None:
-    """The checks on the knobs a variant may change (``k``: a Params or a namespace of knobs)."""
-    require(k.batch_size >= 1, f"{where}batch_size={k.batch_size} must be at least 1")
-    require(k.bucket_cap_mb > 0, f"{where}bucket_cap_mb={k.bucket_cap_mb} must be positive")
-    require(k.accumulation >= 1, f"{where}accumulation={k.accumulation} must be at least 1")
-    require(k.num_workers >= 0, f"{where}num_workers={k.num_workers} must be 0 or more")
-    require(not (k.data == "device" and (k.num_workers or k.pin_memory)),
-            f"{where}data=device renders the set on the device already: use num_workers=0 and pin_memory=false")
-
-
-def _merged(p: Any, variant: str) -> Any:
-    """The knobs of ``p`` with a variant's overrides, as a namespace (no validation of ``p`` itself)."""
-    import types
-
-    over = variant_overrides(variant)
-    if over.get("data") == "device":
-        over.setdefault("num_workers", 0)
-        over.setdefault("pin_memory", False)
-    return types.SimpleNamespace(**{**{name: getattr(p, name) for name in KNOBS}, **over})
-
-
-def knobs_for(p: Params, variant: str) -> Params:
-    """This launch's parameters with a variant's overrides applied (and checked).
-
-    ``data=device`` also turns loader workers and pinning off unless the variant sets them.
-    """
-    return dataclasses.replace(p, **{name: getattr(_merged(p, variant), name) for name in KNOBS})
+        require(self.repeats >= 2, f"repeats={self.repeats}: at least 2 rounds, or the noise is unknown")
 
 
 # ---------------------------------------------------------------------------------------------
-def _setup(ctx: runtime.Context, k: Params):
-    from nvtutorial.lessons import training
+@dataclasses.dataclass
+class Config:
+    """One variant at one per-GPU batch, ready to step."""
 
-    ddp_kwargs: dict[str, Any] = {"gradient_as_bucket_view": k.gradient_as_bucket_view,
-                                  "bucket_cap_mb": k.bucket_cap_mb, "static_graph": k.static_graph}
-    return training.setup(ctx, model=k.model, batch_size=k.batch_size, image_size=k.image_size, samples=k.samples,
-                          val_samples=k.val_samples, classes=k.classes, seed=k.seed, lr=k.lr, amp=k.amp,
-                          channels_last=k.channels_last, num_workers=k.num_workers, pin_memory=k.pin_memory,
-                          ddp_kwargs=ddp_kwargs, data=k.data, checkpointing=k.checkpointing, compile=k.compile)
+    model: Any
+    optimizer: Any
+    step: Callable[[], Any]  # one optimizer step on the next batch; returns the loss tensor
 
 
-def _set_flash(enabled: bool) -> bool:
+def build(ctx: runtime.Context, p: Params, name: str, batch: int) -> Config:
+    """The model, optimizer and step of variant ``name`` at per-GPU batch ``batch``."""
     import torch
+    from torch.utils.data import BatchSampler, DistributedSampler
 
-    before = torch.backends.cuda.flash_sdp_enabled()
-    torch.backends.cuda.enable_flash_sdp(enabled)
-    return before
-
-
-def shuffle_orders(ctx: runtime.Context, p: Params, show: int = 8) -> dict[str, Any]:
-    """The first ``show`` sample indices this rank gets in each epoch, with and without set_epoch."""
-    from torch.utils.data import DistributedSampler
-
+    from nvtutorial.lessons import ddp_optimised as opt
+    from nvtutorial.lessons import ddp_train as lesson
+    from nvtutorial.lessons import training
     from nvtutorial.models.segdata import make_dataset
+    from nvtutorial.models.unet import build_unet
 
-    dataset = make_dataset(p.samples, 8, p.classes, p.seed)  # only its length matters
-    with_set, without = [], []
-    sampler_a = DistributedSampler(dataset, num_replicas=ctx.world_size, rank=ctx.rank, shuffle=True, seed=p.seed)
-    sampler_b = DistributedSampler(dataset, num_replicas=ctx.world_size, rank=ctx.rank, shuffle=True, seed=p.seed)
-    full_with = []
-    for epoch in range(p.shuffle_epochs):
-        sampler_a.set_epoch(epoch)
-        order = list(sampler_a)
-        full_with.append(order)
-        with_set.append(order[:show])
-        without.append(list(sampler_b)[:show])
-    return {"with_set_epoch": with_set, "without_set_epoch": without,
-            "per_rank_samples": len(sampler_a),
-            "identical_without": all(o == without[0] for o in without),
-            "identical_with": len(full_with) > 1 and all(o == full_with[0] for o in full_with)}
+    device = ctx.device
+    amp = torch.bfloat16 if ctx.is_gpu else None  # the script's --precision auto
+    world, rank = (1, 0) if name == SOLO else (ctx.world_size, ctx.rank)
+    builder: Callable[..., Any] = lesson.build_model
+    options: dict[str, Any] = {}
+    m = BUCKETS.match(name)
+    if m:
+        options = {"bucket_cap_mb": float(m.group(1))}
+    elif name in ("gradient_as_bucket_view=True", "static_graph=True"):
+        options = {name.split("=")[0]: True}
+    if options:
+        def builder(size, device, seed=0):  # build_model, with wrap_ddp_tuned for wrap_ddp
+            torch.manual_seed(seed)
+            return opt.wrap_ddp_tuned(build_unet(size).to(device), device, **options)
+    if name == SOLO:
+        def builder(size, device, seed=0):  # build_model without wrap_ddp
+            torch.manual_seed(seed)
+            return build_unet(size).to(device)
+    builder = {"channels_last": opt.build_model_channels_last, "activation checkpointing": opt.build_model_checkpointed,
+               "torch.compile": opt.build_model_compiled}.get(name, builder)
+    model = builder(p.model, device, p.seed)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=p.lr)
 
+    micro = p.accumulation if name in ACCUMULATING else 1
+    need = batch * world
+    if need > p.samples:
+        raise ValueError(f"one step needs per-GPU batch × world size = {need} samples but samples={p.samples}: raise samples")
+    data = training.device_dataset(make_dataset(p.samples, p.image_size, seed=p.seed), device)
+    sampler = DistributedSampler(data, num_replicas=world, rank=rank, shuffle=True, seed=p.seed)
+    batches = _forever(sampler, BatchSampler(sampler, batch // micro, drop_last=True), data)
 
-def _epoch_losses(s: Any, p: Params, epoch: int, set_epoch: bool) -> list[float]:
-    """Train one epoch; the per-step losses (one host sync at the end of the epoch)."""
-    import torch
-
-    from nvtutorial.lessons import training
-
-    if set_epoch:
-        s.sampler.set_epoch(epoch)
-    losses = []
-    group: list = []
-    for images, masks in s.loader:
-        group.append((images, masks))
-        if len(group) == p.accumulation:
-            if p.accumulation == 1:
-                losses.append(training.train_step(s, *group[0]))
-            else:
-                losses.append(training.train_step_accumulated(s, group, no_sync=p.no_sync))
-            group = []
-    return torch.stack(losses).tolist() if losses else []
-
-
-def lesson(ctx: runtime.Context, p: Params) -> dict[str, Any]:
-    """Part 2: train, validate every epoch, checkpoint, optionally resume and compare."""
-    import torch
-
-    cudnn_before = (torch.backends.cudnn.benchmark, torch.backends.cudnn.deterministic)
-    if ctx.is_gpu and p.resume_check:
-        # The same losses after a resume need the same kernels: no autotuning, deterministic cuDNN.
-        torch.backends.cudnn.benchmark = False
-        torch.backends.cudnn.deterministic = True
-    try:
-        return _lesson(ctx, p)
-    finally:
-        torch.backends.cudnn.benchmark, torch.backends.cudnn.deterministic = cudnn_before
+    if name == "fp16":
+        scaler = torch.amp.GradScaler(device.type)
+        step = lambda: opt.train_step_fp16(model, optimizer, *next(batches), device, scaler)  # noqa: E731
+    elif name in ACCUMULATING:
+        fn = opt.train_step_accumulated if name == "no_sync accumulation" else opt.train_step_accumulated_every_micro_batch
+        step = lambda: fn(model, optimizer, [next(batches) for _ in range(micro)], device, amp)  # noqa: E731
+    else:
+        precision = {"fp32": None, "bf16": torch.bfloat16}.get(name, amp)
+        step = lambda: lesson.train_step(model, optimizer, *next(batches), device, precision)  # noqa: E731
+    return Config(model, optimizer, step)
 
 
-def _lesson(ctx: runtime.Context, p: Params) -> dict[str, Any]:
-    from torch.utils.data import BatchSampler
-
-    from nvtutorial.lessons import checkpoint as ckpt
-    from nvtutorial.lessons import training
-
-    s = _setup(ctx, p)
-    sampler_len = len(s.sampler)
-    val_sampler = s.val_loader.sampler
-    val_sampler = val_sampler.sampler if isinstance(val_sampler, BatchSampler) else val_sampler
-    info: dict[str, Any] = {
-        "per_gpu_batch": s.batch_size, "global_batch": s.global_batch * p.accumulation,
-        "accumulation": p.accumulation,
-        "train_samples": p.samples, "samples_per_rank": sampler_len,
-        "steps_per_epoch": sampler_len // s.batch_size // p.accumulation,
-        "val_samples": p.val_samples, "val_samples_per_rank": len(val_sampler),
-        "val_padding": len(val_sampler) * ctx.world_size - p.val_samples,
-    }
-    start_epoch, step = 0, 0
-    if p.resume:
-        meta = ckpt.load_checkpoint(p.resume, s)
-        start_epoch, step = meta["epoch"] + 1, meta["step"]
-        info["resumed_from_epoch"] = meta["epoch"]
-    path = p.checkpoint or str(ctx.run_dir / "checkpoint.pt")
-    history: list[dict[str, Any]] = [{"epoch": start_epoch - 1, "step": step, **_val_brief(training.evaluate(s, ctx))}]
-    step_losses: list[list[float]] = []
-    epochs = ctx.timer(host=True)
-    for epoch in range(start_epoch, p.epochs):
-        with epochs:
-            losses = _epoch_losses(s, p, epoch, p.set_epoch)
-        step += len(losses)
-        step_losses.append(losses)
-        val = training.evaluate(s, ctx)
-        history.append({"epoch": epoch, "step": step, "train_loss": statistics.fmean(losses) if losses else math.nan,
-                        **_val_brief(val)})
-        ctx.progress(epoch + 1 - start_epoch, p.epochs - start_epoch, "lesson epochs", loss=round(history[-1]["val_loss"], 4))
-        if epoch == p.checkpoint_at or (p.checkpoint and epoch == p.epochs - 1):
-            ckpt.save_checkpoint(path, s, epoch=epoch, step=step)
-            info["checkpoint"] = {"path": path, "epoch": epoch, "step": step}
-    # Validation three ways, on the trained model.
-    val_correct = training.evaluate(s, ctx)
-    val_naive = training.evaluate_naive(s, ctx)
-    val_single = training.evaluate_single_process(s) if ctx.is_main else None
-    ctx.barrier()
-    out: dict[str, Any] = {
-        **info, "history": history, "step_losses": step_losses, "train_s": sum(epochs.seconds(), 0.0),
-        "val": val_correct, "val_naive": val_naive, "val_single": val_single,
-        "weights_checksum": _checksum(s.module),
-    }
-    if p.resume_check:
-        out["resume"] = _resume_check(ctx, p, path, step_losses, val_correct)
-    del s
-    gc.collect()
-    return out
-
-
-def _val_brief(val: dict[str, Any]) -> dict[str, Any]:
-    return {"val_loss": val["loss"], "val_iou": val["iou"]}
-
-
-def _checksum(module: Any) -> float:
-    import torch
-
-    with torch.no_grad():
-        return float(sum(p.double().sum().item() * (i + 1) for i, p in enumerate(module.parameters())))
-
-
-def _resume_check(ctx: runtime.Context, p: Params, path: str, step_losses: list[list[float]],
-                  val_uninterrupted: dict[str, Any]) -> dict[str, Any]:
-    """A fresh model and optimizer, loaded from the checkpoint, trained on to the end."""
-    from nvtutorial.lessons import checkpoint as ckpt
-    from nvtutorial.lessons import training
-
-    s = _setup(ctx, p)  # new model, optimizer and loaders; the checkpoint decides the state
-    meta = ckpt.load_checkpoint(path, s)
-    resumed: list[list[float]] = []
-    for epoch in range(meta["epoch"] + 1, p.epochs):
-        resumed.append(_epoch_losses(s, p, epoch, p.set_epoch))
-    reference = step_losses[meta["epoch"] + 1:]
-    flat_ref = [x for e in reference for x in e]
-    flat_res = [x for e in resumed for x in e]
-    diff = max((abs(a - b) for a, b in zip(flat_ref, flat_res)), default=math.nan)
-    val = training.evaluate(s, ctx)
-    return {"from_epoch": meta["epoch"], "from_step": meta["step"], "losses_uninterrupted": reference,
-            "losses_resumed": resumed, "max_abs_loss_diff": diff, "identical": flat_ref == flat_res,
-            "val_uninterrupted": val_uninterrupted["loss"], "val_resumed": val["loss"],
-            "weights_checksum": _checksum(s.module)}
+def _forever(sampler: Any, batch_sampler: Any, data: Any):
+    """Batches of this rank's samples, epoch after epoch (``set_epoch`` each time)."""
+    epoch = 0
+    while True:
+        sampler.set_epoch(epoch)
+        for indices in batch_sampler:
+            yield data[indices]
+        epoch += 1
 
 
 # ---------------------------------------------------------------------------------------------
+def count_bytes(ctx: runtime.Context, p: Params, name: str, batch: int) -> dict[str, Any]:
+    """On a separate copy of the configuration, the second step's all-reduce bytes (a comm hook wrapping
+    DDP's default all-reduce) and the bytes autograd saved for backward (activations, parameters left
+    out), and the bytes of parameters, gradients and optimizer state (every rank holds them whole)."""
+    import torch
+    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+
+    if name == "torch.compile":
+        return {"count_note": "not counted with torch.compile (the hooks would change what is compiled)"}
+    cfg = build(ctx, p, name, batch)
+    sent: list[int] = []
+
+    def hook(state, bucket):  # no annotations: DDP checks them
+        sent.append(bucket.buffer().numel() * bucket.buffer().element_size())
+        return default_hooks.allreduce_hook(state, bucket)
+
+    if name != SOLO:
+        cfg.model.register_comm_hook(None, hook)
+    cfg.step()  # the first step builds DDP's buckets again in the order gradients arrive
+    sent.clear()
+    params = {q.data_ptr() for q in cfg.model.parameters()}
+    saved: dict[int, int] = {}
+
+    def pack(t: Any) -> Any:
+        storage = t.untyped_storage()
+        if storage.data_ptr() not in params:
+            saved[storage.data_ptr()] = storage.nbytes()
+        return t
+
+    grads: list[int] = []  # the gradients' bytes when the optimizer steps (fp16: unless the scaler skips it)
+    hook = cfg.optimizer.register_step_pre_hook(lambda *_: grads.append(
+        sum(q.grad.numel() * q.grad.element_size() for q in cfg.model.parameters() if q.grad is not None)))
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        cfg.step()
+    hook.remove()
+    optimizer_bytes = sum(v.numel() * v.element_size() for state in cfg.optimizer.state.values()
+                          for v in state.values() if torch.is_tensor(v))
+    exchanged = {"allreduce_bytes_per_step": sum(sent), "allreduce_calls_per_step": len(sent)} if name != SOLO else {}
+    return {**exchanged, "saved_activation_bytes": sum(saved.values()),
+            "param_bytes": sum(q.numel() * q.element_size() for q in cfg.model.parameters()),
+            "grad_bytes": grads[-1] if grads else None, "optimizer_bytes": optimizer_bytes or None}
+
+
+class _Idle(Exception):
+    """This rank takes no part in the configuration (rank 0 measures one GPU alone)."""
+
+
 def _memory_start(ctx: runtime.Context) -> int:
     import torch
 
@@ -340,7 +243,7 @@ def _memory_start(ctx: runtime.Context) -> int:
     return torch.cuda.memory_allocated(ctx.device)
 
 
-def _per_rank(ctx: runtime.Context, value: float | None) -> list[float | None]:
+def per_rank(ctx: runtime.Context, value: float | None) -> list[float | None]:
     """One number from every rank (an all_reduce of a one-hot vector); None stays None."""
     import torch
     import torch.distributed as dist
@@ -351,87 +254,78 @@ def _per_rank(ctx: runtime.Context, value: float | None) -> list[float | None]:
     return [None if math.isnan(v) else v for v in t.tolist()]
 
 
-def measure_variant(ctx: runtime.Context, p: Params, variant: str) -> dict[str, Any]:
-    """Fresh model and optimizer with the variant's knobs; timed steps; memory; loss curve."""
+def measure(ctx: runtime.Context, p: Params, name: str, batch: int) -> dict[str, Any]:
+    """One configuration: counted bytes, timed rounds, memory, communication share, loss per step."""
     import torch
 
-    from nvtutorial.lessons import training
-
-    k = knobs_for(p, variant)
-    if k.data == "device":  # render the data sets before the memory baseline
-        from nvtutorial.models.segdata import make_dataset
-
-        training.device_dataset(make_dataset(k.samples, k.image_size, k.classes, k.seed), ctx.device)
-        training.device_dataset(make_dataset(k.val_samples, k.image_size, k.classes, k.seed + training.VAL_SEED_OFFSET),
-                                ctx.device)
-    need = k.batch_size * ctx.world_size * k.accumulation
-    if need > k.samples:
-        raise ValueError(f"variant {variant!r}: one step needs {need} samples but samples={k.samples}: raise samples")
-    flash_before = _set_flash(k.flash_sdp)
-    base_bytes = _memory_start(ctx)
-    row: dict[str, Any] = {"variant": variant, "amp": k.amp, "per_gpu_batch": k.batch_size,
-                           "accumulation": k.accumulation, "world_size": ctx.world_size,
-                           "global_batch": k.batch_size * ctx.world_size * k.accumulation}
-    s = batches = None
-    at_optimizer = None
+    micro = p.accumulation if name in ACCUMULATING else 1
+    world = 1 if name == SOLO else ctx.world_size
+    code = SOLO_CODE if name == SOLO else VARIANTS.get(name, VARIANTS["bucket_cap_mb=N"])
+    row: dict[str, Any] = {"variant": name, "code": code,
+                           "per_gpu_batch": batch, "accumulation": micro, "world_size": world,
+                           "global_batch": batch * world}
+    peak = at_optimizer = None
+    rounds: list[float] = []
     try:
-        s = _setup(ctx, k)
-        batches = training.infinite_batches(s)
-
-        def step(sync: bool = True):
-            group = [next(batches)[1:] for _ in range(k.accumulation)]
-            if k.accumulation == 1 and sync:
-                return training.train_step(s, *group[0])
-            return training.train_step_accumulated(s, group, sync=sync, no_sync=k.no_sync)
-
+        if name == SOLO and not ctx.is_main:
+            row["status"] = "idle: rank 0 measures one GPU alone"  # this rank waits (below, in per_rank)
+            raise _Idle
+        if p.count:
+            row.update(count_bytes(ctx, p, name, batch))
+        base_bytes = _memory_start(ctx)
+        cfg = build(ctx, p, name, batch)
         first = ctx.timer(host=True)
         with first:
-            losses = [step()]
-        row["first_step_s"] = first.seconds()[0]  # includes compilation with compile=true
-        for _ in range(max(0, k.warmup - 1)):
-            losses.append(step())
-        # Memory just before each optimizer step, when every gradient exists: what
-        # gradient_as_bucket_view shrinks (the peak itself usually comes earlier, in backward).
-        at_step: list[int] = []
-        hook = (s.optimizer.register_step_pre_hook(lambda *_: at_step.append(torch.cuda.memory_allocated(ctx.device)))
+            losses = [cfg.step()]
+        row["first_step_s"] = first.seconds()[0]  # with torch.compile: the compilation
+        losses += [cfg.step() for _ in range(p.warmup - 1)]
+        at_step: list[int] = []  # memory when every gradient exists (what gradient_as_bucket_view shrinks)
+        hook = (cfg.optimizer.register_step_pre_hook(lambda *_: at_step.append(torch.cuda.memory_allocated(ctx.device)))
                 if ctx.is_gpu else None)
-        timer = ctx.timer()
-        for _ in range(k.steps):
-            with timer:
-                losses.append(step())
-        times = [1e3 * t for t in timer.seconds()]
+        all_ms: list[float] = []
+        for _ in range(p.repeats):
+            timer = ctx.timer()
+            for _ in range(p.steps):
+                with timer:
+                    losses.append(cfg.step())
+            times = [1e3 * t for t in timer.seconds()]
+            rounds.append(statistics.median(times))
+            all_ms += times
         if hook is not None:
             hook.remove()
-            at_optimizer = (max(at_step) - base_bytes) / 1e9 if at_step else None  # fp16: every step skipped
-        row["loss_curve"] = torch.stack(losses).tolist()
-        row["step_ms"] = statistics.median(times)
-        row["step_ms_min"], row["step_ms_max"] = min(times), max(times)
+            at_optimizer = (max(at_step) - base_bytes) / 1e9 if at_step else None
+            peak = (torch.cuda.max_memory_allocated(ctx.device) - base_bytes) / 1e9
+        row.update({"loss_curve": torch.stack(losses).tolist(), "step_ms_rounds": rounds,
+                    "step_ms": statistics.median(all_ms), "step_ms_min": min(all_ms), "step_ms_max": max(all_ms)})
         row["samples_per_s"] = row["global_batch"] / (row["step_ms"] / 1e3)
-        peak = (torch.cuda.max_memory_allocated(ctx.device) - base_bytes) / 1e9 if ctx.is_gpu else None
-        if k.comm_share and k.compile:
-            row["comm_share_note"] = "not measured with compile=true: a no_sync step would compile another graph"
-        elif k.comm_share:
-            for _ in range(min(2, k.warmup)):
-                step(sync=False)
-            timer = ctx.timer()
-            for _ in range(k.steps):
-                with timer:
-                    step(sync=False)
+        if p.comm_share and name in ("torch.compile", SOLO):
+            row["comm_share_note"] = ("no gradient exchange to switch off" if name == SOLO else
+                                      "not measured with torch.compile: a no_sync step would compile another graph")
+        elif p.comm_share:
+            with cfg.model.no_sync():  # every rank follows its own gradients from here: timing only
+                for _ in range(min(2, p.warmup)):
+                    cfg.step()
+                timer = ctx.timer()
+                for _ in range(p.steps):
+                    with timer:
+                        cfg.step()
             row["nosync_step_ms"] = statistics.median(1e3 * t for t in timer.seconds())
             row["comm_share"] = 1.0 - row["nosync_step_ms"] / row["step_ms"]
         row["status"] = "ok"
-    except Exception as exc:  # noqa: BLE001 - a knob that fails on this machine is a result, not a crash
-        peak = None
-        row["status"] = f"failed: {type(exc).__name__}: {str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ''}"
-        print(f"rank {ctx.rank}: variant {variant!r} failed: {type(exc).__name__}: {exc}", flush=True)
+    except _Idle:
+        pass
+    except Exception as exc:  # noqa: BLE001 - a variant that fails on this machine is a result, not a crash
+        first_line = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ""
+        row["status"] = f"failed: {type(exc).__name__}: {first_line}"
+        print(f"rank {ctx.rank}: variant {name!r} failed: {type(exc).__name__}: {exc}", flush=True)
     finally:
-        s = batches = None
-        _set_flash(flash_before)
-        if k.compile:
+        cfg = None  # type: ignore[assignment]
+        if name == "torch.compile":
             torch._dynamo.reset()
-    row["peak_mem_gb_per_rank"] = _per_rank(ctx, peak)
+    row["step_ms_per_rank"] = per_rank(ctx, statistics.median(rounds) if rounds else None)
+    row["peak_mem_gb_per_rank"] = per_rank(ctx, peak)
     row["peak_mem_gb"] = row["peak_mem_gb_per_rank"][0]
-    row["optimizer_mem_gb_per_rank"] = _per_rank(ctx, at_optimizer)
+    row["optimizer_mem_gb_per_rank"] = per_rank(ctx, at_optimizer)
     row["optimizer_mem_gb"] = row["optimizer_mem_gb_per_rank"][0]
     return row
 
@@ -442,43 +336,36 @@ def run(ctx: runtime.Context, p: Params) -> dict[str, Any]:
 
     from nvtutorial.models.unet import build_unet, count_parameters
 
-    if ctx.is_gpu:
-        torch.backends.cudnn.benchmark = p.cudnn_benchmark
-    else:
+    if not ctx.is_gpu:
         # One thread per process: a 1-process and a 2-process CPU run then use one core per
         # "GPU" each, and the processes do not fight over cores (the CPU is a simulation).
         torch.set_num_threads(1)
-    need = p.batch_size * ctx.world_size * p.accumulation
-    if p.epochs and need > p.samples:
-        raise ValueError(f"one step needs batch_size × world size × accumulation = {need} samples, "
-                         f"but samples={p.samples}: raise samples or lower batch_size")
+    configs = [(name, batch) for name in p.variants for batch in p.batch_sizes]
+    configs += [(SOLO, p.one_gpu_batch)] if p.one_gpu_batch else []
     out: dict[str, Any] = {
-        "device": str(ctx.device), "world_size": ctx.world_size,
-        "model": p.model, "model_params": count_parameters(build_unet(p.model, p.classes)),
-        "image_size": p.image_size, "per_gpu_batch": p.batch_size, "global_batch": need,
+        "device": str(ctx.device), "world_size": ctx.world_size, "model": p.model,
+        "model_params": count_parameters(build_unet(p.model)), "image_size": p.image_size,
         "tf32_convolutions": bool(torch.backends.cudnn.allow_tf32) if ctx.is_gpu else None,
+        "precision": "bf16 autocast" if ctx.is_gpu else "fp32",
     }
-    if p.shuffle_epochs:
-        out["shuffle"] = shuffle_orders(ctx, p)
-    if p.epochs:
-        out["lesson"] = lesson(ctx, p)
-    rows = []
-    if p.variants:
-        # DDP imports torch._dynamo: a big heap. Freeze what exists now, so that the collection
-        # before each variant (which frees the previous model's reference cycles) stays quick.
-        import torch._dynamo  # noqa: F401  (what DDP imports on first use)
+    # DDP imports torch._dynamo: a big heap. Freeze what exists now, so that the collection before
+    # each configuration (which frees the previous model's reference cycles) stays quick.
+    import torch._dynamo  # noqa: F401
 
-        gc.collect()
-        gc.freeze()
-    if p.variants and p.prime:
-        measure_variant(ctx, dataclasses.replace(p, steps=1), p.variants[0])
-    for i, variant in enumerate(p.variants):
-        ctx.progress(i, len(p.variants), "variants", variant=variant)
-        row = measure_variant(ctx, p, variant)
+    gc.collect()
+    gc.freeze()
+    if p.prime and ctx.is_gpu:  # (on the CPU there are no clocks to ramp up nor kernels to autotune)
+        measure(ctx, dataclasses.replace(p, repeats=2, steps=1, comm_share=False, count=False), *configs[0])
+    rows = []
+    todo = configs + ([configs[0]] if p.aa else [])
+    for i, (name, batch) in enumerate(todo):
+        ctx.progress(i, len(todo), "configurations", variant=name, batch=batch)
+        repeat = p.aa and i == len(todo) - 1  # the A/A repeat: timed again, its bytes are the first's
+        row = measure(ctx, dataclasses.replace(p, count=False) if repeat else p, name, batch)
+        row["aa_repeat"] = repeat
         rows.append(row)
-        ctx.progress(i + 1, len(p.variants), "variants", variant=variant, step_ms=round(row.get("step_ms", math.nan), 2))
-    if p.variants:
-        gc.unfreeze()
+    ctx.progress(len(todo), len(todo), "configurations")
+    gc.unfreeze()
     out["rows"] = rows
     return out
 

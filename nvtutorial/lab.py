@@ -1,0 +1,140 @@
+"""Open the course in JupyterLab: ``make lab``, or ``python -m nvtutorial.lab [--port N] [--no-browser] [DIR]``.
+
+What it adds to a plain ``jupyter lab``:
+
+- ``--allow-root`` when (and only when) it runs as root, the default user of most GPU containers;
+- the jupyter-widgets setting that saves widget state with the notebook, so a reopened notebook
+  shows its progress bars as they ended instead of "Error displaying widget: model not found";
+- notebooks that open unmodified: JupyterLab rewrites a notebook's ``kernelspec`` and
+  ``language_info`` from the kernel it starts, and marks the notebook modified when they differ
+  (another Python patch version, another kernel display name). :class:`CourseContentsManager`
+  hands JupyterLab the values that kernel will report, so nothing changes on open. The file on
+  disk is untouched until you save.
+
+Any other argument goes to ``jupyter lab`` as it is (``--ServerApp.token=...``, ``--ip``...).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+import nbformat
+from jupyter_client.kernelspec import NoSuchKernel
+from jupyter_server.services.contents.largefilemanager import AsyncLargeFileManager
+
+WIDGET_SETTINGS = {"@jupyter-widgets/jupyterlab-manager:plugin": {"saveState": True}}
+"""JupyterLab setting overrides installed by :func:`install_settings`."""
+
+
+def python_language_info() -> dict[str, Any]:
+    """The ``language_info`` that an IPython kernel on this interpreter reports (and JupyterLab saves)."""
+    from ipykernel.ipkernel import IPythonKernel
+
+    return json.loads(json.dumps(IPythonKernel.language_info))
+
+
+def _same_python(argv0: str) -> bool:
+    """Whether a kernel started with ``argv0`` runs this interpreter (jupyter_client maps ``python`` to it)."""
+    if argv0 in ("python", f"python{sys.version_info[0]}"):
+        return True
+    try:
+        return os.path.samefile(argv0, sys.executable)
+    except OSError:
+        return False
+
+
+def kernel_metadata(metadata: dict[str, Any], kernel_spec_manager: Any) -> dict[str, Any]:
+    """``metadata`` with ``kernelspec`` and ``language_info`` as JupyterLab will set them on opening it.
+
+    Only for a Python kernel that runs this interpreter; other notebooks come back unchanged.
+    """
+    name = (metadata.get("kernelspec") or {}).get("name")
+    if not name:
+        return metadata
+    try:
+        spec = kernel_spec_manager.get_kernel_spec(name)
+    except NoSuchKernel:  # JupyterLab will ask which kernel to use
+        return metadata
+    if spec.language.lower() != "python" or not spec.argv or not _same_python(spec.argv[0]):
+        return metadata
+    updated = dict(metadata)
+    updated["kernelspec"] = {"display_name": spec.display_name, "language": spec.language, "name": name}
+    updated["language_info"] = python_language_info()
+    return updated
+
+
+class CourseContentsManager(AsyncLargeFileManager):
+    """Jupyter Server's default contents manager, serving notebooks with their kernel's metadata."""
+
+    async def get(self, path: str, content: bool = True, type: str | None = None, format: str | None = None,
+                  **kwargs: Any) -> dict[str, Any]:
+        model = await super().get(path, content=content, type=type, format=format, **kwargs)
+        if content and model.get("type") == "notebook" and model.get("content") is not None:
+            nb = model["content"]
+            specs = getattr(self.parent, "kernel_spec_manager", None)
+            if specs is None:
+                from jupyter_client.kernelspec import KernelSpecManager
+
+                specs = KernelSpecManager()
+            nb["metadata"] = nbformat.from_dict(kernel_metadata(dict(nb["metadata"]), specs))
+        return model
+
+
+def settings_dir() -> Path:
+    """JupyterLab's application settings folder for this environment (where overrides live)."""
+    from jupyterlab.commands import get_app_dir
+
+    return Path(get_app_dir()) / "settings"
+
+
+def install_settings(folder: Path | None = None) -> Path | None:
+    """Write the course's setting overrides (:data:`WIDGET_SETTINGS`) into ``overrides.d``; None if not writable."""
+    target = (folder or settings_dir()) / "overrides.d" / "nvtutorial.json"
+    text = json.dumps(WIDGET_SETTINGS, indent=2) + "\n"
+    try:
+        if not target.exists() or target.read_text() != text:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(text)
+    except OSError as exc:
+        print(f"nvtutorial lab: could not write {target} ({exc.strerror}); widget state will not be saved "
+              "with notebooks, so reopened notebooks show their progress bars as 'model not found'", file=sys.stderr)
+        return None
+    return target
+
+
+def command(folder: str = "notebooks", port: int | None = None, no_browser: bool = False,
+            extra: list[str] | None = None, is_root: bool | None = None) -> list[str]:
+    """The ``jupyter lab`` command line (``--allow-root`` only for root)."""
+    jupyter = shutil.which("jupyter", path=str(Path(sys.executable).parent)) or shutil.which("jupyter") or "jupyter"
+    cmd = [jupyter, "lab", f"--ServerApp.root_dir={folder}",
+           "--ServerApp.contents_manager_class=nvtutorial.lab.CourseContentsManager"]  # by name: we may be __main__
+    if is_root if is_root is not None else (hasattr(os, "geteuid") and os.geteuid() == 0):
+        cmd.append("--allow-root")
+    if port is not None:
+        cmd.append(f"--port={port}")
+    if no_browser:
+        cmd.append("--no-browser")
+    return cmd + list(extra or [])
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m nvtutorial.lab", description=__doc__.splitlines()[0])
+    parser.add_argument("folder", nargs="?", default="notebooks", help="the folder JupyterLab opens (default: notebooks)")
+    parser.add_argument("--port", type=int, help="the port (default: 8888, or the next free one)")
+    parser.add_argument("--no-browser", action="store_true", help="do not open a browser (a remote node: see the README)")
+    args, extra = parser.parse_known_args(argv)
+    if not Path(args.folder).is_dir():
+        parser.error(f"{args.folder}: no such folder; run from the repository root, or name the folder of notebooks")
+    install_settings()
+    cmd = command(args.folder, args.port, args.no_browser, extra)
+    os.execvp(cmd[0], cmd)
+
+
+if __name__ == "__main__":
+    main()

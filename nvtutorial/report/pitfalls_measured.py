@@ -1,0 +1,219 @@
+"""The measured pitfalls of notebook 06: the input pipeline (claim C17) and out-of-memory errors (C19, C20).
+
+Reads the ``pitfalls`` workload's result (parent side; never launches, never touches CUDA).
+Every A/B goes through :func:`~nvtutorial.report.verdict.compare`: a configuration is "enough
+workers" when its rate is within the noise of the best one's, and ``pin_memory`` helps only
+when it is faster by more than the noise, on each rank.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from .verdict import Comparison, Verdict, compare
+
+
+def _loader(result: Any, rank: int) -> Mapping[str, Any]:
+    return result.ranks[rank]["dataloader"]
+
+
+def has_repeats(result: Any) -> bool:
+    """Whether a run's loader rows hold repeated windows (the old format held one rate per row)."""
+    rows = _loader(result, 0).get("rows", [])
+    return bool(rows) and all(isinstance(r.get("samples_per_s"), list) and len(r["samples_per_s"]) >= 2 for r in rows)
+
+
+def loader_frame(result: Any):  # -> pandas.DataFrame
+    """Every rank's steady rate per configuration: median, spread of the windows, and the windows."""
+    import pandas as pd
+
+    rows = []
+    for rank in range(len(result.ranks)):
+        d = _loader(result, rank)
+        for r in d["rows"]:
+            rates = r["samples_per_s"]
+            rows.append({"rank": rank, "num_workers": r["num_workers"], "pin_memory": r["pin_memory"],
+                         "samples/s (median)": round(statistics.median(rates)),
+                         "spread": f"{(max(rates) - min(rates)) / statistics.median(rates):.0%}",
+                         "windows": " ".join(f"{x:.0f}" for x in rates)})
+        step = d["step_only_samples_per_s"]
+        rows.append({"rank": rank, "num_workers": "input on the GPU" if d.get("gpus") else "input in memory",
+                     "pin_memory": None, "samples/s (median)": round(statistics.median(step)),
+                     "spread": f"{(max(step) - min(step)) / statistics.median(step):.0%}",
+                     "windows": " ".join(f"{x:.0f}" for x in step)})
+    return pd.DataFrame(rows)
+
+
+def enough_workers(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """For one rank's unpinned rows: the best configuration, each count against it, and the knee
+    (the fewest workers within the noise of the best)."""
+    rows = sorted((r for r in rows if not r["pin_memory"]), key=lambda r: r["num_workers"])
+    best = max(rows, key=lambda r: statistics.median(r["samples_per_s"]))
+    against: dict[int, Comparison] = {r["num_workers"]: compare(best["samples_per_s"], r["samples_per_s"],
+                                                                lower_is_better=False) for r in rows}
+    knee = next(w for w, c in against.items() if c.status == "no change")
+    largest = rows[-1]["num_workers"]
+    rising = best["num_workers"] == largest and len(rows) > 1 and compare(
+        rows[-2]["samples_per_s"], rows[-1]["samples_per_s"], lower_is_better=False).status == "faster"
+    return {"best": best["num_workers"], "best_rate": statistics.median(best["samples_per_s"]), "knee": knee,
+            "against_best": against, "still_rising": rising, "largest": largest}
+
+
+def pin_comparison(rows: Sequence[Mapping[str, Any]], workers: int) -> Comparison | None:
+    """``pin_memory=True`` against False at ``workers`` workers, on one rank (None: not measured)."""
+    def rates(pin: bool) -> list[float] | None:
+        return next((r["samples_per_s"] for r in rows if r["num_workers"] == workers and r["pin_memory"] == pin), None)
+
+    base, cand = rates(False), rates(True)
+    return compare(base, cand, lower_is_better=False) if base and cand else None
+
+
+def pin_within_noise(result: Any) -> bool:
+    """Whether ``pin_memory=True`` changed no rate beyond the noise, at any worker count, on any rank."""
+    found = False
+    for rank in range(len(result.ranks)):
+        rows = _loader(result, rank)["rows"]
+        for w in sorted({r["num_workers"] for r in rows if r["pin_memory"]}):
+            c = pin_comparison(rows, w)
+            if c is not None:
+                found = True
+                if c.status != "no change":
+                    return False
+    return found
+
+
+def verdict_c17(result: Any) -> Verdict:
+    """Claim C17 (``num_workers = 4 × GPUs`` and ``pin_memory=True``), on every rank."""
+    where = result.label
+    ranks = range(len(result.ranks))
+    first = _loader(result, 0)
+    rule = first["rule_of_thumb_workers"]
+    if not first.get("gpus"):
+        per = [enough_workers(_loader(result, r)["rows"]) for r in ranks]
+        return Verdict("C17", "unverifiable",
+                       "A CPU simulation: the workers compete with the training for the same few cores, so it says "
+                       "nothing about a GPU's input pipeline. Here the fewest workers within the noise of the best were "
+                       + ", ".join(f"{p['knee']} on rank {r}" for r, p in zip(ranks, per)) + ".",
+                       {"knee": [p["knee"] for p in per], "rule": rule}, where)
+    per = {r: enough_workers(_loader(result, r)["rows"]) for r in ranks}
+    tried = {row["num_workers"] for row in first["rows"]}
+    rule_enough = rule in tried and all(p["against_best"][rule].status == "no change" for p in per.values())
+    pins = {r: pin_comparison(_loader(result, r)["rows"], rule if rule in tried else max(tried)) for r in ranks}
+    pin_helps = all(c is not None and c.status == "faster" for c in pins.values())
+    step = {r: statistics.median(_loader(result, r)["step_only_samples_per_s"]) for r in ranks}
+    parts = []
+    for r, p in per.items():
+        note = " (the rate was still rising at the largest count tried)" if p["still_rising"] else ""
+        parts.append(f"rank {r}: {p['knee']} workers are within the noise of the best ({p['best_rate']:.0f} samples/s "
+                     f"at {p['best']}){note}; the step alone takes {step[r]:.0f} samples/s")
+    pin_text = "; ".join(f"rank {r}: {c.describe('samples/s', 'pin_memory=True')}" if c else f"rank {r}: not measured"
+                         for r, c in pins.items())
+    status = "holds" if rule_enough and pin_helps else "partly" if rule_enough or pin_helps else "wrong"
+    text = ("; ".join(parts) + f". The rule's {rule} workers are " + ("enough" if rule_enough else "NOT enough")
+            + f" on every rank. {pin_text}. Verdict: "
+            + {"holds": "both parts hold on this machine.",
+               "partly": "a starting point, not a law: measure the steady rate on the machine at hand.",
+               "wrong": "neither part holds here."}[status])
+    return Verdict("C17", status, text,
+                   {"rule": rule, "rule_enough": rule_enough, "pin_helps": pin_helps,
+                    "knee": {str(r): p["knee"] for r, p in per.items()},
+                    "pin_change": {str(r): (c.change if c else None) for r, c in pins.items()},
+                    "pin_status": {str(r): (c.status if c else None) for r, c in pins.items()},
+                    "step_only": {str(r): v for r, v in step.items()}}, where)
+
+
+def shards_line(result: Any) -> str:
+    """One file per sample against shard files (rank 0, warm page cache)."""
+    sh = _loader(result, 0).get("shards")
+    if not sh:
+        return "no shard measurement"
+    single, shards = statistics.median(sh["one_file_per_sample_us"]), statistics.median(sh["shards_us"])
+    c = compare(sh["one_file_per_sample_us"], sh["shards_us"])
+    result = (f"{single / shards:.0f}× less time per sample" if c.status == "faster" else
+              f"{shards / single:.1f}× more time per sample" if c.status == "slower" else "no change")
+    return (f"reading {sh['samples']} samples of {sh['bytes_per_sample'] / 1024:.0f} KiB from a warm page cache on a "
+            f"local disk: one file each {single:.0f} µs per sample, {sh['per_shard']} samples per shard file "
+            f"{shards:.1f} µs per sample: {result} (noise ±{c.noise:.0%}, {c.repeats[0]}+{c.repeats[1]} repeats)")
+
+
+# --------------------------------------------------------------------------- out of memory
+
+def _oom(result: Any, rank: int = 0) -> Mapping[str, Any]:
+    return result.ranks[rank]["oom"]
+
+
+def oom_skipped(result: Any) -> str | None:
+    """The skip message of a run without GPUs, else None."""
+    return _oom(result).get("skipped")
+
+
+def oom_frames(result: Any, rank: int = 0):  # -> dict[str, pandas.DataFrame]
+    """The OOM demo's tables: fragmentation, empty_cache, the training step under a cap."""
+    import pandas as pd
+
+    d = _oom(result, rank)
+    frag = pd.DataFrame([{k: v for k, v in r.items() if k != "message"} for r in d["fragmentation"]]).round(1)
+    empty = pd.DataFrame(d["empty_cache"]["rows"]).round(1)
+    train = pd.DataFrame([{k: v for k, v in r.items() if k != "message"} for r in d["training"]["rows"]]).round(1)
+    return {"fragmentation": frag, "empty_cache": empty, "training": train}
+
+
+def oom_message(result: Any, rank: int = 0) -> str:
+    """The message of the training step's OOM (what the learner will meet)."""
+    d = _oom(result, rank)
+    for r in d["training"]["rows"] + d["fragmentation"]:
+        if r.get("outcome") == "OOM" and r.get("message"):
+            return r["message"]
+    return "(no OOM happened: the cap did not bite)"
+
+
+def verdict_c19(result: Any, rank: int = 0) -> Verdict:
+    """Claim C19 (``empty_cache()`` helps against OOM) from the step-by-step memory table."""
+    if oom_skipped(result):
+        return Verdict("C19", "unverifiable", "not checked here: " + oom_skipped(result), {}, result.label)
+    rows = {r["step"]: r for r in _oom(result, rank)["empty_cache"]["rows"]}
+    created = next(r for s, r in rows.items() if s.startswith("x = "))
+    alive = rows["empty_cache() while x is alive"]
+    deleted, after = rows["del x"], rows["empty_cache() after del x"]
+    kept = alive["allocated_mib"] >= created["allocated_mib"] and alive["reserved_mib"] >= created["allocated_mib"]
+    returned = after["driver_free_mib"] - deleted["driver_free_mib"]
+    shown = kept and deleted["reserved_mib"] > after["reserved_mib"] and returned > 0
+    text = (f"with the tensor alive, empty_cache() left {alive['allocated_mib']:.0f} MiB allocated and reserved: it frees "
+            f"nothing still referenced. After del, the {deleted['reserved_mib']:.0f} MiB PyTorch kept cached were "
+            f"reusable by PyTorch already; empty_cache() gave {returned:.0f} MiB back to the driver, which helps other "
+            "processes, not this one. "
+            + ("Verdict: wrong as an OOM fix." if shown else "Not what the lesson expects: see the table."))
+    return Verdict("C19", "wrong" if shown else "unverifiable", text,
+                   {"allocated_after_empty_cache_alive_mib": alive["allocated_mib"], "returned_mib": returned},
+                   result.label)
+
+
+def verdict_c20(result: Any, rank: int = 0) -> Verdict:
+    """Claim C20 (``max_split_size_mb`` against fragmentation) from the fragmentation case."""
+    if oom_skipped(result):
+        return Verdict("C20", "unverifiable", "not checked here: " + oom_skipped(result), {}, result.label)
+    outcome = {r["config"]: r.get("outcome") for r in _oom(result, rank)["fragmentation"]}
+    split = next((v for k, v in outcome.items() if "max_split_size_mb" in k), None)
+    expandable = next((v for k, v in outcome.items() if k.startswith("expandable_segments:True")), None)
+    shown = outcome.get("default") == "OOM" and split == "fits"
+    text = ("the fragmentation case: " + "; ".join(f"{k}: {v}" for k, v in outcome.items())
+            + ". max_split_size_mb and expandable_segments are options of PYTORCH_CUDA_ALLOC_CONF (set before the "
+            "first CUDA allocation), not functions to call. "
+            + ("Verdict: partly right: max_split_size_mb works against this fragmentation"
+               + (", and so does expandable_segments:True, the modern remedy." if expandable == "fits" else ".")
+               if shown else "Not what the lesson expects: see the table."))
+    return Verdict("C20", "partly" if shown else "unverifiable", text, {"outcomes": outcome}, result.label)
+
+
+def oom_fixes_verdict(result: Any, rank: int = 0) -> Verdict:
+    """The training step under the cap: the whole batch fails, both fixes fit."""
+    if oom_skipped(result):
+        return Verdict("out of memory: the fixes", "info", "not checked here: " + oom_skipped(result), {}, result.label)
+    rows = _oom(result, rank)["training"]["rows"]
+    outcome = {r["variant"]: r.get("outcome") for r in rows}
+    capped = rows[1:]
+    ok = len(capped) == 3 and capped[0].get("outcome") == "OOM" and all(r.get("outcome") == "fits" for r in capped[1:])
+    return Verdict("out of memory: the fixes", "pass" if ok else "fail",
+                   "; ".join(f"{k}: {v}" for k, v in outcome.items()), {"outcomes": outcome}, result.label)

@@ -1,0 +1,161 @@
+"""Notebook 06's GPU-only conclusions, recomputed from the committed run on 2× H200 (``reference/h200x2/runs``).
+
+Where each rank waited in the NCCL hang, how the run ended at the process-group timeout, the
+flight recorder, and claims C17, C19 and C20: a code change that flips one of them fails here.
+The conclusions that hold on the CPU too are asserted on real runs in ``tests/test_pitfalls.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import types
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from nvtutorial.report import claims
+from nvtutorial.report import pitfalls as rp
+from nvtutorial.report import pitfalls_measured as rm
+
+REFERENCE = Path(__file__).resolve().parent.parent / "reference" / "h200x2"
+RUNS = REFERENCE / "runs"
+
+OLD_WORKLOAD_LINES = {
+    # nvtutorial/workloads/pitfalls.py at 15fcf4b, the commit the committed 06 reference ran from
+    ("pitfalls.py", 135): "loss = training.train_step(s, images, masks).item()  # .item(): the usual logging, and a sync",
+}
+"""The one source line the committed reference's stacks point at whose file has changed since."""
+
+
+def _result(run_dir: Path) -> dict[str, Any]:
+    return json.loads((run_dir / "result.json").read_text())
+
+
+def _as_result(run_dir: Path) -> Any:
+    """The parts of a committed run the readers use, with its log files found in its folder."""
+    data = _result(run_dir)
+    ranks = [m.get("metrics", m) for m in data.get("ranks", [])]
+    env = data.get("env") or {}
+    label = ("2× H200 reference run" if not env else
+             f"{env.get('world_size')}× {env.get('device_names', ['?'])[0]} · {env.get('link')} · NCCL {env.get('nccl')}")
+    return types.SimpleNamespace(run_dir=run_dir, ranks=ranks, error=data.get("error"), ok=data.get("error") is None,
+                                 wall_s=data["wall_s"], label=label, params=data.get("params", {}),
+                                 log_files={int(r): run_dir / f"rank{r}.log" for r in data.get("log_files", {})})
+
+
+def _runs(predicate) -> list[Path]:
+    """Committed runs whose ``(result.json, folder)`` satisfy ``predicate``, newest first."""
+    found = [p.parent for p in RUNS.glob("*/result.json") if predicate(_result(p.parent), p.parent)]
+    return sorted(found, key=lambda p: p.name.split("-", 1)[-1], reverse=True)
+
+
+def _is_trap_script(data: dict[str, Any]) -> bool:
+    return str(data.get("workload", "")).endswith("validation.py") and \
+        "--pg-timeout" in ((data.get("params") or {}).get("args") or [])
+
+
+def _is_hang(data: dict[str, Any], folder: Path) -> bool:
+    """Stacks taken while the validation trap hung: the lesson script's run (its ``trap.json``), or
+    the old workload's run left to hang until the launcher's deadline."""
+    if _is_trap_script(data):
+        return (folder / "trap.json").is_file()
+    params = data.get("params") or {}
+    return data.get("workload") == "pitfalls" and params.get("trap") == ["rank0_validation"] and \
+        params.get("validation_s", 0) >= 600 and (data.get("error") or {}).get("type") == "Timeout"
+
+
+def _is_pg_timeout(data: dict[str, Any], folder: Path) -> bool:
+    """The validation trap ended by a short process-group timeout."""
+    if _is_trap_script(data):
+        return True
+    params = data.get("params") or {}
+    return data.get("workload") == "pitfalls" and params.get("trap") == ["rank0_validation"] and \
+        params.get("validation_s", 1e9) < 600
+
+
+def _line_of(frame: dict[str, Any]) -> str:
+    """Source lines for the committed stacks: the old workload's from its commit, the lessons' from this checkout."""
+    name = Path(frame["file"]).name
+    if (name, frame["line"]) in OLD_WORKLOAD_LINES:
+        return OLD_WORKLOAD_LINES[(name, frame["line"])]
+    parts = Path(frame["file"]).parts
+    if "nvtutorial" in parts:
+        here = Path(__file__).resolve().parent.parent.joinpath(*parts[parts.index("nvtutorial"):])
+        if here.is_file() and "lessons" in here.parts:
+            lines = here.read_text().splitlines()
+            return lines[frame["line"] - 1].strip() if frame["line"] <= len(lines) else ""
+    return ""
+
+
+def test_the_reference_holds_the_runs_these_tests_read():
+    assert _runs(_is_hang), "no committed run of the validation trap left to hang"
+    assert _runs(_is_pg_timeout), "no committed run of the validation trap with a short process-group timeout"
+
+
+def test_on_nccl_the_waiting_rank_blocks_at_item_not_inside_backward():
+    run = _runs(_is_hang)[0]
+    stacks = rp.rank_stacks(_as_result(run))
+    assert set(stacks) == {0, 1} and all(stacks.values()), "every rank's main-thread stack must be in its log"
+    waiting = rp.waiting_point(stacks[1], _line_of)
+    assert waiting["point"] == "item", waiting
+    assert not any(f["func"] in ("backward", "_engine_run_backward") for f in stacks[1]), \
+        "no frame of backward may be on the waiting rank's stack: NCCL only queued the all-reduce"
+    assert rp.waiting_point(stacks[0], _line_of)["point"] == "validating"
+    verdict = rp.hang_verdict(stacks, "nccl", "2× H200", _line_of)
+    assert verdict.status == "pass" and verdict.numbers["rank1"] == "item" and verdict.numbers["rank0"] == "validating"
+    assert rp.hang_answer(verdict) == "b"
+
+
+def test_on_nccl_the_short_timeout_ends_the_run_through_the_watchdog():
+    result = _as_result(_runs(_is_pg_timeout)[0])
+    verdict = rp.timeout_verdict(result, "nccl", 3, result.label)
+    assert verdict.status == "pass", verdict.text
+    assert verdict.numbers["failed_rank"] == 1 and verdict.numbers["error_type"] == "SIGABRT"
+    lines = [line for lines in rp.signature_lines(result, limit=20).values() for line in lines]
+    assert any("Watchdog caught collective operation timeout" in line and "OpType=ALLREDUCE" in line for line in lines)
+
+
+def test_the_flight_recorder_shows_the_waiting_ranks_all_reduces_queued_never_started():
+    run = _runs(_is_pg_timeout)[0]
+    fr = rp.flight_recorder(run)
+    assert set(fr) == {0, 1}
+    pending = fr[1]["pending"]
+    assert pending and all(e["state"] == "scheduled" and "all_reduce" in e["op"] for e in pending)
+    assert fr[0]["last_completed_seq"] == fr[1]["last_completed_seq"], "both ranks completed the same collectives"
+    lines = rp.describe_flight_recorder(_as_result(run), "nccl")
+    assert "not completed: none" in lines[0] and "(scheduled)" in lines[1]
+
+
+def _measured_runs() -> list[Path]:
+    return _runs(lambda d, _: d.get("workload") == "pitfalls" and d.get("error") is None and bool(d.get("ranks")))
+
+
+def test_c19_and_c20_from_2x_h200_agree_with_the_registry():
+    runs = [r for r in _measured_runs() if "oom" in _as_result(r).ranks[0]]
+    assert runs, "no committed pitfalls run measured the out-of-memory demo"
+    result = _as_result(runs[0])
+    for decide, claim_id in ((rm.verdict_c19, "C19"), (rm.verdict_c20, "C20")):
+        verdict = decide(result)
+        assert verdict.status == claims.claim(claim_id).status, verdict.text
+    fixes = rm.oom_fixes_verdict(result)
+    assert fixes.status == "pass", fixes.text
+
+
+def test_c17_from_2x_h200_agrees_with_the_registry():
+    runs = [r for r in _measured_runs() if "dataloader" in _as_result(r).ranks[0]
+            and rm.has_repeats(_as_result(r))]
+    if not runs:
+        pytest.skip("the committed 2× H200 reference predates the steady-state loader sweep (one rate per "
+                    "configuration, no repeats for compare): rerun notebook 06 on 2 GPUs to recompute C17")
+    result = _as_result(runs[0])
+    verdict = rm.verdict_c17(result)
+    assert verdict.status == claims.claim("C17").status, verdict.text
+    assert set(verdict.numbers["knee"]) == {"0", "1"}, "C17 is decided on every rank"
+
+
+@pytest.mark.parametrize("claim_id", ["C17", "C19", "C20", "C21"])
+def test_the_registry_names_the_function_that_decides_each_claim(claim_id):
+    claim = claims.claim(claim_id)
+    assert claim.notebook == "06_pitfalls"
+    assert callable(claim.decider())

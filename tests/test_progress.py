@@ -1,0 +1,173 @@
+"""The launcher's progress bars end in a state that tells the truth: green when the phase finished,
+red only for a failed or interrupted run; a saved notebook keeps that final state."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import ClassVar
+
+import nbformat
+import pytest
+
+from nvtutorial import course
+from nvtutorial.progress import NotebookBar, Phase, RunProgress, TextBar
+
+pytest.importorskip("ipywidgets", reason="the notebook bars are ipywidgets")
+
+
+def events(desc: str, total: int, ns: list[int]) -> list[dict]:
+    return [{"event": "progress", "n": n, "total": total, "desc": desc} for n in ns]
+
+
+def widget(bar: NotebookBar) -> tuple[float, float, str]:
+    """The progress widget's value, max and style, as a notebook (or its saved state) shows them."""
+    progress = bar.bar.container.children[1]
+    return progress.value, progress.max, progress.bar_style
+
+
+class Recorder:
+    """A bar that records what it was asked to draw."""
+
+    made: ClassVar[list[Recorder]] = []
+
+    def __init__(self, phase: Phase) -> None:
+        self.shown: list[tuple[int, str]] = []
+        self.ended: Phase | None = None
+        Recorder.made.append(self)
+
+    def show(self, phase: Phase) -> None:
+        self.shown.append((phase.n, phase.desc))
+
+    def end(self, phase: Phase) -> None:
+        self.ended = dataclasses.replace(phase)
+
+
+def test_phase_change_completes_the_previous_bar_green():
+    progress = RunProgress(bar=NotebookBar)
+    for e in events("lesson epochs", 10, [2, 5, 8]):  # the workload reports every few epochs: last seen 8/10
+        progress.update(e)
+    first = progress._bar
+    for e in events("variants", 4, [0, 1]):
+        progress.update(e)
+    assert widget(first) == (10, 10, "success")
+    assert [(p.desc, p.n, p.total, p.status) for p in progress.phases] == [
+        ("lesson epochs", 10, 10, "done"), ("variants", 1, 4, "running")]
+    second = progress._bar
+    progress.close("done")
+    assert widget(second) == (4, 4, "success")
+    assert "4/4" in repr(second.bar.container)  # the text form a viewer without widgets shows
+
+
+@pytest.mark.parametrize("outcome", ["failed", "interrupted"])
+def test_a_failed_or_interrupted_run_ends_red_and_says_so(outcome):
+    progress = RunProgress(bar=NotebookBar)
+    for e in events("all-reduce", 50, [1, 2, 3]):
+        progress.update(e)
+    bar = progress._bar
+    progress.close(outcome)
+    assert widget(bar) == (3, 50, "danger")
+    text = repr(bar.bar.container)
+    assert "3/50" in text and outcome in text
+    assert progress.phases[-1].status == outcome
+
+
+def test_a_failure_after_the_last_step_is_still_red():
+    progress = RunProgress(bar=NotebookBar)
+    for e in events("traps", 2, [0, 1, 2]):
+        progress.update(e)
+    bar = progress._bar
+    progress.close("failed")
+    assert widget(bar) == (2, 2, "danger")
+
+
+def test_one_phase_renamed_step_by_step_stays_one_bar():
+    # notebook 06's traps: "trap <name>" for step i of 3, then "traps" 3/3
+    Recorder.made = []
+    progress = RunProgress(bar=Recorder)
+    for i, name in enumerate(["rank0_validation", "seeds", "oom"]):
+        progress.update({"n": i, "total": 3, "desc": f"trap {name}"})
+    progress.update({"n": 3, "total": 3, "desc": "traps"})
+    progress.close("done")
+    assert len(Recorder.made) == 1
+    (bar,) = Recorder.made
+    assert bar.shown[-1] == (3, "traps") and bar.ended.status == "done"
+
+
+def test_a_count_that_starts_again_is_a_new_phase():
+    Recorder.made = []
+    progress = RunProgress(bar=Recorder)
+    for e in events("round", 5, [1, 3, 5]) + events("round", 5, [1, 2]):
+        progress.update(e)
+    progress.close("failed")
+    first, second = Recorder.made
+    assert (first.ended.n, first.ended.status) == (5, "done")
+    assert (second.ended.n, second.ended.status) == (2, "failed")
+
+
+def test_a_finished_phase_then_another_with_the_same_total_gets_its_own_bar():
+    Recorder.made = []
+    progress = RunProgress(bar=Recorder)
+    for e in events("warm-up", 3, [3]) + events("measure", 3, [3]):
+        progress.update(e)
+    progress.close()
+    assert [b.ended.desc for b in Recorder.made] == ["warm-up", "measure"]
+    assert all(b.ended.status == "done" for b in Recorder.made)
+
+
+def test_extra_values_and_no_run_at_all():
+    progress = RunProgress(bar=NotebookBar)
+    progress.close("failed")  # a run that failed before any progress: no bar, no error
+    assert progress.phases == []
+    progress.update({"n": 1, "total": 2, "desc": "sweep", "busbw": 123.456789, "size": 1024})
+    assert progress.phases[0].text() == "busbw=123.5, size=1024"
+    with pytest.raises(ValueError, match="use done, failed or interrupted"):
+        progress.close("crashed")
+
+
+def test_text_bars_end_with_their_final_count(capsys):
+    progress = RunProgress(bar=TextBar)
+    for e in events("all-reduce", 5, [1, 4]):
+        progress.update(e)
+    progress.close("done")
+    assert "5/5" in capsys.readouterr().out.splitlines()[-1].split("\r")[-1]
+
+
+KERNEL_CELL = """
+from nvtutorial.progress import RunProgress
+ok = RunProgress()
+for n in (1, 3):
+    ok.update({"n": n, "total": 4, "desc": "phase one"})
+ok.update({"n": 0, "total": 2, "desc": "phase two"})
+ok.close("done")
+bad = RunProgress()
+bad.update({"n": 2, "total": 7, "desc": "doomed"})
+bad.close("failed")
+"""
+
+
+@pytest.mark.timeout(180)
+def test_an_executed_notebook_saves_the_final_state(tmp_path):
+    """Headless execution (the course runner) saves the bars' widget state and a final text form."""
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell('profile = "ci"', metadata={"tags": ["parameters"]}),
+                nbformat.v4.new_code_cell(KERNEL_CELL)]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    (tmp_path / "in").mkdir()
+    nbformat.write(nb, tmp_path / "in" / "bars.ipynb")
+    summary = course.run_course(out=tmp_path / "out", notebooks_dir=tmp_path / "in", profile="ci")
+    assert summary.notebooks[0].passed, summary.notebooks[0].error
+    executed = json.loads((tmp_path / "out" / "bars.ipynb").read_text())
+    state = executed["metadata"]["widgets"]["application/vnd.jupyter.widget-state+json"]["state"]
+    views = [o for c in executed["cells"] for o in c.get("outputs", [])
+             if "application/vnd.jupyter.widget-view+json" in o.get("data", {})]
+    assert len(views) == 3
+    bars = []
+    for view in views:
+        box = state[view["data"]["application/vnd.jupyter.widget-view+json"]["model_id"]]["state"]
+        progress = state[box["children"][1].removeprefix("IPY_MODEL_")]["state"]
+        bars.append((progress["value"], progress["max"], progress["bar_style"], "".join(view["data"]["text/plain"])))
+    (v1, m1, s1, t1), (v2, m2, s2, t2), (v3, m3, s3, t3) = bars
+    assert (v1, m1, s1) == (4, 4, "success") and "4/4" in t1
+    assert (v2, m2, s2) == (2, 2, "success") and "2/2" in t2
+    assert (v3, m3, s3) == (2, 7, "danger") and "2/7" in t3 and "failed" in t3
