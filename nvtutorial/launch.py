@@ -364,7 +364,7 @@ def child_environment(spec: LaunchSpec) -> dict[str, str]:
         # (PowerSGD's hook synchronises the GPU) would otherwise touch it from CPU ranks.
         env["CUDA_VISIBLE_DEVICES"] = ""
     if spec.max_restarts:
-        # torchrun shares its rendezvous TCPStore with the ranks (torch >= 2.4), and every attempt
+        # torchrun shares its rendezvous TCPStore with the ranks (recent torch), and every attempt
         # writes the same keys: a restarted rank can read the dead attempt's address and fail to
         # connect (pytorch/pytorch#135712). One store per restart avoids it (notebook 09 shows it).
         env["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] = "1"

@@ -73,12 +73,12 @@ def test_a_late_restarted_rank_meets_a_stale_address_only_in_a_shared_store(runs
     rank's address (pytorch/pytorch#135712); TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 avoids it. The launcher
     sets the latter whenever max_restarts > 0; notebook 09 says so."""
     res = nvtutorial.run(RACE, nproc=2, max_restarts=1, backend="gloo", args=["2"], output="none", check=False,
-                         timeout=120, env={"TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "0" if share_store else "1"})
+                         timeout=60, env={"TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "0" if share_store else "1"})
     rank0 = res.log_files[0].read_text()
     assert "attempt 0: rank 0 all-reduced 2" in rank0
-    if share_store:
-        assert not res.ok and res.error["rank"] == 0
-        assert "connectFullMesh" in res.error["message"] and "Connection refused" in res.error["message"]
+    if share_store:  # the restarted rank 0 connects to the dead rank 1: refused, or no answer until the timeout
+        assert not res.ok and "attempt 1: rank 0 all-reduced" not in rank0, res.error
+        assert "connectFullMesh" in res.error["message"] or "timed out" in res.error["message"].lower(), res.error
     else:
         assert res.ok, res.error
         assert "attempt 1: rank 0 all-reduced 2" in rank0 and "attempt 1: rank 1 all-reduced 2" in res.log_files[1].read_text()

@@ -6,9 +6,11 @@ rank 1 waits ``DELAY`` seconds (the first argument) before ``init_process_group`
 rank 1's address from the store before the new rank 1 has written it. With the store shared across
 attempts (torch's default since 2.4) rank 0 finds the dead process's address there and cannot
 connect; with ``TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1`` each attempt has its own store and rank 0
-waits for the new address. Used by tests/test_multinode.py.
+waits for the new address. ``init_process_group`` gives up after 10 s (a stale address can make
+gloo wait rather than refuse). Used by tests/test_multinode.py.
 """
 
+import datetime
 import os
 import signal
 import sys
@@ -22,7 +24,7 @@ rank = int(os.environ["RANK"])
 delay = float(sys.argv[1]) if len(sys.argv) > 1 else 2.0
 if attempt > 0 and rank == 1:
     time.sleep(delay)
-dist.init_process_group("gloo")
+dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=10))
 x = torch.ones(1)
 dist.all_reduce(x)
 print(f"attempt {attempt}: rank {rank} all-reduced {x.item():g}", flush=True)
