@@ -145,6 +145,23 @@ def test_steps_lost_are_graded(runs):
     assert report.grade_steps_lost(None, outcome, 9).status == "no answer"
 
 
+def test_a_run_with_two_faults_is_seen_from_each(runs):
+    """One run, a rank killed after step 9 (resumed at 6), then a node after step 15 (resumed at 12)."""
+    faults = (recovery.Fault("rank", 9), recovery.Fault("node", 15))
+    steps = ([(0.1 * s, 0, s) for s in range(1, 11)] + [(2.0 + 0.1 * s, 1, s) for s in range(7, 16)]
+             + [(5.0 + 0.1 * s, 2, s) for s in range(13, 21)])
+    outcome = recovery.ElasticOutcome(result=runs["two"], fault=faults[0], every=6, steps=steps,
+                                      attempts=[(0.0, 0, 0), (2.5, 1, 6), (6.0, 2, 12)], events=[],
+                                      killed_at_s=1.05, faults=faults, kill_times=(1.05, 3.6))
+    first, second = outcome.part(0), outcome.part(1)
+    assert (first.last_step_before_kill, first.resumed_from, first.steps_lost) == (10, 6, 4)
+    assert (second.last_step_before_kill, second.resumed_from, second.steps_lost) == (15, 12, 3)
+    assert second.fault.kind == "node" and second.restart_s == pytest.approx(2.4)
+    assert second.recovery_s == pytest.approx(5.0 + 1.3 - 3.6)
+    with pytest.raises(IndexError):
+        outcome.part(2)
+
+
 # --- the notebook's runs, through its executed copy -------------------------------------------------------
 
 @pytest.mark.notebooks

@@ -12,6 +12,10 @@ keeps each agent in hand so that it can do what a failing cluster does:
   machine that loses power), then, after ``replace_after_s``, start a new agent for that node with
   the same command (what a scheduler's requeue, or you, would do). ``None`` starts none.
 
+Several faults strike one after the other in the same run: fault ``i`` waits until the ranks have been
+started again ``i`` times (a fault that asks for step ``k`` strikes once the current attempt has logged
+step ``k``). :meth:`ElasticOutcome.part` gives the outcome as seen from one of them.
+
 While it runs it reads rank 0's log and records, on the kernel's clock, every step and every attempt
 (``attempt A: ... starting at step S``), and when the fault struck; from those come the steps lost and
 the time to recover (:class:`ElasticOutcome`). Whatever happens, every process it started is ended
@@ -75,6 +79,7 @@ class ElasticOutcome:
 
     result: RunResult
     fault: Fault | None
+    """The fault this outcome is about (the first of the run, or the one :meth:`part` picked)."""
     every: int
     """Steps between checkpoints."""
     steps: list[tuple[float, int, int]]
@@ -88,6 +93,18 @@ class ElasticOutcome:
     agent_returncodes: tuple[int | None, ...] = ()
     placement: str = ""
     """Where it ran, said even when the ranks reported nothing (a job that did not finish)."""
+    faults: tuple[Fault, ...] = ()
+    """Every fault of the run, in order."""
+    kill_times: tuple[float, ...] = ()
+    """When each fault struck (seconds since the start)."""
+
+    def part(self, i: int) -> ElasticOutcome:
+        """The run as seen from fault ``i``: its attempt is attempt 0, the attempts after it follow."""
+        if not 0 <= i < len(self.kill_times):
+            raise IndexError(f"fault {i}: {len(self.kill_times)} fault(s) struck in this run")
+        return dataclasses.replace(self, fault=self.faults[i], killed_at_s=self.kill_times[i],
+                                   steps=[(t, a - i, s) for t, a, s in self.steps if a >= i],
+                                   attempts=[(t, a - i, s) for t, a, s in self.attempts if a >= i])
 
     @property
     def where(self) -> str:
@@ -195,8 +212,8 @@ def _kill_tree(procs: Sequence[psutil.Process]) -> list[int]:
 class _Elastic:
     """The agents of one elastic run, the fault, and what rank 0's log said when."""
 
-    def __init__(self, spec: launch.LaunchSpec, fault: Fault | None, keep_alive_s: float, show: bool) -> None:
-        self.spec, self.fault, self.show = spec, fault, show
+    def __init__(self, spec: launch.LaunchSpec, faults: Sequence[Fault], keep_alive_s: float, show: bool) -> None:
+        self.spec, self.faults, self.show = spec, list(faults), show
         self.port = _free_port()
         self.gpu_ids = [g.uuid for g in hardware.gpus()] if spec.nnodes > 1 and spec.backend == "nccl" else []
         # c10d declares a node dead after keep_alive_interval × keep_alive_max_attempt without a heartbeat
@@ -209,9 +226,11 @@ class _Elastic:
         self.attempts: list[tuple[float, int, int]] = []
         self.events: list[tuple[float, str]] = []
         self.attempt = 0
-        self.killed_at: float | None = None
+        self.kill_times: list[float] = []
         self.killed_pids: list[int] = []
         self.replace_at: float | None = None
+        self.replace_node = 0
+        self.node_agent: dict[int, str] = {}  # the live agent of each emulated node
         self.offset = 0
         self.partial = ""
         self.lost: set[str] = set()
@@ -232,6 +251,7 @@ class _Elastic:
         return cmd
 
     def start_agent(self, node: int, name: str, log_name: str = "agent.log") -> None:
+        self.node_agent[node] = name
         log = self.spec.run_dir / (f"node{node}" if self.spec.nnodes > 1 else "") / log_name
         log.parent.mkdir(parents=True, exist_ok=True)
         with open(log, "w") as fh:
@@ -259,34 +279,41 @@ class _Elastic:
                 self.steps.append((self.now(), self.attempt, int(m.group(1))))
 
     def strike(self) -> None:
-        """The fault, once rank 0 has logged its step."""
-        fault = self.fault
-        done = [s for _, a, s in self.steps if a == 0]
-        if fault is None or self.killed_at is not None or not done or max(done) < fault.after_step:
+        """The next fault, once the attempt it waits for has logged its step."""
+        i = len(self.kill_times)
+        if i >= len(self.faults) or len(self.attempts) != i + 1 or self.replace_at is not None:
+            return
+        fault = self.faults[i]
+        done = [s for _, a, s in self.steps if a == i]
+        if not done or max(done) < fault.after_step:
             return
         if fault.kind == "rank":
             pid = int((self.spec.run_dir / f"rank{fault.target}.pid").read_text())
-            self.killed_pids = _kill_tree([psutil.Process(pid)])
-            self.killed_at = self.now()
+            self.killed_pids += _kill_tree([psutil.Process(pid)])
+            self.kill_times.append(self.now())
             self.event(f"SIGKILL to rank {fault.target} (pid {pid}) after rank 0 logged step {max(done)}")
             return
-        name = f"agent{fault.target}" if f"agent{fault.target}" in self.agents else "agent"
+        name = self.node_agent[fault.target]
         agent = psutil.Process(self.agents[name].pid)
         procs = [agent, *agent.children(recursive=True)]
-        self.killed_pids = _kill_tree(procs)
-        self.killed_at = self.now()
+        killed = _kill_tree(procs)
+        self.killed_pids += killed
+        self.kill_times.append(self.now())
         self.lost.add(name)
         self.event(f"SIGKILL to node {fault.target}: its torchrun agent and {len(procs) - 1} process(es) it started "
-                   f"(pids {', '.join(map(str, self.killed_pids))}), after rank 0 logged step {max(done)}")
+                   f"(pids {', '.join(map(str, killed))}), after rank 0 logged step {max(done)}")
         if fault.replace_after_s is not None:
             self.replace_at = self.now() + fault.replace_after_s
+            self.replace_node = fault.target
 
     def replace(self) -> None:
         if self.replace_at is None or self.now() < self.replace_at:
             return
-        node = self.fault.target  # type: ignore[union-attr]
+        node = self.replace_node
         self.replace_at = None
-        self.start_agent(node, "agent-replacement", "agent-replacement.log")
+        n = sum(name.startswith(f"agent{node}-replacement") for name in self.agents) + 1
+        suffix = "" if n == 1 else str(n)
+        self.start_agent(node, f"agent{node}-replacement{suffix}", f"agent-replacement{suffix}.log")
         self.event(f"a new torchrun agent for node {node} started (same command, same rendezvous)")
 
     def live(self) -> list[subprocess.Popen]:
@@ -321,11 +348,12 @@ def _placement(spec: launch.LaunchSpec) -> str:
 
 
 def run_elastic(args: Sequence[str], *, nproc: int = 2, nnodes: int = 1, max_restarts: int = 1,
-                fault: Fault | None = None, every: int, backend: launch.Backend = "auto",
+                fault: Fault | Sequence[Fault] | None = None, every: int, backend: launch.Backend = "auto",
                 env: Mapping[str, Any] | None = None, timeout: float = 300.0, keep_alive_s: float = 3.0,
                 out: str | os.PathLike[str] | None = None, script: str | os.PathLike[str] = LESSON,
                 show: bool = True, check: bool = True) -> ElasticOutcome:
-    """Train the lesson with ``args`` on ``nnodes`` × ``nproc`` ranks under ``--max-restarts``, with ``fault``.
+    """Train the lesson with ``args`` on ``nnodes`` × ``nproc`` ranks under ``--max-restarts``, with ``fault``
+    (one :class:`Fault`, or several that strike in turn).
 
     ``every``: the lesson's checkpoint interval (``--every``), for the steps-lost arithmetic;
     ``script``: the lesson, or a script that runs it with other code (an exercise's candidate);
@@ -333,14 +361,17 @@ def run_elastic(args: Sequence[str], *, nproc: int = 2, nnodes: int = 1, max_res
     (torch's default is 15 s; the lab shortens it). With ``check`` a run that fails raises
     :class:`RecoveryError` with torchrun's and the ranks' words.
     """
-    if fault is not None and fault.kind == "node" and not 0 <= fault.target < nnodes:
-        raise ValueError(f"Fault target node {fault.target}: this run has nodes 0..{nnodes - 1}")
+    faults = [] if fault is None else [fault] if isinstance(fault, Fault) else list(fault)
+    for f in faults:
+        if f.kind == "node" and not 0 <= f.target < nnodes:
+            raise ValueError(f"Fault target node {f.target}: this run has nodes 0..{nnodes - 1}")
     spec = launch.prepare(str(script), nproc=nproc, nnodes=nnodes, args=list(args), env=env, out=out,
                           backend=backend, max_restarts=max_restarts, timeout=timeout, output="none")
-    if fault is not None and fault.kind == "rank" and not 0 <= fault.target < spec.world_size:
-        raise ValueError(f"Fault target rank {fault.target}: this run has ranks 0..{spec.world_size - 1}")
+    for f in faults:
+        if f.kind == "rank" and not 0 <= f.target < spec.world_size:
+            raise ValueError(f"Fault target rank {f.target}: this run has ranks 0..{spec.world_size - 1}")
     spec.run_dir.mkdir(parents=True, exist_ok=True)
-    lab = _Elastic(spec, fault, keep_alive_s, show)
+    lab = _Elastic(spec, faults, keep_alive_s, show)
     started = time.time()
     deadline = lab.t0 + timeout
     timed_out = False
@@ -377,9 +408,11 @@ def run_elastic(args: Sequence[str], *, nproc: int = 2, nnodes: int = 1, max_res
     if returncode != 0:
         failure = diagnosis.diagnose(spec, result, diagnosis.Observed(timed_out=timed_out))
     result.save()
-    outcome = ElasticOutcome(result=result, fault=fault, every=every, steps=lab.steps, attempts=lab.attempts,
-                             events=lab.events, killed_at_s=lab.killed_at, killed_pids=tuple(lab.killed_pids),
-                             agent_returncodes=tuple(codes.values()), placement=_placement(spec))
+    outcome = ElasticOutcome(result=result, fault=faults[0] if faults else None, every=every, steps=lab.steps,
+                             attempts=lab.attempts, events=lab.events,
+                             killed_at_s=lab.kill_times[0] if lab.kill_times else None,
+                             killed_pids=tuple(lab.killed_pids), agent_returncodes=tuple(codes.values()),
+                             placement=_placement(spec), faults=tuple(faults), kill_times=tuple(lab.kill_times))
     if failure is not None and check:
         agents = [line for log in sorted(spec.run_dir.glob("**/agent*.log")) for line in diagnosis.tail(log, 8)]
         raise RecoveryError(f"{failure.message}\n--- last lines of the torchrun agents ---\n" + "\n".join(agents))

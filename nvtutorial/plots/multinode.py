@@ -15,32 +15,35 @@ if TYPE_CHECKING:
 
 
 def plot_recovery(outcomes: Mapping[str, ElasticOutcome]) -> tuple[Any, Any]:
-    """Steps done against time, one panel per fault: the first attempt, the kill, the restarted attempt.
+    """Steps done against time, one panel per run: each attempt, each kill, and the steps done twice.
 
-    The steps drawn twice (done before the kill, then again after the restart) are the steps lost;
-    the gap after the kill is the time to recover.
+    The steps drawn twice (done before a kill, then again after the restart) are the steps lost;
+    the gap after a kill is the time to recover. A run with several faults shows them all.
     """
-    fig, axes = figure(5 * len(outcomes), 3.8, ncols=len(outcomes), squeeze=False)
+    fig, axes = figure(9.0 * len(outcomes), 4.2, ncols=len(outcomes), squeeze=False)
     axes = axes[0]
     for ax, (name, o) in zip(axes, outcomes.items()):
-        attempts = sorted({a for _, a, _ in o.steps})
-        for a in attempts:
+        for a in sorted({a for _, a, _ in o.steps}):
             pts = [(t, s) for t, b, s in o.steps if b == a]
             ax.plot([t for t, _ in pts], [s for _, s in pts], ".", ms=4, color=f"C{a}",
                     label="first attempt" if a == 0 else f"after restart {a}")
-        if o.killed_at_s is not None:
-            ax.axvline(o.killed_at_s, color=COLOURS["exposed"], lw=1.2, ls="--", label="SIGKILL")
-        if o.resumed_from is not None and o.last_step_before_kill is not None and o.steps_lost:
-            ax.axhspan(o.resumed_from + 0.5, o.last_step_before_kill + 0.5, color=COLOURS["idle"], alpha=0.5,
-                       label=f"{o.steps_lost} steps done twice")
-        if o.recovery_s is not None and o.killed_at_s is not None:
-            ax.annotate(f"{o.recovery_s:.1f} s to the\nfirst new step", xy=(o.killed_at_s + o.recovery_s,
-                        (o.resumed_from or 0) + 1), xytext=(6, -28), textcoords="offset points", fontsize=8,
-                        arrowprops={"arrowstyle": "->", "lw": 0.8})
+        kills = range(len(o.kill_times)) if o.kill_times else ([0] if o.killed_at_s is not None else [])
+        for i in kills:
+            p = o.part(i) if o.kill_times else o
+            what = p.fault.kind if p.fault is not None else "kill"
+            ax.axvline(p.killed_at_s, color=COLOURS["exposed"], lw=1.2, ls="--",
+                       label="SIGKILL (rank or node)" if i == 0 else None)
+            if p.resumed_from is not None and p.last_step_before_kill is not None and p.steps_lost:
+                ax.axhspan(p.resumed_from + 0.5, p.last_step_before_kill + 0.5, color=COLOURS["idle"], alpha=0.5,
+                           label="steps done twice" if i == 0 else None)
+            if p.recovery_s is not None:
+                ax.annotate(f"{what} lost: {p.steps_lost} steps again,\n{p.recovery_s:.1f} s to the first new step",
+                            xy=(p.killed_at_s + p.recovery_s, (p.resumed_from or 0) + 1), xytext=(-120, -48),
+                            textcoords="offset points", fontsize=8, arrowprops={"arrowstyle": "->", "lw": 0.8})
         ax.set_title(name, fontsize=10)
         ax.set_xlabel("seconds since the agents started")
         ax.set_ylabel("steps completed (rank 0)")
-        ax.legend(fontsize=7, loc="upper left")
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.suptitle("Killed in the middle of training, brought back by torchrun from the last checkpoint")
     finish(fig, next(iter(outcomes.values())).where)
     return fig, axes
