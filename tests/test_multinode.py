@@ -27,6 +27,7 @@ from .test_notebooks import executed
 
 SIZES = {"steps": 20, "every": 6, "batch": 32, "samples": 1024, "features": 64, "hidden": 256, "layers": 3}
 KILL_AFTER = 9
+RESTART_ONCE = Path(__file__).resolve().parent / "scripts" / "restart_once.py"
 
 
 @pytest.fixture(scope="module")
@@ -63,6 +64,18 @@ def test_max_restarts_is_checked_and_reaches_torchrun(tmp_path):
     mine = launch.prepare(recovery.LESSON, nproc=1, backend="gloo", max_restarts=1, out=tmp_path / "m",
                           env={"TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "0"})
     assert launch.child_environment(mine)["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] == "0"  # the caller's word wins
+
+
+def test_the_launcher_lets_torchrun_restart_a_killed_rank(runs_dir):
+    """With max_restarts the launcher follows the restarted ranks (new pids) instead of ending the run
+    when one dies; the first attempt's failure is kept apart, not reported as the result."""
+    res = nvtutorial.run(RESTART_ONCE, nproc=2, max_restarts=1, backend="gloo", output="none", timeout=60)
+    assert res.ok and res.error is None
+    for rank in (0, 1):
+        log = res.log_files[rank].read_text()
+        assert f"attempt 0: rank {rank} all-reduced 2" in log and f"attempt 1: rank {rank} all-reduced 2" in log
+    assert not list(res.run_dir.glob("rank*.error.json"))
+    assert_no_process(res.run_dir)
 
 
 # --- one job, two nodes ----------------------------------------------------------------------------------
