@@ -94,15 +94,18 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=7, help="runs of each command (at least 5)")
     parser.add_argument("--backend", choices=("gloo", "nccl"), default="gloo")
+    parser.add_argument("--nproc", type=int, default=2, help="ranks of both commands (1 on a one-GPU machine)")
     parser.add_argument("--out", type=Path, default=Path("build/launch-overhead.json"))
     args = parser.parse_args(argv)
+    if args.nproc < 1:
+        parser.error("--nproc must be at least 1")
     if args.repeats < 5:
         parser.error("--repeats must be at least 5 (the medians need them)")
     work = Path(tempfile.mkdtemp(prefix="launch-overhead-"))
     bare_script = work / "bare_allreduce.py"
     bare_script.write_text(BARE.format(backend=args.backend))
-    ours = [*tool("nvtutorial", "nvtutorial.cli"), "run", "selftest", "--nproc", "2", "--backend", args.backend]
-    bare = [*tool("torchrun", "torch.distributed.run"), "--standalone", "--nproc-per-node", "2", str(bare_script)]
+    ours = [*tool("nvtutorial", "nvtutorial.cli"), "run", "selftest", "--nproc", str(args.nproc), "--backend", args.backend]
+    bare = [*tool("torchrun", "torch.distributed.run"), "--standalone", "--nproc-per-node", str(args.nproc), str(bare_script)]
     times: dict[str, list[float]] = {"nvtutorial": [], "torchrun": []}
     cpu: dict[str, list[float]] = {"nvtutorial": [], "torchrun": []}
     timed([*bare])  # warm the file cache for both (torch's libraries) before anything is counted
@@ -124,6 +127,7 @@ def main(argv: list[str] | None = None) -> int:
         "machine": machine(),
         "commands": {"nvtutorial": " ".join(ours), "torchrun": " ".join(bare)},
         "backend": args.backend,
+        "nproc": args.nproc,
         "seconds": times,
         "median_s": medians,
         "ratio": ratio,

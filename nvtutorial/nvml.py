@@ -273,7 +273,7 @@ def inventory() -> Inventory:
                 row = {}
                 for key, index in caps.items():
                     status = _nvml_call(pynvml.nvmlDeviceGetP2PStatus, handles[a], handles[b], index)
-                    row[key] = P2P_STATUS.get(status, f"code {status}") if status is not None else "not readable"
+                    row[key] = P2P_STATUS.get(status, f"code {status}") if status is not None else "no answer from NVML"
                 p2p[f"{a}-{b}"] = row
         raw_cuda = _nvml_call(pynvml.nvmlSystemGetCudaDriverVersion)
         return Inventory(

@@ -186,7 +186,7 @@ def test_collect_on_this_machine_without_initialising_cuda():
 
 def test_p2p_is_ok_when_nvml_cannot_read_one_capability():
     """On the reference VM NVML answers the read capability with an error but write and NVLink with OK."""
-    assert doctor._p2p_summary({"read": "not readable", "write": "OK", "nvlink": "OK", "atomics": "OK"}) == \
+    assert doctor._p2p_summary({"read": "no answer from NVML", "write": "OK", "nvlink": "OK", "atomics": "OK"}) == \
         "OK (write, nvlink, atomics)"
     assert doctor._p2p_summary({"read": "not supported", "write": "not supported"}) == "not supported"
     assert doctor._p2p_summary(None) is None

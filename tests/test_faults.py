@@ -445,3 +445,23 @@ def test_readme_fault_table_matches_the_campaign():
     assert not stale, f"the README's rows for {stale} are out of date: run the campaign, then scripts/fault_table.py"
     if missing:
         warnings.warn(f"the README's rows for {missing} were not checked: those cases did not run here", stacklevel=1)
+
+
+def test_a_sigkilled_rank_is_the_cause_when_its_peer_exits_first(tmp_path):
+    """The race CI once lost: rank 1 was SIGKILLed, rank 0 saw 'Connection reset by peer' and exited
+    first, so torchrun named rank 0 as its root cause. torchrun's report lists only ranks that had
+    already ended before it cleaned up, so rank 1's SIGKILL came from outside: it is the cause."""
+    from nvtutorial import diagnosis, launch
+
+    spec = launch.prepare(SUBJECT, nproc=2, backend="gloo", out=tmp_path / "run", args=["kill"])
+    spec.run_dir.mkdir()
+    (spec.run_dir / "agent.log").write_text((Path(__file__).parent / "data" / "agent-sigkill-peer-first.log").read_text())
+    (spec.run_dir / "rank0.error.json").write_text(json.dumps({
+        "rank": 0, "type": "RuntimeError", "time": 1.0, "traceback": "...",
+        "message": "[gloo/transport/tcp/pair.cc:537] Read error [127.0.0.1]:6071: Connection reset by peer."}))
+    for r in range(2):
+        (spec.run_dir / f"rank{r}.log").write_text(f"rank {r}/2 up: kill\n")
+    result = diagnosis.collect(spec, 1, 1.0, None)
+    failure = diagnosis.diagnose(spec, result, diagnosis.Observed())
+    assert failure is not None and failure.rank == 1 and failure.exc_type == "SIGKILL", str(failure)
+    assert "then rank 0 failed: RuntimeError" in str(failure)

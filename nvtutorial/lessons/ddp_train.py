@@ -52,7 +52,9 @@ def make_loaders(args, device):
     train_set = make_dataset(args.samples, args.image_size, seed=0)
     val_set = make_dataset(args.val_samples, args.image_size, seed=1)  # other images
     common = {"batch_size": args.batch_size, "num_workers": args.workers, "persistent_workers": args.workers > 0,
-              "pin_memory": device.type == "cuda"}  # pinned memory: the copy to the GPU overlaps compute
+              # pinned memory: .to(device, non_blocking=True) does not make the CPU wait; on the GPU the copy still
+              # runs in stream order, before the forward (overlapping it with compute needs a side stream)
+              "pin_memory": device.type == "cuda"}
     sampler = DistributedSampler(train_set, shuffle=True, seed=0)  # each rank a disjoint 1/world of the set
     train_loader = DataLoader(train_set, sampler=sampler, drop_last=True, **common)
     return train_loader, DataLoader(val_set, sampler=DistributedSampler(val_set, shuffle=False), **common)

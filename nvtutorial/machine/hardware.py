@@ -57,8 +57,12 @@ REFERENCE_MACHINE = "2× NVIDIA H200 SXM, NV18, driver 580.159.04, CUDA 13.0"
 """The machine whose saved outputs ship with the course (``nvtutorial/data/h200x2/``)."""
 
 
-REFERENCE_P2P = {"read": "not readable", "write": "OK", "nvlink": "OK", "atomics": "OK"}
+REFERENCE_P2P = {"read": "no answer from NVML", "write": "OK", "nvlink": "OK", "atomics": "OK"}
 """NVML's P2P answers between the reference machine's two GPUs (read live there, reference/h200x2/01_hardware.ipynb)."""
+
+REFERENCE_PCIE = {"pcie_gen": 5, "pcie_width": 16, "pcie_gen_max": 5, "pcie_width_max": 16}
+"""Each reference GPU's PCIe link, now and at most (read live there by NVML, reference/h200x2/01_hardware.ipynb);
+the saved ``nvidia-smi`` output does not give it."""
 
 REFERENCE_DATA = Path(__file__).resolve().parent.parent / "data" / "h200x2"
 """Saved outputs of the reference machine, shipped with the package (also the parsers' test fixtures)."""
@@ -114,7 +118,7 @@ def reference_inventory() -> Inventory:
         # HGX board (reference/h200x2/01_hardware.ipynb); nvidia-smi nvlink -s gives neither version nor far end
         links = tuple(NvLink(link=k, active=True, remote_gpu=None, version="4.0", speed_mbps=int(s * 1000))
                       for k, s in enumerate(speeds.get(g.index, [])))
-        detailed.append(dataclasses.replace(g, nvlinks=links))
+        detailed.append(dataclasses.replace(g, nvlinks=links, **REFERENCE_PCIE))
     p2p = {"0-1": dict(REFERENCE_P2P)} if len(gpus) == 2 else {}
     return Inventory(source=f"a saved output of the reference machine ({REFERENCE_MACHINE})", driver=driver,
                      cuda_driver=cuda, gpus=tuple(detailed), p2p=p2p)

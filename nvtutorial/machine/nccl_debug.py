@@ -1,7 +1,7 @@
 """Which transport NCCL really used, read from its ``NCCL_DEBUG=INFO`` lines; the NCCL variables explained.
 
 Used in notebooks 01 and 02. With ``NCCL_DEBUG=INFO`` (and ``NCCL_DEBUG_SUBSYS`` including
-``INIT``) every channel NCCL connects prints a line such as::
+``INIT``, as its default INIT,BOOTSTRAP,ENV does) every channel NCCL connects prints a line such as::
 
     NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM          (NVLink or PCIe peer-to-peer)
     NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/direct pointer (one process driving both GPUs)
@@ -170,27 +170,34 @@ class Variable:
 
 
 VARIABLES: tuple[Variable, ...] = (
-    Variable("NCCL_DEBUG", "how much NCCL logs", "WARN (default: only problems), INFO, TRACE (debug builds), VERSION",
+    Variable("NCCL_DEBUG", "how much NCCL logs", "VERSION, WARN, INFO, TRACE (debug builds); unset: nothing is printed "
+             "(NONE; set WARN to see why a call failed)",
              "INFO prints the version, the topology and one line per channel with its transport: the way to see "
              "what NCCL really uses; too chatty to leave on", ("all",)),
-    Variable("NCCL_DEBUG_SUBSYS", "which parts log at INFO", "INIT (default), COLL, P2P, SHM, NET, GRAPH, TUNING, ENV, ALL; "
-             "^X to exclude", "INIT,P2P,SHM,NET keeps the transport lines and drops the rest", ("all",)),
+    Variable("NCCL_DEBUG_SUBSYS", "which parts log at INFO", "INIT, BOOTSTRAP, ENV (these three are the "
+             "default), COLL, P2P, SHM, NET, GRAPH, TUNING, ALL; ^X to exclude",
+             "the default already prints the transport lines (INIT) and the '… set by environment' lines (ENV)", ("all",)),
     Variable("NCCL_P2P_DISABLE", "forbid the P2P transport (GPU reads/writes the peer's memory over NVLink or PCIe)",
-             "1 disables", "1 turns NVLink off for NCCL: traffic is staged through host memory (SHM), about 12× "
-             "slower on the reference 2× H200; nvidia-smi topo -m still shows NV18", ("P2P",)),
+             "1 disables", "1 turns NVLink off for NCCL: traffic is staged through host memory (SHM), 10.9× "
+             "slower at 256 MiB on the reference 2× H200 (notebook 02's A/B); nvidia-smi topo -m still shows NV18 "
+             "(it does not read NCCL's variables)", ("P2P",)),
     Variable("NCCL_P2P_LEVEL", "the farthest topology distance at which P2P is still used",
              "LOC (never), NVL (NVLink only), PIX, PXB, PHB, SYS (always)",
              "with NVLink the default already uses it; LOC has the same effect as NCCL_P2P_DISABLE=1", ("P2P",)),
     Variable("NCCL_SHM_DISABLE", "forbid the shared-host-memory transport", "1 disables",
-             "matters only when P2P is off or impossible; then NCCL falls back to sockets (about 100× slower "
-             "than NVLink on the reference machine)", ("SHM",)),
+             "matters only when P2P is off or impossible; then NCCL falls back to its network transport "
+             "(IB/RoCE if the machine has a NIC for it, else sockets; sockets on the reference machine, about 100× "
+             "slower than NVLink there: nccl-tests 3.05 against 330 GB/s at 1 GiB)", ("SHM",)),
     Variable("NCCL_IB_DISABLE", "forbid InfiniBand/RoCE verbs for the network transport", "1 disables (then sockets)",
              "none: one machine's GPUs talk over P2P/SHM, the network transport is not used", ("NET/IB",)),
     Variable("NCCL_NET_GDR_LEVEL", "the farthest NIC-to-GPU distance at which GPUDirect RDMA is used",
-             "LOC, PIX, PXB, PHB, SYS (older: 0–5)", "none: it only concerns a NIC reading GPU memory, between machines",
+             "LOC, PIX, PXB, PHB, SYS (older: 0–5)", "none between two GPUs of one machine: it concerns a NIC reading "
+             "and writing GPU memory directly (NCCL_NET_GDR_READ is the send-side switch); NCCL reads it only for a "
+             "NIC that supports GPUDirect RDMA",
              ("NET/IB",)),
     Variable("NCCL_ALGO", "force the collective algorithm", "Ring, Tree, CollnetDirect, CollnetChain, NVLS, NVLSTree, PAT "
-             "(lists allowed)", "with 2 GPUs ring and tree perform alike; forcing one only removes NCCL's choice",
+             "(lists allowed)", "forcing one removes NCCL's choice; whether ring and tree differ with 2 GPUs the course has "
+             "not measured (notebook 02, exercise 4)",
              ("all",)),
     Variable("NCCL_PROTO", "force the protocol", "LL, LL128, Simple (lists allowed)",
              "LL is fast for small messages, Simple for large ones; forcing one slows the other end of the sweep",

@@ -55,8 +55,9 @@ class Claim:
 CLAIMS: tuple[Claim, ...] = (
     Claim("C1", 3, "A week of training on one GPU became 58 hours on two GPUs with NVLink.",
           "A 2.9× speed-up from a second GPU is more than linear: two GPUs can at most double the work done per "
-          "second, so something else changed too (batch size, data pipeline). The course's script at a fixed per-GPU "
-          "batch ran 1.96× as fast on 2 H200s as on one.",
+          "second, so something else changed too (batch size, data pipeline). The course's UNet step at a fixed per-GPU "
+          "batch ran 1.96× as fast on 2 H200s as on one (the earlier `train` workload, against a separate 1-GPU "
+          "launch; the current ddp_train.py has not yet run on the reference).",
           "wrong", "2× H200 run", "03_ddp_training", "nvtutorial.report.training:verdict_c1"),
     Claim("C2", 1, "RTX 3090/4090, Tesla V100/A100 and Quadro RTX 8000 support NVLink.",
           "All of them but the RTX 4090, which has no NVLink connector; the RTX 3090 has a 4-link bridge, and a "
@@ -72,7 +73,8 @@ CLAIMS: tuple[Claim, ...] = (
           "wrong", "primary source", "02_environment", "nvtutorial.report.environment:claim_c4"),
     Claim("C5", 1, "Consumer NVLink has 1/4 of the professional bandwidth, yet is still 3–5× faster than PCIe.",
           "RTX 3090 NVLink carries about 56 GB/s per direction against about 32 GB/s for PCIe 4.0 x16: "
-          "about 1.8×, not 3–5× (and about 1/5 of an A100's NVLink).",
+          "about 1.8×, not 3–5×. The 1/4 depends on which professional card is meant: 0.19 of an A100's NVLink, "
+          "0.375 of a V100 SXM2's, 1.1× a Quadro RTX 8000's.",
           "wrong", "vendor data", "01_hardware", "nvtutorial.report.links:claim_c5"),
     Claim("C6", 2, "The cu117 wheel index gives 12 % more speed on AWS p4d.",
           "Not checkable (no setup is given, and no torch 2.11–2.14 is built for CUDA 11.7); today's wheels bundle "
@@ -80,7 +82,8 @@ CLAIMS: tuple[Claim, ...] = (
           "unverifiable", "primary source", "02_environment", "nvtutorial.report.environment:claim_c6"),
     Claim("C7", 2, "`NCCL_NET_GDR_LEVEL=3` and `NCCL_IB_DISABLE=1` help.",
           "They only concern NCCL's network transport; between two GPUs of one machine busbw is unchanged within "
-          "the noise, and NCCL does not even read NCCL_NET_GDR_LEVEL there.",
+          "the noise. NCCL reads NCCL_NET_GDR_LEVEL only for a NIC that supports GPUDirect RDMA: on the reference "
+          "(Socket only) it was never read, and with NCCL_IB_DISABLE=1 only sockets remain on any machine.",
           "wrong", "2× H200 run", "02_environment", "nvtutorial.report.lab:claim_c7"),
     Claim("C8", 3, "`torch.cuda.set_enabled_lms(True)` enables a low-memory mode.",
           "No such function exists in PyTorch (it belonged to IBM's PowerAI fork): calling it raises AttributeError.",
@@ -112,13 +115,14 @@ CLAIMS: tuple[Claim, ...] = (
           "wrong", "2× H200 run", "05_profiling", decided_by="nvtutorial.report.monitoring:verdict_c13"),
     Claim("C14", 4, "ResNet-50 on ImageNet: 1 GPU 58 min per epoch; 2 GPUs over PCIe 34 min (18 % communication); "
           "over NVLink 29 min (9 %).",
-          "Its shape depends on the model: for the course's DDP UNet on 2× H200 the gradient all-reduce hides "
-          "under the backward pass, so NVLink and host-staged transfers give the same step time within the noise; "
-          "only sockets are slower (1.7×).",
+          "Its shape depends on the model: for the course's DDP UNet on 2× H200 (the earlier `train` workload; "
+          "ddp_train.py has not yet run on the reference) the gradient all-reduce hid under the backward pass, so "
+          "NVLink and host-staged transfers gave the same step time within the noise; only sockets were slower (1.7×).",
           "partly", "2× H200 run", "03_ddp_training", "nvtutorial.report.training:verdict_c14"),
     Claim("C15", 4, "Memory per GPU halves with two GPUs (24 GB → 13 GB each).",
-          "Only when the per-GPU batch halves (a fixed global batch), and then to 0.53, not 0.5: weights, gradients "
-          "and optimizer state stay whole on every GPU. With a fixed per-GPU batch it stays the same.",
+          "Only when the per-GPU batch halves (a fixed global batch), and then to 0.53, not 0.5 (the UNet under the "
+          "earlier `train` workload on 2× H200): weights, gradients and optimizer state stay whole on every GPU. "
+          "With a fixed per-GPU batch it stays the same.",
           "partly", "2× H200 run", "03_ddp_training", "nvtutorial.report.training:verdict_c15"),
     Claim("C16", 4, "Above 15 % communication, compress gradients or raise the batch size.",
           "A heuristic whose input must be the time on the wire: a larger batch does hide more of it, but on the "

@@ -71,7 +71,8 @@ def troubleshooting(f: Facts, runtime_nccl: str | None, is_gpu: bool, p2p_ratio:
     if is_gpu and runtime_nccl:
         same = nccl_version_number(runtime_nccl) == nccl_version_number(torch_nccl)
         measured = (f"torch reports NCCL {torch_nccl}; the run loaded NCCL {runtime_nccl} (its NCCL_DEBUG lines): "
-                    + ("the same library. " if same else "a DIFFERENT library (LD_LIBRARY_PATH or LD_PRELOAD?). "))
+                    + ("the same version (a version string does not identify the file). " if same else
+                       "a DIFFERENT version (LD_LIBRARY_PATH or LD_PRELOAD?). "))
         nccl_status = "partly" if same else "holds"
     else:
         measured = "CPU simulation: gloo, no NCCL loaded. "
@@ -87,8 +88,8 @@ def troubleshooting(f: Facts, runtime_nccl: str | None, is_gpu: bool, p2p_ratio:
                     "activation memory); a smaller per-GPU batch, bf16 and the allocator's settings are others, "
                     "measured in the memory lessons (C19, C20). Not measured in this notebook.", {}, "primary source")]
     if is_gpu and p2p_ratio is not None:
-        measured = (f"nvidia-smi topo -m shows {topo_code or '?'} with and without NCCL_P2P_DISABLE=1, yet busbw fell "
-                    f"{p2p_ratio:.1f}× with it.")
+        measured = (f"nvidia-smi topo -m shows {topo_code or '?'} whatever NCCL_P2P_DISABLE says (it reads the hardware, "
+                    f"not NCCL's variables), yet busbw fell {p2p_ratio:.1f}× with it.")
         status = "partly" if p2p_ratio > 1.5 else "info"
     else:
         ref = f" On the reference 2× H200 the same switch costs {reference_ratio:.1f}× (saved nccl-tests)." if reference_ratio else ""

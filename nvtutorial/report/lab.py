@@ -57,16 +57,17 @@ def compare_paths(lab: Sequence[LabRun], base: str, other: str, size: int | None
 
 
 def lab_rows(lab: Sequence[LabRun]) -> list[dict[str, Any]]:
-    """One row per path: NCCL variables, transport read from its logs, busbw at its largest size,
-    and how many times faster the first path (default) was at that size."""
+    """One row per path: NCCL variables, transport read from its logs, busbw at its largest size, and how many
+    times faster the first path (default) was at the largest size both measured (given in its own column)."""
     rows = []
     for run in lab:
         size, value = at_size(run.rows)
-        ratio = lab_ratio(lab, lab[0].path.name, run.path.name)[0] if run is not lab[0] else None
+        ratio, common = lab_ratio(lab, lab[0].path.name, run.path.name) if run is not lab[0] else (None, None)
         rows.append({"path": run.path.name, "NCCL variables": " ".join(f"{k}={v}" for k, v in run.path.env.items()) or "—",
                      "transport (from NCCL_DEBUG)": run.transport.summary, "largest size": format_size(size),
                      "busbw there (GB/s)": round(value, 3),
-                     f"{lab[0].path.name} ÷ this": round(ratio, 2) if ratio is not None else None})
+                     "largest common size": format_size(common) if common else None,
+                     f"{lab[0].path.name} ÷ this, at the largest common size": round(ratio, 2) if ratio is not None else None})
     return rows
 
 
@@ -116,6 +117,21 @@ def claim_nvlink_vs_pcie(lab: Sequence[LabRun]) -> Verdict:
                    "about 1.8× by vendor figures.", {"ratio": c.ratio, "size": size}, lab[0].result.label)
 
 
+def grade_lab_ratio(prediction: float | None, lab: Sequence[LabRun]) -> Verdict:
+    """Grade a prediction of NVLink's busbw ÷ the host-staged path's (NCCL_P2P_DISABLE=1) against the lab, or
+    against the reference machine's saved nccl-tests where the lab did not run both paths on GPUs."""
+    from ..teach.predict import grade_number
+
+    measured = claim_nvlink_vs_pcie(lab)
+    ratio, size = measured.numbers["ratio"], measured.numbers["size"]
+    here = is_gpu(lab[0].result) and "P2P off" in _runs(lab)
+    return grade_number("NVLink ÷ host-staged", prediction, ratio, unit="×", where=measured.where,
+                        measured_name="Measured" if here else "The reference measured (saved nccl-tests)",
+                        explanation=f"At {format_size(size)}. Host-staged means each GPU copies over its own PCIe link "
+                                    "into pinned host memory and the other copies it out: two PCIe hops and a copy in "
+                                    "RAM, so it runs well below even one PCIe link's rate.")
+
+
 # --- Claim C7: the source's NCCL settings ----------------------------------------------------------------
 
 def c7_rows(ab: Sequence[LabRun], base: str = "default", other: str = "source's settings",
@@ -154,8 +170,9 @@ def claim_c7(ab: Sequence[LabRun], base: str = "default", other: str = "source's
         return Verdict("C7", "unverifiable", "the two runs have no size in common: nothing to compare", numbers, where)
     read = [k for k in b.path.env if k in b.transport.env_set]
     unread = [k for k in b.path.env if k not in b.transport.env_set]
-    log = (f"NCCL's log shows it read {', '.join(read) or 'neither'}" + (f" and never read {', '.join(unread)} (it reads "
-           "that only when it sets up a network connection)" if unread else "") + "; ")
+    log = (f"NCCL's log shows it read {', '.join(read) or 'neither'}" + (f" and never read {', '.join(unread)} (NCCL reads "
+           "NCCL_NET_GDR_LEVEL only for a NIC that supports GPUDirect RDMA, and with NCCL_IB_DISABLE=1 the only network "
+           "left on any machine is Socket, which has none)" if unread else "") + "; ")
     transports = f"transport {a.transport.summary} in both runs" if a.transport.summary == b.transport.summary else (
         f"transports {a.transport.summary} and {b.transport.summary}")
     control = ""

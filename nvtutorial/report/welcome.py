@@ -40,7 +40,8 @@ def grade_allreduce(prediction: str | None, values: Sequence[Any], where: str) -
                        {"held": held}, where)
     return grade_choice("all_reduce", prediction, answer, ALL_REDUCE_CHOICES, where=where,
                         explanation="dist.all_reduce sums by default (op=ReduceOp.SUM) and leaves the result on every "
-                                    "rank, in place: 1 + 2 = 3. Other ops: ReduceOp.MAX, MIN, PRODUCT and, with NCCL, AVG.")
+                                    "rank, in place: 1 + 2 = 3. Other ops include ReduceOp.MAX, MIN, PRODUCT, "
+                                    "AVG (NCCL only), PREMUL_SUM and the bitwise BAND, BOR, BXOR.")
 
 
 def crash(error: Any, expected_rank: int = 1, expected_type: str = "RuntimeError", where: str | None = None) -> Verdict:
@@ -94,6 +95,31 @@ def hang(cell: Any, backend: str, stuck_rank: int = 0) -> Verdict:
                        "freed and kept.", numbers, where)
     return Verdict("a hanging rank", "fail", f"Expected rank {stuck_rank} stuck at a line with `{expected}` and the "
                    f"others done; got reason {cell.reason}, line {line!r}, others {others}.", numbers, where)
+
+
+HANG_CHOICES = {"a": "inside dist.all_reduce", "b": "at the .item() that needs the result",
+                "c": "nowhere: the cell does not hang"}
+"""Notebook 00's prediction for the hang: where rank 0 waits when rank 1 never calls the collective."""
+
+
+def grade_hang(prediction: str | None, cell: Any, backend: str, stuck_rank: int = 0) -> Verdict:
+    """Grade where the learner said rank 0 would wait against the line its stack showed at the deadline."""
+    stuck = {o.rank: o for o in cell.outcomes}.get(stuck_rank)
+    line = stuck_line(stuck.stack) if stuck is not None else None
+    where = "GPUs, NCCL" if backend == "nccl" else "CPU, gloo: a simulation, not a GPU measurement"
+    if cell.reason != "timeout":
+        answer = "c"
+    elif line is not None and "all_reduce(" in line:
+        answer = "a"
+    elif line is not None and ".item()" in line:
+        answer = "b"
+    else:
+        return Verdict("where rank 0 waits", "info", f"Rank {stuck_rank} waited at {line!r}: none of the choices.",
+                       {"stuck_line": line}, where)
+    return grade_choice("where rank 0 waits", prediction, answer, HANG_CHOICES, where=where,
+                        explanation="With gloo a collective blocks its caller until it is done. With NCCL "
+                                    "dist.all_reduce only queues the work on the GPU and returns; the rank then "
+                                    "waits at the first line that needs the result on the host.")
 
 
 def _pids(run_dir: Any) -> list[int]:

@@ -22,13 +22,14 @@ class PredictionError(ValueError):
 
 def grade_number(key: str, prediction: float | None, measured: float, *, unit: str, where: str, explanation: str,
                  right_within: float = 0.25, close_within: float = 1.0, limit: float | None = None,
-                 limit_name: str = "physical limit") -> Verdict:
+                 limit_name: str = "physical limit", measured_name: str = "Measured") -> Verdict:
     """Grade a numeric prediction: ``right`` within ``right_within`` (relative), ``close`` within a
-    factor of ``1 + close_within``, else ``off``. ``limit`` (optional) is a bound no answer can pass."""
+    factor of ``1 + close_within``, else ``off``. ``limit`` (optional) is a bound no answer can pass;
+    ``measured_name`` introduces the measured value (say whose measurement it is when not this run's)."""
     if not (isinstance(measured, (int, float)) and math.isfinite(measured) and measured > 0):
         raise ValueError(f"{key}: the measured value must be a positive number, got {measured!r}")
     numbers: dict[str, Any] = {"prediction": prediction, "measured": measured, "unit": unit}
-    answer = f"Measured: {measured:.4g} {unit}. {explanation}"
+    answer = f"{measured_name}: {measured:.4g} {unit}. {explanation}"
     if prediction is None:
         return Verdict(key, "no answer", f"No prediction written (set it in the cell above and re-run). {answer}",
                        numbers, where)

@@ -1,0 +1,310 @@
+"""Notebook 08, the strategy ladder: every rung trains like one process, the memory model equals the counted
+bytes exactly, the byte formula equals the counted collectives, a sharded checkpoint resumes exactly, and the
+exercises' checkers accept their solutions and reject the known wrong answers with the right reason.
+
+One real run of the ladder (2 gloo ranks, a tiny model, every rung) backs most tests. The exercises' solutions
+and wrong answers are judged in one further 2-rank run of this file (``torchrun tests/test_ladder.py OUT``), and
+one solution once more the way a learner's code is, through ``teach.check``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+import nvtutorial
+from nvtutorial.report import ladder
+
+ROOT = Path(__file__).resolve().parent.parent
+TINY = {"vocab": 256, "seq_len": 32, "dim": 64, "heads": 4, "layers": 2, "mlp_ratio": 4}
+RUN = {"global_batch": 8, "steps": 4, "warmup": 0, "timed": 1, "repeats": 2, "profile_steps": 1}
+FIT_LAYERS = 5
+TOLERANCE = 1e-4
+
+
+@pytest.fixture(scope="module")
+def result(tmp_path_factory):
+    return nvtutorial.run("ladder", nproc=2, backend="gloo", timeout=600, output="none",
+                          out=tmp_path_factory.mktemp("ladder") / "run",
+                          params={**TINY, **RUN, "checkpoint": True, "fit_layers": FIT_LAYERS})
+
+
+@pytest.fixture(scope="module")
+def setup():
+    return ladder.Setup(**TINY, global_batch=RUN["global_batch"])
+
+
+# --- the memory model, without a run ------------------------------------------------------------
+
+
+def test_the_ladder_has_one_list_of_rungs():
+    from nvtutorial.lessons.ladder import rungs
+    from nvtutorial.workloads import ladder as workload
+
+    assert tuple(rungs.RUNGS) == ladder.RUNGS == workload.RUNG_NAMES
+
+
+def test_model_state_per_parameter_for_each_rung(setup):
+    shapes = setup.shapes()
+    n, tensors = sum(math.prod(s) for _, s in shapes), len(shapes)
+    ddp = ladder.model_state("ddp", shapes, 2, 0)
+    assert ddp == {"params": 4 * n, "grads": 4 * n, "optimizer": 8 * n + 4 * tensors}
+    for rung in ladder.FSDP:  # every dimension 0 of this model is even: exact halves
+        assert ladder.model_state(rung, shapes, 2, 1) == {"params": 2 * n, "grads": 2 * n, "optimizer": 4 * n + 4 * tensors}
+    zero1 = [ladder.model_state("zero1", shapes, 2, r)["optimizer"] for r in (0, 1)]
+    assert sum(zero1) == ddp["optimizer"] and zero1[0] != zero1[1]  # whole tensors, shared unevenly
+    tp = ladder.model_state("tensor_parallel", shapes, 2, 0)["params"]
+    split = sum(math.prod(s) for name, s in shapes if ladder.tp_dim(name) is not None)
+    assert tp == 4 * (n - split // 2)
+
+
+def test_a_world_of_one_shards_nothing(setup):
+    """Notebook 08's one-GPU cell runs rungs in a world of one: every rung then holds DDP's whole model state."""
+    one = dataclasses.replace(setup, world=1)
+    shapes = one.shapes()
+    ddp = ladder.model_state("ddp", shapes, 1, 0)
+    for rung in ladder.RUNGS:
+        assert ladder.model_state(rung, shapes, 1, 0) == ddp, rung
+    assert ladder.rank_memory(one, "fsdp_checkpointing", 0).activations < ladder.rank_memory(one, "ddp", 0).activations
+
+
+def test_chunk_rows_follows_torch_chunk():
+    import torch
+
+    for rows in (1, 2, 5, 7, 64):
+        for world in (2, 3, 4):
+            parts = torch.arange(rows).chunk(world)
+            got = [ladder.chunk_rows(rows, world, r) for r in range(world)]
+            assert got == [len(p) for p in parts] + [0] * (world - len(parts))
+
+
+@pytest.mark.parametrize("local_batch", [4, 8])
+def test_activation_formula_equals_what_autograd_saves(local_batch, setup):
+    """The saved tensors of one forward pass of the plain model (parameters left out), counted by storage."""
+    import torch
+
+    from nvtutorial.models import transformer
+
+    cfg = setup.config()
+    model = transformer.build(cfg)
+    params = {p.untyped_storage().data_ptr() for p in model.parameters()}
+    saved = {}
+
+    def pack(t):
+        storage = t.untyped_storage()
+        if storage.data_ptr() not in params:
+            saved[storage.data_ptr()] = storage.nbytes()
+        return t
+
+    tokens = transformer.batch(0, setup.global_batch, cfg)[:local_batch]  # a slice of the global batch
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        transformer.loss_fn(model, tokens)
+    rung = "ddp" if local_batch == setup.global_batch // setup.world else "tensor_parallel"
+    if rung == "tensor_parallel":  # the whole batch, nothing split: the formula with one rank
+        setup = dataclasses.replace(setup, world=1)
+    assert sum(saved.values()) == ladder.activations(setup, rung)
+
+
+def test_largest_model_is_the_last_that_fits(setup):
+    one = dataclasses.replace(setup, layers=1).shapes()
+    budget, host = 6e6, 1e9
+    for rung in ladder.RUNGS:
+        layers = ladder.largest(setup, rung, budget, host)
+        assert 0 < layers < ladder.LAYER_LIMIT
+
+        def peak(k, rung=rung):
+            s = dataclasses.replace(setup, layers=k)
+            return max(ladder.rank_memory(s, rung, r, ladder.with_layers(one, k)).device_peak for r in (0, 1))
+
+        assert peak(layers) <= budget < peak(layers + 1)
+    fit = ladder.fit_table(setup, budget, host)
+    assert fit.loc["fsdp_checkpointing", "layers"] > fit.loc["fsdp_zero3", "layers"] > fit.loc["ddp", "layers"]
+
+
+def test_with_layers_rebuilds_the_parameter_list(setup):
+    one = dataclasses.replace(setup, layers=1).shapes()
+    assert ladder.with_layers(one, 3) == dataclasses.replace(setup, layers=3).shapes()
+
+
+def test_bad_parameters_are_refused_before_launch():
+    with pytest.raises(nvtutorial.LaunchError, match="rungs"):
+        nvtutorial.launch.prepare("ladder", params={"rungs": "ddp,zero4"})
+    with pytest.raises(nvtutorial.LaunchError, match="init=meta"):
+        nvtutorial.launch.prepare("ladder", params={"rungs": "ddp", "init": "meta"})
+
+
+def test_link_comparison_applies_the_noise_rule():
+    def run(times):
+        rungs = [{"rung": r, "step_s": t} for r, t in times.items()]
+        return SimpleNamespace(label="test", ranks=[{"rungs": rungs}, {"rungs": rungs}])
+
+    direct = run({"ddp": [1.0, 1.01, 0.99], "tensor_parallel": [1.0, 1.02, 1.01]})
+    staged = run({"ddp": [1.0, 1.005, 1.01], "tensor_parallel": [1.6, 1.62, 1.61]})
+    statuses = {v.numbers["rung"]: v.status for v in ladder.link_verdicts(direct, staged)}
+    assert statuses == {"ddp": "no change", "tensor_parallel": "slower"}
+    assert ladder.needs_link_verdict(direct, staged).numbers["ratio"]["tensor_parallel"] == pytest.approx(1.61 / 1.01)  # medians
+
+
+def test_peak_verdict_compares_gpu_peaks_with_the_model(setup):
+    """GPU-only numbers, recomputed from a result of the same shape as a GPU run's (no GPU run is committed yet)."""
+    records = []
+    for rung in ladder.RUNGS:
+        model = max(ladder.rank_memory(setup, rung, r).device_peak for r in (0, 1))
+        records.append({"rung": rung, "peak_allocated": int(model * (1.10 if rung == "ddp" else 0.95))})
+    metrics = {"config": TINY, "global_batch": RUN["global_batch"], "world_size": 2, "rungs": records}
+    fake = SimpleNamespace(label="2x GPU (synthetic)", ranks=[metrics, metrics])
+    verdict = ladder.peak_verdict(fake)
+    assert verdict.status == "info"
+    assert verdict.numbers["gap"]["ddp"] == pytest.approx(0.10, abs=1e-6)
+    assert verdict.numbers["gap"]["tensor_parallel"] == pytest.approx(-0.05, abs=1e-6)
+
+
+# --- one real run of the ladder ------------------------------------------------------------------
+
+
+def test_every_rung_trains_like_one_process(result):
+    verdict = ladder.loss_verdict(result, TOLERANCE)
+    assert verdict.status == "pass", verdict.text
+    assert set(verdict.numbers["max_abs_diff"]) == set(ladder.RUNGS)
+    assert all(d < 1e-5 for d in verdict.numbers["max_abs_diff"].values())
+    reference = result.ranks[0]["reference"]
+    assert len(reference) == RUN["steps"] and reference[-1] < reference[0]  # it learns
+
+
+def test_memory_model_equals_the_counted_bytes_exactly(result, setup):
+    assert ladder.memory_verdict(result).status == "pass"
+    shapes = setup.shapes()
+    for rung in ladder.RUNGS:
+        for rank in (0, 1):
+            held = ladder.rung_record(result, rank, rung)["held"]
+            model = ladder.model_state(rung, shapes, 2, rank)
+            assert {k: held[k] for k in model} == model, (rung, rank)
+    assert ladder.counted_state(result, "fsdp_zero3", 0) < ladder.counted_state(result, "zero1", 0) \
+        < ladder.counted_state(result, "ddp", 0)
+
+
+def test_counted_collectives_equal_the_formula(result, setup):
+    verdict = ladder.bytes_verdict(result)
+    assert verdict.status == "pass", verdict.text
+    factors = verdict.numbers["factors"]
+    assert factors["ddp"] == 1.0 and factors["fsdp_zero2"] == pytest.approx(1.0)
+    total = sum(4 * math.prod(s) for _, s in setup.shapes())
+    blocks = sum(4 * math.prod(s) for n, s in setup.shapes() if n.startswith("blocks."))
+    for rung in ("fsdp_zero3", "fsdp_checkpointing", "fsdp_offload"):
+        assert factors[rung] == pytest.approx((2 * total + blocks) / (2 * total))
+    assert 1.45 < factors["zero1"] < 1.55  # DDP's all-reduce plus a broadcast of what each rank owns
+    kinds = {rung: set(ladder.rung_record(result, 0, rung)["collectives"]) for rung in ladder.RUNGS}
+    assert kinds["ddp"] == {"all_reduce"} and kinds["zero1"] == {"all_reduce", "broadcast"}
+    assert kinds["fsdp_zero3"] == {"all_gather", "reduce_scatter"} and kinds["tensor_parallel"] == {"all_reduce"}
+    calls = ladder.rung_record(result, 0, "tensor_parallel")["collectives"]["all_reduce"]["calls"]
+    assert calls == 6 * TINY["layers"]
+
+
+def test_sharded_checkpoint_resumes_to_the_same_weights(result):
+    verdict = ladder.checkpoint_verdict(result)
+    assert verdict.status == "pass", verdict.text
+    assert verdict.numbers["resume_max_weight_diff"] == 0 and verdict.numbers["single_process_max_weight_diff"] == 0
+    files = {p.name for p in (result.run_dir / "checkpoint").iterdir()}
+    assert ".metadata" in files and "full.pt" in files and any(f.endswith(".distcp") for f in files)
+
+
+def test_the_largest_model_ran_with_the_modelled_state(result):
+    verdict = ladder.fit_verdict(result, 8e6)
+    assert verdict.status == "pass", verdict.text
+    assert verdict.numbers["layers"] == FIT_LAYERS and verdict.numbers["state_exact"]
+
+
+def test_tables_and_figures_from_the_run(result, setup):
+    from nvtutorial import tracesplit
+    from nvtutorial.plots import ladder as plots
+
+    times = ladder.time_table(result, tracesplit.split)
+    assert list(times.index) == [ladder.LABELS[r] for r in ladder.RUNGS]
+    assert (times["exposed (ms)"] >= 0).all() and (times["step (ms)"] > 0).all()
+    assert ladder.peak_verdict(result).status == "info"  # no device allocator on the CPU
+    assert (ladder.memory_check_table(result)["counted − model (bytes)"] == 0).all()
+    for fig, _ in (plots.memory_bars(setup, result), plots.loss_differences(result, TOLERANCE),
+                   plots.bytes_bars(ladder.bytes_table(result), result),
+                   plots.fit_bars(ladder.fit_table(setup, 6e6, 1e9), result, "6 MB")):
+        assert any("simulation" in t.get_text() for t in fig.texts)  # where it was measured
+
+
+def test_lesson_script_runs_as_it_says(tmp_path, setup):
+    """``torchrun ... train.py --rung tensor_parallel`` prints the losses of the one-process reference."""
+    from nvtutorial.lessons.ladder.train import train
+
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+                           str(ROOT / "nvtutorial/lessons/ladder/train.py"), "--rung", "tensor_parallel", "--steps", "2"],
+                          capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path, check=False)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    losses = [float(line.rsplit(" ", 1)[1]) for line in proc.stdout.splitlines() if line.startswith("tensor_parallel step")]
+    import torch
+
+    reference = train("single", setup.config(), 2, 8, torch.device("cpu"))
+    assert losses == pytest.approx(reference, abs=TOLERANCE)
+
+
+# --- the exercises -------------------------------------------------------------------------------
+
+EXERCISES = ("ladder_fsdp", "ladder_tp")
+
+
+def test_exercise_solution_passes_as_the_learners_code_does(tmp_path, monkeypatch):
+    """The learner's path: the function's source, run by the ``exercise`` workload on 2 ranks."""
+    from nvtutorial.exercises import ladder_fsdp
+    from nvtutorial.teach import check
+
+    monkeypatch.setenv("NVTUTORIAL_RUNS_DIR", str(tmp_path))
+    outcome = check.check("ladder_fsdp", ladder_fsdp.shard)
+    assert outcome.passed, outcome.reason
+
+
+def test_exercise_checkers_pass_solutions_and_fail_wrong_answers(tmp_path):
+    """Both exercises' solutions and every known wrong answer, judged on 2 gloo ranks in one run of this file
+    the way ``check.check_ranks`` judges a ``%%ranks`` cell's function (no workload context)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+                           __file__, str(tmp_path)], capture_output=True, text=True, timeout=300, env=env, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    from nvtutorial.exercises import ladder_fsdp, ladder_tp
+
+    for rank in (0, 1):
+        judged = json.loads((tmp_path / f"rank{rank}.json").read_text())
+        for module in (ladder_fsdp, ladder_tp):
+            name = module.__name__.rsplit(".", 1)[1]
+            passed, reason = judged[f"{name}: solution"]
+            assert passed, (name, reason)
+            for key, (_, words) in module.WRONG.items():
+                passed, reason = judged[f"{name}: {key}"]
+                assert not passed and words in reason, (name, key, reason)
+
+
+def _judge_wrong_answers(out: Path) -> None:
+    """Rank side of the test above (``torchrun --nproc-per-node 2 tests/test_ladder.py OUT``)."""
+    import importlib
+
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo")
+    rank = dist.get_rank()
+    judged = {}
+    for name in EXERCISES:
+        module = importlib.import_module(f"nvtutorial.exercises.{name}")
+        for key, (candidate, _) in {"solution": (module.SOLUTION, ""), **module.WRONG}.items():
+            judged[f"{name}: {key}"] = module.check_on_rank(candidate, None)  # as %%ranks calls it
+            dist.barrier()
+    (out / f"rank{rank}.json").write_text(json.dumps(judged))
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    _judge_wrong_answers(Path(sys.argv[1]))
