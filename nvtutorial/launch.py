@@ -111,6 +111,8 @@ class LaunchSpec:
     """The script's arguments."""
     warnings: tuple[str, ...] = ()
     """What the guards allowed only because of ``allow_oversubscribe``; printed when the run starts."""
+    max_restarts: int = 0
+    """torchrun's ``--max-restarts``: times each agent starts its ranks again after one fails (notebook 09)."""
     startup_timeout: float = STARTUP_TIMEOUT_S
     """Seconds the ranks may take to come up; ``timeout`` counts from when every rank is up."""
 
@@ -144,6 +146,8 @@ class LaunchSpec:
                     "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", self.run_dir.name,
                     # node 0 hosts the rendezvous store: a taken port then fails fast instead of hanging
                     "--rdzv-conf", f"is_host={int(node == 0)}"]
+        if self.max_restarts:
+            cmd += ["--max-restarts", str(self.max_restarts)]
         return cmd + ["--nproc-per-node", str(self.nproc), "--monitor-interval", "0.1", *self.program()]
 
     def cluster_commands(self, endpoint: str = "$HEAD_NODE:29400", job_id: str = "nvtutorial") -> list[str]:
@@ -164,7 +168,8 @@ class LaunchSpec:
         lines = []
         for node in range(self.nnodes):
             words = ["torchrun", "--nnodes", str(self.nnodes), "--nproc-per-node", str(self.nproc),
-                     "--rdzv-backend", "c10d", "--rdzv-endpoint", endpoint, "--rdzv-id", job_id, *program]
+                     "--rdzv-backend", "c10d", "--rdzv-endpoint", endpoint, "--rdzv-id", job_id,
+                     *(["--max-restarts", str(self.max_restarts)] if self.max_restarts else []), *program]
             lines.append(" ".join(w if w == endpoint else shlex.quote(w) for w in words))
         return lines
 
@@ -259,7 +264,7 @@ def is_script(target: str) -> bool:
 def prepare(target: str | os.PathLike[str], *, nproc: int = 2, backend: Backend = "auto", params: Any = None,
             args: Sequence[str] | None = None, timeout: float | None = 600.0, env: Mapping[str, Any] | None = None,
             out: str | os.PathLike[str] | None = None, output: Output = "rank0", pg_timeout: float | None = None,
-            nnodes: int = 1, allow_oversubscribe: bool = False) -> LaunchSpec:
+            nnodes: int = 1, allow_oversubscribe: bool = False, max_restarts: int = 0) -> LaunchSpec:
     """Check everything about a run before it starts; raises :class:`LaunchError` on bad input.
 
     ``target`` is a workload's name or the path of a ``.py`` script.
@@ -293,6 +298,9 @@ def prepare(target: str | os.PathLike[str], *, nproc: int = 2, backend: Backend 
         args = ()
     _whole("nproc", nproc)
     _whole("nnodes", nnodes)
+    if not isinstance(max_restarts, int) or isinstance(max_restarts, bool) or max_restarts < 0:
+        raise LaunchError(f"max_restarts={max_restarts!r}: give how many times torchrun may restart the ranks "
+                          f"(0 or more)")
     for name, value in (("timeout", timeout), ("pg_timeout", pg_timeout)):
         if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
                                   or not math.isfinite(value) or value <= 0):
@@ -319,13 +327,13 @@ def prepare(target: str | os.PathLike[str], *, nproc: int = 2, backend: Backend 
         raise LaunchError(str(exc)) from None
     return LaunchSpec(workload=workload, params=parsed, nproc=nproc, backend=resolved, timeout=timeout,
                       env=overrides, run_dir=run_dir, output=output, pg_timeout=pg_timeout, nnodes=nnodes,
-                      script=script, args=tuple(args), warnings=tuple(warned))
+                      script=script, args=tuple(args), warnings=tuple(warned), max_restarts=max_restarts)
 
 
 def run(target: str | os.PathLike[str], *, nproc: int = 2, backend: Backend = "auto", params: Any = None,
         args: Sequence[str] | None = None, timeout: float | None = 600.0, env: Mapping[str, Any] | None = None,
         out: str | os.PathLike[str] | None = None, output: Output = "rank0", pg_timeout: float | None = None,
-        nnodes: int = 1, allow_oversubscribe: bool = False, check: bool = True) -> RunResult:
+        nnodes: int = 1, allow_oversubscribe: bool = False, check: bool = True, max_restarts: int = 0) -> RunResult:
     """Run a workload, or a ``.py`` script, on ``nproc`` processes (per node) and return its :class:`RunResult`.
 
     ``target``: a workload's name (``nvtutorial list``) or a script's path; ``params``: a dict (or
@@ -333,12 +341,13 @@ def run(target: str | os.PathLike[str], *, nproc: int = 2, backend: Backend = "a
     run only (the rest of the environment passes through); ``output``: which ranks' lines to
     show; ``pg_timeout``: the process group's collective timeout in seconds; ``nnodes``: emulated
     nodes, one torchrun agent each; ``allow_oversubscribe``: start even with more ranks than the
-    cores or the memory hold (:mod:`nvtutorial.guards`). With ``check`` (the default) a failed run
-    raises :class:`RunFailed`; otherwise the result carries the error.
+    cores or the memory hold (:mod:`nvtutorial.guards`); ``max_restarts``: torchrun restarts the
+    ranks after a failure this many times (a rank that dies is then not the end of the run). With
+    ``check`` (the default) a failed run raises :class:`RunFailed`; otherwise the result carries the error.
     """
     spec = prepare(target, nproc=nproc, backend=backend, params=params, args=args, timeout=timeout, env=env,
                    out=out, output=output, pg_timeout=pg_timeout, nnodes=nnodes,
-                   allow_oversubscribe=allow_oversubscribe)
+                   allow_oversubscribe=allow_oversubscribe, max_restarts=max_restarts)
     return execute(spec, check=check)
 
 
@@ -354,6 +363,11 @@ def child_environment(spec: LaunchSpec) -> dict[str, str]:
         # The CPU simulation must not see a GPU: torch code that checks torch.cuda.is_available()
         # (PowerSGD's hook synchronises the GPU) would otherwise touch it from CPU ranks.
         env["CUDA_VISIBLE_DEVICES"] = ""
+    if spec.max_restarts:
+        # torchrun shares its rendezvous TCPStore with the ranks (recent torch), and every attempt
+        # writes the same keys: a restarted rank can read the dead attempt's address and fail to
+        # connect (pytorch/pytorch#135712). One store per restart avoids it (notebook 09 shows it).
+        env["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] = "1"
     env.update(spec.env)
     return env
 
@@ -506,14 +520,16 @@ class _Run:
         run_dir = self.spec.run_dir
         for rank in range(self.spec.world_size):
             proc = self.workers.get(rank)
-            if proc is None:
+            if proc is None or (self.spec.max_restarts and not _alive(proc)):  # a restarted rank: a new pid
                 try:
-                    proc = psutil.Process(int((run_dir / f"rank{rank}.pid").read_text().strip()))
-                    if proc.create_time() >= self.started_at - 1:
-                        self.workers[rank] = proc
+                    fresh = psutil.Process(int((run_dir / f"rank{rank}.pid").read_text().strip()))
+                    if fresh.create_time() >= self.started_at - 1 and (proc is None or fresh.pid != proc.pid):
+                        self.workers[rank] = fresh
+                        self.seen.vanished.pop(rank, None)
+                        continue
                 except (ValueError, psutil.Error, OSError):
                     pass
-            elif rank not in self.seen.vanished and not _alive(proc) and not any(
+            if proc is not None and rank not in self.seen.vanished and not _alive(proc) and not any(
                     (run_dir / f"rank{rank}.{kind}").exists() for kind in ("json", "error.json")):
                 self.seen.vanished[rank] = time.time()
         if time.perf_counter() - self.tree_at > 2.0:  # a scan of the process table: kept for the clean-up
@@ -546,8 +562,9 @@ class _Run:
                 self.folder_lost = True
             if self.folder_lost:
                 break
-            if self.failure_seen is None and (self.seen.vanished or any(spec.run_dir.glob("rank*.error.json"))
-                                              or any(a.poll() not in (None, 0) for a in self.agents)):
+            # with restarts, a lost rank is torchrun's to handle: only an agent that gives up ends the run
+            lost = not spec.max_restarts and (self.seen.vanished or any(spec.run_dir.glob("rank*.error.json")))
+            if self.failure_seen is None and (lost or any(a.poll() not in (None, 0) for a in self.agents)):
                 self.failure_seen = now
             if self.failure_seen is not None and now - self.failure_seen > FAILURE_GRACE_S:
                 self.dump_stacks()  # where the surviving ranks were when one failed
@@ -666,6 +683,9 @@ def execute(spec: LaunchSpec, check: bool = True) -> RunResult:
         if previous_sigterm is not None:
             signal.signal(signal.SIGTERM, previous_sigterm)
     wall = time.perf_counter() - run.t0
+    if spec.max_restarts and run.returncode == 0 and not run.interrupted:
+        for stale in spec.run_dir.glob("rank*.error.json"):  # errors of attempts that torchrun restarted
+            stale.replace(stale.with_name(stale.name.replace(".error.json", ".error.earlier.json")))
     for leftover in spec.run_dir.glob(".rank*.tmp"):  # a rank killed (SIGKILL) while it wrote a result
         leftover.unlink(missing_ok=True)
     result = diagnosis.collect(spec, run.returncode, wall, run.first_output)
