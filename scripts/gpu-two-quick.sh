@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# A short first look at two GPUs (when little device time is left): run from the repository root.
+#
+#   scripts/gpu-two-quick.sh OUT_DIR
+#
+# 1. the test suite's two-GPU tests (NCCL selftest, the hang at the first use of the result, the
+#    %%ranks hang recovered, the transport and NVLink counters, the memory lesson);
+# 2. benchmarks/ranks_bench.py on two NCCL ranks (a warm %%ranks cell, the cold start);
+# 3. notebook 08 with the small (ci) sizes on both GPUs (FSDP2, tensor parallel, DCP on NCCL).
+# Each writes into OUT_DIR as soon as it ends, so what finished comes back if the time runs out.
+set -uo pipefail
+out=${1:?usage: scripts/gpu-two-quick.sh OUT_DIR}
+mkdir -p "$out"
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
+PY=${PYTHON:-python3}
+if [ -d .whl ] && ! $PY -c "import papermill" 2>/dev/null; then
+    $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
+        $(ls .whl/*.whl | grep -v '/nvtutorial-') || exit 1
+    export PYTHONPATH=$PWD:/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+else
+    export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
+fi
+{
+    date -u
+    nvidia-smi --query-gpu=name,memory.total,driver_version,pci.bus_id --format=csv
+    nvidia-smi topo -m
+    $PY -c "import torch, platform; print('python', platform.python_version(), 'torch', torch.__version__, 'cuda', torch.version.cuda, 'nccl', torch.cuda.nccl.version(), 'gpus', torch.cuda.device_count())"
+    echo "cores: $(nproc)"
+    echo "commit: ${COURSE_COMMIT:-unknown}"
+} > "$out/machine.txt" 2>&1
+cat "$out/machine.txt"
+t0=$SECONDS
+timeout -k 5 110 $PY -m pytest -q -p no:cacheprovider -rA --timeout 100 \
+    "tests/test_launcher.py::test_selftest_on_two_gpus_with_nccl" \
+    "tests/test_claims_hardware.py::test_the_hang_on_two_gpus_waits_at_the_first_use_of_the_result" \
+    "tests/test_ranks.py::test_nccl_all_reduce_and_a_hang_recovered_on_two_gpus" \
+    "tests/test_bandwidth.py::test_on_two_gpus_the_logs_name_the_transport_and_the_counters_match_the_ring" \
+    "tests/test_pitfalls.py::test_memory_lesson_fits_with_the_fixes" > "$out/tests-2gpu.log" 2>&1
+echo "tests rc=$? $((SECONDS - t0)) s" | tee -a "$out/steps.txt"; tail -n 12 "$out/tests-2gpu.log"
+t0=$SECONDS
+timeout -k 5 70 $PY benchmarks/ranks_bench.py --backend nccl --nproc 2 --repeats 20 --cold 1 --launcher-runs 1 \
+    --out "$out/ranks-nccl-2gpu.json" > "$out/ranks-bench.log" 2>&1
+echo "ranks_bench rc=$? $((SECONDS - t0)) s" | tee -a "$out/steps.txt"; tail -n 12 "$out/ranks-bench.log"
+t0=$SECONDS
+work=$(mktemp -d)
+timeout -k 5 100 $PY -m nvtutorial.cli course --profile ci --only 08 --out "$work/c08" > "$work/c08.log" 2>&1
+echo "nb08_ci rc=$? $((SECONDS - t0)) s" | tee -a "$out/steps.txt"; grep -v WARNING "$work/c08.log" | tail -n 5
+tar -C "$work" -czf "$out/nb08-ci-2gpu.tar.gz" --exclude='*.pt' --exclude='*.distcp' --exclude='*.json.gz' \
+    --exclude='*.pt.trace.json*' --exclude='checkpoint*' . 2>/dev/null
+ls -la "$out"
