@@ -183,33 +183,55 @@ def verdict_overhead(res: Any) -> Verdict:
 
 def verdict_trust(res: Any) -> Verdict:
     """Whether the split's exposed communication is larger than the time the profiler itself adds
-    (``numbers["trustworthy"]``; the status is ``info``: a reading of the run, not a check that failed).
+    (``numbers["trustworthy"]``: True, False, or None when the noise cannot tell).
 
     Where the profiler slows a rank's step by more than the exposed communication it reports
     there, that figure cannot be read as the cost of communication: the profiler's own work on
-    the host shifts when each rank reaches the collectives.
+    the host shifts when each rank reaches the collectives. Where ``compare`` finds the overhead
+    within the noise, the overhead is not measured (not zero): the rank's exposed communication
+    must then exceed the largest overhead the noise allows (noise × the plain step), or the
+    status is ``undecided``. Otherwise ``info``: a reading of the run, not a check that failed.
     """
     comps = _overhead_comparisons(res)
-    added, exposed, fails = [], [], []
+    added, bound, exposed, fails, unsure = [], [], [], [], []
     for rank, (m, c) in enumerate(zip(res.ranks, comps)):
         sp = m.get("split") or {}
         over = m["step_ms_profiled"] - m["step_ms"]
-        if c is not None and c.status == "no change":
-            over = 0.0  # within the noise
+        exp = sp.get("exposed_ms", float("nan"))
         added.append(over)
-        exposed.append(sp.get("exposed_ms", float("nan")))
-        if not over < exposed[-1]:
-            fails.append(rank)
-    numbers = {"overhead_ms": added, "exposed_ms": exposed, "ranks_failing": fails, "trustworthy": not fails}
+        exposed.append(exp)
+        if c is not None and c.status == "no change":  # unmeasured: anything up to the noise bound
+            limit = max(over, c.noise * c.baseline)
+            bound.append(limit)
+            if not exp > limit:
+                unsure.append(rank)
+        else:
+            bound.append(over)
+            if not over < exp:
+                fails.append(rank)
+    numbers = {"overhead_ms": added, "overhead_bound_ms": bound, "exposed_ms": exposed, "ranks_failing": fails,
+               "ranks_undecided": unsure, "trustworthy": False if fails else None if unsure else True}
+    noise = [f"rank {r}: {added[r]:+.2f} ms, noise ±{comps[r].noise:.0%} (up to {bound[r]:.2f} ms)"  # type: ignore[union-attr]
+             for r in unsure]
     if fails:
         text = (f"not a measure of the cost: the profiler adds {_fmt(added)} to the step, more than the exposed "
                 f"communication it reports on rank{'s' if len(fails) > 1 else ''} {', '.join(map(str, fails))} "
                 f"({_fmt(exposed)}). Read the trace for its structure (which kernels run, what overlaps, who waits for "
                 "whom), and the cost of communication from the A/B without the profiler")
+        if noise:
+            text += f"; on the other ranks its overhead is within the noise ({'; '.join(noise)})"
+        status = "info"
+    elif unsure:
+        text = (f"undecided: the profiler's overhead ({'; '.join(noise)}) cannot be told apart from zero or from the "
+                f"exposed communication it reports ({_fmt(exposed)}). Read the trace for its structure, and the cost of "
+                "communication from the A/B without the profiler")
+        status = "undecided"
     else:
-        text = (f"the profiler adds {_fmt(added)}, less than the exposed communication it reports on every rank "
+        within = "" if bound == added else f" (within the noise: at most {_fmt(bound)})"
+        text = (f"the profiler adds {_fmt(added)}{within}, less than the exposed communication it reports on every rank "
                 f"({_fmt(exposed)})")
-    return Verdict("split trustworthy", "info", text, numbers, _where(res))
+        status = "info"
+    return Verdict("split trustworthy", status, text, numbers, _where(res))
 
 
 # --------------------------------------------------------------------------- A/B without the profiler
