@@ -161,7 +161,8 @@ CLAIMS: tuple[Claim, ...] = (
           "wrong", "CPU run", "07_custom_collectives", "nvtutorial.report.collectives:source_verdict"),
     Claim("C23", 6, "Sparse gradient exchange cuts communication by 85 % in segmentation.",
           "The UNet's gradients are about two-thirds non-zero: sending only the non-zeros moves 1.35× (int32 index "
-          "+ value) to 6.1× (the source's format) the dense bytes. Sparsity must be made (top-k), and then needs "
+          "+ value) to 6.1× (one int64 coordinate per dimension with each value, as a correct version of the "
+          "source's approach would need) the dense bytes. Sparsity must be made (top-k), and then needs "
           "error feedback.",
           "wrong", "2× H200 run", "07_custom_collectives", "nvtutorial.report.compression:density_verdict"),
 )
