@@ -63,11 +63,12 @@ def verdict_c13_from(sampler: Any, res: Any, traffic: Sequence[Mapping[str, Any]
     if not getattr(getattr(res, "env", None), "is_gpu", False):
         from .claims import claim
 
-        seen = f"dmon printed {', '.join(dmon_columns(sampler.dmon_text))}" if sampler.dmon_text else \
-            f"no dmon output ({sampler.reason or sampler.dmon_reason or 'no NVIDIA driver'})"
+        seen = ("so dmon, which printed " + ", ".join(dmon_columns(sampler.dmon_text)) + ", watched an idle GPU and "
+                "says nothing about an all-reduce") if sampler.dmon_text else \
+            f"and dmon did not run ({sampler.reason or sampler.dmon_reason or 'no NVIDIA driver'})"
         return Verdict("C13", "unverifiable",
-                       f"not checked here: the all-reduce probe ran on the CPU (gloo), so dmon ({seen}) watched an "
-                       f"idle GPU and says nothing about an all-reduce. On the 2× H200 reference: {claim('C13').finding}",
+                       f"not checked here: the all-reduce probe ran on the CPU (gloo), {seen}. On the 2× H200 "
+                       f"reference: {claim('C13').finding}",
                        {"dmon_columns": dmon_columns(sampler.dmon_text) if sampler.dmon_text else [],
                         "nvlink_sent_bytes": [], "sm_during_probe": None}, res.label)
     probe = res.metrics.get("probe") or {}
