@@ -364,6 +364,9 @@ def test_probe_traffic_and_the_c13_verdict():
     res.env = types.SimpleNamespace(is_gpu=False)
     cpu = monitoring.verdict_c13_from(t, res, rows)
     assert cpu.status == "unverifiable" and cpu.numbers["sm_during_probe"] is None and "idle GPU" in cpu.text
+    t.dmon_text, t.dmon_reason = "", "nvidia-smi not found"
+    nodriver = monitoring.verdict_c13_from(t, res, rows)
+    assert nodriver.status == "unverifiable" and "idle GPU" not in nodriver.text and "nvidia-smi not found" in nodriver.text
     assert monitoring.verdict_c13(DMON + "", [2**30]).status == "wrong"
     assert monitoring.verdict_c13("# gpu sm nvlrx\n# Idx % MB/s\n 0 1 2\n", [2**30]).status == "holds"
     none = monitoring.verdict_c13("", [], reason="NVML is unavailable here")
