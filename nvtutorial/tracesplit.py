@@ -11,8 +11,9 @@ training step:
 * **communication**: time covered by NCCL kernels (names starting ``ncclKernel``,
   ``ncclDevKernel``, or ``nccl`` at all); it includes the time a rank waits inside a collective
   for its peer;
-* **hidden**: the part of communication that runs while compute runs (interval intersection),
-  which costs nothing;
+* **hidden**: the part of communication that runs while compute runs (interval intersection):
+  the step does not wait for it, but on a GPU it is not free, since NCCL's kernels take SMs and
+  memory bandwidth from the compute they overlap, which may then take longer;
 * **exposed**: communication with no compute under it, which the step pays for in full;
 * **idle**: the rest of the step (launch gaps, host work, waiting for the input).
 

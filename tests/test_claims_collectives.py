@@ -87,6 +87,18 @@ def test_hook_step_times_on_the_gpus(hooks):
         assert statuses[(link, "fp16")] == statuses[(link, "bf16")] == "no change"
     twin = compression_report.twin_verdict(hooks, "")
     assert twin.numbers["gaps"]["NVLink (NV18)"] == pytest.approx(0.007, abs=0.002)
+    # fp16 and bf16 over NVLink: 15-16 % slower, beyond their 0.7 % A/A gap but inside the rounds' ±17 %.
+    nv = {v.numbers["hook"]: v for v in compression_report.hook_verdicts(hooks, "") if v.numbers["link"] == "NVLink (NV18)"}
+    for twin_hook in ("fp16", "bf16"):
+        v = nv[twin_hook]
+        assert 0.15 < v.numbers["ratio"] - 1 < v.numbers["noise"] < 0.17 and v.numbers["needs_more_rounds"]
+    assert not nv["powersgd"].numbers["needs_more_rounds"]
+
+
+def test_the_hooks_prediction_from_the_gpu_run(hooks):
+    choices = {"a": (), "b": ("fp16", "bf16"), "c": ("powersgd",), "d": ("topk",), "e": ("powersgd", "topk")}
+    assert compression_report.prediction_answer(hooks, "NVLink (NV18)", choices, "f") == "a"  # no hook was faster
+    assert compression_report.prediction_answer(hooks, "host-staged", choices, "f") == "a"
 
 
 def test_hook_bytes_and_accuracy_on_the_gpus(hooks):

@@ -117,6 +117,45 @@ def test_c11_fp16_with_a_scaler_and_bf16_are_faster_than_fp32():
     assert v.numbers["bf16_ratio"] < v.numbers["fp16_ratio"] < 0.9
 
 
+def _gpu_run(rows):
+    for r in rows:
+        r.setdefault("status", "ok")
+    return SimpleNamespace(metrics={"rows": rows, "device": "cuda:0"}, label="test GPUs", env=SimpleNamespace(is_gpu=True))
+
+
+def test_c11_fp16_not_faster_is_information_and_only_a_failed_training_is_wrong():
+    curve = [1.0, 0.8, 0.6]
+    rows = [{"variant": "fp32", "step_ms_rounds": [10.0, 10.05], "loss_curve": curve},
+            {"variant": "fp16", "step_ms_rounds": [10.4, 10.45], "loss_curve": curve},
+            {"variant": "baseline", "step_ms_rounds": [8.0, 8.05], "loss_curve": curve}]
+    v = oreport.verdict_c11(_gpu_run(rows))
+    assert v.status == "info" and v.numbers["fp16_status"] == "slower" and v.numbers["fp16_trains"]
+    assert v.numbers["fp16_ratio"] == pytest.approx(10.425 / 10.025)
+    rows[1]["loss_curve"] = [1.0, float("nan"), float("nan")]
+    assert oreport.verdict_c11(_gpu_run(rows)).status == "wrong"
+
+
+def test_the_prediction_is_graded_beyond_the_noise_only():
+    choices = {"a": "fp32", "b": "bucket_cap_mb=1", "c": "gradient_as_bucket_view=True", "d": "channels_last",
+               "e": "torch.compile"}
+    letter, text = oreport.prediction_answer(REF["optimisations"], choices, "f")
+    assert letter == "e" and "one round each" in text
+    for name, change in oreport.REFERENCE_LARGEST.items():  # the reference quoted to a learner on a noisy run
+        assert oreport.comparison(REF["optimisations"], name).change == pytest.approx(change, abs=0.001)
+    # A run where every move is inside the noise ranks nothing: the answer is "none of these".
+    noisy = _gpu_run([{"variant": "baseline", "step_ms_rounds": [10.0, 11.5]},
+                      {"variant": "fp32", "step_ms_rounds": [9.0, 10.0]},
+                      {"variant": "channels_last", "step_ms_rounds": [8.8, 9.9]}])
+    assert oreport.largest_change(noisy, ["fp32", "channels_last"]) is None
+    letter, text = oreport.prediction_answer(noisy, choices, "f")
+    assert letter == "f" and "channels_last" in text and "torch.compile -38%" in text
+
+
+def test_the_reference_rows_are_one_round_not_repeats():
+    v = oreport.verdict_c10(REF["optimisations"])
+    assert "one round each: min/median/max of 8 steps" in v.text and "3+3 repeats" not in v.text
+
+
 def test_c10_bucket_view_saves_one_gradient_copy_per_rank_before_the_step_not_at_the_peak():
     v = oreport.verdict_c10(REF["optimisations"])
     n = v.numbers
@@ -128,7 +167,28 @@ def test_c10_bucket_view_saves_one_gradient_copy_per_rank_before_the_step_not_at
 
 def test_c9_the_unet_calls_no_attention():
     v = oreport.verdict_c9(REF["attention"])
-    assert v.status == "wrong" and v.numbers == {"unet_sdpa_calls": 0, "flash_default": True}
+    assert v.status == "wrong" and v.numbers["unet_sdpa_calls"] == 0 and v.numbers["flash_default"] is True
+    # On the H200 the same cuDNN kernel ran with flash on and off: the switch moved nothing.
+    assert v.numbers["kernel_default"] == v.numbers["kernel_flash_off"] == "_scaled_dot_product_cudnn_attention"
+    assert "unet_status" not in v.numbers
+
+
+def _attention(on, off, again, calls=0):
+    ops = {"ops": ["_scaled_dot_product_flash_attention"], "ms": 1.0}
+    return {"device": "cuda:0", "defaults": {"flash_sdp_enabled": True},
+            "unet": {"sdpa_calls": calls, "attention_block_sdpa_calls": 1, "ms_flash_on_all": on,
+                     "ms_flash_off_all": off, "ms_flash_on_again_all": again},
+            "attention": [{"setting": "default switches", **ops}, {"setting": "enable_flash_sdp(False)", **ops}]}
+
+
+def test_c9_a_unet_without_attention_times_the_noise_not_the_switch():
+    # 7 % apart with 2 repeats: with no SDPA call in the model this is an A/A gap, never "faster".
+    v = oreport.verdict_c9(_attention([9.6, 9.61], [8.93, 8.94], [9.2, 9.3]))
+    assert v.status == "wrong" and "unet_status" not in v.numbers
+    assert v.numbers["unet_aa_gap"] == pytest.approx(0.07, abs=0.005) and v.numbers["unet_repeats"] == [2, 2]
+    assert "leaves the attention block on" in v.text
+    with_attention = oreport.verdict_c9(_attention([9.6, 9.61], [8.93, 8.94], [9.6, 9.6], calls=2))
+    assert with_attention.status == "info" and with_attention.numbers["unet_status"] == "faster"
 
 
 @pytest.mark.parametrize("variant, status", [

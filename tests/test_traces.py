@@ -352,12 +352,21 @@ def _fake_sampler():
 def test_probe_traffic_and_the_c13_verdict():
     t = _fake_sampler()
     res = types.SimpleNamespace(metrics={"probe": {"start": 9.9, "end": 12.1, "bytes_per_rank_algorithm": 2 * 2**30}},
-                                label="here")
+                                label="here", env=types.SimpleNamespace(is_gpu=True))
     rows = profreport.probe_traffic(t, res)
     assert [r["gpu"] for r in rows] == [0, 1] and rows[0]["sent_over_expected"] == pytest.approx(1.0)
     v = monitoring.verdict_c13_from(t, res, rows)
     assert v.status == "wrong" and v.numbers["dmon_columns"] == ["sm", "mem", "enc", "dec", "jpg", "ofa"]
     assert v.numbers["sent_over_expected"] == pytest.approx(1.0) and v.where == "here"
+    if v.numbers["sm_during_probe"] is not None:
+        assert "not what the link carried" in v.text
+    # A CPU run's probe was a gloo all-reduce: dmon watched an idle GPU, so its reading decides nothing.
+    res.env = types.SimpleNamespace(is_gpu=False)
+    cpu = monitoring.verdict_c13_from(t, res, rows)
+    assert cpu.status == "unverifiable" and cpu.numbers["sm_during_probe"] is None and "idle GPU" in cpu.text
+    t.dmon_text, t.dmon_reason = "", "nvidia-smi not found"
+    nodriver = monitoring.verdict_c13_from(t, res, rows)
+    assert nodriver.status == "unverifiable" and "idle GPU" not in nodriver.text and "nvidia-smi not found" in nodriver.text
     assert monitoring.verdict_c13(DMON + "", [2**30]).status == "wrong"
     assert monitoring.verdict_c13("# gpu sm nvlrx\n# Idx % MB/s\n 0 1 2\n", [2**30]).status == "holds"
     none = monitoring.verdict_c13("", [], reason="NVML is unavailable here")
@@ -507,9 +516,18 @@ def test_trust_fails_when_the_profiler_costs_more_than_it_reports():
     assert v.status == "info" and not v.numbers["trustworthy"] and v.numbers["ranks_failing"] == [1]
     assert v.numbers["overhead_ms"] == pytest.approx([1.0, 1.0])
     assert profreport.verdict_overhead(res).status == "slower"
-    same = _res(_rank(exposed=0.2, comm=0.5, profiled=(10.0, 10.05, 9.95)), _rank(exposed=0.3, comm=0.5, profiled=(10.0, 10.1)))
+    same = _res(_rank(exposed=0.3, comm=0.5, profiled=(10.0, 10.05, 9.95)), _rank(exposed=0.3, comm=0.5, profiled=(10.0, 10.1)))
     assert profreport.verdict_overhead(same).status == "no change"
-    assert profreport.verdict_trust(same).numbers["trustworthy"]  # within the noise: the profiler adds nothing measurable
+    trust = profreport.verdict_trust(same)  # within the noise, and the noise bound (2 % of 10 ms) is below the exposed
+    assert trust.status == "info" and trust.numbers["trustworthy"] is True
+    assert trust.numbers["overhead_bound_ms"] == pytest.approx([0.2, 0.2], abs=0.01)
+    # Overheads within a wide noise are not zero: they cannot be told from the exposed communication.
+    noisy = _res(_rank(exposed=0.5, comm=1.0, plain=(10.0, 12.0, 10.5), profiled=(11.0, 10.0, 14.0)),
+                 _rank(exposed=0.5, comm=1.0, plain=(10.0, 12.0, 10.5), profiled=(11.0, 10.0, 14.0)))
+    assert profreport.verdict_overhead(noisy).status == "no change"
+    v = profreport.verdict_trust(noisy)
+    assert v.status == "undecided" and v.numbers["trustworthy"] is None and v.numbers["ranks_undecided"] == [0, 1]
+    assert all(b > 0.5 for b in v.numbers["overhead_bound_ms"]) and "0.00 ms" not in v.text
 
 
 def test_exchange_and_second_gpu_use_the_noise_rule():
@@ -616,7 +634,7 @@ def test_profile_step_run_reports_every_rank_consistently(runs_dir):
     assert split.numbers["source"] == "paired traces" and len(split.numbers["comm_ms"]) == 2
     assert profreport.verdict_overhead(res).status in ("slower", "no change", "faster")
     assert len(profreport.verdict_overhead(res).numbers["overhead_ms"]) == 2
-    assert isinstance(profreport.verdict_trust(res).numbers["trustworthy"], bool)
+    assert profreport.verdict_trust(res).numbers["trustworthy"] in (True, False, None)
     for v in (profreport.verdict_exchange(res), profreport.verdict_second_gpu(res)):
         assert v.status in ("slower", "no change", "faster") and len(v.numbers["extra_ms"]) == 2
     c12 = traces.verdict_c12(res)

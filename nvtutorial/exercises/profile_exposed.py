@@ -47,7 +47,8 @@ SOLUTION = exposed_ms
 
 CASES: list[tuple[str, list[Interval], list[Interval], Interval, str]] = [
     ("hidden", [(0, 10)], [(5, 15)], (0, 20),
-     "communication that runs under compute is hidden: it costs the step nothing, so it is not exposed"),
+     "communication that runs under compute is hidden: the step does not wait for it (though on a GPU its kernels "
+     "share SMs and memory bandwidth with that compute), so it is not exposed"),
     ("two compute streams", [(0, 10), (2, 8)], [(4, 12)], (0, 20),
      "two compute kernels at once (two streams) cover the time once: take the union of compute first"),
     ("two collectives at once", [], [(0, 6), (3, 9)], (0, 20),

@@ -17,9 +17,10 @@ from typing import Any
 
 from .verdict import CLAIM_STATUSES
 
-EVIDENCE = ("2× H200 run", "CPU run", "primary source", "vendor data")
+EVIDENCE = ("2× H200 run", "CPU run", "primary source", "vendor data", "pending a 2× H200 run")
 """How a claim is settled: a run on the reference GPUs, a run that holds on the CPU too (gloo),
-a primary source (PyTorch's or NCCL's code and documentation), or vendors' published figures."""
+a primary source (PyTorch's or NCCL's code and documentation), or vendors' published figures; or
+not yet: the status is the expected one until the named GPU run backs it."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -90,28 +91,30 @@ CLAIMS: tuple[Claim, ...] = (
           "wrong", "CPU run", "04_optimisations", "nvtutorial.report.optimisations:verdict_c8"),
     Claim("C9", 3, "`torch.backends.cuda.enable_flash_sdp(True)` is an NVLink optimisation.",
           "It only selects a kernel for `scaled_dot_product_attention` on one device, is on by default, and a UNet "
-          "makes no attention call (counted). On the H200 the default attention kernel was cuDNN's, so switching "
-          "flash off changed nothing there either.",
+          "makes no attention call (counted). On the H200 the default attention kernel was cuDNN's, and the same "
+          "cuDNN kernel ran with flash switched off (6.86 against 6.87 ms, medians without repeats).",
           "wrong", "2× H200 run", "04_optimisations", "nvtutorial.report.optimisations:verdict_c9"),
     Claim("C10", 3, "`gradient_as_bucket_view=True` is gradient compression.",
-          "It makes `.grad` views into DDP's communication buckets: the bytes all-reduced are the same (counted), "
+          "It makes `.grad` views into DDP's communication buckets: the bytes all-reduced are the same (counted on "
+          "the CPU run), "
           "and each GPU holds one gradient copy less before the optimizer step (0.130 GB on each H200); the peak, "
           "earlier in backward, does not change.",
           "wrong", "2× H200 run", "04_optimisations", "nvtutorial.report.optimisations:verdict_c10"),
     Claim("C11", 3, "Mixed precision with `GradScaler` and fp16 autocast speeds training up.",
-          "True (on 2 H200s fp16 with a scaler was 16 % faster than fp32, bf16 19 %); bf16 needs no scaler, and the "
-          "source's `torch.cuda.amp.GradScaler()` is the deprecated spelling of `torch.amp.GradScaler(\"cuda\")`.",
+          "For this UNet on the 2× H200 reference, fp16 with a scaler was 16 % faster than fp32 and bf16 19 %, with "
+          "the same losses; one model on one GPU type: measure yours. bf16 needs no scaler, and the source's `torch.cuda.amp.GradScaler()` is the deprecated spelling of `torch.amp.GradScaler(\"cuda\")`.",
           "partly", "2× H200 run", "04_optimisations", "nvtutorial.report.optimisations:verdict_c11"),
     Claim("C12", 4, "NVTX ranges and Nsight Systems show where the time of a step goes.",
           "They show each rank's phases and kernels (`torch.profiler` does too, without nsys), but the "
-          "communication a rank's trace shows includes waiting for the other rank: on the reference run 92 % of "
-          "rank 0's 7.0 ms per step was waiting (rank 1's was 0.56 ms). Both ranks' traces on one clock separate "
-          "the waiting from the time on the wire.",
+          "communication a rank's trace shows includes waiting for the other rank: on the reference run an "
+          "estimated 92 % of rank 0's NCCL time was waiting (7.0 ms per step, 3.24 ms of it exposed; rank 1: "
+          "0.56 ms), estimated as the least communication of any rank, not paired on one clock. Both ranks' "
+          "traces on one clock separate the waiting from the time on the wire.",
           "partly", "2× H200 run", "05_profiling", decided_by="nvtutorial.report.traces:verdict_c12"),
     Claim("C13", 4, "`nvidia-smi dmon -s u` monitors the run (listed under \"bandwidth utilisation\").",
           "It prints utilisation (the share of time a kernel ran, memory and codec activity), once a second, "
-          "not NVLink traffic; NVML's NVLink counters counted the all-reduce probe's bytes (472 GiB per GPU on "
-          "the reference run) that dmon cannot show.",
+          "not NVLink traffic: during the reference run's all-reduce probe, which only moved data, sm read "
+          "98–100 %; NVML's NVLink counters counted the probe's bytes (472 GiB per GPU) that dmon cannot show.",
           "wrong", "2× H200 run", "05_profiling", decided_by="nvtutorial.report.monitoring:verdict_c13"),
     Claim("C14", 4, "ResNet-50 on ImageNet: 1 GPU 58 min per epoch; 2 GPUs over PCIe 34 min (18 % communication); "
           "over NVLink 29 min (9 %).",
@@ -128,12 +131,14 @@ CLAIMS: tuple[Claim, ...] = (
           "A heuristic whose input must be the time on the wire: a larger batch does hide more of it, but on the "
           "reference runs only the profiler's share, one rank waiting for the other in a launch-bound step, passed "
           "15 % (24 % over NVLink at batch 2); the time on the wire stayed under 2 % of the step over NVLink and "
-          "14 % staged through host memory.",
+          "reached 14.1 % staged through host memory (one profiled run without repeats: at the threshold).",
           "partly", "2× H200 run", "05_profiling", decided_by="nvtutorial.report.profiling:verdict_c16"),
     Claim("C17", 5, "Use `num_workers = 4 × GPUs` and `pin_memory=True`.",
           "A starting point, not a law: how many workers the training loop needs, and whether pinned memory "
-          "shows at all, depend on the data pipeline, the step and the cores; measure the loop's steady rate.",
-          "partly", "2× H200 run", "06_pitfalls", decided_by="nvtutorial.report.pitfalls_measured:verdict_c17"),
+          "shows at all, depend on the data pipeline, the step and the cores; measure the loop's steady rate. "
+          "Not yet measured on GPUs: the 2× H200 reference predates today's loader sweep, and a CPU run cannot "
+          "settle it.",
+          "partly", "pending a 2× H200 run", "06_pitfalls", decided_by="nvtutorial.report.pitfalls_measured:verdict_c17"),
     Claim("C18", 5, "Validating on rank 0 alone breaks the parallelism; every rank validates and "
           "`all_reduce`s the loss.",
           "While rank 0 validates alone the other ranks wait in their next collective (DDP's gradient "
@@ -160,7 +165,8 @@ CLAIMS: tuple[Claim, ...] = (
           "wrong", "CPU run", "07_custom_collectives", "nvtutorial.report.collectives:source_verdict"),
     Claim("C23", 6, "Sparse gradient exchange cuts communication by 85 % in segmentation.",
           "The UNet's gradients are about two-thirds non-zero: sending only the non-zeros moves 1.35× (int32 index "
-          "+ value) to 6.1× (the source's format) the dense bytes. Sparsity must be made (top-k), and then needs "
+          "+ value) to 6.1× (one int64 coordinate per dimension with each value, as a correct version of the "
+          "source's approach would need) the dense bytes. Sparsity must be made (top-k), and then needs "
           "error feedback.",
           "wrong", "2× H200 run", "07_custom_collectives", "nvtutorial.report.compression:density_verdict"),
 )

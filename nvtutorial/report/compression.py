@@ -75,6 +75,20 @@ def hooks_frame(results: dict[str, dict[str, Any]]):  # -> pandas.DataFrame
     return pd.DataFrame(rows)
 
 
+def inside_rounds_spread(c: Comparison) -> bool:
+    """A "no change" that only the rounds' spread explains: larger than the A/A gap (and the 1 % floor),
+    so more rounds could settle it either way."""
+    return c.status == "no change" and c.aa_gap is not None and abs(c.change) > max(c.aa_gap, 0.01)
+
+
+def prediction_answer(results: dict[str, dict[str, Any]], link: str, choices: dict[str, tuple[str, ...]],
+                      other_choice: str) -> str:
+    """The letter among ``choices`` (letter → the hooks it names; ``()``: none) whose hooks are exactly those
+    that made the step faster than no compression beyond the noise on ``link``; ``other_choice`` otherwise."""
+    faster = tuple(sorted(name for name, c in comparisons(results[link]).items() if c.status == "faster"))
+    return next((k for k, hooks in choices.items() if tuple(sorted(hooks)) == faster), other_choice)
+
+
 def hook_verdicts(results: dict[str, dict[str, Any]], where: str) -> list[Verdict]:
     """One verdict per (link, hook): faster, slower or no change against ``none``, with the bytes saved."""
     out = []
@@ -87,8 +101,12 @@ def hook_verdicts(results: dict[str, dict[str, Any]], where: str) -> list[Verdic
             text = (f"{c.describe('ms', what)}; it sends {saved:.1%} fewer bytes; final validation IoU {iou:+.3f} "
                     f"against no compression ({'within' if abs(iou) < IOU_TOLERANCE else 'beyond'} "
                     f"{IOU_TOLERANCE} in one short run)")
+            unsettled = inside_rounds_spread(c)
+            if unsettled:
+                text += (f". The {c.change:+.1%} is beyond the fp16/bf16 A/A gap ({c.aa_gap:.1%}) but inside the spread "
+                         f"of the rounds (±{c.noise:.0%}, {c.repeats[0]} rounds): more rounds are needed to call it")
             out.append(comparison_verdict(f"{name} · {link}", c, text, where, bytes_saved=saved, iou_vs_none=iou,
-                                          link=link, hook=name))
+                                          link=link, hook=name, needs_more_rounds=unsettled))
     return out
 
 
@@ -100,7 +118,8 @@ def twin_verdict(results: dict[str, dict[str, Any]], where: str) -> Verdict:
                        "(the bf16 hook needs a CUDA build of torch)", {}, where)
     text = "; ".join(f"{link}: {g:.1%}" for link, g in gaps.items())
     return Verdict("fp16 vs bf16 (A/A)", "info", f"the gap between two hooks that do the same work: {text}. "
-                   "A difference between a hook and no compression smaller than this is noise", {"gaps": gaps}, where)
+                   "It is one part of compare's noise: a hook's difference from no compression counts only beyond "
+                   "the larger of this gap, the spread of either side's rounds and 1 %", {"gaps": gaps}, where)
 
 
 def loss_differences(metrics: dict[str, Any]) -> dict[str, float]:
@@ -135,8 +154,9 @@ def density_verdict(summary: dict[str, Any], where: str, claimed_saving: float =
     status = "wrong" if best_saving < claimed_saving else "holds"
     needed = 1 - claimed_saving  # an int32 index + fp32 value per non-zero: 8 bytes against 4 dense
     text = (f"{zero:.1%} of the gradient entries are exactly zero ({summary['frac_near_zero']:.1%} below 1e-3 of their "
-            f"layer's largest); sending only the non-zeros in the source's format (int64 coordinates per dimension + "
-            f"value) would move {source_ratio:.2f}× the dense bytes, and with one int32 index per value "
+            f"layer's largest); if the coordinates nonzero() returns (one int64 per dimension) travelled with each "
+            f"value, as a correct version of the source's approach would need (its code sends the values alone), the "
+            f"non-zeros would move {source_ratio:.2f}× the dense bytes, and with one int32 index per value "
             f"{ours:.2f}×. Saving {claimed_saving:.0%} that way needs at most {needed / 2:.1%} non-zeros")
     return Verdict("C23", status, text, {"frac_zero": zero, "source_format_ratio": source_ratio,
                                         "index_value_ratio": ours, "best_saving": best_saving,

@@ -42,7 +42,8 @@ def verdict_c13(dmon_text: str, nvlink_sent_bytes: Sequence[float] = (), expecte
                        numbers, where)
     text = f"`nvidia-smi dmon -s u` printed {', '.join(cols) or 'nothing'}: how busy each GPU was, no NVLink column"
     if sm_during_probe is not None:
-        text += f"; while the all-reduce probe only moved data, its sm column read {sm_during_probe:.0f} %"
+        text += (f"; during the all-reduce probe, which only moved data, sm read {sm_during_probe:.0f} %: dmon shows "
+                 "that a kernel ran, not what the link carried")
     if nvlink_sent_bytes:
         sent = max(nvlink_sent_bytes)
         text += f". NVML's NVLink counters saw {sent / 2**30:.1f} GiB sent per GPU during the probe"
@@ -54,7 +55,22 @@ def verdict_c13(dmon_text: str, nvlink_sent_bytes: Sequence[float] = (), expecte
 
 
 def verdict_c13_from(sampler: Any, res: Any, traffic: Sequence[Mapping[str, Any]] = ()) -> Verdict:
-    """:func:`verdict_c13` from a telemetry sampler and the run it watched (with its probe rows)."""
+    """:func:`verdict_c13` from a telemetry sampler and the run it watched (with its probe rows).
+
+    ``unverifiable`` when the run was not on GPUs: its probe was a gloo all-reduce on the CPU, so
+    whatever dmon printed watched an idle GPU (the 2× H200 reference's reading is quoted instead).
+    """
+    if not getattr(getattr(res, "env", None), "is_gpu", False):
+        from .claims import claim
+
+        seen = ("so dmon, which printed " + ", ".join(dmon_columns(sampler.dmon_text)) + ", watched an idle GPU and "
+                "says nothing about an all-reduce") if sampler.dmon_text else \
+            f"and dmon did not run ({sampler.reason or sampler.dmon_reason or 'no NVIDIA driver'})"
+        return Verdict("C13", "unverifiable",
+                       f"not checked here: the all-reduce probe ran on the CPU (gloo), {seen}. On the 2× H200 "
+                       f"reference: {claim('C13').finding}",
+                       {"dmon_columns": dmon_columns(sampler.dmon_text) if sampler.dmon_text else [],
+                        "nvlink_sent_bytes": [], "sm_during_probe": None}, res.label)
     probe = res.metrics.get("probe") or {}
     sm = None
     if probe and sampler.dmon_text and sampler.started_at:

@@ -31,6 +31,17 @@ def comparison(result: Any, variant: str, baseline: str = "baseline") -> Compari
     return compare(base["step_ms_repeats"], row["step_ms_repeats"], aa_gap=aa_gap_of(rows))  # type: ignore[index]
 
 
+def describe(result: Any, c: Comparison, unit: str = "ms", what: str = "") -> str:
+    """``c.describe``, saying what the repeats were: rounds of the run, or, for the committed reference
+    (one round per configuration), the minimum, median and maximum of that round's timed steps."""
+    text = c.describe(unit, what)
+    if any(r.get("layout") == "committed" for r in rows_of(result)):
+        params = getattr(result, "params", None) or {}
+        steps = f" of {params['steps']} steps" if params.get("steps") else " of its steps"
+        text = text.replace(f"{c.repeats[0]}+{c.repeats[1]} repeats", f"one round each: min/median/max{steps}")
+    return text
+
+
 def loss_difference(result: Any, variant: str, baseline: str = "baseline") -> float | None:
     """The largest |loss − baseline's loss| over the steps both ran (0.0: the same losses, bit for bit)."""
     rows = rows_of(result)
@@ -95,11 +106,36 @@ def identical_losses(result: Any, variants: Sequence[str], baseline: str = "base
 
 
 def largest_change(result: Any, variants: Sequence[str], baseline: str = "baseline") -> tuple[str, Comparison] | None:
-    """The variant whose step time moved most from the baseline's (either way), and its comparison: among the
-    changes beyond the noise if there are any, else among all (then none of them is a change)."""
+    """The variant whose step time moved most from the baseline's (either way) beyond the noise, and its
+    comparison; None when no variant moved beyond the noise (a ranking inside the noise is no answer)."""
     found = [(v, c) for v in variants if (c := comparison(result, v, baseline)) is not None]
     real = [(v, c) for v, c in found if c.status != "no change"]
-    return max(real or found, key=lambda vc: abs(math.log(vc[1].ratio))) if found else None
+    return max(real, key=lambda vc: abs(math.log(vc[1].ratio))) if real else None
+
+
+NONE_BEYOND_NOISE = "none of these changes the step time beyond the noise on this run"
+"""The prediction's last choice: what the run says when no variant moved beyond the noise."""
+
+REFERENCE_LARGEST = {"torch.compile": -0.378, "channels_last": 0.300, "fp32": 0.238}
+"""The largest step-time changes against the baseline on the 2× H200 reference (``reference/h200x2/runs/train-*``,
+one round per configuration: the noise is the 1 % floor); tests recompute them from the committed JSON."""
+
+
+def prediction_answer(result: Any, choices: Mapping[str, str], none_choice: str) -> tuple[str, str]:
+    """The letter among ``choices`` (letter → variant) that the run says changed the step time most beyond
+    the noise (``none_choice`` when none did), and a sentence explaining it, with the noise and the reference."""
+    measured = {k: v for k, v in choices.items() if find_row(rows_of(result), v)}
+    found = largest_change(result, list(measured.values()))
+    ref = ", ".join(f"{v} {c:+.0%}" for v, c in REFERENCE_LARGEST.items())
+    if found is None:
+        moved = [(v, c) for v in measured.values() if (c := comparison(result, v)) is not None]
+        widest = max(moved, key=lambda vc: abs(vc[1].change), default=None)
+        text = ("no variant moved the step time beyond the noise here"
+                + (f" (the largest move, {widest[0]}: {describe(result, widest[1], 'ms')})" if widest else "")
+                + f". On the 2× H200 reference: {ref} (one round per configuration, the noise at the 1 % floor).")
+        return none_choice, text
+    name, c = found
+    return next(k for k, v in measured.items() if v == name), f"{name}: {describe(result, c, 'ms', 'step time')}."
 
 
 # --- the claims ------------------------------------------------------------------------------------
@@ -124,27 +160,39 @@ def verdict_c8() -> Verdict:
 
 
 def verdict_c11(result: Any) -> Verdict:
-    """C11: fp16 autocast with a GradScaler speeds training up (the source's scaler: ``torch.cuda.amp.GradScaler()``)."""
+    """C11: fp16 autocast with a GradScaler speeds training up (the source's scaler: ``torch.cuda.amp.GradScaler()``).
+
+    On GPUs: ``partly`` when fp16 is faster than fp32 beyond the noise (the claim's speed-up, with its
+    deprecated spelling corrected); ``info`` with the measured ratio when it is not (one run of one model
+    decides nothing against the claim); ``wrong`` only when fp16 + GradScaler fails to train."""
     w = where(result)
     fp16, bf16 = comparison(result, "fp16", "fp32"), comparison(result, "baseline", "fp32")
     if fp16 is None:
         return Verdict("C11", "info", "not decided: the fp32 or fp16 run is missing", {}, w)
     rows = rows_of(result)
     losses = {v: (find_row(rows, v) or {}).get("loss_curve", [math.nan])[-1] for v in ("fp32", "fp16", "baseline")}
-    text = (f"against fp32: fp16 + GradScaler {fp16.describe('ms', 'step time')}; bf16 (no scaler) "
-            f"{bf16.describe('ms') if bf16 else 'not measured'}; last losses {losses['fp32']:.4f} (fp32), "
+    text = (f"against fp32: fp16 + GradScaler {describe(result, fp16, 'ms', 'step time')}; bf16 (no scaler) "
+            f"{describe(result, bf16, 'ms') if bf16 else 'not measured'}; last losses {losses['fp32']:.4f} (fp32), "
             f"{losses['fp16']:.4f} (fp16), {losses['baseline']:.4f} (bf16). ")
     if not is_gpu(result):
         return Verdict("C11", "info", f"not decided on the CPU ({CPU_NOTE}: no fp16/bf16 tensor cores): " + text,
                        {"fp16_ratio": fp16.ratio, "bf16_ratio": bf16.ratio if bf16 else None}, w)
+    fp16_losses = (find_row(rows, "fp16") or {}).get("loss_curve") or []
+    diverged = bool(fp16_losses) and (not all(math.isfinite(x) for x in fp16_losses) or fp16_losses[-1] >= fp16_losses[0])
+    numbers = {"fp16_ratio": fp16.ratio, "bf16_ratio": bf16.ratio if bf16 else None, "noise": fp16.noise,
+               "fp16_status": fp16.status, "bf16_status": bf16.status if bf16 else None, "fp16_trains": not diverged,
+               **losses}
+    if diverged:
+        return Verdict("C11", "wrong", text + "fp16 + GradScaler did not train here (a loss not finite, or no lower "
+                       "at the end than at the start)", numbers, w)
     faster = fp16.status == "faster"
-    text += ("Mixed precision speeds the step up, as the source says. Its torch.cuda.amp.GradScaler() is the "
-             "deprecated spelling of torch.amp.GradScaler(\"cuda\") (its torch.autocast(device_type=\"cuda\", "
-             "dtype=torch.float16) is current), and bf16 needs no scaler at all" if faster else
-             "fp16 does not speed this step up here")
-    return Verdict("C11", "partly" if faster else "wrong", text,
-                   {"fp16_ratio": fp16.ratio, "bf16_ratio": bf16.ratio if bf16 else None, "noise": fp16.noise,
-                    "fp16_status": fp16.status, "bf16_status": bf16.status if bf16 else None, **losses}, w)
+    text += ("Mixed precision sped this step up, as the source says (one model on one GPU type: measure yours). Its "
+             "torch.cuda.amp.GradScaler() is the deprecated spelling of torch.amp.GradScaler(\"cuda\") (its "
+             "torch.autocast(device_type=\"cuda\", dtype=torch.float16) is current), and bf16 needs no scaler at all"
+             if faster else
+             f"fp16 + GradScaler trained but was not faster than fp32 here ({fp16.ratio:.2f}× its step time); "
+             "one run of one model does not make the claim wrong, nor right")
+    return Verdict("C11", "partly" if faster else "info", text, numbers, w)
 
 
 def verdict_c10(result: Any) -> Verdict:
@@ -178,12 +226,15 @@ def verdict_c10(result: Any) -> Verdict:
                      f"{grad_gb:.3f} GB); at the peak, earlier in backward, {peak_words}: "
                      + ("no change (under 1 %)" if unchanged else "changed"))
     if step:
-        parts.append(f"step time {step.describe('ms')}")
+        parts.append(f"step time {describe(result, step, 'ms')}")
     equal_bytes = bytes_b is not None and bytes_b == bytes_g
     one_copy = bool(saved) and None not in saved and grad_gb > 0 and all(0.5 <= s / grad_gb <= 1.5 for s in saved)  # type: ignore[operator]
     decided = equal_bytes or one_copy
-    text = "; ".join(parts) + (". .grad becomes a view into DDP's bucket: one gradient-sized buffer and one copy less, "
-                               "the same bytes on the wire: a memory optimisation, not compression" if decided else "")
+    same_bytes = ("the same bytes on the wire (counted here)" if equal_bytes else
+                  "the same bytes on the wire (DDP all-reduces the same buckets; counted on the CPU run, this run "
+                  "counted memory only)")
+    text = "; ".join(parts) + (f". .grad becomes a view into DDP's bucket: one gradient-sized buffer and one copy less, "
+                               f"{same_bytes}: a memory optimisation, not compression" if decided else "")
     if not is_gpu(result):
         text += f" [{CPU_NOTE}: memory is counted on GPUs only; the bytes are exact anywhere]"
     return Verdict("C10", "wrong" if decided else "info", text or "not decided: nothing counted", numbers, w)
@@ -206,22 +257,30 @@ def verdict_c9(attention: Any) -> Verdict:
              f"forward makes {unet['sdpa_calls']} scaled_dot_product_attention calls (the attention block: "
              f"{unet['attention_block_sdpa_calls']})"]
     numbers: dict[str, Any] = {"unet_sdpa_calls": unet["sdpa_calls"], "flash_default": defaults["flash_sdp_enabled"]}
+    untouched = unet["sdpa_calls"] == 0
     if default and off:
         kern = lambda r: next((o for o in r["ops"] if "backward" not in o), "?")  # noqa: E731
-        parts.append(f"switching it off moves the attention block from {kern(default)} to {kern(off)}"
-                     + (f": {compare(default['ms_all'], off['ms_all']).describe('ms')}" if "ms_all" in default else
-                        f" ({default['ms']:.2f} → {off['ms']:.2f} ms, medians)"))
+        moved = (f"switching it off moves the attention block from {kern(default)} to {kern(off)}"
+                 if kern(default) != kern(off) else f"switching it off leaves the attention block on {kern(default)}")
+        numbers.update(kernel_default=kern(default), kernel_flash_off=kern(off))
+        parts.append(moved + (f": {compare(default['ms_all'], off['ms_all']).describe('ms')}" if "ms_all" in default
+                              else f" ({default['ms']:.2f} → {off['ms']:.2f} ms, medians without repeats)"))
     if "ms_flash_on_all" in unet:
         on, off_, again = unet["ms_flash_on_all"], unet["ms_flash_off_all"], unet["ms_flash_on_again_all"]
         from .verdict import aa_gap
 
         c = compare(on, off_, aa_gap=aa_gap(on, again))
-        numbers.update(unet_ratio=c.ratio, unet_status=c.status)
-        parts.append(f"the UNet's step, flash on → off: {c.describe('ms')}")
+        if untouched:  # the same kernels either way: an A/A measurement of this machine's noise
+            numbers.update(unet_aa_gap=abs(c.change), unet_repeats=list(c.repeats))
+            parts.append(f"the UNet's step, flash on → off, runs identical kernels ({c.baseline:.4g} → "
+                         f"{c.candidate:.4g} ms): the {abs(c.change):.1%} gap is this machine's noise at "
+                         f"{c.repeats[0]}+{c.repeats[1]} repeats, not an effect of the switch")
+        else:
+            numbers.update(unet_ratio=c.ratio, unet_status=c.status)
+            parts.append(f"the UNet's step, flash on → off: {c.describe('ms')}")
     else:
         parts.append(f"the UNet's step {unet['ms_flash_on']:.2f} ms with flash on, {unet['ms_flash_off']:.2f} ms off "
-                     "(medians)")
-    untouched = unet["sdpa_calls"] == 0
+                     "(medians without repeats)" + (": the same kernels either way" if untouched else ""))
     text = "; ".join(parts) + (". An attention-kernel switch, on by default, for one device: nothing to do with "
                                "NVLink, and nothing to do in a UNet" if untouched else "")
     return Verdict("C9", "wrong" if untouched else "info", text, numbers, w)
@@ -241,5 +300,5 @@ def accumulation_verdict(result: Any) -> Verdict:
     return Verdict("04.no_sync", "pass" if passed else "fail",
                    f"over {n} micro-batches per optimizer step, without no_sync DDP all-reduces {ratio:.0f}× the bytes "
                    f"({b['allreduce_bytes_per_step'] / 1e6:.2f} against {a['allreduce_bytes_per_step'] / 1e6:.2f} MB); "  # type: ignore[index]
-                   f"step time without no_sync: {c.describe('ms')}" + ("" if is_gpu(result) else f" [{CPU_NOTE}]"),
+                   f"step time without no_sync: {describe(result, c, 'ms')}" + ("" if is_gpu(result) else f" [{CPU_NOTE}]"),
                    {"bytes_ratio": ratio, "micro_batches": n, "step_ratio": c.ratio, "step_status": c.status}, w)

@@ -277,7 +277,7 @@ def verdict_c18(hang: Verdict, timeout: Verdict, fixed: Verdict) -> Verdict:
     ok = hang.status == timeout.status == fixed.status == "pass"
     text = ("'Breaks the parallelism' understates it and misses why: while rank 0 validates alone the other ranks "
             "wait in their next collective (DDP's gradient all-reduce), and once that wait outlasts the process "
-            "group's timeout (10 minutes by default) the job dies. The source's fix is right in spirit: every rank "
+            "group's timeout (by default 10 minutes with NCCL, 30 with gloo) the job dies. The source's fix is right in spirit: every rank "
             "validates its share and one all_reduce adds the sums (of losses and counts, then one division)."
             if ok else "The runs did not show what the lesson expects; see the verdicts above.")
     return Verdict("C18", "partly" if ok else "unverifiable", text,
@@ -298,7 +298,7 @@ def mismatch_verdict(name: str, errors: Sequence[str | None], fixed_ok: bool, wh
     differences = [mismatch_difference(e or "") for e in errors]
     caught = all(d for d in differences)
     ok = caught and fixed_ok
-    text = ("every rank raised before anything was sent: " + "; ".join(
+    text = ("every rank raised before the collective itself ran: " + "; ".join(
         f"rank {r}: {d or 'no report'}" for r, d in enumerate(differences))
         + (". The fix gives the right result on every rank." if fixed_ok else ". The fix did NOT give the right result."))
     return Verdict(name, "pass" if ok else "fail", text,

@@ -133,8 +133,8 @@ def shards_line(result: Any) -> str:
     c = compare(sh["one_file_per_sample_us"], sh["shards_us"])
     result = (f"{single / shards:.0f}× less time per sample" if c.status == "faster" else
               f"{shards / single:.1f}× more time per sample" if c.status == "slower" else "no change")
-    return (f"reading {sh['samples']} samples of {sh['bytes_per_sample'] / 1024:.0f} KiB from a warm page cache on a "
-            f"local disk: one file each {single:.0f} µs per sample, {sh['per_shard']} samples per shard file "
+    return (f"reading {sh['samples']} samples of {sh['bytes_per_sample'] / 1024:.0f} KiB from the page cache (the disk's "
+            f"kind not checked): one file each {single:.0f} µs per sample, {sh['per_shard']} samples per shard file "
             f"{shards:.1f} µs per sample: {result} (noise ±{c.noise:.0%}, {c.repeats[0]}+{c.repeats[1]} repeats)")
 
 

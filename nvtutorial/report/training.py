@@ -74,8 +74,9 @@ def is_gpu(result: Any) -> bool:
 
 def normalise_row(row: Mapping[str, Any]) -> dict[str, Any]:
     """A row in today's layout, with ``step_ms_repeats``: the timed rounds' medians, or for a committed
-    reference row (one median, minimum and maximum of all timed steps) ``[min, median, max]``, which
-    has the same median and the same spread, all that :func:`~nvtutorial.report.verdict.compare` uses."""
+    reference row (one round: the median, minimum and maximum of its timed steps) ``[min, median, max]``.
+    These are not repeats: their spread is the step-to-step spread, not that of round medians, so the
+    reference's noise is mostly the A/A gap or the 1 % floor (``row["layout"] == "committed"`` says so)."""
     r = dict(row)
     if "step_ms_rounds" in r:
         r["step_ms_repeats"] = list(r["step_ms_rounds"])

@@ -30,7 +30,9 @@ CHECK_STATUSES = ("pass", "fail")
 """A property that must hold in a run (identical weights, exact resume...) and whether it did."""
 GRADE_STATUSES = ("right", "close", "off", "no answer")
 """A learner's prediction, graded against the measurement (see :mod:`nvtutorial.teach.predict`)."""
-STATUSES = CLAIM_STATUSES + COMPARISON_STATUSES + CHECK_STATUSES + GRADE_STATUSES + ("info",)
+UNDECIDED = "undecided"
+"""A reading the run's noise cannot settle either way (the verdict says which bound it could not pass)."""
+STATUSES = CLAIM_STATUSES + COMPARISON_STATUSES + CHECK_STATUSES + GRADE_STATUSES + ("info", UNDECIDED)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -7,8 +7,8 @@ ranks disagree on the size. Order: rank 0 all-reduces a number for its log insid
 ``if rank == 0:``, so its next collective meets a different one on the other ranks. Without a
 check, what happens is undefined: an error, a hang until the timeout, or wrong numbers. With
 ``TORCH_DISTRIBUTED_DEBUG=DETAIL`` every collective is first compared across the ranks (operation,
-shapes, dtypes) and every rank raises a report that names the difference, before anything is
-sent. The script runs each trap on a group created with that check on (:func:`checked_group`),
+shapes, dtypes) and every rank raises a report that names the difference, before the collective
+itself runs. The script runs each trap on a group created with that check on (:func:`checked_group`),
 then its fix.
 """
 
@@ -88,7 +88,7 @@ def main():
     for name, gather in (("shapes", gather_broken), ("shapes fixed", gather_fixed)):
         try:
             outcome[name] = {"result": gather(values, group).tolist()}
-        except RuntimeError as error:  # the check raises on every rank, before anything is sent
+        except RuntimeError as error:  # the check raises on every rank, before the collective runs
             outcome[name] = {"error": str(error)}
     for name, end_of_epoch in (("order", end_of_epoch_broken), ("order fixed", end_of_epoch_fixed)):
         loss_sum, stop = torch.tensor([1.0 + rank], device=device), torch.tensor([rank], device=device)

@@ -8,7 +8,7 @@
 The trap: after each epoch rank 0 validates alone on the whole validation set while rank 1 goes
 on to the next epoch. Rank 1's first backward all-reduces the gradients (DDP) and that
 all-reduce cannot finish before rank 0 joins it: rank 1 waits for as long as rank 0 validates,
-and when that is longer than the process group's timeout (10 minutes by default), the job dies.
+and when that is longer than the process group's timeout (10 minutes by default with NCCL, 30 with gloo), the job dies.
 Where rank 1's host thread waits depends on the backend: with gloo (CPU) inside
 ``loss.backward()``, since DDP waits for a CPU collective there; with NCCL the all-reduce is only
 queued on the GPU, backward returns, and the host blocks at the next point that waits for the
