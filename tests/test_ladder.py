@@ -165,7 +165,7 @@ def test_peak_verdict_compares_gpu_peaks_with_the_model(setup):
     metrics = {"config": TINY, "global_batch": RUN["global_batch"], "world_size": 2, "rungs": records}
     fake = SimpleNamespace(label="2x GPU (synthetic)", ranks=[metrics, metrics])
     verdict = ladder.peak_verdict(fake)
-    assert verdict.status == "info"
+    assert verdict.status == "info" and verdict.numbers["small"]  # the tiny model: fixed allocations dominate
     assert verdict.numbers["gap"]["ddp"] == pytest.approx(0.10, abs=1e-6)
     assert verdict.numbers["gap"]["tensor_parallel"] == pytest.approx(-0.05, abs=1e-6)
 
@@ -290,6 +290,21 @@ def test_the_largest_model_ran_with_the_modelled_state(result):
     assert verdict.status == "pass", verdict.text
     assert verdict.numbers["layers"] == FIT_LAYERS and verdict.numbers["state_exact"]
     assert verdict.numbers["next_tried"] is False  # N+1 blocks never ran: "largest" stays the model's prediction
+
+
+def test_the_fit_on_a_gpu_is_judged_only_at_lesson_sizes(result):
+    """Seen on 2x H200 with the small sizes: a 73 MB peak (fixed allocations) against the CPU-sized 8 MB budget
+    was a `fail`; a small budget on a GPU says why it cannot judge the fit, a lesson-size budget still does."""
+    import copy
+
+    ranks = copy.deepcopy(result.ranks)
+    for m in ranks:
+        m["fit"]["peak_allocated"] = 73_000_000
+    gpu = SimpleNamespace(label="2x GPU (synthetic)", ranks=ranks, env=result.env)
+    small = ladder.fit_verdict(gpu, 8e6)
+    assert small.status == "info" and "lesson sizes" in small.text
+    assert ladder.fit_verdict(gpu, 2e9).status == "pass"
+    assert ladder.fit_verdict(gpu, 2e9).numbers["peak"] == 73_000_000
 
 
 def test_zero3_gathers_less_than_zero2_with_more_than_two_blocks(setup):
