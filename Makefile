@@ -31,7 +31,7 @@ course: install
 test: install
 	$(BIN)/ruff check .
 	rm -rf build/executed
-	NVTUTORIAL_EXECUTED_DIR=$(CURDIR)/build/executed $(BIN)/python -m pytest -ra --durations=25 tests
+	NVTUTORIAL_EXECUTED_DIR=$(CURDIR)/build/executed scripts/test.sh $(BIN)/python
 
 # JupyterLab on notebooks/ (--allow-root only as root). Extra arguments: make lab LAB_ARGS="--no-browser --port 8888"
 lab: install
