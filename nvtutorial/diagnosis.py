@@ -113,6 +113,7 @@ def collect(spec: LaunchSpec, returncode: int, wall: float, first_output: float 
     if envs and len(envs) == spec.world_size:
         block = dict(envs[0])
         block["device_names"] = tuple(e.get("device", "?") for e in envs)
+        block["device_ids"] = tuple(e.get("device_uuid") or "" for e in envs)  # ranks sharing a GPU share one
         block.setdefault("nnodes", spec.nnodes)
         if spec.backend == "nccl":
             block["driver"] = hardware.driver_version()

@@ -69,6 +69,8 @@ class EnvInfo:
     driver: str | None = None
     nnodes: int = 1
     """Nodes (torchrun agents) the ranks ran on; on one host, emulated nodes."""
+    device_ids: tuple[str, ...] = ()
+    """Each rank's GPU UUID (empty where not recorded): ranks that share a GPU share its UUID."""
 
     @property
     def is_gpu(self) -> bool:
@@ -81,9 +83,7 @@ class EnvInfo:
             nodes = f" ({self.nnodes} emulated nodes)" if self.nnodes > 1 else ""
             return (f"CPU, {self.backend}, {self.world_size} processes{nodes} on {self.host}: "
                     "a simulation, not a GPU measurement")
-        names = sorted(set(self.device_names))
-        gpus = " + ".join(f"{self.device_names.count(n)}× {n}" for n in names)
-        parts = [gpus]
+        parts = [self._gpus()]
         if self.link:
             parts.append(self.link)
         if self.nccl:
@@ -93,11 +93,30 @@ class EnvInfo:
             parts.append(f"CUDA {self.cuda}")
         return " · ".join(parts)
 
+    def _gpus(self) -> str:
+        """The GPUs, each counted once: ``2× NVIDIA H200``, or ``1× NVIDIA H200 shared by 2 ranks``."""
+        ids = self.device_ids if len(self.device_ids) == len(self.device_names) and all(self.device_ids) else ()
+        if not ids:  # not recorded: one GPU per rank, as the launcher places them
+            names = sorted(set(self.device_names))
+            return " + ".join(f"{self.device_names.count(n)}× {n}" for n in names)
+        ranks_on = {u: ids.count(u) for u in ids}
+        name_of = dict(zip(ids, self.device_names))
+        parts = []
+        for name in sorted(set(self.device_names)):
+            gpus = [u for u in ranks_on if name_of[u] == name]
+            shared = sum(ranks_on[u] for u in gpus if ranks_on[u] > 1)
+            text = f"{len(gpus)}× {name}"
+            if shared:
+                text += f" shared by {shared} ranks" if len(gpus) == 1 else f" ({shared} ranks share a GPU)"
+            parts.append(text)
+        return " + ".join(parts)
+
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> EnvInfo:
         names = {f.name for f in dataclasses.fields(cls)}
         kwargs = {k: v for k, v in data.items() if k in names}
         kwargs["device_names"] = tuple(kwargs.get("device_names") or ())
+        kwargs["device_ids"] = tuple(kwargs.get("device_ids") or ())
         return cls(**kwargs)
 
 

@@ -180,6 +180,7 @@ def environment_block(backend: str, world_size: int, gpu: Any = None) -> dict[st
         "world_size": world_size,
         "nnodes": int(os.environ.get("GROUP_WORLD_SIZE", "1")),  # torchrun's number of agents (nodes)
         "device": torch.cuda.get_device_name(gpu) if gpu is not None else f"CPU ({platform.processor() or platform.machine()})",
+        "device_uuid": str(getattr(torch.cuda.get_device_properties(gpu), "uuid", "") or "") if gpu is not None else "",
         "torch": torch.__version__.split("+")[0],
         "cuda": torch.version.cuda,
         "nccl": nccl,

@@ -175,6 +175,63 @@ def test_a_run_with_two_faults_is_seen_from_each(runs):
         outcome.part(2)
 
 
+def test_a_node_kill_is_timed_when_the_signals_are_sent_and_replaced_at_once(tmp_path, monkeypatch):
+    """The kill time and the replacement do not wait for the killed processes to be reaped (slow here on purpose)."""
+    import subprocess
+    import sys
+    import time
+    from types import SimpleNamespace
+
+    monkeypatch.setattr(recovery.psutil, "wait_procs", lambda procs, timeout=None: time.sleep(1.5))
+    spec = SimpleNamespace(nnodes=2, backend="gloo", run_dir=tmp_path)
+    lab = recovery._Elastic(spec, [recovery.Fault("node", 5, target=1, replace_after_s=0.0)], 3.0, show=False)
+    agent = subprocess.Popen([sys.executable, "-c", "import subprocess, sys, time; "
+                              "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); time.sleep(60)"])
+    started = []
+    monkeypatch.setattr(lab, "start_agent", lambda node, name, log="": started.append((lab.now(), node, name)))
+    try:
+        time.sleep(1.0)  # the agent has started its child
+        lab.agents["agent1"], lab.node_agent[1] = agent, "agent1"
+        lab.attempts, lab.steps = [(0.0, 0, 0)], [(0.1, 0, s) for s in range(1, 6)]
+        before = lab.now()
+        lab.strike()
+        after = lab.now()
+        assert len(lab.kill_times) == 1 and before <= lab.kill_times[0] <= before + 0.5
+        assert [(node, name) for _, node, name in started] == [(1, "agent1-replacement")]
+        assert started[0][0] - lab.kill_times[0] < 0.5 and after - before < 0.5  # nothing waited in between
+        assert agent.wait(timeout=10) == -9 and len(lab.killed_pids) == 2
+    finally:
+        for p in lab.dying:
+            if p.is_running():
+                p.kill()
+        agent.kill()
+        agent.wait()
+
+
+def test_the_label_counts_each_gpu_once_and_says_it_is_shared():
+    from nvtutorial.results import EnvInfo
+
+    base = dict(host="h", backend="nccl", world_size=2, device_names=("NVIDIA H200", "NVIDIA H200"), torch="2.11.0",
+                cuda="12.8", nccl="2.28.9", python="3.11", nnodes=2)
+    shared = EnvInfo(**base, device_ids=("GPU-a", "GPU-a"))
+    assert shared.label.startswith("1× NVIDIA H200 shared by 2 ranks · ")
+    assert EnvInfo(**base, device_ids=("GPU-a", "GPU-b")).label.startswith("2× NVIDIA H200 · ")
+    assert EnvInfo(**base).label.startswith("2× NVIDIA H200 · ")  # not recorded: one GPU per rank, as placed
+    three = EnvInfo(**{**base, "world_size": 3, "device_names": ("NVIDIA H200",) * 3}, device_ids=("a", "a", "b"))
+    assert three.label.startswith("2× NVIDIA H200 (2 ranks share a GPU) · ")
+    assert EnvInfo.from_dict({**base, "device_ids": ["GPU-a", "GPU-a"]}) == shared  # read back from result.json
+    cpu = EnvInfo(**{**base, "backend": "gloo", "device_names": ("CPU (x86_64)",) * 2})
+    assert "simulation" in cpu.label
+
+
+def test_a_prediction_of_no_steps_lost_is_graded_off(runs):
+    outcome = recovery.ElasticOutcome(result=runs["two"], fault=recovery.Fault("rank", 9), every=6,
+                                      steps=[(1.0, 0, s) for s in range(1, 11)] + [(3.0, 1, s) for s in range(7, 21)],
+                                      attempts=[(0.5, 0, 0), (2.5, 1, 6)], events=[], killed_at_s=1.1)
+    graded = report.grade_steps_lost(0, outcome, 9)
+    assert graded.status == "off" and graded.numbers == {"prediction": 0, "measured": 4}
+
+
 # --- the notebook's runs, through its executed copy -------------------------------------------------------
 
 @pytest.mark.notebooks
@@ -187,6 +244,9 @@ def test_notebook_09_reaches_its_verdicts_on_the_cpu():
         v = verdicts[key]
         assert v.status == "pass" and v.numbers["identical"], v
         assert 0 <= v.numbers["steps_lost"] < v.numbers["every"] and v.numbers["resumed_from"] % v.numbers["every"] == 0
+    # the node's kill time is when the signals were sent: the surviving rank's error (gloo: at once) is not before it
+    node_loss = verdicts["recovery: a node lost and replaced"].numbers
+    assert node_loss["peer_error_s"] is not None and -0.25 < node_loss["peer_error_s"] < 2.0, node_loss
     store = verdicts["losing the store's node"]
     assert store.status == "info" and not store.numbers["ok"] and store.numbers["store_error"]
     assert not store.numbers["restarted"]

@@ -8,9 +8,12 @@ keeps each agent in hand so that it can do what a failing cluster does:
   ``k`` (the kernel's out-of-memory killer does exactly this); its agent sees the dead worker, stops
   the node's other ranks, and, with ``--max-restarts``, starts them all again; the other nodes'
   agents see the new rendezvous round and restart theirs;
-- ``Fault("node", after_step=k)``: SIGKILL an emulated node's agent and every rank it started (a
-  machine that loses power), then, after ``replace_after_s``, start a new agent for that node with
-  the same command (what a scheduler's requeue, or you, would do). ``None`` starts none.
+- ``Fault("node", after_step=k)``: SIGKILL an emulated node's agent and every rank it started, then,
+  ``replace_after_s`` after the signals were sent, start a new agent for that node with the same
+  command (what an elastic orchestrator, or you, would do; Slurm does not). ``None`` starts none.
+  This is kinder than a machine that loses power: the kernel closes the killed processes' sockets, so
+  the peers fail at once; a powered-off machine sends nothing, and its peers wait for their collective's
+  or TCP's timeouts (and the store's read timeout). The times measured here are a lower bound.
 
 Several faults strike one after the other in the same run: fault ``i`` waits until the ranks have been
 started again ``i`` times (a fault that asks for step ``k`` strikes once the current attempt has logged
@@ -39,7 +42,7 @@ import psutil
 
 from .. import diagnosis, launch
 from ..machine import hardware
-from ..results import RunResult
+from ..results import RunResult, read_json
 
 LESSON = Path(__file__).resolve().parent.parent / "lessons" / "elastic_train.py"
 """The lesson every run here trains with."""
@@ -96,7 +99,9 @@ class ElasticOutcome:
     faults: tuple[Fault, ...] = ()
     """Every fault of the run, in order."""
     kill_times: tuple[float, ...] = ()
-    """When each fault struck (seconds since the start)."""
+    """When each fault struck: the moment its SIGKILLs were sent (seconds since the start)."""
+    started_wall: float | None = None
+    """The wall clock (``time.time()``) at the start, to place the ranks' time-stamped errors on this timeline."""
 
     def part(self, i: int) -> ElasticOutcome:
         """The run as seen from fault ``i``: its attempt is attempt 0, the attempts after it follow."""
@@ -149,6 +154,23 @@ class ElasticOutcome:
         return later[0] - self.killed_at_s if later and self.killed_at_s is not None else None
 
     @property
+    def peer_error_s(self) -> float | None:
+        """For the run's last fault: seconds from the recorded kill to the first error a surviving rank wrote
+        (about 0 when the kill time is right; negative would mean it was recorded late). None: no such error."""
+        if self.killed_at_s is None or self.started_wall is None or self.killed_at_s not in self.kill_times[-1:]:
+            return None
+        kill = self.started_wall + self.killed_at_s
+        after = []
+        for path in Path(self.result.run_dir).glob("rank*.error*.json"):
+            try:
+                t = float(read_json(path)["time"])
+            except (OSError, ValueError, KeyError, TypeError):
+                continue
+            if t > kill - 5.0:  # this fault's, not an earlier one's (those came seconds before it)
+                after.append(t - kill)
+        return min(after, default=None)
+
+    @property
     def step_s(self) -> float | None:
         """The median time between two steps of the first attempt, as seen from here."""
         times = [t for t, a, s in self.steps if a == 0]
@@ -196,8 +218,8 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _kill_tree(procs: Sequence[psutil.Process]) -> list[int]:
-    """SIGKILL every process given (no grace: a machine that dies gives none); the pids killed."""
+def _kill(procs: Sequence[psutil.Process]) -> list[int]:
+    """SIGKILL every process given (no grace), without waiting for them to end; the pids signalled."""
     killed = []
     for p in procs:
         try:
@@ -205,14 +227,14 @@ def _kill_tree(procs: Sequence[psutil.Process]) -> list[int]:
             killed.append(p.pid)
         except psutil.Error:
             pass
-    psutil.wait_procs([p for p in procs], timeout=5)
     return killed
 
 
 class _Elastic:
     """The agents of one elastic run, the fault, and what rank 0's log said when."""
 
-    def __init__(self, spec: launch.LaunchSpec, faults: Sequence[Fault], keep_alive_s: float, show: bool) -> None:
+    def __init__(self, spec: launch.LaunchSpec, faults: Sequence[Fault], keep_alive_s: float, show: bool,
+                 join_timeout_s: float | None = None) -> None:
         self.spec, self.faults, self.show = spec, list(faults), show
         self.port = _free_port()
         self.gpu_ids = [g.uuid for g in hardware.gpus()] if spec.nnodes > 1 and spec.backend == "nccl" else []
@@ -220,6 +242,8 @@ class _Elastic:
         # (5 s × 3 by default); a lost node's replacement can join the next round only then.
         interval = max(1, round(keep_alive_s / 3))
         self.rdzv_extra = f",keep_alive_interval={interval},keep_alive_max_attempt=3"
+        if join_timeout_s is not None:  # how long an agent waits for a round to complete (c10d's default: 600 s)
+            self.rdzv_extra += f",join_timeout={round(join_timeout_s)}"
         self.agents: dict[str, subprocess.Popen] = {}
         self.t0 = time.perf_counter()
         self.steps: list[tuple[float, int, int]] = []
@@ -234,6 +258,8 @@ class _Elastic:
         self.offset = 0
         self.partial = ""
         self.lost: set[str] = set()
+        self.dying: list[psutil.Process] = []  # killed, perhaps not yet reaped: waited for at the end
+        self.started_wall = time.time()  # the wall clock at t0, to compare with the ranks' time stamps
 
     def now(self) -> float:
         return time.perf_counter() - self.t0
@@ -289,22 +315,27 @@ class _Elastic:
             return
         if fault.kind == "rank":
             pid = int((self.spec.run_dir / f"rank{fault.target}.pid").read_text())
-            self.killed_pids += _kill_tree([psutil.Process(pid)])
-            self.kill_times.append(self.now())
+            proc = psutil.Process(pid)
+            self.killed_pids += _kill([proc])
+            self.kill_times.append(self.now())  # when the signal was sent, not when the process was reaped
+            self.dying.append(proc)
             self.event(f"SIGKILL to rank {fault.target} (pid {pid}) after rank 0 logged step {max(done)}")
             return
         name = self.node_agent[fault.target]
         agent = psutil.Process(self.agents[name].pid)
         procs = [agent, *agent.children(recursive=True)]
-        killed = _kill_tree(procs)
+        killed = _kill(procs)
+        struck = self.now()  # the signals are sent: the node is gone from here on
         self.killed_pids += killed
-        self.kill_times.append(self.now())
+        self.kill_times.append(struck)
+        self.dying += procs
         self.lost.add(name)
         self.event(f"SIGKILL to node {fault.target}: its torchrun agent and {len(procs) - 1} process(es) it started "
                    f"(pids {', '.join(map(str, killed))}), after rank 0 logged step {max(done)}")
         if fault.replace_after_s is not None:
-            self.replace_at = self.now() + fault.replace_after_s
+            self.replace_at = struck + fault.replace_after_s
             self.replace_node = fault.target
+            self.replace()  # replace_after_s=0: at once, before anything waits for the killed processes
 
     def replace(self) -> None:
         if self.replace_at is None or self.now() < self.replace_at:
@@ -351,14 +382,15 @@ def run_elastic(args: Sequence[str], *, nproc: int = 2, nnodes: int = 1, max_res
                 fault: Fault | Sequence[Fault] | None = None, every: int, backend: launch.Backend = "auto",
                 env: Mapping[str, Any] | None = None, timeout: float = 300.0, keep_alive_s: float = 3.0,
                 out: str | os.PathLike[str] | None = None, script: str | os.PathLike[str] = LESSON,
-                show: bool = True, check: bool = True) -> ElasticOutcome:
+                show: bool = True, check: bool = True, join_timeout_s: float | None = None) -> ElasticOutcome:
     """Train the lesson with ``args`` on ``nnodes`` × ``nproc`` ranks under ``--max-restarts``, with ``fault``
     (one :class:`Fault`, or several that strike in turn).
 
     ``every``: the lesson's checkpoint interval (``--every``), for the steps-lost arithmetic;
     ``script``: the lesson, or a script that runs it with other code (an exercise's candidate);
     ``keep_alive_s``: how long c10d waits for a silent node's heartbeat before it counts it as gone
-    (torch's default is 15 s; the lab shortens it). With ``check`` a run that fails raises
+    (torch's default is 15 s; the lab shortens it); ``join_timeout_s``: c10d's ``join_timeout`` (600 s by
+    default), how long an agent waits for the other nodes before ``RendezvousTimeoutError``. With ``check`` a run that fails raises
     :class:`RecoveryError` with torchrun's and the ranks' words.
     """
     faults = [] if fault is None else [fault] if isinstance(fault, Fault) else list(fault)
@@ -371,7 +403,7 @@ def run_elastic(args: Sequence[str], *, nproc: int = 2, nnodes: int = 1, max_res
         if f.kind == "rank" and not 0 <= f.target < spec.world_size:
             raise ValueError(f"Fault target rank {f.target}: this run has ranks 0..{spec.world_size - 1}")
     spec.run_dir.mkdir(parents=True, exist_ok=True)
-    lab = _Elastic(spec, faults, keep_alive_s, show)
+    lab = _Elastic(spec, faults, keep_alive_s, show, join_timeout_s)
     started = time.time()
     deadline = lab.t0 + timeout
     timed_out = False
@@ -390,6 +422,7 @@ def run_elastic(args: Sequence[str], *, nproc: int = 2, nnodes: int = 1, max_res
             time.sleep(POLL_S)
         lab.read_rank0()
     finally:
+        psutil.wait_procs(lab.dying, timeout=5)  # the killed processes, reaped by their parents (or init) by now
         left = lab.everything()
         if left:
             launch._end_tree(left)
@@ -412,7 +445,8 @@ def run_elastic(args: Sequence[str], *, nproc: int = 2, nnodes: int = 1, max_res
                              attempts=lab.attempts, events=lab.events,
                              killed_at_s=lab.kill_times[0] if lab.kill_times else None,
                              killed_pids=tuple(lab.killed_pids), agent_returncodes=tuple(codes.values()),
-                             placement=_placement(spec), faults=tuple(faults), kill_times=tuple(lab.kill_times))
+                             placement=_placement(spec), faults=tuple(faults), kill_times=tuple(lab.kill_times),
+                             started_wall=lab.started_wall)
     if failure is not None and check:
         agents = [line for log in sorted(spec.run_dir.glob("**/agent*.log")) for line in diagnosis.tail(log, 8)]
         raise RecoveryError(f"{failure.message}\n--- last lines of the torchrun agents ---\n" + "\n".join(agents))

@@ -71,7 +71,10 @@ def save(path: str, model: DDP, optimizer: torch.optim.Optimizer, step: int) -> 
     if dist.get_rank() == 0:
         state = {"model": model.module.state_dict(), "optimizer": optimizer.state_dict(), "step": step,
                  "world_size": dist.get_world_size()}
-        torch.save(state, path + ".tmp")
+        with open(path + ".tmp", "wb") as f:
+            torch.save(state, f)
+            f.flush()
+            os.fsync(f.fileno())  # on disk before the rename: also against a machine that loses power
         os.replace(path + ".tmp", path)  # atomic: a rank killed mid-write leaves the old checkpoint
     dist.barrier()
 
@@ -84,7 +87,7 @@ def resume(path: str, model: DDP, optimizer: torch.optim.Optimizer) -> int:
     state = torch.load(path, map_location="cpu", weights_only=True)
     model.module.load_state_dict(state["model"])  # the model inside DDP: the keys have no "module." prefix
     optimizer.load_state_dict(state["optimizer"])  # Adam's moments and step count
-    return state["step"]
+    return state["step"]  # state["world_size"] is not checked: resume with the world size that saved it
 
 
 # %% train

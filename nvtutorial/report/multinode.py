@@ -183,7 +183,8 @@ def recovery_verdict(outcome: ElasticOutcome, reference: str | os.PathLike[str],
     where = outcome.where
     numbers: dict[str, Any] = {"last_step_before_kill": outcome.last_step_before_kill,
                                "resumed_from": outcome.resumed_from, "steps_lost": outcome.steps_lost,
-                               "every": outcome.every, "recovery_s": outcome.recovery_s, "restart_s": outcome.restart_s}
+                               "every": outcome.every, "recovery_s": outcome.recovery_s, "restart_s": outcome.restart_s,
+                               "peer_error_s": outcome.peer_error_s}
     if not outcome.ok:
         error = (outcome.result.error or {}).get("message", "the run failed")
         return Verdict(f"recovery: {what}", "fail", f"the run did not come back: {error.splitlines()[0][:300]}",
@@ -196,7 +197,8 @@ def recovery_verdict(outcome: ElasticOutcome, reference: str | os.PathLike[str],
     ok = at_checkpoint and same.status == "pass"
     text = (f"{what}: killed after step {outcome.last_step_before_kill}, torchrun started the ranks again, they resumed "
             f"from the checkpoint of step {outcome.resumed_from} ({outcome.steps_lost} steps done again, checkpoints "
-            f"every {outcome.every}), the first new step came {outcome.recovery_s:.1f} s after the kill; "
+            f"every {outcome.every}), the first new step came {outcome.recovery_s:.1f} s after the kill (the SIGKILL; a "
+            f"machine that loses power would cost more: its peers wait for timeouts); "
             + ("the final weights are those of the uninterrupted run, bit for bit" if same.status == "pass"
                else f"but {same.text}"))
     return Verdict(f"recovery: {what}", "pass" if ok else "fail", text, numbers, where)
@@ -231,6 +233,9 @@ def grade_steps_lost(prediction: float | None, outcome: ElasticOutcome, kill_aft
         return Verdict("prediction: steps lost", "right" if prediction == 0 else ("no answer" if prediction is None
                        else "off"), f"Measured: 0 steps lost (the kill came right after a checkpoint). {explanation}",
                        {"prediction": prediction, "measured": 0}, outcome.where)
+    if prediction is not None and prediction <= 0:  # a legitimate guess (the kill right after a checkpoint), wrong here
+        return Verdict("prediction: steps lost", "off", f"Measured: {lost} steps lost, not {prediction:g}. {explanation}",
+                       {"prediction": prediction, "measured": lost}, outcome.where)
     return predict.grade_number("prediction: steps lost", prediction, float(lost), unit="steps",
                                 where=outcome.where, explanation=explanation, right_within=0.2,
                                 close_within=1.0)
@@ -240,7 +245,9 @@ def timeline_frame(outcome: ElasticOutcome):  # -> pandas.DataFrame
     """The lab's events and the ranks' starts, in time order."""
     import pandas as pd
 
-    return pd.DataFrame(outcome.timeline()).round({"t_s": 2})
+    frame = pd.DataFrame(outcome.timeline()).round({"t_s": 2})
+    frame["measured on"] = outcome.where
+    return frame
 
 
 def recovery_rows(outcomes: Mapping[str, ElasticOutcome]) -> list[dict[str, Any]]:
