@@ -15,12 +15,12 @@ import re
 import shutil
 import signal
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .results import EnvInfo, RunResult, read_json
 
-if TYPE_CHECKING:
-    from .launch import LaunchSpec
+LaunchSpec = Any
+"""A :class:`nvtutorial.launch.LaunchSpec` (not imported: the launcher imports this module)."""
 
 LOG_TAIL_LINES = 30
 _TAIL_BYTES = 256 * 1024

@@ -30,7 +30,7 @@ from .ladder_model import (
     tp_dim,
     with_layers,
 )
-from ..teach import predict
+from . import predict
 from .verdict import Verdict, compare, comparison_verdict
 
 __all__ = ["FSDP", "LABELS", "LAYER_LIMIT", "RUNGS", "TP_SPLIT", "RankMemory", "Setup", "activations", "chunk_rows",

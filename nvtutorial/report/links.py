@@ -12,7 +12,7 @@ from typing import Any
 
 from ..machine.links import SOURCE_NVLINK_CARDS, Expectation, card
 from ..machine.topology import Topology
-from ..teach.predict import grade_number
+from .predict import grade_number
 from ..units import format_size
 from . import bandwidth
 from .verdict import Verdict

@@ -12,15 +12,15 @@ import re
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..machine import nccl_debug
 from ..results import RunResult
-from ..teach import predict
+from . import predict
 from .verdict import Verdict, compare, comparison_verdict
 
-if TYPE_CHECKING:
-    from ..experiments.recovery import ElasticOutcome
+ElasticOutcome = Any
+"""An :class:`nvtutorial.experiments.recovery.ElasticOutcome` (not imported: report never depends on a lab)."""
 
 _NNODES = re.compile(r"NCCL INFO comm \S+ rank (\d+) nRanks (\d+) nNodes (\d+) localRanks (\d+)")
 _AGENT_WORDS = re.compile(r"Worker group (FAILED|UNHEALTHY)\. .*|failed \(exitcode: -?\d+\) local_rank: \d+|"

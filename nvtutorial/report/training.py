@@ -531,7 +531,7 @@ SOURCE_VALIDATION_CHOICES = {"a": "the loss (×1)", "b": "world-size times the l
 
 def grade_source_validation(prediction: str | None, values: Mapping[str, Any], where_: str) -> Verdict:
     """Grade the prediction against the run: the choice nearest to the source's value ÷ one process's loss."""
-    from ..teach.predict import grade_choice
+    from .predict import grade_choice
 
     ratio = values["source"] / values["single"]
     world = values["world"]
@@ -547,7 +547,7 @@ C14_CHOICES = {"a": "NVLink faster", "b": "NVLink slower", "c": "the same within
 
 def grade_c14(prediction: str | None, rows: Mapping[str, Mapping[str, Any] | None], gpu: bool, where_: str) -> Verdict:
     """Grade the prediction against the NVLink and host-staged runs (GPUs only)."""
-    from ..teach.predict import grade_choice
+    from .predict import grade_choice
 
     host = transport_comparison(rows, "host") if gpu else None
     if host is None:

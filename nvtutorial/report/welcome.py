@@ -9,7 +9,7 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from ..teach.predict import grade_choice
+from .predict import grade_choice
 from .verdict import Verdict
 
 _CELL_FRAME = re.compile(r'^\s*File "<ranks cell \d+>", line (\d+), in')
