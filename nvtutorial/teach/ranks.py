@@ -73,7 +73,6 @@ import re
 import shlex
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 from ._ranks_pool import Pool
@@ -107,40 +106,25 @@ _atexit_registered = False
 
 # ----- settings and backend ------------------------------------------------------------------
 def _torch_cuda_build() -> str | None:
-    """torch's CUDA version (``None`` for a CPU build), read without importing torch."""
-    loaded = sys.modules.get("torch")
-    if loaded is not None:
-        return loaded.version.cuda
-    spec = importlib.util.find_spec("torch")
-    if spec is None or spec.origin is None:
+    """torch's CUDA version (``None`` for a CPU build), read without importing torch (as the launcher does)."""
+    from .. import launch
+
+    if importlib.util.find_spec("torch") is None:
         raise RanksUsageError("torch is not installed in this kernel's environment: install it (make install)")
-    try:
-        text = (Path(spec.origin).parent / "version.py").read_text()
-    except OSError:
-        return None
-    match = re.search(r"^cuda\s*(?::[^=\n]*)?=\s*['\"]([^'\"]+)['\"]", text, re.MULTILINE)
-    return match.group(1) if match else None
+    return launch.torch_cuda()
 
 
 def resolve_backend(backend: str, nproc: int) -> str:
-    """``auto`` is nccl when ``nproc`` GPUs are visible and torch has CUDA, else gloo on the CPU."""
-    if backend not in ("auto", "nccl", "gloo"):
-        raise RanksUsageError(f"unknown backend {backend!r}: use auto, nccl or gloo")
-    if backend == "gloo":
-        return "gloo"
-    from ..machine import hardware  # NVML only: counts GPUs without CUDA
+    """``auto`` is nccl when ``nproc`` GPUs are visible and torch has CUDA, else gloo on the CPU: the
+    launcher's rule (:func:`nvtutorial.launch.resolve_backend`), its refusals raised as usage errors."""
+    from .. import launch
 
-    cuda = _torch_cuda_build()
-    gpus = hardware.gpu_count() if cuda else 0
-    if backend == "auto":
-        return "nccl" if gpus >= nproc else "gloo"
-    if gpus == 0:
-        why = "this torch is a CPU-only build" if not cuda else "no GPU is visible (NVML sees none)"
-        raise RanksUsageError(f"backend nccl needs GPUs, but {why}: use --backend gloo or auto")
-    if gpus < nproc:
-        raise RanksUsageError(f"backend nccl with {nproc} ranks needs {nproc} GPUs, but {gpus} are visible: "
-                              f"use --nproc {gpus} or --backend gloo")
-    return "nccl"
+    if backend != "gloo":
+        _torch_cuda_build()  # a kernel without torch gets the one-line usage error
+    try:
+        return launch.resolve_backend(backend, nproc)
+    except launch.LaunchError as exc:
+        raise RanksUsageError(str(exc)) from None
 
 
 def _check(nproc: Any, timeout: Any, env: Any, pg_timeout: Any) -> dict[str, str]:
