@@ -19,15 +19,7 @@ out=${1:?usage: scripts/gpu-one.sh OUT_DIR [STEP ...]}
 shift
 steps=${*:-facts checks course ranks full0809 overhead}
 work=$(mktemp -d /tmp/gpu-one.XXXX)
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
-PY=${PYTHON:-python3}
-if [ -d .whl ] && ! $PY -c "import papermill" 2>/dev/null; then
-    $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
-        $(ls .whl/*.whl | grep -v '/nvtutorial-') || exit 1
-    export PYTHONPATH=$PWD:/tmp/site${PYTHONPATH:+:$PYTHONPATH}
-else
-    export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
-fi
+. scripts/device-env.sh
 mkdir -p "$out"
 
 step() {  # step NAME SECONDS COMMAND...: run it with a limit, log it, record its exit code and time
@@ -42,14 +34,7 @@ step() {  # step NAME SECONDS COMMAND...: run it with a limit, log it, record it
     tail -n 15 "$work/$name.log"
 }
 
-{
-    date -u
-    nvidia-smi --query-gpu=name,memory.total,driver_version,pci.bus_id --format=csv
-    $PY -c "import torch, platform; print('python', platform.python_version(), 'torch', torch.__version__, 'cuda', torch.version.cuda, 'nccl', torch.cuda.nccl.version(), 'gpus', torch.cuda.device_count())"
-    echo "cores: $(nproc)"
-    echo "commit: ${COURSE_COMMIT:-unknown (set COURSE_COMMIT)}"
-} > "$work/machine.txt" 2>&1
-cat "$work/machine.txt"
+machine_facts "$work/machine.txt"
 
 step checks 150 $PY scripts/one_gpu_checks.py "$work/one-gpu-checks.json"
 only=()

@@ -11,24 +11,8 @@
 set -uo pipefail
 out=${1:?usage: scripts/gpu-two-quick.sh OUT_DIR}
 mkdir -p "$out"
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
-PY=${PYTHON:-python3}
-if [ -d .whl ] && ! $PY -c "import papermill" 2>/dev/null; then
-    $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
-        $(ls .whl/*.whl | grep -v '/nvtutorial-') || exit 1
-    export PYTHONPATH=$PWD:/tmp/site${PYTHONPATH:+:$PYTHONPATH}
-else
-    export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
-fi
-{
-    date -u
-    nvidia-smi --query-gpu=name,memory.total,driver_version,pci.bus_id --format=csv
-    nvidia-smi topo -m
-    $PY -c "import torch, platform; print('python', platform.python_version(), 'torch', torch.__version__, 'cuda', torch.version.cuda, 'nccl', torch.cuda.nccl.version(), 'gpus', torch.cuda.device_count())"
-    echo "cores: $(nproc)"
-    echo "commit: ${COURSE_COMMIT:-unknown}"
-} > "$out/machine.txt" 2>&1
-cat "$out/machine.txt"
+. scripts/device-env.sh
+machine_facts "$out/machine.txt"
 t0=$SECONDS
 timeout -k 5 110 $PY -m pytest -q -p no:cacheprovider -rA --timeout 100 \
     "tests/test_launcher.py::test_selftest_on_two_gpus_with_nccl" \
