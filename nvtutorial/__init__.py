@@ -19,6 +19,21 @@ _LAZY = {"LaunchError": "launch", "RunFailed": "launch", "RunTimedOut": "launch"
          "EnvInfo": "results", "RunResult": "results"}
 
 
+def _prestart_in_a_kernel() -> None:
+    """In a Jupyter kernel, start the warm interpreter the runs' ranks are forked from, so that it imports
+    torch while the learner reads (:mod:`nvtutorial.launch.warm`). Ranks and the CLI never start it here."""
+    import sys
+
+    ipython = sys.modules.get("IPython")
+    if "ipykernel" in sys.modules and ipython is not None and ipython.get_ipython() is not None:
+        from .launch import warm
+
+        warm.prestart()
+
+
+_prestart_in_a_kernel()
+
+
 def __getattr__(name: str) -> Any:
     # Imported on first use: a rank that imports nvtutorial.runtime never loads the launcher,
     # and `nvtutorial.launch.prepare(...)` still works after a bare `import nvtutorial`.

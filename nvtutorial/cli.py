@@ -2,7 +2,8 @@
 
 Exit codes: 0 success; 1 a run or a check failed; 2 bad input (nothing was launched).
 Each command imports what it needs when it runs: ``nvtutorial run`` starts its ranks without
-loading pandas, matplotlib or torch in this process.
+loading pandas, matplotlib or torch in this process (torch is imported once, by the warm interpreter
+the ranks are forked from).
 """
 
 from __future__ import annotations
@@ -62,7 +63,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         env = params_mod.parse_assignments(args.env)
         spec = launch.prepare(args.target, nproc=args.nproc, backend=args.backend, params=values,
                               args=args.script_args, timeout=args.timeout, env=env, out=args.out, output=args.output,
-                              nnodes=args.nnodes, allow_oversubscribe=args.oversubscribe)
+                              nnodes=args.nnodes, allow_oversubscribe=args.oversubscribe,
+                              launcher="torchrun" if args.torchrun else None)
     except (launch.LaunchError, params_mod.ParamError) as exc:
         print(f"nvtutorial run: error: {one_line(exc)}", file=sys.stderr)
         return EXIT_USAGE
@@ -147,6 +149,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--env", action="append", default=[], metavar="KEY=VALUE", help="an environment variable for this run")
     p.add_argument("--out", type=Path, help="run folder (default: a new folder under runs/)")
     p.add_argument("--output", choices=("rank0", "all", "none"), default="rank0", help="which ranks' lines to show")
+    p.add_argument("--torchrun", action="store_true",
+                   help="start the ranks with the literal torchrun command (default: fork them from a warm "
+                        "interpreter that has imported torch, where the run allows it)")
     p.set_defaults(func=cmd_run, script_args=[])
 
     p = sub.add_parser("course", help="execute the notebooks with papermill and print a summary")

@@ -54,6 +54,10 @@ class Observed:
     """Ranks whose process ended without a result or an error file, and when (time.time())."""
     startup: bool = False
     """The ranks were not all up within the start-up limit (``LaunchSpec.startup_timeout``)."""
+    started: str = "torchrun"
+    """How the ranks started: ``warm`` (forked, their exit statuses known) or ``torchrun``."""
+    exits: dict[int, int] = dataclasses.field(default_factory=dict)
+    """Warm ranks' exit codes (negative: the signal), as seen before the launcher ended the others."""
 
 
 def tail(path: Path, n: int = LOG_TAIL_LINES) -> list[str]:
@@ -144,21 +148,23 @@ def _errors(spec: LaunchSpec) -> list[dict[str, Any]]:
     return sorted(errors, key=lambda e: e.get("time", 0.0))
 
 
-def _signalled_ranks(spec: LaunchSpec) -> list[tuple[int, signal.Signals]]:
-    """Ranks that torchrun reports as killed by a crash signal or by SIGKILL.
+def _signalled_ranks(spec: LaunchSpec, seen: Observed | None = None) -> list[tuple[int, signal.Signals]]:
+    """Ranks killed by a crash signal or by SIGKILL: warm ranks' exit statuses, or torchrun's report.
 
-    torchrun's report lists only the ranks that had already ended when it noticed the first
-    failure, before it cleans up the others, so a SIGKILL listed there came from outside the run
-    (the out-of-memory killer, a ``kill -9``), even when torchrun names a peer as the root cause:
-    a peer that lost its connection to the killed rank often exits first.
+    Both list only the ranks that had already ended when the first failure was noticed, before the
+    others were ended, so a SIGKILL listed there came from outside the run (the out-of-memory
+    killer, a ``kill -9``), even when torchrun names a peer as the root cause: a peer that lost its
+    connection to the killed rank often exits first.
     """
+    fatal = {int(s) for s in CRASH_SIGNALS} | {int(signal.SIGKILL)}
+    if seen is not None and seen.started == "warm":
+        return sorted((r, signal.Signals(-c)) for r, c in seen.exits.items() if c < 0 and -c in fatal)
     found = {}
     for log in agent_logs(spec):
         try:
             text = log.read_text(errors="replace")[-_TAIL_BYTES:]
         except (FileNotFoundError, NotADirectoryError):
             continue
-        fatal = {int(s) for s in CRASH_SIGNALS} | {int(signal.SIGKILL)}
         for rank, code in _AGENT_FAILURE.findall(text):
             if int(code) < 0 and -int(code) in fatal:
                 found[int(rank)] = signal.Signals(-int(code))
@@ -204,7 +210,7 @@ def diagnose(spec: LaunchSpec, result: RunResult, seen: Observed) -> Failure | N
         return None
     reported = {int(e["rank"]) for e in errors if "rank" in e}
     full = disk_full(spec)
-    signalled = [(r, s) for r, s in _signalled_ranks(spec) if r not in reported]
+    signalled = [(r, s) for r, s in _signalled_ranks(spec, seen) if r not in reported]
     vanished = [r for r, _ in sorted(seen.vanished.items(), key=lambda item: item[1]) if r not in reported]
     if result.returncode == 0:
         result.returncode = 1
@@ -230,14 +236,16 @@ def diagnose(spec: LaunchSpec, result: RunResult, seen: Observed) -> Failure | N
             head = f"{full}\n(rank {rank} failed: {error['type']}: {error['message'][:200]})"
         result.error = {"rank": rank, "type": error["type"], "message": error["message"], "traceback": error["traceback"]}
         return _failure(result, rank, head + _early_note(spec, reported), error["type"], error["traceback"])
-    logs = agent_logs(spec)
+    warm = seen.started == "warm"
+    logs = list(result.log_files.values()) if warm else agent_logs(spec)
     agent_tail = [line for log in logs for line in tail(log)][-LOG_TAIL_LINES:]
     first = full or (f"{spec.workload} exited with code {result.returncode} and no rank reported an error "
                      f"(a crash before the workload started, or a rank killed by a signal)")
     kind = "DiskFull" if full else "ExitCode"
     result.log_tail = agent_tail
     result.error = {"type": kind, "message": first}
-    message = f"{first}\n--- last lines of torchrun's output ({', '.join(map(str, logs))}) ---\n" + "\n".join(agent_tail)
+    whose = "the ranks' logs" if warm else "torchrun's output"
+    message = f"{first}\n--- last lines of {whose} ({', '.join(map(str, logs))}) ---\n" + "\n".join(agent_tail)
     return Failure(message, exc_type=kind)
 
 

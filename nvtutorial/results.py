@@ -141,6 +141,12 @@ class RunResult:
     """Nodes (torchrun agents) of the run; ``nproc`` ranks each."""
     ready_s: float | None = None
     """Seconds from the launch until every rank was up (start-up); the deadline counts from there."""
+    started: str = "torchrun"
+    """How the ranks started: ``warm`` (forked from the warm interpreter) or ``torchrun``."""
+    torchrun: str = ""
+    """The ``torchrun`` command a learner would type for the same run."""
+    cold_reason: str | None = None
+    """Why a run that could have started warm started with torchrun (None: it did not)."""
 
     @property
     def ok(self) -> bool:

@@ -418,12 +418,13 @@ def _init(rank: int, local_rank: int, world_size: int, backend: str, pg_timeout:
     if backend == "nccl":
         kwargs["device_id"] = device
     if "MASTER_ADDR" not in os.environ:  # plain `python -m ...` without torchrun: a world of one
-        os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port()))
+        os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()))
     dist.init_process_group(**kwargs)
     return Context(rank=rank, local_rank=local_rank, world_size=world_size, backend=backend, device=device, run_dir=run_dir)
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 now (another process may take it before it is used): the course's one helper."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])

@@ -26,10 +26,12 @@ import time
 import warnings
 from pathlib import Path
 
+import psutil
 import pytest
 
 import nvtutorial
 from nvtutorial import cli, guards, launch
+from nvtutorial.launch import runner
 
 from .launch_helpers import (
     SUBJECT,
@@ -141,18 +143,22 @@ def test_caller_killed(tmp_path):
     caller = subprocess.Popen([sys.executable, "-c", code])
     try:
         wait_for(lambda: "sleeping" in read(run_dir / "rank1.log"), 90, "rank 1 to hang")
-        assert len(processes_of(run_dir)) >= 3  # the agent and two ranks
+        assert len(processes_of(run_dir)) >= 3  # the run's store (or torchrun's agent) and two ranks
+        warm = [p for p in psutil.Process(caller.pid).children() if "launch._zygote" in " ".join(p.cmdline())]
+        assert warm, "the caller started no warm interpreter"
         caller.kill()
         caller.wait()
         killed = time.monotonic()
         assert_no_process(run_dir, within=AFTER_FAULT_S)
+        _, alive = psutil.wait_procs(warm, timeout=AFTER_FAULT_S)
+        assert not alive, "the warm interpreter outlived the caller"
         took = time.monotonic() - killed
     finally:
         caller.kill()
     assert took < AFTER_FAULT_S
     assert_files_whole(run_dir)
     record("caller", "the caller killed (a kernel restart, `kill -9`)", "SIGKILL to the Python process that called run()",
-           "the ranks and torchrun end by themselves (they watch the caller's pid)",
+           "the ranks, the run's store and the warm interpreter end by themselves (they watch the caller)",
            "nothing: no process of the run is left", f"{AFTER_FAULT_S:g} s after the kill")
 
 
@@ -236,8 +242,8 @@ def test_rendezvous_port_already_taken(runs_dir, monkeypatch, capsys):
     squatter.listen()
     taken = squatter.getsockname()[1]
     ports = iter([taken])
-    real = launch._free_port
-    monkeypatch.setattr(launch, "_free_port", lambda: next(ports, None) or real())
+    real = runner.free_port
+    monkeypatch.setattr(runner, "free_port", lambda: next(ports, None) or real())
     try:
         res = nvtutorial.run("selftest", nproc=1, nnodes=2, backend="gloo", output="none", timeout=120,
                              params={"steps": 1, "numel": 64})

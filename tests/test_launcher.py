@@ -22,6 +22,7 @@ import pytest
 
 import nvtutorial
 from nvtutorial import guards, launch
+from nvtutorial.machine import hardware
 from nvtutorial.results import RunResult, write_json_atomic
 
 from .conftest import assert_nothing_left, requires_two_gpus, run_pids
@@ -229,11 +230,11 @@ def test_nccl_without_enough_gpus_is_a_clear_error(monkeypatch):
     with pytest.raises(nvtutorial.LaunchError, match="CPU-only build"):
         launch.resolve_backend("nccl", 2)
     monkeypatch.setattr(torch.version, "cuda", "13.0")
-    monkeypatch.setattr(launch.hardware, "gpu_count", lambda: 1)
+    monkeypatch.setattr(hardware, "gpu_count", lambda: 1)
     with pytest.raises(nvtutorial.LaunchError, match="needs 2 GPUs, but 1 are visible; use --nproc 1"):
         launch.resolve_backend("nccl", 2)
     assert launch.resolve_backend("auto", 2) == "gloo"
-    monkeypatch.setattr(launch.hardware, "gpu_count", lambda: 2)
+    monkeypatch.setattr(hardware, "gpu_count", lambda: 2)
     assert launch.resolve_backend("auto", 2) == "nccl"
 
 

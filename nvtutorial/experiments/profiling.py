@@ -10,7 +10,6 @@ import dataclasses
 import os
 import secrets
 import shutil
-import signal
 import sqlite3
 import subprocess
 import time
@@ -19,6 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from .. import launch, params as params_mod, workloads
+from ..launch.environment import child_environment
+from ..launch.tree import ProcessTree
 from ..report.traces import NsysResult, nsys_split, parse_kernel_summary
 from ..workloads import profile_step
 
@@ -75,15 +76,18 @@ def run_nsys(workload: str, *, params: Any = None, nproc: int = 2, env: Mapping[
                           reason="nsys (Nsight Systems) is not on PATH here: the split below comes from torch.profiler")
     spec.run_dir.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
-    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env=launch.child_environment(spec), start_new_session=True)
+    tree = ProcessTree()  # nsys, the torchrun it starts, the ranks: ended together whatever happens
+    proc = tree.add(subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                     env=child_environment(spec), start_new_session=True))
     try:
         output, _ = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
+        tree.end()
         output, _ = proc.communicate()
         return NsysResult(available=True, command=command, reason=f"nsys did not finish within {timeout:g} s",
                           returncode=None, wall_s=time.perf_counter() - t0, output_tail=output.splitlines()[-20:])
+    finally:
+        tree.end()
     wall = time.perf_counter() - t0
     rep = next((p for p in (report.with_suffix(".nsys-rep"), report.with_suffix(".qdrep")) if p.exists()), None)
     result = NsysResult(available=True, command=command, returncode=proc.returncode, wall_s=wall,

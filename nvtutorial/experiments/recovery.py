@@ -41,6 +41,8 @@ from typing import Any, Literal
 import psutil
 
 from .. import diagnosis, launch
+from ..launch import tree as process_tree
+from ..launch.environment import free_port, node_environment
 from ..machine import hardware
 from ..results import RunResult, read_json
 
@@ -212,31 +214,13 @@ def lesson_args(sizes: Mapping[str, Any], ckpt_dir: str | os.PathLike[str]) -> l
     return [*args, "--ckpt-dir", str(ckpt_dir)]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _kill(procs: Sequence[psutil.Process]) -> list[int]:
-    """SIGKILL every process given (no grace), without waiting for them to end; the pids signalled."""
-    killed = []
-    for p in procs:
-        try:
-            p.kill()
-            killed.append(p.pid)
-        except psutil.Error:
-            pass
-    return killed
-
-
 class _Elastic:
     """The agents of one elastic run, the fault, and what rank 0's log said when."""
 
     def __init__(self, spec: launch.LaunchSpec, faults: Sequence[Fault], keep_alive_s: float, show: bool,
                  join_timeout_s: float | None = None) -> None:
         self.spec, self.faults, self.show = spec, list(faults), show
-        self.port = _free_port()
+        self.port = free_port()
         self.gpu_ids = [g.uuid for g in hardware.gpus()] if spec.nnodes > 1 and spec.backend == "nccl" else []
         # c10d declares a node dead after keep_alive_interval × keep_alive_max_attempt without a heartbeat
         # (5 s × 3 by default); a lost node's replacement can join the next round only then.
@@ -245,6 +229,7 @@ class _Elastic:
         if join_timeout_s is not None:  # how long an agent waits for a round to complete (c10d's default: 600 s)
             self.rdzv_extra += f",join_timeout={round(join_timeout_s)}"
         self.agents: dict[str, subprocess.Popen] = {}
+        self.tree = process_tree.ProcessTree()  # the agents, the workers found by pid file, what they start
         self.t0 = time.perf_counter()
         self.steps: list[tuple[float, int, int]] = []
         self.attempts: list[tuple[float, int, int]] = []
@@ -281,9 +266,9 @@ class _Elastic:
         log = self.spec.run_dir / (f"node{node}" if self.spec.nnodes > 1 else "") / log_name
         log.parent.mkdir(parents=True, exist_ok=True)
         with open(log, "w") as fh:
-            self.agents[name] = subprocess.Popen(
+            self.agents[name] = self.tree.add(subprocess.Popen(
                 self.command(node), stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                env=launch.node_environment(self.spec, node, self.gpu_ids), start_new_session=True)
+                env=node_environment(self.spec, node, self.gpu_ids), start_new_session=True))
 
     def read_rank0(self) -> None:
         try:
@@ -316,7 +301,7 @@ class _Elastic:
         if fault.kind == "rank":
             pid = int((self.spec.run_dir / f"rank{fault.target}.pid").read_text())
             proc = psutil.Process(pid)
-            self.killed_pids += _kill([proc])
+            self.killed_pids += process_tree.kill_now([proc])
             self.kill_times.append(self.now())  # when the signal was sent, not when the process was reaped
             self.dying.append(proc)
             self.event(f"SIGKILL to rank {fault.target} (pid {pid}) after rank 0 logged step {max(done)}")
@@ -324,7 +309,7 @@ class _Elastic:
         name = self.node_agent[fault.target]
         agent = psutil.Process(self.agents[name].pid)
         procs = [agent, *agent.children(recursive=True)]
-        killed = _kill(procs)
+        killed = process_tree.kill_now(procs)
         struck = self.now()  # the signals are sent: the node is gone from here on
         self.killed_pids += killed
         self.kill_times.append(struck)
@@ -351,22 +336,15 @@ class _Elastic:
         return [a for name, a in self.agents.items() if name not in self.lost]
 
     def everything(self) -> list[psutil.Process]:
-        found: dict[int, psutil.Process] = {}
-        for agent in self.agents.values():
-            try:
-                root = psutil.Process(agent.pid)
-                for p in [root, *root.children(recursive=True)]:
-                    found[p.pid] = p
-            except psutil.Error:
-                continue
+        """Every live process of the run: the agents and what they started, and every rank by its pid file."""
         for pid_file in self.spec.run_dir.glob("rank*.pid"):
             try:
-                p = psutil.Process(int(pid_file.read_text()))
-                if p.create_time() >= time.time() - self.now() - 1:
-                    found[p.pid] = p
-            except (ValueError, OSError, psutil.Error):
+                proc = process_tree.as_process(int(pid_file.read_text()), born_after=self.started_wall)
+            except (ValueError, OSError):
                 continue
-        return list(found.values())
+            if proc is not None:
+                self.tree.adopt(proc)
+        return self.tree.processes()
 
 
 def _placement(spec: launch.LaunchSpec) -> str:
@@ -423,11 +401,8 @@ def run_elastic(args: Sequence[str], *, nproc: int = 2, nnodes: int = 1, max_res
         lab.read_rank0()
     finally:
         psutil.wait_procs(lab.dying, timeout=5)  # the killed processes, reaped by their parents (or init) by now
-        left = lab.everything()
-        if left:
-            launch._end_tree(left)
-        for agent in lab.agents.values():
-            agent.wait()
+        lab.everything()  # adopt the ranks of the last attempt, then end them all
+        lab.tree.end()
     # a killed agent was reaped while it was killed: its code is the signal's
     codes = {name: -9 if name in lab.lost else a.returncode for name, a in lab.agents.items()}
     final = [codes[name] for name in codes if name not in lab.lost]

@@ -5,6 +5,9 @@ command pipe, a reply pipe, and its stdout and stderr as pipes. While a command 
 main thread waits on all of them at once (``select``): output lines are printed as they arrive,
 labelled ``[rankN]``, and each rank's reply ends its part of the command.
 
+The ranks are processes of the course's process layer (:mod:`nvtutorial.launch`): forked from the
+warm interpreter where it can serve them (else started cold, and the cell says why), with the
+launcher's environment rule, and ended by its :class:`~nvtutorial.launch.tree.ProcessTree`.
 This module never imports torch: the kernel must not initialise CUDA.
 """
 
@@ -19,11 +22,11 @@ import subprocess
 import sys
 import time
 from multiprocessing.connection import Connection
-from pathlib import Path
 from typing import Any
 
-import psutil
-
+from ..launch import warm
+from ..launch.environment import base_environment, torchrun_variables
+from ..launch.tree import ProcessTree
 from ._ranks_result import CellResult, RankOutcome, RanksError, RanksInterrupted, exit_text, rank_list
 
 INTERRUPT_GRACE_S = 1.0
@@ -47,12 +50,13 @@ BOOT = "from nvtutorial.teach._ranks_worker import main; main()"
 class _Worker:
     """One rank's process and pipes, as the kernel sees them."""
 
-    def __init__(self, rank: int, proc: subprocess.Popen, cmd: Connection, reply: Connection) -> None:
+    def __init__(self, rank: int, proc: Any, cmd: Connection, reply: Connection, out: int, err: int) -> None:
         self.rank = rank
         self.proc = proc
+        """A warm :class:`~nvtutorial.launch.warm.Forked` or a cold :class:`subprocess.Popen`."""
         self.cmd = cmd
         self.reply = reply
-        self.streams = {proc.stdout.fileno(): "stdout", proc.stderr.fileno(): "stderr"}  # type: ignore[union-attr]
+        self.streams = {out: "stdout", err: "stderr"}
         self.decoders = {fd: codecs.getincrementaldecoder("utf-8")(errors="replace") for fd in self.streams}
         self.partial = {fd: "" for fd in self.streams}
         self.partial_since = {fd: 0.0 for fd in self.streams}
@@ -77,7 +81,8 @@ class _Worker:
 class Pool:
     """``nproc`` worker processes whose process group is initialised (see :mod:`nvtutorial.teach.ranks`)."""
 
-    def __init__(self, nproc: int, backend: str, env: dict[str, str], pg_timeout: float | None = None) -> None:
+    def __init__(self, nproc: int, backend: str, env: dict[str, str], pg_timeout: float | None = None,
+                 cold: bool = False) -> None:
         self.nproc = nproc
         self.backend = backend
         self.env = dict(env)
@@ -89,39 +94,48 @@ class Pool:
         self._capture: dict[int, list[str]] | None = None
         self.started_at: float | None = None
         self.start_s: float | None = None
+        self.cold = cold
+        """Start the ranks cold (``python`` each) instead of forking them from the warm interpreter."""
+        self.cold_reason: str | None = None
+        """Why ranks that could have been forked warm started cold."""
+        self.tree = ProcessTree()
 
     # ----- processes -------------------------------------------------------------------------
     def _environment(self, rank: int) -> dict[str, str]:
-        env = dict(os.environ)
-        package_root = str(Path(__file__).resolve().parents[2])
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH", "")) if p)
-        env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // self.nproc)))
-        env.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(self.nproc), LOCAL_WORLD_SIZE=str(self.nproc),
-                   GROUP_RANK="0", MASTER_ADDR="127.0.0.1", NVTUTORIAL_RANKS_BACKEND=self.backend)
-        if self.backend == "gloo":
-            env["CUDA_VISIBLE_DEVICES"] = ""  # the CPU path: ranks see no GPU, and never touch one
-        else:
+        """The launcher's rule (:mod:`nvtutorial.launch.environment`): the run's environment, then torchrun's
+        variables for this rank; rank 0 hosts the store, so ``MASTER_PORT`` is set when the group forms."""
+        overrides = dict(self.env)
+        if self.backend != "gloo":
             # torch's _abort_process_group wants NCCL's watchdog to leave errors to us (its docs), rather
             # than end the process: then a rank stuck in a collective keeps its variables. --env overrides.
-            env.setdefault("TORCH_NCCL_ASYNC_ERROR_HANDLING", "0")
-        env.update(self.env)
+            overrides = {"TORCH_NCCL_ASYNC_ERROR_HANDLING": "0", **overrides}
+        env = base_environment(self.nproc, self.backend, overrides)
+        env.update(torchrun_variables(rank, self.nproc, None, f"ranks-{os.getpid()}", "", env, agent_store=False))
+        env.pop("TORCHELASTIC_ERROR_FILE")
+        env["NVTUTORIAL_RANKS_BACKEND"] = self.backend
+        env["MASTER_ADDR"] = "127.0.0.1"
         return env
 
     def _spawn(self, rank: int) -> _Worker:
-        cmd_r, cmd_w = os.pipe()
-        reply_r, reply_w = os.pipe()
+        """Start rank ``rank``'s process (forked warm where it can) with its command, reply and output pipes."""
+        pipes = [os.pipe() for _ in range(4)]  # command, reply, stdout, stderr
+        (cmd_r, cmd_w), (reply_r, reply_w), (out_r, out_w), (err_r, err_w) = pipes
+        devnull = os.open(os.devnull, os.O_RDONLY)
         try:
-            proc = subprocess.Popen(
-                [sys.executable, "-c", BOOT, str(cmd_r), str(reply_w)], stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=self._environment(rank),
-                pass_fds=(cmd_r, reply_w), start_new_session=True)  # our SIGINT goes to the ranks we choose
+            proc, why = warm.start_python(
+                ["-c", BOOT, warm.PassFd(cmd_r), warm.PassFd(reply_w)], env=self._environment(rank),
+                stdin=devnull, stdout=out_w, stderr=err_w, cold=self.cold,
+                title=f"python -c {BOOT!r}  [%%ranks rank {rank}/{self.nproc}, nvtutorial]")
         except BaseException:
-            for fd in (cmd_r, cmd_w, reply_r, reply_w):
+            for fd in (*(fd for pair in pipes for fd in pair), devnull):
                 os.close(fd)
             raise
-        os.close(cmd_r)
-        os.close(reply_w)
-        return _Worker(rank, proc, Connection(cmd_w, readable=False), Connection(reply_r, writable=False))
+        for fd in (cmd_r, reply_w, out_w, err_w, devnull):
+            os.close(fd)
+        if why and self.cold_reason is None:
+            self.cold_reason = why
+        self.tree.add(proc)
+        return _Worker(rank, proc, Connection(cmd_w, readable=False), Connection(reply_r, writable=False), out_r, err_r)
 
     @property
     def running(self) -> bool:
@@ -181,30 +195,22 @@ class Pool:
     def stop(self) -> None:
         """End every rank (closing its command pipe ends it at once) and anything it started."""
         workers, self.workers = self.workers, []
-        procs = []
+        tree, self.tree = self.tree, ProcessTree()
+        for proc in tree.processes():  # remembered now: a rank's children outlive it, re-parented
+            tree.adopt(proc)
         for w in workers:
-            try:
-                procs += psutil.Process(w.pid).children(recursive=True)
-            except psutil.Error:
-                pass
             w.cmd.close()
         for w in workers:
             try:
                 w.proc.wait(timeout=STOP_GRACE_S)
             except subprocess.TimeoutExpired:
-                w.proc.kill()
-                w.proc.wait()
-        for p in procs:
-            try:
-                p.kill()
-            except psutil.Error:
                 pass
-        psutil.wait_procs(procs, timeout=1.0)
+        tree.end(grace=1.0)
         for w in workers:
             self._read_output(w)
             self._flush_partial(w, force=True)
-            for stream in (w.proc.stdout, w.proc.stderr):
-                stream.close()  # type: ignore[union-attr]
+            for fd in w.streams:
+                os.close(fd)
             w.reply.close()
 
     # ----- the event loop --------------------------------------------------------------------

@@ -69,6 +69,7 @@ from __future__ import annotations
 import argparse
 import atexit
 import importlib.util
+import os
 import re
 import shlex
 import sys
@@ -154,7 +155,7 @@ def start(nproc: int = DEFAULT_NPROC, backend: str = "auto", timeout: float | No
     resolved = resolve_backend(backend, nproc)
     stop()
     _settings.update(nproc=nproc, backend=backend, timeout=timeout, env=checked_env, pg_timeout=pg_timeout)
-    pool = Pool(nproc, resolved, checked_env, pg_timeout)
+    pool = Pool(nproc, resolved, checked_env, pg_timeout, cold=os.environ.get("NVTUTORIAL_LAUNCHER") == "torchrun")
     pool.show = not quiet
     if not _atexit_registered:
         atexit.register(stop)
@@ -163,7 +164,8 @@ def start(nproc: int = DEFAULT_NPROC, backend: str = "auto", timeout: float | No
     _pool = pool
     if not quiet:
         where = "GPUs, NCCL" if resolved == "nccl" else "CPU, gloo; no GPU visible to the ranks"
-        print(f"%ranks: {nproc} ranks ready ({where}) in {pool.start_s:.1f} s; pids {pool.pids()}", flush=True)
+        how = f"started cold: {pool.cold_reason}" if pool.cold_reason else "cold" if pool.cold else "forked warm"
+        print(f"%ranks: {nproc} ranks ready ({where}; {how}) in {pool.start_s:.1f} s; pids {pool.pids()}", flush=True)
     return pool
 
 
@@ -395,8 +397,12 @@ def _line(argv: list[str]) -> Any:
 
 
 def load_ipython_extension(ipython: Any) -> None:
-    """``%load_ext nvtutorial.teach.ranks``: registers ``%ranks`` and ``%%ranks``."""
+    """``%load_ext nvtutorial.teach.ranks``: registers ``%ranks`` and ``%%ranks``, and starts the warm
+    interpreter the ranks are forked from (it imports torch while the learner reads)."""
+    from ..launch import warm
+
     ipython.register_magic_function(ranks_magic, "line_cell", "ranks")
+    warm.prestart()
 
 
 def unload_ipython_extension(ipython: Any) -> None:

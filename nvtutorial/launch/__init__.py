@@ -1,0 +1,52 @@
+"""The process layer: every run of the course starts, is followed and ends here.
+
+- :mod:`.spec`: a run checked before anything starts (:func:`prepare` -> :class:`LaunchSpec`), and the
+  ``torchrun`` command lines it stands for;
+- :mod:`.environment`: the one rule for a rank's environment (torchrun's variables), free ports;
+- :mod:`.warm`: the warm interpreter that forks ranks (:mod:`._zygote`), and the run's store (:mod:`._store`);
+- :mod:`.tree`: the one supervisor of a process tree: whose processes, their ending, their stacks;
+- :mod:`.runner`: :func:`run` and :func:`execute` on top: warm ranks or the literal ``torchrun``,
+  followed to the end, with deadlines, live output, progress and a diagnosis.
+
+This ``__init__`` imports nothing: the warm interpreter imports :mod:`._zygote` through it, and a
+name such as ``launch.run`` is loaded on first use.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .environment import child_environment, free_port, node_devices, node_environment, rank_environment
+    from .runner import execute, run
+    from .spec import (
+        Backend,
+        LaunchError,
+        LaunchSpec,
+        Output,
+        RunFailed,
+        RunTimedOut,
+        is_script,
+        prepare,
+        resolve_backend,
+        runs_root,
+        torch_cuda,
+    )
+
+_LAZY = {
+    **dict.fromkeys(("Backend", "LaunchError", "LaunchSpec", "Output", "RunFailed", "RunTimedOut", "is_script",
+                     "prepare", "resolve_backend", "runs_root", "torch_cuda", "STARTUP_TIMEOUT_S"), "spec"),
+    **dict.fromkeys(("child_environment", "free_port", "node_devices", "node_environment", "rank_environment"),
+                    "environment"),
+    **dict.fromkeys(("execute", "run", "MAX_SHOWN_BYTES"), "runner"),
+}
+__all__ = ["MAX_SHOWN_BYTES", "STARTUP_TIMEOUT_S", "Backend", "LaunchError", "LaunchSpec", "Output", "RunFailed",
+           "RunTimedOut", "child_environment", "execute", "free_port", "is_script", "node_devices", "node_environment",
+           "prepare", "rank_environment", "resolve_backend", "run", "runs_root", "torch_cuda"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

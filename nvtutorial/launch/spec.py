@@ -1,0 +1,344 @@
+"""A run checked before anything starts, and the ``torchrun`` command lines it stands for.
+
+:func:`prepare` turns what a notebook, the CLI or a lab asks for into a :class:`LaunchSpec`, or raises
+:class:`LaunchError` naming the bad value and the fix, before any process starts: the target (a
+workload's name or a script's path), its parameters, the numbers of ranks and nodes, the backend, the
+deadlines, the environment overrides, the run folder, and what the machine can hold
+(:mod:`nvtutorial.guards`). :meth:`LaunchSpec.torchrun_line` is the command a learner would type for
+the same run; :meth:`LaunchSpec.command` is the literal ``torchrun`` the launcher runs when the run
+does not start warm (:mod:`nvtutorial.launch.runner`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import secrets
+import shlex
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+from .. import guards, workloads
+from .. import params as params_mod
+from ..machine import hardware
+from ..results import RunResult
+
+Backend = Literal["auto", "nccl", "gloo"]
+Output = Literal["rank0", "all", "none"]
+Launcher = Literal["auto", "torchrun"]
+
+STARTUP_TIMEOUT_S = 300.0
+"""How long the ranks may take to come up (interpreters, imports, rendezvous) before the run counts as
+hung. The run's own ``timeout`` counts from the moment every rank is up, so a slow start-up on a busy
+machine never eats a short deadline, and a hang is caught where it happens."""
+
+
+class LaunchError(ValueError):
+    """Bad input, found before anything was launched. The message names the accepted values."""
+
+
+class RunFailed(RuntimeError):
+    """A run ended badly. ``rank``, ``exc_type`` and ``log_tail`` say where and why."""
+
+    def __init__(self, message: str, result: RunResult, rank: int | None = None,
+                 exc_type: str | None = None, traceback: str | None = None) -> None:
+        super().__init__(message)
+        self.result = result
+        self.rank = rank
+        self.exc_type = exc_type
+        self.traceback = traceback
+
+    @property
+    def log_tail(self) -> list[str]:
+        return self.result.log_tail
+
+
+class RunTimedOut(RunFailed):
+    """The deadline passed; the log tails hold every rank's Python stack at that moment."""
+
+
+@dataclasses.dataclass(frozen=True)
+class LaunchSpec:
+    """A validated run, ready to start (see :func:`prepare`)."""
+
+    workload: str
+    """A workload's name, or a script's path as given (relative stays relative)."""
+    params: Any
+    """The workload's ``Params``; None for a script."""
+    nproc: int
+    """Ranks per node."""
+    backend: Literal["nccl", "gloo"]
+    timeout: float | None
+    env: Mapping[str, str]
+    run_dir: Path
+    output: Output
+    pg_timeout: float | None
+    nnodes: int = 1
+    script: Path | None = None
+    """The script's absolute path; None for a workload."""
+    args: tuple[str, ...] = ()
+    """The script's arguments."""
+    warnings: tuple[str, ...] = ()
+    """What the guards allowed only because of ``allow_oversubscribe``; printed when the run starts."""
+    max_restarts: int = 0
+    """torchrun's ``--max-restarts``: times each agent starts its ranks again after one fails (notebook 09)."""
+    startup_timeout: float = STARTUP_TIMEOUT_S
+    """Seconds the ranks may take to come up; ``timeout`` counts from when every rank is up."""
+    launcher: Launcher = "auto"
+    """``auto``: ranks forked from the warm interpreter where the run allows it (one node, no restarts),
+    else ``torchrun``; ``torchrun``: the literal ``torchrun`` command, always."""
+
+    @property
+    def torchrun_only(self) -> str | None:
+        """Why this run must start with the literal ``torchrun`` (None: it may start warm)."""
+        if self.launcher == "torchrun":
+            return "launcher='torchrun' was asked for"
+        if self.nnodes > 1:
+            return "emulated nodes meet in torchrun's c10d rendezvous"
+        if self.max_restarts:
+            return "restarts are torchrun's (--max-restarts)"
+        return None
+
+    @property
+    def world_size(self) -> int:
+        return self.nproc * self.nnodes
+
+    def program(self) -> list[str]:
+        """What each rank runs: torchrun's arguments after its own options."""
+        if self.script is not None:
+            return ["-m", "nvtutorial.runtime_script", "--out", str(self.run_dir), "--backend", self.backend,
+                    "--capture", "--", str(self.script), *self.args]
+        cmd = ["-m", f"nvtutorial.workloads.{self.workload}", "--out", str(self.run_dir), "--backend", self.backend,
+               "--capture"]
+        if self.pg_timeout is not None:
+            cmd += ["--pg-timeout", str(self.pg_timeout)]
+        for key, value in params_mod.to_strings(self.params).items():
+            cmd += ["--set", f"{key}={value}"]
+        return cmd
+
+    def command(self, node: int = 0, port: int | None = None) -> list[str]:
+        """The torchrun command of ``node`` (with emulated nodes, its rendezvous on 127.0.0.1:``port``)."""
+        cmd = [sys.executable, "-m", "torch.distributed.run"]
+        if self.nnodes == 1:
+            cmd.append("--standalone")
+        else:
+            if port is None:
+                raise ValueError("emulated nodes meet on a rendezvous port: give port=")
+            # c10d numbers the nodes itself (torchrun ignores --node-rank with it)
+            cmd += ["--nnodes", str(self.nnodes), "--rdzv-backend", "c10d",
+                    "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", self.run_dir.name,
+                    # node 0 hosts the rendezvous store: a taken port then fails fast instead of hanging
+                    "--rdzv-conf", f"is_host={int(node == 0)}"]
+        if self.max_restarts:
+            cmd += ["--max-restarts", str(self.max_restarts)]
+        return cmd + ["--nproc-per-node", str(self.nproc), "--monitor-interval", "0.1", *self.program()]
+
+    def cluster_commands(self, endpoint: str = "$HEAD_NODE:29400", job_id: str = "nvtutorial") -> list[str]:
+        """The ``torchrun`` line each node of a real cluster would run for this job, node 0 first.
+
+        ``endpoint`` is node 0's address and a port open between the nodes (``$HEAD_NODE`` is left
+        for the shell to expand). The lines are the same on every node: c10d rendezvous numbers
+        the nodes as they join (``--node-rank`` is for static rendezvous only). The emulation on
+        one host runs the same lines, with the rendezvous on 127.0.0.1 and ``NCCL_HOSTID`` set
+        per node.
+        """
+        if self.script is not None:
+            program = [self.workload, *self.args]
+        else:
+            program = ["-m", f"nvtutorial.workloads.{self.workload}"]
+            for key, value in params_mod.to_strings(self.params).items():
+                program += ["--set", f"{key}={value}"]
+        lines = []
+        for node in range(self.nnodes):
+            words = ["torchrun", "--nnodes", str(self.nnodes), "--nproc-per-node", str(self.nproc),
+                     "--rdzv-backend", "c10d", "--rdzv-endpoint", endpoint, "--rdzv-id", job_id,
+                     *(["--max-restarts", str(self.max_restarts)] if self.max_restarts else []), *program]
+            lines.append(" ".join(w if w == endpoint else shlex.quote(w) for w in words))
+        return lines
+
+
+def torchrun_line(spec: LaunchSpec) -> str:
+    """The ``torchrun`` command a learner would type for ``spec`` in a terminal (from the same folder)."""
+    if spec.script is not None:
+        program = [spec.workload, *spec.args]
+    else:
+        program = ["-m", f"nvtutorial.workloads.{spec.workload}"]
+        for key, value in params_mod.to_strings(spec.params).items():
+            program += ["--set", f"{key}={value}"]
+    words = ["torchrun", "--standalone", "--nproc-per-node", str(spec.nproc)]
+    if spec.nnodes > 1:
+        words = ["torchrun", "--nnodes", str(spec.nnodes), "--nproc-per-node", str(spec.nproc), "--rdzv-backend",
+                 "c10d", "--rdzv-endpoint", "127.0.0.1:PORT"]
+    if spec.max_restarts:
+        words += ["--max-restarts", str(spec.max_restarts)]
+    prefix = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(spec.env.items()))
+    return (prefix + " " if prefix else "") + " ".join(shlex.quote(w) for w in [*words, *program])
+
+
+def runs_root() -> Path:
+    """Where run folders go: ``$NVTUTORIAL_RUNS_DIR`` or ``./runs``."""
+    return Path(os.environ.get("NVTUTORIAL_RUNS_DIR", "runs"))
+
+
+def torch_cuda() -> str | None:
+    """``torch.version.cuda`` (None for a CPU build), read without importing torch when it is not loaded yet."""
+    if "torch" in sys.modules:
+        return sys.modules["torch"].version.cuda
+    try:
+        import ast
+        import importlib.util
+
+        spec = importlib.util.find_spec("torch")
+        path = Path(next(iter(spec.submodule_search_locations or ()))) / "version.py"  # type: ignore[union-attr]
+        for node in ast.parse(path.read_text()).body:  # a generated file of constants: `cuda: Optional[str] = ...`
+            target = node.target if isinstance(node, ast.AnnAssign) else (node.targets[0] if isinstance(node, ast.Assign) else None)
+            if isinstance(target, ast.Name) and target.id == "cuda" and node.value is not None:
+                return ast.literal_eval(node.value)
+    except Exception:  # noqa: BLE001, S110 - an unusual install: ask torch itself
+        pass
+    import torch
+
+    return torch.version.cuda
+
+
+def resolve_backend(backend: str, nproc: int) -> Literal["nccl", "gloo"]:
+    """``auto`` is nccl when ``nproc`` GPUs are visible and torch has CUDA, else gloo on CPU."""
+    if backend not in ("auto", "nccl", "gloo"):
+        raise LaunchError(f"unknown backend {backend!r}; use auto, nccl or gloo")
+    if backend == "gloo":
+        return "gloo"
+    cuda = torch_cuda()  # the parent never imports torch.cuda: NVML counts the GPUs
+    usable = hardware.gpu_count() if cuda else 0
+    if backend == "auto":
+        return "nccl" if usable >= nproc else "gloo"
+    if usable == 0:
+        why = "this torch is a CPU-only build" if not cuda else "no GPU is visible (NVML sees none)"
+        raise LaunchError(f"backend nccl needs GPUs, but {why}; use --backend gloo or auto")
+    if usable < nproc:
+        raise LaunchError(f"backend nccl with {nproc} processes needs {nproc} GPUs, but {usable} are visible; "
+                          f"use --nproc {usable} or --backend gloo")
+    return "nccl"
+
+
+def _whole(name: str, value: Any) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        what = "processes per node" if name == "nproc" else "emulated nodes"
+        raise LaunchError(f"{name}={value!r}: the number of {what} must be a whole number of at least 1")
+    return value
+
+
+def _no_nul(what: str, text: str) -> str:
+    if "\0" in text:
+        raise LaunchError(f"{what} {text!r} contains a NUL character, which no command line can carry")
+    return text
+
+
+def _script_path(target: str) -> Path:
+    """The script a path names, checked: an existing ``.py`` file."""
+    path = Path(_no_nul("script", target))
+    try:
+        if path.is_dir():
+            raise LaunchError(f"{target} is a folder; give the path of a .py file in it")
+        if path.suffix != ".py":
+            raise LaunchError(f"{target} is not a Python file: give a workload name (nvtutorial list) or a .py path")
+        if not path.is_file():
+            raise LaunchError(f"no such script: {target} (from {Path.cwd()})")
+        with open(path, "rb"):
+            pass
+    except OSError as exc:
+        raise LaunchError(f"cannot read the script {target}: {exc.strerror or exc}") from None
+    return path.resolve()
+
+
+def _is_file(path: str) -> bool:
+    try:
+        return Path(path).is_file()
+    except (OSError, ValueError):  # a name too long for the file system
+        return False
+
+
+def is_script(target: str) -> bool:
+    """A target that is not a workload's name (a Python identifier) is a script's path."""
+    return not str(target).isidentifier()
+
+
+def prepare(target: str | os.PathLike[str], *, nproc: int = 2, backend: Backend = "auto", params: Any = None,
+            args: Sequence[str] | None = None, timeout: float | None = 600.0, env: Mapping[str, Any] | None = None,
+            out: str | os.PathLike[str] | None = None, output: Output = "rank0", pg_timeout: float | None = None,
+            nnodes: int = 1, allow_oversubscribe: bool = False, max_restarts: int = 0,
+            launcher: Launcher | None = None) -> LaunchSpec:
+    """Check everything about a run before it starts; raises :class:`LaunchError` on bad input.
+
+    ``target`` is a workload's name or the path of a ``.py`` script; ``launcher`` (default: the
+    ``NVTUTORIAL_LAUNCHER`` variable, else ``auto``) forces the literal ``torchrun`` with ``"torchrun"``.
+    """
+    workload = os.fspath(target) if isinstance(target, os.PathLike) else target
+    if not isinstance(workload, str) or not workload:
+        raise LaunchError(f"target={target!r}: give a workload name (nvtutorial list) or the path of a .py script")
+    script = None
+    parsed = None
+    if is_script(workload) or isinstance(target, os.PathLike):
+        script = _script_path(workload)
+        if params:
+            raise LaunchError("a script takes args=[...] (after -- on the command line), not params/--set")
+        if isinstance(args, (str, bytes)) or not all(isinstance(a, str) for a in args or ()):
+            raise LaunchError(f"args={args!r}: give the script's arguments as a list of strings")
+        args = tuple(_no_nul("script argument", a) for a in args or ())
+    else:
+        if args:
+            raise LaunchError(f"args={list(args)!r}: arguments are for scripts; workload {workload} takes params "
+                              f"(--set KEY=VALUE)")
+        try:
+            module = workloads.load(workload)
+            parsed = params_mod.build(module.Params, params)
+        except params_mod.ParamError as exc:
+            raise LaunchError(f"{workload}: {exc}") from None
+        except workloads.UnknownWorkload as exc:
+            hint = f"; to run the script {workload}.py, give its path" if _is_file(f"{workload}.py") else ""
+            raise LaunchError(f"{exc}{hint}") from None
+        for key, value in params_mod.to_strings(parsed).items():
+            _no_nul(f"parameter {key}", value)
+        args = ()
+    _whole("nproc", nproc)
+    _whole("nnodes", nnodes)
+    if not isinstance(max_restarts, int) or isinstance(max_restarts, bool) or max_restarts < 0:
+        raise LaunchError(f"max_restarts={max_restarts!r}: give how many times torchrun may restart the ranks "
+                          f"(0 or more)")
+    for name, value in (("timeout", timeout), ("pg_timeout", pg_timeout)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                  or not math.isfinite(value) or value <= 0):
+            raise LaunchError(f"{name}={value!r}: give a positive number of seconds"
+                              + (", or None for no deadline" if name == "timeout" else ""))
+    if launcher is None:
+        launcher = os.environ.get("NVTUTORIAL_LAUNCHER") or "auto"  # type: ignore[assignment]
+    if launcher not in ("auto", "torchrun"):
+        raise LaunchError(f"launcher={launcher!r}: use auto (warm ranks where possible) or torchrun")
+    if output not in ("rank0", "all", "none"):
+        raise LaunchError(f"output={output!r}: use rank0, all or none")
+    overrides = {}
+    for key, value in (env or {}).items():
+        if not isinstance(key, str) or not key or "=" in key or "\0" in key:
+            raise LaunchError(f"bad environment variable name {key!r}")
+        overrides[key] = _no_nul(f"environment variable {key}=", str(value))
+    resolved = resolve_backend(backend, nproc)
+    if out is None:
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        name = script.stem if script is not None else workload
+        run_dir = runs_root() / f"{name}-{stamp}-{secrets.token_hex(3)}"
+    else:
+        run_dir = Path(_no_nul("out", os.fspath(out)))
+    try:
+        warned = guards.check_ranks(nproc * nnodes, allow_oversubscribe)
+        guards.check_run_dir(run_dir)
+    except guards.Refused as exc:
+        raise LaunchError(str(exc)) from None
+    return LaunchSpec(workload=workload, params=parsed, nproc=nproc, backend=resolved, timeout=timeout,
+                      env=overrides, run_dir=run_dir, output=output, pg_timeout=pg_timeout, nnodes=nnodes,
+                      script=script, args=tuple(args), warnings=tuple(warned), max_restarts=max_restarts,
+                      launcher=launcher)
+
+
