@@ -34,12 +34,11 @@ from typing import Any
 
 MAX_MESSAGE = 1 << 20
 MAX_FDS = 16
-TORCH_DEFAULT_SEED = 67280421310721
-"""The seed torch's default generators have in a fresh process (``torch.initial_seed()``)."""
 PRELOAD = ("torch", "torch.distributed", "torch.nn", "torch.nn.functional", "torch.optim", "numpy",
            "nvtutorial.runtime", "nvtutorial.runtime_script", "nvtutorial.teach._ranks_worker",
            "nvtutorial.launch._store")
-"""Imported first; then every workload module, whose own imports stay (see :func:`_preload`)."""
+"""Imported first; then every workload module, whose own imports stay (see :func:`_preload`), and the modules
+named in ``NVTUTORIAL_WARM_PRELOAD`` (comma-separated: a learner's own heavy imports)."""
 _NOT_AS_MAIN = ("nvtutorial.runtime_script",)
 """Modules preloaded for their imports only: dropped again, so that ``-m`` runs them as a fresh ``__main__``."""
 
@@ -73,11 +72,13 @@ def cuda_state() -> str | None:
 
 
 def _module_files() -> dict[str, float]:
-    """Each loaded module's file of this package, with its modification time: a change makes us stale."""
+    """Each loaded module's file outside the installation (the course's, a learner's), with its modification
+    time: a change makes us stale. Installed packages and the standard library are not watched."""
+    installed = tuple(os.path.join(p, "") for p in {sys.prefix, sys.base_prefix, sys.exec_prefix})
     files = {}
-    for name, module in list(sys.modules.items()):
+    for module in list(sys.modules.values()):
         path = getattr(module, "__file__", None)
-        if path and name.split(".")[0] == "nvtutorial":
+        if path and os.path.isabs(path) and not path.startswith(installed):
             try:
                 files[path] = os.stat(path).st_mtime
             except OSError:
@@ -100,7 +101,8 @@ def _preload() -> tuple[float, list[str]]:
     """Import the preload and every workload's imports; (seconds, problems)."""
     t0 = time.perf_counter()
     problems = []
-    for name in PRELOAD:
+    extra = [m.strip() for m in os.environ.get("NVTUTORIAL_WARM_PRELOAD", "").split(",") if m.strip()]
+    for name in (*PRELOAD, *extra):
         try:
             __import__(name)
         except Exception as exc:  # noqa: BLE001 - reported in the hello; the rank imports it again and fails there
@@ -254,10 +256,11 @@ def _become(request: dict[str, Any], fds: list[int]) -> None:
     torch = sys.modules.get("torch")
     if torch is not None and threads.isdigit() and int(threads) > 0:
         torch.set_num_threads(int(threads))
-    # the random state of a fresh process: torch's default seed, numpy's global generator from the OS
-    # (Python's random module reseeds itself after a fork)
+    # the random state of a fresh process, where torch's CPU generator and numpy's global one are seeded from
+    # the OS (CUDA's generators, not created yet, keep their fixed default; Python's random module reseeds
+    # itself after a fork)
     if torch is not None:
-        torch.manual_seed(TORCH_DEFAULT_SEED)
+        torch.default_generator.seed()
     numpy = sys.modules.get("numpy")
     if numpy is not None:
         numpy.random.seed()

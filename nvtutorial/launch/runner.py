@@ -398,6 +398,12 @@ def _warm_interpreter(spec: LaunchSpec) -> tuple[warm_mod.WarmInterpreter | None
     unsupported = warm_mod.supported()
     if unsupported:
         return None, unsupported
+    known = warm_mod.get(start=False, keep_dead=True)
+    if known is not None and not known.alive:  # it died: this run starts cold, the next one warm again
+        why = known.why_dead()
+        warm_mod.shutdown()
+        warm_mod.prestart()
+        return None, why
     try:
         warm = warm_mod.get()
         assert warm is not None

@@ -276,6 +276,11 @@ class WarmInterpreter:
     def alive(self) -> bool:
         return self.dead is None and self.proc.poll() is None
 
+    def why_dead(self) -> str:
+        """How it ended, in words (its last lines of stderr when it printed any)."""
+        code = self.proc.poll()
+        return self.dead or f"the warm interpreter exited ({_exit_text(code) if code is not None else 'unknown'})"
+
     def close(self) -> None:
         """End the interpreter (its children are the launcher's to end)."""
         with contextlib.suppress(OSError):
@@ -317,11 +322,12 @@ def supported() -> str | None:
     return None
 
 
-def get(start: bool = True) -> WarmInterpreter | None:
-    """This process's warm interpreter: started now if there is none, or the last one died or went stale."""
+def get(start: bool = True, keep_dead: bool = False) -> WarmInterpreter | None:
+    """This process's warm interpreter: started now (``start``) if there is none or the last one died
+    (``keep_dead``: a dead one is returned as it is, to say why it died)."""
     global _warm
     with _lock:
-        if _warm is not None and not _warm.alive:
+        if _warm is not None and not _warm.alive and not keep_dead:
             _warm.close()
             _warm = None
         if _warm is None and start and supported() is None:
