@@ -64,10 +64,11 @@ def test_the_warm_interpreter_never_initialises_cuda_and_runs_one_thread(runs_di
 def test_a_rank_cannot_tell_how_it_was_started(runs_dir):
     """The same script under both launchers: every variable, the folder, argv, sys.path[0], __name__, thread
     count, store and output buffering the same; the per-run values of the same form; torch's seed fresh."""
-    warm = nvtutorial.run(RANK_VIEW, nproc=2, backend="gloo", output="none")
-    cold = nvtutorial.run(RANK_VIEW, nproc=2, backend="gloo", output="none", launcher="torchrun")
+    detail = {"TORCH_DISTRIBUTED_DEBUG": "DETAIL"}  # read when torch.distributed is imported: read again when forked
+    warm = nvtutorial.run(RANK_VIEW, nproc=2, backend="gloo", output="none", env=detail)
+    cold = nvtutorial.run(RANK_VIEW, nproc=2, backend="gloo", output="none", launcher="torchrun", env=detail)
     assert (warm.started, cold.started) == ("warm", "torchrun")
-    assert warm.torchrun == cold.torchrun == f"torchrun --standalone --nproc-per-node 2 {RANK_VIEW}"
+    assert warm.torchrun == cold.torchrun == f"TORCH_DISTRIBUTED_DEBUG=DETAIL torchrun --standalone --nproc-per-node 2 {RANK_VIEW}"
     for rank in range(2):
         w, c = dict(warm.ranks[rank]), dict(cold.ranks[rank])
         w_env, c_env = w.pop("env"), c.pop("env")
@@ -80,6 +81,7 @@ def test_a_rank_cannot_tell_how_it_was_started(runs_dir):
         w.pop("rand"), c.pop("rand")
         assert w == c, {k: (w[k], c[k]) for k in w if w[k] != c[k]}
         assert w["sum"] == 3.0 and w["main"] == "__main__" and w["store"] == "PrefixStore"
+        assert w["debug_level"] == "DebugLevel.DETAIL"
         assert seeds[0] != seeds[1]
     # torch's CPU generator is seeded from the OS in every fresh process: forked ranks must not share a stream
     assert warm.ranks[0]["initial_seed"] != warm.ranks[1]["initial_seed"]

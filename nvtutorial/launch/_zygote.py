@@ -264,6 +264,10 @@ def _become(request: dict[str, Any], fds: list[int]) -> None:
     numpy = sys.modules.get("numpy")
     if numpy is not None:
         numpy.random.seed()
+    # torch.distributed reads TORCH_DISTRIBUTED_DEBUG when it is imported: read it again, with this environment
+    dist = sys.modules.get("torch.distributed")
+    if dist is not None and hasattr(dist, "set_debug_level_from_env"):
+        dist.set_debug_level_from_env()
     unbuffered = bool(os.environ.get("PYTHONUNBUFFERED"))
     _new_stdio(unbuffered)
     if request.get("title"):

@@ -51,9 +51,11 @@ What a cell shows:
 
 How it is built, and why not on ipyparallel: a small pool of its own
 (:mod:`nvtutorial.teach._ranks_pool` and ``_ranks_result`` in the kernel,
-:mod:`nvtutorial.teach._ranks_worker` on each rank). The kernel starts one ``python`` per rank with torchrun's variables (``RANK``,
-``LOCAL_RANK``, ``WORLD_SIZE``, ``MASTER_ADDR``/``MASTER_PORT``), sends commands down a pipe and
-reads replies and output from pipes. ipyparallel (Jupyter's engines and ``%%px``) would need a
+:mod:`nvtutorial.teach._ranks_worker` on each rank). Each rank is a process of the course's process
+layer (:mod:`nvtutorial.launch`): forked from the warm interpreter that has torch imported (started
+with ``python`` where it cannot be, and the start message says why), with torchrun's variables
+(``RANK``, ``LOCAL_RANK``, ``WORLD_SIZE``, ``MASTER_ADDR``/``MASTER_PORT``, ...) from the launcher's one
+rule; the kernel sends commands down a pipe and reads replies and output from pipes. ipyparallel (Jupyter's engines and ``%%px``) would need a
 controller process with a heartbeat (slow cold start), a launcher subclass for per-rank
 environments, pinned engine ids, a new output layer (``%%px`` re-sends all output on each update),
 its own interrupt handling (``%%px`` returns before the engines answer) and parent watching:

@@ -1,7 +1,8 @@
 """What a rank sees of how it was started: a plain torchrun script for tests/test_warm.py.
 
 Its environment, working folder, ``sys.argv`` and ``sys.path[0]``, ``__name__``, torch's thread count
-and default random stream, the buffering of its output, and an all-reduce, saved with
+and default random stream, the debug level torch.distributed took from ``TORCH_DISTRIBUTED_DEBUG`` (read
+when it is imported), the buffering of its output, and an all-reduce, saved with
 ``save_metrics`` so that a warm start and a ``torchrun`` start can be compared rank by rank.
 
     torchrun --standalone --nproc-per-node 2 tests/scripts/rank_view.py
@@ -30,6 +31,7 @@ save_metrics({
     "initial_seed": torch.initial_seed(),
     "sum": x.item(),
     "store": type(dist.distributed_c10d._get_default_store()).__name__,
+    "debug_level": str(dist.get_debug_level()),
     "stdout_tty": sys.stdout.isatty(),
 })
 print(f"rank {rank}: sum {x.item()}", flush=True)
