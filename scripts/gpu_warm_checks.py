@@ -10,7 +10,8 @@ each rank saw:
   CUDA caching allocator of a forked rank (its segments are expandable), as it does under torchrun;
 - ``nccl_env``: ``NCCL_DEBUG=INFO`` given to a run makes NCCL print its INFO lines in the rank's log;
 - ``gloo_hides_gpu``: a gloo run's ranks see no GPU (``CUDA_VISIBLE_DEVICES=""``) though the machine has one;
-- ``interpreter``: after those runs the warm interpreter still runs one thread and has not loaded libcuda;
+- ``interpreter``: after those runs the warm interpreter still runs one thread and the CUDA driver is not
+  initialised in it (a CUDA build of torch maps libcuda when imported; the driver says whether cuInit ran);
 - ``cuda_in_interpreter``: a preloaded module that initialises CUDA makes the next run start with
   torchrun, with one line saying why;
 - ``ranks``: ``%%ranks`` on one NCCL rank is forked warm and all-reduces on the GPU.
@@ -62,7 +63,7 @@ def both(target, **kwargs) -> dict:
     for launcher in ("auto", "torchrun"):
         t0 = time.perf_counter()
         res, said = quiet(nvtutorial.run, target, launcher=launcher, **kwargs)
-        out[res.started] = {"ok": res.ok, "ranks": res.ranks, "first_output_s": res.first_output_s,
+        out[launcher] = {"ok": res.ok, "started": res.started, "ranks": res.ranks, "first_output_s": res.first_output_s,
                             "wall_s": res.wall_s, "call_s": time.perf_counter() - t0, "label": res.label,
                             "cold_reason": res.cold_reason, "run_dir": str(res.run_dir),
                             "said": said.splitlines()[:3]}
@@ -97,8 +98,8 @@ def main() -> int:
     check("alloc_conf", lambda: both(view, nproc=1, backend="nccl",
                                      env={"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}))
     check("nccl_env", lambda: {"info_lines": {
-        r["started"]: sum("NCCL INFO" in line for line in Path(r["run_dir"], "rank0.log").read_text().splitlines())
-        for r in ({**v, "started": k} for k, v in both(view, nproc=1, backend="nccl", env={"NCCL_DEBUG": "INFO"}).items())}})
+        launcher: sum("NCCL INFO" in line for line in Path(r["run_dir"], "rank0.log").read_text().splitlines())
+        for launcher, r in both(view, nproc=1, backend="nccl", env={"NCCL_DEBUG": "INFO"}).items()}})
     check("gloo_hides_gpu", lambda: both(view, nproc=2, backend="gloo"))
 
     def interpreter():

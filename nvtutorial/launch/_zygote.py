@@ -57,17 +57,31 @@ def threads() -> int:
         return threading.active_count()
 
 
+CUDA_ERROR_NOT_INITIALIZED = 3
+
+
 def cuda_state() -> str | None:
-    """None while CUDA was never initialised here; otherwise what shows it was."""
+    """None while CUDA was never initialised here; otherwise what shows it was.
+
+    A CUDA build of torch maps the driver library (libcuda) when it is imported, without initialising
+    it; the driver itself says whether ``cuInit`` ran: before it, every call but a few answers
+    ``CUDA_ERROR_NOT_INITIALIZED``.
+    """
     torch = sys.modules.get("torch")
     if torch is not None and torch.cuda.is_initialized():
         return "torch initialised CUDA"
     try:
         with open("/proc/self/maps") as fh:
-            if "libcuda.so" in fh.read():
-                return "the CUDA driver (libcuda) is loaded"
+            mapped = "libcuda.so" in fh.read()
     except OSError:
-        pass
+        mapped = False
+    if mapped:
+        import ctypes
+
+        count = ctypes.c_int()
+        code = ctypes.CDLL("libcuda.so.1").cuDeviceGetCount(ctypes.byref(count))
+        if code != CUDA_ERROR_NOT_INITIALIZED:
+            return f"the CUDA driver was initialised (cuDeviceGetCount answered {code}, not 'not initialised')"
     return None
 
 
