@@ -11,6 +11,14 @@ BIN := $(VENV)/bin
 
 SITE_ENV ?= build/site-env
 SITE_PORT ?= 8000
+# The executed copies of the notebooks that `make site` and `make test` share (site/executed.py): each takes the
+# other's current copies and executes only what is missing, so each notebook runs once per CI run. FRESH=1
+# executes everything again.
+EXECUTED ?= build/executed
+# SITE_EXECUTE=0: `make site` executes nothing and needs current copies already (from `make test`);
+# SITE_JOBS: notebooks it executes at once.
+SITE_EXECUTE ?= 1
+SITE_JOBS ?= 2
 
 .PHONY: install course test lab site site-serve bundle clean
 
@@ -27,11 +35,12 @@ install: $(BIN)/nvtutorial
 course: install
 	$(BIN)/nvtutorial course --profile $(PROFILE) --out build/course
 
-# Each notebook executes once per run (tests/test_notebooks.py); the executed copies stay in build/executed.
+# Each notebook executes once per run (tests/test_notebooks.py), unless `make site` already made a current copy
+# of it in $(EXECUTED): stale copies (other text, other code) are removed first; the executed copies stay there.
 test: install
 	$(BIN)/ruff check .
-	rm -rf build/executed
-	NVTUTORIAL_EXECUTED_DIR=$(CURDIR)/build/executed scripts/test.sh $(BIN)/python
+	$(BIN)/python site/executed.py prune $(EXECUTED) $(if $(FRESH),--all)
+	NVTUTORIAL_EXECUTED_DIR=$(abspath $(EXECUTED)) scripts/test.sh $(BIN)/python
 
 # JupyterLab on notebooks/ (--allow-root only as root). Extra arguments: make lab LAB_ARGS="--no-browser --port 8888"
 lab: install
@@ -44,10 +53,12 @@ $(SITE_ENV)/bin/jupyter-book: site/requirements.txt
 	$(SITE_ENV)/bin/python -m pip install -r site/requirements.txt
 	touch $@
 
-# The website from the executed GPU notebooks (never re-executed) into build/site; fails on any
-# Sphinx warning, broken link or missing image.
+# The website of the current notebooks into build/site: each page with the outputs of a GPU copy of the same text
+# (reference/), else of the CPU copy in $(EXECUTED) (executed now, ci profile, when missing or stale); fails when a
+# page's cells differ from its notebook's, on any Sphinx warning, broken link or missing image.
 site: install $(SITE_ENV)/bin/jupyter-book
-	$(BIN)/python site/build_site.py --jupyter-book $(SITE_ENV)/bin/jupyter-book --out build/site
+	$(BIN)/python site/build_site.py --jupyter-book $(SITE_ENV)/bin/jupyter-book --out build/site \
+		--executed $(EXECUTED) --jobs $(SITE_JOBS) $(if $(FRESH),--fresh) $(if $(filter 0,$(SITE_EXECUTE)),--no-execute)
 
 site-serve: site
 	@echo "serving build/site at http://127.0.0.1:$(SITE_PORT)/ (Ctrl-C to stop)"

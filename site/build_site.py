@@ -1,21 +1,26 @@
-"""Build the course website (Jupyter Book 1) from the executed GPU reference notebooks.
+"""Build the course website (Jupyter Book 1): the current notebooks, with the outputs of an executed copy of them.
 
     make site                  # the same as below, with the pinned toolchain in build/site-env
-    python site/build_site.py --jupyter-book build/site-env/bin/jupyter-book --out build/site
+    python site/build_site.py --jupyter-book build/site-env/bin/jupyter-book --out build/site \
+        --executed build/executed
 
-A page per notebook: the executed copy from ``reference/h200x2/`` (outputs as they ran there,
-never re-executed), or the plain notebook without outputs where there is no GPU copy yet, each
-headed by where its numbers come from. Plus the intro, the claims table (from
-``nvtutorial.report.claims``) and the reference machine. The widgets' JavaScript
-(``require.js`` and ``@jupyter-widgets/html-manager``) is fetched with ``npm pack`` and served
-with the site, so every page, progress bars included, works offline. The build fails on any
-Sphinx warning and on a broken internal link or a missing image (``check_site.py``).
+A page per notebook of ``notebooks/``: its text and code as they are now, with the outputs of an executed copy
+of that same text. Where a GPU copy under ``reference/`` (listed in ``reference/copies.json``) has exactly the
+notebook's cells, the page shows it; otherwise the CPU copy of this checkout in ``--executed`` (papermill, the
+``ci`` profile: two gloo processes), executed here when it is missing or stale (``site/executed.py``: the same
+folder ``make test`` reads, so each notebook runs once per CI run), its banner saying so and linking the GPU
+copies of older text with their commit. The build fails when a page's cells differ from its notebook's. Plus the
+intro, the claims table (from ``nvtutorial.report.claims``) and where the numbers come from. The widgets'
+JavaScript (``require.js`` and ``@jupyter-widgets/html-manager``) is fetched with ``npm pack`` and served with the
+site, so every page, progress bars included, works offline. The build fails on any Sphinx warning and on a broken
+internal link or a missing image (``check_site.py``).
 """
 
 from __future__ import annotations
 
 import argparse
 import collections
+import dataclasses
 import importlib.util
 import json
 import re
@@ -26,15 +31,24 @@ import tarfile
 import tempfile
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import nbformat
 import yaml
 
+from nvtutorial.report.verdict import MIME
+
 ROOT = Path(__file__).resolve().parent.parent
 SITE = ROOT / "site"
 NOTEBOOKS = ROOT / "notebooks"
-REFERENCE = ROOT / "reference" / "h200x2"
+REFERENCE = ROOT / "reference"
+COPIES = REFERENCE / "copies.json"
+EXECUTED = ROOT / "build" / "executed"
+GPU_COPIES_DIR = "gpu-copies"
+"""Where the book's sources keep the GPU copies a page links (served as downloads)."""
+VERDICT_MIME = MIME
+"""A verdict's machine-readable output: read by the tests from executed copies, not shown on a page."""
 PAGES = ("_config.yml", "_toc.yml", "intro.md", "favicon.svg")
 """The committed parts of the book; the rest is generated here."""
 
@@ -64,25 +78,65 @@ def run_labels(nb: nbformat.NotebookNode) -> collections.Counter[str]:
     return found
 
 
-def reference_runs(folder: Path = REFERENCE) -> dict[str, dict]:
-    """What the reference folder says about each executed notebook: passed, duration, commit, profile."""
-    runs: dict[str, dict] = {}
-    summary_path = folder / "summary.json"
-    summary = json.loads(summary_path.read_text()) if summary_path.exists() else {"notebooks": []}
-    for entry in summary.get("notebooks", []):
-        runs[Path(entry["name"]).stem] = {"passed": entry.get("passed"), "duration_s": entry.get("duration_s"),
-                                           "where": summary.get("where"), "commit": None}
-    readme = folder / "README.md"
-    table_row = re.compile(r"^\| \[(\w+)\]\([^)]*\) \| \w+ \| [^|]+ \| ([0-9a-f]{7,40}) \|", re.MULTILINE)
-    rows = table_row.findall(readme.read_text()) if readme.exists() else []
-    for name, commit in rows:
-        runs.setdefault(name, {"where": summary.get("where")})["commit"] = commit
-    for name, info in runs.items():
-        path = folder / f"{name}.ipynb"
-        if path.exists():
-            nb = nbformat.read(path, as_version=4)
-            info["profile"] = nb.metadata.get("papermill", {}).get("parameters", {}).get("profile")
-    return runs
+def _load(name: str):
+    """A script of ``site/`` as a module (``site`` is a folder, not a package)."""
+    spec = importlib.util.spec_from_file_location(f"site_{name}", SITE / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    assert spec.loader is not None
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+executed = _load("executed")
+
+
+@dataclasses.dataclass
+class Copy:
+    """An executed copy of a notebook: a GPU copy from ``reference/`` or the CPU copy of this checkout."""
+
+    path: Path
+    kind: str  # "gpu" | "cpu"
+    machine: str
+    profile: str
+    commit: str
+    date: str = ""
+    note: str = ""
+    passed: bool | None = None
+    duration_s: float | None = None
+    current: bool = False
+    shared: int = 0
+    cells: int = 0
+
+    @property
+    def relpath(self) -> str:
+        return self.path.relative_to(REFERENCE).as_posix() if self.kind == "gpu" else self.path.name
+
+
+def gpu_copies(name: str, plain: nbformat.NotebookNode, index: Path = COPIES) -> list[Copy]:
+    """Every GPU copy of notebook ``name`` that ``reference/copies.json`` lists, newest first, each with whether its
+    cells are the notebook's (``current``) and how many of the notebook's cells it still has (``shared``)."""
+    entries = json.loads(index.read_text())["copies"] if index.exists() else []
+    found = []
+    for e in entries:
+        if e["notebook"] != name:
+            continue
+        path = REFERENCE / e["path"]
+        if not path.is_file():
+            raise SystemExit(f"site: {index} lists {e['path']}, which is not there")
+        nb = nbformat.read(path, as_version=4)
+        run = _summary_entry(REFERENCE / e["summary"], name) if e.get("summary") else {}
+        found.append(Copy(path, "gpu", e["machine"], e["profile"], e["commit"], e.get("date", ""), e.get("note", ""),
+                          run.get("passed"), run.get("duration_s"), current=not executed.differences(nb, plain),
+                          shared=executed.shared(nb, plain), cells=len(executed.cells(plain))))
+    return sorted(found, key=lambda c: c.date, reverse=True)
+
+
+def _summary_entry(path: Path, name: str) -> dict:
+    if not path.is_file():
+        return {}
+    summary = json.loads(path.read_text())
+    return next((n for n in summary.get("notebooks", []) if Path(n["name"]).stem == name), {})
 
 
 def _label_lines(labels: collections.Counter[str]) -> str:
@@ -92,38 +146,84 @@ def _label_lines(labels: collections.Counter[str]) -> str:
     return "Where the runs on this page say they ran:\n\n" + "\n".join(lines)
 
 
-def provenance_cell(nb: nbformat.NotebookNode | None, info: dict | None) -> nbformat.NotebookNode:
-    """The note heading a notebook's page: where its outputs were produced, or that it has none."""
-    if nb is None:
-        text = ("```{admonition} No GPU run of this notebook yet\n:class: warning\n"
-                "This page shows the notebook **without outputs**: the reference folder (`reference/h200x2/`) "
-                "has no executed copy of it yet. Run it yourself with `make course`, or open it with `make lab`.\n```")
-        return nbformat.v4.new_markdown_cell(text)
-    info = info or {}
-    where = info.get("where") or "the reference machine"
-    facts = []
-    if info.get("profile"):
-        facts.append(f"with the `{info['profile']}` profile")
-    if info.get("commit"):
-        facts.append(f"from commit `{info['commit']}`")
-    if info.get("duration_s"):
-        facts.append(f"in {info['duration_s']:.0f} s")
+def _download(c: Copy, prefix: str) -> str:
+    """A MyST link that downloads the GPU copy (Sphinx serves it under ``_downloads/``)."""
+    return f"{{download}}`{c.relpath} <{prefix}{GPU_COPIES_DIR}/{c.relpath}>`"
+
+
+def _gpu_link(c: Copy) -> str:
+    facts = [f"{c.profile} profile", f"commit `{c.commit}`"] + ([c.date] if c.date else [])
+    return (f"{_download(c, '../')} ({c.machine}, {', '.join(facts)}"
+            + (f"; {c.note}" if c.note else "") + f"; {c.shared} of the notebook's {c.cells} cells unchanged in it)")
+
+
+def provenance_cell(nb: nbformat.NotebookNode, shown: Copy, older: list[Copy]) -> nbformat.NotebookNode:
+    """The note heading a notebook's page: which executed copy its outputs come from, where that ran, and (for a
+    CPU copy) the GPU copies of older text, linked with their commit."""
     labels = run_labels(nb)
-    cpu = any(label.startswith("CPU,") for label in labels)
-    failed = info.get("passed") is False
-    text = (f"```{{admonition}} Where these outputs come from\n:class: {'warning' if cpu or failed else 'note'}\n"
-            f"Executed on **{where}** ([the reference machine](../hardware.md)) {', '.join(facts)}"
-            f"{': **it failed there**' if failed else ''}. "
-            "The outputs are as they ran there: this site never re-executes a notebook.\n\n"
-            f"{_label_lines(labels)}\n```")
-    return nbformat.v4.new_markdown_cell(text)
+    failed = shown.passed is False
+    facts = [f"with the `{shown.profile}` profile", f"from commit `{shown.commit}`"]
+    if shown.duration_s:
+        facts.append(f"in {shown.duration_s:.0f} s")
+    if shown.kind == "gpu":
+        title, cls = "GPU outputs of this very text", "warning" if failed else "note"
+        head = (f"Executed on **{shown.machine}** {', '.join(facts)}"
+                + (f" ({shown.note})" if shown.note else "") + (": **it failed there**" if failed else "") + ". "
+                "Its cells are this notebook's text as it is now; the outputs are as they ran there.")
+    else:
+        title, cls = "CPU outputs: a simulation, not a GPU measurement", "warning"
+        head = (f"This text has no GPU run yet. The outputs below were made **on the CPU** (two `gloo` processes "
+                f"standing in for the GPUs, small sizes) {', '.join(facts)}, from exactly the text shown: correctness, "
+                f"counts and code paths are real, timings are not GPU timings. Paths in them name the checkout "
+                f"`{REPO}`."
+                + (" **It failed there.**" if failed else ""))
+    text = f"```{{admonition}} {title}\n:class: {cls}\n{head}\n\n{_label_lines(labels)}"
+    if older:
+        text += ("\n\nGPU runs of an older text of this notebook (their numbers are real, some of their text has "
+                 "changed since):\n\n" + "\n".join(f"- {_gpu_link(c)}" for c in older))
+    elif shown.kind == "cpu":
+        text += "\n\nThis notebook has no GPU run in `reference/` yet."
+    return nbformat.v4.new_markdown_cell(text + "\n```")
 
 
-def stage_notebook(plain: Path, reference: Path | None, info: dict | None) -> nbformat.NotebookNode:
-    """The notebook as the site shows it: the executed reference copy if there is one, with its provenance."""
-    nb = nbformat.read(reference if reference else plain, as_version=4)
-    cell = provenance_cell(nb if reference else None, info)
-    cell["id"] = "site-provenance"
+REPO = "$REPO"
+"""What the pages write for the folder of the checkout that executed them (tracebacks, scripts, run folders)."""
+
+
+def _without_root(out: nbformat.NotebookNode) -> None:
+    """Replace this checkout's absolute path in an output's text with :data:`REPO`."""
+    root = str(ROOT)
+
+    def clean(value):
+        if isinstance(value, str):
+            return value.replace(root, REPO)
+        if isinstance(value, list):
+            return [clean(v) for v in value]
+        return value
+
+    for key in ("text", "traceback", "evalue"):
+        if key in out:
+            out[key] = clean(out[key])
+    for mime in ("text/plain", "text/markdown", "text/html"):
+        if mime in out.get("data", {}):
+            out["data"][mime] = clean(out["data"][mime])
+
+
+def page(plain: nbformat.NotebookNode, copy_nb: nbformat.NotebookNode, shown: Copy,
+         older: list[Copy]) -> nbformat.NotebookNode:
+    """The notebook as the site shows it: the executed copy's cells (which are the notebook's), without papermill's
+    injected parameters (the banner names the profile), headed by where its outputs come from."""
+    problems = executed.differences(copy_nb, plain)
+    if problems:
+        raise SystemExit(f"site: the copy {shown.path} is not the notebook's text: {'; '.join(problems)}")
+    nb = nbformat.from_dict(copy_nb)
+    nb.cells = [c for c in nb.cells if executed.INJECTED not in c.get("metadata", {}).get("tags", [])]
+    for c in nb.cells:
+        for out in c.get("outputs", []):
+            out.get("data", {}).pop(VERDICT_MIME, None)  # the verdict's machine-readable copy is for the tests
+            _without_root(out)
+    cell = provenance_cell(nb, shown, older)
+    cell["id"] = executed.SITE_CELL
     nb.cells.insert(1, cell)
     return nb
 
@@ -150,33 +250,31 @@ def claims_page() -> str:
             "each was settled; the notebook named shows it.\n\n" + table + "\n")
 
 
-def hardware_page(runs: dict[str, dict], staged: dict[str, nbformat.NotebookNode | None]) -> str:
-    """Where the site's numbers come from: the reference machine and, per page, its run and labels."""
-    readme = (REFERENCE / "README.md").read_text() if (REFERENCE / "README.md").exists() else ""
-    intro = readme.split("\n\n")[1].strip() if readme.count("\n\n") >= 1 else ""
-    machine = (REFERENCE / "machine.txt").read_text() if (REFERENCE / "machine.txt").exists() else "(no machine.txt)"
-    machine = re.sub(r"\x1b\[[0-9;]*m", "", machine).rstrip()
-    rows = ["| page | outputs | passed | duration | commit | labels in its outputs |", "| --- | --- | --- | --- | --- | --- |"]
-    for name, nb in staged.items():
-        info = runs.get(name, {})
-        if nb is None:
-            rows.append(f"| [{name}](notebooks/{name}.ipynb) | none (no GPU copy yet) | | | | |")
-            continue
-        labels = "; ".join(f"`{label}` ×{n}" for label, n in run_labels(nb).most_common()) or "none"
-        passed = {True: "yes", False: "no"}.get(info.get("passed"), "?")
-        duration = f"{info['duration_s']:.0f} s" if info.get("duration_s") else "?"
-        rows.append(f"| [{name}](notebooks/{name}.ipynb) | {info.get('profile') or '?'} profile | {passed} | {duration} "
-                    f"| `{info.get('commit') or '?'}` | {labels} |")
-    changed = ""
-    match = re.search(r"^## What changed in the code after these runs\n(.*?)(?=^## |\Z)", readme, re.MULTILINE | re.DOTALL)
-    if match:
-        changed = "## What changed in the code after these runs\n" + match.group(1).strip() + "\n"
+def hardware_page(shown: dict[str, Copy], older: dict[str, list[Copy]], labels: dict[str, collections.Counter[str]]) -> str:
+    """Where the site's numbers come from: per page, the copy it shows and the GPU copies of older text; then the
+    reference machines as they described themselves."""
+    rows = ["| page | outputs | from commit | where its runs say they ran | GPU runs of an older text |",
+            "| --- | --- | --- | --- | --- |"]
+    for name, c in shown.items():
+        outputs = (f"GPU copy `reference/{c.relpath}` ({c.machine}, {c.profile} profile)" if c.kind == "gpu" else
+                   f"CPU, executed by this build ({c.profile} profile)")
+        where = "; ".join(f"`{label}` ×{n}" for label, n in labels[name].most_common()) or "none printed"
+        old = "; ".join(f"{_download(o, '')} (`{o.commit}`, {o.shared}/{o.cells} cells)"
+                        for o in older[name]) or "none"
+        rows.append(f"| [{name}](notebooks/{name}.ipynb) | {outputs} | `{c.commit}` | {where} | {old} |")
+    machines = []
+    for folder, title in (("h200x2", "2× NVIDIA H200"), ("h200x1", "1× NVIDIA H200")):
+        machine = REFERENCE / folder / "machine.txt"
+        if machine.exists():
+            text = re.sub(r"\x1b\[[0-9;]*m", "", machine.read_text()).rstrip()
+            machines.append(f"### {title} (`reference/{folder}/`)\n\n```text\n{text}\n```\n")
     return ("# Where the numbers come from\n\n"
-            "Every executed page of this site was run on one kind of machine, and every run in it says where it "
-            "ran (`RunResult.label`). A number measured on the CPU simulation is labelled as such and is never a GPU "
-            "lesson.\n\n"
-            f"{intro}\n\n## The machine, as it described itself\n\n```text\n{machine}\n```\n\n"
-            "## Each page\n\n" + "\n".join(rows) + "\n\n" + changed)
+            "Every page shows the notebook's text as it is now, with the outputs of an executed copy of exactly that "
+            "text: a GPU copy from `reference/` where one exists, else the CPU simulation executed by this build (two "
+            "`gloo` processes, small sizes: real code paths and counts, no GPU timings). Every run prints where it ran "
+            "(`RunResult.label`), and no CPU number is offered as a GPU lesson. GPU runs of an older text are linked "
+            "from each page with the commit they ran from.\n\n## Each page\n\n" + "\n".join(rows) + "\n\n"
+            "## The reference machines, as they described themselves\n\n" + "\n".join(machines))
 
 
 def npm_pack(package: str, cache: Path) -> Path:
@@ -240,34 +338,91 @@ def write_favicon(path: Path) -> None:
     image.save(path, sizes=[(32, 32)])
 
 
-def stage(src: Path, cache: Path) -> dict[str, nbformat.NotebookNode | None]:
-    """Write the book's sources into ``src``; return each notebook's executed copy (None: none yet)."""
+def execute(names: list[str], folder: Path, jobs: int = 2) -> dict[str, float]:
+    """Execute the notebooks ``names`` on the CPU with the ``ci`` profile into ``folder`` (``nvtutorial course``,
+    ``jobs`` at a time: each keeps about one core busy); the seconds each took. Fails the build, with the
+    notebook's error, when one does not run through."""
+    def one(name: str) -> tuple[str, float, subprocess.CompletedProcess]:
+        t0 = time.perf_counter()
+        done = subprocess.run([sys.executable, "-m", "nvtutorial.cli", "course", "--only", Path(name).stem, "--profile",
+                               "ci", "--out", str(folder)], cwd=ROOT, capture_output=True, text=True, check=False)
+        return name, time.perf_counter() - t0, done
+
+    took = {}
+    print(f"site: executing {len(names)} notebook(s) on the CPU into {folder} ({jobs} at a time): {', '.join(names)}",
+          flush=True)
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        for name, seconds, done in pool.map(one, names):
+            print(f"site:   {name}: {'passed' if done.returncode == 0 else 'FAILED'} in {seconds:.0f} s", flush=True)
+            if done.returncode != 0:
+                raise SystemExit(f"site: {name} failed to execute; its copy is {folder / name}\n{done.stdout[-3000:]}"
+                                 f"{done.stderr[-2000:]}")
+            took[name] = seconds
+    return took
+
+
+def choose(plain_dir: Path, folder: Path, fresh: bool = False, jobs: int = 2,
+           run: Callable[[list[str], Path, int], dict[str, float]] | None = execute) -> dict[str, tuple[Copy, list[Copy]]]:
+    """For each notebook: the copy its page shows (a current GPU copy, else this checkout's CPU copy in ``folder``,
+    executed now if missing or stale; with ``run=None`` a missing copy fails the build) and the GPU copies of older
+    text."""
+    plains = {p.stem: nbformat.read(p, as_version=4) for p in sorted(plain_dir.glob("*.ipynb"))}
+    if not plains:
+        raise SystemExit(f"site: no notebooks in {plain_dir}")
+    gpu = {name: gpu_copies(name, nb) for name, nb in plains.items()}
+    executed.prune(folder, everything=fresh, notebooks=plain_dir)
+    need = [name for name in plains if not any(c.current for c in gpu[name])]
+    missing = [f"{name}.ipynb" for name in need if not executed.is_current(folder, f"{name}.ipynb", plain_dir)]
+    if missing and run is None:
+        raise SystemExit(f"site: no current executed copy of {', '.join(missing)} in {folder}, and executing is off "
+                         "(--no-execute): run `make test` first, or build without --no-execute")
+    took = run(missing, folder, jobs) if missing else {}
+    stamp = executed.read_stamp(folder)
+    commit = f"{stamp.get('commit', '?')}{' with local changes' if stamp.get('dirty') else ''}"
+    out = {}
+    for name, nb in plains.items():
+        current = [c for c in gpu[name] if c.current]
+        if current:
+            out[name] = (current[0], [c for c in gpu[name] if not c.current])
+            continue
+        path = folder / f"{name}.ipynb"
+        cpu = Copy(path, "cpu", "this machine's CPU", "ci", commit, passed=True, duration_s=took.get(path.name),
+                   current=True, shared=len(executed.cells(nb)), cells=len(executed.cells(nb)))
+        out[name] = (cpu, gpu[name])
+    return out
+
+
+def stage(src: Path, cache: Path, folder: Path = EXECUTED, fresh: bool = False, jobs: int = 2,
+          run: Callable[[list[str], Path, int], dict[str, float]] | None = execute) -> dict[str, Copy]:
+    """Write the book's sources into ``src``; return the copy each notebook's page shows."""
     if src.exists():
         shutil.rmtree(src)
     (src / "notebooks").mkdir(parents=True)
-    for page in PAGES:
-        shutil.copy(SITE / page, src / page)
+    for name in PAGES:
+        shutil.copy(SITE / name, src / name)
     intro = (src / "intro.md").read_text()
     (src / "intro.md").write_text(intro.replace("<!-- learning-path -->", learning_path()))
-    runs = reference_runs()
-    staged: dict[str, nbformat.NotebookNode | None] = {}
-    plain_notebooks = sorted(NOTEBOOKS.glob("*.ipynb"))
-    if not plain_notebooks:
-        raise SystemExit(f"site: no notebooks in {NOTEBOOKS}")
-    for plain in plain_notebooks:
-        reference = REFERENCE / plain.name
-        nb = stage_notebook(plain, reference if reference.exists() else None, runs.get(plain.stem))
-        nbformat.write(nb, src / "notebooks" / plain.name)
-        staged[plain.stem] = nbformat.read(reference, as_version=4) if reference.exists() else None
+    chosen = choose(NOTEBOOKS, folder, fresh, jobs, run)
+    labels = {}
+    for name, (shown, older) in chosen.items():
+        nb = page(nbformat.read(NOTEBOOKS / f"{name}.ipynb", as_version=4), nbformat.read(shown.path, as_version=4),
+                  shown, older)
+        labels[name] = run_labels(nb)
+        nbformat.write(nb, src / "notebooks" / f"{name}.ipynb")
+        for c in older:  # served as files, for the banner's links
+            target = src / GPU_COPIES_DIR / c.relpath  # a download (only the toc's files are pages)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(c.path, target)
     (src / "claims.md").write_text(claims_page())
-    (src / "hardware.md").write_text(hardware_page(runs, staged))
+    (src / "hardware.md").write_text(hardware_page({n: s for n, (s, _) in chosen.items()},
+                                                   {n: o for n, (_, o) in chosen.items()}, labels))
     write_favicon(src / "_extra" / "favicon.ico")
     js = fetch_widget_js(cache, src / "_widget_js" / "widgets")
     # the widgets' JavaScript, served by the site itself (html_static_path), in the order it must load
     config = yaml.safe_load((src / "_config.yml").read_text())
     config["sphinx"]["config"]["nb_ipywidgets_js"] = {path: {} for path in js}
     (src / "_config.yml").write_text(yaml.safe_dump(config, sort_keys=False, allow_unicode=True))
-    return staged
+    return {n: s for n, (s, _) in chosen.items()}
 
 
 def build(jupyter_book: str, src: Path, out: Path) -> None:
@@ -282,18 +437,10 @@ def build(jupyter_book: str, src: Path, out: Path) -> None:
     if out.exists():
         shutil.rmtree(out)
     shutil.copytree(html, out)
-    checker = _load_checker()
-    problems = checker.check_site(out)
+    checker = _load("check_site")
+    problems = checker.check_site(out) + checker.check_pages(out, NOTEBOOKS)
     if problems:
         raise SystemExit("site: the built site has problems:\n" + "\n".join(f"  {p}" for p in problems))
-
-
-def _load_checker():
-    spec = importlib.util.spec_from_file_location("check_site", SITE / "check_site.py")
-    module = importlib.util.module_from_spec(spec)
-    assert spec.loader is not None
-    spec.loader.exec_module(module)
-    return module
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -303,18 +450,29 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default=str(ROOT / "build" / "site"), help="where the HTML goes")
     parser.add_argument("--src", default=str(ROOT / "build" / "site-src"), help="where the book's sources are staged")
     parser.add_argument("--cache", default=str(ROOT / "build" / "site-cache"), help="npm tarballs, kept between builds")
+    parser.add_argument("--executed", default=str(EXECUTED),
+                        help="the executed copies shared with `make test` (site/executed.py); missing or stale ones "
+                             "are executed into it")
+    parser.add_argument("--fresh", action="store_true", help="execute every notebook again (no copy is reused)")
+    parser.add_argument("--jobs", type=int, default=2, help="notebooks executed at once (default 2)")
+    parser.add_argument("--no-execute", action="store_true",
+                        help="execute nothing: every page needs a current copy already (e.g. `make test`'s)")
     args = parser.parse_args(argv)
     if not Path(args.jupyter_book).exists() and shutil.which(args.jupyter_book) is None:
         print(f"site: no jupyter-book at {args.jupyter_book}; run `make site`, which installs site/requirements.txt",
               file=sys.stderr)
         return 2
     t0 = time.perf_counter()
-    staged = stage(Path(args.src), Path(args.cache))
+    shown = stage(Path(args.src), Path(args.cache), Path(args.executed), args.fresh, args.jobs,
+                  None if args.no_execute else execute)
+    built = time.perf_counter()
     build(args.jupyter_book, Path(args.src), Path(args.out))
-    missing = [name for name, nb in staged.items() if nb is None]
-    print(f"site: {len(staged)} notebook pages ({len(staged) - len(missing)} with GPU outputs"
-          + (f"; without outputs: {', '.join(missing)}" if missing else "") + f") built into {args.out} "
-          f"in {time.perf_counter() - t0:.1f} s; open {Path(args.out) / 'index.html'} or run `make site-serve`")
+    gpu = [n for n, c in shown.items() if c.kind == "gpu"]
+    cpu = [n for n, c in shown.items() if c.kind == "cpu"]
+    print(f"site: {len(shown)} notebook pages ({len(gpu)} with GPU outputs of the current text"
+          + (f": {', '.join(gpu)}" if gpu else "") + f"; {len(cpu)} with CPU outputs of this checkout) built into "
+          f"{args.out} in {time.perf_counter() - t0:.0f} s ({built - t0:.0f} s of it staging, executions included); "
+          f"open {Path(args.out) / 'index.html'} or run `make site-serve`")
     return 0
 
 

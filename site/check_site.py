@@ -1,6 +1,7 @@
-"""Check a built website: every image exists, every internal link resolves, nothing loads from outside.
+"""Check a built website: every image exists, every internal link resolves, nothing loads from outside, and every
+notebook's page shows that notebook's code and headings, in order.
 
-    python site/check_site.py build/site
+    python site/check_site.py build/site [NOTEBOOKS_DIR]
 
 Run by ``build_site.py`` after every build (and by ``tests/test_site.py``). A problem is one line
 naming the page and what is wrong; the exit status is 1 when there is any.
@@ -8,6 +9,8 @@ naming the page and what is wrong; the exit status is 1 when there is any.
 
 from __future__ import annotations
 
+import json
+import re
 import sys
 from html.parser import HTMLParser
 from pathlib import Path
@@ -89,12 +92,110 @@ def check_site(root: str | Path) -> list[str]:
     return problems
 
 
+class _Cells(HTMLParser):
+    """The code inputs (``div.cell_input``'s text) and the headings' text of a notebook page, in page order."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.inputs: list[str] = []
+        self.headings: list[str] = []
+        self._stack: list[str | None] = []  # per open div: "input" when it is a cell's input, else None
+        self._in_input = 0
+        self._heading: list[str] | None = None
+        self._skip = 0  # inside a heading's permalink
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        classes = (dict(attrs).get("class") or "").split()
+        if tag == "div":
+            mark = "input" if "cell_input" in classes else None
+            self._stack.append(mark)
+            if mark:
+                self._in_input += 1
+                self.inputs.append("")
+        elif tag in ("h1", "h2", "h3", "h4", "h5", "h6"):
+            self._heading = []
+        elif tag == "a" and self._heading is not None and "headerlink" in classes:
+            self._skip += 1
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "div" and self._stack:
+            if self._stack.pop():
+                self._in_input -= 1
+        elif tag in ("h1", "h2", "h3", "h4", "h5", "h6") and self._heading is not None:
+            self.headings.append("".join(self._heading))
+            self._heading = None
+        elif tag == "a" and self._skip:
+            self._skip -= 1
+
+    def handle_data(self, data: str) -> None:
+        if self._in_input:
+            self.inputs[-1] += data
+        if self._heading is not None and not self._skip:
+            self._heading.append(data)
+
+
+def _squash(text: str) -> str:
+    return " ".join(text.split())
+
+
+SMART = str.maketrans({"\u2019": "'", "\u2018": "'", "\u201c": '"', "\u201d": '"'})
+"""Sphinx's smart quotes, back to the plain ones a notebook's text holds."""
+
+
+def _heading_text(markdown_heading: str) -> str:
+    """A markdown heading as its HTML shows it: no #s, no code backticks or emphasis, links as their text."""
+    text = markdown_heading.lstrip("#").strip()
+    text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", text)
+    return _squash(text.replace("`", "").replace("**", "").replace("*", "")).translate(SMART)
+
+
+def page_differences(html: str, notebook: dict) -> list[str]:
+    """How a page's code inputs and headings differ from the notebook's (JSON as ``dict``): empty when the page shows
+    exactly the notebook's code cells, in order, and each of its markdown headings, in order."""
+    parsed = _Cells()
+    parsed.feed(html)
+    code = [_squash("".join(c["source"]) if isinstance(c["source"], list) else c["source"])
+            for c in notebook["cells"] if c["cell_type"] == "code"]
+    shown = [_squash(x) for x in parsed.inputs]
+    problems = []
+    if len(shown) != len(code):
+        problems.append(f"{len(shown)} code cells on the page, {len(code)} in the notebook")
+    for i, (a, b) in enumerate(zip(shown, code)):
+        if a != b:
+            problems.append(f"code cell {i}: the page shows {a[:60]!r}, the notebook has {b[:60]!r}")
+            break
+    wanted = []
+    for c in notebook["cells"]:
+        if c["cell_type"] == "markdown":
+            source = "".join(c["source"]) if isinstance(c["source"], list) else c["source"]
+            wanted += [_heading_text(line) for line in source.splitlines() if re.match(r"^#{1,6} ", line)]
+    headings = iter(_squash(h).translate(SMART).replace("\u2026", "...") for h in parsed.headings)
+    for h in wanted:
+        if not any(h == got for got in headings):
+            problems.append(f"the heading {h!r} is not on the page (or not in the notebook's order)")
+            break
+    return problems
+
+
+def check_pages(root: str | Path, notebooks: str | Path) -> list[str]:
+    """For every notebook of ``notebooks``: its page exists under ``root/notebooks/`` and shows its code and headings."""
+    root, problems = Path(root), []
+    for path in sorted(Path(notebooks).glob("*.ipynb")):
+        page = root / "notebooks" / f"{path.stem}.html"
+        if not page.is_file():
+            problems.append(f"notebooks/{page.name}: no page for {path.name}")
+            continue
+        problems += [f"notebooks/{page.name}: {p}" for p in page_differences(page.read_text(errors="replace"),
+                                                                              json.loads(path.read_text()))]
+    return problems
+
+
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
-    if len(args) != 1:
-        print("usage: python site/check_site.py SITE_DIR", file=sys.stderr)
+    if len(args) not in (1, 2):
+        print("usage: python site/check_site.py SITE_DIR [NOTEBOOKS_DIR]", file=sys.stderr)
         return 2
-    problems = check_site(args[0])
+    problems = check_site(args[0]) + (check_pages(args[0], args[1]) if len(args) == 2 else [])
     for problem in problems:
         print(problem)
     print(f"{len(problems)} problem(s) in {args[0]}")

@@ -159,3 +159,67 @@ def test_the_registry_names_the_function_that_decides_each_claim(claim_id):
     claim = claims.claim(claim_id)
     assert claim.notebook == "06_pitfalls"
     assert callable(claim.decider())
+
+
+# --- C20 and the OOM step times: every branch, on results shaped like the GPU run's ----------------------------
+
+def _oom_result(fragmentation: dict[str, str] | None = None, training: list[dict[str, Any]] | None = None) -> Any:
+    frag = [{"config": k, "outcome": v} for k, v in (fragmentation or {}).items()]
+    oom = {"fragmentation": frag, "training": {"batch": 16, "cap_mib": 4096, "rows": training or []}}
+    return types.SimpleNamespace(label="1× test GPU", ranks=[{"oom": oom}])
+
+
+SPLIT = "expandable_segments:False,max_split_size_mb:256"
+
+
+@pytest.mark.parametrize("outcomes, status", [
+    ({"default": "OOM", "expandable_segments:True": "fits", SPLIT: "fits"}, "holds"),  # the reference's case
+    ({"default": "OOM", "expandable_segments:True": "OOM", SPLIT: "fits"}, "holds"),
+    ({"default": "OOM", "expandable_segments:True": "fits", SPLIT: "OOM"}, "wrong"),
+    ({"default": "fits", "expandable_segments:True": "fits", SPLIT: "fits"}, "unverifiable"),  # nothing to fix
+    ({"default": "OOM", "expandable_segments:True": "fits"}, "unverifiable"),  # max_split_size_mb not measured
+])
+def test_c20_holds_when_max_split_size_mb_fixes_the_fragmentation(outcomes, status):
+    verdict = rm.verdict_c20(_oom_result(outcomes))
+    assert verdict.status == status, verdict.text
+    assert verdict.numbers["max_split_size_mb"] == outcomes.get(SPLIT)
+    assert verdict.numbers["expandable_segments"] == outcomes["expandable_segments:True"]
+
+
+def test_c20_on_the_reference_is_holds_with_both_remedies():
+    result = _as_result([r for r in _measured_runs() if "oom" in _as_result(r).ranks[0]][0])
+    verdict = rm.verdict_c20(result)
+    assert verdict.status == claims.claim("C20").status == "holds"
+    assert verdict.numbers == {"outcomes": {"default": "OOM", "expandable_segments:True": "fits", SPLIT: "fits"},
+                               "default": "OOM", "max_split_size_mb": "fits", "expandable_segments": "fits"}
+
+
+def _step(variant: str, capped: bool, times: list[float] | None, outcome: str = "fits") -> dict[str, Any]:
+    row: dict[str, Any] = {"variant": variant, "capped": capped, "outcome": outcome}
+    if times:
+        row |= {"step_ms": sorted(times)[len(times) // 2], "step_ms_repeats": times}
+    return row
+
+
+@pytest.mark.parametrize("ckpt_ms, status", [([51.0, 51.2, 51.1], "slower"), ([50.3, 50.2, 50.4], "no change")])
+def test_checkpointing_cost_compares_repeated_steps_without_the_cap(ckpt_ms, status):
+    """Both sides of the noise: the plain step's repeats spread 1 % (50.0-50.5 ms), so +2 % is slower, +0.4 % is not."""
+    rows = [_step("batch 16, no cap", False, [50.0, 50.5, 50.2]),
+            _step("batch 16 under the cap (the OOM)", True, None, "OOM"),
+            _step("2 × batch 8, gradients accumulated", True, [60.0, 60.1, 60.2]),
+            _step("batch 16, activation checkpointing", True, [90.0, 91.0, 90.5]),  # under the cap: not compared
+            _step("batch 16, activation checkpointing, no cap", False, ckpt_ms)]
+    result = _oom_result({"default": "OOM"}, rows)
+    verdict = rm.checkpointing_cost(result)
+    assert verdict.status == status, verdict.text
+    assert verdict.numbers["baseline"] == 50.2 and verdict.numbers["candidate"] == sorted(ckpt_ms)[1]
+    assert rm.oom_fixes_verdict(result).status == "pass"  # the capped rows: OOM, then both fixes fit
+
+
+def test_checkpointing_cost_is_not_read_from_one_step_after_installing_it():
+    """The committed reference timed one capped step right after installing checkpointing: no conclusion from it."""
+    result = _as_result([r for r in _measured_runs() if "oom" in _as_result(r).ranks[0]][0])
+    assert rm.checkpointing_cost(result).status == "info"
+    assert rm.oom_fixes_verdict(result).status == "pass"  # older rows without the `capped` flag: every row after the first
+    skipped = types.SimpleNamespace(label="CPU", ranks=[{"oom": {"skipped": "skipped: needs a GPU"}}])
+    assert rm.checkpointing_cost(skipped).status == "info" and rm.verdict_c20(skipped).status == "unverifiable"

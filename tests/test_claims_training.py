@@ -111,10 +111,35 @@ def test_c14_holds_only_for_a_gap_near_the_sources():
     assert report.verdict_c14(_c14_rows(80.0)).status == "wrong"
 
 
+def test_c14_reads_the_sources_own_model_and_the_tables_inconsistency():
+    """ResNet-50 on the reference 2x H200 (the committed fixture): 3.4 % slower host-staged, not the source's 17 %;
+    the source's table leaves less than half its one-GPU epoch for computation in both 2-GPU rows."""
+    resnet = report.resnet50_reference()
+    assert resnet == {"1gpu": 4303.0, "nvlink": 8294.0, "host": 8021.0, "socket": 4882.0}
+    assert resnet["nvlink"] / (2 * resnet["1gpu"]) == pytest.approx(0.964, abs=5e-4)
+    assert resnet["host"] / (2 * resnet["1gpu"]) == pytest.approx(0.932, abs=5e-4)
+    assert report.source_table_tension() == pytest.approx({"2 GPUs over PCIe": 34 * 0.82 / 29, "2 GPUs over NVLink": 0.91})
+    assert all(v < 1 for v in report.source_table_tension().values())
+    v = report.verdict_c14(_c14_rows(103.0))
+    assert v.numbers["resnet50_host_vs_nvlink"] == pytest.approx(8294 / 8021)
+    assert report.SOURCE_C14_GAP / 2 > v.numbers["resnet50_host_vs_nvlink"] - 1  # ResNet-50 alone: "partly" too
+
+
+def test_the_source_table_shows_the_sources_model_as_ratios_only():
+    """UNet minutes and the source's ResNet-50 minutes measure different work: never in one column pair."""
+    frame = report.source_comparison(_c14_rows(103.0), 10_000)
+    assert not any("source" in c and "min" in c for c in frame.columns)
+    assert {"UNet min/epoch", "source's ResNet-50 speed-up", "source's comm share"} <= set(frame.columns)
+    assert list(frame["source's ResNet-50 speed-up"]) == [1.0, 2.0, 1.71, "—"]
+
+
 def test_c11_fp16_with_a_scaler_and_bf16_are_faster_than_fp32():
     v = oreport.verdict_c11(REF["optimisations"])
     assert v.status == "partly" and v.numbers["fp16_status"] == "faster" and v.numbers["bf16_status"] == "faster"
     assert v.numbers["bf16_ratio"] < v.numbers["fp16_ratio"] < 0.9
+    # the registry's figures: a 16 % and 19 % shorter step, that is 1.19x and 1.24x as fast
+    assert v.numbers["fp16_ratio"] == pytest.approx(0.8435, abs=5e-4) and 1 / v.numbers["fp16_ratio"] == pytest.approx(1.19, abs=5e-3)
+    assert v.numbers["bf16_ratio"] == pytest.approx(0.8080, abs=5e-4) and 1 / v.numbers["bf16_ratio"] == pytest.approx(1.24, abs=5e-3)
 
 
 def _gpu_run(rows):

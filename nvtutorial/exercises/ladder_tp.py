@@ -1,7 +1,7 @@
 """Exercise (notebook 08): the tensor-parallel plan of the transformer's MLP.
 
 The learner writes ``mlp_plan()``, returning the ``parallelize_module`` plan for ``mlp.w1`` and
-``mlp.w2`` (the attention plan is given). The checker, on 2 real ranks: both matrices must be split
+``mlp.w2`` (the attention plan is given: the rung's, ``rungs.tensor_parallel``). The checker, on 2 real ranks: both matrices must be split
 (``w1`` by its rows, the hidden units; ``w2`` by its columns, the same hidden units), three training
 steps must run and match the one-process reference within the tolerance.
 """
@@ -44,8 +44,8 @@ def check_on_rank(candidate: Any, ctx: Any) -> tuple[bool, str]:
     import torch
     import torch.distributed as dist
     from torch.distributed.device_mesh import init_device_mesh
-    from torch.distributed.tensor import DTensor
-    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+    from torch.distributed.tensor import DTensor, Replicate
+    from torch.distributed.tensor.parallel import ColwiseParallel, PrepareModuleInput, RowwiseParallel, parallelize_module
 
     from nvtutorial.exercises._ladder_check import TOLERANCE, device_of, local_shape, train_against_reference
     from nvtutorial.lessons.ladder.rungs import LR
@@ -60,8 +60,10 @@ def check_on_rank(candidate: Any, ctx: Any) -> tuple[bool, str]:
         return False, f"mlp_plan() must return a dict from module names to ParallelStyles, not {type(plan).__name__}"
     model = transformer.build(transformer.Config(), device=device)
     mesh = init_device_mesh(device.type, (world,))
-    attention = {"attn.wq": ColwiseParallel(), "attn.wk": ColwiseParallel(), "attn.wv": ColwiseParallel(),
-                 "attn.wo": RowwiseParallel()}
+    attention = {"attn": PrepareModuleInput(input_layouts=(Replicate(),), desired_input_layouts=(Replicate(),),
+                                            use_local_output=False),
+                 "attn.wq": ColwiseParallel(), "attn.wk": ColwiseParallel(), "attn.wv": ColwiseParallel(),
+                 "attn.wo": RowwiseParallel()}  # the rung's attention plan (lessons/ladder/rungs.py)
     try:
         for block in model.blocks:
             parallelize_module(block, mesh, {**attention, **plan})

@@ -37,7 +37,7 @@ LAB_PATHS: tuple[LabPath, ...] = (
 SOURCE_AB_PATHS: tuple[LabPath, ...] = (
     LAB_PATHS[0],
     LabPath("source's settings", {"NCCL_NET_GDR_LEVEL": "3", "NCCL_IB_DISABLE": "1"},
-            "what the source exports for NVLink: GPUDirect RDMA level and InfiniBand off (network transport only)"),
+            "what the source exports: GPUDirect RDMA level and InfiniBand off (network transport only)"),
     LAB_PATHS[1],
 )
 """Notebook 02's A/B (claim C7): default, the source's settings, and P2P off as a control that does change things."""

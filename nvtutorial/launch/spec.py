@@ -142,7 +142,8 @@ class LaunchSpec:
 
         ``endpoint`` is node 0's address and a port open between the nodes (``$HEAD_NODE`` is left
         for the shell to expand). The lines are the same on every node: c10d rendezvous numbers
-        the nodes as they join (``--node-rank`` is for static rendezvous only). The emulation on
+        the nodes itself, by sorting the participants (host name or address, then the agent's pid), not
+        by when they join (``--node-rank`` is for static rendezvous only). The emulation on
         one host runs the same lines, with the rendezvous on 127.0.0.1 and ``NCCL_HOSTID`` set
         per node.
         """

@@ -81,13 +81,23 @@ def save(path: str, model: DDP, optimizer: torch.optim.Optimizer, step: int) -> 
 
 # %% resume
 def resume(path: str, model: DDP, optimizer: torch.optim.Optimizer) -> int:
-    """Load the last checkpoint, if there is one, into the model and the optimizer; the steps already done."""
-    if not os.path.exists(path):
-        return 0
-    state = torch.load(path, map_location="cpu", weights_only=True)
-    model.module.load_state_dict(state["model"])  # the model inside DDP: the keys have no "module." prefix
-    optimizer.load_state_dict(state["optimizer"])  # Adam's moments and step count
-    return state["step"]  # state["world_size"] is not checked: resume with the world size that saved it
+    """Load the last checkpoint, if there is one, into the model and the optimizer; the steps already done.
+
+    Rank 0's view decides. On shared storage (NFS) a node may, for a few seconds, still see an older file or
+    none after another node renamed it (attribute caching); ranks that started from different steps would run
+    different numbers of collectives and hang at the end. A rank that sees another step than rank 0 stops with
+    an error instead: torchrun's next attempt reads the storage again."""
+    state = torch.load(path, map_location="cpu", weights_only=True) if os.path.exists(path) else None
+    mine = state["step"] if state else 0
+    agreed = [mine]
+    dist.broadcast_object_list(agreed, src=0)  # rank 0's step, on every rank
+    if mine != agreed[0]:
+        raise RuntimeError(f"rank {dist.get_rank()} sees a checkpoint of step {mine} at {path}, rank 0 one of step "
+                           f"{agreed[0]}: the shared storage does not yet look the same from every node")
+    if state is not None:
+        model.module.load_state_dict(state["model"])  # the model inside DDP: the keys have no "module." prefix
+        optimizer.load_state_dict(state["optimizer"])  # Adam's moments and step count
+    return mine  # state["world_size"] is not checked: resume with the world size that saved it
 
 
 # %% train

@@ -381,7 +381,7 @@ KNOWN_NCCL = {
     "NCCL_GRAPH_MIXING_SUPPORT", "NCCL_DMABUF_ENABLE", "NCCL_P2P_NET_CHUNKSIZE", "NCCL_P2P_NVL_CHUNKSIZE",
     "NCCL_P2P_PCI_CHUNKSIZE", "NCCL_P2P_LL_THRESHOLD", "NCCL_ALLOC_P2P_NET_LL_BUFFERS", "NCCL_COMM_BLOCKING",
     "NCCL_CUMEM_ENABLE", "NCCL_CUMEM_HOST_ENABLE", "NCCL_P2P_DIRECT_DISABLE", "NCCL_P2P_USE_CUDA_MEMCPY",
-    "NCCL_P2P_READ_ENABLE", "NCCL_SHM_USE_CUDA_MEMCPY", "NCCL_SHM_MEMCPY_MODE", "NCCL_SOCKET_FAMILY", "NCCL_HOSTID",
+    "NCCL_P2P_READ_ENABLE", "NCCL_SHM_USE_CUDA_MEMCPY", "NCCL_SHM_MEMCPY_MODE", "NCCL_SOCKET_FAMILY",
     "NCCL_COMM_ID", "NCCL_NVLS_NCHANNELS", "NCCL_NVLS_CHUNKSIZE", "NCCL_RUNTIME_CONNECT", "NCCL_NCHANNELS_PER_NET_PEER",
     "NCCL_MNNVL_ENABLE", "NCCL_RAS_ENABLE", "NCCL_CONF_FILE", "NCCL_WORK_FIFO_DEPTH", "NCCL_PROFILER_PLUGIN",
     "NCCL_TUNER_PLUGIN", "NCCL_CGA_CLUSTER_SIZE", "NCCL_NET_OVERHEAD", "NCCL_OOB_NET_ENABLE", "NCCL_OOB_NET_IFNAME",
@@ -389,7 +389,15 @@ KNOWN_NCCL = {
     "NCCL_UID_STAGGER_THRESHOLD", "NCCL_UID_STAGGER_RATE", "NCCL_CTA_POLICY", "NCCL_WIN_ENABLE", "NCCL_NET_FORCE_FLUSH",
     "NCCL_NVLINK_UTIL_CENTRIC_SCHED_ENABLE", "NCCL_IB_FIFO_TC", "NCCL_IB_RETURN_ASYNC_EVENTS", "NCCL_PXN_C2C",
 }
-"""Variables NCCL reads (its documentation, 2.18–2.28); others are ignored silently, typos included."""
+"""Variables NCCL documents (its environment-variable documentation, 2.18–2.28) and reads; names it does not read are
+ignored silently, typos included."""
+
+READ_UNDOCUMENTED = {
+    "NCCL_HOSTID": "read by NCCL, though its documentation does not list it: it replaces the host's identity in NCCL's "
+                   "host hash, so ranks with different values count as different hosts (notebook 09 emulates two nodes "
+                   "on one machine so); P2P and SHM are then refused between them",
+}
+"""``NCCL_*`` names NCCL reads in its source but does not document (notebook 09 uses ``NCCL_HOSTID``)."""
 
 NOT_READ_BY_NCCL = {
     "NCCL_VERSION": "set by NVIDIA's CUDA container images to record the NCCL they installed; NCCL does not read it",
@@ -414,6 +422,9 @@ def check_nccl_variable(name: str, value: str, f: Facts) -> Check:
                      f"use {_TORCH_RENAMED[name]}={value}")
     if name in NOT_READ_BY_NCCL:
         return Check(label, "ok", "not a setting", NOT_READ_BY_NCCL[name])
+    if name in READ_UNDOCUMENTED:
+        return Check(label, "warn" if len(f.gpus) >= 2 else "ok", "read by NCCL, not documented", READ_UNDOCUMENTED[name],
+                     f"unset {name} unless you mean to make NCCL see separate hosts" if len(f.gpus) >= 2 else "")
     if name not in KNOWN_NCCL:
         return Check(label, "warn", "not a variable NCCL documents", "NCCL ignores unknown names silently: a typo?",
                      f"check the spelling against the NCCL documentation, or unset {name}")
@@ -425,7 +436,8 @@ def check_nccl_variable(name: str, value: str, f: Facts) -> Check:
                          "about 100× slower than NVLink on the reference machine", "unset NCCL_P2P_DISABLE and NCCL_SHM_DISABLE")
         if nvlink:
             return Check(label, "fail", f"disables NVLink for NCCL although GPU 0–1 have NV{f.nvlinks_01}",
-                         "all traffic is staged through host memory (about 12× slower on the reference 2× H200)",
+                         "all traffic is staged through host memory (10.9× slower at 256 MiB on the reference 2× H200, "
+                         "notebook 02's A/B; 11.9× for 4 GiB in nccl-tests)",
                          "unset NCCL_P2P_DISABLE")
         return Check(label, "warn", "P2P over PCIe disabled", "sometimes needed on consumer cards whose PCIe P2P is broken",
                      "unset it if your GPUs support P2P (nvidia-smi topo -p2p r)")

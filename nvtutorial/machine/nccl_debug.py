@@ -188,7 +188,8 @@ VARIABLES: tuple[Variable, ...] = (
              "matters only when P2P is off or impossible; then NCCL falls back to its network transport "
              "(IB/RoCE if the machine has a NIC for it, else sockets; sockets on the reference machine, about 100× "
              "slower than NVLink there: nccl-tests 3.05 against 330 GB/s at 1 GiB)", ("SHM",)),
-    Variable("NCCL_IB_DISABLE", "forbid InfiniBand/RoCE verbs for the network transport", "1 disables (then sockets)",
+    Variable("NCCL_IB_DISABLE", "forbid NCCL's own InfiniBand/RoCE verbs transport", "1 disables (then sockets, "
+             "unless a network plugin such as AWS EFA's aws-ofi-nccl provides the network transport)",
              "none: one machine's GPUs talk over P2P/SHM, the network transport is not used", ("NET/IB",)),
     Variable("NCCL_NET_GDR_LEVEL", "the farthest NIC-to-GPU distance at which GPUDirect RDMA is used",
              "LOC, PIX, PXB, PHB, SYS (older: 0–5)", "none between two GPUs of one machine: it concerns a NIC reading "
@@ -215,7 +216,8 @@ VARIABLES: tuple[Variable, ...] = (
 """The variables notebook 02 explains (the source tutorial sets three of them)."""
 
 SOURCE_SETTINGS = {"NCCL_DEBUG": "INFO", "NCCL_NET_GDR_LEVEL": "3", "NCCL_IB_DISABLE": "1"}
-"""What the source tutorial exports "for NVLink" (claim C7)."""
+"""What the source tutorial exports in its environment section (claim C7); ``NCCL_IB_DISABLE=1`` with the comment
+"needed in non-InfiniBand environments"."""
 
 
 def variables_rows(environ: Mapping[str, str] | None = None) -> list[dict[str, Any]]:

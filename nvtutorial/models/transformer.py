@@ -2,10 +2,11 @@
 
 Plain PyTorch, written so that every parallel strategy of the ladder can wrap it unchanged:
 
-- the attention projections ``wq``, ``wk``, ``wv``, ``wo`` are separate ``nn.Linear`` layers (a fused
-  QKV matrix would put parts of q, k and v on each rank when split column-wise), and the number of
-  heads a rank holds is read from the tensor's width, so a tensor-parallel shard of the projections
-  runs the same ``forward`` with half of the heads;
+- the attention projections ``wq``, ``wk``, ``wv``, ``wo`` are separate ``nn.Linear`` layers, so a
+  column-wise split gives each rank whole heads of q, k and v with no layout to arrange (a fused QKV
+  matrix split the same way needs its rows laid out per rank, head by head, as Megatron-LM does), and
+  the number of heads a rank holds is read from the tensor's width, so a tensor-parallel shard of the
+  projections runs the same ``forward`` with half of the heads;
 - the blocks sit in ``model.blocks``, so FSDP2 can shard them one by one;
 - ``model.checkpoint_activations = True`` recomputes each block's activations in the backward pass
   (``torch.utils.checkpoint``) instead of keeping them.

@@ -90,7 +90,7 @@ def bytes_bars(table: Any, where: Any) -> tuple[Any, Any]:
 
 def link_need(comparisons: dict[str, Any], where: Any) -> tuple[Any, Any]:
     """Step time host-staged ÷ step time over the direct link, per rung, with the noise band of each
-    comparison: how much each strategy needs the link."""
+    comparison (the repeats' spread and the A/A gap between the two direct launches, whichever is larger)."""
     from ..report import ladder
 
     names = list(comparisons)
@@ -107,7 +107,7 @@ def link_need(comparisons: dict[str, Any], where: Any) -> tuple[Any, Any]:
     hi = max(c.ratio * (1 + c.noise) for c in comparisons.values())
     ax.set_xlim(min(0.9, min(c.ratio for c in comparisons.values()) - 0.05), hi * 1.25)
     ax.set_xlabel("step time host-staged (NCCL_P2P_DISABLE=1) ÷ step time over the direct link")
-    ax.set_title("How much each rung needs the link (grey: within noise)")
+    ax.set_title("Step time without the direct link (grey: within the noise, A/A gap included)")
     stamp(fig, where)
     return fig, ax
 

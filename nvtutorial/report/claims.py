@@ -70,7 +70,8 @@ CLAIMS: tuple[Claim, ...] = (
           "holds", "2× H200 run", "01_hardware", "nvtutorial.report.links:claim_c3"),
     Claim("C4", 1, "Driver 515 with CUDA 11.7 is the most stable combination.",
           "Dated advice: what matters is a driver at least as new as the CUDA runtime torch was built with; "
-          "no torch 2.11–2.14 build runs on driver 515.",
+          "no torch 2.11–2.14 build runs on driver 515 without NVIDIA's CUDA forward-compatibility package "
+          "(`cuda-compat`, for data-centre GPUs on the driver branches NVIDIA lists).",
           "wrong", "primary source", "02_environment", "nvtutorial.report.environment:claim_c4"),
     Claim("C5", 1, "Consumer NVLink has 1/4 of the professional bandwidth, yet is still 3–5× faster than PCIe.",
           "RTX 3090 NVLink carries about 56 GB/s per direction against about 32 GB/s for PCIe 4.0 x16: "
@@ -84,7 +85,9 @@ CLAIMS: tuple[Claim, ...] = (
     Claim("C7", 2, "`NCCL_NET_GDR_LEVEL=3` and `NCCL_IB_DISABLE=1` help.",
           "They only concern NCCL's network transport; between two GPUs of one machine busbw is unchanged within "
           "the noise. NCCL reads NCCL_NET_GDR_LEVEL only for a NIC that supports GPUDirect RDMA: on the reference "
-          "(Socket only) it was never read, and with NCCL_IB_DISABLE=1 only sockets remain on any machine.",
+          "(Socket only) it was never read. NCCL_IB_DISABLE=1 turns off NCCL's own InfiniBand/RoCE transport; "
+          "unless a network plugin is installed (e.g. AWS EFA's aws-ofi-nccl), only sockets then remain between "
+          "nodes.",
           "wrong", "2× H200 run", "02_environment", "nvtutorial.report.lab:claim_c7"),
     Claim("C8", 3, "`torch.cuda.set_enabled_lms(True)` enables a low-memory mode.",
           "No such function exists in PyTorch (it belonged to IBM's PowerAI fork): calling it raises AttributeError.",
@@ -101,16 +104,21 @@ CLAIMS: tuple[Claim, ...] = (
           "earlier in backward, does not change.",
           "wrong", "2× H200 run", "04_optimisations", "nvtutorial.report.optimisations:verdict_c10"),
     Claim("C11", 3, "Mixed precision with `GradScaler` and fp16 autocast speeds training up.",
-          "For this UNet on the 2× H200 reference, fp16 with a scaler was 16 % faster than fp32 and bf16 19 %, with "
-          "the same losses; one model on one GPU type: measure yours. bf16 needs no scaler, and the source's `torch.cuda.amp.GradScaler()` is the deprecated spelling of `torch.amp.GradScaler(\"cuda\")`.",
+          "True as a speed-up, but not an NVLink trick, where the source files it: under autocast DDP still "
+          "all-reduces fp32 gradients, so nothing it sends gets smaller. For this UNet on the 2× H200 reference, "
+          "fp16 with a scaler cut the step time by 16 % against fp32 and bf16 by 19 % (1.19× and 1.24× as fast), "
+          "with the same losses; one model on one GPU type: measure yours. bf16 needs no scaler, and the source's "
+          "`torch.cuda.amp.GradScaler()` is the deprecated spelling of `torch.amp.GradScaler(\"cuda\")`.",
           "partly", "2× H200 run", "04_optimisations", "nvtutorial.report.optimisations:verdict_c11"),
     Claim("C12", 4, "NVTX ranges and Nsight Systems show where the time of a step goes.",
           "They show each rank's phases and kernels (`torch.profiler` does too, without nsys), but the "
-          "communication a rank's trace shows includes waiting for the other rank: on the reference run an "
+          "communication a rank's trace shows includes waiting for the other rank: on the earlier reference run an "
           "estimated 92 % of rank 0's NCCL time was waiting (7.0 ms per step, 3.24 ms of it exposed; rank 1: "
-          "0.56 ms), estimated as the least communication of any rank, not paired on one clock. Both ranks' "
-          "traces on one clock separate the waiting from the time on the wire.",
-          "partly", "2× H200 run", "05_profiling", decided_by="nvtutorial.report.traces:verdict_c12"),
+          "0.56 ms), estimated as the least communication of any rank, not paired on one clock, and Nsight Systems "
+          "has not run on the reference. Settled by notebook 05 at the lesson sizes on 2× H200 with `nsys` on PATH "
+          "(`scripts/reference-run.sh build/reference 05_`): both ranks' traces paired on one clock, and nsys's "
+          "split of the same run.",
+          "partly", "pending a 2× H200 run", "05_profiling", decided_by="nvtutorial.report.traces:verdict_c12"),
     Claim("C13", 4, "`nvidia-smi dmon -s u` monitors the run (listed under \"bandwidth utilisation\").",
           "It prints utilisation (the share of time a kernel ran, memory and codec activity), once a second, "
           "not NVLink traffic: during the reference run's all-reduce probe, which only moved data, sm read "
@@ -120,7 +128,10 @@ CLAIMS: tuple[Claim, ...] = (
           "over NVLink 29 min (9 %).",
           "Its shape depends on the model: for the course's DDP UNet on 2× H200 (the earlier `train` workload; "
           "ddp_train.py has not yet run on the reference) the gradient all-reduce hid under the backward pass, so "
-          "NVLink and host-staged transfers gave the same step time within the noise; only sockets were slower (1.7×).",
+          "NVLink and host-staged transfers gave the same step time within the noise; only sockets were slower "
+          "(1.7×). The source's own model, ResNet-50 (bf16, synthetic data) on the same machine, took 3.4 % longer "
+          "host-staged than over NVLink (one measurement each), not 17 %. The table also contradicts itself: 58 → "
+          "29 min is exactly 2.0× with 9 % of the time called communication.",
           "partly", "2× H200 run", "03_ddp_training", "nvtutorial.report.training:verdict_c14"),
     Claim("C15", 4, "Memory per GPU halves with two GPUs (24 GB → 13 GB each).",
           "Only when the per-GPU batch halves (a fixed global batch), and then to 0.53, not 0.5 (the UNet under the "
@@ -129,15 +140,21 @@ CLAIMS: tuple[Claim, ...] = (
           "partly", "2× H200 run", "03_ddp_training", "nvtutorial.report.training:verdict_c15"),
     Claim("C16", 4, "Above 15 % communication, compress gradients or raise the batch size.",
           "A heuristic whose input must be the time on the wire: a larger batch does hide more of it, but on the "
-          "reference runs only the profiler's share, one rank waiting for the other in a launch-bound step, passed "
-          "15 % (24 % over NVLink at batch 2); the time on the wire stayed under 2 % of the step over NVLink and "
-          "reached 14.1 % staged through host memory (one profiled run without repeats: at the threshold).",
-          "partly", "2× H200 run", "05_profiling", decided_by="nvtutorial.report.profiling:verdict_c16"),
+          "earlier reference runs only the profiler's share, one rank waiting for the other in a launch-bound step, "
+          "passed 15 % (24 % over NVLink at batch 2); the time on the wire stayed under 2 % of the step over NVLink "
+          "and reached 14.1 % staged through host memory, in one profiled run without repeats: at the threshold. "
+          "Settled by notebook 05's batch sweep with repeats (batches 2, 8, 32, three rounds each, over NVLink and "
+          "host-staged) at the lesson sizes on 2× H200 (`scripts/reference-run.sh build/reference 05_`).",
+          "partly", "pending a 2× H200 run", "05_profiling", decided_by="nvtutorial.report.profiling:verdict_c16"),
     Claim("C17", 5, "Use `num_workers = 4 × GPUs` and `pin_memory=True`.",
           "A starting point, not a law: how many workers the training loop needs, and whether pinned memory "
           "shows at all, depend on the data pipeline, the step and the cores; measure the loop's steady rate. "
           "Not yet measured on GPUs: the 2× H200 reference predates today's loader sweep, and a CPU run cannot "
-          "settle it.",
+          "settle it. Settled by notebook 06 at the lesson sizes on 2× H200 (`scripts/reference-run.sh "
+          "build/reference 06_`: 0–16 workers per rank, pinned and not, three windows each, on both ranks; the "
+          "rule's 8 per rank); one GPU gives the one-GPU case (rule: 4 workers) with `nvtutorial run pitfalls "
+          "--nproc 1 --backend nccl --set parts=dataloader --set model=full --set workers=0,2,4,8,12,16 --set "
+          "loader_batch=32 --set loader_image_size=128 --set steps=10 --set windows=3`.",
           "partly", "pending a 2× H200 run", "06_pitfalls", decided_by="nvtutorial.report.pitfalls_measured:verdict_c17"),
     Claim("C18", 5, "Validating on rank 0 alone breaks the parallelism; every rank validates and "
           "`all_reduce`s the loss.",
@@ -152,9 +169,10 @@ CLAIMS: tuple[Claim, ...] = (
           "PyTorch reuses its cache anyway.",
           "wrong", "2× H200 run", "06_pitfalls", decided_by="nvtutorial.report.pitfalls_measured:verdict_c19"),
     Claim("C20", 5, "Use `max_split_size_mb` against fragmentation.",
-          "It is an option of `PYTORCH_CUDA_ALLOC_CONF`, not a function; `expandable_segments:True` is the "
-          "modern remedy.",
-          "partly", "2× H200 run", "06_pitfalls", decided_by="nvtutorial.report.pitfalls_measured:verdict_c20"),
+          "It works: in the fragmentation case on the 2× H200 reference the default allocator ran out of memory and "
+          "`max_split_size_mb:256` (an option of `PYTORCH_CUDA_ALLOC_CONF`, set before the first CUDA allocation) "
+          "made it fit; `expandable_segments:True`, the modern alternative, fixed it too.",
+          "holds", "2× H200 run", "06_pitfalls", decided_by="nvtutorial.report.pitfalls_measured:verdict_c20"),
     Claim("C21", 5, "Set the same random seed on every rank.",
           "DDP already broadcasts rank 0's weights when it wraps the model; with one seed every rank draws the "
           "same augmentation (and dropout) numbers: seed each rank with seed + rank.",

@@ -31,7 +31,9 @@ def claim_c4(f: Facts | None = None) -> Verdict:
     whose = "this machine's torch" if f.torch_cuda else "the reference machine's torch"
     text = (f"The rule is a relation, not a pair: the driver must support at least the CUDA version torch was built "
             f"with. Here: {here.value} → {here.status}. The source's driver 515 (CUDA ≤ 11.7) with {whose} "
-            f"(CUDA {base.torch_cuda}) → {old.status}: no torch 2.11–2.14 build runs on it.")
+            f"(CUDA {base.torch_cuda}) → {old.status}: no torch 2.11–2.14 build runs on it alone (NVIDIA's forward-compatibility "
+            "package, cuda-compat, lets newer CUDA runtimes run on some older driver branches of data-centre GPUs: "
+            "a package to install, not what the source recommends).")
     status = "wrong" if old.status == "fail" else "partly"
     return Verdict("C4", status, text, {"here": here.status, "driver_515": old.status, "torch_cuda": base.torch_cuda},
                    _where(f))

@@ -111,8 +111,8 @@ def claim_nvlink_vs_pcie(lab: Sequence[LabRun]) -> Verdict:
                        "by vendor figures.", {"ratio": ratio, "size": 4 << 30}, "reference 2× H200 (saved nccl-tests)")
     size, c = compare_paths(lab, "P2P off", "default")
     return Verdict("C5 (measured)", "info",
-                   f"NCCL over NVLink ÷ NCCL staged through host memory (NCCL_P2P_DISABLE=1, each GPU's PCIe link and "
-                   f"a copy in RAM) = {c.ratio:.1f}× at {format_size(size)}. Host-staged is not PCIe peer-to-peer, but "
+                   f"NCCL over NVLink ÷ NCCL staged through host memory (NCCL_P2P_DISABLE=1: each GPU's kernels write to "
+                   f"and read from a shared buffer in host memory over their own PCIe link) = {c.ratio:.1f}× at {format_size(size)}. Host-staged is not PCIe peer-to-peer, but "
                    "it is what NCCL does between these GPUs without NVLink. Machine-dependent: an RTX 3090 bridge gives "
                    "about 1.8× by vendor figures.", {"ratio": c.ratio, "size": size}, lab[0].result.label)
 
@@ -127,9 +127,12 @@ def grade_lab_ratio(prediction: float | None, lab: Sequence[LabRun]) -> Verdict:
     here = is_gpu(lab[0].result) and "P2P off" in _runs(lab)
     return grade_number("NVLink ÷ host-staged", prediction, ratio, unit="×", where=measured.where,
                         measured_name="Measured" if here else "The reference measured (saved nccl-tests)",
-                        explanation=f"At {format_size(size)}. Host-staged means each GPU copies over its own PCIe link "
-                                    "into pinned host memory and the other copies it out: two PCIe hops and a copy in "
-                                    "RAM, so it runs well below even one PCIe link's rate.")
+                        explanation=f"At {format_size(size)}. Host-staged is NCCL's SHM transport: the sending GPU's "
+                                    "kernel writes into a shared, pinned buffer in host memory over its own PCIe link, "
+                                    "and the receiving GPU's kernel reads it over its own (with NCCL_SHM_USE_CUDA_MEMCPY, "
+                                    "copy engines do the same); no CPU copies anything. Each byte crosses each GPU's PCIe "
+                                    "link once and host memory twice (a write, a read), and GPU loads from host memory "
+                                    "are slow, so it runs well below even one PCIe link's rate.")
 
 
 # --- Claim C7: the source's NCCL settings ----------------------------------------------------------------

@@ -31,7 +31,7 @@ from .ladder_model import (
     with_layers,
 )
 from . import predict
-from .verdict import Verdict, compare, comparison_verdict
+from .verdict import Comparison, Verdict, aa_gap, compare, comparison_verdict
 
 __all__ = ["FSDP", "LABELS", "LAYER_LIMIT", "RUNGS", "TP_SPLIT", "RankMemory", "Setup", "activations", "chunk_rows",
            "largest", "model_state", "rank_memory", "sent_per_step", "tp_dim", "with_layers"]
@@ -162,27 +162,38 @@ def zero1_prediction(result: Any, prediction: float | None) -> Verdict:
         "differ a little (table below). The usual wrong answers: " + "; ".join(ZERO1_WRONG) + ".")
 
 
-LINK_CHOICES = {"a": "DDP", "b": "ZeRO-3 (FSDP2)", "c": "tensor parallelism"}
+LINK_CHOICES = {"a": "DDP (or ZeRO-1: DDP's all-reduce plus a broadcast)",
+                "b": "ZeRO-3 on the GPU (FSDP2, with or without resharding and checkpointing)",
+                "c": "tensor parallelism",
+                "d": "ZeRO-3 with CPU offload"}
 """The choices of the link prediction: which rung loses the most step time without the direct link."""
+LINK_ANSWER = {"ddp": "a", "zero1": "a", "fsdp_zero2": "b", "fsdp_zero3": "b", "fsdp_checkpointing": "b",
+               "tensor_parallel": "c", "fsdp_offload": "d"}
+"""The choice each rung belongs to (every rung of the ladder is one of the four)."""
+LINK_EXPLANATION = (
+    "NCCL_P2P_DISABLE=1 does more than take NVLink away: every NCCL byte then crosses each GPU's PCIe link and "
+    "host memory (NCCL's SHM transport). The offload rung already streams its parameter shards host→device and "
+    "its gradients device→host over that same PCIe link, so it shares it with NCCL: its slow-down is contention, "
+    "not a need for NVLink. Among the others, DDP's all-reduce can hide under the backward pass; ZeRO-3 must "
+    "gather each block before it runs; tensor parallelism waits for an all-reduce in every block, in both passes.")
 
 
-def link_prediction(direct: Any, staged: Any, prediction: str | None) -> Verdict:
+def link_prediction(direct: Any, staged: Any, direct_again: Any, prediction: str | None) -> Verdict:
     """Grade which rung the learner expected to lose most without the direct link against
-    :func:`needs_link_verdict`; ``info`` (ungraded) when there was no host-staged run or another rung lost most."""
+    :func:`needs_link_verdict`; ``info`` (ungraded) when there was no host-staged run, or when no rung slowed down
+    beyond the noise (then there is no "most")."""
     if staged is None:
         return Verdict("ladder.predict.link", "info", "Ungraded: no link here (the host-staged run needs NCCL on "
-                       "GPUs). The expectation below says what the 2× H200 should show, and why.",
-                       {"prediction": prediction}, _where(direct))
-    worst = needs_link_verdict(direct, staged).numbers["worst"]
-    answer = {"ddp": "a", "fsdp_zero3": "b", "tensor_parallel": "c"}.get(worst)
-    if answer is None:
-        return Verdict("ladder.predict.link", "info", f"Ungraded: {LABELS[worst]} slowed down most, which is none "
-                       "of the choices; the verdicts above say by how much.", {"prediction": prediction, "worst": worst},
-                       _where(staged))
-    return predict.grade_choice(
-        "ladder.predict.link", prediction, answer, LINK_CHOICES, where=_where(staged),
-        explanation="DDP's all-reduce can hide under the backward pass; ZeRO-3 must gather each block before it "
-        "runs; tensor parallelism waits for an all-reduce in every block, in both passes.")
+                       "GPUs). " + LINK_EXPLANATION, {"prediction": prediction}, _where(direct))
+    verdict = needs_link_verdict(direct, staged, direct_again)
+    worst = verdict.numbers["worst"]
+    if verdict.numbers["status"][worst] != "slower":
+        return Verdict("ladder.predict.link", "info", f"Ungraded: no rung slowed down beyond the noise (the most: "
+                       f"{LABELS[worst]}, {verdict.numbers['ratio'][worst]:.2f}×, {verdict.numbers['status'][worst]}), "
+                       "so none lost the most. " + LINK_EXPLANATION,
+                       {"prediction": prediction, "worst": worst}, verdict.where)
+    return predict.grade_choice("ladder.predict.link", prediction, LINK_ANSWER[worst], LINK_CHOICES,
+                                where=verdict.where, explanation=f"({LABELS[worst]} slowed down most.) " + LINK_EXPLANATION)
 
 
 def memory_check_table(result: Any):  # -> pandas.DataFrame
@@ -230,8 +241,8 @@ def memory_verdict(result: Any) -> Verdict:
 
 
 def peak_verdict(result: Any) -> Verdict:
-    """How far the GPU's measured peak is from the model's estimate, per rung (information: the estimate
-    leaves out the allocator's rounding and library workspaces)."""
+    """How far the GPU's measured peak is from the model's estimate, per rung (information: the transient part of
+    the estimate leaves out some buffers and library workspaces, see :mod:`~nvtutorial.report.ladder_model`)."""
     s = Setup.from_result(result.ranks[0])
     shapes = s.shapes()
     gaps = {}
@@ -296,69 +307,129 @@ def bytes_verdict(result: Any) -> Verdict:
                 off.append(f"{LABELS[rung]} rank {rank}: counted {counted:.0f}, formula {formula:.0f}")
     factors = {r: sum(sent_per_step(s, r, 0, shapes).values()) / sum(sent_per_step(s, "ddp", 0, shapes).values())
                for r in _rungs(result)}
+    root_share = root_params_share(shapes)
     if off:
         return Verdict("ladder.bytes", "fail", "The recorded collectives differ from the model's list: " + "; ".join(off[:4])
                        + (" (on a GPU, collectives issued from autograd's threads may also escape the recording)"
                           if getattr(getattr(result, "env", None), "is_gpu", False) else ""),
-                       {"factors": factors, "mismatches": len(off)}, _where(result))
+                       {"factors": factors, "mismatches": len(off), "root_share": root_share}, _where(result))
     text = ("The collectives issued in one step (kind, count and tensor size, recorded as they were called) match the "
             "model on every rank. Costed as a ring (the model's byte count, not a traffic measurement), they amount "
-            "to, relative to DDP: " + ", ".join(f"{LABELS[r]} {f:.2f}×" for r, f in factors.items()) + ".")
-    return Verdict("ladder.bytes", "pass", text, {"factors": factors, "mismatches": 0}, _where(result))
+            "to, relative to DDP: " + ", ".join(f"{LABELS[r]} {f:.2f}×" for r, f in factors.items()) + ". "
+            f"The root (embeddings, final norm, head), which ZeRO-3 gathers only once, holds {root_share:.0%} of this "
+            "model's parameters.")
+    return Verdict("ladder.bytes", "pass", text, {"factors": factors, "mismatches": 0, "root_share": root_share},
+                   _where(result))
+
+
+def root_params_share(shapes: Sequence[tuple[str, Sequence[int]]]) -> float:
+    """The share of the parameters outside the blocks (embeddings, final norm, head): FSDP2's root unit, which ZeRO-3
+    gathers once per step where it gathers every block twice; costed as a ring, its bytes are ``1 + (1 − share) / 2``
+    times DDP's, whatever the number of ranks."""
+    total = sum(_numel(sh) for _, sh in shapes)
+    return sum(_numel(sh) for n, sh in shapes if not n.startswith("blocks.")) / total
 
 
 def step_times(result: Any, rung: str) -> list[float]:
-    """Seconds per step of each timed repeat, the slower rank's (a synchronous step waits for it)."""
+    """Seconds per step of each timed repeat, the slower rank's: a synchronous step ends when both ranks have
+    finished it, so the step time is the slower rank's (not a rank's communication time, see :func:`comm_table`)."""
     per_rank = [rung_record(result, r, rung)["step_s"] for r in range(len(result.ranks))]
     return [max(values) for values in zip(*per_rank)]
 
 
-def time_table(result: Any, traces_of: Any = None):  # -> pandas.DataFrame
-    """Per rung: the median step time and its spread; with ``traces_of`` (a function from a trace file to a
-    ``traces.Split``), the communication time, and the part of it no compute hid, per step."""
+def time_table(result: Any):  # -> pandas.DataFrame
+    """Per rung: the median step time over the timed repeats, their spread and how many there were."""
     import pandas as pd
 
     rows = []
     for rung in _rungs(result):
         times = step_times(result, rung)
-        row = {"rung": LABELS[rung], "step (ms)": 1e3 * statistics.median(times),
-               "spread": (max(times) - min(times)) / statistics.median(times)}
-        if traces_of is not None and rung_record(result, 0, rung).get("trace"):
-            splits = [traces_of(Path(result.run_dir) / rung_record(result, r, rung)["trace"]) for r in range(len(result.ranks))]
-            row |= {"traced step (ms)": max(x.step_ms for x in splits), "communication (ms)": max(x.comm_ms for x in splits),
-                    "exposed (ms)": max(x.exposed_ms for x in splits),
-                    "exposed share": max(x.exposed_share for x in splits)}
-        rows.append(row)
+        rows.append({"rung": LABELS[rung], "step (ms)": 1e3 * statistics.median(times),
+                     "spread": (max(times) - min(times)) / statistics.median(times), "repeats": len(times)})
     return pd.DataFrame(rows).set_index("rung")
 
 
-def link_comparisons(direct: Any, staged: Any) -> dict[str, Any]:
-    """Per rung: step times over the direct link against host-staged (``NCCL_P2P_DISABLE=1``), by
-    :func:`~nvtutorial.report.verdict.compare`."""
-    return {rung: compare(step_times(direct, rung), step_times(staged, rung)) for rung in _rungs(direct)
-            if rung in _rungs(staged)}
+def traced(result: Any) -> bool:
+    """Whether the run traced its rungs with ``torch.profiler`` (``profile_steps``), so that :func:`comm_table` can
+    read them."""
+    return all(rung_record(result, r, rung).get("trace") for rung in _rungs(result) for r in range(len(result.ranks)))
 
 
-def link_verdicts(direct: Any, staged: Any) -> list[Verdict]:
-    """One verdict per rung: how much slower its step became without the direct GPU-to-GPU path."""
-    out = []
-    where = f"{_where(direct)}; host-staged: NCCL_P2P_DISABLE=1"
-    for rung, c in link_comparisons(direct, staged).items():
-        text = c.describe("s", f"{LABELS[rung]}, direct link → host-staged")
-        out.append(comparison_verdict(f"ladder.link.{rung}", c, text, where, rung=rung))
+def comm_table(result: Any):  # -> pandas.DataFrame
+    """Per rung and rank, from the ranks' traces paired on the host's one clock (notebook 05's reading,
+    :func:`nvtutorial.tracesplit.pair`): the communication time per step, the part of it spent waiting for the
+    other rank to join each collective, the rest (on the wire: data moving, and the collective's own latency),
+    the part of that no compute of this rank hid, and the share of collectives this rank joined last. Both ranks
+    are shown: one rank's communication time is mostly waiting when it is early, and the rank that joins last
+    measures something close to the link. A rung whose traces cannot be paired one collective to one (the ranks
+    ran different numbers) shows its unpaired communication time and says why."""
+    import pandas as pd
+
+    from .. import tracesplit
+
+    rows = []
+    for rung in _rungs(result):
+        paths = [Path(result.run_dir) / rung_record(result, r, rung)["trace"] for r in range(len(result.ranks))]
+        acts = [tracesplit.classify(p) for p in paths]
+        try:
+            paired = tracesplit.pair(acts)
+        except ValueError as exc:
+            for r, act in enumerate(acts):
+                s = tracesplit.split(act)
+                rows.append({"rung": LABELS[rung], "rank": r, "communication (ms)": s.comm_ms, "waiting (ms)": None,
+                             "on the wire (ms)": None, "on the wire, exposed (ms)": None, "joined last": None,
+                             "note": f"not paired: {exc}"})
+            continue
+        for r, w in enumerate(paired):
+            rows.append({"rung": LABELS[rung], "rank": r, "communication (ms)": w.comm_ms, "waiting (ms)": w.wait_ms,
+                         "on the wire (ms)": w.transfer_ms, "on the wire, exposed (ms)": w.exposed_transfer_ms,
+                         "joined last": w.last_share, "note": ""})
+    return pd.DataFrame(rows).set_index(["rung", "rank"])
+
+
+LINK_WHERE = "host-staged: NCCL_P2P_DISABLE=1; direct link twice (A/A)"
+
+
+def link_comparisons(direct: Any, staged: Any, direct_again: Any) -> dict[str, Comparison]:
+    """Per rung: step times host-staged (``NCCL_P2P_DISABLE=1``) against over the direct link, by
+    :func:`~nvtutorial.report.verdict.compare`. Three launches with the same parameters, in this order: the direct
+    link, host-staged, the direct link again. The baseline is both direct launches' repeats; the noise is at least
+    the A/A gap between the two direct launches, so variation from one launch to the next (which the repeats of one
+    launch never sample) cannot pass for an effect of the link."""
+    out = {}
+    for rung in _rungs(direct):
+        if rung in _rungs(staged) and rung in _rungs(direct_again):
+            first, again = step_times(direct, rung), step_times(direct_again, rung)
+            out[rung] = compare(first + again, step_times(staged, rung), aa_gap=aa_gap(first, again))
     return out
 
 
-def needs_link_verdict(direct: Any, staged: Any) -> Verdict:
+def link_verdicts(direct: Any, staged: Any, direct_again: Any) -> list[Verdict]:
+    """One verdict per rung: how much slower its step became without the direct GPU-to-GPU path, beyond the noise
+    of the repeats and the launch-to-launch A/A gap."""
+    out = []
+    where = f"{_where(direct)}; {LINK_WHERE}"
+    for rung, c in link_comparisons(direct, staged, direct_again).items():
+        text = (c.describe("s", f"{LABELS[rung]}, direct link → host-staged")
+                + f"; the two direct launches differed by {c.aa_gap:.0%} (A/A)")
+        out.append(comparison_verdict(f"ladder.link.{rung}", c, text, where, rung=rung, aa_gap=c.aa_gap))
+    return out
+
+
+def needs_link_verdict(direct: Any, staged: Any, direct_again: Any) -> Verdict:
     """Which rung lost the most when the direct link was taken away (information for the summary)."""
-    comps = link_comparisons(direct, staged)
+    comps = link_comparisons(direct, staged, direct_again)
     worst = max(comps, key=lambda r: comps[r].ratio)
     least = min(comps, key=lambda r: comps[r].ratio)
     text = (f"Without the direct link {LABELS[worst]} slowed down most ({comps[worst].ratio:.2f}× its step time, "
             f"{comps[worst].status}), {LABELS[least]} least ({comps[least].ratio:.2f}×, {comps[least].status}).")
+    if worst == "fsdp_offload" and comps[worst].status == "slower":
+        text += (" Host staging puts NCCL's bytes on the same PCIe link as the offload rung's host copies: that "
+                 "slow-down is contention on PCIe and host memory, not a need for NVLink.")
     return Verdict("ladder.link", "info", text, {"worst": worst, "ratio": {r: c.ratio for r, c in comps.items()},
-                                                 "status": {r: c.status for r, c in comps.items()}},
-                   f"{_where(direct)}; host-staged: NCCL_P2P_DISABLE=1")
+                                                 "status": {r: c.status for r, c in comps.items()},
+                                                 "noise": {r: c.noise for r, c in comps.items()}},
+                   f"{_where(direct)}; {LINK_WHERE}")
 
 
 def checkpoint_verdict(result: Any, tolerance: float) -> Verdict:

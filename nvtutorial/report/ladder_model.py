@@ -14,14 +14,24 @@ largest model each rung fits. Pure arithmetic on the model's parameter shapes; n
   ``T`` tokens on the rank (the split ones divided by 2 under tensor parallelism), and for the embedding
   and the head ``T·(2·d + 2 + vocab)`` floats and the token ids; with activation checkpointing each block
   keeps only its input (``T·d``);
-- *transient*, estimated: what exists for a moment on top: the logits' gradients (``2·T·vocab`` floats),
-  parameters FSDP has gathered (all of them at the end of the forward pass without resharding; the root
-  and two blocks with it), a block's gradients before their reduce-scatter, a recomputed block's
-  activations.
+- *transient*, estimated: what exists for a moment on top. It counts the logits' gradients
+  (``2·T·vocab`` floats); the parameters FSDP2 holds gathered during the backward pass (all of them
+  without resharding; with it the root, which the root unit keeps gathered after forward, plus the
+  current block and the one prefetched); one block's unsharded gradients and the one reduce-scatter
+  input FSDP2 keeps (``reduce_scatter_max_input_buffers = 1``); and, with checkpointing, the activations
+  of the block being recomputed. It leaves out: the previous block's all-gather output that FSDP2 keeps
+  alive during the *forward* pass (one more block-sized buffer, in a world of more than one rank; the
+  forward pass is rarely the peak), FSDP2's padding of a shard to ⌈dim0 / W⌉ rows (zero here: every
+  first dimension is even), DDP's and fused Adam's own temporaries, and library workspaces (cuBLAS,
+  NCCL).
 
 The peak a GPU shows (``torch.cuda.max_memory_allocated``) is compared with model state + activations +
-transient; the allocator's rounding and library workspaces are not modelled, so that comparison has a
-stated gap, while the model state is compared with the counted bytes exactly.
+transient. That counter holds the allocated blocks (rounded to 512 bytes), not the allocator's cached or
+fragmented memory, so a gap is what the estimate leaves out (the list above) or gets wrong; the budget
+margin of notebook 08 is about *reserved* memory, where rounding and fragmentation show. The model
+state is compared with the counted bytes exactly. The transient estimate has been compared with a GPU
+peak only in a world of one (one H200) and at small sizes, where cuBLAS's workspace dominates; the
+two-rank comparison at the lesson sizes has not run yet.
 
 **Bytes sent per step and rank** (:func:`sent_per_step`), for ``W`` ranks under a ring algorithm:
 an all-reduce of ``n`` bytes sends ``2(W−1)/W·n``, an all-gather or reduce-scatter of a tensor of ``n``
@@ -30,8 +40,10 @@ DDP all-reduces every gradient (``2(W−1)/W·P`` for ``P`` bytes of parameters)
 each updated tensor from its owner; FSDP2 all-gathers every parameter for the forward pass, every
 block's again for the backward pass when it resharded (the root stays gathered), and reduce-scatters
 every gradient: ``(W−1)/W·(P + P_blocks + P)`` against DDP's ``2(W−1)/W·P``; tensor parallelism
-all-reduces a ``T·d`` activation 6 times per block (2 in the forward pass, after ``wo`` and ``w2``;
-4 in the backward pass, one per column-wise layer).
+all-reduces a ``T·d`` activation 4 times per block, as Megatron-LM does (Shoeybi et al. 2019, Fig. 4): 2
+in the forward pass, after ``wo`` and ``w2``, and 2 in the backward pass, one for the attention's input
+gradient (its ``PrepareModuleInput`` lets ``wq``, ``wk`` and ``wv`` add their parts first) and one for
+the MLP's (``w1``).
 """
 
 from __future__ import annotations
@@ -49,6 +61,8 @@ LABELS = {"ddp": "DDP", "zero1": "ZeRO-1", "fsdp_zero2": "FSDP2, no reshard (ZeR
 FSDP = ("fsdp_zero2", "fsdp_zero3", "fsdp_checkpointing", "fsdp_offload")
 TP_SPLIT = {"attn.wq": 0, "attn.wk": 0, "attn.wv": 0, "attn.wo": 1, "mlp.w1": 0, "mlp.w2": 1}
 """The dimension of each block matrix that tensor parallelism splits (``nn.Linear`` weights are out × in)."""
+TP_ALL_REDUCES_PER_BLOCK = 4
+"""Tensor parallelism's all-reduces of a ``tokens × dim`` activation per block and step: 2 forward, 2 backward."""
 FLOAT, INDEX, STEP = 4, 8, 4
 """Bytes of an fp32 value, of a token id (int64), of Adam's ``step`` counter (one per parameter tensor)."""
 
@@ -241,7 +255,7 @@ def sent_per_step(s: Setup, rung: str, rank: int, shapes: Shapes | None = None) 
         gathered = padded if rung == "fsdp_zero2" else padded + blocks
         return {"all_gather": ring * gathered, "reduce_scatter": ring * padded}
     if rung == "tensor_parallel":
-        return {"all_reduce": 2 * ring * 6 * s.layers * FLOAT * s.tokens(rung) * s.dim}
+        return {"all_reduce": 2 * ring * TP_ALL_REDUCES_PER_BLOCK * s.layers * FLOAT * s.tokens(rung) * s.dim}
     raise ValueError(f"unknown rung {rung!r}; the rungs are {', '.join(RUNGS)}")
 
 

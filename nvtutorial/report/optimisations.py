@@ -186,9 +186,13 @@ def verdict_c11(result: Any) -> Verdict:
         return Verdict("C11", "wrong", text + "fp16 + GradScaler did not train here (a loss not finite, or no lower "
                        "at the end than at the start)", numbers, w)
     faster = fp16.status == "faster"
-    text += ("Mixed precision sped this step up, as the source says (one model on one GPU type: measure yours). Its "
-             "torch.cuda.amp.GradScaler() is the deprecated spelling of torch.amp.GradScaler(\"cuda\") (its "
-             "torch.autocast(device_type=\"cuda\", dtype=torch.float16) is current), and bf16 needs no scaler at all"
+    speed = f"the step took {fp16.ratio:.2f}× fp32's time with fp16, {1 / fp16.ratio:.2f}× as fast" + (
+        f"; with bf16 {bf16.ratio:.2f}×, {1 / bf16.ratio:.2f}× as fast" if bf16 else "")
+    text += (f"Mixed precision sped this step up, as the source says ({speed}; one model on one GPU type: measure "
+             "yours). It is no NVLink trick, where the source files it: under autocast the parameters and so the "
+             "gradients stay fp32, and DDP all-reduces as many bytes as before. Its torch.cuda.amp.GradScaler() is the "
+             "deprecated spelling of torch.amp.GradScaler(\"cuda\") (its torch.autocast(device_type=\"cuda\", "
+             "dtype=torch.float16) is current), and bf16 needs no scaler at all"
              if faster else
              f"fp16 + GradScaler trained but was not faster than fp32 here ({fp16.ratio:.2f}× its step time); "
              "one run of one model does not make the claim wrong, nor right")
@@ -282,7 +286,8 @@ def verdict_c9(attention: Any) -> Verdict:
         parts.append(f"the UNet's step {unet['ms_flash_on']:.2f} ms with flash on, {unet['ms_flash_off']:.2f} ms off "
                      "(medians without repeats)" + (": the same kernels either way" if untouched else ""))
     text = "; ".join(parts) + (". An attention-kernel switch, on by default, for one device: nothing to do with "
-                               "NVLink, and nothing to do in a UNet" if untouched else "")
+                               "NVLink, and nothing to do in this UNet, which makes no attention call (UNets with attention layers, as in "
+                               "diffusion models, do call scaled_dot_product_attention)" if untouched else "")
     return Verdict("C9", "wrong" if untouched else "info", text, numbers, w)
 
 

@@ -12,7 +12,7 @@ import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .verdict import Comparison, Verdict, compare
+from .verdict import Comparison, Verdict, compare, relative_spread
 
 
 def _loader(result: Any, rank: int) -> Mapping[str, Any]:
@@ -156,7 +156,9 @@ def oom_frames(result: Any, rank: int = 0):  # -> dict[str, pandas.DataFrame]
     d = _oom(result, rank)
     frag = pd.DataFrame([{k: v for k, v in r.items() if k != "message"} for r in d["fragmentation"]]).round(1)
     empty = pd.DataFrame(d["empty_cache"]["rows"]).round(1)
-    train = pd.DataFrame([{k: v for k, v in r.items() if k != "message"} for r in d["training"]["rows"]]).round(1)
+    train = pd.DataFrame([{**{k: v for k, v in r.items() if k not in ("message", "step_ms_repeats")},
+                           **({"spread": relative_spread(r["step_ms_repeats"])} if r.get("step_ms_repeats") else {})}
+                          for r in d["training"]["rows"]]).round(2)
     return {"fragmentation": frag, "empty_cache": empty, "training": train}
 
 
@@ -191,20 +193,37 @@ def verdict_c19(result: Any, rank: int = 0) -> Verdict:
 
 
 def verdict_c20(result: Any, rank: int = 0) -> Verdict:
-    """Claim C20 (``max_split_size_mb`` against fragmentation) from the fragmentation case."""
+    """Claim C20 (tune ``max_split_size_mb`` against fragmentation) from the fragmentation case: ``holds`` when the
+    default allocator runs out of memory and ``max_split_size_mb`` makes the same allocations fit; ``wrong`` when it
+    does not; ``unverifiable`` when the default did not run out (nothing to fix) or a row is missing."""
     if oom_skipped(result):
         return Verdict("C20", "unverifiable", "not checked here: " + oom_skipped(result), {}, result.label)
     outcome = {r["config"]: r.get("outcome") for r in _oom(result, rank)["fragmentation"]}
     split = next((v for k, v in outcome.items() if "max_split_size_mb" in k), None)
     expandable = next((v for k, v in outcome.items() if k.startswith("expandable_segments:True")), None)
-    shown = outcome.get("default") == "OOM" and split == "fits"
-    text = ("the fragmentation case: " + "; ".join(f"{k}: {v}" for k, v in outcome.items())
-            + ". max_split_size_mb and expandable_segments are options of PYTORCH_CUDA_ALLOC_CONF (set before the "
-            "first CUDA allocation), not functions to call. "
-            + ("Verdict: partly right: max_split_size_mb works against this fragmentation"
-               + (", and so does expandable_segments:True, the modern remedy." if expandable == "fits" else ".")
-               if shown else "Not what the lesson expects: see the table."))
-    return Verdict("C20", "partly" if shown else "unverifiable", text, {"outcomes": outcome}, result.label)
+    cases = "the fragmentation case: " + "; ".join(f"{k}: {v}" for k, v in outcome.items()) + ". "
+    how = ("max_split_size_mb is an option of PYTORCH_CUDA_ALLOC_CONF, read once, before the first CUDA allocation "
+           "(the source says to tune it, which is this). ")
+    also = {"fits": "expandable_segments:True, the modern alternative, fixed it too.",
+            "OOM": "expandable_segments:True did not fix it either."}.get(expandable, "expandable_segments:True was not tried.")
+    numbers = {"outcomes": outcome, "default": outcome.get("default"), "max_split_size_mb": split,
+               "expandable_segments": expandable}
+    if outcome.get("default") != "OOM" or split is None:
+        why = ("the default allocator did not run out of memory here, so there was no fragmentation to fix"
+               if outcome.get("default") == "fits" else "the default or the max_split_size_mb row is missing")
+        return Verdict("C20", "unverifiable", cases + f"Not decided: {why}.", numbers, result.label)
+    if split == "fits":
+        return Verdict("C20", "holds", cases + how + "Verdict: holds: with max_split_size_mb the allocations that ran "
+                       "out of memory under the default fit. " + also, numbers, result.label)
+    return Verdict("C20", "wrong", cases + how + "Verdict: max_split_size_mb did not fix this fragmentation. " + also,
+                   numbers, result.label)
+
+
+def _capped(rows: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The rows measured under the cap (older runs, without the ``capped`` flag: every row after the first)."""
+    if all("capped" in r for r in rows):
+        return [r for r in rows if r["capped"]]
+    return list(rows[1:])
 
 
 def oom_fixes_verdict(result: Any, rank: int = 0) -> Verdict:
@@ -213,7 +232,30 @@ def oom_fixes_verdict(result: Any, rank: int = 0) -> Verdict:
         return Verdict("out of memory: the fixes", "info", "not checked here: " + oom_skipped(result), {}, result.label)
     rows = _oom(result, rank)["training"]["rows"]
     outcome = {r["variant"]: r.get("outcome") for r in rows}
-    capped = rows[1:]
+    capped = _capped(rows)
     ok = len(capped) == 3 and capped[0].get("outcome") == "OOM" and all(r.get("outcome") == "fits" for r in capped[1:])
     return Verdict("out of memory: the fixes", "pass" if ok else "fail",
                    "; ".join(f"{k}: {v}" for k, v in outcome.items()), {"outcomes": outcome}, result.label)
+
+
+def checkpointing_cost(result: Any, rank: int = 0) -> Verdict:
+    """What activation checkpointing costs in step time: the whole batch with and without it, both without the cap,
+    each over repeated steps after an untimed first one, by the course's noise rule. ``info`` when the run did not
+    time them so (a GPU-only measurement; runs before that timed one step right after installing checkpointing)."""
+    key = "out of memory: checkpointing's cost"
+    if oom_skipped(result):
+        return Verdict(key, "info", "not checked here: " + oom_skipped(result), {}, result.label)
+    rows = _oom(result, rank)["training"]["rows"]
+    free = [r for r in rows if r.get("capped") is False and r.get("outcome") == "fits" and len(r.get("step_ms_repeats") or []) >= 2]
+    plain = next((r for r in free if "checkpointing" not in r["variant"]), None)
+    ckpt = next((r for r in free if "checkpointing" in r["variant"]), None)
+    if plain is None or ckpt is None:
+        return Verdict(key, "info", "Not measured in this run: it timed one step per variant, the checkpointed one "
+                       "right after installing checkpointing and under the cap, which says little about its cost. "
+                       "A run of today's workload times repeated steps of both, without the cap.", {}, result.label)
+    c = compare(plain["step_ms_repeats"], ckpt["step_ms_repeats"])
+    text = c.describe("ms", f"the step without → with activation checkpointing (batch {_oom(result, rank)['training']['batch']}, "
+                      "no cap)")
+    return Verdict(key, c.status, text + ". Checkpointing recomputes each checkpointed block's forward pass in backward: "
+                   "the price of the memory it saved.", {"ratio": c.ratio, "noise": c.noise, "baseline": c.baseline,
+                                                         "candidate": c.candidate}, result.label)
