@@ -156,8 +156,7 @@ SLIPS: Mapping[str, Sequence[tuple[float, str]]] = {
     "allreduce": [(2.0, "the factor 2(n−1)/n is 1 for two ranks, not 2")],
     "allreduce_small": [(2.0, "the factor 2(n−1)/n is 1 for two ranks, not 2")],
     "fsdp_allgather": [(2.0, "the all-reduce's factor: an all-gather sends (n−1)/n of the gathered tensor, half of it here")],
-    "zero3_bytes": [(1.0, "ZeRO-3 gathers every block twice (forward and backward): more than DDP's one all-reduce"),
-                    (2.0, "every parameter gathered twice: the root (embeddings, head) stays gathered for backward")],
+    "zero3_bytes": [],  # filled by the grader: DDP's bytes, a ratio of 1
     "pipeline_bubble": [],
 }
 """Per problem: the ratio answer ÷ key a common slip produces, and the slip."""
@@ -181,6 +180,9 @@ def slip(key: str, prediction: float, ans: Answer, p: schema.Params | None = Non
         alpha_ms = cal.link(kind).alpha * 1e3
         if ans.value > alpha_ms:
             candidates.append(((ans.value - alpha_ms) / ans.value, "the bytes without the latency α of the call"))
+    if key == "zero3_bytes":
+        candidates.append((1 / ans.value, "as many bytes as DDP: ZeRO-3 gathers the blocks' parameters again in the "
+                           "backward pass, on top of one all-gather and one reduce-scatter (together DDP's all-reduce)"))
     if key == "pipeline_bubble" and p is not None and cal is not None:
         pp, m = cal.ranks, p.microbatches
         candidates += [(100 * (pp - 1) / m / ans.value, "(p − 1) / m: the step lasts m + p − 1 slots, not m"),
@@ -241,6 +243,20 @@ def problem_table(answers_: Mapping[str, Answer], measured: Mapping[str, float],
     return pd.DataFrame(rows).set_index("problem")
 
 
+def bytes_verdict(ans: Answer, measured: float, where: str) -> Verdict:
+    """Pass when the bytes one step of ZeRO-3 and of DDP issued (recorded call by call, costed as rings) have the
+    ratio notebook 08's arithmetic gives, to 1e-6: counting, not timing, so nothing but an exact match is right."""
+    error = measured / ans.value - 1
+    numbers = {"model": ans.value, "recorded": measured, "error": error}
+    if abs(error) <= 1e-6:
+        return Verdict("costmodel.problem.zero3_bytes.recorded", "pass", f"The calls recorded in one step send "
+                       f"{measured:.6g}× DDP's bytes under ZeRO-3, as the arithmetic says ({ans.value:.6g}×).",
+                       numbers, where)
+    return Verdict("costmodel.problem.zero3_bytes.recorded", "fail", f"The recorded calls send {measured:.6g}× DDP's "
+                   f"bytes, the arithmetic {ans.value:.6g}×: a collective is missing, extra, or of another size.",
+                   numbers, where)
+
+
 def model_errors(answers_: Mapping[str, Answer], measured: Mapping[str, float], keys: Sequence[str]) -> dict[str, float]:
     """model ÷ run − 1 for the problems in ``keys`` that the run measured."""
     return {k: answers_[k].value / measured[k] - 1 for k in keys if k in measured and k in answers_}
@@ -269,6 +285,11 @@ class Task:
         return ladder_model.Setup(**self.config, global_batch=self.global_batch, world=self.world)
 
 
+def _known(strategy: str) -> None:
+    if strategy not in schema.STRATEGIES:
+        raise ValueError(f"unknown strategy {strategy!r}; the strategies are {', '.join(schema.STRATEGIES)}")
+
+
 def _stage_shapes(s: ladder_model.Setup, stage: int, stages: int) -> list[tuple[str, tuple[int, ...]]]:
     first, last = report.stage_blocks(s.layers, stage, stages)
     keep = []
@@ -284,6 +305,7 @@ def _stage_shapes(s: ladder_model.Setup, stage: int, stages: int) -> list[tuple[
 def peak(task: Task, strategy: str, rank: int) -> float:
     """The memory model's device peak of ``rank`` under ``strategy`` (notebook 08's for its rungs; for a pipeline
     stage its model state, the activations of the micro-batches it holds at once, and the logits' gradients)."""
+    _known(strategy)
     s = task.setup()
     if strategy in schema.LADDER_STRATEGIES:
         return ladder_model.rank_memory(s, strategy, rank).device_peak
@@ -302,6 +324,7 @@ def fits(task: Task, strategy: str) -> bool:
 
 def strategy_time(task: Task, strategy: str, cal: report.Calibrated) -> dict[str, float]:
     """The model's step time of ``strategy`` in seconds: compute at the fp32 roof, the exposed communication, Adam."""
+    _known(strategy)
     s, n, roof = task.setup(), task.world, cal.roofs["float32"]
     tokens = s.global_batch * s.seq_len
     forward, blocks_fwd = _forward(s, tokens), _forward(s, tokens, vocab=0)
@@ -332,7 +355,7 @@ def strategy_time(task: Task, strategy: str, cal: report.Calibrated) -> dict[str
         exposed = s.layers * model.tp_block(tokens, s.dim, ar, 4, n)
         held = sum(ladder_model.local_numel(sh, ladder_model.tp_dim(nm), n, 0) for nm, sh in s.shapes())
         optimizer = model.adam_time(held, roof)
-    elif strategy.startswith("pipeline_"):
+    else:  # a pipeline
         stage_s = []
         for stage in range(n):
             first, last = report.stage_blocks(s.layers, stage, n)
@@ -342,14 +365,13 @@ def strategy_time(task: Task, strategy: str, cal: report.Calibrated) -> dict[str
         compute = model.pipeline_time(stage_s, task.microbatches)
         exposed = 2 * (n - 1) * boundary  # filling and draining wait for a micro-batch's activations or gradients
         optimizer = max(model.adam_time(sum(math.prod(sh) for _, sh in _stage_shapes(s, st, n)), roof) for st in range(n))
-    else:
-        raise ValueError(f"unknown strategy {strategy!r}; the strategies are {', '.join(schema.STRATEGIES)}")
     return {"compute": compute, "exposed": exposed, "optimizer": optimizer, "total": compute + exposed + optimizer}
 
 
 def bytes_sent(task: Task, strategy: str) -> float:
     """Bytes a rank sends per step under ``strategy``: notebook 08's ring costing, or a pipeline stage's activations
     (forward) and their gradients (backward) across its boundaries."""
+    _known(strategy)
     s = task.setup()
     if strategy in schema.LADDER_STRATEGIES:
         return max(sum(ladder_model.sent_per_step(s, strategy, r).values()) for r in range(task.world))

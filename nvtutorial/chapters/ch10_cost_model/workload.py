@@ -205,7 +205,8 @@ def _zero3_bytes(ctx: runtime.Context, p: Params) -> Measured:
     for rung in ("ddp", "fsdp_zero3"):
         model, optimizer = RUNGS[rung](transformer.build(cfg, seed=p.seed, device=ctx.device), ctx.device)
         tokens = transformer.batch(0, p.global_batch, cfg, seed=p.seed).to(ctx.device)
-        train_step(model, optimizer, local_batch(tokens, rung))  # DDP builds its buckets in the first step
+        for _ in range(2):  # DDP rebuilds its buckets after the first step and broadcasts them in the second
+            train_step(model, optimizer, local_batch(tokens, rung))
         counter = collective_counter()
         with counter:
             train_step(model, optimizer, local_batch(tokens, rung))
