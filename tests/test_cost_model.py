@@ -474,6 +474,28 @@ def test_the_capstone_task_leaves_a_choice_the_memory_model_makes():
         problems.best_strategy(dataclasses.replace(TASK, budget_bytes=1e6), calibrated(False))
 
 
+def notebook_sizes() -> dict:
+    """The SIZES of notebook 10's parameters cell, as committed."""
+    import ast
+    from pathlib import Path
+
+    import nbformat
+
+    nb = nbformat.read(Path(__file__).resolve().parent.parent / "notebooks" / "10_cost_model.ipynb", as_version=4)
+    (cell,) = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]
+    tree = ast.parse(cell.source)
+    return next(ast.literal_eval(n.value) for n in tree.body if n.targets[0].id == "SIZES")
+
+
+@pytest.mark.parametrize("profile", ["ci", "full"])
+def test_the_notebooks_capstone_fits_two_strategies_by_the_memory_model(profile):
+    """What the notebook says of its capstone at both sizes: DDP does not fit, and exactly ZeRO-3 with activation
+    checkpointing and a 1F1B pipeline do."""
+    c = notebook_sizes()[profile]["capstone"]
+    task = problems.Task.from_sizes(c["model"], c["budget_MB"] * 1e6, c["microbatches"])
+    assert [s for s in schema.STRATEGIES if problems.fits(task, s)] == ["fsdp_checkpointing", "pipeline_1f1b"]
+
+
 def test_the_strategies_step_model_and_speed_of_light():
     cal = calibrated(False)
     times = {s: problems.strategy_time(TASK, s, cal) for s in schema.STRATEGIES}
