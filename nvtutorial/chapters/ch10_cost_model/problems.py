@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from nvtutorial.report import ladder_model
-from nvtutorial.report.predict import PredictionError
+from nvtutorial.report import predict
 from nvtutorial.report.verdict import Verdict
 
 from . import model, report, schema
@@ -195,29 +195,15 @@ def slip(key: str, prediction: float, ans: Answer, p: schema.Params | None = Non
 
 def grade(key: str, prediction: float | None, ans: Answer, where: str, p: schema.Params | None = None,
           cal: report.Calibrated | None = None) -> Verdict:
-    """Grade an answer against the model's key: ``right`` within 15 %, ``close`` within a factor of 2, else ``off``;
-    the text says by how much, the working, and the slip the answer looks like."""
-    numbers: dict[str, Any] = {"prediction": prediction, "key": ans.value, "unit": ans.unit}
-    head = f"The model says {ans.value:.4g} {ans.unit}: {ans.working}."
-    if prediction is None:
-        return Verdict(f"costmodel.problem.{key}", "no answer", f"No answer written. {head}", numbers, where)
-    if isinstance(prediction, bool) or not isinstance(prediction, (int, float)) or not math.isfinite(prediction):
-        raise PredictionError(f"{key}: write a number in {ans.unit}, not {prediction!r}")
-    if prediction <= 0:
-        raise PredictionError(f"{key}: {prediction} {ans.unit} cannot be right: write a positive number")
-    ratio = prediction / ans.value
-    numbers["ratio"] = ratio
-    if abs(ratio - 1) <= RIGHT_WITHIN:
-        status = "right"
-    elif 1 / (1 + CLOSE_WITHIN) <= ratio <= 1 + CLOSE_WITHIN:
-        status = "close"
-    else:
-        status = "off"
-    how = f"{abs(ratio - 1):.0%} too {'high' if ratio > 1 else 'low'}" if abs(ratio - 1) > 0.005 else "spot on"
-    found = slip(key, prediction, ans, p, cal)
-    numbers["slip"] = found
-    text = f"You wrote {prediction:.4g} {ans.unit}: {how}. {head}" + (f" It looks like {found}." if found else "")
-    return Verdict(f"costmodel.problem.{key}", status, text, numbers, where)
+    """Grade an answer against the model's key with the course's one grader (``report.predict.grade_number``):
+    ``right`` within 15 %, ``close`` within a factor of 2, else ``off``; the text gives the working and the slip the
+    answer looks like (``numbers["slip"]``)."""
+    verdict = predict.grade_number(f"costmodel.problem.{key}", prediction, ans.value, unit=ans.unit, where=where,
+                                   explanation=f"({ans.working}.)", right_within=RIGHT_WITHIN,
+                                   close_within=CLOSE_WITHIN, measured_name="The model says")
+    found = slip(key, prediction, ans, p, cal) if verdict.status != "no answer" else None
+    text = verdict.text + (f" It looks like {found}." if found else "")
+    return dataclasses.replace(verdict, text=text, numbers={**verdict.numbers, "slip": found})
 
 
 # --------------------------------------------------------------------------------------------------- against the run

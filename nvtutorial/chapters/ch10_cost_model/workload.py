@@ -24,7 +24,6 @@ Used in notebook 10, one ``part`` per run (``schema.Params``):
 from __future__ import annotations
 
 import dataclasses
-import gc
 import math
 import statistics
 import time
@@ -64,13 +63,10 @@ def _device_name(ctx: runtime.Context) -> str:
 
 
 def _free(ctx: runtime.Context) -> None:
-    gc.collect()
-    if ctx.is_gpu:
-        import torch
+    """Collect garbage and, on a GPU, return cached memory and reset the peak (notebook 08's)."""
+    from nvtutorial.workloads.ladder import _free as free
 
-        torch.cuda.synchronize(ctx.device)
-        torch.cuda.empty_cache()
-        torch.cuda.reset_peak_memory_stats(ctx.device)
+    free(ctx)
 
 
 def _timed(ctx: runtime.Context, op: Callable[[], Any], p: Params, together: bool = False) -> tuple[float, ...]:
