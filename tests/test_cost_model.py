@@ -598,6 +598,12 @@ def test_the_exercise_passes_its_solution_and_names_every_wrong_answer():
     assert "raised ZeroDivisionError" in exercises.check_local(lambda *a: 1 // 0)[1]
     # the lesson's model: the head (2·T·d·vocab) moves one block to stage 0
     assert exercises.first_stage_blocks(8, 512, 2048, 8192, 32768) == 5
+    # by its name, as the notebook checks it
+    from nvtutorial.teach import check
+
+    assert check.check("pipeline_balance").passed
+    wrong = check.check("pipeline_balance", exercises.WRONG["equal blocks"][0])
+    assert not wrong.passed and "head" in wrong.reason and wrong.verdict.status == "fail"
 
 
 # --------------------------------------------------------------------------------------------------- on real ranks
