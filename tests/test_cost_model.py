@@ -15,6 +15,7 @@ import pytest
 from nvtutorial.chapters import ch10_cost_model as ch
 from nvtutorial.chapters.ch10_cost_model import exercises, model, problems, report, schema
 from nvtutorial.report.predict import PredictionError
+from .conftest import requires_two_gpus
 
 LINK = model.Link(alpha=10e-6, beta=100e9)
 ROOF = model.Roof(flops=100e12, bandwidth=2e12)
@@ -633,6 +634,21 @@ def test_the_pipeline_trains_what_one_process_trains_on_two_stages(runs_dir):
 
         cfg = transformer.Config(vocab=64, seq_len=16, dim=32, heads=4, layers=4)
         assert state == 4 * sum(math.prod(s) for _, s in transformer.parameter_shapes(cfg))
+
+
+@requires_two_gpus
+def test_the_pipeline_on_two_gpus_with_nccl(runs_dir):
+    """The same lesson on two GPUs: NCCL's point-to-point messages, CUDA events on the timelines, a peak per stage."""
+    import nvtutorial
+
+    result = nvtutorial.run("costmodel", nproc=2, backend="nccl", timeout=300, output="none", params={
+        "part": "pipeline", "vocab": 256, "seq_len": 64, "dim": 256, "heads": 4, "layers": 4, "global_batch": 8,
+        "microbatches": 4, "steps": 2, "timed": 2})
+    assert result.env.is_gpu
+    assert report.pipeline_loss_verdict(result, 1e-4).status == "pass"
+    assert report.pipeline_gradient_verdict(result, 1e-4).status == "pass"
+    assert report.in_flight_verdict(result).status == "pass"
+    assert all(r.peak_allocated and r.peak_allocated > 0 for runs in report.schedule_runs(result).values() for r in runs)
 
 
 def test_the_pipeline_on_three_stages_and_the_calibration_on_three_ranks(runs_dir):
