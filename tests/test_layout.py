@@ -28,6 +28,12 @@ WORKER = {"lessons", "models", "workloads"}
 KERNEL_ONLY = {"report", "plots"}
 """Code that reads and draws in the notebook kernel: never launches."""
 NEVER_FROM_KERNEL_ONLY = {"launch", "experiments", "workloads"}
+SHARED = {"schema"}
+"""Torch-free files both sides import (a chapter's result schema and its cost model): only the core and each other."""
+CHAPTER_ROLES = {"lessons": "lessons", "workload": "workloads", "schema": "schema", "model": "schema",
+                 "report": "report", "problems": "report", "plots": "plots", "lab": "experiments",
+                 "exercises": "exercises"}
+"""A chapter file's role (``nvtutorial/chapters/chNN_topic/<file>``), by its name: it then obeys that area's rules."""
 DISTRIBUTED = "torch.distributed"
 
 
@@ -96,8 +102,12 @@ def import_graph(package: Path, name: str = "nvtutorial") -> tuple[dict[str, set
 
 
 def area(module: str) -> str:
-    """``nvtutorial.report.bandwidth`` -> ``report``; ``nvtutorial.units`` -> ``units``; ``nvtutorial`` -> ``""``."""
+    """``nvtutorial.report.bandwidth`` -> ``report``; ``nvtutorial.units`` -> ``units``; ``nvtutorial`` -> ``""``.
+    In a chapter the file's role: ``nvtutorial.chapters.ch10_x.workload`` -> ``workloads``, ``...lessons.y`` ->
+    ``lessons``; ``chapters`` for the chapters' packages themselves (lazy facades); ``?`` for a file with no role."""
     parts = module.split(".")
+    if len(parts) > 1 and parts[1] == "chapters":
+        return "chapters" if len(parts) < 4 else CHAPTER_ROLES.get(parts[3], "?")
     return parts[1] if len(parts) > 1 else ""
 
 
@@ -164,8 +174,20 @@ def violations(edges: Mapping[str, set[str]], external: Mapping[str, set[str]]) 
         targets = sorted(edges[module])
         if a in WORKER:
             for t in targets:
-                if area(t) not in WORKER | CORE:
-                    out.append(f"{module} runs on the ranks but imports {t} (only lessons, models, workloads and the core)")
+                if area(t) not in WORKER | CORE | SHARED:
+                    out.append(f"{module} runs on the ranks but imports {t} (only lessons, models, workloads, schemas "
+                               "and the core)")
+        if a in SHARED:
+            for t in targets:
+                if area(t) not in CORE | SHARED:
+                    out.append(f"{module} is a torch-free schema or model but imports {t} (only the core and schemas)")
+            for n in sorted(external.get(module, ())):
+                if n == "torch" or n.startswith("torch."):
+                    out.append(f"{module} is a torch-free schema or model but imports {n}")
+        if a == "chapters" and targets:
+            out.append(f"{module} is a chapter's facade but imports {targets[0]} (it imports its files lazily, on use)")
+        if a == "?":
+            out.append(f"{module} is a chapter file with no role: name it one of {', '.join(sorted(CHAPTER_ROLES))}")
         if a in CORE:
             for t in targets:
                 if area(t) not in CORE:
@@ -227,6 +249,10 @@ def test_every_import_edge_is_seen():
     assert "nvtutorial.units" in edges["nvtutorial.report.bandwidth"]                # from ..units import ...
     assert "nvtutorial.machine.hardware" in edges["nvtutorial.report.bandwidth"]     # from ..machine import hardware
     assert "torch.distributed" in external["nvtutorial.lessons.collectives"]
+    chapter = "nvtutorial.chapters.ch10_cost_model"
+    assert f"{chapter}.schema" in edges[f"{chapter}.workload"]                          # from .schema import ...
+    assert "nvtutorial.lessons.ladder.train" in edges[f"{chapter}.lessons.pipeline"]     # a lesson of another chapter
+    assert area(f"{chapter}.workload") == "workloads" and area(f"{chapter}.problems") == "report"
 
 
 def test_import_rules_hold():
@@ -275,6 +301,23 @@ def _fake(tmp_path: Path, files: Mapping[str, str]) -> Path:
      "nvtutorial.units is core but imports nvtutorial.machine.hardware"),
     ({"report/a.py": "from . import b\n", "report/b.py": "def f():\n    from .a import g\n"},
      "import cycle: nvtutorial.report.a -> nvtutorial.report.b"),
+    ({"chapters/ch99_x/workload.py": "def f():\n    from . import report\n", "chapters/ch99_x/report.py": ""},
+     "nvtutorial.chapters.ch99_x.workload runs on the ranks but imports nvtutorial.chapters.ch99_x.report"),
+    ({"chapters/ch99_x/lessons/l.py": "from nvtutorial.chapters.ch99_x import plots\n", "chapters/ch99_x/plots.py": ""},
+     "nvtutorial.chapters.ch99_x.lessons.l runs on the ranks but imports nvtutorial.chapters.ch99_x.plots"),
+    ({"chapters/ch99_x/schema.py": "def f():\n    import torch\n"},
+     "nvtutorial.chapters.ch99_x.schema is a torch-free schema or model but imports torch"),
+    ({"chapters/ch99_x/model.py": "from . import report\n", "chapters/ch99_x/report.py": ""},
+     "nvtutorial.chapters.ch99_x.model is a torch-free schema or model but imports nvtutorial.chapters.ch99_x.report"),
+    ({"chapters/ch99_x/report.py": "from . import lab\n", "chapters/ch99_x/lab.py": ""},
+     "nvtutorial.chapters.ch99_x.report must never launch but imports nvtutorial.chapters.ch99_x.lab"),
+    ({"chapters/ch99_x/plots.py": "from . import workload\n", "chapters/ch99_x/workload.py": ""},
+     "nvtutorial.chapters.ch99_x.plots must never launch but imports nvtutorial.chapters.ch99_x.workload"),
+    ({"chapters/ch99_x/problems.py": "import torch.distributed as dist\n"},
+     "nvtutorial.chapters.ch99_x.problems must not import torch.distributed"),
+    ({"chapters/ch99_x/__init__.py": "from . import report\n", "chapters/ch99_x/report.py": ""},
+     "nvtutorial.chapters.ch99_x is a chapter's facade but imports nvtutorial.chapters.ch99_x.report"),
+    ({"chapters/ch99_x/helpers.py": ""}, "nvtutorial.chapters.ch99_x.helpers is a chapter file with no role"),
 ])
 def test_a_violation_is_reported(tmp_path, files, expected):
     edges, external = import_graph(_fake(tmp_path, files))
@@ -287,7 +330,15 @@ def test_a_clean_fake_package_passes(tmp_path):
              "workloads/w.py": "from nvtutorial import runtime\nfrom nvtutorial.lessons import l\n",
              "lessons/l.py": "import torch.distributed as dist\nfrom ..models import m\n", "models/m.py": "",
              "report/r.py": "from ..units import x\nfrom ..machine import hw\n", "machine/hw.py": "from .. import units\n",
-             "plots/p.py": "from ..report import r\n", "experiments/e.py": "from .. import launch\nfrom ..report import r\n"}
+             "plots/p.py": "from ..report import r\n", "experiments/e.py": "from .. import launch\nfrom ..report import r\n",
+             "chapters/ch99_x/__init__.py": "import importlib\n", "chapters/ch99_x/schema.py": "from nvtutorial import units\n",
+             "chapters/ch99_x/model.py": "from . import schema\n",
+             "chapters/ch99_x/lessons/l.py": "import torch.distributed\nfrom nvtutorial.models import m\n",
+             "chapters/ch99_x/workload.py": "from .schema import P\nfrom .lessons import l\nfrom nvtutorial import runtime\n",
+             "chapters/ch99_x/report.py": "from . import model, schema\nfrom nvtutorial.report import r\n",
+             "chapters/ch99_x/plots.py": "from . import report\n",
+             "chapters/ch99_x/lab.py": "from nvtutorial import launch\nfrom . import report\n",
+             "workloads/w2.py": "from nvtutorial.chapters.ch99_x import workload\n"}
     edges, external = import_graph(_fake(tmp_path, files))
     assert violations(edges, external) == []
 

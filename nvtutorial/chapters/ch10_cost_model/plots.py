@@ -1,0 +1,129 @@
+"""Notebook 10's figures: the roofline with the problems on it, the α–β fits with their residuals, the model's error
+per problem, the pipeline's per-stage timelines. Each takes data and returns ``(fig, ax)`` and says where it was
+measured (``plots.style``); kernel side, never launches.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from nvtutorial.plots.style import COLOURS, figure, finish
+
+from . import report
+
+
+def roofline(cal: report.Calibrated, points: Sequence[tuple[str, float, float, float]] = ()) -> tuple[Any, Any]:
+    """The roofline of each measured dtype (FLOP/s against FLOPs per byte, log–log) and ``points``:
+    ``(label, flops, bytes, measured seconds)`` placed at their intensity and their achieved FLOP/s."""
+    import numpy as np
+
+    fig, ax = figure(7.0, 4.2)
+    lo = min([0.1] + [f / b for _, f, b, _ in points]) / 2
+    hi = max([1e4] + [f / b * 2 for _, f, b, _ in points])
+    x = np.logspace(np.log10(lo), np.log10(hi), 200)
+    for i, (dtype, roof) in enumerate(cal.roofs.items()):
+        ax.plot(x, np.minimum(roof.flops, x * roof.bandwidth), color=f"C{i}", label=f"roof, {dtype} matmul")
+        ax.axvline(roof.ridge, color=f"C{i}", ls=":", lw=0.8)
+    for label, flops, nbytes, seconds in points:
+        ax.plot(flops / nbytes, flops / seconds, "o", color=COLOURS["exposed"])
+        ax.annotate(label, (flops / nbytes, flops / seconds), textcoords="offset points", xytext=(5, -10), fontsize=8)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("arithmetic intensity (FLOPs per byte moved)")
+    ax.set_ylabel("FLOP/s")
+    ax.set_title("The roofline: this device's measured roofs, and where two problems ran")
+    ax.legend(fontsize=8, loc="lower right")
+    finish(fig, cal.device_where)
+    return fig, ax
+
+
+def link_fit(fits: Mapping[str, report.Fit], extra: Any = None) -> tuple[Any, Any]:
+    """Top: each collective's measured time against its size and the fitted ``α + S · factor / β`` (log–log);
+    bottom: the residuals. ``extra``: a ``report.reference_checks`` table drawn as other runs' points."""
+    import numpy as np
+
+    fig, (top, bottom) = figure(7.5, 5.5, nrows=2, sharex=True, gridspec_kw={"height_ratios": [2, 1]})
+    for i, (kind, f) in enumerate(fits.items()):
+        sizes = np.array(f.sizes, dtype=float)
+        top.plot(sizes, np.array(f.measured) * 1e6, "o", color=f"C{i}", label=f"{kind}, measured")
+        grid = np.logspace(np.log10(sizes.min()), np.log10(sizes.max() * (4 if extra is not None else 1)), 100)
+        model_us = [report.model.collective_time(s, f.link, kind, f.ranks) * 1e6 for s in grid]
+        top.plot(grid, model_us, "-", color=f"C{i}", lw=1,
+                 label=f"{kind}: α {f.link.alpha * 1e6:.3g} µs, β {f.link.beta / 1e9:.4g} GB/s")
+        bottom.plot(sizes, 100 * np.array(f.residuals), "o-", color=f"C{i}", lw=0.8)
+    if extra is not None:
+        for j, (source, rows) in enumerate(extra.groupby("source", sort=False)):
+            top.plot(rows["bytes"], rows["measured (µs)"], "x^sv"[j % 4], color="0.3", label=source)
+            bottom.plot(rows["bytes"], 100 * rows["error"], "x^sv"[j % 4], color="0.3")
+    bottom.axhspan(-100 * report.TARGET, 100 * report.TARGET, color="0.9", zorder=0)
+    bottom.axhline(0, color="0.5", lw=0.8)
+    top.set_xscale("log")
+    top.set_yscale("log")
+    top.set_ylabel("time per call (µs)")
+    top.legend(fontsize=7)
+    bottom.set_ylabel("model − measured (%)")
+    bottom.set_xlabel("bytes of the whole tensor")
+    top.set_title("t = α + S · factor / β, fitted on relative residuals")
+    finish(fig, next(iter(fits.values())).where)
+    return fig, top
+
+
+def errors(table: Any, where: str, target: float = report.TARGET) -> tuple[Any, Any]:
+    """The model's error against the run per problem (``problems.problem_table``), with the target's band."""
+    fig, ax = figure(7.0, 3.6)
+    rows = table.dropna(subset=["model error"])
+    y = range(len(rows))
+    values = [100 * v for v in rows["model error"]]
+    ax.barh(list(y), values, color=[COLOURS["compute"] if abs(v) <= 100 * target else COLOURS["exposed"] for v in values])
+    for i, v in zip(y, values):  # the value too: an error of 0.01 % has no visible bar
+        ax.text(v, i, f" {v:+.1f} % ", va="center", ha="left" if v >= 0 else "right", fontsize=8)
+    reach = max([100 * target * 1.6] + [abs(v) * 1.35 for v in values])
+    ax.set_xlim(-reach, reach)
+    ax.axvspan(-100 * target, 100 * target, color="0.92", zorder=0)
+    ax.axvline(0, color="0.4", lw=0.8)
+    ax.set_yticks(list(y), list(rows.index))
+    ax.invert_yaxis()
+    ax.set_xlabel(f"model ÷ run − 1 (%); shaded: ±{target:.0%}")
+    ax.set_title("How far the calibrated model is from the run")
+    finish(fig, where)
+    return fig, ax
+
+
+def timelines(result: Any, step: int = 0) -> tuple[Any, Any]:
+    """Each schedule's timed step ``step`` on every stage: forward passes (F) and backward passes (B) of each
+    micro-batch as boxes on one clock; the gaps are the bubble."""
+    runs = report.schedule_runs(result)
+    fig, axes = figure(9.0, 1.4 + 1.2 * len(runs) * max(len(v) for v in runs.values()) / 2, nrows=len(runs), squeeze=False)
+    for ax, (schedule, stages) in zip(axes[:, 0], runs.items()):
+        for r in stages:
+            for e in r.timelines[step]:
+                colour = COLOURS["compute"] if e.kind == "F" else COLOURS["comm"]
+                ax.barh(r.stage, (e.end - e.start) * 1e3, left=e.start * 1e3, color=colour, edgecolor="white", height=0.7)
+                ax.text((e.start + e.end) / 2 * 1e3, r.stage, f"{e.kind}{e.microbatch}", ha="center", va="center",
+                        fontsize=7, color="white")
+        ax.set_yticks([r.stage for r in stages], [f"stage {r.stage}" for r in stages])
+        ax.invert_yaxis()
+        ax.set_title(f"{schedule}: {stages[0].microbatches} micro-batches, step {step} of the timed ones", fontsize=9)
+        ax.set_xlabel("ms from the step's start")
+    finish(fig, result)
+    return fig, axes[:, 0]
+
+
+def scores(rows: Sequence[Mapping[str, Any]], where: str) -> tuple[Any, Any]:
+    """The capstone's strategies: measured step against the speed of light (``rows``: strategy, ideal_s, measured_s)."""
+    fig, ax = figure(7.0, 2.0 + 0.5 * len(rows))
+    y = list(range(len(rows)))
+    ax.barh(y, [r["measured_s"] * 1e3 for r in rows], color=COLOURS["idle"], label="measured step")
+    ax.barh(y, [r["ideal_s"] * 1e3 for r in rows], color=COLOURS["compute"], height=0.4, label="speed of light")
+    for i, r in enumerate(rows):
+        ax.text(r["measured_s"] * 1e3, i, f"  score {r['ideal_s'] / r['measured_s']:.2f}", va="center", fontsize=8)
+    ax.set_xlim(0, 1.3 * max(max(r["measured_s"], r["ideal_s"]) for r in rows) * 1e3)
+    ax.set_yticks(y, [r["strategy"] for r in rows])
+    ax.invert_yaxis()
+    ax.set_xlabel("ms per step")
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.35), ncol=2, frameon=False)
+    ax.set_title("The capstone: each strategy against its speed of light")
+    finish(fig, where)
+    return fig, ax
+

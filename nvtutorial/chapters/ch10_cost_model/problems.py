@@ -1,0 +1,474 @@
+"""Notebook 10's worked problems: the questions, the answer keys the calibrated model gives, the graders that say
+how far an answer is and which slip it looks like, the model's error against the run; and the capstone: its task,
+the strategies' memory and step time by the model, the speed of light, the course's own choice.
+
+Kernel side: arithmetic on calibrated numbers (``report.Calibrated``) and on the run's typed results. An answer is
+in the problem's unit: milliseconds for times, percent for the bubble, a ratio for bytes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from nvtutorial.report import ladder_model
+from nvtutorial.report import predict
+from nvtutorial.report.verdict import Verdict
+
+from . import model, report, schema
+
+PROBLEMS = schema.DEVICE_PROBLEMS + schema.LINK_PROBLEMS + ("pipeline_bubble",)
+UNITS = {key: "ms" for key in PROBLEMS} | {"zero3_bytes": "×", "pipeline_bubble": "%"}
+DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
+RIGHT_WITHIN = 0.15
+"""A learner's answer is right within 15 % of the key: the key is arithmetic on the same calibrated numbers."""
+CLOSE_WITHIN = 1.0
+"""...and close within a factor of 2."""
+DDP_BUCKET = 25 * 2**20
+"""DDP's default gradient bucket (``bucket_cap_mb=25``)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Answer:
+    """The model's answer to one problem, in the problem's unit, with its working."""
+
+    key: str
+    value: float
+    unit: str
+    working: str
+
+
+def _config(p: schema.Params) -> ladder_model.Setup:
+    return ladder_model.Setup(**p.config(), global_batch=p.global_batch, world=2)
+
+
+def _params(s: ladder_model.Setup) -> int:
+    return sum(math.prod(shape) for _, shape in s.shapes())
+
+
+def _block_bytes(s: ladder_model.Setup) -> int:
+    return 4 * sum(math.prod(shape) for name, shape in s.shapes() if name.startswith("blocks.0."))
+
+
+def _forward(s: ladder_model.Setup, tokens: int, vocab: int | None = None, layers: int | None = None) -> float:
+    return model.forward_flops(tokens, s.seq_len, s.dim, s.mlp_ratio * s.dim, s.layers if layers is None else layers,
+                               s.vocab if vocab is None else vocab)
+
+
+# --------------------------------------------------------------------------------------------------- the questions
+
+
+def question(key: str, p: schema.Params, ranks: int = 2) -> str:
+    """The problem as the learner reads it, with this profile's sizes."""
+    s = _config(p)
+    tokens = p.global_batch * p.seq_len
+    words = {
+        "mlp_matmul": f"The MLP's first linear layer of the transformer over the whole batch: [{tokens} × {p.dim}] @ "
+                      f"[{p.dim} × {p.mlp_ratio * p.dim}] in the device's compute dtype. How many ms on one device?",
+        "decode_matmul": f"A decode-like step: only {p.decode_tokens} tokens through a [{p.decode_dim} × "
+                         f"{4 * p.decode_dim}] weight, same dtype. How many ms?",
+        "adam_step": f"Fused Adam's update of all {_params(s) / 1e6:.3g} M fp32 parameters of the transformer. How many ms?",
+        "train_step": f"One training step (forward, backward, Adam) of the transformer on one device in fp32: "
+                      f"{p.global_batch} sequences of {p.seq_len} tokens, {p.layers} blocks of width {p.dim}, vocabulary "
+                      f"{p.vocab}. How many ms?",
+        "allreduce": f"One all-reduce of {p.allreduce_bytes / 2**20:g} MiB on the pair ({ranks} ranks). How many ms?",
+        "allreduce_small": f"One all-reduce of {p.small_bytes / 2**10:g} KiB on the pair. How many ms?",
+        "fsdp_allgather": f"FSDP2's all-gather of one block's fp32 parameters ({_block_bytes(s) / 1e6:.3g} MB gathered) "
+                          "on the pair. How many ms?",
+        "zero3_bytes": "Per step and rank, how many times DDP's bytes does ZeRO-3 (notebook 08's FSDP2 rung) send, "
+                       "costed as rings? (a ratio)",
+        "pipeline_bubble": f"The idle share of each stage in a {ranks}-stage pipeline with {p.microbatches} micro-batches "
+                           "per step (GPipe or 1F1B), in %.",
+    }
+    return words[key]
+
+
+# --------------------------------------------------------------------------------------------------- the answer keys
+
+
+def answer(key: str, p: schema.Params, cal: report.Calibrated) -> Answer:
+    """The model's answer to ``key`` with the calibrated numbers ``cal`` and the sizes ``p``."""
+    s = _config(p)
+    roof = cal.roofs[cal.compute_dtype]
+    fp32 = cal.roofs["float32"]
+    b = DTYPE_BYTES[cal.compute_dtype]
+    if key in ("mlp_matmul", "decode_matmul"):
+        t, d_in = (p.global_batch * p.seq_len, p.dim) if key == "mlp_matmul" else (p.decode_tokens, p.decode_dim)
+        d_out = p.mlp_ratio * p.dim if key == "mlp_matmul" else 4 * p.decode_dim
+        flops, nbytes = 2 * t * d_in * d_out, b * (t * d_in + d_in * d_out + t * d_out)
+        seconds = model.matmul_time(t, d_in, d_out, roof, b)
+        bound = "compute-bound" if flops / nbytes > roof.ridge else "memory-bound"
+        return Answer(key, seconds * 1e3, "ms",
+                      f"{flops / 1e9:.4g} GFLOP and {nbytes / 1e6:.4g} MB: {flops / nbytes:.3g} FLOP/B against the ridge "
+                      f"of {roof.ridge:.3g} FLOP/B ({cal.compute_dtype}), so {bound}: max({flops / roof.flops * 1e3:.4g}, "
+                      f"{nbytes / roof.bandwidth * 1e3:.4g}) ms")
+    if key == "adam_step":
+        n = _params(s)
+        return Answer(key, model.adam_time(n, fp32) * 1e3, "ms",
+                      f"{model.ADAM_BYTES} B × {n / 1e6:.4g} M parameters = {model.ADAM_BYTES * n / 1e9:.4g} GB at "
+                      f"{fp32.bandwidth / 1e9:.4g} GB/s")
+    if key == "train_step":
+        n, forward = _params(s), _forward(s, p.global_batch * p.seq_len)
+        return Answer(key, model.train_step_time(forward, n, fp32) * 1e3, "ms",
+                      f"3 × {forward / 1e9:.4g} GFLOP forward = {3 * forward / 1e9:.4g} GFLOP at {fp32.flops / 1e12:.3g} "
+                      f"TFLOP/s (fp32) = {3 * forward / fp32.flops * 1e3:.4g} ms, + Adam "
+                      f"{model.adam_time(n, fp32) * 1e3:.3g} ms")
+    if key in ("allreduce", "allreduce_small", "fsdp_allgather"):
+        kind = "all_gather" if key == "fsdp_allgather" else "all_reduce"
+        size = {"allreduce": p.allreduce_bytes, "allreduce_small": p.small_bytes, "fsdp_allgather": _block_bytes(s)}[key]
+        link = cal.link(kind)
+        f = model.bus_factor(kind, cal.ranks)
+        note = " (the all-reduce's α and β: not measured on that pair)" if kind in cal.derived else ""
+        return Answer(key, model.collective_time(size, link, kind, cal.ranks) * 1e3, "ms",
+                      f"α {link.alpha * 1e6:.3g} µs + {size / 1e6:.4g} MB × {f:g} / β {link.beta / 1e9:.4g} GB/s "
+                      f"= {link.alpha * 1e6:.3g} + {size * f / link.beta * 1e6:.4g} µs{note}")
+    if key == "zero3_bytes":
+        ddp = sum(ladder_model.sent_per_step(s, "ddp", 0).values())
+        zero3 = sum(ladder_model.sent_per_step(s, "fsdp_zero3", 0).values())
+        return Answer(key, zero3 / ddp, "×",
+                      f"DDP all-reduces every gradient: 2(W−1)/W · P = {ddp / 1e6:.4g} MB; ZeRO-3 all-gathers every "
+                      f"parameter, the blocks' again in backward, and reduce-scatters every gradient: (W−1)/W · (2P + "
+                      f"P_blocks) = {zero3 / 1e6:.4g} MB")
+    if key == "pipeline_bubble":
+        return Answer(key, 100 * model.bubble(cal.ranks, p.microbatches), "%",
+                      f"(p − 1) / (m + p − 1) = {cal.ranks - 1} / {p.microbatches + cal.ranks - 1}")
+    raise ValueError(f"unknown problem {key!r}; the problems are {', '.join(PROBLEMS)}")
+
+
+def answers(keys: Sequence[str], p: schema.Params, cal: report.Calibrated) -> dict[str, Answer]:
+    return {k: answer(k, p, cal) for k in keys}
+
+
+# --------------------------------------------------------------------------------------------------- grading
+
+
+SLIPS: Mapping[str, Sequence[tuple[float, str]]] = {
+    "mlp_matmul": [(0.5, "one FLOP per multiply-accumulate: a multiply and an add are 2"),
+                   (2.0, "two FLOPs counted twice (2·m·n·k already counts the multiply and the add)")],
+    "decode_matmul": [],  # filled by the grader: the compute time of a memory-bound multiply
+    "adam_step": [(16 / 28, "only the reads (16 B per parameter); Adam also writes the parameter and both moments"),
+                  (12 / 28, "only the writes; Adam also reads the parameter, its gradient and both moments"),
+                  (4 / 28, "4 bytes per parameter: Adam moves 7 fp32 values per parameter")],
+    "train_step": [(1 / 3, "the forward pass only: the backward pass does twice its FLOPs"),
+                   (2 / 3, "forward and backward as one forward each: the backward pass does twice the forward's FLOPs")],
+    "allreduce": [(2.0, "the factor 2(n−1)/n is 1 for two ranks, not 2")],
+    "allreduce_small": [(2.0, "the factor 2(n−1)/n is 1 for two ranks, not 2")],
+    "fsdp_allgather": [(2.0, "the all-reduce's factor: an all-gather sends (n−1)/n of the gathered tensor, half of it here")],
+    "zero3_bytes": [],  # filled by the grader: DDP's bytes, a ratio of 1
+    "pipeline_bubble": [],
+}
+"""Per problem: the ratio answer ÷ key a common slip produces, and the slip."""
+UNIT_SLIPS = ((1e3, "1000× too large: the answer is in milliseconds (did you write µs?)"),
+              (1e-3, "1000× too small: the answer is in milliseconds (did you write seconds?)"),
+              (8.0, "8× too large: bytes, not bits"))
+
+
+def slip(key: str, prediction: float, ans: Answer, p: schema.Params | None = None,
+         cal: report.Calibrated | None = None) -> str | None:
+    """The common slip an answer looks like (within 5 % of the ratio it produces), or None."""
+    ratio = prediction / ans.value
+    candidates = list(SLIPS.get(key, ())) + list(UNIT_SLIPS if ans.unit == "ms" else ())
+    if key == "decode_matmul" and p is not None and cal is not None:
+        roof = cal.roofs[cal.compute_dtype]
+        compute = 2 * p.decode_tokens * p.decode_dim * 4 * p.decode_dim / roof.flops * 1e3
+        candidates.append((compute / ans.value, "its compute time: with so few tokens the weight's bytes dominate, "
+                           "a memory-bound multiply runs at the memory roof"))
+    if key in ("allreduce", "allreduce_small", "fsdp_allgather") and cal is not None:
+        kind = "all_gather" if key == "fsdp_allgather" else "all_reduce"
+        alpha_ms = cal.link(kind).alpha * 1e3
+        if ans.value > alpha_ms:
+            candidates.append(((ans.value - alpha_ms) / ans.value, "the bytes without the latency α of the call"))
+    if key == "zero3_bytes":
+        candidates.append((1 / ans.value, "as many bytes as DDP: ZeRO-3 gathers the blocks' parameters again in the "
+                           "backward pass, on top of one all-gather and one reduce-scatter (together DDP's all-reduce)"))
+    if key == "pipeline_bubble" and p is not None and cal is not None:
+        pp, m = cal.ranks, p.microbatches
+        candidates += [(100 * (pp - 1) / m / ans.value, "(p − 1) / m: the step lasts m + p − 1 slots, not m"),
+                       (100 * pp / (m + pp) / ans.value, "p / (m + p): p − 1 slots fill and drain the pipeline, not p")]
+    for target, why in candidates:
+        if target > 0 and abs(ratio / target - 1) <= 0.05 and abs(ratio - 1) > RIGHT_WITHIN:
+            return why
+    return None
+
+
+def grade(key: str, prediction: float | None, ans: Answer, where: str, p: schema.Params | None = None,
+          cal: report.Calibrated | None = None) -> Verdict:
+    """Grade an answer against the model's key with the course's one grader (``report.predict.grade_number``):
+    ``right`` within 15 %, ``close`` within a factor of 2, else ``off``; the text gives the working and the slip the
+    answer looks like (``numbers["slip"]``)."""
+    verdict = predict.grade_number(f"costmodel.problem.{key}", prediction, ans.value, unit=ans.unit, where=where,
+                                   explanation=f"({ans.working}.)", right_within=RIGHT_WITHIN,
+                                   close_within=CLOSE_WITHIN, measured_name="The model says")
+    found = slip(key, prediction, ans, p, cal) if verdict.status != "no answer" else None
+    text = verdict.text + (f" It looks like {found}." if found else "")
+    return dataclasses.replace(verdict, text=text, numbers={**verdict.numbers, "slip": found})
+
+
+# --------------------------------------------------------------------------------------------------- against the run
+
+
+def measured_value(key: str, measured: schema.Measured) -> float:
+    """A run's measurement in the problem's unit."""
+    if UNITS[key] == "ms":
+        return measured.value * 1e3
+    return measured.value
+
+
+def problem_table(answers_: Mapping[str, Answer], measured: Mapping[str, float], predictions: Mapping[str, Any]):
+    """Per problem: your answer, the model's, the run's, and the model's error against the run."""
+    import pandas as pd
+
+    rows = []
+    for key, ans in answers_.items():
+        run = measured.get(key)
+        rows.append({"problem": key, "unit": ans.unit, "yours": predictions.get(key), "model": ans.value, "run": run,
+                     "model error": ans.value / run - 1 if run else None,
+                     "yours vs run": predictions[key] / run - 1 if run and predictions.get(key) else None})
+    return pd.DataFrame(rows).set_index("problem")
+
+
+def bytes_verdict(ans: Answer, measured: float, where: str) -> Verdict:
+    """Pass when the bytes one step of ZeRO-3 and of DDP issued (recorded call by call, costed as rings) have the
+    ratio notebook 08's arithmetic gives, to 1e-6: counting, not timing, so nothing but an exact match is right."""
+    error = measured / ans.value - 1
+    numbers = {"model": ans.value, "recorded": measured, "error": error}
+    if abs(error) <= 1e-6:
+        return Verdict("costmodel.problem.zero3_bytes.recorded", "pass", f"The calls recorded in one step send "
+                       f"{measured:.6g}× DDP's bytes under ZeRO-3, as the arithmetic says ({ans.value:.6g}×).",
+                       numbers, where)
+    return Verdict("costmodel.problem.zero3_bytes.recorded", "fail", f"The recorded calls send {measured:.6g}× DDP's "
+                   f"bytes, the arithmetic {ans.value:.6g}×: a collective is missing, extra, or of another size.",
+                   numbers, where)
+
+
+def model_errors(answers_: Mapping[str, Answer], measured: Mapping[str, float], keys: Sequence[str]) -> dict[str, float]:
+    """model ÷ run − 1 for the problems in ``keys`` that the run measured."""
+    return {k: answers_[k].value / measured[k] - 1 for k in keys if k in measured and k in answers_}
+
+
+# --------------------------------------------------------------------------------------------------- the capstone
+
+
+@dataclasses.dataclass(frozen=True)
+class Task:
+    """The capstone: train this transformer on ``world`` ranks, each within ``budget_bytes`` of device memory."""
+
+    config: Mapping[str, int]
+    global_batch: int
+    budget_bytes: float
+    microbatches: int
+    world: int = 2
+
+    @classmethod
+    def from_sizes(cls, sizes: Mapping[str, int], budget_bytes: float, microbatches: int, world: int = 2) -> Task:
+        """From a parameters cell's model sizes (the transformer's and ``global_batch``)."""
+        config = {k: v for k, v in sizes.items() if k != "global_batch"}
+        return cls(config, sizes["global_batch"], budget_bytes, microbatches, world)
+
+    def setup(self) -> ladder_model.Setup:
+        return ladder_model.Setup(**self.config, global_batch=self.global_batch, world=self.world)
+
+
+def _known(strategy: str) -> None:
+    if strategy not in schema.STRATEGIES:
+        raise ValueError(f"unknown strategy {strategy!r}; the strategies are {', '.join(schema.STRATEGIES)}")
+
+
+def _stage_shapes(s: ladder_model.Setup, stage: int, stages: int) -> list[tuple[str, tuple[int, ...]]]:
+    first, last = report.stage_blocks(s.layers, stage, stages)
+    keep = []
+    for name, shape in s.shapes():
+        if name.startswith("blocks."):
+            if first <= int(name.split(".")[1]) < last:
+                keep.append((name, shape))
+        elif name.split(".")[0] in ("tok", "pos") and stage == 0 or name.split(".")[0] in ("norm", "head") and stage == stages - 1:
+            keep.append((name, shape))
+    return keep
+
+
+def peak(task: Task, strategy: str, rank: int) -> float:
+    """The memory model's device peak of ``rank`` under ``strategy`` (notebook 08's for its rungs; for a pipeline
+    stage its model state, the activations of the micro-batches it holds at once, and the logits' gradients)."""
+    _known(strategy)
+    s = task.setup()
+    if strategy in schema.LADDER_STRATEGIES:
+        return ladder_model.rank_memory(s, strategy, rank).device_peak
+    schedule = strategy.removeprefix("pipeline_")
+    shapes = _stage_shapes(s, rank, task.world)
+    n = sum(math.prod(sh) for _, sh in shapes)
+    state = 16 * n + 4 * len(shapes)
+    mem = report.pipeline_stage_memory(s, rank, task.world, task.microbatches)
+    held = model.in_flight(rank, task.world, task.microbatches, schedule)
+    return state + held * mem["activations"] + mem["transient"]
+
+
+def fits(task: Task, strategy: str) -> bool:
+    return all(peak(task, strategy, r) <= task.budget_bytes for r in range(task.world))
+
+
+def strategy_time(task: Task, strategy: str, cal: report.Calibrated) -> dict[str, float]:
+    """The model's step time of ``strategy`` in seconds: compute at the fp32 roof, the exposed communication, Adam."""
+    _known(strategy)
+    s, n, roof = task.setup(), task.world, cal.roofs["float32"]
+    tokens = s.global_batch * s.seq_len
+    forward, blocks_fwd = _forward(s, tokens), _forward(s, tokens, vocab=0)
+    compute = 3 * forward / n / roof.flops
+    params = _params(s)
+    ar, ag, rs = cal.link("all_reduce"), cal.link("all_gather"), cal.link("reduce_scatter")
+    exposed, optimizer = 0.0, model.adam_time(math.ceil(params / n), roof)
+    if strategy in ("ddp", "zero1"):
+        _, exposed = model.ddp_backward(2 * forward / n / roof.flops, 4 * params, DDP_BUCKET, ar, n)
+        if strategy == "ddp":
+            optimizer = model.adam_time(params, roof)
+        else:  # each owner broadcasts its updated share after the step (the all-reduce's α and β stand in)
+            exposed += model.collective_time(4 * params, ar, "broadcast", n)
+    elif strategy.startswith("fsdp"):
+        block = _block_bytes(s)
+        root = 4 * params - s.layers * block
+        c_fwd = blocks_fwd / s.layers / n / roof.flops
+        per = model.fsdp_block(block, ag, rs, n)
+        gathers_back = 0.0 if strategy == "fsdp_zero2" else per["all_gather"]
+        exposed = (model.collective_time(root, ag, "all_gather", n) + per["all_gather"] + per["reduce_scatter"]
+                   + model.collective_time(root, rs, "reduce_scatter", n)
+                   + s.layers * max(0.0, per["all_gather"] - c_fwd)
+                   + s.layers * max(0.0, gathers_back + per["reduce_scatter"] - 2 * c_fwd))
+        if strategy == "fsdp_checkpointing":
+            compute += blocks_fwd / n / roof.flops  # every block's forward again in backward
+    elif strategy == "tensor_parallel":
+        compute = 3 * (blocks_fwd / n + (forward - blocks_fwd)) / roof.flops  # the head stays whole on both ranks
+        exposed = s.layers * model.tp_block(tokens, s.dim, ar, 4, n)
+        held = sum(ladder_model.local_numel(sh, ladder_model.tp_dim(nm), n, 0) for nm, sh in s.shapes())
+        optimizer = model.adam_time(held, roof)
+    else:  # a pipeline
+        stage_s = []
+        for stage in range(n):
+            first, last = report.stage_blocks(s.layers, stage, n)
+            f = _forward(s, tokens, vocab=s.vocab if stage == n - 1 else 0, layers=last - first)
+            stage_s.append(3 * f / task.microbatches / roof.flops)
+        boundary = model.collective_time(4 * tokens * s.dim / task.microbatches, ar, "sendrecv", n)
+        compute = model.pipeline_time(stage_s, task.microbatches)
+        exposed = 2 * (n - 1) * boundary  # filling and draining wait for a micro-batch's activations or gradients
+        optimizer = max(model.adam_time(sum(math.prod(sh) for _, sh in _stage_shapes(s, st, n)), roof) for st in range(n))
+    return {"compute": compute, "exposed": exposed, "optimizer": optimizer, "total": compute + exposed + optimizer}
+
+
+def bytes_sent(task: Task, strategy: str) -> float:
+    """Bytes a rank sends per step under ``strategy``: notebook 08's ring costing, or a pipeline stage's activations
+    (forward) and their gradients (backward) across its boundaries."""
+    _known(strategy)
+    s = task.setup()
+    if strategy in schema.LADDER_STRATEGIES:
+        return max(sum(ladder_model.sent_per_step(s, strategy, r).values()) for r in range(task.world))
+    boundaries = 1 if task.world == 2 else 2
+    return float(boundaries * 4 * s.global_batch * s.seq_len * s.dim)
+
+
+def ideal_time(task: Task, strategy: str, cal: report.Calibrated) -> float:
+    """The speed of light of ``strategy`` on this machine (``model.ideal_step_time``): the step's necessary FLOPs
+    (three forward passes, no recomputation) shared by the ranks at the fp32 roof, the strategy's bytes at the
+    all-reduce's β, perfectly overlapped, then Adam's share at the memory roof."""
+    s = task.setup()
+    flops = 3 * _forward(s, s.global_batch * s.seq_len) / task.world
+    return model.ideal_step_time(flops, bytes_sent(task, strategy), math.ceil(_params(s) / task.world),
+                                 cal.roofs["float32"], cal.link("all_reduce").beta)
+
+
+def strategy_table(task: Task, cal: report.Calibrated, strategies: Sequence[str] = schema.STRATEGIES):
+    """Per strategy: the memory model's peak on each rank against the budget, the model's step, the speed of light."""
+    import pandas as pd
+
+    rows = []
+    for strategy in strategies:
+        t = strategy_time(task, strategy, cal)
+        rows.append({"strategy": strategy, "peak (MB, largest rank)": max(peak(task, strategy, r) for r in range(task.world)) / 1e6,
+                     "fits the budget": fits(task, strategy), "model step (ms)": t["total"] * 1e3,
+                     "compute": t["compute"] * 1e3, "exposed comm.": t["exposed"] * 1e3, "Adam": t["optimizer"] * 1e3,
+                     "speed of light (ms)": ideal_time(task, strategy, cal) * 1e3})
+    return pd.DataFrame(rows).set_index("strategy")
+
+
+def best_strategy(task: Task, cal: report.Calibrated, strategies: Sequence[str] = schema.STRATEGIES) -> str:
+    """The course's choice: of the strategies that fit the budget, the one the model expects to be fastest."""
+    fitting = [s for s in strategies if fits(task, s)]
+    if not fitting:
+        raise ValueError(f"no strategy fits a budget of {task.budget_bytes / 1e6:g} MB: raise it or shrink the model")
+    return min(fitting, key=lambda s: strategy_time(task, s, cal)["total"])
+
+
+def fit_verdict(result: Any, task: Task, strategy: str) -> Verdict:
+    """Pass when ``strategy`` fits the budget: on a GPU the run's measured peak (the budget was enforced: running
+    out of memory fails); on the CPU, which has no device memory to measure, the memory model's peak (said so)."""
+    runs = report.capstone_runs(result)[strategy]
+    key = f"costmodel.capstone.fits.{strategy}"
+    budget = task.budget_bytes
+    if any(not r.ok for r in runs):
+        return Verdict(key, "fail", f"{strategy} ran out of memory within the budget of {budget / 1e6:.4g} MB.",
+                       {"budget": budget}, report.where(result))
+    measured = [r.peak_allocated for r in runs]
+    if all(m is not None for m in measured):
+        worst = max(measured)
+        ok = worst <= budget
+        return Verdict(key, "pass" if ok else "fail", f"{strategy}'s largest measured peak is {worst / 1e6:.4g} MB, "
+                       f"{'within' if ok else 'over'} the budget of {budget / 1e6:.4g} MB.",
+                       {"peak": worst, "budget": budget}, report.where(result))
+    predicted = max(peak(task, strategy, r) for r in range(task.world))
+    ok = predicted <= budget
+    return Verdict(key, "pass" if ok else "fail", f"By the memory model (a CPU has no device memory to measure), "
+                   f"{strategy} peaks at {predicted / 1e6:.4g} MB, {'within' if ok else 'over'} the budget of "
+                   f"{budget / 1e6:.4g} MB.", {"peak_model": predicted, "budget": budget}, report.where(result))
+
+
+def capstone_record(result: Any, task: Task, strategy: str, cal: report.Calibrated, score: Verdict) -> dict[str, Any]:
+    """What the capstone writes: the machine, the task, the strategy, the ideal and measured step, the score."""
+    return {"machine": report.where(result), "calibration": {"device": cal.device_where, "link": cal.link_where},
+            "task": {**task.config, "global_batch": task.global_batch, "budget_bytes": task.budget_bytes,
+                     "microbatches": task.microbatches, "world": task.world},
+            "strategy": strategy, "score": score.numbers.get("score"), "ideal_s": score.numbers.get("ideal_s"),
+            "measured_s": score.numbers.get("measured_s")}
+
+
+# --------------------------------------------------------------------------------------------------- the runs' answers
+
+
+def measurements(*results: Any) -> dict[str, float]:
+    """Every problem a ``problems`` run measured (rank 0's record), in the problems' units; later runs win."""
+    out: dict[str, float] = {}
+    for result in results:
+        if result is None:
+            continue
+        for m in report.ranks(result, "problems")[0].measured:
+            out[m.key] = measured_value(m.key, m)
+    return out
+
+
+def bubble_measured(pipeline_result: Any) -> float:
+    """The pipeline run's measured idle share, in %, averaged over its schedules (``report.bubble_table``)."""
+    table = report.bubble_table(pipeline_result)
+    return 100 * float(table["measured"].mean())
+
+
+REFERENCE_SOURCES = {"allreduce": "notebook 02's sweep (course benchmark)",
+                     "allreduce_small": "torch all-reduce (nvtutorial/data/h200x2)"}
+"""Which committed 2× H200 measurement answers each link problem (at the lesson sizes)."""
+
+
+def reference_link_table(p: schema.Params, cal_ref: report.Calibrated, checks: Any = None):  # -> pandas.DataFrame
+    """The link problems at the lesson sizes ``p``, answered with the committed 2× H200 pair's fit (``cal_ref``) and
+    checked against that pair's committed runs; what the pair never ran waits for a two-GPU run."""
+    import pandas as pd
+
+    checks = checks if checks is not None else report.reference_checks()
+    rows = []
+    for key in schema.LINK_PROBLEMS:
+        ans = answer(key, p, cal_ref)
+        run, source = None, "not run on the 2× H200 yet: waits for a two-GPU machine"
+        if key in REFERENCE_SOURCES:
+            size = p.allreduce_bytes if key == "allreduce" else p.small_bytes
+            match = checks[(checks["source"] == REFERENCE_SOURCES[key]) & (checks["bytes"] == size)]
+            if len(match):
+                run, source = float(match["measured (µs)"].iloc[0]) / 1e3, REFERENCE_SOURCES[key]
+        rows.append({"problem": key, "unit": ans.unit, "model": ans.value, "committed run": run, "source": source,
+                     "model error": ans.value / run - 1 if run else None})
+    return pd.DataFrame(rows).set_index("problem")

@@ -1,0 +1,306 @@
+"""What chapter 10's workload takes and returns: frozen dataclasses, torch-free, read by both sides.
+
+The workload (``workload.py``, on the ranks) builds one of the ``*Rank`` results below and returns it as a dict;
+the launcher writes it to ``rank{R}.json``; the kernel side reads it back with :func:`read` (``report.py``), typed.
+One workload, four parts, one :class:`Params`:
+
+- ``calibrate``: the roofs of each rank's device (matrix-multiply throughput, memory bandwidth) and, with two
+  ranks or more, collectives timed over a size sweep (:class:`CalibrationRank`);
+- ``problems``: the quantities the worked problems ask for, measured (:class:`ProblemsRank`);
+- ``pipeline``: the transformer trained in pipeline stages, per-stage timelines (:class:`PipelineRank`);
+- ``capstone``: the capstone task trained with the strategies asked for (:class:`CapstoneRank`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from nvtutorial.params import require
+
+PARTS = ("calibrate", "problems", "pipeline", "capstone")
+COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter")
+DEVICE_PROBLEMS = ("mlp_matmul", "decode_matmul", "adam_step", "train_step")
+"""Problems one device answers: they run on every rank, each on its own device."""
+LINK_PROBLEMS = ("allreduce", "allreduce_small", "fsdp_allgather", "zero3_bytes")
+"""Problems a pair answers: they need two ranks or more."""
+SCHEDULES = ("gpipe", "1f1b")
+LADDER_STRATEGIES = ("ddp", "zero1", "fsdp_zero2", "fsdp_zero3", "fsdp_checkpointing", "tensor_parallel")
+"""Notebook 08's rungs the capstone accepts (CPU offload is left out: it trades the budget for host memory)."""
+STRATEGIES = LADDER_STRATEGIES + tuple(f"pipeline_{s}" for s in SCHEDULES)
+
+
+@dataclasses.dataclass(frozen=True)
+class Params:
+    part: Literal["calibrate", "problems", "pipeline", "capstone"] = "calibrate"
+    # -- calibrate
+    matmul_sizes: tuple[int, ...] = (2048, 4096, 8192)
+    """Square matrix multiplies n × n × n timed for the compute roof (the best one is the roof)."""
+    copy_bytes: tuple[int, ...] = (1 << 28, 1 << 30)
+    """Buffers copied for the memory roof (each byte read once and written once)."""
+    collectives: tuple[str, ...] = COLLECTIVES
+    min_bytes: int = 1 << 10
+    max_bytes: int = 1 << 30
+    factor: int = 4
+    iters: int = 10
+    """Calls per timed repeat (fewer for slow sizes: a repeat aims at ``target_s``)."""
+    repeats: int = 5
+    target_s: float = 0.05
+    # -- the transformer of notebook 08 (problems, pipeline, capstone)
+    vocab: int = 32768
+    seq_len: int = 512
+    dim: int = 2048
+    heads: int = 16
+    layers: int = 8
+    mlp_ratio: int = 4
+    global_batch: int = 8
+    # -- problems
+    problems: tuple[str, ...] = DEVICE_PROBLEMS + LINK_PROBLEMS
+    decode_tokens: int = 16
+    decode_dim: int = 8192
+    allreduce_bytes: int = 64 << 20
+    small_bytes: int = 1 << 20
+    # -- pipeline and capstone
+    schedules: tuple[str, ...] = SCHEDULES
+    microbatches: int = 4
+    steps: int = 3
+    """Steps whose losses are compared with the one-process reference."""
+    timed: int = 3
+    """Timed steps (after one untimed); the pipeline records a timeline of each."""
+    strategies: tuple[str, ...] = ("fsdp_zero3",)
+    budget_bytes: int = 0
+    """Capstone: the memory each GPU may use (enforced with ``set_per_process_memory_fraction``); 0: no limit."""
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        require(all(n >= 16 for n in self.matmul_sizes) and self.matmul_sizes, "matmul_sizes: sizes of 16 or more")
+        require(all(b >= 1 << 16 for b in self.copy_bytes) and self.copy_bytes, "copy_bytes: buffers of 64 KiB or more")
+        bad = [c for c in self.collectives if c not in COLLECTIVES]
+        require(not bad, f"collectives={self.collectives}: use some of {', '.join(COLLECTIVES)}")
+        require(1 <= self.min_bytes <= self.max_bytes and self.factor >= 2, "need 1 <= min_bytes <= max_bytes, factor >= 2")
+        require(self.iters >= 1 and self.repeats >= 2 and self.target_s > 0,
+                "iters at least 1, repeats at least 2 (a spread needs two), target_s positive")
+        require(self.dim % self.heads == 0, f"dim={self.dim} must be a multiple of heads={self.heads}")
+        bad = [p for p in self.problems if p not in DEVICE_PROBLEMS + LINK_PROBLEMS]
+        require(not bad, f"problems={self.problems}: use some of {', '.join(DEVICE_PROBLEMS + LINK_PROBLEMS)}")
+        bad = [s for s in self.schedules if s not in SCHEDULES]
+        require(not bad and self.schedules, f"schedules={self.schedules}: use some of {', '.join(SCHEDULES)}")
+        bad = [s for s in self.strategies if s not in STRATEGIES]
+        require(not bad and self.strategies, f"strategies={self.strategies}: use some of {', '.join(STRATEGIES)}")
+        require(self.microbatches >= 1 and self.steps >= 1 and self.timed >= 2,
+                "microbatches and steps at least 1, timed at least 2 (a spread needs two)")
+        require(self.global_batch >= 1 and self.decode_tokens >= 1 and self.decode_dim >= 1, "sizes must be positive")
+        require(self.allreduce_bytes >= 64 and self.small_bytes >= 64, "collective sizes of 64 bytes or more")
+        require(self.budget_bytes >= 0, f"budget_bytes={self.budget_bytes} must be 0 (no limit) or more")
+
+    def config(self) -> dict[str, int]:
+        """The transformer's sizes (``models.transformer.Config`` fields)."""
+        return {"vocab": self.vocab, "seq_len": self.seq_len, "dim": self.dim, "heads": self.heads,
+                "layers": self.layers, "mlp_ratio": self.mlp_ratio}
+
+
+# --------------------------------------------------------------------------------------------------- calibrate
+
+
+@dataclasses.dataclass(frozen=True)
+class MatmulPoint:
+    n: int
+    dtype: str
+    seconds: float
+    """Median of the repeats, per multiply."""
+    flops_per_s: float
+
+
+@dataclasses.dataclass(frozen=True)
+class CopyPoint:
+    nbytes: int
+    """The buffer's size: a copy reads it once and writes it once (``2 · nbytes`` moved)."""
+    seconds: float
+    bytes_per_s: float
+
+
+@dataclasses.dataclass(frozen=True)
+class CollectivePoint:
+    kind: str
+    size: int
+    """Bytes of the whole tensor (the gathered output of an all-gather, the input of a reduce-scatter)."""
+    seconds: float
+    """Median over the repeats of each repeat's slowest rank."""
+    repeats: tuple[float, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class CalibrationRank:
+    rank: int
+    world: int
+    device: str
+    """``torch.cuda.get_device_name`` or ``CPU``."""
+    matmul: tuple[MatmulPoint, ...]
+    copy: tuple[CopyPoint, ...]
+    collectives: tuple[CollectivePoint, ...] = ()
+
+
+# --------------------------------------------------------------------------------------------------- problems
+
+
+@dataclasses.dataclass(frozen=True)
+class Measured:
+    """One problem's answer as a run measured it: seconds (median over repeats) or a count."""
+
+    key: str
+    value: float
+    unit: str
+    repeats: tuple[float, ...] = ()
+    details: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass(frozen=True)
+class ProblemsRank:
+    rank: int
+    world: int
+    device: str
+    compute_dtype: str
+    measured: tuple[Measured, ...]
+
+    def get(self, key: str) -> Measured:
+        for m in self.measured:
+            if m.key == key:
+                return m
+        raise KeyError(f"the run measured no problem {key!r}; it measured {', '.join(m.key for m in self.measured)}")
+
+
+# --------------------------------------------------------------------------------------------------- pipeline
+
+
+@dataclasses.dataclass(frozen=True)
+class Event:
+    """One micro-batch's forward (``F``) or backward (``B``) pass on a stage, in seconds from the step's start."""
+
+    kind: Literal["F", "B"]
+    microbatch: int
+    start: float
+    end: float
+
+
+@dataclasses.dataclass(frozen=True)
+class Held:
+    """Bytes this rank holds after a step: its parameters, their gradients, the optimizer's state."""
+
+    params: int
+    grads: int
+    optimizer: int
+
+
+@dataclasses.dataclass(frozen=True)
+class ScheduleRun:
+    schedule: str
+    microbatches: int
+    stage: int
+    stages: int
+    blocks: tuple[int, int]
+    """The model's blocks this stage holds: ``first``, ``last + 1``."""
+    losses: tuple[float, ...]
+    reference: tuple[float, ...]
+    grad_max_rel_diff: float
+    """Largest step-0 gradient difference against one process, relative to each tensor's largest value."""
+    grad_worst: str
+    timelines: tuple[tuple[Event, ...], ...]
+    """One per timed step."""
+    step_s: tuple[float, ...]
+    held: Held
+    peak_allocated: int | None = None
+    """GPU only: the peak memory of the timed steps."""
+
+
+@dataclasses.dataclass(frozen=True)
+class PipelineRank:
+    rank: int
+    world: int
+    device: str
+    runs: tuple[ScheduleRun, ...]
+
+
+# --------------------------------------------------------------------------------------------------- capstone
+
+
+@dataclasses.dataclass(frozen=True)
+class StrategyRun:
+    strategy: str
+    ok: bool
+    error: str | None
+    losses: tuple[float, ...]
+    reference: tuple[float, ...]
+    grad_max_rel_diff: float | None
+    step_s: tuple[float, ...]
+    sent_per_step: float
+    """Bytes this rank would send per step were its collectives run as rings (recorded as issued)."""
+    held: Held | None
+    peak_allocated: int | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class CapstoneRank:
+    rank: int
+    world: int
+    device: str
+    budget_bytes: int
+    runs: tuple[StrategyRun, ...]
+
+
+RESULTS = {"calibrate": CalibrationRank, "problems": ProblemsRank, "pipeline": PipelineRank, "capstone": CapstoneRank}
+
+
+# --------------------------------------------------------------------------------------------------- reading back
+
+
+def build(cls: type, data: Any) -> Any:
+    """``data`` (JSON: dicts and lists) as an instance of the dataclass ``cls``, nested dataclasses and tuples included.
+    A missing or unknown field is a ``ValueError`` naming it."""
+    return _value(cls, data, cls.__name__)
+
+
+def _value(tp: Any, data: Any, where: str) -> Any:
+    origin = typing.get_origin(tp)
+    if dataclasses.is_dataclass(tp):
+        if not isinstance(data, Mapping):
+            raise ValueError(f"{where}: expected an object for {tp.__name__}, got {type(data).__name__}")
+        hints = typing.get_type_hints(tp)
+        names = {f.name for f in dataclasses.fields(tp)}
+        unknown = sorted(set(data) - names)
+        if unknown:
+            raise ValueError(f"{where}: unknown field {', '.join(unknown)} for {tp.__name__}")
+        kwargs = {}
+        for f in dataclasses.fields(tp):
+            if f.name in data:
+                kwargs[f.name] = _value(hints[f.name], data[f.name], f"{where}.{f.name}")
+            elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+                raise ValueError(f"{where}: missing field {f.name!r} of {tp.__name__}")
+        return tp(**kwargs)
+    if origin in (typing.Union, types.UnionType):
+        args = typing.get_args(tp)
+        if data is None and type(None) in args:
+            return None
+        (inner,) = [a for a in args if a is not type(None)]
+        return _value(inner, data, where)
+    if origin is tuple:
+        args = typing.get_args(tp)
+        if len(args) == 2 and args[1] is Ellipsis:
+            return tuple(_value(args[0], x, f"{where}[{i}]") for i, x in enumerate(data))
+        return tuple(_value(a, x, f"{where}[{i}]") for i, (a, x) in enumerate(zip(args, data)))
+    if origin is Literal:
+        if data not in typing.get_args(tp):
+            raise ValueError(f"{where}: {data!r} is not one of {typing.get_args(tp)}")
+        return data
+    if tp is float and isinstance(data, int) and not isinstance(data, bool):
+        return float(data)
+    return data
+
+
+def read(part: str, metrics: Mapping[str, Any]) -> Any:
+    """One rank's metrics of a run of ``part`` as its typed result."""
+    if part not in RESULTS:
+        raise ValueError(f"unknown part {part!r}; the parts are {', '.join(PARTS)}")
+    return build(RESULTS[part], metrics)

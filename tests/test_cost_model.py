@@ -1,0 +1,675 @@
+"""Chapter 10: the cost model, its calibration fits, the problems' answer keys and graders, the pipeline's and the
+capstone's verdicts, each tested at its rule (both sides of every threshold, every branch, numbers pinned), on
+synthetic results and on the committed 2× H200 JSON through the real readers; and the pipeline on real ranks
+(2 and 3 stages) against one process.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import types
+
+import pytest
+
+from nvtutorial.chapters import ch10_cost_model as ch
+from nvtutorial.chapters.ch10_cost_model import exercises, model, problems, report, schema
+from nvtutorial.report.predict import PredictionError
+from .conftest import requires_two_gpus
+
+LINK = model.Link(alpha=10e-6, beta=100e9)
+ROOF = model.Roof(flops=100e12, bandwidth=2e12)
+
+
+def calibrated(is_gpu: bool = True, links: dict | None = None, ranks: int = 2) -> report.Calibrated:
+    roofs = {"float32": model.Roof(50e12, 2e12)} | ({"bfloat16": model.Roof(500e12, 2e12)} if is_gpu else {})
+    return report.Calibrated(roofs=roofs, compute_dtype="bfloat16" if is_gpu else "float32", device_where="dev",
+                             is_gpu=is_gpu, links=links or {k: LINK for k in schema.COLLECTIVES}, link_where="pair",
+                             ranks=ranks)
+
+
+def fake_run(part_ranks: list, label: str = "CPU, gloo, 2 processes: a simulation", gpu: bool = False):
+    return types.SimpleNamespace(ranks=[dataclasses.asdict(r) for r in part_ranks], label=label,
+                                 env=types.SimpleNamespace(is_gpu=gpu))
+
+
+# --------------------------------------------------------------------------------------------------- the chapter
+
+
+def test_the_facade_imports_each_file_on_first_use_and_names_the_files():
+    assert ch.model is model and ch.schema is schema
+    with pytest.raises(AttributeError, match="its files are"):
+        _ = ch.nothing
+
+
+def test_the_rank_side_imports_no_pandas_or_matplotlib():
+    import subprocess
+    import sys
+
+    code = ("import sys; import nvtutorial.chapters.ch10_cost_model.workload, nvtutorial.workloads.costmodel; "
+            "import nvtutorial.chapters.ch10_cost_model.lessons.pipeline; "
+            "print(sorted(m for m in ('pandas', 'matplotlib') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+# --------------------------------------------------------------------------------------------------- the model
+
+
+@pytest.mark.parametrize("kind, ranks, factor", [("all_reduce", 2, 1.0), ("all_reduce", 3, 4 / 3), ("all_reduce", 4, 1.5),
+                                                 ("all_gather", 2, 0.5), ("all_gather", 3, 2 / 3),
+                                                 ("reduce_scatter", 4, 0.75)])
+def test_a_collective_costs_its_latency_and_its_bytes_at_the_bus_bandwidth(kind, ranks, factor):
+    assert model.collective_time(1e9, LINK, kind, ranks) == pytest.approx(10e-6 + 1e9 * factor / 100e9)
+    assert model.collective_time(0, LINK, kind, ranks) == pytest.approx(10e-6)
+
+
+def test_the_roofline_takes_the_roof_hit_first():
+    assert ROOF.ridge == 50
+    assert model.roofline_time(1e12, 1e9, ROOF) == pytest.approx(0.01)          # compute: 1e12 / 1e14
+    assert model.roofline_time(1e9, 1e9, ROOF) == pytest.approx(0.5e-3)         # memory: 1e9 / 2e12
+    # a linear layer: 4096 tokens through 2048 -> 8192 in bf16 is compute-bound; 16 tokens memory-bound
+    assert model.matmul_time(4096, 2048, 8192, ROOF, 2) == pytest.approx(2 * 4096 * 2048 * 8192 / 100e12)
+    assert model.matmul_time(16, 2048, 8192, ROOF, 2) == pytest.approx(2 * (16 * 2048 + 2048 * 8192 + 16 * 8192) / 2e12)
+
+
+def test_forward_flops_are_the_matrix_multiplies_torch_counts_plus_half_of_attention():
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from nvtutorial.models import transformer
+
+    cfg = transformer.Config(vocab=96, seq_len=16, dim=32, heads=4, layers=2)
+    net = transformer.build(cfg)
+    tokens = transformer.batch(0, 4, cfg)[:, :-1]
+    with FlopCounterMode(display=False) as forward:
+        out = net(tokens)
+    with FlopCounterMode(display=False) as both:
+        net(tokens).sum().backward()
+    t = tokens.numel()
+    attention = 2 * t * cfg.seq_len * cfg.dim * cfg.layers  # the causal half of q·kᵀ and of the weighted sum
+    assert model.forward_flops(t, cfg.seq_len, cfg.dim, cfg.hidden, cfg.layers, cfg.vocab) - attention \
+        == forward.get_total_flops()
+    assert both.get_total_flops() == 3 * forward.get_total_flops()  # backward: twice the forward's multiplies
+    assert out.dtype == torch.float32
+
+
+def test_adam_and_a_training_step():
+    assert model.ADAM_BYTES == 28
+    assert model.adam_time(1_000_000, ROOF) == pytest.approx(28e6 / 2e12)
+    assert model.train_step_time(1e12, 1_000_000, ROOF) == pytest.approx(3e12 / 100e12 + 28e6 / 2e12)
+
+
+def test_ddp_hides_its_all_reduces_under_a_long_backward_pass_and_exposes_the_rest():
+    # 4 buckets of 100 MB at 1 ms each (α 10 µs): under a 40 ms backward only the last bucket shows
+    end, exposed = model.ddp_backward(40e-3, 400e6, 100e6, LINK)
+    assert exposed == pytest.approx(1e-3 + 10e-6)
+    assert end == pytest.approx(40e-3 + 1e-3 + 10e-6)
+    # under a 2 ms backward the 4 all-reduces queue up: 4 × 1.01 ms from the first full bucket at 0.5 ms
+    end, exposed = model.ddp_backward(2e-3, 400e6, 100e6, LINK)
+    assert end == pytest.approx(0.5e-3 + 4 * 1.01e-3)
+    assert exposed == pytest.approx(end - 2e-3)
+    # one bucket, the last one smaller: sizes 100 MB and 50 MB
+    end, _ = model.ddp_backward(1e-6, 150e6, 100e6, LINK)
+    assert end == pytest.approx(0.5e-6 + 1.01e-3 + 0.51e-3)
+
+
+def test_fsdp_tensor_parallel_and_pipeline_costs():
+    per = model.fsdp_block(200e6, LINK, model.Link(20e-6, 50e9))
+    assert per["all_gather"] == pytest.approx(10e-6 + 100e6 / 100e9)
+    assert per["reduce_scatter"] == pytest.approx(20e-6 + 100e6 / 50e9)
+    assert model.tp_block(4096, 2048, LINK) == pytest.approx(6 * (10e-6 + 4096 * 2048 * 4 / 100e9))
+    assert model.bubble(2, 4) == pytest.approx(0.2)
+    assert model.bubble(4, 8) == pytest.approx(3 / 11)
+    assert model.pipeline_time([1.0, 1.0], 4) == 5.0
+    assert model.pipeline_time([1.0, 2.0], 4) == 9.0  # the slower stage sets the pace
+    assert [model.in_flight(s, 2, 4, "gpipe") for s in (0, 1)] == [4, 4]
+    assert [model.in_flight(s, 2, 4, "1f1b") for s in (0, 1)] == [2, 1]
+    assert model.in_flight(0, 4, 2, "1f1b") == 2
+    with pytest.raises(ValueError, match="gpipe or 1f1b"):
+        model.in_flight(0, 2, 4, "interleaved")
+
+
+def test_the_speed_of_light_overlaps_compute_and_communication_perfectly():
+    assert model.ideal_step_time(1e12, 1e9, 1_000_000, ROOF, 100e9) == pytest.approx(0.01 + 28e6 / 2e12)  # compute
+    assert model.ideal_step_time(1e11, 2e9, 1_000_000, ROOF, 100e9) == pytest.approx(0.02 + 28e6 / 2e12)  # bytes
+
+
+# --------------------------------------------------------------------------------------------------- the schema
+
+
+def test_params_refuse_bad_values_before_a_launch():
+    from nvtutorial.params import ParamError
+
+    for bad in ({"collectives": ("broadcast",)}, {"problems": ("nope",)}, {"schedules": ("zb",)},
+                {"strategies": ("fsdp_offload",)}, {"repeats": 1}, {"dim": 30, "heads": 4}, {"timed": 1},
+                {"budget_bytes": -1}, {"matmul_sizes": (8,)}, {"min_bytes": 10, "max_bytes": 5}):
+        with pytest.raises(ParamError):
+            schema.Params(**bad)
+    assert schema.Params().config()["dim"] == 2048
+
+
+def test_typed_results_round_trip_and_name_what_is_wrong():
+    run = schema.ScheduleRun(schedule="1f1b", microbatches=2, stage=0, stages=2, blocks=(0, 1), losses=(1.0,),
+                             reference=(1.0,), grad_max_rel_diff=0.0, grad_worst="x",
+                             timelines=((schema.Event("F", 0, 0.0, 1.0),),), step_s=(1.0, 1.0),
+                             held=schema.Held(1, 1, 2))
+    rank = schema.PipelineRank(rank=0, world=2, device="CPU", runs=(run,))
+    data = dataclasses.asdict(rank)
+    assert schema.read("pipeline", data) == rank
+    data["runs"][0]["timelines"][0][0]["kind"] = "X"
+    with pytest.raises(ValueError, match="not one of"):
+        schema.read("pipeline", data)
+    with pytest.raises(ValueError, match="unknown field surprise"):
+        schema.read("calibrate", {"rank": 0, "world": 1, "device": "CPU", "matmul": [], "copy": [], "surprise": 1})
+    with pytest.raises(ValueError, match="missing field 'copy'"):
+        schema.read("calibrate", {"rank": 0, "world": 1, "device": "CPU", "matmul": []})
+    with pytest.raises(ValueError, match="unknown part"):
+        schema.read("nope", {})
+
+
+# --------------------------------------------------------------------------------------------------- calibration
+
+
+def calibration_rank(rank: int, flops: tuple[float, ...], bandwidth: tuple[float, ...], points=()) -> schema.CalibrationRank:
+    return schema.CalibrationRank(
+        rank=rank, world=2, device="CPU",
+        matmul=tuple(schema.MatmulPoint(256 * (i + 1), "float32", 1.0, f) for i, f in enumerate(flops)),
+        copy=tuple(schema.CopyPoint(1 << 24, 1.0, b) for b in bandwidth), collectives=tuple(points))
+
+
+def sweep(link: model.Link, kind: str, ranks: int, sizes=(1 << 10, 1 << 16, 1 << 20, 1 << 24)):
+    return [schema.CollectivePoint(kind, s, model.collective_time(s, link, kind, ranks), (1.0, 1.0)) for s in sizes]
+
+
+def test_the_roofs_are_each_ranks_best_then_the_slowest_rank():
+    ranks = [calibration_rank(0, (10e9, 30e9), (5e9, 4e9)), calibration_rank(1, (20e9, 25e9), (3e9, 3.5e9))]
+    assert report.roofs(ranks) == {"float32": model.Roof(25e9, 3.5e9)}
+    table = report.roof_table(ranks)
+    assert len(table) == 8 and set(table["unit"]) == {"TFLOP/s", "GB/s"}
+
+
+@pytest.mark.parametrize("ranks", [2, 3, 4])
+@pytest.mark.parametrize("kind", schema.COLLECTIVES)
+def test_the_fit_recovers_alpha_and_beta_at_every_world_size(kind, ranks):
+    link = model.Link(alpha=25e-6, beta=300e9)
+    points = sweep(link, kind, ranks)
+    fit = report.fit_link(kind, [p.size for p in points], [p.seconds for p in points], ranks)
+    assert fit.link.alpha == pytest.approx(25e-6, rel=1e-9)
+    assert fit.link.beta == pytest.approx(300e9, rel=1e-9)
+    assert max(abs(r) for r in fit.residuals) < 1e-9
+
+
+def test_the_fit_keeps_alpha_non_negative_and_refuses_too_few_points():
+    # times that grow faster than the size would fit a negative latency: the fit drops α and fits β alone
+    fit = report.fit_link("all_reduce", [1e3, 1e6, 1e9], [1e-8, 1e-4, 1.0], 2)
+    assert fit.link.alpha == 0.0 and fit.link.beta == pytest.approx(91.0e9, rel=1e-3)
+    same = report.fit_link("all_gather", [1e6, 1e6], [1e-5, 1e-5], 2)  # one size twice: no latency to separate
+    assert same.link == model.Link(0.0, pytest.approx(0.5e6 / 1e-5))
+    with pytest.raises(ValueError, match="at least two sizes"):
+        report.fit_link("all_reduce", [1e3], [1e-5], 2)
+    with pytest.raises(ValueError, match="positive"):
+        report.fit_link("all_reduce", [1e3, 1e6], [1e-5, 0.0], 2)
+
+
+def test_a_calibration_with_a_pair_fits_its_collectives_and_without_one_takes_the_2x_h200s():
+    links = {k: model.Link(50e-6 * (i + 1), 1e9 * (i + 1)) for i, k in enumerate(schema.COLLECTIVES)}
+    points = [p for k in schema.COLLECTIVES for p in sweep(links[k], k, 2)]
+    run = fake_run([calibration_rank(0, (1e10,), (1e9,), points), calibration_rank(1, (1e10,), (1e9,), points)])
+    cal = report.calibrated(run)
+    assert cal.derived == () and cal.compute_dtype == "float32" and not cal.is_gpu
+    for k in schema.COLLECTIVES:
+        assert cal.link(k).alpha == pytest.approx(links[k].alpha) and cal.link(k).beta == pytest.approx(links[k].beta)
+    one = dataclasses.replace(calibration_rank(0, (1e10,), (1e9,)), world=1)
+    alone = report.calibrated(fake_run([one], gpu=True))
+    assert alone.derived == ("all_gather", "reduce_scatter") and alone.is_gpu
+    assert "reference/h200x2" in alone.link_where and alone.link("all_gather") == alone.link("all_reduce")
+    assert "not measured" in report.summary(alone)
+
+
+def test_the_committed_2x_h200_sweep_fits_and_predicts_that_pairs_other_runs():
+    fit = report.reference_fit()
+    assert fit.link.alpha == pytest.approx(36.05e-6, rel=1e-3)
+    assert fit.link.beta == pytest.approx(337.7e9, rel=1e-3)
+    assert max(abs(r) for r in fit.residuals) == pytest.approx(0.213, abs=0.001)  # at 4 MiB
+    checks = report.reference_checks(fit)
+    used = checks[checks["in the median"]]
+    assert len(used) == 11 and set(checks[~checks["in the median"]]["source"]) == {"nccl-tests in place (another program)"}
+    verdict = report.reference_verdict(checks)
+    assert verdict.status == "pass"
+    assert verdict.numbers["median_abs_error"] == pytest.approx(0.0761, abs=0.001)
+    assert verdict.numbers["largest_abs_error"] == pytest.approx(0.1775, abs=0.001)
+    assert report.reference_verdict(checks, target=0.07).status == "fail"
+    assert report.reference_verdict(checks, target=verdict.numbers["median_abs_error"]).status == "pass"
+
+
+@pytest.mark.parametrize("gpu, errors, status, median", [
+    (True, {"a": 0.2, "b": -0.2, "c": 0.0}, "pass", 0.2), (True, {"a": 0.2001, "b": -0.3, "c": 0.0}, "fail", 0.2001),
+    (True, {"a": -0.1, "b": 0.5}, "fail", 0.3), (False, {"a": 0.9, "b": -0.9}, "info", 0.9), (False, {"a": 0.01}, "info", 0.01)])
+def test_the_models_error_is_judged_against_the_target_on_gpus_only(gpu, errors, status, median):
+    v = report.error_verdict("k", errors, gpu, "here")
+    assert v.status == status and v.numbers["median_abs_error"] == pytest.approx(median)
+    with pytest.raises(ValueError):
+        report.error_verdict("k", {}, gpu, "here")
+
+
+# --------------------------------------------------------------------------------------------------- problems
+
+
+P_LESSON = schema.Params(part="problems")
+
+
+def test_every_answer_key_is_the_models_arithmetic_pinned():
+    cal = calibrated()
+    a = problems.answers(problems.PROBLEMS, P_LESSON, cal)
+    t, d = 8 * 512, 2048
+    assert a["mlp_matmul"].value == pytest.approx(2 * t * d * 4 * d / 500e12 * 1e3)                        # compute
+    assert "compute-bound" in a["mlp_matmul"].working
+    assert a["decode_matmul"].value == pytest.approx(2 * (16 * 8192 + 8192 * 32768 + 16 * 32768) / 2e12 * 1e3)
+    assert "memory-bound" in a["decode_matmul"].working
+    n = 8 * (12 * d * d + 4 * d) + 2 * 32768 * d + 512 * d + 2 * d  # blocks (with their norms), embeddings, head, norm
+    assert a["adam_step"].value == pytest.approx(28 * n / 2e12 * 1e3)
+    forward = 8 * (24 * t * d * d + 2 * t * 512 * d) + 2 * t * d * 32768
+    assert a["train_step"].value == pytest.approx((3 * forward / 50e12 + 28 * n / 2e12) * 1e3)
+    assert a["allreduce"].value == pytest.approx((10e-6 + (64 << 20) / 100e9) * 1e3)
+    assert a["allreduce_small"].value == pytest.approx((10e-6 + (1 << 20) / 100e9) * 1e3)
+    block = 4 * (12 * d * d + 4 * d)
+    assert a["fsdp_allgather"].value == pytest.approx((10e-6 + block / 2 / 100e9) * 1e3)
+    assert a["zero3_bytes"].value == pytest.approx(1.374281, abs=1e-6)
+    assert a["pipeline_bubble"].value == pytest.approx(20.0)
+    assert {k: x.unit for k, x in a.items()} == problems.UNITS
+    with pytest.raises(ValueError, match="unknown problem"):
+        problems.answer("nope", P_LESSON, cal)
+    assert all(problems.question(k, P_LESSON) for k in problems.PROBLEMS)
+
+
+def test_the_link_keys_say_when_alpha_and_beta_were_not_measured():
+    cal = dataclasses.replace(calibrated(), derived=("all_gather", "reduce_scatter"))
+    assert "not measured" in problems.answer("fsdp_allgather", P_LESSON, cal).working
+    assert "not measured" not in problems.answer("allreduce", P_LESSON, cal).working
+
+
+@pytest.mark.parametrize("ratio, status", [(1.0, "right"), (1.1499, "right"), (0.8501, "right"), (1.1501, "close"),
+                                           (0.8499, "close"), (2.0, "close"), (0.5, "close"), (2.001, "off"),
+                                           (0.4999, "off"), (10.0, "off")])
+def test_a_graded_answer_is_right_within_15_percent_close_within_2x_else_off(ratio, status):
+    ans = problems.Answer("allreduce_small", 0.7, "ms", "w")
+    v = problems.grade("allreduce_small", 0.7 * ratio, ans, "here")
+    assert v.status == status and v.numbers["ratio"] == pytest.approx(ratio)
+
+
+def test_no_answer_and_answers_that_are_not_numbers():
+    ans = problems.Answer("adam_step", 1.0, "ms", "w")
+    assert problems.grade("adam_step", None, ans, "here").status == "no answer"
+    for bad in ("3", True, float("nan"), 0, -1.0):
+        with pytest.raises(PredictionError):
+            problems.grade("adam_step", bad, ans, "here")
+
+
+@pytest.mark.parametrize("key, ratio, words", [
+    ("mlp_matmul", 0.5, "one FLOP per multiply-accumulate"), ("mlp_matmul", 2.0, "counted twice"),
+    ("adam_step", 16 / 28, "only the reads"), ("adam_step", 12 / 28, "only the writes"),
+    ("adam_step", 4 / 28, "7 fp32 values"), ("train_step", 1 / 3, "forward pass only"),
+    ("train_step", 2 / 3, "twice the forward"), ("allreduce", 2.0, "1 for two ranks"),
+    ("fsdp_allgather", 2.0, "all-reduce's factor"), ("zero3_bytes", 1 / 1.374281, "as many bytes as DDP"),
+    ("train_step", 1000.0, "µs"), ("adam_step", 1e-3, "seconds"),
+    ("decode_matmul", 8.0, "bits")])
+def test_every_common_slip_is_named(key, ratio, words):
+    ans = problems.answer(key, P_LESSON, calibrated())
+    v = problems.grade(key, ans.value * ratio, ans, "here", P_LESSON, calibrated())
+    assert words in (v.numbers["slip"] or ""), v.text
+
+
+def test_the_slips_that_need_the_calibration_are_named_too():
+    cal = calibrated()
+    dec = problems.answer("decode_matmul", P_LESSON, cal)
+    compute_ms = 2 * 16 * 8192 * 32768 / 500e12 * 1e3
+    assert "memory-bound multiply" in problems.grade("decode_matmul", compute_ms, dec, "h", P_LESSON, cal).numbers["slip"]
+    small = problems.answer("allreduce_small", P_LESSON, cal)
+    no_alpha = small.value - 10e-3
+    assert "latency" in problems.grade("allreduce_small", no_alpha, small, "h", P_LESSON, cal).numbers["slip"]
+    bub = problems.answer("pipeline_bubble", P_LESSON, cal)
+    assert "m + p − 1 slots" in problems.grade("pipeline_bubble", 25.0, bub, "h", P_LESSON, cal).numbers["slip"]
+    assert "fill and drain" in problems.grade("pipeline_bubble", 100 * 2 / 6, bub, "h", P_LESSON, cal).numbers["slip"]
+    # a right answer is never called a slip, an unrelated one names none
+    assert problems.grade("pipeline_bubble", 20.0, bub, "h", P_LESSON, cal).numbers["slip"] is None
+    assert problems.grade("adam_step", 3.3, problems.Answer("adam_step", 1.0, "ms", "w"), "h").numbers["slip"] is None
+
+
+def test_the_table_the_errors_and_the_recorded_bytes():
+    ans = {"a": problems.Answer("a", 2.0, "ms", "w"), "b": problems.Answer("b", 1.0, "×", "w")}
+    table = problems.problem_table(ans, {"a": 4.0}, {"a": 3.0})
+    assert table.loc["a", "model error"] == pytest.approx(-0.5) and table.loc["a", "yours vs run"] == pytest.approx(-0.25)
+    assert math.isnan(table.loc["b", "model error"])
+    assert problems.model_errors(ans, {"a": 4.0}, ["a", "b"]) == {"a": pytest.approx(-0.5)}
+    m = schema.Measured("train_step", 0.25, "s")
+    assert problems.measured_value("train_step", m) == 250.0
+    assert problems.measured_value("zero3_bytes", schema.Measured("zero3_bytes", 1.4, "×")) == 1.4
+    key = problems.Answer("zero3_bytes", 1.374281, "×", "w")
+    assert problems.bytes_verdict(key, 1.374281 * (1 + 1e-7), "h").status == "pass"
+    assert problems.bytes_verdict(key, 1.374281 * (1 + 2e-6), "h").status == "fail"
+
+
+def test_the_link_problems_are_checked_against_the_committed_2x_h200_runs():
+    cal = report.with_reference_link(calibrated())
+    table = problems.reference_link_table(P_LESSON, cal)
+    assert table.loc["allreduce", "committed run"] == pytest.approx(0.2522128)   # notebook 02's 64 MiB
+    assert table.loc["allreduce", "model error"] == pytest.approx(-0.0692, abs=1e-3)
+    assert table.loc["allreduce_small", "committed run"] == pytest.approx(0.0476)  # the torch fixture's 1 MiB
+    assert table.loc["allreduce_small", "model error"] == pytest.approx(-0.1775, abs=1e-3)
+    assert table.loc["fsdp_allgather", "source"].startswith("not run on the 2× H200")
+    v = report.error_verdict("k", table["model error"].dropna().to_dict(), True, cal.link_where)
+    assert v.status == "pass" and v.numbers["median_abs_error"] == pytest.approx(0.1234, abs=1e-3)
+
+
+# --------------------------------------------------------------------------------------------------- the pipeline
+
+
+def schedule_run(schedule, stage, timelines, losses=(5.0, 4.9), reference=(5.0, 4.9), grad=1e-7, m=4, stages=2):
+    return schema.ScheduleRun(schedule=schedule, microbatches=m, stage=stage, stages=stages, blocks=(2 * stage, 2 * stage + 2),
+                              losses=tuple(losses), reference=tuple(reference), grad_max_rel_diff=grad, grad_worst="w",
+                              timelines=tuple(tuple(t) for t in timelines), step_s=(1.0, 1.0),
+                              held=schema.Held(100, 100, 200))
+
+
+def gpipe_timeline(stage: int, m: int = 4, f: float = 1.0, b: float = 2.0) -> list[schema.Event]:
+    """An ideal GPipe step with equal stages: stage s starts its forwards s slots late and its backwards after the
+    last stage's forwards."""
+    stages = 2
+    out = [schema.Event("F", i, (stage + i) * f, (stage + i + 1) * f) for i in range(m)]
+    back0 = (m + stages - 1) * f + (stages - 1 - stage) * b
+    out += [schema.Event("B", i, back0 + i * b, back0 + (i + 1) * b) for i in range(m)]
+    return out
+
+
+def one_f_one_b_timeline(stage: int) -> list[schema.Event]:
+    """Stage 0 of 2 runs F0 F1 B0 F2 B1 F3 B2 B3; stage 1 alternates F B (times need not be ideal here)."""
+    order = ["F0", "F1", "B0", "F2", "B1", "F3", "B2", "B3"] if stage == 0 else ["F0", "B0", "F1", "B1", "F2", "B2", "F3", "B3"]
+    return [schema.Event(x[0], int(x[1]), float(i), float(i) + 0.9) for i, x in enumerate(order)]
+
+
+def pipeline_result(runs_by_stage):
+    ranks = [schema.PipelineRank(rank=s, world=2, device="CPU", runs=tuple(r)) for s, r in enumerate(runs_by_stage)]
+    return fake_run(ranks)
+
+
+def test_the_measured_bubble_of_an_ideal_gpipe_step_is_the_formulas():
+    stages = [gpipe_timeline(0), gpipe_timeline(1)]
+    mean, per = report.bubble_measured(stages)
+    assert mean == pytest.approx(model.bubble(2, 4))
+    assert per == pytest.approx([0.2, 0.2])
+    result = pipeline_result([[schedule_run("gpipe", 0, [stages[0]] * 2)], [schedule_run("gpipe", 1, [stages[1]] * 2)]])
+    table = report.bubble_table(result)
+    assert table.loc["gpipe", "measured"] == pytest.approx(0.2)
+    assert table.loc["gpipe", "model, this run's stage times"] == pytest.approx(0.2)
+    assert problems.bubble_measured(result) == pytest.approx(20.0)
+
+
+def test_micro_batches_in_flight_are_counted_from_the_timeline():
+    assert report.peak_in_flight(gpipe_timeline(0)) == 4
+    assert report.peak_in_flight(one_f_one_b_timeline(0)) == 2
+    assert report.peak_in_flight(one_f_one_b_timeline(1)) == 1
+    good = pipeline_result([[schedule_run("gpipe", 0, [gpipe_timeline(0)]), schedule_run("1f1b", 0, [one_f_one_b_timeline(0)])],
+                            [schedule_run("gpipe", 1, [gpipe_timeline(1)]), schedule_run("1f1b", 1, [one_f_one_b_timeline(1)])]])
+    v = report.in_flight_verdict(good)
+    assert v.status == "pass" and v.numbers["counted"] == {"gpipe stage 0": 4, "gpipe stage 1": 4, "1f1b stage 0": 2,
+                                                            "1f1b stage 1": 1}
+    # a "1F1B" that ran like GPipe keeps all four micro-batches: caught
+    bad = pipeline_result([[schedule_run("1f1b", 0, [gpipe_timeline(0)])], [schedule_run("1f1b", 1, [one_f_one_b_timeline(1)])]])
+    assert report.in_flight_verdict(bad).status == "fail"
+
+
+@pytest.mark.parametrize("losses, grad, loss_status, grad_status", [
+    ((5.0, 4.9), 1e-7, "pass", "pass"), ((5.0, 4.9 + 1e-4), 1e-5, "pass", "pass"),
+    ((5.0, 4.9 + 1.01e-4), 1.01e-5, "fail", "fail"), ((5.0, 4.9), 3.0, "pass", "fail")])
+def test_the_pipeline_is_checked_against_one_process_at_its_tolerances(losses, grad, loss_status, grad_status):
+    result = pipeline_result([[schedule_run("gpipe", 0, [gpipe_timeline(0)], losses=losses, grad=grad)],
+                              [schedule_run("gpipe", 1, [gpipe_timeline(1)], losses=losses)]])
+    assert report.pipeline_loss_verdict(result, 1e-4).status == loss_status
+    assert report.pipeline_gradient_verdict(result, 1e-5).status == grad_status
+
+
+def test_stage_blocks_are_the_lessons_split():
+    from nvtutorial.chapters.ch10_cost_model.lessons.pipeline import split
+    from nvtutorial.models import transformer
+
+    for layers, stages in ((4, 2), (5, 2), (4, 3), (7, 4), (2, 2)):
+        net = transformer.build(transformer.Config(layers=layers))
+        for stage in range(stages):
+            part = split(net, stage, stages)
+            assert report.stage_blocks(layers, stage, stages) == (part.first, part.first + len(part.blocks))
+
+
+def test_a_stages_memory_is_its_state_and_the_micro_batches_it_holds():
+    from nvtutorial.report.ladder_model import Setup, block_activations
+
+    s = Setup(vocab=256, seq_len=64, dim=128, heads=4, layers=4, mlp_ratio=4, global_batch=16)
+    first, last = report.pipeline_stage_memory(s, 0, 2, 4), report.pipeline_stage_memory(s, 1, 2, 4)
+    micro = dataclasses.replace(s, global_batch=4, world=1)
+    assert first == {"activations": 2 * block_activations(micro, "ddp"), "transient": 0.0}
+    tokens = 4 * 64
+    assert last["activations"] == 2 * block_activations(micro, "ddp") + 4 * tokens * (2 * 128 + 2 + 256)
+    assert last["transient"] == 2 * 4 * tokens * 256
+    result = pipeline_result([[schedule_run("1f1b", 0, [one_f_one_b_timeline(0)])], [schedule_run("1f1b", 1, [one_f_one_b_timeline(1)])]])
+    table = report.stage_memory_table(result, s)
+    assert table.loc[("1f1b", 0), "held at once"] == 2
+    assert table.loc[("1f1b", 0), "activations (model)"] == pytest.approx(2 * first["activations"] / 1e6)
+
+
+# --------------------------------------------------------------------------------------------------- the capstone
+
+
+TASK = problems.Task.from_sizes({"vocab": 256, "seq_len": 64, "dim": 128, "heads": 4, "layers": 4, "mlp_ratio": 4,
+                                 "global_batch": 8}, 15e6, 4)
+
+
+def test_the_capstone_task_leaves_a_choice_the_memory_model_makes():
+    fitting = [s for s in schema.STRATEGIES if problems.fits(TASK, s)]
+    assert fitting == ["fsdp_checkpointing", "pipeline_1f1b"]
+    assert problems.peak(TASK, "ddp", 0) == pytest.approx(23.28e6, rel=1e-3)
+    # the pipeline's stage 0 under GPipe holds all 4 micro-batches, under 1F1B 2
+    gpipe, ofob = problems.peak(TASK, "pipeline_gpipe", 0), problems.peak(TASK, "pipeline_1f1b", 0)
+    act = report.pipeline_stage_memory(TASK.setup(), 0, 2, 4)["activations"]
+    assert gpipe - ofob == pytest.approx(2 * act)
+    with pytest.raises(ValueError, match="no strategy fits"):
+        problems.best_strategy(dataclasses.replace(TASK, budget_bytes=1e6), calibrated(False))
+
+
+def notebook_sizes() -> dict:
+    """The SIZES of notebook 10's parameters cell, as committed."""
+    import ast
+    from pathlib import Path
+
+    import nbformat
+
+    nb = nbformat.read(Path(__file__).resolve().parent.parent / "notebooks" / "10_cost_model.ipynb", as_version=4)
+    (cell,) = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]
+    tree = ast.parse(cell.source)
+    return next(ast.literal_eval(n.value) for n in tree.body if n.targets[0].id == "SIZES")
+
+
+@pytest.mark.parametrize("profile", ["ci", "full"])
+def test_the_notebooks_capstone_fits_two_strategies_by_the_memory_model(profile):
+    """What the notebook says of its capstone at both sizes: DDP does not fit, and exactly ZeRO-3 with activation
+    checkpointing and a 1F1B pipeline do."""
+    c = notebook_sizes()[profile]["capstone"]
+    task = problems.Task.from_sizes(c["model"], c["budget_MB"] * 1e6, c["microbatches"])
+    assert [s for s in schema.STRATEGIES if problems.fits(task, s)] == ["fsdp_checkpointing", "pipeline_1f1b"]
+
+
+def test_the_strategies_step_model_and_speed_of_light():
+    cal = calibrated(False)
+    times = {s: problems.strategy_time(TASK, s, cal) for s in schema.STRATEGIES}
+    for s, t in times.items():
+        assert t["total"] == pytest.approx(t["compute"] + t["exposed"] + t["optimizer"]), s
+        assert problems.ideal_time(TASK, s, cal) <= t["total"] + 1e-12, s  # nothing beats the speed of light
+    assert times["fsdp_checkpointing"]["compute"] > times["fsdp_zero3"]["compute"]  # recomputation
+    assert times["ddp"]["optimizer"] == pytest.approx(2 * times["fsdp_zero3"]["optimizer"], rel=1e-3)
+    assert problems.best_strategy(TASK, cal) in ("fsdp_checkpointing", "pipeline_1f1b")
+    assert problems.bytes_sent(TASK, "pipeline_1f1b") == 4 * 8 * 64 * 128
+    with pytest.raises(ValueError, match="unknown strategy"):
+        problems.strategy_time(TASK, "fsdp_offload", cal)
+    table = problems.strategy_table(TASK, cal)
+    assert list(table.index) == list(schema.STRATEGIES)
+
+
+def strategy_run(strategy, ok=True, losses=(5.0, 4.9), grad=1e-7, step=(0.2, 0.2), peak=None):
+    return schema.StrategyRun(strategy=strategy, ok=ok, error=None if ok else "OutOfMemoryError: CUDA out of memory",
+                              losses=losses if ok else (), reference=(5.0, 4.9), grad_max_rel_diff=grad if ok else None,
+                              step_s=step if ok else (), sent_per_step=1.0, held=schema.Held(1, 1, 2) if ok else None,
+                              peak_allocated=peak)
+
+
+def capstone_result(runs, gpu=False):
+    ranks = [schema.CapstoneRank(rank=r, world=2, device="CPU", budget_bytes=0, runs=(run,)) for r, run in enumerate(runs)]
+    return fake_run(ranks, gpu=gpu)
+
+
+def test_the_capstone_is_scored_only_when_correct_and_within_the_budget():
+    good = capstone_result([strategy_run("pipeline_1f1b", step=(0.2, 0.3)), strategy_run("pipeline_1f1b", step=(0.25, 0.1))])
+    correct = report.capstone_correct(good, "pipeline_1f1b", 1e-4, 1e-5)
+    fits = problems.fit_verdict(good, TASK, "pipeline_1f1b")
+    assert correct.status == "pass" and fits.status == "pass" and "memory model" in fits.text
+    assert report.measured_step(good, "pipeline_1f1b") == pytest.approx(0.275)  # median of the slowest rank's
+    score = report.score_verdict(good, "pipeline_1f1b", 0.055, correct, fits)
+    assert score.numbers["score"] == pytest.approx(0.2)
+    assert report.score_verdict(good, "pipeline_1f1b", 0.3, correct, fits).text.count("faster than its speed of light")
+    record = problems.capstone_record(good, TASK, "pipeline_1f1b", calibrated(False), score)
+    assert record["machine"] == good.label and record["score"] == pytest.approx(0.2)
+    # wrong numbers, a strategy over the budget, one that ran out of memory: no score
+    wrong = capstone_result([strategy_run("ddp", losses=(5.0, 4.8)), strategy_run("ddp")])
+    assert report.capstone_correct(wrong, "ddp", 1e-4, 1e-5).status == "fail"
+    over = problems.fit_verdict(capstone_result([strategy_run("ddp")] * 2), TASK, "ddp")
+    assert over.status == "fail" and over.numbers["peak_model"] > 15e6
+    oom = capstone_result([strategy_run("ddp", ok=False)] * 2)
+    assert report.capstone_correct(oom, "ddp", 1e-4, 1e-5).status == "fail"
+    assert problems.fit_verdict(oom, TASK, "ddp").status == "fail"
+    assert report.score_verdict(oom, "ddp", 0.1, report.capstone_correct(oom, "ddp", 1e-4, 1e-5), over).numbers["score"] is None
+
+
+def test_on_a_gpu_the_measured_peak_judges_the_fit():
+    gpu = capstone_result([strategy_run("fsdp_zero3", peak=14e6), strategy_run("fsdp_zero3", peak=15e6)], gpu=True)
+    assert problems.fit_verdict(gpu, TASK, "fsdp_zero3").status == "pass"  # the model says 19.8 MB; the run decides
+    over = capstone_result([strategy_run("fsdp_zero3", peak=14e6), strategy_run("fsdp_zero3", peak=15.1e6)], gpu=True)
+    assert problems.fit_verdict(over, TASK, "fsdp_zero3").status == "fail"
+
+
+def test_the_capstone_record_is_written_under_the_machines_name(tmp_path):
+    path = ch.lab.save_capstone({"machine": "2× NVIDIA H200 · NV18", "strategy": "pipeline_1f1b", "score": 0.5}, tmp_path)
+    assert path.name == "2-nvidia-h200-nv18-pipeline_1f1b.json" and path.read_text().count("0.5")
+
+
+# --------------------------------------------------------------------------------------------------- the lab, the plots, the exercise
+
+
+@pytest.mark.parametrize("gpus, device, pair, shared", [(0, (2, "gloo"), (2, "gloo"), True),
+                                                         (1, (1, "nccl"), (2, "gloo"), False),
+                                                         (2, (2, "nccl"), (2, "nccl"), True),
+                                                         (8, (2, "nccl"), (2, "nccl"), True)])
+def test_the_plan_for_each_machine(gpus, device, pair, shared):
+    p = ch.lab.plan(gpus)
+    assert (p.device.nproc, p.device.backend) == device and (p.pair.nproc, p.pair.backend) == pair
+    assert p.shared is shared and p.real_pair is (gpus >= 2)
+
+
+def test_every_figure_says_where_it_was_measured():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    cal = calibrated()
+    fit = report.reference_fit()
+    figures = [ch.plots.roofline(cal, [("x", 1e9, 1e6, 1e-3)])[0],
+               ch.plots.link_fit({"all_reduce": fit}, report.reference_checks(fit))[0],
+               ch.plots.errors(problems.problem_table({"a": problems.Answer("a", 2.0, "ms", "w")}, {"a": 4.0}, {}), "here")[0],
+               ch.plots.timelines(pipeline_result([[schedule_run("gpipe", 0, [gpipe_timeline(0)])],
+                                                   [schedule_run("gpipe", 1, [gpipe_timeline(1)])]]))[0],
+               ch.plots.scores([{"strategy": "ddp", "ideal_s": 0.1, "measured_s": 0.2}], "here")[0]]
+    for fig in figures:
+        assert any(t.get_text().startswith("measured on: ") for t in fig.texts)
+
+
+def test_the_exercise_passes_its_solution_and_names_every_wrong_answer():
+    passed, _ = exercises.check_local(exercises.SOLUTION)
+    assert passed
+    for name, (candidate, word) in exercises.WRONG.items():
+        passed, reason = exercises.check_local(candidate)
+        assert not passed and word in reason, (name, reason)
+    assert "whole number" in exercises.check_local(lambda *a: 2.5)[1]
+    assert "at least one" in exercises.check_local(lambda *a: 0)[1]
+    assert "raised ZeroDivisionError" in exercises.check_local(lambda *a: 1 // 0)[1]
+    # the lesson's model: the head (2·T·d·vocab) moves one block to stage 0
+    assert exercises.first_stage_blocks(8, 512, 2048, 8192, 32768) == 5
+    # by its name, as the notebook checks it
+    from nvtutorial.teach import check
+
+    assert check.check("pipeline_balance").passed
+    wrong = check.check("pipeline_balance", exercises.WRONG["equal blocks"][0])
+    assert not wrong.passed and "head" in wrong.reason and wrong.verdict.status == "fail"
+
+
+# --------------------------------------------------------------------------------------------------- on real ranks
+
+
+def test_the_pipeline_trains_what_one_process_trains_on_two_stages(runs_dir):
+    import nvtutorial
+
+    result = nvtutorial.run("costmodel", nproc=2, backend="gloo", timeout=300, output="none", params={
+        "part": "pipeline", "vocab": 64, "seq_len": 16, "dim": 32, "heads": 4, "layers": 4, "global_batch": 8,
+        "microbatches": 4, "steps": 2, "timed": 2})
+    assert report.pipeline_loss_verdict(result, 1e-4).status == "pass"
+    assert report.pipeline_gradient_verdict(result, 1e-5).status == "pass"
+    assert report.in_flight_verdict(result).status == "pass"
+    runs = report.schedule_runs(result)
+    assert set(runs) == {"gpipe", "1f1b"}
+    for schedule, stages in runs.items():
+        assert [r.blocks for r in stages] == [(0, 2), (2, 4)]
+        for r in stages:  # every micro-batch once forward and once backward in every timed step, in time order
+            for timeline in r.timelines:
+                assert sorted((e.kind, e.microbatch) for e in timeline) == sorted(
+                    [("F", i) for i in range(4)] + [("B", i) for i in range(4)])
+                assert all(e.end >= e.start >= 0 for e in timeline)
+        # the stages' model state adds up to the whole model's (16 B per parameter + Adam's step counters)
+        state = sum(r.held.params for r in stages)
+        from nvtutorial.models import transformer
+
+        cfg = transformer.Config(vocab=64, seq_len=16, dim=32, heads=4, layers=4)
+        assert state == 4 * sum(math.prod(s) for _, s in transformer.parameter_shapes(cfg))
+
+
+@requires_two_gpus
+def test_the_pipeline_on_two_gpus_with_nccl(runs_dir):
+    """The same lesson on two GPUs: NCCL's point-to-point messages, CUDA events on the timelines, a peak per stage."""
+    import nvtutorial
+
+    result = nvtutorial.run("costmodel", nproc=2, backend="nccl", timeout=300, output="none", params={
+        "part": "pipeline", "vocab": 256, "seq_len": 64, "dim": 256, "heads": 4, "layers": 4, "global_batch": 8,
+        "microbatches": 4, "steps": 2, "timed": 2})
+    assert result.env.is_gpu
+    assert report.pipeline_loss_verdict(result, 1e-4).status == "pass"
+    assert report.pipeline_gradient_verdict(result, 1e-4).status == "pass"
+    assert report.in_flight_verdict(result).status == "pass"
+    assert all(r.peak_allocated and r.peak_allocated > 0 for runs in report.schedule_runs(result).values() for r in runs)
+
+
+def test_the_pipeline_on_three_stages_and_the_calibration_on_three_ranks(runs_dir):
+    import nvtutorial
+
+    result = nvtutorial.run("costmodel", nproc=3, backend="gloo", timeout=300, output="none", allow_oversubscribe=True,
+                            params={"part": "pipeline", "vocab": 64, "seq_len": 16, "dim": 32, "heads": 4, "layers": 4,
+                                    "global_batch": 6, "microbatches": 3, "schedules": "1f1b", "steps": 2, "timed": 2})
+    assert report.pipeline_loss_verdict(result, 1e-4).status == "pass"
+    assert report.pipeline_gradient_verdict(result, 1e-5).status == "pass"
+    v = report.in_flight_verdict(result)
+    assert v.status == "pass" and v.numbers["counted"] == {"1f1b stage 0": 3, "1f1b stage 1": 2, "1f1b stage 2": 1}
+    assert [r.blocks for r in report.schedule_runs(result)["1f1b"]] == [(0, 2), (2, 3), (3, 4)]
+    cal = nvtutorial.run("costmodel", nproc=3, backend="gloo", timeout=300, output="none", allow_oversubscribe=True,
+                         params={"part": "calibrate", "matmul_sizes": "64", "copy_bytes": "1048576", "min_bytes": 1024,
+                                 "max_bytes": 65536, "factor": 8, "repeats": 2, "iters": 2, "target_s": 0.001})
+    ranks = report.ranks(cal, "calibrate")
+    assert [r.world for r in ranks] == [3, 3, 3]
+    points = ranks[0].collectives
+    assert {p.kind for p in points} == set(schema.COLLECTIVES)
+    assert all(p.size % 12 == 0 and p.seconds > 0 for p in points)  # fp32 elements, a multiple of the ranks
+    assert all(p.seconds == q.seconds for p, q in zip(points, ranks[1].collectives))  # the slowest rank's, everywhere
+    fits = report.fits(ranks, cal.label)
+    assert set(fits) == set(schema.COLLECTIVES) and all(f.ranks == 3 and f.link.beta > 0 for f in fits.values())
