@@ -98,7 +98,8 @@ def pipeline(model: transformer.Transformer, device: torch.device, schedule: str
 def forward_backward(runner, stage: PipelineStage, tokens: torch.Tensor) -> torch.Tensor | None:
     """The schedule's forward and backward passes over the whole global batch: the first stage feeds the inputs,
     the last the targets and collects one loss per micro-batch. The batch's loss on the last stage, else None."""
-    inputs, targets = tokens[:, :-1], tokens[:, 1:]
+    # contiguous: each micro-batch must have the layout the stage expects (torch 2.11 checks strides too)
+    inputs, targets = tokens[:, :-1].contiguous(), tokens[:, 1:].contiguous()
     losses: list[torch.Tensor] = []
     if stage.is_first:
         runner.step(inputs)
