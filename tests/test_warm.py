@@ -8,8 +8,11 @@ results, and the warm interpreter itself never initialises CUDA and runs one thr
 
 from __future__ import annotations
 
+import json
 import os
+import shlex
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
@@ -66,11 +69,14 @@ def test_the_warm_interpreter_never_initialises_cuda_and_runs_one_thread(runs_di
 def test_a_rank_cannot_tell_how_it_was_started(runs_dir):
     """The same script under both launchers: every variable, the folder, argv, sys.path[0], __name__, thread
     count, store and output buffering the same; the per-run values of the same form; torch's seed fresh."""
-    detail = {"TORCH_DISTRIBUTED_DEBUG": "DETAIL"}  # read when torch.distributed is imported: read again when forked
+    # TORCH_DISTRIBUTED_DEBUG is read when torch.distributed is imported, OMP_NUM_THREADS when OpenBLAS is loaded:
+    # a forked rank must take both from its own environment
+    detail = {"TORCH_DISTRIBUTED_DEBUG": "DETAIL", "OMP_NUM_THREADS": "2"}
     warm = nvtutorial.run(RANK_VIEW, nproc=2, backend="gloo", output="none", env=detail)
     cold = nvtutorial.run(RANK_VIEW, nproc=2, backend="gloo", output="none", launcher="torchrun", env=detail)
     assert (warm.started, cold.started) == ("warm", "torchrun")
-    assert warm.torchrun == cold.torchrun == f"TORCH_DISTRIBUTED_DEBUG=DETAIL torchrun --standalone --nproc-per-node 2 {RANK_VIEW}"
+    assert warm.torchrun == cold.torchrun == (f"CUDA_VISIBLE_DEVICES='' OMP_NUM_THREADS=2 TORCH_DISTRIBUTED_DEBUG=DETAIL "
+                                              f"torchrun --standalone --nproc-per-node 2 {RANK_VIEW}")
     for rank in range(2):
         w, c = dict(warm.ranks[rank]), dict(cold.ranks[rank])
         w_env, c_env = w.pop("env"), c.pop("env")
@@ -83,7 +89,8 @@ def test_a_rank_cannot_tell_how_it_was_started(runs_dir):
         w.pop("rand"), c.pop("rand")
         assert w == c, {k: (w[k], c[k]) for k in w if w[k] != c[k]}
         assert w["sum"] == 3.0 and w["main"] == "__main__" and w["store"] == "PrefixStore"
-        assert w["debug_level"] == "DebugLevel.DETAIL"
+        assert w["debug_level"] == "DebugLevel.DETAIL" and w["threads"] == w["openblas_threads"] == 2
+        assert w_env["MASTER_ADDR"] == c_env["MASTER_ADDR"] == socket.getfqdn()  # what torchrun's rendezvous publishes
         assert seeds[0] != seeds[1]
     # torch's CPU generator is seeded from the OS in every fresh process: forked ranks must not share a stream
     assert warm.ranks[0]["initial_seed"] != warm.ranks[1]["initial_seed"]
@@ -111,7 +118,7 @@ def test_a_variable_read_when_python_starts_means_torchrun(runs_dir, capsys):
                                "started without it")
     out = capsys.readouterr().out
     assert f"[nvtutorial] starting with torchrun instead of warm ranks: {res.cold_reason}" in out
-    assert "[nvtutorial] started with: PYTHONHASHSEED=123 torchrun --standalone --nproc-per-node 2 -m" in out
+    assert "[nvtutorial] started with: CUDA_VISIBLE_DEVICES='' OMP_NUM_THREADS=1 PYTHONHASHSEED=123 torchrun " in out
 
 
 def test_a_thread_in_the_warm_interpreter_means_torchrun(runs_dir, fresh_warm, monkeypatch, tmp_path, capsys):
@@ -192,5 +199,20 @@ def test_the_cli_forces_torchrun(runs_dir, capsys):
 
     assert cli.main(["run", "selftest", "--nproc", "1", "--set", "steps=1", "--torchrun", "--out",
                      str(runs_dir / "cli")]) == 0
-    assert "[nvtutorial] started with: torchrun --standalone --nproc-per-node 1 -m nvtutorial.workloads.selftest" \
-        in capsys.readouterr().out
+    assert ("[nvtutorial] started with: CUDA_VISIBLE_DEVICES='' OMP_NUM_THREADS=2 torchrun --standalone --nproc-per-node 1 "
+            "-m nvtutorial.workloads.selftest --backend gloo") in capsys.readouterr().out
+
+
+def test_the_printed_torchrun_line_runs_the_same_run(runs_dir, tmp_path):
+    """Typed in a terminal, the line a run prints starts ranks with the same backend, GPUs hidden and thread count."""
+    res = nvtutorial.run("selftest", nproc=2, backend="gloo", output="none",
+                         params={"steps": 1, "numel": 8, "report_env": ("OMP_NUM_THREADS", "CUDA_VISIBLE_DEVICES")})
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    typed = subprocess.run(f"{res.torchrun} --out typed", shell=True, cwd=tmp_path, env=env, capture_output=True,
+                           text=True, timeout=120)
+    assert typed.returncode == 0, typed.stderr[-2000:]
+    for rank in range(2):
+        saw = json.loads((tmp_path / "typed" / f"rank{rank}.json").read_text())
+        assert saw["env"]["backend"] == res.env.backend == "gloo"
+        assert saw["metrics"]["env"] == res.ranks[rank]["env"]
+        assert shlex.split(res.torchrun)[0].startswith("CUDA_VISIBLE_DEVICES=")

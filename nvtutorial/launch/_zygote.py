@@ -265,11 +265,13 @@ def _become(request: dict[str, Any], fds: list[int]) -> None:
     os.chdir(request["cwd"])
     extra = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and p not in sys.path]
     sys.path[1:1] = extra
-    # libgomp and OpenBLAS read their thread counts when loaded (here, with 1); torch is told the rank's
+    # libgomp and OpenBLAS read their thread counts when loaded (here, with 1): torch and numpy's OpenBLAS are told
+    # the rank's
     threads = os.environ.get("OMP_NUM_THREADS", "")
     torch = sys.modules.get("torch")
     if torch is not None and threads.isdigit() and int(threads) > 0:
         torch.set_num_threads(int(threads))
+    _set_openblas_threads()
     # the random state of a fresh process, where torch's CPU generator and numpy's global one are seeded from
     # the OS (CUDA's generators, not created yet, keep their fixed default; Python's random module reseeds
     # itself after a fork)
@@ -291,6 +293,34 @@ def _become(request: dict[str, Any], fds: list[int]) -> None:
             setproctitle.setproctitle(request["title"])
         except ImportError:
             pass
+
+
+OPENBLAS_SETTERS = ("scipy_openblas_set_num_threads64_", "scipy_openblas_set_num_threads", "openblas_set_num_threads64_",
+                    "openblas_set_num_threads")
+"""The names OpenBLAS builds give their thread-count setter (numpy's wheels bundle scipy-openblas, with a prefix)."""
+
+
+def _set_openblas_threads() -> None:
+    """Give every loaded OpenBLAS the thread count it would have read when loaded in a fresh process:
+    ``OPENBLAS_NUM_THREADS``, else ``GOTO_NUM_THREADS``, else ``OMP_NUM_THREADS``, else one per core."""
+    import ctypes
+
+    wanted = next((os.environ[k] for k in ("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS")
+                   if os.environ.get(k, "").isdigit() and int(os.environ[k]) > 0), None)
+    count = int(wanted) if wanted else (os.cpu_count() or 1)
+    try:
+        with open("/proc/self/maps") as fh:
+            libraries = {line.split()[-1] for line in fh if "openblas" in line.lower() and "/" in line}
+    except OSError:
+        return
+    for library in sorted(libraries):
+        try:
+            handle = ctypes.CDLL(library)
+        except OSError:
+            continue
+        setter = next((getattr(handle, name) for name in OPENBLAS_SETTERS if hasattr(handle, name)), None)
+        if setter is not None:
+            setter(ctypes.c_int(count))
 
 
 def _new_stdio(unbuffered: bool) -> None:
@@ -341,9 +371,9 @@ def _exit_code(exc: SystemExit) -> int:
 
 
 def _finish(code: int) -> None:
-    """End the child as multiprocessing ends its forked children: threads joined, atexit run, output
-    flushed, then ``os._exit``. Python's module teardown is skipped: in a fork it would write to every
-    object the warm interpreter holds, copying its whole heap page by page (1.5-2.5 s on 2 cores)."""
+    """End the child as a Python process ends, minus module teardown: non-daemon threads joined, atexit handlers
+    run, output flushed, then ``os._exit``. The teardown would write to every object the warm interpreter holds,
+    copying its whole heap page by page (1.5-2.5 s on 2 cores)."""
     import atexit
     import threading
 

@@ -7,8 +7,9 @@ launcher's pid that ranks watch, a thread count per rank, no GPU in the CPU simu
 :func:`rank_environment` adds exactly the variables torchrun's agent gives each worker (``RANK``,
 ``LOCAL_RANK``, ``WORLD_SIZE``, ``LOCAL_WORLD_SIZE``, ``GROUP_RANK``, ``ROLE_*``, ``MASTER_ADDR``,
 ``MASTER_PORT``, ``TORCHELASTIC_*``, ``TORCH_NCCL_ASYNC_ERROR_HANDLING``): what a rank forked from the
-warm interpreter gets, so that a rank cannot tell how it was started (``tests/test_warm.py`` compares
-both, variable by variable).
+warm interpreter gets, so that a rank cannot tell from its environment how it was started
+(``tests/test_warm.py`` compares both, variable by variable; Python's string-hash secret is the one thing a
+forked rank shares with the warm interpreter: see ``docs/architecture.md``).
 """
 
 from __future__ import annotations
@@ -96,7 +97,7 @@ def torchrun_variables(rank: int, nproc: int, master_port: int | None, run_id: s
         "WORLD_SIZE": str(nproc),
         "GROUP_WORLD_SIZE": "1",
         "ROLE_WORLD_SIZE": str(nproc),
-        "MASTER_ADDR": "localhost",
+        "MASTER_ADDR": socket.getfqdn(),  # what torchrun's c10d rendezvous publishes (the node's address)
         "TORCHELASTIC_RESTART_COUNT": "0",
         "TORCHELASTIC_MAX_RESTARTS": "0",
         "TORCHELASTIC_RUN_ID": run_id,

@@ -162,22 +162,36 @@ class LaunchSpec:
         return lines
 
 
+COURSE_SET = ("CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS", "TORCH_DISABLE_SHARE_RDZV_TCP_STORE", "NCCL_HOSTID")
+"""Variables the launcher sets for a run (the CPU simulation hides the GPUs, a thread count per rank, one store per
+restart, a host identity per emulated node): a typed command must set them too."""
+
+
 def torchrun_line(spec: LaunchSpec) -> str:
-    """The ``torchrun`` command a learner would type for ``spec`` in a terminal (from the same folder)."""
+    """The ``torchrun`` command a learner would type in a terminal (in the same folder) for the same run: the
+    variables the run sets, the backend it resolved, its parameters; emulated nodes get one agent each (``&``)."""
+    from .environment import node_environment
+
     if spec.script is not None:
         program = [spec.workload, *spec.args]
     else:
-        program = ["-m", f"nvtutorial.workloads.{spec.workload}"]
+        program = ["-m", f"nvtutorial.workloads.{spec.workload}", "--backend", spec.backend]
         for key, value in params_mod.to_strings(spec.params).items():
             program += ["--set", f"{key}={value}"]
     words = ["torchrun", "--standalone", "--nproc-per-node", str(spec.nproc)]
     if spec.nnodes > 1:
         words = ["torchrun", "--nnodes", str(spec.nnodes), "--nproc-per-node", str(spec.nproc), "--rdzv-backend",
-                 "c10d", "--rdzv-endpoint", "127.0.0.1:PORT"]
+                 "c10d", "--rdzv-endpoint", "127.0.0.1:29400", "--rdzv-id", "course"]
     if spec.max_restarts:
         words += ["--max-restarts", str(spec.max_restarts)]
-    prefix = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(spec.env.items()))
-    return (prefix + " " if prefix else "") + " ".join(shlex.quote(w) for w in [*words, *program])
+    gpus = [g.uuid for g in hardware.gpus()] if spec.nnodes > 1 and spec.backend == "nccl" else []
+    lines = []
+    for node in range(spec.nnodes):
+        env = node_environment(spec, node, gpus)
+        shown = {k: v for k, v in env.items() if k in spec.env or (k in COURSE_SET and os.environ.get(k) != v)}
+        prefix = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(shown.items()))
+        lines.append((prefix + " " if prefix else "") + " ".join(shlex.quote(w) for w in [*words, *program]))
+    return " & ".join(lines)
 
 
 def runs_root() -> Path:

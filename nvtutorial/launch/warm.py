@@ -1,7 +1,7 @@
 """The warm interpreter, seen from the launcher: one per kernel or command, it forks the ranks.
 
 A rank's cold start is two Python start-ups with ``import torch`` (torchrun's agent, then the rank):
-1.5 s each on a 2-core CPU, 5–6 s on an H200 machine. :class:`WarmInterpreter` starts
+1.5 s each on a 2-core CPU, 4.9–6.6 s on an H200 machine. :class:`WarmInterpreter` starts
 :mod:`nvtutorial.launch._zygote` once, in its own process (never the notebook kernel, which runs
 threads and sockets), where torch and the workloads' imports are loaded, CUDA never initialised and
 no thread runs; each rank is then a ``fork()`` of it that takes exactly the environment, working
@@ -49,7 +49,7 @@ READY_TIMEOUT_S = 120.0
 SPAWN_TIMEOUT_S = 30.0
 PINNED_THREADS = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 """Set for the interpreter only: OpenBLAS starts its threads when it loads, and a process that forks
-must have one thread. Each rank gets its own values, and torch is told its thread count there."""
+must have one thread. Each rank gets its own values, and torch and numpy's OpenBLAS are told its thread count there."""
 IMPORT_TIME = ("PYTHON", "LD_PRELOAD", "LD_LIBRARY_PATH", "TORCH_LOGS", "TORCH_CPP_LOG_LEVEL",
                "TORCH_SHOW_CPP_STACKTRACES", "TORCH_USE_RTLD_GLOBAL", "TORCH_DEVICE_BACKEND_AUTOLOAD",
                "TORCH_COMPILE_DEBUG", "KMP_", "GOMP_", "OMP_", "MKL_", "OPENBLAS_")

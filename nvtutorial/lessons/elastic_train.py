@@ -83,7 +83,7 @@ def save(path: str, model: DDP, optimizer: torch.optim.Optimizer, step: int) -> 
 def resume(path: str, model: DDP, optimizer: torch.optim.Optimizer) -> int:
     """Load the last checkpoint, if there is one, into the model and the optimizer; the steps already done.
 
-    Rank 0's view decides. On shared storage (NFS) a node may, for a few seconds, still see an older file or
+    Rank 0's step is the reference: a rank that sees another stops. On shared storage (NFS) a node may, for a few seconds, still see an older file or
     none after another node renamed it (attribute caching); ranks that started from different steps would run
     different numbers of collectives and hang at the end. A rank that sees another step than rank 0 stops with
     an error instead: torchrun's next attempt reads the storage again."""

@@ -93,8 +93,8 @@ CLAIMS: tuple[Claim, ...] = (
           "No such function exists in PyTorch (it belonged to IBM's PowerAI fork): calling it raises AttributeError.",
           "wrong", "CPU run", "04_optimisations", "nvtutorial.report.optimisations:verdict_c8"),
     Claim("C9", 3, "`torch.backends.cuda.enable_flash_sdp(True)` is an NVLink optimisation.",
-          "It only selects a kernel for `scaled_dot_product_attention` on one device, is on by default, and a UNet "
-          "makes no attention call (counted). On the H200 the default attention kernel was cuDNN's, and the same "
+          "It only selects a kernel for `scaled_dot_product_attention` on one device, is on by default, and the "
+          "course's UNet makes no attention call (counted; UNets with attention layers, as in diffusion models, do). On the H200 the default attention kernel was cuDNN's, and the same "
           "cuDNN kernel ran with flash switched off (6.86 against 6.87 ms, medians without repeats).",
           "wrong", "2× H200 run", "04_optimisations", "nvtutorial.report.optimisations:verdict_c9"),
     Claim("C10", 3, "`gradient_as_bucket_view=True` is gradient compression.",
@@ -130,8 +130,8 @@ CLAIMS: tuple[Claim, ...] = (
           "ddp_train.py has not yet run on the reference) the gradient all-reduce hid under the backward pass, so "
           "NVLink and host-staged transfers gave the same step time within the noise; only sockets were slower "
           "(1.7×). The source's own model, ResNet-50 (bf16, synthetic data) on the same machine, took 3.4 % longer "
-          "host-staged than over NVLink (one measurement each), not 17 %. The table also contradicts itself: 58 → "
-          "29 min is exactly 2.0× with 9 % of the time called communication.",
+          "host-staged than over NVLink (one measurement each), not 17 %. The table adds up only if its communication was "
+          "entirely hidden: 58 → 29 min is exactly 2.0× while 9 % of the time is called communication.",
           "partly", "2× H200 run", "03_ddp_training", "nvtutorial.report.training:verdict_c14"),
     Claim("C15", 4, "Memory per GPU halves with two GPUs (24 GB → 13 GB each).",
           "Only when the per-GPU batch halves (a fixed global batch), and then to 0.53, not 0.5 (the UNet under the "

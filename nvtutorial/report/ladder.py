@@ -173,8 +173,8 @@ LINK_ANSWER = {"ddp": "a", "zero1": "a", "fsdp_zero2": "b", "fsdp_zero3": "b", "
 LINK_EXPLANATION = (
     "NCCL_P2P_DISABLE=1 does more than take NVLink away: every NCCL byte then crosses each GPU's PCIe link and "
     "host memory (NCCL's SHM transport). The offload rung already streams its parameter shards host→device and "
-    "its gradients device→host over that same PCIe link, so it shares it with NCCL: its slow-down is contention, "
-    "not a need for NVLink. Among the others, DDP's all-reduce can hide under the backward pass; ZeRO-3 must "
+    "its gradients device→host over that same PCIe link, so it shares it with NCCL: at the lesson sizes (gigabytes "
+    "of copies per step) part of its slow-down can be contention rather than a need for NVLink. Among the others, DDP's all-reduce can hide under the backward pass; ZeRO-3 must "
     "gather each block before it runs; tensor parallelism waits for an all-reduce in every block, in both passes.")
 
 
@@ -424,8 +424,10 @@ def needs_link_verdict(direct: Any, staged: Any, direct_again: Any) -> Verdict:
     text = (f"Without the direct link {LABELS[worst]} slowed down most ({comps[worst].ratio:.2f}× its step time, "
             f"{comps[worst].status}), {LABELS[least]} least ({comps[least].ratio:.2f}×, {comps[least].status}).")
     if worst == "fsdp_offload" and comps[worst].status == "slower":
-        text += (" Host staging puts NCCL's bytes on the same PCIe link as the offload rung's host copies: that "
-                 "slow-down is contention on PCIe and host memory, not a need for NVLink.")
+        text += (" Host staging puts NCCL's bytes on the same PCIe link as the offload rung's host copies, so part "
+                 "of that slow-down can be contention rather than a need for NVLink; this run does not isolate it "
+                 "(an A/B of the offload rung with NCCL's shared memory against sockets, or with one CPU thread "
+                 "against many, would).")
     return Verdict("ladder.link", "info", text, {"worst": worst, "ratio": {r: c.ratio for r, c in comps.items()},
                                                  "status": {r: c.status for r, c in comps.items()},
                                                  "noise": {r: c.noise for r, c in comps.items()}},

@@ -26,8 +26,9 @@ largest model each rung fits. Pure arithmetic on the model's parameter shapes; n
   NCCL).
 
 The peak a GPU shows (``torch.cuda.max_memory_allocated``) is compared with model state + activations +
-transient. That counter holds the allocated blocks (rounded to 512 bytes), not the allocator's cached or
-fragmented memory, so a gap is what the estimate leaves out (the list above) or gets wrong; the budget
+transient. That counter holds the allocated blocks, each as the allocator cut it (requests rounded up to
+512 bytes, and a large block not split when less than 1 MiB of it would remain), not the allocator's
+cached or free memory, so a gap is what the estimate leaves out (the list above) or gets wrong; the budget
 margin of notebook 08 is about *reserved* memory, where rounding and fragmentation show. The model
 state is compared with the counted bytes exactly. The transient estimate has been compared with a GPU
 peak only in a world of one (one H200) and at small sizes, where cuBLAS's workspace dominates; the

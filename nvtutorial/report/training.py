@@ -512,11 +512,11 @@ def verdict_c14(rows: Mapping[str, Mapping[str, Any] | None], gpu: bool = True, 
              f"{resnet['nvlink']:.0f} images/s over NVLink against {resnet['host']:.0f} host-staged, a "
              f"{resnet_gap - 1:.1%} longer step without NVLink (one measurement each, no repeats), not "
              f"{SOURCE_C14_GAP:.0%}; scaling {resnet['nvlink'] / (2 * resnet['1gpu']):.1%} over NVLink, "
-             f"{resnet['host'] / (2 * resnet['1gpu']):.1%} host-staged. And the source's table contradicts itself: "
+             f"{resnet['host'] / (2 * resnet['1gpu']):.1%} host-staged. And the source's table adds up only if its communication was hidden: "
              f"58 → 29 min is exactly 2.00× while 9 % of the time is said to be communication; taking that share out "
              f"leaves {tension['2 GPUs over NVLink']:.2f} (NVLink) and {tension['2 GPUs over PCIe']:.2f} (PCIe) of "
              "half the one-GPU epoch for computation, less than perfectly split work allows, unless the communication "
-             "it counted was hidden (and then cost nothing)")
+             "it counted was hidden (and then it added almost nothing to the step)")
     return Verdict("C14", status, text, {"host_vs_nvlink": host.ratio, "noise": host.noise,
                                          "socket_vs_nvlink": sock.ratio if sock else None,
                                          "comm_share_nvlink": nv.get("comm_share"), "comm_share_host": hs.get("comm_share"),

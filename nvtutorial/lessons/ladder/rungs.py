@@ -20,7 +20,7 @@ step of ``train.py``. Read two neighbouring rungs side by side: what changes bet
    host memory, the optimizer steps on the CPU, each block's shard is copied to the GPU to be gathered.
 7. Tensor parallelism: each block's matrices are split over the ranks (column-wise, then row-wise, so
    one all-reduce ends each pair in the forward pass; in the backward pass one all-reduce per pair
-   gathers the input's gradient, the attention's three projections summing theirs first).
+   sums the partial gradients of the input, the attention's three projections adding theirs first).
 
 The data-parallel rungs (all but ``tensor_parallel``) give each rank its own half of the global batch;
 tensor parallelism gives both ranks the same batch and splits the layers instead (``DATA_PARALLEL``).
