@@ -79,7 +79,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         where = exc.result.run_dir / "result.json"
         print(f"result: {where}" if where.exists() else f"no result saved ({exc.result.run_dir})", file=sys.stderr)
         return EXIT_FAILED
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
+        if str(exc):
+            print(f"nvtutorial run: {exc}", file=sys.stderr)
         return 130
     print(f"\n{args.target}: ok in {result.wall_s:.1f} s (first output after {result.first_output_s or 0:.1f} s)")
     print(f"where: {result.label}")

@@ -108,10 +108,11 @@ def _hanging_caller(run_dir: Path) -> subprocess.Popen:
         try:
             nvtutorial.run("selftest", nproc=2, backend="gloo", params={{"mode": "hang"}}, timeout=300,
                            out={str(run_dir)!r}, output="none")
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as exc:
+            print("RENDERED:" + "|".join(exc._render_traceback_()), flush=True)
             raise SystemExit(130)
     """)
-    caller = subprocess.Popen([sys.executable, "-c", script])
+    caller = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60
     while len(run_pids(run_dir)) < 2 or "sleeping" not in _read(run_dir / "rank1.log"):
         assert time.monotonic() < deadline, "the run did not start"
@@ -128,6 +129,11 @@ def test_interrupt_ends_the_whole_tree_within_5_seconds(tmp_path):
     assert time.monotonic() - t0 < 5 + 1
     assert_nothing_left(tmp_path / "run")
     assert json.loads((tmp_path / "run" / "result.json").read_text())["error"]["type"] == "KeyboardInterrupt"
+    # what a notebook shows for Stop: three plain lines, no frames of the launcher: what ran, what ended, what is kept
+    shown = next(line for line in caller.stdout.read().splitlines() if line.startswith("RENDERED:"))
+    lines = shown[len("RENDERED:"):].split("|")
+    assert len(lines) == 3 and lines[0].startswith("KeyboardInterrupt: stopped while selftest ran on 2 ranks (ready")
+    assert lines[1].startswith("ended: every process of the run") and lines[2].startswith(f"kept: its folder {tmp_path / 'run'}")
 
 
 def test_sigterm_to_the_caller_ends_the_tree_first(tmp_path):

@@ -356,7 +356,7 @@ def test_kernel_interrupt_stops_every_rank(kernel):
     out = kernel.execute(code, timeout=60, on_stream=interrupt)
     assert sent.is_set() and out["status"] == "error"
     ename, text = out["error"]
-    assert ename == "RanksInterrupted" and "interrupted: rank 0, 1 stopped" in text
+    assert ename == "RanksInterrupted" and text.startswith("KeyboardInterrupt: stopped while rank 0, 1 ran this cell")
     assert "time.sleep(120)" in text  # where rank 0 was
     assert "rank 1 did not stop at SIGINT" in text and "Variables are kept" in text
     assert kernel.pids() == pids
@@ -450,3 +450,21 @@ def test_nccl_all_reduce_and_a_hang_recovered_on_two_gpus():
     finally:
         ranks.stop()
     assert_gone(pids)
+
+
+def test_stop_while_the_ranks_start_says_so_in_one_line(monkeypatch):
+    """Stop pressed while the first %%ranks cell starts its ranks: one plain line, no traceback of ours."""
+    from nvtutorial.teach import _ranks_pool
+
+    def interrupted(self):
+        self.stop()
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(_ranks_pool.Pool, "start", interrupted)
+    with pytest.raises(ranks.RanksStartInterrupted) as info:
+        ranks.start(nproc=2, backend="gloo", quiet=True)
+    assert isinstance(info.value, KeyboardInterrupt)  # Run All stops there
+    assert info.value._render_traceback_() == [
+        "KeyboardInterrupt: stopped while 2 ranks were starting (their processes and process group): every rank was "
+        "ended, nothing is kept; the next %%ranks cell starts new ones"]
+    assert ranks.status()["running"] is False

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
         LaunchSpec,
         Output,
         RunFailed,
+        RunInterrupted,
         RunTimedOut,
         is_script,
         prepare,
@@ -35,14 +36,14 @@ if TYPE_CHECKING:
     )
 
 _LAZY = {
-    **dict.fromkeys(("Backend", "LaunchError", "LaunchSpec", "Output", "RunFailed", "RunTimedOut", "is_script",
+    **dict.fromkeys(("Backend", "LaunchError", "LaunchSpec", "Output", "RunFailed", "RunInterrupted", "RunTimedOut", "is_script",
                      "prepare", "resolve_backend", "runs_root", "torch_cuda", "STARTUP_TIMEOUT_S"), "spec"),
     **dict.fromkeys(("child_environment", "free_port", "node_devices", "node_environment", "rank_environment"),
                     "environment"),
     **dict.fromkeys(("execute", "run", "MAX_SHOWN_BYTES"), "runner"),
 }
 __all__ = ["MAX_SHOWN_BYTES", "STARTUP_TIMEOUT_S", "Backend", "LaunchError", "LaunchSpec", "Output", "RunFailed",
-           "RunTimedOut", "child_environment", "execute", "free_port", "is_script", "node_devices", "node_environment",
+           "RunInterrupted", "RunTimedOut", "child_environment", "execute", "free_port", "is_script", "node_devices", "node_environment",
            "prepare", "rank_environment", "resolve_backend", "run", "runs_root", "torch_cuda"]
 
 

@@ -50,7 +50,8 @@ from ..results import RunResult
 from ..runtime import PROGRESS_PREFIX
 from . import warm as warm_mod
 from .environment import free_port, node_environment, rank_environment
-from .spec import Backend, Launcher, LaunchError, LaunchSpec, Output, RunFailed, RunTimedOut, prepare, torchrun_line
+from .spec import (Backend, Launcher, LaunchError, LaunchSpec, Output, RunFailed, RunInterrupted, RunTimedOut, prepare,
+                   torchrun_line)
 from .tree import ProcessTree, alive
 
 FAILURE_GRACE_S = 1.5
@@ -407,7 +408,15 @@ def _warm_interpreter(spec: LaunchSpec) -> tuple[warm_mod.WarmInterpreter | None
     try:
         warm = warm_mod.get()
         assert warm is not None
-        warm.wait_ready()
+        try:
+            warm.wait_ready(timeout=1.0)
+        except warm_mod.WarmUnavailable:
+            if warm.hello is not None or warm.dead is not None:
+                raise
+            # its first start in this kernel or command: say what the wait is (it imports torch once)
+            print("[nvtutorial] waiting for the warm interpreter to import torch (once per kernel or command)",
+                  flush=True)
+            warm.wait_ready()
         return warm, None
     except warm_mod.WarmUnavailable as exc:
         return None, str(exc)
@@ -487,10 +496,15 @@ def execute(spec: LaunchSpec, check: bool = True) -> RunResult:
         result.error = {"type": "SIGTERM" if run.terminated else "KeyboardInterrupt",
                         "message": "interrupted by the caller; every process of the run was ended"}
         _save(result)
-        print(f"interrupted: every process of {spec.workload} was ended ({spec.run_dir})", file=sys.stderr)
+        ran = "ready" if run.ready_at is not None else "still starting"
+        message = (f"stopped while {spec.workload} ran on {spec.world_size} rank{'s' * (spec.world_size > 1)} "
+                   f"({ran}, {wall:.1f} s after the launch)\n"
+                   f"ended: every process of the run ({len(run.tree.roots)} started, and whatever they started)\n"
+                   f"kept: its folder {spec.run_dir} (each rank's log; result.json records the interruption)")
         if run.terminated:
+            print(message.replace("stopped", "terminated (SIGTERM)", 1), file=sys.stderr)
             raise SystemExit(128 + signal.SIGTERM)
-        raise KeyboardInterrupt
+        raise RunInterrupted(message, result)
     if run.folder_lost:
         message = (f"the run folder {spec.run_dir} was deleted (or replaced) while the run was in flight; every "
                    f"process of the run was ended and its logs are lost. Leave a run's folder alone until it ends.")

@@ -57,6 +57,18 @@ class RunFailed(RuntimeError):
         return self.result.log_tail
 
 
+class RunInterrupted(KeyboardInterrupt):
+    """The caller stopped a run in flight (a notebook's Stop, Ctrl-C): every process of it was ended; its folder
+    is kept. A notebook shows the message alone, without the launcher's frames."""
+
+    def __init__(self, message: str, result: RunResult) -> None:
+        super().__init__(message)
+        self.result = result
+
+    def _render_traceback_(self) -> list[str]:
+        return [f"KeyboardInterrupt: {line}" if i == 0 else line for i, line in enumerate(str(self).splitlines())]
+
+
 class RunTimedOut(RunFailed):
     """The deadline passed; the log tails hold every rank's Python stack at that moment."""
 

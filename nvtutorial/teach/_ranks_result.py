@@ -62,8 +62,8 @@ class CellResult:
         if self.reason == "timeout":
             stuck = [o.rank for o in bad if o.status == "timeout"]
             head = f"the cell did not finish within its {self.timeout:g} s deadline on rank {rank_list(stuck)}"
-        elif self.reason == "interrupt":
-            head = f"interrupted: rank {rank_list([o.rank for o in bad if o.status == 'interrupted'])} stopped"
+        elif self.reason == "interrupt":  # what was running; how each rank was ended is the recovery line
+            head = f"stopped while rank {rank_list([o.rank for o in bad if o.status == 'interrupted'])} ran this cell"
         else:
             first = next((o for o in bad if o.status in ("error", "died")), bad[0] if bad else None)
             if first is None:
@@ -82,7 +82,8 @@ class CellResult:
                 when = "at the deadline" if o.status == "timeout" else "when it was stopped"
                 key = (f"still running {when}", o.stack or "(no stack)")
             elif o.status == "interrupted":
-                key = ("stopped at", "\n".join(_where(o.traceback or "")))
+                where = _where(o.traceback or "") if o.traceback else (o.stack or "(no stack)").splitlines()[-2:]
+                key = ("where it was", "\n".join(where))
             else:  # died
                 tail = "\n".join(o.output.rstrip().splitlines()[-15:])
                 key = (f"the process ended ({exit_text(o.exitcode)}); its last lines", tail)
@@ -115,6 +116,18 @@ class RankFailed(RanksError):
 
 class RanksTimeout(RankFailed):
     """A cell passed its deadline; each stuck rank's outcome holds its stack."""
+
+
+class RanksStartInterrupted(KeyboardInterrupt):
+    """The kernel was interrupted while the ranks started: every rank was ended, nothing is kept."""
+
+    def __init__(self, nproc: int) -> None:
+        super().__init__(f"stopped while {nproc} ranks were starting")
+        self.nproc = nproc
+
+    def _render_traceback_(self) -> list[str]:
+        return [f"KeyboardInterrupt: stopped while {self.nproc} ranks were starting (their processes and process "
+                f"group): every rank was ended, nothing is kept; the next %%ranks cell starts new ones"]
 
 
 class RanksInterrupted(KeyboardInterrupt):

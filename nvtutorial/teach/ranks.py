@@ -85,11 +85,12 @@ from ._ranks_result import (
     RankOutcome,
     RanksError,
     RanksInterrupted,
+    RanksStartInterrupted,
     RanksTimeout,
     exit_text,
 )
 
-__all__ = ["CellResult", "RankFailed", "RankOutcome", "RanksError", "RanksInterrupted", "RanksTimeout",
+__all__ = ["CellResult", "RankFailed", "RankOutcome", "RanksError", "RanksInterrupted", "RanksStartInterrupted", "RanksTimeout",
            "RanksUsageError", "configure", "load_ipython_extension", "pull", "push", "restart", "run_code", "start", "status",
            "stop"]
 
@@ -162,7 +163,10 @@ def start(nproc: int = DEFAULT_NPROC, backend: str = "auto", timeout: float | No
     if not _atexit_registered:
         atexit.register(stop)
         _atexit_registered = True
-    pool.start()
+    try:
+        pool.start()
+    except KeyboardInterrupt:  # Stop while the ranks start: Pool.start ended them all
+        raise RanksStartInterrupted(nproc) from None
     _pool = pool
     if not quiet:
         where = "GPUs, NCCL" if resolved == "nccl" else "CPU, gloo; no GPU visible to the ranks"
