@@ -20,7 +20,7 @@ EXECUTED ?= build/executed
 SITE_EXECUTE ?= 1
 SITE_JOBS ?= 2
 
-.PHONY: install course test lab site site-serve bundle clean
+.PHONY: install course test lab site site-serve bundle clean clean-runs
 
 $(BIN)/nvtutorial: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -67,5 +67,10 @@ site-serve: site
 bundle: install
 	$(BIN)/nvtutorial bundle --out wheels
 
+# The finished runs of the notebooks (notebooks/.runs) and of the command line (.runs); runs in flight stay.
+clean-runs: install
+	cd notebooks && ../$(BIN)/nvtutorial clean
+	$(BIN)/nvtutorial clean
+
 clean:
-	rm -rf $(VENV) build runs wheels
+	rm -rf $(VENV) build runs .runs notebooks/.runs wheels

@@ -90,6 +90,18 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_clean(args: argparse.Namespace) -> int:
+    from .launch import spec
+
+    root = spec.runs_root()
+    before = len(spec.finished_runs(root))
+    removed, freed = spec.prune_runs(keep=args.keep, root=root)
+    left = len(spec.finished_runs(root))
+    print(f"{root}: removed {removed} finished run folder{'s' * (removed != 1)} ({freed / 1e6:.1f} MB); "
+          f"{left} of {before} kept (runs still in flight and folders touched in the last 10 minutes are never removed)")
+    return 0
+
+
 def format_ranks(ranks: list[dict]) -> str:
     """Each rank's scalar metrics as a plain text table (one row per rank)."""
     keys = list(dict.fromkeys(k for m in ranks for k, v in m.items() if isinstance(v, (int, float, str, bool))))
@@ -155,6 +167,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="start the ranks with the literal torchrun command (default: fork them from a warm "
                         "interpreter that has imported torch, where the run allows it)")
     p.set_defaults(func=cmd_run, script_args=[])
+
+    p = sub.add_parser("clean", help="remove finished run folders under the runs root (.runs, or $NVTUTORIAL_RUNS_DIR)")
+    p.add_argument("--keep", type=int, default=0, metavar="N", help="keep the newest N finished runs (default 0)")
+    p.set_defaults(func=cmd_clean)
 
     p = sub.add_parser("course", help="execute the notebooks with papermill and print a summary")
     p.add_argument("--out", type=Path, default=Path("build/course"), help="folder for executed notebooks and summary.json")

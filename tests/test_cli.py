@@ -41,10 +41,10 @@ def test_run_selftest_writes_result_json(tmp_path):
     assert result["returncode"] == 0 and result["params"]["steps"] == 2
 
 
-def test_run_default_folder_is_under_runs(tmp_path):
+def test_run_default_folder_is_under_dot_runs(tmp_path):
     proc, _ = cli("run", "selftest", "--set", "steps=1", "--set", "numel=8", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
-    (folder,) = (tmp_path / "runs").iterdir()
+    (folder,) = (tmp_path / ".runs").iterdir()
     assert folder.name.startswith("selftest-") and (folder / "result.json").exists()
 
 
@@ -95,4 +95,4 @@ def test_bad_input_is_one_line_exit_2_and_launches_nothing(args, expected, tmp_p
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1, proc.stderr
     assert expected in lines[0]
-    assert not (tmp_path / "runs").exists() and not os.listdir(tmp_path)
+    assert not (tmp_path / ".runs").exists() and not os.listdir(tmp_path)

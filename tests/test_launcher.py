@@ -430,3 +430,33 @@ def shutil_usage(free: int):
     import collections
 
     return collections.namedtuple("usage", "total used free")(free * 2, free, free)
+
+
+def test_run_folders_are_hidden_bounded_and_cleaned(tmp_path, monkeypatch, capsys):
+    """The runs root keeps the newest finished runs; a run in flight or touched recently is never removed."""
+    from nvtutorial import cli
+    from nvtutorial.launch import spec as spec_mod
+
+    monkeypatch.delenv("NVTUTORIAL_RUNS_DIR", raising=False)
+    monkeypatch.chdir(tmp_path)
+    assert spec_mod.runs_root() == Path(".runs")
+    old = time.time() - 3600
+    for i in range(4):
+        folder = Path(".runs") / f"selftest-20260101-00000{i}-abcdef"
+        folder.mkdir(parents=True)
+        (folder / "result.json").write_text("{}")
+        os.utime(folder, (old + i, old + i))
+    in_flight = Path(".runs") / "selftest-20260101-000009-abcdef"  # no result.json yet
+    in_flight.mkdir()
+    os.utime(in_flight, (old, old))
+    mine = Path(".runs") / "notes"  # not a folder the launcher named
+    mine.mkdir()
+    assert spec_mod.prune_runs(keep=2) == (2, 4)
+    left = sorted(p.name for p in Path(".runs").iterdir())
+    assert left == ["notes", "selftest-20260101-000002-abcdef", "selftest-20260101-000003-abcdef",
+                    "selftest-20260101-000009-abcdef"]
+    os.utime(Path(".runs") / "selftest-20260101-000003-abcdef")  # touched just now: stays
+    assert cli.main(["clean"]) == 0
+    assert "removed 1 finished run folder" in capsys.readouterr().out
+    assert sorted(p.name for p in Path(".runs").iterdir()) == ["notes", "selftest-20260101-000003-abcdef",
+                                                               "selftest-20260101-000009-abcdef"]

@@ -51,7 +51,7 @@ from ..runtime import PROGRESS_PREFIX
 from . import warm as warm_mod
 from .environment import free_port, node_environment, rank_environment
 from .spec import (Backend, Launcher, LaunchError, LaunchSpec, Output, RunFailed, RunInterrupted, RunTimedOut, prepare,
-                   torchrun_line)
+                   prune_runs, runs_root, torchrun_line)
 from .tree import ProcessTree, alive
 
 FAILURE_GRACE_S = 1.5
@@ -454,6 +454,8 @@ def _start(run: Supervisor, spec: LaunchSpec) -> str | None:
 def execute(spec: LaunchSpec, check: bool = True) -> RunResult:
     """Start a prepared run, follow it to the end, collect and save its result."""
     _make_run_dir(spec)
+    if spec.run_dir.parent == runs_root():  # a folder the launcher named: keep the runs root bounded
+        prune_runs()
     for warning in spec.warnings:
         print(warning, file=sys.stderr, flush=True)
     command = torchrun_line(spec)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import re
 import secrets
 import shlex
 import sys
@@ -206,9 +207,46 @@ def torchrun_line(spec: LaunchSpec) -> str:
     return " & ".join(lines)
 
 
+KEEP_RUNS = 50
+"""Finished run folders kept under the runs root (``$NVTUTORIAL_KEEP_RUNS``); older ones go when a new run starts."""
+RUN_NAME = re.compile(r"^[\w.-]+-\d{8}-\d{6}-[0-9a-f]{6}$")
+"""The name the launcher gives a run folder: ``<workload or script>-<date>-<time>-<random>``."""
+
+
 def runs_root() -> Path:
-    """Where run folders go: ``$NVTUTORIAL_RUNS_DIR`` or ``./runs``."""
-    return Path(os.environ.get("NVTUTORIAL_RUNS_DIR", "runs"))
+    """Where run folders go: ``$NVTUTORIAL_RUNS_DIR``, else ``.runs`` in the working folder (hidden: it is not the
+    first thing JupyterLab's file browser shows, and it holds at most :data:`KEEP_RUNS` finished runs)."""
+    return Path(os.environ.get("NVTUTORIAL_RUNS_DIR", ".runs"))
+
+
+def finished_runs(root: Path | None = None) -> list[Path]:
+    """The run folders the launcher made under ``root`` and that ended (a ``result.json``), oldest first."""
+    root = runs_root() if root is None else root
+    try:
+        found = [p for p in root.iterdir() if p.is_dir() and RUN_NAME.match(p.name) and (p / "result.json").exists()]
+    except OSError:
+        return []
+    return sorted(found, key=lambda p: p.stat().st_mtime)
+
+
+def prune_runs(keep: int | None = None, root: Path | None = None) -> tuple[int, int]:
+    """Remove finished run folders beyond the newest ``keep`` (default ``$NVTUTORIAL_KEEP_RUNS`` or
+    :data:`KEEP_RUNS`); folders touched in the last 10 minutes stay. (folders removed, bytes freed)."""
+    import shutil
+
+    if keep is None:
+        text = os.environ.get("NVTUTORIAL_KEEP_RUNS", "")
+        keep = int(text) if text.isdigit() else KEEP_RUNS
+    runs = finished_runs(root)
+    old = runs[:max(0, len(runs) - keep)]
+    removed = freed = 0
+    for folder in old:
+        if time.time() - folder.stat().st_mtime < 600:
+            continue
+        size = sum(f.stat().st_size for f in folder.rglob("*") if f.is_file())
+        shutil.rmtree(folder, ignore_errors=True)
+        removed, freed = removed + 1, freed + size
+    return removed, freed
 
 
 def torch_cuda() -> str | None:
