@@ -217,6 +217,9 @@ def _capture_output(path: Path) -> None:
 
 
 def _workload_name(run: Callable[..., Any]) -> str:
+    declared = getattr(sys.modules.get(run.__module__), "NAME", None)  # a chapter's workload declares its name
+    if isinstance(declared, str):
+        return declared
     module = run.__module__
     if module == "__main__":
         spec = getattr(sys.modules["__main__"], "__spec__", None)

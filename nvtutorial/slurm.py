@@ -118,7 +118,7 @@ class SlurmJob:
         """What torchrun starts on every rank: the workload module and its arguments, or the script."""
         if self.is_script:
             return [self.target, *self.script_args]
-        cmd = ["-m", f"nvtutorial.workloads.{self.target}", "--out", "$RUN_DIR", "--backend", self.backend, "--capture"]
+        cmd = ["-m", workloads.module(self.target), "--out", "$RUN_DIR", "--backend", self.backend, "--capture"]
         for key, value in params_mod.to_strings(self.params).items():
             cmd += ["--set", f"{key}={value}"]
         return cmd

@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "nvtutorial"
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 
-CORE = {"params", "results", "runtime", "units", "nvml", "tracesplit"}
+CORE = {"params", "results", "runtime", "units", "nvml", "tracesplit", "registry"}
 """The floor both sides stand on: imports only itself; workers and the machine may import it."""
 WORKER = {"lessons", "models", "workloads"}
 """Code that runs on the ranks."""
@@ -104,10 +104,17 @@ def import_graph(package: Path, name: str = "nvtutorial") -> tuple[dict[str, set
 def area(module: str) -> str:
     """``nvtutorial.report.bandwidth`` -> ``report``; ``nvtutorial.units`` -> ``units``; ``nvtutorial`` -> ``""``.
     In a chapter the file's role: ``nvtutorial.chapters.ch10_x.workload`` -> ``workloads``, ``...lessons.y`` ->
-    ``lessons``; ``chapters`` for the chapters' packages themselves (lazy facades); ``?`` for a file with no role."""
+    ``lessons`` (a role is a file's name or its prefix: ``workload_p2p`` is a workload); ``chapters`` for the
+    chapters' packages themselves (lazy facades), ``registry`` for ``nvtutorial.chapters``; ``?`` for a file with no
+    role."""
     parts = module.split(".")
     if len(parts) > 1 and parts[1] == "chapters":
-        return "chapters" if len(parts) < 4 else CHAPTER_ROLES.get(parts[3], "?")
+        if len(parts) == 2:
+            return "registry"  # nvtutorial/chapters/__init__.py: finds the chapters' named files, imports nothing
+        if len(parts) == 3:
+            return "chapters"
+        role = parts[3]
+        return next((a for key, a in CHAPTER_ROLES.items() if role == key or role.startswith(key + "_")), "?")
     return parts[1] if len(parts) > 1 else ""
 
 

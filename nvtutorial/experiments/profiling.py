@@ -119,4 +119,4 @@ def nsys_display_command(workload: str, params: Mapping[str, Any] | None = None,
     strings = params_mod.to_strings(params_mod.build(workloads.load(workload).Params, given))  # validates
     sets = " ".join(f"--set {k}={strings[k]}" for k in given if strings[k] != "")
     return (f"nsys profile --trace={NSYS_TRACE} --sample=none --cpuctxsw=none --output {output} \\\n"
-            f"    torchrun --standalone --nproc-per-node {nproc} -m nvtutorial.workloads.{workload} {sets}")
+            f"    torchrun --standalone --nproc-per-node {nproc} -m {workloads.module(workload)} {sets}")

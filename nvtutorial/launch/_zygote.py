@@ -124,8 +124,7 @@ def _preload() -> tuple[float, list[str]]:
     try:
         from nvtutorial import workloads
 
-        for name in workloads.names():
-            full = f"{workloads.__name__}.{name}"
+        for full in workloads.modules().values():
             try:
                 __import__(full)
             except Exception as exc:  # noqa: BLE001

@@ -125,7 +125,7 @@ class LaunchSpec:
         if self.script is not None:
             return ["-m", "nvtutorial.runtime_script", "--out", str(self.run_dir), "--backend", self.backend,
                     "--capture", "--", str(self.script), *self.args]
-        cmd = ["-m", f"nvtutorial.workloads.{self.workload}", "--out", str(self.run_dir), "--backend", self.backend,
+        cmd = ["-m", workloads.module(self.workload), "--out", str(self.run_dir), "--backend", self.backend,
                "--capture"]
         if self.pg_timeout is not None:
             cmd += ["--pg-timeout", str(self.pg_timeout)]
@@ -163,7 +163,7 @@ class LaunchSpec:
         if self.script is not None:
             program = [self.workload, *self.args]
         else:
-            program = ["-m", f"nvtutorial.workloads.{self.workload}"]
+            program = ["-m", workloads.module(self.workload)]
             for key, value in params_mod.to_strings(self.params).items():
                 program += ["--set", f"{key}={value}"]
         lines = []
@@ -188,7 +188,7 @@ def torchrun_line(spec: LaunchSpec) -> str:
     if spec.script is not None:
         program = [spec.workload, *spec.args]
     else:
-        program = ["-m", f"nvtutorial.workloads.{spec.workload}", "--backend", spec.backend]
+        program = ["-m", workloads.module(spec.workload), "--backend", spec.backend]
         for key, value in params_mod.to_strings(spec.params).items():
             program += ["--set", f"{key}={value}"]
     words = ["torchrun", "--standalone", "--nproc-per-node", str(spec.nproc)]

@@ -67,18 +67,28 @@ class CheckResult:
         return bundle
 
 
+def modules() -> dict[str, str]:
+    """Every exercise's name and its module: ``nvtutorial/exercises/NAME.py``, or a chapter's ``exercises*.py``
+    that declares ``NAME``."""
+    from .. import exercises
+    from ..chapters import named
+
+    found = {m.name: f"nvtutorial.exercises.{m.name}" for m in pkgutil.iter_modules(exercises.__path__)
+             if not m.name.startswith("_")}
+    found.update(named("exercises"))
+    return dict(sorted(found.items()))
+
+
 def names() -> list[str]:
     """Every exercise's name."""
-    from .. import exercises
-
-    return sorted(m.name for m in pkgutil.iter_modules(exercises.__path__) if not m.name.startswith("_"))
+    return list(modules())
 
 
 def load(name: str) -> ModuleType:
-    available = names()
+    available = modules()
     if name not in available:
         raise ExerciseError(f"unknown exercise {name!r}; the exercises are: {', '.join(available) or 'none'}")
-    return importlib.import_module(f"nvtutorial.exercises.{name}")
+    return importlib.import_module(available[name])
 
 
 def candidate_source(fn: Any) -> str:
@@ -171,7 +181,7 @@ def check_ranks(name: str, function: str | None = None, *, timeout: float | None
     if not function or not function.isidentifier():
         raise ExerciseError(f"exercise {name}: name the function your %%ranks cell defined, e.g. check_ranks({name!r}, "
                             "'my_function')")
-    code = (f"import nvtutorial.exercises.{name} as _exercise\n"
+    code = (f"import {ex.__name__} as _exercise\n"
             f"_check = _exercise.check_on_rank(globals().get({function!r}), None)\n")
     result = ranks.run_code(code, timeout=timeout or getattr(ex, "TIMEOUT", 60.0))
     where = f"{len(result.outcomes)} ranks of %%ranks ({ranks.status().get('backend', '?')})"

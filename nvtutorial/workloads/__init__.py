@@ -1,6 +1,8 @@
 """The workloads: one module each, runnable with torchrun or through :func:`nvtutorial.launch.run`.
 
-A module here is a workload when it defines ``Params`` (a frozen dataclass) and ``run``.
+A module is a workload when it defines ``Params`` (a frozen dataclass) and ``run``. The course's tools live here
+(``selftest``); each chapter's workloads live in its folder (``nvtutorial/chapters/chNN_topic/workload*.py``) and
+declare their name (``NAME = "ladder"``). :func:`module` gives the module ``python -m`` (and ``torchrun -m``) runs.
 """
 
 from __future__ import annotations
@@ -15,21 +17,37 @@ class UnknownWorkload(LookupError):
     pass
 
 
+def modules() -> dict[str, str]:
+    """Every workload's name and the module that runs it, sorted by name."""
+    from ..chapters import named
+
+    found = {info.name: f"{__name__}.{info.name}" for info in pkgutil.iter_modules(__path__)
+             if not info.name.startswith("_")}
+    found.update(named("workload"))
+    return dict(sorted(found.items()))
+
+
 def names() -> list[str]:
     """Every workload's name, sorted."""
-    found = []
-    for info in pkgutil.iter_modules(__path__):
-        if not info.name.startswith("_"):
-            found.append(info.name)
-    return sorted(found)
+    return list(modules())
+
+
+def module(name: str) -> str:
+    """The module that runs workload ``name`` (``python -m MODULE``); an unknown name raises :class:`UnknownWorkload`."""
+    available = modules()
+    if name not in available:
+        raise UnknownWorkload(f"unknown workload {name!r}; available: {', '.join(available)}")
+    return available[name]
 
 
 def load(name: str) -> ModuleType:
     """The workload module ``name``; an unknown name raises :class:`UnknownWorkload` listing them."""
-    available = names()
-    if name not in available:
-        raise UnknownWorkload(f"unknown workload {name!r}; available: {', '.join(available)}")
-    module = importlib.import_module(f"{__name__}.{name}")
+    module_name = module(name)
+    module_ = importlib.import_module(module_name)
+    return _checked(module_)
+
+
+def _checked(module: ModuleType) -> ModuleType:
     if not (dataclasses.is_dataclass(getattr(module, "Params", None)) and callable(getattr(module, "run", None))):
         raise UnknownWorkload(f"{module.__name__} is not a workload: it needs a Params dataclass and run()")
     return module

@@ -14,6 +14,8 @@ from collections.abc import Callable
 
 from . import model
 
+NAME = "pipeline_balance"
+"""The exercise's name (``teach.check.check("pipeline_balance", ...)``)."""
 NOTEBOOK = "10_cost_model"
 TASK = ("Write first_stage_blocks(layers, seq_len, dim, hidden, vocab): the blocks stage 0 of 2 should hold so that "
         "the slower stage's forward FLOPs are as few as they can be (stage 1 also runs the head).")

@@ -17,8 +17,8 @@ Used in notebook 10, one ``part`` per run (``schema.Params``):
   within the memory budget (on a GPU enforced with ``torch.cuda.set_per_process_memory_fraction``): losses,
   gradients, step times, bytes held and sent; a strategy that runs out of memory is a result, not a lost run.
 
-    torchrun --standalone --nproc-per-node 2 -m nvtutorial.workloads.costmodel --set part=calibrate
-    torchrun --standalone --nproc-per-node 2 -m nvtutorial.workloads.costmodel --set part=pipeline --set layers=4
+    torchrun --standalone --nproc-per-node 2 -m nvtutorial.chapters.ch10_cost_model.workload --set part=calibrate
+    torchrun --standalone --nproc-per-node 2 -m nvtutorial.chapters.ch10_cost_model.workload --set part=pipeline --set layers=4
 """
 
 from __future__ import annotations
@@ -52,6 +52,9 @@ from .schema import (
     ScheduleRun,
     StrategyRun,
 )
+
+NAME = "costmodel"
+"""The workload's name (``nvtutorial.run("costmodel", ...)``, ``nvtutorial list``)."""
 
 __all__ = ["Params", "run"]
 
@@ -463,3 +466,7 @@ PARTS = {"calibrate": calibrate, "problems": problems, "pipeline": pipeline_part
 
 def run(ctx: runtime.Context, p: Params) -> dict[str, Any]:
     return dataclasses.asdict(PARTS[p.part](ctx, p))
+
+
+if __name__ == "__main__":
+    runtime.main(run, Params)
