@@ -12,8 +12,8 @@ __version__ = "0.1.0"
 __all__ = ["EnvInfo", "LaunchError", "RunFailed", "RunResult", "RunTimedOut", "__version__", "run"]
 
 if TYPE_CHECKING:
-    from .launch import LaunchError, RunFailed, RunTimedOut, run
-    from .results import EnvInfo, RunResult
+    from nvtutorial.launch import LaunchError, RunFailed, RunTimedOut, run
+    from nvtutorial.results import EnvInfo, RunResult
 
 _LAZY = {"LaunchError": "launch", "RunFailed": "launch", "RunTimedOut": "launch", "run": "launch",
          "EnvInfo": "results", "RunResult": "results"}
@@ -26,7 +26,7 @@ def _prestart_in_a_kernel() -> None:
 
     ipython = sys.modules.get("IPython")
     if "ipykernel" in sys.modules and ipython is not None and ipython.get_ipython() is not None:
-        from .launch import warm
+        from nvtutorial.launch import warm
 
         warm.prestart()
 

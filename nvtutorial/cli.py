@@ -45,7 +45,7 @@ def _positive_float(text: str) -> float:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    from . import workloads
+    from nvtutorial import workloads
 
     names = workloads.names()
     width = max(map(len, names))
@@ -55,8 +55,8 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from . import launch
-    from . import params as params_mod
+    from nvtutorial import launch
+    from nvtutorial import params as params_mod
 
     try:
         values = params_mod.parse_assignments(args.set)
@@ -91,7 +91,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_clean(args: argparse.Namespace) -> int:
-    from .launch import spec
+    from nvtutorial.launch import spec
 
     root = spec.runs_root()
     before = len(spec.finished_runs(root))
@@ -117,7 +117,7 @@ def format_ranks(ranks: list[dict]) -> str:
 
 
 def cmd_course(args: argparse.Namespace) -> int:
-    from . import course
+    from nvtutorial import course
 
     try:
         summary = course.run_course(out=args.out, only=args.only, profile=args.profile, notebooks_dir=args.notebooks)
@@ -129,7 +129,7 @@ def cmd_course(args: argparse.Namespace) -> int:
 
 
 def cmd_bundle(args: argparse.Namespace) -> int:
-    from . import bundle
+    from nvtutorial import bundle
 
     try:
         folder = bundle.build(out=args.out, python=args.python, platforms=args.platform, with_torch=args.with_torch,

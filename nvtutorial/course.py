@@ -15,9 +15,9 @@ import time
 from pathlib import Path
 from typing import Literal
 
-from . import nvml
-from .machine import hardware
-from .results import write_json_atomic
+from nvtutorial import nvml
+from nvtutorial.machine import hardware
+from nvtutorial.results import write_json_atomic
 
 Profile = Literal["ci", "full"]
 

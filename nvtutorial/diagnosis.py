@@ -17,7 +17,7 @@ import signal
 from pathlib import Path
 from typing import Any
 
-from .results import EnvInfo, RunResult, read_json
+from nvtutorial.results import EnvInfo, RunResult, read_json
 
 LaunchSpec = Any
 """A :class:`nvtutorial.launch.LaunchSpec` (not imported: the launcher imports this module)."""
@@ -101,8 +101,8 @@ def agent_logs(spec: LaunchSpec) -> list[Path]:
 
 def collect(spec: LaunchSpec, returncode: int, wall: float, first_output: float | None) -> RunResult:
     """The run's files gathered into a :class:`RunResult` (``ranks`` empty unless every rank reported)."""
-    from . import nvml
-    from .machine import hardware
+    from nvtutorial import nvml
+    from nvtutorial.machine import hardware
 
     ranks: list[dict[str, Any]] = []
     envs: list[dict[str, Any]] = []
@@ -173,7 +173,7 @@ def _signalled_ranks(spec: LaunchSpec, seen: Observed | None = None) -> list[tup
 
 def disk_full(spec: LaunchSpec) -> str | None:
     """A sentence when the run folder's disk is full (nothing could be written), else None."""
-    from .guards import MIN_FREE_MB, nearest_existing
+    from nvtutorial.guards import MIN_FREE_MB, nearest_existing
 
     try:
         free = shutil.disk_usage(nearest_existing(spec.run_dir)).free

@@ -32,8 +32,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, NoReturn
 
-from . import params as params_mod
-from .results import SCHEMA_VERSION, _json_default, write_json_atomic
+from nvtutorial import params as params_mod
+from nvtutorial.results import SCHEMA_VERSION, _json_default, write_json_atomic
 
 PROGRESS_PREFIX = "@@nvtutorial "
 """Rank 0 prints ``@@nvtutorial {json}`` lines; the launcher turns them into one progress bar."""

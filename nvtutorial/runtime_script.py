@@ -21,7 +21,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from . import runtime
+from nvtutorial import runtime
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -58,9 +58,9 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from . import diagnosis, launch, workloads
-from . import params as params_mod
-from .results import RunResult, read_json, write_json_atomic
+from nvtutorial import diagnosis, launch, workloads
+from nvtutorial import params as params_mod
+from nvtutorial.results import RunResult, read_json, write_json_atomic
 
 SLURM_PACKAGES = "slurmctld slurmd slurm-client munge"
 TERMINAL_STATES = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED",

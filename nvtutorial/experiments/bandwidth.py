@@ -11,11 +11,11 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .. import launch
-from ..machine import hardware, nccl_debug
-from ..report.bandwidth import CopyRun, rows_of
-from ..report import reference_runs
-from ..report.lab import LabRun
+from nvtutorial import launch
+from nvtutorial.machine import hardware, nccl_debug
+from nvtutorial.report.bandwidth import CopyRun, rows_of
+from nvtutorial.report import reference_runs
+from nvtutorial.report.lab import LabRun
 
 
 @dataclasses.dataclass(frozen=True)

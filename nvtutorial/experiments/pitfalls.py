@@ -26,9 +26,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from .. import launch
-from ..results import RunResult
-from ..workloads import pitfalls
+from nvtutorial import launch
+from nvtutorial.results import RunResult
+from nvtutorial.workloads import pitfalls
 
 LESSONS = Path(__file__).resolve().parent.parent / "lessons" / "pitfalls"
 VALIDATION = LESSONS / "validation.py"
@@ -70,7 +70,7 @@ class TrapRun:
             return self.result.label
         n = len(self.result.log_files)
         if self.backend == "nccl":
-            from ..machine import hardware
+            from nvtutorial.machine import hardware
 
             names = sorted({g.name for g in hardware.gpus()})
             return f"{n}× {', '.join(names) or 'GPU'} · NCCL"
@@ -190,12 +190,12 @@ def run_trap(script: str | os.PathLike[str], *, args: Sequence[str] = (), reache
 
 def ranks_where() -> str:
     """Where the ``%%ranks`` group runs, for the verdicts of its cells."""
-    from ..teach import ranks
+    from nvtutorial.teach import ranks
 
     status = ranks.status()
     n = status.get("nproc", 2)
     if status.get("backend") == "nccl":
-        from ..machine import hardware
+        from nvtutorial.machine import hardware
 
         names = sorted({g.name for g in hardware.gpus()})
         return f"{n}× {', '.join(names) or 'GPU'} · NCCL (%%ranks)"
@@ -231,7 +231,7 @@ def check_validation(candidate: Any) -> Any:
     ``DEADLINE_S`` (the timeout of the check's own process group, counted from when it starts
     waiting) ends the check: "hung", with each rank's stack.
     """
-    from ..teach import check, ranks
+    from nvtutorial.teach import check, ranks
 
     name = "pitfall_validation"
     ex = check.load(name)

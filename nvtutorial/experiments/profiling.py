@@ -17,11 +17,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from .. import launch, params as params_mod, workloads
-from ..launch.environment import child_environment
-from ..launch.tree import ProcessTree
-from ..report.traces import NsysResult, nsys_split, parse_kernel_summary
-from ..workloads import profile_step
+from nvtutorial import launch, params as params_mod, workloads
+from nvtutorial.launch.environment import child_environment
+from nvtutorial.launch.tree import ProcessTree
+from nvtutorial.report.traces import NsysResult, nsys_split, parse_kernel_summary
+from nvtutorial.workloads import profile_step
 
 
 def params_from(sizes: Mapping[str, Any], **overrides: Any) -> dict[str, Any]:

@@ -40,11 +40,11 @@ from typing import Any, Literal
 
 import psutil
 
-from .. import diagnosis, launch
-from ..launch import tree as process_tree
-from ..launch.environment import free_port, node_environment
-from ..machine import hardware
-from ..results import RunResult, read_json
+from nvtutorial import diagnosis, launch
+from nvtutorial.launch import tree as process_tree
+from nvtutorial.launch.environment import free_port, node_environment
+from nvtutorial.machine import hardware
+from nvtutorial.results import RunResult, read_json
 
 LESSON = Path(__file__).resolve().parent.parent / "lessons" / "elastic_train.py"
 """The lesson every run here trains with."""
@@ -440,9 +440,9 @@ def check_resume(candidate: Any, reference: ElasticOutcome | RunResult, sizes: M
     ``kill_after``, and the run passes when it recovers with fewer steps lost than the checkpoint
     interval and ends with exactly the reference's weights. Returns a :class:`~nvtutorial.teach.check.CheckResult`.
     """
-    from ..exercises import multinode_resume as exercise
-    from ..report import multinode as report
-    from ..teach import check as teach_check
+    from nvtutorial.exercises import multinode_resume as exercise
+    from nvtutorial.report import multinode as report
+    from nvtutorial.teach import check as teach_check
 
     name = "multinode_resume"
     if quick:

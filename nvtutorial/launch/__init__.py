@@ -18,22 +18,9 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .environment import child_environment, free_port, node_devices, node_environment, rank_environment
-    from .runner import execute, run
-    from .spec import (
-        Backend,
-        LaunchError,
-        LaunchSpec,
-        Output,
-        RunFailed,
-        RunInterrupted,
-        RunTimedOut,
-        is_script,
-        prepare,
-        resolve_backend,
-        runs_root,
-        torch_cuda,
-    )
+    from nvtutorial.launch.environment import child_environment, free_port, node_devices, node_environment, rank_environment
+    from nvtutorial.launch.runner import execute, run
+    from nvtutorial.launch.spec import Backend, LaunchError, LaunchSpec, Output, RunFailed, RunInterrupted, RunTimedOut, is_script, prepare, resolve_backend, runs_root, torch_cuda
 
 _LAZY = {
     **dict.fromkeys(("Backend", "LaunchError", "LaunchSpec", "Output", "RunFailed", "RunInterrupted", "RunTimedOut", "is_script",

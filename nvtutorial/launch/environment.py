@@ -20,8 +20,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from .. import guards
-from ..runtime import free_port
+from nvtutorial import guards
+from nvtutorial.runtime import free_port
 
 __all__ = ["base_environment", "child_environment", "free_port", "node_devices", "node_environment",
            "rank_environment", "torchrun_variables"]

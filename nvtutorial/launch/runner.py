@@ -43,16 +43,15 @@ from typing import Any
 
 import psutil
 
-from .. import diagnosis
-from ..machine import hardware
-from ..progress import RunProgress
-from ..results import RunResult
-from ..runtime import PROGRESS_PREFIX
-from . import warm as warm_mod
-from .environment import free_port, node_environment, rank_environment
-from .spec import (Backend, Launcher, LaunchError, LaunchSpec, Output, RunFailed, RunInterrupted, RunTimedOut, prepare,
-                   prune_runs, runs_root, torchrun_line)
-from .tree import ProcessTree, alive
+from nvtutorial import diagnosis
+from nvtutorial.machine import hardware
+from nvtutorial.progress import RunProgress
+from nvtutorial.results import RunResult
+from nvtutorial.runtime import PROGRESS_PREFIX
+from nvtutorial.launch import warm as warm_mod
+from nvtutorial.launch.environment import free_port, node_environment, rank_environment
+from nvtutorial.launch.spec import Backend, Launcher, LaunchError, LaunchSpec, Output, RunFailed, RunInterrupted, RunTimedOut, prepare, prune_runs, runs_root, torchrun_line
+from nvtutorial.launch.tree import ProcessTree, alive
 
 FAILURE_GRACE_S = 1.5
 """After a rank reports an error, the others get this long to end by themselves (torchrun stops them)."""

@@ -23,10 +23,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from .. import guards, workloads
-from .. import params as params_mod
-from ..machine import hardware
-from ..results import RunResult
+from nvtutorial import guards, workloads
+from nvtutorial import params as params_mod
+from nvtutorial.machine import hardware
+from nvtutorial.results import RunResult
 
 Backend = Literal["auto", "nccl", "gloo"]
 Output = Literal["rank0", "all", "none"]
@@ -183,7 +183,7 @@ restart, a host identity per emulated node): a typed command must set them too."
 def torchrun_line(spec: LaunchSpec) -> str:
     """The ``torchrun`` command a learner would type in a terminal (in the same folder) for the same run: the
     variables the run sets, the backend it resolved, its parameters; emulated nodes get one agent each (``&``)."""
-    from .environment import node_environment
+    from nvtutorial.launch.environment import node_environment
 
     if spec.script is not None:
         program = [spec.workload, *spec.args]

@@ -26,9 +26,9 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.utils.data import BatchSampler, DataLoader, DistributedSampler
 
-from ..models.segdata import DeviceShapes, make_dataset
-from ..models.unet import SIZES, build_unet
-from . import ddp_optimised, ddp_train
+from nvtutorial.models.segdata import DeviceShapes, make_dataset
+from nvtutorial.models.unet import SIZES, build_unet
+from nvtutorial.lessons import ddp_optimised, ddp_train
 
 AMP_DTYPES = {"fp32": None, "fp16": torch.float16, "bf16": torch.bfloat16}
 VAL_SEED_OFFSET = 1_000_000

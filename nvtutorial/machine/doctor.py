@@ -136,7 +136,7 @@ def _p2p_summary(caps: dict[str, str] | None) -> str | None:
 
 def collect(probe: bool = True) -> Facts:
     """This machine's facts: NVML in this process, torch in a child process (``probe=False`` skips it)."""
-    from .. import nvml
+    from nvtutorial import nvml
 
     inv = nvml.inventory()
     with nvml.nvml() as pynvml:

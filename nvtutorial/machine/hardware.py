@@ -12,7 +12,7 @@ import dataclasses
 import re
 from pathlib import Path
 
-from ..nvml import GPUDetail, Inventory, NvLink, inventory, nvml, nvml_text, visible_handles
+from nvtutorial.nvml import GPUDetail, Inventory, NvLink, inventory, nvml, nvml_text, visible_handles
 
 
 @dataclasses.dataclass(frozen=True)

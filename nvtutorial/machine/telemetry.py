@@ -34,7 +34,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from .. import nvml
+from nvtutorial import nvml
 
 COLUMNS = ["t", "t_s", "gpu", "sm_util_pct", "mem_util_pct", "mem_used_mib", "power_w", "nvlink_tx_gbs", "nvlink_rx_gbs"]
 """Columns of :meth:`Sampler.frame`; ``t`` is the wall clock (``time.time()``), ``t_s`` seconds since start."""

@@ -269,7 +269,7 @@ def current_or_reference() -> tuple[Topology, bool]:
     Also falls back when this machine has fewer than 2 GPUs. Returns ``(topology, measured_here)``;
     ``topology.source`` says which it is. Used in notebook 01.
     """
-    from . import hardware
+    from nvtutorial.machine import hardware
 
     try:
         topo = query()

@@ -11,10 +11,10 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..report.bandwidth import NcclTestsRun, is_gpu, reference_nccl_tests, rows_of
-from ..report.lab import LabRun, compare_paths
-from ..units import format_size
-from .style import figure, stamp
+from nvtutorial.report.bandwidth import NcclTestsRun, is_gpu, reference_nccl_tests, rows_of
+from nvtutorial.report.lab import LabRun, compare_paths
+from nvtutorial.units import format_size
+from nvtutorial.plots.style import figure, stamp
 
 
 def size_axis(ax: Any, sizes: Sequence[int]) -> None:

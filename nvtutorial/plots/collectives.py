@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .style import figure, finish
+from nvtutorial.plots.style import figure, finish
 
 
 def ring_share(rows: list[dict[str, Any]], where: Any, target: float | None = None) -> tuple[Any, Any]:

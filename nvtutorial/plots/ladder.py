@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .style import figure, stamp
+from nvtutorial.plots.style import figure, stamp
 
 MODEL_ONLY = "the memory model's arithmetic (nvtutorial/report/ladder_model.py), no run"
 
@@ -21,7 +21,7 @@ PARTS = (("params", "parameters", "tab:blue"), ("grads", "gradients", "tab:orang
 def memory_bars(setup: Any, rank: int = 0) -> tuple[Any, Any]:
     """Stacked bars of the memory model of every rung on one rank (GB), model state hatched where the
     rung keeps it in host memory."""
-    from ..report import ladder
+    from nvtutorial.report import ladder
 
     shapes = setup.shapes()
     fig, ax = figure(8.0, 4.2)
@@ -49,7 +49,7 @@ def loss_differences(result: Any, tolerance: float) -> tuple[Any, Any]:
     (log scale), with the tolerance: curves that match to 1e-7 would hide each other if drawn as losses."""
     import numpy as np
 
-    from ..report import ladder
+    from nvtutorial.report import ladder
 
     fig, ax = figure(7.0, 3.8)
     reference = [m["reference"] for m in result.ranks]
@@ -91,7 +91,7 @@ def bytes_bars(table: Any, where: Any) -> tuple[Any, Any]:
 def link_need(comparisons: dict[str, Any], where: Any) -> tuple[Any, Any]:
     """Step time host-staged ÷ step time over the direct link, per rung, with the noise band of each
     comparison (the repeats' spread and the A/A gap between the two direct launches, whichever is larger)."""
-    from ..report import ladder
+    from nvtutorial.report import ladder
 
     names = list(comparisons)
     fig, ax = figure(7.0, 3.6)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .style import figure, stamp
+from nvtutorial.plots.style import figure, stamp
 
 STAMP_INCHES = 0.3
 """Room under the axis label for the "measured on" line, in inches (a fraction would shrink with the figure)."""

@@ -8,10 +8,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from .style import COLOURS, figure, finish
+from nvtutorial.plots.style import COLOURS, figure, finish
 
 if TYPE_CHECKING:
-    from ..experiments.recovery import ElasticOutcome
+    from nvtutorial.experiments.recovery import ElasticOutcome
 
 
 def plot_recovery(outcomes: Mapping[str, ElasticOutcome]) -> tuple[Any, Any]:

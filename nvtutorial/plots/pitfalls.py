@@ -7,7 +7,7 @@ import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .style import COLOURS, figure, finish
+from nvtutorial.plots.style import COLOURS, figure, finish
 
 
 def loader_sweep(per_rank: Sequence[Mapping[str, Any]], where: Any, rule: int | None = None,

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .style import COLOURS, figure, finish
+from nvtutorial.plots.style import COLOURS, figure, finish
 
 WAIT = "#E8A33D"
 """Waiting inside a collective for the other rank (skew): not the link's time."""

@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..report.optimisations import comparison, loss_difference
-from ..report.training import PATHS, SOURCE_ROW_FOR, SOURCE_TABLE, find_row, rows_of
-from .style import figure, finish
+from nvtutorial.report.optimisations import comparison, loss_difference
+from nvtutorial.report.training import PATHS, SOURCE_ROW_FOR, SOURCE_TABLE, find_row, rows_of
+from nvtutorial.plots.style import figure, finish
 
 
 def plot_lesson(history: Sequence[Mapping[str, Any]], where: Any) -> tuple[Any, Any]:

@@ -14,8 +14,8 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..units import format_size
-from .verdict import Comparison, Verdict, compare, comparison_verdict
+from nvtutorial.units import format_size
+from nvtutorial.report.verdict import Comparison, Verdict, compare, comparison_verdict
 
 
 # --- nccl-tests and the reference machine's saved outputs --------------------------------------
@@ -121,7 +121,7 @@ REFERENCE_FILES = {
 
 def reference_nccl_tests() -> dict[str, NcclTestsRun]:
     """nccl-tests ``all_reduce_perf`` on the reference 2× H200, per path (saved outputs)."""
-    from ..machine import hardware
+    from nvtutorial.machine import hardware
 
     return {path: parse_nccl_tests(hardware.reference_output(name).read_text())[0]
             for path, name in REFERENCE_FILES.items()}
@@ -473,7 +473,7 @@ def wire_report(result: Any) -> tuple[Any, Verdict]:
 
 def reference_torch() -> dict[str, list[dict[str, Any]]]:
     """The reference machine's saved torch all-reduce sweeps, by label."""
-    from ..machine import hardware
+    from nvtutorial.machine import hardware
 
     return parse_torch_busbw(hardware.reference_output("torch-all_reduce-busbw.txt").read_text())
 
@@ -483,7 +483,7 @@ def reference_sweep_busbw(size: int = 1 << 30) -> tuple[int, float]:
     at 1 GiB; other sizes from the saved run, which a checkout has)."""
     if size == REFERENCE_SWEEP["size"]:
         return size, REFERENCE_SWEEP["busbw"]
-    from . import reference_runs
+    from nvtutorial.report import reference_runs
 
     return at_size(rows_of(reference_runs.load("sweep")), size)
 

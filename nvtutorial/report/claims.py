@@ -15,7 +15,7 @@ import importlib
 from collections.abc import Callable
 from typing import Any
 
-from .verdict import CLAIM_STATUSES
+from nvtutorial.report.verdict import CLAIM_STATUSES
 
 EVIDENCE = ("2× H200 run", "CPU run", "primary source", "vendor data", "pending a 2× H200 run")
 """How a claim is settled: a run on the reference GPUs, a run that holds on the CPU too (gloo),

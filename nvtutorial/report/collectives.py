@@ -11,7 +11,7 @@ import statistics
 from collections.abc import Sequence
 from typing import Any
 
-from .verdict import Verdict, compare
+from nvtutorial.report.verdict import Verdict, compare
 
 TARGET_SHARE = 0.8
 """The course's goal for its own ring: this share of ``all_reduce``'s bus bandwidth from 64 MiB up (GPUs)."""

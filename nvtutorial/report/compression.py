@@ -12,7 +12,7 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from .verdict import Comparison, Verdict, aa_gap, compare, comparison_verdict
+from nvtutorial.report.verdict import Comparison, Verdict, aa_gap, compare, comparison_verdict
 
 TWINS = ("fp16", "bf16")
 """Two hooks that do the same work: their gap is an A/A comparison."""

@@ -11,10 +11,10 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
-from ..machine.doctor import Facts, check_driver_runtime, reference_facts, version_tuple
-from ..machine.nccl_debug import nccl_version_number
-from . import bandwidth
-from .verdict import Verdict
+from nvtutorial.machine.doctor import Facts, check_driver_runtime, reference_facts, version_tuple
+from nvtutorial.machine.nccl_debug import nccl_version_number
+from nvtutorial.report import bandwidth
+from nvtutorial.report.verdict import Verdict
 
 
 def _where(f: Facts) -> str:
@@ -107,7 +107,7 @@ def troubleshooting(f: Facts, runtime_nccl: str | None, is_gpu: bool, p2p_ratio:
 
 def troubleshooting_from_runs(f: Facts, ab: Sequence[Any]) -> list[Verdict]:
     """:func:`troubleshooting` fed from notebook 02's A/B runs (``experiments.bandwidth.run_lab`` with SOURCE_AB_PATHS)."""
-    from .lab import lab_ratio
+    from nvtutorial.report.lab import lab_ratio
 
     runs = {run.path.name: run for run in ab}
     default = runs["default"]

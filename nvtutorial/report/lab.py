@@ -11,9 +11,9 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
-from ..units import format_size
-from .bandwidth import at_size, is_gpu, reference_nccl_tests, repeats_of, rows_of
-from .verdict import Comparison, Verdict, compare
+from nvtutorial.units import format_size
+from nvtutorial.report.bandwidth import at_size, is_gpu, reference_nccl_tests, repeats_of, rows_of
+from nvtutorial.report.verdict import Comparison, Verdict, compare
 
 
 @dataclasses.dataclass
@@ -120,7 +120,7 @@ def claim_nvlink_vs_pcie(lab: Sequence[LabRun]) -> Verdict:
 def grade_lab_ratio(prediction: float | None, lab: Sequence[LabRun]) -> Verdict:
     """Grade a prediction of NVLink's busbw ÷ the host-staged path's (NCCL_P2P_DISABLE=1) against the lab, or
     against the reference machine's saved nccl-tests where the lab did not run both paths on GPUs."""
-    from .predict import grade_number
+    from nvtutorial.report.predict import grade_number
 
     measured = claim_nvlink_vs_pcie(lab)
     ratio, size = measured.numbers["ratio"], measured.numbers["size"]
@@ -210,7 +210,7 @@ def c7_answer(ab: Sequence[LabRun]) -> str:
 
 def grade_c7(prediction: str | None, ab: Sequence[LabRun]) -> Verdict:
     """Grade the prediction against these runs on GPUs, against the reference machine's runs on a CPU."""
-    from .predict import grade_choice
+    from nvtutorial.report.predict import grade_choice
 
     explanation = ("NCCL_NET_GDR_LEVEL and NCCL_IB_DISABLE only act on NCCL's network transport; two GPUs of one "
                    "machine talk over P2P (or SHM), so the settings cannot move their traffic.")

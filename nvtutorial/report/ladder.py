@@ -13,25 +13,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .ladder_model import (
-    FSDP,
-    LABELS,
-    LAYER_LIMIT,
-    RUNGS,
-    TP_SPLIT,
-    RankMemory,
-    Setup,
-    activations,
-    chunk_rows,
-    largest,
-    model_state,
-    rank_memory,
-    sent_per_step,
-    tp_dim,
-    with_layers,
-)
-from . import predict
-from .verdict import Comparison, Verdict, aa_gap, compare, comparison_verdict
+from nvtutorial.report.ladder_model import FSDP, LABELS, LAYER_LIMIT, RUNGS, TP_SPLIT, RankMemory, Setup, activations, chunk_rows, largest, model_state, rank_memory, sent_per_step, tp_dim, with_layers
+from nvtutorial.report import predict
+from nvtutorial.report.verdict import Comparison, Verdict, aa_gap, compare, comparison_verdict
 
 __all__ = ["FSDP", "LABELS", "LAYER_LIMIT", "RUNGS", "TP_SPLIT", "RankMemory", "Setup", "activations", "chunk_rows",
            "largest", "model_state", "rank_memory", "sent_per_step", "tp_dim", "with_layers"]
@@ -365,7 +349,7 @@ def comm_table(result: Any):  # -> pandas.DataFrame
     ran different numbers) shows its unpaired communication time and says why."""
     import pandas as pd
 
-    from .. import tracesplit
+    from nvtutorial import tracesplit
 
     rows = []
     for rung in _rungs(result):

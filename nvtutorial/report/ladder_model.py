@@ -89,13 +89,13 @@ class Setup:
         return cls(**metrics["config"], global_batch=metrics["global_batch"], world=metrics["world_size"])
 
     def config(self):  # -> models.transformer.Config
-        from ..models import transformer
+        from nvtutorial.models import transformer
 
         return transformer.Config(vocab=self.vocab, seq_len=self.seq_len, dim=self.dim, heads=self.heads,
                                   layers=self.layers, mlp_ratio=self.mlp_ratio)
 
     def shapes(self) -> list[tuple[str, tuple[int, ...]]]:
-        from ..models import transformer
+        from nvtutorial.models import transformer
 
         return transformer.parameter_shapes(self.config())
 

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..machine.links import SOURCE_NVLINK_CARDS, Expectation, card
-from ..machine.topology import Topology
-from .predict import grade_number
-from ..units import format_size
-from . import bandwidth
-from .verdict import Verdict
+from nvtutorial.machine.links import SOURCE_NVLINK_CARDS, Expectation, card
+from nvtutorial.machine.topology import Topology
+from nvtutorial.report.predict import grade_number
+from nvtutorial.units import format_size
+from nvtutorial.report import bandwidth
+from nvtutorial.report.verdict import Verdict
 
 VENDOR = "vendor data (NVIDIA datasheets)"
 
@@ -48,7 +48,7 @@ def claim_c5() -> Verdict:
 def claim_c3(topo: Topology | None = None) -> Verdict:
     """C3 "nvidia-smi topo -m shows NVLink as NV#", checked on a parsed output (default: the reference machine's)."""
     if topo is None:
-        from ..machine import hardware, topology
+        from nvtutorial.machine import hardware, topology
 
         topo = topology.read(hardware.reference_output("nvidia-smi-topo-m.txt"))
     nv = [(a, b, link) for a, b, link in topo.gpu_pairs() if link.kind == "nvlink"]

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..machine.telemetry import dmon_columns, parse_dmon, shows_nvlink
-from .verdict import Verdict
+from nvtutorial.machine.telemetry import dmon_columns, parse_dmon, shows_nvlink
+from nvtutorial.report.verdict import Verdict
 
 
 def dmon_busy_during(dmon_text: str, start: float, end: float, day: float) -> float | None:
@@ -61,7 +61,7 @@ def verdict_c13_from(sampler: Any, res: Any, traffic: Sequence[Mapping[str, Any]
     whatever dmon printed watched an idle GPU (the 2× H200 reference's reading is quoted instead).
     """
     if not getattr(getattr(res, "env", None), "is_gpu", False):
-        from .claims import claim
+        from nvtutorial.report.claims import claim
 
         seen = ("so dmon, which printed " + ", ".join(dmon_columns(sampler.dmon_text)) + ", watched an idle GPU and "
                 "says nothing about an all-reduce") if sampler.dmon_text else \

@@ -14,10 +14,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..machine import nccl_debug
-from ..results import RunResult
-from . import predict
-from .verdict import Verdict, compare, comparison_verdict
+from nvtutorial.machine import nccl_debug
+from nvtutorial.results import RunResult
+from nvtutorial.report import predict
+from nvtutorial.report.verdict import Verdict, compare, comparison_verdict
 
 ElasticOutcome = Any
 """An :class:`nvtutorial.experiments.recovery.ElasticOutcome` (not imported: report never depends on a lab)."""

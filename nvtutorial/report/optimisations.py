@@ -14,8 +14,8 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .training import CPU_NOTE, aa_gap_of, find_row, is_gpu, ok, rows_of, where
-from .verdict import Comparison, Verdict, compare
+from nvtutorial.report.training import CPU_NOTE, aa_gap_of, find_row, is_gpu, ok, rows_of, where
+from nvtutorial.report.verdict import Comparison, Verdict, compare
 
 MEMORY_NOISE = 0.01
 """Memory differences under 1 % of the baseline (per rank) are "no change": the allocator's rounding and
@@ -271,7 +271,7 @@ def verdict_c9(attention: Any) -> Verdict:
                               else f" ({default['ms']:.2f} → {off['ms']:.2f} ms, medians without repeats)"))
     if "ms_flash_on_all" in unet:
         on, off_, again = unet["ms_flash_on_all"], unet["ms_flash_off_all"], unet["ms_flash_on_again_all"]
-        from .verdict import aa_gap
+        from nvtutorial.report.verdict import aa_gap
 
         c = compare(on, off_, aa_gap=aa_gap(on, again))
         if untouched:  # the same kernels either way: an A/A measurement of this machine's noise

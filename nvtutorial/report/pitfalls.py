@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from .verdict import Verdict
+from nvtutorial.report.verdict import Verdict
 
 # --------------------------------------------------------------------------- stacks
 

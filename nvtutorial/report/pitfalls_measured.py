@@ -12,7 +12,7 @@ import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .verdict import Comparison, Verdict, compare, relative_spread
+from nvtutorial.report.verdict import Comparison, Verdict, compare, relative_spread
 
 
 def _loader(result: Any, rank: int) -> Mapping[str, Any]:

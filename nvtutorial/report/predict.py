@@ -13,7 +13,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from .verdict import Verdict
+from nvtutorial.report.verdict import Verdict
 
 
 class PredictionError(ValueError):

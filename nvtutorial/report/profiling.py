@@ -17,7 +17,7 @@ import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .verdict import Comparison, Verdict, compare
+from nvtutorial.report.verdict import Comparison, Verdict, compare
 
 SPLIT_KEYS = ("compute_only_ms", "hidden_ms", "exposed_ms", "idle_ms")
 """The four parts that add up to the step: compute alone, hidden and exposed communication, idle."""
@@ -464,7 +464,7 @@ def reference_runs(folder: str | None = None) -> dict[str, Any]:
     ``"NVLink"`` and ``"host-staged"`` (``NCCL_P2P_DISABLE=1``); ``{}`` where that folder is absent."""
     from pathlib import Path
 
-    from ..results import RunResult
+    from nvtutorial.results import RunResult
 
     base = Path(folder) if folder else Path(__file__).resolve().parents[2] / "reference" / "h200x2" / "runs"
     out: dict[str, Any] = {}

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..results import RunResult
+from nvtutorial.results import RunResult
 
 FOLDER = Path(__file__).resolve().parent.parent.parent / "reference" / "h200x2" / "runs"
 """Where a checkout of the course keeps the reference runs (absent from an installed package)."""

@@ -18,8 +18,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from .verdict import Verdict
-from ..tracesplit import STEP_ANNOTATION, Split, classify, is_comm_kernel, merge, pair_intervals, split, split_intervals
+from nvtutorial.report.verdict import Verdict
+from nvtutorial.tracesplit import STEP_ANNOTATION, Split, classify, is_comm_kernel, merge, pair_intervals, split, split_intervals
 
 
 def rank_traces(run_dir: str | os.PathLike[str], pattern: str = "trace_rank*.json") -> list[Path]:
@@ -209,7 +209,7 @@ def verdict_c12(res: Any, nsys: NsysResult | None = None) -> Verdict:
     more than half of some rank's "communication" was waiting for the other rank: a per-rank split,
     from either tool, cannot tell the link from the skew; both ranks' traces on one clock can.
     """
-    from .profiling import link_estimate
+    from nvtutorial.report.profiling import link_estimate
 
     where = getattr(res, "label", str(res))
     splits = [m.get("split") for m in res.ranks]

@@ -14,7 +14,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .verdict import Comparison, Verdict, aa_gap, compare
+from nvtutorial.report.verdict import Comparison, Verdict, aa_gap, compare
 
 SOLO = "1 GPU, no DDP"
 """The train workload's 1-GPU configuration (rank 0 alone, the model without DDP)."""
@@ -449,7 +449,7 @@ def resnet50_reference() -> dict[str, float]:
     """Images per second of the committed ResNet-50 runs on 2× H200 (bf16 autocast, 128 images per GPU, synthetic
     data, the mean over 30 steps: one measurement each, no repeats): one GPU, two over NVLink, two host-staged, two
     over sockets (the file's last line, the run with shared memory off as well)."""
-    from ..machine.hardware import REFERENCE_DATA
+    from nvtutorial.machine.hardware import REFERENCE_DATA
 
     text = (REFERENCE_DATA / RESNET50_FIXTURE).read_text()
     lines = [dict(kv.split("=") for kv in line.split()[1:]) for line in text.splitlines() if line.startswith("ddp-bench")]
@@ -577,7 +577,7 @@ SOURCE_VALIDATION_CHOICES = {"a": "the loss (×1)", "b": "world-size times the l
 
 def grade_source_validation(prediction: str | None, values: Mapping[str, Any], where_: str) -> Verdict:
     """Grade the prediction against the run: the choice nearest to the source's value ÷ one process's loss."""
-    from .predict import grade_choice
+    from nvtutorial.report.predict import grade_choice
 
     ratio = values["source"] / values["single"]
     world = values["world"]
@@ -593,7 +593,7 @@ C14_CHOICES = {"a": "NVLink faster", "b": "NVLink slower", "c": "the same within
 
 def grade_c14(prediction: str | None, rows: Mapping[str, Mapping[str, Any] | None], gpu: bool, where_: str) -> Verdict:
     """Grade the prediction against the NVLink and host-staged runs (GPUs only)."""
-    from .predict import grade_choice
+    from nvtutorial.report.predict import grade_choice
 
     host = transport_comparison(rows, "host") if gpu else None
     if host is None:

@@ -9,8 +9,8 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from .predict import grade_choice
-from .verdict import Verdict
+from nvtutorial.report.predict import grade_choice
+from nvtutorial.report.verdict import Verdict
 
 _CELL_FRAME = re.compile(r'^\s*File "<ranks cell \d+>", line (\d+), in')
 

@@ -24,10 +24,10 @@ import time
 from multiprocessing.connection import Connection
 from typing import Any
 
-from ..launch import warm
-from ..launch.environment import base_environment, torchrun_variables
-from ..launch.tree import ProcessTree
-from ._ranks_result import CellResult, RankOutcome, RanksError, RanksInterrupted, exit_text, rank_list
+from nvtutorial.launch import warm
+from nvtutorial.launch.environment import base_environment, torchrun_variables
+from nvtutorial.launch.tree import ProcessTree
+from nvtutorial.teach._ranks_result import CellResult, RankOutcome, RanksError, RanksInterrupted, exit_text, rank_list
 
 INTERRUPT_GRACE_S = 1.0
 """After SIGINT, a rank gets this long to stop before its process group is aborted."""

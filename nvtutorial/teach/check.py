@@ -35,7 +35,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from ..report.verdict import Verdict
+from nvtutorial.report.verdict import Verdict
 
 
 class ExerciseError(LookupError):
@@ -70,8 +70,8 @@ class CheckResult:
 def modules() -> dict[str, str]:
     """Every exercise's name and its module: ``nvtutorial/exercises/NAME.py``, or a chapter's ``exercises*.py``
     that declares ``NAME``."""
-    from .. import exercises
-    from ..chapters import named
+    from nvtutorial import exercises
+    from nvtutorial.chapters import named
 
     found = {m.name: f"nvtutorial.exercises.{m.name}" for m in pkgutil.iter_modules(exercises.__path__)
              if not m.name.startswith("_")}
@@ -120,7 +120,7 @@ def check(name: str, candidate: Any = None, *, nproc: int = 2, timeout: float | 
 
 
 def _runs_dir() -> Path:
-    from ..launch import runs_root
+    from nvtutorial.launch import runs_root
 
     folder = runs_root() / "exercises"
     folder.mkdir(parents=True, exist_ok=True)
@@ -128,7 +128,7 @@ def _runs_dir() -> Path:
 
 
 def _check_on_ranks(name: str, ex: ModuleType, candidate: Any, nproc: int, timeout: float | None) -> CheckResult:
-    from .. import launch
+    from nvtutorial import launch
 
     source = candidate_source(candidate)
     entry = getattr(candidate, "__name__", None) or getattr(ex, "ENTRY", None)
@@ -152,7 +152,7 @@ def _check_on_ranks(name: str, ex: ModuleType, candidate: Any, nproc: int, timeo
 
 
 def _check_script(name: str, ex: ModuleType, candidate: Any, nproc: int, timeout: float | None) -> CheckResult:
-    from .. import launch
+    from nvtutorial import launch
 
     path = Path(candidate)
     if not path.is_file():
@@ -174,7 +174,7 @@ def check_ranks(name: str, function: str | None = None, *, timeout: float | None
     Never raises for the learner's code: an exception, a hang past ``timeout`` (the exercise's
     ``TIMEOUT``, else 60 s) or a failing rank becomes a failed :class:`CheckResult` with the reason.
     """
-    from . import ranks
+    from nvtutorial.teach import ranks
 
     ex = load(name)
     function = function or getattr(ex, "ENTRY", None)

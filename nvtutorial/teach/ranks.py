@@ -78,17 +78,8 @@ import sys
 import time
 from typing import Any
 
-from ._ranks_pool import Pool
-from ._ranks_result import (
-    CellResult,
-    RankFailed,
-    RankOutcome,
-    RanksError,
-    RanksInterrupted,
-    RanksStartInterrupted,
-    RanksTimeout,
-    exit_text,
-)
+from nvtutorial.teach._ranks_pool import Pool
+from nvtutorial.teach._ranks_result import CellResult, RankFailed, RankOutcome, RanksError, RanksInterrupted, RanksStartInterrupted, RanksTimeout, exit_text
 
 __all__ = ["CellResult", "RankFailed", "RankOutcome", "RanksError", "RanksInterrupted", "RanksStartInterrupted", "RanksTimeout",
            "RanksUsageError", "configure", "load_ipython_extension", "pull", "push", "restart", "run_code", "start", "status",
@@ -111,7 +102,7 @@ _atexit_registered = False
 # ----- settings and backend ------------------------------------------------------------------
 def _torch_cuda_build() -> str | None:
     """torch's CUDA version (``None`` for a CPU build), read without importing torch (as the launcher does)."""
-    from .. import launch
+    from nvtutorial import launch
 
     if importlib.util.find_spec("torch") is None:
         raise RanksUsageError("torch is not installed in this kernel's environment: install it (make install)")
@@ -121,7 +112,7 @@ def _torch_cuda_build() -> str | None:
 def resolve_backend(backend: str, nproc: int) -> str:
     """``auto`` is nccl when ``nproc`` GPUs are visible and torch has CUDA, else gloo on the CPU: the
     launcher's rule (:func:`nvtutorial.launch.resolve_backend`), its refusals raised as usage errors."""
-    from .. import launch
+    from nvtutorial import launch
 
     if backend != "gloo":
         _torch_cuda_build()  # a kernel without torch gets the one-line usage error
@@ -405,7 +396,7 @@ def _line(argv: list[str]) -> Any:
 def load_ipython_extension(ipython: Any) -> None:
     """``%load_ext nvtutorial.teach.ranks``: registers ``%ranks`` and ``%%ranks``, and starts the warm
     interpreter the ranks are forked from (it imports torch while the learner reads)."""
-    from ..launch import warm
+    from nvtutorial.launch import warm
 
     ipython.register_magic_function(ranks_magic, "line_cell", "ranks")
     warm.prestart()

@@ -19,7 +19,7 @@ class UnknownWorkload(LookupError):
 
 def modules() -> dict[str, str]:
     """Every workload's name and the module that runs it, sorted by name."""
-    from ..chapters import named
+    from nvtutorial.chapters import named
 
     found = {info.name: f"{__name__}.{info.name}" for info in pkgutil.iter_modules(__path__)
              if not info.name.startswith("_")}

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from . import model
+from nvtutorial.chapters.ch10_cost_model import model
 
 NAME = "pipeline_balance"
 """The exercise's name (``teach.check.check("pipeline_balance", ...)``)."""

@@ -10,7 +10,7 @@ from typing import Any
 
 from nvtutorial.plots.style import COLOURS, figure, finish
 
-from . import report
+from nvtutorial.chapters.ch10_cost_model import report
 
 
 def roofline(cal: report.Calibrated, points: Sequence[tuple[str, float, float, float]] = ()) -> tuple[Any, Any]:

@@ -17,7 +17,7 @@ from nvtutorial.report import ladder_model
 from nvtutorial.report import predict
 from nvtutorial.report.verdict import Verdict
 
-from . import model, report, schema
+from nvtutorial.chapters.ch10_cost_model import model, report, schema
 
 PROBLEMS = schema.DEVICE_PROBLEMS + schema.LINK_PROBLEMS + ("pipeline_bubble",)
 UNITS = {key: "ms" for key in PROBLEMS} | {"zero3_bytes": "×", "pipeline_bubble": "%"}

@@ -15,7 +15,7 @@ from typing import Any
 from nvtutorial.report.verdict import Verdict
 from nvtutorial.units import bus_factor, format_size
 
-from . import model, schema
+from nvtutorial.chapters.ch10_cost_model import model, schema
 
 REFERENCE_NOTE = "the committed runs in reference/h200x2, not this machine"
 """Said next to every two-GPU number that comes from the committed 2× H200 runs."""

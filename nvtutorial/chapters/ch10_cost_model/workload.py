@@ -34,24 +34,7 @@ from nvtutorial import runtime
 from nvtutorial.params import require
 from nvtutorial.units import size_sweep
 
-from .schema import (
-    DEVICE_PROBLEMS,
-    LADDER_STRATEGIES,
-    LINK_PROBLEMS,
-    CalibrationRank,
-    CapstoneRank,
-    CollectivePoint,
-    CopyPoint,
-    Event,
-    Held,
-    MatmulPoint,
-    Measured,
-    Params,
-    PipelineRank,
-    ProblemsRank,
-    ScheduleRun,
-    StrategyRun,
-)
+from nvtutorial.chapters.ch10_cost_model.schema import DEVICE_PROBLEMS, LADDER_STRATEGIES, LINK_PROBLEMS, CalibrationRank, CapstoneRank, CollectivePoint, CopyPoint, Event, Held, MatmulPoint, Measured, Params, PipelineRank, ProblemsRank, ScheduleRun, StrategyRun
 
 NAME = "costmodel"
 """The workload's name (``nvtutorial.run("costmodel", ...)``, ``nvtutorial list``)."""
@@ -77,7 +60,7 @@ def _timed(ctx: runtime.Context, op: Callable[[], Any], p: Params, together: boo
     ``p.iters``; one probe call decides). ``together``: a collective, timed by its slowest rank (every rank then
     makes the same number of calls); otherwise each rank times its own device, the ranks starting together. One
     untimed call before the probe warms up."""
-    from .lessons.calibrate import seconds_per_call
+    from nvtutorial.chapters.ch10_cost_model.lessons.calibrate import seconds_per_call
 
     probe = seconds_per_call(op, 1, ctx.device, together)
     iters = max(1, min(p.iters, int(p.target_s / max(probe, 1e-9))))
@@ -100,7 +83,7 @@ def compute_dtypes(ctx: runtime.Context) -> tuple[str, ...]:
 def calibrate(ctx: runtime.Context, p: Params) -> CalibrationRank:
     import torch
 
-    from .lessons.calibrate import collective, copy, matmul
+    from nvtutorial.chapters.ch10_cost_model.lessons.calibrate import collective, copy, matmul
 
     matmuls = []
     dtypes = compute_dtypes(ctx)
@@ -179,7 +162,7 @@ def _train_step(ctx: runtime.Context, p: Params) -> Measured:
 
 
 def _collective(ctx: runtime.Context, p: Params, key: str, kind: str, nbytes: int) -> Measured:
-    from .lessons.calibrate import collective
+    from nvtutorial.chapters.ch10_cost_model.lessons.calibrate import collective
 
     op, size = collective(kind, nbytes, ctx.device)
     reps = _timed(ctx, op, p, together=True)
@@ -328,7 +311,7 @@ def run_schedule(ctx: runtime.Context, p: Params, schedule: str, microbatches: i
     from nvtutorial.models import transformer
     from nvtutorial.workloads.ladder import gradient_check
 
-    from .lessons.pipeline import forward_backward, global_loss, model_name, pipeline, train_step
+    from nvtutorial.chapters.ch10_cost_model.lessons.pipeline import forward_backward, global_loss, model_name, pipeline, train_step
 
     cfg = _config(p)
     require(p.layers >= ctx.world_size, f"layers={p.layers}: a pipeline of {ctx.world_size} stages needs a block per stage")
