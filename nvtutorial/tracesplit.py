@@ -1,6 +1,6 @@
 """Where the time of a DDP step goes, computed from a profiler trace: interval arithmetic used on
 both sides (the ``profile_step`` workload splits its own trace on each rank; the notebook splits
-Nsight Systems reports and draws timelines with :mod:`nvtutorial.report.traces`).
+Nsight Systems reports and draws timelines with :mod:`nvtutorial.chapters.ch05_profiling.report_traces`).
 
 Used in notebook 05. :func:`split` reads a ``torch.profiler`` Chrome/Perfetto trace (the file
 ``prof.export_chrome_trace`` writes, which https://ui.perfetto.dev opens) and computes, per
@@ -23,7 +23,7 @@ communication the ``gloo:*`` events that gloo's worker threads record while a co
 That is a simulation of the bookkeeping, not a GPU measurement.
 
 The same interval arithmetic reads an Nsight Systems report
-(:func:`nvtutorial.report.traces.nsys_split`), so the two tools can be compared on one run (claim C12).
+(:func:`nvtutorial.chapters.ch05_profiling.report_traces.nsys_split`), so the two tools can be compared on one run (claim C12).
 Pure Python: no torch, no pandas.
 """
 

@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 import nvtutorial
-from nvtutorial.report import multinode
+from nvtutorial.chapters.ch09_multinode import report as multinode
 
 
 def grep(files, pattern: str) -> list[str]:

@@ -12,12 +12,15 @@ import pytest
 import nvtutorial
 from nvtutorial import nvml as nvml_mod
 from nvtutorial import runtime, units
-from nvtutorial.experiments import bandwidth as bwlab
+from nvtutorial.chapters.ch01_hardware import lab as bwlab
 from nvtutorial.machine import hardware, links, nccl_debug
-from nvtutorial.plots import bandwidth as bwplots
-from nvtutorial.report import bandwidth, lab as labreport
-from nvtutorial.report import links as linkreport
-from nvtutorial.workloads import allreduce_bench, p2p_copy, sendrecv_bench
+from nvtutorial.chapters.ch01_hardware import plots as bwplots
+from nvtutorial.chapters.ch01_hardware import report as bandwidth
+from nvtutorial.chapters.ch01_hardware import report_lab as labreport
+from nvtutorial.chapters.ch01_hardware import report_links as linkreport
+from nvtutorial.chapters.ch01_hardware import workload_allreduce as allreduce_bench
+from nvtutorial.chapters.ch01_hardware import workload_p2p as p2p_copy
+from nvtutorial.chapters.ch01_hardware import workload_sendrecv as sendrecv_bench
 
 from .conftest import requires_two_gpus
 

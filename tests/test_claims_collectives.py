@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from nvtutorial.report import claims
-from nvtutorial.report import collectives as report
-from nvtutorial.report import compression as compression_report
+from nvtutorial.chapters.ch07_collectives import report
+from nvtutorial.chapters.ch07_collectives import report_compression as compression_report
 
 RUNS = Path(__file__).resolve().parent.parent / "reference" / "h200x2" / "runs"
 BENCH = RUNS / "collectives_bench-20261130-022952-f3a4e5" / "result.json"

@@ -2,7 +2,7 @@
 
 Verdicts that hold on a CPU are computed here and asserted on their status and numbers. Verdicts that
 only a GPU can decide are recomputed from the committed runs of the reference 2× H200
-(``reference/h200x2/runs/``, named in :data:`nvtutorial.report.reference_runs.RUNS`) and its saved outputs
+(``reference/h200x2/runs/``, named in :data:`nvtutorial.chapters.ch01_hardware.report_reference.RUNS`) and its saved outputs
 (``nvtutorial/data/h200x2/``), so a code change that flips a reference conclusion fails here. When the lead
 commits new reference runs, update ``RUNS`` and the numbers below.
 """
@@ -16,10 +16,15 @@ from pathlib import Path
 
 import pytest
 
-from nvtutorial.experiments import bandwidth as bwlab
+from nvtutorial.chapters.ch01_hardware import lab as bwlab
 from nvtutorial.machine import doctor, hardware, links, topology
-from nvtutorial.report import bandwidth, claims, environment, lab, reference_runs, welcome
-from nvtutorial.report import links as linkreport
+from nvtutorial.report import claims
+from nvtutorial.chapters.ch01_hardware import report as bandwidth
+from nvtutorial.chapters.ch02_environment import report as environment
+from nvtutorial.chapters.ch01_hardware import report_lab as lab
+from nvtutorial.chapters.ch01_hardware import report_reference as reference_runs
+from nvtutorial.chapters.ch00_welcome import report as welcome
+from nvtutorial.chapters.ch01_hardware import report_links as linkreport
 from nvtutorial.results import RunResult
 
 from .conftest import requires_two_gpus
@@ -234,7 +239,7 @@ def test_the_launch_figure_keeps_its_label_clear_of_the_axes():
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from nvtutorial.plots import launch as launch_plots
+    from nvtutorial.chapters.ch00_welcome import plots as launch_plots
 
     from .test_bandwidth import assert_readable
 
@@ -276,7 +281,7 @@ def test_exercise_checkers_pass_the_solution_and_name_each_wrong_answer(name):
 
 
 def test_the_driver_exercise_is_the_doctors_rule():
-    from nvtutorial.exercises import driver_rule
+    from nvtutorial.chapters.ch02_environment import exercises as driver_rule
 
     for driver, runtime, status in driver_rule.CASES:
         facts = dataclasses.replace(doctor.reference_facts(), driver_cuda=driver, torch_cuda=runtime)
@@ -285,8 +290,8 @@ def test_the_driver_exercise_is_the_doctors_rule():
 
 def test_the_busbw_exercise_agrees_with_the_lesson_and_the_units():
     from nvtutorial import units
-    from nvtutorial.exercises import busbw as exercise
-    from nvtutorial.lessons import busbw as lesson_file
+    from nvtutorial.chapters.ch01_hardware import exercises as exercise
+    from nvtutorial.chapters.ch01_hardware.lessons import busbw as lesson_file
 
     for collective, size, seconds, n in exercise.CASES:
         assert exercise.bus_bandwidth(collective, size, seconds, n) == pytest.approx(units.busbw(size, seconds, n, collective))

@@ -15,14 +15,14 @@ from typing import Any
 import pytest
 
 from nvtutorial.report import claims
-from nvtutorial.report import pitfalls as rp
-from nvtutorial.report import pitfalls_measured as rm
+from nvtutorial.chapters.ch06_pitfalls import report as rp
+from nvtutorial.chapters.ch06_pitfalls import report_measured as rm
 
 REFERENCE = Path(__file__).resolve().parent.parent / "reference" / "h200x2"
 RUNS = REFERENCE / "runs"
 
 OLD_WORKLOAD_LINES = {
-    # nvtutorial/workloads/pitfalls.py at 15fcf4b, the commit the committed 06 reference ran from
+    # nvtutorial/chapters/ch06_pitfalls/workload.py at 15fcf4b, the commit the committed 06 reference ran from
     ("pitfalls.py", 135): "loss = training.train_step(s, images, masks).item()  # .item(): the usual logging, and a sync",
 }
 """The one source line the committed reference's stacks point at whose file has changed since."""

@@ -16,7 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from nvtutorial.report import claims, monitoring, profiling, traces
+from nvtutorial.report import claims
+from nvtutorial.chapters.ch05_profiling import report_monitoring as monitoring
+from nvtutorial.chapters.ch05_profiling import report as profiling
+from nvtutorial.chapters.ch05_profiling import report_traces as traces
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOK = ROOT / "reference" / "h200x2" / "05_profiling.ipynb"

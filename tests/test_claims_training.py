@@ -21,10 +21,10 @@ import torch
 import torch.distributed as dist
 
 import nvtutorial
-from nvtutorial.lessons import ddp_train
+from nvtutorial.chapters.ch03_ddp_training.lessons import ddp_train
 from nvtutorial.report import claims
-from nvtutorial.report import optimisations as oreport
-from nvtutorial.report import training as report
+from nvtutorial.chapters.ch04_optimisations import report as oreport
+from nvtutorial.chapters.ch03_ddp_training import report
 from nvtutorial.results import RunResult
 from nvtutorial.teach import ranks
 
@@ -332,7 +332,7 @@ def pair(lesson, tmp_path_factory):
     """Two gloo ranks (teach.ranks) that know the lesson's arguments and checkpoints."""
     ranks.start(nproc=2, backend="gloo", timeout=300, quiet=True)
     ranks.push(ARGS=LESSON_ARGS, CKPT=str(lesson.ckpt), RUN_DIR=str(tmp_path_factory.mktemp("pair")))
-    result = ranks.run_code("from nvtutorial.lessons import ddp_train\nargs = ddp_train.parse_args(ARGS)\n"
+    result = ranks.run_code("from nvtutorial.chapters.ch03_ddp_training.lessons import ddp_train\nargs = ddp_train.parse_args(ARGS)\n"
                             "train_loader, val_loader = ddp_train.make_loaders(args, device)\n")
     assert result.ok, result.report()
     yield lesson
@@ -357,7 +357,7 @@ def test_resume_from_a_checkpoint_continues_bit_for_bit(pair):
 
 def test_validation_equals_one_process_and_the_sources_all_reduce_doubles_it(pair):
     values = _on_ranks(
-        "from torch.utils.data import DataLoader\nfrom nvtutorial.lessons import source_validation\n"
+        "from torch.utils.data import DataLoader\nfrom nvtutorial.chapters.ch03_ddp_training.lessons import source_validation\n"
         "model = ddp_train.build_model(args.model, device)\n"
         "ddp_train.load_checkpoint(CKPT + '/epoch1.pt', model, torch.optim.AdamW(model.parameters()), device)\n"
         "source = source_validation.validate_as_the_source_does(model, val_loader, device, None).item()\n"

@@ -16,13 +16,13 @@ import pytest
 import torch
 
 from nvtutorial import launch
-from nvtutorial.exercises import ring_allreduce as exercise
+from nvtutorial.chapters.ch07_collectives import exercises as exercise
 from nvtutorial.report import claims
-from nvtutorial.report import collectives as report
-from nvtutorial.report import compression as compression_report
+from nvtutorial.chapters.ch07_collectives import report
+from nvtutorial.chapters.ch07_collectives import report_compression as compression_report
 from nvtutorial.teach import check, ranks
-from nvtutorial.workloads import _density as density
-from nvtutorial.workloads.collectives_bench import ring_bytes
+from nvtutorial.chapters.ch07_collectives import workload_density as density
+from nvtutorial.chapters.ch07_collectives.workload import ring_bytes
 
 WORLD = 2
 
@@ -58,9 +58,9 @@ def on_ranks(fn, *args) -> list:
 def ring_cases():
     import torch.distributed as dist
 
-    from nvtutorial.lessons.collectives import ring_all_reduce
+    from nvtutorial.chapters.ch07_collectives.lessons.collectives import ring_all_reduce
     from nvtutorial.workloads._commcount import counting
-    from nvtutorial.workloads.collectives_bench import plain_group
+    from nvtutorial.chapters.ch07_collectives.workload import plain_group
 
     group, out = plain_group("gloo"), []
     rank, world_size = dist.get_rank(), dist.get_world_size()
@@ -84,7 +84,8 @@ def workload_metrics(which, params):
     import torch.distributed as dist
 
     from nvtutorial import runtime
-    from nvtutorial.workloads import collectives_bench, compression
+    from nvtutorial.chapters.ch07_collectives import workload as collectives_bench
+    from nvtutorial.chapters.ch07_collectives import workload_compression as compression
 
     module = {"collectives_bench": collectives_bench, "compression": compression}[which]
     rank, world_size = dist.get_rank(), dist.get_world_size()
@@ -99,8 +100,8 @@ def powersgd_with_a_visible_gpu():
 
     from torch.nn.parallel import DistributedDataParallel as DDP
 
-    from nvtutorial.lessons.compression import register
-    from nvtutorial.workloads.compression import hide_gpus_from_cpu_rank
+    from nvtutorial.chapters.ch07_collectives.lessons.compression import register
+    from nvtutorial.chapters.ch07_collectives.workload_compression import hide_gpus_from_cpu_rank
 
     def synchronize(device=None):
         raise ValueError("Expected a cuda device, but got: cpu")
@@ -148,7 +149,7 @@ def test_ring_equals_all_reduce_and_sends_the_formula(pool):
 def lesson_check(module, *args):
     import importlib
 
-    lesson = importlib.import_module(f"nvtutorial.lessons.{module}")
+    lesson = importlib.import_module(f"nvtutorial.chapters.ch07_collectives.lessons.{module}")
     device = torch.device("cpu")
     return lesson.train(*args, device) if module == "compression" else lesson.check(*args, device)
 
@@ -277,7 +278,7 @@ def test_ring_bytes_formula():
 
 
 def test_source_function_is_the_published_code():
-    from nvtutorial.lessons import sparse_allreduce
+    from nvtutorial.chapters.ch07_collectives.lessons import sparse_allreduce
 
     text = inspect.getsource(sparse_allreduce.source_sparse_allreduce)
     for line in ("indices = tensor.nonzero()", "values = tensor[indices]",
@@ -320,8 +321,8 @@ def test_bad_parameters_fail_before_launch():
 
 
 def test_workload_hook_names_match_the_lesson():
-    from nvtutorial.lessons.compression import HOOKS
-    from nvtutorial.workloads import compression as workload
+    from nvtutorial.chapters.ch07_collectives.lessons.compression import HOOKS
+    from nvtutorial.chapters.ch07_collectives import workload_compression as workload
 
     assert workload.HOOK_NAMES == HOOKS
     assert workload.nvlink_tx_bytes(type("Ctx", (), {"is_gpu": False})())[0] is None

@@ -441,7 +441,7 @@ def test_stage_blocks_are_the_lessons_split():
 
 
 def test_a_stages_memory_is_its_state_and_the_micro_batches_it_holds():
-    from nvtutorial.report.ladder_model import Setup, block_activations
+    from nvtutorial.chapters.ch08_ladder.report_model import Setup, block_activations
 
     s = Setup(vocab=256, seq_len=64, dim=128, heads=4, layers=4, mlp_ratio=4, global_batch=16)
     first, last = report.pipeline_stage_memory(s, 0, 2, 4), report.pipeline_stage_memory(s, 1, 2, 4)

@@ -9,7 +9,7 @@ import pytest
 
 from nvtutorial import cli
 from nvtutorial.machine import doctor
-from nvtutorial.report import environment as envreport
+from nvtutorial.chapters.ch02_environment import report as envreport
 
 
 @pytest.fixture

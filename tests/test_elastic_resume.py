@@ -1,4 +1,4 @@
-"""Notebook 09's ``resume`` (``nvtutorial/lessons/elastic_train.py``): rank 0's view of the checkpoint decides.
+"""Notebook 09's ``resume`` (``nvtutorial/chapters/ch09_multinode/lessons/elastic_train.py``): rank 0's view of the checkpoint decides.
 
 On shared storage a node can for a moment see an older checkpoint, or none, after another node renamed a new
 one into place; ranks that started from different steps would run different numbers of collectives. Two gloo
@@ -46,7 +46,7 @@ def _rank_side(out: Path) -> None:
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel as DDP
 
-    from nvtutorial.lessons import elastic_train
+    from nvtutorial.chapters.ch09_multinode.lessons import elastic_train
 
     dist.init_process_group("gloo")
     rank = dist.get_rank()

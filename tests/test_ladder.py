@@ -22,8 +22,10 @@ from types import SimpleNamespace
 
 import pytest
 
+from nvtutorial.chapters import named
+
 import nvtutorial
-from nvtutorial.report import ladder
+from nvtutorial.chapters.ch08_ladder import report as ladder
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = {"vocab": 256, "seq_len": 32, "dim": 64, "heads": 4, "layers": 2, "mlp_ratio": 4}
@@ -49,8 +51,8 @@ def setup():
 
 
 def test_the_ladder_has_one_list_of_rungs():
-    from nvtutorial.lessons.ladder import rungs
-    from nvtutorial.workloads import ladder as workload
+    from nvtutorial.chapters.ch08_ladder.lessons import rungs
+    from nvtutorial.chapters.ch08_ladder import workload
 
     assert tuple(rungs.RUNGS) == ladder.RUNGS == workload.RUNG_NAMES
 
@@ -172,7 +174,7 @@ def test_link_comparison_takes_the_launch_to_launch_gap_as_noise():
     need = ladder.needs_link_verdict(direct, staged, again)
     assert need.numbers["worst"] == "tensor_parallel" and need.numbers["status"]["tensor_parallel"] == "slower"
     assert need.numbers["ratio"]["tensor_parallel"] == pytest.approx(1.61 / 1.01)  # medians of 3 and of the 6 direct
-    from nvtutorial.plots import ladder as plots
+    from nvtutorial.chapters.ch08_ladder import plots
 
     fig, _ = plots.link_need(comps, staged)
     assert "A/A" in fig.axes[0].get_title()
@@ -425,7 +427,7 @@ def test_zero3_gathers_less_than_zero2_with_more_than_two_blocks(setup):
 
 
 def test_tables_and_figures_from_the_run(result, setup):
-    from nvtutorial.plots import ladder as plots
+    from nvtutorial.chapters.ch08_ladder import plots
 
     times = ladder.time_table(result)
     assert list(times.index) == [ladder.LABELS[r] for r in ladder.RUNGS]
@@ -462,11 +464,11 @@ def test_comm_table_shows_unpaired_ranks_and_says_why(result, monkeypatch):
 
 def test_lesson_script_runs_as_it_says(tmp_path, setup):
     """``torchrun ... train.py --rung tensor_parallel`` prints the losses of the one-process reference."""
-    from nvtutorial.lessons.ladder.train import train
+    from nvtutorial.chapters.ch08_ladder.lessons.train import train
 
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
     proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
-                           str(ROOT / "nvtutorial/lessons/ladder/train.py"), "--rung", "tensor_parallel", "--steps", "2"],
+                           str(ROOT / "nvtutorial/chapters/ch08_ladder/lessons/train.py"), "--rung", "tensor_parallel", "--steps", "2"],
                           capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path, check=False)
     assert proc.returncode == 0, proc.stderr[-2000:]
     losses = [float(line.rsplit(" ", 1)[1]) for line in proc.stdout.splitlines() if line.startswith("tensor_parallel step")]
@@ -483,7 +485,7 @@ EXERCISES = ("ladder_fsdp", "ladder_tp")
 
 def test_exercise_solution_passes_as_the_learners_code_does(tmp_path, monkeypatch):
     """The learner's path: the function's source, run by the ``exercise`` workload on 2 ranks."""
-    from nvtutorial.exercises import ladder_fsdp
+    from nvtutorial.chapters.ch08_ladder import exercises_fsdp as ladder_fsdp
     from nvtutorial.teach import check
 
     monkeypatch.setenv("NVTUTORIAL_RUNS_DIR", str(tmp_path))
@@ -506,11 +508,12 @@ def judged(tmp_path_factory):
 
 def test_exercise_checkers_pass_solutions_and_fail_wrong_answers(judged):
     """Both exercises' solutions and every known wrong answer, judged on 2 gloo ranks."""
-    from nvtutorial.exercises import ladder_fsdp, ladder_tp
+    from nvtutorial.chapters.ch08_ladder import exercises_fsdp as ladder_fsdp
+    from nvtutorial.chapters.ch08_ladder import exercises_tp as ladder_tp
 
     for rank in (0, 1):
         for module in (ladder_fsdp, ladder_tp):
-            name = module.__name__.rsplit(".", 1)[1]
+            name = module.NAME
             passed, reason = judged[rank][f"{name}: solution"]
             assert passed, (name, reason)
             for key, (_, words) in module.WRONG.items():
@@ -528,7 +531,7 @@ def _judge_wrong_answers(out: Path) -> None:
     rank = dist.get_rank()
     judged = {}
     for name in EXERCISES:
-        module = importlib.import_module(f"nvtutorial.exercises.{name}")
+        module = importlib.import_module(named("exercises")[name])
         for key, (candidate, _) in {"solution": (module.SOLUTION, ""), **module.WRONG}.items():
             judged[f"{name}: {key}"] = module.check_on_rank(candidate, None)  # as %%ranks calls it
             dist.barrier()
@@ -543,10 +546,10 @@ def _wrong_rungs() -> dict:
     import torch
     import torch.distributed as dist
 
-    from nvtutorial.lessons.ladder import rungs
-    from nvtutorial.lessons.ladder.train import global_loss, local_batch, train, train_step
+    from nvtutorial.chapters.ch08_ladder.lessons import rungs
+    from nvtutorial.chapters.ch08_ladder.lessons.train import global_loss, local_batch, train, train_step
     from nvtutorial.models import transformer
-    from nvtutorial.workloads.ladder import gradient_check, reference_gradients
+    from nvtutorial.chapters.ch08_ladder.workload import gradient_check, reference_gradients
 
     cfg, device, steps = ladder.Setup(**TINY, global_batch=RUN["global_batch"]).config(), torch.device("cpu"), 3
     grads = reference_gradients(cfg, transformer.batch(0, RUN["global_batch"], cfg), 0)

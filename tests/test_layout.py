@@ -102,7 +102,7 @@ def import_graph(package: Path, name: str = "nvtutorial") -> tuple[dict[str, set
 
 
 def area(module: str) -> str:
-    """``nvtutorial.report.bandwidth`` -> ``report``; ``nvtutorial.units`` -> ``units``; ``nvtutorial`` -> ``""``.
+    """``nvtutorial.chapters.ch01_hardware.report`` -> ``report``; ``nvtutorial.units`` -> ``units``; ``nvtutorial`` -> ``""``.
     In a chapter the file's role: ``nvtutorial.chapters.ch10_x.workload`` -> ``workloads``, ``...lessons.y`` ->
     ``lessons`` (a role is a file's name or its prefix: ``workload_p2p`` is a workload); ``chapters`` for the
     chapters' packages themselves (lazy facades), ``registry`` for ``nvtutorial.chapters``; ``?`` for a file with no
@@ -243,22 +243,27 @@ def notebook_violations(paths: Iterable[Path]) -> list[str]:
 
 def test_the_package_has_the_target_layout():
     mods = modules(PACKAGE)
-    for folder in ("machine", "models", "lessons", "workloads", "experiments", "report", "plots"):
+    for folder in ("machine", "models", "workloads", "report", "plots", "chapters", "launch", "teach"):
         assert f"nvtutorial.{folder}" in mods, f"nvtutorial/{folder}/__init__.py is missing"
-    assert {"nvtutorial.units", "nvtutorial.runtime", "nvtutorial.launch", "nvtutorial.plots.style"} <= set(mods)
+    assert {"nvtutorial.units", "nvtutorial.runtime", "nvtutorial.plots.style"} <= set(mods)
+    chapters = sorted(p.name for p in (PACKAGE / "chapters").iterdir() if p.name.startswith("ch"))
+    notebooks = sorted(p.stem[:2] for p in NOTEBOOKS)
+    assert [c[2:4] for c in chapters] == notebooks, "one chapter folder per notebook, numbered as the notebooks"
+    for folder in ("lessons", "experiments", "exercises"):  # what a chapter now holds
+        assert not (PACKAGE / folder).exists(), f"nvtutorial/{folder}/ is gone: its files live in their chapters"
 
 
 def test_every_import_edge_is_seen():
     """The reader finds relative, absolute and function-level imports (else every rule passes vacuously)."""
     edges, external = import_graph(PACKAGE)
     assert "nvtutorial.runtime" in edges["nvtutorial.workloads.selftest"]            # from nvtutorial import runtime
-    assert "nvtutorial.lessons.training" in edges["nvtutorial.workloads.train"]      # inside a function
-    assert "nvtutorial.units" in edges["nvtutorial.report.bandwidth"]                # from ..units import ...
-    assert "nvtutorial.machine.hardware" in edges["nvtutorial.report.bandwidth"]     # from ..machine import hardware
-    assert "torch.distributed" in external["nvtutorial.lessons.collectives"]
+    assert "nvtutorial.chapters.ch03_ddp_training.lessons.training" in edges["nvtutorial.chapters.ch03_ddp_training.workload"]      # inside a function
+    assert "nvtutorial.units" in edges["nvtutorial.chapters.ch01_hardware.report"]                # from ..units import ...
+    assert "nvtutorial.machine.hardware" in edges["nvtutorial.chapters.ch01_hardware.report"]     # from ..machine import hardware
+    assert "torch.distributed" in external["nvtutorial.chapters.ch07_collectives.lessons.collectives"]
     chapter = "nvtutorial.chapters.ch10_cost_model"
     assert f"{chapter}.schema" in edges[f"{chapter}.workload"]                          # from .schema import ...
-    assert "nvtutorial.lessons.ladder.train" in edges[f"{chapter}.lessons.pipeline"]     # a lesson of another chapter
+    assert "nvtutorial.chapters.ch08_ladder.lessons.train" in edges[f"{chapter}.lessons.pipeline"]     # a lesson of another chapter
     assert area(f"{chapter}.workload") == "workloads" and area(f"{chapter}.problems") == "report"
 
 

@@ -101,5 +101,5 @@ def test_lesson_runs_distributed_code_from_a_cell(path):
     code = [c.source for c in nb.cells if c.cell_type == "code"]
     ranks_cells = [s for s in code if s.lstrip().startswith("%%ranks") and DISTRIBUTED_CALL.search(s)]
     shown_and_run = [s for s in code if re.search(r"nvtutorial\.run\(\s*[\w.]*(lesson|LESSON|path|PATH|script)", s)
-                     or re.search(r"\.run\(\s*[\"']nvtutorial/lessons/", s)]
+                     or re.search(r"\.run\(\s*[\"']nvtutorial/chapters/ch\d\d_\w+/lessons/", s)]
     assert ranks_cells or shown_and_run, f"{path.name} runs no distributed code the learner can read"

@@ -18,12 +18,12 @@ from pathlib import Path
 import pytest
 
 import nvtutorial
-from nvtutorial.exercises import pitfall_validation as ex
-from nvtutorial.experiments import pitfalls as traps
+from nvtutorial.chapters.ch06_pitfalls import exercises as ex
+from nvtutorial.chapters.ch06_pitfalls import lab as traps
 from nvtutorial.report import claims
-from nvtutorial.report import pitfalls as rp
-from nvtutorial.report import pitfalls_measured as rm
-from nvtutorial.workloads import pitfalls as workload
+from nvtutorial.chapters.ch06_pitfalls import report as rp
+from nvtutorial.chapters.ch06_pitfalls import report_measured as rm
+from nvtutorial.chapters.ch06_pitfalls import workload
 
 from .conftest import assert_nothing_left, requires_two_gpus
 
@@ -216,9 +216,9 @@ Thread 0x00007f72596 (most recent call first):
 Current thread 0x00007f725ac (most recent call first):
   File "/x/torch/autograd/graph.py", line 979 in _engine_run_backward
   File "/x/torch/_tensor.py", line 631 in backward
-  File "/x/nvtutorial/lessons/pitfalls/validation.py", line 44 in train_one_epoch
-  File "/x/nvtutorial/lessons/pitfalls/validation.py", line 126 in main
-  File "/x/nvtutorial/lessons/pitfalls/validation.py", line 140 in <module>
+  File "/x/nvtutorial/chapters/ch06_pitfalls/lessons/validation.py", line 44 in train_one_epoch
+  File "/x/nvtutorial/chapters/ch06_pitfalls/lessons/validation.py", line 126 in main
+  File "/x/nvtutorial/chapters/ch06_pitfalls/lessons/validation.py", line 140 in <module>
   File "<frozen runpy>", line 88 in _run_code
 """
 
@@ -318,7 +318,7 @@ def test_pin_within_noise_and_the_figure():
     assert rm.pin_within_noise(result)
     faster = {**block, "rows": _rows({8: [400, 404]}, {8: [500, 505]})}
     assert not rm.pin_within_noise(types.SimpleNamespace(ranks=[{"dataloader": faster}], label="t"))
-    from nvtutorial.plots import pitfalls as pp
+    from nvtutorial.chapters.ch06_pitfalls import plots as pp
 
     fig, ax = pp.loader_sweep([block, block], "test", rule=8, knees=[8, 8], pin_same=True)
     assert [t.get_text() for t in ax.get_legend().get_texts()] == ["pin_memory=False (True: the same within the noise)"]

@@ -12,7 +12,7 @@ import pytest
 from nvtutorial import cli
 from nvtutorial import nvml as nvml_mod
 from nvtutorial.machine import hardware, topology
-from nvtutorial.report import links as linkreport
+from nvtutorial.chapters.ch01_hardware import report_links as linkreport
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 H200 = hardware.REFERENCE_DATA / "nvidia-smi-topo-m.txt"

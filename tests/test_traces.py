@@ -1,4 +1,4 @@
-"""The time split of a DDP step (nvtutorial.tracesplit, nvtutorial.report.traces), telemetry parsing,
+"""The time split of a DDP step (nvtutorial.tracesplit, nvtutorial.chapters.ch05_profiling.report_traces), telemetry parsing,
 and the profiling workload.
 
 Fixtures (tests/fixtures/traces/):
@@ -25,10 +25,11 @@ import pytest
 
 import nvtutorial
 from nvtutorial import tracesplit
-from nvtutorial.experiments import profiling
+from nvtutorial.chapters.ch05_profiling import lab as profiling
 from nvtutorial.machine import telemetry
-from nvtutorial.report import monitoring, traces
-from nvtutorial.report import profiling as profreport
+from nvtutorial.chapters.ch05_profiling import report_monitoring as monitoring
+from nvtutorial.chapters.ch05_profiling import report_traces as traces
+from nvtutorial.chapters.ch05_profiling import report as profreport
 from nvtutorial.teach import check
 
 FIXTURES = Path(__file__).parent / "fixtures" / "traces"

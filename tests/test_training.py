@@ -20,11 +20,14 @@ from torch.utils.data import DataLoader, DistributedSampler
 
 import nvtutorial
 from nvtutorial import launch
-from nvtutorial.exercises import ddp_accumulation, ddp_validation
-from nvtutorial.lessons import ddp_optimised, ddp_train, training
+from nvtutorial.chapters.ch03_ddp_training import exercises_accumulation as ddp_accumulation
+from nvtutorial.chapters.ch03_ddp_training import exercises_validation as ddp_validation
+from nvtutorial.chapters.ch04_optimisations.lessons import ddp_optimised
+from nvtutorial.chapters.ch03_ddp_training.lessons import ddp_train
+from nvtutorial.chapters.ch03_ddp_training.lessons import training
 from nvtutorial.models import segdata, unet
-from nvtutorial.report import optimisations as oreport
-from nvtutorial.report import training as report
+from nvtutorial.chapters.ch04_optimisations import report as oreport
+from nvtutorial.chapters.ch03_ddp_training import report
 from nvtutorial.report.verdict import aa_gap
 from nvtutorial.runtime import Context
 from nvtutorial.teach import check, ranks
@@ -234,7 +237,7 @@ def test_training_setup_rejects_bad_arguments():
 
 # --- the train workload, in process (one rank) --------------------------------------------------
 def test_train_workload_times_counts_and_repeats_the_first_configuration(ctx):
-    from nvtutorial.workloads import train
+    from nvtutorial.chapters.ch03_ddp_training import workload as train
 
     p = train.Params(model="tiny", image_size=16, batch_sizes=(4,), samples=16, warmup=1, steps=2, repeats=2,
                      accumulation=2, one_gpu_batch=4,
@@ -276,7 +279,7 @@ def test_bad_train_params_rejected_before_launch(params, match, runs_dir):
 
 
 def test_attention_workload_counts_sdpa_calls_and_restores_switches():
-    from nvtutorial.workloads import attention_sdp
+    from nvtutorial.chapters.ch04_optimisations import workload_attention as attention_sdp
 
     before = torch.backends.cuda.flash_sdp_enabled()
     c = Context(rank=0, local_rank=0, world_size=1, backend="gloo", device=torch.device("cpu"), run_dir=Path("."))
@@ -314,13 +317,14 @@ def test_every_checker_passes_its_solution_and_names_each_wrong_answer(pair, tmp
     for i, (ex, name, fn, words) in enumerate(CANDIDATES):
         path = tmp_path / f"candidate{i}.py"
         path.write_text(check.candidate_source(fn))
-        jobs.append((ex.__name__.rsplit(".", 1)[-1], str(path), fn.__name__))
+        jobs.append((ex.NAME, str(path), fn.__name__))
     ranks.push(JOBS=jobs)
     result = ranks.run_code(
         "import importlib, types\n"
         "from nvtutorial.workloads.exercise import load_candidate\n"
         "ctx = types.SimpleNamespace(rank=rank, world_size=world_size, device=device)\n"
-        "verdicts = [importlib.import_module('nvtutorial.exercises.' + ex).check_on_rank(load_candidate(path, entry), ctx)\n"
+        "from nvtutorial.chapters import named\n"
+        "verdicts = [importlib.import_module(named('exercises')[ex]).check_on_rank(load_candidate(path, entry), ctx)\n"
         "            for ex, path, entry in JOBS]\n", timeout=300)
     assert result.ok, result.report()
     on_rank = ranks.pull("verdicts")

@@ -4,7 +4,7 @@ Used in notebook 01. All bandwidths are in GB/s (10⁹ bytes per second) **per d
 unit nccl-tests' busbw is comparable with. NVIDIA quotes NVLink as the sum of both directions
 ("900 GB/s" for H100 SXM = 450 GB/s each way); the tables here keep the vendor figure and halve it.
 Grading a learner's prediction against a run, and the source's claims about cards, are in
-:mod:`nvtutorial.report.links`.
+:mod:`nvtutorial.chapters.ch01_hardware.report_links`.
 """
 
 from __future__ import annotations

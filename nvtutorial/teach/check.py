@@ -28,7 +28,6 @@ import dataclasses
 import importlib
 import inspect
 import os
-import pkgutil
 import tempfile
 import textwrap
 from pathlib import Path
@@ -68,15 +67,10 @@ class CheckResult:
 
 
 def modules() -> dict[str, str]:
-    """Every exercise's name and its module: ``nvtutorial/exercises/NAME.py``, or a chapter's ``exercises*.py``
-    that declares ``NAME``."""
-    from nvtutorial import exercises
+    """Every exercise's name and its module: a chapter's ``exercises*.py`` that declares ``NAME``."""
     from nvtutorial.chapters import named
 
-    found = {m.name: f"nvtutorial.exercises.{m.name}" for m in pkgutil.iter_modules(exercises.__path__)
-             if not m.name.startswith("_")}
-    found.update(named("exercises"))
-    return dict(sorted(found.items()))
+    return dict(sorted(named("exercises").items()))
 
 
 def names() -> list[str]:

@@ -4,7 +4,7 @@ The course never copies code into markdown: a notebook calls :func:`show` on the
 on a function of it) and the learner reads exactly what the run executes. Sections are the parts
 of a script that start with a ``# %% name`` line (the cell marker of Jupytext and VS Code)::
 
-    show("nvtutorial/lessons/ddp_train.py", section="the process group")
+    show("nvtutorial/chapters/ch03_ddp_training/lessons/ddp_train.py", section="the process group")
     show(ring_all_reduce)                       # a function, from its source file
     show_diff(train_step, train_step_bf16)      # what an optimisation changes
 

@@ -2,7 +2,7 @@
 
 The candidate's source is read from a file, executed in a fresh namespace that has ``torch``,
 ``dist`` (``torch.distributed``), ``F`` (``torch.nn.functional``) and ``math``, and the function
-named ``entry`` is handed to ``nvtutorial.exercises.<name>.check_on_rank``, which compares it with
+named ``entry`` is handed to the exercise's ``check_on_rank`` (its chapter's ``exercises*.py``), which compares it with
 the reference on this rank. Each rank reports ``passed`` and ``reason``.
 
     torchrun --standalone --nproc-per-node 2 -m nvtutorial.workloads.exercise \
@@ -17,6 +17,7 @@ import math
 from pathlib import Path
 
 from nvtutorial import runtime
+from nvtutorial.chapters import named
 from nvtutorial.params import require
 
 
@@ -46,7 +47,7 @@ def load_candidate(path: str, entry: str):
 
 
 def run(ctx: runtime.Context, p: Params) -> dict:
-    exercise = importlib.import_module(f"nvtutorial.exercises.{p.name}")
+    exercise = importlib.import_module(named("exercises")[p.name])
     candidate = load_candidate(p.candidate, p.entry)
     passed, reason = exercise.check_on_rank(candidate, ctx)
     return {"passed": bool(passed), "reason": str(reason)}

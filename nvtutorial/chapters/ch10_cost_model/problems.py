@@ -13,7 +13,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from nvtutorial.report import ladder_model
+from nvtutorial.chapters.ch08_ladder import report_model as ladder_model
 from nvtutorial.report import predict
 from nvtutorial.report.verdict import Verdict
 

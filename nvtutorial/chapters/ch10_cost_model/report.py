@@ -140,7 +140,8 @@ def residual_table(all_fits: Mapping[str, Fit]):  # -> pandas.DataFrame
 
 def reference_fit() -> Fit:
     """The all-reduce fit of the committed 2× H200 sweep (notebook 01's, 1 KiB to 1 GiB, ``reference/h200x2``)."""
-    from nvtutorial.report import bandwidth, reference_runs
+    from nvtutorial.chapters.ch01_hardware import report as bandwidth
+    from nvtutorial.chapters.ch01_hardware import report_reference as reference_runs
 
     run = reference_runs.load("sweep")
     rows = bandwidth.rows_of(run)
@@ -150,7 +151,7 @@ def reference_fit() -> Fit:
 
 def reference_where() -> str:
     """``2× NVIDIA H200 · NV18 · NCCL 2.28.9 · …: the committed runs in reference/h200x2, not this machine``."""
-    from nvtutorial.report import reference_runs
+    from nvtutorial.chapters.ch01_hardware import report_reference as reference_runs
 
     return f"{reference_runs.load('sweep').label}: {REFERENCE_NOTE}"
 
@@ -162,7 +163,8 @@ def reference_checks(fit: Fit | None = None):  # -> pandas.DataFrame
     are shown beside them and kept out of the median."""
     import pandas as pd
 
-    from nvtutorial.report import bandwidth, reference_runs
+    from nvtutorial.chapters.ch01_hardware import report as bandwidth
+    from nvtutorial.chapters.ch01_hardware import report_reference as reference_runs
 
     fit = fit or reference_fit()
     sources = [("notebook 02's sweep (course benchmark)", [(r["size"], r["time_us"] * 1e-6)
@@ -394,7 +396,7 @@ def pipeline_stage_memory(setup: Any, stage: int, stages: int, microbatches: int
     """Bytes of one micro-batch's activations on a stage (notebook 08's memory model: what autograd saves in each
     of its blocks, and on the last stage the final norm, the logits and the loss), and the transient logits'
     gradients of the last stage."""
-    from nvtutorial.report.ladder_model import FLOAT, block_activations
+    from nvtutorial.chapters.ch08_ladder.report_model import FLOAT, block_activations
 
     micro = dataclasses.replace(setup, global_batch=max(1, setup.global_batch // microbatches), world=1)
     first, last = stage_blocks(setup.layers, stage, stages)

@@ -50,7 +50,7 @@ def _device_name(ctx: runtime.Context) -> str:
 
 def _free(ctx: runtime.Context) -> None:
     """Collect garbage and, on a GPU, return cached memory and reset the peak (notebook 08's)."""
-    from nvtutorial.workloads.ladder import _free as free
+    from nvtutorial.chapters.ch08_ladder.workload import _free as free
 
     free(ctx)
 
@@ -147,8 +147,8 @@ def _adam(ctx: runtime.Context, p: Params) -> Measured:
 
 
 def _train_step(ctx: runtime.Context, p: Params) -> Measured:
-    from nvtutorial.lessons.ladder.rungs import single
-    from nvtutorial.lessons.ladder.train import train_step
+    from nvtutorial.chapters.ch08_ladder.lessons.rungs import single
+    from nvtutorial.chapters.ch08_ladder.lessons.train import train_step
     from nvtutorial.models import transformer
 
     cfg = _config(p)
@@ -177,10 +177,10 @@ def block_bytes(p: Params) -> int:
 
 
 def _zero3_bytes(ctx: runtime.Context, p: Params) -> Measured:
-    from nvtutorial.lessons.ladder.rungs import RUNGS
-    from nvtutorial.lessons.ladder.train import local_batch, train_step
+    from nvtutorial.chapters.ch08_ladder.lessons.rungs import RUNGS
+    from nvtutorial.chapters.ch08_ladder.lessons.train import local_batch, train_step
     from nvtutorial.models import transformer
-    from nvtutorial.workloads.ladder import collective_counter, summarise
+    from nvtutorial.chapters.ch08_ladder.workload import collective_counter, summarise
 
     cfg = _config(p)
     sent, kinds = {}, {}
@@ -287,7 +287,7 @@ def instrument(stage: Any, clock: _Clock, record: list[tuple[str, int, int, int]
 
 
 def _held(module: Any, optimizer: Any) -> Held:
-    from nvtutorial.workloads.ladder import held_bytes
+    from nvtutorial.chapters.ch08_ladder.workload import held_bytes
 
     h = held_bytes(module, optimizer)
     return Held(params=h["params"], grads=h["grads"], optimizer=h["optimizer"])
@@ -309,7 +309,7 @@ def run_schedule(ctx: runtime.Context, p: Params, schedule: str, microbatches: i
     import torch
 
     from nvtutorial.models import transformer
-    from nvtutorial.workloads.ladder import gradient_check
+    from nvtutorial.chapters.ch08_ladder.workload import gradient_check
 
     from nvtutorial.chapters.ch10_cost_model.lessons.pipeline import forward_backward, global_loss, model_name, pipeline, train_step
 
@@ -366,9 +366,9 @@ def run_schedule(ctx: runtime.Context, p: Params, schedule: str, microbatches: i
 
 def _reference(ctx: runtime.Context, p: Params) -> tuple[list[float], dict[str, Any]]:
     """The one-process reference: its losses over ``p.steps`` steps and its step-0 gradients (on the CPU)."""
-    from nvtutorial.lessons.ladder.train import train
+    from nvtutorial.chapters.ch08_ladder.lessons.train import train
     from nvtutorial.models import transformer
-    from nvtutorial.workloads.ladder import reference_gradients
+    from nvtutorial.chapters.ch08_ladder.workload import reference_gradients
 
     cfg = _config(p)
     losses = train("single", cfg, p.steps, p.global_batch, ctx.device, seed=p.seed)
@@ -393,7 +393,7 @@ def pipeline_part(ctx: runtime.Context, p: Params) -> PipelineRank:
 
 
 def _ladder_strategy(ctx: runtime.Context, p: Params, rung: str, reference: list[float], grads: dict[str, Any]) -> StrategyRun:
-    from nvtutorial.workloads import ladder
+    from nvtutorial.chapters.ch08_ladder import workload as ladder
 
     lp = ladder.Params(**p.config(), global_batch=p.global_batch, rungs=(rung,), steps=p.steps, warmup=1, timed=1,
                        repeats=p.timed, reference=False, profile_steps=0, seed=p.seed)

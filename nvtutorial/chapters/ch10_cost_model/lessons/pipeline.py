@@ -23,8 +23,8 @@ from torch import nn
 from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
 
 from nvtutorial import runtime
-from nvtutorial.lessons.ladder.rungs import LR
-from nvtutorial.lessons.ladder.train import setup
+from nvtutorial.chapters.ch08_ladder.lessons.rungs import LR
+from nvtutorial.chapters.ch08_ladder.lessons.train import setup
 from nvtutorial.models import transformer
 
 # %% the stages

@@ -1,0 +1,28 @@
+"""Chapter 01 (notebook ``01_hardware``): GPUs, topology and link through NVML; expected against measured bandwidth;
+NVLink, host-staged, sockets.
+
+Its files, by role: rank side: ``workload_allreduce``, ``workload_bench``, ``workload_p2p``, ``workload_sendrecv``,
+``lessons``; kernel side: ``lab``, ``plots``, ``report``, ``report_lab``, ``report_links``, ``report_reference``;
+exercises: ``exercises``.
+The notebook imports the chapter and reaches each file on first use, so that a rank importing a
+rank-side file never loads pandas or matplotlib::
+
+    from nvtutorial.chapters import ch01_hardware as ch
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+FILES = ('exercises', 'lab', 'plots', 'report', 'report_lab', 'report_links', 'report_reference', 'workload_allreduce', 'workload_bench', 'workload_p2p', 'workload_sendrecv', 'lessons')
+
+
+def __getattr__(name: str) -> Any:  # PEP 562: each file is imported when first asked for
+    if name in FILES:
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}; its files are {', '.join(FILES)}")
+
+
+def __dir__() -> list[str]:
+    return sorted(list(globals()) + list(FILES))

@@ -1,0 +1,138 @@
+"""The link A/B lab and the device-to-device copy: the bandwidth runs of notebooks 01 and 02.
+
+Each function here launches (:func:`nvtutorial.run`); what the runs show is read by
+:mod:`nvtutorial.chapters.ch01_hardware.report` and drawn by :mod:`nvtutorial.chapters.ch01_hardware.plots`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from nvtutorial import launch
+from nvtutorial.machine import hardware, nccl_debug
+from nvtutorial.chapters.ch01_hardware.report import CopyRun, rows_of
+from nvtutorial.chapters.ch01_hardware import report_reference as reference_runs
+from nvtutorial.chapters.ch01_hardware.report_lab import LabRun
+
+
+@dataclasses.dataclass(frozen=True)
+class LabPath:
+    name: str
+    env: dict[str, str]
+    meaning: str
+
+
+LAB_PATHS: tuple[LabPath, ...] = (
+    LabPath("default", {}, "NCCL's choice: P2P over NVLink where the GPUs have it"),
+    LabPath("P2P off", {"NCCL_P2P_DISABLE": "1"}, "no GPU-to-GPU copies: staged through host shared memory (SHM)"),
+    LabPath("P2P+SHM off", {"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1"},
+            "neither: TCP sockets over the loopback interface (NET/Socket)"),
+)
+"""The three paths of notebook 01's lab, fastest first."""
+
+
+SOURCE_AB_PATHS: tuple[LabPath, ...] = (
+    LAB_PATHS[0],
+    LabPath("source's settings", {"NCCL_NET_GDR_LEVEL": "3", "NCCL_IB_DISABLE": "1"},
+            "what the source exports: GPUDirect RDMA level and InfiniBand off (network transport only)"),
+    LAB_PATHS[1],
+)
+"""Notebook 02's A/B (claim C7): default, the source's settings, and P2P off as a control that does change things."""
+
+
+DEBUG_ENV = {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,ENV,P2P,SHM,NET"}
+"""What makes NCCL print the transport of every channel (read back by :mod:`nvtutorial.machine.nccl_debug`)."""
+
+
+def run_env(*extra: Mapping[str, str]) -> dict[str, str]:
+    """Environment overrides for a bandwidth run: ``extra`` merged, NVLink SHARP left off.
+
+    ``NCCL_NVLS_ENABLE`` keeps the caller's value; where it is unset it is set to 0. With two GPUs
+    this changes nothing: NCCL sets NVLink SHARP up only for more than two GPUs (``ncclNvlsInit``,
+    NCCL's ``src/transport/nvls.cc``), and shared machines such as the reference keep multicast off.
+    """
+    env: dict[str, str] = {} if "NCCL_NVLS_ENABLE" in os.environ else {"NCCL_NVLS_ENABLE": "0"}
+    for e in extra:
+        env.update({k: str(v) for k, v in e.items()})
+    return env
+
+
+def _backend(result: Any) -> str | None:
+    env = getattr(result, "env", None)
+    return getattr(env, "backend", None)
+
+
+def run_lab(params: Mapping[str, Mapping[str, Any]], reuse: Mapping[str, Any] | None = None,
+            paths: Sequence[LabPath] = LAB_PATHS, workload: str = "allreduce_bench", timeout: float = 600.0) -> list[LabRun]:
+    """Run ``workload`` once per path with ``NCCL_DEBUG=INFO`` and read back the transport each used.
+
+    A path runs when ``params`` has parameters for it (``params[path.name]``) or ``reuse`` has an
+    earlier run of it (made with :data:`DEBUG_ENV`), used instead of a new launch; the others are
+    left out (a notebook's CPU profile leaves out paths that differ only in ``NCCL_*`` variables,
+    which gloo ignores). Used in notebooks 01 and 02.
+    """
+    out = []
+    for path in paths:
+        result = (reuse or {}).get(path.name)
+        if result is None:
+            if path.name not in params:
+                continue
+            print(f"{path.name}: {' '.join(f'{k}={v}' for k, v in path.env.items()) or '(no NCCL variables)'}", flush=True)
+            result = launch.run(workload, params=dict(params[path.name]), env=run_env(DEBUG_ENV, path.env),
+                                output="none", timeout=timeout)
+        out.append(LabRun(path, result, nccl_debug.read_logs(result.log_files, backend=_backend(result))))
+    if not out:
+        raise ValueError(f"no path to run: give parameters for one of {', '.join(p.name for p in paths)}")
+    return out
+
+
+def device_copy(params: Mapping[str, Any] | None = None, timeout: float = 600.0) -> CopyRun:
+    """Launch ``p2p_copy`` (one process, both GPUs: each way alone, then both at once) where there are 2 GPUs;
+    otherwise a row saying it needs them, and nothing is launched."""
+    import torch  # importing torch does not initialise CUDA
+
+    gpus = hardware.gpu_count() if torch.version.cuda else 0
+    if gpus < 2:
+        why = "a CPU-only torch" if not torch.version.cuda else f"{gpus} GPU visible"
+        note = f"skipped: a GPU-to-GPU copy needs 2 GPUs ({why}); nothing was launched"
+        return CopyRun(rows=[{"path": "cuda:0 → cuda:1", "size": None, "gbps": None, "note": note}],
+                       label=f"this machine: {why}", note=note)
+    result = launch.run("p2p_copy", nproc=1, params=dict(params or {}), output="none", timeout=timeout)
+    devices = result.metrics.get("devices") or []
+    label = f"{result.label}; one process copying between cuda:0 and cuda:1" + (f" ({' and '.join(devices)})" if devices else "")
+    return CopyRun(rows=rows_of(result), label=label, note=result.metrics.get("note", ""), result=result)
+
+
+CPU_AB = {"min_bytes": 65536, "max_bytes": 1048576, "factor": 4, "warmup": 2, "iters": 5, "repeats": 3, "target_s": 0.02}
+"""Small A/B sizes for a CPU, used only where the reference runs are not there (an installed package)."""
+
+
+def source_ab(params: Mapping[str, Mapping[str, Any]], timeout: float = 600.0) -> list[LabRun]:
+    """Notebook 02's A/B (claim C7) on :data:`SOURCE_AB_PATHS`: launched with ``params`` (path name → parameters).
+
+    With no parameters (the CPU profile: gloo ignores every ``NCCL_*`` variable, so both runs would be the
+    same code) it reads the reference 2× H200's saved runs instead, each labelled with where it ran; an
+    installed package without them runs the A/B on the CPU with :data:`CPU_AB` to show the method.
+    """
+    if params:
+        return run_lab(params, paths=SOURCE_AB_PATHS, timeout=timeout)
+    if reference_runs.available():
+        print("no GPUs here: the A/B below is the reference 2× H200's, from its saved runs (reference/h200x2/runs)")
+        saved = {path.name: reference_runs.load(f"ab {path.name}") for path in SOURCE_AB_PATHS}
+        return run_lab({}, reuse=saved, paths=SOURCE_AB_PATHS)
+    return run_lab({"default": CPU_AB, "source's settings": CPU_AB}, paths=SOURCE_AB_PATHS, timeout=timeout)
+
+
+def point_to_point(params: Mapping[str, Any], timeout: float = 600.0) -> Any:
+    """Notebook 01's ``sendrecv_bench`` run with ``params``; with none (the CPU profile: two processes have no link
+    to be full duplex) the reference 2× H200's saved run, labelled as such, or a small CPU run without it."""
+    if params:
+        return launch.run("sendrecv_bench", params=dict(params), output="none", timeout=timeout)
+    if reference_runs.available():
+        print("no GPUs here: the send/recv run below is the reference 2× H200's, from its saved run")
+        return reference_runs.load("sendrecv")
+    return launch.run("sendrecv_bench", params={"max_bytes": 262144, "factor": 16, "warmup": 2, "iters": 3, "repeats": 3,
+                                                "target_s": 0.02}, output="none", timeout=timeout)

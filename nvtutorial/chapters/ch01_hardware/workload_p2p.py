@@ -1,0 +1,197 @@
+"""p2p_copy: copy-engine bandwidth between two GPUs, each way alone and both ways at once (no NCCL).
+
+Used in notebook 01. One process that sees both GPUs copies with ``dst.copy_(src)`` between
+``cuda:src`` and ``cuda:dst``. With peer access (NVLink or PCIe P2P) PyTorch issues a
+``cudaMemcpyAsync`` that the copy engines carry over the link: the closest a program gets to the
+link's own rate, with no GPU kernel and no NCCL protocol in between.
+
+For each size: one way ``src → dst``, one way ``dst → src``, then both at once, as NVIDIA's
+``p2pBandwidthLatencyTest`` measures its bidirectional matrix: each direction on its own pair of
+streams (PyTorch runs a cross-device copy on the source GPU's current stream and makes the
+destination GPU's current stream wait for it, so copies on the default streams would queue behind
+each other), the two directions issued together. Every mode is timed the same way: the host clock
+around ``iters`` rounds, both GPUs synchronised at both ends; GB/s are per direction. The rows of
+``both at once`` also say how much of the block each direction's stream was busy (CUDA events):
+near 100 % for both means the two directions really ran at the same time.
+
+Without 2 GPUs it says so: on a CPU run it times a host ``memcpy`` between two buffers instead,
+labelled as a simulation; on a machine with one GPU it returns a single "needs 2 GPUs" row.
+
+    torchrun --standalone --nproc-per-node 1 -m nvtutorial.chapters.ch01_hardware.workload_p2p --set max_bytes=1073741824
+    nvtutorial run p2p_copy --nproc 1 --set directions=both
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any, Literal
+
+from nvtutorial import runtime
+from nvtutorial.params import require
+from nvtutorial.units import size_sweep
+
+NAME = "p2p_copy"
+"""The workload's name (``nvtutorial.run("p2p_copy", ...)``, ``nvtutorial list``)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Params:
+    min_bytes: int = 1 << 20
+    max_bytes: int = 1 << 30
+    factor: int = 4
+    sizes: tuple[int, ...] = ()
+    src: int = 0
+    dst: int = 1
+    directions: Literal["one", "both", "all"] = "all"  # each way alone, both at once, or all three
+    warmup: int = 2
+    iters: int = 10
+    repeats: int = 5
+    target_s: float = 0.1
+
+    def __post_init__(self) -> None:
+        require(self.min_bytes >= 1 and self.max_bytes >= self.min_bytes, "need 1 <= min_bytes <= max_bytes")
+        require(self.factor >= 2, f"factor={self.factor} must be at least 2")
+        require(self.src >= 0 and self.dst >= 0 and self.src != self.dst, f"src={self.src} and dst={self.dst} must differ")
+        require(self.warmup >= 1 and self.iters >= 1 and self.repeats >= 1, "warmup, iters and repeats must be >= 1")
+        require(self.target_s > 0, f"target_s={self.target_s} must be positive")
+
+    def size_list(self) -> list[int]:
+        return sorted(set(self.sizes)) if self.sizes else size_sweep(self.min_bytes, self.max_bytes, self.factor)
+
+
+def _block_seconds(ops: list[Callable[[], Any]], iters: int, sync: Callable[[], None]) -> float:
+    """Host seconds for ``iters`` rounds of ``ops`` (each op once per round), synchronised at both ends."""
+    sync()
+    t0 = time.perf_counter()
+    for _ in range(iters):
+        for op in ops:
+            op()
+    sync()
+    return time.perf_counter() - t0
+
+
+def _rates(size: int, iters: int, seconds: list[float]) -> dict[str, Any]:
+    each = [size * iters / s / 1e9 for s in seconds]
+    med = statistics.median(seconds)
+    return {"time_us": med / iters * 1e6, "gbps": size * iters / med / 1e9, "gbps_min": min(each),
+            "gbps_max": max(each), "gbps_repeats": each, "iters": iters}
+
+
+def _iters_for(p: Params, ops: list[Callable[[], Any]], sync: Callable[[], None]) -> int:
+    for op in ops:  # the first copy between two devices enables peer access: never time it
+        op()
+    estimate = _block_seconds(ops, p.warmup, sync) / p.warmup
+    return max(1, min(p.iters, int(p.target_s / max(estimate, 1e-9))))
+
+
+def host_rows(p: Params, a: Any, b: Any, label: str) -> list[dict[str, Any]]:
+    """The CPU stand-in: ``b.copy_(a)`` between two host buffers, timed like the GPU copies."""
+    rows = []
+    for size in p.size_list():
+        src, dst = a[:size], b[:size]
+        ops = [lambda src=src, dst=dst: dst.copy_(src)]
+        iters = _iters_for(p, ops, lambda: None)
+        seconds = [_block_seconds(ops, iters, lambda: None) for _ in range(p.repeats)]
+        if not dst.equal(src):
+            raise AssertionError(f"{label}: the copy of {size} B does not match its source")
+        rows.append({"path": label, "mode": "one way", "size": size, **_rates(size, iters, seconds)})
+    return rows
+
+
+def gpu_rows(p: Params, bufs: dict[int, Any], streams: dict[tuple[int, int], tuple[Any, Any]]) -> list[dict[str, Any]]:
+    """One way each direction, then both at once, for every size (see the module docstring)."""
+    import torch
+
+    a, b = p.src, p.dst
+
+    def sync() -> None:
+        torch.cuda.synchronize(a)
+        torch.cuda.synchronize(b)
+
+    def copier(s: int, d: int, size: int) -> Callable[[], None]:
+        src, dst = bufs[s][0][:size], bufs[d][1][:size]
+        on_src, on_dst = streams[(s, d)]
+
+        def op() -> None:
+            with torch.cuda.stream(on_src), torch.cuda.stream(on_dst):  # this direction's own pair of streams
+                dst.copy_(src, non_blocking=True)
+        return op
+
+    rows = []
+    for size in p.size_list():
+        modes = []
+        if p.directions in ("one", "all"):
+            modes += [("one way", [(a, b)]), ("one way", [(b, a)])]
+        if p.directions in ("both", "all"):
+            modes.append(("both at once", [(a, b), (b, a)]))
+        for mode, pairs in modes:
+            ops = [copier(s, d, size) for s, d in pairs]
+            iters = _iters_for(p, ops, sync)
+            seconds, busy = [], {pair: [] for pair in pairs}
+            for _ in range(p.repeats):
+                marks = {pair: (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+                         for pair in pairs}
+                seconds.append(_timed(ops, iters, sync, {streams[pair][0]: mark for pair, mark in marks.items()}))
+                for pair, (start, end) in marks.items():
+                    busy[pair].append(start.elapsed_time(end) / 1e3)
+            for s, d in pairs:
+                if not (bufs[s][0][:size][-16:].cpu().equal(bufs[d][1][:size][-16:].cpu())):
+                    raise AssertionError(f"cuda:{s} → cuda:{d}: the copy of {size} B does not match its source")
+                row = {"path": f"cuda:{s} → cuda:{d}", "mode": mode, "size": size, **_rates(size, iters, seconds)}
+                if mode == "both at once":
+                    row["busy_share"] = statistics.median(t / w for t, w in zip(busy[(s, d)], seconds))
+                rows.append(row)
+    return rows
+
+
+def _timed(ops: list[Callable[[], Any]], iters: int, sync: Callable[[], None], marks: dict[Any, tuple[Any, Any]]) -> float:
+    """Host seconds of one block of ``iters`` rounds; ``marks`` (stream → start and end events) are recorded
+    on each stream just before the first and just after the last copy, to show how long each one was busy."""
+    sync()
+    t0 = time.perf_counter()
+    for stream, (start, _) in marks.items():
+        start.record(stream)
+    for _ in range(iters):
+        for op in ops:
+            op()
+    for stream, (_, end) in marks.items():
+        end.record(stream)
+    sync()
+    return time.perf_counter() - t0
+
+
+def run(ctx: runtime.Context, p: Params) -> dict:
+    import torch
+
+    sizes = p.size_list()
+    if not ctx.is_main:
+        return {"role": "waits while rank 0 copies"}
+    if not ctx.is_gpu:
+        a = torch.randint(0, 255, (max(sizes),), dtype=torch.uint8)
+        b = torch.empty_like(a)
+        rows = host_rows(p, a, b, "host memcpy (simulation, not a GPU link)")
+        return {"mode": "simulation", "rows": rows,
+                "note": "CPU run: a copy between two host buffers stands in for the GPU-to-GPU copy"}
+    count = torch.cuda.device_count()
+    if max(p.src, p.dst) >= count:
+        return {"mode": "skipped", "note": f"needs 2 GPUs: this process sees {count}",
+                "rows": [{"path": f"cuda:{p.src} → cuda:{p.dst}", "size": None, "gbps": None,
+                          "note": f"skipped: needs 2 GPUs, {count} visible"}]}
+    devices = (torch.device("cuda", p.src), torch.device("cuda", p.dst))
+    peer = {f"{x.index}->{y.index}": bool(torch.cuda.can_device_access_peer(x, y)) for x, y in (devices, devices[::-1])}
+    bufs = {}
+    for d in devices:  # a source and a destination buffer on each GPU
+        bufs[d.index] = (torch.randint(0, 255, (max(sizes),), dtype=torch.uint8, device=d),
+                         torch.empty(max(sizes), dtype=torch.uint8, device=d))
+    streams = {(s.index, d.index): (torch.cuda.Stream(s), torch.cuda.Stream(d)) for s, d in (devices, devices[::-1])}
+    rows = gpu_rows(p, bufs, streams)
+    ctx.progress(1, 1, "device-to-device copy")
+    return {"mode": "gpu", "rows": rows, "peer_access": peer, "timer": "host clock, both GPUs synchronised",
+            "devices": [torch.cuda.get_device_name(d) for d in devices]}
+
+
+if __name__ == "__main__":
+    runtime.main(run, Params)

@@ -1,0 +1,372 @@
+"""profile_step: where the time of a DDP training step goes, and what the gradient exchange costs.
+
+Used in notebook 05. Runs the annotated DDP step of :mod:`nvtutorial.chapters.ch05_profiling.lessons.profile_ddp` (the
+code the notebook shows) on a batch that already sits on the device, so the input pipeline is
+out of the picture. Every step is timed on the host clock with the device synchronised at its
+end, on every rank:
+
+1. **A/B rounds** without the profiler: the DDP step, the same step under ``model.no_sync()``
+   (no gradient exchange at all) and the bare module (no DDP: the 1-GPU step), interleaved
+   round by round; each round's median is one repeat for ``report.verdict.compare``;
+2. **profiled steps** (``lesson.profile_steps``): each rank writes ``RUN_DIR/trace_rank{R}.json``
+   and splits it (:func:`nvtutorial.tracesplit.split`: compute, communication, hidden, exposed,
+   idle; one split per step too); then every rank reads all ranks' traces on the host's one
+   clock and separates **waiting** for the other rank from **transfer**
+   (:func:`nvtutorial.tracesplit.pair`);
+3. **the wire**: one all-reduce of the gradients' bytes right after a barrier, repeated: the
+   least time the exchange takes on this link, with no rank waiting for another;
+4. optionally a **batch-size sweep** (claim C16): the rounds and the profiled split at each
+   per-GPU batch; an all-reduce **probe** whose NVLink traffic the parent's telemetry sees;
+5. memory per rank: ``torch.cuda.memory_stats`` and a memory snapshot where it works.
+
+Each rank returns its own numbers, and the wall-clock times of its phases and steps so that
+telemetry sampled by the parent can be drawn against them.
+
+    torchrun --standalone --nproc-per-node 2 -m nvtutorial.chapters.ch05_profiling.workload --set model=small
+    NCCL_P2P_DISABLE=1 torchrun --standalone --nproc-per-node 2 -m nvtutorial.chapters.ch05_profiling.workload
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import resource
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any, Literal
+
+from nvtutorial import runtime
+from nvtutorial.params import require
+
+NAME = "profile_step"
+"""The workload's name (``nvtutorial.run("profile_step", ...)``, ``nvtutorial list``)."""
+
+TIMING = "host clock per step, the device synchronised at its end"
+
+
+@dataclasses.dataclass(frozen=True)
+class Params:
+    model: Literal["tiny", "small", "full"] = "small"
+    batch_size: int = 8  # per GPU
+    image_size: int = 64
+    amp: Literal["fp32", "bf16"] = "fp32"
+    bucket_cap_mb: float = 25.0  # DDP's gradient bucket size (its default)
+    warmup: int = 3
+    rounds: int = 3  # A/B rounds: DDP, no_sync and 1-GPU steps interleaved
+    round_steps: int = 3  # timed steps of each kind per round
+    local_baseline: bool = True  # also time the bare module (the 1-GPU step)
+    steps: int = 4  # steps recorded by the profiler
+    profiler: bool = True  # False when the run goes under Nsight Systems (both use CUPTI)
+    wire_repeats: int = 5  # all-reduces of the gradients' bytes after a barrier
+    sweep: tuple[int, ...] = ()  # per-GPU batch sizes for the communication-share sweep
+    sweep_rounds: int = 2
+    sweep_steps: int = 2
+    probe_mb: int = 0  # all-reduce probe (MiB) for NVLink telemetry; 0 = none
+    probe_s: float = 1.0
+    memory_snapshot: bool = True  # GPU only
+    pause_s: float = 0.0  # idle gap between phases, so telemetry shows where one ends
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        require(self.batch_size >= 1, f"batch_size={self.batch_size} must be at least 1")
+        require(self.warmup >= 1, f"warmup={self.warmup} must be at least 1 (the first steps are slow)")
+        require(self.rounds >= 2 and self.sweep_rounds >= 2,
+                f"rounds={self.rounds}, sweep_rounds={self.sweep_rounds}: compare needs at least 2 repeats a side")
+        require(self.round_steps >= 1 and self.steps >= 1 and self.sweep_steps >= 1,
+                "round_steps, steps and sweep_steps must be at least 1")
+        require(self.wire_repeats >= 2, f"wire_repeats={self.wire_repeats} must be at least 2")
+        require(all(b >= 1 for b in self.sweep), f"sweep={self.sweep}: batch sizes must be at least 1")
+        require(self.probe_mb >= 0 and self.probe_s > 0, "probe_mb must be >= 0 and probe_s > 0")
+        require(self.pause_s >= 0, f"pause_s={self.pause_s} must be >= 0")
+        require(self.bucket_cap_mb > 0, f"bucket_cap_mb={self.bucket_cap_mb} must be positive")
+
+
+def memory_report(ctx: runtime.Context) -> dict[str, Any]:
+    """This rank's memory: ``torch.cuda.memory_stats`` essentials on a GPU, process RSS on a CPU."""
+    if ctx.is_gpu:
+        import torch
+
+        stats = torch.cuda.memory_stats(ctx.device)
+        keep = ["allocated_bytes.all.current", "allocated_bytes.all.peak", "reserved_bytes.all.current",
+                "reserved_bytes.all.peak", "active_bytes.all.peak", "num_alloc_retries", "num_ooms",
+                "num_device_alloc", "num_device_free"]
+        out: dict[str, Any] = {k: int(stats.get(k, 0)) for k in keep}
+        out["max_memory_allocated_mib"] = torch.cuda.max_memory_allocated(ctx.device) / 2**20
+        out["max_memory_reserved_mib"] = torch.cuda.max_memory_reserved(ctx.device) / 2**20
+        out["kind"] = "torch.cuda.memory_stats"
+        return out
+    import psutil
+
+    peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # Linux: KiB
+    return {"kind": "process RSS (CPU run: no device memory)", "rss_mib": psutil.Process().memory_info().rss / 2**20,
+            "rss_peak_mib": peak_kib / 1024}
+
+
+def _snapshot(ctx: runtime.Context, steps: int, step: Callable[[], Any]) -> dict[str, Any]:
+    """Record the allocator's history over ``steps`` steps and dump a snapshot (GPU only)."""
+    if not ctx.is_gpu:
+        return {"written": False, "reason": "the memory snapshot records the CUDA caching allocator: needs a GPU"}
+    import torch
+
+    path = ctx.run_dir / f"memory_snapshot_rank{ctx.rank}.pickle"
+    try:
+        torch.cuda.memory._record_memory_history(max_entries=20000)
+        for _ in range(steps):
+            step()
+        torch.cuda.synchronize(ctx.device)
+        torch.cuda.memory._dump_snapshot(str(path))
+    except Exception as exc:  # a private API: report rather than fail the run
+        return {"written": False, "reason": f"{type(exc).__name__}: {exc}"}
+    finally:
+        try:
+            torch.cuda.memory._record_memory_history(enabled=None)
+        except Exception:
+            pass
+    return {"written": True, "path": str(path), "bytes": path.stat().st_size,
+            "how_to_view": "drag the file onto https://pytorch.org/memory_viz"}
+
+
+def _ms(seconds: list[float]) -> list[float]:
+    return [1e3 * s for s in seconds]
+
+
+def rounds(steps: dict[str, Callable[[], Any]], n_rounds: int, per_round: int, timed: Callable[[Callable[[], Any]], float],
+           ends: list[float] | None = None) -> dict[str, dict[str, list[float]]]:
+    """Time the kinds of step interleaved: in each round, one untimed step then ``per_round`` timed
+    steps of each kind, the order rotated from round to round. Returns, per kind, every step's
+    milliseconds (``all``) and each round's median (``repeats``: what ``compare`` takes)."""
+    names = list(steps)
+    out: dict[str, dict[str, list[float]]] = {n: {"all": [], "repeats": []} for n in names}
+    for r in range(n_rounds):
+        for name in names[r % len(names):] + names[:r % len(names)]:
+            steps[name]()  # the first step after a switch is not timed
+            times = []
+            for _ in range(per_round):
+                times.append(1e3 * timed(steps[name]))
+                if ends is not None:
+                    ends.append(time.time())
+            out[name]["all"] += times
+            out[name]["repeats"].append(statistics.median(times))
+    return out
+
+
+def _split_and_pair(ctx: runtime.Context, path, pattern: str) -> dict[str, Any]:
+    """This rank's split of its trace (average and per step), and waiting/transfer from every rank's trace."""
+    from nvtutorial import tracesplit
+
+    act = tracesplit.classify(path)
+    out = tracesplit.split(act).to_dict()
+    out["per_step"] = [{k: v for k, v in s.to_dict().items() if k != "phase_ms"} for s in tracesplit.split_steps(act)]
+    ctx.barrier()  # every rank's trace is written
+    paths = [ctx.run_dir / pattern.format(rank=r) for r in range(ctx.world_size)]
+    if ctx.world_size < 2:
+        out["link"] = {"reason": "one rank: no other rank to wait for"}
+    elif not all(p.exists() for p in paths):
+        out["link"] = {"reason": "the other ranks' traces are not on this host's disk: waiting and transfer need "
+                                 "all traces of one machine"}
+    else:
+        try:
+            acts = [act if p == path else tracesplit.classify(p) for p in paths]
+            out["link"] = tracesplit.pair(acts)[ctx.rank].to_dict()
+        except ValueError as exc:
+            out["link"] = {"reason": str(exc)}
+    ctx.barrier()  # every rank has read every trace
+    return out
+
+
+def _wire(ctx: runtime.Context, numel: int, repeats: int, timed: Callable[[Callable[[], Any]], float]) -> dict[str, Any]:
+    """``numel`` fp32 values (the gradients' size: DDP's buckets hold them in the parameters' dtype)
+    all-reduced right after a barrier, ``repeats`` times: the exchange with no rank behind."""
+    import torch
+    import torch.distributed as dist
+
+    grads = torch.zeros(numel, dtype=torch.float32, device=ctx.device)
+    dist.all_reduce(grads)
+    seconds = []
+    for _ in range(repeats):
+        ctx.barrier()
+        seconds.append(timed(lambda: dist.all_reduce(grads)))
+    w = ctx.world_size
+    return {"bytes": numel * 4, "ms": _ms(seconds),
+            "busbw_gbs": numel * 4 * 2 * (w - 1) / w / statistics.median(seconds) / 1e9 if w > 1 else None,
+            "how": "one all_reduce of all gradient bytes after a barrier, host clock, device synchronised"}
+
+
+def run(ctx: runtime.Context, p: Params) -> dict:
+    import torch
+    import torch.distributed as dist
+
+    from nvtutorial.chapters.ch05_profiling.lessons import profile_ddp as lesson
+
+    phases: list[dict[str, Any]] = []
+
+    def phase(name: str, start: float) -> None:
+        phases.append({"name": name, "start": start, "end": time.time()})
+
+    def pause() -> None:
+        ctx.barrier()
+        if p.pause_s:
+            time.sleep(p.pause_s)
+
+    def timed(fn: Callable[[], Any]) -> float:
+        start = time.perf_counter()
+        fn()
+        ctx.sync()
+        return time.perf_counter() - start
+
+    t_setup = time.time()
+    model, optimizer = lesson.make_model(p.model, ctx.device, p.bucket_cap_mb)
+    dtype = torch.bfloat16 if p.amp == "bf16" else None
+
+    def kinds(b: int) -> dict[str, Callable[[], Any]]:
+        images, masks = lesson.batch(ctx.rank, b, p.image_size, ctx.device)
+
+        def no_sync() -> None:
+            with model.no_sync():  # backward without the gradient all-reduce
+                lesson.train_step(model, optimizer, images, masks, dtype)
+
+        out = {"ddp": lambda: lesson.train_step(model, optimizer, images, masks, dtype), "no_sync": no_sync}
+        if p.local_baseline:  # the module without its DDP wrapper: what one GPU alone runs
+            out["local"] = lambda: lesson.train_step(model.module, optimizer, images, masks, dtype)
+        return out
+
+    w = ctx.world_size
+    total = 5 + len(p.sweep) + int(p.probe_mb > 0)
+    done = 0
+
+    def progress(**info: Any) -> None:
+        nonlocal done
+        done += 1
+        ctx.progress(done, total, "profile_step", **info)
+
+    steps = kinds(p.batch_size)
+    for _ in range(p.warmup):
+        for step in steps.values():
+            step()
+    ctx.sync()
+    phase("setup + warm-up", t_setup)
+    progress()
+    pause()
+
+    # 1. A/B rounds without the profiler.
+    if ctx.is_gpu:
+        torch.cuda.reset_peak_memory_stats(ctx.device)
+    t0 = time.time()
+    step_ends: list[float] = []
+    ab = rounds(steps, p.rounds, p.round_steps, timed, step_ends)
+    phase("A/B rounds: DDP, no_sync" + (", 1-GPU" if p.local_baseline else ""), t0)
+    memory = memory_report(ctx)
+    progress(step_ms=statistics.median(ab["ddp"]["all"]))
+    pause()
+
+    # 2. The DDP step under the profiler (or only NVTX ranges, when Nsight Systems records).
+    t0 = time.time()
+    trace_path = ctx.run_dir / f"trace_rank{ctx.rank}.json"
+    split: dict[str, Any] | None = None
+    if p.profiler:
+        _, seconds = lesson.profile_steps(steps["ddp"], p.steps, trace_path, ctx.sync)
+        split = _split_and_pair(ctx, trace_path, "trace_rank{rank}.json")
+    else:
+        def nvtx_marked() -> None:  # the step range Nsight Systems splits its report by
+            with lesson.mark("train_step"):
+                steps["ddp"]()
+                ctx.sync()
+
+        seconds = [timed(nvtx_marked) for _ in range(p.steps)]
+    profiled_ms = _ms(seconds)
+    phase("profiled steps" if p.profiler else "NVTX-marked steps", t0)
+    progress()
+
+    snapshot = _snapshot(ctx, 2, steps["ddp"]) if p.memory_snapshot else {"written": False, "reason": "not asked for"}
+    progress()
+    pause()
+
+    # 3. The gradients' bytes on the wire: one all-reduce right after a barrier, no rank behind.
+    t0 = time.time()
+    numel = sum(t.numel() for t in model.module.parameters())
+    wire = _wire(ctx, numel, p.wire_repeats, timed)
+    phase("gradient bytes on the wire", t0)
+    progress()
+    pause()
+
+    # 4. The batch-size sweep: communication share against the per-GPU batch (claim C16).
+    sweep_rows = []
+    for b in p.sweep:
+        t0 = time.time()
+        sweep_steps = kinds(b)
+        sweep_steps.pop("local", None)
+        for _ in range(2):
+            sweep_steps["ddp"]()
+        ctx.sync()
+        ab_b = rounds(sweep_steps, p.sweep_rounds, p.sweep_steps, timed)
+        row: dict[str, Any] = {}
+        if p.profiler:
+            path = ctx.run_dir / f"sweep_b{b}_rank{ctx.rank}.json"
+            lesson.profile_steps(sweep_steps["ddp"], p.sweep_steps, path, ctx.sync)
+            row = _split_and_pair(ctx, path, f"sweep_b{b}_rank{{rank}}.json")
+            row.pop("phase_ms", None)
+            path.unlink(missing_ok=True)  # the main trace is kept; the sweep's would only fill the disk
+        ddp_ms = statistics.median(ab_b["ddp"]["all"])
+        row.update(batch=b, global_batch=b * ctx.world_size, step_ms_unprofiled=ddp_ms,
+                   samples_per_s=b * ctx.world_size / (ddp_ms / 1e3),
+                   repeats={k: v["repeats"] for k, v in ab_b.items()})
+        sweep_rows.append(row)
+        phase(f"sweep batch {b}", t0)
+        progress(batch=b)
+    if p.sweep:
+        pause()
+
+    # 5. An all-reduce probe: a known number of bytes over the link, for the parent's telemetry.
+    probe: dict[str, Any] = {}
+    if p.probe_mb > 0:
+        x = torch.ones(p.probe_mb * 2**20 // 4, device=ctx.device)
+        dist.all_reduce(x)
+        one = timed(lambda: dist.all_reduce(x))
+        n = torch.tensor([max(1, math.ceil(p.probe_s / max(one, 1e-6)))], device=ctx.device)
+        dist.all_reduce(n, op=dist.ReduceOp.MAX)  # every rank must run the same number
+        count = int(n.item())
+        t0 = time.time()
+        start = time.perf_counter()
+        for _ in range(count):
+            dist.all_reduce(x)
+        ctx.sync()
+        seconds_probe = time.perf_counter() - start
+        phase("all-reduce probe", t0)
+        probe = {"mib": p.probe_mb, "count": count, "seconds": seconds_probe, "start": t0, "end": time.time(),
+                 "bytes_per_rank_algorithm": count * x.numel() * 4 * 2 * (w - 1) / w,
+                 "busbw_gbs": count * x.numel() * 4 * 2 * (w - 1) / w / seconds_probe / 1e9}
+        del x
+        progress()
+
+    ddp_ms = statistics.median(ab["ddp"]["all"])
+    median_of = {k: statistics.median(v["all"]) for k, v in ab.items()}
+    return {
+        "model": p.model, "batch_size": p.batch_size, "image_size": p.image_size, "amp": p.amp,
+        "parameters": numel, "gradient_mib": numel * 4 / 2**20, "timing": TIMING,
+        "step_ms": ddp_ms,
+        "no_sync_step_ms": median_of["no_sync"],
+        "local_step_ms": median_of.get("local"),
+        "ddp_gap_ms": ddp_ms - median_of["local"] if "local" in median_of else None,
+        "step_ms_all": {k: v["all"] for k, v in ab.items()},
+        "step_ms_repeats": {k: v["repeats"] for k, v in ab.items()},
+        "step_ms_profiled": statistics.median(profiled_ms),
+        "profiled_ms": profiled_ms,
+        "profiler_overhead": (statistics.median(profiled_ms) / ddp_ms - 1) if p.profiler else None,
+        "samples_per_s": p.batch_size * ctx.world_size / (ddp_ms / 1e3),
+        "split": split,
+        "trace": str(trace_path) if p.profiler else None,
+        "wire": wire,
+        "sweep": sweep_rows,
+        "probe": probe,
+        "memory": memory,
+        "memory_snapshot": snapshot,
+        "phases": phases,
+        "step_ends": step_ends,
+        "nccl_p2p_disable": os.environ.get("NCCL_P2P_DISABLE"),
+    }
+
+
+if __name__ == "__main__":
+    runtime.main(run, Params)

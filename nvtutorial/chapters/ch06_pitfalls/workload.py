@@ -1,0 +1,156 @@
+"""pitfalls: the measurements of notebook 06, on the code of its lessons (``nvtutorial/chapters/ch06_pitfalls/lessons/``).
+
+Used in notebook 06; the traps themselves run as lesson scripts (``nvtutorial.chapters.ch06_pitfalls.lab``).
+``parts`` picks what to measure:
+
+* ``dataloader`` (claim C17): the training loop of ``input_pipeline.py`` (a DDP UNet fed by a
+  ``DataLoader`` over data drawn on the CPU), its steady rate in samples/s on every rank, for each
+  ``num_workers`` in ``workers`` (past the source's ``4 × GPUs``) and, on GPUs, with and without
+  ``pin_memory``; ``windows`` repeated windows of ``steps`` steps each, after a warm-up that
+  consumes the batches the workers prepared before the first step; and the same loop fed from
+  a batch already on the device (what the step alone can take). Also one file per sample
+  against shard files (rank 0).
+* ``oom`` (claims C19, C20; GPU only): see :mod:`nvtutorial.chapters.ch06_pitfalls.workload_oom`.
+
+    torchrun --standalone --nproc-per-node 2 -m nvtutorial.chapters.ch06_pitfalls.workload --set parts=dataloader
+    nvtutorial run pitfalls --set parts=dataloader,oom --set workers=0,2,4,8,12,16
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+from nvtutorial import runtime
+from nvtutorial.params import require
+
+NAME = "pitfalls"
+"""The workload's name (``nvtutorial.run("pitfalls", ...)``, ``nvtutorial list``)."""
+
+Part = Literal["dataloader", "oom"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Params:
+    parts: tuple[Part, ...] = ("dataloader",)
+    model: Literal["tiny", "small", "full"] = "tiny"
+    loader_image_size: int = 64
+    loader_batch: int = 8
+    workers: tuple[int, ...] = (0, 1, 2)
+    steps: int = 4
+    windows: int = 2
+    shard_samples: int = 256
+    oom_model: Literal["tiny", "small", "full"] = "full"
+    oom_batch: int = 16
+    oom_image_size: int = 256
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        require(len(self.parts) >= 1, "parts: name at least one of dataloader, oom")
+        require(all(w >= 0 for w in self.workers) and len(self.workers) >= 2, "workers: two or more counts >= 0")
+        require(self.loader_batch >= 1 and self.steps >= 1, "loader_batch and steps must be at least 1")
+        require(self.windows >= 2, f"windows={self.windows}: at least 2 (a spread needs repeats)")
+        require(self.oom_batch >= 2 and self.oom_batch % 2 == 0, f"oom_batch={self.oom_batch}: an even number >= 2")
+        require(self.shard_samples >= 16, "shard_samples must be at least 16")
+
+
+def run(ctx: runtime.Context, p: Params) -> dict:
+    from nvtutorial.chapters.ch06_pitfalls import workload_oom as _oom
+
+    measures = {"dataloader": _dataloader, "oom": _oom.oom}
+    out: dict[str, Any] = {"parts": list(p.parts)}
+    for name in p.parts:  # each part drives its own progress bar, from 0 to its total
+        ctx.barrier()
+        out[name] = measures[name](ctx, p)
+    return out
+
+
+# --------------------------------------------------------------------------- the input pipeline
+
+def warmup_steps(workers: int) -> int:
+    """Steps before the measured windows: past what the workers prepared before the first step
+    (``prefetch_factor``, 2, batches each) and their start-up."""
+    return 2 + 2 * workers
+
+
+def _dataloader(ctx: runtime.Context, p: Params) -> dict[str, Any]:
+    import torch
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    from torch.utils.data import DistributedSampler
+
+    from nvtutorial.chapters.ch06_pitfalls.lessons import input_pipeline as lesson
+    from nvtutorial.models import segdata
+    from nvtutorial.models.unet import build_unet
+
+    torch.manual_seed(p.seed)
+    model = DDP(build_unet(p.model).to(ctx.device), device_ids=[ctx.device.index] if ctx.is_gpu else None)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    pins = (False, True) if ctx.is_gpu else (False,)
+    rows = []
+    configs = [(w, pin) for w in p.workers for pin in pins]
+    for k, (workers, pin) in enumerate(configs):
+        ctx.progress(k, len(configs), "dataloader", now=f"{workers} workers, pin_memory={pin}")
+        warmup = warmup_steps(workers)
+        samples = p.loader_batch * (warmup + p.steps * p.windows) * ctx.world_size
+        dataset = segdata.make_dataset(samples, p.loader_image_size, seed=p.seed)
+        sampler = DistributedSampler(dataset, num_replicas=ctx.world_size, rank=ctx.rank, shuffle=True, seed=p.seed)
+        if workers == 0 and not pin:
+            loader = lesson.make_loader_broken(dataset, sampler, p.loader_batch)
+        else:
+            loader = lesson.make_loader_fixed(dataset, sampler, p.loader_batch, workers, pin)
+        ctx.barrier()  # both ranks start together, as in training
+        batches = iter(loader)
+        rates = lesson.steady_rates(model, optimizer, batches, ctx.device, warmup, p.steps, p.windows)
+        del batches, loader  # ends the workers
+        rows.append({"num_workers": workers, "pin_memory": pin, "warmup_steps": warmup, "samples_per_s": rates})
+    images, masks = segdata.render(range(p.loader_batch), p.loader_image_size, seed=p.seed, device=ctx.device)
+    ctx.barrier()
+    step_only = lesson.steady_rates(model, optimizer, itertools.repeat((images, masks)), ctx.device, 2, p.steps,
+                                    p.windows)
+    shards = _shards(ctx, p) if ctx.is_main else None
+    ctx.progress(len(configs), len(configs), "dataloader")
+    return {"rows": rows, "step_only_samples_per_s": step_only, "cpu_cores": os.cpu_count(), "ranks": ctx.world_size,
+            "gpus": ctx.world_size if ctx.is_gpu else 0, "rule_of_thumb_workers": 4 * ctx.world_size,
+            "batch": p.loader_batch, "image_size": p.loader_image_size, "model": p.model, "steps": p.steps,
+            "shards": shards}
+
+
+def _shards(ctx: runtime.Context, p: Params) -> dict[str, Any]:
+    """Read the same samples from one file each and from a few shard files (rank 0's disk, warm cache)."""
+    import numpy as np
+
+    from nvtutorial.models import segdata
+
+    root = ctx.run_dir / f"files_rank{ctx.rank}"
+    (root / "single").mkdir(parents=True, exist_ok=True)
+    (root / "shards").mkdir(parents=True, exist_ok=True)
+    images, masks = segdata.render(range(p.shard_samples), p.loader_image_size)
+    arr = np.concatenate([(images.numpy() * 255).astype(np.uint8).reshape(p.shard_samples, -1),
+                          masks.numpy().astype(np.uint8).reshape(p.shard_samples, -1)], axis=1)
+    per_shard = 64
+    for i in range(p.shard_samples):
+        np.save(root / "single" / f"{i:06d}.npy", arr[i])
+    for k in range(0, p.shard_samples, per_shard):
+        np.save(root / "shards" / f"shard-{k // per_shard:04d}.npy", arr[k:k + per_shard])
+
+    def read(folder: Path) -> float:
+        timer = runtime.Timer(host=True)  # the host clock: file reads, no device
+        with timer:
+            for f in sorted(folder.iterdir()):
+                np.load(f)
+        return timer.seconds()[0]
+
+    single = [read(root / "single") for _ in range(3)]
+    shards = [read(root / "shards") for _ in range(3)]
+    for f in list((root / "single").iterdir()) + list((root / "shards").iterdir()):
+        f.unlink()
+    return {"samples": p.shard_samples, "bytes_per_sample": int(arr.shape[1]), "per_shard": per_shard,
+            "one_file_per_sample_us": [1e6 * s / p.shard_samples for s in single],
+            "shards_us": [1e6 * s / p.shard_samples for s in shards]}
+
+
+if __name__ == "__main__":
+    runtime.main(run, Params)

@@ -1,0 +1,209 @@
+"""The out-of-memory trap of the ``pitfalls`` workload (claims C19, C20): GPU only.
+
+Used by notebook 06 through ``pitfalls --set parts=oom``; the training steps are those of
+``nvtutorial/chapters/ch06_pitfalls/lessons/memory.py``. Kept apart because every line here needs CUDA: the
+CPU run only reports "skipped: needs a GPU".
+
+1. **Fragmentation**: a cached block split by a smaller tensor, then a tensor that fits under a
+   1 GiB cap (``torch.cuda.set_per_process_memory_fraction``) only if the allocator can reuse
+   the split block's free part. Measured with the default allocator, with
+   ``expandable_segments:True`` and with ``max_split_size_mb:256``: options of the allocator's
+   configuration string (``PYTORCH_CUDA_ALLOC_CONF``), switched at run time here to compare them
+   in one process.
+2. **empty_cache()**: allocated, reserved and the driver's free memory, step by step.
+3. **A training step under a cap**: the course UNet without DDP (an OOM on one rank must not
+   leave the other waiting in a collective); the cap is 70 % of the way from the model's
+   resident memory to the step's peak, so the full batch fails and the fixes are measured:
+   two half batches with gradient accumulation, and activation checkpointing. Each variant takes one
+   untimed step (the first call after a change, and the OOM if it does not fit), then ``TIMED_STEPS``
+   steps timed with CUDA events; checkpointing is timed once more without the cap, so that its cost in
+   step time is compared with the first row under the same conditions.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import statistics
+from typing import Any
+
+from nvtutorial import runtime
+
+TIMED_STEPS = 5
+"""Steps timed per variant of the training step (after one untimed step)."""
+
+
+def _say(ctx: runtime.Context, message: str) -> None:
+    print(f"rank {ctx.rank}: {message}", flush=True)
+
+
+def _set_allocator(config: str) -> None:
+    import torch
+
+    setter = getattr(torch._C, "_accelerator_setAllocatorSettings", None) or torch.cuda.memory._set_allocator_settings
+    setter(config)
+
+
+def _mib(n: float) -> float:
+    return n / 2**20
+
+
+def _oom_message(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text[:1200]
+
+
+def _fragmentation(ctx: runtime.Context, config: str | None, cap_mib: int = 1024, sizes=(600, 200, 500)) -> dict[str, Any]:
+    """A cached block split by a smaller tensor, then a tensor that fits the cap only if the
+    allocator can reuse the split block's free part: the classic fragmentation OOM."""
+    import torch
+
+    dev = ctx.device
+    gc.collect()
+    torch.cuda.empty_cache()
+    if config:
+        _set_allocator(config)
+    total = torch.cuda.get_device_properties(dev).total_memory
+    base = torch.cuda.memory_reserved(dev)
+    torch.cuda.set_per_process_memory_fraction((base + cap_mib * 2**20) / total, dev)
+    big, small, need = (s * 2**20 for s in sizes)
+    out: dict[str, Any] = {"config": config or os.environ.get("PYTORCH_CUDA_ALLOC_CONF") or "default", "cap_mib": cap_mib}
+    keep = []
+    try:
+        a = torch.empty(big, dtype=torch.uint8, device=dev)
+        del a  # its memory stays cached by the allocator
+        keep.append(torch.empty(small, dtype=torch.uint8, device=dev))
+        out["reserved_mib"] = _mib(torch.cuda.memory_reserved(dev) - base)
+        out["allocated_mib"] = _mib(torch.cuda.memory_allocated(dev))
+        try:
+            keep.append(torch.empty(need, dtype=torch.uint8, device=dev))
+            out["outcome"] = "fits"
+        except torch.OutOfMemoryError as exc:
+            out["outcome"] = "OOM"
+            out["message"] = _oom_message(exc)
+        out["free_under_cap_mib"] = cap_mib - sizes[1]
+    finally:
+        keep.clear()
+        torch.cuda.set_per_process_memory_fraction(1.0, dev)
+        gc.collect()
+        torch.cuda.empty_cache()
+    return out
+
+
+def _empty_cache_demo(ctx: runtime.Context, mib: int = 600) -> dict[str, Any]:
+    """What ``empty_cache`` returns to the driver, and that it frees nothing still referenced."""
+    import torch
+
+    dev = ctx.device
+
+    def state() -> dict[str, float]:
+        free, _ = torch.cuda.mem_get_info(dev)
+        return {"allocated_mib": _mib(torch.cuda.memory_allocated(dev)), "reserved_mib": _mib(torch.cuda.memory_reserved(dev)),
+                "driver_free_mib": _mib(free)}
+
+    gc.collect()
+    torch.cuda.empty_cache()
+    rows = [{"step": "start", **state()}]
+    x = torch.empty(mib * 2**20, dtype=torch.uint8, device=dev)
+    rows.append({"step": f"x = {mib} MiB tensor", **state()})
+    torch.cuda.empty_cache()
+    rows.append({"step": "empty_cache() while x is alive", **state()})
+    del x
+    rows.append({"step": "del x", **state()})
+    torch.cuda.empty_cache()
+    rows.append({"step": "empty_cache() after del x", **state()})
+    return {"rows": rows}
+
+
+def _training_oom(ctx: runtime.Context, p: Any) -> dict[str, Any]:
+    """A training step that does not fit under a cap, and the fixes that make it fit (no DDP:
+    an OOM on one rank must not leave the other waiting in a collective)."""
+    import torch
+
+    from nvtutorial.chapters.ch06_pitfalls.lessons import memory
+    from nvtutorial.models import segdata
+    from nvtutorial.models.unet import build_unet
+
+    dev = ctx.device
+    torch.manual_seed(p.seed)
+    net = build_unet(p.oom_model).to(dev)
+    opt = torch.optim.AdamW(net.parameters(), lr=1e-3)
+    images, masks = segdata.render(range(p.oom_batch), p.oom_image_size, device=dev)
+
+    def step(batch_parts: int) -> None:
+        if batch_parts == 1:
+            memory.train_step(net, opt, images, masks)
+        else:
+            memory.train_step_accumulated(net, opt, images, masks, batch_parts)
+
+    def measure(label: str, batch_parts: int, capped: bool) -> dict[str, Any]:
+        """One variant: a first step (warm-up, and the OOM if it does not fit), then ``TIMED_STEPS`` steps each timed
+        with CUDA events; the peak memory over all of them."""
+        gc.collect()
+        torch.cuda.synchronize(dev)
+        torch.cuda.reset_peak_memory_stats(dev)
+        row: dict[str, Any] = {"variant": label, "capped": capped}
+        try:
+            step(batch_parts)  # the first step of this variant: not timed (checkpointing's first call, caches)
+            times = [1e3 * ctx.time_calls(lambda: step(batch_parts)) for _ in range(TIMED_STEPS)]
+            row.update(outcome="fits", step_ms=statistics.median(times), step_ms_repeats=times)
+        except torch.OutOfMemoryError as exc:
+            row.update(outcome="OOM", message=_oom_message(exc))
+        opt.zero_grad(set_to_none=True)
+        row["peak_allocated_mib"] = _mib(torch.cuda.max_memory_allocated(dev))
+        row["peak_reserved_mib"] = _mib(torch.cuda.max_memory_reserved(dev))
+        return row
+
+    step(2)  # creates the optimizer state: part of every later step's memory
+    step(1)
+    torch.cuda.synchronize(dev)
+    base_alloc = torch.cuda.memory_allocated(dev)
+    uncapped = measure(f"batch {p.oom_batch}, no cap", 1, capped=False)
+    peak = uncapped["peak_allocated_mib"] * 2**20
+    total = torch.cuda.get_device_properties(dev).total_memory
+    gc.collect()
+    torch.cuda.empty_cache()
+    cap = torch.cuda.memory_reserved(dev) + 0.7 * (peak - base_alloc)
+    torch.cuda.set_per_process_memory_fraction(min(1.0, cap / total), dev)
+    rows = [uncapped]
+    try:
+        rows.append(measure(f"batch {p.oom_batch} under the cap (the OOM)", 1, capped=True))
+        rows.append(measure(f"2 × batch {p.oom_batch // 2}, gradients accumulated", 2, capped=True))
+        memory.checkpointed(net)
+        rows.append(measure(f"batch {p.oom_batch}, activation checkpointing", 1, capped=True))
+    finally:
+        torch.cuda.set_per_process_memory_fraction(1.0, dev)
+    # checkpointing's cost in step time, against the first row: both without the cap (an allocator working under a
+    # cap may free and retry, which costs time of its own)
+    rows.append(measure(f"batch {p.oom_batch}, activation checkpointing, no cap", 1, capped=False))
+    return {"cap_mib": _mib(cap), "model": p.oom_model, "batch": p.oom_batch, "image_size": p.oom_image_size,
+            "timed_steps": TIMED_STEPS, "rows": rows}
+
+
+def oom(ctx: runtime.Context, p: Any) -> dict[str, Any]:
+    """The whole OOM demo on this rank (``p``: the pitfalls workload's Params)."""
+    import torch
+
+    ctx.progress(0, 1, "oom")
+    if not ctx.is_gpu:
+        ctx.progress(1, 1, "oom")
+        msg = ("skipped: needs a GPU. An out-of-memory error is about the GPU's memory and its caching "
+               "allocator (torch.cuda); a CPU run has neither, so there is nothing to reproduce here.")
+        _say(ctx, msg)
+        return {"skipped": msg}
+    out: dict[str, Any] = {"launch_alloc_conf": os.environ.get("PYTORCH_CUDA_ALLOC_CONF")}
+    frag = [_fragmentation(ctx, None)]
+    # Set at run time here to compare in one process; in a job you set the same string in the
+    # environment before the first CUDA allocation: PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
+    for config in ("expandable_segments:True", "expandable_segments:False,max_split_size_mb:256"):
+        try:
+            frag.append(_fragmentation(ctx, config))
+        except Exception as exc:  # a private setter: report instead of failing the whole run
+            frag.append({"config": config, "outcome": "not measured", "message": f"{type(exc).__name__}: {exc}"})
+    out["fragmentation"] = frag
+    out["empty_cache"] = _empty_cache_demo(ctx)
+    out["training"] = _training_oom(ctx, p)
+    gc.collect()  # the capped model and its optimizer went out of scope: give their memory back
+    torch.cuda.empty_cache()
+    ctx.progress(1, 1, "oom")
+    return out

@@ -1,0 +1,316 @@
+"""compression: the course UNet trained with each gradient-compression hook; bytes, time, accuracy.
+
+Used in notebook 07. One run sweeps the hooks in this process, each on a fresh model with the
+same initial weights and the same batches, installed by :func:`nvtutorial.chapters.ch07_collectives.lessons.compression.register`
+(``none``, ``fp16``, ``bf16``, ``powersgd``, ``topk``: the lesson's code). For each: ``warmup``
+untimed steps (they include the plain all-reduce steps that PowerSGD and top-k need before
+compressing, so the timed steps are all compressed), then ``steps`` timed steps: median step
+time, bytes sent per step per rank (what the hooks hand to ``torch.distributed``, counted by
+wrapping it; DDP's own all-reduce for ``none``), on a GPU also rank 0's NVLink TX counter from NVML,
+the training loss of every step and the validation loss and IoU at the end (and every
+``eval_every`` steps). The sweep runs ``rounds`` times, in forward then reverse order, so that
+a drift of the machine does not fall on one hook: the step time pools every round's steps, and
+the rounds' medians are the repeats that ``report.verdict.compare`` judges. Before the sweep it
+measures how sparse the UNet's local gradients really are, layer by layer (claim C23). A hook
+this torch cannot install (bf16 needs a CUDA build with NCCL) is reported as skipped, with why.
+On CPU ranks of a machine with GPUs, torch is told there is no GPU (PowerSGD's hook would
+otherwise call ``torch.cuda.synchronize`` on the CPU device).
+
+Run it once as is (NVLink between the GPUs) and once host-staged::
+
+    torchrun --standalone --nproc-per-node 2 -m nvtutorial.chapters.ch07_collectives.workload_compression
+    NCCL_P2P_DISABLE=1 torchrun --standalone --nproc-per-node 2 -m nvtutorial.chapters.ch07_collectives.workload_compression
+    nvtutorial run compression --nproc 2 --set model=tiny --set image_size=32 --set steps=5
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gc
+import itertools
+import os
+import statistics
+from typing import Any, Literal
+
+from nvtutorial import runtime
+from nvtutorial.params import require
+from nvtutorial.workloads._commcount import ring_sent
+
+NAME = "compression"
+"""The workload's name (``nvtutorial.run("compression", ...)``, ``nvtutorial list``)."""
+
+HOOK_NAMES = ("none", "fp16", "bf16", "powersgd", "topk")
+
+
+@dataclasses.dataclass(frozen=True)
+class Params:
+    model: Literal["tiny", "small", "full"] = "full"
+    batch_size: int = 8
+    """Per GPU."""
+    image_size: int = 128
+    samples: int = 256
+    val_samples: int = 64
+    hooks: tuple[str, ...] = HOOK_NAMES
+    warmup: int = 5
+    steps: int = 20
+    """Timed steps per hook and round, after ``warmup``."""
+    rounds: int = 2
+    """Sweeps over the hooks (forward, reverse, forward...): each round's median step is one repeat."""
+    eval_every: int = 0
+    """Validate every this many steps too (0: only at the end)."""
+    lr: float = 1e-3
+    topk_ratio: float = 0.01
+    powersgd_rank: int = 2
+    start_iter: int = 2
+    """Plain all-reduce steps before PowerSGD and top-k compress (DDP rebuilds buckets after step 1)."""
+    density_batches: int = 2
+    """Batches whose local gradients are measured for density (0: skip)."""
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        unknown = [h for h in self.hooks if h not in HOOK_NAMES]
+        require(bool(self.hooks) and not unknown, f"hooks={self.hooks}: use some of {', '.join(HOOK_NAMES)}")
+        require(self.warmup >= self.start_iter + 1,
+                f"warmup={self.warmup} must exceed start_iter={self.start_iter}, "
+                "so that the timed steps are compressed")
+        require(self.start_iter >= 2,
+                f"start_iter={self.start_iter}: at least 2 (DDP rebuilds its buckets after step 1)")
+        require(self.steps >= 1 and self.batch_size >= 1, "steps and batch_size must be at least 1")
+        require(self.rounds >= 2, f"rounds={self.rounds}: at least 2, the repeats a comparison needs")
+        require(0 < self.topk_ratio <= 1, f"topk_ratio={self.topk_ratio} must be in (0, 1]")
+        require(self.powersgd_rank >= 1, f"powersgd_rank={self.powersgd_rank} must be at least 1")
+        require(self.eval_every >= 0 and self.density_batches >= 0, "eval_every and density_batches must be 0 or more")
+
+
+# --------------------------------------------------------------------------------------------
+# NVML's NVLink byte counters (rank 0, on a GPU)
+
+
+def nvlink_tx_bytes(ctx: runtime.Context) -> tuple[int | None, str]:
+    """``(bytes, note)``: NVML's ``NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX`` (KiB, data payload,
+    cumulative) summed over this GPU's links, in bytes; ``(None, why)`` where it is not available."""
+    if not ctx.is_gpu:
+        return None, "not available: no GPU (CPU run)"
+    import torch
+
+    from nvtutorial import nvml
+
+    with nvml.nvml() as pynvml:
+        if pynvml is None:
+            return None, "not available: NVML not found"
+        try:
+            uuid = str(getattr(torch.cuda.get_device_properties(ctx.device), "uuid", "") or "")
+            handle, how = nvml.handle_for_uuid(pynvml, uuid, ctx.local_rank)
+            counters = nvml.nvlink_counters(pynvml, handle, nvml.active_nvlinks(pynvml, handle))
+        except Exception as exc:  # NVMLError_NotSupported, missing symbols in old drivers, ...
+            return None, f"not available: {type(exc).__name__}: {exc}"
+        if not counters:
+            return None, "not available: no link reported NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX"
+        return 1024 * sum(tx for tx, _ in counters.values()), f"{len(counters)} links, GPU matched by {how}"
+
+
+# --------------------------------------------------------------------------------------------
+# The sweep
+
+
+def hide_gpus_from_cpu_rank(ctx: runtime.Context) -> bool:
+    """On a CPU (gloo) rank where CUDA is available, make torch report no GPU, as
+    ``CUDA_VISIBLE_DEVICES=""`` would have: PowerSGD's hook calls ``torch.cuda.synchronize(device)``
+    whenever CUDA is available, which fails for a CPU device. Returns whether it had to."""
+    import torch
+
+    if ctx.is_gpu or not torch.cuda.is_available():
+        return False
+    torch.cuda.is_available = lambda: False  # this rank computes on the CPU only
+    return True
+
+
+def _local_gradient_density(ctx: runtime.Context, s: Any, batches: list[tuple[Any, Any]],
+                            topk_ratio: float) -> list[dict]:
+    """Per-layer density of this rank's own gradients (``no_sync``: before any averaging), summed
+    over ``batches``, the way a rank would hand them to a sparse all-reduce."""
+    from nvtutorial.chapters.ch03_ddp_training.lessons import training
+    from nvtutorial.chapters.ch07_collectives.workload_density import gradient_density
+
+    s.optimizer.zero_grad(set_to_none=True)
+    with s.model.no_sync():
+        for images, masks in batches:
+            images, masks = training.to_device(s, images, masks)
+            with training.autocast(s):
+                logits = s.model(images)
+            training.loss_fn(logits, masks).backward()
+    rows = gradient_density(s.module, topk_ratio=topk_ratio)
+    s.optimizer.zero_grad(set_to_none=True)
+    return rows
+
+
+def _first_batches(s: Any, n: int) -> list[tuple[Any, Any]]:
+    """The first ``n`` (images, masks) batches of a setup's training data."""
+    from nvtutorial.chapters.ch03_ddp_training.lessons import training
+
+    return [(images, masks) for _, images, masks in itertools.islice(training.infinite_batches(s), n)]
+
+
+def can_install(name: str) -> str | None:
+    """Why this torch cannot install hook ``name`` (``None``: it can)."""
+    import torch
+
+    if name == "bf16" and not (torch.version.cuda or torch.version.hip):
+        return "skipped: DDP installs the bf16 hook only in a CUDA (or ROCm) build of torch with NCCL"
+    return None
+
+
+def run_hook(ctx: runtime.Context, p: Params, name: str, measure_density: bool) -> dict[str, Any]:
+    """Train a fresh model with compression ``name``; its metrics (rank-local)."""
+    import torch
+
+    from nvtutorial.chapters.ch07_collectives.lessons import compression
+    from nvtutorial.chapters.ch03_ddp_training.lessons import training
+    from nvtutorial.workloads._commcount import counting
+
+    s = training.setup(ctx, model=p.model, batch_size=p.batch_size, image_size=p.image_size, samples=p.samples,
+                       val_samples=p.val_samples, seed=p.seed, lr=p.lr, data="device")
+    out: dict[str, Any] = {"hook": name}
+    if measure_density:
+        out["density_initial"] = _local_gradient_density(ctx, s, _first_batches(s, p.density_batches), p.topk_ratio)
+    state = compression.register(s.model, name, topk_ratio=p.topk_ratio, powersgd_rank=p.powersgd_rank,
+                                 start_iter=p.start_iter)
+    grad_bytes = sum(q.numel() * q.element_size() for q in s.module.parameters() if q.requires_grad)
+    total = p.warmup + p.steps
+    losses, evals = [], []
+    timer = ctx.timer()  # each timed step
+    tx_before = tx_note = None
+    batches = training.infinite_batches(s)
+    with counting(ctx.world_size) as warm_count:
+        for _ in range(p.warmup):
+            _, images, masks = next(batches)
+            losses.append(training.train_step(s, images, masks))
+    ctx.sync()
+    ctx.barrier()
+    out["compressed_when_timed"] = _compressing(name, state)
+    if ctx.is_main:
+        tx_before, tx_note = nvlink_tx_bytes(ctx)
+    with counting(ctx.world_size) as count:
+        for step in range(p.warmup, total):
+            _, images, masks = next(batches)
+            with timer:
+                losses.append(training.train_step(s, images, masks))
+            if p.eval_every and (step + 1) % p.eval_every == 0 and step + 1 < total:
+                evals.append({"step": step + 1, **_eval(s, ctx)})
+    ctx.sync()
+    tx_after = nvlink_tx_bytes(ctx)[0] if ctx.is_main else None
+    if name == "none":  # DDP's own all-reduce runs in C++, out of the counter's sight: every gradient, every step
+        count.add("all_reduce", grad_bytes * p.steps, ring_sent("all_reduce", grad_bytes, ctx.world_size) * p.steps)
+    times = timer.seconds()
+    evals.append({"step": total, **_eval(s, ctx)})
+    if measure_density:
+        out["density_trained"] = _local_gradient_density(ctx, s, _first_batches(s, p.density_batches), p.topk_ratio)
+    out.update({
+        "step_ms_median": 1e3 * statistics.median(times),
+        "step_ms_all": [1e3 * t for t in times],
+        "sent_bytes_per_step": count.sent / p.steps,
+        "payload_bytes_per_step": count.payload / p.steps,
+        "collective_calls_per_step": count.calls / p.steps,
+        "warmup_calls": warm_count.calls,
+        "dense_bytes_per_step": ring_sent("all_reduce", grad_bytes, ctx.world_size),
+        "train_loss": [float(x) for x in torch.stack(losses).tolist()],
+        "evals": evals,
+        "final_val_loss": evals[-1]["loss"],
+        "final_iou": evals[-1]["iou"],
+        "nvlink_tx_bytes_per_step": (tx_after - tx_before) / p.steps
+        if tx_before is not None and tx_after is not None else None,
+        "nvlink_note": tx_note,
+        "params": sum(q.numel() for q in s.module.parameters()),
+    })
+    if name == "topk":
+        out["topk_residual_norm"] = float(sum(r.float().norm() ** 2 for r in state.residuals.values()) ** 0.5)
+    del s, state, batches, losses, timer
+    gc.collect()
+    if ctx.is_gpu:
+        torch.cuda.empty_cache()
+    return out
+
+
+def _compressing(name: str, state: Any) -> bool:
+    """Whether the hook has left its plain all-reduce warm-up (always true for none, fp16, bf16)."""
+    if name == "powersgd":
+        return state.iter >= state.start_powerSGD_iter
+    if name == "topk":
+        return state.iter >= state.start_iter
+    return True
+
+
+def _eval(s: Any, ctx: runtime.Context) -> dict[str, float]:
+    from nvtutorial.chapters.ch03_ddp_training.lessons import training
+
+    m = training.evaluate(s, ctx)
+    return {"loss": m["loss"], "iou": m["iou"]}
+
+
+def pool_rounds(rounds: list[dict[str, Any]]) -> dict[str, Any]:
+    """One hook's metrics over all rounds: the first round's curves and accuracy (every round
+    trains from the same weights on the same batches), every round's steps pooled for the time,
+    each round's median kept (the repeats a comparison judges), the NVLink bytes averaged."""
+    out = dict(rounds[0])
+    times = [t for r in rounds for t in r["step_ms_all"]]
+    out["step_ms_all"] = times
+    out["step_ms_median"] = statistics.median(times)
+    out["step_ms_round_medians"] = [r["step_ms_median"] for r in rounds]
+    out["train_loss_rounds_equal"] = all(r["train_loss"] == rounds[0]["train_loss"] for r in rounds)
+    tx = [r["nvlink_tx_bytes_per_step"] for r in rounds if r["nvlink_tx_bytes_per_step"] is not None]
+    out["nvlink_tx_bytes_per_step"] = statistics.mean(tx) if tx else None
+    return out
+
+
+def link_name(ctx: runtime.Context) -> str:
+    """How the two GPUs exchange gradients in this run: ``NVLink (NV18)`` or ``PCIe peer-to-peer``
+    (direct), ``host-staged`` (``NCCL_P2P_DISABLE=1``), or ``gloo (CPU)``."""
+    if not ctx.is_gpu:
+        return "gloo (CPU)"
+    if os.environ.get("NCCL_P2P_DISABLE", "0") not in ("0", ""):
+        return "host-staged"
+    from nvtutorial import nvml
+
+    label = nvml.link_label()
+    return f"NVLink ({label})" if label and label.startswith("NV") else "PCIe peer-to-peer"
+
+
+def run(ctx: runtime.Context, p: Params) -> dict:
+    link = link_name(ctx)
+    hidden = hide_gpus_from_cpu_rank(ctx)
+    print(f"rank {ctx.rank}: compression sweep {', '.join(p.hooks)} on {link}"
+          + ("; GPUs hidden from this CPU rank" if hidden else ""), flush=True)
+    skipped = {name: why for name in p.hooks if (why := can_install(name))}
+    hooks = [name for name in p.hooks if name not in skipped]
+    by_hook: dict[str, list[dict[str, Any]]] = {name: [] for name in hooks}
+    density: dict[str, Any] = {}
+    order = [(r, name) for r in range(p.rounds) for name in (hooks if r % 2 == 0 else hooks[::-1])]
+    for i, (round_, name) in enumerate(order):
+        r = run_hook(ctx, p, name, measure_density=(i == 0 and p.density_batches > 0))
+        for key in ("density_initial", "density_trained"):
+            if key in r:
+                density[key.removeprefix("density_")] = r.pop(key)
+        by_hook[name].append(r)
+        ctx.progress(i + 1, len(order), "hooks", hook=name, round=round_ + 1, step_ms=round(r["step_ms_median"], 2))
+    from nvtutorial.chapters.ch07_collectives.workload_density import density_summary
+
+    return {
+        "link": link,
+        "nccl_p2p_disable": os.environ.get("NCCL_P2P_DISABLE"),
+        "gpus_hidden_from_cpu_rank": hidden,
+        "hooks": [pool_rounds(by_hook[name]) for name in hooks],
+        "skipped_hooks": skipped,
+        "density": density.get("trained", density.get("initial", [])),
+        "density_initial": density.get("initial", []),
+        "density_summary": {k: density_summary(v) for k, v in density.items()},
+        "topk_ratio": p.topk_ratio,
+        "powersgd_rank": p.powersgd_rank,
+        "steps": p.steps,
+        "rounds": p.rounds,
+        "warmup": p.warmup,
+        "model": p.model,
+    }
+
+
+if __name__ == "__main__":
+    runtime.main(run, Params)

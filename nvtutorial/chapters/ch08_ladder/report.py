@@ -1,0 +1,513 @@
+"""Notebook 08's results as tables and verdicts: memory counted against the model, step-0 gradients and losses
+against the one-process reference, the recorded collectives (costed as a ring) against the byte model, step times
+and the link, the checkpoint, the largest model, and the grading of the notebook's two predictions. The arithmetic behind them is :mod:`nvtutorial.chapters.ch08_ladder.report_model`; its main names are
+importable from here too.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import statistics
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from nvtutorial.chapters.ch08_ladder.report_model import FSDP, LABELS, LAYER_LIMIT, RUNGS, TP_SPLIT, RankMemory, Setup, activations, chunk_rows, largest, model_state, rank_memory, sent_per_step, tp_dim, with_layers
+from nvtutorial.report import predict
+from nvtutorial.report.verdict import Comparison, Verdict, aa_gap, compare, comparison_verdict
+
+__all__ = ["FSDP", "LABELS", "LAYER_LIMIT", "RUNGS", "TP_SPLIT", "RankMemory", "Setup", "activations", "chunk_rows",
+           "largest", "model_state", "rank_memory", "sent_per_step", "tp_dim", "with_layers"]
+
+
+def _numel(shape: Sequence[int]) -> int:
+    return math.prod(shape)
+
+
+def memory_table(s: Setup, rungs: Sequence[str] = RUNGS):  # -> pandas.DataFrame
+    """The model for every rung and rank, in MB (10^6 bytes)."""
+    import pandas as pd
+
+    shapes = s.shapes()
+    rows = []
+    for rung in rungs:
+        for rank in range(s.world):
+            m = rank_memory(s, rung, rank, shapes)
+            rows.append({"rung": LABELS[rung], "rank": rank, "params": m.params / 1e6, "grads": m.grads / 1e6,
+                         "optimizer": m.optimizer / 1e6, "model state": m.model_state / 1e6,
+                         "activations": m.activations / 1e6, "transient (est.)": m.transient / 1e6,
+                         "device peak (est.)": m.device_peak / 1e6, "state on": "host" if m.on_host else "device"})
+    return pd.DataFrame(rows).set_index(["rung", "rank"]).round(3)
+
+
+# --------------------------------------------------------------------------------------------
+# The run's results
+
+
+def _where(result: Any) -> str:
+    return getattr(result, "label", str(result))
+
+
+def _rungs(result: Any) -> list[str]:
+    return [g["rung"] for g in result.ranks[0]["rungs"]]
+
+
+def rung_record(result: Any, rank: int, rung: str) -> dict[str, Any]:
+    """What ``rank`` reported for ``rung``: losses, held bytes, collectives, step times..."""
+    for g in result.ranks[rank]["rungs"]:
+        if g["rung"] == rung:
+            return g
+    raise KeyError(f"the run has no rung {rung!r}; it ran {', '.join(_rungs(result))}")
+
+
+def counted_state(result: Any, rung: str, rank: int) -> int:
+    """Bytes of parameters, gradients and optimizer state ``rank`` held under ``rung``, as the run counted them."""
+    held = rung_record(result, rank, rung)["held"]
+    return held["params"] + held["grads"] + held["optimizer"]
+
+
+def loss_table(result: Any):  # -> pandas.DataFrame
+    """The loss of the global batch at every step: the one-process reference and every rung (rank 0's view)."""
+    import pandas as pd
+
+    m = result.ranks[0]
+    table = {"one process": m["reference"]} if "reference" in m else {}
+    table |= {LABELS[g["rung"]]: g["losses"] for g in m["rungs"]}
+    frame = pd.DataFrame(table)
+    frame.index.name = "step"
+    return frame
+
+
+def loss_verdict(result: Any, tolerance: float) -> Verdict:
+    """Pass when every rung's loss, at every step and on every rank, is within ``tolerance`` of the reference."""
+    diffs = {}
+    for rung in _rungs(result):
+        diffs[rung] = max(abs(a - b) for r in range(len(result.ranks))
+                          for a, b in zip(rung_record(result, r, rung)["losses"], result.ranks[r]["reference"]))
+    worst = max(diffs, key=diffs.get)
+    steps = len(result.ranks[0]["reference"])
+    ok = all(v <= tolerance for v in diffs.values())
+    text = (f"Every rung's loss followed the one-process reference: over {steps} steps the largest loss difference "
+            f"was {diffs[worst]:.2g} ({LABELS[worst]}), within the tolerance of {tolerance:g}. With Adam the loss "
+            "cannot show a wrong gradient scale; the step-0 gradients are compared for that." if ok else
+            f"{', '.join(LABELS[r] for r, v in diffs.items() if v > tolerance)} left the reference by more than "
+            f"{tolerance:g} (largest: {diffs[worst]:.2g}, {LABELS[worst]}): that rung computes something else.")
+    return Verdict("ladder.loss", "pass" if ok else "fail", text, {"max_abs_diff": diffs, "tolerance": tolerance},
+                   _where(result))
+
+
+def gradient_verdict(result: Any, tolerance: float) -> Verdict:
+    """Pass when, for every rung and rank, every parameter's whole gradient of step 0 (before any update) is within
+    ``tolerance`` of the one-process reference's, relative to the largest reference value of its tensor. A summed
+    instead of averaged gradient is off by 1.0 (norm ratio 2), one divided twice by 0.5."""
+    diffs, norms, missing = {}, {}, []
+    for rung in _rungs(result):
+        checks = [rung_record(result, r, rung).get("gradients") for r in range(len(result.ranks))]
+        if None in checks:
+            return Verdict("ladder.gradients", "info", "No gradients compared: the run trained no one-process "
+                           "reference.", {}, _where(result))
+        diffs[rung] = max(c["max_rel_diff"] for c in checks)
+        norms[rung] = max((c["norm_ratio"] for c in checks), key=lambda x: abs(math.log(x)) if x else math.inf)
+        missing += [f"{LABELS[rung]}: {n}" for c in checks for n in c["missing"]]
+    numbers = {"max_rel_diff": diffs, "norm_ratio": norms, "tolerance": tolerance, "missing": missing}
+    worst = max(diffs, key=diffs.get)
+    bad = [r for r, d in diffs.items() if d > tolerance]
+    if missing:
+        return Verdict("ladder.gradients", "fail", f"Some parameters had no gradient at step 0: {', '.join(missing[:4])}.",
+                       numbers, _where(result))
+    if bad:
+        return Verdict("ladder.gradients", "fail", "The step-0 gradients of " + ", ".join(
+            f"{LABELS[r]} (off by {diffs[r]:.2g} of the tensor's largest value, norm {norms[r]:.3g}× the reference's)"
+            for r in bad) + f" differ from one process's beyond the tolerance of {tolerance:g}: that rung computes "
+            "another gradient (a norm ratio of 2 or 0.5 is a sum or a double average).", numbers, _where(result))
+    return Verdict("ladder.gradients", "pass", f"At step 0, before any update, every parameter's whole gradient on "
+                   f"every rung and rank equals the one-process gradient to {diffs[worst]:.2g} of its tensor's largest "
+                   f"value (worst: {LABELS[worst]}; tolerance {tolerance:g}); the gradients' norms agree to "
+                   f"{max(abs(x - 1) for x in norms.values()):.1g}. Every rung averages its gradients like one "
+                   "process on the whole batch.", numbers, _where(result))
+
+
+ZERO1_WRONG = {"DDP's 16 B per parameter (nothing sharded)": 16, "ZeRO-2's 10 B (gradients sharded too)": 10,
+               "FSDP's 8 B (everything sharded)": 8}
+"""The usual wrong answers to "what does rank 0 hold under ZeRO-1", as bytes per parameter, and what each assumes."""
+
+
+def zero1_prediction(result: Any, prediction: float | None) -> Verdict:
+    """Grade a prediction of rank 0's model state under ZeRO-1 (MB) against the run's count: right within 5 %
+    (the answer is exact arithmetic), close within 25 %, so that none of :data:`ZERO1_WRONG` is right."""
+    measured = counted_state(result, "zero1", 0) / 1e6
+    return predict.grade_number(
+        "ladder.predict.zero1", prediction, measured, unit="MB", where=_where(result), right_within=0.05,
+        close_within=0.25,
+        explanation="ZeRO-1 keeps the whole model and all of its gradients on every rank, as DDP does (8 bytes per "
+        "parameter), and Adam's state only for the parameters a rank updates: about 4 + 4 + 8/2 = 12 bytes per "
+        "parameter, three quarters of DDP. The shares are whole tensors, assigned largest first, so the two ranks "
+        "differ a little (table below). The usual wrong answers: " + "; ".join(ZERO1_WRONG) + ".")
+
+
+LINK_CHOICES = {"a": "DDP (or ZeRO-1: DDP's all-reduce plus a broadcast)",
+                "b": "ZeRO-3 on the GPU (FSDP2, with or without resharding and checkpointing)",
+                "c": "tensor parallelism",
+                "d": "ZeRO-3 with CPU offload"}
+"""The choices of the link prediction: which rung loses the most step time without the direct link."""
+LINK_ANSWER = {"ddp": "a", "zero1": "a", "fsdp_zero2": "b", "fsdp_zero3": "b", "fsdp_checkpointing": "b",
+               "tensor_parallel": "c", "fsdp_offload": "d"}
+"""The choice each rung belongs to (every rung of the ladder is one of the four)."""
+LINK_EXPLANATION = (
+    "NCCL_P2P_DISABLE=1 does more than take NVLink away: every NCCL byte then crosses each GPU's PCIe link and "
+    "host memory (NCCL's SHM transport). The offload rung already streams its parameter shards host→device and "
+    "its gradients device→host over that same PCIe link, so it shares it with NCCL: at the lesson sizes (gigabytes "
+    "of copies per step) part of its slow-down can be contention rather than a need for NVLink. Among the others, DDP's all-reduce can hide under the backward pass; ZeRO-3 must "
+    "gather each block before it runs; tensor parallelism waits for an all-reduce in every block, in both passes.")
+
+
+def link_prediction(direct: Any, staged: Any, direct_again: Any, prediction: str | None) -> Verdict:
+    """Grade which rung the learner expected to lose most without the direct link against
+    :func:`needs_link_verdict`; ``info`` (ungraded) when there was no host-staged run, or when no rung slowed down
+    beyond the noise (then there is no "most")."""
+    if staged is None:
+        return Verdict("ladder.predict.link", "info", "Ungraded: no link here (the host-staged run needs NCCL on "
+                       "GPUs). " + LINK_EXPLANATION, {"prediction": prediction}, _where(direct))
+    verdict = needs_link_verdict(direct, staged, direct_again)
+    worst = verdict.numbers["worst"]
+    if verdict.numbers["status"][worst] != "slower":
+        return Verdict("ladder.predict.link", "info", f"Ungraded: no rung slowed down beyond the noise (the most: "
+                       f"{LABELS[worst]}, {verdict.numbers['ratio'][worst]:.2f}×, {verdict.numbers['status'][worst]}), "
+                       "so none lost the most. " + LINK_EXPLANATION,
+                       {"prediction": prediction, "worst": worst}, verdict.where)
+    return predict.grade_choice("ladder.predict.link", prediction, LINK_ANSWER[worst], LINK_CHOICES,
+                                where=verdict.where, explanation=f"({LABELS[worst]} slowed down most.) " + LINK_EXPLANATION)
+
+
+def memory_check_table(result: Any):  # -> pandas.DataFrame
+    """Per rung and rank: the counted bytes of parameters, gradients and optimizer state next to the model's
+    (MB); on a GPU also the memory allocated after a step, what the forward pass added, the peak of the
+    timed steps and the model's estimate of that peak."""
+    import pandas as pd
+
+    s = Setup.from_result(result.ranks[0])
+    shapes = s.shapes()
+    rows = []
+    for rung in _rungs(result):
+        for rank in range(len(result.ranks)):
+            g, m = rung_record(result, rank, rung), rank_memory(s, rung, rank, shapes)
+            held = g["held"]
+            row = {"rung": LABELS[rung], "rank": rank,
+                   "counted state": (held["params"] + held["grads"] + held["optimizer"]) / 1e6,
+                   "model state": m.model_state / 1e6,
+                   "counted − model (bytes)": held["params"] + held["grads"] + held["optimizer"] - m.model_state}
+            if "peak_allocated" in g:
+                row |= {"allocated after a step": g["allocated_after_step"] / 1e6,
+                        "forward added": g["forward_added"] / 1e6, "peak": g["peak_allocated"] / 1e6,
+                        "peak (model)": m.device_peak / 1e6, "peak gap": g["peak_allocated"] / m.device_peak - 1}
+            rows.append(row)
+    return pd.DataFrame(rows).set_index(["rung", "rank"])
+
+
+def memory_verdict(result: Any) -> Verdict:
+    """Pass when the counted parameters, gradients and optimizer state equal the model's, byte for byte,
+    for every rung and rank."""
+    s = Setup.from_result(result.ranks[0])
+    shapes = s.shapes()
+    wrong = []
+    for rung in _rungs(result):
+        for rank in range(len(result.ranks)):
+            held, m = rung_record(result, rank, rung)["held"], model_state(rung, shapes, s.world, rank)
+            wrong += [f"{LABELS[rung]} rank {rank} {k}: counted {held[k]}, model {m[k]}" for k in m if held[k] != m[k]]
+    n = len(_rungs(result)) * len(result.ranks)
+    if wrong:
+        return Verdict("ladder.memory", "fail", "The memory model is wrong: " + "; ".join(wrong[:4]),
+                       {"mismatches": len(wrong), "checked": n}, _where(result))
+    return Verdict("ladder.memory", "pass", f"For all {n} rung × rank pairs the bytes of parameters, gradients and "
+                   "optimizer state the rank holds, counted tensor by tensor, equal the memory model exactly.",
+                   {"mismatches": 0, "checked": n}, _where(result))
+
+
+def peak_verdict(result: Any) -> Verdict:
+    """How far the GPU's measured peak is from the model's estimate, per rung (information: the transient part of
+    the estimate leaves out some buffers and library workspaces, see :mod:`~nvtutorial.chapters.ch08_ladder.report_model`)."""
+    s = Setup.from_result(result.ranks[0])
+    shapes = s.shapes()
+    gaps = {}
+    for rung in _rungs(result):
+        peaks = [rung_record(result, r, rung).get("peak_allocated") for r in range(len(result.ranks))]
+        if None in peaks:
+            return Verdict("ladder.peak", "info", "No peak to compare: on the CPU there is no device allocator to "
+                           "read; the model state above is the part counted exactly.", {}, _where(result))
+        model = max(rank_memory(s, rung, r, shapes).device_peak for r in range(len(result.ranks)))
+        gaps[rung] = max(peaks) / model - 1
+    worst = max(gaps, key=lambda r: abs(gaps[r]))
+    text = (f"Measured peaks were between {min(gaps.values()):+.0%} and {max(gaps.values()):+.0%} of the model's "
+            f"estimate (largest gap: {LABELS[worst]}).")
+    if _small_for_a_gpu(s):
+        text += (" At these small sizes the gap says little: the GPU's fixed allocations (cuBLAS workspaces and "
+                 "the like, which the model leaves out) outweigh a model this small; the lesson sizes compare "
+                 "the model with a peak it dominates.")
+    return Verdict("ladder.peak", "info", text, {"gap": gaps, "small": _small_for_a_gpu(s)}, _where(result))
+
+
+SMALL_FOR_A_GPU = 1e9
+"""Bytes of model state per rank under which a GPU's fixed allocations dominate its peak memory."""
+
+
+def _small_for_a_gpu(s: Setup) -> bool:
+    return 4 * sum(_numel(shape) for _, shape in s.shapes()) < SMALL_FOR_A_GPU  # fp32 parameters
+
+
+def bytes_table(result: Any):  # -> pandas.DataFrame
+    """Per rung and rank: the collectives recorded in one step costed as a ring (what this rank would send),
+    the model's bytes, relative to DDP, and (GPU) NVML's NVLink TX bytes per step, the one measured column,
+    with their ratio to the ring cost. MB."""
+    import pandas as pd
+
+    s = Setup.from_result(result.ranks[0])
+    shapes = s.shapes()
+    ddp = sum(sent_per_step(s, "ddp", 0, shapes).values())
+    rows = []
+    for rung in _rungs(result):
+        for rank in range(len(result.ranks)):
+            g = rung_record(result, rank, rung)
+            formula = sum(sent_per_step(s, rung, rank, shapes).values())
+            tx = g.get("nvlink_tx_bytes_per_step")
+            rows.append({"rung": LABELS[rung], "rank": rank,
+                         "collectives": ", ".join(f"{k} ×{int(v['calls'])}" for k, v in g["collectives"].items()),
+                         "recorded (ring cost)": g["sent_per_step"] / 1e6, "model": formula / 1e6, "× DDP": formula / ddp,
+                         "NVLink TX (NVML)": tx / 1e6 if tx is not None else None,
+                         "NVML ÷ ring cost": tx / g["sent_per_step"] if tx is not None and g["sent_per_step"] else None})
+    return pd.DataFrame(rows).set_index(["rung", "rank"])
+
+
+def bytes_verdict(result: Any) -> Verdict:
+    """Pass when the collectives recorded in one step, costed as a ring, equal the model's bytes for every rung and
+    rank: a check of which collectives ran and on what sizes, not a measurement of the traffic."""
+    s = Setup.from_result(result.ranks[0])
+    shapes = s.shapes()
+    off = []
+    for rung in _rungs(result):
+        for rank in range(len(result.ranks)):
+            counted, formula = rung_record(result, rank, rung)["sent_per_step"], sum(sent_per_step(s, rung, rank, shapes).values())
+            if not math.isclose(counted, formula, rel_tol=1e-9, abs_tol=0.5):
+                off.append(f"{LABELS[rung]} rank {rank}: counted {counted:.0f}, formula {formula:.0f}")
+    factors = {r: sum(sent_per_step(s, r, 0, shapes).values()) / sum(sent_per_step(s, "ddp", 0, shapes).values())
+               for r in _rungs(result)}
+    root_share = root_params_share(shapes)
+    if off:
+        return Verdict("ladder.bytes", "fail", "The recorded collectives differ from the model's list: " + "; ".join(off[:4])
+                       + (" (on a GPU, collectives issued from autograd's threads may also escape the recording)"
+                          if getattr(getattr(result, "env", None), "is_gpu", False) else ""),
+                       {"factors": factors, "mismatches": len(off), "root_share": root_share}, _where(result))
+    text = ("The collectives issued in one step (kind, count and tensor size, recorded as they were called) match the "
+            "model on every rank. Costed as a ring (the model's byte count, not a traffic measurement), they amount "
+            "to, relative to DDP: " + ", ".join(f"{LABELS[r]} {f:.2f}×" for r, f in factors.items()) + ". "
+            f"The root (embeddings, final norm, head), which ZeRO-3 gathers only once, holds {root_share:.0%} of this "
+            "model's parameters.")
+    return Verdict("ladder.bytes", "pass", text, {"factors": factors, "mismatches": 0, "root_share": root_share},
+                   _where(result))
+
+
+def root_params_share(shapes: Sequence[tuple[str, Sequence[int]]]) -> float:
+    """The share of the parameters outside the blocks (embeddings, final norm, head): FSDP2's root unit, which ZeRO-3
+    gathers once per step where it gathers every block twice; costed as a ring, its bytes are ``1 + (1 − share) / 2``
+    times DDP's, whatever the number of ranks."""
+    total = sum(_numel(sh) for _, sh in shapes)
+    return sum(_numel(sh) for n, sh in shapes if not n.startswith("blocks.")) / total
+
+
+def step_times(result: Any, rung: str) -> list[float]:
+    """Seconds per step of each timed repeat, the slower rank's: a synchronous step ends when both ranks have
+    finished it, so the step time is the slower rank's (not a rank's communication time, see :func:`comm_table`)."""
+    per_rank = [rung_record(result, r, rung)["step_s"] for r in range(len(result.ranks))]
+    return [max(values) for values in zip(*per_rank)]
+
+
+def time_table(result: Any):  # -> pandas.DataFrame
+    """Per rung: the median step time over the timed repeats, their spread and how many there were."""
+    import pandas as pd
+
+    rows = []
+    for rung in _rungs(result):
+        times = step_times(result, rung)
+        rows.append({"rung": LABELS[rung], "step (ms)": 1e3 * statistics.median(times),
+                     "spread": (max(times) - min(times)) / statistics.median(times), "repeats": len(times)})
+    return pd.DataFrame(rows).set_index("rung")
+
+
+def traced(result: Any) -> bool:
+    """Whether the run traced its rungs with ``torch.profiler`` (``profile_steps``), so that :func:`comm_table` can
+    read them."""
+    return all(rung_record(result, r, rung).get("trace") for rung in _rungs(result) for r in range(len(result.ranks)))
+
+
+def comm_table(result: Any):  # -> pandas.DataFrame
+    """Per rung and rank, from the ranks' traces paired on the host's one clock (notebook 05's reading,
+    :func:`nvtutorial.tracesplit.pair`): the communication time per step, the part of it spent waiting for the
+    other rank to join each collective, the rest (on the wire: data moving, and the collective's own latency),
+    the part of that no compute of this rank hid, and the share of collectives this rank joined last. Both ranks
+    are shown: one rank's communication time is mostly waiting when it is early, and the rank that joins last
+    measures something close to the link. A rung whose traces cannot be paired one collective to one (the ranks
+    ran different numbers) shows its unpaired communication time and says why."""
+    import pandas as pd
+
+    from nvtutorial import tracesplit
+
+    rows = []
+    for rung in _rungs(result):
+        paths = [Path(result.run_dir) / rung_record(result, r, rung)["trace"] for r in range(len(result.ranks))]
+        acts = [tracesplit.classify(p) for p in paths]
+        try:
+            paired = tracesplit.pair(acts)
+        except ValueError as exc:
+            for r, act in enumerate(acts):
+                s = tracesplit.split(act)
+                rows.append({"rung": LABELS[rung], "rank": r, "communication (ms)": s.comm_ms, "waiting (ms)": None,
+                             "on the wire (ms)": None, "on the wire, exposed (ms)": None, "joined last": None,
+                             "note": f"not paired: {exc}"})
+            continue
+        for r, w in enumerate(paired):
+            rows.append({"rung": LABELS[rung], "rank": r, "communication (ms)": w.comm_ms, "waiting (ms)": w.wait_ms,
+                         "on the wire (ms)": w.transfer_ms, "on the wire, exposed (ms)": w.exposed_transfer_ms,
+                         "joined last": w.last_share, "note": ""})
+    return pd.DataFrame(rows).set_index(["rung", "rank"])
+
+
+LINK_WHERE = "host-staged: NCCL_P2P_DISABLE=1; direct link twice (A/A)"
+
+
+def link_comparisons(direct: Any, staged: Any, direct_again: Any) -> dict[str, Comparison]:
+    """Per rung: step times host-staged (``NCCL_P2P_DISABLE=1``) against over the direct link, by
+    :func:`~nvtutorial.report.verdict.compare`. Three launches with the same parameters, in this order: the direct
+    link, host-staged, the direct link again. The baseline is both direct launches' repeats; the noise is at least
+    the A/A gap between the two direct launches, so variation from one launch to the next (which the repeats of one
+    launch never sample) cannot pass for an effect of the link."""
+    out = {}
+    for rung in _rungs(direct):
+        if rung in _rungs(staged) and rung in _rungs(direct_again):
+            first, again = step_times(direct, rung), step_times(direct_again, rung)
+            out[rung] = compare(first + again, step_times(staged, rung), aa_gap=aa_gap(first, again))
+    return out
+
+
+def link_verdicts(direct: Any, staged: Any, direct_again: Any) -> list[Verdict]:
+    """One verdict per rung: how much slower its step became without the direct GPU-to-GPU path, beyond the noise
+    of the repeats and the launch-to-launch A/A gap."""
+    out = []
+    where = f"{_where(direct)}; {LINK_WHERE}"
+    for rung, c in link_comparisons(direct, staged, direct_again).items():
+        text = (c.describe("s", f"{LABELS[rung]}, direct link → host-staged")
+                + f"; the two direct launches differed by {c.aa_gap:.0%} (A/A)")
+        out.append(comparison_verdict(f"ladder.link.{rung}", c, text, where, rung=rung, aa_gap=c.aa_gap))
+    return out
+
+
+def needs_link_verdict(direct: Any, staged: Any, direct_again: Any) -> Verdict:
+    """Which rung lost the most when the direct link was taken away (information for the summary)."""
+    comps = link_comparisons(direct, staged, direct_again)
+    worst = max(comps, key=lambda r: comps[r].ratio)
+    least = min(comps, key=lambda r: comps[r].ratio)
+    text = (f"Without the direct link {LABELS[worst]} slowed down most ({comps[worst].ratio:.2f}× its step time, "
+            f"{comps[worst].status}), {LABELS[least]} least ({comps[least].ratio:.2f}×, {comps[least].status}).")
+    if worst == "fsdp_offload" and comps[worst].status == "slower":
+        text += (" Host staging puts NCCL's bytes on the same PCIe link as the offload rung's host copies, so part "
+                 "of that slow-down can be contention rather than a need for NVLink; this run does not isolate it "
+                 "(an A/B of the offload rung with NCCL's shared memory against sockets, or with one CPU thread "
+                 "against many, would).")
+    return Verdict("ladder.link", "info", text, {"worst": worst, "ratio": {r: c.ratio for r, c in comps.items()},
+                                                 "status": {r: c.status for r, c in comps.items()},
+                                                 "noise": {r: c.noise for r, c in comps.items()}},
+                   f"{_where(direct)}; {LINK_WHERE}")
+
+
+def checkpoint_verdict(result: Any, tolerance: float) -> Verdict:
+    """Pass when both loads give the saved weights bit for bit (a copy) and the resumed steps' losses are within
+    ``tolerance`` of the uninterrupted run's (on a GPU the attention backward may add in a different order)."""
+    c = result.ranks[0]["checkpoint"]
+    exact = c["resume_max_weight_diff"] == 0 and c["single_process_max_weight_diff"] == 0
+    numbers = {k: c[k] for k in ("resume_max_weight_diff", "single_process_max_weight_diff")}
+    numbers |= {"max_loss_diff": max(abs(a - b) for a, b in zip(c["continued"], c["resumed"])), "tolerance": tolerance}
+    close = numbers["max_loss_diff"] <= tolerance
+    if close and exact:
+        losses = ("repeat the uninterrupted losses bit for bit" if numbers["max_loss_diff"] == 0 else
+                  f"follow the uninterrupted losses to {numbers['max_loss_diff']:.2g}")
+        return Verdict("ladder.checkpoint", "pass", "The sharded checkpoint round-tripped: the reloaded shards and "
+                       "the single-process model loaded from it equal the saved weights bit for bit, and the resumed "
+                       f"steps {losses} (tolerance {tolerance:g}).", numbers, _where(result))
+    return Verdict("ladder.checkpoint", "fail", "The checkpoint did not round-trip: "
+                   f"largest weight difference {numbers['resume_max_weight_diff']} after resuming, "
+                   f"{numbers['single_process_max_weight_diff']} in one process (both must be 0); largest loss "
+                   f"difference {numbers['max_loss_diff']:.3g} (tolerance {tolerance:g}).", numbers, _where(result))
+
+
+# --------------------------------------------------------------------------------------------
+# How big can it get
+
+
+def fit_table(s: Setup, device_budget: float, host_budget: float, rungs: Sequence[str] = RUNGS):
+    """Per rung: the most blocks that fit (at most :data:`LAYER_LIMIT`), the parameters that makes
+    (millions), the predicted device peak and the model state per rank (MB), and where that state lives."""
+    import pandas as pd
+
+    one = dataclasses.replace(s, layers=1).shapes()
+    rows = []
+    for rung in rungs:
+        layers = largest(s, rung, device_budget, host_budget)
+        t = dataclasses.replace(s, layers=layers)
+        shapes = with_layers(one, layers)
+        peak = max(rank_memory(t, rung, r, shapes).device_peak for r in range(s.world)) if layers else None
+        rows.append({"rung": rung, "label": LABELS[rung], "layers": layers,
+                     "parameters (M)": sum(_numel(sh) for _, sh in shapes) / 1e6 if layers else 0.0,
+                     "device peak (MB, model)": peak / 1e6 if peak else None,
+                     "model state per rank (MB)": max(sum(model_state(rung, shapes, s.world, r).values())
+                                                      for r in range(s.world)) / 1e6 if layers else None,
+                     "state in": "host" if rung == "fsdp_offload" else "device"})
+    return pd.DataFrame(rows).set_index("rung")
+
+
+def fit_verdict(result: Any, device_budget: float) -> Verdict:
+    """Did the largest model of the fit table (the run's ``fit`` record) run, and did its memory stay within
+    the budget?"""
+    if any("fit" not in m for m in result.ranks):
+        return Verdict("ladder.fit", "info", "No largest model was run (fit_layers=0: not even one block fits the "
+                       f"budget of {device_budget / 1e6:.0f} MB per rank, or none was asked for).",
+                       {"budget": device_budget}, _where(result))
+    records = [m["fit"] for m in result.ranks]
+    rung, layers = records[0]["rung"], records[0]["layers"]
+    s = dataclasses.replace(Setup.from_result(result.ranks[0]), layers=layers)
+    shapes = s.shapes()
+    model = max(rank_memory(s, rung, r, shapes).device_peak for r in range(s.world))
+    failed = [g["error"] for g in records if "error" in g]
+    if failed:
+        return Verdict("ladder.fit", "fail", f"{LABELS[rung]} with {layers} blocks did not fit: {failed[0]}. The "
+                       f"model predicted a peak of {model / 1e9:.1f} GB per rank within the budget of "
+                       f"{device_budget / 1e9:.1f} GB: it left out more than the margin.",
+                       {"rung": rung, "layers": layers, "model_peak": model, "budget": device_budget}, _where(result))
+    counted = [sum(g["held"][k] for k in ("params", "grads", "optimizer")) for g in records]
+    exact = counted == [rank_memory(s, rung, r, shapes).model_state for r in range(s.world)]
+    numbers = {"rung": rung, "layers": layers, "next_tried": False, "parameters": sum(_numel(sh) for _, sh in shapes),
+               "budget": device_budget, "model_peak": model, "state_exact": exact}
+    peaks = [g.get("peak_allocated") for g in records]
+    if None in peaks:
+        return Verdict("ladder.fit", "pass" if exact else "fail",
+                       f"{LABELS[rung]} with {layers} blocks ({numbers['parameters'] / 1e6:.2f} M parameters; {layers + 1} "
+                       "not tried) ran; "
+                       f"its counted model state {'equals' if exact else 'differs from'} the model. On the CPU there is "
+                       f"no device memory to run out of: that it fits the budget of {device_budget / 1e6:.0f} MB "
+                       f"per rank is the model's arithmetic ({model / 1e6:.1f} MB predicted).", numbers, _where(result))
+    peak = max(peaks)
+    numbers |= {"peak": peak, "gap": peak / model - 1}
+    if device_budget < SMALL_FOR_A_GPU:
+        return Verdict("ladder.fit", "info" if exact else "fail",
+                       f"{LABELS[rung]} with {layers} blocks ({numbers['parameters'] / 1e6:.2f} M parameters) ran with a "
+                       f"peak of {peak / 1e6:.0f} MB per rank against the small profile's budget of "
+                       f"{device_budget / 1e6:.0f} MB, which is sized for the CPU: on a GPU the fixed allocations "
+                       "(cuBLAS workspaces and the like) outweigh it, so the fit is checked only at the lesson sizes. "
+                       f"Counted model state {'equals' if exact else 'differs from'} the model.",
+                       numbers, _where(result))
+    ok = peak <= device_budget and exact
+    return Verdict("ladder.fit", "pass" if ok else "fail",
+                   f"{LABELS[rung]} with {layers} blocks ({numbers['parameters'] / 1e9:.2f} B parameters; {layers + 1} not "
+                   "tried: that it is the largest is the model's prediction within its margins) ran with a "
+                   f"peak of {peak / 1e9:.1f} GB per rank ({numbers['gap']:+.0%} against the model's "
+                   f"{model / 1e9:.1f} GB), {'within' if peak <= device_budget else 'over'} the budget of "
+                   f"{device_budget / 1e9:.1f} GB; counted model state {'equals' if exact else 'differs from'} the model.",
+                   numbers, _where(result))

@@ -1,0 +1,426 @@
+"""ladder: the course transformer trained on each rung of the strategy ladder: loss, memory, bytes and time.
+
+Used in notebook 08. Every rung of ``nvtutorial/chapters/ch08_ladder/lessons/rungs.py`` starts from a model built
+from the same seed and trains with the lesson's own ``train_step``. Per rung and rank:
+
+- the loss of the global batch at each of ``steps`` steps, next to the one-process reference trained
+  here too (every rank computes it, on its own device, with no communication);
+- every parameter's whole gradient of step 0 (before any update; DTensor shards gathered) against the
+  one-process reference's: a loss trained with Adam cannot show a wrong gradient *scale* (Adam's update
+  hardly changes when every gradient is multiplied by a constant), the gradients can;
+- the bytes of the parameters, gradients and optimizer state this rank holds after a step, counted
+  tensor by tensor (the local shard of a DTensor, the local optimizer of ZeRO); on a GPU also the
+  memory allocated then, what the forward pass added, and the peak over the timed steps;
+- every collective of one step, recorded as it is issued (a ``TorchDispatchMode`` that sees the
+  ``c10d`` and functional-collective operators): its kind and tensor bytes, and what this rank would
+  send were it run as a ring (a cost model applied to the recorded sizes, not a traffic measurement);
+- ``repeats`` × ``timed`` timed steps after ``warmup``; on a GPU NVML's NVLink TX counter of this
+  rank's GPU around them;
+- with ``profile_steps``, a ``torch.profiler`` trace per rank (``trace_<rung>_rank<R>.json.gz``)
+  from which the notebook computes the exposed communication.
+
+With ``checkpoint``, the DCP lesson (``checkpoint.py``) runs after the ladder; with ``fit_layers``, then
+``fit_rung`` once more with that many blocks (the largest model the memory model predicts within its
+margins; one more block is not tried). With
+``init=meta`` a model is built without memory, sharded, then materialised shard by shard.
+
+    torchrun --standalone --nproc-per-node 2 -m nvtutorial.chapters.ch08_ladder.workload --set layers=4
+    NCCL_P2P_DISABLE=1 torchrun --standalone --nproc-per-node 2 -m nvtutorial.chapters.ch08_ladder.workload --set reference=false
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gc
+import gzip
+import shutil
+import statistics
+import warnings
+from collections import defaultdict
+from typing import Any, Literal
+
+from nvtutorial import runtime
+from nvtutorial.params import require
+
+NAME = "ladder"
+"""The workload's name (``nvtutorial.run("ladder", ...)``, ``nvtutorial list``)."""
+
+RUNG_NAMES = ("ddp", "zero1", "fsdp_zero2", "fsdp_zero3", "fsdp_checkpointing", "fsdp_offload", "tensor_parallel")
+META_RUNGS = ("fsdp_zero2", "fsdp_zero3", "fsdp_checkpointing")
+"""Rungs that can start from a model on the meta device (shard first, then allocate and initialise the shards)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Params:
+    vocab: int = 32768
+    seq_len: int = 512
+    dim: int = 2048
+    heads: int = 16
+    layers: int = 8
+    mlp_ratio: int = 4
+    global_batch: int = 8
+    """Sequences per step, all ranks together (each data-parallel rank trains on its share)."""
+    rungs: tuple[str, ...] = RUNG_NAMES
+    steps: int = 6
+    """Steps whose losses are compared with the one-process reference."""
+    warmup: int = 1
+    timed: int = 3
+    """Steps per timed repeat."""
+    repeats: int = 3
+    reference: bool = True
+    profile_steps: int = 2
+    """Steps traced with torch.profiler per rung (0: none)."""
+    checkpoint: bool = False
+    init: Literal["full", "meta"] = "full"
+    fit_rung: str = "fsdp_zero3"
+    fit_layers: int = 0
+    """After the ladder, train ``fit_rung`` once more with this many blocks (0: don't), built on the meta
+    device where the rung allows it: the run that confirms the largest model of notebook 08."""
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        unknown = [r for r in self.rungs if r not in RUNG_NAMES]
+        require(bool(self.rungs) and not unknown, f"rungs={self.rungs}: use some of {', '.join(RUNG_NAMES)}")
+        require(self.steps >= 1 and self.timed >= 1 and self.repeats >= 2 and self.warmup >= 0,
+                "steps and timed must be at least 1, repeats at least 2 (a spread needs two), warmup 0 or more")
+        require(self.dim % self.heads == 0, f"dim={self.dim} must be a multiple of heads={self.heads}")
+        require(self.global_batch >= 1 and self.profile_steps >= 0, "global_batch at least 1, profile_steps 0 or more")
+        require(self.fit_rung in RUNG_NAMES, f"fit_rung={self.fit_rung!r}: use one of {', '.join(RUNG_NAMES)}")
+        require(self.fit_layers >= 0, f"fit_layers={self.fit_layers} must be 0 (no fit run) or more")
+        bad = [r for r in self.rungs if r not in META_RUNGS]
+        require(self.init == "full" or not bad, f"init=meta works for {', '.join(META_RUNGS)}, not {', '.join(bad)}")
+
+
+# --------------------------------------------------------------------------------------------
+# What a rank holds, counted tensor by tensor
+
+
+def local_bytes(t: Any) -> int:
+    """Bytes of a tensor on this rank: a DTensor's local shard, else the tensor."""
+    from torch.distributed.tensor import DTensor
+
+    if isinstance(t, DTensor):
+        t = t.to_local()
+    return t.numel() * t.element_size()
+
+
+def held_bytes(model: Any, optimizer: Any) -> dict[str, int]:
+    """Parameters, gradients and optimizer state this rank holds, in bytes (local shards only)."""
+    from torch.distributed.optim import ZeroRedundancyOptimizer
+
+    params = list(model.parameters())
+    local_optimizer = optimizer.optim if isinstance(optimizer, ZeroRedundancyOptimizer) else optimizer
+    state = [v for s in local_optimizer.state.values() for v in s.values() if hasattr(v, "numel")]
+    return {"params": sum(local_bytes(p) for p in params),
+            "grads": sum(local_bytes(p.grad) for p in params if p.grad is not None),
+            "optimizer": sum(local_bytes(v) for v in state),
+            "param_tensors": len(params)}
+
+
+# --------------------------------------------------------------------------------------------
+# The collectives of a step, recorded as they are issued
+
+
+def _sent(kind: str, nbytes: int, world: int, rank: int, root: int | None) -> float:
+    """What this rank sends for a collective of ``nbytes`` (the full tensor) under a ring algorithm."""
+    if kind == "all_reduce":
+        return 2 * (world - 1) / world * nbytes
+    if kind in ("all_gather", "reduce_scatter", "all_to_all"):
+        return (world - 1) / world * nbytes
+    if kind == "broadcast":  # a chain from the root: every rank but the last forwards the tensor
+        last = (root - 1) % world if root is not None else None
+        return float(nbytes) if rank != last else 0.0
+    return 0.0
+
+
+def collective_counter():  # -> TorchDispatchMode
+    """A dispatch mode that records each collective: ``mode.records`` (kind, op, bytes, sent)."""
+    import torch
+    import torch.distributed as dist
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    def nbytes(x: Any) -> int:
+        if isinstance(x, torch.Tensor):
+            return x.numel() * x.element_size()
+        if isinstance(x, (list, tuple)):
+            return sum(nbytes(y) for y in x)
+        return 0
+
+    # op -> (kind, argument holding the full tensor, or the shard for all-gathers whose output is not an argument)
+    c10d = {"allreduce_": ("all_reduce", "tensors"), "allreduce_coalesced_": ("all_reduce", "tensors"),
+            "_allgather_base_": ("all_gather", "output_tensor"), "allgather_": ("all_gather", "output_tensors"),
+            "allgather_into_tensor_coalesced_": ("all_gather", "outputs"),
+            "_reduce_scatter_base_": ("reduce_scatter", "input_tensor"), "reduce_scatter_": ("reduce_scatter", "input_tensors"),
+            "reduce_scatter_tensor_coalesced_": ("reduce_scatter", "inputs"), "broadcast_": ("broadcast", "tensors"),
+            "alltoall_base_": ("all_to_all", "input")}
+    functional = {"all_reduce": ("all_reduce", "input"), "all_reduce_coalesced": ("all_reduce", "inputs"),
+                  "all_gather_into_tensor": ("all_gather", "input"), "all_gather_into_tensor_coalesced": ("all_gather", "inputs"),
+                  "reduce_scatter_tensor": ("reduce_scatter", "input"), "reduce_scatter_tensor_coalesced": ("reduce_scatter", "inputs"),
+                  "broadcast": ("broadcast", "input"), "all_to_all_single": ("all_to_all", "input")}
+
+    class CollectiveCounter(TorchDispatchMode):
+        def __init__(self) -> None:
+            super().__init__()
+            self.records: list[dict[str, Any]] = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            table = {"c10d": c10d, "_c10d_functional": functional}.get(func.namespace)
+            name = func._schema.name.split("::")[-1]
+            if table and name in table:
+                kind, arg = table[name]
+                values = dict(zip((a.name for a in func._schema.arguments), args)) | kwargs
+                world, rank = dist.get_world_size(), dist.get_rank()
+                size = nbytes(values[arg])
+                if func.namespace == "_c10d_functional" and kind == "all_gather":
+                    size *= int(values["group_size"])  # the input is this rank's shard
+                root = None
+                if kind == "broadcast":
+                    root = int(values["root_rank"] if "root_rank" in values else values["src"])
+                self.records.append({"kind": kind, "op": f"{func.namespace}.{name}", "bytes": size,
+                                     "sent": _sent(kind, size, world, rank, root)})
+            return func(*args, **kwargs)
+
+    return CollectiveCounter()
+
+
+def summarise(records: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
+    """Per kind of collective: calls, tensor bytes, bytes sent by this rank."""
+    out: dict[str, dict[str, float]] = defaultdict(lambda: {"calls": 0, "bytes": 0, "sent": 0.0})
+    for r in records:
+        out[r["kind"]]["calls"] += 1
+        out[r["kind"]]["bytes"] += r["bytes"]
+        out[r["kind"]]["sent"] += r["sent"]
+    return dict(out)
+
+
+# --------------------------------------------------------------------------------------------
+# The gradients of step 0 against the one-process reference
+
+
+def reference_gradients(cfg: Any, tokens: Any, seed: int) -> dict[str, Any]:
+    """The one-process model's gradient of every parameter for ``tokens`` (the global batch), on the CPU."""
+    import torch
+
+    from nvtutorial.models import transformer
+
+    model = transformer.build(cfg, seed=seed, device=tokens.device)
+    transformer.loss_fn(model, tokens).backward()
+    out = {name: p.grad.detach().cpu() for name, p in model.named_parameters()}
+    del model
+    if tokens.device.type == "cuda":
+        torch.cuda.empty_cache()
+    return out
+
+
+def full_gradients(model: Any, device: Any):  # -> Iterator[tuple[str, torch.Tensor]]
+    """Every parameter's whole gradient, by the plain model's parameter name: a DTensor's shards gathered from
+    every rank (a collective: every rank must iterate), DDP's ``module.`` prefix dropped."""
+    from torch.distributed.tensor import DTensor
+
+    for name, p in model.named_parameters():
+        g = p.grad
+        if isinstance(g, DTensor):  # an offloaded shard lives on the CPU: gather it on the rank's device
+            local = g.to_local().to(device)
+            g = DTensor.from_local(local, g.device_mesh, g.placements, run_check=False, shape=g.shape,
+                                   stride=g.stride()).full_tensor()
+        yield name.removeprefix("module."), g
+
+
+def gradient_check(model: Any, reference: dict[str, Any], device: Any) -> dict[str, Any]:
+    """How far this rung's step-0 gradients are from the reference's: the largest difference relative to the
+    largest reference value of its tensor (``max_rel_diff``, worst tensor ``worst``), and the ratio of the
+    gradients' global norms (``norm_ratio``: 2.0 for summed instead of averaged gradients)."""
+    worst, rel, got_sq, ref_sq, missing = None, 0.0, 0.0, 0.0, []
+    for name, g in full_gradients(model, device):
+        r = reference[name]
+        if g is None:
+            missing.append(name)
+            continue
+        g = g.detach().cpu().reshape(r.shape)
+        d = ((g - r).abs().max() / r.abs().max().clamp_min(1e-30)).item()
+        if d >= rel:
+            worst, rel = name, d
+        got_sq += g.double().square().sum().item()
+        ref_sq += r.double().square().sum().item()
+    return {"max_rel_diff": rel, "worst": worst, "norm_ratio": (got_sq / ref_sq) ** 0.5 if ref_sq else None,
+            "missing": missing}
+
+
+# --------------------------------------------------------------------------------------------
+# One rung
+
+
+def _free(ctx: runtime.Context) -> None:
+    gc.collect()
+    if ctx.is_gpu:
+        import torch
+
+        torch.cuda.synchronize(ctx.device)
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats(ctx.device)
+
+
+def _nvlink_tx(ctx: runtime.Context) -> tuple[int | None, str]:
+    # The NVLink byte counter of notebook 07 (nvml.py underneath), reused as is.
+    from nvtutorial.chapters.ch07_collectives.workload_compression import nvlink_tx_bytes
+
+    return nvlink_tx_bytes(ctx)
+
+
+def run_rung(ctx: runtime.Context, p: Params, rung: str, reference_grads: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Train, count, time and (optionally) trace one rung from a freshly built model; with ``reference_grads``
+    first compare its gradients of step 0 (no update) with them."""
+    import torch
+
+    from nvtutorial.chapters.ch08_ladder.lessons.rungs import RUNGS
+    from nvtutorial.chapters.ch08_ladder.lessons.train import global_loss, local_batch, train_step
+    from nvtutorial.models import transformer
+
+    cfg = transformer.Config(vocab=p.vocab, seq_len=p.seq_len, dim=p.dim, heads=p.heads, layers=p.layers,
+                             mlp_ratio=p.mlp_ratio)
+    _free(ctx)
+    if p.init == "meta":
+        model, optimizer = RUNGS[rung](transformer.build(cfg, device="meta"), ctx.device)
+        model.to_empty(device=ctx.device)
+        torch.manual_seed(p.seed)
+        with warnings.catch_warnings():  # on a CPU mesh DTensor warns that its RNG tracker is CUDA-only
+            warnings.filterwarnings("ignore", message="DTensor random operators")
+            transformer.init_weights(model)
+    else:
+        model, optimizer = RUNGS[rung](transformer.build(cfg, seed=p.seed, device=ctx.device), ctx.device)
+    step_no = 0
+
+    def step() -> torch.Tensor:
+        nonlocal step_no
+        tokens = transformer.batch(step_no, p.global_batch, cfg, seed=p.seed).to(ctx.device)
+        step_no += 1
+        return train_step(model, optimizer, local_batch(tokens, rung))
+
+    out: dict[str, Any] = {"rung": rung, "layers": p.layers}
+    ctx.progress(0, 1, desc=rung)
+    if reference_grads is not None:  # forward and backward of step 0's batch, no update: the model is unchanged
+        tokens = transformer.batch(0, p.global_batch, cfg, seed=p.seed).to(ctx.device)
+        transformer.loss_fn(model, local_batch(tokens, rung)).backward()
+        out["gradients"] = gradient_check(model, reference_grads, ctx.device)
+        optimizer.zero_grad(set_to_none=True)
+        del tokens
+    out["losses"] = [global_loss(step(), rung) for _ in range(p.steps)]
+    out["held"] = held_bytes(model, optimizer)
+    if ctx.is_gpu:
+        ctx.sync()
+        out["allocated_after_step"] = torch.cuda.memory_allocated(ctx.device)
+
+    # one step with every collective recorded (untimed: the recording costs time)
+    counter = collective_counter()
+    with counter:
+        step()
+    ctx.sync()
+    out["collectives"] = summarise(counter.records)
+    out["sent_per_step"] = sum(r["sent"] for r in counter.records)
+
+    # what the forward pass adds to the device's memory (activations, and parameters kept gathered)
+    if ctx.is_gpu:
+        optimizer.zero_grad(set_to_none=True)
+        ctx.sync()
+        before = torch.cuda.memory_allocated(ctx.device)
+        tokens = transformer.batch(step_no, p.global_batch, cfg, seed=p.seed).to(ctx.device)
+        loss = transformer.loss_fn(model, local_batch(tokens, rung))
+        ctx.sync()
+        out["forward_added"] = torch.cuda.memory_allocated(ctx.device) - before
+        loss.backward()
+        del loss, tokens
+        optimizer.zero_grad(set_to_none=True)  # no update: the timed steps follow
+        torch.cuda.reset_peak_memory_stats(ctx.device)
+
+    for _ in range(p.warmup):
+        step()
+    tx_before, tx_note = _nvlink_tx(ctx)
+    repeats = []
+    for _ in range(p.repeats):
+        ctx.barrier()
+        repeats.append(ctx.time_calls(step, iters=p.timed))
+    tx_after = _nvlink_tx(ctx)[0]
+    out["step_s"] = repeats
+    out["step_s_median"] = statistics.median(repeats)
+    if ctx.is_gpu:
+        out["peak_allocated"] = torch.cuda.max_memory_allocated(ctx.device)
+    out["nvlink_tx_bytes_per_step"] = ((tx_after - tx_before) / (p.repeats * p.timed)
+                                       if tx_before is not None and tx_after is not None else None)
+    out["nvlink_note"] = tx_note
+
+    if p.profile_steps:
+        out["trace"] = _profile(ctx, rung, lambda: step(), p.profile_steps)
+    model = optimizer = None
+    _free(ctx)
+    ctx.barrier()
+    ctx.progress(1, 1, desc=rung)
+    return out
+
+
+def _profile(ctx: runtime.Context, rung: str, step: Any, steps: int) -> str:
+    """Trace ``steps`` steps (after one untraced) into ``trace_<rung>_rank<R>.json.gz``; its file name."""
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if ctx.is_gpu else [])
+    step()
+    ctx.sync()
+    with profile(activities=activities) as prof:
+        for _ in range(steps):
+            with record_function("train_step"):
+                step()
+                ctx.sync()
+    path = ctx.run_dir / f"trace_{rung}_rank{ctx.rank}.json"
+    prof.export_chrome_trace(str(path))
+    with open(path, "rb") as src, gzip.open(f"{path}.gz", "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    path.unlink()
+    return f"{path.name}.gz"
+
+
+# --------------------------------------------------------------------------------------------
+
+
+def run(ctx: runtime.Context, p: Params) -> dict[str, Any]:
+    import torch
+
+    from nvtutorial.chapters.ch08_ladder.lessons.train import train
+    from nvtutorial.models import transformer
+
+    cfg = transformer.Config(vocab=p.vocab, seq_len=p.seq_len, dim=p.dim, heads=p.heads, layers=p.layers,
+                             mlp_ratio=p.mlp_ratio)
+    out: dict[str, Any] = {"config": dataclasses.asdict(cfg), "global_batch": p.global_batch,
+                           "world_size": ctx.world_size, "rank": ctx.rank, "device": str(ctx.device)}
+    require(p.global_batch % ctx.world_size == 0,
+            f"global_batch={p.global_batch} must be a multiple of the {ctx.world_size} ranks: each data-parallel rank "
+            "trains on an equal share (else the mean of the ranks' losses is not the global batch's)")
+    grads = None
+    if p.reference:
+        ctx.progress(0, 1, desc="one-process reference")
+        out["reference"] = train("single", cfg, p.steps, p.global_batch, ctx.device, seed=p.seed)
+        grads = reference_gradients(cfg, transformer.batch(0, p.global_batch, cfg, seed=p.seed).to(ctx.device), p.seed)
+        _free(ctx)
+    out["rungs"] = [run_rung(ctx, p, rung, grads) for rung in p.rungs]
+    grads = None
+    if p.checkpoint:
+        from nvtutorial.chapters.ch08_ladder.lessons.checkpoint import resume_check
+
+        ctx.progress(0, 1, desc="checkpoint")
+        small = dataclasses.replace(cfg, dim=min(cfg.dim, 256), heads=min(cfg.heads, 4), layers=min(cfg.layers, 2))
+        out["checkpoint"] = resume_check(small, ctx.run_dir / "checkpoint", ctx.device, global_batch=p.global_batch)
+        out["checkpoint"]["config"] = dataclasses.asdict(small)
+    if p.fit_layers:
+        ctx.progress(0, 1, desc="the largest model")
+        init = "meta" if p.fit_rung in META_RUNGS else "full"
+        big = dataclasses.replace(p, rungs=(p.fit_rung,), layers=p.fit_layers, init=init, steps=1, warmup=0, timed=1, repeats=2,
+                                  profile_steps=0)
+        try:
+            out["fit"] = run_rung(ctx, big, p.fit_rung)
+        except torch.OutOfMemoryError as exc:  # the model's estimate was too low: a result, not a lost run
+            out["fit"] = {"rung": p.fit_rung, "layers": p.fit_layers, "error": f"OutOfMemoryError: {str(exc).splitlines()[0]}"}
+            _free(ctx)
+    return out
+
+
+if __name__ == "__main__":
+    runtime.main(run, Params)

@@ -1,0 +1,499 @@
+"""Losing a rank, or a whole node, in the middle of training: torchrun's restart, done for real and timed.
+
+Used in notebook 09. :func:`run_elastic` starts the lesson ``nvtutorial/chapters/ch09_multinode/lessons/elastic_train.py``
+as the launcher would (one ``torchrun`` agent per emulated node, c10d rendezvous on localhost), but
+keeps each agent in hand so that it can do what a failing cluster does:
+
+- ``Fault("rank", after_step=k)``: SIGKILL one rank's process as soon as rank 0 has logged step
+  ``k`` (the kernel's out-of-memory killer does exactly this); its agent sees the dead worker, stops
+  the node's other ranks, and, with ``--max-restarts``, starts them all again; the other nodes'
+  agents see the new rendezvous round and restart theirs;
+- ``Fault("node", after_step=k)``: SIGKILL an emulated node's agent and every rank it started, then,
+  ``replace_after_s`` after the signals were sent, start a new agent for that node with the same
+  command (what an elastic orchestrator, or you, would do; Slurm does not). ``None`` starts none.
+  This is kinder than a machine that loses power: the kernel closes the killed processes' sockets, so
+  the peers fail at once; a powered-off machine sends nothing, and its peers wait for their collective's
+  or TCP's timeouts (and the store's read timeout). The times measured here are a lower bound.
+
+Several faults strike one after the other in the same run: fault ``i`` waits until the ranks have been
+started again ``i`` times (a fault that asks for step ``k`` strikes once the current attempt has logged
+step ``k``). :meth:`ElasticOutcome.part` gives the outcome as seen from one of them.
+
+While it runs it reads rank 0's log and records, on the kernel's clock, every step and every attempt
+(``attempt A: ... starting at step S``), and when the fault struck; from those come the steps lost and
+the time to recover (:class:`ElasticOutcome`). Whatever happens, every process it started is ended
+before it returns.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import secrets
+import socket
+import subprocess
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+import psutil
+
+from nvtutorial import diagnosis, launch
+from nvtutorial.launch import tree as process_tree
+from nvtutorial.launch.environment import free_port, node_environment
+from nvtutorial.machine import hardware
+from nvtutorial.results import RunResult, read_json
+
+LESSON = Path(__file__).resolve().parent.parent / "lessons" / "elastic_train.py"
+"""The lesson every run here trains with."""
+POLL_S = 0.02
+"""How often rank 0's log is read (the resolution of the times measured here)."""
+_ATTEMPT = re.compile(r"^rank 0 of (\d+): starting at step (\d+)")
+_STEP = re.compile(r"^step (\d+)/(\d+) loss (\S+)")
+
+
+class RecoveryError(RuntimeError):
+    """The elastic run did not end well; the message names what torchrun and the ranks said."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Fault:
+    """What to kill, and when (see the module docstring)."""
+
+    kind: Literal["rank", "node"]
+    after_step: int
+    target: int = 1
+    """The global rank (``kind="rank"``) or the emulated node (``kind="node"``) to kill."""
+    replace_after_s: float | None = 0.0
+    """For a node: start a new agent for it this many seconds after the kill; None: never."""
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("rank", "node"):
+            raise ValueError(f"Fault kind={self.kind!r}: use 'rank' or 'node'")
+        if not isinstance(self.after_step, int) or self.after_step < 1:
+            raise ValueError(f"Fault after_step={self.after_step!r}: give a step of at least 1")
+        if self.replace_after_s is not None and self.replace_after_s < 0:
+            raise ValueError(f"Fault replace_after_s={self.replace_after_s}: give seconds (0 or more) or None")
+
+
+@dataclasses.dataclass
+class ElasticOutcome:
+    """An elastic run as it went: the result, and the timeline seen from rank 0's log."""
+
+    result: RunResult
+    fault: Fault | None
+    """The fault this outcome is about (the first of the run, or the one :meth:`part` picked)."""
+    every: int
+    """Steps between checkpoints."""
+    steps: list[tuple[float, int, int]]
+    """(seconds since the start, attempt, step completed), as rank 0 printed them."""
+    attempts: list[tuple[float, int, int]]
+    """(seconds since the start, attempt, step it started at)."""
+    events: list[tuple[float, str]]
+    """(seconds since the start, what the lab did or saw)."""
+    killed_at_s: float | None = None
+    killed_pids: tuple[int, ...] = ()
+    agent_returncodes: tuple[int | None, ...] = ()
+    placement: str = ""
+    """Where it ran, said even when the ranks reported nothing (a job that did not finish)."""
+    faults: tuple[Fault, ...] = ()
+    """Every fault of the run, in order."""
+    kill_times: tuple[float, ...] = ()
+    """When each fault struck: the moment its SIGKILLs were sent (seconds since the start)."""
+    started_wall: float | None = None
+    """The wall clock (``time.time()``) at the start, to place the ranks' time-stamped errors on this timeline."""
+
+    def part(self, i: int) -> ElasticOutcome:
+        """The run as seen from fault ``i``: its attempt is attempt 0, the attempts after it follow."""
+        if not 0 <= i < len(self.kill_times):
+            raise IndexError(f"fault {i}: {len(self.kill_times)} fault(s) struck in this run")
+        return dataclasses.replace(self, fault=self.faults[i], killed_at_s=self.kill_times[i],
+                                   steps=[(t, a - i, s) for t, a, s in self.steps if a >= i],
+                                   attempts=[(t, a - i, s) for t, a, s in self.attempts if a >= i])
+
+    @property
+    def where(self) -> str:
+        """The run's label (``RunResult.label``), or its placement when its ranks could not report one."""
+        return self.result.label if self.result.env is not None else self.placement
+
+    @property
+    def ok(self) -> bool:
+        return self.result.ok
+
+    @property
+    def last_step_before_kill(self) -> int | None:
+        """The last step the first attempt completed: the kill lands during the next one (a step whose
+        all-reduce was done when the peer died still completes, and is logged after the kill)."""
+        if self.killed_at_s is None:
+            return None
+        return max((s for _, a, s in self.steps if a == 0), default=0)
+
+    @property
+    def resumed_from(self) -> int | None:
+        """The step the first attempt after the fault started at (the last checkpoint's)."""
+        later = [s for t, a, s in self.attempts if a > 0]
+        return later[0] if later else None
+
+    @property
+    def steps_lost(self) -> int | None:
+        """Steps completed before the fault that had to be done again."""
+        if self.last_step_before_kill is None or self.resumed_from is None:
+            return None
+        return self.last_step_before_kill - self.resumed_from
+
+    @property
+    def restart_s(self) -> float | None:
+        """From the kill until the new ranks had rejoined and loaded the checkpoint (their first line)."""
+        later = [t for t, a, s in self.attempts if a > 0]
+        return later[0] - self.killed_at_s if later and self.killed_at_s is not None else None
+
+    @property
+    def recovery_s(self) -> float | None:
+        """From the kill until the first new step was done."""
+        later = [t for t, a, s in self.steps if a > 0]
+        return later[0] - self.killed_at_s if later and self.killed_at_s is not None else None
+
+    @property
+    def peer_error_s(self) -> float | None:
+        """For the run's last fault: seconds from the recorded kill to the first error a surviving rank wrote
+        (about 0 when the kill time is right; negative would mean it was recorded late). None: no such error."""
+        if self.killed_at_s is None or self.started_wall is None or self.killed_at_s not in self.kill_times[-1:]:
+            return None
+        kill = self.started_wall + self.killed_at_s
+        after = []
+        for path in Path(self.result.run_dir).glob("rank*.error*.json"):
+            try:
+                t = float(read_json(path)["time"])
+            except (OSError, ValueError, KeyError, TypeError):
+                continue
+            if t > kill - 5.0:  # this fault's, not an earlier one's (those came seconds before it)
+                after.append(t - kill)
+        return min(after, default=None)
+
+    @property
+    def step_s(self) -> float | None:
+        """The median time between two steps of the first attempt, as seen from here."""
+        times = [t for t, a, s in self.steps if a == 0]
+        gaps = sorted(b - a for a, b in zip(times, times[1:]))
+        return gaps[len(gaps) // 2] if gaps else None
+
+    @property
+    def weights_sha256(self) -> str | None:
+        return self.result.metrics.get("weights_sha256")
+
+    @property
+    def checkpoint(self) -> Path:
+        """The run's last checkpoint (the final weights once it ended well)."""
+        return reference_checkpoint(self.result)
+
+    def timeline(self) -> list[dict[str, Any]]:
+        """The events and attempts in order, as table rows."""
+        rows = [{"t_s": t, "what": what} for t, what in self.events]
+        rows += [{"t_s": t, "what": f"attempt {a} started at step {s} (rank 0's first line)"} for t, a, s in self.attempts]
+        for a in sorted({a for _, a, _ in self.steps}):
+            done = [(t, s) for t, b, s in self.steps if b == a]
+            rows.append({"t_s": done[-1][0], "what": f"attempt {a}: steps {done[0][1]}–{done[-1][1]} done"})
+        return sorted(rows, key=lambda r: r["t_s"])
+
+
+def checkpoint_dir(name: str) -> Path:
+    """A new, empty folder for a run's checkpoints under the runs folder (a restarted job must find
+    its own; a fresh run must not find an old one)."""
+    folder = launch.runs_root() / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"
+    folder.mkdir(parents=True)
+    return folder
+
+
+def lesson_args(sizes: Mapping[str, Any], ckpt_dir: str | os.PathLike[str]) -> list[str]:
+    """The lesson's command-line arguments for ``sizes`` (``{"steps": 40, "every": 10, ...}``)."""
+    args = []
+    for key, value in sizes.items():
+        args += [f"--{key.replace('_', '-')}", str(value)]
+    return [*args, "--ckpt-dir", str(ckpt_dir)]
+
+
+class _Elastic:
+    """The agents of one elastic run, the fault, and what rank 0's log said when."""
+
+    def __init__(self, spec: launch.LaunchSpec, faults: Sequence[Fault], keep_alive_s: float, show: bool,
+                 join_timeout_s: float | None = None) -> None:
+        self.spec, self.faults, self.show = spec, list(faults), show
+        self.port = free_port()
+        self.gpu_ids = [g.uuid for g in hardware.gpus()] if spec.nnodes > 1 and spec.backend == "nccl" else []
+        # c10d declares a node dead after keep_alive_interval × keep_alive_max_attempt without a heartbeat
+        # (5 s × 3 by default); a lost node's replacement can join the next round only then.
+        interval = max(1, round(keep_alive_s / 3))
+        self.rdzv_extra = f",keep_alive_interval={interval},keep_alive_max_attempt=3"
+        if join_timeout_s is not None:  # how long an agent waits for a round to complete (c10d's default: 600 s)
+            self.rdzv_extra += f",join_timeout={round(join_timeout_s)}"
+        self.agents: dict[str, subprocess.Popen] = {}
+        self.tree = process_tree.ProcessTree()  # the agents, the workers found by pid file, what they start
+        self.t0 = time.perf_counter()
+        self.steps: list[tuple[float, int, int]] = []
+        self.attempts: list[tuple[float, int, int]] = []
+        self.events: list[tuple[float, str]] = []
+        self.attempt = 0
+        self.kill_times: list[float] = []
+        self.killed_pids: list[int] = []
+        self.replace_at: float | None = None
+        self.replace_node = 0
+        self.node_agent: dict[int, str] = {}  # the live agent of each emulated node
+        self.offset = 0
+        self.partial = ""
+        self.lost: set[str] = set()
+        self.dying: list[psutil.Process] = []  # killed, perhaps not yet reaped: waited for at the end
+        self.started_wall = time.time()  # the wall clock at t0, to compare with the ranks' time stamps
+
+    def now(self) -> float:
+        return time.perf_counter() - self.t0
+
+    def event(self, what: str) -> None:
+        self.events.append((self.now(), what))
+        if self.show:
+            print(f"[lab {self.now():6.2f} s] {what}", flush=True)
+
+    def command(self, node: int) -> list[str]:
+        cmd = self.spec.command(node, self.port) if self.spec.nnodes > 1 else self.spec.command(node)
+        if self.spec.nnodes > 1:
+            i = cmd.index("--rdzv-conf") + 1
+            cmd[i] += self.rdzv_extra
+        return cmd
+
+    def start_agent(self, node: int, name: str, log_name: str = "agent.log") -> None:
+        self.node_agent[node] = name
+        log = self.spec.run_dir / (f"node{node}" if self.spec.nnodes > 1 else "") / log_name
+        log.parent.mkdir(parents=True, exist_ok=True)
+        with open(log, "w") as fh:
+            self.agents[name] = self.tree.add(subprocess.Popen(
+                self.command(node), stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                env=node_environment(self.spec, node, self.gpu_ids), start_new_session=True))
+
+    def read_rank0(self) -> None:
+        try:
+            with open(self.spec.run_dir / "rank0.log", "rb") as fh:
+                fh.seek(self.offset)
+                data = fh.read()
+        except FileNotFoundError:
+            return
+        self.offset += len(data)
+        lines = (self.partial + data.decode("utf-8", errors="replace")).split("\n")
+        self.partial = lines.pop()
+        for line in lines:
+            if m := _ATTEMPT.match(line):  # every start of the ranks prints it once: the attempts in order
+                self.attempt = len(self.attempts)
+                self.attempts.append((self.now(), self.attempt, int(m.group(2))))
+                if self.show:
+                    print(f"[rank0 {self.now():6.2f} s] {line}", flush=True)
+            elif m := _STEP.match(line):
+                self.steps.append((self.now(), self.attempt, int(m.group(1))))
+
+    def strike(self) -> None:
+        """The next fault, once the attempt it waits for has logged its step."""
+        i = len(self.kill_times)
+        if i >= len(self.faults) or len(self.attempts) != i + 1 or self.replace_at is not None:
+            return
+        fault = self.faults[i]
+        done = [s for _, a, s in self.steps if a == i]
+        if not done or max(done) < fault.after_step:
+            return
+        if fault.kind == "rank":
+            pid = int((self.spec.run_dir / f"rank{fault.target}.pid").read_text())
+            proc = psutil.Process(pid)
+            self.killed_pids += process_tree.kill_now([proc])
+            self.kill_times.append(self.now())  # when the signal was sent, not when the process was reaped
+            self.dying.append(proc)
+            self.event(f"SIGKILL to rank {fault.target} (pid {pid}) after rank 0 logged step {max(done)}")
+            return
+        name = self.node_agent[fault.target]
+        agent = psutil.Process(self.agents[name].pid)
+        procs = [agent, *agent.children(recursive=True)]
+        killed = process_tree.kill_now(procs)
+        struck = self.now()  # the signals are sent: the node is gone from here on
+        self.killed_pids += killed
+        self.kill_times.append(struck)
+        self.dying += procs
+        self.lost.add(name)
+        self.event(f"SIGKILL to node {fault.target}: its torchrun agent and {len(procs) - 1} process(es) it started "
+                   f"(pids {', '.join(map(str, killed))}), after rank 0 logged step {max(done)}")
+        if fault.replace_after_s is not None:
+            self.replace_at = struck + fault.replace_after_s
+            self.replace_node = fault.target
+            self.replace()  # replace_after_s=0: at once, before anything waits for the killed processes
+
+    def replace(self) -> None:
+        if self.replace_at is None or self.now() < self.replace_at:
+            return
+        node = self.replace_node
+        self.replace_at = None
+        n = sum(name.startswith(f"agent{node}-replacement") for name in self.agents) + 1
+        suffix = "" if n == 1 else str(n)
+        self.start_agent(node, f"agent{node}-replacement{suffix}", f"agent-replacement{suffix}.log")
+        self.event(f"a new torchrun agent for node {node} started (same command, same rendezvous)")
+
+    def live(self) -> list[subprocess.Popen]:
+        return [a for name, a in self.agents.items() if name not in self.lost]
+
+    def everything(self) -> list[psutil.Process]:
+        """Every live process of the run: the agents and what they started, and every rank by its pid file."""
+        for pid_file in self.spec.run_dir.glob("rank*.pid"):
+            try:
+                proc = process_tree.as_process(int(pid_file.read_text()), born_after=self.started_wall)
+            except (ValueError, OSError):
+                continue
+            if proc is not None:
+                self.tree.adopt(proc)
+        return self.tree.processes()
+
+
+def _placement(spec: launch.LaunchSpec) -> str:
+    """A label for a run whose ranks reported no environment (it did not finish)."""
+    nodes = f"{spec.nnodes} emulated nodes × {spec.nproc} rank(s) on {socket.gethostname()}"
+    if spec.backend == "gloo":
+        return f"CPU, gloo, {nodes}: a simulation, not a GPU measurement"
+    names = sorted({g.name for g in hardware.gpus()})
+    return f"NCCL, {nodes}, {' + '.join(names) or 'GPU'}"
+
+
+def run_elastic(args: Sequence[str], *, nproc: int = 2, nnodes: int = 1, max_restarts: int = 1,
+                fault: Fault | Sequence[Fault] | None = None, every: int, backend: launch.Backend = "auto",
+                env: Mapping[str, Any] | None = None, timeout: float = 300.0, keep_alive_s: float = 3.0,
+                out: str | os.PathLike[str] | None = None, script: str | os.PathLike[str] = LESSON,
+                show: bool = True, check: bool = True, join_timeout_s: float | None = None) -> ElasticOutcome:
+    """Train the lesson with ``args`` on ``nnodes`` × ``nproc`` ranks under ``--max-restarts``, with ``fault``
+    (one :class:`Fault`, or several that strike in turn).
+
+    ``every``: the lesson's checkpoint interval (``--every``), for the steps-lost arithmetic;
+    ``script``: the lesson, or a script that runs it with other code (an exercise's candidate);
+    ``keep_alive_s``: how long c10d waits for a silent node's heartbeat before it counts it as gone
+    (torch's default is 15 s; the lab shortens it); ``join_timeout_s``: c10d's ``join_timeout`` (600 s by
+    default), how long an agent waits for the other nodes before ``RendezvousTimeoutError``. With ``check`` a run that fails raises
+    :class:`RecoveryError` with torchrun's and the ranks' words.
+    """
+    faults = [] if fault is None else [fault] if isinstance(fault, Fault) else list(fault)
+    for f in faults:
+        if f.kind == "node" and not 0 <= f.target < nnodes:
+            raise ValueError(f"Fault target node {f.target}: this run has nodes 0..{nnodes - 1}")
+    spec = launch.prepare(str(script), nproc=nproc, nnodes=nnodes, args=list(args), env=env, out=out,
+                          backend=backend, max_restarts=max_restarts, timeout=timeout, output="none")
+    for f in faults:
+        if f.kind == "rank" and not 0 <= f.target < spec.world_size:
+            raise ValueError(f"Fault target rank {f.target}: this run has ranks 0..{spec.world_size - 1}")
+    spec.run_dir.mkdir(parents=True, exist_ok=True)
+    lab = _Elastic(spec, faults, keep_alive_s, show, join_timeout_s)
+    started = time.time()
+    deadline = lab.t0 + timeout
+    timed_out = False
+    try:
+        for node in range(nnodes):
+            lab.start_agent(node, f"agent{node}" if nnodes > 1 else "agent")
+        lab.event(f"{nnodes} torchrun agent(s) started, {nproc} rank(s) each, --max-restarts {max_restarts}")
+        while any(a.poll() is None for a in lab.live()) or lab.replace_at is not None:
+            lab.read_rank0()
+            lab.strike()
+            lab.replace()
+            if time.perf_counter() > deadline:
+                timed_out = True
+                lab.event(f"deadline of {timeout:g} s passed: ending every process")
+                break
+            time.sleep(POLL_S)
+        lab.read_rank0()
+    finally:
+        psutil.wait_procs(lab.dying, timeout=5)  # the killed processes, reaped by their parents (or init) by now
+        lab.everything()  # adopt the ranks of the last attempt, then end them all
+        lab.tree.end()
+    # a killed agent was reaped while it was killed: its code is the signal's
+    codes = {name: -9 if name in lab.lost else a.returncode for name, a in lab.agents.items()}
+    final = [codes[name] for name in codes if name not in lab.lost]
+    returncode = 1 if timed_out else next((c for c in final if c), 0)
+    lab.event("every agent has exited: " + ", ".join(f"{n} {c}" for n, c in codes.items()))
+    if returncode == 0:
+        for stale in spec.run_dir.glob("rank*.error.json"):  # errors of the attempts torchrun restarted
+            stale.replace(stale.with_name(stale.name.replace(".error.json", ".error.earlier.json")))
+    result = diagnosis.collect(spec, returncode, time.time() - started, None)
+    failure = None
+    if returncode != 0:
+        failure = diagnosis.diagnose(spec, result, diagnosis.Observed(timed_out=timed_out))
+    result.save()
+    outcome = ElasticOutcome(result=result, fault=faults[0] if faults else None, every=every, steps=lab.steps,
+                             attempts=lab.attempts, events=lab.events,
+                             killed_at_s=lab.kill_times[0] if lab.kill_times else None,
+                             killed_pids=tuple(lab.killed_pids), agent_returncodes=tuple(codes.values()),
+                             placement=_placement(spec), faults=tuple(faults), kill_times=tuple(lab.kill_times),
+                             started_wall=lab.started_wall)
+    if failure is not None and check:
+        agents = [line for log in sorted(spec.run_dir.glob("**/agent*.log")) for line in diagnosis.tail(log, 8)]
+        raise RecoveryError(f"{failure.message}\n--- last lines of the torchrun agents ---\n" + "\n".join(agents))
+    return outcome
+
+
+
+def check_resume(candidate: Any, reference: ElasticOutcome | RunResult, sizes: Mapping[str, Any], *,
+                 kill_after: int, nproc: int = 1, nnodes: int = 2, backend: launch.Backend = "auto",
+                 quick: bool = True, timeout: float = 300.0) -> Any:
+    """Judge the learner's ``resume`` (exercise ``multinode_resume``) by killing a rank of a real run.
+
+    With ``quick`` the exercise's own fast check runs first and a failure there is the answer. Then
+    the lesson runs with ``candidate`` as its ``resume`` on ``nnodes`` × ``nproc`` ranks (as
+    ``reference`` ran, uninterrupted, with the same ``sizes``), rank 1 is killed after step
+    ``kill_after``, and the run passes when it recovers with fewer steps lost than the checkpoint
+    interval and ends with exactly the reference's weights. Returns a :class:`~nvtutorial.teach.check.CheckResult`.
+    """
+    from nvtutorial.chapters.ch09_multinode import exercises as exercise
+    from nvtutorial.chapters.ch09_multinode import report
+    from nvtutorial.teach import check as teach_check
+
+    name = "multinode_resume"
+    if quick:
+        local = teach_check.check(name, candidate)
+        if not local.passed:
+            return local
+    source = teach_check.candidate_source(candidate)
+    entry = getattr(candidate, "__name__", None)
+    if not entry or not entry.isidentifier():
+        raise teach_check.ExerciseError(f"exercise {name}: pass the function itself (def resume(...) in a cell)")
+    ckpt = checkpoint_dir("exercise-resume")
+    (ckpt / "candidate.py").write_text(source)
+    args = ["--candidate", str(ckpt / "candidate.py"), "--entry", entry, "--",
+            *lesson_args(sizes, ckpt / "ckpt")]
+    every = int(sizes.get("every", 10))
+    outcome = run_elastic(args, nproc=nproc, nnodes=nnodes, max_restarts=2, fault=Fault("rank", kill_after),
+                          every=every, backend=backend, timeout=timeout, out=ckpt / "run",
+                          script=exercise.__file__, show=False, check=False)
+    where = outcome.where
+    details: dict[str, Any] = {"run_dir": str(outcome.result.run_dir), "resumed_from": outcome.resumed_from,
+                               "last_step_before_kill": outcome.last_step_before_kill, "steps_lost": outcome.steps_lost,
+                               "every": every, "killed_pids": list(outcome.killed_pids), "identical": None}
+    if not outcome.ok:
+        error = outcome.result.error or {}
+        return teach_check.CheckResult(name, False, f"the run with your resume did not finish: {error.get('type', 'error')}: "
+                                       f"{str(error.get('message', '')).splitlines()[0][:300]}", where, details)
+    lost, resumed = outcome.steps_lost, outcome.resumed_from
+    if resumed is None:
+        return teach_check.CheckResult(name, False, "the killed rank was never restarted (no second start in the log)",
+                                       where, details)
+    same = report.same_weights(reference_checkpoint(reference), outcome.checkpoint, "uninterrupted",
+                               "killed and resumed", where)
+    details["identical"] = bool(same.numbers.get("identical"))
+    if lost is not None and lost >= every:
+        return teach_check.CheckResult(name, False, f"it resumed at step {resumed} after the kill at step "
+                                       f"{outcome.last_step_before_kill}: {lost} steps were done again, more than the "
+                                       f"{every} between checkpoints; the checkpoint was ignored", where, details)
+    if same.status != "pass":
+        return teach_check.CheckResult(name, False, f"it recovered (resumed at step {resumed}, {lost} steps done again) "
+                                       f"but the final weights differ from the uninterrupted run's: {same.text}",
+                                       where, details)
+    return teach_check.CheckResult(name, True, f"rank 1 killed after step {outcome.last_step_before_kill}, resumed at "
+                                   f"step {resumed} ({lost} steps done again), final weights identical to the "
+                                   f"uninterrupted run's", where, details)
+
+
+def reference_checkpoint(run: ElasticOutcome | RunResult) -> Path:
+    """The final checkpoint of a run of the lesson (its ``--ckpt-dir``/last.pt)."""
+    if isinstance(run, ElasticOutcome):
+        return run.checkpoint
+    args = list(run.params.get("args", []))
+    if "--ckpt-dir" not in args:
+        raise ValueError(f"{run.run_dir}: not a run of the elastic lesson (no --ckpt-dir among its arguments)")
+    return Path(args[args.index("--ckpt-dir") + 1]) / "last.pt"
