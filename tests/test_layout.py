@@ -11,6 +11,7 @@ can fail, on small fake packages with one violation each.
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
@@ -363,3 +364,12 @@ def test_a_notebook_importing_a_workload_is_reported(tmp_path):
     nbformat.write(nb, path)
     assert notebook_violations([path]) == [
         "99_bad.ipynb cell 1 imports nvtutorial.workloads: run workloads by name, read results with report/"]
+
+
+def test_every_notebook_imports_its_chapter():
+    """``from nvtutorial.chapters import chNN_topic as ch`` in each notebook, NN its own number."""
+    for path in NOTEBOOKS:
+        nb = nbformat.read(path, as_version=4)
+        code = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
+        own = re.findall(r"^from nvtutorial\.chapters import (ch\d\d_\w+) as ch\b", code, re.M)
+        assert len(own) == 1 and own[0][2:4] == path.name[:2], f"{path.name} imports its chapter as ch: {own}"

@@ -658,4 +658,4 @@ def test_the_lesson_script_runs_on_real_ranks_and_its_traces_pair(runs_dir):
     assert waits[0].collectives == waits[1].collectives >= 1
 
 
-LESSON = Path(nvtutorial.__file__).resolve().parent / "lessons" / "profile_ddp.py"
+LESSON = Path(nvtutorial.__file__).resolve().parent / "chapters" / "ch05_profiling" / "lessons" / "profile_ddp.py"

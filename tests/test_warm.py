@@ -31,7 +31,7 @@ from .launch_helpers import assert_no_process
 
 REPO = Path(__file__).resolve().parent.parent
 RANK_VIEW = REPO / "tests" / "scripts" / "rank_view.py"
-DDP_LESSON = REPO / "nvtutorial" / "lessons" / "ddp_train.py"
+DDP_LESSON = REPO / "nvtutorial" / "chapters" / "ch03_ddp_training" / "lessons" / "ddp_train.py"
 PER_RUN = {"MASTER_PORT", "TORCHELASTIC_RUN_ID", "TORCHELASTIC_ERROR_FILE"}
 """The variables torchrun gives each run a value of its own (a port, an id, an error file): compared by form."""
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from nvtutorial.results import RunResult
 
-FOLDER = Path(__file__).resolve().parent.parent.parent / "reference" / "h200x2" / "runs"
+FOLDER = Path(__file__).resolve().parents[3] / "reference" / "h200x2" / "runs"
 """Where a checkout of the course keeps the reference runs (absent from an installed package)."""
 
 RUNS = {

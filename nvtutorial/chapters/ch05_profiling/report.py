@@ -466,7 +466,7 @@ def reference_runs(folder: str | None = None) -> dict[str, Any]:
 
     from nvtutorial.results import RunResult
 
-    base = Path(folder) if folder else Path(__file__).resolve().parents[2] / "reference" / "h200x2" / "runs"
+    base = Path(folder) if folder else Path(__file__).resolve().parents[3] / "reference" / "h200x2" / "runs"
     out: dict[str, Any] = {}
     for path in sorted(base.glob("profile_step-*/result.json")):
         res = RunResult.load(path)

@@ -30,7 +30,7 @@ from nvtutorial import launch
 from nvtutorial.results import RunResult
 from nvtutorial.chapters.ch06_pitfalls import workload as pitfalls
 
-LESSONS = Path(__file__).resolve().parent.parent / "lessons" / "pitfalls"
+LESSONS = Path(__file__).resolve().parent / "lessons"
 VALIDATION = LESSONS / "validation.py"
 REACHED_VALIDATION = "epoch 0 trained"
 """What validation.py prints on each rank just before it validates for the first time: the trap."""

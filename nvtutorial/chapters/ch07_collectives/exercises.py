@@ -34,7 +34,7 @@ def _function_source(path: Path, name: str) -> str:
     return ast.get_source_segment(text, node) or ""
 
 
-SOLUTION = _function_source(Path(__file__).resolve().parent.parent / "lessons" / "collectives.py", ENTRY)
+SOLUTION = _function_source(Path(__file__).resolve().parent / "lessons" / "collectives.py", ENTRY)
 """The course's ring (``nvtutorial/chapters/ch07_collectives/lessons/collectives.py``), as source."""
 
 _HEAD = '''\

@@ -46,7 +46,7 @@ from nvtutorial.launch.environment import free_port, node_environment
 from nvtutorial.machine import hardware
 from nvtutorial.results import RunResult, read_json
 
-LESSON = Path(__file__).resolve().parent.parent / "lessons" / "elastic_train.py"
+LESSON = Path(__file__).resolve().parent / "lessons" / "elastic_train.py"
 """The lesson every run here trains with."""
 POLL_S = 0.02
 """How often rank 0's log is read (the resolution of the times measured here)."""
