@@ -388,7 +388,7 @@ def test_set_epoch_reshuffles_and_the_ranks_never_share_a_sample(pair):
     assert sorted(orders[0]["with_set_epoch"][0] + orders[1]["with_set_epoch"][0]) == list(range(32))
 
 
-WORKLOAD = ("from pathlib import Path\nfrom nvtutorial.runtime import Context\nfrom nvtutorial.workloads import train\n"
+WORKLOAD = ("from pathlib import Path\nfrom nvtutorial.runtime import Context\nfrom nvtutorial.chapters.ch03_ddp_training import workload as train\n"
             "c = Context(rank, local_rank, world_size, backend, device, Path(RUN_DIR))\n"
             "out = train.run(c, train.Params(model='tiny', image_size=16, samples=16, warmup=1, steps=2, repeats=2, {}))\n")
 
