@@ -11,13 +11,13 @@ converts with :func:`bus_bandwidth`, so the course measures exactly what this fi
 from __future__ import annotations
 
 import argparse
-import os
 import time
 
 import torch
 import torch.distributed as dist
 
 from nvtutorial import runtime
+from nvtutorial.chapters.ch03_ddp_training.lessons.ddp_train import setup  # the process group, as notebook 03 sets it up
 
 
 # %% time the all-reduce
@@ -80,15 +80,8 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=5, help="untimed all-reduces first (default 5)")
     args = parser.parse_args()
 
-    local_rank = int(os.environ["LOCAL_RANK"])
-    world_size = int(os.environ["WORLD_SIZE"])
-    if torch.cuda.is_available() and torch.cuda.device_count() >= world_size:
-        device = torch.device("cuda", local_rank)
-        torch.cuda.set_device(device)
-        dist.init_process_group("nccl", device_id=device)
-    else:
-        device = torch.device("cpu")
-        dist.init_process_group("gloo")
+    device = setup()
+    world_size = dist.get_world_size()
 
     result = measure(int(args.size_mib * 2**20), args.iters, args.warmup, device)
     # The slowest rank decides: take the largest time over the ranks.

@@ -25,15 +25,20 @@ from nvtutorial.models.segdata import make_dataset
 from nvtutorial.models.unet import build_unet
 
 # %% the process group
-def setup():
-    """Join the process group (torchrun sets RANK, LOCAL_RANK, WORLD_SIZE); this process's device."""
-    if torch.cuda.is_available():
-        device = torch.device("cuda", int(os.environ["LOCAL_RANK"]))
+def setup(timeout=None):
+    """Join the process group (torchrun sets RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE); this process's device.
+
+    NCCL on GPU number LOCAL_RANK when every rank of this node has a GPU of its own, else gloo on the CPU: every
+    rank decides alike, so their backends agree. ``timeout`` (a timedelta): how long a collective may wait.
+    Every lesson of the course starts with this function."""
+    local_rank = int(os.environ["LOCAL_RANK"])
+    if torch.cuda.is_available() and torch.cuda.device_count() >= int(os.environ.get("LOCAL_WORLD_SIZE", "1")):
+        device = torch.device("cuda", local_rank)
         torch.cuda.set_device(device)  # before any other CUDA work
-        dist.init_process_group("nccl", device_id=device)
+        dist.init_process_group("nccl", device_id=device, timeout=timeout)
     else:
         device = torch.device("cpu")
-        dist.init_process_group("gloo")
+        dist.init_process_group("gloo", timeout=timeout)
     return device
 
 # %% the model

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import os
 import statistics
 import time
 from pathlib import Path
@@ -32,6 +31,7 @@ from torch.profiler import ProfilerActivity, profile, record_function, schedule
 from nvtutorial import runtime
 from nvtutorial.models.segdata import render
 from nvtutorial.models.unet import build_unet
+from nvtutorial.chapters.ch03_ddp_training.lessons.ddp_train import setup  # the process group, as notebook 03 sets it up
 
 
 # %% named ranges
@@ -114,12 +114,8 @@ def main():
     parser.add_argument("--out", default=".", help="folder for trace_rank{R}.json")
     args = parser.parse_args()
 
-    rank, local_rank = int(os.environ["RANK"]), int(os.environ["LOCAL_RANK"])
-    gpu = torch.cuda.is_available()
-    device = torch.device("cuda", local_rank) if gpu else torch.device("cpu")
-    if gpu:
-        torch.cuda.set_device(device)
-    dist.init_process_group("nccl" if gpu else "gloo", device_id=device if gpu else None)
+    device = setup()
+    rank, gpu = dist.get_rank(), device.type == "cuda"
 
     model, optimizer = make_model(args.model, device)
     images, masks = batch(rank, args.batch, args.image, device)

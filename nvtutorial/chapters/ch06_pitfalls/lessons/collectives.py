@@ -12,12 +12,12 @@ itself runs. The script runs each trap on a group created with that check on (:f
 then its fix.
 """
 
-import os
 
 import torch
 import torch.distributed as dist
 
 from nvtutorial import runtime
+from nvtutorial.chapters.ch03_ddp_training.lessons.ddp_train import setup  # the process group, as notebook 03 sets it up
 
 
 # %% shapes: the trap
@@ -73,13 +73,8 @@ def checked_group():
 
 # %% main
 def main():
-    rank, local_rank = int(os.environ["RANK"]), int(os.environ["LOCAL_RANK"])
-    if torch.cuda.is_available():
-        device, backend = torch.device("cuda", local_rank), "nccl"
-        torch.cuda.set_device(device)
-    else:
-        device, backend = torch.device("cpu"), "gloo"
-    dist.init_process_group(backend)
+    device = setup()
+    rank = dist.get_rank()
     group = checked_group()
 
     # the traps, then the fixes

@@ -24,6 +24,7 @@ from torch.utils.data import DataLoader, DistributedSampler
 from nvtutorial import runtime
 from nvtutorial.models.segdata import make_dataset
 from nvtutorial.models.unet import build_unet
+from nvtutorial.chapters.ch03_ddp_training.lessons.ddp_train import setup  # the process group, as notebook 03 sets it up
 
 
 # %% the trap: decoding in the training process
@@ -79,12 +80,8 @@ def main():
     args = parser.parse_args()
     rank, local_rank = int(os.environ["RANK"]), int(os.environ["LOCAL_RANK"])
     world_size = int(os.environ["WORLD_SIZE"])
-    if torch.cuda.is_available():
-        device, backend = torch.device("cuda", local_rank), "nccl"
-        torch.cuda.set_device(device)
-    else:
-        device, backend = torch.device("cpu"), "gloo"
-    dist.init_process_group(backend)
+    device = setup()
+    backend = dist.get_backend()
 
     torch.manual_seed(0)
     model = DDP(build_unet(args.model).to(device), device_ids=[local_rank] if backend == "nccl" else None)

@@ -12,7 +12,6 @@ which it needs to split the data without overlap.
 """
 
 import argparse
-import os
 
 import torch
 import torch.distributed as dist
@@ -21,6 +20,7 @@ from torch.utils.data import DataLoader, Dataset, DistributedSampler
 
 from nvtutorial import runtime
 from nvtutorial.models.unet import build_unet
+from nvtutorial.chapters.ch03_ddp_training.lessons.ddp_train import setup  # the process group, as notebook 03 sets it up
 
 
 class RandomCrops(Dataset):
@@ -81,13 +81,8 @@ def main():
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
-    rank, local_rank = int(os.environ["RANK"]), int(os.environ["LOCAL_RANK"])
-    if torch.cuda.is_available():
-        device, backend = torch.device("cuda", local_rank), "nccl"
-        torch.cuda.set_device(device)
-    else:
-        device, backend = torch.device("cpu"), "gloo"
-    dist.init_process_group(backend)
+    device = setup()
+    rank = dist.get_rank()
 
     # the traps, then the fixes
     data = RandomCrops(args.samples)

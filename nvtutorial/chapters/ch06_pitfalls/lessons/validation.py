@@ -18,7 +18,6 @@ GPU: ``loss.item()``. The fix: every rank validates its own share of the set and
 
 import argparse
 import datetime
-import os
 
 import torch
 import torch.distributed as dist
@@ -29,6 +28,7 @@ from torch.utils.data import DataLoader, DistributedSampler, Subset
 from nvtutorial import runtime
 from nvtutorial.models.segdata import make_dataset
 from nvtutorial.models.unet import build_unet
+from nvtutorial.chapters.ch03_ddp_training.lessons import ddp_train  # its setup(): the process group, as 03 sets it up
 
 
 # %% train
@@ -110,15 +110,8 @@ def main():
     parser.add_argument("--val-samples", type=int, default=41, help="odd: the ranks' shares differ by one")
     parser.add_argument("--pg-timeout", type=float, help="seconds a collective may wait (default: PyTorch's)")
     args = parser.parse_args()
-    rank, local_rank = int(os.environ["RANK"]), int(os.environ["LOCAL_RANK"])
-    world_size = int(os.environ["WORLD_SIZE"])
-    if torch.cuda.is_available():
-        device, backend = torch.device("cuda", local_rank), "nccl"
-        torch.cuda.set_device(device)
-    else:
-        device, backend = torch.device("cpu"), "gloo"
-    timeout = datetime.timedelta(seconds=args.pg_timeout) if args.pg_timeout else None
-    dist.init_process_group(backend, timeout=timeout)
+    device = ddp_train.setup(datetime.timedelta(seconds=args.pg_timeout) if args.pg_timeout else None)
+    rank, world_size, backend = dist.get_rank(), dist.get_world_size(), dist.get_backend()
     model, optimizer, sampler, loader, val_set = setup(args.model, args.image_size, args.samples, args.val_samples,
                                                        args.batch_size, device)
     validate = validate_all_ranks if args.fixed else validate_rank0_only

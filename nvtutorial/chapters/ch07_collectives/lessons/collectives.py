@@ -11,10 +11,10 @@ NCCL with one GPU per rank where there are enough GPUs, else gloo on the CPU.
 """
 
 import argparse
-import os
 
 import torch
 import torch.distributed as dist
+from nvtutorial.chapters.ch03_ddp_training.lessons.ddp_train import setup  # the process group, as notebook 03 sets it up
 
 
 # %% the ring
@@ -97,12 +97,7 @@ def main():
     parser.add_argument("--numel", type=int, default=(1 << 20) + 3, help="fp32 elements to all-reduce")
     parser.add_argument("--slices", type=int, default=1, help="slices per chunk (pipelining)")
     args = parser.parse_args()
-    local_rank = int(os.environ.get("LOCAL_RANK", 0))
-    gpu = torch.cuda.is_available() and torch.cuda.device_count() >= int(os.environ.get("LOCAL_WORLD_SIZE", 1))
-    device = torch.device("cuda", local_rank) if gpu else torch.device("cpu")
-    if gpu:
-        torch.cuda.set_device(device)
-    dist.init_process_group("nccl" if gpu else "gloo", device_id=device if gpu else None)
+    device = setup()
     found = check(args.numel, args.slices, device)
     try:
         from nvtutorial.runtime import save_metrics  # reports to the course's launcher; nothing elsewhere

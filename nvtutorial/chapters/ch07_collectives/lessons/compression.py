@@ -10,13 +10,13 @@ NCCL on GPUs, gloo on the CPU.
 """
 
 import argparse
-import os
 
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 from torch.distributed.algorithms.ddp_comm_hooks import default_hooks, powerSGD_hook
 from torch.nn.parallel import DistributedDataParallel as DDP
+from nvtutorial.chapters.ch03_ddp_training.lessons.ddp_train import setup  # the process group, as notebook 03 sets it up
 
 HOOKS = ("none", "fp16", "bf16", "powersgd", "topk")
 
@@ -120,12 +120,7 @@ def main():
     parser.add_argument("--hook", choices=HOOKS, default="topk")
     parser.add_argument("--steps", type=int, default=30)
     args = parser.parse_args()
-    local_rank = int(os.environ.get("LOCAL_RANK", 0))
-    gpu = torch.cuda.is_available() and torch.cuda.device_count() >= int(os.environ.get("LOCAL_WORLD_SIZE", 1))
-    device = torch.device("cuda", local_rank) if gpu else torch.device("cpu")
-    if gpu:
-        torch.cuda.set_device(device)
-    dist.init_process_group("nccl" if gpu else "gloo", device_id=device if gpu else None)
+    device = setup()
     train(args.hook, args.steps, device)
     dist.destroy_process_group()
 

@@ -11,10 +11,10 @@ ranks first, so the source's ``all_gather`` of unequal sizes raises an error ins
 aborting the process (gloo) or hanging (NCCL). NCCL on GPUs, gloo on the CPU.
 """
 
-import os
 
 import torch
 import torch.distributed as dist
+from nvtutorial.chapters.ch03_ddp_training.lessons.ddp_train import setup  # the process group, as notebook 03 sets it up
 
 world_size = 2  # the source reads a global world_size it never defines; check() sets it
 
@@ -98,12 +98,7 @@ def check(device):
 
 
 def main():
-    local_rank = int(os.environ.get("LOCAL_RANK", 0))
-    gpu = torch.cuda.is_available() and torch.cuda.device_count() >= int(os.environ.get("LOCAL_WORLD_SIZE", 1))
-    device = torch.device("cuda", local_rank) if gpu else torch.device("cpu")
-    if gpu:
-        torch.cuda.set_device(device)
-    dist.init_process_group("nccl" if gpu else "gloo", device_id=device if gpu else None)
+    device = setup()
     check(device)
     dist.destroy_process_group()
 

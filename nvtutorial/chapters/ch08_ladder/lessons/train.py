@@ -12,7 +12,6 @@ parallelism gives every rank all of it. Rank 0 prints the loss of the whole glob
 from __future__ import annotations
 
 import argparse
-import os
 
 import torch
 import torch.distributed as dist
@@ -20,21 +19,7 @@ import torch.distributed as dist
 from nvtutorial import runtime
 from nvtutorial.chapters.ch08_ladder.lessons.rungs import DATA_PARALLEL, RUNGS, single
 from nvtutorial.models import transformer
-
-# %% the process and its device
-
-
-def setup() -> torch.device:
-    """Join the process group; this process's device (``LOCAL_RANK`` picks the GPU)."""
-    if torch.cuda.is_available():
-        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
-        torch.cuda.set_device(device)
-        dist.init_process_group("nccl", device_id=device)
-    else:
-        device = torch.device("cpu")
-        dist.init_process_group("gloo")
-    return device
-
+from nvtutorial.chapters.ch03_ddp_training.lessons.ddp_train import setup  # the process group, as notebook 03 sets it up
 
 # %% the batch each rank trains on
 

@@ -18,7 +18,7 @@ import torch
 import torch.distributed as dist
 
 from nvtutorial import runtime
-from nvtutorial.chapters.ch08_ladder.lessons.train import setup
+from nvtutorial.chapters.ch03_ddp_training.lessons.ddp_train import setup
 from nvtutorial.units import bus_factor, format_size, size_sweep
 
 # %% the compute roof: a matrix multiply

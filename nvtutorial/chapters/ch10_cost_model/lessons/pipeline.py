@@ -24,7 +24,7 @@ from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGP
 
 from nvtutorial import runtime
 from nvtutorial.chapters.ch08_ladder.lessons.rungs import LR
-from nvtutorial.chapters.ch08_ladder.lessons.train import setup
+from nvtutorial.chapters.ch03_ddp_training.lessons.ddp_train import setup
 from nvtutorial.models import transformer
 
 # %% the stages
