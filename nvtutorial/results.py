@@ -3,6 +3,11 @@
 A workload's ranks each write ``rank{R}.json`` (see :mod:`nvtutorial.runtime`); the launcher
 collects them into a :class:`RunResult` and writes ``result.json``. Both use
 :func:`write_json_atomic`, so a killed run never leaves half a file.
+
+What a workload returns is a frozen dataclass of its chapter's schema (``chapters/chNN_topic/schema.py``);
+it crosses the process boundary as JSON and comes back typed: ``result.ranks_as(TrainRank)`` reads every
+rank's metrics through :func:`typed`, after the schema's ``upgrade`` (if it has one) has renamed what an
+older layout of the same result called otherwise (the committed reference runs).
 """
 
 from __future__ import annotations
@@ -11,11 +16,63 @@ import dataclasses
 import json
 import os
 import tempfile
+import types
+import typing
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, Literal, TypeVar
 
 SCHEMA_VERSION = 1
 """Bumped whenever the layout of ``rank{R}.json`` or ``result.json`` changes."""
+M = TypeVar("M")
+"""A workload's typed result (one rank's metrics): a frozen dataclass of its chapter's schema."""
+
+
+def typed(cls: type[M], data: Any, where: str = "") -> M:
+    """``data`` (JSON: dicts and lists) as an instance of the dataclass ``cls``, nested dataclasses and tuples included,
+    after ``cls.upgrade(data)`` where the schema has one. A missing or unknown field is a ``ValueError`` naming it
+    (``where`` says whose)."""
+    upgrade = getattr(cls, "upgrade", None)
+    if callable(upgrade) and isinstance(data, Mapping):
+        data = upgrade(dict(data))
+    return _value(cls, data, where or cls.__name__)
+
+
+def _value(tp: Any, data: Any, where: str) -> Any:
+    origin = typing.get_origin(tp)
+    if dataclasses.is_dataclass(tp):
+        if not isinstance(data, Mapping):
+            raise ValueError(f"{where}: expected an object for {tp.__name__}, got {type(data).__name__}")
+        hints = typing.get_type_hints(tp)
+        names = {f.name for f in dataclasses.fields(tp)}
+        unknown = sorted(set(data) - names)
+        if unknown:
+            raise ValueError(f"{where}: unknown field {', '.join(unknown)} for {tp.__name__}")
+        kwargs = {}
+        for f in dataclasses.fields(tp):
+            if f.name in data:
+                kwargs[f.name] = _value(hints[f.name], data[f.name], f"{where}.{f.name}")
+            elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+                raise ValueError(f"{where}: missing field {f.name!r} of {tp.__name__}")
+        return tp(**kwargs)
+    if origin in (typing.Union, types.UnionType):
+        args = typing.get_args(tp)
+        if data is None and type(None) in args:
+            return None
+        (inner,) = [a for a in args if a is not type(None)]
+        return _value(inner, data, where)
+    if origin is tuple:
+        args = typing.get_args(tp)
+        if len(args) == 2 and args[1] is Ellipsis:
+            return tuple(_value(args[0], x, f"{where}[{i}]") for i, x in enumerate(data))
+        return tuple(_value(a, x, f"{where}[{i}]") for i, (a, x) in enumerate(zip(args, data)))
+    if origin is Literal:
+        if data not in typing.get_args(tp):
+            raise ValueError(f"{where}: {data!r} is not one of {typing.get_args(tp)}")
+        return data
+    if tp is float and isinstance(data, int) and not isinstance(data, bool):
+        return float(data)
+    return data
 
 
 def write_json_atomic(path: str | os.PathLike[str], data: Any) -> Path:
@@ -121,7 +178,7 @@ class EnvInfo:
 
 
 @dataclasses.dataclass
-class RunResult:
+class RunResult(Generic[M]):
     """What a launched run gives back. ``ranks[r]`` holds rank r's metrics."""
 
     workload: str
@@ -151,6 +208,16 @@ class RunResult:
     @property
     def ok(self) -> bool:
         return self.returncode == 0
+
+    def ranks_as(self, schema: type[M]) -> list[M]:
+        """Every rank's metrics as the workload's typed result (:func:`typed`; upgraded from older layouts)."""
+        return [typed(schema, m, f"{self.run_dir} rank {r}") for r, m in enumerate(self.ranks)]
+
+    def metrics_as(self, schema: type[M]) -> M:
+        """Rank 0's metrics as the workload's typed result."""
+        if not self.ranks:
+            raise ValueError(f"{self.run_dir}: no rank reported metrics (the run failed: {self.error})")
+        return typed(schema, self.ranks[0], f"{self.run_dir} rank 0")
 
     @property
     def metrics(self) -> dict[str, Any]:

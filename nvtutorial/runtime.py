@@ -346,6 +346,8 @@ def main(run: Callable[[Context, Any], dict[str, Any] | None], params_cls: type,
         ctx = _init(rank, local_rank, world_size, args.backend, args.pg_timeout, run_dir)
         mark_ready(run_dir, rank)
         metrics = run(ctx, params) or {}
+        if dataclasses.is_dataclass(metrics) and not isinstance(metrics, type):  # a typed result (its schema)
+            metrics = dataclasses.asdict(metrics)
         payload = rank_payload(name, rank, time.perf_counter() - started, dataclasses.asdict(params),
                                environment(ctx), metrics)
         write_result(run_dir / f"rank{rank}.json", payload)

@@ -14,12 +14,11 @@ One workload, four parts, one :class:`Params`:
 from __future__ import annotations
 
 import dataclasses
-import types
-import typing
 from collections.abc import Mapping
 from typing import Any, Literal
 
 from nvtutorial.params import require
+from nvtutorial.results import typed
 
 PARTS = ("calibrate", "problems", "pipeline", "capstone")
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter")
@@ -256,51 +255,8 @@ RESULTS = {"calibrate": CalibrationRank, "problems": ProblemsRank, "pipeline": P
 # --------------------------------------------------------------------------------------------------- reading back
 
 
-def build(cls: type, data: Any) -> Any:
-    """``data`` (JSON: dicts and lists) as an instance of the dataclass ``cls``, nested dataclasses and tuples included.
-    A missing or unknown field is a ``ValueError`` naming it."""
-    return _value(cls, data, cls.__name__)
-
-
-def _value(tp: Any, data: Any, where: str) -> Any:
-    origin = typing.get_origin(tp)
-    if dataclasses.is_dataclass(tp):
-        if not isinstance(data, Mapping):
-            raise ValueError(f"{where}: expected an object for {tp.__name__}, got {type(data).__name__}")
-        hints = typing.get_type_hints(tp)
-        names = {f.name for f in dataclasses.fields(tp)}
-        unknown = sorted(set(data) - names)
-        if unknown:
-            raise ValueError(f"{where}: unknown field {', '.join(unknown)} for {tp.__name__}")
-        kwargs = {}
-        for f in dataclasses.fields(tp):
-            if f.name in data:
-                kwargs[f.name] = _value(hints[f.name], data[f.name], f"{where}.{f.name}")
-            elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
-                raise ValueError(f"{where}: missing field {f.name!r} of {tp.__name__}")
-        return tp(**kwargs)
-    if origin in (typing.Union, types.UnionType):
-        args = typing.get_args(tp)
-        if data is None and type(None) in args:
-            return None
-        (inner,) = [a for a in args if a is not type(None)]
-        return _value(inner, data, where)
-    if origin is tuple:
-        args = typing.get_args(tp)
-        if len(args) == 2 and args[1] is Ellipsis:
-            return tuple(_value(args[0], x, f"{where}[{i}]") for i, x in enumerate(data))
-        return tuple(_value(a, x, f"{where}[{i}]") for i, (a, x) in enumerate(zip(args, data)))
-    if origin is Literal:
-        if data not in typing.get_args(tp):
-            raise ValueError(f"{where}: {data!r} is not one of {typing.get_args(tp)}")
-        return data
-    if tp is float and isinstance(data, int) and not isinstance(data, bool):
-        return float(data)
-    return data
-
-
 def read(part: str, metrics: Mapping[str, Any]) -> Any:
     """One rank's metrics of a run of ``part`` as its typed result."""
     if part not in RESULTS:
         raise ValueError(f"unknown part {part!r}; the parts are {', '.join(PARTS)}")
-    return build(RESULTS[part], metrics)
+    return typed(RESULTS[part], metrics)
