@@ -7,7 +7,6 @@ registry holds together, so a claim cannot lose its decider or its test unnotice
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import pytest
@@ -24,14 +23,36 @@ def test_the_23_claims_of_the_source_each_once():
     assert all(c.status in CLAIM_STATUSES for c in claims.CLAIMS)
 
 
+CALLS = claims.decider_calls({p.name: p.read_text() for p in TESTS.glob("test_*.py") if p.name != Path(__file__).name})
+
+
 @pytest.mark.parametrize("claim", claims.CLAIMS, ids=lambda c: c.id)
 def test_each_claim_is_decided_by_a_function_a_test_runs(claim):
     decide = claim.decider()  # importable, named in the registry
     assert callable(decide) and decide.__doc__, f"{claim.id}: {claim.decided_by} needs a docstring saying what it decides"
-    name = decide.__name__
-    callers = [p.name for p in TESTS.glob("test_*.py") if p.name != Path(__file__).name
-               and re.search(rf"\b{re.escape(name)}\s*\(|\.decider\(\)", p.read_text())]
-    assert callers, f"{claim.id}: no test calls {claim.decided_by}"
+    assert CALLS[claim.id], f"{claim.id}: no test calls {claim.decided_by}"
+
+
+SOURCES = {
+    "by_module.py": "from nvtutorial.report import training as report\nv = report.verdict_c1(summary)\n",
+    "dotted.py": "import nvtutorial.report.links\nnvtutorial.report.links.claim_c2()\n",
+    "by_name.py": "from nvtutorial.report.compression import density_verdict\ndensity_verdict({}, '')\n",
+    "registry.py": "from nvtutorial.report import claims\nclaims.claim('C22').decider()(rows, 'CPU')\n",
+    # none of these runs a decider:
+    "mentioned.py": "# verdict_c14(rows) decides C14\ntext = 'verdict_c15(summary)'\n",
+    "not_called.py": "from nvtutorial.report import claims\nassert callable(claims.claim('C16').decider())\n",
+    "any_claim.py": "for claim in claims.CLAIMS:\n    claim.decider()(x)\n",
+    "other_module.py": "from nvtutorial.report import profiling as training\ntraining.verdict_c1(summary)\n",
+    "same_name.py": "def verdict_c11(x):\n    return x\nverdict_c11(3)\n",
+}
+
+
+def test_the_decider_check_fails_where_no_test_runs_the_decider():
+    """The check above, on test files written for it: it finds the four real calls and nothing else."""
+    found = claims.decider_calls(SOURCES)
+    assert {cid: lines for cid, lines in found.items() if lines} == {
+        "C1": ["by_module.py:2"], "C2": ["dotted.py:2"], "C23": ["by_name.py:2"], "C22": ["registry.py:2"]}
+    assert not any(found[c] for c in ("C11", "C14", "C15", "C16"))
 
 
 @pytest.mark.parametrize("claim", claims.CLAIMS, ids=lambda c: c.id)
