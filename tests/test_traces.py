@@ -632,13 +632,23 @@ def test_profile_step_run_reports_every_rank_consistently(runs_dir):
     assert profreport.check_split(res).status == "pass"
     split = profreport.verdict_split(res)
     assert split.numbers["source"] == "paired traces" and len(split.numbers["comm_ms"]) == 2
-    assert profreport.verdict_overhead(res).status in ("slower", "no change", "faster")
-    assert len(profreport.verdict_overhead(res).numbers["overhead_ms"]) == 2
-    assert profreport.verdict_trust(res).numbers["trustworthy"] in (True, False, None)
-    for v in (profreport.verdict_exchange(res), profreport.verdict_second_gpu(res)):
-        assert v.status in ("slower", "no change", "faster") and len(v.numbers["extra_ms"]) == 2
+    # Timings on shared cores decide nothing here: each verdict must follow its rule from this run's repeats.
+    overhead = profreport.verdict_overhead(res)
+    comps = profreport._overhead_comparisons(res)
+    assert len(comps) == 2 and all(comps) and overhead.status == profreport._joint([c.status for c in comps])
+    assert overhead.numbers["ratio"] == [c.ratio for c in comps]
+    assert overhead.numbers["overhead_ms"] == [m["step_ms_profiled"] - m["step_ms"] for m in res.ranks]
+    trust = profreport.verdict_trust(res)
+    t = trust.numbers
+    assert t["trustworthy"] is (False if t["ranks_failing"] else None if t["ranks_undecided"] else True)
+    assert trust.status == ("undecided" if t["trustworthy"] is None else "info")
+    for v, baseline in ((profreport.verdict_exchange(res), "no_sync"), (profreport.verdict_second_gpu(res), "local")):
+        cs = profreport.comparisons(res.ranks, baseline)
+        assert v.numbers["rank_status"] == [c.status for c in cs] and v.status == profreport._joint(v.numbers["rank_status"])
+        assert v.numbers["extra_ms"] == [c.candidate - c.baseline for c in cs]
     c12 = traces.verdict_c12(res)
-    assert c12.status in (("holds", "partly") if res.env.is_gpu else ("unverifiable",))
+    if not res.env.is_gpu:
+        assert c12.status == "unverifiable"
     assert len(c12.numbers["waiting_share"]) == 2
 
 
