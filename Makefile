@@ -12,7 +12,7 @@ BIN := $(VENV)/bin
 SITE_ENV ?= build/site-env
 SITE_PORT ?= 8000
 
-.PHONY: install course test lab site site-serve bundle clean
+.PHONY: install course test nbval-outputs mutate mutate-before lab site site-serve bundle clean
 
 $(BIN)/nvtutorial: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -32,6 +32,26 @@ test: install
 	$(BIN)/ruff check .
 	rm -rf build/executed
 	NVTUTORIAL_EXECUTED_DIR=$(CURDIR)/build/executed scripts/test.sh $(BIN)/python
+
+# The notebooks' committed CPU outputs that nbval compares in `make test` (tests/nbval/: the cells marked
+# `# NBVAL_CHECK_OUTPUT`): execute every notebook (ci profile) and write them. After a change to a notebook's code
+# cells, or to what a marked cell prints: `make nbval-outputs`, review `git diff tests/nbval`, commit.
+# NBVAL_FROM=DIR takes notebooks already executed into DIR (`nvtutorial course --profile ci --out DIR`) instead.
+nbval-outputs: install
+	$(BIN)/python -m tests.nbval_outputs regenerate $(if $(NBVAL_FROM),--from $(NBVAL_FROM))
+
+# Mutation testing (outside CI; scripts/mutate.py says why mutmut): every one-token change to the verdict rules,
+# guards, diagnosis, collectives lessons and exercise checkers, against the fast tests; the score per module goes to
+# benchmarks/results/mutation-after.json. About an hour on 2 cores. MUTATE_ARGS="--only nvtutorial/guards.py" for one
+# module; `make mutate-before` measures commit e1ea54c (before the rule tests) with the same tool.
+MUTATE_ARGS ?=
+mutate: install
+	$(BIN)/python -m pip install --quiet "mutmut==3.8.1"
+	$(BIN)/python scripts/mutate.py run --label after $(MUTATE_ARGS)
+
+mutate-before: install
+	$(BIN)/python -m pip install --quiet "mutmut==3.8.1"
+	$(BIN)/python scripts/mutate.py run --label before --source e1ea54c $(MUTATE_ARGS)
 
 # JupyterLab on notebooks/ (--allow-root only as root). Extra arguments: make lab LAB_ARGS="--no-browser --port 8888"
 lab: install

@@ -1,0 +1,257 @@
+#!/usr/bin/env python
+"""Mutation testing of the course's conclusions: would a realistic one-line bug in a rule be caught?
+
+    make mutate                                   # mutate, test, write benchmarks/results/mutation-after.json
+    .venv/bin/python scripts/mutate.py run --label after [--only nvtutorial/guards.py ...]
+    .venv/bin/python scripts/mutate.py run --label before --source e1ea54c --tests "tests/test_a.py ..."
+    .venv/bin/python scripts/mutate.py report --label after      # the scores and survivors, again
+
+What is mutated (``[tool.mutmut]`` in pyproject.toml): the verdict rules (``nvtutorial/report/``), the
+resource guards, the failure diagnosis, the collectives lessons (ring, sparse all-reduce, compression
+hooks) and the exercise checkers. Each mutant is a one-token change (``<`` for ``<=``, ``and`` for
+``or``, a number + 1, an argument dropped, ``True`` for ``False``...); it is *killed* when a test fails
+(or hangs past mutmut's deadline), and *survives* when every test passes.
+
+The tool is mutmut 3, not cosmic-ray, because of the machine it must run on (2 cores, shared):
+
+- mutmut records which tests call which function (one run of the suite), then runs for each mutant
+  only those tests, in a process forked from one that has already imported torch and collected the
+  tests: no 1.5 s interpreter start-up per mutant. cosmic-ray runs a whole test command per mutant.
+- mutmut works on a copy (``mutants/``), so the working tree is never edited; cosmic-ray rewrites the
+  source file in place while the tests run.
+- a mutant runs in the ranks too: the copy is put first on ``PYTHONPATH`` and mutmut's switch
+  (``MUTANT_UNDER_TEST``) is in the environment that the gloo ranks inherit.
+
+One change to mutmut's defaults: string literals that contain whitespace (sentences: a verdict's
+wording, an error message) are not mutated. The course's tests assert a verdict's status and numbers,
+never its wording (``/work/shared/STYLE.md``: "Assert on the status and numbers, not on the wording"),
+so those mutants would survive by design. Strings without whitespace (statuses, keys, names) are
+mutated as usual.
+
+Each run works in ``build/mutation/<label>/`` (a copy of the sources, tests and reference data; with
+``--source REV`` the sources and tests of that git revision), so the score of a past commit can be
+measured with today's tool. The result, per module, goes to ``benchmarks/results/mutation-<label>.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+COPIED = ("nvtutorial", "tests", "reference", "notebooks", "scripts", "README.md", "pyproject.toml")
+RESULTS = ROOT / "benchmarks" / "results"
+
+# mutmut's exit codes (mutmut/stats.py) grouped the way the score counts them: a mutant the tests
+# fail on, hang on (past mutmut's deadline) or crash on is caught.
+CAUGHT = {"killed", "timeout", "segfault", "caught by type check"}
+NOT_CAUGHT = {"survived", "no tests", "suspicious"}
+
+
+def _workdir(label: str) -> Path:
+    return ROOT / "build" / "mutation" / label
+
+
+def _prepare(work: Path, source: str | None) -> None:
+    """A fresh copy of what the tests read: the working tree's files, or ``source``'s (a git revision)."""
+    if work.exists():
+        shutil.rmtree(work)
+    work.mkdir(parents=True)
+    if source:
+        tar = subprocess.run(["git", "archive", source, *[c for c in COPIED if c != "pyproject.toml"]], cwd=ROOT,
+                             check=True, capture_output=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(work)], input=tar, check=True)
+    else:
+        for name in COPIED:
+            src = ROOT / name
+            if src.is_dir():
+                shutil.copytree(src, work / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+            elif src.exists():
+                shutil.copy2(src, work / name)
+    # Today's tool in any case: the [tool.mutmut] table of this checkout, and its test-selection plugin.
+    shutil.copy2(ROOT / "pyproject.toml", work / "pyproject.toml")
+    (work / "scripts").mkdir(exist_ok=True)  # (a revision from before the tool has none)
+    shutil.copy2(ROOT / "scripts" / "mutation_select.py", work / "scripts" / "mutation_select.py")
+
+
+def _without_sentences(operator):
+    """mutmut's string operator, skipping literals that contain whitespace (wording, see the docstring)."""
+    def operator_string(node):
+        value = getattr(node, "value", "")
+        if any(ch.isspace() for ch in value):
+            return
+        yield from operator(node)
+
+    return operator_string
+
+
+def _run_mutmut(work: Path, tests: list[str], only: list[str], max_children: int) -> int:
+    """mutmut run in ``work`` (in this process: the string operator is patched first)."""
+    os.chdir(work)
+    # The ranks a test starts import the mutated copy too; the selection plugin comes from scripts/.
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(work / "mutants"), str(work / "scripts"),
+                                                             os.environ.get("PYTHONPATH")]))
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    import tomllib
+
+    config = tomllib.loads((work / "pyproject.toml").read_text())["tool"]["mutmut"]
+    config["pytest_add_cli_args_test_selection"] = tests or config.get("pytest_add_cli_args_test_selection", [])
+    if only:
+        config["only_mutate"] = only
+    _write_mutmut_config(work / "pyproject.toml", config)
+
+    from mutmut.mutation import mutators
+
+    for i, (node_type, operator) in enumerate(mutators.mutation_operators):
+        if operator is mutators.operator_string:
+            mutators.mutation_operators[i] = (node_type, _without_sentences(operator))
+    from mutmut.__main__ import cli
+
+    try:
+        cli(["run", "--max-children", str(max_children)], standalone_mode=False)
+    except SystemExit as exc:
+        return int(exc.code or 0)
+    return 0
+
+
+def _write_mutmut_config(path: Path, config: dict) -> None:
+    """Replace the [tool.mutmut] table of a copied pyproject.toml with ``config``."""
+    text = path.read_text()
+    head = text.split("[tool.mutmut]")[0]
+    lines = ["[tool.mutmut]"] + [f"{key} = {json.dumps(value)}" for key, value in config.items()]
+    path.write_text(head + "\n".join(lines) + "\n")
+
+
+def _status_names() -> dict:
+    from mutmut.stats import status_by_exit_code
+
+    return status_by_exit_code
+
+
+def collect(work: Path) -> dict:
+    """Per mutated module: counts by status, the score, and every survivor (its name and diff's first line)."""
+    status_by_exit_code = _status_names()
+    modules: dict[str, dict] = {}
+    for meta in sorted((work / "mutants").rglob("*.py.meta")):
+        module = str(meta.relative_to(work / "mutants"))[: -len(".meta")]
+        data = json.loads(meta.read_text())
+        counts: dict[str, int] = {}
+        survivors = []
+        for name, code in sorted(data["exit_code_by_key"].items()):
+            status = status_by_exit_code[code]
+            counts[status] = counts.get(status, 0) + 1
+            if status in NOT_CAUGHT:
+                survivors.append({"mutant": name, "status": status})
+        total = sum(counts.values())
+        caught = sum(n for s, n in counts.items() if s in CAUGHT)
+        checked = sum(n for s, n in counts.items() if s in CAUGHT | NOT_CAUGHT)
+        modules[module] = {"mutants": total, "caught": caught, "checked": checked,
+                           "score": round(caught / checked, 4) if checked else None, "by_status": counts,
+                           "not_caught": survivors}
+    return modules
+
+
+def _machine() -> dict:
+    import torch
+
+    try:
+        import mutmut
+
+        version = getattr(mutmut, "__version__", None) or _dist_version("mutmut")
+    except ImportError:
+        version = None
+    model = ""
+    try:
+        model = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                      if line.startswith("model name")), "")
+    except OSError:
+        pass
+    return {"cpu": model or platform.processor(), "usable_cores": len(os.sched_getaffinity(0)),
+            "python": platform.python_version(), "torch": torch.__version__, "mutmut": version,
+            "gpu": "none (CPU only: collectives on gloo)"}
+
+
+def _dist_version(name: str) -> str | None:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(name)
+    except PackageNotFoundError:
+        return None
+
+
+def write_result(label: str, work: Path, meta: dict) -> Path:
+    modules = collect(work)
+    caught = sum(m["caught"] for m in modules.values())
+    checked = sum(m["checked"] for m in modules.values())
+    out = {"label": label, **meta, "machine": _machine(),
+           "total": {"mutants": sum(m["mutants"] for m in modules.values()), "caught": caught, "checked": checked,
+                     "score": round(caught / checked, 4) if checked else None},
+           "modules": modules}
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    path = RESULTS / f"mutation-{label}.json"
+    path.write_text(json.dumps(out, indent=1, ensure_ascii=False) + "\n")
+    return path
+
+
+def print_scores(path: Path) -> None:
+    data = json.loads(path.read_text())
+    width = max(len(m) for m in data["modules"])
+    print(f"mutation score ({data['label']}): caught / checked, per module")
+    for module, m in data["modules"].items():
+        score = "—" if m["score"] is None else f"{100 * m['score']:5.1f} %"
+        print(f"  {module:<{width}}  {m['caught']:5d} / {m['checked']:<5d} {score}   not caught: {len(m['not_caught'])}")
+    t = data["total"]
+    print(f"  {'all':<{width}}  {t['caught']:5d} / {t['checked']:<5d} "
+          f"{100 * t['score']:5.1f} %" if t["score"] is not None else "no mutant checked")
+    print(f"(written to {path.relative_to(ROOT)})")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="mutate, run the tests against each mutant, write the result")
+    run.add_argument("--label", default="after", help="names build/mutation/LABEL and the result file")
+    run.add_argument("--source", help="a git revision whose sources and tests to mutate (default: the working tree)")
+    run.add_argument("--tests", default="", help="the test selection (pytest arguments, space-separated); "
+                     "default: pytest_add_cli_args_test_selection of [tool.mutmut]")
+    run.add_argument("--only", nargs="*", default=[], help="mutate only these files (globs), e.g. nvtutorial/guards.py")
+    run.add_argument("--max-children", type=int, default=len(os.sched_getaffinity(0)))
+    report = sub.add_parser("report", help="write and print the result of a finished run again")
+    report.add_argument("--label", default="after")
+    args = parser.parse_args(argv)
+
+    work = _workdir(args.label)
+    if args.command == "report":
+        print_scores(write_result(args.label, work, json.loads((work / "run.json").read_text())))
+        return 0
+    _prepare(work, args.source)
+    source = args.source or "working tree"
+    if args.source:
+        source = subprocess.run(["git", "rev-parse", "--short", args.source], cwd=ROOT, check=True, capture_output=True,
+                                text=True).stdout.strip()
+    meta = {"source": source, "tests": args.tests.split() or None, "only": args.only or None,
+            "started": time.strftime("%Y-%m-%d %H:%M:%S"), "max_children": args.max_children}
+    t0 = time.monotonic()
+    # mutmut runs in a child process: it changes directory and its configuration is read once per process.
+    code = subprocess.run([sys.executable, __file__, "_mutmut", str(work), args.tests, " ".join(args.only),
+                           str(args.max_children)]).returncode
+    meta["wall_s"] = round(time.monotonic() - t0)
+    meta["mutmut_exit"] = code
+    (work / "run.json").write_text(json.dumps(meta, indent=1) + "\n")
+    print_scores(write_result(args.label, work, meta))
+    return code
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["_mutmut"]:
+        _, _, work_dir, tests, only, children = sys.argv
+        sys.exit(_run_mutmut(Path(work_dir), tests.split(), only.split(), int(children)))
+    sys.exit(main())
