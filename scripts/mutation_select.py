@@ -6,7 +6,8 @@ launch runs through the course's launcher, start ``%%ranks`` workers, execute no
 or submit to Slurm take seconds each, and a module can have hundreds of mutants. Those are left to
 ``make test``: this plugin deselects a test when its function, a fixture it uses, or a helper of its
 module that either of them calls, contains one of :data:`LAUNCHES`, or when it is marked ``notebooks``,
-``slurm`` or ``gpu``. The same rule applies to every revision measured (before and after).
+``slurm`` or ``gpu``, or listed in :data:`SLOW` (seconds in-process, with the reason it is safe to leave out).
+The same rule applies to every revision measured (before and after).
 """
 
 from __future__ import annotations
@@ -22,6 +23,13 @@ LAUNCHES = re.compile(
     r"run_trap\(|subprocess\.|Popen\(|sync_playwright|executed\(|slurm\.submit|_run_script|torchrun)"
 )
 MARKS = ("notebooks", "slurm", "gpu")
+SLOW = {
+    "tests/test_faults.py::test_random_command_lines": "300 hypothesis command lines, 10-40 s; guards and diagnosis "
+                                                       "are tested at their rules in tests/test_rules_guards.py",
+    "tests/test_layout.py::test_import_rules_hold": "imports every module in a fresh interpreter (about 2 minutes); "
+                                                    "it checks the package's layout, not a rule",
+}
+"""In-process tests too slow to run once per mutant (measured in the stats run of 2026-12-02), with why that is safe."""
 
 
 def _source(obj) -> str:
@@ -48,7 +56,7 @@ _helpers: dict[str, set[str]] = {}
 
 
 def launches(item) -> bool:
-    if any(item.get_closest_marker(m) for m in MARKS):
+    if any(item.get_closest_marker(m) for m in MARKS) or item.nodeid.split("[")[0] in SLOW:
         return True
     module = getattr(item, "module", None)
     if module is None:
