@@ -112,6 +112,7 @@ def _run_mutmut(work: Path, tests: list[str], only: list[str], max_children: int
     for i, (node_type, operator) in enumerate(mutators.mutation_operators):
         if operator is mutators.operator_string:
             mutators.mutation_operators[i] = (node_type, _without_sentences(operator))
+    _fast_tests_first()
     from mutmut.__main__ import cli
 
     try:
@@ -119,6 +120,22 @@ def _run_mutmut(work: Path, tests: list[str], only: list[str], max_children: int
     except SystemExit as exc:
         return int(exc.code or 0)
     return 0
+
+
+def _fast_tests_first() -> None:
+    """Each mutant's tests in the order of their duration in the stats run, fastest first (mutmut's fork runner does
+    this; its fork-server runner, the one safe with torch, takes them in a set's order). With ``-x`` a mutant is
+    then killed by its fastest failing test: the same verdicts, an hour or more sooner on 2 cores."""
+    from mutmut.state import state
+    from mutmut.workers import isolation
+
+    submit = isolation.ForkServerRunner.submit
+
+    def sorted_submit(self, mutant_name, tests, cpu_time_limit, estimated_time):
+        order = sorted(tests, key=lambda t: state().duration_by_test.get(t, 0.0))
+        return submit(self, mutant_name, order, cpu_time_limit, estimated_time)
+
+    isolation.ForkServerRunner.submit = sorted_submit
 
 
 def _write_mutmut_config(path: Path, config: dict) -> None:
@@ -224,6 +241,8 @@ def main(argv: list[str] | None = None) -> int:
                      "default: pytest_add_cli_args_test_selection of [tool.mutmut]")
     run.add_argument("--only", nargs="*", default=[], help="mutate only these files (globs), e.g. nvtutorial/guards.py")
     run.add_argument("--max-children", type=int, default=len(os.sched_getaffinity(0)))
+    run.add_argument("--resume", action="store_true", help="go on with an interrupted run in build/mutation/LABEL "
+                     "(its copy, its mutants and the results so far are kept)")
     report = sub.add_parser("report", help="write and print the result of a finished run again")
     report.add_argument("--label", default="after")
     args = parser.parse_args(argv)
@@ -232,7 +251,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "report":
         print_scores(write_result(args.label, work, json.loads((work / "run.json").read_text())))
         return 0
-    _prepare(work, args.source)
+    if not (args.resume and (work / "mutants").is_dir()):
+        _prepare(work, args.source)
     source = args.source or "working tree"
     if args.source:
         source = subprocess.run(["git", "rev-parse", "--short", args.source], cwd=ROOT, check=True, capture_output=True,
