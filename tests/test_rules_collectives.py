@@ -113,6 +113,7 @@ def test_the_ring_on_one_rank_and_on_a_view():
 def _reversed_ring_source() -> str:
     """The lesson's ring with its direction reversed: send left, receive from the right."""
     source = textwrap.dedent(inspect.getsource(collectives.ring_all_reduce))
+    source = "".join(line for line in source.splitlines(True) if not line.startswith("@"))  # its own lines only
     swapped = source.replace("right, left = peer((rank + 1) % world), peer((rank - 1) % world)",
                              "right, left = peer((rank - 1) % world), peer((rank + 1) % world)")
     assert swapped != source

@@ -29,14 +29,17 @@ def _cases(name: str) -> list[tuple[str, object, str | None]]:
 
 
 def _load(candidate, entry: str):
-    """A candidate as the ranks get it: a function's source (or the source given), executed in a fresh namespace."""
+    """A candidate given as source, executed in a fresh namespace as the ranks do with a learner's code; a function
+    as it is (the exercise workload's loading of sources is tested in tests/test_training.py and tests/test_ladder.py;
+    called directly, a mutation of the exercise's own solution reaches the checker)."""
     import math
 
     import torch.distributed as dist
     import torch.nn.functional as F
 
-    source = candidate if isinstance(candidate, str) else check.candidate_source(candidate)
-    entry = entry if isinstance(candidate, str) else candidate.__name__
+    if not isinstance(candidate, str):
+        return candidate
+    source = candidate
     namespace = {"torch": torch, "dist": dist, "F": F, "math": math, "__name__": "candidate"}
     exec(compile(source, "<candidate>", "exec"), namespace)  # noqa: S102
     return namespace[entry]
