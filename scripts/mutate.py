@@ -146,26 +146,35 @@ def _write_mutmut_config(path: Path, config: dict) -> None:
     path.write_text(head + "\n".join(lines) + "\n")
 
 
-def _status_names() -> dict:
+def collect(work: Path) -> dict:
+    """Per mutated module: counts by status, the score, and every mutant not caught with the change it makes
+    (mutmut's diff, its removed and added lines). Runs mutmut's own reader in a child process (it reads its
+    configuration from the folder it starts in)."""
+    out = subprocess.run([sys.executable, __file__, "_collect", str(work)], check=True, capture_output=True, text=True)
+    return json.loads(out.stdout)
+
+
+def _collect(work: Path) -> dict:
+    os.chdir(work)
+    from mutmut.mutation.diff_apply import get_diff_for_mutant
     from mutmut.stats import status_by_exit_code
 
-    return status_by_exit_code
-
-
-def collect(work: Path) -> dict:
-    """Per mutated module: counts by status, the score, and every survivor (its name and diff's first line)."""
-    status_by_exit_code = _status_names()
     modules: dict[str, dict] = {}
     for meta in sorted((work / "mutants").rglob("*.py.meta")):
         module = str(meta.relative_to(work / "mutants"))[: -len(".meta")]
         data = json.loads(meta.read_text())
         counts: dict[str, int] = {}
         survivors = []
-        for name, code in sorted(data["exit_code_by_key"].items()):
+        for name, code in sorted(data["exit_code_by_key"].items(), key=lambda kv: _natural(kv[0])):
             status = status_by_exit_code[code]
             counts[status] = counts.get(status, 0) + 1
             if status in NOT_CAUGHT:
-                survivors.append({"mutant": name, "status": status})
+                try:
+                    diff = get_diff_for_mutant(name, path=module)
+                except Exception as exc:  # noqa: BLE001 - a report, not a gate
+                    diff = f"(no diff: {exc})"
+                change = [line for line in diff.splitlines() if line[:1] in "-+" and line[:3] not in ("---", "+++")]
+                survivors.append({"mutant": name, "status": status, "change": " | ".join(c.strip() for c in change)})
         total = sum(counts.values())
         caught = sum(n for s, n in counts.items() if s in CAUGHT)
         checked = sum(n for s, n in counts.items() if s in CAUGHT | NOT_CAUGHT)
@@ -173,6 +182,11 @@ def collect(work: Path) -> dict:
                            "score": round(caught / checked, 4) if checked else None, "by_status": counts,
                            "not_caught": survivors}
     return modules
+
+
+def _natural(name: str) -> tuple:
+    head, _, number = name.rpartition("__mutmut_")
+    return (head, int(number) if number.isdigit() else 0)
 
 
 def _machine() -> dict:
@@ -271,6 +285,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["_collect"]:
+        print(json.dumps(_collect(Path(sys.argv[2]))))
+        sys.exit(0)
     if sys.argv[1:2] == ["_mutmut"]:
         _, _, work_dir, tests, only, children = sys.argv
         sys.exit(_run_mutmut(Path(work_dir), tests.split(), only.split(), int(children)))

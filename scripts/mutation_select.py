@@ -19,8 +19,8 @@ import sys
 import pytest
 
 LAUNCHES = re.compile(
-    r"\b(launch\.run|nvtutorial\.run|launch_mod\.run|ranks\.start|ranks\.restart|run_course|check\.check|"
-    r"run_trap\(|subprocess\.|Popen\(|sync_playwright|executed\(|slurm\.submit|_run_script|torchrun)"
+    r"\b(launch\.run\(|nvtutorial\.run\(|launch_mod\.run\(|ranks\.start\(|ranks\.restart\(|run_course\(|"
+    r"check\.check\(|run_trap\(|subprocess\.|Popen\(|sync_playwright|executed\(|slurm\.submit|_run_script|torchrun)"
 )
 MARKS = ("notebooks", "slurm", "gpu")
 SLOW = {
