@@ -20,7 +20,22 @@ NOTEBOOKS = TESTS.parent / "notebooks"
 
 def test_the_23_claims_of_the_source_each_once():
     assert [c.id for c in claims.CLAIMS] == [f"C{i}" for i in range(1, 24)]
-    assert all(c.status in CLAIM_STATUSES for c in claims.CLAIMS)
+    assert [claims.claim(f"C{i}").id for i in range(1, 24)] == [c.id for c in claims.CLAIMS]
+    with pytest.raises(KeyError, match="the source's claims are C1–C23"):
+        claims.claim("C24")
+
+
+def test_a_claim_is_refused_with_an_unknown_status_or_evidence():
+    c = claims.claim("C1")
+    fields = dict(id="C0", part=1, source="s", finding="f", status="wrong", evidence="CPU run", notebook="00_welcome")
+    assert claims.Claim(**fields).status == "wrong"
+    with pytest.raises(ValueError, match="is not one of " + ", ".join(CLAIM_STATUSES)):
+        claims.Claim(**{**fields, "status": "pass"})
+    with pytest.raises(ValueError, match="evidence 'a hunch'"):
+        claims.Claim(**{**fields, "evidence": "a hunch"})
+    with pytest.raises(LookupError, match="C0 names no function"):
+        claims.Claim(**fields).decider()
+    assert c.decider() is __import__("nvtutorial.report.training", fromlist=["x"]).verdict_c1
 
 
 CALLS = claims.decider_calls({p.name: p.read_text() for p in TESTS.glob("test_*.py") if p.name != Path(__file__).name})
