@@ -86,3 +86,29 @@ def test_the_claims_table_is_in_the_readme_and_notebook_00():
     assert start in readme and end in readme, "README.md lacks the generated claims table"
     table = readme.split(start, 1)[1].split("-->", 1)[1].split(end, 1)[0].strip()
     assert table == claims.markdown_table(), "README's claims table is out of date: python -m nvtutorial.report.claims --readme"
+
+
+def test_the_table_as_markdown_and_as_a_frame(tmp_path):
+    rows = claims.markdown_table().splitlines()
+    assert rows[:2] == ["| # | the source says | verdict | what is true | evidence | shown in |",
+                        "| --- | --- | --- | --- | --- | --- |"] and len(rows) == 25
+    c1 = claims.claim("C1")
+    assert rows[2] == f"| C1 | {c1.source} | **{c1.status}** | {c1.finding} | {c1.evidence} | `{c1.notebook}` |"
+    linked = claims.markdown_table(lambda c: f"[{c.notebook}](x)").splitlines()[2]
+    assert linked.endswith("| [03_ddp_training](x) |")
+    assert claims._cell("a | b\nc") == "a \\| b c"
+    frame = claims.frame()
+    assert list(frame.index) == [c.id for c in claims.CLAIMS] and frame.loc["C22", "verdict"] == "wrong"
+    assert list(frame.columns) == ["the source says", "verdict", "what is true", "evidence", "notebook"]
+
+
+def test_the_readme_table_is_written_between_its_markers(tmp_path):
+    readme = tmp_path / "README.md"
+    readme.write_text(f"intro\n{claims.README_START}\nold table\n{claims.README_END}\noutro\n")
+    assert claims.update_readme(str(readme)) is True
+    text = readme.read_text()
+    assert text == f"intro\n{claims.README_START}\n{claims.markdown_table()}\n{claims.README_END}\noutro\n"
+    assert claims.update_readme(str(readme)) is False and readme.read_text() == text
+    readme.write_text("no markers\n")
+    with pytest.raises(SystemExit, match="has no claims-table markers"):
+        claims.update_readme(str(readme))
