@@ -43,7 +43,8 @@ nbval-outputs: install
 # Mutation testing (outside CI; scripts/mutate.py says why mutmut): every one-token change to the verdict rules,
 # guards, diagnosis, collectives lessons and exercise checkers, against the fast tests; the score per module goes to
 # benchmarks/results/mutation-after.json. About an hour on 2 cores. MUTATE_ARGS="--only nvtutorial/guards.py" for one
-# module; `make mutate-before` measures commit e1ea54c (before the rule tests) with the same tool.
+# module; MUTATE_ARGS=--recheck after writing tests: only the mutants not caught last time, against today's tests;
+# `make mutate-before` measures commit e1ea54c (before the rule tests) with the same tool.
 MUTATE_ARGS ?=
 mutate: install
 	$(BIN)/python -m pip install --quiet "mutmut==3.8.1"

@@ -4,6 +4,7 @@
     make mutate                                   # mutate, test, write benchmarks/results/mutation-after.json
     .venv/bin/python scripts/mutate.py run --label after [--only nvtutorial/guards.py ...]
     .venv/bin/python scripts/mutate.py run --label before --source e1ea54c --tests "tests/test_a.py ..."
+    .venv/bin/python scripts/mutate.py run --label after --recheck   # after new tests: the survivors again
     .venv/bin/python scripts/mutate.py report --label after      # the scores and survivors, again
 
 What is mutated (``[tool.mutmut]`` in pyproject.toml): the verdict rules (``nvtutorial/report/``), the
@@ -92,8 +93,9 @@ def _without_sentences(operator):
     return operator_string
 
 
-def _run_mutmut(work: Path, tests: list[str], only: list[str], max_children: int) -> int:
-    """mutmut run in ``work`` (in this process: the string operator is patched first)."""
+def _run_mutmut(work: Path, tests: list[str], only: list[str], max_children: int, names: list[str] = ()) -> int:
+    """mutmut run in ``work`` (in this process: the string operator is patched first); with ``names``, only those
+    mutants, run again whatever their last result."""
     os.chdir(work)
     # The ranks a test starts import the mutated copy too; the selection plugin comes from scripts/.
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(work / "mutants"), str(work / "scripts"),
@@ -117,7 +119,7 @@ def _run_mutmut(work: Path, tests: list[str], only: list[str], max_children: int
     from mutmut.__main__ import cli
 
     try:
-        cli(["run", "--max-children", str(max_children)], standalone_mode=False)
+        cli(["run", "--max-children", str(max_children), *names], standalone_mode=False)
     except SystemExit as exc:
         return int(exc.code or 0)
     return 0
@@ -335,6 +337,8 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--max-children", type=int, default=len(os.sched_getaffinity(0)))
     run.add_argument("--resume", action="store_true", help="go on with an interrupted run in build/mutation/LABEL "
                      "(its copy, its mutants and the results so far are kept)")
+    run.add_argument("--recheck", action="store_true", help="after new tests: copy the working tree's tests (and "
+                     "sources) into build/mutation/LABEL again and run only the mutants its last result did not catch")
     report = sub.add_parser("report", help="write and print the result of a finished run again")
     report.add_argument("--label", default="after")
     sub.add_parser("summary", help="benchmarks/results/mutation.md: before and after per module, and every mutant "
@@ -348,8 +352,21 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "report":
         print_scores(write_result(args.label, work, json.loads((work / "run.json").read_text())))
         return 0
-    if not (args.resume and (work / "mutants").is_dir()):
+    names: list[str] = []
+    previous = json.loads((work / "run.json").read_text()) if (work / "run.json").exists() else {}
+    if args.recheck:
+        if args.source:
+            parser.error("--recheck takes the working tree's tests: not with --source")
+        last = json.loads((RESULTS / f"mutation-{args.label}.json").read_text())
+        names = [x["mutant"] for m in last["modules"].values() for x in m["not_caught"]]
+        for name in ("tests", "nvtutorial"):
+            shutil.rmtree(work / name)
+            shutil.copytree(ROOT / name, work / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        shutil.copy2(ROOT / "scripts" / "mutation_select.py", work / "scripts" / "mutation_select.py")
+        print(f"rechecking the {len(names)} mutants not caught in mutation-{args.label}.json")
+    elif not (args.resume and (work / "mutants").is_dir()):
         _prepare(work, args.source)
+        previous = {}
     source = args.source or "working tree"
     if args.source:
         source = subprocess.run(["git", "rev-parse", "--short", args.source], cwd=ROOT, check=True, capture_output=True,
@@ -359,8 +376,14 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.monotonic()
     # mutmut runs in a child process: it changes directory and its configuration is read once per process.
     code = subprocess.run([sys.executable, __file__, "_mutmut", str(work), args.tests, " ".join(args.only),
-                           str(args.max_children)]).returncode
-    meta["wall_s"] = round(time.monotonic() - t0)
+                           str(args.max_children), *names]).returncode
+    # The wall time of the whole measurement: an interrupted run's segments, and its rechecks, added up.
+    meta["segments_s"] = [*previous.get("segments_s", [previous["wall_s"]] if "wall_s" in previous else []),
+                          round(time.monotonic() - t0)]
+    meta["wall_s"] = sum(meta["segments_s"])
+    meta["rechecks"] = previous.get("rechecks", 0) + bool(args.recheck)
+    if previous.get("started"):
+        meta["started"] = previous["started"]
     meta["mutmut_exit"] = code
     (work / "run.json").write_text(json.dumps(meta, indent=1) + "\n")
     print_scores(write_result(args.label, work, meta))
@@ -372,6 +395,6 @@ if __name__ == "__main__":
         print(json.dumps(_collect(Path(sys.argv[2]))))
         sys.exit(0)
     if sys.argv[1:2] == ["_mutmut"]:
-        _, _, work_dir, tests, only, children = sys.argv
-        sys.exit(_run_mutmut(Path(work_dir), tests.split(), only.split(), int(children)))
+        _, _, work_dir, tests, only, children, *mutants = sys.argv
+        sys.exit(_run_mutmut(Path(work_dir), tests.split(), only.split(), int(children), mutants))
     sys.exit(main())
