@@ -120,3 +120,33 @@ def on_ranks(fn: Callable[..., Any], world: int, *args: Any, timeout: float = 60
             raise RanksHung(f"ranks {missing} of {world} did not finish within {timeout:g} s (killed): a rank waits "
                             "for a message no rank sends", {r: p for r, (_, p) in results.items()})
         return [results[r][1] for r in range(world)]
+
+
+# --------------------------------------------------------------------------- single processes, for the process checks
+def forked(state: str) -> int:
+    """The pid of a child that is ``alive`` (killed and reaped by :func:`reap`), a ``zombie`` or ``gone``."""
+    import psutil
+
+    pid = os.fork()
+    if pid == 0:
+        if state == "alive":
+            time.sleep(60)
+        os._exit(0)
+    if state == "gone":
+        os.waitpid(pid, 0)
+    deadline = time.monotonic() + 30
+    while state == "zombie" and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    return pid
+
+
+def reap(*pids: int) -> None:
+    import signal
+
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+        except (ProcessLookupError, ChildProcessError):
+            pass

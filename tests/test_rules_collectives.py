@@ -345,3 +345,83 @@ def test_a_hung_rank_is_reported_and_killed():
     with pytest.raises(RanksHung, match=r"ranks \[0, 1\] of 2 did not finish within 3 s") as caught:
         on_ranks(lonely, 2, timeout=3)
     assert caught.value.finished == {}
+
+
+# --------------------------------------------------------------------------- the lessons' entry points
+# torchrun runs each lesson file's main(). Here main() runs in this process with torch.distributed's set-up and
+# the lesson's work replaced by recorders: what it asks for (backend, device, arguments) on a machine with enough
+# GPUs, with too few and with none. Nothing touches a GPU: a CUDA device object is only a name.
+def _entry(monkeypatch, module, argv, gpus, env, **work):
+    import sys
+
+    import torch.distributed as dist
+
+    asked = {"init": [], "destroyed": 0, "set_device": [], "work": []}
+    monkeypatch.setattr(dist, "init_process_group", lambda *a, **k: asked["init"].append((a, k)))
+    monkeypatch.setattr(dist, "destroy_process_group", lambda: asked.__setitem__("destroyed", asked["destroyed"] + 1))
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: gpus is not None)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: gpus or 0)
+    monkeypatch.setattr(torch.cuda, "set_device", lambda device: asked["set_device"].append(device))
+    for name in ("LOCAL_RANK", "LOCAL_WORLD_SIZE"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setattr(sys, "argv", [module.__file__, *argv])
+    for name, result in work.items():
+        monkeypatch.setattr(module, name, lambda *a, result=result: asked["work"].append(a) or result)
+    module.main()
+    return asked
+
+
+MACHINES = [
+    # (GPUs, environment, the device main() must pick, backend)
+    (2, {"LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2"}, torch.device("cuda", 1), "nccl"),
+    (1, {}, torch.device("cuda", 0), "nccl"),  # torchrun's variables unset: one rank, GPU 0
+    (1, {"LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2"}, torch.device("cpu"), "gloo"),  # too few GPUs: all on the CPU
+    (None, {"LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2"}, torch.device("cpu"), "gloo"),
+]
+
+
+def _asked_for(asked, device, backend):
+    gpu = device.type == "cuda"
+    assert asked["init"] == [((backend,), {"device_id": device if gpu else None})]
+    assert asked["set_device"] == ([device] if gpu else []) and asked["destroyed"] == 1
+
+
+@pytest.mark.parametrize(("gpus", "env", "device", "backend"), MACHINES)
+def test_the_ring_lessons_entry_point(monkeypatch, gpus, env, device, backend):
+    import sys
+    import types
+
+    saved = []
+    runtime = types.ModuleType("nvtutorial.runtime")
+    runtime.save_metrics = saved.append
+    monkeypatch.setitem(sys.modules, "nvtutorial.runtime", runtime)
+    asked = _entry(monkeypatch, collectives, [], gpus, env, check={"equal": True})
+    _asked_for(asked, device, backend)
+    assert asked["work"] == [((1 << 20) + 3, 1, device)] and saved == [{"equal": True}]
+    if gpus is None:
+        asked = _entry(monkeypatch, collectives, ["--numel", "1000003", "--slices", "4"], None, {}, check={"n": 2})
+        assert asked["work"] == [(1000003, 4, torch.device("cpu"))] and saved[-1] == {"n": 2}
+        monkeypatch.setitem(sys.modules, "nvtutorial.runtime", None)  # outside the course: nothing to report to
+        asked = _entry(monkeypatch, collectives, [], None, {}, check={"n": 3})
+        assert asked["destroyed"] == 1 and len(saved) == 2
+
+
+@pytest.mark.parametrize(("gpus", "env", "device", "backend"), MACHINES)
+def test_the_sparse_lessons_entry_point(monkeypatch, gpus, env, device, backend):
+    asked = _entry(monkeypatch, sparse_allreduce, [], gpus, env, check=None)
+    _asked_for(asked, device, backend)
+    assert asked["work"] == [(device,)]
+
+
+@pytest.mark.parametrize(("gpus", "env", "device", "backend"), MACHINES)
+def test_the_compression_lessons_entry_point(monkeypatch, gpus, env, device, backend):
+    asked = _entry(monkeypatch, compression, [], gpus, env, train=None)
+    _asked_for(asked, device, backend)
+    assert asked["work"] == [("topk", 30, device)]
+    if gpus is None:
+        asked = _entry(monkeypatch, compression, ["--hook", "powersgd", "--steps", "3"], None, {}, train=None)
+        assert asked["work"] == [("powersgd", 3, torch.device("cpu"))]
+        with pytest.raises(SystemExit):
+            _entry(monkeypatch, compression, ["--hook", "gzip"], None, {}, train=None)

@@ -20,6 +20,8 @@ from nvtutorial.report import pitfalls_measured as rm
 from nvtutorial.report.verdict import Verdict
 from nvtutorial.results import RunResult
 
+from .ranks_harness import forked, reap
+
 ROOT = Path(__file__).resolve().parent.parent
 RUNS = ROOT / "reference" / "h200x2" / "runs"
 MEASURED = RUNS / "pitfalls-20261130-015630-3b927b"  # the loader sweep and the OOM demo on 2× H200
@@ -530,3 +532,20 @@ def test_the_oom_demo_without_a_gpu_and_its_fixes():
     for r in run.ranks[0]["oom"]["training"]["rows"] + run.ranks[0]["oom"]["fragmentation"]:
         r["outcome"] = "fits"
     assert rm.oom_message(run) == "(no OOM happened: the cap did not bite)"
+
+
+# --------------------------------------------------------------------------- processes a run left behind
+def test_processes_left_counts_live_ranks_only(tmp_path):
+    """Children forked from the test (the mutation tool's selection keeps in-process tests, not subprocesses)."""
+    alive, zombie, gone = forked("alive"), forked("zombie"), forked("gone")
+    try:
+        for name, text in {"rank0.pid": f"{alive}\n", "rank1.pid": str(gone), "rank2.pid": "not a pid",
+                           "rank3.pid": str(zombie), "agent.pid": str(alive)}.items():
+            (tmp_path / name).write_text(text)
+        run = types.SimpleNamespace(run_dir=str(tmp_path))
+        assert rp.processes_left(run) == [alive]
+        assert rp.processes_left(types.SimpleNamespace(result=run)) == [alive]  # a RunError holds its result
+        (tmp_path / "rank0.pid").write_text(str(gone))  # agent.pid is no rank's: not counted
+        assert rp.processes_left(run) == []
+    finally:
+        reap(alive, zombie)

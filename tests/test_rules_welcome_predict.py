@@ -14,6 +14,8 @@ import torch
 from nvtutorial.report import predict, welcome
 from nvtutorial.report.predict import PredictionError, grade_choice, grade_number
 
+from .ranks_harness import forked, reap
+
 
 # --------------------------------------------------------------------------- grading a number
 @pytest.mark.parametrize("prediction, status", [
@@ -169,3 +171,18 @@ def test_the_hang_with_no_stuck_rank_and_its_prediction():
     assert elsewhere.status == "info" and elsewhere.numbers == {"stuck_line": "time.sleep(1)"}
     assert welcome.grade_hang("a", lone, "gloo").status == "info"
     assert welcome.grade_hang(None, cell(), "nccl").where == "GPUs, NCCL"
+
+
+def test_nothing_left_counts_live_processes_only():
+    alive, zombie, gone = forked("alive"), forked("zombie"), forked("gone")
+    try:
+        assert welcome.processes_left([alive, zombie, gone]) == [alive]
+        v = welcome.nothing_left([alive, zombie, gone], "the stop button")
+        assert (v.key, v.status, v.numbers, v.where) == ("nothing left running", "fail", {"processes": 3, "left": 1},
+                                                         "this machine")
+        assert str(alive) in v.text
+        v = welcome.nothing_left([zombie, gone], "the stop button")
+        assert (v.status, v.numbers) == ("pass", {"processes": 2, "left": 0})
+        assert welcome.nothing_left([], "x").numbers == {"processes": 0, "left": 0}
+    finally:
+        reap(alive, zombie)
