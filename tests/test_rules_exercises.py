@@ -115,6 +115,18 @@ def test_the_resume_checkers_own_model():
     assert multinode_resume.SAVED_AFTER == 3
 
 
+@pytest.mark.parametrize("compute, comm, step, exposed", [
+    ([], [(0, 5), (20, 30)], (10, 40), 10.0),  # a kernel wholly before the step: dropped, the next still counted
+    ([(0, 5)], [(12, 14)], (10, 40), 2.0),  # compute before the step hides nothing
+    ([(10, 20), (20, 25)], [(12, 30)], (10, 40), 5.0),  # touching compute is one stretch
+    ([], [(15, 15), (15, 18)], (10, 40), 3.0),  # an empty interval adds nothing
+])
+def test_the_exposed_time_solution_clips_to_the_step(compute, comm, step, exposed):
+    from nvtutorial.exercises import profile_exposed
+
+    assert profile_exposed.exposed_ms(compute, comm, step) == pytest.approx(exposed)
+
+
 # --------------------------------------------------------------------------- checkers on the ranks
 def _judge(name: str, entry: str, cases, timeout: float | None = None):
     """Rank side: every case judged in turn, as check_ranks judges a %%ranks cell's function."""

@@ -153,6 +153,22 @@ def test_trust_at_its_rule(plain, exposed, profiled, trust, failing, unsure):
         assert n["overhead_bound_ms"] == pytest.approx([1.0, 1.0]) and n["overhead_ms"] == pytest.approx([0.1, 0.1])
 
 
+def test_trust_with_one_rank_failing_and_one_within_the_noise():
+    ranks = [rank(split(comm=2.0, exposed=0.5)), rank(split(comm=2.0, exposed=0.5), plain=NOISY, profiled=(8.0, 8.1, 8.2))]
+    v = p.verdict_trust(res(*ranks))
+    n = v.numbers
+    assert (v.status, n["trustworthy"], n["ranks_failing"], n["ranks_undecided"]) == ("info", False, [0], [1])
+    noise = compare(list(NOISY), [8.0, 8.1, 8.2]).noise
+    assert n["overhead_bound_ms"] == pytest.approx([1.0, noise * 8.0])
+    assert f"within the noise (rank 1: +0.10 ms, noise ±{noise:.0%} (up to {noise * 8.0:.2f} ms))" in v.text
+    assert "rank 0 " in v.text and "ranks 0" not in v.text
+    both = p.verdict_trust(res(rank(split(comm=2.0, exposed=0.5)), rank(split(comm=2.0, exposed=0.5))))
+    assert both.numbers["ranks_failing"] == [0, 1] and "ranks 0, 1 " in both.text
+    within = p.verdict_trust(res(*[rank(split(comm=2.0, exposed=1.5), plain=NOISY, profiled=(8.0, 8.1, 8.2))] * 2))
+    assert within.numbers["trustworthy"] is True and "(within the noise: at most" in within.text
+    assert "within the noise" not in p.verdict_trust(res(rank(split(comm=2.0, exposed=1.5)))).text
+
+
 def test_trust_without_repeats_reads_the_medians():
     ranks = [rank(split(comm=2.0, exposed=1.5), profiled=(11.0,)), rank(split(comm=2.0, exposed=0.5), profiled=(11.0,))]
     v = p.verdict_trust(res(*ranks))
@@ -429,3 +445,21 @@ def test_c13_from_a_sampler():
     cpu = monitoring.verdict_c13_from(sampler, run, [{"nvml_sent_gib": 1.0}])
     assert cpu.status == "unverifiable" and cpu.numbers["dmon_columns"] == ["sm", "mem", "enc", "dec"]
     assert cpu.numbers["nvlink_sent_bytes"] == [] and claims.claim("C13").finding in cpu.text
+
+
+def test_c13_from_a_sampler_reads_the_sm_during_the_probe():
+    import datetime
+
+    day = datetime.datetime(2026, 12, 1, 0, 0, 0).timestamp()
+    at = day + 10 * 3600
+    sampler = types.SimpleNamespace(dmon_text=DMON, reason="", dmon_reason="", started_at=at)
+    run = res(rank(), probe={"start": at + 1.5, "end": at + 3.0, "bytes_per_rank_algorithm": 2**30})
+    v = monitoring.verdict_c13_from(sampler, run, [{"nvml_sent_gib": 2.0}, {"nvml_sent_gib": 1.0}])
+    assert v.numbers["sm_during_probe"] == 100.0 and v.numbers["nvlink_sent_bytes"] == [2 * 2**30, 2**30]
+    assert v.numbers["sent_over_expected"] == 2.0 and v.numbers["expected_bytes"] == 2**30
+    quiet = types.SimpleNamespace(dmon_text="", reason="", dmon_reason="dmon: not found", started_at=at)
+    none = monitoring.verdict_c13_from(quiet, run)
+    assert none.status == "unverifiable" and none.numbers["sm_during_probe"] is None and "dmon: not found" in none.text
+    run.env = types.SimpleNamespace(is_gpu=False)
+    cpu = monitoring.verdict_c13_from(quiet, run)
+    assert cpu.numbers["dmon_columns"] == [] and "dmon did not run (dmon: not found)" in cpu.text

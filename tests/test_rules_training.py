@@ -120,6 +120,11 @@ def test_identical_weights():
     assert v.status == "pass" and v.numbers == {"ranks": 3, "distinct_digests": 1}
     v = t.identical_weights_verdict(["abc", "abd", "abc"], "")
     assert v.status == "fail" and v.numbers == {"ranks": 3, "distinct_digests": 2}
+    digests = ["0123456789abcdef", "0123456789abcdef"]
+    v = t.identical_weights_verdict(digests, "2 processes")
+    assert (v.key, v.where) == ("03.identical_weights", "2 processes")
+    assert "0123456789ab…" in v.text  # rank 0's digest, its first 12 hex digits
+    assert "(2 different digests)" in t.identical_weights_verdict(["1" * 16, "2" * 16], "").text
 
 
 def orders(with_epochs, without_epochs):
@@ -302,6 +307,8 @@ def test_scaling_verdicts_and_frame():
     assert list(frame["speed-up"]) == [1.96, 1.8] and list(frame["efficiency %"]) == [98.0, 90.0]
     assert list(frame["rank 1 ÷ 1 GPU"]) == [1.0, 0.53] and "memory, rank 0 (peak GB)" in frame
     assert t._r(None) == "n/a" and t._r(float("nan")) == "n/a" and t._r(1.23456, 3) == 1.235
+    one = t.scaling_frame({**s, "fixed_per_gpu": None, "memory": "counted_gb"})  # a convention not run: no row
+    assert list(one["convention"]) == ["fixed global batch"] and "memory, rank 0 (counted GB)" in one
     assert t._pct(None) == "n/a" and t._pct(0.1234) == "12.3 %"
 
 
@@ -310,8 +317,11 @@ def test_the_scaling_explanation_splits_the_loss():
     text = t.scaling_explanation(s, gpu=True)
     assert "a step took 6.00 ms, where half of the 1-GPU step would be 5.00 ms" in text
     assert "+0.50 ms from the smaller per-GPU batch" in text and "+0.50 ms from the gradient synchronisation" in text
+    assert t.scaling_explanation(s) == text  # GPUs unless told otherwise
     cpu = t.scaling_explanation(s, gpu=False)
     assert "cannot be split into causes" in cpu and "say nothing about GPUs" in cpu
+    assert cpu.startswith("Two GPUs can at most double the samples per second.")
+    assert "+0.50 ms against half the 1-process step, +0.50 ms against no_sync" in cpu
     assert "under no_sync" not in t.scaling_explanation({"fixed_global": {"step_ms": 6.0}, "solo_step_ms": 10.0})
     assert t.scaling_explanation({}) == "The fixed global batch run is missing."
 
@@ -417,6 +427,19 @@ def test_show_prints_where_it_was_measured(capsys):
     assert out.startswith("A table\nmeasured on: 2× H200\n") and " a\n 1" in out
     t.show(pd.DataFrame([{"a": 1}]), "CPU")
     assert capsys.readouterr().out.startswith("measured on: CPU\n")
+
+
+def test_show_displays_the_table_in_a_notebook(monkeypatch, capsys):
+    import IPython
+    import IPython.display
+    import pandas as pd
+
+    shown = []
+    monkeypatch.setattr(IPython, "get_ipython", lambda: object())  # as in a kernel
+    monkeypatch.setattr(IPython.display, "display", shown.append)
+    frame = pd.DataFrame([{"a": 1}])
+    t.show(frame, "2× H200")
+    assert shown == [frame] and capsys.readouterr().out == "measured on: 2× H200\n"
 
 
 def test_the_constants_the_lessons_quote():

@@ -169,6 +169,7 @@ def test_the_hang_with_no_stuck_rank_and_its_prediction():
     assert welcome.grade_hang("c", cell(reason="ok"), "gloo").status == "right"
     elsewhere = welcome.grade_hang("a", cell(line="time.sleep(1)"), "gloo")
     assert elsewhere.status == "info" and elsewhere.numbers == {"stuck_line": "time.sleep(1)"}
+    assert (elsewhere.key, elsewhere.where) == ("where rank 0 waits", "CPU, gloo: a simulation, not a GPU measurement")
     assert welcome.grade_hang("a", lone, "gloo").status == "info"
     assert welcome.grade_hang(None, cell(), "nccl").where == "GPUs, NCCL"
 
@@ -186,3 +187,11 @@ def test_nothing_left_counts_live_processes_only():
         assert welcome.nothing_left([], "x").numbers == {"processes": 0, "left": 0}
     finally:
         reap(alive, zombie)
+
+
+def test_the_pids_a_run_wrote(tmp_path):
+    (tmp_path / "rank0.pid").write_text("123\n")
+    (tmp_path / "rank1.pid").write_text("garbage")
+    (tmp_path / "rank2.pid").mkdir()  # unreadable as a file
+    (tmp_path / "agent.pid").write_text("9")
+    assert welcome._pids(tmp_path) == [123] and welcome._pids(str(tmp_path)) == [123]
