@@ -339,6 +339,8 @@ def main(argv: list[str] | None = None) -> int:
                      "(its copy, its mutants and the results so far are kept)")
     run.add_argument("--recheck", action="store_true", help="after new tests: copy the working tree's tests (and "
                      "sources) into build/mutation/LABEL again and run only the mutants its last result did not catch")
+    run.add_argument("--refresh", action="store_true", help="with --resume: copy the working tree's tests (and "
+                     "sources) into build/mutation/LABEL first (results so far kept: new tests only add kills)")
     report = sub.add_parser("report", help="write and print the result of a finished run again")
     report.add_argument("--label", default="after")
     sub.add_parser("summary", help="benchmarks/results/mutation.md: before and after per module, and every mutant "
@@ -354,15 +356,16 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     names: list[str] = []
     previous = json.loads((work / "run.json").read_text()) if (work / "run.json").exists() else {}
-    if args.recheck:
+    if args.recheck or (args.refresh and args.resume and (work / "mutants").is_dir()):
         if args.source:
-            parser.error("--recheck takes the working tree's tests: not with --source")
-        last = json.loads((RESULTS / f"mutation-{args.label}.json").read_text())
-        names = [x["mutant"] for m in last["modules"].values() for x in m["not_caught"]]
+            parser.error("--recheck and --refresh take the working tree's tests: not with --source")
         for name in ("tests", "nvtutorial"):
             shutil.rmtree(work / name)
             shutil.copytree(ROOT / name, work / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
         shutil.copy2(ROOT / "scripts" / "mutation_select.py", work / "scripts" / "mutation_select.py")
+    if args.recheck:
+        last = json.loads((RESULTS / f"mutation-{args.label}.json").read_text())
+        names = [x["mutant"] for m in last["modules"].values() for x in m["not_caught"]]
         print(f"rechecking the {len(names)} mutants not caught in mutation-{args.label}.json")
     elif not (args.resume and (work / "mutants").is_dir()):
         _prepare(work, args.source)
