@@ -119,7 +119,7 @@ def test_the_profile_is_decided_without_importing_torch():
     assert done.stdout.strip() == "False"
 
 
-def test_a_kernel_says_when_a_cell_first_imports_torch():
+def test_a_kernel_says_when_a_cell_first_imports_torch_pandas_or_matplotlib():
     from tests.test_ranks import Kernel
 
     k = Kernel()
@@ -130,6 +130,9 @@ def test_a_kernel_says_when_a_cell_first_imports_torch():
         assert out["stdout"].splitlines() == [
             "[nvtutorial] importing PyTorch in this kernel (once per kernel; it starts no GPU)", "1.0"], out
         assert k.execute("import torch.nn")["stdout"] == ""  # once per kernel
+        out = k.execute("import pandas\nimport matplotlib.pyplot\nimport pandas, matplotlib")
+        assert out["stdout"].splitlines() == ["[nvtutorial] importing pandas (once per kernel)",
+                                              "[nvtutorial] importing matplotlib (once per kernel)"], out
     finally:
         k.close()
 
