@@ -200,15 +200,14 @@ def cell_outputs(page, index: int) -> list[dict[str, Any]]:
 
 
 def shoot_output(page, index: int, name: str, what: str = "img") -> Path | None:
-    """A screenshot of the first ``what`` in cell ``index``'s outputs (a figure as the notebook shows it; ``"div"``:
-    its first rendered output), or None."""
+    """A screenshot of the first element matching the CSS selector ``what`` in cell ``index``'s outputs (default:
+    a figure as the notebook shows it), or None when there is none."""
     page.evaluate("""async (i) => {
         const nb = window.jupyterapp.shell.currentWidget.content;
         nb.activeCellIndex = i;
         await nb.scrollToItem(i, 'start');
     }""", index)
-    inner = "img" if what == "img" else ".jp-RenderedHTMLCommon"
-    image = page.locator(f'.jp-Notebook .jp-Cell[data-windowed-list-index="{index}"] .jp-OutputArea-output {inner}').first
+    image = page.locator(f'.jp-Notebook .jp-Cell[data-windowed-list-index="{index}"] .jp-OutputArea-output {what}').first
     try:
         image.wait_for(timeout=10_000)
     except Exception:  # noqa: BLE001 - no figure in this cell
