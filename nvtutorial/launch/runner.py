@@ -498,7 +498,8 @@ def execute(spec: LaunchSpec, check: bool = True) -> RunResult:
         result.error = {"type": "SIGTERM" if run.terminated else "KeyboardInterrupt",
                         "message": "interrupted by the caller; every process of the run was ended"}
         _save(result)
-        ran = "ready" if run.ready_at is not None else "still starting"
+        # every rank's ready file, even if the interrupt came before the watch loop's next look at them
+        ran = "ready" if run.ready_at is not None or run.all_ready() else "still starting"
         message = (f"stopped while {spec.workload} ran on {spec.world_size} rank{'s' * (spec.world_size > 1)} "
                    f"({ran}, {wall:.1f} s after the launch)\n"
                    f"ended: every process of the run ({len(run.tree.roots)} started, and whatever they started)\n"
