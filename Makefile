@@ -20,7 +20,7 @@ EXECUTED ?= build/executed
 SITE_EXECUTE ?= 1
 SITE_JOBS ?= 2
 
-.PHONY: install course test nbval-outputs mutate mutate-before lab site site-serve bundle clean clean-runs
+.PHONY: install course test test-site nbval-outputs mutate mutate-before lab site site-serve bundle clean clean-runs
 
 $(BIN)/nvtutorial: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -35,8 +35,9 @@ install: $(BIN)/nvtutorial
 course: install
 	$(BIN)/nvtutorial course --profile $(PROFILE) --out build/course
 
-# Each notebook executes once per run (tests/test_notebooks.py), unless `make site` already made a current copy
-# of it in $(EXECUTED): stale copies (other text, other code) are removed first; the executed copies stay there.
+# Each notebook executes once per run (tests/test_jupyterlab.py: Run All in JupyterLab where Chromium is installed, else
+# papermill in tests/test_notebooks.py), unless `make site` already made a current copy of it in $(EXECUTED): stale
+# copies (other text, other code) are removed first; the executed copies stay there.
 test: install
 	$(BIN)/ruff check .
 	$(BIN)/python site/executed.py prune $(EXECUTED) $(if $(FRESH),--all)
@@ -62,6 +63,12 @@ mutate: install
 mutate-before: install
 	$(BIN)/python -m pip install --quiet "mutmut==3.8.1"
 	$(BIN)/python scripts/mutate.py run --label before --source e1ea54c $(MUTATE_ARGS)
+
+# The tests of the built website (build/site, `make site`): its check, and every page in headless Chromium. `make test`
+# runs them too, skipped with the reason when no current site is built; CI builds the site after `make test` (from
+# the copies the tests executed) and runs these then.
+test-site: install
+	$(BIN)/python -m pytest -ra -p no:cacheprovider tests/test_site.py tests/test_browser.py
 
 # JupyterLab on notebooks/ (--allow-root only as root). Extra arguments: make lab LAB_ARGS="--no-browser --port 8888"
 lab: install

@@ -32,9 +32,9 @@ def lesson_profile(profile: str = "auto", gpus_needed: int = 2) -> Profile:
         return profile  # type: ignore[return-value]
     if profile != "auto":
         raise CourseError(f"profile={profile!r}: use auto, ci or full")
-    import torch
+    from .launch import torch_cuda  # torch's CUDA version, read without importing torch (seconds in a kernel)
 
-    return "full" if torch.version.cuda and hardware.gpu_count() >= gpus_needed else "ci"
+    return "full" if torch_cuda() and hardware.gpu_count() >= gpus_needed else "ci"
 
 
 def where() -> str:

@@ -11,13 +11,10 @@ where a conclusion changed.
 
 - ``make nbval-outputs`` (``python -m tests.nbval_outputs regenerate``) executes the notebooks and
   writes the committed outputs; ``--from DIR`` takes them from notebooks already executed into ``DIR``.
-- ``python -m tests.nbval_outputs prepare DIR`` (``scripts/test.sh``) writes each notebook as papermill
-  would run it (``--prepare-only``: the parameters cell injected), with the committed outputs of its
-  marked cells, into ``DIR``; ``pytest --nbval-lax --nbval-sanitize-with tests/nbval/sanitize.cfg DIR/*.ipynb``
-  then executes each once and compares the marked cells. The executed copies are saved for the notebook
-  tests by ``tests/conftest.py``.
-- Notebook 00 is executed in a real JupyterLab by ``tests/test_browser.py``; its marked cells are compared
-  with :func:`compare_executed`, nbval's own comparison applied to that saved copy (no second execution).
+- ``tests/test_notebooks.py`` compares the marked cells of each notebook's one executed copy of the test run
+  (Run All in JupyterLab, ``tests/test_jupyterlab.py``; papermill where Chromium is missing) with
+  :func:`compare_executed`: nbval's own comparison (``IPyNbCell.compare_outputs`` with the sanitize file) on that
+  copy, so no notebook is executed a second time for nbval.
 """
 
 from __future__ import annotations
@@ -30,7 +27,6 @@ from pathlib import Path
 from typing import Any
 
 import nbformat
-import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
@@ -41,7 +37,6 @@ VERDICT_MIME = "application/vnd.nvtutorial.verdict+json"
 NOT_COMPARED = (VERDICT_MIME, "image/png", "image/jpeg", "application/vnd.jupyter.widget-view+json")
 """Output keys never compared, so never committed: the verdict's machine-readable copy (its status is checked by
 tests/test_notebooks.py against the registry; its numbers vary), images, widgets' model ids."""
-EXECUTED_BY_THE_BROWSER = ("00_welcome.ipynb",)
 PARAMETERS = {"profile": "ci"}
 
 
@@ -142,29 +137,6 @@ def stale(name: str) -> list[str]:
     return problems
 
 
-def merged(name: str) -> nbformat.NotebookNode:
-    """The prepared notebook with the committed outputs of its marked cells: what nbval executes and compares."""
-    problems = stale(name)
-    if problems:
-        raise StaleOutputs("; ".join(problems) + ": regenerate them with `make nbval-outputs`")
-    nb = prepared(name)
-    path = REFERENCE / name
-    if path.exists():
-        committed = [c for c in nbformat.read(path, as_version=4).cells if c.cell_type == "code"]
-        for cell, ref in zip([c for c in nb.cells if c.cell_type == "code"], committed):
-            cell.outputs, cell.execution_count = ref.outputs, ref.execution_count
-    return nb
-
-
-def prepare(folder: Path, names: list[str]) -> list[Path]:
-    folder.mkdir(parents=True, exist_ok=True)
-    written = []
-    for name in names:
-        nbformat.write(merged(name), folder / name)
-        written.append(folder / name)
-    return written
-
-
 def notebook_names() -> list[str]:
     return sorted(p.name for p in NOTEBOOKS.glob("*.ipynb"))
 
@@ -199,7 +171,7 @@ class _Cell:
 
 
 def compare_executed(name: str, executed: nbformat.NotebookNode) -> list[str]:
-    """nbval's comparison of a copy executed elsewhere (notebook 00, in JupyterLab) with the committed outputs,
+    """nbval's comparison of a copy executed elsewhere (in JupyterLab, or by papermill) with the committed outputs,
     cell by cell, matching cells by their source: one problem per marked cell whose output differs."""
     committed = [c for c in nbformat.read(REFERENCE / name, as_version=4).cells if marked(c)]
     by_source = {c.source: c for c in executed.cells if c.cell_type == "code"}
@@ -225,16 +197,8 @@ def main(argv: list[str] | None = None) -> int:
     regen.add_argument("--from", dest="source", type=Path, help="notebooks already executed into this folder "
                        "(`nvtutorial course --profile ci --out DIR`); default: execute them now")
     regen.add_argument("--only", nargs="*", default=[], help="notebook names (default: every notebook)")
-    prep = sub.add_parser("prepare", help="write the notebooks nbval executes, with the committed outputs")
-    prep.add_argument("folder", type=Path)
-    prep.add_argument("--only", nargs="*", default=[])
-    prep.add_argument("--skip", nargs="*", default=list(EXECUTED_BY_THE_BROWSER))
     args = parser.parse_args(argv)
     names = [n for n in notebook_names() if not args.only or any(o in n for o in args.only)]
-    if args.command == "prepare":
-        for path in prepare(args.folder, [n for n in names if n not in args.skip]):
-            print(path)
-        return 0
     source = args.source
     if source is None:
         from nvtutorial import course
@@ -255,64 +219,6 @@ def main(argv: list[str] | None = None) -> int:
             (REFERENCE / name).unlink()
         print(f"{name}: {count} marked cell(s)")
     return 0
-
-
-# --------------------------------------------------------------------------- the pytest plugin (-p tests.nbval_outputs)
-# Loaded by scripts/test.sh with nbval: a plugin rather than conftest hooks, since conftest hooks only reach items
-# under tests/ and nbval's items are the notebooks prepared in build/nbval/. Each notebook is executed once per test
-# run, by nbval: the executed copy is saved where the notebook tests read it (NVTUTORIAL_EXECUTED_DIR), and the runs
-# it launches land beside it, named relative to the kernel's folder.
-_executed_by_nbval: dict[str, Any] = {}
-
-
-def _is_nbval_cell(item: Any) -> bool:
-    return type(item).__name__ == "IPyNbCell"
-
-
-def pytest_collection_modifyitems(session: Any, config: Any, items: list[Any]) -> None:
-    """nbval compares the text a verdict shows, not its machine-readable copy (raw numbers; its status is checked
-    against the registry by tests/test_notebooks.py), nor images and widget ids."""
-    for parent in {id(item.parent): item.parent for item in items if _is_nbval_cell(item)}.values():
-        parent.skip_compare = tuple(dict.fromkeys(parent.skip_compare + NOT_COMPARED))
-
-
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_setup(item: Any) -> Any:
-    """nbval starts a notebook's kernel while its first cell is set up: with the runs folder in its environment
-    (and only there: the tests that follow in this process launch runs relative to another folder)."""
-    import os
-
-    if not _is_nbval_cell(item) or "NVTUTORIAL_RUNS_DIR" in os.environ:
-        yield
-        return
-    runs = Path(os.environ["NVTUTORIAL_EXECUTED_DIR"]) / "runs"
-    os.environ["NVTUTORIAL_RUNS_DIR"] = os.path.relpath(runs.resolve(), Path(str(item.fspath)).parent.resolve())
-    try:
-        yield
-    finally:
-        os.environ.pop("NVTUTORIAL_RUNS_DIR", None)
-
-
-
-def pytest_runtest_makereport(item: Any, call: Any) -> None:
-    """After nbval ran a cell: its outputs into the notebook's executed copy, written at once."""
-    if call.when != "call" or not _is_nbval_cell(item):
-        return
-    import os
-
-    nb = _executed_by_nbval.get(item.parent.nodeid)
-    if nb is None:
-        nb = copy.deepcopy(item.parent.nb)
-        for cell in nb.cells:
-            if cell.cell_type == "code":
-                cell.outputs, cell.execution_count = [], None
-        _executed_by_nbval[item.parent.nodeid] = nb
-    code = [c for c in nb.cells if c.cell_type == "code"]
-    code[item.cell_num].outputs = list(item.test_outputs or [])
-    code[item.cell_num].execution_count = item.cell_num + 1
-    folder = Path(os.environ["NVTUTORIAL_EXECUTED_DIR"])
-    folder.mkdir(parents=True, exist_ok=True)
-    nbformat.write(nb, folder / Path(str(item.fspath)).name)
 
 
 if __name__ == "__main__":

@@ -1,10 +1,11 @@
 """The notebooks: reviewable as committed, executed once per test run, and their conclusions checked.
 
-Each notebook is executed once per test run with the ``ci`` profile. ``scripts/test.sh`` has nbval execute
-notebooks 01–09 (``tests/nbval_outputs.py``: the cells marked ``# NBVAL_CHECK_OUTPUT`` are compared with
-their committed CPU outputs), and the JupyterLab browser test executes 00; both save the executed copy into
-``$NVTUTORIAL_EXECUTED_DIR``, where ``executed`` reads it. A notebook nothing executed yet (a test file run
-alone) is executed by papermill the first time a test asks for it. The executed copies stay in that folder.
+Each notebook is executed once per test run with the ``ci`` profile: ``tests/test_jupyterlab.py`` runs every
+notebook with Run All in a real JupyterLab and saves the executed copy into ``$NVTUTORIAL_EXECUTED_DIR``, where
+``executed`` reads it. A notebook nothing executed yet (no Chromium here, or a test file run alone) is executed by
+papermill the first time a test asks for it. The executed copies stay in that folder. The cells marked
+``# NBVAL_CHECK_OUTPUT`` are then compared with their committed CPU outputs by nbval's comparison
+(``tests/nbval_outputs.py``), on that one executed copy.
 
 Every claim a notebook shows is compared with the registry, and a check that fails fails the notebook unless
 the registry says that failing is the lesson there (``claims.LESSON_FAILS``).
@@ -167,9 +168,15 @@ def test_the_committed_outputs_match_the_notebooks_cells(path):
 
 
 @pytest.mark.notebooks
-def test_notebook_00_outputs_match_the_committed_ones():
-    """00 runs in JupyterLab (tests/test_browser.py), not under nbval: nbval's comparison on that copy."""
-    problems = nbval_outputs.compare_executed("00_welcome.ipynb", executed("00_welcome.ipynb"))
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_the_marked_cells_print_their_committed_conclusions(path):
+    """nbval's comparison of the copy this run executed with tests/nbval/<notebook>: a verdict that flips or a line
+    that vanishes fails; numbers, times, paths and the host do not (tests/nbval/sanitize.cfg)."""
+    if not (nbval_outputs.REFERENCE / path.name).exists():
+        assert not any(nbval_outputs.marked(c) for c in nbformat.read(path, as_version=4).cells), (
+            f"{path.name} marks cells but has no committed outputs: `make nbval-outputs`")
+        return
+    problems = nbval_outputs.compare_executed(path.name, executed(path.name))
     assert not problems, "\n\n".join(problems)
 
 
