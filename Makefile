@@ -20,7 +20,7 @@ EXECUTED ?= build/executed
 SITE_EXECUTE ?= 1
 SITE_JOBS ?= 2
 
-.PHONY: install course test lab site site-serve bundle clean clean-runs
+.PHONY: install course test test-site nbval-outputs mutate mutate-before lab site site-serve bundle clean clean-runs
 
 $(BIN)/nvtutorial: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -35,12 +35,40 @@ install: $(BIN)/nvtutorial
 course: install
 	$(BIN)/nvtutorial course --profile $(PROFILE) --out build/course
 
-# Each notebook executes once per run (tests/test_notebooks.py), unless `make site` already made a current copy
-# of it in $(EXECUTED): stale copies (other text, other code) are removed first; the executed copies stay there.
+# Each notebook executes once per run (tests/test_jupyterlab.py: Run All in JupyterLab where Chromium is installed, else
+# papermill in tests/test_notebooks.py), unless `make site` already made a current copy of it in $(EXECUTED): stale
+# copies (other text, other code) are removed first; the executed copies stay there.
 test: install
 	$(BIN)/ruff check .
 	$(BIN)/python site/executed.py prune $(EXECUTED) $(if $(FRESH),--all)
 	NVTUTORIAL_EXECUTED_DIR=$(abspath $(EXECUTED)) scripts/test.sh $(BIN)/python
+
+# The notebooks' committed CPU outputs that nbval compares in `make test` (tests/nbval/: the cells marked
+# `# NBVAL_CHECK_OUTPUT`): execute every notebook (ci profile) and write them. After a change to a notebook's code
+# cells, or to what a marked cell prints: `make nbval-outputs`, review `git diff tests/nbval`, commit.
+# NBVAL_FROM=DIR takes notebooks already executed into DIR (`nvtutorial course --profile ci --out DIR`) instead.
+nbval-outputs: install
+	$(BIN)/python -m tests.nbval_outputs regenerate $(if $(NBVAL_FROM),--from $(NBVAL_FROM))
+
+# Mutation testing (outside CI; scripts/mutate.py says why mutmut): every one-token change to the verdict rules,
+# guards, diagnosis, collectives lessons and exercise checkers, against the fast tests; the score per module goes to
+# benchmarks/results/mutation-after.json. About an hour on 2 cores. MUTATE_ARGS="--only nvtutorial/guards.py" for one
+# module; MUTATE_ARGS=--recheck after writing tests: only the mutants not caught last time, against today's tests;
+# `make mutate-before` measures commit e1ea54c (before the rule tests) with the same tool.
+MUTATE_ARGS ?=
+mutate: install
+	$(BIN)/python -m pip install --quiet "mutmut==3.8.1"
+	$(BIN)/python scripts/mutate.py run --label after $(MUTATE_ARGS)
+
+mutate-before: install
+	$(BIN)/python -m pip install --quiet "mutmut==3.8.1"
+	$(BIN)/python scripts/mutate.py run --label before --source e1ea54c $(MUTATE_ARGS)
+
+# The tests of the built website (build/site, `make site`): its check, and every page in headless Chromium. `make test`
+# runs them too, skipped with the reason when no current site is built; CI builds the site after `make test` (from
+# the copies the tests executed) and runs these then.
+test-site: install
+	$(BIN)/python -m pytest -ra -p no:cacheprovider tests/test_site.py tests/test_browser.py
 
 # JupyterLab on notebooks/ (--allow-root only as root). Extra arguments: make lab LAB_ARGS="--no-browser --port 8888"
 lab: install

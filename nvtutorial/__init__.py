@@ -19,9 +19,32 @@ _LAZY = {"LaunchError": "launch", "RunFailed": "launch", "RunTimedOut": "launch"
          "EnvInfo": "results", "RunResult": "results"}
 
 
+class _ImportNotice:
+    """In a Jupyter kernel, says once per library, as its first import begins, that the cell is importing it: torch
+    takes seconds on a busy CPU (more on a GPU machine), pandas and matplotlib most of a second; a setup cell would
+    otherwise pass them with nothing shown. It finds nothing itself: the import goes on as usual."""
+
+    SAID = {"torch": "PyTorch in this kernel (once per kernel; it starts no GPU)",
+            "pandas": "pandas (once per kernel)", "matplotlib": "matplotlib (once per kernel)"}
+
+    def __init__(self) -> None:
+        self.said: set[str] = set()
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> None:
+        import sys
+
+        # an import, not a look-up (importlib.util.find_spec, which the launcher uses to read torch's version)
+        if (name in self.SAID and name not in self.said and name not in sys.modules
+                and sys._getframe(2).f_code.co_name == "_find_and_load_unlocked"):
+            self.said.add(name)
+            print(f"[nvtutorial] importing {self.SAID[name]}", flush=True)
+        return None
+
+
 def _prestart_in_a_kernel() -> None:
     """In a Jupyter kernel, start the warm interpreter the runs' ranks are forked from, so that it imports
-    torch while the learner reads (:mod:`nvtutorial.launch.warm`). Ranks and the CLI never start it here."""
+    torch while the learner reads (:mod:`nvtutorial.launch.warm`), and install :class:`_ImportNotice`.
+    Ranks and the CLI never start it here."""
     import sys
 
     ipython = sys.modules.get("IPython")
@@ -29,6 +52,8 @@ def _prestart_in_a_kernel() -> None:
         from nvtutorial.launch import warm
 
         warm.prestart()
+        if not any(type(f).__name__ == "_ImportNotice" for f in sys.meta_path):
+            sys.meta_path.insert(0, _ImportNotice())
 
 
 _prestart_in_a_kernel()

@@ -32,9 +32,9 @@ def lesson_profile(profile: str = "auto", gpus_needed: int = 2) -> Profile:
         return profile  # type: ignore[return-value]
     if profile != "auto":
         raise CourseError(f"profile={profile!r}: use auto, ci or full")
-    import torch
+    from nvtutorial.launch import torch_cuda  # torch's CUDA version, read without importing torch (seconds in a kernel)
 
-    return "full" if torch.version.cuda and hardware.gpu_count() >= gpus_needed else "ci"
+    return "full" if torch_cuda() and hardware.gpu_count() >= gpus_needed else "ci"
 
 
 def where() -> str:
@@ -108,6 +108,8 @@ def run_course(out: str | os.PathLike[str] = "build/course", only: str | list[st
                                            store_widget_state=True)
             except Exception as exc:  # papermill raises PapermillExecutionError with the cell's traceback
                 error = f"{type(exc).__name__}: {exc}".strip()
+            else:
+                error = failed_check(target)
             summary.notebooks.append(NotebookOutcome(name=nb.name, passed=error is None,
                                                      duration_s=time.perf_counter() - t0, output=str(target), error=error))
             write_json_atomic(out / "summary.json", summary)
@@ -117,6 +119,22 @@ def run_course(out: str | os.PathLike[str] = "build/course", only: str | list[st
         else:
             os.environ["NVTUTORIAL_RUNS_DIR"] = previous
     return summary
+
+
+def failed_check(executed: str | os.PathLike[str]) -> str | None:
+    """Why an executed notebook failed although every cell ran: a check it shows that failed (a verdict with
+    status ``fail``), unless the registry says that failing is the lesson there; None when none failed."""
+    import nbformat
+
+    from nvtutorial.report.claims import failed_checks
+    from nvtutorial.report.verdict import verdicts_in_notebook
+
+    path = Path(executed)
+    failed = failed_checks(path.name, verdicts_in_notebook(nbformat.read(path, as_version=4)))
+    if not failed:
+        return None
+    more = f" (and {len(failed) - 1} more)" if len(failed) > 1 else ""
+    return f"a check failed: {failed[0]}{more}"
 
 
 def format_summary(summary: CourseSummary) -> str:

@@ -5,6 +5,7 @@ What it adds to a plain ``jupyter lab``:
 - ``--allow-root`` when (and only when) it runs as root, the default user of most GPU containers;
 - the jupyter-widgets setting that saves widget state with the notebook, so a reopened notebook
   shows its progress bars as they ended instead of "Error displaying widget: model not found";
+- a status bar that reads "Busy" while a cell runs (:data:`SUBSHELL_MESSAGES`);
 - notebooks that open unmodified: JupyterLab rewrites a notebook's ``kernelspec`` and
   ``language_info`` from the kernel it starts, and marks the notebook modified when they differ
   (another Python patch version, another kernel display name). :class:`CourseContentsManager`
@@ -30,6 +31,20 @@ from jupyter_server.services.contents.largefilemanager import AsyncLargeFileMana
 
 WIDGET_SETTINGS = {"@jupyter-widgets/jupyterlab-manager:plugin": {"saveState": True}}
 """JupyterLab setting overrides installed by :func:`install_settings`."""
+SUBSHELL_MESSAGES = ("create_subshell_request", "create_subshell_reply", "delete_subshell_request",
+                     "delete_subshell_reply", "list_subshell_request", "list_subshell_reply")
+"""Control-channel messages that JupyterLab sends while a cell runs (the widget manager asks for a kernel subshell
+when a cell's first progress bar appears) and whose answer's ``idle`` status JupyterLab would otherwise show as the
+kernel's: its status bar read "Idle" while the cell ran. Jupyter Server's default list of untracked messages,
+which JupyterLab reads to ignore such statuses, leaves them out (jupyter_server 2.21); :func:`command` adds them."""
+
+
+def untracked_message_types() -> list[str]:
+    """Jupyter Server's default ``untracked_message_types`` and :data:`SUBSHELL_MESSAGES`."""
+    from jupyter_server.services.kernels.kernelmanager import MappingKernelManager
+
+    default = list(MappingKernelManager.class_traits()["untracked_message_types"].default())
+    return default + [m for m in SUBSHELL_MESSAGES if m not in default]
 
 
 def python_language_info() -> dict[str, Any]:
@@ -113,7 +128,8 @@ def command(folder: str = "notebooks", port: int | None = None, no_browser: bool
     """The ``jupyter lab`` command line (``--allow-root`` only for root)."""
     jupyter = shutil.which("jupyter", path=str(Path(sys.executable).parent)) or shutil.which("jupyter") or "jupyter"
     cmd = [jupyter, "lab", f"--ServerApp.root_dir={folder}",
-           "--ServerApp.contents_manager_class=nvtutorial.lab.CourseContentsManager"]  # by name: we may be __main__
+           "--ServerApp.contents_manager_class=nvtutorial.lab.CourseContentsManager",  # by name: we may be __main__
+           f"--MappingKernelManager.untracked_message_types={json.dumps(untracked_message_types())}"]
     if is_root if is_root is not None else (hasattr(os, "geteuid") and os.geteuid() == 0):
         cmd.append("--allow-root")
     if port is not None:

@@ -4,8 +4,10 @@ Rank 0 of a workload prints ``{"n": ..., "total": ..., "desc": ..., **info}`` ev
 (:meth:`nvtutorial.runtime.Context.progress`); :class:`RunProgress` turns them into bars, in a
 notebook as ``tqdm`` widgets and elsewhere as text bars.
 
-- A new phase (another total, or a count that starts again) gets a new bar. The same phase with
-  a new description (``"trap oom"`` after ``"trap seeds"``) keeps its bar and renames it.
+- A new phase (another total, a count that starts again, or another description at the same count)
+  gets a new bar, so each bar keeps the name of the phase it counted. A description that changes
+  while the count moves on (``"trap oom"`` at 2/3 after ``"trap seeds"`` at 1/3) is one phase
+  walking through named steps: it keeps its bar and renames it.
 - A phase that ended because the next one began, or because the run succeeded, ends complete
   and green, even when the workload's last report came before its total.
 - Only a failed or interrupted run leaves a bar red; its text says ``failed`` or ``interrupted``.
@@ -37,8 +39,10 @@ class Phase:
         """Whether an event with these values belongs to this phase rather than starting a new one."""
         if total != self.total or n < self.n:
             return False
+        if desc == self.desc:
+            return True
         complete = bool(self.total) and self.n >= self.total
-        return desc == self.desc or not complete
+        return not complete and n > self.n  # renamed as its count moves on; a new name at the same count is a new phase
 
     def text(self) -> str:
         """The bar's postfix: the workload's extra values, then the outcome if it is not success."""

@@ -249,6 +249,18 @@ def save_metrics(metrics: Mapping[str, Any]) -> None:
     _metrics.update(metrics)
 
 
+def progress(n: int, total: int, desc: str = "", **info: Any) -> None:
+    """Say how far a plain script has got (call it on one rank): under the launcher a progress event, which a
+    notebook draws as a bar named ``desc`` with ``info`` beside it; anywhere else (a plain ``torchrun``) one
+    readable line, ``desc n/total: key=value, ...``."""
+    if _metrics is not None:
+        event = {"event": "progress", "n": n, "total": total, "desc": desc, **info}
+        print(PROGRESS_PREFIX + json.dumps(event, default=_json_default), flush=True)
+        return
+    values = ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in info.items())
+    print(f"{desc} {n}/{total}" + (f": {values}" if values else ""), flush=True)
+
+
 def start_worker(run_dir: Path, rank: int, capture: bool) -> None:
     """Set this rank up for the launcher: log capture, stack dumps on SIGUSR1, pid file, the launcher watch."""
     global _metrics

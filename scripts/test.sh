@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
 # The test suite, as `make test` and CI run it: two pytest processes side by side, one for the tests
-# that execute notebooks (each notebook once per run: tests/test_browser.py executes 00 in a real
-# JupyterLab, tests/test_multinode.py executes 09, tests/test_notebooks.py the rest and reads those
-# back, so the three stay in one process, in that order) and one for everything else. Most tests
+# that execute notebooks (each notebook once per run: tests/test_jupyterlab.py runs every notebook with
+# Run All in a real JupyterLab where Chromium is installed and saves the executed copies, which
+# tests/test_multinode.py and tests/test_notebooks.py then read (the latter compares the cells marked
+# `# NBVAL_CHECK_OUTPUT` with their committed CPU outputs through nbval's comparison, tests/nbval_outputs.py);
+# without Chromium they execute the notebooks with papermill themselves; so the three stay in one process, in
+# that order) and one for
+# everything else (the website's tests there skip until `make site` built it: `make test-site`). Most tests
 # wait on ranks that are themselves busy, so one pytest keeps about one core busy; two use both
 # cores of a CI machine. The notebooks' log is printed when both are done.
 #
@@ -10,7 +14,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PY=${1:-.venv/bin/python}
-notebooks=(tests/test_browser.py tests/test_multinode.py tests/test_notebooks.py)
+notebooks=(tests/test_jupyterlab.py tests/test_multinode.py tests/test_notebooks.py)
 others=()
 for f in tests/test_*.py; do
     case " ${notebooks[*]} " in *" $f "*) ;; *) others+=("$f") ;; esac

@@ -6,9 +6,10 @@
 
 A page per notebook of ``notebooks/``: its text and code as they are now, with the outputs of an executed copy
 of that same text. Where a GPU copy under ``reference/`` (listed in ``reference/copies.json``) has exactly the
-notebook's cells, the page shows it; otherwise the CPU copy of this checkout in ``--executed`` (papermill, the
-``ci`` profile: two gloo processes), executed here when it is missing or stale (``site/executed.py``: the same
-folder ``make test`` reads, so each notebook runs once per CI run), its banner saying so and linking the GPU
+notebook's cells, the page shows it; otherwise the CPU copy of this checkout in ``--executed`` (the ``ci`` sizes: two
+gloo processes; run with Run All in JupyterLab by ``make test``, or executed here with papermill when it is missing
+or stale: ``site/executed.py``, the folder ``make test`` writes, so each notebook runs once per CI run), its banner
+saying so and linking the GPU
 copies of older text with their commit. The build fails when a page's cells differ from its notebook's. Plus the
 intro, the claims table (from ``nvtutorial.report.claims``) and where the numbers come from. The widgets'
 JavaScript (``require.js`` and ``@jupyter-widgets/html-manager``) is fetched with ``npm pack`` and served with the

@@ -7,11 +7,12 @@ A copy is **current** when its cells (type and text, papermill's injected-parame
 of ``notebooks/`` now, and the folder's stamp (``stamp.json``) was made from the same code: a fingerprint of
 the package (``nvtutorial/``) and ``pyproject.toml``. ``prune`` removes every copy that is not
 current (all of them, and the runs beside them, when the code changed or with ``--all``) and writes the stamp
-for what runs next. Whoever needs a copy that is missing executes it into the folder: ``make site``
-(``build_site.py``, with the ``ci`` profile) or ``make test`` (``tests/test_notebooks.py``; the browser test saves
-00 there). So in CI, where ``make site`` runs first, the site executes each notebook once and the tests read
-those copies; run the other way round, the site takes the tests' copies. Either way no notebook runs twice,
-except 00, which the browser test runs again in a real JupyterLab (that run is what it tests).
+for what runs next. Whoever needs a copy that is missing executes it into the folder: ``make test``
+(``tests/test_jupyterlab.py`` runs every notebook with Run All in a real JupyterLab and saves it there; without
+Chromium, ``tests/test_notebooks.py`` executes what is missing with papermill) or ``make site`` (``build_site.py``,
+papermill, the ``ci`` profile). In CI ``make test`` runs first and ``make site SITE_EXECUTE=0`` builds from its
+copies; run the other way round, the tests take the site's copies, except that the JupyterLab test always runs
+every notebook (that run is what it tests). Either way no notebook runs twice in CI.
 """
 
 from __future__ import annotations

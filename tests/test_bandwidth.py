@@ -22,7 +22,7 @@ from nvtutorial.chapters.ch01_hardware import workload_allreduce as allreduce_be
 from nvtutorial.chapters.ch01_hardware import workload_p2p as p2p_copy
 from nvtutorial.chapters.ch01_hardware import workload_sendrecv as sendrecv_bench
 
-from .conftest import requires_two_gpus
+from tests.conftest import requires_two_gpus
 
 FIX = hardware.REFERENCE_DATA
 
@@ -455,7 +455,7 @@ def test_two_process_allreduce_and_sendrecv(runs_dir):
 # --- NVML's NVLink counters, against a fake NVML -----------------------------------------------------
 
 def test_counters_are_read_per_active_link():
-    from .test_topology import FakeNVMLError, fake_nvml
+    from tests.test_topology import FakeNVMLError, fake_nvml
 
     nvml = fake_nvml(links=4, counters={(0, 138, k): 100 + k for k in range(4)} | {(0, 139, k): 200 + k for k in range(4)})
     links = nvml_mod.active_nvlinks(nvml, 0)
@@ -496,7 +496,7 @@ def test_wire_bytes_counts_what_the_links_carried(one_rank, monkeypatch):
     import torch
     import torch.distributed as dist
 
-    from .test_topology import fake_nvml
+    from tests.test_topology import fake_nvml
 
     nvml = fake_nvml(links=18, counters={(0, f, k): 0 for f in (138, 139) for k in range(18)})
     monkeypatch.setattr(nvml_mod, "nvml", contextlib.contextmanager(lambda: (yield nvml)))

@@ -27,7 +27,7 @@ from nvtutorial.chapters.ch00_welcome import report as welcome
 from nvtutorial.chapters.ch01_hardware import report_links as linkreport
 from nvtutorial.results import RunResult
 
-from .conftest import requires_two_gpus
+from tests.conftest import requires_two_gpus
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -241,7 +241,7 @@ def test_the_launch_figure_keeps_its_label_clear_of_the_axes():
 
     from nvtutorial.chapters.ch00_welcome import plots as launch_plots
 
-    from .test_bandwidth import assert_readable
+    from tests.test_bandwidth import assert_readable
 
     run = types.SimpleNamespace(first_output_s=9.9, wall_s=11.7, workload="selftest",
                                 label="CPU, gloo, 2 processes on a-long-host-name: a simulation, not a GPU measurement")

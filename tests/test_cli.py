@@ -12,7 +12,7 @@ import pytest
 
 from nvtutorial import workloads
 
-from .conftest import assert_nothing_left
+from tests.conftest import assert_nothing_left
 
 
 def cli(*args: str, cwd=None, timeout: float = 120) -> tuple[subprocess.CompletedProcess, float]:

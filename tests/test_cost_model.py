@@ -15,7 +15,7 @@ import pytest
 from nvtutorial.chapters import ch10_cost_model as ch
 from nvtutorial.chapters.ch10_cost_model import exercises, model, problems, report, schema
 from nvtutorial.report.predict import PredictionError
-from .conftest import requires_two_gpus
+from tests.conftest import requires_two_gpus
 
 LINK = model.Link(alpha=10e-6, beta=100e9)
 ROOF = model.Roof(flops=100e12, bandwidth=2e12)

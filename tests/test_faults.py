@@ -33,15 +33,7 @@ import nvtutorial
 from nvtutorial import cli, guards, launch
 from nvtutorial.launch import runner
 
-from .launch_helpers import (
-    SUBJECT,
-    assert_files_whole,
-    assert_no_process,
-    in_position,
-    processes_of,
-    read,
-    wait_for,
-)
+from tests.launch_helpers import SUBJECT, assert_files_whole, assert_no_process, in_position, processes_of, read, wait_for
 
 REPO = Path(__file__).resolve().parents[1]
 REPORT = REPO / "build" / "fault-campaign.json"

@@ -98,3 +98,12 @@ def test_widget_state_is_saved_with_notebooks(tmp_path, capsys):
     (blocked / "overrides.d").write_text("a file where the folder should be")  # unwritable, even for root
     assert lab.install_settings(blocked) is None
     assert "widget state will not be saved" in capsys.readouterr().err
+
+
+def test_the_subshell_messages_are_untracked_so_the_status_bar_reads_busy():
+    """JupyterLab's widget manager asks for a kernel subshell while a cell runs; the answer's idle status must not
+    be taken for the kernel's (tests/test_jupyterlab.py watches the status bar itself)."""
+    (flag,) = [a for a in lab.command("notebooks", is_root=False) if a.startswith("--MappingKernelManager.")]
+    listed = json.loads(flag.split("=", 1)[1])
+    assert set(lab.SUBSHELL_MESSAGES) <= set(listed)
+    assert {"debug_request", "kernel_info_request", "status"} <= set(listed), "Jupyter Server's own list is kept"

@@ -191,18 +191,21 @@ def test_link_comparison_at_the_aa_threshold(gap, status):
     assert c.status == status and c.ratio == pytest.approx(1.05)
 
 
-def test_peak_verdict_compares_gpu_peaks_with_the_model(setup):
-    """GPU-only numbers, recomputed from a result of the same shape as a GPU run's (no GPU run is committed yet)."""
-    records = []
-    for rung in ladder.RUNGS:
-        model = max(ladder.rank_memory(setup, rung, r).device_peak for r in (0, 1))
-        records.append({"rung": rung, "peak_allocated": int(model * (1.10 if rung == "ddp" else 0.95))})
-    metrics = {"config": TINY, "global_batch": RUN["global_batch"], "world_size": 2, "rungs": records}
-    fake = SimpleNamespace(label="2x GPU (synthetic)", ranks=[metrics, metrics])
-    verdict = ladder.peak_verdict(fake)
-    assert verdict.status == "info" and verdict.numbers["small"]  # the tiny model: fixed allocations dominate
-    assert verdict.numbers["gap"]["ddp"] == pytest.approx(0.10, abs=1e-6)
-    assert verdict.numbers["gap"]["tensor_parallel"] == pytest.approx(-0.05, abs=1e-6)
+def test_peak_verdict_on_the_peaks_one_h200_measured():
+    """The GPU's allocator peaks of the lesson-size model, measured on one H200 in a world of one
+    (``reference/h200x1/runs/ladder-*``, read with the real reader), against the model's estimate."""
+    from nvtutorial.results import RunResult
+
+    run = RunResult.load(ROOT / "reference" / "h200x1" / "runs" / "ladder-20261201-090824-75a961" / "result.json")
+    assert run.env.is_gpu and "H200" in run.label and len(run.ranks) == 1
+    verdict = ladder.peak_verdict(run)
+    assert verdict.status == "info" and verdict.numbers["small"] is False  # 539 M parameters: the model dominates
+    assert verdict.numbers["gap"]["ddp"] == pytest.approx(14650360320 / 14583239064 - 1, abs=1e-9)  # +0.5 %
+    assert verdict.numbers["gap"]["fsdp_checkpointing"] == pytest.approx(-0.2027, abs=1e-4)  # the estimate too high
+    table = ladder.memory_check_table(run)
+    assert list(table["peak"]) == [14650.36032, 9916.908032] and (table["counted − model (bytes)"] == 0).all()
+    assert ladder.memory_verdict(run).numbers == {"mismatches": 0, "checked": 2}
+    assert ladder.gradient_verdict(run, 1e-5).status == "pass" and ladder.loss_verdict(run, 1e-3).status == "pass"
 
 
 # --- one real run of the ladder ------------------------------------------------------------------

@@ -25,8 +25,8 @@ from nvtutorial import guards, launch
 from nvtutorial.machine import hardware
 from nvtutorial.results import RunResult, write_json_atomic
 
-from .conftest import assert_nothing_left, requires_two_gpus, run_pids
-from .launch_helpers import SUBJECT, assert_no_process, in_position
+from tests.conftest import assert_nothing_left, requires_two_gpus, run_pids
+from tests.launch_helpers import SUBJECT, assert_no_process, in_position
 
 
 def test_ok_run_returns_typed_result(runs_dir):

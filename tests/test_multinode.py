@@ -22,8 +22,8 @@ from nvtutorial.chapters.ch09_multinode import report
 from nvtutorial.report.verdict import verdicts_in_notebook
 from nvtutorial.teach import check
 
-from .launch_helpers import assert_no_process
-from .test_notebooks import executed
+from tests.launch_helpers import assert_no_process
+from tests.test_notebooks import executed
 
 SIZES = {"steps": 20, "every": 6, "batch": 32, "samples": 1024, "features": 64, "hidden": 256, "layers": 3}
 KILL_AFTER = 9
@@ -156,6 +156,13 @@ def test_steps_lost_are_graded(runs):
     assert report.grade_steps_lost(4, outcome, 9).status == "right"
     assert report.grade_steps_lost(20, outcome, 9).status == "off"
     assert report.grade_steps_lost(None, outcome, 9).status == "no answer"
+    # asked after step 9, the kill landed after step 10: 9 − 6 = 3 is right for the question asked, and says so
+    asked = report.grade_steps_lost(3, outcome, 9)
+    assert asked.status == "right" and asked.numbers == {"prediction": 3, "measured": 4, "asked": 3}
+    assert "right for a kill right after step 9" in asked.text and "This run lost 4" in asked.text
+    assert asked.title == "Steps done again after a rank is killed"
+    assert report.grade_steps_lost(3, outcome, 10).status == "close"  # asked after step 10: 4 is the answer; 3 is not
+    assert report.grade_steps_lost(2, outcome, 9).status == "close"
 
 
 def test_a_run_with_two_faults_is_seen_from_each(runs):

@@ -25,7 +25,7 @@ from nvtutorial.chapters.ch06_pitfalls import report as rp
 from nvtutorial.chapters.ch06_pitfalls import report_measured as rm
 from nvtutorial.chapters.ch06_pitfalls import workload
 
-from .conftest import assert_nothing_left, requires_two_gpus
+from tests.conftest import assert_nothing_left, requires_two_gpus
 
 TINY = ["--model", "tiny", "--image-size", "16", "--batch-size", "4", "--samples", "16"]
 

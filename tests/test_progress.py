@@ -94,6 +94,25 @@ def test_one_phase_renamed_step_by_step_stays_one_bar():
     assert bar.shown[-1] == (3, "traps") and bar.ended.status == "done"
 
 
+def test_each_phase_of_a_run_keeps_its_own_name():
+    # notebook 08's ladder: the one-process reference, each rung, the checkpoint, the largest model: each at 0/1,
+    # then 1/1 when it ends; the finished list must name each phase once, in order
+    Recorder.made = []
+    progress = RunProgress(bar=Recorder)
+    progress.update({"n": 0, "total": 1, "desc": "one-process reference"})
+    for rung in ("ddp", "zero1", "fsdp_zero3"):
+        progress.update({"n": 0, "total": 1, "desc": rung})
+        progress.update({"n": 1, "total": 1, "desc": rung})
+    progress.update({"n": 0, "total": 1, "desc": "checkpoint"})
+    progress.update({"n": 0, "total": 1, "desc": "the largest model: fsdp_zero3, 9 blocks"})
+    progress.update({"n": 1, "total": 1, "desc": "the largest model: fsdp_zero3, 9 blocks"})
+    progress.close("done")
+    assert [(b.ended.desc, b.ended.n, b.ended.status) for b in Recorder.made] == [
+        ("one-process reference", 1, "done"), ("ddp", 1, "done"), ("zero1", 1, "done"), ("fsdp_zero3", 1, "done"),
+        ("checkpoint", 1, "done"), ("the largest model: fsdp_zero3, 9 blocks", 1, "done")]
+    assert all(b.shown[0][1] == b.ended.desc for b in Recorder.made), "a bar was renamed after the phase it counted"
+
+
 def test_a_count_that_starts_again_is_a_new_phase():
     Recorder.made = []
     progress = RunProgress(bar=Recorder)

@@ -222,6 +222,26 @@ def test_nsys_split_matches_the_profiler_split(tmp_path):
         assert getattr(s, key) == pytest.approx(getattr(ref, key)), key
 
 
+def test_nsys_split_of_an_older_export_without_steps(tmp_path):
+    """NVTX_EVENTS without textId (older nsys), no copy tables, no train_step range: the GPU's whole span is one step."""
+    db = tmp_path / "old.sqlite"
+    con = sqlite3.connect(db)
+    con.execute("CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value TEXT NOT NULL)")
+    con.execute("CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (start INT, end INT, deviceId INT, globalPid INT, shortName INT)")
+    con.execute("CREATE TABLE NVTX_EVENTS (start INT, end INT, globalTid INT, text TEXT)")
+    con.executemany("INSERT INTO StringIds VALUES (?,?)", [(1, "sm90_gemm"), (2, "ncclDevKernel_AllReduce_Sum_f32")])
+    gpid = 77 << 24
+    con.executemany("INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (?,?,?,?,?)",
+                    [(1000, 2000, 1, gpid, 1), (2000, 2500, 1, gpid, 2)])
+    con.execute("INSERT INTO NVTX_EVENTS VALUES (?,?,?,?)", (0, 9000, 78 << 24, "train_step"))  # another process's
+    con.execute("INSERT INTO NVTX_EVENTS VALUES (?,?,?,?)", (0, 9000, gpid | 3, "forward"))
+    con.commit()
+    con.close()
+    (s,) = traces.nsys_split(db)
+    assert (s.source, s.rank, s.steps) == ("nsys", 1, 1)
+    assert (s.step_ms, s.compute_ms, s.comm_ms, s.exposed_ms) == pytest.approx((0.0015, 0.001, 0.0005, 0.0005))
+
+
 def test_parse_kernel_summary():
     text = (" ** CUDA GPU Kernel Summary (cuda_gpu_kern_sum):\n\n"
             '"Time (%)","Total Time (ns)","Instances","Avg (ns)","Med (ns)","Min (ns)","Max (ns)","StdDev (ns)","Name"\n'
@@ -448,6 +468,18 @@ def test_timeline_shows_waiting_and_transfer():
     assert "comm" in set(alone["kind"]) and "wait" not in set(alone["kind"])
 
 
+def test_timeline_when_the_ranks_cannot_be_paired_or_have_no_steps():
+    elsewhere = _rank_trace(1, [(0, 60)], [(60, 70)], [(0, 100), (100, 200)], host="other")
+    tl = traces.timeline([RANK0, elsewhere], step=0)  # two hosts: no common clock, no waiting and transfer
+    assert "wait" not in set(tl["kind"]) and set(tl[tl["kind"] == "comm"]["rank"]) == {0, 1}
+    bare = _rank_trace(0, [(10, 60)], [(60, 70)], [])
+    tl = traces.timeline([bare])  # no step ranges: the whole trace, from its first kernel to its last
+    assert tl[tl["kind"] == "step"][["start_ms", "end_ms"]].values.tolist() == [[0.0, pytest.approx(0.060)]]
+    assert tl[tl["kind"] == "comm"][["start_ms", "end_ms"]].values.tolist() == [[pytest.approx(0.050), pytest.approx(0.060)]]
+    tl = traces.timeline([_rank_trace(0, [], [], [])])  # nothing ran: an empty window
+    assert tl[["kind", "start_ms", "end_ms"]].values.tolist() == [["step", 0.0, 0.0]]
+
+
 def test_real_cpu_traces_pair():
     w0, w1 = tracesplit.pair(CPU_TRACES)
     assert w0.collectives == w1.collectives == 1
@@ -633,13 +665,23 @@ def test_profile_step_run_reports_every_rank_consistently(runs_dir):
     assert profreport.check_split(res).status == "pass"
     split = profreport.verdict_split(res)
     assert split.numbers["source"] == "paired traces" and len(split.numbers["comm_ms"]) == 2
-    assert profreport.verdict_overhead(res).status in ("slower", "no change", "faster")
-    assert len(profreport.verdict_overhead(res).numbers["overhead_ms"]) == 2
-    assert profreport.verdict_trust(res).numbers["trustworthy"] in (True, False, None)
-    for v in (profreport.verdict_exchange(res), profreport.verdict_second_gpu(res)):
-        assert v.status in ("slower", "no change", "faster") and len(v.numbers["extra_ms"]) == 2
+    # Timings on shared cores decide nothing here: each verdict must follow its rule from this run's repeats.
+    overhead = profreport.verdict_overhead(res)
+    comps = profreport._overhead_comparisons(res)
+    assert len(comps) == 2 and all(comps) and overhead.status == profreport._joint([c.status for c in comps])
+    assert overhead.numbers["ratio"] == [c.ratio for c in comps]
+    assert overhead.numbers["overhead_ms"] == [m["step_ms_profiled"] - m["step_ms"] for m in res.ranks]
+    trust = profreport.verdict_trust(res)
+    t = trust.numbers
+    assert t["trustworthy"] is (False if t["ranks_failing"] else None if t["ranks_undecided"] else True)
+    assert trust.status == ("undecided" if t["trustworthy"] is None else "info")
+    for v, baseline in ((profreport.verdict_exchange(res), "no_sync"), (profreport.verdict_second_gpu(res), "local")):
+        cs = profreport.comparisons(res.ranks, baseline)
+        assert v.numbers["rank_status"] == [c.status for c in cs] and v.status == profreport._joint(v.numbers["rank_status"])
+        assert v.numbers["extra_ms"] == [c.candidate - c.baseline for c in cs]
     c12 = traces.verdict_c12(res)
-    assert c12.status in (("holds", "partly") if res.env.is_gpu else ("unverifiable",))
+    if not res.env.is_gpu:
+        assert c12.status == "unverifiable"
     assert len(c12.numbers["waiting_share"]) == 2
 
 

@@ -27,7 +27,7 @@ from nvtutorial import launch
 from nvtutorial.launch import warm as warm_mod
 from nvtutorial.teach import ranks
 
-from .launch_helpers import assert_no_process
+from tests.launch_helpers import assert_no_process
 
 REPO = Path(__file__).resolve().parent.parent
 RANK_VIEW = REPO / "tests" / "scripts" / "rank_view.py"

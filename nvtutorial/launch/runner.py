@@ -77,7 +77,7 @@ def run(target: str | os.PathLike[str], *, nproc: int = 2, backend: Backend = "a
     ``target``: a workload's name (``nvtutorial list``) or a script's path; ``params``: a dict (or
     the workload's ``Params``); ``args``: the script's arguments; ``env``: variables set for this
     run only (the rest of the environment passes through); ``output``: which ranks' lines to
-    show; ``pg_timeout``: the process group's collective timeout in seconds; ``nnodes``: emulated
+    show (``"none"``: only the launcher's line saying how the run started, and its progress bars); ``pg_timeout``: the process group's collective timeout in seconds; ``nnodes``: emulated
     nodes, one torchrun agent each; ``allow_oversubscribe``: start even with more ranks than the
     cores or the memory hold (:mod:`nvtutorial.guards`); ``max_restarts``: torchrun restarts the
     ranks after a failure this many times (a rank that dies is then not the end of the run);
@@ -463,9 +463,9 @@ def execute(spec: LaunchSpec, check: bool = True) -> RunResult:
     previous_sigterm = _raise_on_sigterm()
     try:
         cold_reason = _start(run, spec)
-        if spec.output != "none":
-            how = "ranks forked warm, as" if run.started == "warm" else "started with"
-            print(f"[nvtutorial] {how}: {command}", flush=True)
+        # every run says how it started, output="none" included (that hides the ranks' lines, not the run)
+        how = "ranks forked warm, as" if run.started == "warm" else "started with"
+        print(f"[nvtutorial] {how}: {command}", flush=True)
         for attempt in range(PORT_ATTEMPTS):
             run.watch()
             if attempt + 1 == PORT_ATTEMPTS or not run.port_taken():
@@ -497,6 +497,7 @@ def execute(spec: LaunchSpec, check: bool = True) -> RunResult:
         result.error = {"type": "SIGTERM" if run.terminated else "KeyboardInterrupt",
                         "message": "interrupted by the caller; every process of the run was ended"}
         _save(result)
+        # every rank's ready file, even if the interrupt came before the watch loop's next look at them
         ran = "ready" if run.ready_at is not None or run.all_ready() else "still starting"
         message = (f"stopped while {spec.workload} ran on {spec.world_size} rank{'s' * (spec.world_size > 1)} "
                    f"({ran}, {wall:.1f} s after the launch)\n"

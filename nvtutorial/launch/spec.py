@@ -148,6 +148,9 @@ class LaunchSpec:
                     "--rdzv-conf", f"is_host={int(node == 0)}"]
         if self.max_restarts:
             cmd += ["--max-restarts", str(self.max_restarts)]
+        # torchrun's own files (each attempt's error files) in the run's folder, not a torchelastic_* folder that
+        # it would make in the system's temp folder and never remove
+        cmd += ["--log-dir", str(self.run_dir / "torchelastic")]
         return cmd + ["--nproc-per-node", str(self.nproc), "--monitor-interval", "0.1", *self.program()]
 
     def cluster_commands(self, endpoint: str = "$HEAD_NODE:29400", job_id: str = "nvtutorial") -> list[str]:
@@ -205,6 +208,13 @@ def torchrun_line(spec: LaunchSpec) -> str:
         prefix = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(shown.items()))
         lines.append((prefix + " " if prefix else "") + " ".join(shlex.quote(w) for w in [*words, *program]))
     return " & ".join(lines)
+
+
+def run_folder(name: str) -> Path:
+    """A new run folder's path under the runs root, named as the launcher names its own
+    (``<name>-<date>-<time>-<random>``, :data:`RUN_NAME`): for a run's ``out=`` when its files (checkpoints, traces)
+    must be named before it starts, so that they live, and are pruned, with it. Not created."""
+    return runs_root() / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"
 
 
 KEEP_RUNS = 50
@@ -391,9 +401,7 @@ def prepare(target: str | os.PathLike[str], *, nproc: int = 2, backend: Backend 
         overrides[key] = _no_nul(f"environment variable {key}=", str(value))
     resolved = resolve_backend(backend, nproc)
     if out is None:
-        stamp = time.strftime("%Y%m%d-%H%M%S")
-        name = script.stem if script is not None else workload
-        run_dir = runs_root() / f"{name}-{stamp}-{secrets.token_hex(3)}"
+        run_dir = run_folder(script.stem if script is not None else workload)
     else:
         run_dir = Path(_no_nul("out", os.fspath(out)))
     try:

@@ -579,6 +579,11 @@ class Report:
 
 def run(probe: bool = True) -> Report:
     """Collect this machine's facts and check them (notebook 02, ``nvtutorial doctor``)."""
+    ipython = sys.modules.get("IPython")
+    shell = ipython.get_ipython() if ipython is not None else None
+    if probe and type(shell).__name__ == "ZMQInteractiveShell":  # a notebook cell would otherwise wait in silence
+        print("doctor: reading the driver, the GPUs and, from a fresh Python process, torch's versions and CUDA's "
+              "view (it imports torch: a few seconds)", flush=True)
     facts = collect(probe=probe)
     return Report(facts, run_checks(facts))
 

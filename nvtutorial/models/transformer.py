@@ -18,6 +18,7 @@ before any sharding: the single-process reference and every rung start from iden
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import torch
 import torch.nn.functional as F
@@ -155,7 +156,13 @@ def batch(step: int, global_batch: int, cfg: Config, seed: int = 0) -> torch.Ten
 
 def parameter_shapes(cfg: Config) -> list[tuple[str, tuple[int, ...]]]:
     """``(name, shape)`` of every parameter, in ``named_parameters()`` order (built on the meta
-    device: no memory, no CUDA)."""
+    device: no memory, no CUDA; once per config: a build takes a fraction of a second, and notebook 10's
+    questions and answers ask for the same few dozens of times)."""
+    return list(_parameter_shapes(cfg))
+
+
+@functools.lru_cache(maxsize=64)
+def _parameter_shapes(cfg: Config) -> tuple[tuple[str, tuple[int, ...]], ...]:
     with torch.device("meta"):
         model = Transformer(cfg)
-    return [(name, tuple(p.shape)) for name, p in model.named_parameters()]
+    return tuple((name, tuple(p.shape)) for name, p in model.named_parameters())

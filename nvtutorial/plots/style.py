@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import matplotlib.pyplot  # noqa: F401 - loaded with the plots (a notebook's setup cell), not by the first figure's cell
+
 
 def stamp(fig: Any, where: Any, measured: bool = True) -> None:
     """Write the measurement's origin under the figure. ``where``: a RunResult, EnvInfo or str. With
@@ -31,11 +33,26 @@ COLOURS = {"compute": "#4C72B0", "hidden": "#8172B2", "exposed": "#C44E52", "idl
 """One colour per kind of time (compute, hidden and exposed communication, idle...), the same in every figure."""
 
 
-def finish(fig: Any, where: Any) -> None:
-    """Lay the figure out with room at the bottom, then stamp where it was measured."""
+def finish(fig: Any, where: Any, measured: bool = True) -> None:
+    """Lay the figure out with room at the bottom, then stamp where it was measured (``measured=False``: that it
+    is arithmetic, see :func:`stamp`)."""
     import warnings
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # tight_layout warns about axes it cannot fit; the figure is still drawn
         fig.tight_layout(rect=(0, 0.04, 1, 1))
-    stamp(fig, where)
+    stamp(fig, where, measured)
+
+
+def plain_log_ticks(axis: Any, unit: str = "", subs: tuple[float, ...] = (1.0, 2.0, 5.0),
+                    label: Any = None) -> None:
+    """Tick labels of a log axis as plain numbers (0.1, 1, 10, 1,000; 1e-06 below 0.001) instead of powers of
+    ten, with ``unit``; ``subs``: the ticks within a decade; ``label``: a function that writes a tick's value."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    def plain(v: float) -> str:
+        return f"{v:,.12g}{unit}" if v >= 1e-3 else f"{v:.0e}{unit}"
+
+    axis.set_major_locator(LogLocator(base=10, subs=subs))
+    axis.set_minor_formatter(NullFormatter())
+    axis.set_major_formatter(FuncFormatter(lambda v, _: (label or plain)(v)))

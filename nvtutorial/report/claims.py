@@ -10,12 +10,13 @@ course website show :func:`markdown_table`.
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import importlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from nvtutorial.report.verdict import CLAIM_STATUSES
+from nvtutorial.report.verdict import CLAIM_STATUSES, Verdict
 
 EVIDENCE = ("2× H200 run", "CPU run", "primary source", "vendor data", "pending a 2× H200 run")
 """How a claim is settled: a run on the reference GPUs, a run that holds on the CPU too (gloo),
@@ -219,6 +220,81 @@ def frame():  # -> pandas.DataFrame
 
 def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
+
+
+LESSON_FAILS: Mapping[tuple[str, str], str] = {}
+"""Checks whose ``fail`` is what a notebook teaches, ``(notebook, verdict key) → why``; none so far. Any other
+verdict with status ``fail`` in an executed notebook makes it a failed notebook (``make course``, the tests)."""
+
+
+def failed_checks(notebook: str, verdicts: Sequence[Verdict]) -> list[Verdict]:
+    """The verdicts of an executed notebook (``notebook``: its name, with or without ``.ipynb``) that failed
+    where failing is not the lesson (:data:`LESSON_FAILS`)."""
+    name = notebook.removesuffix(".ipynb")
+    return [v for v in verdicts if v.status == "fail" and (name, v.key) not in LESSON_FAILS]
+
+
+def decider_calls(sources: Mapping[str, str]) -> dict[str, list[str]]:
+    """Where test code calls each claim's decider: claim id → ``["file:line", ...]`` (``sources``: file → text).
+
+    A call counts when the decider itself is called, through the module it lives in
+    (``from nvtutorial.report import training as report`` ... ``report.verdict_c1(...)``; ``import
+    nvtutorial.chapters.ch03_ddp_training.report`` ... ``nvtutorial.chapters.ch03_ddp_training.report.verdict_c1(...)``), by its imported name
+    (``from nvtutorial.chapters.ch03_ddp_training.report import verdict_c1`` ... ``verdict_c1(...)``) or through the registry
+    with the claim's id written out (``claims.claim("C1").decider()(...)``). A name in a comment or a string,
+    a function of the same name in another module, or ``claim.decider()`` not called, does not count.
+    """
+    wanted: dict[tuple[str, str], list[str]] = {}
+    for c in CLAIMS:
+        if c.decided_by:
+            module, _, name = c.decided_by.partition(":")
+            wanted.setdefault((module, name), []).append(c.id)
+    found: dict[str, list[str]] = {c.id: [] for c in CLAIMS}
+    for path, text in sources.items():
+        tree = ast.parse(text, filename=path)
+        modules: dict[str, str] = {}  # local name -> module it names
+        names: dict[str, tuple[str, str]] = {}  # local name -> (module, function) imported by name
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                for a in node.names:
+                    if a.asname:
+                        modules[a.asname] = a.name
+                    else:
+                        modules.setdefault(a.name.split(".")[0], a.name.split(".")[0])
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                for a in node.names:
+                    full = f"{node.module}.{a.name}"
+                    modules[a.asname or a.name] = full
+                    names[a.asname or a.name] = (node.module, a.name)
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Call):
+                continue
+            ids: list[str] = []
+            func = node.func
+            if isinstance(func, ast.Name) and func.id in names:
+                ids = wanted.get(names[func.id], [])
+            elif isinstance(func, ast.Attribute):
+                owner = _dotted(func.value, modules)
+                ids = wanted.get((owner, func.attr), []) if owner else []
+            elif isinstance(func, ast.Call) and isinstance(func.func, ast.Attribute) and func.func.attr == "decider":
+                target = func.func.value  # claims.claim("C1") / claims.BY_ID["C1"] / claim("C1")
+                literal = next((n.value for n in ast.walk(target) if isinstance(n, ast.Constant)
+                                and isinstance(n.value, str) and n.value in BY_ID), None)
+                ids = [literal] if literal else []
+            for cid in ids:
+                found[cid].append(f"{path}:{node.lineno}")
+    return found
+
+
+def _dotted(node: ast.expr, modules: Mapping[str, str]) -> str | None:
+    """The module an expression such as ``report`` or ``nvtutorial.chapters.ch03_ddp_training.report`` names, if any."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name) or node.id not in modules:
+        return None
+    return ".".join([modules[node.id], *reversed(parts)])
 
 
 README_START = "<!-- claims-table: start (generated by `python -m nvtutorial.report.claims --readme`; do not edit) -->"

@@ -13,6 +13,7 @@ gap of an A/A comparison (the same thing measured twice) where there is one.
 from __future__ import annotations
 
 import dataclasses
+import html
 import json
 import math
 import statistics
@@ -30,6 +31,9 @@ CHECK_STATUSES = ("pass", "fail")
 """A property that must hold in a run (identical weights, exact resume...) and whether it did."""
 GRADE_STATUSES = ("right", "close", "off", "no answer")
 """A learner's prediction, graded against the measurement (see :mod:`nvtutorial.teach.predict`)."""
+GRADE_LOOK = {"right": ("✔", "#1a7f37"), "close": ("≈", "#9a6700"), "off": ("✘", "#cf222e"),
+              "no answer": ("?", "#57606a")}
+"""How a grade shows at a glance: its mark and colour (green, amber, red; grey when nothing was predicted)."""
 UNDECIDED = "undecided"
 """A reading the run's noise cannot settle either way (the verdict says which bound it could not pass)."""
 STATUSES = CLAIM_STATUSES + COMPARISON_STATUSES + CHECK_STATUSES + GRADE_STATUSES + ("info", UNDECIDED)
@@ -45,6 +49,8 @@ class Verdict:
     text: str
     numbers: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     where: str = ""
+    title: str = ""
+    """What a reader calls it (a grade: the question asked), shown instead of ``key`` when given."""
 
     def __post_init__(self) -> None:
         if self.status not in STATUSES:
@@ -58,26 +64,48 @@ class Verdict:
         """False for a failed check; True otherwise (a claim found wrong is a correct finding)."""
         return self.status != "fail"
 
+    @property
+    def is_grade(self) -> bool:
+        return self.status in GRADE_STATUSES
+
     def __str__(self) -> str:
         where = f" [{self.where}]" if self.where else ""
-        return f"{self.key} · {self.status}: {self.text}{where}"
+        if self.is_grade:
+            return f"{GRADE_LOOK[self.status][0]} {self.status} · {self.title or self.key}: {self.text}{where}"
+        return f"{self.title or self.key} · {self.status}: {self.text}{where}"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"key": self.key, "status": self.status, "text": self.text,
-                "numbers": _plain(self.numbers), "where": self.where}
+        out = {"key": self.key, "status": self.status, "text": self.text,
+               "numbers": _plain(self.numbers), "where": self.where}
+        if self.title:
+            out["title"] = self.title
+        return out
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Verdict:
         return cls(key=data["key"], status=data["status"], text=data["text"],
-                   numbers=dict(data.get("numbers") or {}), where=data.get("where", ""))
+                   numbers=dict(data.get("numbers") or {}), where=data.get("where", ""), title=data.get("title", ""))
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
         where = f"  \n<small>measured on: {self.where}</small>" if self.where else ""
-        return {
+        name = self.title or self.key
+        bundle = {
             "text/plain": str(self),
-            "text/markdown": f"**{self.key} · {self.status}**: {self.text}{where}",
+            "text/markdown": f"**{name} · {self.status}**: {self.text}{where}",
             MIME: self.to_dict(),
         }
+        if self.is_grade:  # a grade is seen at a glance: its mark and colour first, then the question
+            mark, colour = GRADE_LOOK[self.status]
+            bundle["text/markdown"] = f"**{mark} {self.status}** · *{name}*: {self.text}{where}"
+            bundle["text/html"] = (
+                f'<div class="nvtutorial-grade nvtutorial-grade-{self.status.replace(" ", "-")}" '
+                f'style="border-left: 4px solid {colour}; padding: 2px 0 2px 10px; margin: 4px 0">'
+                f'<span style="background: {colour}; color: #fff; font-weight: bold; border-radius: 3px; '
+                f'padding: 1px 7px; margin-right: 6px">{mark} {html.escape(self.status)}</span>'
+                f'<b>{html.escape(name)}</b><br>{html.escape(self.text)}'
+                + (f'<br><small style="opacity: 0.75">measured on: {html.escape(self.where)}</small>' if self.where else "")
+                + "</div>")
+        return bundle
 
 
 def _plain(value: Any) -> Any:

@@ -27,7 +27,7 @@ from typing import Any
 from nvtutorial.launch import warm
 from nvtutorial.launch.environment import base_environment, torchrun_variables
 from nvtutorial.launch.tree import ProcessTree
-from nvtutorial.teach._ranks_result import CellResult, RankOutcome, RanksError, RanksInterrupted, exit_text, rank_list
+from nvtutorial.teach._ranks_result import CellResult, RankOutcome, RanksCommandInterrupted, RanksError, RanksInterrupted, exit_text, rank_list
 
 INTERRUPT_GRACE_S = 1.0
 """After SIGINT, a rank gets this long to stop before its process group is aborted."""
@@ -89,6 +89,9 @@ class Pool:
         self.pg_timeout = pg_timeout
         self.workers: list[_Worker] = []
         self.show = True
+        self.tick: Any = None
+        """Called as ``tick(seconds since the cell began, seconds since a line was last shown)`` while a cell runs."""
+        self.last_shown = 0.0
         self.cells = 0
         self._cid = 0
         self._capture: dict[int, list[str]] | None = None
@@ -299,6 +302,7 @@ class Pool:
             self._capture[rank].append(line)
         if self.show:
             print(f"[rank{rank}] {line}", file=sys.stderr if stream == "stderr" else sys.stdout, flush=False)
+            self.last_shown = time.monotonic()
 
     def drain(self) -> None:
         """Show output the ranks wrote since the last command (a background thread, say)."""
@@ -318,6 +322,7 @@ class Pool:
             w.inbox.clear()
         self._capture = {w.rank: [] for w in targets}
         t0 = time.monotonic()
+        self.last_shown = t0
         deadline = None if not timeout else t0 + timeout
         reason: str | None = None
         failed_at: float | None = None
@@ -340,6 +345,9 @@ class Pool:
                     reason = "timeout"
                     break
                 self._pump(0.05)
+                if self.tick is not None:
+                    _flush_console()
+                    self.tick(now - t0, now - self.last_shown)
         except KeyboardInterrupt:
             reason = "interrupt"
         busy = [w for w in targets if w.alive and ("done", cid) not in w.inbox]
@@ -356,8 +364,9 @@ class Pool:
         except KeyboardInterrupt as exc:  # an interrupt while stopping the ranks: end them all
             recovery_error = exc
             self.stop()
-            result.recovery, result.group_kept = ("interrupted again while stopping the ranks: the group was "
-                                                  "stopped; the next cell starts a new one (variables are lost)"), False
+            result.recovery, result.group_kept = ("ended: every rank (interrupted again while they were being "
+                                                  "stopped)\nkept: nothing: the next cell starts new ranks, and every "
+                                                  "rank's variables are lost"), False
         for w in self.workers:
             self._flush_partial(w, force=True)
         _flush_console()
@@ -417,7 +426,8 @@ class Pool:
         for w in busy:
             _signal(w, signal.SIGINT)
         if self._wait(lambda: all(("done", cid) in w.inbox for w in busy), t0 + INTERRUPT_GRACE_S):
-            return ("every running rank stopped at SIGINT: variables and the process group are kept"), True
+            return (f"ended: the cell on rank {rank_list([w.rank for w in busy])} (every running rank stopped at "
+                    "SIGINT)\nkept: the ranks, their variables and the process group"), True
         blocked = [w for w in busy if ("done", cid) not in w.inbox]
         acks = self._next_id()
         for w in self.workers:
@@ -433,14 +443,16 @@ class Pool:
         problem = self._init_group("reinit", START_TIMEOUT_S)
         if problem:
             return self._restart(f"after aborting the process group, {problem}"), False
-        return (f"{names} did not stop at SIGINT (blocked in a collective, which SIGINT cannot interrupt): "
-                f"the process group was aborted and created again on every rank in {time.monotonic() - t0:.2f} s. "
-                f"Variables are kept; objects tied to the old group (a DDP model, groups from dist.new_group) "
-                f"must be created again"), True
+        return (f"ended: the cell on rank {rank_list([w.rank for w in busy])}; {names} did not stop at SIGINT "
+                f"(blocked in a collective, which SIGINT cannot interrupt), so the process group was aborted and "
+                f"created again on every rank in {time.monotonic() - t0:.2f} s\n"
+                f"kept: the ranks and their variables; objects tied to the old group (a DDP model, groups from "
+                f"dist.new_group) must be created again"), True
 
     def _restart(self, why: str) -> str:
         self.stop()
-        return f"{why}: every rank was ended; the next cell starts new ones (every rank's variables are lost)"
+        return (f"ended: every rank ({why}): every rank was ended\n"
+                f"kept: nothing: the next cell starts new ranks, and every rank's variables are lost")
 
     def pull(self, expr: str, ranks: list[int] | None = None) -> list[Any]:
         """The value of ``expr`` on each of ``ranks`` (default: all), tensors as CPU copies."""
@@ -467,14 +479,38 @@ class Pool:
         cid = self._next_id()
         for w in targets:
             w.send((kind, cid, opts))
-        self._wait(lambda: all(("done", cid) in w.inbox or not w.alive for w in targets),
-                   time.monotonic() + PULL_TIMEOUT_S)
+        try:
+            self._wait(lambda: all(("done", cid) in w.inbox or not w.alive for w in targets),
+                       time.monotonic() + PULL_TIMEOUT_S)
+        except KeyboardInterrupt:
+            self._interrupt_command(targets, kind, cid, opts)
         missing = [w.rank for w in targets if ("done", cid) not in w.inbox]
         if missing:
             raise RanksError(f"{kind}: rank {rank_list(missing)} did not answer within {PULL_TIMEOUT_S:g} s "
                              f"(a rank still busy, or gone): try %ranks restart")
         _flush_console()
         return {w.rank: w.inbox.pop(("done", cid)) for w in targets}
+
+    def _interrupt_command(self, targets: list[_Worker], kind: str, cid: int, opts: dict[str, Any]) -> None:
+        """Stop a command that the kernel's interrupt cut short (a pull evaluating an expression): SIGINT to the ranks
+        still at it, else every rank is ended. Raises :class:`RanksCommandInterrupted`."""
+        busy = [w for w in targets if w.alive and ("done", cid) not in w.inbox]
+        for w in busy:
+            _signal(w, signal.SIGINT)
+        freed = self._wait(lambda: all(("done", cid) in w.inbox or not w.alive for w in busy),
+                           time.monotonic() + INTERRUPT_GRACE_S)
+        for w in targets:
+            w.inbox.pop(("done", cid), None)
+        on = rank_list([w.rank for w in targets])
+        what = f"pulling {opts['name']} from rank {on}" if kind == "pull" else f"rank {on} answered {kind}"
+        running = rank_list([w.rank for w in busy])
+        if freed and all(w.alive for w in self.workers):
+            raise RanksCommandInterrupted(what, f"the {kind} on rank {running} (it stopped at SIGINT)",
+                                          "the ranks, their variables and the process group")
+        self.stop()
+        raise RanksCommandInterrupted(what, f"every rank (rank {running} did not stop at SIGINT): every rank was ended",
+                                      "nothing: the next %%ranks cell starts new ranks, and every rank's variables "
+                                      "are lost")
 
 
 def _signal(w: _Worker, sig: int) -> None:

@@ -91,7 +91,7 @@ class CellResult:
         for (title, body), ranks in sections.items():
             lines += [f"--- rank {rank_list(ranks)}: {title} ---", body]
         if self.recovery:
-            lines.append(self.recovery)
+            lines += self.recovery.splitlines()
         return lines
 
 
@@ -126,8 +126,20 @@ class RanksStartInterrupted(KeyboardInterrupt):
         self.nproc = nproc
 
     def _render_traceback_(self) -> list[str]:
-        return [f"KeyboardInterrupt: stopped while {self.nproc} ranks were starting (their processes and process "
-                f"group): every rank was ended, nothing is kept; the next %%ranks cell starts new ones"]
+        return [f"KeyboardInterrupt: stopped while {self.nproc} ranks were starting (their processes and process group)",
+                "ended: every rank that had started",
+                "kept: nothing; the next %%ranks cell starts new ranks"]
+
+
+class RanksCommandInterrupted(KeyboardInterrupt):
+    """The kernel was interrupted while the ranks answered a command (``%ranks pull`` of an expression)."""
+
+    def __init__(self, what: str, ended: str, kept: str) -> None:
+        super().__init__(f"stopped while {what}")
+        self.lines = [f"stopped while {what}", f"ended: {ended}", f"kept: {kept}"]
+
+    def _render_traceback_(self) -> list[str]:
+        return [f"KeyboardInterrupt: {self.lines[0]}", *self.lines[1:]]
 
 
 class RanksInterrupted(KeyboardInterrupt):

@@ -248,9 +248,12 @@ def _pull(opts: dict[str, Any], ns: dict[str, Any]) -> dict[str, Any]:
         value = ns[name]
     else:
         try:
+            _state.busy = True  # an expression may take long: the kernel's interrupt (SIGINT) stops it
             value = eval(compile(name, "<pull>", "eval"), ns)
         except BaseException as exc:  # noqa: BLE001 - reported to the kernel
             return _error(exc)
+        finally:
+            _state.busy = False
     buffer = io.BytesIO()
     try:
         _CpuPickler(buffer, protocol=pickle.DEFAULT_PROTOCOL).dump(value)

@@ -1,7 +1,7 @@
 """Code exercises that check themselves: run the learner's code against a reference, say pass or why not.
 
-An exercise lives in ``nvtutorial/exercises/<name>.py`` (rank-side code only: it imports nothing
-of the notebook side) and declares::
+An exercise lives in its chapter, ``nvtutorial/chapters/chNN_topic/exercises*.py`` (rank-side code only: it
+imports nothing of the notebook side) and declares::
 
     NOTEBOOK = "03_ddp_training"      # where it is asked
     TASK = "..."                      # one line: what to write
@@ -27,8 +27,6 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import inspect
-import os
-import tempfile
 import textwrap
 from pathlib import Path
 from types import ModuleType
@@ -113,14 +111,6 @@ def check(name: str, candidate: Any = None, *, nproc: int = 2, timeout: float | 
     raise ExerciseError(f"exercise {name} defines no check_local, check_on_rank or check_run")
 
 
-def _runs_dir() -> Path:
-    from nvtutorial.launch import runs_root
-
-    folder = runs_root() / "exercises"
-    folder.mkdir(parents=True, exist_ok=True)
-    return folder
-
-
 def _check_on_ranks(name: str, ex: ModuleType, candidate: Any, nproc: int, timeout: float | None) -> CheckResult:
     from nvtutorial import launch
 
@@ -128,11 +118,17 @@ def _check_on_ranks(name: str, ex: ModuleType, candidate: Any, nproc: int, timeo
     entry = getattr(candidate, "__name__", None) or getattr(ex, "ENTRY", None)
     if not entry:
         raise ExerciseError(f"exercise {name}: pass the function itself (its name tells the checker what to call)")
-    fd, path = tempfile.mkstemp(prefix=f"{name}-", suffix=".py", dir=_runs_dir())
-    with os.fdopen(fd, "w") as fh:
-        fh.write(source)
-    result = launch.run("exercise", nproc=nproc, timeout=timeout or getattr(ex, "TIMEOUT", 120.0), output="none",
-                        check=False, params={"name": name, "candidate": path, "entry": entry})
+    out = launch.run_folder("exercise")  # the candidate is kept in the run's folder, and pruned with it
+    out.mkdir(parents=True)
+    path = out / f"candidate_{name}.py"
+    path.write_text(source)
+    try:
+        result = launch.run("exercise", nproc=nproc, timeout=timeout or getattr(ex, "TIMEOUT", 120.0), output="none",
+                            check=False, out=out, params={"name": name, "candidate": str(path), "entry": entry})
+    except launch.RunInterrupted as exc:  # say it was the checker that was stopped, then the run's lines
+        first, *rest = str(exc).splitlines()
+        raise launch.RunInterrupted("\n".join([f"stopped while checking {entry} (exercise {name}): the "
+                                                + first.removeprefix("stopped while "), *rest]), exc.result) from None
     if not result.ok:
         error = result.error or {}
         return CheckResult(name, False, f"your code did not finish on the ranks: {error.get('type', 'error')}: "
@@ -175,6 +171,10 @@ def check_ranks(name: str, function: str | None = None, *, timeout: float | None
     if not function or not function.isidentifier():
         raise ExerciseError(f"exercise {name}: name the function your %%ranks cell defined, e.g. check_ranks({name!r}, "
                             "'my_function')")
+    if not ranks.status()["running"]:  # new ranks would not hold the learner's function: say what to run
+        raise ranks.RanksError(f"{function} lives on the ranks of the %%ranks cell that defines it, and no ranks are "
+                               f"running now (they were stopped since): run that cell again, then this check")
+    print(f"checking {function} on the {ranks.status()['nproc']} ranks of %%ranks (exercise {name})", flush=True)
     code = (f"import {ex.__name__} as _exercise\n"
             f"_check = _exercise.check_on_rank(globals().get({function!r}), None)\n")
     result = ranks.run_code(code, timeout=timeout or getattr(ex, "TIMEOUT", 60.0))

@@ -79,9 +79,9 @@ import time
 from typing import Any
 
 from nvtutorial.teach._ranks_pool import Pool
-from nvtutorial.teach._ranks_result import CellResult, RankFailed, RankOutcome, RanksError, RanksInterrupted, RanksStartInterrupted, RanksTimeout, exit_text
+from nvtutorial.teach._ranks_result import CellResult, RankFailed, RankOutcome, RanksCommandInterrupted, RanksError, RanksInterrupted, RanksStartInterrupted, RanksTimeout, exit_text
 
-__all__ = ["CellResult", "RankFailed", "RankOutcome", "RanksError", "RanksInterrupted", "RanksStartInterrupted", "RanksTimeout",
+__all__ = ["CellResult", "RankFailed", "RankOutcome", "RanksCommandInterrupted", "RanksError", "RanksInterrupted", "RanksStartInterrupted", "RanksTimeout",
            "RanksUsageError", "configure", "load_ipython_extension", "pull", "push", "restart", "run_code", "start", "status",
            "stop"]
 
@@ -97,6 +97,11 @@ _pool: Pool | None = None
 _settings: dict[str, Any] = {"nproc": DEFAULT_NPROC, "backend": "auto", "timeout": DEFAULT_TIMEOUT_S, "env": {},
                              "pg_timeout": None}
 _atexit_registered = False
+_pulled: dict[tuple[str, tuple[int, ...] | None], tuple[list[Any], float]] = {}
+"""What :func:`pull` brought from the current group's ranks, and when: a cell that grades from it still can
+after the ranks were stopped (a later cell's ``%ranks stop``, as Run All runs it). Cleared when new ranks start."""
+_ended: dict[str, Any] = {"cells": 0, "at": None}
+"""Cells run on ranks that have been stopped since, and when they were: new ranks say that their names are gone."""
 
 
 # ----- settings and backend ------------------------------------------------------------------
@@ -154,16 +159,35 @@ def start(nproc: int = DEFAULT_NPROC, backend: str = "auto", timeout: float | No
     if not _atexit_registered:
         atexit.register(stop)
         _atexit_registered = True
+    if not quiet:  # said at once: a start takes seconds (the first one waits for the warm interpreter's torch)
+        where = "GPUs, NCCL" if resolved == "nccl" else "CPU, gloo; no GPU visible to the ranks"
+        print(f"%ranks: starting {nproc} ranks ({where}){_waits_for_torch(pool)}", flush=True)
     try:
         pool.start()
     except KeyboardInterrupt:  # Stop while the ranks start: Pool.start ended them all
         raise RanksStartInterrupted(nproc) from None
     _pool = pool
+    _pulled.clear()
     if not quiet:
-        where = "GPUs, NCCL" if resolved == "nccl" else "CPU, gloo; no GPU visible to the ranks"
         how = f"started cold: {pool.cold_reason}" if pool.cold_reason else "cold" if pool.cold else "forked warm"
-        print(f"%ranks: {nproc} ranks ready ({where}; {how}) in {pool.start_s:.1f} s; pids {pool.pids()}", flush=True)
+        print(f"%ranks: {nproc} ranks ready ({how}) in {pool.start_s:.1f} s; pids {pool.pids()}", flush=True)
+        if _ended["cells"]:
+            print(f"%ranks: these are new ranks: what the {_ended['cells']} cell(s) run on the earlier ones defined is "
+                  "gone; run those %%ranks cells again, from the first, before a cell that uses their names", flush=True)
+    _ended["cells"] = 0
     return pool
+
+
+def _waits_for_torch(pool: Pool) -> str:
+    """What the start waits for first, when the warm interpreter is still importing torch."""
+    from nvtutorial.launch import warm
+
+    if pool.cold or warm.supported() is not None:
+        return ""
+    interpreter = warm.get(start=False)
+    if interpreter is not None and interpreter.hello is None and interpreter.dead is None:
+        return ": first the warm interpreter finishes importing torch (once per kernel)"
+    return ""
 
 
 def configure(nproc: int | None = None, backend: str | None = None, timeout: float | None | str = "keep",
@@ -188,6 +212,9 @@ def stop() -> None:
     global _pool
     pool, _pool = _pool, None
     if pool is not None:
+        if pool.running:
+            _ended["cells"] += pool.cells
+            _ended["at"] = time.time()
         pool.stop()
 
 
@@ -249,11 +276,28 @@ def run_code(code: str, timeout: float | None | str = "default", ranks: Any = No
 def pull(expr: str, ranks: Any = None) -> list[Any]:
     """The value of ``expr`` (a variable name or an expression) on each rank: ``[rank 0's, rank 1's, ...]``.
 
-    Values travel pickled; tensors arrive as detached CPU copies.
+    Values travel pickled; tensors arrive as detached CPU copies. When no ranks run any more (stopped by a
+    later cell, as Run All does), the values last pulled from them for the same ``expr`` come back, with a
+    line saying so: a grading cell can be run again after Run All.
     """
     if _pool is None or not _pool.running:
+        key = (expr, None if ranks is None else tuple(_parse_ranks(ranks, _settings["nproc"]) or ()))
+        if key in _pulled:
+            values, when = _pulled[key]
+            stopped = f" at {time.strftime('%H:%M:%S', time.localtime(_ended['at']))}" if _ended["at"] else ""
+            print(f"%ranks: the ranks were stopped{stopped}; {expr} is what they held when it was pulled from them "
+                  f"at {time.strftime('%H:%M:%S', time.localtime(when))}", file=sys.stderr, flush=True)
+            return values
         raise RanksError("no ranks are running: run a %%ranks cell first (or ranks.start())")
-    return _pool.pull(expr, _parse_ranks(ranks, _pool.nproc))
+    selected = _parse_ranks(ranks, _pool.nproc)
+    try:
+        values = _pool.pull(expr, selected)
+    except RanksCommandInterrupted:
+        if not _pool.running:  # the ranks did not stop at SIGINT and were ended: account for them as stop() does
+            stop()
+        raise
+    _pulled[(expr, None if selected is None else tuple(selected))] = (values, time.time())
+    return values
 
 
 def push(ranks: Any = None, **values: Any) -> None:
@@ -265,7 +309,11 @@ def push(ranks: Any = None, **values: Any) -> None:
 def status() -> dict[str, Any]:
     """What runs now: ranks, backend, pids, cells run, settings."""
     if _pool is None or not _pool.running:
-        return {"running": False, **_settings}
+        try:  # the backend the next start resolves to, as a running group says its own ("auto" names none)
+            backend = resolve_backend(_settings["backend"], _settings["nproc"])
+        except RanksError:
+            backend = _settings["backend"]
+        return {"running": False, **_settings, "backend": backend}
     return {"running": True, "nproc": _pool.nproc, "backend": _pool.backend, "pids": _pool.pids(),
             "cells": _pool.cells, "dead": [w.rank for w in _pool.dead()],
             "uptime_s": round(time.time() - (_pool.started_at or time.time()), 1),
@@ -345,7 +393,13 @@ def ranks_magic(line: str, cell: str | None = None) -> Any:
     except RanksUsageError as exc:
         raise UsageError(str(exc)) from None
     pool.show = True
-    result = pool.run(cell, timeout, selected)
+    elapsed = _Elapsed(selected or list(range(pool.nproc)))
+    pool.tick = elapsed.tick
+    try:
+        result = pool.run(cell, timeout, selected)
+    finally:
+        pool.tick = None
+        elapsed.end()
     if result.reason == "interrupt":
         raise RanksInterrupted(result)
     if result.reason == "timeout":
@@ -353,6 +407,43 @@ def ranks_magic(line: str, cell: str | None = None) -> Any:
     if not result.ok:
         raise RankFailed(result)
     return None
+
+
+QUIET_S = 1.0
+"""A ``%%ranks`` cell that shows nothing for this long gets a line that says it is running, and for how long."""
+
+
+class _Elapsed:
+    """While a ``%%ranks`` cell runs with nothing new shown for :data:`QUIET_S`, one line saying which ranks run it
+    and for how long, updated every second in place; blanked when the cell ends (what the ranks printed stays)."""
+
+    def __init__(self, ranks: list[int]) -> None:
+        self.ranks = ", ".join(map(str, ranks))
+        self.handle: Any = None
+        self.seconds = -1
+        ipython = sys.modules.get("IPython")
+        self.enabled = ipython is not None and ipython.get_ipython() is not None  # a display needs a kernel
+
+    def tick(self, elapsed: float, quiet: float) -> None:
+        if not self.enabled or (self.handle is None and quiet < QUIET_S):
+            return
+        if int(elapsed) == self.seconds:
+            return
+        self.seconds = int(elapsed)
+        text = {"text/plain": f"[%%ranks] rank {self.ranks} running this cell: {self.seconds} s"}
+        self._show(text)
+
+    def _show(self, data: dict[str, str]) -> None:
+        from IPython.display import display
+
+        if self.handle is None:
+            self.handle = display(data, raw=True, display_id=True)
+        else:
+            self.handle.update(data, raw=True)
+
+    def end(self) -> None:
+        if self.handle is not None:
+            self._show({"text/plain": ""})
 
 
 def _line(argv: list[str]) -> Any:
@@ -387,8 +478,6 @@ def _line(argv: list[str]) -> Any:
                   f"up {info['uptime_s']} s; cell deadline {info['timeout'] or 'none'}"
                   + (f"; exited: rank {info['dead']}" if info["dead"] else ""))
     elif args.command == "pull":
-        if not _running():
-            raise RanksUsageError("no ranks are running: run a %%ranks cell first (or %ranks start)")
         return pull(" ".join(args.expr), args.rank)
     return None
 

@@ -14,7 +14,7 @@ from typing import Any
 from nvtutorial.machine.doctor import Facts, check_driver_runtime, reference_facts, version_tuple
 from nvtutorial.machine.nccl_debug import nccl_version_number
 from nvtutorial.chapters.ch01_hardware import report as bandwidth
-from nvtutorial.report.verdict import Verdict
+from nvtutorial.report.verdict import Comparison, Verdict
 
 
 def _where(f: Facts) -> str:
@@ -39,15 +39,38 @@ def claim_c4(f: Facts | None = None) -> Verdict:
                    _where(f))
 
 
-def claim_c6(f: Facts | None = None) -> Verdict:
-    """C6 "the cu117 wheel index gives 12 % more speed on p4d": not checkable; what torch bundles instead."""
+CLAIMED_C6 = 0.12
+"""Claim C6: the cu117 wheel index "gives 12 % more speed"."""
+
+
+def claim_c6(f: Facts | None = None, ab: Comparison | None = None) -> Verdict:
+    """C6 "the cu117 wheel index gives 12 % more speed on p4d": what would decide it is ``ab``, the step time of
+    a cu117 build of torch against the default build on the same machine (``compare``: baseline the default).
+
+    ``holds`` when the cu117 build is faster beyond the noise by half to twice the claimed 12 %; ``partly`` when
+    faster by another amount; ``wrong`` when not faster. Without that A/B, ``unverifiable``: no setup is given,
+    and no torch 2.11–2.14 is built for CUDA 11.7, so the course cannot run it.
+    """
     f = f or reference_facts()
     nccl = f.nccl or "none (CPU build)"
     wheel = f" ({f.nccl_wheel})" if f.nccl_wheel else ""
-    text = (f"No setup is given and no torch 2.11–2.14 is built for CUDA 11.7, so the 12 % cannot be checked. torch "
-            f"{f.torch or '?'} ships its own CUDA runtime ({f.torch_cuda or 'none'}) and NCCL {nccl}{wheel}: the index "
-            "URL only chooses which CUDA build you get; it tunes nothing for NVLink.")
-    return Verdict("C6", "unverifiable", text, {"nccl": f.nccl, "torch_cuda": f.torch_cuda}, _where(f))
+    numbers: dict[str, Any] = {"nccl": f.nccl, "torch_cuda": f.torch_cuda}
+    bundled = (f"torch {f.torch or '?'} ships its own CUDA runtime ({f.torch_cuda or 'none'}) and NCCL {nccl}{wheel}: the "
+               "index URL only chooses which CUDA build you get; it tunes nothing for NVLink.")
+    if ab is None:
+        return Verdict("C6", "unverifiable", "No setup is given and no torch 2.11–2.14 is built for CUDA 11.7, so the "
+                       f"12 % cannot be checked. {bundled}", numbers, _where(f))
+    speedup = 1 / ab.ratio - 1
+    numbers.update(speedup=speedup, status=ab.status, noise=ab.noise)
+    if ab.status != "faster":
+        status = "wrong"
+    elif CLAIMED_C6 / 2 <= speedup <= 2 * CLAIMED_C6:
+        status = "holds"
+    else:
+        status = "partly"
+    return Verdict("C6", status, f"the cu117 build against the default one on this machine: "
+                   f"{ab.describe('ms', 'step time')} ({speedup:+.0%} speed; the source claims +12 %). {bundled}",
+                   numbers, _where(f))
 
 
 def claim_minimums(f: Facts) -> Verdict:

@@ -32,32 +32,54 @@ def plot_lesson(history: Sequence[Mapping[str, Any]], where: Any) -> tuple[Any, 
 
 
 def plot_scaling(summary: Mapping[str, Any], where: Any) -> tuple[Any, Any]:
-    """Samples/s on 1 and 2 GPUs, and memory per rank ÷ 1 GPU's, for both batch conventions."""
-    fig, axes = figure(10, 3.8, ncols=2)
+    """From 1 to 2 GPUs (or processes), for both batch conventions: the speed-up against the limit of 2×, and the
+    memory each rank holds against one GPU's (1×, and half)."""
+    gpu = summary["memory"] == "peak_mem_gb"
+    one, two = ("1 GPU", "2 GPUs") if gpu else ("1 process", "2 processes")
+    fig, axes = figure(10, 4.0, ncols=2)
     keys = [k for k in ("fixed_per_gpu", "fixed_global") if summary.get(k)]
-    labels = {"fixed_per_gpu": "fixed per-GPU batch", "fixed_global": "fixed global batch"}
+    labels = {"fixed_per_gpu": "fixed batch per GPU", "fixed_global": "fixed global batch"}
+    if not gpu:
+        labels = {"fixed_per_gpu": "fixed batch per rank", "fixed_global": "fixed global batch"}
     x = list(range(len(keys)))
+    speed = [summary[k]["speedup"] for k in keys]
+    ax = axes[0]
+    ax.bar(x, speed, 0.5, color=["C0", "C1"][:len(keys)])
+    for level, text in ((2.0, "2×: the\nlimit"), (1.0, f"1×: {one}\nalone")):
+        ax.axhline(level, color="k" if level == 2.0 else "0.5", lw=1, ls="--" if level == 2.0 else "-")
+        ax.text(1.01, level, text, fontsize=7, va="center", ha="left", transform=ax.get_yaxis_transform())
+    top = max([2.0, *speed]) * 1.3
+    for i, k in enumerate(keys):
+        s = summary[k]
+        ax.text(i, speed[i] + 0.03 * top, f"{speed[i]:.2f}× ({100 * s['efficiency']:.0f} % efficiency)\n"
+                f"{s['samples_per_s_1']:.4g} → {s['samples_per_s_2']:.4g} samples/s", ha="center", va="bottom",
+                fontsize=7)
+    ax.set_xlim(-0.5, len(keys) - 0.5)
+    ax.set_ylim(0, top)
+    ax.set_xticks(x, [f"{labels[k]}\n{summary['one_gpu_batch']} → {summary[k]['per_gpu_batch']} per rank"
+                      for k in keys], fontsize=8)
+    ax.set_ylabel(f"samples/s of {two} ÷ {one}'s")
+    ax.set_title("Throughput", fontsize=10)
+    what = "peak memory" if gpu else "counted tensor bytes"
+    ax = axes[1]
     w = 0.38
-    one = [summary[k]["samples_per_s_1"] for k in keys]
-    two = [summary[k]["samples_per_s_2"] for k in keys]
-    axes[0].bar([i - w / 2 for i in x], one, w, label="1 GPU")
-    axes[0].bar([i + w / 2 for i in x], two, w, label="2 GPUs")
-    axes[0].plot([i + w / 2 for i in x], [2 * v for v in one], "k_", ms=28, mew=2, label="2 × 1 GPU: the limit")
-    axes[0].set_xticks(x, [f"{labels[k]}\n{100 * summary[k]['efficiency']:.1f} % efficiency" for k in keys], fontsize=8)
-    axes[0].set_ylabel("samples / s")
-    axes[0].set_ylim(0, max(two + [2 * v for v in one] + [1.0]) * 1.3)
-    axes[0].legend(fontsize=7, loc="upper left", ncol=3)
-    what = "peak memory" if summary["memory"] == "peak_mem_gb" else "counted tensor bytes"
+    ratios = []
     for rank in range(max((len(summary[k]["memory_ratio_per_rank"]) for k in keys), default=0)):
         vals = [summary[k]["memory_ratio_per_rank"][rank] or 0.0 for k in keys]
-        axes[1].bar([i + (rank - 0.5) * w for i in x], vals, w, label=f"rank {rank}", color=f"C{rank + 2}")
-    axes[1].axhline(1.0, color="k", lw=1)
-    axes[1].axhline(0.5, color="k", lw=1, ls=":")
-    axes[1].text(len(keys) - 0.5, 0.51, "half", fontsize=7, va="bottom", ha="right")
-    axes[1].set_xticks(x, [labels[k] for k in keys], fontsize=8)
-    axes[1].set_ylabel(f"{what} per GPU ÷ 1 GPU's")
-    axes[1].legend(fontsize=8)
-    fig.suptitle("From 1 to 2 GPUs: throughput, and memory on each GPU")
+        ratios += vals
+        ax.bar([i + (rank - 0.5) * w for i in x], vals, w, label=f"rank {rank}", color=f"C{rank + 2}")
+        for i, v in enumerate(vals):
+            ax.text(i + (rank - 0.5) * w, v + 0.02, f"{v:.2f}×", ha="center", va="bottom", fontsize=7)
+    for level, text in ((1.0, f"1×: as\n{one}"), (0.5, "½: half")):
+        ax.axhline(level, color="k", lw=1, ls="-" if level == 1.0 else ":")
+        ax.text(1.01, level, text, fontsize=7, va="center", ha="left", transform=ax.get_yaxis_transform())
+    ax.set_xlim(-0.5, len(keys) - 0.5)
+    ax.set_ylim(0, max([1.0, *ratios]) * 1.35)
+    ax.set_xticks(x, [labels[k] for k in keys], fontsize=8)
+    ax.set_ylabel(f"{what} per rank ÷ {one}'s")
+    ax.legend(fontsize=7, loc="upper right", ncol=2)
+    ax.set_title(f"Memory on each {'GPU' if gpu else 'rank'}", fontsize=10)
+    fig.suptitle(f"From {one} to {two}")
     finish(fig, where)
     return fig, axes
 
@@ -77,22 +99,29 @@ def plot_source_comparison(rows: Mapping[str, Mapping[str, Any] | None], where: 
     gpu = getattr(getattr(where, "env", None), "is_gpu", True)
     short = (["1 GPU", "NVLink", "host-staged\n(source: PCIe)", "sockets"] if gpu else
              ["1 process", "2 processes\n(gloo, CPU)", "host-staged\n(source: PCIe)", "sockets"])
-    short = [s + ("" if measured(k) else "\n(not run)") for s, k in zip(short, keys)]
     w = 0.38
     x = list(range(len(keys)))
-    axes[0].bar([i - w / 2 for i in x], ours, w, label="ours (measured)")
+    ours_label = "ours (measured)" if gpu else "ours (CPU simulation)"
+    axes[0].bar([i - w / 2 for i in x], ours, w, label=ours_label)
     axes[0].bar([i + w / 2 for i in x], theirs, w, label="source (ResNet-50, as printed)")
     axes[0].axhline(2.0, color="k", ls=":", lw=1)
+    axes[0].text(-0.5, 2.0, " 2×: the limit", fontsize=7, va="bottom")
     axes[0].set_xticks(x, short, fontsize=8)
     axes[0].set_ylabel("speed-up over 1 GPU (same global batch)")
-    axes[0].legend(fontsize=8)
+    axes[0].set_ylim(0, 2.6)
     comm_ours = [100 * (rows[k].get("comm_share") or 0.0) if measured(k) else 0.0 for k in keys[1:]]  # type: ignore[union-attr]
     comm_src = [100 * (src[SOURCE_ROW_FOR[k]]["comm_share"] or 0.0) if k in SOURCE_ROW_FOR else 0.0 for k in keys[1:]]
     axes[1].bar([i - w / 2 for i in x[:-1]], comm_ours, w, label="ours: exposed communication")
     axes[1].bar([i + w / 2 for i in x[:-1]], comm_src, w, label="source")
     axes[1].set_xticks(x[:-1], short[1:], fontsize=8)
     axes[1].set_ylabel("communication share of a step (%)")
-    axes[1].legend(fontsize=8)
+    axes[1].set_ylim(0, max([*comm_ours, *comm_src, 10.0]) * 1.35)
+    for ax, offset in ((axes[0], 0), (axes[1], 1)):  # say in the empty slot why it is empty
+        for i, k in enumerate(keys[offset:]):
+            if not measured(k):
+                ax.text(i - w / 2, 0.02 * ax.get_ylim()[1], "not run:\nNCCL on\n2 GPUs\nonly", ha="center",
+                        va="bottom", fontsize=6, color="0.35")
+        ax.legend(fontsize=7, loc="upper right")
     fig.suptitle("The source's table, reproduced with the course UNet")
     finish(fig, where)
     return fig, axes

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import secrets
 import shutil
 import sqlite3
 import subprocess
@@ -34,7 +33,7 @@ def params_from(sizes: Mapping[str, Any], **overrides: Any) -> dict[str, Any]:
 
 def run_folder(name: str) -> Path:
     """A new run folder for a script run (``nvtutorial.run(script, out=...)``), under the runs root."""
-    return launch.runs_root() / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"
+    return launch.run_folder(name)
 
 
 NSYS_TRACE = "cuda,nvtx"

@@ -238,6 +238,8 @@ def check_validation(candidate: Any) -> Any:
     deadline = ex.DEADLINE_S
     source = check.candidate_source(candidate)
     entry = getattr(candidate, "__name__", None) if callable(candidate) else None
+    print(f"checking {entry or ex.ENTRY} on the ranks of %%ranks: a validation, then the next training step "
+          f"(a rank left waiting more than {deadline:g} s counts as a hang)", flush=True)
     ranks.push(_pv_source=source, _pv_entry=entry or ex.ENTRY)
     where = ranks_where()
     setup = ranks.run_code(_SETUP, timeout=120)

@@ -272,16 +272,40 @@ def fixed_validation_verdict(values: Sequence[Any], single_process: float, where
                    {**numbers, "spread": spread, "off": off}, where)
 
 
-def verdict_c18(hang: Verdict, timeout: Verdict, fixed: Verdict) -> Verdict:
-    """Claim C18, notebook 06's half: what rank-0-only validation does, and the fix."""
-    ok = hang.status == timeout.status == fixed.status == "pass"
+def verdict_c18(hang: Verdict, timeout: Verdict, fixed: Verdict, source: Verdict | None = None) -> Verdict:
+    """Claim C18, decided by the runs: what rank-0-only validation does, whether the remedy works, and (from
+    notebook 03, ``source``: its C18 verdict on the source's own ``all_reduce(val_loss)``) whether the
+    source's code as written gives the loss.
+
+    The premise is shown when the other ranks were found waiting in their next collective (``hang``) and the
+    process group's timeout ended the job (``timeout``), and refuted when neither happened; the remedy works
+    when every rank validating and all-reducing sums and counts gave one process's value (``fixed``).
+    ``holds``: premise and remedy shown, and the source's code gives the loss; ``partly``: premise and remedy
+    shown, but the source's code does not (it never divides: 03), or 03's run is not given; ``wrong``: the
+    premise refuted; ``unverifiable``: a check that decided nothing, or a course fix that failed.
+    """
+    statuses = (hang.status, timeout.status, fixed.status)
+    numbers: dict[str, Any] = {"hang": hang.status, "timeout": timeout.status, "fixed": fixed.status,
+                               "source": source.status if source is not None else None}
+    where = fixed.where or hang.where
+    if any(s not in ("pass", "fail") for s in statuses) or fixed.status == "fail" or hang.status != timeout.status:
+        return Verdict("C18", "unverifiable", "The runs did not show what the lesson expects; see the verdicts above.",
+                       numbers, where)
+    if hang.status == "fail":
+        return Verdict("C18", "wrong", "Rank 0 validated alone and the other ranks neither waited in their next "
+                       "collective nor failed at the process group's timeout: here that broke nothing.", numbers, where)
+    literal = source.status == "holds" if source is not None and source.status in ("holds", "partly") else None
     text = ("'Breaks the parallelism' understates it and misses why: while rank 0 validates alone the other ranks "
             "wait in their next collective (DDP's gradient all-reduce), and once that wait outlasts the process "
-            "group's timeout (by default 10 minutes with NCCL, 30 with gloo) the job dies. The source's fix is right in spirit: every rank "
-            "validates its share and one all_reduce adds the sums (of losses and counts, then one division)."
-            if ok else "The runs did not show what the lesson expects; see the verdicts above.")
-    return Verdict("C18", "partly" if ok else "unverifiable", text,
-                   {"hang": hang.status, "timeout": timeout.status, "fixed": fixed.status}, fixed.where or hang.where)
+            "group's timeout (by default 10 minutes with NCCL, 30 with gloo) the job dies. The source's fix is right "
+            "in spirit: every rank validates its share and one all_reduce adds the sums (of losses and counts, then "
+            "one division)")
+    if literal:
+        return Verdict("C18", "holds", text + "; and the source's all_reduce of the loss gave the loss here.", numbers,
+                       where)
+    return Verdict("C18", "partly", text + (". Its own all_reduce(val_loss) never divides (notebook 03 runs it)."
+                                            if literal is None else ": its own all_reduce(val_loss) does not give the "
+                                            "loss (notebook 03)."), numbers, where)
 
 
 # --------------------------------------------------------------------------- mismatched collectives
@@ -333,19 +357,34 @@ def _same_crops(crops: Sequence[Sequence[Sequence[int]]]) -> tuple[int, int]:
 def verdict_c21(weights: Sequence[Sequence[float]], crops_same_seed: Sequence[Any], crops_seed_plus_rank: Sequence[Any],
                 where: str) -> Verdict:
     """Claim C21 from the randomness lesson: ``weights`` per rank ``(before DDP, after)`` with
-    ``seed + rank``; the crops each rank drew with the same seed and with ``seed + rank``."""
+    ``seed + rank``; the crops each rank drew with the same seed and with ``seed + rank``.
+
+    A common seed is *needed* when DDP left the ranks' weights different, and *harmful* when one seed made
+    every rank draw the same crops while ``seed + rank`` did not. ``holds``: needed and harmless; ``partly``:
+    not needed (DDP copies rank 0's weights) or harmful; ``unverifiable`` when the ranks built equal weights
+    before DDP (nothing shows what DDP does) or drew no crops.
+    """
     before = {round(w[0], 6) for w in weights}
     after = {round(w[1], 6) for w in weights}
     same, n = _same_crops(crops_same_seed)
     plus, _ = _same_crops(crops_seed_plus_rank)
-    shown = len(before) > 1 and len(after) == 1 and same == n and plus < n
+    needed = len(after) > 1
+    harmful = n > 0 and same == n and plus < n
+    numbers = {"weight_sums_before": len(before), "weight_sums_after": len(after), "same_crops_same_seed": same,
+               "same_crops_seed_plus_rank": plus, "crops": n, "seed_needed": needed, "one_seed_harms": harmful}
     text = (f"with seed + rank the ranks built different weights ({len(before)} different sums) and DDP(model) made "
-            f"them equal ({len(after)} after): the model needs no common seed. With the same seed on every rank, "
-            f"{same} of {n} random crops were the same on every rank (on different images); with seed + rank, {plus}. "
-            + ("Verdict: partly right: a common seed is harmless for the weights (DDP copies rank 0's anyway) and makes "
-               "every rank draw the same augmentation and dropout numbers, so the global batch repeats each random "
-               "draw on every rank; seed each rank with seed + rank (the sampler keeps its own, common seed)."
-               if shown else "Not what the lesson expects: see the numbers."))
-    return Verdict("C21", "partly" if shown else "unverifiable", text,
-                   {"weight_sums_before": len(before), "weight_sums_after": len(after), "same_crops_same_seed": same,
-                    "same_crops_seed_plus_rank": plus, "crops": n}, where)
+            f"them {'equal' if not needed else 'NOT equal'} ({len(after)} after). With the same seed on every rank, "
+            f"{same} of {n} random crops were the same on every rank (on different images); with seed + rank, {plus}. ")
+    if len(before) < 2 or n == 0:
+        return Verdict("C21", "unverifiable", text + "Not what the lesson expects: see the numbers.", numbers, where)
+    if needed and not harmful:
+        return Verdict("C21", "holds", text + "Verdict: holds here: DDP did not equalise the weights, so the ranks need "
+                       "the same seed, and one seed did not repeat the random draws.", numbers, where)
+    return Verdict("C21", "partly", text + (
+        "Verdict: partly right: a common seed is harmless for the weights (DDP copies rank 0's anyway) and makes "
+        "every rank draw the same augmentation and dropout numbers, so the global batch repeats each random "
+        "draw on every rank; seed each rank with seed + rank (the sampler keeps its own, common seed)."
+        if not needed else "Verdict: partly right: DDP did not equalise the weights, so a common seed is needed for "
+        "them, but it repeats the random draws on every rank: seed the model once, the augmentation with seed + rank."
+        if harmful else "Verdict: partly right: the model needs no common seed (DDP copies rank 0's weights), and "
+        "here one seed did not repeat the random draws either."), numbers, where)

@@ -22,7 +22,15 @@ TASK = ("Write ring_all_reduce(tensor): sum it over the ranks in place with a re
 KIND = "function"
 ENTRY = "ring_all_reduce"
 SIZES = (4096, 1001, 3, 1, 65537)
-"""Elements of the inputs, in the order they are tried; the first failing size is reported."""
+"""Elements of the inputs, in the order they are tried; the first failing size is reported. The first is rounded up
+to a multiple of the number of ranks (:func:`sizes`)."""
+
+
+def sizes(world: int) -> tuple[int, ...]:
+    """:data:`SIZES` for ``world`` ranks: the first one divisible by ``world``, so that equal chunks come first. A
+    wrong chunk index then gives a wrong answer the checker can explain; with unequal chunks its send and its
+    receive disagree in size, and gloo ends the process (before any reason can be given)."""
+    return (SIZES[0] + (-SIZES[0]) % world, *SIZES[1:])
 
 
 
@@ -128,7 +136,8 @@ def check_on_rank(candidate: Any, ctx: Any = None) -> tuple[bool, str]:
     device = ctx.device if ctx is not None else _device()
     if world < 2:
         return False, "a ring needs at least 2 ranks"
-    for numel in SIZES:
+    tried = sizes(world)
+    for numel in tried:
         x = torch.randn(numel, generator=torch.Generator().manual_seed(1000 * numel + rank)).to(device)
         reference = x.clone()
         dist.all_reduce(reference)
@@ -164,5 +173,5 @@ def check_on_rank(candidate: Any, ctx: Any = None) -> tuple[bool, str]:
         if total != 2 * (world - 1) * size:
             return False, (f"with {numel} elements: the sums are right, but the ranks sent {total:.0f} bytes together; "
                            f"a ring sends 2 (W-1) × the tensor's {size} bytes = {2 * (world - 1) * size}")
-    return True, (f"equal to dist.all_reduce for {len(SIZES)} sizes ({', '.join(map(str, SIZES))} elements) on "
+    return True, (f"equal to dist.all_reduce for {len(tried)} sizes ({', '.join(map(str, tried))} elements) on "
                   f"{world} ranks, every request waited on, and each rank sent 2 (W-1)/W of the tensor")

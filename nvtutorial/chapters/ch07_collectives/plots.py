@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from nvtutorial.plots.style import figure, finish
+from nvtutorial.chapters.ch01_hardware.plots import size_axis
+from nvtutorial.plots.style import figure, finish, plain_log_ticks
 
 
 def ring_share(rows: list[dict[str, Any]], where: Any, target: float | None = None) -> tuple[Any, Any]:
@@ -22,9 +23,10 @@ def ring_share(rows: list[dict[str, Any]], where: Any, target: float | None = No
     ax.axhline(1.0, color="0.4", lw=1, ls=":")
     if target:
         ax.axhline(target, color="#C44E52", lw=1, ls="--", label=f"the course's goal ({target:.0%})")
-    ax.set_xscale("log", base=2)
+    size_axis(ax, [r["size_bytes"] for r in rows if "error" not in r])
     ax.set_yscale("log")
-    ax.set_xlabel("message size (bytes)")
+    plain_log_ticks(ax.yaxis, "×")
+    ax.set_xlabel("message size")
     ax.set_ylabel("ring busbw ÷ dist.all_reduce busbw")
     ax.set_title("A ring from send/recv against the library's all-reduce (1 = as fast)")
     ax.grid(True, which="both", alpha=0.3)
@@ -43,6 +45,8 @@ def sparse_vs_dense(rows: list[dict[str, Any]], where: Any) -> tuple[Any, Any]:
     ax.axhline(1.0, color="0.4", lw=1, ls=":")
     ax.set_xscale("log")
     ax.set_yscale("log")
+    plain_log_ticks(ax.xaxis)
+    plain_log_ticks(ax.yaxis, "×")
     ax.set_xlabel("fraction of non-zero entries (density)")
     ax.set_ylabel("sparse ÷ dense (below 1: sparse wins)")
     ax.set_title("When does sending only the non-zeros pay?")

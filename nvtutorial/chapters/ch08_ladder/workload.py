@@ -268,9 +268,10 @@ def _nvlink_tx(ctx: runtime.Context) -> tuple[int | None, str]:
     return nvlink_tx_bytes(ctx)
 
 
-def run_rung(ctx: runtime.Context, p: Params, rung: str, reference_grads: dict[str, Any] | None = None) -> dict[str, Any]:
+def run_rung(ctx: runtime.Context, p: Params, rung: str, reference_grads: dict[str, Any] | None = None,
+             desc: str | None = None) -> dict[str, Any]:
     """Train, count, time and (optionally) trace one rung from a freshly built model; with ``reference_grads``
-    first compare its gradients of step 0 (no update) with them."""
+    first compare its gradients of step 0 (no update) with them. ``desc`` names its progress bar (the rung's name)."""
     import torch
 
     from nvtutorial.chapters.ch08_ladder.lessons.rungs import RUNGS
@@ -298,7 +299,7 @@ def run_rung(ctx: runtime.Context, p: Params, rung: str, reference_grads: dict[s
         return train_step(model, optimizer, local_batch(tokens, rung))
 
     out: dict[str, Any] = {"rung": rung, "layers": p.layers}
-    ctx.progress(0, 1, desc=rung)
+    ctx.progress(0, 1, desc=desc or rung)
     if reference_grads is not None:  # forward and backward of step 0's batch, no update: the model is unchanged
         tokens = transformer.batch(0, p.global_batch, cfg, seed=p.seed).to(ctx.device)
         transformer.loss_fn(model, local_batch(tokens, rung)).backward()
@@ -354,7 +355,7 @@ def run_rung(ctx: runtime.Context, p: Params, rung: str, reference_grads: dict[s
     model = optimizer = None
     _free(ctx)
     ctx.barrier()
-    ctx.progress(1, 1, desc=rung)
+    ctx.progress(1, 1, desc=desc or rung)
     return out
 
 
@@ -410,12 +411,11 @@ def run(ctx: runtime.Context, p: Params) -> dict[str, Any]:
         out["checkpoint"] = resume_check(small, ctx.run_dir / "checkpoint", ctx.device, global_batch=p.global_batch)
         out["checkpoint"]["config"] = dataclasses.asdict(small)
     if p.fit_layers:
-        ctx.progress(0, 1, desc="the largest model")
         init = "meta" if p.fit_rung in META_RUNGS else "full"
         big = dataclasses.replace(p, rungs=(p.fit_rung,), layers=p.fit_layers, init=init, steps=1, warmup=0, timed=1, repeats=2,
                                   profile_steps=0)
         try:
-            out["fit"] = run_rung(ctx, big, p.fit_rung)
+            out["fit"] = run_rung(ctx, big, p.fit_rung, desc=f"the largest model: {p.fit_rung}, {p.fit_layers} blocks")
         except torch.OutOfMemoryError as exc:  # the model's estimate was too low: a result, not a lost run
             out["fit"] = {"rung": p.fit_rung, "layers": p.fit_layers, "error": f"OutOfMemoryError: {str(exc).splitlines()[0]}"}
             _free(ctx)

@@ -27,10 +27,10 @@ before it returns.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import re
-import secrets
 import socket
 import subprocess
 import time
@@ -201,7 +201,7 @@ class ElasticOutcome:
 def checkpoint_dir(name: str) -> Path:
     """A new, empty folder for a run's checkpoints under the runs folder (a restarted job must find
     its own; a fresh run must not find an old one)."""
-    folder = launch.runs_root() / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"
+    folder = launch.run_folder(name)
     folder.mkdir(parents=True)
     return folder
 
@@ -384,11 +384,14 @@ def run_elastic(args: Sequence[str], *, nproc: int = 2, nnodes: int = 1, max_res
     lab = _Elastic(spec, faults, keep_alive_s, show, join_timeout_s)
     started = time.time()
     deadline = lab.t0 + timeout
-    timed_out = False
+    timed_out = interrupted = False
     try:
         for node in range(nnodes):
             lab.start_agent(node, f"agent{node}" if nnodes > 1 else "agent")
         lab.event(f"{nnodes} torchrun agent(s) started, {nproc} rank(s) each, --max-restarts {max_restarts}")
+        if show:  # the seconds before rank 0's first line: say what they are
+            print(f"[lab {lab.now():6.2f} s] waiting for rank 0's first line: each agent imports torch, starts its "
+                  "rank (which imports torch too) and they meet at the rendezvous", flush=True)
         while any(a.poll() is None for a in lab.live()) or lab.replace_at is not None:
             lab.read_rank0()
             lab.strike()
@@ -399,10 +402,24 @@ def run_elastic(args: Sequence[str], *, nproc: int = 2, nnodes: int = 1, max_res
                 break
             time.sleep(POLL_S)
         lab.read_rank0()
+    except KeyboardInterrupt:  # the notebook's Stop: ended below like any end, then said in a few lines
+        interrupted = True
     finally:
         psutil.wait_procs(lab.dying, timeout=5)  # the killed processes, reaped by their parents (or init) by now
         lab.everything()  # adopt the ranks of the last attempt, then end them all
         lab.tree.end()
+    if interrupted:
+        result = diagnosis.collect(spec, 1, time.time() - started, None)
+        result.error = {"type": "KeyboardInterrupt", "message": "interrupted by the caller; every process of the lab "
+                        "was ended"}
+        with contextlib.suppress(OSError):
+            result.save()
+        raise launch.RunInterrupted(
+            f"stopped while the elastic lab ran ({nnodes} torchrun agent(s), {nproc} rank(s) each, {lab.now():.1f} s "
+            f"in" + (f", {len(lab.kill_times)} of {len(faults)} fault(s) struck" if faults else "") + ")\n"
+            f"ended: every process of the lab (its torchrun agents, their ranks and whatever they started)\n"
+            f"kept: its folder {spec.run_dir} (the agents' and ranks' logs; result.json records the interruption)",
+            result) from None
     # a killed agent was reaped while it was killed: its code is the signal's
     codes = {name: -9 if name in lab.lost else a.returncode for name, a in lab.agents.items()}
     final = [codes[name] for name in codes if name not in lab.lost]
@@ -445,14 +462,17 @@ def check_resume(candidate: Any, reference: ElasticOutcome | RunResult, sizes: M
     from nvtutorial.teach import check as teach_check
 
     name = "multinode_resume"
+    entry = getattr(candidate, "__name__", None)
+    if not entry or not entry.isidentifier():
+        raise teach_check.ExerciseError(f"exercise {name}: pass the function itself (def resume(...) in a cell)")
+    print(f"checking {entry}: " + ("first in this kernel, on a checkpoint of a small model; then " if quick else "")
+          + f"on a real run: the lesson with it on {nnodes} emulated node(s) × {nproc} rank(s), rank 1 killed after "
+          f"step {kill_after}, restarted by torchrun", flush=True)
     if quick:
         local = teach_check.check(name, candidate)
         if not local.passed:
             return local
     source = teach_check.candidate_source(candidate)
-    entry = getattr(candidate, "__name__", None)
-    if not entry or not entry.isidentifier():
-        raise teach_check.ExerciseError(f"exercise {name}: pass the function itself (def resume(...) in a cell)")
     ckpt = checkpoint_dir("exercise-resume")
     (ckpt / "candidate.py").write_text(source)
     args = ["--candidate", str(ckpt / "candidate.py"), "--entry", entry, "--",
@@ -460,7 +480,7 @@ def check_resume(candidate: Any, reference: ElasticOutcome | RunResult, sizes: M
     every = int(sizes.get("every", 10))
     outcome = run_elastic(args, nproc=nproc, nnodes=nnodes, max_restarts=2, fault=Fault("rank", kill_after),
                           every=every, backend=backend, timeout=timeout, out=ckpt / "run",
-                          script=exercise.__file__, show=False, check=False)
+                          script=exercise.__file__, show=True, check=False)
     where = outcome.where
     details: dict[str, Any] = {"run_dir": str(outcome.result.run_dir), "resumed_from": outcome.resumed_from,
                                "last_step_before_kill": outcome.last_step_before_kill, "steps_lost": outcome.steps_lost,

@@ -220,7 +220,9 @@ def store_loss_verdict(outcome: ElasticOutcome) -> Verdict:
 
 
 def grade_steps_lost(prediction: float | None, outcome: ElasticOutcome, kill_after: int) -> Verdict:
-    """The learner's prediction of the steps lost, graded against the run."""
+    """The learner's prediction of the steps lost, graded against what the run did: right when it is the steps this
+    run lost, or the steps a kill right after step ``kill_after`` (the question as asked) loses when the kill landed
+    later (the signal reaches the rank while it already runs the next step)."""
     lost = outcome.steps_lost
     if lost is None:
         raise ValueError("the run has no measured steps lost (no kill, or no restart)")
@@ -229,13 +231,22 @@ def grade_steps_lost(prediction: float | None, outcome: ElasticOutcome, kill_aft
                    f"before it was written after step {outcome.resumed_from} (every {outcome.every} steps), so steps "
                    f"{outcome.resumed_from + 1}–{last} were done again: lost = k − N·⌊k/N⌋ with k = {last}, N = "
                    f"{outcome.every}. A checkpoint costs time too: fewer steps between them lose less and save more.")
+    asked = kill_after - outcome.every * (kill_after // outcome.every)  # the same rule at the step asked for
+    title = predict.question_of("prediction: steps lost")
+    if (lost and last is not None and last != kill_after and prediction is not None and prediction == asked
+            and prediction != lost):
+        return Verdict("prediction: steps lost", "right",
+                       f"You predicted {prediction:g} steps: right for a kill right after step {kill_after}, as asked. "
+                       f"This run lost {lost}: the kill landed after step {last}, {last - kill_after} step(s) later "
+                       f"(the signal reached the rank while it ran the next step). {explanation}",
+                       {"prediction": prediction, "measured": lost, "asked": asked}, outcome.where, title)
     if lost == 0:
         return Verdict("prediction: steps lost", "right" if prediction == 0 else ("no answer" if prediction is None
                        else "off"), f"Measured: 0 steps lost (the kill came right after a checkpoint). {explanation}",
-                       {"prediction": prediction, "measured": 0}, outcome.where)
+                       {"prediction": prediction, "measured": 0}, outcome.where, title)
     if prediction is not None and prediction <= 0:  # a legitimate guess (the kill right after a checkpoint), wrong here
         return Verdict("prediction: steps lost", "off", f"Measured: {lost} steps lost, not {prediction:g}. {explanation}",
-                       {"prediction": prediction, "measured": lost}, outcome.where)
+                       {"prediction": prediction, "measured": lost}, outcome.where, title)
     return predict.grade_number("prediction: steps lost", prediction, float(lost), unit="steps",
                                 where=outcome.where, explanation=explanation, right_within=0.2,
                                 close_within=1.0)

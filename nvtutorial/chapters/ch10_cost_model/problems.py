@@ -200,7 +200,8 @@ def grade(key: str, prediction: float | None, ans: Answer, where: str, p: schema
     answer looks like (``numbers["slip"]``)."""
     verdict = predict.grade_number(f"costmodel.problem.{key}", prediction, ans.value, unit=ans.unit, where=where,
                                    explanation=f"({ans.working}.)", right_within=RIGHT_WITHIN,
-                                   close_within=CLOSE_WITHIN, measured_name="The model says")
+                                   close_within=CLOSE_WITHIN, measured_name="The model says",
+                                   question=f"problem {key}" if p is None else question(key, p))
     found = slip(key, prediction, ans, p, cal) if verdict.status != "no answer" else None
     text = verdict.text + (f" It looks like {found}." if found else "")
     return dataclasses.replace(verdict, text=text, numbers={**verdict.numbers, "slip": found})

@@ -136,13 +136,16 @@ def train(args, device):
     train_loader, val_loader = make_loaders(args, device)
     start = load_checkpoint(args.resume, model, optimizer, device) if args.resume else 0
     history = []
+    if dist.get_rank() == 0:
+        runtime.progress(start, args.epochs, "epochs")  # a bar under the course's launcher, else a line
     for epoch in range(start, args.epochs):
         train_loader.sampler.set_epoch(epoch)  # a new shuffle every epoch, the same on every rank
         losses = [train_step(model, optimizer, images, masks, device, amp) for images, masks in train_loader]
         history.append({"epoch": epoch, "train_loss": torch.stack(losses).mean().item(),
                         **evaluate(model, val_loader, device, amp)})
         if dist.get_rank() == 0:
-            print(history[-1], flush=True)
+            runtime.progress(epoch + 1, args.epochs, "epochs", train_loss=history[-1]["train_loss"],
+                             val_loss=history[-1]["loss"], iou=history[-1]["iou"])
         if args.checkpoint_dir:
             save_checkpoint(os.path.join(args.checkpoint_dir, f"epoch{epoch}.pt"), model, optimizer, epoch)
     runtime.save_metrics({"history": history, "weights_sha256": fingerprint(model)})  # only under the launcher

@@ -1,0 +1,278 @@
+"""Notebook 04's verdicts at their rules (``report/optimisations.py``): every A/B through compare with the run's A/A
+gap, memory within 1 %, the largest move beyond the noise, C8–C11 and no_sync. Synthetic runs on both sides of each
+threshold; the committed 2× H200 run is read in ``tests/test_claims_training.py``."""
+
+from __future__ import annotations
+
+import math
+import types
+
+import pytest
+
+from nvtutorial.chapters.ch04_optimisations import report as o
+from nvtutorial.chapters.ch03_ddp_training.report import normalise_row
+from nvtutorial.report.verdict import compare
+
+
+def run(rows, gpu=True, params=None, model_params=1_000_000):
+    for r in rows:
+        r.setdefault("status", "ok")
+        r.setdefault("per_gpu_batch", 8)
+    metrics = {"rows": rows, "device": "cuda:0" if gpu else "cpu", "model_params": model_params}
+    return types.SimpleNamespace(metrics=metrics, ranks=[metrics], label="test GPUs" if gpu else "CPU",
+                                 env=types.SimpleNamespace(is_gpu=gpu), params=params or {})
+
+
+def r(variant, rounds, **extra):
+    return {"variant": variant, "step_ms_rounds": list(rounds), "step_ms": sorted(rounds)[len(rounds) // 2], **extra}
+
+
+def committed(variant, median, low, high, **extra):
+    return {"variant": variant, "per_gpu_batch": 8, "status": "ok", "step_ms": median, "step_ms_min": low,
+            "step_ms_max": high, **extra}
+
+
+# --------------------------------------------------------------------------- comparisons
+def test_a_comparison_uses_the_runs_aa_gap():
+    rows = [r("baseline", (10.0, 10.1)), r("fp32", (12.0, 12.1)), r("baseline", (10.5, 10.6), aa_repeat=True)]
+    c = o.comparison(run(rows), "fp32")
+    assert c == compare([10.0, 10.1], [12.0, 12.1], aa_gap=(10.55 - 10.05) / 10.05)
+    assert o.comparison(run(rows), "fp32", "fp32").status == "no change"
+    assert o.comparison(run(rows), "nope") is None
+    failed = rows + [{"variant": "torch.compile", "status": "OOM"}]
+    assert o.comparison(run(failed), "torch.compile") is None
+
+
+def test_describe_names_what_the_repeats_were():
+    c = compare([10.0, 10.1], [12.0, 12.1])
+    plain = run([r("baseline", (10.0, 10.1))])
+    assert o.describe(plain, c, "ms") == c.describe("ms")
+    old = run([committed("base", 10.0, 9.0, 11.0)], params={"steps": 8})
+    assert o.describe(old, c, "ms").endswith("(noise ±1%, one round each: min/median/max of 8 steps)")
+    no_steps = run([committed("base", 10.0, 9.0, 11.0)])
+    assert "one round each: min/median/max of its steps" in o.describe(no_steps, c, "ms")
+    assert o.describe(types.SimpleNamespace(metrics={"rows": [committed("base", 1, 1, 1)]}), c).endswith("of its steps)")
+
+
+def test_loss_differences_and_identical_losses():
+    rows = [r("baseline", (1, 1), loss_curve=[1.0, 0.8, 0.6]), r("a", (1, 1), loss_curve=[1.0, 0.8, 0.6]),
+            r("b", (1, 1), loss_curve=[1.0, 0.9, 0.5, 0.1]), r("c", (1, 1), loss_curve=[])]
+    assert o.loss_difference(run(rows), "a") == 0.0
+    assert o.loss_difference(run(rows), "b") == pytest.approx(0.1)  # the steps both ran
+    assert o.loss_difference(run(rows), "c") is None and o.loss_difference(run(rows), "nope") is None
+    assert o.identical_losses(run(rows), ["a", "b", "nope"]) == {"a": True, "b": False, "nope": False}
+    assert [o._loss_words(x) for x in (None, 0.0, 0.0123)] == ["n/a", "identical", "differs by ≤ 0.012"]
+
+
+def test_memory_changes_per_rank():
+    base = {"peak_mem_gb_per_rank": [10.0, 10.2, None]}
+    row = {"peak_mem_gb_per_rank": [9.5, 10.3, 1.0]}
+    assert o._memory_change(base, row, "peak_mem_gb") == [-0.5, pytest.approx(0.1), None]
+    assert o._memory_change({}, row, "peak_mem_gb") == []
+    assert o._gb([1.23456, 2.0]) == "1.235, 2.000" and o._gb(None) == "n/a" and o._gb([1.0, None]) == "n/a"
+    assert o._mb(None) == "n/a" and o._mb(12_345_678) == 12.35
+
+
+def test_the_knob_table():
+    rows = [r("baseline", (10.0, 10.1), peak_mem_gb_per_rank=[1.0, 1.0], allreduce_bytes_per_step=4e6,
+              loss_curve=[1.0]), r("fp32", (12.0, 12.1), loss_curve=[1.0]),
+            {"variant": "torch.compile", "status": "OOM"}, r("baseline", (10.2, 10.3), aa_repeat=True)]
+    frame = o.knob_frame(run(rows)).set_index("variant")
+    assert list(frame.index) == ["baseline", "fp32", "torch.compile"]
+    assert frame.loc["baseline", "step time vs baseline"] == "—" and frame.loc["baseline", "loss vs baseline"] == "—"
+    assert frame.loc["baseline", "peak GB, each rank"] == "1.000, 1.000" and frame.loc["baseline", "all-reduced MB/step"] == 4.0
+    c = o.comparison(run(rows), "fp32")
+    assert frame.loc["fp32", "step time vs baseline"] == f"{c.change:+.1%}: slower (noise ±{c.noise:.1%})"
+    assert frame.loc["fp32", "loss vs baseline"] == "identical" and frame.loc["fp32", "step ms (median)"] == 12.1
+    assert frame.loc["torch.compile", "step time vs baseline"] == "OOM"
+    only = o.knob_frame(run(rows), ["fp32", "missing"]).set_index("variant")
+    assert only.loc["missing", "step time vs baseline"] == "not measured"
+
+
+def test_the_largest_change_beyond_the_noise():
+    rows = [r("baseline", (10.0, 10.1)), r("fp32", (12.0, 12.1)), r("channels_last", (7.0, 7.05)),
+            r("static_graph=True", (10.02, 10.08))]
+    name, c = o.largest_change(run(rows), ["fp32", "channels_last", "static_graph=True"])
+    assert name == "channels_last" and c.status == "faster"  # |log 0.70| > |log 1.20|
+    name, _ = o.largest_change(run(rows), ["fp32", "static_graph=True", "missing"])
+    assert name == "fp32"
+    assert o.largest_change(run(rows), ["static_graph=True"]) is None
+
+
+def test_the_prediction_answer():
+    choices = {"a": "fp32", "b": "channels_last", "c": "torch.compile"}
+    rows = [r("baseline", (10.0, 10.1)), r("fp32", (12.0, 12.1)), r("channels_last", (7.0, 7.05))]
+    letter, text = o.prediction_answer(run(rows), choices, "z")
+    assert letter == "b" and text.startswith("channels_last: step time: ")
+    quiet = [r("baseline", (10.0, 11.5)), r("fp32", (10.2, 10.3)), r("channels_last", (9.5, 9.6))]
+    letter, text = o.prediction_answer(run(quiet), choices, "z")
+    assert letter == "z" and "the largest move, channels_last" in text
+    assert "torch.compile -38%, channels_last +30%, fp32 +24%" in text
+    letter, text = o.prediction_answer(run([r("baseline", (10.0, 11.5))]), choices, "z")
+    assert letter == "z" and "the largest move" not in text
+
+
+# --------------------------------------------------------------------------- C8
+def test_c8_on_this_torch():
+    v = o.verdict_c8()
+    assert v.status == "wrong" and v.numbers["exists"] is False and v.numbers["error"].startswith("AttributeError")
+    assert v.where == "this Python process"
+
+
+def test_c8_where_the_function_exists(monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "set_enabled_lms", lambda flag: None, raising=False)
+    v = o.verdict_c8()
+    assert v.status == "unverifiable" and v.numbers["exists"] is True and v.numbers["error"] is None
+
+
+# --------------------------------------------------------------------------- C11
+CURVE = [1.0, 0.8, 0.6]
+
+
+@pytest.mark.parametrize("fp16_rounds, fp16_curve, status", [
+    ((8.0, 8.05), CURVE, "partly"),  # faster beyond the noise
+    ((9.95, 10.0), CURVE, "info"),  # within the noise
+    ((12.0, 12.05), CURVE, "info"),  # slower: one run of one model decides nothing against the claim
+    ((8.0, 8.05), [1.0, math.nan, 0.5], "wrong"),  # did not train: not finite
+    ((8.0, 8.05), [1.0, 0.9, 1.0], "wrong"),  # not lower at the end
+    ((8.0, 8.05), [1.0, 0.9, 0.99], "partly"),
+])
+def test_c11_at_its_rule(fp16_rounds, fp16_curve, status):
+    rows = [r("fp32", (10.0, 10.05), loss_curve=CURVE), r("fp16", fp16_rounds, loss_curve=fp16_curve),
+            r("baseline", (7.0, 7.05), loss_curve=CURVE)]
+    v = o.verdict_c11(run(rows))
+    c = compare([10.0, 10.05], list(fp16_rounds))
+    assert v.status == status and v.numbers["fp16_ratio"] == c.ratio and v.numbers["noise"] == c.noise
+    assert v.numbers["fp16_status"] == c.status and v.numbers["bf16_status"] == "faster"
+    assert v.numbers["fp16_trains"] is (status != "wrong") and v.numbers["fp32"] == 0.6
+    assert v.numbers["bf16_ratio"] == compare([10.0, 10.05], [7.0, 7.05]).ratio
+
+
+def test_c11_without_bf16_on_the_cpu_and_without_runs():
+    rows = [r("fp32", (10.0, 10.05), loss_curve=CURVE), r("fp16", (8.0, 8.05), loss_curve=CURVE)]
+    v = o.verdict_c11(run(rows))
+    assert v.status == "partly" and v.numbers["bf16_ratio"] is None and v.numbers["bf16_status"] is None
+    assert math.isnan(v.numbers["baseline"])
+    cpu = o.verdict_c11(run(rows, gpu=False))
+    assert cpu.status == "info" and set(cpu.numbers) == {"fp16_ratio", "bf16_ratio"}
+    assert o.verdict_c11(run(rows[:1])).status == "info" and o.verdict_c11(run(rows[:1])).numbers == {}
+    no_curve = o.verdict_c11(run([r("fp32", (10.0, 10.05), loss_curve=CURVE), r("fp16", (8.0, 8.05))]))
+    assert no_curve.status == "partly" and no_curve.numbers["fp16_trains"] is True
+
+
+# --------------------------------------------------------------------------- C10
+NAME = "gradient_as_bucket_view=True"
+
+
+def c10_run(bytes_base=4e6, bytes_view=4e6, saved=(0.004, 0.004), peak=(10.0, 10.0), peak_view=(10.0, 10.0), gpu=True):
+    base = r("baseline", (10.0, 10.1), allreduce_bytes_per_step=bytes_base, optimizer_mem_gb_per_rank=[1.0, 1.0],
+             peak_mem_gb_per_rank=list(peak))
+    view = r(NAME, (10.0, 10.05), allreduce_bytes_per_step=bytes_view,
+             optimizer_mem_gb_per_rank=[1.0 - s if s is not None else None for s in saved],
+             peak_mem_gb_per_rank=list(peak_view))
+    return run([base, view], gpu=gpu)
+
+
+@pytest.mark.parametrize("kwargs, status", [
+    ({}, "wrong"),  # equal bytes, and one gradient copy saved (4 MB = 1 M fp32 parameters)
+    ({"bytes_view": 2e6}, "wrong"),  # the bytes differ, but the memory shows one copy saved
+    ({"bytes_view": 2e6, "saved": (0.001, 0.004)}, "info"),  # a quarter of a copy on rank 0: not one copy
+    ({"bytes_view": 2e6, "saved": (0.00201, 0.004)}, "wrong"), ({"bytes_view": 2e6, "saved": (0.00199, 0.004)}, "info"),
+    ({"bytes_view": 2e6, "saved": (0.00599, 0.004)}, "wrong"), ({"bytes_view": 2e6, "saved": (0.00601, 0.004)}, "info"),
+    ({"bytes_view": 2e6, "saved": (None, 0.004)}, "info"),
+    ({"bytes_base": None, "bytes_view": None}, "wrong"),  # not counted: memory decides
+])
+def test_c10_at_its_rule(kwargs, status):
+    v = o.verdict_c10(c10_run(**kwargs))
+    assert v.status == status
+    saved = kwargs.get("saved", (0.004, 0.004))
+    if None not in saved:
+        assert v.numbers["saved_before_step_gb"] == pytest.approx(list(saved)) and v.numbers["gradient_copy_gb"] == 0.004
+    if kwargs.get("bytes_base", 4e6) is not None:
+        assert v.numbers["allreduce_bytes_baseline"] == 4e6 and v.numbers["allreduce_bytes_bucket_view"] == \
+            kwargs.get("bytes_view", 4e6)
+
+
+@pytest.mark.parametrize("peak_view, unchanged", [((10.09, 9.91), True), ((10.11, 10.0), False), ((9.89, 10.0), False)])
+def test_c10_peak_within_one_percent(peak_view, unchanged):
+    v = o.verdict_c10(c10_run(peak_view=peak_view))
+    assert v.numbers["peak_change_gb"] == pytest.approx([peak_view[0] - 10.0, peak_view[1] - 10.0])
+    assert ("no change (under 1 %)" in v.text) is unchanged and o.MEMORY_NOISE == 0.01
+
+
+def test_c10_needs_both_runs_and_says_where_memory_was_counted():
+    assert o.verdict_c10(run([r("baseline", (10.0, 10.1))])).status == "info"
+    cpu = o.verdict_c10(c10_run(gpu=False))
+    assert "memory is counted on GPUs only" in cpu.text
+    step = o.verdict_c10(c10_run())
+    assert step.numbers["step_status"] == "no change" and step.numbers["step_ratio"] == pytest.approx(10.025 / 10.05)
+    bare = o.verdict_c10(run([r("baseline", (1, 1)), r(NAME, (1, 1))], model_params=0))
+    assert bare.status == "info" and bare.numbers["step_status"] == "no change"
+
+
+# --------------------------------------------------------------------------- C9
+def attention(calls=0, default_ops=("_flash",), off_ops=("_flash",), unet=None, ms_all=False):
+    a = {"setting": "default switches", "ops": list(default_ops) + ["x_backward"], "ms": 1.0}
+    b = {"setting": "enable_flash_sdp(False)", "ops": list(off_ops), "ms": 1.2}
+    if ms_all:
+        a["ms_all"], b["ms_all"] = [1.0, 1.01], [1.5, 1.51]
+    u = {"sdpa_calls": calls, "attention_block_sdpa_calls": 1, "ms_flash_on": 9.0, "ms_flash_off": 9.1, **(unet or {})}
+    return {"device": "cuda:0", "defaults": {"flash_sdp_enabled": True}, "unet": u, "attention": [a, b]}
+
+
+def test_c9_decided_by_where_sdpa_is_called():
+    v = o.verdict_c9(attention())
+    assert v.status == "wrong" and v.numbers == {"unet_sdpa_calls": 0, "flash_default": True, "kernel_default": "_flash",
+                                                 "kernel_flash_off": "_flash"}
+    assert "leaves the attention block on _flash" in v.text and "the same kernels either way" in v.text
+    moved = o.verdict_c9(attention(off_ops=("math",), ms_all=True))
+    assert moved.numbers["kernel_flash_off"] == "math" and "moves the attention block from _flash to math" in moved.text
+    assert "slower" in moved.text
+    called = o.verdict_c9(attention(calls=3))
+    assert called.status == "info" and called.numbers["unet_sdpa_calls"] == 3
+    none = o.verdict_c9({**attention(), "attention": [{"setting": "default switches", "ops": ["x_backward"], "ms": 1.0}]})
+    assert "kernel_default" not in none.numbers and none.status == "wrong"
+
+
+@pytest.mark.parametrize("calls, status", [(0, "wrong"), (2, "info")])
+def test_c9_the_unets_step_with_repeats(calls, status):
+    unet = {"ms_flash_on_all": [9.6, 9.61], "ms_flash_off_all": [8.93, 8.94], "ms_flash_on_again_all": [9.2, 9.3]}
+    v = o.verdict_c9(attention(calls=calls, unet=unet))
+    c = compare([9.6, 9.61], [8.93, 8.94], aa_gap=abs(9.605 - 9.25) / 9.25)
+    assert v.status == status
+    if calls == 0:
+        assert v.numbers["unet_aa_gap"] == abs(c.change) and v.numbers["unet_repeats"] == [2, 2]
+        assert "unet_status" not in v.numbers
+    else:
+        assert v.numbers["unet_ratio"] == c.ratio and v.numbers["unet_status"] == c.status
+
+
+# --------------------------------------------------------------------------- no_sync
+def acc_run(bytes_with=4e6, bytes_without=16e6, n=4):
+    return run([r("no_sync accumulation", (10.0, 10.1), allreduce_bytes_per_step=bytes_with, accumulation=n),
+                r("accumulation without no_sync", (12.0, 12.1), allreduce_bytes_per_step=bytes_without, accumulation=n)])
+
+
+@pytest.mark.parametrize("without, status", [(16e6, "pass"), (12e6, "fail"), (16e6 + 1, "fail"), (4e6, "fail")])
+def test_no_sync_sends_once_per_optimizer_step(without, status):
+    v = o.accumulation_verdict(acc_run(bytes_without=without))
+    assert v.status == status and v.numbers["bytes_ratio"] == without / 4e6 and v.numbers["micro_batches"] == 4
+    c = compare([10.0, 10.1], [12.0, 12.1])
+    assert v.numbers["step_ratio"] == c.ratio and v.numbers["step_status"] == "slower"
+
+
+def test_no_sync_needs_both_runs_and_their_bytes():
+    assert o.accumulation_verdict(run([r("no_sync accumulation", (1, 1))])).status == "info"
+    missing = acc_run()
+    missing.metrics["rows"][0]["allreduce_bytes_per_step"] = None
+    assert o.accumulation_verdict(missing).status == "info"
+    assert "[CPU, gloo" in o.accumulation_verdict(run(acc_run().metrics["rows"], gpu=False)).text
+
+
+def test_the_committed_layout_reads_like_todays():
+    old = run([committed("base", 10.0, 9.9, 10.1), committed("amp=fp32", 12.0, 11.9, 12.1)], params={"steps": 8})
+    assert normalise_row(old.metrics["rows"][1])["variant"] == "fp32"
+    c = o.comparison(old, "fp32")
+    assert c.repeats == (3, 3) and c.baseline == 10.0 and c.status == "slower"

@@ -1,0 +1,449 @@
+"""Notebook 03's verdicts at their rules (``nvtutorial/chapters/ch03_ddp_training/report.py``): the lesson's checks, validation and
+resume, scaling, C1, C14, C15 and the source's table.
+
+Synthetic runs in both layouts (today's timed rounds with an A/A repeat; the committed reference's median,
+minimum and maximum) on both sides of every threshold. The committed 2× H200 runs are read in
+``tests/test_claims_training.py``; the CPU runs in ``tests/test_training.py``.
+"""
+
+from __future__ import annotations
+
+import math
+import types
+
+import pytest
+
+from nvtutorial.chapters.ch03_ddp_training import report as t
+from nvtutorial.report.verdict import compare
+
+
+def gpu_run(rows, ranks=None, label="2× test GPU", gpu=True):
+    """A run as the readers see it: rank 0's metrics, per-rank metrics, a label and an environment."""
+    metrics = {"rows": rows, "device": "cuda:0" if gpu else "cpu", "model_params": 1_000_000}
+    return types.SimpleNamespace(metrics=metrics, ranks=ranks or [metrics], label=label,
+                                 env=types.SimpleNamespace(is_gpu=gpu))
+
+
+def row(variant="baseline", rounds=(10.0, 10.1), batch=8, **extra):
+    return {"variant": variant, "step_ms_rounds": list(rounds), "per_gpu_batch": batch, "status": "ok",
+            "step_ms": sorted(rounds)[len(rounds) // 2], **extra}
+
+
+# --------------------------------------------------------------------------- reading the rows
+def test_normalise_row_in_both_layouts():
+    today = t.normalise_row(row(rounds=(3.0, 1.0, 2.0)))
+    assert today["step_ms_repeats"] == [3.0, 1.0, 2.0] and "layout" not in today
+    old = t.normalise_row({"variant": "amp=fp16", "per_gpu_batch": 8, "accumulation": 4, "status": "ok",
+                           "step_ms": 5.0, "step_ms_min": 4.0, "step_ms_max": 7.0})
+    assert old == {"variant": "fp16", "per_gpu_batch": 32, "accumulation": 4, "status": "ok", "step_ms": 5.0,
+                   "step_ms_min": 4.0, "step_ms_max": 7.0, "layout": "committed", "step_ms_repeats": [4.0, 5.0, 7.0]}
+    failed = t.normalise_row({"variant": "compile=true", "per_gpu_batch": 8, "status": "OOM"})
+    assert failed["variant"] == "torch.compile" and "step_ms_repeats" not in failed and failed["per_gpu_batch"] == 8
+    assert t.normalise_row({"variant": "new name", "per_gpu_batch": 2})["variant"] == "new name"
+    assert t.COMMITTED_NAMES["data=device+batch_size=32"] == "baseline"
+
+
+def test_rows_of_a_run_a_rank_and_a_metrics_dict():
+    r0, r1 = [row(rounds=(1.0, 2.0))], [row(rounds=(3.0, 4.0))]
+    run = gpu_run(r0, ranks=[{"rows": r0}, {"rows": r1}])
+    assert t.rows_of(run)[0]["step_ms_repeats"] == [1.0, 2.0]
+    assert t.rows_of(run, 1)[0]["step_ms_repeats"] == [3.0, 4.0]
+    assert t.rows_of({"rows": r1})[0]["step_ms_repeats"] == [3.0, 4.0]
+    assert t.rows_of(types.SimpleNamespace(metrics={"rows": r0}, ranks=[]))[0]["step_ms_repeats"] == [1.0, 2.0]
+    assert t.rows_of({}) == []
+
+
+def test_find_row_by_variant_batch_and_repeat():
+    rows = [row("baseline", batch=8), row("baseline", batch=4), row("baseline", batch=8, aa_repeat=True, tag="again"),
+            row("fp16", batch=8)]
+    assert t.find_row(rows, "baseline")["per_gpu_batch"] == 8 and "tag" not in t.find_row(rows, "baseline")
+    assert t.find_row(rows, "baseline", 4)["per_gpu_batch"] == 4
+    assert t.find_row(rows, "baseline", 8, aa_repeat=True)["tag"] == "again"
+    assert t.find_row(rows, "fp16", 4) is None and t.find_row(rows, "nope") is None
+    found = t.find_row(rows, "fp16")
+    found["variant"] = "changed"
+    assert rows[3]["variant"] == "fp16"  # a copy
+
+
+def test_ok_needs_a_measured_row():
+    assert t.ok({"status": "ok", "step_ms_repeats": [1.0]})
+    assert not t.ok({"status": "ok", "step_ms_repeats": []}) and not t.ok({"status": "OOM", "step_ms_repeats": [1.0]})
+    assert not t.ok(None) and not t.ok({})
+
+
+def test_the_aa_gap_of_a_run():
+    rows = [t.normalise_row(r) for r in (row("baseline", (10.0, 10.2)), row("fp16", (8.0, 8.1)),
+                                         row("baseline", (10.5, 10.7), aa_repeat=True))]
+    assert t.aa_gap_of(rows) == pytest.approx((10.6 - 10.1) / 10.1)
+    committed = [t.normalise_row({"variant": v, "per_gpu_batch": 8, "status": "ok", "step_ms": m, "step_ms_min": m - 1,
+                                  "step_ms_max": m + 1}) for v, m in (("base", 10.0), ("flash_sdp=false", 10.4))]
+    assert t.aa_gap_of(committed) == pytest.approx(0.04)
+    assert t.aa_gap_of(committed[:1]) is None
+    lost = rows[:2] + [t.normalise_row(row("baseline", (10.5, 10.7), batch=4, aa_repeat=True))]
+    assert t.aa_gap_of(lost) is None  # the first measurement at that batch is missing
+    failed = [t.normalise_row(row("baseline", (10.0, 10.2))), {**row("baseline", aa_repeat=True), "status": "OOM"}]
+    assert t.aa_gap_of(failed) is None
+
+
+def test_repeats_from_every_rank():
+    r0 = [row("baseline", (1.0, 2.0)), row("baseline", (5.0, 6.0), batch=4)]
+    r1 = [row("baseline", (3.0, 4.0)), {**row("baseline", batch=4), "status": "OOM"}]
+    run = gpu_run(r0, ranks=[{"rows": r0}, {"rows": r1}])
+    assert t.repeats_on_every_rank(run, "baseline") == [1.0, 2.0, 3.0, 4.0]
+    assert t.repeats_on_every_rank(run, "baseline", 4) == [5.0, 6.0]
+    assert t.repeats_on_every_rank({"rows": r0}, "baseline") == [1.0, 2.0]
+
+
+def test_where_and_is_gpu():
+    assert t.where(gpu_run([])) == "2× test GPU" and t.where("given") == "given" and t.where(3) == ""
+    assert t.is_gpu(gpu_run([])) and not t.is_gpu(gpu_run([], gpu=False))
+    assert t.is_gpu({"device": "cuda:1"}) and not t.is_gpu({"device": "cpu"}) and not t.is_gpu({})
+
+
+# --------------------------------------------------------------------------- the lesson run's checks
+@pytest.mark.parametrize("first, last, status", [
+    ((1.0, 0.2), (0.5, 0.4), "pass"), ((1.0, 0.2), (1.0, 0.4), "fail"), ((1.0, 0.2), (0.5, 0.2), "fail"),
+    ((1.0, 0.2), (1.1, 0.1), "fail"),
+])
+def test_training_learns(first, last, status):
+    history = [{"epoch": 0, "loss": first[0], "iou": first[1]}, {"epoch": 1, "loss": 0.7, "iou": 0.3},
+               {"epoch": 2, "loss": last[0], "iou": last[1]}]
+    v = t.training_verdict(history, "here")
+    assert v.status == status and v.where == "here" and v.key == "03.training"
+    assert v.numbers == {"loss_first": first[0], "loss_last": last[0], "iou_first": first[1], "iou_last": last[1]}
+    with pytest.raises(ValueError, match="at least 2 epochs"):
+        t.training_verdict(history[:1], "")
+
+
+def test_identical_weights():
+    v = t.identical_weights_verdict(["abc", "abc", "abc"], "")
+    assert v.status == "pass" and v.numbers == {"ranks": 3, "distinct_digests": 1}
+    v = t.identical_weights_verdict(["abc", "abd", "abc"], "")
+    assert v.status == "fail" and v.numbers == {"ranks": 3, "distinct_digests": 2}
+    digests = ["0123456789abcdef", "0123456789abcdef"]
+    v = t.identical_weights_verdict(digests, "2 processes")
+    assert (v.key, v.where) == ("03.identical_weights", "2 processes")
+    assert "0123456789ab…" in v.text  # rank 0's digest, its first 12 hex digits
+    assert "(2 different digests)" in t.identical_weights_verdict(["1" * 16, "2" * 16], "").text
+
+
+def orders(with_epochs, without_epochs):
+    return {"with_set_epoch": with_epochs, "without_set_epoch": without_epochs}
+
+
+@pytest.mark.parametrize("ranks, status, numbers", [
+    ([orders([[0, 2], [2, 0]], [[0, 2], [0, 2]]), orders([[1, 3], [3, 1]], [[1, 3], [1, 3]])], "pass", (True, True, True)),
+    ([orders([[0, 2], [2, 0]], [[0, 2], [0, 2]]), orders([[1, 2], [3, 1]], [[1, 3], [1, 3]])], "fail", (False, True, True)),
+    ([orders([[0, 2], [0, 2]], [[0, 2], [0, 2]]), orders([[1, 3], [3, 1]], [[1, 3], [1, 3]])], "fail", (True, False, True)),
+    ([orders([[0, 2], [2, 0]], [[0, 2], [2, 0]]), orders([[1, 3], [3, 1]], [[1, 3], [1, 3]])], "fail", (True, True, False)),
+    ([orders([[0, 2]], [[0, 2]]), orders([[1, 3]], [[1, 3]])], "fail", (True, True, True)),  # one epoch says nothing
+])
+def test_the_sampler_verdict(ranks, status, numbers):
+    v = t.sampler_verdict(ranks, "")
+    assert v.status == status
+    assert (v.numbers["disjoint"], v.numbers["new_order_each_epoch"], v.numbers["same_order_without"]) == numbers
+
+
+VALUES = {"single": 0.6, "sums": 0.6, "source": 1.2, "world": 2, "samples_counted": 21, "samples": 21}
+
+
+@pytest.mark.parametrize("change, status", [({}, "pass"), ({"sums": 0.6 * (1 + 9e-6)}, "pass"),
+                                            ({"sums": 0.6 * (1 + 2e-5)}, "fail"), ({"samples_counted": 22}, "fail")])
+def test_validation_with_sums_and_counts(change, status):
+    exact, c18 = t.validation_verdicts({**VALUES, **change}, "here")[:2]
+    assert exact.key == "03.validation" and exact.status == status and exact.where == "here"
+    assert exact.numbers["rel_diff"] == pytest.approx(abs(exact.numbers["sums"] - 0.6) / 0.6)
+    assert c18.key == "C18" and c18.status == "partly"
+    loose = t.validation_verdicts({**VALUES, **change}, "", rtol=1e-4)[0]
+    assert loose.status == ("fail" if "samples_counted" in change else "pass")
+
+
+@pytest.mark.parametrize("source, status", [(1.2, "partly"), (0.6 * 1.0099, "holds"), (0.6 * 1.0101, "partly"),
+                                            (0.6 * 0.9899, "partly"), (0.6, "holds")])
+def test_c18_in_notebook_03_is_the_sources_value_against_the_loss(source, status):
+    out = t.validation_verdicts({**VALUES, "source": source}, "")
+    assert len(out) == 2
+    assert out[1].status == status and out[1].numbers == {"source": source, "single": 0.6, "ratio": source / 0.6,
+                                                          "world": 2}
+
+
+def test_the_mean_of_means_is_shown_when_measured():
+    out = t.validation_verdicts({**VALUES, "mean_of_means": 0.601}, "")
+    assert [v.key for v in out] == ["03.validation", "C18", "03.mean_of_means"]
+    assert out[2].status == "info" and out[2].numbers == {"mean_of_means": 0.601, "single": 0.6}
+
+
+def history(*losses, start=0):
+    return [{"epoch": start + i, "loss": x} for i, x in enumerate(losses)]
+
+
+@pytest.mark.parametrize("resumed, digest, status, worst", [
+    (history(0.5, 0.4, start=1), "a", "pass", 0.0),
+    (history(0.5, 0.4, start=1), "b", "pass", 0.0),  # not bit-identical, losses agree
+    (history(0.5, 0.4 * 1.0009, start=1), "b", "pass", 9e-4),
+    (history(0.5, 0.4 * 1.0011, start=1), "b", "fail", 1.1e-3),
+    (history(0.5, 0.4 * 1.0011, start=1), "a", "pass", 1.1e-3),  # bit-identical weights decide
+])
+def test_resume_against_the_uninterrupted_run(resumed, digest, status, worst):
+    v = t.resume_verdict({"digest": "a", "history": history(0.9, 0.5, 0.4)}, {"digest": digest, "history": resumed}, "")
+    assert v.status == status and v.numbers["max_rel_loss_diff"] == pytest.approx(worst, abs=1e-9)
+    assert v.numbers["from_epoch"] == 1 and v.numbers["epochs"] == 2 and v.numbers["identical"] is (digest == "a")
+    with pytest.raises(ValueError, match="trained no epoch"):
+        t.resume_verdict({"digest": "a", "history": history(0.9)}, {"digest": "a", "history": history(0.5, start=3)}, "")
+
+
+# --------------------------------------------------------------------------- scaling, C1 and C15
+def test_efficiency_and_counted_bytes():
+    assert t.efficiency(196.0, 100.0) == pytest.approx(0.98) and t.efficiency(300.0, 100.0, 4) == 0.75
+    assert t.efficiency(100.0, 100.0, 1) == 1.0
+    for bad in ((1.0, 0.0), (1.0, -1.0)):
+        with pytest.raises(ValueError, match="positive 1-GPU throughput"):
+            t.efficiency(*bad)
+    with pytest.raises(ValueError):
+        t.efficiency(1.0, 1.0, 0)
+    assert t.counted_gb({"param_bytes": 1e9, "grad_bytes": 1e9, "optimizer_bytes": 2e9, "saved_activation_bytes": 5e8}) \
+        == 4.5
+    assert t.counted_gb({"param_bytes": 1e9, "grad_bytes": 1e9, "optimizer_bytes": None,
+                         "saved_activation_bytes": 1}) is None
+
+
+def scaling_rows(sps_solo=100.0, sps_fixed=196.0, sps_global=180.0, mem=(10.0, (10.0, 10.05), (5.3, 5.31))):
+    solo = row(t.SOLO, batch=16, samples_per_s=sps_solo, peak_mem_gb_per_rank=[mem[0]], global_batch=16)
+    fixed = row("baseline", batch=16, samples_per_s=sps_fixed, peak_mem_gb_per_rank=list(mem[1]), global_batch=32,
+                world_size=2, comm_share=0.1, nosync_step_ms=9.0)
+    glob = row("baseline", batch=8, samples_per_s=sps_global, peak_mem_gb_per_rank=list(mem[2]), global_batch=16,
+               world_size=2, comm_share=0.2, nosync_step_ms=5.0)
+    return [fixed, glob, solo]
+
+
+def test_scaling_summary_on_gpus():
+    s = t.scaling_summary(gpu_run(scaling_rows()))
+    assert s["one_gpu_batch"] == 16 and s["memory"] == "peak_mem_gb" and s["where"] == "2× test GPU"
+    assert s["solo_memory_gb"] == 10.0 and s["solo_step_ms"] == 10.1
+    p, g = s["fixed_per_gpu"], s["fixed_global"]
+    assert (p["per_gpu_batch"], p["global_batch"], p["speedup"], p["efficiency"]) == (16, 32, 1.96, 0.98)
+    assert (g["per_gpu_batch"], g["global_batch"], g["speedup"], g["efficiency"]) == (8, 16, 1.8, 0.9)
+    assert p["memory_ratio_per_rank"] == [1.0, pytest.approx(1.005)] and g["memory_gb_per_rank"] == [5.3, 5.31]
+    assert (g["comm_share"], g["nosync_step_ms"], g["step_ms"]) == (0.2, 5.0, 10.1)
+
+
+def test_scaling_summary_takes_the_solo_row_from_a_separate_run():
+    rows = scaling_rows()[:2]
+    one = gpu_run([row("baseline", batch=16, samples_per_s=100.0, peak_mem_gb_per_rank=[10.0])])
+    s = t.scaling_summary(gpu_run(rows), one)
+    assert s["fixed_per_gpu"]["speedup"] == 1.96
+    with pytest.raises(ValueError, match="no 1-GPU row"):
+        t.scaling_summary(gpu_run(rows))  # the baseline of the 2-GPU run is not a 1-GPU row
+    missing = t.scaling_summary(gpu_run(scaling_rows()[:1] + scaling_rows()[2:]))
+    assert missing["fixed_global"] is None and missing["fixed_per_gpu"]["speedup"] == 1.96
+
+
+def test_scaling_summary_on_the_cpu_counts_bytes_per_rank():
+    def counted(r, scale):
+        return {**r, "param_bytes": 1e9 * scale, "grad_bytes": 1e9 * scale, "optimizer_bytes": 2e9 * scale,
+                "saved_activation_bytes": 1e9 * scale}
+    r0 = [counted(r, s) for r, s in zip(scaling_rows(), (1.0, 0.6, 1.0))]
+    r1 = [counted(r, s) for r, s in zip(scaling_rows(), (1.0, 0.5, 1.0))]
+    s = t.scaling_summary(gpu_run(r0, ranks=[{"rows": r0}, {"rows": r1}], gpu=False))
+    assert s["memory"] == "counted_gb" and s["solo_memory_gb"] == 5.0
+    assert s["fixed_global"]["memory_gb_per_rank"] == [3.0, 2.5]
+    assert s["fixed_global"]["memory_ratio_per_rank"] == [0.6, 0.5]
+
+
+def summary(speedup=1.96, gpu_ratio_global=(0.53, 0.53), ratio_fixed=(1.0, 1.0), memory="peak_mem_gb"):
+    return {"one_gpu_batch": 16, "memory": memory, "where": "GPU",
+            "fixed_per_gpu": {"speedup": speedup, "efficiency": speedup / 2, "per_gpu_batch": 16,
+                              "memory_ratio_per_rank": list(ratio_fixed)},
+            "fixed_global": {"speedup": 1.8, "efficiency": 0.9, "per_gpu_batch": 8,
+                             "memory_ratio_per_rank": list(gpu_ratio_global)}}
+
+
+@pytest.mark.parametrize("speedup, status", [(1.96, "wrong"), (2.0, "wrong"), (2.01, "holds"), (2.9, "holds")])
+def test_c1_at_its_threshold(speedup, status):
+    v = t.verdict_c1(summary(speedup))
+    assert v.status == status and v.numbers == {"claimed": pytest.approx(168 / 58), "speedup": speedup,
+                                                "efficiency": speedup / 2}
+
+
+def test_c1_is_not_decided_on_the_cpu_or_without_the_run():
+    v = t.verdict_c1(summary(0.69), gpu=False)
+    assert v.status == "info" and v.numbers == {"speedup": 0.69}
+    assert t.verdict_c1({"fixed_per_gpu": None}).status == "info" and t.verdict_c1({}).numbers == {}
+
+
+@pytest.mark.parametrize("glob, fixed, pattern", [
+    ((0.53, 0.53), (1.0, 1.0), True), ((0.53, 0.53), (1.049, 0.951), True), ((0.53, 0.53), (1.05, 1.0), False),
+    ((0.53, 0.53), (0.95, 1.0), False), ((0.98, 0.98), (1.0, 1.0), True), ((0.99, 0.53), (1.0, 1.0), False),
+    ((0.53, 0.94), (0.95 + 1e-9, 1.0), True),
+])
+def test_c15_needs_less_memory_only_with_a_fixed_global_batch(glob, fixed, pattern):
+    v = t.verdict_c15(summary(gpu_ratio_global=glob, ratio_fixed=fixed))
+    assert v.numbers["pattern_holds"] is pattern and v.status == ("partly" if pattern else "info")
+    assert v.numbers["ratio_fixed_global"] == list(glob) and v.numbers["ratio_fixed_per_gpu"] == list(fixed)
+
+
+def test_c15_is_decided_from_gpu_peaks_only():
+    assert t.verdict_c15(summary(), gpu=False).status == "info"
+    assert t.verdict_c15(summary(memory="counted_gb")).status == "info"
+    assert t.verdict_c15(summary(memory="counted_gb")).numbers["pattern_holds"] is True
+    assert t.verdict_c15(summary(gpu_ratio_global=(0.5, None))).numbers == {}
+    assert t.verdict_c15({"fixed_global": None, "fixed_per_gpu": {}}).status == "info"
+
+
+def test_scaling_verdicts_and_frame():
+    s = summary()
+    s["fixed_global"]["memory_gb_per_rank"] = [5.3, 5.3]
+    s["fixed_per_gpu"]["memory_gb_per_rank"] = [10.0, 10.0]
+    s.update(solo_memory_gb=10.0)
+    for x in ("fixed_global", "fixed_per_gpu"):
+        s[x].update(samples_per_s_1=100.0, samples_per_s_2=180.0)
+    out = t.scaling_verdicts(s, gpu=True)
+    assert [v.key for v in out] == ["03.scaling.fixed_per_gpu", "03.scaling.fixed_global", "C1", "C15"]
+    assert out[0].numbers == {"speedup": 1.96, "efficiency": 0.98} and out[0].where == "GPU"
+    assert [v.key for v in t.scaling_verdicts({**s, "fixed_global": None}, gpu=False)] == \
+        ["03.scaling.fixed_per_gpu", "C1", "C15"]
+    frame = t.scaling_frame(s)
+    assert list(frame["convention"]) == ["fixed per-GPU batch", "fixed global batch"]
+    assert list(frame["speed-up"]) == [1.96, 1.8] and list(frame["efficiency %"]) == [98.0, 90.0]
+    assert list(frame["rank 1 ÷ 1 GPU"]) == [1.0, 0.53] and "memory, rank 0 (peak GB)" in frame
+    assert t._r(None) == "n/a" and t._r(float("nan")) == "n/a" and t._r(1.23456, 3) == 1.235
+    one = t.scaling_frame({**s, "fixed_per_gpu": None, "memory": "counted_gb"})  # a convention not run: no row
+    assert list(one["convention"]) == ["fixed global batch"] and "memory, rank 0 (counted GB)" in one
+    assert t._pct(None) == "n/a" and t._pct(0.1234) == "12.3 %"
+
+
+def test_the_scaling_explanation_splits_the_loss():
+    s = {"fixed_global": {"step_ms": 6.0, "nosync_step_ms": 5.5}, "solo_step_ms": 10.0}
+    text = t.scaling_explanation(s, gpu=True)
+    assert "a step took 6.00 ms, where half of the 1-GPU step would be 5.00 ms" in text
+    assert "+0.50 ms from the smaller per-GPU batch" in text and "+0.50 ms from the gradient synchronisation" in text
+    assert t.scaling_explanation(s) == text  # GPUs unless told otherwise
+    cpu = t.scaling_explanation(s, gpu=False)
+    assert "cannot be split into causes" in cpu and "say nothing about GPUs" in cpu
+    assert cpu.startswith("Two GPUs can at most double the samples per second.")
+    assert "+0.50 ms against half the 1-process step, +0.50 ms against no_sync" in cpu
+    assert "under no_sync" not in t.scaling_explanation({"fixed_global": {"step_ms": 6.0}, "solo_step_ms": 10.0})
+    assert t.scaling_explanation({}) == "The fixed global batch run is missing."
+
+
+# --------------------------------------------------------------------------- C14: transports
+def transport_row(ms, aa=0.005, comm=0.1):
+    return {"repeats_every_rank": [ms * f for f in (0.998, 1.0, 1.002, 0.999, 1.001, 1.0)], "aa_gap": aa,
+            "step_ms_per_rank": [ms, ms], "comm_share": comm}
+
+
+def test_transport_comparison_takes_the_larger_aa_gap():
+    rows = {"nvlink": transport_row(100.0, aa=0.01), "host": transport_row(102.0, aa=0.03), "socket": None}
+    c = t.transport_comparison(rows, "host")
+    assert c.aa_gap == 0.03 and c.status == "no change"
+    rows["nvlink"]["aa_gap"] = None
+    assert t.transport_comparison(rows, "host").aa_gap == 0.03
+    rows["host"]["aa_gap"] = None
+    assert t.transport_comparison(rows, "host").aa_gap is None and t.transport_comparison(rows, "host").status == "slower"
+    assert t.transport_comparison(rows, "socket") is None and t.transport_comparison({"host": rows["host"]}, "host") is None
+    assert t.transport_comparison({**rows, "host": {"repeats_every_rank": []}}, "host") is None
+
+
+@pytest.mark.parametrize("host_ms, status", [
+    (100.1, "partly"), (103.0, "partly"), (100.0 * (1 + t.SOURCE_C14_GAP / 2) - 0.1, "partly"),
+    (100.0 * (1 + t.SOURCE_C14_GAP / 2) + 0.1, "holds"), (118.0, "holds"),
+    (100.0 * (1 + 2 * t.SOURCE_C14_GAP) - 0.1, "holds"), (100.0 * (1 + 2 * t.SOURCE_C14_GAP) + 0.1, "partly"),
+    (160.0, "partly"), (80.0, "wrong"),
+])
+def test_c14_at_its_thresholds(host_ms, status):
+    rows = {"nvlink": transport_row(100.0), "host": transport_row(host_ms, comm=0.2), "socket": transport_row(170.0)}
+    v = t.verdict_c14(rows, gpu=True, where_="GPU")
+    host = t.transport_comparison(rows, "host")
+    assert v.status == status and v.where == "GPU"
+    assert v.numbers == {"host_vs_nvlink": host.ratio, "noise": host.noise,
+                         "socket_vs_nvlink": t.transport_comparison(rows, "socket").ratio,
+                         "comm_share_nvlink": 0.1, "comm_share_host": 0.2}
+    assert t.SOURCE_C14_GAP == pytest.approx(5 / 29)
+
+
+def test_c14_needs_gpus_and_both_runs():
+    rows = {"nvlink": transport_row(100.0), "host": transport_row(103.0), "socket": None}
+    assert t.verdict_c14(rows, gpu=False).status == "info" and t.verdict_c14(rows, gpu=False).numbers == {}
+    assert t.verdict_c14({"nvlink": transport_row(100.0), "host": None}).status == "info"
+    assert t.verdict_c14(rows).numbers["socket_vs_nvlink"] is None
+
+
+def test_the_c14_prediction():
+    rows = {"nvlink": transport_row(100.0), "host": transport_row(130.0)}
+    assert t.grade_c14("a", rows, True, "").status == "right"  # host slower: NVLink faster
+    assert t.grade_c14("c", rows, True, "").status != "right"
+    assert t.grade_c14("b", {"nvlink": transport_row(100.0), "host": transport_row(70.0)}, True, "").status == "right"
+    assert t.grade_c14("c", {"nvlink": transport_row(100.0), "host": transport_row(100.1)}, True, "").status == "right"
+    off = t.grade_c14("a", rows, False, "CPU")
+    assert off.status == "info" and off.numbers == {"prediction": "a"}
+
+
+@pytest.mark.parametrize("ratio, answer", [(2.0, "b"), (1.0, "a"), (0.5, "c"), (1.4, "a"), (1.5, "b"), (0.71, "a")])
+def test_the_source_validation_prediction(ratio, answer):
+    values = {"source": ratio * 0.6, "single": 0.6, "world": 2}
+    assert t.grade_source_validation(answer, values, "").status == "right"
+    wrong = next(c for c in "abc" if c != answer)
+    assert t.grade_source_validation(wrong, values, "").status != "right"
+
+
+def _two_gpu_run(step_ms, ranks=2, aa=None):
+    rows = [row("baseline", (step_ms, step_ms * 1.001), batch=8, samples_per_s=1000.0 / step_ms)]
+    if aa:
+        rows.append(row("baseline", (step_ms * aa, step_ms * aa * 1.001), batch=8, aa_repeat=True))
+    return gpu_run(rows, ranks=[{"rows": rows}] * ranks)
+
+
+def test_transport_rows_and_the_sources_table():
+    one = gpu_run([row(t.SOLO, (20.0, 20.1), batch=16, samples_per_s=800.0)])
+    paths = {"1gpu": one, "nvlink": _two_gpu_run(10.0, aa=1.01), "host": _two_gpu_run(11.0), "socket": None}
+    rows = t.transport_rows(paths, 8)
+    assert rows["socket"] is None and rows["1gpu"]["per_gpu_batch"] == 16
+    nv = rows["nvlink"]
+    assert nv["repeats_every_rank"] == pytest.approx([10.0, 10.01, 10.0, 10.01]) and nv["aa_gap"] == pytest.approx(0.01, abs=1e-3)
+    assert nv["step_ms_per_rank"] == pytest.approx([10.01, 10.01]) and rows["host"]["aa_gap"] is None
+    fallback = t.transport_rows({"1gpu": gpu_run([row("baseline", batch=16, samples_per_s=800.0)])}, 8)
+    assert fallback["1gpu"]["variant"] == "baseline"
+    assert t.transport_rows({"nvlink": _two_gpu_run(10.0)}, 4)["nvlink"] is None  # no row at that batch
+    table = t.source_comparison(rows, epoch_images=60_000).set_index("path")
+    label = t.PATHS
+    assert table.loc[label["1gpu"], "min/epoch (ours)"] == round(60_000 / 800.0 / 60, 2)
+    assert table.loc[label["nvlink"], "speed-up (ours)"] == round(100.0 / 800.0, 2)
+    assert table.loc[label["nvlink"], "comm share (ours)"] == "n/a" and table.loc[label["1gpu"], "comm share (ours)"] == "—"
+    assert table.loc[label["socket"], "min/epoch (ours)"] == "not run" and table.loc[label["socket"], "min/epoch (source)"] == "—"
+    assert table.loc[label["host"], "min/epoch (source)"] == 34.0 and table.loc[label["host"], "comm share (source)"] == "18.0 %"
+    assert table.loc[label["1gpu"], "speed-up (source)"] == 1.0 and table.loc[label["1gpu"], "comm share (source)"] == "—"
+    assert table.loc[label["nvlink"], "step ms, each rank"] == "10.01, 10.01"
+    cpu = t.source_comparison(rows, 60_000, gpu=False)
+    assert list(cpu["path"]) == list(t.CPU_PATHS.values())
+    no_base = t.source_comparison({**rows, "1gpu": None}, 60_000).set_index("path")
+    assert no_base.loc[label["nvlink"], "speed-up (ours)"] == "n/a"
+
+
+def test_show_prints_where_it_was_measured(capsys):
+    import pandas as pd
+
+    t.show(pd.DataFrame([{"a": 1}]), types.SimpleNamespace(label="2× H200"), "A table")
+    out = capsys.readouterr().out
+    assert out.startswith("A table\nmeasured on: 2× H200\n") and " a\n 1" in out
+    t.show(pd.DataFrame([{"a": 1}]), "CPU")
+    assert capsys.readouterr().out.startswith("measured on: CPU\n")
+
+
+def test_show_displays_the_table_in_a_notebook(monkeypatch, capsys):
+    import IPython
+    import IPython.display
+    import pandas as pd
+
+    shown = []
+    monkeypatch.setattr(IPython, "get_ipython", lambda: object())  # as in a kernel
+    monkeypatch.setattr(IPython.display, "display", shown.append)
+    frame = pd.DataFrame([{"a": 1}])
+    t.show(frame, "2× H200")
+    assert shown == [frame] and capsys.readouterr().out == "measured on: 2× H200\n"
+
+
+def test_the_constants_the_lessons_quote():
+    assert [r["minutes_per_epoch"] for r in t.SOURCE_TABLE] == [58.0, 34.0, 29.0]
+    assert t.PATH_ENV["socket"] == {"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1"} and t.PATH_ENV["1gpu"] == {}
+    assert t.PATH_ENV["host"] == {"NCCL_P2P_DISABLE": "1"} and t.SOURCE_ROW_FOR["host"] == "2 GPUs over PCIe"
+    assert math.isclose(compare([1, 1], [1, 1]).noise, 0.01)
