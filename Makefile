@@ -50,19 +50,22 @@ test: install
 nbval-outputs: install
 	$(BIN)/python -m tests.nbval_outputs regenerate $(if $(NBVAL_FROM),--from $(NBVAL_FROM))
 
-# Mutation testing (outside CI; scripts/mutate.py says why mutmut): every one-token change to the verdict rules,
-# guards, diagnosis, collectives lessons and exercise checkers, against the fast tests; the score per module goes to
-# benchmarks/results/mutation-after.json. About an hour on 2 cores. MUTATE_ARGS="--only nvtutorial/guards.py" for one
-# module; MUTATE_ARGS=--recheck after writing tests: only the mutants not caught last time, against today's tests;
-# `make mutate-before` measures commit e1ea54c (before the rule tests) with the same tool.
+# Mutation testing (outside CI; scripts/mutate.py says why mutmut): one-token changes to the verdict rules, guards,
+# diagnosis, collectives lessons and exercise checkers, against the fast tests; the score per module goes to
+# benchmarks/results/mutation-after.json. MUTATE_SAMPLE mutants per module, drawn with a fixed seed (each score with its
+# 95 % interval; about half an hour on 2 cores at 10); MUTATE_SAMPLE=0 runs every mutant (17,000: many hours).
+# MUTATE_ARGS="--only nvtutorial/guards.py" for one module; MUTATE_ARGS=--recheck after writing tests: only the
+# mutants not caught last time, against today's tests; `make mutate-before` measures commit e1ea54c (before the rule
+# tests) with the same tool and the same sample rule.
+MUTATE_SAMPLE ?= 10
 MUTATE_ARGS ?=
 mutate: install
 	$(BIN)/python -m pip install --quiet "mutmut==3.8.1"
-	$(BIN)/python scripts/mutate.py run --label after $(MUTATE_ARGS)
+	$(BIN)/python scripts/mutate.py run --label after --sample $(MUTATE_SAMPLE) $(MUTATE_ARGS)
 
 mutate-before: install
 	$(BIN)/python -m pip install --quiet "mutmut==3.8.1"
-	$(BIN)/python scripts/mutate.py run --label before --source e1ea54c $(MUTATE_ARGS)
+	$(BIN)/python scripts/mutate.py run --label before --source e1ea54c --sample $(MUTATE_SAMPLE) $(MUTATE_ARGS)
 
 # The tests of the built website (build/site, `make site`): its check, and every page in headless Chromium. `make test`
 # runs them too, skipped with the reason when no current site is built; CI builds the site after `make test` (from

@@ -93,9 +93,10 @@ def _without_sentences(operator):
     return operator_string
 
 
-def _run_mutmut(work: Path, tests: list[str], only: list[str], max_children: int, names: list[str] = ()) -> int:
+def _run_mutmut(work: Path, tests: list[str], only: list[str], max_children: int, names: list[str] = (),
+                sample: int = 0) -> int:
     """mutmut run in ``work`` (in this process: the string operator is patched first); with ``names``, only those
-    mutants, run again whatever their last result."""
+    mutants, run again whatever their last result; with ``sample``, only that many mutants per module (:func:`_sampled`)."""
     os.chdir(work)
     # The ranks a test starts import the mutated copy too; the selection plugin comes from scripts/.
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(work / "mutants"), str(work / "scripts"),
@@ -116,6 +117,8 @@ def _run_mutmut(work: Path, tests: list[str], only: list[str], max_children: int
             mutators.mutation_operators[i] = (node_type, _without_sentences(operator))
     _fast_tests_first()
     _lean_pytest()
+    if sample:
+        _sampled(sample)
     from mutmut.__main__ import cli
 
     try:
@@ -123,6 +126,51 @@ def _run_mutmut(work: Path, tests: list[str], only: list[str], max_children: int
     except SystemExit as exc:
         return int(exc.code or 0)
     return 0
+
+
+SEED = 21
+"""The seed of the sample: the same rule picks the mutants of every run (and of ``--source`` runs of past commits)."""
+
+
+def sample_of(names: list[str], per_module: int, seed: int = SEED) -> list[str]:
+    """``per_module`` of a module's mutant names, drawn uniformly at random (sorted first, so the draw depends only
+    on the names and the seed); all of them when the module has fewer."""
+    import random
+
+    ordered = sorted(names, key=_natural)
+    return ordered if len(ordered) <= per_module else sorted(random.Random(seed).sample(ordered, per_module),
+                                                             key=_natural)
+
+
+def _sampled(per_module: int) -> None:
+    """mutmut runs only a uniform random sample of each module's mutants (:func:`sample_of`); the others stay
+    "not checked". On 2 shared cores every mutant of every module takes many hours (about 8 s per mutant and core
+    where tests reach the function); a sample per module estimates each module's score with a stated interval
+    (:func:`interval`) in a bounded time."""
+    import mutmut.__main__ as mm
+
+    collect = mm.collect_source_file_mutation_data
+
+    def sampled(*, mutant_names):
+        mutants, by_path = collect(mutant_names=mutant_names)
+        if mutant_names:
+            return mutants, by_path
+        keep = set()
+        for path, m in by_path.items():
+            keep |= set(sample_of(list(m.exit_code_by_key), per_module))
+        return [x for x in mutants if x[1] in keep], by_path
+
+    mm.collect_source_file_mutation_data = sampled
+
+
+def interval(caught: int, checked: int, z: float = 1.96) -> tuple[float, float] | None:
+    """The 95 % Wilson interval of a score measured on ``checked`` sampled mutants (None when none was checked)."""
+    if not checked:
+        return None
+    p = caught / checked
+    centre = (p + z * z / (2 * checked)) / (1 + z * z / checked)
+    half = z * ((p * (1 - p) / checked + z * z / (4 * checked * checked)) ** 0.5) / (1 + z * z / checked)
+    return round(max(0.0, centre - half), 4), round(min(1.0, centre + half), 4)
 
 
 def _fast_tests_first() -> None:
@@ -202,7 +250,8 @@ def _collect(work: Path) -> dict:
         caught = sum(n for s, n in counts.items() if s in CAUGHT)
         checked = sum(n for s, n in counts.items() if s in CAUGHT | NOT_CAUGHT)
         modules[module] = {"mutants": total, "caught": caught, "checked": checked,
-                           "score": round(caught / checked, 4) if checked else None, "by_status": counts,
+                           "score": round(caught / checked, 4) if checked else None,
+                           "interval95": interval(caught, checked), "by_status": counts,
                            "not_caught": survivors}
     return modules
 
@@ -247,7 +296,7 @@ def write_result(label: str, work: Path, meta: dict) -> Path:
     checked = sum(m["checked"] for m in modules.values())
     out = {"label": label, **meta, "machine": _machine(),
            "total": {"mutants": sum(m["mutants"] for m in modules.values()), "caught": caught, "checked": checked,
-                     "score": round(caught / checked, 4) if checked else None},
+                     "score": round(caught / checked, 4) if checked else None, "interval95": interval(caught, checked)},
            "modules": modules}
     RESULTS.mkdir(parents=True, exist_ok=True)
     path = RESULTS / f"mutation-{label}.json"
@@ -272,6 +321,13 @@ EQUIVALENT = RESULTS / "mutation-equivalent.json"
 """Mutants that no test can or should catch, ``{"mutant name": "one-line reason"}`` (kept by hand)."""
 
 
+def _moves(source: str) -> dict[str, str]:
+    """Files of ``source`` renamed since (``git diff -M``): their path then, their path now."""
+    out = subprocess.run(["git", "diff", "-M", "--name-status", "--diff-filter=R", source, "HEAD", "--", "nvtutorial"],
+                         cwd=ROOT, capture_output=True, text=True).stdout
+    return {parts[1]: parts[2] for line in out.splitlines() if len(parts := line.split("\t")) == 3}
+
+
 def write_summary() -> Path:
     """The before/after table per module and the list of mutants not caught (with their reason, or "unexplained")."""
     runs = {label: json.loads((RESULTS / f"mutation-{label}.json").read_text()) for label in ("before", "after")
@@ -282,19 +338,31 @@ def write_summary() -> Path:
              "Generated by `python scripts/mutate.py summary` from the JSON files beside it. A mutant is one token "
              "changed in a verdict rule, a guard, the diagnosis, a collectives lesson or an exercise checker "
              "(`scripts/mutate.py` says which and why mutmut); it is *caught* when a test fails or hangs past "
-             "mutmut's deadline. Score = caught ÷ checked.", ""]
+             "mutmut's deadline. Score = caught ÷ checked. Where a run checked a random sample of each module's "
+             "mutants (the same seeded rule for both), each score comes with its 95 % (Wilson) interval.", ""]
     for label, data in runs.items():
         m = data["machine"]
-        lines.append(f"- **{label}**: source {data['source']}, {data['total']['checked']} mutants checked, "
+        drawn = (f" (a random sample of at most {data['sample_per_module']} per module, seed {data.get('seed')})"
+                 if data.get("sample_per_module") else "")
+        lines.append(f"- **{label}**: source {data['source']}, {data['total']['checked']} mutants checked{drawn}, "
                      f"{data.get('wall_s', 0) / 60:.0f} min wall on {m['usable_cores']} cores ({m['cpu']}), "
                      f"torch {m['torch']}, Python {m['python']}, mutmut {m['mutmut']}, {m['gpu']}.")
     lines += ["", "| module | mutants | before | after | not caught after | of which explained |",
               "| --- | ---: | ---: | ---: | ---: | ---: |"]
     modules = sorted(set().union(*(d["modules"] for d in runs.values()))) if runs else []
 
+    moved = _moves(runs["before"]["source"]) if "before" in runs else {}
+    if "before" in runs:  # the modules of the past commit under today's names (files moved since: git's renames)
+        runs["before"]["modules"] = {moved.get(k, k): v for k, v in runs["before"]["modules"].items()}
+
     def score(label: str, module: str) -> str:
         m = runs.get(label, {}).get("modules", {}).get(module)
-        return "—" if not m or m["score"] is None else f"{100 * m['score']:.1f} % ({m['caught']}/{m['checked']})"
+        if not m or m["score"] is None:
+            return "—"
+        low_high = m.get("interval95")
+        band = f", {100 * low_high[0]:.0f}–{100 * low_high[1]:.0f} %" if low_high and runs[label].get(
+            "sample_per_module") else ""
+        return f"{100 * m['score']:.1f} % ({m['caught']}/{m['checked']}{band})"
 
     for module in modules:
         a = (after or {}).get("modules", {}).get(module)
@@ -335,6 +403,8 @@ def main(argv: list[str] | None = None) -> int:
                      "default: pytest_add_cli_args_test_selection of [tool.mutmut]")
     run.add_argument("--only", nargs="*", default=[], help="mutate only these files (globs), e.g. nvtutorial/guards.py")
     run.add_argument("--max-children", type=int, default=len(os.sched_getaffinity(0)))
+    run.add_argument("--sample", type=int, default=0, help="run only this many mutants per module, drawn at random "
+                     "with a fixed seed (the others stay 'not checked'); the score then comes with its 95 %% interval")
     run.add_argument("--resume", action="store_true", help="go on with an interrupted run in build/mutation/LABEL "
                      "(its copy, its mutants and the results so far are kept)")
     run.add_argument("--recheck", action="store_true", help="after new tests: copy the working tree's tests (and "
@@ -375,11 +445,12 @@ def main(argv: list[str] | None = None) -> int:
         source = subprocess.run(["git", "rev-parse", "--short", args.source], cwd=ROOT, check=True, capture_output=True,
                                 text=True).stdout.strip()
     meta = {"source": source, "tests": args.tests.split() or None, "only": args.only or None,
-            "started": time.strftime("%Y-%m-%d %H:%M:%S"), "max_children": args.max_children}
+            "started": time.strftime("%Y-%m-%d %H:%M:%S"), "max_children": args.max_children,
+            "sample_per_module": args.sample or previous.get("sample_per_module") or None, "seed": SEED}
     t0 = time.monotonic()
     # mutmut runs in a child process: it changes directory and its configuration is read once per process.
     code = subprocess.run([sys.executable, __file__, "_mutmut", str(work), args.tests, " ".join(args.only),
-                           str(args.max_children), *names]).returncode
+                           str(args.max_children), str(meta["sample_per_module"] or 0), *names]).returncode
     # The wall time of the whole measurement: an interrupted run's segments, and its rechecks, added up.
     meta["segments_s"] = [*previous.get("segments_s", [previous["wall_s"]] if "wall_s" in previous else []),
                           round(time.monotonic() - t0)]
@@ -398,6 +469,6 @@ if __name__ == "__main__":
         print(json.dumps(_collect(Path(sys.argv[2]))))
         sys.exit(0)
     if sys.argv[1:2] == ["_mutmut"]:
-        _, _, work_dir, tests, only, children, *mutants = sys.argv
-        sys.exit(_run_mutmut(Path(work_dir), tests.split(), only.split(), int(children), mutants))
+        _, _, work_dir, tests, only, children, sample, *mutants = sys.argv
+        sys.exit(_run_mutmut(Path(work_dir), tests.split(), only.split(), int(children), mutants, int(sample)))
     sys.exit(main())

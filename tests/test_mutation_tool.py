@@ -42,6 +42,27 @@ def test_mutants_are_listed_in_their_numeric_order():
     assert sorted(names, key=mutate._natural) == ["m.x_e__mutmut_1", "m.x_f__mutmut_2", "m.x_f__mutmut_10"]
 
 
+def test_the_sample_is_seeded_uniform_and_all_of_a_small_module():
+    names = [f"m.x_f__mutmut_{i}" for i in range(1, 41)]
+    drawn = mutate.sample_of(names, 10)
+    assert len(drawn) == 10 and len(set(drawn)) == 10 and set(drawn) <= set(names)
+    assert drawn == sorted(drawn, key=mutate._natural)
+    assert mutate.sample_of(list(reversed(names)), 10) == drawn  # the order they come in does not matter
+    assert mutate.sample_of(names, 10, seed=mutate.SEED + 1) != drawn
+    assert mutate.sample_of(names[:7], 10) == names[:7]
+    assert mutate.sample_of(names[:10], 10) == names[:10]
+    hits = sum("__mutmut_1" == n[-10:] for seed in range(400) for n in mutate.sample_of(names, 10, seed))
+    assert 60 < hits < 140  # each name drawn about 10/40 of the time (100 of 400 draws)
+
+
+def test_the_interval_of_a_sampled_score():
+    assert mutate.interval(0, 0) is None
+    low, high = mutate.interval(8, 10)
+    assert low == pytest.approx(0.4902, abs=1e-4) and high == pytest.approx(0.9433, abs=1e-4)  # Wilson, z = 1.96
+    assert mutate.interval(10, 10)[1] == 1.0 and mutate.interval(0, 10)[0] == 0.0
+    assert mutate.interval(500, 1000)[1] - mutate.interval(500, 1000)[0] < mutate.interval(5, 10)[1] - mutate.interval(5, 10)[0]
+
+
 LAUNCHING = '''
 import pytest
 from nvtutorial import launch
