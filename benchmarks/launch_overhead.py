@@ -34,7 +34,7 @@ import time
 from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
-BARE = '''\
+BARE = """\
 import os
 
 import torch
@@ -47,7 +47,7 @@ dist.init_process_group(backend)
 x = torch.ones(4, device="cuda" if backend == "nccl" else "cpu")
 dist.all_reduce(x)
 dist.destroy_process_group()
-'''
+"""
 TARGETS = {
     "notebook_warm_first_output_s": {"gloo": 0.5, "nccl": 2.0},
     "notebook_warm_first_output_vs_bare": 0.15,
@@ -83,10 +83,18 @@ def machine() -> dict:
         load = None
     import importlib.metadata as md
 
-    return {"host": platform.node(), "cpu": cpu, "usable_cores": guards.usable_cores(), "memory_gib": memory,
-            "gpus": [g.name for g in hardware.gpus()], "driver": hardware.driver_version(),
-            "python": platform.python_version(), "torch": md.version("torch"), "torch_cuda": launch.torch_cuda(),
-            "load_average_1min_at_start": load}
+    return {
+        "host": platform.node(),
+        "cpu": cpu,
+        "usable_cores": guards.usable_cores(),
+        "memory_gib": memory,
+        "gpus": [g.name for g in hardware.gpus()],
+        "driver": hardware.driver_version(),
+        "python": platform.python_version(),
+        "torch": md.version("torch"),
+        "torch_cuda": launch.torch_cuda(),
+        "load_average_1min_at_start": load,
+    }
 
 
 def tool(name: str, module: str) -> list[str]:
@@ -113,8 +121,9 @@ def in_process(backend: str, nproc: int, out: Path, launcher: str) -> dict[str, 
 
     sink = io.StringIO()
     with redirect_stdout(sink), redirect_stderr(sink):
-        res = nvtutorial.run("selftest", nproc=nproc, backend=backend, params={"steps": 1, "numel": 4}, out=out,
-                             launcher=launcher)
+        res = nvtutorial.run(
+            "selftest", nproc=nproc, backend=backend, params={"steps": 1, "numel": 4}, out=out, launcher=launcher
+        )
     assert res.started == ("warm" if launcher == "auto" else "torchrun"), (res.started, res.cold_reason)
     return {"first_output_s": res.first_output_s, "ready_s": res.ready_s, "wall_s": res.wall_s}
 
@@ -135,10 +144,28 @@ def main(argv: list[str] | None = None) -> int:
     work = Path(tempfile.mkdtemp(prefix="launch-overhead-"))
     bare_script = work / "bare_allreduce.py"
     bare_script.write_text(BARE.format(backend=args.backend))
-    cli = [*tool("nvtutorial", "nvtutorial.cli"), "run", "selftest", "--nproc", str(args.nproc), "--backend",
-           args.backend, "--set", "steps=1", "--set", "numel=4", "--output", "none"]
-    bare = [*tool("torchrun", "torch.distributed.run"), "--standalone", "--nproc-per-node", str(args.nproc),
-            str(bare_script)]
+    cli = [
+        *tool("nvtutorial", "nvtutorial.cli"),
+        "run",
+        "selftest",
+        "--nproc",
+        str(args.nproc),
+        "--backend",
+        args.backend,
+        "--set",
+        "steps=1",
+        "--set",
+        "numel=4",
+        "--output",
+        "none",
+    ]
+    bare = [
+        *tool("torchrun", "torch.distributed.run"),
+        "--standalone",
+        "--nproc-per-node",
+        str(args.nproc),
+        str(bare_script),
+    ]
     commands = {"torchrun_bare": bare, "cli_warm": cli, "cli_torchrun": [*cli, "--torchrun"]}
     wall: dict[str, list[float]] = {name: [] for name in [*commands, "notebook_warm", "notebook_torchrun"]}
     cpu: dict[str, list[float]] = {name: [] for name in commands}
@@ -159,8 +186,9 @@ def main(argv: list[str] | None = None) -> int:
                     wall[name].append(seconds)
                     cpu[name].append(used)
                 else:
-                    got = in_process(args.backend, args.nproc, work / f"{name}{i}",
-                                     "auto" if name == "notebook_warm" else "torchrun")
+                    got = in_process(
+                        args.backend, args.nproc, work / f"{name}{i}", "auto" if name == "notebook_warm" else "torchrun"
+                    )
                     wall[name].append(got["wall_s"])
                     first[name].append(got["first_output_s"])
                     seconds = got["wall_s"]
@@ -178,9 +206,11 @@ def main(argv: list[str] | None = None) -> int:
         "cli_warm_vs_bare": median["cli_warm"] / bare_s,
         "cli_torchrun_vs_bare": median["cli_torchrun"] / bare_s,
     }
-    targets = {"notebook_warm_first_output_s": TARGETS["notebook_warm_first_output_s"][args.backend],
-               "notebook_warm_first_output_vs_bare": TARGETS["notebook_warm_first_output_vs_bare"],
-               "cli_warm_vs_bare": TARGETS["cli_warm_vs_bare"]}
+    targets = {
+        "notebook_warm_first_output_s": TARGETS["notebook_warm_first_output_s"][args.backend],
+        "notebook_warm_first_output_vs_bare": TARGETS["notebook_warm_first_output_vs_bare"],
+        "cli_warm_vs_bare": TARGETS["cli_warm_vs_bare"],
+    }
     report = {
         "what": __doc__.splitlines()[0],
         "machine": machine(),
@@ -188,8 +218,12 @@ def main(argv: list[str] | None = None) -> int:
         "nproc": args.nproc,
         "repeats": args.repeats,
         "commands": {name: " ".join(cmd) for name, cmd in commands.items()},
-        "warm_interpreter": {"ready_s": warm_ready_s, "preload_s": hello.get("preload_s"),
-                             "threads": hello.get("threads"), "cuda": hello.get("cuda")},
+        "warm_interpreter": {
+            "ready_s": warm_ready_s,
+            "preload_s": hello.get("preload_s"),
+            "threads": hello.get("threads"),
+            "cuda": hello.get("cuda"),
+        },
         "wall_s": wall,
         "median_wall_s": median,
         "first_output_s": first,
@@ -206,14 +240,22 @@ def main(argv: list[str] | None = None) -> int:
     where = f"{m['host']} ({', '.join(m['gpus']) or m['cpu']}, {m['usable_cores']} cores, torch {m['torch']})"
     print(f"\n{args.nproc} {args.backend} rank(s) on {where}; medians of {args.repeats}:")
     print(f"  bare torchrun (whole command)       {bare_s:6.2f} s")
-    print(f"  nvtutorial run, warm (whole)        {median['cli_warm']:6.2f} s  = {results['cli_warm_vs_bare']:.2f}x"
-          f"  (target <= {targets['cli_warm_vs_bare']})")
-    print(f"  nvtutorial run --torchrun (whole)   {median['cli_torchrun']:6.2f} s  = {results['cli_torchrun_vs_bare']:.2f}x")
-    print(f"  notebook, warm: first output        {first_median['notebook_warm']:6.2f} s  = "
-          f"{results['notebook_warm_first_output_vs_bare']:.2f}x (targets <= {targets['notebook_warm_first_output_s']} s, "
-          f"<= {targets['notebook_warm_first_output_vs_bare']}x); return {median['notebook_warm']:.2f} s")
-    print(f"  notebook, torchrun: first output    {first_median['notebook_torchrun']:6.2f} s  = "
-          f"{results['notebook_torchrun_first_output_vs_bare']:.2f}x; return {median['notebook_torchrun']:.2f} s")
+    print(
+        f"  nvtutorial run, warm (whole)        {median['cli_warm']:6.2f} s  = {results['cli_warm_vs_bare']:.2f}x"
+        f"  (target <= {targets['cli_warm_vs_bare']})"
+    )
+    print(
+        f"  nvtutorial run --torchrun (whole)   {median['cli_torchrun']:6.2f} s  = {results['cli_torchrun_vs_bare']:.2f}x"
+    )
+    print(
+        f"  notebook, warm: first output        {first_median['notebook_warm']:6.2f} s  = "
+        f"{results['notebook_warm_first_output_vs_bare']:.2f}x (targets <= {targets['notebook_warm_first_output_s']} s, "
+        f"<= {targets['notebook_warm_first_output_vs_bare']}x); return {median['notebook_warm']:.2f} s"
+    )
+    print(
+        f"  notebook, torchrun: first output    {first_median['notebook_torchrun']:6.2f} s  = "
+        f"{results['notebook_torchrun_first_output_vs_bare']:.2f}x; return {median['notebook_torchrun']:.2f} s"
+    )
     print(f"  the warm interpreter was ready {warm_ready_s:.2f} s after it was started; {args.out}")
     return 0
 

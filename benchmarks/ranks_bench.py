@@ -79,7 +79,9 @@ class Kernel:
             if msg["msg_type"] == "error":
                 print("\n".join(msg["content"]["traceback"]), file=sys.stderr)
         if reply["content"]["status"] != "ok":
-            raise RuntimeError(f"cell failed: {code!r}: {reply['content'].get('ename')}: {reply['content'].get('evalue')}")
+            raise RuntimeError(
+                f"cell failed: {code!r}: {reply['content'].get('ename')}: {reply['content'].get('evalue')}"
+            )
         return elapsed
 
     def close(self) -> None:
@@ -132,8 +134,21 @@ def torchrun(args: argparse.Namespace, script: Path) -> float:
     if args.backend == "gloo":
         env["CUDA_VISIBLE_DEVICES"] = ""
     t0 = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(args.nproc),
-                    str(script)], env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc-per-node",
+            str(args.nproc),
+            str(script),
+        ],
+        env=env,
+        check=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     return time.perf_counter() - t0
 
 
@@ -155,8 +170,12 @@ def ipyparallel_cold_and_warm(args: argparse.Namespace) -> tuple[float, float]:
 
     os.environ["CUDA_VISIBLE_DEVICES"] = ""  # the engines inherit it: gloo on the CPU, as %%ranks does
     t0 = time.perf_counter()
-    cluster = ipp.Cluster(n=args.nproc, log_level=40, delay=0,
-                          controller_args=["--HeartMonitor.period=500", "--IPController.use_threads=True"])
+    cluster = ipp.Cluster(
+        n=args.nproc,
+        log_level=40,
+        delay=0,
+        controller_args=["--HeartMonitor.period=500", "--IPController.use_threads=True"],
+    )
     try:
         client = cluster.start_and_connect_sync()
         client.wait_for_engines(args.nproc, timeout=300)
@@ -180,8 +199,13 @@ def ipyparallel_cold_and_warm(args: argparse.Namespace) -> tuple[float, float]:
 
 
 def machine() -> dict:
-    return {"host": socket.gethostname(), "platform": platform.platform(), "cpus": os.cpu_count(),
-            "python": platform.python_version(), "loadavg_before": os.getloadavg()}
+    return {
+        "host": socket.gethostname(),
+        "platform": platform.platform(),
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "loadavg_before": os.getloadavg(),
+    }
 
 
 def main() -> None:
@@ -199,9 +223,13 @@ def main() -> None:
     import torch
 
     info["torch"] = torch.__version__
-    result: dict = {"machine": info, "nproc": args.nproc, "backend": args.backend,
-                    "label": f"{args.nproc} ranks, {args.backend}, on {info['host']} ({info['cpus']} CPUs): "
-                             "tool overhead, not a GPU measurement"}
+    result: dict = {
+        "machine": info,
+        "nproc": args.nproc,
+        "backend": args.backend,
+        "label": f"{args.nproc} ranks, {args.backend}, on {info['host']} ({info['cpus']} CPUs): "
+        "tool overhead, not a GPU measurement",
+    }
     result["warm"] = warm(args)
     result["launcher_selftest_s"] = launcher(args)
     script = Path(tempfile.mkdtemp()) / "bare_allreduce.py"
@@ -224,7 +252,11 @@ def main() -> None:
     if args.ipyparallel:
         import ipyparallel
 
-        result["ipyparallel"] = {"version": ipyparallel.__version__, "cold_s": ipp_cold, "warm_execute_median_s": ipp_warm}
+        result["ipyparallel"] = {
+            "version": ipyparallel.__version__,
+            "cold_s": ipp_cold,
+            "warm_execute_median_s": ipp_warm,
+        }
     info["loadavg_after"] = os.getloadavg()
 
     w = result["warm"]
@@ -247,7 +279,11 @@ def main() -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=1))
     rows = [
-        ("warm %%ranks cell (pass), median", summary["warm_ranks_cell_median_s"], f"target <= {WARM_TARGET_S * 1e3:.0f} ms"),
+        (
+            "warm %%ranks cell (pass), median",
+            summary["warm_ranks_cell_median_s"],
+            f"target <= {WARM_TARGET_S * 1e3:.0f} ms",
+        ),
         ("warm %%ranks cell (all_reduce), median", summary["warm_all_reduce_cell_median_s"], ""),
         ("warm plain cell (kernel round trip), median", summary["warm_plain_cell_median_s"], ""),
         ("ranks.run_code('pass') in-process, median", summary["run_code_median_s"], ""),
@@ -258,14 +294,20 @@ def main() -> None:
     print(f"\n{result['label']}; load {info['loadavg_before'][0]:.1f} -> {info['loadavg_after'][0]:.1f}")
     for name, seconds, note in rows:
         print(f"  {name:<62} {seconds * 1e3:>10.1f} ms  {note}")
-    print(f"  {'cold ratio (first cell / bare torchrun)':<62} {summary['cold_ratio']:>10.2f}     "
-          f"target <= {COLD_TARGET_RATIO}")
+    print(
+        f"  {'cold ratio (first cell / bare torchrun)':<62} {summary['cold_ratio']:>10.2f}     "
+        f"target <= {COLD_TARGET_RATIO}"
+    )
     if args.ipyparallel:
         ipp = result["ipyparallel"]
-        print(f"  {'ipyparallel ' + ipp['version'] + ': cold (cluster + init + all_reduce), median':<62} "
-              f"{median(ipp['cold_s']) * 1e3:>10.1f} ms")
-        print(f"  {'ipyparallel: warm execute(pass) via its client, median':<62} "
-              f"{median(ipp['warm_execute_median_s']) * 1e3:>10.1f} ms  (compare run_code above)")
+        print(
+            f"  {'ipyparallel ' + ipp['version'] + ': cold (cluster + init + all_reduce), median':<62} "
+            f"{median(ipp['cold_s']) * 1e3:>10.1f} ms"
+        )
+        print(
+            f"  {'ipyparallel: warm execute(pass) via its client, median':<62} "
+            f"{median(ipp['warm_execute_median_s']) * 1e3:>10.1f} ms  (compare run_code above)"
+        )
     print(f"results: {out}")
 
 
@@ -273,9 +315,11 @@ def cold(args: argparse.Namespace) -> float:
     """The first %%ranks cell of a fresh kernel: starts the ranks, creates the group, one all-reduce."""
     k = Kernel()
     try:
-        k.execute("%load_ext nvtutorial.teach.ranks\n"
-                  f"import nvtutorial.teach.ranks; nvtutorial.teach.ranks.configure(nproc={args.nproc}, "
-                  f"backend={args.backend!r})")
+        k.execute(
+            "%load_ext nvtutorial.teach.ranks\n"
+            f"import nvtutorial.teach.ranks; nvtutorial.teach.ranks.configure(nproc={args.nproc}, "
+            f"backend={args.backend!r})"
+        )
         return k.execute(CELL)
     finally:
         k.close()

@@ -15,8 +15,14 @@ if TYPE_CHECKING:
     from nvtutorial.launch import LaunchError, RunFailed, RunTimedOut, run
     from nvtutorial.results import EnvInfo, RunResult
 
-_LAZY = {"LaunchError": "launch", "RunFailed": "launch", "RunTimedOut": "launch", "run": "launch",
-         "EnvInfo": "results", "RunResult": "results"}
+_LAZY = {
+    "LaunchError": "launch",
+    "RunFailed": "launch",
+    "RunTimedOut": "launch",
+    "run": "launch",
+    "EnvInfo": "results",
+    "RunResult": "results",
+}
 
 
 class _ImportNotice:
@@ -24,8 +30,11 @@ class _ImportNotice:
     takes seconds on a busy CPU (more on a GPU machine), pandas and matplotlib most of a second; a setup cell would
     otherwise pass them with nothing shown. It finds nothing itself: the import goes on as usual."""
 
-    SAID = {"torch": "PyTorch in this kernel (once per kernel; it starts no GPU)",
-            "pandas": "pandas (once per kernel)", "matplotlib": "matplotlib (once per kernel)"}
+    SAID = {
+        "torch": "PyTorch in this kernel (once per kernel; it starts no GPU)",
+        "pandas": "pandas (once per kernel)",
+        "matplotlib": "matplotlib (once per kernel)",
+    }
 
     def __init__(self) -> None:
         self.said: set[str] = set()
@@ -34,8 +43,12 @@ class _ImportNotice:
         import sys
 
         # an import, not a look-up (importlib.util.find_spec, which the launcher uses to read torch's version)
-        if (name in self.SAID and name not in self.said and name not in sys.modules
-                and sys._getframe(2).f_code.co_name == "_find_and_load_unlocked"):
+        if (
+            name in self.SAID
+            and name not in self.said
+            and name not in sys.modules
+            and sys._getframe(2).f_code.co_name == "_find_and_load_unlocked"
+        ):
             self.said.add(name)
             print(f"[nvtutorial] importing {self.SAID[name]}", flush=True)
         return None

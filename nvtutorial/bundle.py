@@ -18,8 +18,14 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
-DEFAULT_PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_17_x86_64",
-                     "manylinux2014_x86_64", "manylinux1_x86_64", "any")
+DEFAULT_PLATFORMS = (
+    "manylinux_2_28_x86_64",
+    "manylinux_2_27_x86_64",
+    "manylinux_2_17_x86_64",
+    "manylinux2014_x86_64",
+    "manylinux1_x86_64",
+    "any",
+)
 
 
 class BundleError(RuntimeError):
@@ -47,8 +53,13 @@ def repository_root() -> Path:
     return root
 
 
-def build(out: str | os.PathLike[str] = "wheels", python: str = "3.12", platforms: list[str] | None = None,
-          with_torch: bool = False, skip: list[str] | tuple[str, ...] = ()) -> Path:
+def build(
+    out: str | os.PathLike[str] = "wheels",
+    python: str = "3.12",
+    platforms: list[str] | None = None,
+    with_torch: bool = False,
+    skip: list[str] | tuple[str, ...] = (),
+) -> Path:
     """Fill ``out`` with wheels for ``python`` on ``platforms``; returns the folder."""
     if not re.fullmatch(r"3\.\d+", python):
         raise BundleError(f"python={python!r}: give a version like 3.12")
@@ -56,8 +67,16 @@ def build(out: str | os.PathLike[str] = "wheels", python: str = "3.12", platform
     out.mkdir(parents=True, exist_ok=True)
     pip = [sys.executable, "-m", "pip"]
     _call(pip + ["wheel", "--no-deps", "--wheel-dir", str(out), str(repository_root())])
-    cmd = pip + ["download", "--only-binary=:all:", "--dest", str(out), "--python-version", python,
-                 "--implementation", "cp"]
+    cmd = pip + [
+        "download",
+        "--only-binary=:all:",
+        "--dest",
+        str(out),
+        "--python-version",
+        python,
+        "--implementation",
+        "cp",
+    ]
     for tag in platforms or DEFAULT_PLATFORMS:
         cmd += ["--platform", tag]
     _call(cmd + requirements(with_torch, skip))
@@ -76,9 +95,11 @@ def install_instructions(folder: Path) -> str:
     wheels = sorted(folder.glob("*.whl"))
     size = sum(w.stat().st_size for w in wheels) / 2**20
     left_out = (folder / "LEFT_OUT.txt").read_text().split() if (folder / "LEFT_OUT.txt").exists() else []
-    text = (f"{len(wheels)} wheels, {size:.0f} MiB, in {folder}\n"
-            f"Copy the folder to the node, then, in its Python environment:\n"
-            f"    python -m pip install --no-index --find-links {folder} nvtutorial")
+    text = (
+        f"{len(wheels)} wheels, {size:.0f} MiB, in {folder}\n"
+        f"Copy the folder to the node, then, in its Python environment:\n"
+        f"    python -m pip install --no-index --find-links {folder} nvtutorial"
+    )
     if left_out:
         text += f"\nLeft out (the node must already have them): {', '.join(left_out)}"
     return text

@@ -61,10 +61,20 @@ def cmd_run(args: argparse.Namespace) -> int:
     try:
         values = params_mod.parse_assignments(args.set)
         env = params_mod.parse_assignments(args.env)
-        spec = launch.prepare(args.target, nproc=args.nproc, backend=args.backend, params=values,
-                              args=args.script_args, timeout=args.timeout, env=env, out=args.out, output=args.output,
-                              nnodes=args.nnodes, allow_oversubscribe=args.oversubscribe,
-                              launcher="torchrun" if args.torchrun else None)
+        spec = launch.prepare(
+            args.target,
+            nproc=args.nproc,
+            backend=args.backend,
+            params=values,
+            args=args.script_args,
+            timeout=args.timeout,
+            env=env,
+            out=args.out,
+            output=args.output,
+            nnodes=args.nnodes,
+            allow_oversubscribe=args.oversubscribe,
+            launcher="torchrun" if args.torchrun else None,
+        )
     except (launch.LaunchError, params_mod.ParamError) as exc:
         print(f"nvtutorial run: error: {one_line(exc)}", file=sys.stderr)
         return EXIT_USAGE
@@ -97,8 +107,10 @@ def cmd_clean(args: argparse.Namespace) -> int:
     before = len(spec.finished_runs(root))
     removed, freed = spec.prune_runs(keep=args.keep, root=root)
     left = len(spec.finished_runs(root))
-    print(f"{root}: removed {removed} finished run folder{'s' * (removed != 1)} ({freed / 1e6:.1f} MB); "
-          f"{left} of {before} kept (runs still in flight and folders touched in the last 10 minutes are never removed)")
+    print(
+        f"{root}: removed {removed} finished run folder{'s' * (removed != 1)} ({freed / 1e6:.1f} MB); "
+        f"{left} of {before} kept (runs still in flight and folders touched in the last 10 minutes are never removed)"
+    )
     return 0
 
 
@@ -132,8 +144,9 @@ def cmd_bundle(args: argparse.Namespace) -> int:
     from nvtutorial import bundle
 
     try:
-        folder = bundle.build(out=args.out, python=args.python, platforms=args.platform, with_torch=args.with_torch,
-                              skip=args.skip)
+        folder = bundle.build(
+            out=args.out, python=args.python, platforms=args.platform, with_torch=args.with_torch, skip=args.skip
+        )
     except bundle.BundleError as exc:
         print(f"nvtutorial bundle: error: {exc}", file=sys.stderr)
         return EXIT_FAILED
@@ -148,24 +161,38 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("list", help="the workloads, one line each")
     p.set_defaults(func=cmd_list)
 
-    p = sub.add_parser("run", help="run a workload or a script on N processes and write DIR/result.json",
-                       usage="nvtutorial run TARGET [options] [-- SCRIPT ARGS...]")
+    p = sub.add_parser(
+        "run",
+        help="run a workload or a script on N processes and write DIR/result.json",
+        usage="nvtutorial run TARGET [options] [-- SCRIPT ARGS...]",
+    )
     p.add_argument("target", metavar="TARGET", help="a workload (nvtutorial list) or the path of a .py script")
     p.add_argument("--nproc", type=int, default=2, help="processes per node (default 2)")
-    p.add_argument("--nnodes", type=int, default=1,
-                   help="emulated nodes on this host, one torchrun agent each (default 1)")
-    p.add_argument("--oversubscribe", action="store_true",
-                   help="start even with more ranks than the CPU cores or the memory hold")
-    p.add_argument("--backend", choices=("auto", "nccl", "gloo"), default="auto",
-                   help="auto: nccl when N GPUs are visible, else gloo on CPU")
+    p.add_argument(
+        "--nnodes", type=int, default=1, help="emulated nodes on this host, one torchrun agent each (default 1)"
+    )
+    p.add_argument(
+        "--oversubscribe", action="store_true", help="start even with more ranks than the CPU cores or the memory hold"
+    )
+    p.add_argument(
+        "--backend",
+        choices=("auto", "nccl", "gloo"),
+        default="auto",
+        help="auto: nccl when N GPUs are visible, else gloo on CPU",
+    )
     p.add_argument("--timeout", type=_positive_float, default=600.0, help="deadline in seconds (default 600)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a workload parameter")
-    p.add_argument("--env", action="append", default=[], metavar="KEY=VALUE", help="an environment variable for this run")
+    p.add_argument(
+        "--env", action="append", default=[], metavar="KEY=VALUE", help="an environment variable for this run"
+    )
     p.add_argument("--out", type=Path, help="run folder (default: a new folder under runs/)")
     p.add_argument("--output", choices=("rank0", "all", "none"), default="rank0", help="which ranks' lines to show")
-    p.add_argument("--torchrun", action="store_true",
-                   help="start the ranks with the literal torchrun command (default: fork them from a warm "
-                        "interpreter that has imported torch, where the run allows it)")
+    p.add_argument(
+        "--torchrun",
+        action="store_true",
+        help="start the ranks with the literal torchrun command (default: fork them from a warm "
+        "interpreter that has imported torch, where the run allows it)",
+    )
     p.set_defaults(func=cmd_run, script_args=[])
 
     p = sub.add_parser("clean", help="remove finished run folders under the runs root (.runs, or $NVTUTORIAL_RUNS_DIR)")
@@ -173,11 +200,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_clean)
 
     p = sub.add_parser("course", help="execute the notebooks with papermill and print a summary")
-    p.add_argument("--out", type=Path, default=Path("build/course"), help="folder for executed notebooks and summary.json")
-    p.add_argument("--only", action="append", default=None, metavar="PATTERN",
-                   help="run only notebooks whose file name contains this (e.g. 01); repeatable")
-    p.add_argument("--profile", choices=("auto", "ci", "full"), default="auto",
-                   help="ci: small and fast; full: the lesson sizes; auto (default): full with 2 GPUs, else ci")
+    p.add_argument(
+        "--out", type=Path, default=Path("build/course"), help="folder for executed notebooks and summary.json"
+    )
+    p.add_argument(
+        "--only",
+        action="append",
+        default=None,
+        metavar="PATTERN",
+        help="run only notebooks whose file name contains this (e.g. 01); repeatable",
+    )
+    p.add_argument(
+        "--profile",
+        choices=("auto", "ci", "full"),
+        default="auto",
+        help="ci: small and fast; full: the lesson sizes; auto (default): full with 2 GPUs, else ci",
+    )
     p.add_argument("--notebooks", type=Path, default=None, help="folder of the notebooks (default: the repository's)")
     p.set_defaults(func=cmd_course)
 
@@ -186,7 +224,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--python", default="3.12", help="the node's Python version (default 3.12)")
     p.add_argument("--platform", action="append", default=None, help="pip platform tag(s) (default: manylinux x86_64)")
     p.add_argument("--with-torch", action="store_true", help="include torch (large; most GPU nodes have their own)")
-    p.add_argument("--skip", action="append", default=[], metavar="PACKAGE", help="leave a requirement out (repeatable)")
+    p.add_argument(
+        "--skip", action="append", default=[], metavar="PACKAGE", help="leave a requirement out (repeatable)"
+    )
     p.set_defaults(func=cmd_bundle)
 
     for module in _COMMAND_MODULES:
@@ -204,7 +244,7 @@ def main(argv: list[str] | None = None) -> int:
     script_args: list[str] = []
     if argv[:1] == ["run"] and "--" in argv:  # `nvtutorial run my.py -- ARGS`: ARGS go to the script
         cut = argv.index("--")
-        argv, script_args = argv[:cut], argv[cut + 1:]
+        argv, script_args = argv[:cut], argv[cut + 1 :]
     parser = build_parser()
     args, unknown = parser.parse_known_args(argv)
     if unknown:

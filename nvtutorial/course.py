@@ -73,8 +73,13 @@ class CourseSummary:
     out: str
 
 
-def run_course(out: str | os.PathLike[str] = "build/course", only: str | list[str] | None = None, profile: str = "full",
-               notebooks_dir: str | os.PathLike[str] | None = None, kernel: str = "python3") -> CourseSummary:
+def run_course(
+    out: str | os.PathLike[str] = "build/course",
+    only: str | list[str] | None = None,
+    profile: str = "full",
+    notebooks_dir: str | os.PathLike[str] | None = None,
+    kernel: str = "python3",
+) -> CourseSummary:
     """Execute the notebooks into ``out`` with papermill; write and return the summary.
 
     ``profile`` is ``ci``, ``full`` or ``auto`` (see :func:`lesson_profile`).
@@ -86,7 +91,9 @@ def run_course(out: str | os.PathLike[str] = "build/course", only: str | list[st
     patterns = [only] if isinstance(only, str) else list(only or [])
     notebooks = sorted(p for p in folder.glob("*.ipynb") if not patterns or any(s in p.name for s in patterns))
     if not notebooks:
-        raise CourseError(f"no notebook in {folder} matches {', '.join(patterns)}" if patterns else f"no notebooks in {folder}")
+        raise CourseError(
+            f"no notebook in {folder} matches {', '.join(patterns)}" if patterns else f"no notebooks in {folder}"
+        )
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     summary = CourseSummary(profile=profile, where=where(), notebooks=[], out=str(out))
@@ -103,15 +110,29 @@ def run_course(out: str | os.PathLike[str] = "build/course", only: str | list[st
             error = None
             try:
                 # store_widget_state: the progress bars' final state is saved with the notebook
-                papermill.execute_notebook(str(nb), str(target), parameters={"profile": profile}, kernel_name=kernel,
-                                           cwd=str(nb.parent), progress_bar=False, log_output=False,
-                                           store_widget_state=True)
+                papermill.execute_notebook(
+                    str(nb),
+                    str(target),
+                    parameters={"profile": profile},
+                    kernel_name=kernel,
+                    cwd=str(nb.parent),
+                    progress_bar=False,
+                    log_output=False,
+                    store_widget_state=True,
+                )
             except Exception as exc:  # papermill raises PapermillExecutionError with the cell's traceback
                 error = f"{type(exc).__name__}: {exc}".strip()
             else:
                 error = failed_check(target)
-            summary.notebooks.append(NotebookOutcome(name=nb.name, passed=error is None,
-                                                     duration_s=time.perf_counter() - t0, output=str(target), error=error))
+            summary.notebooks.append(
+                NotebookOutcome(
+                    name=nb.name,
+                    passed=error is None,
+                    duration_s=time.perf_counter() - t0,
+                    output=str(target),
+                    error=error,
+                )
+            )
             write_json_atomic(out / "summary.json", summary)
     finally:
         if previous is None:
@@ -146,5 +167,7 @@ def format_summary(summary: CourseSummary) -> str:
         if n.error:
             lines += ["      " + line for line in n.error.splitlines()[-6:]]
     passed = sum(n.passed for n in summary.notebooks)
-    lines.append(f"{passed} passed, {len(summary.notebooks) - passed} failed  (executed notebooks and summary.json in {summary.out})")
+    lines.append(
+        f"{passed} passed, {len(summary.notebooks) - passed} failed  (executed notebooks and summary.json in {summary.out})"
+    )
     return "\n".join(lines)

@@ -89,7 +89,7 @@ def stack_section(path: Path, before: int = 4, limit: int = 80) -> list[str]:
             first = i
         else:
             break
-    return lines[max(0, first - before):][:limit]
+    return lines[max(0, first - before) :][:limit]
 
 
 def agent_logs(spec: LaunchSpec) -> list[Path]:
@@ -132,9 +132,18 @@ def collect(spec: LaunchSpec, returncode: int, wall: float, first_output: float 
         lines += [f"[rank{r}] {line}" for line in tail(log_files[r], 10)]
     params = dataclasses.asdict(spec.params) if spec.params is not None else {"args": list(spec.args)}
     return RunResult(
-        workload=spec.workload, params=params, returncode=returncode, wall_s=wall, first_output_s=first_output,
-        env=env, ranks=ranks if len(ranks) == spec.world_size else [], run_dir=spec.run_dir, log_files=log_files,
-        log_tail=lines, overrides=dict(spec.env), nnodes=spec.nnodes,
+        workload=spec.workload,
+        params=params,
+        returncode=returncode,
+        wall_s=wall,
+        first_output_s=first_output,
+        env=env,
+        ranks=ranks if len(ranks) == spec.world_size else [],
+        run_dir=spec.run_dir,
+        log_files=log_files,
+        log_tail=lines,
+        overrides=dict(spec.env),
+        nnodes=spec.nnodes,
     )
 
 
@@ -183,8 +192,10 @@ def disk_full(spec: LaunchSpec) -> str | None:
     said = any(any(mark in line for mark in _NO_SPACE for line in tail(p, 60)) for p in logs)
     if free >= MIN_FREE_MB * 1_000_000 and not said:
         return None
-    return (f"the disk holding {spec.run_dir} is full ({free / 1e6:.1f} MB free): the ranks could not write "
-            f"their logs and results; free some space, or use --out on another disk")
+    return (
+        f"the disk holding {spec.run_dir} is full ({free / 1e6:.1f} MB free): the ranks could not write "
+        f"their logs and results; free some space, or use --out on another disk"
+    )
 
 
 def _early_note(spec: LaunchSpec, failed: set[int]) -> str:
@@ -193,8 +204,10 @@ def _early_note(spec: LaunchSpec, failed: set[int]) -> str:
     if not done or len(done) == spec.world_size:
         return ""
     who = ", ".join(map(str, done))
-    return (f"\nnote: rank{'s' if len(done) > 1 else ''} {who} finished (exit 0) while the others still ran; "
-            f"a rank that leaves early breaks the collectives its peers still wait in")
+    return (
+        f"\nnote: rank{'s' if len(done) > 1 else ''} {who} finished (exit 0) while the others still ran; "
+        f"a rank that leaves early breaks the collectives its peers still wait in"
+    )
 
 
 def diagnose(spec: LaunchSpec, result: RunResult, seen: Observed) -> Failure | None:
@@ -220,11 +233,15 @@ def diagnose(spec: LaunchSpec, result: RunResult, seen: Observed) -> Failure | N
         if sig is None:
             cause = f"rank {rank} ended without a result or a Python exception (killed by a signal, or os._exit)"
         elif sig == signal.SIGKILL:
-            cause = (f"rank {rank} was killed by SIGKILL from outside the run (the kernel's out-of-memory "
-                     f"killer does this: see `dmesg`; or a `kill -9`)")
+            cause = (
+                f"rank {rank} was killed by SIGKILL from outside the run (the kernel's out-of-memory "
+                f"killer does this: see `dmesg`; or a `kill -9`)"
+            )
         else:
-            cause = (f"rank {rank} was killed by {sig.name} (no Python exception: a crash in native code, "
-                     f"or NCCL's watchdog ending the process)")
+            cause = (
+                f"rank {rank} was killed by {sig.name} (no Python exception: a crash in native code, "
+                f"or NCCL's watchdog ending the process)"
+            )
         after = f"\n(then rank {error['rank']} failed: {error['type']}: {error['message'][:200]})" if error else ""
         kind = sig.name if sig else "ExitWithoutResult"
         result.error = {"rank": rank, "type": kind, "message": cause}
@@ -234,13 +251,20 @@ def diagnose(spec: LaunchSpec, result: RunResult, seen: Observed) -> Failure | N
         head = f"rank {rank} failed: {error['type']}: {error['message']}"
         if full:
             head = f"{full}\n(rank {rank} failed: {error['type']}: {error['message'][:200]})"
-        result.error = {"rank": rank, "type": error["type"], "message": error["message"], "traceback": error["traceback"]}
+        result.error = {
+            "rank": rank,
+            "type": error["type"],
+            "message": error["message"],
+            "traceback": error["traceback"],
+        }
         return _failure(result, rank, head + _early_note(spec, reported), error["type"], error["traceback"])
     warm = seen.started == "warm"
     logs = list(result.log_files.values()) if warm else agent_logs(spec)
     agent_tail = [line for log in logs for line in tail(log)][-LOG_TAIL_LINES:]
-    first = full or (f"{spec.workload} exited with code {result.returncode} and no rank reported an error "
-                     f"(a crash before the workload started, or a rank killed by a signal)")
+    first = full or (
+        f"{spec.workload} exited with code {result.returncode} and no rank reported an error "
+        f"(a crash before the workload started, or a rank killed by a signal)"
+    )
     kind = "DiskFull" if full else "ExitCode"
     result.log_tail = agent_tail
     result.error = {"type": kind, "message": first}
@@ -261,16 +285,22 @@ def _failure(result: RunResult, rank: int, head: str, kind: str, trace: str | No
 def _timed_out(spec: LaunchSpec, result: RunResult, seen: Observed) -> Failure:
     result.returncode = result.returncode or -int(signal.SIGKILL)
     if seen.startup:
-        first = (f"{spec.workload}: the ranks were not all up within {spec.startup_timeout:g} s of start-up "
-                 f"(interpreters, imports, rendezvous); every process of the run was ended.")
+        first = (
+            f"{spec.workload}: the ranks were not all up within {spec.startup_timeout:g} s of start-up "
+            f"(interpreters, imports, rendezvous); every process of the run was ended."
+        )
     else:
-        first = (f"{spec.workload} did not finish within its {spec.timeout:g} s deadline (counted from when every "
-                 f"rank was up); every process of the run was ended.")
+        first = (
+            f"{spec.workload} did not finish within its {spec.timeout:g} s deadline (counted from when every "
+            f"rank was up); every process of the run was ended."
+        )
     lines = [first]
     if seen.stopped:
         who = ", ".join(map(str, sorted(seen.stopped)))
-        lines.append(f"rank{'s' if len(seen.stopped) > 1 else ''} {who} had been stopped (SIGSTOP or Ctrl-Z): "
-                     f"a frozen rank holds up every collective of the others")
+        lines.append(
+            f"rank{'s' if len(seen.stopped) > 1 else ''} {who} had been stopped (SIGSTOP or Ctrl-Z): "
+            f"a frozen rank holds up every collective of the others"
+        )
     lines.append("Each rank's last lines (a Python stack shows where it was waiting):")
     head = len(lines)
     for r, path in result.log_files.items():

@@ -81,19 +81,25 @@ def check_ranks(ranks: int, allow_oversubscribe: bool = False) -> list[str]:
     cores = usable_cores()
     limit = MAX_RANKS_PER_CORE * cores
     if ranks > limit:
-        problems.append(f"{ranks} ranks on {cores} CPU core{'s' if cores > 1 else ''}: the limit is {limit} "
-                        f"({MAX_RANKS_PER_CORE} per core)")
+        problems.append(
+            f"{ranks} ranks on {cores} CPU core{'s' if cores > 1 else ''}: the limit is {limit} "
+            f"({MAX_RANKS_PER_CORE} per core)"
+        )
     memory = available_memory()
     if memory is not None and ranks * RANK_MEMORY_MB * _MB > memory:
-        problems.append(f"{ranks} ranks need about {ranks * RANK_MEMORY_MB / 1000:.1f} GB of memory "
-                        f"({RANK_MEMORY_MB} MB each) but {memory / 1e9:.1f} GB is available")
+        problems.append(
+            f"{ranks} ranks need about {ranks * RANK_MEMORY_MB / 1000:.1f} GB of memory "
+            f"({RANK_MEMORY_MB} MB each) but {memory / 1e9:.1f} GB is available"
+        )
     if not problems:
         return []
     if allow_oversubscribe:
         return [f"warning: {p}; starting anyway (oversubscribed: expect a slow run)" for p in problems]
     fit = min(limit, max(1, int((memory or limit * RANK_MEMORY_MB * _MB) // (RANK_MEMORY_MB * _MB))))
-    raise Refused(f"{problems[0]}; use {fit} ranks or fewer (--nproc x --nnodes), "
-                  f"or --oversubscribe (allow_oversubscribe=True) to start them anyway")
+    raise Refused(
+        f"{problems[0]}; use {fit} ranks or fewer (--nproc x --nnodes), "
+        f"or --oversubscribe (allow_oversubscribe=True) to start them anyway"
+    )
 
 
 def nearest_existing(path: Path) -> Path:
@@ -121,5 +127,7 @@ def check_run_dir(run_dir: Path) -> None:
     except OSError as exc:
         raise Refused(f"cannot use {run_dir} as the run folder: {exc.strerror or exc}; {fix}") from None
     if free < MIN_FREE_MB * _MB:
-        raise Refused(f"only {free / _MB:.1f} MB free on the disk holding {run_dir}: a run needs {MIN_FREE_MB} MB "
-                      f"for its logs and results; free some space, or use --out on another disk")
+        raise Refused(
+            f"only {free / _MB:.1f} MB free on the disk holding {run_dir}: a run needs {MIN_FREE_MB} MB "
+            f"for its logs and results; free some space, or use --out on another disk"
+        )

@@ -31,8 +31,14 @@ from jupyter_server.services.contents.largefilemanager import AsyncLargeFileMana
 
 WIDGET_SETTINGS = {"@jupyter-widgets/jupyterlab-manager:plugin": {"saveState": True}}
 """JupyterLab setting overrides installed by :func:`install_settings`."""
-SUBSHELL_MESSAGES = ("create_subshell_request", "create_subshell_reply", "delete_subshell_request",
-                     "delete_subshell_reply", "list_subshell_request", "list_subshell_reply")
+SUBSHELL_MESSAGES = (
+    "create_subshell_request",
+    "create_subshell_reply",
+    "delete_subshell_request",
+    "delete_subshell_reply",
+    "list_subshell_request",
+    "list_subshell_reply",
+)
 """Control-channel messages that JupyterLab sends while a cell runs (the widget manager asks for a kernel subshell
 when a cell's first progress bar appears) and whose answer's ``idle`` status JupyterLab would otherwise show as the
 kernel's: its status bar read "Idle" while the cell ran. Jupyter Server's default list of untracked messages,
@@ -87,8 +93,9 @@ def kernel_metadata(metadata: dict[str, Any], kernel_spec_manager: Any) -> dict[
 class CourseContentsManager(AsyncLargeFileManager):
     """Jupyter Server's default contents manager, serving notebooks with their kernel's metadata."""
 
-    async def get(self, path: str, content: bool = True, type: str | None = None, format: str | None = None,
-                  **kwargs: Any) -> dict[str, Any]:
+    async def get(
+        self, path: str, content: bool = True, type: str | None = None, format: str | None = None, **kwargs: Any
+    ) -> dict[str, Any]:
         model = await super().get(path, content=content, type=type, format=format, **kwargs)
         if content and model.get("type") == "notebook" and model.get("content") is not None:
             nb = model["content"]
@@ -117,19 +124,31 @@ def install_settings(folder: Path | None = None) -> Path | None:
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text(text)
     except OSError as exc:
-        print(f"nvtutorial lab: could not write {target} ({exc.strerror}); widget state will not be saved "
-              "with notebooks, so reopened notebooks show their progress bars as 'model not found'", file=sys.stderr)
+        print(
+            f"nvtutorial lab: could not write {target} ({exc.strerror}); widget state will not be saved "
+            "with notebooks, so reopened notebooks show their progress bars as 'model not found'",
+            file=sys.stderr,
+        )
         return None
     return target
 
 
-def command(folder: str = "notebooks", port: int | None = None, no_browser: bool = False,
-            extra: list[str] | None = None, is_root: bool | None = None) -> list[str]:
+def command(
+    folder: str = "notebooks",
+    port: int | None = None,
+    no_browser: bool = False,
+    extra: list[str] | None = None,
+    is_root: bool | None = None,
+) -> list[str]:
     """The ``jupyter lab`` command line (``--allow-root`` only for root)."""
     jupyter = shutil.which("jupyter", path=str(Path(sys.executable).parent)) or shutil.which("jupyter") or "jupyter"
-    cmd = [jupyter, "lab", f"--ServerApp.root_dir={folder}",
-           "--ServerApp.contents_manager_class=nvtutorial.lab.CourseContentsManager",  # by name: we may be __main__
-           f"--MappingKernelManager.untracked_message_types={json.dumps(untracked_message_types())}"]
+    cmd = [
+        jupyter,
+        "lab",
+        f"--ServerApp.root_dir={folder}",
+        "--ServerApp.contents_manager_class=nvtutorial.lab.CourseContentsManager",  # by name: we may be __main__
+        f"--MappingKernelManager.untracked_message_types={json.dumps(untracked_message_types())}",
+    ]
     if is_root if is_root is not None else (hasattr(os, "geteuid") and os.geteuid() == 0):
         cmd.append("--allow-root")
     if port is not None:
@@ -141,9 +160,13 @@ def command(folder: str = "notebooks", port: int | None = None, no_browser: bool
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m nvtutorial.lab", description=__doc__.splitlines()[0])
-    parser.add_argument("folder", nargs="?", default="notebooks", help="the folder JupyterLab opens (default: notebooks)")
+    parser.add_argument(
+        "folder", nargs="?", default="notebooks", help="the folder JupyterLab opens (default: notebooks)"
+    )
     parser.add_argument("--port", type=int, help="the port (default: 8888, or the next free one)")
-    parser.add_argument("--no-browser", action="store_true", help="do not open a browser (a remote node: see the README)")
+    parser.add_argument(
+        "--no-browser", action="store_true", help="do not open a browser (a remote node: see the README)"
+    )
     args, extra = parser.parse_known_args(argv)
     if not Path(args.folder).is_dir():
         parser.error(f"{args.folder}: no such folder; run from the repository root, or name the folder of notebooks")

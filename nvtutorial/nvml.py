@@ -13,8 +13,8 @@ import os
 from collections.abc import Iterator
 from typing import Any
 
-
 # --- The NVML session ---------------------------------------------------------------------------------
+
 
 @contextlib.contextmanager
 def nvml() -> Iterator[Any]:
@@ -80,8 +80,15 @@ NVLINK_VERSIONS = {1: "1.0", 2: "2.0", 3: "2.2", 4: "3.0", 5: "3.1", 6: "4.0", 7
 """NVML's ``nvmlNvlinkVersion_t`` codes (``NVML_NVLINK_VERSION_4_0 = 6``) as version strings."""
 
 
-P2P_STATUS = {0: "OK", 1: "chipset not supported", 2: "GPU not supported", 3: "topology not supported",
-              4: "disabled by regkey", 5: "not supported", 6: "unknown"}
+P2P_STATUS = {
+    0: "OK",
+    1: "chipset not supported",
+    2: "GPU not supported",
+    3: "topology not supported",
+    4: "disabled by regkey",
+    5: "not supported",
+    6: "unknown",
+}
 """``nvmlDeviceGetP2PStatus`` answers, in words."""
 
 
@@ -95,7 +102,7 @@ class NvLink:
     active: bool
     remote_bus_id: str | None = None
     remote_gpu: int | None = None  # index of the visible GPU at the far end, if it is one
-    version: str | None = None     # "4.0"
+    version: str | None = None  # "4.0"
     speed_mbps: int | None = None  # NVML's per-link speed
 
 
@@ -158,14 +165,19 @@ class Inventory:
         for g in self.gpus:
             versions = sorted({link.version for link in g.active_links if link.version})
             speeds = sorted({link.speed_mbps for link in g.active_links if link.speed_mbps})
-            rows.append({
-                "gpu": g.index, "name": g.name, "memory_GiB": round(g.memory_mib / 1024, 1), "pci_bus_id": g.pci_bus_id,
-                "pcie": f"Gen{g.pcie_gen} x{g.pcie_width}" if g.pcie_gen else None,
-                "pcie_max": f"Gen{g.pcie_gen_max} x{g.pcie_width_max}" if g.pcie_gen_max else None,
-                "nvlinks_active": len(g.active_links) if g.nvlinks else None,
-                "nvlink_version": ", ".join(versions) or None,
-                "nvlink_speed_GBps": ", ".join(f"{s / 1000:.3f}" for s in speeds) or None,
-            })
+            rows.append(
+                {
+                    "gpu": g.index,
+                    "name": g.name,
+                    "memory_GiB": round(g.memory_mib / 1024, 1),
+                    "pci_bus_id": g.pci_bus_id,
+                    "pcie": f"Gen{g.pcie_gen} x{g.pcie_width}" if g.pcie_gen else None,
+                    "pcie_max": f"Gen{g.pcie_gen_max} x{g.pcie_width_max}" if g.pcie_gen_max else None,
+                    "nvlinks_active": len(g.active_links) if g.nvlinks else None,
+                    "nvlink_version": ", ".join(versions) or None,
+                    "nvlink_speed_GBps": ", ".join(f"{s / 1000:.3f}" for s in speeds) or None,
+                }
+            )
         return rows
 
     def p2p_rows(self) -> list[dict[str, Any]]:
@@ -176,17 +188,27 @@ class Inventory:
         if not self.gpus:
             return f"no NVIDIA GPU ({self.source})"
         names = sorted({g.name for g in self.gpus})
-        lines = [f"source: {self.source}",
-                 f"{len(self.gpus)} GPU(s): " + ", ".join(f"{sum(g.name == n for g in self.gpus)}× {n}" for n in names)
-                 + f", {self.gpus[0].memory_mib / 1024:.1f} GiB each",
-                 f"driver {self.driver or '?'} (supports CUDA ≤ {self.cuda_driver or '?'})"]
+        lines = [
+            f"source: {self.source}",
+            f"{len(self.gpus)} GPU(s): "
+            + ", ".join(f"{sum(g.name == n for g in self.gpus)}× {n}" for n in names)
+            + f", {self.gpus[0].memory_mib / 1024:.1f} GiB each",
+            f"driver {self.driver or '?'} (supports CUDA ≤ {self.cuda_driver or '?'})",
+        ]
         if len(self.gpus) >= 2:
             n = self.links_between(0, 1)
             g = self.gpus[0]
             versions = sorted({link.version for link in g.active_links if link.version})
             speeds = sorted({link.speed_mbps for link in g.active_links if link.speed_mbps})
-            detail = (f" (NVLink {', '.join(versions) or '?'}" + (f", {speeds[0] / 1000:.3f} GB/s per link as reported" if speeds else "")
-                      + ")") if n else ""
+            detail = (
+                (
+                    f" (NVLink {', '.join(versions) or '?'}"
+                    + (f", {speeds[0] / 1000:.3f} GB/s per link as reported" if speeds else "")
+                    + ")"
+                )
+                if n
+                else ""
+            )
             via = " through NVSwitch" if n and self.through_switch(0, 1) else ""
             lines.append(f"GPU 0–1: {n} active NVLinks{via}{detail}" if n else "GPU 0–1: no active NVLink (PCIe only)")
             if "0-1" in self.p2p:
@@ -223,9 +245,16 @@ def _nvlinks(pynvml: Any, handle: Any, bus_to_index: dict[str, int]) -> tuple[Nv
             values = _nvml_call(pynvml.nvmlDeviceGetFieldValues, handle, [(NVLINK_SPEED_FIELD, link)])
             value = field_value(values[0]) if values is not None else None
             speed = int(value) if value else None
-        links.append(NvLink(link=link, active=active, remote_bus_id=remote,
-                            remote_gpu=bus_to_index.get(_bus_key(remote)) if remote else None,
-                            version=version, speed_mbps=speed))
+        links.append(
+            NvLink(
+                link=link,
+                active=active,
+                remote_bus_id=remote,
+                remote_gpu=bus_to_index.get(_bus_key(remote)) if remote else None,
+                version=version,
+                speed_mbps=speed,
+            )
+        )
     return tuple(links)
 
 
@@ -256,17 +285,26 @@ def inventory() -> Inventory:
         bus_to_index = {_bus_key(b): i for i, b in enumerate(bus_ids)}
         gpus = []
         for i, h in enumerate(handles):
-            gpus.append(GPUDetail(
-                index=i, name=nvml_text(pynvml.nvmlDeviceGetName(h)), uuid=nvml_text(pynvml.nvmlDeviceGetUUID(h)),
-                pci_bus_id=bus_ids[i], memory_mib=int(pynvml.nvmlDeviceGetMemoryInfo(h).total // 2**20),
-                pcie_gen=_nvml_call(pynvml.nvmlDeviceGetCurrPcieLinkGeneration, h),
-                pcie_width=_nvml_call(pynvml.nvmlDeviceGetCurrPcieLinkWidth, h),
-                pcie_gen_max=_nvml_call(pynvml.nvmlDeviceGetMaxPcieLinkGeneration, h),
-                pcie_width_max=_nvml_call(pynvml.nvmlDeviceGetMaxPcieLinkWidth, h),
-                nvlinks=_nvlinks(pynvml, h, bus_to_index),
-            ))
-        caps = {"read": pynvml.NVML_P2P_CAPS_INDEX_READ, "write": pynvml.NVML_P2P_CAPS_INDEX_WRITE,
-                "nvlink": pynvml.NVML_P2P_CAPS_INDEX_NVLINK, "atomics": pynvml.NVML_P2P_CAPS_INDEX_ATOMICS}
+            gpus.append(
+                GPUDetail(
+                    index=i,
+                    name=nvml_text(pynvml.nvmlDeviceGetName(h)),
+                    uuid=nvml_text(pynvml.nvmlDeviceGetUUID(h)),
+                    pci_bus_id=bus_ids[i],
+                    memory_mib=int(pynvml.nvmlDeviceGetMemoryInfo(h).total // 2**20),
+                    pcie_gen=_nvml_call(pynvml.nvmlDeviceGetCurrPcieLinkGeneration, h),
+                    pcie_width=_nvml_call(pynvml.nvmlDeviceGetCurrPcieLinkWidth, h),
+                    pcie_gen_max=_nvml_call(pynvml.nvmlDeviceGetMaxPcieLinkGeneration, h),
+                    pcie_width_max=_nvml_call(pynvml.nvmlDeviceGetMaxPcieLinkWidth, h),
+                    nvlinks=_nvlinks(pynvml, h, bus_to_index),
+                )
+            )
+        caps = {
+            "read": pynvml.NVML_P2P_CAPS_INDEX_READ,
+            "write": pynvml.NVML_P2P_CAPS_INDEX_WRITE,
+            "nvlink": pynvml.NVML_P2P_CAPS_INDEX_NVLINK,
+            "atomics": pynvml.NVML_P2P_CAPS_INDEX_ATOMICS,
+        }
         p2p = {}
         for a in range(len(handles)):
             for b in range(a + 1, len(handles)):
@@ -277,8 +315,12 @@ def inventory() -> Inventory:
                 p2p[f"{a}-{b}"] = row
         raw_cuda = _nvml_call(pynvml.nvmlSystemGetCudaDriverVersion)
         return Inventory(
-            source=f"NVML on {socket.gethostname()}", driver=nvml_text(pynvml.nvmlSystemGetDriverVersion()),
-            cuda_driver=cuda_version_text(raw_cuda), gpus=tuple(gpus), p2p=p2p)
+            source=f"NVML on {socket.gethostname()}",
+            driver=nvml_text(pynvml.nvmlSystemGetDriverVersion()),
+            cuda_driver=cuda_version_text(raw_cuda),
+            gpus=tuple(gpus),
+            p2p=p2p,
+        )
 
 
 def link_label(a: int = 0, b: int = 1) -> str | None:

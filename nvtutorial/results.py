@@ -138,8 +138,10 @@ class EnvInfo:
         """E.g. ``2× NVIDIA H200 · NV18 · NCCL 2.28.9 · torch 2.11.0`` or a simulation notice."""
         if not self.is_gpu:
             nodes = f" ({self.nnodes} emulated nodes)" if self.nnodes > 1 else ""
-            return (f"CPU, {self.backend}, {self.world_size} processes{nodes} on {self.host}: "
-                    "a simulation, not a GPU measurement")
+            return (
+                f"CPU, {self.backend}, {self.world_size} processes{nodes} on {self.host}: "
+                "a simulation, not a GPU measurement"
+            )
         parts = [self._gpus()]
         if self.link:
             parts.append(self.link)

@@ -179,7 +179,9 @@ def environment_block(backend: str, world_size: int, gpu: Any = None) -> dict[st
         "backend": backend,
         "world_size": world_size,
         "nnodes": int(os.environ.get("GROUP_WORLD_SIZE", "1")),  # torchrun's number of agents (nodes)
-        "device": torch.cuda.get_device_name(gpu) if gpu is not None else f"CPU ({platform.processor() or platform.machine()})",
+        "device": torch.cuda.get_device_name(gpu)
+        if gpu is not None
+        else f"CPU ({platform.processor() or platform.machine()})",
         "device_uuid": str(getattr(torch.cuda.get_device_properties(gpu), "uuid", "") or "") if gpu is not None else "",
         "torch": torch.__version__.split("+")[0],
         "cuda": torch.version.cuda,
@@ -189,8 +191,10 @@ def environment_block(backend: str, world_size: int, gpu: Any = None) -> dict[st
 
 
 def _parser(name: str, params_cls: type) -> argparse.ArgumentParser:
-    lines = [f"  {n} ({t}, default {d if d is not dataclasses.MISSING else 'required'})"
-             for n, t, d in params_mod.describe(params_cls)]
+    lines = [
+        f"  {n} ({t}, default {d if d is not dataclasses.MISSING else 'required'})"
+        for n, t, d in params_mod.describe(params_cls)
+    ]
     parser = argparse.ArgumentParser(
         prog=f"torchrun --standalone --nproc-per-node N -m {name}",
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -200,7 +204,9 @@ def _parser(name: str, params_cls: type) -> argparse.ArgumentParser:
     parser.add_argument("--out", type=Path, help="folder for rank{R}.json (default: runs/<workload>-<run id>)")
     parser.add_argument("--backend", choices=("auto", "nccl", "gloo"), default="auto")
     parser.add_argument("--pg-timeout", type=float, default=None, help="process-group timeout in seconds")
-    parser.add_argument("--capture", action="store_true", help="write this rank's output to RUN_DIR/rank{R}.log (the launcher sets it)")
+    parser.add_argument(
+        "--capture", action="store_true", help="write this rank's output to RUN_DIR/rank{R}.log (the launcher sets it)"
+    )
     return parser
 
 
@@ -301,8 +307,14 @@ def write_result(path: Path, data: Any) -> None:
                 os.kill(os.getpid(), signal.SIGTERM)
 
 
-def rank_payload(workload: str, rank: int, wall_s: float, params: dict[str, Any], env: dict[str, Any],
-                 metrics: Mapping[str, Any] | None) -> dict[str, Any]:
+def rank_payload(
+    workload: str,
+    rank: int,
+    wall_s: float,
+    params: dict[str, Any],
+    env: dict[str, Any],
+    metrics: Mapping[str, Any] | None,
+) -> dict[str, Any]:
     """The content of ``rank{R}.json``: what :func:`save_metrics` collected, then ``metrics`` over it."""
     node = os.environ.get("NVTUTORIAL_NODE")
     return {
@@ -323,14 +335,17 @@ def report_failure(run_dir: Path, rank: int, exc: BaseException, trace: str | No
     trace = trace or "".join(traceback.format_exception(exc))
     path = run_dir / f"rank{rank}.error.json"
     try:
-        write_result(path, {
-            "schema_version": SCHEMA_VERSION,
-            "rank": rank,
-            "time": time.time(),
-            "type": type(exc).__qualname__,
-            "message": str(exc),
-            "traceback": trace,
-        })
+        write_result(
+            path,
+            {
+                "schema_version": SCHEMA_VERSION,
+                "rank": rank,
+                "time": time.time(),
+                "type": type(exc).__qualname__,
+                "message": str(exc),
+                "traceback": trace,
+            },
+        )
     except OSError as write_error:  # a full disk or a deleted run folder: the log is all that is left
         trace += f"\n(could not write {path}: {write_error})\n"
     with contextlib.suppress(OSError, ValueError):
@@ -360,8 +375,9 @@ def main(run: Callable[[Context, Any], dict[str, Any] | None], params_cls: type,
         metrics = run(ctx, params) or {}
         if dataclasses.is_dataclass(metrics) and not isinstance(metrics, type):  # a typed result (its schema)
             metrics = dataclasses.asdict(metrics)
-        payload = rank_payload(name, rank, time.perf_counter() - started, dataclasses.asdict(params),
-                               environment(ctx), metrics)
+        payload = rank_payload(
+            name, rank, time.perf_counter() - started, dataclasses.asdict(params), environment(ctx), metrics
+        )
         write_result(run_dir / f"rank{rank}.json", payload)
         ctx.barrier()
         import torch.distributed as dist
@@ -416,7 +432,9 @@ def _start_time(pid: int) -> str | None:
             return None
 
 
-def _init(rank: int, local_rank: int, world_size: int, backend: str, pg_timeout: float | None, run_dir: Path) -> Context:
+def _init(
+    rank: int, local_rank: int, world_size: int, backend: str, pg_timeout: float | None, run_dir: Path
+) -> Context:
     import torch
     import torch.distributed as dist
 
@@ -437,7 +455,9 @@ def _init(rank: int, local_rank: int, world_size: int, backend: str, pg_timeout:
     if "MASTER_ADDR" not in os.environ:  # plain `python -m ...` without torchrun: a world of one
         os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()))
     dist.init_process_group(**kwargs)
-    return Context(rank=rank, local_rank=local_rank, world_size=world_size, backend=backend, device=device, run_dir=run_dir)
+    return Context(
+        rank=rank, local_rank=local_rank, world_size=world_size, backend=backend, device=device, run_dir=run_dir
+    )
 
 
 def free_port() -> int:

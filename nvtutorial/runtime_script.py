@@ -25,11 +25,14 @@ from nvtutorial import runtime
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m nvtutorial.runtime_script",
-                                     description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m nvtutorial.runtime_script", description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True, help="the run folder")
-    parser.add_argument("--backend", choices=("nccl", "gloo"), default=None,
-                        help="the launcher's backend, recorded when the script's process group is gone")
+    parser.add_argument(
+        "--backend",
+        choices=("nccl", "gloo"),
+        default=None,
+        help="the launcher's backend, recorded when the script's process group is gone",
+    )
     parser.add_argument("--capture", action="store_true", help="write this rank's output to RUN_DIR/rank{R}.log")
     parser.add_argument("script", help="the script's path")
     parser.add_argument("args", nargs=argparse.REMAINDER, help="the script's own arguments")
@@ -84,8 +87,14 @@ def main(argv: list[str] | None = None) -> None:
         trace = "".join(traceback.format_exception(exc.with_traceback(_from_script(exc.__traceback__, script))))
         runtime.report_failure(run_dir, rank, exc, trace)
     try:
-        payload = runtime.rank_payload(script, rank, time.perf_counter() - started, {"args": list(args.args)},
-                                       _script_environment(args.backend), None)
+        payload = runtime.rank_payload(
+            script,
+            rank,
+            time.perf_counter() - started,
+            {"args": list(args.args)},
+            _script_environment(args.backend),
+            None,
+        )
         runtime.write_result(run_dir / f"rank{rank}.json", payload)
     except BaseException as exc:  # noqa: BLE001 - a full disk, a deleted run folder
         runtime.report_failure(run_dir, rank, exc)

@@ -63,8 +63,19 @@ from nvtutorial import params as params_mod
 from nvtutorial.results import RunResult, read_json, write_json_atomic
 
 SLURM_PACKAGES = "slurmctld slurmd slurm-client munge"
-TERMINAL_STATES = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED",
-                   "BOOT_FAIL", "DEADLINE", "SPECIAL_EXIT", "REVOKED"}
+TERMINAL_STATES = {
+    "COMPLETED",
+    "FAILED",
+    "CANCELLED",
+    "TIMEOUT",
+    "NODE_FAIL",
+    "OUT_OF_MEMORY",
+    "PREEMPTED",
+    "BOOT_FAIL",
+    "DEADLINE",
+    "SPECIAL_EXIT",
+    "REVOKED",
+}
 SUMMARY_PREFIX = "nvtutorial slurm: "
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _SBATCH_VALUE = re.compile(r"^[\w.,@:+-]+$")
@@ -140,24 +151,45 @@ class SlurmJob:
 
     def describe(self) -> dict[str, Any]:
         return {
-            "target": self.target, "is_script": self.is_script, "script_args": list(self.script_args),
+            "target": self.target,
+            "is_script": self.is_script,
+            "script_args": list(self.script_args),
             "params": params_mod.to_strings(self.params) if self.params is not None else {},
-            "nodes": self.nodes, "gpus_per_node": self.gpus_per_node, "procs_per_node": self.procs_per_node,
-            "backend": self.backend, "env": dict(self.env), "run_dir": str(self.run_dir),
+            "nodes": self.nodes,
+            "gpus_per_node": self.gpus_per_node,
+            "procs_per_node": self.procs_per_node,
+            "backend": self.backend,
+            "env": dict(self.env),
+            "run_dir": str(self.run_dir),
         }
 
 
-def prepare(target: str, *, nodes: int = 2, gpus_per_node: int = 0, procs_per_node: int | None = None,
-            params: Mapping[str, Any] | None = None, env: Mapping[str, Any] | None = None, time_min: int = 10,
-            partition: str | None = None, account: str | None = None, exclusive: bool = False,
-            out: str | os.PathLike[str] | None = None, cpus_per_task: int | None = None, max_restarts: int = 0,
-            port: int | None = None, script_args: tuple[str, ...] | list[str] = (), python: str | None = None) -> SlurmJob:
+def prepare(
+    target: str,
+    *,
+    nodes: int = 2,
+    gpus_per_node: int = 0,
+    procs_per_node: int | None = None,
+    params: Mapping[str, Any] | None = None,
+    env: Mapping[str, Any] | None = None,
+    time_min: int = 10,
+    partition: str | None = None,
+    account: str | None = None,
+    exclusive: bool = False,
+    out: str | os.PathLike[str] | None = None,
+    cpus_per_task: int | None = None,
+    max_restarts: int = 0,
+    port: int | None = None,
+    script_args: tuple[str, ...] | list[str] = (),
+    python: str | None = None,
+) -> SlurmJob:
     """Check a multi-node run; raises :class:`SlurmError` naming the bad value and the fix.
 
     ``target``: a workload (``nvtutorial list``) or a Python script path (anything ending in
     ``.py`` or containing ``/``). ``procs_per_node``: ranks per node on CPU (default 1); on GPUs it
     is ``gpus_per_node``. ``cpus_per_task``: cores per node (default 4 per GPU, else 1 per rank).
     """
+
     def whole(name: str, value: Any, least: int) -> int:
         if not isinstance(value, int) or isinstance(value, bool) or value < least:
             raise SlurmError(f"{name}={value!r}: give a whole number of at least {least}")
@@ -169,13 +201,18 @@ def prepare(target: str, *, nodes: int = 2, gpus_per_node: int = 0, procs_per_no
     whole("max_restarts", max_restarts, 0)
     if gpus_per_node:
         if procs_per_node not in (None, gpus_per_node):
-            raise SlurmError(f"procs_per_node={procs_per_node} with gpus_per_node={gpus_per_node}: on GPUs every "
-                             "GPU gets one rank; leave --procs-per-node out")
+            raise SlurmError(
+                f"procs_per_node={procs_per_node} with gpus_per_node={gpus_per_node}: on GPUs every "
+                "GPU gets one rank; leave --procs-per-node out"
+            )
         procs = gpus_per_node
     else:
         procs = whole("procs_per_node", 1 if procs_per_node is None else procs_per_node, 1)
-    cpus = whole("cpus_per_task", cpus_per_task if cpus_per_task is not None else
-                 (4 * gpus_per_node if gpus_per_node else procs), 1)
+    cpus = whole(
+        "cpus_per_task",
+        cpus_per_task if cpus_per_task is not None else (4 * gpus_per_node if gpus_per_node else procs),
+        1,
+    )
     if port is not None and (whole("port", port, 1024) > 65535):
         raise SlurmError(f"port={port}: use a port between 1024 and 65535")
     for name, value in (("partition", partition), ("account", account)):
@@ -208,11 +245,25 @@ def prepare(target: str, *, nodes: int = 2, gpus_per_node: int = 0, procs_per_no
         stamp = time.strftime("%Y%m%d-%H%M%S")
         name = Path(target).stem if is_script else target
         out = launch.runs_root() / f"slurm-{name}-{stamp}-{secrets.token_hex(3)}"
-    return SlurmJob(target=target, is_script=is_script, params=parsed, script_args=tuple(map(str, script_args)),
-                    nodes=nodes, gpus_per_node=gpus_per_node, procs_per_node=procs, cpus_per_task=cpus,
-                    time_min=time_min, partition=partition, account=account, exclusive=exclusive, env=overrides,
-                    run_dir=Path(out).expanduser().resolve(), max_restarts=max_restarts, port=port,
-                    python=python or sys.executable)
+    return SlurmJob(
+        target=target,
+        is_script=is_script,
+        params=parsed,
+        script_args=tuple(map(str, script_args)),
+        nodes=nodes,
+        gpus_per_node=gpus_per_node,
+        procs_per_node=procs,
+        cpus_per_task=cpus,
+        time_min=time_min,
+        partition=partition,
+        account=account,
+        exclusive=exclusive,
+        env=overrides,
+        run_dir=Path(out).expanduser().resolve(),
+        max_restarts=max_restarts,
+        port=port,
+        python=python or sys.executable,
+    )
 
 
 def batch_script(target: str, **kwargs: Any) -> str:
@@ -227,8 +278,11 @@ def _time_limit(minutes: int) -> str:
 
 def _render(job: SlurmJob) -> str:
     q = shlex.quote
-    where = (f"{job.gpus_per_node} GPU(s) per node, nccl" if job.gpus_per_node
-             else f"{job.procs_per_node} CPU rank(s) per node, gloo")
+    where = (
+        f"{job.gpus_per_node} GPU(s) per node, nccl"
+        if job.gpus_per_node
+        else f"{job.procs_per_node} CPU rank(s) per node, gloo"
+    )
     lines = [
         "#!/bin/bash",
         f"# nvtutorial slurm: {job.name} on {job.nodes} nodes ({where}; world size {job.world_size}).",
@@ -239,8 +293,11 @@ def _render(job: SlurmJob) -> str:
     ]
     if job.gpus_per_node:
         lines.append(f"#SBATCH --gpus-per-node={job.gpus_per_node}")
-    lines += [f"#SBATCH --cpus-per-task={job.cpus_per_task}", f"#SBATCH --time={_time_limit(job.time_min)}",
-              f"#SBATCH --output={job.run_dir}/slurm-%j.out"]
+    lines += [
+        f"#SBATCH --cpus-per-task={job.cpus_per_task}",
+        f"#SBATCH --time={_time_limit(job.time_min)}",
+        f"#SBATCH --output={job.run_dir}/slurm-%j.out",
+    ]
     if job.partition:
         lines.append(f"#SBATCH --partition={job.partition}")
     if job.account:
@@ -259,15 +316,17 @@ def _render(job: SlurmJob) -> str:
         f"export OMP_NUM_THREADS={max(1, job.cpus_per_task // job.procs_per_node)}",
     ]
     if job.gpus_per_node:
-        lines += ["export NCCL_DEBUG=INFO",
-                  'export NCCL_DEBUG_FILE="$RUN_DIR/nccl-%h-%p.log"   # one NCCL log per host (%h) and process (%p)']
+        lines += [
+            "export NCCL_DEBUG=INFO",
+            'export NCCL_DEBUG_FILE="$RUN_DIR/nccl-%h-%p.log"   # one NCCL log per host (%h) and process (%p)',
+        ]
     lines += [f"export {key}={q(value)}" for key, value in job.env.items()]
     port = str(job.port) if job.port else "$((20000 + SLURM_JOB_ID % 20000))"
     lines += [
         "",
         "# The rendezvous: every node's torchrun meets on the first node of the allocation.",
         'HEAD_NODE=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
-        'HEAD_ADDR=$(scontrol show node "$HEAD_NODE" | sed -n \'s/.*NodeAddr=\\([^ ]*\\).*/\\1/p\')',
+        "HEAD_ADDR=$(scontrol show node \"$HEAD_NODE\" | sed -n 's/.*NodeAddr=\\([^ ]*\\).*/\\1/p')",
         f'RDZV_ENDPOINT="${{HEAD_ADDR:-$HEAD_NODE}}:{port}"',
         'echo "job $SLURM_JOB_ID: $SLURM_NNODES nodes ($SLURM_JOB_NODELIST), rendezvous at $RDZV_ENDPOINT"',
         "",
@@ -288,8 +347,8 @@ def _render(job: SlurmJob) -> str:
         '    --output="$RUN_DIR/node%n.log" bash -c \'',
         '        "$@" & child=$!',
         '        trap "kill -TERM $child 2>/dev/null" TERM',
-        '        wait $child; rc=$?',
-        '        while kill -0 $child 2>/dev/null; do wait $child; rc=$?; done',
+        "        wait $child; rc=$?",
+        "        while kill -0 $child 2>/dev/null; do wait $child; rc=$?; done",
         '        echo "$rc $(date +%s.%N) $SLURMD_NODENAME $(hostname)" >"$RUN_DIR/node$SLURM_NODEID.exit"',
         '        exit $rc\' node "${TORCHRUN[@]}"',
         "STEP_RC=$?",
@@ -316,13 +375,20 @@ def _program_lines(job: SlurmJob) -> list[str]:
 
 # --- after srun, on the first node: the result ------------------------------------------------------
 
+
 def _node_outcomes(run_dir: Path, nodes: int) -> list[dict[str, Any]]:
     """Per node: its exit code, when, its Slurm name and host (None where Slurm ended it first),
     and the ranks that torchrun's failure summary in ``nodeN.log`` names, with their exit codes."""
     out = []
     for node in range(nodes):
-        item: dict[str, Any] = {"node": node, "exit_code": None, "time": None, "nodename": None, "host": None,
-                                "failed_ranks": []}
+        item: dict[str, Any] = {
+            "node": node,
+            "exit_code": None,
+            "time": None,
+            "nodename": None,
+            "host": None,
+            "failed_ranks": [],
+        }
         try:
             rc, when, nodename, host = (run_dir / f"node{node}.exit").read_text().split()[:4]
             item.update(exit_code=int(rc), time=float(when), nodename=nodename, host=host)
@@ -337,8 +403,9 @@ def _node_outcomes(run_dir: Path, nodes: int) -> list[dict[str, Any]]:
     return out
 
 
-def _first_failure(outcomes: list[dict[str, Any]], error_ranks: set[int],
-                   first_error_rank: int | None) -> tuple[dict[str, Any] | None, tuple[int, int] | None]:
+def _first_failure(
+    outcomes: list[dict[str, Any]], error_ranks: set[int], first_error_rank: int | None
+) -> tuple[dict[str, Any] | None, tuple[int, int] | None]:
     """The node that failed first, and the rank killed by a crash signal there (if that is what happened).
 
     As the launcher does: a rank killed by a signal (no Python exception) is the cause, the others'
@@ -364,7 +431,9 @@ def _rank_words(rank: int, code: int) -> str:
     return f"rank {rank} exited with code {code}"
 
 
-def collect(run_dir: str | os.PathLike[str], step_rc: int = 0, started: float | None = None) -> tuple[RunResult, str, int]:
+def collect(
+    run_dir: str | os.PathLike[str], step_rc: int = 0, started: float | None = None
+) -> tuple[RunResult, str, int]:
     """Build and save ``result.json`` for a finished job; return it, the one-line summary and the exit code."""
     run_dir = Path(run_dir)
     meta = read_json(run_dir / "slurm.json")
@@ -374,23 +443,44 @@ def collect(run_dir: str | os.PathLike[str], step_rc: int = 0, started: float | 
     world = meta["nodes"] * meta["procs_per_node"]
     detail = ""
     if meta["is_script"]:
-        result = RunResult(workload=Path(meta["target"]).name, params={"args": meta["script_args"]}, returncode=step_rc,
-                           wall_s=wall, first_output_s=None, env=None, ranks=[], run_dir=run_dir, log_files={},
-                           log_tail=[], overrides=meta["env"])
+        result = RunResult(
+            workload=Path(meta["target"]).name,
+            params={"args": meta["script_args"]},
+            returncode=step_rc,
+            wall_s=wall,
+            first_output_s=None,
+            env=None,
+            ranks=[],
+            run_dir=run_dir,
+            log_files={},
+            log_tail=[],
+            overrides=meta["env"],
+        )
         first_error, error_ranks = None, set()
     else:
         spec = launch.LaunchSpec(
-            workload=meta["target"], params=params_mod.build(workloads.load(meta["target"]).Params, meta["params"]),
-            nproc=meta["procs_per_node"], nnodes=meta["nodes"], backend=meta["backend"], timeout=None,
-            env=meta["env"], run_dir=run_dir, output="none", pg_timeout=None)
+            workload=meta["target"],
+            params=params_mod.build(workloads.load(meta["target"]).Params, meta["params"]),
+            nproc=meta["procs_per_node"],
+            nnodes=meta["nodes"],
+            backend=meta["backend"],
+            timeout=None,
+            env=meta["env"],
+            run_dir=run_dir,
+            output="none",
+            pg_timeout=None,
+        )
         result = diagnosis.collect(spec, step_rc, wall, None)
         first_error = next(iter(diagnosis._errors(spec)), None)
         error_ranks = {int(p.name[4:].split(".")[0]) for p in run_dir.glob("rank*.error.json")}
         if result.env is not None and meta["nodes"] > 1:
             names = ", ".join(o["nodename"] or f"node{o['node']}" for o in outcomes)
             hosts = ", ".join(dict.fromkeys(o["host"] for o in outcomes if o["host"])) or result.env.host
-            result.env = dataclasses.replace(result.env, host=f"{hosts} ({meta['nodes']} Slurm nodes: {names})",
-                                             link=f"{meta['nodes']} nodes" if result.env.is_gpu else None)
+            result.env = dataclasses.replace(
+                result.env,
+                host=f"{hosts} ({meta['nodes']} Slurm nodes: {names})",
+                link=f"{meta['nodes']} nodes" if result.env.is_gpu else None,
+            )
         if first_error is not None or (step_rc == 0 and not result.ranks):
             # a rank's traceback, as the launcher reports it (a node's failure otherwise: below)
             failure = diagnosis.diagnose(spec, result, diagnosis.Observed())
@@ -398,8 +488,10 @@ def collect(run_dir: str | os.PathLike[str], step_rc: int = 0, started: float | 
     failed, signalled = _first_failure(outcomes, error_ranks, int(first_error["rank"]) if first_error else None)
     if failed is None and step_rc == 0 and result.returncode == 0:
         code = 0
-        summary = (f"job {job_id} COMPLETED: {Path(meta['target']).name} on {meta['nodes']} nodes × "
-                   f"{meta['procs_per_node']} rank(s) (world size {world}, {meta['backend']}) in {wall:.1f} s")
+        summary = (
+            f"job {job_id} COMPLETED: {Path(meta['target']).name} on {meta['nodes']} nodes × "
+            f"{meta['procs_per_node']} rank(s) (world size {world}, {meta['backend']}) in {wall:.1f} s"
+        )
     else:
         code = (failed or {}).get("exit_code") or step_rc or result.returncode or 1
         if failed is not None:
@@ -445,6 +537,7 @@ def collect(run_dir: str | os.PathLike[str], step_rc: int = 0, started: float | 
 
 # --- submitting and following a job ------------------------------------------------------------------
 
+
 @dataclasses.dataclass
 class JobInfo:
     """A submitted job as Slurm reports it, with the run's result once it has ended."""
@@ -484,8 +577,9 @@ def job_state(job_id: int) -> dict[str, str] | None:
     return dict(item.split("=", 1) for item in proc.stdout.split() if "=" in item)
 
 
-def submit(path: str | os.PathLike[str], *, wait: bool = True, timeout: float | None = None,
-           poll_s: float = 0.2) -> JobInfo:
+def submit(
+    path: str | os.PathLike[str], *, wait: bool = True, timeout: float | None = None, poll_s: float = 0.2
+) -> JobInfo:
     """``sbatch`` a written batch script; with ``wait``, follow the job until it ends (see :func:`follow`;
     it polls ``scontrol``, faster than ``sbatch --wait``)."""
     path = Path(path).resolve()
@@ -538,8 +632,10 @@ def local_unavailable() -> str | None:
     """Why :func:`local_cluster` cannot start a Slurm here, or None."""
     missing = [c for c in ("munged", "slurmctld", "slurmd", "sbatch", "srun", "scontrol") if shutil.which(c) is None]
     if missing:
-        return (f"Slurm is not installed here ({', '.join(missing)} missing); on Debian or Ubuntu: "
-                f"apt-get install -y --no-install-recommends {SLURM_PACKAGES}")
+        return (
+            f"Slurm is not installed here ({', '.join(missing)} missing); on Debian or Ubuntu: "
+            f"apt-get install -y --no-install-recommends {SLURM_PACKAGES}"
+        )
     if not LOCAL_SCRIPT.is_file():
         return f"{LOCAL_SCRIPT} is missing: local_cluster() needs a checkout of the repository"
     return None
@@ -557,7 +653,9 @@ def local_cluster(state_dir: str | os.PathLike[str] | None = None) -> Iterator[s
         raise SlurmError(reason)
     cmd = ["bash", str(LOCAL_SCRIPT)]
     extra = [str(state_dir)] if state_dir else []
-    proc = subprocess.run([*cmd, "start", *extra], check=False, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    proc = subprocess.run(
+        [*cmd, "start", *extra], check=False, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL
+    )
     conf = next((ln.split("=", 1)[1] for ln in proc.stdout.splitlines() if ln.startswith("export SLURM_CONF=")), None)
     if proc.returncode != 0 or conf is None:
         subprocess.run([*cmd, "stop", *extra], check=False, capture_output=True, timeout=120)
@@ -576,6 +674,7 @@ def local_cluster(state_dir: str | os.PathLike[str] | None = None) -> Iterator[s
 
 # --- the command -------------------------------------------------------------------------------------
 
+
 def cmd_slurm(args: Any) -> int:
     extra = list(args.args)
     try:
@@ -583,11 +682,23 @@ def cmd_slurm(args: Any) -> int:
             raise SlurmError("--wait follows a submitted job: add --submit")
         if args.submit and available():
             raise SlurmError(f"{available()}: leave out --submit and copy the script to the cluster")
-        job = prepare(args.target, nodes=args.nodes, gpus_per_node=args.gpus_per_node,
-                      procs_per_node=args.procs_per_node, params=params_mod.parse_assignments(args.set),
-                      env=params_mod.parse_assignments(args.env), time_min=args.time, partition=args.partition,
-                      account=args.account, exclusive=args.exclusive, out=args.out, cpus_per_task=args.cpus_per_task,
-                      max_restarts=args.max_restarts, port=args.port, script_args=extra)
+        job = prepare(
+            args.target,
+            nodes=args.nodes,
+            gpus_per_node=args.gpus_per_node,
+            procs_per_node=args.procs_per_node,
+            params=params_mod.parse_assignments(args.set),
+            env=params_mod.parse_assignments(args.env),
+            time_min=args.time,
+            partition=args.partition,
+            account=args.account,
+            exclusive=args.exclusive,
+            out=args.out,
+            cpus_per_task=args.cpus_per_task,
+            max_restarts=args.max_restarts,
+            port=args.port,
+            script_args=extra,
+        )
     except (SlurmError, params_mod.ParamError) as exc:
         print(f"nvtutorial slurm: error: {exc}", file=sys.stderr)
         return 2
@@ -611,15 +722,20 @@ def cmd_slurm(args: Any) -> int:
 
 def add_command(sub: Any) -> None:
     """``nvtutorial slurm TARGET --nodes N --gpus-per-node G ...``: write (and submit) a batch script."""
-    p = sub.add_parser("slurm", help="write a multi-node Slurm batch script for a workload or script; --submit it",
-                       description=__doc__.splitlines()[0])
+    p = sub.add_parser(
+        "slurm",
+        help="write a multi-node Slurm batch script for a workload or script; --submit it",
+        description=__doc__.splitlines()[0],
+    )
     p.add_argument("target", metavar="WORKLOAD_OR_SCRIPT", help="a workload (nvtutorial list) or a .py script")
     p.add_argument("--nodes", type=int, default=2, help="nodes (default 2)")
     p.add_argument("--gpus-per-node", type=int, default=0, help="GPUs per node, one rank each (default 0: CPU, gloo)")
     p.add_argument("--procs-per-node", type=int, default=None, help="ranks per node on CPU (default 1)")
     p.add_argument("--cpus-per-task", type=int, default=None, help="cores per node (default 4 per GPU, or 1 per rank)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a workload parameter")
-    p.add_argument("--env", action="append", default=[], metavar="KEY=VALUE", help="an environment variable for the ranks")
+    p.add_argument(
+        "--env", action="append", default=[], metavar="KEY=VALUE", help="an environment variable for the ranks"
+    )
     p.add_argument("--time", type=int, default=10, metavar="MIN", help="time limit in minutes (default 10)")
     p.add_argument("--partition", help="the Slurm partition (default: the cluster's default)")
     p.add_argument("--account", help="the Slurm account to charge")
@@ -637,8 +753,10 @@ def add_command(sub: Any) -> None:
 
         def parse_known_args(self, args=None, namespace=None):  # type: ignore[override]
             args = list(sys.argv[1:] if args is None else args)
-            rest = args[args.index("--") + 1:] if "--" in args else []
-            known, unknown = super().parse_known_args(args[:len(args) - len(rest) - (1 if "--" in args else 0)], namespace)
+            rest = args[args.index("--") + 1 :] if "--" in args else []
+            known, unknown = super().parse_known_args(
+                args[: len(args) - len(rest) - (1 if "--" in args else 0)], namespace
+            )
             known.args = rest
             return known, unknown
 

@@ -57,6 +57,7 @@ PHASES = ("forward", "backward", "optimizer")
 
 # --------------------------------------------------------------------------- intervals
 
+
 def merge(intervals: Iterable[Interval]) -> list[Interval]:
     """Sorted, non-overlapping intervals covering exactly the union of ``intervals``."""
     out: list[list[float]] = []
@@ -109,6 +110,7 @@ def subtract(a: Iterable[Interval], b: Iterable[Interval]) -> list[Interval]:
 
 
 # --------------------------------------------------------------------------- reading traces
+
 
 def load(trace: str | os.PathLike[str] | Mapping[str, Any]) -> dict[str, Any]:
     """A Chrome trace as a dict (``.json`` or ``.json.gz``); a dict passes through."""
@@ -200,7 +202,9 @@ def classify(trace: str | os.PathLike[str] | Mapping[str, Any]) -> Activity:
             name = str(e.get("name", ""))
             kind = "comm" if is_comm_kernel(name) else "compute"
             (comm if kind == "comm" else compute).append(span)
-            rows.append({"kind": kind, "lane": f"stream {e.get('tid')}", "start": span[0], "end": span[1], "name": name})
+            rows.append(
+                {"kind": kind, "lane": f"stream {e.get('tid')}", "start": span[0], "end": span[1], "name": name}
+            )
             if kind == "compute":
                 t = launches.get((e.get("args") or {}).get("correlation"), span[0])
                 for p, windows in phases.items():
@@ -214,19 +218,39 @@ def classify(trace: str | os.PathLike[str] | Mapping[str, Any]) -> Activity:
             span = _span(e)
             if name.startswith(CPU_COMM_PREFIXES):
                 comm.append(span)
-                rows.append({"kind": "comm", "lane": f"thread {e.get('tid')}", "start": span[0], "end": span[1], "name": name})
+                rows.append(
+                    {"kind": "comm", "lane": f"thread {e.get('tid')}", "start": span[0], "end": span[1], "name": name}
+                )
             elif e.get("cat") == "cpu_op" and not name.startswith(CPU_NOT_COMPUTE_PREFIXES):
                 compute.append(span)
-                rows.append({"kind": "compute", "lane": f"thread {e.get('tid')}", "start": span[0], "end": span[1], "name": name})
+                rows.append(
+                    {
+                        "kind": "compute",
+                        "lane": f"thread {e.get('tid')}",
+                        "start": span[0],
+                        "end": span[1],
+                        "name": name,
+                    }
+                )
         merged = merge(compute)
         for p, windows in phases.items():
             phase_compute[p] = intersect(merged, windows)
-    return Activity(source=source, compute=compute, comm=comm, steps=steps, phases=phases,
-                    phase_compute=phase_compute, rows=rows, rank=_rank_of(data),
-                    base_us=float(data.get("baseTimeNanoseconds") or 0) / 1e3, host=data.get("host_name"))
+    return Activity(
+        source=source,
+        compute=compute,
+        comm=comm,
+        steps=steps,
+        phases=phases,
+        phase_compute=phase_compute,
+        rows=rows,
+        rank=_rank_of(data),
+        base_us=float(data.get("baseTimeNanoseconds") or 0) / 1e3,
+        host=data.get("host_name"),
+    )
 
 
 # --------------------------------------------------------------------------- the split
+
 
 @dataclasses.dataclass(frozen=True)
 class Split:
@@ -265,18 +289,30 @@ class Split:
     @property
     def label(self) -> str:
         return {"gpu": "GPU kernels (torch.profiler)", "nsys": "GPU kernels (Nsight Systems)"}.get(
-            self.source, "CPU ops, gloo: a simulation, not a GPU measurement")
+            self.source, "CPU ops, gloo: a simulation, not a GPU measurement"
+        )
 
     def to_dict(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)
-        out.update(compute_only_ms=self.compute_only_ms, comm_share=self.comm_share,
-                   exposed_share=self.exposed_share, hidden_fraction=self.hidden_fraction)
+        out.update(
+            compute_only_ms=self.compute_only_ms,
+            comm_share=self.comm_share,
+            exposed_share=self.exposed_share,
+            hidden_fraction=self.hidden_fraction,
+        )
         return out
 
 
-def split_intervals(compute: Sequence[Interval], comm: Sequence[Interval], windows: Sequence[Interval],
-                    source: str, steps: int | None = None, phase_compute: Mapping[str, Sequence[Interval]] | None = None,
-                    rank: int | None = None, unit_ms: float = 1e-3) -> Split:
+def split_intervals(
+    compute: Sequence[Interval],
+    comm: Sequence[Interval],
+    windows: Sequence[Interval],
+    source: str,
+    steps: int | None = None,
+    phase_compute: Mapping[str, Sequence[Interval]] | None = None,
+    rank: int | None = None,
+    unit_ms: float = 1e-3,
+) -> Split:
     """The split of intervals restricted to ``windows`` (the steps), averaged over ``steps``.
 
     ``unit_ms`` converts the intervals' unit to milliseconds (1e-3 for microseconds).
@@ -292,9 +328,18 @@ def split_intervals(compute: Sequence[Interval], comm: Sequence[Interval], windo
     busy = total(list(c) + list(m))
     scale = unit_ms / max(n, 1)
     phases = {p: total(intersect(v, win)) * scale for p, v in (phase_compute or {}).items()}
-    return Split(source=source, steps=n, step_ms=total(win) * scale, compute_ms=total(c) * scale,
-                 comm_ms=total(m) * scale, hidden_ms=hidden * scale, exposed_ms=(total(m) - hidden) * scale,
-                 idle_ms=(total(win) - busy) * scale, phase_ms=phases, rank=rank)
+    return Split(
+        source=source,
+        steps=n,
+        step_ms=total(win) * scale,
+        compute_ms=total(c) * scale,
+        comm_ms=total(m) * scale,
+        hidden_ms=hidden * scale,
+        exposed_ms=(total(m) - hidden) * scale,
+        idle_ms=(total(win) - busy) * scale,
+        phase_ms=phases,
+        rank=rank,
+    )
 
 
 def split(trace: str | os.PathLike[str] | Mapping[str, Any] | Activity, skip_first: int = 0) -> Split:
@@ -320,6 +365,7 @@ def split_steps(trace: str | os.PathLike[str] | Mapping[str, Any] | Activity, sk
 
 
 # --------------------------------------------------------------------------- waiting or moving data
+
 
 @dataclasses.dataclass(frozen=True)
 class Waiting:
@@ -364,7 +410,9 @@ class Paired:
     collectives: int  # in all steps together
 
 
-def pair_intervals(traces: Sequence[str | os.PathLike[str] | Mapping[str, Any] | Activity], skip_first: int = 0) -> Paired:
+def pair_intervals(
+    traces: Sequence[str | os.PathLike[str] | Mapping[str, Any] | Activity], skip_first: int = 0
+) -> Paired:
     """Match the ranks' collectives one to one and split each at the last rank's arrival.
 
     The k-th collective of step i on one rank is the k-th of step i on every rank (DDP issues
@@ -378,8 +426,10 @@ def pair_intervals(traces: Sequence[str | os.PathLike[str] | Mapping[str, Any] |
         raise ValueError("pairing needs the traces of at least two ranks")
     hosts = {a.host for a in acts if a.host}
     if len(hosts) > 1:
-        raise ValueError(f"the traces come from different hosts ({', '.join(sorted(hosts))}): their clocks "
-                         "cannot be compared; pair ranks of one machine")
+        raise ValueError(
+            f"the traces come from different hosts ({', '.join(sorted(hosts))}): their clocks "
+            "cannot be compared; pair ranks of one machine"
+        )
     offsets = [a.base_us - acts[0].base_us for a in acts]  # times on rank 0's base
     windows = [_shifted(a.steps[skip_first:], off) for a, off in zip(acts, offsets)]
     counts = [len(w) for w in windows]
@@ -406,8 +456,9 @@ def pair_intervals(traces: Sequence[str | os.PathLike[str] | Mapping[str, Any] |
                 wait[r].append((s, min(arrival, e)))
                 transfer[r].append((max(s, arrival), e))
                 last[r] += s == arrival
-    return Paired(acts=acts, windows=windows, offsets=offsets, wait=wait, transfer=transfer, last=last,
-                  collectives=collectives)
+    return Paired(
+        acts=acts, windows=windows, offsets=offsets, wait=wait, transfer=transfer, last=last, collectives=collectives
+    )
 
 
 def pair(traces: Sequence[str | os.PathLike[str] | Mapping[str, Any] | Activity], skip_first: int = 0) -> list[Waiting]:
@@ -423,9 +474,18 @@ def pair(traces: Sequence[str | os.PathLike[str] | Mapping[str, Any] | Activity]
         waiting = subtract(intersect(paired.wait[r], win), moving)
         scale = 1e-3 / steps
         ew, et = total(subtract(waiting, compute)), total(subtract(moving, compute))
-        out.append(Waiting(rank=act.rank if act.rank is not None else r, steps=steps, collectives=paired.collectives // steps,
-                           comm_ms=(total(waiting) + total(moving)) * scale, wait_ms=total(waiting) * scale,
-                           transfer_ms=total(moving) * scale, exposed_ms=(ew + et) * scale, exposed_wait_ms=ew * scale,
-                           exposed_transfer_ms=et * scale,
-                           last_share=paired.last[r] / paired.collectives if paired.collectives else float("nan")))
+        out.append(
+            Waiting(
+                rank=act.rank if act.rank is not None else r,
+                steps=steps,
+                collectives=paired.collectives // steps,
+                comm_ms=(total(waiting) + total(moving)) * scale,
+                wait_ms=total(waiting) * scale,
+                transfer_ms=total(moving) * scale,
+                exposed_ms=(ew + et) * scale,
+                exposed_wait_ms=ew * scale,
+                exposed_transfer_ms=et * scale,
+                last_share=paired.last[r] / paired.collectives if paired.collectives else float("nan"),
+            )
+        )
     return out

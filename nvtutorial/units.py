@@ -54,8 +54,22 @@ def ring_bytes_per_rank(size_bytes: float, n: int) -> float:
     return size_bytes * bus_factor("all_reduce", n)
 
 
-_UNITS = {"": 1, "B": 1, "K": 1 << 10, "KB": 1 << 10, "KIB": 1 << 10, "M": 1 << 20, "MB": 1 << 20, "MIB": 1 << 20,
-          "G": 1 << 30, "GB": 1 << 30, "GIB": 1 << 30, "T": 1 << 40, "TB": 1 << 40, "TIB": 1 << 40}
+_UNITS = {
+    "": 1,
+    "B": 1,
+    "K": 1 << 10,
+    "KB": 1 << 10,
+    "KIB": 1 << 10,
+    "M": 1 << 20,
+    "MB": 1 << 20,
+    "MIB": 1 << 20,
+    "G": 1 << 30,
+    "GB": 1 << 30,
+    "GIB": 1 << 30,
+    "T": 1 << 40,
+    "TB": 1 << 40,
+    "TIB": 1 << 40,
+}
 
 
 def parse_size(text: str | int) -> int:
@@ -93,8 +107,10 @@ def size_sweep(min_bytes: int, max_bytes: int, factor: int = 2) -> list[int]:
 
 # --- Throughput curves ----------------------------------------------------------------------------
 
-def knee(rows: Sequence[Mapping[str, Any]], x: str = "num_workers", y: str = "samples_per_s",
-         fraction: float = 0.9) -> Mapping[str, Any] | None:
+
+def knee(
+    rows: Sequence[Mapping[str, Any]], x: str = "num_workers", y: str = "samples_per_s", fraction: float = 0.9
+) -> Mapping[str, Any] | None:
     """The row with the smallest ``x`` whose ``y`` reaches ``fraction`` of the best ``y``."""
     rows = [r for r in rows if r.get(y) is not None]
     if not rows:

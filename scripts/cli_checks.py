@@ -34,21 +34,44 @@ def main(report: str) -> int:
     for i in range(3):
         rc, elapsed, err = cli("run", "selftest", "--nproc", "2", "--out", str(base / f"ok{i}"))
         result = json.loads((base / f"ok{i}" / "result.json").read_text())
-        checks["ok_runs"].append({"rc": rc, "cli_s": elapsed, "wall_s": result["wall_s"],
-                                  "first_output_s": result["first_output_s"], "env": result["env"],
-                                  "left": leftovers(base / f"ok{i}")})
+        checks["ok_runs"].append(
+            {
+                "rc": rc,
+                "cli_s": elapsed,
+                "wall_s": result["wall_s"],
+                "first_output_s": result["first_output_s"],
+                "env": result["env"],
+                "left": leftovers(base / f"ok{i}"),
+            }
+        )
     rc, elapsed, err = cli("run", "selftest", "--nproc", "2", "--set", "mode=crash", "--out", str(base / "crash"))
-    checks["crash"] = {"rc": rc, "cli_s": elapsed, "names_rank_1": "rank 1 failed: RuntimeError" in err,
-                       "left": leftovers(base / "crash"), "stderr_head": err.splitlines()[:3]}
-    rc, elapsed, err = cli("run", "selftest", "--nproc", "2", "--set", "mode=hang", "--timeout", "10", "--out", str(base / "hang"))
+    checks["crash"] = {
+        "rc": rc,
+        "cli_s": elapsed,
+        "names_rank_1": "rank 1 failed: RuntimeError" in err,
+        "left": leftovers(base / "crash"),
+        "stderr_head": err.splitlines()[:3],
+    }
+    rc, elapsed, err = cli(
+        "run", "selftest", "--nproc", "2", "--set", "mode=hang", "--timeout", "10", "--out", str(base / "hang")
+    )
     checks["hang"] = {"rc": rc, "cli_s": elapsed, "left": leftovers(base / "hang"), "stderr_head": err.splitlines()[:3]}
     ok = checks["ok_runs"]
-    checks["overhead"] = {"median_first_output_s": statistics.median(r["first_output_s"] for r in ok),
-                          "median_wall_s": statistics.median(r["wall_s"] for r in ok),
-                          "median_cli_s": statistics.median(r["cli_s"] for r in ok)}
-    passed = (all(r["rc"] == 0 and not r["left"] for r in ok) and checks["crash"]["rc"] == 1
-              and checks["crash"]["cli_s"] < 15 and checks["crash"]["names_rank_1"] and not checks["crash"]["left"]
-              and checks["hang"]["rc"] == 1 and checks["hang"]["cli_s"] < 20 and not checks["hang"]["left"])
+    checks["overhead"] = {
+        "median_first_output_s": statistics.median(r["first_output_s"] for r in ok),
+        "median_wall_s": statistics.median(r["wall_s"] for r in ok),
+        "median_cli_s": statistics.median(r["cli_s"] for r in ok),
+    }
+    passed = (
+        all(r["rc"] == 0 and not r["left"] for r in ok)
+        and checks["crash"]["rc"] == 1
+        and checks["crash"]["cli_s"] < 15
+        and checks["crash"]["names_rank_1"]
+        and not checks["crash"]["left"]
+        and checks["hang"]["rc"] == 1
+        and checks["hang"]["cli_s"] < 20
+        and not checks["hang"]["left"]
+    )
     checks["passed"] = passed
     Path(report).write_text(json.dumps(checks, indent=2))
     print(json.dumps({k: checks[k] for k in ("overhead", "crash", "hang", "passed")}, indent=2))

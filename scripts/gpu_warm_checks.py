@@ -32,7 +32,7 @@ from pathlib import Path
 import nvtutorial
 from nvtutorial.launch import warm
 
-VIEW = '''\
+VIEW = """\
 import os, torch, torch.distributed as dist
 from nvtutorial.runtime import save_metrics
 backend = "nccl" if torch.cuda.is_available() else "gloo"
@@ -48,7 +48,7 @@ if backend == "nccl":
     info["alloc_conf"] = os.environ.get("PYTORCH_CUDA_ALLOC_CONF")
 save_metrics(info)
 dist.destroy_process_group()
-'''
+"""
 
 
 def quiet(fn, *args, **kwargs):
@@ -63,10 +63,18 @@ def both(target, **kwargs) -> dict:
     for launcher in ("auto", "torchrun"):
         t0 = time.perf_counter()
         res, said = quiet(nvtutorial.run, target, launcher=launcher, **kwargs)
-        out[launcher] = {"ok": res.ok, "started": res.started, "ranks": res.ranks, "first_output_s": res.first_output_s,
-                            "wall_s": res.wall_s, "call_s": time.perf_counter() - t0, "label": res.label,
-                            "cold_reason": res.cold_reason, "run_dir": str(res.run_dir),
-                            "said": said.splitlines()[:3]}
+        out[launcher] = {
+            "ok": res.ok,
+            "started": res.started,
+            "ranks": res.ranks,
+            "first_output_s": res.first_output_s,
+            "wall_s": res.wall_s,
+            "call_s": time.perf_counter() - t0,
+            "label": res.label,
+            "cold_reason": res.cold_reason,
+            "run_dir": str(res.run_dir),
+            "said": said.splitlines()[:3],
+        }
     return out
 
 
@@ -85,8 +93,10 @@ def main() -> int:
         except Exception as exc:  # noqa: BLE001 - recorded, the next check runs
             report[name] = {"ok": False, "error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()}
         report[name]["seconds"] = time.perf_counter() - t0
-        print(f"{name}: {'ok' if report[name]['ok'] else report[name]['error']} ({report[name]['seconds']:.1f} s)",
-              flush=True)
+        print(
+            f"{name}: {'ok' if report[name]['ok'] else report[name]['error']} ({report[name]['seconds']:.1f} s)",
+            flush=True,
+        )
 
     def interpreter_ready():
         t0 = time.perf_counter()
@@ -95,18 +105,29 @@ def main() -> int:
 
     check("start", interpreter_ready)
     check("nccl", lambda: both("selftest", nproc=1, backend="nccl", params={"steps": 3}))
-    check("alloc_conf", lambda: both(view, nproc=1, backend="nccl",
-                                     env={"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}))
-    check("nccl_env", lambda: {"info_lines": {
-        launcher: sum("NCCL INFO" in line for line in Path(r["run_dir"], "rank0.log").read_text().splitlines())
-        for launcher, r in both(view, nproc=1, backend="nccl", env={"NCCL_DEBUG": "INFO"}).items()}})
+    check(
+        "alloc_conf",
+        lambda: both(view, nproc=1, backend="nccl", env={"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}),
+    )
+    check(
+        "nccl_env",
+        lambda: {
+            "info_lines": {
+                launcher: sum("NCCL INFO" in line for line in Path(r["run_dir"], "rank0.log").read_text().splitlines())
+                for launcher, r in both(view, nproc=1, backend="nccl", env={"NCCL_DEBUG": "INFO"}).items()
+            }
+        },
+    )
     check("gloo_hides_gpu", lambda: both(view, nproc=2, backend="gloo"))
 
     def interpreter():
         w = warm.get()
         pid = w.proc.pid
-        return {"threads": len(os.listdir(f"/proc/{pid}/task")),
-                "libcuda_loaded": "libcuda" in Path(f"/proc/{pid}/maps").read_text(), "health": w.health()}
+        return {
+            "threads": len(os.listdir(f"/proc/{pid}/task")),
+            "libcuda_loaded": "libcuda" in Path(f"/proc/{pid}/maps").read_text(),
+            "health": w.health(),
+        }
 
     check("interpreter", interpreter)
 
@@ -116,8 +137,13 @@ def main() -> int:
         pool, said = quiet(r.start, nproc=1, backend="nccl")
         try:
             result = r.run_code("t = torch.ones(4, device=device) * 3\ndist.all_reduce(t)\nv = t.sum().item()")
-            return {"said": said.strip(), "forked": all(isinstance(w.proc, warm.Forked) for w in pool.workers),
-                    "status": [o.status for o in result.outcomes], "value": r.pull("v"), "start_s": pool.start_s}
+            return {
+                "said": said.strip(),
+                "forked": all(isinstance(w.proc, warm.Forked) for w in pool.workers),
+                "status": [o.status for o in result.outcomes],
+                "value": r.pull("v"),
+                "start_s": pool.start_s,
+            }
         finally:
             r.stop()
 
@@ -137,8 +163,11 @@ def main() -> int:
 
     check("cuda_in_interpreter", cuda_in_interpreter)
     out_path.write_text(json.dumps(report, indent=2, default=str) + "\n")
-    print(json.dumps({k: {kk: vv for kk, vv in v.items() if kk != "traceback"} for k, v in report.items()},
-                     indent=1, default=str)[:6000])
+    print(
+        json.dumps(
+            {k: {kk: vv for kk, vv in v.items() if kk != "traceback"} for k, v in report.items()}, indent=1, default=str
+        )[:6000]
+    )
     return 0 if all(v["ok"] for v in report.values()) else 1
 
 

@@ -66,8 +66,12 @@ def _prepare(work: Path, source: str | None) -> None:
         shutil.rmtree(work)
     work.mkdir(parents=True)
     if source:
-        tar = subprocess.run(["git", "archive", source, *[c for c in COPIED if c != "pyproject.toml"]], cwd=ROOT,
-                             check=True, capture_output=True).stdout
+        tar = subprocess.run(
+            ["git", "archive", source, *[c for c in COPIED if c != "pyproject.toml"]],
+            cwd=ROOT,
+            check=True,
+            capture_output=True,
+        ).stdout
         subprocess.run(["tar", "-x", "-C", str(work)], input=tar, check=True)
     else:
         for name in COPIED:
@@ -84,6 +88,7 @@ def _prepare(work: Path, source: str | None) -> None:
 
 def _without_sentences(operator):
     """mutmut's string operator, skipping literals that contain whitespace (wording, see the docstring)."""
+
     def operator_string(node):
         value = getattr(node, "value", "")
         if any(ch.isspace() for ch in value):
@@ -93,14 +98,16 @@ def _without_sentences(operator):
     return operator_string
 
 
-def _run_mutmut(work: Path, tests: list[str], only: list[str], max_children: int, names: list[str] = (),
-                sample: int = 0) -> int:
+def _run_mutmut(
+    work: Path, tests: list[str], only: list[str], max_children: int, names: list[str] = (), sample: int = 0
+) -> int:
     """mutmut run in ``work`` (in this process: the string operator is patched first); with ``names``, only those
     mutants, run again whatever their last result; with ``sample``, only that many mutants per module (:func:`_sampled`)."""
     os.chdir(work)
     # The ranks a test starts import the mutated copy too; the selection plugin comes from scripts/.
-    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(work / "mutants"), str(work / "scripts"),
-                                                             os.environ.get("PYTHONPATH")]))
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        filter(None, [str(work / "mutants"), str(work / "scripts"), os.environ.get("PYTHONPATH")])
+    )
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     import tomllib
 
@@ -138,8 +145,9 @@ def sample_of(names: list[str], per_module: int, seed: int = SEED) -> list[str]:
     import random
 
     ordered = sorted(names, key=_natural)
-    return ordered if len(ordered) <= per_module else sorted(random.Random(seed).sample(ordered, per_module),
-                                                             key=_natural)
+    return (
+        ordered if len(ordered) <= per_module else sorted(random.Random(seed).sample(ordered, per_module), key=_natural)
+    )
 
 
 def _sampled(per_module: int) -> None:
@@ -189,8 +197,20 @@ def _fast_tests_first() -> None:
     isolation.ForkServerRunner.submit = sorted_submit
 
 
-UNUSED_PLUGINS = ("nbval", "anyio", "hypothesispytest", "timeout", "warnings", "logging", "junitxml", "doctest",
-                  "pastebin", "legacypath", "stepwise", "faulthandler")
+UNUSED_PLUGINS = (
+    "nbval",
+    "anyio",
+    "hypothesispytest",
+    "timeout",
+    "warnings",
+    "logging",
+    "junitxml",
+    "doctest",
+    "pastebin",
+    "legacypath",
+    "stepwise",
+    "faulthandler",
+)
 """pytest plugins the tests do not need, left out of every pytest session mutmut starts: one session per mutant
 starts in about 0.8 s instead of 2 on a loaded 2-core machine. (Hypothesis runs without its pytest plugin; a test
 that hangs is ended by mutmut's own deadline instead of pytest-timeout's.)"""
@@ -249,10 +269,15 @@ def _collect(work: Path) -> dict:
         total = sum(counts.values())
         caught = sum(n for s, n in counts.items() if s in CAUGHT)
         checked = sum(n for s, n in counts.items() if s in CAUGHT | NOT_CAUGHT)
-        modules[module] = {"mutants": total, "caught": caught, "checked": checked,
-                           "score": round(caught / checked, 4) if checked else None,
-                           "interval95": interval(caught, checked), "by_status": counts,
-                           "not_caught": survivors}
+        modules[module] = {
+            "mutants": total,
+            "caught": caught,
+            "checked": checked,
+            "score": round(caught / checked, 4) if checked else None,
+            "interval95": interval(caught, checked),
+            "by_status": counts,
+            "not_caught": survivors,
+        }
     return modules
 
 
@@ -272,13 +297,24 @@ def _machine() -> dict:
         version = None
     model = ""
     try:
-        model = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                      if line.startswith("model name")), "")
+        model = next(
+            (
+                line.split(":", 1)[1].strip()
+                for line in Path("/proc/cpuinfo").read_text().splitlines()
+                if line.startswith("model name")
+            ),
+            "",
+        )
     except OSError:
         pass
-    return {"cpu": model or platform.processor(), "usable_cores": len(os.sched_getaffinity(0)),
-            "python": platform.python_version(), "torch": torch.__version__, "mutmut": version,
-            "gpu": "none (CPU only: collectives on gloo)"}
+    return {
+        "cpu": model or platform.processor(),
+        "usable_cores": len(os.sched_getaffinity(0)),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "mutmut": version,
+        "gpu": "none (CPU only: collectives on gloo)",
+    }
 
 
 def _dist_version(name: str) -> str | None:
@@ -294,10 +330,19 @@ def write_result(label: str, work: Path, meta: dict) -> Path:
     modules = collect(work)
     caught = sum(m["caught"] for m in modules.values())
     checked = sum(m["checked"] for m in modules.values())
-    out = {"label": label, **meta, "machine": _machine(),
-           "total": {"mutants": sum(m["mutants"] for m in modules.values()), "caught": caught, "checked": checked,
-                     "score": round(caught / checked, 4) if checked else None, "interval95": interval(caught, checked)},
-           "modules": modules}
+    out = {
+        "label": label,
+        **meta,
+        "machine": _machine(),
+        "total": {
+            "mutants": sum(m["mutants"] for m in modules.values()),
+            "caught": caught,
+            "checked": checked,
+            "score": round(caught / checked, 4) if checked else None,
+            "interval95": interval(caught, checked),
+        },
+        "modules": modules,
+    }
     RESULTS.mkdir(parents=True, exist_ok=True)
     path = RESULTS / f"mutation-{label}.json"
     path.write_text(json.dumps(out, indent=1, ensure_ascii=False) + "\n")
@@ -310,10 +355,15 @@ def print_scores(path: Path) -> None:
     print(f"mutation score ({data['label']}): caught / checked, per module")
     for module, m in data["modules"].items():
         score = "—" if m["score"] is None else f"{100 * m['score']:5.1f} %"
-        print(f"  {module:<{width}}  {m['caught']:5d} / {m['checked']:<5d} {score}   not caught: {len(m['not_caught'])}")
+        print(
+            f"  {module:<{width}}  {m['caught']:5d} / {m['checked']:<5d} {score}   not caught: {len(m['not_caught'])}"
+        )
     t = data["total"]
-    print(f"  {'all':<{width}}  {t['caught']:5d} / {t['checked']:<5d} "
-          f"{100 * t['score']:5.1f} %" if t["score"] is not None else "no mutant checked")
+    print(
+        f"  {'all':<{width}}  {t['caught']:5d} / {t['checked']:<5d} {100 * t['score']:5.1f} %"
+        if t["score"] is not None
+        else "no mutant checked"
+    )
     print(f"(written to {path.relative_to(ROOT)})")
 
 
@@ -323,32 +373,51 @@ EQUIVALENT = RESULTS / "mutation-equivalent.json"
 
 def _moves(source: str) -> dict[str, str]:
     """Files of ``source`` renamed since (``git diff -M``): their path then, their path now."""
-    out = subprocess.run(["git", "diff", "-M", "--name-status", "--diff-filter=R", source, "HEAD", "--", "nvtutorial"],
-                         cwd=ROOT, capture_output=True, text=True).stdout
+    out = subprocess.run(
+        ["git", "diff", "-M", "--name-status", "--diff-filter=R", source, "HEAD", "--", "nvtutorial"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    ).stdout
     return {parts[1]: parts[2] for line in out.splitlines() if len(parts := line.split("\t")) == 3}
 
 
 def write_summary() -> Path:
     """The before/after table per module and the list of mutants not caught (with their reason, or "unexplained")."""
-    runs = {label: json.loads((RESULTS / f"mutation-{label}.json").read_text()) for label in ("before", "after")
-            if (RESULTS / f"mutation-{label}.json").exists()}
+    runs = {
+        label: json.loads((RESULTS / f"mutation-{label}.json").read_text())
+        for label in ("before", "after")
+        if (RESULTS / f"mutation-{label}.json").exists()
+    }
     reasons = json.loads(EQUIVALENT.read_text()) if EQUIVALENT.exists() else {}
     after = runs.get("after")
-    lines = ["# Mutation testing: the score before and after the rule tests (issue 21)", "",
-             "Generated by `python scripts/mutate.py summary` from the JSON files beside it. A mutant is one token "
-             "changed in a verdict rule, a guard, the diagnosis, a collectives lesson or an exercise checker "
-             "(`scripts/mutate.py` says which and why mutmut); it is *caught* when a test fails or hangs past "
-             "mutmut's deadline. Score = caught ÷ checked. Where a run checked a random sample of each module's "
-             "mutants (the same seeded rule for both), each score comes with its 95 % (Wilson) interval.", ""]
+    lines = [
+        "# Mutation testing: the score before and after the rule tests (issue 21)",
+        "",
+        "Generated by `python scripts/mutate.py summary` from the JSON files beside it. A mutant is one token "
+        "changed in a verdict rule, a guard, the diagnosis, a collectives lesson or an exercise checker "
+        "(`scripts/mutate.py` says which and why mutmut); it is *caught* when a test fails or hangs past "
+        "mutmut's deadline. Score = caught ÷ checked. Where a run checked a random sample of each module's "
+        "mutants (the same seeded rule for both), each score comes with its 95 % (Wilson) interval.",
+        "",
+    ]
     for label, data in runs.items():
         m = data["machine"]
-        drawn = (f" (a random sample of at most {data['sample_per_module']} per module, seed {data.get('seed')})"
-                 if data.get("sample_per_module") else "")
-        lines.append(f"- **{label}**: source {data['source']}, {data['total']['checked']} mutants checked{drawn}, "
-                     f"{data.get('wall_s', 0) / 60:.0f} min wall on {m['usable_cores']} cores ({m['cpu']}), "
-                     f"torch {m['torch']}, Python {m['python']}, mutmut {m['mutmut']}, {m['gpu']}.")
-    lines += ["", "| module | mutants | before | after | not caught after | of which explained |",
-              "| --- | ---: | ---: | ---: | ---: | ---: |"]
+        drawn = (
+            f" (a random sample of at most {data['sample_per_module']} per module, seed {data.get('seed')})"
+            if data.get("sample_per_module")
+            else ""
+        )
+        lines.append(
+            f"- **{label}**: source {data['source']}, {data['total']['checked']} mutants checked{drawn}, "
+            f"{data.get('wall_s', 0) / 60:.0f} min wall on {m['usable_cores']} cores ({m['cpu']}), "
+            f"torch {m['torch']}, Python {m['python']}, mutmut {m['mutmut']}, {m['gpu']}."
+        )
+    lines += [
+        "",
+        "| module | mutants | before | after | not caught after | of which explained |",
+        "| --- | ---: | ---: | ---: | ---: | ---: |",
+    ]
     modules = sorted(set().union(*(d["modules"] for d in runs.values()))) if runs else []
 
     moved = _moves(runs["before"]["source"]) if "before" in runs else {}
@@ -360,8 +429,11 @@ def write_summary() -> Path:
         if not m or m["score"] is None:
             return "—"
         low_high = m.get("interval95")
-        band = f", {100 * low_high[0]:.0f}–{100 * low_high[1]:.0f} %" if low_high and runs[label].get(
-            "sample_per_module") else ""
+        band = (
+            f", {100 * low_high[0]:.0f}–{100 * low_high[1]:.0f} %"
+            if low_high and runs[label].get("sample_per_module")
+            else ""
+        )
         return f"{100 * m['score']:.1f} % ({m['caught']}/{m['checked']}{band})"
 
     for module in modules:
@@ -370,16 +442,25 @@ def write_summary() -> Path:
             continue
         missed = a["not_caught"] if a else []
         explained = sum(1 for x in missed if x["mutant"] in reasons)
-        lines.append(f"| `{module}` | {(a or {}).get('mutants', '—')} | {score('before', module)} | "
-                     f"{score('after', module)} | {len(missed)} | {explained} |")
+        lines.append(
+            f"| `{module}` | {(a or {}).get('mutants', '—')} | {score('before', module)} | "
+            f"{score('after', module)} | {len(missed)} | {explained} |"
+        )
     for label, data in runs.items():
         t = data["total"]
-        lines.append(f"| **all ({label})** | {t['mutants']} | | {100 * t['score']:.1f} % ({t['caught']}/{t['checked']}) | | |"
-                     if label == "after" else
-                     f"| **all ({label})** | {t['mutants']} | {100 * t['score']:.1f} % ({t['caught']}/{t['checked']}) | | | |")
+        lines.append(
+            f"| **all ({label})** | {t['mutants']} | | {100 * t['score']:.1f} % ({t['caught']}/{t['checked']}) | | |"
+            if label == "after"
+            else f"| **all ({label})** | {t['mutants']} | {100 * t['score']:.1f} % ({t['caught']}/{t['checked']}) | | | |"
+        )
     if after:
-        lines += ["", "## Mutants not caught after the rule tests", "",
-                  "Each with the change it makes and why no test catches it; *unexplained* ones are open work.", ""]
+        lines += [
+            "",
+            "## Mutants not caught after the rule tests",
+            "",
+            "Each with the change it makes and why no test catches it; *unexplained* ones are open work.",
+            "",
+        ]
         for module, m in after["modules"].items():
             if not m["not_caught"]:
                 continue
@@ -399,22 +480,46 @@ def main(argv: list[str] | None = None) -> int:
     run = sub.add_parser("run", help="mutate, run the tests against each mutant, write the result")
     run.add_argument("--label", default="after", help="names build/mutation/LABEL and the result file")
     run.add_argument("--source", help="a git revision whose sources and tests to mutate (default: the working tree)")
-    run.add_argument("--tests", default="", help="the test selection (pytest arguments, space-separated); "
-                     "default: pytest_add_cli_args_test_selection of [tool.mutmut]")
+    run.add_argument(
+        "--tests",
+        default="",
+        help="the test selection (pytest arguments, space-separated); "
+        "default: pytest_add_cli_args_test_selection of [tool.mutmut]",
+    )
     run.add_argument("--only", nargs="*", default=[], help="mutate only these files (globs), e.g. nvtutorial/guards.py")
     run.add_argument("--max-children", type=int, default=len(os.sched_getaffinity(0)))
-    run.add_argument("--sample", type=int, default=0, help="run only this many mutants per module, drawn at random "
-                     "with a fixed seed (the others stay 'not checked'); the score then comes with its 95 %% interval")
-    run.add_argument("--resume", action="store_true", help="go on with an interrupted run in build/mutation/LABEL "
-                     "(its copy, its mutants and the results so far are kept)")
-    run.add_argument("--recheck", action="store_true", help="after new tests: copy the working tree's tests (and "
-                     "sources) into build/mutation/LABEL again and run only the mutants its last result did not catch")
-    run.add_argument("--refresh", action="store_true", help="with --resume: copy the working tree's tests (and "
-                     "sources) into build/mutation/LABEL first (results so far kept: new tests only add kills)")
+    run.add_argument(
+        "--sample",
+        type=int,
+        default=0,
+        help="run only this many mutants per module, drawn at random "
+        "with a fixed seed (the others stay 'not checked'); the score then comes with its 95 %% interval",
+    )
+    run.add_argument(
+        "--resume",
+        action="store_true",
+        help="go on with an interrupted run in build/mutation/LABEL "
+        "(its copy, its mutants and the results so far are kept)",
+    )
+    run.add_argument(
+        "--recheck",
+        action="store_true",
+        help="after new tests: copy the working tree's tests (and "
+        "sources) into build/mutation/LABEL again and run only the mutants its last result did not catch",
+    )
+    run.add_argument(
+        "--refresh",
+        action="store_true",
+        help="with --resume: copy the working tree's tests (and "
+        "sources) into build/mutation/LABEL first (results so far kept: new tests only add kills)",
+    )
     report = sub.add_parser("report", help="write and print the result of a finished run again")
     report.add_argument("--label", default="after")
-    sub.add_parser("summary", help="benchmarks/results/mutation.md: before and after per module, and every mutant "
-                   "not caught, with its reason from benchmarks/results/mutation-equivalent.json")
+    sub.add_parser(
+        "summary",
+        help="benchmarks/results/mutation.md: before and after per module, and every mutant "
+        "not caught, with its reason from benchmarks/results/mutation-equivalent.json",
+    )
     args = parser.parse_args(argv)
     if args.command == "summary":
         print(write_summary().relative_to(ROOT))
@@ -442,18 +547,38 @@ def main(argv: list[str] | None = None) -> int:
         previous = {}
     source = args.source or "working tree"
     if args.source:
-        source = subprocess.run(["git", "rev-parse", "--short", args.source], cwd=ROOT, check=True, capture_output=True,
-                                text=True).stdout.strip()
-    meta = {"source": source, "tests": args.tests.split() or None, "only": args.only or None,
-            "started": time.strftime("%Y-%m-%d %H:%M:%S"), "max_children": args.max_children,
-            "sample_per_module": args.sample or previous.get("sample_per_module") or None, "seed": SEED}
+        source = subprocess.run(
+            ["git", "rev-parse", "--short", args.source], cwd=ROOT, check=True, capture_output=True, text=True
+        ).stdout.strip()
+    meta = {
+        "source": source,
+        "tests": args.tests.split() or None,
+        "only": args.only or None,
+        "started": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "max_children": args.max_children,
+        "sample_per_module": args.sample or previous.get("sample_per_module") or None,
+        "seed": SEED,
+    }
     t0 = time.monotonic()
     # mutmut runs in a child process: it changes directory and its configuration is read once per process.
-    code = subprocess.run([sys.executable, __file__, "_mutmut", str(work), args.tests, " ".join(args.only),
-                           str(args.max_children), str(meta["sample_per_module"] or 0), *names]).returncode
+    code = subprocess.run(
+        [
+            sys.executable,
+            __file__,
+            "_mutmut",
+            str(work),
+            args.tests,
+            " ".join(args.only),
+            str(args.max_children),
+            str(meta["sample_per_module"] or 0),
+            *names,
+        ]
+    ).returncode
     # The wall time of the whole measurement: an interrupted run's segments, and its rechecks, added up.
-    meta["segments_s"] = [*previous.get("segments_s", [previous["wall_s"]] if "wall_s" in previous else []),
-                          round(time.monotonic() - t0)]
+    meta["segments_s"] = [
+        *previous.get("segments_s", [previous["wall_s"]] if "wall_s" in previous else []),
+        round(time.monotonic() - t0),
+    ]
     meta["wall_s"] = sum(meta["segments_s"])
     meta["rechecks"] = previous.get("rechecks", 0) + bool(args.recheck)
     if previous.get("started"):

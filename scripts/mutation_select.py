@@ -25,9 +25,9 @@ LAUNCHES = re.compile(
 MARKS = ("notebooks", "slurm", "gpu")
 SLOW = {
     "tests/test_faults.py::test_random_command_lines": "300 hypothesis command lines, 10-40 s; guards and diagnosis "
-                                                       "are tested at their rules in tests/test_rules_guards.py",
+    "are tested at their rules in tests/test_rules_guards.py",
     "tests/test_layout.py::test_import_rules_hold": "imports every module in a fresh interpreter (about 2 minutes); "
-                                                    "it checks the package's layout, not a rule",
+    "it checks the package's layout, not a rule",
 }
 """In-process tests too slow to run once per mutant (measured in the stats run of 2026-12-02), with why that is safe."""
 
@@ -41,12 +41,18 @@ def _source(obj) -> str:
 
 def _launching_helpers(module) -> set[str]:
     """Names of the module's functions that launch, directly or through another such function."""
-    functions = {name: _source(fn) for name, fn in vars(module).items()
-                 if inspect.isfunction(fn) and getattr(fn, "__module__", None) == module.__name__}
+    functions = {
+        name: _source(fn)
+        for name, fn in vars(module).items()
+        if inspect.isfunction(fn) and getattr(fn, "__module__", None) == module.__name__
+    }
     found = {name for name, text in functions.items() if LAUNCHES.search(text)}
     while True:
-        more = {name for name, text in functions.items() if name not in found
-                and any(re.search(rf"\b{re.escape(h)}\(", text) for h in found)}
+        more = {
+            name
+            for name, text in functions.items()
+            if name not in found and any(re.search(rf"\b{re.escape(h)}\(", text) for h in found)
+        }
         if not more:
             return found
         found |= more
@@ -65,7 +71,7 @@ def launches(item) -> bool:
         _helpers[module.__name__] = _launching_helpers(module)
     helpers = _helpers[module.__name__]
     texts = [_source(getattr(item, "function", None))]
-    for defs in getattr(item, "_fixtureinfo").name2fixturedefs.values():
+    for defs in item._fixtureinfo.name2fixturedefs.values():
         texts += [_source(d.func) for d in defs]
     return any(LAUNCHES.search(t) or any(re.search(rf"\b{re.escape(h)}\(", t) for h in helpers) for t in texts)
 

@@ -82,7 +82,9 @@ def normal_text(path: Path) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("paths", nargs="*", type=Path, help="notebooks (default: notebooks/*.ipynb)")
-    parser.add_argument("--check", action="store_true", help="change nothing; exit 1 if a notebook is not in normal form")
+    parser.add_argument(
+        "--check", action="store_true", help="change nothing; exit 1 if a notebook is not in normal form"
+    )
     args = parser.parse_args(argv)
     paths = args.paths or sorted((ROOT / "notebooks").glob("*.ipynb"))
     changed = []

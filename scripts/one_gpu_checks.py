@@ -46,29 +46,50 @@ def main(report: str) -> int:
 
     t0 = time.monotonic()
     result = nvtutorial.run("selftest", nproc=1, backend="nccl", output="none", timeout=120, out=runs / "selftest")
-    checks["selftest_nccl_1rank"] = {"ok": result.ok, "wall_s": result.wall_s, "cli_s": time.monotonic() - t0,
-                                     "env": dataclasses.asdict(result.env) if result.env else None, "ranks": result.ranks}
+    checks["selftest_nccl_1rank"] = {
+        "ok": result.ok,
+        "wall_s": result.wall_s,
+        "cli_s": time.monotonic() - t0,
+        "env": dataclasses.asdict(result.env) if result.env else None,
+        "ranks": result.ranks,
+    }
 
     env = {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,GRAPH,NET"}
-    result = nvtutorial.run("selftest", nproc=1, nnodes=2, backend="nccl", env=env, output="none", timeout=180,
-                            out=runs / "two-nodes")
+    result = nvtutorial.run(
+        "selftest", nproc=1, nnodes=2, backend="nccl", env=env, output="none", timeout=180, out=runs / "two-nodes"
+    )
     verdict = multinode.transport_verdict(result, expect_nodes=2)  # notebook 09's reading of NCCL's lines
     checks["two_emulated_nodes_one_gpu"] = {
-        "ok": result.ok, "wall_s": result.wall_s, "ranks": result.ranks, "verdict": verdict.text,
-        "numbers": verdict.numbers, "expected": "nNodes 2 and NET/Socket", "held": result.ok and verdict.status == "pass",
+        "ok": result.ok,
+        "wall_s": result.wall_s,
+        "ranks": result.ranks,
+        "verdict": verdict.text,
+        "numbers": verdict.numbers,
+        "expected": "nNodes 2 and NET/Socket",
+        "held": result.ok and verdict.status == "pass",
     }
 
     try:
-        result = nvtutorial.run("selftest", nproc=1, nnodes=2, backend="nccl",
-                                env={**env, "NCCL_HOSTID": "one-host"}, output="none", timeout=120,
-                                out=runs / "same-hostid")
+        result = nvtutorial.run(
+            "selftest",
+            nproc=1,
+            nnodes=2,
+            backend="nccl",
+            env={**env, "NCCL_HOSTID": "one-host"},
+            output="none",
+            timeout=120,
+            out=runs / "same-hostid",
+        )
         said, ok = "", result.ok
     except nvtutorial.RunFailed as exc:
         said, ok = str(exc), False
     duplicate = grep(logs(runs / "same-hostid"), "Duplicate GPU")
     checks["two_emulated_nodes_same_hostid"] = {
-        "ok": ok, "error_head": said.splitlines()[:3], "duplicate_lines": duplicate[:2],
-        "expected": "refused: Duplicate GPU detected", "held": (not ok) and bool(duplicate or "Duplicate GPU" in said),
+        "ok": ok,
+        "error_head": said.splitlines()[:3],
+        "duplicate_lines": duplicate[:2],
+        "expected": "refused: Duplicate GPU detected",
+        "held": (not ok) and bool(duplicate or "Duplicate GPU" in said),
     }
     out.write_text(json.dumps(checks, indent=2, default=str) + "\n")
     for name, check in checks.items():

@@ -55,7 +55,11 @@ PAGES = ("_config.yml", "_toc.yml", "intro.md", "favicon.svg")
 
 WIDGET_PACKAGES = {"requirejs": "requirejs@2.3.8", "html-manager": "@jupyter-widgets/html-manager@1.0.15"}
 """The npm packages the saved widgets need in a page, fetched with ``npm pack``."""
-WIDGET_JS = (("requirejs", "package/require.js"), (None, "widgets-config.js"), ("html-manager", "package/dist/embed-amd.js"))
+WIDGET_JS = (
+    ("requirejs", "package/require.js"),
+    (None, "widgets-config.js"),
+    ("html-manager", "package/dist/embed-amd.js"),
+)
 """The scripts of a page with widgets, in loading order: (package, file in its tarball) or (None, file in site/)."""
 WIDGET_FONTS = re.compile(r"package/dist/[0-9a-f]+\.(woff2?|ttf|eot|svg)$")
 """html-manager's icon fonts, which it loads from ``html-manager/`` beside its script (``widgets-config.js``)."""
@@ -127,9 +131,22 @@ def gpu_copies(name: str, plain: nbformat.NotebookNode, index: Path = COPIES) ->
             raise SystemExit(f"site: {index} lists {e['path']}, which is not there")
         nb = nbformat.read(path, as_version=4)
         run = _summary_entry(REFERENCE / e["summary"], name) if e.get("summary") else {}
-        found.append(Copy(path, "gpu", e["machine"], e["profile"], e["commit"], e.get("date", ""), e.get("note", ""),
-                          run.get("passed"), run.get("duration_s"), current=not executed.differences(nb, plain),
-                          shared=executed.shared(nb, plain), cells=len(executed.cells(plain))))
+        found.append(
+            Copy(
+                path,
+                "gpu",
+                e["machine"],
+                e["profile"],
+                e["commit"],
+                e.get("date", ""),
+                e.get("note", ""),
+                run.get("passed"),
+                run.get("duration_s"),
+                current=not executed.differences(nb, plain),
+                shared=executed.shared(nb, plain),
+                cells=len(executed.cells(plain)),
+            )
+        )
     return sorted(found, key=lambda c: c.date, reverse=True)
 
 
@@ -154,8 +171,11 @@ def _download(c: Copy, prefix: str) -> str:
 
 def _gpu_link(c: Copy) -> str:
     facts = [f"{c.profile} profile", f"commit `{c.commit}`"] + ([c.date] if c.date else [])
-    return (f"{_download(c, '../')} ({c.machine}, {', '.join(facts)}"
-            + (f"; {c.note}" if c.note else "") + f"; {c.shared} of the notebook's {c.cells} cells unchanged in it)")
+    return (
+        f"{_download(c, '../')} ({c.machine}, {', '.join(facts)}"
+        + (f"; {c.note}" if c.note else "")
+        + f"; {c.shared} of the notebook's {c.cells} cells unchanged in it)"
+    )
 
 
 def provenance_cell(nb: nbformat.NotebookNode, shown: Copy, older: list[Copy]) -> nbformat.NotebookNode:
@@ -168,20 +188,27 @@ def provenance_cell(nb: nbformat.NotebookNode, shown: Copy, older: list[Copy]) -
         facts.append(f"in {shown.duration_s:.0f} s")
     if shown.kind == "gpu":
         title, cls = "GPU outputs of this very text", "warning" if failed else "note"
-        head = (f"Executed on **{shown.machine}** {', '.join(facts)}"
-                + (f" ({shown.note})" if shown.note else "") + (": **it failed there**" if failed else "") + ". "
-                "Its cells are this notebook's text as it is now; the outputs are as they ran there.")
+        head = (
+            f"Executed on **{shown.machine}** {', '.join(facts)}"
+            + (f" ({shown.note})" if shown.note else "")
+            + (": **it failed there**" if failed else "")
+            + ". "
+            "Its cells are this notebook's text as it is now; the outputs are as they ran there."
+        )
     else:
         title, cls = "CPU outputs: a simulation, not a GPU measurement", "warning"
-        head = (f"This text has no GPU run yet. The outputs below were made **on the CPU** (two `gloo` processes "
-                f"standing in for the GPUs, small sizes) {', '.join(facts)}, from exactly the text shown: correctness, "
-                f"counts and code paths are real, timings are not GPU timings. Paths in them name the checkout "
-                f"`{REPO}`."
-                + (" **It failed there.**" if failed else ""))
+        head = (
+            f"This text has no GPU run yet. The outputs below were made **on the CPU** (two `gloo` processes "
+            f"standing in for the GPUs, small sizes) {', '.join(facts)}, from exactly the text shown: correctness, "
+            f"counts and code paths are real, timings are not GPU timings. Paths in them name the checkout "
+            f"`{REPO}`." + (" **It failed there.**" if failed else "")
+        )
     text = f"```{{admonition}} {title}\n:class: {cls}\n{head}\n\n{_label_lines(labels)}"
     if older:
-        text += ("\n\nGPU runs of an older text of this notebook (their numbers are real, some of their text has "
-                 "changed since):\n\n" + "\n".join(f"- {_gpu_link(c)}" for c in older))
+        text += (
+            "\n\nGPU runs of an older text of this notebook (their numbers are real, some of their text has "
+            "changed since):\n\n" + "\n".join(f"- {_gpu_link(c)}" for c in older)
+        )
     elif shown.kind == "cpu":
         text += "\n\nThis notebook has no GPU run in `reference/` yet."
     return nbformat.v4.new_markdown_cell(text + "\n```")
@@ -210,8 +237,9 @@ def _without_root(out: nbformat.NotebookNode) -> None:
             out["data"][mime] = clean(out["data"][mime])
 
 
-def page(plain: nbformat.NotebookNode, copy_nb: nbformat.NotebookNode, shown: Copy,
-         older: list[Copy]) -> nbformat.NotebookNode:
+def page(
+    plain: nbformat.NotebookNode, copy_nb: nbformat.NotebookNode, shown: Copy, older: list[Copy]
+) -> nbformat.NotebookNode:
     """The notebook as the site shows it: the executed copy's cells (which are the notebook's), without papermill's
     injected parameters (the banner names the profile), headed by where its outputs come from."""
     problems = executed.differences(copy_nb, plain)
@@ -234,8 +262,12 @@ def learning_path(readme: Path = ROOT / "README.md") -> str:
     match = re.search(r"^## Learning path\n\n(\|.*?)\n\n", readme.read_text(), re.MULTILINE | re.DOTALL)
     if not match:
         raise SystemExit(f"site: {readme} has no '## Learning path' table to show on the intro page")
-    return re.sub(r"^\| `(\d\d_\w+)` \|", lambda m: f"| [{m.group(1)}](notebooks/{m.group(1)}.ipynb) |",
-                  match.group(1), flags=re.MULTILINE)
+    return re.sub(
+        r"^\| `(\d\d_\w+)` \|",
+        lambda m: f"| [{m.group(1)}](notebooks/{m.group(1)}.ipynb) |",
+        match.group(1),
+        flags=re.MULTILINE,
+    )
 
 
 def claims_page() -> str:
@@ -245,23 +277,31 @@ def claims_page() -> str:
     counts = collections.Counter(c.status for c in claims.CLAIMS)
     table = claims.markdown_table(link=lambda c: f"[{c.notebook}](notebooks/{c.notebook}.ipynb)")
     tally = ", ".join(f"{n} {status}" for status, n in counts.most_common())
-    return (f"# The source's {len(claims.CLAIMS)} claims\n\n"
-            "The course follows a Chinese blog tutorial on dual-GPU training with NVLink, and audits each of its "
-            f"claims by measurement or from a primary source. Verdicts: {tally}. The evidence column says how "
-            "each was settled; the notebook named shows it.\n\n" + table + "\n")
+    return (
+        f"# The source's {len(claims.CLAIMS)} claims\n\n"
+        "The course follows a Chinese blog tutorial on dual-GPU training with NVLink, and audits each of its "
+        f"claims by measurement or from a primary source. Verdicts: {tally}. The evidence column says how "
+        "each was settled; the notebook named shows it.\n\n" + table + "\n"
+    )
 
 
-def hardware_page(shown: dict[str, Copy], older: dict[str, list[Copy]], labels: dict[str, collections.Counter[str]]) -> str:
+def hardware_page(
+    shown: dict[str, Copy], older: dict[str, list[Copy]], labels: dict[str, collections.Counter[str]]
+) -> str:
     """Where the site's numbers come from: per page, the copy it shows and the GPU copies of older text; then the
     reference machines as they described themselves."""
-    rows = ["| page | outputs | from commit | where its runs say they ran | GPU runs of an older text |",
-            "| --- | --- | --- | --- | --- |"]
+    rows = [
+        "| page | outputs | from commit | where its runs say they ran | GPU runs of an older text |",
+        "| --- | --- | --- | --- | --- |",
+    ]
     for name, c in shown.items():
-        outputs = (f"GPU copy `reference/{c.relpath}` ({c.machine}, {c.profile} profile)" if c.kind == "gpu" else
-                   f"CPU, executed by this build ({c.profile} profile)")
+        outputs = (
+            f"GPU copy `reference/{c.relpath}` ({c.machine}, {c.profile} profile)"
+            if c.kind == "gpu"
+            else f"CPU, executed by this build ({c.profile} profile)"
+        )
         where = "; ".join(f"`{label}` ×{n}" for label, n in labels[name].most_common()) or "none printed"
-        old = "; ".join(f"{_download(o, '')} (`{o.commit}`, {o.shared}/{o.cells} cells)"
-                        for o in older[name]) or "none"
+        old = "; ".join(f"{_download(o, '')} (`{o.commit}`, {o.shared}/{o.cells} cells)" for o in older[name]) or "none"
         rows.append(f"| [{name}](notebooks/{name}.ipynb) | {outputs} | `{c.commit}` | {where} | {old} |")
     machines = []
     for folder, title in (("h200x2", "2× NVIDIA H200"), ("h200x1", "1× NVIDIA H200")):
@@ -269,13 +309,15 @@ def hardware_page(shown: dict[str, Copy], older: dict[str, list[Copy]], labels: 
         if machine.exists():
             text = re.sub(r"\x1b\[[0-9;]*m", "", machine.read_text()).rstrip()
             machines.append(f"### {title} (`reference/{folder}/`)\n\n```text\n{text}\n```\n")
-    return ("# Where the numbers come from\n\n"
-            "Every page shows the notebook's text as it is now, with the outputs of an executed copy of exactly that "
-            "text: a GPU copy from `reference/` where one exists, else the CPU simulation executed by this build (two "
-            "`gloo` processes, small sizes: real code paths and counts, no GPU timings). Every run prints where it ran "
-            "(`RunResult.label`), and no CPU number is offered as a GPU lesson. GPU runs of an older text are linked "
-            "from each page with the commit they ran from.\n\n## Each page\n\n" + "\n".join(rows) + "\n\n"
-            "## The reference machines, as they described themselves\n\n" + "\n".join(machines))
+    return (
+        "# Where the numbers come from\n\n"
+        "Every page shows the notebook's text as it is now, with the outputs of an executed copy of exactly that "
+        "text: a GPU copy from `reference/` where one exists, else the CPU simulation executed by this build (two "
+        "`gloo` processes, small sizes: real code paths and counts, no GPU timings). Every run prints where it ran "
+        "(`RunResult.label`), and no CPU number is offered as a GPU lesson. GPU runs of an older text are linked "
+        "from each page with the commit they ran from.\n\n## Each page\n\n" + "\n".join(rows) + "\n\n"
+        "## The reference machines, as they described themselves\n\n" + "\n".join(machines)
+    )
 
 
 def npm_pack(package: str, cache: Path) -> Path:
@@ -286,8 +328,9 @@ def npm_pack(package: str, cache: Path) -> Path:
         if shutil.which("npm") is None:
             raise SystemExit("site: npm is needed to fetch the widgets' JavaScript (apt-get install npm)")
         with tempfile.TemporaryDirectory() as tmp:
-            subprocess.run(["npm", "pack", package, "--pack-destination", tmp, "--silent"], check=True,
-                           stdout=subprocess.DEVNULL)
+            subprocess.run(
+                ["npm", "pack", package, "--pack-destination", tmp, "--silent"], check=True, stdout=subprocess.DEVNULL
+            )
             (packed,) = Path(tmp).glob("*.tgz")
             shutil.move(packed, tarball)
     return tarball
@@ -343,27 +386,53 @@ def execute(names: list[str], folder: Path, jobs: int = 2) -> dict[str, float]:
     """Execute the notebooks ``names`` on the CPU with the ``ci`` profile into ``folder`` (``nvtutorial course``,
     ``jobs`` at a time: each keeps about one core busy); the seconds each took. Fails the build, with the
     notebook's error, when one does not run through."""
+
     def one(name: str) -> tuple[str, float, subprocess.CompletedProcess]:
         t0 = time.perf_counter()
-        done = subprocess.run([sys.executable, "-m", "nvtutorial.cli", "course", "--only", Path(name).stem, "--profile",
-                               "ci", "--out", str(folder)], cwd=ROOT, capture_output=True, text=True, check=False)
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "nvtutorial.cli",
+                "course",
+                "--only",
+                Path(name).stem,
+                "--profile",
+                "ci",
+                "--out",
+                str(folder),
+            ],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
         return name, time.perf_counter() - t0, done
 
     took = {}
-    print(f"site: executing {len(names)} notebook(s) on the CPU into {folder} ({jobs} at a time): {', '.join(names)}",
-          flush=True)
+    print(
+        f"site: executing {len(names)} notebook(s) on the CPU into {folder} ({jobs} at a time): {', '.join(names)}",
+        flush=True,
+    )
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
         for name, seconds, done in pool.map(one, names):
             print(f"site:   {name}: {'passed' if done.returncode == 0 else 'FAILED'} in {seconds:.0f} s", flush=True)
             if done.returncode != 0:
-                raise SystemExit(f"site: {name} failed to execute; its copy is {folder / name}\n{done.stdout[-3000:]}"
-                                 f"{done.stderr[-2000:]}")
+                raise SystemExit(
+                    f"site: {name} failed to execute; its copy is {folder / name}\n{done.stdout[-3000:]}"
+                    f"{done.stderr[-2000:]}"
+                )
             took[name] = seconds
     return took
 
 
-def choose(plain_dir: Path, folder: Path, fresh: bool = False, jobs: int = 2,
-           run: Callable[[list[str], Path, int], dict[str, float]] | None = execute) -> dict[str, tuple[Copy, list[Copy]]]:
+def choose(
+    plain_dir: Path,
+    folder: Path,
+    fresh: bool = False,
+    jobs: int = 2,
+    run: Callable[[list[str], Path, int], dict[str, float]] | None = execute,
+) -> dict[str, tuple[Copy, list[Copy]]]:
     """For each notebook: the copy its page shows (a current GPU copy, else this checkout's CPU copy in ``folder``,
     executed now if missing or stale; with ``run=None`` a missing copy fails the build) and the GPU copies of older
     text."""
@@ -375,8 +444,10 @@ def choose(plain_dir: Path, folder: Path, fresh: bool = False, jobs: int = 2,
     need = [name for name in plains if not any(c.current for c in gpu[name])]
     missing = [f"{name}.ipynb" for name in need if not executed.is_current(folder, f"{name}.ipynb", plain_dir)]
     if missing and run is None:
-        raise SystemExit(f"site: no current executed copy of {', '.join(missing)} in {folder}, and executing is off "
-                         "(--no-execute): run `make test` first, or build without --no-execute")
+        raise SystemExit(
+            f"site: no current executed copy of {', '.join(missing)} in {folder}, and executing is off "
+            "(--no-execute): run `make test` first, or build without --no-execute"
+        )
     took = run(missing, folder, jobs) if missing else {}
     stamp = executed.read_stamp(folder)
     commit = f"{stamp.get('commit', '?')}{' with local changes' if stamp.get('dirty') else ''}"
@@ -387,14 +458,30 @@ def choose(plain_dir: Path, folder: Path, fresh: bool = False, jobs: int = 2,
             out[name] = (current[0], [c for c in gpu[name] if not c.current])
             continue
         path = folder / f"{name}.ipynb"
-        cpu = Copy(path, "cpu", "this machine's CPU", "ci", commit, passed=True, duration_s=took.get(path.name),
-                   current=True, shared=len(executed.cells(nb)), cells=len(executed.cells(nb)))
+        cpu = Copy(
+            path,
+            "cpu",
+            "this machine's CPU",
+            "ci",
+            commit,
+            passed=True,
+            duration_s=took.get(path.name),
+            current=True,
+            shared=len(executed.cells(nb)),
+            cells=len(executed.cells(nb)),
+        )
         out[name] = (cpu, gpu[name])
     return out
 
 
-def stage(src: Path, cache: Path, folder: Path = EXECUTED, fresh: bool = False, jobs: int = 2,
-          run: Callable[[list[str], Path, int], dict[str, float]] | None = execute) -> dict[str, Copy]:
+def stage(
+    src: Path,
+    cache: Path,
+    folder: Path = EXECUTED,
+    fresh: bool = False,
+    jobs: int = 2,
+    run: Callable[[list[str], Path, int], dict[str, float]] | None = execute,
+) -> dict[str, Copy]:
     """Write the book's sources into ``src``; return the copy each notebook's page shows."""
     if src.exists():
         shutil.rmtree(src)
@@ -406,8 +493,12 @@ def stage(src: Path, cache: Path, folder: Path = EXECUTED, fresh: bool = False, 
     chosen = choose(NOTEBOOKS, folder, fresh, jobs, run)
     labels = {}
     for name, (shown, older) in chosen.items():
-        nb = page(nbformat.read(NOTEBOOKS / f"{name}.ipynb", as_version=4), nbformat.read(shown.path, as_version=4),
-                  shown, older)
+        nb = page(
+            nbformat.read(NOTEBOOKS / f"{name}.ipynb", as_version=4),
+            nbformat.read(shown.path, as_version=4),
+            shown,
+            older,
+        )
         labels[name] = run_labels(nb)
         nbformat.write(nb, src / "notebooks" / f"{name}.ipynb")
         for c in older:  # served as files, for the banner's links
@@ -415,8 +506,9 @@ def stage(src: Path, cache: Path, folder: Path = EXECUTED, fresh: bool = False, 
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy(c.path, target)
     (src / "claims.md").write_text(claims_page())
-    (src / "hardware.md").write_text(hardware_page({n: s for n, (s, _) in chosen.items()},
-                                                   {n: o for n, (_, o) in chosen.items()}, labels))
+    (src / "hardware.md").write_text(
+        hardware_page({n: s for n, (s, _) in chosen.items()}, {n: o for n, (_, o) in chosen.items()}, labels)
+    )
     write_favicon(src / "_extra" / "favicon.ico")
     js = fetch_widget_js(cache, src / "_widget_js" / "widgets")
     # the widgets' JavaScript, served by the site itself (html_static_path), in the order it must load
@@ -429,8 +521,19 @@ def stage(src: Path, cache: Path, folder: Path = EXECUTED, fresh: bool = False, 
 def build(jupyter_book: str, src: Path, out: Path) -> None:
     """``jupyter-book build`` with warnings as errors, then the site check; the HTML lands in ``out``."""
     work = src / "_output"
-    cmd = [jupyter_book, "build", str(src), "--builder", "html", "--path-output", str(work),
-           "--warningiserror", "--nitpick", "--keep-going", "--quiet"]
+    cmd = [
+        jupyter_book,
+        "build",
+        str(src),
+        "--builder",
+        "html",
+        "--path-output",
+        str(work),
+        "--warningiserror",
+        "--nitpick",
+        "--keep-going",
+        "--quiet",
+    ]
     done = subprocess.run(cmd, check=False)
     if done.returncode != 0:
         raise SystemExit(f"site: jupyter-book failed (exit {done.returncode}); its warnings are above")
@@ -446,34 +549,54 @@ def build(jupyter_book: str, src: Path, out: Path) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--jupyter-book", default=str(ROOT / "build" / "site-env" / "bin" / "jupyter-book"),
-                        help="the jupyter-book (1.x) executable (make site installs it into build/site-env)")
+    parser.add_argument(
+        "--jupyter-book",
+        default=str(ROOT / "build" / "site-env" / "bin" / "jupyter-book"),
+        help="the jupyter-book (1.x) executable (make site installs it into build/site-env)",
+    )
     parser.add_argument("--out", default=str(ROOT / "build" / "site"), help="where the HTML goes")
     parser.add_argument("--src", default=str(ROOT / "build" / "site-src"), help="where the book's sources are staged")
     parser.add_argument("--cache", default=str(ROOT / "build" / "site-cache"), help="npm tarballs, kept between builds")
-    parser.add_argument("--executed", default=str(EXECUTED),
-                        help="the executed copies shared with `make test` (site/executed.py); missing or stale ones "
-                             "are executed into it")
+    parser.add_argument(
+        "--executed",
+        default=str(EXECUTED),
+        help="the executed copies shared with `make test` (site/executed.py); missing or stale ones "
+        "are executed into it",
+    )
     parser.add_argument("--fresh", action="store_true", help="execute every notebook again (no copy is reused)")
     parser.add_argument("--jobs", type=int, default=2, help="notebooks executed at once (default 2)")
-    parser.add_argument("--no-execute", action="store_true",
-                        help="execute nothing: every page needs a current copy already (e.g. `make test`'s)")
+    parser.add_argument(
+        "--no-execute",
+        action="store_true",
+        help="execute nothing: every page needs a current copy already (e.g. `make test`'s)",
+    )
     args = parser.parse_args(argv)
     if not Path(args.jupyter_book).exists() and shutil.which(args.jupyter_book) is None:
-        print(f"site: no jupyter-book at {args.jupyter_book}; run `make site`, which installs site/requirements.txt",
-              file=sys.stderr)
+        print(
+            f"site: no jupyter-book at {args.jupyter_book}; run `make site`, which installs site/requirements.txt",
+            file=sys.stderr,
+        )
         return 2
     t0 = time.perf_counter()
-    shown = stage(Path(args.src), Path(args.cache), Path(args.executed), args.fresh, args.jobs,
-                  None if args.no_execute else execute)
+    shown = stage(
+        Path(args.src),
+        Path(args.cache),
+        Path(args.executed),
+        args.fresh,
+        args.jobs,
+        None if args.no_execute else execute,
+    )
     built = time.perf_counter()
     build(args.jupyter_book, Path(args.src), Path(args.out))
     gpu = [n for n, c in shown.items() if c.kind == "gpu"]
     cpu = [n for n, c in shown.items() if c.kind == "cpu"]
-    print(f"site: {len(shown)} notebook pages ({len(gpu)} with GPU outputs of the current text"
-          + (f": {', '.join(gpu)}" if gpu else "") + f"; {len(cpu)} with CPU outputs of this checkout) built into "
-          f"{args.out} in {time.perf_counter() - t0:.0f} s ({built - t0:.0f} s of it staging, executions included); "
-          f"open {Path(args.out) / 'index.html'} or run `make site-serve`")
+    print(
+        f"site: {len(shown)} notebook pages ({len(gpu)} with GPU outputs of the current text"
+        + (f": {', '.join(gpu)}" if gpu else "")
+        + f"; {len(cpu)} with CPU outputs of this checkout) built into "
+        f"{args.out} in {time.perf_counter() - t0:.0f} s ({built - t0:.0f} s of it staging, executions included); "
+        f"open {Path(args.out) / 'index.html'} or run `make site-serve`"
+    )
     return 0
 
 

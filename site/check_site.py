@@ -154,8 +154,11 @@ def page_differences(html: str, notebook: dict) -> list[str]:
     exactly the notebook's code cells, in order, and each of its markdown headings, in order."""
     parsed = _Cells()
     parsed.feed(html)
-    code = [_squash("".join(c["source"]) if isinstance(c["source"], list) else c["source"])
-            for c in notebook["cells"] if c["cell_type"] == "code"]
+    code = [
+        _squash("".join(c["source"]) if isinstance(c["source"], list) else c["source"])
+        for c in notebook["cells"]
+        if c["cell_type"] == "code"
+    ]
     shown = [_squash(x) for x in parsed.inputs]
     problems = []
     if len(shown) != len(code):
@@ -185,8 +188,10 @@ def check_pages(root: str | Path, notebooks: str | Path) -> list[str]:
         if not page.is_file():
             problems.append(f"notebooks/{page.name}: no page for {path.name}")
             continue
-        problems += [f"notebooks/{page.name}: {p}" for p in page_differences(page.read_text(errors="replace"),
-                                                                              json.loads(path.read_text()))]
+        problems += [
+            f"notebooks/{page.name}: {p}"
+            for p in page_differences(page.read_text(errors="replace"), json.loads(path.read_text()))
+        ]
     return problems
 
 

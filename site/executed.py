@@ -40,8 +40,11 @@ CODE = (ROOT / "nvtutorial", ROOT / "pyproject.toml")
 
 def cells(nb: nbformat.NotebookNode) -> list[tuple[str, str]]:
     """A notebook's cells as ``(type, source)``, without papermill's injected parameters and the site's note."""
-    return [(c.cell_type, c.source) for c in nb.cells
-            if INJECTED not in c.get("metadata", {}).get("tags", []) and c.get("id") != SITE_CELL]
+    return [
+        (c.cell_type, c.source)
+        for c in nb.cells
+        if INJECTED not in c.get("metadata", {}).get("tags", []) and c.get("id") != SITE_CELL
+    ]
 
 
 def differences(copy: nbformat.NotebookNode, plain: nbformat.NotebookNode, limit: int = 3) -> list[str]:
@@ -80,6 +83,7 @@ def fingerprint(paths: tuple[Path, ...] = CODE) -> str:
 
 def commit() -> dict[str, object]:
     """The commit of this checkout (short hash) and whether the notebooks or the package differ from it."""
+
     def git(*args: str) -> str:
         done = subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=False)
         return done.stdout.strip() if done.returncode == 0 else ""
@@ -121,8 +125,12 @@ def prune(folder: Path, everything: bool = False, notebooks: Path = NOTEBOOKS) -
     stale_code = read_stamp(folder).get("fingerprint") != now["fingerprint"]
     removed = []
     for path in sorted(folder.glob("*.ipynb")):
-        if everything or stale_code or path.name not in notebook_names(notebooks) or not is_current(folder, path.name,
-                                                                                                      notebooks):
+        if (
+            everything
+            or stale_code
+            or path.name not in notebook_names(notebooks)
+            or not is_current(folder, path.name, notebooks)
+        ):
             path.unlink()
             removed.append(path.name)
     if (everything or stale_code) and (folder / "runs").is_dir():
@@ -140,9 +148,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.action == "prune":
         removed = prune(args.folder, args.all)
         kept = [n for n in notebook_names() if (args.folder / n).is_file()]
-        print(f"executed copies in {args.folder}: {len(kept)} current kept"
-              + (f" ({', '.join(n[:2] for n in kept)})" if kept else "")
-              + (f", {len(removed)} removed" if removed else "") + "; the others run when a test or the site needs them")
+        print(
+            f"executed copies in {args.folder}: {len(kept)} current kept"
+            + (f" ({', '.join(n[:2] for n in kept)})" if kept else "")
+            + (f", {len(removed)} removed" if removed else "")
+            + "; the others run when a test or the site needs them"
+        )
         return 0
     stamp = read_stamp(args.folder)
     same_code = stamp.get("fingerprint") == fingerprint()

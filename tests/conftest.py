@@ -53,4 +53,3 @@ def pytest_configure(config):
 
     if not os.environ.get("NVTUTORIAL_EXECUTED_DIR"):
         os.environ["NVTUTORIAL_EXECUTED_DIR"] = tempfile.mkdtemp(prefix="nvtutorial-executed-")
-

@@ -68,8 +68,10 @@ class Lab:
         self.tmpdir = tmp / "tmp"
         self.tmpdir.mkdir()
         # the test's own user settings: no autosave (an executed copy stays as the test saved it), no news pop-up
-        settings = {"docmanager-extension/plugin": {"autosave": False},
-                    "apputils-extension/notification": {"fetchNews": "false"}}
+        settings = {
+            "docmanager-extension/plugin": {"autosave": False},
+            "apputils-extension/notification": {"fetchNews": "false"},
+        }
         for name, values in settings.items():
             path = tmp / "user-settings" / "@jupyterlab" / f"{name}.jupyterlab-settings"
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -77,14 +79,29 @@ class Lab:
         for nb in notebooks:
             shutil.copy(nb, self.folder)
         self.port, self.token = free_port(), "nvtutorial-test-token"
-        full_env = dict(os.environ, JUPYTERLAB_SETTINGS_DIR=str(tmp / "user-settings"),
-                        JUPYTERLAB_WORKSPACES_DIR=str(tmp / "workspaces"), JUPYTER_RUNTIME_DIR=str(tmp / "runtime"),
-                        PYTHONPATH=str(ROOT), TMPDIR=str(self.tmpdir), **(env or {}))
+        full_env = dict(
+            os.environ,
+            JUPYTERLAB_SETTINGS_DIR=str(tmp / "user-settings"),
+            JUPYTERLAB_WORKSPACES_DIR=str(tmp / "workspaces"),
+            JUPYTER_RUNTIME_DIR=str(tmp / "runtime"),
+            PYTHONPATH=str(ROOT),
+            TMPDIR=str(self.tmpdir),
+            **(env or {}),
+        )
         full_env.pop("NVTUTORIAL_RUNS_DIR", None)  # runs go where a learner's go: .runs beside the notebooks
         full_env.update(env or {})
-        cmd = [sys.executable, "-m", "nvtutorial.lab", str(self.folder), "--no-browser", "--port", str(self.port),
-               "--ServerApp.ip=127.0.0.1", f"--IdentityProvider.token={self.token}",
-               "--LabApp.expose_app_in_browser=True"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "nvtutorial.lab",
+            str(self.folder),
+            "--no-browser",
+            "--port",
+            str(self.port),
+            "--ServerApp.ip=127.0.0.1",
+            f"--IdentityProvider.token={self.token}",
+            "--LabApp.expose_app_in_browser=True",
+        ]
         self.log = tmp / "jupyter.log"
         with open(self.log, "w") as log:
             self.server = subprocess.Popen(cmd, env=full_env, stdout=log, stderr=subprocess.STDOUT, cwd=self.folder)
@@ -149,10 +166,14 @@ def open_notebook(page, lab: Lab, name: str) -> None:
     """Open notebook ``name`` (a page of its own, so no other notebook's cells are in it) with its kernel idle,
     recording its kernel's messages."""
     page.goto(lab.url(f"lab/tree/{name}") + "&reset")  # reset: the workspace reopens no earlier notebook
-    page.wait_for_function("""(name) => {
+    page.wait_for_function(
+        """(name) => {
         const panel = window.jupyterapp && window.jupyterapp.shell.currentWidget;
         return !!panel && panel.context && panel.context.path === name && panel.content.widgets.length > 0;
-    }""", arg=name, timeout=90_000)
+    }""",
+        arg=name,
+        timeout=90_000,
+    )
     wait_for(lambda: kernel_idle(page), 90, "the kernel to start")
     page.evaluate(RECORDER)
 
@@ -167,14 +188,18 @@ def kernel_idle(page) -> bool:
 
 def command(page, name: str, args: dict | None = None, wait: bool = True) -> None:
     """Run a JupyterLab command; with ``wait``, until it is done (run-all: until every cell ran)."""
-    script = ("([name, args]) => window.jupyterapp.commands.execute(name, args)" if wait else
-              "([name, args]) => { window.jupyterapp.commands.execute(name, args); }")
+    script = (
+        "([name, args]) => window.jupyterapp.commands.execute(name, args)"
+        if wait
+        else "([name, args]) => { window.jupyterapp.commands.execute(name, args); }"
+    )
     page.evaluate(script, [name, args or {}])
 
 
 def dirty(page) -> bool:
-    return "jp-mod-dirty" in (page.locator('li.lm-TabBar-tab[data-type="document-title"].jp-mod-current')
-                              .get_attribute("class") or "")
+    return "jp-mod-dirty" in (
+        page.locator('li.lm-TabBar-tab[data-type="document-title"].jp-mod-current').get_attribute("class") or ""
+    )
 
 
 def prompts(page) -> list[str]:
@@ -193,21 +218,29 @@ def messages(page, name: str) -> list[dict[str, Any]]:
 
 def cell_outputs(page, index: int) -> list[dict[str, Any]]:
     """The outputs of the current notebook's cell ``index`` as nbformat JSON."""
-    return page.evaluate("""(i) => {
+    return page.evaluate(
+        """(i) => {
         const cell = window.jupyterapp.shell.currentWidget.content.model.cells.get(i);
         return cell.type === 'code' ? cell.outputs.toJSON() : [];
-    }""", index)
+    }""",
+        index,
+    )
 
 
 def shoot_output(page, index: int, name: str, what: str = "img") -> Path | None:
     """A screenshot of the first element matching the CSS selector ``what`` in cell ``index``'s outputs (default:
     a figure as the notebook shows it), or None when there is none."""
-    page.evaluate("""async (i) => {
+    page.evaluate(
+        """async (i) => {
         const nb = window.jupyterapp.shell.currentWidget.content;
         nb.activeCellIndex = i;
         await nb.scrollToItem(i, 'start');
-    }""", index)
-    image = page.locator(f'.jp-Notebook .jp-Cell[data-windowed-list-index="{index}"] .jp-OutputArea-output {what}').first
+    }""",
+        index,
+    )
+    image = page.locator(
+        f'.jp-Notebook .jp-Cell[data-windowed-list-index="{index}"] .jp-OutputArea-output {what}'
+    ).first
     try:
         image.wait_for(timeout=10_000)
     except Exception:  # noqa: BLE001 - no figure in this cell
@@ -220,23 +253,29 @@ def shoot_output(page, index: int, name: str, what: str = "img") -> Path | None:
 
 
 def set_source(page, index: int, source: str) -> None:
-    page.evaluate("([i, s]) => window.jupyterapp.shell.currentWidget.content.model.cells.get(i).sharedModel.setSource(s)",
-                  [index, source])
+    page.evaluate(
+        "([i, s]) => window.jupyterapp.shell.currentWidget.content.model.cells.get(i).sharedModel.setSource(s)",
+        [index, source],
+    )
 
 
 def run_cell(page, index: int, timeout: float = 600) -> None:
     """Run cell ``index`` of the current notebook and wait until it and the kernel are done."""
-    page.evaluate("""(i) => {
+    page.evaluate(
+        """(i) => {
         const nb = window.jupyterapp.shell.currentWidget.content;
         nb.activeCellIndex = i;
         nb.deselectAll();
-    }""", index)
+    }""",
+        index,
+    )
     command(page, "notebook:run-cell", wait=False)
     time.sleep(0.3)
     wait_for(lambda: cells_running(page) == 0 and kernel_idle(page), timeout, f"cell {index} to run", interval=0.3)
 
 
 # ---------------------------------------------------------------------------------------------- what the cells did
+
 
 def _when(date: str) -> float:
     return dt.datetime.fromisoformat(date.replace("Z", "+00:00")).timestamp()
@@ -266,8 +305,16 @@ def executions(log: list[dict[str, Any]]) -> list[dict[str, Any]]:
         comms = sorted(_when(m["date"]) - t0 for m in replies if m["type"] == "comm_msg")
         end = _when(idle[-1]["date"]) - t0 if idle else None
         errors = [m.get("text", "") for m in replies if m["type"] == "error"]
-        out.append({"code": req.get("code", ""), "duration": end, "first": shown[0] if shown else None,
-                    "shown": shown, "comms": comms, "errors": errors})
+        out.append(
+            {
+                "code": req.get("code", ""),
+                "duration": end,
+                "first": shown[0] if shown else None,
+                "shown": shown,
+                "comms": comms,
+                "errors": errors,
+            }
+        )
     return out
 
 

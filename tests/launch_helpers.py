@@ -65,6 +65,7 @@ def in_position(run_dir: Path, ready: str) -> bool:
     A run ended by its deadline on a machine too busy for its ranks to get there shows
     stacks from start-up instead of from the hang under test.
     """
+
     def before_dump(rank: int, marker: str) -> bool:
         text = read(Path(run_dir) / f"rank{rank}.log")
         cut = min((i for i in (text.find("Current thread 0x"), text.find("Thread 0x")) if i >= 0), default=len(text))

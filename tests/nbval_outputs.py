@@ -63,8 +63,9 @@ class StaleOutputs(AssertionError):
 
 def marked(cell: Any) -> bool:
     """Whether nbval compares this cell's output (its ``# NBVAL_CHECK_OUTPUT`` line, as nbval reads it)."""
-    return cell.cell_type == "code" and any(line.strip().lstrip("#").strip() == MARKER
-                                            for line in cell.source.splitlines() if line.strip().startswith("#"))
+    return cell.cell_type == "code" and any(
+        line.strip().lstrip("#").strip() == MARKER for line in cell.source.splitlines() if line.strip().startswith("#")
+    )
 
 
 def sanitize_patterns() -> list[tuple[str, str]]:
@@ -83,8 +84,15 @@ def prepared(name: str) -> nbformat.NotebookNode:
     """Notebook ``name`` as papermill runs it in the tests: the parameters injected, nothing executed."""
     import papermill
 
-    return papermill.execute_notebook(str(NOTEBOOKS / name), None, parameters=PARAMETERS, prepare_only=True,
-                                      progress_bar=False, log_output=False, kernel_name="python3")
+    return papermill.execute_notebook(
+        str(NOTEBOOKS / name),
+        None,
+        parameters=PARAMETERS,
+        prepare_only=True,
+        progress_bar=False,
+        log_output=False,
+        kernel_name="python3",
+    )
 
 
 def _committed_outputs(cell: Any, patterns: list[tuple[str, str]]) -> list[Any]:
@@ -101,8 +109,11 @@ def _committed_outputs(cell: Any, patterns: list[tuple[str, str]]) -> list[Any]:
             if not o.text:
                 continue
         elif "data" in o:
-            o.data = {k: sanitize(v, patterns) if isinstance(v, str) else v for k, v in o.data.items()
-                      if k not in NOT_COMPARED}
+            o.data = {
+                k: sanitize(v, patterns) if isinstance(v, str) else v
+                for k, v in o.data.items()
+                if k not in NOT_COMPARED
+            }
             if not o.data:
                 continue
             o.output_type = "display_data"  # nbval compares display_data and execute_result alike
@@ -147,12 +158,16 @@ def stale(name: str) -> list[str]:
     problems = []
     if here != there:
         changed = next((i for i, (a, b) in enumerate(zip(here, there)) if a != b), min(len(here), len(there)))
-        problems.append(f"{name}: code cell {changed} differs from the committed copy's ({len(here)} against "
-                        f"{len(there)} code cells)")
+        problems.append(
+            f"{name}: code cell {changed} differs from the committed copy's ({len(here)} against "
+            f"{len(there)} code cells)"
+        )
     for cell in committed.cells:
         if cell.cell_type == "code" and marked(cell) != bool(cell.outputs or cell.execution_count):
-            problems.append(f"{name}: cell {cell.source.splitlines()[0][:60]!r} is "
-                            + ("marked but has no committed output" if marked(cell) else "unmarked but has outputs"))
+            problems.append(
+                f"{name}: cell {cell.source.splitlines()[0][:60]!r} is "
+                + ("marked but has no committed output" if marked(cell) else "unmarked but has outputs")
+            )
     return problems
 
 
@@ -167,14 +182,23 @@ class _Cell:
     def __init__(self, patterns: list[tuple[str, str]]):
         from nbval.plugin import IPyNbCell, nocolors
 
-        self.parent = type("File", (), {"sanitize_patterns": dict(patterns),
-                                        "skip_compare": ("metadata", "traceback", "prompt_number", "output_type",
-                                                         "name", "execution_count") + NOT_COMPARED})()
+        self.parent = type(
+            "File",
+            (),
+            {
+                "sanitize_patterns": dict(patterns),
+                "skip_compare": ("metadata", "traceback", "prompt_number", "output_type", "name", "execution_count")
+                + NOT_COMPARED,
+            },
+        )()
         self.colors = nocolors
         self.config = None
         self.ihook = type("Hooks", (), {"pytest_assertrepr_compare": staticmethod(lambda **kwargs: [])})()
-        self._compare, self._sanitize, self._format = (IPyNbCell.compare_outputs, IPyNbCell.sanitize,
-                                                       IPyNbCell.format_output_compare)
+        self._compare, self._sanitize, self._format = (
+            IPyNbCell.compare_outputs,
+            IPyNbCell.sanitize,
+            IPyNbCell.format_output_compare,
+        )
 
     def sanitize(self, s: Any) -> Any:
         return self._sanitize(self, s)
@@ -185,7 +209,9 @@ class _Cell:
     def compare(self, test: list[Any], ref: list[Any]) -> list[str]:
         from nbval.plugin import coalesce_streams
 
-        ok = self._compare(self, coalesce_streams(_without_timing_lines(test)), coalesce_streams(_without_timing_lines(ref)))
+        ok = self._compare(
+            self, coalesce_streams(_without_timing_lines(test)), coalesce_streams(_without_timing_lines(ref))
+        )
         return [] if ok else self.comparison_traceback
 
 
@@ -204,8 +230,10 @@ def compare_executed(name: str, executed: nbformat.NotebookNode) -> list[str]:
             continue
         diff = checker.compare(list(ran.outputs), list(ref.outputs))
         if diff:
-            problems.append(f"{name}, the cell {first[:60]!r}: its output differs from the committed one "
-                            "(`make nbval-outputs` if the change is meant):\n" + "\n".join(str(line) for line in diff))
+            problems.append(
+                f"{name}, the cell {first[:60]!r}: its output differs from the committed one "
+                "(`make nbval-outputs` if the change is meant):\n" + "\n".join(str(line) for line in diff)
+            )
     return problems
 
 
@@ -213,8 +241,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     regen = sub.add_parser("regenerate", help="write tests/nbval/*.ipynb from a CPU run of the notebooks")
-    regen.add_argument("--from", dest="source", type=Path, help="notebooks already executed into this folder "
-                       "(`nvtutorial course --profile ci --out DIR`); default: execute them now")
+    regen.add_argument(
+        "--from",
+        dest="source",
+        type=Path,
+        help="notebooks already executed into this folder "
+        "(`nvtutorial course --profile ci --out DIR`); default: execute them now",
+    )
     regen.add_argument("--only", nargs="*", default=[], help="notebook names (default: every notebook)")
     args = parser.parse_args(argv)
     names = [n for n in notebook_names() if not args.only or any(o in n for o in args.only)]

@@ -50,16 +50,24 @@ def _record_hits(hits: set[str]) -> None:
         state()._stats |= hits
 
 
-def _rank_main(fn: Callable[..., Any], rank: int, world: int, store: str, args: tuple, env: dict[str, str],
-               conn: Any) -> None:
+def _rank_main(
+    fn: Callable[..., Any], rank: int, world: int, store: str, args: tuple, env: dict[str, str], conn: Any
+) -> None:
     status, payload = "error", None
     try:
         import torch
         import torch.distributed as dist
 
         torch.set_num_threads(1)  # the parent's OpenMP pool did not survive the fork: stay on this thread
-        os.environ.update({"RANK": str(rank), "WORLD_SIZE": str(world), "LOCAL_RANK": str(rank),
-                           "LOCAL_WORLD_SIZE": str(world), **env})
+        os.environ.update(
+            {
+                "RANK": str(rank),
+                "WORLD_SIZE": str(world),
+                "LOCAL_RANK": str(rank),
+                "LOCAL_WORLD_SIZE": str(world),
+                **env,
+            }
+        )
         dist.set_debug_level_from_env()  # TORCH_DISTRIBUTED_DEBUG is read when torch starts: read it again here
         dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=world)
         try:
@@ -78,15 +86,18 @@ def _rank_main(fn: Callable[..., Any], rank: int, world: int, store: str, args: 
         os._exit(0)
 
 
-def on_ranks(fn: Callable[..., Any], world: int, *args: Any, timeout: float = 60.0,
-             env: dict[str, str] | None = None) -> list[Any]:
+def on_ranks(
+    fn: Callable[..., Any], world: int, *args: Any, timeout: float = 60.0, env: dict[str, str] | None = None
+) -> list[Any]:
     """``fn(*args)`` on ``world`` gloo ranks (``env`` set in each first); every rank's return value, in rank order."""
     ctx = multiprocessing.get_context("fork")
     with tempfile.TemporaryDirectory(prefix="nvtutorial-ranks-") as folder:
         store = os.path.join(folder, "store")
         pipes = [ctx.Pipe(duplex=False) for _ in range(world)]
-        procs = [ctx.Process(target=_rank_main, args=(fn, r, world, store, args, dict(env or {}), pipes[r][1]), daemon=True)
-                 for r in range(world)]
+        procs = [
+            ctx.Process(target=_rank_main, args=(fn, r, world, store, args, dict(env or {}), pipes[r][1]), daemon=True)
+            for r in range(world)
+        ]
         for p in procs:
             p.start()
         for _, send in pipes:
@@ -117,8 +128,11 @@ def on_ranks(fn: Callable[..., Any], world: int, *args: Any, timeout: float = 60
             raise AssertionError(f"rank {r} of {world} failed:\n{failed[r]}")
         if len(results) < world:
             missing = sorted(set(range(world)) - set(results))
-            raise RanksHung(f"ranks {missing} of {world} did not finish within {timeout:g} s (killed): a rank waits "
-                            "for a message no rank sends", {r: p for r, (_, p) in results.items()})
+            raise RanksHung(
+                f"ranks {missing} of {world} did not finish within {timeout:g} s (killed): a rank waits "
+                "for a message no rank sends",
+                {r: p for r, (_, p) in results.items()},
+            )
         return [results[r][1] for r in range(world)]
 
 

@@ -13,7 +13,6 @@ import nvtutorial
 from nvtutorial import nvml as nvml_mod
 from nvtutorial import runtime, units
 from nvtutorial.chapters.ch01_hardware import lab as bwlab
-from nvtutorial.machine import hardware, links, nccl_debug
 from nvtutorial.chapters.ch01_hardware import plots as bwplots
 from nvtutorial.chapters.ch01_hardware import report as bandwidth
 from nvtutorial.chapters.ch01_hardware import report_lab as labreport
@@ -21,13 +20,14 @@ from nvtutorial.chapters.ch01_hardware import report_links as linkreport
 from nvtutorial.chapters.ch01_hardware import workload_allreduce as allreduce_bench
 from nvtutorial.chapters.ch01_hardware import workload_p2p as p2p_copy
 from nvtutorial.chapters.ch01_hardware import workload_sendrecv as sendrecv_bench
-
+from nvtutorial.machine import hardware, links, nccl_debug
 from tests.conftest import requires_two_gpus
 
 FIX = hardware.REFERENCE_DATA
 
 
 # --- formulas -----------------------------------------------------------------------------------
+
 
 def test_bus_factors():
     assert units.bus_factor("all_reduce", 2) == 1.0
@@ -60,12 +60,14 @@ def test_nccl_tests_parser_blocks():
     assert ref["default"].busbw_at(4 << 30) == 347.71 and ref["default"].busbw_at(1 << 30) == 330.19
     assert ref["P2P off"].version == "2.19.6" and ref["P2P off"].devices == ["NVIDIA H200", "NVIDIA H200"]
     assert ref["P2P+SHM off"].avg_busbw == pytest.approx(2.86771)
-    both = bandwidth.parse_nccl_tests((FIX / "nccl-tests-all_reduce-nvlink.txt").read_text()
-                                      + (FIX / "nccl-tests-all_reduce-socket.txt").read_text())
+    both = bandwidth.parse_nccl_tests(
+        (FIX / "nccl-tests-all_reduce-nvlink.txt").read_text() + (FIX / "nccl-tests-all_reduce-socket.txt").read_text()
+    )
     assert [len(r.rows) for r in both] == [7, 6]
     # an older nccl-tests without the root column
-    (old,) = bandwidth.parse_nccl_tests("   1048576    262144   float    sum    17.09   61.36   61.36  0e+00"
-                                        "    18.76   55.90   55.90  0e+00\n")
+    (old,) = bandwidth.parse_nccl_tests(
+        "   1048576    262144   float    sum    17.09   61.36   61.36  0e+00    18.76   55.90   55.90  0e+00\n"
+    )
     assert old.rows[0]["root"] is None and old.rows[0]["busbw"] == 61.36
 
 
@@ -101,6 +103,7 @@ def test_repeats_of_old_and_new_rows():
 
 # --- links ---------------------------------------------------------------------------------------
 
+
 def test_physical_limits():
     assert links.nvlink_gbps(18, 4) == 450.0 and links.nvlink_gbps(4, per_link=14.0625) == 56.25
     assert links.pcie_gbps(4, 16) == pytest.approx(31.5, abs=0.01)
@@ -121,12 +124,22 @@ def test_card_table_corrects_c2_and_c5():
     assert frame.loc["GeForce RTX 4090", "NVLink"] == "no"
 
 
-@pytest.mark.parametrize("nvml_name, card", [
-    ("NVIDIA H200", "H200 SXM"), ("NVIDIA H100 80GB HBM3", "H100 SXM5"), ("NVIDIA H100 PCIe", "H100 PCIe"),
-    ("NVIDIA A100-SXM4-80GB", "A100 SXM4"), ("NVIDIA A100 80GB PCIe", "A100 PCIe"), ("Tesla V100-PCIE-32GB", "Tesla V100 PCIe"),
-    ("NVIDIA GeForce RTX 3090", "GeForce RTX 3090"), ("NVIDIA GeForce RTX 4090", "GeForce RTX 4090"),
-    ("NVIDIA RTX 6000 Ada Generation", "RTX 6000 Ada"), ("NVIDIA H100 NVL", None), ("Some Other GPU", None),
-])
+@pytest.mark.parametrize(
+    "nvml_name, card",
+    [
+        ("NVIDIA H200", "H200 SXM"),
+        ("NVIDIA H100 80GB HBM3", "H100 SXM5"),
+        ("NVIDIA H100 PCIe", "H100 PCIe"),
+        ("NVIDIA A100-SXM4-80GB", "A100 SXM4"),
+        ("NVIDIA A100 80GB PCIe", "A100 PCIe"),
+        ("Tesla V100-PCIE-32GB", "Tesla V100 PCIe"),
+        ("NVIDIA GeForce RTX 3090", "GeForce RTX 3090"),
+        ("NVIDIA GeForce RTX 4090", "GeForce RTX 4090"),
+        ("NVIDIA RTX 6000 Ada Generation", "RTX 6000 Ada"),
+        ("NVIDIA H100 NVL", None),
+        ("Some Other GPU", None),
+    ],
+)
 def test_card_matching(nvml_name, card):
     found = links.find_card(nvml_name)
     assert (found.name if found else None) == card
@@ -161,9 +174,14 @@ def test_grading_a_prediction(tmp_path):
 
 # --- NCCL's INFO lines ----------------------------------------------------------------------------
 
+
 def test_transport_from_the_reference_lines():
     lines = (FIX / "nccl-debug-transport-lines.txt").read_text().splitlines()
-    p2p, shm, sock = nccl_debug.parse_lines(lines[0:4]), nccl_debug.parse_lines(lines[4:6]), nccl_debug.parse_lines(lines[6:8])
+    p2p, shm, sock = (
+        nccl_debug.parse_lines(lines[0:4]),
+        nccl_debug.parse_lines(lines[4:6]),
+        nccl_debug.parse_lines(lines[6:8]),
+    )
     assert (p2p.transport, p2p.summary) == ("P2P", "P2P/direct pointer")
     assert (shm.transport, shm.summary) == ("SHM", "SHM/direct/direct")
     assert (sock.transport, sock.summary) == ("NET/Socket", "NET/Socket")
@@ -175,9 +193,11 @@ def test_transport_from_the_reference_lines():
 
 def test_transport_variants_and_logs(tmp_path):
     rank0 = tmp_path / "rank0.log"
-    rank0.write_text("h:1:2 [0] NCCL INFO NCCL_P2P_DISABLE set by environment to 1.\n"
-                     "h:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM/read\n"
-                     "h:1:2 [0] NCCL INFO Channel 01/0 : 0[0] -> 1[1] via P2P/CUMEM/read\n")
+    rank0.write_text(
+        "h:1:2 [0] NCCL INFO NCCL_P2P_DISABLE set by environment to 1.\n"
+        "h:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM/read\n"
+        "h:1:2 [0] NCCL INFO Channel 01/0 : 0[0] -> 1[1] via P2P/CUMEM/read\n"
+    )
     (tmp_path / "rank1.log").write_text("h:1:3 [1] NCCL INFO Channel 00/0 : 1[1] -> 0[0] [send] via NET/IB/0/GDRDMA\n")
     report = nccl_debug.read_logs({0: rank0, 1: tmp_path / "rank1.log", 2: tmp_path / "missing.log"})
     assert report.families == {"P2P": 2, "NET/IB": 1} and report.summary == "P2P/CUMEM/read"
@@ -190,8 +210,19 @@ def test_transport_variants_and_logs(tmp_path):
 def test_variables_table():
     rows = nccl_debug.variables_rows({"NCCL_IB_DISABLE": "1"})
     names = [r["variable"] for r in rows]
-    for name in ("NCCL_DEBUG", "NCCL_DEBUG_SUBSYS", "NCCL_P2P_DISABLE", "NCCL_P2P_LEVEL", "NCCL_SHM_DISABLE",
-                 "NCCL_IB_DISABLE", "NCCL_NET_GDR_LEVEL", "NCCL_ALGO", "NCCL_PROTO", "NCCL_SOCKET_IFNAME", "NCCL_NVLS_ENABLE"):
+    for name in (
+        "NCCL_DEBUG",
+        "NCCL_DEBUG_SUBSYS",
+        "NCCL_P2P_DISABLE",
+        "NCCL_P2P_LEVEL",
+        "NCCL_SHM_DISABLE",
+        "NCCL_IB_DISABLE",
+        "NCCL_NET_GDR_LEVEL",
+        "NCCL_ALGO",
+        "NCCL_PROTO",
+        "NCCL_SOCKET_IFNAME",
+        "NCCL_NVLS_ENABLE",
+    ):
         assert name in names
     assert next(r for r in rows if r["variable"] == "NCCL_IB_DISABLE")["here"] == "1"
     assert nccl_debug.affects("NCCL_P2P_DISABLE", "P2P") and not nccl_debug.affects("NCCL_IB_DISABLE", "P2P")
@@ -199,25 +230,49 @@ def test_variables_table():
 
 # --- the lab's arithmetic on GPU-like results (no GPU needed) -------------------------------------
 
-def _fake_result(tmp_path: Path, name: str, busbw: dict[int, float], log: str, gpu: bool = True, wire=None,
-                 spread: float = 0.01, rows=None):
+
+def _fake_result(
+    tmp_path: Path,
+    name: str,
+    busbw: dict[int, float],
+    log: str,
+    gpu: bool = True,
+    wire=None,
+    spread: float = 0.01,
+    rows=None,
+):
     folder = tmp_path / name
     folder.mkdir()
     (folder / "rank0.log").write_text(log)
-    env = types.SimpleNamespace(is_gpu=gpu, backend="nccl" if gpu else "gloo", link="NV18",
-                                device_names=("NVIDIA H200", "NVIDIA H200"))
-    metrics = {"rows": rows or [{"size": s, "busbw": b, "algbw": b, "time_us": s / b / 1e3,
-                                 "busbw_repeats": [b * (1 - spread), b, b * (1 + spread)]} for s, b in busbw.items()]}
+    env = types.SimpleNamespace(
+        is_gpu=gpu, backend="nccl" if gpu else "gloo", link="NV18", device_names=("NVIDIA H200", "NVIDIA H200")
+    )
+    metrics = {
+        "rows": rows
+        or [
+            {
+                "size": s,
+                "busbw": b,
+                "algbw": b,
+                "time_us": s / b / 1e3,
+                "busbw_repeats": [b * (1 - spread), b, b * (1 + spread)],
+            }
+            for s, b in busbw.items()
+        ]
+    }
     if wire:
         metrics["wire"] = wire
-    return types.SimpleNamespace(metrics=metrics, env=env, label="2× NVIDIA H200 · NV18 (fake)",
-                                 log_files={0: folder / "rank0.log"})
+    return types.SimpleNamespace(
+        metrics=metrics, env=env, label="2× NVIDIA H200 · NV18 (fake)", log_files={0: folder / "rank0.log"}
+    )
 
 
 def test_lab_rows_ratio_and_verdicts(tmp_path):
     lines = (FIX / "nccl-debug-transport-lines.txt").read_text().splitlines()
     results = {
-        "default": _fake_result(tmp_path, "d", {64 << 20: 267.0, 256 << 20: 299.0, 1 << 30: 331.0}, "\n".join(lines[:4] + lines[8:])),
+        "default": _fake_result(
+            tmp_path, "d", {64 << 20: 267.0, 256 << 20: 299.0, 1 << 30: 331.0}, "\n".join(lines[:4] + lines[8:])
+        ),
         "P2P off": _fake_result(tmp_path, "p", {64 << 20: 27.4, 256 << 20: 27.5}, "\n".join(lines[4:6])),
         "P2P+SHM off": _fake_result(tmp_path, "s", {64 << 20: 3.5}, "\n".join(lines[6:8])),
     }
@@ -241,10 +296,14 @@ def test_lab_rows_ratio_and_verdicts(tmp_path):
 
 
 def test_c7_verdict(tmp_path):
-    log = "x NCCL INFO NCCL_IB_DISABLE set by environment to 1.\nx NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM\n"
-    same = {"default": _fake_result(tmp_path, "a", {64 << 20: 267.0, 1 << 30: 331.0}, log),
-            "source's settings": _fake_result(tmp_path, "b", {64 << 20: 268.0, 1 << 30: 330.0}, log),
-            "P2P off": _fake_result(tmp_path, "c", {64 << 20: 27.0, 1 << 30: 27.5}, "")}
+    log = (
+        "x NCCL INFO NCCL_IB_DISABLE set by environment to 1.\nx NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM\n"
+    )
+    same = {
+        "default": _fake_result(tmp_path, "a", {64 << 20: 267.0, 1 << 30: 331.0}, log),
+        "source's settings": _fake_result(tmp_path, "b", {64 << 20: 268.0, 1 << 30: 330.0}, log),
+        "P2P off": _fake_result(tmp_path, "c", {64 << 20: 27.0, 1 << 30: 27.5}, ""),
+    }
     ab = bwlab.run_lab({}, reuse=same, paths=bwlab.SOURCE_AB_PATHS)
     rows = labreport.c7_rows(ab)
     assert [r["verdict"] for r in rows] == ["no change", "no change"]
@@ -256,21 +315,38 @@ def test_c7_verdict(tmp_path):
     slower = dict(same, **{"source's settings": _fake_result(tmp_path, "f", {64 << 20: 200.0, 1 << 30: 250.0}, log)})
     verdict = labreport.claim_c7(bwlab.run_lab({}, reuse=slower, paths=bwlab.SOURCE_AB_PATHS))
     assert verdict.status == "wrong" and verdict.numbers["slower"] == 2
-    cpu = {k: _fake_result(tmp_path, f"cpu{i}", {1024: 0.1}, "", gpu=False) for i, k in enumerate(["default", "source's settings"])}
+    cpu = {
+        k: _fake_result(tmp_path, f"cpu{i}", {1024: 0.1}, "", gpu=False)
+        for i, k in enumerate(["default", "source's settings"])
+    }
     assert labreport.claim_c7(bwlab.run_lab({}, reuse=cpu, paths=bwlab.SOURCE_AB_PATHS)).status == "unverifiable"
 
 
 def test_wire_report(tmp_path):
-    wire = {"available": True, "size": 1 << 30, "iters": 10, "links_read": 18, "links_carrying": 18,
-            "tx_bytes_per_op": 1.003 * (1 << 30), "rx_bytes_per_op": 1.002 * (1 << 30),
-            "expected_bytes_per_op": float(1 << 30), "tx_ratio": 1.003, "rx_ratio": 1.002}
+    wire = {
+        "available": True,
+        "size": 1 << 30,
+        "iters": 10,
+        "links_read": 18,
+        "links_carrying": 18,
+        "tx_bytes_per_op": 1.003 * (1 << 30),
+        "rx_bytes_per_op": 1.002 * (1 << 30),
+        "expected_bytes_per_op": float(1 << 30),
+        "tx_ratio": 1.003,
+        "rx_ratio": 1.002,
+    }
     table, verdict = bandwidth.wire_report(_fake_result(tmp_path, "w", {1: 1.0}, "", wire=wire))
     assert verdict.status == "pass" and verdict.numbers["tx_ratio"] == 1.003 and table.iloc[0]["NVLinks carrying"] == 18
     table, verdict = bandwidth.wire_report(_fake_result(tmp_path, "x", {1: 1.0}, "", wire=dict(wire, tx_ratio=1.4)))
     assert verdict.status == "fail"
-    table, verdict = bandwidth.wire_report(_fake_result(tmp_path, "n", {1: 1.0}, "", gpu=False,
-                                                        wire={"available": False, "reason": "CPU run"}))
-    assert table is None and verdict.status == "info" and verdict.numbers["reference_ratio"] == pytest.approx(1.0000316, abs=1e-6)
+    table, verdict = bandwidth.wire_report(
+        _fake_result(tmp_path, "n", {1: 1.0}, "", gpu=False, wire={"available": False, "reason": "CPU run"})
+    )
+    assert (
+        table is None
+        and verdict.status == "info"
+        and verdict.numbers["reference_ratio"] == pytest.approx(1.0000316, abs=1e-6)
+    )
     assert "18 NVLinks, all counted" in verdict.text
 
 
@@ -299,17 +375,48 @@ def test_reference_check_rule(tmp_path):
 
 def test_duplex_verdicts(tmp_path):
     """Issue 11 finding 3: the copy engines say whether the link shares its two directions; NCCL adds its own."""
+
     def sendrecv(name, one, both):
-        rows = [{"size": 1 << 28, "direction": "one way", "busbw": one, "algbw": one, "busbw_repeats": [one * 0.995, one, one * 1.005]},
-                {"size": 1 << 28, "direction": "both ways", "busbw": both, "algbw": both,
-                 "busbw_repeats": [both * 0.995, both, both * 1.005]}]
+        rows = [
+            {
+                "size": 1 << 28,
+                "direction": "one way",
+                "busbw": one,
+                "algbw": one,
+                "busbw_repeats": [one * 0.995, one, one * 1.005],
+            },
+            {
+                "size": 1 << 28,
+                "direction": "both ways",
+                "busbw": both,
+                "algbw": both,
+                "busbw_repeats": [both * 0.995, both, both * 1.005],
+            },
+        ]
         return _fake_result(tmp_path, name, {}, "", rows=rows)
 
     def copy(one, both):
-        rows = [{"path": p, "mode": "one way", "size": 1 << 30, "gbps": one, "gbps_repeats": [one * 0.998, one, one * 1.002]}
-                for p in ("cuda:0 → cuda:1", "cuda:1 → cuda:0")]
-        rows += [{"path": p, "mode": "both at once", "size": 1 << 30, "gbps": both, "busy_share": 0.99,
-                  "gbps_repeats": [both * 0.998, both, both * 1.002]} for p in ("cuda:0 → cuda:1", "cuda:1 → cuda:0")]
+        rows = [
+            {
+                "path": p,
+                "mode": "one way",
+                "size": 1 << 30,
+                "gbps": one,
+                "gbps_repeats": [one * 0.998, one, one * 1.002],
+            }
+            for p in ("cuda:0 → cuda:1", "cuda:1 → cuda:0")
+        ]
+        rows += [
+            {
+                "path": p,
+                "mode": "both at once",
+                "size": 1 << 30,
+                "gbps": both,
+                "busy_share": 0.99,
+                "gbps_repeats": [both * 0.998, both, both * 1.002],
+            }
+            for p in ("cuda:0 → cuda:1", "cuda:1 → cuda:0")
+        ]
         return bandwidth.CopyRun(rows=rows, label="2× NVIDIA H200 (fake)", note="")
 
     nccl = sendrecv("s", 355.9, 301.1)
@@ -320,7 +427,9 @@ def test_duplex_verdicts(tmp_path):
     shared = bandwidth.duplex_verdict(nccl, copy(392.0, 250.0))
     assert shared.numbers["copy_status"] == "slower" and "separate lanes" in shared.text
     assert bandwidth.duplex_verdict(nccl).numbers["copy_status"] is None
-    assert copy(392.0, 390.0).verdict(links.expect("NV18", "NVIDIA H200")).numbers["share_of_physical"] == pytest.approx(392 / 450)
+    assert copy(392.0, 390.0).verdict(links.expect("NV18", "NVIDIA H200")).numbers[
+        "share_of_physical"
+    ] == pytest.approx(392 / 450)
 
 
 def assert_readable(fig, ax):
@@ -352,9 +461,14 @@ def test_plots_show_decades_on_log_axes_and_carry_the_label(tmp_path):
     assert_readable(fig, ax)
     plt.close(fig)
     log = "x NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM\n"
-    ab = bwlab.run_lab({}, reuse={"default": _fake_result(tmp_path, "a", {16 << 20: 220.0, 1 << 30: 330.0}, log),
-                                  "source's settings": _fake_result(tmp_path, "b", {16 << 20: 219.0, 1 << 30: 331.0}, log)},
-                       paths=bwlab.SOURCE_AB_PATHS)
+    ab = bwlab.run_lab(
+        {},
+        reuse={
+            "default": _fake_result(tmp_path, "a", {16 << 20: 220.0, 1 << 30: 330.0}, log),
+            "source's settings": _fake_result(tmp_path, "b", {16 << 20: 219.0, 1 << 30: 331.0}, log),
+        },
+        paths=bwlab.SOURCE_AB_PATHS,
+    )
     fig, ax = bwplots.plot_difference(ab)  # identical runs: drawn as their difference, inside the noise band
     (line,) = [ln for ln in ax.get_lines() if ln.get_label().startswith("source's")]
     assert list(line.get_ydata()) == pytest.approx([100 * (219 / 220 - 1), 100 * (331 / 330 - 1)])
@@ -369,6 +483,7 @@ def test_plots_show_decades_on_log_axes_and_carry_the_label(tmp_path):
 
 # --- the workloads, in process (one-rank gloo group) and one real 2-process launch --------------
 
+
 @pytest.fixture
 def one_rank(tmp_path):
     import torch
@@ -377,15 +492,19 @@ def one_rank(tmp_path):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=1,
-                            timeout=datetime.timedelta(seconds=30))
-    yield runtime.Context(rank=0, local_rank=0, world_size=1, backend="gloo", device=torch.device("cpu"), run_dir=tmp_path)
+    dist.init_process_group(
+        "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=1, timeout=datetime.timedelta(seconds=30)
+    )
+    yield runtime.Context(
+        rank=0, local_rank=0, world_size=1, backend="gloo", device=torch.device("cpu"), run_dir=tmp_path
+    )
     dist.destroy_process_group()
 
 
 def test_allreduce_bench_in_process(one_rank):
-    p = allreduce_bench.Params(min_bytes=1000, max_bytes=40000, factor=4, dtype="float16", warmup=2, iters=3,
-                               repeats=2, wire_bytes=4096)
+    p = allreduce_bench.Params(
+        min_bytes=1000, max_bytes=40000, factor=4, dtype="float16", warmup=2, iters=3, repeats=2, wire_bytes=4096
+    )
     out = allreduce_bench.run(one_rank, p)
     sizes = [r["size"] for r in out["rows"]]
     assert sizes == [1000, 4000, 16000, 40000] and all(s % 2 == 0 for s in sizes)
@@ -412,16 +531,21 @@ def test_device_copy_without_gpus_launches_nothing(runs_dir):
         pytest.skip("this machine has 2 GPUs: device_copy launches there")
     copy = bwlab.device_copy({"max_bytes": 1 << 20})
     assert copy.result is None and "needs 2 GPUs" in copy.rows[0]["note"]
-    assert copy.verdict().numbers["reference_gbps"] == 394.0 and copy.duplex().status == "info" and not runs_dir.exists()
+    assert (
+        copy.verdict().numbers["reference_gbps"] == 394.0 and copy.duplex().status == "info" and not runs_dir.exists()
+    )
 
 
-@pytest.mark.parametrize("workload, params, message", [
-    ("allreduce_bench", {"min_bytes": 0}, "min_bytes"),
-    ("allreduce_bench", {"dtype": "float8"}, "float8"),
-    ("allreduce_bench", {"factor": 1}, "factor"),
-    ("sendrecv_bench", {"directions": "sideways"}, "sideways"),
-    ("p2p_copy", {"src": 1, "dst": 1}, "must differ"),
-])
+@pytest.mark.parametrize(
+    "workload, params, message",
+    [
+        ("allreduce_bench", {"min_bytes": 0}, "min_bytes"),
+        ("allreduce_bench", {"dtype": "float8"}, "float8"),
+        ("allreduce_bench", {"factor": 1}, "factor"),
+        ("sendrecv_bench", {"directions": "sideways"}, "sideways"),
+        ("p2p_copy", {"src": 1, "dst": 1}, "must differ"),
+    ],
+)
 def test_bad_parameters_fail_before_launch(workload, params, message):
     with pytest.raises(nvtutorial.LaunchError, match=message):
         nvtutorial.launch.prepare(workload, params=params)
@@ -429,9 +553,21 @@ def test_bad_parameters_fail_before_launch(workload, params, message):
 
 def test_two_process_allreduce_and_sendrecv(runs_dir):
     """Real launches: both ranks agree on the table; for n = 2 busbw = algbw; send/recv both ways adds up."""
-    res = nvtutorial.run("allreduce_bench", params={"min_bytes": 1024, "max_bytes": 65536, "factor": 8, "warmup": 2,
-                                                    "iters": 3, "repeats": 2, "wire_bytes": 4096},
-                         env=bwlab.run_env(bwlab.DEBUG_ENV), output="none", timeout=120)
+    res = nvtutorial.run(
+        "allreduce_bench",
+        params={
+            "min_bytes": 1024,
+            "max_bytes": 65536,
+            "factor": 8,
+            "warmup": 2,
+            "iters": 3,
+            "repeats": 2,
+            "wire_bytes": 4096,
+        },
+        env=bwlab.run_env(bwlab.DEBUG_ENV),
+        output="none",
+        timeout=120,
+    )
     rows0, rows1 = res.ranks[0]["rows"], res.ranks[1]["rows"]
     assert rows0 == rows1  # every rank reports the slowest rank's time
     assert [r["size"] for r in rows0] == [1024, 8192, 65536]
@@ -441,11 +577,19 @@ def test_two_process_allreduce_and_sendrecv(runs_dir):
         assert report.transport is not None, "NCCL_DEBUG=INFO was set, the logs must name a transport"
     else:
         assert report.summary == "gloo: no NCCL" and res.metrics["wire"]["available"] is False
-    res = nvtutorial.run("sendrecv_bench", params={"min_bytes": 1024, "max_bytes": 16384, "factor": 16, "warmup": 2,
-                                                   "iters": 3, "repeats": 2}, output="none", timeout=120)
+    res = nvtutorial.run(
+        "sendrecv_bench",
+        params={"min_bytes": 1024, "max_bytes": 16384, "factor": 16, "warmup": 2, "iters": 3, "repeats": 2},
+        output="none",
+        timeout=120,
+    )
     rows = res.metrics["rows"]
-    assert [(r["direction"], r["size"]) for r in rows] == [("one way", 1024), ("one way", 16384),
-                                                           ("both ways", 1024), ("both ways", 16384)]
+    assert [(r["direction"], r["size"]) for r in rows] == [
+        ("one way", 1024),
+        ("one way", 16384),
+        ("both ways", 1024),
+        ("both ways", 16384),
+    ]
     assert all(r["total_gbps"] == pytest.approx(r["algbw"] * (2 if r["direction"] == "both ways" else 1)) for r in rows)
     duplex = bandwidth.duplex_verdict(res)
     assert duplex.status == "info" and duplex.numbers["nccl_status"] in ("faster", "slower", "no change")
@@ -454,10 +598,13 @@ def test_two_process_allreduce_and_sendrecv(runs_dir):
 
 # --- NVML's NVLink counters, against a fake NVML -----------------------------------------------------
 
+
 def test_counters_are_read_per_active_link():
     from tests.test_topology import FakeNVMLError, fake_nvml
 
-    nvml = fake_nvml(links=4, counters={(0, 138, k): 100 + k for k in range(4)} | {(0, 139, k): 200 + k for k in range(4)})
+    nvml = fake_nvml(
+        links=4, counters={(0, 138, k): 100 + k for k in range(4)} | {(0, 139, k): 200 + k for k in range(4)}
+    )
     links = nvml_mod.active_nvlinks(nvml, 0)
     assert links == [0, 1, 2, 3]
     assert nvml_mod.nvlink_counters(nvml, 0, links) == {k: (100 + k, 200 + k) for k in range(4)}
@@ -511,8 +658,9 @@ def test_wire_bytes_counts_what_the_links_carried(one_rank, monkeypatch):
         return real(tensor, *args, **kwargs)
 
     monkeypatch.setattr(dist, "all_reduce", all_reduce_on_the_wire)
-    ctx = _GpuLikeContext(rank=0, local_rank=0, world_size=2, backend="gloo", device=torch.device("cpu"),
-                          run_dir=one_rank.run_dir)
+    ctx = _GpuLikeContext(
+        rank=0, local_rank=0, world_size=2, backend="gloo", device=torch.device("cpu"), run_dir=one_rank.run_dir
+    )
     wire = allreduce_bench.wire_bytes(ctx, torch.zeros(size // 4), size, iters=3)
     assert wire["available"] and wire["links_read"] == 18 and wire["links_carrying"] == 18
     assert wire["expected_bytes_per_op"] == size  # 2(n−1)/n · S with n = 2
@@ -526,7 +674,14 @@ def test_wire_bytes_counts_what_the_links_carried(one_rank, monkeypatch):
 @requires_two_gpus
 def test_on_two_gpus_the_logs_name_the_transport_and_the_counters_match_the_ring(runs_dir):
     """GPU only: NCCL_P2P_DISABLE=1 moves NCCL from P2P to SHM; over NVLink, GPU 0 sends about S per all-reduce."""
-    params = {"min_bytes": 1 << 20, "max_bytes": 64 << 20, "factor": 8, "repeats": 2, "wire_bytes": 256 << 20, "wire_iters": 4}
+    params = {
+        "min_bytes": 1 << 20,
+        "max_bytes": 64 << 20,
+        "factor": 8,
+        "repeats": 2,
+        "wire_bytes": 256 << 20,
+        "wire_iters": 4,
+    }
     lab = bwlab.run_lab({"default": params, "P2P off": params}, paths=bwlab.LAB_PATHS[:2])
     assert [run.transport.transport for run in lab] == ["P2P", "SHM"]
     assert labreport.lab_ratio(lab, "default", "P2P off")[0] > 1.0
@@ -538,8 +693,10 @@ def test_on_two_gpus_the_logs_name_the_transport_and_the_counters_match_the_ring
 def test_small_message_plateau_is_read_from_the_rows():
     """The flat region is derived from the sweep, not asserted. The 1×H200 CPU-simulation sweep of the review
     stayed at 217–219 µs up to 64 KiB and took 567 µs at 512 KiB: no 'flat to a MiB' there."""
-    rows = [{"size": s, "time_us": t} for s, t in ((1024, 217.0), (8192, 218.0), (65536, 219.0), (524288, 567.0),
-                                                  (1 << 20, 558.0))]
+    rows = [
+        {"size": s, "time_us": t}
+        for s, t in ((1024, 217.0), (8192, 218.0), (65536, 219.0), (524288, 567.0), (1 << 20, 558.0))
+    ]
     verdict = bandwidth.small_message_cost(rows)
     assert verdict.numbers["flat_up_to"] == 65536 and verdict.numbers["flat_time_us_max"] == 219.0
     assert "Up to 64 KiB" in verdict.text

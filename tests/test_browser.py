@@ -23,10 +23,15 @@ from tests.lab_helpers import CHROMIUM, ROOT, free_port, shoot, wait_for
 
 SITE = ROOT / "build" / "site"
 
-playwright_api = pytest.importorskip("playwright.sync_api", reason="Playwright is not installed (pip install playwright)")
+playwright_api = pytest.importorskip(
+    "playwright.sync_api", reason="Playwright is not installed (pip install playwright)"
+)
 pytestmark = [
-    pytest.mark.skipif(CHROMIUM is None, reason="no Chromium here: apt-get install chromium chromium-driver "
-                       "(what .ci/run does); Playwright's own browser download is not used"),
+    pytest.mark.skipif(
+        CHROMIUM is None,
+        reason="no Chromium here: apt-get install chromium chromium-driver "
+        "(what .ci/run does); Playwright's own browser download is not used",
+    ),
     pytest.mark.timeout(600),
 ]
 
@@ -41,9 +46,11 @@ def browser():
 
 # ----------------------------------------------------------------------------------------------- the website
 
+
 def site_pages() -> list[str]:
-    return sorted(p.relative_to(SITE).as_posix() for p in SITE.rglob("*.html")
-                  if not p.relative_to(SITE).parts[0].startswith("_"))
+    return sorted(
+        p.relative_to(SITE).as_posix() for p in SITE.rglob("*.html") if not p.relative_to(SITE).parts[0].startswith("_")
+    )
 
 
 @pytest.fixture(scope="module")
@@ -51,8 +58,11 @@ def site_server():
     if not (SITE / "index.html").exists():
         pytest.skip("no website in build/site: run `make site` first (.ci/run does)")
     port = free_port()
-    server = subprocess.Popen([sys.executable, "-m", "http.server", "--bind", "127.0.0.1", str(port),
-                               "--directory", str(SITE)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    server = subprocess.Popen(
+        [sys.executable, "-m", "http.server", "--bind", "127.0.0.1", str(port), "--directory", str(SITE)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     base = f"http://127.0.0.1:{port}/"
 
     def up() -> bool:
@@ -73,8 +83,12 @@ def test_every_page_of_the_website_loads_offline_with_its_figures_and_bars(site_
     context = browser.new_context(viewport={"width": 1300, "height": 900})
     page = context.new_page()
     outside, errors = [], []
-    page.on("request", lambda r: outside.append(r.url)
-            if not r.url.startswith(site_server) and not r.url.startswith("data:") else None)
+    page.on(
+        "request",
+        lambda r: (
+            outside.append(r.url) if not r.url.startswith(site_server) and not r.url.startswith("data:") else None
+        ),
+    )
     page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
     page.on("pageerror", lambda e: errors.append(str(e)))
     problems, bars_seen = [], 0
@@ -88,18 +102,25 @@ def test_every_page_of_the_website_loads_offline_with_its_figures_and_bars(site_
             page.wait_for_load_state("networkidle")  # what the widgets load once rendered (their fonts)
         page.wait_for_function("[...document.images].every(i => i.complete)", timeout=20_000)
         images = page.eval_on_selector_all("img", "els => els.map(e => [e.getAttribute('src'), e.naturalWidth])")
-        bars = page.eval_on_selector_all(".widget-hprogress .progress-bar",
-                                         "els => els.map(e => [e.className, e.style.width])")
+        bars = page.eval_on_selector_all(
+            ".widget-hprogress .progress-bar", "els => els.map(e => [e.className, e.style.width])"
+        )
         problems += [f"{path}: request outside the site: {u}" for u in outside]
         problems += [f"{path}: console error: {e}" for e in errors]
         problems += [f"{path}: image not shown: {src}" for src, width in images if not width]
         if len(bars) < views:
             problems.append(f"{path}: {views} saved progress bars, {len(bars)} rendered")
         # a final state: complete and green, or red (a run that failed); never a bar still "running"
-        problems += [f"{path}: a progress bar in no final state ({cls}, {width})" for cls, width in bars
-                     if "progress-bar-success" not in cls and "progress-bar-danger" not in cls]
-        problems += [f"{path}: a green bar short of its total ({width})" for cls, width in bars
-                     if "progress-bar-success" in cls and width != "100%"]
+        problems += [
+            f"{path}: a progress bar in no final state ({cls}, {width})"
+            for cls, width in bars
+            if "progress-bar-success" not in cls and "progress-bar-danger" not in cls
+        ]
+        problems += [
+            f"{path}: a green bar short of its total ({width})"
+            for cls, width in bars
+            if "progress-bar-success" in cls and width != "100%"
+        ]
         bars_seen += len(bars)
         if path in ("intro.html", "notebooks/00_welcome.html", "claims.html"):
             if path.startswith("notebooks/") and bars:

@@ -44,7 +44,9 @@ CALLS = claims.decider_calls({p.name: p.read_text() for p in TESTS.glob("test_*.
 @pytest.mark.parametrize("claim", claims.CLAIMS, ids=lambda c: c.id)
 def test_each_claim_is_decided_by_a_function_a_test_runs(claim):
     decide = claim.decider()  # importable, named in the registry
-    assert callable(decide) and decide.__doc__, f"{claim.id}: {claim.decided_by} needs a docstring saying what it decides"
+    assert callable(decide) and decide.__doc__, (
+        f"{claim.id}: {claim.decided_by} needs a docstring saying what it decides"
+    )
     assert CALLS[claim.id], f"{claim.id}: no test calls {claim.decided_by}"
 
 
@@ -66,7 +68,11 @@ def test_the_decider_check_fails_where_no_test_runs_the_decider():
     """The check above, on test files written for it: it finds the four real calls and nothing else."""
     found = claims.decider_calls(SOURCES)
     assert {cid: lines for cid, lines in found.items() if lines} == {
-        "C1": ["by_module.py:2"], "C2": ["dotted.py:2"], "C23": ["by_name.py:2"], "C22": ["registry.py:2"]}
+        "C1": ["by_module.py:2"],
+        "C2": ["dotted.py:2"],
+        "C23": ["by_name.py:2"],
+        "C22": ["registry.py:2"],
+    }
     assert not any(found[c] for c in ("C11", "C14", "C15", "C16"))
 
 
@@ -80,18 +86,28 @@ def test_each_claim_is_shown_in_its_notebook(claim):
 
 def test_the_claims_table_is_in_the_readme_and_notebook_00():
     readme = (TESTS.parent / "README.md").read_text()
-    assert "claims.markdown_table" in (NOTEBOOKS / "00_welcome.ipynb").read_text() or \
-        "claims.frame" in (NOTEBOOKS / "00_welcome.ipynb").read_text()
+    assert (
+        "claims.markdown_table" in (NOTEBOOKS / "00_welcome.ipynb").read_text()
+        or "claims.frame" in (NOTEBOOKS / "00_welcome.ipynb").read_text()
+    )
     start, end = "<!-- claims-table: start", "<!-- claims-table: end -->"
     assert start in readme and end in readme, "README.md lacks the generated claims table"
     table = readme.split(start, 1)[1].split("-->", 1)[1].split(end, 1)[0].strip()
-    assert table == claims.markdown_table(), "README's claims table is out of date: python -m nvtutorial.report.claims --readme"
+    assert table == claims.markdown_table(), (
+        "README's claims table is out of date: python -m nvtutorial.report.claims --readme"
+    )
 
 
 def test_the_table_as_markdown_and_as_a_frame(tmp_path):
     rows = claims.markdown_table().splitlines()
-    assert rows[:2] == ["| # | the source says | verdict | what is true | evidence | shown in |",
-                        "| --- | --- | --- | --- | --- | --- |"] and len(rows) == 25
+    assert (
+        rows[:2]
+        == [
+            "| # | the source says | verdict | what is true | evidence | shown in |",
+            "| --- | --- | --- | --- | --- | --- |",
+        ]
+        and len(rows) == 25
+    )
     c1 = claims.claim("C1")
     assert rows[2] == f"| C1 | {c1.source} | **{c1.status}** | {c1.finding} | {c1.evidence} | `{c1.notebook}` |"
     linked = claims.markdown_table(lambda c: f"[{c.notebook}](x)").splitlines()[2]

@@ -13,14 +13,16 @@ from pathlib import Path
 
 import pytest
 
-from nvtutorial.report import claims
 from nvtutorial.chapters.ch07_collectives import report
 from nvtutorial.chapters.ch07_collectives import report_compression as compression_report
+from nvtutorial.report import claims
 
 RUNS = Path(__file__).resolve().parent.parent / "reference" / "h200x2" / "runs"
 BENCH = RUNS / "collectives_bench-20261130-022952-f3a4e5" / "result.json"
-COMPRESSION = [RUNS / "compression-20261130-023009-540e2f" / "result.json",
-               RUNS / "compression-20261130-023036-220ce9" / "result.json"]
+COMPRESSION = [
+    RUNS / "compression-20261130-023009-540e2f" / "result.json",
+    RUNS / "compression-20261130-023036-220ce9" / "result.json",
+]
 
 
 def _ranks(path: Path) -> list[dict]:
@@ -88,7 +90,11 @@ def test_hook_step_times_on_the_gpus(hooks):
     twin = compression_report.twin_verdict(hooks, "")
     assert twin.numbers["gaps"]["NVLink (NV18)"] == pytest.approx(0.007, abs=0.002)
     # fp16 and bf16 over NVLink: 15-16 % slower, beyond their 0.7 % A/A gap but inside the rounds' ±17 %.
-    nv = {v.numbers["hook"]: v for v in compression_report.hook_verdicts(hooks, "") if v.numbers["link"] == "NVLink (NV18)"}
+    nv = {
+        v.numbers["hook"]: v
+        for v in compression_report.hook_verdicts(hooks, "")
+        if v.numbers["link"] == "NVLink (NV18)"
+    }
     for twin_hook in ("fp16", "bf16"):
         v = nv[twin_hook]
         assert 0.15 < v.numbers["ratio"] - 1 < v.numbers["noise"] < 0.17 and v.numbers["needs_more_rounds"]

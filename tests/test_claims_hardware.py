@@ -16,17 +16,16 @@ from pathlib import Path
 
 import pytest
 
+from nvtutorial.chapters.ch00_welcome import report as welcome
 from nvtutorial.chapters.ch01_hardware import lab as bwlab
+from nvtutorial.chapters.ch01_hardware import report as bandwidth
+from nvtutorial.chapters.ch01_hardware import report_lab as lab
+from nvtutorial.chapters.ch01_hardware import report_links as linkreport
+from nvtutorial.chapters.ch01_hardware import report_reference as reference_runs
+from nvtutorial.chapters.ch02_environment import report as environment
 from nvtutorial.machine import doctor, hardware, links, topology
 from nvtutorial.report import claims
-from nvtutorial.chapters.ch01_hardware import report as bandwidth
-from nvtutorial.chapters.ch02_environment import report as environment
-from nvtutorial.chapters.ch01_hardware import report_lab as lab
-from nvtutorial.chapters.ch01_hardware import report_reference as reference_runs
-from nvtutorial.chapters.ch00_welcome import report as welcome
-from nvtutorial.chapters.ch01_hardware import report_links as linkreport
 from nvtutorial.results import RunResult
-
 from tests.conftest import requires_two_gpus
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -39,22 +38,41 @@ def reference_run(name: str) -> RunResult:
 
 @pytest.fixture(scope="module")
 def ab():
-    return bwlab.run_lab({}, reuse={"default": reference_run("ab default"),
-                                    "source's settings": reference_run("ab source's settings"),
-                                    "P2P off": reference_run("ab P2P off")}, paths=bwlab.SOURCE_AB_PATHS)
+    return bwlab.run_lab(
+        {},
+        reuse={
+            "default": reference_run("ab default"),
+            "source's settings": reference_run("ab source's settings"),
+            "P2P off": reference_run("ab P2P off"),
+        },
+        paths=bwlab.SOURCE_AB_PATHS,
+    )
 
 
 @pytest.fixture(scope="module")
 def link_lab():
-    return bwlab.run_lab({}, reuse={"default": reference_run("sweep"), "P2P off": reference_run("lab P2P off"),
-                                    "P2P+SHM off": reference_run("lab P2P+SHM off")})
+    return bwlab.run_lab(
+        {},
+        reuse={
+            "default": reference_run("sweep"),
+            "P2P off": reference_run("lab P2P off"),
+            "P2P+SHM off": reference_run("lab P2P+SHM off"),
+        },
+    )
 
 
 # --- the claim registry: C2–C7 are decided by the functions it names -----------------------------
 
+
 def test_registered_deciders_give_the_registered_status(ab):
-    evidence = {"C2": (), "C3": (), "C4": (doctor.reference_facts(),), "C5": (), "C6": (doctor.reference_facts(),),
-                "C7": (ab,)}
+    evidence = {
+        "C2": (),
+        "C3": (),
+        "C4": (doctor.reference_facts(),),
+        "C5": (),
+        "C6": (doctor.reference_facts(),),
+        "C7": (ab,),
+    }
     for cid, args in evidence.items():
         claim = claims.claim(cid)
         verdict = claim.decider()(*args)
@@ -62,6 +80,7 @@ def test_registered_deciders_give_the_registered_status(ab):
 
 
 # --- CPU-valid verdicts: vendor data, saved outputs, the doctor's rules ----------------------------
+
 
 def test_c2_and_c5_from_vendor_data():
     c2 = linkreport.claim_c2()
@@ -82,8 +101,9 @@ def test_c4_c6_and_the_minimums_on_the_reference_facts_and_on_a_laptop():
     facts = doctor.reference_facts()
     assert environment.claim_c4(facts).numbers == {"here": "ok", "driver_515": "fail", "torch_cuda": "13.0"}
     assert environment.claim_c6(facts).status == "unverifiable"
-    laptop = dataclasses.replace(facts, torch="2.13.0+cpu", torch_cuda=None, nccl=None, driver=None, driver_cuda=None,
-                                 gpus=(), gpus_total=0)
+    laptop = dataclasses.replace(
+        facts, torch="2.13.0+cpu", torch_cuda=None, nccl=None, driver=None, driver_cuda=None, gpus=(), gpus_total=0
+    )
     assert environment.claim_c4(laptop).status == "wrong" and environment.claim_minimums(laptop).status == "pass"
 
 
@@ -100,6 +120,7 @@ def test_nvls_is_explained_by_ncclnvlsinit_not_by_a_missing_nvswitch():
 
 
 # --- GPU-only verdicts, recomputed from the committed reference runs --------------------------------
+
 
 def test_c7_from_the_reference_runs(ab):
     rows = lab.c7_rows(ab)
@@ -135,10 +156,12 @@ def test_sweep_verdicts_from_the_reference_run():
     assert bandwidth.REFERENCE_WIRE["tx_ratio"] == pytest.approx(saved["tx_ratio"], abs=1e-6)
     assert bandwidth.REFERENCE_WIRE["links_read"] == saved["links_read"] == 18
     per_link = [v / 1e6 for v in saved["tx_bytes_per_link_per_op"].values()]
-    assert (min(per_link), max(per_link)) == pytest.approx((bandwidth.REFERENCE_WIRE["per_link_mb_min"],
-                                                            bandwidth.REFERENCE_WIRE["per_link_mb_max"]), abs=0.01)
-    assert bandwidth.REFERENCE_SWEEP["busbw"] == pytest.approx(bandwidth.at_size(bandwidth.rows_of(sweep), 1 << 30)[1],
-                                                               abs=0.01)
+    assert (min(per_link), max(per_link)) == pytest.approx(
+        (bandwidth.REFERENCE_WIRE["per_link_mb_min"], bandwidth.REFERENCE_WIRE["per_link_mb_max"]), abs=0.01
+    )
+    assert bandwidth.REFERENCE_SWEEP["busbw"] == pytest.approx(
+        bandwidth.at_size(bandwidth.rows_of(sweep), 1 << 30)[1], abs=0.01
+    )
     small = bandwidth.small_message_cost(sweep)
     assert small.numbers["time_us_smallest"] == pytest.approx(38.3, abs=0.1)  # not "a few microseconds"
     assert small.numbers["flat_up_to"] == 4 << 20  # 37.6–40.4 µs from 1 KiB to 4 MiB; 76 µs at 16 MiB
@@ -161,6 +184,7 @@ def test_prediction_is_graded_against_the_saved_number_on_a_cpu(tmp_path):
 
 
 # --- notebook 00: the first all-reduce and the hang, with the notebook's own code, on real ranks -------
+
 
 def _notebook_code(name: str) -> list[str]:
     nb = json.loads((ROOT / "notebooks" / name).read_text())
@@ -216,16 +240,20 @@ def test_the_hang_on_two_gpus_waits_at_the_first_use_of_the_result():
         assert ranks.run_code(_first_cell()).ok
         hung = ranks.run_code(_hang_code(), timeout=10)
         verdict = welcome.hang(hung, backend="nccl")
-        assert verdict.status == "pass" and ".item()" in verdict.numbers["stuck_line"], (verdict.numbers,
-                                                                                       "\n".join(hung.report()))
+        assert verdict.status == "pass" and ".item()" in verdict.numbers["stuck_line"], (
+            verdict.numbers,
+            "\n".join(hung.report()),
+        )
         assert welcome.grade_hang("b", hung, backend="nccl").status == "right"
     finally:
         ranks.stop()
 
 
 def test_the_stuck_line_is_read_from_the_innermost_cell_frame():
-    stack = ('Stack (most recent call last):\n  File "<ranks cell 2>", line 4, in <module>\n    total = t.sum().item()\n'
-             '  File "/x/torch/_tensor.py", line 1, in item\n    return 1')
+    stack = (
+        'Stack (most recent call last):\n  File "<ranks cell 2>", line 4, in <module>\n    total = t.sum().item()\n'
+        '  File "/x/torch/_tensor.py", line 1, in item\n    return 1'
+    )
     assert welcome.stuck_line(stack) == "total = t.sum().item()"
     assert welcome.stuck_line(None) is None
 
@@ -240,11 +268,14 @@ def test_the_launch_figure_keeps_its_label_clear_of_the_axes():
     import matplotlib.pyplot as plt
 
     from nvtutorial.chapters.ch00_welcome import plots as launch_plots
-
     from tests.test_bandwidth import assert_readable
 
-    run = types.SimpleNamespace(first_output_s=9.9, wall_s=11.7, workload="selftest",
-                                label="CPU, gloo, 2 processes on a-long-host-name: a simulation, not a GPU measurement")
+    run = types.SimpleNamespace(
+        first_output_s=9.9,
+        wall_s=11.7,
+        workload="selftest",
+        label="CPU, gloo, 2 processes on a-long-host-name: a simulation, not a GPU measurement",
+    )
     fig, ax = launch_plots.launch_timeline([run], names=["selftest"])
     fig.canvas.draw()
     assert_readable(fig, ax)
@@ -267,6 +298,7 @@ def test_c7_prediction_is_graded_against_the_runs_or_the_reference(ab):
 
 
 # --- the code exercises of notebooks 01 and 02 -------------------------------------------------------
+
 
 @pytest.mark.parametrize("name", ["busbw", "driver_rule"])
 def test_exercise_checkers_pass_the_solution_and_name_each_wrong_answer(name):
@@ -294,9 +326,13 @@ def test_the_busbw_exercise_agrees_with_the_lesson_and_the_units():
     from nvtutorial.chapters.ch01_hardware.lessons import busbw as lesson_file
 
     for collective, size, seconds, n in exercise.CASES:
-        assert exercise.bus_bandwidth(collective, size, seconds, n) == pytest.approx(units.busbw(size, seconds, n, collective))
+        assert exercise.bus_bandwidth(collective, size, seconds, n) == pytest.approx(
+            units.busbw(size, seconds, n, collective)
+        )
         if collective == "all_reduce":
-            assert lesson_file.bus_bandwidth(size, seconds, n) == pytest.approx(exercise.bus_bandwidth(collective, size, seconds, n))
+            assert lesson_file.bus_bandwidth(size, seconds, n) == pytest.approx(
+                exercise.bus_bandwidth(collective, size, seconds, n)
+            )
 
 
 def test_troubleshooting_from_the_reference_runs_compares_the_runs_own_nccl(ab):

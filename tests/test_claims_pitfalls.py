@@ -14,16 +14,19 @@ from typing import Any
 
 import pytest
 
-from nvtutorial.report import claims
 from nvtutorial.chapters.ch06_pitfalls import report as rp
 from nvtutorial.chapters.ch06_pitfalls import report_measured as rm
+from nvtutorial.report import claims
 
 REFERENCE = Path(__file__).resolve().parent.parent / "reference" / "h200x2"
 RUNS = REFERENCE / "runs"
 
 OLD_WORKLOAD_LINES = {
     # nvtutorial/chapters/ch06_pitfalls/workload.py at 15fcf4b, the commit the committed 06 reference ran from
-    ("pitfalls.py", 135): "loss = training.train_step(s, images, masks).item()  # .item(): the usual logging, and a sync",
+    (
+        "pitfalls.py",
+        135,
+    ): "loss = training.train_step(s, images, masks).item()  # .item(): the usual logging, and a sync",
 }
 """The one source line the committed reference's stacks point at whose file has changed since."""
 
@@ -37,11 +40,21 @@ def _as_result(run_dir: Path) -> Any:
     data = _result(run_dir)
     ranks = [m.get("metrics", m) for m in data.get("ranks", [])]
     env = data.get("env") or {}
-    label = ("2× H200 reference run" if not env else
-             f"{env.get('world_size')}× {env.get('device_names', ['?'])[0]} · {env.get('link')} · NCCL {env.get('nccl')}")
-    return types.SimpleNamespace(run_dir=run_dir, ranks=ranks, error=data.get("error"), ok=data.get("error") is None,
-                                 wall_s=data["wall_s"], label=label, params=data.get("params", {}),
-                                 log_files={int(r): run_dir / f"rank{r}.log" for r in data.get("log_files", {})})
+    label = (
+        "2× H200 reference run"
+        if not env
+        else f"{env.get('world_size')}× {env.get('device_names', ['?'])[0]} · {env.get('link')} · NCCL {env.get('nccl')}"
+    )
+    return types.SimpleNamespace(
+        run_dir=run_dir,
+        ranks=ranks,
+        error=data.get("error"),
+        ok=data.get("error") is None,
+        wall_s=data["wall_s"],
+        label=label,
+        params=data.get("params", {}),
+        log_files={int(r): run_dir / f"rank{r}.log" for r in data.get("log_files", {})},
+    )
 
 
 def _runs(predicate) -> list[Path]:
@@ -51,8 +64,9 @@ def _runs(predicate) -> list[Path]:
 
 
 def _is_trap_script(data: dict[str, Any]) -> bool:
-    return str(data.get("workload", "")).endswith("validation.py") and \
-        "--pg-timeout" in ((data.get("params") or {}).get("args") or [])
+    return str(data.get("workload", "")).endswith("validation.py") and "--pg-timeout" in (
+        (data.get("params") or {}).get("args") or []
+    )
 
 
 def _is_hang(data: dict[str, Any], folder: Path) -> bool:
@@ -61,8 +75,12 @@ def _is_hang(data: dict[str, Any], folder: Path) -> bool:
     if _is_trap_script(data):
         return (folder / "trap.json").is_file()
     params = data.get("params") or {}
-    return data.get("workload") == "pitfalls" and params.get("trap") == ["rank0_validation"] and \
-        params.get("validation_s", 0) >= 600 and (data.get("error") or {}).get("type") == "Timeout"
+    return (
+        data.get("workload") == "pitfalls"
+        and params.get("trap") == ["rank0_validation"]
+        and params.get("validation_s", 0) >= 600
+        and (data.get("error") or {}).get("type") == "Timeout"
+    )
 
 
 def _is_pg_timeout(data: dict[str, Any], folder: Path) -> bool:
@@ -70,8 +88,11 @@ def _is_pg_timeout(data: dict[str, Any], folder: Path) -> bool:
     if _is_trap_script(data):
         return True
     params = data.get("params") or {}
-    return data.get("workload") == "pitfalls" and params.get("trap") == ["rank0_validation"] and \
-        params.get("validation_s", 1e9) < 600
+    return (
+        data.get("workload") == "pitfalls"
+        and params.get("trap") == ["rank0_validation"]
+        and params.get("validation_s", 1e9) < 600
+    )
 
 
 def _line_of(frame: dict[str, Any]) -> str:
@@ -81,7 +102,7 @@ def _line_of(frame: dict[str, Any]) -> str:
         return OLD_WORKLOAD_LINES[(name, frame["line"])]
     parts = Path(frame["file"]).parts
     if "nvtutorial" in parts:
-        here = Path(__file__).resolve().parent.parent.joinpath(*parts[parts.index("nvtutorial"):])
+        here = Path(__file__).resolve().parent.parent.joinpath(*parts[parts.index("nvtutorial") :])
         if here.is_file() and "lessons" in here.parts:
             lines = here.read_text().splitlines()
             return lines[frame["line"] - 1].strip() if frame["line"] <= len(lines) else ""
@@ -99,8 +120,9 @@ def test_on_nccl_the_waiting_rank_blocks_at_item_not_inside_backward():
     assert set(stacks) == {0, 1} and all(stacks.values()), "every rank's main-thread stack must be in its log"
     waiting = rp.waiting_point(stacks[1], _line_of)
     assert waiting["point"] == "item", waiting
-    assert not any(f["func"] in ("backward", "_engine_run_backward") for f in stacks[1]), \
+    assert not any(f["func"] in ("backward", "_engine_run_backward") for f in stacks[1]), (
         "no frame of backward may be on the waiting rank's stack: NCCL only queued the all-reduce"
+    )
     assert rp.waiting_point(stacks[0], _line_of)["point"] == "validating"
     verdict = rp.hang_verdict(stacks, "nccl", "2× H200", _line_of)
     assert verdict.status == "pass" and verdict.numbers["rank1"] == "item" and verdict.numbers["rank0"] == "validating"
@@ -163,6 +185,7 @@ def test_the_registry_names_the_function_that_decides_each_claim(claim_id):
 
 # --- C20 and the OOM step times: every branch, on results shaped like the GPU run's ----------------------------
 
+
 def _oom_result(fragmentation: dict[str, str] | None = None, training: list[dict[str, Any]] | None = None) -> Any:
     frag = [{"config": k, "outcome": v} for k, v in (fragmentation or {}).items()]
     oom = {"fragmentation": frag, "training": {"batch": 16, "cap_mib": 4096, "rows": training or []}}
@@ -172,13 +195,16 @@ def _oom_result(fragmentation: dict[str, str] | None = None, training: list[dict
 SPLIT = "expandable_segments:False,max_split_size_mb:256"
 
 
-@pytest.mark.parametrize("outcomes, status", [
-    ({"default": "OOM", "expandable_segments:True": "fits", SPLIT: "fits"}, "holds"),  # the reference's case
-    ({"default": "OOM", "expandable_segments:True": "OOM", SPLIT: "fits"}, "holds"),
-    ({"default": "OOM", "expandable_segments:True": "fits", SPLIT: "OOM"}, "wrong"),
-    ({"default": "fits", "expandable_segments:True": "fits", SPLIT: "fits"}, "unverifiable"),  # nothing to fix
-    ({"default": "OOM", "expandable_segments:True": "fits"}, "unverifiable"),  # max_split_size_mb not measured
-])
+@pytest.mark.parametrize(
+    "outcomes, status",
+    [
+        ({"default": "OOM", "expandable_segments:True": "fits", SPLIT: "fits"}, "holds"),  # the reference's case
+        ({"default": "OOM", "expandable_segments:True": "OOM", SPLIT: "fits"}, "holds"),
+        ({"default": "OOM", "expandable_segments:True": "fits", SPLIT: "OOM"}, "wrong"),
+        ({"default": "fits", "expandable_segments:True": "fits", SPLIT: "fits"}, "unverifiable"),  # nothing to fix
+        ({"default": "OOM", "expandable_segments:True": "fits"}, "unverifiable"),  # max_split_size_mb not measured
+    ],
+)
 def test_c20_holds_when_max_split_size_mb_fixes_the_fragmentation(outcomes, status):
     verdict = rm.verdict_c20(_oom_result(outcomes))
     assert verdict.status == status, verdict.text
@@ -190,8 +216,12 @@ def test_c20_on_the_reference_is_holds_with_both_remedies():
     result = _as_result([r for r in _measured_runs() if "oom" in _as_result(r).ranks[0]][0])
     verdict = rm.verdict_c20(result)
     assert verdict.status == claims.claim("C20").status == "holds"
-    assert verdict.numbers == {"outcomes": {"default": "OOM", "expandable_segments:True": "fits", SPLIT: "fits"},
-                               "default": "OOM", "max_split_size_mb": "fits", "expandable_segments": "fits"}
+    assert verdict.numbers == {
+        "outcomes": {"default": "OOM", "expandable_segments:True": "fits", SPLIT: "fits"},
+        "default": "OOM",
+        "max_split_size_mb": "fits",
+        "expandable_segments": "fits",
+    }
 
 
 def _step(variant: str, capped: bool, times: list[float] | None, outcome: str = "fits") -> dict[str, Any]:
@@ -204,11 +234,13 @@ def _step(variant: str, capped: bool, times: list[float] | None, outcome: str = 
 @pytest.mark.parametrize("ckpt_ms, status", [([51.0, 51.2, 51.1], "slower"), ([50.3, 50.2, 50.4], "no change")])
 def test_checkpointing_cost_compares_repeated_steps_without_the_cap(ckpt_ms, status):
     """Both sides of the noise: the plain step's repeats spread 1 % (50.0-50.5 ms), so +2 % is slower, +0.4 % is not."""
-    rows = [_step("batch 16, no cap", False, [50.0, 50.5, 50.2]),
-            _step("batch 16 under the cap (the OOM)", True, None, "OOM"),
-            _step("2 × batch 8, gradients accumulated", True, [60.0, 60.1, 60.2]),
-            _step("batch 16, activation checkpointing", True, [90.0, 91.0, 90.5]),  # under the cap: not compared
-            _step("batch 16, activation checkpointing, no cap", False, ckpt_ms)]
+    rows = [
+        _step("batch 16, no cap", False, [50.0, 50.5, 50.2]),
+        _step("batch 16 under the cap (the OOM)", True, None, "OOM"),
+        _step("2 × batch 8, gradients accumulated", True, [60.0, 60.1, 60.2]),
+        _step("batch 16, activation checkpointing", True, [90.0, 91.0, 90.5]),  # under the cap: not compared
+        _step("batch 16, activation checkpointing, no cap", False, ckpt_ms),
+    ]
     result = _oom_result({"default": "OOM"}, rows)
     verdict = rm.checkpointing_cost(result)
     assert verdict.status == status, verdict.text
@@ -220,6 +252,8 @@ def test_checkpointing_cost_is_not_read_from_one_step_after_installing_it():
     """The committed reference timed one capped step right after installing checkpointing: no conclusion from it."""
     result = _as_result([r for r in _measured_runs() if "oom" in _as_result(r).ranks[0]][0])
     assert rm.checkpointing_cost(result).status == "info"
-    assert rm.oom_fixes_verdict(result).status == "pass"  # older rows without the `capped` flag: every row after the first
+    assert (
+        rm.oom_fixes_verdict(result).status == "pass"
+    )  # older rows without the `capped` flag: every row after the first
     skipped = types.SimpleNamespace(label="CPU", ranks=[{"oom": {"skipped": "skipped: needs a GPU"}}])
     assert rm.checkpointing_cost(skipped).status == "info" and rm.verdict_c20(skipped).status == "unverifiable"

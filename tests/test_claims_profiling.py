@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from nvtutorial.report import claims
-from nvtutorial.chapters.ch05_profiling import report_monitoring as monitoring
 from nvtutorial.chapters.ch05_profiling import report as profiling
+from nvtutorial.chapters.ch05_profiling import report_monitoring as monitoring
 from nvtutorial.chapters.ch05_profiling import report_traces as traces
+from nvtutorial.report import claims
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOK = ROOT / "reference" / "h200x2" / "05_profiling.ipynb"
@@ -107,8 +107,10 @@ def _reference_telemetry():
     nb = json.loads(NOTEBOOK.read_text())
     for cell in nb["cells"]:
         if cell["cell_type"] == "code" and "nvidia-smi dmon -s u, during the same run" in "".join(cell["source"]):
-            texts = [("".join(o["text"]) if "text" in o else "".join(o.get("data", {}).get("text/plain", "")))
-                     for o in cell["outputs"]]
+            texts = [
+                ("".join(o["text"]) if "text" in o else "".join(o.get("data", {}).get("text/plain", "")))
+                for o in cell["outputs"]
+            ]
             dmon = texts[0].split("during the same run:", 1)[1]
             table = next(t for t in texts if "nvml_sent_gib" in t)
             sent = [float(x) for x in re.findall(r"^\s*\d+\s+\d+\s+([\d.]+)", table, flags=re.M)]
@@ -120,8 +122,9 @@ def test_c13_dmon_shows_utilisation_not_the_link(ref):
     dmon, sent_gib = _reference_telemetry()
     assert sent_gib == pytest.approx([472.203, 472.191])
     probe = ref["NVLink"].ranks[0]["probe"]
-    v = monitoring.verdict_c13(dmon, [g * 2**30 for g in sent_gib], probe["bytes_per_rank_algorithm"],
-                               where=ref["NVLink"].label)
+    v = monitoring.verdict_c13(
+        dmon, [g * 2**30 for g in sent_gib], probe["bytes_per_rank_algorithm"], where=ref["NVLink"].label
+    )
     assert v.status == claims.claim("C13").status == "wrong"
     assert v.numbers["dmon_columns"] == ["sm", "mem", "enc", "dec", "jpg", "ofa"]
     assert v.numbers["sent_over_expected"] == pytest.approx(0.95, abs=0.01)

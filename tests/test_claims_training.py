@@ -21,16 +21,32 @@ import torch
 import torch.distributed as dist
 
 import nvtutorial
-from nvtutorial.chapters.ch03_ddp_training.lessons import ddp_train
-from nvtutorial.report import claims
-from nvtutorial.chapters.ch04_optimisations import report as oreport
 from nvtutorial.chapters.ch03_ddp_training import report
+from nvtutorial.chapters.ch03_ddp_training.lessons import ddp_train
+from nvtutorial.chapters.ch04_optimisations import report as oreport
+from nvtutorial.report import claims
 from nvtutorial.results import RunResult
 from nvtutorial.teach import ranks
 
 REFERENCE = Path(__file__).resolve().parent.parent / "reference" / "h200x2" / "runs"
-LESSON_ARGS = ["--model", "tiny", "--image-size", "32", "--batch-size", "4", "--samples", "32", "--val-samples", "13",
-               "--epochs", "2", "--lr", "0.01", "--workers", "0"]
+LESSON_ARGS = [
+    "--model",
+    "tiny",
+    "--image-size",
+    "32",
+    "--batch-size",
+    "4",
+    "--samples",
+    "32",
+    "--val-samples",
+    "13",
+    "--epochs",
+    "2",
+    "--lr",
+    "0.01",
+    "--workers",
+    "0",
+]
 
 
 # --- the committed 2× H200 runs ------------------------------------------------------------------
@@ -83,8 +99,15 @@ def test_c15_memory_per_gpu_halves_only_with_a_fixed_global_batch_on_every_rank(
 
 
 def test_c14_nvlink_and_host_staged_step_times_are_within_noise_sockets_are_slower():
-    rows = report.transport_rows({"1gpu": REF.get("one_gpu") or REF["scaling"], "nvlink": REF["scaling"],
-                                  "host": REF["host"], "socket": REF["socket"]}, 16)
+    rows = report.transport_rows(
+        {
+            "1gpu": REF.get("one_gpu") or REF["scaling"],
+            "nvlink": REF["scaling"],
+            "host": REF["host"],
+            "socket": REF["socket"],
+        },
+        16,
+    )
     host, sock = report.transport_comparison(rows, "host"), report.transport_comparison(rows, "socket")
     assert len(rows["nvlink"]["repeats_every_rank"]) == 6  # both ranks' repeats
     assert host.status == "no change" and abs(host.ratio - 1) <= host.noise  # 1.008× inside ±1.1 %
@@ -95,8 +118,13 @@ def test_c14_nvlink_and_host_staged_step_times_are_within_noise_sockets_are_slow
 
 def _c14_rows(host_ms: float) -> dict:
     def row(ms):
-        return {"repeats_every_rank": [ms * f for f in (0.998, 1.0, 1.002, 0.999, 1.001, 1.0)], "aa_gap": 0.005,
-                "step_ms_per_rank": [ms, ms], "comm_share": 0.1}
+        return {
+            "repeats_every_rank": [ms * f for f in (0.998, 1.0, 1.002, 0.999, 1.001, 1.0)],
+            "aa_gap": 0.005,
+            "step_ms_per_rank": [ms, ms],
+            "comm_share": 0.1,
+        }
+
     return {"nvlink": row(100.0), "host": row(host_ms), "socket": None}
 
 
@@ -118,7 +146,9 @@ def test_c14_reads_the_sources_own_model_and_the_tables_inconsistency():
     assert resnet == {"1gpu": 4303.0, "nvlink": 8294.0, "host": 8021.0, "socket": 4882.0}
     assert resnet["nvlink"] / (2 * resnet["1gpu"]) == pytest.approx(0.964, abs=5e-4)
     assert resnet["host"] / (2 * resnet["1gpu"]) == pytest.approx(0.932, abs=5e-4)
-    assert report.source_table_tension() == pytest.approx({"2 GPUs over PCIe": 34 * 0.82 / 29, "2 GPUs over NVLink": 0.91})
+    assert report.source_table_tension() == pytest.approx(
+        {"2 GPUs over PCIe": 34 * 0.82 / 29, "2 GPUs over NVLink": 0.91}
+    )
     assert all(v < 1 for v in report.source_table_tension().values())
     v = report.verdict_c14(_c14_rows(103.0))
     assert v.numbers["resnet50_host_vs_nvlink"] == pytest.approx(8294 / 8021)
@@ -138,21 +168,29 @@ def test_c11_fp16_with_a_scaler_and_bf16_are_faster_than_fp32():
     assert v.status == "partly" and v.numbers["fp16_status"] == "faster" and v.numbers["bf16_status"] == "faster"
     assert v.numbers["bf16_ratio"] < v.numbers["fp16_ratio"] < 0.9
     # the registry's figures: a 16 % and 19 % shorter step, that is 1.19x and 1.24x as fast
-    assert v.numbers["fp16_ratio"] == pytest.approx(0.8435, abs=5e-4) and 1 / v.numbers["fp16_ratio"] == pytest.approx(1.19, abs=5e-3)
-    assert v.numbers["bf16_ratio"] == pytest.approx(0.8080, abs=5e-4) and 1 / v.numbers["bf16_ratio"] == pytest.approx(1.24, abs=5e-3)
+    assert v.numbers["fp16_ratio"] == pytest.approx(0.8435, abs=5e-4) and 1 / v.numbers["fp16_ratio"] == pytest.approx(
+        1.19, abs=5e-3
+    )
+    assert v.numbers["bf16_ratio"] == pytest.approx(0.8080, abs=5e-4) and 1 / v.numbers["bf16_ratio"] == pytest.approx(
+        1.24, abs=5e-3
+    )
 
 
 def _gpu_run(rows):
     for r in rows:
         r.setdefault("status", "ok")
-    return SimpleNamespace(metrics={"rows": rows, "device": "cuda:0"}, label="test GPUs", env=SimpleNamespace(is_gpu=True))
+    return SimpleNamespace(
+        metrics={"rows": rows, "device": "cuda:0"}, label="test GPUs", env=SimpleNamespace(is_gpu=True)
+    )
 
 
 def test_c11_fp16_not_faster_is_information_and_only_a_failed_training_is_wrong():
     curve = [1.0, 0.8, 0.6]
-    rows = [{"variant": "fp32", "step_ms_rounds": [10.0, 10.05], "loss_curve": curve},
-            {"variant": "fp16", "step_ms_rounds": [10.4, 10.45], "loss_curve": curve},
-            {"variant": "baseline", "step_ms_rounds": [8.0, 8.05], "loss_curve": curve}]
+    rows = [
+        {"variant": "fp32", "step_ms_rounds": [10.0, 10.05], "loss_curve": curve},
+        {"variant": "fp16", "step_ms_rounds": [10.4, 10.45], "loss_curve": curve},
+        {"variant": "baseline", "step_ms_rounds": [8.0, 8.05], "loss_curve": curve},
+    ]
     v = oreport.verdict_c11(_gpu_run(rows))
     assert v.status == "info" and v.numbers["fp16_status"] == "slower" and v.numbers["fp16_trains"]
     assert v.numbers["fp16_ratio"] == pytest.approx(10.425 / 10.025)
@@ -161,16 +199,25 @@ def test_c11_fp16_not_faster_is_information_and_only_a_failed_training_is_wrong(
 
 
 def test_the_prediction_is_graded_beyond_the_noise_only():
-    choices = {"a": "fp32", "b": "bucket_cap_mb=1", "c": "gradient_as_bucket_view=True", "d": "channels_last",
-               "e": "torch.compile"}
+    choices = {
+        "a": "fp32",
+        "b": "bucket_cap_mb=1",
+        "c": "gradient_as_bucket_view=True",
+        "d": "channels_last",
+        "e": "torch.compile",
+    }
     letter, text = oreport.prediction_answer(REF["optimisations"], choices, "f")
     assert letter == "e" and "one round each" in text
     for name, change in oreport.REFERENCE_LARGEST.items():  # the reference quoted to a learner on a noisy run
         assert oreport.comparison(REF["optimisations"], name).change == pytest.approx(change, abs=0.001)
     # A run where every move is inside the noise ranks nothing: the answer is "none of these".
-    noisy = _gpu_run([{"variant": "baseline", "step_ms_rounds": [10.0, 11.5]},
-                      {"variant": "fp32", "step_ms_rounds": [9.0, 10.0]},
-                      {"variant": "channels_last", "step_ms_rounds": [8.8, 9.9]}])
+    noisy = _gpu_run(
+        [
+            {"variant": "baseline", "step_ms_rounds": [10.0, 11.5]},
+            {"variant": "fp32", "step_ms_rounds": [9.0, 10.0]},
+            {"variant": "channels_last", "step_ms_rounds": [8.8, 9.9]},
+        ]
+    )
     assert oreport.largest_change(noisy, ["fp32", "channels_last"]) is None
     letter, text = oreport.prediction_answer(noisy, choices, "f")
     assert letter == "f" and "channels_last" in text and "torch.compile -38%" in text
@@ -200,10 +247,18 @@ def test_c9_the_unet_calls_no_attention():
 
 def _attention(on, off, again, calls=0):
     ops = {"ops": ["_scaled_dot_product_flash_attention"], "ms": 1.0}
-    return {"device": "cuda:0", "defaults": {"flash_sdp_enabled": True},
-            "unet": {"sdpa_calls": calls, "attention_block_sdpa_calls": 1, "ms_flash_on_all": on,
-                     "ms_flash_off_all": off, "ms_flash_on_again_all": again},
-            "attention": [{"setting": "default switches", **ops}, {"setting": "enable_flash_sdp(False)", **ops}]}
+    return {
+        "device": "cuda:0",
+        "defaults": {"flash_sdp_enabled": True},
+        "unet": {
+            "sdpa_calls": calls,
+            "attention_block_sdpa_calls": 1,
+            "ms_flash_on_all": on,
+            "ms_flash_off_all": off,
+            "ms_flash_on_again_all": again,
+        },
+        "attention": [{"setting": "default switches", **ops}, {"setting": "enable_flash_sdp(False)", **ops}],
+    }
 
 
 def test_c9_a_unet_without_attention_times_the_noise_not_the_switch():
@@ -216,22 +271,38 @@ def test_c9_a_unet_without_attention_times_the_noise_not_the_switch():
     assert with_attention.status == "info" and with_attention.numbers["unet_status"] == "faster"
 
 
-@pytest.mark.parametrize("variant, status", [
-    ("fp32", "slower"), ("fp16", "slower"), ("gradient_as_bucket_view=True", "no change"),
-    ("bucket_cap_mb=1", "no change"), ("bucket_cap_mb=5", "no change"), ("bucket_cap_mb=100", "no change"),
-    ("static_graph=True", "no change"), ("no_sync accumulation", "slower"), ("accumulation without no_sync", "slower"),
-    ("channels_last", "slower"), ("activation checkpointing", "slower"), ("torch.compile", "faster"),
-])
+@pytest.mark.parametrize(
+    "variant, status",
+    [
+        ("fp32", "slower"),
+        ("fp16", "slower"),
+        ("gradient_as_bucket_view=True", "no change"),
+        ("bucket_cap_mb=1", "no change"),
+        ("bucket_cap_mb=5", "no change"),
+        ("bucket_cap_mb=100", "no change"),
+        ("static_graph=True", "no change"),
+        ("no_sync accumulation", "slower"),
+        ("accumulation without no_sync", "slower"),
+        ("channels_last", "slower"),
+        ("activation checkpointing", "slower"),
+        ("torch.compile", "faster"),
+    ],
+)
 def test_notebook_04_comparisons_on_the_reference(variant, status):
     c = oreport.comparison(REF["optimisations"], variant)
     assert c is not None and c.status == status, (variant, c)
 
 
 def test_notebook_04_ddp_options_train_bit_for_bit_like_the_baseline():
-    same = oreport.identical_losses(REF["optimisations"], ["gradient_as_bucket_view=True", "bucket_cap_mb=1",
-                                                           "static_graph=True", "fp32"])
-    assert same == {"gradient_as_bucket_view=True": True, "bucket_cap_mb=1": True, "static_graph=True": True,
-                    "fp32": False}
+    same = oreport.identical_losses(
+        REF["optimisations"], ["gradient_as_bucket_view=True", "bucket_cap_mb=1", "static_graph=True", "fp32"]
+    )
+    assert same == {
+        "gradient_as_bucket_view=True": True,
+        "bucket_cap_mb=1": True,
+        "static_graph=True": True,
+        "fp32": False,
+    }
 
 
 def test_c8_set_enabled_lms_does_not_exist():
@@ -245,8 +316,11 @@ EVIDENCE = {
     "C9": lambda: oreport.verdict_c9(REF["attention"]),
     "C10": lambda: oreport.verdict_c10(REF["optimisations"]),
     "C11": lambda: oreport.verdict_c11(REF["optimisations"]),
-    "C14": lambda: report.verdict_c14(report.transport_rows(
-        {"1gpu": REF.get("one_gpu"), "nvlink": REF["scaling"], "host": REF["host"], "socket": REF["socket"]}, 16)),
+    "C14": lambda: report.verdict_c14(
+        report.transport_rows(
+            {"1gpu": REF.get("one_gpu"), "nvlink": REF["scaling"], "host": REF["host"], "socket": REF["socket"]}, 16
+        )
+    ),
     "C15": lambda: report.verdict_c15(_scaling_summary()),
 }
 
@@ -266,8 +340,14 @@ def lesson(tmp_path_factory):
     ckpt = tmp_path_factory.mktemp("ckpt")
     os.environ["NVTUTORIAL_RUNS_DIR"] = str(tmp_path_factory.mktemp("runs"))
     try:
-        run = nvtutorial.run(ddp_train.__file__, nproc=2, backend="gloo", output="none", timeout=300,
-                             args=LESSON_ARGS + ["--checkpoint-dir", str(ckpt)])
+        run = nvtutorial.run(
+            ddp_train.__file__,
+            nproc=2,
+            backend="gloo",
+            output="none",
+            timeout=300,
+            args=LESSON_ARGS + ["--checkpoint-dir", str(ckpt)],
+        )
     finally:
         os.environ.pop("NVTUTORIAL_RUNS_DIR", None)
     return SimpleNamespace(run=run, ckpt=ckpt)
@@ -332,8 +412,10 @@ def pair(lesson, tmp_path_factory):
     """Two gloo ranks (teach.ranks) that know the lesson's arguments and checkpoints."""
     ranks.start(nproc=2, backend="gloo", timeout=300, quiet=True)
     ranks.push(ARGS=LESSON_ARGS, CKPT=str(lesson.ckpt), RUN_DIR=str(tmp_path_factory.mktemp("pair")))
-    result = ranks.run_code("from nvtutorial.chapters.ch03_ddp_training.lessons import ddp_train\nargs = ddp_train.parse_args(ARGS)\n"
-                            "train_loader, val_loader = ddp_train.make_loaders(args, device)\n")
+    result = ranks.run_code(
+        "from nvtutorial.chapters.ch03_ddp_training.lessons import ddp_train\nargs = ddp_train.parse_args(ARGS)\n"
+        "train_loader, val_loader = ddp_train.make_loaders(args, device)\n"
+    )
     assert result.ok, result.report()
     yield lesson
     ranks.stop()
@@ -346,11 +428,15 @@ def _on_ranks(code: str, name: str) -> list:
 
 
 def test_resume_from_a_checkpoint_continues_bit_for_bit(pair):
-    resumed = _on_ranks("model, history = ddp_train.train(ddp_train.parse_args(ARGS + ['--resume', CKPT + '/epoch0.pt']), "
-                        "device)\nresumed = {'digest': ddp_train.fingerprint(model), 'history': history}\n", "resumed")
+    resumed = _on_ranks(
+        "model, history = ddp_train.train(ddp_train.parse_args(ARGS + ['--resume', CKPT + '/epoch0.pt']), "
+        "device)\nresumed = {'digest': ddp_train.fingerprint(model), 'history': history}\n",
+        "resumed",
+    )
     run = pair.run
-    v = report.resume_verdict({"digest": run.metrics["weights_sha256"], "history": run.metrics["history"]}, resumed[0],
-                              run.label)
+    v = report.resume_verdict(
+        {"digest": run.metrics["weights_sha256"], "history": run.metrics["history"]}, resumed[0], run.label
+    )
     assert v.status == "pass" and v.numbers["identical"] and v.numbers["from_epoch"] == 1
     assert resumed[0]["digest"] == resumed[1]["digest"]
 
@@ -365,7 +451,9 @@ def test_validation_equals_one_process_and_the_sources_all_reduce_doubles_it(pai
         "one = ddp_train.evaluate(model.module, DataLoader(val_loader.dataset, batch_size=4), device, None)\n"
         "values = {'source': source, 'mean_of_means': source / world_size, 'sums': ours['loss'], "
         "'samples_counted': ours['samples'], 'single': one['loss'], 'samples': len(val_loader.dataset), "
-        "'world': world_size}\n", "values")
+        "'world': world_size}\n",
+        "values",
+    )
     assert values[0] == values[1], "every rank must get the same numbers"
     exact, c18, mean_of_means = report.validation_verdicts(values[0], pair.run.label)
     assert exact.status == "pass" and exact.numbers["rel_diff"] < 1e-9
@@ -382,15 +470,19 @@ def test_set_epoch_reshuffles_and_the_ranks_never_share_a_sample(pair):
         "for epoch in range(3):\n"
         "    train_loader.sampler.set_epoch(epoch)\n"
         "    orders['with_set_epoch'].append(list(train_loader.sampler))\n"
-        "    orders['without_set_epoch'].append(list(never_told))\n", "orders")
+        "    orders['without_set_epoch'].append(list(never_told))\n",
+        "orders",
+    )
     v = report.sampler_verdict(orders, "CPU")
     assert v.status == "pass" and all(v.numbers.values())
     assert sorted(orders[0]["with_set_epoch"][0] + orders[1]["with_set_epoch"][0]) == list(range(32))
 
 
-WORKLOAD = ("from pathlib import Path\nfrom nvtutorial.runtime import Context\nfrom nvtutorial.chapters.ch03_ddp_training import workload as train\n"
-            "c = Context(rank, local_rank, world_size, backend, device, Path(RUN_DIR))\n"
-            "out = train.run(c, train.Params(model='tiny', image_size=16, samples=16, warmup=1, steps=2, repeats=2, {}))\n")
+WORKLOAD = (
+    "from pathlib import Path\nfrom nvtutorial.runtime import Context\nfrom nvtutorial.chapters.ch03_ddp_training import workload as train\n"
+    "c = Context(rank, local_rank, world_size, backend, device, Path(RUN_DIR))\n"
+    "out = train.run(c, train.Params(model='tiny', image_size=16, samples=16, warmup=1, steps=2, repeats=2, {}))\n"
+)
 
 
 @pytest.fixture(scope="module")
@@ -406,7 +498,9 @@ def test_c15_on_the_cpu_counted_bytes_halve_only_with_a_fixed_global_batch(scali
     # C15 is about GPU memory: the CPU's counted bytes show the pattern but do not decide the claim
     assert v.status == "info" and v.numbers["memory"] == "counted_gb" and v.numbers["pattern_holds"]
     assert report.verdict_c15(summary).status == "info"  # counted bytes never decide it, whatever gpu= says
-    assert all(0.5 < r < 0.9 for r in v.numbers["ratio_fixed_global"])  # activations halve, the replicated state does not
+    assert all(
+        0.5 < r < 0.9 for r in v.numbers["ratio_fixed_global"]
+    )  # activations halve, the replicated state does not
     assert all(r == pytest.approx(1.0) for r in v.numbers["ratio_fixed_per_gpu"])
     # The GPU-only claims say so on a CPU rather than deciding anything.
     assert report.verdict_c1(summary, gpu=False).status == "info"
@@ -415,9 +509,14 @@ def test_c15_on_the_cpu_counted_bytes_halve_only_with_a_fixed_global_batch(scali
 
 
 def test_c10_and_no_sync_on_the_cpu_counted_bytes(pair):
-    out = _on_ranks(WORKLOAD.format("batch_sizes=(4,), accumulation=2, variants=('baseline', "
-                                    "'gradient_as_bucket_view=True', 'no_sync accumulation', "
-                                    "'accumulation without no_sync')"), "out")
+    out = _on_ranks(
+        WORKLOAD.format(
+            "batch_sizes=(4,), accumulation=2, variants=('baseline', "
+            "'gradient_as_bucket_view=True', 'no_sync accumulation', "
+            "'accumulation without no_sync')"
+        ),
+        "out",
+    )
     result = SimpleNamespace(metrics=out[0], ranks=out, label="CPU, gloo", env=SimpleNamespace(is_gpu=False))
     c10 = oreport.verdict_c10(result)
     assert c10.status == "wrong"

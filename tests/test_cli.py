@@ -11,14 +11,14 @@ import time
 import pytest
 
 from nvtutorial import workloads
-
 from tests.conftest import assert_nothing_left
 
 
 def cli(*args: str, cwd=None, timeout: float = 120) -> tuple[subprocess.CompletedProcess, float]:
     t0 = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "nvtutorial.cli", *args], capture_output=True, text=True,
-                          cwd=cwd, timeout=timeout)
+    proc = subprocess.run(
+        [sys.executable, "-m", "nvtutorial.cli", *args], capture_output=True, text=True, cwd=cwd, timeout=timeout
+    )
     return proc, time.monotonic() - t0
 
 
@@ -69,19 +69,22 @@ def test_hang_with_timeout_exits_nonzero_within_20_seconds_of_the_ranks_being_up
     assert_nothing_left(out)
 
 
-@pytest.mark.parametrize(("args", "expected"), [
-    (["run", "nope"], "unknown workload 'nope'; available: "),
-    (["run", "selftest", "--nproc", "0"], "nproc=0"),
-    (["run", "selftest", "--backend", "nccl"], "backend nccl"),
-    (["run", "selftest", "--set", "mode"], "malformed assignment 'mode': write KEY=VALUE"),
-    (["run", "selftest", "--set", "speed=3"], "unknown parameter speed; accepted: mode"),
-    (["run", "selftest", "--set", "steps=-2"], "steps=-2 must be at least 1"),
-    (["run", "selftest", "--env", "=1"], "malformed assignment '=1'"),
-    (["run", "selftest", "--timeout", "-3"], "must be a positive number of seconds"),
-    (["run", "selftest", "--backend", "mpi"], "invalid choice: 'mpi'"),
-    (["frobnicate"], "invalid choice: 'frobnicate'"),
-    (["course", "--only", "no-such-notebook", "--profile", "ci"], "no notebook in"),
-])
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["run", "nope"], "unknown workload 'nope'; available: "),
+        (["run", "selftest", "--nproc", "0"], "nproc=0"),
+        (["run", "selftest", "--backend", "nccl"], "backend nccl"),
+        (["run", "selftest", "--set", "mode"], "malformed assignment 'mode': write KEY=VALUE"),
+        (["run", "selftest", "--set", "speed=3"], "unknown parameter speed; accepted: mode"),
+        (["run", "selftest", "--set", "steps=-2"], "steps=-2 must be at least 1"),
+        (["run", "selftest", "--env", "=1"], "malformed assignment '=1'"),
+        (["run", "selftest", "--timeout", "-3"], "must be a positive number of seconds"),
+        (["run", "selftest", "--backend", "mpi"], "invalid choice: 'mpi'"),
+        (["frobnicate"], "invalid choice: 'frobnicate'"),
+        (["course", "--only", "no-such-notebook", "--profile", "ci"], "no notebook in"),
+    ],
+)
 def test_bad_input_is_one_line_exit_2_and_launches_nothing(args, expected, tmp_path):
     if "--backend" in args and "nccl" in args:
         import torch

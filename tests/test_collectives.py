@@ -17,13 +17,13 @@ import torch
 
 from nvtutorial import launch
 from nvtutorial.chapters.ch07_collectives import exercises as exercise
-from nvtutorial.report import claims
 from nvtutorial.chapters.ch07_collectives import report
 from nvtutorial.chapters.ch07_collectives import report_compression as compression_report
-from nvtutorial.report.verdict import compare
-from nvtutorial.teach import check, ranks
 from nvtutorial.chapters.ch07_collectives import workload_density as density
 from nvtutorial.chapters.ch07_collectives.workload import ring_bytes
+from nvtutorial.report import claims
+from nvtutorial.report.verdict import compare
+from nvtutorial.teach import check, ranks
 
 WORLD = 2
 
@@ -31,8 +31,13 @@ WORLD = 2
 @pytest.fixture(scope="module")
 def pool():
     """2 gloo ranks with TORCH_DISTRIBUTED_DEBUG=DETAIL (the source's mismatched all_gather then raises)."""
-    ranks.start(nproc=WORLD, backend="gloo", timeout=240, env={"TORCH_DISTRIBUTED_DEBUG": "DETAIL",
-                                                              "OMP_NUM_THREADS": "1"}, quiet=True)
+    ranks.start(
+        nproc=WORLD,
+        backend="gloo",
+        timeout=240,
+        env={"TORCH_DISTRIBUTED_DEBUG": "DETAIL", "OMP_NUM_THREADS": "1"},
+        quiet=True,
+    )
     yield ranks
     ranks.stop()
 
@@ -60,8 +65,8 @@ def ring_cases():
     import torch.distributed as dist
 
     from nvtutorial.chapters.ch07_collectives.lessons.collectives import ring_all_reduce
-    from nvtutorial.workloads._commcount import counting
     from nvtutorial.chapters.ch07_collectives.workload import plain_group
+    from nvtutorial.workloads._commcount import counting
 
     group, out = plain_group("gloo"), []
     rank, world_size = dist.get_rank(), dist.get_world_size()
@@ -72,8 +77,16 @@ def ring_cases():
             with counting(world_size) as count:
                 returned = ring_all_reduce(mine, group=group, slices=slices)
             dist.all_reduce(ref, group=group)
-            out.append({"numel": numel, "slices": slices, "equal": bool(torch.equal(mine, ref)), "sent": count.sent,
-                        "returned": returned, "unwaited": count.unwaited})
+            out.append(
+                {
+                    "numel": numel,
+                    "slices": slices,
+                    "equal": bool(torch.equal(mine, ref)),
+                    "sent": count.sent,
+                    "returned": returned,
+                    "unwaited": count.unwaited,
+                }
+            )
     dist.destroy_process_group(group)
     return out
 
@@ -157,8 +170,10 @@ def lesson_check(module, *args):
 
 def test_the_lessons_own_checks_hold_on_the_ranks(pool):
     """What each lesson file's main() runs after init_process_group (its `check`), on 2 gloo ranks with DETAIL."""
-    assert all(r["equal"] and r["sent_bytes"] == ring_bytes(1001, 4, WORLD, i)
-               for i, r in enumerate(on_ranks(lesson_check, "collectives", 1001, 2)))
+    assert all(
+        r["equal"] and r["sent_bytes"] == ring_bytes(1001, 4, WORLD, i)
+        for i, r in enumerate(on_ranks(lesson_check, "collectives", 1001, 2))
+    )
     for found in on_ranks(lesson_check, "sparse_allreduce"):
         assert found["the source's"].startswith("failed: RuntimeError: Detected mismatch"), found
         assert found["the correct"] == "equal to all_reduce / W: True"
@@ -188,9 +203,20 @@ def test_exercise_checker_passes_the_solution_and_names_each_wrong_answer(pool):
 
 @pytest.fixture(scope="module")
 def bench(pool) -> list[dict]:
-    return on_ranks(workload_metrics, "collectives_bench",
-                    {"sizes": (4096, 65536), "slices": (1, 3), "warmup": 1, "repeats": 2, "sparse_numel": 4096,
-                     "densities": (0.01, 0.6), "case_numel": 512, "random_cases": 2})
+    return on_ranks(
+        workload_metrics,
+        "collectives_bench",
+        {
+            "sizes": (4096, 65536),
+            "slices": (1, 3),
+            "warmup": 1,
+            "repeats": 2,
+            "sparse_numel": 4096,
+            "densities": (0.01, 0.6),
+            "case_numel": 512,
+            "random_cases": 2,
+        },
+    )
 
 
 def test_c22_on_the_cpu(bench):
@@ -223,9 +249,23 @@ def test_ring_and_sparse_verdicts_on_the_cpu(bench):
 
 @pytest.fixture(scope="module")
 def hooks(plain_pool) -> list[dict]:
-    return on_ranks(workload_metrics, "compression",
-                    {"model": "tiny", "image_size": 16, "batch_size": 2, "samples": 8, "val_samples": 4, "warmup": 3,
-                     "steps": 2, "rounds": 2, "density_batches": 1, "topk_ratio": 0.01, "powersgd_rank": 1})
+    return on_ranks(
+        workload_metrics,
+        "compression",
+        {
+            "model": "tiny",
+            "image_size": 16,
+            "batch_size": 2,
+            "samples": 8,
+            "val_samples": 4,
+            "warmup": 3,
+            "steps": 2,
+            "rounds": 2,
+            "density_batches": 1,
+            "topk_ratio": 0.01,
+            "powersgd_rank": 1,
+        },
+    )
 
 
 def test_compression_workload_counts_what_each_hook_sends(hooks):
@@ -256,7 +296,8 @@ def test_compression_verdicts_come_from_compare(hooks):
     assert set(frame["step_time"]) <= {"baseline", "faster", "slower", "no change"}
     diffs = compression_report.loss_differences(hooks[0])
     assert diffs["fp16"] < 1e-2 and "identical" in compression_report.loss_statement(
-        {"hooks": [{"hook": "none", "train_loss": [1.0]}, {"hook": "x", "train_loss": [1.0]}]})
+        {"hooks": [{"hook": "none", "train_loss": [1.0]}, {"hook": "x", "train_loss": [1.0]}]}
+    )
 
 
 def test_powersgd_runs_on_cpu_ranks_that_see_a_gpu(hooks):
@@ -286,10 +327,16 @@ def test_source_function_is_the_published_code():
     from nvtutorial.chapters.ch07_collectives.lessons import sparse_allreduce
 
     text = inspect.getsource(sparse_allreduce.source_sparse_allreduce)
-    for line in ("indices = tensor.nonzero()", "values = tensor[indices]",
-                 "gathered = [torch.zeros_like(values) for _ in range(world_size)]",
-                 "torch.distributed.all_gather(gathered, values)", "stacked = torch.stack(gathered)",
-                 "mean = stacked.mean(dim=0)", "tensor.zero_()", "tensor[indices] = mean"):
+    for line in (
+        "indices = tensor.nonzero()",
+        "values = tensor[indices]",
+        "gathered = [torch.zeros_like(values) for _ in range(world_size)]",
+        "torch.distributed.all_gather(gathered, values)",
+        "stacked = torch.stack(gathered)",
+        "mean = stacked.mean(dim=0)",
+        "tensor.zero_()",
+        "tensor[indices] = mean",
+    ):
         assert line in text
 
 
@@ -326,8 +373,8 @@ def test_bad_parameters_fail_before_launch():
 
 
 def test_workload_hook_names_match_the_lesson():
-    from nvtutorial.chapters.ch07_collectives.lessons.compression import HOOKS
     from nvtutorial.chapters.ch07_collectives import workload_compression as workload
+    from nvtutorial.chapters.ch07_collectives.lessons.compression import HOOKS
 
     assert workload.HOOK_NAMES == HOOKS
     assert workload.nvlink_tx_bytes(type("Ctx", (), {"is_gpu": False})())[0] is None

@@ -23,14 +23,21 @@ ROOF = model.Roof(flops=100e12, bandwidth=2e12)
 
 def calibrated(is_gpu: bool = True, links: dict | None = None, ranks: int = 2) -> report.Calibrated:
     roofs = {"float32": model.Roof(50e12, 2e12)} | ({"bfloat16": model.Roof(500e12, 2e12)} if is_gpu else {})
-    return report.Calibrated(roofs=roofs, compute_dtype="bfloat16" if is_gpu else "float32", device_where="dev",
-                             is_gpu=is_gpu, links=links or {k: LINK for k in schema.COLLECTIVES}, link_where="pair",
-                             ranks=ranks)
+    return report.Calibrated(
+        roofs=roofs,
+        compute_dtype="bfloat16" if is_gpu else "float32",
+        device_where="dev",
+        is_gpu=is_gpu,
+        links=links or {k: LINK for k in schema.COLLECTIVES},
+        link_where="pair",
+        ranks=ranks,
+    )
 
 
 def fake_run(part_ranks: list, label: str = "CPU, gloo, 2 processes: a simulation", gpu: bool = False):
-    return types.SimpleNamespace(ranks=[dataclasses.asdict(r) for r in part_ranks], label=label,
-                                 env=types.SimpleNamespace(is_gpu=gpu))
+    return types.SimpleNamespace(
+        ranks=[dataclasses.asdict(r) for r in part_ranks], label=label, env=types.SimpleNamespace(is_gpu=gpu)
+    )
 
 
 # --------------------------------------------------------------------------------------------------- the chapter
@@ -46,9 +53,11 @@ def test_the_rank_side_imports_no_pandas_or_matplotlib():
     import subprocess
     import sys
 
-    code = ("import sys; import nvtutorial.chapters.ch10_cost_model.workload, nvtutorial.workloads; "
-            "import nvtutorial.chapters.ch10_cost_model.lessons.pipeline; "
-            "print(sorted(m for m in ('pandas', 'matplotlib') if m in sys.modules))")
+    code = (
+        "import sys; import nvtutorial.chapters.ch10_cost_model.workload, nvtutorial.workloads; "
+        "import nvtutorial.chapters.ch10_cost_model.lessons.pipeline; "
+        "print(sorted(m for m in ('pandas', 'matplotlib') if m in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
 
@@ -56,9 +65,17 @@ def test_the_rank_side_imports_no_pandas_or_matplotlib():
 # --------------------------------------------------------------------------------------------------- the model
 
 
-@pytest.mark.parametrize("kind, ranks, factor", [("all_reduce", 2, 1.0), ("all_reduce", 3, 4 / 3), ("all_reduce", 4, 1.5),
-                                                 ("all_gather", 2, 0.5), ("all_gather", 3, 2 / 3),
-                                                 ("reduce_scatter", 4, 0.75)])
+@pytest.mark.parametrize(
+    "kind, ranks, factor",
+    [
+        ("all_reduce", 2, 1.0),
+        ("all_reduce", 3, 4 / 3),
+        ("all_reduce", 4, 1.5),
+        ("all_gather", 2, 0.5),
+        ("all_gather", 3, 2 / 3),
+        ("reduce_scatter", 4, 0.75),
+    ],
+)
 def test_a_collective_costs_its_latency_and_its_bytes_at_the_bus_bandwidth(kind, ranks, factor):
     assert model.collective_time(1e9, LINK, kind, ranks) == pytest.approx(10e-6 + 1e9 * factor / 100e9)
     assert model.collective_time(0, LINK, kind, ranks) == pytest.approx(10e-6)
@@ -66,8 +83,8 @@ def test_a_collective_costs_its_latency_and_its_bytes_at_the_bus_bandwidth(kind,
 
 def test_the_roofline_takes_the_roof_hit_first():
     assert ROOF.ridge == 50
-    assert model.roofline_time(1e12, 1e9, ROOF) == pytest.approx(0.01)          # compute: 1e12 / 1e14
-    assert model.roofline_time(1e9, 1e9, ROOF) == pytest.approx(0.5e-3)         # memory: 1e9 / 2e12
+    assert model.roofline_time(1e12, 1e9, ROOF) == pytest.approx(0.01)  # compute: 1e12 / 1e14
+    assert model.roofline_time(1e9, 1e9, ROOF) == pytest.approx(0.5e-3)  # memory: 1e9 / 2e12
     # a linear layer: 4096 tokens through 2048 -> 8192 in bf16 is compute-bound; 16 tokens memory-bound
     assert model.matmul_time(4096, 2048, 8192, ROOF, 2) == pytest.approx(2 * 4096 * 2048 * 8192 / 100e12)
     assert model.matmul_time(16, 2048, 8192, ROOF, 2) == pytest.approx(2 * (16 * 2048 + 2048 * 8192 + 16 * 8192) / 2e12)
@@ -88,8 +105,10 @@ def test_forward_flops_are_the_matrix_multiplies_torch_counts_plus_half_of_atten
         net(tokens).sum().backward()
     t = tokens.numel()
     attention = 2 * t * cfg.seq_len * cfg.dim * cfg.layers  # the causal half of q·kᵀ and of the weighted sum
-    assert model.forward_flops(t, cfg.seq_len, cfg.dim, cfg.hidden, cfg.layers, cfg.vocab) - attention \
+    assert (
+        model.forward_flops(t, cfg.seq_len, cfg.dim, cfg.hidden, cfg.layers, cfg.vocab) - attention
         == forward.get_total_flops()
+    )
     assert both.get_total_flops() == 3 * forward.get_total_flops()  # backward: twice the forward's multiplies
     assert out.dtype == torch.float32
 
@@ -141,19 +160,38 @@ def test_the_speed_of_light_overlaps_compute_and_communication_perfectly():
 def test_params_refuse_bad_values_before_a_launch():
     from nvtutorial.params import ParamError
 
-    for bad in ({"collectives": ("broadcast",)}, {"problems": ("nope",)}, {"schedules": ("zb",)},
-                {"strategies": ("fsdp_offload",)}, {"repeats": 1}, {"dim": 30, "heads": 4}, {"timed": 1},
-                {"budget_bytes": -1}, {"matmul_sizes": (8,)}, {"min_bytes": 10, "max_bytes": 5}):
+    for bad in (
+        {"collectives": ("broadcast",)},
+        {"problems": ("nope",)},
+        {"schedules": ("zb",)},
+        {"strategies": ("fsdp_offload",)},
+        {"repeats": 1},
+        {"dim": 30, "heads": 4},
+        {"timed": 1},
+        {"budget_bytes": -1},
+        {"matmul_sizes": (8,)},
+        {"min_bytes": 10, "max_bytes": 5},
+    ):
         with pytest.raises(ParamError):
             schema.Params(**bad)
     assert schema.Params().config()["dim"] == 2048
 
 
 def test_typed_results_round_trip_and_name_what_is_wrong():
-    run = schema.ScheduleRun(schedule="1f1b", microbatches=2, stage=0, stages=2, blocks=(0, 1), losses=(1.0,),
-                             reference=(1.0,), grad_max_rel_diff=0.0, grad_worst="x",
-                             timelines=((schema.Event("F", 0, 0.0, 1.0),),), step_s=(1.0, 1.0),
-                             held=schema.Held(1, 1, 2))
+    run = schema.ScheduleRun(
+        schedule="1f1b",
+        microbatches=2,
+        stage=0,
+        stages=2,
+        blocks=(0, 1),
+        losses=(1.0,),
+        reference=(1.0,),
+        grad_max_rel_diff=0.0,
+        grad_worst="x",
+        timelines=((schema.Event("F", 0, 0.0, 1.0),),),
+        step_s=(1.0, 1.0),
+        held=schema.Held(1, 1, 2),
+    )
     rank = schema.PipelineRank(rank=0, world=2, device="CPU", runs=(run,))
     data = dataclasses.asdict(rank)
     assert schema.read("pipeline", data) == rank
@@ -171,11 +209,17 @@ def test_typed_results_round_trip_and_name_what_is_wrong():
 # --------------------------------------------------------------------------------------------------- calibration
 
 
-def calibration_rank(rank: int, flops: tuple[float, ...], bandwidth: tuple[float, ...], points=()) -> schema.CalibrationRank:
+def calibration_rank(
+    rank: int, flops: tuple[float, ...], bandwidth: tuple[float, ...], points=()
+) -> schema.CalibrationRank:
     return schema.CalibrationRank(
-        rank=rank, world=2, device="CPU",
+        rank=rank,
+        world=2,
+        device="CPU",
         matmul=tuple(schema.MatmulPoint(256 * (i + 1), "float32", 1.0, f) for i, f in enumerate(flops)),
-        copy=tuple(schema.CopyPoint(1 << 24, 1.0, b) for b in bandwidth), collectives=tuple(points))
+        copy=tuple(schema.CopyPoint(1 << 24, 1.0, b) for b in bandwidth),
+        collectives=tuple(points),
+    )
 
 
 def sweep(link: model.Link, kind: str, ranks: int, sizes=(1 << 10, 1 << 16, 1 << 20, 1 << 24)):
@@ -234,7 +278,9 @@ def test_the_committed_2x_h200_sweep_fits_and_predicts_that_pairs_other_runs():
     assert max(abs(r) for r in fit.residuals) == pytest.approx(0.213, abs=0.001)  # at 4 MiB
     checks = report.reference_checks(fit)
     used = checks[checks["in the median"]]
-    assert len(used) == 11 and set(checks[~checks["in the median"]]["source"]) == {"nccl-tests in place (another program)"}
+    assert len(used) == 11 and set(checks[~checks["in the median"]]["source"]) == {
+        "nccl-tests in place (another program)"
+    }
     verdict = report.reference_verdict(checks)
     assert verdict.status == "pass"
     assert verdict.numbers["median_abs_error"] == pytest.approx(0.0761, abs=0.001)
@@ -243,9 +289,16 @@ def test_the_committed_2x_h200_sweep_fits_and_predicts_that_pairs_other_runs():
     assert report.reference_verdict(checks, target=verdict.numbers["median_abs_error"]).status == "pass"
 
 
-@pytest.mark.parametrize("gpu, errors, status, median", [
-    (True, {"a": 0.2, "b": -0.2, "c": 0.0}, "pass", 0.2), (True, {"a": 0.2001, "b": -0.3, "c": 0.0}, "fail", 0.2001),
-    (True, {"a": -0.1, "b": 0.5}, "fail", 0.3), (False, {"a": 0.9, "b": -0.9}, "info", 0.9), (False, {"a": 0.01}, "info", 0.01)])
+@pytest.mark.parametrize(
+    "gpu, errors, status, median",
+    [
+        (True, {"a": 0.2, "b": -0.2, "c": 0.0}, "pass", 0.2),
+        (True, {"a": 0.2001, "b": -0.3, "c": 0.0}, "fail", 0.2001),
+        (True, {"a": -0.1, "b": 0.5}, "fail", 0.3),
+        (False, {"a": 0.9, "b": -0.9}, "info", 0.9),
+        (False, {"a": 0.01}, "info", 0.01),
+    ],
+)
 def test_the_models_error_is_judged_against_the_target_on_gpus_only(gpu, errors, status, median):
     v = report.error_verdict("k", errors, gpu, "here")
     assert v.status == status and v.numbers["median_abs_error"] == pytest.approx(median)
@@ -263,7 +316,7 @@ def test_every_answer_key_is_the_models_arithmetic_pinned():
     cal = calibrated()
     a = problems.answers(problems.PROBLEMS, P_LESSON, cal)
     t, d = 8 * 512, 2048
-    assert a["mlp_matmul"].value == pytest.approx(2 * t * d * 4 * d / 500e12 * 1e3)                        # compute
+    assert a["mlp_matmul"].value == pytest.approx(2 * t * d * 4 * d / 500e12 * 1e3)  # compute
     assert "compute-bound" in a["mlp_matmul"].working
     assert a["decode_matmul"].value == pytest.approx(2 * (16 * 8192 + 8192 * 32768 + 16 * 32768) / 2e12 * 1e3)
     assert "memory-bound" in a["decode_matmul"].working
@@ -289,9 +342,21 @@ def test_the_link_keys_say_when_alpha_and_beta_were_not_measured():
     assert "not measured" not in problems.answer("allreduce", P_LESSON, cal).working
 
 
-@pytest.mark.parametrize("ratio, status", [(1.0, "right"), (1.1499, "right"), (0.8501, "right"), (1.1501, "close"),
-                                           (0.8499, "close"), (2.0, "close"), (0.5, "close"), (2.001, "off"),
-                                           (0.4999, "off"), (10.0, "off")])
+@pytest.mark.parametrize(
+    "ratio, status",
+    [
+        (1.0, "right"),
+        (1.1499, "right"),
+        (0.8501, "right"),
+        (1.1501, "close"),
+        (0.8499, "close"),
+        (2.0, "close"),
+        (0.5, "close"),
+        (2.001, "off"),
+        (0.4999, "off"),
+        (10.0, "off"),
+    ],
+)
 def test_a_graded_answer_is_right_within_15_percent_close_within_2x_else_off(ratio, status):
     ans = problems.Answer("allreduce_small", 0.7, "ms", "w")
     v = problems.grade("allreduce_small", 0.7 * ratio, ans, "here")
@@ -306,14 +371,24 @@ def test_no_answer_and_answers_that_are_not_numbers():
             problems.grade("adam_step", bad, ans, "here")
 
 
-@pytest.mark.parametrize("key, ratio, words", [
-    ("mlp_matmul", 0.5, "one FLOP per multiply-accumulate"), ("mlp_matmul", 2.0, "counted twice"),
-    ("adam_step", 16 / 28, "only the reads"), ("adam_step", 12 / 28, "only the writes"),
-    ("adam_step", 4 / 28, "7 fp32 values"), ("train_step", 1 / 3, "forward pass only"),
-    ("train_step", 2 / 3, "twice the forward"), ("allreduce", 2.0, "1 for two ranks"),
-    ("fsdp_allgather", 2.0, "all-reduce's factor"), ("zero3_bytes", 1 / 1.374281, "as many bytes as DDP"),
-    ("train_step", 1000.0, "µs"), ("adam_step", 1e-3, "seconds"),
-    ("decode_matmul", 8.0, "bits")])
+@pytest.mark.parametrize(
+    "key, ratio, words",
+    [
+        ("mlp_matmul", 0.5, "one FLOP per multiply-accumulate"),
+        ("mlp_matmul", 2.0, "counted twice"),
+        ("adam_step", 16 / 28, "only the reads"),
+        ("adam_step", 12 / 28, "only the writes"),
+        ("adam_step", 4 / 28, "7 fp32 values"),
+        ("train_step", 1 / 3, "forward pass only"),
+        ("train_step", 2 / 3, "twice the forward"),
+        ("allreduce", 2.0, "1 for two ranks"),
+        ("fsdp_allgather", 2.0, "all-reduce's factor"),
+        ("zero3_bytes", 1 / 1.374281, "as many bytes as DDP"),
+        ("train_step", 1000.0, "µs"),
+        ("adam_step", 1e-3, "seconds"),
+        ("decode_matmul", 8.0, "bits"),
+    ],
+)
 def test_every_common_slip_is_named(key, ratio, words):
     ans = problems.answer(key, P_LESSON, calibrated())
     v = problems.grade(key, ans.value * ratio, ans, "here", P_LESSON, calibrated())
@@ -324,7 +399,9 @@ def test_the_slips_that_need_the_calibration_are_named_too():
     cal = calibrated()
     dec = problems.answer("decode_matmul", P_LESSON, cal)
     compute_ms = 2 * 16 * 8192 * 32768 / 500e12 * 1e3
-    assert "memory-bound multiply" in problems.grade("decode_matmul", compute_ms, dec, "h", P_LESSON, cal).numbers["slip"]
+    assert (
+        "memory-bound multiply" in problems.grade("decode_matmul", compute_ms, dec, "h", P_LESSON, cal).numbers["slip"]
+    )
     small = problems.answer("allreduce_small", P_LESSON, cal)
     no_alpha = small.value - 10e-3
     assert "latency" in problems.grade("allreduce_small", no_alpha, small, "h", P_LESSON, cal).numbers["slip"]
@@ -339,7 +416,9 @@ def test_the_slips_that_need_the_calibration_are_named_too():
 def test_the_table_the_errors_and_the_recorded_bytes():
     ans = {"a": problems.Answer("a", 2.0, "ms", "w"), "b": problems.Answer("b", 1.0, "×", "w")}
     table = problems.problem_table(ans, {"a": 4.0}, {"a": 3.0})
-    assert table.loc["a", "model error"] == pytest.approx(-0.5) and table.loc["a", "yours vs run"] == pytest.approx(-0.25)
+    assert table.loc["a", "model error"] == pytest.approx(-0.5) and table.loc["a", "yours vs run"] == pytest.approx(
+        -0.25
+    )
     assert math.isnan(table.loc["b", "model error"])
     assert problems.model_errors(ans, {"a": 4.0}, ["a", "b"]) == {"a": pytest.approx(-0.5)}
     m = schema.Measured("train_step", 0.25, "s")
@@ -353,7 +432,7 @@ def test_the_table_the_errors_and_the_recorded_bytes():
 def test_the_link_problems_are_checked_against_the_committed_2x_h200_runs():
     cal = report.with_reference_link(calibrated())
     table = problems.reference_link_table(P_LESSON, cal)
-    assert table.loc["allreduce", "committed run"] == pytest.approx(0.2522128)   # notebook 02's 64 MiB
+    assert table.loc["allreduce", "committed run"] == pytest.approx(0.2522128)  # notebook 02's 64 MiB
     assert table.loc["allreduce", "model error"] == pytest.approx(-0.0692, abs=1e-3)
     assert table.loc["allreduce_small", "committed run"] == pytest.approx(0.0476)  # the torch fixture's 1 MiB
     assert table.loc["allreduce_small", "model error"] == pytest.approx(-0.1775, abs=1e-3)
@@ -366,10 +445,20 @@ def test_the_link_problems_are_checked_against_the_committed_2x_h200_runs():
 
 
 def schedule_run(schedule, stage, timelines, losses=(5.0, 4.9), reference=(5.0, 4.9), grad=1e-7, m=4, stages=2):
-    return schema.ScheduleRun(schedule=schedule, microbatches=m, stage=stage, stages=stages, blocks=(2 * stage, 2 * stage + 2),
-                              losses=tuple(losses), reference=tuple(reference), grad_max_rel_diff=grad, grad_worst="w",
-                              timelines=tuple(tuple(t) for t in timelines), step_s=(1.0, 1.0),
-                              held=schema.Held(100, 100, 200))
+    return schema.ScheduleRun(
+        schedule=schedule,
+        microbatches=m,
+        stage=stage,
+        stages=stages,
+        blocks=(2 * stage, 2 * stage + 2),
+        losses=tuple(losses),
+        reference=tuple(reference),
+        grad_max_rel_diff=grad,
+        grad_worst="w",
+        timelines=tuple(tuple(t) for t in timelines),
+        step_s=(1.0, 1.0),
+        held=schema.Held(100, 100, 200),
+    )
 
 
 def gpipe_timeline(stage: int, m: int = 4, f: float = 1.0, b: float = 2.0) -> list[schema.Event]:
@@ -384,7 +473,11 @@ def gpipe_timeline(stage: int, m: int = 4, f: float = 1.0, b: float = 2.0) -> li
 
 def one_f_one_b_timeline(stage: int) -> list[schema.Event]:
     """Stage 0 of 2 runs F0 F1 B0 F2 B1 F3 B2 B3; stage 1 alternates F B (times need not be ideal here)."""
-    order = ["F0", "F1", "B0", "F2", "B1", "F3", "B2", "B3"] if stage == 0 else ["F0", "B0", "F1", "B1", "F2", "B2", "F3", "B3"]
+    order = (
+        ["F0", "F1", "B0", "F2", "B1", "F3", "B2", "B3"]
+        if stage == 0
+        else ["F0", "B0", "F1", "B1", "F2", "B2", "F3", "B3"]
+    )
     return [schema.Event(x[0], int(x[1]), float(i), float(i) + 0.9) for i, x in enumerate(order)]
 
 
@@ -409,22 +502,42 @@ def test_micro_batches_in_flight_are_counted_from_the_timeline():
     assert report.peak_in_flight(gpipe_timeline(0)) == 4
     assert report.peak_in_flight(one_f_one_b_timeline(0)) == 2
     assert report.peak_in_flight(one_f_one_b_timeline(1)) == 1
-    good = pipeline_result([[schedule_run("gpipe", 0, [gpipe_timeline(0)]), schedule_run("1f1b", 0, [one_f_one_b_timeline(0)])],
-                            [schedule_run("gpipe", 1, [gpipe_timeline(1)]), schedule_run("1f1b", 1, [one_f_one_b_timeline(1)])]])
+    good = pipeline_result(
+        [
+            [schedule_run("gpipe", 0, [gpipe_timeline(0)]), schedule_run("1f1b", 0, [one_f_one_b_timeline(0)])],
+            [schedule_run("gpipe", 1, [gpipe_timeline(1)]), schedule_run("1f1b", 1, [one_f_one_b_timeline(1)])],
+        ]
+    )
     v = report.in_flight_verdict(good)
-    assert v.status == "pass" and v.numbers["counted"] == {"gpipe stage 0": 4, "gpipe stage 1": 4, "1f1b stage 0": 2,
-                                                            "1f1b stage 1": 1}
+    assert v.status == "pass" and v.numbers["counted"] == {
+        "gpipe stage 0": 4,
+        "gpipe stage 1": 4,
+        "1f1b stage 0": 2,
+        "1f1b stage 1": 1,
+    }
     # a "1F1B" that ran like GPipe keeps all four micro-batches: caught
-    bad = pipeline_result([[schedule_run("1f1b", 0, [gpipe_timeline(0)])], [schedule_run("1f1b", 1, [one_f_one_b_timeline(1)])]])
+    bad = pipeline_result(
+        [[schedule_run("1f1b", 0, [gpipe_timeline(0)])], [schedule_run("1f1b", 1, [one_f_one_b_timeline(1)])]]
+    )
     assert report.in_flight_verdict(bad).status == "fail"
 
 
-@pytest.mark.parametrize("losses, grad, loss_status, grad_status", [
-    ((5.0, 4.9), 1e-7, "pass", "pass"), ((5.0, 4.9 + 1e-4), 1e-5, "pass", "pass"),
-    ((5.0, 4.9 + 1.01e-4), 1.01e-5, "fail", "fail"), ((5.0, 4.9), 3.0, "pass", "fail")])
+@pytest.mark.parametrize(
+    "losses, grad, loss_status, grad_status",
+    [
+        ((5.0, 4.9), 1e-7, "pass", "pass"),
+        ((5.0, 4.9 + 1e-4), 1e-5, "pass", "pass"),
+        ((5.0, 4.9 + 1.01e-4), 1.01e-5, "fail", "fail"),
+        ((5.0, 4.9), 3.0, "pass", "fail"),
+    ],
+)
 def test_the_pipeline_is_checked_against_one_process_at_its_tolerances(losses, grad, loss_status, grad_status):
-    result = pipeline_result([[schedule_run("gpipe", 0, [gpipe_timeline(0)], losses=losses, grad=grad)],
-                              [schedule_run("gpipe", 1, [gpipe_timeline(1)], losses=losses)]])
+    result = pipeline_result(
+        [
+            [schedule_run("gpipe", 0, [gpipe_timeline(0)], losses=losses, grad=grad)],
+            [schedule_run("gpipe", 1, [gpipe_timeline(1)], losses=losses)],
+        ]
+    )
     assert report.pipeline_loss_verdict(result, 1e-4).status == loss_status
     assert report.pipeline_gradient_verdict(result, 1e-5).status == grad_status
 
@@ -450,7 +563,9 @@ def test_a_stages_memory_is_its_state_and_the_micro_batches_it_holds():
     tokens = 4 * 64
     assert last["activations"] == 2 * block_activations(micro, "ddp") + 4 * tokens * (2 * 128 + 2 + 256)
     assert last["transient"] == 2 * 4 * tokens * 256
-    result = pipeline_result([[schedule_run("1f1b", 0, [one_f_one_b_timeline(0)])], [schedule_run("1f1b", 1, [one_f_one_b_timeline(1)])]])
+    result = pipeline_result(
+        [[schedule_run("1f1b", 0, [one_f_one_b_timeline(0)])], [schedule_run("1f1b", 1, [one_f_one_b_timeline(1)])]]
+    )
     table = report.stage_memory_table(result, s)
     assert table.loc[("1f1b", 0), "held at once"] == 2
     assert table.loc[("1f1b", 0), "activations (model)"] == pytest.approx(2 * first["activations"] / 1e6)
@@ -459,8 +574,9 @@ def test_a_stages_memory_is_its_state_and_the_micro_batches_it_holds():
 # --------------------------------------------------------------------------------------------------- the capstone
 
 
-TASK = problems.Task.from_sizes({"vocab": 256, "seq_len": 64, "dim": 128, "heads": 4, "layers": 4, "mlp_ratio": 4,
-                                 "global_batch": 8}, 15e6, 4)
+TASK = problems.Task.from_sizes(
+    {"vocab": 256, "seq_len": 64, "dim": 128, "heads": 4, "layers": 4, "mlp_ratio": 4, "global_batch": 8}, 15e6, 4
+)
 
 
 def test_the_capstone_task_leaves_a_choice_the_memory_model_makes():
@@ -514,19 +630,31 @@ def test_the_strategies_step_model_and_speed_of_light():
 
 
 def strategy_run(strategy, ok=True, losses=(5.0, 4.9), grad=1e-7, step=(0.2, 0.2), peak=None):
-    return schema.StrategyRun(strategy=strategy, ok=ok, error=None if ok else "OutOfMemoryError: CUDA out of memory",
-                              losses=losses if ok else (), reference=(5.0, 4.9), grad_max_rel_diff=grad if ok else None,
-                              step_s=step if ok else (), sent_per_step=1.0, held=schema.Held(1, 1, 2) if ok else None,
-                              peak_allocated=peak)
+    return schema.StrategyRun(
+        strategy=strategy,
+        ok=ok,
+        error=None if ok else "OutOfMemoryError: CUDA out of memory",
+        losses=losses if ok else (),
+        reference=(5.0, 4.9),
+        grad_max_rel_diff=grad if ok else None,
+        step_s=step if ok else (),
+        sent_per_step=1.0,
+        held=schema.Held(1, 1, 2) if ok else None,
+        peak_allocated=peak,
+    )
 
 
 def capstone_result(runs, gpu=False):
-    ranks = [schema.CapstoneRank(rank=r, world=2, device="CPU", budget_bytes=0, runs=(run,)) for r, run in enumerate(runs)]
+    ranks = [
+        schema.CapstoneRank(rank=r, world=2, device="CPU", budget_bytes=0, runs=(run,)) for r, run in enumerate(runs)
+    ]
     return fake_run(ranks, gpu=gpu)
 
 
 def test_the_capstone_is_scored_only_when_correct_and_within_the_budget():
-    good = capstone_result([strategy_run("pipeline_1f1b", step=(0.2, 0.3)), strategy_run("pipeline_1f1b", step=(0.25, 0.1))])
+    good = capstone_result(
+        [strategy_run("pipeline_1f1b", step=(0.2, 0.3)), strategy_run("pipeline_1f1b", step=(0.25, 0.1))]
+    )
     correct = report.capstone_correct(good, "pipeline_1f1b", 1e-4, 1e-5)
     fits = problems.fit_verdict(good, TASK, "pipeline_1f1b")
     assert correct.status == "pass" and fits.status == "pass" and "memory model" in fits.text
@@ -544,7 +672,10 @@ def test_the_capstone_is_scored_only_when_correct_and_within_the_budget():
     oom = capstone_result([strategy_run("ddp", ok=False)] * 2)
     assert report.capstone_correct(oom, "ddp", 1e-4, 1e-5).status == "fail"
     assert problems.fit_verdict(oom, TASK, "ddp").status == "fail"
-    assert report.score_verdict(oom, "ddp", 0.1, report.capstone_correct(oom, "ddp", 1e-4, 1e-5), over).numbers["score"] is None
+    assert (
+        report.score_verdict(oom, "ddp", 0.1, report.capstone_correct(oom, "ddp", 1e-4, 1e-5), over).numbers["score"]
+        is None
+    )
 
 
 def test_on_a_gpu_the_measured_peak_judges_the_fit():
@@ -555,17 +686,24 @@ def test_on_a_gpu_the_measured_peak_judges_the_fit():
 
 
 def test_the_capstone_record_is_written_under_the_machines_name(tmp_path):
-    path = ch.lab.save_capstone({"machine": "2× NVIDIA H200 · NV18", "strategy": "pipeline_1f1b", "score": 0.5}, tmp_path)
+    path = ch.lab.save_capstone(
+        {"machine": "2× NVIDIA H200 · NV18", "strategy": "pipeline_1f1b", "score": 0.5}, tmp_path
+    )
     assert path.name == "2-nvidia-h200-nv18-pipeline_1f1b.json" and path.read_text().count("0.5")
 
 
 # --------------------------------------------------------------------------------------------------- the lab, the plots, the exercise
 
 
-@pytest.mark.parametrize("gpus, device, pair, shared", [(0, (2, "gloo"), (2, "gloo"), True),
-                                                         (1, (1, "nccl"), (2, "gloo"), False),
-                                                         (2, (2, "nccl"), (2, "nccl"), True),
-                                                         (8, (2, "nccl"), (2, "nccl"), True)])
+@pytest.mark.parametrize(
+    "gpus, device, pair, shared",
+    [
+        (0, (2, "gloo"), (2, "gloo"), True),
+        (1, (1, "nccl"), (2, "gloo"), False),
+        (2, (2, "nccl"), (2, "nccl"), True),
+        (8, (2, "nccl"), (2, "nccl"), True),
+    ],
+)
 def test_the_plan_for_each_machine(gpus, device, pair, shared):
     p = ch.lab.plan(gpus)
     assert (p.device.nproc, p.device.backend) == device and (p.pair.nproc, p.pair.backend) == pair
@@ -578,12 +716,17 @@ def test_every_figure_says_where_it_was_measured():
     matplotlib.use("Agg")
     cal = calibrated()
     fit = report.reference_fit()
-    figures = [ch.plots.roofline(cal, [("x", 1e9, 1e6, 1e-3)])[0],
-               ch.plots.link_fit({"all_reduce": fit}, report.reference_checks(fit))[0],
-               ch.plots.errors(problems.problem_table({"a": problems.Answer("a", 2.0, "ms", "w")}, {"a": 4.0}, {}), "here")[0],
-               ch.plots.timelines(pipeline_result([[schedule_run("gpipe", 0, [gpipe_timeline(0)])],
-                                                   [schedule_run("gpipe", 1, [gpipe_timeline(1)])]]))[0],
-               ch.plots.scores([{"strategy": "ddp", "ideal_s": 0.1, "measured_s": 0.2}], "here")[0]]
+    figures = [
+        ch.plots.roofline(cal, [("x", 1e9, 1e6, 1e-3)])[0],
+        ch.plots.link_fit({"all_reduce": fit}, report.reference_checks(fit))[0],
+        ch.plots.errors(problems.problem_table({"a": problems.Answer("a", 2.0, "ms", "w")}, {"a": 4.0}, {}), "here")[0],
+        ch.plots.timelines(
+            pipeline_result(
+                [[schedule_run("gpipe", 0, [gpipe_timeline(0)])], [schedule_run("gpipe", 1, [gpipe_timeline(1)])]]
+            )
+        )[0],
+        ch.plots.scores([{"strategy": "ddp", "ideal_s": 0.1, "measured_s": 0.2}], "here")[0],
+    ]
     for fig in figures:
         assert any(t.get_text().startswith("measured on: ") for t in fig.texts)
 
@@ -613,9 +756,25 @@ def test_the_exercise_passes_its_solution_and_names_every_wrong_answer():
 def test_the_pipeline_trains_what_one_process_trains_on_two_stages(runs_dir):
     import nvtutorial
 
-    result = nvtutorial.run("costmodel", nproc=2, backend="gloo", timeout=300, output="none", params={
-        "part": "pipeline", "vocab": 64, "seq_len": 16, "dim": 32, "heads": 4, "layers": 4, "global_batch": 8,
-        "microbatches": 4, "steps": 2, "timed": 2})
+    result = nvtutorial.run(
+        "costmodel",
+        nproc=2,
+        backend="gloo",
+        timeout=300,
+        output="none",
+        params={
+            "part": "pipeline",
+            "vocab": 64,
+            "seq_len": 16,
+            "dim": 32,
+            "heads": 4,
+            "layers": 4,
+            "global_batch": 8,
+            "microbatches": 4,
+            "steps": 2,
+            "timed": 2,
+        },
+    )
     assert report.pipeline_loss_verdict(result, 1e-4).status == "pass"
     assert report.pipeline_gradient_verdict(result, 1e-5).status == "pass"
     assert report.in_flight_verdict(result).status == "pass"
@@ -626,7 +785,8 @@ def test_the_pipeline_trains_what_one_process_trains_on_two_stages(runs_dir):
         for r in stages:  # every micro-batch once forward and once backward in every timed step, in time order
             for timeline in r.timelines:
                 assert sorted((e.kind, e.microbatch) for e in timeline) == sorted(
-                    [("F", i) for i in range(4)] + [("B", i) for i in range(4)])
+                    [("F", i) for i in range(4)] + [("B", i) for i in range(4)]
+                )
                 assert all(e.end >= e.start >= 0 for e in timeline)
         # the stages' model state adds up to the whole model's (16 B per parameter + Adam's step counters)
         state = sum(r.held.params for r in stages)
@@ -641,30 +801,82 @@ def test_the_pipeline_on_two_gpus_with_nccl(runs_dir):
     """The same lesson on two GPUs: NCCL's point-to-point messages, CUDA events on the timelines, a peak per stage."""
     import nvtutorial
 
-    result = nvtutorial.run("costmodel", nproc=2, backend="nccl", timeout=300, output="none", params={
-        "part": "pipeline", "vocab": 256, "seq_len": 64, "dim": 256, "heads": 4, "layers": 4, "global_batch": 8,
-        "microbatches": 4, "steps": 2, "timed": 2})
+    result = nvtutorial.run(
+        "costmodel",
+        nproc=2,
+        backend="nccl",
+        timeout=300,
+        output="none",
+        params={
+            "part": "pipeline",
+            "vocab": 256,
+            "seq_len": 64,
+            "dim": 256,
+            "heads": 4,
+            "layers": 4,
+            "global_batch": 8,
+            "microbatches": 4,
+            "steps": 2,
+            "timed": 2,
+        },
+    )
     assert result.env.is_gpu
     assert report.pipeline_loss_verdict(result, 1e-4).status == "pass"
     assert report.pipeline_gradient_verdict(result, 1e-4).status == "pass"
     assert report.in_flight_verdict(result).status == "pass"
-    assert all(r.peak_allocated and r.peak_allocated > 0 for runs in report.schedule_runs(result).values() for r in runs)
+    assert all(
+        r.peak_allocated and r.peak_allocated > 0 for runs in report.schedule_runs(result).values() for r in runs
+    )
 
 
 def test_the_pipeline_on_three_stages_and_the_calibration_on_three_ranks(runs_dir):
     import nvtutorial
 
-    result = nvtutorial.run("costmodel", nproc=3, backend="gloo", timeout=300, output="none", allow_oversubscribe=True,
-                            params={"part": "pipeline", "vocab": 64, "seq_len": 16, "dim": 32, "heads": 4, "layers": 4,
-                                    "global_batch": 6, "microbatches": 3, "schedules": "1f1b", "steps": 2, "timed": 2})
+    result = nvtutorial.run(
+        "costmodel",
+        nproc=3,
+        backend="gloo",
+        timeout=300,
+        output="none",
+        allow_oversubscribe=True,
+        params={
+            "part": "pipeline",
+            "vocab": 64,
+            "seq_len": 16,
+            "dim": 32,
+            "heads": 4,
+            "layers": 4,
+            "global_batch": 6,
+            "microbatches": 3,
+            "schedules": "1f1b",
+            "steps": 2,
+            "timed": 2,
+        },
+    )
     assert report.pipeline_loss_verdict(result, 1e-4).status == "pass"
     assert report.pipeline_gradient_verdict(result, 1e-5).status == "pass"
     v = report.in_flight_verdict(result)
     assert v.status == "pass" and v.numbers["counted"] == {"1f1b stage 0": 3, "1f1b stage 1": 2, "1f1b stage 2": 1}
     assert [r.blocks for r in report.schedule_runs(result)["1f1b"]] == [(0, 2), (2, 3), (3, 4)]
-    cal = nvtutorial.run("costmodel", nproc=3, backend="gloo", timeout=300, output="none", allow_oversubscribe=True,
-                         params={"part": "calibrate", "matmul_sizes": "64", "copy_bytes": "1048576", "min_bytes": 1024,
-                                 "max_bytes": 65536, "factor": 8, "repeats": 2, "iters": 2, "target_s": 0.001})
+    cal = nvtutorial.run(
+        "costmodel",
+        nproc=3,
+        backend="gloo",
+        timeout=300,
+        output="none",
+        allow_oversubscribe=True,
+        params={
+            "part": "calibrate",
+            "matmul_sizes": "64",
+            "copy_bytes": "1048576",
+            "min_bytes": 1024,
+            "max_bytes": 65536,
+            "factor": 8,
+            "repeats": 2,
+            "iters": 2,
+            "target_s": 0.001,
+        },
+    )
     ranks = report.ranks(cal, "calibrate")
     assert [r.world for r in ranks] == [3, 3, 3]
     points = ranks[0].collectives

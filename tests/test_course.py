@@ -48,9 +48,12 @@ def test_the_course_summary_counts_it_failed(tmp_path):
     """Through papermill, as ``make course`` runs it: every cell runs, one displays a failed check."""
     nb = nbformat.v4.new_notebook()
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    nb.cells = [nbformat.v4.new_code_cell('profile = "ci"', metadata={"tags": ["parameters"]}),
-                nbformat.v4.new_code_cell("from nvtutorial.report.verdict import Verdict\n"
-                                          "Verdict('resume', 'fail', 'the checkpoint lost state')")]
+    nb.cells = [
+        nbformat.v4.new_code_cell('profile = "ci"', metadata={"tags": ["parameters"]}),
+        nbformat.v4.new_code_cell(
+            "from nvtutorial.report.verdict import Verdict\nVerdict('resume', 'fail', 'the checkpoint lost state')"
+        ),
+    ]
     (tmp_path / "in").mkdir()
     nbformat.write(nb, tmp_path / "in" / "checks.ipynb")
     nbformat.write(nbformat.v4.new_notebook(cells=nb.cells[:1], metadata=nb.metadata), tmp_path / "in" / "plain.ipynb")

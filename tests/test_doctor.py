@@ -8,8 +8,8 @@ import json
 import pytest
 
 from nvtutorial import cli
-from nvtutorial.machine import doctor
 from nvtutorial.chapters.ch02_environment import report as envreport
+from nvtutorial.machine import doctor
 
 
 @pytest.fixture
@@ -53,18 +53,27 @@ def test_driver_older_than_runtime(healthy):
 
 
 def test_cpu_only_torch(healthy):
-    cpu = {"torch": "2.13.0+cpu", "torch_cuda": None, "nccl": None, "nccl_available": False, "cudnn": None,
-           "cuda_available": False}
+    cpu = {
+        "torch": "2.13.0+cpu",
+        "torch_cuda": None,
+        "nccl": None,
+        "nccl_available": False,
+        "cudnn": None,
+        "cuda_available": False,
+    }
     on_gpu_machine = doctor.run_checks(dataclasses.replace(healthy, **cpu))
     assert [c.name for c in failing(on_gpu_machine)] == ["torch build"]
-    laptop = dataclasses.replace(healthy, **cpu, driver=None, driver_cuda=None, gpus=(), gpus_total=0, nvlinks_01=0,
-                                 p2p_01=None, nccl_env={})
+    laptop = dataclasses.replace(
+        healthy, **cpu, driver=None, driver_cuda=None, gpus=(), gpus_total=0, nvlinks_01=0, p2p_01=None, nccl_env={}
+    )
     checks = doctor.run_checks(laptop)
     assert doctor.healthy(checks) and statuses(checks)["GPUs"] == "warn"
 
 
 def test_missing_torch_fails(healthy):
-    checks = doctor.run_checks(dataclasses.replace(healthy, torch=None, torch_error="ModuleNotFoundError: No module named 'torch'"))
+    checks = doctor.run_checks(
+        dataclasses.replace(healthy, torch=None, torch_error="ModuleNotFoundError: No module named 'torch'")
+    )
     assert [c.name for c in failing(checks)] == ["torch"]
 
 
@@ -73,28 +82,31 @@ def test_cuda_not_usable_although_gpus_are_there(healthy):
     assert check.status == "fail" and check.detail == "driver too old"
 
 
-@pytest.mark.parametrize("env, nvlinks, name, status", [
-    ({"NCCL_P2P_DISABLE": "1"}, 18, "NCCL_P2P_DISABLE=1", "fail"),
-    ({"NCCL_P2P_DISABLE": "1"}, 0, "NCCL_P2P_DISABLE=1", "warn"),
-    ({"NCCL_P2P_DISABLE": "0"}, 18, "NCCL_P2P_DISABLE=0", "ok"),
-    ({"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1"}, 0, "NCCL_P2P_DISABLE=1", "fail"),
-    ({"NCCL_SHM_DISABLE": "1"}, 18, "NCCL_SHM_DISABLE=1", "ok"),
-    ({"NCCL_P2P_LEVEL": "LOC"}, 18, "NCCL_P2P_LEVEL=LOC", "fail"),
-    ({"NCCL_P2P_LEVEL": "NVL"}, 18, "NCCL_P2P_LEVEL=NVL", "ok"),
-    ({"NCCL_IB_DISABLE": "1"}, 18, "NCCL_IB_DISABLE=1", "ok"),
-    ({"NCCL_NET_GDR_LEVEL": "3"}, 18, "NCCL_NET_GDR_LEVEL=3", "ok"),
-    ({"NCCL_DEBUG": "INFO"}, 18, "NCCL_DEBUG=INFO", "warn"),
-    ({"NCCL_DEBUG": "WARN"}, 18, "NCCL_DEBUG=WARN", "ok"),
-    ({"NCCL_ALGO": "Tree"}, 18, "NCCL_ALGO=Tree", "warn"),
-    ({"NCCL_NVLS_ENABLE": "1"}, 18, "NCCL_NVLS_ENABLE=1", "ok"),  # NCCL never sets NVLS up for 2 GPUs
-    ({"NCCL_VERSION": "2.28.3-1"}, 18, "NCCL_VERSION=2.28.3-1", "ok"),  # set on purpose by NVIDIA's images
-    ({"NCCL_HOSTID": "node1"}, 18, "NCCL_HOSTID=node1", "warn"),  # read, undocumented: two GPUs would see two hosts
-    ({"NCCL_P2P_DISABLED": "1"}, 18, "NCCL_P2P_DISABLED=1", "warn"),  # a typo NCCL would ignore
-    ({"NCCL_ASYNC_ERROR_HANDLING": "1"}, 18, "NCCL_ASYNC_ERROR_HANDLING=1", "warn"),
-    ({"NCCL_SOCKET_IFNAME": "eth"}, 18, "NCCL_SOCKET_IFNAME=eth", "ok"),
-    ({"NCCL_SOCKET_IFNAME": "=eth"}, 18, "NCCL_SOCKET_IFNAME==eth", "fail"),
-    ({"NCCL_SOCKET_IFNAME": "^docker,lo"}, 18, "NCCL_SOCKET_IFNAME=^docker,lo", "ok"),
-])
+@pytest.mark.parametrize(
+    "env, nvlinks, name, status",
+    [
+        ({"NCCL_P2P_DISABLE": "1"}, 18, "NCCL_P2P_DISABLE=1", "fail"),
+        ({"NCCL_P2P_DISABLE": "1"}, 0, "NCCL_P2P_DISABLE=1", "warn"),
+        ({"NCCL_P2P_DISABLE": "0"}, 18, "NCCL_P2P_DISABLE=0", "ok"),
+        ({"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1"}, 0, "NCCL_P2P_DISABLE=1", "fail"),
+        ({"NCCL_SHM_DISABLE": "1"}, 18, "NCCL_SHM_DISABLE=1", "ok"),
+        ({"NCCL_P2P_LEVEL": "LOC"}, 18, "NCCL_P2P_LEVEL=LOC", "fail"),
+        ({"NCCL_P2P_LEVEL": "NVL"}, 18, "NCCL_P2P_LEVEL=NVL", "ok"),
+        ({"NCCL_IB_DISABLE": "1"}, 18, "NCCL_IB_DISABLE=1", "ok"),
+        ({"NCCL_NET_GDR_LEVEL": "3"}, 18, "NCCL_NET_GDR_LEVEL=3", "ok"),
+        ({"NCCL_DEBUG": "INFO"}, 18, "NCCL_DEBUG=INFO", "warn"),
+        ({"NCCL_DEBUG": "WARN"}, 18, "NCCL_DEBUG=WARN", "ok"),
+        ({"NCCL_ALGO": "Tree"}, 18, "NCCL_ALGO=Tree", "warn"),
+        ({"NCCL_NVLS_ENABLE": "1"}, 18, "NCCL_NVLS_ENABLE=1", "ok"),  # NCCL never sets NVLS up for 2 GPUs
+        ({"NCCL_VERSION": "2.28.3-1"}, 18, "NCCL_VERSION=2.28.3-1", "ok"),  # set on purpose by NVIDIA's images
+        ({"NCCL_HOSTID": "node1"}, 18, "NCCL_HOSTID=node1", "warn"),  # read, undocumented: two GPUs would see two hosts
+        ({"NCCL_P2P_DISABLED": "1"}, 18, "NCCL_P2P_DISABLED=1", "warn"),  # a typo NCCL would ignore
+        ({"NCCL_ASYNC_ERROR_HANDLING": "1"}, 18, "NCCL_ASYNC_ERROR_HANDLING=1", "warn"),
+        ({"NCCL_SOCKET_IFNAME": "eth"}, 18, "NCCL_SOCKET_IFNAME=eth", "ok"),
+        ({"NCCL_SOCKET_IFNAME": "=eth"}, 18, "NCCL_SOCKET_IFNAME==eth", "fail"),
+        ({"NCCL_SOCKET_IFNAME": "^docker,lo"}, 18, "NCCL_SOCKET_IFNAME=^docker,lo", "ok"),
+    ],
+)
 def test_nccl_variables(env, nvlinks, name, status, healthy):
     facts = dataclasses.replace(healthy, nvlinks_01=nvlinks, nccl_env=env)
     assert statuses(doctor.run_checks(facts))[name] == status
@@ -118,8 +130,13 @@ def test_wheel_indexes_exist_for_the_torch_they_are_suggested_for(healthy):
     """Finding 10: the doctor once suggested cu122 (no such index) and cu117 (no current torch)."""
     for release, cudas in doctor.TORCH_WHEEL_INDEXES.items():
         torch_version = f"{release[0]}.{release[1]}.0+cu130"
-        for driver_cuda, want in [("13.2", cudas[-1]), ("13.0", "13.0"), ("12.8", "12.8" if "12.8" in cudas else "12.6"),
-                                  ("12.6", "12.6"), ("12.2", "12.6")]:
+        for driver_cuda, want in [
+            ("13.2", cudas[-1]),
+            ("13.0", "13.0"),
+            ("12.8", "12.8" if "12.8" in cudas else "12.6"),
+            ("12.6", "12.6"),
+            ("12.2", "12.6"),
+        ]:
             index, compat = doctor.wheel_index(driver_cuda, torch_version)
             assert index == f"cu{want.replace('.', '')}" and index[2:] in {c.replace(".", "") for c in cudas}
             assert compat == (driver_cuda == "12.2")  # 12.6 on a 12.2 driver: minor-version compatibility
@@ -136,7 +153,11 @@ def test_wheel_indexes_exist_for_the_torch_they_are_suggested_for(healthy):
 
 def test_claims(healthy):
     c4 = envreport.claim_c4(healthy)
-    assert c4.key == "C4" and c4.status == "wrong" and c4.numbers == {"here": "ok", "driver_515": "fail", "torch_cuda": "13.0"}
+    assert (
+        c4.key == "C4"
+        and c4.status == "wrong"
+        and c4.numbers == {"here": "ok", "driver_515": "fail", "torch_cuda": "13.0"}
+    )
     c6 = envreport.claim_c6(healthy)
     assert c6.status == "unverifiable" and c6.numbers["nccl"] == "2.28.9"
     assert envreport.claim_minimums(healthy).status == "pass"
@@ -148,15 +169,21 @@ def test_claims(healthy):
 
 
 def test_troubleshooting_rows(healthy):
-    gpu = envreport.troubleshooting(healthy, runtime_nccl="2.28.9+cuda13.0", is_gpu=True, p2p_ratio=11.9, topo_code="NV18")
-    assert [v.key for v in gpu] == ["troubleshooting: NCCL error", "troubleshooting: out of memory",
-                                    "troubleshooting: no speed-up"]
+    gpu = envreport.troubleshooting(
+        healthy, runtime_nccl="2.28.9+cuda13.0", is_gpu=True, p2p_ratio=11.9, topo_code="NV18"
+    )
+    assert [v.key for v in gpu] == [
+        "troubleshooting: NCCL error",
+        "troubleshooting: out of memory",
+        "troubleshooting: no speed-up",
+    ]
     assert [v.status for v in gpu] == ["partly", "partly", "partly"]
     assert gpu[2].numbers["p2p_ratio"] == 11.9
     other = envreport.troubleshooting(healthy, runtime_nccl="2.21.5", is_gpu=True, p2p_ratio=1.1, topo_code="PHB")
     assert other[0].status == "holds" and other[2].status == "info"  # another NCCL loaded; P2P off changed little
-    cpu = envreport.troubleshooting(healthy, runtime_nccl=None, is_gpu=False, p2p_ratio=None, topo_code=None,
-                                    reference_ratio=11.9)
+    cpu = envreport.troubleshooting(
+        healthy, runtime_nccl=None, is_gpu=False, p2p_ratio=None, topo_code=None, reference_ratio=11.9
+    )
     assert cpu[2].numbers["reference_ratio"] == 11.9 and cpu[2].numbers["p2p_ratio"] is None
 
 
@@ -187,8 +214,10 @@ def test_collect_on_this_machine_without_initialising_cuda():
 
 def test_p2p_is_ok_when_nvml_cannot_read_one_capability():
     """On the reference VM NVML answers the read capability with an error but write and NVLink with OK."""
-    assert doctor._p2p_summary({"read": "no answer from NVML", "write": "OK", "nvlink": "OK", "atomics": "OK"}) == \
-        "OK (write, nvlink, atomics)"
+    assert (
+        doctor._p2p_summary({"read": "no answer from NVML", "write": "OK", "nvlink": "OK", "atomics": "OK"})
+        == "OK (write, nvlink, atomics)"
+    )
     assert doctor._p2p_summary({"read": "not supported", "write": "not supported"}) == "not supported"
     assert doctor._p2p_summary(None) is None
 

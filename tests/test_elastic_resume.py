@@ -23,8 +23,14 @@ ROOT = Path(__file__).resolve().parent.parent
 def outcomes(tmp_path_factory):
     out = tmp_path_factory.mktemp("resume")
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
-    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
-                           __file__, str(out)], capture_output=True, text=True, timeout=300, env=env, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", __file__, str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return [json.loads((out / f"rank{rank}.json").read_text()) for rank in (0, 1)]
 

@@ -32,8 +32,15 @@ import pytest
 import nvtutorial
 from nvtutorial import cli, guards, launch
 from nvtutorial.launch import runner
-
-from tests.launch_helpers import SUBJECT, assert_files_whole, assert_no_process, in_position, processes_of, read, wait_for
+from tests.launch_helpers import (
+    SUBJECT,
+    assert_files_whole,
+    assert_no_process,
+    in_position,
+    processes_of,
+    read,
+    wait_for,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 REPORT = REPO / "build" / "fault-campaign.json"
@@ -78,8 +85,14 @@ def test_rank_killed_with_sigkill(runs_dir):
     assert returned - (err.result.run_dir / "rank1.log").stat().st_mtime < AFTER_FAULT_S
     assert json.loads((err.result.run_dir / "result.json").read_text())["error"]["type"] == "SIGKILL"
     ended_cleanly(err.result.run_dir)
-    record("sigkill", "a rank killed with SIGKILL (as the out-of-memory killer does)", "subject.py kill",
-           "RunFailed, exit 1", f"`{sees} …)`, then its last log lines", f"{AFTER_FAULT_S:g} s after the kill")
+    record(
+        "sigkill",
+        "a rank killed with SIGKILL (as the out-of-memory killer does)",
+        "subject.py kill",
+        "RunFailed, exit 1",
+        f"`{sees} …)`, then its last log lines",
+        f"{AFTER_FAULT_S:g} s after the kill",
+    )
 
 
 def run_until_deadline(args: list[str], ready: str, timeout: float = 8.0) -> tuple[nvtutorial.RunTimedOut, float]:
@@ -88,7 +101,9 @@ def run_until_deadline(args: list[str], ready: str, timeout: float = 8.0) -> tup
         t0 = time.monotonic()
         with pytest.raises(nvtutorial.RunTimedOut) as info:
             subject(*args, timeout=deadline)
-        late = time.monotonic() - t0 - deadline - (info.value.result.ready_s or 0.0)  # the deadline starts once all are up
+        late = (
+            time.monotonic() - t0 - deadline - (info.value.result.ready_s or 0.0)
+        )  # the deadline starts once all are up
         if in_position(info.value.result.run_dir, ready):
             return info.value, late
     raise AssertionError(f"rank 1 never got to {ready!r}")
@@ -103,10 +118,16 @@ def test_frozen_rank_sigstop(runs_dir):
     assert "in all_reduce" in text.split("--- rank 1")[0]  # rank 0's stack: waiting for rank 1
     assert late < AFTER_FAULT_S, f"ended {late:.1f} s after the deadline"
     ended_cleanly(err.result.run_dir)
-    record("sigstop", "a frozen rank (SIGSTOP)", "subject.py stop", "RunTimedOut at the deadline, exit 1",
-           "`SCRIPT did not finish within its N s deadline (counted from when every rank was up); every process of the run was ended.` / `" + sees
-           + "`, then rank 0's stack (in all_reduce)",
-           f"the deadline + {AFTER_FAULT_S:g} s")
+    record(
+        "sigstop",
+        "a frozen rank (SIGSTOP)",
+        "subject.py stop",
+        "RunTimedOut at the deadline, exit 1",
+        "`SCRIPT did not finish within its N s deadline (counted from when every rank was up); every process of the run was ended.` / `"
+        + sees
+        + "`, then rank 0's stack (in all_reduce)",
+        f"the deadline + {AFTER_FAULT_S:g} s",
+    )
 
 
 def test_rank_that_exits_0_early(runs_dir):
@@ -114,14 +135,22 @@ def test_rank_that_exits_0_early(runs_dir):
         subject("exit0")
     returned = time.time()
     err = info.value
-    note = ("note: rank 1 finished (exit 0) while the others still ran; a rank that leaves early breaks "
-            "the collectives its peers still wait in")
+    note = (
+        "note: rank 1 finished (exit 0) while the others still ran; a rank that leaves early breaks "
+        "the collectives its peers still wait in"
+    )
     assert str(err).startswith("rank 0 failed: ") and err.rank == 0, str(err)
     assert note in str(err)
     assert returned - (err.result.run_dir / "rank1.json").stat().st_mtime < AFTER_FAULT_S
     ended_cleanly(err.result.run_dir)
-    record("exit0", "a rank that exits 0 early", "subject.py exit0", "RunFailed, exit 1",
-           f"`rank 0 failed: …` (its all-reduce lost its peer), then `{note}`", f"{AFTER_FAULT_S:g} s after the exit")
+    record(
+        "exit0",
+        "a rank that exits 0 early",
+        "subject.py exit0",
+        "RunFailed, exit 1",
+        f"`rank 0 failed: …` (its all-reduce lost its peer), then `{note}`",
+        f"{AFTER_FAULT_S:g} s after the exit",
+    )
 
 
 def test_caller_killed(tmp_path):
@@ -149,9 +178,14 @@ def test_caller_killed(tmp_path):
         caller.kill()
     assert took < AFTER_FAULT_S
     assert_files_whole(run_dir)
-    record("caller", "the caller killed (a kernel restart, `kill -9`)", "SIGKILL to the Python process that called run()",
-           "the ranks, the run's store and the warm interpreter end by themselves (they watch the caller)",
-           "nothing: no process of the run is left", f"{AFTER_FAULT_S:g} s after the kill")
+    record(
+        "caller",
+        "the caller killed (a kernel restart, `kill -9`)",
+        "SIGKILL to the Python process that called run()",
+        "the ranks, the run's store and the warm interpreter end by themselves (they watch the caller)",
+        "nothing: no process of the run is left",
+        f"{AFTER_FAULT_S:g} s after the kill",
+    )
 
 
 # --- the machine around the run -----------------------------------------------------------------
@@ -162,11 +196,17 @@ def small_disk(tmp_path):
     """A 40 MB tmpfs (just above the guard's 32 MB); skipped where mounting is not allowed."""
     mount_point = tmp_path / "small"
     mount_point.mkdir()
-    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=40m", "tmpfs", str(mount_point)],
-                          capture_output=True, text=True, check=False)
+    proc = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=40m", "tmpfs", str(mount_point)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     if proc.returncode != 0:
-        pytest.skip(f"cannot mount a small tmpfs here ({proc.stderr.strip() or proc.returncode}): the disk-full "
-                    f"case needs root and a mount namespace that allows it")
+        pytest.skip(
+            f"cannot mount a small tmpfs here ({proc.stderr.strip() or proc.returncode}): the disk-full "
+            f"case needs root and a mount namespace that allows it"
+        )
     try:
         yield mount_point
     finally:
@@ -189,10 +229,16 @@ def test_disk_full_while_results_are_written(small_disk):
     assert returned - filler.stat().st_mtime < AFTER_FAULT_S
     assert not (run_dir / "result.json").exists()
     ended_cleanly(run_dir)
-    record("disk_full", "the disk full while results are written", "a 40 MB tmpfs, filled by rank 0 after its all-reduce",
-           "RunFailed, exit 1; no half-written file", "`the disk holding RUN_DIR is full (N MB free): the ranks could "
-           "not write their logs and results; free some space, or use --out on another disk` / `(the result was not "
-           "saved)`", f"{AFTER_FAULT_S:g} s after the disk filled")
+    record(
+        "disk_full",
+        "the disk full while results are written",
+        "a 40 MB tmpfs, filled by rank 0 after its all-reduce",
+        "RunFailed, exit 1; no half-written file",
+        "`the disk holding RUN_DIR is full (N MB free): the ranks could "
+        "not write their logs and results; free some space, or use --out on another disk` / `(the result was not "
+        "saved)`",
+        f"{AFTER_FAULT_S:g} s after the disk filled",
+    )
 
 
 def _at_once(count: int, **kwargs) -> list[nvtutorial.RunResult]:
@@ -200,8 +246,11 @@ def _at_once(count: int, **kwargs) -> list[nvtutorial.RunResult]:
 
     def one() -> None:
         try:
-            results.append(nvtutorial.run("selftest", backend="gloo", output="none", timeout=120,
-                                          params={"steps": 2, "numel": 64}, **kwargs))
+            results.append(
+                nvtutorial.run(
+                    "selftest", backend="gloo", output="none", timeout=120, params={"steps": 2, "numel": 64}, **kwargs
+                )
+            )
         except Exception as exc:  # noqa: BLE001 - reported below
             errors.append(exc)
 
@@ -222,9 +271,14 @@ def test_runs_at_once(runs_dir, count, nproc):
     assert all(m["allreduce_sum"] == nproc * (nproc + 1) / 2 for r in results for m in r.ranks)
     for r in results:
         ended_cleanly(r.run_dir)
-    record(f"at_once_{count}", f"{'two' if count == 2 else 'eight'} runs at once",
-           f"{count} threads each calling run() ({nproc} rank{'s' if nproc > 1 else ''} each)",
-           "every run succeeds, each in its own folder", "each run's own output and result", "the 120 s deadline each had")
+    record(
+        f"at_once_{count}",
+        f"{'two' if count == 2 else 'eight'} runs at once",
+        f"{count} threads each calling run() ({nproc} rank{'s' if nproc > 1 else ''} each)",
+        "every run succeeds, each in its own folder",
+        "each run's own output and result",
+        "the 120 s deadline each had",
+    )
 
 
 def test_rendezvous_port_already_taken(runs_dir, monkeypatch, capsys):
@@ -237,17 +291,23 @@ def test_rendezvous_port_already_taken(runs_dir, monkeypatch, capsys):
     real = runner.free_port
     monkeypatch.setattr(runner, "free_port", lambda: next(ports, None) or real())
     try:
-        res = nvtutorial.run("selftest", nproc=1, nnodes=2, backend="gloo", output="none", timeout=120,
-                             params={"steps": 1, "numel": 64})
+        res = nvtutorial.run(
+            "selftest", nproc=1, nnodes=2, backend="gloo", output="none", timeout=120, params={"steps": 1, "numel": 64}
+        )
     finally:
         squatter.close()
     sees = f"[nvtutorial] the rendezvous port {taken} was taken by another process: trying another"
     assert sees in capsys.readouterr().err
     assert res.ok and [m["allreduce_sum"] for m in res.ranks] == [3.0, 3.0]
     ended_cleanly(res.run_dir)
-    record("port", "the rendezvous port already taken", "a socket listening on the port picked for 2 emulated nodes",
-           "the run succeeds on another port", "`[nvtutorial] the rendezvous port N was taken by another process: "
-           "trying another`", "the 120 s deadline it had")
+    record(
+        "port",
+        "the rendezvous port already taken",
+        "a socket listening on the port picked for 2 emulated nodes",
+        "the run succeeds on another port",
+        "`[nvtutorial] the rendezvous port N was taken by another process: trying another`",
+        "the 120 s deadline it had",
+    )
 
 
 def test_run_folder_deleted_while_running(runs_dir):
@@ -271,9 +331,15 @@ def test_run_folder_deleted_while_running(runs_dir):
     assert str(info.value).startswith(sees)
     assert returned - deleted[0] < AFTER_FAULT_S
     ended_cleanly(run_dir)
-    record("folder_deleted", "the run folder deleted while running", "`rm -rf` of the run folder while rank 1 hangs",
-           "RunFailed, exit 1", "`the run folder RUN_DIR was deleted (or replaced) while the run was in flight; every "
-           "process of the run was ended and its logs are lost. …`", f"{AFTER_FAULT_S:g} s after the deletion")
+    record(
+        "folder_deleted",
+        "the run folder deleted while running",
+        "`rm -rf` of the run folder while rank 1 hangs",
+        "RunFailed, exit 1",
+        "`the run folder RUN_DIR was deleted (or replaced) while the run was in flight; every "
+        "process of the run was ended and its logs are lost. …`",
+        f"{AFTER_FAULT_S:g} s after the deletion",
+    )
 
 
 def test_output_flood(runs_dir, capsys):
@@ -285,9 +351,14 @@ def test_output_flood(runs_dir, capsys):
     assert len(shown.encode()) < launch.MAX_SHOWN_BYTES + 4096
     assert (res.run_dir / "rank0.log").stat().st_size >= 100 * 10**6
     ended_cleanly(res.run_dir)
-    record("flood", "a workload that floods its output", "subject.py flood: rank 0 prints 100 MB",
-           "the run succeeds; the log keeps everything", "the first 1 MiB of lines, then `[nvtutorial] 1 MiB of output "
-           "shown: the rest is only in RUN_DIR/rank*.log`", "the 120 s deadline it had")
+    record(
+        "flood",
+        "a workload that floods its output",
+        "subject.py flood: rank 0 prints 100 MB",
+        "the run succeeds; the log keeps everything",
+        "the first 1 MiB of lines, then `[nvtutorial] 1 MiB of output shown: the rest is only in RUN_DIR/rank*.log`",
+        "the 120 s deadline it had",
+    )
 
 
 # --- bad input ----------------------------------------------------------------------------------
@@ -326,20 +397,30 @@ def no_launch(monkeypatch, tmp_path):
 
 def test_too_many_ranks_for_the_machine(no_launch):
     code, _, err = run_cli(["run", "selftest", "--nproc", "99"])
-    sees = ("nvtutorial run: error: 99 ranks on 2 CPU cores: the limit is 8 (4 per core); use 8 ranks or fewer "
-            "(--nproc x --nnodes), or --oversubscribe (allow_oversubscribe=True) to start them anyway")
+    sees = (
+        "nvtutorial run: error: 99 ranks on 2 CPU cores: the limit is 8 (4 per core); use 8 ranks or fewer "
+        "(--nproc x --nnodes), or --oversubscribe (allow_oversubscribe=True) to start them anyway"
+    )
     assert code == 2 and err.strip() == sees
     assert run_cli(["run", "selftest", "--nproc", "99", "--oversubscribe"])[0] == "launched"
     assert run_cli(["run", "selftest", "--nproc", "1", "--nnodes", "8"])[0] == "launched"
     assert os.listdir(no_launch) == []
-    record("nproc99", "`nvtutorial run selftest --nproc 99` on 2 cores, 24 GB", "the command line", "exit 2, nothing starts",
-           f"`{sees}`", "before anything starts")
+    record(
+        "nproc99",
+        "`nvtutorial run selftest --nproc 99` on 2 cores, 24 GB",
+        "the command line",
+        "exit 2, nothing starts",
+        f"`{sees}`",
+        "before anything starts",
+    )
 
 
 def _read_only_folder(base: Path) -> Path | None:
     folder = base / "ro"
     folder.mkdir()
-    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", str(folder)], capture_output=True, check=False)
+    proc = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", str(folder)], capture_output=True, check=False
+    )
     return folder if proc.returncode == 0 else None
 
 
@@ -359,24 +440,38 @@ def test_unwritable_out(no_launch, tmp_path_factory):
         finally:
             subprocess.run(["umount", "-l", str(read_only)], check=False)
     assert os.listdir(no_launch) == []
-    record("out", "`--out` somewhere unwritable (under a file, read-only, /proc)", "the command line",
-           "exit 2, nothing starts", "`nvtutorial run: error: cannot make the run folder OUT: PATH is a file, not a "
-           "folder` (or `is on a read-only file system`, `is not writable`); `use --out with a folder you can write`",
-           "before anything starts")
+    record(
+        "out",
+        "`--out` somewhere unwritable (under a file, read-only, /proc)",
+        "the command line",
+        "exit 2, nothing starts",
+        "`nvtutorial run: error: cannot make the run folder OUT: PATH is a file, not a "
+        "folder` (or `is on a read-only file system`, `is not writable`); `use --out with a folder you can write`",
+        "before anything starts",
+    )
 
 
 def test_bad_script_target(no_launch):
     (no_launch / "notes.txt").write_text("")
-    cases = {"missing.py": "no such script: missing.py", ".": ". is a folder", "notes.txt": "notes.txt is not a Python file"}
+    cases = {
+        "missing.py": "no such script: missing.py",
+        ".": ". is a folder",
+        "notes.txt": "notes.txt is not a Python file",
+    }
     for target, message in cases.items():
         code, _, err = run_cli(["run", target])
         assert code == 2 and err.startswith(f"nvtutorial run: error: {message}") and err.count("\n") == 1, err
     code, _, err = run_cli(["run", "selftest", "--", "--lr", "1"])
     assert code == 2 and "arguments are for scripts; workload selftest takes params (--set KEY=VALUE)" in err
     assert sorted(os.listdir(no_launch)) == ["notes.txt"]
-    record("script", "a missing script, a folder, a non-.py file", "the command line", "exit 2, nothing starts",
-           "`no such script: PATH`, `PATH is a folder; give the path of a .py file in it`, `PATH is not a Python "
-           "file: …`", "before anything starts")
+    record(
+        "script",
+        "a missing script, a folder, a non-.py file",
+        "the command line",
+        "exit 2, nothing starts",
+        "`no such script: PATH`, `PATH is a folder; give the path of a .py file in it`, `PATH is not a Python file: …`",
+        "before anything starts",
+    )
 
 
 def test_random_command_lines(no_launch):
@@ -384,12 +479,19 @@ def test_random_command_lines(no_launch):
     from hypothesis import HealthCheck, given, settings
     from hypothesis import strategies as st
 
-    number = st.one_of(st.integers(-3, 100_000).map(str), st.sampled_from(["nan", "inf", "-inf", "1e309", "0x10",
-                                                                            "2.5", "", " 3"]), st.text(max_size=6))
-    path = st.one_of(st.sampled_from(["out", "a/b/c", "/proc/x", "/dev/null/x", ".", "", "\0", "x" * 300,
-                                      str(SUBJECT)]), st.text(max_size=12))
-    assignment = st.one_of(st.sampled_from(["steps=1", "mode=crash", "mode", "=1", "numel=-1", "report_env=A,B",
-                                            "steps=1e9", "a=b=c"]), st.text(max_size=12))
+    number = st.one_of(
+        st.integers(-3, 100_000).map(str),
+        st.sampled_from(["nan", "inf", "-inf", "1e309", "0x10", "2.5", "", " 3"]),
+        st.text(max_size=6),
+    )
+    path = st.one_of(
+        st.sampled_from(["out", "a/b/c", "/proc/x", "/dev/null/x", ".", "", "\0", "x" * 300, str(SUBJECT)]),
+        st.text(max_size=12),
+    )
+    assignment = st.one_of(
+        st.sampled_from(["steps=1", "mode=crash", "mode", "=1", "numel=-1", "report_env=A,B", "steps=1e9", "a=b=c"]),
+        st.text(max_size=12),
+    )
     option = st.one_of(
         st.tuples(st.sampled_from(["--nproc", "--nnodes", "--timeout"]), number),
         st.tuples(st.just("--backend"), st.sampled_from(["auto", "gloo", "nccl", "mpi", ""])),
@@ -404,8 +506,14 @@ def test_random_command_lines(no_launch):
 
     # the same examples on every run (CI stays reproducible); NVTUTORIAL_HYPOTHESIS_EXAMPLES=5000 looks further
     examples = int(os.environ.get("NVTUTORIAL_HYPOTHESIS_EXAMPLES", "300"))
-    @settings(max_examples=examples, derandomize=True, deadline=None, database=None,
-              suppress_health_check=[HealthCheck.too_slow])
+
+    @settings(
+        max_examples=examples,
+        derandomize=True,
+        deadline=None,
+        database=None,
+        suppress_health_check=[HealthCheck.too_slow],
+    )
     @given(target, st.lists(option, max_size=6), st.booleans(), tail)
     def check(target, options, dashes, script_args):
         argv = ["run", target, *[word for opt in options for word in opt]]
@@ -421,10 +529,15 @@ def test_random_command_lines(no_launch):
         assert made == [], (argv, made)
 
     check()
-    record("hypothesis", "random command lines", "hypothesis: 300 generated `nvtutorial run` lines (targets, numbers, "
-           "NaN, paths, NUL bytes, KEY=VALUE, `--` script arguments)", "exit 2, nothing starts (or a valid launch)",
-           "one line: `nvtutorial run: error: …` naming the value and the fix; never a traceback",
-           "before anything starts")
+    record(
+        "hypothesis",
+        "random command lines",
+        "hypothesis: 300 generated `nvtutorial run` lines (targets, numbers, "
+        "NaN, paths, NUL bytes, KEY=VALUE, `--` script arguments)",
+        "exit 2, nothing starts (or a valid launch)",
+        "one line: `nvtutorial run: error: …` naming the value and the fix; never a traceback",
+        "before anything starts",
+    )
 
 
 # --- the README's table -------------------------------------------------------------------------
@@ -453,10 +566,20 @@ def test_a_sigkilled_rank_is_the_cause_when_its_peer_exits_first(tmp_path):
 
     spec = launch.prepare(SUBJECT, nproc=2, backend="gloo", out=tmp_path / "run", args=["kill"])
     spec.run_dir.mkdir()
-    (spec.run_dir / "agent.log").write_text((Path(__file__).parent / "data" / "agent-sigkill-peer-first.log").read_text())
-    (spec.run_dir / "rank0.error.json").write_text(json.dumps({
-        "rank": 0, "type": "RuntimeError", "time": 1.0, "traceback": "...",
-        "message": "[gloo/transport/tcp/pair.cc:537] Read error [127.0.0.1]:6071: Connection reset by peer."}))
+    (spec.run_dir / "agent.log").write_text(
+        (Path(__file__).parent / "data" / "agent-sigkill-peer-first.log").read_text()
+    )
+    (spec.run_dir / "rank0.error.json").write_text(
+        json.dumps(
+            {
+                "rank": 0,
+                "type": "RuntimeError",
+                "time": 1.0,
+                "traceback": "...",
+                "message": "[gloo/transport/tcp/pair.cc:537] Read error [127.0.0.1]:6071: Connection reset by peer.",
+            }
+        )
+    )
     for r in range(2):
         (spec.run_dir / f"rank{r}.log").write_text(f"rank {r}/2 up: kill\n")
     result = diagnosis.collect(spec, 1, 1.0, None)

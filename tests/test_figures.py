@@ -17,11 +17,11 @@ matplotlib.use("Agg")
 
 from matplotlib.text import Text  # noqa: E402
 
-from nvtutorial.chapters.ch09_multinode import lab as recovery  # noqa: E402
-from nvtutorial.chapters.ch08_ladder import plots as ladder_plots  # noqa: E402
-from nvtutorial.chapters.ch09_multinode import plots as multinode_plots  # noqa: E402
 from nvtutorial.chapters.ch03_ddp_training import plots as training_plots  # noqa: E402
+from nvtutorial.chapters.ch08_ladder import plots as ladder_plots  # noqa: E402
 from nvtutorial.chapters.ch08_ladder import report as ladder  # noqa: E402
+from nvtutorial.chapters.ch09_multinode import lab as recovery  # noqa: E402
+from nvtutorial.chapters.ch09_multinode import plots as multinode_plots  # noqa: E402
 from nvtutorial.results import RunResult  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -69,8 +69,10 @@ def ladder_run():
 
 def test_the_loss_figure_names_the_identical_rungs_and_draws_only_those_that_differ(ladder_run):
     fig, ax = ladder_plots.loss_differences(ladder_run, 1e-4)
-    diffs = {g["rung"]: any(a != b for a, b in zip(g["losses"], ladder_run.ranks[0]["reference"]))
-             for g in ladder_run.ranks[0]["rungs"]}
+    diffs = {
+        g["rung"]: any(a != b for a, b in zip(g["losses"], ladder_run.ranks[0]["reference"]))
+        for g in ladder_run.ranks[0]["rungs"]
+    }
     same = [ladder.LABELS[r] for r, differ in diffs.items() if not differ]
     drawn = [line.get_label() for line in ax.get_lines() if not line.get_label().startswith("_")]
     assert same and drawn == [ladder.LABELS[r] for r, differ in diffs.items() if differ]
@@ -115,11 +117,27 @@ def test_the_memory_model_figure_keeps_its_legend_off_the_bars():
     assert "MB on rank 0" in ax.get_xlabel() and not problems(fig), problems(fig)
 
 
-SCALING = {"memory": "counted_gb", "one_gpu_batch": 8, "solo_memory_gb": 0.1,
-           "fixed_per_gpu": {"per_gpu_batch": 8, "speedup": 1.02, "efficiency": 0.51, "samples_per_s_1": 512.0,
-                             "samples_per_s_2": 523.8, "memory_ratio_per_rank": [1.0, 1.0]},
-           "fixed_global": {"per_gpu_batch": 4, "speedup": 0.54, "efficiency": 0.27, "samples_per_s_1": 512.0,
-                            "samples_per_s_2": 274.5, "memory_ratio_per_rank": [0.93, 0.93]}}
+SCALING = {
+    "memory": "counted_gb",
+    "one_gpu_batch": 8,
+    "solo_memory_gb": 0.1,
+    "fixed_per_gpu": {
+        "per_gpu_batch": 8,
+        "speedup": 1.02,
+        "efficiency": 0.51,
+        "samples_per_s_1": 512.0,
+        "samples_per_s_2": 523.8,
+        "memory_ratio_per_rank": [1.0, 1.0],
+    },
+    "fixed_global": {
+        "per_gpu_batch": 4,
+        "speedup": 0.54,
+        "efficiency": 0.27,
+        "samples_per_s_1": 512.0,
+        "samples_per_s_2": 274.5,
+        "memory_ratio_per_rank": [0.93, 0.93],
+    },
+}
 
 
 @pytest.mark.parametrize("gpu", [False, True])
@@ -136,21 +154,35 @@ def test_the_scaling_figure_shows_speed_up_against_the_limit_and_memory_against_
 
 
 def test_the_source_table_figure_says_why_a_slot_is_empty():
-    rows = {"1gpu": {"status": "ok", "samples_per_s": 100.0}, "nvlink": {"status": "ok", "samples_per_s": 98.0,
-                                                                         "comm_share": 0.2},
-            "host": None, "socket": None}
+    rows = {
+        "1gpu": {"status": "ok", "samples_per_s": 100.0},
+        "nvlink": {"status": "ok", "samples_per_s": 98.0, "comm_share": 0.2},
+        "host": None,
+        "socket": None,
+    }
     fig, axes = training_plots.plot_source_comparison(rows, "CPU, gloo: a simulation")
     assert said(fig).count("not run:") == 4  # host-staged and sockets, in both panels
     assert not problems(fig), problems(fig)
 
 
 def test_the_recovery_timeline_starts_at_zero_and_times_the_start_up_and_each_recovery():
-    steps = ([(14.0 + 0.02 * s, 0, s) for s in range(1, 15)] + [(27.0 + 0.02 * s, 1, s) for s in range(9, 22)]
-             + [(43.0 + 0.02 * s, 2, s) for s in range(17, 31)])
+    steps = (
+        [(14.0 + 0.02 * s, 0, s) for s in range(1, 15)]
+        + [(27.0 + 0.02 * s, 1, s) for s in range(9, 22)]
+        + [(43.0 + 0.02 * s, 2, s) for s in range(17, 31)]
+    )
     faults = (recovery.Fault("rank", 13, target=1), recovery.Fault("node", 21, target=1, replace_after_s=0.0))
-    outcome = recovery.ElasticOutcome(result=RunResult.load(ELASTIC), fault=faults[0], every=8, steps=steps,
-                                      attempts=[(13.5, 0, 0), (26.5, 1, 8), (42.5, 2, 16)], events=[(0.02, "started")],
-                                      killed_at_s=14.4, faults=faults, kill_times=(14.4, 27.5))
+    outcome = recovery.ElasticOutcome(
+        result=RunResult.load(ELASTIC),
+        fault=faults[0],
+        every=8,
+        steps=steps,
+        attempts=[(13.5, 0, 0), (26.5, 1, 8), (42.5, 2, 16)],
+        events=[(0.02, "started")],
+        killed_at_s=14.4,
+        faults=faults,
+        kill_times=(14.4, 27.5),
+    )
     fig, (ax,) = multinode_plots.plot_recovery({"rank 1 killed, then node 1 lost": outcome})
     assert ax.get_xlim()[0] == 0, "the seconds before the first step are hidden"
     words = said(fig)

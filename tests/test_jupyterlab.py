@@ -36,12 +36,35 @@ from typing import Any
 import nbformat
 import pytest
 
-from tests.lab_helpers import CHROMIUM, ROOT, Lab, cell_outputs, cells_running, command, dirty, executions, kernel_idle, messages, open_notebook, prompts, run_cell, set_source, shoot, shoot_output, wait_for
+from tests.lab_helpers import (
+    CHROMIUM,
+    ROOT,
+    Lab,
+    cell_outputs,
+    cells_running,
+    command,
+    dirty,
+    executions,
+    kernel_idle,
+    messages,
+    open_notebook,
+    prompts,
+    run_cell,
+    set_source,
+    shoot,
+    shoot_output,
+    wait_for,
+)
 
-playwright_api = pytest.importorskip("playwright.sync_api", reason="Playwright is not installed (pip install playwright)")
+playwright_api = pytest.importorskip(
+    "playwright.sync_api", reason="Playwright is not installed (pip install playwright)"
+)
 pytestmark = [
-    pytest.mark.skipif(CHROMIUM is None, reason="no Chromium here: apt-get install chromium chromium-driver "
-                       "(what .ci/run does); Playwright's own browser download is not used"),
+    pytest.mark.skipif(
+        CHROMIUM is None,
+        reason="no Chromium here: apt-get install chromium chromium-driver "
+        "(what .ci/run does); Playwright's own browser download is not used",
+    ),
     pytest.mark.timeout(3600),  # every notebook runs in the first test's setup
 ]
 
@@ -55,14 +78,25 @@ VERDICT = "application/vnd.nvtutorial.verdict+json"
 GRADES = ("right", "close", "off")
 LEFT_BY_OTHERS = {".ipynb_checkpoints"}
 """Jupyter's own folder beside the notebooks (its checkpoints of a saved notebook)."""
-FIGURES = ("plot_lesson", "plot_scaling", "plot_source_comparison", "ring_share", "sparse_vs_dense", "memory_bars",
-           "loss_differences", "bytes_bars", "fit_bars", "plot_recovery")
+FIGURES = (
+    "plot_lesson",
+    "plot_scaling",
+    "plot_source_comparison",
+    "ring_share",
+    "sparse_vs_dense",
+    "memory_bars",
+    "loss_differences",
+    "bytes_bars",
+    "fit_bars",
+    "plot_recovery",
+)
 """The figures issue 20 fixed: each is photographed as JupyterLab shows it (build/screenshots/figure-NN-NAME.png)."""
 TORCH_CACHE = re.compile(r"^torchinductor_\w+$")
 """torch's compile cache in the system temp folder (kept by torch, across processes, on purpose)."""
 
 
 # ----------------------------------------------------------------------------------------------- the learner's answers
+
 
 def answer_for(line: str) -> str:
     """A value for a prediction line ``my_x = None  # "a", "b" or "c"`` (the first choice), or ``# e.g. 1.9`` /
@@ -113,8 +147,15 @@ def exercises(nb: nbformat.NotebookNode) -> list[tuple[int | None, int]]:
         ranks_check = re.search(r'check_ranks\("(\w+)"(?:,\s*"(\w+)")?', cell.source)
         if ranks_check:
             names.add(ranks_check.group(2) or check.load(ranks_check.group(1)).ENTRY)
-        definition = next((j for j in range(i - 1, -1, -1) if nb.cells[j].cell_type == "code" and any(
-            re.search(rf"^\s*def {re.escape(n)}\(", nb.cells[j].source, re.M) for n in names)), None)
+        definition = next(
+            (
+                j
+                for j in range(i - 1, -1, -1)
+                if nb.cells[j].cell_type == "code"
+                and any(re.search(rf"^\s*def {re.escape(n)}\(", nb.cells[j].source, re.M) for n in names)
+            ),
+            None,
+        )
         out.append((definition, i))
     return out
 
@@ -146,6 +187,7 @@ def errors(outputs: list[dict[str, Any]]) -> list[str]:
 
 # ----------------------------------------------------------------------------------------------- silence
 
+
 def silent_cells(log: list[dict[str, Any]]) -> list[str]:
     """The cells that ran longer than the limit and showed nothing within it (from the kernel's timestamps)."""
     late = []
@@ -158,6 +200,7 @@ def silent_cells(log: list[dict[str, Any]]) -> list[str]:
 
 
 # ----------------------------------------------------------------------------------------------- fixtures
+
 
 @pytest.fixture(scope="module")
 def browser():
@@ -202,10 +245,13 @@ def run_all(page, lab: Lab, name: str) -> dict[str, Any]:
     seen["run_all_s"] = time.monotonic() - t0
     seen["not_run"] = [i for i, p in enumerate(prompts(page)) if not any(ch.isdigit() for ch in p)]
     seen["log"] = messages(page, name)
-    seen["bars"] = page.eval_on_selector_all(".widget-hprogress .progress-bar",
-                                             "els => els.map(e => [e.className, e.style.width])")
-    seen["errors_in_page"] = [e.get_attribute("data-mime-type") for e in
-                              page.locator('[data-mime-type="application/vnd.jupyter.error"]').all()]
+    seen["bars"] = page.eval_on_selector_all(
+        ".widget-hprogress .progress-bar", "els => els.map(e => [e.className, e.style.width])"
+    )
+    seen["errors_in_page"] = [
+        e.get_attribute("data-mime-type")
+        for e in page.locator('[data-mime-type="application/vnd.jupyter.error"]').all()
+    ]
     command(page, "docmanager:save")
     wait_for(lambda: not dirty(page), 30, f"{name} to be saved")
     for i, cell in enumerate(nbformat.read(lab.folder / name, as_version=4).cells):
@@ -229,8 +275,11 @@ def grade_again(page, name: str, nb: nbformat.NotebookNode) -> dict[str, Any]:
     for cell, var, source in reversed(predictions(nb)):
         set_source(page, cell, source)
         run_cell(page, cell)
-        graders = [j for j in range(cell + 1, len(nb.cells)) if nb.cells[j].cell_type == "code"
-                   and re.search(rf"\b{var}\b", nb.cells[j].source)]
+        graders = [
+            j
+            for j in range(cell + 1, len(nb.cells))
+            if nb.cells[j].cell_type == "code" and re.search(rf"\b{var}\b", nb.cells[j].source)
+        ]
         if not graders:
             graded["problems"].append(f"{var} (cell {cell}) has no cell that grades it")
         for j in reversed(graders):
@@ -261,15 +310,27 @@ def course(page, lab):
         seen[name]["graded_s"] = time.monotonic() - t0
         command(page, "kernelmenu:shutdown")
         wait_for(lambda: not lab.kernels(), 60, f"the kernel of {name} to shut down")
-    left = sorted(p.name for p in lab.folder.iterdir() if p.name not in NAMES and p.name != ".runs"
-                  and p.name not in LEFT_BY_OTHERS)
+    left = sorted(
+        p.name
+        for p in lab.folder.iterdir()
+        if p.name not in NAMES and p.name != ".runs" and p.name not in LEFT_BY_OTHERS
+    )
     left += sorted(f"{lab.tmpdir.name}/{p.name}" for p in lab.tmpdir.iterdir() if not TORCH_CACHE.match(p.name))
     times = {name: round(s["run_all_s"], 1) for name, s in seen.items()}
     regraded = {name: round(s["graded_s"], 1) for name, s in seen.items()}
     (ROOT / "build").mkdir(exist_ok=True)
-    (ROOT / "build" / "runall-times.json").write_text(json.dumps({
-        "run_all_s": times, "run_all_total_s": round(sum(times.values()), 1),
-        "graded_again_s": regraded, "graded_again_total_s": round(sum(regraded.values()), 1)}, indent=1) + "\n")
+    (ROOT / "build" / "runall-times.json").write_text(
+        json.dumps(
+            {
+                "run_all_s": times,
+                "run_all_total_s": round(sum(times.values()), 1),
+                "graded_again_s": regraded,
+                "graded_again_total_s": round(sum(regraded.values()), 1),
+            },
+            indent=1,
+        )
+        + "\n"
+    )
     print("Run All, seconds per notebook:", times, "total", round(sum(times.values()), 1))
     print("graded again, seconds per notebook:", regraded, "total", round(sum(regraded.values()), 1))
     return {"notebooks": seen, "left": left}
@@ -277,13 +338,15 @@ def course(page, lab):
 
 # ----------------------------------------------------------------------------------------------- the checks
 
+
 @pytest.mark.parametrize("name", NAMES)
 def test_a_notebook_opens_unmodified_and_runs_all_with_no_error(course, name):
     seen = course["notebooks"][name]
     assert not seen["was_dirty"], f"JupyterLab marked {name} modified as soon as it opened it"
     assert not seen["not_run"], f"Run All stopped: cells {seen['not_run']} never ran"
-    errs = [f"cell {i}: {e}" for i, c in enumerate(seen["nb"].cells) if c.cell_type == "code"
-            for e in errors(c.outputs)]
+    errs = [
+        f"cell {i}: {e}" for i, c in enumerate(seen["nb"].cells) if c.cell_type == "code" for e in errors(c.outputs)
+    ]
     assert not errs and not seen["errors_in_page"], "\n".join(errs)
 
 
@@ -303,8 +366,11 @@ def test_every_prediction_and_exercise_is_graded_again_after_run_all(course, nam
         shown = verdicts(outputs)
         shown_for.setdefault(var, []).extend(shown)
         problems += [f"grader of {var} (cell {cell}): {e}" for e in errors(outputs)]
-        problems += [f"grader of {var} (cell {cell}) says no answer: {v['text'][:120]}" for v in shown
-                     if v["status"] == "no answer"]
+        problems += [
+            f"grader of {var} (cell {cell}) says no answer: {v['text'][:120]}"
+            for v in shown
+            if v["status"] == "no answer"
+        ]
     problems += [f"no cell graded {var}: no verdict shown" for var, shown in shown_for.items() if not shown]
     for cell, outputs in graded["checkers"]:
         problems += [f"checker (cell {cell}): {e}" for e in errors(outputs)]
@@ -321,8 +387,13 @@ def test_bars_end_green_and_the_saved_notebook_keeps_their_final_state(course, n
     assert not wrong, f"{name}: bars not ended green and full: {wrong}"
     nb = seen["nb"]
     state = nb.metadata.get("widgets", {}).get("application/vnd.jupyter.widget-state+json", {}).get("state", {})
-    views = [o["data"] for c in nb.cells if c.cell_type == "code" for o in c.outputs
-             if "application/vnd.jupyter.widget-view+json" in o.get("data", {})]
+    views = [
+        o["data"]
+        for c in nb.cells
+        if c.cell_type == "code"
+        for o in c.outputs
+        if "application/vnd.jupyter.widget-view+json" in o.get("data", {})
+    ]
     assert not views or state, f"{name}: JupyterLab saved no widget state (make lab's saveState setting is missing)"
     for data in views:
         box = state[data["application/vnd.jupyter.widget-view+json"]["model_id"]]["state"]
@@ -333,8 +404,7 @@ def test_bars_end_green_and_the_saved_notebook_keeps_their_final_state(course, n
 
 
 def test_no_file_is_left_outside_the_run_folders(course):
-    assert not course["left"], ("left beside the notebooks or in the system temp folder after Run All: "
-                                f"{course['left']}")
+    assert not course["left"], f"left beside the notebooks or in the system temp folder after Run All: {course['left']}"
 
 
 def test_no_javascript_error_in_jupyterlab(course, page):
@@ -347,7 +417,9 @@ def test_a_reopened_notebook_shows_its_bars(course, page, lab):
     page.locator(".widget-hprogress").first.scroll_into_view_if_needed()
     shoot(page, "jupyterlab-00-reopened.png")
     assert not page.get_by_text("Error displaying widget").count(), "a reopened bar shows 'model not found'"
-    assert "progress-bar-success" in (page.locator(".widget-hprogress .progress-bar").first.get_attribute("class") or "")
+    assert "progress-bar-success" in (
+        page.locator(".widget-hprogress .progress-bar").first.get_attribute("class") or ""
+    )
     command(page, "kernelmenu:shutdown")
     wait_for(lambda: not lab.kernels(), 60, "the kernel to shut down")
 
@@ -359,16 +431,26 @@ STOPS = {
     "%%ranks starting its ranks": ("%%ranks\nprint('never')", "%ranks: starting"),
     "a %%ranks cell stuck in a collective": (
         "%%ranks --timeout 600\nt = torch.ones(1)\nif rank == 0:\n    dist.all_reduce(t)\nelse:\n    import time\n"
-        "    print('sleeping', flush=True)\n    time.sleep(600)", "sleeping"),
+        "    print('sleeping', flush=True)\n    time.sleep(600)",
+        "sleeping",
+    ),
     "%ranks pull": ("%ranks pull max(i for i in range(10**12))", None),
-    "a run": ('import nvtutorial\n'
-              'nvtutorial.run("selftest", nproc=2, params={"mode": "hang"}, timeout=600, out=".runs/stop-test")',
-              "[nvtutorial] ranks forked warm"),
-    "a checker": ("from nvtutorial.teach import check\nprint(check.check('ddp_validation'))", "[nvtutorial] ranks forked"),
-    "a lab": ("from nvtutorial.experiments import recovery\n"
-              "recovery.run_elastic(recovery.lesson_args({'steps': 100000, 'every': 1000, 'batch': 8, 'samples': 64, "
-              "'features': 8, 'hidden': 8, 'layers': 1}, recovery.checkpoint_dir('stop-lab')), nproc=1, nnodes=2, "
-              "backend='gloo', every=1000, timeout=600)", "starting at step 0"),
+    "a run": (
+        "import nvtutorial\n"
+        'nvtutorial.run("selftest", nproc=2, params={"mode": "hang"}, timeout=600, out=".runs/stop-test")',
+        "[nvtutorial] ranks forked warm",
+    ),
+    "a checker": (
+        "from nvtutorial.teach import check\nprint(check.check('ddp_validation'))",
+        "[nvtutorial] ranks forked",
+    ),
+    "a lab": (
+        "from nvtutorial.experiments import recovery\n"
+        "recovery.run_elastic(recovery.lesson_args({'steps': 100000, 'every': 1000, 'batch': 8, 'samples': 64, "
+        "'features': 8, 'hidden': 8, 'layers': 1}, recovery.checkpoint_dir('stop-lab')), nproc=1, nnodes=2, "
+        "backend='gloo', every=1000, timeout=600)",
+        "starting at step 0",
+    ),
 }
 """What is running when Stop is pressed, in the order pressed (the first while a fresh kernel's warm interpreter
 still imports torch): the cell, and the output that says it is in flight (None: 3 s after it started)."""
@@ -392,8 +474,10 @@ def stop_page(page, lab):
 def stop_during(page, lab: Lab, code: str, in_flight: str | None) -> tuple[float, str, list[Any]]:
     """Run ``code`` in a new last cell, press Stop once ``in_flight`` shows (or 3 s after it started): the seconds
     Stop took, the error output's text, and the processes under the kernel just before Stop."""
-    page.evaluate("() => { const nb = window.jupyterapp.shell.currentWidget.content; "
-                  "nb.activeCellIndex = nb.widgets.length - 1; }")
+    page.evaluate(
+        "() => { const nb = window.jupyterapp.shell.currentWidget.content; "
+        "nb.activeCellIndex = nb.widgets.length - 1; }"
+    )
     command(page, "notebook:insert-cell-below")
     index = page.evaluate("() => window.jupyterapp.shell.currentWidget.content.activeCellIndex")
     set_source(page, index, code)
@@ -401,8 +485,7 @@ def stop_during(page, lab: Lab, code: str, in_flight: str | None) -> tuple[float
     if in_flight is None:
         time.sleep(3.0)
     else:  # Stop at once when the ranks start (they may be up within a second), else once the thing is under way
-        wait_for(lambda: in_flight in text_of(cell_outputs(page, index)), 180, f"{in_flight!r} to show",
-                 interval=0.05)
+        wait_for(lambda: in_flight in text_of(cell_outputs(page, index)), 180, f"{in_flight!r} to show", interval=0.05)
         time.sleep(0.0 if in_flight.startswith("%ranks: starting") else 0.3)
     (kernel,) = lab.kernels()
     tree = kernel.children(recursive=True)
@@ -447,7 +530,8 @@ def test_stop_reads_well_and_leaves_nothing(stop_page, lab, what, record_propert
     print(f"--- Stop during {what}: {took:.2f} s\n{text}")
     assert lines and lines[0].startswith("KeyboardInterrupt: stopped while"), f"{what}: {text[:2000]}"
     assert "Traceback (most recent call last)" not in text and not any(
-        ln.lstrip().startswith('File "') and "nvtutorial" in ln for ln in lines), f"{what}: {text[:2000]}"
+        ln.lstrip().startswith('File "') and "nvtutorial" in ln for ln in lines
+    ), f"{what}: {text[:2000]}"
     assert re.search(r"^ended: ", text, re.M) and re.search(r"^kept: ", text, re.M), f"{what}: {text}"
     assert len(lines) <= 12, f"{what}: {len(lines)} lines:\n{text}"
     assert took < STOP_LIMIT_S, f"{what}: Stop took {took:.1f} s"
@@ -459,11 +543,15 @@ def test_the_status_bar_reads_busy_while_a_cell_with_a_bar_runs(stop_page, lab):
     JupyterLab asks the kernel for a subshell when the cell's first bar appears; its answer's idle status must not
     turn the status bar to Idle (make lab's untracked message types)."""
     page = stop_page
-    page.evaluate("() => { const nb = window.jupyterapp.shell.currentWidget.content; "
-                  "nb.activeCellIndex = nb.widgets.length - 1; }")
+    page.evaluate(
+        "() => { const nb = window.jupyterapp.shell.currentWidget.content; "
+        "nb.activeCellIndex = nb.widgets.length - 1; }"
+    )
     command(page, "notebook:insert-cell-below")
     index = page.evaluate("() => window.jupyterapp.shell.currentWidget.content.activeCellIndex")
-    set_source(page, index, 'import nvtutorial\nnvtutorial.run("selftest", nproc=2, params={"steps": 60, "numel": 2000000})')
+    set_source(
+        page, index, 'import nvtutorial\nnvtutorial.run("selftest", nproc=2, params={"steps": 60, "numel": 2000000})'
+    )
     command(page, "notebook:run-cell", wait=False)
     samples = []
     while True:

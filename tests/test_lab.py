@@ -32,8 +32,9 @@ def test_committed_notebooks_are_in_the_form_jupyterlab_saves(path):
     assert nb["metadata"]["kernelspec"] == normalize.KERNELSPEC
     info = nb["metadata"]["language_info"]
     assert set(info) == set(lab.python_language_info()), "language_info must be complete, as the kernel reports it"
-    assert {k: v for k, v in info.items() if k != "version"} == \
-        {k: v for k, v in lab.python_language_info().items() if k != "version"}
+    assert {k: v for k, v in info.items() if k != "version"} == {
+        k: v for k, v in lab.python_language_info().items() if k != "version"
+    }
     assert text == normalize.normal_text(path), "not in normal form: run scripts/normalize_notebooks.py"
 
 
@@ -44,8 +45,10 @@ def test_the_normaliser_fixes_what_made_jupyterlab_mark_notebooks_modified(tmp_p
     for cell in nb.cells:
         cell.pop("id", None)
     nb.cells[1].outputs = [nbformat.v4.new_output("execute_result", {"text/plain": "2"}, execution_count=1)]
-    nb.metadata = {"kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"},
-                   "language_info": {"name": "python"}}
+    nb.metadata = {
+        "kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"},
+        "language_info": {"name": "python"},
+    }
     path = tmp_path / "old.ipynb"
     path.write_text(json.dumps(nb))
     assert normalize.main(["--check", str(path)]) == 1
@@ -73,8 +76,10 @@ def test_the_contents_manager_serves_the_running_kernels_metadata(tmp_path):
     """A notebook saved on another Python (or with another display name) opens unmodified."""
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_code_cell("1 + 1")]
-    nb.metadata = {"kernelspec": {"display_name": "Python 3 (elsewhere)", "language": "python", "name": "python3"},
-                   "language_info": dict(lab.python_language_info(), version="3.0.1")}
+    nb.metadata = {
+        "kernelspec": {"display_name": "Python 3 (elsewhere)", "language": "python", "name": "python3"},
+        "language_info": dict(lab.python_language_info(), version="3.0.1"),
+    }
     nbformat.write(nb, tmp_path / "a.ipynb")
     nb.metadata["kernelspec"]["name"] = "no-such-kernel"
     nbformat.write(nb, tmp_path / "b.ipynb")

@@ -22,9 +22,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from nvtutorial.chapters import named
-
 import nvtutorial
+from nvtutorial.chapters import named
 from nvtutorial.chapters.ch08_ladder import report as ladder
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -37,9 +36,15 @@ GRAD_TOLERANCE = 1e-5
 
 @pytest.fixture(scope="module")
 def result(tmp_path_factory):
-    return nvtutorial.run("ladder", nproc=2, backend="gloo", timeout=600, output="none",
-                          out=tmp_path_factory.mktemp("ladder") / "run",
-                          params={**TINY, **RUN, "checkpoint": True, "fit_layers": FIT_LAYERS})
+    return nvtutorial.run(
+        "ladder",
+        nproc=2,
+        backend="gloo",
+        timeout=600,
+        output="none",
+        out=tmp_path_factory.mktemp("ladder") / "run",
+        params={**TINY, **RUN, "checkpoint": True, "fit_layers": FIT_LAYERS},
+    )
 
 
 @pytest.fixture(scope="module")
@@ -51,8 +56,8 @@ def setup():
 
 
 def test_the_ladder_has_one_list_of_rungs():
-    from nvtutorial.chapters.ch08_ladder.lessons import rungs
     from nvtutorial.chapters.ch08_ladder import workload
+    from nvtutorial.chapters.ch08_ladder.lessons import rungs
 
     assert tuple(rungs.RUNGS) == ladder.RUNGS == workload.RUNG_NAMES
 
@@ -63,7 +68,11 @@ def test_model_state_per_parameter_for_each_rung(setup):
     ddp = ladder.model_state("ddp", shapes, 2, 0)
     assert ddp == {"params": 4 * n, "grads": 4 * n, "optimizer": 8 * n + 4 * tensors}
     for rung in ladder.FSDP:  # every dimension 0 of this model is even: exact halves
-        assert ladder.model_state(rung, shapes, 2, 1) == {"params": 2 * n, "grads": 2 * n, "optimizer": 4 * n + 4 * tensors}
+        assert ladder.model_state(rung, shapes, 2, 1) == {
+            "params": 2 * n,
+            "grads": 2 * n,
+            "optimizer": 4 * n + 4 * tensors,
+        }
     zero1 = [ladder.model_state("zero1", shapes, 2, r)["optimizer"] for r in (0, 1)]
     assert sum(zero1) == ddp["optimizer"] and zero1[0] != zero1[1]  # whole tensors, shared unevenly
     tp = ladder.model_state("tensor_parallel", shapes, 2, 0)["params"]
@@ -165,8 +174,11 @@ def test_link_comparison_takes_the_launch_to_launch_gap_as_noise():
     assert comps["zero1"].baseline == pytest.approx(1.15)  # the median of both direct launches' six repeats
     assert comps["zero1"].ratio == pytest.approx(1.0 / 1.15)  # 13 % less...
     verdicts = {v.numbers["rung"]: v for v in ladder.link_verdicts(direct, staged, again)}
-    assert {r: v.status for r, v in verdicts.items()} == {"ddp": "no change", "zero1": "no change",
-                                                        "tensor_parallel": "slower"}  # ...within the A/A gap
+    assert {r: v.status for r, v in verdicts.items()} == {
+        "ddp": "no change",
+        "zero1": "no change",
+        "tensor_parallel": "slower",
+    }  # ...within the A/A gap
     assert verdicts["zero1"].numbers["aa_gap"] == pytest.approx(0.3) and "A/A" in verdicts["zero1"].text
     # the same host-staged times against two identical direct launches at 1.15: the 13 % is now an effect
     steady = _timed({"ddp": [1.0, 1.01, 0.99], "zero1": [1.15, 1.15, 1.15], "tensor_parallel": [1.0, 1.02, 1.01]})
@@ -233,10 +245,18 @@ def test_gradient_check_rejects_a_wrong_gradient_scale_that_the_loss_misses(judg
     """A DDP that sums the ranks' gradients (or averages them twice), judged on 2 real ranks: its loss under Adam
     stays within the loss tolerance, its step-0 gradients do not."""
     for name, ratio in (("summed", 2.0), ("averaged twice", 0.5)):
-        records = [{"rung": "ddp", "gradients": judged[rank][f"wrong rung: {name}"]["gradients"],
-                    "losses": judged[rank][f"wrong rung: {name}"]["losses"]} for rank in (0, 1)]
-        fake = SimpleNamespace(label="CPU, gloo (test)", ranks=[
-            {"rungs": [records[rank]], "reference": judged[rank]["wrong rung: reference"]} for rank in (0, 1)])
+        records = [
+            {
+                "rung": "ddp",
+                "gradients": judged[rank][f"wrong rung: {name}"]["gradients"],
+                "losses": judged[rank][f"wrong rung: {name}"]["losses"],
+            }
+            for rank in (0, 1)
+        ]
+        fake = SimpleNamespace(
+            label="CPU, gloo (test)",
+            ranks=[{"rungs": [records[rank]], "reference": judged[rank]["wrong rung: reference"]} for rank in (0, 1)],
+        )
         assert ladder.loss_verdict(fake, TOLERANCE).status == "pass", name  # Adam hides the scale
         verdict = ladder.gradient_verdict(fake, GRAD_TOLERANCE)
         assert verdict.status == "fail", (name, verdict.text)
@@ -252,16 +272,23 @@ def test_memory_model_equals_the_counted_bytes_exactly(result, setup):
             held = ladder.rung_record(result, rank, rung)["held"]
             model = ladder.model_state(rung, shapes, 2, rank)
             assert {k: held[k] for k in model} == model, (rung, rank)
-    assert ladder.counted_state(result, "fsdp_zero3", 0) < ladder.counted_state(result, "zero1", 0) \
+    assert (
+        ladder.counted_state(result, "fsdp_zero3", 0)
+        < ladder.counted_state(result, "zero1", 0)
         < ladder.counted_state(result, "ddp", 0)
+    )
 
 
 def test_counted_collectives_equal_the_formula(result, setup):
     verdict = ladder.bytes_verdict(result)
     assert verdict.status == "pass", verdict.text
     assert verdict.numbers["mismatches"] == 0 and "not a traffic measurement" in verdict.text
-    one_short = SimpleNamespace(label=result.label, ranks=[dict(m, rungs=[dict(g, sent_per_step=g["sent_per_step"] - 4)
-                                                                          for g in m["rungs"]]) for m in result.ranks])
+    one_short = SimpleNamespace(
+        label=result.label,
+        ranks=[
+            dict(m, rungs=[dict(g, sent_per_step=g["sent_per_step"] - 4) for g in m["rungs"]]) for m in result.ranks
+        ],
+    )
     assert ladder.bytes_verdict(one_short).numbers["mismatches"] == len(ladder.RUNGS) * 2
     factors = verdict.numbers["factors"]
     assert factors["ddp"] == 1.0 and factors["fsdp_zero2"] == pytest.approx(1.0)
@@ -287,8 +314,9 @@ NOTEBOOK_SIZES = {  # notebook 08's parameters cell
 }
 
 
-@pytest.mark.parametrize("profile, root, zero3, tp, tp_gb", [
-    ("ci", 0.150, 1.425, 1.127, 0.001049), ("full", 0.251, 1.374, 0.499, 1.074)])
+@pytest.mark.parametrize(
+    "profile, root, zero3, tp, tp_gb", [("ci", 0.150, 1.425, 1.127, 0.001049), ("full", 0.251, 1.374, 0.499, 1.074)]
+)
 def test_the_bytes_notebook_08_states(profile, root, zero3, tp, tp_gb):
     """The figures notebook 08's text gives for its two sizes: the root's share of the parameters, ZeRO-3's and tensor
     parallelism's bytes relative to DDP's, and TP's bytes per step and rank (4 all-reduces per block)."""
@@ -356,7 +384,9 @@ def test_checkpoint_verdict_tolerates_loss_rounding_not_weight_changes(result):
     c = result.ranks[0]["checkpoint"]
     jittered = [x + 3e-6 for x in c["resumed"]]  # what a non-deterministic attention backward may do on a GPU
     assert ladder.checkpoint_verdict(with_checkpoint(resumed=jittered), TOLERANCE).status == "pass"
-    assert ladder.checkpoint_verdict(with_checkpoint(resumed=[x + 1e-2 for x in c["resumed"]]), TOLERANCE).status == "fail"
+    assert (
+        ladder.checkpoint_verdict(with_checkpoint(resumed=[x + 1e-2 for x in c["resumed"]]), TOLERANCE).status == "fail"
+    )
     assert ladder.checkpoint_verdict(with_checkpoint(resume_max_weight_diff=1e-9), TOLERANCE).status == "fail"
 
 
@@ -380,10 +410,22 @@ def test_link_prediction_is_graded_from_the_link_verdict():
     assert ladder.link_prediction(direct, staged, direct, "c").status == "right"
     assert ladder.link_prediction(direct, staged, direct, "a").status == "off"
     assert ladder.link_prediction(direct, staged, direct, "c").numbers["answer"] == "c"
-    offload = _timed({"ddp": [0.0074, 0.0073], "zero1": [0.0121, 0.0120], "fsdp_offload": [0.0485, 0.0484],
-                      "tensor_parallel": [0.0395, 0.0396]})
-    offload_staged = _timed({"ddp": [0.0082, 0.0082], "zero1": [0.0105, 0.0105], "fsdp_offload": [0.112, 0.113],
-                             "tensor_parallel": [0.0429, 0.0429]})
+    offload = _timed(
+        {
+            "ddp": [0.0074, 0.0073],
+            "zero1": [0.0121, 0.0120],
+            "fsdp_offload": [0.0485, 0.0484],
+            "tensor_parallel": [0.0395, 0.0396],
+        }
+    )
+    offload_staged = _timed(
+        {
+            "ddp": [0.0082, 0.0082],
+            "zero1": [0.0105, 0.0105],
+            "fsdp_offload": [0.112, 0.113],
+            "tensor_parallel": [0.0429, 0.0429],
+        }
+    )
     graded = ladder.link_prediction(offload, offload_staged, offload, "d")
     assert graded.status == "right" and graded.numbers["answer"] == "d" and "PCIe" in graded.text
     assert ladder.link_prediction(offload, offload_staged, offload, "c").status == "off"
@@ -470,11 +512,31 @@ def test_lesson_script_runs_as_it_says(tmp_path, setup):
     from nvtutorial.chapters.ch08_ladder.lessons.train import train
 
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
-    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
-                           str(ROOT / "nvtutorial/chapters/ch08_ladder/lessons/train.py"), "--rung", "tensor_parallel", "--steps", "2"],
-                          capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path, check=False)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc-per-node",
+            "2",
+            str(ROOT / "nvtutorial/chapters/ch08_ladder/lessons/train.py"),
+            "--rung",
+            "tensor_parallel",
+            "--steps",
+            "2",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+        cwd=tmp_path,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
-    losses = [float(line.rsplit(" ", 1)[1]) for line in proc.stdout.splitlines() if line.startswith("tensor_parallel step")]
+    losses = [
+        float(line.rsplit(" ", 1)[1]) for line in proc.stdout.splitlines() if line.startswith("tensor_parallel step")
+    ]
     import torch
 
     reference = train("single", setup.config(), 2, 8, torch.device("cpu"))
@@ -503,8 +565,14 @@ def judged(tmp_path_factory):
     wrong rungs through the workload's gradient check. Per rank, what was judged."""
     out = tmp_path_factory.mktemp("judged")
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
-    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
-                           __file__, str(out)], capture_output=True, text=True, timeout=300, env=env, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", __file__, str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return [json.loads((out / f"rank{rank}.json").read_text()) for rank in (0, 1)]
 
@@ -551,13 +619,14 @@ def _wrong_rungs() -> dict:
 
     from nvtutorial.chapters.ch08_ladder.lessons import rungs
     from nvtutorial.chapters.ch08_ladder.lessons.train import global_loss, local_batch, train, train_step
-    from nvtutorial.models import transformer
     from nvtutorial.chapters.ch08_ladder.workload import gradient_check, reference_gradients
+    from nvtutorial.models import transformer
 
     cfg, device, steps = ladder.Setup(**TINY, global_batch=RUN["global_batch"]).config(), torch.device("cpu"), 3
     grads = reference_gradients(cfg, transformer.batch(0, RUN["global_batch"], cfg), 0)
     out = {"wrong rung: reference": train("single", cfg, steps, RUN["global_batch"], device)}
     for name, divisor in (("summed", 1), ("averaged twice", dist.get_world_size() ** 2)):
+
         def hook(state, bucket, divisor=divisor):  # DDP's all-reduce hook with the wrong division
             buffer = bucket.buffer().div_(divisor)
             return dist.all_reduce(buffer, async_op=True).get_future().then(lambda f: f.value()[0])
@@ -566,9 +635,12 @@ def _wrong_rungs() -> dict:
         model.register_comm_hook(None, hook)
         transformer.loss_fn(model, local_batch(transformer.batch(0, RUN["global_batch"], cfg), "ddp")).backward()
         record = {"gradients": gradient_check(model, grads, device)}
-        record["losses"] = [global_loss(train_step(model, optimizer, local_batch(transformer.batch(s, RUN["global_batch"],
-                                                                                                  cfg), "ddp")), "ddp")
-                            for s in range(steps)]
+        record["losses"] = [
+            global_loss(
+                train_step(model, optimizer, local_batch(transformer.batch(s, RUN["global_batch"], cfg), "ddp")), "ddp"
+            )
+            for s in range(steps)
+        ]
         out[f"wrong rung: {name}"] = record
     return out
 

@@ -24,7 +24,6 @@ import nvtutorial
 from nvtutorial import guards, launch
 from nvtutorial.machine import hardware
 from nvtutorial.results import RunResult, write_json_atomic
-
 from tests.conftest import assert_nothing_left, requires_two_gpus, run_pids
 from tests.launch_helpers import SUBJECT, assert_no_process, in_position
 
@@ -73,7 +72,9 @@ def test_rank_killed_by_a_signal_is_named_as_the_cause(runs_dir):
     assert_nothing_left(err.result.run_dir)
 
 
-def hang_until_deadline(target: str, timeout: float, ready: str, **kwargs) -> tuple[nvtutorial.RunTimedOut, float, float]:
+def hang_until_deadline(
+    target: str, timeout: float, ready: str, **kwargs
+) -> tuple[nvtutorial.RunTimedOut, float, float]:
     """A run that hangs, ended by its deadline: the error, the deadline, the seconds from it to the return.
 
     On a machine too busy for the ranks to reach the hang (rank 0 up, ``ready`` in rank 1's log)
@@ -83,7 +84,9 @@ def hang_until_deadline(target: str, timeout: float, ready: str, **kwargs) -> tu
         t0 = time.monotonic()
         with pytest.raises(nvtutorial.RunTimedOut) as info:
             nvtutorial.run(target, nproc=2, backend="gloo", timeout=deadline, output="none", **kwargs)
-        late = time.monotonic() - t0 - deadline - (info.value.result.ready_s or 0.0)  # the deadline starts once all are up
+        late = (
+            time.monotonic() - t0 - deadline - (info.value.result.ready_s or 0.0)
+        )  # the deadline starts once all are up
         if in_position(info.value.result.run_dir, ready):
             return info.value, deadline, late
     raise AssertionError(f"the ranks never reached the hang ({ready!r} is not in rank 1's log)")
@@ -131,9 +134,11 @@ def test_interrupt_ends_the_whole_tree_within_5_seconds(tmp_path):
     assert json.loads((tmp_path / "run" / "result.json").read_text())["error"]["type"] == "KeyboardInterrupt"
     # what a notebook shows for Stop: three plain lines, no frames of the launcher: what ran, what ended, what is kept
     shown = next(line for line in caller.stdout.read().splitlines() if line.startswith("RENDERED:"))
-    lines = shown[len("RENDERED:"):].split("|")
+    lines = shown[len("RENDERED:") :].split("|")
     assert len(lines) == 3 and lines[0].startswith("KeyboardInterrupt: stopped while selftest ran on 2 ranks (ready")
-    assert lines[1].startswith("ended: every process of the run") and lines[2].startswith(f"kept: its folder {tmp_path / 'run'}")
+    assert lines[1].startswith("ended: every process of the run") and lines[2].startswith(
+        f"kept: its folder {tmp_path / 'run'}"
+    )
 
 
 def test_sigterm_to_the_caller_ends_the_tree_first(tmp_path):
@@ -162,9 +167,14 @@ def _read(path: Path) -> str:
 def test_environment_passes_through_with_per_run_overrides(runs_dir, monkeypatch):
     monkeypatch.setenv("NCCL_DEBUG", "WARN")
     monkeypatch.setenv("NVTUTORIAL_TEST_MARK", "from-parent")
-    res = nvtutorial.run("selftest", nproc=2, backend="gloo", output="none",
-                         params={"steps": 1, "numel": 16, "report_env": "NCCL_DEBUG,NVTUTORIAL_TEST_MARK,NCCL_P2P_DISABLE"},
-                         env={"NCCL_P2P_DISABLE": 1, "NCCL_DEBUG": "INFO"})
+    res = nvtutorial.run(
+        "selftest",
+        nproc=2,
+        backend="gloo",
+        output="none",
+        params={"steps": 1, "numel": 16, "report_env": "NCCL_DEBUG,NVTUTORIAL_TEST_MARK,NCCL_P2P_DISABLE"},
+        env={"NCCL_P2P_DISABLE": 1, "NCCL_DEBUG": "INFO"},
+    )
     for rank in res.ranks:
         assert rank["env"] == {"NCCL_DEBUG": "INFO", "NVTUTORIAL_TEST_MARK": "from-parent", "NCCL_P2P_DISABLE": "1"}
     assert res.overrides == {"NCCL_P2P_DISABLE": "1", "NCCL_DEBUG": "INFO"}
@@ -176,8 +186,9 @@ def test_two_runs_at_once_do_not_collide(runs_dir):
 
     def one():
         try:
-            results.append(nvtutorial.run("selftest", nproc=2, backend="gloo", params={"steps": 3, "numel": 64},
-                                          output="none"))
+            results.append(
+                nvtutorial.run("selftest", nproc=2, backend="gloo", params={"steps": 3, "numel": 64}, output="none")
+            )
         except Exception as exc:  # noqa: BLE001 - reported below
             errors.append(exc)
 
@@ -205,22 +216,25 @@ def test_parent_never_touches_cuda(monkeypatch):
         assert spec.backend in ("nccl", "gloo")
 
 
-@pytest.mark.parametrize(("kwargs", "message"), [
-    ({"workload": "nope"}, "unknown workload 'nope'; available: "),
-    ({"nproc": 0}, "nproc=0"),
-    ({"nproc": -1}, "nproc=-1"),
-    ({"params": {"mode": "explode"}}, "mode='explode' is not one of: ok, crash, abort, hang"),
-    ({"params": {"colour": "red"}}, "unknown parameter colour; accepted: mode"),
-    ({"params": {"numel": -5}}, "numel=-5 must be at least 1"),
-    ({"params": {"steps": "many"}}, "steps='many' is not an integer"),
-    ({"timeout": -1}, "timeout=-1"),
-    ({"backend": "mpi"}, "unknown backend 'mpi'"),
-    ({"nnodes": 0}, "nnodes=0: the number of emulated nodes must be a whole number of at least 1"),
-    ({"timeout": float("nan")}, "timeout=nan: give a positive number of seconds"),
-    ({"args": ["--lr", "1"]}, "arguments are for scripts; workload selftest takes params"),
-    ({"nproc": 10_000}, "10000 ranks on "),
-    ({"env": {"NCCL_DEBUG": "IN\0FO"}}, "contains a NUL character"),
-])
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"workload": "nope"}, "unknown workload 'nope'; available: "),
+        ({"nproc": 0}, "nproc=0"),
+        ({"nproc": -1}, "nproc=-1"),
+        ({"params": {"mode": "explode"}}, "mode='explode' is not one of: ok, crash, abort, hang"),
+        ({"params": {"colour": "red"}}, "unknown parameter colour; accepted: mode"),
+        ({"params": {"numel": -5}}, "numel=-5 must be at least 1"),
+        ({"params": {"steps": "many"}}, "steps='many' is not an integer"),
+        ({"timeout": -1}, "timeout=-1"),
+        ({"backend": "mpi"}, "unknown backend 'mpi'"),
+        ({"nnodes": 0}, "nnodes=0: the number of emulated nodes must be a whole number of at least 1"),
+        ({"timeout": float("nan")}, "timeout=nan: give a positive number of seconds"),
+        ({"args": ["--lr", "1"]}, "arguments are for scripts; workload selftest takes params"),
+        ({"nproc": 10_000}, "10000 ranks on "),
+        ({"env": {"NCCL_DEBUG": "IN\0FO"}}, "contains a NUL character"),
+    ],
+)
 def test_bad_input_is_rejected_before_launch(kwargs, message, runs_dir):
     args = {"workload": "selftest", **kwargs}
     with pytest.raises(nvtutorial.LaunchError, match=None) as info:
@@ -312,8 +326,11 @@ def test_script_hang_is_ended_at_the_deadline_with_stacks(runs_dir):
 
 def test_bad_script_targets_are_refused_before_launch(tmp_path, runs_dir):
     (tmp_path / "notes.txt").write_text("not python")
-    cases = [(tmp_path / "missing.py", "no such script: "), (tmp_path, "is a folder; give the path of a .py file"),
-             (tmp_path / "notes.txt", "is not a Python file")]
+    cases = [
+        (tmp_path / "missing.py", "no such script: "),
+        (tmp_path, "is a folder; give the path of a .py file"),
+        (tmp_path / "notes.txt", "is not a Python file"),
+    ]
     for target, message in cases:
         with pytest.raises(nvtutorial.LaunchError, match=message):
             launch.prepare(str(target))
@@ -359,8 +376,10 @@ def test_emulated_nodes_commands_and_gpus(runs_dir):
     spec = launch.prepare("selftest", nproc=2, nnodes=2, backend="gloo", params={"steps": 3})
     lines = spec.cluster_commands()
     assert len(lines) == 2
-    assert lines[0].startswith("torchrun --nnodes 2 --nproc-per-node 2 --rdzv-backend c10d "
-                               "--rdzv-endpoint $HEAD_NODE:29400 --rdzv-id nvtutorial -m nvtutorial.workloads.selftest ")
+    assert lines[0].startswith(
+        "torchrun --nnodes 2 --nproc-per-node 2 --rdzv-backend c10d "
+        "--rdzv-endpoint $HEAD_NODE:29400 --rdzv-id nvtutorial -m nvtutorial.workloads.selftest "
+    )
     assert "--set steps=3" in lines[0] and "--out" not in lines[0]
     script = launch.prepare(SUBJECT, nproc=1, nnodes=2, backend="gloo", args=["ok", "--rank", "0"])
     assert script.cluster_commands("10.0.0.1:29400")[1].endswith(f"--rdzv-id nvtutorial {SUBJECT} ok --rank 0")
@@ -398,8 +417,10 @@ def test_guards_refuse_ranks_the_machine_cannot_hold(runs_dir, monkeypatch):
     monkeypatch.setattr(guards, "available_memory", lambda: 24 * 10**9)
     with pytest.raises(nvtutorial.LaunchError) as info:
         launch.prepare("selftest", nproc=99, backend="gloo")
-    assert str(info.value) == ("99 ranks on 2 CPU cores: the limit is 8 (4 per core); use 8 ranks or fewer "
-                               "(--nproc x --nnodes), or --oversubscribe (allow_oversubscribe=True) to start them anyway")
+    assert str(info.value) == (
+        "99 ranks on 2 CPU cores: the limit is 8 (4 per core); use 8 ranks or fewer "
+        "(--nproc x --nnodes), or --oversubscribe (allow_oversubscribe=True) to start them anyway"
+    )
     for nproc, nnodes in ((2, 1), (1, 2), (2, 2), (4, 1), (1, 8)):  # every use of the course, and 8 at once
         assert launch.prepare("selftest", nproc=nproc, nnodes=nnodes, backend="gloo").warnings == ()
     with pytest.raises(nvtutorial.LaunchError, match="the limit is 8"):
@@ -453,10 +474,17 @@ def test_run_folders_are_hidden_bounded_and_cleaned(tmp_path, monkeypatch, capsy
     mine.mkdir()
     assert spec_mod.prune_runs(keep=2) == (2, 4)
     left = sorted(p.name for p in Path(".runs").iterdir())
-    assert left == ["notes", "selftest-20260101-000002-abcdef", "selftest-20260101-000003-abcdef",
-                    "selftest-20260101-000009-abcdef"]
+    assert left == [
+        "notes",
+        "selftest-20260101-000002-abcdef",
+        "selftest-20260101-000003-abcdef",
+        "selftest-20260101-000009-abcdef",
+    ]
     os.utime(Path(".runs") / "selftest-20260101-000003-abcdef")  # touched just now: stays
     assert cli.main(["clean"]) == 0
     assert "removed 1 finished run folder" in capsys.readouterr().out
-    assert sorted(p.name for p in Path(".runs").iterdir()) == ["notes", "selftest-20260101-000003-abcdef",
-                                                               "selftest-20260101-000009-abcdef"]
+    assert sorted(p.name for p in Path(".runs").iterdir()) == [
+        "notes",
+        "selftest-20260101-000003-abcdef",
+        "selftest-20260101-000009-abcdef",
+    ]

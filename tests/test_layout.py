@@ -31,14 +31,23 @@ KERNEL_ONLY = {"report", "plots"}
 NEVER_FROM_KERNEL_ONLY = {"launch", "experiments", "workloads"}
 SHARED = {"schema"}
 """Torch-free files both sides import (a chapter's result schema and its cost model): only the core and each other."""
-CHAPTER_ROLES = {"lessons": "lessons", "workload": "workloads", "schema": "schema", "model": "schema",
-                 "report": "report", "problems": "report", "plots": "plots", "lab": "experiments",
-                 "exercises": "exercises"}
+CHAPTER_ROLES = {
+    "lessons": "lessons",
+    "workload": "workloads",
+    "schema": "schema",
+    "model": "schema",
+    "report": "report",
+    "problems": "report",
+    "plots": "plots",
+    "lab": "experiments",
+    "exercises": "exercises",
+}
 """A chapter file's role (``nvtutorial/chapters/chNN_topic/<file>``), by its name: it then obeys that area's rules."""
 DISTRIBUTED = "torch.distributed"
 
 
 # --------------------------------------------------------------------------- reading imports
+
 
 def modules(package: Path, name: str = "nvtutorial") -> dict[str, Path]:
     """Dotted module name -> file, for every ``.py`` file of ``package``."""
@@ -57,8 +66,13 @@ def imported_names(path: Path, module: str, is_package: bool) -> set[tuple[str, 
     tree = ast.parse(path.read_text(), filename=str(path))
     base = module.split(".") if is_package else module.split(".")[:-1]
     found: set[tuple[str, str | None]] = set()
-    typing_only = {id(n) for block in ast.walk(tree) if isinstance(block, ast.If) and _is_type_checking(block.test)
-                   for stmt in block.body for n in ast.walk(stmt)}
+    typing_only = {
+        id(n)
+        for block in ast.walk(tree)
+        if isinstance(block, ast.If) and _is_type_checking(block.test)
+        for stmt in block.body
+        for n in ast.walk(stmt)
+    }
     for node in ast.walk(tree):
         if id(node) in typing_only:  # `if TYPE_CHECKING:` imports exist for annotations only, never at run time
             continue
@@ -76,7 +90,8 @@ def imported_names(path: Path, module: str, is_package: bool) -> set[tuple[str, 
 
 def _is_type_checking(test: ast.expr) -> bool:
     return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
 
 
 def import_graph(package: Path, name: str = "nvtutorial") -> tuple[dict[str, set[str]], dict[str, set[str]]]:
@@ -132,6 +147,7 @@ def closure(edges: Mapping[str, set[str]], start: str) -> set[str]:
 
 # --------------------------------------------------------------------------- the rules
 
+
 def cycles(edges: Mapping[str, set[str]]) -> list[list[str]]:
     """Strongly connected components with more than one module (Tarjan), each sorted."""
     index: dict[str, int] = {}
@@ -183,8 +199,10 @@ def violations(edges: Mapping[str, set[str]], external: Mapping[str, set[str]]) 
         if a in WORKER:
             for t in targets:
                 if area(t) not in WORKER | CORE | SHARED:
-                    out.append(f"{module} runs on the ranks but imports {t} (only lessons, models, workloads, schemas "
-                               "and the core)")
+                    out.append(
+                        f"{module} runs on the ranks but imports {t} (only lessons, models, workloads, schemas "
+                        "and the core)"
+                    )
         if a in SHARED:
             for t in targets:
                 if area(t) not in CORE | SHARED:
@@ -208,8 +226,10 @@ def violations(edges: Mapping[str, set[str]], external: Mapping[str, set[str]]) 
             reach = closure(edges, module)
             for t in sorted(reach):
                 if area(t) in NEVER_FROM_KERNEL_ONLY:
-                    out.append(f"{module} must never launch but imports {t}"
-                               + ("" if t in edges[module] else " (through its imports)"))
+                    out.append(
+                        f"{module} must never launch but imports {t}"
+                        + ("" if t in edges[module] else " (through its imports)")
+                    )
             for m in sorted({module} | reach):
                 for n in _imports_distributed(external.get(m, ())):
                     out.append(f"{module} must not import {n}" + ("" if m == module else f" (through {m})"))
@@ -236,11 +256,14 @@ def notebook_violations(paths: Iterable[Path]) -> list[str]:
                     names = [node.module] + [f"{node.module}.{alias.name}" for alias in node.names]
                 bad = [n for n in names if n == "nvtutorial.workloads" or n.startswith("nvtutorial.workloads.")]
                 if bad:
-                    out.append(f"{path.name} cell {i} imports {bad[0]}: run workloads by name, read results with report/")
+                    out.append(
+                        f"{path.name} cell {i} imports {bad[0]}: run workloads by name, read results with report/"
+                    )
     return out
 
 
 # --------------------------------------------------------------------------- the package
+
 
 def test_the_package_has_the_target_layout():
     mods = modules(PACKAGE)
@@ -257,14 +280,21 @@ def test_the_package_has_the_target_layout():
 def test_every_import_edge_is_seen():
     """The reader finds relative, absolute and function-level imports (else every rule passes vacuously)."""
     edges, external = import_graph(PACKAGE)
-    assert "nvtutorial.runtime" in edges["nvtutorial.workloads.selftest"]            # from nvtutorial import runtime
-    assert "nvtutorial.chapters.ch03_ddp_training.lessons.training" in edges["nvtutorial.chapters.ch03_ddp_training.workload"]      # inside a function
-    assert "nvtutorial.units" in edges["nvtutorial.chapters.ch01_hardware.report"]                # from ..units import ...
-    assert "nvtutorial.machine.hardware" in edges["nvtutorial.chapters.ch01_hardware.report"]     # from ..machine import hardware
+    assert "nvtutorial.runtime" in edges["nvtutorial.workloads.selftest"]  # from nvtutorial import runtime
+    assert (
+        "nvtutorial.chapters.ch03_ddp_training.lessons.training"
+        in edges["nvtutorial.chapters.ch03_ddp_training.workload"]
+    )  # inside a function
+    assert "nvtutorial.units" in edges["nvtutorial.chapters.ch01_hardware.report"]  # from ..units import ...
+    assert (
+        "nvtutorial.machine.hardware" in edges["nvtutorial.chapters.ch01_hardware.report"]
+    )  # from ..machine import hardware
     assert "torch.distributed" in external["nvtutorial.chapters.ch07_collectives.lessons.collectives"]
     chapter = "nvtutorial.chapters.ch10_cost_model"
-    assert f"{chapter}.schema" in edges[f"{chapter}.workload"]                          # from .schema import ...
-    assert "nvtutorial.chapters.ch08_ladder.lessons.train" in edges[f"{chapter}.lessons.pipeline"]     # a lesson of another chapter
+    assert f"{chapter}.schema" in edges[f"{chapter}.workload"]  # from .schema import ...
+    assert (
+        "nvtutorial.chapters.ch08_ladder.lessons.train" in edges[f"{chapter}.lessons.pipeline"]
+    )  # a lesson of another chapter
     assert area(f"{chapter}.workload") == "workloads" and area(f"{chapter}.problems") == "report"
 
 
@@ -280,6 +310,7 @@ def test_notebooks_never_import_workloads():
 
 # --------------------------------------------------------------------------- each rule can fail
 
+
 def _fake(tmp_path: Path, files: Mapping[str, str]) -> Path:
     root = tmp_path / "nvtutorial"
     for rel, text in {"__init__.py": "", **files}.items():
@@ -293,45 +324,95 @@ def _fake(tmp_path: Path, files: Mapping[str, str]) -> Path:
     return root
 
 
-@pytest.mark.parametrize("files, expected", [
-    ({"units.py": "", "report/a.py": "def f():\n    from .. import launch\n", "launch.py": ""},
-     "nvtutorial.report.a must never launch but imports nvtutorial.launch"),
-    ({"report/a.py": "from ..experiments import lab\n", "experiments/lab.py": ""},
-     "nvtutorial.report.a must never launch but imports nvtutorial.experiments.lab"),
-    ({"plots/a.py": "from nvtutorial.report import b\n", "report/b.py": "from nvtutorial.workloads import w\n",
-      "workloads/w.py": ""}, "nvtutorial.plots.a must never launch but imports nvtutorial.workloads.w (through its imports)"),
-    ({"report/a.py": "def f():\n    import torch.distributed as dist\n"}, "nvtutorial.report.a must not import torch.distributed"),
-    ({"plots/a.py": "from torch.distributed import all_reduce\n"}, "nvtutorial.plots.a must not import torch.distributed"),
-    ({"workloads/w.py": "from nvtutorial.machine import hardware\n", "machine/hardware.py": ""},
-     "nvtutorial.workloads.w runs on the ranks but imports nvtutorial.machine.hardware"),
-    ({"lessons/l.py": "def f():\n    from ..report import r\n", "report/r.py": ""},
-     "nvtutorial.lessons.l runs on the ranks but imports nvtutorial.report.r"),
-    ({"models/m.py": "import nvtutorial.launch\n", "launch.py": ""},
-     "nvtutorial.models.m runs on the ranks but imports nvtutorial.launch"),
-    ({"machine/t.py": "from ..report import r\n", "report/r.py": ""},
-     "nvtutorial.machine.t is machine/ but imports nvtutorial.report.r"),
-    ({"units.py": "from .machine import hardware\n", "machine/hardware.py": ""},
-     "nvtutorial.units is core but imports nvtutorial.machine.hardware"),
-    ({"report/a.py": "from . import b\n", "report/b.py": "def f():\n    from .a import g\n"},
-     "import cycle: nvtutorial.report.a -> nvtutorial.report.b"),
-    ({"chapters/ch99_x/workload.py": "def f():\n    from . import report\n", "chapters/ch99_x/report.py": ""},
-     "nvtutorial.chapters.ch99_x.workload runs on the ranks but imports nvtutorial.chapters.ch99_x.report"),
-    ({"chapters/ch99_x/lessons/l.py": "from nvtutorial.chapters.ch99_x import plots\n", "chapters/ch99_x/plots.py": ""},
-     "nvtutorial.chapters.ch99_x.lessons.l runs on the ranks but imports nvtutorial.chapters.ch99_x.plots"),
-    ({"chapters/ch99_x/schema.py": "def f():\n    import torch\n"},
-     "nvtutorial.chapters.ch99_x.schema is a torch-free schema or model but imports torch"),
-    ({"chapters/ch99_x/model.py": "from . import report\n", "chapters/ch99_x/report.py": ""},
-     "nvtutorial.chapters.ch99_x.model is a torch-free schema or model but imports nvtutorial.chapters.ch99_x.report"),
-    ({"chapters/ch99_x/report.py": "from . import lab\n", "chapters/ch99_x/lab.py": ""},
-     "nvtutorial.chapters.ch99_x.report must never launch but imports nvtutorial.chapters.ch99_x.lab"),
-    ({"chapters/ch99_x/plots.py": "from . import workload\n", "chapters/ch99_x/workload.py": ""},
-     "nvtutorial.chapters.ch99_x.plots must never launch but imports nvtutorial.chapters.ch99_x.workload"),
-    ({"chapters/ch99_x/problems.py": "import torch.distributed as dist\n"},
-     "nvtutorial.chapters.ch99_x.problems must not import torch.distributed"),
-    ({"chapters/ch99_x/__init__.py": "from . import report\n", "chapters/ch99_x/report.py": ""},
-     "nvtutorial.chapters.ch99_x is a chapter's facade but imports nvtutorial.chapters.ch99_x.report"),
-    ({"chapters/ch99_x/helpers.py": ""}, "nvtutorial.chapters.ch99_x.helpers is a chapter file with no role"),
-])
+@pytest.mark.parametrize(
+    "files, expected",
+    [
+        (
+            {"units.py": "", "report/a.py": "def f():\n    from .. import launch\n", "launch.py": ""},
+            "nvtutorial.report.a must never launch but imports nvtutorial.launch",
+        ),
+        (
+            {"report/a.py": "from ..experiments import lab\n", "experiments/lab.py": ""},
+            "nvtutorial.report.a must never launch but imports nvtutorial.experiments.lab",
+        ),
+        (
+            {
+                "plots/a.py": "from nvtutorial.report import b\n",
+                "report/b.py": "from nvtutorial.workloads import w\n",
+                "workloads/w.py": "",
+            },
+            "nvtutorial.plots.a must never launch but imports nvtutorial.workloads.w (through its imports)",
+        ),
+        (
+            {"report/a.py": "def f():\n    import torch.distributed as dist\n"},
+            "nvtutorial.report.a must not import torch.distributed",
+        ),
+        (
+            {"plots/a.py": "from torch.distributed import all_reduce\n"},
+            "nvtutorial.plots.a must not import torch.distributed",
+        ),
+        (
+            {"workloads/w.py": "from nvtutorial.machine import hardware\n", "machine/hardware.py": ""},
+            "nvtutorial.workloads.w runs on the ranks but imports nvtutorial.machine.hardware",
+        ),
+        (
+            {"lessons/l.py": "def f():\n    from ..report import r\n", "report/r.py": ""},
+            "nvtutorial.lessons.l runs on the ranks but imports nvtutorial.report.r",
+        ),
+        (
+            {"models/m.py": "import nvtutorial.launch\n", "launch.py": ""},
+            "nvtutorial.models.m runs on the ranks but imports nvtutorial.launch",
+        ),
+        (
+            {"machine/t.py": "from ..report import r\n", "report/r.py": ""},
+            "nvtutorial.machine.t is machine/ but imports nvtutorial.report.r",
+        ),
+        (
+            {"units.py": "from .machine import hardware\n", "machine/hardware.py": ""},
+            "nvtutorial.units is core but imports nvtutorial.machine.hardware",
+        ),
+        (
+            {"report/a.py": "from . import b\n", "report/b.py": "def f():\n    from .a import g\n"},
+            "import cycle: nvtutorial.report.a -> nvtutorial.report.b",
+        ),
+        (
+            {"chapters/ch99_x/workload.py": "def f():\n    from . import report\n", "chapters/ch99_x/report.py": ""},
+            "nvtutorial.chapters.ch99_x.workload runs on the ranks but imports nvtutorial.chapters.ch99_x.report",
+        ),
+        (
+            {
+                "chapters/ch99_x/lessons/l.py": "from nvtutorial.chapters.ch99_x import plots\n",
+                "chapters/ch99_x/plots.py": "",
+            },
+            "nvtutorial.chapters.ch99_x.lessons.l runs on the ranks but imports nvtutorial.chapters.ch99_x.plots",
+        ),
+        (
+            {"chapters/ch99_x/schema.py": "def f():\n    import torch\n"},
+            "nvtutorial.chapters.ch99_x.schema is a torch-free schema or model but imports torch",
+        ),
+        (
+            {"chapters/ch99_x/model.py": "from . import report\n", "chapters/ch99_x/report.py": ""},
+            "nvtutorial.chapters.ch99_x.model is a torch-free schema or model but imports nvtutorial.chapters.ch99_x.report",
+        ),
+        (
+            {"chapters/ch99_x/report.py": "from . import lab\n", "chapters/ch99_x/lab.py": ""},
+            "nvtutorial.chapters.ch99_x.report must never launch but imports nvtutorial.chapters.ch99_x.lab",
+        ),
+        (
+            {"chapters/ch99_x/plots.py": "from . import workload\n", "chapters/ch99_x/workload.py": ""},
+            "nvtutorial.chapters.ch99_x.plots must never launch but imports nvtutorial.chapters.ch99_x.workload",
+        ),
+        (
+            {"chapters/ch99_x/problems.py": "import torch.distributed as dist\n"},
+            "nvtutorial.chapters.ch99_x.problems must not import torch.distributed",
+        ),
+        (
+            {"chapters/ch99_x/__init__.py": "from . import report\n", "chapters/ch99_x/report.py": ""},
+            "nvtutorial.chapters.ch99_x is a chapter's facade but imports nvtutorial.chapters.ch99_x.report",
+        ),
+        ({"chapters/ch99_x/helpers.py": ""}, "nvtutorial.chapters.ch99_x.helpers is a chapter file with no role"),
+    ],
+)
 def test_a_violation_is_reported(tmp_path, files, expected):
     edges, external = import_graph(_fake(tmp_path, files))
     found = violations(edges, external)
@@ -339,31 +420,42 @@ def test_a_violation_is_reported(tmp_path, files, expected):
 
 
 def test_a_clean_fake_package_passes(tmp_path):
-    files = {"units.py": "", "runtime.py": "from . import units\n", "launch.py": "from . import workloads\n",
-             "workloads/w.py": "from nvtutorial import runtime\nfrom nvtutorial.lessons import l\n",
-             "lessons/l.py": "import torch.distributed as dist\nfrom ..models import m\n", "models/m.py": "",
-             "report/r.py": "from ..units import x\nfrom ..machine import hw\n", "machine/hw.py": "from .. import units\n",
-             "plots/p.py": "from ..report import r\n", "experiments/e.py": "from .. import launch\nfrom ..report import r\n",
-             "chapters/ch99_x/__init__.py": "import importlib\n", "chapters/ch99_x/schema.py": "from nvtutorial import units\n",
-             "chapters/ch99_x/model.py": "from . import schema\n",
-             "chapters/ch99_x/lessons/l.py": "import torch.distributed\nfrom nvtutorial.models import m\n",
-             "chapters/ch99_x/workload.py": "from .schema import P\nfrom .lessons import l\nfrom nvtutorial import runtime\n",
-             "chapters/ch99_x/report.py": "from . import model, schema\nfrom nvtutorial.report import r\n",
-             "chapters/ch99_x/plots.py": "from . import report\n",
-             "chapters/ch99_x/lab.py": "from nvtutorial import launch\nfrom . import report\n",
-             "workloads/w2.py": "from nvtutorial.chapters.ch99_x import workload\n"}
+    files = {
+        "units.py": "",
+        "runtime.py": "from . import units\n",
+        "launch.py": "from . import workloads\n",
+        "workloads/w.py": "from nvtutorial import runtime\nfrom nvtutorial.lessons import l\n",
+        "lessons/l.py": "import torch.distributed as dist\nfrom ..models import m\n",
+        "models/m.py": "",
+        "report/r.py": "from ..units import x\nfrom ..machine import hw\n",
+        "machine/hw.py": "from .. import units\n",
+        "plots/p.py": "from ..report import r\n",
+        "experiments/e.py": "from .. import launch\nfrom ..report import r\n",
+        "chapters/ch99_x/__init__.py": "import importlib\n",
+        "chapters/ch99_x/schema.py": "from nvtutorial import units\n",
+        "chapters/ch99_x/model.py": "from . import schema\n",
+        "chapters/ch99_x/lessons/l.py": "import torch.distributed\nfrom nvtutorial.models import m\n",
+        "chapters/ch99_x/workload.py": "from .schema import P\nfrom .lessons import l\nfrom nvtutorial import runtime\n",
+        "chapters/ch99_x/report.py": "from . import model, schema\nfrom nvtutorial.report import r\n",
+        "chapters/ch99_x/plots.py": "from . import report\n",
+        "chapters/ch99_x/lab.py": "from nvtutorial import launch\nfrom . import report\n",
+        "workloads/w2.py": "from nvtutorial.chapters.ch99_x import workload\n",
+    }
     edges, external = import_graph(_fake(tmp_path, files))
     assert violations(edges, external) == []
 
 
 def test_a_notebook_importing_a_workload_is_reported(tmp_path):
     nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell("%matplotlib inline\nimport nvtutorial\n"),
-                nbformat.v4.new_code_cell("from nvtutorial.workloads import profile_step\n")]
+    nb.cells = [
+        nbformat.v4.new_code_cell("%matplotlib inline\nimport nvtutorial\n"),
+        nbformat.v4.new_code_cell("from nvtutorial.workloads import profile_step\n"),
+    ]
     path = tmp_path / "99_bad.ipynb"
     nbformat.write(nb, path)
     assert notebook_violations([path]) == [
-        "99_bad.ipynb cell 1 imports nvtutorial.workloads: run workloads by name, read results with report/"]
+        "99_bad.ipynb cell 1 imports nvtutorial.workloads: run workloads by name, read results with report/"
+    ]
 
 
 def test_every_notebook_imports_its_chapter():

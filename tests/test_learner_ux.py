@@ -28,8 +28,14 @@ ROOT = Path(__file__).resolve().parent.parent
 # ----- grades ----------------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("status", ["right", "close", "off", "no answer"])
 def test_a_grade_shows_its_mark_and_colour_under_its_question(status):
-    v = Verdict("ladder.predict.zero1", status, "You predicted 3 MB: 5 % too high.", {"prediction": 3}, "CPU, gloo",
-                title=predict.question_of("ladder.predict.zero1"))
+    v = Verdict(
+        "ladder.predict.zero1",
+        status,
+        "You predicted 3 MB: 5 % too high.",
+        {"prediction": 3},
+        "CPU, gloo",
+        title=predict.question_of("ladder.predict.zero1"),
+    )
     bundle = v._repr_mimebundle_()
     mark, colour = GRADE_LOOK[status]
     html = bundle["text/html"]
@@ -106,8 +112,10 @@ def test_a_grader_pulls_what_the_ranks_held_after_they_were_stopped(fresh_ranks,
 
 
 def test_a_ranks_checker_says_what_to_run_when_the_ranks_were_stopped(fresh_ranks):
-    with pytest.raises(ranks.RanksError, match="ring_all_reduce lives on the ranks of the %%ranks cell that defines "
-                                               "it, and no ranks are running now"):
+    with pytest.raises(
+        ranks.RanksError,
+        match="ring_all_reduce lives on the ranks of the %%ranks cell that defines it, and no ranks are running now",
+    ):
         check.check_ranks("ring_allreduce")
     assert not ranks.status()["running"], "the checker started ranks that cannot hold the learner's function"
 
@@ -128,11 +136,15 @@ def test_a_kernel_says_when_a_cell_first_imports_torch_pandas_or_matplotlib():
         assert first["stdout"] == "looked\n", first  # a look-up is not an import: nothing said
         out = k.execute("import torch\nprint(torch.ones(1).item())")
         assert out["stdout"].splitlines() == [
-            "[nvtutorial] importing PyTorch in this kernel (once per kernel; it starts no GPU)", "1.0"], out
+            "[nvtutorial] importing PyTorch in this kernel (once per kernel; it starts no GPU)",
+            "1.0",
+        ], out
         assert k.execute("import torch.nn")["stdout"] == ""  # once per kernel
         out = k.execute("import pandas\nimport matplotlib.pyplot\nimport pandas, matplotlib")
-        assert out["stdout"].splitlines() == ["[nvtutorial] importing pandas (once per kernel)",
-                                              "[nvtutorial] importing matplotlib (once per kernel)"], out
+        assert out["stdout"].splitlines() == [
+            "[nvtutorial] importing pandas (once per kernel)",
+            "[nvtutorial] importing matplotlib (once per kernel)",
+        ], out
     finally:
         k.close()
 
@@ -145,7 +157,7 @@ def test_a_plain_script_reports_progress_as_a_line_and_as_a_bar_under_the_launch
     runtime.progress(2, 3, "epochs", train_loss=0.123456789)
     line = capsys.readouterr().out.strip()
     assert line.startswith(runtime.PROGRESS_PREFIX)
-    event = json.loads(line[len(runtime.PROGRESS_PREFIX):])
+    event = json.loads(line[len(runtime.PROGRESS_PREFIX) :])
     progress = RunProgress(bar=_Shown)
     progress.update(event)
     assert (progress.phases[0].desc, progress.phases[0].n, progress.phases[0].total) == ("epochs", 2, 3)

@@ -21,7 +21,6 @@ from nvtutorial.chapters.ch09_multinode import lab as recovery
 from nvtutorial.chapters.ch09_multinode import report
 from nvtutorial.report.verdict import verdicts_in_notebook
 from nvtutorial.teach import check
-
 from tests.launch_helpers import assert_no_process
 from tests.test_notebooks import executed
 
@@ -37,10 +36,23 @@ def runs(tmp_path_factory):
     previous = os.environ.get("NVTUTORIAL_RUNS_DIR")
     os.environ["NVTUTORIAL_RUNS_DIR"] = str(folder)
     try:
-        two = nvtutorial.run(recovery.LESSON, nproc=1, nnodes=2, backend="gloo", output="none", timeout=180,
-                             args=recovery.lesson_args(SIZES, recovery.checkpoint_dir("two")))
-        one = nvtutorial.run(recovery.LESSON, nproc=2, backend="gloo", output="none", timeout=180,
-                             args=recovery.lesson_args(SIZES, recovery.checkpoint_dir("one")))
+        two = nvtutorial.run(
+            recovery.LESSON,
+            nproc=1,
+            nnodes=2,
+            backend="gloo",
+            output="none",
+            timeout=180,
+            args=recovery.lesson_args(SIZES, recovery.checkpoint_dir("two")),
+        )
+        one = nvtutorial.run(
+            recovery.LESSON,
+            nproc=2,
+            backend="gloo",
+            output="none",
+            timeout=180,
+            args=recovery.lesson_args(SIZES, recovery.checkpoint_dir("one")),
+        )
         yield {"two": two, "one": one, "folder": folder}
     finally:
         if previous is None:
@@ -50,6 +62,7 @@ def runs(tmp_path_factory):
 
 
 # --- the launcher's restarts ---------------------------------------------------------------------------
+
 
 def test_max_restarts_is_checked_and_reaches_torchrun(tmp_path):
     with pytest.raises(launch.LaunchError, match=r"max_restarts=-1: .*0 or more"):
@@ -61,8 +74,14 @@ def test_max_restarts_is_checked_and_reaches_torchrun(tmp_path):
     assert launch.child_environment(spec)["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] == "1"
     plain = launch.prepare(recovery.LESSON, nproc=1, backend="gloo", out=tmp_path / "p")
     assert "--max-restarts" not in plain.command() and "--max-restarts" not in plain.cluster_commands()[0]
-    mine = launch.prepare(recovery.LESSON, nproc=1, backend="gloo", max_restarts=1, out=tmp_path / "m",
-                          env={"TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "0"})
+    mine = launch.prepare(
+        recovery.LESSON,
+        nproc=1,
+        backend="gloo",
+        max_restarts=1,
+        out=tmp_path / "m",
+        env={"TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "0"},
+    )
     assert launch.child_environment(mine)["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] == "0"  # the caller's word wins
 
 
@@ -80,14 +99,16 @@ def test_the_launcher_lets_torchrun_restart_a_killed_rank(runs_dir):
 
 # --- one job, two nodes ----------------------------------------------------------------------------------
 
+
 def test_a_two_node_job_gives_the_one_node_result(runs):
     two, one = runs["two"], runs["one"]
     assert two.ok and one.ok and two.nnodes == 2 and two.env.nnodes == 2 and two.env.world_size == 2
     frame = report.rank_frame(two)
     assert sorted(frame["node (GROUP_RANK)"]) == [0, 1] and list(frame["started at step"]) == [0, 0]
     assert (two.run_dir / "node0" / "agent.log").is_file() and (two.run_dir / "node1" / "agent.log").is_file()
-    verdict = report.same_weights(recovery.reference_checkpoint(two), recovery.reference_checkpoint(one), "two-node",
-                                  "one-node", two.label)
+    verdict = report.same_weights(
+        recovery.reference_checkpoint(two), recovery.reference_checkpoint(one), "two-node", "one-node", two.label
+    )
     assert verdict.status == "pass" and verdict.numbers["identical"] and verdict.numbers["steps"] == [20, 20]
     assert {m["weights_sha256"] for m in two.ranks + one.ranks} == {two.ranks[0]["weights_sha256"]}
     assert report.transport_verdict(two, expect_nodes=2).status == "info"  # gloo: no NCCL lines to read
@@ -112,6 +133,7 @@ def test_same_weights_fails_on_other_weights_and_other_lengths(runs, tmp_path):
 
 # --- a rank killed in the middle ------------------------------------------------------------------------
 
+
 def _live(pids):
     return [p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
 
@@ -131,8 +153,14 @@ def test_the_exercise_solution_recovers_from_a_killed_rank_with_the_same_weights
 
 def test_the_kill_check_catches_a_forgotten_optimizer_state(runs):
     """Past the quick check, the real run catches it too: the weights end different."""
-    result = recovery.check_resume(exercise.WRONG["the optimizer state forgotten"][0], runs["two"], SIZES,
-                                   kill_after=KILL_AFTER, backend="gloo", quick=False)
+    result = recovery.check_resume(
+        exercise.WRONG["the optimizer state forgotten"][0],
+        runs["two"],
+        SIZES,
+        kill_after=KILL_AFTER,
+        backend="gloo",
+        quick=False,
+    )
     assert not result.passed and "differ" in result.reason and not result.details["identical"]
     assert_no_process(Path(result.details["run_dir"]))
 
@@ -148,9 +176,15 @@ def test_the_exercise_solution_passes_and_each_wrong_answer_fails_with_its_reaso
 
 
 def test_steps_lost_are_graded(runs):
-    outcome = recovery.ElasticOutcome(result=runs["two"], fault=recovery.Fault("rank", 9), every=6,
-                                      steps=[(1.0, 0, s) for s in range(1, 11)] + [(3.0, 1, s) for s in range(7, 21)],
-                                      attempts=[(0.5, 0, 0), (2.5, 1, 6)], events=[], killed_at_s=1.1)
+    outcome = recovery.ElasticOutcome(
+        result=runs["two"],
+        fault=recovery.Fault("rank", 9),
+        every=6,
+        steps=[(1.0, 0, s) for s in range(1, 11)] + [(3.0, 1, s) for s in range(7, 21)],
+        attempts=[(0.5, 0, 0), (2.5, 1, 6)],
+        events=[],
+        killed_at_s=1.1,
+    )
     assert (outcome.last_step_before_kill, outcome.resumed_from, outcome.steps_lost) == (10, 6, 4)
     assert outcome.recovery_s == pytest.approx(1.9) and outcome.restart_s == pytest.approx(1.4)
     assert report.grade_steps_lost(4, outcome, 9).status == "right"
@@ -168,11 +202,22 @@ def test_steps_lost_are_graded(runs):
 def test_a_run_with_two_faults_is_seen_from_each(runs):
     """One run, a rank killed after step 9 (resumed at 6), then a node after step 15 (resumed at 12)."""
     faults = (recovery.Fault("rank", 9), recovery.Fault("node", 15))
-    steps = ([(0.1 * s, 0, s) for s in range(1, 11)] + [(2.0 + 0.1 * s, 1, s) for s in range(7, 16)]
-             + [(5.0 + 0.1 * s, 2, s) for s in range(13, 21)])
-    outcome = recovery.ElasticOutcome(result=runs["two"], fault=faults[0], every=6, steps=steps,
-                                      attempts=[(0.0, 0, 0), (2.5, 1, 6), (6.0, 2, 12)], events=[],
-                                      killed_at_s=1.05, faults=faults, kill_times=(1.05, 3.6))
+    steps = (
+        [(0.1 * s, 0, s) for s in range(1, 11)]
+        + [(2.0 + 0.1 * s, 1, s) for s in range(7, 16)]
+        + [(5.0 + 0.1 * s, 2, s) for s in range(13, 21)]
+    )
+    outcome = recovery.ElasticOutcome(
+        result=runs["two"],
+        fault=faults[0],
+        every=6,
+        steps=steps,
+        attempts=[(0.0, 0, 0), (2.5, 1, 6), (6.0, 2, 12)],
+        events=[],
+        killed_at_s=1.05,
+        faults=faults,
+        kill_times=(1.05, 3.6),
+    )
     first, second = outcome.part(0), outcome.part(1)
     assert (first.last_step_before_kill, first.resumed_from, first.steps_lost) == (10, 6, 4)
     assert (second.last_step_before_kill, second.resumed_from, second.steps_lost) == (15, 12, 3)
@@ -192,8 +237,14 @@ def test_a_node_kill_is_timed_when_the_signals_are_sent_and_replaced_at_once(tmp
     monkeypatch.setattr(recovery.psutil, "wait_procs", lambda procs, timeout=None: time.sleep(1.5))
     spec = SimpleNamespace(nnodes=2, backend="gloo", run_dir=tmp_path)
     lab = recovery._Elastic(spec, [recovery.Fault("node", 5, target=1, replace_after_s=0.0)], 3.0, show=False)
-    agent = subprocess.Popen([sys.executable, "-c", "import subprocess, sys, time; "
-                              "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); time.sleep(60)"])
+    agent = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import subprocess, sys, time; "
+            "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); time.sleep(60)",
+        ]
+    )
     started = []
     monkeypatch.setattr(lab, "start_agent", lambda node, name, log="": started.append((lab.now(), node, name)))
     try:
@@ -218,8 +269,17 @@ def test_a_node_kill_is_timed_when_the_signals_are_sent_and_replaced_at_once(tmp
 def test_the_label_counts_each_gpu_once_and_says_it_is_shared():
     from nvtutorial.results import EnvInfo
 
-    base = dict(host="h", backend="nccl", world_size=2, device_names=("NVIDIA H200", "NVIDIA H200"), torch="2.11.0",
-                cuda="12.8", nccl="2.28.9", python="3.11", nnodes=2)
+    base = dict(
+        host="h",
+        backend="nccl",
+        world_size=2,
+        device_names=("NVIDIA H200", "NVIDIA H200"),
+        torch="2.11.0",
+        cuda="12.8",
+        nccl="2.28.9",
+        python="3.11",
+        nnodes=2,
+    )
     shared = EnvInfo(**base, device_ids=("GPU-a", "GPU-a"))
     assert shared.label.startswith("1× NVIDIA H200 shared by 2 ranks · ")
     assert EnvInfo(**base, device_ids=("GPU-a", "GPU-b")).label.startswith("2× NVIDIA H200 · ")
@@ -232,14 +292,21 @@ def test_the_label_counts_each_gpu_once_and_says_it_is_shared():
 
 
 def test_a_prediction_of_no_steps_lost_is_graded_off(runs):
-    outcome = recovery.ElasticOutcome(result=runs["two"], fault=recovery.Fault("rank", 9), every=6,
-                                      steps=[(1.0, 0, s) for s in range(1, 11)] + [(3.0, 1, s) for s in range(7, 21)],
-                                      attempts=[(0.5, 0, 0), (2.5, 1, 6)], events=[], killed_at_s=1.1)
+    outcome = recovery.ElasticOutcome(
+        result=runs["two"],
+        fault=recovery.Fault("rank", 9),
+        every=6,
+        steps=[(1.0, 0, s) for s in range(1, 11)] + [(3.0, 1, s) for s in range(7, 21)],
+        attempts=[(0.5, 0, 0), (2.5, 1, 6)],
+        events=[],
+        killed_at_s=1.1,
+    )
     graded = report.grade_steps_lost(0, outcome, 9)
     assert graded.status == "off" and graded.numbers == {"prediction": 0, "measured": 4}
 
 
 # --- the notebook's runs, through its executed copy -------------------------------------------------------
+
 
 @pytest.mark.notebooks
 def test_notebook_09_reaches_its_verdicts_on_the_cpu():
@@ -265,10 +332,17 @@ def test_notebook_09_reaches_its_verdicts_on_the_cpu():
     if slurm.local_unavailable() is None:  # CI installs Slurm: the job went through it
         assert resubmitted.numbers["state"] == "COMPLETED"
     assert verdicts["prediction: steps lost"].status == "no answer"
-    said = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" and "check_resume(resume" in c.source
-                   for o in c.outputs)
+    said = "".join(
+        o.get("text", "")
+        for c in nb.cells
+        if c.cell_type == "code" and "check_resume(resume" in c.source
+        for o in c.outputs
+    )
     assert said.startswith("FAIL (multinode_resume): the weights were not loaded")  # the unfinished starting point
-    leftovers = [p for p in psutil.process_iter(["cmdline"])
-                 if any(str(recovery.LESSON) in a or "multinode_resume.py" in a for a in p.info["cmdline"] or ())
-                 and p.status() != psutil.STATUS_ZOMBIE]
+    leftovers = [
+        p
+        for p in psutil.process_iter(["cmdline"])
+        if any(str(recovery.LESSON) in a or "multinode_resume.py" in a for a in p.info["cmdline"] or ())
+        and p.status() != psutil.STATUS_ZOMBIE
+    ]
     assert not leftovers, [p.info["cmdline"][:4] for p in leftovers]

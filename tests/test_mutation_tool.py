@@ -60,10 +60,13 @@ def test_the_interval_of_a_sampled_score():
     low, high = mutate.interval(8, 10)
     assert low == pytest.approx(0.4902, abs=1e-4) and high == pytest.approx(0.9433, abs=1e-4)  # Wilson, z = 1.96
     assert mutate.interval(10, 10)[1] == 1.0 and mutate.interval(0, 10)[0] == 0.0
-    assert mutate.interval(500, 1000)[1] - mutate.interval(500, 1000)[0] < mutate.interval(5, 10)[1] - mutate.interval(5, 10)[0]
+    assert (
+        mutate.interval(500, 1000)[1] - mutate.interval(500, 1000)[0]
+        < mutate.interval(5, 10)[1] - mutate.interval(5, 10)[0]
+    )
 
 
-LAUNCHING = '''
+LAUNCHING = """
 import pytest
 from nvtutorial import launch
 
@@ -104,7 +107,7 @@ def test_marked():
 
 def test_random_command_lines():
     pass
-'''
+"""
 
 
 @pytest.fixture
@@ -118,9 +121,26 @@ def probe(tmp_path):
 def test_tests_that_launch_runs_are_left_to_make_test(probe):
     import subprocess
 
-    out = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "mutation_select", "-p",
-                          "no:cacheprovider", "-o", "markers=notebooks", str(probe)], capture_output=True, text=True,
-                         env={**__import__("os").environ, "PYTHONPATH": str(SCRIPTS)}, cwd=probe.parent)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "--collect-only",
+            "-q",
+            "-p",
+            "mutation_select",
+            "-p",
+            "no:cacheprovider",
+            "-o",
+            "markers=notebooks",
+            str(probe),
+        ],
+        capture_output=True,
+        text=True,
+        env={**__import__("os").environ, "PYTHONPATH": str(SCRIPTS)},
+        cwd=probe.parent,
+    )
     kept = [line.split("::")[-1] for line in out.stdout.splitlines() if "::" in line]
     assert kept == ["test_in_process", "test_random_command_lines"], out.stdout + out.stderr
     assert "2 tests kept, 4 that launch runs deselected" in out.stderr
@@ -128,9 +148,24 @@ def test_tests_that_launch_runs_are_left_to_make_test(probe):
 
 
 def test_the_launch_patterns():
-    for text in ("launch.run(x)", "nvtutorial.run(path)", "ranks.start(nproc=2)", "course.run_course(out)",
-                 "check.check('busbw')", "subprocess.run([...])", "traps.run_trap(x)", "executed('03.ipynb')"):
+    for text in (
+        "launch.run(x)",
+        "nvtutorial.run(path)",
+        "ranks.start(nproc=2)",
+        "course.run_course(out)",
+        "check.check('busbw')",
+        "subprocess.run([...])",
+        "traps.run_trap(x)",
+        "executed('03.ipynb')",
+    ):
         assert select.LAUNCHES.search(text), text
-    for text in ("check.check_local(x)", "check.check_ranks('x')", "ranks.pull('x')", "on_ranks(fn, 3)",
-                 "run_candidate(c, s)", "bwlab.run_lab({}, reuse=x)", "launch.run_lab"):
+    for text in (
+        "check.check_local(x)",
+        "check.check_ranks('x')",
+        "ranks.pull('x')",
+        "on_ranks(fn, 3)",
+        "run_candidate(c, s)",
+        "bwlab.run_lab({}, reuse=x)",
+        "launch.run_lab",
+    ):
         assert not select.LAUNCHES.search(text), text

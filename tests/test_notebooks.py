@@ -24,12 +24,13 @@ import pytest
 from nvtutorial import course
 from nvtutorial.report import claims
 from nvtutorial.report.verdict import CLAIM_STATUSES, STATUSES, Verdict, verdicts_in_notebook
-
 from tests import nbval_outputs
 
 NOTEBOOKS = sorted((Path(__file__).resolve().parent.parent / "notebooks").glob("*.ipynb"))
 ABSOLUTE_PATH = re.compile(r"(?<![\w.])(/(home|Users|root|work|tmp|mnt)/|[A-Z]:\\\\)")
-DISTRIBUTED_CALL = re.compile(r"\bdist\.\w+\(|torch\.distributed\.\w+\(|DistributedDataParallel\(|\bDDP\(|fully_shard\(")
+DISTRIBUTED_CALL = re.compile(
+    r"\bdist\.\w+\(|torch\.distributed\.\w+\(|DistributedDataParallel\(|\bDDP\(|fully_shard\("
+)
 
 
 def executed(name: str) -> nbformat.NotebookNode:
@@ -37,8 +38,7 @@ def executed(name: str) -> nbformat.NotebookNode:
     folder = Path(os.environ["NVTUTORIAL_EXECUTED_DIR"])
     target = folder / name
     if not target.exists():
-        summary = course.run_course(out=folder, only=name, profile="ci",
-                                    notebooks_dir=NOTEBOOKS[0].parent)
+        summary = course.run_course(out=folder, only=name, profile="ci", notebooks_dir=NOTEBOOKS[0].parent)
         (outcome,) = [n for n in summary.notebooks if n.name == name]
         assert outcome.passed, outcome.error
     return nbformat.read(target, as_version=4)
@@ -80,7 +80,8 @@ def test_no_distributed_code_is_copied_into_markdown(path):
             calls = DISTRIBUTED_CALL.findall(block)
             assert len(block.splitlines()) <= 3 or not calls, (
                 f"{path.name}, markdown cell {i}: {len(block.splitlines())} lines of distributed code in markdown "
-                f"({', '.join(calls[:3])}); show it from its file with nvtutorial.teach.show")
+                f"({', '.join(calls[:3])}); show it from its file with nvtutorial.teach.show"
+            )
 
 
 GPU_EVIDENCE = ("2× H200 run", "pending a 2× H200 run")
@@ -96,8 +97,11 @@ def shown_claims(nb) -> list[Verdict]:
     for cell in nb.cells:
         for output in cell.get("outputs", []) if cell.cell_type == "code" else []:
             if output.get("output_type") == "stream":
-                shown += [Verdict(cid, status, "printed") for cid, status in PRINTED_VERDICT.findall(output.text)
-                          if status in STATUSES]
+                shown += [
+                    Verdict(cid, status, "printed")
+                    for cid, status in PRINTED_VERDICT.findall(output.text)
+                    if status in STATUSES
+                ]
     return shown
 
 
@@ -112,8 +116,9 @@ def claim_problems(name: str, shown: list[Verdict], on_gpu: bool) -> list[str]:
             continue  # a GPU claim, not decided on the CPU: it says so
         problems.append(f"{name}: {v.key} · {v.status} (registered: {c.status}, from a {c.evidence})")
     home = name.removesuffix(".ipynb")
-    missing = sorted({c.id for c in claims.CLAIMS if c.notebook == home} - {v.key for v in shown},
-                     key=lambda cid: int(cid[1:]))
+    missing = sorted(
+        {c.id for c in claims.CLAIMS if c.notebook == home} - {v.key for v in shown}, key=lambda cid: int(cid[1:])
+    )
     problems += [f"{name}: {cid} is registered as shown here but no verdict on it was displayed" for cid in missing]
     return problems
 
@@ -123,17 +128,34 @@ def test_the_claims_comparison_fails_on_a_flip_and_on_a_claim_not_shown():
     assert claim_problems("02_environment.ipynb", ok, on_gpu=False) == []
     flipped = [Verdict("C4", "partly", "t"), *ok[1:]]
     assert claim_problems("02_environment.ipynb", flipped, on_gpu=False) == [
-        "02_environment.ipynb: C4 · partly (registered: wrong, from a primary source)"]
+        "02_environment.ipynb: C4 · partly (registered: wrong, from a primary source)"
+    ]
     assert claim_problems("02_environment.ipynb", ok[:2], on_gpu=False) == [
-        "02_environment.ipynb: C7 is registered as shown here but no verdict on it was displayed"]
-    gpu_claim = [Verdict("C1", "info", "not decided on the CPU"), Verdict("C14", "info", "t"), Verdict("C15", "info", "t")]
+        "02_environment.ipynb: C7 is registered as shown here but no verdict on it was displayed"
+    ]
+    gpu_claim = [
+        Verdict("C1", "info", "not decided on the CPU"),
+        Verdict("C14", "info", "t"),
+        Verdict("C15", "info", "t"),
+    ]
     assert claim_problems("03_ddp_training.ipynb", gpu_claim + [Verdict("C18", "partly", "t")], on_gpu=False) == []
     assert claim_problems("03_ddp_training.ipynb", gpu_claim[:1], on_gpu=True)[0].startswith(
-        "03_ddp_training.ipynb: C1 · info (registered: wrong")
-    assert claim_problems("03_ddp_training.ipynb", [Verdict("C18", "info", "t")], on_gpu=False)[0] == \
-        "03_ddp_training.ipynb: C18 · info (registered: partly, from a CPU run)"
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("print(v)", outputs=[
-        nbformat.v4.new_output("stream", text="C22 · wrong: the source's code fails\nC23 · maybe: no\n")])])
+        "03_ddp_training.ipynb: C1 · info (registered: wrong"
+    )
+    assert (
+        claim_problems("03_ddp_training.ipynb", [Verdict("C18", "info", "t")], on_gpu=False)[0]
+        == "03_ddp_training.ipynb: C18 · info (registered: partly, from a CPU run)"
+    )
+    nb = nbformat.v4.new_notebook(
+        cells=[
+            nbformat.v4.new_code_cell(
+                "print(v)",
+                outputs=[
+                    nbformat.v4.new_output("stream", text="C22 · wrong: the source's code fails\nC23 · maybe: no\n")
+                ],
+            )
+        ]
+    )
     assert [(v.key, v.status) for v in shown_claims(nb)] == [("C22", "wrong")]
     assert set(CLAIM_STATUSES) <= set(STATUSES)
 
@@ -174,7 +196,8 @@ def test_the_marked_cells_print_their_committed_conclusions(path):
     that vanishes fails; numbers, times, paths and the host do not (tests/nbval/sanitize.cfg)."""
     if not (nbval_outputs.REFERENCE / path.name).exists():
         assert not any(nbval_outputs.marked(c) for c in nbformat.read(path, as_version=4).cells), (
-            f"{path.name} marks cells but has no committed outputs: `make nbval-outputs`")
+            f"{path.name} marks cells but has no committed outputs: `make nbval-outputs`"
+        )
         return
     problems = nbval_outputs.compare_executed(path.name, executed(path.name))
     assert not problems, "\n\n".join(problems)
@@ -185,8 +208,9 @@ def test_the_output_comparison_fails_on_a_flipped_verdict_and_a_vanished_line():
     name = "06_pitfalls.ipynb"
     committed = nbformat.read(nbval_outputs.REFERENCE / name, as_version=4)
     assert nbval_outputs.compare_executed(name, committed) == []
-    cell = next(c for c in committed.cells if "C21" in "".join(o.get("data", {}).get("text/plain", "")
-                                                             for o in c.outputs))
+    cell = next(
+        c for c in committed.cells if "C21" in "".join(o.get("data", {}).get("text/plain", "") for o in c.outputs)
+    )
     text = cell.outputs[0].data["text/plain"]
     other_numbers = nbformat.from_dict(committed)
     renumbered = next(c for c in other_numbers.cells if c.source == cell.source)
@@ -205,14 +229,19 @@ def test_the_output_comparison_fails_on_a_flipped_verdict_and_a_vanished_line():
 
 
 @pytest.mark.notebooks
-@pytest.mark.parametrize("path", [p for p in NOTEBOOKS if p.name[:2] in {"03", "04", "05", "06", "07", "08", "09"}],
-                         ids=lambda p: p.stem)
+@pytest.mark.parametrize(
+    "path", [p for p in NOTEBOOKS if p.name[:2] in {"03", "04", "05", "06", "07", "08", "09"}], ids=lambda p: p.stem
+)
 def test_lesson_runs_distributed_code_from_a_cell(path):
     """Issue 10: every lesson from 03 on runs at least one cell that calls torch.distributed or DDP directly
     (through %%ranks), or runs a lesson file that it shows (nvtutorial.run on a path under lessons/)."""
     nb = executed(path.name)
     code = [c.source for c in nb.cells if c.cell_type == "code"]
     ranks_cells = [s for s in code if s.lstrip().startswith("%%ranks") and DISTRIBUTED_CALL.search(s)]
-    shown_and_run = [s for s in code if re.search(r"nvtutorial\.run\(\s*[\w.]*(lesson|LESSON|path|PATH|script)", s)
-                     or re.search(r"\.run\(\s*[\"']nvtutorial/chapters/ch\d\d_\w+/lessons/", s)]
+    shown_and_run = [
+        s
+        for s in code
+        if re.search(r"nvtutorial\.run\(\s*[\w.]*(lesson|LESSON|path|PATH|script)", s)
+        or re.search(r"\.run\(\s*[\"']nvtutorial/chapters/ch\d\d_\w+/lessons/", s)
+    ]
     assert ranks_cells or shown_and_run, f"{path.name} runs no distributed code the learner can read"

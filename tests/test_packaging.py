@@ -19,8 +19,9 @@ def test_environment_yml_installs_the_package_and_lists_nothing_else():
     env = yaml.safe_load((ROOT / "environment.yml").read_text())
     conda = [d for d in env["dependencies"] if isinstance(d, str)]
     pip = [d for d in env["dependencies"] if isinstance(d, dict)]
-    assert sorted(re.split(r"[=<> ]", d)[0] for d in conda) == ["pip", "python"], \
+    assert sorted(re.split(r"[=<> ]", d)[0] for d in conda) == ["pip", "python"], (
         "environment.yml may only pin python and pip; every package comes from pyproject.toml"
+    )
     assert len(pip) == 1 and len(pip[0]["pip"]) == 1
     (spec,) = pip[0]["pip"]
     match = re.fullmatch(r"-e \.\[(?P<extras>[\w,]+)\]", spec)

@@ -20,11 +20,10 @@ import pytest
 import nvtutorial
 from nvtutorial.chapters.ch06_pitfalls import exercises as ex
 from nvtutorial.chapters.ch06_pitfalls import lab as traps
-from nvtutorial.report import claims
 from nvtutorial.chapters.ch06_pitfalls import report as rp
 from nvtutorial.chapters.ch06_pitfalls import report_measured as rm
 from nvtutorial.chapters.ch06_pitfalls import workload
-
+from nvtutorial.report import claims
 from tests.conftest import assert_nothing_left, requires_two_gpus
 
 TINY = ["--model", "tiny", "--image-size", "16", "--batch-size", "4", "--samples", "16"]
@@ -38,16 +37,25 @@ def _backend() -> str:
 
 # --------------------------------------------------------------------------- the validation trap
 
+
 @pytest.fixture(scope="module")
 def trap(tmp_path_factory):
     """The trap: rank 0 validates 100,000 samples alone; the stacks 2 s after both ranks reached
     it; the process group's 4 s timeout ends the run."""
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("NVTUTORIAL_RUNS_DIR", str(tmp_path_factory.mktemp("runs")))
-        return traps.run_trap(traps.VALIDATION, args=[*TINY, "--val-samples", "100000", "--pg-timeout", "4"],
-                              stacks_after_s=2, env={"TORCH_FR_BUFFER_SIZE": "2000", "TORCH_NCCL_DUMP_ON_TIMEOUT": "1",
-                                                     "TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC": "1000"},
-                              timeout=240, output="none")
+        return traps.run_trap(
+            traps.VALIDATION,
+            args=[*TINY, "--val-samples", "100000", "--pg-timeout", "4"],
+            stacks_after_s=2,
+            env={
+                "TORCH_FR_BUFFER_SIZE": "2000",
+                "TORCH_NCCL_DUMP_ON_TIMEOUT": "1",
+                "TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC": "1000",
+            },
+            timeout=240,
+            output="none",
+        )
 
 
 def test_the_stacks_are_taken_after_the_trap_not_after_the_launch(trap):
@@ -101,13 +109,22 @@ def test_the_fix_agrees_with_one_process_and_decides_c18(trap, runs_dir):
 
 # --------------------------------------------------------------------------- the lessons that do not hang
 
+
 def test_collectives_lesson_reports_each_mismatch_and_fixes_it(runs_dir):
     result = nvtutorial.run(str(traps.lesson("collectives")), timeout=240, output="none")
     errors = {name: [m[name].get("error") for m in result.ranks] for name in ("shapes", "order")}
-    shapes = rp.mismatch_verdict("mismatched shapes", errors["shapes"],
-                                 all(len(m["shapes fixed"]["result"]) == 30 for m in result.ranks), result.label)
-    order = rp.mismatch_verdict("mismatched order", errors["order"],
-                                all(m["order fixed"]["result"][0] == [3.0] for m in result.ranks), result.label)
+    shapes = rp.mismatch_verdict(
+        "mismatched shapes",
+        errors["shapes"],
+        all(len(m["shapes fixed"]["result"]) == 30 for m in result.ranks),
+        result.label,
+    )
+    order = rp.mismatch_verdict(
+        "mismatched order",
+        errors["order"],
+        all(m["order fixed"]["result"][0] == [3.0] for m in result.ranks),
+        result.label,
+    )
     assert shapes.status == order.status == "pass", (shapes.text, order.text)
     assert "shapes" in rp.mismatch_difference(errors["shapes"][0])
     assert "Op type" in rp.mismatch_difference(errors["order"][0])
@@ -118,8 +135,12 @@ def test_randomness_lesson_decides_set_epoch_and_c21(runs_dir):
     orders = [m["orders"] for m in result.ranks]
     set_epoch = rp.set_epoch_verdict([o["broken"] for o in orders], [o["fixed"] for o in orders], result.label)
     assert set_epoch.status == "pass", set_epoch.text
-    c21 = rp.verdict_c21([m["weights"] for m in result.ranks], [m["crops"]["broken"] for m in result.ranks],
-                         [m["crops"]["fixed"] for m in result.ranks], result.label)
+    c21 = rp.verdict_c21(
+        [m["weights"] for m in result.ranks],
+        [m["crops"]["broken"] for m in result.ranks],
+        [m["crops"]["fixed"] for m in result.ranks],
+        result.label,
+    )
     assert c21.status == claims.claim("C21").status, c21.text
     assert c21.numbers["same_crops_same_seed"] == c21.numbers["crops"] > c21.numbers["same_crops_seed_plus_rank"]
     assert c21.numbers["weight_sums_before"] == 2 and c21.numbers["weight_sums_after"] == 1
@@ -127,10 +148,22 @@ def test_randomness_lesson_decides_set_epoch_and_c21(runs_dir):
 
 # --------------------------------------------------------------------------- the measurements
 
+
 def test_the_loader_is_measured_on_every_rank_in_windows(runs_dir):
-    result = nvtutorial.run("pitfalls", params={"parts": ("dataloader", "oom"), "workers": (0, 1), "loader_batch": 4,
-                                                "loader_image_size": 16, "steps": 2, "windows": 2,
-                                                "shard_samples": 16}, timeout=240, output="none")
+    result = nvtutorial.run(
+        "pitfalls",
+        params={
+            "parts": ("dataloader", "oom"),
+            "workers": (0, 1),
+            "loader_batch": 4,
+            "loader_image_size": 16,
+            "steps": 2,
+            "windows": 2,
+            "shard_samples": 16,
+        },
+        timeout=240,
+        output="none",
+    )
     assert rm.has_repeats(result)
     frame = rm.loader_frame(result)
     assert set(frame["rank"]) == {0, 1}
@@ -146,8 +179,11 @@ def test_the_loader_is_measured_on_every_rank_in_windows(runs_dir):
         assert rm.verdict_c19(result).status == rm.verdict_c20(result).status == "unverifiable"
     assert "per sample" in rm.shards_line(result)
     # every progress bar of the run ends full: the last event of each phase has n == total
-    events = [json.loads(line.split(" ", 1)[1]) for line in Path(result.log_files[0]).read_text().splitlines()
-              if line.startswith("@@nvtutorial ")]
+    events = [
+        json.loads(line.split(" ", 1)[1])
+        for line in Path(result.log_files[0]).read_text().splitlines()
+        if line.startswith("@@nvtutorial ")
+    ]
     last = {}
     for e in events:
         if e.get("event") == "progress":
@@ -175,6 +211,7 @@ def test_memory_lesson_fits_with_the_fixes(runs_dir):
 
 
 # --------------------------------------------------------------------------- the exercise
+
 
 @pytest.fixture(scope="module")
 def group():
@@ -231,23 +268,33 @@ def test_main_stack_reads_the_last_faulthandler_dump():
     assert rp.main_stack("no stacks here") == []
     point = rp.waiting_point(frames, lambda f: "")
     assert point["point"] == "backward" and point["frame"] == "validation.py:45 train_one_epoch"
-    item = [{"file": "/x/validation.py", "line": 9, "func": "train_one_epoch"},
-            {"file": "/x/validation.py", "line": 99, "func": "<module>"}]
+    item = [
+        {"file": "/x/validation.py", "line": 9, "func": "train_one_epoch"},
+        {"file": "/x/validation.py", "line": 99, "func": "<module>"},
+    ]
     assert rp.waiting_point(item, lambda f: "last = loss.item()")["point"] == "item"
     assert rp.waiting_point(item, lambda f: "optimizer.step()")["point"] == "elsewhere"
 
 
 def test_hang_verdict_fails_when_the_stacks_contradict_the_lesson():
-    validating = [{"file": "/x/v.py", "line": 1, "func": "evaluate"}, {"file": "/x/v.py", "line": 2, "func": "<module>"}]
-    training = [{"file": "/x/v.py", "line": 3, "func": "train_one_epoch"}, {"file": "/x/v.py", "line": 4, "func": "<module>"}]
+    validating = [
+        {"file": "/x/v.py", "line": 1, "func": "evaluate"},
+        {"file": "/x/v.py", "line": 2, "func": "<module>"},
+    ]
+    training = [
+        {"file": "/x/v.py", "line": 3, "func": "train_one_epoch"},
+        {"file": "/x/v.py", "line": 4, "func": "<module>"},
+    ]
     verdict = rp.hang_verdict({0: validating, 1: training}, "nccl", "test", lambda f: "optimizer.step()")
     assert verdict.status == "fail" and verdict.numbers["rank1"] == "elsewhere"
     assert rp.hang_verdict({}, "gloo", "test").status == "fail"
 
 
 def test_flight_recorder_dump_is_summarised(tmp_path):
-    entries = [{"collective_seq_id": 7, "profiling_name": "nccl:all_reduce", "state": "completed", "input_sizes": [[4]]},
-               {"collective_seq_id": 8, "profiling_name": "nccl:all_reduce", "state": "scheduled", "input_sizes": [[4]]}]
+    entries = [
+        {"collective_seq_id": 7, "profiling_name": "nccl:all_reduce", "state": "completed", "input_sizes": [[4]]},
+        {"collective_seq_id": 8, "profiling_name": "nccl:all_reduce", "state": "scheduled", "input_sizes": [[4]]},
+    ]
     (tmp_path / "nccl_trace_rank_1").write_bytes(pickle.dumps({"version": "2.4", "entries": entries}))
     fr = rp.flight_recorder(tmp_path)
     assert fr[1]["last_completed_seq"] == 7 and fr[1]["pending"][0]["seq"] == 8
@@ -261,24 +308,40 @@ def test_judge_and_explain_hang_on_recorded_outcomes():
     assert "returned None" in ex.judge([good[0], {**good[1], "value": None}])[1]
     assert "raised ZeroDivisionError" in ex.judge([{"error": "ZeroDivisionError: x", "read": 0}, good[1]])[1]
     assert "read no validation sample" in ex.judge([{**good[0], "read": 7}, {**good[1], "read": 0}])[1]
-    stack0 = (f'Stack (most recent call last):\n  File "{ex.__file__}", line 170, in run_candidate\n'
-              '    value = candidate(state["model"])\n  File "<your validate_accuracy>", line 9, in validate_accuracy\n'
-              f'  File "{ex.__file__}", line 150, in __getitem__\n    time.sleep(SLOW_READ_S)')
-    stack1 = (f'Traceback (most recent call last):\n  File "{ex.__file__}", line 176, in run_candidate\n'
-              '    loss.backward()\nRuntimeError: Timed out waiting 3000ms')
+    stack0 = (
+        f'Stack (most recent call last):\n  File "{ex.__file__}", line 170, in run_candidate\n'
+        '    value = candidate(state["model"])\n  File "<your validate_accuracy>", line 9, in validate_accuracy\n'
+        f'  File "{ex.__file__}", line 150, in __getitem__\n    time.sleep(SLOW_READ_S)'
+    )
+    stack1 = (
+        f'Traceback (most recent call last):\n  File "{ex.__file__}", line 176, in run_candidate\n'
+        "    loss.backward()\nRuntimeError: Timed out waiting 3000ms"
+    )
     reason = ex.explain_hang({0: stack0, 1: stack1})
-    assert reason.startswith("hung: rank 1 waited in the next training step's gradient all-reduce while rank 0 "
-                             "validated alone") and "loss.backward()" in reason
+    assert (
+        reason.startswith(
+            "hung: rank 1 waited in the next training step's gradient all-reduce while rank 0 validated alone"
+        )
+        and "loss.backward()" in reason
+    )
 
 
 def test_verdicts_on_recorded_lesson_outputs():
-    assert rp.mismatch_difference("... Collectives differ in the following aspects: \t Op type: ALLREDUCEvs BROADCAST") \
+    assert (
+        rp.mismatch_difference("... Collectives differ in the following aspects: \t Op type: ALLREDUCEvs BROADCAST")
         == "Op type: ALLREDUCEvs BROADCAST"
+    )
     assert rp.mismatch_verdict("x", ["no report", None], True, "t").status == "fail"
-    assert rp.set_epoch_verdict([[[1, 2], [1, 2]], [[3, 4], [3, 4]]], [[[1, 2], [2, 1]], [[3, 4], [4, 3]]],
-                                "t").status == "pass"
-    assert rp.set_epoch_verdict([[[1, 2], [1, 2]], [[1, 4], [1, 4]]], [[[1, 2], [2, 1]], [[3, 4], [4, 3]]],
-                                "t").numbers["disjoint"] is False
+    assert (
+        rp.set_epoch_verdict([[[1, 2], [1, 2]], [[3, 4], [3, 4]]], [[[1, 2], [2, 1]], [[3, 4], [4, 3]]], "t").status
+        == "pass"
+    )
+    assert (
+        rp.set_epoch_verdict([[[1, 2], [1, 2]], [[1, 4], [1, 4]]], [[[1, 2], [2, 1]], [[3, 4], [4, 3]]], "t").numbers[
+            "disjoint"
+        ]
+        is False
+    )
     assert rp.fixed_validation_verdict([1.0, 1.1], 1.0, "t").status == "fail"
     assert rp.fixed_validation_verdict([1.0, None], 1.0, "t").status == "fail"
 
@@ -302,8 +365,12 @@ def test_enough_workers_uses_the_noise_rule():
 
 def test_c17_verdict_on_gpu_shaped_rows():
     def result(pinned_rates):
-        block = {"rows": _rows({0: [100, 102], 4: [400, 404], 8: [402, 398], 16: [405, 401]}, {8: pinned_rates}),
-                 "step_only_samples_per_s": [410, 412], "gpus": 2, "rule_of_thumb_workers": 8}
+        block = {
+            "rows": _rows({0: [100, 102], 4: [400, 404], 8: [402, 398], 16: [405, 401]}, {8: pinned_rates}),
+            "step_only_samples_per_s": [410, 412],
+            "gpus": 2,
+            "rule_of_thumb_workers": 8,
+        }
         return types.SimpleNamespace(ranks=[{"dataloader": block}, {"dataloader": block}], label="test")
 
     assert rm.verdict_c17(result([500, 505])).status == "holds"
@@ -312,8 +379,12 @@ def test_c17_verdict_on_gpu_shaped_rows():
 
 
 def test_pin_within_noise_and_the_figure():
-    block = {"rows": _rows({0: [100, 102], 8: [402, 398]}, {0: [101, 103], 8: [400, 401]}),
-             "step_only_samples_per_s": [410, 412], "gpus": 2, "rule_of_thumb_workers": 8}
+    block = {
+        "rows": _rows({0: [100, 102], 8: [402, 398]}, {0: [101, 103], 8: [400, 401]}),
+        "step_only_samples_per_s": [410, 412],
+        "gpus": 2,
+        "rule_of_thumb_workers": 8,
+    }
     result = types.SimpleNamespace(ranks=[{"dataloader": block}, {"dataloader": block}], label="test")
     assert rm.pin_within_noise(result)
     faster = {**block, "rows": _rows({8: [400, 404]}, {8: [500, 505]})}

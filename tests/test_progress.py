@@ -52,7 +52,9 @@ def test_phase_change_completes_the_previous_bar_green():
         progress.update(e)
     assert widget(first) == (10, 10, "success")
     assert [(p.desc, p.n, p.total, p.status) for p in progress.phases] == [
-        ("lesson epochs", 10, 10, "done"), ("variants", 1, 4, "running")]
+        ("lesson epochs", 10, 10, "done"),
+        ("variants", 1, 4, "running"),
+    ]
     second = progress._bar
     progress.close("done")
     assert widget(second) == (4, 4, "success")
@@ -108,8 +110,13 @@ def test_each_phase_of_a_run_keeps_its_own_name():
     progress.update({"n": 1, "total": 1, "desc": "the largest model: fsdp_zero3, 9 blocks"})
     progress.close("done")
     assert [(b.ended.desc, b.ended.n, b.ended.status) for b in Recorder.made] == [
-        ("one-process reference", 1, "done"), ("ddp", 1, "done"), ("zero1", 1, "done"), ("fsdp_zero3", 1, "done"),
-        ("checkpoint", 1, "done"), ("the largest model: fsdp_zero3, 9 blocks", 1, "done")]
+        ("one-process reference", 1, "done"),
+        ("ddp", 1, "done"),
+        ("zero1", 1, "done"),
+        ("fsdp_zero3", 1, "done"),
+        ("checkpoint", 1, "done"),
+        ("the largest model: fsdp_zero3, 9 blocks", 1, "done"),
+    ]
     assert all(b.shown[0][1] == b.ended.desc for b in Recorder.made), "a bar was renamed after the phase it counted"
 
 
@@ -169,8 +176,10 @@ bad.close("failed")
 def test_an_executed_notebook_saves_the_final_state(tmp_path):
     """Headless execution (the course runner) saves the bars' widget state and a final text form."""
     nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell('profile = "ci"', metadata={"tags": ["parameters"]}),
-                nbformat.v4.new_code_cell(KERNEL_CELL)]
+    nb.cells = [
+        nbformat.v4.new_code_cell('profile = "ci"', metadata={"tags": ["parameters"]}),
+        nbformat.v4.new_code_cell(KERNEL_CELL),
+    ]
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     (tmp_path / "in").mkdir()
     nbformat.write(nb, tmp_path / "in" / "bars.ipynb")
@@ -178,8 +187,12 @@ def test_an_executed_notebook_saves_the_final_state(tmp_path):
     assert summary.notebooks[0].passed, summary.notebooks[0].error
     executed = json.loads((tmp_path / "out" / "bars.ipynb").read_text())
     state = executed["metadata"]["widgets"]["application/vnd.jupyter.widget-state+json"]["state"]
-    views = [o for c in executed["cells"] for o in c.get("outputs", [])
-             if "application/vnd.jupyter.widget-view+json" in o.get("data", {})]
+    views = [
+        o
+        for c in executed["cells"]
+        for o in c.get("outputs", [])
+        if "application/vnd.jupyter.widget-view+json" in o.get("data", {})
+    ]
     assert len(views) == 3
     bars = []
     for view in views:

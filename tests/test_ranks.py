@@ -25,8 +25,10 @@ TEACH = Path(ranks.__file__).parent
 KERNEL_SIDE = [TEACH / "ranks.py", TEACH / "_ranks_pool.py", TEACH / "_ranks_result.py"]
 
 
-SLEEPER = ("%%ranks\nimport subprocess, sys\n"
-           "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)'])\nprint('child', child.pid)")
+SLEEPER = (
+    "%%ranks\nimport subprocess, sys\n"
+    "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)'])\nprint('child', child.pid)"
+)
 """A cell that starts a process on each rank (it must end with the rank)."""
 
 
@@ -82,7 +84,9 @@ def test_all_reduce_on_two_ranks_variables_persist_and_pull(group):
     values = ranks.pull("u")
     assert [v.tolist() for v in values] == [[6.0, 6.0, 6.0]] * 2
     assert ranks.pull("(rank, world_size, local_rank, str(device), backend, dist.get_backend())") == [
-        (0, 2, 0, "cpu", "gloo", "gloo"), (1, 2, 1, "cpu", "gloo", "gloo")]
+        (0, 2, 0, "cpu", "gloo", "gloo"),
+        (1, 2, 1, "cpu", "gloo", "gloo"),
+    ]
     assert ranks.pull("rank", ranks="1") == [1]
     ranks.push(k=5)
     assert ranks.pull("k * (rank + 1)") == [5, 10]
@@ -104,7 +108,7 @@ def test_exception_names_the_rank_with_its_traceback(group):
     assert not result.ok and result.failed == [1]
     bad = result.outcomes[1]
     assert bad.status == "error" and bad.exc_type == "ZeroDivisionError"
-    assert '<ranks cell' in bad.traceback and "1 / 0" in bad.traceback and "_ranks_worker" not in bad.traceback
+    assert "<ranks cell" in bad.traceback and "1 / 0" in bad.traceback and "_ranks_worker" not in bad.traceback
     assert result.outcomes[0].status == "ok"
     with pytest.raises(ranks.RankFailed, match="rank 1 failed: ZeroDivisionError"):
         raise ranks.RankFailed(result)
@@ -129,7 +133,9 @@ def test_failure_stops_the_rank_waiting_for_it_and_keeps_variables(group):
 def test_hang_ends_at_the_deadline_with_stacks_and_the_group_recovers(group):
     pids = ranks.status()["pids"]
     ranks.run_code("before = rank")
-    result = ranks.run_code("t = torch.ones(1)\nif rank == 0:\n    dist.all_reduce(t)  # rank 1 never joins", timeout=1.5)
+    result = ranks.run_code(
+        "t = torch.ones(1)\nif rank == 0:\n    dist.all_reduce(t)  # rank 1 never joins", timeout=1.5
+    )
     assert result.reason == "timeout" and result.failed == [0]
     stack = result.outcomes[0].stack
     assert "dist.all_reduce(t)  # rank 1 never joins" in stack and "<ranks cell" in stack
@@ -281,8 +287,10 @@ class Kernel:
 def kernel():
     k = Kernel()
     # gloo even where there are GPUs (the outputs below are CPU tensors); the first cell starts the ranks
-    k.execute("%load_ext nvtutorial.teach.ranks\nimport nvtutorial.teach.ranks\n"
-              "nvtutorial.teach.ranks.configure(nproc=2, backend='gloo')")
+    k.execute(
+        "%load_ext nvtutorial.teach.ranks\nimport nvtutorial.teach.ranks\n"
+        "nvtutorial.teach.ranks.configure(nproc=2, backend='gloo')"
+    )
     seen: list[int] = []
     k.seen = seen
     yield k
@@ -300,18 +308,23 @@ def test_kernel_cell_runs_on_two_ranks_and_never_loads_torch(kernel):
     assert kernel.execute("%%ranks\nt * 10")["stdout"].count("tensor([30., 30.])") == 2  # variables persist
     # The kernel itself has not even imported torch: it cannot have initialised CUDA.
     assert kernel.execute("import sys; print('torch' in sys.modules)")["stdout"].strip() == "False"
-    out = kernel.execute("values = %ranks pull t\nprint([v.tolist() for v in values])\n"
-                         "import torch; print(torch.cuda.is_initialized())")
+    out = kernel.execute(
+        "values = %ranks pull t\nprint([v.tolist() for v in values])\nimport torch; print(torch.cuda.is_initialized())"
+    )
     assert out["stdout"].splitlines() == [  # tensors arrive as torch tensors: the kernel imports torch, and says so
         "[nvtutorial] importing PyTorch in this kernel (once per kernel; it starts no GPU)",
-        "[[3.0, 3.0], [3.0, 3.0]]", "False"], out
+        "[[3.0, 3.0], [3.0, 3.0]]",
+        "False",
+    ], out
 
 
 def test_kernel_streams_each_line_once_while_the_cell_runs(kernel, tmp_path):
     flag = tmp_path / "go"
-    code = (f"%%ranks\nimport os, time\nprint('waiting', flush=True)\n"
-            f"while not os.path.exists({str(flag)!r}):\n    time.sleep(0.02)\n"
-            f"for i in range(3):\n    print('line', i, flush=True)\n    time.sleep(0.3)")
+    code = (
+        f"%%ranks\nimport os, time\nprint('waiting', flush=True)\n"
+        f"while not os.path.exists({str(flag)!r}):\n    time.sleep(0.02)\n"
+        f"for i in range(3):\n    print('line', i, flush=True)\n    time.sleep(0.3)"
+    )
 
     def release(out):  # the cell waits for the flag, which the test sets once both ranks' lines arrived
         if out["stdout"].count("waiting") == 2:
@@ -346,8 +359,10 @@ def test_kernel_hang_shows_stacks_at_the_deadline_then_works(kernel):
 
 def test_kernel_interrupt_stops_every_rank(kernel):
     pids = kernel.pids()
-    code = ("%%ranks\nimport time\nprint('running', flush=True)\n"
-            "if rank == 0:\n    time.sleep(120)\nelse:\n    dist.all_reduce(torch.ones(1))  # waits for rank 0")
+    code = (
+        "%%ranks\nimport time\nprint('running', flush=True)\n"
+        "if rank == 0:\n    time.sleep(120)\nelse:\n    dist.all_reduce(torch.ones(1))  # waits for rank 0"
+    )
     sent = threading.Event()
 
     def interrupt(out):
@@ -383,15 +398,18 @@ def test_papermill_captures_rank_output_and_sees_a_failed_cell(tmp_path):
     nb = nbformat.v4.new_notebook()
     nb.cells = [
         nbformat.v4.new_code_cell("%load_ext nvtutorial.teach.ranks\n%ranks start --nproc 2 --backend gloo"),
-        nbformat.v4.new_code_cell("%%ranks\nt = torch.ones(1) * (rank + 1)\ndist.all_reduce(t)\nprint('sum', t.item())"),
+        nbformat.v4.new_code_cell(
+            "%%ranks\nt = torch.ones(1) * (rank + 1)\ndist.all_reduce(t)\nprint('sum', t.item())"
+        ),
         nbformat.v4.new_code_cell("from nvtutorial.teach import ranks\nprint('pids', ranks.status()['pids'])"),
         nbformat.v4.new_code_cell("%%ranks\nassert rank == 0, 'only rank 0 passes'"),
     ]
     src, dst = tmp_path / "in.ipynb", tmp_path / "out.ipynb"
     nbformat.write(nb, src)
     with pytest.raises(papermill.PapermillExecutionError) as info:
-        papermill.execute_notebook(str(src), str(dst), kernel_name="python3", progress_bar=False,
-                                   cwd=str(Path(__file__).parents[1]))
+        papermill.execute_notebook(
+            str(src), str(dst), kernel_name="python3", progress_bar=False, cwd=str(Path(__file__).parents[1])
+        )
     assert info.value.ename == "RankFailed" and "only rank 0 passes" in info.value.evalue
     done = {c.source: c for c in nbformat.read(dst, as_version=4).cells}
 
@@ -415,8 +433,10 @@ def test_nccl_rank_on_one_gpu_and_the_caller_never_initialises_cuda():
     pool = ranks.start(nproc=1, backend="nccl", quiet=True)
     pids = list(pool.pids())
     try:
-        result = ranks.run_code("import os\nt = torch.ones(4, device=device) * 3\ndist.all_reduce(t)\n"
-                                "torch.cuda.synchronize()\nprint(t.device, os.environ['TORCH_NCCL_ASYNC_ERROR_HANDLING'])")
+        result = ranks.run_code(
+            "import os\nt = torch.ones(4, device=device) * 3\ndist.all_reduce(t)\n"
+            "torch.cuda.synchronize()\nprint(t.device, os.environ['TORCH_NCCL_ASYNC_ERROR_HANDLING'])"
+        )
         assert result.ok, result.report()
         assert result.outcomes[0].output == "cuda:0 0"
         (t,) = ranks.pull("t")
@@ -436,8 +456,10 @@ def test_nccl_all_reduce_and_a_hang_recovered_on_two_gpus():
     pool = ranks.start(nproc=2, backend="nccl", quiet=True)
     pids = list(pool.pids())
     try:
-        result = ranks.run_code("t = torch.ones(4, device=device) * (rank + 1)\ndist.all_reduce(t)\n"
-                                "torch.cuda.synchronize()\nprint(t.device)")
+        result = ranks.run_code(
+            "t = torch.ones(4, device=device) * (rank + 1)\ndist.all_reduce(t)\n"
+            "torch.cuda.synchronize()\nprint(t.device)"
+        )
         assert result.ok, result.report()
         assert [o.output for o in result.outcomes] == ["cuda:0", "cuda:1"]
         assert [v.tolist() for v in ranks.pull("t")] == [[3.0] * 4] * 2
@@ -469,5 +491,7 @@ def test_stop_while_the_ranks_start_says_so_in_three_lines(monkeypatch):
     assert isinstance(info.value, KeyboardInterrupt)  # Run All stops there
     assert info.value._render_traceback_() == [
         "KeyboardInterrupt: stopped while 2 ranks were starting (their processes and process group)",
-        "ended: every rank that had started", "kept: nothing; the next %%ranks cell starts new ranks"]
+        "ended: every rank that had started",
+        "kept: nothing; the next %%ranks cell starts new ranks",
+    ]
     assert ranks.status()["running"] is False

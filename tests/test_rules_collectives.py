@@ -15,10 +15,7 @@ import textwrap
 import pytest
 import torch
 
-from nvtutorial.chapters.ch07_collectives.lessons import collectives
-from nvtutorial.chapters.ch07_collectives.lessons import compression
-from nvtutorial.chapters.ch07_collectives.lessons import sparse_allreduce
-
+from nvtutorial.chapters.ch07_collectives.lessons import collectives, compression, sparse_allreduce
 from tests.ranks_harness import RanksHung, on_ranks
 
 WORLDS = (2, 3, 4)
@@ -63,12 +60,22 @@ def _ring(sizes, slices_list, subgroup):
                 with counting(gworld) as count:
                     returned = ring_all_reduce(mine, group=group, slices=slices)
                 dist.all_reduce(ref, group=group)
-                out.append({"group": name, "world": gworld, "rank": dist.get_rank(group), "numel": numel,
-                            "slices": slices, "equal": torch.equal(mine, ref),
-                            "close": torch.allclose(mine, ref, rtol=1e-5, atol=1e-5),
-                            "error": float((mine - ref).abs().max()) if numel else 0.0,
-                            "sent": count.sent, "returned": returned, "unwaited": count.unwaited,
-                            "largest": count.largest_message})
+                out.append(
+                    {
+                        "group": name,
+                        "world": gworld,
+                        "rank": dist.get_rank(group),
+                        "numel": numel,
+                        "slices": slices,
+                        "equal": torch.equal(mine, ref),
+                        "close": torch.allclose(mine, ref, rtol=1e-5, atol=1e-5),
+                        "error": float((mine - ref).abs().max()) if numel else 0.0,
+                        "sent": count.sent,
+                        "returned": returned,
+                        "unwaited": count.unwaited,
+                        "largest": count.largest_message,
+                    }
+                )
     return out
 
 
@@ -105,7 +112,7 @@ def test_the_ring_on_one_rank_and_on_a_view():
             return sent, x.tolist(), str(exc), dist.get_world_size()
         return "no error for a view"
 
-    (sent, values, error, world), = on_ranks(one, 1)
+    ((sent, values, error, world),) = on_ranks(one, 1)
     assert (sent, values, world) == (0, [0.0, 1.0, 2.0, 3.0, 4.0], 1)
     assert "contiguous" in error
     with pytest.raises(AssertionError, match="contiguous"):
@@ -116,8 +123,10 @@ def _reversed_ring_source() -> str:
     """The lesson's ring with its direction reversed: send left, receive from the right."""
     source = textwrap.dedent(inspect.getsource(collectives.ring_all_reduce))
     source = "".join(line for line in source.splitlines(True) if not line.startswith("@"))  # its own lines only
-    swapped = source.replace("right, left = peer((rank + 1) % world), peer((rank - 1) % world)",
-                             "right, left = peer((rank - 1) % world), peer((rank + 1) % world)")
+    swapped = source.replace(
+        "right, left = peer((rank + 1) % world), peer((rank - 1) % world)",
+        "right, left = peer((rank - 1) % world), peer((rank + 1) % world)",
+    )
     assert swapped != source
     return swapped
 
@@ -168,16 +177,28 @@ def _sparse(cases):
         sent = sparse_allreduce(mine)
         counts = [None] * world
         dist.all_gather_object(counts, int(mask.sum()))
-        out.append({"case": name, "close": torch.allclose(mine.view(-1), ref, rtol=1e-6, atol=1e-7),
-                    "equal": torch.equal(mine.view(-1), ref), "sent": sent, "count": int(mask.sum()),
-                    "largest": max(counts)})
+        out.append(
+            {
+                "case": name,
+                "close": torch.allclose(mine.view(-1), ref, rtol=1e-6, atol=1e-7),
+                "equal": torch.equal(mine.view(-1), ref),
+                "sent": sent,
+                "count": int(mask.sum()),
+                "largest": max(counts),
+            }
+        )
     return out
 
 
 @pytest.mark.parametrize("world", WORLDS)
 def test_the_correct_sparse_all_reduce_averages_whatever_the_positions(world):
-    cases = [("sparse", 4096, 0.05), ("dense", 64, 1.0), ("all zero", 100, 0.0), ("rank 0 empty", 256, 0.3),
-             ("2-D", 512, 0.2)]
+    cases = [
+        ("sparse", 4096, 0.05),
+        ("dense", 64, 1.0),
+        ("all zero", 100, 0.0),
+        ("rank 0 empty", 256, 0.3),
+        ("2-D", 512, 0.2),
+    ]
     for rank, rows in enumerate(on_ranks(_sparse, world, cases)):
         for row in rows:
             assert row["close"], (rank, row)
@@ -220,8 +241,10 @@ def test_the_sources_version_is_right_only_when_every_rank_has_the_same_position
 def test_the_lessons_sparse_check_at_three_ranks():
     for found in on_ranks(sparse_allreduce.check, 3, torch.device("cpu"), env=DETAIL):
         assert found["the source's"].startswith("failed: RuntimeError: Detected mismatch"), found
-        assert found["the correct"] == "equal to all_reduce / W: False" or \
-            found["the correct"] == "equal to all_reduce / W: True", found  # 3 ranks: another order of additions
+        assert (
+            found["the correct"] == "equal to all_reduce / W: False"
+            or found["the correct"] == "equal to all_reduce / W: True"
+        ), found  # 3 ranks: another order of additions
     assert sparse_allreduce.world_size == 2  # check() set the global in the ranks, not here
 
 
@@ -253,8 +276,15 @@ def _hooked_gradients(hook, ratio, steps, start_iter):
         residual = None
         if hook == "topk" and state.residuals:
             residual = state.residuals[0].clone()
-        out.append({"applied": applied, "exact": exact, "local": local, "residual": residual,
-                    "iter": getattr(state, "iter", None)})
+        out.append(
+            {
+                "applied": applied,
+                "exact": exact,
+                "local": local,
+                "residual": residual,
+                "iter": getattr(state, "iter", None),
+            }
+        )
     return out
 
 
@@ -317,10 +347,20 @@ def test_register_installs_each_hook_and_refuses_others():
         except ValueError as exc:
             out["error"] = str(exc)
         default = TopKState()
-        return {"none": out["none"], "fp16": out["fp16"], "bf16": out["bf16"],
-                "powersgd": (out["powersgd"].matrix_approximation_rank, out["powersgd"].start_powerSGD_iter),
-                "topk": (out["topk"].ratio, out["topk"].start_iter, out["topk"].iter, out["topk"].group is dist.group.WORLD),
-                "default": (default.ratio, default.start_iter, default.residuals), "error": out.get("error")}
+        return {
+            "none": out["none"],
+            "fp16": out["fp16"],
+            "bf16": out["bf16"],
+            "powersgd": (out["powersgd"].matrix_approximation_rank, out["powersgd"].start_powerSGD_iter),
+            "topk": (
+                out["topk"].ratio,
+                out["topk"].start_iter,
+                out["topk"].iter,
+                out["topk"].group is dist.group.WORLD,
+            ),
+            "default": (default.ratio, default.start_iter, default.residuals),
+            "error": out.get("error"),
+        }
 
     (found,) = on_ranks(install, 1)
     assert found["none"] is None and found["fp16"] is None
@@ -333,10 +373,11 @@ def test_register_installs_each_hook_and_refuses_others():
 
 def test_a_hung_rank_is_reported_and_killed():
     """The harness itself: a send without its receive ends as RanksHung, not a hung test."""
-    def lonely():
-        import torch.distributed as dist
 
+    def lonely():
         import time
+
+        import torch.distributed as dist
 
         if dist.get_rank() == 0:
             dist.recv(torch.empty(1), src=1)  # rank 1 never sends

@@ -16,15 +16,29 @@ MIB = 2**20
 
 
 def ring_row(size, ring_ms=2.0, ar_ms=1.0, equal=True, sent=None, exact=None, formula=None, **extra):
-    return {"size_bytes": size, "equal_to_all_reduce": equal, "ring_ms": ring_ms, "all_reduce_ms": ar_ms,
-            "ring_bytes_sent": size if sent is None else sent, "ring_bytes_exact": size if exact is None else exact,
-            "formula_bytes": size if formula is None else formula, **extra}
+    return {
+        "size_bytes": size,
+        "equal_to_all_reduce": equal,
+        "ring_ms": ring_ms,
+        "all_reduce_ms": ar_ms,
+        "ring_bytes_sent": size if sent is None else sent,
+        "ring_bytes_exact": size if exact is None else exact,
+        "formula_bytes": size if formula is None else formula,
+        **extra,
+    }
 
 
 # --------------------------------------------------------------------------- the ring's rows and check
 def test_ring_rows_fill_in_the_old_layout():
-    rows = report.ring_rows({"ring": [ring_row(4096, 4.0, 1.0), {"size_bytes": 8, "error": "x"},
-                                      ring_row(64, 2.0, 1.0, variant="ring, 3 slices", slices=3, busbw_ratio=0.9)]})
+    rows = report.ring_rows(
+        {
+            "ring": [
+                ring_row(4096, 4.0, 1.0),
+                {"size_bytes": 8, "error": "x"},
+                ring_row(64, 2.0, 1.0, variant="ring, 3 slices", slices=3, busbw_ratio=0.9),
+            ]
+        }
+    )
     assert rows[0]["variant"] == "ring, 1 slice" and rows[0]["slices"] == 1 and rows[0]["busbw_ratio"] == 0.25
     assert "busbw_ratio" not in rows[1] and rows[1]["variant"] == "ring, 1 slice"
     assert rows[2]["variant"] == "ring, 3 slices" and rows[2]["busbw_ratio"] == 0.9  # kept, not recomputed
@@ -35,14 +49,17 @@ def _ranks(*rank_rows, world=2):
     return [{"world_size": world, "ring": rows} for rows in rank_rows]
 
 
-@pytest.mark.parametrize("rows, status, equal, bytes_ok", [
-    ([ring_row(4096), ring_row(400)], "pass", True, True),
-    ([ring_row(4096), ring_row(400, equal=False)], "fail", False, True),
-    ([ring_row(4096, sent=4100), ring_row(400)], "fail", True, False),  # sends differ from what was counted exactly
-    ([ring_row(4096, formula=4000), ring_row(400)], "fail", True, False),  # formula off at a size W × 4 divides
-    ([ring_row(4096), ring_row(402, formula=0)], "pass", True, True),  # 402 bytes: the formula is not exact there
-    ([], "fail", True, True),  # nothing measured: no pass
-])
+@pytest.mark.parametrize(
+    "rows, status, equal, bytes_ok",
+    [
+        ([ring_row(4096), ring_row(400)], "pass", True, True),
+        ([ring_row(4096), ring_row(400, equal=False)], "fail", False, True),
+        ([ring_row(4096, sent=4100), ring_row(400)], "fail", True, False),  # sends differ from what was counted exactly
+        ([ring_row(4096, formula=4000), ring_row(400)], "fail", True, False),  # formula off at a size W × 4 divides
+        ([ring_row(4096), ring_row(402, formula=0)], "pass", True, True),  # 402 bytes: the formula is not exact there
+        ([], "fail", True, True),  # nothing measured: no pass
+    ],
+)
 def test_the_ring_check(rows, status, equal, bytes_ok):
     v = report.ring_check(_ranks(rows, rows), "here")
     assert v.status == status and v.numbers["equal"] is equal and v.numbers["bytes_match_formula"] is bytes_ok
@@ -59,9 +76,14 @@ def test_the_ring_check_reads_every_rank_and_only_one_slice_rows():
 
 
 def test_ring_speed_at_64_mib_and_the_goal():
-    rows0 = [ring_row(MIB, 1.0, 1.0), ring_row(64 * MIB, 2.0, 1.0), ring_row(128 * MIB, 1.0, 0.9),
-             ring_row(64 * MIB, 1.0, 0.85, variant="ring, 3 slices"), ring_row(128 * MIB, 1.0, 0.95, variant="ring, 3 slices"),
-             {"size_bytes": 256 * MIB, "error": "OOM", "variant": "ring, 1 slice"}]
+    rows0 = [
+        ring_row(MIB, 1.0, 1.0),
+        ring_row(64 * MIB, 2.0, 1.0),
+        ring_row(128 * MIB, 1.0, 0.9),
+        ring_row(64 * MIB, 1.0, 0.85, variant="ring, 3 slices"),
+        ring_row(128 * MIB, 1.0, 0.95, variant="ring, 3 slices"),
+        {"size_bytes": 256 * MIB, "error": "OOM", "variant": "ring, 1 slice"},
+    ]
     rows1 = [ring_row(64 * MIB, 1.0, 0.6)]  # rank 1 slower at 64 MiB, one slice: the slowest rank counts
     v = report.ring_speed(_ranks(rows0, rows1), "GPU", gpu=True)
     assert v.status == "info" and v.numbers["share_from"] == 64 * MIB
@@ -76,11 +98,13 @@ def test_ring_speed_at_64_mib_and_the_goal():
 
 
 def test_ring_speed_below_64_mib_uses_the_largest_size():
-    v = report.ring_speed(_ranks([ring_row(MIB, 1.0, 0.3), ring_row(4 * MIB, 1.0, 0.5), ring_row(4 * MIB, 1.0, 0.6)]),
-                          "CPU", gpu=False)
+    v = report.ring_speed(
+        _ranks([ring_row(MIB, 1.0, 0.3), ring_row(4 * MIB, 1.0, 0.5), ring_row(4 * MIB, 1.0, 0.6)]), "CPU", gpu=False
+    )
     assert v.numbers["share_from"] == 4 * MIB and v.numbers["best_share"] == 0.5  # the slower of the two rows
-    only = report.ring_speed(_ranks([ring_row(4 * MIB, 1.0, 0.5), ring_row(MIB, 1.0, 0.9, variant="ring, 3 slices")]),
-                             "CPU", gpu=False)
+    only = report.ring_speed(
+        _ranks([ring_row(4 * MIB, 1.0, 0.5), ring_row(MIB, 1.0, 0.9, variant="ring, 3 slices")]), "CPU", gpu=False
+    )
     assert only.numbers["share_by_variant"] == {"ring, 1 slice": 0.5}  # 3 slices never reached the largest size
 
 
@@ -93,7 +117,12 @@ def test_ring_variants_against_one_slice_at_the_largest_size():
     assert set(verdicts) == {"ring: ring, 3 slices", "ring: ring, graph"}
     v = verdicts["ring: ring, 3 slices"]
     c = compare([2.0, 2.02], [1.5, 1.51])
-    assert v.status == "faster" and v.numbers == {"ratio": c.ratio, "noise": c.noise, "share": 2.0 / 3, "size": 64 * MIB}
+    assert v.status == "faster" and v.numbers == {
+        "ratio": c.ratio,
+        "noise": c.noise,
+        "share": 2.0 / 3,
+        "size": 64 * MIB,
+    }
     assert verdicts["ring: ring, graph"].status == "no change"
     assert report.ring_variants(_ranks([faster]), "") == []  # no one-slice row to compare with
     assert report.ring_variants(_ranks([ring_row(64 * MIB)]), "") == []  # no repeats
@@ -105,22 +134,50 @@ def case(name, impl, ran=True, exact=True, error=None):
     return {"case": name, "implementation": impl, "ran": ran, "exact": exact, "error": error}
 
 
-@pytest.mark.parametrize("source, course, status, counts", [
-    ([case("a", "source"), case("b", "source", exact=False), case("c", "source", ran=False, exact=False)],
-     [case("a", "course"), case("b", "course"), case("c", "course")], "wrong", (3, 1, 1, 1, 0, 3)),
-    ([case("a", "source"), case("b", "source")], [case("a", "course"), case("b", "course")], "holds", (2, 2, 0, 0, 0, 2)),
-    ([case("a", "source"), case("b", "source", exact=False)], [case("a", "course"), case("b", "course", exact=False)],
-     "partly", (2, 1, 1, 0, 0, 1)),  # the correct version failed a case too: the source is not the only problem
-    ([case("a", "source"), case("s", "source", ran=False, exact=False, error="skipped: needs 3 ranks")],
-     [case("a", "course")], "holds", (2, 1, 0, 0, 1, 1)),  # a skipped case is not a failure
-    ([case("a", "source", ran=False, exact=False, error="RuntimeError")], [case("a", "course")], "wrong",
-     (1, 0, 0, 1, 0, 1)),
-])
+@pytest.mark.parametrize(
+    "source, course, status, counts",
+    [
+        (
+            [case("a", "source"), case("b", "source", exact=False), case("c", "source", ran=False, exact=False)],
+            [case("a", "course"), case("b", "course"), case("c", "course")],
+            "wrong",
+            (3, 1, 1, 1, 0, 3),
+        ),
+        (
+            [case("a", "source"), case("b", "source")],
+            [case("a", "course"), case("b", "course")],
+            "holds",
+            (2, 2, 0, 0, 0, 2),
+        ),
+        (
+            [case("a", "source"), case("b", "source", exact=False)],
+            [case("a", "course"), case("b", "course", exact=False)],
+            "partly",
+            (2, 1, 1, 0, 0, 1),
+        ),  # the correct version failed a case too: the source is not the only problem
+        (
+            [case("a", "source"), case("s", "source", ran=False, exact=False, error="skipped: needs 3 ranks")],
+            [case("a", "course")],
+            "holds",
+            (2, 1, 0, 0, 1, 1),
+        ),  # a skipped case is not a failure
+        (
+            [case("a", "source", ran=False, exact=False, error="RuntimeError")],
+            [case("a", "course")],
+            "wrong",
+            (1, 0, 0, 1, 0, 1),
+        ),
+    ],
+)
 def test_c22_at_its_rule(source, course, status, counts):
     v = report.source_verdict(source + course, "here")
     assert v.key == "C22" and v.status == status and v.where == "here"
-    assert tuple(v.numbers[k] for k in ("cases", "source_exact", "source_wrong", "source_failed", "skipped",
-                                         "course_exact")) == counts
+    assert (
+        tuple(
+            v.numbers[k] for k in ("cases", "source_exact", "source_wrong", "source_failed", "skipped", "course_exact")
+        )
+        == counts
+    )
 
 
 # --------------------------------------------------------------------------- the sparse all-reduce
@@ -136,9 +193,11 @@ def test_the_sparse_verdict_by_medians_and_by_compare():
     assert v.numbers["time_ratio_median"] == 0.9 and v.numbers["exact"] is True
     rows[2]["exact"] = False
     assert report.sparse_verdict(rows, "").status == "fail"
-    timed = [sparse_row(0.01, 0.02, 0.5, sparse_ms_all=[1.0, 1.01], dense_ms_all=[2.0, 2.02]),
-             sparse_row(0.3, 0.6, 0.99, sparse_ms_all=[1.0, 1.01], dense_ms_all=[1.005, 1.0]),  # within the noise
-             sparse_row(0.6, 1.2, 0.5)]  # no repeats kept: its median decides
+    timed = [
+        sparse_row(0.01, 0.02, 0.5, sparse_ms_all=[1.0, 1.01], dense_ms_all=[2.0, 2.02]),
+        sparse_row(0.3, 0.6, 0.99, sparse_ms_all=[1.0, 1.01], dense_ms_all=[1.005, 1.0]),  # within the noise
+        sparse_row(0.6, 1.2, 0.5),
+    ]  # no repeats kept: its median decides
     v = report.sparse_verdict(timed, "")
     assert v.numbers["judged_by"] == "compare" and v.numbers["faster_at"] == [0.01, 0.6]
     never = report.sparse_verdict([sparse_row(0.5, 1.0, 1.0), sparse_row(0.9, 1.8, 2.0)], "")
@@ -148,8 +207,16 @@ def test_the_sparse_verdict_by_medians_and_by_compare():
 
 # --------------------------------------------------------------------------- the compression hooks
 def hook(name, rounds, sent=100.0, dense=100.0, iou=0.5, loss=(1.0, 0.9), **extra):
-    return {"hook": name, "step_ms_round_medians": list(rounds), "sent_bytes_per_step": sent, "dense_bytes_per_step": dense,
-            "final_iou": iou, "final_val_loss": 0.8, "train_loss": list(loss), **extra}
+    return {
+        "hook": name,
+        "step_ms_round_medians": list(rounds),
+        "sent_bytes_per_step": sent,
+        "dense_bytes_per_step": dense,
+        "final_iou": iou,
+        "final_val_loss": 0.8,
+        "train_loss": list(loss),
+        **extra,
+    }
 
 
 def metrics(*hooks_, link="NVLink"):
@@ -171,30 +238,39 @@ def test_the_twin_gap_and_each_hook_against_none():
     assert cr.comparisons(metrics(hook("fp16", [1.0, 1.0]))) == {}
 
 
-@pytest.mark.parametrize("c, unsettled", [
-    (compare([10.0, 12.0], [11.5, 11.6], aa_gap=0.02), True),  # +5 %: beyond the A/A gap, inside the rounds' ±20 %
-    (compare([10.0, 12.0], [11.2, 11.3], aa_gap=0.02), True),
-    (compare([10.0, 12.0], [11.1, 11.2], aa_gap=0.02), False),  # +1.4 %: inside the 2 % A/A gap
-    (compare([10.0, 12.0], [11.02, 11.03], aa_gap=0.02), False),  # +0.2 %: inside the A/A gap too
-    (compare([10.0, 12.0], [11.5, 11.6]), False),  # no A/A gap measured
-    (compare([10.0, 10.0], [12.0, 12.0], aa_gap=0.02), False),  # slower: settled
-    (compare([10.0, 12.0], [11.15, 11.16], aa_gap=0.0), True),
-    (compare([10.0, 12.0], [11.05, 11.06], aa_gap=0.0), False),  # +0.5 %: inside the 1 % floor
-])
+@pytest.mark.parametrize(
+    "c, unsettled",
+    [
+        (compare([10.0, 12.0], [11.5, 11.6], aa_gap=0.02), True),  # +5 %: beyond the A/A gap, inside the rounds' ±20 %
+        (compare([10.0, 12.0], [11.2, 11.3], aa_gap=0.02), True),
+        (compare([10.0, 12.0], [11.1, 11.2], aa_gap=0.02), False),  # +1.4 %: inside the 2 % A/A gap
+        (compare([10.0, 12.0], [11.02, 11.03], aa_gap=0.02), False),  # +0.2 %: inside the A/A gap too
+        (compare([10.0, 12.0], [11.5, 11.6]), False),  # no A/A gap measured
+        (compare([10.0, 10.0], [12.0, 12.0], aa_gap=0.02), False),  # slower: settled
+        (compare([10.0, 12.0], [11.15, 11.16], aa_gap=0.0), True),
+        (compare([10.0, 12.0], [11.05, 11.06], aa_gap=0.0), False),  # +0.5 %: inside the 1 % floor
+    ],
+)
 def test_inside_the_rounds_spread(c, unsettled):
     assert cr.inside_rounds_spread(c) is unsettled
 
 
 def test_hook_verdicts_state_bytes_iou_and_what_is_unsettled():
-    m = metrics(hook("none", [10.0, 12.0], iou=0.5), hook("fp16", [11.5, 11.6], sent=50.0, iou=0.49),
-                hook("bf16", [11.3, 11.4], sent=50.0, iou=0.52), hook("topk", [20.0, 20.1], sent=2.0, iou=0.40))
+    m = metrics(
+        hook("none", [10.0, 12.0], iou=0.5),
+        hook("fp16", [11.5, 11.6], sent=50.0, iou=0.49),
+        hook("bf16", [11.3, 11.4], sent=50.0, iou=0.52),
+        hook("topk", [20.0, 20.1], sent=2.0, iou=0.40),
+    )
     verdicts = {v.numbers["hook"]: v for v in cr.hook_verdicts({"NVLink": m}, "here")}
     fp16 = verdicts["fp16"]
     assert fp16.key == "fp16 · NVLink" and fp16.status == "no change" and fp16.where == "here"
     assert fp16.numbers["bytes_saved"] == 0.5 and fp16.numbers["iou_vs_none"] == pytest.approx(-0.01)
     assert fp16.numbers["needs_more_rounds"] is True and fp16.numbers["link"] == "NVLink"
     topk = verdicts["topk"]
-    assert topk.status == "slower" and topk.numbers["bytes_saved"] == 0.98 and topk.numbers["needs_more_rounds"] is False
+    assert (
+        topk.status == "slower" and topk.numbers["bytes_saved"] == 0.98 and topk.numbers["needs_more_rounds"] is False
+    )
     assert topk.numbers["iou_vs_none"] == pytest.approx(-0.1)
     assert "beyond 0.02" in topk.text and "within 0.02" in fp16.text
 
@@ -210,8 +286,11 @@ def test_the_prediction_is_the_set_of_hooks_faster_beyond_the_noise():
 
 
 def test_the_hooks_table():
-    m = metrics(NONE, hook("fp16", [9.0, 9.1], sent=50.0, iou=0.45, nvlink_tx_bytes_per_step=100.0, nvlink_note="LL"),
-                hook("topk", [12.0, 12.2], sent=0.0, compressed_when_timed=False))
+    m = metrics(
+        NONE,
+        hook("fp16", [9.0, 9.1], sent=50.0, iou=0.45, nvlink_tx_bytes_per_step=100.0, nvlink_note="LL"),
+        hook("topk", [12.0, 12.2], sent=0.0, compressed_when_timed=False),
+    )
     frame = cr.hooks_frame({"NV": m}).set_index("hook")
     assert list(frame.index) == ["none", "fp16", "topk"]
     assert frame.loc["none", "step_time"] == "baseline" and frame.loc["none", "step_vs_none"] == 1.0
@@ -221,7 +300,9 @@ def test_the_hooks_table():
     assert frame.loc["fp16", "step_ms"] == 9.05 and frame.loc["fp16", "sent_MB_per_step"] == 50e-6
     assert frame.loc["fp16", "bytes_saved"] == 0.5 and frame.loc["fp16", "nvml_over_counted"] == 2.0
     assert frame.loc["fp16", "nvlink_tx_MB_per_step"] == 100e-6 and frame.loc["fp16", "nvml_note"] == "LL"
-    assert frame.loc["fp16", "iou_vs_none"] == pytest.approx(-0.05) and math.isnan(frame.loc["topk", "nvml_over_counted"])
+    assert frame.loc["fp16", "iou_vs_none"] == pytest.approx(-0.05) and math.isnan(
+        frame.loc["topk", "nvml_over_counted"]
+    )
     assert frame.loc["none", "compressed_when_timed"] and not frame.loc["topk", "compressed_when_timed"]
     alone = cr.hooks_frame({"NV": metrics(hook("fp16", [9.0, 9.1]))})
     assert math.isnan(alone["iou_vs_none"][0])
@@ -235,11 +316,17 @@ def test_the_twin_verdict():
 
 
 def test_losses_against_none():
-    m = metrics(hook("none", [1, 1], loss=(1.0, 0.8, 0.6)), hook("fp16", [1, 1], loss=(1.0, 0.8, 0.6)),
-                hook("topk", [1, 1], loss=(1.0, 0.9, 0.5)))
+    m = metrics(
+        hook("none", [1, 1], loss=(1.0, 0.8, 0.6)),
+        hook("fp16", [1, 1], loss=(1.0, 0.8, 0.6)),
+        hook("topk", [1, 1], loss=(1.0, 0.9, 0.5)),
+    )
     assert cr.loss_differences(m) == {"fp16": 0.0, "topk": pytest.approx(0.1)}
     text = cr.loss_statement(m)
-    assert text == "identical losses to no compression, step for step: fp16; largest loss difference from no compression: topk (at most 0.1)"
+    assert (
+        text
+        == "identical losses to no compression, step for step: fp16; largest loss difference from no compression: topk (at most 0.1)"
+    )
     assert cr.loss_differences(metrics(hook("fp16", [1, 1]))) == {}
     assert cr.loss_statement(metrics(hook("fp16", [1, 1]))) == "no hook to compare with no compression"
     assert cr.loss_statement(metrics(hook("none", [1, 1]), hook("x", [1, 1], loss=(2.0, 0.9)))).startswith("largest")
@@ -256,12 +343,22 @@ def test_the_link_statement():
 # --------------------------------------------------------------------------- C23
 @pytest.mark.parametrize("ours, status", [(1.355, "wrong"), (0.16, "wrong"), (0.15, "holds"), (0.1, "holds")])
 def test_c23_at_its_rule(ours, status):
-    summary = {"params": 10, "frac_zero": 0.3, "frac_near_zero": 0.4, "source_format_ratio": 6.1,
-               "index_value_ratio": ours}
+    summary = {
+        "params": 10,
+        "frac_zero": 0.3,
+        "frac_near_zero": 0.4,
+        "source_format_ratio": 6.1,
+        "index_value_ratio": ours,
+    }
     v = cr.density_verdict(summary, "here")
     assert v.key == "C23" and v.status == status and v.where == "here"
-    assert v.numbers == {"frac_zero": 0.3, "source_format_ratio": 6.1, "index_value_ratio": ours,
-                         "best_saving": pytest.approx(1 - ours), "claimed_saving": 0.85}
+    assert v.numbers == {
+        "frac_zero": 0.3,
+        "source_format_ratio": 6.1,
+        "index_value_ratio": ours,
+        "best_saving": pytest.approx(1 - ours),
+        "claimed_saving": 0.85,
+    }
     assert cr.density_verdict(summary, "", claimed_saving=1 - ours + 0.01).status == "wrong"
     assert cr.density_verdict(summary, "", claimed_saving=1 - ours - 0.01).status == "holds"
 

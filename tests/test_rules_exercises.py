@@ -16,7 +16,6 @@ import torch
 
 from nvtutorial.chapters.ch07_collectives import exercises as ring_allreduce
 from nvtutorial.teach import check
-
 from tests.ranks_harness import on_ranks
 
 LOCAL = ("busbw", "driver_rule", "multinode_resume", "profile_exposed", "profile_waiting")
@@ -85,7 +84,9 @@ def test_the_resume_exercise_as_the_script_recovery_launches(monkeypatch, tmp_pa
     from nvtutorial.chapters.ch09_multinode.lessons import elastic_train
 
     mine = tmp_path / "mine.py"
-    mine.write_text("def my_resume(path, model, optimizer):\n    return 7 if os.path.exists(path) else torch.zeros(1).numel() - 1\n")
+    mine.write_text(
+        "def my_resume(path, model, optimizer):\n    return 7 if os.path.exists(path) else torch.zeros(1).numel() - 1\n"
+    )
     loaded = multinode_resume.load_candidate(str(mine), "my_resume")
     assert loaded(str(mine), None, None) == 7 and loaded(str(tmp_path / "none"), None, None) == 0
     with pytest.raises(NameError, match="your code defines no function 'resume'"):
@@ -115,12 +116,15 @@ def test_the_resume_checkers_own_model():
     assert multinode_resume.SAVED_AFTER == 3
 
 
-@pytest.mark.parametrize("compute, comm, step, exposed", [
-    ([], [(0, 5), (20, 30)], (10, 40), 10.0),  # a kernel wholly before the step: dropped, the next still counted
-    ([(0, 5)], [(12, 14)], (10, 40), 2.0),  # compute before the step hides nothing
-    ([(10, 20), (20, 25)], [(12, 30)], (10, 40), 5.0),  # touching compute is one stretch
-    ([], [(15, 15), (15, 18)], (10, 40), 3.0),  # an empty interval adds nothing
-])
+@pytest.mark.parametrize(
+    "compute, comm, step, exposed",
+    [
+        ([], [(0, 5), (20, 30)], (10, 40), 10.0),  # a kernel wholly before the step: dropped, the next still counted
+        ([(0, 5)], [(12, 14)], (10, 40), 2.0),  # compute before the step hides nothing
+        ([(10, 20), (20, 25)], [(12, 30)], (10, 40), 5.0),  # touching compute is one stretch
+        ([], [(15, 15), (15, 18)], (10, 40), 3.0),  # an empty interval adds nothing
+    ],
+)
 def test_the_exposed_time_solution_clips_to_the_step(compute, comm, step, exposed):
     from nvtutorial.chapters.ch05_profiling import exercises_exposed as profile_exposed
 
@@ -165,8 +169,9 @@ def test_the_ring_checker_at_every_world_size(world):
         cases = [(k, c, w if k in RING_WORDS_AT_ANY_WORLD or w is None else "") for k, c, w in cases]
     _assert_judged("ring_allreduce", per_rank, cases)
     first = 4096 + (-4096) % world
-    assert per_rank[0]["solution"][1].startswith(f"equal to dist.all_reduce for 5 sizes ({first}, 1001, 3, 1, 65537 "
-                                                 f"elements) on {world} ranks")
+    assert per_rank[0]["solution"][1].startswith(
+        f"equal to dist.all_reduce for 5 sizes ({first}, 1001, 3, 1, 65537 elements) on {world} ranks"
+    )
     assert ring_allreduce.sizes(world) == (first, 1001, 3, 1, 65537) and first % world == 0
 
 
@@ -176,9 +181,13 @@ def _ring_answers():
 
     from nvtutorial.chapters.ch07_collectives.exercises import SOLUTION, check_on_rank
 
-    reversed_ring = _load(SOLUTION.replace("right, left = peer((rank + 1) % world), peer((rank - 1) % world)",
-                                           "right, left = peer((rank - 1) % world), peer((rank + 1) % world)"),
-                          "ring_all_reduce")
+    reversed_ring = _load(
+        SOLUTION.replace(
+            "right, left = peer((rank + 1) % world), peer((rank - 1) % world)",
+            "right, left = peer((rank - 1) % world), peer((rank + 1) % world)",
+        ),
+        "ring_all_reduce",
+    )
     return {"none": check_on_rank(None), "reversed": check_on_rank(reversed_ring), "world": dist.get_world_size()}
 
 
@@ -232,9 +241,11 @@ def _pv_judge(keys):
     """Rank side: pitfall_validation's check_on_rank on each candidate named in ``keys`` (a fresh group each)."""
     from nvtutorial.chapters.ch06_pitfalls import exercises as ex
 
-    ctx = types.SimpleNamespace(rank=__import__("torch.distributed").distributed.get_rank(),
-                                world_size=__import__("torch.distributed").distributed.get_world_size(),
-                                device=torch.device("cpu"))
+    ctx = types.SimpleNamespace(
+        rank=__import__("torch.distributed").distributed.get_rank(),
+        world_size=__import__("torch.distributed").distributed.get_world_size(),
+        device=torch.device("cpu"),
+    )
     cases = {"solution": ex.SOLUTION, **{k: c for k, (c, _) in ex.WRONG.items()}}
     return {k: ex.check_on_rank(cases[k], ctx) for k in keys}
 
@@ -271,9 +282,14 @@ def test_the_validation_judge_in_its_order():
 
     t = ex.TOLERANCE
     assert t == 0.5 / (7 * 16 * 16)
-    assert ex.judge([outcome(0.5, 4), outcome(0.5, 3)]) == (True, "every rank returns 0.500000, the accuracy of the "
-                                                                  "whole set, and each rank read its own share (4 + 3 samples)")
-    assert ex.judge([{"error": "ValueError: x", "read": 0}, outcome(0.5, 3)])[1] == "rank 0: your function raised ValueError: x"
+    assert ex.judge([outcome(0.5, 4), outcome(0.5, 3)]) == (
+        True,
+        "every rank returns 0.500000, the accuracy of the whole set, and each rank read its own share (4 + 3 samples)",
+    )
+    assert (
+        ex.judge([{"error": "ValueError: x", "read": 0}, outcome(0.5, 3)])[1]
+        == "rank 0: your function raised ValueError: x"
+    )
     for bad in (None, True, float("nan"), "0.5"):
         passed, reason = ex.judge([outcome(0.5, 4), outcome(bad, 3)])
         assert not passed and reason.startswith(f"rank 1 returned {bad!r}, not a number")
@@ -310,16 +326,22 @@ def test_reading_the_ranks_stacks(monkeypatch):
     assert [f[1] for f in frames] == ["__getitem__", "validate_accuracy", "run_candidate"]
     assert ex._doing(frames) == ("validating", "reading a validation sample")
     inner = ex.stack_frames(STACK.rsplit('  File "/x/nvtutorial/chapters/ch06_pitfalls/exercises.py", line 160', 1)[0])
-    assert ex._doing(inner) == ("validating", "your function, at validate_accuracy: for images, masks in "
-                                              "DataLoader(val_set, batch_size=8):")
+    assert ex._doing(inner) == (
+        "validating",
+        "your function, at validate_accuracy: for images, masks in DataLoader(val_set, batch_size=8):",
+    )
     assert ex._doing(ex.stack_frames(TRAINING)) == ("training", "loss.backward()  # the next training step")
     assert ex._doing(ex.stack_frames('  File "/y/other.py", line 1, in f\n    g()\n')) == ("elsewhere", "f: g()")
     assert ex._doing([]) == ("elsewhere", "?")
-    assert ex.stack_frames('  File "a.py", line 1, in f\n  File "b.py", line 2, in g\n') == [("b.py", "g", ""),
-                                                                                               ("a.py", "f", "")]
+    assert ex.stack_frames('  File "a.py", line 1, in f\n  File "b.py", line 2, in g\n') == [
+        ("b.py", "g", ""),
+        ("a.py", "f", ""),
+    ]
     text = ex.explain_hang({0: STACK, 1: TRAINING})
-    assert text.startswith("hung: rank 1 waited in the next training step's gradient all-reduce while rank 0 validated "
-                           "alone, past the 3 s deadline (rank 0: reading a validation sample; rank 1: loss.backward()")
+    assert text.startswith(
+        "hung: rank 1 waited in the next training step's gradient all-reduce while rank 0 validated "
+        "alone, past the 3 s deadline (rank 0: reading a validation sample; rank 1: loss.backward()"
+    )
     assert ex.explain_hang({0: STACK, 1: STACK}, 5).startswith("hung: still running 5 s after your function was called")
     assert ex.timed_out("RuntimeError: [..] Timed out waiting 3000ms") and ex.timed_out("Watchdog caught collective")
     assert not ex.timed_out("RuntimeError: connection reset")

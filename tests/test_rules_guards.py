@@ -37,8 +37,9 @@ def test_the_limits():
     assert (guards.MAX_RANKS_PER_CORE, guards.RANK_MEMORY_MB, guards.MIN_FREE_MB) == (4, 300, 32)
 
 
-@pytest.mark.parametrize("cores, ranks, refused", [(2, 8, False), (2, 9, True), (1, 4, False), (1, 5, True),
-                                                   (16, 64, False), (16, 65, True)])
+@pytest.mark.parametrize(
+    "cores, ranks, refused", [(2, 8, False), (2, 9, True), (1, 4, False), (1, 5, True), (16, 64, False), (16, 65, True)]
+)
 def test_ranks_per_core(machine, cores, ranks, refused):
     machine["cores"], machine["memory"] = cores, 10**15
     if not refused:
@@ -48,13 +49,16 @@ def test_ranks_per_core(machine, cores, ranks, refused):
         guards.check_ranks(ranks)
     limit = 4 * cores
     message = str(caught.value)
-    assert message.startswith(f"{ranks} ranks on {cores} CPU core{'s' if cores > 1 else ''}: the limit is {limit} "
-                              f"(4 per core); use {limit} ranks or fewer")
+    assert message.startswith(
+        f"{ranks} ranks on {cores} CPU core{'s' if cores > 1 else ''}: the limit is {limit} "
+        f"(4 per core); use {limit} ranks or fewer"
+    )
     assert "\n" not in message and "--oversubscribe" in message
 
 
-@pytest.mark.parametrize("memory_mb, ranks, refused", [(2400, 8, False), (2399, 8, True), (300, 1, False),
-                                                       (299, 1, True)])
+@pytest.mark.parametrize(
+    "memory_mb, ranks, refused", [(2400, 8, False), (2399, 8, True), (300, 1, False), (299, 1, True)]
+)
 def test_memory_per_rank(machine, memory_mb, ranks, refused):
     machine["memory"] = memory_mb * MB
     if not refused:
@@ -63,9 +67,11 @@ def test_memory_per_rank(machine, memory_mb, ranks, refused):
     with pytest.raises(guards.Refused) as caught:
         guards.check_ranks(ranks)
     fit = max(1, memory_mb // 300)
-    assert str(caught.value) == (f"{ranks} ranks need about {ranks * 0.3:.1f} GB of memory (300 MB each) but "
-                                 f"{memory_mb / 1000:.1f} GB is available; use {fit} ranks or fewer (--nproc x "
-                                 "--nnodes), or --oversubscribe (allow_oversubscribe=True) to start them anyway")
+    assert str(caught.value) == (
+        f"{ranks} ranks need about {ranks * 0.3:.1f} GB of memory (300 MB each) but "
+        f"{memory_mb / 1000:.1f} GB is available; use {fit} ranks or fewer (--nproc x "
+        "--nnodes), or --oversubscribe (allow_oversubscribe=True) to start them anyway"
+    )
 
 
 def test_the_first_problem_is_named_and_the_fit_is_the_smaller_limit(machine):
@@ -87,7 +93,8 @@ def test_oversubscribing_turns_refusals_into_warnings(machine):
     assert warnings == [
         "warning: 5 ranks on 1 CPU core: the limit is 4 (4 per core); starting anyway (oversubscribed: expect a slow run)",
         "warning: 5 ranks need about 1.5 GB of memory (300 MB each) but 0.6 GB is available; starting anyway "
-        "(oversubscribed: expect a slow run)"]
+        "(oversubscribed: expect a slow run)",
+    ]
     assert guards.check_ranks(2, allow_oversubscribe=True) == []
 
 
@@ -104,10 +111,18 @@ def _fake_files(monkeypatch, files: dict[str, str | None]):
     monkeypatch.setattr(Path, "read_text", read_text)
 
 
-@pytest.mark.parametrize("quota, affinity, cores", [
-    ("max 100000\n", 8, 8), ("200000 100000\n", 8, 2), ("150000 100000\n", 8, 2), ("50000 100000\n", 8, 1),
-    ("800000 100000\n", 4, 4), (None, 3, 3), ("garbage\n", 6, 6),
-])
+@pytest.mark.parametrize(
+    "quota, affinity, cores",
+    [
+        ("max 100000\n", 8, 8),
+        ("200000 100000\n", 8, 2),
+        ("150000 100000\n", 8, 2),
+        ("50000 100000\n", 8, 1),
+        ("800000 100000\n", 4, 4),
+        (None, 3, 3),
+        ("garbage\n", 6, 6),
+    ],
+)
 def test_usable_cores_reads_the_affinity_and_the_cgroup_quota(monkeypatch, quota, affinity, cores):
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(affinity)))
     _fake_files(monkeypatch, {"/sys/fs/cgroup/cpu.max": quota})
@@ -129,24 +144,31 @@ def test_usable_cores_without_affinity(monkeypatch):
 MEMINFO = "MemTotal:       16000000 kB\nMemAvailable:    8000000 kB\nSwap: 0 kB\n"
 
 
-@pytest.mark.parametrize("limit, current, expected", [
-    (None, None, 8_192_000_000),  # no cgroup files: MemAvailable
-    ("max\n", "100\n", 8_192_000_000),
-    ("4000000000\n", "1000000000\n", 3_000_000_000),  # the cgroup's room is smaller
-    ("20000000000\n", "1000000000\n", 8_192_000_000),
-    ("1000\n", "5000\n", 0),  # over its limit: nothing left, never negative
-])
+@pytest.mark.parametrize(
+    "limit, current, expected",
+    [
+        (None, None, 8_192_000_000),  # no cgroup files: MemAvailable
+        ("max\n", "100\n", 8_192_000_000),
+        ("4000000000\n", "1000000000\n", 3_000_000_000),  # the cgroup's room is smaller
+        ("20000000000\n", "1000000000\n", 8_192_000_000),
+        ("1000\n", "5000\n", 0),  # over its limit: nothing left, never negative
+    ],
+)
 def test_available_memory_within_a_cgroup(monkeypatch, limit, current, expected):
-    _fake_files(monkeypatch, {"/proc/meminfo": MEMINFO, "/sys/fs/cgroup/memory.max": limit,
-                              "/sys/fs/cgroup/memory.current": current})
+    _fake_files(
+        monkeypatch,
+        {"/proc/meminfo": MEMINFO, "/sys/fs/cgroup/memory.max": limit, "/sys/fs/cgroup/memory.current": current},
+    )
     assert guards.available_memory() == expected
 
 
 def test_available_memory_without_meminfo(monkeypatch):
     import psutil
 
-    _fake_files(monkeypatch, {"/proc/meminfo": None, "/sys/fs/cgroup/memory.max": "2000\n",
-                              "/sys/fs/cgroup/memory.current": "500\n"})
+    _fake_files(
+        monkeypatch,
+        {"/proc/meminfo": None, "/sys/fs/cgroup/memory.max": "2000\n", "/sys/fs/cgroup/memory.current": "500\n"},
+    )
     monkeypatch.setattr(psutil, "virtual_memory", lambda: types.SimpleNamespace(available=10_000))
     assert guards.available_memory() == 1500
     _fake_files(monkeypatch, {"/proc/meminfo": "MemTotal: 1 kB\n", "/sys/fs/cgroup/memory.max": None})
@@ -168,7 +190,9 @@ def test_run_folders_refused_with_the_cause(tmp_path, monkeypatch):
     (tmp_path / "file").write_text("x")
     with pytest.raises(guards.Refused, match=r"contains a NUL character; use --out"):
         guards.check_run_dir(Path(str(tmp_path) + "\0x"))
-    with pytest.raises(guards.Refused, match=rf"cannot make the run folder .*: {tmp_path / 'file'} is a file, not a folder"):
+    with pytest.raises(
+        guards.Refused, match=rf"cannot make the run folder .*: {tmp_path / 'file'} is a file, not a folder"
+    ):
         guards.check_run_dir(tmp_path / "file" / "run")
     monkeypatch.setattr(os, "access", lambda path, mode: False)
     with pytest.raises(guards.Refused, match="is not writable; use --out"):
@@ -244,15 +268,29 @@ def test_stack_section_from_before_the_dump(tmp_path):
 def spec(tmp_path, world=2, nnodes=1, workload="selftest", **kw):
     run_dir = tmp_path / "run"
     run_dir.mkdir(exist_ok=True)
-    base = dict(run_dir=run_dir, world_size=world, nnodes=nnodes, nproc=world // nnodes, backend="gloo",
-                workload=workload, params=None, args=("--x",), env={}, timeout=30.0, startup_timeout=20.0)
+    base = dict(
+        run_dir=run_dir,
+        world_size=world,
+        nnodes=nnodes,
+        nproc=world // nnodes,
+        backend="gloo",
+        workload=workload,
+        params=None,
+        args=("--x",),
+        env={},
+        timeout=30.0,
+        startup_timeout=20.0,
+    )
     return types.SimpleNamespace(**{**base, **kw})
 
 
 def test_agent_logs(tmp_path):
     assert diagnosis.agent_logs(spec(tmp_path)) == [tmp_path / "run" / "agent.log"]
     two = spec(tmp_path, world=4, nnodes=2)
-    assert diagnosis.agent_logs(two) == [tmp_path / "run" / "node0" / "agent.log", tmp_path / "run" / "node1" / "agent.log"]
+    assert diagnosis.agent_logs(two) == [
+        tmp_path / "run" / "node0" / "agent.log",
+        tmp_path / "run" / "node1" / "agent.log",
+    ]
 
 
 def write_rank(s, rank, metrics=None, env=None, log="", error=None):
@@ -263,8 +301,16 @@ def write_rank(s, rank, metrics=None, env=None, log="", error=None):
         (s.run_dir / f"rank{rank}.error.json").write_text(json.dumps({"rank": rank, **error}))
 
 
-ENV = {"host": "h", "backend": "gloo", "world_size": 2, "device": "cpu", "torch": "2.13.0", "python": "3.11", "cuda": None,
-       "nccl": None}
+ENV = {
+    "host": "h",
+    "backend": "gloo",
+    "world_size": 2,
+    "device": "cpu",
+    "torch": "2.13.0",
+    "python": "3.11",
+    "cuda": None,
+    "nccl": None,
+}
 
 
 def test_collect_gathers_every_ranks_files(tmp_path):
@@ -292,9 +338,18 @@ def test_collect_gathers_every_ranks_files(tmp_path):
 
 
 def _result(s, returncode=1, ranks=None):
-    return RunResult(workload=s.workload, params={}, returncode=returncode, wall_s=1.0, first_output_s=None, env=None,
-                     ranks=ranks or [], run_dir=s.run_dir,
-                     log_files={r: s.run_dir / f"rank{r}.log" for r in range(s.world_size)}, log_tail=[])
+    return RunResult(
+        workload=s.workload,
+        params={},
+        returncode=returncode,
+        wall_s=1.0,
+        first_output_s=None,
+        env=None,
+        ranks=ranks or [],
+        run_dir=s.run_dir,
+        log_files={r: s.run_dir / f"rank{r}.log" for r in range(s.world_size)},
+        log_tail=[],
+    )
 
 
 def test_a_run_that_succeeded_needs_no_diagnosis(tmp_path):
@@ -306,7 +361,9 @@ def test_the_first_rank_that_raised_is_named(tmp_path, monkeypatch):
     monkeypatch.setattr(diagnosis, "disk_full", lambda s: None)
     s = spec(tmp_path)
     write_rank(s, 0, log="r0 line\n", error={"type": "ValueError", "message": "late", "traceback": "tb0", "time": 2.0})
-    write_rank(s, 1, log="r1 line\n", error={"type": "RuntimeError", "message": "first", "traceback": "tb1", "time": 1.0})
+    write_rank(
+        s, 1, log="r1 line\n", error={"type": "RuntimeError", "message": "first", "traceback": "tb1", "time": 1.0}
+    )
     result = _result(s)
     f = diagnosis.diagnose(s, result, diagnosis.Observed())
     assert f.rank == 1 and f.exc_type == "RuntimeError" and f.traceback == "tb1" and not f.timed_out
@@ -323,7 +380,7 @@ def test_a_rank_that_finished_early_is_noted(tmp_path, monkeypatch):
     write_rank(s, 2)
     f = diagnosis.diagnose(s, _result(s), diagnosis.Observed())
     assert "\nnote: rank 0 finished (exit 0) while the others still ran" in f.message
-    assert diagnosis._early_note(s, {1}) .startswith("\nnote: rank 0 finished")
+    assert diagnosis._early_note(s, {1}).startswith("\nnote: rank 0 finished")
     write_rank(s, 2, {"ok": 1}, ENV)
     assert "note: ranks 0, 2 finished" in diagnosis._early_note(s, {1})
     write_rank(s, 1, {"ok": 1}, ENV)
@@ -339,11 +396,14 @@ AGENT = """\
 """
 
 
-@pytest.mark.parametrize("code, kind, words", [
-    (-9, "SIGKILL", "killed by SIGKILL from outside the run"),
-    (-6, "SIGABRT", "killed by SIGABRT (no Python exception"),
-    (-11, "SIGSEGV", "killed by SIGSEGV"),
-])
+@pytest.mark.parametrize(
+    "code, kind, words",
+    [
+        (-9, "SIGKILL", "killed by SIGKILL from outside the run"),
+        (-6, "SIGABRT", "killed by SIGABRT (no Python exception"),
+        (-11, "SIGSEGV", "killed by SIGSEGV"),
+    ],
+)
 def test_a_rank_killed_by_a_signal(tmp_path, monkeypatch, code, kind, words):
     monkeypatch.setattr(diagnosis, "disk_full", lambda s: None)
     s = spec(tmp_path)
@@ -359,8 +419,9 @@ def test_a_rank_killed_by_a_signal(tmp_path, monkeypatch, code, kind, words):
 
 def test_signals_that_are_not_a_crash_and_ranks_that_reported(tmp_path):
     s = spec(tmp_path)
-    (s.run_dir / "agent.log").write_text(AGENT.format(rank=0, code=-15) + AGENT.format(rank=1, code=1)
-                                         + AGENT.format(rank=1, code=-9))
+    (s.run_dir / "agent.log").write_text(
+        AGENT.format(rank=0, code=-15) + AGENT.format(rank=1, code=1) + AGENT.format(rank=1, code=-9)
+    )
     assert diagnosis._signalled_ranks(s) == [(1, signal.SIGKILL)]  # SIGTERM is clean-up, exit 1 no signal
     assert diagnosis._signalled_ranks(spec(tmp_path, world=4, nnodes=2)) == []  # no node logs
     two = spec(tmp_path, world=4, nnodes=2)
@@ -393,7 +454,8 @@ def test_no_rank_reported_anything(tmp_path, monkeypatch):
     assert f.message.startswith("selftest exited with code 2 and no rank reported an error")
     assert result.log_tail == ["torchrun: error: unrecognized arguments"] and result.error["type"] == "ExitCode"
     assert diagnosis.diagnose(s, _result(s, returncode=0), diagnosis.Observed()).message.startswith(
-        "selftest exited with code 1")  # exit 0 without results is a failure too
+        "selftest exited with code 1"
+    )  # exit 0 without results is a failure too
 
 
 def test_a_full_disk(tmp_path, monkeypatch):
@@ -422,7 +484,9 @@ def test_a_full_disk(tmp_path, monkeypatch):
     write_rank(s, 1, error={"type": "OSError", "message": "No space left on device", "traceback": "tb"})
     (s.run_dir / "agent.log").write_text(AGENT.format(rank=0, code=-9))
     f = diagnosis.diagnose(s, _result(s), diagnosis.Observed())  # a full disk explains the rest: named first
-    assert f.exc_type == "OSError" and f.message.startswith("the disk holding") and "(rank 1 failed: OSError" in f.message
+    assert (
+        f.exc_type == "OSError" and f.message.startswith("the disk holding") and "(rank 1 failed: OSError" in f.message
+    )
 
 
 def test_a_run_past_its_deadline(tmp_path):
@@ -433,9 +497,13 @@ def test_a_run_past_its_deadline(tmp_path):
     f = diagnosis.diagnose(s, result, diagnosis.Observed(timed_out=True, stopped={1}))
     assert f.timed_out and f.exc_type == "Timeout" and result.returncode == -9
     lines = f.message.splitlines()
-    assert lines[0] == "selftest did not finish within its 30 s deadline (counted from when every rank was up); every " \
-                       "process of the run was ended."
-    assert lines[1] == "rank 1 had been stopped (SIGSTOP or Ctrl-Z): a frozen rank holds up every collective of the others"
+    assert (
+        lines[0] == "selftest did not finish within its 30 s deadline (counted from when every rank was up); every "
+        "process of the run was ended."
+    )
+    assert (
+        lines[1] == "rank 1 had been stopped (SIGSTOP or Ctrl-Z): a frozen rank holds up every collective of the others"
+    )
     assert "(stopped: a frozen process cannot print its stack)" in lines and "(no output)" in lines
     assert result.error == {"type": "Timeout", "message": lines[0]}
     assert result.log_tail[0] == f"--- rank 0 ({s.run_dir / 'rank0.log'}) ---"

@@ -9,12 +9,12 @@ import types
 
 import pytest
 
-from nvtutorial.machine import doctor
-from nvtutorial.machine.links import SOURCE_NVLINK_CARDS, card
 from nvtutorial.chapters.ch01_hardware import report as bw
-from nvtutorial.chapters.ch02_environment import report as env
 from nvtutorial.chapters.ch01_hardware import report_lab as labreport
 from nvtutorial.chapters.ch01_hardware import report_links as links
+from nvtutorial.chapters.ch02_environment import report as env
+from nvtutorial.machine import doctor
+from nvtutorial.machine.links import SOURCE_NVLINK_CARDS, card
 from nvtutorial.report.verdict import compare
 
 GIB = 1 << 30
@@ -41,9 +41,21 @@ def test_parse_nccl_tests_blocks_rows_and_versions():
     assert [r.label for r in runs] == ["nccl-tests", "P2P off"]
     first, second = runs
     assert first.version == "2.17.6" and first.avg_busbw == 179.0 and first.devices == ["NVIDIA H200", "NVIDIA H200"]
-    assert first.rows[0] == {"size": 1024, "count": 256, "type": "float", "redop": "sum", "root": -1, "time_us": 20.0,
-                             "algbw": 0.05, "busbw": 0.05, "wrong": "0", "ip_time_us": 19.0, "ip_algbw": 0.05,
-                             "ip_busbw": 0.05, "ip_wrong": "0"}
+    assert first.rows[0] == {
+        "size": 1024,
+        "count": 256,
+        "type": "float",
+        "redop": "sum",
+        "root": -1,
+        "time_us": 20.0,
+        "algbw": 0.05,
+        "busbw": 0.05,
+        "wrong": "0",
+        "ip_time_us": 19.0,
+        "ip_algbw": 0.05,
+        "ip_busbw": 0.05,
+        "ip_wrong": "0",
+    }
     assert first.busbw_at(GIB) == 357.91 and first.busbw_at(GIB, in_place=True) == 356.72 and first.busbw_at(7) is None
     assert second.rows == [dict(second.rows[0])] and second.rows[0]["root"] is None  # an older version: no root column
     assert second.rows[0]["busbw"] == 30.0 and second.rows[0]["ip_busbw"] == 31.0
@@ -52,19 +64,27 @@ def test_parse_nccl_tests_blocks_rows_and_versions():
 
 
 def test_rows_after_the_average_belong_to_a_new_block():
-    text = ("        1024  256 float sum -1 20.0 0.05 0.05 0 19.0 0.05 0.05 0\n# Avg bus bandwidth : 1.5\n"
-            "        2048  512 float sum -1 20.0 0.10 0.10 0 19.0 0.10 0.10 0\n")
+    text = (
+        "        1024  256 float sum -1 20.0 0.05 0.05 0 19.0 0.05 0.05 0\n# Avg bus bandwidth : 1.5\n"
+        "        2048  512 float sum -1 20.0 0.10 0.10 0 19.0 0.10 0.10 0\n"
+    )
     first, second = bw.parse_nccl_tests(text)
     assert first.avg_busbw == 1.5 and [r["size"] for r in first.rows] == [1024]
     assert second.label == "nccl-tests" and [r["size"] for r in second.rows] == [2048]
 
 
 def test_parse_torch_busbw():
-    text = ("== torch allreduce default\ntorch-allreduce 1048576 B 100.0 us algbw 10.0 busbw 10.0 GB/s\nnoise\n"
-            "== other\ntorch-allreduce 2048 B 5.5 us algbw 0.4 busbw 0.4 GB/s\n")
-    out = bw.parse_torch_busbw("torch-allreduce 1 B 1.0 us algbw 1.0 busbw 1.0 GB/s\n" + text)  # before a label: dropped
-    assert out == {"torch allreduce default": [{"size": 1048576, "time_us": 100.0, "algbw": 10.0, "busbw": 10.0}],
-                   "other": [{"size": 2048, "time_us": 5.5, "algbw": 0.4, "busbw": 0.4}]}
+    text = (
+        "== torch allreduce default\ntorch-allreduce 1048576 B 100.0 us algbw 10.0 busbw 10.0 GB/s\nnoise\n"
+        "== other\ntorch-allreduce 2048 B 5.5 us algbw 0.4 busbw 0.4 GB/s\n"
+    )
+    out = bw.parse_torch_busbw(
+        "torch-allreduce 1 B 1.0 us algbw 1.0 busbw 1.0 GB/s\n" + text
+    )  # before a label: dropped
+    assert out == {
+        "torch allreduce default": [{"size": 1048576, "time_us": 100.0, "algbw": 10.0, "busbw": 10.0}],
+        "other": [{"size": 2048, "time_us": 5.5, "algbw": 0.4, "busbw": 0.4}],
+    }
 
 
 def test_the_saved_references():
@@ -139,8 +159,10 @@ def test_small_message_cost_at_its_factor():
 
 
 def sr(one, both, size=1 << 28, gpu=True, spread=0.005):
-    rows = [{"size": size, "direction": d, "busbw": v, "algbw": v, "busbw_repeats": [v * (1 - spread), v, v * (1 + spread)]}
-            for d, v in (("one way", one), ("both ways", both))]
+    rows = [
+        {"size": size, "direction": d, "busbw": v, "algbw": v, "busbw_repeats": [v * (1 - spread), v, v * (1 + spread)]}
+        for d, v in (("one way", one), ("both ways", both))
+    ]
     return result(rows, gpu=gpu)
 
 
@@ -158,11 +180,25 @@ def test_send_recv_both_ways_against_one():
 
 def copy_rows(one, both, busy=(0.9, 1.0)):
     rows = [{"path": "cuda:0 → cuda:1", "mode": "one way", "size": GIB, "gbps": one, "gbps_repeats": [one] * 3}]
-    rows += [{"path": "cuda:0 → cuda:1", "mode": "both at once", "size": GIB, "gbps": both, "gbps_repeats": [both] * 3,
-              "busy_share": busy[0]},
-             {"path": "cuda:1 → cuda:0", "mode": "one way", "size": GIB, "gbps": one, "gbps_repeats": [one] * 3},
-             {"path": "cuda:1 → cuda:0", "mode": "both at once", "size": GIB, "gbps": both * 0.9,
-              "gbps_repeats": [both * 0.9] * 3, "busy_share": busy[1]}]
+    rows += [
+        {
+            "path": "cuda:0 → cuda:1",
+            "mode": "both at once",
+            "size": GIB,
+            "gbps": both,
+            "gbps_repeats": [both] * 3,
+            "busy_share": busy[0],
+        },
+        {"path": "cuda:1 → cuda:0", "mode": "one way", "size": GIB, "gbps": one, "gbps_repeats": [one] * 3},
+        {
+            "path": "cuda:1 → cuda:0",
+            "mode": "both at once",
+            "size": GIB,
+            "gbps": both * 0.9,
+            "gbps_repeats": [both * 0.9] * 3,
+            "busy_share": busy[1],
+        },
+    ]
     return bw.CopyRun(rows=rows, label="GPU", note="")
 
 
@@ -186,8 +222,12 @@ def test_the_duplex_verdict_branches():
     flat.rows[3]["gbps"] = 394.0
     flat.rows[3]["gbps_repeats"] = [394.0] * 3
     v = bw.duplex_verdict(sr(100.0, 85.0), flat)
-    assert v.numbers == {"nccl_ratio": pytest.approx(0.85), "nccl_status": "slower", "copy_ratio": 1.0,
-                         "copy_status": "no change"}
+    assert v.numbers == {
+        "nccl_ratio": pytest.approx(0.85),
+        "nccl_status": "slower",
+        "copy_ratio": 1.0,
+        "copy_status": "no change",
+    }
     assert "NCCL's send/recv does not" in v.text
     both_keep = bw.duplex_verdict(sr(100.0, 100.0), flat)
     assert "Both directions at once keep the one-way rate" in both_keep.text
@@ -200,12 +240,25 @@ def test_the_duplex_verdict_branches():
 
 @pytest.mark.parametrize("ratio, status", [(1.0499, "pass"), (0.9501, "pass"), (1.0501, "fail"), (0.9499, "fail")])
 def test_the_ring_bytes_within_5_percent(ratio, status):
-    wire = {"available": True, "size": GIB, "iters": 10, "links_read": 18, "links_carrying": 18,
-            "tx_bytes_per_op": ratio * GIB, "rx_bytes_per_op": GIB, "expected_bytes_per_op": float(GIB),
-            "tx_ratio": ratio, "rx_ratio": 1.0}
+    wire = {
+        "available": True,
+        "size": GIB,
+        "iters": 10,
+        "links_read": 18,
+        "links_carrying": 18,
+        "tx_bytes_per_op": ratio * GIB,
+        "rx_bytes_per_op": GIB,
+        "expected_bytes_per_op": float(GIB),
+        "tx_ratio": ratio,
+        "rx_ratio": 1.0,
+    }
     table, v = bw.wire_report(result([], wire=wire))
-    assert v.status == status and v.numbers == {"tx_ratio": ratio, "rx_ratio": 1.0, "links_carrying": 18,
-                                                "reference_ratio": 1.0000316}
+    assert v.status == status and v.numbers == {
+        "tx_ratio": ratio,
+        "rx_ratio": 1.0,
+        "links_carrying": 18,
+        "reference_ratio": 1.0000316,
+    }
     assert table.iloc[0]["sent ÷ formula"] == round(ratio, 3)
     assert bw.wire_report(result([]))[1].numbers == {"reference_ratio": 1.0000316}
     assert "wire_bytes=0" in bw.wire_report(result([]))[1].text
@@ -223,8 +276,10 @@ def test_the_lab_verdict_names_the_slowest_path():
     lab = [lab_run("default", {GIB: 330.0}), lab_run("P2P off", {GIB: 30.0}), lab_run("P2P+SHM off", {GIB: 3.0})]
     v = labreport.lab_verdict(lab)
     assert v.status == "slower" and v.numbers["slowest_path"] == "P2P+SHM off" and v.numbers["size"] == GIB
-    assert v.numbers["ratio"] == compare(bw.repeats_of(lab[0].rows[0]), bw.repeats_of(lab[2].rows[0]),
-                                         lower_is_better=False).ratio
+    assert (
+        v.numbers["ratio"]
+        == compare(bw.repeats_of(lab[0].rows[0]), bw.repeats_of(lab[2].rows[0]), lower_is_better=False).ratio
+    )
     cpu = [lab_run("default", {1024: 1.0}, gpu=False), lab_run("P2P off", {1024: 1.01}, gpu=False)]
     assert labreport.lab_verdict(cpu).text.startswith("CPU simulation (gloo ignores")
     assert "only one path was run" in labreport.lab_verdict(lab[:1]).text
@@ -251,9 +306,17 @@ def test_c5_measured_and_its_prediction():
 def c7_lab(source, read=("NCCL_IB_DISABLE",), gpu=True, control=True, same_transport=True):
     sizes = {1 << 20: 30.0, 16 << 20: 200.0, GIB: 330.0}
     envs = {"NCCL_NET_GDR_LEVEL": "3", "NCCL_IB_DISABLE": "1"}
-    lab = [lab_run("default", sizes, gpu=gpu),
-           lab_run("source's settings", {s: v * source.get(s, 1.0) for s, v in sizes.items()}, gpu=gpu, envs=envs,
-                   read=read, summary="P2P/CUMEM" if same_transport else "SHM")]
+    lab = [
+        lab_run("default", sizes, gpu=gpu),
+        lab_run(
+            "source's settings",
+            {s: v * source.get(s, 1.0) for s, v in sizes.items()},
+            gpu=gpu,
+            envs=envs,
+            read=read,
+            summary="P2P/CUMEM" if same_transport else "SHM",
+        ),
+    ]
     if control:
         lab.append(lab_run("P2P off", {s: v / 10 for s, v in sizes.items()}, gpu=gpu))
     return lab
@@ -331,8 +394,10 @@ def test_c3_from_topologies():
 FACTS = doctor.reference_facts()
 
 
-@pytest.mark.parametrize("torch_cuda, driver_cuda, here", [("13.0", "13.0", "ok"), ("13.0", "13.2", "ok"),
-                                                          ("13.1", "13.0", "warn"), ("13.0", "12.8", "fail")])
+@pytest.mark.parametrize(
+    "torch_cuda, driver_cuda, here",
+    [("13.0", "13.0", "ok"), ("13.0", "13.2", "ok"), ("13.1", "13.0", "warn"), ("13.0", "12.8", "fail")],
+)
 def test_c4_is_the_drivers_relation_to_torchs_cuda(torch_cuda, driver_cuda, here):
     f = dataclasses.replace(FACTS, torch_cuda=torch_cuda, driver_cuda=driver_cuda)
     v = env.claim_c4(f)
@@ -351,11 +416,19 @@ def ab(base, cand):
     return compare([base, base * 1.001], [cand, cand * 1.001])
 
 
-@pytest.mark.parametrize("comparison, status", [
-    (None, "unverifiable"), (ab(10.0, 10.0 / 1.12), "holds"), (ab(10.0, 10.0 / 1.06), "holds"),
-    (ab(10.0, 10.0 / 1.24), "holds"), (ab(10.0, 10.0 / 1.05), "partly"), (ab(10.0, 10.0 / 1.30), "partly"),
-    (ab(10.0, 10.0), "wrong"), (ab(10.0, 11.0), "wrong"),
-])
+@pytest.mark.parametrize(
+    "comparison, status",
+    [
+        (None, "unverifiable"),
+        (ab(10.0, 10.0 / 1.12), "holds"),
+        (ab(10.0, 10.0 / 1.06), "holds"),
+        (ab(10.0, 10.0 / 1.24), "holds"),
+        (ab(10.0, 10.0 / 1.05), "partly"),
+        (ab(10.0, 10.0 / 1.30), "partly"),
+        (ab(10.0, 10.0), "wrong"),
+        (ab(10.0, 11.0), "wrong"),
+    ],
+)
 def test_c6_is_decided_only_by_an_ab_of_the_wheels(comparison, status):
     v = env.claim_c6(FACTS, comparison)
     assert v.key == "C6" and v.status == status
@@ -365,11 +438,18 @@ def test_c6_is_decided_only_by_an_ab_of_the_wheels(comparison, status):
     assert v.numbers["nccl"] == FACTS.nccl and env.CLAIMED_C6 == 0.12
 
 
-@pytest.mark.parametrize("torch_v, nccl, cuda, status", [
-    ("2.13.0", "2.28.9", "13.0", "pass"), ("1.13.0", "2.10.3", "11.7", "pass"), ("1.12.1", "2.28.9", "13.0", "fail"),
-    ("2.13.0", "2.9.9", "13.0", "fail"), ("2.13.0", None, None, "pass"), ("2.13.0", None, "13.0", "fail"),
-    (None, None, None, "fail"),
-])
+@pytest.mark.parametrize(
+    "torch_v, nccl, cuda, status",
+    [
+        ("2.13.0", "2.28.9", "13.0", "pass"),
+        ("1.13.0", "2.10.3", "11.7", "pass"),
+        ("1.12.1", "2.28.9", "13.0", "fail"),
+        ("2.13.0", "2.9.9", "13.0", "fail"),
+        ("2.13.0", None, None, "pass"),
+        ("2.13.0", None, "13.0", "fail"),
+        (None, None, None, "fail"),
+    ],
+)
 def test_the_sources_version_floors(torch_v, nccl, cuda, status):
     f = dataclasses.replace(FACTS, torch=torch_v, nccl=nccl, torch_cuda=cuda)
     v = env.claim_minimums(f)
@@ -379,9 +459,16 @@ def test_the_sources_version_floors(torch_v, nccl, cuda, status):
 @pytest.mark.parametrize("p2p_ratio, status", [(10.9, "partly"), (1.51, "partly"), (1.5, "info"), (1.0, "info")])
 def test_troubleshooting_no_speed_up(p2p_ratio, status):
     rows = env.troubleshooting(FACTS, runtime_nccl="2.28.9", is_gpu=True, p2p_ratio=p2p_ratio, topo_code="NV18")
-    assert [v.key for v in rows] == ["troubleshooting: NCCL error", "troubleshooting: out of memory",
-                                     "troubleshooting: no speed-up"]
-    assert rows[2].status == status and rows[2].numbers == {"p2p_ratio": p2p_ratio, "topo": "NV18", "reference_ratio": None}
+    assert [v.key for v in rows] == [
+        "troubleshooting: NCCL error",
+        "troubleshooting: out of memory",
+        "troubleshooting: no speed-up",
+    ]
+    assert rows[2].status == status and rows[2].numbers == {
+        "p2p_ratio": p2p_ratio,
+        "topo": "NV18",
+        "reference_ratio": None,
+    }
 
 
 def test_troubleshooting_nccl_versions_and_the_cpu():

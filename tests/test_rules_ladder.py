@@ -23,13 +23,17 @@ NON_TP = [r for r in M.RUNGS if r != "tensor_parallel"]
 
 
 # --------------------------------------------------------------------------- the arithmetic
-@pytest.mark.parametrize("rows, world, expected", [(10, 2, [5, 5]), (7, 2, [4, 3]), (7, 3, [3, 3, 1]),
-                                                   (1, 2, [1, 0]), (5, 4, [2, 2, 1, 0]), (4, 4, [1, 1, 1, 1])])
+@pytest.mark.parametrize(
+    "rows, world, expected",
+    [(10, 2, [5, 5]), (7, 2, [4, 3]), (7, 3, [3, 3, 1]), (1, 2, [1, 0]), (5, 4, [2, 2, 1, 0]), (4, 4, [1, 1, 1, 1])],
+)
 def test_chunk_rows_is_torch_chunk(rows, world, expected):
     import torch
 
     assert [M.chunk_rows(rows, world, r) for r in range(world)] == expected
-    assert expected == [c.shape[0] for c in torch.empty(rows).chunk(world)] + [0] * (world - len(torch.empty(rows).chunk(world)))
+    assert expected == [c.shape[0] for c in torch.empty(rows).chunk(world)] + [0] * (
+        world - len(torch.empty(rows).chunk(world))
+    )
     assert M.local_numel((rows, 3), 0, world, 0) == expected[0] * 3
     assert M.local_numel((3, rows), 1, world, world - 1) == 3 * expected[-1]
     assert M.local_numel((rows, 3), None, world, 0) == rows * 3 and M.local_numel((), 0, world, 0) == 1
@@ -53,7 +57,11 @@ def test_model_state_by_hand():
     assert M.model_state("zero1", shapes, 2, 1)["optimizer"] == 8 * 12 + 2 * 4
     local = 12 + 3 + 4  # rows 3, 3 and 2 (of 3) on rank 0
     for rung in M.FSDP:
-        assert M.model_state(rung, shapes, 2, 0) == {"params": 4 * local, "grads": 4 * local, "optimizer": 8 * local + 12}
+        assert M.model_state(rung, shapes, 2, 0) == {
+            "params": 4 * local,
+            "grads": 4 * local,
+            "optimizer": 8 * local + 12,
+        }
     assert M.model_state("fsdp_zero3", shapes, 2, 1)["params"] == 4 * (12 + 3 + 2)
     with pytest.raises(ValueError, match="unknown rung 'zero4'"):
         M.model_state("zero4", shapes, 2, 0)
@@ -122,8 +130,9 @@ def test_largest_is_the_last_that_fits(rung):
     def peak(layers):
         t = dataclasses.replace(S, layers=layers)
         shapes = M.with_layers(one, layers)
-        return max(M.rank_memory(t, rung, r, shapes).device_peak for r in range(2)), \
-            max(M.rank_memory(t, rung, r, shapes).model_state for r in range(2))
+        return max(M.rank_memory(t, rung, r, shapes).device_peak for r in range(2)), max(
+            M.rank_memory(t, rung, r, shapes).model_state for r in range(2)
+        )
 
     budget = peak(5)[0]
     found = M.largest(S, rung, budget, host_budget=1e12)
@@ -137,19 +146,32 @@ def test_largest_is_the_last_that_fits(rung):
 
 # --------------------------------------------------------------------------- the run's verdicts
 def rung_record(rung, rank, **extra):
-    return {"rung": rung, "held": M.model_state(rung, SHAPES, 2, rank), "losses": [1.0, 0.9, 0.8],
-            "gradients": {"max_rel_diff": 1e-7, "norm_ratio": 1.0, "missing": []}, "step_s": [0.1, 0.12],
-            "sent_per_step": sum(M.sent_per_step(S, rung, rank, SHAPES).values()),
-            "collectives": {"all_reduce": {"calls": 1.0}}, **extra}
+    return {
+        "rung": rung,
+        "held": M.model_state(rung, SHAPES, 2, rank),
+        "losses": [1.0, 0.9, 0.8],
+        "gradients": {"max_rel_diff": 1e-7, "norm_ratio": 1.0, "missing": []},
+        "step_s": [0.1, 0.12],
+        "sent_per_step": sum(M.sent_per_step(S, rung, rank, SHAPES).values()),
+        "collectives": {"all_reduce": {"calls": 1.0}},
+        **extra,
+    }
 
 
 def result(rungs=NON_TP, **per_rung):
     ranks = []
     for rank in range(2):
-        ranks.append({"config": {f.name: getattr(S, f.name) for f in dataclasses.fields(S)
-                                 if f.name not in ("global_batch", "world")},
-                      "global_batch": S.global_batch, "world_size": 2, "reference": [1.0, 0.9, 0.8],
-                      "rungs": [rung_record(r, rank, **per_rung.get(r, {})) for r in rungs]})
+        ranks.append(
+            {
+                "config": {
+                    f.name: getattr(S, f.name) for f in dataclasses.fields(S) if f.name not in ("global_batch", "world")
+                },
+                "global_batch": S.global_batch,
+                "world_size": 2,
+                "reference": [1.0, 0.9, 0.8],
+                "rungs": [rung_record(r, rank, **per_rung.get(r, {})) for r in rungs],
+            }
+        )
     import types
 
     return types.SimpleNamespace(ranks=ranks, label="CPU", run_dir=".")
@@ -179,9 +201,13 @@ def test_the_gradient_verdict():
     summed = {"gradients": {"max_rel_diff": 1.0, "norm_ratio": 2.0, "missing": []}}
     bad = L.gradient_verdict(result(zero1=summed), 1e-5)
     assert bad.status == "fail" and bad.numbers["norm_ratio"]["zero1"] == 2.0
-    edge = L.gradient_verdict(result(zero1={"gradients": {"max_rel_diff": 1e-5, "norm_ratio": 1.0, "missing": []}}), 1e-5)
+    edge = L.gradient_verdict(
+        result(zero1={"gradients": {"max_rel_diff": 1e-5, "norm_ratio": 1.0, "missing": []}}), 1e-5
+    )
     assert edge.status == "pass"
-    missing = L.gradient_verdict(result(ddp={"gradients": {"max_rel_diff": 0.0, "norm_ratio": 1.0, "missing": ["w"]}}), 1)
+    missing = L.gradient_verdict(
+        result(ddp={"gradients": {"max_rel_diff": 0.0, "norm_ratio": 1.0, "missing": ["w"]}}), 1
+    )
     assert missing.status == "fail" and missing.numbers["missing"] == ["DDP: w", "DDP: w"]
     none = L.gradient_verdict(result(ddp={"gradients": None}), 1e-5)
     assert none.status == "info" and none.numbers == {}
@@ -238,14 +264,25 @@ def test_the_zero1_prediction():
 
 def checkpoint_result(resume=0.0, single=0.0, resumed=(0.5, 0.4)):
     r = result(rungs=("ddp",))
-    r.ranks[0]["checkpoint"] = {"resume_max_weight_diff": resume, "single_process_max_weight_diff": single,
-                                "continued": [0.5, 0.4], "resumed": list(resumed)}
+    r.ranks[0]["checkpoint"] = {
+        "resume_max_weight_diff": resume,
+        "single_process_max_weight_diff": single,
+        "continued": [0.5, 0.4],
+        "resumed": list(resumed),
+    }
     return r
 
 
-@pytest.mark.parametrize("kwargs, status", [({}, "pass"), ({"resumed": (0.5, 0.4 + 1e-6)}, "pass"),
-                                            ({"resumed": (0.5, 0.4 + 2e-6)}, "fail"), ({"resume": 1e-9}, "fail"),
-                                            ({"single": 1e-9}, "fail")])
+@pytest.mark.parametrize(
+    "kwargs, status",
+    [
+        ({}, "pass"),
+        ({"resumed": (0.5, 0.4 + 1e-6)}, "pass"),
+        ({"resumed": (0.5, 0.4 + 2e-6)}, "fail"),
+        ({"resume": 1e-9}, "fail"),
+        ({"single": 1e-9}, "fail"),
+    ],
+)
 def test_the_checkpoint_verdict(kwargs, status):
     v = L.checkpoint_verdict(checkpoint_result(**kwargs), 1e-6 + 1e-12)
     assert v.status == status

@@ -31,7 +31,9 @@ W = {"a": torch.tensor([1.0, 2.0]), "b": torch.tensor([[3.0]])}
 # --------------------------------------------------------------------------- checkpoints
 def test_same_weights_bit_for_bit(tmp_path):
     a = save(tmp_path / "a.pt", W, 20)
-    v = m.same_weights(a, save(tmp_path / "b.pt", {k: t.clone() for k, t in W.items()}, 20), "two-node", "one-node", "CPU")
+    v = m.same_weights(
+        a, save(tmp_path / "b.pt", {k: t.clone() for k, t in W.items()}, 20), "two-node", "one-node", "CPU"
+    )
     assert v.status == "pass" and v.key == "same weights" and v.where == "CPU"
     assert v.numbers == {"steps": [20, 20], "tensors": 2, "identical": True, "max_abs_diff": 0.0}
     off = {"a": torch.tensor([1.0, 2.0 + 2**-20]), "b": W["b"]}
@@ -46,8 +48,12 @@ def test_same_weights_bit_for_bit(tmp_path):
 
 
 def test_the_rank_table():
-    result = types.SimpleNamespace(ranks=[{"group_rank": 0, "start_step": 0, "restarts": 1, "final_loss": 0.5,
-                                           "weights_sha256": "abcdef0123456789"}, {}])
+    result = types.SimpleNamespace(
+        ranks=[
+            {"group_rank": 0, "start_step": 0, "restarts": 1, "final_loss": 0.5, "weights_sha256": "abcdef0123456789"},
+            {},
+        ]
+    )
     frame = m.rank_frame(result)
     assert list(frame.index) == [0, 1] and frame.loc[0, "weights (sha256, first 12)"] == "abcdef012345"
     assert frame.loc[0, "node (GROUP_RANK)"] == 0 and frame.loc[1, "weights (sha256, first 12)"] == ""
@@ -77,7 +83,8 @@ def test_agent_lines_in_time_order(tmp_path):
         "node0/agent.log: Worker group FAILED. 2/3 attempts left; will restart worker group",
         "node0/agent.log: failed (exitcode: -9) local_rank: 0",  # no stamp of its own: the line before's
         "agent1.log: worker group successfully finished",
-        "node0/agent.log: RendezvousConnectionError: The connection to the C10d store has failed."]
+        "node0/agent.log: RendezvousConnectionError: The connection to the C10d store has failed.",
+    ]
     assert m.agent_lines(tmp_path, limit=2) == lines[:2]
     (tmp_path / "agent1.log").write_text("x" * 5 + " ChildFailedError " + "y" * 300 + "\n")
     assert "agent1.log: ChildFailedError" in m.agent_lines(tmp_path)
@@ -116,8 +123,12 @@ def test_the_transport_verdict_without_nccl_lines_or_over_p2p(tmp_path):
     result.log_files = {r: tmp_path / f"rank{r}.log" for r in (0, 1)}
     v = m.transport_verdict(result, 2)
     assert v.status == "fail" and v.numbers["channels"] == 0
-    p2p = (BOUNDARY[0] / "rank0.log.nccl.txt").read_text().replace("nNodes 2", "nNodes 1").replace(
-        "NET/Socket/0", "P2P/CUMEM")
+    p2p = (
+        (BOUNDARY[0] / "rank0.log.nccl.txt")
+        .read_text()
+        .replace("nNodes 2", "nNodes 1")
+        .replace("NET/Socket/0", "P2P/CUMEM")
+    )
     for r in (0, 1):
         (tmp_path / f"rank{r}.log").write_text(p2p)
     one_node = m.transport_verdict(result, 1)
@@ -130,8 +141,12 @@ def test_the_transport_verdict_without_nccl_lines_or_over_p2p(tmp_path):
 
 
 def run_with_steps(times, label="CPU", logs=None, backend="gloo"):
-    return types.SimpleNamespace(metrics={"step_times_s": list(times)}, label=label, log_files=logs or {},
-                                 env=types.SimpleNamespace(backend=backend, is_gpu=backend == "nccl"))
+    return types.SimpleNamespace(
+        metrics={"step_times_s": list(times)},
+        label=label,
+        log_files=logs or {},
+        env=types.SimpleNamespace(backend=backend, is_gpu=backend == "nccl"),
+    )
 
 
 def test_step_times_skip_the_warm_up():
@@ -140,8 +155,9 @@ def test_step_times_skip_the_warm_up():
     assert m.step_times(run_with_steps([9, 9, 9, 1])) == [9, 9, 9, 1]  # too few to skip
     assert m.step_times(run_with_steps([5, 1, 2]), skip=1) == [1, 2]
     assert m.step_times(run_with_steps([5, 1]), skip=1) == [5, 1]
-    assert m.exposed_ms(run_with_steps([9, 9, 9, 0.012, 0.014, 0.016]), run_with_steps([9, 9, 9, 0.01, 0.01, 0.01])) \
-        == pytest.approx(4.0)
+    assert m.exposed_ms(
+        run_with_steps([9, 9, 9, 0.012, 0.014, 0.016]), run_with_steps([9, 9, 9, 0.01, 0.01, 0.01])
+    ) == pytest.approx(4.0)
 
 
 def test_the_boundary_table_and_verdict(tmp_path):
@@ -165,16 +181,37 @@ def test_the_boundary_table_and_verdict(tmp_path):
 def outcome(tmp_path, ok=True, resumed=10, lost=3, every=10, weights=W, last=13, error=None):
     ckpt = save(tmp_path / "interrupted.pt", weights, 40)
     result = types.SimpleNamespace(error=error or {"message": "RuntimeError: boom\nmore"}, run_dir=tmp_path)
-    return types.SimpleNamespace(ok=ok, result=result, where="CPU", last_step_before_kill=last, resumed_from=resumed,
-                                 steps_lost=lost, every=every, recovery_s=2.5, restart_s=1.5, peer_error_s=None,
-                                 checkpoint=ckpt, agent_returncodes=(1, 0), timeline=lambda: [{"t_s": 1.234, "e": "x"}])
+    return types.SimpleNamespace(
+        ok=ok,
+        result=result,
+        where="CPU",
+        last_step_before_kill=last,
+        resumed_from=resumed,
+        steps_lost=lost,
+        every=every,
+        recovery_s=2.5,
+        restart_s=1.5,
+        peer_error_s=None,
+        checkpoint=ckpt,
+        agent_returncodes=(1, 0),
+        timeline=lambda: [{"t_s": 1.234, "e": "x"}],
+    )
 
 
-@pytest.mark.parametrize("kwargs, status", [
-    ({}, "pass"), ({"lost": 0}, "pass"), ({"lost": 9}, "pass"), ({"lost": 10}, "fail"), ({"lost": -1}, "fail"),
-    ({"resumed": 15}, "fail"), ({"resumed": 0, "lost": 3}, "pass"), ({"lost": None}, "pass"),
-    ({"weights": {"a": torch.tensor([1.0, 2.5]), "b": W["b"]}}, "fail"),
-])
+@pytest.mark.parametrize(
+    "kwargs, status",
+    [
+        ({}, "pass"),
+        ({"lost": 0}, "pass"),
+        ({"lost": 9}, "pass"),
+        ({"lost": 10}, "fail"),
+        ({"lost": -1}, "fail"),
+        ({"resumed": 15}, "fail"),
+        ({"resumed": 0, "lost": 3}, "pass"),
+        ({"lost": None}, "pass"),
+        ({"weights": {"a": torch.tensor([1.0, 2.5]), "b": W["b"]}}, "fail"),
+    ],
+)
 def test_recovery_at_its_rule(tmp_path, kwargs, status):
     reference = save(tmp_path / "reference.pt", W, 40)
     v = m.recovery_verdict(outcome(tmp_path, **kwargs), reference, "a rank killed")
@@ -196,8 +233,12 @@ def test_losing_the_stores_node(tmp_path):
     (tmp_path / "agent0.log").write_text(AGENT0)
     o = outcome(tmp_path, ok=False)
     v = m.store_loss_verdict(o)
-    assert v.status == "info" and v.numbers == {"ok": False, "agent_returncodes": [1, 0], "store_error": True,
-                                                "restarted": True}
+    assert v.status == "info" and v.numbers == {
+        "ok": False,
+        "agent_returncodes": [1, 0],
+        "store_error": True,
+        "restarted": True,
+    }
     assert "(RendezvousConnectionError: The connection to the C10d store has failed.)" in v.text
     (tmp_path / "agent0.log").write_text("nothing\n")
     assert m.store_loss_verdict(outcome(tmp_path, ok=False, resumed=None)).numbers["store_error"] is False
@@ -206,10 +247,23 @@ def test_losing_the_stores_node(tmp_path):
     assert survived.status == "info" and survived.numbers["ok"] is True
 
 
-@pytest.mark.parametrize("prediction, lost, status", [
-    (3, 3, "right"), (3.6, 3, "right"), (3.7, 3, "close"), (6, 3, "close"), (7, 3, "off"), (1.4, 3, "off"),
-    (None, 3, "no answer"), (0, 3, "off"), (-1, 3, "off"), (0, 0, "right"), (None, 0, "no answer"), (2, 0, "off"),
-])
+@pytest.mark.parametrize(
+    "prediction, lost, status",
+    [
+        (3, 3, "right"),
+        (3.6, 3, "right"),
+        (3.7, 3, "close"),
+        (6, 3, "close"),
+        (7, 3, "off"),
+        (1.4, 3, "off"),
+        (None, 3, "no answer"),
+        (0, 3, "off"),
+        (-1, 3, "off"),
+        (0, 0, "right"),
+        (None, 0, "no answer"),
+        (2, 0, "off"),
+    ],
+)
 def test_the_steps_lost_prediction(tmp_path, prediction, lost, status):
     v = m.grade_steps_lost(prediction, outcome(tmp_path, lost=lost), kill_after=12)
     assert v.status == status and v.numbers["measured"] == lost and v.numbers["prediction"] == prediction
@@ -226,8 +280,16 @@ def test_the_recovery_tables(tmp_path):
     frame = m.timeline_frame(o)
     assert frame["t_s"][0] == 1.23 and frame["measured on"][0] == "CPU"
     rows = m.recovery_rows({"rank": o, "node": outcome(tmp_path, ok=False)})
-    assert rows[0] == {"fault": "rank", "killed after step": 13, "resumed from step": 10, "steps lost": 3,
-                       "ranks back (s)": 1.5, "first new step (s)": 2.5, "ended": "completed", "measured on": "CPU"}
+    assert rows[0] == {
+        "fault": "rank",
+        "killed after step": 13,
+        "resumed from step": 10,
+        "steps lost": 3,
+        "ranks back (s)": 1.5,
+        "first new step (s)": 2.5,
+        "ended": "completed",
+        "measured on": "CPU",
+    }
     assert rows[1]["ended"] == "failed"
     assert list(m.published_frame()["GB/s per direction"]) == [450.0, 50.0, 400.0]
 
@@ -246,10 +308,16 @@ def job(tmp_path, state="COMPLETED", exit_code=0, returncode=0, start=10, env=Tr
     return types.SimpleNamespace(state=state, exit_code=exit_code, result=result, run_dir=tmp_path)
 
 
-@pytest.mark.parametrize("kwargs, status", [
-    ({}, "pass"), ({"start": 0}, "fail"), ({"state": "FAILED"}, "fail"), ({"exit_code": 1}, "fail"),
-    ({"returncode": 1}, "fail"),
-])
+@pytest.mark.parametrize(
+    "kwargs, status",
+    [
+        ({}, "pass"),
+        ({"start": 0}, "fail"),
+        ({"state": "FAILED"}, "fail"),
+        ({"exit_code": 1}, "fail"),
+        ({"returncode": 1}, "fail"),
+    ],
+)
 def test_resubmission_through_slurm(tmp_path, kwargs, status):
     reference = save(tmp_path / "reference.pt", W, 40)
     resumed = save(tmp_path / "resumed.pt", W, 40)
@@ -266,7 +334,9 @@ def test_resubmission_through_the_launcher(tmp_path):
     lost = types.SimpleNamespace(last_step_before_kill=19, every=10)
     v = m.resubmission_verdict(run, reference, save(tmp_path / "r.pt", W, 40), lost, "the launcher")
     assert v.status == "pass" and v.numbers["state"] is None and v.where == "the launcher"
-    other = m.resubmission_verdict(run, reference, save(tmp_path / "o.pt", {"a": W["a"] * 2, "b": W["b"]}, 40), lost, "x")
+    other = m.resubmission_verdict(
+        run, reference, save(tmp_path / "o.pt", {"a": W["a"] * 2, "b": W["b"]}, 40), lost, "x"
+    )
     assert other.status == "fail" and other.numbers["identical"] is False
     run.ok = False
     assert m.resubmission_verdict(run, reference, reference, lost, "x").status == "fail"

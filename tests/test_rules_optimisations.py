@@ -9,8 +9,8 @@ import types
 
 import pytest
 
-from nvtutorial.chapters.ch04_optimisations import report as o
 from nvtutorial.chapters.ch03_ddp_training.report import normalise_row
+from nvtutorial.chapters.ch04_optimisations import report as o
 from nvtutorial.report.verdict import compare
 
 
@@ -19,8 +19,13 @@ def run(rows, gpu=True, params=None, model_params=1_000_000):
         r.setdefault("status", "ok")
         r.setdefault("per_gpu_batch", 8)
     metrics = {"rows": rows, "device": "cuda:0" if gpu else "cpu", "model_params": model_params}
-    return types.SimpleNamespace(metrics=metrics, ranks=[metrics], label="test GPUs" if gpu else "CPU",
-                                 env=types.SimpleNamespace(is_gpu=gpu), params=params or {})
+    return types.SimpleNamespace(
+        metrics=metrics,
+        ranks=[metrics],
+        label="test GPUs" if gpu else "CPU",
+        env=types.SimpleNamespace(is_gpu=gpu),
+        params=params or {},
+    )
 
 
 def r(variant, rounds, **extra):
@@ -28,8 +33,15 @@ def r(variant, rounds, **extra):
 
 
 def committed(variant, median, low, high, **extra):
-    return {"variant": variant, "per_gpu_batch": 8, "status": "ok", "step_ms": median, "step_ms_min": low,
-            "step_ms_max": high, **extra}
+    return {
+        "variant": variant,
+        "per_gpu_batch": 8,
+        "status": "ok",
+        "step_ms": median,
+        "step_ms_min": low,
+        "step_ms_max": high,
+        **extra,
+    }
 
 
 # --------------------------------------------------------------------------- comparisons
@@ -51,12 +63,18 @@ def test_describe_names_what_the_repeats_were():
     assert o.describe(old, c, "ms").endswith("(noise ±1%, one round each: min/median/max of 8 steps)")
     no_steps = run([committed("base", 10.0, 9.0, 11.0)])
     assert "one round each: min/median/max of its steps" in o.describe(no_steps, c, "ms")
-    assert o.describe(types.SimpleNamespace(metrics={"rows": [committed("base", 1, 1, 1)]}), c).endswith("of its steps)")
+    assert o.describe(types.SimpleNamespace(metrics={"rows": [committed("base", 1, 1, 1)]}), c).endswith(
+        "of its steps)"
+    )
 
 
 def test_loss_differences_and_identical_losses():
-    rows = [r("baseline", (1, 1), loss_curve=[1.0, 0.8, 0.6]), r("a", (1, 1), loss_curve=[1.0, 0.8, 0.6]),
-            r("b", (1, 1), loss_curve=[1.0, 0.9, 0.5, 0.1]), r("c", (1, 1), loss_curve=[])]
+    rows = [
+        r("baseline", (1, 1), loss_curve=[1.0, 0.8, 0.6]),
+        r("a", (1, 1), loss_curve=[1.0, 0.8, 0.6]),
+        r("b", (1, 1), loss_curve=[1.0, 0.9, 0.5, 0.1]),
+        r("c", (1, 1), loss_curve=[]),
+    ]
     assert o.loss_difference(run(rows), "a") == 0.0
     assert o.loss_difference(run(rows), "b") == pytest.approx(0.1)  # the steps both ran
     assert o.loss_difference(run(rows), "c") is None and o.loss_difference(run(rows), "nope") is None
@@ -74,13 +92,19 @@ def test_memory_changes_per_rank():
 
 
 def test_the_knob_table():
-    rows = [r("baseline", (10.0, 10.1), peak_mem_gb_per_rank=[1.0, 1.0], allreduce_bytes_per_step=4e6,
-              loss_curve=[1.0]), r("fp32", (12.0, 12.1), loss_curve=[1.0]),
-            {"variant": "torch.compile", "status": "OOM"}, r("baseline", (10.2, 10.3), aa_repeat=True)]
+    rows = [
+        r("baseline", (10.0, 10.1), peak_mem_gb_per_rank=[1.0, 1.0], allreduce_bytes_per_step=4e6, loss_curve=[1.0]),
+        r("fp32", (12.0, 12.1), loss_curve=[1.0]),
+        {"variant": "torch.compile", "status": "OOM"},
+        r("baseline", (10.2, 10.3), aa_repeat=True),
+    ]
     frame = o.knob_frame(run(rows)).set_index("variant")
     assert list(frame.index) == ["baseline", "fp32", "torch.compile"]
     assert frame.loc["baseline", "step time vs baseline"] == "—" and frame.loc["baseline", "loss vs baseline"] == "—"
-    assert frame.loc["baseline", "peak GB, each rank"] == "1.000, 1.000" and frame.loc["baseline", "all-reduced MB/step"] == 4.0
+    assert (
+        frame.loc["baseline", "peak GB, each rank"] == "1.000, 1.000"
+        and frame.loc["baseline", "all-reduced MB/step"] == 4.0
+    )
     c = o.comparison(run(rows), "fp32")
     assert frame.loc["fp32", "step time vs baseline"] == f"{c.change:+.1%}: slower (noise ±{c.noise:.1%})"
     assert frame.loc["fp32", "loss vs baseline"] == "identical" and frame.loc["fp32", "step ms (median)"] == 12.1
@@ -90,8 +114,12 @@ def test_the_knob_table():
 
 
 def test_the_largest_change_beyond_the_noise():
-    rows = [r("baseline", (10.0, 10.1)), r("fp32", (12.0, 12.1)), r("channels_last", (7.0, 7.05)),
-            r("static_graph=True", (10.02, 10.08))]
+    rows = [
+        r("baseline", (10.0, 10.1)),
+        r("fp32", (12.0, 12.1)),
+        r("channels_last", (7.0, 7.05)),
+        r("static_graph=True", (10.02, 10.08)),
+    ]
     name, c = o.largest_change(run(rows), ["fp32", "channels_last", "static_graph=True"])
     assert name == "channels_last" and c.status == "faster"  # |log 0.70| > |log 1.20|
     name, _ = o.largest_change(run(rows), ["fp32", "static_graph=True", "missing"])
@@ -131,17 +159,23 @@ def test_c8_where_the_function_exists(monkeypatch):
 CURVE = [1.0, 0.8, 0.6]
 
 
-@pytest.mark.parametrize("fp16_rounds, fp16_curve, status", [
-    ((8.0, 8.05), CURVE, "partly"),  # faster beyond the noise
-    ((9.95, 10.0), CURVE, "info"),  # within the noise
-    ((12.0, 12.05), CURVE, "info"),  # slower: one run of one model decides nothing against the claim
-    ((8.0, 8.05), [1.0, math.nan, 0.5], "wrong"),  # did not train: not finite
-    ((8.0, 8.05), [1.0, 0.9, 1.0], "wrong"),  # not lower at the end
-    ((8.0, 8.05), [1.0, 0.9, 0.99], "partly"),
-])
+@pytest.mark.parametrize(
+    "fp16_rounds, fp16_curve, status",
+    [
+        ((8.0, 8.05), CURVE, "partly"),  # faster beyond the noise
+        ((9.95, 10.0), CURVE, "info"),  # within the noise
+        ((12.0, 12.05), CURVE, "info"),  # slower: one run of one model decides nothing against the claim
+        ((8.0, 8.05), [1.0, math.nan, 0.5], "wrong"),  # did not train: not finite
+        ((8.0, 8.05), [1.0, 0.9, 1.0], "wrong"),  # not lower at the end
+        ((8.0, 8.05), [1.0, 0.9, 0.99], "partly"),
+    ],
+)
 def test_c11_at_its_rule(fp16_rounds, fp16_curve, status):
-    rows = [r("fp32", (10.0, 10.05), loss_curve=CURVE), r("fp16", fp16_rounds, loss_curve=fp16_curve),
-            r("baseline", (7.0, 7.05), loss_curve=CURVE)]
+    rows = [
+        r("fp32", (10.0, 10.05), loss_curve=CURVE),
+        r("fp16", fp16_rounds, loss_curve=fp16_curve),
+        r("baseline", (7.0, 7.05), loss_curve=CURVE),
+    ]
     v = o.verdict_c11(run(rows))
     c = compare([10.0, 10.05], list(fp16_rounds))
     assert v.status == status and v.numbers["fp16_ratio"] == c.ratio and v.numbers["noise"] == c.noise
@@ -167,32 +201,49 @@ NAME = "gradient_as_bucket_view=True"
 
 
 def c10_run(bytes_base=4e6, bytes_view=4e6, saved=(0.004, 0.004), peak=(10.0, 10.0), peak_view=(10.0, 10.0), gpu=True):
-    base = r("baseline", (10.0, 10.1), allreduce_bytes_per_step=bytes_base, optimizer_mem_gb_per_rank=[1.0, 1.0],
-             peak_mem_gb_per_rank=list(peak))
-    view = r(NAME, (10.0, 10.05), allreduce_bytes_per_step=bytes_view,
-             optimizer_mem_gb_per_rank=[1.0 - s if s is not None else None for s in saved],
-             peak_mem_gb_per_rank=list(peak_view))
+    base = r(
+        "baseline",
+        (10.0, 10.1),
+        allreduce_bytes_per_step=bytes_base,
+        optimizer_mem_gb_per_rank=[1.0, 1.0],
+        peak_mem_gb_per_rank=list(peak),
+    )
+    view = r(
+        NAME,
+        (10.0, 10.05),
+        allreduce_bytes_per_step=bytes_view,
+        optimizer_mem_gb_per_rank=[1.0 - s if s is not None else None for s in saved],
+        peak_mem_gb_per_rank=list(peak_view),
+    )
     return run([base, view], gpu=gpu)
 
 
-@pytest.mark.parametrize("kwargs, status", [
-    ({}, "wrong"),  # equal bytes, and one gradient copy saved (4 MB = 1 M fp32 parameters)
-    ({"bytes_view": 2e6}, "wrong"),  # the bytes differ, but the memory shows one copy saved
-    ({"bytes_view": 2e6, "saved": (0.001, 0.004)}, "info"),  # a quarter of a copy on rank 0: not one copy
-    ({"bytes_view": 2e6, "saved": (0.00201, 0.004)}, "wrong"), ({"bytes_view": 2e6, "saved": (0.00199, 0.004)}, "info"),
-    ({"bytes_view": 2e6, "saved": (0.00599, 0.004)}, "wrong"), ({"bytes_view": 2e6, "saved": (0.00601, 0.004)}, "info"),
-    ({"bytes_view": 2e6, "saved": (None, 0.004)}, "info"),
-    ({"bytes_base": None, "bytes_view": None}, "wrong"),  # not counted: memory decides
-])
+@pytest.mark.parametrize(
+    "kwargs, status",
+    [
+        ({}, "wrong"),  # equal bytes, and one gradient copy saved (4 MB = 1 M fp32 parameters)
+        ({"bytes_view": 2e6}, "wrong"),  # the bytes differ, but the memory shows one copy saved
+        ({"bytes_view": 2e6, "saved": (0.001, 0.004)}, "info"),  # a quarter of a copy on rank 0: not one copy
+        ({"bytes_view": 2e6, "saved": (0.00201, 0.004)}, "wrong"),
+        ({"bytes_view": 2e6, "saved": (0.00199, 0.004)}, "info"),
+        ({"bytes_view": 2e6, "saved": (0.00599, 0.004)}, "wrong"),
+        ({"bytes_view": 2e6, "saved": (0.00601, 0.004)}, "info"),
+        ({"bytes_view": 2e6, "saved": (None, 0.004)}, "info"),
+        ({"bytes_base": None, "bytes_view": None}, "wrong"),  # not counted: memory decides
+    ],
+)
 def test_c10_at_its_rule(kwargs, status):
     v = o.verdict_c10(c10_run(**kwargs))
     assert v.status == status
     saved = kwargs.get("saved", (0.004, 0.004))
     if None not in saved:
-        assert v.numbers["saved_before_step_gb"] == pytest.approx(list(saved)) and v.numbers["gradient_copy_gb"] == 0.004
+        assert (
+            v.numbers["saved_before_step_gb"] == pytest.approx(list(saved)) and v.numbers["gradient_copy_gb"] == 0.004
+        )
     if kwargs.get("bytes_base", 4e6) is not None:
-        assert v.numbers["allreduce_bytes_baseline"] == 4e6 and v.numbers["allreduce_bytes_bucket_view"] == \
-            kwargs.get("bytes_view", 4e6)
+        assert v.numbers["allreduce_bytes_baseline"] == 4e6 and v.numbers["allreduce_bytes_bucket_view"] == kwargs.get(
+            "bytes_view", 4e6
+        )
 
 
 @pytest.mark.parametrize("peak_view, unchanged", [((10.09, 9.91), True), ((10.11, 10.0), False), ((9.89, 10.0), False)])
@@ -224,15 +275,21 @@ def attention(calls=0, default_ops=("_flash",), off_ops=("_flash",), unet=None, 
 
 def test_c9_decided_by_where_sdpa_is_called():
     v = o.verdict_c9(attention())
-    assert v.status == "wrong" and v.numbers == {"unet_sdpa_calls": 0, "flash_default": True, "kernel_default": "_flash",
-                                                 "kernel_flash_off": "_flash"}
+    assert v.status == "wrong" and v.numbers == {
+        "unet_sdpa_calls": 0,
+        "flash_default": True,
+        "kernel_default": "_flash",
+        "kernel_flash_off": "_flash",
+    }
     assert "leaves the attention block on _flash" in v.text and "the same kernels either way" in v.text
     moved = o.verdict_c9(attention(off_ops=("math",), ms_all=True))
     assert moved.numbers["kernel_flash_off"] == "math" and "moves the attention block from _flash to math" in moved.text
     assert "slower" in moved.text
     called = o.verdict_c9(attention(calls=3))
     assert called.status == "info" and called.numbers["unet_sdpa_calls"] == 3
-    none = o.verdict_c9({**attention(), "attention": [{"setting": "default switches", "ops": ["x_backward"], "ms": 1.0}]})
+    none = o.verdict_c9(
+        {**attention(), "attention": [{"setting": "default switches", "ops": ["x_backward"], "ms": 1.0}]}
+    )
     assert "kernel_default" not in none.numbers and none.status == "wrong"
 
 
@@ -251,8 +308,12 @@ def test_c9_the_unets_step_with_repeats(calls, status):
 
 # --------------------------------------------------------------------------- no_sync
 def acc_run(bytes_with=4e6, bytes_without=16e6, n=4):
-    return run([r("no_sync accumulation", (10.0, 10.1), allreduce_bytes_per_step=bytes_with, accumulation=n),
-                r("accumulation without no_sync", (12.0, 12.1), allreduce_bytes_per_step=bytes_without, accumulation=n)])
+    return run(
+        [
+            r("no_sync accumulation", (10.0, 10.1), allreduce_bytes_per_step=bytes_with, accumulation=n),
+            r("accumulation without no_sync", (12.0, 12.1), allreduce_bytes_per_step=bytes_without, accumulation=n),
+        ]
+    )
 
 
 @pytest.mark.parametrize("without, status", [(16e6, "pass"), (12e6, "fail"), (16e6 + 1, "fail"), (4e6, "fail")])

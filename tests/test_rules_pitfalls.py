@@ -14,12 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from nvtutorial.report import claims
 from nvtutorial.chapters.ch06_pitfalls import report as rp
 from nvtutorial.chapters.ch06_pitfalls import report_measured as rm
+from nvtutorial.report import claims
 from nvtutorial.report.verdict import Verdict
 from nvtutorial.results import RunResult
-
 from tests.ranks_harness import forked, reap
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -61,13 +60,20 @@ def test_thread_dumps_and_the_main_stack():
     assert [len(b) for b in blocks] == [0, 3, 6, 2]
     assert blocks[2][0] == frame("/x/site-packages/torch/autograd/graph.py", 823, "_engine_run_backward")
     first, last = rp.main_stack(DUMP, 0), rp.main_stack(DUMP, -1)
-    assert [f["func"] for f in first] == ["_engine_run_backward", "backward", "train_one_epoch", "main", "<module>",
-                                          "_run_code"]
+    assert [f["func"] for f in first] == [
+        "_engine_run_backward",
+        "backward",
+        "train_one_epoch",
+        "main",
+        "<module>",
+        "_run_code",
+    ]
     assert [f["func"] for f in last] == ["evaluate", "<module>"]
     assert rp.main_stack("no dump here\n") == [] and rp.thread_dumps("") == []
     # a line that is neither a frame nor empty ends the block: frames after it are not the thread's
-    assert rp.thread_dumps('Thread 0x1 (x):\n  File "a.py", line 1 in f\nnoise\n  File "b.py", line 2 in g\n') == \
-        [[frame("a.py", 1, "f")]]
+    assert rp.thread_dumps('Thread 0x1 (x):\n  File "a.py", line 1 in f\nnoise\n  File "b.py", line 2 in g\n') == [
+        [frame("a.py", 1, "f")]
+    ]
 
 
 def test_frames_named_and_classified():
@@ -75,8 +81,13 @@ def test_frames_named_and_classified():
     assert rp._is_torch(frame("/x/site-packages/torch/nn/module.py", 1, "f"))
     assert rp._is_torch(frame("<frozen runpy>", 1, "f"))
     assert not rp._is_torch(frame("/x/nvtutorial/torchvision_like.py", 1, "f"))
-    assert [rp._activity(n) for n in ("validate_rank0_only", "Evaluate", "train_one_epoch", "one_epoch", "main")] == \
-        ["validating", "validating", "training", "training", None]
+    assert [rp._activity(n) for n in ("validate_rank0_only", "Evaluate", "train_one_epoch", "one_epoch", "main")] == [
+        "validating",
+        "validating",
+        "training",
+        "training",
+        None,
+    ]
     assert rp._activity("train_and_validate") == "validating"  # validation wins: it is checked first
 
 
@@ -94,21 +105,37 @@ def line_of(f: dict) -> str:
     return LINES.get((Path(f["file"]).name, f["line"]), "")
 
 
-@pytest.mark.parametrize("frames, point, where", [
-    ([frame("v.py", 60, "evaluate"), frame("v.py", 150, "<module>")], "validating", "v.py:60 evaluate"),
-    ([frame("v.py", 61, "load"), frame("v.py", 60, "evaluate"), frame("v.py", 10, "train_one_epoch")],
-     "validating", "v.py:60 evaluate"),  # the innermost *named* activity of its own code decides
-    ([frame("/t/torch/x.py", 1, "wait"), frame("v.py", 88, "train_one_epoch"), frame("v.py", 10, "validate_all")],
-     "elsewhere", "v.py:88 train_one_epoch"),  # ... training, here: an outer validation does not count
-    ([frame("/t/torch/autograd/graph.py", 823, "_engine_run_backward"), frame("v.py", 88, "train_one_epoch")],
-     "backward", "v.py:88 train_one_epoch"),
-    ([frame("/t/torch/_tensor.py", 581, "backward"), frame("v.py", 88, "step")], "backward", "v.py:88 step"),
-    ([frame("v.py", 90, "step"), frame("v.py", 150, "<module>")], "item", "v.py:90 step"),
-    ([frame("/t/torch/x.py", 1, "item"), frame("v.py", 90, "step")], "elsewhere", "v.py:90 step"),  # not innermost
-    ([frame("v.py", 88, "step")], "elsewhere", "v.py:88 step"),
-    ([frame("/t/torch/x.py", 5, "f")], "elsewhere", "x.py:5 f"),
-    ([], "elsewhere", "?"),
-])
+@pytest.mark.parametrize(
+    "frames, point, where",
+    [
+        ([frame("v.py", 60, "evaluate"), frame("v.py", 150, "<module>")], "validating", "v.py:60 evaluate"),
+        (
+            [frame("v.py", 61, "load"), frame("v.py", 60, "evaluate"), frame("v.py", 10, "train_one_epoch")],
+            "validating",
+            "v.py:60 evaluate",
+        ),  # the innermost *named* activity of its own code decides
+        (
+            [
+                frame("/t/torch/x.py", 1, "wait"),
+                frame("v.py", 88, "train_one_epoch"),
+                frame("v.py", 10, "validate_all"),
+            ],
+            "elsewhere",
+            "v.py:88 train_one_epoch",
+        ),  # ... training, here: an outer validation does not count
+        (
+            [frame("/t/torch/autograd/graph.py", 823, "_engine_run_backward"), frame("v.py", 88, "train_one_epoch")],
+            "backward",
+            "v.py:88 train_one_epoch",
+        ),
+        ([frame("/t/torch/_tensor.py", 581, "backward"), frame("v.py", 88, "step")], "backward", "v.py:88 step"),
+        ([frame("v.py", 90, "step"), frame("v.py", 150, "<module>")], "item", "v.py:90 step"),
+        ([frame("/t/torch/x.py", 1, "item"), frame("v.py", 90, "step")], "elsewhere", "v.py:90 step"),  # not innermost
+        ([frame("v.py", 88, "step")], "elsewhere", "v.py:88 step"),
+        ([frame("/t/torch/x.py", 5, "f")], "elsewhere", "x.py:5 f"),
+        ([], "elsewhere", "?"),
+    ],
+)
 def test_where_a_rank_waits(frames, point, where):
     found = rp.waiting_point(frames, line_of)
     assert found["point"] == point and found["frame"] == where
@@ -125,13 +152,16 @@ def _stacks(rank1: list) -> dict:
     return {0: [frame("v.py", 60, "evaluate")], 1: rank1}
 
 
-@pytest.mark.parametrize("backend, rank1, status", [
-    ("gloo", [frame("/t/torch/_tensor.py", 1, "backward"), frame("v.py", 88, "t")], "pass"),
-    ("gloo", [frame("v.py", 90, "t")], "fail"),  # at .item(): not where gloo blocks
-    ("nccl", [frame("v.py", 90, "t")], "pass"),
-    ("nccl", [frame("/t/torch/_tensor.py", 1, "backward"), frame("v.py", 88, "t")], "fail"),
-    ("mpi", [frame("v.py", 90, "t")], "fail"),
-])
+@pytest.mark.parametrize(
+    "backend, rank1, status",
+    [
+        ("gloo", [frame("/t/torch/_tensor.py", 1, "backward"), frame("v.py", 88, "t")], "pass"),
+        ("gloo", [frame("v.py", 90, "t")], "fail"),  # at .item(): not where gloo blocks
+        ("nccl", [frame("v.py", 90, "t")], "pass"),
+        ("nccl", [frame("/t/torch/_tensor.py", 1, "backward"), frame("v.py", 88, "t")], "fail"),
+        ("mpi", [frame("v.py", 90, "t")], "fail"),
+    ],
+)
 def test_the_hang_verdict_against_the_mental_model(backend, rank1, status):
     v = rp.hang_verdict(_stacks(rank1), backend, "here", line_of)
     assert v.status == status and v.where == "here" and v.key == "where ranks wait"
@@ -151,10 +181,15 @@ def test_the_hang_verdict_needs_rank_0_validating_and_another_rank():
     assert rp.hang_verdict(three, "gloo", "", line_of).status == "pass"
 
 
-@pytest.mark.parametrize("numbers, answer", [
-    ({"rank1": "backward", "backend": "nccl"}, "a"), ({"rank1": "item", "backend": "gloo"}, "b"),
-    ({"rank1": "elsewhere", "backend": "gloo"}, "a"), ({"rank1": "elsewhere", "backend": "nccl"}, "b"),
-])
+@pytest.mark.parametrize(
+    "numbers, answer",
+    [
+        ({"rank1": "backward", "backend": "nccl"}, "a"),
+        ({"rank1": "item", "backend": "gloo"}, "b"),
+        ({"rank1": "elsewhere", "backend": "gloo"}, "a"),
+        ({"rank1": "elsewhere", "backend": "nccl"}, "b"),
+    ],
+)
 def test_the_hang_answer_is_what_the_run_showed(numbers, answer):
     assert rp.hang_answer(Verdict("w", "info", "t", numbers)) == answer
 
@@ -163,7 +198,9 @@ def test_the_hang_answer_is_what_the_run_showed(numbers, answer):
 def test_log_lines_and_signature_lines(tmp_path):
     log = tmp_path / "rank1.log"
     log.write_text("ok\nWatchdog caught collective operation timeout\nan Error here\nfine\nTimed out waiting\n" * 2)
-    assert rp.log_lines(log) == ["Watchdog caught collective operation timeout", "an Error here", "Timed out waiting"] * 2
+    assert (
+        rp.log_lines(log) == ["Watchdog caught collective operation timeout", "an Error here", "Timed out waiting"] * 2
+    )
     assert rp.log_lines(log, ("fine",)) == ["fine", "fine"]
     assert rp.log_lines(tmp_path / "missing") == []
     (tmp_path / "rank0.log").write_text("all good\n")
@@ -181,27 +218,34 @@ def _run(tmp_path, ok: bool, lines: str, error: dict | None = None):
     return types.SimpleNamespace(ok=ok, error=error, wall_s=12.34, log_files={1: tmp_path / "rank1.log"})
 
 
-@pytest.mark.parametrize("ok, lines, status", [
-    (False, "RuntimeError: Timed out waiting 4000ms for recv\n", "pass"),
-    (False, "[rank1] Watchdog caught collective operation timeout: WorkNCCL(OpType=ALLREDUCE)\n", "pass"),
-    (False, "RuntimeError: the recv timed out\n", "pass"),
-    (False, "RuntimeError: connection reset\n", "fail"),  # failed, but no line names a timeout
-    (True, "Timed out waiting\n", "fail"),  # named, but the run did not fail
-])
+@pytest.mark.parametrize(
+    "ok, lines, status",
+    [
+        (False, "RuntimeError: Timed out waiting 4000ms for recv\n", "pass"),
+        (False, "[rank1] Watchdog caught collective operation timeout: WorkNCCL(OpType=ALLREDUCE)\n", "pass"),
+        (False, "RuntimeError: the recv timed out\n", "pass"),
+        (False, "RuntimeError: connection reset\n", "fail"),  # failed, but no line names a timeout
+        (True, "Timed out waiting\n", "fail"),  # named, but the run did not fail
+    ],
+)
 def test_the_timeout_verdict(tmp_path, ok, lines, status):
     run = _run(tmp_path, ok, lines, None if ok else {"rank": 1, "type": "RuntimeError"})
     v = rp.timeout_verdict(run, "gloo", 4, "here")
     assert v.status == status and v.numbers["failed"] is (not ok) and v.numbers["wall_s"] == 12.34
-    assert v.numbers["failed_rank"] == (None if ok else 1) and v.numbers["error_type"] == (None if ok else "RuntimeError")
+    assert v.numbers["failed_rank"] == (None if ok else 1) and v.numbers["error_type"] == (
+        None if ok else "RuntimeError"
+    )
     assert v.numbers["timeout_named"] is (status == "pass" or ok) and v.numbers["backend"] == "gloo"
 
 
 def test_the_flight_recorder_reads_every_ranks_dump(tmp_path):
-    entries = [{"collective_seq_id": 1, "profiling_name": "nccl:all_reduce", "state": "completed", "input_sizes": [[4]]},
-               {"collective_seq_id": 2, "profiling_name": "nccl:all_reduce", "state": "completed", "input_sizes": [[4]]},
-               {"collective_seq_id": 3, "profiling_name": "nccl:broadcast", "state": "started", "input_sizes": [[2]]},
-               {"collective_seq_id": 4, "profiling_name": "nccl:all_reduce", "state": "scheduled", "input_sizes": [[4]]},
-               {"collective_seq_id": None, "profiling_name": "x", "state": "completed", "input_sizes": []}]
+    entries = [
+        {"collective_seq_id": 1, "profiling_name": "nccl:all_reduce", "state": "completed", "input_sizes": [[4]]},
+        {"collective_seq_id": 2, "profiling_name": "nccl:all_reduce", "state": "completed", "input_sizes": [[4]]},
+        {"collective_seq_id": 3, "profiling_name": "nccl:broadcast", "state": "started", "input_sizes": [[2]]},
+        {"collective_seq_id": 4, "profiling_name": "nccl:all_reduce", "state": "scheduled", "input_sizes": [[4]]},
+        {"collective_seq_id": None, "profiling_name": "x", "state": "completed", "input_sizes": []},
+    ]
     (tmp_path / "nccl_trace_rank_0").write_bytes(pickle.dumps({"entries": entries}))
     (tmp_path / "nccl_trace_rank_1").write_text(json.dumps({"entries": entries[:2]}))
     (tmp_path / "nccl_trace_rank_2").write_bytes(b"\x00not a dump")
@@ -213,16 +257,25 @@ def test_the_flight_recorder_reads_every_ranks_dump(tmp_path):
     assert fr[1]["pending"] == [] and fr[1]["last_completed_seq"] == 2 and len(fr[1]["entries"]) == 2
     assert "error" in fr[2]
     (tmp_path / "nccl_trace_rank_3").write_text(json.dumps([1, 2]))  # not a dict: no entries
-    assert rp.flight_recorder(tmp_path)[3] == {"entries": [], "last_completed_seq": None, "pending": [],
-                                               "file": str(tmp_path / "nccl_trace_rank_3")}
+    assert rp.flight_recorder(tmp_path)[3] == {
+        "entries": [],
+        "last_completed_seq": None,
+        "pending": [],
+        "file": str(tmp_path / "nccl_trace_rank_3"),
+    }
     lines = rp.describe_flight_recorder(types.SimpleNamespace(run_dir=tmp_path), "nccl")
-    assert lines[0] == "rank 0: last completed collective #2; not completed: #3 nccl:broadcast (started), " \
-                       "#4 nccl:all_reduce (scheduled)"
+    assert (
+        lines[0] == "rank 0: last completed collective #2; not completed: #3 nccl:broadcast (started), "
+        "#4 nccl:all_reduce (scheduled)"
+    )
     assert lines[1] == "rank 1: last completed collective #2; not completed: none"
     assert lines[2].startswith("rank 2: unreadable dump")
-    assert rp.describe_flight_recorder(types.SimpleNamespace(run_dir=tmp_path), "gloo")[0].startswith("no flight-recorder")
+    assert rp.describe_flight_recorder(types.SimpleNamespace(run_dir=tmp_path), "gloo")[0].startswith(
+        "no flight-recorder"
+    )
     assert rp.describe_flight_recorder(types.SimpleNamespace(run_dir=tmp_path / "none"), "nccl")[0].startswith(
-        "no flight-recorder dump found")
+        "no flight-recorder dump found"
+    )
 
 
 def test_processes_left(tmp_path):
@@ -244,10 +297,17 @@ def test_processes_left(tmp_path):
 
 
 # --------------------------------------------------------------------------- validation, the fix and C18
-@pytest.mark.parametrize("values, single, status", [
-    ([1.0, 1.0], 1.0, "pass"), ([1.0, 1.0 + 5e-7], 1.0, "pass"), ([1.0, 1.0 + 2e-6], 1.0, "fail"),
-    ([1.0 + 2e-6, 1.0 + 2e-6], 1.0, "fail"), ([2.0, 2.0], 1.0, "fail"), ([1.0, None], 1.0, "fail"),
-])
+@pytest.mark.parametrize(
+    "values, single, status",
+    [
+        ([1.0, 1.0], 1.0, "pass"),
+        ([1.0, 1.0 + 5e-7], 1.0, "pass"),
+        ([1.0, 1.0 + 2e-6], 1.0, "fail"),
+        ([1.0 + 2e-6, 1.0 + 2e-6], 1.0, "fail"),
+        ([2.0, 2.0], 1.0, "fail"),
+        ([1.0, None], 1.0, "fail"),
+    ],
+)
 def test_the_fixed_validation_verdict(values, single, status):
     v = rp.fixed_validation_verdict(values, single, "here")
     assert v.status == status and v.numbers["values"] == values and v.numbers["single_process"] == single
@@ -260,20 +320,26 @@ def _v(status: str, key: str = "x", where: str = "") -> Verdict:
     return Verdict(key, status, "t", {}, where)
 
 
-@pytest.mark.parametrize("hang, timeout, fixed, source, status", [
-    ("pass", "pass", "pass", None, "partly"),
-    ("pass", "pass", "pass", "partly", "partly"),  # 03: the source's all_reduce gives W × the loss
-    ("pass", "pass", "pass", "holds", "holds"),  # 03: the source's code gave the loss
-    ("pass", "pass", "pass", "info", "partly"),  # 03 decided nothing: as without it
-    ("fail", "fail", "pass", None, "wrong"),  # rank-0 validation broke nothing
-    ("fail", "fail", "pass", "holds", "wrong"),
-    ("pass", "fail", "pass", None, "unverifiable"), ("fail", "pass", "pass", None, "unverifiable"),
-    ("pass", "pass", "fail", None, "unverifiable"),  # the course's own fix failed
-    ("info", "pass", "pass", None, "unverifiable"), ("pass", "pass", "info", None, "unverifiable"),
-])
+@pytest.mark.parametrize(
+    "hang, timeout, fixed, source, status",
+    [
+        ("pass", "pass", "pass", None, "partly"),
+        ("pass", "pass", "pass", "partly", "partly"),  # 03: the source's all_reduce gives W × the loss
+        ("pass", "pass", "pass", "holds", "holds"),  # 03: the source's code gave the loss
+        ("pass", "pass", "pass", "info", "partly"),  # 03 decided nothing: as without it
+        ("fail", "fail", "pass", None, "wrong"),  # rank-0 validation broke nothing
+        ("fail", "fail", "pass", "holds", "wrong"),
+        ("pass", "fail", "pass", None, "unverifiable"),
+        ("fail", "pass", "pass", None, "unverifiable"),
+        ("pass", "pass", "fail", None, "unverifiable"),  # the course's own fix failed
+        ("info", "pass", "pass", None, "unverifiable"),
+        ("pass", "pass", "info", None, "unverifiable"),
+    ],
+)
 def test_c18_is_decided_by_the_runs(hang, timeout, fixed, source, status):
-    v = rp.verdict_c18(_v(hang, where="h"), _v(timeout), _v(fixed, where="f"),
-                       None if source is None else _v(source, "C18"))
+    v = rp.verdict_c18(
+        _v(hang, where="h"), _v(timeout), _v(fixed, where="f"), None if source is None else _v(source, "C18")
+    )
     assert v.key == "C18" and v.status == status and v.where == "f"
     assert v.numbers == {"hang": hang, "timeout": timeout, "fixed": fixed, "source": source}
     assert rp.verdict_c18(_v(hang, where="h"), _v(timeout), _v(fixed)).where == "h"
@@ -283,16 +349,19 @@ def test_c18_from_two_notebooks_agrees_with_the_registry():
     """03's half (the source's all_reduce, a CPU run's numbers) with 06's (the trap, run on 2× H200)."""
     from nvtutorial.chapters.ch03_ddp_training import report as training
 
-    source = training.validation_verdicts({"single": 0.6007, "sums": 0.6007, "source": 1.2029, "world": 2,
-                                           "samples_counted": 21, "samples": 21}, "CPU")[1]
+    source = training.validation_verdicts(
+        {"single": 0.6007, "sums": 0.6007, "source": 1.2029, "world": 2, "samples_counted": 21, "samples": 21}, "CPU"
+    )[1]
     assert source.key == "C18" and source.status == "partly" and source.numbers["ratio"] == pytest.approx(2.0025, 1e-4)
     v = rp.verdict_c18(_v("pass"), _v("pass"), _v("pass"), source)
     assert v.status == claims.claim("C18").status
 
 
 def test_mismatch_reports_and_verdict():
-    report = ("Detected mismatch between collectives on ranks. Collectives differ in the following aspects: "
-              "\tTensor Tensor shapes: 10vs 20")
+    report = (
+        "Detected mismatch between collectives on ranks. Collectives differ in the following aspects: "
+        "\tTensor Tensor shapes: 10vs 20"
+    )
     assert rp.mismatch_difference(report) == "Tensor Tensor shapes: 10vs 20"
     assert rp.mismatch_difference("another error") == ""
     ok = rp.mismatch_verdict("shapes", [report, report], True, "here")
@@ -305,13 +374,16 @@ def test_mismatch_reports_and_verdict():
 E0, E1 = [0, 2, 4], [4, 0, 2]
 
 
-@pytest.mark.parametrize("broken, fixed, repeats, changes, disjoint", [
-    ([[E0, E0], [[1, 3, 5], [1, 3, 5]]], [[E0, E1], [[1, 3, 5], [5, 1, 3]]], True, True, True),
-    ([[E0, E1], [[1, 3, 5], [1, 3, 5]]], [[E0, E1], [[1, 3, 5], [5, 1, 3]]], False, True, True),
-    ([[E0, E0], [[1, 3, 5], [1, 3, 5]]], [[E0, E0], [[1, 3, 5], [5, 1, 3]]], True, False, True),
-    ([[E0, E0], [[1, 3, 4], [1, 3, 4]]], [[E0, E1], [[1, 3, 5], [5, 1, 3]]], True, True, False),  # 4 on both ranks
-    ([[E0, E0], [[1, 3, 5], [1, 3, 5]]], [[E0, E1], [[1, 3, 5], [5, 1, 2]]], True, True, False),  # in epoch 1
-])
+@pytest.mark.parametrize(
+    "broken, fixed, repeats, changes, disjoint",
+    [
+        ([[E0, E0], [[1, 3, 5], [1, 3, 5]]], [[E0, E1], [[1, 3, 5], [5, 1, 3]]], True, True, True),
+        ([[E0, E1], [[1, 3, 5], [1, 3, 5]]], [[E0, E1], [[1, 3, 5], [5, 1, 3]]], False, True, True),
+        ([[E0, E0], [[1, 3, 5], [1, 3, 5]]], [[E0, E0], [[1, 3, 5], [5, 1, 3]]], True, False, True),
+        ([[E0, E0], [[1, 3, 4], [1, 3, 4]]], [[E0, E1], [[1, 3, 5], [5, 1, 3]]], True, True, False),  # 4 on both ranks
+        ([[E0, E0], [[1, 3, 5], [1, 3, 5]]], [[E0, E1], [[1, 3, 5], [5, 1, 2]]], True, True, False),  # in epoch 1
+    ],
+)
 def test_the_set_epoch_verdict(broken, fixed, repeats, changes, disjoint):
     v = rp.set_epoch_verdict(broken, fixed, "here")
     assert v.numbers == {"repeats_without": repeats, "changes_with": changes, "disjoint": disjoint}
@@ -322,15 +394,18 @@ SAME = [[[0, 1, 2], [1, 3, 4]], [[5, 1, 2], [6, 3, 4]]]  # rank 1's crops at the
 PLUS = [[[0, 1, 2], [1, 3, 4]], [[5, 7, 2], [6, 3, 4]]]  # one of two differs
 
 
-@pytest.mark.parametrize("weights, same_seed, plus_rank, status", [
-    ([(1.0, 9.0), (2.0, 9.0)], SAME, PLUS, "partly"),  # DDP equalised them, one seed repeats the draws
-    ([(1.0, 1.0), (2.0, 2.0)], PLUS, PLUS, "holds"),  # DDP did not: a common seed is needed; one seed harmless
-    ([(1.0, 1.0), (2.0, 2.0)], SAME, PLUS, "partly"),  # needed, and harmful
-    ([(1.0, 9.0), (2.0, 9.0)], PLUS, PLUS, "partly"),  # not needed, harmless
-    ([(1.0, 9.0), (2.0, 9.0)], SAME, SAME, "partly"),  # seed + rank did not change the draws: one seed not harmful
-    ([(1.0, 9.0), (1.0, 9.0)], SAME, PLUS, "unverifiable"),  # equal before DDP: nothing shows what DDP does
-    ([(1.0, 9.0), (2.0, 9.0)], [[], []], [[], []], "unverifiable"),  # no crops
-])
+@pytest.mark.parametrize(
+    "weights, same_seed, plus_rank, status",
+    [
+        ([(1.0, 9.0), (2.0, 9.0)], SAME, PLUS, "partly"),  # DDP equalised them, one seed repeats the draws
+        ([(1.0, 1.0), (2.0, 2.0)], PLUS, PLUS, "holds"),  # DDP did not: a common seed is needed; one seed harmless
+        ([(1.0, 1.0), (2.0, 2.0)], SAME, PLUS, "partly"),  # needed, and harmful
+        ([(1.0, 9.0), (2.0, 9.0)], PLUS, PLUS, "partly"),  # not needed, harmless
+        ([(1.0, 9.0), (2.0, 9.0)], SAME, SAME, "partly"),  # seed + rank did not change the draws: one seed not harmful
+        ([(1.0, 9.0), (1.0, 9.0)], SAME, PLUS, "unverifiable"),  # equal before DDP: nothing shows what DDP does
+        ([(1.0, 9.0), (2.0, 9.0)], [[], []], [[], []], "unverifiable"),  # no crops
+    ],
+)
 def test_c21_is_decided_by_the_runs(weights, same_seed, plus_rank, status):
     v = rp.verdict_c21(weights, same_seed, plus_rank, "here")
     assert v.key == "C21" and v.status == status and v.where == "here"
@@ -350,8 +425,15 @@ def test_same_crops_counts_rank_0s_rows_matched_on_every_rank():
 # --------------------------------------------------------------------------- the loader, C17
 def _loader_run(rows0, rows1=None, gpus=2, rule=8, step=(1000.0, 1010.0), label="2× test GPU", env_gpu=None):
     def block(rows):
-        return {"dataloader": {"rows": rows, "gpus": gpus, "rule_of_thumb_workers": rule,
-                               "step_only_samples_per_s": list(step)}}
+        return {
+            "dataloader": {
+                "rows": rows,
+                "gpus": gpus,
+                "rule_of_thumb_workers": rule,
+                "step_only_samples_per_s": list(step),
+            }
+        }
+
     ranks = [block(rows0), block(rows1 if rows1 is not None else rows0)]
     env = types.SimpleNamespace(is_gpu=env_gpu) if env_gpu is not None else None
     return types.SimpleNamespace(ranks=ranks, label=label, env=env)
@@ -369,8 +451,12 @@ FLAT = {0: (100, 101), 4: (500, 505), 8: (800, 808), 16: (802, 806)}  # the knee
 def test_enough_workers_finds_the_knee_and_whether_it_still_rises():
     e = rm.enough_workers(rows(FLAT))
     assert e["best"] == 8 and e["knee"] == 8 and e["largest"] == 16 and e["best_rate"] == 804  # a tie: the fewest
-    assert not e["still_rising"] and {w: c.status for w, c in e["against_best"].items()} == \
-        {0: "slower", 4: "slower", 8: "no change", 16: "no change"}
+    assert not e["still_rising"] and {w: c.status for w, c in e["against_best"].items()} == {
+        0: "slower",
+        4: "slower",
+        8: "no change",
+        16: "no change",
+    }
     rising = rm.enough_workers(rows({0: (100, 100), 4: (500, 500), 8: (800, 800)}))
     assert rising["best"] == 8 and rising["knee"] == 8 and rising["still_rising"]
     plateau = rm.enough_workers(rows({0: (100, 100), 4: (795, 800), 8: (800, 800)}))
@@ -392,15 +478,25 @@ def test_pin_comparison_and_within_noise():
     assert not rm.pin_within_noise(_loader_run(rows(FLAT, {4: (500, 505), 8: (800, 808)}), slower))  # rank 1 moved
 
 
-@pytest.mark.parametrize("pinned0, pinned1, rule, enough, helps, status", [
-    ({8: (900, 909)}, {8: (900, 909)}, 8, True, True, "holds"),
-    ({8: (800, 808)}, {8: (900, 909)}, 8, True, False, "partly"),  # pinned helps one rank only
-    ({8: (900, 909)}, {8: (900, 909)}, 16, True, False, "partly"),  # pinned not measured at the rule's 16
-    ({8: (900, 909)}, {8: (900, 909)}, 4, False, False, "wrong"),  # 4 not enough; pinned not measured at 4
-    ({4: (600, 606)}, {4: (600, 606)}, 4, False, True, "partly"),  # not enough, but pinned helps at 4
-    ({4: (500, 505)}, {4: (500, 505)}, 4, False, False, "wrong"),
-    ({16: (900, 909)}, {16: (900, 909)}, 12, False, True, "partly"),  # the rule's 12 not tried: pinned at the largest
-])
+@pytest.mark.parametrize(
+    "pinned0, pinned1, rule, enough, helps, status",
+    [
+        ({8: (900, 909)}, {8: (900, 909)}, 8, True, True, "holds"),
+        ({8: (800, 808)}, {8: (900, 909)}, 8, True, False, "partly"),  # pinned helps one rank only
+        ({8: (900, 909)}, {8: (900, 909)}, 16, True, False, "partly"),  # pinned not measured at the rule's 16
+        ({8: (900, 909)}, {8: (900, 909)}, 4, False, False, "wrong"),  # 4 not enough; pinned not measured at 4
+        ({4: (600, 606)}, {4: (600, 606)}, 4, False, True, "partly"),  # not enough, but pinned helps at 4
+        ({4: (500, 505)}, {4: (500, 505)}, 4, False, False, "wrong"),
+        (
+            {16: (900, 909)},
+            {16: (900, 909)},
+            12,
+            False,
+            True,
+            "partly",
+        ),  # the rule's 12 not tried: pinned at the largest
+    ],
+)
 def test_c17_on_gpus_at_its_rule(pinned0, pinned1, rule, enough, helps, status):
     v = rm.verdict_c17(_loader_run(rows(FLAT, pinned0), rows(FLAT, pinned1), rule=rule))
     assert v.key == "C17" and v.status == status and v.where == "2× test GPU"
@@ -452,9 +548,22 @@ def test_the_loader_table_has_every_rank_and_the_step_alone():
 
 def test_shards_line():
     def run(one, shards):
-        return types.SimpleNamespace(ranks=[{"dataloader": {"shards": {
-            "one_file_per_sample_us": one, "shards_us": shards, "samples": 256, "bytes_per_sample": 65536,
-            "per_shard": 64}}}])
+        return types.SimpleNamespace(
+            ranks=[
+                {
+                    "dataloader": {
+                        "shards": {
+                            "one_file_per_sample_us": one,
+                            "shards_us": shards,
+                            "samples": 256,
+                            "bytes_per_sample": 65536,
+                            "per_shard": 64,
+                        }
+                    }
+                }
+            ]
+        )
+
     faster = rm.shards_line(run([50.0, 52.0], [10.0, 10.2]))
     assert "5× less time per sample" in faster and "noise ±" in faster
     assert "2.0× more time per sample" in rm.shards_line(run([10.0, 10.2], [20.0, 20.4]))
@@ -463,30 +572,60 @@ def test_shards_line():
 
 
 # --------------------------------------------------------------------------- out of memory, C19
-def _oom(created=600.0, alive=600.0, alive_reserved=602.0, deleted_reserved=602.0, after_reserved=2.0,
-         deleted_free=1000.0, after_free=1600.0):
-    table = [{"step": "start", "allocated_mib": 0.0, "reserved_mib": 2.0, "driver_free_mib": 1600.0},
-             {"step": "x = 600 MiB tensor", "allocated_mib": created, "reserved_mib": 602.0, "driver_free_mib": 1000.0},
-             {"step": "empty_cache() while x is alive", "allocated_mib": alive, "reserved_mib": alive_reserved,
-              "driver_free_mib": 1000.0},
-             {"step": "del x", "allocated_mib": 0.0, "reserved_mib": deleted_reserved, "driver_free_mib": deleted_free},
-             {"step": "empty_cache() after del x", "allocated_mib": 0.0, "reserved_mib": after_reserved,
-              "driver_free_mib": after_free}]
-    training = {"rows": [{"variant": "no cap", "outcome": "fits"}, {"variant": "capped", "outcome": "OOM", "message": "m1"},
-                         {"variant": "2 parts", "outcome": "fits"}, {"variant": "checkpointed", "outcome": "fits"}]}
+def _oom(
+    created=600.0,
+    alive=600.0,
+    alive_reserved=602.0,
+    deleted_reserved=602.0,
+    after_reserved=2.0,
+    deleted_free=1000.0,
+    after_free=1600.0,
+):
+    table = [
+        {"step": "start", "allocated_mib": 0.0, "reserved_mib": 2.0, "driver_free_mib": 1600.0},
+        {"step": "x = 600 MiB tensor", "allocated_mib": created, "reserved_mib": 602.0, "driver_free_mib": 1000.0},
+        {
+            "step": "empty_cache() while x is alive",
+            "allocated_mib": alive,
+            "reserved_mib": alive_reserved,
+            "driver_free_mib": 1000.0,
+        },
+        {"step": "del x", "allocated_mib": 0.0, "reserved_mib": deleted_reserved, "driver_free_mib": deleted_free},
+        {
+            "step": "empty_cache() after del x",
+            "allocated_mib": 0.0,
+            "reserved_mib": after_reserved,
+            "driver_free_mib": after_free,
+        },
+    ]
+    training = {
+        "rows": [
+            {"variant": "no cap", "outcome": "fits"},
+            {"variant": "capped", "outcome": "OOM", "message": "m1"},
+            {"variant": "2 parts", "outcome": "fits"},
+            {"variant": "checkpointed", "outcome": "fits"},
+        ]
+    }
     frag = [{"config": "default", "outcome": "OOM", "message": "m2"}]
-    return types.SimpleNamespace(ranks=[{"oom": {"empty_cache": {"rows": table}, "training": training,
-                                                 "fragmentation": frag}}], label="GPU")
+    return types.SimpleNamespace(
+        ranks=[{"oom": {"empty_cache": {"rows": table}, "training": training, "fragmentation": frag}}], label="GPU"
+    )
 
 
-@pytest.mark.parametrize("kwargs, status", [
-    ({}, "wrong"),  # freed nothing referenced; gave the cache back to the driver
-    ({"alive": 0.0}, "holds"),  # freed memory still referenced: it would help
-    ({"alive_reserved": 100.0}, "holds"),  # less reserved than the live tensor: it freed something referenced
-    ({"after_reserved": 602.0, "after_free": 1000.0}, "wrong"),  # did nothing at all
-    ({"after_free": 1000.0}, "unverifiable"),  # the cache shrank but the driver got nothing: the table does not add up
-    ({"after_reserved": 602.0}, "unverifiable"),
-])
+@pytest.mark.parametrize(
+    "kwargs, status",
+    [
+        ({}, "wrong"),  # freed nothing referenced; gave the cache back to the driver
+        ({"alive": 0.0}, "holds"),  # freed memory still referenced: it would help
+        ({"alive_reserved": 100.0}, "holds"),  # less reserved than the live tensor: it freed something referenced
+        ({"after_reserved": 602.0, "after_free": 1000.0}, "wrong"),  # did nothing at all
+        (
+            {"after_free": 1000.0},
+            "unverifiable",
+        ),  # the cache shrank but the driver got nothing: the table does not add up
+        ({"after_reserved": 602.0}, "unverifiable"),
+    ],
+)
 def test_c19_at_its_rule(kwargs, status):
     v = rm.verdict_c19(_oom(**kwargs))
     assert v.key == "C19" and v.status == status and v.where == "GPU"
@@ -505,7 +644,9 @@ def test_c19_and_the_oom_tables_from_the_committed_2x_h200_run():
     assert rm.oom_skipped(result) is None
     assert rm.oom_message(result).startswith("CUDA out of memory. Tried to allocate 128.00 MiB")
     frames = rm.oom_frames(result)
-    assert list(frames["fragmentation"]["outcome"]) == ["OOM", "fits", "fits"] and "message" not in frames["fragmentation"]
+    assert (
+        list(frames["fragmentation"]["outcome"]) == ["OOM", "fits", "fits"] and "message" not in frames["fragmentation"]
+    )
     assert list(frames["empty_cache"]["step"])[0] == "start" and "message" not in frames["training"]
     assert rm.oom_fixes_verdict(result).status == "pass"
 
@@ -519,8 +660,12 @@ def test_the_oom_demo_without_a_gpu_and_its_fixes():
     assert rm.oom_fixes_verdict(skipped).status == "info"
     run = _oom()
     assert rm.oom_message(run) == "m1" and rm.oom_fixes_verdict(run).status == "pass"
-    assert rm.oom_fixes_verdict(run).numbers["outcomes"] == {"no cap": "fits", "capped": "OOM", "2 parts": "fits",
-                                                            "checkpointed": "fits"}
+    assert rm.oom_fixes_verdict(run).numbers["outcomes"] == {
+        "no cap": "fits",
+        "capped": "OOM",
+        "2 parts": "fits",
+        "checkpointed": "fits",
+    }
     rows_ = run.ranks[0]["oom"]["training"]["rows"]
     rows_[3]["outcome"] = "OOM"
     assert rm.oom_fixes_verdict(run).status == "fail"
@@ -539,8 +684,13 @@ def test_processes_left_counts_live_ranks_only(tmp_path):
     """Children forked from the test (the mutation tool's selection keeps in-process tests, not subprocesses)."""
     alive, zombie, gone = forked("alive"), forked("zombie"), forked("gone")
     try:
-        for name, text in {"rank0.pid": f"{alive}\n", "rank1.pid": str(gone), "rank2.pid": "not a pid",
-                           "rank3.pid": str(zombie), "agent.pid": str(alive)}.items():
+        for name, text in {
+            "rank0.pid": f"{alive}\n",
+            "rank1.pid": str(gone),
+            "rank2.pid": "not a pid",
+            "rank3.pid": str(zombie),
+            "agent.pid": str(alive),
+        }.items():
             (tmp_path / name).write_text(text)
         run = types.SimpleNamespace(run_dir=str(tmp_path))
         assert rp.processes_left(run) == [alive]

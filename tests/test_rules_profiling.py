@@ -10,43 +10,74 @@ import types
 
 import pytest
 
-from nvtutorial.report import claims
+from nvtutorial.chapters.ch05_profiling import report as p
 from nvtutorial.chapters.ch05_profiling import report_monitoring as monitoring
 from nvtutorial.chapters.ch05_profiling import report_traces as traces
-from nvtutorial.chapters.ch05_profiling import report as p
+from nvtutorial.report import claims
 from nvtutorial.report.verdict import compare
 
 
 def split(step=10.0, comm=2.0, exposed=1.0, compute=8.0, link=None, source="gpu", **extra):
-    sp = {"source": source, "step_ms": step, "compute_ms": compute, "comm_ms": comm, "hidden_ms": comm - exposed,
-          "exposed_ms": exposed, "idle_ms": step - compute - exposed, "compute_only_ms": compute - (comm - exposed),
-          "comm_share": comm / step, "exposed_share": exposed / step, "phase_ms": {"forward": 3.0, "backward": 4.0},
-          **extra}
+    sp = {
+        "source": source,
+        "step_ms": step,
+        "compute_ms": compute,
+        "comm_ms": comm,
+        "hidden_ms": comm - exposed,
+        "exposed_ms": exposed,
+        "idle_ms": step - compute - exposed,
+        "compute_only_ms": compute - (comm - exposed),
+        "comm_share": comm / step,
+        "exposed_share": exposed / step,
+        "phase_ms": {"forward": 3.0, "backward": 4.0},
+        **extra,
+    }
     if link is not None:
         wait, transfer, exposed_wait = link
-        sp["link"] = {"wait_ms": wait, "transfer_ms": transfer, "exposed_wait_ms": exposed_wait,
-                      "exposed_transfer_ms": exposed - exposed_wait, "last_share": 0.5, "collectives": 3}
+        sp["link"] = {
+            "wait_ms": wait,
+            "transfer_ms": transfer,
+            "exposed_wait_ms": exposed_wait,
+            "exposed_transfer_ms": exposed - exposed_wait,
+            "last_share": 0.5,
+            "collectives": 3,
+        }
     return sp
 
 
 def rank(sp=None, plain=(10.0, 10.1, 9.9), profiled=(11.0, 11.1, 10.9), repeats=None, **extra):
-    m = {"step_ms": statistics.median(plain), "step_ms_profiled": statistics.median(profiled), "split": sp,
-         "step_ms_all": {"ddp": list(plain)}, "profiled_ms": list(profiled), **extra}
+    m = {
+        "step_ms": statistics.median(plain),
+        "step_ms_profiled": statistics.median(profiled),
+        "split": sp,
+        "step_ms_all": {"ddp": list(plain)},
+        "profiled_ms": list(profiled),
+        **extra,
+    }
     if repeats is not None:
         m["step_ms_repeats"] = repeats
     return m
 
 
 def res(*ranks, gpu=True, label="2× test GPU", **metrics):
-    return types.SimpleNamespace(ranks=list(ranks), metrics={**ranks[0], **metrics} if ranks else metrics, label=label,
-                                 env=types.SimpleNamespace(is_gpu=gpu))
+    return types.SimpleNamespace(
+        ranks=list(ranks),
+        metrics={**ranks[0], **metrics} if ranks else metrics,
+        label=label,
+        env=types.SimpleNamespace(is_gpu=gpu),
+    )
 
 
 # --------------------------------------------------------------------------- the split
 def test_link_columns_and_the_split_frame():
     sp = split(link=(1.0, 1.0, 0.5))
-    assert p.link_columns(sp) == {"wait_ms": 1.0, "transfer_ms": 1.0, "exposed_wait_ms": 0.5, "exposed_transfer_ms": 0.5,
-                                  "last_share": 0.5}
+    assert p.link_columns(sp) == {
+        "wait_ms": 1.0,
+        "transfer_ms": 1.0,
+        "exposed_wait_ms": 0.5,
+        "exposed_transfer_ms": 0.5,
+        "last_share": 0.5,
+    }
     assert p.link_columns(split()) == {} and p.link_columns({"link": None}) == {}
     frame = p.split_frame(res(rank(sp), rank(split(exposed=0.5))), "NVLink")
     assert list(frame.columns[:3]) == ["path", "rank", "step_ms"] and list(frame["rank"]) == [0, 1]
@@ -55,13 +86,22 @@ def test_link_columns_and_the_split_frame():
     assert list(p.phase_frame(res(rank(sp), rank(None)))["forward_ms"][:1]) == [3.0]
 
 
-@pytest.mark.parametrize("change, problem", [
-    ({}, None), ({"idle_ms": 1.0 + 1e-6}, None), ({"idle_ms": 1.0 + 2e-5}, "rank 0: the parts add to"),
-    ({"link": {"wait_ms": 1.0, "transfer_ms": 1.5, "exposed_wait_ms": 0.5, "exposed_transfer_ms": 0.5}},
-     "wait + transfer = 2.5000 ms"),
-    ({"link": {"wait_ms": 1.0, "transfer_ms": 1.0, "exposed_wait_ms": 0.9, "exposed_transfer_ms": 0.5}},
-     "exposed wait + exposed transfer differ"),
-])
+@pytest.mark.parametrize(
+    "change, problem",
+    [
+        ({}, None),
+        ({"idle_ms": 1.0 + 1e-6}, None),
+        ({"idle_ms": 1.0 + 2e-5}, "rank 0: the parts add to"),
+        (
+            {"link": {"wait_ms": 1.0, "transfer_ms": 1.5, "exposed_wait_ms": 0.5, "exposed_transfer_ms": 0.5}},
+            "wait + transfer = 2.5000 ms",
+        ),
+        (
+            {"link": {"wait_ms": 1.0, "transfer_ms": 1.0, "exposed_wait_ms": 0.9, "exposed_transfer_ms": 0.5}},
+            "exposed wait + exposed transfer differ",
+        ),
+    ],
+)
 def test_the_split_must_add_up(change, problem):
     sp = {**split(link=(1.0, 1.0, 0.5)), **change}
     v = p.check_split(res(rank(sp), rank(split())))
@@ -84,8 +124,12 @@ def test_a_rank_without_a_split_fails_the_check():
 
 def test_the_estimate_of_the_wire():
     paired = p.link_estimate([split(link=(1.5, 0.5, 0.6)), split(comm=1.0, exposed=0.4, link=(0.3, 0.7, 0.1))])
-    assert paired == {"source": "paired traces", "link_ms": 0.5, "exposed_link_ms": pytest.approx(0.3),
-                      "wait_ms": [1.5, 0.3]}
+    assert paired == {
+        "source": "paired traces",
+        "link_ms": 0.5,
+        "exposed_link_ms": pytest.approx(0.3),
+        "wait_ms": [1.5, 0.3],
+    }
     least = p.link_estimate([split(comm=2.0, exposed=1.2), None, split(comm=0.5, exposed=0.2)])
     assert least == {"source": "least of the ranks", "link_ms": 0.5, "exposed_link_ms": 0.2, "wait_ms": [1.5, 0.0]}
     mixed = p.link_estimate([split(link=(1.5, 0.5, 0.6)), split(comm=0.5, exposed=0.2)])
@@ -93,13 +137,21 @@ def test_the_estimate_of_the_wire():
 
 
 def test_the_split_verdict():
-    v = p.verdict_split(res(rank(split(comm=2.0, exposed=1.2, step=10.0)), rank(split(comm=0.5, exposed=0.2, step=12.0))))
+    v = p.verdict_split(
+        res(rank(split(comm=2.0, exposed=1.2, step=10.0)), rank(split(comm=0.5, exposed=0.2, step=12.0)))
+    )
     n = v.numbers
     assert v.status == "info" and n["comm_ms"] == [2.0, 0.5] and n["exposed_ms"] == [1.2, 0.2]
     assert n["waiting_share"] == [0.75, 0.0] and n["link_ms"] == 0.5 and n["exposed_link_ms"] == 0.2
-    assert n["step_ms"] == 11.0 and n["exposed_link_share"] == pytest.approx(0.2 / 11) and n["source"] == "least of the ranks"
+    assert (
+        n["step_ms"] == 11.0
+        and n["exposed_link_share"] == pytest.approx(0.2 / 11)
+        and n["source"] == "least of the ranks"
+    )
     assert "75 % of rank 0's communication" in v.text
-    over = p.verdict_split(res(rank(split(comm=1.0, exposed=0.5, link=(1.5, 0.2, 0.3))), rank(split(link=(0.0, 2.0, 0.0)))))
+    over = p.verdict_split(
+        res(rank(split(comm=1.0, exposed=0.5, link=(1.5, 0.2, 0.3))), rank(split(link=(0.0, 2.0, 0.0))))
+    )
     assert over.numbers["waiting_share"] == [1.0, 0.0]  # a reading above the whole communication is clamped
     zero = p.verdict_split(res(rank(split(comm=0.0, exposed=0.0)), rank(split(comm=0.0, exposed=0.0))))
     assert zero.numbers["waiting_share"] == [0.0, 0.0]
@@ -109,7 +161,9 @@ def test_the_split_verdict():
 
 # --------------------------------------------------------------------------- the profiler's own cost
 def test_the_overhead_frame():
-    f = p.overhead_frame(res(rank(plain=(10.0, 10.0), profiled=(12.5, 12.5)), rank(plain=(20.0, 20.0), profiled=(21.0, 21.0))))
+    f = p.overhead_frame(
+        res(rank(plain=(10.0, 10.0), profiled=(12.5, 12.5)), rank(plain=(20.0, 20.0), profiled=(21.0, 21.0)))
+    )
     assert list(f["overhead_ms"]) == [2.5, 1.0] and list(f["overhead_%"]) == [25.0, 5.0]
 
 
@@ -118,8 +172,15 @@ def test_overhead_comparisons_need_two_repeats_each():
     assert cs[0] == compare([10.0, 10.1, 9.9], [11.0, 11.1, 10.9]) and cs[1:] == [None, None, None]
 
 
-@pytest.mark.parametrize("statuses, joint", [(["slower", "slower"], "slower"), (["faster"], "faster"),
-                                             (["slower", "no change"], "no change"), ([], "no change")])
+@pytest.mark.parametrize(
+    "statuses, joint",
+    [
+        (["slower", "slower"], "slower"),
+        (["faster"], "faster"),
+        (["slower", "no change"], "no change"),
+        ([], "no change"),
+    ],
+)
 def test_joint(statuses, joint):
     assert p._joint(statuses) == joint
 
@@ -127,8 +188,12 @@ def test_joint(statuses, joint):
 def test_the_overhead_verdict():
     v = p.verdict_overhead(res(rank(), rank()))
     c = compare([10.0, 10.1, 9.9], [11.0, 11.1, 10.9])
-    assert v.status == "slower" and v.numbers == {"overhead_ms": [1.0, 1.0], "step_ms": [10.0, 10.0],
-                                                  "ratio": [c.ratio, c.ratio], "noise": [c.noise, c.noise]}
+    assert v.status == "slower" and v.numbers == {
+        "overhead_ms": [1.0, 1.0],
+        "step_ms": [10.0, 10.0],
+        "ratio": [c.ratio, c.ratio],
+        "noise": [c.noise, c.noise],
+    }
     one = p.verdict_overhead(res(rank(profiled=(11.0,)), rank()))
     assert one.status == "info" and one.numbers == {"overhead_ms": [1.0, 1.0], "step_ms": [10.0, 10.0]}
 
@@ -136,14 +201,17 @@ def test_the_overhead_verdict():
 NOISY = (8.0, 8.5, 7.5)  # a spread of 1.0 ms on an 8 ms step: the noise bound is 1.0 ms exactly
 
 
-@pytest.mark.parametrize("plain, exposed, profiled, trust, failing, unsure", [
-    ((10.0, 10.1, 9.9), (1.5, 1.5), (11.0, 11.1, 10.9), True, [], []),  # adds 1.0 ms, less than 1.5 ms exposed
-    ((10.0, 10.1, 9.9), (1.0, 1.5), (11.0, 11.1, 10.9), False, [0], []),  # equal: not less than what it reports
-    ((10.0, 10.1, 9.9), (0.9, 0.9), (11.0, 11.1, 10.9), False, [0, 1], []),
-    (NOISY, (1.5, 1.5), (8.0, 8.1, 8.2), True, [], []),  # within the noise: up to 1.0 ms, below 1.5
-    (NOISY, (1.0, 1.5), (8.0, 8.1, 8.2), None, [], [0]),  # exposed equal to the bound: undecided
-    (NOISY, (0.5, 0.5), (8.0, 8.1, 8.2), None, [], [0, 1]),
-])
+@pytest.mark.parametrize(
+    "plain, exposed, profiled, trust, failing, unsure",
+    [
+        ((10.0, 10.1, 9.9), (1.5, 1.5), (11.0, 11.1, 10.9), True, [], []),  # adds 1.0 ms, less than 1.5 ms exposed
+        ((10.0, 10.1, 9.9), (1.0, 1.5), (11.0, 11.1, 10.9), False, [0], []),  # equal: not less than what it reports
+        ((10.0, 10.1, 9.9), (0.9, 0.9), (11.0, 11.1, 10.9), False, [0, 1], []),
+        (NOISY, (1.5, 1.5), (8.0, 8.1, 8.2), True, [], []),  # within the noise: up to 1.0 ms, below 1.5
+        (NOISY, (1.0, 1.5), (8.0, 8.1, 8.2), None, [], [0]),  # exposed equal to the bound: undecided
+        (NOISY, (0.5, 0.5), (8.0, 8.1, 8.2), None, [], [0, 1]),
+    ],
+)
 def test_trust_at_its_rule(plain, exposed, profiled, trust, failing, unsure):
     ranks = [rank(split(comm=2.0, exposed=e), plain=plain, profiled=profiled) for e in exposed]
     v = p.verdict_trust(res(*ranks))
@@ -156,7 +224,10 @@ def test_trust_at_its_rule(plain, exposed, profiled, trust, failing, unsure):
 
 
 def test_trust_with_one_rank_failing_and_one_within_the_noise():
-    ranks = [rank(split(comm=2.0, exposed=0.5)), rank(split(comm=2.0, exposed=0.5), plain=NOISY, profiled=(8.0, 8.1, 8.2))]
+    ranks = [
+        rank(split(comm=2.0, exposed=0.5)),
+        rank(split(comm=2.0, exposed=0.5), plain=NOISY, profiled=(8.0, 8.1, 8.2)),
+    ]
     v = p.verdict_trust(res(*ranks))
     n = v.numbers
     assert (v.status, n["trustworthy"], n["ranks_failing"], n["ranks_undecided"]) == ("info", False, [0], [1])
@@ -193,8 +264,12 @@ def test_the_price_of_the_exchange_and_of_the_second_gpu():
     flat = {**AB, "no_sync": [10.0, 10.05, 10.0]}
     v = p.verdict_exchange(res(rank(repeats=AB), rank(repeats=AB)))
     c = compare(AB["no_sync"], AB["ddp"])
-    assert v.status == "slower" and v.numbers == {"extra_ms": [1.0, 1.0], "noise_ms": [c.noise * 9.0] * 2,
-                                                  "ratio": [c.ratio] * 2, "rank_status": ["slower", "slower"]}
+    assert v.status == "slower" and v.numbers == {
+        "extra_ms": [1.0, 1.0],
+        "noise_ms": [c.noise * 9.0] * 2,
+        "ratio": [c.ratio] * 2,
+        "rank_status": ["slower", "slower"],
+    }
     mixed = p.verdict_exchange(res(rank(repeats=AB), rank(repeats=flat)))
     assert mixed.status == "no change" and mixed.numbers["rank_status"] == ["slower", "no change"]
     assert p.verdict_exchange(res(rank(repeats=flat), rank(repeats=flat))).status == "no change"
@@ -205,8 +280,10 @@ def test_the_price_of_the_exchange_and_of_the_second_gpu():
 
 @pytest.mark.parametrize("exposed, link_exposed", [(3.0, 0.2), (1.0, 0.2), (3.0, 2.5), (2.0, 2.0)])
 def test_the_second_gpu_from_medians_when_there_are_no_repeats(exposed, link_exposed):
-    ranks = [rank(split(comm=4.0, exposed=exposed, link=(1.0, 3.0, exposed - link_exposed)), local_step_ms=8.0)
-             for _ in range(2)]
+    ranks = [
+        rank(split(comm=4.0, exposed=exposed, link=(1.0, 3.0, exposed - link_exposed)), local_step_ms=8.0)
+        for _ in range(2)
+    ]
     v = p.verdict_second_gpu(res(*ranks))
     assert v.status == "info" and v.numbers["extra_ms"] == [2.0, 2.0] and v.numbers["mean_exposed_ms"] == exposed
     assert v.numbers["exposed_link_ms"] == pytest.approx(link_exposed)
@@ -223,22 +300,47 @@ def test_the_wire_and_memory_frames():
     f = p.wire_frame(res(rank(wire=wire), rank(wire={**wire, "busbw_gbs": None}), rank()))
     assert list(f["rank"]) == [0, 1] and list(f["MiB"]) == [4.0, 4.0] and list(f["median_ms"]) == [2.0, 2.0]
     assert list(f["min_ms"]) == [1.0, 1.0] and f["busbw_GB/s"][0] == 3.1 and f["busbw_GB/s"].isna()[1]
-    mem = {"kind": "cuda", "allocated_bytes.all.peak": 3 * 2**20, "reserved_bytes.all.current": 2**21,
-           "num_alloc_retries": 2, "rss_mib": 12.345, "other": 7}
+    mem = {
+        "kind": "cuda",
+        "allocated_bytes.all.peak": 3 * 2**20,
+        "reserved_bytes.all.current": 2**21,
+        "num_alloc_retries": 2,
+        "rss_mib": 12.345,
+        "other": 7,
+    }
     m = p.memory_frame(res(rank(memory=mem), rank()))
     assert m["allocated_peak_mib"][0] == 3.0 and m["reserved_current_mib"][0] == 2.0
     assert m["num_alloc_retries"][0] == 2 and m["rss_mib"][0] == 12.3 and "other" not in m and m["kind"][0] == "cuda"
 
 
 def test_probe_traffic():
-    sampler = types.SimpleNamespace(available=True, nvlink_bytes=lambda s, e: {
-        0: {"tx_bytes": 2 * 2**30, "rx_bytes": 2**30, "seconds": 2.0}, 1: {"tx_bytes": 2**30, "rx_bytes": 0, "seconds": 2.0}})
+    sampler = types.SimpleNamespace(
+        available=True,
+        nvlink_bytes=lambda s, e: {
+            0: {"tx_bytes": 2 * 2**30, "rx_bytes": 2**30, "seconds": 2.0},
+            1: {"tx_bytes": 2**30, "rx_bytes": 0, "seconds": 2.0},
+        },
+    )
     run = res(rank(), probe={"start": 1.0, "end": 3.0, "bytes_per_rank_algorithm": 2**30})
     rows = p.probe_traffic(sampler, run)
-    assert rows == [{"gpu": 0, "nvml_sent_gib": 2.0, "nvml_received_gib": 1.0, "all_reduce_sends_gib": 1.0,
-                     "sent_over_expected": 2.0, "seconds": 2.0},
-                    {"gpu": 1, "nvml_sent_gib": 1.0, "nvml_received_gib": 0.0, "all_reduce_sends_gib": 1.0,
-                     "sent_over_expected": 1.0, "seconds": 2.0}]
+    assert rows == [
+        {
+            "gpu": 0,
+            "nvml_sent_gib": 2.0,
+            "nvml_received_gib": 1.0,
+            "all_reduce_sends_gib": 1.0,
+            "sent_over_expected": 2.0,
+            "seconds": 2.0,
+        },
+        {
+            "gpu": 1,
+            "nvml_sent_gib": 1.0,
+            "nvml_received_gib": 0.0,
+            "all_reduce_sends_gib": 1.0,
+            "sent_over_expected": 1.0,
+            "seconds": 2.0,
+        },
+    ]
     assert p.probe_traffic(types.SimpleNamespace(available=False), run) == []
     assert p.probe_traffic(sampler, res(rank())) == []
     zero = p.probe_traffic(sampler, res(rank(), probe={"start": 1.0, "end": 3.0, "bytes_per_rank_algorithm": 0}))
@@ -248,8 +350,16 @@ def test_probe_traffic():
 # --------------------------------------------------------------------------- the batch sweep, C16
 def sweep_row(batch, comm, exposed, step=None, link=None, repeats=None):
     step = step if step is not None else 10.0 * batch
-    row = {"batch": batch, "global_batch": 2 * batch, "step_ms_unprofiled": step, "samples_per_s": 100.0 * batch,
-           "step_ms": step, "comm_ms": comm, "exposed_ms": exposed, "comm_share": comm / step}
+    row = {
+        "batch": batch,
+        "global_batch": 2 * batch,
+        "step_ms_unprofiled": step,
+        "samples_per_s": 100.0 * batch,
+        "step_ms": step,
+        "comm_ms": comm,
+        "exposed_ms": exposed,
+        "comm_share": comm / step,
+    }
     if link:
         row["link"] = {"transfer_ms": link[0], "exposed_transfer_ms": link[1], "wait_ms": comm - link[0]}
     if repeats:
@@ -262,8 +372,9 @@ def sweep(rows0, rows1, gpu=True):
 
 
 def test_the_sweep_table():
-    t = p.sweep_table(sweep([sweep_row(8, 1.0, 0.1), sweep_row(1, 5.0, 4.0)],
-                            [sweep_row(1, 0.3, 0.25), sweep_row(8, 1.1, 0.05)]))
+    t = p.sweep_table(
+        sweep([sweep_row(8, 1.0, 0.1), sweep_row(1, 5.0, 4.0)], [sweep_row(1, 0.3, 0.25), sweep_row(8, 1.1, 0.05)])
+    )
     assert [r["batch"] for r in t] == [1, 8] and t[0]["global_batch"] == 2 and t[0]["step_ms"] == 10.0
     assert t[0]["comm_share_rank0"] == 0.5 and t[0]["comm_share_rank1"] == 0.03 and t[0]["comm_share_mean"] == 0.265
     assert t[0]["link_ms"] == 0.3 and t[0]["link_share"] == pytest.approx(0.03) and t[0]["exposed_link_ms"] == 0.25
@@ -287,21 +398,31 @@ def c16_run(exposed_small, exposed_large, link_large_ms=None, comm_small=1.0, gp
     return sweep([small, large], [small, large], gpu=gpu)
 
 
-@pytest.mark.parametrize("small, large, status", [
-    (1.0, 0.899, "partly"),  # hides more than 10 %
-    (1.0, 0.9, "wrong"),  # exactly 10 % less: not more than the rule's 10 %
-    (1.0, 1.2, "wrong"),
-])
+@pytest.mark.parametrize(
+    "small, large, status",
+    [
+        (1.0, 0.899, "partly"),  # hides more than 10 %
+        (1.0, 0.9, "wrong"),  # exactly 10 % less: not more than the rule's 10 %
+        (1.0, 1.2, "wrong"),
+    ],
+)
 def test_c16_a_larger_batch_must_hide_more_than_ten_percent(small, large, status):
     v = p.verdict_c16({"NVLink": c16_run(small, large)})
     assert v.status == status and v.numbers["NVLink"]["exposed_link_ms"] == [small, large]
     assert p.HIDES_MORE == 0.10
 
 
-@pytest.mark.parametrize("wire_ms, status, near", [
-    (12.1, "holds", True), (12.0, "partly", True),  # 15 % of the 80 ms step is 12 ms: above it only
-    (13.6, "holds", True), (13.7, "holds", False), (10.4, "partly", True), (10.3, "partly", False),
-])
+@pytest.mark.parametrize(
+    "wire_ms, status, near",
+    [
+        (12.1, "holds", True),
+        (12.0, "partly", True),  # 15 % of the 80 ms step is 12 ms: above it only
+        (13.6, "holds", True),
+        (13.7, "holds", False),
+        (10.4, "partly", True),
+        (10.3, "partly", False),
+    ],
+)
 def test_c16_the_time_on_the_wire_against_15_percent(wire_ms, status, near):
     run = c16_run(5.0, 0.5, link_large_ms=wire_ms, comm_small=0.5)
     v = p.verdict_c16({"slow link": run})
@@ -351,10 +472,15 @@ def test_the_prediction_explanation():
     run = res(rank(split(comm=2.0, exposed=1.2)), rank(split(comm=0.5, exposed=0.2)))
     text = p.prediction_explanation(run)
     assert text == "Here (2× test GPU): 0.20 ms of exposed time on the wire in a 10.0 ms profiled step, 2.0 %."
-    ref = res(rank(split(comm=2.0, exposed=1.2), gradient_mib=100.0, probe={"busbw_gbs": 100.0}), rank(split(comm=0.5, exposed=0.2)))
+    ref = res(
+        rank(split(comm=2.0, exposed=1.2), gradient_mib=100.0, probe={"busbw_gbs": 100.0}),
+        rank(split(comm=0.5, exposed=0.2)),
+    )
     with_ref = p.prediction_explanation(run, {"NVLink": ref})
-    assert "On the committed 2× H200 run over NVLink: 0.20 ms of 10.0 ms, 2.0 %. 105 MB of gradients take about 1.0 ms" \
+    assert (
+        "On the committed 2× H200 run over NVLink: 0.20 ms of 10.0 ms, 2.0 %. 105 MB of gradients take about 1.0 ms"
         in with_ref
+    )
     ref.ranks[0]["probe"] = {}
     assert with_ref.split(" 105 MB")[0] == p.prediction_explanation(run, {"NVLink": ref})
     assert p.prediction_explanation(run, {"NVLink": run}) == text  # itself: not quoted twice
@@ -387,16 +513,24 @@ def test_c12_without_gpus_or_a_split_and_with_nsys():
 def test_rank_traces_sort_by_rank_number(tmp_path):
     for name in ("trace_rank10.json", "trace_rank2.json", "trace_rank0.json", "other.json"):
         (tmp_path / name).write_text("{}")
-    assert [x.name for x in traces.rank_traces(tmp_path)] == ["trace_rank0.json", "trace_rank2.json", "trace_rank10.json"]
+    assert [x.name for x in traces.rank_traces(tmp_path)] == [
+        "trace_rank0.json",
+        "trace_rank2.json",
+        "trace_rank10.json",
+    ]
     assert [x.name for x in traces.rank_traces(tmp_path, "*.json")][:2] == ["other.json", "trace_rank0.json"]
 
 
 def test_the_kernel_summary():
-    text = ("junk before\n Time (%),Total Time (ns),Instances,Name\n50,\"1,500,000\",3,ncclDevKernel_AllReduce\n"
-            "50,2500000,10,sm90_gemm\n1,,1,empty\n1,x,1,bad\n1,5,1,\n")
+    text = (
+        'junk before\n Time (%),Total Time (ns),Instances,Name\n50,"1,500,000",3,ncclDevKernel_AllReduce\n'
+        "50,2500000,10,sm90_gemm\n1,,1,empty\n1,x,1,bad\n1,5,1,\n"
+    )
     rows = traces.parse_kernel_summary(text)
-    assert rows == [{"name": "ncclDevKernel_AllReduce", "total_ns": 1.5e6, "instances": 3},
-                    {"name": "sm90_gemm", "total_ns": 2.5e6, "instances": 10}]
+    assert rows == [
+        {"name": "ncclDevKernel_AllReduce", "total_ns": 1.5e6, "instances": 3},
+        {"name": "sm90_gemm", "total_ns": 2.5e6, "instances": 10},
+    ]
     assert traces.kernel_summary_split(rows) == {"compute_ms": 2.5, "comm_ms": 1.5}
     assert traces.parse_kernel_summary("no header\n") == []
     assert traces._pid((7 << 24) | 5) == 7 and traces._pid(None) is None
@@ -409,8 +543,10 @@ def test_an_nsys_result_as_a_table():
     assert traces.NsysResult(available=False, command=[]).to_frame().empty
 
 
-DMON = ("#Time gpu sm mem enc dec\n#HH:MM:SS Idx % % % %\n10:00:01 0 5 1 0 0\n10:00:02 0 98 3 0 0\n"
-        "10:00:03 0 100 4 0 0\n10:00:05 0 7 1 0 0\n")
+DMON = (
+    "#Time gpu sm mem enc dec\n#HH:MM:SS Idx % % % %\n10:00:01 0 5 1 0 0\n10:00:02 0 98 3 0 0\n"
+    "10:00:03 0 100 4 0 0\n10:00:05 0 7 1 0 0\n"
+)
 
 
 def test_dmon_busy_during_a_window():

@@ -20,23 +20,48 @@ from nvtutorial.report.verdict import compare
 def gpu_run(rows, ranks=None, label="2× test GPU", gpu=True):
     """A run as the readers see it: rank 0's metrics, per-rank metrics, a label and an environment."""
     metrics = {"rows": rows, "device": "cuda:0" if gpu else "cpu", "model_params": 1_000_000}
-    return types.SimpleNamespace(metrics=metrics, ranks=ranks or [metrics], label=label,
-                                 env=types.SimpleNamespace(is_gpu=gpu))
+    return types.SimpleNamespace(
+        metrics=metrics, ranks=ranks or [metrics], label=label, env=types.SimpleNamespace(is_gpu=gpu)
+    )
 
 
 def row(variant="baseline", rounds=(10.0, 10.1), batch=8, **extra):
-    return {"variant": variant, "step_ms_rounds": list(rounds), "per_gpu_batch": batch, "status": "ok",
-            "step_ms": sorted(rounds)[len(rounds) // 2], **extra}
+    return {
+        "variant": variant,
+        "step_ms_rounds": list(rounds),
+        "per_gpu_batch": batch,
+        "status": "ok",
+        "step_ms": sorted(rounds)[len(rounds) // 2],
+        **extra,
+    }
 
 
 # --------------------------------------------------------------------------- reading the rows
 def test_normalise_row_in_both_layouts():
     today = t.normalise_row(row(rounds=(3.0, 1.0, 2.0)))
     assert today["step_ms_repeats"] == [3.0, 1.0, 2.0] and "layout" not in today
-    old = t.normalise_row({"variant": "amp=fp16", "per_gpu_batch": 8, "accumulation": 4, "status": "ok",
-                           "step_ms": 5.0, "step_ms_min": 4.0, "step_ms_max": 7.0})
-    assert old == {"variant": "fp16", "per_gpu_batch": 32, "accumulation": 4, "status": "ok", "step_ms": 5.0,
-                   "step_ms_min": 4.0, "step_ms_max": 7.0, "layout": "committed", "step_ms_repeats": [4.0, 5.0, 7.0]}
+    old = t.normalise_row(
+        {
+            "variant": "amp=fp16",
+            "per_gpu_batch": 8,
+            "accumulation": 4,
+            "status": "ok",
+            "step_ms": 5.0,
+            "step_ms_min": 4.0,
+            "step_ms_max": 7.0,
+        }
+    )
+    assert old == {
+        "variant": "fp16",
+        "per_gpu_batch": 32,
+        "accumulation": 4,
+        "status": "ok",
+        "step_ms": 5.0,
+        "step_ms_min": 4.0,
+        "step_ms_max": 7.0,
+        "layout": "committed",
+        "step_ms_repeats": [4.0, 5.0, 7.0],
+    }
     failed = t.normalise_row({"variant": "compile=true", "per_gpu_batch": 8, "status": "OOM"})
     assert failed["variant"] == "torch.compile" and "step_ms_repeats" not in failed and failed["per_gpu_batch"] == 8
     assert t.normalise_row({"variant": "new name", "per_gpu_batch": 2})["variant"] == "new name"
@@ -54,8 +79,12 @@ def test_rows_of_a_run_a_rank_and_a_metrics_dict():
 
 
 def test_find_row_by_variant_batch_and_repeat():
-    rows = [row("baseline", batch=8), row("baseline", batch=4), row("baseline", batch=8, aa_repeat=True, tag="again"),
-            row("fp16", batch=8)]
+    rows = [
+        row("baseline", batch=8),
+        row("baseline", batch=4),
+        row("baseline", batch=8, aa_repeat=True, tag="again"),
+        row("fp16", batch=8),
+    ]
     assert t.find_row(rows, "baseline")["per_gpu_batch"] == 8 and "tag" not in t.find_row(rows, "baseline")
     assert t.find_row(rows, "baseline", 4)["per_gpu_batch"] == 4
     assert t.find_row(rows, "baseline", 8, aa_repeat=True)["tag"] == "again"
@@ -72,11 +101,17 @@ def test_ok_needs_a_measured_row():
 
 
 def test_the_aa_gap_of_a_run():
-    rows = [t.normalise_row(r) for r in (row("baseline", (10.0, 10.2)), row("fp16", (8.0, 8.1)),
-                                         row("baseline", (10.5, 10.7), aa_repeat=True))]
+    rows = [
+        t.normalise_row(r)
+        for r in (row("baseline", (10.0, 10.2)), row("fp16", (8.0, 8.1)), row("baseline", (10.5, 10.7), aa_repeat=True))
+    ]
     assert t.aa_gap_of(rows) == pytest.approx((10.6 - 10.1) / 10.1)
-    committed = [t.normalise_row({"variant": v, "per_gpu_batch": 8, "status": "ok", "step_ms": m, "step_ms_min": m - 1,
-                                  "step_ms_max": m + 1}) for v, m in (("base", 10.0), ("flash_sdp=false", 10.4))]
+    committed = [
+        t.normalise_row(
+            {"variant": v, "per_gpu_batch": 8, "status": "ok", "step_ms": m, "step_ms_min": m - 1, "step_ms_max": m + 1}
+        )
+        for v, m in (("base", 10.0), ("flash_sdp=false", 10.4))
+    ]
     assert t.aa_gap_of(committed) == pytest.approx(0.04)
     assert t.aa_gap_of(committed[:1]) is None
     lost = rows[:2] + [t.normalise_row(row("baseline", (10.5, 10.7), batch=4, aa_repeat=True))]
@@ -101,13 +136,21 @@ def test_where_and_is_gpu():
 
 
 # --------------------------------------------------------------------------- the lesson run's checks
-@pytest.mark.parametrize("first, last, status", [
-    ((1.0, 0.2), (0.5, 0.4), "pass"), ((1.0, 0.2), (1.0, 0.4), "fail"), ((1.0, 0.2), (0.5, 0.2), "fail"),
-    ((1.0, 0.2), (1.1, 0.1), "fail"),
-])
+@pytest.mark.parametrize(
+    "first, last, status",
+    [
+        ((1.0, 0.2), (0.5, 0.4), "pass"),
+        ((1.0, 0.2), (1.0, 0.4), "fail"),
+        ((1.0, 0.2), (0.5, 0.2), "fail"),
+        ((1.0, 0.2), (1.1, 0.1), "fail"),
+    ],
+)
 def test_training_learns(first, last, status):
-    history = [{"epoch": 0, "loss": first[0], "iou": first[1]}, {"epoch": 1, "loss": 0.7, "iou": 0.3},
-               {"epoch": 2, "loss": last[0], "iou": last[1]}]
+    history = [
+        {"epoch": 0, "loss": first[0], "iou": first[1]},
+        {"epoch": 1, "loss": 0.7, "iou": 0.3},
+        {"epoch": 2, "loss": last[0], "iou": last[1]},
+    ]
     v = t.training_verdict(history, "here")
     assert v.status == status and v.where == "here" and v.key == "03.training"
     assert v.numbers == {"loss_first": first[0], "loss_last": last[0], "iou_first": first[1], "iou_last": last[1]}
@@ -131,13 +174,36 @@ def orders(with_epochs, without_epochs):
     return {"with_set_epoch": with_epochs, "without_set_epoch": without_epochs}
 
 
-@pytest.mark.parametrize("ranks, status, numbers", [
-    ([orders([[0, 2], [2, 0]], [[0, 2], [0, 2]]), orders([[1, 3], [3, 1]], [[1, 3], [1, 3]])], "pass", (True, True, True)),
-    ([orders([[0, 2], [2, 0]], [[0, 2], [0, 2]]), orders([[1, 2], [3, 1]], [[1, 3], [1, 3]])], "fail", (False, True, True)),
-    ([orders([[0, 2], [0, 2]], [[0, 2], [0, 2]]), orders([[1, 3], [3, 1]], [[1, 3], [1, 3]])], "fail", (True, False, True)),
-    ([orders([[0, 2], [2, 0]], [[0, 2], [2, 0]]), orders([[1, 3], [3, 1]], [[1, 3], [1, 3]])], "fail", (True, True, False)),
-    ([orders([[0, 2]], [[0, 2]]), orders([[1, 3]], [[1, 3]])], "fail", (True, True, True)),  # one epoch says nothing
-])
+@pytest.mark.parametrize(
+    "ranks, status, numbers",
+    [
+        (
+            [orders([[0, 2], [2, 0]], [[0, 2], [0, 2]]), orders([[1, 3], [3, 1]], [[1, 3], [1, 3]])],
+            "pass",
+            (True, True, True),
+        ),
+        (
+            [orders([[0, 2], [2, 0]], [[0, 2], [0, 2]]), orders([[1, 2], [3, 1]], [[1, 3], [1, 3]])],
+            "fail",
+            (False, True, True),
+        ),
+        (
+            [orders([[0, 2], [0, 2]], [[0, 2], [0, 2]]), orders([[1, 3], [3, 1]], [[1, 3], [1, 3]])],
+            "fail",
+            (True, False, True),
+        ),
+        (
+            [orders([[0, 2], [2, 0]], [[0, 2], [2, 0]]), orders([[1, 3], [3, 1]], [[1, 3], [1, 3]])],
+            "fail",
+            (True, True, False),
+        ),
+        (
+            [orders([[0, 2]], [[0, 2]]), orders([[1, 3]], [[1, 3]])],
+            "fail",
+            (True, True, True),
+        ),  # one epoch says nothing
+    ],
+)
 def test_the_sampler_verdict(ranks, status, numbers):
     v = t.sampler_verdict(ranks, "")
     assert v.status == status
@@ -147,8 +213,15 @@ def test_the_sampler_verdict(ranks, status, numbers):
 VALUES = {"single": 0.6, "sums": 0.6, "source": 1.2, "world": 2, "samples_counted": 21, "samples": 21}
 
 
-@pytest.mark.parametrize("change, status", [({}, "pass"), ({"sums": 0.6 * (1 + 9e-6)}, "pass"),
-                                            ({"sums": 0.6 * (1 + 2e-5)}, "fail"), ({"samples_counted": 22}, "fail")])
+@pytest.mark.parametrize(
+    "change, status",
+    [
+        ({}, "pass"),
+        ({"sums": 0.6 * (1 + 9e-6)}, "pass"),
+        ({"sums": 0.6 * (1 + 2e-5)}, "fail"),
+        ({"samples_counted": 22}, "fail"),
+    ],
+)
 def test_validation_with_sums_and_counts(change, status):
     exact, c18 = t.validation_verdicts({**VALUES, **change}, "here")[:2]
     assert exact.key == "03.validation" and exact.status == status and exact.where == "here"
@@ -158,13 +231,19 @@ def test_validation_with_sums_and_counts(change, status):
     assert loose.status == ("fail" if "samples_counted" in change else "pass")
 
 
-@pytest.mark.parametrize("source, status", [(1.2, "partly"), (0.6 * 1.0099, "holds"), (0.6 * 1.0101, "partly"),
-                                            (0.6 * 0.9899, "partly"), (0.6, "holds")])
+@pytest.mark.parametrize(
+    "source, status",
+    [(1.2, "partly"), (0.6 * 1.0099, "holds"), (0.6 * 1.0101, "partly"), (0.6 * 0.9899, "partly"), (0.6, "holds")],
+)
 def test_c18_in_notebook_03_is_the_sources_value_against_the_loss(source, status):
     out = t.validation_verdicts({**VALUES, "source": source}, "")
     assert len(out) == 2
-    assert out[1].status == status and out[1].numbers == {"source": source, "single": 0.6, "ratio": source / 0.6,
-                                                          "world": 2}
+    assert out[1].status == status and out[1].numbers == {
+        "source": source,
+        "single": 0.6,
+        "ratio": source / 0.6,
+        "world": 2,
+    }
 
 
 def test_the_mean_of_means_is_shown_when_measured():
@@ -177,19 +256,24 @@ def history(*losses, start=0):
     return [{"epoch": start + i, "loss": x} for i, x in enumerate(losses)]
 
 
-@pytest.mark.parametrize("resumed, digest, status, worst", [
-    (history(0.5, 0.4, start=1), "a", "pass", 0.0),
-    (history(0.5, 0.4, start=1), "b", "pass", 0.0),  # not bit-identical, losses agree
-    (history(0.5, 0.4 * 1.0009, start=1), "b", "pass", 9e-4),
-    (history(0.5, 0.4 * 1.0011, start=1), "b", "fail", 1.1e-3),
-    (history(0.5, 0.4 * 1.0011, start=1), "a", "pass", 1.1e-3),  # bit-identical weights decide
-])
+@pytest.mark.parametrize(
+    "resumed, digest, status, worst",
+    [
+        (history(0.5, 0.4, start=1), "a", "pass", 0.0),
+        (history(0.5, 0.4, start=1), "b", "pass", 0.0),  # not bit-identical, losses agree
+        (history(0.5, 0.4 * 1.0009, start=1), "b", "pass", 9e-4),
+        (history(0.5, 0.4 * 1.0011, start=1), "b", "fail", 1.1e-3),
+        (history(0.5, 0.4 * 1.0011, start=1), "a", "pass", 1.1e-3),  # bit-identical weights decide
+    ],
+)
 def test_resume_against_the_uninterrupted_run(resumed, digest, status, worst):
     v = t.resume_verdict({"digest": "a", "history": history(0.9, 0.5, 0.4)}, {"digest": digest, "history": resumed}, "")
     assert v.status == status and v.numbers["max_rel_loss_diff"] == pytest.approx(worst, abs=1e-9)
     assert v.numbers["from_epoch"] == 1 and v.numbers["epochs"] == 2 and v.numbers["identical"] is (digest == "a")
     with pytest.raises(ValueError, match="trained no epoch"):
-        t.resume_verdict({"digest": "a", "history": history(0.9)}, {"digest": "a", "history": history(0.5, start=3)}, "")
+        t.resume_verdict(
+            {"digest": "a", "history": history(0.9)}, {"digest": "a", "history": history(0.5, start=3)}, ""
+        )
 
 
 # --------------------------------------------------------------------------- scaling, C1 and C15
@@ -201,18 +285,38 @@ def test_efficiency_and_counted_bytes():
             t.efficiency(*bad)
     with pytest.raises(ValueError):
         t.efficiency(1.0, 1.0, 0)
-    assert t.counted_gb({"param_bytes": 1e9, "grad_bytes": 1e9, "optimizer_bytes": 2e9, "saved_activation_bytes": 5e8}) \
+    assert (
+        t.counted_gb({"param_bytes": 1e9, "grad_bytes": 1e9, "optimizer_bytes": 2e9, "saved_activation_bytes": 5e8})
         == 4.5
-    assert t.counted_gb({"param_bytes": 1e9, "grad_bytes": 1e9, "optimizer_bytes": None,
-                         "saved_activation_bytes": 1}) is None
+    )
+    assert (
+        t.counted_gb({"param_bytes": 1e9, "grad_bytes": 1e9, "optimizer_bytes": None, "saved_activation_bytes": 1})
+        is None
+    )
 
 
 def scaling_rows(sps_solo=100.0, sps_fixed=196.0, sps_global=180.0, mem=(10.0, (10.0, 10.05), (5.3, 5.31))):
     solo = row(t.SOLO, batch=16, samples_per_s=sps_solo, peak_mem_gb_per_rank=[mem[0]], global_batch=16)
-    fixed = row("baseline", batch=16, samples_per_s=sps_fixed, peak_mem_gb_per_rank=list(mem[1]), global_batch=32,
-                world_size=2, comm_share=0.1, nosync_step_ms=9.0)
-    glob = row("baseline", batch=8, samples_per_s=sps_global, peak_mem_gb_per_rank=list(mem[2]), global_batch=16,
-               world_size=2, comm_share=0.2, nosync_step_ms=5.0)
+    fixed = row(
+        "baseline",
+        batch=16,
+        samples_per_s=sps_fixed,
+        peak_mem_gb_per_rank=list(mem[1]),
+        global_batch=32,
+        world_size=2,
+        comm_share=0.1,
+        nosync_step_ms=9.0,
+    )
+    glob = row(
+        "baseline",
+        batch=8,
+        samples_per_s=sps_global,
+        peak_mem_gb_per_rank=list(mem[2]),
+        global_batch=16,
+        world_size=2,
+        comm_share=0.2,
+        nosync_step_ms=5.0,
+    )
     return [fixed, glob, solo]
 
 
@@ -240,8 +344,14 @@ def test_scaling_summary_takes_the_solo_row_from_a_separate_run():
 
 def test_scaling_summary_on_the_cpu_counts_bytes_per_rank():
     def counted(r, scale):
-        return {**r, "param_bytes": 1e9 * scale, "grad_bytes": 1e9 * scale, "optimizer_bytes": 2e9 * scale,
-                "saved_activation_bytes": 1e9 * scale}
+        return {
+            **r,
+            "param_bytes": 1e9 * scale,
+            "grad_bytes": 1e9 * scale,
+            "optimizer_bytes": 2e9 * scale,
+            "saved_activation_bytes": 1e9 * scale,
+        }
+
     r0 = [counted(r, s) for r, s in zip(scaling_rows(), (1.0, 0.6, 1.0))]
     r1 = [counted(r, s) for r, s in zip(scaling_rows(), (1.0, 0.5, 1.0))]
     s = t.scaling_summary(gpu_run(r0, ranks=[{"rows": r0}, {"rows": r1}], gpu=False))
@@ -251,18 +361,33 @@ def test_scaling_summary_on_the_cpu_counts_bytes_per_rank():
 
 
 def summary(speedup=1.96, gpu_ratio_global=(0.53, 0.53), ratio_fixed=(1.0, 1.0), memory="peak_mem_gb"):
-    return {"one_gpu_batch": 16, "memory": memory, "where": "GPU",
-            "fixed_per_gpu": {"speedup": speedup, "efficiency": speedup / 2, "per_gpu_batch": 16,
-                              "memory_ratio_per_rank": list(ratio_fixed)},
-            "fixed_global": {"speedup": 1.8, "efficiency": 0.9, "per_gpu_batch": 8,
-                             "memory_ratio_per_rank": list(gpu_ratio_global)}}
+    return {
+        "one_gpu_batch": 16,
+        "memory": memory,
+        "where": "GPU",
+        "fixed_per_gpu": {
+            "speedup": speedup,
+            "efficiency": speedup / 2,
+            "per_gpu_batch": 16,
+            "memory_ratio_per_rank": list(ratio_fixed),
+        },
+        "fixed_global": {
+            "speedup": 1.8,
+            "efficiency": 0.9,
+            "per_gpu_batch": 8,
+            "memory_ratio_per_rank": list(gpu_ratio_global),
+        },
+    }
 
 
 @pytest.mark.parametrize("speedup, status", [(1.96, "wrong"), (2.0, "wrong"), (2.01, "holds"), (2.9, "holds")])
 def test_c1_at_its_threshold(speedup, status):
     v = t.verdict_c1(summary(speedup))
-    assert v.status == status and v.numbers == {"claimed": pytest.approx(168 / 58), "speedup": speedup,
-                                                "efficiency": speedup / 2}
+    assert v.status == status and v.numbers == {
+        "claimed": pytest.approx(168 / 58),
+        "speedup": speedup,
+        "efficiency": speedup / 2,
+    }
 
 
 def test_c1_is_not_decided_on_the_cpu_or_without_the_run():
@@ -271,11 +396,18 @@ def test_c1_is_not_decided_on_the_cpu_or_without_the_run():
     assert t.verdict_c1({"fixed_per_gpu": None}).status == "info" and t.verdict_c1({}).numbers == {}
 
 
-@pytest.mark.parametrize("glob, fixed, pattern", [
-    ((0.53, 0.53), (1.0, 1.0), True), ((0.53, 0.53), (1.049, 0.951), True), ((0.53, 0.53), (1.05, 1.0), False),
-    ((0.53, 0.53), (0.95, 1.0), False), ((0.98, 0.98), (1.0, 1.0), True), ((0.99, 0.53), (1.0, 1.0), False),
-    ((0.53, 0.94), (0.95 + 1e-9, 1.0), True),
-])
+@pytest.mark.parametrize(
+    "glob, fixed, pattern",
+    [
+        ((0.53, 0.53), (1.0, 1.0), True),
+        ((0.53, 0.53), (1.049, 0.951), True),
+        ((0.53, 0.53), (1.05, 1.0), False),
+        ((0.53, 0.53), (0.95, 1.0), False),
+        ((0.98, 0.98), (1.0, 1.0), True),
+        ((0.99, 0.53), (1.0, 1.0), False),
+        ((0.53, 0.94), (0.95 + 1e-9, 1.0), True),
+    ],
+)
 def test_c15_needs_less_memory_only_with_a_fixed_global_batch(glob, fixed, pattern):
     v = t.verdict_c15(summary(gpu_ratio_global=glob, ratio_fixed=fixed))
     assert v.numbers["pattern_holds"] is pattern and v.status == ("partly" if pattern else "info")
@@ -300,8 +432,11 @@ def test_scaling_verdicts_and_frame():
     out = t.scaling_verdicts(s, gpu=True)
     assert [v.key for v in out] == ["03.scaling.fixed_per_gpu", "03.scaling.fixed_global", "C1", "C15"]
     assert out[0].numbers == {"speedup": 1.96, "efficiency": 0.98} and out[0].where == "GPU"
-    assert [v.key for v in t.scaling_verdicts({**s, "fixed_global": None}, gpu=False)] == \
-        ["03.scaling.fixed_per_gpu", "C1", "C15"]
+    assert [v.key for v in t.scaling_verdicts({**s, "fixed_global": None}, gpu=False)] == [
+        "03.scaling.fixed_per_gpu",
+        "C1",
+        "C15",
+    ]
     frame = t.scaling_frame(s)
     assert list(frame["convention"]) == ["fixed per-GPU batch", "fixed global batch"]
     assert list(frame["speed-up"]) == [1.96, 1.8] and list(frame["efficiency %"]) == [98.0, 90.0]
@@ -328,8 +463,12 @@ def test_the_scaling_explanation_splits_the_loss():
 
 # --------------------------------------------------------------------------- C14: transports
 def transport_row(ms, aa=0.005, comm=0.1):
-    return {"repeats_every_rank": [ms * f for f in (0.998, 1.0, 1.002, 0.999, 1.001, 1.0)], "aa_gap": aa,
-            "step_ms_per_rank": [ms, ms], "comm_share": comm}
+    return {
+        "repeats_every_rank": [ms * f for f in (0.998, 1.0, 1.002, 0.999, 1.001, 1.0)],
+        "aa_gap": aa,
+        "step_ms_per_rank": [ms, ms],
+        "comm_share": comm,
+    }
 
 
 def test_transport_comparison_takes_the_larger_aa_gap():
@@ -339,25 +478,42 @@ def test_transport_comparison_takes_the_larger_aa_gap():
     rows["nvlink"]["aa_gap"] = None
     assert t.transport_comparison(rows, "host").aa_gap == 0.03
     rows["host"]["aa_gap"] = None
-    assert t.transport_comparison(rows, "host").aa_gap is None and t.transport_comparison(rows, "host").status == "slower"
-    assert t.transport_comparison(rows, "socket") is None and t.transport_comparison({"host": rows["host"]}, "host") is None
+    assert (
+        t.transport_comparison(rows, "host").aa_gap is None and t.transport_comparison(rows, "host").status == "slower"
+    )
+    assert (
+        t.transport_comparison(rows, "socket") is None
+        and t.transport_comparison({"host": rows["host"]}, "host") is None
+    )
     assert t.transport_comparison({**rows, "host": {"repeats_every_rank": []}}, "host") is None
 
 
-@pytest.mark.parametrize("host_ms, status", [
-    (100.1, "partly"), (103.0, "partly"), (100.0 * (1 + t.SOURCE_C14_GAP / 2) - 0.1, "partly"),
-    (100.0 * (1 + t.SOURCE_C14_GAP / 2) + 0.1, "holds"), (118.0, "holds"),
-    (100.0 * (1 + 2 * t.SOURCE_C14_GAP) - 0.1, "holds"), (100.0 * (1 + 2 * t.SOURCE_C14_GAP) + 0.1, "partly"),
-    (160.0, "partly"), (80.0, "wrong"),
-])
+@pytest.mark.parametrize(
+    "host_ms, status",
+    [
+        (100.1, "partly"),
+        (103.0, "partly"),
+        (100.0 * (1 + t.SOURCE_C14_GAP / 2) - 0.1, "partly"),
+        (100.0 * (1 + t.SOURCE_C14_GAP / 2) + 0.1, "holds"),
+        (118.0, "holds"),
+        (100.0 * (1 + 2 * t.SOURCE_C14_GAP) - 0.1, "holds"),
+        (100.0 * (1 + 2 * t.SOURCE_C14_GAP) + 0.1, "partly"),
+        (160.0, "partly"),
+        (80.0, "wrong"),
+    ],
+)
 def test_c14_at_its_thresholds(host_ms, status):
     rows = {"nvlink": transport_row(100.0), "host": transport_row(host_ms, comm=0.2), "socket": transport_row(170.0)}
     v = t.verdict_c14(rows, gpu=True, where_="GPU")
     host = t.transport_comparison(rows, "host")
     assert v.status == status and v.where == "GPU"
-    assert v.numbers == {"host_vs_nvlink": host.ratio, "noise": host.noise,
-                         "socket_vs_nvlink": t.transport_comparison(rows, "socket").ratio,
-                         "comm_share_nvlink": 0.1, "comm_share_host": 0.2}
+    assert v.numbers == {
+        "host_vs_nvlink": host.ratio,
+        "noise": host.noise,
+        "socket_vs_nvlink": t.transport_comparison(rows, "socket").ratio,
+        "comm_share_nvlink": 0.1,
+        "comm_share_host": 0.2,
+    }
     assert t.SOURCE_C14_GAP == pytest.approx(5 / 29)
 
 
@@ -399,7 +555,9 @@ def test_transport_rows_and_the_sources_table():
     rows = t.transport_rows(paths, 8)
     assert rows["socket"] is None and rows["1gpu"]["per_gpu_batch"] == 16
     nv = rows["nvlink"]
-    assert nv["repeats_every_rank"] == pytest.approx([10.0, 10.01, 10.0, 10.01]) and nv["aa_gap"] == pytest.approx(0.01, abs=1e-3)
+    assert nv["repeats_every_rank"] == pytest.approx([10.0, 10.01, 10.0, 10.01]) and nv["aa_gap"] == pytest.approx(
+        0.01, abs=1e-3
+    )
     assert nv["step_ms_per_rank"] == pytest.approx([10.01, 10.01]) and rows["host"]["aa_gap"] is None
     fallback = t.transport_rows({"1gpu": gpu_run([row("baseline", batch=16, samples_per_s=800.0)])}, 8)
     assert fallback["1gpu"]["variant"] == "baseline"
@@ -408,10 +566,21 @@ def test_transport_rows_and_the_sources_table():
     label = t.PATHS
     assert table.loc[label["1gpu"], "min/epoch (ours)"] == round(60_000 / 800.0 / 60, 2)
     assert table.loc[label["nvlink"], "speed-up (ours)"] == round(100.0 / 800.0, 2)
-    assert table.loc[label["nvlink"], "comm share (ours)"] == "n/a" and table.loc[label["1gpu"], "comm share (ours)"] == "—"
-    assert table.loc[label["socket"], "min/epoch (ours)"] == "not run" and table.loc[label["socket"], "min/epoch (source)"] == "—"
-    assert table.loc[label["host"], "min/epoch (source)"] == 34.0 and table.loc[label["host"], "comm share (source)"] == "18.0 %"
-    assert table.loc[label["1gpu"], "speed-up (source)"] == 1.0 and table.loc[label["1gpu"], "comm share (source)"] == "—"
+    assert (
+        table.loc[label["nvlink"], "comm share (ours)"] == "n/a"
+        and table.loc[label["1gpu"], "comm share (ours)"] == "—"
+    )
+    assert (
+        table.loc[label["socket"], "min/epoch (ours)"] == "not run"
+        and table.loc[label["socket"], "min/epoch (source)"] == "—"
+    )
+    assert (
+        table.loc[label["host"], "min/epoch (source)"] == 34.0
+        and table.loc[label["host"], "comm share (source)"] == "18.0 %"
+    )
+    assert (
+        table.loc[label["1gpu"], "speed-up (source)"] == 1.0 and table.loc[label["1gpu"], "comm share (source)"] == "—"
+    )
     assert table.loc[label["nvlink"], "step ms, each rank"] == "10.01, 10.01"
     cpu = t.source_comparison(rows, 60_000, gpu=False)
     assert list(cpu["path"]) == list(t.CPU_PATHS.values())

@@ -15,8 +15,21 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from nvtutorial.report.verdict import (
-    CHECK_STATUSES, CLAIM_STATUSES, COMPARISON_STATUSES, GRADE_STATUSES, MIME, STATUSES, UNDECIDED, Comparison, Verdict,
-    _plain, aa_gap, compare, comparison_verdict, relative_spread, verdicts_in_notebook,
+    CHECK_STATUSES,
+    CLAIM_STATUSES,
+    COMPARISON_STATUSES,
+    GRADE_STATUSES,
+    MIME,
+    STATUSES,
+    UNDECIDED,
+    Comparison,
+    Verdict,
+    _plain,
+    aa_gap,
+    compare,
+    comparison_verdict,
+    relative_spread,
+    verdicts_in_notebook,
 )
 
 
@@ -37,9 +50,16 @@ def test_the_noise_is_the_largest_of_the_spreads_the_aa_gap_and_the_floor():
     assert compare(still, still, aa_gap=0.0).noise == 0.01 and compare(still, still, aa_gap=0.02).noise == 0.02
 
 
-@pytest.mark.parametrize("change, status", [
-    (-0.0101, "faster"), (-0.0099, "no change"), (0.0, "no change"), (0.0099, "no change"), (0.0101, "slower"),
-])
+@pytest.mark.parametrize(
+    "change, status",
+    [
+        (-0.0101, "faster"),
+        (-0.0099, "no change"),
+        (0.0, "no change"),
+        (0.0099, "no change"),
+        (0.0101, "slower"),
+    ],
+)
 def test_a_change_counts_only_beyond_the_floor(change, status):
     c = compare([100.0, 100.0], [100.0 * (1 + change)] * 2)
     assert c.status == status and c.noise == 0.01
@@ -73,8 +93,12 @@ def test_each_side_needs_two_positive_finite_repeats():
 
 
 @settings(max_examples=300, deadline=None, derandomize=True, database=None)
-@given(st.lists(st.floats(0.1, 1e4), min_size=2, max_size=6), st.lists(st.floats(0.1, 1e4), min_size=2, max_size=6),
-       st.one_of(st.none(), st.floats(0, 0.5)), st.booleans())
+@given(
+    st.lists(st.floats(0.1, 1e4), min_size=2, max_size=6),
+    st.lists(st.floats(0.1, 1e4), min_size=2, max_size=6),
+    st.one_of(st.none(), st.floats(0, 0.5)),
+    st.booleans(),
+)
 def test_compare_is_one_rule_for_any_input(base, cand, gap, lower):
     c = compare(base, cand, aa_gap=gap, lower_is_better=lower)
     spread = (relative_spread(base), relative_spread(cand))
@@ -135,14 +159,26 @@ def test_a_verdict_travels_through_a_notebook_and_back():
     assert bundle["text/plain"] == str(v)
     assert bundle["text/markdown"] == "**C1 · wrong**: claimed 2.9×  \n<small>measured on: 2× H200</small>"
     assert Verdict("x", "info", "t")._repr_mimebundle_()["text/markdown"] == "**x · info**: t"
-    assert bundle[MIME] == {"key": "C1", "status": "wrong", "text": "claimed 2.9×",
-                            "numbers": {"speedup": 1.96, "steps": [1, 2], "inf": None}, "where": "2× H200"}
-    nb = {"cells": [
-        {"cell_type": "markdown", "source": "x", "outputs": [{"data": {MIME: bundle[MIME]}}]},  # not a code cell
-        {"cell_type": "code", "outputs": [{"output_type": "stream", "text": "C2 · wrong: printed"}]},
-        {"cell_type": "code", "outputs": [{"output_type": "display_data", "data": {MIME: json.dumps(bundle[MIME])}},
-                                          {"output_type": "display_data", "data": {MIME: Verdict("y", "pass", "t").to_dict()}}]},
-    ]}
+    assert bundle[MIME] == {
+        "key": "C1",
+        "status": "wrong",
+        "text": "claimed 2.9×",
+        "numbers": {"speedup": 1.96, "steps": [1, 2], "inf": None},
+        "where": "2× H200",
+    }
+    nb = {
+        "cells": [
+            {"cell_type": "markdown", "source": "x", "outputs": [{"data": {MIME: bundle[MIME]}}]},  # not a code cell
+            {"cell_type": "code", "outputs": [{"output_type": "stream", "text": "C2 · wrong: printed"}]},
+            {
+                "cell_type": "code",
+                "outputs": [
+                    {"output_type": "display_data", "data": {MIME: json.dumps(bundle[MIME])}},
+                    {"output_type": "display_data", "data": {MIME: Verdict("y", "pass", "t").to_dict()}},
+                ],
+            },
+        ]
+    }
     first, second = verdicts_in_notebook(nb)
     assert (first.key, first.status, first.numbers["speedup"], first.where) == ("C1", "wrong", 1.96, "2× H200")
     assert (second.key, second.status, second.numbers, second.where) == ("y", "pass", {}, "")
@@ -153,7 +189,12 @@ def test_numbers_become_plain_json():
     import numpy as np
     import torch
 
-    assert _plain({1: np.float32(0.5), "t": torch.tensor(3), "n": math.nan, "i": -math.inf, "ok": True}) == \
-        {"1": 0.5, "t": 3, "n": None, "i": None, "ok": True}
+    assert _plain({1: np.float32(0.5), "t": torch.tensor(3), "n": math.nan, "i": -math.inf, "ok": True}) == {
+        "1": 0.5,
+        "t": 3,
+        "n": None,
+        "i": None,
+        "ok": True,
+    }
     assert _plain([(1, "a"), None, b"x"]) == [[1, "a"], None, "b'x'"]
     assert _plain(object.__new__(Comparison).__class__) == str(Comparison)

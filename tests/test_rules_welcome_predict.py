@@ -11,18 +11,28 @@ import types
 import pytest
 import torch
 
-from nvtutorial.report import predict
 from nvtutorial.chapters.ch00_welcome import report as welcome
+from nvtutorial.report import predict
 from nvtutorial.report.predict import PredictionError, grade_choice, grade_number
-
 from tests.ranks_harness import forked, reap
 
 
 # --------------------------------------------------------------------------- grading a number
-@pytest.mark.parametrize("prediction, status", [
-    (100.0, "right"), (125.0, "right"), (75.0, "right"), (125.1, "close"), (74.9, "close"), (200.0, "close"),
-    (50.0, "close"), (200.1, "off"), (49.9, "off"), (1.0, "off"),
-])
+@pytest.mark.parametrize(
+    "prediction, status",
+    [
+        (100.0, "right"),
+        (125.0, "right"),
+        (75.0, "right"),
+        (125.1, "close"),
+        (74.9, "close"),
+        (200.0, "close"),
+        (50.0, "close"),
+        (200.1, "off"),
+        (49.9, "off"),
+        (1.0, "off"),
+    ],
+)
 def test_grade_number_at_its_bounds(prediction, status):
     v = grade_number("k", prediction, 100.0, unit="GB/s", where="here", explanation="why")
     assert v.status == status and v.key == "k" and v.where == "here"
@@ -33,15 +43,25 @@ def test_grade_number_bounds_can_be_moved_and_a_limit_named():
     assert grade_number("k", 110.0, 100.0, unit="x", where="", explanation="", right_within=0.05).status == "close"
     assert grade_number("k", 140.0, 100.0, unit="x", where="", explanation="", close_within=0.3).status == "off"
     assert grade_number("k", 130.0, 100.0, unit="x", where="", explanation="", close_within=0.3).status == "close"
-    text = grade_number("k", 500.0, 100.0, unit="GB/s", where="", explanation="e", limit=450.0,
-                        limit_name="physical limit of NV18").text
+    text = grade_number(
+        "k", 500.0, 100.0, unit="GB/s", where="", explanation="e", limit=450.0, limit_name="physical limit of NV18"
+    ).text
     assert text.endswith("No run can pass the physical limit of NV18 of 450 GB/s.")
-    assert "No run can pass" not in grade_number("k", 450.0, 100.0, unit="GB/s", where="", explanation="", limit=450.0).text
-    assert grade_number("k", 100.2, 100.0, unit="x", where="", explanation="").text.startswith("You predicted 100.2 x: spot on")
+    assert (
+        "No run can pass"
+        not in grade_number("k", 450.0, 100.0, unit="GB/s", where="", explanation="", limit=450.0).text
+    )
+    assert grade_number("k", 100.2, 100.0, unit="x", where="", explanation="").text.startswith(
+        "You predicted 100.2 x: spot on"
+    )
     assert "1% too high" in grade_number("k", 101.0, 100.0, unit="x", where="", explanation="").text
     assert "10% too low" in grade_number("k", 90.0, 100.0, unit="x", where="", explanation="").text
-    assert "The reference measured: 100 x. e" in grade_number("k", 90.0, 100.0, unit="x", where="", explanation="e",
-                                                               measured_name="The reference measured").text
+    assert (
+        "The reference measured: 100 x. e"
+        in grade_number(
+            "k", 90.0, 100.0, unit="x", where="", explanation="e", measured_name="The reference measured"
+        ).text
+    )
 
 
 def test_grade_number_without_a_prediction_and_with_bad_input():
@@ -63,8 +83,10 @@ def test_grade_number_without_a_prediction_and_with_bad_input():
 CHOICES = {"a": "one", "b": "two", "C": "three"}
 
 
-@pytest.mark.parametrize("prediction, status", [("b", "right"), ("(b)", "right"), (" B ", "right"), ("a", "off"),
-                                                ("c", "off"), (None, "no answer")])
+@pytest.mark.parametrize(
+    "prediction, status",
+    [("b", "right"), ("(b)", "right"), (" B ", "right"), ("a", "off"), ("c", "off"), (None, "no answer")],
+)
 def test_grade_choice(prediction, status):
     v = grade_choice("k", prediction, "b", CHOICES, where="w", explanation="e")
     assert v.status == status and v.numbers == {"prediction": prediction, "answer": "b"} and v.where == "w"
@@ -108,8 +130,9 @@ def _failed(tmp_path, rank=1, exc="RuntimeError", env=True, pids=()):
     return types.SimpleNamespace(rank=rank, exc_type=exc, result=result)
 
 
-@pytest.mark.parametrize("rank, exc, status", [(1, "RuntimeError", "pass"), (0, "RuntimeError", "fail"),
-                                               (1, "ValueError", "fail")])
+@pytest.mark.parametrize(
+    "rank, exc, status", [(1, "RuntimeError", "pass"), (0, "RuntimeError", "fail"), (1, "ValueError", "fail")]
+)
 def test_the_failing_rank_is_named(tmp_path, rank, exc, status):
     v = welcome.crash(_failed(tmp_path, rank, exc))
     assert v.status == status and v.numbers == {"rank": rank, "exception": exc, "processes_left": 0}
@@ -132,8 +155,10 @@ def test_a_process_left_fails_the_crash_check(tmp_path):
 
 
 def test_the_innermost_cell_line_of_a_stack():
-    stack = ('Traceback:\n  File "<ranks cell 3>", line 2, in <module>\n    helper()\n'
-             '  File "<ranks cell 3>", line 7, in helper\n    dist.all_reduce(t)  # waits\n  File "x.py", line 1, in y\n')
+    stack = (
+        'Traceback:\n  File "<ranks cell 3>", line 2, in <module>\n    helper()\n'
+        '  File "<ranks cell 3>", line 7, in helper\n    dist.all_reduce(t)  # waits\n  File "x.py", line 1, in y\n'
+    )
     assert welcome.stuck_line(stack) == "dist.all_reduce(t)  # waits"
     assert welcome.stuck_line('  File "<ranks cell 1>", line 2, in <module>') is None  # no line after it
     assert welcome.stuck_line(None) is None and welcome.stuck_line("") is None
@@ -145,15 +170,25 @@ def outcome(rank, status, stack=None):
 
 def cell(line="dist.all_reduce(t)  # rank 1 never calls it", reason="timeout", others="ok", kept=True, stuck="timeout"):
     stack = f'  File "<ranks cell 2>", line 4, in <module>\n    {line}\n' if line else ""
-    return types.SimpleNamespace(reason=reason, timeout=5.0, group_kept=kept,
-                                 outcomes=[outcome(0, stuck, stack), outcome(1, others)])
+    return types.SimpleNamespace(
+        reason=reason, timeout=5.0, group_kept=kept, outcomes=[outcome(0, stuck, stack), outcome(1, others)]
+    )
 
 
-@pytest.mark.parametrize("kwargs, backend, status", [
-    ({}, "gloo", "pass"), ({"line": "x = t.item()"}, "nccl", "pass"), ({"line": "x = t.item()"}, "gloo", "fail"),
-    ({}, "nccl", "fail"), ({"reason": "error"}, "gloo", "fail"), ({"others": "timeout"}, "gloo", "fail"),
-    ({"kept": False}, "gloo", "fail"), ({"stuck": "ok"}, "gloo", "fail"), ({"line": None}, "gloo", "fail"),
-])
+@pytest.mark.parametrize(
+    "kwargs, backend, status",
+    [
+        ({}, "gloo", "pass"),
+        ({"line": "x = t.item()"}, "nccl", "pass"),
+        ({"line": "x = t.item()"}, "gloo", "fail"),
+        ({}, "nccl", "fail"),
+        ({"reason": "error"}, "gloo", "fail"),
+        ({"others": "timeout"}, "gloo", "fail"),
+        ({"kept": False}, "gloo", "fail"),
+        ({"stuck": "ok"}, "gloo", "fail"),
+        ({"line": None}, "gloo", "fail"),
+    ],
+)
 def test_the_hanging_rank(kwargs, backend, status):
     v = welcome.hang(cell(**kwargs), backend)
     assert v.status == status and v.numbers["expected"] == welcome.WAITS_AT[backend] and v.numbers["deadline_s"] == 5.0
@@ -180,8 +215,12 @@ def test_nothing_left_counts_live_processes_only():
     try:
         assert welcome.processes_left([alive, zombie, gone]) == [alive]
         v = welcome.nothing_left([alive, zombie, gone], "the stop button")
-        assert (v.key, v.status, v.numbers, v.where) == ("nothing left running", "fail", {"processes": 3, "left": 1},
-                                                         "this machine")
+        assert (v.key, v.status, v.numbers, v.where) == (
+            "nothing left running",
+            "fail",
+            {"processes": 3, "left": 1},
+            "this machine",
+        )
         assert str(alive) in v.text
         v = welcome.nothing_left([zombie, gone], "the stop button")
         assert (v.status, v.numbers) == ("pass", {"processes": 2, "left": 0})

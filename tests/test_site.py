@@ -45,8 +45,12 @@ def notebook_with_outputs(*texts: str) -> nbformat.NotebookNode:
 
 
 def test_run_labels_are_found_in_outputs():
-    nb = notebook_with_outputs(f"{GPU_LABEL}\n", f"start-up: 9.4 s of 11.5 s (82%) on {GPU_LABEL}\n",
-                               f"{CPU_LABEL}\n", "1× NVIDIA H200 · NCCL 2.28.9 · torch 2.11.0 · CUDA 13.0; one process\n")
+    nb = notebook_with_outputs(
+        f"{GPU_LABEL}\n",
+        f"start-up: 9.4 s of 11.5 s (82%) on {GPU_LABEL}\n",
+        f"{CPU_LABEL}\n",
+        "1× NVIDIA H200 · NCCL 2.28.9 · torch 2.11.0 · CUDA 13.0; one process\n",
+    )
     labels = build_site.run_labels(nb)
     assert labels[GPU_LABEL] == 2
     assert labels[CPU_LABEL] == 1
@@ -54,12 +58,25 @@ def test_run_labels_are_found_in_outputs():
 
 
 def _copy(kind="gpu", **kw):
-    base = dict(path=ROOT / "reference" / "h200x2" / "03_ddp_training.ipynb", kind=kind,
-                machine="2× NVIDIA H200 (NV18)", profile="full", commit="15fcf4b", date="2026-11-30",
-                duration_s=43.3, current=kind == "cpu", shared=7, cells=53)
+    base = dict(
+        path=ROOT / "reference" / "h200x2" / "03_ddp_training.ipynb",
+        kind=kind,
+        machine="2× NVIDIA H200 (NV18)",
+        profile="full",
+        commit="15fcf4b",
+        date="2026-11-30",
+        duration_s=43.3,
+        current=kind == "cpu",
+        shared=7,
+        cells=53,
+    )
     if kind == "cpu":
-        base.update(path=ROOT / "build" / "executed" / "03_ddp_training.ipynb", machine="this machine's CPU",
-                    profile="ci", commit="abc1234")
+        base.update(
+            path=ROOT / "build" / "executed" / "03_ddp_training.ipynb",
+            machine="this machine's CPU",
+            profile="ci",
+            commit="abc1234",
+        )
     return build_site.Copy(**{**base, **kw})
 
 
@@ -67,8 +84,15 @@ def test_every_notebook_page_says_where_its_outputs_come_from():
     gpu = build_site.provenance_cell(notebook_with_outputs(GPU_LABEL), _copy(current=True), []).source
     assert "2× NVIDIA H200 (NV18)" in gpu and "`15fcf4b`" in gpu and "43 s" in gpu and f"`{GPU_LABEL}`" in gpu
     assert ":class: note" in gpu and "this notebook's text as it is now" in gpu
-    older = [_copy(), _copy(path=ROOT / "reference" / "h200x1" / "08_strategy_ladder.ipynb", machine="1× NVIDIA H200",
-                        commit="3800717", note="one GPU")]
+    older = [
+        _copy(),
+        _copy(
+            path=ROOT / "reference" / "h200x1" / "08_strategy_ladder.ipynb",
+            machine="1× NVIDIA H200",
+            commit="3800717",
+            note="one GPU",
+        ),
+    ]
     cpu = build_site.provenance_cell(notebook_with_outputs(CPU_LABEL), _copy("cpu"), older).source
     assert ":class: warning" in cpu and "on the CPU" in cpu and "`abc1234`" in cpu and f"`{CPU_LABEL}`" in cpu
     # the GPU runs of older text, each linked (served under gpu-copies/) with its commit and how much still matches
@@ -91,13 +115,18 @@ def test_a_page_is_the_notebooks_cells_with_the_copys_outputs(tmp_path):
     assert [c.source for c in page.cells[2:]] == ["print(res.label)"]  # papermill's injected cell is not shown
     assert page.cells[2].outputs[0].text == f"{CPU_LABEL}\n"
     verdict = notebook_with_outputs()
-    verdict.cells[1].outputs = [nbformat.v4.new_output("display_data", data={
-        build_site.VERDICT_MIME: {"key": "k"}, "text/markdown": "**k · pass**", "text/plain": "k · pass"})]
+    verdict.cells[1].outputs = [
+        nbformat.v4.new_output(
+            "display_data",
+            data={build_site.VERDICT_MIME: {"key": "k"}, "text/markdown": "**k · pass**", "text/plain": "k · pass"},
+        )
+    ]
     shown = build_site.page(plain, verdict, _copy("cpu"), []).cells[2].outputs[0].data
     assert set(shown) == {"text/markdown", "text/plain"}  # Sphinx has no renderer for the tests' copy
     crash = notebook_with_outputs(f"rank 0 failed in {ROOT}/nvtutorial/runtime.py\n")
-    crash.cells[1].outputs.append(nbformat.v4.new_output("error", ename="E", evalue="x",
-                                                         traceback=[f"File {ROOT}/nvtutorial/launch.py"]))
+    crash.cells[1].outputs.append(
+        nbformat.v4.new_output("error", ename="E", evalue="x", traceback=[f"File {ROOT}/nvtutorial/launch.py"])
+    )
     outputs = build_site.page(plain, crash, _copy("cpu"), []).cells[2].outputs
     assert outputs[0].text == "rank 0 failed in $REPO/nvtutorial/runtime.py\n"
     assert outputs[1].traceback == ["File $REPO/nvtutorial/launch.py"]
@@ -165,7 +194,7 @@ def test_a_gpu_copy_of_the_current_text_is_shown_instead_of_a_cpu_run(tmp_path, 
     def no_run(names, out, jobs):
         raise AssertionError(f"executed {names}: a current GPU copy needs no CPU run")
 
-    (shown, older), = build_site.choose(plain, tmp_path / "executed", run=no_run).values()
+    ((shown, older),) = build_site.choose(plain, tmp_path / "executed", run=no_run).values()
     assert shown.kind == "gpu" and shown.current and shown.commit == "15fcf4b"
     assert all(not copy.current for copy in older)  # other GPU runs of 00, of older text, are linked as older
 
@@ -206,12 +235,18 @@ def test_the_intro_links_every_notebook_of_the_learning_path():
 
 def test_the_hardware_page_names_each_pages_outputs_and_older_gpu_runs():
     labels = {"03_ddp_training": collections.Counter({CPU_LABEL: 3}), "08_strategy_ladder": collections.Counter()}
-    page = build_site.hardware_page({"03_ddp_training": _copy("cpu"), "08_strategy_ladder": _copy(current=True)},
-                                    {"03_ddp_training": [_copy()], "08_strategy_ladder": []}, labels)
+    page = build_site.hardware_page(
+        {"03_ddp_training": _copy("cpu"), "08_strategy_ladder": _copy(current=True)},
+        {"03_ddp_training": [_copy()], "08_strategy_ladder": []},
+        labels,
+    )
     assert "NVIDIA H200, 143771 MiB" in page and "NV18" in page  # machine.txt, as the machine printed it
     assert "\x1b[" not in page  # nvidia-smi's terminal colours are dropped
     assert "[03_ddp_training](notebooks/03_ddp_training.ipynb) | CPU, executed by this build" in page
-    assert "{download}`h200x2/03_ddp_training.ipynb <gpu-copies/h200x2/03_ddp_training.ipynb>` (`15fcf4b`, 7/53 cells)" in page
+    assert (
+        "{download}`h200x2/03_ddp_training.ipynb <gpu-copies/h200x2/03_ddp_training.ipynb>` (`15fcf4b`, 7/53 cells)"
+        in page
+    )
     assert f"`{CPU_LABEL}` ×3" in page
 
 
@@ -230,6 +265,7 @@ def test_the_index_of_gpu_copies_lists_every_copy_with_its_readmes_commit():
 
 # ----------------------------------------------------------------------------------------------- the check
 
+
 def write(root: Path, name: str, html: str) -> None:
     path = root / name
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -239,11 +275,18 @@ def write(root: Path, name: str, html: str) -> None:
 @pytest.fixture
 def sound_site(tmp_path):
     write(tmp_path, "index.html", '<a href="intro.html">intro</a>')
-    write(tmp_path, "intro.html", '<h1 id="top">Intro</h1><a href="notebooks/a.html#run">a</a>'
-          '<a href="https://pytorch.org/docs">docs</a><img src="_images/fig.png">'
-          '<script src="_static/widgets/require.js"></script>')
-    write(tmp_path, "notebooks/a.html", '<section id="run"><a href="../intro.html#top">back</a>'
-          '<img src="data:image/png;base64,AAAA"></section>')
+    write(
+        tmp_path,
+        "intro.html",
+        '<h1 id="top">Intro</h1><a href="notebooks/a.html#run">a</a>'
+        '<a href="https://pytorch.org/docs">docs</a><img src="_images/fig.png">'
+        '<script src="_static/widgets/require.js"></script>',
+    )
+    write(
+        tmp_path,
+        "notebooks/a.html",
+        '<section id="run"><a href="../intro.html#top">back</a><img src="data:image/png;base64,AAAA"></section>',
+    )
     (tmp_path / "_images").mkdir()
     (tmp_path / "_images" / "fig.png").write_bytes(b"\x89PNG")
     (tmp_path / "_static" / "widgets").mkdir(parents=True)
@@ -255,13 +298,16 @@ def test_a_sound_site_passes_the_check(sound_site):
     assert check_site.check_site(sound_site) == []
 
 
-@pytest.mark.parametrize("html, expected", [
-    ('<img src="_images/missing.png">', "_images/missing.png does not exist"),
-    ('<a href="notebooks/b.html">b</a>', "link notebooks/b.html leads nowhere"),
-    ('<a href="notebooks/a.html#nowhere">a</a>', "no #nowhere in notebooks/a.html"),
-    ('<script src="https://cdn.jsdelivr.net/npm/x.js"></script>', "from outside the site"),
-    ('<link rel="stylesheet" href="//fonts.example.org/a.css">', "from outside the site"),
-])
+@pytest.mark.parametrize(
+    "html, expected",
+    [
+        ('<img src="_images/missing.png">', "_images/missing.png does not exist"),
+        ('<a href="notebooks/b.html">b</a>', "link notebooks/b.html leads nowhere"),
+        ('<a href="notebooks/a.html#nowhere">a</a>', "no #nowhere in notebooks/a.html"),
+        ('<script src="https://cdn.jsdelivr.net/npm/x.js"></script>', "from outside the site"),
+        ('<link rel="stylesheet" href="//fonts.example.org/a.css">', "from outside the site"),
+    ],
+)
 def test_the_check_catches_each_defect(sound_site, html, expected):
     write(sound_site, "extra.html", html)
     problems = check_site.check_site(sound_site)
@@ -272,17 +318,24 @@ def test_the_check_refuses_a_folder_that_is_not_a_site(tmp_path):
     assert "no index.html" in check_site.check_site(tmp_path)[0]
 
 
-NOTEBOOK = {"cells": [{"cell_type": "markdown", "source": "# 03 · DDP\n\ntext"},
-                      {"cell_type": "code", "source": ["x = 1\n", "print(x)"]},
-                      {"cell_type": "markdown", "source": "## 2. `enable_flash_sdp` and [a link](https://x.org)"},
-                      {"cell_type": "code", "source": "%%ranks\nprint(rank)"}]}
+NOTEBOOK = {
+    "cells": [
+        {"cell_type": "markdown", "source": "# 03 · DDP\n\ntext"},
+        {"cell_type": "code", "source": ["x = 1\n", "print(x)"]},
+        {"cell_type": "markdown", "source": "## 2. `enable_flash_sdp` and [a link](https://x.org)"},
+        {"cell_type": "code", "source": "%%ranks\nprint(rank)"},
+    ]
+}
 
 
 def _page(inputs, headings):
     body = "".join(f'<h{level}>{text}<a class="headerlink" href="#x">#</a></h{level}>' for level, text in headings)
-    body += "".join(f'<div class="cell docutils container"><div class="cell_input docutils container">'
-                    f'<div class="highlight"><pre><span>{src}</span></pre></div></div>'
-                    f'<div class="cell_output"><pre>output</pre></div></div>' for src in inputs)
+    body += "".join(
+        f'<div class="cell docutils container"><div class="cell_input docutils container">'
+        f'<div class="highlight"><pre><span>{src}</span></pre></div></div>'
+        f'<div class="cell_output"><pre>output</pre></div></div>'
+        for src in inputs
+    )
     return f"<html><body>{body}</body></html>"
 
 
@@ -295,8 +348,9 @@ def test_a_page_that_shows_the_notebook_passes_and_every_other_fails():
     assert changed and "code cell 0" in changed[0]
     extra = check_site.page_differences(_page(["x = 1\nprint(x)", "%%ranks\nprint(rank)", "y"], HEADINGS), NOTEBOOK)
     assert extra == ["3 code cells on the page, 2 in the notebook"]
-    old_heading = check_site.page_differences(_page(["x = 1\nprint(x)", "%%ranks\nprint(rank)"],
-                                                    [(1, "03 · DDP"), (2, "2. the old title")]), NOTEBOOK)
+    old_heading = check_site.page_differences(
+        _page(["x = 1\nprint(x)", "%%ranks\nprint(rank)"], [(1, "03 · DDP"), (2, "2. the old title")]), NOTEBOOK
+    )
     assert len(old_heading) == 1 and "enable_flash_sdp and a link" in old_heading[0]
     swapped = check_site.page_differences(_page(["x = 1\nprint(x)", "%%ranks\nprint(rank)"], HEADINGS[::-1]), NOTEBOOK)
     assert swapped and "order" in swapped[0]
@@ -304,12 +358,18 @@ def test_a_page_that_shows_the_notebook_passes_and_every_other_fails():
 
 # ----------------------------------------------------------------------------------------------- the built site
 
+
 @pytest.fixture(scope="module")
 def built():
     if not (BUILT / "index.html").exists():
         pytest.skip("no website in build/site: run `make site` first (.ci/run does)")
-    sources = [*(ROOT / "site").iterdir(), *(ROOT / "reference").rglob("*.ipynb"), ROOT / "reference" / "copies.json",
-               *(ROOT / "notebooks").glob("*.ipynb"), ROOT / "nvtutorial" / "report" / "claims.py"]
+    sources = [
+        *(ROOT / "site").iterdir(),
+        *(ROOT / "reference").rglob("*.ipynb"),
+        ROOT / "reference" / "copies.json",
+        *(ROOT / "notebooks").glob("*.ipynb"),
+        ROOT / "nvtutorial" / "report" / "claims.py",
+    ]
     newest = max(p.stat().st_mtime for p in sources if p.is_file())
     if (BUILT / "index.html").stat().st_mtime < newest:
         pytest.skip("build/site is older than its sources: run `make site` again")
@@ -330,8 +390,14 @@ def test_every_page_shows_its_notebooks_current_text(built):
         assert source.cells[1]["id"] == "site-provenance"
 
 
-OLD_TEXT = ("whl/cu122", "WARN (default", "far more than 3–5×", "gradients are dense", "rebuild buckets in the order",
-            "harmful for augmentation")
+OLD_TEXT = (
+    "whl/cu122",
+    "WARN (default",
+    "far more than 3–5×",
+    "gradients are dense",
+    "rebuild buckets in the order",
+    "harmful for augmentation",
+)
 """Statements the notebooks have corrected that the pages of the old site still taught (issue 22)."""
 
 

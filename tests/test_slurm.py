@@ -22,7 +22,6 @@ from nvtutorial import cli, slurm
 from nvtutorial import params as params_mod
 from nvtutorial.results import RunResult, read_json
 from nvtutorial.workloads import selftest
-
 from tests.conftest import assert_nothing_left
 
 NO_LOCAL_SLURM = slurm.local_unavailable()
@@ -52,36 +51,53 @@ SCRIPT = textwrap.dedent('''\
 
 # --- the batch script (no Slurm needed) ----------------------------------------------------------
 
+
 def _torchrun_words(script: str, **env: str) -> list[str]:
     """The batch script's TORCHRUN=(...) array as bash expands it, with the Slurm variables given."""
-    block = script[script.index("TORCHRUN=("):]
-    block = block[:block.index("\n)\n") + 3]
+    block = script[script.index("TORCHRUN=(") :]
+    block = block[: block.index("\n)\n") + 3]
     assigns = "".join(f"{k}={v}\n" for k, v in env.items())
-    out = subprocess.run(["bash", "-c", assigns + block + 'printf "%s\\0" "${TORCHRUN[@]}"'],
-                         check=True, capture_output=True, text=True).stdout
+    out = subprocess.run(
+        ["bash", "-c", assigns + block + 'printf "%s\\0" "${TORCHRUN[@]}"'], check=True, capture_output=True, text=True
+    ).stdout
     return out.split("\0")[:-1]
 
 
 def test_cpu_script_follows_the_practice_and_writes_nothing(tmp_path):
-    job = slurm.prepare("selftest", nodes=3, procs_per_node=2, params={"steps": 2, "mode": "crash"},
-                        out=tmp_path / "run", time_min=90)
+    job = slurm.prepare(
+        "selftest", nodes=3, procs_per_node=2, params={"steps": 2, "mode": "crash"}, out=tmp_path / "run", time_min=90
+    )
     text = job.script()
     assert not (tmp_path / "run").exists()
     sbatch = dict(re.findall(r"^#SBATCH --([\w-]+)=(\S+)", text, re.MULTILINE))
-    assert sbatch == {"job-name": "nvt-selftest", "nodes": "3", "ntasks-per-node": "1", "cpus-per-task": "2",
-                      "time": "01:30:00", "output": f"{tmp_path / 'run'}/slurm-%j.out"}
+    assert sbatch == {
+        "job-name": "nvt-selftest",
+        "nodes": "3",
+        "ntasks-per-node": "1",
+        "cpus-per-task": "2",
+        "time": "01:30:00",
+        "output": f"{tmp_path / 'run'}/slurm-%j.out",
+    }
     assert "--kill-on-bad-exit=1" in text and 'scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1' in text
     assert "NCCL_DEBUG" not in text
     subprocess.run(["bash", "-n"], input=text, text=True, check=True)
 
     from torch.distributed.run import get_args_parser
 
-    words = _torchrun_words(text, PYTHON="python", RUN_DIR="/runs/x", RDZV_ENDPOINT="n7:21234",
-                            SLURM_NNODES="3", SLURM_JOB_ID="1234")
+    words = _torchrun_words(
+        text, PYTHON="python", RUN_DIR="/runs/x", RDZV_ENDPOINT="n7:21234", SLURM_NNODES="3", SLURM_JOB_ID="1234"
+    )
     assert words[:3] == ["python", "-m", "torch.distributed.run"]
     args = get_args_parser().parse_args(words[3:])
-    assert (args.nnodes, args.nproc_per_node, args.rdzv_backend, args.rdzv_endpoint, args.rdzv_id,
-            args.max_restarts, args.module) == ("3", "2", "c10d", "n7:21234", "1234", 0, True)
+    assert (
+        args.nnodes,
+        args.nproc_per_node,
+        args.rdzv_backend,
+        args.rdzv_endpoint,
+        args.rdzv_id,
+        args.max_restarts,
+        args.module,
+    ) == ("3", "2", "c10d", "n7:21234", "1234", 0, True)
     assert args.training_script == "nvtutorial.workloads.selftest"
     rest = args.training_script_args
     assert rest[rest.index("--out") + 1] == "/runs/x" and rest[rest.index("--backend") + 1] == "gloo"
@@ -90,16 +106,33 @@ def test_cpu_script_follows_the_practice_and_writes_nothing(tmp_path):
 
 
 def test_gpu_script_asks_for_gpus_and_logs_nccl_per_node(tmp_path):
-    job = slurm.prepare("selftest", nodes=2, gpus_per_node=8, partition="h200", account="proj-1", exclusive=True,
-                        env={"NCCL_SOCKET_IFNAME": "ib0,eth", "MSG": "two words"}, max_restarts=2, out=tmp_path)
+    job = slurm.prepare(
+        "selftest",
+        nodes=2,
+        gpus_per_node=8,
+        partition="h200",
+        account="proj-1",
+        exclusive=True,
+        env={"NCCL_SOCKET_IFNAME": "ib0,eth", "MSG": "two words"},
+        max_restarts=2,
+        out=tmp_path,
+    )
     text = job.script()
-    for line in ("#SBATCH --gpus-per-node=8", "#SBATCH --cpus-per-task=32", "#SBATCH --partition=h200",
-                 "#SBATCH --account=proj-1", "#SBATCH --exclusive", "export NCCL_DEBUG=INFO",
-                 'export NCCL_DEBUG_FILE="$RUN_DIR/nccl-%h-%p.log"', "export MSG='two words'"):
+    for line in (
+        "#SBATCH --gpus-per-node=8",
+        "#SBATCH --cpus-per-task=32",
+        "#SBATCH --partition=h200",
+        "#SBATCH --account=proj-1",
+        "#SBATCH --exclusive",
+        "export NCCL_DEBUG=INFO",
+        'export NCCL_DEBUG_FILE="$RUN_DIR/nccl-%h-%p.log"',
+        "export MSG='two words'",
+    ):
         assert line in text, line
     subprocess.run(["bash", "-n"], input=text, text=True, check=True)
-    words = _torchrun_words(text, PYTHON="python", RUN_DIR="/r", RDZV_ENDPOINT="h:1", SLURM_NNODES="2",
-                            SLURM_JOB_ID="9")
+    words = _torchrun_words(
+        text, PYTHON="python", RUN_DIR="/r", RDZV_ENDPOINT="h:1", SLURM_NNODES="2", SLURM_JOB_ID="9"
+    )
     from torch.distributed.run import get_args_parser
 
     args = get_args_parser().parse_args(words[3:])
@@ -120,18 +153,21 @@ def tripwire_sbatch(tmp_path, monkeypatch):
     return marker
 
 
-@pytest.mark.parametrize("argv, cause", [
-    (["no_such_workload"], "unknown workload"),
-    (["selftest", "--set", "steps=0"], "steps=0"),
-    (["selftest", "--set", "nosuch=1"], "nosuch"),
-    (["selftest", "--set", "steps"], "KEY=VALUE"),
-    (["selftest", "--nodes", "0"], "nodes=0"),
-    (["selftest", "--gpus-per-node", "2", "--procs-per-node", "3"], "procs_per_node=3"),
-    (["selftest", "--env", "BAD-NAME=1"], "BAD-NAME"),
-    (["selftest", "--wait"], "--submit"),
-    (["selftest", "--", "--lr", "1"], "--set"),
-    (["missing/train.py"], "no script"),
-])
+@pytest.mark.parametrize(
+    "argv, cause",
+    [
+        (["no_such_workload"], "unknown workload"),
+        (["selftest", "--set", "steps=0"], "steps=0"),
+        (["selftest", "--set", "nosuch=1"], "nosuch"),
+        (["selftest", "--set", "steps"], "KEY=VALUE"),
+        (["selftest", "--nodes", "0"], "nodes=0"),
+        (["selftest", "--gpus-per-node", "2", "--procs-per-node", "3"], "procs_per_node=3"),
+        (["selftest", "--env", "BAD-NAME=1"], "BAD-NAME"),
+        (["selftest", "--wait"], "--submit"),
+        (["selftest", "--", "--lr", "1"], "--set"),
+        (["missing/train.py"], "no script"),
+    ],
+)
 def test_bad_input_exits_2_before_anything_is_written_or_submitted(tmp_path, tripwire_sbatch, capsys, argv, cause):
     out = tmp_path / "run"
     submit = [] if "--wait" in argv else ["--submit"]  # --wait alone is the bad input there
@@ -143,6 +179,7 @@ def test_bad_input_exits_2_before_anything_is_written_or_submitted(tmp_path, tri
 
 
 # --- real jobs on a real local Slurm ------------------------------------------------------------------
+
 
 @pytest.fixture(scope="session")
 def local_slurm(tmp_path_factory):
@@ -188,18 +225,41 @@ def jobs(local_slurm, tmp_path_factory):
     selftest with a crashing rank, through the command with --submit --wait; a plain script, and
     one whose rank 1 exits 3 while the other node succeeds, through the Python API."""
     root = tmp_path_factory.mktemp("slurm-jobs")
-    cmd = [sys.executable, "-m", "nvtutorial.cli", "slurm", "selftest", "--nodes", "2", "--set", "numel=64",
-           "--set", "steps=3", "--submit", "--wait"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "nvtutorial.cli",
+        "slurm",
+        "selftest",
+        "--nodes",
+        "2",
+        "--set",
+        "numel=64",
+        "--set",
+        "steps=3",
+        "--submit",
+        "--wait",
+    ]
     procs = {
-        "ok": subprocess.Popen([*cmd, "--set", "report_env=SLURMD_NODENAME,SLURM_NODEID", "--out", str(root / "ok")],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True),
-        "crash": subprocess.Popen([*cmd, "--set", "mode=crash", "--out", str(root / "crash")],
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True),
+        "ok": subprocess.Popen(
+            [*cmd, "--set", "report_env=SLURMD_NODENAME,SLURM_NODEID", "--out", str(root / "ok")],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        ),
+        "crash": subprocess.Popen(
+            [*cmd, "--set", "mode=crash", "--out", str(root / "crash")],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        ),
     }
     (root / "allreduce.py").write_text(SCRIPT)
     submitted = {}
     for name, extra in (("script", []), ("script_fail", ["fail"])):
-        job = slurm.prepare(str(root / "allreduce.py"), nodes=2, out=root / name, script_args=[str(root / name), *extra])
+        job = slurm.prepare(
+            str(root / "allreduce.py"), nodes=2, out=root / name, script_args=[str(root / name), *extra]
+        )
         submitted[name] = slurm.submit(job.write(), wait=False)
     yield {"root": root, "procs": procs, "conf": local_slurm, **submitted}
     for proc in procs.values():
@@ -274,14 +334,22 @@ def test_a_failed_node_ends_the_job_on_the_other_nodes(jobs):
     """Rank 1's node fails while the other node's torchrun waits for it: --kill-on-bad-exit ends it."""
     info = slurm.follow(jobs["script_fail"], timeout=JOB_TIMEOUT)
     assert info.state == "FAILED" and info.exit_code == 1, info
-    assert re.search(rf"job {info.job_id} FAILED: node \d \(n\d\) exited 1 first; rank 1 exited with code 3", info.summary)
+    assert re.search(
+        rf"job {info.job_id} FAILED: node \d \(n\d\) exited 1 first; rank 1 exited with code 3", info.summary
+    )
     assert info.result.returncode == 1 and info.result.error["type"] == "NodeFailed"
     _assert_job_gone(info.job_id, jobs["conf"])
 
 
 def _outcome(node: int, exit_code: int | None, at: float | None, failed_ranks=()) -> dict:
-    return {"node": node, "exit_code": exit_code, "time": at, "nodename": f"n{node + 1}", "host": "h",
-            "failed_ranks": list(failed_ranks)}
+    return {
+        "node": node,
+        "exit_code": exit_code,
+        "time": at,
+        "nodename": f"n{node + 1}",
+        "host": "h",
+        "failed_ranks": list(failed_ranks),
+    }
 
 
 def test_the_first_failure_is_the_cause_not_its_consequences():

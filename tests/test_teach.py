@@ -26,8 +26,15 @@ def test_verdict_round_trips_through_a_notebook_output():
     v = Verdict("C14", "partly", "NVLink and host-staged within noise", {"ratio": 1.01, "nan": float("nan")}, "2× H200")
     bundle = v._repr_mimebundle_()
     assert bundle[MIME]["numbers"] == {"ratio": 1.01, "nan": None}
-    nb = {"cells": [{"cell_type": "markdown", "source": "x"},
-                    {"cell_type": "code", "outputs": [{"output_type": "display_data", "data": {MIME: json.dumps(bundle[MIME])}}]}]}
+    nb = {
+        "cells": [
+            {"cell_type": "markdown", "source": "x"},
+            {
+                "cell_type": "code",
+                "outputs": [{"output_type": "display_data", "data": {MIME: json.dumps(bundle[MIME])}}],
+            },
+        ]
+    }
     (back,) = verdicts_in_notebook(nb)
     assert back.key == "C14" and back.status == "partly" and back.numbers["ratio"] == 1.01
 
@@ -40,14 +47,17 @@ def test_compare_needs_repeats():
         compare([1.0], [1.0, 1.1])
 
 
-@pytest.mark.parametrize(("base", "cand", "kw", "status"), [
-    ([10.0, 10.2, 9.9], [8.0, 8.1, 7.9], {}, "faster"),           # 20 % lower time, spread ~3 %
-    ([10.0, 10.2, 9.9], [12.0, 12.1, 11.9], {}, "slower"),
-    ([10.0, 10.2, 9.9], [10.1, 10.3, 10.0], {}, "no change"),
-    ([10.0, 10.1], [9.0, 9.1], {"aa_gap": 0.15}, "no change"),     # 10 % inside a 15 % A/A gap
-    ([100.0, 101.0], [120.0, 121.0], {"lower_is_better": False}, "faster"),  # a higher rate is faster
-    ([10.0, 14.0], [8.0, 8.2], {}, "no change"),                   # a noisy baseline hides a 20 % drop
-])
+@pytest.mark.parametrize(
+    ("base", "cand", "kw", "status"),
+    [
+        ([10.0, 10.2, 9.9], [8.0, 8.1, 7.9], {}, "faster"),  # 20 % lower time, spread ~3 %
+        ([10.0, 10.2, 9.9], [12.0, 12.1, 11.9], {}, "slower"),
+        ([10.0, 10.2, 9.9], [10.1, 10.3, 10.0], {}, "no change"),
+        ([10.0, 10.1], [9.0, 9.1], {"aa_gap": 0.15}, "no change"),  # 10 % inside a 15 % A/A gap
+        ([100.0, 101.0], [120.0, 121.0], {"lower_is_better": False}, "faster"),  # a higher rate is faster
+        ([10.0, 14.0], [8.0, 8.2], {}, "no change"),  # a noisy baseline hides a 20 % drop
+    ],
+)
 def test_compare_applies_one_rule(base, cand, kw, status):
     assert compare(base, cand, **kw).status == status
 
@@ -84,7 +94,8 @@ def test_grade_choice():
 
 def test_show_sections_functions_and_diffs(tmp_path):
     script = tmp_path / "lesson.py"
-    script.write_text(textwrap.dedent('''\
+    script.write_text(
+        textwrap.dedent("""\
         import torch
 
         # %% setup
@@ -93,7 +104,8 @@ def test_show_sections_functions_and_diffs(tmp_path):
         # %% train
         def step(a):
             return a + 1
-        '''))
+        """)
+    )
     assert sections(script) == {"setup": (3, 4), "train": (6, 8)}
     code = show(path=script, section="train")
     assert code.text.startswith("# %% train") and code.first_line == 6 and "lines 6–8" in code.origin

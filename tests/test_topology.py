@@ -11,8 +11,8 @@ import pytest
 
 from nvtutorial import cli
 from nvtutorial import nvml as nvml_mod
-from nvtutorial.machine import hardware, topology
 from nvtutorial.chapters.ch01_hardware import report_links as linkreport
+from nvtutorial.machine import hardware, topology
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 H200 = hardware.REFERENCE_DATA / "nvidia-smi-topo-m.txt"
@@ -21,31 +21,53 @@ TOPO = FIXTURES / "topo"
 # What each fixture must be classified as: GPUs, NICs, and some pairs' codes and kinds.
 EXPECTED = {
     H200: {
-        "gpus": 2, "nics": 0, "summary": "every GPU pair is joined by 18",
+        "gpus": 2,
+        "nics": 0,
+        "summary": "every GPU pair is joined by 18",
         "pairs": {("GPU0", "GPU1"): ("NV18", "nvlink", 18)},
     },
     TOPO / "pcie-2gpu-phb-ansi.txt": {
-        "gpus": 2, "nics": 0, "summary": "no NVLink",
+        "gpus": 2,
+        "nics": 0,
+        "summary": "no NVLink",
         "pairs": {("GPU0", "GPU1"): ("PHB", "pcie", 0)},
     },
     TOPO / "pcie-4gpu-nics.txt": {
-        "gpus": 4, "nics": 2, "summary": "no NVLink",
-        "pairs": {("GPU0", "GPU1"): ("PIX", "pcie", 0), ("GPU2", "GPU3"): ("PXB", "pcie", 0),
-                  ("GPU0", "GPU2"): ("SYS", "pcie", 0), ("GPU1", "NIC0"): ("NODE", "pcie", 0)},
+        "gpus": 4,
+        "nics": 2,
+        "summary": "no NVLink",
+        "pairs": {
+            ("GPU0", "GPU1"): ("PIX", "pcie", 0),
+            ("GPU2", "GPU3"): ("PXB", "pcie", 0),
+            ("GPU0", "GPU2"): ("SYS", "pcie", 0),
+            ("GPU1", "NIC0"): ("NODE", "pcie", 0),
+        },
     },
     TOPO / "nvlink-4gpu-bridged-pairs.txt": {
-        "gpus": 4, "nics": 0, "summary": "2 of 6 GPU pairs have NVLink",
-        "pairs": {("GPU0", "GPU1"): ("NV4", "nvlink", 4), ("GPU2", "GPU3"): ("NV4", "nvlink", 4),
-                  ("GPU1", "GPU2"): ("NODE", "pcie", 0)},
+        "gpus": 4,
+        "nics": 0,
+        "summary": "2 of 6 GPU pairs have NVLink",
+        "pairs": {
+            ("GPU0", "GPU1"): ("NV4", "nvlink", 4),
+            ("GPU2", "GPU3"): ("NV4", "nvlink", 4),
+            ("GPU1", "GPU2"): ("NODE", "pcie", 0),
+        },
     },
     TOPO / "nvlink-8gpu-dgx-h100.txt": {
-        "gpus": 8, "nics": 4, "summary": "every GPU pair is joined by 18",
+        "gpus": 8,
+        "nics": 4,
+        "summary": "every GPU pair is joined by 18",
         "pairs": {("GPU0", "GPU7"): ("NV18", "nvlink", 18), ("GPU3", "NIC1"): ("PXB", "pcie", 0)},
     },
     TOPO / "nvlink-8gpu-dgx1-v100-legacy.txt": {
-        "gpus": 8, "nics": 4, "summary": "16 of 28 GPU pairs have NVLink",
-        "pairs": {("GPU0", "GPU3"): ("NV2", "nvlink", 2), ("GPU0", "GPU1"): ("NV1", "nvlink", 1),
-                  ("GPU0", "GPU5"): ("SYS", "pcie", 0)},
+        "gpus": 8,
+        "nics": 4,
+        "summary": "16 of 28 GPU pairs have NVLink",
+        "pairs": {
+            ("GPU0", "GPU3"): ("NV2", "nvlink", 2),
+            ("GPU0", "GPU1"): ("NV1", "nvlink", 1),
+            ("GPU0", "GPU5"): ("SYS", "pcie", 0),
+        },
     },
 }
 
@@ -170,11 +192,14 @@ def test_current_or_reference_without_nvidia_smi(monkeypatch):
 
 # --- the inventory from saved outputs (simulation mode) --------------------------------------------
 
+
 def test_parse_saved_nvidia_smi():
     driver, cuda, gpus = hardware.parse_nvidia_smi((hardware.REFERENCE_DATA / "nvidia-smi.txt").read_text())
     assert (driver, cuda) == ("580.159.04", "13.0")
     assert [(g.index, g.name, g.pci_bus_id, g.memory_mib) for g in gpus] == [
-        (0, "NVIDIA H200", "00000000:00:06.0", 143771), (1, "NVIDIA H200", "00000000:00:07.0", 143771)]
+        (0, "NVIDIA H200", "00000000:00:06.0", 143771),
+        (1, "NVIDIA H200", "00000000:00:07.0", 143771),
+    ]
 
 
 def test_reference_inventory():
@@ -205,12 +230,14 @@ def test_inventory_without_a_driver_is_empty():
 
 # --- the NVML inventory, against a fake NVML (the real one needs a driver) --------------------------
 
+
 class FakeNVMLError(Exception):
     pass
 
 
-def fake_nvml(links: int = 18, gpus: int = 2, counters: dict | None = None, switched: bool = False,
-              old_pynvml: bool = False) -> types.ModuleType:
+def fake_nvml(
+    links: int = 18, gpus: int = 2, counters: dict | None = None, switched: bool = False, old_pynvml: bool = False
+) -> types.ModuleType:
     """A stand-in for ``pynvml``: ``gpus`` H200s joined by ``links`` NVLinks, NVLink data counters in KiB.
 
     ``switched``: the links end at NVSwitches (an HGX board, as on the reference VM), not at the other
@@ -251,7 +278,9 @@ def fake_nvml(links: int = 18, gpus: int = 2, counters: dict | None = None, swit
         for field_id, link in fields:
             value = types.SimpleNamespace(uiVal=26562, ullVal=m.counters.get((h, field_id, link), 0))
             ok = link < 18 and (field_id == 164 or (h, field_id, link) in m.counters)
-            out.append(types.SimpleNamespace(nvmlReturn=0 if ok else 3, valueType=1 if field_id == 164 else 3, value=value))
+            out.append(
+                types.SimpleNamespace(nvmlReturn=0 if ok else 3, valueType=1 if field_id == 164 else 3, value=value)
+            )
         return out
 
     m.nvmlDeviceGetNvLinkState = state
@@ -273,7 +302,9 @@ def test_inventory_through_nvml(monkeypatch):
     assert inv.links_between(0, 1) == 18 and inv.links_between(1, 0) == 18
     g = inv.gpus[0]
     assert (g.name, g.memory_mib, g.pcie_gen, g.pcie_width) == ("NVIDIA H200", 143771, 5, 16)
-    assert {link.version for link in g.active_links} == {"4.0"} and {link.speed_mbps for link in g.active_links} == {26562}
+    assert {link.version for link in g.active_links} == {"4.0"} and {link.speed_mbps for link in g.active_links} == {
+        26562
+    }
     assert inv.p2p["0-1"] == {"read": "OK", "write": "OK", "nvlink": "OK", "atomics": "OK"}
     assert "18 active NVLinks (NVLink 4.0" in inv.describe()
     assert nvml_mod.link_label() == "NV18"

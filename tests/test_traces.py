@@ -26,10 +26,10 @@ import pytest
 import nvtutorial
 from nvtutorial import tracesplit
 from nvtutorial.chapters.ch05_profiling import lab as profiling
-from nvtutorial.machine import telemetry
+from nvtutorial.chapters.ch05_profiling import report as profreport
 from nvtutorial.chapters.ch05_profiling import report_monitoring as monitoring
 from nvtutorial.chapters.ch05_profiling import report_traces as traces
-from nvtutorial.chapters.ch05_profiling import report as profreport
+from nvtutorial.machine import telemetry
 from nvtutorial.teach import check
 
 FIXTURES = Path(__file__).parent / "fixtures" / "traces"
@@ -38,6 +38,7 @@ CPU_TRACES = [FIXTURES / "cpu_gloo_rank0.json.gz", FIXTURES / "cpu_gloo_rank1.js
 
 
 # --------------------------------------------------------------------------- interval arithmetic
+
 
 def _raster(intervals, lo, hi, step=0.25):
     """Cells of width ``step`` on [lo, hi) whose centre lies in some interval (a difference array)."""
@@ -73,6 +74,7 @@ def test_merge_joins_touching_and_drops_empty():
 
 
 # --------------------------------------------------------------------------- the synthetic GPU trace
+
 
 def test_synthetic_trace_split_is_exact():
     # Step 1 (0-100 µs): compute [1,4] [5,30] [35,55] [60,75] [85,90] [96,99] = 71; NCCL [50,65] [76,82] = 21;
@@ -125,6 +127,7 @@ def test_empty_trace_is_an_error():
 
 # --------------------------------------------------------------------------- the real CPU (gloo) traces
 
+
 def _raster_split(path):
     """The same quantities, computed independently on a 0.01 µs grid."""
     data = tracesplit.load(path)
@@ -133,13 +136,21 @@ def _raster_split(path):
     lo = step["ts"]  # work relative to the step's start: absolute times (~1e12 µs) lose the grid's precision
     hi = step["dur"]
     comm = [(e["ts"] - lo, e["ts"] + e["dur"] - lo) for e in ev if e["name"].startswith("gloo:")]
-    compute = [(e["ts"] - lo, e["ts"] + e["dur"] - lo) for e in ev
-               if e["cat"] == "cpu_op" and not e["name"].startswith(("c10d::", "gloo:", "nccl:", "record_param_comms"))]
+    compute = [
+        (e["ts"] - lo, e["ts"] + e["dur"] - lo)
+        for e in ev
+        if e["cat"] == "cpu_op" and not e["name"].startswith(("c10d::", "gloo:", "nccl:", "record_param_comms"))
+    ]
     c, st = _raster(compute, 0.0, hi, 0.01)
     m, _ = _raster(comm, 0.0, hi, 0.01)
     ms = st / 1e3
-    return {"step_ms": len(c) * ms, "compute_ms": c.sum() * ms, "comm_ms": m.sum() * ms,
-            "hidden_ms": (c & m).sum() * ms, "idle_ms": (~(c | m)).sum() * ms}
+    return {
+        "step_ms": len(c) * ms,
+        "compute_ms": c.sum() * ms,
+        "comm_ms": m.sum() * ms,
+        "hidden_ms": (c & m).sum() * ms,
+        "idle_ms": (~(c | m)).sum() * ms,
+    }
 
 
 @pytest.mark.parametrize("path", CPU_TRACES, ids=["rank0", "rank1"])
@@ -173,7 +184,10 @@ def test_cpu_traces_know_their_ranks_and_share_a_clock():
 def test_split_table_reads_a_folder(tmp_path):
     for r, p in enumerate(CPU_TRACES):
         (tmp_path / f"trace_rank{r}.json.gz").write_bytes(p.read_bytes())
-    assert [p.name for p in traces.rank_traces(tmp_path, "trace_rank*.json.gz")] == ["trace_rank0.json.gz", "trace_rank1.json.gz"]
+    assert [p.name for p in traces.rank_traces(tmp_path, "trace_rank*.json.gz")] == [
+        "trace_rank0.json.gz",
+        "trace_rank1.json.gz",
+    ]
     table = traces.split_table(traces.rank_traces(tmp_path, "trace_rank*.json.gz"))
     assert list(table.index) == [0, 1]
     assert (table["comm_share"] > 0).all()
@@ -181,13 +195,18 @@ def test_split_table_reads_a_folder(tmp_path):
 
 # --------------------------------------------------------------------------- Nsight Systems
 
+
 def _nsys_db(path):
     """An Nsight Systems-like SQLite export holding the synthetic trace's kernels (ns) and NVTX steps."""
     con = sqlite3.connect(path)
     con.execute("CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value TEXT NOT NULL)")
-    con.execute("CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (start INT, end INT, deviceId INT, streamId INT, "
-                "globalPid INT, shortName INT, demangledName INT)")
-    con.execute("CREATE TABLE CUPTI_ACTIVITY_KIND_MEMCPY (start INT, end INT, deviceId INT, streamId INT, globalPid INT)")
+    con.execute(
+        "CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (start INT, end INT, deviceId INT, streamId INT, "
+        "globalPid INT, shortName INT, demangledName INT)"
+    )
+    con.execute(
+        "CREATE TABLE CUPTI_ACTIVITY_KIND_MEMCPY (start INT, end INT, deviceId INT, streamId INT, globalPid INT)"
+    )
     con.execute("CREATE TABLE NVTX_EVENTS (start INT, end INT, globalTid INT, text TEXT, textId INT)")
     names = {}
     pid = 4242
@@ -195,16 +214,22 @@ def _nsys_db(path):
     data = tracesplit.load(SYNTHETIC)
     for e in data["traceEvents"]:
         if e.get("cat") == "gpu_memcpy":  # copies live in a table of their own
-            con.execute("INSERT INTO CUPTI_ACTIVITY_KIND_MEMCPY VALUES (?,?,?,?,?)",
-                        (int(e["ts"] * 1000), int((e["ts"] + e["dur"]) * 1000), 0, e["tid"], gpid))
+            con.execute(
+                "INSERT INTO CUPTI_ACTIVITY_KIND_MEMCPY VALUES (?,?,?,?,?)",
+                (int(e["ts"] * 1000), int((e["ts"] + e["dur"]) * 1000), 0, e["tid"], gpid),
+            )
         elif e.get("cat") == "kernel":
             name = e["name"].split("(")[0]
             sid = names.setdefault(name, len(names) + 1)
-            con.execute("INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (?,?,?,?,?,?,?)",
-                        (int(e["ts"] * 1000), int((e["ts"] + e["dur"]) * 1000), 0, e["tid"], gpid, sid, sid))
+            con.execute(
+                "INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (?,?,?,?,?,?,?)",
+                (int(e["ts"] * 1000), int((e["ts"] + e["dur"]) * 1000), 0, e["tid"], gpid, sid, sid),
+            )
         elif e.get("cat") == "user_annotation":
-            con.execute("INSERT INTO NVTX_EVENTS VALUES (?,?,?,?,NULL)",
-                        (int(e["ts"] * 1000), int((e["ts"] + e["dur"]) * 1000), gpid | 7, e["name"]))
+            con.execute(
+                "INSERT INTO NVTX_EVENTS VALUES (?,?,?,?,NULL)",
+                (int(e["ts"] * 1000), int((e["ts"] + e["dur"]) * 1000), gpid | 7, e["name"]),
+            )
     # A second process's range on another GPU must not count as a step of GPU 0.
     con.execute("INSERT INTO NVTX_EVENTS VALUES (?,?,?,?,NULL)", (0, 300_000, (pid + 1) << 24, "train_step"))
     con.executemany("INSERT INTO StringIds VALUES (?,?)", [(i, n) for n, i in names.items()])
@@ -227,12 +252,16 @@ def test_nsys_split_of_an_older_export_without_steps(tmp_path):
     db = tmp_path / "old.sqlite"
     con = sqlite3.connect(db)
     con.execute("CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value TEXT NOT NULL)")
-    con.execute("CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (start INT, end INT, deviceId INT, globalPid INT, shortName INT)")
+    con.execute(
+        "CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (start INT, end INT, deviceId INT, globalPid INT, shortName INT)"
+    )
     con.execute("CREATE TABLE NVTX_EVENTS (start INT, end INT, globalTid INT, text TEXT)")
     con.executemany("INSERT INTO StringIds VALUES (?,?)", [(1, "sm90_gemm"), (2, "ncclDevKernel_AllReduce_Sum_f32")])
     gpid = 77 << 24
-    con.executemany("INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (?,?,?,?,?)",
-                    [(1000, 2000, 1, gpid, 1), (2000, 2500, 1, gpid, 2)])
+    con.executemany(
+        "INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (?,?,?,?,?)",
+        [(1000, 2000, 1, gpid, 1), (2000, 2500, 1, gpid, 2)],
+    )
     con.execute("INSERT INTO NVTX_EVENTS VALUES (?,?,?,?)", (0, 9000, 78 << 24, "train_step"))  # another process's
     con.execute("INSERT INTO NVTX_EVENTS VALUES (?,?,?,?)", (0, 9000, gpid | 3, "forward"))
     con.commit()
@@ -243,10 +272,12 @@ def test_nsys_split_of_an_older_export_without_steps(tmp_path):
 
 
 def test_parse_kernel_summary():
-    text = (" ** CUDA GPU Kernel Summary (cuda_gpu_kern_sum):\n\n"
-            '"Time (%)","Total Time (ns)","Instances","Avg (ns)","Med (ns)","Min (ns)","Max (ns)","StdDev (ns)","Name"\n'
-            '"60.0","6000","3","2000.0","2000.0","1000","3000","1000.0","sm90_xmma_gemm"\n'
-            '"40.0","4000","2","2000.0","2000.0","2000","2000","0.0","ncclDevKernel_AllReduce_Sum_f32_RING_LL(x)"\n')
+    text = (
+        " ** CUDA GPU Kernel Summary (cuda_gpu_kern_sum):\n\n"
+        '"Time (%)","Total Time (ns)","Instances","Avg (ns)","Med (ns)","Min (ns)","Max (ns)","StdDev (ns)","Name"\n'
+        '"60.0","6000","3","2000.0","2000.0","1000","3000","1000.0","sm90_xmma_gemm"\n'
+        '"40.0","4000","2","2000.0","2000.0","2000","2000","0.0","ncclDevKernel_AllReduce_Sum_f32_RING_LL(x)"\n'
+    )
     rows = traces.parse_kernel_summary(text)
     assert [r["name"][:10] for r in rows] == ["sm90_xmma_", "ncclDevKer"]
     assert traces.kernel_summary_split(rows) == {"compute_ms": pytest.approx(0.006), "comm_ms": pytest.approx(0.004)}
@@ -323,7 +354,6 @@ def test_sampler_rejects_a_bad_interval():
         telemetry.Sampler(interval=0)
 
 
-
 DMON_T = """#Time        gpu     sm    mem    enc    dec    jpg    ofa
 #HH:MM:SS    Idx      %      %      %      %      %      %
  10:00:01      0      0      0      0      0      0      0
@@ -348,7 +378,9 @@ def test_parse_dmon_with_its_time_column():
 def test_sampler_describes_what_it_measures_and_saves(tmp_path):
     t = _fake_sampler()
     lines = t.describe()
-    assert "every 0.1 s" in lines[0] and any(line.startswith("sm_util_pct: ") and "1/6 s to 1 s" in line for line in lines)
+    assert "every 0.1 s" in lines[0] and any(
+        line.startswith("sm_util_pct: ") and "1/6 s to 1 s" in line for line in lines
+    )
     assert any(line.startswith("nvlink_tx_gbs: ") and "cumulative counters" in line for line in lines)
     saved = json.loads(t.save(tmp_path / "telemetry.json").read_text())
     assert saved["interval_s"] == 0.1 and len(saved["samples"]) == 4 and saved["dmon_text"] == DMON
@@ -365,15 +397,21 @@ def _fake_sampler():
     t._handles = [object(), object()]
     t.started_at = 0.0
     for gpu in (0, 1):  # 2 GiB sent per GPU between 10 s and 12 s (counters in KiB)
-        t._raw += [telemetry._Raw(10.0, gpu, 90, 10, 1, 300, 0, 0), telemetry._Raw(12.0, gpu, 90, 10, 1, 300, 2 * 2**20, 2 * 2**20)]
+        t._raw += [
+            telemetry._Raw(10.0, gpu, 90, 10, 1, 300, 0, 0),
+            telemetry._Raw(12.0, gpu, 90, 10, 1, 300, 2 * 2**20, 2 * 2**20),
+        ]
     t.dmon_text = DMON
     return t
 
 
 def test_probe_traffic_and_the_c13_verdict():
     t = _fake_sampler()
-    res = types.SimpleNamespace(metrics={"probe": {"start": 9.9, "end": 12.1, "bytes_per_rank_algorithm": 2 * 2**30}},
-                                label="here", env=types.SimpleNamespace(is_gpu=True))
+    res = types.SimpleNamespace(
+        metrics={"probe": {"start": 9.9, "end": 12.1, "bytes_per_rank_algorithm": 2 * 2**30}},
+        label="here",
+        env=types.SimpleNamespace(is_gpu=True),
+    )
     rows = profreport.probe_traffic(t, res)
     assert [r["gpu"] for r in rows] == [0, 1] and rows[0]["sent_over_expected"] == pytest.approx(1.0)
     v = monitoring.verdict_c13_from(t, res, rows)
@@ -387,7 +425,11 @@ def test_probe_traffic_and_the_c13_verdict():
     assert cpu.status == "unverifiable" and cpu.numbers["sm_during_probe"] is None and "idle GPU" in cpu.text
     t.dmon_text, t.dmon_reason = "", "nvidia-smi not found"
     nodriver = monitoring.verdict_c13_from(t, res, rows)
-    assert nodriver.status == "unverifiable" and "idle GPU" not in nodriver.text and "nvidia-smi not found" in nodriver.text
+    assert (
+        nodriver.status == "unverifiable"
+        and "idle GPU" not in nodriver.text
+        and "nvidia-smi not found" in nodriver.text
+    )
     assert monitoring.verdict_c13(DMON + "", [2**30]).status == "wrong"
     assert monitoring.verdict_c13("# gpu sm nvlrx\n# Idx % MB/s\n 0 1 2\n", [2**30]).status == "holds"
     none = monitoring.verdict_c13("", [], reason="NVML is unavailable here")
@@ -396,13 +438,28 @@ def test_probe_traffic_and_the_c13_verdict():
 
 # --------------------------------------------------------------------------- waiting or moving data
 
+
 def _rank_trace(rank, compute, comm, steps, base_ns=1_000_000_000, host="node"):
     """A torch.profiler-like GPU trace (µs) of one rank: kernels, NCCL kernels and train_step ranges."""
-    ev = [{"ph": "X", "cat": "user_annotation", "name": "train_step", "pid": 1, "tid": 1, "ts": s, "dur": e - s}
-          for s, e in steps]
-    ev += [{"ph": "X", "cat": "kernel", "name": "sm90_gemm", "pid": 0, "tid": 7, "ts": s, "dur": e - s} for s, e in compute]
-    ev += [{"ph": "X", "cat": "kernel", "name": "ncclDevKernel_AllReduce_Sum_f32_RING_LL(x)", "pid": 0, "tid": 13,
-            "ts": s, "dur": e - s} for s, e in comm]
+    ev = [
+        {"ph": "X", "cat": "user_annotation", "name": "train_step", "pid": 1, "tid": 1, "ts": s, "dur": e - s}
+        for s, e in steps
+    ]
+    ev += [
+        {"ph": "X", "cat": "kernel", "name": "sm90_gemm", "pid": 0, "tid": 7, "ts": s, "dur": e - s} for s, e in compute
+    ]
+    ev += [
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": "ncclDevKernel_AllReduce_Sum_f32_RING_LL(x)",
+            "pid": 0,
+            "tid": 13,
+            "ts": s,
+            "dur": e - s,
+        }
+        for s, e in comm
+    ]
     return {"traceEvents": ev, "distributedInfo": {"rank": rank}, "baseTimeNanoseconds": base_ns, "host_name": host}
 
 
@@ -431,9 +488,13 @@ def test_pairing_splits_waiting_from_transfer():
 
 
 def test_pairing_reads_each_trace_on_its_own_base():
-    shifted = _rank_trace(1, compute=[(-1000 + s, -1000 + e) for s, e in [(0, 60), (100, 130)]],
-                          comm=[(-1000 + 60, -1000 + 70), (-1000 + 130, -1000 + 165)],
-                          steps=[(-1000, -900), (-900, -800)], base_ns=1_000_000_000 + 1_000_000)  # 1000 µs later
+    shifted = _rank_trace(
+        1,
+        compute=[(-1000 + s, -1000 + e) for s, e in [(0, 60), (100, 130)]],
+        comm=[(-1000 + 60, -1000 + 70), (-1000 + 130, -1000 + 165)],
+        steps=[(-1000, -900), (-900, -800)],
+        base_ns=1_000_000_000 + 1_000_000,
+    )  # 1000 µs later
     assert [w.transfer_ms for w in tracesplit.pair([RANK0, shifted])] == pytest.approx([0.0125, 0.0125])
 
 
@@ -475,7 +536,9 @@ def test_timeline_when_the_ranks_cannot_be_paired_or_have_no_steps():
     bare = _rank_trace(0, [(10, 60)], [(60, 70)], [])
     tl = traces.timeline([bare])  # no step ranges: the whole trace, from its first kernel to its last
     assert tl[tl["kind"] == "step"][["start_ms", "end_ms"]].values.tolist() == [[0.0, pytest.approx(0.060)]]
-    assert tl[tl["kind"] == "comm"][["start_ms", "end_ms"]].values.tolist() == [[pytest.approx(0.050), pytest.approx(0.060)]]
+    assert tl[tl["kind"] == "comm"][["start_ms", "end_ms"]].values.tolist() == [
+        [pytest.approx(0.050), pytest.approx(0.060)]
+    ]
     tl = traces.timeline([_rank_trace(0, [], [], [])])  # nothing ran: an empty window
     assert tl[["kind", "start_ms", "end_ms"]].values.tolist() == [["step", 0.0, 0.0]]
 
@@ -489,6 +552,7 @@ def test_real_cpu_traces_pair():
 
 
 # --------------------------------------------------------------------------- the exercises
+
 
 @pytest.mark.parametrize("name", ["profile_exposed", "profile_waiting"])
 def test_exercise_solution_passes_and_each_wrong_answer_fails_for_its_reason(name):
@@ -514,17 +578,35 @@ def test_exercise_checkers_never_raise():
 
 # --------------------------------------------------------------------------- the readers, on hand-made results
 
+
 def _ab(ddp, no_sync, local):
     return {"ddp": ddp, "no_sync": no_sync, "local": local}
 
 
 def _rank(exposed, comm, step=10.0, plain=(10.0, 10.1, 9.9, 10.0), profiled=(11.0, 11.1, 10.9)):
-    sp = {"source": "gpu", "steps": 3, "step_ms": step, "compute_ms": 8.0, "comm_ms": comm, "hidden_ms": comm - exposed,
-          "exposed_ms": exposed, "idle_ms": step - 8.0 - exposed, "compute_only_ms": 8.0 - (comm - exposed),
-          "comm_share": comm / step, "exposed_share": exposed / step, "phase_ms": {"forward": 3.0}}
-    return {"step_ms": statistics.median(plain), "step_ms_profiled": statistics.median(profiled), "split": sp,
-            "step_ms_all": {"ddp": list(plain)}, "profiled_ms": list(profiled), "local_step_ms": 9.0,
-            "step_ms_repeats": _ab([10.0, 10.1, 10.0], [9.0, 9.05, 9.0], [9.0, 9.1, 9.0])}
+    sp = {
+        "source": "gpu",
+        "steps": 3,
+        "step_ms": step,
+        "compute_ms": 8.0,
+        "comm_ms": comm,
+        "hidden_ms": comm - exposed,
+        "exposed_ms": exposed,
+        "idle_ms": step - 8.0 - exposed,
+        "compute_only_ms": 8.0 - (comm - exposed),
+        "comm_share": comm / step,
+        "exposed_share": exposed / step,
+        "phase_ms": {"forward": 3.0},
+    }
+    return {
+        "step_ms": statistics.median(plain),
+        "step_ms_profiled": statistics.median(profiled),
+        "split": sp,
+        "step_ms_all": {"ddp": list(plain)},
+        "profiled_ms": list(profiled),
+        "local_step_ms": 9.0,
+        "step_ms_repeats": _ab([10.0, 10.1, 10.0], [9.0, 9.05, 9.0], [9.0, 9.1, 9.0]),
+    }
 
 
 def _res(*ranks):
@@ -549,14 +631,18 @@ def test_trust_fails_when_the_profiler_costs_more_than_it_reports():
     assert v.status == "info" and not v.numbers["trustworthy"] and v.numbers["ranks_failing"] == [1]
     assert v.numbers["overhead_ms"] == pytest.approx([1.0, 1.0])
     assert profreport.verdict_overhead(res).status == "slower"
-    same = _res(_rank(exposed=0.3, comm=0.5, profiled=(10.0, 10.05, 9.95)), _rank(exposed=0.3, comm=0.5, profiled=(10.0, 10.1)))
+    same = _res(
+        _rank(exposed=0.3, comm=0.5, profiled=(10.0, 10.05, 9.95)), _rank(exposed=0.3, comm=0.5, profiled=(10.0, 10.1))
+    )
     assert profreport.verdict_overhead(same).status == "no change"
     trust = profreport.verdict_trust(same)  # within the noise, and the noise bound (2 % of 10 ms) is below the exposed
     assert trust.status == "info" and trust.numbers["trustworthy"] is True
     assert trust.numbers["overhead_bound_ms"] == pytest.approx([0.2, 0.2], abs=0.01)
     # Overheads within a wide noise are not zero: they cannot be told from the exposed communication.
-    noisy = _res(_rank(exposed=0.5, comm=1.0, plain=(10.0, 12.0, 10.5), profiled=(11.0, 10.0, 14.0)),
-                 _rank(exposed=0.5, comm=1.0, plain=(10.0, 12.0, 10.5), profiled=(11.0, 10.0, 14.0)))
+    noisy = _res(
+        _rank(exposed=0.5, comm=1.0, plain=(10.0, 12.0, 10.5), profiled=(11.0, 10.0, 14.0)),
+        _rank(exposed=0.5, comm=1.0, plain=(10.0, 12.0, 10.5), profiled=(11.0, 10.0, 14.0)),
+    )
     assert profreport.verdict_overhead(noisy).status == "no change"
     v = profreport.verdict_trust(noisy)
     assert v.status == "undecided" and v.numbers["trustworthy"] is None and v.numbers["ranks_undecided"] == [0, 1]
@@ -580,8 +666,16 @@ def test_exchange_and_second_gpu_use_the_noise_rule():
 
 
 def _sweep_row(batch, comm, exposed, link=None):
-    row = {"batch": batch, "global_batch": 2 * batch, "step_ms_unprofiled": 10.0 * batch, "samples_per_s": 100.0,
-           "step_ms": 10.0 * batch, "comm_ms": comm, "exposed_ms": exposed, "comm_share": comm / (10.0 * batch)}
+    row = {
+        "batch": batch,
+        "global_batch": 2 * batch,
+        "step_ms_unprofiled": 10.0 * batch,
+        "samples_per_s": 100.0,
+        "step_ms": 10.0 * batch,
+        "comm_ms": comm,
+        "exposed_ms": exposed,
+        "comm_share": comm / (10.0 * batch),
+    }
     if link:
         row["link"] = {"transfer_ms": link[0], "exposed_transfer_ms": link[1], "wait_ms": comm - link[0]}
     return row
@@ -593,15 +687,21 @@ def _sweep_res(rows0, rows1):
 
 def test_c16_verdicts():
     # The profiler's share passes 15 % at batch 1 on rank 0 only because it waits; the wire stays at 3 %.
-    skew = _sweep_res([_sweep_row(1, 5.0, 4.0), _sweep_row(8, 1.0, 0.1)], [_sweep_row(1, 0.3, 0.25), _sweep_row(8, 1.1, 0.05)])
+    skew = _sweep_res(
+        [_sweep_row(1, 5.0, 4.0), _sweep_row(8, 1.0, 0.1)], [_sweep_row(1, 0.3, 0.25), _sweep_row(8, 1.1, 0.05)]
+    )
     v = profreport.verdict_c16({"NVLink": skew})
     assert v.status == "partly" and v.numbers["NVLink"]["max_link_share"] == pytest.approx(0.03)
     assert v.numbers["NVLink"]["max_profiler_share"] == pytest.approx((0.5 + 0.03) / 2)
     assert v.numbers["NVLink"]["exposed_link_ms"] == [0.25, 0.05]
-    slow = _sweep_res([_sweep_row(1, 3.0, 2.5, (3.0, 2.5)), _sweep_row(8, 3.0, 0.3, (3.0, 0.3))],
-                      [_sweep_row(1, 3.2, 2.6, (3.1, 2.6)), _sweep_row(8, 3.0, 0.3, (3.0, 0.3))])
+    slow = _sweep_res(
+        [_sweep_row(1, 3.0, 2.5, (3.0, 2.5)), _sweep_row(8, 3.0, 0.3, (3.0, 0.3))],
+        [_sweep_row(1, 3.2, 2.6, (3.1, 2.6)), _sweep_row(8, 3.0, 0.3, (3.0, 0.3))],
+    )
     assert profreport.verdict_c16({"slow link": slow}).status == "holds"
-    stuck = _sweep_res([_sweep_row(1, 3.0, 2.5), _sweep_row(8, 3.0, 2.4)], [_sweep_row(1, 3.0, 2.5), _sweep_row(8, 3.0, 2.4)])
+    stuck = _sweep_res(
+        [_sweep_row(1, 3.0, 2.5), _sweep_row(8, 3.0, 2.4)], [_sweep_row(1, 3.0, 2.5), _sweep_row(8, 3.0, 2.4)]
+    )
     assert profreport.verdict_c16({"stuck": stuck}).status == "wrong"  # 4 % less is within HIDES_MORE
     assert profreport.verdict_c16({"none": _sweep_res([], [])}).status == "unverifiable"
     skew.env = types.SimpleNamespace(is_gpu=False)  # a CPU simulation cannot settle a rule about GPUs
@@ -626,22 +726,42 @@ def test_c12_verdict_from_the_split():
 
 # --------------------------------------------------------------------------- the workload, and the lesson, on real ranks
 
+
 def test_params_from_picks_only_workload_parameters():
     sizes = {"model": "tiny", "interval": 0.1, "sweep": [2, 4], "timeout": 60}
     assert profiling.params_from(sizes, steps=2) == {"model": "tiny", "sweep": [2, 4], "steps": 2}
 
 
-@pytest.mark.parametrize(("params", "words"), [({"sweep": (0,)}, "sweep"), ({"rounds": 1}, "2 repeats"),
-                                                ({"amp": "fp16"}, "amp")])
+@pytest.mark.parametrize(
+    ("params", "words"), [({"sweep": (0,)}, "sweep"), ({"rounds": 1}, "2 repeats"), ({"amp": "fp16"}, "amp")]
+)
 def test_bad_parameters_fail_before_launch(params, words):
     with pytest.raises(nvtutorial.LaunchError, match=words):
         nvtutorial.launch.prepare("profile_step", params=params)
 
 
 def test_profile_step_run_reports_every_rank_consistently(runs_dir):
-    res = nvtutorial.run("profile_step", nproc=2, output="none", timeout=180, params={
-        "model": "tiny", "batch_size": 2, "image_size": 16, "warmup": 1, "rounds": 2, "round_steps": 1, "steps": 2,
-        "wire_repeats": 2, "sweep": (2,), "sweep_rounds": 2, "sweep_steps": 1, "probe_mb": 1, "probe_s": 0.05})
+    res = nvtutorial.run(
+        "profile_step",
+        nproc=2,
+        output="none",
+        timeout=180,
+        params={
+            "model": "tiny",
+            "batch_size": 2,
+            "image_size": 16,
+            "warmup": 1,
+            "rounds": 2,
+            "round_steps": 1,
+            "steps": 2,
+            "wire_repeats": 2,
+            "sweep": (2,),
+            "sweep_rounds": 2,
+            "sweep_steps": 1,
+            "probe_mb": 1,
+            "probe_s": 0.05,
+        },
+    )
     assert [p.name for p in traces.rank_traces(res.run_dir)] == ["trace_rank0.json", "trace_rank1.json"]
     assert not list(res.run_dir.glob("sweep_*.json")), "the sweep's traces are removed"
     for rank, m in enumerate(res.ranks):
@@ -656,7 +776,11 @@ def test_profile_step_run_reports_every_rank_consistently(runs_dir):
         assert len(m["wire"]["ms"]) == 2 and m["wire"]["bytes"] == 4 * m["parameters"]
         assert [r["batch"] for r in m["sweep"]] == [2] and "wait_ms" in m["sweep"][0]["link"]
         assert m["probe"]["count"] >= 1
-        assert [p["name"] for p in m["phases"]][:3] == ["setup + warm-up", "A/B rounds: DDP, no_sync, 1-GPU", "profiled steps"]
+        assert [p["name"] for p in m["phases"]][:3] == [
+            "setup + warm-up",
+            "A/B rounds: DDP, no_sync, 1-GPU",
+            "profiled steps",
+        ]
     # Both ranks saw the same collectives; the split the workload computed is the one the parent computes.
     assert res.ranks[0]["split"]["link"]["collectives"] == res.ranks[1]["split"]["link"]["collectives"] >= 1
     again = tracesplit.pair(traces.rank_traces(res.run_dir))
@@ -677,7 +801,9 @@ def test_profile_step_run_reports_every_rank_consistently(runs_dir):
     assert trust.status == ("undecided" if t["trustworthy"] is None else "info")
     for v, baseline in ((profreport.verdict_exchange(res), "no_sync"), (profreport.verdict_second_gpu(res), "local")):
         cs = profreport.comparisons(res.ranks, baseline)
-        assert v.numbers["rank_status"] == [c.status for c in cs] and v.status == profreport._joint(v.numbers["rank_status"])
+        assert v.numbers["rank_status"] == [c.status for c in cs] and v.status == profreport._joint(
+            v.numbers["rank_status"]
+        )
         assert v.numbers["extra_ms"] == [c.candidate - c.baseline for c in cs]
     c12 = traces.verdict_c12(res)
     if not res.env.is_gpu:
@@ -687,8 +813,14 @@ def test_profile_step_run_reports_every_rank_consistently(runs_dir):
 
 def test_the_lesson_script_runs_on_real_ranks_and_its_traces_pair(runs_dir):
     out = runs_dir / "lesson"
-    res = nvtutorial.run(str(LESSON), nproc=2, output="none", timeout=180, out=out,
-                         args=["--model", "tiny", "--batch", "2", "--image", "16", "--steps", "2", "--out", str(out)])
+    res = nvtutorial.run(
+        str(LESSON),
+        nproc=2,
+        output="none",
+        timeout=180,
+        out=out,
+        args=["--model", "tiny", "--batch", "2", "--image", "16", "--steps", "2", "--out", str(out)],
+    )
     paths = traces.rank_traces(out)
     assert [p.name for p in paths] == ["trace_rank0.json", "trace_rank1.json"]
     assert [Path(m["trace"]).name for m in res.ranks] == ["trace_rank0.json", "trace_rank1.json"]

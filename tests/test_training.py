@@ -22,12 +22,11 @@ import nvtutorial
 from nvtutorial import launch
 from nvtutorial.chapters.ch03_ddp_training import exercises_accumulation as ddp_accumulation
 from nvtutorial.chapters.ch03_ddp_training import exercises_validation as ddp_validation
-from nvtutorial.chapters.ch04_optimisations.lessons import ddp_optimised
-from nvtutorial.chapters.ch03_ddp_training.lessons import ddp_train
-from nvtutorial.chapters.ch03_ddp_training.lessons import training
-from nvtutorial.models import segdata, unet
-from nvtutorial.chapters.ch04_optimisations import report as oreport
 from nvtutorial.chapters.ch03_ddp_training import report
+from nvtutorial.chapters.ch03_ddp_training.lessons import ddp_train, training
+from nvtutorial.chapters.ch04_optimisations import report as oreport
+from nvtutorial.chapters.ch04_optimisations.lessons import ddp_optimised
+from nvtutorial.models import segdata, unet
 from nvtutorial.report.verdict import aa_gap
 from nvtutorial.runtime import Context
 from nvtutorial.teach import check, ranks
@@ -60,8 +59,14 @@ def ctx(tmp_path_factory):
         dist.init_process_group("gloo", rank=0, world_size=1)
         created = True
     assert dist.get_world_size() == 1, "another test left a process group of more than one rank"
-    yield Context(rank=0, local_rank=0, world_size=1, backend="gloo", device=torch.device("cpu"),
-                  run_dir=tmp_path_factory.mktemp("train"))
+    yield Context(
+        rank=0,
+        local_rank=0,
+        world_size=1,
+        backend="gloo",
+        device=torch.device("cpu"),
+        run_dir=tmp_path_factory.mktemp("train"),
+    )
     if created:
         dist.destroy_process_group()
 
@@ -156,21 +161,28 @@ def test_accumulation_equals_one_step_on_the_whole_batch(ctx):
 def test_every_optimised_function_trains_from_the_same_start(ctx):
     images, masks = _batch(4)
     first = {}
-    for name, build in (("lesson", ddp_train.build_model), ("channels_last", ddp_optimised.build_model_channels_last),
-                        ("checkpointed", ddp_optimised.build_model_checkpointed)):
+    for name, build in (
+        ("lesson", ddp_train.build_model),
+        ("channels_last", ddp_optimised.build_model_channels_last),
+        ("checkpointed", ddp_optimised.build_model_checkpointed),
+    ):
         model = build("tiny", CPU)
         optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
         first[name] = ddp_train.train_step(model, optimizer, images, masks, CPU, amp=None).item()
         second = ddp_train.train_step(model, optimizer, images, masks, CPU, amp=None).item()
         assert second < first[name]
     torch.manual_seed(0)
-    tuned = ddp_optimised.wrap_ddp_tuned(unet.build_unet("tiny"), CPU, bucket_cap_mb=1, gradient_as_bucket_view=True,
-                                         static_graph=True)
-    first["tuned"] = ddp_train.train_step(tuned, torch.optim.AdamW(tuned.parameters()), images, masks, CPU, amp=None).item()
+    tuned = ddp_optimised.wrap_ddp_tuned(
+        unet.build_unet("tiny"), CPU, bucket_cap_mb=1, gradient_as_bucket_view=True, static_graph=True
+    )
+    first["tuned"] = ddp_train.train_step(
+        tuned, torch.optim.AdamW(tuned.parameters()), images, masks, CPU, amp=None
+    ).item()
     model = ddp_train.build_model("tiny", CPU)
     scaler = torch.amp.GradScaler("cpu")
-    first["fp16"] = ddp_optimised.train_step_fp16(model, torch.optim.AdamW(model.parameters()), images, masks, CPU,
-                                                  scaler).item()
+    first["fp16"] = ddp_optimised.train_step_fp16(
+        model, torch.optim.AdamW(model.parameters()), images, masks, CPU, scaler
+    ).item()
     assert scaler.get_scale() > 0
     assert len({round(v, 6) for k, v in first.items() if k != "fp16"}) == 1, first  # the same weights, the same loss
     assert first["fp16"] == pytest.approx(first["lesson"], rel=1e-2)
@@ -197,8 +209,9 @@ def test_checkpoint_round_trip_restores_model_optimizer_and_epoch(ctx, tmp_path)
 
 
 # --- the layer the other notebooks' workloads use --------------------------------------------------
-@pytest.mark.parametrize("options", [{"data": "loader"},
-                                     {"data": "device", "channels_last": True, "ddp_kwargs": {"bucket_cap_mb": 1}}])
+@pytest.mark.parametrize(
+    "options", [{"data": "loader"}, {"data": "device", "channels_last": True, "ddp_kwargs": {"bucket_cap_mb": 1}}]
+)
 def test_training_setup_still_serves_the_other_workloads(ctx, options):
     s = training.setup(ctx, **TINY, lr=1e-2, **options)
     before = training.evaluate(s, ctx)
@@ -228,21 +241,38 @@ def test_training_setup_fp16_steps_through_the_lessons_fp16_function(ctx):
 
 def test_training_setup_rejects_bad_arguments():
     with pytest.raises(ValueError, match="amp"):
-        training.check_setup_args(model="tiny", batch_size=1, image_size=32, samples=4, val_samples=4, classes=2,
-                                  amp="fp64", num_workers=0)
+        training.check_setup_args(
+            model="tiny", batch_size=1, image_size=32, samples=4, val_samples=4, classes=2, amp="fp64", num_workers=0
+        )
     with pytest.raises(ValueError, match="multiple of 8"):
-        training.check_setup_args(model="tiny", batch_size=1, image_size=36, samples=4, val_samples=4, classes=2,
-                                  amp="fp32", num_workers=0)
+        training.check_setup_args(
+            model="tiny", batch_size=1, image_size=36, samples=4, val_samples=4, classes=2, amp="fp32", num_workers=0
+        )
 
 
 # --- the train workload, in process (one rank) --------------------------------------------------
 def test_train_workload_times_counts_and_repeats_the_first_configuration(ctx):
     from nvtutorial.chapters.ch03_ddp_training import workload as train
 
-    p = train.Params(model="tiny", image_size=16, batch_sizes=(4,), samples=16, warmup=1, steps=2, repeats=2,
-                     accumulation=2, one_gpu_batch=4,
-                     variants=("baseline", "gradient_as_bucket_view=True", "bucket_cap_mb=1", "no_sync accumulation",
-                               "accumulation without no_sync", "activation checkpointing"))
+    p = train.Params(
+        model="tiny",
+        image_size=16,
+        batch_sizes=(4,),
+        samples=16,
+        warmup=1,
+        steps=2,
+        repeats=2,
+        accumulation=2,
+        one_gpu_batch=4,
+        variants=(
+            "baseline",
+            "gradient_as_bucket_view=True",
+            "bucket_cap_mb=1",
+            "no_sync accumulation",
+            "accumulation without no_sync",
+            "activation checkpointing",
+        ),
+    )
     out = train.run(ctx, p)
     rows = [report.normalise_row(r) for r in out["rows"]]
     assert [r["status"] for r in rows] == ["ok"] * len(rows)
@@ -258,20 +288,26 @@ def test_train_workload_times_counts_and_repeats_the_first_configuration(ctx):
     assert by["gradient_as_bucket_view=True"]["loss_curve"] == by["baseline"]["loss_curve"]
     assert by["gradient_as_bucket_view=True"]["allreduce_bytes_per_step"] == by["baseline"]["allreduce_bytes_per_step"]
     assert by["baseline"]["allreduce_bytes_per_step"] == by["baseline"]["param_bytes"]  # fp32 gradients, all of them
-    assert by["accumulation without no_sync"]["allreduce_bytes_per_step"] == 2 * by["no_sync accumulation"]["allreduce_bytes_per_step"]
+    assert (
+        by["accumulation without no_sync"]["allreduce_bytes_per_step"]
+        == 2 * by["no_sync accumulation"]["allreduce_bytes_per_step"]
+    )
     assert by["activation checkpointing"]["saved_activation_bytes"] < by["baseline"]["saved_activation_bytes"]
     assert "allreduce_bytes_per_step" not in by[report.SOLO] and by[report.SOLO]["world_size"] == 1
     assert report.aa_gap_of(rows) == aa_gap(rows[0]["step_ms_repeats"], rows[-1]["step_ms_repeats"])
 
 
-@pytest.mark.parametrize("params, match", [
-    ({"variants": ("foo",)}, "unknown variant"),
-    ({"variants": ("bucket_cap_mb=0",)}, "bucket_cap_mb must be positive"),
-    ({"variants": ("no_sync accumulation",), "batch_sizes": (6,), "accumulation": 4}, "equal micro-batches"),
-    ({"image_size": 30}, "multiple of 16"),
-    ({"repeats": 1}, "at least 2 rounds"),
-    ({"variants": ()}, "variants is empty"),
-])
+@pytest.mark.parametrize(
+    "params, match",
+    [
+        ({"variants": ("foo",)}, "unknown variant"),
+        ({"variants": ("bucket_cap_mb=0",)}, "bucket_cap_mb must be positive"),
+        ({"variants": ("no_sync accumulation",), "batch_sizes": (6,), "accumulation": 4}, "equal micro-batches"),
+        ({"image_size": 30}, "multiple of 16"),
+        ({"repeats": 1}, "at least 2 rounds"),
+        ({"variants": ()}, "variants is empty"),
+    ],
+)
 def test_bad_train_params_rejected_before_launch(params, match, runs_dir):
     with pytest.raises(nvtutorial.LaunchError, match=match):
         launch.prepare("train", nproc=2, backend="gloo", params=params)
@@ -283,8 +319,12 @@ def test_attention_workload_counts_sdpa_calls_and_restores_switches():
 
     before = torch.backends.cuda.flash_sdp_enabled()
     c = Context(rank=0, local_rank=0, world_size=1, backend="gloo", device=torch.device("cpu"), run_dir=Path("."))
-    out = attention_sdp.run(c, attention_sdp.Params(batch=1, heads=2, seq=32, head_dim=16, warmup=0, repeats=2,
-                                                    unet="tiny", unet_image_size=16, unet_batch=1))
+    out = attention_sdp.run(
+        c,
+        attention_sdp.Params(
+            batch=1, heads=2, seq=32, head_dim=16, warmup=0, repeats=2, unet="tiny", unet_image_size=16, unet_batch=1
+        ),
+    )
     assert out["unet"]["sdpa_calls"] == 0 and out["unet"]["attention_block_sdpa_calls"] == 1
     assert any(b["runs"] for b in out["backends"] if b["backend"] == "MATH")
     assert torch.backends.cuda.flash_sdp_enabled() == before == out["after"]["flash_sdp_enabled"]
@@ -307,8 +347,11 @@ def pair():
     ranks.stop()
 
 
-CANDIDATES = [(ex, name, fn, words) for ex in (ddp_validation, ddp_accumulation)
-              for name, (fn, words) in [("solution", (ex.SOLUTION, None)), *ex.WRONG.items()]]
+CANDIDATES = [
+    (ex, name, fn, words)
+    for ex in (ddp_validation, ddp_accumulation)
+    for name, (fn, words) in [("solution", (ex.SOLUTION, None)), *ex.WRONG.items()]
+]
 
 
 def test_every_checker_passes_its_solution_and_names_each_wrong_answer(pair, tmp_path):
@@ -325,7 +368,9 @@ def test_every_checker_passes_its_solution_and_names_each_wrong_answer(pair, tmp
         "ctx = types.SimpleNamespace(rank=rank, world_size=world_size, device=device)\n"
         "from nvtutorial.chapters import named\n"
         "verdicts = [importlib.import_module(named('exercises')[ex]).check_on_rank(load_candidate(path, entry), ctx)\n"
-        "            for ex, path, entry in JOBS]\n", timeout=300)
+        "            for ex, path, entry in JOBS]\n",
+        timeout=300,
+    )
     assert result.ok, result.report()
     on_rank = ranks.pull("verdicts")
     for i, (ex, name, _, words) in enumerate(CANDIDATES):

@@ -38,13 +38,16 @@ def test_typed_builds_nested_dataclasses_tuples_optionals_and_literals():
     assert typed(Rank, {"device": "cpu", "kind": "b", "rows": []}).points == ()  # upgraded from the old layout
 
 
-@pytest.mark.parametrize("data, words", [
-    ({"device": "cpu", "kind": "a"}, "missing field 'points' of Rank"),
-    ({"device": "cpu", "kind": "a", "points": [], "extra": 1}, "unknown field extra for Rank"),
-    ({"device": "cpu", "kind": "c", "points": []}, "'c' is not one of ('a', 'b')"),
-    ({"device": "cpu", "kind": "a", "points": [{"size": 4}]}, "Rank.points[0]: missing field 'seconds' of Point"),
-    ({"device": "cpu", "kind": "a", "points": 3}, None),
-])
+@pytest.mark.parametrize(
+    "data, words",
+    [
+        ({"device": "cpu", "kind": "a"}, "missing field 'points' of Rank"),
+        ({"device": "cpu", "kind": "a", "points": [], "extra": 1}, "unknown field extra for Rank"),
+        ({"device": "cpu", "kind": "c", "points": []}, "'c' is not one of ('a', 'b')"),
+        ({"device": "cpu", "kind": "a", "points": [{"size": 4}]}, "Rank.points[0]: missing field 'seconds' of Point"),
+        ({"device": "cpu", "kind": "a", "points": 3}, None),
+    ],
+)
 def test_typed_names_what_does_not_fit(data, words):
     with pytest.raises((ValueError, TypeError)) as info:
         typed(Rank, data)
@@ -53,9 +56,22 @@ def test_typed_names_what_does_not_fit(data, words):
 
 
 def test_a_run_result_gives_every_rank_typed():
-    ranks = [{"device": "cpu", "kind": "a", "points": []}, {"device": "cpu", "kind": "b", "rows": [{"size": 1, "seconds": 2}]}]
-    result = RunResult(workload="w", params={}, returncode=0, wall_s=1.0, first_output_s=0.1, env=None, ranks=ranks,
-                       run_dir=Path("run"), log_files={}, log_tail=[])
+    ranks = [
+        {"device": "cpu", "kind": "a", "points": []},
+        {"device": "cpu", "kind": "b", "rows": [{"size": 1, "seconds": 2}]},
+    ]
+    result = RunResult(
+        workload="w",
+        params={},
+        returncode=0,
+        wall_s=1.0,
+        first_output_s=0.1,
+        env=None,
+        ranks=ranks,
+        run_dir=Path("run"),
+        log_files={},
+        log_tail=[],
+    )
     assert result.ranks_as(Rank)[1].points == (Point(1, 2.0),)
     assert result.metrics_as(Rank).kind == "a"
     empty = dataclasses.replace(result, ranks=[], error={"type": "Timeout"})

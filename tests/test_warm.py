@@ -26,7 +26,6 @@ import nvtutorial
 from nvtutorial import launch
 from nvtutorial.launch import warm as warm_mod
 from nvtutorial.teach import ranks
-
 from tests.launch_helpers import assert_no_process
 
 REPO = Path(__file__).resolve().parent.parent
@@ -75,16 +74,24 @@ def test_a_rank_cannot_tell_how_it_was_started(runs_dir):
     warm = nvtutorial.run(RANK_VIEW, nproc=2, backend="gloo", output="none", env=detail)
     cold = nvtutorial.run(RANK_VIEW, nproc=2, backend="gloo", output="none", launcher="torchrun", env=detail)
     assert (warm.started, cold.started) == ("warm", "torchrun")
-    assert warm.torchrun == cold.torchrun == (f"CUDA_VISIBLE_DEVICES='' OMP_NUM_THREADS=2 TORCH_DISTRIBUTED_DEBUG=DETAIL "
-                                              f"torchrun --standalone --nproc-per-node 2 {RANK_VIEW}")
+    assert (
+        warm.torchrun
+        == cold.torchrun
+        == (
+            f"CUDA_VISIBLE_DEVICES='' OMP_NUM_THREADS=2 TORCH_DISTRIBUTED_DEBUG=DETAIL "
+            f"torchrun --standalone --nproc-per-node 2 {RANK_VIEW}"
+        )
+    )
     for rank in range(2):
         w, c = dict(warm.ranks[rank]), dict(cold.ranks[rank])
         w_env, c_env = w.pop("env"), c.pop("env")
-        assert set(w_env) == set(c_env), (set(w_env) ^ set(c_env))
+        assert set(w_env) == set(c_env), set(w_env) ^ set(c_env)
         differ = {k for k in w_env if w_env[k] != c_env[k]}
         assert differ <= PER_RUN, {k: (w_env[k], c_env[k]) for k in differ - PER_RUN}
         assert w_env["RANK"] == w_env["LOCAL_RANK"] == str(rank) and w_env["TORCHELASTIC_USE_AGENT_STORE"] == "True"
-        assert w_env["MASTER_PORT"].isdigit() and w_env["TORCHELASTIC_ERROR_FILE"].endswith(f"rank{rank}.torchelastic-error.json")
+        assert w_env["MASTER_PORT"].isdigit() and w_env["TORCHELASTIC_ERROR_FILE"].endswith(
+            f"rank{rank}.torchelastic-error.json"
+        )
         seeds = (w.pop("initial_seed"), c.pop("initial_seed"))
         w.pop("rand"), c.pop("rand")
         assert w == c, {k: (w[k], c[k]) for k in w if w[k] != c[k]}
@@ -99,11 +106,26 @@ def test_a_rank_cannot_tell_how_it_was_started(runs_dir):
 
 def test_the_same_lesson_gives_the_same_weights_either_way(runs_dir):
     """03's DDP lesson (with a DataLoader worker forked from each rank): identical losses and weights."""
-    args = ["--model", "tiny", "--image-size", "16", "--samples", "32", "--val-samples", "8", "--batch-size", "4",
-            "--epochs", "1", "--workers", "1"]
+    args = [
+        "--model",
+        "tiny",
+        "--image-size",
+        "16",
+        "--samples",
+        "32",
+        "--val-samples",
+        "8",
+        "--batch-size",
+        "4",
+        "--epochs",
+        "1",
+        "--workers",
+        "1",
+    ]
     warm = nvtutorial.run(DDP_LESSON, nproc=2, backend="gloo", args=args, output="none", timeout=300)
-    cold = nvtutorial.run(DDP_LESSON, nproc=2, backend="gloo", args=args, output="none", timeout=300,
-                          launcher="torchrun")
+    cold = nvtutorial.run(
+        DDP_LESSON, nproc=2, backend="gloo", args=args, output="none", timeout=300, launcher="torchrun"
+    )
     assert (warm.started, cold.started) == ("warm", "torchrun")
     assert warm.metrics["history"] == cold.metrics["history"]
     assert warm.metrics["weights_sha256"] == cold.metrics["weights_sha256"]
@@ -111,11 +133,13 @@ def test_the_same_lesson_gives_the_same_weights_either_way(runs_dir):
 
 
 def test_a_variable_read_when_python_starts_means_torchrun(runs_dir, capsys):
-    res = nvtutorial.run("selftest", nproc=2, backend="gloo", params={"steps": 1, "numel": 64},
-                         env={"PYTHONHASHSEED": "123"})
+    res = nvtutorial.run(
+        "selftest", nproc=2, backend="gloo", params={"steps": 1, "numel": 64}, env={"PYTHONHASHSEED": "123"}
+    )
     assert res.ok and res.started == "torchrun"
-    assert res.cold_reason == ("PYTHONHASHSEED=123 is read when Python or torch starts, and the warm interpreter "
-                               "started without it")
+    assert res.cold_reason == (
+        "PYTHONHASHSEED=123 is read when Python or torch starts, and the warm interpreter started without it"
+    )
     out = capsys.readouterr().out
     assert f"[nvtutorial] starting with torchrun instead of warm ranks: {res.cold_reason}" in out
     assert "[nvtutorial] started with: CUDA_VISIBLE_DEVICES='' OMP_NUM_THREADS=1 PYTHONHASHSEED=123 torchrun " in out
@@ -123,8 +147,9 @@ def test_a_variable_read_when_python_starts_means_torchrun(runs_dir, capsys):
 
 def test_a_thread_in_the_warm_interpreter_means_torchrun(runs_dir, fresh_warm, monkeypatch, tmp_path, capsys):
     """A preloaded module that starts a thread makes forking unsafe: the run starts cold and says why."""
-    (tmp_path / "starts_a_thread.py").write_text("import threading, time\n"
-                                                 "threading.Thread(target=time.sleep, args=(3600,), daemon=True).start()\n")
+    (tmp_path / "starts_a_thread.py").write_text(
+        "import threading, time\nthreading.Thread(target=time.sleep, args=(3600,), daemon=True).start()\n"
+    )
     monkeypatch.setenv("PYTHONPATH", f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
     monkeypatch.setenv("NVTUTORIAL_WARM_PRELOAD", "starts_a_thread")
     res = nvtutorial.run("selftest", nproc=2, backend="gloo", params={"steps": 1, "numel": 64})
@@ -152,8 +177,10 @@ def test_a_changed_file_renews_the_warm_interpreter(runs_dir, fresh_warm, monkey
     monkeypatch.setenv("PYTHONPATH", f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
     monkeypatch.setenv("NVTUTORIAL_WARM_PRELOAD", "learner_module")
     script = tmp_path / "reads.py"
-    script.write_text("import learner_module\nfrom nvtutorial.runtime import save_metrics\n"
-                      "save_metrics({'value': learner_module.VALUE})\n")
+    script.write_text(
+        "import learner_module\nfrom nvtutorial.runtime import save_metrics\n"
+        "save_metrics({'value': learner_module.VALUE})\n"
+    )
     before = nvtutorial.run(script, nproc=1, backend="gloo", output="none")
     old = warm_mod.get().proc.pid
     module.write_text("VALUE = 2\n")
@@ -162,7 +189,9 @@ def test_a_changed_file_renews_the_warm_interpreter(runs_dir, fresh_warm, monkey
     assert (before.metrics["value"], after.metrics["value"]) == (1, 2)
     assert before.started == after.started == "warm" and warm_mod.get().proc.pid != old
     said = capsys.readouterr().out
-    assert f"[nvtutorial] {module} changed since the warm interpreter imported it: starting a new warm interpreter" in said
+    assert (
+        f"[nvtutorial] {module} changed since the warm interpreter imported it: starting a new warm interpreter" in said
+    )
 
 
 def test_the_warm_interpreter_ends_with_the_process_that_started_it(tmp_path):
@@ -170,7 +199,7 @@ def test_the_warm_interpreter_ends_with_the_process_that_started_it(tmp_path):
         import nvtutorial
         from nvtutorial.launch import warm
         nvtutorial.run("selftest", nproc=1, backend="gloo", params={{"steps": 1, "numel": 8}},
-                       out={str(tmp_path / 'run')!r}, output="none")
+                       out={str(tmp_path / "run")!r}, output="none")
         print(warm.get().proc.pid, flush=True)
     """)
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
@@ -197,19 +226,29 @@ def test_ranks_cells_run_on_warm_ranks():
 def test_the_cli_forces_torchrun(runs_dir, capsys):
     from nvtutorial import cli
 
-    assert cli.main(["run", "selftest", "--nproc", "1", "--set", "steps=1", "--torchrun", "--out",
-                     str(runs_dir / "cli")]) == 0
-    assert ("[nvtutorial] started with: CUDA_VISIBLE_DEVICES='' OMP_NUM_THREADS=2 torchrun --standalone --nproc-per-node 1 "
-            "-m nvtutorial.workloads.selftest --backend gloo") in capsys.readouterr().out
+    assert (
+        cli.main(["run", "selftest", "--nproc", "1", "--set", "steps=1", "--torchrun", "--out", str(runs_dir / "cli")])
+        == 0
+    )
+    assert (
+        "[nvtutorial] started with: CUDA_VISIBLE_DEVICES='' OMP_NUM_THREADS=2 torchrun --standalone --nproc-per-node 1 "
+        "-m nvtutorial.workloads.selftest --backend gloo"
+    ) in capsys.readouterr().out
 
 
 def test_the_printed_torchrun_line_runs_the_same_run(runs_dir, tmp_path):
     """Typed in a terminal, the line a run prints starts ranks with the same backend, GPUs hidden and thread count."""
-    res = nvtutorial.run("selftest", nproc=2, backend="gloo", output="none",
-                         params={"steps": 1, "numel": 8, "report_env": ("OMP_NUM_THREADS", "CUDA_VISIBLE_DEVICES")})
+    res = nvtutorial.run(
+        "selftest",
+        nproc=2,
+        backend="gloo",
+        output="none",
+        params={"steps": 1, "numel": 8, "report_env": ("OMP_NUM_THREADS", "CUDA_VISIBLE_DEVICES")},
+    )
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
-    typed = subprocess.run(f"{res.torchrun} --out typed", shell=True, cwd=tmp_path, env=env, capture_output=True,
-                           text=True, timeout=120)
+    typed = subprocess.run(
+        f"{res.torchrun} --out typed", shell=True, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
+    )
     assert typed.returncode == 0, typed.stderr[-2000:]
     for rank in range(2):
         saw = json.loads((tmp_path / "typed" / f"rank{rank}.json").read_text())

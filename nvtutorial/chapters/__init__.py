@@ -24,7 +24,12 @@ def named(kind: str) -> dict[str, str]:
     found: dict[str, str] = {}
     for path in sorted(HERE.glob(f"ch[0-9][0-9]_*/{kind}*.py")):
         for node in ast.parse(path.read_text(), filename=str(path)).body:
-            if (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
-                    and node.targets[0].id == "NAME" and isinstance(node.value, ast.Constant)):
+            if (
+                isinstance(node, ast.Assign)
+                and len(node.targets) == 1
+                and isinstance(node.targets[0], ast.Name)
+                and node.targets[0].id == "NAME"
+                and isinstance(node.value, ast.Constant)
+            ):
                 found[str(node.value.value)] = f"{__name__}.{path.parent.name}.{path.stem}"
     return found

@@ -18,20 +18,79 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from nvtutorial.launch.environment import child_environment, free_port, node_devices, node_environment, rank_environment
+    from nvtutorial.launch.environment import (
+        child_environment,
+        free_port,
+        node_devices,
+        node_environment,
+        rank_environment,
+    )
     from nvtutorial.launch.runner import execute, run
-    from nvtutorial.launch.spec import Backend, LaunchError, LaunchSpec, Output, RunFailed, RunInterrupted, RunTimedOut, is_script, prepare, resolve_backend, run_folder, runs_root, torch_cuda
+    from nvtutorial.launch.spec import (
+        Backend,
+        LaunchError,
+        LaunchSpec,
+        Output,
+        RunFailed,
+        RunInterrupted,
+        RunTimedOut,
+        is_script,
+        prepare,
+        resolve_backend,
+        run_folder,
+        runs_root,
+        torch_cuda,
+    )
 
 _LAZY = {
-    **dict.fromkeys(("Backend", "LaunchError", "LaunchSpec", "Output", "RunFailed", "RunInterrupted", "RunTimedOut", "is_script",
-                     "prepare", "resolve_backend", "run_folder", "runs_root", "torch_cuda", "STARTUP_TIMEOUT_S"), "spec"),
-    **dict.fromkeys(("child_environment", "free_port", "node_devices", "node_environment", "rank_environment"),
-                    "environment"),
+    **dict.fromkeys(
+        (
+            "Backend",
+            "LaunchError",
+            "LaunchSpec",
+            "Output",
+            "RunFailed",
+            "RunInterrupted",
+            "RunTimedOut",
+            "is_script",
+            "prepare",
+            "resolve_backend",
+            "run_folder",
+            "runs_root",
+            "torch_cuda",
+            "STARTUP_TIMEOUT_S",
+        ),
+        "spec",
+    ),
+    **dict.fromkeys(
+        ("child_environment", "free_port", "node_devices", "node_environment", "rank_environment"), "environment"
+    ),
     **dict.fromkeys(("execute", "run", "MAX_SHOWN_BYTES"), "runner"),
 }
-__all__ = ["MAX_SHOWN_BYTES", "STARTUP_TIMEOUT_S", "Backend", "LaunchError", "LaunchSpec", "Output", "RunFailed",
-           "RunInterrupted", "RunTimedOut", "child_environment", "execute", "free_port", "is_script", "node_devices", "node_environment",
-           "prepare", "rank_environment", "resolve_backend", "run", "run_folder", "runs_root", "torch_cuda"]
+__all__ = [
+    "MAX_SHOWN_BYTES",
+    "STARTUP_TIMEOUT_S",
+    "Backend",
+    "LaunchError",
+    "LaunchSpec",
+    "Output",
+    "RunFailed",
+    "RunInterrupted",
+    "RunTimedOut",
+    "child_environment",
+    "execute",
+    "free_port",
+    "is_script",
+    "node_devices",
+    "node_environment",
+    "prepare",
+    "rank_environment",
+    "resolve_backend",
+    "run",
+    "run_folder",
+    "runs_root",
+    "torch_cuda",
+]
 
 
 def __getattr__(name: str) -> Any:

@@ -21,8 +21,9 @@ def main() -> None:
     import torch.distributed as dist
 
     world_size = int(os.environ["WORLD_SIZE"])
-    store = dist.TCPStore("localhost", 0, world_size, True, timeout=datetime.timedelta(seconds=900),
-                          wait_for_workers=False)
+    store = dist.TCPStore(
+        "localhost", 0, world_size, True, timeout=datetime.timedelta(seconds=900), wait_for_workers=False
+    )
     os.write(PORT_FD, f"{store.port}\n".encode())
     os.close(PORT_FD)
     while True:  # until the launcher closes its end of the lifeline (or dies)

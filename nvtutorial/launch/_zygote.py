@@ -34,9 +34,18 @@ from typing import Any
 
 MAX_MESSAGE = 1 << 20
 MAX_FDS = 16
-PRELOAD = ("torch", "torch.distributed", "torch.nn", "torch.nn.functional", "torch.optim", "numpy",
-           "nvtutorial.runtime", "nvtutorial.runtime_script", "nvtutorial.teach._ranks_worker",
-           "nvtutorial.launch._store")
+PRELOAD = (
+    "torch",
+    "torch.distributed",
+    "torch.nn",
+    "torch.nn.functional",
+    "torch.optim",
+    "numpy",
+    "nvtutorial.runtime",
+    "nvtutorial.runtime_script",
+    "nvtutorial.teach._ranks_worker",
+    "nvtutorial.launch._store",
+)
 """Imported first; then every workload module, whose own imports stay (see :func:`_preload`), and the modules
 named in ``NVTUTORIAL_WARM_PRELOAD`` (comma-separated: a learner's own heavy imports)."""
 _NOT_AS_MAIN = ("nvtutorial.runtime_script",)
@@ -294,8 +303,12 @@ def _become(request: dict[str, Any], fds: list[int]) -> None:
             pass
 
 
-OPENBLAS_SETTERS = ("scipy_openblas_set_num_threads64_", "scipy_openblas_set_num_threads", "openblas_set_num_threads64_",
-                    "openblas_set_num_threads")
+OPENBLAS_SETTERS = (
+    "scipy_openblas_set_num_threads64_",
+    "scipy_openblas_set_num_threads",
+    "openblas_set_num_threads64_",
+    "openblas_set_num_threads",
+)
 """The names OpenBLAS builds give their thread-count setter (numpy's wheels bundle scipy-openblas, with a prefix)."""
 
 
@@ -304,8 +317,14 @@ def _set_openblas_threads() -> None:
     ``OPENBLAS_NUM_THREADS``, else ``GOTO_NUM_THREADS``, else ``OMP_NUM_THREADS``, else one per core."""
     import ctypes
 
-    wanted = next((os.environ[k] for k in ("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS")
-                   if os.environ.get(k, "").isdigit() and int(os.environ[k]) > 0), None)
+    wanted = next(
+        (
+            os.environ[k]
+            for k in ("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS")
+            if os.environ.get(k, "").isdigit() and int(os.environ[k]) > 0
+        ),
+        None,
+    )
     count = int(wanted) if wanted else (os.cpu_count() or 1)
     try:
         with open("/proc/self/maps") as fh:
@@ -329,13 +348,16 @@ def _new_stdio(unbuffered: bool) -> None:
     encoding = sys.__stdout__.encoding if sys.__stdout__ is not None else "utf-8"
     for fd, name in ((1, "stdout"), (2, "stderr")):
         raw = io.FileIO(fd, "w", closefd=False)
-        stream = io.TextIOWrapper(raw if unbuffered else io.BufferedWriter(raw), encoding=encoding,
-                                  errors="backslashreplace" if fd == 2 else "strict",
-                                  line_buffering=fd == 2 or os.isatty(fd), write_through=unbuffered)
+        stream = io.TextIOWrapper(
+            raw if unbuffered else io.BufferedWriter(raw),
+            encoding=encoding,
+            errors="backslashreplace" if fd == 2 else "strict",
+            line_buffering=fd == 2 or os.isatty(fd),
+            write_through=unbuffered,
+        )
         setattr(sys, name, stream)
         setattr(sys, f"__{name}__", stream)
-    sys.stdin = sys.__stdin__ = io.TextIOWrapper(io.BufferedReader(io.FileIO(0, "r", closefd=False)),
-                                                 encoding=encoding)
+    sys.stdin = sys.__stdin__ = io.TextIOWrapper(io.BufferedReader(io.FileIO(0, "r", closefd=False)), encoding=encoding)
 
 
 def _run(argv: list[str]) -> None:
@@ -396,8 +418,9 @@ def main() -> None:
     import gc
 
     gc.freeze()  # the preload's objects: never traversed by the children's collections (fewer pages copied)
-    _send(sock, {"kind": "hello", "preload_s": seconds, "problems": problems, "python": sys.executable,
-                 **health(files)})
+    _send(
+        sock, {"kind": "hello", "preload_s": seconds, "problems": problems, "python": sys.executable, **health(files)}
+    )
     request, fds = serve(sock, files)
     _become(request, fds)
     try:

@@ -23,8 +23,15 @@ from typing import Any
 from nvtutorial import guards
 from nvtutorial.runtime import free_port
 
-__all__ = ["base_environment", "child_environment", "free_port", "node_devices", "node_environment",
-           "rank_environment", "torchrun_variables"]
+__all__ = [
+    "base_environment",
+    "child_environment",
+    "free_port",
+    "node_devices",
+    "node_environment",
+    "rank_environment",
+    "torchrun_variables",
+]
 
 LaunchSpec = Any
 """A :class:`nvtutorial.launch.spec.LaunchSpec`."""
@@ -33,7 +40,9 @@ TORCHELASTIC_SIGNALS = "SIGTERM,SIGINT,SIGHUP,SIGQUIT"
 """What torchrun's agent sets ``TORCHELASTIC_SIGNALS_TO_HANDLE`` to (torch 2.11-2.14)."""
 
 
-def base_environment(world_size: int, backend: str, overrides: Mapping[str, str], max_restarts: int = 0) -> dict[str, str]:
+def base_environment(
+    world_size: int, backend: str, overrides: Mapping[str, str], max_restarts: int = 0
+) -> dict[str, str]:
     """The environment every process of a run of ``world_size`` ranks inherits (see the module docstring)."""
     env = dict(os.environ)
     package_root = str(Path(__file__).resolve().parents[2])
@@ -80,8 +89,15 @@ def node_environment(spec: LaunchSpec, node: int, gpu_ids: Sequence[str] = ()) -
     return env
 
 
-def torchrun_variables(rank: int, nproc: int, master_port: int | None, run_id: str, error_file: str,
-                       base: Mapping[str, str], agent_store: bool = True) -> dict[str, str]:
+def torchrun_variables(
+    rank: int,
+    nproc: int,
+    master_port: int | None,
+    run_id: str,
+    error_file: str,
+    base: Mapping[str, str],
+    agent_store: bool = True,
+) -> dict[str, str]:
     """The variables torchrun's agent (one node, no restarts) gives worker ``rank`` of ``nproc``.
 
     ``master_port``: the agent's store (None: set later by the ranks, as ``%%ranks`` does, whose
@@ -111,8 +127,9 @@ def torchrun_variables(rank: int, nproc: int, master_port: int | None, run_id: s
     return variables
 
 
-def rank_environment(spec: LaunchSpec, rank: int, master_port: int, run_id: str,
-                     base: Mapping[str, str] | None = None) -> dict[str, str]:
+def rank_environment(
+    spec: LaunchSpec, rank: int, master_port: int, run_id: str, base: Mapping[str, str] | None = None
+) -> dict[str, str]:
     """Rank ``rank``'s whole environment on one node, as torchrun's agent would give it (``base``: the
     agent's environment, by default :func:`node_environment` of node 0)."""
     env = dict(node_environment(spec, 0) if base is None else base)

@@ -44,14 +44,27 @@ from typing import Any
 import psutil
 
 from nvtutorial import diagnosis
+from nvtutorial.launch import warm as warm_mod
+from nvtutorial.launch.environment import free_port, node_environment, rank_environment
+from nvtutorial.launch.spec import (
+    Backend,
+    Launcher,
+    LaunchError,
+    LaunchSpec,
+    Output,
+    RunFailed,
+    RunInterrupted,
+    RunTimedOut,
+    prepare,
+    prune_runs,
+    runs_root,
+    torchrun_line,
+)
+from nvtutorial.launch.tree import ProcessTree, alive
 from nvtutorial.machine import hardware
 from nvtutorial.progress import RunProgress
 from nvtutorial.results import RunResult
 from nvtutorial.runtime import PROGRESS_PREFIX
-from nvtutorial.launch import warm as warm_mod
-from nvtutorial.launch.environment import free_port, node_environment, rank_environment
-from nvtutorial.launch.spec import Backend, Launcher, LaunchError, LaunchSpec, Output, RunFailed, RunInterrupted, RunTimedOut, prepare, prune_runs, runs_root, torchrun_line
-from nvtutorial.launch.tree import ProcessTree, alive
 
 FAILURE_GRACE_S = 1.5
 """After a rank reports an error, the others get this long to end by themselves (torchrun stops them)."""
@@ -67,11 +80,24 @@ _READ_CHUNK = 1 << 20
 _MAX_LINE = 64 * 1024
 
 
-def run(target: str | os.PathLike[str], *, nproc: int = 2, backend: Backend = "auto", params: Any = None,
-        args: Sequence[str] | None = None, timeout: float | None = 600.0, env: Mapping[str, Any] | None = None,
-        out: str | os.PathLike[str] | None = None, output: Output = "rank0", pg_timeout: float | None = None,
-        nnodes: int = 1, allow_oversubscribe: bool = False, check: bool = True, max_restarts: int = 0,
-        launcher: Launcher | None = None) -> RunResult:
+def run(
+    target: str | os.PathLike[str],
+    *,
+    nproc: int = 2,
+    backend: Backend = "auto",
+    params: Any = None,
+    args: Sequence[str] | None = None,
+    timeout: float | None = 600.0,
+    env: Mapping[str, Any] | None = None,
+    out: str | os.PathLike[str] | None = None,
+    output: Output = "rank0",
+    pg_timeout: float | None = None,
+    nnodes: int = 1,
+    allow_oversubscribe: bool = False,
+    check: bool = True,
+    max_restarts: int = 0,
+    launcher: Launcher | None = None,
+) -> RunResult:
     """Run a workload, or a ``.py`` script, on ``nproc`` processes (per node) and return its :class:`RunResult`.
 
     ``target``: a workload's name (``nvtutorial list``) or a script's path; ``params``: a dict (or
@@ -85,9 +111,22 @@ def run(target: str | os.PathLike[str], *, nproc: int = 2, backend: Backend = "a
     warm. With ``check`` (the default) a failed run raises :class:`RunFailed`; otherwise the result
     carries the error.
     """
-    spec = prepare(target, nproc=nproc, backend=backend, params=params, args=args, timeout=timeout, env=env,
-                   out=out, output=output, pg_timeout=pg_timeout, nnodes=nnodes,
-                   allow_oversubscribe=allow_oversubscribe, max_restarts=max_restarts, launcher=launcher)
+    spec = prepare(
+        target,
+        nproc=nproc,
+        backend=backend,
+        params=params,
+        args=args,
+        timeout=timeout,
+        env=env,
+        out=out,
+        output=output,
+        pg_timeout=pg_timeout,
+        nnodes=nnodes,
+        allow_oversubscribe=allow_oversubscribe,
+        max_restarts=max_restarts,
+        launcher=launcher,
+    )
     return execute(spec, check=check)
 
 
@@ -159,9 +198,14 @@ class Supervisor:
         for node, log_path in enumerate(diagnosis.agent_logs(spec)):
             log_path.parent.mkdir(parents=True, exist_ok=True)
             with open(log_path, "w") as log:
-                agent = subprocess.Popen(spec.command(node, port), stdout=log, stderr=subprocess.STDOUT,
-                                         stdin=subprocess.DEVNULL, env=node_environment(spec, node, gpu_ids),
-                                         start_new_session=True)
+                agent = subprocess.Popen(
+                    spec.command(node, port),
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    env=node_environment(spec, node, gpu_ids),
+                    start_new_session=True,
+                )
             self.members.append(self.tree.add(agent))
 
     def start_warm(self, warm: warm_mod.WarmInterpreter) -> None:
@@ -177,8 +221,12 @@ class Supervisor:
                 try:
                     argv = spec.program()
                     title = " ".join(["python", *argv]) + f"  [rank {rank}/{spec.world_size}, nvtutorial warm start]"
-                    handle = warm.spawn(argv, rank_environment(spec, rank, port, run_id, base), fds={0: devnull, 1: log, 2: log},
-                                        title=title)
+                    handle = warm.spawn(
+                        argv,
+                        rank_environment(spec, rank, port, run_id, base),
+                        fds={0: devnull, 1: log, 2: log},
+                        title=title,
+                    )
                 finally:
                     os.close(log)
                 self.warm_ranks[rank] = handle
@@ -196,8 +244,12 @@ class Supervisor:
         log = os.open(self.spec.run_dir / "store.log", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         env = {**base, "WORLD_SIZE": str(self.spec.world_size)}
         try:
-            store = warm.spawn(["-c", STORE_BOOT], env, fds={0: lifeline_r, 1: log, 2: log, 3: port_w},
-                               title=f"python -c {STORE_BOOT!r}  [the store of {self.spec.run_dir}, nvtutorial warm start]")
+            store = warm.spawn(
+                ["-c", STORE_BOOT],
+                env,
+                fds={0: lifeline_r, 1: log, 2: log, 3: port_w},
+                title=f"python -c {STORE_BOOT!r}  [the store of {self.spec.run_dir}, nvtutorial warm start]",
+            )
         finally:
             for fd in (lifeline_r, port_w, log):
                 os.close(fd)
@@ -208,7 +260,9 @@ class Supervisor:
         finally:
             os.close(port_r)
         if not text.isdigit():
-            why = f"exited ({store.poll()})" if store.poll() is not None else f"gave no port within {STORE_TIMEOUT_S:g} s"
+            why = (
+                f"exited ({store.poll()})" if store.poll() is not None else f"gave no port within {STORE_TIMEOUT_S:g} s"
+            )
             last = "; ".join(diagnosis.tail(self.spec.run_dir / "store.log", 3))
             raise warm_mod.WarmUnavailable(f"the run's store {why}" + (f": {last}" if last else ""))
         return int(text)
@@ -231,7 +285,7 @@ class Supervisor:
             self.first_output = time.perf_counter() - self.t0
         if line.startswith(PROGRESS_PREFIX):
             try:
-                self.progress.update(json.loads(line[len(PROGRESS_PREFIX):]))
+                self.progress.update(json.loads(line[len(PROGRESS_PREFIX) :]))
             except (ValueError, TypeError):
                 pass
             return
@@ -240,8 +294,11 @@ class Supervisor:
         text = f"[rank{rank}] {line}"
         if self.shown_bytes + len(text) > MAX_SHOWN_BYTES:
             if self.shown_bytes <= MAX_SHOWN_BYTES:
-                print(f"[nvtutorial] {MAX_SHOWN_BYTES >> 20} MiB of output shown: the rest is only in "
-                      f"{self.spec.run_dir / 'rank*.log'}", flush=True)
+                print(
+                    f"[nvtutorial] {MAX_SHOWN_BYTES >> 20} MiB of output shown: the rest is only in "
+                    f"{self.spec.run_dir / 'rank*.log'}",
+                    flush=True,
+                )
                 self.shown_bytes = MAX_SHOWN_BYTES + 1
             return
         self.shown_bytes += len(text) + 1
@@ -262,8 +319,12 @@ class Supervisor:
                         continue
                 except (ValueError, psutil.Error, OSError):
                     pass
-            if proc is not None and rank not in self.seen.vanished and not alive(proc) and not any(
-                    (run_dir / f"rank{rank}.{kind}").exists() for kind in ("json", "error.json")):
+            if (
+                proc is not None
+                and rank not in self.seen.vanished
+                and not alive(proc)
+                and not any((run_dir / f"rank{rank}.{kind}").exists() for kind in ("json", "error.json"))
+            ):
                 self.seen.vanished[rank] = time.time()
         for rank, handle in self.warm_ranks.items():  # what torchrun's failure report would list
             code = handle.poll()
@@ -375,13 +436,19 @@ def _make_run_dir(spec: LaunchSpec) -> None:
     """Create the run folder and clear what an earlier run left in it; a failure is a :class:`LaunchError`."""
     try:
         spec.run_dir.mkdir(parents=True, exist_ok=True)
-        stale = [spec.run_dir / "result.json", spec.run_dir / "store.log", *spec.run_dir.glob("rank*.*"),
-                 *spec.run_dir.glob("node*/agent.log"), spec.run_dir / "agent.log"]
+        stale = [
+            spec.run_dir / "result.json",
+            spec.run_dir / "store.log",
+            *spec.run_dir.glob("rank*.*"),
+            *spec.run_dir.glob("node*/agent.log"),
+            spec.run_dir / "agent.log",
+        ]
         for path in stale:
             path.unlink(missing_ok=True)
     except OSError as exc:
-        raise LaunchError(f"cannot make the run folder {spec.run_dir}: {exc.strerror or exc}; use --out with a folder "
-                          f"you can write") from None
+        raise LaunchError(
+            f"cannot make the run folder {spec.run_dir}: {exc.strerror or exc}; use --out with a folder you can write"
+        ) from None
 
 
 def _clear_attempt(spec: LaunchSpec) -> None:
@@ -413,8 +480,9 @@ def _warm_interpreter(spec: LaunchSpec) -> tuple[warm_mod.WarmInterpreter | None
             if warm.hello is not None or warm.dead is not None:
                 raise
             # its first start in this kernel or command: say what the wait is (it imports torch once)
-            print("[nvtutorial] waiting for the warm interpreter to import torch (once per kernel or command)",
-                  flush=True)
+            print(
+                "[nvtutorial] waiting for the warm interpreter to import torch (once per kernel or command)", flush=True
+            )
             warm.wait_ready()
         return warm, None
     except warm_mod.WarmUnavailable as exc:
@@ -472,8 +540,11 @@ def execute(spec: LaunchSpec, check: bool = True) -> RunResult:
                 break
             run.end()
             run.failure_seen = None
-            print(f"[nvtutorial] the rendezvous port {run.port} was taken by another process: trying another",
-                  file=sys.stderr, flush=True)
+            print(
+                f"[nvtutorial] the rendezvous port {run.port} was taken by another process: trying another",
+                file=sys.stderr,
+                flush=True,
+            )
             run.start_torchrun(free_port())
     except KeyboardInterrupt:
         run.interrupted = True
@@ -494,22 +565,28 @@ def execute(spec: LaunchSpec, check: bool = True) -> RunResult:
     result.ready_s = None if run.ready_at is None else run.ready_at - run.t0
     result.started, result.torchrun, result.cold_reason = run.started, command, cold_reason
     if run.interrupted:
-        result.error = {"type": "SIGTERM" if run.terminated else "KeyboardInterrupt",
-                        "message": "interrupted by the caller; every process of the run was ended"}
+        result.error = {
+            "type": "SIGTERM" if run.terminated else "KeyboardInterrupt",
+            "message": "interrupted by the caller; every process of the run was ended",
+        }
         _save(result)
         # every rank's ready file, even if the interrupt came before the watch loop's next look at them
         ran = "ready" if run.ready_at is not None or run.all_ready() else "still starting"
-        message = (f"stopped while {spec.workload} ran on {spec.world_size} rank{'s' * (spec.world_size > 1)} "
-                   f"({ran}, {wall:.1f} s after the launch)\n"
-                   f"ended: every process of the run ({len(run.tree.roots)} started, and whatever they started)\n"
-                   f"kept: its folder {spec.run_dir} (each rank's log; result.json records the interruption)")
+        message = (
+            f"stopped while {spec.workload} ran on {spec.world_size} rank{'s' * (spec.world_size > 1)} "
+            f"({ran}, {wall:.1f} s after the launch)\n"
+            f"ended: every process of the run ({len(run.tree.roots)} started, and whatever they started)\n"
+            f"kept: its folder {spec.run_dir} (each rank's log; result.json records the interruption)"
+        )
         if run.terminated:
             print(message.replace("stopped", "terminated (SIGTERM)", 1), file=sys.stderr)
             raise SystemExit(128 + signal.SIGTERM)
         raise RunInterrupted(message, result)
     if run.folder_lost:
-        message = (f"the run folder {spec.run_dir} was deleted (or replaced) while the run was in flight; every "
-                   f"process of the run was ended and its logs are lost. Leave a run's folder alone until it ends.")
+        message = (
+            f"the run folder {spec.run_dir} was deleted (or replaced) while the run was in flight; every "
+            f"process of the run was ended and its logs are lost. Leave a run's folder alone until it ends."
+        )
         result.error = {"type": "RunFolderLost", "message": message}
         result.returncode = result.returncode or 1
         failure = diagnosis.Failure(message, exc_type="RunFolderLost")
@@ -529,8 +606,9 @@ def execute(spec: LaunchSpec, check: bool = True) -> RunResult:
             result.returncode = result.returncode or 1
     if failure is not None and check:
         error_class = RunTimedOut if failure.timed_out else RunFailed
-        raise error_class(failure.message, result, rank=failure.rank, exc_type=failure.exc_type,
-                          traceback=failure.traceback)
+        raise error_class(
+            failure.message, result, rank=failure.rank, exc_type=failure.exc_type, traceback=failure.traceback
+        )
     return result
 
 

@@ -45,8 +45,14 @@ class LaunchError(ValueError):
 class RunFailed(RuntimeError):
     """A run ended badly. ``rank``, ``exc_type`` and ``log_tail`` say where and why."""
 
-    def __init__(self, message: str, result: RunResult, rank: int | None = None,
-                 exc_type: str | None = None, traceback: str | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        result: RunResult,
+        rank: int | None = None,
+        exc_type: str | None = None,
+        traceback: str | None = None,
+    ) -> None:
         super().__init__(message)
         self.result = result
         self.rank = rank
@@ -123,10 +129,27 @@ class LaunchSpec:
     def program(self) -> list[str]:
         """What each rank runs: torchrun's arguments after its own options."""
         if self.script is not None:
-            return ["-m", "nvtutorial.runtime_script", "--out", str(self.run_dir), "--backend", self.backend,
-                    "--capture", "--", str(self.script), *self.args]
-        cmd = ["-m", workloads.module(self.workload), "--out", str(self.run_dir), "--backend", self.backend,
-               "--capture"]
+            return [
+                "-m",
+                "nvtutorial.runtime_script",
+                "--out",
+                str(self.run_dir),
+                "--backend",
+                self.backend,
+                "--capture",
+                "--",
+                str(self.script),
+                *self.args,
+            ]
+        cmd = [
+            "-m",
+            workloads.module(self.workload),
+            "--out",
+            str(self.run_dir),
+            "--backend",
+            self.backend,
+            "--capture",
+        ]
         if self.pg_timeout is not None:
             cmd += ["--pg-timeout", str(self.pg_timeout)]
         for key, value in params_mod.to_strings(self.params).items():
@@ -142,10 +165,19 @@ class LaunchSpec:
             if port is None:
                 raise ValueError("emulated nodes meet on a rendezvous port: give port=")
             # c10d numbers the nodes itself (torchrun ignores --node-rank with it)
-            cmd += ["--nnodes", str(self.nnodes), "--rdzv-backend", "c10d",
-                    "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", self.run_dir.name,
-                    # node 0 hosts the rendezvous store: a taken port then fails fast instead of hanging
-                    "--rdzv-conf", f"is_host={int(node == 0)}"]
+            cmd += [
+                "--nnodes",
+                str(self.nnodes),
+                "--rdzv-backend",
+                "c10d",
+                "--rdzv-endpoint",
+                f"127.0.0.1:{port}",
+                "--rdzv-id",
+                self.run_dir.name,
+                # node 0 hosts the rendezvous store: a taken port then fails fast instead of hanging
+                "--rdzv-conf",
+                f"is_host={int(node == 0)}",
+            ]
         if self.max_restarts:
             cmd += ["--max-restarts", str(self.max_restarts)]
         # torchrun's own files (each attempt's error files) in the run's folder, not a torchelastic_* folder that
@@ -171,9 +203,21 @@ class LaunchSpec:
                 program += ["--set", f"{key}={value}"]
         lines = []
         for node in range(self.nnodes):
-            words = ["torchrun", "--nnodes", str(self.nnodes), "--nproc-per-node", str(self.nproc),
-                     "--rdzv-backend", "c10d", "--rdzv-endpoint", endpoint, "--rdzv-id", job_id,
-                     *(["--max-restarts", str(self.max_restarts)] if self.max_restarts else []), *program]
+            words = [
+                "torchrun",
+                "--nnodes",
+                str(self.nnodes),
+                "--nproc-per-node",
+                str(self.nproc),
+                "--rdzv-backend",
+                "c10d",
+                "--rdzv-endpoint",
+                endpoint,
+                "--rdzv-id",
+                job_id,
+                *(["--max-restarts", str(self.max_restarts)] if self.max_restarts else []),
+                *program,
+            ]
             lines.append(" ".join(w if w == endpoint else shlex.quote(w) for w in words))
         return lines
 
@@ -196,8 +240,19 @@ def torchrun_line(spec: LaunchSpec) -> str:
             program += ["--set", f"{key}={value}"]
     words = ["torchrun", "--standalone", "--nproc-per-node", str(spec.nproc)]
     if spec.nnodes > 1:
-        words = ["torchrun", "--nnodes", str(spec.nnodes), "--nproc-per-node", str(spec.nproc), "--rdzv-backend",
-                 "c10d", "--rdzv-endpoint", "127.0.0.1:29400", "--rdzv-id", "course"]
+        words = [
+            "torchrun",
+            "--nnodes",
+            str(spec.nnodes),
+            "--nproc-per-node",
+            str(spec.nproc),
+            "--rdzv-backend",
+            "c10d",
+            "--rdzv-endpoint",
+            "127.0.0.1:29400",
+            "--rdzv-id",
+            "course",
+        ]
     if spec.max_restarts:
         words += ["--max-restarts", str(spec.max_restarts)]
     gpus = [g.uuid for g in hardware.gpus()] if spec.nnodes > 1 and spec.backend == "nccl" else []
@@ -248,7 +303,7 @@ def prune_runs(keep: int | None = None, root: Path | None = None) -> tuple[int, 
         text = os.environ.get("NVTUTORIAL_KEEP_RUNS", "")
         keep = int(text) if text.isdigit() else KEEP_RUNS
     runs = finished_runs(root)
-    old = runs[:max(0, len(runs) - keep)]
+    old = runs[: max(0, len(runs) - keep)]
     removed = freed = 0
     for folder in old:
         if time.time() - folder.stat().st_mtime < 600:
@@ -270,7 +325,11 @@ def torch_cuda() -> str | None:
         spec = importlib.util.find_spec("torch")
         path = Path(next(iter(spec.submodule_search_locations or ()))) / "version.py"  # type: ignore[union-attr]
         for node in ast.parse(path.read_text()).body:  # a generated file of constants: `cuda: Optional[str] = ...`
-            target = node.target if isinstance(node, ast.AnnAssign) else (node.targets[0] if isinstance(node, ast.Assign) else None)
+            target = (
+                node.target
+                if isinstance(node, ast.AnnAssign)
+                else (node.targets[0] if isinstance(node, ast.Assign) else None)
+            )
             if isinstance(target, ast.Name) and target.id == "cuda" and node.value is not None:
                 return ast.literal_eval(node.value)
     except Exception:  # noqa: BLE001, S110 - an unusual install: ask torch itself
@@ -294,8 +353,10 @@ def resolve_backend(backend: str, nproc: int) -> Literal["nccl", "gloo"]:
         why = "this torch is a CPU-only build" if not cuda else "no GPU is visible (NVML sees none)"
         raise LaunchError(f"backend nccl needs GPUs, but {why}; use --backend gloo or auto")
     if usable < nproc:
-        raise LaunchError(f"backend nccl with {nproc} processes needs {nproc} GPUs, but {usable} are visible; "
-                          f"use --nproc {usable} or --backend gloo")
+        raise LaunchError(
+            f"backend nccl with {nproc} processes needs {nproc} GPUs, but {usable} are visible; "
+            f"use --nproc {usable} or --backend gloo"
+        )
     return "nccl"
 
 
@@ -341,11 +402,23 @@ def is_script(target: str) -> bool:
     return not str(target).isidentifier()
 
 
-def prepare(target: str | os.PathLike[str], *, nproc: int = 2, backend: Backend = "auto", params: Any = None,
-            args: Sequence[str] | None = None, timeout: float | None = 600.0, env: Mapping[str, Any] | None = None,
-            out: str | os.PathLike[str] | None = None, output: Output = "rank0", pg_timeout: float | None = None,
-            nnodes: int = 1, allow_oversubscribe: bool = False, max_restarts: int = 0,
-            launcher: Launcher | None = None) -> LaunchSpec:
+def prepare(
+    target: str | os.PathLike[str],
+    *,
+    nproc: int = 2,
+    backend: Backend = "auto",
+    params: Any = None,
+    args: Sequence[str] | None = None,
+    timeout: float | None = 600.0,
+    env: Mapping[str, Any] | None = None,
+    out: str | os.PathLike[str] | None = None,
+    output: Output = "rank0",
+    pg_timeout: float | None = None,
+    nnodes: int = 1,
+    allow_oversubscribe: bool = False,
+    max_restarts: int = 0,
+    launcher: Launcher | None = None,
+) -> LaunchSpec:
     """Check everything about a run before it starts; raises :class:`LaunchError` on bad input.
 
     ``target`` is a workload's name or the path of a ``.py`` script; ``launcher`` (default: the
@@ -365,8 +438,9 @@ def prepare(target: str | os.PathLike[str], *, nproc: int = 2, backend: Backend 
         args = tuple(_no_nul("script argument", a) for a in args or ())
     else:
         if args:
-            raise LaunchError(f"args={list(args)!r}: arguments are for scripts; workload {workload} takes params "
-                              f"(--set KEY=VALUE)")
+            raise LaunchError(
+                f"args={list(args)!r}: arguments are for scripts; workload {workload} takes params (--set KEY=VALUE)"
+            )
         try:
             module = workloads.load(workload)
             parsed = params_mod.build(module.Params, params)
@@ -381,13 +455,17 @@ def prepare(target: str | os.PathLike[str], *, nproc: int = 2, backend: Backend 
     _whole("nproc", nproc)
     _whole("nnodes", nnodes)
     if not isinstance(max_restarts, int) or isinstance(max_restarts, bool) or max_restarts < 0:
-        raise LaunchError(f"max_restarts={max_restarts!r}: give how many times torchrun may restart the ranks "
-                          f"(0 or more)")
+        raise LaunchError(
+            f"max_restarts={max_restarts!r}: give how many times torchrun may restart the ranks (0 or more)"
+        )
     for name, value in (("timeout", timeout), ("pg_timeout", pg_timeout)):
-        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
-                                  or not math.isfinite(value) or value <= 0):
-            raise LaunchError(f"{name}={value!r}: give a positive number of seconds"
-                              + (", or None for no deadline" if name == "timeout" else ""))
+        if value is not None and (
+            isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0
+        ):
+            raise LaunchError(
+                f"{name}={value!r}: give a positive number of seconds"
+                + (", or None for no deadline" if name == "timeout" else "")
+            )
     if launcher is None:
         launcher = os.environ.get("NVTUTORIAL_LAUNCHER") or "auto"  # type: ignore[assignment]
     if launcher not in ("auto", "torchrun"):
@@ -409,9 +487,20 @@ def prepare(target: str | os.PathLike[str], *, nproc: int = 2, backend: Backend 
         guards.check_run_dir(run_dir)
     except guards.Refused as exc:
         raise LaunchError(str(exc)) from None
-    return LaunchSpec(workload=workload, params=parsed, nproc=nproc, backend=resolved, timeout=timeout,
-                      env=overrides, run_dir=run_dir, output=output, pg_timeout=pg_timeout, nnodes=nnodes,
-                      script=script, args=tuple(args), warnings=tuple(warned), max_restarts=max_restarts,
-                      launcher=launcher)
-
-
+    return LaunchSpec(
+        workload=workload,
+        params=parsed,
+        nproc=nproc,
+        backend=resolved,
+        timeout=timeout,
+        env=overrides,
+        run_dir=run_dir,
+        output=output,
+        pg_timeout=pg_timeout,
+        nnodes=nnodes,
+        script=script,
+        args=tuple(args),
+        warnings=tuple(warned),
+        max_restarts=max_restarts,
+        launcher=launcher,
+    )

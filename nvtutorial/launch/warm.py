@@ -50,9 +50,22 @@ SPAWN_TIMEOUT_S = 30.0
 PINNED_THREADS = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 """Set for the interpreter only: OpenBLAS starts its threads when it loads, and a process that forks
 must have one thread. Each rank gets its own values, and torch and numpy's OpenBLAS are told its thread count there."""
-IMPORT_TIME = ("PYTHON", "LD_PRELOAD", "LD_LIBRARY_PATH", "TORCH_LOGS", "TORCH_CPP_LOG_LEVEL",
-               "TORCH_SHOW_CPP_STACKTRACES", "TORCH_USE_RTLD_GLOBAL", "TORCH_DEVICE_BACKEND_AUTOLOAD",
-               "TORCH_COMPILE_DEBUG", "KMP_", "GOMP_", "OMP_", "MKL_", "OPENBLAS_")
+IMPORT_TIME = (
+    "PYTHON",
+    "LD_PRELOAD",
+    "LD_LIBRARY_PATH",
+    "TORCH_LOGS",
+    "TORCH_CPP_LOG_LEVEL",
+    "TORCH_SHOW_CPP_STACKTRACES",
+    "TORCH_USE_RTLD_GLOBAL",
+    "TORCH_DEVICE_BACKEND_AUTOLOAD",
+    "TORCH_COMPILE_DEBUG",
+    "KMP_",
+    "GOMP_",
+    "OMP_",
+    "MKL_",
+    "OPENBLAS_",
+)
 """Variables (or prefixes) read when Python or torch starts: a run whose value differs from the warm
 interpreter's cannot be forked from it. Thread counts are set in each rank explicitly (they are not
 compared); ``TORCH_DISTRIBUTED_DEBUG`` is read again in each rank."""
@@ -82,8 +95,9 @@ def import_time_difference(env: Mapping[str, str], base: Mapping[str, str]) -> s
 class Forked:
     """A process forked by the warm interpreter, with :class:`subprocess.Popen`'s interface."""
 
-    def __init__(self, warm: WarmInterpreter, pid: int, args: Sequence[str], stdout: Any = None,
-                 stderr: Any = None) -> None:
+    def __init__(
+        self, warm: WarmInterpreter, pid: int, args: Sequence[str], stdout: Any = None, stderr: Any = None
+    ) -> None:
         self.warm = warm
         self.pid = pid
         self.args = list(args)
@@ -135,9 +149,15 @@ class WarmInterpreter:
         self.started = time.perf_counter()
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
-            self.proc = subprocess.Popen([sys.executable, "-c", BOOT, str(theirs.fileno())], env=self.base_env,
-                                         pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL,
-                                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+            self.proc = subprocess.Popen(
+                [sys.executable, "-c", BOOT, str(theirs.fileno())],
+                env=self.base_env,
+                pass_fds=(theirs.fileno(),),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                start_new_session=True,
+            )
         finally:
             theirs.close()
         self.sock = ours
@@ -208,7 +228,9 @@ class WarmInterpreter:
                 raise WarmUnavailable(self.hello["problem"])
             return self.hello
 
-    def _ask(self, message: dict[str, Any], fds: Sequence[int] = (), timeout: float = SPAWN_TIMEOUT_S) -> dict[str, Any]:
+    def _ask(
+        self, message: dict[str, Any], fds: Sequence[int] = (), timeout: float = SPAWN_TIMEOUT_S
+    ) -> dict[str, Any]:
         ident = next(self._ids)
         pending = _Pending()
         with self._cond:
@@ -234,8 +256,17 @@ class WarmInterpreter:
         self.wait_ready()
         return self._ask({"kind": "health"})
 
-    def spawn(self, argv: Sequence[str], env: Mapping[str, str], *, cwd: str | os.PathLike[str] | None = None,
-              fds: Mapping[int, int], title: str = "", stdout: Any = None, stderr: Any = None) -> Forked:
+    def spawn(
+        self,
+        argv: Sequence[str],
+        env: Mapping[str, str],
+        *,
+        cwd: str | os.PathLike[str] | None = None,
+        fds: Mapping[int, int],
+        title: str = "",
+        stdout: Any = None,
+        stderr: Any = None,
+    ) -> Forked:
         """Fork a process that runs ``python ARGV`` (``-m MODULE ...`` or ``-c CODE ...``) with ``env``.
 
         ``fds`` maps each descriptor number the child gets (0, 1 and 2 at least) to one of ours;
@@ -247,8 +278,17 @@ class WarmInterpreter:
             raise WarmUnavailable(difference)
         ours = list(dict.fromkeys(fds.values()))
         mapping = {target: ours.index(fd) for target, fd in fds.items()}
-        reply = self._ask({"kind": "spawn", "argv": list(argv), "env": dict(env), "cwd": os.fspath(cwd or os.getcwd()),
-                           "fds": mapping, "title": title}, ours)
+        reply = self._ask(
+            {
+                "kind": "spawn",
+                "argv": list(argv),
+                "env": dict(env),
+                "cwd": os.fspath(cwd or os.getcwd()),
+                "fds": mapping,
+                "title": title,
+            },
+            ours,
+        )
         if reply["kind"] != "spawned":
             renewable = bool(reply.get("stale")) and not reply.get("cuda") and reply.get("threads") == 1
             raise WarmUnavailable(reply.get("why", "the warm interpreter refused"), renewable=renewable)
@@ -364,8 +404,16 @@ class PassFd:
     fd: int
 
 
-def start_python(args: Sequence[str | PassFd], *, env: Mapping[str, str], stdin: int, stdout: int, stderr: int,
-                 title: str = "", cold: bool = False) -> tuple[Any, str | None]:
+def start_python(
+    args: Sequence[str | PassFd],
+    *,
+    env: Mapping[str, str],
+    stdin: int,
+    stdout: int,
+    stderr: int,
+    title: str = "",
+    cold: bool = False,
+) -> tuple[Any, str | None]:
     """``python ARGS`` with ``env`` and the descriptors given: forked warm where it can, else started cold.
 
     Returns the process (a :class:`Forked` or a :class:`subprocess.Popen`, both with Popen's interface)
@@ -384,6 +432,13 @@ def start_python(args: Sequence[str | PassFd], *, env: Mapping[str, str], stdin:
             why = str(exc)
     argv = [str(a.fd) if isinstance(a, PassFd) else a for a in args]
     passed = tuple(a.fd for a in args if isinstance(a, PassFd))
-    proc = subprocess.Popen([sys.executable, *argv], stdin=stdin, stdout=stdout, stderr=stderr, env=dict(env),
-                            pass_fds=passed, start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, *argv],
+        stdin=stdin,
+        stdout=stdout,
+        stderr=stderr,
+        env=dict(env),
+        pass_fds=passed,
+        start_new_session=True,
+    )
     return proc, None if cold else why

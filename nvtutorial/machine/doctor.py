@@ -84,9 +84,9 @@ class Facts:
     driver: str | None = None
     driver_cuda: str | None = None
     gpus: tuple[str, ...] = ()  # visible GPU names, CUDA_VISIBLE_DEVICES applied
-    gpus_total: int = 0         # every GPU NVML sees
-    nvlinks_01: int = 0         # active NVLinks between visible GPU 0 and 1
-    p2p_01: str | None = None   # nvmlDeviceGetP2PStatus between visible GPU 0 and 1: "OK (write, nvlink)" or why not
+    gpus_total: int = 0  # every GPU NVML sees
+    nvlinks_01: int = 0  # active NVLinks between visible GPU 0 and 1
+    p2p_01: str | None = None  # nvmlDeviceGetP2PStatus between visible GPU 0 and 1: "OK (write, nvlink)" or why not
     cuda_visible_devices: str | None = None
     nccl_env: dict[str, str] = dataclasses.field(default_factory=dict)
     interfaces: tuple[str, ...] = ()
@@ -103,17 +103,26 @@ class Check:
 
 # --- Collecting ---------------------------------------------------------------------------------
 
+
 def probe_torch(timeout: float = 180.0, python: str | None = None) -> dict[str, Any]:
     """torch's versions and CUDA view, from a child process (so this one never initialises CUDA)."""
     try:
-        proc = subprocess.run([python or sys.executable, "-c", _PROBE], capture_output=True, text=True, timeout=timeout,
-                              stdin=subprocess.DEVNULL, check=False)
+        proc = subprocess.run(
+            [python or sys.executable, "-c", _PROBE],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            stdin=subprocess.DEVNULL,
+            check=False,
+        )
     except subprocess.TimeoutExpired:
         return {"probe_error": f"the torch probe did not finish within {timeout:g} s"}
     for line in proc.stdout.splitlines():
         if line.startswith(PROBE_PREFIX):
-            return json.loads(line[len(PROBE_PREFIX):])
-    return {"probe_error": f"the torch probe failed (code {proc.returncode}): {(proc.stderr or proc.stdout).strip()[-400:]}"}
+            return json.loads(line[len(PROBE_PREFIX) :])
+    return {
+        "probe_error": f"the torch probe failed (code {proc.returncode}): {(proc.stderr or proc.stdout).strip()[-400:]}"
+    }
 
 
 def _nccl_wheel() -> str | None:
@@ -150,10 +159,16 @@ def collect(probe: bool = True) -> Facts:
     torch_facts = probe_torch() if probe else {}
     known = {f.name for f in dataclasses.fields(Facts)}
     return Facts(
-        python=platform.python_version(), platform=platform.platform(), executable=sys.executable,
+        python=platform.python_version(),
+        platform=platform.platform(),
+        executable=sys.executable,
         nccl_wheel=_nccl_wheel(),
-        driver=inv.driver, driver_cuda=inv.cuda_driver, gpus=tuple(g.name for g in inv.gpus), gpus_total=total,
-        nvlinks_01=inv.links_between(0, 1), p2p_01=_p2p_summary(inv.p2p.get("0-1")),
+        driver=inv.driver,
+        driver_cuda=inv.cuda_driver,
+        gpus=tuple(g.name for g in inv.gpus),
+        gpus_total=total,
+        nvlinks_01=inv.links_between(0, 1),
+        p2p_01=_p2p_summary(inv.p2p.get("0-1")),
         cuda_visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES"),
         nccl_env={k: v for k, v in sorted(os.environ.items()) if k.startswith("NCCL_")},
         interfaces=interfaces,
@@ -166,13 +181,30 @@ def reference_facts() -> Facts:
     records it (cuDNN and the NCCL wheel are not recorded there). Notebook 02 breaks one fact at a
     time on it to show what the doctor says.
     """
-    return Facts(python="3.12.3", platform="Linux", torch="2.11.0+cu130", torch_cuda="13.0", nccl="2.28.9",
-                 nccl_available=True, nccl_wheel=None, cudnn=None, cuda_available=True,
-                 cuda_device_count=2, driver="580.159.04", driver_cuda="13.0", gpus=("NVIDIA H200", "NVIDIA H200"),
-                 gpus_total=2, nvlinks_01=18, p2p_01="OK", nccl_env={"NCCL_NVLS_ENABLE": "0"}, interfaces=("eth0", "lo"))
+    return Facts(
+        python="3.12.3",
+        platform="Linux",
+        torch="2.11.0+cu130",
+        torch_cuda="13.0",
+        nccl="2.28.9",
+        nccl_available=True,
+        nccl_wheel=None,
+        cudnn=None,
+        cuda_available=True,
+        cuda_device_count=2,
+        driver="580.159.04",
+        driver_cuda="13.0",
+        gpus=("NVIDIA H200", "NVIDIA H200"),
+        gpus_total=2,
+        nvlinks_01=18,
+        p2p_01="OK",
+        nccl_env={"NCCL_NVLS_ENABLE": "0"},
+        interfaces=("eth0", "lo"),
+    )
 
 
 # --- Checks (pure functions of Facts) -------------------------------------------------------------
+
 
 def version_tuple(text: str | None) -> tuple[int, ...]:
     import re
@@ -203,8 +235,9 @@ def wheel_index(driver_cuda: str | None, torch_version: str | None = None) -> tu
     if not have:
         return None
     release = version_tuple(torch_version)[:2]
-    cudas = TORCH_WHEEL_INDEXES.get(release) or sorted({c for cs in TORCH_WHEEL_INDEXES.values() for c in cs},
-                                                       key=version_tuple)
+    cudas = TORCH_WHEEL_INDEXES.get(release) or sorted(
+        {c for cs in TORCH_WHEEL_INDEXES.values() for c in cs}, key=version_tuple
+    )
     usable = [c for c in cudas if version_tuple(c)[:2] <= have]
     if usable:
         return f"cu{usable[-1].replace('.', '')}", False
@@ -215,27 +248,38 @@ def wheel_index(driver_cuda: str | None, torch_version: str | None = None) -> tu
 def install_hint(driver_cuda: str | None, torch_version: str | None = None) -> str:
     """The pip command for a torch build this driver runs, or what to upgrade when there is none."""
     if not driver_cuda:
-        return ("no NVIDIA driver here: the CPU build (pip install torch --index-url https://download.pytorch.org/whl/cpu) "
-                "runs the course as a simulation; with a driver, a CUDA build")
+        return (
+            "no NVIDIA driver here: the CPU build (pip install torch --index-url https://download.pytorch.org/whl/cpu) "
+            "runs the course as a simulation; with a driver, a CUDA build"
+        )
     found = wheel_index(driver_cuda, torch_version)
     if found is None:
         oldest = min((c for cs in TORCH_WHEEL_INDEXES.values() for c in cs), key=version_tuple)
-        return (f"no torch 2.11–2.14 build runs on a driver for CUDA {driver_cuda or '?'} (the oldest is built with "
-                f"CUDA {oldest}): upgrade the NVIDIA driver")
+        return (
+            f"no torch 2.11–2.14 build runs on a driver for CUDA {driver_cuda or '?'} (the oldest is built with "
+            f"CUDA {oldest}): upgrade the NVIDIA driver"
+        )
     index, compat = found
     pin = ""
     if version_tuple(torch_version)[:2] in TORCH_WHEEL_INDEXES:
         pin = f"=={'.'.join(map(str, version_tuple(torch_version)))}"
     hint = f"pip install 'torch{pin}' --index-url https://download.pytorch.org/whl/{index}"
-    return hint + (" (a newer CUDA 12 runtime on this driver: runs through minor-version compatibility)" if compat else "")
+    return hint + (
+        " (a newer CUDA 12 runtime on this driver: runs through minor-version compatibility)" if compat else ""
+    )
 
 
 def check_python(f: Facts) -> Check:
     v = version_tuple(f.python)
     if (3, 11) <= v[:2] <= (3, 12):
         return Check("python", "ok", f.python)
-    return Check("python", "warn", f.python, "the course is tested with Python 3.11 and 3.12",
-                 "create the environment with Python 3.11 or 3.12 (make install PYTHON=python3.12)")
+    return Check(
+        "python",
+        "warn",
+        f.python,
+        "the course is tested with Python 3.11 and 3.12",
+        "create the environment with Python 3.11 or 3.12 (make install PYTHON=python3.12)",
+    )
 
 
 def check_torch(f: Facts) -> Check:
@@ -245,8 +289,13 @@ def check_torch(f: Facts) -> Check:
     v = version_tuple(f.torch)
     build = f"CUDA {f.torch_cuda}" if f.torch_cuda else "CPU-only build"
     if not (2, 11) <= v[:2] < (2, 15):
-        return Check("torch", "warn", f"{f.torch} ({build})", "the course is tested with torch 2.11 to 2.14",
-                     "pip install 'torch>=2.11,<2.15'")
+        return Check(
+            "torch",
+            "warn",
+            f"{f.torch} ({build})",
+            "the course is tested with torch 2.11 to 2.14",
+            "pip install 'torch>=2.11,<2.15'",
+        )
     return Check("torch", "ok", f"{f.torch} ({build})")
 
 
@@ -255,10 +304,14 @@ def check_torch_build(f: Facts) -> Check:
     if f.torch is None:
         return Check("torch build", "ok", "not applicable", "no torch (see the torch check)")
     if not f.torch_cuda and f.gpus:
-        return Check("torch build", "fail", "CPU-only torch, but NVML sees " + f"{len(f.gpus)} GPU(s)",
-                     "this torch cannot use the GPUs: every lesson would run on the CPU as a simulation",
-                     f"install a CUDA build the driver supports (it supports CUDA {f.driver_cuda or '?'}): "
-                     + install_hint(f.driver_cuda, f.torch))
+        return Check(
+            "torch build",
+            "fail",
+            "CPU-only torch, but NVML sees " + f"{len(f.gpus)} GPU(s)",
+            "this torch cannot use the GPUs: every lesson would run on the CPU as a simulation",
+            f"install a CUDA build the driver supports (it supports CUDA {f.driver_cuda or '?'}): "
+            + install_hint(f.driver_cuda, f.torch),
+        )
     if not f.torch_cuda:
         return Check("torch build", "ok", "CPU-only torch, no GPU here", "lessons run as CPU simulations (gloo)")
     return Check("torch build", "ok", f"CUDA {f.torch_cuda} runtime bundled with torch")
@@ -267,9 +320,13 @@ def check_torch_build(f: Facts) -> Check:
 def check_driver(f: Facts) -> Check:
     if f.driver is None:
         if f.torch_cuda:
-            return Check("driver", "warn", "no NVIDIA driver (NVML not found)",
-                         "a CUDA torch without a driver runs everything on the CPU",
-                         "install the NVIDIA driver, or use the CPU simulation knowingly")
+            return Check(
+                "driver",
+                "warn",
+                "no NVIDIA driver (NVML not found)",
+                "a CUDA torch without a driver runs everything on the CPU",
+                "install the NVIDIA driver, or use the CPU simulation knowingly",
+            )
         return Check("driver", "ok", "no NVIDIA driver", "CPU simulation mode: the course still runs")
     return Check("driver", "ok", f"{f.driver} (supports CUDA ≤ {f.driver_cuda or '?'})")
 
@@ -283,13 +340,26 @@ def check_driver_runtime(f: Facts) -> Check:
     value = f"driver supports CUDA {f.driver_cuda}, torch built with CUDA {f.torch_cuda}"
     if have >= need:
         return Check(name, "ok", value)
-    fix = (f"upgrade the NVIDIA driver to one supporting CUDA {f.torch_cuda}, or install a torch build this driver "
-           f"supports: {install_hint(f.driver_cuda, f.torch)}")
+    fix = (
+        f"upgrade the NVIDIA driver to one supporting CUDA {f.torch_cuda}, or install a torch build this driver "
+        f"supports: {install_hint(f.driver_cuda, f.torch)}"
+    )
     if have[0] < need[0]:
-        return Check(name, "fail", value, "the driver is older than torch's CUDA runtime (another major version): "
-                     "CUDA will not initialise", fix)
-    return Check(name, "warn", value, "same major version: runs through CUDA's minor-version compatibility, but "
-                 "features needing the newer driver (PTX JIT of new kernels) fail", fix)
+        return Check(
+            name,
+            "fail",
+            value,
+            "the driver is older than torch's CUDA runtime (another major version): CUDA will not initialise",
+            fix,
+        )
+    return Check(
+        name,
+        "warn",
+        value,
+        "same major version: runs through CUDA's minor-version compatibility, but "
+        "features needing the newer driver (PTX JIT of new kernels) fail",
+        fix,
+    )
 
 
 def check_cuda_usable(f: Facts) -> Check:
@@ -297,11 +367,17 @@ def check_cuda_usable(f: Facts) -> Check:
     if not f.torch_cuda or not f.gpus:
         return Check(name, "ok", "not applicable", "no CUDA torch or no GPU")
     if f.probe_error:
-        return Check(name, "warn", "unknown", f.probe_error, "run python -c 'import torch; print(torch.cuda.is_available())'")
+        return Check(
+            name, "warn", "unknown", f.probe_error, "run python -c 'import torch; print(torch.cuda.is_available())'"
+        )
     if not f.cuda_available:
-        return Check(name, "fail", "torch.cuda.is_available() is False although NVML sees GPUs",
-                     f.cuda_warning or "usually a driver older than torch's CUDA, or CUDA_VISIBLE_DEVICES hiding every GPU",
-                     "see the driver check above; unset CUDA_VISIBLE_DEVICES or correct it")
+        return Check(
+            name,
+            "fail",
+            "torch.cuda.is_available() is False although NVML sees GPUs",
+            f.cuda_warning or "usually a driver older than torch's CUDA, or CUDA_VISIBLE_DEVICES hiding every GPU",
+            "see the driver check above; unset CUDA_VISIBLE_DEVICES or correct it",
+        )
     return Check(name, "ok", f"{f.cuda_device_count} device(s)")
 
 
@@ -309,8 +385,13 @@ def check_nccl(f: Facts) -> Check:
     if not f.torch_cuda:
         return Check("NCCL", "ok", "not applicable", "CPU torch: the course uses gloo")
     if not f.nccl_available or not f.nccl:
-        return Check("NCCL", "fail", "not available in this torch", "torch.distributed cannot use the nccl backend",
-                     "install an official CUDA build of torch (Linux wheels bundle NCCL)")
+        return Check(
+            "NCCL",
+            "fail",
+            "not available in this torch",
+            "torch.distributed cannot use the nccl backend",
+            "install an official CUDA build of torch (Linux wheels bundle NCCL)",
+        )
     source = f" from {f.nccl_wheel}" if f.nccl_wheel else ""
     return Check("NCCL", "ok", f"{f.nccl}{source}")
 
@@ -319,7 +400,9 @@ def check_cudnn(f: Facts) -> Check:
     if not f.torch_cuda:
         return Check("cuDNN", "ok", "not applicable")
     if f.cudnn is None:
-        return Check("cuDNN", "warn", "not found", "convolutions will not use cuDNN", "reinstall the CUDA build of torch")
+        return Check(
+            "cuDNN", "warn", "not found", "convolutions will not use cuDNN", "reinstall the CUDA build of torch"
+        )
     return Check("cuDNN", "ok", str(f.cudnn))
 
 
@@ -328,8 +411,13 @@ def check_gpus(f: Facts) -> Check:
     if n >= 2:
         names = sorted(set(f.gpus))
         return Check("GPUs", "ok", f"{n}× " + " + ".join(names))
-    return Check("GPUs", "warn", f"{n} visible", "the lessons need 2 GPUs; with fewer they run as CPU simulations",
-                 "use a machine with 2 NVIDIA GPUs (CUDA_VISIBLE_DEVICES must show both)")
+    return Check(
+        "GPUs",
+        "warn",
+        f"{n} visible",
+        "the lessons need 2 GPUs; with fewer they run as CPU simulations",
+        "use a machine with 2 NVIDIA GPUs (CUDA_VISIBLE_DEVICES must show both)",
+    )
 
 
 def check_link(f: Facts) -> Check:
@@ -337,9 +425,13 @@ def check_link(f: Facts) -> Check:
         return Check("GPU 0–1 link", "ok", "not applicable", "fewer than 2 GPUs")
     if f.nvlinks_01 > 0:
         return Check("GPU 0–1 link", "ok", f"NV{f.nvlinks_01} ({f.nvlinks_01} active NVLinks)")
-    return Check("GPU 0–1 link", "warn", "no active NVLink: PCIe only",
-                 "everything runs, but the bandwidth lessons will show PCIe numbers",
-                 "check the bridge/SXM board; nvidia-smi nvlink -s shows each link's state")
+    return Check(
+        "GPU 0–1 link",
+        "warn",
+        "no active NVLink: PCIe only",
+        "everything runs, but the bandwidth lessons will show PCIe numbers",
+        "check the bridge/SXM board; nvidia-smi nvlink -s shows each link's state",
+    )
 
 
 def check_p2p(f: Facts) -> Check:
@@ -347,55 +439,158 @@ def check_p2p(f: Facts) -> Check:
         return Check("P2P 0–1", "ok", "not applicable")
     if f.p2p_01.startswith("OK"):
         return Check("P2P 0–1", "ok", f"supported: {f.p2p_01}")
-    return Check("P2P 0–1", "warn", f.p2p_01, "NCCL will stage through host memory (SHM) instead of P2P",
-                 "normal on consumer cards without NVLink; on servers check IOMMU/ACS settings")
+    return Check(
+        "P2P 0–1",
+        "warn",
+        f.p2p_01,
+        "NCCL will stage through host memory (SHM) instead of P2P",
+        "normal on consumer cards without NVLink; on servers check IOMMU/ACS settings",
+    )
 
 
 def check_visible_devices(f: Facts) -> Check:
     if f.cuda_visible_devices is None:
         return Check("CUDA_VISIBLE_DEVICES", "ok", "unset (all GPUs visible)")
     if f.gpus_total > len(f.gpus):
-        return Check("CUDA_VISIBLE_DEVICES", "warn", f"{f.cuda_visible_devices!r}: {len(f.gpus)} of {f.gpus_total} GPUs visible",
-                     "the course sees only the listed GPUs", "unset it, or list two GPUs joined by NVLink")
+        return Check(
+            "CUDA_VISIBLE_DEVICES",
+            "warn",
+            f"{f.cuda_visible_devices!r}: {len(f.gpus)} of {f.gpus_total} GPUs visible",
+            "the course sees only the listed GPUs",
+            "unset it, or list two GPUs joined by NVLink",
+        )
     return Check("CUDA_VISIBLE_DEVICES", "ok", repr(f.cuda_visible_devices))
 
 
 CHECKS: tuple[Callable[[Facts], Check], ...] = (
-    check_python, check_torch, check_torch_build, check_driver, check_driver_runtime, check_cuda_usable,
-    check_nccl, check_cudnn, check_gpus, check_link, check_p2p, check_visible_devices,
+    check_python,
+    check_torch,
+    check_torch_build,
+    check_driver,
+    check_driver_runtime,
+    check_cuda_usable,
+    check_nccl,
+    check_cudnn,
+    check_gpus,
+    check_link,
+    check_p2p,
+    check_visible_devices,
 )
 
 KNOWN_NCCL = {
-    "NCCL_DEBUG", "NCCL_DEBUG_SUBSYS", "NCCL_DEBUG_FILE", "NCCL_P2P_DISABLE", "NCCL_P2P_LEVEL", "NCCL_SHM_DISABLE",
-    "NCCL_IB_DISABLE", "NCCL_NET_GDR_LEVEL", "NCCL_ALGO", "NCCL_PROTO", "NCCL_SOCKET_IFNAME", "NCCL_NVLS_ENABLE",
-    "NCCL_SOCKET_NTHREADS", "NCCL_NSOCKS_PERTHREAD", "NCCL_BUFFSIZE", "NCCL_NTHREADS", "NCCL_MAX_NCHANNELS",
-    "NCCL_MIN_NCHANNELS", "NCCL_MAX_CTAS", "NCCL_MIN_CTAS", "NCCL_CROSS_NIC", "NCCL_CHECKS_DISABLE", "NCCL_CHECK_POINTERS",
-    "NCCL_LAUNCH_MODE", "NCCL_IB_HCA", "NCCL_IB_TIMEOUT", "NCCL_IB_RETRY_CNT", "NCCL_IB_GID_INDEX", "NCCL_IB_SL",
-    "NCCL_IB_TC", "NCCL_IB_AR_THRESHOLD", "NCCL_IB_CUDA_SUPPORT", "NCCL_IB_QPS_PER_CONNECTION",
-    "NCCL_IB_PCI_RELAXED_ORDERING", "NCCL_IB_ADAPTIVE_ROUTING", "NCCL_IB_ROCE_VERSION_NUM", "NCCL_IB_ADDR_FAMILY",
-    "NCCL_IB_ADDR_RANGE", "NCCL_IB_MERGE_NICS", "NCCL_IB_SPLIT_DATA_ON_QPS", "NCCL_IB_ECE_ENABLE", "NCCL_NET",
-    "NCCL_NET_PLUGIN", "NCCL_NET_GDR_READ", "NCCL_NET_SHARED_BUFFERS", "NCCL_NET_SHARED_COMMS", "NCCL_SINGLE_RING_THRESHOLD",
-    "NCCL_LL_THRESHOLD", "NCCL_TREE_THRESHOLD", "NCCL_IGNORE_CPU_AFFINITY", "NCCL_COLLNET_ENABLE",
-    "NCCL_COLLNET_NODE_THRESHOLD", "NCCL_TOPO_FILE", "NCCL_TOPO_DUMP_FILE", "NCCL_NVB_DISABLE", "NCCL_PXN_DISABLE",
-    "NCCL_P2P_PXN_LEVEL", "NCCL_GRAPH_REGISTER", "NCCL_LOCAL_REGISTER", "NCCL_SET_STACK_SIZE", "NCCL_SET_THREAD_NAME",
-    "NCCL_GRAPH_MIXING_SUPPORT", "NCCL_DMABUF_ENABLE", "NCCL_P2P_NET_CHUNKSIZE", "NCCL_P2P_NVL_CHUNKSIZE",
-    "NCCL_P2P_PCI_CHUNKSIZE", "NCCL_P2P_LL_THRESHOLD", "NCCL_ALLOC_P2P_NET_LL_BUFFERS", "NCCL_COMM_BLOCKING",
-    "NCCL_CUMEM_ENABLE", "NCCL_CUMEM_HOST_ENABLE", "NCCL_P2P_DIRECT_DISABLE", "NCCL_P2P_USE_CUDA_MEMCPY",
-    "NCCL_P2P_READ_ENABLE", "NCCL_SHM_USE_CUDA_MEMCPY", "NCCL_SHM_MEMCPY_MODE", "NCCL_SOCKET_FAMILY",
-    "NCCL_COMM_ID", "NCCL_NVLS_NCHANNELS", "NCCL_NVLS_CHUNKSIZE", "NCCL_RUNTIME_CONNECT", "NCCL_NCHANNELS_PER_NET_PEER",
-    "NCCL_MNNVL_ENABLE", "NCCL_RAS_ENABLE", "NCCL_CONF_FILE", "NCCL_WORK_FIFO_DEPTH", "NCCL_PROFILER_PLUGIN",
-    "NCCL_TUNER_PLUGIN", "NCCL_CGA_CLUSTER_SIZE", "NCCL_NET_OVERHEAD", "NCCL_OOB_NET_ENABLE", "NCCL_OOB_NET_IFNAME",
-    "NCCL_SOCKET_RETRY_CNT", "NCCL_SOCKET_RETRY_SLEEP_MSEC", "NCCL_DEBUG_TIMESTAMP_FORMAT", "NCCL_DEBUG_TIMESTAMP_LEVELS",
-    "NCCL_UID_STAGGER_THRESHOLD", "NCCL_UID_STAGGER_RATE", "NCCL_CTA_POLICY", "NCCL_WIN_ENABLE", "NCCL_NET_FORCE_FLUSH",
-    "NCCL_NVLINK_UTIL_CENTRIC_SCHED_ENABLE", "NCCL_IB_FIFO_TC", "NCCL_IB_RETURN_ASYNC_EVENTS", "NCCL_PXN_C2C",
+    "NCCL_DEBUG",
+    "NCCL_DEBUG_SUBSYS",
+    "NCCL_DEBUG_FILE",
+    "NCCL_P2P_DISABLE",
+    "NCCL_P2P_LEVEL",
+    "NCCL_SHM_DISABLE",
+    "NCCL_IB_DISABLE",
+    "NCCL_NET_GDR_LEVEL",
+    "NCCL_ALGO",
+    "NCCL_PROTO",
+    "NCCL_SOCKET_IFNAME",
+    "NCCL_NVLS_ENABLE",
+    "NCCL_SOCKET_NTHREADS",
+    "NCCL_NSOCKS_PERTHREAD",
+    "NCCL_BUFFSIZE",
+    "NCCL_NTHREADS",
+    "NCCL_MAX_NCHANNELS",
+    "NCCL_MIN_NCHANNELS",
+    "NCCL_MAX_CTAS",
+    "NCCL_MIN_CTAS",
+    "NCCL_CROSS_NIC",
+    "NCCL_CHECKS_DISABLE",
+    "NCCL_CHECK_POINTERS",
+    "NCCL_LAUNCH_MODE",
+    "NCCL_IB_HCA",
+    "NCCL_IB_TIMEOUT",
+    "NCCL_IB_RETRY_CNT",
+    "NCCL_IB_GID_INDEX",
+    "NCCL_IB_SL",
+    "NCCL_IB_TC",
+    "NCCL_IB_AR_THRESHOLD",
+    "NCCL_IB_CUDA_SUPPORT",
+    "NCCL_IB_QPS_PER_CONNECTION",
+    "NCCL_IB_PCI_RELAXED_ORDERING",
+    "NCCL_IB_ADAPTIVE_ROUTING",
+    "NCCL_IB_ROCE_VERSION_NUM",
+    "NCCL_IB_ADDR_FAMILY",
+    "NCCL_IB_ADDR_RANGE",
+    "NCCL_IB_MERGE_NICS",
+    "NCCL_IB_SPLIT_DATA_ON_QPS",
+    "NCCL_IB_ECE_ENABLE",
+    "NCCL_NET",
+    "NCCL_NET_PLUGIN",
+    "NCCL_NET_GDR_READ",
+    "NCCL_NET_SHARED_BUFFERS",
+    "NCCL_NET_SHARED_COMMS",
+    "NCCL_SINGLE_RING_THRESHOLD",
+    "NCCL_LL_THRESHOLD",
+    "NCCL_TREE_THRESHOLD",
+    "NCCL_IGNORE_CPU_AFFINITY",
+    "NCCL_COLLNET_ENABLE",
+    "NCCL_COLLNET_NODE_THRESHOLD",
+    "NCCL_TOPO_FILE",
+    "NCCL_TOPO_DUMP_FILE",
+    "NCCL_NVB_DISABLE",
+    "NCCL_PXN_DISABLE",
+    "NCCL_P2P_PXN_LEVEL",
+    "NCCL_GRAPH_REGISTER",
+    "NCCL_LOCAL_REGISTER",
+    "NCCL_SET_STACK_SIZE",
+    "NCCL_SET_THREAD_NAME",
+    "NCCL_GRAPH_MIXING_SUPPORT",
+    "NCCL_DMABUF_ENABLE",
+    "NCCL_P2P_NET_CHUNKSIZE",
+    "NCCL_P2P_NVL_CHUNKSIZE",
+    "NCCL_P2P_PCI_CHUNKSIZE",
+    "NCCL_P2P_LL_THRESHOLD",
+    "NCCL_ALLOC_P2P_NET_LL_BUFFERS",
+    "NCCL_COMM_BLOCKING",
+    "NCCL_CUMEM_ENABLE",
+    "NCCL_CUMEM_HOST_ENABLE",
+    "NCCL_P2P_DIRECT_DISABLE",
+    "NCCL_P2P_USE_CUDA_MEMCPY",
+    "NCCL_P2P_READ_ENABLE",
+    "NCCL_SHM_USE_CUDA_MEMCPY",
+    "NCCL_SHM_MEMCPY_MODE",
+    "NCCL_SOCKET_FAMILY",
+    "NCCL_COMM_ID",
+    "NCCL_NVLS_NCHANNELS",
+    "NCCL_NVLS_CHUNKSIZE",
+    "NCCL_RUNTIME_CONNECT",
+    "NCCL_NCHANNELS_PER_NET_PEER",
+    "NCCL_MNNVL_ENABLE",
+    "NCCL_RAS_ENABLE",
+    "NCCL_CONF_FILE",
+    "NCCL_WORK_FIFO_DEPTH",
+    "NCCL_PROFILER_PLUGIN",
+    "NCCL_TUNER_PLUGIN",
+    "NCCL_CGA_CLUSTER_SIZE",
+    "NCCL_NET_OVERHEAD",
+    "NCCL_OOB_NET_ENABLE",
+    "NCCL_OOB_NET_IFNAME",
+    "NCCL_SOCKET_RETRY_CNT",
+    "NCCL_SOCKET_RETRY_SLEEP_MSEC",
+    "NCCL_DEBUG_TIMESTAMP_FORMAT",
+    "NCCL_DEBUG_TIMESTAMP_LEVELS",
+    "NCCL_UID_STAGGER_THRESHOLD",
+    "NCCL_UID_STAGGER_RATE",
+    "NCCL_CTA_POLICY",
+    "NCCL_WIN_ENABLE",
+    "NCCL_NET_FORCE_FLUSH",
+    "NCCL_NVLINK_UTIL_CENTRIC_SCHED_ENABLE",
+    "NCCL_IB_FIFO_TC",
+    "NCCL_IB_RETURN_ASYNC_EVENTS",
+    "NCCL_PXN_C2C",
 }
 """Variables NCCL documents (its environment-variable documentation, 2.18–2.28) and reads; names it does not read are
 ignored silently, typos included."""
 
 READ_UNDOCUMENTED = {
     "NCCL_HOSTID": "read by NCCL, though its documentation does not list it: it replaces the host's identity in NCCL's "
-                   "host hash, so ranks with different values count as different hosts (notebook 09 emulates two nodes "
-                   "on one machine so); P2P and SHM are then refused between them",
+    "host hash, so ranks with different values count as different hosts (notebook 09 emulates two nodes "
+    "on one machine so); P2P and SHM are then refused between them",
 }
 """``NCCL_*`` names NCCL reads in its source but does not document (notebook 09 uses ``NCCL_HOSTID``)."""
 
@@ -404,8 +599,10 @@ NOT_READ_BY_NCCL = {
 }
 """``NCCL_*`` names that are not settings, set on purpose by common environments."""
 
-_TORCH_RENAMED = {"NCCL_ASYNC_ERROR_HANDLING": "TORCH_NCCL_ASYNC_ERROR_HANDLING",
-                  "NCCL_BLOCKING_WAIT": "TORCH_NCCL_BLOCKING_WAIT"}
+_TORCH_RENAMED = {
+    "NCCL_ASYNC_ERROR_HANDLING": "TORCH_NCCL_ASYNC_ERROR_HANDLING",
+    "NCCL_BLOCKING_WAIT": "TORCH_NCCL_BLOCKING_WAIT",
+}
 
 
 def _truthy(value: str) -> bool:
@@ -418,61 +615,116 @@ def check_nccl_variable(name: str, value: str, f: Facts) -> Check:
     label = f"{name}={value}"
     nvlink = f.nvlinks_01 > 0
     if name in _TORCH_RENAMED:
-        return Check(label, "warn", "a PyTorch variable under its old name", "recent torch reads only the new name",
-                     f"use {_TORCH_RENAMED[name]}={value}")
+        return Check(
+            label,
+            "warn",
+            "a PyTorch variable under its old name",
+            "recent torch reads only the new name",
+            f"use {_TORCH_RENAMED[name]}={value}",
+        )
     if name in NOT_READ_BY_NCCL:
         return Check(label, "ok", "not a setting", NOT_READ_BY_NCCL[name])
     if name in READ_UNDOCUMENTED:
-        return Check(label, "warn" if len(f.gpus) >= 2 else "ok", "read by NCCL, not documented", READ_UNDOCUMENTED[name],
-                     f"unset {name} unless you mean to make NCCL see separate hosts" if len(f.gpus) >= 2 else "")
+        return Check(
+            label,
+            "warn" if len(f.gpus) >= 2 else "ok",
+            "read by NCCL, not documented",
+            READ_UNDOCUMENTED[name],
+            f"unset {name} unless you mean to make NCCL see separate hosts" if len(f.gpus) >= 2 else "",
+        )
     if name not in KNOWN_NCCL:
-        return Check(label, "warn", "not a variable NCCL documents", "NCCL ignores unknown names silently: a typo?",
-                     f"check the spelling against the NCCL documentation, or unset {name}")
+        return Check(
+            label,
+            "warn",
+            "not a variable NCCL documents",
+            "NCCL ignores unknown names silently: a typo?",
+            f"check the spelling against the NCCL documentation, or unset {name}",
+        )
     if name == "NCCL_P2P_DISABLE":
         if not _truthy(value):
             return Check(label, "ok", "P2P allowed")
         if _truthy(env.get("NCCL_SHM_DISABLE", "0")):
-            return Check(label, "fail", "P2P and SHM both disabled: NCCL falls back to TCP sockets",
-                         "about 100× slower than NVLink on the reference machine", "unset NCCL_P2P_DISABLE and NCCL_SHM_DISABLE")
+            return Check(
+                label,
+                "fail",
+                "P2P and SHM both disabled: NCCL falls back to TCP sockets",
+                "about 100× slower than NVLink on the reference machine",
+                "unset NCCL_P2P_DISABLE and NCCL_SHM_DISABLE",
+            )
         if nvlink:
-            return Check(label, "fail", f"disables NVLink for NCCL although GPU 0–1 have NV{f.nvlinks_01}",
-                         "all traffic is staged through host memory (10.9× slower at 256 MiB on the reference 2× H200, "
-                         "notebook 02's A/B; 11.9× for 4 GiB in nccl-tests)",
-                         "unset NCCL_P2P_DISABLE")
-        return Check(label, "warn", "P2P over PCIe disabled", "sometimes needed on consumer cards whose PCIe P2P is broken",
-                     "unset it if your GPUs support P2P (nvidia-smi topo -p2p r)")
+            return Check(
+                label,
+                "fail",
+                f"disables NVLink for NCCL although GPU 0–1 have NV{f.nvlinks_01}",
+                "all traffic is staged through host memory (10.9× slower at 256 MiB on the reference 2× H200, "
+                "notebook 02's A/B; 11.9× for 4 GiB in nccl-tests)",
+                "unset NCCL_P2P_DISABLE",
+            )
+        return Check(
+            label,
+            "warn",
+            "P2P over PCIe disabled",
+            "sometimes needed on consumer cards whose PCIe P2P is broken",
+            "unset it if your GPUs support P2P (nvidia-smi topo -p2p r)",
+        )
     if name == "NCCL_P2P_LEVEL":
         if value.strip().upper() in ("LOC", "0"):
             status: Status = "fail" if nvlink else "warn"
-            return Check(label, status, "LOC: P2P never used (same effect as NCCL_P2P_DISABLE=1)",
-                         "NVLink unused" if nvlink else "", "unset NCCL_P2P_LEVEL")
+            return Check(
+                label,
+                status,
+                "LOC: P2P never used (same effect as NCCL_P2P_DISABLE=1)",
+                "NVLink unused" if nvlink else "",
+                "unset NCCL_P2P_LEVEL",
+            )
         return Check(label, "ok", "P2P allowed up to this distance", "NVLink is always within reach (NVL and above)")
     if name == "NCCL_SHM_DISABLE":
         if _truthy(value) and not _truthy(env.get("NCCL_P2P_DISABLE", "0")) and (nvlink or len(f.gpus) < 2):
             return Check(label, "ok", "SHM disabled; unused while P2P works")
         if _truthy(value):
-            return Check(label, "warn", "SHM disabled", "where P2P is impossible NCCL falls back to sockets",
-                         "unset NCCL_SHM_DISABLE")
+            return Check(
+                label,
+                "warn",
+                "SHM disabled",
+                "where P2P is impossible NCCL falls back to sockets",
+                "unset NCCL_SHM_DISABLE",
+            )
         return Check(label, "ok", "SHM allowed")
     if name in ("NCCL_IB_DISABLE", "NCCL_NET_GDR_LEVEL"):
-        return Check(label, "ok", "network transport only", "no effect on one machine's GPUs (claim C7; measured in notebook 02)")
+        return Check(
+            label, "ok", "network transport only", "no effect on one machine's GPUs (claim C7; measured in notebook 02)"
+        )
     if name == "NCCL_DEBUG":
         if value.strip().upper() in ("INFO", "TRACE"):
-            return Check(label, "warn", "verbose: every process prints many lines", "useful for one run, noisy as a default",
-                         "set it for one run only (nvtutorial.run(..., env={'NCCL_DEBUG': 'INFO'}))")
+            return Check(
+                label,
+                "warn",
+                "verbose: every process prints many lines",
+                "useful for one run, noisy as a default",
+                "set it for one run only (nvtutorial.run(..., env={'NCCL_DEBUG': 'INFO'}))",
+            )
         return Check(label, "ok", "quiet")
     if name in ("NCCL_ALGO", "NCCL_PROTO"):
-        return Check(label, "warn", "forces NCCL's choice", "a forced algorithm/protocol is slower somewhere in the size range",
-                     f"unset {name} unless you are measuring it")
+        return Check(
+            label,
+            "warn",
+            "forces NCCL's choice",
+            "a forced algorithm/protocol is slower somewhere in the size range",
+            f"unset {name} unless you are measuring it",
+        )
     if name == "NCCL_SOCKET_IFNAME":
         return _check_ifname(label, value, f)
     if name == "NCCL_NVLS_ENABLE":
         if not _truthy(value):
             return Check(label, "ok", "NVLink SHARP off", "with 2 GPUs NCCL never sets it up anyway (see notebook 02)")
         if len(f.gpus) <= 2:
-            return Check(label, "ok", "NVLink SHARP allowed; unused here",
-                         "NCCL sets NVLS up only for more than two GPUs on an NVSwitch system whose driver and fabric "
-                         "support multicast (ncclNvlsInit, src/transport/nvls.cc)")
+            return Check(
+                label,
+                "ok",
+                "NVLink SHARP allowed; unused here",
+                "NCCL sets NVLS up only for more than two GPUs on an NVSwitch system whose driver and fabric "
+                "support multicast (ncclNvlsInit, src/transport/nvls.cc)",
+            )
         return Check(label, "ok", "NVLink SHARP allowed", "used where the NVSwitch fabric supports multicast")
     return Check(label, "ok", "set", "a tuning variable; the course does not need it")
 
@@ -488,8 +740,13 @@ def _check_ifname(label: str, value: str, f: Facts) -> Check:
     matches = [i for i in f.interfaces if any((i == n) if exact else i.startswith(n) for n in names)]
     if matches:
         return Check(label, "ok", f"matches {', '.join(matches)}")
-    return Check(label, "fail", "matches no interface of this machine", f"interfaces here: {', '.join(f.interfaces)}; "
-                 "NCCL cannot bootstrap ('no socket interface found')", "unset NCCL_SOCKET_IFNAME or name an existing interface")
+    return Check(
+        label,
+        "fail",
+        "matches no interface of this machine",
+        f"interfaces here: {', '.join(f.interfaces)}; NCCL cannot bootstrap ('no socket interface found')",
+        "unset NCCL_SOCKET_IFNAME or name an existing interface",
+    )
 
 
 def run_checks(f: Facts) -> list[Check]:
@@ -511,14 +768,26 @@ def simulate(f: Facts, env: Mapping[str, str] | None = None, **changes: Any) -> 
 
 
 BROKEN_SETUPS: dict[str, dict[str, Any]] = {
-    "driver older than torch's CUDA (driver 535, CUDA 12.2)": {"driver": "535.183.01", "driver_cuda": "12.2",
-                                                              "cuda_available": False},
+    "driver older than torch's CUDA (driver 535, CUDA 12.2)": {
+        "driver": "535.183.01",
+        "driver_cuda": "12.2",
+        "cuda_available": False,
+    },
     "NCCL_P2P_DISABLE=1 on an NVLink machine": {"env": {"NCCL_P2P_DISABLE": "1"}},
-    "CPU-only torch on a GPU machine": {"torch": "2.11.0+cpu", "torch_cuda": None, "nccl": None, "nccl_available": False,
-                                        "cudnn": None, "cuda_available": False},
+    "CPU-only torch on a GPU machine": {
+        "torch": "2.11.0+cpu",
+        "torch_cuda": None,
+        "nccl": None,
+        "nccl_available": False,
+        "cudnn": None,
+        "cuda_available": False,
+    },
     "NCCL_SOCKET_IFNAME naming a missing interface": {"env": {"NCCL_SOCKET_IFNAME": "ib0"}},
-    "the source's driver 515 + CUDA 11.7 with today's torch": {"driver": "515.105.01", "driver_cuda": "11.7",
-                                                               "cuda_available": False},
+    "the source's driver 515 + CUDA 11.7 with today's torch": {
+        "driver": "515.105.01",
+        "driver_cuda": "11.7",
+        "cuda_available": False,
+    },
 }
 """What notebook 02 and the tests break, one at a time, on :func:`reference_facts`."""
 
@@ -532,13 +801,19 @@ def broken_setup_rows(base: Facts | None = None) -> list[dict[str, Any]]:
         changes = dict(changes)
         checks = simulate(base, env=changes.pop("env", None), **changes)
         bad = [c for c in checks if c.status != "ok" and (c.name, c.status, c.value) not in before]
-        rows.append({"set-up": label, "exit code": 0 if healthy(checks) else 1,
-                     "what the doctor says": "; ".join(f"{c.status}: {c.name}: {c.value}" for c in bad) or "all ok",
-                     "fix": " | ".join(c.fix for c in bad if c.fix)})
+        rows.append(
+            {
+                "set-up": label,
+                "exit code": 0 if healthy(checks) else 1,
+                "what the doctor says": "; ".join(f"{c.status}: {c.name}: {c.value}" for c in bad) or "all ok",
+                "fix": " | ".join(c.fix for c in bad if c.fix),
+            }
+        )
     return rows
 
 
 # --- Report -------------------------------------------------------------------------------------------
+
 
 @dataclasses.dataclass
 class Report:
@@ -554,11 +829,19 @@ class Report:
         return 0 if self.healthy else 1
 
     def to_dict(self) -> dict[str, Any]:
-        return {"schema_version": 1, "healthy": self.healthy, "exit_code": self.exit_code,
-                "checks": [dataclasses.asdict(c) for c in self.checks], "facts": dataclasses.asdict(self.facts)}
+        return {
+            "schema_version": 1,
+            "healthy": self.healthy,
+            "exit_code": self.exit_code,
+            "checks": [dataclasses.asdict(c) for c in self.checks],
+            "facts": dataclasses.asdict(self.facts),
+        }
 
     def rows(self) -> list[dict[str, Any]]:
-        return [{"status": c.status, "check": c.name, "value": c.value, "detail": c.detail, "fix": c.fix} for c in self.checks]
+        return [
+            {"status": c.status, "check": c.name, "value": c.value, "detail": c.detail, "fix": c.fix}
+            for c in self.checks
+        ]
 
     def format(self) -> str:
         lines = [f"nvtutorial doctor: Python {self.facts.python}, {self.facts.executable or sys.executable}"]
@@ -582,13 +865,17 @@ def run(probe: bool = True) -> Report:
     ipython = sys.modules.get("IPython")
     shell = ipython.get_ipython() if ipython is not None else None
     if probe and type(shell).__name__ == "ZMQInteractiveShell":  # a notebook cell would otherwise wait in silence
-        print("doctor: reading the driver, the GPUs and, from a fresh Python process, torch's versions and CUDA's "
-              "view (it imports torch: a few seconds)", flush=True)
+        print(
+            "doctor: reading the driver, the GPUs and, from a fresh Python process, torch's versions and CUDA's "
+            "view (it imports torch: a few seconds)",
+            flush=True,
+        )
     facts = collect(probe=probe)
     return Report(facts, run_checks(facts))
 
 
 # --- CLI -------------------------------------------------------------------------------------------
+
 
 def cmd_doctor(args: argparse.Namespace) -> int:
     report = run()
@@ -601,6 +888,8 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 def add_command(sub: Any) -> None:
     """``nvtutorial doctor [--json]``: exit 0 when healthy, 1 when a check fails."""
-    p = sub.add_parser("doctor", help="check Python, torch, CUDA, driver, NCCL, GPUs and NCCL variables; say what to fix")
+    p = sub.add_parser(
+        "doctor", help="check Python, torch, CUDA, driver, NCCL, GPUs and NCCL variables; say what to fix"
+    )
     p.add_argument("--json", action="store_true", help="print JSON (for a bug report)")
     p.set_defaults(func=cmd_doctor)

@@ -31,13 +31,15 @@ def gpus() -> list[GPU]:
             return []
         out = []
         for i, h in enumerate(visible_handles(pynvml)):
-            out.append(GPU(
-                index=i,
-                name=nvml_text(pynvml.nvmlDeviceGetName(h)),
-                uuid=nvml_text(pynvml.nvmlDeviceGetUUID(h)),
-                pci_bus_id=nvml_text(pynvml.nvmlDeviceGetPciInfo(h).busId),
-                memory_mib=int(pynvml.nvmlDeviceGetMemoryInfo(h).total // 2**20),
-            ))
+            out.append(
+                GPU(
+                    index=i,
+                    name=nvml_text(pynvml.nvmlDeviceGetName(h)),
+                    uuid=nvml_text(pynvml.nvmlDeviceGetUUID(h)),
+                    pci_bus_id=nvml_text(pynvml.nvmlDeviceGetPciInfo(h).busId),
+                    memory_mib=int(pynvml.nvmlDeviceGetMemoryInfo(h).total // 2**20),
+                )
+            )
         return out
 
 
@@ -87,8 +89,15 @@ def parse_nvidia_smi(text: str) -> tuple[str | None, str | None, list[GPUDetail]
         if not m:
             continue
         memory = re.search(r"/\s*(\d+)MiB", lines[i + 1]) if i + 1 < len(lines) else None
-        gpus.append(GPUDetail(index=int(m.group(1)), name=m.group(2).strip(), uuid="", pci_bus_id=m.group(4),
-                              memory_mib=int(memory.group(1)) if memory else 0))
+        gpus.append(
+            GPUDetail(
+                index=int(m.group(1)),
+                name=m.group(2).strip(),
+                uuid="",
+                pci_bus_id=m.group(4),
+                memory_mib=int(memory.group(1)) if memory else 0,
+            )
+        )
     return (driver.group(1) if driver else None, cuda.group(1) if cuda else None, gpus)
 
 
@@ -116,12 +125,19 @@ def reference_inventory() -> Inventory:
     for g in gpus:
         # NVLink 4.0 with every link ending at an NVSwitch (remote_gpu None): what NVML said live on the reference
         # HGX board (reference/h200x2/01_hardware.ipynb); nvidia-smi nvlink -s gives neither version nor far end
-        links = tuple(NvLink(link=k, active=True, remote_gpu=None, version="4.0", speed_mbps=int(s * 1000))
-                      for k, s in enumerate(speeds.get(g.index, [])))
+        links = tuple(
+            NvLink(link=k, active=True, remote_gpu=None, version="4.0", speed_mbps=int(s * 1000))
+            for k, s in enumerate(speeds.get(g.index, []))
+        )
         detailed.append(dataclasses.replace(g, nvlinks=links, **REFERENCE_PCIE))
     p2p = {"0-1": dict(REFERENCE_P2P)} if len(gpus) == 2 else {}
-    return Inventory(source=f"a saved output of the reference machine ({REFERENCE_MACHINE})", driver=driver,
-                     cuda_driver=cuda, gpus=tuple(detailed), p2p=p2p)
+    return Inventory(
+        source=f"a saved output of the reference machine ({REFERENCE_MACHINE})",
+        driver=driver,
+        cuda_driver=cuda,
+        gpus=tuple(detailed),
+        p2p=p2p,
+    )
 
 
 def inventory_or_reference(gpus_needed: int = 2) -> Inventory:

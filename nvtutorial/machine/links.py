@@ -47,12 +47,13 @@ def pcie_gbps(generation: int, width: int = 16) -> float:
 
 # --- Common cards -----------------------------------------------------------------------------
 
+
 @dataclasses.dataclass(frozen=True)
 class Card:
     name: str
     architecture: str
-    nvlink_links: int          # links between two cards of this model (0: no NVLink)
-    nvlink_total_gbps: float   # vendor figure, both directions together (0: no NVLink)
+    nvlink_links: int  # links between two cards of this model (0: no NVLink)
+    nvlink_total_gbps: float  # vendor figure, both directions together (0: no NVLink)
     pcie_gen: int
     note: str = ""
 
@@ -85,7 +86,14 @@ CARDS: tuple[Card, ...] = (
     Card("RTX A6000", "Ampere", 4, 112.5, 4, "NVLink bridge between two cards"),
     Card("A100 SXM4", "Ampere", 12, 600, 4, "NVLink 3.0"),
     Card("A100 PCIe", "Ampere", 12, 600, 4, "three NVLink bridges between two cards"),
-    Card("GeForce RTX 4090", "Ada", 0, 0, 4, "no NVLink connector; the stock driver also reports no PCIe P2P between two 4090s"),
+    Card(
+        "GeForce RTX 4090",
+        "Ada",
+        0,
+        0,
+        4,
+        "no NVLink connector; the stock driver also reports no PCIe P2P between two 4090s",
+    ),
     Card("RTX 6000 Ada", "Ada", 0, 0, 4, "no NVLink connector"),
     Card("L40S", "Ada", 0, 0, 4, "no NVLink connector"),
     Card("GeForce RTX 5090", "Blackwell", 0, 0, 5, "no NVLink connector"),
@@ -135,12 +143,20 @@ def find_card(name: str) -> Card | None:
 
 def card_rows() -> list[dict[str, Any]]:
     """The card table as rows (for ``pandas.DataFrame``)."""
-    return [{
-        "card": c.name, "architecture": c.architecture, "NVLink": "yes" if c.has_nvlink else "no",
-        "links": c.nvlink_links or None, "NVLink GB/s per direction": c.nvlink_gbps or None,
-        "PCIe x16": f"Gen{c.pcie_gen}", "PCIe GB/s per direction": round(c.pcie_gbps, 1),
-        "NVLink ÷ PCIe": round(c.ratio, 1) if c.ratio else None, "note": c.note,
-    } for c in CARDS]
+    return [
+        {
+            "card": c.name,
+            "architecture": c.architecture,
+            "NVLink": "yes" if c.has_nvlink else "no",
+            "links": c.nvlink_links or None,
+            "NVLink GB/s per direction": c.nvlink_gbps or None,
+            "PCIe x16": f"Gen{c.pcie_gen}",
+            "PCIe GB/s per direction": round(c.pcie_gbps, 1),
+            "NVLink ÷ PCIe": round(c.ratio, 1) if c.ratio else None,
+            "note": c.note,
+        }
+        for c in CARDS
+    ]
 
 
 def card_frame():  # -> pandas.DataFrame
@@ -168,7 +184,7 @@ which is not a direct PCIe transfer, reached 29.3 GB/s, 46 % of Gen5 x16)."""
 class Expectation:
     """What a link should deliver, per direction."""
 
-    link: str            # "NV18", "PCIe Gen5 x16"
+    link: str  # "NV18", "PCIe Gen5 x16"
     physical_gbps: float
     practical_gbps: tuple[float, float]
     basis: str
@@ -177,16 +193,23 @@ class Expectation:
         ref = REFERENCE_NCCL_TESTS
         share = ref["busbw"] / ref["physical"]
         if self.link.startswith("NV"):
-            seen = (f"on the reference 2× H200 (NV18) nccl-tests' all-reduce reached {share:.0%} of the limit "
-                    f"({ref['busbw']:.1f} of {ref['physical']:.0f} GB/s at 4 GiB), which would be about "
-                    f"{share * self.physical_gbps:.0f} GB/s here; other machines differ")
+            seen = (
+                f"on the reference 2× H200 (NV18) nccl-tests' all-reduce reached {share:.0%} of the limit "
+                f"({ref['busbw']:.1f} of {ref['physical']:.0f} GB/s at 4 GiB), which would be about "
+                f"{share * self.physical_gbps:.0f} GB/s here; other machines differ"
+            )
         else:
             seen = "the course has no measured share for a direct PCIe path: measure it (nccl-tests or the sweep)"
         return f"{self.link}: physical limit {self.physical_gbps:.1f} GB/s per direction ({self.basis}); {seen}"
 
 
-def expect(code: str, gpu_name: str | None = None, nvlink_generation: int | None = None,
-           pcie_gen: int | None = None, pcie_width: int = 16) -> Expectation:
+def expect(
+    code: str,
+    gpu_name: str | None = None,
+    nvlink_generation: int | None = None,
+    pcie_gen: int | None = None,
+    pcie_width: int = 16,
+) -> Expectation:
     """The expectation for a ``topo -m`` code (``"NV18"``, ``"PHB"``) between two GPUs named ``gpu_name``."""
     known = find_card(gpu_name) if gpu_name else None
     m = re.match(r"^NV(\d+)$", code)

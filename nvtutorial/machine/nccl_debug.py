@@ -21,8 +21,10 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-_CHANNEL = re.compile(r"NCCL INFO Channel (\d+)(?:/\d+)?\s*:\s*(\d+)\[[^\]]*\]\s*->\s*(\d+)\[[^\]]*\]"
-                      r"(?:\s*\[(send|receive)\])?\s*via\s+(.+?)\s*$")
+_CHANNEL = re.compile(
+    r"NCCL INFO Channel (\d+)(?:/\d+)?\s*:\s*(\d+)\[[^\]]*\]\s*->\s*(\d+)\[[^\]]*\]"
+    r"(?:\s*\[(send|receive)\])?\s*via\s+(.+?)\s*$"
+)
 _VERSION = re.compile(r"NCCL INFO NCCL version (\S+)")
 _ENV_SET = re.compile(r"NCCL INFO (NCCL_\w+) set by environment to (\S*)")
 
@@ -93,8 +95,10 @@ class TransportReport:
     def describe(self, link_code: str | None = None) -> str:
         """A sentence: what NCCL used, and what that means on this link."""
         if self.backend == "gloo":
-            return ("gloo on CPU: NCCL is not used, so the NCCL_* variables have no effect and no transport "
-                    "lines are printed; on GPUs the same run prints them")
+            return (
+                "gloo on CPU: NCCL is not used, so the NCCL_* variables have no effect and no transport "
+                "lines are printed; on GPUs the same run prints them"
+            )
         if not self.channels:
             return "no NCCL channel lines found: was NCCL_DEBUG=INFO set for this run?"
         t = self.transport or "?"
@@ -107,8 +111,15 @@ class TransportReport:
         return text
 
     def to_dict(self) -> dict[str, Any]:
-        return {"transport": self.transport, "summary": self.summary, "details": self.details,
-                "channels": len(self.channels), "version": self.version, "env_set": self.env_set, "backend": self.backend}
+        return {
+            "transport": self.transport,
+            "summary": self.summary,
+            "details": self.details,
+            "channels": len(self.channels),
+            "version": self.version,
+            "env_set": self.env_set,
+            "backend": self.backend,
+        }
 
 
 def parse_lines(lines: Iterable[str], backend: str | None = None) -> TransportReport:
@@ -121,8 +132,15 @@ def parse_lines(lines: Iterable[str], backend: str | None = None) -> TransportRe
             continue
         m = _CHANNEL.search(line)
         if m:
-            channels.append(Channel(channel=int(m.group(1)), src=int(m.group(2)), dst=int(m.group(3)),
-                                    direction=m.group(4), via=m.group(5)))
+            channels.append(
+                Channel(
+                    channel=int(m.group(1)),
+                    src=int(m.group(2)),
+                    dst=int(m.group(3)),
+                    direction=m.group(4),
+                    via=m.group(5),
+                )
+            )
             continue
         m = _VERSION.search(line)
         if m:
@@ -160,6 +178,7 @@ def nccl_version_number(text: str | None) -> tuple[int, ...] | None:
 
 # --- The NCCL variables notebook 02 explains -----------------------------------------------------
 
+
 @dataclasses.dataclass(frozen=True)
 class Variable:
     name: str
@@ -170,48 +189,95 @@ class Variable:
 
 
 VARIABLES: tuple[Variable, ...] = (
-    Variable("NCCL_DEBUG", "how much NCCL logs", "VERSION, WARN, INFO, TRACE (debug builds); unset: nothing is printed "
-             "(NONE; set WARN to see why a call failed)",
-             "INFO prints the version, the topology and one line per channel with its transport: the way to see "
-             "what NCCL really uses; too chatty to leave on", ("all",)),
-    Variable("NCCL_DEBUG_SUBSYS", "which parts log at INFO", "INIT, BOOTSTRAP, ENV (these three are the "
-             "default), COLL, P2P, SHM, NET, GRAPH, TUNING, ALL; ^X to exclude",
-             "the default already prints the transport lines (INIT) and the '… set by environment' lines (ENV)", ("all",)),
-    Variable("NCCL_P2P_DISABLE", "forbid the P2P transport (GPU reads/writes the peer's memory over NVLink or PCIe)",
-             "1 disables", "1 turns NVLink off for NCCL: traffic is staged through host memory (SHM), 10.9× "
-             "slower at 256 MiB on the reference 2× H200 (notebook 02's A/B); nvidia-smi topo -m still shows NV18 "
-             "(it does not read NCCL's variables)", ("P2P",)),
-    Variable("NCCL_P2P_LEVEL", "the farthest topology distance at which P2P is still used",
-             "LOC (never), NVL (NVLink only), PIX, PXB, PHB, SYS (always)",
-             "with NVLink the default already uses it; LOC has the same effect as NCCL_P2P_DISABLE=1", ("P2P",)),
-    Variable("NCCL_SHM_DISABLE", "forbid the shared-host-memory transport", "1 disables",
-             "matters only when P2P is off or impossible; then NCCL falls back to its network transport "
-             "(IB/RoCE if the machine has a NIC for it, else sockets; sockets on the reference machine, about 100× "
-             "slower than NVLink there: nccl-tests 3.05 against 330 GB/s at 1 GiB)", ("SHM",)),
-    Variable("NCCL_IB_DISABLE", "forbid NCCL's own InfiniBand/RoCE verbs transport", "1 disables (then sockets, "
-             "unless a network plugin such as AWS EFA's aws-ofi-nccl provides the network transport)",
-             "none: one machine's GPUs talk over P2P/SHM, the network transport is not used", ("NET/IB",)),
-    Variable("NCCL_NET_GDR_LEVEL", "the farthest NIC-to-GPU distance at which GPUDirect RDMA is used",
-             "LOC, PIX, PXB, PHB, SYS (older: 0–5)", "none between two GPUs of one machine: it concerns a NIC reading "
-             "and writing GPU memory directly (NCCL_NET_GDR_READ is the send-side switch); NCCL reads it only for a "
-             "NIC that supports GPUDirect RDMA",
-             ("NET/IB",)),
-    Variable("NCCL_ALGO", "force the collective algorithm", "Ring, Tree, CollnetDirect, CollnetChain, NVLS, NVLSTree, PAT "
-             "(lists allowed)", "forcing one removes NCCL's choice; whether ring and tree differ with 2 GPUs the course has "
-             "not measured (notebook 02, exercise 4)",
-             ("all",)),
-    Variable("NCCL_PROTO", "force the protocol", "LL, LL128, Simple (lists allowed)",
-             "LL is fast for small messages, Simple for large ones; forcing one slows the other end of the sweep",
-             ("all",)),
-    Variable("NCCL_SOCKET_IFNAME", "which network interfaces NCCL may use for bootstrap and sockets",
-             "prefixes (eth,ens), ^ to exclude (^docker,lo), = for an exact name",
-             "bootstrap only, unless P2P and SHM are off; a name that matches no interface stops NCCL from starting",
-             ("NET/Socket",)),
-    Variable("NCCL_NVLS_ENABLE", "NVLink SHARP (NVLS): the NVSwitches reduce the data, through multicast memory",
-             "0 or 1 (default: used where the driver reports multicast support)",
-             "none with two GPUs: NCCL sets NVLS up only when its topology holds more than two GPUs (ncclNvlsInit in "
-             "NCCL's src/transport/nvls.cc returns early otherwise), even on an NVSwitch board such as the reference "
-             "HGX; the reference machine is shared and keeps multicast off (0) as well", ("NVLS",)),
+    Variable(
+        "NCCL_DEBUG",
+        "how much NCCL logs",
+        "VERSION, WARN, INFO, TRACE (debug builds); unset: nothing is printed "
+        "(NONE; set WARN to see why a call failed)",
+        "INFO prints the version, the topology and one line per channel with its transport: the way to see "
+        "what NCCL really uses; too chatty to leave on",
+        ("all",),
+    ),
+    Variable(
+        "NCCL_DEBUG_SUBSYS",
+        "which parts log at INFO",
+        "INIT, BOOTSTRAP, ENV (these three are the default), COLL, P2P, SHM, NET, GRAPH, TUNING, ALL; ^X to exclude",
+        "the default already prints the transport lines (INIT) and the '… set by environment' lines (ENV)",
+        ("all",),
+    ),
+    Variable(
+        "NCCL_P2P_DISABLE",
+        "forbid the P2P transport (GPU reads/writes the peer's memory over NVLink or PCIe)",
+        "1 disables",
+        "1 turns NVLink off for NCCL: traffic is staged through host memory (SHM), 10.9× "
+        "slower at 256 MiB on the reference 2× H200 (notebook 02's A/B); nvidia-smi topo -m still shows NV18 "
+        "(it does not read NCCL's variables)",
+        ("P2P",),
+    ),
+    Variable(
+        "NCCL_P2P_LEVEL",
+        "the farthest topology distance at which P2P is still used",
+        "LOC (never), NVL (NVLink only), PIX, PXB, PHB, SYS (always)",
+        "with NVLink the default already uses it; LOC has the same effect as NCCL_P2P_DISABLE=1",
+        ("P2P",),
+    ),
+    Variable(
+        "NCCL_SHM_DISABLE",
+        "forbid the shared-host-memory transport",
+        "1 disables",
+        "matters only when P2P is off or impossible; then NCCL falls back to its network transport "
+        "(IB/RoCE if the machine has a NIC for it, else sockets; sockets on the reference machine, about 100× "
+        "slower than NVLink there: nccl-tests 3.05 against 330 GB/s at 1 GiB)",
+        ("SHM",),
+    ),
+    Variable(
+        "NCCL_IB_DISABLE",
+        "forbid NCCL's own InfiniBand/RoCE verbs transport",
+        "1 disables (then sockets, "
+        "unless a network plugin such as AWS EFA's aws-ofi-nccl provides the network transport)",
+        "none: one machine's GPUs talk over P2P/SHM, the network transport is not used",
+        ("NET/IB",),
+    ),
+    Variable(
+        "NCCL_NET_GDR_LEVEL",
+        "the farthest NIC-to-GPU distance at which GPUDirect RDMA is used",
+        "LOC, PIX, PXB, PHB, SYS (older: 0–5)",
+        "none between two GPUs of one machine: it concerns a NIC reading "
+        "and writing GPU memory directly (NCCL_NET_GDR_READ is the send-side switch); NCCL reads it only for a "
+        "NIC that supports GPUDirect RDMA",
+        ("NET/IB",),
+    ),
+    Variable(
+        "NCCL_ALGO",
+        "force the collective algorithm",
+        "Ring, Tree, CollnetDirect, CollnetChain, NVLS, NVLSTree, PAT (lists allowed)",
+        "forcing one removes NCCL's choice; whether ring and tree differ with 2 GPUs the course has "
+        "not measured (notebook 02, exercise 4)",
+        ("all",),
+    ),
+    Variable(
+        "NCCL_PROTO",
+        "force the protocol",
+        "LL, LL128, Simple (lists allowed)",
+        "LL is fast for small messages, Simple for large ones; forcing one slows the other end of the sweep",
+        ("all",),
+    ),
+    Variable(
+        "NCCL_SOCKET_IFNAME",
+        "which network interfaces NCCL may use for bootstrap and sockets",
+        "prefixes (eth,ens), ^ to exclude (^docker,lo), = for an exact name",
+        "bootstrap only, unless P2P and SHM are off; a name that matches no interface stops NCCL from starting",
+        ("NET/Socket",),
+    ),
+    Variable(
+        "NCCL_NVLS_ENABLE",
+        "NVLink SHARP (NVLS): the NVSwitches reduce the data, through multicast memory",
+        "0 or 1 (default: used where the driver reports multicast support)",
+        "none with two GPUs: NCCL sets NVLS up only when its topology holds more than two GPUs (ncclNvlsInit in "
+        "NCCL's src/transport/nvls.cc returns early otherwise), even on an NVSwitch board such as the reference "
+        "HGX; the reference machine is shared and keeps multicast off (0) as well",
+        ("NVLS",),
+    ),
 )
 """The variables notebook 02 explains (the source tutorial sets three of them)."""
 
@@ -225,9 +291,17 @@ def variables_rows(environ: Mapping[str, str] | None = None) -> list[dict[str, A
     import os
 
     env = os.environ if environ is None else environ
-    return [{"variable": v.name, "what it does": v.what, "values": v.values,
-             "effect on one machine with NVLink": v.on_one_machine, "here": env.get(v.name, "(unset)"),
-             "source sets": SOURCE_SETTINGS.get(v.name, "")} for v in VARIABLES]
+    return [
+        {
+            "variable": v.name,
+            "what it does": v.what,
+            "values": v.values,
+            "effect on one machine with NVLink": v.on_one_machine,
+            "here": env.get(v.name, "(unset)"),
+            "source sets": SOURCE_SETTINGS.get(v.name, ""),
+        }
+        for v in VARIABLES
+    ]
 
 
 def affects(name: str, transport: str | None) -> bool:

@@ -36,18 +36,28 @@ from typing import Any
 
 from nvtutorial import nvml
 
-COLUMNS = ["t", "t_s", "gpu", "sm_util_pct", "mem_util_pct", "mem_used_mib", "power_w", "nvlink_tx_gbs", "nvlink_rx_gbs"]
+COLUMNS = [
+    "t",
+    "t_s",
+    "gpu",
+    "sm_util_pct",
+    "mem_util_pct",
+    "mem_used_mib",
+    "power_w",
+    "nvlink_tx_gbs",
+    "nvlink_rx_gbs",
+]
 """Columns of :meth:`Sampler.frame`; ``t`` is the wall clock (``time.time()``), ``t_s`` seconds since start."""
 
 MEASURES = {
     "sm_util_pct": "percent of the driver's last sample period (1/6 s to 1 s, depending on the GPU) in which at least "
-                   "one kernel ran: a busy NCCL kernel on a few SMs reads 100 %, so it says nothing of how full the GPU "
-                   "is, nor of the link",
+    "one kernel ran: a busy NCCL kernel on a few SMs reads 100 %, so it says nothing of how full the GPU "
+    "is, nor of the link",
     "mem_util_pct": "percent of the same period in which device memory was read or written",
     "mem_used_mib": "device memory in use by every process on the GPU (the driver's count, allocator cache included)",
     "power_w": "power draw as the driver reports it",
     "nvlink_tx_gbs": "NVLink data bytes sent per second: the difference of NVML's cumulative counters (per active link, "
-                     "summed) between two samples, over the time between them",
+    "summed) between two samples, over the time between them",
     "nvlink_rx_gbs": "NVLink data bytes received per second, the same way",
 }
 """What each telemetry column measures (NVML's definitions), for the notebook to print beside the plot."""
@@ -102,7 +112,9 @@ class Sampler:
         try:
             pynvml.nvmlInit()
         except Exception as exc:  # NVMLError_LibraryNotFound, DriverNotLoaded...
-            self.reason = f"NVML is unavailable here (no NVIDIA driver: {type(exc).__name__}); no GPU telemetry on this machine"
+            self.reason = (
+                f"NVML is unavailable here (no NVIDIA driver: {type(exc).__name__}); no GPU telemetry on this machine"
+            )
             return self
         self._pynvml = pynvml
         self._handles = nvml.visible_handles(pynvml)
@@ -186,8 +198,13 @@ class Sampler:
         if exe is None:
             self.dmon_reason = "nvidia-smi is not on PATH: no dmon output"
             return
-        self._dmon = subprocess.Popen([exe, "dmon", "-s", "u", "-o", "T", "-d", "1"], stdout=subprocess.PIPE,
-                                      stderr=subprocess.STDOUT, text=True, stdin=subprocess.DEVNULL)
+        self._dmon = subprocess.Popen(
+            [exe, "dmon", "-s", "u", "-o", "T", "-d", "1"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            stdin=subprocess.DEVNULL,
+        )
 
     def dmon_frame(self):  # -> pandas.DataFrame
         """What ``nvidia-smi dmon -s u`` printed during the run, as a table (its own columns, and ``t``,
@@ -206,13 +223,28 @@ class Sampler:
             tx_rate = rx_rate = float("nan")
             if prev is not None and r.tx_kib is not None and prev.tx_kib is not None and r.t > prev.t:
                 dt = r.t - prev.t
-                if r.tx_kib >= prev.tx_kib and r.rx_kib is not None and prev.rx_kib is not None and r.rx_kib >= prev.rx_kib:
+                if (
+                    r.tx_kib >= prev.tx_kib
+                    and r.rx_kib is not None
+                    and prev.rx_kib is not None
+                    and r.rx_kib >= prev.rx_kib
+                ):
                     tx_rate = (r.tx_kib - prev.tx_kib) * 1024 / dt / 1e9
                     rx_rate = (r.rx_kib - prev.rx_kib) * 1024 / dt / 1e9
             last[r.gpu] = r
-            rows.append({"t": r.t, "t_s": r.t - (self.started_at or r.t), "gpu": r.gpu, "sm_util_pct": r.sm,
-                         "mem_util_pct": r.mem, "mem_used_mib": r.used_mib, "power_w": r.power_w,
-                         "nvlink_tx_gbs": tx_rate, "nvlink_rx_gbs": rx_rate})
+            rows.append(
+                {
+                    "t": r.t,
+                    "t_s": r.t - (self.started_at or r.t),
+                    "gpu": r.gpu,
+                    "sm_util_pct": r.sm,
+                    "mem_util_pct": r.mem,
+                    "mem_used_mib": r.used_mib,
+                    "power_w": r.power_w,
+                    "nvlink_tx_gbs": tx_rate,
+                    "nvlink_rx_gbs": rx_rate,
+                }
+            )
         frame = pd.DataFrame(rows, columns=COLUMNS)
         frame.attrs["reason"] = self.reason
         frame.attrs["gpus"] = list(self.gpu_names)
@@ -226,8 +258,11 @@ class Sampler:
             inside = [r for r in self._raw if r.gpu == gpu and start <= r.t <= end and r.tx_kib is not None]
             if len(inside) >= 2:
                 a, b = inside[0], inside[-1]
-                out[gpu] = {"tx_bytes": (b.tx_kib - a.tx_kib) * 1024, "rx_bytes": (b.rx_kib - a.rx_kib) * 1024,  # type: ignore[operator]
-                            "seconds": b.t - a.t}
+                out[gpu] = {
+                    "tx_bytes": (b.tx_kib - a.tx_kib) * 1024,
+                    "rx_bytes": (b.rx_kib - a.rx_kib) * 1024,  # type: ignore[operator]
+                    "seconds": b.t - a.t,
+                }
         return out
 
     @property
@@ -238,8 +273,10 @@ class Sampler:
         """What was sampled, how often, and what each column means; or why nothing was."""
         if not self.available:
             return [f"no telemetry: {self.reason}"]
-        lines = [f"NVML read every {self.interval:g} s in a thread of this notebook, for {len(self._handles)} GPU(s): "
-                 + ", ".join(self.gpu_names)]
+        lines = [
+            f"NVML read every {self.interval:g} s in a thread of this notebook, for {len(self._handles)} GPU(s): "
+            + ", ".join(self.gpu_names)
+        ]
         lines += [f"{k}: {v}" for k, v in MEASURES.items() if self.nvlink or not k.startswith("nvlink")]
         if self.nvlink_note:
             lines.append(self.nvlink_note)
@@ -248,10 +285,18 @@ class Sampler:
     def to_dict(self) -> dict[str, Any]:
         """Everything sampled (JSON-safe), to keep beside a run's results."""
         frame = self.frame()
-        return {"available": self.available, "reason": self.reason, "interval_s": self.interval, "gpus": self.gpu_names,
-                "nvlinks": {str(k): v for k, v in self.links.items()}, "started_at": self.started_at,
-                "stopped_at": self.stopped_at, "dmon_text": self.dmon_text, "dmon_reason": self.dmon_reason,
-                "samples": frame.astype(object).where(frame.notna(), None).to_dict("records")}
+        return {
+            "available": self.available,
+            "reason": self.reason,
+            "interval_s": self.interval,
+            "gpus": self.gpu_names,
+            "nvlinks": {str(k): v for k, v in self.links.items()},
+            "started_at": self.started_at,
+            "stopped_at": self.stopped_at,
+            "dmon_text": self.dmon_text,
+            "dmon_reason": self.dmon_reason,
+            "samples": frame.astype(object).where(frame.notna(), None).to_dict("records"),
+        }
 
     def save(self, path: str | Path) -> Path:
         """Write :meth:`to_dict` as JSON (e.g. ``run.run_dir / "telemetry.json"``)."""

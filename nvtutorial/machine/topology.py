@@ -73,8 +73,10 @@ class Link:
             return "the same device"
         if self.kind == "nvlink":
             n = self.nvlinks
-            return (f"{n} bonded NVLink{'s' if n != 1 else ''} between the pair (to each other, or through NVSwitches "
-                    "on an HGX board: topo -m does not say which); NCCL's P2P transport uses them")
+            return (
+                f"{n} bonded NVLink{'s' if n != 1 else ''} between the pair (to each other, or through NVSwitches "
+                "on an HGX board: topo -m does not say which); NCCL's P2P transport uses them"
+            )
         if self.kind == "pcie":
             return PCIE_WORDS[self.code]
         return f"unknown code {self.code!r} (not in nvidia-smi's legend)"
@@ -110,18 +112,20 @@ class Topology:
     def gpu_pairs(self) -> list[tuple[str, str, Link]]:
         """Every unordered GPU pair with its link, in order."""
         gpus = self.gpus
-        return [(a, b, self.link(a, b)) for i, a in enumerate(gpus) for b in gpus[i + 1:]]
+        return [(a, b, self.link(a, b)) for i, a in enumerate(gpus) for b in gpus[i + 1 :]]
 
     def pair_rows(self) -> list[dict[str, Any]]:
         """One row per GPU pair: code, kind, NVLink count, verdict."""
-        return [{"pair": f"{a}–{b}", "code": link.code, "kind": link.kind, "nvlinks": link.nvlinks,
-                 "verdict": link.verdict} for a, b, link in self.gpu_pairs()]
+        return [
+            {"pair": f"{a}–{b}", "code": link.code, "kind": link.kind, "nvlinks": link.nvlinks, "verdict": link.verdict}
+            for a, b, link in self.gpu_pairs()
+        ]
 
     def asymmetries(self) -> list[tuple[str, str]]:
         """Pairs whose two cells differ (nvidia-smi prints a symmetric matrix; a paste error otherwise)."""
         out = []
         for i, a in enumerate(self.devices):
-            for b in self.devices[i + 1:]:
+            for b in self.devices[i + 1 :]:
                 if self.matrix.get(a, {}).get(b) != self.matrix.get(b, {}).get(a):
                     out.append((a, b))
         return out
@@ -140,8 +144,9 @@ class Topology:
         if not nv:
             worst = max((link for _, _, link in pairs), key=lambda link: PCIE_RANK.get(link.code, 9))
             return f"{head}; no NVLink: every pair talks over PCIe (farthest: {worst.code}, {worst.verdict})"
-        return (f"{head}; {len(nv)} of {len(pairs)} GPU pairs have NVLink, the other "
-                f"{len(pairs) - len(nv)} talk over PCIe")
+        return (
+            f"{head}; {len(nv)} of {len(pairs)} GPU pairs have NVLink, the other {len(pairs) - len(nv)} talk over PCIe"
+        )
 
     def to_frame(self, gpus_only: bool = False):  # -> pandas.DataFrame
         """The matrix as a DataFrame (rows and columns: devices), plus the affinity columns."""
@@ -191,8 +196,11 @@ def parse(text: str, source: str = "") -> Topology:
     header_at = None
     for i, line in enumerate(lines):
         tokens = line.split()
-        if tokens and _GPU.match(tokens[0]) and (line[:1] in ("\t", " ") or len(lines) > i + 1
-                                                  and lines[i + 1].split()[:1] == [tokens[0]]):
+        if (
+            tokens
+            and _GPU.match(tokens[0])
+            and (line[:1] in ("\t", " ") or len(lines) > i + 1 and lines[i + 1].split()[:1] == [tokens[0]])
+        ):
             header_at = i
             break
     if header_at is None:
@@ -202,7 +210,7 @@ def parse(text: str, source: str = "") -> Topology:
     extra = [c for c in columns if c in AFFINITY_COLUMNS]
     matrix: dict[str, dict[str, str]] = {}
     affinity: dict[str, dict[str, str]] = {}
-    for line in lines[header_at + 1:]:
+    for line in lines[header_at + 1 :]:
         tokens = line.split()
         if not tokens:
             continue
@@ -212,7 +220,7 @@ def parse(text: str, source: str = "") -> Topology:
         if len(cells) < len(devices):
             raise TopologyError(f"row {name} has {len(cells)} cells for {len(devices)} devices: {line.strip()!r}")
         matrix[name] = dict(zip(devices, cells[: len(devices)]))
-        values = cells[len(devices):]
+        values = cells[len(devices) :]
         # nvidia-smi leaves a cell empty (two tabs) before "GPU NUMA ID"; values never hold spaces.
         affinity[name] = {col: values[i] for i, col in enumerate(extra) if i < len(values)}
     missing = [d for d in devices if d not in matrix]
@@ -233,8 +241,9 @@ def parse(text: str, source: str = "") -> Topology:
     unknown = sorted({c for row in matrix.values() for c in row.values() if Link(c).kind == "unknown"})
     if unknown:
         raise TopologyError(f"unknown link code(s) {', '.join(unknown)}; known: X, NV#, {', '.join(PCIE_WORDS)}")
-    return Topology(devices=tuple(devices), matrix=matrix, affinity=affinity, nic_names=nic_names,
-                    legend=legend, source=source)
+    return Topology(
+        devices=tuple(devices), matrix=matrix, affinity=affinity, nic_names=nic_names, legend=legend, source=source
+    )
 
 
 def read(path: str | Path) -> Topology:
@@ -256,8 +265,9 @@ def query(timeout: float = 30.0) -> Topology:
         raise NoNvidiaSmi("nvidia-smi is not installed on this machine (no NVIDIA driver)")
     proc = subprocess.run([exe, "topo", "-m"], capture_output=True, text=True, timeout=timeout, check=False)
     if proc.returncode != 0:
-        raise NoNvidiaSmi(f"`nvidia-smi topo -m` failed with code {proc.returncode}: "
-                          f"{(proc.stderr or proc.stdout).strip()[:300]}")
+        raise NoNvidiaSmi(
+            f"`nvidia-smi topo -m` failed with code {proc.returncode}: {(proc.stderr or proc.stdout).strip()[:300]}"
+        )
     import socket
 
     return parse(proc.stdout, source=f"nvidia-smi topo -m on {socket.gethostname()}")
@@ -278,7 +288,9 @@ def current_or_reference() -> tuple[Topology, bool]:
     except (NoNvidiaSmi, TopologyError, subprocess.TimeoutExpired, OSError):
         pass
     topo = read(hardware.reference_output("nvidia-smi-topo-m.txt"))
-    return dataclasses.replace(topo, source=f"a saved output of the reference machine ({hardware.REFERENCE_MACHINE})"), False
+    return dataclasses.replace(
+        topo, source=f"a saved output of the reference machine ({hardware.REFERENCE_MACHINE})"
+    ), False
 
 
 def format_report(topo: Topology) -> str:
@@ -288,8 +300,15 @@ def format_report(topo: Topology) -> str:
     cols = [c for c in topo.devices]
     lines.append(" " * width + " ".join(f"{c:>6}" for c in cols))
     for r in topo.devices:
-        lines.append(f"{r:<{width}}" + " ".join(f"{topo.matrix[r][c]:>6}" for c in cols)
-                     + ("   " + ", ".join(f"{k}: {v}" for k, v in topo.affinity.get(r, {}).items()) if topo.affinity.get(r) else ""))
+        lines.append(
+            f"{r:<{width}}"
+            + " ".join(f"{topo.matrix[r][c]:>6}" for c in cols)
+            + (
+                "   " + ", ".join(f"{k}: {v}" for k, v in topo.affinity.get(r, {}).items())
+                if topo.affinity.get(r)
+                else ""
+            )
+        )
     if topo.nics:
         lines.append("NICs: " + ", ".join(f"{n} = {topo.nic_names.get(n, n)}" for n in topo.nics))
     lines.append("")
@@ -304,9 +323,12 @@ def cmd_topology(args: argparse.Namespace) -> int:
     try:
         topo = read(args.from_file) if args.from_file else query()
     except NoNvidiaSmi as exc:
-        print(f"nvtutorial topology: {exc}.\n"
-              "Pass saved output instead: nvidia-smi topo -m > topo.txt on the GPU machine, then "
-              "nvtutorial topology --from-file topo.txt", file=sys.stderr)
+        print(
+            f"nvtutorial topology: {exc}.\n"
+            "Pass saved output instead: nvidia-smi topo -m > topo.txt on the GPU machine, then "
+            "nvtutorial topology --from-file topo.txt",
+            file=sys.stderr,
+        )
         return 1
     except FileNotFoundError:
         print(f"nvtutorial topology: no such file: {args.from_file}", file=sys.stderr)
@@ -327,7 +349,10 @@ def cmd_topology(args: argparse.Namespace) -> int:
 def add_command(sub: Any) -> None:
     """``nvtutorial topology [--from-file PATH] [--json]``."""
     p = sub.add_parser("topology", help="how the GPUs are connected (nvidia-smi topo -m, explained)")
-    p.add_argument("--from-file", metavar="PATH",
-                   help="read saved `nvidia-smi topo -m` output (e.g. a colleague's; - for stdin) instead of running it")
+    p.add_argument(
+        "--from-file",
+        metavar="PATH",
+        help="read saved `nvidia-smi topo -m` output (e.g. a colleague's; - for stdin) instead of running it",
+    )
     p.add_argument("--json", action="store_true", help="print JSON (matrix, pairs, verdicts)")
     p.set_defaults(func=cmd_topology)

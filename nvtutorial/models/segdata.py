@@ -20,15 +20,17 @@ import torch
 MAX_SHAPES = 4
 
 # Base colours per class (RGB in [0, 1]); classes beyond the table cycle through it, darker.
-_COLOURS = torch.tensor([
-    [0.15, 0.15, 0.15],  # background (its colour is randomised around this)
-    [0.90, 0.25, 0.20],
-    [0.20, 0.75, 0.30],
-    [0.25, 0.35, 0.95],
-    [0.95, 0.85, 0.20],
-    [0.80, 0.30, 0.85],
-    [0.20, 0.85, 0.85],
-])
+_COLOURS = torch.tensor(
+    [
+        [0.15, 0.15, 0.15],  # background (its colour is randomised around this)
+        [0.90, 0.25, 0.20],
+        [0.20, 0.75, 0.30],
+        [0.25, 0.35, 0.95],
+        [0.95, 0.85, 0.20],
+        [0.80, 0.30, 0.85],
+        [0.20, 0.85, 0.85],
+    ]
+)
 
 
 def _colour(cls: int) -> torch.Tensor:
@@ -48,9 +50,20 @@ def shape_parameters(index: int, seed: int, classes: int) -> torch.Tensor:
         cls = 1 + int(u[k, 0] * (classes - 1)) if classes > 1 else 0
         cls = min(cls, classes - 1)
         colour = (_colour(cls) + 0.2 * (u[k, 4:7] - 0.5)).clamp(0, 1)
-        rows[k] = torch.cat([torch.tensor([float(k < n), float(cls),
-                                           0.15 + 0.7 * float(u[k, 1]), 0.15 + 0.7 * float(u[k, 2]),
-                                           0.08 + 0.14 * float(u[k, 3])]), colour])
+        rows[k] = torch.cat(
+            [
+                torch.tensor(
+                    [
+                        float(k < n),
+                        float(cls),
+                        0.15 + 0.7 * float(u[k, 1]),
+                        0.15 + 0.7 * float(u[k, 2]),
+                        0.08 + 0.14 * float(u[k, 3]),
+                    ]
+                ),
+                colour,
+            ]
+        )
     return rows
 
 
@@ -76,18 +89,27 @@ def _sample_noise(offsets: torch.Tensor, seed: int, image_size: int, device: tor
         return tex.new_zeros(0, 3, n, n)
     if len(shifts) == 1:
         dy, dx = shifts[0]
-        return tex[:, dy:dy + n, dx:dx + n].unsqueeze(0)
-    return torch.stack([tex[:, dy:dy + n, dx:dx + n] for dy, dx in shifts])
+        return tex[:, dy : dy + n, dx : dx + n].unsqueeze(0)
+    return torch.stack([tex[:, dy : dy + n, dx : dx + n] for dy, dx in shifts])
 
 
-def render(indices: Sequence[int] | torch.Tensor, image_size: int, classes: int = 4, seed: int = 0,
-           device: str | torch.device = "cpu") -> tuple[torch.Tensor, torch.Tensor]:
+def render(
+    indices: Sequence[int] | torch.Tensor,
+    image_size: int,
+    classes: int = 4,
+    seed: int = 0,
+    device: str | torch.device = "cpu",
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Samples ``indices`` as a batch: images ``[B, 3, H, W]`` float32, masks ``[B, H, W]`` int64."""
     device = torch.device(device)
     idx = [int(i) for i in (indices.tolist() if isinstance(indices, torch.Tensor) else indices)]
     b = len(idx)
     params = torch.stack([shape_parameters(i, seed, classes) for i in idx]) if b else torch.zeros(0, MAX_SHAPES, 8)
-    extra = torch.stack([torch.rand(5, generator=torch.Generator().manual_seed(seed * 7919 + i)) for i in idx]) if b else torch.zeros(0, 5)
+    extra = (
+        torch.stack([torch.rand(5, generator=torch.Generator().manual_seed(seed * 7919 + i)) for i in idx])
+        if b
+        else torch.zeros(0, 5)
+    )
     background = _colour(0) + 0.15 * extra[:, :3]  # [B, 3]
     offsets = (extra[:, 3:5] * image_size).long().clamp_(max=image_size - 1)
     # Slot 0 is the background; slot k+1 is shape k. A later shape covers an earlier one.
@@ -102,8 +124,11 @@ def render(indices: Sequence[int] | torch.Tensor, image_size: int, classes: int 
         cx, cy, r = (params[:, k, j].view(b, 1, 1) for j in (2, 3, 4))
         adx, ady = (xx - cx).abs(), (yy - cy).abs()
         # disc (kind 0), square (kind 1), diamond (kind 2), as one distance test
-        dist = torch.where(kind == 0, (adx * adx + ady * ady).sqrt(),
-                           torch.where(kind == 1, torch.maximum(adx, ady) / 0.85, (adx + ady) / 1.2))
+        dist = torch.where(
+            kind == 0,
+            (adx * adx + ady * ady).sqrt(),
+            torch.where(kind == 1, torch.maximum(adx, ady) / 0.85, (adx + ady) / 1.2),
+        )
         slot.masked_fill_((dist < r) & valid, k + 1)
     flat = slot.view(b, -1)
     mask = torch.gather(class_of_slot, 1, flat).view(b, image_size, image_size)
@@ -135,7 +160,9 @@ class ShapesDataset(torch.utils.data.Dataset):
         images, masks = render([index], self.image_size, self.classes, self.seed)
         return images[0], masks[0]
 
-    def render(self, indices: Sequence[int] | torch.Tensor, device: str | torch.device = "cpu") -> tuple[torch.Tensor, torch.Tensor]:
+    def render(
+        self, indices: Sequence[int] | torch.Tensor, device: str | torch.device = "cpu"
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """A batch of this set's samples, drawn directly on ``device``."""
         return render(indices, self.image_size, self.classes, self.seed, device)
 

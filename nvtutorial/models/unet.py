@@ -37,8 +37,12 @@ class DoubleConv(nn.Sequential):
 
     def __init__(self, cin: int, cout: int) -> None:
         super().__init__(
-            nn.Conv2d(cin, cout, 3, padding=1, bias=False), _norm(cout), nn.ReLU(inplace=True),
-            nn.Conv2d(cout, cout, 3, padding=1, bias=False), _norm(cout), nn.ReLU(inplace=True),
+            nn.Conv2d(cin, cout, 3, padding=1, bias=False),
+            _norm(cout),
+            nn.ReLU(inplace=True),
+            nn.Conv2d(cout, cout, 3, padding=1, bias=False),
+            _norm(cout),
+            nn.ReLU(inplace=True),
         )
 
 
@@ -82,7 +86,9 @@ class UNet(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         multiple = 2**self.depth
         if x.shape[-1] % multiple or x.shape[-2] % multiple:
-            raise ValueError(f"image size {tuple(x.shape[-2:])} must be divisible by {multiple} for a UNet of depth {self.depth}")
+            raise ValueError(
+                f"image size {tuple(x.shape[-2:])} must be divisible by {multiple} for a UNet of depth {self.depth}"
+            )
         skips = []
         for enc in self.encoders:
             x = self._block(enc, x)

@@ -17,7 +17,15 @@ def stamp(fig: Any, where: Any, measured: bool = True) -> None:
     """Write the measurement's origin under the figure. ``where``: a RunResult, EnvInfo or str. With
     ``measured=False`` the figure is arithmetic (no run): ``where`` says what computed it, with no "measured on"."""
     label = getattr(where, "label", where)
-    fig.text(0.01, 0.005, f"measured on: {label}" if measured else f"not measured: {label}", fontsize=7, color="0.35", ha="left", va="bottom")
+    fig.text(
+        0.01,
+        0.005,
+        f"measured on: {label}" if measured else f"not measured: {label}",
+        fontsize=7,
+        color="0.35",
+        ha="left",
+        va="bottom",
+    )
     fig.subplots_adjust(bottom=max(fig.subplotpars.bottom, 0.17))
 
 
@@ -28,8 +36,14 @@ def figure(width: float = 7.0, height: float = 4.0, **kwargs: Any) -> tuple[Any,
     return plt.subplots(figsize=(width, height), **kwargs)
 
 
-COLOURS = {"compute": "#4C72B0", "hidden": "#8172B2", "exposed": "#C44E52", "idle": "#CCCCCC", "comm": "#DD8452",
-           "phase": "#55A868"}
+COLOURS = {
+    "compute": "#4C72B0",
+    "hidden": "#8172B2",
+    "exposed": "#C44E52",
+    "idle": "#CCCCCC",
+    "comm": "#DD8452",
+    "phase": "#55A868",
+}
 """One colour per kind of time (compute, hidden and exposed communication, idle...), the same in every figure."""
 
 
@@ -44,8 +58,7 @@ def finish(fig: Any, where: Any, measured: bool = True) -> None:
     stamp(fig, where, measured)
 
 
-def plain_log_ticks(axis: Any, unit: str = "", subs: tuple[float, ...] = (1.0, 2.0, 5.0),
-                    label: Any = None) -> None:
+def plain_log_ticks(axis: Any, unit: str = "", subs: tuple[float, ...] = (1.0, 2.0, 5.0), label: Any = None) -> None:
     """Tick labels of a log axis as plain numbers (0.1, 1, 10, 1,000; 1e-06 below 0.001) instead of powers of
     ten, with ``unit``; ``subs``: the ticks within a decade; ``label``: a function that writes a tick's value."""
     from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter

@@ -48,9 +48,21 @@ def question_of(key: str) -> str:
     return QUESTIONS.get(key, key)
 
 
-def grade_number(key: str, prediction: float | None, measured: float, *, unit: str, where: str, explanation: str,
-                 right_within: float = 0.25, close_within: float = 1.0, limit: float | None = None,
-                 limit_name: str = "physical limit", measured_name: str = "Measured", question: str = "") -> Verdict:
+def grade_number(
+    key: str,
+    prediction: float | None,
+    measured: float,
+    *,
+    unit: str,
+    where: str,
+    explanation: str,
+    right_within: float = 0.25,
+    close_within: float = 1.0,
+    limit: float | None = None,
+    limit_name: str = "physical limit",
+    measured_name: str = "Measured",
+    question: str = "",
+) -> Verdict:
     """Grade a numeric prediction: ``right`` within ``right_within`` (relative), ``close`` within a
     factor of ``1 + close_within``, else ``off``. ``limit`` (optional) is a bound no answer can pass;
     ``measured_name`` introduces the measured value (say whose measurement it is when not this run's);
@@ -61,8 +73,14 @@ def grade_number(key: str, prediction: float | None, measured: float, *, unit: s
     numbers: dict[str, Any] = {"prediction": prediction, "measured": measured, "unit": unit}
     answer = f"{measured_name}: {measured:.4g} {unit}. {explanation}"
     if prediction is None:
-        return Verdict(key, "no answer", f"No prediction written (set it in the cell above and re-run). {answer}",
-                       numbers, where, title)
+        return Verdict(
+            key,
+            "no answer",
+            f"No prediction written (set it in the cell above and re-run). {answer}",
+            numbers,
+            where,
+            title,
+        )
     if isinstance(prediction, bool) or not isinstance(prediction, (int, float)) or not math.isfinite(prediction):
         raise PredictionError(f"{key}: write a number (in {unit}) as your prediction, not {prediction!r}")
     if prediction <= 0:
@@ -82,8 +100,16 @@ def grade_number(key: str, prediction: float | None, measured: float, *, unit: s
     return Verdict(key, status, text, numbers, where, title)
 
 
-def grade_choice(key: str, prediction: str | None, answer: str, choices: Mapping[str, str], *, where: str,
-                 explanation: str, question: str = "") -> Verdict:
+def grade_choice(
+    key: str,
+    prediction: str | None,
+    answer: str,
+    choices: Mapping[str, str],
+    *,
+    where: str,
+    explanation: str,
+    question: str = "",
+) -> Verdict:
     """Grade a multiple-choice prediction (``choices``: letter → statement) against the measured ``answer``;
     ``question`` as for :func:`grade_number`."""
     title = question or question_of(key)
@@ -92,8 +118,14 @@ def grade_choice(key: str, prediction: str | None, answer: str, choices: Mapping
     numbers = {"prediction": prediction, "answer": answer}
     right = f"The run says ({answer}) {choices[answer]}. {explanation}"
     if prediction is None:
-        return Verdict(key, "no answer", f"No prediction picked (set it in the cell above and re-run). {right}",
-                       numbers, where, title)
+        return Verdict(
+            key,
+            "no answer",
+            f"No prediction picked (set it in the cell above and re-run). {right}",
+            numbers,
+            where,
+            title,
+        )
     pick = str(prediction).strip().strip("()").lower()
     keys = {str(k).lower(): k for k in choices}
     if pick not in keys:

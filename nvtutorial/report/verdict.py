@@ -31,8 +31,12 @@ CHECK_STATUSES = ("pass", "fail")
 """A property that must hold in a run (identical weights, exact resume...) and whether it did."""
 GRADE_STATUSES = ("right", "close", "off", "no answer")
 """A learner's prediction, graded against the measurement (see :mod:`nvtutorial.teach.predict`)."""
-GRADE_LOOK = {"right": ("✔", "#1a7f37"), "close": ("≈", "#9a6700"), "off": ("✘", "#cf222e"),
-              "no answer": ("?", "#57606a")}
+GRADE_LOOK = {
+    "right": ("✔", "#1a7f37"),
+    "close": ("≈", "#9a6700"),
+    "off": ("✘", "#cf222e"),
+    "no answer": ("?", "#57606a"),
+}
 """How a grade shows at a glance: its mark and colour (green, amber, red; grey when nothing was predicted)."""
 UNDECIDED = "undecided"
 """A reading the run's noise cannot settle either way (the verdict says which bound it could not pass)."""
@@ -75,16 +79,27 @@ class Verdict:
         return f"{self.title or self.key} · {self.status}: {self.text}{where}"
 
     def to_dict(self) -> dict[str, Any]:
-        out = {"key": self.key, "status": self.status, "text": self.text,
-               "numbers": _plain(self.numbers), "where": self.where}
+        out = {
+            "key": self.key,
+            "status": self.status,
+            "text": self.text,
+            "numbers": _plain(self.numbers),
+            "where": self.where,
+        }
         if self.title:
             out["title"] = self.title
         return out
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Verdict:
-        return cls(key=data["key"], status=data["status"], text=data["text"],
-                   numbers=dict(data.get("numbers") or {}), where=data.get("where", ""), title=data.get("title", ""))
+        return cls(
+            key=data["key"],
+            status=data["status"],
+            text=data["text"],
+            numbers=dict(data.get("numbers") or {}),
+            where=data.get("where", ""),
+            title=data.get("title", ""),
+        )
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
         where = f"  \n<small>measured on: {self.where}</small>" if self.where else ""
@@ -102,9 +117,14 @@ class Verdict:
                 f'style="border-left: 4px solid {colour}; padding: 2px 0 2px 10px; margin: 4px 0">'
                 f'<span style="background: {colour}; color: #fff; font-weight: bold; border-radius: 3px; '
                 f'padding: 1px 7px; margin-right: 6px">{mark} {html.escape(self.status)}</span>'
-                f'<b>{html.escape(name)}</b><br>{html.escape(self.text)}'
-                + (f'<br><small style="opacity: 0.75">measured on: {html.escape(self.where)}</small>' if self.where else "")
-                + "</div>")
+                f"<b>{html.escape(name)}</b><br>{html.escape(self.text)}"
+                + (
+                    f'<br><small style="opacity: 0.75">measured on: {html.escape(self.where)}</small>'
+                    if self.where
+                    else ""
+                )
+                + "</div>"
+            )
         return bundle
 
 
@@ -163,13 +183,16 @@ class Comparison:
 
     def describe(self, unit: str = "", what: str = "") -> str:
         """``"1.23 ms → 1.10 ms: 11 % faster (noise ±3 %)"`` and the like."""
+
         def fmt(x: float) -> str:
             return f"{x:.4g}{(' ' + unit) if unit else ''}"
 
         noise = f"noise ±{self.noise:.0%}, {self.repeats[0]}+{self.repeats[1]} repeats"
         head = f"{what}: " if what else ""
         if self.status == "no change":
-            return f"{head}{fmt(self.baseline)} → {fmt(self.candidate)}: no change ({self.change:+.1%} is within {noise})"
+            return (
+                f"{head}{fmt(self.baseline)} → {fmt(self.candidate)}: no change ({self.change:+.1%} is within {noise})"
+            )
         return f"{head}{fmt(self.baseline)} → {fmt(self.candidate)}: {abs(self.change):.0%} {self.status} ({noise})"
 
     def to_dict(self) -> dict[str, Any]:
@@ -182,8 +205,14 @@ def relative_spread(values: Sequence[float]) -> float:
     return (max(values) - min(values)) / abs(mid) if mid else math.inf
 
 
-def compare(baseline: Sequence[float], candidate: Sequence[float], *, aa_gap: float | None = None,
-            lower_is_better: bool = True, floor: float = 0.01) -> Comparison:
+def compare(
+    baseline: Sequence[float],
+    candidate: Sequence[float],
+    *,
+    aa_gap: float | None = None,
+    lower_is_better: bool = True,
+    floor: float = 0.01,
+) -> Comparison:
     """Compare repeated measurements of a candidate with those of a baseline.
 
     Each side needs at least two repeats (a spread cannot be known from one). The noise is the
@@ -194,8 +223,10 @@ def compare(baseline: Sequence[float], candidate: Sequence[float], *, aa_gap: fl
     """
     base, cand = [float(x) for x in baseline], [float(x) for x in candidate]
     if len(base) < 2 or len(cand) < 2:
-        raise ValueError(f"compare needs at least 2 repeats on each side (got {len(base)} and {len(cand)}): "
-                         "one measurement has no known spread")
+        raise ValueError(
+            f"compare needs at least 2 repeats on each side (got {len(base)} and {len(cand)}): "
+            "one measurement has no known spread"
+        )
     if any(not math.isfinite(x) or x <= 0 for x in base + cand):
         raise ValueError("compare takes positive, finite measurements (times, rates)")
     if aa_gap is not None and aa_gap < 0:
@@ -209,8 +240,17 @@ def compare(baseline: Sequence[float], candidate: Sequence[float], *, aa_gap: fl
     else:
         better = ratio < 1.0 if lower_is_better else ratio > 1.0
         status = "faster" if better else "slower"
-    return Comparison(baseline=b, candidate=c, ratio=ratio, noise=noise, status=status, repeats=(len(base), len(cand)),
-                      spread=spread, aa_gap=aa_gap, lower_is_better=lower_is_better)
+    return Comparison(
+        baseline=b,
+        candidate=c,
+        ratio=ratio,
+        noise=noise,
+        status=status,
+        repeats=(len(base), len(cand)),
+        spread=spread,
+        aa_gap=aa_gap,
+        lower_is_better=lower_is_better,
+    )
 
 
 def aa_gap(first: Sequence[float], second: Sequence[float]) -> float:
@@ -221,6 +261,16 @@ def aa_gap(first: Sequence[float], second: Sequence[float]) -> float:
 
 def comparison_verdict(key: str, comparison: Comparison, text: str, where: str, **numbers: Any) -> Verdict:
     """A :class:`Verdict` whose status is the comparison's (``faster``/``slower``/``no change``)."""
-    return Verdict(key=key, status=comparison.status, text=text, where=where,
-                   numbers={"ratio": comparison.ratio, "noise": comparison.noise, "baseline": comparison.baseline,
-                            "candidate": comparison.candidate, **numbers})
+    return Verdict(
+        key=key,
+        status=comparison.status,
+        text=text,
+        where=where,
+        numbers={
+            "ratio": comparison.ratio,
+            "noise": comparison.noise,
+            "baseline": comparison.baseline,
+            "candidate": comparison.candidate,
+            **numbers,
+        },
+    )

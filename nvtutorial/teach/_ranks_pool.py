@@ -27,7 +27,15 @@ from typing import Any
 from nvtutorial.launch import warm
 from nvtutorial.launch.environment import base_environment, torchrun_variables
 from nvtutorial.launch.tree import ProcessTree
-from nvtutorial.teach._ranks_result import CellResult, RankOutcome, RanksCommandInterrupted, RanksError, RanksInterrupted, exit_text, rank_list
+from nvtutorial.teach._ranks_result import (
+    CellResult,
+    RankOutcome,
+    RanksCommandInterrupted,
+    RanksError,
+    RanksInterrupted,
+    exit_text,
+    rank_list,
+)
 
 INTERRUPT_GRACE_S = 1.0
 """After SIGINT, a rank gets this long to stop before its process group is aborted."""
@@ -81,8 +89,9 @@ class _Worker:
 class Pool:
     """``nproc`` worker processes whose process group is initialised (see :mod:`nvtutorial.teach.ranks`)."""
 
-    def __init__(self, nproc: int, backend: str, env: dict[str, str], pg_timeout: float | None = None,
-                 cold: bool = False) -> None:
+    def __init__(
+        self, nproc: int, backend: str, env: dict[str, str], pg_timeout: float | None = None, cold: bool = False
+    ) -> None:
         self.nproc = nproc
         self.backend = backend
         self.env = dict(env)
@@ -126,9 +135,14 @@ class Pool:
         devnull = os.open(os.devnull, os.O_RDONLY)
         try:
             proc, why = warm.start_python(
-                ["-c", BOOT, warm.PassFd(cmd_r), warm.PassFd(reply_w)], env=self._environment(rank),
-                stdin=devnull, stdout=out_w, stderr=err_w, cold=self.cold,
-                title=f"python -c {BOOT!r}  [%%ranks rank {rank}/{self.nproc}, nvtutorial]")
+                ["-c", BOOT, warm.PassFd(cmd_r), warm.PassFd(reply_w)],
+                env=self._environment(rank),
+                stdin=devnull,
+                stdout=out_w,
+                stderr=err_w,
+                cold=self.cold,
+                title=f"python -c {BOOT!r}  [%%ranks rank {rank}/{self.nproc}, nvtutorial]",
+            )
         except BaseException:
             for fd in (*(fd for pair in pipes for fd in pair), devnull):
                 os.close(fd)
@@ -335,8 +349,9 @@ class Pool:
 
             while pending():
                 now = time.monotonic()
-                if failed_at is None and any(not w.alive or w.inbox.get(("done", cid), {}).get("status", "ok") != "ok"
-                                             for w in targets):
+                if failed_at is None and any(
+                    not w.alive or w.inbox.get(("done", cid), {}).get("status", "ok") != "ok" for w in targets
+                ):
                     failed_at = now
                 if failed_at is not None and now - failed_at > FAILURE_GRACE_S:
                     reason = "failure"
@@ -364,9 +379,14 @@ class Pool:
         except KeyboardInterrupt as exc:  # an interrupt while stopping the ranks: end them all
             recovery_error = exc
             self.stop()
-            result.recovery, result.group_kept = ("ended: every rank (interrupted again while they were being "
-                                                  "stopped)\nkept: nothing: the next cell starts new ranks, and every "
-                                                  "rank's variables are lost"), False
+            result.recovery, result.group_kept = (
+                (
+                    "ended: every rank (interrupted again while they were being "
+                    "stopped)\nkept: nothing: the next cell starts new ranks, and every "
+                    "rank's variables are lost"
+                ),
+                False,
+            )
         for w in self.workers:
             self._flush_partial(w, force=True)
         _flush_console()
@@ -379,8 +399,9 @@ class Pool:
             raise RanksInterrupted(result) from None
         return result
 
-    def _outcome(self, rank: int, w: _Worker | None, cid: int, busy: list[_Worker], stacks: dict[int, str],
-                 reason: str | None) -> RankOutcome:
+    def _outcome(
+        self, rank: int, w: _Worker | None, cid: int, busy: list[_Worker], stacks: dict[int, str], reason: str | None
+    ) -> RankOutcome:
         output = "\n".join((self._capture or {}).get(rank, []))[-CAPTURE_LIMIT:]
         if w is None:
             return RankOutcome(rank, "skipped")
@@ -391,16 +412,24 @@ class Pool:
         status = reply.get("status", "stopped")
         if w in busy:  # still running when the cell ended: what it raised then was our doing
             status = {"timeout": "timeout", "interrupt": "interrupted"}.get(reason or "", "stopped")
-        return RankOutcome(rank, status, exc_type=reply.get("exc_type"), message=reply.get("message"),
-                           traceback=reply.get("traceback"), stack=stacks.get(rank), output=output)
+        return RankOutcome(
+            rank,
+            status,
+            exc_type=reply.get("exc_type"),
+            message=reply.get("message"),
+            traceback=reply.get("traceback"),
+            stack=stacks.get(rank),
+            output=output,
+        )
 
     def _stacks(self, busy: list[_Worker]) -> dict[int, str]:
         """Each busy rank's Python stack: from its listener thread, else faulthandler (SIGUSR1)."""
         cid = self._next_id()
         for w in busy:
             w.send(("stacks", cid, None))
-        self._wait(lambda: all(("stacks", cid) in w.inbox or not w.alive for w in busy),
-                   time.monotonic() + STACKS_WAIT_S)
+        self._wait(
+            lambda: all(("stacks", cid) in w.inbox or not w.alive for w in busy), time.monotonic() + STACKS_WAIT_S
+        )
         stacks = {w.rank: w.inbox[("stacks", cid)] for w in busy if ("stacks", cid) in w.inbox}
         silent = [w for w in busy if w.rank not in stacks and w.alive]
         if silent:
@@ -409,7 +438,7 @@ class Pool:
                 _signal(w, signal.SIGUSR1)  # faulthandler writes every thread's stack to its stderr
             self._wait(lambda: False, time.monotonic() + 0.5)
             for w in silent:
-                lines = (self._capture or {}).get(w.rank, [])[marks[w.rank]:]
+                lines = (self._capture or {}).get(w.rank, [])[marks[w.rank] :]
                 stacks[w.rank] = "\n".join(lines) or "(no stack: the rank did not answer)"
         return stacks
 
@@ -426,33 +455,44 @@ class Pool:
         for w in busy:
             _signal(w, signal.SIGINT)
         if self._wait(lambda: all(("done", cid) in w.inbox for w in busy), t0 + INTERRUPT_GRACE_S):
-            return (f"ended: the cell on rank {rank_list([w.rank for w in busy])} (every running rank stopped at "
-                    "SIGINT)\nkept: the ranks, their variables and the process group"), True
+            return (
+                f"ended: the cell on rank {rank_list([w.rank for w in busy])} (every running rank stopped at "
+                "SIGINT)\nkept: the ranks, their variables and the process group"
+            ), True
         blocked = [w for w in busy if ("done", cid) not in w.inbox]
         acks = self._next_id()
         for w in self.workers:
             w.send(("abort", acks, None))
-        freed = self._wait(lambda: all(("done", cid) in w.inbox for w in busy)
-                           and all(("aborted", acks) in w.inbox for w in self.workers),
-                           time.monotonic() + ABORT_GRACE_S)
+        freed = self._wait(
+            lambda: (
+                all(("done", cid) in w.inbox for w in busy) and all(("aborted", acks) in w.inbox for w in self.workers)
+            ),
+            time.monotonic() + ABORT_GRACE_S,
+        )
         names = f"rank {rank_list([w.rank for w in blocked])}"
         if not freed:
             stuck = [w.rank for w in busy if ("done", cid) not in w.inbox]
-            return self._restart(f"rank {rank_list(stuck)} did not stop, even with its process group aborted "
-                                 f"(code that ignores KeyboardInterrupt, or native code that never returns)"), False
+            return self._restart(
+                f"rank {rank_list(stuck)} did not stop, even with its process group aborted "
+                f"(code that ignores KeyboardInterrupt, or native code that never returns)"
+            ), False
         problem = self._init_group("reinit", START_TIMEOUT_S)
         if problem:
             return self._restart(f"after aborting the process group, {problem}"), False
-        return (f"ended: the cell on rank {rank_list([w.rank for w in busy])}; {names} did not stop at SIGINT "
-                f"(blocked in a collective, which SIGINT cannot interrupt), so the process group was aborted and "
-                f"created again on every rank in {time.monotonic() - t0:.2f} s\n"
-                f"kept: the ranks and their variables; objects tied to the old group (a DDP model, groups from "
-                f"dist.new_group) must be created again"), True
+        return (
+            f"ended: the cell on rank {rank_list([w.rank for w in busy])}; {names} did not stop at SIGINT "
+            f"(blocked in a collective, which SIGINT cannot interrupt), so the process group was aborted and "
+            f"created again on every rank in {time.monotonic() - t0:.2f} s\n"
+            f"kept: the ranks and their variables; objects tied to the old group (a DDP model, groups from "
+            f"dist.new_group) must be created again"
+        ), True
 
     def _restart(self, why: str) -> str:
         self.stop()
-        return (f"ended: every rank ({why}): every rank was ended\n"
-                f"kept: nothing: the next cell starts new ranks, and every rank's variables are lost")
+        return (
+            f"ended: every rank ({why}): every rank was ended\n"
+            f"kept: nothing: the next cell starts new ranks, and every rank's variables are lost"
+        )
 
     def pull(self, expr: str, ranks: list[int] | None = None) -> list[Any]:
         """The value of ``expr`` on each of ``ranks`` (default: all), tensors as CPU copies."""
@@ -480,14 +520,17 @@ class Pool:
         for w in targets:
             w.send((kind, cid, opts))
         try:
-            self._wait(lambda: all(("done", cid) in w.inbox or not w.alive for w in targets),
-                       time.monotonic() + PULL_TIMEOUT_S)
+            self._wait(
+                lambda: all(("done", cid) in w.inbox or not w.alive for w in targets), time.monotonic() + PULL_TIMEOUT_S
+            )
         except KeyboardInterrupt:
             self._interrupt_command(targets, kind, cid, opts)
         missing = [w.rank for w in targets if ("done", cid) not in w.inbox]
         if missing:
-            raise RanksError(f"{kind}: rank {rank_list(missing)} did not answer within {PULL_TIMEOUT_S:g} s "
-                             f"(a rank still busy, or gone): try %ranks restart")
+            raise RanksError(
+                f"{kind}: rank {rank_list(missing)} did not answer within {PULL_TIMEOUT_S:g} s "
+                f"(a rank still busy, or gone): try %ranks restart"
+            )
         _flush_console()
         return {w.rank: w.inbox.pop(("done", cid)) for w in targets}
 
@@ -497,20 +540,26 @@ class Pool:
         busy = [w for w in targets if w.alive and ("done", cid) not in w.inbox]
         for w in busy:
             _signal(w, signal.SIGINT)
-        freed = self._wait(lambda: all(("done", cid) in w.inbox or not w.alive for w in busy),
-                           time.monotonic() + INTERRUPT_GRACE_S)
+        freed = self._wait(
+            lambda: all(("done", cid) in w.inbox or not w.alive for w in busy), time.monotonic() + INTERRUPT_GRACE_S
+        )
         for w in targets:
             w.inbox.pop(("done", cid), None)
         on = rank_list([w.rank for w in targets])
         what = f"pulling {opts['name']} from rank {on}" if kind == "pull" else f"rank {on} answered {kind}"
         running = rank_list([w.rank for w in busy])
         if freed and all(w.alive for w in self.workers):
-            raise RanksCommandInterrupted(what, f"the {kind} on rank {running} (it stopped at SIGINT)",
-                                          "the ranks, their variables and the process group")
+            raise RanksCommandInterrupted(
+                what,
+                f"the {kind} on rank {running} (it stopped at SIGINT)",
+                "the ranks, their variables and the process group",
+            )
         self.stop()
-        raise RanksCommandInterrupted(what, f"every rank (rank {running} did not stop at SIGINT): every rank was ended",
-                                      "nothing: the next %%ranks cell starts new ranks, and every rank's variables "
-                                      "are lost")
+        raise RanksCommandInterrupted(
+            what,
+            f"every rank (rank {running} did not stop at SIGINT): every rank was ended",
+            "nothing: the next %%ranks cell starts new ranks, and every rank's variables are lost",
+        )
 
 
 def _signal(w: _Worker, sig: int) -> None:

@@ -126,9 +126,11 @@ class RanksStartInterrupted(KeyboardInterrupt):
         self.nproc = nproc
 
     def _render_traceback_(self) -> list[str]:
-        return [f"KeyboardInterrupt: stopped while {self.nproc} ranks were starting (their processes and process group)",
-                "ended: every rank that had started",
-                "kept: nothing; the next %%ranks cell starts new ranks"]
+        return [
+            f"KeyboardInterrupt: stopped while {self.nproc} ranks were starting (their processes and process group)",
+            "ended: every rank that had started",
+            "kept: nothing; the next %%ranks cell starts new ranks",
+        ]
 
 
 class RanksCommandInterrupted(KeyboardInterrupt):

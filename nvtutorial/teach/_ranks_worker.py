@@ -169,8 +169,9 @@ def _init_group(opts: dict[str, Any], reply: Connection, cid: int, ns: dict[str,
     if backend == "nccl":
         kwargs["device_id"] = device
     dist.init_process_group(**kwargs)
-    ns.update(rank=rank, world_size=world_size, local_rank=local_rank, device=device, backend=backend,
-              dist=dist, torch=torch)
+    ns.update(
+        rank=rank, world_size=world_size, local_rank=local_rank, device=device, backend=backend, dist=dist, torch=torch
+    )
     return {"status": "ok", "seconds": time.perf_counter() - t0, "backend": backend, "port": port}
 
 
@@ -243,8 +244,12 @@ def _pull(opts: dict[str, Any], ns: dict[str, Any]) -> dict[str, Any]:
     name = opts["name"]
     if name.isidentifier():
         if name not in ns:
-            return {"status": "error", "exc_type": "NameError", "message": f"name {name!r} is not defined on this rank",
-                    "traceback": ""}
+            return {
+                "status": "error",
+                "exc_type": "NameError",
+                "message": f"name {name!r} is not defined on this rank",
+                "traceback": "",
+            }
         value = ns[name]
     else:
         try:
@@ -258,8 +263,12 @@ def _pull(opts: dict[str, Any], ns: dict[str, Any]) -> dict[str, Any]:
     try:
         _CpuPickler(buffer, protocol=pickle.DEFAULT_PROTOCOL).dump(value)
     except Exception as exc:  # noqa: BLE001 - any pickling failure is reported to the kernel
-        return {"status": "error", "exc_type": type(exc).__qualname__,
-                "message": f"{name} ({type(value).__qualname__}) cannot be pickled: {exc}", "traceback": ""}
+        return {
+            "status": "error",
+            "exc_type": type(exc).__qualname__,
+            "message": f"{name} ({type(value).__qualname__}) cannot be pickled: {exc}",
+            "traceback": "",
+        }
     return {"status": "ok", "value": buffer.getvalue()}
 
 

@@ -52,8 +52,13 @@ class CheckResult:
 
     @property
     def verdict(self) -> Verdict:
-        return Verdict(f"exercise {self.exercise}", "pass" if self.passed else "fail", self.reason,
-                       {"passed": self.passed}, self.where)
+        return Verdict(
+            f"exercise {self.exercise}",
+            "pass" if self.passed else "fail",
+            self.reason,
+            {"passed": self.passed},
+            self.where,
+        )
 
     def __str__(self) -> str:
         return f"{'PASS' if self.passed else 'FAIL'} ({self.exercise}): {self.reason}"
@@ -92,8 +97,10 @@ def candidate_source(fn: Any) -> str:
     try:
         return textwrap.dedent(inspect.getsource(fn))
     except (OSError, TypeError) as exc:
-        raise ExerciseError(f"cannot read the source of {getattr(fn, '__name__', fn)!r} ({exc}): "
-                            "define it with `def` in a cell or a file, then pass the function") from None
+        raise ExerciseError(
+            f"cannot read the source of {getattr(fn, '__name__', fn)!r} ({exc}): "
+            "define it with `def` in a cell or a file, then pass the function"
+        ) from None
 
 
 def check(name: str, candidate: Any = None, *, nproc: int = 2, timeout: float | None = None) -> CheckResult:
@@ -123,22 +130,51 @@ def _check_on_ranks(name: str, ex: ModuleType, candidate: Any, nproc: int, timeo
     path = out / f"candidate_{name}.py"
     path.write_text(source)
     try:
-        result = launch.run("exercise", nproc=nproc, timeout=timeout or getattr(ex, "TIMEOUT", 120.0), output="none",
-                            check=False, out=out, params={"name": name, "candidate": str(path), "entry": entry})
+        result = launch.run(
+            "exercise",
+            nproc=nproc,
+            timeout=timeout or getattr(ex, "TIMEOUT", 120.0),
+            output="none",
+            check=False,
+            out=out,
+            params={"name": name, "candidate": str(path), "entry": entry},
+        )
     except launch.RunInterrupted as exc:  # say it was the checker that was stopped, then the run's lines
         first, *rest = str(exc).splitlines()
-        raise launch.RunInterrupted("\n".join([f"stopped while checking {entry} (exercise {name}): the "
-                                                + first.removeprefix("stopped while "), *rest]), exc.result) from None
+        raise launch.RunInterrupted(
+            "\n".join(
+                [
+                    f"stopped while checking {entry} (exercise {name}): the " + first.removeprefix("stopped while "),
+                    *rest,
+                ]
+            ),
+            exc.result,
+        ) from None
     if not result.ok:
         error = result.error or {}
-        return CheckResult(name, False, f"your code did not finish on the ranks: {error.get('type', 'error')}: "
-                           f"{error.get('message', '')}".strip(), result.label, {"run_dir": str(result.run_dir)})
+        return CheckResult(
+            name,
+            False,
+            f"your code did not finish on the ranks: {error.get('type', 'error')}: {error.get('message', '')}".strip(),
+            result.label,
+            {"run_dir": str(result.run_dir)},
+        )
     for rank, metrics in enumerate(result.ranks):
         if not metrics.get("passed"):
-            return CheckResult(name, False, f"rank {rank}: {metrics.get('reason', 'no reason given')}", result.label,
-                               {"run_dir": str(result.run_dir)})
-    return CheckResult(name, True, result.metrics.get("reason", "correct on every rank"), result.label,
-                       {"run_dir": str(result.run_dir)})
+            return CheckResult(
+                name,
+                False,
+                f"rank {rank}: {metrics.get('reason', 'no reason given')}",
+                result.label,
+                {"run_dir": str(result.run_dir)},
+            )
+    return CheckResult(
+        name,
+        True,
+        result.metrics.get("reason", "correct on every rank"),
+        result.label,
+        {"run_dir": str(result.run_dir)},
+    )
 
 
 def _check_script(name: str, ex: ModuleType, candidate: Any, nproc: int, timeout: float | None) -> CheckResult:
@@ -146,13 +182,27 @@ def _check_script(name: str, ex: ModuleType, candidate: Any, nproc: int, timeout
 
     path = Path(candidate)
     if not path.is_file():
-        raise ExerciseError(f"exercise {name}: pass the path of your script (e.g. the file of %%writefile), "
-                            f"{str(candidate)!r} is not a file")
-    result = launch.run(str(path), nproc=nproc, timeout=timeout or getattr(ex, "TIMEOUT", 60.0), output="none",
-                        check=False, args=list(getattr(ex, "ARGS", ())))
+        raise ExerciseError(
+            f"exercise {name}: pass the path of your script (e.g. the file of %%writefile), "
+            f"{str(candidate)!r} is not a file"
+        )
+    result = launch.run(
+        str(path),
+        nproc=nproc,
+        timeout=timeout or getattr(ex, "TIMEOUT", 60.0),
+        output="none",
+        check=False,
+        args=list(getattr(ex, "ARGS", ())),
+    )
     error = result.error or {}
-    outcome = {"ok": result.ok, "timed_out": error.get("type") == "Timeout", "failed_rank": error.get("rank"),
-               "error": error, "metrics": result.ranks, "wall_s": result.wall_s}
+    outcome = {
+        "ok": result.ok,
+        "timed_out": error.get("type") == "Timeout",
+        "failed_rank": error.get("rank"),
+        "error": error,
+        "metrics": result.ranks,
+        "wall_s": result.wall_s,
+    }
     passed, reason = ex.check_run(outcome)
     return CheckResult(name, bool(passed), reason, result.label, {"run_dir": str(result.run_dir)})
 
@@ -169,25 +219,30 @@ def check_ranks(name: str, function: str | None = None, *, timeout: float | None
     ex = load(name)
     function = function or getattr(ex, "ENTRY", None)
     if not function or not function.isidentifier():
-        raise ExerciseError(f"exercise {name}: name the function your %%ranks cell defined, e.g. check_ranks({name!r}, "
-                            "'my_function')")
+        raise ExerciseError(
+            f"exercise {name}: name the function your %%ranks cell defined, e.g. check_ranks({name!r}, 'my_function')"
+        )
     if not ranks.status()["running"]:  # new ranks would not hold the learner's function: say what to run
-        raise ranks.RanksError(f"{function} lives on the ranks of the %%ranks cell that defines it, and no ranks are "
-                               f"running now (they were stopped since): run that cell again, then this check")
+        raise ranks.RanksError(
+            f"{function} lives on the ranks of the %%ranks cell that defines it, and no ranks are "
+            f"running now (they were stopped since): run that cell again, then this check"
+        )
     print(f"checking {function} on the {ranks.status()['nproc']} ranks of %%ranks (exercise {name})", flush=True)
-    code = (f"import {ex.__name__} as _exercise\n"
-            f"_check = _exercise.check_on_rank(globals().get({function!r}), None)\n")
+    code = f"import {ex.__name__} as _exercise\n_check = _exercise.check_on_rank(globals().get({function!r}), None)\n"
     result = ranks.run_code(code, timeout=timeout or getattr(ex, "TIMEOUT", 60.0))
     where = f"{len(result.outcomes)} ranks of %%ranks ({ranks.status().get('backend', '?')})"
     if not result.ok:
         if result.reason == "timeout":
-            why = (f"did not finish within {result.timeout:g} s: a rank waits for a message that never comes "
-                   "(a send without its receive on the other side, or ranks that disagree on the chunk sizes)")
+            why = (
+                f"did not finish within {result.timeout:g} s: a rank waits for a message that never comes "
+                "(a send without its receive on the other side, or ranks that disagree on the chunk sizes)"
+            )
         else:
             bad = [o for o in result.outcomes if not o.ok]
             why = "; ".join(o.summary() for o in bad) or (result.reason or "failed")
-        return CheckResult(name, False, f"your code did not finish on the ranks: {why}", where,
-                           {"recovery": result.recovery})
+        return CheckResult(
+            name, False, f"your code did not finish on the ranks: {why}", where, {"recovery": result.recovery}
+        )
     verdicts = ranks.pull("_check")
     for rank, (passed, reason) in enumerate(verdicts):
         if not passed:

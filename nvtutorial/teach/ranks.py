@@ -79,11 +79,38 @@ import time
 from typing import Any
 
 from nvtutorial.teach._ranks_pool import Pool
-from nvtutorial.teach._ranks_result import CellResult, RankFailed, RankOutcome, RanksCommandInterrupted, RanksError, RanksInterrupted, RanksStartInterrupted, RanksTimeout, exit_text
+from nvtutorial.teach._ranks_result import (
+    CellResult,
+    RankFailed,
+    RankOutcome,
+    RanksCommandInterrupted,
+    RanksError,
+    RanksInterrupted,
+    RanksStartInterrupted,
+    RanksTimeout,
+    exit_text,
+)
 
-__all__ = ["CellResult", "RankFailed", "RankOutcome", "RanksCommandInterrupted", "RanksError", "RanksInterrupted", "RanksStartInterrupted", "RanksTimeout",
-           "RanksUsageError", "configure", "load_ipython_extension", "pull", "push", "restart", "run_code", "start", "status",
-           "stop"]
+__all__ = [
+    "CellResult",
+    "RankFailed",
+    "RankOutcome",
+    "RanksCommandInterrupted",
+    "RanksError",
+    "RanksInterrupted",
+    "RanksStartInterrupted",
+    "RanksTimeout",
+    "RanksUsageError",
+    "configure",
+    "load_ipython_extension",
+    "pull",
+    "push",
+    "restart",
+    "run_code",
+    "start",
+    "status",
+    "stop",
+]
 
 DEFAULT_NPROC = 2
 DEFAULT_TIMEOUT_S = 60.0
@@ -94,8 +121,13 @@ class RanksUsageError(RanksError, ValueError):
 
 
 _pool: Pool | None = None
-_settings: dict[str, Any] = {"nproc": DEFAULT_NPROC, "backend": "auto", "timeout": DEFAULT_TIMEOUT_S, "env": {},
-                             "pg_timeout": None}
+_settings: dict[str, Any] = {
+    "nproc": DEFAULT_NPROC,
+    "backend": "auto",
+    "timeout": DEFAULT_TIMEOUT_S,
+    "env": {},
+    "pg_timeout": None,
+}
 _atexit_registered = False
 _pulled: dict[tuple[str, tuple[int, ...] | None], tuple[list[Any], float]] = {}
 """What :func:`pull` brought from the current group's ranks, and when: a cell that grades from it still can
@@ -142,8 +174,14 @@ def _check(nproc: Any, timeout: Any, env: Any, pg_timeout: Any) -> dict[str, str
 
 
 # ----- the Python API ----------------------------------------------------------------------------
-def start(nproc: int = DEFAULT_NPROC, backend: str = "auto", timeout: float | None = DEFAULT_TIMEOUT_S,
-          env: dict[str, Any] | None = None, pg_timeout: float | None = None, quiet: bool = False) -> Pool:
+def start(
+    nproc: int = DEFAULT_NPROC,
+    backend: str = "auto",
+    timeout: float | None = DEFAULT_TIMEOUT_S,
+    env: dict[str, Any] | None = None,
+    pg_timeout: float | None = None,
+    quiet: bool = False,
+) -> Pool:
     """Start ``nproc`` ranks with their process group (stopping a running group first).
 
     ``timeout``: a cell's default deadline in seconds (0 or None: none); ``env``: variables for
@@ -172,8 +210,11 @@ def start(nproc: int = DEFAULT_NPROC, backend: str = "auto", timeout: float | No
         how = f"started cold: {pool.cold_reason}" if pool.cold_reason else "cold" if pool.cold else "forked warm"
         print(f"%ranks: {nproc} ranks ready ({how}) in {pool.start_s:.1f} s; pids {pool.pids()}", flush=True)
         if _ended["cells"]:
-            print(f"%ranks: these are new ranks: what the {_ended['cells']} cell(s) run on the earlier ones defined is "
-                  "gone; run those %%ranks cells again, from the first, before a cell that uses their names", flush=True)
+            print(
+                f"%ranks: these are new ranks: what the {_ended['cells']} cell(s) run on the earlier ones defined is "
+                "gone; run those %%ranks cells again, from the first, before a cell that uses their names",
+                flush=True,
+            )
     _ended["cells"] = 0
     return pool
 
@@ -190,8 +231,13 @@ def _waits_for_torch(pool: Pool) -> str:
     return ""
 
 
-def configure(nproc: int | None = None, backend: str | None = None, timeout: float | None | str = "keep",
-              env: dict[str, Any] | None = None, pg_timeout: float | None | str = "keep") -> dict[str, Any]:
+def configure(
+    nproc: int | None = None,
+    backend: str | None = None,
+    timeout: float | None | str = "keep",
+    env: dict[str, Any] | None = None,
+    pg_timeout: float | None | str = "keep",
+) -> dict[str, Any]:
     """Set what the next start uses (the first ``%%ranks`` cell starts the ranks); returns the settings."""
     changes = {k: v for k, v in (("nproc", nproc), ("backend", backend), ("env", env)) if v is not None}
     changes.update({k: v for k, v in (("timeout", timeout), ("pg_timeout", pg_timeout)) if v != "keep"})
@@ -285,8 +331,12 @@ def pull(expr: str, ranks: Any = None) -> list[Any]:
         if key in _pulled:
             values, when = _pulled[key]
             stopped = f" at {time.strftime('%H:%M:%S', time.localtime(_ended['at']))}" if _ended["at"] else ""
-            print(f"%ranks: the ranks were stopped{stopped}; {expr} is what they held when it was pulled from them "
-                  f"at {time.strftime('%H:%M:%S', time.localtime(when))}", file=sys.stderr, flush=True)
+            print(
+                f"%ranks: the ranks were stopped{stopped}; {expr} is what they held when it was pulled from them "
+                f"at {time.strftime('%H:%M:%S', time.localtime(when))}",
+                file=sys.stderr,
+                flush=True,
+            )
             return values
         raise RanksError("no ranks are running: run a %%ranks cell first (or ranks.start())")
     selected = _parse_ranks(ranks, _pool.nproc)
@@ -314,10 +364,17 @@ def status() -> dict[str, Any]:
         except RanksError:
             backend = _settings["backend"]
         return {"running": False, **_settings, "backend": backend}
-    return {"running": True, "nproc": _pool.nproc, "backend": _pool.backend, "pids": _pool.pids(),
-            "cells": _pool.cells, "dead": [w.rank for w in _pool.dead()],
-            "uptime_s": round(time.time() - (_pool.started_at or time.time()), 1),
-            "timeout": _settings["timeout"], "env": _settings["env"]}
+    return {
+        "running": True,
+        "nproc": _pool.nproc,
+        "backend": _pool.backend,
+        "pids": _pool.pids(),
+        "cells": _pool.cells,
+        "dead": [w.rank for w in _pool.dead()],
+        "uptime_s": round(time.time() - (_pool.started_at or time.time()), 1),
+        "timeout": _settings["timeout"],
+        "env": _settings["env"],
+    }
 
 
 # ----- IPython ---------------------------------------------------------------------------------
@@ -453,14 +510,17 @@ def _line(argv: list[str]) -> Any:
     if args.command == "start":
         options = {**_settings, **_start_options(args)}
         if _pool is not None and _pool.running and not _pool.dead():
-            same = {k: v for k, v in options.items() if k != "timeout"} == {k: v for k, v in _settings.items()
-                                                                            if k != "timeout"}
+            same = {k: v for k, v in options.items() if k != "timeout"} == {
+                k: v for k, v in _settings.items() if k != "timeout"
+            }
             if same:
                 _settings["timeout"] = options["timeout"]
                 print(f"%ranks: {_pool.nproc} ranks already running ({_pool.backend}); nothing to do")
                 return None
-            raise RanksUsageError("ranks are already running with other settings: use %ranks restart with the new "
-                                  "options (every rank's variables are lost), or %ranks stop first")
+            raise RanksUsageError(
+                "ranks are already running with other settings: use %ranks restart with the new "
+                "options (every rank's variables are lost), or %ranks stop first"
+            )
         start(**options)
     elif args.command == "restart":
         restart(**_start_options(args))
@@ -471,12 +531,13 @@ def _line(argv: list[str]) -> Any:
     elif args.command == "status":
         info = status()
         if not info["running"]:
-            print(f"%ranks: no ranks running; the next %%ranks cell starts {info['nproc']} "
-                  f"(backend {info['backend']})")
+            print(f"%ranks: no ranks running; the next %%ranks cell starts {info['nproc']} (backend {info['backend']})")
         else:
-            print(f"%ranks: {info['nproc']} ranks ({info['backend']}), pids {info['pids']}, {info['cells']} cells run, "
-                  f"up {info['uptime_s']} s; cell deadline {info['timeout'] or 'none'}"
-                  + (f"; exited: rank {info['dead']}" if info["dead"] else ""))
+            print(
+                f"%ranks: {info['nproc']} ranks ({info['backend']}), pids {info['pids']}, {info['cells']} cells run, "
+                f"up {info['uptime_s']} s; cell deadline {info['timeout'] or 'none'}"
+                + (f"; exited: rank {info['dead']}" if info["dead"] else "")
+            )
     elif args.command == "pull":
         return pull(" ".join(args.expr), args.rank)
     return None

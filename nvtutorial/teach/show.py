@@ -61,8 +61,10 @@ class Code:
             numbered = {"linenos": "inline", "linenostart": self.first_line} if self.language != "diff" else {}
             formatter = HtmlFormatter(noclasses=True, **numbered)
             body = highlight(self.text, get_lexer_by_name(self.language), formatter)
-        return (f'<div class="nvtutorial-code"><div style="font-size:85%;color:#555">{html.escape(self.origin)}</div>'
-                f"{body}</div>")
+        return (
+            f'<div class="nvtutorial-code"><div style="font-size:85%;color:#555">{html.escape(self.origin)}</div>'
+            f"{body}</div>"
+        )
 
 
 def _display_path(path: Path) -> str:
@@ -100,8 +102,13 @@ def sections(path: str | os.PathLike[str]) -> dict[str, tuple[int, int]]:
     return out
 
 
-def source(obj: Any = None, *, path: str | os.PathLike[str] | None = None, section: str | None = None,
-           lines: tuple[int, int] | None = None) -> Code:
+def source(
+    obj: Any = None,
+    *,
+    path: str | os.PathLike[str] | None = None,
+    section: str | None = None,
+    lines: tuple[int, int] | None = None,
+) -> Code:
     """The code of a function, class or module ``obj``, or of a file (whole, one section, or a line range)."""
     if obj is not None:
         if isinstance(obj, (str, os.PathLike)):
@@ -126,13 +133,18 @@ def source(obj: Any = None, *, path: str | os.PathLike[str] | None = None, secti
     first, last = lines or (1, len(all_lines))
     if not 1 <= first <= last <= len(all_lines):
         raise ShowError(f"lines {first}-{last} are outside {file.name} (1-{len(all_lines)})")
-    shown = "\n".join(all_lines[first - 1:last])
+    shown = "\n".join(all_lines[first - 1 : last])
     where = f"{_display_path(file)}" + (f", lines {first}–{last}" if (first, last) != (1, len(all_lines)) else "")
     return Code(shown, where, first)
 
 
-def show(obj: Any = None, *, path: str | os.PathLike[str] | None = None, section: str | None = None,
-         lines: tuple[int, int] | None = None) -> Code:
+def show(
+    obj: Any = None,
+    *,
+    path: str | os.PathLike[str] | None = None,
+    section: str | None = None,
+    lines: tuple[int, int] | None = None,
+) -> Code:
     """Code to display in a notebook cell (return it as the cell's last value); see the module docstring."""
     return source(obj, path=path, section=section, lines=lines)
 

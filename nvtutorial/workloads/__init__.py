@@ -21,8 +21,9 @@ def modules() -> dict[str, str]:
     """Every workload's name and the module that runs it, sorted by name."""
     from nvtutorial.chapters import named
 
-    found = {info.name: f"{__name__}.{info.name}" for info in pkgutil.iter_modules(__path__)
-             if not info.name.startswith("_")}
+    found = {
+        info.name: f"{__name__}.{info.name}" for info in pkgutil.iter_modules(__path__) if not info.name.startswith("_")
+    }
     found.update(named("workload"))
     return dict(sorted(found.items()))
 

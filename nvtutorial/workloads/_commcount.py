@@ -55,9 +55,13 @@ class Count:
         self.by_op[op] = self.by_op.get(op, 0.0) + sent
 
     def as_dict(self) -> dict[str, Any]:
-        return {"sent_bytes": self.sent, "payload_bytes": self.payload, "calls": self.calls,
-                "largest_message_bytes": self.largest_message,
-                **{f"sent_{op}_bytes": v for op, v in self.by_op.items()}}
+        return {
+            "sent_bytes": self.sent,
+            "payload_bytes": self.payload,
+            "calls": self.calls,
+            "largest_message_bytes": self.largest_message,
+            **{f"sent_{op}_bytes": v for op, v in self.by_op.items()},
+        }
 
 
 class _Request:
@@ -88,7 +92,9 @@ def counting(world_size: int) -> Iterator[Count]:
     import torch.distributed.distributed_c10d as c10d
 
     count = Count(world_size)
-    originals = {name: getattr(dist, name) for name in P2P + COLLECTIVES + ("batch_isend_irecv",) if hasattr(dist, name)}
+    originals = {
+        name: getattr(dist, name) for name in P2P + COLLECTIVES + ("batch_isend_irecv",) if hasattr(dist, name)
+    }
     state = {"batch": False}
 
     def p2p(name: str, fn: Any) -> Any:
@@ -98,6 +104,7 @@ def counting(world_size: int) -> Iterator[Count]:
                 count.largest_message = max(count.largest_message, nbytes(tensor))
             work = fn(tensor, *args, **kwargs)
             return _Request(work, count) if name.startswith("i") and work is not None and not state["batch"] else work
+
         return wrapper
 
     def batch(ops: Any) -> Any:
@@ -115,6 +122,7 @@ def counting(world_size: int) -> Iterator[Count]:
             op = "all_reduce" if name == "all_reduce" else "all_gather"
             count.add(op, nbytes(tensor), ring_sent(op, nbytes(tensor), world))
             return fn(*args, **kwargs)
+
         return wrapper
 
     patched = {name: p2p(name, fn) for name, fn in originals.items() if name in P2P}

@@ -73,10 +73,18 @@ def main() -> None:
     try:
         from nvtutorial.runtime import save_metrics
     except ImportError:  # run without the course
+
         def save_metrics(metrics):
             pass
-    save_metrics({"allreduce_sum": x[0].item(), "cuda_available": torch.cuda.is_available(),
-                  "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"), "args": sys.argv[1:]})
+
+    save_metrics(
+        {
+            "allreduce_sum": x[0].item(),
+            "cuda_available": torch.cuda.is_available(),
+            "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+            "args": sys.argv[1:],
+        }
+    )
     dist.destroy_process_group()
 
 

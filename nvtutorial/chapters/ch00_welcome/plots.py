@@ -25,8 +25,15 @@ def launch_timeline(results: list[Any], names: list[str] | None = None) -> tuple
     ax.set_xlim(0, max(r.wall_s for r in results) * 1.15)
     ax.set_xlabel("seconds since the call")
     handles, labels = ax.get_legend_handles_labels()
-    fig.legend(handles, labels, loc="lower center", bbox_to_anchor=(0.5, STAMP_INCHES / height), ncol=2, fontsize=7,
-               frameon=False)
+    fig.legend(
+        handles,
+        labels,
+        loc="lower center",
+        bbox_to_anchor=(0.5, STAMP_INCHES / height),
+        ncol=2,
+        fontsize=7,
+        frameon=False,
+    )
     ax.set_title("Where a run's wall time goes")
     fig.subplots_adjust(left=0.14, right=0.97, top=1 - 0.4 / height, bottom=(0.85 + STAMP_INCHES) / height)
     stamp(fig, results[0])

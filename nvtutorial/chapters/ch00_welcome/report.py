@@ -20,14 +20,26 @@ def first_allreduce(values: Sequence[Any], contributions: Sequence[float], where
     expected = float(sum(contributions))
     got = [sorted({float(v) for v in getattr(t, "flatten", lambda: t)().tolist()}) for t in values]
     ok = all(g == [expected] for g in got)
-    text = (f"Every rank holds {expected:g} in every element: the sum of the ranks' {', '.join(f'{c:g}' for c in contributions)}."
-            if ok else f"Expected {expected:g} everywhere; the ranks hold {got}.")
-    return Verdict("first all-reduce", "pass" if ok else "fail", text,
-                   {"expected": expected, "ranks": len(values), "held": got}, where)
+    text = (
+        f"Every rank holds {expected:g} in every element: the sum of the ranks' {', '.join(f'{c:g}' for c in contributions)}."
+        if ok
+        else f"Expected {expected:g} everywhere; the ranks hold {got}."
+    )
+    return Verdict(
+        "first all-reduce",
+        "pass" if ok else "fail",
+        text,
+        {"expected": expected, "ranks": len(values), "held": got},
+        where,
+    )
 
 
-ALL_REDUCE_CHOICES = {"a": "1: each rank keeps its own value", "b": "2: the largest value", "c": "3: the sum",
-                      "d": "1.5: the average"}
+ALL_REDUCE_CHOICES = {
+    "a": "1: each rank keeps its own value",
+    "b": "2: the largest value",
+    "c": "3: the sum",
+    "d": "1.5: the average",
+}
 """Notebook 00's prediction: what rank 0's tensor holds after ``dist.all_reduce`` when rank r put in r + 1."""
 
 
@@ -36,12 +48,23 @@ def grade_allreduce(prediction: str | None, values: Sequence[Any], where: str) -
     held = float(values[0].flatten()[0])
     answer = {1.0: "a", 2.0: "b", 3.0: "c", 1.5: "d"}.get(held)
     if answer is None:
-        return Verdict("all_reduce", "info", f"Rank 0 holds {held:g}: none of the choices (were there {len(values)} ranks?).",
-                       {"held": held}, where)
-    return grade_choice("all_reduce", prediction, answer, ALL_REDUCE_CHOICES, where=where,
-                        explanation="dist.all_reduce sums by default (op=ReduceOp.SUM) and leaves the result on every "
-                                    "rank, in place: 1 + 2 = 3. Other ops include ReduceOp.MAX, MIN, PRODUCT, "
-                                    "AVG (NCCL only), PREMUL_SUM and the bitwise BAND, BOR, BXOR.")
+        return Verdict(
+            "all_reduce",
+            "info",
+            f"Rank 0 holds {held:g}: none of the choices (were there {len(values)} ranks?).",
+            {"held": held},
+            where,
+        )
+    return grade_choice(
+        "all_reduce",
+        prediction,
+        answer,
+        ALL_REDUCE_CHOICES,
+        where=where,
+        explanation="dist.all_reduce sums by default (op=ReduceOp.SUM) and leaves the result on every "
+        "rank, in place: 1 + 2 = 3. Other ops include ReduceOp.MAX, MIN, PRODUCT, "
+        "AVG (NCCL only), PREMUL_SUM and the bitwise BAND, BOR, BXOR.",
+    )
 
 
 def crash(error: Any, expected_rank: int = 1, expected_type: str = "RuntimeError", where: str | None = None) -> Verdict:
@@ -50,13 +73,20 @@ def crash(error: Any, expected_rank: int = 1, expected_type: str = "RuntimeError
     result = error.result
     left = processes_left(_pids(result.run_dir))
     ok = error.rank == expected_rank and error.exc_type == expected_type and not left
-    text = (f"The launcher named rank {error.rank} and its {error.exc_type}, with its traceback, and ended every process "
-            f"of the run ({len(left)} left)." if ok else
-            f"Expected rank {expected_rank} with {expected_type} and no process left; got rank {error.rank}, "
-            f"{error.exc_type}, {len(left)} process(es) left: {left}.")
-    return Verdict("a failing rank", "pass" if ok else "fail", text,
-                   {"rank": error.rank, "exception": error.exc_type, "processes_left": len(left)},
-                   result.label if result.env is not None else (where or result.label))
+    text = (
+        f"The launcher named rank {error.rank} and its {error.exc_type}, with its traceback, and ended every process "
+        f"of the run ({len(left)} left)."
+        if ok
+        else f"Expected rank {expected_rank} with {expected_type} and no process left; got rank {error.rank}, "
+        f"{error.exc_type}, {len(left)} process(es) left: {left}."
+    )
+    return Verdict(
+        "a failing rank",
+        "pass" if ok else "fail",
+        text,
+        {"rank": error.rank, "exception": error.exc_type, "processes_left": len(left)},
+        result.label if result.env is not None else (where or result.label),
+    )
 
 
 def stuck_line(stack: str | None) -> str | None:
@@ -83,22 +113,51 @@ def hang(cell: Any, backend: str, stuck_rank: int = 0) -> Verdict:
     line = stuck_line(stuck.stack) if stuck is not None else None
     others = {r: o.status for r, o in outcomes.items() if r != stuck_rank}
     expected = WAITS_AT[backend]
-    ok = (cell.reason == "timeout" and stuck is not None and stuck.status == "timeout" and line is not None
-          and expected in line and all(s == "ok" for s in others.values()) and cell.group_kept)
+    ok = (
+        cell.reason == "timeout"
+        and stuck is not None
+        and stuck.status == "timeout"
+        and line is not None
+        and expected in line
+        and all(s == "ok" for s in others.values())
+        and cell.group_kept
+    )
     where = "GPUs, NCCL" if backend == "nccl" else "CPU, gloo: a simulation, not a GPU measurement"
-    numbers = {"reason": cell.reason, "stuck_rank": stuck_rank, "stuck_line": line, "expected": expected,
-               "others": others, "group_kept": cell.group_kept, "deadline_s": cell.timeout}
+    numbers = {
+        "reason": cell.reason,
+        "stuck_rank": stuck_rank,
+        "stuck_line": line,
+        "expected": expected,
+        "others": others,
+        "group_kept": cell.group_kept,
+        "deadline_s": cell.timeout,
+    }
     if ok:
         code = line.split("#")[0].strip()
-        return Verdict("a hanging rank", "pass", f"At the {cell.timeout:g} s deadline rank {stuck_rank} was waiting at "
-                       f"`{code}` for a partner that never came, every other rank had left the cell, and the group was "
-                       "freed and kept.", numbers, where)
-    return Verdict("a hanging rank", "fail", f"Expected rank {stuck_rank} stuck at a line with `{expected}` and the "
-                   f"others done; got reason {cell.reason}, line {line!r}, others {others}.", numbers, where)
+        return Verdict(
+            "a hanging rank",
+            "pass",
+            f"At the {cell.timeout:g} s deadline rank {stuck_rank} was waiting at "
+            f"`{code}` for a partner that never came, every other rank had left the cell, and the group was "
+            "freed and kept.",
+            numbers,
+            where,
+        )
+    return Verdict(
+        "a hanging rank",
+        "fail",
+        f"Expected rank {stuck_rank} stuck at a line with `{expected}` and the "
+        f"others done; got reason {cell.reason}, line {line!r}, others {others}.",
+        numbers,
+        where,
+    )
 
 
-HANG_CHOICES = {"a": "inside dist.all_reduce", "b": "at the .item() that needs the result",
-                "c": "nowhere: the cell does not hang"}
+HANG_CHOICES = {
+    "a": "inside dist.all_reduce",
+    "b": "at the .item() that needs the result",
+    "c": "nowhere: the cell does not hang",
+}
 """Notebook 00's prediction for the hang: where rank 0 waits when rank 1 never calls the collective."""
 
 
@@ -114,12 +173,23 @@ def grade_hang(prediction: str | None, cell: Any, backend: str, stuck_rank: int 
     elif line is not None and ".item()" in line:
         answer = "b"
     else:
-        return Verdict("where rank 0 waits", "info", f"Rank {stuck_rank} waited at {line!r}: none of the choices.",
-                       {"stuck_line": line}, where)
-    return grade_choice("where rank 0 waits", prediction, answer, HANG_CHOICES, where=where,
-                        explanation="With gloo a collective blocks its caller until it is done. With NCCL "
-                                    "dist.all_reduce only queues the work on the GPU and returns; the rank then "
-                                    "waits at the first line that needs the result on the host.")
+        return Verdict(
+            "where rank 0 waits",
+            "info",
+            f"Rank {stuck_rank} waited at {line!r}: none of the choices.",
+            {"stuck_line": line},
+            where,
+        )
+    return grade_choice(
+        "where rank 0 waits",
+        prediction,
+        answer,
+        HANG_CHOICES,
+        where=where,
+        explanation="With gloo a collective blocks its caller until it is done. With NCCL "
+        "dist.all_reduce only queues the work on the GPU and returns; the rank then "
+        "waits at the first line that needs the result on the host.",
+    )
 
 
 def _pids(run_dir: Any) -> list[int]:
@@ -151,6 +221,10 @@ def processes_left(pids: Iterable[int]) -> list[int]:
 def nothing_left(pids: Sequence[int], what: str) -> Verdict:
     """After stopping ``what``, none of its processes runs."""
     left = processes_left(pids)
-    return Verdict("nothing left running", "fail" if left else "pass",
-                   f"{what}: {len(pids)} process(es) were running, {len(left)} still are" + (f": {left}" if left else "."),
-                   {"processes": len(pids), "left": len(left)}, "this machine")
+    return Verdict(
+        "nothing left running",
+        "fail" if left else "pass",
+        f"{what}: {len(pids)} process(es) were running, {len(left)} still are" + (f": {left}" if left else "."),
+        {"processes": len(pids), "left": len(left)},
+        "this machine",
+    )

@@ -15,7 +15,20 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-FILES = ('exercises', 'lab', 'plots', 'report', 'report_lab', 'report_links', 'report_reference', 'workload_allreduce', 'workload_bench', 'workload_p2p', 'workload_sendrecv', 'lessons')
+FILES = (
+    "exercises",
+    "lab",
+    "plots",
+    "report",
+    "report_lab",
+    "report_links",
+    "report_reference",
+    "workload_allreduce",
+    "workload_bench",
+    "workload_p2p",
+    "workload_sendrecv",
+    "lessons",
+)
 
 
 def __getattr__(name: str) -> Any:  # PEP 562: each file is imported when first asked for

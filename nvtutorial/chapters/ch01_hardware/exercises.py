@@ -14,8 +14,10 @@ NAME = "busbw"
 """The exercise's name (``teach.check.check("busbw", ...)``)."""
 
 NOTEBOOK = "01_hardware"
-TASK = ("Write bus_bandwidth(collective, size_bytes, seconds, world_size) returning nccl-tests' busbw in GB/s "
-        "for 'all_reduce' and 'all_gather' (size_bytes: the whole buffer, for all_gather the gathered output).")
+TASK = (
+    "Write bus_bandwidth(collective, size_bytes, seconds, world_size) returning nccl-tests' busbw in GB/s "
+    "for 'all_reduce' and 'all_gather' (size_bytes: the whole buffer, for all_gather the gathered output)."
+)
 KIND = "function"
 
 
@@ -56,7 +58,9 @@ WRONG = {
 }
 """Known wrong answers and a word their reason must contain (tests run every one)."""
 
-CASES = [(c, 1 << 30, 3.2e-3, n) for c in ("all_reduce", "all_gather") for n in (2, 4, 8)] + [("all_reduce", 4096, 2e-5, 1)]
+CASES = [(c, 1 << 30, 3.2e-3, n) for c in ("all_reduce", "all_gather") for n in (2, 4, 8)] + [
+    ("all_reduce", 4096, 2e-5, 1)
+]
 """(collective, bytes, seconds, ranks): 1 GiB in 3.2 ms on 2, 4 and 8 ranks, and one rank alone (busbw 0)."""
 
 
@@ -75,11 +79,15 @@ def check_local(candidate: Callable[..., float]) -> tuple[bool, str]:
         algbw = size / seconds / 1e9
         case = f"{collective} of {size} B in {seconds * 1e3:g} ms on {n} ranks: expected {want:.6g} GB/s, got {got:.6g}"
         if collective == "all_gather" and math.isclose(got, algbw * 2 * (n - 1) / n, rel_tol=1e-6):
-            why = ("all_gather sends (n−1)/n · S from each rank (each receives the n−1 parts it lacks), not the "
-                   "all-reduce's 2(n−1)/n")
+            why = (
+                "all_gather sends (n−1)/n · S from each rank (each receives the n−1 parts it lacks), not the "
+                "all-reduce's 2(n−1)/n"
+            )
         elif n > 1 and math.isclose(got, algbw, rel_tol=1e-6):
-            why = ("that is algbw = S / t; busbw multiplies it by the factor of the collective: 2(n−1)/n for "
-                   "all_reduce, (n−1)/n for all_gather")
+            why = (
+                "that is algbw = S / t; busbw multiplies it by the factor of the collective: 2(n−1)/n for "
+                "all_reduce, (n−1)/n for all_gather"
+            )
         elif math.isclose(got, 8 * want, rel_tol=1e-6):
             why = "8× too large: count bytes, not bits"
         elif math.isclose(got, want * 1e9 / 2**30, rel_tol=1e-6):

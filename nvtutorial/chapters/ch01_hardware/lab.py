@@ -12,10 +12,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from nvtutorial import launch
-from nvtutorial.machine import hardware, nccl_debug
-from nvtutorial.chapters.ch01_hardware.report import CopyRun, rows_of
 from nvtutorial.chapters.ch01_hardware import report_reference as reference_runs
+from nvtutorial.chapters.ch01_hardware.report import CopyRun, rows_of
 from nvtutorial.chapters.ch01_hardware.report_lab import LabRun
+from nvtutorial.machine import hardware, nccl_debug
 
 
 @dataclasses.dataclass(frozen=True)
@@ -28,16 +28,22 @@ class LabPath:
 LAB_PATHS: tuple[LabPath, ...] = (
     LabPath("default", {}, "NCCL's choice: P2P over NVLink where the GPUs have it"),
     LabPath("P2P off", {"NCCL_P2P_DISABLE": "1"}, "no GPU-to-GPU copies: staged through host shared memory (SHM)"),
-    LabPath("P2P+SHM off", {"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1"},
-            "neither: TCP sockets over the loopback interface (NET/Socket)"),
+    LabPath(
+        "P2P+SHM off",
+        {"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1"},
+        "neither: TCP sockets over the loopback interface (NET/Socket)",
+    ),
 )
 """The three paths of notebook 01's lab, fastest first."""
 
 
 SOURCE_AB_PATHS: tuple[LabPath, ...] = (
     LAB_PATHS[0],
-    LabPath("source's settings", {"NCCL_NET_GDR_LEVEL": "3", "NCCL_IB_DISABLE": "1"},
-            "what the source exports: GPUDirect RDMA level and InfiniBand off (network transport only)"),
+    LabPath(
+        "source's settings",
+        {"NCCL_NET_GDR_LEVEL": "3", "NCCL_IB_DISABLE": "1"},
+        "what the source exports: GPUDirect RDMA level and InfiniBand off (network transport only)",
+    ),
     LAB_PATHS[1],
 )
 """Notebook 02's A/B (claim C7): default, the source's settings, and P2P off as a control that does change things."""
@@ -65,8 +71,13 @@ def _backend(result: Any) -> str | None:
     return getattr(env, "backend", None)
 
 
-def run_lab(params: Mapping[str, Mapping[str, Any]], reuse: Mapping[str, Any] | None = None,
-            paths: Sequence[LabPath] = LAB_PATHS, workload: str = "allreduce_bench", timeout: float = 600.0) -> list[LabRun]:
+def run_lab(
+    params: Mapping[str, Mapping[str, Any]],
+    reuse: Mapping[str, Any] | None = None,
+    paths: Sequence[LabPath] = LAB_PATHS,
+    workload: str = "allreduce_bench",
+    timeout: float = 600.0,
+) -> list[LabRun]:
     """Run ``workload`` once per path with ``NCCL_DEBUG=INFO`` and read back the transport each used.
 
     A path runs when ``params`` has parameters for it (``params[path.name]``) or ``reuse`` has an
@@ -80,9 +91,16 @@ def run_lab(params: Mapping[str, Mapping[str, Any]], reuse: Mapping[str, Any] | 
         if result is None:
             if path.name not in params:
                 continue
-            print(f"{path.name}: {' '.join(f'{k}={v}' for k, v in path.env.items()) or '(no NCCL variables)'}", flush=True)
-            result = launch.run(workload, params=dict(params[path.name]), env=run_env(DEBUG_ENV, path.env),
-                                output="none", timeout=timeout)
+            print(
+                f"{path.name}: {' '.join(f'{k}={v}' for k, v in path.env.items()) or '(no NCCL variables)'}", flush=True
+            )
+            result = launch.run(
+                workload,
+                params=dict(params[path.name]),
+                env=run_env(DEBUG_ENV, path.env),
+                output="none",
+                timeout=timeout,
+            )
         out.append(LabRun(path, result, nccl_debug.read_logs(result.log_files, backend=_backend(result))))
     if not out:
         raise ValueError(f"no path to run: give parameters for one of {', '.join(p.name for p in paths)}")
@@ -98,15 +116,28 @@ def device_copy(params: Mapping[str, Any] | None = None, timeout: float = 600.0)
     if gpus < 2:
         why = "a CPU-only torch" if not torch.version.cuda else f"{gpus} GPU visible"
         note = f"skipped: a GPU-to-GPU copy needs 2 GPUs ({why}); nothing was launched"
-        return CopyRun(rows=[{"path": "cuda:0 → cuda:1", "size": None, "gbps": None, "note": note}],
-                       label=f"this machine: {why}", note=note)
+        return CopyRun(
+            rows=[{"path": "cuda:0 → cuda:1", "size": None, "gbps": None, "note": note}],
+            label=f"this machine: {why}",
+            note=note,
+        )
     result = launch.run("p2p_copy", nproc=1, params=dict(params or {}), output="none", timeout=timeout)
     devices = result.metrics.get("devices") or []
-    label = f"{result.label}; one process copying between cuda:0 and cuda:1" + (f" ({' and '.join(devices)})" if devices else "")
+    label = f"{result.label}; one process copying between cuda:0 and cuda:1" + (
+        f" ({' and '.join(devices)})" if devices else ""
+    )
     return CopyRun(rows=rows_of(result), label=label, note=result.metrics.get("note", ""), result=result)
 
 
-CPU_AB = {"min_bytes": 65536, "max_bytes": 1048576, "factor": 4, "warmup": 2, "iters": 5, "repeats": 3, "target_s": 0.02}
+CPU_AB = {
+    "min_bytes": 65536,
+    "max_bytes": 1048576,
+    "factor": 4,
+    "warmup": 2,
+    "iters": 5,
+    "repeats": 3,
+    "target_s": 0.02,
+}
 """Small A/B sizes for a CPU, used only where the reference runs are not there (an installed package)."""
 
 
@@ -134,5 +165,9 @@ def point_to_point(params: Mapping[str, Any], timeout: float = 600.0) -> Any:
     if reference_runs.available():
         print("no GPUs here: the send/recv run below is the reference 2× H200's, from its saved run")
         return reference_runs.load("sendrecv")
-    return launch.run("sendrecv_bench", params={"max_bytes": 262144, "factor": 16, "warmup": 2, "iters": 3, "repeats": 3,
-                                                "target_s": 0.02}, output="none", timeout=timeout)
+    return launch.run(
+        "sendrecv_bench",
+        params={"max_bytes": 262144, "factor": 16, "warmup": 2, "iters": 3, "repeats": 3, "target_s": 0.02},
+        output="none",
+        timeout=timeout,
+    )

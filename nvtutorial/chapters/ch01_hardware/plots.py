@@ -13,8 +13,8 @@ from typing import Any
 
 from nvtutorial.chapters.ch01_hardware.report import NcclTestsRun, is_gpu, reference_nccl_tests, rows_of
 from nvtutorial.chapters.ch01_hardware.report_lab import LabRun, compare_paths
-from nvtutorial.units import format_size
 from nvtutorial.plots.style import figure, stamp
+from nvtutorial.units import format_size
 
 
 def size_axis(ax: Any, sizes: Sequence[int]) -> None:
@@ -36,16 +36,25 @@ def plain_log_axis(ax: Any, lo: float, hi: float, axis: str = "y") -> None:
 
     getattr(ax, f"set_{axis}scale")("log")
     steps = (1, 2, 5) if hi / lo < 1e3 else (1,)  # over more than three decades, powers of ten only
-    ticks = [m * 10.0 ** k for k in range(math.floor(math.log10(lo)) - 1, math.ceil(math.log10(hi)) + 1)
-             for m in steps if lo / 1.5 <= m * 10.0 ** k <= hi * 1.5]
+    ticks = [
+        m * 10.0**k
+        for k in range(math.floor(math.log10(lo)) - 1, math.ceil(math.log10(hi)) + 1)
+        for m in steps
+        if lo / 1.5 <= m * 10.0**k <= hi * 1.5
+    ]
     target = ax.yaxis if axis == "y" else ax.xaxis
     target.set_major_locator(FixedLocator(ticks))
     target.set_minor_locator(NullLocator())
     target.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
 
 
-def plot_busbw(series: Mapping[str, Any], where: Any, physical: float | None = None,
-               reference: Mapping[str, Any] | None = None, title: str = "all-reduce bus bandwidth") -> tuple[Any, Any]:
+def plot_busbw(
+    series: Mapping[str, Any],
+    where: Any,
+    physical: float | None = None,
+    reference: Mapping[str, Any] | None = None,
+    title: str = "all-reduce bus bandwidth",
+) -> tuple[Any, Any]:
     """busbw against size, both on log axes, one line per series (a RunResult or rows); optional physical limit and
     reference points (nccl-tests on the reference machine, drawn hollow and labelled as such)."""
     fig, ax = figure()
@@ -60,12 +69,20 @@ def plot_busbw(series: Mapping[str, Any], where: Any, physical: float | None = N
         rows = sorted(data.rows if isinstance(data, NcclTestsRun) else data, key=lambda r: r["size"])
         sizes += [r["size"] for r in rows]
         values += [r["busbw"] for r in rows]
-        ax.plot([r["size"] for r in rows], [r["busbw"] for r in rows], ls="none", marker="s", mfc="none", ms=6, label=label)
+        ax.plot(
+            [r["size"] for r in rows], [r["busbw"] for r in rows], ls="none", marker="s", mfc="none", ms=6, label=label
+        )
     if physical:
         values.append(physical)
         ax.axhline(physical, color="0.3", ls="--", lw=1)
-        ax.annotate(f"physical limit {physical:.0f} GB/s", (0.01, physical), xycoords=("axes fraction", "data"),
-                    va="bottom", fontsize=8, color="0.3")
+        ax.annotate(
+            f"physical limit {physical:.0f} GB/s",
+            (0.01, physical),
+            xycoords=("axes fraction", "data"),
+            va="bottom",
+            fontsize=8,
+            color="0.3",
+        )
     if sizes:
         size_axis(ax, sizes)
     positive = [v for v in values if v and v > 0]
@@ -80,7 +97,9 @@ def plot_busbw(series: Mapping[str, Any], where: Any, physical: float | None = N
     return fig, ax
 
 
-def plot_lab(lab: Sequence[LabRun], title: str = "all-reduce busbw on three paths (the link A/B lab)") -> tuple[Any, Any]:
+def plot_lab(
+    lab: Sequence[LabRun], title: str = "all-reduce busbw on three paths (the link A/B lab)"
+) -> tuple[Any, Any]:
     """An A/B lab: busbw against size, one line per path with the transport its logs name (notebook 01)."""
     series = {f"{run.path.name} ({run.transport.summary})": run.result for run in lab}
     if not is_gpu(lab[0].result):
@@ -91,15 +110,22 @@ def plot_lab(lab: Sequence[LabRun], title: str = "all-reduce busbw on three path
 def plot_sweep(result: Any, expectation: Any = None) -> tuple[Any, Any]:
     """The all-reduce sweep; on GPUs with the physical limit and nccl-tests' reference points."""
     if is_gpu(result):
-        return plot_busbw({"torch all_reduce (this run)": result}, result,
-                          physical=expectation.physical_gbps if expectation else None,
-                          reference={"nccl-tests on the reference 2× H200 (saved)": reference_nccl_tests()["default"]})
-    return plot_busbw({"torch all_reduce over gloo (CPU simulation)": result}, result,
-                      title="all-reduce bus bandwidth: CPU simulation, not a GPU measurement")
+        return plot_busbw(
+            {"torch all_reduce (this run)": result},
+            result,
+            physical=expectation.physical_gbps if expectation else None,
+            reference={"nccl-tests on the reference 2× H200 (saved)": reference_nccl_tests()["default"]},
+        )
+    return plot_busbw(
+        {"torch all_reduce over gloo (CPU simulation)": result},
+        result,
+        title="all-reduce bus bandwidth: CPU simulation, not a GPU measurement",
+    )
 
 
-def plot_difference(ab: Sequence[LabRun], base: str = "default", other: str = "source's settings",
-                    title: str | None = None) -> tuple[Any, Any]:
+def plot_difference(
+    ab: Sequence[LabRun], base: str = "default", other: str = "source's settings", title: str | None = None
+) -> tuple[Any, Any]:
     """``other`` against ``base`` size by size as a difference in %, with each size's noise band (notebook 02).
 
     Two runs that measure the same thing would be one line drawn over another; their difference shows
@@ -111,7 +137,9 @@ def plot_difference(ab: Sequence[LabRun], base: str = "default", other: str = "s
     fig, ax = figure(7.0, 3.6)
     change = [100 * c.change for c in comparisons]
     noise = [100 * c.noise for c in comparisons]
-    ax.fill_between(sizes, [-n for n in noise], noise, color="0.85", label="noise (spread of the repeats, at least 1 %)")
+    ax.fill_between(
+        sizes, [-n for n in noise], noise, color="0.85", label="noise (spread of the repeats, at least 1 %)"
+    )
     ax.axhline(0, color="0.4", lw=1)
     ax.plot(sizes, change, marker="o", ms=5, color="tab:orange", label=f"{other} ÷ {base} − 1")
     size_axis(ax, sizes)

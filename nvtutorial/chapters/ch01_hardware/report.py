@@ -14,11 +14,11 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from nvtutorial.units import format_size
 from nvtutorial.report.verdict import Comparison, Verdict, compare, comparison_verdict
-
+from nvtutorial.units import format_size
 
 # --- nccl-tests and the reference machine's saved outputs --------------------------------------
+
 
 @dataclasses.dataclass
 class NcclTestsRun:
@@ -87,8 +87,13 @@ def parse_nccl_tests(text: str) -> list[NcclTestsRun]:
             continue
         tail = tokens[-8:]
         head = tokens[:-8]
-        row = {"size": int(head[0]), "count": int(head[1]), "type": head[2] if len(head) > 2 else None,
-               "redop": head[3] if len(head) > 3 else None, "root": int(head[4]) if len(head) > 4 else None}
+        row = {
+            "size": int(head[0]),
+            "count": int(head[1]),
+            "type": head[2] if len(head) > 2 else None,
+            "redop": head[3] if len(head) > 3 else None,
+            "root": int(head[4]) if len(head) > 4 else None,
+        }
         for prefix, values in (("", tail[:4]), ("ip_", tail[4:])):
             row[f"{prefix}time_us"], row[f"{prefix}algbw"], row[f"{prefix}busbw"] = (_number(v) for v in values[:3])
             row[f"{prefix}wrong"] = values[3]
@@ -107,8 +112,14 @@ def parse_torch_busbw(text: str) -> dict[str, list[dict[str, Any]]]:
             continue
         m = re.match(r"^torch-allreduce\s+(\d+) B\s+([\d.]+) us\s+algbw\s+([\d.]+)\s+busbw\s+([\d.]+) GB/s", line)
         if m and label is not None:
-            out[label].append({"size": int(m.group(1)), "time_us": float(m.group(2)),
-                               "algbw": float(m.group(3)), "busbw": float(m.group(4))})
+            out[label].append(
+                {
+                    "size": int(m.group(1)),
+                    "time_us": float(m.group(2)),
+                    "algbw": float(m.group(3)),
+                    "busbw": float(m.group(4)),
+                }
+            )
     return out
 
 
@@ -123,8 +134,9 @@ def reference_nccl_tests() -> dict[str, NcclTestsRun]:
     """nccl-tests ``all_reduce_perf`` on the reference 2× H200, per path (saved outputs)."""
     from nvtutorial.machine import hardware
 
-    return {path: parse_nccl_tests(hardware.reference_output(name).read_text())[0]
-            for path, name in REFERENCE_FILES.items()}
+    return {
+        path: parse_nccl_tests(hardware.reference_output(name).read_text())[0] for path, name in REFERENCE_FILES.items()
+    }
 
 
 def reference_frame():  # -> pandas.DataFrame
@@ -140,6 +152,7 @@ def reference_frame():  # -> pandas.DataFrame
 
 
 # --- Our measurements ---------------------------------------------------------------------------
+
 
 def rows_of(result: Any, key: str = "rows") -> list[dict[str, Any]]:
     """Rank 0's table from a RunResult (or the list itself)."""
@@ -169,7 +182,9 @@ def at_size(rows: Sequence[Mapping[str, Any]], size: int | None = None, key: str
     else:
         matches = [r for r in rows if r["size"] == size]
         if not matches:
-            raise KeyError(f"size {format_size(size)} was not measured; sizes: {', '.join(format_size(r['size']) for r in rows)}")
+            raise KeyError(
+                f"size {format_size(size)} was not measured; sizes: {', '.join(format_size(r['size']) for r in rows)}"
+            )
         row = matches[0]
     return int(row["size"]), float(row[key])
 
@@ -206,12 +221,17 @@ REFERENCE_SIZES = (1 << 30, 4 << 30)
 def same_machine_as_reference(result: Any) -> bool:
     """Whether a run was made on the kind of machine the saved nccl-tests output comes from (2× H200, NV18)."""
     env = getattr(result, "env", None)
-    return bool(env is not None and env.is_gpu and tuple(env.device_names) == ("NVIDIA H200", "NVIDIA H200")
-                and env.link == "NV18")
+    return bool(
+        env is not None
+        and env.is_gpu
+        and tuple(env.device_names) == ("NVIDIA H200", "NVIDIA H200")
+        and env.link == "NV18"
+    )
 
 
-def reference_check(result: Any, target: float = REFERENCE_TARGET,
-                    sizes: tuple[int, ...] = REFERENCE_SIZES) -> tuple[Any, Verdict]:
+def reference_check(
+    result: Any, target: float = REFERENCE_TARGET, sizes: tuple[int, ...] = REFERENCE_SIZES
+) -> tuple[Any, Verdict]:
     """This sweep's busbw against nccl-tests' **in-place** busbw on the reference machine: a table of every common
     size (None where nothing compares) and a ``pass``/``fail`` verdict at ``sizes`` (``info`` where it cannot apply).
 
@@ -222,20 +242,38 @@ def reference_check(result: Any, target: float = REFERENCE_TARGET,
     where = getattr(result, "label", "")
     key = "busbw vs nccl-tests"
     if not is_gpu(result):
-        return None, Verdict(key, "info", "CPU simulation: gloo on a CPU is not comparable with nccl-tests on the "
-                             "reference GPUs (their numbers are in the table above, for scale).", {}, where)
+        return None, Verdict(
+            key,
+            "info",
+            "CPU simulation: gloo on a CPU is not comparable with nccl-tests on the "
+            "reference GPUs (their numbers are in the table above, for scale).",
+            {},
+            where,
+        )
     if not same_machine_as_reference(result):
-        return None, Verdict(key, "info", "This is not the reference machine (2× H200, NV18): run nccl-tests' "
-                             "all_reduce_perf here to compare like with like.", {}, where)
+        return None, Verdict(
+            key,
+            "info",
+            "This is not the reference machine (2× H200, NV18): run nccl-tests' "
+            "all_reduce_perf here to compare like with like.",
+            {},
+            where,
+        )
     rows = []
     for row in sorted(rows_of(result), key=lambda r: r["size"]):
         theirs = ref.busbw_at(int(row["size"]), in_place=True)
         if theirs is not None:
             oop = ref.busbw_at(int(row["size"]))
-            rows.append({"size": format_size(row["size"]), "this run busbw": round(row["busbw"], 1),
-                         "nccl-tests in place": theirs, "this ÷ nccl-tests in place": round(row["busbw"] / theirs, 4),
-                         "nccl-tests out of place": oop,
-                         "nccl-tests: in place ÷ out of place": round(theirs / oop, 4) if oop else None})
+            rows.append(
+                {
+                    "size": format_size(row["size"]),
+                    "this run busbw": round(row["busbw"], 1),
+                    "nccl-tests in place": theirs,
+                    "this ÷ nccl-tests in place": round(row["busbw"] / theirs, 4),
+                    "nccl-tests out of place": oop,
+                    "nccl-tests: in place ÷ out of place": round(theirs / oop, 4) if oop else None,
+                }
+            )
     checked = {format_size(s): None for s in sizes}
     own_spread = {}
     for r in rows:
@@ -243,23 +281,35 @@ def reference_check(result: Any, target: float = REFERENCE_TARGET,
             checked[r["size"]] = r["this ÷ nccl-tests in place"]
             own_spread[r["size"]] = abs(1 - r["nccl-tests: in place ÷ out of place"])
     measured = {k: v for k, v in checked.items() if v is not None}
-    numbers = {"target": target, **{f"ratio at {k}": v for k, v in checked.items()},
-               **{f"nccl-tests own spread at {k}": v for k, v in own_spread.items()}}
+    numbers = {
+        "target": target,
+        **{f"ratio at {k}": v for k, v in checked.items()},
+        **{f"nccl-tests own spread at {k}": v for k, v in own_spread.items()},
+    }
     if not measured:
-        return _frame_or_none(rows), Verdict(key, "info", f"The sweep reached none of {', '.join(checked)}: nothing to "
-                                             "check (the full profile sweeps to 4 GiB).", numbers, where)
+        return _frame_or_none(rows), Verdict(
+            key,
+            "info",
+            f"The sweep reached none of {', '.join(checked)}: nothing to check (the full profile sweeps to 4 GiB).",
+            numbers,
+            where,
+        )
     worst = min(measured, key=measured.get)
     missing = [k for k, v in checked.items() if v is None]
-    text = (", ".join(f"{v:.2%} of nccl-tests' in-place busbw at {k}" for k, v in measured.items())
-            + (f" ({', '.join(missing)} not measured)" if missing else ""))
+    text = ", ".join(f"{v:.2%} of nccl-tests' in-place busbw at {k}" for k, v in measured.items()) + (
+        f" ({', '.join(missing)} not measured)" if missing else ""
+    )
     if all(v >= target for v in measured.values()):
-        return _frame_or_none(rows), Verdict(key, "pass", f"{text}: at least {target:.0%} everywhere checked.",
-                                             numbers, where)
+        return _frame_or_none(rows), Verdict(
+            key, "pass", f"{text}: at least {target:.0%} everywhere checked.", numbers, where
+        )
     gap = 1 - measured[worst]
     spread = own_spread[worst]
-    text += (f": below {target:.0%} at {worst}, a {gap:.2%} gap; nccl-tests' own in-place and out-of-place "
-             f"columns differ by {spread:.2%} there, so " + ("the miss is within the benchmark's own spread."
-                                                              if gap <= spread else "the miss is larger than that."))
+    text += (
+        f": below {target:.0%} at {worst}, a {gap:.2%} gap; nccl-tests' own in-place and out-of-place "
+        f"columns differ by {spread:.2%} there, so "
+        + ("the miss is within the benchmark's own spread." if gap <= spread else "the miss is larger than that.")
+    )
     if missing:
         text += f" {', '.join(missing)}: not measured (the full profile sweeps to 4 GiB)."
     return _frame_or_none(rows), Verdict(key, "fail", text, numbers, where)
@@ -281,22 +331,34 @@ def small_message_cost(result: Any, flat_factor: float = FLAT_FACTOR) -> Verdict
         plateau.append(row)
     flat = plateau[-1]
     times = [r["time_us"] for r in plateau]
-    numbers = {"smallest": small["size"], "time_us_smallest": small["time_us"], "largest": large["size"],
-               "time_us_largest": large["time_us"], "flat_up_to": flat["size"] if len(plateau) > 1 else None,
-               "flat_time_us_min": min(times), "flat_time_us_max": max(times), "flat_factor": flat_factor}
+    numbers = {
+        "smallest": small["size"],
+        "time_us_smallest": small["time_us"],
+        "largest": large["size"],
+        "time_us_largest": large["time_us"],
+        "flat_up_to": flat["size"] if len(plateau) > 1 else None,
+        "flat_time_us_min": min(times),
+        "flat_time_us_max": max(times),
+        "flat_factor": flat_factor,
+    }
     if len(plateau) > 1:
-        text = (f"Up to {format_size(flat['size'])} the time per all-reduce stays at {min(times):.1f}–{max(times):.1f} µs "
-                f"(within {flat_factor:g}× of the {format_size(small['size'])} call) although the size grows "
-                f"{flat['size'] // small['size']:,}×: a fixed cost per call, so busbw there says little about the link. "
-                f"The largest size, {format_size(large['size'])}, took {large['time_us']:.0f} µs.")
+        text = (
+            f"Up to {format_size(flat['size'])} the time per all-reduce stays at {min(times):.1f}–{max(times):.1f} µs "
+            f"(within {flat_factor:g}× of the {format_size(small['size'])} call) although the size grows "
+            f"{flat['size'] // small['size']:,}×: a fixed cost per call, so busbw there says little about the link. "
+            f"The largest size, {format_size(large['size'])}, took {large['time_us']:.0f} µs."
+        )
     else:
-        text = (f"An all-reduce of {format_size(small['size'])} took {small['time_us']:.1f} µs, one of "
-                f"{format_size(large['size'])} {large['time_us']:.0f} µs; already the next size took more than "
-                f"{flat_factor:g}× the smallest's time, so this sweep shows no flat region.")
+        text = (
+            f"An all-reduce of {format_size(small['size'])} took {small['time_us']:.1f} µs, one of "
+            f"{format_size(large['size'])} {large['time_us']:.0f} µs; already the next size took more than "
+            f"{flat_factor:g}× the smallest's time, so this sweep shows no flat region."
+        )
     return Verdict("small messages", "info", text, numbers, getattr(result, "label", ""))
 
 
 # --- Point to point: NCCL send/recv and the copy engines, one way and both ways ---------------------
+
 
 def sendrecv_frame(result: Any):  # -> pandas.DataFrame
     """Send/recv rows pivoted: one line per size, GB/s per direction one way and both ways."""
@@ -358,12 +420,20 @@ class CopyRun:
 
     def verdict(self, expectation: Any = None) -> Verdict:
         """The fastest one-way copy against the link's physical limit."""
-        one = [r for r in self.rows if r.get("gbps") and r.get("mode", "one way") == "one way"
-               and str(r.get("path", "")).startswith("cuda")]
+        one = [
+            r
+            for r in self.rows
+            if r.get("gbps") and r.get("mode", "one way") == "one way" and str(r.get("path", "")).startswith("cuda")
+        ]
         if not one:
-            return Verdict("copy engines", "info", f"{self.note}; on the reference 2× H200 a 1 GiB copy GPU 0 → GPU 1 "
-                           f"ran at {REFERENCE_COPY['gbps']:.0f} GB/s (saved).", {"reference_gbps": REFERENCE_COPY["gbps"]},
-                           "reference 2× H200 (saved)")
+            return Verdict(
+                "copy engines",
+                "info",
+                f"{self.note}; on the reference 2× H200 a 1 GiB copy GPU 0 → GPU 1 "
+                f"ran at {REFERENCE_COPY['gbps']:.0f} GB/s (saved).",
+                {"reference_gbps": REFERENCE_COPY["gbps"]},
+                "reference 2× H200 (saved)",
+            )
         best = max(one, key=lambda r: (r["size"], r["gbps"]))
         numbers = {"size": best["size"], "gbps": best["gbps"]}
         text = f"{best['path']}, {format_size(best['size'])}: {best['gbps']:.1f} GB/s"
@@ -377,12 +447,18 @@ class CopyRun:
         one = [r for r in self.rows if r.get("mode") == "one way" and r.get("gbps")]
         both = [r for r in self.rows if r.get("mode") == "both at once" and r.get("gbps")]
         if not one or not both:
-            return Verdict("duplex: copy engines", "info", f"not measured here ({self.note or 'no GPU-to-GPU copies'})",
-                           {}, self.label)
+            return Verdict(
+                "duplex: copy engines",
+                "info",
+                f"not measured here ({self.note or 'no GPU-to-GPU copies'})",
+                {},
+                self.label,
+            )
         worst: tuple[int, Comparison, str] | None = None
         for path in sorted({r["path"] for r in both}):
-            size, c = _duplex_comparison([r for r in one if r["path"] == path], [r for r in both if r["path"] == path],
-                                         "gbps")
+            size, c = _duplex_comparison(
+                [r for r in one if r["path"] == path], [r for r in both if r["path"] == path], "gbps"
+            )
             if worst is None or c.ratio < worst[1].ratio:
                 worst = (size, c, path)
         size, c, path = worst
@@ -390,8 +466,15 @@ class CopyRun:
         text = c.describe("GB/s", f"copy engines, {format_size(size)}, {path} alone → with the other direction at once")
         if busy:
             text += f"; each direction's stream was busy {min(busy):.0%}–{max(busy):.0%} of the time both ran"
-        return comparison_verdict("duplex: copy engines", c, text, self.label, size=size, path=path,
-                                  busy_share_min=min(busy) if busy else None)
+        return comparison_verdict(
+            "duplex: copy engines",
+            c,
+            text,
+            self.label,
+            size=size,
+            path=path,
+            busy_share_min=min(busy) if busy else None,
+        )
 
 
 def duplex_verdict(sendrecv: Any, copy: CopyRun | None = None) -> Verdict:
@@ -402,27 +485,46 @@ def duplex_verdict(sendrecv: Any, copy: CopyRun | None = None) -> Verdict:
     """
     nccl = sendrecv_duplex(sendrecv)
     engines = copy.duplex() if copy is not None else None
-    numbers = {"nccl_ratio": nccl.numbers.get("ratio"), "nccl_status": nccl.status,
-               "copy_ratio": engines.numbers.get("ratio") if engines else None,
-               "copy_status": engines.status if engines else None}
+    numbers = {
+        "nccl_ratio": nccl.numbers.get("ratio"),
+        "nccl_status": nccl.status,
+        "copy_ratio": engines.numbers.get("ratio") if engines else None,
+        "copy_status": engines.status if engines else None,
+    }
     where = nccl.where
     if not is_gpu(sendrecv):
-        return Verdict("duplex", "info", "CPU simulation: two processes exchanging through memory, not a link, so "
-                       "these numbers say nothing about duplex. On the reference 2× H200 NCCL's send/recv kept 85 % "
-                       "per direction with both ways at once (saved run).", numbers, where)
+        return Verdict(
+            "duplex",
+            "info",
+            "CPU simulation: two processes exchanging through memory, not a link, so "
+            "these numbers say nothing about duplex. On the reference 2× H200 NCCL's send/recv kept 85 % "
+            "per direction with both ways at once (saved run).",
+            numbers,
+            where,
+        )
     if engines is None or engines.status == "info":
-        return Verdict("duplex", "info", f"{nccl.text}. Without the copy-engine measurement these runs cannot say "
-                       "whether the link or NCCL's transfer kernels set that number.", numbers, where)
+        return Verdict(
+            "duplex",
+            "info",
+            f"{nccl.text}. Without the copy-engine measurement these runs cannot say "
+            "whether the link or NCCL's transfer kernels set that number.",
+            numbers,
+            where,
+        )
     if engines.status == "no change" and nccl.status == "slower":
-        text = (f"The link carries both directions at once at the one-way rate ({engines.text}); NCCL's send/recv "
-                f"does not ({nccl.text}). The drop is in how NCCL moves the data (GPU kernels on the SMs, its "
-                "protocol), not a path the two directions share; these runs do not show which part of NCCL.")
+        text = (
+            f"The link carries both directions at once at the one-way rate ({engines.text}); NCCL's send/recv "
+            f"does not ({nccl.text}). The drop is in how NCCL moves the data (GPU kernels on the SMs, its "
+            "protocol), not a path the two directions share; these runs do not show which part of NCCL."
+        )
     elif engines.status == "no change":
         text = f"Both directions at once keep the one-way rate: with the copy engines ({engines.text}) and with NCCL ({nccl.text})."
     else:
-        text = (f"Both directions at once lose rate with the copy engines too ({engines.text}; NCCL: {nccl.text}). "
-                "NVLink has separate lanes per direction, so the limit is at the ends (memory, copy engines, PCIe "
-                "or switch ports); these runs do not show which.")
+        text = (
+            f"Both directions at once lose rate with the copy engines too ({engines.text}; NCCL: {nccl.text}). "
+            "NVLink has separate lanes per direction, so the limit is at the ends (memory, copy engines, PCIe "
+            "or switch ports); these runs do not show which."
+        )
     return Verdict("duplex", "info", text, numbers, where)
 
 
@@ -431,8 +533,14 @@ def duplex_verdict(sendrecv: Any, copy: CopyRun | None = None) -> Verdict:
 REFERENCE_COPY = {"size": 1 << 30, "gbps": 394.0}
 """``tensor.copy_`` from GPU 0 to GPU 1 on the reference 2× H200 (nvtutorial/data/h200x2/README.md)."""
 
-REFERENCE_WIRE = {"size": 1 << 30, "ops": 10, "links_read": 18, "tx_ratio": 1.0000316,
-                  "per_link_mb_min": 59.35, "per_link_mb_max": 59.89}
+REFERENCE_WIRE = {
+    "size": 1 << 30,
+    "ops": 10,
+    "links_read": 18,
+    "tx_ratio": 1.0000316,
+    "per_link_mb_min": 59.35,
+    "per_link_mb_max": 59.89,
+}
 """NVML's ``NVLINK_THROUGHPUT_DATA_TX`` summed over all 18 NVLinks of GPU 0, ten all-reduces of 1 GiB, on the
 reference 2× H200 (the course's saved sweep, ``reference/h200x2/runs/allreduce_bench-20261130-014824-f3bc9e``):
 GPU 0 sent 1.0000316 × S per all-reduce, 59.35–59.89 MB per link."""
@@ -450,25 +558,50 @@ def wire_report(result: Any) -> tuple[Any, Verdict]:
     wire = result.metrics.get("wire") if hasattr(result, "metrics") else None
     ref = REFERENCE_WIRE
     ref_ratio = ref["tx_ratio"]
-    ref_text = (f"on the reference 2× H200 (saved sweep) GPU 0 sent {ref_ratio:.5f} × 2(n−1)/n·S per all-reduce of "
-                f"{format_size(ref['size'])} over its {ref['links_read']} NVLinks, all counted "
-                f"({ref['per_link_mb_min']:.2f}–{ref['per_link_mb_max']:.2f} MB per link), over {ref['ops']} all-reduces")
+    ref_text = (
+        f"on the reference 2× H200 (saved sweep) GPU 0 sent {ref_ratio:.5f} × 2(n−1)/n·S per all-reduce of "
+        f"{format_size(ref['size'])} over its {ref['links_read']} NVLinks, all counted "
+        f"({ref['per_link_mb_min']:.2f}–{ref['per_link_mb_max']:.2f} MB per link), over {ref['ops']} all-reduces"
+    )
     if not wire or not wire.get("available"):
         why = (wire or {}).get("reason", "the run did not measure it (wire_bytes=0)")
-        return None, Verdict("ring bytes", "info", f"Not available here: {why}. For comparison, {ref_text}.",
-                             {"reference_ratio": ref_ratio}, getattr(result, "label", ""))
-    rows = [{"size": format_size(wire["size"]), "all-reduces": wire["iters"], "NVLinks read": wire["links_read"],
-             "NVLinks carrying": wire["links_carrying"], "sent per all-reduce (bytes)": round(wire["tx_bytes_per_op"]),
-             "received per all-reduce (bytes)": round(wire["rx_bytes_per_op"]),
-             "2(n−1)/n · S (bytes)": round(wire["expected_bytes_per_op"]), "sent ÷ formula": round(wire["tx_ratio"], 3)}]
+        return None, Verdict(
+            "ring bytes",
+            "info",
+            f"Not available here: {why}. For comparison, {ref_text}.",
+            {"reference_ratio": ref_ratio},
+            getattr(result, "label", ""),
+        )
+    rows = [
+        {
+            "size": format_size(wire["size"]),
+            "all-reduces": wire["iters"],
+            "NVLinks read": wire["links_read"],
+            "NVLinks carrying": wire["links_carrying"],
+            "sent per all-reduce (bytes)": round(wire["tx_bytes_per_op"]),
+            "received per all-reduce (bytes)": round(wire["rx_bytes_per_op"]),
+            "2(n−1)/n · S (bytes)": round(wire["expected_bytes_per_op"]),
+            "sent ÷ formula": round(wire["tx_ratio"], 3),
+        }
+    ]
     close = abs(wire["tx_ratio"] - 1) <= WIRE_TOLERANCE
-    text = (f"GPU 0 sent {wire['tx_ratio']:.3f} × 2(n−1)/n·S per all-reduce over {wire['links_carrying']} links: "
-            + ("the ring formula holds" if close else "not the ring formula: NCCL moved more, or other traffic ran")
-            + f" (within ±{WIRE_TOLERANCE:.0%}). For comparison, {ref_text}.")
-    return _frame_or_none(rows), Verdict("ring bytes", "pass" if close else "fail", text,
-                                         {"tx_ratio": wire["tx_ratio"], "rx_ratio": wire.get("rx_ratio"),
-                                          "links_carrying": wire["links_carrying"], "reference_ratio": ref_ratio},
-                                         result.label)
+    text = (
+        f"GPU 0 sent {wire['tx_ratio']:.3f} × 2(n−1)/n·S per all-reduce over {wire['links_carrying']} links: "
+        + ("the ring formula holds" if close else "not the ring formula: NCCL moved more, or other traffic ran")
+        + f" (within ±{WIRE_TOLERANCE:.0%}). For comparison, {ref_text}."
+    )
+    return _frame_or_none(rows), Verdict(
+        "ring bytes",
+        "pass" if close else "fail",
+        text,
+        {
+            "tx_ratio": wire["tx_ratio"],
+            "rx_ratio": wire.get("rx_ratio"),
+            "links_carrying": wire["links_carrying"],
+            "reference_ratio": ref_ratio,
+        },
+        result.label,
+    )
 
 
 def reference_torch() -> dict[str, list[dict[str, Any]]]:

@@ -11,9 +11,9 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
-from nvtutorial.units import format_size
 from nvtutorial.chapters.ch01_hardware.report import at_size, is_gpu, reference_nccl_tests, repeats_of, rows_of
 from nvtutorial.report.verdict import Comparison, Verdict, compare
+from nvtutorial.units import format_size
 
 
 @dataclasses.dataclass
@@ -63,18 +63,29 @@ def lab_rows(lab: Sequence[LabRun]) -> list[dict[str, Any]]:
     for run in lab:
         size, value = at_size(run.rows)
         ratio, common = lab_ratio(lab, lab[0].path.name, run.path.name) if run is not lab[0] else (None, None)
-        rows.append({"path": run.path.name, "NCCL variables": " ".join(f"{k}={v}" for k, v in run.path.env.items()) or "—",
-                     "transport (from NCCL_DEBUG)": run.transport.summary, "largest size": format_size(size),
-                     "busbw there (GB/s)": round(value, 3),
-                     "largest common size": format_size(common) if common else None,
-                     f"{lab[0].path.name} ÷ this, at the largest common size": round(ratio, 2) if ratio is not None else None})
+        rows.append(
+            {
+                "path": run.path.name,
+                "NCCL variables": " ".join(f"{k}={v}" for k, v in run.path.env.items()) or "—",
+                "transport (from NCCL_DEBUG)": run.transport.summary,
+                "largest size": format_size(size),
+                "busbw there (GB/s)": round(value, 3),
+                "largest common size": format_size(common) if common else None,
+                f"{lab[0].path.name} ÷ this, at the largest common size": round(ratio, 2)
+                if ratio is not None
+                else None,
+            }
+        )
     return rows
 
 
 def _reference_sentence() -> str:
     ref = reference_nccl_tests()
-    return ("on the reference 2× H200 nccl-tests measured " + ", ".join(
-        f"{name} {run.busbw_at(1 << 30):.1f} GB/s" for name, run in ref.items()) + " at 1 GiB (saved)")
+    return (
+        "on the reference 2× H200 nccl-tests measured "
+        + ", ".join(f"{name} {run.busbw_at(1 << 30):.1f} GB/s" for name, run in ref.items())
+        + " at 1 GiB (saved)"
+    )
 
 
 def lab_verdict(lab: Sequence[LabRun]) -> Verdict:
@@ -82,21 +93,28 @@ def lab_verdict(lab: Sequence[LabRun]) -> Verdict:
     first = lab[0]
     where = getattr(first.result, "label", "")
     if len(lab) < 2:
-        why = ("CPU simulation: the other paths differ only in NCCL_* variables, which gloo ignores, so they were not "
-               "launched" if not is_gpu(first.result) else "only one path was run")
+        why = (
+            "CPU simulation: the other paths differ only in NCCL_* variables, which gloo ignores, so they were not "
+            "launched"
+            if not is_gpu(first.result)
+            else "only one path was run"
+        )
         return Verdict("link A/B lab", "info", f"{why}; {_reference_sentence()}.", {}, where)
     parts, worst = [], None
     for run in lab[1:]:
         size, c = compare_paths(lab, first.path.name, run.path.name)
-        parts.append(f"{run.path.name} ({run.transport.summary}) {c.ratio:.3g}× the default's busbw at {format_size(size)}")
+        parts.append(
+            f"{run.path.name} ({run.transport.summary}) {c.ratio:.3g}× the default's busbw at {format_size(size)}"
+        )
         if worst is None or c.ratio < worst[1].ratio:
             worst = (run.path.name, c, size)
     name, c, size = worst
     text = f"default path: {first.transport.summary}; " + "; ".join(parts) + "."
     if not is_gpu(first.result):
         text = "CPU simulation (gloo ignores NCCL_* variables: any difference is CPU noise): " + text
-    return Verdict("link A/B lab", c.status, text, {"slowest_path": name, "ratio": c.ratio, "noise": c.noise,
-                                                   "size": size}, where)
+    return Verdict(
+        "link A/B lab", c.status, text, {"slowest_path": name, "ratio": c.ratio, "noise": c.noise, "size": size}, where
+    )
 
 
 def claim_nvlink_vs_pcie(lab: Sequence[LabRun]) -> Verdict:
@@ -105,16 +123,26 @@ def claim_nvlink_vs_pcie(lab: Sequence[LabRun]) -> Verdict:
     if not is_gpu(lab[0].result) or "P2P off" not in runs:
         ref = reference_nccl_tests()
         ratio = ref["default"].busbw_at(4 << 30) / ref["P2P off"].busbw_at(4 << 30)
-        return Verdict("C5 (measured)", "info",
-                       f"Not measured here; on the reference 2× H200 (saved nccl-tests) NVLink ÷ host-staged = {ratio:.1f}× "
-                       "at 4 GiB. The ratio depends on the machine: an RTX 3090 bridge against PCIe 4.0 gives about 1.8× "
-                       "by vendor figures.", {"ratio": ratio, "size": 4 << 30}, "reference 2× H200 (saved nccl-tests)")
+        return Verdict(
+            "C5 (measured)",
+            "info",
+            f"Not measured here; on the reference 2× H200 (saved nccl-tests) NVLink ÷ host-staged = {ratio:.1f}× "
+            "at 4 GiB. The ratio depends on the machine: an RTX 3090 bridge against PCIe 4.0 gives about 1.8× "
+            "by vendor figures.",
+            {"ratio": ratio, "size": 4 << 30},
+            "reference 2× H200 (saved nccl-tests)",
+        )
     size, c = compare_paths(lab, "P2P off", "default")
-    return Verdict("C5 (measured)", "info",
-                   f"NCCL over NVLink ÷ NCCL staged through host memory (NCCL_P2P_DISABLE=1: each GPU's kernels write to "
-                   f"and read from a shared buffer in host memory over their own PCIe link) = {c.ratio:.1f}× at {format_size(size)}. Host-staged is not PCIe peer-to-peer, but "
-                   "it is what NCCL does between these GPUs without NVLink. Machine-dependent: an RTX 3090 bridge gives "
-                   "about 1.8× by vendor figures.", {"ratio": c.ratio, "size": size}, lab[0].result.label)
+    return Verdict(
+        "C5 (measured)",
+        "info",
+        f"NCCL over NVLink ÷ NCCL staged through host memory (NCCL_P2P_DISABLE=1: each GPU's kernels write to "
+        f"and read from a shared buffer in host memory over their own PCIe link) = {c.ratio:.1f}× at {format_size(size)}. Host-staged is not PCIe peer-to-peer, but "
+        "it is what NCCL does between these GPUs without NVLink. Machine-dependent: an RTX 3090 bridge gives "
+        "about 1.8× by vendor figures.",
+        {"ratio": c.ratio, "size": size},
+        lab[0].result.label,
+    )
 
 
 def grade_lab_ratio(prediction: float | None, lab: Sequence[LabRun]) -> Verdict:
@@ -125,20 +153,28 @@ def grade_lab_ratio(prediction: float | None, lab: Sequence[LabRun]) -> Verdict:
     measured = claim_nvlink_vs_pcie(lab)
     ratio, size = measured.numbers["ratio"], measured.numbers["size"]
     here = is_gpu(lab[0].result) and "P2P off" in _runs(lab)
-    return grade_number("NVLink ÷ host-staged", prediction, ratio, unit="×", where=measured.where,
-                        measured_name="Measured" if here else "The reference measured (saved nccl-tests)",
-                        explanation=f"At {format_size(size)}. Host-staged is NCCL's SHM transport: the sending GPU's "
-                                    "kernel writes into a shared, pinned buffer in host memory over its own PCIe link, "
-                                    "and the receiving GPU's kernel reads it over its own (with NCCL_SHM_USE_CUDA_MEMCPY, "
-                                    "copy engines do the same); no CPU copies anything. Each byte crosses each GPU's PCIe "
-                                    "link once and host memory twice (a write, a read), and GPU loads from host memory "
-                                    "are slow, so it runs well below even one PCIe link's rate.")
+    return grade_number(
+        "NVLink ÷ host-staged",
+        prediction,
+        ratio,
+        unit="×",
+        where=measured.where,
+        measured_name="Measured" if here else "The reference measured (saved nccl-tests)",
+        explanation=f"At {format_size(size)}. Host-staged is NCCL's SHM transport: the sending GPU's "
+        "kernel writes into a shared, pinned buffer in host memory over its own PCIe link, "
+        "and the receiving GPU's kernel reads it over its own (with NCCL_SHM_USE_CUDA_MEMCPY, "
+        "copy engines do the same); no CPU copies anything. Each byte crosses each GPU's PCIe "
+        "link once and host memory twice (a write, a read), and GPU loads from host memory "
+        "are slow, so it runs well below even one PCIe link's rate.",
+    )
 
 
 # --- Claim C7: the source's NCCL settings ----------------------------------------------------------------
 
-def c7_rows(ab: Sequence[LabRun], base: str = "default", other: str = "source's settings",
-            min_size: int = 16 << 20) -> list[dict[str, Any]]:
+
+def c7_rows(
+    ab: Sequence[LabRun], base: str = "default", other: str = "source's settings", min_size: int = 16 << 20
+) -> list[dict[str, Any]]:
     """Size by size (≥ ``min_size`` on GPUs): ``other`` against ``base`` through :func:`compare`."""
     runs = _runs(ab)
     sizes = sorted({int(r["size"]) for r in runs[base].rows} & {int(r["size"]) for r in runs[other].rows})
@@ -147,56 +183,108 @@ def c7_rows(ab: Sequence[LabRun], base: str = "default", other: str = "source's 
     rows = []
     for size in sizes:
         _, c = compare_paths(ab, base, other, size)
-        counts = [next(r for r in runs[name].rows if int(r["size"]) == size).get("repeats", "?") for name in (base, other)]
-        rows.append({"size": format_size(size), f"{base} busbw": round(c.baseline, 3), f"{other} busbw": round(c.candidate, 3),
-                     "ratio": round(c.ratio, 4), "noise": f"±{c.noise:.1%}", "repeats": f"{counts[0]}+{counts[1]}",
-                     "verdict": c.status})
+        counts = [
+            next(r for r in runs[name].rows if int(r["size"]) == size).get("repeats", "?") for name in (base, other)
+        ]
+        rows.append(
+            {
+                "size": format_size(size),
+                f"{base} busbw": round(c.baseline, 3),
+                f"{other} busbw": round(c.candidate, 3),
+                "ratio": round(c.ratio, 4),
+                "noise": f"±{c.noise:.1%}",
+                "repeats": f"{counts[0]}+{counts[1]}",
+                "verdict": c.status,
+            }
+        )
     return rows
 
 
-def claim_c7(ab: Sequence[LabRun], base: str = "default", other: str = "source's settings",
-             min_size: int = 16 << 20) -> Verdict:
+def claim_c7(
+    ab: Sequence[LabRun], base: str = "default", other: str = "source's settings", min_size: int = 16 << 20
+) -> Verdict:
     """C7 "NCCL_NET_GDR_LEVEL=3 and NCCL_IB_DISABLE=1 help": the A/B size by size, NCCL's own log, the control."""
     runs = _runs(ab)
     a, b = runs[base], runs[other]
     rows = c7_rows(ab, base, other, min_size)
     where = getattr(a.result, "label", "")
     statuses = [r["verdict"] for r in rows]
-    numbers: dict[str, Any] = {"sizes": len(rows), "faster": statuses.count("faster"), "slower": statuses.count("slower"),
-                               "no_change": statuses.count("no change"),
-                               "largest_change": max((abs(r["ratio"] - 1) for r in rows), default=None)}
+    numbers: dict[str, Any] = {
+        "sizes": len(rows),
+        "faster": statuses.count("faster"),
+        "slower": statuses.count("slower"),
+        "no_change": statuses.count("no change"),
+        "largest_change": max((abs(r["ratio"] - 1) for r in rows), default=None),
+    }
     if not is_gpu(a.result):
-        return Verdict("C7", "unverifiable", "CPU simulation: gloo ignores every NCCL_* variable, so both runs took the "
-                       "same path and the comparison above only shows the method. NCCL reads NCCL_NET_GDR_LEVEL and "
-                       "NCCL_IB_DISABLE for its network transport, which one machine's GPUs do not use.", numbers, where)
+        return Verdict(
+            "C7",
+            "unverifiable",
+            "CPU simulation: gloo ignores every NCCL_* variable, so both runs took the "
+            "same path and the comparison above only shows the method. NCCL reads NCCL_NET_GDR_LEVEL and "
+            "NCCL_IB_DISABLE for its network transport, which one machine's GPUs do not use.",
+            numbers,
+            where,
+        )
     if not rows:
         return Verdict("C7", "unverifiable", "the two runs have no size in common: nothing to compare", numbers, where)
     read = [k for k in b.path.env if k in b.transport.env_set]
     unread = [k for k in b.path.env if k not in b.transport.env_set]
-    log = (f"NCCL's log shows it read {', '.join(read) or 'neither'}" + (f" and never read {', '.join(unread)} (NCCL reads "
-           "NCCL_NET_GDR_LEVEL only for a NIC that supports GPUDirect RDMA, and with NCCL_IB_DISABLE=1 the only network "
-           "left on any machine is Socket, which has none)" if unread else "") + "; ")
-    transports = f"transport {a.transport.summary} in both runs" if a.transport.summary == b.transport.summary else (
-        f"transports {a.transport.summary} and {b.transport.summary}")
+    log = (
+        f"NCCL's log shows it read {', '.join(read) or 'neither'}"
+        + (
+            f" and never read {', '.join(unread)} (NCCL reads "
+            "NCCL_NET_GDR_LEVEL only for a NIC that supports GPUDirect RDMA, and with NCCL_IB_DISABLE=1 the only network "
+            "left on any machine is Socket, which has none)"
+            if unread
+            else ""
+        )
+        + "; "
+    )
+    transports = (
+        f"transport {a.transport.summary} in both runs"
+        if a.transport.summary == b.transport.summary
+        else (f"transports {a.transport.summary} and {b.transport.summary}")
+    )
     control = ""
     if "P2P off" in runs:
         size, c = compare_paths(ab, base, "P2P off")
         numbers["control_ratio"] = c.ratio
-        control = (f" The control, NCCL_P2P_DISABLE=1, changes the transport in use and is {c.status} "
-                   f"({c.ratio:.2g}× at {format_size(size)}): the measurement sees a change where there is one.")
+        control = (
+            f" The control, NCCL_P2P_DISABLE=1, changes the transport in use and is {c.status} "
+            f"({c.ratio:.2g}× at {format_size(size)}): the measurement sees a change where there is one."
+        )
     worst = max(rows, key=lambda r: abs(r["ratio"] - 1))
     if numbers["faster"]:
-        return Verdict("C7", "partly", f"{log}{transports}; faster beyond the noise at "
-                       f"{', '.join(r['size'] for r in rows if r['verdict'] == 'faster')}: repeat the A/B before "
-                       f"believing it.{control}", numbers, where)
-    change = "busbw unchanged within noise at every size" if not numbers["slower"] else (
-        f"slower at {', '.join(r['size'] for r in rows if r['verdict'] == 'slower')}")
-    return Verdict("C7", "wrong", f"No help on one machine: {log}{transports}; {change} (largest difference "
-                   f"{worst['ratio'] - 1:+.1%} at {worst['size']}, noise {worst['noise']}).{control}", numbers, where)
+        return Verdict(
+            "C7",
+            "partly",
+            f"{log}{transports}; faster beyond the noise at "
+            f"{', '.join(r['size'] for r in rows if r['verdict'] == 'faster')}: repeat the A/B before "
+            f"believing it.{control}",
+            numbers,
+            where,
+        )
+    change = (
+        "busbw unchanged within noise at every size"
+        if not numbers["slower"]
+        else (f"slower at {', '.join(r['size'] for r in rows if r['verdict'] == 'slower')}")
+    )
+    return Verdict(
+        "C7",
+        "wrong",
+        f"No help on one machine: {log}{transports}; {change} (largest difference "
+        f"{worst['ratio'] - 1:+.1%} at {worst['size']}, noise {worst['noise']}).{control}",
+        numbers,
+        where,
+    )
 
 
-C7_CHOICES = {"a": "faster: busbw rises beyond the noise", "b": "slower: busbw falls beyond the noise",
-              "c": "no change: every difference is within the noise"}
+C7_CHOICES = {
+    "a": "faster: busbw rises beyond the noise",
+    "b": "slower: busbw falls beyond the noise",
+    "c": "no change: every difference is within the noise",
+}
 """Notebook 02's prediction: what the source's NCCL settings do to the all-reduce between two GPUs."""
 REFERENCE_C7_ANSWER = "c"
 """What the reference 2× H200 runs answered (``tests/test_claims_hardware.py`` recomputes it from them)."""
@@ -212,11 +300,19 @@ def grade_c7(prediction: str | None, ab: Sequence[LabRun]) -> Verdict:
     """Grade the prediction against these runs on GPUs, against the reference machine's runs on a CPU."""
     from nvtutorial.report.predict import grade_choice
 
-    explanation = ("NCCL_NET_GDR_LEVEL and NCCL_IB_DISABLE only act on NCCL's network transport; two GPUs of one "
-                   "machine talk over P2P (or SHM), so the settings cannot move their traffic.")
+    explanation = (
+        "NCCL_NET_GDR_LEVEL and NCCL_IB_DISABLE only act on NCCL's network transport; two GPUs of one "
+        "machine talk over P2P (or SHM), so the settings cannot move their traffic."
+    )
     if is_gpu(ab[0].result):
-        return grade_choice("C7 prediction", prediction, c7_answer(ab), C7_CHOICES, where=ab[0].result.label,
-                            explanation=explanation)
-    return grade_choice("C7 prediction", prediction, REFERENCE_C7_ANSWER, C7_CHOICES,
-                        where="reference 2× H200 (saved runs): this run was a CPU simulation",
-                        explanation=explanation + " A CPU run cannot decide it: gloo ignores NCCL_* variables.")
+        return grade_choice(
+            "C7 prediction", prediction, c7_answer(ab), C7_CHOICES, where=ab[0].result.label, explanation=explanation
+        )
+    return grade_choice(
+        "C7 prediction",
+        prediction,
+        REFERENCE_C7_ANSWER,
+        C7_CHOICES,
+        where="reference 2× H200 (saved runs): this run was a CPU simulation",
+        explanation=explanation + " A CPU run cannot decide it: gloo ignores NCCL_* variables.",
+    )

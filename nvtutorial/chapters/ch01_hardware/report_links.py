@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from nvtutorial.chapters.ch01_hardware import report as bandwidth
 from nvtutorial.machine.links import SOURCE_NVLINK_CARDS, Expectation, card
 from nvtutorial.machine.topology import Topology
 from nvtutorial.report.predict import grade_number
-from nvtutorial.units import format_size
-from nvtutorial.chapters.ch01_hardware import report as bandwidth
 from nvtutorial.report.verdict import Verdict
+from nvtutorial.units import format_size
 
 VENDOR = "vendor data (NVIDIA datasheets)"
 
@@ -24,9 +24,11 @@ def claim_c2() -> Verdict:
     """C2 "RTX 3090/4090, V100/A100, Quadro RTX 8000 support NVLink", checked against the card table."""
     wrong = [n for n in SOURCE_NVLINK_CARDS if not card(n).has_nvlink]
     right = [n for n in SOURCE_NVLINK_CARDS if card(n).has_nvlink]
-    text = (f"{', '.join(right)} have NVLink; "
-            + (f"{', '.join(wrong)} {'has' if len(wrong) == 1 else 'have'} no NVLink connector. " if wrong else "")
-            + "Two V100s or A100s are linked only in their SXM form or with bridges (the V100 PCIe card has none).")
+    text = (
+        f"{', '.join(right)} have NVLink; "
+        + (f"{', '.join(wrong)} {'has' if len(wrong) == 1 else 'have'} no NVLink connector. " if wrong else "")
+        + "Two V100s or A100s are linked only in their SXM form or with bridges (the V100 PCIe card has none)."
+    )
     status = "partly" if wrong and right else ("holds" if right else "wrong")
     return Verdict("C2", status, text, {"with_nvlink": right, "without_nvlink": wrong}, VENDOR)
 
@@ -34,15 +36,25 @@ def claim_c2() -> Verdict:
 def claim_c5() -> Verdict:
     """C5 "consumer NVLink is 1/4 of professional bandwidth yet 3–5× PCIe", from the vendor figures."""
     rtx = card("GeForce RTX 3090")
-    pros = {name: rtx.nvlink_gbps / card(name).nvlink_gbps for name in ("A100 SXM4", "Tesla V100 SXM2", "Quadro RTX 8000")}
+    pros = {
+        name: rtx.nvlink_gbps / card(name).nvlink_gbps for name in ("A100 SXM4", "Tesla V100 SXM2", "Quadro RTX 8000")
+    }
     ratio_pcie = rtx.ratio or 0.0
     share = pros["A100 SXM4"]
     in_claim = 3.0 <= ratio_pcie <= 5.0
-    text = (f"RTX 3090 bridge {rtx.nvlink_gbps:.1f} GB/s per direction against PCIe 4.0 x16 {rtx.pcie_gbps:.1f} GB/s: "
-            f"{ratio_pcie:.1f}×, not 3–5× (wrong). The 1/4 depends on the card: "
-            + ", ".join(f"{v:.2g} of the {k}'s" for k, v in pros.items()) + " NVLink bandwidth.")
-    return Verdict("C5", "holds" if in_claim else "wrong", text,
-                   {"nvlink_over_pcie": ratio_pcie, "consumer_over_pro": share, "consumer_over": pros}, VENDOR)
+    text = (
+        f"RTX 3090 bridge {rtx.nvlink_gbps:.1f} GB/s per direction against PCIe 4.0 x16 {rtx.pcie_gbps:.1f} GB/s: "
+        f"{ratio_pcie:.1f}×, not 3–5× (wrong). The 1/4 depends on the card: "
+        + ", ".join(f"{v:.2g} of the {k}'s" for k, v in pros.items())
+        + " NVLink bandwidth."
+    )
+    return Verdict(
+        "C5",
+        "holds" if in_claim else "wrong",
+        text,
+        {"nvlink_over_pcie": ratio_pcie, "consumer_over_pro": share, "consumer_over": pros},
+        VENDOR,
+    )
 
 
 def claim_c3(topo: Topology | None = None) -> Verdict:
@@ -54,10 +66,21 @@ def claim_c3(topo: Topology | None = None) -> Verdict:
     nv = [(a, b, link) for a, b, link in topo.gpu_pairs() if link.kind == "nvlink"]
     if nv:
         a, b, link = nv[0]
-        return Verdict("C3", "holds", f"{a}–{b}: {link.code}, {link.nvlinks} NVLinks: topo -m names NVLink as NV#.",
-                       {"code": link.code, "nvlinks": link.nvlinks}, topo.source)
-    return Verdict("C3", "unverifiable", f"no NV# entry in {topo.source}: these GPUs have no NVLink between them, "
-                   "so the claim cannot be checked here (the reference machine shows NV18).", {"code": None}, topo.source)
+        return Verdict(
+            "C3",
+            "holds",
+            f"{a}–{b}: {link.code}, {link.nvlinks} NVLinks: topo -m names NVLink as NV#.",
+            {"code": link.code, "nvlinks": link.nvlinks},
+            topo.source,
+        )
+    return Verdict(
+        "C3",
+        "unverifiable",
+        f"no NV# entry in {topo.source}: these GPUs have no NVLink between them, "
+        "so the claim cannot be checked here (the reference machine shows NV18).",
+        {"code": None},
+        topo.source,
+    )
 
 
 # --- Grading a prediction ---------------------------------------------------------------------------
@@ -83,14 +106,29 @@ def grade_run(prediction: float | None, result: Any, expectation: Expectation, s
     else:
         size, measured = bandwidth.reference_sweep_busbw(size)
         where = "reference 2× H200 (the course's saved sweep): this run was a CPU simulation"
-        source = f"the course's sweep on the reference machine at {format_size(size)}, saved; this run was a CPU simulation"
+        source = (
+            f"the course's sweep on the reference machine at {format_size(size)}, saved; this run was a CPU simulation"
+        )
         measured_name = "The reference measured"
-    explanation = f"That is {measured / physical:.0%} of the {physical:.0f} GB/s raw limit of {expectation.link} ({source})."
+    explanation = (
+        f"That is {measured / physical:.0%} of the {physical:.0f} GB/s raw limit of {expectation.link} ({source})."
+    )
     copy_gbps = bandwidth.REFERENCE_COPY["gbps"]
     if expectation.link == "NV18" and physical == 450.0:
-        explanation += (f" Even a copy-engine copy with no NCCL reached only {copy_gbps:.0f} GB/s "
-                        f"({copy_gbps / physical:.0%}) on the reference machine: link-level overhead (NVLink packet "
-                        "headers and flow control; 25 GB/s per link is a raw rate). NCCL's protocol, its "
-                        f"synchronisation and the reduction cost the rest ({copy_gbps:.0f} → {measured:.0f} GB/s).")
-    return grade_number(f"busbw at {format_size(size)}", prediction, measured, unit="GB/s", where=where, explanation=explanation,
-                        limit=physical, limit_name=f"physical limit of {expectation.link}", measured_name=measured_name)
+        explanation += (
+            f" Even a copy-engine copy with no NCCL reached only {copy_gbps:.0f} GB/s "
+            f"({copy_gbps / physical:.0%}) on the reference machine: link-level overhead (NVLink packet "
+            "headers and flow control; 25 GB/s per link is a raw rate). NCCL's protocol, its "
+            f"synchronisation and the reduction cost the rest ({copy_gbps:.0f} → {measured:.0f} GB/s)."
+        )
+    return grade_number(
+        f"busbw at {format_size(size)}",
+        prediction,
+        measured,
+        unit="GB/s",
+        where=where,
+        explanation=explanation,
+        limit=physical,
+        limit_name=f"physical limit of {expectation.link}",
+        measured_name=measured_name,
+    )

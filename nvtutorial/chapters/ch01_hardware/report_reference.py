@@ -16,13 +16,13 @@ FOLDER = Path(__file__).resolve().parents[3] / "reference" / "h200x2" / "runs"
 """Where a checkout of the course keeps the reference runs (absent from an installed package)."""
 
 RUNS = {
-    "sweep": "allreduce_bench-20261130-014824-f3bc9e",         # notebook 01, section 4: 1 KiB .. 1 GiB
+    "sweep": "allreduce_bench-20261130-014824-f3bc9e",  # notebook 01, section 4: 1 KiB .. 1 GiB
     "lab P2P off": "allreduce_bench-20261130-014903-51011f",
     "lab P2P+SHM off": "allreduce_bench-20261130-014914-413939",
-    "ab default": "allreduce_bench-20261130-014936-7adb80",    # notebook 02, claim C7
+    "ab default": "allreduce_bench-20261130-014936-7adb80",  # notebook 02, claim C7
     "ab source's settings": "allreduce_bench-20261130-014947-7f3fbd",
     "ab P2P off": "allreduce_bench-20261130-014959-963ea0",
-    "sendrecv": "sendrecv_bench-20261130-014839-652f0b",       # notebook 01, section 5
+    "sendrecv": "sendrecv_bench-20261130-014839-652f0b",  # notebook 01, section 5
 }
 
 
@@ -35,8 +35,10 @@ def load(name: str) -> RunResult:
     """One reference run by its name in :data:`RUNS`, with its rank logs (for the transport lines)."""
     folder = FOLDER / RUNS[name]
     if not (folder / "result.json").is_file():
-        raise FileNotFoundError(f"no reference run {name!r} in {FOLDER}: it ships with a checkout of the course, "
-                                "not with the installed package")
+        raise FileNotFoundError(
+            f"no reference run {name!r} in {FOLDER}: it ships with a checkout of the course, "
+            "not with the installed package"
+        )
     result = RunResult.load(folder / "result.json")
     result.run_dir = folder
     world = result.env.world_size if result.env is not None else len(result.ranks)

@@ -30,9 +30,9 @@ from typing import Any, Literal
 
 from nvtutorial import nvml, runtime
 from nvtutorial.chapters.ch01_hardware.lessons.busbw import bus_bandwidth, time_all_reduce
+from nvtutorial.chapters.ch01_hardware.workload_bench import bandwidth_row, measure, torch_dtype
 from nvtutorial.params import require
 from nvtutorial.units import size_sweep
-from nvtutorial.chapters.ch01_hardware.workload_bench import bandwidth_row, measure, torch_dtype
 
 NAME = "allreduce_bench"
 """The workload's name (``nvtutorial.run("allreduce_bench", ...)``, ``nvtutorial list``)."""
@@ -47,8 +47,8 @@ class Params:
     factor: int = 4
     sizes: tuple[int, ...] = ()  # explicit sizes in bytes; when given, min/max/factor are ignored
     dtype: Literal["float32", "bfloat16", "float16", "float64", "int32"] = "float32"
-    warmup: int = 5      # untimed all-reduces: at the largest size first, then before each size (nccl-tests' -w)
-    iters: int = 20      # all-reduces per timed repeat, at most (nccl-tests' -n, 20 by default)
+    warmup: int = 5  # untimed all-reduces: at the largest size first, then before each size (nccl-tests' -w)
+    iters: int = 20  # all-reduces per timed repeat, at most (nccl-tests' -n, 20 by default)
     repeats: int = 5
     target_s: float = 0.1  # per repeat; fewer iterations for slow sizes
     wire_bytes: int = 0  # > 0: measure NVLink bytes on the wire around all-reduces of this size (GPU)
@@ -69,6 +69,7 @@ class Params:
 
 
 # --- NVLink counters (rank 0, GPU) -------------------------------------------------------------------
+
 
 def _nvml_handle(pynvml: Any, ctx: runtime.Context) -> Any:
     """The NVML handle of this rank's CUDA device."""
@@ -140,14 +141,21 @@ def wire_bytes(ctx: runtime.Context, buf: Any, size: int, iters: int) -> dict[st
     tx = [(after[k][0] - before[k][0]) * 1024 for k in read]  # the counters are in KiB
     rx = [(after[k][1] - before[k][1]) * 1024 for k in read]
     carrying = [k for k, t in zip(read, tx) if t > 0]
-    return {**base, "available": True, "links_read": len(read), "links_carrying": len(carrying),
-            "tx_bytes_per_op": sum(tx) / iters, "rx_bytes_per_op": sum(rx) / iters,
-            "tx_ratio": sum(tx) / iters / expected if expected else None,
-            "rx_ratio": sum(rx) / iters / expected if expected else None,
-            "tx_bytes_per_link_per_op": {str(k): t / iters for k, t in zip(read, tx) if t > 0}}
+    return {
+        **base,
+        "available": True,
+        "links_read": len(read),
+        "links_carrying": len(carrying),
+        "tx_bytes_per_op": sum(tx) / iters,
+        "rx_bytes_per_op": sum(rx) / iters,
+        "tx_ratio": sum(tx) / iters / expected if expected else None,
+        "rx_ratio": sum(rx) / iters / expected if expected else None,
+        "tx_bytes_per_link_per_op": {str(k): t / iters for k, t in zip(read, tx) if t > 0},
+    }
 
 
 # --- The workload ----------------------------------------------------------------------------------
+
 
 def run(ctx: runtime.Context, p: Params) -> dict:
     import torch
@@ -165,19 +173,42 @@ def run(ctx: runtime.Context, p: Params) -> dict:
     for i, size in enumerate(sizes):
         x = buf[: size // item]
         x.zero_()  # sums of zeros stay zero: no overflow in fp16 whatever the iteration count
-        times, iters = measure(ctx, lambda x=x: dist.all_reduce(x), p.warmup, p.iters, p.repeats, p.target_s,
-                               timed=lambda n, x=x: time_all_reduce(x, n))
+        times, iters = measure(
+            ctx,
+            lambda x=x: dist.all_reduce(x),
+            p.warmup,
+            p.iters,
+            p.repeats,
+            p.target_s,
+            timed=lambda n, x=x: time_all_reduce(x, n),
+        )
         x.fill_(ctx.rank + 1)
         dist.all_reduce(x)
         ok = bool((x[0] == expected).item() and (x[-1] == expected).item())
         if not ok:
             raise AssertionError(f"all-reduce of {size} B gave {x[0].item()} on rank {ctx.rank}, expected {expected}")
-        rows.append(bandwidth_row(ctx, size, times, lambda s, t: bus_bandwidth(s, t, ctx.world_size),
-                                  count=size // item, dtype=p.dtype, iters=iters, correct=ok))
+        rows.append(
+            bandwidth_row(
+                ctx,
+                size,
+                times,
+                lambda s, t: bus_bandwidth(s, t, ctx.world_size),
+                count=size // item,
+                dtype=p.dtype,
+                iters=iters,
+                correct=ok,
+            )
+        )
         ctx.progress(i + 1, len(sizes), "all-reduce sweep", size=size, busbw=round(rows[-1]["busbw"], 2))
-    out: dict[str, Any] = {"rows": rows, "collective": "all_reduce", "world_size": ctx.world_size, "dtype": p.dtype,
-                           "timer": "cuda events" if ctx.is_gpu else "perf_counter",
-                           "largest_size": rows[-1]["size"], "busbw_at_largest": rows[-1]["busbw"]}
+    out: dict[str, Any] = {
+        "rows": rows,
+        "collective": "all_reduce",
+        "world_size": ctx.world_size,
+        "dtype": p.dtype,
+        "timer": "cuda events" if ctx.is_gpu else "perf_counter",
+        "largest_size": rows[-1]["size"],
+        "busbw_at_largest": rows[-1]["busbw"],
+    }
     if p.wire_bytes:
         size = max(item, p.wire_bytes - p.wire_bytes % item)
         wire = wire_bytes(ctx, buf, size, p.wire_iters)

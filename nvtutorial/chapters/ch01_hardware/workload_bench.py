@@ -16,8 +16,15 @@ def torch_dtype(name: str) -> Any:
     return getattr(torch, name)
 
 
-def measure(ctx: runtime.Context, op: Callable[[], Any], warmup: int, iters: int, repeats: int,
-            target_s: float, timed: Callable[[int], float] | None = None) -> tuple[list[float], int]:
+def measure(
+    ctx: runtime.Context,
+    op: Callable[[], Any],
+    warmup: int,
+    iters: int,
+    repeats: int,
+    target_s: float,
+    timed: Callable[[int], float] | None = None,
+) -> tuple[list[float], int]:
     """Per-call seconds of each repeat (every rank aligned by a barrier first) and the iterations used.
 
     The first warm-up call is untimed (it may set up connections); the others estimate the
@@ -59,13 +66,23 @@ def slowest(ctx: runtime.Context, seconds: list[float]) -> list[float]:
     return [float(v) for v in t.tolist()]
 
 
-def bandwidth_row(ctx: runtime.Context, size: int, times: list[float], busbw: Callable[[int, float], float],
-                  **extra: Any) -> dict[str, Any]:
+def bandwidth_row(
+    ctx: runtime.Context, size: int, times: list[float], busbw: Callable[[int, float], float], **extra: Any
+) -> dict[str, Any]:
     """One size: the slowest rank's time of each repeat → the median time (µs), algbw and ``busbw(size, seconds)``
     (GB/s), the range over the repeats, and every repeat's busbw (what :func:`~nvtutorial.report.verdict.compare`
     reads)."""
     per_repeat = slowest(ctx, times)
     med = statistics.median(per_repeat)
     each = [busbw(size, t) for t in per_repeat]
-    return {"size": size, **extra, "time_us": med * 1e6, "algbw": size / med / 1e9, "busbw": busbw(size, med),
-            "busbw_min": min(each), "busbw_max": max(each), "repeats": len(times), "busbw_repeats": each}
+    return {
+        "size": size,
+        **extra,
+        "time_us": med * 1e6,
+        "algbw": size / med / 1e9,
+        "busbw": busbw(size, med),
+        "busbw_min": min(each),
+        "busbw_max": max(each),
+        "repeats": len(times),
+        "busbw_repeats": each,
+    }

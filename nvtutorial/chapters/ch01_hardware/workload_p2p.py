@@ -54,7 +54,9 @@ class Params:
     def __post_init__(self) -> None:
         require(self.min_bytes >= 1 and self.max_bytes >= self.min_bytes, "need 1 <= min_bytes <= max_bytes")
         require(self.factor >= 2, f"factor={self.factor} must be at least 2")
-        require(self.src >= 0 and self.dst >= 0 and self.src != self.dst, f"src={self.src} and dst={self.dst} must differ")
+        require(
+            self.src >= 0 and self.dst >= 0 and self.src != self.dst, f"src={self.src} and dst={self.dst} must differ"
+        )
         require(self.warmup >= 1 and self.iters >= 1 and self.repeats >= 1, "warmup, iters and repeats must be >= 1")
         require(self.target_s > 0, f"target_s={self.target_s} must be positive")
 
@@ -76,8 +78,14 @@ def _block_seconds(ops: list[Callable[[], Any]], iters: int, sync: Callable[[], 
 def _rates(size: int, iters: int, seconds: list[float]) -> dict[str, Any]:
     each = [size * iters / s / 1e9 for s in seconds]
     med = statistics.median(seconds)
-    return {"time_us": med / iters * 1e6, "gbps": size * iters / med / 1e9, "gbps_min": min(each),
-            "gbps_max": max(each), "gbps_repeats": each, "iters": iters}
+    return {
+        "time_us": med / iters * 1e6,
+        "gbps": size * iters / med / 1e9,
+        "gbps_min": min(each),
+        "gbps_max": max(each),
+        "gbps_repeats": each,
+        "iters": iters,
+    }
 
 
 def _iters_for(p: Params, ops: list[Callable[[], Any]], sync: Callable[[], None]) -> int:
@@ -118,6 +126,7 @@ def gpu_rows(p: Params, bufs: dict[int, Any], streams: dict[tuple[int, int], tup
         def op() -> None:
             with torch.cuda.stream(on_src), torch.cuda.stream(on_dst):  # this direction's own pair of streams
                 dst.copy_(src, non_blocking=True)
+
         return op
 
     rows = []
@@ -132,8 +141,9 @@ def gpu_rows(p: Params, bufs: dict[int, Any], streams: dict[tuple[int, int], tup
             iters = _iters_for(p, ops, sync)
             seconds, busy = [], {pair: [] for pair in pairs}
             for _ in range(p.repeats):
-                marks = {pair: (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
-                         for pair in pairs}
+                marks = {
+                    pair: (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for pair in pairs
+                }
                 seconds.append(_timed(ops, iters, sync, {streams[pair][0]: mark for pair, mark in marks.items()}))
                 for pair, (start, end) in marks.items():
                     busy[pair].append(start.elapsed_time(end) / 1e3)
@@ -147,7 +157,9 @@ def gpu_rows(p: Params, bufs: dict[int, Any], streams: dict[tuple[int, int], tup
     return rows
 
 
-def _timed(ops: list[Callable[[], Any]], iters: int, sync: Callable[[], None], marks: dict[Any, tuple[Any, Any]]) -> float:
+def _timed(
+    ops: list[Callable[[], Any]], iters: int, sync: Callable[[], None], marks: dict[Any, tuple[Any, Any]]
+) -> float:
     """Host seconds of one block of ``iters`` rounds; ``marks`` (stream → start and end events) are recorded
     on each stream just before the first and just after the last copy, to show how long each one was busy."""
     sync()
@@ -173,24 +185,43 @@ def run(ctx: runtime.Context, p: Params) -> dict:
         a = torch.randint(0, 255, (max(sizes),), dtype=torch.uint8)
         b = torch.empty_like(a)
         rows = host_rows(p, a, b, "host memcpy (simulation, not a GPU link)")
-        return {"mode": "simulation", "rows": rows,
-                "note": "CPU run: a copy between two host buffers stands in for the GPU-to-GPU copy"}
+        return {
+            "mode": "simulation",
+            "rows": rows,
+            "note": "CPU run: a copy between two host buffers stands in for the GPU-to-GPU copy",
+        }
     count = torch.cuda.device_count()
     if max(p.src, p.dst) >= count:
-        return {"mode": "skipped", "note": f"needs 2 GPUs: this process sees {count}",
-                "rows": [{"path": f"cuda:{p.src} → cuda:{p.dst}", "size": None, "gbps": None,
-                          "note": f"skipped: needs 2 GPUs, {count} visible"}]}
+        return {
+            "mode": "skipped",
+            "note": f"needs 2 GPUs: this process sees {count}",
+            "rows": [
+                {
+                    "path": f"cuda:{p.src} → cuda:{p.dst}",
+                    "size": None,
+                    "gbps": None,
+                    "note": f"skipped: needs 2 GPUs, {count} visible",
+                }
+            ],
+        }
     devices = (torch.device("cuda", p.src), torch.device("cuda", p.dst))
     peer = {f"{x.index}->{y.index}": bool(torch.cuda.can_device_access_peer(x, y)) for x, y in (devices, devices[::-1])}
     bufs = {}
     for d in devices:  # a source and a destination buffer on each GPU
-        bufs[d.index] = (torch.randint(0, 255, (max(sizes),), dtype=torch.uint8, device=d),
-                         torch.empty(max(sizes), dtype=torch.uint8, device=d))
+        bufs[d.index] = (
+            torch.randint(0, 255, (max(sizes),), dtype=torch.uint8, device=d),
+            torch.empty(max(sizes), dtype=torch.uint8, device=d),
+        )
     streams = {(s.index, d.index): (torch.cuda.Stream(s), torch.cuda.Stream(d)) for s, d in (devices, devices[::-1])}
     rows = gpu_rows(p, bufs, streams)
     ctx.progress(1, 1, "device-to-device copy")
-    return {"mode": "gpu", "rows": rows, "peer_access": peer, "timer": "host clock, both GPUs synchronised",
-            "devices": [torch.cuda.get_device_name(d) for d in devices]}
+    return {
+        "mode": "gpu",
+        "rows": rows,
+        "peer_access": peer,
+        "timer": "host clock, both GPUs synchronised",
+        "devices": [torch.cuda.get_device_name(d) for d in devices],
+    }
 
 
 if __name__ == "__main__":

@@ -18,9 +18,9 @@ import dataclasses
 from typing import Any, Literal
 
 from nvtutorial import runtime
+from nvtutorial.chapters.ch01_hardware.workload_bench import bandwidth_row, measure, torch_dtype
 from nvtutorial.params import require
 from nvtutorial.units import size_sweep
-from nvtutorial.chapters.ch01_hardware.workload_bench import bandwidth_row, measure, torch_dtype
 
 NAME = "sendrecv_bench"
 """The workload's name (``nvtutorial.run("sendrecv_bench", ...)``, ``nvtutorial list``)."""
@@ -69,7 +69,9 @@ def run(ctx: runtime.Context, p: Params) -> dict:
     import torch
 
     if ctx.world_size < 2 or ctx.world_size % 2:
-        raise ValueError(f"sendrecv_bench pairs ranks 0↔1, 2↔3, …: it needs an even number of processes, got {ctx.world_size}")
+        raise ValueError(
+            f"sendrecv_bench pairs ranks 0↔1, 2↔3, …: it needs an even number of processes, got {ctx.world_size}"
+        )
     dtype = torch_dtype(p.dtype)
     item = torch.empty((), dtype=dtype).element_size()
     sizes = sorted({max(item, s - s % item) for s in p.size_list()})
@@ -83,19 +85,39 @@ def run(ctx: runtime.Context, p: Params) -> dict:
             n = size // item
             s, r = send[:n], recv[:n]
             r.zero_()
-            times, iters = measure(ctx, lambda s=s, r=r, two_way=two_way: exchange(ctx, s, r, two_way), p.warmup, p.iters,
-                                   p.repeats, p.target_s)
+            times, iters = measure(
+                ctx,
+                lambda s=s, r=r, two_way=two_way: exchange(ctx, s, r, two_way),
+                p.warmup,
+                p.iters,
+                p.repeats,
+                p.target_s,
+            )
             receives = two_way or ctx.rank % 2 == 1
             ok = (not receives) or bool((r[0] == (ctx.rank ^ 1) + 1).item() and (r[-1] == (ctx.rank ^ 1) + 1).item())
             if not ok:
-                raise AssertionError(f"rank {ctx.rank} received {r[0].item()} from rank {ctx.rank ^ 1}, expected {(ctx.rank ^ 1) + 1}")
-            row = bandwidth_row(ctx, size, times, lambda s, t: s / t / 1e9, direction="both ways" if two_way else "one way",
-                                iters=iters, dtype=p.dtype)
+                raise AssertionError(
+                    f"rank {ctx.rank} received {r[0].item()} from rank {ctx.rank ^ 1}, expected {(ctx.rank ^ 1) + 1}"
+                )
+            row = bandwidth_row(
+                ctx,
+                size,
+                times,
+                lambda s, t: s / t / 1e9,
+                direction="both ways" if two_way else "one way",
+                iters=iters,
+                dtype=p.dtype,
+            )
             row["total_gbps"] = row["algbw"] * (2 if two_way else 1)
             rows.append(row)
             ctx.progress(len(rows), total, "send/recv sweep", size=size, gbps=round(row["algbw"], 2))
-    return {"rows": rows, "collective": "sendrecv", "world_size": ctx.world_size, "dtype": p.dtype,
-            "timer": "cuda events" if ctx.is_gpu else "perf_counter"}
+    return {
+        "rows": rows,
+        "collective": "sendrecv",
+        "world_size": ctx.world_size,
+        "dtype": p.dtype,
+        "timer": "cuda events" if ctx.is_gpu else "perf_counter",
+    }
 
 
 if __name__ == "__main__":

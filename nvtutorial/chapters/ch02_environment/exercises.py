@@ -52,9 +52,17 @@ WRONG = {
 }
 """Known wrong answers and a word their reason must contain (tests run every one)."""
 
-CASES = [("13.0", "13.0", "ok"), ("13.2", "13.0", "ok"), ("12.8", "12.6", "ok"), ("12.4", "12.8", "warn"),
-         ("12.2", "12.6", "warn"), ("12.8", "13.0", "fail"), ("11.7", "12.6", "fail"), ("10.2", "9.2", "ok"),
-         ("13.0", "12.8", "ok")]
+CASES = [
+    ("13.0", "13.0", "ok"),
+    ("13.2", "13.0", "ok"),
+    ("12.8", "12.6", "ok"),
+    ("12.4", "12.8", "warn"),
+    ("12.2", "12.6", "warn"),
+    ("12.8", "13.0", "fail"),
+    ("11.7", "12.6", "fail"),
+    ("10.2", "9.2", "ok"),
+    ("13.0", "12.8", "ok"),
+]
 """(driver's CUDA, torch's CUDA, status). ("10.2", "9.2") catches versions compared as text."""
 
 
@@ -64,7 +72,10 @@ def check_local(candidate: Callable[[str, str], str]) -> tuple[bool, str]:
         try:
             got = candidate(driver, runtime)
         except Exception as exc:  # noqa: BLE001 - the learner's code: say what it raised
-            return False, f"driver for CUDA {driver}, torch for CUDA {runtime}: your function raised {type(exc).__name__}: {exc}"
+            return (
+                False,
+                f"driver for CUDA {driver}, torch for CUDA {runtime}: your function raised {type(exc).__name__}: {exc}",
+            )
         if got == want:
             continue
         case = f"driver for CUDA {driver}, torch built with CUDA {runtime}: expected {want!r}, got {got!r}"
@@ -73,8 +84,10 @@ def check_local(candidate: Callable[[str, str], str]) -> tuple[bool, str]:
         elif want == "ok":
             why = "a newer driver runs an older runtime: any driver at least as new as torch's CUDA is ok"
         elif want == "warn":
-            why = ("an older driver of the same major version still runs a newer runtime through CUDA's "
-                   "minor-version compatibility: a warning, not a failure")
+            why = (
+                "an older driver of the same major version still runs a newer runtime through CUDA's "
+                "minor-version compatibility: a warning, not a failure"
+            )
         else:
             why = "a driver of an older major version cannot run the runtime at all: a failure"
         return False, f"{case}: {why}"

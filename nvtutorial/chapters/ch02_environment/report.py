@@ -11,9 +11,9 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
+from nvtutorial.chapters.ch01_hardware import report as bandwidth
 from nvtutorial.machine.doctor import Facts, check_driver_runtime, reference_facts, version_tuple
 from nvtutorial.machine.nccl_debug import nccl_version_number
-from nvtutorial.chapters.ch01_hardware import report as bandwidth
 from nvtutorial.report.verdict import Comparison, Verdict
 
 
@@ -29,14 +29,17 @@ def claim_c4(f: Facts | None = None) -> Verdict:
     base = f if f.torch_cuda else reference_facts()
     old = check_driver_runtime(dataclasses.replace(base, driver="515.105.01", driver_cuda="11.7"))
     whose = "this machine's torch" if f.torch_cuda else "the reference machine's torch"
-    text = (f"The rule is a relation, not a pair: the driver must support at least the CUDA version torch was built "
-            f"with. Here: {here.value} → {here.status}. The source's driver 515 (CUDA ≤ 11.7) with {whose} "
-            f"(CUDA {base.torch_cuda}) → {old.status}: no torch 2.11–2.14 build runs on it alone (NVIDIA's forward-compatibility "
-            "package, cuda-compat, lets newer CUDA runtimes run on some older driver branches of data-centre GPUs: "
-            "a package to install, not what the source recommends).")
+    text = (
+        f"The rule is a relation, not a pair: the driver must support at least the CUDA version torch was built "
+        f"with. Here: {here.value} → {here.status}. The source's driver 515 (CUDA ≤ 11.7) with {whose} "
+        f"(CUDA {base.torch_cuda}) → {old.status}: no torch 2.11–2.14 build runs on it alone (NVIDIA's forward-compatibility "
+        "package, cuda-compat, lets newer CUDA runtimes run on some older driver branches of data-centre GPUs: "
+        "a package to install, not what the source recommends)."
+    )
     status = "wrong" if old.status == "fail" else "partly"
-    return Verdict("C4", status, text, {"here": here.status, "driver_515": old.status, "torch_cuda": base.torch_cuda},
-                   _where(f))
+    return Verdict(
+        "C4", status, text, {"here": here.status, "driver_515": old.status, "torch_cuda": base.torch_cuda}, _where(f)
+    )
 
 
 CLAIMED_C6 = 0.12
@@ -55,11 +58,19 @@ def claim_c6(f: Facts | None = None, ab: Comparison | None = None) -> Verdict:
     nccl = f.nccl or "none (CPU build)"
     wheel = f" ({f.nccl_wheel})" if f.nccl_wheel else ""
     numbers: dict[str, Any] = {"nccl": f.nccl, "torch_cuda": f.torch_cuda}
-    bundled = (f"torch {f.torch or '?'} ships its own CUDA runtime ({f.torch_cuda or 'none'}) and NCCL {nccl}{wheel}: the "
-               "index URL only chooses which CUDA build you get; it tunes nothing for NVLink.")
+    bundled = (
+        f"torch {f.torch or '?'} ships its own CUDA runtime ({f.torch_cuda or 'none'}) and NCCL {nccl}{wheel}: the "
+        "index URL only chooses which CUDA build you get; it tunes nothing for NVLink."
+    )
     if ab is None:
-        return Verdict("C6", "unverifiable", "No setup is given and no torch 2.11–2.14 is built for CUDA 11.7, so the "
-                       f"12 % cannot be checked. {bundled}", numbers, _where(f))
+        return Verdict(
+            "C6",
+            "unverifiable",
+            "No setup is given and no torch 2.11–2.14 is built for CUDA 11.7, so the "
+            f"12 % cannot be checked. {bundled}",
+            numbers,
+            _where(f),
+        )
     speedup = 1 / ab.ratio - 1
     numbers.update(speedup=speedup, status=ab.status, noise=ab.noise)
     if ab.status != "faster":
@@ -68,9 +79,14 @@ def claim_c6(f: Facts | None = None, ab: Comparison | None = None) -> Verdict:
         status = "holds"
     else:
         status = "partly"
-    return Verdict("C6", status, f"the cu117 build against the default one on this machine: "
-                   f"{ab.describe('ms', 'step time')} ({speedup:+.0%} speed; the source claims +12 %). {bundled}",
-                   numbers, _where(f))
+    return Verdict(
+        "C6",
+        status,
+        f"the cu117 build against the default one on this machine: "
+        f"{ab.describe('ms', 'step time')} ({speedup:+.0%} speed; the source claims +12 %). {bundled}",
+        numbers,
+        _where(f),
+    )
 
 
 def claim_minimums(f: Facts) -> Verdict:
@@ -79,15 +95,28 @@ def claim_minimums(f: Facts) -> Verdict:
     ok_t = bool(t) and t[:2] >= (1, 13)
     ok_n = bool(n) and n[:2] >= (2, 10)
     text = f"torch {f.torch or 'missing'} ({'≥' if ok_t else '<'} 1.13), NCCL {f.nccl or 'n/a'}" + (
-        f" ({'≥' if ok_n else '<'} 2.10)" if n else " (CPU build: no NCCL)")
+        f" ({'≥' if ok_n else '<'} 2.10)" if n else " (CPU build: no NCCL)"
+    )
     met = ok_t and (ok_n or not f.torch_cuda)
-    return Verdict("versions", "pass" if met else "fail", f"The source's floors, torch ≥ 1.13 and NCCL ≥ 2.10: {text}.",
-                   {"torch": f.torch, "nccl": f.nccl}, _where(f))
+    return Verdict(
+        "versions",
+        "pass" if met else "fail",
+        f"The source's floors, torch ≥ 1.13 and NCCL ≥ 2.10: {text}.",
+        {"torch": f.torch, "nccl": f.nccl},
+        _where(f),
+    )
 
 
-def troubleshooting(f: Facts, runtime_nccl: str | None, is_gpu: bool, p2p_ratio: float | None,
-                    topo_code: str | None, reference_ratio: float | None = None, where: str = "",
-                    torch_nccl: str | None = None) -> list[Verdict]:
+def troubleshooting(
+    f: Facts,
+    runtime_nccl: str | None,
+    is_gpu: bool,
+    p2p_ratio: float | None,
+    topo_code: str | None,
+    reference_ratio: float | None = None,
+    where: str = "",
+    torch_nccl: str | None = None,
+) -> list[Verdict]:
     """The source's troubleshooting table, one verdict per row, with what the runs of notebook 02 showed.
 
     ``torch_nccl``: the NCCL torch reported on the ranks of the run that loaded ``runtime_nccl`` (default: the
@@ -95,36 +124,64 @@ def troubleshooting(f: Facts, runtime_nccl: str | None, is_gpu: bool, p2p_ratio:
     torch_nccl = torch_nccl or f.nccl
     if is_gpu and runtime_nccl:
         same = nccl_version_number(runtime_nccl) == nccl_version_number(torch_nccl)
-        measured = (f"torch reports NCCL {torch_nccl}; the run loaded NCCL {runtime_nccl} (its NCCL_DEBUG lines): "
-                    + ("the same version (a version string does not identify the file). " if same else
-                       "a DIFFERENT version (LD_LIBRARY_PATH or LD_PRELOAD?). "))
+        measured = f"torch reports NCCL {torch_nccl}; the run loaded NCCL {runtime_nccl} (its NCCL_DEBUG lines): " + (
+            "the same version (a version string does not identify the file). "
+            if same
+            else "a DIFFERENT version (LD_LIBRARY_PATH or LD_PRELOAD?). "
+        )
         nccl_status = "partly" if same else "holds"
     else:
         measured = "CPU simulation: gloo, no NCCL loaded. "
         nccl_status = "partly"
-    rows = [Verdict("troubleshooting: NCCL error", nccl_status,
-                    "The source blames a version mismatch and says to update PyTorch or install NCCL separately. "
-                    + measured + "torch uses the NCCL it ships with, so a mismatch is rare (LD_PRELOAD, a second NCCL on "
-                    "LD_LIBRARY_PATH); the usual causes are a rank that crashed or diverged, a bad NCCL_SOCKET_IFNAME, a "
-                    "small /dev/shm in containers, a driver older than torch's CUDA: run nvtutorial doctor and "
-                    "NCCL_DEBUG=INFO.", {"runtime_nccl": runtime_nccl, "torch_nccl": torch_nccl}, where),
-            Verdict("troubleshooting: out of memory", "partly",
-                    "The source's cause, gradient checkpointing not enabled, names one remedy (it trades compute for "
-                    "activation memory); a smaller per-GPU batch, bf16 and the allocator's settings are others, "
-                    "measured in the memory lessons (C19, C20). Not measured in this notebook.", {}, "primary source")]
+    rows = [
+        Verdict(
+            "troubleshooting: NCCL error",
+            nccl_status,
+            "The source blames a version mismatch and says to update PyTorch or install NCCL separately. "
+            + measured
+            + "torch uses the NCCL it ships with, so a mismatch is rare (LD_PRELOAD, a second NCCL on "
+            "LD_LIBRARY_PATH); the usual causes are a rank that crashed or diverged, a bad NCCL_SOCKET_IFNAME, a "
+            "small /dev/shm in containers, a driver older than torch's CUDA: run nvtutorial doctor and "
+            "NCCL_DEBUG=INFO.",
+            {"runtime_nccl": runtime_nccl, "torch_nccl": torch_nccl},
+            where,
+        ),
+        Verdict(
+            "troubleshooting: out of memory",
+            "partly",
+            "The source's cause, gradient checkpointing not enabled, names one remedy (it trades compute for "
+            "activation memory); a smaller per-GPU batch, bf16 and the allocator's settings are others, "
+            "measured in the memory lessons (C19, C20). Not measured in this notebook.",
+            {},
+            "primary source",
+        ),
+    ]
     if is_gpu and p2p_ratio is not None:
-        measured = (f"nvidia-smi topo -m shows {topo_code or '?'} whatever NCCL_P2P_DISABLE says (it reads the hardware, "
-                    f"not NCCL's variables), yet busbw fell {p2p_ratio:.1f}× with it.")
+        measured = (
+            f"nvidia-smi topo -m shows {topo_code or '?'} whatever NCCL_P2P_DISABLE says (it reads the hardware, "
+            f"not NCCL's variables), yet busbw fell {p2p_ratio:.1f}× with it."
+        )
         status = "partly" if p2p_ratio > 1.5 else "info"
     else:
-        ref = f" On the reference 2× H200 the same switch costs {reference_ratio:.1f}× (saved nccl-tests)." if reference_ratio else ""
+        ref = (
+            f" On the reference 2× H200 the same switch costs {reference_ratio:.1f}× (saved nccl-tests)."
+            if reference_ratio
+            else ""
+        )
         measured = "CPU simulation: gloo ignores NCCL_P2P_DISABLE." + ref
         status = "partly"
-    rows.append(Verdict("troubleshooting: no speed-up", status,
-                        "The source says NVLink is not enabled and to check nvidia-smi topo -m. The cause can be right, "
-                        "but the check cannot see it: topo -m shows the hardware, not what NCCL uses. " + measured
-                        + " Read the transport (NCCL_DEBUG=INFO: P2P or SHM) and measure busbw.",
-                        {"p2p_ratio": p2p_ratio, "topo": topo_code, "reference_ratio": reference_ratio}, where))
+    rows.append(
+        Verdict(
+            "troubleshooting: no speed-up",
+            status,
+            "The source says NVLink is not enabled and to check nvidia-smi topo -m. The cause can be right, "
+            "but the check cannot see it: topo -m shows the hardware, not what NCCL uses. "
+            + measured
+            + " Read the transport (NCCL_DEBUG=INFO: P2P or SHM) and measure busbw.",
+            {"p2p_ratio": p2p_ratio, "topo": topo_code, "reference_ratio": reference_ratio},
+            where,
+        )
+    )
     return rows
 
 
@@ -139,6 +196,13 @@ def troubleshooting_from_runs(f: Facts, ab: Sequence[Any]) -> list[Verdict]:
     ref = bandwidth.reference_nccl_tests()
     reference_ratio = ref["default"].busbw_at(4 << 30) / ref["P2P off"].busbw_at(4 << 30)
     env = default.result.env
-    return troubleshooting(f, runtime_nccl=default.transport.version, is_gpu=gpu, p2p_ratio=ratio,
-                           topo_code=env.link if env is not None else None, reference_ratio=reference_ratio,
-                           where=default.result.label, torch_nccl=env.nccl if env is not None else None)
+    return troubleshooting(
+        f,
+        runtime_nccl=default.transport.version,
+        is_gpu=gpu,
+        p2p_ratio=ratio,
+        topo_code=env.link if env is not None else None,
+        reference_ratio=reference_ratio,
+        where=default.result.label,
+        torch_nccl=env.nccl if env is not None else None,
+    )

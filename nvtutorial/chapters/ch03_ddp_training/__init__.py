@@ -14,7 +14,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-FILES = ('exercises_accumulation', 'exercises_validation', 'plots', 'report', 'workload', 'lessons')
+FILES = ("exercises_accumulation", "exercises_validation", "plots", "report", "workload", "lessons")
 
 
 def __getattr__(name: str) -> Any:  # PEP 562: each file is imported when first asked for

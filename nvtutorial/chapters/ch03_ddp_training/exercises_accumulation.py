@@ -20,8 +20,10 @@ NAME = "ddp_accumulation"
 """The exercise's name (``teach.check.check("ddp_accumulation", ...)``)."""
 
 NOTEBOOK = "04_optimisations"
-TASK = ("write train_step_uneven(model, optimizer, micro_batches, device): one optimizer step over micro-batches of "
-        "unequal sizes, equal to one step on all of them, with one all-reduce per step (no_sync)")
+TASK = (
+    "write train_step_uneven(model, optimizer, micro_batches, device): one optimizer step over micro-batches of "
+    "unequal sizes, equal to one step on all of them, with one all-reduce per step (no_sync)"
+)
 KIND = "function"
 TIMEOUT = 120.0
 SIZES = (3, 1, 2)
@@ -106,8 +108,9 @@ WRONG = {
 def make_model(device: Any) -> torch.nn.Module:
     """A small segmentation network (two convolutions): the same weights on every rank."""
     torch.manual_seed(0)
-    return torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.ReLU(),
-                               torch.nn.Conv2d(8, 4, 1)).to(device)
+    return torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.ReLU(), torch.nn.Conv2d(8, 4, 1)).to(
+        device
+    )
 
 
 def _batch(step: int, rank: int, world: int, device: Any) -> list[tuple[torch.Tensor, torch.Tensor]]:
@@ -175,8 +178,10 @@ def check_on_rank(candidate: Any, ctx: Any) -> tuple[bool, str]:
             return False, f"train_step_uneven raised {type(exc).__name__}: {exc}"
         got = [p.detach().clone() for p in model.parameters()]
         if steps[0] != STEPS:
-            return False, (f"stepped the optimizer {steps[0] // STEPS} times per call ({steps[0]} in {STEPS} calls): "
-                           "accumulate the gradients of all micro-batches, then call optimizer.step() once")
+            return False, (
+                f"stepped the optimizer {steps[0] // STEPS} times per call ({steps[0]} in {STEPS} calls): "
+                "accumulate the gradients of all micro-batches, then call optimizer.step() once"
+            )
         mine = torch.cat([p.flatten() for p in got])
         other = mine.clone()
         dist.broadcast(other, src=0)
@@ -184,26 +189,41 @@ def check_on_rank(candidate: Any, ctx: Any) -> tuple[bool, str]:
         flags = torch.tensor([float(differ)], device=device)
         dist.all_reduce(flags)
         if flags.item() > 0:
-            return False, ("the ranks' weights differ: their gradients were never averaged. The last micro-batch's "
-                           "backward must run outside model.no_sync(): that is when DDP all-reduces the sum")
+            return False, (
+                "the ranks' weights differ: their gradients were never averaged. The last micro-batch's "
+                "backward must run outside model.no_sync(): that is when DDP all-reduces the sum"
+            )
         right = _simulate(device, world, "share")
         off = _distance(got, right, start)
         if off > RTOL:
             for weighting, reason in (
-                    ("equal", "weighted every micro-batch the same (÷ their number): with sizes "
-                              f"{list(SIZES)} a sample of the small micro-batch counts more than one of the large; "
-                              "weight each micro-batch's mean loss by its share of the samples"),
-                    ("none", "summed the micro-batches' gradients without dividing: the step is as large as "
-                             f"{len(SIZES)} steps; weight each micro-batch's mean loss by its share of the samples")):
+                (
+                    "equal",
+                    "weighted every micro-batch the same (÷ their number): with sizes "
+                    f"{list(SIZES)} a sample of the small micro-batch counts more than one of the large; "
+                    "weight each micro-batch's mean loss by its share of the samples",
+                ),
+                (
+                    "none",
+                    "summed the micro-batches' gradients without dividing: the step is as large as "
+                    f"{len(SIZES)} steps; weight each micro-batch's mean loss by its share of the samples",
+                ),
+            ):
                 if _distance(got, _simulate(device, world, weighting), start) <= RTOL:
                     return False, reason
-            return False, (f"the update differs from one step on the whole global batch by {off:.1e} (relative): "
-                           "weight each micro-batch's mean loss by its share of the samples")
+            return False, (
+                f"the update differs from one step on the whole global batch by {off:.1e} (relative): "
+                "weight each micro-batch's mean loss by its share of the samples"
+            )
         per_step = reduces[0] / STEPS
         if per_step > buckets:
-            return False, (f"all-reduced {per_step:.0f} times per optimizer step, once per micro-batch: run the "
-                           "backward of all but the last micro-batch under model.no_sync()")
-        return True, (f"the update equals one step on the whole global batch (within {off:.1e}), with {per_step:.0f} "
-                      f"all-reduce per optimizer step over micro-batches of {list(SIZES)} samples")
+            return False, (
+                f"all-reduced {per_step:.0f} times per optimizer step, once per micro-batch: run the "
+                "backward of all but the last micro-batch under model.no_sync()"
+            )
+        return True, (
+            f"the update equals one step on the whole global batch (within {off:.1e}), with {per_step:.0f} "
+            f"all-reduce per optimizer step over micro-batches of {list(SIZES)} samples"
+        )
     finally:
         torch.backends.cudnn.allow_tf32 = tf32

@@ -19,8 +19,10 @@ NAME = "ddp_validation"
 """The exercise's name (``teach.check.check("ddp_validation", ...)``)."""
 
 NOTEBOOK = "03_ddp_training"
-TASK = ("write pixel_accuracy(model, loader, device): the fraction of validation pixels predicted right over the "
-        "whole set, the same on every rank (sums and counts, DistributedSampler's padding skipped)")
+TASK = (
+    "write pixel_accuracy(model, loader, device): the fraction of validation pixels predicted right over the "
+    "whole set, the same on every rank (sums and counts, DistributedSampler's padding skipped)"
+)
 KIND = "function"
 TIMEOUT = 120.0
 SAMPLES, BATCH, IMAGE = 13, 4, 16
@@ -139,8 +141,10 @@ def check_on_rank(candidate: Any, ctx: Any) -> tuple[bool, str]:
     every = [None] * world
     dist.all_gather_object(every, got)
     if any(abs(v - every[0]) > RTOL * abs(every[0]) for v in every):
-        return False, (f"ranks returned different values ({', '.join(f'{v:.6f}' for v in every)}): each rank sees only "
-                       "its share of the set; add every rank's sums with dist.all_reduce before dividing")
+        return False, (
+            f"ranks returned different values ({', '.join(f'{v:.6f}' for v in every)}): each rank sees only "
+            "its share of the set; add every rank's sums with dist.all_reduce before dividing"
+        )
     if abs(got - right) <= RTOL * right:
         return True, f"{got:.6f} on every rank, equal to one process's accuracy over all {SAMPLES} samples"
     # The usual mistakes, recomputed from every rank's counts.
@@ -154,18 +158,26 @@ def check_on_rank(candidate: Any, ctx: Any) -> tuple[bool, str]:
     batch_means = [sum(r / p for r, p in rk["all"]) / len(rk["all"]) for rk in per_rank]
     samples_all = len(DistributedSampler(data, num_replicas=world, rank=0, shuffle=False)) * world
     mistakes = [
-        ([sum(means["all"]), sum(means["kept"]), sum(batch_means), sum(r for r, _ in flat("all"))],
-         f"all_reduce adds the ranks' values without dividing: {got:.4f} is a sum over {world} ranks, not an accuracy; "
-         "all_reduce the sums (pixels right, pixels), then divide one by the other"),
-        ([sum(means["kept"]) / world, sum(batch_means) / world],
-         "averaged per-rank means: wrong when ranks hold different numbers of samples / padding counted twice; "
-         "all_reduce the sums and counts, then divide once"),
-        ([acc(flat("all"))],  # (with the padding, the ranks' accuracies averaged give this number too)
-         f"counted DistributedSampler's padding: {samples_all} samples for {SAMPLES} (the duplicates at positions >= "
-         "len(dataset)); skip them: rank r's k-th sample is position r + k × world"),
+        (
+            [sum(means["all"]), sum(means["kept"]), sum(batch_means), sum(r for r, _ in flat("all"))],
+            f"all_reduce adds the ranks' values without dividing: {got:.4f} is a sum over {world} ranks, not an accuracy; "
+            "all_reduce the sums (pixels right, pixels), then divide one by the other",
+        ),
+        (
+            [sum(means["kept"]) / world, sum(batch_means) / world],
+            "averaged per-rank means: wrong when ranks hold different numbers of samples / padding counted twice; "
+            "all_reduce the sums and counts, then divide once",
+        ),
+        (
+            [acc(flat("all"))],  # (with the padding, the ranks' accuracies averaged give this number too)
+            f"counted DistributedSampler's padding: {samples_all} samples for {SAMPLES} (the duplicates at positions >= "
+            "len(dataset)); skip them: rank r's k-th sample is position r + k × world",
+        ),
     ]
     for values, reason in mistakes:
         if any(abs(got - v) <= 1e-7 * max(1.0, abs(v)) for v in values):
             return False, f"{got:.6f} instead of {right:.6f}: {reason}"
-    return False, (f"{got:.6f} on every rank, but one process over the whole set gets {right:.6f}: count the pixels "
-                   "predicted right and all pixels, skip the padding, all_reduce both sums, divide once")
+    return False, (
+        f"{got:.6f} on every rank, but one process over the whole set gets {right:.6f}: count the pixels "
+        "predicted right and all pixels, skip the padding, all_reduce both sums, divide once"
+    )

@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from nvtutorial.chapters.ch04_optimisations.report import comparison, loss_difference
 from nvtutorial.chapters.ch03_ddp_training.report import PATHS, SOURCE_ROW_FOR, SOURCE_TABLE, find_row, rows_of
+from nvtutorial.chapters.ch04_optimisations.report import comparison, loss_difference
 from nvtutorial.plots.style import figure, finish
 
 
@@ -44,20 +44,29 @@ def plot_scaling(summary: Mapping[str, Any], where: Any) -> tuple[Any, Any]:
     x = list(range(len(keys)))
     speed = [summary[k]["speedup"] for k in keys]
     ax = axes[0]
-    ax.bar(x, speed, 0.5, color=["C0", "C1"][:len(keys)])
+    ax.bar(x, speed, 0.5, color=["C0", "C1"][: len(keys)])
     for level, text in ((2.0, "2×: the\nlimit"), (1.0, f"1×: {one}\nalone")):
         ax.axhline(level, color="k" if level == 2.0 else "0.5", lw=1, ls="--" if level == 2.0 else "-")
         ax.text(1.01, level, text, fontsize=7, va="center", ha="left", transform=ax.get_yaxis_transform())
     top = max([2.0, *speed]) * 1.3
     for i, k in enumerate(keys):
         s = summary[k]
-        ax.text(i, speed[i] + 0.03 * top, f"{speed[i]:.2f}× ({100 * s['efficiency']:.0f} % efficiency)\n"
-                f"{s['samples_per_s_1']:.4g} → {s['samples_per_s_2']:.4g} samples/s", ha="center", va="bottom",
-                fontsize=7)
+        ax.text(
+            i,
+            speed[i] + 0.03 * top,
+            f"{speed[i]:.2f}× ({100 * s['efficiency']:.0f} % efficiency)\n"
+            f"{s['samples_per_s_1']:.4g} → {s['samples_per_s_2']:.4g} samples/s",
+            ha="center",
+            va="bottom",
+            fontsize=7,
+        )
     ax.set_xlim(-0.5, len(keys) - 0.5)
     ax.set_ylim(0, top)
-    ax.set_xticks(x, [f"{labels[k]}\n{summary['one_gpu_batch']} → {summary[k]['per_gpu_batch']} per rank"
-                      for k in keys], fontsize=8)
+    ax.set_xticks(
+        x,
+        [f"{labels[k]}\n{summary['one_gpu_batch']} → {summary[k]['per_gpu_batch']} per rank" for k in keys],
+        fontsize=8,
+    )
     ax.set_ylabel(f"samples/s of {two} ÷ {one}'s")
     ax.set_title("Throughput", fontsize=10)
     what = "peak memory" if gpu else "counted tensor bytes"
@@ -97,8 +106,11 @@ def plot_source_comparison(rows: Mapping[str, Mapping[str, Any] | None], where: 
     ours = [rows[k]["samples_per_s"] / base["samples_per_s"] if measured(k) and base else 0.0 for k in keys]  # type: ignore[index]
     theirs = [58.0 / src[SOURCE_ROW_FOR[k]]["minutes_per_epoch"] if k in SOURCE_ROW_FOR else 0.0 for k in keys]
     gpu = getattr(getattr(where, "env", None), "is_gpu", True)
-    short = (["1 GPU", "NVLink", "host-staged\n(source: PCIe)", "sockets"] if gpu else
-             ["1 process", "2 processes\n(gloo, CPU)", "host-staged\n(source: PCIe)", "sockets"])
+    short = (
+        ["1 GPU", "NVLink", "host-staged\n(source: PCIe)", "sockets"]
+        if gpu
+        else ["1 process", "2 processes\n(gloo, CPU)", "host-staged\n(source: PCIe)", "sockets"]
+    )
     w = 0.38
     x = list(range(len(keys)))
     ours_label = "ours (measured)" if gpu else "ours (CPU simulation)"
@@ -119,8 +131,15 @@ def plot_source_comparison(rows: Mapping[str, Mapping[str, Any] | None], where: 
     for ax, offset in ((axes[0], 0), (axes[1], 1)):  # say in the empty slot why it is empty
         for i, k in enumerate(keys[offset:]):
             if not measured(k):
-                ax.text(i - w / 2, 0.02 * ax.get_ylim()[1], "not run:\nNCCL on\n2 GPUs\nonly", ha="center",
-                        va="bottom", fontsize=6, color="0.35")
+                ax.text(
+                    i - w / 2,
+                    0.02 * ax.get_ylim()[1],
+                    "not run:\nNCCL on\n2 GPUs\nonly",
+                    ha="center",
+                    va="bottom",
+                    fontsize=6,
+                    color="0.35",
+                )
         ax.legend(fontsize=7, loc="upper right")
     fig.suptitle("The source's table, reproduced with the course UNet")
     finish(fig, where)
@@ -136,8 +155,14 @@ def plot_step_changes(result: Any, variants: Sequence[str], where: Any, title: s
     for i, (v, c) in enumerate(found):
         ax.barh(i, 100 * c.change, color=colours[c.status])
         ax.fill_betweenx([i - 0.4, i + 0.4], -100 * c.noise, 100 * c.noise, color="0.85", zorder=0)
-        ax.text(100 * c.change, i, f" {c.change:+.1%} {c.status} ", va="center",
-                ha="left" if c.change >= 0 else "right", fontsize=7)
+        ax.text(
+            100 * c.change,
+            i,
+            f" {c.change:+.1%} {c.status} ",
+            va="center",
+            ha="left" if c.change >= 0 else "right",
+            fontsize=7,
+        )
     ax.axvline(0, color="k", lw=1)
     ax.set_yticks(range(len(found)), [v for v, _ in found], fontsize=8)
     ax.invert_yaxis()
@@ -149,8 +174,9 @@ def plot_step_changes(result: Any, variants: Sequence[str], where: Any, title: s
     return fig, ax
 
 
-def plot_loss_differences(result: Any, variants: Sequence[str], where: Any,
-                          title: str = "Loss per step, minus the baseline's") -> tuple[Any, Any]:
+def plot_loss_differences(
+    result: Any, variants: Sequence[str], where: Any, title: str = "Loss per step, minus the baseline's"
+) -> tuple[Any, Any]:
     """The loss difference to the baseline, step by step, for the variants whose losses differ at all;
     the identical ones are named, not drawn on top of each other."""
     rows = rows_of(result)

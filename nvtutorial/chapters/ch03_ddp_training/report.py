@@ -20,13 +20,19 @@ SOLO = "1 GPU, no DDP"
 """The train workload's 1-GPU configuration (rank 0 alone, the model without DDP)."""
 
 COMMITTED_NAMES = {
-    "base": "baseline", "amp=fp32": "fp32", "amp=fp16": "fp16",
-    "gradient_as_bucket_view=true": "gradient_as_bucket_view=True", "static_graph=true": "static_graph=True",
+    "base": "baseline",
+    "amp=fp32": "fp32",
+    "amp=fp16": "fp16",
+    "gradient_as_bucket_view=true": "gradient_as_bucket_view=True",
+    "static_graph=true": "static_graph=True",
     "batch_size=8+accumulation=4": "no_sync accumulation",
     "batch_size=8+accumulation=4+no_sync=false": "accumulation without no_sync",
-    "channels_last=true": "channels_last", "checkpointing=true": "activation checkpointing",
-    "compile=true": "torch.compile", "flash_sdp=false": "flash_sdp=False",
-    "data=device+batch_size=32": "baseline", "data=device+batch_size=16": "baseline",
+    "channels_last=true": "channels_last",
+    "checkpointing=true": "activation checkpointing",
+    "compile=true": "torch.compile",
+    "flash_sdp=false": "flash_sdp=False",
+    "data=device+batch_size=32": "baseline",
+    "data=device+batch_size=16": "baseline",
 }
 """Variant names of the committed reference runs -> the names of today's train workload."""
 
@@ -41,17 +47,29 @@ SOURCE_TABLE = [
 ]
 """The source tutorial's results table, as printed."""
 
-PATHS = {"1gpu": "1 GPU", "nvlink": "2 GPUs, NVLink (NCCL P2P)", "host": "2 GPUs, host-staged (NCCL_P2P_DISABLE=1)",
-         "socket": "2 GPUs, sockets (+ NCCL_SHM_DISABLE=1)"}
-PATH_ENV = {"1gpu": {}, "nvlink": {}, "host": {"NCCL_P2P_DISABLE": "1"},
-            "socket": {"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1"}}
+PATHS = {
+    "1gpu": "1 GPU",
+    "nvlink": "2 GPUs, NVLink (NCCL P2P)",
+    "host": "2 GPUs, host-staged (NCCL_P2P_DISABLE=1)",
+    "socket": "2 GPUs, sockets (+ NCCL_SHM_DISABLE=1)",
+}
+PATH_ENV = {
+    "1gpu": {},
+    "nvlink": {},
+    "host": {"NCCL_P2P_DISABLE": "1"},
+    "socket": {"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1"},
+}
 """Our rows, and the environment variables that select each path for one run."""
 SOURCE_ROW_FOR = {"1gpu": "1 GPU", "nvlink": "2 GPUs over NVLink", "host": "2 GPUs over PCIe"}
 """The source's row each of ours sits next to (its PCIe row: no direct GPU-to-GPU path, like host-staged)."""
 
 CPU_NOTE = "CPU, gloo: a simulation, not a GPU measurement"
-CPU_PATHS = {"1gpu": "1 process (CPU)", "nvlink": "2 processes, gloo (CPU)", "host": "host-staged: needs 2 GPUs",
-             "socket": "sockets: needs 2 GPUs"}
+CPU_PATHS = {
+    "1gpu": "1 process (CPU)",
+    "nvlink": "2 processes, gloo (CPU)",
+    "host": "host-staged: needs 2 GPUs",
+    "socket": "sockets: needs 2 GPUs",
+}
 """Our rows' names when the runs were CPU simulations: no GPU path was measured."""
 
 
@@ -97,12 +115,16 @@ def rows_of(result: Any, rank: int = 0) -> list[dict[str, Any]]:
     return [normalise_row(r) for r in metrics.get("rows", [])]
 
 
-def find_row(rows: Sequence[Mapping[str, Any]], variant: str, batch: int | None = None,
-             aa_repeat: bool = False) -> dict[str, Any] | None:
+def find_row(
+    rows: Sequence[Mapping[str, Any]], variant: str, batch: int | None = None, aa_repeat: bool = False
+) -> dict[str, Any] | None:
     """The measured row of ``variant`` (at per-GPU ``batch`` if given); the A/A repeat only if asked."""
     for row in rows:
-        if row.get("variant") == variant and (batch is None or row.get("per_gpu_batch") == batch) \
-                and bool(row.get("aa_repeat")) == aa_repeat:
+        if (
+            row.get("variant") == variant
+            and (batch is None or row.get("per_gpu_batch") == batch)
+            and bool(row.get("aa_repeat")) == aa_repeat
+        ):
             return dict(row)
     return None
 
@@ -139,21 +161,36 @@ def training_verdict(history: Sequence[Mapping[str, Any]], where: str) -> Verdic
         raise ValueError("training_verdict needs at least 2 epochs of history")
     a, b = history[0], history[-1]
     works = b["loss"] < a["loss"] and b["iou"] > a["iou"]
-    text = (f"validation loss {a['loss']:.4f} → {b['loss']:.4f}, mean IoU {a['iou']:.3f} → {b['iou']:.3f} from epoch "
-            f"{a['epoch']} to {b['epoch']}: " + ("the model learns" if works else
-                                                 "NOT learning: the loss did not fall or the IoU did not rise"))
-    return Verdict("03.training", "pass" if works else "fail", text,
-                   {"loss_first": a["loss"], "loss_last": b["loss"], "iou_first": a["iou"], "iou_last": b["iou"]}, where)
+    text = (
+        f"validation loss {a['loss']:.4f} → {b['loss']:.4f}, mean IoU {a['iou']:.3f} → {b['iou']:.3f} from epoch "
+        f"{a['epoch']} to {b['epoch']}: "
+        + ("the model learns" if works else "NOT learning: the loss did not fall or the IoU did not rise")
+    )
+    return Verdict(
+        "03.training",
+        "pass" if works else "fail",
+        text,
+        {"loss_first": a["loss"], "loss_last": b["loss"], "iou_first": a["iou"], "iou_last": b["iou"]},
+        where,
+    )
 
 
 def identical_weights_verdict(digests: Sequence[str], where: str) -> Verdict:
     """Every rank ends with bit-identical weights (equal SHA-256 digests of all parameters)."""
     same = len(set(digests)) == 1
-    text = (f"the weights of all {len(digests)} ranks are bit-identical after training (one SHA-256 of every "
-            f"parameter's bits: {digests[0][:12]}…)" if same else
-            f"the ranks' weights differ ({len(set(digests))} different digests): DDP did not keep them in step")
-    return Verdict("03.identical_weights", "pass" if same else "fail", text, {"ranks": len(digests),
-                                                                              "distinct_digests": len(set(digests))}, where)
+    text = (
+        f"the weights of all {len(digests)} ranks are bit-identical after training (one SHA-256 of every "
+        f"parameter's bits: {digests[0][:12]}…)"
+        if same
+        else f"the ranks' weights differ ({len(set(digests))} different digests): DDP did not keep them in step"
+    )
+    return Verdict(
+        "03.identical_weights",
+        "pass" if same else "fail",
+        text,
+        {"ranks": len(digests), "distinct_digests": len(set(digests))},
+        where,
+    )
 
 
 def sampler_verdict(orders: Sequence[Mapping[str, Any]], where: str) -> Verdict:
@@ -162,16 +199,27 @@ def sampler_verdict(orders: Sequence[Mapping[str, Any]], where: str) -> Verdict:
     Pass when, within an epoch, the ranks' samples are disjoint; with ``set_epoch`` each epoch is a new
     order; without it every epoch repeats the first."""
     epochs = len(orders[0]["with_set_epoch"])
-    disjoint = all(not set(a["with_set_epoch"][e]) & set(b["with_set_epoch"][e])
-                   for e in range(epochs) for i, a in enumerate(orders) for b in orders[i + 1:])
+    disjoint = all(
+        not set(a["with_set_epoch"][e]) & set(b["with_set_epoch"][e])
+        for e in range(epochs)
+        for i, a in enumerate(orders)
+        for b in orders[i + 1 :]
+    )
     changes = all(len({tuple(o) for o in r["with_set_epoch"]}) == epochs for r in orders)
     repeats = all(len({tuple(o) for o in r["without_set_epoch"]}) == 1 for r in orders)
     passed = disjoint and changes and repeats and epochs >= 2
-    text = (f"over {epochs} epochs: the ranks' samples are {'disjoint' if disjoint else 'NOT disjoint'}; with "
-            f"set_epoch every epoch {'has a new order' if changes else 'does NOT get a new order'}; without it "
-            f"{'every epoch repeats the first order' if repeats else 'the order changes anyway'}")
-    return Verdict("03.set_epoch", "pass" if passed else "fail", text,
-                   {"disjoint": disjoint, "new_order_each_epoch": changes, "same_order_without": repeats}, where)
+    text = (
+        f"over {epochs} epochs: the ranks' samples are {'disjoint' if disjoint else 'NOT disjoint'}; with "
+        f"set_epoch every epoch {'has a new order' if changes else 'does NOT get a new order'}; without it "
+        f"{'every epoch repeats the first order' if repeats else 'the order changes anyway'}"
+    )
+    return Verdict(
+        "03.set_epoch",
+        "pass" if passed else "fail",
+        text,
+        {"disjoint": disjoint, "new_order_each_epoch": changes, "same_order_without": repeats},
+        where,
+    )
 
 
 def validation_verdicts(values: Mapping[str, Any], where: str, rtol: float = 1e-5) -> list[Verdict]:
@@ -184,31 +232,53 @@ def validation_verdicts(values: Mapping[str, Any], where: str, rtol: float = 1e-
     """
     single, sums, source, world = values["single"], values["sums"], values["source"], int(values["world"])
     equal = abs(sums - single) <= rtol * abs(single) and values["samples_counted"] == values["samples"]
-    exact = Verdict("03.validation", "pass" if equal else "fail",
-                    (f"all_reduce of sums and counts: {sums:.6f} against {single:.6f} from one process over the whole "
-                     f"set (|Δ| {abs(sums - single):.1e}), {values['samples_counted']} samples counted of "
-                     f"{values['samples']}") + ("" if equal else ": they must agree"),
-                    {"sums": sums, "single": single, "rel_diff": abs(sums - single) / abs(single)}, where)
+    exact = Verdict(
+        "03.validation",
+        "pass" if equal else "fail",
+        (
+            f"all_reduce of sums and counts: {sums:.6f} against {single:.6f} from one process over the whole "
+            f"set (|Δ| {abs(sums - single):.1e}), {values['samples_counted']} samples counted of "
+            f"{values['samples']}"
+        )
+        + ("" if equal else ": they must agree"),
+        {"sums": sums, "single": single, "rel_diff": abs(sums - single) / abs(single)},
+        where,
+    )
     ratio = source / single
     off = abs(ratio - 1) > 0.01
-    c18 = Verdict("C18", "partly" if off else "holds",
-                  (f"the source's `all_reduce(val_loss)` on {world} ranks gives {source:.4f}, {ratio:.2f}× the loss "
-                   f"({single:.4f}): all_reduce sums and the source never divides. Every rank validating is right; "
-                   f"the value is the sum of {world} per-rank means") if off else
-                  f"the source's code gives {source:.4f} against {single:.4f} on {world} rank(s)",
-                  {"source": source, "single": single, "ratio": ratio, "world": world}, where)
+    c18 = Verdict(
+        "C18",
+        "partly" if off else "holds",
+        (
+            f"the source's `all_reduce(val_loss)` on {world} ranks gives {source:.4f}, {ratio:.2f}× the loss "
+            f"({single:.4f}): all_reduce sums and the source never divides. Every rank validating is right; "
+            f"the value is the sum of {world} per-rank means"
+        )
+        if off
+        else f"the source's code gives {source:.4f} against {single:.4f} on {world} rank(s)",
+        {"source": source, "single": single, "ratio": ratio, "world": world},
+        where,
+    )
     out = [exact, c18]
     if "mean_of_means" in values:
         mm = values["mean_of_means"]
-        out.append(Verdict("03.mean_of_means", "info",
-                           f"divided by {world} (a mean of per-rank means) it is {mm:.6f}, off by "
-                           f"{100 * abs(mm / single - 1):.3f} %: DistributedSampler's duplicate counted, and short "
-                           f"last batches weighted like full ones", {"mean_of_means": mm, "single": single}, where))
+        out.append(
+            Verdict(
+                "03.mean_of_means",
+                "info",
+                f"divided by {world} (a mean of per-rank means) it is {mm:.6f}, off by "
+                f"{100 * abs(mm / single - 1):.3f} %: DistributedSampler's duplicate counted, and short "
+                f"last batches weighted like full ones",
+                {"mean_of_means": mm, "single": single},
+                where,
+            )
+        )
     return out
 
 
-def resume_verdict(uninterrupted: Mapping[str, Any], resumed: Mapping[str, Any], where: str,
-                   rtol: float = 1e-3) -> Verdict:
+def resume_verdict(
+    uninterrupted: Mapping[str, Any], resumed: Mapping[str, Any], where: str, rtol: float = 1e-3
+) -> Verdict:
     """A run resumed from a checkpoint against the uninterrupted run: ``{"digest": ..., "history": [...]}``
     each. Bit-identical weights pass; otherwise the later epochs' validation losses must agree within
     ``rtol`` (a GPU's non-deterministic kernels), or it fails."""
@@ -218,17 +288,31 @@ def resume_verdict(uninterrupted: Mapping[str, Any], resumed: Mapping[str, Any],
         raise ValueError("the resumed run trained no epoch the uninterrupted run has")
     worst = max(abs(a - b) / abs(a) for a, b in pairs)
     first = resumed["history"][0]["epoch"]
-    numbers = {"from_epoch": first, "epochs": len(pairs), "max_rel_loss_diff": worst,
-               "identical": uninterrupted["digest"] == resumed["digest"]}
+    numbers = {
+        "from_epoch": first,
+        "epochs": len(pairs),
+        "max_rel_loss_diff": worst,
+        "identical": uninterrupted["digest"] == resumed["digest"],
+    }
     if numbers["identical"]:
-        return Verdict("03.resume", "pass", f"resumed at epoch {first}: after {len(pairs)} more epoch(s) the weights "
-                       "are bit-identical to the uninterrupted run's: training continued exactly where it stopped",
-                       numbers, where)
+        return Verdict(
+            "03.resume",
+            "pass",
+            f"resumed at epoch {first}: after {len(pairs)} more epoch(s) the weights "
+            "are bit-identical to the uninterrupted run's: training continued exactly where it stopped",
+            numbers,
+            where,
+        )
     status = "pass" if worst <= rtol else "fail"
-    return Verdict("03.resume", status, f"resumed at epoch {first}: weights not bit-identical; validation losses within "
-                   f"{worst:.1e} (relative) of the uninterrupted run's" + (" (non-deterministic GPU kernels)" if status ==
-                                                                           "pass" else ": the checkpoint lost state"),
-                   numbers, where)
+    return Verdict(
+        "03.resume",
+        status,
+        f"resumed at epoch {first}: weights not bit-identical; validation losses within "
+        f"{worst:.1e} (relative) of the uninterrupted run's"
+        + (" (non-deterministic GPU kernels)" if status == "pass" else ": the checkpoint lost state"),
+        numbers,
+        where,
+    )
 
 
 # --- scaling: 1 against 2 GPUs ----------------------------------------------------------------
@@ -265,25 +349,36 @@ def scaling_summary(two_gpus: Any, one_gpu: Any = None) -> dict[str, Any]:
             return list(row.get("peak_mem_gb_per_rank") or [row.get("peak_mem_gb")])
         return [counted_gb(r) for r in rank_rows]
 
-    out: dict[str, Any] = {"one_gpu_batch": big, "memory": mem_key, "where": where(two_gpus),
-                           "solo_memory_gb": memory(solo, [solo])[0]}  # type: ignore[arg-type]
+    out: dict[str, Any] = {
+        "one_gpu_batch": big,
+        "memory": mem_key,
+        "where": where(two_gpus),
+        "solo_memory_gb": memory(solo, [solo])[0],
+    }  # type: ignore[arg-type]
     for name, batch in (("fixed_per_gpu", big), ("fixed_global", big // 2)):
         row = find_row(rows, "baseline", batch)
         if not ok(row):
             out[name] = None
             continue
-        per_rank_rows = [find_row(rows_of(two_gpus, r), "baseline", batch) or {}
-                         for r in range(len(getattr(two_gpus, "ranks", None) or [None]))]
+        per_rank_rows = [
+            find_row(rows_of(two_gpus, r), "baseline", batch) or {}
+            for r in range(len(getattr(two_gpus, "ranks", None) or [None]))
+        ]
         mem2 = memory(row, per_rank_rows)  # type: ignore[arg-type]
         sps1, sps2 = solo["samples_per_s"], row["samples_per_s"]  # type: ignore[index]
-        out[name] = {"per_gpu_batch": batch, "global_batch": row["global_batch"], "samples_per_s_1": sps1,  # type: ignore[index]
-                     "samples_per_s_2": sps2, "speedup": sps2 / sps1,
-                     "efficiency": efficiency(sps2, sps1, int(row.get("world_size", 2))),  # type: ignore[union-attr]
-                     "memory_gb_per_rank": mem2,
-                     "memory_ratio_per_rank": [m / out["solo_memory_gb"] if m and out["solo_memory_gb"] else None
-                                               for m in mem2],
-                     "comm_share": row.get("comm_share"), "nosync_step_ms": row.get("nosync_step_ms"),  # type: ignore[union-attr]
-                     "step_ms": row["step_ms"]}  # type: ignore[index]
+        out[name] = {
+            "per_gpu_batch": batch,
+            "global_batch": row["global_batch"],
+            "samples_per_s_1": sps1,  # type: ignore[index]
+            "samples_per_s_2": sps2,
+            "speedup": sps2 / sps1,
+            "efficiency": efficiency(sps2, sps1, int(row.get("world_size", 2))),  # type: ignore[union-attr]
+            "memory_gb_per_rank": mem2,
+            "memory_ratio_per_rank": [m / out["solo_memory_gb"] if m and out["solo_memory_gb"] else None for m in mem2],
+            "comm_share": row.get("comm_share"),
+            "nosync_step_ms": row.get("nosync_step_ms"),  # type: ignore[union-attr]
+            "step_ms": row["step_ms"],
+        }  # type: ignore[index]
     out["solo_step_ms"] = solo["step_ms"]  # type: ignore[index]
     return out
 
@@ -298,10 +393,15 @@ def scaling_frame(summary: Mapping[str, Any]):
         s = summary.get(name)
         if not s:
             continue
-        entry = {"convention": label, "batch per GPU, 1 GPU → 2 GPUs": f"{summary['one_gpu_batch']} → {s['per_gpu_batch']}",
-                 "samples/s, 1 GPU": round(s["samples_per_s_1"], 1), "samples/s, 2 GPUs": round(s["samples_per_s_2"], 1),
-                 "speed-up": round(s["speedup"], 3), "efficiency %": round(100 * s["efficiency"], 1),
-                 f"memory, 1 GPU ({unit})": _r(summary["solo_memory_gb"], 4)}
+        entry = {
+            "convention": label,
+            "batch per GPU, 1 GPU → 2 GPUs": f"{summary['one_gpu_batch']} → {s['per_gpu_batch']}",
+            "samples/s, 1 GPU": round(s["samples_per_s_1"], 1),
+            "samples/s, 2 GPUs": round(s["samples_per_s_2"], 1),
+            "speed-up": round(s["speedup"], 3),
+            "efficiency %": round(100 * s["efficiency"], 1),
+            f"memory, 1 GPU ({unit})": _r(summary["solo_memory_gb"], 4),
+        }
         for rank, (m, ratio) in enumerate(zip(s["memory_gb_per_rank"], s["memory_ratio_per_rank"])):
             entry[f"memory, rank {rank} ({unit})"] = _r(m, 4)
             entry[f"rank {rank} ÷ 1 GPU"] = _r(ratio, 2)
@@ -325,13 +425,24 @@ def verdict_c1(summary: Mapping[str, Any], gpu: bool = True) -> Verdict:
     if not s:
         return Verdict("C1", "info", "not decided here: the fixed per-GPU batch run is missing", {}, w)
     if not gpu:
-        return Verdict("C1", "info", f"not decided on the CPU ({CPU_NOTE}); measured {s['speedup']:.2f}× with two "
-                       "processes on shared cores. The 2× H200 reference decides it", {"speedup": s["speedup"]}, w)
+        return Verdict(
+            "C1",
+            "info",
+            f"not decided on the CPU ({CPU_NOTE}); measured {s['speedup']:.2f}× with two "
+            "processes on shared cores. The 2× H200 reference decides it",
+            {"speedup": s["speedup"]},
+            w,
+        )
     status = "wrong" if s["speedup"] <= 2.0 else "holds"
-    return Verdict("C1", status, f"claimed {claimed:.1f}× from a second GPU; measured {s['speedup']:.2f}× (efficiency "
-                   f"{100 * s['efficiency']:.1f} %) with the same code and per-GPU batch. Two GPUs can at most double "
-                   "the work done per second, so 2.9× means something else changed too (batch size, input pipeline)",
-                   {"claimed": claimed, "speedup": s["speedup"], "efficiency": s["efficiency"]}, w)
+    return Verdict(
+        "C1",
+        status,
+        f"claimed {claimed:.1f}× from a second GPU; measured {s['speedup']:.2f}× (efficiency "
+        f"{100 * s['efficiency']:.1f} %) with the same code and per-GPU batch. Two GPUs can at most double "
+        "the work done per second, so 2.9× means something else changed too (batch size, input pipeline)",
+        {"claimed": claimed, "speedup": s["speedup"], "efficiency": s["efficiency"]},
+        w,
+    )
 
 
 def verdict_c15(summary: Mapping[str, Any], gpu: bool = True) -> Verdict:
@@ -340,24 +451,41 @@ def verdict_c15(summary: Mapping[str, Any], gpu: bool = True) -> Verdict:
     g, p, w = summary.get("fixed_global"), summary.get("fixed_per_gpu"), summary.get("where", "")
     if not g or not p or None in g["memory_ratio_per_rank"] + p["memory_ratio_per_rank"]:
         return Verdict("C15", "info", "not decided here: memory was not measured for every rank", {}, w)
-    what = ("peak allocated memory" if summary["memory"] == "peak_mem_gb" else
-            "counted bytes of weights, gradients, optimizer state and saved activations (the CPU has no allocator "
-            "statistics)")
+    what = (
+        "peak allocated memory"
+        if summary["memory"] == "peak_mem_gb"
+        else "counted bytes of weights, gradients, optimizer state and saved activations (the CPU has no allocator "
+        "statistics)"
+    )
     gr, pr = g["memory_ratio_per_rank"], p["memory_ratio_per_rank"]
     # Memory is deterministic to within the allocator's rounding (1 %): "the same" within 5 %, "less" below that.
     halves_only_with_global = all(abs(r - 1) < 0.05 for r in pr) and max(gr) < min(pr) - 0.01
-    text = (f"{what} per rank, 2 GPUs ÷ 1 GPU: {', '.join(f'{x:.2f}' for x in gr)} (ranks 0, 1) with a fixed global "
-            f"batch (per-GPU batch {summary['one_gpu_batch']} → {g['per_gpu_batch']}), "
-            f"{', '.join(f'{x:.2f}' for x in pr)} with a fixed per-GPU batch. ")
-    numbers = {"ratio_fixed_global": gr, "ratio_fixed_per_gpu": pr, "memory": summary["memory"],
-               "pattern_holds": halves_only_with_global}
+    text = (
+        f"{what} per rank, 2 GPUs ÷ 1 GPU: {', '.join(f'{x:.2f}' for x in gr)} (ranks 0, 1) with a fixed global "
+        f"batch (per-GPU batch {summary['one_gpu_batch']} → {g['per_gpu_batch']}), "
+        f"{', '.join(f'{x:.2f}' for x in pr)} with a fixed per-GPU batch. "
+    )
+    numbers = {
+        "ratio_fixed_global": gr,
+        "ratio_fixed_per_gpu": pr,
+        "memory": summary["memory"],
+        "pattern_holds": halves_only_with_global,
+    }
     if not gpu or summary["memory"] != "peak_mem_gb":
-        return Verdict("C15", "info", f"not decided on the CPU ({CPU_NOTE}): C15 is about GPU memory. {text}The "
-                       "2× H200 reference decides it", numbers, w)
-    text += ("Memory per GPU falls only when each GPU gets fewer samples, and by less than half: weights, gradients "
-             "and optimizer state are whole on every GPU" if halves_only_with_global else
-             "This run does not show the expected pattern (less with a fixed global batch, unchanged with a fixed "
-             "per-GPU batch): check the batch sizes")
+        return Verdict(
+            "C15",
+            "info",
+            f"not decided on the CPU ({CPU_NOTE}): C15 is about GPU memory. {text}The 2× H200 reference decides it",
+            numbers,
+            w,
+        )
+    text += (
+        "Memory per GPU falls only when each GPU gets fewer samples, and by less than half: weights, gradients "
+        "and optimizer state are whole on every GPU"
+        if halves_only_with_global
+        else "This run does not show the expected pattern (less with a fixed global batch, unchanged with a fixed "
+        "per-GPU batch): check the batch sizes"
+    )
     return Verdict("C15", "partly" if halves_only_with_global else "info", text, numbers, w)
 
 
@@ -368,10 +496,16 @@ def scaling_verdicts(summary: Mapping[str, Any], gpu: bool) -> list[Verdict]:
         s = summary.get(key)
         if s:
             note = "" if gpu else f" ({CPU_NOTE}: two processes share the cores)"
-            out.append(Verdict(f"03.scaling.{key}", "info",
-                               f"{label}: 2 GPUs give {s['speedup']:.2f}× the samples/s of 1 GPU, {100 * s['efficiency']:.1f} % "
-                               f"scaling efficiency{note}", {"speedup": s["speedup"], "efficiency": s["efficiency"]},
-                               summary.get("where", "")))
+            out.append(
+                Verdict(
+                    f"03.scaling.{key}",
+                    "info",
+                    f"{label}: 2 GPUs give {s['speedup']:.2f}× the samples/s of 1 GPU, {100 * s['efficiency']:.1f} % "
+                    f"scaling efficiency{note}",
+                    {"speedup": s["speedup"], "efficiency": s["efficiency"]},
+                    summary.get("where", ""),
+                )
+            )
     return [*out, verdict_c1(summary, gpu), verdict_c15(summary, gpu)]
 
 
@@ -392,8 +526,10 @@ def transport_rows(paths: Mapping[str, Any], batch: int) -> dict[str, dict[str, 
             if row is not None:
                 row["repeats_every_rank"] = repeats_on_every_rank(run, "baseline", batch)
                 row["aa_gap"] = aa_gap_of(rows)
-                row["step_ms_per_rank"] = [(find_row(rows_of(run, r), "baseline", batch) or {}).get("step_ms")
-                                           for r in range(len(getattr(run, "ranks", None) or [None]))]
+                row["step_ms_per_rank"] = [
+                    (find_row(rows_of(run, r), "baseline", batch) or {}).get("step_ms")
+                    for r in range(len(getattr(run, "ranks", None) or [None]))
+                ]
             out[key] = row
     return out
 
@@ -411,18 +547,34 @@ def source_comparison(rows: Mapping[str, Mapping[str, Any] | None], epoch_images
         row, src = rows.get(key), source.get(SOURCE_ROW_FOR.get(key, ""))
         entry: dict[str, Any] = {"path": label if gpu else CPU_PATHS[key]}
         if row and row.get("status") == "ok":
-            entry.update({"per-GPU batch": row["per_gpu_batch"],
-                          "step ms, each rank": ", ".join(f"{x:.2f}" for x in row.get("step_ms_per_rank") or [row["step_ms"]]
-                                                          if x is not None),
-                          "UNet min/epoch": round(epoch_images / row["samples_per_s"] / 60, 2),
-                          "UNet speed-up": round(row["samples_per_s"] / base["samples_per_s"], 2) if base else "n/a",
-                          "UNet comm share": _pct(row.get("comm_share")) if key != "1gpu" else "—"})
+            entry.update(
+                {
+                    "per-GPU batch": row["per_gpu_batch"],
+                    "step ms, each rank": ", ".join(
+                        f"{x:.2f}" for x in row.get("step_ms_per_rank") or [row["step_ms"]] if x is not None
+                    ),
+                    "UNet min/epoch": round(epoch_images / row["samples_per_s"] / 60, 2),
+                    "UNet speed-up": round(row["samples_per_s"] / base["samples_per_s"], 2) if base else "n/a",
+                    "UNet comm share": _pct(row.get("comm_share")) if key != "1gpu" else "—",
+                }
+            )
         else:
-            entry.update({"per-GPU batch": "", "step ms, each rank": "", "UNet min/epoch": "not run",
-                          "UNet speed-up": "", "UNet comm share": ""})
+            entry.update(
+                {
+                    "per-GPU batch": "",
+                    "step ms, each rank": "",
+                    "UNet min/epoch": "not run",
+                    "UNet speed-up": "",
+                    "UNet comm share": "",
+                }
+            )
         if src:
-            entry.update({"source's ResNet-50 speed-up": round(58.0 / src["minutes_per_epoch"], 2),
-                          "source's comm share": _pct(src["comm_share"]) if src["comm_share"] is not None else "—"})
+            entry.update(
+                {
+                    "source's ResNet-50 speed-up": round(58.0 / src["minutes_per_epoch"], 2),
+                    "source's comm share": _pct(src["comm_share"]) if src["comm_share"] is not None else "—",
+                }
+            )
         else:
             entry.update({"source's ResNet-50 speed-up": "—", "source's comm share": "—"})
         out.append(entry)
@@ -452,7 +604,9 @@ def resnet50_reference() -> dict[str, float]:
     from nvtutorial.machine.hardware import REFERENCE_DATA
 
     text = (REFERENCE_DATA / RESNET50_FIXTURE).read_text()
-    lines = [dict(kv.split("=") for kv in line.split()[1:]) for line in text.splitlines() if line.startswith("ddp-bench")]
+    lines = [
+        dict(kv.split("=") for kv in line.split()[1:]) for line in text.splitlines() if line.startswith("ddp-bench")
+    ]
     bf16 = [x for x in lines if x["amp"] == "True"]
     one = next(float(x["imgs/s"]) for x in bf16 if x["world"] == "1")
     nvlink = next(float(x["imgs/s"]) for x in bf16 if x["world"] == "2" and x["P2P_DISABLE"] == "0")
@@ -479,26 +633,40 @@ def verdict_c14(rows: Mapping[str, Mapping[str, Any] | None], gpu: bool = True, 
     """C14: the source's table says NVLink beats PCIe (29 against 34 min, 9 % against 18 % communication)."""
     host = transport_comparison(rows, "host")
     if not gpu or host is None:
-        return Verdict("C14", "info", "not decided here: it needs the NVLink and host-staged runs on 2 GPUs"
-                       + ("" if gpu else f" ({CPU_NOTE}: gloo ignores NCCL's transports)"), {}, where_)
+        return Verdict(
+            "C14",
+            "info",
+            "not decided here: it needs the NVLink and host-staged runs on 2 GPUs"
+            + ("" if gpu else f" ({CPU_NOTE}: gloo ignores NCCL's transports)"),
+            {},
+            where_,
+        )
     nv, hs = rows["nvlink"], rows["host"]
     sock = transport_comparison(rows, "socket")
     per_rank = lambda r: ", ".join(f"{x:.2f}" for x in r.get("step_ms_per_rank") or [] if x is not None)  # noqa: E731
-    text = (f"host-staged against NVLink: {host.describe('ms', 'step time')} (rank 0, 1: {per_rank(nv)} ms over NVLink, "
-            f"{per_rank(hs)} ms host-staged); exposed communication {_pct(nv.get('comm_share'))} against "
-            f"{_pct(hs.get('comm_share'))}. ")
+    text = (
+        f"host-staged against NVLink: {host.describe('ms', 'step time')} (rank 0, 1: {per_rank(nv)} ms over NVLink, "
+        f"{per_rank(hs)} ms host-staged); exposed communication {_pct(nv.get('comm_share'))} against "
+        f"{_pct(hs.get('comm_share'))}. "
+    )
     if host.status == "no change":
-        text += ("For this model the all-reduce hides under the backward pass, so the link does not set the step "
-                 "time: the source's 17 % gap between NVLink and PCIe is not a property of the link alone but of how "
-                 "much communication a model exposes (ResNet-50's table cannot be carried over)")
+        text += (
+            "For this model the all-reduce hides under the backward pass, so the link does not set the step "
+            "time: the source's 17 % gap between NVLink and PCIe is not a property of the link alone but of how "
+            "much communication a model exposes (ResNet-50's table cannot be carried over)"
+        )
         status = "partly"
     elif host.status == "slower" and SOURCE_C14_GAP / 2 <= host.ratio - 1 <= 2 * SOURCE_C14_GAP:
-        text += (f"NVLink is faster here by {host.ratio - 1:.0%}, close to the source's {SOURCE_C14_GAP:.0%} (34 against "
-                 "29 min); the size of the gap depends on the model")
+        text += (
+            f"NVLink is faster here by {host.ratio - 1:.0%}, close to the source's {SOURCE_C14_GAP:.0%} (34 against "
+            "29 min); the size of the gap depends on the model"
+        )
         status = "holds"
     elif host.status == "slower":
-        text += (f"NVLink is faster here, but by {host.ratio - 1:.0%}, not the source's {SOURCE_C14_GAP:.0%}: the gap "
-                 "depends on how much communication the model exposes")
+        text += (
+            f"NVLink is faster here, but by {host.ratio - 1:.0%}, not the source's {SOURCE_C14_GAP:.0%}: the gap "
+            "depends on how much communication the model exposes"
+        )
         status = "partly"
     else:
         text += "host-staged is faster here than NVLink: the source's ordering does not hold on this machine"
@@ -508,21 +676,32 @@ def verdict_c14(rows: Mapping[str, Mapping[str, Any] | None], gpu: bool = True, 
     resnet = resnet50_reference()
     resnet_gap = resnet["nvlink"] / resnet["host"]
     tension = source_table_tension()
-    text += (f". The source's own model, ResNet-50 (bf16, 128 images per GPU, synthetic data) on the same 2× H200: "
-             f"{resnet['nvlink']:.0f} images/s over NVLink against {resnet['host']:.0f} host-staged, a "
-             f"{resnet_gap - 1:.1%} longer step without NVLink (one measurement each, no repeats), not "
-             f"{SOURCE_C14_GAP:.0%}; scaling {resnet['nvlink'] / (2 * resnet['1gpu']):.1%} over NVLink, "
-             f"{resnet['host'] / (2 * resnet['1gpu']):.1%} host-staged. And the source's table adds up only if its communication was hidden: "
-             f"58 → 29 min is exactly 2.00× while 9 % of the time is said to be communication; taking that share out "
-             f"leaves {tension['2 GPUs over NVLink']:.2f} (NVLink) and {tension['2 GPUs over PCIe']:.2f} (PCIe) of "
-             "half the one-GPU epoch for computation, less than perfectly split work allows, unless the communication "
-             "it counted was hidden (and then it added almost nothing to the step)")
-    return Verdict("C14", status, text, {"host_vs_nvlink": host.ratio, "noise": host.noise,
-                                         "socket_vs_nvlink": sock.ratio if sock else None,
-                                         "comm_share_nvlink": nv.get("comm_share"), "comm_share_host": hs.get("comm_share"),
-                                         "resnet50_host_vs_nvlink": resnet_gap,
-                                         "source_compute_vs_half": tension},
-                   where_)
+    text += (
+        f". The source's own model, ResNet-50 (bf16, 128 images per GPU, synthetic data) on the same 2× H200: "
+        f"{resnet['nvlink']:.0f} images/s over NVLink against {resnet['host']:.0f} host-staged, a "
+        f"{resnet_gap - 1:.1%} longer step without NVLink (one measurement each, no repeats), not "
+        f"{SOURCE_C14_GAP:.0%}; scaling {resnet['nvlink'] / (2 * resnet['1gpu']):.1%} over NVLink, "
+        f"{resnet['host'] / (2 * resnet['1gpu']):.1%} host-staged. And the source's table adds up only if its communication was hidden: "
+        f"58 → 29 min is exactly 2.00× while 9 % of the time is said to be communication; taking that share out "
+        f"leaves {tension['2 GPUs over NVLink']:.2f} (NVLink) and {tension['2 GPUs over PCIe']:.2f} (PCIe) of "
+        "half the one-GPU epoch for computation, less than perfectly split work allows, unless the communication "
+        "it counted was hidden (and then it added almost nothing to the step)"
+    )
+    return Verdict(
+        "C14",
+        status,
+        text,
+        {
+            "host_vs_nvlink": host.ratio,
+            "noise": host.noise,
+            "socket_vs_nvlink": sock.ratio if sock else None,
+            "comm_share_nvlink": nv.get("comm_share"),
+            "comm_share_host": hs.get("comm_share"),
+            "resnet50_host_vs_nvlink": resnet_gap,
+            "source_compute_vs_half": tension,
+        },
+        where_,
+    )
 
 
 def show(frame: Any, where_: Any, title: str | None = None) -> None:
@@ -541,37 +720,46 @@ def show(frame: Any, where_: Any, title: str | None = None) -> None:
     print(frame.to_string(index=False))
 
 
-
-
 def scaling_explanation(summary: Mapping[str, Any], gpu: bool = True) -> str:
     """Where the fixed-global-batch run lost against perfect scaling: the smaller per-GPU batch, and exposed communication."""
     g = summary.get("fixed_global")
     if not g:
         return "The fixed global batch run is missing."
     ideal = summary["solo_step_ms"] / 2
-    text = (f"Two GPUs can at most double the samples per second. With a fixed global batch each GPU runs half of the "
-            f"1-GPU batch: a step took {g['step_ms']:.2f} ms, where half of the 1-GPU step would be {ideal:.2f} ms.")
+    text = (
+        f"Two GPUs can at most double the samples per second. With a fixed global batch each GPU runs half of the "
+        f"1-GPU batch: a step took {g['step_ms']:.2f} ms, where half of the 1-GPU step would be {ideal:.2f} ms."
+    )
     nosync = g.get("nosync_step_ms")
     if nosync is not None and gpu:
-        text += (f" The same step without the gradient exchange (under no_sync) took {nosync:.2f} ms: "
-                 f"{nosync - ideal:+.2f} ms from the smaller per-GPU batch (a GPU is less efficient on smaller work; "
-                 f"the 1-GPU baseline was taken while the other rank waited), {g['step_ms'] - nosync:+.2f} ms from the "
-                 "gradient synchronisation the backward pass did not hide (the all-reduce plus DDP's bucket copies, "
-                 "which no_sync skips too).")
+        text += (
+            f" The same step without the gradient exchange (under no_sync) took {nosync:.2f} ms: "
+            f"{nosync - ideal:+.2f} ms from the smaller per-GPU batch (a GPU is less efficient on smaller work; "
+            f"the 1-GPU baseline was taken while the other rank waited), {g['step_ms'] - nosync:+.2f} ms from the "
+            "gradient synchronisation the backward pass did not hide (the all-reduce plus DDP's bucket copies, "
+            "which no_sync skips too)."
+        )
     elif nosync is not None:
-        text += (f" The same step under no_sync (no gradient exchange, no bucket copies) took {nosync:.2f} ms: "
-                 f"{nosync - ideal:+.2f} ms against half the 1-process step, {g['step_ms'] - nosync:+.2f} ms against "
-                 "no_sync. On the CPU these differences cannot be split into causes: the two processes contend for the "
-                 "same cores.")
+        text += (
+            f" The same step under no_sync (no gradient exchange, no bucket copies) took {nosync:.2f} ms: "
+            f"{nosync - ideal:+.2f} ms against half the 1-process step, {g['step_ms'] - nosync:+.2f} ms against "
+            "no_sync. On the CPU these differences cannot be split into causes: the two processes contend for the "
+            "same cores."
+        )
     if not gpu:
-        text += (f" [{CPU_NOTE}: the 1-process reference had a core to itself, the two processes share two cores "
-                 "with everything else on the machine, and gloo moves the gradients through the CPU: these numbers "
-                 "say nothing about GPUs]")
+        text += (
+            f" [{CPU_NOTE}: the 1-process reference had a core to itself, the two processes share two cores "
+            "with everything else on the machine, and gloo moves the gradients through the CPU: these numbers "
+            "say nothing about GPUs]"
+        )
     return text
 
 
-SOURCE_VALIDATION_CHOICES = {"a": "the loss (×1)", "b": "world-size times the loss (×2 on 2 ranks)",
-                             "c": "half the loss (×0.5 on 2 ranks)"}
+SOURCE_VALIDATION_CHOICES = {
+    "a": "the loss (×1)",
+    "b": "world-size times the loss (×2 on 2 ranks)",
+    "c": "half the loss (×0.5 on 2 ranks)",
+}
 """Notebook 03's prediction: what the source's ``all_reduce(val_loss)`` returns against one process's loss."""
 
 
@@ -581,10 +769,18 @@ def grade_source_validation(prediction: str | None, values: Mapping[str, Any], w
 
     ratio = values["source"] / values["single"]
     world = values["world"]
-    answer = min({"a": 1.0, "b": float(world), "c": 1.0 / world}.items(), key=lambda kv: abs(math.log(ratio / kv[1])))[0]
-    return grade_choice("03.source validation", prediction, answer, SOURCE_VALIDATION_CHOICES, where=where_,
-                        explanation=f"The source's value is {ratio:.3f}× one process's loss: all_reduce without an op "
-                                    "sums the ranks' means and the source never divides.")
+    answer = min({"a": 1.0, "b": float(world), "c": 1.0 / world}.items(), key=lambda kv: abs(math.log(ratio / kv[1])))[
+        0
+    ]
+    return grade_choice(
+        "03.source validation",
+        prediction,
+        answer,
+        SOURCE_VALIDATION_CHOICES,
+        where=where_,
+        explanation=f"The source's value is {ratio:.3f}× one process's loss: all_reduce without an op "
+        "sums the ranks' means and the source never divides.",
+    )
 
 
 C14_CHOICES = {"a": "NVLink faster", "b": "NVLink slower", "c": "the same within the noise"}
@@ -597,9 +793,20 @@ def grade_c14(prediction: str | None, rows: Mapping[str, Mapping[str, Any] | Non
 
     host = transport_comparison(rows, "host") if gpu else None
     if host is None:
-        return Verdict("03.C14 prediction", "info", "not graded here: the host-staged run needs NCCL on 2 GPUs. On the "
-                       "2× H200 reference (the earlier train workload) the answer was (c), the same within the noise",
-                       {"prediction": prediction}, where_)
+        return Verdict(
+            "03.C14 prediction",
+            "info",
+            "not graded here: the host-staged run needs NCCL on 2 GPUs. On the "
+            "2× H200 reference (the earlier train workload) the answer was (c), the same within the noise",
+            {"prediction": prediction},
+            where_,
+        )
     answer = {"slower": "a", "faster": "b"}.get(host.status, "c")  # host slower = NVLink faster
-    return grade_choice("03.C14 prediction", prediction, answer, C14_CHOICES, where=where_,
-                        explanation=f"host-staged against NVLink: {host.describe('ms', 'step time')}.")
+    return grade_choice(
+        "03.C14 prediction",
+        prediction,
+        answer,
+        C14_CHOICES,
+        where=where_,
+        explanation=f"host-staged against NVLink: {host.describe('ms', 'step time')}.",
+    )

@@ -94,8 +94,10 @@ class Params:
 
     def __post_init__(self) -> None:
         multiple = 2 ** SIZES[self.model]["depth"]
-        require(self.image_size >= 8 and self.image_size % multiple == 0,
-                f"image_size={self.image_size} must be a multiple of {multiple} (at least 8) for the {self.model} UNet")
+        require(
+            self.image_size >= 8 and self.image_size % multiple == 0,
+            f"image_size={self.image_size} must be a multiple of {multiple} (at least 8) for the {self.model} UNet",
+        )
         require(bool(self.variants), "variants is empty: name at least one (baseline is the lesson's code)")
         require(bool(self.batch_sizes) and min(self.batch_sizes) >= 1, "batch_sizes must be at least 1 each")
         require(self.one_gpu_batch >= 0, f"one_gpu_batch={self.one_gpu_batch} must be 0 (none) or a batch size")
@@ -104,8 +106,11 @@ class Params:
         if any(v in ACCUMULATING for v in self.variants):
             require(self.accumulation >= 2, f"accumulation={self.accumulation} must be at least 2")
             bad = [b for b in self.batch_sizes if b % self.accumulation]
-            require(not bad, f"batch size {bad[:1]} does not split into accumulation={self.accumulation} "
-                             "equal micro-batches: use a multiple of it")
+            require(
+                not bad,
+                f"batch size {bad[:1]} does not split into accumulation={self.accumulation} "
+                "equal micro-batches: use a multiple of it",
+            )
         require(self.samples >= 1 and self.lr > 0, "samples must be at least 1 and lr positive")
         require(self.warmup >= 1, f"warmup={self.warmup} must be at least 1 (the first step builds buckets)")
         require(self.steps >= 1, f"steps={self.steps} must be at least 1")
@@ -127,9 +132,9 @@ def build(ctx: runtime.Context, p: Params, name: str, batch: int) -> Config:
     import torch
     from torch.utils.data import BatchSampler, DistributedSampler
 
-    from nvtutorial.chapters.ch04_optimisations.lessons import ddp_optimised as opt
     from nvtutorial.chapters.ch03_ddp_training.lessons import ddp_train as lesson
     from nvtutorial.chapters.ch03_ddp_training.lessons import training
+    from nvtutorial.chapters.ch04_optimisations.lessons import ddp_optimised as opt
     from nvtutorial.models.segdata import make_dataset
     from nvtutorial.models.unet import build_unet
 
@@ -144,22 +149,31 @@ def build(ctx: runtime.Context, p: Params, name: str, batch: int) -> Config:
     elif name in ("gradient_as_bucket_view=True", "static_graph=True"):
         options = {name.split("=")[0]: True}
     if options:
+
         def builder(size, device, seed=0):  # build_model, with wrap_ddp_tuned for wrap_ddp
             torch.manual_seed(seed)
             return opt.wrap_ddp_tuned(build_unet(size).to(device), device, **options)
+
     if name == SOLO:
+
         def builder(size, device, seed=0):  # build_model without wrap_ddp
             torch.manual_seed(seed)
             return build_unet(size).to(device)
-    builder = {"channels_last": opt.build_model_channels_last, "activation checkpointing": opt.build_model_checkpointed,
-               "torch.compile": opt.build_model_compiled}.get(name, builder)
+
+    builder = {
+        "channels_last": opt.build_model_channels_last,
+        "activation checkpointing": opt.build_model_checkpointed,
+        "torch.compile": opt.build_model_compiled,
+    }.get(name, builder)
     model = builder(p.model, device, p.seed)
     optimizer = torch.optim.AdamW(model.parameters(), lr=p.lr)
 
     micro = p.accumulation if name in ACCUMULATING else 1
     need = batch * world
     if need > p.samples:
-        raise ValueError(f"one step needs per-GPU batch × world size = {need} samples but samples={p.samples}: raise samples")
+        raise ValueError(
+            f"one step needs per-GPU batch × world size = {need} samples but samples={p.samples}: raise samples"
+        )
     data = training.device_dataset(make_dataset(p.samples, p.image_size, seed=p.seed), device)
     sampler = DistributedSampler(data, num_replicas=world, rank=rank, shuffle=True, seed=p.seed)
     batches = _forever(sampler, BatchSampler(sampler, batch // micro, drop_last=True), data)
@@ -168,7 +182,11 @@ def build(ctx: runtime.Context, p: Params, name: str, batch: int) -> Config:
         scaler = torch.amp.GradScaler(device.type)
         step = lambda: opt.train_step_fp16(model, optimizer, *next(batches), device, scaler)  # noqa: E731
     elif name in ACCUMULATING:
-        fn = opt.train_step_accumulated if name == "no_sync accumulation" else opt.train_step_accumulated_every_micro_batch
+        fn = (
+            opt.train_step_accumulated
+            if name == "no_sync accumulation"
+            else opt.train_step_accumulated_every_micro_batch
+        )
         step = lambda: fn(model, optimizer, [next(batches) for _ in range(micro)], device, amp)  # noqa: E731
     else:
         precision = {"fp32": None, "bf16": torch.bfloat16}.get(name, amp)
@@ -217,17 +235,28 @@ def count_bytes(ctx: runtime.Context, p: Params, name: str, batch: int) -> dict[
         return t
 
     grads: list[int] = []  # the gradients' bytes when the optimizer steps (fp16: unless the scaler skips it)
-    hook = cfg.optimizer.register_step_pre_hook(lambda *_: grads.append(
-        sum(q.grad.numel() * q.grad.element_size() for q in cfg.model.parameters() if q.grad is not None)))
+    hook = cfg.optimizer.register_step_pre_hook(
+        lambda *_: grads.append(
+            sum(q.grad.numel() * q.grad.element_size() for q in cfg.model.parameters() if q.grad is not None)
+        )
+    )
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
         cfg.step()
     hook.remove()
-    optimizer_bytes = sum(v.numel() * v.element_size() for state in cfg.optimizer.state.values()
-                          for v in state.values() if torch.is_tensor(v))
+    optimizer_bytes = sum(
+        v.numel() * v.element_size()
+        for state in cfg.optimizer.state.values()
+        for v in state.values()
+        if torch.is_tensor(v)
+    )
     exchanged = {"allreduce_bytes_per_step": sum(sent), "allreduce_calls_per_step": len(sent)} if name != SOLO else {}
-    return {**exchanged, "saved_activation_bytes": sum(saved.values()),
-            "param_bytes": sum(q.numel() * q.element_size() for q in cfg.model.parameters()),
-            "grad_bytes": grads[-1] if grads else None, "optimizer_bytes": optimizer_bytes or None}
+    return {
+        **exchanged,
+        "saved_activation_bytes": sum(saved.values()),
+        "param_bytes": sum(q.numel() * q.element_size() for q in cfg.model.parameters()),
+        "grad_bytes": grads[-1] if grads else None,
+        "optimizer_bytes": optimizer_bytes or None,
+    }
 
 
 class _Idle(Exception):
@@ -264,9 +293,14 @@ def measure(ctx: runtime.Context, p: Params, name: str, batch: int) -> dict[str,
     micro = p.accumulation if name in ACCUMULATING else 1
     world = 1 if name == SOLO else ctx.world_size
     code = SOLO_CODE if name == SOLO else VARIANTS.get(name, VARIANTS["bucket_cap_mb=N"])
-    row: dict[str, Any] = {"variant": name, "code": code,
-                           "per_gpu_batch": batch, "accumulation": micro, "world_size": world,
-                           "global_batch": batch * world}
+    row: dict[str, Any] = {
+        "variant": name,
+        "code": code,
+        "per_gpu_batch": batch,
+        "accumulation": micro,
+        "world_size": world,
+        "global_batch": batch * world,
+    }
     peak = at_optimizer = None
     rounds: list[float] = []
     try:
@@ -283,8 +317,11 @@ def measure(ctx: runtime.Context, p: Params, name: str, batch: int) -> dict[str,
         row["first_step_s"] = first.seconds()[0]  # with torch.compile: the compilation
         losses += [cfg.step() for _ in range(p.warmup - 1)]
         at_step: list[int] = []  # memory when every gradient exists (what gradient_as_bucket_view shrinks)
-        hook = (cfg.optimizer.register_step_pre_hook(lambda *_: at_step.append(torch.cuda.memory_allocated(ctx.device)))
-                if ctx.is_gpu else None)
+        hook = (
+            cfg.optimizer.register_step_pre_hook(lambda *_: at_step.append(torch.cuda.memory_allocated(ctx.device)))
+            if ctx.is_gpu
+            else None
+        )
         all_ms: list[float] = []
         for _ in range(p.repeats):
             timer = ctx.timer()
@@ -298,12 +335,22 @@ def measure(ctx: runtime.Context, p: Params, name: str, batch: int) -> dict[str,
             hook.remove()
             at_optimizer = (max(at_step) - base_bytes) / 1e9 if at_step else None
             peak = (torch.cuda.max_memory_allocated(ctx.device) - base_bytes) / 1e9
-        row.update({"loss_curve": torch.stack(losses).tolist(), "step_ms_rounds": rounds,
-                    "step_ms": statistics.median(all_ms), "step_ms_min": min(all_ms), "step_ms_max": max(all_ms)})
+        row.update(
+            {
+                "loss_curve": torch.stack(losses).tolist(),
+                "step_ms_rounds": rounds,
+                "step_ms": statistics.median(all_ms),
+                "step_ms_min": min(all_ms),
+                "step_ms_max": max(all_ms),
+            }
+        )
         row["samples_per_s"] = row["global_batch"] / (row["step_ms"] / 1e3)
         if p.comm_share and name in ("torch.compile", SOLO):
-            row["comm_share_note"] = ("no gradient exchange to switch off" if name == SOLO else
-                                      "not measured with torch.compile: a no_sync step would compile another graph")
+            row["comm_share_note"] = (
+                "no gradient exchange to switch off"
+                if name == SOLO
+                else "not measured with torch.compile: a no_sync step would compile another graph"
+            )
         elif p.comm_share:
             with cfg.model.no_sync():  # every rank follows its own gradients from here: timing only
                 for _ in range(min(2, p.warmup)):
@@ -346,8 +393,11 @@ def run(ctx: runtime.Context, p: Params) -> dict[str, Any]:
     configs = [(name, batch) for name in p.variants for batch in p.batch_sizes]
     configs += [(SOLO, p.one_gpu_batch)] if p.one_gpu_batch else []
     out: dict[str, Any] = {
-        "device": str(ctx.device), "world_size": ctx.world_size, "model": p.model,
-        "model_params": count_parameters(build_unet(p.model)), "image_size": p.image_size,
+        "device": str(ctx.device),
+        "world_size": ctx.world_size,
+        "model": p.model,
+        "model_params": count_parameters(build_unet(p.model)),
+        "image_size": p.image_size,
         "tf32_convolutions": bool(torch.backends.cudnn.allow_tf32) if ctx.is_gpu else None,
         "precision": "bf16 autocast" if ctx.is_gpu else "fp32",
     }

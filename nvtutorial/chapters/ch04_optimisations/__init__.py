@@ -13,7 +13,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-FILES = ('report', 'workload_attention', 'lessons')
+FILES = ("report", "workload_attention", "lessons")
 
 
 def __getattr__(name: str) -> Any:  # PEP 562: each file is imported when first asked for

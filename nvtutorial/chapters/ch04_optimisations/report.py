@@ -73,15 +73,17 @@ def knob_frame(result: Any, variants: Sequence[str] | None = None, baseline: str
             out.append(entry)
             continue
         c = comparison(result, name, baseline) if name != baseline else None
-        entry.update({
-            "step ms (median)": round(row["step_ms"], 2),  # type: ignore[index]
-            "step time vs baseline": "—" if c is None else f"{c.change:+.1%}: {c.status} (noise ±{c.noise:.1%})",
-            "peak GB, each rank": _gb(row.get("peak_mem_gb_per_rank")),  # type: ignore[union-attr]
-            "GB before optimizer.step, each rank": _gb(row.get("optimizer_mem_gb_per_rank")),  # type: ignore[union-attr]
-            "all-reduced MB/step": _mb(row.get("allreduce_bytes_per_step")),  # type: ignore[union-attr]
-            "saved activations MB": _mb(row.get("saved_activation_bytes")),  # type: ignore[union-attr]
-            "loss vs baseline": _loss_words(loss_difference(result, name, baseline)) if name != baseline else "—",
-        })
+        entry.update(
+            {
+                "step ms (median)": round(row["step_ms"], 2),  # type: ignore[index]
+                "step time vs baseline": "—" if c is None else f"{c.change:+.1%}: {c.status} (noise ±{c.noise:.1%})",
+                "peak GB, each rank": _gb(row.get("peak_mem_gb_per_rank")),  # type: ignore[union-attr]
+                "GB before optimizer.step, each rank": _gb(row.get("optimizer_mem_gb_per_rank")),  # type: ignore[union-attr]
+                "all-reduced MB/step": _mb(row.get("allreduce_bytes_per_step")),  # type: ignore[union-attr]
+                "saved activations MB": _mb(row.get("saved_activation_bytes")),  # type: ignore[union-attr]
+                "loss vs baseline": _loss_words(loss_difference(result, name, baseline)) if name != baseline else "—",
+            }
+        )
         out.append(entry)
     return pd.DataFrame(out)
 
@@ -130,9 +132,11 @@ def prediction_answer(result: Any, choices: Mapping[str, str], none_choice: str)
     if found is None:
         moved = [(v, c) for v in measured.values() if (c := comparison(result, v)) is not None]
         widest = max(moved, key=lambda vc: abs(vc[1].change), default=None)
-        text = ("no variant moved the step time beyond the noise here"
-                + (f" (the largest move, {widest[0]}: {describe(result, widest[1], 'ms')})" if widest else "")
-                + f". On the 2× H200 reference: {ref} (one round per configuration, the noise at the 1 % floor).")
+        text = (
+            "no variant moved the step time beyond the noise here"
+            + (f" (the largest move, {widest[0]}: {describe(result, widest[1], 'ms')})" if widest else "")
+            + f". On the 2× H200 reference: {ref} (one round per configuration, the noise at the 1 % floor)."
+        )
         return none_choice, text
     name, c = found
     return next(k for k, v in measured.items() if v == name), f"{name}: {describe(result, c, 'ms', 'step time')}."
@@ -150,13 +154,23 @@ def verdict_c8() -> Verdict:
             torch.cuda.set_enabled_lms(True)  # type: ignore[attr-defined]
         except AttributeError as exc:
             error = f"AttributeError: {exc}"
-    text = (f"torch {torch.__version__}: calling torch.cuda.set_enabled_lms(True) raises {error}. It came from IBM's "
+    text = (
+        (
+            f"torch {torch.__version__}: calling torch.cuda.set_enabled_lms(True) raises {error}. It came from IBM's "
             "PowerAI fork of PyTorch 1.x; what PyTorch offers against running out of memory: activation checkpointing, "
             "bf16 autocast, smaller micro-batches with no_sync accumulation, "
-            "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, and sharding (FSDP)") if not exists else \
-        f"torch {torch.__version__} has torch.cuda.set_enabled_lms: check what it does"
-    return Verdict("C8", "wrong" if not exists else "unverifiable", text,
-                   {"exists": exists, "error": error, "torch": torch.__version__}, "this Python process")
+            "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, and sharding (FSDP)"
+        )
+        if not exists
+        else f"torch {torch.__version__} has torch.cuda.set_enabled_lms: check what it does"
+    )
+    return Verdict(
+        "C8",
+        "wrong" if not exists else "unverifiable",
+        text,
+        {"exists": exists, "error": error, "torch": torch.__version__},
+        "this Python process",
+    )
 
 
 def verdict_c11(result: Any) -> Verdict:
@@ -171,31 +185,54 @@ def verdict_c11(result: Any) -> Verdict:
         return Verdict("C11", "info", "not decided: the fp32 or fp16 run is missing", {}, w)
     rows = rows_of(result)
     losses = {v: (find_row(rows, v) or {}).get("loss_curve", [math.nan])[-1] for v in ("fp32", "fp16", "baseline")}
-    text = (f"against fp32: fp16 + GradScaler {describe(result, fp16, 'ms', 'step time')}; bf16 (no scaler) "
-            f"{describe(result, bf16, 'ms') if bf16 else 'not measured'}; last losses {losses['fp32']:.4f} (fp32), "
-            f"{losses['fp16']:.4f} (fp16), {losses['baseline']:.4f} (bf16). ")
+    text = (
+        f"against fp32: fp16 + GradScaler {describe(result, fp16, 'ms', 'step time')}; bf16 (no scaler) "
+        f"{describe(result, bf16, 'ms') if bf16 else 'not measured'}; last losses {losses['fp32']:.4f} (fp32), "
+        f"{losses['fp16']:.4f} (fp16), {losses['baseline']:.4f} (bf16). "
+    )
     if not is_gpu(result):
-        return Verdict("C11", "info", f"not decided on the CPU ({CPU_NOTE}: no fp16/bf16 tensor cores): " + text,
-                       {"fp16_ratio": fp16.ratio, "bf16_ratio": bf16.ratio if bf16 else None}, w)
+        return Verdict(
+            "C11",
+            "info",
+            f"not decided on the CPU ({CPU_NOTE}: no fp16/bf16 tensor cores): " + text,
+            {"fp16_ratio": fp16.ratio, "bf16_ratio": bf16.ratio if bf16 else None},
+            w,
+        )
     fp16_losses = (find_row(rows, "fp16") or {}).get("loss_curve") or []
-    diverged = bool(fp16_losses) and (not all(math.isfinite(x) for x in fp16_losses) or fp16_losses[-1] >= fp16_losses[0])
-    numbers = {"fp16_ratio": fp16.ratio, "bf16_ratio": bf16.ratio if bf16 else None, "noise": fp16.noise,
-               "fp16_status": fp16.status, "bf16_status": bf16.status if bf16 else None, "fp16_trains": not diverged,
-               **losses}
+    diverged = bool(fp16_losses) and (
+        not all(math.isfinite(x) for x in fp16_losses) or fp16_losses[-1] >= fp16_losses[0]
+    )
+    numbers = {
+        "fp16_ratio": fp16.ratio,
+        "bf16_ratio": bf16.ratio if bf16 else None,
+        "noise": fp16.noise,
+        "fp16_status": fp16.status,
+        "bf16_status": bf16.status if bf16 else None,
+        "fp16_trains": not diverged,
+        **losses,
+    }
     if diverged:
-        return Verdict("C11", "wrong", text + "fp16 + GradScaler did not train here (a loss not finite, or no lower "
-                       "at the end than at the start)", numbers, w)
+        return Verdict(
+            "C11",
+            "wrong",
+            text + "fp16 + GradScaler did not train here (a loss not finite, or no lower at the end than at the start)",
+            numbers,
+            w,
+        )
     faster = fp16.status == "faster"
     speed = f"the step took {fp16.ratio:.2f}× fp32's time with fp16, {1 / fp16.ratio:.2f}× as fast" + (
-        f"; with bf16 {bf16.ratio:.2f}×, {1 / bf16.ratio:.2f}× as fast" if bf16 else "")
-    text += (f"Mixed precision sped this step up, as the source says ({speed}; one model on one GPU type: measure "
-             "yours). It is no NVLink trick, where the source files it: under autocast the parameters and so the "
-             "gradients stay fp32, and DDP all-reduces as many bytes as before. Its torch.cuda.amp.GradScaler() is the "
-             "deprecated spelling of torch.amp.GradScaler(\"cuda\") (its torch.autocast(device_type=\"cuda\", "
-             "dtype=torch.float16) is current), and bf16 needs no scaler at all"
-             if faster else
-             f"fp16 + GradScaler trained but was not faster than fp32 here ({fp16.ratio:.2f}× its step time); "
-             "one run of one model does not make the claim wrong, nor right")
+        f"; with bf16 {bf16.ratio:.2f}×, {1 / bf16.ratio:.2f}× as fast" if bf16 else ""
+    )
+    text += (
+        f"Mixed precision sped this step up, as the source says ({speed}; one model on one GPU type: measure "
+        "yours). It is no NVLink trick, where the source files it: under autocast the parameters and so the "
+        "gradients stay fp32, and DDP all-reduces as many bytes as before. Its torch.cuda.amp.GradScaler() is the "
+        'deprecated spelling of torch.amp.GradScaler("cuda") (its torch.autocast(device_type="cuda", '
+        "dtype=torch.float16) is current), and bf16 needs no scaler at all"
+        if faster
+        else f"fp16 + GradScaler trained but was not faster than fp32 here ({fp16.ratio:.2f}× its step time); "
+        "one run of one model does not make the claim wrong, nor right"
+    )
     return Verdict("C11", "partly" if faster else "info", text, numbers, w)
 
 
@@ -221,24 +258,37 @@ def verdict_c10(result: Any) -> Verdict:
     peak = _memory_change(base, gv, "peak_mem_gb")  # type: ignore[arg-type]
     if saved and None not in saved:
         numbers.update(saved_before_step_gb=saved, peak_change_gb=peak, gradient_copy_gb=grad_gb)
-        peak_words = ", ".join(f"rank {r}: {base['peak_mem_gb_per_rank'][r]:.2f} → {gv['peak_mem_gb_per_rank'][r]:.2f} GB"  # type: ignore[index]
-                               for r in range(len(peak)))
-        unchanged = all(d is not None and abs(d) < MEMORY_NOISE * base["peak_mem_gb_per_rank"][r]  # type: ignore[index]
-                        for r, d in enumerate(peak))
-        parts.append(f"just before optimizer.step, when every gradient exists, it holds "
-                     f"{', '.join(f'{s:.3f}' for s in saved)} GB less (ranks 0, 1; one fp32 copy of the gradients is "
-                     f"{grad_gb:.3f} GB); at the peak, earlier in backward, {peak_words}: "
-                     + ("no change (under 1 %)" if unchanged else "changed"))
+        peak_words = ", ".join(
+            f"rank {r}: {base['peak_mem_gb_per_rank'][r]:.2f} → {gv['peak_mem_gb_per_rank'][r]:.2f} GB"  # type: ignore[index]
+            for r in range(len(peak))
+        )
+        unchanged = all(
+            d is not None and abs(d) < MEMORY_NOISE * base["peak_mem_gb_per_rank"][r]  # type: ignore[index]
+            for r, d in enumerate(peak)
+        )
+        parts.append(
+            f"just before optimizer.step, when every gradient exists, it holds "
+            f"{', '.join(f'{s:.3f}' for s in saved)} GB less (ranks 0, 1; one fp32 copy of the gradients is "
+            f"{grad_gb:.3f} GB); at the peak, earlier in backward, {peak_words}: "
+            + ("no change (under 1 %)" if unchanged else "changed")
+        )
     if step:
         parts.append(f"step time {describe(result, step, 'ms')}")
     equal_bytes = bytes_b is not None and bytes_b == bytes_g
     one_copy = bool(saved) and None not in saved and grad_gb > 0 and all(0.5 <= s / grad_gb <= 1.5 for s in saved)  # type: ignore[operator]
     decided = equal_bytes or one_copy
-    same_bytes = ("the same bytes on the wire (counted here)" if equal_bytes else
-                  "the same bytes on the wire (DDP all-reduces the same buckets; counted on the CPU run, this run "
-                  "counted memory only)")
-    text = "; ".join(parts) + (f". .grad becomes a view into DDP's bucket: one gradient-sized buffer and one copy less, "
-                               f"{same_bytes}: a memory optimisation, not compression" if decided else "")
+    same_bytes = (
+        "the same bytes on the wire (counted here)"
+        if equal_bytes
+        else "the same bytes on the wire (DDP all-reduces the same buckets; counted on the CPU run, this run "
+        "counted memory only)"
+    )
+    text = "; ".join(parts) + (
+        f". .grad becomes a view into DDP's bucket: one gradient-sized buffer and one copy less, "
+        f"{same_bytes}: a memory optimisation, not compression"
+        if decided
+        else ""
+    )
     if not is_gpu(result):
         text += f" [{CPU_NOTE}: memory is counted on GPUs only; the bytes are exact anywhere]"
     return Verdict("C10", "wrong" if decided else "info", text or "not decided: nothing counted", numbers, w)
@@ -257,18 +307,29 @@ def verdict_c9(attention: Any) -> Verdict:
     unet, defaults = m["unet"], m["defaults"]
     by = {r["setting"]: r for r in m["attention"]}
     default, off = by.get("default switches"), by.get("enable_flash_sdp(False)")
-    parts = [f"flash attention is {'on' if defaults['flash_sdp_enabled'] else 'off'} by default here; the UNet's "
-             f"forward makes {unet['sdpa_calls']} scaled_dot_product_attention calls (the attention block: "
-             f"{unet['attention_block_sdpa_calls']})"]
+    parts = [
+        f"flash attention is {'on' if defaults['flash_sdp_enabled'] else 'off'} by default here; the UNet's "
+        f"forward makes {unet['sdpa_calls']} scaled_dot_product_attention calls (the attention block: "
+        f"{unet['attention_block_sdpa_calls']})"
+    ]
     numbers: dict[str, Any] = {"unet_sdpa_calls": unet["sdpa_calls"], "flash_default": defaults["flash_sdp_enabled"]}
     untouched = unet["sdpa_calls"] == 0
     if default and off:
         kern = lambda r: next((o for o in r["ops"] if "backward" not in o), "?")  # noqa: E731
-        moved = (f"switching it off moves the attention block from {kern(default)} to {kern(off)}"
-                 if kern(default) != kern(off) else f"switching it off leaves the attention block on {kern(default)}")
+        moved = (
+            f"switching it off moves the attention block from {kern(default)} to {kern(off)}"
+            if kern(default) != kern(off)
+            else f"switching it off leaves the attention block on {kern(default)}"
+        )
         numbers.update(kernel_default=kern(default), kernel_flash_off=kern(off))
-        parts.append(moved + (f": {compare(default['ms_all'], off['ms_all']).describe('ms')}" if "ms_all" in default
-                              else f" ({default['ms']:.2f} → {off['ms']:.2f} ms, medians without repeats)"))
+        parts.append(
+            moved
+            + (
+                f": {compare(default['ms_all'], off['ms_all']).describe('ms')}"
+                if "ms_all" in default
+                else f" ({default['ms']:.2f} → {off['ms']:.2f} ms, medians without repeats)"
+            )
+        )
     if "ms_flash_on_all" in unet:
         on, off_, again = unet["ms_flash_on_all"], unet["ms_flash_off_all"], unet["ms_flash_on_again_all"]
         from nvtutorial.report.verdict import aa_gap
@@ -276,18 +337,26 @@ def verdict_c9(attention: Any) -> Verdict:
         c = compare(on, off_, aa_gap=aa_gap(on, again))
         if untouched:  # the same kernels either way: an A/A measurement of this machine's noise
             numbers.update(unet_aa_gap=abs(c.change), unet_repeats=list(c.repeats))
-            parts.append(f"the UNet's step, flash on → off, runs identical kernels ({c.baseline:.4g} → "
-                         f"{c.candidate:.4g} ms): the {abs(c.change):.1%} gap is this machine's noise at "
-                         f"{c.repeats[0]}+{c.repeats[1]} repeats, not an effect of the switch")
+            parts.append(
+                f"the UNet's step, flash on → off, runs identical kernels ({c.baseline:.4g} → "
+                f"{c.candidate:.4g} ms): the {abs(c.change):.1%} gap is this machine's noise at "
+                f"{c.repeats[0]}+{c.repeats[1]} repeats, not an effect of the switch"
+            )
         else:
             numbers.update(unet_ratio=c.ratio, unet_status=c.status)
             parts.append(f"the UNet's step, flash on → off: {c.describe('ms')}")
     else:
-        parts.append(f"the UNet's step {unet['ms_flash_on']:.2f} ms with flash on, {unet['ms_flash_off']:.2f} ms off "
-                     "(medians without repeats)" + (": the same kernels either way" if untouched else ""))
-    text = "; ".join(parts) + (". An attention-kernel switch, on by default, for one device: nothing to do with "
-                               "NVLink, and nothing to do in this UNet, which makes no attention call (UNets with attention layers, as in "
-                               "diffusion models, do call scaled_dot_product_attention)" if untouched else "")
+        parts.append(
+            f"the UNet's step {unet['ms_flash_on']:.2f} ms with flash on, {unet['ms_flash_off']:.2f} ms off "
+            "(medians without repeats)" + (": the same kernels either way" if untouched else "")
+        )
+    text = "; ".join(parts) + (
+        ". An attention-kernel switch, on by default, for one device: nothing to do with "
+        "NVLink, and nothing to do in this UNet, which makes no attention call (UNets with attention layers, as in "
+        "diffusion models, do call scaled_dot_product_attention)"
+        if untouched
+        else ""
+    )
     return Verdict("C9", "wrong" if untouched else "info", text, numbers, w)
 
 
@@ -302,8 +371,12 @@ def accumulation_verdict(result: Any) -> Verdict:
     ratio = b["allreduce_bytes_per_step"] / a["allreduce_bytes_per_step"]  # type: ignore[index]
     c = compare(a["step_ms_repeats"], b["step_ms_repeats"], aa_gap=aa_gap_of(rows))  # type: ignore[index]
     passed = abs(ratio - n) < 1e-9
-    return Verdict("04.no_sync", "pass" if passed else "fail",
-                   f"over {n} micro-batches per optimizer step, without no_sync DDP all-reduces {ratio:.0f}× the bytes "
-                   f"({b['allreduce_bytes_per_step'] / 1e6:.2f} against {a['allreduce_bytes_per_step'] / 1e6:.2f} MB); "  # type: ignore[index]
-                   f"step time without no_sync: {describe(result, c, 'ms')}" + ("" if is_gpu(result) else f" [{CPU_NOTE}]"),
-                   {"bytes_ratio": ratio, "micro_batches": n, "step_ratio": c.ratio, "step_status": c.status}, w)
+    return Verdict(
+        "04.no_sync",
+        "pass" if passed else "fail",
+        f"over {n} micro-batches per optimizer step, without no_sync DDP all-reduces {ratio:.0f}× the bytes "
+        f"({b['allreduce_bytes_per_step'] / 1e6:.2f} against {a['allreduce_bytes_per_step'] / 1e6:.2f} MB); "  # type: ignore[index]
+        f"step time without no_sync: {describe(result, c, 'ms')}" + ("" if is_gpu(result) else f" [{CPU_NOTE}]"),
+        {"bytes_ratio": ratio, "micro_batches": n, "step_ratio": c.ratio, "step_status": c.status},
+        w,
+    )

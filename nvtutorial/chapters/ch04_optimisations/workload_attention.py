@@ -26,8 +26,8 @@ from collections.abc import Callable
 from typing import Any, Literal
 
 from nvtutorial import runtime
-from nvtutorial.params import require
 from nvtutorial.models.unet import SIZES
+from nvtutorial.params import require
 
 NAME = "attention_sdp"
 """The workload's name (``nvtutorial.run("attention_sdp", ...)``, ``nvtutorial list``)."""
@@ -54,8 +54,10 @@ class Params:
         require(self.warmup >= 0, f"warmup={self.warmup} must be 0 or more")
         require(self.repeats >= 2, f"repeats={self.repeats}: at least 2, or a comparison cannot know its noise")
         multiple = 2 ** SIZES[self.unet]["depth"]
-        require(self.unet_image_size % multiple == 0 and self.unet_image_size >= 8,
-                f"unet_image_size={self.unet_image_size} must be a multiple of {multiple} for the {self.unet} UNet")
+        require(
+            self.unet_image_size % multiple == 0 and self.unet_image_size >= 8,
+            f"unet_image_size={self.unet_image_size} must be a multiple of {multiple} for the {self.unet} UNet",
+        )
 
 
 def _dtype(p: Params, is_gpu: bool):
@@ -154,7 +156,9 @@ def flags() -> dict[str, Any]:
         "mem_efficient_sdp_enabled": b.mem_efficient_sdp_enabled(),
         "math_sdp_enabled": b.math_sdp_enabled(),
         "cudnn_sdp_enabled": b.cudnn_sdp_enabled() if hasattr(b, "cudnn_sdp_enabled") else None,
-        "flash_attention_built": b.is_flash_attention_available() if hasattr(b, "is_flash_attention_available") else None,
+        "flash_attention_built": b.is_flash_attention_available()
+        if hasattr(b, "is_flash_attention_available")
+        else None,
     }
     return out
 
@@ -189,8 +193,12 @@ def run(ctx: runtime.Context, p: Params) -> dict[str, Any]:
     def attention_step() -> None:
         block(x).float().square().mean().backward()
 
-    out: dict[str, Any] = {"device": str(ctx.device), "dtype": dtype_name, "defaults": flags(),
-                           "shape": {"batch": p.batch, "heads": p.heads, "seq": p.seq, "head_dim": p.head_dim}}
+    out: dict[str, Any] = {
+        "device": str(ctx.device),
+        "dtype": dtype_name,
+        "defaults": flags(),
+        "shape": {"batch": p.batch, "heads": p.heads, "seq": p.seq, "head_dim": p.head_dim},
+    }
     # 1. which backends run here
     backends = []
     for name in BACKENDS:
@@ -213,26 +221,34 @@ def run(ctx: runtime.Context, p: Params) -> dict[str, Any]:
     rows = []
     rows.append({"setting": "default switches", "ops": sdpa_ops(attention_step), **_timed(ctx, attention_step, p)})
     with flash_switch(False):
-        rows.append({"setting": "enable_flash_sdp(False)", "ops": sdpa_ops(attention_step),
-                     **_timed(ctx, attention_step, p)})
+        rows.append(
+            {"setting": "enable_flash_sdp(False)", "ops": sdpa_ops(attention_step), **_timed(ctx, attention_step, p)}
+        )
     for b in backends:
         if b["runs"]:
             with sdpa_kernel([getattr(SDPBackend, b["backend"])]):
-                rows.append({"setting": f"sdpa_kernel({b['backend']})", "ops": b["ops"], **_timed(ctx, attention_step, p)})
+                rows.append(
+                    {"setting": f"sdpa_kernel({b['backend']})", "ops": b["ops"], **_timed(ctx, attention_step, p)}
+                )
     out["attention"] = rows
     ctx.progress(2, 3, "attention")
     # 3. the UNet: no SDPA at all, so the switch cannot matter
     net = build_unet(p.unet).to(ctx.device)
     images = torch.randn(p.unet_batch, 3, p.unet_image_size, p.unet_image_size, device=ctx.device)
-    amp = torch.autocast(device_type=ctx.device.type, dtype=dtype) if dtype != torch.float32 else contextlib.nullcontext()
+    amp = (
+        torch.autocast(device_type=ctx.device.type, dtype=dtype) if dtype != torch.float32 else contextlib.nullcontext()
+    )
 
     def unet_step() -> None:
         with amp:
             y = net(images)
         y.float().mean().backward()
 
-    out["unet"] = {"model": p.unet, "sdpa_calls": count_sdpa_calls(unet_step),
-                   "attention_block_sdpa_calls": count_sdpa_calls(attention_step)}
+    out["unet"] = {
+        "model": p.unet,
+        "sdpa_calls": count_sdpa_calls(unet_step),
+        "attention_block_sdpa_calls": count_sdpa_calls(attention_step),
+    }
     with flash_switch(True):
         out["unet"].update(_timed(ctx, unet_step, p, "ms_flash_on"))
     with flash_switch(False):

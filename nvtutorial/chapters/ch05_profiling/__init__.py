@@ -14,7 +14,17 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-FILES = ('exercises_exposed', 'exercises_waiting', 'lab', 'plots', 'report', 'report_monitoring', 'report_traces', 'workload', 'lessons')
+FILES = (
+    "exercises_exposed",
+    "exercises_waiting",
+    "lab",
+    "plots",
+    "report",
+    "report_monitoring",
+    "report_traces",
+    "workload",
+    "lessons",
+)
 
 
 def __getattr__(name: str) -> Any:  # PEP 562: each file is imported when first asked for

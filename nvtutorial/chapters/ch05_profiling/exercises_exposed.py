@@ -18,8 +18,10 @@ NAME = "profile_exposed"
 """The exercise's name (``teach.check.check("profile_exposed", ...)``)."""
 
 NOTEBOOK = "05_profiling"
-TASK = ("write exposed_ms(compute, comm, step): the milliseconds inside the step during which communication "
-        "runs and no compute does")
+TASK = (
+    "write exposed_ms(compute, comm, step): the milliseconds inside the step during which communication "
+    "runs and no compute does"
+)
 KIND = "function"
 
 Interval = tuple[float, float]
@@ -27,6 +29,7 @@ Interval = tuple[float, float]
 
 def exposed_ms(compute: Sequence[Interval], comm: Sequence[Interval], step: Interval) -> float:
     """The solution: union each kind, clip to the step, take communication minus compute."""
+
     def union(intervals):
         out = []
         for s, e in sorted((max(s, step[0]), min(e, step[1])) for s, e in intervals):
@@ -49,19 +52,43 @@ def exposed_ms(compute: Sequence[Interval], comm: Sequence[Interval], step: Inte
 SOLUTION = exposed_ms
 
 CASES: list[tuple[str, list[Interval], list[Interval], Interval, str]] = [
-    ("hidden", [(0, 10)], [(5, 15)], (0, 20),
-     "communication that runs under compute is hidden: the step does not wait for it (though on a GPU its kernels "
-     "share SMs and memory bandwidth with that compute), so it is not exposed"),
-    ("two compute streams", [(0, 10), (2, 8)], [(4, 12)], (0, 20),
-     "two compute kernels at once (two streams) cover the time once: take the union of compute first"),
-    ("two collectives at once", [], [(0, 6), (3, 9)], (0, 20),
-     "two collectives at once cover the time once: take the union of communication first"),
-    ("outside the step", [(0, 4)], [(2, 6), (15, 25)], (0, 20),
-     "only the part inside the step window counts (a kernel can start before or end after it)"),
+    (
+        "hidden",
+        [(0, 10)],
+        [(5, 15)],
+        (0, 20),
+        "communication that runs under compute is hidden: the step does not wait for it (though on a GPU its kernels "
+        "share SMs and memory bandwidth with that compute), so it is not exposed",
+    ),
+    (
+        "two compute streams",
+        [(0, 10), (2, 8)],
+        [(4, 12)],
+        (0, 20),
+        "two compute kernels at once (two streams) cover the time once: take the union of compute first",
+    ),
+    (
+        "two collectives at once",
+        [],
+        [(0, 6), (3, 9)],
+        (0, 20),
+        "two collectives at once cover the time once: take the union of communication first",
+    ),
+    (
+        "outside the step",
+        [(0, 4)],
+        [(2, 6), (15, 25)],
+        (0, 20),
+        "only the part inside the step window counts (a kernel can start before or end after it)",
+    ),
     ("no communication", [(0, 10)], [], (0, 20), "without communication nothing is exposed"),
-    ("a real-looking step", [(0.0, 3.1), (3.2, 9.0), (8.5, 9.4), (9.5, 14.0), (14.2, 18.0), (18.3, 19.0)],
-     [(11.0, 13.5), (15.0, 16.2), (17.5, 19.4), (19.5, 19.9)], (0.0, 20.0),
-     "a backward pass with three all-reduces and two overlapping compute kernels"),
+    (
+        "a real-looking step",
+        [(0.0, 3.1), (3.2, 9.0), (8.5, 9.4), (9.5, 14.0), (14.2, 18.0), (18.3, 19.0)],
+        [(11.0, 13.5), (15.0, 16.2), (17.5, 19.4), (19.5, 19.9)],
+        (0.0, 20.0),
+        "a backward pass with three all-reduces and two overlapping compute kernels",
+    ),
 ]
 
 

@@ -19,8 +19,10 @@ NAME = "profile_waiting"
 """The exercise's name (``teach.check.check("profile_waiting", ...)``)."""
 
 NOTEBOOK = "05_profiling"
-TASK = ("write transfer_ms(rank0, rank1): for each rank, the time inside its collectives after the other rank "
-        "had joined them")
+TASK = (
+    "write transfer_ms(rank0, rank1): for each rank, the time inside its collectives after the other rank "
+    "had joined them"
+)
 KIND = "function"
 
 Interval = tuple[float, float]
@@ -39,13 +41,25 @@ def transfer_ms(rank0: Sequence[Interval], rank1: Sequence[Interval]) -> list[fl
 SOLUTION = transfer_ms
 
 CASES: list[tuple[str, list[Interval], list[Interval], str]] = [
-    ("rank 0 early", [(0, 10)], [(8, 10)],
-     "rank 0 joined at 0 and rank 1 at 8: rank 0 waited 8 ms for rank 1, and no data moved meanwhile"),
-    ("taking turns", [(0, 5), (20, 22)], [(4, 5.2), (12, 22.1)],
-     "each rank is late once: pair the collectives one by one (the least total of the ranks still counts waiting)"),
+    (
+        "rank 0 early",
+        [(0, 10)],
+        [(8, 10)],
+        "rank 0 joined at 0 and rank 1 at 8: rank 0 waited 8 ms for rank 1, and no data moved meanwhile",
+    ),
+    (
+        "taking turns",
+        [(0, 5), (20, 22)],
+        [(4, 5.2), (12, 22.1)],
+        "each rank is late once: pair the collectives one by one (the least total of the ranks still counts waiting)",
+    ),
     ("together", [(0, 2), (3, 4)], [(0, 2.1), (3, 4.2)], "both ranks joined at once: nobody waited"),
-    ("rank 1 early, three collectives", [(5, 6), (9, 10), (14, 15.5)], [(1, 6.1), (2 + 6, 10), (11, 15.4)],
-     "rank 1 arrived first at two of three collectives"),
+    (
+        "rank 1 early, three collectives",
+        [(5, 6), (9, 10), (14, 15.5)],
+        [(1, 6.1), (2 + 6, 10), (11, 15.4)],
+        "rank 1 arrived first at two of three collectives",
+    ),
 ]
 
 
@@ -53,8 +67,12 @@ def reference(rank0: Sequence[Interval], rank1: Sequence[Interval]) -> list[floa
     """The package's answer: :func:`nvtutorial.tracesplit.pair` on two one-step traces (ms in, ms out)."""
     end = max(e for s, e in [*rank0, *rank1]) + 1
     start = min(s for s, e in [*rank0, *rank1]) - 1
-    acts = [tracesplit.Activity(source="gpu", compute=[], comm=list(c), steps=[(start, end)], phases={},
-                                phase_compute={}, rows=[], rank=r) for r, c in enumerate((rank0, rank1))]
+    acts = [
+        tracesplit.Activity(
+            source="gpu", compute=[], comm=list(c), steps=[(start, end)], phases={}, phase_compute={}, rows=[], rank=r
+        )
+        for r, c in enumerate((rank0, rank1))
+    ]
     return [w.transfer_ms * 1e3 for w in tracesplit.pair(acts)]  # pair reads microseconds
 
 
@@ -69,8 +87,9 @@ def check_local(candidate: Callable[..., Sequence[float]]) -> tuple[bool, str]:
         if len(got) != 2 or not all(isinstance(g, (int, float)) and math.isfinite(g) for g in got):
             return False, f"case '{name}': return two numbers, [rank 0, rank 1], not {got!r}"
         if any(abs(g - w) > 1e-6 for g, w in zip(got, want)):
-            return False, (f"case '{name}': expected [{want[0]:g}, {want[1]:g}] ms, got [{got[0]:g}, {got[1]:g}]: "
-                           f"{why}")
+            return False, (
+                f"case '{name}': expected [{want[0]:g}, {want[1]:g}] ms, got [{got[0]:g}, {got[1]:g}]: {why}"
+            )
     return True, f"right on all {len(CASES)} cases, the same as nvtutorial.tracesplit.pair"
 
 

@@ -16,11 +16,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from nvtutorial import launch, params as params_mod, workloads
+from nvtutorial import launch, workloads
+from nvtutorial import params as params_mod
+from nvtutorial.chapters.ch05_profiling import workload as profile_step
+from nvtutorial.chapters.ch05_profiling.report_traces import NsysResult, nsys_split, parse_kernel_summary
 from nvtutorial.launch.environment import child_environment
 from nvtutorial.launch.tree import ProcessTree
-from nvtutorial.chapters.ch05_profiling.report_traces import NsysResult, nsys_split, parse_kernel_summary
-from nvtutorial.chapters.ch05_profiling import workload as profile_step
 
 
 def params_from(sizes: Mapping[str, Any], **overrides: Any) -> dict[str, Any]:
@@ -50,8 +51,17 @@ def nsys_command(run_command: Sequence[str], output: str | os.PathLike[str]) -> 
     CUDA and NVTX only (no CPU sampling): small reports, and the NVTX ``train_step`` ranges mark
     the steps. ``torch.profiler`` must be off in that run: both use CUPTI.
     """
-    return ["nsys", "profile", f"--trace={NSYS_TRACE}", "--sample=none", "--cpuctxsw=none",
-            "--force-overwrite=true", "--output", str(output), *run_command]
+    return [
+        "nsys",
+        "profile",
+        f"--trace={NSYS_TRACE}",
+        "--sample=none",
+        "--cpuctxsw=none",
+        "--force-overwrite=true",
+        "--output",
+        str(output),
+        *run_command,
+    ]
 
 
 def nsys_stats_command(report: str | os.PathLike[str]) -> list[str]:
@@ -59,8 +69,15 @@ def nsys_stats_command(report: str | os.PathLike[str]) -> list[str]:
     return ["nsys", "stats", "--report", "cuda_gpu_kern_sum", "--format", "csv", "--force-export=true", str(report)]
 
 
-def run_nsys(workload: str, *, params: Any = None, nproc: int = 2, env: Mapping[str, Any] | None = None,
-             timeout: float = 300.0, out: str | os.PathLike[str] | None = None) -> NsysResult:
+def run_nsys(
+    workload: str,
+    *,
+    params: Any = None,
+    nproc: int = 2,
+    env: Mapping[str, Any] | None = None,
+    timeout: float = 300.0,
+    out: str | os.PathLike[str] | None = None,
+) -> NsysResult:
     """Run ``workload`` under ``nsys profile``, then ``nsys stats``; the split per GPU from the report.
 
     Where ``nsys`` is not on PATH nothing runs: the result says so and holds the command that
@@ -71,26 +88,49 @@ def run_nsys(workload: str, *, params: Any = None, nproc: int = 2, env: Mapping[
     report = spec.run_dir / "nsys_report"
     command = nsys_command(spec.command(), report)
     if nsys_available() is None:
-        return NsysResult(available=False, command=command,
-                          reason="nsys (Nsight Systems) is not on PATH here: the split below comes from torch.profiler")
+        return NsysResult(
+            available=False,
+            command=command,
+            reason="nsys (Nsight Systems) is not on PATH here: the split below comes from torch.profiler",
+        )
     spec.run_dir.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     tree = ProcessTree()  # nsys, the torchrun it starts, the ranks: ended together whatever happens
-    proc = tree.add(subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                     env=child_environment(spec), start_new_session=True))
+    proc = tree.add(
+        subprocess.Popen(
+            command,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=child_environment(spec),
+            start_new_session=True,
+        )
+    )
     try:
         output, _ = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         tree.end()
         output, _ = proc.communicate()
-        return NsysResult(available=True, command=command, reason=f"nsys did not finish within {timeout:g} s",
-                          returncode=None, wall_s=time.perf_counter() - t0, output_tail=output.splitlines()[-20:])
+        return NsysResult(
+            available=True,
+            command=command,
+            reason=f"nsys did not finish within {timeout:g} s",
+            returncode=None,
+            wall_s=time.perf_counter() - t0,
+            output_tail=output.splitlines()[-20:],
+        )
     finally:
         tree.end()
     wall = time.perf_counter() - t0
     rep = next((p for p in (report.with_suffix(".nsys-rep"), report.with_suffix(".qdrep")) if p.exists()), None)
-    result = NsysResult(available=True, command=command, returncode=proc.returncode, wall_s=wall,
-                        report=str(rep) if rep else None, output_tail=output.splitlines()[-20:])
+    result = NsysResult(
+        available=True,
+        command=command,
+        returncode=proc.returncode,
+        wall_s=wall,
+        report=str(rep) if rep else None,
+        output_tail=output.splitlines()[-20:],
+    )
     if rep is None:
         result.reason = f"nsys exited with code {proc.returncode} and wrote no report"
         return result
@@ -108,8 +148,9 @@ def run_nsys(workload: str, *, params: Any = None, nproc: int = 2, env: Mapping[
     return result
 
 
-def nsys_display_command(workload: str, params: Mapping[str, Any] | None = None, nproc: int = 2,
-                         output: str = "profile_step_report") -> str:
+def nsys_display_command(
+    workload: str, params: Mapping[str, Any] | None = None, nproc: int = 2, output: str = "profile_step_report"
+) -> str:
     """The ``nsys profile`` command to type in a terminal for the same run (torchrun form).
 
     Only the parameters given are spelled out; pass ``profiler=False`` (nsys and torch.profiler
@@ -117,5 +158,7 @@ def nsys_display_command(workload: str, params: Mapping[str, Any] | None = None,
     given = dict(params or {})
     strings = params_mod.to_strings(params_mod.build(workloads.load(workload).Params, given))  # validates
     sets = " ".join(f"--set {k}={strings[k]}" for k in given if strings[k] != "")
-    return (f"nsys profile --trace={NSYS_TRACE} --sample=none --cpuctxsw=none --output {output} \\\n"
-            f"    torchrun --standalone --nproc-per-node {nproc} -m {workloads.module(workload)} {sets}")
+    return (
+        f"nsys profile --trace={NSYS_TRACE} --sample=none --cpuctxsw=none --output {output} \\\n"
+        f"    torchrun --standalone --nproc-per-node {nproc} -m {workloads.module(workload)} {sets}"
+    )

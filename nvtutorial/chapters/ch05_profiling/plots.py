@@ -32,12 +32,20 @@ def split_bars(splits: Mapping[str, Any], where: Any, title: str = "Where the ti
     for i, label in enumerate(labels):
         s = splits[label]
         waited = _get(s, "exposed_wait_ms")
-        exposed = (("exposed: on the wire", _get(s, "exposed_transfer_ms"), COLOURS["exposed"]),
-                   ("exposed: waiting for the other rank", waited, WAIT)) if _get(s, "exposed_transfer_ms") or waited \
+        exposed = (
+            (
+                ("exposed: on the wire", _get(s, "exposed_transfer_ms"), COLOURS["exposed"]),
+                ("exposed: waiting for the other rank", waited, WAIT),
+            )
+            if _get(s, "exposed_transfer_ms") or waited
             else (("exposed communication", _get(s, "exposed_ms"), COLOURS["exposed"]),)
-        parts = (("compute only", _get(s, "compute_ms") - _get(s, "hidden_ms"), COLOURS["compute"]),
-                 ("communication hidden under compute", _get(s, "hidden_ms"), COLOURS["hidden"]),
-                 *exposed, ("idle", _get(s, "idle_ms"), COLOURS["idle"]))
+        )
+        parts = (
+            ("compute only", _get(s, "compute_ms") - _get(s, "hidden_ms"), COLOURS["compute"]),
+            ("communication hidden under compute", _get(s, "hidden_ms"), COLOURS["hidden"]),
+            *exposed,
+            ("idle", _get(s, "idle_ms"), COLOURS["idle"]),
+        )
         left = 0.0
         for name, width, colour in parts:
             ax.barh(i, width, left=left, color=colour, label=name if i == 0 else None, height=0.6)
@@ -54,8 +62,13 @@ def split_bars(splits: Mapping[str, Any], where: Any, title: str = "Where the ti
     return fig, ax
 
 
-LANES = (("phase", "phases"), ("compute", "compute"), ("comm", "communication"), ("wait", "waiting"),
-         ("transfer", "on the wire"))
+LANES = (
+    ("phase", "phases"),
+    ("compute", "compute"),
+    ("comm", "communication"),
+    ("wait", "waiting"),
+    ("transfer", "on the wire"),
+)
 
 
 def timeline(frame: Any, where: Any, title: str = "One step on each rank"):
@@ -74,8 +87,11 @@ def timeline(frame: Any, where: Any, title: str = "One step on each rank"):
             rows = sub[sub["kind"] == kind]
             spans = [(r.start_ms, r.end_ms - r.start_ms) for r in rows.itertuples()]
             if kind == "phase":
-                ax.broken_barh(spans, (y - 0.35, 0.7), facecolors=[COLOURS["phase"] if i % 2 == 0 else "#8FBF9F"
-                                                                    for i in range(len(spans))])
+                ax.broken_barh(
+                    spans,
+                    (y - 0.35, 0.7),
+                    facecolors=[COLOURS["phase"] if i % 2 == 0 else "#8FBF9F" for i in range(len(spans))],
+                )
                 for r in rows.itertuples():
                     ax.text((r.start_ms + r.end_ms) / 2, y, r.name, ha="center", va="center", fontsize=7)
             else:
@@ -95,8 +111,12 @@ def timeline(frame: Any, where: Any, title: str = "One step on each rank"):
     return fig, ax
 
 
-def price(verdicts: Mapping[str, Any], marks: Mapping[str, float], where: Any,
-          title: str = "What the DDP step costs over a step without exchange"):
+def price(
+    verdicts: Mapping[str, Any],
+    marks: Mapping[str, float],
+    where: Any,
+    title: str = "What the DDP step costs over a step without exchange",
+):
     """The extra milliseconds of the DDP step over each baseline, per rank, with the noise of the
     comparison as an error bar (from :func:`nvtutorial.chapters.ch05_profiling.report.price` verdicts:
     ``{"over no_sync": v, "over 1-GPU": v2}``), and vertical lines for trace-based estimates
@@ -111,8 +131,16 @@ def price(verdicts: Mapping[str, Any], marks: Mapping[str, float], where: Any,
             values.append(extra)
             errors.append(noise)
     ys = list(range(len(labels)))
-    ax.errorbar(values, ys, xerr=errors, fmt="o", color=COLOURS["exposed"], ecolor="0.4", capsize=4,
-                label="DDP step − baseline, ± noise")
+    ax.errorbar(
+        values,
+        ys,
+        xerr=errors,
+        fmt="o",
+        color=COLOURS["exposed"],
+        ecolor="0.4",
+        capsize=4,
+        label="DDP step − baseline, ± noise",
+    )
     ax.axvline(0, color="0.2", lw=0.8)
     styles = iter(["--", ":", "-."])
     for name, value in marks.items():
@@ -136,15 +164,33 @@ def comm_share_sweep(rows_by_path: Mapping[str, Sequence[Mapping[str, Any]]], wh
         if not rows:
             continue
         xs = [r["batch"] for r in rows]
-        line, = ax.plot(xs, [100 * r["link_share"] for r in rows], marker="o", label=f"{label}: on the wire")
+        (line,) = ax.plot(xs, [100 * r["link_share"] for r in rows], marker="o", label=f"{label}: on the wire")
         c = line.get_color()
-        ax.plot(xs, [100 * r["exposed_link_share"] for r in rows], marker="x", ls="--", color=c,
-                label=f"{label}: on the wire, exposed")
-        ax.plot(xs, [100 * r["comm_share_mean"] for r in rows], marker=".", ls=":", color=c,
-                label=f"{label}: profiler's share (waiting included)")
+        ax.plot(
+            xs,
+            [100 * r["exposed_link_share"] for r in rows],
+            marker="x",
+            ls="--",
+            color=c,
+            label=f"{label}: on the wire, exposed",
+        )
+        ax.plot(
+            xs,
+            [100 * r["comm_share_mean"] for r in rows],
+            marker=".",
+            ls=":",
+            color=c,
+            label=f"{label}: profiler's share (waiting included)",
+        )
     ax.axhline(100 * threshold, color="0.3", lw=0.8, ls="-.")
-    ax.text(0.01, 100 * threshold, f" {100 * threshold:.0f} % (the source's rule)", va="bottom", fontsize=7,
-            transform=ax.get_yaxis_transform())
+    ax.text(
+        0.01,
+        100 * threshold,
+        f" {100 * threshold:.0f} % (the source's rule)",
+        va="bottom",
+        fontsize=7,
+        transform=ax.get_yaxis_transform(),
+    )
     ax.set_xscale("log", base=2)
     batches = sorted({r["batch"] for rows in rows_by_path.values() for r in rows})
     if batches:
@@ -159,8 +205,14 @@ def comm_share_sweep(rows_by_path: Mapping[str, Sequence[Mapping[str, Any]]], wh
     return fig, ax
 
 
-def telemetry(frame: Any, where: Any, phases: Sequence[Mapping[str, Any]] = (), step_ends: Sequence[float] = (),
-              dmon: Any = None, title: str = "NVML telemetry during the run"):
+def telemetry(
+    frame: Any,
+    where: Any,
+    phases: Sequence[Mapping[str, Any]] = (),
+    step_ends: Sequence[float] = (),
+    dmon: Any = None,
+    title: str = "NVML telemetry during the run",
+):
     """GPU utilisation, NVLink bytes/s and memory against time, with the run's phases shaded and
     step ends ticked (wall-clock times from the workload); ``dmon`` (a frame with ``t``, ``gpu``,
     ``sm``) adds what ``nvidia-smi dmon -s u`` printed, once a second."""
@@ -169,7 +221,9 @@ def telemetry(frame: Any, where: Any, phases: Sequence[Mapping[str, Any]] = (), 
     if frame is None or len(frame) == 0:
         reason = getattr(frame, "attrs", {}).get("reason") or "no telemetry"
         fig, ax = figure(8.0, 2.2)
-        ax.text(0.5, 0.5, f"no telemetry: {reason}", ha="center", va="center", transform=ax.transAxes, fontsize=9, wrap=True)
+        ax.text(
+            0.5, 0.5, f"no telemetry: {reason}", ha="center", va="center", transform=ax.transAxes, fontsize=9, wrap=True
+        )
         ax.set_xticks([])
         ax.set_yticks([])
         ax.set_title(title)
@@ -192,7 +246,9 @@ def telemetry(frame: Any, where: Any, phases: Sequence[Mapping[str, Any]] = (), 
     for i, ph in enumerate(phases):
         for ax in axes:
             ax.axvspan(ph["start"] - t0, ph["end"] - t0, color="0.85" if i % 2 == 0 else "0.93", zorder=0)
-        axes[0].text((ph["start"] + ph["end"]) / 2 - t0, 103, ph["name"], ha="center", va="bottom", fontsize=6, rotation=20)
+        axes[0].text(
+            (ph["start"] + ph["end"]) / 2 - t0, 103, ph["name"], ha="center", va="bottom", fontsize=6, rotation=20
+        )
     for t in step_ends:
         axes[0].axvline(t - t0, color="0.5", lw=0.4)
     axes[0].set_ylim(0, 100)

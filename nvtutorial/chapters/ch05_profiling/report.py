@@ -33,11 +33,15 @@ def _fmt(values: Sequence[float], unit: str = "ms", digits: int = 2) -> str:
 
 # --------------------------------------------------------------------------- the split, per rank
 
+
 def link_columns(split: Mapping[str, Any]) -> dict[str, Any]:
     """The waiting/transfer part of a rank's split, or ``{}`` where it was not computed."""
     link = split.get("link") or {}
-    return {k: link[k] for k in ("wait_ms", "transfer_ms", "exposed_wait_ms", "exposed_transfer_ms", "last_share")
-            if k in link}
+    return {
+        k: link[k]
+        for k in ("wait_ms", "transfer_ms", "exposed_wait_ms", "exposed_transfer_ms", "last_share")
+        if k in link
+    }
 
 
 def split_frame(res: Any, path: str | None = None):  # -> pandas.DataFrame
@@ -54,8 +58,24 @@ def split_frame(res: Any, path: str | None = None):  # -> pandas.DataFrame
         row.update({k: v for k, v in sp.items() if not isinstance(v, (dict, list))})
         row.update(link_columns(sp))
         rows.append(row)
-    cols = ["path", "rank", "step_ms", "compute_ms", "compute_only_ms", "comm_ms", "hidden_ms", "exposed_ms", "idle_ms",
-            "wait_ms", "transfer_ms", "exposed_wait_ms", "exposed_transfer_ms", "comm_share", "exposed_share", "source"]
+    cols = [
+        "path",
+        "rank",
+        "step_ms",
+        "compute_ms",
+        "compute_only_ms",
+        "comm_ms",
+        "hidden_ms",
+        "exposed_ms",
+        "idle_ms",
+        "wait_ms",
+        "transfer_ms",
+        "exposed_wait_ms",
+        "exposed_transfer_ms",
+        "comm_share",
+        "exposed_share",
+        "source",
+    ]
     frame = pd.DataFrame(rows)
     return frame[[c for c in cols if c in frame.columns]].round(4)
 
@@ -76,15 +96,27 @@ def check_split(res: Any, tolerance: float = 1e-6) -> Verdict:
         link = sp.get("link") or {}
         if "wait_ms" in link:
             if abs(link["wait_ms"] + link["transfer_ms"] - sp["comm_ms"]) > tolerance * max(1.0, sp["comm_ms"]):
-                problems.append(f"rank {rank}: wait + transfer = {link['wait_ms'] + link['transfer_ms']:.4f} ms, "
-                                f"communication {sp['comm_ms']:.4f} ms")
-            if abs(link["exposed_wait_ms"] + link["exposed_transfer_ms"] - sp["exposed_ms"]) > tolerance * max(1.0, sp["exposed_ms"]):
+                problems.append(
+                    f"rank {rank}: wait + transfer = {link['wait_ms'] + link['transfer_ms']:.4f} ms, "
+                    f"communication {sp['comm_ms']:.4f} ms"
+                )
+            if abs(link["exposed_wait_ms"] + link["exposed_transfer_ms"] - sp["exposed_ms"]) > tolerance * max(
+                1.0, sp["exposed_ms"]
+            ):
                 problems.append(f"rank {rank}: exposed wait + exposed transfer differ from exposed communication")
     ok = not problems and len(sums) == len(res.ranks) >= 1
-    text = (f"on all {len(res.ranks)} ranks, compute only + hidden + exposed communication + idle = the step"
-            if ok else "; ".join(problems) or "no rank reported a split")
-    return Verdict("split adds up", "pass" if ok else "fail", text,
-                   {"ranks": len(res.ranks), "largest_error_ms": max((abs(s) for s in sums), default=None)}, _where(res))
+    text = (
+        f"on all {len(res.ranks)} ranks, compute only + hidden + exposed communication + idle = the step"
+        if ok
+        else "; ".join(problems) or "no rank reported a split"
+    )
+    return Verdict(
+        "split adds up",
+        "pass" if ok else "fail",
+        text,
+        {"ranks": len(res.ranks), "largest_error_ms": max((abs(s) for s in sums), default=None)},
+        _where(res),
+    )
 
 
 def link_estimate(ranks: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
@@ -97,13 +129,20 @@ def link_estimate(ranks: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     splits = [r for r in ranks if r]
     links = [r.get("link") or {} for r in splits]
     if splits and all("transfer_ms" in link for link in links):
-        return {"source": "paired traces", "link_ms": min(link["transfer_ms"] for link in links),
-                "exposed_link_ms": min(link["exposed_transfer_ms"] for link in links),
-                "wait_ms": [link["wait_ms"] for link in links]}
+        return {
+            "source": "paired traces",
+            "link_ms": min(link["transfer_ms"] for link in links),
+            "exposed_link_ms": min(link["exposed_transfer_ms"] for link in links),
+            "wait_ms": [link["wait_ms"] for link in links],
+        }
     comm = [s["comm_ms"] for s in splits]
     exposed = [s["exposed_ms"] for s in splits]
-    return {"source": "least of the ranks", "link_ms": min(comm, default=float("nan")),
-            "exposed_link_ms": min(exposed, default=float("nan")), "wait_ms": [c - min(comm) for c in comm]}
+    return {
+        "source": "least of the ranks",
+        "link_ms": min(comm, default=float("nan")),
+        "exposed_link_ms": min(exposed, default=float("nan")),
+        "wait_ms": [c - min(comm) for c in comm],
+    }
 
 
 def verdict_split(res: Any) -> Verdict:
@@ -117,37 +156,67 @@ def verdict_split(res: Any) -> Verdict:
     step = statistics.mean(s["step_ms"] for s in splits)
     waiting = [min(1.0, max(0.0, w / c)) if c > 0 else 0.0 for w, c in zip(est["wait_ms"], comm)]
     worst = max(range(len(comm)), key=lambda r: comm[r])
-    how = ("paired on one clock: a rank waits inside a collective until the last rank joins it" if est["source"] == "paired traces"
-           else "estimated as the least communication of any rank: the last rank to join a collective waits for nobody")
-    text = (f"communication per step: {_fmt(comm)}; exposed (no compute under it): {_fmt(exposed)}. "
-            f"The ranks ran the same collectives, so the difference is waiting: {100 * waiting[worst]:.0f} % of rank "
-            f"{worst}'s communication was waiting for the other rank ({how}). On the wire: {est['link_ms']:.2f} ms per "
-            f"step, of which {est['exposed_link_ms']:.2f} ms exposed ({100 * est['exposed_link_ms'] / step:.1f} % of "
-            f"the {step:.1f} ms profiled step).")
-    return Verdict("time split", "info", text,
-                   {"comm_ms": comm, "exposed_ms": exposed, "waiting_share": waiting, "link_ms": est["link_ms"],
-                    "exposed_link_ms": est["exposed_link_ms"], "exposed_link_share": est["exposed_link_ms"] / step,
-                    "step_ms": step, "source": est["source"]}, _where(res))
+    how = (
+        "paired on one clock: a rank waits inside a collective until the last rank joins it"
+        if est["source"] == "paired traces"
+        else "estimated as the least communication of any rank: the last rank to join a collective waits for nobody"
+    )
+    text = (
+        f"communication per step: {_fmt(comm)}; exposed (no compute under it): {_fmt(exposed)}. "
+        f"The ranks ran the same collectives, so the difference is waiting: {100 * waiting[worst]:.0f} % of rank "
+        f"{worst}'s communication was waiting for the other rank ({how}). On the wire: {est['link_ms']:.2f} ms per "
+        f"step, of which {est['exposed_link_ms']:.2f} ms exposed ({100 * est['exposed_link_ms'] / step:.1f} % of "
+        f"the {step:.1f} ms profiled step)."
+    )
+    return Verdict(
+        "time split",
+        "info",
+        text,
+        {
+            "comm_ms": comm,
+            "exposed_ms": exposed,
+            "waiting_share": waiting,
+            "link_ms": est["link_ms"],
+            "exposed_link_ms": est["exposed_link_ms"],
+            "exposed_link_share": est["exposed_link_ms"] / step,
+            "step_ms": step,
+            "source": est["source"],
+        },
+        _where(res),
+    )
 
 
 def phase_frame(res: Any):  # -> pandas.DataFrame
     """Compute time inside each marked phase (forward, backward, optimizer) per rank, ms per step."""
     import pandas as pd
 
-    return pd.DataFrame([{"rank": r, **{f"{k}_ms": round(v, 4) for k, v in ((m.get("split") or {}).get("phase_ms") or {}).items()}}
-                         for r, m in enumerate(res.ranks)])
+    return pd.DataFrame(
+        [
+            {"rank": r, **{f"{k}_ms": round(v, 4) for k, v in ((m.get("split") or {}).get("phase_ms") or {}).items()}}
+            for r, m in enumerate(res.ranks)
+        ]
+    )
 
 
 # --------------------------------------------------------------------------- the profiler's own cost
+
 
 def overhead_frame(res: Any):  # -> pandas.DataFrame
     """Median step time without and with torch.profiler, per rank, and the difference in ms."""
     import pandas as pd
 
-    return pd.DataFrame([{"rank": r, "step_ms": round(m["step_ms"], 3), "step_ms_profiled": round(m["step_ms_profiled"], 3),
-                          "overhead_ms": round(m["step_ms_profiled"] - m["step_ms"], 3),
-                          "overhead_%": round(100 * (m["step_ms_profiled"] / m["step_ms"] - 1), 1)}
-                         for r, m in enumerate(res.ranks)])
+    return pd.DataFrame(
+        [
+            {
+                "rank": r,
+                "step_ms": round(m["step_ms"], 3),
+                "step_ms_profiled": round(m["step_ms_profiled"], 3),
+                "overhead_ms": round(m["step_ms_profiled"] - m["step_ms"], 3),
+                "overhead_%": round(100 * (m["step_ms_profiled"] / m["step_ms"] - 1), 1),
+            }
+            for r, m in enumerate(res.ranks)
+        ]
+    )
 
 
 def _overhead_comparisons(res: Any) -> list[Comparison | None]:
@@ -172,12 +241,16 @@ def verdict_overhead(res: Any) -> Verdict:
     if all(comps):
         numbers.update(ratio=[c.ratio for c in comps], noise=[c.noise for c in comps])  # type: ignore[union-attr]
         status = _joint([c.status for c in comps])  # type: ignore[union-attr]
-        text = "; ".join(f"rank {r}: " + c.describe("ms", "step without → with the profiler")  # type: ignore[union-attr]
-                         for r, c in enumerate(comps))
+        text = "; ".join(
+            f"rank {r}: " + c.describe("ms", "step without → with the profiler")  # type: ignore[union-attr]
+            for r, c in enumerate(comps)
+        )
     else:
         status = "info"
-        text = (f"the profiler added {_fmt(added)} to the median step (medians only in this run: no repeats to "
-                "set the noise)")
+        text = (
+            f"the profiler added {_fmt(added)} to the median step (medians only in this run: no repeats to "
+            "set the noise)"
+        )
     return Verdict("profiler overhead", status, text, numbers, _where(res))
 
 
@@ -209,35 +282,52 @@ def verdict_trust(res: Any) -> Verdict:
             bound.append(over)
             if not over < exp:
                 fails.append(rank)
-    numbers = {"overhead_ms": added, "overhead_bound_ms": bound, "exposed_ms": exposed, "ranks_failing": fails,
-               "ranks_undecided": unsure, "trustworthy": False if fails else None if unsure else True}
-    noise = [f"rank {r}: {added[r]:+.2f} ms, noise ±{comps[r].noise:.0%} (up to {bound[r]:.2f} ms)"  # type: ignore[union-attr]
-             for r in unsure]
+    numbers = {
+        "overhead_ms": added,
+        "overhead_bound_ms": bound,
+        "exposed_ms": exposed,
+        "ranks_failing": fails,
+        "ranks_undecided": unsure,
+        "trustworthy": False if fails else None if unsure else True,
+    }
+    noise = [
+        f"rank {r}: {added[r]:+.2f} ms, noise ±{comps[r].noise:.0%} (up to {bound[r]:.2f} ms)"  # type: ignore[union-attr]
+        for r in unsure
+    ]
     if fails:
-        text = (f"not a measure of the cost: the profiler adds {_fmt(added)} to the step, more than the exposed "
-                f"communication it reports on rank{'s' if len(fails) > 1 else ''} {', '.join(map(str, fails))} "
-                f"({_fmt(exposed)}). Read the trace for its structure (which kernels run, what overlaps, who waits for "
-                "whom), and the cost of communication from the A/B without the profiler")
+        text = (
+            f"not a measure of the cost: the profiler adds {_fmt(added)} to the step, more than the exposed "
+            f"communication it reports on rank{'s' if len(fails) > 1 else ''} {', '.join(map(str, fails))} "
+            f"({_fmt(exposed)}). Read the trace for its structure (which kernels run, what overlaps, who waits for "
+            "whom), and the cost of communication from the A/B without the profiler"
+        )
         if noise:
             text += f"; on the other ranks its overhead is within the noise ({'; '.join(noise)})"
         status = "info"
     elif unsure:
-        text = (f"undecided: the profiler's overhead ({'; '.join(noise)}) cannot be told apart from zero or from the "
-                f"exposed communication it reports ({_fmt(exposed)}). Read the trace for its structure, and the cost of "
-                "communication from the A/B without the profiler")
+        text = (
+            f"undecided: the profiler's overhead ({'; '.join(noise)}) cannot be told apart from zero or from the "
+            f"exposed communication it reports ({_fmt(exposed)}). Read the trace for its structure, and the cost of "
+            "communication from the A/B without the profiler"
+        )
         status = "undecided"
     else:
         within = "" if bound == added else f" (within the noise: at most {_fmt(bound)})"
-        text = (f"the profiler adds {_fmt(added)}{within}, less than the exposed communication it reports on every rank "
-                f"({_fmt(exposed)})")
+        text = (
+            f"the profiler adds {_fmt(added)}{within}, less than the exposed communication it reports on every rank "
+            f"({_fmt(exposed)})"
+        )
         status = "info"
     return Verdict("split trustworthy", status, text, numbers, _where(res))
 
 
 # --------------------------------------------------------------------------- A/B without the profiler
 
-AB_KINDS = {"ddp": "DDP step", "no_sync": "same step under no_sync (no gradient exchange)",
-            "local": "bare module, no DDP (the 1-GPU step)"}
+AB_KINDS = {
+    "ddp": "DDP step",
+    "no_sync": "same step under no_sync (no gradient exchange)",
+    "local": "bare module, no DDP (the 1-GPU step)",
+}
 
 
 def ab_frame(res: Any):  # -> pandas.DataFrame
@@ -247,8 +337,14 @@ def ab_frame(res: Any):  # -> pandas.DataFrame
     rows = []
     for rank, m in enumerate(res.ranks):
         for kind, reps in (m.get("step_ms_repeats") or {}).items():
-            rows.append({"rank": rank, "step": AB_KINDS.get(kind, kind), **{f"round {i + 1}": round(v, 3) for i, v in enumerate(reps)},
-                         "median_ms": round(statistics.median(reps), 3)})
+            rows.append(
+                {
+                    "rank": rank,
+                    "step": AB_KINDS.get(kind, kind),
+                    **{f"round {i + 1}": round(v, 3) for i, v in enumerate(reps)},
+                    "median_ms": round(statistics.median(reps), 3),
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -277,8 +373,13 @@ def price(ranks: Sequence[Mapping[str, Any]], baseline: str, key: str, where: st
         text += ". The ranks disagree: not resolved, read as no change"
     elif status == "no change":
         text += ". Within the noise: no cost this measurement can resolve"
-    return Verdict(key, status, text, {"extra_ms": extra, "noise_ms": noise, "ratio": [c.ratio for c in cs],
-                                       "rank_status": statuses}, where)
+    return Verdict(
+        key,
+        status,
+        text,
+        {"extra_ms": extra, "noise_ms": noise, "ratio": [c.ratio for c in cs], "rank_status": statuses},
+        where,
+    )
 
 
 def verdict_exchange(res: Any) -> Verdict:
@@ -299,16 +400,30 @@ def verdict_second_gpu(res: Any) -> Verdict:
     est = link_estimate([m["split"] for m in ranks])
     mean_exposed = statistics.mean(m["split"]["exposed_ms"] for m in ranks)
     ratio = mean_exposed / statistics.mean(gap) if statistics.mean(gap) > 0 else float("inf")
-    text = (f"DDP step minus 1-GPU step: {_fmt(gap)} (medians, no repeats in this run). The profiler's exposed "
-            f"communication averaged over the ranks is {mean_exposed:.2f} ms, {ratio:.1f}× that gap"
-            + (": more than the whole gap, because it counts one rank waiting for the other; it is not the price of "
-               "the second GPU" if ratio > 1 else ", and it still counts one rank waiting for the other")
-            + f". Exposed on the wire: {est['exposed_link_ms']:.2f} ms"
-            + (", inside the gap: the rest is what the exchange takes from compute (NCCL's kernels sharing SMs and "
-               "memory bandwidth with the backward pass, DDP's bucket copies) and noise"
-               if est["exposed_link_ms"] <= min(gap) else ""))
-    return Verdict("second GPU", "info", text, {"extra_ms": gap, "mean_exposed_ms": mean_exposed,
-                                               "exposed_link_ms": est["exposed_link_ms"]}, where)
+    text = (
+        f"DDP step minus 1-GPU step: {_fmt(gap)} (medians, no repeats in this run). The profiler's exposed "
+        f"communication averaged over the ranks is {mean_exposed:.2f} ms, {ratio:.1f}× that gap"
+        + (
+            ": more than the whole gap, because it counts one rank waiting for the other; it is not the price of "
+            "the second GPU"
+            if ratio > 1
+            else ", and it still counts one rank waiting for the other"
+        )
+        + f". Exposed on the wire: {est['exposed_link_ms']:.2f} ms"
+        + (
+            ", inside the gap: the rest is what the exchange takes from compute (NCCL's kernels sharing SMs and "
+            "memory bandwidth with the backward pass, DDP's bucket copies) and noise"
+            if est["exposed_link_ms"] <= min(gap)
+            else ""
+        )
+    )
+    return Verdict(
+        "second GPU",
+        "info",
+        text,
+        {"extra_ms": gap, "mean_exposed_ms": mean_exposed, "exposed_link_ms": est["exposed_link_ms"]},
+        where,
+    )
 
 
 def wire_frame(res: Any):  # -> pandas.DataFrame
@@ -319,12 +434,20 @@ def wire_frame(res: Any):  # -> pandas.DataFrame
     for rank, m in enumerate(res.ranks):
         wire = m.get("wire") or {}
         if wire:
-            rows.append({"rank": rank, "MiB": round(wire["bytes"] / 2**20, 1), "median_ms": round(statistics.median(wire["ms"]), 3),
-                         "min_ms": round(min(wire["ms"]), 3), "busbw_GB/s": round(wire["busbw_gbs"], 1) if wire["busbw_gbs"] else None})
+            rows.append(
+                {
+                    "rank": rank,
+                    "MiB": round(wire["bytes"] / 2**20, 1),
+                    "median_ms": round(statistics.median(wire["ms"]), 3),
+                    "min_ms": round(min(wire["ms"]), 3),
+                    "busbw_GB/s": round(wire["busbw_gbs"], 1) if wire["busbw_gbs"] else None,
+                }
+            )
     return pd.DataFrame(rows)
 
 
 # --------------------------------------------------------------------------- memory
+
 
 def memory_frame(res: Any):  # -> pandas.DataFrame
     """Memory per rank in MiB: torch.cuda.memory_stats essentials (GPU) or process RSS (CPU)."""
@@ -352,9 +475,16 @@ def probe_traffic(sampler: Any, res: Any) -> list[dict[str, Any]]:
     rows = []
     for gpu, c in counted.items():
         expected = probe["bytes_per_rank_algorithm"]
-        rows.append({"gpu": gpu, "nvml_sent_gib": c["tx_bytes"] / 2**30, "nvml_received_gib": c["rx_bytes"] / 2**30,
-                     "all_reduce_sends_gib": expected / 2**30, "sent_over_expected": c["tx_bytes"] / expected if expected else None,
-                     "seconds": c["seconds"]})
+        rows.append(
+            {
+                "gpu": gpu,
+                "nvml_sent_gib": c["tx_bytes"] / 2**30,
+                "nvml_received_gib": c["rx_bytes"] / 2**30,
+                "all_reduce_sends_gib": expected / 2**30,
+                "sent_over_expected": c["tx_bytes"] / expected if expected else None,
+                "seconds": c["seconds"],
+            }
+        )
     return rows
 
 
@@ -378,21 +508,31 @@ def sweep_table(res: Any) -> list[dict[str, Any]]:
     out = []
     for b in sorted(per_batch):
         rows = per_batch[b]
-        row: dict[str, Any] = {"batch": b, "global_batch": rows[0]["global_batch"],
-                               "step_ms": statistics.mean(r["step_ms_unprofiled"] for r in rows),
-                               "samples_per_s": statistics.mean(r["samples_per_s"] for r in rows)}
+        row: dict[str, Any] = {
+            "batch": b,
+            "global_batch": rows[0]["global_batch"],
+            "step_ms": statistics.mean(r["step_ms_unprofiled"] for r in rows),
+            "samples_per_s": statistics.mean(r["samples_per_s"] for r in rows),
+        }
         if all("comm_ms" in r for r in rows):
             est = link_estimate(rows)
             profiled = statistics.mean(r["step_ms"] for r in rows)
             row.update({f"comm_share_rank{i}": r["comm_share"] for i, r in enumerate(rows)})
-            row.update(comm_share_mean=statistics.mean(r["comm_share"] for r in rows), link_ms=est["link_ms"],
-                       link_share=est["link_ms"] / profiled, exposed_link_ms=est["exposed_link_ms"],
-                       exposed_link_share=est["exposed_link_ms"] / profiled, source=est["source"])
+            row.update(
+                comm_share_mean=statistics.mean(r["comm_share"] for r in rows),
+                link_ms=est["link_ms"],
+                link_share=est["link_ms"] / profiled,
+                exposed_link_ms=est["exposed_link_ms"],
+                exposed_link_share=est["exposed_link_ms"] / profiled,
+                source=est["source"],
+            )
         comps = comparisons(rows, "no_sync")
         if all(comps):
-            row.update(exchange_ms=[c.candidate - c.baseline for c in comps if c],
-                       exchange_status=_joint([c.status for c in comps if c]),
-                       exchange_noise_ms=[c.noise * c.baseline for c in comps if c])
+            row.update(
+                exchange_ms=[c.candidate - c.baseline for c in comps if c],
+                exchange_status=_joint([c.status for c in comps if c]),
+                exchange_noise_ms=[c.noise * c.baseline for c in comps if c],
+            )
         out.append(row)
     return out
 
@@ -424,23 +564,34 @@ def verdict_c16(runs: Mapping[str, Any], threshold: float = 0.15) -> Verdict:
         hides.append(large["exposed_link_ms"] < (1 - HIDES_MORE) * small["exposed_link_ms"])
         above.append(link > threshold)
         near = abs(link - threshold) <= AT_THRESHOLD
-        numbers[path] = {"batches": [r["batch"] for r in t], "step_ms": [r["step_ms"] for r in t],
-                         "profiler_share": [r["comm_share_mean"] for r in t], "link_share": [r["link_share"] for r in t],
-                         "exposed_link_ms": [r["exposed_link_ms"] for r in t], "max_profiler_share": naive,
-                         "max_link_share": link, "at_threshold": near,
-                         "exchange_status": [r.get("exchange_status") for r in t]}
+        numbers[path] = {
+            "batches": [r["batch"] for r in t],
+            "step_ms": [r["step_ms"] for r in t],
+            "profiler_share": [r["comm_share_mean"] for r in t],
+            "link_share": [r["link_share"] for r in t],
+            "exposed_link_ms": [r["exposed_link_ms"] for r in t],
+            "max_profiler_share": naive,
+            "max_link_share": link,
+            "at_threshold": near,
+            "exchange_status": [r.get("exchange_status") for r in t],
+        }
         price = ""
         if all("exchange_ms" in r for r in t):
             price = "; the exchange without the profiler (DDP − no_sync): " + ", ".join(
-                f"batch {r['batch']} {statistics.mean(r['exchange_ms']):+.2f} ms ({r['exchange_status']})" for r in t)
-        parts.append(f"{path}: the profiler's communication share (mean of the ranks) peaks at {100 * naive:.0f} %, the time "
-                     f"on the wire at {100 * link:.1f} % of the step"
-                     + (" (one profiled average, no repeats: at the threshold)" if near else "")
-                     + f"; exposed on the wire {small['exposed_link_ms']:.2f} ms "
-                     f"at batch {small['batch']} → {large['exposed_link_ms']:.2f} ms at batch {large['batch']}{price}")
+                f"batch {r['batch']} {statistics.mean(r['exchange_ms']):+.2f} ms ({r['exchange_status']})" for r in t
+            )
+        parts.append(
+            f"{path}: the profiler's communication share (mean of the ranks) peaks at {100 * naive:.0f} %, the time "
+            f"on the wire at {100 * link:.1f} % of the step"
+            + (" (one profiled average, no repeats: at the threshold)" if near else "")
+            + f"; exposed on the wire {small['exposed_link_ms']:.2f} ms "
+            f"at batch {small['batch']} → {large['exposed_link_ms']:.2f} ms at batch {large['batch']}{price}"
+        )
     if not gpu:
-        status, head = "unverifiable", ("not settled here: the rule is about GPUs' communication, and this is a CPU "
-                                        "simulation; what it shows")
+        status, head = (
+            "unverifiable",
+            ("not settled here: the rule is about GPUs' communication, and this is a CPU simulation; what it shows"),
+        )
     elif not any(hides):
         status, head = "wrong", "a larger batch hid none of the communication"
     elif any(a and h for a, h in zip(above, hides)):
@@ -449,15 +600,22 @@ def verdict_c16(runs: Mapping[str, Any], threshold: float = 0.15) -> Verdict:
         status = "partly"
         crossed = any(n["max_profiler_share"] > threshold for n in numbers.values())
         close = [p for p, n in numbers.items() if n["at_threshold"]]
-        head = ("a larger batch hides more of the communication, as the rule assumes, but the time on the wire never "
-                f"reached {100 * threshold:.0f} % of the step"
-                + (f" (on {', '.join(close)} it came within {100 * AT_THRESHOLD:.0f} points of it in one run without "
-                   "repeats: a second run could cross it)" if close else "") + (": only the profiler's share, inflated by one rank "
-                                                                   "waiting for the other, did" if crossed else ""))
+        head = (
+            "a larger batch hides more of the communication, as the rule assumes, but the time on the wire never "
+            f"reached {100 * threshold:.0f} % of the step"
+            + (
+                f" (on {', '.join(close)} it came within {100 * AT_THRESHOLD:.0f} points of it in one run without "
+                "repeats: a second run could cross it)"
+                if close
+                else ""
+            )
+            + (": only the profiler's share, inflated by one rank waiting for the other, did" if crossed else "")
+        )
     return Verdict("C16", status, f"{head}. " + "; ".join(parts), numbers, where)
 
 
 # --------------------------------------------------------------------------- the committed reference runs
+
 
 def reference_runs(folder: str | None = None) -> dict[str, Any]:
     """The committed ``profile_step`` runs of the reference machine (``reference/h200x2/runs``), keyed
@@ -482,16 +640,24 @@ def prediction_explanation(res: Any, reference: Mapping[str, Any] | None = None)
     if not v.numbers:
         return "This run was not profiled."
     n = v.numbers
-    text = (f"Here ({_where(res)}): {n['exposed_link_ms']:.2f} ms of exposed time on the wire in a {n['step_ms']:.1f} ms "
-            f"profiled step, {100 * n['exposed_link_share']:.1f} %.")
+    text = (
+        f"Here ({_where(res)}): {n['exposed_link_ms']:.2f} ms of exposed time on the wire in a {n['step_ms']:.1f} ms "
+        f"profiled step, {100 * n['exposed_link_share']:.1f} %."
+    )
     ref = (reference or {}).get("NVLink")
     if ref is not None and ref is not res:
         r = verdict_split(ref).numbers
         m = ref.ranks[0]
         busbw = (m.get("probe") or {}).get("busbw_gbs")
-        wire = (f" {m['gradient_mib'] * 2**20 / 1e6:.0f} MB of gradients take about "
-                f"{m['gradient_mib'] * 2**20 / (busbw * 1e9) * 1e3:.1f} ms at the {busbw:.0f} GB/s its all-reduce probe "
-                "reached, and most of it runs under the backward pass." if busbw else "")
-        text += (f" On the committed 2× H200 run over NVLink: {r['exposed_link_ms']:.2f} ms of {r['step_ms']:.1f} ms, "
-                 f"{100 * r['exposed_link_share']:.1f} %.{wire}")
+        wire = (
+            f" {m['gradient_mib'] * 2**20 / 1e6:.0f} MB of gradients take about "
+            f"{m['gradient_mib'] * 2**20 / (busbw * 1e9) * 1e3:.1f} ms at the {busbw:.0f} GB/s its all-reduce probe "
+            "reached, and most of it runs under the backward pass."
+            if busbw
+            else ""
+        )
+        text += (
+            f" On the committed 2× H200 run over NVLink: {r['exposed_link_ms']:.2f} ms of {r['step_ms']:.1f} ms, "
+            f"{100 * r['exposed_link_share']:.1f} %.{wire}"
+        )
     return text

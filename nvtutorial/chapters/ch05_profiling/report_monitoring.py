@@ -23,8 +23,15 @@ def dmon_busy_during(dmon_text: str, start: float, end: float, day: float) -> fl
     return float(inside["sm"].max()) if len(inside) else None
 
 
-def verdict_c13(dmon_text: str, nvlink_sent_bytes: Sequence[float] = (), expected_bytes: float | None = None, *,
-                sm_during_probe: float | None = None, reason: str = "", where: str = "") -> Verdict:
+def verdict_c13(
+    dmon_text: str,
+    nvlink_sent_bytes: Sequence[float] = (),
+    expected_bytes: float | None = None,
+    *,
+    sm_during_probe: float | None = None,
+    reason: str = "",
+    where: str = "",
+) -> Verdict:
     """Claim C13, listed by the source under "bandwidth utilisation": ``nvidia-smi dmon -s u -c 10``.
 
     ``wrong`` when dmon's columns hold no NVLink counter while NVML's NVLink counters saw the probe's
@@ -32,18 +39,34 @@ def verdict_c13(dmon_text: str, nvlink_sent_bytes: Sequence[float] = (), expecte
     ``unverifiable`` without an NVIDIA driver (``reason`` says why).
     """
     cols = dmon_columns(dmon_text) if dmon_text else []
-    numbers: dict[str, Any] = {"dmon_columns": cols, "nvlink_sent_bytes": list(nvlink_sent_bytes),
-                               "expected_bytes": expected_bytes, "sm_during_probe": sm_during_probe}
+    numbers: dict[str, Any] = {
+        "dmon_columns": cols,
+        "nvlink_sent_bytes": list(nvlink_sent_bytes),
+        "expected_bytes": expected_bytes,
+        "sm_during_probe": sm_during_probe,
+    }
     if not cols and not nvlink_sent_bytes:
-        return Verdict("C13", "unverifiable", f"not checked here: {reason or 'no dmon output and no NVML counters'}",
-                       numbers, where)
+        return Verdict(
+            "C13",
+            "unverifiable",
+            f"not checked here: {reason or 'no dmon output and no NVML counters'}",
+            numbers,
+            where,
+        )
     if cols and shows_nvlink(cols):
-        return Verdict("C13", "holds", f"`nvidia-smi dmon -s u` printed {', '.join(cols)}, an NVLink column among them",
-                       numbers, where)
+        return Verdict(
+            "C13",
+            "holds",
+            f"`nvidia-smi dmon -s u` printed {', '.join(cols)}, an NVLink column among them",
+            numbers,
+            where,
+        )
     text = f"`nvidia-smi dmon -s u` printed {', '.join(cols) or 'nothing'}: how busy each GPU was, no NVLink column"
     if sm_during_probe is not None:
-        text += (f"; during the all-reduce probe, which only moved data, sm read {sm_during_probe:.0f} %: dmon shows "
-                 "that a kernel ran, not what the link carried")
+        text += (
+            f"; during the all-reduce probe, which only moved data, sm read {sm_during_probe:.0f} %: dmon shows "
+            "that a kernel ran, not what the link carried"
+        )
     if nvlink_sent_bytes:
         sent = max(nvlink_sent_bytes)
         text += f". NVML's NVLink counters saw {sent / 2**30:.1f} GiB sent per GPU during the probe"
@@ -63,18 +86,35 @@ def verdict_c13_from(sampler: Any, res: Any, traffic: Sequence[Mapping[str, Any]
     if not getattr(getattr(res, "env", None), "is_gpu", False):
         from nvtutorial.report.claims import claim
 
-        seen = ("so dmon, which printed " + ", ".join(dmon_columns(sampler.dmon_text)) + ", watched an idle GPU and "
-                "says nothing about an all-reduce") if sampler.dmon_text else \
-            f"and dmon did not run ({sampler.reason or sampler.dmon_reason or 'no NVIDIA driver'})"
-        return Verdict("C13", "unverifiable",
-                       f"not checked here: the all-reduce probe ran on the CPU (gloo), {seen}. On the 2× H200 "
-                       f"reference: {claim('C13').finding}",
-                       {"dmon_columns": dmon_columns(sampler.dmon_text) if sampler.dmon_text else [],
-                        "nvlink_sent_bytes": [], "sm_during_probe": None}, res.label)
+        seen = (
+            (
+                "so dmon, which printed " + ", ".join(dmon_columns(sampler.dmon_text)) + ", watched an idle GPU and "
+                "says nothing about an all-reduce"
+            )
+            if sampler.dmon_text
+            else f"and dmon did not run ({sampler.reason or sampler.dmon_reason or 'no NVIDIA driver'})"
+        )
+        return Verdict(
+            "C13",
+            "unverifiable",
+            f"not checked here: the all-reduce probe ran on the CPU (gloo), {seen}. On the 2× H200 "
+            f"reference: {claim('C13').finding}",
+            {
+                "dmon_columns": dmon_columns(sampler.dmon_text) if sampler.dmon_text else [],
+                "nvlink_sent_bytes": [],
+                "sm_during_probe": None,
+            },
+            res.label,
+        )
     probe = res.metrics.get("probe") or {}
     sm = None
     if probe and sampler.dmon_text and sampler.started_at:
         sm = dmon_busy_during(sampler.dmon_text, probe["start"], probe["end"], sampler.started_at)
-    return verdict_c13(sampler.dmon_text, [r["nvml_sent_gib"] * 2**30 for r in traffic],
-                       probe.get("bytes_per_rank_algorithm"), sm_during_probe=sm,
-                       reason=sampler.reason or sampler.dmon_reason, where=res.label)
+    return verdict_c13(
+        sampler.dmon_text,
+        [r["nvml_sent_gib"] * 2**30 for r in traffic],
+        probe.get("bytes_per_rank_algorithm"),
+        sm_during_probe=sm,
+        reason=sampler.reason or sampler.dmon_reason,
+        where=res.label,
+    )

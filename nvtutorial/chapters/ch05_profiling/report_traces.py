@@ -19,7 +19,16 @@ from pathlib import Path
 from typing import Any
 
 from nvtutorial.report.verdict import Verdict
-from nvtutorial.tracesplit import STEP_ANNOTATION, Split, classify, is_comm_kernel, merge, pair_intervals, split, split_intervals
+from nvtutorial.tracesplit import (
+    STEP_ANNOTATION,
+    Split,
+    classify,
+    is_comm_kernel,
+    merge,
+    pair_intervals,
+    split,
+    split_intervals,
+)
 
 
 def rank_traces(run_dir: str | os.PathLike[str], pattern: str = "trace_rank*.json") -> list[Path]:
@@ -78,14 +87,30 @@ def timeline(traces: Sequence[str | os.PathLike[str] | Mapping[str, Any]], step:
 
     def add(rank: int, kind: str, lane: str, s: float, e: float, name: str, ws: float, we: float, zero: float) -> None:
         if e > s and s < we and e > ws:
-            rows.append({"rank": rank, "kind": kind, "lane": lane, "start_ms": (max(s, ws) - zero) / 1e3,
-                         "end_ms": (min(e, we) - zero) / 1e3, "name": name})
+            rows.append(
+                {
+                    "rank": rank,
+                    "kind": kind,
+                    "lane": lane,
+                    "start_ms": (max(s, ws) - zero) / 1e3,
+                    "end_ms": (min(e, we) - zero) / 1e3,
+                    "name": name,
+                }
+            )
 
     for i, (act, (ws, we)) in enumerate(zip(acts, windows)):
         zero = ws if align == "step" else origin
         rank = act.rank if act.rank is not None else i
-        rows.append({"rank": rank, "kind": "step", "lane": "step", "start_ms": (ws - zero) / 1e3,
-                     "end_ms": (we - zero) / 1e3, "name": STEP_ANNOTATION})
+        rows.append(
+            {
+                "rank": rank,
+                "kind": "step",
+                "lane": "step",
+                "start_ms": (ws - zero) / 1e3,
+                "end_ms": (we - zero) / 1e3,
+                "name": STEP_ANNOTATION,
+            }
+        )
         for p, spans in act.phases.items():
             for s, e in spans:
                 add(rank, "phase", "phase", s, e, p, ws, we, zero)
@@ -140,8 +165,13 @@ def parse_kernel_summary(text: str) -> list[dict[str, Any]]:
         if not name or total_ns in (None, ""):
             continue
         try:
-            rows.append({"name": name, "total_ns": float(total_ns.replace(",", "")),
-                         "instances": int(float((row.get("Instances") or "0").replace(",", "")))})
+            rows.append(
+                {
+                    "name": name,
+                    "total_ns": float(total_ns.replace(",", "")),
+                    "instances": int(float((row.get("Instances") or "0").replace(",", ""))),
+                }
+            )
         except ValueError:
             continue
     return rows
@@ -165,15 +195,20 @@ def nsys_split(sqlite_path: str | os.PathLike[str]) -> list[Split]:
     try:
         kernels = con.execute(
             "SELECT k.start, k.end, k.deviceId, k.globalPid, s.value FROM CUPTI_ACTIVITY_KIND_KERNEL k "
-            "JOIN StringIds s ON s.id = k.shortName").fetchall()
+            "JOIN StringIds s ON s.id = k.shortName"
+        ).fetchall()
         tables = {row[0] for row in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         for table in ("CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET"):  # copies count as compute, as above
             if table in tables:
-                kernels += [(*row, table) for row in con.execute(f"SELECT start, end, deviceId, globalPid FROM {table}")]
+                kernels += [
+                    (*row, table) for row in con.execute(f"SELECT start, end, deviceId, globalPid FROM {table}")
+                ]
         nvtx_cols = {row[1] for row in con.execute("PRAGMA table_info(NVTX_EVENTS)")}
         if "textId" in nvtx_cols:
-            query = ("SELECT n.start, n.end, n.globalTid, COALESCE(n.text, s.value) FROM NVTX_EVENTS n "
-                     "LEFT JOIN StringIds s ON s.id = n.textId WHERE n.end IS NOT NULL")
+            query = (
+                "SELECT n.start, n.end, n.globalTid, COALESCE(n.text, s.value) FROM NVTX_EVENTS n "
+                "LEFT JOIN StringIds s ON s.id = n.textId WHERE n.end IS NOT NULL"
+            )
         else:
             query = "SELECT start, end, globalTid, text FROM NVTX_EVENTS WHERE end IS NOT NULL"
         ranges = con.execute(query).fetchall()
@@ -188,8 +223,9 @@ def nsys_split(sqlite_path: str | os.PathLike[str]) -> list[Split]:
     splits = []
     for device in sorted(by_device):
         d = by_device[device]
-        steps = [(float(s), float(e)) for s, e, tid, text in ranges
-                 if text == STEP_ANNOTATION and _pid(tid) in d["pids"]]
+        steps = [
+            (float(s), float(e)) for s, e, tid, text in ranges if text == STEP_ANNOTATION and _pid(tid) in d["pids"]
+        ]
         if not steps:
             spans = merge(d["compute"] + d["comm"])
             steps = [(spans[0][0], spans[-1][1])] if spans else []
@@ -219,24 +255,48 @@ def verdict_c12(res: Any, nsys: NsysResult | None = None) -> Verdict:
     comm = [s["comm_ms"] for s in splits]  # type: ignore[index]
     waiting = [w / c if c > 0 else 0.0 for w, c in zip(est["wait_ms"], comm)]
     worst = max(range(len(waiting)), key=lambda r: waiting[r])
-    numbers: dict[str, Any] = {"comm_ms": comm, "waiting_share": waiting, "link_ms": est["link_ms"],
-                               "nsys": bool(nsys and nsys.available), "source": splits[0].get("source")}  # type: ignore[union-attr]
-    head = ("the trace gave a split per rank with named phases, without Nsight Systems (torch.profiler with "
-            + ("CUDA activity" if splits[0].get("source") == "gpu" else "CPU activity only: a simulation") + ")")  # type: ignore[union-attr]
+    numbers: dict[str, Any] = {
+        "comm_ms": comm,
+        "waiting_share": waiting,
+        "link_ms": est["link_ms"],
+        "nsys": bool(nsys and nsys.available),
+        "source": splits[0].get("source"),
+    }  # type: ignore[union-attr]
+    head = (
+        "the trace gave a split per rank with named phases, without Nsight Systems (torch.profiler with "
+        + ("CUDA activity" if splits[0].get("source") == "gpu" else "CPU activity only: a simulation")
+        + ")"
+    )  # type: ignore[union-attr]
     if nsys is not None and nsys.available and nsys.splits:
         numbers["nsys_comm_ms"] = [x.comm_ms for x in nsys.splits]
-        head += ("; Nsight Systems on the same run: communication " + ", ".join(f"{x.comm_ms:.2f}" for x in nsys.splits)
-                 + " ms per GPU")
+        head += (
+            "; Nsight Systems on the same run: communication "
+            + ", ".join(f"{x.comm_ms:.2f}" for x in nsys.splits)
+            + " ms per GPU"
+        )
     elif nsys is not None:
         head += f"; Nsight Systems: {nsys.reason or 'no split'}"
     if splits[0].get("source") != "gpu":  # type: ignore[union-attr]
-        return Verdict("C12", "unverifiable", f"not settled here: NVTX and Nsight Systems need GPUs; {head}. In this "
-                       f"simulation too, {100 * waiting[worst]:.0f} % of rank {worst}'s communication "
-                       f"({comm[worst]:.2f} ms) was waiting for the other rank ({est['source']})", numbers, where)
+        return Verdict(
+            "C12",
+            "unverifiable",
+            f"not settled here: NVTX and Nsight Systems need GPUs; {head}. In this "
+            f"simulation too, {100 * waiting[worst]:.0f} % of rank {worst}'s communication "
+            f"({comm[worst]:.2f} ms) was waiting for the other rank ({est['source']})",
+            numbers,
+            where,
+        )
     if waiting[worst] > 0.5:
-        text = (f"partly: {head}. But what either tool calls communication is NCCL kernel time, waiting for the other "
-                f"rank included: {100 * waiting[worst]:.0f} % of rank {worst}'s {comm[worst]:.2f} ms ({est['source']}). "
-                "Only both ranks' traces on one clock tell the link from the skew")
+        text = (
+            f"partly: {head}. But what either tool calls communication is NCCL kernel time, waiting for the other "
+            f"rank included: {100 * waiting[worst]:.0f} % of rank {worst}'s {comm[worst]:.2f} ms ({est['source']}). "
+            "Only both ranks' traces on one clock tell the link from the skew"
+        )
         return Verdict("C12", "partly", text, numbers, where)
-    return Verdict("C12", "holds", f"holds: {head}; the ranks' communication agrees (at most {100 * waiting[worst]:.0f} % "
-                   "waiting on any rank)", numbers, where)
+    return Verdict(
+        "C12",
+        "holds",
+        f"holds: {head}; the ranks' communication agrees (at most {100 * waiting[worst]:.0f} % waiting on any rank)",
+        numbers,
+        where,
+    )

@@ -72,10 +72,14 @@ class Params:
     def __post_init__(self) -> None:
         require(self.batch_size >= 1, f"batch_size={self.batch_size} must be at least 1")
         require(self.warmup >= 1, f"warmup={self.warmup} must be at least 1 (the first steps are slow)")
-        require(self.rounds >= 2 and self.sweep_rounds >= 2,
-                f"rounds={self.rounds}, sweep_rounds={self.sweep_rounds}: compare needs at least 2 repeats a side")
-        require(self.round_steps >= 1 and self.steps >= 1 and self.sweep_steps >= 1,
-                "round_steps, steps and sweep_steps must be at least 1")
+        require(
+            self.rounds >= 2 and self.sweep_rounds >= 2,
+            f"rounds={self.rounds}, sweep_rounds={self.sweep_rounds}: compare needs at least 2 repeats a side",
+        )
+        require(
+            self.round_steps >= 1 and self.steps >= 1 and self.sweep_steps >= 1,
+            "round_steps, steps and sweep_steps must be at least 1",
+        )
         require(self.wire_repeats >= 2, f"wire_repeats={self.wire_repeats} must be at least 2")
         require(all(b >= 1 for b in self.sweep), f"sweep={self.sweep}: batch sizes must be at least 1")
         require(self.probe_mb >= 0 and self.probe_s > 0, "probe_mb must be >= 0 and probe_s > 0")
@@ -89,9 +93,17 @@ def memory_report(ctx: runtime.Context) -> dict[str, Any]:
         import torch
 
         stats = torch.cuda.memory_stats(ctx.device)
-        keep = ["allocated_bytes.all.current", "allocated_bytes.all.peak", "reserved_bytes.all.current",
-                "reserved_bytes.all.peak", "active_bytes.all.peak", "num_alloc_retries", "num_ooms",
-                "num_device_alloc", "num_device_free"]
+        keep = [
+            "allocated_bytes.all.current",
+            "allocated_bytes.all.peak",
+            "reserved_bytes.all.current",
+            "reserved_bytes.all.peak",
+            "active_bytes.all.peak",
+            "num_alloc_retries",
+            "num_ooms",
+            "num_device_alloc",
+            "num_device_free",
+        ]
         out: dict[str, Any] = {k: int(stats.get(k, 0)) for k in keep}
         out["max_memory_allocated_mib"] = torch.cuda.max_memory_allocated(ctx.device) / 2**20
         out["max_memory_reserved_mib"] = torch.cuda.max_memory_reserved(ctx.device) / 2**20
@@ -100,8 +112,11 @@ def memory_report(ctx: runtime.Context) -> dict[str, Any]:
     import psutil
 
     peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # Linux: KiB
-    return {"kind": "process RSS (CPU run: no device memory)", "rss_mib": psutil.Process().memory_info().rss / 2**20,
-            "rss_peak_mib": peak_kib / 1024}
+    return {
+        "kind": "process RSS (CPU run: no device memory)",
+        "rss_mib": psutil.Process().memory_info().rss / 2**20,
+        "rss_peak_mib": peak_kib / 1024,
+    }
 
 
 def _snapshot(ctx: runtime.Context, steps: int, step: Callable[[], Any]) -> dict[str, Any]:
@@ -124,23 +139,32 @@ def _snapshot(ctx: runtime.Context, steps: int, step: Callable[[], Any]) -> dict
             torch.cuda.memory._record_memory_history(enabled=None)
         except Exception:
             pass
-    return {"written": True, "path": str(path), "bytes": path.stat().st_size,
-            "how_to_view": "drag the file onto https://pytorch.org/memory_viz"}
+    return {
+        "written": True,
+        "path": str(path),
+        "bytes": path.stat().st_size,
+        "how_to_view": "drag the file onto https://pytorch.org/memory_viz",
+    }
 
 
 def _ms(seconds: list[float]) -> list[float]:
     return [1e3 * s for s in seconds]
 
 
-def rounds(steps: dict[str, Callable[[], Any]], n_rounds: int, per_round: int, timed: Callable[[Callable[[], Any]], float],
-           ends: list[float] | None = None) -> dict[str, dict[str, list[float]]]:
+def rounds(
+    steps: dict[str, Callable[[], Any]],
+    n_rounds: int,
+    per_round: int,
+    timed: Callable[[Callable[[], Any]], float],
+    ends: list[float] | None = None,
+) -> dict[str, dict[str, list[float]]]:
     """Time the kinds of step interleaved: in each round, one untimed step then ``per_round`` timed
     steps of each kind, the order rotated from round to round. Returns, per kind, every step's
     milliseconds (``all``) and each round's median (``repeats``: what ``compare`` takes)."""
     names = list(steps)
     out: dict[str, dict[str, list[float]]] = {n: {"all": [], "repeats": []} for n in names}
     for r in range(n_rounds):
-        for name in names[r % len(names):] + names[:r % len(names)]:
+        for name in names[r % len(names) :] + names[: r % len(names)]:
             steps[name]()  # the first step after a switch is not timed
             times = []
             for _ in range(per_round):
@@ -164,8 +188,10 @@ def _split_and_pair(ctx: runtime.Context, path, pattern: str) -> dict[str, Any]:
     if ctx.world_size < 2:
         out["link"] = {"reason": "one rank: no other rank to wait for"}
     elif not all(p.exists() for p in paths):
-        out["link"] = {"reason": "the other ranks' traces are not on this host's disk: waiting and transfer need "
-                                 "all traces of one machine"}
+        out["link"] = {
+            "reason": "the other ranks' traces are not on this host's disk: waiting and transfer need "
+            "all traces of one machine"
+        }
     else:
         try:
             acts = [act if p == path else tracesplit.classify(p) for p in paths]
@@ -176,7 +202,9 @@ def _split_and_pair(ctx: runtime.Context, path, pattern: str) -> dict[str, Any]:
     return out
 
 
-def _wire(ctx: runtime.Context, numel: int, repeats: int, timed: Callable[[Callable[[], Any]], float]) -> dict[str, Any]:
+def _wire(
+    ctx: runtime.Context, numel: int, repeats: int, timed: Callable[[Callable[[], Any]], float]
+) -> dict[str, Any]:
     """``numel`` fp32 values (the gradients' size: DDP's buckets hold them in the parameters' dtype)
     all-reduced right after a barrier, ``repeats`` times: the exchange with no rank behind."""
     import torch
@@ -189,9 +217,12 @@ def _wire(ctx: runtime.Context, numel: int, repeats: int, timed: Callable[[Calla
         ctx.barrier()
         seconds.append(timed(lambda: dist.all_reduce(grads)))
     w = ctx.world_size
-    return {"bytes": numel * 4, "ms": _ms(seconds),
-            "busbw_gbs": numel * 4 * 2 * (w - 1) / w / statistics.median(seconds) / 1e9 if w > 1 else None,
-            "how": "one all_reduce of all gradient bytes after a barrier, host clock, device synchronised"}
+    return {
+        "bytes": numel * 4,
+        "ms": _ms(seconds),
+        "busbw_gbs": numel * 4 * 2 * (w - 1) / w / statistics.median(seconds) / 1e9 if w > 1 else None,
+        "how": "one all_reduce of all gradient bytes after a barrier, host clock, device synchronised",
+    }
 
 
 def run(ctx: runtime.Context, p: Params) -> dict:
@@ -269,6 +300,7 @@ def run(ctx: runtime.Context, p: Params) -> dict:
         _, seconds = lesson.profile_steps(steps["ddp"], p.steps, trace_path, ctx.sync)
         split = _split_and_pair(ctx, trace_path, "trace_rank{rank}.json")
     else:
+
         def nvtx_marked() -> None:  # the step range Nsight Systems splits its report by
             with lesson.mark("train_step"):
                 steps["ddp"]()
@@ -309,9 +341,13 @@ def run(ctx: runtime.Context, p: Params) -> dict:
             row.pop("phase_ms", None)
             path.unlink(missing_ok=True)  # the main trace is kept; the sweep's would only fill the disk
         ddp_ms = statistics.median(ab_b["ddp"]["all"])
-        row.update(batch=b, global_batch=b * ctx.world_size, step_ms_unprofiled=ddp_ms,
-                   samples_per_s=b * ctx.world_size / (ddp_ms / 1e3),
-                   repeats={k: v["repeats"] for k, v in ab_b.items()})
+        row.update(
+            batch=b,
+            global_batch=b * ctx.world_size,
+            step_ms_unprofiled=ddp_ms,
+            samples_per_s=b * ctx.world_size / (ddp_ms / 1e3),
+            repeats={k: v["repeats"] for k, v in ab_b.items()},
+        )
         sweep_rows.append(row)
         phase(f"sweep batch {b}", t0)
         progress(batch=b)
@@ -334,17 +370,28 @@ def run(ctx: runtime.Context, p: Params) -> dict:
         ctx.sync()
         seconds_probe = time.perf_counter() - start
         phase("all-reduce probe", t0)
-        probe = {"mib": p.probe_mb, "count": count, "seconds": seconds_probe, "start": t0, "end": time.time(),
-                 "bytes_per_rank_algorithm": count * x.numel() * 4 * 2 * (w - 1) / w,
-                 "busbw_gbs": count * x.numel() * 4 * 2 * (w - 1) / w / seconds_probe / 1e9}
+        probe = {
+            "mib": p.probe_mb,
+            "count": count,
+            "seconds": seconds_probe,
+            "start": t0,
+            "end": time.time(),
+            "bytes_per_rank_algorithm": count * x.numel() * 4 * 2 * (w - 1) / w,
+            "busbw_gbs": count * x.numel() * 4 * 2 * (w - 1) / w / seconds_probe / 1e9,
+        }
         del x
         progress()
 
     ddp_ms = statistics.median(ab["ddp"]["all"])
     median_of = {k: statistics.median(v["all"]) for k, v in ab.items()}
     return {
-        "model": p.model, "batch_size": p.batch_size, "image_size": p.image_size, "amp": p.amp,
-        "parameters": numel, "gradient_mib": numel * 4 / 2**20, "timing": TIMING,
+        "model": p.model,
+        "batch_size": p.batch_size,
+        "image_size": p.image_size,
+        "amp": p.amp,
+        "parameters": numel,
+        "gradient_mib": numel * 4 / 2**20,
+        "timing": TIMING,
         "step_ms": ddp_ms,
         "no_sync_step_ms": median_of["no_sync"],
         "local_step_ms": median_of.get("local"),

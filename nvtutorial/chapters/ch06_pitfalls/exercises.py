@@ -24,8 +24,10 @@ NAME = "pitfall_validation"
 """The exercise's name (``teach.check.check("pitfall_validation", ...)``)."""
 
 NOTEBOOK = "06_pitfalls"
-TASK = ("rewrite validate_accuracy so that every rank validates its own share and every rank returns the pixel "
-        "accuracy of the whole validation set")
+TASK = (
+    "rewrite validate_accuracy so that every rank validates its own share and every rank returns the pixel "
+    "accuracy of the whole validation set"
+)
 KIND = "function"
 ENTRY = "validate_accuracy"
 TIMEOUT = 120.0
@@ -45,6 +47,7 @@ TOLERANCE = 0.5 / (VAL_SAMPLES * IMAGE_SIZE * IMAGE_SIZE)
 
 
 # --------------------------------------------------------------------------- candidates
+
 
 def validate_accuracy(model, val_set, rank, world_size, device):
     """The solution: each rank counts its share's correct pixels; one all_reduce adds the counts."""
@@ -138,6 +141,7 @@ WRONG = {
 
 # --------------------------------------------------------------------------- the check, on each rank
 
+
 class SlowSet:
     """The validation set of the check: counts the samples this rank read; past a fair share
     (``ceil(len / world_size)``) each read takes ``SLOW_READ_S`` (see there)."""
@@ -177,9 +181,17 @@ def prepare(rank: int, world_size: int, device: Any) -> dict[str, Any]:
     with torch.no_grad():
         reference = (net(images).argmax(dim=1) == masks).double().mean().item()  # one process, the whole set
     batch = render(range(4 * rank, 4 * rank + 4), IMAGE_SIZE, device=device)
-    return {"model": model, "group": group, "val_set": SlowSet(base, world_size), "reference": reference, "batch": batch,
-            "optimizer": torch.optim.SGD(model.parameters(), lr=0.0), "rank": rank, "world_size": world_size,
-            "device": device}
+    return {
+        "model": model,
+        "group": group,
+        "val_set": SlowSet(base, world_size),
+        "reference": reference,
+        "batch": batch,
+        "optimizer": torch.optim.SGD(model.parameters(), lr=0.0),
+        "rank": rank,
+        "world_size": world_size,
+        "device": device,
+    }
 
 
 def release(state: dict[str, Any] | None) -> None:
@@ -207,8 +219,11 @@ def run_candidate(candidate: Any, state: dict[str, Any]) -> dict[str, Any]:
     state["done"] = True  # every rank got through the training step: the group is free to destroy
     if hasattr(value, "item"):
         value = value.item()
-    return {"value": value if isinstance(value, (int, float)) else repr(value), "read": state["val_set"].read,
-            "reference": state["reference"]}
+    return {
+        "value": value if isinstance(value, (int, float)) else repr(value),
+        "read": state["val_set"].read,
+        "reference": state["reference"],
+    }
 
 
 def judge(outcomes: list[dict[str, Any]]) -> tuple[bool, str]:
@@ -219,28 +234,40 @@ def judge(outcomes: list[dict[str, Any]]) -> tuple[bool, str]:
     values = [o["value"] for o in outcomes]
     for rank, v in enumerate(values):
         if not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v):
-            return False, (f"rank {rank} returned {v!r}, not a number: every rank needs the accuracy of the whole set "
-                           "(a training loop uses it on every rank, for early stopping or the learning rate)")
+            return False, (
+                f"rank {rank} returned {v!r}, not a number: every rank needs the accuracy of the whole set "
+                "(a training loop uses it on every rank, for early stopping or the learning rate)"
+            )
     shown = ", ".join(f"{v:.6f} on rank {r}" for r, v in enumerate(values))
     if max(values) - min(values) > TOLERANCE:
-        return False, (f"the ranks disagree on the validation accuracy: {shown}. Each rank measured only its own "
-                       "share: add the ranks' counts with dist.all_reduce, then divide")
+        return False, (
+            f"the ranks disagree on the validation accuracy: {shown}. Each rank measured only its own "
+            "share: add the ranks' counts with dist.all_reduce, then divide"
+        )
     reads = [o["read"] for o in outcomes]
     reference = outcomes[0]["reference"]
     if sum(reads) > VAL_SAMPLES:
-        return False, (f"the ranks read {' + '.join(map(str, reads))} = {sum(reads)} samples of a set of {VAL_SAMPLES}: "
-                       "DistributedSampler pads the shares with repeats so that they have the same length, and the "
-                       "repeats count twice (split the indices yourself: range(rank, len(val_set), world_size))")
+        return False, (
+            f"the ranks read {' + '.join(map(str, reads))} = {sum(reads)} samples of a set of {VAL_SAMPLES}: "
+            "DistributedSampler pads the shares with repeats so that they have the same length, and the "
+            "repeats count twice (split the indices yourself: range(rank, len(val_set), world_size))"
+        )
     if abs(values[0] - reference) > TOLERANCE:
-        return False, (f"every rank returns {values[0]:.6f}, but one process over the whole set gives {reference:.6f}: "
-                       "an average of the ranks' accuracies weighs a short share like a long one; add the counts "
-                       "(correct pixels, pixels) with dist.all_reduce, then divide once")
+        return False, (
+            f"every rank returns {values[0]:.6f}, but one process over the whole set gives {reference:.6f}: "
+            "an average of the ranks' accuracies weighs a short share like a long one; add the counts "
+            "(correct pixels, pixels) with dist.all_reduce, then divide once"
+        )
     idle = [r for r, n in enumerate(reads) if n == 0]
     if idle:
-        return False, (f"rank {', '.join(map(str, idle))} read no validation sample: the other ranks did all the work "
-                       "(correct, but no faster than one GPU)")
-    return True, (f"every rank returns {values[0]:.6f}, the accuracy of the whole set, and each rank read its own "
-                  f"share ({' + '.join(map(str, reads))} samples)")
+        return False, (
+            f"rank {', '.join(map(str, idle))} read no validation sample: the other ranks did all the work "
+            "(correct, but no faster than one GPU)"
+        )
+    return True, (
+        f"every rank returns {values[0]:.6f}, the accuracy of the whole set, and each rank read its own "
+        f"share ({' + '.join(map(str, reads))} samples)"
+    )
 
 
 _FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>.+)$')
@@ -270,7 +297,9 @@ def _doing(frames: list[tuple[str, str, str]]) -> tuple[str, str]:
             return "validating", f"your function, at {inner[1]}" + (f": {inner[2]}" if inner[2] else "")
         if func == "run_candidate":
             return "training", code or func
-    return "elsewhere", (f"{frames[0][1]}: {frames[0][2]}" if frames and frames[0][2] else frames[0][1] if frames else "?")
+    return "elsewhere", (
+        f"{frames[0][1]}: {frames[0][2]}" if frames and frames[0][2] else frames[0][1] if frames else "?"
+    )
 
 
 def timed_out(message: str) -> bool:
@@ -286,9 +315,11 @@ def explain_hang(stacks: dict[int, str], deadline_s: float = DEADLINE_S) -> str:
     waiting = [r for r, (what, _) in doing.items() if what == "training"]
     stacks_text = "; ".join(f"rank {r}: {where}" for r, (_, where) in doing.items())
     if validating and waiting:
-        return (f"hung: rank {', '.join(map(str, waiting))} waited in the next training step's gradient all-reduce "
-                f"while rank {', '.join(map(str, validating))} validated alone, past the {deadline_s:g} s deadline "
-                f"({stacks_text})")
+        return (
+            f"hung: rank {', '.join(map(str, waiting))} waited in the next training step's gradient all-reduce "
+            f"while rank {', '.join(map(str, validating))} validated alone, past the {deadline_s:g} s deadline "
+            f"({stacks_text})"
+        )
     return f"hung: still running {deadline_s:g} s after your function was called ({stacks_text})"
 
 

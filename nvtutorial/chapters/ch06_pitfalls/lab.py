@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from nvtutorial import launch
-from nvtutorial.results import RunResult
 from nvtutorial.chapters.ch06_pitfalls import workload as pitfalls
+from nvtutorial.results import RunResult
 
 LESSONS = Path(__file__).resolve().parent / "lessons"
 VALIDATION = LESSONS / "validation.py"
@@ -46,6 +46,7 @@ def lesson(name: str) -> Path:
 
 
 # --------------------------------------------------------------------------- a trap left to hang
+
 
 @dataclasses.dataclass
 class TrapRun:
@@ -90,8 +91,10 @@ class TrapRun:
             error = self.result.error or {}
             who = f"rank {error['rank']}: " if error.get("rank") is not None else ""
             first = str(error.get("message") or "").strip().splitlines()
-            lines.append(f"the run failed after {self.result.wall_s:.1f} s: {who}{error.get('type', 'error')}"
-                         + (f": {first[0][:300]}" if first else ""))
+            lines.append(
+                f"the run failed after {self.result.wall_s:.1f} s: {who}{error.get('type', 'error')}"
+                + (f": {first[0][:300]}" if first else "")
+            )
         return "\n".join(lines)
 
 
@@ -149,17 +152,30 @@ class _Stacks(threading.Thread):
             except OSError:
                 return
         self.taken = True
-        record = {"reached": self.reached, "reached_after_s": self.reached_after, "stacks_after_s": self.after_s,
-                  "taken_after_s": time.monotonic() - self.t0, "pids": pids}
+        record = {
+            "reached": self.reached,
+            "reached_after_s": self.reached_after,
+            "stacks_after_s": self.after_s,
+            "taken_after_s": time.monotonic() - self.t0,
+            "pids": pids,
+        }
         try:
             (self.run_dir / "trap.json").write_text(json.dumps(record, indent=1))
         except OSError:
             pass
 
 
-def run_trap(script: str | os.PathLike[str], *, args: Sequence[str] = (), reached: str = REACHED_VALIDATION,
-             stacks_after_s: float | None = None, nproc: int = 2, timeout: float = 300.0,
-             env: Mapping[str, Any] | None = None, output: str = "rank0") -> TrapRun:
+def run_trap(
+    script: str | os.PathLike[str],
+    *,
+    args: Sequence[str] = (),
+    reached: str = REACHED_VALIDATION,
+    stacks_after_s: float | None = None,
+    nproc: int = 2,
+    timeout: float = 300.0,
+    env: Mapping[str, Any] | None = None,
+    output: str = "rank0",
+) -> TrapRun:
     """Run a trap script on ``nproc`` ranks and return how it went (never raises for a failed run).
 
     With ``stacks_after_s``, every rank prints its Python stacks into its log that many seconds
@@ -172,8 +188,9 @@ def run_trap(script: str | os.PathLike[str], *, args: Sequence[str] = (), reache
     run_dir = launch.runs_root() / f"{Path(script).stem}-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"
     # NCCL's flight recorder (when TORCH_FR_BUFFER_SIZE switches it on) writes its dumps into the run
     env = {"TORCH_FR_DUMP_TEMP_FILE": str(run_dir / "nccl_trace_rank_"), **dict(env or {})}
-    spec = launch.prepare(os.fspath(script), nproc=nproc, args=list(args), timeout=timeout, env=env, out=run_dir,
-                          output=output)  # type: ignore[arg-type]
+    spec = launch.prepare(
+        os.fspath(script), nproc=nproc, args=list(args), timeout=timeout, env=env, out=run_dir, output=output
+    )  # type: ignore[arg-type]
     watcher = _Stacks(run_dir, spec.world_size, reached, stacks_after_s) if stacks_after_s is not None else None
     if watcher is not None:
         watcher.start()
@@ -182,11 +199,18 @@ def run_trap(script: str | os.PathLike[str], *, args: Sequence[str] = (), reache
     finally:
         if watcher is not None:
             watcher.stop()
-    return TrapRun(result, spec.backend, reached, stacks_after_s, watcher.reached_after if watcher else None,
-                   bool(watcher and watcher.taken))
+    return TrapRun(
+        result,
+        spec.backend,
+        reached,
+        stacks_after_s,
+        watcher.reached_after if watcher else None,
+        bool(watcher and watcher.taken),
+    )
 
 
 # --------------------------------------------------------------------------- the %%ranks group
+
 
 def ranks_where() -> str:
     """Where the ``%%ranks`` group runs, for the verdicts of its cells."""
@@ -238,15 +262,19 @@ def check_validation(candidate: Any) -> Any:
     deadline = ex.DEADLINE_S
     source = check.candidate_source(candidate)
     entry = getattr(candidate, "__name__", None) if callable(candidate) else None
-    print(f"checking {entry or ex.ENTRY} on the ranks of %%ranks: a validation, then the next training step "
-          f"(a rank left waiting more than {deadline:g} s counts as a hang)", flush=True)
+    print(
+        f"checking {entry or ex.ENTRY} on the ranks of %%ranks: a validation, then the next training step "
+        f"(a rank left waiting more than {deadline:g} s counts as a hang)",
+        flush=True,
+    )
     ranks.push(_pv_source=source, _pv_entry=entry or ex.ENTRY)
     where = ranks_where()
     setup = ranks.run_code(_SETUP, timeout=120)
     if not setup.ok:
         first = next(o for o in setup.outcomes if not o.ok)
-        return check.CheckResult(name, False, f"your code could not be set up on rank {first.rank}: "
-                                 f"{first.exc_type}: {first.message}", where)
+        return check.CheckResult(
+            name, False, f"your code could not be set up on rank {first.rank}: {first.exc_type}: {first.message}", where
+        )
     run = ranks.run_code(_RUN, timeout=deadline + 5)  # gloo: the check's own group times out after `deadline`
     if run.reason == "timeout" or any(o.status == "error" and ex.timed_out(o.message or "") for o in run.outcomes):
         stacks = {o.rank: o.stack or o.traceback or "" for o in run.outcomes}
@@ -259,6 +287,7 @@ def check_validation(candidate: Any) -> Any:
 
 
 # --------------------------------------------------------------------------- the measurements
+
 
 def params_from(sizes: Mapping[str, Any], **overrides: Any) -> dict[str, Any]:
     """The entries of a notebook's size dict that are parameters of the ``pitfalls`` workload, plus ``overrides``."""

@@ -10,8 +10,13 @@ from typing import Any
 from nvtutorial.plots.style import COLOURS, figure, finish
 
 
-def loader_sweep(per_rank: Sequence[Mapping[str, Any]], where: Any, rule: int | None = None,
-                 knees: Sequence[int] | None = None, pin_same: bool = False):
+def loader_sweep(
+    per_rank: Sequence[Mapping[str, Any]],
+    where: Any,
+    rule: int | None = None,
+    knees: Sequence[int] | None = None,
+    pin_same: bool = False,
+):
     """Steady samples/s of the training loop against ``num_workers`` (claim C17): one line per
     ``pin_memory`` setting for the ranks together (DDP makes them move together; the table gives
     each rank), the bar spanning every window of every rank; the step alone, fed from memory, as a
@@ -24,38 +29,70 @@ def loader_sweep(per_rank: Sequence[Mapping[str, Any]], where: Any, rule: int | 
         counts = sorted({r["num_workers"] for d in per_rank for r in d["rows"] if bool(r["pin_memory"]) == pin})
         mid, low, high = [], [], []
         for w in counts:
-            windows = [x for d in per_rank for r in d["rows"] if r["num_workers"] == w and bool(r["pin_memory"]) == pin
-                       for x in r["samples_per_s"]]
-            medians = [statistics.median(r["samples_per_s"]) for d in per_rank for r in d["rows"]
-                       if r["num_workers"] == w and bool(r["pin_memory"]) == pin]
+            windows = [
+                x
+                for d in per_rank
+                for r in d["rows"]
+                if r["num_workers"] == w and bool(r["pin_memory"]) == pin
+                for x in r["samples_per_s"]
+            ]
+            medians = [
+                statistics.median(r["samples_per_s"])
+                for d in per_rank
+                for r in d["rows"]
+                if r["num_workers"] == w and bool(r["pin_memory"]) == pin
+            ]
             m = statistics.median(medians)
             mid.append(m)
             low.append(m - min(windows))
             high.append(max(windows) - m)
         label = f"pin_memory={pin}" + (" (True: the same within the noise)" if pin_same else "")
-        ax.errorbar(counts, mid, yerr=[low, high], marker="os"[k], color=f"C{k}", capsize=3, ls="-" if not pin else "--",
-                    label=label)
+        ax.errorbar(
+            counts,
+            mid,
+            yerr=[low, high],
+            marker="os"[k],
+            color=f"C{k}",
+            capsize=3,
+            ls="-" if not pin else "--",
+            label=label,
+        )
         if knees is not None and not pin:
             for knee in sorted(set(knees)):
                 who = ", ".join(str(r) for r, kn in enumerate(knees) if kn == knee)
                 y = mid[counts.index(knee)]
                 ax.plot([knee], [y], marker="*", ms=15, color="C3", ls="none")
-                ax.annotate(f"rank {who}", (knee, y), xytext=(5, -12), textcoords="offset points", fontsize=7,
-                            color="C3")
+                ax.annotate(
+                    f"rank {who}", (knee, y), xytext=(5, -12), textcoords="offset points", fontsize=7, color="C3"
+                )
     step = statistics.median(statistics.median(d["step_only_samples_per_s"]) for d in per_rank)
     ax.axhline(step, color="0.3", ls=":", lw=1)
-    ax.annotate("the step alone (input in memory)", (0.01, step), xycoords=("axes fraction", "data"), fontsize=7,
-                va="bottom", color="0.3")
+    ax.annotate(
+        "the step alone (input in memory)",
+        (0.01, step),
+        xycoords=("axes fraction", "data"),
+        fontsize=7,
+        va="bottom",
+        color="0.3",
+    )
     if rule is not None:
         ax.axvline(rule, color="C2", ls=":", lw=1)
-        ax.annotate("4 × GPUs ", (rule, 0.02), xycoords=("data", "axes fraction"), fontsize=7, color="C2",
-                    ha="right", va="bottom")
+        ax.annotate(
+            "4 × GPUs ",
+            (rule, 0.02),
+            xycoords=("data", "axes fraction"),
+            fontsize=7,
+            color="C2",
+            ha="right",
+            va="bottom",
+        )
     ax.set_xlabel("num_workers per rank")
     ax.set_ylabel("samples/s per rank, steady state")
     top = max([step] + [x for d in per_rank for r in d["rows"] for x in r["samples_per_s"]])
     ax.set_ylim(0, 1.15 * top)
-    ax.set_title("The training loop's rate against DataLoader workers (★: fewest within the noise of the best)",
-                 fontsize=9)
+    ax.set_title(
+        "The training loop's rate against DataLoader workers (★: fewest within the noise of the best)", fontsize=9
+    )
     ax.legend(fontsize=7, loc="lower right")
     finish(fig, where)
     return fig, ax

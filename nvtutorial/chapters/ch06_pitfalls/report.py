@@ -123,41 +123,76 @@ EXPECTED_POINT = {"gloo": "backward", "nccl": "item"}
 """Where the waiting rank's host thread blocks, per backend (the lesson's mental model)."""
 
 
-def hang_verdict(stacks: Mapping[int, Sequence[Frame]], backend: str, where: str,
-                 line_of: Callable[[Frame], str] = local_line) -> Verdict:
+def hang_verdict(
+    stacks: Mapping[int, Sequence[Frame]], backend: str, where: str, line_of: Callable[[Frame], str] = local_line
+) -> Verdict:
     """Where each rank was when the stacks of the rank-0-validation trap were taken, against the mental model:
     rank 0 validating; the other ranks blocked in backward (gloo) or at ``.item()`` (NCCL)."""
     points = {r: waiting_point(f, line_of) for r, f in sorted(stacks.items())}
     expected = EXPECTED_POINT.get(backend, "?")
     others = [r for r in points if r != 0]
-    ok = (bool(stacks) and points.get(0, {}).get("point") == "validating"
-          and all(points[r]["point"] == expected for r in others) and bool(others))
+    ok = (
+        bool(stacks)
+        and points.get(0, {}).get("point") == "validating"
+        and all(points[r]["point"] == expected for r in others)
+        and bool(others)
+    )
     lines = [f"rank {r}: {p['point']} ({p['frame']}{': ' + p['code'] if p['code'] else ''})" for r, p in points.items()]
     if backend == "nccl":
-        model = ("NCCL only queues the all-reduce on the GPU: backward and the optimizer step return, and the host "
-                 "blocks at the first call that waits for the GPU (.item() here; .cpu(), torch.cuda.synchronize() "
-                 "or the NCCL watchdog's timeout elsewhere)")
+        model = (
+            "NCCL only queues the all-reduce on the GPU: backward and the optimizer step return, and the host "
+            "blocks at the first call that waits for the GPU (.item() here; .cpu(), torch.cuda.synchronize() "
+            "or the NCCL watchdog's timeout elsewhere)"
+        )
     else:
-        model = ("gloo runs the all-reduce on the CPU and DDP waits for it at the end of backward: the host is "
-                 "blocked inside loss.backward()")
-    text = ("; ".join(lines) + ". " + (f"As expected: {model}." if ok else
-                                       f"Not what the lesson expects ({expected} on {backend}): see the stacks."))
-    return Verdict("where ranks wait", "pass" if ok else "fail", text,
-                   {"backend": backend, "expected": expected,
-                    **{f"rank{r}": p["point"] for r, p in points.items()},
-                    **{f"rank{r}_frame": p["frame"] for r, p in points.items()}}, where)
+        model = (
+            "gloo runs the all-reduce on the CPU and DDP waits for it at the end of backward: the host is "
+            "blocked inside loss.backward()"
+        )
+    text = (
+        "; ".join(lines)
+        + ". "
+        + (
+            f"As expected: {model}."
+            if ok
+            else f"Not what the lesson expects ({expected} on {backend}): see the stacks."
+        )
+    )
+    return Verdict(
+        "where ranks wait",
+        "pass" if ok else "fail",
+        text,
+        {
+            "backend": backend,
+            "expected": expected,
+            **{f"rank{r}": p["point"] for r, p in points.items()},
+            **{f"rank{r}_frame": p["frame"] for r, p in points.items()},
+        },
+        where,
+    )
 
 
 def hang_answer(verdict: Verdict) -> str:
     """The right choice of :data:`HANG_CHOICES` for what the run showed."""
-    return {"backward": "a", "item": "b"}.get(str(verdict.numbers.get("rank1")), "a" if
-                                             verdict.numbers.get("backend") == "gloo" else "b")
+    return {"backward": "a", "item": "b"}.get(
+        str(verdict.numbers.get("rank1")), "a" if verdict.numbers.get("backend") == "gloo" else "b"
+    )
 
 
 # --------------------------------------------------------------------------- the process group's timeout
 
-def log_lines(path: str | os.PathLike[str], patterns: Iterable[str] = (
-        "Watchdog caught", "Timed out", "timed out", "Error", "Detected mismatch", "Fatal Python error")) -> list[str]:
+
+def log_lines(
+    path: str | os.PathLike[str],
+    patterns: Iterable[str] = (
+        "Watchdog caught",
+        "Timed out",
+        "timed out",
+        "Error",
+        "Detected mismatch",
+        "Fatal Python error",
+    ),
+) -> list[str]:
     """The lines of a rank's log that say what went wrong (case-sensitive substrings)."""
     try:
         text = Path(path).read_text(errors="replace")
@@ -172,8 +207,10 @@ def signature_lines(run: Any, limit: int = 4) -> dict[int, list[str]]:
     result = getattr(run, "result", run)
     if result is None:
         return {}
-    return {int(r): [line[:300] for line in log_lines(p)[:limit]] or ["(nothing in this rank's log names an error)"]
-            for r, p in sorted(result.log_files.items())}
+    return {
+        int(r): [line[:300] for line in log_lines(p)[:limit]] or ["(nothing in this rank's log names an error)"]
+        for r, p in sorted(result.log_files.items())
+    }
 
 
 def timeout_verdict(run: Any, backend: str, pg_timeout: float, where: str) -> Verdict:
@@ -185,12 +222,25 @@ def timeout_verdict(run: Any, backend: str, pg_timeout: float, where: str) -> Ve
     named = any("Timed out" in line or "timed out" in line or "Watchdog caught" in line for line in lines)
     ok = (not result.ok) and named
     who = f"rank {error.get('rank')}" if error.get("rank") is not None else "a rank"
-    text = (f"the run failed after {result.wall_s:.1f} s with a {pg_timeout:g} s process-group timeout: {who} "
-            f"ended with {error.get('type', '?')}" + (", and its log names the timed-out collective" if named else
-                                                       ", but no log line names a timeout"))
-    return Verdict("process-group timeout", "pass" if ok else "fail", text,
-                   {"failed": not result.ok, "timeout_named": named, "wall_s": result.wall_s,
-                    "failed_rank": error.get("rank"), "error_type": error.get("type"), "backend": backend}, where)
+    text = (
+        f"the run failed after {result.wall_s:.1f} s with a {pg_timeout:g} s process-group timeout: {who} "
+        f"ended with {error.get('type', '?')}"
+        + (", and its log names the timed-out collective" if named else ", but no log line names a timeout")
+    )
+    return Verdict(
+        "process-group timeout",
+        "pass" if ok else "fail",
+        text,
+        {
+            "failed": not result.ok,
+            "timeout_named": named,
+            "wall_s": result.wall_s,
+            "failed_rank": error.get("rank"),
+            "error_type": error.get("type"),
+            "backend": backend,
+        },
+        where,
+    )
 
 
 def flight_recorder(run_dir: str | os.PathLike[str], last: int = 3) -> dict[int, dict[str, Any]]:
@@ -212,12 +262,22 @@ def flight_recorder(run_dir: str | os.PathLike[str], last: int = 3) -> dict[int,
             found[int(m.group(1))] = {"error": f"{type(exc).__name__}: {exc}", "file": str(path)}
             continue
         entries = data.get("entries", []) if isinstance(data, dict) else []
-        rows = [{"seq": e.get("collective_seq_id"), "op": e.get("profiling_name"), "state": e.get("state"),
-                 "sizes": e.get("input_sizes")} for e in entries]
+        rows = [
+            {
+                "seq": e.get("collective_seq_id"),
+                "op": e.get("profiling_name"),
+                "state": e.get("state"),
+                "sizes": e.get("input_sizes"),
+            }
+            for e in entries
+        ]
         completed = [r["seq"] for r in rows if r["state"] == "completed" and r["seq"] is not None]
-        found[int(m.group(1))] = {"entries": rows[-last:], "last_completed_seq": max(completed) if completed else None,
-                                  "pending": [r for r in rows if r["state"] in ("scheduled", "started")],
-                                  "file": str(path)}
+        found[int(m.group(1))] = {
+            "entries": rows[-last:],
+            "last_completed_seq": max(completed) if completed else None,
+            "pending": [r for r in rows if r["state"] in ("scheduled", "started")],
+            "file": str(path),
+        }
     return found
 
 
@@ -228,8 +288,10 @@ def describe_flight_recorder(run: Any, backend: str) -> list[str]:
         return ["no flight-recorder dump: it records NCCL's collectives on GPUs; this run used gloo on the CPU"]
     fr = flight_recorder(result.run_dir)
     if not fr:
-        return ["no flight-recorder dump found (TORCH_FR_BUFFER_SIZE > 0 and TORCH_NCCL_DUMP_ON_TIMEOUT=1 make the NCCL "
-                "watchdog write one when a collective times out)"]
+        return [
+            "no flight-recorder dump found (TORCH_FR_BUFFER_SIZE > 0 and TORCH_NCCL_DUMP_ON_TIMEOUT=1 make the NCCL "
+            "watchdog write one when a collective times out)"
+        ]
     lines = []
     for rank, d in sorted(fr.items()):
         if "error" in d:
@@ -258,6 +320,7 @@ def processes_left(result: Any) -> list[int]:
 
 # --------------------------------------------------------------------------- the fix, and claim C18
 
+
 def fixed_validation_verdict(values: Sequence[Any], single_process: float, where: str, rtol: float = 1e-6) -> Verdict:
     """The fixed validation: every rank's loss equal, and equal to one process over the whole set."""
     numbers = {"values": list(values), "single_process": single_process}
@@ -266,10 +329,13 @@ def fixed_validation_verdict(values: Sequence[Any], single_process: float, where
     spread = max(values) - min(values)
     off = abs(values[0] - single_process)
     ok = spread <= rtol * abs(single_process) and off <= rtol * abs(single_process)
-    text = (f"every rank gets {values[0]:.6f}; one process over the whole set: {single_process:.6f} "
-            f"({'the same' if ok else 'NOT the same'}, to {rtol:g} relative)")
-    return Verdict("validation on every rank", "pass" if ok else "fail", text,
-                   {**numbers, "spread": spread, "off": off}, where)
+    text = (
+        f"every rank gets {values[0]:.6f}; one process over the whole set: {single_process:.6f} "
+        f"({'the same' if ok else 'NOT the same'}, to {rtol:g} relative)"
+    )
+    return Verdict(
+        "validation on every rank", "pass" if ok else "fail", text, {**numbers, "spread": spread, "off": off}, where
+    )
 
 
 def verdict_c18(hang: Verdict, timeout: Verdict, fixed: Verdict, source: Verdict | None = None) -> Verdict:
@@ -285,30 +351,58 @@ def verdict_c18(hang: Verdict, timeout: Verdict, fixed: Verdict, source: Verdict
     premise refuted; ``unverifiable``: a check that decided nothing, or a course fix that failed.
     """
     statuses = (hang.status, timeout.status, fixed.status)
-    numbers: dict[str, Any] = {"hang": hang.status, "timeout": timeout.status, "fixed": fixed.status,
-                               "source": source.status if source is not None else None}
+    numbers: dict[str, Any] = {
+        "hang": hang.status,
+        "timeout": timeout.status,
+        "fixed": fixed.status,
+        "source": source.status if source is not None else None,
+    }
     where = fixed.where or hang.where
     if any(s not in ("pass", "fail") for s in statuses) or fixed.status == "fail" or hang.status != timeout.status:
-        return Verdict("C18", "unverifiable", "The runs did not show what the lesson expects; see the verdicts above.",
-                       numbers, where)
+        return Verdict(
+            "C18",
+            "unverifiable",
+            "The runs did not show what the lesson expects; see the verdicts above.",
+            numbers,
+            where,
+        )
     if hang.status == "fail":
-        return Verdict("C18", "wrong", "Rank 0 validated alone and the other ranks neither waited in their next "
-                       "collective nor failed at the process group's timeout: here that broke nothing.", numbers, where)
+        return Verdict(
+            "C18",
+            "wrong",
+            "Rank 0 validated alone and the other ranks neither waited in their next "
+            "collective nor failed at the process group's timeout: here that broke nothing.",
+            numbers,
+            where,
+        )
     literal = source.status == "holds" if source is not None and source.status in ("holds", "partly") else None
-    text = ("'Breaks the parallelism' understates it and misses why: while rank 0 validates alone the other ranks "
-            "wait in their next collective (DDP's gradient all-reduce), and once that wait outlasts the process "
-            "group's timeout (by default 10 minutes with NCCL, 30 with gloo) the job dies. The source's fix is right "
-            "in spirit: every rank validates its share and one all_reduce adds the sums (of losses and counts, then "
-            "one division)")
+    text = (
+        "'Breaks the parallelism' understates it and misses why: while rank 0 validates alone the other ranks "
+        "wait in their next collective (DDP's gradient all-reduce), and once that wait outlasts the process "
+        "group's timeout (by default 10 minutes with NCCL, 30 with gloo) the job dies. The source's fix is right "
+        "in spirit: every rank validates its share and one all_reduce adds the sums (of losses and counts, then "
+        "one division)"
+    )
     if literal:
-        return Verdict("C18", "holds", text + "; and the source's all_reduce of the loss gave the loss here.", numbers,
-                       where)
-    return Verdict("C18", "partly", text + (". Its own all_reduce(val_loss) never divides (notebook 03 runs it)."
-                                            if literal is None else ": its own all_reduce(val_loss) does not give the "
-                                            "loss (notebook 03)."), numbers, where)
+        return Verdict(
+            "C18", "holds", text + "; and the source's all_reduce of the loss gave the loss here.", numbers, where
+        )
+    return Verdict(
+        "C18",
+        "partly",
+        text
+        + (
+            ". Its own all_reduce(val_loss) never divides (notebook 03 runs it)."
+            if literal is None
+            else ": its own all_reduce(val_loss) does not give the loss (notebook 03)."
+        ),
+        numbers,
+        where,
+    )
 
 
 # --------------------------------------------------------------------------- mismatched collectives
+
 
 def mismatch_difference(message: str) -> str:
     """The "Collectives differ in the following aspects" part of a DETAIL mismatch report."""
@@ -322,29 +416,50 @@ def mismatch_verdict(name: str, errors: Sequence[str | None], fixed_ok: bool, wh
     differences = [mismatch_difference(e or "") for e in errors]
     caught = all(d for d in differences)
     ok = caught and fixed_ok
-    text = ("every rank raised before the collective itself ran: " + "; ".join(
-        f"rank {r}: {d or 'no report'}" for r, d in enumerate(differences))
-        + (". The fix gives the right result on every rank." if fixed_ok else ". The fix did NOT give the right result."))
-    return Verdict(name, "pass" if ok else "fail", text,
-                   {"reported": [bool(d) for d in differences], "fixed_ok": fixed_ok}, where)
+    text = (
+        "every rank raised before the collective itself ran: "
+        + "; ".join(f"rank {r}: {d or 'no report'}" for r, d in enumerate(differences))
+        + (
+            ". The fix gives the right result on every rank."
+            if fixed_ok
+            else ". The fix did NOT give the right result."
+        )
+    )
+    return Verdict(
+        name, "pass" if ok else "fail", text, {"reported": [bool(d) for d in differences], "fixed_ok": fixed_ok}, where
+    )
 
 
 # --------------------------------------------------------------------------- set_epoch and seeds
 
-def set_epoch_verdict(broken: Sequence[Sequence[Sequence[int]]], fixed: Sequence[Sequence[Sequence[int]]],
-                      where: str) -> Verdict:
+
+def set_epoch_verdict(
+    broken: Sequence[Sequence[Sequence[int]]], fixed: Sequence[Sequence[Sequence[int]]], where: str
+) -> Verdict:
     """``broken``/``fixed``: per rank, the sample order of each epoch. Without set_epoch every epoch
     repeats; with it the order changes; in both the ranks' samples never overlap."""
     repeats = all(all(o == orders[0] for o in orders) for orders in broken)
     changes = all(len({tuple(o) for o in orders}) == len(orders) for orders in fixed)
-    disjoint = all(not set(a[e]) & set(b[e]) for runs in (broken, fixed) for i, a in enumerate(runs)
-                   for b in runs[i + 1:] for e in range(len(a)))
+    disjoint = all(
+        not set(a[e]) & set(b[e])
+        for runs in (broken, fixed)
+        for i, a in enumerate(runs)
+        for b in runs[i + 1 :]
+        for e in range(len(a))
+    )
     ok = repeats and changes and disjoint
-    text = (f"without set_epoch every epoch {'repeats' if repeats else 'does NOT repeat'} the order of epoch 0; with "
-            f"it every epoch {'has its own order' if changes else 'does NOT change'}; the ranks' shares "
-            f"{'never overlap' if disjoint else 'OVERLAP'}")
-    return Verdict("set_epoch", "pass" if ok else "fail", text,
-                   {"repeats_without": repeats, "changes_with": changes, "disjoint": disjoint}, where)
+    text = (
+        f"without set_epoch every epoch {'repeats' if repeats else 'does NOT repeat'} the order of epoch 0; with "
+        f"it every epoch {'has its own order' if changes else 'does NOT change'}; the ranks' shares "
+        f"{'never overlap' if disjoint else 'OVERLAP'}"
+    )
+    return Verdict(
+        "set_epoch",
+        "pass" if ok else "fail",
+        text,
+        {"repeats_without": repeats, "changes_with": changes, "disjoint": disjoint},
+        where,
+    )
 
 
 def _same_crops(crops: Sequence[Sequence[Sequence[int]]]) -> tuple[int, int]:
@@ -354,8 +469,9 @@ def _same_crops(crops: Sequence[Sequence[Sequence[int]]]) -> tuple[int, int]:
     return same, len(first)
 
 
-def verdict_c21(weights: Sequence[Sequence[float]], crops_same_seed: Sequence[Any], crops_seed_plus_rank: Sequence[Any],
-                where: str) -> Verdict:
+def verdict_c21(
+    weights: Sequence[Sequence[float]], crops_same_seed: Sequence[Any], crops_seed_plus_rank: Sequence[Any], where: str
+) -> Verdict:
     """Claim C21 from the randomness lesson: ``weights`` per rank ``(before DDP, after)`` with
     ``seed + rank``; the crops each rank drew with the same seed and with ``seed + rank``.
 
@@ -370,21 +486,46 @@ def verdict_c21(weights: Sequence[Sequence[float]], crops_same_seed: Sequence[An
     plus, _ = _same_crops(crops_seed_plus_rank)
     needed = len(after) > 1
     harmful = n > 0 and same == n and plus < n
-    numbers = {"weight_sums_before": len(before), "weight_sums_after": len(after), "same_crops_same_seed": same,
-               "same_crops_seed_plus_rank": plus, "crops": n, "seed_needed": needed, "one_seed_harms": harmful}
-    text = (f"with seed + rank the ranks built different weights ({len(before)} different sums) and DDP(model) made "
-            f"them {'equal' if not needed else 'NOT equal'} ({len(after)} after). With the same seed on every rank, "
-            f"{same} of {n} random crops were the same on every rank (on different images); with seed + rank, {plus}. ")
+    numbers = {
+        "weight_sums_before": len(before),
+        "weight_sums_after": len(after),
+        "same_crops_same_seed": same,
+        "same_crops_seed_plus_rank": plus,
+        "crops": n,
+        "seed_needed": needed,
+        "one_seed_harms": harmful,
+    }
+    text = (
+        f"with seed + rank the ranks built different weights ({len(before)} different sums) and DDP(model) made "
+        f"them {'equal' if not needed else 'NOT equal'} ({len(after)} after). With the same seed on every rank, "
+        f"{same} of {n} random crops were the same on every rank (on different images); with seed + rank, {plus}. "
+    )
     if len(before) < 2 or n == 0:
         return Verdict("C21", "unverifiable", text + "Not what the lesson expects: see the numbers.", numbers, where)
     if needed and not harmful:
-        return Verdict("C21", "holds", text + "Verdict: holds here: DDP did not equalise the weights, so the ranks need "
-                       "the same seed, and one seed did not repeat the random draws.", numbers, where)
-    return Verdict("C21", "partly", text + (
-        "Verdict: partly right: a common seed is harmless for the weights (DDP copies rank 0's anyway) and makes "
-        "every rank draw the same augmentation and dropout numbers, so the global batch repeats each random "
-        "draw on every rank; seed each rank with seed + rank (the sampler keeps its own, common seed)."
-        if not needed else "Verdict: partly right: DDP did not equalise the weights, so a common seed is needed for "
-        "them, but it repeats the random draws on every rank: seed the model once, the augmentation with seed + rank."
-        if harmful else "Verdict: partly right: the model needs no common seed (DDP copies rank 0's weights), and "
-        "here one seed did not repeat the random draws either."), numbers, where)
+        return Verdict(
+            "C21",
+            "holds",
+            text + "Verdict: holds here: DDP did not equalise the weights, so the ranks need "
+            "the same seed, and one seed did not repeat the random draws.",
+            numbers,
+            where,
+        )
+    return Verdict(
+        "C21",
+        "partly",
+        text
+        + (
+            "Verdict: partly right: a common seed is harmless for the weights (DDP copies rank 0's anyway) and makes "
+            "every rank draw the same augmentation and dropout numbers, so the global batch repeats each random "
+            "draw on every rank; seed each rank with seed + rank (the sampler keeps its own, common seed)."
+            if not needed
+            else "Verdict: partly right: DDP did not equalise the weights, so a common seed is needed for "
+            "them, but it repeats the random draws on every rank: seed the model once, the augmentation with seed + rank."
+            if harmful
+            else "Verdict: partly right: the model needs no common seed (DDP copies rank 0's weights), and "
+            "here one seed did not repeat the random draws either."
+        ),
+        numbers,
+        where,
+    )

@@ -26,7 +26,9 @@ def _windows(rate: Any) -> list[float]:
 
 
 def _step_only(d: Mapping[str, Any]) -> list[float]:
-    return _windows(d["step_only_samples_per_s"] if "step_only_samples_per_s" in d else d["step_consumes_samples_per_s"])
+    return _windows(
+        d["step_only_samples_per_s"] if "step_only_samples_per_s" in d else d["step_consumes_samples_per_s"]
+    )
 
 
 def _unpinned(rows: Sequence[Mapping[str, Any]], pin: bool = False) -> list[dict[str, Any]]:
@@ -48,15 +50,27 @@ def loader_frame(result: Any):  # -> pandas.DataFrame
         d = _loader(result, rank)
         for r in d["rows"]:
             rates = r["samples_per_s"]
-            rows.append({"rank": rank, "num_workers": r["num_workers"], "pin_memory": r["pin_memory"],
-                         "samples/s (median)": round(statistics.median(rates)),
-                         "spread": f"{(max(rates) - min(rates)) / statistics.median(rates):.0%}",
-                         "windows": " ".join(f"{x:.0f}" for x in rates)})
+            rows.append(
+                {
+                    "rank": rank,
+                    "num_workers": r["num_workers"],
+                    "pin_memory": r["pin_memory"],
+                    "samples/s (median)": round(statistics.median(rates)),
+                    "spread": f"{(max(rates) - min(rates)) / statistics.median(rates):.0%}",
+                    "windows": " ".join(f"{x:.0f}" for x in rates),
+                }
+            )
         step = d["step_only_samples_per_s"]
-        rows.append({"rank": rank, "num_workers": "input on the GPU" if d.get("gpus") else "input in memory",
-                     "pin_memory": None, "samples/s (median)": round(statistics.median(step)),
-                     "spread": f"{(max(step) - min(step)) / statistics.median(step):.0%}",
-                     "windows": " ".join(f"{x:.0f}" for x in step)})
+        rows.append(
+            {
+                "rank": rank,
+                "num_workers": "input on the GPU" if d.get("gpus") else "input in memory",
+                "pin_memory": None,
+                "samples/s (median)": round(statistics.median(step)),
+                "spread": f"{(max(step) - min(step)) / statistics.median(step):.0%}",
+                "windows": " ".join(f"{x:.0f}" for x in step),
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -65,18 +79,29 @@ def enough_workers(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     (the fewest workers within the noise of the best)."""
     rows = sorted(_unpinned(rows), key=lambda r: r["num_workers"])
     best = max(rows, key=lambda r: statistics.median(r["samples_per_s"]))
-    against: dict[int, Comparison] = {r["num_workers"]: compare(best["samples_per_s"], r["samples_per_s"],
-                                                                lower_is_better=False) for r in rows}
+    against: dict[int, Comparison] = {
+        r["num_workers"]: compare(best["samples_per_s"], r["samples_per_s"], lower_is_better=False) for r in rows
+    }
     knee = next(w for w, c in against.items() if c.status == "no change")
     largest = rows[-1]["num_workers"]
-    rising = best["num_workers"] == largest and len(rows) > 1 and compare(
-        rows[-2]["samples_per_s"], rows[-1]["samples_per_s"], lower_is_better=False).status == "faster"
-    return {"best": best["num_workers"], "best_rate": statistics.median(best["samples_per_s"]), "knee": knee,
-            "against_best": against, "still_rising": rising, "largest": largest}
+    rising = (
+        best["num_workers"] == largest
+        and len(rows) > 1
+        and compare(rows[-2]["samples_per_s"], rows[-1]["samples_per_s"], lower_is_better=False).status == "faster"
+    )
+    return {
+        "best": best["num_workers"],
+        "best_rate": statistics.median(best["samples_per_s"]),
+        "knee": knee,
+        "against_best": against,
+        "still_rising": rising,
+        "largest": largest,
+    }
 
 
 def pin_comparison(rows: Sequence[Mapping[str, Any]], workers: int) -> Comparison | None:
     """``pin_memory=True`` against False at ``workers`` workers, on one rank (None: not measured)."""
+
     def rates(pin: bool) -> list[float] | None:
         return next((r["samples_per_s"] for r in _unpinned(rows, pin) if r["num_workers"] == workers), None)
 
@@ -113,11 +138,16 @@ def verdict_c17(result: Any) -> Verdict:
     gpu = bool(first.get("gpus")) or bool(getattr(getattr(result, "env", None), "is_gpu", False))
     if not gpu:
         per = [enough_workers(_loader(result, r)["rows"]) for r in ranks]
-        return Verdict("C17", "unverifiable",
-                       "A CPU simulation: the workers compete with the training for the same few cores, so it says "
-                       "nothing about a GPU's input pipeline. Here the fewest workers within the noise of the best were "
-                       + ", ".join(f"{p['knee']} on rank {r}" for r, p in zip(ranks, per)) + ".",
-                       {"knee": [p["knee"] for p in per], "rule": rule}, where)
+        return Verdict(
+            "C17",
+            "unverifiable",
+            "A CPU simulation: the workers compete with the training for the same few cores, so it says "
+            "nothing about a GPU's input pipeline. Here the fewest workers within the noise of the best were "
+            + ", ".join(f"{p['knee']} on rank {r}" for r, p in zip(ranks, per))
+            + ".",
+            {"knee": [p["knee"] for p in per], "rule": rule},
+            where,
+        )
     per = {r: enough_workers(_loader(result, r)["rows"]) for r in ranks}
     tried = {row["num_workers"] for row in first["rows"]}
     rule_enough = rule in tried and all(p["against_best"][rule].status == "no change" for p in per.values())
@@ -127,27 +157,51 @@ def verdict_c17(result: Any) -> Verdict:
     parts = []
     for r, p in per.items():
         note = " (the rate was still rising at the largest count tried)" if p["still_rising"] else ""
-        parts.append(f"rank {r}: {p['knee']} workers are within the noise of the best ({p['best_rate']:.0f} samples/s "
-                     f"at {p['best']}){note}; the step alone takes {step[r]:.0f} samples/s")
+        parts.append(
+            f"rank {r}: {p['knee']} workers are within the noise of the best ({p['best_rate']:.0f} samples/s "
+            f"at {p['best']}){note}; the step alone takes {step[r]:.0f} samples/s"
+        )
     one_window = not has_repeats(result)
-    pin_text = "; ".join(f"rank {r}: {c.describe('samples/s', 'pin_memory=True')}" if c else f"rank {r}: not measured"
-                         for r, c in pins.items())
+    pin_text = "; ".join(
+        f"rank {r}: {c.describe('samples/s', 'pin_memory=True')}" if c else f"rank {r}: not measured"
+        for r, c in pins.items()
+    )
     if one_window:
         pin_text = pin_text.replace("2+2 repeats", "one window each")
     status = "holds" if rule_enough and pin_helps else "partly" if rule_enough or pin_helps else "wrong"
-    text = ("; ".join(parts) + f". The rule's {rule} workers are " + ("enough" if rule_enough else "NOT enough")
-            + f" on every rank. {pin_text}. "
-            + ("(One window per configuration in this run: the noise is compare's 1 % floor alone, a weak test.) "
-               if one_window else "") + "Verdict: "
-            + {"holds": "both parts hold on this machine.",
-               "partly": "a starting point, not a law: measure the steady rate on the machine at hand.",
-               "wrong": "neither part holds here."}[status])
-    return Verdict("C17", status, text,
-                   {"rule": rule, "rule_enough": rule_enough, "pin_helps": pin_helps,
-                    "knee": {str(r): p["knee"] for r, p in per.items()},
-                    "pin_change": {str(r): (c.change if c else None) for r, c in pins.items()},
-                    "pin_status": {str(r): (c.status if c else None) for r, c in pins.items()},
-                    "step_only": {str(r): v for r, v in step.items()}, "one_window": one_window}, where)
+    text = (
+        "; ".join(parts)
+        + f". The rule's {rule} workers are "
+        + ("enough" if rule_enough else "NOT enough")
+        + f" on every rank. {pin_text}. "
+        + (
+            "(One window per configuration in this run: the noise is compare's 1 % floor alone, a weak test.) "
+            if one_window
+            else ""
+        )
+        + "Verdict: "
+        + {
+            "holds": "both parts hold on this machine.",
+            "partly": "a starting point, not a law: measure the steady rate on the machine at hand.",
+            "wrong": "neither part holds here.",
+        }[status]
+    )
+    return Verdict(
+        "C17",
+        status,
+        text,
+        {
+            "rule": rule,
+            "rule_enough": rule_enough,
+            "pin_helps": pin_helps,
+            "knee": {str(r): p["knee"] for r, p in per.items()},
+            "pin_change": {str(r): (c.change if c else None) for r, c in pins.items()},
+            "pin_status": {str(r): (c.status if c else None) for r, c in pins.items()},
+            "step_only": {str(r): v for r, v in step.items()},
+            "one_window": one_window,
+        },
+        where,
+    )
 
 
 def shards_line(result: Any) -> str:
@@ -157,14 +211,22 @@ def shards_line(result: Any) -> str:
         return "no shard measurement"
     single, shards = statistics.median(sh["one_file_per_sample_us"]), statistics.median(sh["shards_us"])
     c = compare(sh["one_file_per_sample_us"], sh["shards_us"])
-    result = (f"{single / shards:.0f}× less time per sample" if c.status == "faster" else
-              f"{shards / single:.1f}× more time per sample" if c.status == "slower" else "no change")
-    return (f"reading {sh['samples']} samples of {sh['bytes_per_sample'] / 1024:.0f} KiB from the page cache (the disk's "
-            f"kind not checked): one file each {single:.0f} µs per sample, {sh['per_shard']} samples per shard file "
-            f"{shards:.1f} µs per sample: {result} (noise ±{c.noise:.0%}, {c.repeats[0]}+{c.repeats[1]} repeats)")
+    result = (
+        f"{single / shards:.0f}× less time per sample"
+        if c.status == "faster"
+        else f"{shards / single:.1f}× more time per sample"
+        if c.status == "slower"
+        else "no change"
+    )
+    return (
+        f"reading {sh['samples']} samples of {sh['bytes_per_sample'] / 1024:.0f} KiB from the page cache (the disk's "
+        f"kind not checked): one file each {single:.0f} µs per sample, {sh['per_shard']} samples per shard file "
+        f"{shards:.1f} µs per sample: {result} (noise ±{c.noise:.0%}, {c.repeats[0]}+{c.repeats[1]} repeats)"
+    )
 
 
 # --------------------------------------------------------------------------- out of memory
+
 
 def _oom(result: Any, rank: int = 0) -> Mapping[str, Any]:
     return result.ranks[rank]["oom"]
@@ -182,9 +244,15 @@ def oom_frames(result: Any, rank: int = 0):  # -> dict[str, pandas.DataFrame]
     d = _oom(result, rank)
     frag = pd.DataFrame([{k: v for k, v in r.items() if k != "message"} for r in d["fragmentation"]]).round(1)
     empty = pd.DataFrame(d["empty_cache"]["rows"]).round(1)
-    train = pd.DataFrame([{**{k: v for k, v in r.items() if k not in ("message", "step_ms_repeats")},
-                           **({"spread": relative_spread(r["step_ms_repeats"])} if r.get("step_ms_repeats") else {})}
-                          for r in d["training"]["rows"]]).round(2)
+    train = pd.DataFrame(
+        [
+            {
+                **{k: v for k, v in r.items() if k not in ("message", "step_ms_repeats")},
+                **({"spread": relative_spread(r["step_ms_repeats"])} if r.get("step_ms_repeats") else {}),
+            }
+            for r in d["training"]["rows"]
+        ]
+    ).round(2)
     return {"fragmentation": frag, "empty_cache": empty, "training": train}
 
 
@@ -214,19 +282,34 @@ def verdict_c19(result: Any, rank: int = 0) -> Verdict:
     kept = alive["allocated_mib"] >= created["allocated_mib"] and alive["reserved_mib"] >= created["allocated_mib"]
     returned = after["driver_free_mib"] - deleted["driver_free_mib"]
     released = deleted["reserved_mib"] - after["reserved_mib"]
-    numbers = {"allocated_after_empty_cache_alive_mib": alive["allocated_mib"], "returned_mib": returned,
-               "released_mib": released, "freed_referenced": not kept}
-    text = (f"with the tensor alive, empty_cache() left {alive['allocated_mib']:.0f} MiB allocated and "
-            f"{alive['reserved_mib']:.0f} MiB reserved (the tensor: {created['allocated_mib']:.0f} MiB). After del, the "
-            f"{deleted['reserved_mib']:.0f} MiB PyTorch kept cached were reusable by PyTorch already; empty_cache() gave "
-            f"{returned:.0f} MiB back to the driver. ")
+    numbers = {
+        "allocated_after_empty_cache_alive_mib": alive["allocated_mib"],
+        "returned_mib": returned,
+        "released_mib": released,
+        "freed_referenced": not kept,
+    }
+    text = (
+        f"with the tensor alive, empty_cache() left {alive['allocated_mib']:.0f} MiB allocated and "
+        f"{alive['reserved_mib']:.0f} MiB reserved (the tensor: {created['allocated_mib']:.0f} MiB). After del, the "
+        f"{deleted['reserved_mib']:.0f} MiB PyTorch kept cached were reusable by PyTorch already; empty_cache() gave "
+        f"{returned:.0f} MiB back to the driver. "
+    )
     if not kept:
-        return Verdict("C19", "holds", text + "It freed memory still referenced: against an OOM that helps.", numbers,
-                       result.label)
+        return Verdict(
+            "C19", "holds", text + "It freed memory still referenced: against an OOM that helps.", numbers, result.label
+        )
     if (released > 0) != (returned > 0):
-        return Verdict("C19", "unverifiable", text + "Not what the lesson expects: see the table.", numbers, result.label)
-    return Verdict("C19", "wrong", text + "It frees nothing still referenced; what it hands back helps other processes, "
-                   "not this one. Verdict: wrong as an OOM fix.", numbers, result.label)
+        return Verdict(
+            "C19", "unverifiable", text + "Not what the lesson expects: see the table.", numbers, result.label
+        )
+    return Verdict(
+        "C19",
+        "wrong",
+        text + "It frees nothing still referenced; what it hands back helps other processes, "
+        "not this one. Verdict: wrong as an OOM fix.",
+        numbers,
+        result.label,
+    )
 
 
 def verdict_c20(result: Any, rank: int = 0) -> Verdict:
@@ -239,21 +322,43 @@ def verdict_c20(result: Any, rank: int = 0) -> Verdict:
     split = next((v for k, v in outcome.items() if "max_split_size_mb" in k), None)
     expandable = next((v for k, v in outcome.items() if k.startswith("expandable_segments:True")), None)
     cases = "the fragmentation case: " + "; ".join(f"{k}: {v}" for k, v in outcome.items()) + ". "
-    how = ("max_split_size_mb is an option of PYTORCH_CUDA_ALLOC_CONF, read once, before the first CUDA allocation "
-           "(the source says to tune it, which is this). ")
-    also = {"fits": "expandable_segments:True, the modern alternative, fixed it too.",
-            "OOM": "expandable_segments:True did not fix it either."}.get(expandable, "expandable_segments:True was not tried.")
-    numbers = {"outcomes": outcome, "default": outcome.get("default"), "max_split_size_mb": split,
-               "expandable_segments": expandable}
+    how = (
+        "max_split_size_mb is an option of PYTORCH_CUDA_ALLOC_CONF, read once, before the first CUDA allocation "
+        "(the source says to tune it, which is this). "
+    )
+    also = {
+        "fits": "expandable_segments:True, the modern alternative, fixed it too.",
+        "OOM": "expandable_segments:True did not fix it either.",
+    }.get(expandable, "expandable_segments:True was not tried.")
+    numbers = {
+        "outcomes": outcome,
+        "default": outcome.get("default"),
+        "max_split_size_mb": split,
+        "expandable_segments": expandable,
+    }
     if outcome.get("default") != "OOM" or split is None:
-        why = ("the default allocator did not run out of memory here, so there was no fragmentation to fix"
-               if outcome.get("default") == "fits" else "the default or the max_split_size_mb row is missing")
+        why = (
+            "the default allocator did not run out of memory here, so there was no fragmentation to fix"
+            if outcome.get("default") == "fits"
+            else "the default or the max_split_size_mb row is missing"
+        )
         return Verdict("C20", "unverifiable", cases + f"Not decided: {why}.", numbers, result.label)
     if split == "fits":
-        return Verdict("C20", "holds", cases + how + "Verdict: holds: with max_split_size_mb the allocations that ran "
-                       "out of memory under the default fit. " + also, numbers, result.label)
-    return Verdict("C20", "wrong", cases + how + "Verdict: max_split_size_mb did not fix this fragmentation. " + also,
-                   numbers, result.label)
+        return Verdict(
+            "C20",
+            "holds",
+            cases + how + "Verdict: holds: with max_split_size_mb the allocations that ran "
+            "out of memory under the default fit. " + also,
+            numbers,
+            result.label,
+        )
+    return Verdict(
+        "C20",
+        "wrong",
+        cases + how + "Verdict: max_split_size_mb did not fix this fragmentation. " + also,
+        numbers,
+        result.label,
+    )
 
 
 def _capped(rows: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
@@ -271,8 +376,13 @@ def oom_fixes_verdict(result: Any, rank: int = 0) -> Verdict:
     outcome = {r["variant"]: r.get("outcome") for r in rows}
     capped = _capped(rows)
     ok = len(capped) == 3 and capped[0].get("outcome") == "OOM" and all(r.get("outcome") == "fits" for r in capped[1:])
-    return Verdict("out of memory: the fixes", "pass" if ok else "fail",
-                   "; ".join(f"{k}: {v}" for k, v in outcome.items()), {"outcomes": outcome}, result.label)
+    return Verdict(
+        "out of memory: the fixes",
+        "pass" if ok else "fail",
+        "; ".join(f"{k}: {v}" for k, v in outcome.items()),
+        {"outcomes": outcome},
+        result.label,
+    )
 
 
 def checkpointing_cost(result: Any, rank: int = 0) -> Verdict:
@@ -283,16 +393,33 @@ def checkpointing_cost(result: Any, rank: int = 0) -> Verdict:
     if oom_skipped(result):
         return Verdict(key, "info", "not checked here: " + oom_skipped(result), {}, result.label)
     rows = _oom(result, rank)["training"]["rows"]
-    free = [r for r in rows if r.get("capped") is False and r.get("outcome") == "fits" and len(r.get("step_ms_repeats") or []) >= 2]
+    free = [
+        r
+        for r in rows
+        if r.get("capped") is False and r.get("outcome") == "fits" and len(r.get("step_ms_repeats") or []) >= 2
+    ]
     plain = next((r for r in free if "checkpointing" not in r["variant"]), None)
     ckpt = next((r for r in free if "checkpointing" in r["variant"]), None)
     if plain is None or ckpt is None:
-        return Verdict(key, "info", "Not measured in this run: it timed one step per variant, the checkpointed one "
-                       "right after installing checkpointing and under the cap, which says little about its cost. "
-                       "A run of today's workload times repeated steps of both, without the cap.", {}, result.label)
+        return Verdict(
+            key,
+            "info",
+            "Not measured in this run: it timed one step per variant, the checkpointed one "
+            "right after installing checkpointing and under the cap, which says little about its cost. "
+            "A run of today's workload times repeated steps of both, without the cap.",
+            {},
+            result.label,
+        )
     c = compare(plain["step_ms_repeats"], ckpt["step_ms_repeats"])
-    text = c.describe("ms", f"the step without → with activation checkpointing (batch {_oom(result, rank)['training']['batch']}, "
-                      "no cap)")
-    return Verdict(key, c.status, text + ". Checkpointing recomputes each checkpointed block's forward pass in backward: "
-                   "the price of the memory it saved.", {"ratio": c.ratio, "noise": c.noise, "baseline": c.baseline,
-                                                         "candidate": c.candidate}, result.label)
+    text = c.describe(
+        "ms",
+        f"the step without → with activation checkpointing (batch {_oom(result, rank)['training']['batch']}, no cap)",
+    )
+    return Verdict(
+        key,
+        c.status,
+        text + ". Checkpointing recomputes each checkpointed block's forward pass in backward: "
+        "the price of the memory it saved.",
+        {"ratio": c.ratio, "noise": c.noise, "baseline": c.baseline, "candidate": c.candidate},
+        result.label,
+    )

@@ -70,6 +70,7 @@ def run(ctx: runtime.Context, p: Params) -> dict:
 
 # --------------------------------------------------------------------------- the input pipeline
 
+
 def warmup_steps(workers: int) -> int:
     """Steps before the measured windows: past what the workers prepared before the first step
     (``prefetch_factor``, 2, batches each) and their start-up."""
@@ -108,14 +109,24 @@ def _dataloader(ctx: runtime.Context, p: Params) -> dict[str, Any]:
         rows.append({"num_workers": workers, "pin_memory": pin, "warmup_steps": warmup, "samples_per_s": rates})
     images, masks = segdata.render(range(p.loader_batch), p.loader_image_size, seed=p.seed, device=ctx.device)
     ctx.barrier()
-    step_only = lesson.steady_rates(model, optimizer, itertools.repeat((images, masks)), ctx.device, 2, p.steps,
-                                    p.windows)
+    step_only = lesson.steady_rates(
+        model, optimizer, itertools.repeat((images, masks)), ctx.device, 2, p.steps, p.windows
+    )
     shards = _shards(ctx, p) if ctx.is_main else None
     ctx.progress(len(configs), len(configs), "dataloader")
-    return {"rows": rows, "step_only_samples_per_s": step_only, "cpu_cores": os.cpu_count(), "ranks": ctx.world_size,
-            "gpus": ctx.world_size if ctx.is_gpu else 0, "rule_of_thumb_workers": 4 * ctx.world_size,
-            "batch": p.loader_batch, "image_size": p.loader_image_size, "model": p.model, "steps": p.steps,
-            "shards": shards}
+    return {
+        "rows": rows,
+        "step_only_samples_per_s": step_only,
+        "cpu_cores": os.cpu_count(),
+        "ranks": ctx.world_size,
+        "gpus": ctx.world_size if ctx.is_gpu else 0,
+        "rule_of_thumb_workers": 4 * ctx.world_size,
+        "batch": p.loader_batch,
+        "image_size": p.loader_image_size,
+        "model": p.model,
+        "steps": p.steps,
+        "shards": shards,
+    }
 
 
 def _shards(ctx: runtime.Context, p: Params) -> dict[str, Any]:
@@ -128,13 +139,18 @@ def _shards(ctx: runtime.Context, p: Params) -> dict[str, Any]:
     (root / "single").mkdir(parents=True, exist_ok=True)
     (root / "shards").mkdir(parents=True, exist_ok=True)
     images, masks = segdata.render(range(p.shard_samples), p.loader_image_size)
-    arr = np.concatenate([(images.numpy() * 255).astype(np.uint8).reshape(p.shard_samples, -1),
-                          masks.numpy().astype(np.uint8).reshape(p.shard_samples, -1)], axis=1)
+    arr = np.concatenate(
+        [
+            (images.numpy() * 255).astype(np.uint8).reshape(p.shard_samples, -1),
+            masks.numpy().astype(np.uint8).reshape(p.shard_samples, -1),
+        ],
+        axis=1,
+    )
     per_shard = 64
     for i in range(p.shard_samples):
         np.save(root / "single" / f"{i:06d}.npy", arr[i])
     for k in range(0, p.shard_samples, per_shard):
-        np.save(root / "shards" / f"shard-{k // per_shard:04d}.npy", arr[k:k + per_shard])
+        np.save(root / "shards" / f"shard-{k // per_shard:04d}.npy", arr[k : k + per_shard])
 
     def read(folder: Path) -> float:
         timer = runtime.Timer(host=True)  # the host clock: file reads, no device
@@ -147,9 +163,13 @@ def _shards(ctx: runtime.Context, p: Params) -> dict[str, Any]:
     shards = [read(root / "shards") for _ in range(3)]
     for f in list((root / "single").iterdir()) + list((root / "shards").iterdir()):
         f.unlink()
-    return {"samples": p.shard_samples, "bytes_per_sample": int(arr.shape[1]), "per_shard": per_shard,
-            "one_file_per_sample_us": [1e6 * s / p.shard_samples for s in single],
-            "shards_us": [1e6 * s / p.shard_samples for s in shards]}
+    return {
+        "samples": p.shard_samples,
+        "bytes_per_sample": int(arr.shape[1]),
+        "per_shard": per_shard,
+        "one_file_per_sample_us": [1e6 * s / p.shard_samples for s in single],
+        "shards_us": [1e6 * s / p.shard_samples for s in shards],
+    }
 
 
 if __name__ == "__main__":

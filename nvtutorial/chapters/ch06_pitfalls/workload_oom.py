@@ -53,7 +53,9 @@ def _oom_message(exc: BaseException) -> str:
     return text[:1200]
 
 
-def _fragmentation(ctx: runtime.Context, config: str | None, cap_mib: int = 1024, sizes=(600, 200, 500)) -> dict[str, Any]:
+def _fragmentation(
+    ctx: runtime.Context, config: str | None, cap_mib: int = 1024, sizes=(600, 200, 500)
+) -> dict[str, Any]:
     """A cached block split by a smaller tensor, then a tensor that fits the cap only if the
     allocator can reuse the split block's free part: the classic fragmentation OOM."""
     import torch
@@ -67,7 +69,10 @@ def _fragmentation(ctx: runtime.Context, config: str | None, cap_mib: int = 1024
     base = torch.cuda.memory_reserved(dev)
     torch.cuda.set_per_process_memory_fraction((base + cap_mib * 2**20) / total, dev)
     big, small, need = (s * 2**20 for s in sizes)
-    out: dict[str, Any] = {"config": config or os.environ.get("PYTORCH_CUDA_ALLOC_CONF") or "default", "cap_mib": cap_mib}
+    out: dict[str, Any] = {
+        "config": config or os.environ.get("PYTORCH_CUDA_ALLOC_CONF") or "default",
+        "cap_mib": cap_mib,
+    }
     keep = []
     try:
         a = torch.empty(big, dtype=torch.uint8, device=dev)
@@ -98,8 +103,11 @@ def _empty_cache_demo(ctx: runtime.Context, mib: int = 600) -> dict[str, Any]:
 
     def state() -> dict[str, float]:
         free, _ = torch.cuda.mem_get_info(dev)
-        return {"allocated_mib": _mib(torch.cuda.memory_allocated(dev)), "reserved_mib": _mib(torch.cuda.memory_reserved(dev)),
-                "driver_free_mib": _mib(free)}
+        return {
+            "allocated_mib": _mib(torch.cuda.memory_allocated(dev)),
+            "reserved_mib": _mib(torch.cuda.memory_reserved(dev)),
+            "driver_free_mib": _mib(free),
+        }
 
     gc.collect()
     torch.cuda.empty_cache()
@@ -176,8 +184,14 @@ def _training_oom(ctx: runtime.Context, p: Any) -> dict[str, Any]:
     # checkpointing's cost in step time, against the first row: both without the cap (an allocator working under a
     # cap may free and retry, which costs time of its own)
     rows.append(measure(f"batch {p.oom_batch}, activation checkpointing, no cap", 1, capped=False))
-    return {"cap_mib": _mib(cap), "model": p.oom_model, "batch": p.oom_batch, "image_size": p.oom_image_size,
-            "timed_steps": TIMED_STEPS, "rows": rows}
+    return {
+        "cap_mib": _mib(cap),
+        "model": p.oom_model,
+        "batch": p.oom_batch,
+        "image_size": p.oom_image_size,
+        "timed_steps": TIMED_STEPS,
+        "rows": rows,
+    }
 
 
 def oom(ctx: runtime.Context, p: Any) -> dict[str, Any]:
@@ -187,8 +201,10 @@ def oom(ctx: runtime.Context, p: Any) -> dict[str, Any]:
     ctx.progress(0, 1, "oom")
     if not ctx.is_gpu:
         ctx.progress(1, 1, "oom")
-        msg = ("skipped: needs a GPU. An out-of-memory error is about the GPU's memory and its caching "
-               "allocator (torch.cuda); a CPU run has neither, so there is nothing to reproduce here.")
+        msg = (
+            "skipped: needs a GPU. An out-of-memory error is about the GPU's memory and its caching "
+            "allocator (torch.cuda); a CPU run has neither, so there is nothing to reproduce here."
+        )
         _say(ctx, msg)
         return {"skipped": msg}
     out: dict[str, Any] = {"launch_alloc_conf": os.environ.get("PYTORCH_CUDA_ALLOC_CONF")}

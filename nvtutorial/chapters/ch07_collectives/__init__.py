@@ -14,7 +14,16 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-FILES = ('exercises', 'plots', 'report', 'report_compression', 'workload', 'workload_compression', 'workload_density', 'lessons')
+FILES = (
+    "exercises",
+    "plots",
+    "report",
+    "report_compression",
+    "workload",
+    "workload_compression",
+    "workload_density",
+    "lessons",
+)
 
 
 def __getattr__(name: str) -> Any:  # PEP 562: each file is imported when first asked for

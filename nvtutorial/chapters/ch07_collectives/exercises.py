@@ -17,8 +17,10 @@ NAME = "ring_allreduce"
 """The exercise's name (``teach.check.check("ring_allreduce", ...)``)."""
 
 NOTEBOOK = "07_custom_collectives"
-TASK = ("Write ring_all_reduce(tensor): sum it over the ranks in place with a reduce-scatter then an all-gather, "
-        "sending only to the right neighbour")
+TASK = (
+    "Write ring_all_reduce(tensor): sum it over the ranks in place with a reduce-scatter then an all-gather, "
+    "sending only to the right neighbour"
+)
 KIND = "function"
 ENTRY = "ring_all_reduce"
 SIZES = (4096, 1001, 3, 1, 65537)
@@ -33,7 +35,6 @@ def sizes(world: int) -> tuple[int, ...]:
     return (SIZES[0] + (-SIZES[0]) % world, *SIZES[1:])
 
 
-
 def _function_source(path: Path, name: str) -> str:
     """The source of function ``name`` in ``path``, read without importing it (the notebook kernel never
     imports torch for a checker)."""
@@ -45,7 +46,7 @@ def _function_source(path: Path, name: str) -> str:
 SOLUTION = _function_source(Path(__file__).resolve().parent / "lessons" / "collectives.py", ENTRY)
 """The course's ring (``nvtutorial/chapters/ch07_collectives/lessons/collectives.py``), as source."""
 
-_HEAD = '''\
+_HEAD = """\
 def ring_all_reduce(tensor, group=None):
     world, rank = dist.get_world_size(), dist.get_rank()
     right, left = (rank + 1) % world, (rank - 1) % world
@@ -57,26 +58,37 @@ def ring_all_reduce(tensor, group=None):
         for request in dist.batch_isend_irecv(ops):
             request.wait()
 
-'''
-_REDUCE_SCATTER = '''\
+"""
+_REDUCE_SCATTER = """\
     for s in range(world - 1):
         target = chunks[(rank - s - 1) % world]
         exchange(chunks[(rank - s) % world], inbox[: target.numel()])
         target.add_(inbox[: target.numel()])
-'''
+"""
 WRONG = {
     "reduce_scatter_only": (_HEAD + _REDUCE_SCATTER, "only one chunk summed"),
-    "off_by_one_chunk": (_HEAD + _REDUCE_SCATTER + '''\
+    "off_by_one_chunk": (
+        _HEAD
+        + _REDUCE_SCATTER
+        + """\
     for s in range(world - 1):
         send = chunks[(rank + 1 - s) % world]
         exchange(send, inbox[: send.numel()])
         chunks[(rank + 1 - s) % world].copy_(inbox[: send.numel()])  # should be chunk (rank - s)
-''', "wrong place"),
-    "no_wait": (_HEAD.replace("            request.wait()\n", "            pass\n") + _REDUCE_SCATTER + '''\
+""",
+        "wrong place",
+    ),
+    "no_wait": (
+        _HEAD.replace("            request.wait()\n", "            pass\n")
+        + _REDUCE_SCATTER
+        + """\
     for s in range(world - 1):
         exchange(chunks[(rank + 1 - s) % world], chunks[(rank - s) % world])
-''', "never waited"),
-    "whole_tensor_swap": ('''\
+""",
+        "never waited",
+    ),
+    "whole_tensor_swap": (
+        """\
 def ring_all_reduce(tensor, group=None):
     rank, world = dist.get_rank(), dist.get_world_size()
     for step in range(1, world):
@@ -86,7 +98,9 @@ def ring_all_reduce(tensor, group=None):
         for request in dist.batch_isend_irecv(ops):
             request.wait()
         tensor.add_(inbox)
-''', "whole tensor"),
+""",
+        "whole tensor",
+    ),
 }
 """Known wrong answers: (source, words the checker's reason must contain). ``whole_tensor_swap`` is
 right for two ranks but not a ring: it sends the whole tensor to every other rank."""
@@ -107,17 +121,25 @@ def diagnose(x: Any, mine: Any, reference: Any, world: int, rank: int) -> str:
     got, own = mine.tensor_split(world), x.tensor_split(world)
     summed = [c for c in range(world) if torch.allclose(got[c], ref[c])]
     unchanged = [c for c in range(world) if torch.equal(got[c], own[c]) and not torch.equal(own[c], ref[c])]
-    moved = [(c, d) for c in range(world) for d in range(world)
-             if c != d and c not in summed and got[c].shape == ref[d].shape and torch.allclose(got[c], ref[d])]
+    moved = [
+        (c, d)
+        for c in range(world)
+        for d in range(world)
+        if c != d and c not in summed and got[c].shape == ref[d].shape and torch.allclose(got[c], ref[d])
+    ]
     if moved:
         c, d = moved[0]
-        return (f"rank {rank}: chunk {c} holds the sum of chunk {d}: a chunk index is off by one, so a summed chunk "
-                "lands in the wrong place (check which chunk you send and which you receive at each step)")
+        return (
+            f"rank {rank}: chunk {c} holds the sum of chunk {d}: a chunk index is off by one, so a summed chunk "
+            "lands in the wrong place (check which chunk you send and which you receive at each step)"
+        )
     if len(unchanged) == world:
         return f"rank {rank}: the tensor is unchanged: nothing was summed yet"
     if len(summed) == 1:
-        return (f"rank {rank}: only one chunk summed (chunk {summed[0]}), the others are not: each rank holds only "
-                "its own chunk summed after the reduce-scatter; the all-gather that passes the sums on is missing")
+        return (
+            f"rank {rank}: only one chunk summed (chunk {summed[0]}), the others are not: each rank holds only "
+            "its own chunk summed after the reduce-scatter; the all-gather that passes the sums on is missing"
+        )
     bad = [c for c in range(world) if c not in summed]
     error = float((mine - reference).abs().max())
     return f"rank {rank}: wrong values in chunk(s) {bad} (largest error {error:.3g}); correct chunk(s): {summed}"
@@ -149,11 +171,15 @@ def check_on_rank(candidate: Any, ctx: Any = None) -> tuple[bool, str]:
             first = (str(exc).strip().splitlines() or [""])[0][:200]
             problem = f"rank {rank}: your function raised {type(exc).__name__}: {first}"
         else:
-            exact = torch.equal(mine, reference) if world == 2 else torch.allclose(mine, reference, rtol=1e-5, atol=1e-5)
+            exact = (
+                torch.equal(mine, reference) if world == 2 else torch.allclose(mine, reference, rtol=1e-5, atol=1e-5)
+            )
             if count.unwaited:
-                problem = (f"rank {rank}: you never waited on {count.unwaited} request(s) that isend/irecv/"
-                           "batch_isend_irecv returned: a received chunk may not have arrived when you used it "
-                           "(call .wait() on every request)")
+                problem = (
+                    f"rank {rank}: you never waited on {count.unwaited} request(s) that isend/irecv/"
+                    "batch_isend_irecv returned: a received chunk may not have arrived when you used it "
+                    "(call .wait() on every request)"
+                )
             elif not exact:
                 problem = diagnose(x, mine, reference, world, rank)
         # Every rank learns every rank's problem and bytes (the checker's own collective, not counted).
@@ -167,11 +193,17 @@ def check_on_rank(candidate: Any, ctx: Any = None) -> tuple[bool, str]:
         total = sum(s[1] for s in stats)
         largest = max(s[2] for s in stats)
         if numel >= world and largest > share:
-            return False, (f"with {numel} elements: the sums are right, but a rank sent a message of {largest:.0f} bytes, "
-                           f"more than a chunk (1/{world} of the tensor, {share} bytes): you send the whole tensor, "
-                           f"which with W ranks costs (W-1) × its size per rank; a ring sends 2 (W-1)/W × its size")
+            return False, (
+                f"with {numel} elements: the sums are right, but a rank sent a message of {largest:.0f} bytes, "
+                f"more than a chunk (1/{world} of the tensor, {share} bytes): you send the whole tensor, "
+                f"which with W ranks costs (W-1) × its size per rank; a ring sends 2 (W-1)/W × its size"
+            )
         if total != 2 * (world - 1) * size:
-            return False, (f"with {numel} elements: the sums are right, but the ranks sent {total:.0f} bytes together; "
-                           f"a ring sends 2 (W-1) × the tensor's {size} bytes = {2 * (world - 1) * size}")
-    return True, (f"equal to dist.all_reduce for {len(tried)} sizes ({', '.join(map(str, tried))} elements) on "
-                  f"{world} ranks, every request waited on, and each rank sent 2 (W-1)/W of the tensor")
+            return False, (
+                f"with {numel} elements: the sums are right, but the ranks sent {total:.0f} bytes together; "
+                f"a ring sends 2 (W-1) × the tensor's {size} bytes = {2 * (world - 1) * size}"
+            )
+    return True, (
+        f"equal to dist.all_reduce for {len(tried)} sizes ({', '.join(map(str, tried))} elements) on "
+        f"{world} ranks, every request waited on, and each rank sent 2 (W-1)/W of the tensor"
+    )

@@ -93,8 +93,13 @@ def hook_step_times(frame: Any, where: Any) -> tuple[Any, Any]:
             ratio, noise = float(sub.loc[h, "step_vs_none"]), float(sub.loc[h, "noise_pct"]) / 100
             ax.bar(x, ratio - 1, bottom=1, width=width * 0.9, color=f"C{j}", label=link if i == 0 else None)
             ax.errorbar(x, 1, yerr=[[noise], [noise]], fmt="none", ecolor="0.3", capsize=3, lw=1)
-            ax.annotate(f"{sub.loc[h, 'sent_MB_per_step']:.3g} MB", (x, max(ratio, 1 + noise)), ha="center",
-                        va="bottom", fontsize=7)
+            ax.annotate(
+                f"{sub.loc[h, 'sent_MB_per_step']:.3g} MB",
+                (x, max(ratio, 1 + noise)),
+                ha="center",
+                va="bottom",
+                fontsize=7,
+            )
     ax.axhline(1.0, color="0.3", lw=1)
     ax.set_xticks(range(len(hooks)))
     ax.set_xticklabels(hooks)

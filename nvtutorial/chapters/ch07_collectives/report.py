@@ -39,11 +39,18 @@ def ring_check(ranks: Sequence[dict[str, Any]], where: str) -> Verdict:
     formula_ok = all(r["ring_bytes_sent"] == r["formula_bytes"] for r in rows if r["size_bytes"] % (4 * world) == 0)
     sizes = sorted({r["size_bytes"] for r in rows})
     status = "pass" if rows and equal and bytes_ok and formula_ok else "fail"
-    text = (f"the ring equals dist.all_reduce at every size measured ({len(sizes)} sizes, {len(ranks)} ranks): {equal}; "
-            f"each rank's sends add up to 2 (W-1)/W × the tensor = {2 * (world - 1) / world:g} × its size: "
-            f"{bytes_ok and formula_ok}")
-    return Verdict("ring all-reduce", status, text, {"equal": equal, "bytes_match_formula": bytes_ok and formula_ok,
-                                                    "sizes": sizes, "world_size": world}, where)
+    text = (
+        f"the ring equals dist.all_reduce at every size measured ({len(sizes)} sizes, {len(ranks)} ranks): {equal}; "
+        f"each rank's sends add up to 2 (W-1)/W × the tensor = {2 * (world - 1) / world:g} × its size: "
+        f"{bytes_ok and formula_ok}"
+    )
+    return Verdict(
+        "ring all-reduce",
+        status,
+        text,
+        {"equal": equal, "bytes_match_formula": bytes_ok and formula_ok, "sizes": sizes, "world_size": world},
+        where,
+    )
 
 
 def ring_speed(ranks: Sequence[dict[str, Any]], where: str, gpu: bool) -> Verdict:
@@ -61,21 +68,37 @@ def ring_speed(ranks: Sequence[dict[str, Any]], where: str, gpu: bool) -> Verdic
             cell[r["size_bytes"]] = min(cell.get(r["size_bytes"], float("inf")), r["busbw_ratio"])
     largest = max(s for v in by_variant.values() for s in v)
     floor = LARGE if largest >= LARGE else largest
-    share = {v: min(r for s, r in sizes.items() if s >= floor) for v, sizes in by_variant.items()
-             if any(s >= floor for s in sizes)}
+    share = {
+        v: min(r for s, r in sizes.items() if s >= floor)
+        for v, sizes in by_variant.items()
+        if any(s >= floor for s in sizes)
+    }
     best = max(share, key=lambda v: share[v])
-    numbers = {"share_from": floor, "share_by_variant": share, "best_variant": best, "best_share": share[best],
-               "target": TARGET_SHARE}
+    numbers = {
+        "share_from": floor,
+        "share_by_variant": share,
+        "best_variant": best,
+        "best_share": share[best],
+        "target": TARGET_SHARE,
+    }
     sizes = f"{floor / 2**20:g} MiB and up" if floor < largest else f"{floor / 2**20:g} MiB"
-    text = (f"at {sizes} the ring reaches {share[best]:.0%} of dist.all_reduce's bus bandwidth at best ({best}); "
-            + "; ".join(f"{v}: {s:.0%}" for v, s in share.items() if v != best))
+    text = (
+        f"at {sizes} the ring reaches {share[best]:.0%} of dist.all_reduce's bus bandwidth at best ({best}); "
+        + "; ".join(f"{v}: {s:.0%}" for v, s in share.items() if v != best)
+    )
     if not gpu:
-        return Verdict("ring vs all_reduce", "info", text.rstrip("; ") + " (gloo on the CPU: not NCCL's speed)",
-                       numbers, where)
+        return Verdict(
+            "ring vs all_reduce", "info", text.rstrip("; ") + " (gloo on the CPU: not NCCL's speed)", numbers, where
+        )
     numbers["meets_target"] = share[best] >= TARGET_SHARE
     goal = "reaches" if numbers["meets_target"] else "is below"
-    return Verdict("ring vs all_reduce", "info", f"{text.rstrip('; ')}: it {goal} the course's goal of "
-                   f"{TARGET_SHARE:.0%}", numbers, where)
+    return Verdict(
+        "ring vs all_reduce",
+        "info",
+        f"{text.rstrip('; ')}: it {goal} the course's goal of {TARGET_SHARE:.0%}",
+        numbers,
+        where,
+    )
 
 
 def source_verdict(case_rows: Sequence[dict[str, Any]], where: str) -> Verdict:
@@ -88,14 +111,30 @@ def source_verdict(case_rows: Sequence[dict[str, Any]], where: str) -> Verdict:
     wrong = [r["case"] for r in src if r["ran"] and not r["exact"]]
     failed = [r["case"] for r in src if not r["ran"] and r["case"] not in skipped]
     ours_exact = sum(bool(r["exact"]) for r in ours)
-    status = "wrong" if (wrong or failed) and ours_exact == len(ours) else "holds" if not (wrong or failed) else "partly"
-    text = (f"the source's sparse_allreduce was exact in {len(exact)} of {len(src)} cases "
-            f"({', '.join(exact) or 'none'}), returned wrong numbers in {len(wrong)} ({', '.join(wrong) or 'none'}) "
-            f"and failed in {len(failed)}" + (f", {len(skipped)} skipped" if skipped else "")
-            + f"; the correct sparse_allreduce was exact in {ours_exact} of {len(ours)}")
-    return Verdict("C22", status, text, {"cases": len(src), "source_exact": len(exact), "source_wrong": len(wrong),
-                                        "source_failed": len(failed), "skipped": len(skipped),
-                                        "course_exact": ours_exact}, where)
+    status = (
+        "wrong" if (wrong or failed) and ours_exact == len(ours) else "holds" if not (wrong or failed) else "partly"
+    )
+    text = (
+        f"the source's sparse_allreduce was exact in {len(exact)} of {len(src)} cases "
+        f"({', '.join(exact) or 'none'}), returned wrong numbers in {len(wrong)} ({', '.join(wrong) or 'none'}) "
+        f"and failed in {len(failed)}"
+        + (f", {len(skipped)} skipped" if skipped else "")
+        + f"; the correct sparse_allreduce was exact in {ours_exact} of {len(ours)}"
+    )
+    return Verdict(
+        "C22",
+        status,
+        text,
+        {
+            "cases": len(src),
+            "source_exact": len(exact),
+            "source_wrong": len(wrong),
+            "source_failed": len(failed),
+            "skipped": len(skipped),
+            "course_exact": ours_exact,
+        },
+        where,
+    )
 
 
 def sparse_verdict(rows: Sequence[dict[str, Any]], where: str) -> Verdict:
@@ -111,17 +150,35 @@ def sparse_verdict(rows: Sequence[dict[str, Any]], where: str) -> Verdict:
                 faster.append(r["density"])
         elif r["time_ratio"] < 1:
             faster.append(r["density"])
-    bytes_part = (f"it sends fewer bytes than a dense all-reduce up to density {max(fewer_bytes):.3g} "
-                  f"(break-even near 50 % for fp32 values with int32 indices)" if fewer_bytes
-                  else "it never sent fewer bytes than a dense all-reduce")
-    time_part = (f"it was faster beyond noise at densities {', '.join(f'{d:.3g}' for d in faster)}" if faster
-                 else "it was never faster than the dense all-reduce")
+    bytes_part = (
+        f"it sends fewer bytes than a dense all-reduce up to density {max(fewer_bytes):.3g} "
+        f"(break-even near 50 % for fp32 values with int32 indices)"
+        if fewer_bytes
+        else "it never sent fewer bytes than a dense all-reduce"
+    )
+    time_part = (
+        f"it was faster beyond noise at densities {', '.join(f'{d:.3g}' for d in faster)}"
+        if faster
+        else "it was never faster than the dense all-reduce"
+    )
     ratios = [r["time_ratio"] for r in rows]
-    text = (f"exact against all_reduce / W at every density: {exact}; {bytes_part}; {time_part} "
-            f"(time sparse ÷ dense from {min(ratios):.2g} to {max(ratios):.2g})")
-    return Verdict("sparse all-reduce", "pass" if exact else "fail", text,
-                   {"exact": exact, "fewer_bytes_up_to": max(fewer_bytes) if fewer_bytes else None,
-                    "faster_at": faster, "judged_by": judged, "time_ratio_median": statistics.median(ratios)}, where)
+    text = (
+        f"exact against all_reduce / W at every density: {exact}; {bytes_part}; {time_part} "
+        f"(time sparse ÷ dense from {min(ratios):.2g} to {max(ratios):.2g})"
+    )
+    return Verdict(
+        "sparse all-reduce",
+        "pass" if exact else "fail",
+        text,
+        {
+            "exact": exact,
+            "fewer_bytes_up_to": max(fewer_bytes) if fewer_bytes else None,
+            "faster_at": faster,
+            "judged_by": judged,
+            "time_ratio_median": statistics.median(ratios),
+        },
+        where,
+    )
 
 
 def ring_variants(ranks: Sequence[dict[str, Any]], where: str) -> list[Verdict]:
@@ -138,8 +195,17 @@ def ring_variants(ranks: Sequence[dict[str, Any]], where: str) -> list[Verdict]:
         if base is None or name == "ring, 1 slice":
             continue
         c = compare(base["ring_ms_all"], r["ring_ms_all"])
-        text = (f"{c.describe('ms', f'{name} against one slice at {size / 2**20:g} MiB')}; it reaches "
-                f"{r['busbw_ratio']:.0%} of dist.all_reduce's bus bandwidth (one slice: {base['busbw_ratio']:.0%})")
-        out.append(Verdict(f"ring: {name}", c.status, text, {"ratio": c.ratio, "noise": c.noise,
-                                                             "share": r["busbw_ratio"], "size": size}, where))
+        text = (
+            f"{c.describe('ms', f'{name} against one slice at {size / 2**20:g} MiB')}; it reaches "
+            f"{r['busbw_ratio']:.0%} of dist.all_reduce's bus bandwidth (one slice: {base['busbw_ratio']:.0%})"
+        )
+        out.append(
+            Verdict(
+                f"ring: {name}",
+                c.status,
+                text,
+                {"ratio": c.ratio, "noise": c.noise, "share": r["busbw_ratio"], "size": size},
+                where,
+            )
+        )
     return out

@@ -36,8 +36,11 @@ def comparisons(metrics: dict[str, Any]) -> dict[str, Comparison]:
     base, gap = hooks.get("none"), twin_gap(metrics)
     if base is None:
         return {}
-    return {name: compare(base["step_ms_round_medians"], h["step_ms_round_medians"], aa_gap=gap)
-            for name, h in hooks.items() if name != "none"}
+    return {
+        name: compare(base["step_ms_round_medians"], h["step_ms_round_medians"], aa_gap=gap)
+        for name, h in hooks.items()
+        if name != "none"
+    }
 
 
 def hooks_frame(results: dict[str, dict[str, Any]]):  # -> pandas.DataFrame
@@ -55,23 +58,27 @@ def hooks_frame(results: dict[str, dict[str, Any]]):  # -> pandas.DataFrame
         for name, h in hooks.items():
             c = judged.get(name)
             tx = h.get("nvlink_tx_bytes_per_step")
-            rows.append({
-                "link": link,
-                "hook": name,
-                "step_ms": statistics.median(h["step_ms_round_medians"]),  # what compare judges
-                "step_vs_none": c.ratio if c else 1.0,
-                "noise_pct": 100 * c.noise if c else float("nan"),
-                "step_time": c.status if c else "baseline",
-                "sent_MB_per_step": h["sent_bytes_per_step"] / 1e6,
-                "bytes_saved": 1 - h["sent_bytes_per_step"] / h["dense_bytes_per_step"],
-                "nvlink_tx_MB_per_step": tx / 1e6 if tx is not None else None,
-                "nvml_over_counted": tx / h["sent_bytes_per_step"] if tx is not None and h["sent_bytes_per_step"] else None,
-                "nvml_note": h.get("nvlink_note"),
-                "final_val_loss": h["final_val_loss"],
-                "final_iou": h["final_iou"],
-                "iou_vs_none": h["final_iou"] - base["final_iou"] if base else float("nan"),
-                "compressed_when_timed": h.get("compressed_when_timed", True),
-            })
+            rows.append(
+                {
+                    "link": link,
+                    "hook": name,
+                    "step_ms": statistics.median(h["step_ms_round_medians"]),  # what compare judges
+                    "step_vs_none": c.ratio if c else 1.0,
+                    "noise_pct": 100 * c.noise if c else float("nan"),
+                    "step_time": c.status if c else "baseline",
+                    "sent_MB_per_step": h["sent_bytes_per_step"] / 1e6,
+                    "bytes_saved": 1 - h["sent_bytes_per_step"] / h["dense_bytes_per_step"],
+                    "nvlink_tx_MB_per_step": tx / 1e6 if tx is not None else None,
+                    "nvml_over_counted": tx / h["sent_bytes_per_step"]
+                    if tx is not None and h["sent_bytes_per_step"]
+                    else None,
+                    "nvml_note": h.get("nvlink_note"),
+                    "final_val_loss": h["final_val_loss"],
+                    "final_iou": h["final_iou"],
+                    "iou_vs_none": h["final_iou"] - base["final_iou"] if base else float("nan"),
+                    "compressed_when_timed": h.get("compressed_when_timed", True),
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -81,8 +88,9 @@ def inside_rounds_spread(c: Comparison) -> bool:
     return c.status == "no change" and c.aa_gap is not None and abs(c.change) > max(c.aa_gap, 0.01)
 
 
-def prediction_answer(results: dict[str, dict[str, Any]], link: str, choices: dict[str, tuple[str, ...]],
-                      other_choice: str) -> str:
+def prediction_answer(
+    results: dict[str, dict[str, Any]], link: str, choices: dict[str, tuple[str, ...]], other_choice: str
+) -> str:
     """The letter among ``choices`` (letter → the hooks it names; ``()``: none) whose hooks are exactly those
     that made the step faster than no compression beyond the noise on ``link``; ``other_choice`` otherwise."""
     faster = tuple(sorted(name for name, c in comparisons(results[link]).items() if c.status == "faster"))
@@ -98,15 +106,30 @@ def hook_verdicts(results: dict[str, dict[str, Any]], where: str) -> list[Verdic
             saved = 1 - hooks[name]["sent_bytes_per_step"] / hooks[name]["dense_bytes_per_step"]
             iou = hooks[name]["final_iou"] - hooks["none"]["final_iou"]
             what = f"{name} on {link}, step time against no compression"
-            text = (f"{c.describe('ms', what)}; it sends {saved:.1%} fewer bytes; final validation IoU {iou:+.3f} "
-                    f"against no compression ({'within' if abs(iou) < IOU_TOLERANCE else 'beyond'} "
-                    f"{IOU_TOLERANCE} in one short run)")
+            text = (
+                f"{c.describe('ms', what)}; it sends {saved:.1%} fewer bytes; final validation IoU {iou:+.3f} "
+                f"against no compression ({'within' if abs(iou) < IOU_TOLERANCE else 'beyond'} "
+                f"{IOU_TOLERANCE} in one short run)"
+            )
             unsettled = inside_rounds_spread(c)
             if unsettled:
-                text += (f". The {c.change:+.1%} is beyond the fp16/bf16 A/A gap ({c.aa_gap:.1%}) but inside the spread "
-                         f"of the rounds (±{c.noise:.0%}, {c.repeats[0]} rounds): more rounds are needed to call it")
-            out.append(comparison_verdict(f"{name} · {link}", c, text, where, bytes_saved=saved, iou_vs_none=iou,
-                                          link=link, hook=name, needs_more_rounds=unsettled))
+                text += (
+                    f". The {c.change:+.1%} is beyond the fp16/bf16 A/A gap ({c.aa_gap:.1%}) but inside the spread "
+                    f"of the rounds (±{c.noise:.0%}, {c.repeats[0]} rounds): more rounds are needed to call it"
+                )
+            out.append(
+                comparison_verdict(
+                    f"{name} · {link}",
+                    c,
+                    text,
+                    where,
+                    bytes_saved=saved,
+                    iou_vs_none=iou,
+                    link=link,
+                    hook=name,
+                    needs_more_rounds=unsettled,
+                )
+            )
     return out
 
 
@@ -114,12 +137,23 @@ def twin_verdict(results: dict[str, dict[str, Any]], where: str) -> Verdict:
     """The A/A test: fp16 against bf16 on each link. They do the same work, so their gap is noise."""
     gaps = {link: g for link, m in results.items() if (g := twin_gap(m)) is not None}
     if not gaps:
-        return Verdict("fp16 vs bf16 (A/A)", "info", "not measured: the run has not both fp16 and bf16 "
-                       "(the bf16 hook needs a CUDA build of torch)", {}, where)
+        return Verdict(
+            "fp16 vs bf16 (A/A)",
+            "info",
+            "not measured: the run has not both fp16 and bf16 (the bf16 hook needs a CUDA build of torch)",
+            {},
+            where,
+        )
     text = "; ".join(f"{link}: {g:.1%}" for link, g in gaps.items())
-    return Verdict("fp16 vs bf16 (A/A)", "info", f"the gap between two hooks that do the same work: {text}. "
-                   "It is one part of compare's noise: a hook's difference from no compression counts only beyond "
-                   "the larger of this gap, the spread of either side's rounds and 1 %", {"gaps": gaps}, where)
+    return Verdict(
+        "fp16 vs bf16 (A/A)",
+        "info",
+        f"the gap between two hooks that do the same work: {text}. "
+        "It is one part of compare's noise: a hook's difference from no compression counts only beyond "
+        "the larger of this gap, the spread of either side's rounds and 1 %",
+        {"gaps": gaps},
+        where,
+    )
 
 
 def loss_differences(metrics: dict[str, Any]) -> dict[str, float]:
@@ -153,20 +187,35 @@ def density_verdict(summary: dict[str, Any], where: str, claimed_saving: float =
     best_saving = 1 - ours
     status = "wrong" if best_saving < claimed_saving else "holds"
     needed = 1 - claimed_saving  # an int32 index + fp32 value per non-zero: 8 bytes against 4 dense
-    text = (f"{zero:.1%} of the gradient entries are exactly zero ({summary['frac_near_zero']:.1%} below 1e-3 of their "
-            f"layer's largest); if the coordinates nonzero() returns (one int64 per dimension) travelled with each "
-            f"value, as a correct version of the source's approach would need (its code sends the values alone), the "
-            f"non-zeros would move {source_ratio:.2f}× the dense bytes, and with one int32 index per value "
-            f"{ours:.2f}×. Saving {claimed_saving:.0%} that way needs at most {needed / 2:.1%} non-zeros")
-    return Verdict("C23", status, text, {"frac_zero": zero, "source_format_ratio": source_ratio,
-                                        "index_value_ratio": ours, "best_saving": best_saving,
-                                        "claimed_saving": claimed_saving}, where)
+    text = (
+        f"{zero:.1%} of the gradient entries are exactly zero ({summary['frac_near_zero']:.1%} below 1e-3 of their "
+        f"layer's largest); if the coordinates nonzero() returns (one int64 per dimension) travelled with each "
+        f"value, as a correct version of the source's approach would need (its code sends the values alone), the "
+        f"non-zeros would move {source_ratio:.2f}× the dense bytes, and with one int32 index per value "
+        f"{ours:.2f}×. Saving {claimed_saving:.0%} that way needs at most {needed / 2:.1%} non-zeros"
+    )
+    return Verdict(
+        "C23",
+        status,
+        text,
+        {
+            "frac_zero": zero,
+            "source_format_ratio": source_ratio,
+            "index_value_ratio": ours,
+            "best_saving": best_saving,
+            "claimed_saving": claimed_saving,
+        },
+        where,
+    )
 
 
 def link_statement(results: dict[str, dict[str, Any]]) -> str:
     """What the link did to the step without compression, where more than one link was measured."""
-    base = {link: next(h for h in m["hooks"] if h["hook"] == "none") for link, m in results.items()
-            if any(h["hook"] == "none" for h in m["hooks"])}
+    base = {
+        link: next(h for h in m["hooks"] if h["hook"] == "none")
+        for link, m in results.items()
+        if any(h["hook"] == "none" for h in m["hooks"])
+    }
     if len(base) < 2:
         return "One link measured: nothing to compare the uncompressed step with."
     (a, ha), (b, hb) = list(base.items())[:2]

@@ -60,11 +60,15 @@ class Params:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        require(bool(self.sizes) and all(s >= 4 and s % 4 == 0 for s in self.sizes),
-                f"sizes={self.sizes}: give byte counts, multiples of 4 (fp32)")
+        require(
+            bool(self.sizes) and all(s >= 4 and s % 4 == 0 for s in self.sizes),
+            f"sizes={self.sizes}: give byte counts, multiples of 4 (fp32)",
+        )
         require(bool(self.slices) and all(s >= 1 for s in self.slices), f"slices={self.slices}: give counts >= 1")
-        require(self.warmup >= 1 and self.repeats >= 2,
-                f"warmup={self.warmup}, repeats={self.repeats}: need warmup >= 1 and repeats >= 2")
+        require(
+            self.warmup >= 1 and self.repeats >= 2,
+            f"warmup={self.warmup}, repeats={self.repeats}: need warmup >= 1 and repeats >= 2",
+        )
         require(self.sparse_numel >= 1 and self.case_numel >= 16, "sparse_numel >= 1 and case_numel >= 16")
         require(all(0 < d <= 1 for d in self.densities), f"densities={self.densities} must be in (0, 1]")
         require(self.random_cases >= 0, f"random_cases={self.random_cases} must be 0 or more")
@@ -82,8 +86,9 @@ def plain_group(backend: str) -> Any:
         dist.set_debug_level(level)
 
 
-def time_calls(ctx: runtime.Context, fn: Callable[[Any], Any], prepare: Callable[[], Any],
-               warmup: int, repeats: int) -> list[float]:
+def time_calls(
+    ctx: runtime.Context, fn: Callable[[Any], Any], prepare: Callable[[], Any], warmup: int, repeats: int
+) -> list[float]:
     """Seconds of each of ``repeats`` calls ``fn(prepare())`` (``prepare`` is not timed), on the
     rank's timer (:meth:`~nvtutorial.runtime.Context.timer`: CUDA events on a GPU, the host clock on the CPU)."""
     for _ in range(warmup):
@@ -152,14 +157,24 @@ def ring_rows(ctx: runtime.Context, p: Params, group: Any) -> list[dict[str, Any
         with counting(world) as count:
             returned = ring_all_reduce(mine, group=group)
         dist.all_reduce(ref, group=group)
-        base = {"size_bytes": size, "equal_to_all_reduce": all_true(bool(torch.equal(mine, ref)), group, ctx.device),
-                "ring_bytes_sent": count.sent, "ring_bytes_returned": returned,
-                "ring_bytes_exact": ring_bytes(numel, 4, world, rank), "formula_bytes": factor * size}
+        base = {
+            "size_bytes": size,
+            "equal_to_all_reduce": all_true(bool(torch.equal(mine, ref)), group, ctx.device),
+            "ring_bytes_sent": count.sent,
+            "ring_bytes_returned": returned,
+            "ring_bytes_exact": ring_bytes(numel, 4, world, rank),
+            "formula_bytes": factor * size,
+        }
         ref_s = time_calls(ctx, lambda t: dist.all_reduce(t, group=group), x.clone, p.warmup, p.repeats)
         variants: list[tuple[str, int, Callable[[Any], Any]]] = []
         for slices in p.slices:
-            variants.append((f"ring, {slices} slice{'s' if slices > 1 else ''}", slices,
-                             lambda t, k=slices: ring_all_reduce(t, group=group, slices=k)))
+            variants.append(
+                (
+                    f"ring, {slices} slice{'s' if slices > 1 else ''}",
+                    slices,
+                    lambda t, k=slices: ring_all_reduce(t, group=group, slices=k),
+                )
+            )
         for name, slices, fn in variants:
             times = time_calls(ctx, fn, x.clone, p.warmup, p.repeats)
             rows.append(_row(base, name, slices, times, ref_s, size, factor))
@@ -167,17 +182,35 @@ def ring_rows(ctx: runtime.Context, p: Params, group: Any) -> list[dict[str, Any
     return rows
 
 
-def _row(base: dict[str, Any], name: str, slices: int, times: list[float], ref_times: list[float], size: int,
-         factor: float, **extra: Any) -> dict[str, Any]:
+def _row(
+    base: dict[str, Any],
+    name: str,
+    slices: int,
+    times: list[float],
+    ref_times: list[float],
+    size: int,
+    factor: float,
+    **extra: Any,
+) -> dict[str, Any]:
     ring_s, ref_s = statistics.median(times), statistics.median(ref_times)
-    return {**base, "variant": name, "slices": slices, "ring_ms": 1e3 * ring_s, "all_reduce_ms": 1e3 * ref_s,
-            "ring_ms_all": [1e3 * t for t in times], "all_reduce_ms_all": [1e3 * t for t in ref_times],
-            "ring_busbw_gbs": size * factor / ring_s / 1e9, "all_reduce_busbw_gbs": size * factor / ref_s / 1e9,
-            "busbw_ratio": ref_s / ring_s, **extra}
+    return {
+        **base,
+        "variant": name,
+        "slices": slices,
+        "ring_ms": 1e3 * ring_s,
+        "all_reduce_ms": 1e3 * ref_s,
+        "ring_ms_all": [1e3 * t for t in times],
+        "all_reduce_ms_all": [1e3 * t for t in ref_times],
+        "ring_busbw_gbs": size * factor / ring_s / 1e9,
+        "all_reduce_busbw_gbs": size * factor / ref_s / 1e9,
+        "busbw_ratio": ref_s / ring_s,
+        **extra,
+    }
 
 
-def graph_rows(ctx: runtime.Context, p: Params, group: Any, cpu_group: Any,
-               ring: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def graph_rows(
+    ctx: runtime.Context, p: Params, group: Any, cpu_group: Any, ring: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
     """The ring replayed from a CUDA graph (GPUs, 1 MiB and more): the same kernels, without Python
     launching them one by one. Run last, and agreed on over a CPU group, so that a rank that cannot
     capture stops every rank's attempt and spoils nothing else."""
@@ -199,13 +232,22 @@ def graph_rows(ctx: runtime.Context, p: Params, group: Any, cpu_group: Any,
                 error = f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:200]}"
             if not all_true(error is None, cpu_group, "cpu"):
                 keep = {k: base[k] for k in ("size_bytes", "equal_to_all_reduce", "formula_bytes")}
-                return [*rows, {**keep, "variant": name, "slices": slices, "graph": True,
-                                "error": error or "another rank could not capture the graph"}]
+                return [
+                    *rows,
+                    {
+                        **keep,
+                        "variant": name,
+                        "slices": slices,
+                        "graph": True,
+                        "error": error or "another rank could not capture the graph",
+                    },
+                ]
             times = time_calls(ctx, lambda _, g=graph: g.replay(), lambda: None, p.warmup, p.repeats)
             ref = [t / 1e3 for t in base["all_reduce_ms_all"]]
             keep = {k: v for k, v in base.items() if not k.startswith(("ring_ms", "ring_busbw", "busbw", "variant"))}
-            rows.append(_row(keep, name, slices, times, ref, size, 2 * (ctx.world_size - 1) / ctx.world_size,
-                             graph=True))
+            rows.append(
+                _row(keep, name, slices, times, ref, size, 2 * (ctx.world_size - 1) / ctx.world_size, graph=True)
+            )
             graph = None
             torch.cuda.synchronize()
         ctx.progress(len(rows), len(p.slices) * len(firsts), "ring from a CUDA graph")
@@ -244,9 +286,11 @@ def cases(p: Params, rank: int) -> list[tuple[str, Any]]:
     import torch
 
     n, base, s = p.case_numel, max(2, p.case_numel // 50), p.seed
-    out = [("same positions on every rank", sparse_with_count(n, base, s + 11, s + 100 + rank)),
-           ("same count, different positions", sparse_with_count(n, base, s + 20 + rank, s + 200 + rank)),
-           ("different counts", sparse_with_count(n, base * (1 + rank), s + 30 + rank, s + 300 + rank))]
+    out = [
+        ("same positions on every rank", sparse_with_count(n, base, s + 11, s + 100 + rank)),
+        ("same count, different positions", sparse_with_count(n, base, s + 20 + rank, s + 200 + rank)),
+        ("different counts", sparse_with_count(n, base * (1 + rank), s + 30 + rank, s + 300 + rank)),
+    ]
     for c in range(p.random_cases):
         density = 0.02 + 0.48 * float(torch.rand(1, generator=torch.Generator().manual_seed(s * 7919 + 31 * c + rank)))
         out.append((f"random {c + 1}", random_sparse(n, density, s * 104729 + 97 * c + rank)))
@@ -277,13 +321,22 @@ def compare_with_allreduce(x: Any, implementation: str, group: Any) -> dict[str,
             lesson.sparse_allreduce(y, group=group)
     except Exception as exc:
         first = (str(exc).strip().splitlines() or [""])[0]
-        return {"ran": False, "exact": False, "error": f"{type(exc).__name__}: {first[:300]}", "max_abs_error": None,
-                "checksum": None}
+        return {
+            "ran": False,
+            "exact": False,
+            "error": f"{type(exc).__name__}: {first[:300]}",
+            "max_abs_error": None,
+            "checksum": None,
+        }
     # a number that changes when values move between positions: do the ranks hold the same tensor?
     weights = torch.arange(1, y.numel() + 1, dtype=torch.float64, device=y.device)
-    return {"ran": True, "exact": bool(torch.equal(y, reference)), "error": None,
-            "max_abs_error": float((y - reference).abs().max()) if y.numel() else 0.0,
-            "checksum": float((y.double().reshape(-1) * weights).sum())}
+    return {
+        "ran": True,
+        "exact": bool(torch.equal(y, reference)),
+        "error": None,
+        "max_abs_error": float((y - reference).abs().max()) if y.numel() else 0.0,
+        "checksum": float((y.double().reshape(-1) * weights).sum()),
+    }
 
 
 def source_rows(ctx: runtime.Context, p: Params, group: Any, detail: bool) -> list[dict[str, Any]]:
@@ -298,20 +351,32 @@ def source_rows(ctx: runtime.Context, p: Params, group: Any, detail: bool) -> li
         dist.all_gather_object(nonzero, int((x != 0).sum()), group=group)
         for impl in ("source", "course"):
             if impl == "source" and len(set(nonzero)) > 1 and not detail:
-                mine = {"ran": False, "exact": False, "checksum": None, "max_abs_error": None,
-                        "error": "skipped: unequal counts; all_gather would abort (gloo) or hang (NCCL). "
-                                 "Run with TORCH_DISTRIBUTED_DEBUG=DETAIL to see it raise instead"}
+                mine = {
+                    "ran": False,
+                    "exact": False,
+                    "checksum": None,
+                    "max_abs_error": None,
+                    "error": "skipped: unequal counts; all_gather would abort (gloo) or hang (NCCL). "
+                    "Run with TORCH_DISTRIBUTED_DEBUG=DETAIL to see it raise instead",
+                }
             else:
                 mine = compare_with_allreduce(x, impl, group)
             gathered: list[Any] = [None] * ctx.world_size
             dist.all_gather_object(gathered, mine, group=group)
             ran = all(g["ran"] for g in gathered)
             errs = [g["max_abs_error"] for g in gathered if g["max_abs_error"] is not None]
-            rows.append({"case": name, "implementation": impl, "nonzero_per_rank": nonzero, "ran": ran,
-                         "exact": ran and all(g["exact"] for g in gathered),
-                         "ranks_agree": ran and len({g["checksum"] for g in gathered}) == 1,
-                         "max_abs_error": max(errs) if errs else None,
-                         "error": next((g["error"] for g in gathered if g["error"]), None)})
+            rows.append(
+                {
+                    "case": name,
+                    "implementation": impl,
+                    "nonzero_per_rank": nonzero,
+                    "ran": ran,
+                    "exact": ran and all(g["exact"] for g in gathered),
+                    "ranks_agree": ran and len({g["checksum"] for g in gathered}) == 1,
+                    "max_abs_error": max(errs) if errs else None,
+                    "error": next((g["error"] for g in gathered if g["error"]), None),
+                }
+            )
         ctx.progress(i + 1, len(all_cases), "sparse all-reduce cases")
     return rows
 
@@ -359,12 +424,21 @@ def sparse_rows(ctx: runtime.Context, p: Params, group: Any) -> list[dict[str, A
         exact = all_true(bool(torch.equal(mine, ref)), group, ctx.device)
         sparse_s = time_calls(ctx, lambda t: sparse_allreduce(t, group=group), x.clone, p.warmup, p.repeats)
         dense_s = time_calls(ctx, dense, x.clone, p.warmup, p.repeats)
-        rows.append({"density": density, "nonzero": int((x != 0).sum()), "exact": exact,
-                     "sparse_bytes_sent": sparse_count.sent, "dense_bytes_sent": dense_count.sent,
-                     "bytes_ratio": sparse_count.sent / dense_count.sent,
-                     "sparse_ms": 1e3 * statistics.median(sparse_s), "dense_ms": 1e3 * statistics.median(dense_s),
-                     "sparse_ms_all": [1e3 * t for t in sparse_s], "dense_ms_all": [1e3 * t for t in dense_s],
-                     "time_ratio": statistics.median(sparse_s) / statistics.median(dense_s)})
+        rows.append(
+            {
+                "density": density,
+                "nonzero": int((x != 0).sum()),
+                "exact": exact,
+                "sparse_bytes_sent": sparse_count.sent,
+                "dense_bytes_sent": dense_count.sent,
+                "bytes_ratio": sparse_count.sent / dense_count.sent,
+                "sparse_ms": 1e3 * statistics.median(sparse_s),
+                "dense_ms": 1e3 * statistics.median(dense_s),
+                "sparse_ms_all": [1e3 * t for t in sparse_s],
+                "dense_ms_all": [1e3 * t for t in dense_s],
+                "time_ratio": statistics.median(sparse_s) / statistics.median(dense_s),
+            }
+        )
         ctx.progress(i + 1, len(p.densities), "sparse vs dense")
     return rows
 
@@ -375,8 +449,9 @@ def run(ctx: runtime.Context, p: Params) -> dict:
     detail = dist.get_debug_level() == dist.DebugLevel.DETAIL
     if detail:  # DETAIL also logs the size and hash of every all_gather_object's pickle: noise here
         logging.getLogger("torch.distributed.distributed_c10d").setLevel(logging.ERROR)
-    print(f"rank {ctx.rank}: TORCH_DISTRIBUTED_DEBUG={'DETAIL' if detail else 'off'}; timing on a plain group",
-          flush=True)
+    print(
+        f"rank {ctx.rank}: TORCH_DISTRIBUTED_DEBUG={'DETAIL' if detail else 'off'}; timing on a plain group", flush=True
+    )
     group = plain_group(ctx.backend)
     cpu_group = plain_group("gloo") if ctx.backend != "gloo" else group
     ring = ring_rows(ctx, p, group)
@@ -387,9 +462,15 @@ def run(ctx: runtime.Context, p: Params) -> dict:
     ctx.barrier()
     for g in {id(group): group, id(cpu_group): cpu_group}.values():
         dist.destroy_process_group(g)
-    return {"debug_detail": detail, "world_size": ctx.world_size, "ring": ring,
-            "ring_all_equal": all(r.get("equal_to_all_reduce", False) for r in ring),
-            "source_cases": source, "indexing": indexing_rows(), "sparse": sparse}
+    return {
+        "debug_detail": detail,
+        "world_size": ctx.world_size,
+        "ring": ring,
+        "ring_all_equal": all(r.get("equal_to_all_reduce", False) for r in ring),
+        "source_cases": source,
+        "indexing": indexing_rows(),
+        "sparse": sparse,
+    }
 
 
 if __name__ == "__main__":

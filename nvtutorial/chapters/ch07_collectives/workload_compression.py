@@ -70,11 +70,13 @@ class Params:
     def __post_init__(self) -> None:
         unknown = [h for h in self.hooks if h not in HOOK_NAMES]
         require(bool(self.hooks) and not unknown, f"hooks={self.hooks}: use some of {', '.join(HOOK_NAMES)}")
-        require(self.warmup >= self.start_iter + 1,
-                f"warmup={self.warmup} must exceed start_iter={self.start_iter}, "
-                "so that the timed steps are compressed")
-        require(self.start_iter >= 2,
-                f"start_iter={self.start_iter}: at least 2 (DDP rebuilds its buckets after step 1)")
+        require(
+            self.warmup >= self.start_iter + 1,
+            f"warmup={self.warmup} must exceed start_iter={self.start_iter}, so that the timed steps are compressed",
+        )
+        require(
+            self.start_iter >= 2, f"start_iter={self.start_iter}: at least 2 (DDP rebuilds its buckets after step 1)"
+        )
         require(self.steps >= 1 and self.batch_size >= 1, "steps and batch_size must be at least 1")
         require(self.rounds >= 2, f"rounds={self.rounds}: at least 2, the repeats a comparison needs")
         require(0 < self.topk_ratio <= 1, f"topk_ratio={self.topk_ratio} must be in (0, 1]")
@@ -125,8 +127,9 @@ def hide_gpus_from_cpu_rank(ctx: runtime.Context) -> bool:
     return True
 
 
-def _local_gradient_density(ctx: runtime.Context, s: Any, batches: list[tuple[Any, Any]],
-                            topk_ratio: float) -> list[dict]:
+def _local_gradient_density(
+    ctx: runtime.Context, s: Any, batches: list[tuple[Any, Any]], topk_ratio: float
+) -> list[dict]:
     """Per-layer density of this rank's own gradients (``no_sync``: before any averaging), summed
     over ``batches``, the way a rank would hand them to a sparse all-reduce."""
     from nvtutorial.chapters.ch03_ddp_training.lessons import training
@@ -164,17 +167,27 @@ def run_hook(ctx: runtime.Context, p: Params, name: str, measure_density: bool) 
     """Train a fresh model with compression ``name``; its metrics (rank-local)."""
     import torch
 
-    from nvtutorial.chapters.ch07_collectives.lessons import compression
     from nvtutorial.chapters.ch03_ddp_training.lessons import training
+    from nvtutorial.chapters.ch07_collectives.lessons import compression
     from nvtutorial.workloads._commcount import counting
 
-    s = training.setup(ctx, model=p.model, batch_size=p.batch_size, image_size=p.image_size, samples=p.samples,
-                       val_samples=p.val_samples, seed=p.seed, lr=p.lr, data="device")
+    s = training.setup(
+        ctx,
+        model=p.model,
+        batch_size=p.batch_size,
+        image_size=p.image_size,
+        samples=p.samples,
+        val_samples=p.val_samples,
+        seed=p.seed,
+        lr=p.lr,
+        data="device",
+    )
     out: dict[str, Any] = {"hook": name}
     if measure_density:
         out["density_initial"] = _local_gradient_density(ctx, s, _first_batches(s, p.density_batches), p.topk_ratio)
-    state = compression.register(s.model, name, topk_ratio=p.topk_ratio, powersgd_rank=p.powersgd_rank,
-                                 start_iter=p.start_iter)
+    state = compression.register(
+        s.model, name, topk_ratio=p.topk_ratio, powersgd_rank=p.powersgd_rank, start_iter=p.start_iter
+    )
     grad_bytes = sum(q.numel() * q.element_size() for q in s.module.parameters() if q.requires_grad)
     total = p.warmup + p.steps
     losses, evals = [], []
@@ -205,23 +218,26 @@ def run_hook(ctx: runtime.Context, p: Params, name: str, measure_density: bool) 
     evals.append({"step": total, **_eval(s, ctx)})
     if measure_density:
         out["density_trained"] = _local_gradient_density(ctx, s, _first_batches(s, p.density_batches), p.topk_ratio)
-    out.update({
-        "step_ms_median": 1e3 * statistics.median(times),
-        "step_ms_all": [1e3 * t for t in times],
-        "sent_bytes_per_step": count.sent / p.steps,
-        "payload_bytes_per_step": count.payload / p.steps,
-        "collective_calls_per_step": count.calls / p.steps,
-        "warmup_calls": warm_count.calls,
-        "dense_bytes_per_step": ring_sent("all_reduce", grad_bytes, ctx.world_size),
-        "train_loss": [float(x) for x in torch.stack(losses).tolist()],
-        "evals": evals,
-        "final_val_loss": evals[-1]["loss"],
-        "final_iou": evals[-1]["iou"],
-        "nvlink_tx_bytes_per_step": (tx_after - tx_before) / p.steps
-        if tx_before is not None and tx_after is not None else None,
-        "nvlink_note": tx_note,
-        "params": sum(q.numel() for q in s.module.parameters()),
-    })
+    out.update(
+        {
+            "step_ms_median": 1e3 * statistics.median(times),
+            "step_ms_all": [1e3 * t for t in times],
+            "sent_bytes_per_step": count.sent / p.steps,
+            "payload_bytes_per_step": count.payload / p.steps,
+            "collective_calls_per_step": count.calls / p.steps,
+            "warmup_calls": warm_count.calls,
+            "dense_bytes_per_step": ring_sent("all_reduce", grad_bytes, ctx.world_size),
+            "train_loss": [float(x) for x in torch.stack(losses).tolist()],
+            "evals": evals,
+            "final_val_loss": evals[-1]["loss"],
+            "final_iou": evals[-1]["iou"],
+            "nvlink_tx_bytes_per_step": (tx_after - tx_before) / p.steps
+            if tx_before is not None and tx_after is not None
+            else None,
+            "nvlink_note": tx_note,
+            "params": sum(q.numel() for q in s.module.parameters()),
+        }
+    )
     if name == "topk":
         out["topk_residual_norm"] = float(sum(r.float().norm() ** 2 for r in state.residuals.values()) ** 0.5)
     del s, state, batches, losses, timer
@@ -278,8 +294,11 @@ def link_name(ctx: runtime.Context) -> str:
 def run(ctx: runtime.Context, p: Params) -> dict:
     link = link_name(ctx)
     hidden = hide_gpus_from_cpu_rank(ctx)
-    print(f"rank {ctx.rank}: compression sweep {', '.join(p.hooks)} on {link}"
-          + ("; GPUs hidden from this CPU rank" if hidden else ""), flush=True)
+    print(
+        f"rank {ctx.rank}: compression sweep {', '.join(p.hooks)} on {link}"
+        + ("; GPUs hidden from this CPU rank" if hidden else ""),
+        flush=True,
+    )
     skipped = {name: why for name in p.hooks if (why := can_install(name))}
     hooks = [name for name in p.hooks if name not in skipped]
     by_hook: dict[str, list[dict[str, Any]]] = {name: [] for name in hooks}

@@ -11,8 +11,9 @@ from typing import Any
 import torch
 
 
-def density_row(name: str, grad: Any, near_zero: float = 1e-3, energy: float = 0.99,
-                topk_ratio: float = 0.01) -> dict[str, Any]:
+def density_row(
+    name: str, grad: Any, near_zero: float = 1e-3, energy: float = 0.99, topk_ratio: float = 0.01
+) -> dict[str, Any]:
     """How sparse one gradient is: the fraction of entries exactly zero, the fraction below
     ``near_zero × max|g|``, the smallest fraction of entries that holds ``energy`` of its squared
     norm, and the share of the squared norm the top ``topk_ratio`` of entries hold."""
@@ -40,11 +41,13 @@ def density_row(name: str, grad: Any, near_zero: float = 1e-3, energy: float = 0
     }
 
 
-def gradient_density(model: Any, near_zero: float = 1e-3, energy: float = 0.99,
-                     topk_ratio: float = 0.01) -> list[dict[str, Any]]:
+def gradient_density(
+    model: Any, near_zero: float = 1e-3, energy: float = 0.99, topk_ratio: float = 0.01
+) -> list[dict[str, Any]]:
     """:func:`density_row` for every parameter of ``model`` that has a gradient."""
-    return [density_row(n, p.grad, near_zero, energy, topk_ratio)
-            for n, p in model.named_parameters() if p.grad is not None]
+    return [
+        density_row(n, p.grad, near_zero, energy, topk_ratio) for n, p in model.named_parameters() if p.grad is not None
+    ]
 
 
 def density_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:

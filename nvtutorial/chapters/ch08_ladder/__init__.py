@@ -14,7 +14,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-FILES = ('exercises_check', 'exercises_fsdp', 'exercises_tp', 'lessons', 'plots', 'report', 'report_model', 'workload')
+FILES = ("exercises_check", "exercises_fsdp", "exercises_tp", "lessons", "plots", "report", "report_model", "workload")
 
 
 def __getattr__(name: str) -> Any:  # PEP 562: each file is imported when first asked for

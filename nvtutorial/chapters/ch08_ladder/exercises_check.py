@@ -36,8 +36,8 @@ def train_against_reference(model: Any, optimizer: Any, rung: str, device: Any, 
     import contextlib
 
     from nvtutorial.chapters.ch08_ladder.lessons.train import global_loss, local_batch, train_step
-    from nvtutorial.models import transformer
     from nvtutorial.chapters.ch08_ladder.workload import collective_counter
+    from nvtutorial.models import transformer
 
     cfg = transformer.Config()
     reference = reference_losses(device)

@@ -68,7 +68,12 @@ def check_on_rank(candidate: Any, ctx: Any) -> tuple[bool, str]:
     from torch.distributed.fsdp import FSDPModule
     from torch.distributed.tensor import DTensor
 
-    from nvtutorial.chapters.ch08_ladder.exercises_check import TOLERANCE, device_of, local_shape, train_against_reference
+    from nvtutorial.chapters.ch08_ladder.exercises_check import (
+        TOLERANCE,
+        device_of,
+        local_shape,
+        train_against_reference,
+    )
     from nvtutorial.chapters.ch08_ladder.lessons.rungs import LR
     from nvtutorial.models import transformer
 
@@ -81,15 +86,19 @@ def check_on_rank(candidate: Any, ctx: Any) -> tuple[bool, str]:
         return False, f"shard() raised {type(exc).__name__}: {exc}"
     for name, p in model.named_parameters():
         if not isinstance(p, DTensor):
-            return False, (f"{name} is a plain tensor, whole on every rank: only modules passed to fully_shard are "
-                           "sharded; call fully_shard(model, mesh=mesh) on the root after the blocks")
+            return False, (
+                f"{name} is a plain tensor, whole on every rank: only modules passed to fully_shard are "
+                "sharded; call fully_shard(model, mesh=mesh) on the root after the blocks"
+            )
         want = local_shape(tuple(p.shape), 0, world, rank)
         if tuple(p.to_local().shape) != want:
             return False, f"{name}: this rank holds {tuple(p.to_local().shape)}, not its share {want} of dimension 0"
     for i, block in enumerate(model.blocks):
         if not isinstance(block, FSDPModule):
-            return False, (f"blocks.{i} is not its own FSDP unit: its parameters are gathered together with the "
-                           "whole model, so every rank holds all of them at once; fully_shard each block first")
+            return False, (
+                f"blocks.{i} is not its own FSDP unit: its parameters are gathered together with the "
+                "whole model, so every rank holds all of them at once; fully_shard each block first"
+            )
     if not isinstance(model, FSDPModule):
         return False, "the root is not an FSDP unit: call fully_shard(model, mesh=mesh) after the blocks"
     optimizer = torch.optim.Adam(model.parameters(), lr=LR, fused=True)
@@ -99,8 +108,12 @@ def check_on_rank(candidate: Any, ctx: Any) -> tuple[bool, str]:
     gathers = sum(1 for r in records if r["kind"] == "all_gather")
     layers = len(model.blocks)
     if gathers != 2 * layers + 1:
-        return False, (f"{gathers} all-gathers per step where ZeRO-3 makes {2 * layers + 1} (each block twice, the "
-                       "root once): without reshard_after_forward=True a block keeps its gathered parameters from "
-                       "forward to backward (ZeRO-2-like, more memory)")
-    return True, (f"every parameter sharded, {layers} blocks and the root each an FSDP unit, {gathers} all-gathers "
-                  f"per step, loss within {diff:.1g} of the one-process reference")
+        return False, (
+            f"{gathers} all-gathers per step where ZeRO-3 makes {2 * layers + 1} (each block twice, the "
+            "root once): without reshard_after_forward=True a block keeps its gathered parameters from "
+            "forward to backward (ZeRO-2-like, more memory)"
+        )
+    return True, (
+        f"every parameter sharded, {layers} blocks and the root each an FSDP unit, {gathers} all-gathers "
+        f"per step, loss within {diff:.1g} of the one-process reference"
+    )

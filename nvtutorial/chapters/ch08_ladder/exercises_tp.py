@@ -48,9 +48,19 @@ def check_on_rank(candidate: Any, ctx: Any) -> tuple[bool, str]:
     import torch.distributed as dist
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.tensor import DTensor, Replicate
-    from torch.distributed.tensor.parallel import ColwiseParallel, PrepareModuleInput, RowwiseParallel, parallelize_module
+    from torch.distributed.tensor.parallel import (
+        ColwiseParallel,
+        PrepareModuleInput,
+        RowwiseParallel,
+        parallelize_module,
+    )
 
-    from nvtutorial.chapters.ch08_ladder.exercises_check import TOLERANCE, device_of, local_shape, train_against_reference
+    from nvtutorial.chapters.ch08_ladder.exercises_check import (
+        TOLERANCE,
+        device_of,
+        local_shape,
+        train_against_reference,
+    )
     from nvtutorial.chapters.ch08_ladder.lessons.rungs import LR
     from nvtutorial.models import transformer
 
@@ -63,10 +73,15 @@ def check_on_rank(candidate: Any, ctx: Any) -> tuple[bool, str]:
         return False, f"mlp_plan() must return a dict from module names to ParallelStyles, not {type(plan).__name__}"
     model = transformer.build(transformer.Config(), device=device)
     mesh = init_device_mesh(device.type, (world,))
-    attention = {"attn": PrepareModuleInput(input_layouts=(Replicate(),), desired_input_layouts=(Replicate(),),
-                                            use_local_output=False),
-                 "attn.wq": ColwiseParallel(), "attn.wk": ColwiseParallel(), "attn.wv": ColwiseParallel(),
-                 "attn.wo": RowwiseParallel()}  # the rung's attention plan (lessons/ladder/rungs.py)
+    attention = {
+        "attn": PrepareModuleInput(
+            input_layouts=(Replicate(),), desired_input_layouts=(Replicate(),), use_local_output=False
+        ),
+        "attn.wq": ColwiseParallel(),
+        "attn.wk": ColwiseParallel(),
+        "attn.wv": ColwiseParallel(),
+        "attn.wo": RowwiseParallel(),
+    }  # the rung's attention plan (lessons/ladder/rungs.py)
     try:
         for block in model.blocks:
             parallelize_module(block, mesh, {**attention, **plan})
@@ -79,15 +94,19 @@ def check_on_rank(candidate: Any, ctx: Any) -> tuple[bool, str]:
             return False, f"{name} is not split: each rank holds the whole matrix, so the MLP is not parallel"
         want = local_shape(tuple(weight.shape), dim, world, rank)
         if tuple(weight.to_local().shape) != want:
-            return False, (f"{name}: this rank holds a shard of shape {tuple(weight.to_local().shape)}, not {want} (its share of the "
-                           "hidden units): w1 splits its output rows (column-wise), w2 its input columns (row-wise)")
+            return False, (
+                f"{name}: this rank holds a shard of shape {tuple(weight.to_local().shape)}, not {want} (its share of the "
+                "hidden units): w1 splits its output rows (column-wise), w2 its input columns (row-wise)"
+            )
     params = list(model.parameters())
     optimizer = torch.optim.Adam(params, lr=LR, foreach=False)  # DTensors and plain tensors in one group
     try:
         diff, _ = train_against_reference(model, optimizer, "tensor_parallel", device)
     except RuntimeError as exc:
-        return False, (f"the forward pass failed ({str(exc).splitlines()[0][:160]}): a column-wise layer leaves its "
-                       "output split over the hidden units, so the next layer must take a split input (row-wise)")
+        return False, (
+            f"the forward pass failed ({str(exc).splitlines()[0][:160]}): a column-wise layer leaves its "
+            "output split over the hidden units, so the next layer must take a split input (row-wise)"
+        )
     if diff > TOLERANCE:
         return False, f"the loss left the one-process reference by {diff:.2g} (tolerance {TOLERANCE:g})"
     return True, f"w1 split by rows, w2 by columns, loss within {diff:.1g} of the one-process reference"

@@ -14,9 +14,13 @@ from nvtutorial.plots.style import figure, finish, plain_log_ticks
 
 MODEL_ONLY = "the memory model's arithmetic (nvtutorial/chapters/ch08_ladder/report_model.py), no run"
 
-PARTS = (("params", "parameters", "tab:blue"), ("grads", "gradients", "tab:orange"),
-         ("optimizer", "Adam state", "tab:green"), ("activations", "activations", "tab:purple"),
-         ("transient", "transient (est.)", "0.75"))
+PARTS = (
+    ("params", "parameters", "tab:blue"),
+    ("grads", "gradients", "tab:orange"),
+    ("optimizer", "Adam state", "tab:green"),
+    ("activations", "activations", "tab:purple"),
+    ("transient", "transient (est.)", "0.75"),
+)
 
 
 def memory_bars(setup: Any, rank: int = 0) -> tuple[Any, Any]:
@@ -36,8 +40,16 @@ def memory_bars(setup: Any, rank: int = 0) -> tuple[Any, Any]:
         for key, label, color in PARTS:
             value = getattr(m, key) / scale
             host = m.on_host and key in ("params", "grads", "optimizer")
-            ax.barh(i, value, left=left, color=color, hatch="//" if host else None, alpha=0.45 if host else 1.0,
-                    edgecolor="white", label=label if i == 0 else None)
+            ax.barh(
+                i,
+                value,
+                left=left,
+                color=color,
+                hatch="//" if host else None,
+                alpha=0.45 if host else 1.0,
+                edgecolor="white",
+                label=label if i == 0 else None,
+            )
             left += value
     ax.set_yticks(range(len(names)), [ladder.LABELS[n] for n in names])
     ax.invert_yaxis()
@@ -62,8 +74,9 @@ def loss_differences(result: Any, tolerance: float) -> tuple[Any, Any]:
     for g in result.ranks[0]["rungs"]:
         rung = g["rung"]
         per_rank = [ladder.rung_record(result, r, rung)["losses"] for r in range(len(result.ranks))]
-        diffs[rung] = np.max([np.abs(np.array(losses) - np.array(ref)) for losses, ref in zip(per_rank, reference)],
-                             axis=0)
+        diffs[rung] = np.max(
+            [np.abs(np.array(losses) - np.array(ref)) for losses, ref in zip(per_rank, reference)], axis=0
+        )
     same = [rung for rung, d in diffs.items() if not d.any()]
     drawn = {rung: d for rung, d in diffs.items() if rung not in same}
     positive = [v for d in drawn.values() for v in d if v > 0]
@@ -71,8 +84,13 @@ def loss_differences(result: Any, tolerance: float) -> tuple[Any, Any]:
     fig, ax = figure(8.5, 3.9)
     markers = "osD^vP*X"
     for k, (rung, d) in enumerate(drawn.items()):
-        ax.plot(range(len(d)), np.where(d > 0, d, floor), marker=markers[k % len(markers)], ms=6 - k % 3,
-                label=ladder.LABELS[rung])
+        ax.plot(
+            range(len(d)),
+            np.where(d > 0, d, floor),
+            marker=markers[k % len(markers)],
+            ms=6 - k % 3,
+            label=ladder.LABELS[rung],
+        )
     steps = len(next(iter(diffs.values()))) if diffs else 1
     ax.axhline(tolerance, color="crimson", linestyle="--", lw=1)
     ax.text(steps - 1, tolerance, f"tolerance {tolerance:g} ", color="crimson", fontsize=8, ha="right", va="bottom")
@@ -89,12 +107,19 @@ def loss_differences(result: Any, tolerance: float) -> tuple[Any, Any]:
     if drawn:
         ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), title="differs", title_fontsize=7)
     else:
-        ax.text(0.5, 0.4, "every rung's loss is the reference's, bit for bit, at every step", ha="center",
-                transform=ax.transAxes, fontsize=9)
+        ax.text(
+            0.5,
+            0.4,
+            "every rung's loss is the reference's, bit for bit, at every step",
+            ha="center",
+            transform=ax.transAxes,
+            fontsize=9,
+        )
     title = "Each rung's loss against the one-process reference"
     if same:
-        title += "\n" + "\n".join(textwrap.wrap("identical at every step, bit for bit: "
-                                                + ", ".join(ladder.LABELS[r] for r in same), 95))
+        title += "\n" + "\n".join(
+            textwrap.wrap("identical at every step, bit for bit: " + ", ".join(ladder.LABELS[r] for r in same), 95)
+        )
     ax.set_title(title, fontsize=9)
     finish(fig, result)
     return fig, ax
@@ -169,8 +194,10 @@ def fit_bars(table: Any, budget_label: str, device_memory: bool = True) -> tuple
     ax.set_xlabel("parameters of the largest model that fits (log scale)")
     title = f"How big can it get: the memory model, with {budget_label}"
     if left_out:
-        title += (f"; not drawn: {', '.join(left_out)} (without a GPU, host memory is the only memory: nothing "
-                  "moves off a device)")
+        title += (
+            f"; not drawn: {', '.join(left_out)} (without a GPU, host memory is the only memory: nothing "
+            "moves off a device)"
+        )
     ax.set_title("\n".join(textwrap.wrap(title, 95)), fontsize=9)
     finish(fig, MODEL_ONLY, measured=False)
     return fig, ax

@@ -13,12 +13,43 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from nvtutorial.chapters.ch08_ladder.report_model import FSDP, LABELS, LAYER_LIMIT, RUNGS, TP_SPLIT, RankMemory, Setup, activations, chunk_rows, largest, model_state, rank_memory, sent_per_step, tp_dim, with_layers
+from nvtutorial.chapters.ch08_ladder.report_model import (
+    FSDP,
+    LABELS,
+    LAYER_LIMIT,
+    RUNGS,
+    TP_SPLIT,
+    RankMemory,
+    Setup,
+    activations,
+    chunk_rows,
+    largest,
+    model_state,
+    rank_memory,
+    sent_per_step,
+    tp_dim,
+    with_layers,
+)
 from nvtutorial.report import predict
 from nvtutorial.report.verdict import Comparison, Verdict, aa_gap, compare, comparison_verdict
 
-__all__ = ["FSDP", "LABELS", "LAYER_LIMIT", "RUNGS", "TP_SPLIT", "RankMemory", "Setup", "activations", "chunk_rows",
-           "largest", "model_state", "rank_memory", "sent_per_step", "tp_dim", "with_layers"]
+__all__ = [
+    "FSDP",
+    "LABELS",
+    "LAYER_LIMIT",
+    "RUNGS",
+    "TP_SPLIT",
+    "RankMemory",
+    "Setup",
+    "activations",
+    "chunk_rows",
+    "largest",
+    "model_state",
+    "rank_memory",
+    "sent_per_step",
+    "tp_dim",
+    "with_layers",
+]
 
 
 def _numel(shape: Sequence[int]) -> int:
@@ -34,10 +65,20 @@ def memory_table(s: Setup, rungs: Sequence[str] = RUNGS):  # -> pandas.DataFrame
     for rung in rungs:
         for rank in range(s.world):
             m = rank_memory(s, rung, rank, shapes)
-            rows.append({"rung": LABELS[rung], "rank": rank, "params": m.params / 1e6, "grads": m.grads / 1e6,
-                         "optimizer": m.optimizer / 1e6, "model state": m.model_state / 1e6,
-                         "activations": m.activations / 1e6, "transient (est.)": m.transient / 1e6,
-                         "device peak (est.)": m.device_peak / 1e6, "state on": "host" if m.on_host else "device"})
+            rows.append(
+                {
+                    "rung": LABELS[rung],
+                    "rank": rank,
+                    "params": m.params / 1e6,
+                    "grads": m.grads / 1e6,
+                    "optimizer": m.optimizer / 1e6,
+                    "model state": m.model_state / 1e6,
+                    "activations": m.activations / 1e6,
+                    "transient (est.)": m.transient / 1e6,
+                    "device peak (est.)": m.device_peak / 1e6,
+                    "state on": "host" if m.on_host else "device",
+                }
+            )
     return pd.DataFrame(rows).set_index(["rung", "rank"]).round(3)
 
 
@@ -83,18 +124,25 @@ def loss_verdict(result: Any, tolerance: float) -> Verdict:
     """Pass when every rung's loss, at every step and on every rank, is within ``tolerance`` of the reference."""
     diffs = {}
     for rung in _rungs(result):
-        diffs[rung] = max(abs(a - b) for r in range(len(result.ranks))
-                          for a, b in zip(rung_record(result, r, rung)["losses"], result.ranks[r]["reference"]))
+        diffs[rung] = max(
+            abs(a - b)
+            for r in range(len(result.ranks))
+            for a, b in zip(rung_record(result, r, rung)["losses"], result.ranks[r]["reference"])
+        )
     worst = max(diffs, key=diffs.get)
     steps = len(result.ranks[0]["reference"])
     ok = all(v <= tolerance for v in diffs.values())
-    text = (f"Every rung's loss followed the one-process reference: over {steps} steps the largest loss difference "
-            f"was {diffs[worst]:.2g} ({LABELS[worst]}), within the tolerance of {tolerance:g}. With Adam the loss "
-            "cannot show a wrong gradient scale; the step-0 gradients are compared for that." if ok else
-            f"{', '.join(LABELS[r] for r, v in diffs.items() if v > tolerance)} left the reference by more than "
-            f"{tolerance:g} (largest: {diffs[worst]:.2g}, {LABELS[worst]}): that rung computes something else.")
-    return Verdict("ladder.loss", "pass" if ok else "fail", text, {"max_abs_diff": diffs, "tolerance": tolerance},
-                   _where(result))
+    text = (
+        f"Every rung's loss followed the one-process reference: over {steps} steps the largest loss difference "
+        f"was {diffs[worst]:.2g} ({LABELS[worst]}), within the tolerance of {tolerance:g}. With Adam the loss "
+        "cannot show a wrong gradient scale; the step-0 gradients are compared for that."
+        if ok
+        else f"{', '.join(LABELS[r] for r, v in diffs.items() if v > tolerance)} left the reference by more than "
+        f"{tolerance:g} (largest: {diffs[worst]:.2g}, {LABELS[worst]}): that rung computes something else."
+    )
+    return Verdict(
+        "ladder.loss", "pass" if ok else "fail", text, {"max_abs_diff": diffs, "tolerance": tolerance}, _where(result)
+    )
 
 
 def gradient_verdict(result: Any, tolerance: float) -> Verdict:
@@ -105,8 +153,13 @@ def gradient_verdict(result: Any, tolerance: float) -> Verdict:
     for rung in _rungs(result):
         checks = [rung_record(result, r, rung).get("gradients") for r in range(len(result.ranks))]
         if None in checks:
-            return Verdict("ladder.gradients", "info", "No gradients compared: the run trained no one-process "
-                           "reference.", {}, _where(result))
+            return Verdict(
+                "ladder.gradients",
+                "info",
+                "No gradients compared: the run trained no one-process reference.",
+                {},
+                _where(result),
+            )
         diffs[rung] = max(c["max_rel_diff"] for c in checks)
         norms[rung] = max((c["norm_ratio"] for c in checks), key=lambda x: abs(math.log(x)) if x else math.inf)
         missing += [f"{LABELS[rung]}: {n}" for c in checks for n in c["missing"]]
@@ -114,22 +167,45 @@ def gradient_verdict(result: Any, tolerance: float) -> Verdict:
     worst = max(diffs, key=diffs.get)
     bad = [r for r, d in diffs.items() if d > tolerance]
     if missing:
-        return Verdict("ladder.gradients", "fail", f"Some parameters had no gradient at step 0: {', '.join(missing[:4])}.",
-                       numbers, _where(result))
+        return Verdict(
+            "ladder.gradients",
+            "fail",
+            f"Some parameters had no gradient at step 0: {', '.join(missing[:4])}.",
+            numbers,
+            _where(result),
+        )
     if bad:
-        return Verdict("ladder.gradients", "fail", "The step-0 gradients of " + ", ".join(
-            f"{LABELS[r]} (off by {diffs[r]:.2g} of the tensor's largest value, norm {norms[r]:.3g}× the reference's)"
-            for r in bad) + f" differ from one process's beyond the tolerance of {tolerance:g}: that rung computes "
-            "another gradient (a norm ratio of 2 or 0.5 is a sum or a double average).", numbers, _where(result))
-    return Verdict("ladder.gradients", "pass", f"At step 0, before any update, every parameter's whole gradient on "
-                   f"every rung and rank equals the one-process gradient to {diffs[worst]:.2g} of its tensor's largest "
-                   f"value (worst: {LABELS[worst]}; tolerance {tolerance:g}); the gradients' norms agree to "
-                   f"{max(abs(x - 1) for x in norms.values()):.1g}. Every rung averages its gradients like one "
-                   "process on the whole batch.", numbers, _where(result))
+        return Verdict(
+            "ladder.gradients",
+            "fail",
+            "The step-0 gradients of "
+            + ", ".join(
+                f"{LABELS[r]} (off by {diffs[r]:.2g} of the tensor's largest value, norm {norms[r]:.3g}× the reference's)"
+                for r in bad
+            )
+            + f" differ from one process's beyond the tolerance of {tolerance:g}: that rung computes "
+            "another gradient (a norm ratio of 2 or 0.5 is a sum or a double average).",
+            numbers,
+            _where(result),
+        )
+    return Verdict(
+        "ladder.gradients",
+        "pass",
+        f"At step 0, before any update, every parameter's whole gradient on "
+        f"every rung and rank equals the one-process gradient to {diffs[worst]:.2g} of its tensor's largest "
+        f"value (worst: {LABELS[worst]}; tolerance {tolerance:g}); the gradients' norms agree to "
+        f"{max(abs(x - 1) for x in norms.values()):.1g}. Every rung averages its gradients like one "
+        "process on the whole batch.",
+        numbers,
+        _where(result),
+    )
 
 
-ZERO1_WRONG = {"DDP's 16 B per parameter (nothing sharded)": 16, "ZeRO-2's 10 B (gradients sharded too)": 10,
-               "FSDP's 8 B (everything sharded)": 8}
+ZERO1_WRONG = {
+    "DDP's 16 B per parameter (nothing sharded)": 16,
+    "ZeRO-2's 10 B (gradients sharded too)": 10,
+    "FSDP's 8 B (everything sharded)": 8,
+}
 """The usual wrong answers to "what does rank 0 hold under ZeRO-1", as bytes per parameter, and what each assumes."""
 
 
@@ -138,28 +214,44 @@ def zero1_prediction(result: Any, prediction: float | None) -> Verdict:
     (the answer is exact arithmetic), close within 25 %, so that none of :data:`ZERO1_WRONG` is right."""
     measured = counted_state(result, "zero1", 0) / 1e6
     return predict.grade_number(
-        "ladder.predict.zero1", prediction, measured, unit="MB", where=_where(result), right_within=0.05,
+        "ladder.predict.zero1",
+        prediction,
+        measured,
+        unit="MB",
+        where=_where(result),
+        right_within=0.05,
         close_within=0.25,
         explanation="ZeRO-1 keeps the whole model and all of its gradients on every rank, as DDP does (8 bytes per "
         "parameter), and Adam's state only for the parameters a rank updates: about 4 + 4 + 8/2 = 12 bytes per "
         "parameter, three quarters of DDP. The shares are whole tensors, assigned largest first, so the two ranks "
-        "differ a little (table below). The usual wrong answers: " + "; ".join(ZERO1_WRONG) + ".")
+        "differ a little (table below). The usual wrong answers: " + "; ".join(ZERO1_WRONG) + ".",
+    )
 
 
-LINK_CHOICES = {"a": "DDP (or ZeRO-1: DDP's all-reduce plus a broadcast)",
-                "b": "ZeRO-3 on the GPU (FSDP2, with or without resharding and checkpointing)",
-                "c": "tensor parallelism",
-                "d": "ZeRO-3 with CPU offload"}
+LINK_CHOICES = {
+    "a": "DDP (or ZeRO-1: DDP's all-reduce plus a broadcast)",
+    "b": "ZeRO-3 on the GPU (FSDP2, with or without resharding and checkpointing)",
+    "c": "tensor parallelism",
+    "d": "ZeRO-3 with CPU offload",
+}
 """The choices of the link prediction: which rung loses the most step time without the direct link."""
-LINK_ANSWER = {"ddp": "a", "zero1": "a", "fsdp_zero2": "b", "fsdp_zero3": "b", "fsdp_checkpointing": "b",
-               "tensor_parallel": "c", "fsdp_offload": "d"}
+LINK_ANSWER = {
+    "ddp": "a",
+    "zero1": "a",
+    "fsdp_zero2": "b",
+    "fsdp_zero3": "b",
+    "fsdp_checkpointing": "b",
+    "tensor_parallel": "c",
+    "fsdp_offload": "d",
+}
 """The choice each rung belongs to (every rung of the ladder is one of the four)."""
 LINK_EXPLANATION = (
     "NCCL_P2P_DISABLE=1 does more than take NVLink away: every NCCL byte then crosses each GPU's PCIe link and "
     "host memory (NCCL's SHM transport). The offload rung already streams its parameter shards host→device and "
     "its gradients device→host over that same PCIe link, so it shares it with NCCL: at the lesson sizes (gigabytes "
     "of copies per step) part of its slow-down can be contention rather than a need for NVLink. Among the others, DDP's all-reduce can hide under the backward pass; ZeRO-3 must "
-    "gather each block before it runs; tensor parallelism waits for an all-reduce in every block, in both passes.")
+    "gather each block before it runs; tensor parallelism waits for an all-reduce in every block, in both passes."
+)
 
 
 def link_prediction(direct: Any, staged: Any, direct_again: Any, prediction: str | None) -> Verdict:
@@ -167,17 +259,33 @@ def link_prediction(direct: Any, staged: Any, direct_again: Any, prediction: str
     :func:`needs_link_verdict`; ``info`` (ungraded) when there was no host-staged run, or when no rung slowed down
     beyond the noise (then there is no "most")."""
     if staged is None:
-        return Verdict("ladder.predict.link", "info", "Ungraded: no link here (the host-staged run needs NCCL on "
-                       "GPUs). " + LINK_EXPLANATION, {"prediction": prediction}, _where(direct))
+        return Verdict(
+            "ladder.predict.link",
+            "info",
+            "Ungraded: no link here (the host-staged run needs NCCL on GPUs). " + LINK_EXPLANATION,
+            {"prediction": prediction},
+            _where(direct),
+        )
     verdict = needs_link_verdict(direct, staged, direct_again)
     worst = verdict.numbers["worst"]
     if verdict.numbers["status"][worst] != "slower":
-        return Verdict("ladder.predict.link", "info", f"Ungraded: no rung slowed down beyond the noise (the most: "
-                       f"{LABELS[worst]}, {verdict.numbers['ratio'][worst]:.2f}×, {verdict.numbers['status'][worst]}), "
-                       "so none lost the most. " + LINK_EXPLANATION,
-                       {"prediction": prediction, "worst": worst}, verdict.where)
-    return predict.grade_choice("ladder.predict.link", prediction, LINK_ANSWER[worst], LINK_CHOICES,
-                                where=verdict.where, explanation=f"({LABELS[worst]} slowed down most.) " + LINK_EXPLANATION)
+        return Verdict(
+            "ladder.predict.link",
+            "info",
+            f"Ungraded: no rung slowed down beyond the noise (the most: "
+            f"{LABELS[worst]}, {verdict.numbers['ratio'][worst]:.2f}×, {verdict.numbers['status'][worst]}), "
+            "so none lost the most. " + LINK_EXPLANATION,
+            {"prediction": prediction, "worst": worst},
+            verdict.where,
+        )
+    return predict.grade_choice(
+        "ladder.predict.link",
+        prediction,
+        LINK_ANSWER[worst],
+        LINK_CHOICES,
+        where=verdict.where,
+        explanation=f"({LABELS[worst]} slowed down most.) " + LINK_EXPLANATION,
+    )
 
 
 def memory_check_table(result: Any):  # -> pandas.DataFrame
@@ -193,14 +301,21 @@ def memory_check_table(result: Any):  # -> pandas.DataFrame
         for rank in range(len(result.ranks)):
             g, m = rung_record(result, rank, rung), rank_memory(s, rung, rank, shapes)
             held = g["held"]
-            row = {"rung": LABELS[rung], "rank": rank,
-                   "counted state": (held["params"] + held["grads"] + held["optimizer"]) / 1e6,
-                   "model state": m.model_state / 1e6,
-                   "counted − model (bytes)": held["params"] + held["grads"] + held["optimizer"] - m.model_state}
+            row = {
+                "rung": LABELS[rung],
+                "rank": rank,
+                "counted state": (held["params"] + held["grads"] + held["optimizer"]) / 1e6,
+                "model state": m.model_state / 1e6,
+                "counted − model (bytes)": held["params"] + held["grads"] + held["optimizer"] - m.model_state,
+            }
             if "peak_allocated" in g:
-                row |= {"allocated after a step": g["allocated_after_step"] / 1e6,
-                        "forward added": g["forward_added"] / 1e6, "peak": g["peak_allocated"] / 1e6,
-                        "peak (model)": m.device_peak / 1e6, "peak gap": g["peak_allocated"] / m.device_peak - 1}
+                row |= {
+                    "allocated after a step": g["allocated_after_step"] / 1e6,
+                    "forward added": g["forward_added"] / 1e6,
+                    "peak": g["peak_allocated"] / 1e6,
+                    "peak (model)": m.device_peak / 1e6,
+                    "peak gap": g["peak_allocated"] / m.device_peak - 1,
+                }
             rows.append(row)
     return pd.DataFrame(rows).set_index(["rung", "rank"])
 
@@ -217,11 +332,21 @@ def memory_verdict(result: Any) -> Verdict:
             wrong += [f"{LABELS[rung]} rank {rank} {k}: counted {held[k]}, model {m[k]}" for k in m if held[k] != m[k]]
     n = len(_rungs(result)) * len(result.ranks)
     if wrong:
-        return Verdict("ladder.memory", "fail", "The memory model is wrong: " + "; ".join(wrong[:4]),
-                       {"mismatches": len(wrong), "checked": n}, _where(result))
-    return Verdict("ladder.memory", "pass", f"For all {n} rung × rank pairs the bytes of parameters, gradients and "
-                   "optimizer state the rank holds, counted tensor by tensor, equal the memory model exactly.",
-                   {"mismatches": 0, "checked": n}, _where(result))
+        return Verdict(
+            "ladder.memory",
+            "fail",
+            "The memory model is wrong: " + "; ".join(wrong[:4]),
+            {"mismatches": len(wrong), "checked": n},
+            _where(result),
+        )
+    return Verdict(
+        "ladder.memory",
+        "pass",
+        f"For all {n} rung × rank pairs the bytes of parameters, gradients and "
+        "optimizer state the rank holds, counted tensor by tensor, equal the memory model exactly.",
+        {"mismatches": 0, "checked": n},
+        _where(result),
+    )
 
 
 def peak_verdict(result: Any) -> Verdict:
@@ -233,17 +358,27 @@ def peak_verdict(result: Any) -> Verdict:
     for rung in _rungs(result):
         peaks = [rung_record(result, r, rung).get("peak_allocated") for r in range(len(result.ranks))]
         if None in peaks:
-            return Verdict("ladder.peak", "info", "No peak to compare: on the CPU there is no device allocator to "
-                           "read; the model state above is the part counted exactly.", {}, _where(result))
+            return Verdict(
+                "ladder.peak",
+                "info",
+                "No peak to compare: on the CPU there is no device allocator to "
+                "read; the model state above is the part counted exactly.",
+                {},
+                _where(result),
+            )
         model = max(rank_memory(s, rung, r, shapes).device_peak for r in range(len(result.ranks)))
         gaps[rung] = max(peaks) / model - 1
     worst = max(gaps, key=lambda r: abs(gaps[r]))
-    text = (f"Measured peaks were between {min(gaps.values()):+.0%} and {max(gaps.values()):+.0%} of the model's "
-            f"estimate (largest gap: {LABELS[worst]}).")
+    text = (
+        f"Measured peaks were between {min(gaps.values()):+.0%} and {max(gaps.values()):+.0%} of the model's "
+        f"estimate (largest gap: {LABELS[worst]})."
+    )
     if _small_for_a_gpu(s):
-        text += (" At these small sizes the gap says little: the GPU's fixed allocations (cuBLAS workspaces and "
-                 "the like, which the model leaves out) outweigh a model this small; the lesson sizes compare "
-                 "the model with a peak it dominates.")
+        text += (
+            " At these small sizes the gap says little: the GPU's fixed allocations (cuBLAS workspaces and "
+            "the like, which the model leaves out) outweigh a model this small; the lesson sizes compare "
+            "the model with a peak it dominates."
+        )
     return Verdict("ladder.peak", "info", text, {"gap": gaps, "small": _small_for_a_gpu(s)}, _where(result))
 
 
@@ -270,11 +405,18 @@ def bytes_table(result: Any):  # -> pandas.DataFrame
             g = rung_record(result, rank, rung)
             formula = sum(sent_per_step(s, rung, rank, shapes).values())
             tx = g.get("nvlink_tx_bytes_per_step")
-            rows.append({"rung": LABELS[rung], "rank": rank,
-                         "collectives": ", ".join(f"{k} ×{int(v['calls'])}" for k, v in g["collectives"].items()),
-                         "recorded (ring cost)": g["sent_per_step"] / 1e6, "model": formula / 1e6, "× DDP": formula / ddp,
-                         "NVLink TX (NVML)": tx / 1e6 if tx is not None else None,
-                         "NVML ÷ ring cost": tx / g["sent_per_step"] if tx is not None and g["sent_per_step"] else None})
+            rows.append(
+                {
+                    "rung": LABELS[rung],
+                    "rank": rank,
+                    "collectives": ", ".join(f"{k} ×{int(v['calls'])}" for k, v in g["collectives"].items()),
+                    "recorded (ring cost)": g["sent_per_step"] / 1e6,
+                    "model": formula / 1e6,
+                    "× DDP": formula / ddp,
+                    "NVLink TX (NVML)": tx / 1e6 if tx is not None else None,
+                    "NVML ÷ ring cost": tx / g["sent_per_step"] if tx is not None and g["sent_per_step"] else None,
+                }
+            )
     return pd.DataFrame(rows).set_index(["rung", "rank"])
 
 
@@ -286,24 +428,41 @@ def bytes_verdict(result: Any) -> Verdict:
     off = []
     for rung in _rungs(result):
         for rank in range(len(result.ranks)):
-            counted, formula = rung_record(result, rank, rung)["sent_per_step"], sum(sent_per_step(s, rung, rank, shapes).values())
+            counted, formula = (
+                rung_record(result, rank, rung)["sent_per_step"],
+                sum(sent_per_step(s, rung, rank, shapes).values()),
+            )
             if not math.isclose(counted, formula, rel_tol=1e-9, abs_tol=0.5):
                 off.append(f"{LABELS[rung]} rank {rank}: counted {counted:.0f}, formula {formula:.0f}")
-    factors = {r: sum(sent_per_step(s, r, 0, shapes).values()) / sum(sent_per_step(s, "ddp", 0, shapes).values())
-               for r in _rungs(result)}
+    factors = {
+        r: sum(sent_per_step(s, r, 0, shapes).values()) / sum(sent_per_step(s, "ddp", 0, shapes).values())
+        for r in _rungs(result)
+    }
     root_share = root_params_share(shapes)
     if off:
-        return Verdict("ladder.bytes", "fail", "The recorded collectives differ from the model's list: " + "; ".join(off[:4])
-                       + (" (on a GPU, collectives issued from autograd's threads may also escape the recording)"
-                          if getattr(getattr(result, "env", None), "is_gpu", False) else ""),
-                       {"factors": factors, "mismatches": len(off), "root_share": root_share}, _where(result))
-    text = ("The collectives issued in one step (kind, count and tensor size, recorded as they were called) match the "
-            "model on every rank. Costed as a ring (the model's byte count, not a traffic measurement), they amount "
-            "to, relative to DDP: " + ", ".join(f"{LABELS[r]} {f:.2f}×" for r, f in factors.items()) + ". "
-            f"The root (embeddings, final norm, head), which ZeRO-3 gathers only once, holds {root_share:.0%} of this "
-            "model's parameters.")
-    return Verdict("ladder.bytes", "pass", text, {"factors": factors, "mismatches": 0, "root_share": root_share},
-                   _where(result))
+        return Verdict(
+            "ladder.bytes",
+            "fail",
+            "The recorded collectives differ from the model's list: "
+            + "; ".join(off[:4])
+            + (
+                " (on a GPU, collectives issued from autograd's threads may also escape the recording)"
+                if getattr(getattr(result, "env", None), "is_gpu", False)
+                else ""
+            ),
+            {"factors": factors, "mismatches": len(off), "root_share": root_share},
+            _where(result),
+        )
+    text = (
+        "The collectives issued in one step (kind, count and tensor size, recorded as they were called) match the "
+        "model on every rank. Costed as a ring (the model's byte count, not a traffic measurement), they amount "
+        "to, relative to DDP: " + ", ".join(f"{LABELS[r]} {f:.2f}×" for r, f in factors.items()) + ". "
+        f"The root (embeddings, final norm, head), which ZeRO-3 gathers only once, holds {root_share:.0%} of this "
+        "model's parameters."
+    )
+    return Verdict(
+        "ladder.bytes", "pass", text, {"factors": factors, "mismatches": 0, "root_share": root_share}, _where(result)
+    )
 
 
 def root_params_share(shapes: Sequence[tuple[str, Sequence[int]]]) -> float:
@@ -328,8 +487,14 @@ def time_table(result: Any):  # -> pandas.DataFrame
     rows = []
     for rung in _rungs(result):
         times = step_times(result, rung)
-        rows.append({"rung": LABELS[rung], "step (ms)": 1e3 * statistics.median(times),
-                     "spread": (max(times) - min(times)) / statistics.median(times), "repeats": len(times)})
+        rows.append(
+            {
+                "rung": LABELS[rung],
+                "step (ms)": 1e3 * statistics.median(times),
+                "spread": (max(times) - min(times)) / statistics.median(times),
+                "repeats": len(times),
+            }
+        )
     return pd.DataFrame(rows).set_index("rung")
 
 
@@ -360,14 +525,32 @@ def comm_table(result: Any):  # -> pandas.DataFrame
         except ValueError as exc:
             for r, act in enumerate(acts):
                 s = tracesplit.split(act)
-                rows.append({"rung": LABELS[rung], "rank": r, "communication (ms)": s.comm_ms, "waiting (ms)": None,
-                             "on the wire (ms)": None, "on the wire, exposed (ms)": None, "joined last": None,
-                             "note": f"not paired: {exc}"})
+                rows.append(
+                    {
+                        "rung": LABELS[rung],
+                        "rank": r,
+                        "communication (ms)": s.comm_ms,
+                        "waiting (ms)": None,
+                        "on the wire (ms)": None,
+                        "on the wire, exposed (ms)": None,
+                        "joined last": None,
+                        "note": f"not paired: {exc}",
+                    }
+                )
             continue
         for r, w in enumerate(paired):
-            rows.append({"rung": LABELS[rung], "rank": r, "communication (ms)": w.comm_ms, "waiting (ms)": w.wait_ms,
-                         "on the wire (ms)": w.transfer_ms, "on the wire, exposed (ms)": w.exposed_transfer_ms,
-                         "joined last": w.last_share, "note": ""})
+            rows.append(
+                {
+                    "rung": LABELS[rung],
+                    "rank": r,
+                    "communication (ms)": w.comm_ms,
+                    "waiting (ms)": w.wait_ms,
+                    "on the wire (ms)": w.transfer_ms,
+                    "on the wire, exposed (ms)": w.exposed_transfer_ms,
+                    "joined last": w.last_share,
+                    "note": "",
+                }
+            )
     return pd.DataFrame(rows).set_index(["rung", "rank"])
 
 
@@ -394,8 +577,10 @@ def link_verdicts(direct: Any, staged: Any, direct_again: Any) -> list[Verdict]:
     out = []
     where = f"{_where(direct)}; {LINK_WHERE}"
     for rung, c in link_comparisons(direct, staged, direct_again).items():
-        text = (c.describe("s", f"{LABELS[rung]}, direct link → host-staged")
-                + f"; the two direct launches differed by {c.aa_gap:.0%} (A/A)")
+        text = (
+            c.describe("s", f"{LABELS[rung]}, direct link → host-staged")
+            + f"; the two direct launches differed by {c.aa_gap:.0%} (A/A)"
+        )
         out.append(comparison_verdict(f"ladder.link.{rung}", c, text, where, rung=rung, aa_gap=c.aa_gap))
     return out
 
@@ -405,17 +590,29 @@ def needs_link_verdict(direct: Any, staged: Any, direct_again: Any) -> Verdict:
     comps = link_comparisons(direct, staged, direct_again)
     worst = max(comps, key=lambda r: comps[r].ratio)
     least = min(comps, key=lambda r: comps[r].ratio)
-    text = (f"Without the direct link {LABELS[worst]} slowed down most ({comps[worst].ratio:.2f}× its step time, "
-            f"{comps[worst].status}), {LABELS[least]} least ({comps[least].ratio:.2f}×, {comps[least].status}).")
+    text = (
+        f"Without the direct link {LABELS[worst]} slowed down most ({comps[worst].ratio:.2f}× its step time, "
+        f"{comps[worst].status}), {LABELS[least]} least ({comps[least].ratio:.2f}×, {comps[least].status})."
+    )
     if worst == "fsdp_offload" and comps[worst].status == "slower":
-        text += (" Host staging puts NCCL's bytes on the same PCIe link as the offload rung's host copies, so part "
-                 "of that slow-down can be contention rather than a need for NVLink; this run does not isolate it "
-                 "(an A/B of the offload rung with NCCL's shared memory against sockets, or with one CPU thread "
-                 "against many, would).")
-    return Verdict("ladder.link", "info", text, {"worst": worst, "ratio": {r: c.ratio for r, c in comps.items()},
-                                                 "status": {r: c.status for r, c in comps.items()},
-                                                 "noise": {r: c.noise for r, c in comps.items()}},
-                   f"{_where(direct)}; {LINK_WHERE}")
+        text += (
+            " Host staging puts NCCL's bytes on the same PCIe link as the offload rung's host copies, so part "
+            "of that slow-down can be contention rather than a need for NVLink; this run does not isolate it "
+            "(an A/B of the offload rung with NCCL's shared memory against sockets, or with one CPU thread "
+            "against many, would)."
+        )
+    return Verdict(
+        "ladder.link",
+        "info",
+        text,
+        {
+            "worst": worst,
+            "ratio": {r: c.ratio for r, c in comps.items()},
+            "status": {r: c.status for r, c in comps.items()},
+            "noise": {r: c.noise for r, c in comps.items()},
+        },
+        f"{_where(direct)}; {LINK_WHERE}",
+    )
 
 
 def checkpoint_verdict(result: Any, tolerance: float) -> Verdict:
@@ -427,15 +624,30 @@ def checkpoint_verdict(result: Any, tolerance: float) -> Verdict:
     numbers |= {"max_loss_diff": max(abs(a - b) for a, b in zip(c["continued"], c["resumed"])), "tolerance": tolerance}
     close = numbers["max_loss_diff"] <= tolerance
     if close and exact:
-        losses = ("repeat the uninterrupted losses bit for bit" if numbers["max_loss_diff"] == 0 else
-                  f"follow the uninterrupted losses to {numbers['max_loss_diff']:.2g}")
-        return Verdict("ladder.checkpoint", "pass", "The sharded checkpoint round-tripped: the reloaded shards and "
-                       "the single-process model loaded from it equal the saved weights bit for bit, and the resumed "
-                       f"steps {losses} (tolerance {tolerance:g}).", numbers, _where(result))
-    return Verdict("ladder.checkpoint", "fail", "The checkpoint did not round-trip: "
-                   f"largest weight difference {numbers['resume_max_weight_diff']} after resuming, "
-                   f"{numbers['single_process_max_weight_diff']} in one process (both must be 0); largest loss "
-                   f"difference {numbers['max_loss_diff']:.3g} (tolerance {tolerance:g}).", numbers, _where(result))
+        losses = (
+            "repeat the uninterrupted losses bit for bit"
+            if numbers["max_loss_diff"] == 0
+            else f"follow the uninterrupted losses to {numbers['max_loss_diff']:.2g}"
+        )
+        return Verdict(
+            "ladder.checkpoint",
+            "pass",
+            "The sharded checkpoint round-tripped: the reloaded shards and "
+            "the single-process model loaded from it equal the saved weights bit for bit, and the resumed "
+            f"steps {losses} (tolerance {tolerance:g}).",
+            numbers,
+            _where(result),
+        )
+    return Verdict(
+        "ladder.checkpoint",
+        "fail",
+        "The checkpoint did not round-trip: "
+        f"largest weight difference {numbers['resume_max_weight_diff']} after resuming, "
+        f"{numbers['single_process_max_weight_diff']} in one process (both must be 0); largest loss "
+        f"difference {numbers['max_loss_diff']:.3g} (tolerance {tolerance:g}).",
+        numbers,
+        _where(result),
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -454,12 +666,22 @@ def fit_table(s: Setup, device_budget: float, host_budget: float, rungs: Sequenc
         t = dataclasses.replace(s, layers=layers)
         shapes = with_layers(one, layers)
         peak = max(rank_memory(t, rung, r, shapes).device_peak for r in range(s.world)) if layers else None
-        rows.append({"rung": rung, "label": LABELS[rung], "layers": layers,
-                     "parameters (M)": sum(_numel(sh) for _, sh in shapes) / 1e6 if layers else 0.0,
-                     "device peak (MB, model)": peak / 1e6 if peak else None,
-                     "model state per rank (MB)": max(sum(model_state(rung, shapes, s.world, r).values())
-                                                      for r in range(s.world)) / 1e6 if layers else None,
-                     "state in": "host" if rung == "fsdp_offload" else "device"})
+        rows.append(
+            {
+                "rung": rung,
+                "label": LABELS[rung],
+                "layers": layers,
+                "parameters (M)": sum(_numel(sh) for _, sh in shapes) / 1e6 if layers else 0.0,
+                "device peak (MB, model)": peak / 1e6 if peak else None,
+                "model state per rank (MB)": max(
+                    sum(model_state(rung, shapes, s.world, r).values()) for r in range(s.world)
+                )
+                / 1e6
+                if layers
+                else None,
+                "state in": "host" if rung == "fsdp_offload" else "device",
+            }
+        )
     return pd.DataFrame(rows).set_index("rung")
 
 
@@ -467,9 +689,14 @@ def fit_verdict(result: Any, device_budget: float) -> Verdict:
     """Did the largest model of the fit table (the run's ``fit`` record) run, and did its memory stay within
     the budget?"""
     if any("fit" not in m for m in result.ranks):
-        return Verdict("ladder.fit", "info", "No largest model was run (fit_layers=0: not even one block fits the "
-                       f"budget of {device_budget / 1e6:.0f} MB per rank, or none was asked for).",
-                       {"budget": device_budget}, _where(result))
+        return Verdict(
+            "ladder.fit",
+            "info",
+            "No largest model was run (fit_layers=0: not even one block fits the "
+            f"budget of {device_budget / 1e6:.0f} MB per rank, or none was asked for).",
+            {"budget": device_budget},
+            _where(result),
+        )
     records = [m["fit"] for m in result.ranks]
     rung, layers = records[0]["rung"], records[0]["layers"]
     s = dataclasses.replace(Setup.from_result(result.ranks[0]), layers=layers)
@@ -477,37 +704,62 @@ def fit_verdict(result: Any, device_budget: float) -> Verdict:
     model = max(rank_memory(s, rung, r, shapes).device_peak for r in range(s.world))
     failed = [g["error"] for g in records if "error" in g]
     if failed:
-        return Verdict("ladder.fit", "fail", f"{LABELS[rung]} with {layers} blocks did not fit: {failed[0]}. The "
-                       f"model predicted a peak of {model / 1e9:.1f} GB per rank within the budget of "
-                       f"{device_budget / 1e9:.1f} GB: it left out more than the margin.",
-                       {"rung": rung, "layers": layers, "model_peak": model, "budget": device_budget}, _where(result))
+        return Verdict(
+            "ladder.fit",
+            "fail",
+            f"{LABELS[rung]} with {layers} blocks did not fit: {failed[0]}. The "
+            f"model predicted a peak of {model / 1e9:.1f} GB per rank within the budget of "
+            f"{device_budget / 1e9:.1f} GB: it left out more than the margin.",
+            {"rung": rung, "layers": layers, "model_peak": model, "budget": device_budget},
+            _where(result),
+        )
     counted = [sum(g["held"][k] for k in ("params", "grads", "optimizer")) for g in records]
     exact = counted == [rank_memory(s, rung, r, shapes).model_state for r in range(s.world)]
-    numbers = {"rung": rung, "layers": layers, "next_tried": False, "parameters": sum(_numel(sh) for _, sh in shapes),
-               "budget": device_budget, "model_peak": model, "state_exact": exact}
+    numbers = {
+        "rung": rung,
+        "layers": layers,
+        "next_tried": False,
+        "parameters": sum(_numel(sh) for _, sh in shapes),
+        "budget": device_budget,
+        "model_peak": model,
+        "state_exact": exact,
+    }
     peaks = [g.get("peak_allocated") for g in records]
     if None in peaks:
-        return Verdict("ladder.fit", "pass" if exact else "fail",
-                       f"{LABELS[rung]} with {layers} blocks ({numbers['parameters'] / 1e6:.2f} M parameters; {layers + 1} "
-                       "not tried) ran; "
-                       f"its counted model state {'equals' if exact else 'differs from'} the model. On the CPU there is "
-                       f"no device memory to run out of: that it fits the budget of {device_budget / 1e6:.0f} MB "
-                       f"per rank is the model's arithmetic ({model / 1e6:.1f} MB predicted).", numbers, _where(result))
+        return Verdict(
+            "ladder.fit",
+            "pass" if exact else "fail",
+            f"{LABELS[rung]} with {layers} blocks ({numbers['parameters'] / 1e6:.2f} M parameters; {layers + 1} "
+            "not tried) ran; "
+            f"its counted model state {'equals' if exact else 'differs from'} the model. On the CPU there is "
+            f"no device memory to run out of: that it fits the budget of {device_budget / 1e6:.0f} MB "
+            f"per rank is the model's arithmetic ({model / 1e6:.1f} MB predicted).",
+            numbers,
+            _where(result),
+        )
     peak = max(peaks)
     numbers |= {"peak": peak, "gap": peak / model - 1}
     if device_budget < SMALL_FOR_A_GPU:
-        return Verdict("ladder.fit", "info" if exact else "fail",
-                       f"{LABELS[rung]} with {layers} blocks ({numbers['parameters'] / 1e6:.2f} M parameters) ran with a "
-                       f"peak of {peak / 1e6:.0f} MB per rank against the small profile's budget of "
-                       f"{device_budget / 1e6:.0f} MB, which is sized for the CPU: on a GPU the fixed allocations "
-                       "(cuBLAS workspaces and the like) outweigh it, so the fit is checked only at the lesson sizes. "
-                       f"Counted model state {'equals' if exact else 'differs from'} the model.",
-                       numbers, _where(result))
+        return Verdict(
+            "ladder.fit",
+            "info" if exact else "fail",
+            f"{LABELS[rung]} with {layers} blocks ({numbers['parameters'] / 1e6:.2f} M parameters) ran with a "
+            f"peak of {peak / 1e6:.0f} MB per rank against the small profile's budget of "
+            f"{device_budget / 1e6:.0f} MB, which is sized for the CPU: on a GPU the fixed allocations "
+            "(cuBLAS workspaces and the like) outweigh it, so the fit is checked only at the lesson sizes. "
+            f"Counted model state {'equals' if exact else 'differs from'} the model.",
+            numbers,
+            _where(result),
+        )
     ok = peak <= device_budget and exact
-    return Verdict("ladder.fit", "pass" if ok else "fail",
-                   f"{LABELS[rung]} with {layers} blocks ({numbers['parameters'] / 1e9:.2f} B parameters; {layers + 1} not "
-                   "tried: that it is the largest is the model's prediction within its margins) ran with a "
-                   f"peak of {peak / 1e9:.1f} GB per rank ({numbers['gap']:+.0%} against the model's "
-                   f"{model / 1e9:.1f} GB), {'within' if peak <= device_budget else 'over'} the budget of "
-                   f"{device_budget / 1e9:.1f} GB; counted model state {'equals' if exact else 'differs from'} the model.",
-                   numbers, _where(result))
+    return Verdict(
+        "ladder.fit",
+        "pass" if ok else "fail",
+        f"{LABELS[rung]} with {layers} blocks ({numbers['parameters'] / 1e9:.2f} B parameters; {layers + 1} not "
+        "tried: that it is the largest is the model's prediction within its margins) ran with a "
+        f"peak of {peak / 1e9:.1f} GB per rank ({numbers['gap']:+.0%} against the model's "
+        f"{model / 1e9:.1f} GB), {'within' if peak <= device_budget else 'over'} the budget of "
+        f"{device_budget / 1e9:.1f} GB; counted model state {'equals' if exact else 'differs from'} the model.",
+        numbers,
+        _where(result),
+    )

@@ -56,9 +56,15 @@ from typing import Any
 
 RUNGS = ("ddp", "zero1", "fsdp_zero2", "fsdp_zero3", "fsdp_checkpointing", "fsdp_offload", "tensor_parallel")
 """The ladder, bottom to top (``nvtutorial/chapters/ch08_ladder/lessons/rungs.py``; a test keeps the two in step)."""
-LABELS = {"ddp": "DDP", "zero1": "ZeRO-1", "fsdp_zero2": "FSDP2, no reshard (ZeRO-2-like)",
-          "fsdp_zero3": "FSDP2 (ZeRO-3)", "fsdp_checkpointing": "ZeRO-3 + act. checkpointing",
-          "fsdp_offload": "ZeRO-3 + ckpt + CPU offload", "tensor_parallel": "tensor parallel"}
+LABELS = {
+    "ddp": "DDP",
+    "zero1": "ZeRO-1",
+    "fsdp_zero2": "FSDP2, no reshard (ZeRO-2-like)",
+    "fsdp_zero3": "FSDP2 (ZeRO-3)",
+    "fsdp_checkpointing": "ZeRO-3 + act. checkpointing",
+    "fsdp_offload": "ZeRO-3 + ckpt + CPU offload",
+    "tensor_parallel": "tensor parallel",
+}
 FSDP = ("fsdp_zero2", "fsdp_zero3", "fsdp_checkpointing", "fsdp_offload")
 TP_SPLIT = {"attn.wq": 0, "attn.wk": 0, "attn.wv": 0, "attn.wo": 1, "mlp.w1": 0, "mlp.w2": 1}
 """The dimension of each block matrix that tensor parallelism splits (``nn.Linear`` weights are out × in)."""
@@ -91,8 +97,14 @@ class Setup:
     def config(self):  # -> models.transformer.Config
         from nvtutorial.models import transformer
 
-        return transformer.Config(vocab=self.vocab, seq_len=self.seq_len, dim=self.dim, heads=self.heads,
-                                  layers=self.layers, mlp_ratio=self.mlp_ratio)
+        return transformer.Config(
+            vocab=self.vocab,
+            seq_len=self.seq_len,
+            dim=self.dim,
+            heads=self.heads,
+            layers=self.layers,
+            mlp_ratio=self.mlp_ratio,
+        )
 
     def shapes(self) -> list[tuple[str, tuple[int, ...]]]:
         from nvtutorial.models import transformer
@@ -227,8 +239,14 @@ class RankMemory:
 def rank_memory(s: Setup, rung: str, rank: int, shapes: Shapes | None = None) -> RankMemory:
     shapes = shapes if shapes is not None else s.shapes()
     state = model_state(rung, shapes, s.world, rank)
-    return RankMemory(rung, rank, **state, activations=activations(s, rung), transient=transient(s, rung, shapes),
-                      on_host=rung == "fsdp_offload")
+    return RankMemory(
+        rung,
+        rank,
+        **state,
+        activations=activations(s, rung),
+        transient=transient(s, rung, shapes),
+        on_host=rung == "fsdp_offload",
+    )
 
 
 def _padded(shape: Sequence[int], world: int) -> int:

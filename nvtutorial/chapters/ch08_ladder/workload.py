@@ -81,8 +81,10 @@ class Params:
     def __post_init__(self) -> None:
         unknown = [r for r in self.rungs if r not in RUNG_NAMES]
         require(bool(self.rungs) and not unknown, f"rungs={self.rungs}: use some of {', '.join(RUNG_NAMES)}")
-        require(self.steps >= 1 and self.timed >= 1 and self.repeats >= 2 and self.warmup >= 0,
-                "steps and timed must be at least 1, repeats at least 2 (a spread needs two), warmup 0 or more")
+        require(
+            self.steps >= 1 and self.timed >= 1 and self.repeats >= 2 and self.warmup >= 0,
+            "steps and timed must be at least 1, repeats at least 2 (a spread needs two), warmup 0 or more",
+        )
         require(self.dim % self.heads == 0, f"dim={self.dim} must be a multiple of heads={self.heads}")
         require(self.global_batch >= 1 and self.profile_steps >= 0, "global_batch at least 1, profile_steps 0 or more")
         require(self.fit_rung in RUNG_NAMES, f"fit_rung={self.fit_rung!r}: use one of {', '.join(RUNG_NAMES)}")
@@ -111,10 +113,12 @@ def held_bytes(model: Any, optimizer: Any) -> dict[str, int]:
     params = list(model.parameters())
     local_optimizer = optimizer.optim if isinstance(optimizer, ZeroRedundancyOptimizer) else optimizer
     state = [v for s in local_optimizer.state.values() for v in s.values() if hasattr(v, "numel")]
-    return {"params": sum(local_bytes(p) for p in params),
-            "grads": sum(local_bytes(p.grad) for p in params if p.grad is not None),
-            "optimizer": sum(local_bytes(v) for v in state),
-            "param_tensors": len(params)}
+    return {
+        "params": sum(local_bytes(p) for p in params),
+        "grads": sum(local_bytes(p.grad) for p in params if p.grad is not None),
+        "optimizer": sum(local_bytes(v) for v in state),
+        "param_tensors": len(params),
+    }
 
 
 # --------------------------------------------------------------------------------------------
@@ -147,16 +151,28 @@ def collective_counter():  # -> TorchDispatchMode
         return 0
 
     # op -> (kind, argument holding the full tensor, or the shard for all-gathers whose output is not an argument)
-    c10d = {"allreduce_": ("all_reduce", "tensors"), "allreduce_coalesced_": ("all_reduce", "tensors"),
-            "_allgather_base_": ("all_gather", "output_tensor"), "allgather_": ("all_gather", "output_tensors"),
-            "allgather_into_tensor_coalesced_": ("all_gather", "outputs"),
-            "_reduce_scatter_base_": ("reduce_scatter", "input_tensor"), "reduce_scatter_": ("reduce_scatter", "input_tensors"),
-            "reduce_scatter_tensor_coalesced_": ("reduce_scatter", "inputs"), "broadcast_": ("broadcast", "tensors"),
-            "alltoall_base_": ("all_to_all", "input")}
-    functional = {"all_reduce": ("all_reduce", "input"), "all_reduce_coalesced": ("all_reduce", "inputs"),
-                  "all_gather_into_tensor": ("all_gather", "input"), "all_gather_into_tensor_coalesced": ("all_gather", "inputs"),
-                  "reduce_scatter_tensor": ("reduce_scatter", "input"), "reduce_scatter_tensor_coalesced": ("reduce_scatter", "inputs"),
-                  "broadcast": ("broadcast", "input"), "all_to_all_single": ("all_to_all", "input")}
+    c10d = {
+        "allreduce_": ("all_reduce", "tensors"),
+        "allreduce_coalesced_": ("all_reduce", "tensors"),
+        "_allgather_base_": ("all_gather", "output_tensor"),
+        "allgather_": ("all_gather", "output_tensors"),
+        "allgather_into_tensor_coalesced_": ("all_gather", "outputs"),
+        "_reduce_scatter_base_": ("reduce_scatter", "input_tensor"),
+        "reduce_scatter_": ("reduce_scatter", "input_tensors"),
+        "reduce_scatter_tensor_coalesced_": ("reduce_scatter", "inputs"),
+        "broadcast_": ("broadcast", "tensors"),
+        "alltoall_base_": ("all_to_all", "input"),
+    }
+    functional = {
+        "all_reduce": ("all_reduce", "input"),
+        "all_reduce_coalesced": ("all_reduce", "inputs"),
+        "all_gather_into_tensor": ("all_gather", "input"),
+        "all_gather_into_tensor_coalesced": ("all_gather", "inputs"),
+        "reduce_scatter_tensor": ("reduce_scatter", "input"),
+        "reduce_scatter_tensor_coalesced": ("reduce_scatter", "inputs"),
+        "broadcast": ("broadcast", "input"),
+        "all_to_all_single": ("all_to_all", "input"),
+    }
 
     class CollectiveCounter(TorchDispatchMode):
         def __init__(self) -> None:
@@ -177,8 +193,14 @@ def collective_counter():  # -> TorchDispatchMode
                 root = None
                 if kind == "broadcast":
                     root = int(values["root_rank"] if "root_rank" in values else values["src"])
-                self.records.append({"kind": kind, "op": f"{func.namespace}.{name}", "bytes": size,
-                                     "sent": _sent(kind, size, world, rank, root)})
+                self.records.append(
+                    {
+                        "kind": kind,
+                        "op": f"{func.namespace}.{name}",
+                        "bytes": size,
+                        "sent": _sent(kind, size, world, rank, root),
+                    }
+                )
             return func(*args, **kwargs)
 
     return CollectiveCounter()
@@ -222,8 +244,9 @@ def full_gradients(model: Any, device: Any):  # -> Iterator[tuple[str, torch.Ten
         g = p.grad
         if isinstance(g, DTensor):  # an offloaded shard lives on the CPU: gather it on the rank's device
             local = g.to_local().to(device)
-            g = DTensor.from_local(local, g.device_mesh, g.placements, run_check=False, shape=g.shape,
-                                   stride=g.stride()).full_tensor()
+            g = DTensor.from_local(
+                local, g.device_mesh, g.placements, run_check=False, shape=g.shape, stride=g.stride()
+            ).full_tensor()
         yield name.removeprefix("module."), g
 
 
@@ -243,8 +266,12 @@ def gradient_check(model: Any, reference: dict[str, Any], device: Any) -> dict[s
             worst, rel = name, d
         got_sq += g.double().square().sum().item()
         ref_sq += r.double().square().sum().item()
-    return {"max_rel_diff": rel, "worst": worst, "norm_ratio": (got_sq / ref_sq) ** 0.5 if ref_sq else None,
-            "missing": missing}
+    return {
+        "max_rel_diff": rel,
+        "worst": worst,
+        "norm_ratio": (got_sq / ref_sq) ** 0.5 if ref_sq else None,
+        "missing": missing,
+    }
 
 
 # --------------------------------------------------------------------------------------------
@@ -268,8 +295,9 @@ def _nvlink_tx(ctx: runtime.Context) -> tuple[int | None, str]:
     return nvlink_tx_bytes(ctx)
 
 
-def run_rung(ctx: runtime.Context, p: Params, rung: str, reference_grads: dict[str, Any] | None = None,
-             desc: str | None = None) -> dict[str, Any]:
+def run_rung(
+    ctx: runtime.Context, p: Params, rung: str, reference_grads: dict[str, Any] | None = None, desc: str | None = None
+) -> dict[str, Any]:
     """Train, count, time and (optionally) trace one rung from a freshly built model; with ``reference_grads``
     first compare its gradients of step 0 (no update) with them. ``desc`` names its progress bar (the rung's name)."""
     import torch
@@ -278,8 +306,9 @@ def run_rung(ctx: runtime.Context, p: Params, rung: str, reference_grads: dict[s
     from nvtutorial.chapters.ch08_ladder.lessons.train import global_loss, local_batch, train_step
     from nvtutorial.models import transformer
 
-    cfg = transformer.Config(vocab=p.vocab, seq_len=p.seq_len, dim=p.dim, heads=p.heads, layers=p.layers,
-                             mlp_ratio=p.mlp_ratio)
+    cfg = transformer.Config(
+        vocab=p.vocab, seq_len=p.seq_len, dim=p.dim, heads=p.heads, layers=p.layers, mlp_ratio=p.mlp_ratio
+    )
     _free(ctx)
     if p.init == "meta":
         model, optimizer = RUNGS[rung](transformer.build(cfg, device="meta"), ctx.device)
@@ -346,8 +375,9 @@ def run_rung(ctx: runtime.Context, p: Params, rung: str, reference_grads: dict[s
     out["step_s_median"] = statistics.median(repeats)
     if ctx.is_gpu:
         out["peak_allocated"] = torch.cuda.max_memory_allocated(ctx.device)
-    out["nvlink_tx_bytes_per_step"] = ((tx_after - tx_before) / (p.repeats * p.timed)
-                                       if tx_before is not None and tx_after is not None else None)
+    out["nvlink_tx_bytes_per_step"] = (
+        (tx_after - tx_before) / (p.repeats * p.timed) if tx_before is not None and tx_after is not None else None
+    )
     out["nvlink_note"] = tx_note
 
     if p.profile_steps:
@@ -388,13 +418,21 @@ def run(ctx: runtime.Context, p: Params) -> dict[str, Any]:
     from nvtutorial.chapters.ch08_ladder.lessons.train import train
     from nvtutorial.models import transformer
 
-    cfg = transformer.Config(vocab=p.vocab, seq_len=p.seq_len, dim=p.dim, heads=p.heads, layers=p.layers,
-                             mlp_ratio=p.mlp_ratio)
-    out: dict[str, Any] = {"config": dataclasses.asdict(cfg), "global_batch": p.global_batch,
-                           "world_size": ctx.world_size, "rank": ctx.rank, "device": str(ctx.device)}
-    require(p.global_batch % ctx.world_size == 0,
-            f"global_batch={p.global_batch} must be a multiple of the {ctx.world_size} ranks: each data-parallel rank "
-            "trains on an equal share (else the mean of the ranks' losses is not the global batch's)")
+    cfg = transformer.Config(
+        vocab=p.vocab, seq_len=p.seq_len, dim=p.dim, heads=p.heads, layers=p.layers, mlp_ratio=p.mlp_ratio
+    )
+    out: dict[str, Any] = {
+        "config": dataclasses.asdict(cfg),
+        "global_batch": p.global_batch,
+        "world_size": ctx.world_size,
+        "rank": ctx.rank,
+        "device": str(ctx.device),
+    }
+    require(
+        p.global_batch % ctx.world_size == 0,
+        f"global_batch={p.global_batch} must be a multiple of the {ctx.world_size} ranks: each data-parallel rank "
+        "trains on an equal share (else the mean of the ranks' losses is not the global batch's)",
+    )
     grads = None
     if p.reference:
         ctx.progress(0, 1, desc="one-process reference")
@@ -412,12 +450,25 @@ def run(ctx: runtime.Context, p: Params) -> dict[str, Any]:
         out["checkpoint"]["config"] = dataclasses.asdict(small)
     if p.fit_layers:
         init = "meta" if p.fit_rung in META_RUNGS else "full"
-        big = dataclasses.replace(p, rungs=(p.fit_rung,), layers=p.fit_layers, init=init, steps=1, warmup=0, timed=1, repeats=2,
-                                  profile_steps=0)
+        big = dataclasses.replace(
+            p,
+            rungs=(p.fit_rung,),
+            layers=p.fit_layers,
+            init=init,
+            steps=1,
+            warmup=0,
+            timed=1,
+            repeats=2,
+            profile_steps=0,
+        )
         try:
             out["fit"] = run_rung(ctx, big, p.fit_rung, desc=f"the largest model: {p.fit_rung}, {p.fit_layers} blocks")
         except torch.OutOfMemoryError as exc:  # the model's estimate was too low: a result, not a lost run
-            out["fit"] = {"rung": p.fit_rung, "layers": p.fit_layers, "error": f"OutOfMemoryError: {str(exc).splitlines()[0]}"}
+            out["fit"] = {
+                "rung": p.fit_rung,
+                "layers": p.fit_layers,
+                "error": f"OutOfMemoryError: {str(exc).splitlines()[0]}",
+            }
             _free(ctx)
     return out
 

@@ -34,8 +34,10 @@ NAME = "multinode_resume"
 """The exercise's name (``teach.check.check("multinode_resume", ...)``)."""
 
 NOTEBOOK = "09_beyond_one_machine"
-TASK = ("Write resume(path, model, optimizer) for the elastic lesson: load the last checkpoint into the DDP model "
-        "and the optimizer, return the steps it holds (0 when there is no checkpoint).")
+TASK = (
+    "Write resume(path, model, optimizer) for the elastic lesson: load the last checkpoint into the DDP model "
+    "and the optimizer, return the steps it holds (0 when there is no checkpoint)."
+)
 KIND = "function"
 
 
@@ -146,12 +148,21 @@ def check_local(candidate: Callable[..., Any]) -> tuple[bool, str]:
         except Exception as exc:  # noqa: BLE001 - the learner's code: say what it raised
             return False, f"with no checkpoint yet (the first attempt) your resume raised {type(exc).__name__}: {exc}"
         if got != 0 or not torch.equal(_weights(model), before):
-            return False, (f"with no checkpoint yet (the first attempt) resume must change nothing and return 0; it "
-                           f"returned {got!r}")
+            return False, (
+                f"with no checkpoint yet (the first attempt) resume must change nothing and return 0; it "
+                f"returned {got!r}"
+            )
         for step in range(SAVED_AFTER):
             _step(model, optimizer, step)
-        torch.save({"model": model.module.state_dict(), "optimizer": optimizer.state_dict(), "step": SAVED_AFTER,
-                    "world_size": 1}, path)
+        torch.save(
+            {
+                "model": model.module.state_dict(),
+                "optimizer": optimizer.state_dict(),
+                "step": SAVED_AFTER,
+                "world_size": 1,
+            },
+            path,
+        )
         for step in range(SAVED_AFTER, total):
             _step(model, optimizer, step)
         want = _weights(model)
@@ -162,8 +173,10 @@ def check_local(candidate: Callable[..., Any]) -> tuple[bool, str]:
         except Exception as exc:  # noqa: BLE001
             text = f"{type(exc).__name__}: {str(exc).splitlines()[0].rstrip(':') if str(exc) else ''}"
             if "module." in str(exc):
-                return False, (f"loading raised {text}: the checkpoint holds model.module's weights (no 'module.' in "
-                               f"the keys); load them into model.module, not into the DDP wrapper")
+                return False, (
+                    f"loading raised {text}: the checkpoint holds model.module's weights (no 'module.' in "
+                    f"the keys); load them into model.module, not into the DDP wrapper"
+                )
             return False, f"loading the checkpoint raised {text}"
         if isinstance(got, bool) or not isinstance(got, int):
             return False, f"resume must return the number of steps already done (an int), not {got!r}"
@@ -171,32 +184,46 @@ def check_local(candidate: Callable[..., Any]) -> tuple[bool, str]:
         loaded = all(torch.equal(p, saved[k]) for k, p in fresh.module.state_dict().items())
         if not loaded:
             if got == 0:
-                return False, ("the weights were not loaded and it returned 0: training starts again from scratch, so "
-                               f"the {SAVED_AFTER} steps before the checkpoint are done again and the checkpoint is "
-                               "ignored")
+                return False, (
+                    "the weights were not loaded and it returned 0: training starts again from scratch, so "
+                    f"the {SAVED_AFTER} steps before the checkpoint are done again and the checkpoint is "
+                    "ignored"
+                )
             return False, "the model's weights are not the checkpoint's: load state['model'] into model.module"
         if got == 0:
-            return False, (f"it returned 0 after loading a checkpoint of {SAVED_AFTER} steps: the loop then runs every "
-                           f"step again from the start, so {SAVED_AFTER} steps are done again on top of the loaded "
-                           "weights and the run trains too long")
+            return False, (
+                f"it returned 0 after loading a checkpoint of {SAVED_AFTER} steps: the loop then runs every "
+                f"step again from the start, so {SAVED_AFTER} steps are done again on top of the loaded "
+                "weights and the run trains too long"
+            )
         if got > SAVED_AFTER:
-            return False, (f"it returned {got} for a checkpoint of {SAVED_AFTER} steps: step {SAVED_AFTER + 1} is "
-                           "skipped; return state['step'] itself (steps done, not the next one)")
+            return False, (
+                f"it returned {got} for a checkpoint of {SAVED_AFTER} steps: step {SAVED_AFTER + 1} is "
+                "skipped; return state['step'] itself (steps done, not the next one)"
+            )
         if got != SAVED_AFTER:
             return False, f"it returned {got}; the checkpoint holds {SAVED_AFTER} steps: return state['step']"
         saved_state = torch.load(path, weights_only=True)["optimizer"]["state"]
         state = fresh_opt.state_dict()["state"]
-        if set(state) != set(saved_state) or not all(torch.equal(state[k]["exp_avg"], saved_state[k]["exp_avg"])
-                                                     for k in saved_state):
-            return False, ("the weights were loaded but not the optimizer state: AdamW's moments and step count start "
-                           "from zero again, so every later step differs from the uninterrupted run; load "
-                           "state['optimizer'] into the optimizer too")
+        if set(state) != set(saved_state) or not all(
+            torch.equal(state[k]["exp_avg"], saved_state[k]["exp_avg"]) for k in saved_state
+        ):
+            return False, (
+                "the weights were loaded but not the optimizer state: AdamW's moments and step count start "
+                "from zero again, so every later step differs from the uninterrupted run; load "
+                "state['optimizer'] into the optimizer too"
+            )
         for step in range(SAVED_AFTER, total):
             _step(fresh, fresh_opt, step)
         if not torch.equal(_weights(fresh), want):
-            return False, f"after resuming, {total - SAVED_AFTER} more steps do not give the uninterrupted run's weights"
-    return True, (f"resumed exactly: {total - SAVED_AFTER} steps after the checkpoint give the weights of "
-                  f"{total} uninterrupted steps, and a first attempt without a checkpoint starts at 0")
+            return (
+                False,
+                f"after resuming, {total - SAVED_AFTER} more steps do not give the uninterrupted run's weights",
+            )
+    return True, (
+        f"resumed exactly: {total - SAVED_AFTER} steps after the checkpoint give the weights of "
+        f"{total} uninterrupted steps, and a first attempt without a checkpoint starts at 0"
+    )
 
 
 def load_candidate(path: str, entry: str) -> Callable[..., Any]:
@@ -216,7 +243,7 @@ def main(argv: list[str]) -> None:
     split = argv.index("--")
     own = dict(zip(argv[:split:2], argv[1:split:2]))
     elastic_train.resume = load_candidate(own["--candidate"], own["--entry"])
-    sys.argv = [elastic_train.__file__, *argv[split + 1:]]
+    sys.argv = [elastic_train.__file__, *argv[split + 1 :]]
     elastic_train.main()
 
 

@@ -109,9 +109,13 @@ class ElasticOutcome:
         """The run as seen from fault ``i``: its attempt is attempt 0, the attempts after it follow."""
         if not 0 <= i < len(self.kill_times):
             raise IndexError(f"fault {i}: {len(self.kill_times)} fault(s) struck in this run")
-        return dataclasses.replace(self, fault=self.faults[i], killed_at_s=self.kill_times[i],
-                                   steps=[(t, a - i, s) for t, a, s in self.steps if a >= i],
-                                   attempts=[(t, a - i, s) for t, a, s in self.attempts if a >= i])
+        return dataclasses.replace(
+            self,
+            fault=self.faults[i],
+            killed_at_s=self.kill_times[i],
+            steps=[(t, a - i, s) for t, a, s in self.steps if a >= i],
+            attempts=[(t, a - i, s) for t, a, s in self.attempts if a >= i],
+        )
 
     @property
     def where(self) -> str:
@@ -191,7 +195,9 @@ class ElasticOutcome:
     def timeline(self) -> list[dict[str, Any]]:
         """The events and attempts in order, as table rows."""
         rows = [{"t_s": t, "what": what} for t, what in self.events]
-        rows += [{"t_s": t, "what": f"attempt {a} started at step {s} (rank 0's first line)"} for t, a, s in self.attempts]
+        rows += [
+            {"t_s": t, "what": f"attempt {a} started at step {s} (rank 0's first line)"} for t, a, s in self.attempts
+        ]
         for a in sorted({a for _, a, _ in self.steps}):
             done = [(t, s) for t, b, s in self.steps if b == a]
             rows.append({"t_s": done[-1][0], "what": f"attempt {a}: steps {done[0][1]}–{done[-1][1]} done"})
@@ -217,8 +223,14 @@ def lesson_args(sizes: Mapping[str, Any], ckpt_dir: str | os.PathLike[str]) -> l
 class _Elastic:
     """The agents of one elastic run, the fault, and what rank 0's log said when."""
 
-    def __init__(self, spec: launch.LaunchSpec, faults: Sequence[Fault], keep_alive_s: float, show: bool,
-                 join_timeout_s: float | None = None) -> None:
+    def __init__(
+        self,
+        spec: launch.LaunchSpec,
+        faults: Sequence[Fault],
+        keep_alive_s: float,
+        show: bool,
+        join_timeout_s: float | None = None,
+    ) -> None:
         self.spec, self.faults, self.show = spec, list(faults), show
         self.port = free_port()
         self.gpu_ids = [g.uuid for g in hardware.gpus()] if spec.nnodes > 1 and spec.backend == "nccl" else []
@@ -266,9 +278,16 @@ class _Elastic:
         log = self.spec.run_dir / (f"node{node}" if self.spec.nnodes > 1 else "") / log_name
         log.parent.mkdir(parents=True, exist_ok=True)
         with open(log, "w") as fh:
-            self.agents[name] = self.tree.add(subprocess.Popen(
-                self.command(node), stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                env=node_environment(self.spec, node, self.gpu_ids), start_new_session=True))
+            self.agents[name] = self.tree.add(
+                subprocess.Popen(
+                    self.command(node),
+                    stdout=fh,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    env=node_environment(self.spec, node, self.gpu_ids),
+                    start_new_session=True,
+                )
+            )
 
     def read_rank0(self) -> None:
         try:
@@ -315,8 +334,10 @@ class _Elastic:
         self.kill_times.append(struck)
         self.dying += procs
         self.lost.add(name)
-        self.event(f"SIGKILL to node {fault.target}: its torchrun agent and {len(procs) - 1} process(es) it started "
-                   f"(pids {', '.join(map(str, killed))}), after rank 0 logged step {max(done)}")
+        self.event(
+            f"SIGKILL to node {fault.target}: its torchrun agent and {len(procs) - 1} process(es) it started "
+            f"(pids {', '.join(map(str, killed))}), after rank 0 logged step {max(done)}"
+        )
         if fault.replace_after_s is not None:
             self.replace_at = struck + fault.replace_after_s
             self.replace_node = fault.target
@@ -356,11 +377,24 @@ def _placement(spec: launch.LaunchSpec) -> str:
     return f"NCCL, {nodes}, {' + '.join(names) or 'GPU'}"
 
 
-def run_elastic(args: Sequence[str], *, nproc: int = 2, nnodes: int = 1, max_restarts: int = 1,
-                fault: Fault | Sequence[Fault] | None = None, every: int, backend: launch.Backend = "auto",
-                env: Mapping[str, Any] | None = None, timeout: float = 300.0, keep_alive_s: float = 3.0,
-                out: str | os.PathLike[str] | None = None, script: str | os.PathLike[str] = LESSON,
-                show: bool = True, check: bool = True, join_timeout_s: float | None = None) -> ElasticOutcome:
+def run_elastic(
+    args: Sequence[str],
+    *,
+    nproc: int = 2,
+    nnodes: int = 1,
+    max_restarts: int = 1,
+    fault: Fault | Sequence[Fault] | None = None,
+    every: int,
+    backend: launch.Backend = "auto",
+    env: Mapping[str, Any] | None = None,
+    timeout: float = 300.0,
+    keep_alive_s: float = 3.0,
+    out: str | os.PathLike[str] | None = None,
+    script: str | os.PathLike[str] = LESSON,
+    show: bool = True,
+    check: bool = True,
+    join_timeout_s: float | None = None,
+) -> ElasticOutcome:
     """Train the lesson with ``args`` on ``nnodes`` × ``nproc`` ranks under ``--max-restarts``, with ``fault``
     (one :class:`Fault`, or several that strike in turn).
 
@@ -375,8 +409,18 @@ def run_elastic(args: Sequence[str], *, nproc: int = 2, nnodes: int = 1, max_res
     for f in faults:
         if f.kind == "node" and not 0 <= f.target < nnodes:
             raise ValueError(f"Fault target node {f.target}: this run has nodes 0..{nnodes - 1}")
-    spec = launch.prepare(str(script), nproc=nproc, nnodes=nnodes, args=list(args), env=env, out=out,
-                          backend=backend, max_restarts=max_restarts, timeout=timeout, output="none")
+    spec = launch.prepare(
+        str(script),
+        nproc=nproc,
+        nnodes=nnodes,
+        args=list(args),
+        env=env,
+        out=out,
+        backend=backend,
+        max_restarts=max_restarts,
+        timeout=timeout,
+        output="none",
+    )
     for f in faults:
         if f.kind == "rank" and not 0 <= f.target < spec.world_size:
             raise ValueError(f"Fault target rank {f.target}: this run has ranks 0..{spec.world_size - 1}")
@@ -390,8 +434,11 @@ def run_elastic(args: Sequence[str], *, nproc: int = 2, nnodes: int = 1, max_res
             lab.start_agent(node, f"agent{node}" if nnodes > 1 else "agent")
         lab.event(f"{nnodes} torchrun agent(s) started, {nproc} rank(s) each, --max-restarts {max_restarts}")
         if show:  # the seconds before rank 0's first line: say what they are
-            print(f"[lab {lab.now():6.2f} s] waiting for rank 0's first line: each agent imports torch, starts its "
-                  "rank (which imports torch too) and they meet at the rendezvous", flush=True)
+            print(
+                f"[lab {lab.now():6.2f} s] waiting for rank 0's first line: each agent imports torch, starts its "
+                "rank (which imports torch too) and they meet at the rendezvous",
+                flush=True,
+            )
         while any(a.poll() is None for a in lab.live()) or lab.replace_at is not None:
             lab.read_rank0()
             lab.strike()
@@ -410,8 +457,10 @@ def run_elastic(args: Sequence[str], *, nproc: int = 2, nnodes: int = 1, max_res
         lab.tree.end()
     if interrupted:
         result = diagnosis.collect(spec, 1, time.time() - started, None)
-        result.error = {"type": "KeyboardInterrupt", "message": "interrupted by the caller; every process of the lab "
-                        "was ended"}
+        result.error = {
+            "type": "KeyboardInterrupt",
+            "message": "interrupted by the caller; every process of the lab was ended",
+        }
         with contextlib.suppress(OSError):
             result.save()
         raise launch.RunInterrupted(
@@ -419,7 +468,8 @@ def run_elastic(args: Sequence[str], *, nproc: int = 2, nnodes: int = 1, max_res
             f"in" + (f", {len(lab.kill_times)} of {len(faults)} fault(s) struck" if faults else "") + ")\n"
             f"ended: every process of the lab (its torchrun agents, their ranks and whatever they started)\n"
             f"kept: its folder {spec.run_dir} (the agents' and ranks' logs; result.json records the interruption)",
-            result) from None
+            result,
+        ) from None
     # a killed agent was reaped while it was killed: its code is the signal's
     codes = {name: -9 if name in lab.lost else a.returncode for name, a in lab.agents.items()}
     final = [codes[name] for name in codes if name not in lab.lost]
@@ -433,22 +483,39 @@ def run_elastic(args: Sequence[str], *, nproc: int = 2, nnodes: int = 1, max_res
     if returncode != 0:
         failure = diagnosis.diagnose(spec, result, diagnosis.Observed(timed_out=timed_out))
     result.save()
-    outcome = ElasticOutcome(result=result, fault=faults[0] if faults else None, every=every, steps=lab.steps,
-                             attempts=lab.attempts, events=lab.events,
-                             killed_at_s=lab.kill_times[0] if lab.kill_times else None,
-                             killed_pids=tuple(lab.killed_pids), agent_returncodes=tuple(codes.values()),
-                             placement=_placement(spec), faults=tuple(faults), kill_times=tuple(lab.kill_times),
-                             started_wall=lab.started_wall)
+    outcome = ElasticOutcome(
+        result=result,
+        fault=faults[0] if faults else None,
+        every=every,
+        steps=lab.steps,
+        attempts=lab.attempts,
+        events=lab.events,
+        killed_at_s=lab.kill_times[0] if lab.kill_times else None,
+        killed_pids=tuple(lab.killed_pids),
+        agent_returncodes=tuple(codes.values()),
+        placement=_placement(spec),
+        faults=tuple(faults),
+        kill_times=tuple(lab.kill_times),
+        started_wall=lab.started_wall,
+    )
     if failure is not None and check:
         agents = [line for log in sorted(spec.run_dir.glob("**/agent*.log")) for line in diagnosis.tail(log, 8)]
         raise RecoveryError(f"{failure.message}\n--- last lines of the torchrun agents ---\n" + "\n".join(agents))
     return outcome
 
 
-
-def check_resume(candidate: Any, reference: ElasticOutcome | RunResult, sizes: Mapping[str, Any], *,
-                 kill_after: int, nproc: int = 1, nnodes: int = 2, backend: launch.Backend = "auto",
-                 quick: bool = True, timeout: float = 300.0) -> Any:
+def check_resume(
+    candidate: Any,
+    reference: ElasticOutcome | RunResult,
+    sizes: Mapping[str, Any],
+    *,
+    kill_after: int,
+    nproc: int = 1,
+    nnodes: int = 2,
+    backend: launch.Backend = "auto",
+    quick: bool = True,
+    timeout: float = 300.0,
+) -> Any:
     """Judge the learner's ``resume`` (exercise ``multinode_resume``) by killing a rank of a real run.
 
     With ``quick`` the exercise's own fast check runs first and a failure there is the answer. Then
@@ -465,9 +532,13 @@ def check_resume(candidate: Any, reference: ElasticOutcome | RunResult, sizes: M
     entry = getattr(candidate, "__name__", None)
     if not entry or not entry.isidentifier():
         raise teach_check.ExerciseError(f"exercise {name}: pass the function itself (def resume(...) in a cell)")
-    print(f"checking {entry}: " + ("first in this kernel, on a checkpoint of a small model; then " if quick else "")
-          + f"on a real run: the lesson with it on {nnodes} emulated node(s) × {nproc} rank(s), rank 1 killed after "
-          f"step {kill_after}, restarted by torchrun", flush=True)
+    print(
+        f"checking {entry}: "
+        + ("first in this kernel, on a checkpoint of a small model; then " if quick else "")
+        + f"on a real run: the lesson with it on {nnodes} emulated node(s) × {nproc} rank(s), rank 1 killed after "
+        f"step {kill_after}, restarted by torchrun",
+        flush=True,
+    )
     if quick:
         local = teach_check.check(name, candidate)
         if not local.passed:
@@ -475,38 +546,79 @@ def check_resume(candidate: Any, reference: ElasticOutcome | RunResult, sizes: M
     source = teach_check.candidate_source(candidate)
     ckpt = checkpoint_dir("exercise-resume")
     (ckpt / "candidate.py").write_text(source)
-    args = ["--candidate", str(ckpt / "candidate.py"), "--entry", entry, "--",
-            *lesson_args(sizes, ckpt / "ckpt")]
+    args = ["--candidate", str(ckpt / "candidate.py"), "--entry", entry, "--", *lesson_args(sizes, ckpt / "ckpt")]
     every = int(sizes.get("every", 10))
-    outcome = run_elastic(args, nproc=nproc, nnodes=nnodes, max_restarts=2, fault=Fault("rank", kill_after),
-                          every=every, backend=backend, timeout=timeout, out=ckpt / "run",
-                          script=exercise.__file__, show=True, check=False)
+    outcome = run_elastic(
+        args,
+        nproc=nproc,
+        nnodes=nnodes,
+        max_restarts=2,
+        fault=Fault("rank", kill_after),
+        every=every,
+        backend=backend,
+        timeout=timeout,
+        out=ckpt / "run",
+        script=exercise.__file__,
+        show=True,
+        check=False,
+    )
     where = outcome.where
-    details: dict[str, Any] = {"run_dir": str(outcome.result.run_dir), "resumed_from": outcome.resumed_from,
-                               "last_step_before_kill": outcome.last_step_before_kill, "steps_lost": outcome.steps_lost,
-                               "every": every, "killed_pids": list(outcome.killed_pids), "identical": None}
+    details: dict[str, Any] = {
+        "run_dir": str(outcome.result.run_dir),
+        "resumed_from": outcome.resumed_from,
+        "last_step_before_kill": outcome.last_step_before_kill,
+        "steps_lost": outcome.steps_lost,
+        "every": every,
+        "killed_pids": list(outcome.killed_pids),
+        "identical": None,
+    }
     if not outcome.ok:
         error = outcome.result.error or {}
-        return teach_check.CheckResult(name, False, f"the run with your resume did not finish: {error.get('type', 'error')}: "
-                                       f"{str(error.get('message', '')).splitlines()[0][:300]}", where, details)
+        return teach_check.CheckResult(
+            name,
+            False,
+            f"the run with your resume did not finish: {error.get('type', 'error')}: "
+            f"{str(error.get('message', '')).splitlines()[0][:300]}",
+            where,
+            details,
+        )
     lost, resumed = outcome.steps_lost, outcome.resumed_from
     if resumed is None:
-        return teach_check.CheckResult(name, False, "the killed rank was never restarted (no second start in the log)",
-                                       where, details)
-    same = report.same_weights(reference_checkpoint(reference), outcome.checkpoint, "uninterrupted",
-                               "killed and resumed", where)
+        return teach_check.CheckResult(
+            name, False, "the killed rank was never restarted (no second start in the log)", where, details
+        )
+    same = report.same_weights(
+        reference_checkpoint(reference), outcome.checkpoint, "uninterrupted", "killed and resumed", where
+    )
     details["identical"] = bool(same.numbers.get("identical"))
     if lost is not None and lost >= every:
-        return teach_check.CheckResult(name, False, f"it resumed at step {resumed} after the kill at step "
-                                       f"{outcome.last_step_before_kill}: {lost} steps were done again, more than the "
-                                       f"{every} between checkpoints; the checkpoint was ignored", where, details)
+        return teach_check.CheckResult(
+            name,
+            False,
+            f"it resumed at step {resumed} after the kill at step "
+            f"{outcome.last_step_before_kill}: {lost} steps were done again, more than the "
+            f"{every} between checkpoints; the checkpoint was ignored",
+            where,
+            details,
+        )
     if same.status != "pass":
-        return teach_check.CheckResult(name, False, f"it recovered (resumed at step {resumed}, {lost} steps done again) "
-                                       f"but the final weights differ from the uninterrupted run's: {same.text}",
-                                       where, details)
-    return teach_check.CheckResult(name, True, f"rank 1 killed after step {outcome.last_step_before_kill}, resumed at "
-                                   f"step {resumed} ({lost} steps done again), final weights identical to the "
-                                   f"uninterrupted run's", where, details)
+        return teach_check.CheckResult(
+            name,
+            False,
+            f"it recovered (resumed at step {resumed}, {lost} steps done again) "
+            f"but the final weights differ from the uninterrupted run's: {same.text}",
+            where,
+            details,
+        )
+    return teach_check.CheckResult(
+        name,
+        True,
+        f"rank 1 killed after step {outcome.last_step_before_kill}, resumed at "
+        f"step {resumed} ({lost} steps done again), final weights identical to the "
+        f"uninterrupted run's",
+        where,
+        details,
+    )
 
 
 def reference_checkpoint(run: ElasticOutcome | RunResult) -> Path:

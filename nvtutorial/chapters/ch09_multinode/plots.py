@@ -25,34 +25,71 @@ def plot_recovery(outcomes: Mapping[str, ElasticOutcome]) -> tuple[Any, Any]:
         end = max([t for t, _, _ in o.steps] + [t for t, _ in o.events] + [1.0])
         top = max([s for _, _, s in o.steps] + [1])
         if 0 in first_steps:
-            ax.axvspan(0, first_steps[0], color=COLOURS["idle"], alpha=0.6, lw=0,
-                       label="start-up: agents, imports, rendezvous")
-            ax.text(first_steps[0] / 2, top * 1.02, f"start-up\n{first_steps[0]:.1f} s", ha="center", va="bottom",
-                    fontsize=8)
+            ax.axvspan(
+                0, first_steps[0], color=COLOURS["idle"], alpha=0.6, lw=0, label="start-up: agents, imports, rendezvous"
+            )
+            ax.text(
+                first_steps[0] / 2,
+                top * 1.02,
+                f"start-up\n{first_steps[0]:.1f} s",
+                ha="center",
+                va="bottom",
+                fontsize=8,
+            )
         for a in sorted(first_steps):
             pts = [(t, s) for t, b, s in o.steps if b == a]
-            ax.plot([t for t, _ in pts], [s for _, s in pts], ".", ms=5, color=f"C{a}",
-                    label="first attempt" if a == 0 else f"after restart {a}")
+            ax.plot(
+                [t for t, _ in pts],
+                [s for _, s in pts],
+                ".",
+                ms=5,
+                color=f"C{a}",
+                label="first attempt" if a == 0 else f"after restart {a}",
+            )
         kills = range(len(o.kill_times)) if o.kill_times else ([0] if o.killed_at_s is not None else [])
         for i in kills:
             p = o.part(i) if o.kill_times else o
             what = p.fault.kind if p.fault is not None else "kill"
-            ax.axvline(p.killed_at_s, color=COLOURS["exposed"], lw=1.2, ls="--",
-                       label="SIGKILL (rank or node)" if i == 0 else None)
+            ax.axvline(
+                p.killed_at_s,
+                color=COLOURS["exposed"],
+                lw=1.2,
+                ls="--",
+                label="SIGKILL (rank or node)" if i == 0 else None,
+            )
             if p.recovery_s is not None:
-                ax.axvspan(p.killed_at_s, p.killed_at_s + p.recovery_s, color=COLOURS["exposed"], alpha=0.12, lw=0,
-                           label="recovery: kill to first new step" if i == 0 else None)
-                ax.text(p.killed_at_s + p.recovery_s / 2, top * 1.02,
-                        f"{what} lost: back after\n{p.recovery_s:.1f} s, {p.steps_lost} steps again", ha="center",
-                        va="bottom", fontsize=8)
+                ax.axvspan(
+                    p.killed_at_s,
+                    p.killed_at_s + p.recovery_s,
+                    color=COLOURS["exposed"],
+                    alpha=0.12,
+                    lw=0,
+                    label="recovery: kill to first new step" if i == 0 else None,
+                )
+                ax.text(
+                    p.killed_at_s + p.recovery_s / 2,
+                    top * 1.02,
+                    f"{what} lost: back after\n{p.recovery_s:.1f} s, {p.steps_lost} steps again",
+                    ha="center",
+                    va="bottom",
+                    fontsize=8,
+                )
             if p.resumed_from is not None and p.last_step_before_kill is not None and p.steps_lost:
-                ax.axhspan(p.resumed_from + 0.5, p.last_step_before_kill + 0.5, color=COLOURS["phase"], alpha=0.15,
-                           lw=0, label="steps done twice" if i == 0 else None)
+                ax.axhspan(
+                    p.resumed_from + 0.5,
+                    p.last_step_before_kill + 0.5,
+                    color=COLOURS["phase"],
+                    alpha=0.15,
+                    lw=0,
+                    label="steps done twice" if i == 0 else None,
+                )
         training = sum(max(t for t, b, _ in o.steps if b == a) - first_steps[a] for a in first_steps)
         ax.set_xlim(0, end * 1.02)
         ax.set_ylim(0, top * 1.22)
-        ax.set_title(f"{name}: {training:.1f} s of the {end:.0f} s were training steps; the rest, start-up and "
-                     "recovery", fontsize=10)
+        ax.set_title(
+            f"{name}: {training:.1f} s of the {end:.0f} s were training steps; the rest, start-up and recovery",
+            fontsize=10,
+        )
         ax.set_xlabel("seconds since the torchrun agents started")
         ax.set_ylabel("steps completed (rank 0)")
         ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))

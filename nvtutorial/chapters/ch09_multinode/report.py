@@ -15,17 +15,19 @@ from pathlib import Path
 from typing import Any
 
 from nvtutorial.machine import nccl_debug
-from nvtutorial.results import RunResult
 from nvtutorial.report import predict
 from nvtutorial.report.verdict import Verdict, compare, comparison_verdict
+from nvtutorial.results import RunResult
 
 ElasticOutcome = Any
 """An :class:`nvtutorial.chapters.ch09_multinode.lab.ElasticOutcome` (not imported: report never depends on a lab)."""
 
 _NNODES = re.compile(r"NCCL INFO comm \S+ rank (\d+) nRanks (\d+) nNodes (\d+) localRanks (\d+)")
-_AGENT_WORDS = re.compile(r"Worker group (FAILED|UNHEALTHY)\. .*|failed \(exitcode: -?\d+\) local_rank: \d+|"
-                          r"Detected \d+ new nodes.*|RendezvousConnectionError: .*|RendezvousTimeoutError: .*|"
-                          r"ChildFailedError|worker group successfully finished")
+_AGENT_WORDS = re.compile(
+    r"Worker group (FAILED|UNHEALTHY)\. .*|failed \(exitcode: -?\d+\) local_rank: \d+|"
+    r"Detected \d+ new nodes.*|RendezvousConnectionError: .*|RendezvousTimeoutError: .*|"
+    r"ChildFailedError|worker group successfully finished"
+)
 _STAMP = re.compile(r"^[IWE](\d{4} \d\d:\d\d:\d\d\.\d+)")
 
 SOURCES = {
@@ -37,8 +39,11 @@ SOURCES = {
 """Where the published figures of notebook 09 come from (cited next to them)."""
 
 PUBLISHED = [
-    {"path": "NVLink 4, one H100/H200 GPU to the others of its node", "GB/s per direction": 450.0,
-     "source": SOURCES["nvlink-h100"]},
+    {
+        "path": "NVLink 4, one H100/H200 GPU to the others of its node",
+        "GB/s per direction": 450.0,
+        "source": SOURCES["nvlink-h100"],
+    },
     {"path": "one NDR InfiniBand port (400 Gb/s)", "GB/s per direction": 50.0, "source": SOURCES["ib-ndr"]},
     {"path": "a DGX H100 node's 8 NDR ports together", "GB/s per direction": 400.0, "source": SOURCES["dgx-h100"]},
 ]
@@ -46,6 +51,7 @@ PUBLISHED = [
 
 
 # --- one job, several nodes ------------------------------------------------------------------------
+
 
 def checkpoint_weights(path: str | os.PathLike[str]) -> tuple[dict[str, Any], int]:
     """The model weights and the step count of a checkpoint the lesson wrote."""
@@ -55,8 +61,14 @@ def checkpoint_weights(path: str | os.PathLike[str]) -> tuple[dict[str, Any], in
     return state["model"], int(state["step"])
 
 
-def same_weights(a: str | os.PathLike[str], b: str | os.PathLike[str], a_name: str, b_name: str, where: str,
-                 key: str = "same weights") -> Verdict:
+def same_weights(
+    a: str | os.PathLike[str],
+    b: str | os.PathLike[str],
+    a_name: str,
+    b_name: str,
+    where: str,
+    key: str = "same weights",
+) -> Verdict:
     """``pass`` when two final checkpoints hold the same number of steps and bit-identical weights."""
     import torch
 
@@ -65,25 +77,49 @@ def same_weights(a: str | os.PathLike[str], b: str | os.PathLike[str], a_name: s
     numbers: dict[str, Any] = {"steps": [sa, sb], "tensors": len(wa)}
     if sa != sb or set(wa) != set(wb):
         numbers["identical"] = False
-        return Verdict(key, "fail", f"the {a_name} run ended after {sa} steps, the {b_name} run after {sb}: not the "
-                       "same training", numbers, where)
+        return Verdict(
+            key,
+            "fail",
+            f"the {a_name} run ended after {sa} steps, the {b_name} run after {sb}: not the same training",
+            numbers,
+            where,
+        )
     diff = max(float((wa[k].double() - wb[k].double()).abs().max()) for k in wa)
     identical = all(torch.equal(wa[k], wb[k]) for k in wa)
     numbers.update(identical=identical, max_abs_diff=diff)
     if identical:
-        return Verdict(key, "pass", f"the {a_name} and the {b_name} runs end with the same weights, bit for bit, "
-                       f"after {sa} steps", numbers, where)
-    return Verdict(key, "fail", f"the {a_name} and the {b_name} runs end with different weights after {sa} steps "
-                   f"(largest difference {diff:.3g})", numbers, where)
+        return Verdict(
+            key,
+            "pass",
+            f"the {a_name} and the {b_name} runs end with the same weights, bit for bit, after {sa} steps",
+            numbers,
+            where,
+        )
+    return Verdict(
+        key,
+        "fail",
+        f"the {a_name} and the {b_name} runs end with different weights after {sa} steps "
+        f"(largest difference {diff:.3g})",
+        numbers,
+        where,
+    )
 
 
 def rank_frame(result: RunResult):  # -> pandas.DataFrame
     """One row per rank: the node (torchrun's ``GROUP_RANK``) it ran on, where it started, its final loss."""
     import pandas as pd
 
-    rows = [{"rank": r, "node (GROUP_RANK)": m.get("group_rank"), "started at step": m.get("start_step"),
-             "restarts of its node's torchrun": m.get("restarts"), "final loss": m.get("final_loss"),
-             "weights (sha256, first 12)": str(m.get("weights_sha256", ""))[:12]} for r, m in enumerate(result.ranks)]
+    rows = [
+        {
+            "rank": r,
+            "node (GROUP_RANK)": m.get("group_rank"),
+            "started at step": m.get("start_step"),
+            "restarts of its node's torchrun": m.get("restarts"),
+            "final loss": m.get("final_loss"),
+            "weights (sha256, first 12)": str(m.get("weights_sha256", ""))[:12],
+        }
+        for r, m in enumerate(result.ranks)
+    ]
     return pd.DataFrame(rows).set_index("rank")
 
 
@@ -107,6 +143,7 @@ def agent_lines(run_dir: str | os.PathLike[str], limit: int = 12) -> list[str]:
 
 # --- across the node boundary ----------------------------------------------------------------------
 
+
 def nccl_nodes(log_files: Mapping[int, Path] | Iterable[Path]) -> set[int]:
     """The ``nNodes`` NCCL reported when it set its communicators up (``NCCL_DEBUG=INFO``)."""
     paths = log_files.values() if isinstance(log_files, Mapping) else log_files
@@ -124,19 +161,36 @@ def transport_verdict(result: RunResult, expect_nodes: int) -> Verdict:
     """What NCCL made of the emulated nodes: ``pass`` when it reports ``expect_nodes`` nodes and moves the
     data between them over its network transport (``NET/...``), read from the ranks' NCCL INFO lines."""
     if result.env is None or not result.env.is_gpu:
-        return Verdict("transport between nodes", "info", "gloo on the CPU: NCCL is not used, so there are no NCCL "
-                       "lines to read; gloo talks TCP between the ranks whatever the nodes", {}, result.label)
+        return Verdict(
+            "transport between nodes",
+            "info",
+            "gloo on the CPU: NCCL is not used, so there are no NCCL "
+            "lines to read; gloo talks TCP between the ranks whatever the nodes",
+            {},
+            result.label,
+        )
     report = nccl_debug.read_logs(result.log_files, backend="nccl")
     nodes = nccl_nodes(result.log_files)
-    numbers = {"nNodes": sorted(nodes), "transport": report.transport, "via": report.details,
-               "channels": len(report.channels)}
+    numbers = {
+        "nNodes": sorted(nodes),
+        "transport": report.transport,
+        "via": report.details,
+        "channels": len(report.channels),
+    }
     if not report.channels or not nodes:
-        return Verdict("transport between nodes", "fail", "no NCCL INFO lines (comm ... nNodes, Channel ... via) in "
-                       "the rank logs: run with NCCL_DEBUG=INFO", numbers, result.label)
+        return Verdict(
+            "transport between nodes",
+            "fail",
+            "no NCCL INFO lines (comm ... nNodes, Channel ... via) in the rank logs: run with NCCL_DEBUG=INFO",
+            numbers,
+            result.label,
+        )
     over_net = bool(report.transport and report.transport.startswith("NET/"))
     ok = nodes == {expect_nodes} and over_net
-    text = (f"NCCL reports nNodes {', '.join(map(str, sorted(nodes)))} and connects the ranks via "
-            f"{', '.join(report.details)}: {report.describe()}")
+    text = (
+        f"NCCL reports nNodes {', '.join(map(str, sorted(nodes)))} and connects the ranks via "
+        f"{', '.join(report.details)}: {report.describe()}"
+    )
     if expect_nodes > 1 and not over_net:
         text += "; between nodes it should use its network transport (NET/...)"
     return Verdict("transport between nodes", "pass" if ok else "fail", text, numbers, result.label)
@@ -160,11 +214,17 @@ def boundary_rows(runs: Mapping[str, tuple[RunResult, RunResult | None]]) -> lis
     for name, (sync, nosync) in runs.items():
         report = nccl_debug.read_logs(sync.log_files, backend=sync.env.backend if sync.env else None)
         nodes = nccl_nodes(sync.log_files)
-        rows.append({"placement": name, "median step (ms)": statistics.median(step_times(sync)) * 1e3,
-                     "step without all-reduce (ms)": statistics.median(step_times(nosync)) * 1e3 if nosync else None,
-                     "exposed communication (ms)": exposed_ms(sync, nosync) if nosync else None,
-                     "NCCL transport": report.summary, "nNodes": ", ".join(map(str, sorted(nodes))) or "n/a",
-                     "measured on": sync.label})
+        rows.append(
+            {
+                "placement": name,
+                "median step (ms)": statistics.median(step_times(sync)) * 1e3,
+                "step without all-reduce (ms)": statistics.median(step_times(nosync)) * 1e3 if nosync else None,
+                "exposed communication (ms)": exposed_ms(sync, nosync) if nosync else None,
+                "NCCL transport": report.summary,
+                "nNodes": ", ".join(map(str, sorted(nodes))) or "n/a",
+                "measured on": sync.label,
+            }
+        )
     return rows
 
 
@@ -177,30 +237,42 @@ def boundary_verdict(within: RunResult, across: RunResult) -> Verdict:
 
 # --- losing a rank or a node -----------------------------------------------------------------------
 
+
 def recovery_verdict(outcome: ElasticOutcome, reference: str | os.PathLike[str], what: str) -> Verdict:
     """``pass`` when the run came back from the fault, resumed at its last checkpoint (fewer steps lost than
     the checkpoint interval) and ended with the weights of the uninterrupted run at ``reference``."""
     where = outcome.where
-    numbers: dict[str, Any] = {"last_step_before_kill": outcome.last_step_before_kill,
-                               "resumed_from": outcome.resumed_from, "steps_lost": outcome.steps_lost,
-                               "every": outcome.every, "recovery_s": outcome.recovery_s, "restart_s": outcome.restart_s,
-                               "peer_error_s": outcome.peer_error_s}
+    numbers: dict[str, Any] = {
+        "last_step_before_kill": outcome.last_step_before_kill,
+        "resumed_from": outcome.resumed_from,
+        "steps_lost": outcome.steps_lost,
+        "every": outcome.every,
+        "recovery_s": outcome.recovery_s,
+        "restart_s": outcome.restart_s,
+        "peer_error_s": outcome.peer_error_s,
+    }
     if not outcome.ok:
         error = (outcome.result.error or {}).get("message", "the run failed")
-        return Verdict(f"recovery: {what}", "fail", f"the run did not come back: {error.splitlines()[0][:300]}",
-                       numbers, where)
+        return Verdict(
+            f"recovery: {what}", "fail", f"the run did not come back: {error.splitlines()[0][:300]}", numbers, where
+        )
     if outcome.resumed_from is None:
         return Verdict(f"recovery: {what}", "fail", "the ranks were never started again after the kill", numbers, where)
     same = same_weights(reference, outcome.checkpoint, "uninterrupted", "interrupted", where)
     numbers.update(identical=same.numbers.get("identical"), max_abs_diff=same.numbers.get("max_abs_diff"))
     at_checkpoint = outcome.resumed_from % outcome.every == 0 and 0 <= (outcome.steps_lost or 0) < outcome.every
     ok = at_checkpoint and same.status == "pass"
-    text = (f"{what}: killed after step {outcome.last_step_before_kill}, torchrun started the ranks again, they resumed "
-            f"from the checkpoint of step {outcome.resumed_from} ({outcome.steps_lost} steps done again, checkpoints "
-            f"every {outcome.every}), the first new step came {outcome.recovery_s:.1f} s after the kill (the SIGKILL; a "
-            f"machine that loses power would cost more: its peers wait for timeouts); "
-            + ("the final weights are those of the uninterrupted run, bit for bit" if same.status == "pass"
-               else f"but {same.text}"))
+    text = (
+        f"{what}: killed after step {outcome.last_step_before_kill}, torchrun started the ranks again, they resumed "
+        f"from the checkpoint of step {outcome.resumed_from} ({outcome.steps_lost} steps done again, checkpoints "
+        f"every {outcome.every}), the first new step came {outcome.recovery_s:.1f} s after the kill (the SIGKILL; a "
+        f"machine that loses power would cost more: its peers wait for timeouts); "
+        + (
+            "the final weights are those of the uninterrupted run, bit for bit"
+            if same.status == "pass"
+            else f"but {same.text}"
+        )
+    )
     return Verdict(f"recovery: {what}", "pass" if ok else "fail", text, numbers, where)
 
 
@@ -208,15 +280,30 @@ def store_loss_verdict(outcome: ElasticOutcome) -> Verdict:
     """What losing the node that hosts the c10d rendezvous store did: ``info`` with the agents' last words."""
     lines = agent_lines(outcome.result.run_dir, limit=40)
     store = [line for line in lines if "RendezvousConnectionError" in line]
-    numbers = {"ok": outcome.ok, "agent_returncodes": list(outcome.agent_returncodes),
-               "store_error": bool(store), "restarted": outcome.resumed_from is not None}
+    numbers = {
+        "ok": outcome.ok,
+        "agent_returncodes": list(outcome.agent_returncodes),
+        "store_error": bool(store),
+        "restarted": outcome.resumed_from is not None,
+    }
     if outcome.ok:
-        return Verdict("losing the store's node", "info", "the job survived the loss of the node hosting the "
-                       "rendezvous store (a torch that keeps the store elsewhere)", numbers, outcome.where)
+        return Verdict(
+            "losing the store's node",
+            "info",
+            "the job survived the loss of the node hosting the "
+            "rendezvous store (a torch that keeps the store elsewhere)",
+            numbers,
+            outcome.where,
+        )
     said = store[0].split(": ", 1)[-1] if store else "no RendezvousConnectionError in the agents' logs"
-    return Verdict("losing the store's node", "info", "the job ended: the surviving agent lost the rendezvous store "
-                   f"that lived in the killed node's agent ({said}); torchrun cannot restart it, a new job must",
-                   numbers, outcome.where)
+    return Verdict(
+        "losing the store's node",
+        "info",
+        "the job ended: the surviving agent lost the rendezvous store "
+        f"that lived in the killed node's agent ({said}); torchrun cannot restart it, a new job must",
+        numbers,
+        outcome.where,
+    )
 
 
 def grade_steps_lost(prediction: float | None, outcome: ElasticOutcome, kill_after: int) -> Verdict:
@@ -227,29 +314,60 @@ def grade_steps_lost(prediction: float | None, outcome: ElasticOutcome, kill_aft
     if lost is None:
         raise ValueError("the run has no measured steps lost (no kill, or no restart)")
     last = outcome.last_step_before_kill
-    explanation = (f"The kill was asked for after step {kill_after} and landed after step {last}; the last checkpoint "
-                   f"before it was written after step {outcome.resumed_from} (every {outcome.every} steps), so steps "
-                   f"{outcome.resumed_from + 1}–{last} were done again: lost = k − N·⌊k/N⌋ with k = {last}, N = "
-                   f"{outcome.every}. A checkpoint costs time too: fewer steps between them lose less and save more.")
+    explanation = (
+        f"The kill was asked for after step {kill_after} and landed after step {last}; the last checkpoint "
+        f"before it was written after step {outcome.resumed_from} (every {outcome.every} steps), so steps "
+        f"{outcome.resumed_from + 1}–{last} were done again: lost = k − N·⌊k/N⌋ with k = {last}, N = "
+        f"{outcome.every}. A checkpoint costs time too: fewer steps between them lose less and save more."
+    )
     asked = kill_after - outcome.every * (kill_after // outcome.every)  # the same rule at the step asked for
     title = predict.question_of("prediction: steps lost")
-    if (lost and last is not None and last != kill_after and prediction is not None and prediction == asked
-            and prediction != lost):
-        return Verdict("prediction: steps lost", "right",
-                       f"You predicted {prediction:g} steps: right for a kill right after step {kill_after}, as asked. "
-                       f"This run lost {lost}: the kill landed after step {last}, {last - kill_after} step(s) later "
-                       f"(the signal reached the rank while it ran the next step). {explanation}",
-                       {"prediction": prediction, "measured": lost, "asked": asked}, outcome.where, title)
+    if (
+        lost
+        and last is not None
+        and last != kill_after
+        and prediction is not None
+        and prediction == asked
+        and prediction != lost
+    ):
+        return Verdict(
+            "prediction: steps lost",
+            "right",
+            f"You predicted {prediction:g} steps: right for a kill right after step {kill_after}, as asked. "
+            f"This run lost {lost}: the kill landed after step {last}, {last - kill_after} step(s) later "
+            f"(the signal reached the rank while it ran the next step). {explanation}",
+            {"prediction": prediction, "measured": lost, "asked": asked},
+            outcome.where,
+            title,
+        )
     if lost == 0:
-        return Verdict("prediction: steps lost", "right" if prediction == 0 else ("no answer" if prediction is None
-                       else "off"), f"Measured: 0 steps lost (the kill came right after a checkpoint). {explanation}",
-                       {"prediction": prediction, "measured": 0}, outcome.where, title)
+        return Verdict(
+            "prediction: steps lost",
+            "right" if prediction == 0 else ("no answer" if prediction is None else "off"),
+            f"Measured: 0 steps lost (the kill came right after a checkpoint). {explanation}",
+            {"prediction": prediction, "measured": 0},
+            outcome.where,
+            title,
+        )
     if prediction is not None and prediction <= 0:  # a legitimate guess (the kill right after a checkpoint), wrong here
-        return Verdict("prediction: steps lost", "off", f"Measured: {lost} steps lost, not {prediction:g}. {explanation}",
-                       {"prediction": prediction, "measured": lost}, outcome.where, title)
-    return predict.grade_number("prediction: steps lost", prediction, float(lost), unit="steps",
-                                where=outcome.where, explanation=explanation, right_within=0.2,
-                                close_within=1.0)
+        return Verdict(
+            "prediction: steps lost",
+            "off",
+            f"Measured: {lost} steps lost, not {prediction:g}. {explanation}",
+            {"prediction": prediction, "measured": lost},
+            outcome.where,
+            title,
+        )
+    return predict.grade_number(
+        "prediction: steps lost",
+        prediction,
+        float(lost),
+        unit="steps",
+        where=outcome.where,
+        explanation=explanation,
+        right_within=0.2,
+        close_within=1.0,
+    )
 
 
 def timeline_frame(outcome: ElasticOutcome):  # -> pandas.DataFrame
@@ -263,9 +381,19 @@ def timeline_frame(outcome: ElasticOutcome):  # -> pandas.DataFrame
 
 def recovery_rows(outcomes: Mapping[str, ElasticOutcome]) -> list[dict[str, Any]]:
     """One row per fault: when it struck, where the ranks resumed, steps lost, seconds to the first new step."""
-    return [{"fault": name, "killed after step": o.last_step_before_kill, "resumed from step": o.resumed_from,
-             "steps lost": o.steps_lost, "ranks back (s)": o.restart_s, "first new step (s)": o.recovery_s,
-             "ended": "completed" if o.ok else "failed", "measured on": o.where} for name, o in outcomes.items()]
+    return [
+        {
+            "fault": name,
+            "killed after step": o.last_step_before_kill,
+            "resumed from step": o.resumed_from,
+            "steps lost": o.steps_lost,
+            "ranks back (s)": o.restart_s,
+            "first new step (s)": o.recovery_s,
+            "ended": "completed" if o.ok else "failed",
+            "measured on": o.where,
+        }
+        for name, o in outcomes.items()
+    ]
 
 
 def published_frame(rows: Sequence[Mapping[str, Any]] = PUBLISHED):  # -> pandas.DataFrame
@@ -287,28 +415,44 @@ def started_at(run_dir: str | os.PathLike[str]) -> int | None:
     return None
 
 
-def resubmission_verdict(job: Any, reference: str | os.PathLike[str], resumed: str | os.PathLike[str],
-                         lost: ElasticOutcome, where: str) -> Verdict:
+def resubmission_verdict(
+    job: Any, reference: str | os.PathLike[str], resumed: str | os.PathLike[str], lost: ElasticOutcome, where: str
+) -> Verdict:
     """``pass`` when the new job (a Slurm ``JobInfo``, or a ``RunResult`` of the launcher) completed, started at
     the lost job's last checkpoint and ended with the uninterrupted run's weights."""
     state = getattr(job, "state", None)
-    completed = (state == "COMPLETED" and job.exit_code == 0 and job.result is not None and job.result.returncode == 0
-                 if state is not None else bool(job.ok))
+    completed = (
+        state == "COMPLETED" and job.exit_code == 0 and job.result is not None and job.result.returncode == 0
+        if state is not None
+        else bool(job.ok)
+    )
     run_dir = job.run_dir
     start = started_at(run_dir)
     last = lost.last_step_before_kill
     checkpoint = (last // lost.every) * lost.every if last is not None else None
     result = job.result if state is not None else job
     label = result.label if result is not None and result.env is not None else ""
-    numbers = {"completed": completed, "state": state, "started_at": start, "lost_job_last_step": last,
-               "lost_job_checkpoint": checkpoint}
+    numbers = {
+        "completed": completed,
+        "state": state,
+        "started_at": start,
+        "lost_job_last_step": last,
+        "lost_job_checkpoint": checkpoint,
+    }
     if not completed:
-        return Verdict("resubmitted job", "fail", f"the new job through {where} did not complete ({state or 'failed'})",
-                       numbers, label or where)
+        return Verdict(
+            "resubmitted job",
+            "fail",
+            f"the new job through {where} did not complete ({state or 'failed'})",
+            numbers,
+            label or where,
+        )
     same = same_weights(reference, resumed, "uninterrupted", "resubmitted", where)
     numbers.update(identical=same.numbers.get("identical"), max_abs_diff=same.numbers.get("max_abs_diff"))
     ok = same.status == "pass" and start == checkpoint
-    text = (f"the new job through {where} completed; it started at step {start}, the lost job's last checkpoint "
-            f"(that job died after step {last}); " + ("its final weights are the uninterrupted run's, bit for bit"
-                                                     if same.status == "pass" else same.text))
+    text = (
+        f"the new job through {where} completed; it started at step {start}, the lost job's last checkpoint "
+        f"(that job died after step {last}); "
+        + ("its final weights are the uninterrupted run's, bit for bit" if same.status == "pass" else same.text)
+    )
     return Verdict("resubmitted job", "pass" if ok else "fail", text, numbers, label or where)

@@ -17,8 +17,10 @@ from nvtutorial.chapters.ch10_cost_model import model
 NAME = "pipeline_balance"
 """The exercise's name (``teach.check.check("pipeline_balance", ...)``)."""
 NOTEBOOK = "10_cost_model"
-TASK = ("Write first_stage_blocks(layers, seq_len, dim, hidden, vocab): the blocks stage 0 of 2 should hold so that "
-        "the slower stage's forward FLOPs are as few as they can be (stage 1 also runs the head).")
+TASK = (
+    "Write first_stage_blocks(layers, seq_len, dim, hidden, vocab): the blocks stage 0 of 2 should hold so that "
+    "the slower stage's forward FLOPs are as few as they can be (stage 1 also runs the head)."
+)
 KIND = "function"
 TOKENS = 4096
 """Tokens per micro-batch the cases are costed at (the answer does not depend on it)."""
@@ -61,8 +63,14 @@ WRONG = {
 }
 """Known wrong answers and a word their reason must contain (tests run every one)."""
 
-CASES = [(8, 512, 2048, 8192, 32768), (8, 512, 2048, 8192, 256), (4, 64, 256, 1024, 256), (16, 1024, 1024, 4096, 131072),
-         (2, 128, 512, 2048, 50000), (12, 2048, 4096, 16384, 32768)]
+CASES = [
+    (8, 512, 2048, 8192, 32768),
+    (8, 512, 2048, 8192, 256),
+    (4, 64, 256, 1024, 256),
+    (16, 1024, 1024, 4096, 131072),
+    (2, 128, 512, 2048, 50000),
+    (12, 2048, 4096, 16384, 32768),
+]
 """(layers, seq_len, dim, hidden, vocab): the lesson's model, a small vocabulary, the CI model, a large vocabulary
 against a narrow model, two blocks only, a wide model."""
 
@@ -79,21 +87,30 @@ def check_local(candidate: Callable[..., int]) -> tuple[bool, str]:
         if isinstance(got, bool) or not isinstance(got, int):
             return False, f"first_stage_blocks{case} returned {got!r}: return a whole number of blocks"
         if not 1 <= got <= layers - 1:
-            return False, f"first_stage_blocks{case} returned {got}: each stage needs at least one of the {layers} blocks"
+            return (
+                False,
+                f"first_stage_blocks{case} returned {got}: each stage needs at least one of the {layers} blocks",
+            )
         if got == want:
             continue
         mine, best = max(stage_flops(got, *case)), max(stage_flops(want, *case))
         first, second = stage_flops(got, *case)
         slower = "stage 0" if first > second else "stage 1"
-        case_text = (f"layers={case[0]}, dim={case[2]}, vocab={case[4]}: you put {got} blocks on stage 0, the best is "
-                     f"{want} (its slower stage {best / 1e9:.4g} GFLOP per micro-batch of {TOKENS} tokens, yours "
-                     f"{mine / 1e9:.4g}, on {slower})")
+        case_text = (
+            f"layers={case[0]}, dim={case[2]}, vocab={case[4]}: you put {got} blocks on stage 0, the best is "
+            f"{want} (its slower stage {best / 1e9:.4g} GFLOP per micro-batch of {TOKENS} tokens, yours "
+            f"{mine / 1e9:.4g}, on {slower})"
+        )
         if got == layers // 2 and want != got:
-            why = ("equal blocks leave the head's 2·tokens·dim·vocab FLOPs on the last stage: move blocks to stage 0 "
-                   "until the two are even")
+            why = (
+                "equal blocks leave the head's 2·tokens·dim·vocab FLOPs on the last stage: move blocks to stage 0 "
+                "until the two are even"
+            )
         elif got == _head_on_first(*case):
-            why = ("that balances the head on stage 0; it runs on the last stage (after the final norm), so the last "
-                   "stage needs fewer blocks, not more")
+            why = (
+                "that balances the head on stage 0; it runs on the last stage (after the final norm), so the last "
+                "stage needs fewer blocks, not more"
+            )
         elif got < want:
             why = "stage 1 is the slower one: it holds the head and too many blocks"
         else:

@@ -59,8 +59,14 @@ def plan(gpus: int) -> Plan:
 
 def run(part: str, launch: Launch, params: dict[str, Any], timeout: float = 600.0, output: str = "none"):
     """One run of the ``costmodel`` workload's ``part`` (``schema.Params``) on ``launch``'s ranks."""
-    return nvtutorial.run("costmodel", nproc=launch.nproc, backend=launch.backend, timeout=timeout, output=output,
-                          params={"part": part, **params})
+    return nvtutorial.run(
+        "costmodel",
+        nproc=launch.nproc,
+        backend=launch.backend,
+        timeout=timeout,
+        output=output,
+        params={"part": part, **params},
+    )
 
 
 def calibrate(p: Plan, device_params: dict[str, Any], pair_params: dict[str, Any] | None = None):

@@ -98,8 +98,9 @@ def train_step_time(forward: float, n_params: int, roof: Roof) -> float:
 # %% data parallel: what hides under the backward pass
 
 
-def ddp_backward(backward_s: float, grad_bytes: float, bucket_bytes: float, link: Link,
-                 ranks: int = 2) -> tuple[float, float]:
+def ddp_backward(
+    backward_s: float, grad_bytes: float, bucket_bytes: float, link: Link, ranks: int = 2
+) -> tuple[float, float]:
     """``(seconds until the last gradient is averaged, the part of it that is exposed)`` for DDP's backward pass.
 
     The backward pass fills the gradient buckets one after another at a steady rate; each bucket's all-reduce
@@ -121,8 +122,10 @@ def fsdp_block(block_bytes: float, gather: Link, scatter: Link, ranks: int = 2) 
     """One FSDP2 block's collectives in seconds: the all-gather of its parameters (once in the forward pass and,
     under ZeRO-3, again in the backward pass) and the reduce-scatter of its gradients. FSDP2 prefetches the next
     block's all-gather while this one computes: hidden while a block computes longer than it gathers."""
-    return {"all_gather": collective_time(block_bytes, gather, "all_gather", ranks),
-            "reduce_scatter": collective_time(block_bytes, scatter, "reduce_scatter", ranks)}
+    return {
+        "all_gather": collective_time(block_bytes, gather, "all_gather", ranks),
+        "reduce_scatter": collective_time(block_bytes, scatter, "reduce_scatter", ranks),
+    }
 
 
 # %% tensor parallelism: every block waits

@@ -8,9 +8,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from nvtutorial.plots.style import COLOURS, figure, finish
-
 from nvtutorial.chapters.ch10_cost_model import report
+from nvtutorial.plots.style import COLOURS, figure, finish
 
 
 def roofline(cal: report.Calibrated, points: Sequence[tuple[str, float, float, float]] = ()) -> tuple[Any, Any]:
@@ -49,8 +48,14 @@ def link_fit(fits: Mapping[str, report.Fit], extra: Any = None) -> tuple[Any, An
         top.plot(sizes, np.array(f.measured) * 1e6, "o", color=f"C{i}", label=f"{kind}, measured")
         grid = np.logspace(np.log10(sizes.min()), np.log10(sizes.max() * (4 if extra is not None else 1)), 100)
         model_us = [report.model.collective_time(s, f.link, kind, f.ranks) * 1e6 for s in grid]
-        top.plot(grid, model_us, "-", color=f"C{i}", lw=1,
-                 label=f"{kind}: α {f.link.alpha * 1e6:.3g} µs, β {f.link.beta / 1e9:.4g} GB/s")
+        top.plot(
+            grid,
+            model_us,
+            "-",
+            color=f"C{i}",
+            lw=1,
+            label=f"{kind}: α {f.link.alpha * 1e6:.3g} µs, β {f.link.beta / 1e9:.4g} GB/s",
+        )
         bottom.plot(sizes, 100 * np.array(f.residuals), "o-", color=f"C{i}", lw=0.8)
     if extra is not None:
         for j, (source, rows) in enumerate(extra.groupby("source", sort=False)):
@@ -75,7 +80,9 @@ def errors(table: Any, where: str, target: float = report.TARGET) -> tuple[Any, 
     rows = table.dropna(subset=["model error"])
     y = range(len(rows))
     values = [100 * v for v in rows["model error"]]
-    ax.barh(list(y), values, color=[COLOURS["compute"] if abs(v) <= 100 * target else COLOURS["exposed"] for v in values])
+    ax.barh(
+        list(y), values, color=[COLOURS["compute"] if abs(v) <= 100 * target else COLOURS["exposed"] for v in values]
+    )
     for i, v in zip(y, values):  # the value too: an error of 0.01 % has no visible bar
         ax.text(v, i, f" {v:+.1f} % ", va="center", ha="left" if v >= 0 else "right", fontsize=8)
     reach = max([100 * target * 1.6] + [abs(v) * 1.35 for v in values])
@@ -94,14 +101,25 @@ def timelines(result: Any, step: int = 0) -> tuple[Any, Any]:
     """Each schedule's timed step ``step`` on every stage: forward passes (F) and backward passes (B) of each
     micro-batch as boxes on one clock; the gaps are the bubble."""
     runs = report.schedule_runs(result)
-    fig, axes = figure(9.0, 1.4 + 1.2 * len(runs) * max(len(v) for v in runs.values()) / 2, nrows=len(runs), squeeze=False)
+    fig, axes = figure(
+        9.0, 1.4 + 1.2 * len(runs) * max(len(v) for v in runs.values()) / 2, nrows=len(runs), squeeze=False
+    )
     for ax, (schedule, stages) in zip(axes[:, 0], runs.items()):
         for r in stages:
             for e in r.timelines[step]:
                 colour = COLOURS["compute"] if e.kind == "F" else COLOURS["comm"]
-                ax.barh(r.stage, (e.end - e.start) * 1e3, left=e.start * 1e3, color=colour, edgecolor="white", height=0.7)
-                ax.text((e.start + e.end) / 2 * 1e3, r.stage, f"{e.kind}{e.microbatch}", ha="center", va="center",
-                        fontsize=7, color="white")
+                ax.barh(
+                    r.stage, (e.end - e.start) * 1e3, left=e.start * 1e3, color=colour, edgecolor="white", height=0.7
+                )
+                ax.text(
+                    (e.start + e.end) / 2 * 1e3,
+                    r.stage,
+                    f"{e.kind}{e.microbatch}",
+                    ha="center",
+                    va="center",
+                    fontsize=7,
+                    color="white",
+                )
         ax.set_yticks([r.stage for r in stages], [f"stage {r.stage}" for r in stages])
         ax.invert_yaxis()
         ax.set_title(f"{schedule}: {stages[0].microbatches} micro-batches, step {step} of the timed ones", fontsize=9)
@@ -126,4 +144,3 @@ def scores(rows: Sequence[Mapping[str, Any]], where: str) -> tuple[Any, Any]:
     ax.set_title("The capstone: each strategy against its speed of light")
     finish(fig, where)
     return fig, ax
-

@@ -14,10 +14,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from nvtutorial.chapters.ch08_ladder import report_model as ladder_model
+from nvtutorial.chapters.ch10_cost_model import model, report, schema
 from nvtutorial.report import predict
 from nvtutorial.report.verdict import Verdict
-
-from nvtutorial.chapters.ch10_cost_model import model, report, schema
 
 PROBLEMS = schema.DEVICE_PROBLEMS + schema.LINK_PROBLEMS + ("pipeline_bubble",)
 UNITS = {key: "ms" for key in PROBLEMS} | {"zero3_bytes": "×", "pipeline_bubble": "%"}
@@ -53,8 +52,14 @@ def _block_bytes(s: ladder_model.Setup) -> int:
 
 
 def _forward(s: ladder_model.Setup, tokens: int, vocab: int | None = None, layers: int | None = None) -> float:
-    return model.forward_flops(tokens, s.seq_len, s.dim, s.mlp_ratio * s.dim, s.layers if layers is None else layers,
-                               s.vocab if vocab is None else vocab)
+    return model.forward_flops(
+        tokens,
+        s.seq_len,
+        s.dim,
+        s.mlp_ratio * s.dim,
+        s.layers if layers is None else layers,
+        s.vocab if vocab is None else vocab,
+    )
 
 
 # --------------------------------------------------------------------------------------------------- the questions
@@ -66,21 +71,21 @@ def question(key: str, p: schema.Params, ranks: int = 2) -> str:
     tokens = p.global_batch * p.seq_len
     words = {
         "mlp_matmul": f"The MLP's first linear layer of the transformer over the whole batch: [{tokens} × {p.dim}] @ "
-                      f"[{p.dim} × {p.mlp_ratio * p.dim}] in the device's compute dtype. How many ms on one device?",
+        f"[{p.dim} × {p.mlp_ratio * p.dim}] in the device's compute dtype. How many ms on one device?",
         "decode_matmul": f"A decode-like step: only {p.decode_tokens} tokens through a [{p.decode_dim} × "
-                         f"{4 * p.decode_dim}] weight, same dtype. How many ms?",
+        f"{4 * p.decode_dim}] weight, same dtype. How many ms?",
         "adam_step": f"Fused Adam's update of all {_params(s) / 1e6:.3g} M fp32 parameters of the transformer. How many ms?",
         "train_step": f"One training step (forward, backward, Adam) of the transformer on one device in fp32: "
-                      f"{p.global_batch} sequences of {p.seq_len} tokens, {p.layers} blocks of width {p.dim}, vocabulary "
-                      f"{p.vocab}. How many ms?",
+        f"{p.global_batch} sequences of {p.seq_len} tokens, {p.layers} blocks of width {p.dim}, vocabulary "
+        f"{p.vocab}. How many ms?",
         "allreduce": f"One all-reduce of {p.allreduce_bytes / 2**20:g} MiB on the pair ({ranks} ranks). How many ms?",
         "allreduce_small": f"One all-reduce of {p.small_bytes / 2**10:g} KiB on the pair. How many ms?",
         "fsdp_allgather": f"FSDP2's all-gather of one block's fp32 parameters ({_block_bytes(s) / 1e6:.3g} MB gathered) "
-                          "on the pair. How many ms?",
+        "on the pair. How many ms?",
         "zero3_bytes": "Per step and rank, how many times DDP's bytes does ZeRO-3 (notebook 08's FSDP2 rung) send, "
-                       "costed as rings? (a ratio)",
+        "costed as rings? (a ratio)",
         "pipeline_bubble": f"The idle share of each stage in a {ranks}-stage pipeline with {p.microbatches} micro-batches "
-                           "per step (GPipe or 1F1B), in %.",
+        "per step (GPipe or 1F1B), in %.",
     }
     return words[key]
 
@@ -100,40 +105,66 @@ def answer(key: str, p: schema.Params, cal: report.Calibrated) -> Answer:
         flops, nbytes = 2 * t * d_in * d_out, b * (t * d_in + d_in * d_out + t * d_out)
         seconds = model.matmul_time(t, d_in, d_out, roof, b)
         bound = "compute-bound" if flops / nbytes > roof.ridge else "memory-bound"
-        return Answer(key, seconds * 1e3, "ms",
-                      f"{flops / 1e9:.4g} GFLOP and {nbytes / 1e6:.4g} MB: {flops / nbytes:.3g} FLOP/B against the ridge "
-                      f"of {roof.ridge:.3g} FLOP/B ({cal.compute_dtype}), so {bound}: max({flops / roof.flops * 1e3:.4g}, "
-                      f"{nbytes / roof.bandwidth * 1e3:.4g}) ms")
+        return Answer(
+            key,
+            seconds * 1e3,
+            "ms",
+            f"{flops / 1e9:.4g} GFLOP and {nbytes / 1e6:.4g} MB: {flops / nbytes:.3g} FLOP/B against the ridge "
+            f"of {roof.ridge:.3g} FLOP/B ({cal.compute_dtype}), so {bound}: max({flops / roof.flops * 1e3:.4g}, "
+            f"{nbytes / roof.bandwidth * 1e3:.4g}) ms",
+        )
     if key == "adam_step":
         n = _params(s)
-        return Answer(key, model.adam_time(n, fp32) * 1e3, "ms",
-                      f"{model.ADAM_BYTES} B × {n / 1e6:.4g} M parameters = {model.ADAM_BYTES * n / 1e9:.4g} GB at "
-                      f"{fp32.bandwidth / 1e9:.4g} GB/s")
+        return Answer(
+            key,
+            model.adam_time(n, fp32) * 1e3,
+            "ms",
+            f"{model.ADAM_BYTES} B × {n / 1e6:.4g} M parameters = {model.ADAM_BYTES * n / 1e9:.4g} GB at "
+            f"{fp32.bandwidth / 1e9:.4g} GB/s",
+        )
     if key == "train_step":
         n, forward = _params(s), _forward(s, p.global_batch * p.seq_len)
-        return Answer(key, model.train_step_time(forward, n, fp32) * 1e3, "ms",
-                      f"3 × {forward / 1e9:.4g} GFLOP forward = {3 * forward / 1e9:.4g} GFLOP at {fp32.flops / 1e12:.3g} "
-                      f"TFLOP/s (fp32) = {3 * forward / fp32.flops * 1e3:.4g} ms, + Adam "
-                      f"{model.adam_time(n, fp32) * 1e3:.3g} ms")
+        return Answer(
+            key,
+            model.train_step_time(forward, n, fp32) * 1e3,
+            "ms",
+            f"3 × {forward / 1e9:.4g} GFLOP forward = {3 * forward / 1e9:.4g} GFLOP at {fp32.flops / 1e12:.3g} "
+            f"TFLOP/s (fp32) = {3 * forward / fp32.flops * 1e3:.4g} ms, + Adam "
+            f"{model.adam_time(n, fp32) * 1e3:.3g} ms",
+        )
     if key in ("allreduce", "allreduce_small", "fsdp_allgather"):
         kind = "all_gather" if key == "fsdp_allgather" else "all_reduce"
-        size = {"allreduce": p.allreduce_bytes, "allreduce_small": p.small_bytes, "fsdp_allgather": _block_bytes(s)}[key]
+        size = {"allreduce": p.allreduce_bytes, "allreduce_small": p.small_bytes, "fsdp_allgather": _block_bytes(s)}[
+            key
+        ]
         link = cal.link(kind)
         f = model.bus_factor(kind, cal.ranks)
         note = " (the all-reduce's α and β: not measured on that pair)" if kind in cal.derived else ""
-        return Answer(key, model.collective_time(size, link, kind, cal.ranks) * 1e3, "ms",
-                      f"α {link.alpha * 1e6:.3g} µs + {size / 1e6:.4g} MB × {f:g} / β {link.beta / 1e9:.4g} GB/s "
-                      f"= {link.alpha * 1e6:.3g} + {size * f / link.beta * 1e6:.4g} µs{note}")
+        return Answer(
+            key,
+            model.collective_time(size, link, kind, cal.ranks) * 1e3,
+            "ms",
+            f"α {link.alpha * 1e6:.3g} µs + {size / 1e6:.4g} MB × {f:g} / β {link.beta / 1e9:.4g} GB/s "
+            f"= {link.alpha * 1e6:.3g} + {size * f / link.beta * 1e6:.4g} µs{note}",
+        )
     if key == "zero3_bytes":
         ddp = sum(ladder_model.sent_per_step(s, "ddp", 0).values())
         zero3 = sum(ladder_model.sent_per_step(s, "fsdp_zero3", 0).values())
-        return Answer(key, zero3 / ddp, "×",
-                      f"DDP all-reduces every gradient: 2(W−1)/W · P = {ddp / 1e6:.4g} MB; ZeRO-3 all-gathers every "
-                      f"parameter, the blocks' again in backward, and reduce-scatters every gradient: (W−1)/W · (2P + "
-                      f"P_blocks) = {zero3 / 1e6:.4g} MB")
+        return Answer(
+            key,
+            zero3 / ddp,
+            "×",
+            f"DDP all-reduces every gradient: 2(W−1)/W · P = {ddp / 1e6:.4g} MB; ZeRO-3 all-gathers every "
+            f"parameter, the blocks' again in backward, and reduce-scatters every gradient: (W−1)/W · (2P + "
+            f"P_blocks) = {zero3 / 1e6:.4g} MB",
+        )
     if key == "pipeline_bubble":
-        return Answer(key, 100 * model.bubble(cal.ranks, p.microbatches), "%",
-                      f"(p − 1) / (m + p − 1) = {cal.ranks - 1} / {p.microbatches + cal.ranks - 1}")
+        return Answer(
+            key,
+            100 * model.bubble(cal.ranks, p.microbatches),
+            "%",
+            f"(p − 1) / (m + p − 1) = {cal.ranks - 1} / {p.microbatches + cal.ranks - 1}",
+        )
     raise ValueError(f"unknown problem {key!r}; the problems are {', '.join(PROBLEMS)}")
 
 
@@ -145,63 +176,100 @@ def answers(keys: Sequence[str], p: schema.Params, cal: report.Calibrated) -> di
 
 
 SLIPS: Mapping[str, Sequence[tuple[float, str]]] = {
-    "mlp_matmul": [(0.5, "one FLOP per multiply-accumulate: a multiply and an add are 2"),
-                   (2.0, "two FLOPs counted twice (2·m·n·k already counts the multiply and the add)")],
+    "mlp_matmul": [
+        (0.5, "one FLOP per multiply-accumulate: a multiply and an add are 2"),
+        (2.0, "two FLOPs counted twice (2·m·n·k already counts the multiply and the add)"),
+    ],
     "decode_matmul": [],  # filled by the grader: the compute time of a memory-bound multiply
-    "adam_step": [(16 / 28, "only the reads (16 B per parameter); Adam also writes the parameter and both moments"),
-                  (12 / 28, "only the writes; Adam also reads the parameter, its gradient and both moments"),
-                  (4 / 28, "4 bytes per parameter: Adam moves 7 fp32 values per parameter")],
-    "train_step": [(1 / 3, "the forward pass only: the backward pass does twice its FLOPs"),
-                   (2 / 3, "forward and backward as one forward each: the backward pass does twice the forward's FLOPs")],
+    "adam_step": [
+        (16 / 28, "only the reads (16 B per parameter); Adam also writes the parameter and both moments"),
+        (12 / 28, "only the writes; Adam also reads the parameter, its gradient and both moments"),
+        (4 / 28, "4 bytes per parameter: Adam moves 7 fp32 values per parameter"),
+    ],
+    "train_step": [
+        (1 / 3, "the forward pass only: the backward pass does twice its FLOPs"),
+        (2 / 3, "forward and backward as one forward each: the backward pass does twice the forward's FLOPs"),
+    ],
     "allreduce": [(2.0, "the factor 2(n−1)/n is 1 for two ranks, not 2")],
     "allreduce_small": [(2.0, "the factor 2(n−1)/n is 1 for two ranks, not 2")],
-    "fsdp_allgather": [(2.0, "the all-reduce's factor: an all-gather sends (n−1)/n of the gathered tensor, half of it here")],
+    "fsdp_allgather": [
+        (2.0, "the all-reduce's factor: an all-gather sends (n−1)/n of the gathered tensor, half of it here")
+    ],
     "zero3_bytes": [],  # filled by the grader: DDP's bytes, a ratio of 1
     "pipeline_bubble": [],
 }
 """Per problem: the ratio answer ÷ key a common slip produces, and the slip."""
-UNIT_SLIPS = ((1e3, "1000× too large: the answer is in milliseconds (did you write µs?)"),
-              (1e-3, "1000× too small: the answer is in milliseconds (did you write seconds?)"),
-              (8.0, "8× too large: bytes, not bits"))
+UNIT_SLIPS = (
+    (1e3, "1000× too large: the answer is in milliseconds (did you write µs?)"),
+    (1e-3, "1000× too small: the answer is in milliseconds (did you write seconds?)"),
+    (8.0, "8× too large: bytes, not bits"),
+)
 
 
-def slip(key: str, prediction: float, ans: Answer, p: schema.Params | None = None,
-         cal: report.Calibrated | None = None) -> str | None:
+def slip(
+    key: str, prediction: float, ans: Answer, p: schema.Params | None = None, cal: report.Calibrated | None = None
+) -> str | None:
     """The common slip an answer looks like (within 5 % of the ratio it produces), or None."""
     ratio = prediction / ans.value
     candidates = list(SLIPS.get(key, ())) + list(UNIT_SLIPS if ans.unit == "ms" else ())
     if key == "decode_matmul" and p is not None and cal is not None:
         roof = cal.roofs[cal.compute_dtype]
         compute = 2 * p.decode_tokens * p.decode_dim * 4 * p.decode_dim / roof.flops * 1e3
-        candidates.append((compute / ans.value, "its compute time: with so few tokens the weight's bytes dominate, "
-                           "a memory-bound multiply runs at the memory roof"))
+        candidates.append(
+            (
+                compute / ans.value,
+                "its compute time: with so few tokens the weight's bytes dominate, "
+                "a memory-bound multiply runs at the memory roof",
+            )
+        )
     if key in ("allreduce", "allreduce_small", "fsdp_allgather") and cal is not None:
         kind = "all_gather" if key == "fsdp_allgather" else "all_reduce"
         alpha_ms = cal.link(kind).alpha * 1e3
         if ans.value > alpha_ms:
             candidates.append(((ans.value - alpha_ms) / ans.value, "the bytes without the latency α of the call"))
     if key == "zero3_bytes":
-        candidates.append((1 / ans.value, "as many bytes as DDP: ZeRO-3 gathers the blocks' parameters again in the "
-                           "backward pass, on top of one all-gather and one reduce-scatter (together DDP's all-reduce)"))
+        candidates.append(
+            (
+                1 / ans.value,
+                "as many bytes as DDP: ZeRO-3 gathers the blocks' parameters again in the "
+                "backward pass, on top of one all-gather and one reduce-scatter (together DDP's all-reduce)",
+            )
+        )
     if key == "pipeline_bubble" and p is not None and cal is not None:
         pp, m = cal.ranks, p.microbatches
-        candidates += [(100 * (pp - 1) / m / ans.value, "(p − 1) / m: the step lasts m + p − 1 slots, not m"),
-                       (100 * pp / (m + pp) / ans.value, "p / (m + p): p − 1 slots fill and drain the pipeline, not p")]
+        candidates += [
+            (100 * (pp - 1) / m / ans.value, "(p − 1) / m: the step lasts m + p − 1 slots, not m"),
+            (100 * pp / (m + pp) / ans.value, "p / (m + p): p − 1 slots fill and drain the pipeline, not p"),
+        ]
     for target, why in candidates:
         if target > 0 and abs(ratio / target - 1) <= 0.05 and abs(ratio - 1) > RIGHT_WITHIN:
             return why
     return None
 
 
-def grade(key: str, prediction: float | None, ans: Answer, where: str, p: schema.Params | None = None,
-          cal: report.Calibrated | None = None) -> Verdict:
+def grade(
+    key: str,
+    prediction: float | None,
+    ans: Answer,
+    where: str,
+    p: schema.Params | None = None,
+    cal: report.Calibrated | None = None,
+) -> Verdict:
     """Grade an answer against the model's key with the course's one grader (``report.predict.grade_number``):
     ``right`` within 15 %, ``close`` within a factor of 2, else ``off``; the text gives the working and the slip the
     answer looks like (``numbers["slip"]``)."""
-    verdict = predict.grade_number(f"costmodel.problem.{key}", prediction, ans.value, unit=ans.unit, where=where,
-                                   explanation=f"({ans.working}.)", right_within=RIGHT_WITHIN,
-                                   close_within=CLOSE_WITHIN, measured_name="The model says",
-                                   question=f"problem {key}" if p is None else question(key, p))
+    verdict = predict.grade_number(
+        f"costmodel.problem.{key}",
+        prediction,
+        ans.value,
+        unit=ans.unit,
+        where=where,
+        explanation=f"({ans.working}.)",
+        right_within=RIGHT_WITHIN,
+        close_within=CLOSE_WITHIN,
+        measured_name="The model says",
+        question=f"problem {key}" if p is None else question(key, p),
+    )
     found = slip(key, prediction, ans, p, cal) if verdict.status != "no answer" else None
     text = verdict.text + (f" It looks like {found}." if found else "")
     return dataclasses.replace(verdict, text=text, numbers={**verdict.numbers, "slip": found})
@@ -224,9 +292,17 @@ def problem_table(answers_: Mapping[str, Answer], measured: Mapping[str, float],
     rows = []
     for key, ans in answers_.items():
         run = measured.get(key)
-        rows.append({"problem": key, "unit": ans.unit, "yours": predictions.get(key), "model": ans.value, "run": run,
-                     "model error": ans.value / run - 1 if run else None,
-                     "yours vs run": predictions[key] / run - 1 if run and predictions.get(key) else None})
+        rows.append(
+            {
+                "problem": key,
+                "unit": ans.unit,
+                "yours": predictions.get(key),
+                "model": ans.value,
+                "run": run,
+                "model error": ans.value / run - 1 if run else None,
+                "yours vs run": predictions[key] / run - 1 if run and predictions.get(key) else None,
+            }
+        )
     return pd.DataFrame(rows).set_index("problem")
 
 
@@ -236,15 +312,27 @@ def bytes_verdict(ans: Answer, measured: float, where: str) -> Verdict:
     error = measured / ans.value - 1
     numbers = {"model": ans.value, "recorded": measured, "error": error}
     if abs(error) <= 1e-6:
-        return Verdict("costmodel.problem.zero3_bytes.recorded", "pass", f"The calls recorded in one step send "
-                       f"{measured:.6g}× DDP's bytes under ZeRO-3, as the arithmetic says ({ans.value:.6g}×).",
-                       numbers, where)
-    return Verdict("costmodel.problem.zero3_bytes.recorded", "fail", f"The recorded calls send {measured:.6g}× DDP's "
-                   f"bytes, the arithmetic {ans.value:.6g}×: a collective is missing, extra, or of another size.",
-                   numbers, where)
+        return Verdict(
+            "costmodel.problem.zero3_bytes.recorded",
+            "pass",
+            f"The calls recorded in one step send "
+            f"{measured:.6g}× DDP's bytes under ZeRO-3, as the arithmetic says ({ans.value:.6g}×).",
+            numbers,
+            where,
+        )
+    return Verdict(
+        "costmodel.problem.zero3_bytes.recorded",
+        "fail",
+        f"The recorded calls send {measured:.6g}× DDP's "
+        f"bytes, the arithmetic {ans.value:.6g}×: a collective is missing, extra, or of another size.",
+        numbers,
+        where,
+    )
 
 
-def model_errors(answers_: Mapping[str, Answer], measured: Mapping[str, float], keys: Sequence[str]) -> dict[str, float]:
+def model_errors(
+    answers_: Mapping[str, Answer], measured: Mapping[str, float], keys: Sequence[str]
+) -> dict[str, float]:
     """model ÷ run − 1 for the problems in ``keys`` that the run measured."""
     return {k: answers_[k].value / measured[k] - 1 for k in keys if k in measured and k in answers_}
 
@@ -284,7 +372,12 @@ def _stage_shapes(s: ladder_model.Setup, stage: int, stages: int) -> list[tuple[
         if name.startswith("blocks."):
             if first <= int(name.split(".")[1]) < last:
                 keep.append((name, shape))
-        elif name.split(".")[0] in ("tok", "pos") and stage == 0 or name.split(".")[0] in ("norm", "head") and stage == stages - 1:
+        elif (
+            name.split(".")[0] in ("tok", "pos")
+            and stage == 0
+            or name.split(".")[0] in ("norm", "head")
+            and stage == stages - 1
+        ):
             keep.append((name, shape))
     return keep
 
@@ -331,10 +424,14 @@ def strategy_time(task: Task, strategy: str, cal: report.Calibrated) -> dict[str
         c_fwd = blocks_fwd / s.layers / n / roof.flops
         per = model.fsdp_block(block, ag, rs, n)
         gathers_back = 0.0 if strategy == "fsdp_zero2" else per["all_gather"]
-        exposed = (model.collective_time(root, ag, "all_gather", n) + per["all_gather"] + per["reduce_scatter"]
-                   + model.collective_time(root, rs, "reduce_scatter", n)
-                   + s.layers * max(0.0, per["all_gather"] - c_fwd)
-                   + s.layers * max(0.0, gathers_back + per["reduce_scatter"] - 2 * c_fwd))
+        exposed = (
+            model.collective_time(root, ag, "all_gather", n)
+            + per["all_gather"]
+            + per["reduce_scatter"]
+            + model.collective_time(root, rs, "reduce_scatter", n)
+            + s.layers * max(0.0, per["all_gather"] - c_fwd)
+            + s.layers * max(0.0, gathers_back + per["reduce_scatter"] - 2 * c_fwd)
+        )
         if strategy == "fsdp_checkpointing":
             compute += blocks_fwd / n / roof.flops  # every block's forward again in backward
     elif strategy == "tensor_parallel":
@@ -351,7 +448,9 @@ def strategy_time(task: Task, strategy: str, cal: report.Calibrated) -> dict[str
         boundary = model.collective_time(4 * tokens * s.dim / task.microbatches, ar, "sendrecv", n)
         compute = model.pipeline_time(stage_s, task.microbatches)
         exposed = 2 * (n - 1) * boundary  # filling and draining wait for a micro-batch's activations or gradients
-        optimizer = max(model.adam_time(sum(math.prod(sh) for _, sh in _stage_shapes(s, st, n)), roof) for st in range(n))
+        optimizer = max(
+            model.adam_time(sum(math.prod(sh) for _, sh in _stage_shapes(s, st, n)), roof) for st in range(n)
+        )
     return {"compute": compute, "exposed": exposed, "optimizer": optimizer, "total": compute + exposed + optimizer}
 
 
@@ -372,8 +471,13 @@ def ideal_time(task: Task, strategy: str, cal: report.Calibrated) -> float:
     all-reduce's β, perfectly overlapped, then Adam's share at the memory roof."""
     s = task.setup()
     flops = 3 * _forward(s, s.global_batch * s.seq_len) / task.world
-    return model.ideal_step_time(flops, bytes_sent(task, strategy), math.ceil(_params(s) / task.world),
-                                 cal.roofs["float32"], cal.link("all_reduce").beta)
+    return model.ideal_step_time(
+        flops,
+        bytes_sent(task, strategy),
+        math.ceil(_params(s) / task.world),
+        cal.roofs["float32"],
+        cal.link("all_reduce").beta,
+    )
 
 
 def strategy_table(task: Task, cal: report.Calibrated, strategies: Sequence[str] = schema.STRATEGIES):
@@ -383,10 +487,18 @@ def strategy_table(task: Task, cal: report.Calibrated, strategies: Sequence[str]
     rows = []
     for strategy in strategies:
         t = strategy_time(task, strategy, cal)
-        rows.append({"strategy": strategy, "peak (MB, largest rank)": max(peak(task, strategy, r) for r in range(task.world)) / 1e6,
-                     "fits the budget": fits(task, strategy), "model step (ms)": t["total"] * 1e3,
-                     "compute": t["compute"] * 1e3, "exposed comm.": t["exposed"] * 1e3, "Adam": t["optimizer"] * 1e3,
-                     "speed of light (ms)": ideal_time(task, strategy, cal) * 1e3})
+        rows.append(
+            {
+                "strategy": strategy,
+                "peak (MB, largest rank)": max(peak(task, strategy, r) for r in range(task.world)) / 1e6,
+                "fits the budget": fits(task, strategy),
+                "model step (ms)": t["total"] * 1e3,
+                "compute": t["compute"] * 1e3,
+                "exposed comm.": t["exposed"] * 1e3,
+                "Adam": t["optimizer"] * 1e3,
+                "speed of light (ms)": ideal_time(task, strategy, cal) * 1e3,
+            }
+        )
     return pd.DataFrame(rows).set_index("strategy")
 
 
@@ -405,29 +517,55 @@ def fit_verdict(result: Any, task: Task, strategy: str) -> Verdict:
     key = f"costmodel.capstone.fits.{strategy}"
     budget = task.budget_bytes
     if any(not r.ok for r in runs):
-        return Verdict(key, "fail", f"{strategy} ran out of memory within the budget of {budget / 1e6:.4g} MB.",
-                       {"budget": budget}, report.where(result))
+        return Verdict(
+            key,
+            "fail",
+            f"{strategy} ran out of memory within the budget of {budget / 1e6:.4g} MB.",
+            {"budget": budget},
+            report.where(result),
+        )
     measured = [r.peak_allocated for r in runs]
     if all(m is not None for m in measured):
         worst = max(measured)
         ok = worst <= budget
-        return Verdict(key, "pass" if ok else "fail", f"{strategy}'s largest measured peak is {worst / 1e6:.4g} MB, "
-                       f"{'within' if ok else 'over'} the budget of {budget / 1e6:.4g} MB.",
-                       {"peak": worst, "budget": budget}, report.where(result))
+        return Verdict(
+            key,
+            "pass" if ok else "fail",
+            f"{strategy}'s largest measured peak is {worst / 1e6:.4g} MB, "
+            f"{'within' if ok else 'over'} the budget of {budget / 1e6:.4g} MB.",
+            {"peak": worst, "budget": budget},
+            report.where(result),
+        )
     predicted = max(peak(task, strategy, r) for r in range(task.world))
     ok = predicted <= budget
-    return Verdict(key, "pass" if ok else "fail", f"By the memory model (a CPU has no device memory to measure), "
-                   f"{strategy} peaks at {predicted / 1e6:.4g} MB, {'within' if ok else 'over'} the budget of "
-                   f"{budget / 1e6:.4g} MB.", {"peak_model": predicted, "budget": budget}, report.where(result))
+    return Verdict(
+        key,
+        "pass" if ok else "fail",
+        f"By the memory model (a CPU has no device memory to measure), "
+        f"{strategy} peaks at {predicted / 1e6:.4g} MB, {'within' if ok else 'over'} the budget of "
+        f"{budget / 1e6:.4g} MB.",
+        {"peak_model": predicted, "budget": budget},
+        report.where(result),
+    )
 
 
 def capstone_record(result: Any, task: Task, strategy: str, cal: report.Calibrated, score: Verdict) -> dict[str, Any]:
     """What the capstone writes: the machine, the task, the strategy, the ideal and measured step, the score."""
-    return {"machine": report.where(result), "calibration": {"device": cal.device_where, "link": cal.link_where},
-            "task": {**task.config, "global_batch": task.global_batch, "budget_bytes": task.budget_bytes,
-                     "microbatches": task.microbatches, "world": task.world},
-            "strategy": strategy, "score": score.numbers.get("score"), "ideal_s": score.numbers.get("ideal_s"),
-            "measured_s": score.numbers.get("measured_s")}
+    return {
+        "machine": report.where(result),
+        "calibration": {"device": cal.device_where, "link": cal.link_where},
+        "task": {
+            **task.config,
+            "global_batch": task.global_batch,
+            "budget_bytes": task.budget_bytes,
+            "microbatches": task.microbatches,
+            "world": task.world,
+        },
+        "strategy": strategy,
+        "score": score.numbers.get("score"),
+        "ideal_s": score.numbers.get("ideal_s"),
+        "measured_s": score.numbers.get("measured_s"),
+    }
 
 
 # --------------------------------------------------------------------------------------------------- the runs' answers
@@ -450,8 +588,10 @@ def bubble_measured(pipeline_result: Any) -> float:
     return 100 * float(table["measured"].mean())
 
 
-REFERENCE_SOURCES = {"allreduce": "notebook 02's sweep (course benchmark)",
-                     "allreduce_small": "torch all-reduce (nvtutorial/data/h200x2)"}
+REFERENCE_SOURCES = {
+    "allreduce": "notebook 02's sweep (course benchmark)",
+    "allreduce_small": "torch all-reduce (nvtutorial/data/h200x2)",
+}
 """Which committed 2× H200 measurement answers each link problem (at the lesson sizes)."""
 
 
@@ -470,6 +610,14 @@ def reference_link_table(p: schema.Params, cal_ref: report.Calibrated, checks: A
             match = checks[(checks["source"] == REFERENCE_SOURCES[key]) & (checks["bytes"] == size)]
             if len(match):
                 run, source = float(match["measured (µs)"].iloc[0]) / 1e3, REFERENCE_SOURCES[key]
-        rows.append({"problem": key, "unit": ans.unit, "model": ans.value, "committed run": run, "source": source,
-                     "model error": ans.value / run - 1 if run else None})
+        rows.append(
+            {
+                "problem": key,
+                "unit": ans.unit,
+                "model": ans.value,
+                "committed run": run,
+                "source": source,
+                "model error": ans.value / run - 1 if run else None,
+            }
+        )
     return pd.DataFrame(rows).set_index("problem")

@@ -12,10 +12,9 @@ import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from nvtutorial.chapters.ch10_cost_model import model, schema
 from nvtutorial.report.verdict import Verdict
 from nvtutorial.units import bus_factor, format_size
-
-from nvtutorial.chapters.ch10_cost_model import model, schema
 
 REFERENCE_NOTE = "the committed runs in reference/h200x2, not this machine"
 """Said next to every two-GPU number that comes from the committed 2× H200 runs."""
@@ -40,8 +39,12 @@ def roofs(calibration: Sequence[schema.CalibrationRank]) -> dict[str, model.Roof
     rank's (a synchronous step waits for it)."""
     dtypes = sorted({m.dtype for c in calibration for m in c.matmul})
     bandwidth = min(max(p.bytes_per_s for p in c.copy) for c in calibration)
-    return {d: model.Roof(flops=min(max(m.flops_per_s for m in c.matmul if m.dtype == d) for c in calibration),
-                          bandwidth=bandwidth) for d in dtypes}
+    return {
+        d: model.Roof(
+            flops=min(max(m.flops_per_s for m in c.matmul if m.dtype == d) for c in calibration), bandwidth=bandwidth
+        )
+        for d in dtypes
+    }
 
 
 def roof_table(calibration: Sequence[schema.CalibrationRank]):  # -> pandas.DataFrame
@@ -50,10 +53,28 @@ def roof_table(calibration: Sequence[schema.CalibrationRank]):  # -> pandas.Data
 
     rows = []
     for c in calibration:
-        rows += [{"rank": c.rank, "device": c.device, "measured": f"matmul {m.n}³ {m.dtype}",
-                  "time (ms)": m.seconds * 1e3, "rate": m.flops_per_s / 1e12, "unit": "TFLOP/s"} for m in c.matmul]
-        rows += [{"rank": c.rank, "device": c.device, "measured": f"copy {format_size(p.nbytes)}",
-                  "time (ms)": p.seconds * 1e3, "rate": p.bytes_per_s / 1e9, "unit": "GB/s"} for p in c.copy]
+        rows += [
+            {
+                "rank": c.rank,
+                "device": c.device,
+                "measured": f"matmul {m.n}³ {m.dtype}",
+                "time (ms)": m.seconds * 1e3,
+                "rate": m.flops_per_s / 1e12,
+                "unit": "TFLOP/s",
+            }
+            for m in c.matmul
+        ]
+        rows += [
+            {
+                "rank": c.rank,
+                "device": c.device,
+                "measured": f"copy {format_size(p.nbytes)}",
+                "time (ms)": p.seconds * 1e3,
+                "rate": p.bytes_per_s / 1e9,
+                "unit": "GB/s",
+            }
+            for p in c.copy
+        ]
     return pd.DataFrame(rows).set_index(["rank", "measured"])
 
 
@@ -85,7 +106,9 @@ def fit_link(kind: str, sizes: Sequence[int], seconds: Sequence[float], ranks: i
     """Least squares on the *relative* residuals, so that a 1 KiB point counts as much as a 1 GiB one: minimise
     Σ((α + x·γ − t)/t)² over α ≥ 0 and γ = 1/β > 0, with x = S · factor (the bytes a rank sends)."""
     if len(sizes) != len(seconds) or len(sizes) < 2:
-        raise ValueError(f"{kind}: a fit needs at least two sizes with a time each (got {len(sizes)} and {len(seconds)})")
+        raise ValueError(
+            f"{kind}: a fit needs at least two sizes with a time each (got {len(sizes)} and {len(seconds)})"
+        )
     if any(t <= 0 for t in seconds) or any(s <= 0 for s in sizes):
         raise ValueError(f"{kind}: sizes and times must be positive")
     f = bus_factor(kind, ranks)
@@ -100,8 +123,14 @@ def fit_link(kind: str, sizes: Sequence[int], seconds: Sequence[float], ranks: i
     alpha, gamma = ((b1 * a22 - b2 * a12) / det, (a11 * b2 - a12 * b1) / det) if det > 0 else (-1.0, -1.0)
     if alpha < 0 or gamma <= 0:  # a negative latency or bandwidth fits noise, not a link: no latency, bandwidth alone
         alpha, gamma = 0.0, b2 / a22
-    return Fit(kind=kind, ranks=ranks, link=model.Link(alpha=alpha, beta=1 / gamma), sizes=tuple(sizes),
-               measured=tuple(seconds), where=where)
+    return Fit(
+        kind=kind,
+        ranks=ranks,
+        link=model.Link(alpha=alpha, beta=1 / gamma),
+        sizes=tuple(sizes),
+        measured=tuple(seconds),
+        where=where,
+    )
 
 
 def fits(calibration: Sequence[schema.CalibrationRank], where: str = "") -> dict[str, Fit]:
@@ -119,10 +148,18 @@ def fit_table(all_fits: Mapping[str, Fit]):  # -> pandas.DataFrame
     """α (µs) and β (GB/s) per collective, with the median and largest |residual|."""
     import pandas as pd
 
-    rows = [{"collective": k, "α (µs)": f.link.alpha * 1e6, "β (GB/s)": f.link.beta / 1e9, "sizes": len(f.sizes),
-             "median |residual|": statistics.median(abs(r) for r in f.residuals),
-             "largest |residual|": max(abs(r) for r in f.residuals), "measured on": f.where}
-            for k, f in all_fits.items()]
+    rows = [
+        {
+            "collective": k,
+            "α (µs)": f.link.alpha * 1e6,
+            "β (GB/s)": f.link.beta / 1e9,
+            "sizes": len(f.sizes),
+            "median |residual|": statistics.median(abs(r) for r in f.residuals),
+            "largest |residual|": max(abs(r) for r in f.residuals),
+            "measured on": f.where,
+        }
+        for k, f in all_fits.items()
+    ]
     return pd.DataFrame(rows).set_index("collective")
 
 
@@ -130,8 +167,11 @@ def residual_table(all_fits: Mapping[str, Fit]):  # -> pandas.DataFrame
     """Every point of every fit: size, measured, model, residual."""
     import pandas as pd
 
-    rows = [{"collective": k, "size": format_size(s), "measured (µs)": m * 1e6, "model (µs)": p * 1e6, "residual": r}
-            for k, f in all_fits.items() for s, m, p, r in zip(f.sizes, f.measured, f.predicted, f.residuals)]
+    rows = [
+        {"collective": k, "size": format_size(s), "measured (µs)": m * 1e6, "model (µs)": p * 1e6, "residual": r}
+        for k, f in all_fits.items()
+        for s, m, p, r in zip(f.sizes, f.measured, f.predicted, f.residuals)
+    ]
     return pd.DataFrame(rows).set_index(["collective", "size"])
 
 
@@ -145,8 +185,13 @@ def reference_fit() -> Fit:
 
     run = reference_runs.load("sweep")
     rows = bandwidth.rows_of(run)
-    return fit_link("all_reduce", [r["size"] for r in rows], [r["time_us"] * 1e-6 for r in rows],
-                    run.env.world_size if run.env else 2, reference_where())
+    return fit_link(
+        "all_reduce",
+        [r["size"] for r in rows],
+        [r["time_us"] * 1e-6 for r in rows],
+        run.env.world_size if run.env else 2,
+        reference_where(),
+    )
 
 
 def reference_where() -> str:
@@ -167,19 +212,35 @@ def reference_checks(fit: Fit | None = None):  # -> pandas.DataFrame
     from nvtutorial.chapters.ch01_hardware import report_reference as reference_runs
 
     fit = fit or reference_fit()
-    sources = [("notebook 02's sweep (course benchmark)", [(r["size"], r["time_us"] * 1e-6)
-                                                          for r in bandwidth.rows_of(reference_runs.load("ab default"))]),
-               ("torch all-reduce (nvtutorial/data/h200x2)", [(r["size"], r["time_us"] * 1e-6)
-                                                              for r in bandwidth.reference_torch()["torch allreduce default"]]),
-               ("nccl-tests in place (another program)", [(r["size"], r["ip_time_us"] * 1e-6)
-                                                          for r in bandwidth.reference_nccl_tests()["default"].rows])]
+    sources = [
+        (
+            "notebook 02's sweep (course benchmark)",
+            [(r["size"], r["time_us"] * 1e-6) for r in bandwidth.rows_of(reference_runs.load("ab default"))],
+        ),
+        (
+            "torch all-reduce (nvtutorial/data/h200x2)",
+            [(r["size"], r["time_us"] * 1e-6) for r in bandwidth.reference_torch()["torch allreduce default"]],
+        ),
+        (
+            "nccl-tests in place (another program)",
+            [(r["size"], r["ip_time_us"] * 1e-6) for r in bandwidth.reference_nccl_tests()["default"].rows],
+        ),
+    ]
     rows = []
     for source, points in sources:
         for size, seconds in points:
             predicted = model.collective_time(size, fit.link, "all_reduce", fit.ranks)
-            rows.append({"source": source, "size": format_size(size), "bytes": size, "measured (µs)": seconds * 1e6,
-                         "model (µs)": predicted * 1e6, "error": predicted / seconds - 1,
-                         "in the median": not source.startswith("nccl-tests")})
+            rows.append(
+                {
+                    "source": source,
+                    "size": format_size(size),
+                    "bytes": size,
+                    "measured (µs)": seconds * 1e6,
+                    "model (µs)": predicted * 1e6,
+                    "error": predicted / seconds - 1,
+                    "in the median": not source.startswith("nccl-tests"),
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -192,14 +253,23 @@ def reference_verdict(checks: Any, target: float = TARGET) -> Verdict:
     worst = used.iloc[max(range(len(errors)), key=errors.__getitem__)]
     numbers = {"median_abs_error": med, "largest_abs_error": max(errors), "points": len(errors), "target": target}
     if med <= target:
-        return Verdict("costmodel.reference_link", "pass",
-                       f"The α–β fit of the 2× H200 sweep predicts the {len(errors)} all-reduces of the other committed "
-                       f"runs with a median error of {med:.0%} (target {target:.0%}); the largest, {max(errors):.0%}, is "
-                       f"at {worst['size']}: between the sizes that only pay α and those that pay S/β, a straight line "
-                       "fits least.", numbers, reference_where())
-    return Verdict("costmodel.reference_link", "fail",
-                   f"The α–β fit misses the other committed all-reduces by a median {med:.0%} (target {target:.0%}).",
-                   numbers, reference_where())
+        return Verdict(
+            "costmodel.reference_link",
+            "pass",
+            f"The α–β fit of the 2× H200 sweep predicts the {len(errors)} all-reduces of the other committed "
+            f"runs with a median error of {med:.0%} (target {target:.0%}); the largest, {max(errors):.0%}, is "
+            f"at {worst['size']}: between the sizes that only pay α and those that pay S/β, a straight line "
+            "fits least.",
+            numbers,
+            reference_where(),
+        )
+    return Verdict(
+        "costmodel.reference_link",
+        "fail",
+        f"The α–β fit misses the other committed all-reduces by a median {med:.0%} (target {target:.0%}).",
+        numbers,
+        reference_where(),
+    )
 
 
 # --------------------------------------------------------------------------------------------------- the calibration
@@ -235,24 +305,38 @@ def calibrated(device: Any, pair: Any | None = None) -> Calibrated:
     pair = pair if pair is not None else (device if dev[0].world > 1 and dev[0].collectives else None)
     if pair is not None:
         pair_fits = fits(ranks(pair, "calibrate"), where(pair))
-        return Calibrated(found, dtype, where(device), gpu, {k: f.link for k, f in pair_fits.items()}, where(pair),
-                          ranks(pair, "calibrate")[0].world)
+        return Calibrated(
+            found,
+            dtype,
+            where(device),
+            gpu,
+            {k: f.link for k, f in pair_fits.items()},
+            where(pair),
+            ranks(pair, "calibrate")[0].world,
+        )
     return with_reference_link(Calibrated(found, dtype, where(device), gpu, {}, ""))
 
 
 def with_reference_link(cal: Calibrated) -> Calibrated:
     """The same device, with the committed 2× H200 pair's all-reduce fit for every collective."""
     ref = reference_fit()
-    return dataclasses.replace(cal, links={k: ref.link for k in schema.COLLECTIVES}, link_where=ref.where,
-                               ranks=ref.ranks, derived=("all_gather", "reduce_scatter"))
+    return dataclasses.replace(
+        cal,
+        links={k: ref.link for k in schema.COLLECTIVES},
+        link_where=ref.where,
+        ranks=ref.ranks,
+        derived=("all_gather", "reduce_scatter"),
+    )
 
 
 def summary(cal: Calibrated) -> str:
     """The four numbers in one paragraph, each with where it was measured."""
     lines = [f"device ({cal.device_where}):"]
     for dtype, roof in cal.roofs.items():
-        lines.append(f"  matmul roof {dtype}: {roof.flops / 1e12:.3g} TFLOP/s; memory roof {roof.bandwidth / 1e9:.4g} GB/s; "
-                     f"ridge {roof.ridge:.3g} FLOP/B")
+        lines.append(
+            f"  matmul roof {dtype}: {roof.flops / 1e12:.3g} TFLOP/s; memory roof {roof.bandwidth / 1e9:.4g} GB/s; "
+            f"ridge {roof.ridge:.3g} FLOP/B"
+        )
     lines.append(f"pair ({cal.link_where}):")
     for kind, link in cal.links.items():
         note = " (not measured: the all-reduce's)" if kind in cal.derived else ""
@@ -272,10 +356,14 @@ def error_verdict(key: str, errors: Mapping[str, float], is_gpu: bool, where_: s
     med = statistics.median(abs(e) for e in errors.values())
     worst = max(errors, key=lambda k: abs(errors[k]))
     numbers = {"median_abs_error": med, "errors": dict(errors), "target": target, "worst": worst}
-    head = (f"The model's median error against the run is {med:.0%} over {len(errors)} problems "
-            f"(largest: {worst}, {errors[worst]:+.0%}).")
+    head = (
+        f"The model's median error against the run is {med:.0%} over {len(errors)} problems "
+        f"(largest: {worst}, {errors[worst]:+.0%})."
+    )
     if not is_gpu:
-        return Verdict(key, "info", f"{head} A CPU simulation: the {target:.0%} target is set for GPUs.", numbers, where_)
+        return Verdict(
+            key, "info", f"{head} A CPU simulation: the {target:.0%} target is set for GPUs.", numbers, where_
+        )
     status = "pass" if med <= target else "fail"
     return Verdict(key, status, f"{head} Target: {target:.0%}.", numbers, where_)
 
@@ -294,16 +382,30 @@ def schedule_runs(result: Any) -> dict[str, list[schema.ScheduleRun]]:
 
 def pipeline_loss_verdict(result: Any, tolerance: float) -> Verdict:
     """Pass when every schedule's loss, at every step and on every stage, is within ``tolerance`` of one process's."""
-    diffs = {s: max(abs(a - b) for r in runs for a, b in zip(r.losses, r.reference))
-             for s, runs in schedule_runs(result).items()}
+    diffs = {
+        s: max(abs(a - b) for r in runs for a, b in zip(r.losses, r.reference))
+        for s, runs in schedule_runs(result).items()
+    }
     worst = max(diffs, key=diffs.get)
     ok = all(d <= tolerance for d in diffs.values())
     numbers = {"max_abs_diff": diffs, "tolerance": tolerance}
     if ok:
-        return Verdict("costmodel.pipeline.loss", "pass", f"Both schedules follow the one-process loss: largest "
-                       f"difference {diffs[worst]:.2g} ({worst}), within {tolerance:g}.", numbers, where(result))
-    return Verdict("costmodel.pipeline.loss", "fail", f"{', '.join(s for s, d in diffs.items() if d > tolerance)} left "
-                   f"the one-process loss by more than {tolerance:g} (largest {diffs[worst]:.2g}).", numbers, where(result))
+        return Verdict(
+            "costmodel.pipeline.loss",
+            "pass",
+            f"Both schedules follow the one-process loss: largest "
+            f"difference {diffs[worst]:.2g} ({worst}), within {tolerance:g}.",
+            numbers,
+            where(result),
+        )
+    return Verdict(
+        "costmodel.pipeline.loss",
+        "fail",
+        f"{', '.join(s for s, d in diffs.items() if d > tolerance)} left "
+        f"the one-process loss by more than {tolerance:g} (largest {diffs[worst]:.2g}).",
+        numbers,
+        where(result),
+    )
 
 
 def pipeline_gradient_verdict(result: Any, tolerance: float) -> Verdict:
@@ -313,12 +415,24 @@ def pipeline_gradient_verdict(result: Any, tolerance: float) -> Verdict:
     worst = max(diffs, key=diffs.get)
     numbers = {"max_rel_diff": {f"{s} stage {st}": d for (s, st), d in diffs.items()}, "tolerance": tolerance}
     if diffs[worst] <= tolerance:
-        return Verdict("costmodel.pipeline.gradients", "pass", f"At step 0 every stage's gradients equal the one-process "
-                       f"gradients to {diffs[worst]:.2g} of each tensor's largest value (tolerance {tolerance:g}): the "
-                       "micro-batches' gradients add up to the whole batch's.", numbers, where(result))
-    return Verdict("costmodel.pipeline.gradients", "fail", f"{worst[0]}, stage {worst[1]}: the step-0 gradients are "
-                   f"off by {diffs[worst]:.2g} of the tensor's largest value (tolerance {tolerance:g}); 3.0 with 4 "
-                   "micro-batches means summed, not averaged.", numbers, where(result))
+        return Verdict(
+            "costmodel.pipeline.gradients",
+            "pass",
+            f"At step 0 every stage's gradients equal the one-process "
+            f"gradients to {diffs[worst]:.2g} of each tensor's largest value (tolerance {tolerance:g}): the "
+            "micro-batches' gradients add up to the whole batch's.",
+            numbers,
+            where(result),
+        )
+    return Verdict(
+        "costmodel.pipeline.gradients",
+        "fail",
+        f"{worst[0]}, stage {worst[1]}: the step-0 gradients are "
+        f"off by {diffs[worst]:.2g} of the tensor's largest value (tolerance {tolerance:g}); 3.0 with 4 "
+        "micro-batches means summed, not averaged.",
+        numbers,
+        where(result),
+    )
 
 
 def timeline_busy(events: Sequence[schema.Event]) -> float:
@@ -357,10 +471,18 @@ def bubble_table(result: Any):  # -> pandas.DataFrame
         stage_s = [statistics.median(timeline_busy(r.timelines[t]) / m for t in steps) for r in runs]
         span = model.pipeline_time(stage_s, m)
         uneven = statistics.fmean(1 - m * t / span for t in stage_s)
-        rows.append({"schedule": schedule, "stages": p, "micro-batches": m, "formula": model.bubble(p, m),
-                     "model, this run's stage times": uneven, "measured": statistics.median(x[0] for x in measured),
-                     **{f"measured, stage {s}": v for s, v in enumerate(per_stage)},
-                     "step (ms)": statistics.median(runs[0].step_s) * 1e3})
+        rows.append(
+            {
+                "schedule": schedule,
+                "stages": p,
+                "micro-batches": m,
+                "formula": model.bubble(p, m),
+                "model, this run's stage times": uneven,
+                "measured": statistics.median(x[0] for x in measured),
+                **{f"measured, stage {s}": v for s, v in enumerate(per_stage)},
+                "step (ms)": statistics.median(runs[0].step_s) * 1e3,
+            }
+        )
     return pd.DataFrame(rows).set_index("schedule")
 
 
@@ -376,12 +498,26 @@ def in_flight_verdict(result: Any) -> Verdict:
     bad = [k for k in counted if counted[k] != expected[k]]
     numbers = {"counted": counted, "expected": expected}
     if bad:
-        return Verdict("costmodel.pipeline.in_flight", "fail", "Micro-batches held at once differ from the schedule's: "
-                       + "; ".join(f"{k}: {counted[k]}, expected {expected[k]}" for k in bad) + ".", numbers, where(result))
-    return Verdict("costmodel.pipeline.in_flight", "pass", "Counted on the timelines, each stage held at most "
-                   + ", ".join(f"{v} ({k})" for k, v in counted.items()) + " micro-batches' activations at once, as "
-                   "each schedule promises: GPipe keeps all of them until the backward passes start, 1F1B at most "
-                   "one per stage still ahead.", numbers, where(result))
+        return Verdict(
+            "costmodel.pipeline.in_flight",
+            "fail",
+            "Micro-batches held at once differ from the schedule's: "
+            + "; ".join(f"{k}: {counted[k]}, expected {expected[k]}" for k in bad)
+            + ".",
+            numbers,
+            where(result),
+        )
+    return Verdict(
+        "costmodel.pipeline.in_flight",
+        "pass",
+        "Counted on the timelines, each stage held at most "
+        + ", ".join(f"{v} ({k})" for k, v in counted.items())
+        + " micro-batches' activations at once, as "
+        "each schedule promises: GPipe keeps all of them until the backward passes start, 1F1B at most "
+        "one per stage still ahead.",
+        numbers,
+        where(result),
+    )
 
 
 def stage_blocks(layers: int, stage: int, stages: int) -> tuple[int, int]:
@@ -420,11 +556,20 @@ def stage_memory_table(result: Any, setup: Any):  # -> pandas.DataFrame
         for r in runs:
             per_mb = pipeline_stage_memory(setup, r.stage, r.stages, r.microbatches)["activations"]
             held = max(peak_in_flight(t) for t in r.timelines)
-            rows.append({"schedule": schedule, "stage": r.stage, "blocks": f"{r.blocks[0]}–{r.blocks[1] - 1}",
-                         "params": r.held.params / 1e6, "grads": r.held.grads / 1e6, "Adam": r.held.optimizer / 1e6,
-                         "activations per micro-batch": per_mb / 1e6, "held at once": held,
-                         "activations (model)": held * per_mb / 1e6,
-                         "peak measured": r.peak_allocated / 1e6 if r.peak_allocated is not None else None})
+            rows.append(
+                {
+                    "schedule": schedule,
+                    "stage": r.stage,
+                    "blocks": f"{r.blocks[0]}–{r.blocks[1] - 1}",
+                    "params": r.held.params / 1e6,
+                    "grads": r.held.grads / 1e6,
+                    "Adam": r.held.optimizer / 1e6,
+                    "activations per micro-batch": per_mb / 1e6,
+                    "held at once": held,
+                    "activations (model)": held * per_mb / 1e6,
+                    "peak measured": r.peak_allocated / 1e6 if r.peak_allocated is not None else None,
+                }
+            )
     return pd.DataFrame(rows).set_index(["schedule", "stage"])
 
 
@@ -446,15 +591,29 @@ def capstone_correct(result: Any, strategy: str, tolerance: float, grad_toleranc
     key = f"costmodel.capstone.correct.{strategy}"
     failed = [r for r in runs if not r.ok]
     if failed:
-        return Verdict(key, "fail", f"{strategy} did not run: {failed[0].error}", {"error": failed[0].error}, where(result))
+        return Verdict(
+            key, "fail", f"{strategy} did not run: {failed[0].error}", {"error": failed[0].error}, where(result)
+        )
     loss = max(abs(a - b) for r in runs for a, b in zip(r.losses, r.reference))
     grad = max(r.grad_max_rel_diff or 0.0 for r in runs)
     numbers = {"loss_diff": loss, "grad_diff": grad, "tolerance": tolerance, "grad_tolerance": grad_tolerance}
     if loss <= tolerance and grad <= grad_tolerance:
-        return Verdict(key, "pass", f"{strategy} trains what one process trains: loss within {loss:.2g}, step-0 "
-                       f"gradients within {grad:.2g} of each tensor's largest value.", numbers, where(result))
-    return Verdict(key, "fail", f"{strategy} computes something else: loss off by {loss:.2g} (tolerance {tolerance:g}), "
-                   f"gradients by {grad:.2g} (tolerance {grad_tolerance:g}).", numbers, where(result))
+        return Verdict(
+            key,
+            "pass",
+            f"{strategy} trains what one process trains: loss within {loss:.2g}, step-0 "
+            f"gradients within {grad:.2g} of each tensor's largest value.",
+            numbers,
+            where(result),
+        )
+    return Verdict(
+        key,
+        "fail",
+        f"{strategy} computes something else: loss off by {loss:.2g} (tolerance {tolerance:g}), "
+        f"gradients by {grad:.2g} (tolerance {grad_tolerance:g}).",
+        numbers,
+        where(result),
+    )
 
 
 def measured_step(result: Any, strategy: str) -> float:
@@ -474,11 +633,23 @@ def score_verdict(result: Any, strategy: str, ideal_s: float, correct: Verdict, 
     score = ideal_s / measured
     numbers = {"score": score, "ideal_s": ideal_s, "measured_s": measured}
     if score > 1:
-        return Verdict(key, "info", f"{strategy} ran in {measured * 1e3:.4g} ms, faster than its speed of light "
-                       f"({ideal_s * 1e3:.4g} ms): the calibration's roofs are below what this run reached; "
-                       "calibrate again on a quiet machine.", numbers, where(result))
-    return Verdict(key, "info", f"{strategy}: score {score:.2f} (speed of light {ideal_s * 1e3:.4g} ms, measured "
-                   f"{measured * 1e3:.4g} ms per step).", numbers, where(result))
+        return Verdict(
+            key,
+            "info",
+            f"{strategy} ran in {measured * 1e3:.4g} ms, faster than its speed of light "
+            f"({ideal_s * 1e3:.4g} ms): the calibration's roofs are below what this run reached; "
+            "calibrate again on a quiet machine.",
+            numbers,
+            where(result),
+        )
+    return Verdict(
+        key,
+        "info",
+        f"{strategy}: score {score:.2f} (speed of light {ideal_s * 1e3:.4g} ms, measured "
+        f"{measured * 1e3:.4g} ms per step).",
+        numbers,
+        where(result),
+    )
 
 
 def is_finite(x: float | None) -> bool:

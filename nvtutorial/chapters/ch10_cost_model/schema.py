@@ -79,9 +79,13 @@ class Params:
         require(all(b >= 1 << 16 for b in self.copy_bytes) and self.copy_bytes, "copy_bytes: buffers of 64 KiB or more")
         bad = [c for c in self.collectives if c not in COLLECTIVES]
         require(not bad, f"collectives={self.collectives}: use some of {', '.join(COLLECTIVES)}")
-        require(1 <= self.min_bytes <= self.max_bytes and self.factor >= 2, "need 1 <= min_bytes <= max_bytes, factor >= 2")
-        require(self.iters >= 1 and self.repeats >= 2 and self.target_s > 0,
-                "iters at least 1, repeats at least 2 (a spread needs two), target_s positive")
+        require(
+            1 <= self.min_bytes <= self.max_bytes and self.factor >= 2, "need 1 <= min_bytes <= max_bytes, factor >= 2"
+        )
+        require(
+            self.iters >= 1 and self.repeats >= 2 and self.target_s > 0,
+            "iters at least 1, repeats at least 2 (a spread needs two), target_s positive",
+        )
         require(self.dim % self.heads == 0, f"dim={self.dim} must be a multiple of heads={self.heads}")
         bad = [p for p in self.problems if p not in DEVICE_PROBLEMS + LINK_PROBLEMS]
         require(not bad, f"problems={self.problems}: use some of {', '.join(DEVICE_PROBLEMS + LINK_PROBLEMS)}")
@@ -89,16 +93,24 @@ class Params:
         require(not bad and self.schedules, f"schedules={self.schedules}: use some of {', '.join(SCHEDULES)}")
         bad = [s for s in self.strategies if s not in STRATEGIES]
         require(not bad and self.strategies, f"strategies={self.strategies}: use some of {', '.join(STRATEGIES)}")
-        require(self.microbatches >= 1 and self.steps >= 1 and self.timed >= 2,
-                "microbatches and steps at least 1, timed at least 2 (a spread needs two)")
+        require(
+            self.microbatches >= 1 and self.steps >= 1 and self.timed >= 2,
+            "microbatches and steps at least 1, timed at least 2 (a spread needs two)",
+        )
         require(self.global_batch >= 1 and self.decode_tokens >= 1 and self.decode_dim >= 1, "sizes must be positive")
         require(self.allreduce_bytes >= 64 and self.small_bytes >= 64, "collective sizes of 64 bytes or more")
         require(self.budget_bytes >= 0, f"budget_bytes={self.budget_bytes} must be 0 (no limit) or more")
 
     def config(self) -> dict[str, int]:
         """The transformer's sizes (``models.transformer.Config`` fields)."""
-        return {"vocab": self.vocab, "seq_len": self.seq_len, "dim": self.dim, "heads": self.heads,
-                "layers": self.layers, "mlp_ratio": self.mlp_ratio}
+        return {
+            "vocab": self.vocab,
+            "seq_len": self.seq_len,
+            "dim": self.dim,
+            "heads": self.heads,
+            "layers": self.layers,
+            "mlp_ratio": self.mlp_ratio,
+        }
 
 
 # --------------------------------------------------------------------------------------------------- calibrate

@@ -31,10 +31,26 @@ from collections.abc import Callable
 from typing import Any
 
 from nvtutorial import runtime
+from nvtutorial.chapters.ch10_cost_model.schema import (
+    DEVICE_PROBLEMS,
+    LADDER_STRATEGIES,
+    LINK_PROBLEMS,
+    CalibrationRank,
+    CapstoneRank,
+    CollectivePoint,
+    CopyPoint,
+    Event,
+    Held,
+    MatmulPoint,
+    Measured,
+    Params,
+    PipelineRank,
+    ProblemsRank,
+    ScheduleRun,
+    StrategyRun,
+)
 from nvtutorial.params import require
 from nvtutorial.units import size_sweep
-
-from nvtutorial.chapters.ch10_cost_model.schema import DEVICE_PROBLEMS, LADDER_STRATEGIES, LINK_PROBLEMS, CalibrationRank, CapstoneRank, CollectivePoint, CopyPoint, Event, Held, MatmulPoint, Measured, Params, PipelineRank, ProblemsRank, ScheduleRun, StrategyRun
 
 NAME = "costmodel"
 """The workload's name (``nvtutorial.run("costmodel", ...)``, ``nvtutorial list``)."""
@@ -106,8 +122,14 @@ def calibrate(ctx: runtime.Context, p: Params) -> CalibrationRank:
                 op, size = collective(kind, nbytes, ctx.device)
                 reps = _timed(ctx, op, p, together=True)
                 points.append(CollectivePoint(kind=kind, size=size, seconds=statistics.median(reps), repeats=reps))
-    return CalibrationRank(rank=ctx.rank, world=ctx.world_size, device=_device_name(ctx), matmul=tuple(matmuls),
-                           copy=tuple(copies), collectives=tuple(points))
+    return CalibrationRank(
+        rank=ctx.rank,
+        world=ctx.world_size,
+        device=_device_name(ctx),
+        matmul=tuple(matmuls),
+        copy=tuple(copies),
+        collectives=tuple(points),
+    )
 
 
 # --------------------------------------------------------------------------------------------------- problems
@@ -126,8 +148,13 @@ def _matmul(ctx: runtime.Context, p: Params, key: str, tokens: int, d_in: int, d
     w = torch.randn(d_in, d_out, device=ctx.device).to(getattr(torch, dtype))
     y = torch.empty(tokens, d_out, device=ctx.device, dtype=getattr(torch, dtype))
     reps = _timed(ctx, lambda: torch.mm(x, w, out=y), p)
-    return Measured(key, statistics.median(reps), "s", reps,
-                    {"tokens": tokens, "d_in": d_in, "d_out": d_out, "dtype": dtype, "dtype_bytes": x.element_size()})
+    return Measured(
+        key,
+        statistics.median(reps),
+        "s",
+        reps,
+        {"tokens": tokens, "d_in": d_in, "d_out": d_out, "dtype": dtype, "dtype_bytes": x.element_size()},
+    )
 
 
 def _adam(ctx: runtime.Context, p: Params) -> Measured:
@@ -157,8 +184,9 @@ def _train_step(ctx: runtime.Context, p: Params) -> Measured:
     train_step(model, optimizer, tokens)  # Adam's first step creates its moments: not a steady step
     reps = _timed(ctx, lambda: train_step(model, optimizer, tokens), p)
     n = sum(t.numel() for t in model.parameters())
-    return Measured("train_step", statistics.median(reps), "s", reps,
-                    {"n_params": n, "tokens": p.global_batch * p.seq_len})
+    return Measured(
+        "train_step", statistics.median(reps), "s", reps, {"n_params": n, "tokens": p.global_batch * p.seq_len}
+    )
 
 
 def _collective(ctx: runtime.Context, p: Params, key: str, kind: str, nbytes: int) -> Measured:
@@ -179,8 +207,8 @@ def block_bytes(p: Params) -> int:
 def _zero3_bytes(ctx: runtime.Context, p: Params) -> Measured:
     from nvtutorial.chapters.ch08_ladder.lessons.rungs import RUNGS
     from nvtutorial.chapters.ch08_ladder.lessons.train import local_batch, train_step
-    from nvtutorial.models import transformer
     from nvtutorial.chapters.ch08_ladder.workload import collective_counter, summarise
+    from nvtutorial.models import transformer
 
     cfg = _config(p)
     sent, kinds = {}, {}
@@ -197,8 +225,13 @@ def _zero3_bytes(ctx: runtime.Context, p: Params) -> Measured:
         kinds[rung] = summarise(counter.records)
         model = optimizer = None
         _free(ctx)
-    return Measured("zero3_bytes", sent["fsdp_zero3"] / sent["ddp"], "×", (),
-                    {"ddp_sent": sent["ddp"], "zero3_sent": sent["fsdp_zero3"], "collectives": kinds})
+    return Measured(
+        "zero3_bytes",
+        sent["fsdp_zero3"] / sent["ddp"],
+        "×",
+        (),
+        {"ddp_sent": sent["ddp"], "zero3_sent": sent["fsdp_zero3"], "collectives": kinds},
+    )
 
 
 def problems(ctx: runtime.Context, p: Params) -> ProblemsRank:
@@ -227,8 +260,9 @@ def problems(ctx: runtime.Context, p: Params) -> ProblemsRank:
             out.append(_zero3_bytes(ctx, p))
         _free(ctx)
     ctx.progress(len(wanted), len(wanted), desc="problems")
-    return ProblemsRank(rank=ctx.rank, world=ctx.world_size, device=_device_name(ctx), compute_dtype=dtype,
-                        measured=tuple(out))
+    return ProblemsRank(
+        rank=ctx.rank, world=ctx.world_size, device=_device_name(ctx), compute_dtype=dtype, measured=tuple(out)
+    )
 
 
 # --------------------------------------------------------------------------------------------------- pipeline
@@ -302,20 +336,36 @@ def _slowest(ctx: runtime.Context, seconds: float) -> float:
     return t.item()
 
 
-def run_schedule(ctx: runtime.Context, p: Params, schedule: str, microbatches: int, reference: list[float],
-                 reference_grads: dict[str, Any]) -> ScheduleRun:
+def run_schedule(
+    ctx: runtime.Context,
+    p: Params,
+    schedule: str,
+    microbatches: int,
+    reference: list[float],
+    reference_grads: dict[str, Any],
+) -> ScheduleRun:
     """One schedule from the seeded model: step-0 gradients, ``p.steps`` steps' losses, bytes held, ``p.timed``
     timed steps with a timeline each."""
     import torch
 
-    from nvtutorial.models import transformer
     from nvtutorial.chapters.ch08_ladder.workload import gradient_check
-
-    from nvtutorial.chapters.ch10_cost_model.lessons.pipeline import forward_backward, global_loss, model_name, pipeline, train_step
+    from nvtutorial.chapters.ch10_cost_model.lessons.pipeline import (
+        forward_backward,
+        global_loss,
+        model_name,
+        pipeline,
+        train_step,
+    )
+    from nvtutorial.models import transformer
 
     cfg = _config(p)
-    require(p.layers >= ctx.world_size, f"layers={p.layers}: a pipeline of {ctx.world_size} stages needs a block per stage")
-    require(p.global_batch % microbatches == 0, f"global_batch={p.global_batch} must be a multiple of microbatches={microbatches}")
+    require(
+        p.layers >= ctx.world_size, f"layers={p.layers}: a pipeline of {ctx.world_size} stages needs a block per stage"
+    )
+    require(
+        p.global_batch % microbatches == 0,
+        f"global_batch={p.global_batch} must be a multiple of microbatches={microbatches}",
+    )
     _free(ctx)
     model = transformer.build(cfg, seed=p.seed, device=ctx.device)
     module, stage, runner, optimizer = pipeline(model, ctx.device, schedule, microbatches)
@@ -358,17 +408,28 @@ def run_schedule(ctx: runtime.Context, p: Params, schedule: str, microbatches: i
     blocks = (module.first, module.first + len(module.blocks))
     del module, stage, runner, optimizer
     _free(ctx)
-    return ScheduleRun(schedule=schedule, microbatches=microbatches, stage=ctx.rank, stages=ctx.world_size,
-                       blocks=blocks, losses=tuple(losses), reference=tuple(reference),
-                       grad_max_rel_diff=grads["max_rel_diff"], grad_worst=str(grads["worst"]),
-                       timelines=tuple(timelines), step_s=tuple(step_s), held=held, peak_allocated=peak)
+    return ScheduleRun(
+        schedule=schedule,
+        microbatches=microbatches,
+        stage=ctx.rank,
+        stages=ctx.world_size,
+        blocks=blocks,
+        losses=tuple(losses),
+        reference=tuple(reference),
+        grad_max_rel_diff=grads["max_rel_diff"],
+        grad_worst=str(grads["worst"]),
+        timelines=tuple(timelines),
+        step_s=tuple(step_s),
+        held=held,
+        peak_allocated=peak,
+    )
 
 
 def _reference(ctx: runtime.Context, p: Params) -> tuple[list[float], dict[str, Any]]:
     """The one-process reference: its losses over ``p.steps`` steps and its step-0 gradients (on the CPU)."""
     from nvtutorial.chapters.ch08_ladder.lessons.train import train
-    from nvtutorial.models import transformer
     from nvtutorial.chapters.ch08_ladder.workload import reference_gradients
+    from nvtutorial.models import transformer
 
     cfg = _config(p)
     losses = train("single", cfg, p.steps, p.global_batch, ctx.device, seed=p.seed)
@@ -392,27 +453,58 @@ def pipeline_part(ctx: runtime.Context, p: Params) -> PipelineRank:
 # --------------------------------------------------------------------------------------------------- capstone
 
 
-def _ladder_strategy(ctx: runtime.Context, p: Params, rung: str, reference: list[float], grads: dict[str, Any]) -> StrategyRun:
+def _ladder_strategy(
+    ctx: runtime.Context, p: Params, rung: str, reference: list[float], grads: dict[str, Any]
+) -> StrategyRun:
     from nvtutorial.chapters.ch08_ladder import workload as ladder
 
-    lp = ladder.Params(**p.config(), global_batch=p.global_batch, rungs=(rung,), steps=p.steps, warmup=1, timed=1,
-                       repeats=p.timed, reference=False, profile_steps=0, seed=p.seed)
+    lp = ladder.Params(
+        **p.config(),
+        global_batch=p.global_batch,
+        rungs=(rung,),
+        steps=p.steps,
+        warmup=1,
+        timed=1,
+        repeats=p.timed,
+        reference=False,
+        profile_steps=0,
+        seed=p.seed,
+    )
     g = ladder.run_rung(ctx, lp, rung, grads)
-    return StrategyRun(strategy=rung, ok=True, error=None, losses=tuple(g["losses"]), reference=tuple(reference),
-                       grad_max_rel_diff=g["gradients"]["max_rel_diff"], step_s=tuple(g["step_s"]),
-                       sent_per_step=float(g["sent_per_step"]), held=Held(**{k: g["held"][k] for k in ("params", "grads", "optimizer")}),
-                       peak_allocated=g.get("peak_allocated"))
+    return StrategyRun(
+        strategy=rung,
+        ok=True,
+        error=None,
+        losses=tuple(g["losses"]),
+        reference=tuple(reference),
+        grad_max_rel_diff=g["gradients"]["max_rel_diff"],
+        step_s=tuple(g["step_s"]),
+        sent_per_step=float(g["sent_per_step"]),
+        held=Held(**{k: g["held"][k] for k in ("params", "grads", "optimizer")}),
+        peak_allocated=g.get("peak_allocated"),
+    )
 
 
-def _pipeline_strategy(ctx: runtime.Context, p: Params, strategy: str, reference: list[float], grads: dict[str, Any]) -> StrategyRun:
+def _pipeline_strategy(
+    ctx: runtime.Context, p: Params, strategy: str, reference: list[float], grads: dict[str, Any]
+) -> StrategyRun:
     schedule = strategy.removeprefix("pipeline_")
     r = run_schedule(ctx, p, schedule, p.microbatches, reference, grads)
     # point to point: each boundary carries the activations forward and their gradients back (fp32)
     activations = 4 * p.global_batch * p.seq_len * p.dim
     sends = (ctx.rank < ctx.world_size - 1) + (ctx.rank > 0)
-    return StrategyRun(strategy=strategy, ok=True, error=None, losses=r.losses, reference=r.reference,
-                       grad_max_rel_diff=r.grad_max_rel_diff, step_s=r.step_s, sent_per_step=float(sends * activations),
-                       held=r.held, peak_allocated=r.peak_allocated)
+    return StrategyRun(
+        strategy=strategy,
+        ok=True,
+        error=None,
+        losses=r.losses,
+        reference=r.reference,
+        grad_max_rel_diff=r.grad_max_rel_diff,
+        step_s=r.step_s,
+        sent_per_step=float(sends * activations),
+        held=r.held,
+        peak_allocated=r.peak_allocated,
+    )
 
 
 def capstone(ctx: runtime.Context, p: Params) -> CapstoneRank:
@@ -432,13 +524,24 @@ def capstone(ctx: runtime.Context, p: Params) -> CapstoneRank:
             else:
                 runs.append(_pipeline_strategy(ctx, p, strategy, reference, grads))
         except torch.OutOfMemoryError as exc:  # did not fit the budget: a result
-            runs.append(StrategyRun(strategy=strategy, ok=False, error=f"OutOfMemoryError: {str(exc).splitlines()[0]}",
-                                    losses=(), reference=tuple(reference), grad_max_rel_diff=None, step_s=(),
-                                    sent_per_step=0.0, held=None))
+            runs.append(
+                StrategyRun(
+                    strategy=strategy,
+                    ok=False,
+                    error=f"OutOfMemoryError: {str(exc).splitlines()[0]}",
+                    losses=(),
+                    reference=tuple(reference),
+                    grad_max_rel_diff=None,
+                    step_s=(),
+                    sent_per_step=0.0,
+                    held=None,
+                )
+            )
             _free(ctx)
     ctx.progress(len(p.strategies) + 1, len(p.strategies) + 1, desc="capstone")
-    return CapstoneRank(rank=ctx.rank, world=ctx.world_size, device=_device_name(ctx), budget_bytes=p.budget_bytes,
-                        runs=tuple(runs))
+    return CapstoneRank(
+        rank=ctx.rank, world=ctx.world_size, device=_device_name(ctx), budget_bytes=p.budget_bytes, runs=tuple(runs)
+    )
 
 
 # ---------------------------------------------------------------------------------------------------

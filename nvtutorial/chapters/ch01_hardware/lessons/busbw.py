@@ -17,7 +17,9 @@ import torch
 import torch.distributed as dist
 
 from nvtutorial import runtime
-from nvtutorial.chapters.ch03_ddp_training.lessons.ddp_train import setup  # the process group, as notebook 03 sets it up
+from nvtutorial.chapters.ch03_ddp_training.lessons.ddp_train import (
+    setup,
+)  # the process group, as notebook 03 sets it up
 
 
 # %% time the all-reduce
@@ -68,8 +70,13 @@ def measure(size_bytes: int, iters: int, warmup: int, device: torch.device) -> d
     dist.all_reduce(x)  # every rank must now hold 1 + 2 + ... + n
     expected = world_size * (world_size + 1) / 2
     correct = bool((x == expected).all())
-    return {"size_bytes": size_bytes, "seconds": seconds, "algbw_gbps": size_bytes / seconds / 1e9,
-            "busbw_gbps": bus_bandwidth(size_bytes, seconds, world_size), "correct": correct}
+    return {
+        "size_bytes": size_bytes,
+        "seconds": seconds,
+        "algbw_gbps": size_bytes / seconds / 1e9,
+        "busbw_gbps": bus_bandwidth(size_bytes, seconds, world_size),
+        "correct": correct,
+    }
 
 
 # %% main
@@ -87,13 +94,18 @@ def main() -> None:
     # The slowest rank decides: take the largest time over the ranks.
     slowest = torch.tensor([result["seconds"]], dtype=torch.float64, device=device)
     dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
-    result.update(seconds=slowest.item(), algbw_gbps=result["size_bytes"] / slowest.item() / 1e9,
-                  busbw_gbps=bus_bandwidth(result["size_bytes"], slowest.item(), world_size))
+    result.update(
+        seconds=slowest.item(),
+        algbw_gbps=result["size_bytes"] / slowest.item() / 1e9,
+        busbw_gbps=bus_bandwidth(result["size_bytes"], slowest.item(), world_size),
+    )
     if dist.get_rank() == 0:
         where = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU (gloo: a simulation)"
-        print(f"{world_size} ranks on {where}: all-reduce of {args.size_mib:g} MiB in {result['seconds'] * 1e6:.1f} µs, "
-              f"algbw {result['algbw_gbps']:.2f} GB/s, busbw {result['busbw_gbps']:.2f} GB/s, "
-              f"sum {'correct' if result['correct'] else 'WRONG'}")
+        print(
+            f"{world_size} ranks on {where}: all-reduce of {args.size_mib:g} MiB in {result['seconds'] * 1e6:.1f} µs, "
+            f"algbw {result['algbw_gbps']:.2f} GB/s, busbw {result['busbw_gbps']:.2f} GB/s, "
+            f"sum {'correct' if result['correct'] else 'WRONG'}"
+        )
     runtime.save_metrics(result)  # the course's launcher collects these numbers; under plain torchrun it does nothing
     dist.destroy_process_group()
 

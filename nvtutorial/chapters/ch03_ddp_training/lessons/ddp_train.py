@@ -24,6 +24,7 @@ from nvtutorial import runtime
 from nvtutorial.models.segdata import make_dataset
 from nvtutorial.models.unet import build_unet
 
+
 # %% the process group
 def setup(timeout=None):
     """Join the process group (torchrun sets RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE); this process's device.
@@ -41,28 +42,36 @@ def setup(timeout=None):
         dist.init_process_group("gloo", timeout=timeout)
     return device
 
+
 # %% the model
 def build_model(size, device, seed=0):
     """The UNet on this rank's device, wrapped in DDP."""
     torch.manual_seed(seed)  # the same initial weights on every rank (DDP also broadcasts rank 0's)
     return wrap_ddp(build_unet(size).to(device), device)
 
+
 def wrap_ddp(model, device):
     """DDP all-reduces the gradients in buckets during backward, overlapping the rest of it."""
     return DDP(model, device_ids=[device.index] if device.type == "cuda" else None)
+
 
 # %% the data
 def make_loaders(args, device):
     """Batches of this rank's share of the training and validation sets; ``batch_size`` is per GPU."""
     train_set = make_dataset(args.samples, args.image_size, seed=0)
     val_set = make_dataset(args.val_samples, args.image_size, seed=1)  # other images
-    common = {"batch_size": args.batch_size, "num_workers": args.workers, "persistent_workers": args.workers > 0,
-              # pinned memory: .to(device, non_blocking=True) does not make the CPU wait; on the GPU the copy still
-              # runs in stream order, before the forward (overlapping it with compute needs a side stream)
-              "pin_memory": device.type == "cuda"}
+    common = {
+        "batch_size": args.batch_size,
+        "num_workers": args.workers,
+        "persistent_workers": args.workers > 0,
+        # pinned memory: .to(device, non_blocking=True) does not make the CPU wait; on the GPU the copy still
+        # runs in stream order, before the forward (overlapping it with compute needs a side stream)
+        "pin_memory": device.type == "cuda",
+    }
     sampler = DistributedSampler(train_set, shuffle=True, seed=0)  # each rank a disjoint 1/world of the set
     train_loader = DataLoader(train_set, sampler=sampler, drop_last=True, **common)
     return train_loader, DataLoader(val_set, sampler=DistributedSampler(val_set, shuffle=False), **common)
+
 
 # %% one training step
 def train_step(model, optimizer, images, masks, device, amp=torch.bfloat16):
@@ -70,11 +79,14 @@ def train_step(model, optimizer, images, masks, device, amp=torch.bfloat16):
     images, masks = images.to(device, non_blocking=True), masks.to(device, non_blocking=True)
     with torch.autocast(device.type, dtype=amp, enabled=amp is not None):  # amp=None: fp32
         logits = model(images)
-    loss = F.cross_entropy(logits.float(), masks, reduction="none").mean()  # per pixel, then the mean: repeatable on CUDA
+    loss = F.cross_entropy(
+        logits.float(), masks, reduction="none"
+    ).mean()  # per pixel, then the mean: repeatable on CUDA
     loss.backward()  # DDP all-reduces (averages) the gradients here, bucket by bucket
     optimizer.step()
     optimizer.zero_grad(set_to_none=True)
     return loss.detach()
+
 
 # %% validation
 @torch.no_grad()
@@ -98,18 +110,24 @@ def validation_sums(model, loader, device, amp=torch.bfloat16, classes=4):
         sums[0] += F.cross_entropy(logits.float(), masks, reduction="none").double().sum()
         sums[1] += masks.numel()  # pixels
         sums[2] += len(masks)  # samples
-        sums[3:3 + classes] += ((pred == cls) & (masks == cls)).sum(dim=(1, 2, 3))
-        sums[3 + classes:] += ((pred == cls) | (masks == cls)).sum(dim=(1, 2, 3))
+        sums[3 : 3 + classes] += ((pred == cls) & (masks == cls)).sum(dim=(1, 2, 3))
+        sums[3 + classes :] += ((pred == cls) | (masks == cls)).sum(dim=(1, 2, 3))
     model.train()
     return sums
+
 
 def evaluate(model, loader, device, amp=torch.bfloat16, classes=4):
     """Loss per pixel and mean IoU of the shape classes over the WHOLE set, the same on every rank."""
     sums = validation_sums(model, loader, device, amp, classes)
     if isinstance(loader.sampler, DistributedSampler):  # each rank holds a share: add them up
         dist.all_reduce(sums)  # a SUM: every rank now holds the totals
-    inter, union = sums[4:3 + classes], sums[4 + classes:]  # class 0 (the background) left out
-    return {"loss": (sums[0] / sums[1]).item(), "iou": (inter / union)[union > 0].mean().item(), "samples": int(sums[2])}
+    inter, union = sums[4 : 3 + classes], sums[4 + classes :]  # class 0 (the background) left out
+    return {
+        "loss": (sums[0] / sums[1]).item(),
+        "iou": (inter / union)[union > 0].mean().item(),
+        "samples": int(sums[2]),
+    }
+
 
 # %% checkpoints
 def save_checkpoint(path, model, optimizer, epoch):
@@ -120,12 +138,14 @@ def save_checkpoint(path, model, optimizer, epoch):
         os.replace(path + ".tmp", path)  # a crash while writing leaves the previous file whole
     dist.barrier()
 
+
 def load_checkpoint(path, model, optimizer, device):
     """Every rank loads onto its own device, tensors and plain containers only; the epoch to continue with."""
     state = torch.load(path, map_location=device, weights_only=True)
     model.module.load_state_dict(state["model"])
     optimizer.load_state_dict(state["optimizer"])
     return state["epoch"] + 1
+
 
 # %% the training loop
 def train(args, device):
@@ -141,20 +161,33 @@ def train(args, device):
     for epoch in range(start, args.epochs):
         train_loader.sampler.set_epoch(epoch)  # a new shuffle every epoch, the same on every rank
         losses = [train_step(model, optimizer, images, masks, device, amp) for images, masks in train_loader]
-        history.append({"epoch": epoch, "train_loss": torch.stack(losses).mean().item(),
-                        **evaluate(model, val_loader, device, amp)})
+        history.append(
+            {
+                "epoch": epoch,
+                "train_loss": torch.stack(losses).mean().item(),
+                **evaluate(model, val_loader, device, amp),
+            }
+        )
         if dist.get_rank() == 0:
-            runtime.progress(epoch + 1, args.epochs, "epochs", train_loss=history[-1]["train_loss"],
-                             val_loss=history[-1]["loss"], iou=history[-1]["iou"])
+            runtime.progress(
+                epoch + 1,
+                args.epochs,
+                "epochs",
+                train_loss=history[-1]["train_loss"],
+                val_loss=history[-1]["loss"],
+                iou=history[-1]["iou"],
+            )
         if args.checkpoint_dir:
             save_checkpoint(os.path.join(args.checkpoint_dir, f"epoch{epoch}.pt"), model, optimizer, epoch)
     runtime.save_metrics({"history": history, "weights_sha256": fingerprint(model)})  # only under the launcher
     return model, history
 
+
 def fingerprint(model):
     """A digest of every weight's bits: equal digests on two ranks, identical weights."""
     weights = torch.cat([p.detach().flatten() for p in model.parameters()]).cpu()
     return hashlib.sha256(weights.numpy().tobytes()).hexdigest()
+
 
 # %% main
 def parse_args(argv=None):
@@ -171,6 +204,7 @@ def parse_args(argv=None):
     parser.add_argument("--checkpoint-dir", help="rank 0 saves DIR/epoch{N}.pt after every epoch")
     parser.add_argument("--resume", help="a checkpoint to continue from")
     return parser.parse_args(argv)
+
 
 if __name__ == "__main__":
     args = parse_args()

@@ -26,10 +26,10 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.utils.data import BatchSampler, DataLoader, DistributedSampler
 
+from nvtutorial.chapters.ch03_ddp_training.lessons import ddp_train
+from nvtutorial.chapters.ch04_optimisations.lessons import ddp_optimised
 from nvtutorial.models.segdata import DeviceShapes, make_dataset
 from nvtutorial.models.unet import SIZES, build_unet
-from nvtutorial.chapters.ch04_optimisations.lessons import ddp_optimised
-from nvtutorial.chapters.ch03_ddp_training.lessons import ddp_train
 
 AMP_DTYPES = {"fp32": None, "fp16": torch.float16, "bf16": torch.bfloat16}
 VAL_SEED_OFFSET = 1_000_000
@@ -65,8 +65,19 @@ class TrainSetup:
         return getattr(self.model, "module", self.model)
 
 
-def check_setup_args(*, model: str, batch_size: int, image_size: int, samples: int, val_samples: int,
-                     classes: int, amp: str, num_workers: int, data: str = "loader", pin_memory: bool = False) -> None:
+def check_setup_args(
+    *,
+    model: str,
+    batch_size: int,
+    image_size: int,
+    samples: int,
+    val_samples: int,
+    classes: int,
+    amp: str,
+    num_workers: int,
+    data: str = "loader",
+    pin_memory: bool = False,
+) -> None:
     """Raise ``ValueError`` naming the fix for arguments :func:`setup` cannot use."""
     if model not in SIZES:
         raise ValueError(f"model={model!r}: use one of {', '.join(SIZES)}")
@@ -89,12 +100,26 @@ def check_setup_args(*, model: str, batch_size: int, image_size: int, samples: i
         raise ValueError("data=device keeps the set on the device already: use num_workers=0 and pin_memory=False")
 
 
-def setup(ctx: Any, *, model: str = "small", batch_size: int = 8, image_size: int = 64,
-          samples: int = 256, val_samples: int = 64, classes: int = 4, seed: int = 0,
-          lr: float = 1e-3, amp: str = "fp32", channels_last: bool = False,
-          num_workers: int = 0, pin_memory: bool = False,
-          ddp_kwargs: dict | None = None, data: str = "loader", checkpointing: bool = False,
-          compile: bool = False) -> TrainSetup:
+def setup(
+    ctx: Any,
+    *,
+    model: str = "small",
+    batch_size: int = 8,
+    image_size: int = 64,
+    samples: int = 256,
+    val_samples: int = 64,
+    classes: int = 4,
+    seed: int = 0,
+    lr: float = 1e-3,
+    amp: str = "fp32",
+    channels_last: bool = False,
+    num_workers: int = 0,
+    pin_memory: bool = False,
+    ddp_kwargs: dict | None = None,
+    data: str = "loader",
+    checkpointing: bool = False,
+    compile: bool = False,
+) -> TrainSetup:
     """Model, optimizer, loaders and samplers for this rank; the model wrapped in DDP.
 
     ``batch_size`` is per GPU: the global batch is ``batch_size × world size``. ``data="device"``
@@ -104,9 +129,18 @@ def setup(ctx: Any, *, model: str = "small", batch_size: int = 8, image_size: in
     through :func:`ddp_optimised.wrap_ddp_tuned`. ``checkpointing`` turns on activation
     checkpointing in the UNet's blocks; ``compile`` wraps the DDP model in ``torch.compile``.
     """
-    check_setup_args(model=model, batch_size=batch_size, image_size=image_size, samples=samples,
-                     val_samples=val_samples, classes=classes, amp=amp, num_workers=num_workers,
-                     data=data, pin_memory=pin_memory)
+    check_setup_args(
+        model=model,
+        batch_size=batch_size,
+        image_size=image_size,
+        samples=samples,
+        val_samples=val_samples,
+        classes=classes,
+        amp=amp,
+        num_workers=num_workers,
+        data=data,
+        pin_memory=pin_memory,
+    )
     device = ctx.device
     world = dist.get_world_size() if dist.is_initialized() else 1
     rank = dist.get_rank() if dist.is_initialized() else 0
@@ -126,17 +160,35 @@ def setup(ctx: Any, *, model: str = "small", batch_size: int = 8, image_size: in
     sampler = DistributedSampler(train_set, num_replicas=world, rank=rank, shuffle=True, seed=seed)
     val_sampler = DistributedSampler(val_set, num_replicas=world, rank=rank, shuffle=False)
     if data == "device":
-        loader = DataLoader(device_dataset(train_set, device), sampler=BatchSampler(sampler, batch_size, drop_last=True),
-                            batch_size=None)
+        loader = DataLoader(
+            device_dataset(train_set, device),
+            sampler=BatchSampler(sampler, batch_size, drop_last=True),
+            batch_size=None,
+        )
         val_loader = DataLoader(device_dataset(val_set, device), batch_size=batch_size, sampler=val_sampler)
     else:
-        common = {"num_workers": num_workers, "pin_memory": pin_memory and device.type == "cuda",
-                  "persistent_workers": num_workers > 0}
+        common = {
+            "num_workers": num_workers,
+            "pin_memory": pin_memory and device.type == "cuda",
+            "persistent_workers": num_workers > 0,
+        }
         loader = DataLoader(train_set, batch_size=batch_size, sampler=sampler, drop_last=True, **common)
         val_loader = DataLoader(val_set, batch_size=batch_size, sampler=val_sampler, drop_last=False, **common)
-    return TrainSetup(model=ddp, optimizer=optimizer, scaler=scaler, amp=amp, loader=loader, sampler=sampler,
-                      val_loader=val_loader, device=device, channels_last=channels_last, classes=classes,
-                      batch_size=batch_size, world_size=world, data=data)
+    return TrainSetup(
+        model=ddp,
+        optimizer=optimizer,
+        scaler=scaler,
+        amp=amp,
+        loader=loader,
+        sampler=sampler,
+        val_loader=val_loader,
+        device=device,
+        channels_last=channels_last,
+        classes=classes,
+        batch_size=batch_size,
+        world_size=world,
+        data=data,
+    )
 
 
 _DEVICE_SETS: dict[tuple, DeviceShapes] = {}
@@ -191,7 +243,7 @@ def metrics_from_counts(acc: Tensor, classes: int) -> dict[str, Any]:
     """Sums laid out as :func:`ddp_train.validation_sums` returns them -> ``loss``, ``iou`` (mean over the
     shape classes present), ``iou_per_class``, ``pixels``, ``samples``."""
     acc = acc.double().cpu()
-    inter, union = acc[3:3 + classes], acc[3 + classes:]
+    inter, union = acc[3 : 3 + classes], acc[3 + classes :]
     per_class = [float(i / u) if u > 0 else float("nan") for i, u in zip(inter.tolist(), union.tolist())]
     fg = [v for v in per_class[1:] if v == v]
     return {

@@ -24,7 +24,9 @@ def train_step_fp16(model, optimizer, images, masks, device, scaler):
     images, masks = images.to(device, non_blocking=True), masks.to(device, non_blocking=True)
     with torch.autocast(device.type, dtype=torch.float16):
         logits = model(images)
-    loss = F.cross_entropy(logits.float(), masks, reduction="none").mean()  # per pixel, then the mean: repeatable on CUDA
+    loss = F.cross_entropy(
+        logits.float(), masks, reduction="none"
+    ).mean()  # per pixel, then the mean: repeatable on CUDA
     scaler.scale(loss).backward()  # DDP all-reduces (averages) the scaled gradients here
     scaler.step(optimizer)  # unscales; skips the step if a gradient is inf or NaN
     scaler.update()
@@ -35,10 +37,13 @@ def train_step_fp16(model, optimizer, images, masks, device, scaler):
 # %% DDP's options
 def wrap_ddp_tuned(model, device, bucket_cap_mb=25.0, gradient_as_bucket_view=False, static_graph=False):
     """DDP with its tuning options (their defaults here are DDP's own)."""
-    return DDP(model, device_ids=[device.index] if device.type == "cuda" else None,
-               bucket_cap_mb=bucket_cap_mb,  # size of a gradient bucket: one all-reduce each
-               gradient_as_bucket_view=gradient_as_bucket_view,  # .grad is a view into its bucket: no copy
-               static_graph=static_graph)  # the same parameters used every step: less bookkeeping
+    return DDP(
+        model,
+        device_ids=[device.index] if device.type == "cuda" else None,
+        bucket_cap_mb=bucket_cap_mb,  # size of a gradient bucket: one all-reduce each
+        gradient_as_bucket_view=gradient_as_bucket_view,  # .grad is a view into its bucket: no copy
+        static_graph=static_graph,
+    )  # the same parameters used every step: less bookkeeping
 
 
 # %% gradient accumulation with no_sync

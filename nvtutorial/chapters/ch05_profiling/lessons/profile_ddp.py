@@ -29,9 +29,11 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.profiler import ProfilerActivity, profile, record_function, schedule
 
 from nvtutorial import runtime
+from nvtutorial.chapters.ch03_ddp_training.lessons.ddp_train import (
+    setup,
+)  # the process group, as notebook 03 sets it up
 from nvtutorial.models.segdata import render
 from nvtutorial.models.unet import build_unet
-from nvtutorial.chapters.ch03_ddp_training.lessons.ddp_train import setup  # the process group, as notebook 03 sets it up
 
 
 # %% named ranges
@@ -75,8 +77,9 @@ def profile_steps(step, steps, trace, sync):
         activities.append(ProfilerActivity.CUDA)  # + every GPU kernel, copy and memset, timed on the GPU
     seconds = []
     plan = schedule(wait=1, warmup=1, active=steps, repeat=1)
-    with profile(activities=activities, schedule=plan,
-                 on_trace_ready=lambda p: p.export_chrome_trace(str(trace))) as prof:
+    with profile(
+        activities=activities, schedule=plan, on_trace_ready=lambda p: p.export_chrome_trace(str(trace))
+    ) as prof:
         for i in range(2 + steps):
             start = time.perf_counter()
             with mark("train_step"):

@@ -12,12 +12,13 @@ itself runs. The script runs each trap on a group created with that check on (:f
 then its fix.
 """
 
-
 import torch
 import torch.distributed as dist
 
 from nvtutorial import runtime
-from nvtutorial.chapters.ch03_ddp_training.lessons.ddp_train import setup  # the process group, as notebook 03 sets it up
+from nvtutorial.chapters.ch03_ddp_training.lessons.ddp_train import (
+    setup,
+)  # the process group, as notebook 03 sets it up
 
 
 # %% shapes: the trap

@@ -22,9 +22,11 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DataLoader, DistributedSampler
 
 from nvtutorial import runtime
+from nvtutorial.chapters.ch03_ddp_training.lessons.ddp_train import (
+    setup,
+)  # the process group, as notebook 03 sets it up
 from nvtutorial.models.segdata import make_dataset
 from nvtutorial.models.unet import build_unet
-from nvtutorial.chapters.ch03_ddp_training.lessons.ddp_train import setup  # the process group, as notebook 03 sets it up
 
 
 # %% the trap: decoding in the training process
@@ -34,8 +36,14 @@ def make_loader_broken(dataset, sampler, batch_size):
 
 # %% the fix: worker processes prepare the batches ahead
 def make_loader_fixed(dataset, sampler, batch_size, workers, pin_memory):
-    return DataLoader(dataset, batch_size=batch_size, sampler=sampler, num_workers=workers,
-                      pin_memory=pin_memory, persistent_workers=workers > 0)
+    return DataLoader(
+        dataset,
+        batch_size=batch_size,
+        sampler=sampler,
+        num_workers=workers,
+        pin_memory=pin_memory,
+        persistent_workers=workers > 0,
+    )
 
 
 # %% the training step
@@ -95,8 +103,12 @@ def main():
         loader = make_loader_fixed(dataset, sampler, args.batch_size, args.workers, args.pin_memory)
     batches = iter(loader)
     rates = steady_rates(model, optimizer, batches, device, warmup, args.steps, args.windows)
-    print(f"rank {rank}: {args.workers} workers, pin_memory={args.pin_memory}: "
-          + ", ".join(f"{r:.0f}" for r in rates) + " samples/s", flush=True)
+    print(
+        f"rank {rank}: {args.workers} workers, pin_memory={args.pin_memory}: "
+        + ", ".join(f"{r:.0f}" for r in rates)
+        + " samples/s",
+        flush=True,
+    )
     runtime.save_metrics({"workers": args.workers, "pin_memory": args.pin_memory, "samples_per_s": rates})
     dist.destroy_process_group()
 

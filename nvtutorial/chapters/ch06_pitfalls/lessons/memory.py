@@ -93,9 +93,11 @@ def main():
 
     # under the cap
     outcome = {}
-    for name, step in (("whole batch", lambda: train_step(model, optimizer, images, masks)),
-                       ("2 parts, accumulated", lambda: train_step_accumulated(model, optimizer, images, masks, 2)),
-                       ("checkpointed", lambda: train_step(checkpointed(model), optimizer, images, masks))):
+    for name, step in (
+        ("whole batch", lambda: train_step(model, optimizer, images, masks)),
+        ("2 parts, accumulated", lambda: train_step_accumulated(model, optimizer, images, masks, 2)),
+        ("checkpointed", lambda: train_step(checkpointed(model), optimizer, images, masks)),
+    ):
         try:
             step()
             outcome[name] = "fits"

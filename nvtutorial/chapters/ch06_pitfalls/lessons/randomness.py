@@ -19,8 +19,10 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DataLoader, Dataset, DistributedSampler
 
 from nvtutorial import runtime
+from nvtutorial.chapters.ch03_ddp_training.lessons.ddp_train import (
+    setup,
+)  # the process group, as notebook 03 sets it up
 from nvtutorial.models.unet import build_unet
-from nvtutorial.chapters.ch03_ddp_training.lessons.ddp_train import setup  # the process group, as notebook 03 sets it up
 
 
 class RandomCrops(Dataset):

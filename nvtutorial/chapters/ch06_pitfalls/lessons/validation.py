@@ -26,9 +26,9 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DataLoader, DistributedSampler, Subset
 
 from nvtutorial import runtime
+from nvtutorial.chapters.ch03_ddp_training.lessons import ddp_train  # its setup(): the process group, as 03 sets it up
 from nvtutorial.models.segdata import make_dataset
 from nvtutorial.models.unet import build_unet
-from nvtutorial.chapters.ch03_ddp_training.lessons import ddp_train  # its setup(): the process group, as 03 sets it up
 
 
 # %% train
@@ -112,8 +112,9 @@ def main():
     args = parser.parse_args()
     device = ddp_train.setup(datetime.timedelta(seconds=args.pg_timeout) if args.pg_timeout else None)
     rank, world_size, backend = dist.get_rank(), dist.get_world_size(), dist.get_backend()
-    model, optimizer, sampler, loader, val_set = setup(args.model, args.image_size, args.samples, args.val_samples,
-                                                       args.batch_size, device)
+    model, optimizer, sampler, loader, val_set = setup(
+        args.model, args.image_size, args.samples, args.val_samples, args.batch_size, device
+    )
     validate = validate_all_ranks if args.fixed else validate_rank0_only
     val_loss = fit(model, optimizer, sampler, loader, val_set, validate, args.epochs, rank, world_size, device)
 

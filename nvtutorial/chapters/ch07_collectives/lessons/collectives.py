@@ -14,7 +14,10 @@ import argparse
 
 import torch
 import torch.distributed as dist
-from nvtutorial.chapters.ch03_ddp_training.lessons.ddp_train import setup  # the process group, as notebook 03 sets it up
+
+from nvtutorial.chapters.ch03_ddp_training.lessons.ddp_train import (
+    setup,
+)  # the process group, as notebook 03 sets it up
 
 
 # %% the ring
@@ -41,7 +44,7 @@ def ring_all_reduce(tensor, group=None, slices=1):
     adds = torch.cuda.Stream() if tensor.is_cuda else None
     if adds:
         adds.wait_stream(main)  # the input may still be being written on the main stream
-    added = [None] * slices     # the event that marks the last add into each slice
+    added = [None] * slices  # the event that marks the last add into each slice
     sent = 0
     for step in range(2 * (world - 1)):
         reduce = step < world - 1
@@ -53,8 +56,11 @@ def ring_all_reduce(tensor, group=None, slices=1):
             recv = inbox[j][: target.numel()] if reduce else target  # all-gather: straight into place
             # Both directions at once. Empty slices (fewer elements than W × slices) are not sent:
             # the neighbour knows they are empty too.
-            ops = [dist.P2POp(op, t, peer, group) for op, t, peer in
-                   ((dist.isend, send, right), (dist.irecv, recv, left)) if t.numel()]
+            ops = [
+                dist.P2POp(op, t, peer, group)
+                for op, t, peer in ((dist.isend, send, right), (dist.irecv, recv, left))
+                if t.numel()
+            ]
             if not ops:
                 continue
             if added[j] is not None:
@@ -87,8 +93,10 @@ def check(numel, slices, device):
     equal = torch.equal(mine, reference)  # 2 ranks: every element is a + b, bit-equal; more: another order
     error = (mine - reference).abs().max().item()
     size = x.numel() * x.element_size()
-    print(f"rank {rank}: ring == dist.all_reduce bit for bit: {equal} (largest difference {error:.2g}); "
-          f"sent {sent} bytes = {sent / size:.4f} × the tensor (2(W-1)/W = {2 * (world_size - 1) / world_size:.4f})")
+    print(
+        f"rank {rank}: ring == dist.all_reduce bit for bit: {equal} (largest difference {error:.2g}); "
+        f"sent {sent} bytes = {sent / size:.4f} × the tensor (2(W-1)/W = {2 * (world_size - 1) / world_size:.4f})"
+    )
     return {"equal": equal, "max_abs_error": error, "sent_bytes": sent, "size_bytes": size}
 
 
@@ -101,6 +109,7 @@ def main():
     found = check(args.numel, args.slices, device)
     try:
         from nvtutorial.runtime import save_metrics  # reports to the course's launcher; nothing elsewhere
+
         save_metrics(found)
     except ImportError:
         pass

@@ -16,7 +16,10 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch.distributed.algorithms.ddp_comm_hooks import default_hooks, powerSGD_hook
 from torch.nn.parallel import DistributedDataParallel as DDP
-from nvtutorial.chapters.ch03_ddp_training.lessons.ddp_train import setup  # the process group, as notebook 03 sets it up
+
+from nvtutorial.chapters.ch03_ddp_training.lessons.ddp_train import (
+    setup,
+)  # the process group, as notebook 03 sets it up
 
 HOOKS = ("none", "fp16", "bf16", "powersgd", "topk")
 
@@ -60,7 +63,7 @@ def topk_hook(state: TopKState, bucket: dist.GradBucket) -> torch.futures.Future
     def decompress(fut):
         rows = gathered.view(world, -1)  # one row per rank: k indices, then k values
         all_idx = rows[:, : 4 * k].contiguous().view(torch.int32).reshape(-1).long()
-        all_val = rows[:, 4 * k:].contiguous().view(buffer.dtype).reshape(-1)
+        all_val = rows[:, 4 * k :].contiguous().view(buffer.dtype).reshape(-1)
         return buffer.zero_().index_add_(0, all_idx, all_val).div_(world)
 
     return work.get_future().then(decompress)
@@ -76,8 +79,12 @@ def register(ddp_model, name, process_group=None, topk_ratio=0.01, powersgd_rank
         ddp_model.register_comm_hook(process_group, hook)
         return process_group
     if name == "powersgd":  # each n×m gradient sent as rank-r factors P (n×r) and Q (m×r), with error feedback
-        state = powerSGD_hook.PowerSGDState(process_group=process_group, matrix_approximation_rank=powersgd_rank,
-                                            start_powerSGD_iter=start_iter, random_seed=0)
+        state = powerSGD_hook.PowerSGDState(
+            process_group=process_group,
+            matrix_approximation_rank=powersgd_rank,
+            start_powerSGD_iter=start_iter,
+            random_seed=0,
+        )
         ddp_model.register_comm_hook(state, powerSGD_hook.powerSGD_hook)
         return state
     if name == "topk":
@@ -111,7 +118,9 @@ def train(hook, steps, device):
     dist.all_reduce(highest, op=dist.ReduceOp.MAX)
     dist.all_reduce(lowest, op=dist.ReduceOp.MIN)
     same = torch.equal(highest, lowest)
-    print(f"rank {rank}: hook {hook}: loss {losses[0]:.3f} -> {losses[-1]:.3f}; weights identical on every rank: {same}")
+    print(
+        f"rank {rank}: hook {hook}: loss {losses[0]:.3f} -> {losses[-1]:.3f}; weights identical on every rank: {same}"
+    )
     return {"first_loss": losses[0], "last_loss": losses[-1], "identical": same}
 
 

@@ -11,10 +11,12 @@ ranks first, so the source's ``all_gather`` of unequal sizes raises an error ins
 aborting the process (gloo) or hanging (NCCL). NCCL on GPUs, gloo on the CPU.
 """
 
-
 import torch
 import torch.distributed as dist
-from nvtutorial.chapters.ch03_ddp_training.lessons.ddp_train import setup  # the process group, as notebook 03 sets it up
+
+from nvtutorial.chapters.ch03_ddp_training.lessons.ddp_train import (
+    setup,
+)  # the process group, as notebook 03 sets it up
 
 world_size = 2  # the source reads a global world_size it never defines; check() sets it
 
@@ -70,7 +72,7 @@ def sparse_allreduce(tensor, group=None):
     all_gather_flat(all_val, val, group=group)
     total = torch.zeros_like(flat)
     for r, n in enumerate(sizes):  # indices are unique within a rank: each index_add_ is exact
-        total.index_add_(0, all_idx[r * largest: r * largest + n].long(), all_val[r * largest: r * largest + n])
+        total.index_add_(0, all_idx[r * largest : r * largest + n].long(), all_val[r * largest : r * largest + n])
     flat.copy_(total.div_(world))
     return sum(t.numel() * t.element_size() for t in (count, idx, val))
 

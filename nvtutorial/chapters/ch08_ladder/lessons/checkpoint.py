@@ -65,8 +65,14 @@ def load_single_process(folder: str | Path, cfg: transformer.Config) -> torch.nn
 # %% the check
 
 
-def resume_check(cfg: transformer.Config, folder: str | Path, device: torch.device, global_batch: int = 8,
-                 before: int = 3, after: int = 3) -> dict:
+def resume_check(
+    cfg: transformer.Config,
+    folder: str | Path,
+    device: torch.device,
+    global_batch: int = 8,
+    before: int = 3,
+    after: int = 3,
+) -> dict:
     """Train ``before`` steps and save; train ``after`` more; resume a fresh model from the save and
     train the same ``after`` steps; load the save into one process. What matched, as numbers."""
 
@@ -89,9 +95,12 @@ def resume_check(cfg: transformer.Config, folder: str | Path, device: torch.devi
     loaded = {k: v.detach().cpu() for k, v in get_model_state_dict(fresh, options=whole).items()}
     resumed = run(fresh, fresh_optimizer, range(before, before + after))
 
-    out = {"continued": continued, "resumed": resumed,
-           "resume_max_weight_diff": max((loaded[k] - v).abs().max().item() for k, v in saved.items()),
-           "single_process_max_weight_diff": None}
+    out = {
+        "continued": continued,
+        "resumed": resumed,
+        "resume_max_weight_diff": max((loaded[k] - v).abs().max().item() for k, v in saved.items()),
+        "single_process_max_weight_diff": None,
+    }
     dist.barrier()
     if dist.get_rank() == 0:
         single = load_single_process(folder, cfg).state_dict()

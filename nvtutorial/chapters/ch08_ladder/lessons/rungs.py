@@ -110,24 +110,35 @@ def tensor_parallel(model: nn.Module, device: torch.device):
     """Rung 7, tensor parallelism: every block matrix split over the ranks, which see the same batch."""
     mesh = init_device_mesh(device.type, (dist.get_world_size(),))
     for block in model.blocks:
-        parallelize_module(block, mesh, {
-            # The attention's input as one replicated DTensor shared by wq, wk and wv: in the backward
-            # pass their three partial input gradients add up on each rank, then one all-reduce
-            # (without it each projection all-reduces its own: 3 instead of 1, as torchtitan avoids)
-            "attn": PrepareModuleInput(input_layouts=(Replicate(),), desired_input_layouts=(Replicate(),),
-                                       use_local_output=False),
-            "attn.wq": ColwiseParallel(),   # each rank computes half of the heads...
-            "attn.wk": ColwiseParallel(),
-            "attn.wv": ColwiseParallel(),
-            "attn.wo": RowwiseParallel(),   # ...and the output projection sums the halves (all-reduce)
-            "mlp.w1": ColwiseParallel(),    # half of the hidden units on each rank...
-            "mlp.w2": RowwiseParallel(),    # ...summed on the way out (all-reduce)
-        })
+        parallelize_module(
+            block,
+            mesh,
+            {
+                # The attention's input as one replicated DTensor shared by wq, wk and wv: in the backward
+                # pass their three partial input gradients add up on each rank, then one all-reduce
+                # (without it each projection all-reduces its own: 3 instead of 1, as torchtitan avoids)
+                "attn": PrepareModuleInput(
+                    input_layouts=(Replicate(),), desired_input_layouts=(Replicate(),), use_local_output=False
+                ),
+                "attn.wq": ColwiseParallel(),  # each rank computes half of the heads...
+                "attn.wk": ColwiseParallel(),
+                "attn.wv": ColwiseParallel(),
+                "attn.wo": RowwiseParallel(),  # ...and the output projection sums the halves (all-reduce)
+                "mlp.w1": ColwiseParallel(),  # half of the hidden units on each rank...
+                "mlp.w2": RowwiseParallel(),  # ...summed on the way out (all-reduce)
+            },
+        )
     # Embeddings, norms and the head stay whole on every rank. Adam's fused kernel takes either
     # DTensors or plain tensors in one call, not both: one parameter group of each.
     params = list(model.parameters())
-    optimizer = torch.optim.Adam([{"params": [p for p in params if isinstance(p, DTensor)]},
-                                  {"params": [p for p in params if not isinstance(p, DTensor)]}], lr=LR, fused=True)
+    optimizer = torch.optim.Adam(
+        [
+            {"params": [p for p in params if isinstance(p, DTensor)]},
+            {"params": [p for p in params if not isinstance(p, DTensor)]},
+        ],
+        lr=LR,
+        fused=True,
+    )
     return model, optimizer
 
 

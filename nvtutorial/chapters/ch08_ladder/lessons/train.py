@@ -17,9 +17,11 @@ import torch
 import torch.distributed as dist
 
 from nvtutorial import runtime
+from nvtutorial.chapters.ch03_ddp_training.lessons.ddp_train import (
+    setup,
+)  # the process group, as notebook 03 sets it up
 from nvtutorial.chapters.ch08_ladder.lessons.rungs import DATA_PARALLEL, RUNGS, single
 from nvtutorial.models import transformer
-from nvtutorial.chapters.ch03_ddp_training.lessons.ddp_train import setup  # the process group, as notebook 03 sets it up
 
 # %% the batch each rank trains on
 
@@ -56,8 +58,9 @@ def global_loss(loss: torch.Tensor, rung: str) -> float:
 # %% the run
 
 
-def train(rung: str, cfg: transformer.Config, steps: int, global_batch: int, device: torch.device,
-          seed: int = 0) -> list[float]:
+def train(
+    rung: str, cfg: transformer.Config, steps: int, global_batch: int, device: torch.device, seed: int = 0
+) -> list[float]:
     """``steps`` steps of ``rung`` from the seeded model; the loss of each step's global batch."""
     model = transformer.build(cfg, seed=seed, device=device)  # the same weights on every rank
     model, optimizer = (single if rung == "single" else RUNGS[rung])(model, device)

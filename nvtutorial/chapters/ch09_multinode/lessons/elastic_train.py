@@ -25,7 +25,9 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DistributedSampler
 
 from nvtutorial import runtime
-from nvtutorial.chapters.ch03_ddp_training.lessons.ddp_train import setup  # the process group, as notebook 03 sets it up
+from nvtutorial.chapters.ch03_ddp_training.lessons.ddp_train import (
+    setup,
+)  # the process group, as notebook 03 sets it up
 
 
 # %% model and data
@@ -48,7 +50,7 @@ def batch_for(step: int, sampler: DistributedSampler, data: tuple, batch: int) -
     per_epoch = len(sampler) // batch
     epoch, offset = divmod(step, per_epoch)
     sampler.set_epoch(epoch)  # the shuffle of that epoch, the same on every rank
-    idx = list(sampler)[offset * batch:(offset + 1) * batch]
+    idx = list(sampler)[offset * batch : (offset + 1) * batch]
     return data[0][idx], data[1][idx]
 
 
@@ -56,8 +58,12 @@ def batch_for(step: int, sampler: DistributedSampler, data: tuple, batch: int) -
 def save(path: str, model: DDP, optimizer: torch.optim.Optimizer, step: int) -> None:
     """Rank 0 writes the state after ``step`` steps; the file appears whole or not at all."""
     if dist.get_rank() == 0:
-        state = {"model": model.module.state_dict(), "optimizer": optimizer.state_dict(), "step": step,
-                 "world_size": dist.get_world_size()}
+        state = {
+            "model": model.module.state_dict(),
+            "optimizer": optimizer.state_dict(),
+            "step": step,
+            "world_size": dist.get_world_size(),
+        }
         with open(path + ".tmp", "wb") as f:
             torch.save(state, f)
             f.flush()
@@ -79,8 +85,10 @@ def resume(path: str, model: DDP, optimizer: torch.optim.Optimizer) -> int:
     agreed = [mine]
     dist.broadcast_object_list(agreed, src=0)  # rank 0's step, on every rank
     if mine != agreed[0]:
-        raise RuntimeError(f"rank {dist.get_rank()} sees a checkpoint of step {mine} at {path}, rank 0 one of step "
-                           f"{agreed[0]}: the shared storage does not yet look the same from every node")
+        raise RuntimeError(
+            f"rank {dist.get_rank()} sees a checkpoint of step {mine} at {path}, rank 0 one of step "
+            f"{agreed[0]}: the shared storage does not yet look the same from every node"
+        )
     if state is not None:
         model.module.load_state_dict(state["model"])  # the model inside DDP: the keys have no "module." prefix
         optimizer.load_state_dict(state["optimizer"])  # Adam's moments and step count
@@ -97,8 +105,11 @@ def train(args: argparse.Namespace) -> dict:
     start = resume(path, model, optimizer)
     restarts = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))  # of this node's agent
     if rank == 0:
-        print(f"rank 0 of {dist.get_world_size()}: starting at step {start} (restarts of this node's torchrun: "
-              f"{restarts})", flush=True)
+        print(
+            f"rank 0 of {dist.get_world_size()}: starting at step {start} (restarts of this node's torchrun: "
+            f"{restarts})",
+            flush=True,
+        )
     times, loss = [], torch.zeros(())
     for step in range(start, args.steps):
         t0 = time.perf_counter()
@@ -116,9 +127,15 @@ def train(args: argparse.Namespace) -> dict:
         if (step + 1) % args.every == 0 or step + 1 == args.steps:
             save(path, model, optimizer, step + 1)
     weights = torch.cat([p.detach().flatten().cpu() for p in model.module.parameters()])
-    return {"group_rank": int(os.environ["GROUP_RANK"]), "restarts": restarts, "start_step": start,
-            "steps": args.steps, "step_times_s": times,
-            "final_loss": loss.item(), "weights_sha256": hashlib.sha256(weights.numpy().tobytes()).hexdigest()}
+    return {
+        "group_rank": int(os.environ["GROUP_RANK"]),
+        "restarts": restarts,
+        "start_step": start,
+        "steps": args.steps,
+        "step_times_s": times,
+        "final_loss": loss.item(),
+        "weights_sha256": hashlib.sha256(weights.numpy().tobytes()).hexdigest(),
+    }
 
 
 # %% main

@@ -55,8 +55,11 @@ def collective(kind: str, nbytes: int, device: torch.device):
     # torch 2.13 renames the two tensor-in, tensor-out collectives (the old names still work, with a warning)
     gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
     scatter = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
-    ops = {"all_reduce": lambda: dist.all_reduce(whole), "all_gather": lambda: gather(whole, part),
-           "reduce_scatter": lambda: scatter(part, whole)}
+    ops = {
+        "all_reduce": lambda: dist.all_reduce(whole),
+        "all_gather": lambda: gather(whole, part),
+        "reduce_scatter": lambda: scatter(part, whole),
+    }
     return ops[kind], 4 * numel
 
 
@@ -92,8 +95,11 @@ def main() -> None:
     dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
     flops = 2 * args.matmul**3 / seconds_per_call(matmul(args.matmul, dtype, device), 10, device)
     bandwidth = 2 * (args.copy_mib << 20) / seconds_per_call(copy(args.copy_mib << 20, device), 10, device)
-    print(f"rank {dist.get_rank()} on {device}: matmul {flops / 1e12:.3f} TFLOP/s ({str(dtype)[6:]}), "
-          f"memory {bandwidth / 1e9:.1f} GB/s", flush=True)
+    print(
+        f"rank {dist.get_rank()} on {device}: matmul {flops / 1e12:.3f} TFLOP/s ({str(dtype)[6:]}), "
+        f"memory {bandwidth / 1e9:.1f} GB/s",
+        flush=True,
+    )
     if dist.get_world_size() > 1:
         for kind in ("all_reduce", "all_gather", "reduce_scatter"):
             for nbytes in size_sweep(1 << 10, args.max_mib << 20, 16):

@@ -23,8 +23,8 @@ from torch import nn
 from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
 
 from nvtutorial import runtime
-from nvtutorial.chapters.ch08_ladder.lessons.rungs import LR
 from nvtutorial.chapters.ch03_ddp_training.lessons.ddp_train import setup
+from nvtutorial.chapters.ch08_ladder.lessons.rungs import LR
 from nvtutorial.models import transformer
 
 # %% the stages
@@ -110,8 +110,9 @@ def forward_backward(runner, stage: PipelineStage, tokens: torch.Tensor) -> torc
     return torch.stack(losses).mean().detach() if losses else None
 
 
-def train_step(runner, stage: PipelineStage, optimizer: torch.optim.Optimizer,
-               tokens: torch.Tensor) -> torch.Tensor | None:
+def train_step(
+    runner, stage: PipelineStage, optimizer: torch.optim.Optimizer, tokens: torch.Tensor
+) -> torch.Tensor | None:
     """One step: every stage updates its own parameters once the schedule has run."""
     optimizer.zero_grad(set_to_none=True)
     loss = forward_backward(runner, stage, tokens)
@@ -129,8 +130,15 @@ def global_loss(loss: torch.Tensor | None, device: torch.device) -> float:
 # %% the run
 
 
-def train(cfg: transformer.Config, schedule: str, microbatches: int, steps: int, global_batch: int,
-          device: torch.device, seed: int = 0) -> list[float]:
+def train(
+    cfg: transformer.Config,
+    schedule: str,
+    microbatches: int,
+    steps: int,
+    global_batch: int,
+    device: torch.device,
+    seed: int = 0,
+) -> list[float]:
     """``steps`` steps of the pipeline from the seeded model; the loss of each step's global batch."""
     model = transformer.build(cfg, seed=seed, device=device)  # the same weights on every rank
     _, stage, runner, optimizer = pipeline(model, device, schedule, microbatches)
