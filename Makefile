@@ -40,6 +40,8 @@ course: install
 # copies (other text, other code) are removed first; the executed copies stay there.
 test: install
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/pyright
 	$(BIN)/python site/executed.py prune $(EXECUTED) $(if $(FRESH),--all)
 	NVTUTORIAL_EXECUTED_DIR=$(abspath $(EXECUTED)) scripts/test.sh $(BIN)/python
 
