@@ -51,15 +51,20 @@ def test_each_claim_is_decided_by_a_function_a_test_runs(claim):
 
 
 SOURCES = {
-    "by_module.py": "from nvtutorial.report import training as report\nv = report.verdict_c1(summary)\n",
-    "dotted.py": "import nvtutorial.chapters.ch01_hardware.report_links\nnvtutorial.report.links.claim_c2()\n",
-    "by_name.py": "from nvtutorial.chapters.ch07_collectives.report_compression import density_verdict\ndensity_verdict({}, '')\n",
+    "by_module.py": "from nvtutorial.chapters.ch03_ddp_training import report\nv = report.verdict_c1(summary)\n",
+    "dotted.py": (
+        "import nvtutorial.chapters.ch01_hardware.report_links\n"
+        "nvtutorial.chapters.ch01_hardware.report_links.claim_c2()\n"
+    ),
+    "by_name.py": (
+        "from nvtutorial.chapters.ch07_collectives.report_compression import density_verdict\ndensity_verdict({}, '')\n"
+    ),
     "registry.py": "from nvtutorial.report import claims\nclaims.claim('C22').decider()(rows, 'CPU')\n",
     # none of these runs a decider:
     "mentioned.py": "# verdict_c14(rows) decides C14\ntext = 'verdict_c15(summary)'\n",
     "not_called.py": "from nvtutorial.report import claims\nassert callable(claims.claim('C16').decider())\n",
     "any_claim.py": "for claim in claims.CLAIMS:\n    claim.decider()(x)\n",
-    "other_module.py": "from nvtutorial.report import profiling as training\ntraining.verdict_c1(summary)\n",
+    "other_module.py": "from nvtutorial.chapters.ch05_profiling import report\nreport.verdict_c1(summary)\n",
     "same_name.py": "def verdict_c11(x):\n    return x\nverdict_c11(3)\n",
 }
 

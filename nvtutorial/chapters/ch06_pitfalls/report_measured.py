@@ -19,20 +19,26 @@ def _loader(result: Any, rank: int) -> Mapping[str, Any]:
     return result.ranks[rank]["dataloader"]
 
 
-def _windows(rate: Any) -> list[float]:
-    """A configuration's rates: its windows, or the one rate of the committed 2× H200 run (2026-11-30), which
-    timed one window per configuration: twice, so that compare() takes it with no spread (its 1 % floor)."""
-    return list(rate) if isinstance(rate, (list, tuple)) else [float(rate), float(rate)]
+def _unpinned(rows: Sequence[Mapping[str, Any]], pin: bool = False) -> list[Mapping[str, Any]]:
+    return [r for r in rows if bool(r["pin_memory"]) == pin]
 
 
-def _step_only(d: Mapping[str, Any]) -> list[float]:
-    return _windows(
-        d["step_only_samples_per_s"] if "step_only_samples_per_s" in d else d["step_consumes_samples_per_s"]
+def timed_the_loader_alone(result: Any) -> bool:
+    """Whether a run is of the old format (the committed 2× H200 run, 2026-11-30, commit 15fcf4b): each rate
+    is the DataLoader's alone (each batch copied to the device, no training step), one per configuration,
+    and ``step_consumes_samples_per_s`` the step's alone; today's runs time the training loop
+    (``step_only_samples_per_s`` for the step alone)."""
+    return any(
+        "step_only_samples_per_s" not in _loader(result, r) and "step_consumes_samples_per_s" in _loader(result, r)
+        for r in range(len(result.ranks))
     )
 
 
-def _unpinned(rows: Sequence[Mapping[str, Any]], pin: bool = False) -> list[dict[str, Any]]:
-    return [{**r, "samples_per_s": _windows(r["samples_per_s"])} for r in rows if bool(r["pin_memory"]) == pin]
+def workers_that_feed(rows: Sequence[Mapping[str, Any]], consumes: float) -> int | None:
+    """In an old-format run, the fewest workers whose loader alone delivers at least what the step alone consumes
+    (unpinned rows; None: no count tried does)."""
+    fed = [r["num_workers"] for r in _unpinned(rows) if float(r["samples_per_s"]) >= consumes]
+    return min(fed) if fed else None
 
 
 def has_repeats(result: Any) -> bool:
@@ -123,14 +129,53 @@ def pin_within_noise(result: Any) -> bool:
     return found
 
 
+def _per_rank(values: Mapping[int, Any], fmt: str = "{}") -> str:
+    """``X on every rank`` when the ranks agree, else ``rank 0: X, rank 1: Y``."""
+    shown = {r: fmt.format(v) if v is not None else "none of the counts tried" for r, v in values.items()}
+    if len(set(shown.values())) == 1:
+        return f"{next(iter(shown.values()))} on every rank"
+    return ", ".join(f"rank {r}: {v}" for r, v in shown.items())
+
+
+def _verdict_c17_loader_alone(result: Any) -> Verdict:
+    """C17 on an old-format run: it timed the DataLoader alone, so it cannot say what the loop's steady rate is."""
+    ranks = range(len(result.ranks))
+    consumes = {r: float(_loader(result, r)["step_consumes_samples_per_s"]) for r in ranks}
+    feed = {r: workers_that_feed(_loader(result, r)["rows"], consumes[r]) for r in ranks}
+    fastest = max(float(row["samples_per_s"]) for r in ranks for row in _loader(result, r)["rows"])
+    step_text = _per_rank({r: round(v) for r, v in consumes.items()}, "{} samples/s")
+    if fastest > max(consumes.values()):
+        rates = (
+            f"its rates (up to {fastest:.0f} samples/s) exceed what the step alone consumes ({step_text}), which "
+            "a loop that includes the step cannot do: they"
+        )
+    else:
+        rates = f"its rates (up to {fastest:.0f} samples/s; the step alone consumes {step_text})"
+    text = (
+        "This run timed the DataLoader alone (each batch copied to the device, no training step), before the "
+        f"course measured the loop: {rates} say how many workers feed the step ({_per_rank(feed)}), not the "
+        "loop's steady rate that C17 is about; its pin_memory A/B had no compute to overlap. Not decided: a run "
+        "of today's workload times the loop."
+    )
+    numbers = {
+        "rule": _loader(result, 0)["rule_of_thumb_workers"],
+        "feed": {str(r): v for r, v in feed.items()},
+        "loader_alone_max": fastest,
+        "step_consumes": {str(r): v for r, v in consumes.items()},
+    }
+    return Verdict("C17", "unverifiable", text, numbers, result.label)
+
+
 def verdict_c17(result: Any) -> Verdict:
     """Claim C17 (``num_workers = 4 × GPUs`` and ``pin_memory=True``), on every rank.
 
     ``holds`` when the rule's worker count is within the noise of the best on every rank and pinned memory
     made every rank faster beyond the noise; ``partly`` when one of the two holds; ``wrong`` when neither;
-    ``unverifiable`` on a CPU simulation. The committed 2× H200 run (one window per configuration) is read
-    too: its noise is then compare's 1 % floor alone, and the verdict says so.
+    ``unverifiable`` on a CPU simulation, and on a run that timed the DataLoader alone instead of the
+    training loop (the committed 2× H200 run): it then names the fewest workers that feed the step.
     """
+    if timed_the_loader_alone(result):
+        return _verdict_c17_loader_alone(result)
     where = result.label
     ranks = range(len(result.ranks))
     first = _loader(result, 0)
@@ -153,7 +198,7 @@ def verdict_c17(result: Any) -> Verdict:
     rule_enough = rule in tried and all(p["against_best"][rule].status == "no change" for p in per.values())
     pins = {r: pin_comparison(_loader(result, r)["rows"], rule if rule in tried else max(tried)) for r in ranks}
     pin_helps = all(c is not None and c.status == "faster" for c in pins.values())
-    step = {r: statistics.median(_step_only(_loader(result, r))) for r in ranks}
+    step = {r: statistics.median(_loader(result, r)["step_only_samples_per_s"]) for r in ranks}
     parts = []
     for r, p in per.items():
         note = " (the rate was still rising at the largest count tried)" if p["still_rising"] else ""
@@ -161,25 +206,16 @@ def verdict_c17(result: Any) -> Verdict:
             f"rank {r}: {p['knee']} workers are within the noise of the best ({p['best_rate']:.0f} samples/s "
             f"at {p['best']}){note}; the step alone takes {step[r]:.0f} samples/s"
         )
-    one_window = not has_repeats(result)
     pin_text = "; ".join(
         f"rank {r}: {c.describe('samples/s', 'pin_memory=True')}" if c else f"rank {r}: not measured"
         for r, c in pins.items()
     )
-    if one_window:
-        pin_text = pin_text.replace("2+2 repeats", "one window each")
     status = "holds" if rule_enough and pin_helps else "partly" if rule_enough or pin_helps else "wrong"
     text = (
         "; ".join(parts)
         + f". The rule's {rule} workers are "
         + ("enough" if rule_enough else "NOT enough")
-        + f" on every rank. {pin_text}. "
-        + (
-            "(One window per configuration in this run: the noise is compare's 1 % floor alone, a weak test.) "
-            if one_window
-            else ""
-        )
-        + "Verdict: "
+        + f" on every rank. {pin_text}. Verdict: "
         + {
             "holds": "both parts hold on this machine.",
             "partly": "a starting point, not a law: measure the steady rate on the machine at hand.",
@@ -198,7 +234,6 @@ def verdict_c17(result: Any) -> Verdict:
             "pin_change": {str(r): (c.change if c else None) for r, c in pins.items()},
             "pin_status": {str(r): (c.status if c else None) for r, c in pins.items()},
             "step_only": {str(r): v for r, v in step.items()},
-            "one_window": one_window,
         },
         where,
     )
