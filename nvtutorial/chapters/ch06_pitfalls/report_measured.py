@@ -303,10 +303,11 @@ def oom_message(result: Any, rank: int = 0) -> str:
 def verdict_c19(result: Any, rank: int = 0) -> Verdict:
     """Claim C19 (``empty_cache()`` helps against OOM) from the step-by-step memory table.
 
-    ``holds`` when ``empty_cache()`` freed memory while the tensor was still referenced (then it would help
-    against an OOM); ``wrong`` when it freed nothing referenced and at most handed cached blocks back to the
-    driver, which PyTorch would have reused anyway; ``unverifiable`` without a GPU, or when the table does not
-    add up (the cache shrank but the driver got nothing back).
+    ``holds`` never: ``empty_cache()`` releases only unoccupied cached blocks (its docstring: it "doesn't increase
+    the amount of GPU memory available for PyTorch"); ``wrong`` when it freed nothing referenced and at most handed
+    cached blocks back to the driver, which PyTorch would have reused anyway; ``unverifiable`` without a GPU, or
+    when the table does not add up (allocated or reserved memory fell below the tensor while it was referenced, or
+    the cache shrank but the driver got nothing back).
     """
     if oom_skipped(result):
         return Verdict("C19", "unverifiable", "not checked here: " + oom_skipped(result), {}, result.label)
@@ -321,7 +322,7 @@ def verdict_c19(result: Any, rank: int = 0) -> Verdict:
         "allocated_after_empty_cache_alive_mib": alive["allocated_mib"],
         "returned_mib": returned,
         "released_mib": released,
-        "freed_referenced": not kept,
+        "referenced_fell": not kept,
     }
     text = (
         f"with the tensor alive, empty_cache() left {alive['allocated_mib']:.0f} MiB allocated and "
@@ -331,7 +332,13 @@ def verdict_c19(result: Any, rank: int = 0) -> Verdict:
     )
     if not kept:
         return Verdict(
-            "C19", "holds", text + "It freed memory still referenced: against an OOM that helps.", numbers, result.label
+            "C19",
+            "unverifiable",
+            text + "Not decided: memory fell below the tensor while x was still referenced, which empty_cache() "
+            "cannot do (it releases only unoccupied cached blocks): something else was freed between the rows, or "
+            "the table is wrong; see the table.",
+            numbers,
+            result.label,
         )
     if (released > 0) != (returned > 0):
         return Verdict(
