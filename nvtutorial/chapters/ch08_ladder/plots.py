@@ -110,7 +110,7 @@ def loss_differences(result: Any, tolerance: float) -> tuple[Any, Any]:
         ax.text(
             0.5,
             0.4,
-            "every rung's loss is the reference's, bit for bit, at every step",
+            "every rung's loss is the reference's, bit for bit, at every step in this run",
             ha="center",
             transform=ax.transAxes,
             fontsize=9,
@@ -118,7 +118,7 @@ def loss_differences(result: Any, tolerance: float) -> tuple[Any, Any]:
     title = "Each rung's loss against the one-process reference"
     if same:
         title += "\n" + "\n".join(
-            textwrap.wrap("identical at every step, bit for bit: " + ", ".join(ladder.LABELS[r] for r in same), 95)
+            textwrap.wrap("identical at every step, bit for bit, in this run: " + ", ".join(ladder.LABELS[r] for r in same), 95)
         )
     ax.set_title(title, fontsize=9)
     finish(fig, result)
