@@ -259,15 +259,33 @@ def test_losing_the_stores_node(tmp_path):
         (None, 3, "no answer"),
         (0, 3, "off"),
         (-1, 3, "off"),
-        (0, 0, "right"),
-        (None, 0, "no answer"),
-        (2, 0, "off"),
+        (2, 3, "right"),  # the question as asked (a kill right after step 12), though the kill landed after 13
     ],
 )
 def test_the_steps_lost_prediction(tmp_path, prediction, lost, status):
     v = m.grade_steps_lost(prediction, outcome(tmp_path, lost=lost), kill_after=12)
     assert v.status == status and v.numbers["measured"] == lost and v.numbers["prediction"] == prediction
     assert "steps 11–13 were done again" in v.text and "k = 13, N = 10" in v.text
+    assert ("asked" in v.numbers) is (prediction == 2)
+
+
+@pytest.mark.parametrize(
+    "prediction, last, kill_after, status, asked",
+    [
+        (0, 20, 20, "right", False),  # asked after a checkpoint, landed there: 0
+        (None, 20, 20, "no answer", False),
+        (2, 20, 20, "off", False),
+        (0, 20, 19, "right", False),  # asked after 19, landed after 20, right after a checkpoint: 0 lost
+        (9, 20, 19, "right", True),  # 19 − 10·⌊19/10⌋ = 9: the question as asked
+        (8, 20, 19, "off", False),  # neither
+        (9, 20, 20, "off", False),  # the kill landed where it was asked: only the measured 0 is right
+        (9, 19, 19, "off", False),  # not late (an inconsistent table: lost 0 at 19, but the late rule is not taken)
+    ],
+)
+def test_the_steps_lost_prediction_when_nothing_was_lost(tmp_path, prediction, last, kill_after, status, asked):
+    v = m.grade_steps_lost(prediction, outcome(tmp_path, lost=0, resumed=20, last=last), kill_after=kill_after)
+    assert v.status == status and v.numbers["measured"] == 0 and ("asked" in v.numbers) is asked
+    assert "no step was done again" in v.text and "were done again" not in v.text
 
 
 def test_the_steps_lost_prediction_needs_a_measurement(tmp_path):

@@ -435,8 +435,9 @@ def run_elastic(
         lab.event(f"{nnodes} torchrun agent(s) started, {nproc} rank(s) each, --max-restarts {max_restarts}")
         if show:  # the seconds before rank 0's first line: say what they are
             print(
-                f"[lab {lab.now():6.2f} s] waiting for rank 0's first line: each agent imports torch, starts its "
-                "rank (which imports torch too) and they meet at the rendezvous",
+                f"[lab {lab.now():6.2f} s] waiting for rank 0's first line: each agent imports torch, the agents "
+                "meet at the rendezvous, then each starts its rank, which imports torch too and joins the process "
+                "group",
                 flush=True,
             )
         while any(a.poll() is None for a in lab.live()) or lab.replace_at is not None:

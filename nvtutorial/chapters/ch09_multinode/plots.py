@@ -87,7 +87,8 @@ def plot_recovery(outcomes: Mapping[str, ElasticOutcome]) -> tuple[Any, Any]:
         ax.set_xlim(0, end * 1.02)
         ax.set_ylim(0, top * 1.22)
         ax.set_title(
-            f"{name}: {training:.1f} s of the {end:.0f} s were training steps; the rest, start-up and recovery",
+            f"{name}: {training:.1f} s of the {end:.0f} s were training steps; the rest: start-up, recovery and "
+            "the agents' exit",
             fontsize=10,
         )
         ax.set_xlabel("seconds since the torchrun agents started")

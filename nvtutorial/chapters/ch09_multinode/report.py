@@ -309,33 +309,29 @@ def store_loss_verdict(outcome: ElasticOutcome) -> Verdict:
 def grade_steps_lost(prediction: float | None, outcome: ElasticOutcome, kill_after: int) -> Verdict:
     """The learner's prediction of the steps lost, graded against what the run did: right when it is the steps this
     run lost, or the steps a kill right after step ``kill_after`` (the question as asked) loses when the kill landed
-    later (the signal reaches the rank while it already runs the next step)."""
+    later (the ranks went on while the signal was sent: a step whose all-reduce the killed rank had already joined
+    completes), including when that later kill landed right after a checkpoint and lost nothing."""
     lost = outcome.steps_lost
     if lost is None:
         raise ValueError("the run has no measured steps lost (no kill, or no restart)")
     last = outcome.last_step_before_kill
+    redone = f"so steps {outcome.resumed_from + 1}–{last} were done again" if lost else "so no step was done again"
     explanation = (
         f"The kill was asked for after step {kill_after} and landed after step {last}; the last checkpoint "
-        f"before it was written after step {outcome.resumed_from} (every {outcome.every} steps), so steps "
-        f"{outcome.resumed_from + 1}–{last} were done again: lost = k − N·⌊k/N⌋ with k = {last}, N = "
-        f"{outcome.every}. A checkpoint costs time too: fewer steps between them lose less and save more."
+        f"before it was written after step {outcome.resumed_from} (every {outcome.every} steps), {redone}: "
+        f"lost = k − N·⌊k/N⌋ with k = {last}, N = {outcome.every}. A checkpoint costs time too: fewer steps "
+        "between them lose less and save more."
     )
     asked = kill_after - outcome.every * (kill_after // outcome.every)  # the same rule at the step asked for
     title = predict.question_of("prediction: steps lost")
-    if (
-        lost
-        and last is not None
-        and last != kill_after
-        and prediction is not None
-        and prediction == asked
-        and prediction != lost
-    ):
+    if last is not None and last > kill_after and prediction is not None and prediction == asked and prediction != lost:
         return Verdict(
             "prediction: steps lost",
             "right",
             f"You predicted {prediction:g} steps: right for a kill right after step {kill_after}, as asked. "
             f"This run lost {lost}: the kill landed after step {last}, {last - kill_after} step(s) later "
-            f"(the signal reached the rank while it ran the next step). {explanation}",
+            f"(the ranks went on while the signal was sent: the killed rank had already taken part in step {last}'s "
+            f"all-reduce, so rank 0 completed it){', right after a checkpoint' if not lost else ''}. {explanation}",
             {"prediction": prediction, "measured": lost, "asked": asked},
             outcome.where,
             title,
