@@ -466,6 +466,7 @@ def test_run_folders_are_hidden_bounded_and_cleaned(tmp_path, monkeypatch, capsy
         folder = Path(".runs") / f"selftest-20260101-00000{i}-abcdef"
         folder.mkdir(parents=True)
         (folder / "result.json").write_text("{}")
+        os.utime(folder / "result.json", (old + i, old + i))
         os.utime(folder, (old + i, old + i))
     in_flight = Path(".runs") / "selftest-20260101-000009-abcdef"  # no result.json yet
     in_flight.mkdir()
@@ -488,3 +489,41 @@ def test_run_folders_are_hidden_bounded_and_cleaned(tmp_path, monkeypatch, capsy
         "selftest-20260101-000003-abcdef",
         "selftest-20260101-000009-abcdef",
     ]
+
+
+def _age(folder: Path, seconds_ago: float) -> None:
+    """Date the folder and everything in it ``seconds_ago``."""
+    t = time.time() - seconds_ago
+    for p in [*folder.rglob("*"), folder]:
+        os.utime(p, (t, t))
+
+
+def test_folders_of_a_runs_files_are_pruned_as_finished_runs(tmp_path, monkeypatch):
+    """Notebook 09's checkpoint folders hold no result.json: their marker makes them finished runs, removed beyond
+    the newest ``keep`` once nothing in them has been written for QUIET_S; a folder with neither stays (in flight)."""
+    from nvtutorial.chapters.ch09_multinode import lab
+    from nvtutorial.launch import spec as spec_mod
+
+    monkeypatch.setenv("NVTUTORIAL_RUNS_DIR", str(tmp_path / "runs"))
+    ckpt = lab.checkpoint_dir("two-nodes")
+    assert ckpt.parent == tmp_path / "runs" and spec_mod.RUN_NAME.match(ckpt.name)
+    assert [p.name for p in ckpt.iterdir()] == [spec_mod.FILES_MARKER]
+    (ckpt / "last.pt").write_bytes(b"x" * 1000)
+    assert spec_mod.finished_runs() == [ckpt]
+    quiet = spec_mod.QUIET_S
+    _age(ckpt, quiet + 5)
+    in_use = launch.files_folder("rank-then-node")
+    (in_use / "run").mkdir()
+    (in_use / "run" / "rank0.log").write_text("step 3")
+    _age(in_use, quiet + 10)  # older than ckpt by its folder's time ...
+    os.utime(in_use / "run" / "rank0.log", (time.time() - quiet + 5,) * 2)  # ... but a file inside was just written
+    in_flight = spec_mod.run_folder("selftest")  # the launcher's, no result.json yet
+    in_flight.mkdir()
+    _age(in_flight, 10 * quiet)
+    assert spec_mod.finished_runs() == [in_use, ckpt]
+    size = 1000 + (ckpt / spec_mod.FILES_MARKER).stat().st_size
+    assert spec_mod.prune_runs(keep=0) == (1, size)
+    assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == sorted([in_use.name, in_flight.name])
+    _age(in_use, quiet + 1)  # nothing written for QUIET_S: it goes
+    assert spec_mod.prune_runs(keep=1) == (0, 0)  # the newest finished one is kept
+    assert spec_mod.prune_runs(keep=0)[0] == 1 and [p.name for p in (tmp_path / "runs").iterdir()] == [in_flight.name]

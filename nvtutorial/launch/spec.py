@@ -274,6 +274,11 @@ def run_folder(name: str) -> Path:
 
 KEEP_RUNS = 50
 """Finished run folders kept under the runs root (``$NVTUTORIAL_KEEP_RUNS``); older ones go when a new run starts."""
+QUIET_S = 600.0
+"""A finished run folder with anything in it written in the last this many seconds is never removed."""
+FILES_MARKER = ".nvtutorial-files"
+"""The file :func:`files_folder` leaves in a folder of files made for a run before it starts (checkpoints): it
+holds no ``result.json`` of its own, and the marker makes it count as a finished run for :func:`prune_runs`."""
 RUN_NAME = re.compile(r"^[\w.-]+-\d{8}-\d{6}-[0-9a-f]{6}$")
 """The name the launcher gives a run folder: ``<workload or script>-<date>-<time>-<random>``."""
 
@@ -284,19 +289,50 @@ def runs_root() -> Path:
     return Path(os.environ.get("NVTUTORIAL_RUNS_DIR", ".runs"))
 
 
+def files_folder(name: str) -> Path:
+    """A new folder under the runs root for files a run must find before it starts (its checkpoints: a restarted
+    job must find its own, a fresh run must not find an old one), named as :func:`run_folder` names a run's, created,
+    with :data:`FILES_MARKER` in it: :func:`prune_runs` and ``nvtutorial clean`` remove it as a finished run once
+    it is beyond the newest :data:`KEEP_RUNS` and nothing in it has been written for :data:`QUIET_S` seconds."""
+    folder = run_folder(name)
+    folder.mkdir(parents=True)
+    (folder / FILES_MARKER).write_text(
+        "Files made for a run before it started (checkpoints). This marker lets `nvtutorial clean` and the "
+        "launcher's pruning remove the folder with the finished runs.\n"
+    )
+    return folder
+
+
 def finished_runs(root: Path | None = None) -> list[Path]:
-    """The run folders the launcher made under ``root`` and that ended (a ``result.json``), oldest first."""
+    """The run folders the launcher made under ``root`` and that ended (a ``result.json``), and the folders of a
+    run's files (:func:`files_folder`, with :data:`FILES_MARKER`), oldest first. A run in flight has neither."""
     root = runs_root() if root is None else root
     try:
-        found = [p for p in root.iterdir() if p.is_dir() and RUN_NAME.match(p.name) and (p / "result.json").exists()]
+        found = [
+            p
+            for p in root.iterdir()
+            if p.is_dir() and RUN_NAME.match(p.name) and ((p / "result.json").exists() or (p / FILES_MARKER).exists())
+        ]
     except OSError:
         return []
     return sorted(found, key=lambda p: p.stat().st_mtime)
 
 
+def last_written(folder: Path) -> float:
+    """The newest modification time of the folder and of everything under it (seconds since the epoch)."""
+    times = [folder.stat().st_mtime]
+    for entry in folder.rglob("*"):
+        try:
+            times.append(entry.lstat().st_mtime)
+        except OSError:  # removed while we looked
+            continue
+    return max(times)
+
+
 def prune_runs(keep: int | None = None, root: Path | None = None) -> tuple[int, int]:
-    """Remove finished run folders beyond the newest ``keep`` (default ``$NVTUTORIAL_KEEP_RUNS`` or
-    :data:`KEEP_RUNS`); folders touched in the last 10 minutes stay. (folders removed, bytes freed)."""
+    """Remove finished run folders (:func:`finished_runs`) beyond the newest ``keep`` (default
+    ``$NVTUTORIAL_KEEP_RUNS`` or :data:`KEEP_RUNS`); a folder with anything in it written in the last
+    :data:`QUIET_S` seconds stays. (folders removed, bytes freed)."""
     import shutil
 
     if keep is None:
@@ -306,7 +342,7 @@ def prune_runs(keep: int | None = None, root: Path | None = None) -> tuple[int, 
     old = runs[: max(0, len(runs) - keep)]
     removed = freed = 0
     for folder in old:
-        if time.time() - folder.stat().st_mtime < 600:
+        if time.time() - last_written(folder) < QUIET_S:
             continue
         size = sum(f.stat().st_size for f in folder.rglob("*") if f.is_file())
         shutil.rmtree(folder, ignore_errors=True)

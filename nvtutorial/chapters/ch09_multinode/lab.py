@@ -205,11 +205,9 @@ class ElasticOutcome:
 
 
 def checkpoint_dir(name: str) -> Path:
-    """A new, empty folder for a run's checkpoints under the runs folder (a restarted job must find
-    its own; a fresh run must not find an old one)."""
-    folder = launch.run_folder(name)
-    folder.mkdir(parents=True)
-    return folder
+    """A new folder for a run's checkpoints under the runs folder (a restarted job must find its own; a fresh run
+    must not find an old one), pruned with the finished runs (:func:`nvtutorial.launch.files_folder`)."""
+    return launch.files_folder(name)
 
 
 def lesson_args(sizes: Mapping[str, Any], ckpt_dir: str | os.PathLike[str]) -> list[str]:
