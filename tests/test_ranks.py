@@ -156,6 +156,20 @@ def test_plain_python_stops_at_sigint_and_keeps_everything(group):
     assert ranks.status()["pids"] == pids and ranks.run_code("pass").ok
 
 
+@pytest.mark.parametrize("backend, queued_note", [("gloo", False), ("nccl", True)])
+def test_stop_messages_say_what_each_backend_leaves_behind(backend, queued_note):
+    """SIGINT stops plain Python on both backends; with NCCL a collective queued before it may still wait for its
+    peers (gloo's are synchronous), and what SIGINT cannot interrupt is a wait for the GPU, not the collective."""
+    stopped = _ranks_pool.stopped_at_sigint([0, 1], backend)
+    ended, kept = stopped.split("\n")
+    assert ended.startswith("ended: the cell on rank 0, 1") and kept.startswith("kept: the ranks, their variables")
+    assert ("queued" in kept) is queued_note and ("%ranks stop, then %ranks start" in kept) is queued_note
+    freed = _ranks_pool.freed_by_abort([0, 1], [1], backend, 0.25)
+    assert "rank 1 did not stop at SIGINT" in freed and "in 0.25 s" in freed and freed.count("\n") == 1
+    assert ("a gloo collective" in freed) is (backend == "gloo") and (".item()" in freed) is (backend != "gloo")
+    assert _ranks_pool.ended_every_rank("rank 1 exited").split("\n")[0] == "ended: every rank (rank 1 exited)"
+
+
 def test_bad_input_is_refused_before_anything_starts(group):
     before = {p.pid for p in psutil.Process().children(recursive=True)}
     with pytest.raises(ranks.RanksUsageError, match="at least 1"):
@@ -178,7 +192,7 @@ def test_a_rank_that_ignores_sigint_is_ended_with_the_others(group):
     code = "import time\nwhile True:\n    try:\n        time.sleep(0.05)\n    except KeyboardInterrupt:\n        pass"
     result = ranks.run_code(code, timeout=1.0)
     assert result.reason == "timeout" and not result.group_kept
-    assert "every rank was ended" in result.recovery and "variables are lost" in result.recovery
+    assert result.recovery.startswith("ended: every rank (rank ") and "variables are lost" in result.recovery
     assert_gone(old)
     assert not ranks.status()["running"]  # the next cell starts new ranks (tested by every first cell)
 

@@ -455,10 +455,7 @@ class Pool:
         for w in busy:
             _signal(w, signal.SIGINT)
         if self._wait(lambda: all(("done", cid) in w.inbox for w in busy), t0 + INTERRUPT_GRACE_S):
-            return (
-                f"ended: the cell on rank {rank_list([w.rank for w in busy])} (every running rank stopped at "
-                "SIGINT)\nkept: the ranks, their variables and the process group"
-            ), True
+            return stopped_at_sigint([w.rank for w in busy], self.backend), True
         blocked = [w for w in busy if ("done", cid) not in w.inbox]
         acks = self._next_id()
         for w in self.workers:
@@ -469,7 +466,6 @@ class Pool:
             ),
             time.monotonic() + ABORT_GRACE_S,
         )
-        names = f"rank {rank_list([w.rank for w in blocked])}"
         if not freed:
             stuck = [w.rank for w in busy if ("done", cid) not in w.inbox]
             return self._restart(
@@ -479,20 +475,13 @@ class Pool:
         problem = self._init_group("reinit", START_TIMEOUT_S)
         if problem:
             return self._restart(f"after aborting the process group, {problem}"), False
-        return (
-            f"ended: the cell on rank {rank_list([w.rank for w in busy])}; {names} did not stop at SIGINT "
-            f"(blocked in a collective, which SIGINT cannot interrupt), so the process group was aborted and "
-            f"created again on every rank in {time.monotonic() - t0:.2f} s\n"
-            f"kept: the ranks and their variables; objects tied to the old group (a DDP model, groups from "
-            f"dist.new_group) must be created again"
+        return freed_by_abort(
+            [w.rank for w in busy], [w.rank for w in blocked], self.backend, time.monotonic() - t0
         ), True
 
     def _restart(self, why: str) -> str:
         self.stop()
-        return (
-            f"ended: every rank ({why}): every rank was ended\n"
-            f"kept: nothing: the next cell starts new ranks, and every rank's variables are lost"
-        )
+        return ended_every_rank(why)
 
     def pull(self, expr: str, ranks: list[int] | None = None) -> list[Any]:
         """The value of ``expr`` on each of ``ranks`` (default: all), tensors as CPU copies."""
@@ -557,9 +546,47 @@ class Pool:
         self.stop()
         raise RanksCommandInterrupted(
             what,
-            f"every rank (rank {running} did not stop at SIGINT): every rank was ended",
+            f"every rank (rank {running} did not stop at SIGINT)",
             "nothing: the next %%ranks cell starts new ranks, and every rank's variables are lost",
         )
+
+
+def stopped_at_sigint(busy: list[int], backend: str) -> str:
+    """What a Stop did when every running rank stopped at SIGINT. With NCCL a collective is queued on the GPU and
+    the rank goes on: one it queued before it stopped may still wait for its peers, which gloo's synchronous
+    collectives never leave behind."""
+    kept = "kept: the ranks, their variables and the process group"
+    if backend != "gloo":
+        kept += (
+            "; with NCCL, a collective a rank queued before it stopped may still wait for its peers, and the next "
+            "collective can pair with it (wrong values) or hang (its deadline then aborts the group and creates it "
+            "again); for a clean group: %ranks stop, then %ranks start"
+        )
+    return f"ended: the cell on rank {rank_list(busy)} (every running rank stopped at SIGINT)\n{kept}"
+
+
+def freed_by_abort(busy: list[int], blocked: list[int], backend: str, seconds: float) -> str:
+    """What a Stop did when ``blocked`` ranks did not stop at SIGINT and aborting the process group freed them."""
+    where = (
+        "a gloo collective waiting for its peers"
+        if backend == "gloo"
+        else "with NCCL, a wait for the GPU (.item(), .cpu(), torch.cuda.synchronize()) behind a collective's "
+        "kernel that waits for its peers"
+    )
+    return (
+        f"ended: the cell on rank {rank_list(busy)}; rank {rank_list(blocked)} did not stop at SIGINT "
+        f"(blocked in native code that SIGINT cannot interrupt: {where}), so the process group was aborted and "
+        f"created again on every rank in {seconds:.2f} s\n"
+        "kept: the ranks and their variables; objects tied to the old group (a DDP model, groups from "
+        "dist.new_group) must be created again"
+    )
+
+
+def ended_every_rank(why: str) -> str:
+    """What a Stop or a failure did when the ranks had to be ended."""
+    return (
+        f"ended: every rank ({why})\nkept: nothing: the next cell starts new ranks, and every rank's variables are lost"
+    )
 
 
 def _signal(w: _Worker, sig: int) -> None:

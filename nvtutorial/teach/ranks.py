@@ -41,9 +41,10 @@ What a cell shows:
 - A hang ends at the deadline (``--timeout``, 60 s unless changed; 0 means none): each stuck
   rank's Python stack is shown, then the ranks are stopped as below.
 - Stopping (the notebook's interrupt, or the deadline) sends SIGINT to the running ranks: plain
-  Python stops at once and everything is kept. A rank blocked in a collective (which SIGINT
-  cannot interrupt) is freed by aborting the process group on every rank, which is then created
-  again: variables are kept, objects tied to the old group (a DDP model) must be rebuilt. If a
+  Python stops at once and everything is kept (with NCCL, a collective a rank queued before it
+  stopped may still wait for its peers: the message says so). A rank blocked in native code that
+  SIGINT cannot interrupt (a gloo collective; with NCCL, a wait for the GPU such as ``.item()``) is
+  freed by aborting the process group on every rank, which is then created again: variables are kept, objects tied to the old group (a DDP model) must be rebuilt. If a
   rank still does not stop, every rank is ended and the next cell starts new ones: variables are
   lost. The cell says which of these happened.
 - The ranks end with ``%ranks stop`` and with the kernel (shut down, restarted or killed: each
