@@ -176,7 +176,7 @@ class _Shown:
 
 
 def test_the_lesson_03_trains_with_a_bar_not_raw_dicts():
-    tree = ast.parse((ROOT / "nvtutorial" / "lessons" / "ddp_train.py").read_text())
+    tree = ast.parse((ROOT / "nvtutorial" / "chapters" / "ch03_ddp_training" / "lessons" / "ddp_train.py").read_text())
     calls = [ast.unparse(n) for n in ast.walk(tree) if isinstance(n, ast.Call)]
     assert any(c.startswith("runtime.progress(epoch + 1, args.epochs, 'epochs'") for c in calls)
     assert not any(c.startswith("print(history") for c in calls)

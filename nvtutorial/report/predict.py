@@ -23,14 +23,16 @@ class PredictionError(ValueError):
 QUESTIONS = {
     "all_reduce": "What rank 0's tensor holds after dist.all_reduce",
     "where rank 0 waits": "Where rank 0 waits when rank 1 never calls the all-reduce",
-    "NVLink ÷ host-staged": "How much faster NVLink is than host-staged copies (busbw ratio)",
+    "NVLink ÷ host-staged": (
+        "How many times the all-reduce's busbw over NVLink is that staged through host memory (NCCL_P2P_DISABLE=1)"
+    ),
     "C7 prediction": "What the source's NCCL settings do to the all-reduce",
     "03.source validation": "What the source's all_reduce(val_loss) reports",
     "03.scaling": "The speed-up of 2 GPUs over 1 at a fixed global batch",
     "03.C14 prediction": "DDP's step time over NVLink against host-staged transfers",
     "04.largest": "Which change moves DDP's step time the most",
     "exposed communication": "The share of the step that is exposed communication",
-    "where ranks wait": "Where each rank waits while rank 0 validates alone",
+    "where ranks wait": "Where each rank's main thread is while rank 0 validates alone",
     "bytes per rank": "MiB each rank sends in a ring all-reduce of the largest tensor",
     "ring's share of all_reduce": "The ring's bus bandwidth as a share of dist.all_reduce's, largest size",
     "faster hooks": "Which communication hooks make the step faster",
