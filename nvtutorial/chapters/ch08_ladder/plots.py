@@ -118,7 +118,9 @@ def loss_differences(result: Any, tolerance: float) -> tuple[Any, Any]:
     title = "Each rung's loss against the one-process reference"
     if same:
         title += "\n" + "\n".join(
-            textwrap.wrap("identical at every step, bit for bit, in this run: " + ", ".join(ladder.LABELS[r] for r in same), 95)
+            textwrap.wrap(
+                "identical at every step, bit for bit, in this run: " + ", ".join(ladder.LABELS[r] for r in same), 95
+            )
         )
     ax.set_title(title, fontsize=9)
     finish(fig, result)
@@ -163,7 +165,7 @@ def link_need(comparisons: dict[str, Any], where: Any) -> tuple[Any, Any]:
     ax.invert_yaxis()
     hi = max(c.ratio * (1 + c.noise) for c in comparisons.values())
     ax.set_xlim(min(0.9, min(c.ratio for c in comparisons.values()) - 0.05), hi * 1.25)
-    ax.set_xlabel("step time host-staged (NCCL_P2P_DISABLE=1) ÷ over the direct link")
+    ax.set_xlabel("host-staged step time (NCCL_P2P_DISABLE=1) ÷ step time over the direct link")
     ax.set_title("Step time without the direct link (grey: within the noise, A/A gap included)")
     finish(fig, where)
     return fig, ax

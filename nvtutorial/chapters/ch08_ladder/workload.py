@@ -40,6 +40,7 @@ from collections import defaultdict
 from typing import Any, Literal
 
 from nvtutorial import runtime
+from nvtutorial.chapters.ch08_ladder.report_model import LABELS
 from nvtutorial.params import require
 
 NAME = "ladder"
@@ -299,7 +300,8 @@ def run_rung(
     ctx: runtime.Context, p: Params, rung: str, reference_grads: dict[str, Any] | None = None, desc: str | None = None
 ) -> dict[str, Any]:
     """Train, count, time and (optionally) trace one rung from a freshly built model; with ``reference_grads``
-    first compare its gradients of step 0 (no update) with them. ``desc`` names its progress bar (the rung's name)."""
+    first compare its gradients of step 0 (no update) with them. ``desc`` names its progress bar (default: the
+    rung's label, :data:`~nvtutorial.chapters.ch08_ladder.report_model.LABELS`)."""
     import torch
 
     from nvtutorial.chapters.ch08_ladder.lessons.rungs import RUNGS
@@ -328,7 +330,7 @@ def run_rung(
         return train_step(model, optimizer, local_batch(tokens, rung))
 
     out: dict[str, Any] = {"rung": rung, "layers": p.layers}
-    ctx.progress(0, 1, desc=desc or rung)
+    ctx.progress(0, 1, desc=desc or LABELS.get(rung, rung))
     if reference_grads is not None:  # forward and backward of step 0's batch, no update: the model is unchanged
         tokens = transformer.batch(0, p.global_batch, cfg, seed=p.seed).to(ctx.device)
         transformer.loss_fn(model, local_batch(tokens, rung)).backward()
@@ -385,7 +387,7 @@ def run_rung(
     model = optimizer = None
     _free(ctx)
     ctx.barrier()
-    ctx.progress(1, 1, desc=desc or rung)
+    ctx.progress(1, 1, desc=desc or LABELS.get(rung, rung))
     return out
 
 
@@ -462,7 +464,12 @@ def run(ctx: runtime.Context, p: Params) -> dict[str, Any]:
             profile_steps=0,
         )
         try:
-            out["fit"] = run_rung(ctx, big, p.fit_rung, desc=f"the largest model: {p.fit_rung}, {p.fit_layers} blocks")
+            out["fit"] = run_rung(
+                ctx,
+                big,
+                p.fit_rung,
+                desc=f"the largest model: {LABELS.get(p.fit_rung, p.fit_rung)}, {p.fit_layers} blocks",
+            )
         except torch.OutOfMemoryError as exc:  # the model's estimate was too low: a result, not a lost run
             out["fit"] = {
                 "rung": p.fit_rung,
