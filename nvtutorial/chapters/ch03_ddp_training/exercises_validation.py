@@ -138,7 +138,7 @@ def check_on_rank(candidate: Any, ctx: Any) -> tuple[bool, str]:
     # What one process computes over the whole set, in order: the reference.
     whole = _counts(model.module, DataLoader(data, batch_size=BATCH), device, 0, 1, True)
     right = sum(r for r, _ in whole) / sum(p for _, p in whole)
-    every = [None] * world
+    every: list[Any] = [None] * world  # all_gather_object puts every rank's float in its slot
     dist.all_gather_object(every, got)
     if any(abs(v - every[0]) > RTOL * abs(every[0]) for v in every):
         return False, (
@@ -160,7 +160,8 @@ def check_on_rank(candidate: Any, ctx: Any) -> tuple[bool, str]:
     mistakes = [
         (
             [sum(means["all"]), sum(means["kept"]), sum(batch_means), sum(r for r, _ in flat("all"))],
-            f"all_reduce adds the ranks' values without dividing: {got:.4f} is a sum over {world} ranks, not an accuracy; "
+            f"all_reduce adds the ranks' values without dividing: {got:.4f} is a sum over {world} ranks, "
+            "not an accuracy; "
             "all_reduce the sums (pixels right, pixels), then divide one by the other",
         ),
         (
@@ -170,7 +171,8 @@ def check_on_rank(candidate: Any, ctx: Any) -> tuple[bool, str]:
         ),
         (
             [acc(flat("all"))],  # (with the padding, the ranks' accuracies averaged give this number too)
-            f"counted DistributedSampler's padding: {samples_all} samples for {SAMPLES} (the duplicates at positions >= "
+            f"counted DistributedSampler's padding: {samples_all} samples for {SAMPLES} "
+            "(the duplicates at positions >= "
             "len(dataset)); skip them: rank r's k-th sample is position r + k × world",
         ),
     ]

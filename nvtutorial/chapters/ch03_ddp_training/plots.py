@@ -152,7 +152,7 @@ def plot_step_changes(result: Any, variants: Sequence[str], where: Any, title: s
     found = [(v, c) for v in variants if (c := comparison(result, v)) is not None]
     fig, ax = figure(8, max(2.4, 0.5 * len(found) + 1.4))
     colours = {"faster": "C2", "slower": "C3", "no change": "0.6"}
-    for i, (v, c) in enumerate(found):
+    for i, (_, c) in enumerate(found):
         ax.barh(i, 100 * c.change, color=colours[c.status])
         ax.fill_betweenx([i - 0.4, i + 0.4], -100 * c.noise, 100 * c.noise, color="0.85", zorder=0)
         ax.text(

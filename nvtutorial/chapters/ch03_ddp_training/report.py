@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, TypeGuard
 
 from nvtutorial.report.verdict import Comparison, Verdict, aa_gap, compare
 
@@ -129,8 +129,9 @@ def find_row(
     return None
 
 
-def ok(row: Mapping[str, Any] | None) -> bool:
-    return bool(row) and row.get("status") == "ok" and bool(row.get("step_ms_repeats"))  # type: ignore[union-attr]
+def ok(row: Mapping[str, Any] | None) -> TypeGuard[Mapping[str, Any]]:
+    """A measured row (not None) whose status is ok and that holds its step-time repeats."""
+    return bool(row) and row.get("status") == "ok" and bool(row.get("step_ms_repeats"))
 
 
 def aa_gap_of(rows: Sequence[Mapping[str, Any]]) -> float | None:
@@ -150,7 +151,7 @@ def repeats_on_every_rank(result: Any, variant: str, batch: int | None = None) -
     for rank in range(len(getattr(result, "ranks", None) or [None])):
         row = find_row(rows_of(result, rank), variant, batch)
         if ok(row):
-            out += row["step_ms_repeats"]  # type: ignore[index]
+            out += row["step_ms_repeats"]
     return out
 
 
@@ -340,11 +341,11 @@ def scaling_summary(two_gpus: Any, one_gpu: Any = None) -> dict[str, Any]:
     solo = find_row(solo_rows, SOLO) or (find_row(solo_rows, "baseline") if one_gpu is not None else None)
     if not ok(solo):
         raise ValueError("no 1-GPU row: run the train workload with the '1 GPU, no DDP' variant (or pass one_gpu)")
-    big = solo["per_gpu_batch"]  # type: ignore[index]
+    big = solo["per_gpu_batch"]
     gpu = is_gpu(two_gpus)
     mem_key = "peak_mem_gb" if gpu else "counted_gb"
 
-    def memory(row: Mapping[str, Any], rank_rows: list[dict]) -> list[float | None]:
+    def memory(row: Mapping[str, Any], rank_rows: Sequence[Mapping[str, Any]]) -> list[float | None]:
         if gpu:
             return list(row.get("peak_mem_gb_per_rank") or [row.get("peak_mem_gb")])
         return [counted_gb(r) for r in rank_rows]
@@ -354,7 +355,7 @@ def scaling_summary(two_gpus: Any, one_gpu: Any = None) -> dict[str, Any]:
         "memory": mem_key,
         "where": where(two_gpus),
         "solo_memory_gb": memory(solo, [solo])[0],
-    }  # type: ignore[arg-type]
+    }
     for name, batch in (("fixed_per_gpu", big), ("fixed_global", big // 2)):
         row = find_row(rows, "baseline", batch)
         if not ok(row):
@@ -364,22 +365,22 @@ def scaling_summary(two_gpus: Any, one_gpu: Any = None) -> dict[str, Any]:
             find_row(rows_of(two_gpus, r), "baseline", batch) or {}
             for r in range(len(getattr(two_gpus, "ranks", None) or [None]))
         ]
-        mem2 = memory(row, per_rank_rows)  # type: ignore[arg-type]
-        sps1, sps2 = solo["samples_per_s"], row["samples_per_s"]  # type: ignore[index]
+        mem2 = memory(row, per_rank_rows)
+        sps1, sps2 = solo["samples_per_s"], row["samples_per_s"]
         out[name] = {
             "per_gpu_batch": batch,
             "global_batch": row["global_batch"],
-            "samples_per_s_1": sps1,  # type: ignore[index]
+            "samples_per_s_1": sps1,
             "samples_per_s_2": sps2,
             "speedup": sps2 / sps1,
-            "efficiency": efficiency(sps2, sps1, int(row.get("world_size", 2))),  # type: ignore[union-attr]
+            "efficiency": efficiency(sps2, sps1, int(row.get("world_size", 2))),
             "memory_gb_per_rank": mem2,
             "memory_ratio_per_rank": [m / out["solo_memory_gb"] if m and out["solo_memory_gb"] else None for m in mem2],
             "comm_share": row.get("comm_share"),
-            "nosync_step_ms": row.get("nosync_step_ms"),  # type: ignore[union-attr]
+            "nosync_step_ms": row.get("nosync_step_ms"),
             "step_ms": row["step_ms"],
-        }  # type: ignore[index]
-    out["solo_step_ms"] = solo["step_ms"]  # type: ignore[index]
+        }
+    out["solo_step_ms"] = solo["step_ms"]
     return out
 
 
@@ -642,6 +643,7 @@ def verdict_c14(rows: Mapping[str, Mapping[str, Any] | None], gpu: bool = True, 
             where_,
         )
     nv, hs = rows["nvlink"], rows["host"]
+    assert nv is not None and hs is not None  # transport_comparison compared them
     sock = transport_comparison(rows, "socket")
     per_rank = lambda r: ", ".join(f"{x:.2f}" for x in r.get("step_ms_per_rank") or [] if x is not None)  # noqa: E731
     text = (
@@ -681,7 +683,8 @@ def verdict_c14(rows: Mapping[str, Mapping[str, Any] | None], gpu: bool = True, 
         f"{resnet['nvlink']:.0f} images/s over NVLink against {resnet['host']:.0f} host-staged, a "
         f"{resnet_gap - 1:.1%} longer step without NVLink (one measurement each, no repeats), not "
         f"{SOURCE_C14_GAP:.0%}; scaling {resnet['nvlink'] / (2 * resnet['1gpu']):.1%} over NVLink, "
-        f"{resnet['host'] / (2 * resnet['1gpu']):.1%} host-staged. And the source's table adds up only if its communication was hidden: "
+        f"{resnet['host'] / (2 * resnet['1gpu']):.1%} host-staged. "
+        "And the source's table adds up only if its communication was hidden: "
         f"58 → 29 min is exactly 2.00× while 9 % of the time is said to be communication; taking that share out "
         f"leaves {tension['2 GPUs over NVLink']:.2f} (NVLink) and {tension['2 GPUs over PCIe']:.2f} (PCIe) of "
         "half the one-GPU epoch for computation, less than perfectly split work allows, unless the communication "
@@ -721,7 +724,8 @@ def show(frame: Any, where_: Any, title: str | None = None) -> None:
 
 
 def scaling_explanation(summary: Mapping[str, Any], gpu: bool = True) -> str:
-    """Where the fixed-global-batch run lost against perfect scaling: the smaller per-GPU batch, and exposed communication."""
+    """Where the fixed-global-batch run lost against perfect scaling: the smaller per-GPU batch, and exposed
+    communication."""
     g = summary.get("fixed_global")
     if not g:
         return "The fixed global batch run is missing."

@@ -1,9 +1,9 @@
 """train: time the lesson's DDP training step, as written and with one optimisation at a time.
 
 Used in notebooks 03 (1 against 2 GPUs, the transports) and 04 (the optimisations). Every
-configuration runs the code of ``nvtutorial/chapters/ch03_ddp_training/lessons/ddp_train.py`` with at most one function swapped
-for its version in ``nvtutorial/chapters/ch04_optimisations/lessons/ddp_optimised.py``: :data:`VARIANTS` maps each name to the
-code it runs. For each variant and per-GPU batch size, in turn: a fresh model from the same seed; the
+configuration runs the code of ``nvtutorial/chapters/ch03_ddp_training/lessons/ddp_train.py`` with at most one function
+swapped for its version in ``nvtutorial/chapters/ch04_optimisations/lessons/ddp_optimised.py``: :data:`VARIANTS` maps
+each name to the code it runs. For each variant and per-GPU batch size, in turn: a fresh model from the same seed; the
 training set rendered once on the device (the DistributedSampler still picks each rank's samples,
 but no input pipeline is measured); ``warmup`` untimed steps; ``repeats`` rounds of ``steps`` timed
 steps (CUDA events on GPUs, the host clock on the CPU); with ``comm_share``, the same steps under
@@ -30,12 +30,15 @@ import gc
 import math
 import re
 import statistics
-from collections.abc import Callable
-from typing import Any, Literal
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any, Literal
 
 from nvtutorial import runtime
 from nvtutorial.models.unet import SIZES
 from nvtutorial.params import ParamError, require
+
+if TYPE_CHECKING:
+    from torch import Tensor
 
 NAME = "train"
 """The workload's name (``nvtutorial.run("train", ...)``, ``nvtutorial list``)."""
@@ -150,15 +153,18 @@ def build(ctx: runtime.Context, p: Params, name: str, batch: int) -> Config:
         options = {name.split("=")[0]: True}
     if options:
 
-        def builder(size, device, seed=0):  # build_model, with wrap_ddp_tuned for wrap_ddp
+        def tuned(size, device, seed=0):  # build_model, with wrap_ddp_tuned for wrap_ddp
             torch.manual_seed(seed)
             return opt.wrap_ddp_tuned(build_unet(size).to(device), device, **options)
 
+        builder = tuned
     if name == SOLO:
 
-        def builder(size, device, seed=0):  # build_model without wrap_ddp
+        def solo(size, device, seed=0):  # build_model without wrap_ddp
             torch.manual_seed(seed)
             return build_unet(size).to(device)
+
+        builder = solo
 
     builder = {
         "channels_last": opt.build_model_channels_last,
@@ -194,7 +200,7 @@ def build(ctx: runtime.Context, p: Params, name: str, batch: int) -> Config:
     return Config(model, optimizer, step)
 
 
-def _forever(sampler: Any, batch_sampler: Any, data: Any):
+def _forever(sampler: Any, batch_sampler: Any, data: Any) -> Iterator[tuple[Tensor, Tensor]]:
     """Batches of this rank's samples, epoch after epoch (``set_epoch`` each time)."""
     epoch = 0
     while True:
@@ -369,7 +375,7 @@ def measure(ctx: runtime.Context, p: Params, name: str, batch: int) -> dict[str,
         row["status"] = f"failed: {type(exc).__name__}: {first_line}"
         print(f"rank {ctx.rank}: variant {name!r} failed: {type(exc).__name__}: {exc}", flush=True)
     finally:
-        cfg = None  # type: ignore[assignment]
+        cfg = None
         if name == "torch.compile":
             torch._dynamo.reset()
     row["step_ms_per_rank"] = per_rank(ctx, statistics.median(rounds) if rounds else None)

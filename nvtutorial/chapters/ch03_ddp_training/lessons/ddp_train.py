@@ -1,7 +1,9 @@
 """Train the course UNet with DistributedDataParallel, one process per GPU (notebook 03).
 
-    torchrun --standalone --nproc-per-node 2 nvtutorial/chapters/ch03_ddp_training/lessons/ddp_train.py --epochs 3 --checkpoint-dir ckpt
-    torchrun --standalone --nproc-per-node 2 nvtutorial/chapters/ch03_ddp_training/lessons/ddp_train.py --epochs 3 --resume ckpt/epoch1.pt
+    torchrun --standalone --nproc-per-node 2 nvtutorial/chapters/ch03_ddp_training/lessons/ddp_train.py \\
+        --epochs 3 --checkpoint-dir ckpt
+    torchrun --standalone --nproc-per-node 2 nvtutorial/chapters/ch03_ddp_training/lessons/ddp_train.py \\
+        --epochs 3 --resume ckpt/epoch1.pt
 
 With GPUs: NCCL, the GPU of LOCAL_RANK, bf16 autocast. Without: gloo on the CPU in fp32 (bf16 autocast
 runs on the CPU too, ``--precision bf16``, but was 3-7x slower than fp32 on the course's test CPU).
@@ -74,7 +76,7 @@ def make_loaders(args, device):
 
 
 # %% one training step
-def train_step(model, optimizer, images, masks, device, amp=torch.bfloat16):
+def train_step(model, optimizer, images, masks, device, amp: torch.dtype | None = torch.bfloat16):
     """One optimizer step on this rank's batch; the loss as a tensor (``.item()`` would wait for the GPU)."""
     images, masks = images.to(device, non_blocking=True), masks.to(device, non_blocking=True)
     with torch.autocast(device.type, dtype=amp, enabled=amp is not None):  # amp=None: fp32
@@ -90,7 +92,7 @@ def train_step(model, optimizer, images, masks, device, amp=torch.bfloat16):
 
 # %% validation
 @torch.no_grad()
-def validation_sums(model, loader, device, amp=torch.bfloat16, classes=4):
+def validation_sums(model, loader, device, amp: torch.dtype | None = torch.bfloat16, classes=4):
     """This rank's [loss sum, pixels, samples, intersections, unions], skipping DistributedSampler's padding.
 
     DistributedSampler(shuffle=False) gives rank r the positions r, r + W, r + 2W... of the set, padded to
@@ -116,7 +118,7 @@ def validation_sums(model, loader, device, amp=torch.bfloat16, classes=4):
     return sums
 
 
-def evaluate(model, loader, device, amp=torch.bfloat16, classes=4):
+def evaluate(model, loader, device, amp: torch.dtype | None = torch.bfloat16, classes=4):
     """Loss per pixel and mean IoU of the shape classes over the WHOLE set, the same on every rank."""
     sums = validation_sums(model, loader, device, amp, classes)
     if isinstance(loader.sampler, DistributedSampler):  # each rank holds a share: add them up
@@ -159,7 +161,8 @@ def train(args, device):
     if dist.get_rank() == 0:
         runtime.progress(start, args.epochs, "epochs")  # a bar under the course's launcher, else a line
     for epoch in range(start, args.epochs):
-        train_loader.sampler.set_epoch(epoch)  # a new shuffle every epoch, the same on every rank
+        # a new shuffle every epoch, the same on every rank
+        train_loader.sampler.set_epoch(epoch)  # type: ignore[attr-defined]  # make_loaders's DistributedSampler
         losses = [train_step(model, optimizer, images, masks, device, amp) for images, masks in train_loader]
         history.append(
             {
@@ -191,7 +194,7 @@ def fingerprint(model):
 
 # %% main
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--model", default="small", choices=["tiny", "small", "full"])
     parser.add_argument("--image-size", type=int, default=64)
     parser.add_argument("--batch-size", type=int, default=8, help="per GPU: the global batch is this × world size")

@@ -1,7 +1,7 @@
 """The lesson's DDP training (``ddp_train.py``) packaged for the workloads of notebooks 05, 06 and 07.
 
-The code the course teaches is ``nvtutorial/chapters/ch03_ddp_training/lessons/ddp_train.py`` (notebook 03) and its optimised
-versions in ``ddp_optimised.py`` (notebook 04). Workloads that train the same UNet for another purpose
+The code the course teaches is ``nvtutorial/chapters/ch03_ddp_training/lessons/ddp_train.py`` (notebook 03) and its
+optimised versions in ``ddp_optimised.py`` (notebook 04). Workloads that train the same UNet for another purpose
 (profiling, the pitfall traps, gradient compression) need the model, the optimizer, the loaders and the
 step bundled in one object, with a few measurement options (data already on the device, fp16, channels
 last); this module gives them that, calling the lesson's functions for the step and the validation::
@@ -148,7 +148,7 @@ def setup(
     net = build_unet(model, classes=classes).to(device)  # type: ignore[arg-type]
     net.checkpointing = checkpointing
     if channels_last:
-        net = net.to(memory_format=torch.channels_last)
+        net = net.to(memory_format=torch.channels_last)  # type: ignore[call-overload]  # stubs lack memory_format
     ddp: nn.Module = ddp_optimised.wrap_ddp_tuned(net, device, **(ddp_kwargs or {}))
     optimizer = torch.optim.AdamW(ddp.parameters(), lr=lr)
     if compile:
