@@ -23,7 +23,8 @@ the order of allocations move the peak by that much between identical configurat
 
 
 def comparison(result: Any, variant: str, baseline: str = "baseline") -> Comparison | None:
-    """Step time of ``variant`` against ``baseline`` (same samples per optimizer step), the run's A/A gap in the noise."""
+    """Step time of ``variant`` against ``baseline`` (same samples per optimizer step), the run's A/A gap in the
+    noise."""
     rows = rows_of(result)
     base, row = find_row(rows, baseline), find_row(rows, variant)
     if not (ok(base) and ok(row)):

@@ -135,7 +135,8 @@ def count_sdpa_calls(fn: Callable[[], Any]) -> int:
 
 
 def _time(ctx: runtime.Context, fn: Callable[[], Any], warmup: int, repeats: int) -> list[float]:
-    """Milliseconds of each of ``repeats`` calls of ``fn`` after ``warmup`` (CUDA events on GPU, perf_counter on CPU)."""
+    """Milliseconds of each of ``repeats`` calls of ``fn`` after ``warmup`` (CUDA events on GPU, perf_counter on
+    CPU)."""
     for _ in range(warmup):
         fn()
     return [1e3 * ctx.time_calls(fn) for _ in range(repeats)]

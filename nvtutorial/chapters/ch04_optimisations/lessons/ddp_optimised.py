@@ -1,7 +1,7 @@
 """The optimisations of notebook 04, each a change to one function of ``ddp_train.py``.
 
-Every function here is its counterpart in ``nvtutorial/chapters/ch03_ddp_training/lessons/ddp_train.py`` with one change; notebook
-04 shows the difference (``teach.show_diff(ddp_train.wrap_ddp, ddp_optimised.wrap_ddp_tuned)``) and
+Every function here is its counterpart in ``nvtutorial/chapters/ch03_ddp_training/lessons/ddp_train.py`` with one
+change; notebook 04 shows the difference (``teach.show_diff(ddp_train.wrap_ddp, ddp_optimised.wrap_ddp_tuned)``) and
 the ``train`` workload times it against the unchanged script. Swap one in and run the script to try it.
 """
 
@@ -47,7 +47,7 @@ def wrap_ddp_tuned(model, device, bucket_cap_mb=25.0, gradient_as_bucket_view=Fa
 
 
 # %% gradient accumulation with no_sync
-def train_step_accumulated(model, optimizer, micro_batches, device, amp=torch.bfloat16):
+def train_step_accumulated(model, optimizer, micro_batches, device, amp: torch.dtype | None = torch.bfloat16):
     """One optimizer step over several equal micro-batches: the same update as one step on all of them.
 
     Under ``model.no_sync()`` backward only adds to ``.grad``; the last micro-batch's backward all-reduces
@@ -68,7 +68,9 @@ def train_step_accumulated(model, optimizer, micro_batches, device, amp=torch.bf
     return mean_loss
 
 
-def train_step_accumulated_every_micro_batch(model, optimizer, micro_batches, device, amp=torch.bfloat16):
+def train_step_accumulated_every_micro_batch(
+    model, optimizer, micro_batches, device, amp: torch.dtype | None = torch.bfloat16
+):
     """The same update, without ``no_sync``: every micro-batch's backward all-reduces."""
     mean_loss = 0.0
     for images, masks in micro_batches:
@@ -87,7 +89,8 @@ def train_step_accumulated_every_micro_batch(model, optimizer, micro_batches, de
 def build_model_channels_last(size, device, seed=0):
     """The model's weights in NHWC order, the layout tensor-core convolutions work in (inputs follow)."""
     torch.manual_seed(seed)
-    return wrap_ddp(build_unet(size).to(device, memory_format=torch.channels_last), device)
+    net = build_unet(size).to(device, memory_format=torch.channels_last)  # type: ignore[call-overload]  # stubs omit it
+    return wrap_ddp(net, device)
 
 
 # %% activation checkpointing
