@@ -2,9 +2,9 @@
 
 Verdicts that hold on a CPU are computed here and asserted on their status and numbers. Verdicts that
 only a GPU can decide are recomputed from the committed runs of the reference 2× H200
-(``reference/h200x2/runs/``, named in :data:`nvtutorial.chapters.ch01_hardware.report_reference.RUNS`) and its saved outputs
-(``nvtutorial/data/h200x2/``), so a code change that flips a reference conclusion fails here. When the lead
-commits new reference runs, update ``RUNS`` and the numbers below.
+(``reference/h200x2/runs/``, named in :data:`nvtutorial.chapters.ch01_hardware.report_reference.RUNS`) and its
+saved outputs (``nvtutorial/data/h200x2/``), so a code change that flips a reference conclusion fails here. When
+the lead commits new reference runs, update ``RUNS`` and the numbers below.
 """
 
 from __future__ import annotations
@@ -105,6 +105,32 @@ def test_c4_c6_and_the_minimums_on_the_reference_facts_and_on_a_laptop():
         facts, torch="2.13.0+cpu", torch_cuda=None, nccl=None, driver=None, driver_cuda=None, gpus=(), gpus_total=0
     )
     assert environment.claim_c4(laptop).status == "wrong" and environment.claim_minimums(laptop).status == "pass"
+
+
+@pytest.mark.parametrize(
+    "speedup, status",
+    [
+        (0.12, "holds"),
+        (0.07, "holds"),  # the band's edges: ±5 points of the claimed +12 %
+        (0.17, "holds"),
+        (0.069, "partly"),  # just outside
+        (0.171, "partly"),
+        (0.06, "partly"),  # half the claim: no longer enough
+        (0.24, "partly"),  # twice the claim: too much
+        (0.0, "wrong"),  # within the noise
+        (-0.05, "wrong"),  # slower
+    ],
+)
+def test_c6_holds_only_within_five_points_of_the_claimed_12_percent(speedup, status):
+    """C6 from an A/B of the wheels (step times, the default build the baseline): a speed-up s is a candidate step
+    time of 10 / (1 + s) ms, both sides with 0.1 % spread (the noise is compare's 1 % floor)."""
+    from nvtutorial.report.verdict import compare
+
+    candidate = 10.0 / (1 + speedup)
+    ab = compare([10.0, 10.01], [candidate, candidate * 1.001])
+    v = environment.claim_c6(doctor.reference_facts(), ab)
+    assert v.status == status and v.numbers["speedup"] == pytest.approx(speedup, abs=2e-3)
+    assert environment.C6_BAND == 0.05 and environment.CLAIMED_C6 == 0.12
 
 
 def test_nvls_is_explained_by_ncclnvlsinit_not_by_a_missing_nvswitch():
