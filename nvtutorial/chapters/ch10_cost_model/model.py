@@ -1,8 +1,10 @@
 """The cost model of notebook 10: what a step should take on your pair, from four calibrated numbers.
 
 Two numbers per device, the **roofs** of the roofline model: the matrix-multiply throughput (FLOP/s) and the
-memory bandwidth (B/s). Two per collective on the pair: the latency **α** of one call (s) and the bus bandwidth
-**β** (B/s), nccl-tests' ``busbw``, so that a collective of S bytes on n ranks takes ``α + S · factor / β`` with
+memory bandwidth (B/s). Two per collective on the pair: the fixed cost **α** of one call (s), what one PyTorch
+collective costs when calls follow one another (the link's latency, the launch and c10d's bookkeeping together),
+and the bus bandwidth **β** (B/s), nccl-tests' ``busbw``, so that a collective of S bytes on n ranks takes
+``α + S · factor / β`` with
 the bus factor of notebook 01 (2(n−1)/n for an all-reduce, (n−1)/n for an all-gather or a reduce-scatter).
 Everything else is counting: FLOPs, bytes, calls. Plain functions of plain numbers, in seconds, bytes and
 FLOPs; no torch. What the model leaves out is said where it matters, and the notebook measures how far it is off.
@@ -11,7 +13,6 @@ FLOPs; no torch. What the model leaves out is said where it matters, and the not
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Sequence
 
 from nvtutorial.units import bus_factor
@@ -34,7 +35,8 @@ class Roof:
 
 @dataclasses.dataclass(frozen=True)
 class Link:
-    """One collective on one group of ranks: latency α in seconds, bus bandwidth β in B/s."""
+    """One collective on one group of ranks: the fixed cost α of a call in seconds (latency and software overhead),
+    the bus bandwidth β in B/s."""
 
     alpha: float
     beta: float
@@ -45,7 +47,7 @@ class Link:
 
 def collective_time(size_bytes: float, link: Link, kind: str = "all_reduce", ranks: int = 2) -> float:
     """Seconds for one collective of ``size_bytes`` (the whole tensor: the gathered output of an all-gather, the
-    input of a reduce-scatter): one latency, then the bytes each rank must send at the bus bandwidth."""
+    input of a reduce-scatter): one fixed cost α, then the bytes each rank must send at the bus bandwidth."""
     return link.alpha + size_bytes * bus_factor(kind, ranks) / link.beta
 
 
@@ -97,21 +99,45 @@ def train_step_time(forward: float, n_params: int, roof: Roof) -> float:
 
 # %% data parallel: what hides under the backward pass
 
+DDP_BUCKET_BYTES = 25 * 2**20
+"""DDP's gradient bucket cap (``bucket_cap_mb=25``, the default)."""
+DDP_FIRST_BUCKET_BYTES = 2**20
+"""The cap of DDP's first bucket with the default caps (``torch.distributed._DEFAULT_FIRST_BUCKET_BYTES``)."""
+
+
+def ddp_buckets(
+    gradients: Sequence[tuple[float, float]],
+    bucket_bytes: float = DDP_BUCKET_BYTES,
+    first_bucket_bytes: float = DDP_FIRST_BUCKET_BYTES,
+) -> list[tuple[float, float]]:
+    """DDP's buckets as ``(ready, bytes)`` from ``gradients``, ``(ready, bytes)`` per gradient tensor in the order the
+    backward pass produces them (``ready``: the share of the backward pass done when it is produced). The rule of
+    DDP's reducer, which rebuilds its buckets in that order after the first step: whole tensors, a bucket closed
+    as soon as it holds its cap or more (the first one's cap 1 MiB, then 25 MiB), what is left a last bucket. A
+    tensor larger than the cap closes a bucket of its own; a bucket is ready with the last tensor it holds."""
+    out: list[tuple[float, float]] = []
+    ready, size = 0.0, 0.0
+    for when, nbytes in gradients:
+        ready, size = max(ready, when), size + nbytes
+        if size >= (first_bucket_bytes if not out else bucket_bytes):
+            out.append((ready, size))
+            ready, size = 0.0, 0.0
+    return out + ([(ready, size)] if size else [])
+
 
 def ddp_backward(
-    backward_s: float, grad_bytes: float, bucket_bytes: float, link: Link, ranks: int = 2
+    backward_s: float, buckets: Sequence[tuple[float, float]], link: Link, ranks: int = 2
 ) -> tuple[float, float]:
-    """``(seconds until the last gradient is averaged, the part of it that is exposed)`` for DDP's backward pass.
+    """``(seconds until the last gradient is averaged, the part of it that is exposed)`` for DDP's backward pass of
+    ``backward_s`` seconds, with ``buckets`` as :func:`ddp_buckets` gives them.
 
-    The backward pass fills the gradient buckets one after another at a steady rate; each bucket's all-reduce
-    starts when the bucket is full and the previous all-reduce has ended. What ends after the backward pass is
-    exposed: at least the last bucket's all-reduce; all of the communication beyond the backward pass's length."""
-    buckets = max(1, math.ceil(grad_bytes / bucket_bytes))
+    Each bucket's all-reduce starts when the bucket is ready and the previous all-reduce has ended. What ends
+    after the backward pass is exposed: at least the last bucket's all-reduce (for a transformer, the one holding
+    the token embedding's gradient, which the backward pass produces last); all of the communication beyond the
+    backward pass's length."""
     done = 0.0
-    for i in range(1, buckets + 1):
-        ready = backward_s * i / buckets
-        size = min(bucket_bytes, grad_bytes - (i - 1) * bucket_bytes)
-        done = max(done, ready) + collective_time(size, link, "all_reduce", ranks)
+    for ready, size in buckets:
+        done = max(done, backward_s * ready) + collective_time(size, link, "all_reduce", ranks)
     return max(backward_s, done), max(0.0, done - backward_s)
 
 
@@ -130,21 +156,27 @@ def fsdp_block(block_bytes: float, gather: Link, scatter: Link, ranks: int = 2) 
 
 # %% tensor parallelism: every block waits
 
+TP_ALL_REDUCES_PER_BLOCK = 4
+"""All-reduces of a ``tokens × dim`` activation per block and step under tensor parallelism: notebook 08's count
+(``ch08_ladder.report_model.TP_ALL_REDUCES_PER_BLOCK``; a test keeps the two equal)."""
+
 
 def tp_block(tokens: int, dim: int, link: Link, dtype_bytes: int = 4, ranks: int = 2) -> float:
-    """Seconds of all-reduce per block and step under tensor parallelism: six all-reduces of a ``tokens × dim``
-    activation (two in the forward pass, after the row-wise ``wo`` and ``w2``; four in the backward pass, one per
-    column-wise layer's input gradient: notebook 08 recorded them). Each result is needed by the next operation:
-    on the critical path, nothing hides them."""
-    return 6 * collective_time(tokens * dim * dtype_bytes, link, "all_reduce", ranks)
+    """Seconds of all-reduce per block and step under tensor parallelism: four all-reduces of a ``tokens × dim``
+    activation, as in Megatron-LM: two in the forward pass (after the row-wise ``wo`` and ``w2``) and two in the
+    backward pass (the attention's input gradient, once ``wq``, ``wk`` and ``wv`` have added their parts under
+    ``PrepareModuleInput``, and the MLP's, for ``w1``), as notebook 08 counts and records them. Each result is
+    needed by the next operation: on the critical path, nothing hides them."""
+    return TP_ALL_REDUCES_PER_BLOCK * collective_time(tokens * dim * dtype_bytes, link, "all_reduce", ranks)
 
 
 # %% pipeline parallelism: the bubble
 
 
 def bubble(stages: int, microbatches: int) -> float:
-    """The idle share of a pipeline step with equal stages: each stage waits ``stages − 1`` micro-batch slots
-    while the pipeline fills and drains, out of ``microbatches + stages − 1`` (GPipe and 1F1B alike)."""
+    """The idle share of a pipeline step with equal stages and messages that take no time: each stage waits
+    ``stages − 1`` micro-batch slots while the pipeline fills and drains, out of ``microbatches + stages − 1``
+    (GPipe and 1F1B alike)."""
     return (stages - 1) / (microbatches + stages - 1)
 
 

@@ -75,9 +75,12 @@ def link_fit(fits: Mapping[str, report.Fit], extra: Any = None) -> tuple[Any, An
 
 
 def errors(table: Any, where: str, target: float = report.TARGET) -> tuple[Any, Any]:
-    """The model's error against the run per problem (``problems.problem_table``), with the target's band."""
+    """The model's error against the run per timed problem (``problems.problem_table``), with the target's band; a
+    counted problem (the run's kind ``counted``: exact by construction, judged by its own verdict) is left out."""
     fig, ax = figure(7.0, 3.6)
     rows = table.dropna(subset=["model error"])
+    if "run's kind" in rows:
+        rows = rows[rows["run's kind"] != "counted"]
     y = range(len(rows))
     values = [100 * v for v in rows["model error"]]
     ax.barh(
@@ -99,7 +102,8 @@ def errors(table: Any, where: str, target: float = report.TARGET) -> tuple[Any, 
 
 def timelines(result: Any, step: int = 0) -> tuple[Any, Any]:
     """Each schedule's timed step ``step`` on every stage: forward passes (F) and backward passes (B) of each
-    micro-batch as boxes on one clock; the gaps are the bubble."""
+    micro-batch as boxes, on each rank's clock started at a barrier (aligned to within the barrier's skew,
+    microseconds); the gaps are the bubble."""
     runs = report.schedule_runs(result)
     fig, axes = figure(
         9.0, 1.4 + 1.2 * len(runs) * max(len(v) for v in runs.values()) / 2, nrows=len(runs), squeeze=False

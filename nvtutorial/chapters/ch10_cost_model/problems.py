@@ -25,8 +25,10 @@ RIGHT_WITHIN = 0.15
 """A learner's answer is right within 15 % of the key: the key is arithmetic on the same calibrated numbers."""
 CLOSE_WITHIN = 1.0
 """...and close within a factor of 2."""
-DDP_BUCKET = 25 * 2**20
-"""DDP's default gradient bucket (``bucket_cap_mb=25``)."""
+COUNTED = ("zero3_bytes",)
+"""Problems whose run counts (bytes recorded call by call) rather than times: the count is compared with the same
+ring arithmetic, so its error is 0 by construction; it has its own verdict (:func:`bytes_verdict`) and stays out of
+the timing errors' median (:func:`model_errors`) and their chart."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,6 +53,32 @@ def _block_bytes(s: ladder_model.Setup) -> int:
     return 4 * sum(math.prod(shape) for name, shape in s.shapes() if name.startswith("blocks.0."))
 
 
+def ddp_gradients(s: ladder_model.Setup) -> list[tuple[float, float]]:
+    """``(ready, bytes)`` per fp32 gradient in the order the backward pass produces them (the reverse of the
+    parameters'), ``ready`` the share of the backward pass done by then, counted in FLOPs: the head's and the final
+    norm's once the pass has gone through the head; within a block, each tensor's once the pass has gone through
+    its share of the block (a multiply's FLOPs are proportional to its weight's size); the embeddings' (lookups:
+    no FLOPs) at the very end. ``model.ddp_buckets`` packs them."""
+    block = model.forward_flops(1, s.seq_len, s.dim, s.mlp_ratio * s.dim, 1, 0)
+    head = model.forward_flops(1, s.seq_len, s.dim, s.mlp_ratio * s.dim, 0, s.vocab)
+    total = head + s.layers * block
+    block_numel = sum(math.prod(shape) for name, shape in s.shapes() if name.startswith("blocks.0."))
+    out: list[tuple[float, float]] = []
+    current, within = -1, 0  # the block the pass is in, and the elements of its tensors produced so far
+    for name, shape in reversed(list(s.shapes())):
+        if name.startswith("blocks."):
+            i = int(name.split(".")[1])
+            within = within + math.prod(shape) if i == current else math.prod(shape)
+            current = i
+            ready = head + (s.layers - 1 - i) * block + block * within / block_numel
+        elif name.split(".")[0] in ("head", "norm"):
+            ready = head
+        else:
+            ready = total
+        out.append((ready / total, 4.0 * math.prod(shape)))
+    return out
+
+
 def _forward(s: ladder_model.Setup, tokens: int, vocab: int | None = None, layers: int | None = None) -> float:
     return model.forward_flops(
         tokens,
@@ -70,22 +98,24 @@ def question(key: str, p: schema.Params, ranks: int = 2) -> str:
     s = _config(p)
     tokens = p.global_batch * p.seq_len
     words = {
-        "mlp_matmul": f"The MLP's first linear layer of the transformer over the whole batch: [{tokens} × {p.dim}] @ "
-        f"[{p.dim} × {p.mlp_ratio * p.dim}] in the device's compute dtype. How many ms on one device?",
+        "mlp_matmul": f"The shape of the MLP's first linear layer of the transformer over the whole batch: "
+        f"[{tokens} × {p.dim}] @ [{p.dim} × {p.mlp_ratio * p.dim}], in the device's fast dtype (bf16 on a GPU, "
+        "fp32 on a CPU; the transformer itself trains in fp32). How many ms on one device?",
         "decode_matmul": f"A decode-like step: only {p.decode_tokens} tokens through a [{p.decode_dim} × "
         f"{4 * p.decode_dim}] weight, same dtype. How many ms?",
-        "adam_step": f"Fused Adam's update of all {_params(s) / 1e6:.3g} M fp32 parameters of the transformer. How many ms?",
+        "adam_step": f"Fused Adam's update of all {_params(s) / 1e6:.3g} M fp32 parameters of the transformer. "
+        "How many ms?",
         "train_step": f"One training step (forward, backward, Adam) of the transformer on one device in fp32: "
         f"{p.global_batch} sequences of {p.seq_len} tokens, {p.layers} blocks of width {p.dim}, vocabulary "
         f"{p.vocab}. How many ms?",
         "allreduce": f"One all-reduce of {p.allreduce_bytes / 2**20:g} MiB on the pair ({ranks} ranks). How many ms?",
         "allreduce_small": f"One all-reduce of {p.small_bytes / 2**10:g} KiB on the pair. How many ms?",
-        "fsdp_allgather": f"FSDP2's all-gather of one block's fp32 parameters ({_block_bytes(s) / 1e6:.3g} MB gathered) "
-        "on the pair. How many ms?",
+        "fsdp_allgather": f"FSDP2's all-gather of one block's fp32 parameters "
+        f"({_block_bytes(s) / 1e6:.3g} MB gathered) on the pair. How many ms?",
         "zero3_bytes": "Per step and rank, how many times DDP's bytes does ZeRO-3 (notebook 08's FSDP2 rung) send, "
         "costed as rings? (a ratio)",
-        "pipeline_bubble": f"The idle share of each stage in a {ranks}-stage pipeline with {p.microbatches} micro-batches "
-        "per step (GPipe or 1F1B), in %.",
+        "pipeline_bubble": f"The idle share of each stage in a {ranks}-stage pipeline with {p.microbatches} "
+        "micro-batches per step (GPipe or 1F1B), in %.",
     }
     return words[key]
 
@@ -132,11 +162,9 @@ def answer(key: str, p: schema.Params, cal: report.Calibrated) -> Answer:
             f"TFLOP/s (fp32) = {3 * forward / fp32.flops * 1e3:.4g} ms, + Adam "
             f"{model.adam_time(n, fp32) * 1e3:.3g} ms",
         )
-    if key in ("allreduce", "allreduce_small", "fsdp_allgather"):
+    if key in FACTOR_SLIPS:
         kind = "all_gather" if key == "fsdp_allgather" else "all_reduce"
-        size = {"allreduce": p.allreduce_bytes, "allreduce_small": p.small_bytes, "fsdp_allgather": _block_bytes(s)}[
-            key
-        ]
+        size = _link_size(key, p)
         link = cal.link(kind)
         f = model.bus_factor(kind, cal.ranks)
         note = " (the all-reduce's α and β: not measured on that pair)" if kind in cal.derived else ""
@@ -156,7 +184,9 @@ def answer(key: str, p: schema.Params, cal: report.Calibrated) -> Answer:
             "×",
             f"DDP all-reduces every gradient: 2(W−1)/W · P = {ddp / 1e6:.4g} MB; ZeRO-3 all-gathers every "
             f"parameter, the blocks' again in backward, and reduce-scatters every gradient: (W−1)/W · (2P + "
-            f"P_blocks) = {zero3 / 1e6:.4g} MB",
+            f"P_blocks) = {zero3 / 1e6:.4g} MB. The ratio is 1 + P_blocks/(2P): the ZeRO paper's 1.5× when every "
+            "parameter is gathered again (P_blocks = P); FSDP2 keeps the root (embeddings, head) gathered after "
+            "the forward pass, so less here",
         )
     if key == "pipeline_bubble":
         return Answer(
@@ -190,15 +220,31 @@ SLIPS: Mapping[str, Sequence[tuple[float, str]]] = {
         (1 / 3, "the forward pass only: the backward pass does twice its FLOPs"),
         (2 / 3, "forward and backward as one forward each: the backward pass does twice the forward's FLOPs"),
     ],
-    "allreduce": [(2.0, "the factor 2(n−1)/n is 1 for two ranks, not 2")],
-    "allreduce_small": [(2.0, "the factor 2(n−1)/n is 1 for two ranks, not 2")],
-    "fsdp_allgather": [
-        (2.0, "the all-reduce's factor: an all-gather sends (n−1)/n of the gathered tensor, half of it here")
-    ],
+    "allreduce": [],  # filled by the grader: the bus factor 2 (α and β from the calibration)
+    "allreduce_small": [],
+    "fsdp_allgather": [],
     "zero3_bytes": [],  # filled by the grader: DDP's bytes, a ratio of 1
     "pipeline_bubble": [],
 }
-"""Per problem: the ratio answer ÷ key a common slip produces, and the slip."""
+"""Per problem: the ratio answer ÷ key a common slip produces, and the slip (the slips that depend on the
+calibration are computed by :func:`slip`)."""
+FACTOR_SLIPS = {
+    "allreduce": "the factor 2(n−1)/n is 1 for two ranks, not 2",
+    "allreduce_small": "the factor 2(n−1)/n is 1 for two ranks, not 2",
+    "fsdp_allgather": "the all-reduce's factor: an all-gather sends (n−1)/n of the gathered tensor, half of it here",
+}
+"""The wrong bus factor per link problem: 2 for an all-reduce, the all-reduce's 2(n−1)/n for an all-gather."""
+
+
+def _link_size(key: str, p: schema.Params) -> int:
+    """The bytes of a link problem's collective: the whole tensor (the all-gather's output)."""
+    if key == "allreduce":
+        return p.allreduce_bytes
+    if key == "allreduce_small":
+        return p.small_bytes
+    return _block_bytes(_config(p))
+
+
 UNIT_SLIPS = (
     (1e3, "1000× too large: the answer is in milliseconds (did you write µs?)"),
     (1e-3, "1000× too small: the answer is in milliseconds (did you write seconds?)"),
@@ -222,7 +268,13 @@ def slip(
                 "a memory-bound multiply runs at the memory roof",
             )
         )
-    if key in ("allreduce", "allreduce_small", "fsdp_allgather") and cal is not None:
+    if key in FACTOR_SLIPS and p is not None and cal is not None:  # α stays: the slip scales only the bytes
+        kind = "all_gather" if key == "fsdp_allgather" else "all_reduce"
+        link = cal.link(kind)
+        wrong = 2.0 if kind == "all_reduce" else model.bus_factor("all_reduce", cal.ranks)
+        slipped_ms = (link.alpha + _link_size(key, p) * wrong / link.beta) * 1e3
+        candidates.append((slipped_ms / ans.value, FACTOR_SLIPS[key]))
+    if key in FACTOR_SLIPS and cal is not None:
         kind = "all_gather" if key == "fsdp_allgather" else "all_reduce"
         alpha_ms = cal.link(kind).alpha * 1e3
         if ans.value > alpha_ms:
@@ -285,8 +337,14 @@ def measured_value(key: str, measured: schema.Measured) -> float:
     return measured.value
 
 
-def problem_table(answers_: Mapping[str, Answer], measured: Mapping[str, float], predictions: Mapping[str, Any]):
-    """Per problem: your answer, the model's, the run's, and the model's error against the run."""
+def problem_table(
+    answers_: Mapping[str, Answer],
+    measured: Mapping[str, float],
+    predictions: Mapping[str, Any],
+    where: Mapping[str, str] | None = None,
+):  # -> pandas.DataFrame
+    """Per problem: your answer, the model's, the run's, the model's error against the run, whether the run timed
+    or counted it, and where it was measured (``where``: problem → the run's machine, :func:`measured_where`)."""
     import pandas as pd
 
     rows = []
@@ -301,6 +359,8 @@ def problem_table(answers_: Mapping[str, Answer], measured: Mapping[str, float],
                 "run": run,
                 "model error": ans.value / run - 1 if run else None,
                 "yours vs run": predictions[key] / run - 1 if run and predictions.get(key) else None,
+                "run's kind": "counted" if key in COUNTED else "timed",
+                "measured on": (where or {}).get(key),
             }
         )
     return pd.DataFrame(rows).set_index("problem")
@@ -333,8 +393,11 @@ def bytes_verdict(ans: Answer, measured: float, where: str) -> Verdict:
 def model_errors(
     answers_: Mapping[str, Answer], measured: Mapping[str, float], keys: Sequence[str]
 ) -> dict[str, float]:
-    """model ÷ run − 1 for the problems in ``keys`` that the run measured."""
-    return {k: answers_[k].value / measured[k] - 1 for k in keys if k in measured and k in answers_}
+    """model ÷ run − 1 for the timed problems in ``keys`` that the run measured (a counted one, :data:`COUNTED`, is
+    judged by :func:`bytes_verdict`: its error is 0 by construction and would pull a timing median toward 0)."""
+    return {
+        k: answers_[k].value / measured[k] - 1 for k in keys if k in measured and k in answers_ and k not in COUNTED
+    }
 
 
 # --------------------------------------------------------------------------------------------------- the capstone
@@ -413,7 +476,8 @@ def strategy_time(task: Task, strategy: str, cal: report.Calibrated) -> dict[str
     ar, ag, rs = cal.link("all_reduce"), cal.link("all_gather"), cal.link("reduce_scatter")
     exposed, optimizer = 0.0, model.adam_time(math.ceil(params / n), roof)
     if strategy in ("ddp", "zero1"):
-        _, exposed = model.ddp_backward(2 * forward / n / roof.flops, 4 * params, DDP_BUCKET, ar, n)
+        buckets = model.ddp_buckets(ddp_gradients(s))
+        _, exposed = model.ddp_backward(2 * forward / n / roof.flops, buckets, ar, n)
         if strategy == "ddp":
             optimizer = model.adam_time(params, roof)
         else:  # each owner broadcasts its updated share after the step (the all-reduce's α and β stand in)
@@ -424,13 +488,15 @@ def strategy_time(task: Task, strategy: str, cal: report.Calibrated) -> dict[str
         c_fwd = blocks_fwd / s.layers / n / roof.flops
         per = model.fsdp_block(block, ag, rs, n)
         gathers_back = 0.0 if strategy == "fsdp_zero2" else per["all_gather"]
+        # a block's backward computes twice its forward, three times when it recomputes the forward (checkpointing)
+        c_back = (3 if strategy == "fsdp_checkpointing" else 2) * c_fwd
         exposed = (
             model.collective_time(root, ag, "all_gather", n)
             + per["all_gather"]
             + per["reduce_scatter"]
             + model.collective_time(root, rs, "reduce_scatter", n)
             + s.layers * max(0.0, per["all_gather"] - c_fwd)
-            + s.layers * max(0.0, gathers_back + per["reduce_scatter"] - 2 * c_fwd)
+            + s.layers * max(0.0, gathers_back + per["reduce_scatter"] - c_back)
         )
         if strategy == "fsdp_checkpointing":
             compute += blocks_fwd / n / roof.flops  # every block's forward again in backward
@@ -510,6 +576,37 @@ def best_strategy(task: Task, cal: report.Calibrated, strategies: Sequence[str] 
     return min(fitting, key=lambda s: strategy_time(task, s, cal)["total"])
 
 
+def choice_verdict(
+    task: Task, cal: report.Calibrated, strategies: Sequence[str] = schema.STRATEGIES, target: float = report.TARGET
+) -> Verdict:
+    """How far the model's choice is ahead of the next strategy that fits: ``info`` either way. Within the model's
+    target error (``report.TARGET``) the two are a tie, and the run, not the model, decides between them."""
+    best = best_strategy(task, cal, strategies)
+    times = {s: strategy_time(task, s, cal)["total"] for s in strategies if fits(task, s)}
+    key, where = "costmodel.capstone.choice", f"device: {cal.device_where}; pair: {cal.link_where}"
+    if len(times) == 1:
+        return Verdict(
+            key,
+            "info",
+            f"Only {best} fits the budget of {task.budget_bytes / 1e6:.4g} MB: the model's choice is forced "
+            f"({times[best] * 1e3:.4g} ms per step by the model).",
+            {"best": best, "margin": None},
+            where,
+        )
+    second = min((s for s in times if s != best), key=times.__getitem__)
+    margin = times[second] / times[best] - 1
+    numbers = {"best": best, "second": second, "margin": margin, "target": target}
+    head = (
+        f"Of the strategies that fit, the model expects {best} at {times[best] * 1e3:.4g} ms per step and "
+        f"{second} at {times[second] * 1e3:.4g} ms: {margin:.1%} apart"
+    )
+    if margin <= target:
+        text = f"{head}, within the model's target error of {target:.0%}: a tie, which the run decides, not the model."
+    else:
+        text = f"{head}, more than the model's target error of {target:.0%}: the model's choice is clear."
+    return Verdict(key, "info", text, numbers, where)
+
+
 def fit_verdict(result: Any, task: Task, strategy: str) -> Verdict:
     """Pass when ``strategy`` fits the budget: on a GPU the run's measured peak (the budget was enforced: running
     out of memory fails); on the CPU, which has no device memory to measure, the memory model's peak (said so)."""
@@ -582,10 +679,22 @@ def measurements(*results: Any) -> dict[str, float]:
     return out
 
 
-def bubble_measured(pipeline_result: Any) -> float:
-    """The pipeline run's measured idle share, in %, averaged over its schedules (``report.bubble_table``)."""
+def measured_where(*results: Any) -> dict[str, str]:
+    """Per problem, where the run that :func:`measurements` takes it from was measured (its label)."""
+    out: dict[str, str] = {}
+    for result in results:
+        if result is None:
+            continue
+        for m in report.ranks(result, "problems")[0].measured:
+            out[m.key] = report.where(result)
+    return out
+
+
+def bubble_measured(pipeline_result: Any) -> dict[str, float]:
+    """The pipeline run's measured idle share per schedule, in % (``report.bubble_table``): each schedule's own,
+    since the messages between the stages delay them differently."""
     table = report.bubble_table(pipeline_result)
-    return 100 * float(table["measured"].mean())
+    return {str(k): 100 * float(v) for k, v in table["measured"].items()}
 
 
 REFERENCE_SOURCES = {
