@@ -6,7 +6,8 @@ Three machines, three plans (:func:`plan`):
 - two GPUs or more: one run of two NCCL ranks answers everything, device and pair;
 - one GPU: the device's roofs and problems on the GPU (one NCCL rank, a world of one), at the lesson's sizes; the
   two-rank parts (link problems, pipeline, capstone) as the CPU simulation (two gloo ranks, the GPU hidden from
-  them, small sizes), and the pair's numbers that the problems are graded with from the committed 2× H200 runs;
+  them, small sizes), graded with the simulation's own fit; the link problems are answered a second time, at the
+  lesson's sizes, with the committed 2× H200 fit and checked against that pair's committed runs;
 - no GPU: two gloo ranks on the CPU for everything, small sizes: a simulation, labelled so.
 """
 

@@ -18,7 +18,8 @@ Used in notebook 10, one ``part`` per run (``schema.Params``):
   gradients, step times, bytes held and sent; a strategy that runs out of memory is a result, not a lost run.
 
     torchrun --standalone --nproc-per-node 2 -m nvtutorial.chapters.ch10_cost_model.workload --set part=calibrate
-    torchrun --standalone --nproc-per-node 2 -m nvtutorial.chapters.ch10_cost_model.workload --set part=pipeline --set layers=4
+    torchrun --standalone --nproc-per-node 2 -m nvtutorial.chapters.ch10_cost_model.workload \\
+        --set part=pipeline --set layers=4
 """
 
 from __future__ import annotations

@@ -4,7 +4,8 @@
     torchrun --standalone --nproc-per-node 1 nvtutorial/chapters/ch10_cost_model/lessons/calibrate.py   # roofs only
 
 One process per GPU with NCCL where there are GPUs, gloo on the CPU otherwise (notebook 08's ``setup``). Each
-rank measures its own device: a square matrix multiply for the compute roof (bf16 on a GPU, fp32 on the CPU) and
+rank measures its own device: a square matrix multiply for the compute roof (bf16 and fp32 on a GPU, fp32 on the
+CPU; fp32 with TF32 off, PyTorch's default) and
 a copy for the memory roof. With two ranks or more, all ranks time an all-reduce, an all-gather and a
 reduce-scatter over a range of sizes; notebook 10 fits ``t = α + S · factor / β`` to them. Every time comes from
 the course's one timer (CUDA events on a GPU, the host clock on the CPU), after untimed warm-up calls.
@@ -92,12 +93,15 @@ def main() -> None:
     parser.add_argument("--max-mib", type=int, default=256, help="the largest collective in MiB (default 256)")
     args = parser.parse_args()
     device = setup()
-    dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
-    flops = 2 * args.matmul**3 / seconds_per_call(matmul(args.matmul, dtype, device), 10, device)
+    # a GPU: bf16 (its fast dtype) and fp32 (what the course's transformer trains in; TF32 is off, PyTorch's default)
+    dtypes = (torch.bfloat16, torch.float32) if device.type == "cuda" else (torch.float32,)
+    roofs = []
+    for dtype in dtypes:
+        flops = 2 * args.matmul**3 / seconds_per_call(matmul(args.matmul, dtype, device), 10, device)
+        roofs.append(f"{flops / 1e12:.3f} TFLOP/s ({str(dtype)[6:]})")
     bandwidth = 2 * (args.copy_mib << 20) / seconds_per_call(copy(args.copy_mib << 20, device), 10, device)
     print(
-        f"rank {dist.get_rank()} on {device}: matmul {flops / 1e12:.3f} TFLOP/s ({str(dtype)[6:]}), "
-        f"memory {bandwidth / 1e9:.1f} GB/s",
+        f"rank {dist.get_rank()} on {device}: matmul {', '.join(roofs)}, memory {bandwidth / 1e9:.1f} GB/s",
         flush=True,
     )
     if dist.get_world_size() > 1:

@@ -1,7 +1,8 @@
 """Train the course transformer split into pipeline stages, one per rank: GPipe or 1F1B (notebook 10).
 
     torchrun --standalone --nproc-per-node 2 nvtutorial/chapters/ch10_cost_model/lessons/pipeline.py --schedule 1f1b
-    torchrun --standalone --nproc-per-node 2 nvtutorial/chapters/ch10_cost_model/lessons/pipeline.py --schedule gpipe --microbatches 8
+    torchrun --standalone --nproc-per-node 2 nvtutorial/chapters/ch10_cost_model/lessons/pipeline.py \\
+        --schedule gpipe --microbatches 8
 
 One process per GPU with NCCL where there are GPUs, gloo on the CPU otherwise (the process group of notebook
 08's ``train.py``). Every rank builds the same model from the same seed (notebook 08's transformer), keeps only
