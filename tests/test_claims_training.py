@@ -443,7 +443,8 @@ def test_resume_from_a_checkpoint_continues_bit_for_bit(pair):
 
 def test_validation_equals_one_process_and_the_sources_all_reduce_doubles_it(pair):
     values = _on_ranks(
-        "from torch.utils.data import DataLoader\nfrom nvtutorial.chapters.ch03_ddp_training.lessons import source_validation\n"
+        "from torch.utils.data import DataLoader\n"
+        "from nvtutorial.chapters.ch03_ddp_training.lessons import source_validation\n"
         "model = ddp_train.build_model(args.model, device)\n"
         "ddp_train.load_checkpoint(CKPT + '/epoch1.pt', model, torch.optim.AdamW(model.parameters()), device)\n"
         "source = source_validation.validate_as_the_source_does(model, val_loader, device, None).item()\n"
@@ -479,7 +480,8 @@ def test_set_epoch_reshuffles_and_the_ranks_never_share_a_sample(pair):
 
 
 WORKLOAD = (
-    "from pathlib import Path\nfrom nvtutorial.runtime import Context\nfrom nvtutorial.chapters.ch03_ddp_training import workload as train\n"
+    "from pathlib import Path\nfrom nvtutorial.runtime import Context\n"
+    "from nvtutorial.chapters.ch03_ddp_training import workload as train\n"
     "c = Context(rank, local_rank, world_size, backend, device, Path(RUN_DIR))\n"
     "out = train.run(c, train.Params(model='tiny', image_size=16, samples=16, warmup=1, steps=2, repeats=2, {}))\n"
 )

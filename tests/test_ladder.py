@@ -465,7 +465,8 @@ def test_the_fit_on_a_gpu_is_judged_only_at_lesson_sizes(result):
 
 
 def test_zero3_gathers_less_than_zero2_with_more_than_two_blocks(setup):
-    """With 2 blocks "the root and two blocks" is the whole model (the rows are equal); the notebook's CPU sizes use 4."""
+    """With 2 blocks "the root and two blocks" is the whole model (the rows are equal); the notebook's CPU sizes use
+    4."""
     two, four = setup, dataclasses.replace(setup, layers=4)
     assert ladder.rank_memory(two, "fsdp_zero3", 0).transient == ladder.rank_memory(two, "fsdp_zero2", 0).transient
     assert ladder.rank_memory(four, "fsdp_zero3", 0).device_peak < ladder.rank_memory(four, "fsdp_zero2", 0).device_peak

@@ -1,6 +1,7 @@
 """Notebook 09: one job on two emulated nodes, a rank killed and brought back, and the notebook's verdicts.
 
-Real runs on the CPU (gloo): the lesson nvtutorial/chapters/ch09_multinode/lessons/elastic_train.py on two emulated nodes and
+Real runs on the CPU (gloo): the lesson nvtutorial/chapters/ch09_multinode/lessons/elastic_train.py on two emulated
+nodes and
 on one node, the recovery lab (SIGKILL to a rank, torchrun's restart), the resume exercise checked
 by a real kill. The notebook's own runs (a lost node, the lost store node, the Slurm job that resumes
 it) are checked through the verdicts of its executed copy. After every run no process of it is left.

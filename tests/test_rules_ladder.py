@@ -1,4 +1,5 @@
-"""Notebook 08's arithmetic and verdicts at their rules, in this process (``report/ladder_model.py``, ``report/ladder.py``).
+"""Notebook 08's arithmetic and verdicts at their rules, in this process
+(``nvtutorial/chapters/ch08_ladder/report_model.py``, ``nvtutorial/chapters/ch08_ladder/report.py``).
 
 The memory model's arithmetic is recomputed here by hand on small shapes (the chunks, ZeRO-1's owners, Adam's bytes,
 activations, the transient estimate, the search for the largest model); the verdicts are fed results built from the

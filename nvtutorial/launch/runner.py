@@ -103,7 +103,8 @@ def run(
     ``target``: a workload's name (``nvtutorial list``) or a script's path; ``params``: a dict (or
     the workload's ``Params``); ``args``: the script's arguments; ``env``: variables set for this
     run only (the rest of the environment passes through); ``output``: which ranks' lines to
-    show (``"none"``: only the launcher's line saying how the run started, and its progress bars); ``pg_timeout``: the process group's collective timeout in seconds; ``nnodes``: emulated
+    show (``"none"``: only the launcher's line saying how the run started, and its progress bars); ``pg_timeout``: the
+    process group's collective timeout in seconds; ``nnodes``: emulated
     nodes, one torchrun agent each; ``allow_oversubscribe``: start even with more ranks than the
     cores or the memory hold (:mod:`nvtutorial.guards`); ``max_restarts``: torchrun restarts the
     ranks after a failure this many times (a rank that dies is then not the end of the run);

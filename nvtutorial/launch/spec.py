@@ -202,7 +202,7 @@ class LaunchSpec:
             for key, value in params_mod.to_strings(self.params).items():
                 program += ["--set", f"{key}={value}"]
         lines = []
-        for node in range(self.nnodes):
+        for _node in range(self.nnodes):  # the same command line on every node
             words = [
                 "torchrun",
                 "--nnodes",

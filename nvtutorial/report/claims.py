@@ -154,8 +154,9 @@ CLAIMS: tuple[Claim, ...] = (
         3,
         "`torch.backends.cuda.enable_flash_sdp(True)` is an NVLink optimisation.",
         "It only selects a kernel for `scaled_dot_product_attention` on one device, is on by default, and the "
-        "course's UNet makes no attention call (counted; UNets with attention layers, as in diffusion models, do). On the H200 the default attention kernel was cuDNN's, and the same "
-        "cuDNN kernel ran with flash switched off (6.86 against 6.87 ms, medians without repeats).",
+        "course's UNet makes no attention call (counted; UNets with attention layers, as in diffusion models, "
+        "do). On the H200 the default attention kernel was cuDNN's, and the same cuDNN kernel ran with flash "
+        "switched off (6.86 against 6.87 ms, medians without repeats).",
         "wrong",
         "2× H200 run",
         "04_optimisations",
@@ -225,8 +226,8 @@ CLAIMS: tuple[Claim, ...] = (
         "ddp_train.py has not yet run on the reference) the gradient all-reduce hid under the backward pass, so "
         "NVLink and host-staged transfers gave the same step time within the noise; only sockets were slower "
         "(1.7×). The source's own model, ResNet-50 (bf16, synthetic data) on the same machine, took 3.4 % longer "
-        "host-staged than over NVLink (one measurement each), not 17 %. The table adds up only if its communication was "
-        "entirely hidden: 58 → 29 min is exactly 2.0× while 9 % of the time is called communication.",
+        "host-staged than over NVLink (one measurement each), not 17 %. The table adds up only if its "
+        "communication was entirely hidden: 58 → 29 min is exactly 2.0× while 9 % of the time is called communication.",
         "partly",
         "2× H200 run",
         "03_ddp_training",
@@ -411,10 +412,11 @@ def decider_calls(sources: Mapping[str, str]) -> dict[str, list[str]]:
     """Where test code calls each claim's decider: claim id → ``["file:line", ...]`` (``sources``: file → text).
 
     A call counts when the decider itself is called, through the module it lives in
-    (``from nvtutorial.report import training as report`` ... ``report.verdict_c1(...)``; ``import
-    nvtutorial.chapters.ch03_ddp_training.report`` ... ``nvtutorial.chapters.ch03_ddp_training.report.verdict_c1(...)``), by its imported name
-    (``from nvtutorial.chapters.ch03_ddp_training.report import verdict_c1`` ... ``verdict_c1(...)``) or through the registry
-    with the claim's id written out (``claims.claim("C1").decider()(...)``). A name in a comment or a string,
+    (``from nvtutorial.chapters.ch03_ddp_training import report`` ... ``report.verdict_c1(...)``;
+    ``import nvtutorial.chapters.ch03_ddp_training.report`` ...
+    ``nvtutorial.chapters.ch03_ddp_training.report.verdict_c1(...)``), by its imported name
+    (``from nvtutorial.chapters.ch03_ddp_training.report import verdict_c1`` ... ``verdict_c1(...)``) or through the
+    registry with the claim's id written out (``claims.claim("C1").decider()(...)``). A name in a comment or a string,
     a function of the same name in another module, or ``claim.decider()`` not called, does not count.
     """
     wanted: dict[tuple[str, str], list[str]] = {}

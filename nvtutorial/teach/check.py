@@ -244,7 +244,7 @@ def check_ranks(name: str, function: str | None = None, *, timeout: float | None
             name, False, f"your code did not finish on the ranks: {why}", where, {"recovery": result.recovery}
         )
     verdicts = ranks.pull("_check")
-    for rank, (passed, reason) in enumerate(verdicts):
+    for passed, reason in verdicts:
         if not passed:
             return CheckResult(name, False, reason, where)
     return CheckResult(name, True, verdicts[0][1], where)

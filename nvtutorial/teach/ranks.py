@@ -44,7 +44,8 @@ What a cell shows:
   Python stops at once and everything is kept (with NCCL, a collective a rank queued before it
   stopped may still wait for its peers: the message says so). A rank blocked in native code that
   SIGINT cannot interrupt (a gloo collective; with NCCL, a wait for the GPU such as ``.item()``) is
-  freed by aborting the process group on every rank, which is then created again: variables are kept, objects tied to the old group (a DDP model) must be rebuilt. If a
+  freed by aborting the process group on every rank, which is then created again: variables are kept, objects tied to
+  the old group (a DDP model) must be rebuilt. If a
   rank still does not stop, every rank is ended and the next cell starts new ones: variables are
   lost. The cell says which of these happened.
 - The ranks end with ``%ranks stop`` and with the kernel (shut down, restarted or killed: each
@@ -56,7 +57,8 @@ How it is built, and why not on ipyparallel: a small pool of its own
 layer (:mod:`nvtutorial.launch`): forked from the warm interpreter that has torch imported (started
 with ``python`` where it cannot be, and the start message says why), with torchrun's variables
 (``RANK``, ``LOCAL_RANK``, ``WORLD_SIZE``, ``MASTER_ADDR``/``MASTER_PORT``, ...) from the launcher's one
-rule; the kernel sends commands down a pipe and reads replies and output from pipes. ipyparallel (Jupyter's engines and ``%%px``) would need a
+rule; the kernel sends commands down a pipe and reads replies and output from pipes. ipyparallel (Jupyter's engines
+and ``%%px``) would need a
 controller process with a heartbeat (slow cold start), a launcher subclass for per-rank
 environments, pinned engine ids, a new output layer (``%%px`` re-sends all output on each update),
 its own interrupt handling (``%%px`` returns before the engines answer) and parent watching:

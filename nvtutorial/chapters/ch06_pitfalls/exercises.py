@@ -7,10 +7,10 @@ that every rank validates its own share and every rank returns the accuracy of t
 The checker, on 2 real ranks (``nvtutorial.chapters.ch06_pitfalls.lab.check_validation`` through
 ``%%ranks``, or :func:`check_on_rank` through ``teach.check``): a DDP model and a validation set
 that stands for a large one (a fair share reads at once; see ``SLOW_READ_S``), so that one rank
-alone cannot finish before the deadline. After the candidate returns, every rank runs the next
-training step, whose backward all-reduces the gradients, as a training loop would. The verdict, in this order: hung (with each rank's stack),
-an exception, ranks that disagree, more samples read than the set holds (padding counted twice),
-a value that differs from one process over the whole set, else pass.
+alone cannot finish before the deadline. After the candidate returns, every rank runs the next training step, whose
+backward all-reduces the gradients, as a training loop would. The verdict, in this order: hung (with each rank's
+stack), an exception, ranks that disagree, more samples read than the set holds (padding counted twice), a value
+that differs from one process over the whole set, else pass.
 """
 
 from __future__ import annotations

@@ -521,7 +521,8 @@ def verdict_c21(
             "draw on every rank; seed each rank with seed + rank (the sampler keeps its own, common seed)."
             if not needed
             else "Verdict: partly right: DDP did not equalise the weights, so a common seed is needed for "
-            "them, but it repeats the random draws on every rank: seed the model once, the augmentation with seed + rank."
+            "them, but it repeats the random draws on every rank: seed the model once, the augmentation with "
+            "seed + rank."
             if harmful
             else "Verdict: partly right: the model needs no common seed (DDP copies rank 0's weights), and "
             "here one seed did not repeat the random draws either."

@@ -1,4 +1,5 @@
-"""pitfalls: the measurements of notebook 06, on the code of its lessons (``nvtutorial/chapters/ch06_pitfalls/lessons/``).
+"""pitfalls: the measurements of notebook 06, on the code of its lessons
+(``nvtutorial/chapters/ch06_pitfalls/lessons/``).
 
 Used in notebook 06; the traps themselves run as lesson scripts (``nvtutorial.chapters.ch06_pitfalls.lab``).
 ``parts`` picks what to measure:

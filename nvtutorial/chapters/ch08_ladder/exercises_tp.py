@@ -1,7 +1,8 @@
 """Exercise (notebook 08): the tensor-parallel plan of the transformer's MLP.
 
-The learner writes ``mlp_plan()``, returning the ``parallelize_module`` plan for ``mlp.w1`` and
-``mlp.w2`` (the attention plan is given: the rung's, ``rungs.tensor_parallel``). The checker, on 2 real ranks: both matrices must be split
+The learner writes ``mlp_plan()``, returning the ``parallelize_module`` plan for ``mlp.w1`` and ``mlp.w2`` (the
+attention plan is given: the rung's, ``rungs.tensor_parallel``). The checker, on 2 real ranks: both matrices must be
+split
 (``w1`` by its rows, the hidden units; ``w2`` by its columns, the same hidden units), three training
 steps must run and match the one-process reference within the tolerance.
 """
@@ -95,8 +96,8 @@ def check_on_rank(candidate: Any, ctx: Any) -> tuple[bool, str]:
         want = local_shape(tuple(weight.shape), dim, world, rank)
         if tuple(weight.to_local().shape) != want:
             return False, (
-                f"{name}: this rank holds a shard of shape {tuple(weight.to_local().shape)}, not {want} (its share of the "
-                "hidden units): w1 splits its output rows (column-wise), w2 its input columns (row-wise)"
+                f"{name}: this rank holds a shard of shape {tuple(weight.to_local().shape)}, not {want} (its share "
+                "of the hidden units): w1 splits its output rows (column-wise), w2 its input columns (row-wise)"
             )
     params = list(model.parameters())
     optimizer = torch.optim.Adam(params, lr=LR, foreach=False)  # DTensors and plain tensors in one group

@@ -1,6 +1,7 @@
 """Notebook 08's results as tables and verdicts: memory counted against the model, step-0 gradients and losses
-against the one-process reference, the recorded collectives (costed as a ring) against the byte model, step times
-and the link, the checkpoint, the largest model, and the grading of the notebook's two predictions. The arithmetic behind them is :mod:`nvtutorial.chapters.ch08_ladder.report_model`; its main names are
+against the one-process reference, the recorded collectives (costed as a ring) against the byte model, step times and
+the link, the checkpoint, the largest model, and the grading of the notebook's two predictions. The arithmetic behind
+them is :mod:`nvtutorial.chapters.ch08_ladder.report_model`; its main names are
 importable from here too.
 """
 
@@ -180,7 +181,8 @@ def gradient_verdict(result: Any, tolerance: float) -> Verdict:
             "fail",
             "The step-0 gradients of "
             + ", ".join(
-                f"{LABELS[r]} (off by {diffs[r]:.2g} of the tensor's largest value, norm {norms[r]:.3g}× the reference's)"
+                f"{LABELS[r]} (off by {diffs[r]:.2g} of the tensor's largest value, "
+                f"norm {norms[r]:.3g}× the reference's)"
                 for r in bad
             )
             + f" differ from one process's beyond the tolerance of {tolerance:g}: that rung computes "
@@ -249,8 +251,9 @@ LINK_EXPLANATION = (
     "NCCL_P2P_DISABLE=1 does more than take NVLink away: every NCCL byte then crosses each GPU's PCIe link and "
     "host memory (NCCL's SHM transport). The offload rung already streams its parameter shards host→device and "
     "its gradients device→host over that same PCIe link, so it shares it with NCCL: at the lesson sizes (gigabytes "
-    "of copies per step) part of its slow-down can be contention rather than a need for NVLink. Among the others, DDP's all-reduce can hide under the backward pass; ZeRO-3 must "
-    "gather each block before it runs; tensor parallelism waits for an all-reduce in every block, in both passes."
+    "of copies per step) part of its slow-down can be contention rather than a need for NVLink. Among the others, "
+    "DDP's all-reduce can hide under the backward pass; ZeRO-3 must gather each block before it runs; tensor "
+    "parallelism waits for an all-reduce in every block, in both passes."
 )
 
 
@@ -350,8 +353,9 @@ def memory_verdict(result: Any) -> Verdict:
 
 
 def peak_verdict(result: Any) -> Verdict:
-    """How far the GPU's measured peak is from the model's estimate, per rung (information: the transient part of
-    the estimate leaves out some buffers and library workspaces, see :mod:`~nvtutorial.chapters.ch08_ladder.report_model`)."""
+    """How far the GPU's measured peak is from the model's estimate, per rung (information: the transient part of the
+    estimate leaves out some buffers and library workspaces, see
+    :mod:`~nvtutorial.chapters.ch08_ladder.report_model`)."""
     s = Setup.from_result(result.ranks[0])
     shapes = s.shapes()
     gaps = {}

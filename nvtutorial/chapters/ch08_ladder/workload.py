@@ -25,7 +25,8 @@ margins; one more block is not tried). With
 ``init=meta`` a model is built without memory, sharded, then materialised shard by shard.
 
     torchrun --standalone --nproc-per-node 2 -m nvtutorial.chapters.ch08_ladder.workload --set layers=4
-    NCCL_P2P_DISABLE=1 torchrun --standalone --nproc-per-node 2 -m nvtutorial.chapters.ch08_ladder.workload --set reference=false
+    NCCL_P2P_DISABLE=1 torchrun --standalone --nproc-per-node 2 -m nvtutorial.chapters.ch08_ladder.workload \\
+        --set reference=false
 """
 
 from __future__ import annotations

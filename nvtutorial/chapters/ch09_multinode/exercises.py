@@ -1,6 +1,7 @@
 """Exercise of notebook 09: write the resume of a training that torchrun restarts after a lost rank.
 
-The learner writes ``resume(path, model, optimizer) -> int`` for ``nvtutorial/chapters/ch09_multinode/lessons/elastic_train.py``:
+The learner writes ``resume(path, model, optimizer) -> int`` for
+``nvtutorial/chapters/ch09_multinode/lessons/elastic_train.py``:
 load the last checkpoint (if there is one) into the DDP model and the optimizer, and return the number
 of steps it holds, so that training goes on from the step after it (the lesson derives the epoch and
 the position in it from that number, and calls ``sampler.set_epoch``).

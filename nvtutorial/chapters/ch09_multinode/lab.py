@@ -1,6 +1,7 @@
 """Losing a rank, or a whole node, in the middle of training: torchrun's restart, done for real and timed.
 
-Used in notebook 09. :func:`run_elastic` starts the lesson ``nvtutorial/chapters/ch09_multinode/lessons/elastic_train.py``
+Used in notebook 09. :func:`run_elastic` starts the lesson
+``nvtutorial/chapters/ch09_multinode/lessons/elastic_train.py``
 as the launcher would (one ``torchrun`` agent per emulated node, c10d rendezvous on localhost), but
 keeps each agent in hand so that it can do what a failing cluster does:
 
@@ -400,7 +401,8 @@ def run_elastic(
     ``script``: the lesson, or a script that runs it with other code (an exercise's candidate);
     ``keep_alive_s``: how long c10d waits for a silent node's heartbeat before it counts it as gone
     (torch's default is 15 s; the lab shortens it); ``join_timeout_s``: c10d's ``join_timeout`` (600 s by
-    default), how long an agent waits for the other nodes before ``RendezvousTimeoutError``. With ``check`` a run that fails raises
+    default), how long an agent waits for the other nodes before ``RendezvousTimeoutError``. With ``check`` a run that
+    fails raises
     :class:`RecoveryError` with torchrun's and the ranks' words.
     """
     faults = [] if fault is None else [fault] if isinstance(fault, Fault) else list(fault)

@@ -31,7 +31,9 @@ _AGENT_WORDS = re.compile(
 _STAMP = re.compile(r"^[IWE](\d{4} \d\d:\d\d:\d\d\.\d+)")
 
 SOURCES = {
-    "nccl-env": "NVIDIA, NCCL documentation, Environment Variables (NCCL_SOCKET_IFNAME, NCCL_IB_HCA, NCCL_NET_GDR_LEVEL)",
+    "nccl-env": (
+        "NVIDIA, NCCL documentation, Environment Variables (NCCL_SOCKET_IFNAME, NCCL_IB_HCA, NCCL_NET_GDR_LEVEL)"
+    ),
     "ib-ndr": "NVIDIA ConnectX-7 datasheet: NDR InfiniBand, 400 Gb/s per port",
     "dgx-h100": "NVIDIA DGX H100 User Guide, Network Modules: eight ConnectX-7 (400 Gb/s) for the compute fabric",
     "nvlink-h100": "NVIDIA H100 datasheet: NVLink 900 GB/s (both directions together) per GPU",

@@ -42,7 +42,7 @@ class RandomCrops(Dataset):
 # %% set_epoch: the trap
 def epoch_orders_broken(loader, epochs):
     orders = []
-    for epoch in range(epochs):
+    for epoch in range(epochs):  # noqa: B007  the trap: the epoch never reaches the sampler
         orders.append([int(batch[k, 0]) for batch in loader for k in range(len(batch))])
     return orders
 

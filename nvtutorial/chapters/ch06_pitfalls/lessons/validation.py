@@ -1,7 +1,8 @@
 """Validation on rank 0 alone: a DDP job that stalls (and dies at the timeout), and its fix (claim C18).
 
-    torchrun --standalone --nproc-per-node 2 nvtutorial/chapters/ch06_pitfalls/lessons/validation.py            # the trap
-    torchrun --standalone --nproc-per-node 2 nvtutorial/chapters/ch06_pitfalls/lessons/validation.py --fixed    # the fix
+    torchrun --standalone --nproc-per-node 2 nvtutorial/chapters/ch06_pitfalls/lessons/validation.py  # the trap
+    torchrun --standalone --nproc-per-node 2 nvtutorial/chapters/ch06_pitfalls/lessons/validation.py \\
+        --fixed                                 # the fix
     torchrun --standalone --nproc-per-node 2 nvtutorial/chapters/ch06_pitfalls/lessons/validation.py \\
         --val-samples 100000 --pg-timeout 5     # the trap, ended by the process group's timeout
 

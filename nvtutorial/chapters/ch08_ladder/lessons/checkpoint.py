@@ -1,6 +1,7 @@
 """Save a sharded FSDP2 model with torch.distributed.checkpoint (DCP), resume it, load it into one process.
 
-    torchrun --standalone --nproc-per-node 2 nvtutorial/chapters/ch08_ladder/lessons/checkpoint.py --dir runs/ladder-ckpt
+    torchrun --standalone --nproc-per-node 2 nvtutorial/chapters/ch08_ladder/lessons/checkpoint.py \\
+        --dir runs/ladder-ckpt
 
 Each rank writes only its own shards (parameters and Adam's state) into one checkpoint folder; a
 resumed run of the same shape reads them back in place. ``dcp_to_torch_save`` turns the folder

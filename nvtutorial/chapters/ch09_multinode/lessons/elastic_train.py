@@ -1,8 +1,10 @@
 """DDP training that survives a lost rank: a checkpoint every N steps, and a resume from the last one.
 
-    torchrun --standalone --nproc-per-node 2 --max-restarts 1 nvtutorial/chapters/ch09_multinode/lessons/elastic_train.py --ckpt-dir ckpt
+    torchrun --standalone --nproc-per-node 2 --max-restarts 1 \\
+        nvtutorial/chapters/ch09_multinode/lessons/elastic_train.py --ckpt-dir ckpt
     torchrun --nnodes 2 --nproc-per-node 1 --rdzv-backend c10d --rdzv-endpoint HEAD_NODE:29400 \\
-        --rdzv-id job1 --max-restarts 3 nvtutorial/chapters/ch09_multinode/lessons/elastic_train.py --ckpt-dir /shared/ckpt
+        --rdzv-id job1 --max-restarts 3 nvtutorial/chapters/ch09_multinode/lessons/elastic_train.py \\
+        --ckpt-dir /shared/ckpt
 
 (the second line on every node, with the first node's address for HEAD_NODE). When a rank dies,
 torchrun (``--max-restarts``) stops the others and starts every rank again: each new rank runs this
@@ -76,7 +78,8 @@ def save(path: str, model: DDP, optimizer: torch.optim.Optimizer, step: int) -> 
 def resume(path: str, model: DDP, optimizer: torch.optim.Optimizer) -> int:
     """Load the last checkpoint, if there is one, into the model and the optimizer; the steps already done.
 
-    Rank 0's step is the reference: a rank that sees another stops. On shared storage (NFS) a node may, for a few seconds, still see an older file or
+    Rank 0's step is the reference: a rank that sees another stops. On shared storage (NFS) a node may, for a few
+    seconds, still see an older file or
     none after another node renamed it (attribute caching); ranks that started from different steps would run
     different numbers of collectives and hang at the end. A rank that sees another step than rank 0 stops with
     an error instead: torchrun's next attempt reads the storage again."""
