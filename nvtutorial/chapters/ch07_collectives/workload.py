@@ -19,7 +19,8 @@ across ranks first, so the source's ``all_gather`` of unequal sizes raises an er
 aborting the process (gloo) or hanging (NCCL); without it those cases are skipped for the
 source's version. The timings use a second process group created without those checks::
 
-    TORCH_DISTRIBUTED_DEBUG=DETAIL torchrun --standalone --nproc-per-node 2 -m nvtutorial.chapters.ch07_collectives.workload
+    TORCH_DISTRIBUTED_DEBUG=DETAIL torchrun --standalone --nproc-per-node 2 \\
+        -m nvtutorial.chapters.ch07_collectives.workload
     nvtutorial run collectives_bench --nproc 2 --set sizes=4096,1048576 --set repeats=5
 """
 
@@ -77,13 +78,14 @@ class Params:
 def plain_group(backend: str) -> Any:
     """A process group over all ranks created without ``TORCH_DISTRIBUTED_DEBUG=DETAIL``'s checks."""
     import torch.distributed as dist
+    from torch.distributed.distributed_c10d import DebugLevel, get_debug_level
 
-    level = dist.get_debug_level()
-    dist.set_debug_level(dist.DebugLevel.OFF)
+    level = get_debug_level()
+    dist.set_debug_level(DebugLevel.OFF)  # type: ignore[attr-defined]  # public; torch's stubs do not re-export it
     try:
         return dist.new_group(backend=backend)
     finally:
-        dist.set_debug_level(level)
+        dist.set_debug_level(level)  # type: ignore[attr-defined]  # public; torch's stubs do not re-export it
 
 
 def time_calls(
@@ -242,6 +244,7 @@ def graph_rows(
                         "error": error or "another rank could not capture the graph",
                     },
                 ]
+            assert graph is not None  # every rank captured its graph (error is None)
             times = time_calls(ctx, lambda _, g=graph: g.replay(), lambda: None, p.warmup, p.repeats)
             ref = [t / 1e3 for t in base["all_reduce_ms_all"]]
             keep = {k: v for k, v in base.items() if not k.startswith(("ring_ms", "ring_busbw", "busbw", "variant"))}
@@ -445,8 +448,9 @@ def sparse_rows(ctx: runtime.Context, p: Params, group: Any) -> list[dict[str, A
 
 def run(ctx: runtime.Context, p: Params) -> dict:
     import torch.distributed as dist
+    from torch.distributed.distributed_c10d import DebugLevel, get_debug_level
 
-    detail = dist.get_debug_level() == dist.DebugLevel.DETAIL
+    detail = get_debug_level() == DebugLevel.DETAIL
     if detail:  # DETAIL also logs the size and hash of every all_gather_object's pickle: noise here
         logging.getLogger("torch.distributed.distributed_c10d").setLevel(logging.ERROR)
     print(

@@ -1,10 +1,10 @@
 """compression: the course UNet trained with each gradient-compression hook; bytes, time, accuracy.
 
 Used in notebook 07. One run sweeps the hooks in this process, each on a fresh model with the
-same initial weights and the same batches, installed by :func:`nvtutorial.chapters.ch07_collectives.lessons.compression.register`
-(``none``, ``fp16``, ``bf16``, ``powersgd``, ``topk``: the lesson's code). For each: ``warmup``
-untimed steps (they include the plain all-reduce steps that PowerSGD and top-k need before
-compressing, so the timed steps are all compressed), then ``steps`` timed steps: median step
+same initial weights and the same batches, installed by
+:func:`nvtutorial.chapters.ch07_collectives.lessons.compression.register` (``none``, ``fp16``, ``bf16``, ``powersgd``,
+``topk``: the lesson's code). For each: ``warmup`` untimed steps (they include the plain all-reduce steps that PowerSGD
+and top-k need before compressing, so the timed steps are all compressed), then ``steps`` timed steps: median step
 time, bytes sent per step per rank (what the hooks hand to ``torch.distributed``, counted by
 wrapping it; DDP's own all-reduce for ``none``), on a GPU also rank 0's NVLink TX counter from NVML,
 the training loss of every step and the validation loss and IoU at the end (and every
@@ -19,7 +19,8 @@ otherwise call ``torch.cuda.synchronize`` on the CPU device).
 Run it once as is (NVLink between the GPUs) and once host-staged::
 
     torchrun --standalone --nproc-per-node 2 -m nvtutorial.chapters.ch07_collectives.workload_compression
-    NCCL_P2P_DISABLE=1 torchrun --standalone --nproc-per-node 2 -m nvtutorial.chapters.ch07_collectives.workload_compression
+    NCCL_P2P_DISABLE=1 torchrun --standalone --nproc-per-node 2 \\
+        -m nvtutorial.chapters.ch07_collectives.workload_compression
     nvtutorial run compression --nproc 2 --set model=tiny --set image_size=32 --set steps=5
 """
 
@@ -238,7 +239,7 @@ def run_hook(ctx: runtime.Context, p: Params, name: str, measure_density: bool) 
             "params": sum(q.numel() for q in s.module.parameters()),
         }
     )
-    if name == "topk":
+    if isinstance(state, compression.TopKState):  # compression "topk"
         out["topk_residual_norm"] = float(sum(r.float().norm() ** 2 for r in state.residuals.values()) ** 0.5)
     del s, state, batches, losses, timer
     gc.collect()

@@ -5,7 +5,8 @@ Used in notebook 07: shown from this file, timed against ``dist.all_reduce`` by 
 Every rank checks its result against ``dist.all_reduce``::
 
     torchrun --standalone --nproc-per-node 2 nvtutorial/chapters/ch07_collectives/lessons/collectives.py
-    torchrun --standalone --nproc-per-node 4 nvtutorial/chapters/ch07_collectives/lessons/collectives.py --numel 1000003 --slices 4
+    torchrun --standalone --nproc-per-node 4 \\
+        nvtutorial/chapters/ch07_collectives/lessons/collectives.py --numel 1000003 --slices 4
 
 NCCL with one GPU per rank where there are enough GPUs, else gloo on the CPU.
 """
@@ -42,9 +43,9 @@ def ring_all_reduce(tensor, group=None, slices=1):
     # On a GPU the adds run on their own stream, so that slice j+1 travels while slice j is added.
     main = torch.cuda.current_stream() if tensor.is_cuda else None
     adds = torch.cuda.Stream() if tensor.is_cuda else None
-    if adds:
+    if adds and main:
         adds.wait_stream(main)  # the input may still be being written on the main stream
-    added = [None] * slices  # the event that marks the last add into each slice
+    added: list = [None] * slices  # the event that marks the last add into each slice
     sent = 0
     for step in range(2 * (world - 1)):
         reduce = step < world - 1
@@ -63,7 +64,7 @@ def ring_all_reduce(tensor, group=None, slices=1):
             ]
             if not ops:
                 continue
-            if added[j] is not None:
+            if main and added[j] is not None:
                 main.wait_event(added[j])  # NCCL launches after the main stream's work so far
             works = dist.batch_isend_irecv(ops)
             sent += send.numel() * send.element_size()
@@ -77,7 +78,7 @@ def ring_all_reduce(tensor, group=None, slices=1):
                 target.add_(recv)
                 if adds:
                     added[j] = adds.record_event()
-    if adds:
+    if adds and main:
         main.wait_stream(adds)  # the caller's next kernels see every add
     return sent
 
@@ -101,7 +102,7 @@ def check(numel, slices, device):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--numel", type=int, default=(1 << 20) + 3, help="fp32 elements to all-reduce")
     parser.add_argument("--slices", type=int, default=1, help="slices per chunk (pipelining)")
     args = parser.parse_args()

@@ -35,12 +35,18 @@ class TopKState:
     """What :func:`topk_hook` keeps between steps: the ratio, the step, and per bucket what it has not sent."""
 
     def __init__(self, process_group=None, ratio=0.01, start_iter=2):
-        self.group = process_group if process_group is not None else dist.group.WORLD
+        group = process_group if process_group is not None else dist.group.WORLD
+        if group is None:
+            raise RuntimeError("TopKState needs a process group: call dist.init_process_group first")
+        self.group = group
         self.ratio, self.start_iter, self.iter = ratio, start_iter, 0
         self.residuals = {}  # bucket index -> gradient not sent yet (error feedback)
 
 
-def topk_hook(state: TopKState, bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
+def topk_hook(
+    state: TopKState,
+    bucket: dist.GradBucket,  # type: ignore[attr-defined]  # public (torch's docs); its stubs do not re-export it
+) -> torch.futures.Future[torch.Tensor]:
     """Each rank sends the k largest entries of gradient + residual; what it does not send waits in the residual."""
     buffer = bucket.buffer()
     plain = state.iter < state.start_iter  # DDP rebuilds its buckets after step 1: plain all-reduce until then
@@ -66,7 +72,7 @@ def topk_hook(state: TopKState, bucket: dist.GradBucket) -> torch.futures.Future
         all_val = rows[:, 4 * k :].contiguous().view(buffer.dtype).reshape(-1)
         return buffer.zero_().index_add_(0, all_idx, all_val).div_(world)
 
-    return work.get_future().then(decompress)
+    return work.get_future().then(decompress)  # type: ignore[union-attr]  # async_op=True returns a Work, not None
 
 
 # %% register one
@@ -125,7 +131,7 @@ def train(hook, steps, device):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--hook", choices=HOOKS, default="topk")
     parser.add_argument("--steps", type=int, default=30)
     args = parser.parse_args()

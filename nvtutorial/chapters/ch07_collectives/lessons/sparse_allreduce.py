@@ -4,7 +4,8 @@ Used in notebook 07 (claim C22): shown from this file, and run on inputs whose n
 differ from rank to rank by the ``collectives_bench`` workload. Each rank compares both versions
 with ``dist.all_reduce`` then ``/ W``::
 
-    TORCH_DISTRIBUTED_DEBUG=DETAIL torchrun --standalone --nproc-per-node 2 nvtutorial/chapters/ch07_collectives/lessons/sparse_allreduce.py
+    TORCH_DISTRIBUTED_DEBUG=DETAIL torchrun --standalone --nproc-per-node 2 \\
+        nvtutorial/chapters/ch07_collectives/lessons/sparse_allreduce.py
 
 ``TORCH_DISTRIBUTED_DEBUG=DETAIL`` makes torch compare every collective's shapes across the
 ranks first, so the source's ``all_gather`` of unequal sizes raises an error instead of
