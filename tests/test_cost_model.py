@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import types
+from typing import Any
 
 import pytest
 
@@ -127,7 +128,7 @@ def test_ddp_buckets_are_torchs_reducer_buckets(order):
     import random
 
     import torch
-    import torch.distributed as dist
+    from torch._C._distributed_c10d import _DEFAULT_FIRST_BUCKET_BYTES, _compute_bucket_assignment_by_size
 
     mib = 2**20
     sizes = [4, 1 * mib - 4, 4, 1 * mib, 25 * mib - 8, 8, 24 * mib, 1 * mib, 300 * mib, 4 * mib, 12, 40 * mib, 4]
@@ -136,7 +137,7 @@ def test_ddp_buckets_are_torchs_reducer_buckets(order):
     elif order == "shuffled":
         random.Random(0).shuffle(sizes)
     tensors = [torch.empty(n // 4) for n in sizes]
-    indices, _ = dist._compute_bucket_assignment_by_size(tensors, [dist._DEFAULT_FIRST_BUCKET_BYTES, 25 * mib])
+    indices, _ = _compute_bucket_assignment_by_size(tensors, [_DEFAULT_FIRST_BUCKET_BYTES, 25 * mib])
     expected = [sum(sizes[i] for i in bucket) for bucket in indices]
     got = model.ddp_buckets([(0.0, float(n)) for n in sizes])
     assert [b for _, b in got] == expected
@@ -243,7 +244,7 @@ def test_the_speed_of_light_overlaps_compute_and_communication_perfectly():
 def test_params_refuse_bad_values_before_a_launch():
     from nvtutorial.params import ParamError
 
-    for bad in (
+    bad_params: list[dict[str, Any]] = [
         {"collectives": ("broadcast",)},
         {"problems": ("nope",)},
         {"schedules": ("zb",)},
@@ -254,7 +255,12 @@ def test_params_refuse_bad_values_before_a_launch():
         {"budget_bytes": -1},
         {"matmul_sizes": (8,)},
         {"min_bytes": 10, "max_bytes": 5},
-    ):
+        {"matmul_sizes": ()},
+        {"copy_bytes": ()},
+        {"schedules": ()},
+        {"strategies": ()},
+    ]
+    for bad in bad_params:
         with pytest.raises(ParamError):
             schema.Params(**bad)
     assert schema.Params().config()["dim"] == 2048
@@ -329,14 +335,14 @@ def test_the_fit_recovers_alpha_and_beta_at_every_world_size(kind, ranks):
 
 def test_the_fit_keeps_alpha_non_negative_and_refuses_too_few_points():
     # times that grow faster than the size would fit a negative latency: the fit drops α and fits β alone
-    fit = report.fit_link("all_reduce", [1e3, 1e6, 1e9], [1e-8, 1e-4, 1.0], 2)
+    fit = report.fit_link("all_reduce", [1000, 10**6, 10**9], [1e-8, 1e-4, 1.0], 2)
     assert fit.link.alpha == 0.0 and fit.link.beta == pytest.approx(91.0e9, rel=1e-3)
-    same = report.fit_link("all_gather", [1e6, 1e6], [1e-5, 1e-5], 2)  # one size twice: no latency to separate
-    assert same.link == model.Link(0.0, pytest.approx(0.5e6 / 1e-5))
+    same = report.fit_link("all_gather", [10**6, 10**6], [1e-5, 1e-5], 2)  # one size twice: no latency to separate
+    assert same.link.alpha == 0.0 and same.link.beta == pytest.approx(0.5e6 / 1e-5)
     with pytest.raises(ValueError, match="at least two sizes"):
-        report.fit_link("all_reduce", [1e3], [1e-5], 2)
+        report.fit_link("all_reduce", [1000], [1e-5], 2)
     with pytest.raises(ValueError, match="positive"):
-        report.fit_link("all_reduce", [1e3, 1e6], [1e-5, 0.0], 2)
+        report.fit_link("all_reduce", [1000, 10**6], [1e-5, 0.0], 2)
 
 
 def test_a_calibration_with_a_pair_fits_its_collectives_and_without_one_takes_the_2x_h200s():
@@ -488,7 +494,8 @@ def test_a_graded_answer_is_right_within_15_percent_close_within_2x_else_off(rat
 def test_no_answer_and_answers_that_are_not_numbers():
     ans = problems.Answer("adam_step", 1.0, "ms", "w")
     assert problems.grade("adam_step", None, ans, "here").status == "no answer"
-    for bad in ("3", True, float("nan"), 0, -1.0):
+    not_numbers: tuple[Any, ...] = ("3", True, float("nan"), 0, -1.0)  # what a learner may type: Any on purpose
+    for bad in not_numbers:
         with pytest.raises(PredictionError):
             problems.grade("adam_step", bad, ans, "here")
 
@@ -636,7 +643,7 @@ def one_f_one_b_timeline(stage: int) -> list[schema.Event]:
         if stage == 0
         else ["F0", "B0", "F1", "B1", "F2", "B2", "F3", "B3"]
     )
-    return [schema.Event(x[0], int(x[1]), float(i), float(i) + 0.9) for i, x in enumerate(order)]
+    return [schema.Event("F" if x[0] == "F" else "B", int(x[1]), float(i), float(i) + 0.9) for i, x in enumerate(order)]
 
 
 def pipeline_result(runs_by_stage):
@@ -960,7 +967,11 @@ def test_the_exercise_passes_its_solution_and_names_every_wrong_answer():
     for name, (candidate, word) in exercises.WRONG.items():
         passed, reason = exercises.check_local(candidate)
         assert not passed and word in reason, (name, reason)
-    assert "whole number" in exercises.check_local(lambda *a: 2.5)[1]
+
+    def not_whole(*a: Any) -> Any:  # a wrong answer of the wrong type, as a learner may write it
+        return 2.5
+
+    assert "whole number" in exercises.check_local(not_whole)[1]
     assert "at least one" in exercises.check_local(lambda *a: 0)[1]
     assert "raised ZeroDivisionError" in exercises.check_local(lambda *a: 1 // 0)[1]
     # the lesson's model: the head (2·T·d·vocab) moves one block to stage 0
@@ -1043,7 +1054,7 @@ def test_the_pipeline_on_two_gpus_with_nccl(runs_dir):
             "timed": 2,
         },
     )
-    assert result.env.is_gpu
+    assert result.env is not None and result.env.is_gpu
     assert report.pipeline_loss_verdict(result, 1e-4).status == "pass"
     assert report.pipeline_gradient_verdict(result, 1e-4).status == "pass"
     assert report.in_flight_verdict(result).status == "pass"

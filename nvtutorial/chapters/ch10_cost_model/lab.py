@@ -17,15 +17,18 @@ import dataclasses
 import os
 import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import nvtutorial
+
+if TYPE_CHECKING:
+    from nvtutorial.launch.spec import Backend, Output
 
 
 @dataclasses.dataclass(frozen=True)
 class Launch:
     nproc: int
-    backend: str
+    backend: Backend
     what: str
 
 
@@ -58,7 +61,7 @@ def plan(gpus: int) -> Plan:
     return Plan(cpu, cpu, 0)
 
 
-def run(part: str, launch: Launch, params: dict[str, Any], timeout: float = 600.0, output: str = "none"):
+def run(part: str, launch: Launch, params: dict[str, Any], timeout: float = 600.0, output: Output = "none"):
     """One run of the ``costmodel`` workload's ``part`` (``schema.Params``) on ``launch``'s ranks."""
     return nvtutorial.run(
         "costmodel",

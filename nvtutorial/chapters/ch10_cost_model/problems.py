@@ -322,7 +322,7 @@ def grade(
         measured_name="The model says",
         question=f"problem {key}" if p is None else question(key, p),
     )
-    found = slip(key, prediction, ans, p, cal) if verdict.status != "no answer" else None
+    found = slip(key, prediction, ans, p, cal) if prediction is not None and verdict.status != "no answer" else None
     text = verdict.text + (f" It looks like {found}." if found else "")
     return dataclasses.replace(verdict, text=text, numbers={**verdict.numbers, "slip": found})
 
@@ -621,8 +621,8 @@ def fit_verdict(result: Any, task: Task, strategy: str) -> Verdict:
             {"budget": budget},
             report.where(result),
         )
-    measured = [r.peak_allocated for r in runs]
-    if all(m is not None for m in measured):
+    measured = [r.peak_allocated for r in runs if r.peak_allocated is not None]
+    if len(measured) == len(runs):  # every rank measured its peak (a GPU)
         worst = max(measured)
         ok = worst <= budget
         return Verdict(
@@ -694,7 +694,7 @@ def bubble_measured(pipeline_result: Any) -> dict[str, float]:
     """The pipeline run's measured idle share per schedule, in % (``report.bubble_table``): each schedule's own,
     since the messages between the stages delay them differently."""
     table = report.bubble_table(pipeline_result)
-    return {str(k): 100 * float(v) for k, v in table["measured"].items()}
+    return {str(k): 100 * float(v) for k, v in zip(table.index, table["measured"].tolist())}
 
 
 REFERENCE_SOURCES = {

@@ -423,7 +423,7 @@ def pipeline_loss_verdict(result: Any, tolerance: float) -> Verdict:
         s: max(abs(a - b) for r in runs for a, b in zip(r.losses, r.reference))
         for s, runs in schedule_runs(result).items()
     }
-    worst = max(diffs, key=diffs.get)
+    worst = max(diffs, key=lambda k: diffs[k])
     ok = all(d <= tolerance for d in diffs.values())
     numbers = {"max_abs_diff": diffs, "tolerance": tolerance}
     if ok:
@@ -449,7 +449,7 @@ def pipeline_gradient_verdict(result: Any, tolerance: float) -> Verdict:
     """Pass when every stage's step-0 gradients equal one process's within ``tolerance`` of each tensor's largest
     value. A pipeline that forgets to divide by the micro-batches is off by m − 1 (3.0 with 4)."""
     diffs = {(s, r.stage): r.grad_max_rel_diff for s, runs in schedule_runs(result).items() for r in runs}
-    worst = max(diffs, key=diffs.get)
+    worst = max(diffs, key=lambda k: diffs[k])
     numbers = {"max_rel_diff": {f"{s} stage {st}": d for (s, st), d in diffs.items()}, "tolerance": tolerance}
     if diffs[worst] <= tolerance:
         return Verdict(

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict
 
 from nvtutorial.params import require
 from nvtutorial.results import typed
@@ -30,6 +30,17 @@ SCHEDULES = ("gpipe", "1f1b")
 LADDER_STRATEGIES = ("ddp", "zero1", "fsdp_zero2", "fsdp_zero3", "fsdp_checkpointing", "tensor_parallel")
 """Notebook 08's rungs the capstone accepts (CPU offload is left out: it trades the budget for host memory)."""
 STRATEGIES = LADDER_STRATEGIES + tuple(f"pipeline_{s}" for s in SCHEDULES)
+
+
+class ModelSizes(TypedDict):
+    """The transformer's sizes, as ``models.transformer.Config`` (and notebook 08's ``Setup``) take them."""
+
+    vocab: int
+    seq_len: int
+    dim: int
+    heads: int
+    layers: int
+    mlp_ratio: int
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,8 +86,13 @@ class Params:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        require(all(n >= 16 for n in self.matmul_sizes) and self.matmul_sizes, "matmul_sizes: sizes of 16 or more")
-        require(all(b >= 1 << 16 for b in self.copy_bytes) and self.copy_bytes, "copy_bytes: buffers of 64 KiB or more")
+        require(
+            bool(self.matmul_sizes) and all(n >= 16 for n in self.matmul_sizes), "matmul_sizes: sizes of 16 or more"
+        )
+        require(
+            bool(self.copy_bytes) and all(b >= 1 << 16 for b in self.copy_bytes),
+            "copy_bytes: buffers of 64 KiB or more",
+        )
         bad = [c for c in self.collectives if c not in COLLECTIVES]
         require(not bad, f"collectives={self.collectives}: use some of {', '.join(COLLECTIVES)}")
         require(
@@ -90,9 +106,9 @@ class Params:
         bad = [p for p in self.problems if p not in DEVICE_PROBLEMS + LINK_PROBLEMS]
         require(not bad, f"problems={self.problems}: use some of {', '.join(DEVICE_PROBLEMS + LINK_PROBLEMS)}")
         bad = [s for s in self.schedules if s not in SCHEDULES]
-        require(not bad and self.schedules, f"schedules={self.schedules}: use some of {', '.join(SCHEDULES)}")
+        require(not bad and bool(self.schedules), f"schedules={self.schedules}: use some of {', '.join(SCHEDULES)}")
         bad = [s for s in self.strategies if s not in STRATEGIES]
-        require(not bad and self.strategies, f"strategies={self.strategies}: use some of {', '.join(STRATEGIES)}")
+        require(not bad and bool(self.strategies), f"strategies={self.strategies}: use some of {', '.join(STRATEGIES)}")
         require(
             self.microbatches >= 1 and self.steps >= 1 and self.timed >= 2,
             "microbatches and steps at least 1, timed at least 2 (a spread needs two)",
@@ -101,7 +117,7 @@ class Params:
         require(self.allreduce_bytes >= 64 and self.small_bytes >= 64, "collective sizes of 64 bytes or more")
         require(self.budget_bytes >= 0, f"budget_bytes={self.budget_bytes} must be 0 (no limit) or more")
 
-    def config(self) -> dict[str, int]:
+    def config(self) -> ModelSizes:
         """The transformer's sizes (``models.transformer.Config`` fields)."""
         return {
             "vocab": self.vocab,

@@ -87,7 +87,7 @@ def seconds_per_call(op, iters: int, device: torch.device, together: bool = Fals
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").partition("\n")[0])
     parser.add_argument("--matmul", type=int, default=4096, help="the matrix size n (default 4096)")
     parser.add_argument("--copy-mib", type=int, default=1024, help="the copied buffer in MiB (default 1024)")
     parser.add_argument("--max-mib", type=int, default=256, help="the largest collective in MiB (default 256)")

@@ -47,11 +47,11 @@ class Stage(nn.Module):
         self.head = model.head if is_last else None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self.tok is not None:  # the first stage receives token ids
+        if self.tok is not None and self.pos is not None:  # the first stage receives token ids
             x = self.tok(x) + self.pos(torch.arange(x.shape[1], device=x.device))
         for block in self.blocks:
             x = block(x)
-        if self.head is not None:  # the last stage returns logits
+        if self.head is not None and self.norm is not None:  # the last stage returns logits
             x = self.head(self.norm(x))
         return x
 
@@ -152,7 +152,7 @@ def train(
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").partition("\n")[0])
     parser.add_argument("--schedule", default="1f1b", choices=list(SCHEDULES))
     parser.add_argument("--microbatches", type=int, default=4)
     parser.add_argument("--steps", type=int, default=5)
