@@ -594,6 +594,22 @@ def test_the_table_the_errors_and_the_recorded_bytes():
     assert problems.bytes_verdict(key, 1.374281 * (1 + 2e-6), "h").status == "fail"
 
 
+def test_each_measurement_says_which_run_measured_it():
+    """On one GPU the device problems come from the GPU's run, the link problems from the CPU simulation's: the
+    table labels every row with its run (later runs win, as in ``measurements``)."""
+
+    def problems_run(label, measured):
+        rank = schema.ProblemsRank(rank=0, world=1, device="d", compute_dtype="float32", measured=tuple(measured))
+        return fake_run([rank], label=label)
+
+    gpu = problems_run(
+        "1× NVIDIA H200", [schema.Measured("train_step", 0.25, "s"), schema.Measured("allreduce", 1, "s")]
+    )
+    cpu = problems_run("CPU, gloo: a simulation", [schema.Measured("allreduce", 0.033, "s")])
+    assert problems.measurements(gpu, None, cpu) == {"train_step": 250.0, "allreduce": 33.0}
+    assert problems.measured_where(gpu, None, cpu) == {"train_step": "1× NVIDIA H200", "allreduce": cpu.label}
+
+
 def test_the_link_problems_are_checked_against_the_committed_2x_h200_runs():
     cal = report.with_reference_link(calibrated())
     table = problems.reference_link_table(P_LESSON, cal)
