@@ -274,7 +274,7 @@ def reference_check(
                     "nccl-tests: in place ÷ out of place": round(theirs / oop, 4) if oop else None,
                 }
             )
-    checked = {format_size(s): None for s in sizes}
+    checked: dict[str, float | None] = {format_size(s): None for s in sizes}
     own_spread = {}
     for r in rows:
         if r["size"] in checked:
@@ -294,7 +294,7 @@ def reference_check(
             numbers,
             where,
         )
-    worst = min(measured, key=measured.get)
+    worst = min(measured, key=measured.__getitem__)
     missing = [k for k, v in checked.items() if v is None]
     text = ", ".join(f"{v:.2%} of nccl-tests' in-place busbw at {k}" for k, v in measured.items()) + (
         f" ({', '.join(missing)} not measured)" if missing else ""
@@ -374,7 +374,9 @@ def sendrecv_frame(result: Any):  # -> pandas.DataFrame
     return table.round(3)
 
 
-def _duplex_comparison(one: list[Mapping[str, Any]], both: list[Mapping[str, Any]], key: str) -> tuple[int, Comparison]:
+def _duplex_comparison(
+    one: Sequence[Mapping[str, Any]], both: Sequence[Mapping[str, Any]], key: str
+) -> tuple[int, Comparison]:
     size = max({int(r["size"]) for r in one} & {int(r["size"]) for r in both})
     base = [v for r in one if int(r["size"]) == size for v in repeats_of(r, key)]
     cand = [v for r in both if int(r["size"]) == size for v in repeats_of(r, key)]
@@ -413,7 +415,7 @@ class CopyRun:
         import pandas as pd
 
         frame = pd.DataFrame([{k: v for k, v in r.items() if not k.endswith("_repeats")} for r in self.rows])
-        if "size" in frame and frame["size"].notna().all():
+        if "size" in frame and bool(frame["size"].notna().all()):
             frame.insert(1, "size_label", [format_size(s) for s in frame["size"]])
         frame.attrs["where"] = self.label
         return frame
@@ -439,7 +441,10 @@ class CopyRun:
         text = f"{best['path']}, {format_size(best['size'])}: {best['gbps']:.1f} GB/s"
         if expectation is not None:
             numbers["share_of_physical"] = best["gbps"] / expectation.physical_gbps
-            text += f" = {best['gbps'] / expectation.physical_gbps:.0%} of the {expectation.physical_gbps:.0f} GB/s physical limit"
+            text += (
+                f" = {best['gbps'] / expectation.physical_gbps:.0%} of the "
+                f"{expectation.physical_gbps:.0f} GB/s physical limit"
+            )
         return Verdict("copy engines", "info", text + ".", numbers, self.label)
 
     def duplex(self) -> Verdict:
@@ -461,8 +466,9 @@ class CopyRun:
             )
             if worst is None or c.ratio < worst[1].ratio:
                 worst = (size, c, path)
+        assert worst is not None  # both is not empty
         size, c, path = worst
-        busy = [r.get("busy_share") for r in both if r["size"] == size and r.get("busy_share") is not None]
+        busy = [b for r in both if r["size"] == size and (b := r.get("busy_share")) is not None]
         text = c.describe("GB/s", f"copy engines, {format_size(size)}, {path} alone → with the other direction at once")
         if busy:
             text += f"; each direction's stream was busy {min(busy):.0%}–{max(busy):.0%} of the time both ran"
@@ -518,7 +524,10 @@ def duplex_verdict(sendrecv: Any, copy: CopyRun | None = None) -> Verdict:
             "protocol), not a path the two directions share; these runs do not show which part of NCCL."
         )
     elif engines.status == "no change":
-        text = f"Both directions at once keep the one-way rate: with the copy engines ({engines.text}) and with NCCL ({nccl.text})."
+        text = (
+            f"Both directions at once keep the one-way rate: with the copy engines ({engines.text}) "
+            f"and with NCCL ({nccl.text})."
+        )
     else:
         text = (
             f"Both directions at once lose rate with the copy engines too ({engines.text}; NCCL: {nccl.text}). "
@@ -554,7 +563,8 @@ WIRE_TOLERANCE = 0.05
 
 def wire_report(result: Any) -> tuple[Any, Verdict]:
     """NVLink bytes on the wire per all-reduce against 2(n−1)/n · S: a table (None where the counters were not
-    read) and a verdict (``pass`` within :data:`WIRE_TOLERANCE`); the reference machine's saved count where unavailable."""
+    read) and a verdict (``pass`` within :data:`WIRE_TOLERANCE`); the reference machine's saved count where
+    unavailable."""
     wire = result.metrics.get("wire") if hasattr(result, "metrics") else None
     ref = REFERENCE_WIRE
     ref_ratio = ref["tx_ratio"]

@@ -2,7 +2,8 @@
 path's logs say NCCL used, and the verdicts the runs decide (NVLink against host-staged, claim C7).
 
 Every A/B goes through :func:`~nvtutorial.report.verdict.compare` on the repeats of each size. The runs
-are started by :func:`nvtutorial.chapters.ch01_hardware.lab.run_lab` and drawn by :mod:`nvtutorial.chapters.ch01_hardware.plots`.
+are started by :func:`nvtutorial.chapters.ch01_hardware.lab.run_lab` and drawn by
+:mod:`nvtutorial.chapters.ch01_hardware.plots`.
 """
 
 from __future__ import annotations
@@ -108,6 +109,7 @@ def lab_verdict(lab: Sequence[LabRun]) -> Verdict:
         )
         if worst is None or c.ratio < worst[1].ratio:
             worst = (run.path.name, c, size)
+    assert worst is not None  # lab[1:] is not empty
     name, c, size = worst
     text = f"default path: {first.transport.summary}; " + "; ".join(parts) + "."
     if not is_gpu(first.result):
@@ -122,7 +124,9 @@ def claim_nvlink_vs_pcie(lab: Sequence[LabRun]) -> Verdict:
     runs = _runs(lab)
     if not is_gpu(lab[0].result) or "P2P off" not in runs:
         ref = reference_nccl_tests()
-        ratio = ref["default"].busbw_at(4 << 30) / ref["P2P off"].busbw_at(4 << 30)
+        nvlink, staged = ref["default"].busbw_at(4 << 30), ref["P2P off"].busbw_at(4 << 30)
+        assert nvlink is not None and staged is not None  # the saved runs reach 4 GiB
+        ratio = nvlink / staged
         return Verdict(
             "C5 (measured)",
             "info",
@@ -137,7 +141,8 @@ def claim_nvlink_vs_pcie(lab: Sequence[LabRun]) -> Verdict:
         "C5 (measured)",
         "info",
         f"NCCL over NVLink ÷ NCCL staged through host memory (NCCL_P2P_DISABLE=1: each GPU's kernels write to "
-        f"and read from a shared buffer in host memory over their own PCIe link) = {c.ratio:.1f}× at {format_size(size)}. Host-staged is not PCIe peer-to-peer, but "
+        f"and read from a shared buffer in host memory over their own PCIe link) = {c.ratio:.1f}× at "
+        f"{format_size(size)}. Host-staged is not PCIe peer-to-peer, but "
         "it is what NCCL does between these GPUs without NVLink. Machine-dependent: an RTX 3090 bridge gives "
         "about 1.8× by vendor figures.",
         {"ratio": c.ratio, "size": size},
@@ -234,7 +239,8 @@ def claim_c7(
         f"NCCL's log shows it read {', '.join(read) or 'neither'}"
         + (
             f" and never read {', '.join(unread)} (NCCL reads "
-            "NCCL_NET_GDR_LEVEL only for a NIC that supports GPUDirect RDMA, and with NCCL_IB_DISABLE=1 the only network "
+            "NCCL_NET_GDR_LEVEL only for a NIC that supports GPUDirect RDMA, and with NCCL_IB_DISABLE=1 "
+            "the only network "
             "left on any machine is Socket, which has none)"
             if unread
             else ""

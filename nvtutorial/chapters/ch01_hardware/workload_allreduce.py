@@ -5,8 +5,8 @@ all-reduces of the largest size; then, for each size S, ``warmup`` untimed all-r
 ``repeats`` timed blocks of ``iters`` back-to-back all-reduces (fewer for slow sizes, so that a
 block takes about ``target_s``). Each block is timed by notebook 01's lesson,
 :func:`nvtutorial.chapters.ch01_hardware.lessons.busbw.time_all_reduce` (CUDA events on a GPU, the host clock on the
-CPU), and converted by its :func:`~nvtutorial.chapters.ch01_hardware.lessons.busbw.bus_bandwidth`: busbw = S / t × 2(n−1)/n.
-The time of a block is its slowest rank's; the reported time is the median block. nccl-tests
+CPU), and converted by its :func:`~nvtutorial.chapters.ch01_hardware.lessons.busbw.bus_bandwidth`:
+busbw = S / t × 2(n−1)/n. The time of a block is its slowest rank's; the reported time is the median block. nccl-tests
 times one block of ``-n`` (20) with the host clock around it and also runs out of place (separate input
 and output buffers); ``torch.distributed.all_reduce`` only works in place. Each size ends with a
 correctness check (ranks fill r+1, the sum must be n(n+1)/2 everywhere).
@@ -17,7 +17,8 @@ all-reduces of ``wire_bytes``: the bytes its GPU really put on the wire, to comp
 ring all-reduce must send, 2(n−1)/n · S per GPU. Where the counters are missing the metric says
 "not available" and why.
 
-    torchrun --standalone --nproc-per-node 2 -m nvtutorial.chapters.ch01_hardware.workload_allreduce --set max_bytes=1073741824
+    torchrun --standalone --nproc-per-node 2 \\
+        -m nvtutorial.chapters.ch01_hardware.workload_allreduce --set max_bytes=1073741824
     nvtutorial run allreduce_bench --set min_bytes=1024 --set max_bytes=1048576 --set dtype=bfloat16
 """
 

@@ -17,7 +17,8 @@ near 100 % for both means the two directions really ran at the same time.
 Without 2 GPUs it says so: on a CPU run it times a host ``memcpy`` between two buffers instead,
 labelled as a simulation; on a machine with one GPU it returns a single "needs 2 GPUs" row.
 
-    torchrun --standalone --nproc-per-node 1 -m nvtutorial.chapters.ch01_hardware.workload_p2p --set max_bytes=1073741824
+    torchrun --standalone --nproc-per-node 1 \\
+        -m nvtutorial.chapters.ch01_hardware.workload_p2p --set max_bytes=1073741824
     nvtutorial run p2p_copy --nproc 1 --set directions=both
 """
 

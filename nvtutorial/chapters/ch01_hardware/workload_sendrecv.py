@@ -8,7 +8,8 @@ per direction: algbw = S / t, and busbw = algbw (nccl-tests' factor for sendrecv
 ``both ways`` ``total_gbps`` adds the two directions. A link is full duplex when ``both ways``
 keeps the one-way bandwidth in each direction.
 
-    torchrun --standalone --nproc-per-node 2 -m nvtutorial.chapters.ch01_hardware.workload_sendrecv --set max_bytes=1073741824
+    torchrun --standalone --nproc-per-node 2 \\
+        -m nvtutorial.chapters.ch01_hardware.workload_sendrecv --set max_bytes=1073741824
     nvtutorial run sendrecv_bench --set max_bytes=1048576 --set directions=one
 """
 

@@ -1,7 +1,8 @@
 """How fast does an all-reduce move data between your GPUs? Time it, then turn the time into busbw.
 
     torchrun --standalone --nproc-per-node 2 nvtutorial/chapters/ch01_hardware/lessons/busbw.py
-    torchrun --standalone --nproc-per-node 2 nvtutorial/chapters/ch01_hardware/lessons/busbw.py --size-mib 1024 --iters 20
+    torchrun --standalone --nproc-per-node 2 \\
+        nvtutorial/chapters/ch01_hardware/lessons/busbw.py --size-mib 1024 --iters 20
 
 Runs with NCCL on GPUs (one per rank) and with gloo on the CPU. Used in notebook 01; the
 ``allreduce_bench`` workload times every size of its sweep with :func:`time_all_reduce` and
@@ -81,7 +82,7 @@ def measure(size_bytes: int, iters: int, warmup: int, device: torch.device) -> d
 
 # %% main
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--size-mib", type=float, default=256, help="message size in MiB (default 256)")
     parser.add_argument("--iters", type=int, default=20, help="timed all-reduces (default 20)")
     parser.add_argument("--warmup", type=int, default=5, help="untimed all-reduces first (default 5)")
