@@ -11,6 +11,8 @@ starting a store on rank 0.
 
 from __future__ import annotations
 
+# torch.distributed re-exports its documented TCPStore without __all__, which pyright reads as private:
+# pyright: reportPrivateImportUsage=false
 import datetime
 import os
 

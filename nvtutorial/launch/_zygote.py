@@ -434,8 +434,8 @@ def main() -> None:
         traceback.print_exc()
         _finish_interrupted()
         code = 130
-    except BaseException:  # noqa: BLE001 - as python: the traceback, then status 1
-        sys.excepthook(*sys.exc_info())
+    except BaseException as exc:  # noqa: BLE001 - as python: the traceback, then status 1
+        sys.excepthook(type(exc), exc, exc.__traceback__)
         code = 1
     _finish(code)
 

@@ -361,11 +361,9 @@ def torch_cuda() -> str | None:
         spec = importlib.util.find_spec("torch")
         path = Path(next(iter(spec.submodule_search_locations or ()))) / "version.py"  # type: ignore[union-attr]
         for node in ast.parse(path.read_text()).body:  # a generated file of constants: `cuda: Optional[str] = ...`
-            target = (
-                node.target
-                if isinstance(node, ast.AnnAssign)
-                else (node.targets[0] if isinstance(node, ast.Assign) else None)
-            )
+            if not isinstance(node, (ast.AnnAssign, ast.Assign)):
+                continue
+            target = node.target if isinstance(node, ast.AnnAssign) else node.targets[0]
             if isinstance(target, ast.Name) and target.id == "cuda" and node.value is not None:
                 return ast.literal_eval(node.value)
     except Exception:  # noqa: BLE001, S110 - an unusual install: ask torch itself

@@ -20,6 +20,8 @@ prints every thread's stack (faulthandler) to stderr, for a rank whose listener 
 
 from __future__ import annotations
 
+# torch.distributed re-exports its documented TCPStore without __all__, which pyright reads as private:
+# pyright: reportPrivateImportUsage=false
 import ast
 import contextlib
 import ctypes
@@ -118,7 +120,8 @@ def _listen(cmd: Connection, reply: Connection, commands: queue.Queue, ns: dict[
 
 def _main_stack() -> str:
     """The main thread's Python stack, cell frames with their source lines."""
-    frame = sys._current_frames().get(threading.main_thread().ident)
+    ident = threading.main_thread().ident
+    frame = sys._current_frames().get(ident) if ident is not None else None
     if frame is None:
         return "(no stack: the main thread is gone)"
     entries = [e for e in traceback.extract_stack(frame) if not _ours(e.filename)]

@@ -242,7 +242,7 @@ def configure(
     pg_timeout: float | None | str = "keep",
 ) -> dict[str, Any]:
     """Set what the next start uses (the first ``%%ranks`` cell starts the ranks); returns the settings."""
-    changes = {k: v for k, v in (("nproc", nproc), ("backend", backend), ("env", env)) if v is not None}
+    changes: dict[str, Any] = {k: v for k, v in (("nproc", nproc), ("backend", backend), ("env", env)) if v is not None}
     changes.update({k: v for k, v in (("timeout", timeout), ("pg_timeout", pg_timeout)) if v != "keep"})
     new = {**_settings, **changes}
     new["env"] = _check(new["nproc"], new["timeout"], new["env"], new["pg_timeout"])

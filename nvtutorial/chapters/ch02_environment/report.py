@@ -199,7 +199,10 @@ def troubleshooting_from_runs(f: Facts, ab: Sequence[Any]) -> list[Verdict]:
     gpu = bandwidth.is_gpu(default.result)
     ratio = lab_ratio(ab, "default", "P2P off")[0] if gpu and "P2P off" in runs else None
     ref = bandwidth.reference_nccl_tests()
-    reference_ratio = ref["default"].busbw_at(4 << 30) / ref["P2P off"].busbw_at(4 << 30)
+    direct, staged = ref["default"].busbw_at(4 << 30), ref["P2P off"].busbw_at(4 << 30)
+    if direct is None or staged is None:
+        raise ValueError("the reference nccl-tests tables have no 4 GiB row for the default and P2P-off runs")
+    reference_ratio = direct / staged
     env = default.result.env
     return troubleshooting(
         f,

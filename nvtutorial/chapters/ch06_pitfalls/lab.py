@@ -174,7 +174,7 @@ def run_trap(
     nproc: int = 2,
     timeout: float = 300.0,
     env: Mapping[str, Any] | None = None,
-    output: str = "rank0",
+    output: launch.Output = "rank0",
 ) -> TrapRun:
     """Run a trap script on ``nproc`` ranks and return how it went (never raises for a failed run).
 
@@ -190,7 +190,7 @@ def run_trap(
     env = {"TORCH_FR_DUMP_TEMP_FILE": str(run_dir / "nccl_trace_rank_"), **dict(env or {})}
     spec = launch.prepare(
         os.fspath(script), nproc=nproc, args=list(args), timeout=timeout, env=env, out=run_dir, output=output
-    )  # type: ignore[arg-type]
+    )
     watcher = _Stacks(run_dir, spec.world_size, reached, stacks_after_s) if stacks_after_s is not None else None
     if watcher is not None:
         watcher.start()

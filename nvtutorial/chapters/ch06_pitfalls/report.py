@@ -88,9 +88,9 @@ def waiting_point(frames: Sequence[Frame], line_of: Callable[[Frame], str] = loc
     own = [f for f in frames if not _is_torch(f) and f["func"] != "<module>"]
     frame = frame_text(own[0]) if own else (frame_text(frames[0]) if frames else "?")
     code = line_of(own[0]) if own else ""
-    named = next(((f, a) for f, a in ((f, _activity(f["func"])) for f in own) if a), (None, None))
-    if named[1] == "validating":
-        point, frame, code = "validating", frame_text(named[0]), line_of(named[0])
+    named, activity = next(((f, a) for f, a in ((f, _activity(f["func"])) for f in own) if a), (None, None))
+    if activity == "validating" and named is not None:
+        point, frame, code = "validating", frame_text(named), line_of(named)
     elif any(_is_torch(f) and f["func"] in ("_engine_run_backward", "backward") for f in frames):
         point = "backward"
     elif own and own[0] is frames[0] and ".item()" in code:

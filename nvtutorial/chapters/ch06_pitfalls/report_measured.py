@@ -309,8 +309,8 @@ def verdict_c19(result: Any, rank: int = 0) -> Verdict:
     when the table does not add up (allocated or reserved memory fell below the tensor while it was referenced, or
     the cache shrank but the driver got nothing back).
     """
-    if oom_skipped(result):
-        return Verdict("C19", "unverifiable", "not checked here: " + oom_skipped(result), {}, result.label)
+    if skipped := oom_skipped(result):
+        return Verdict("C19", "unverifiable", "not checked here: " + skipped, {}, result.label)
     rows = {r["step"]: r for r in _oom(result, rank)["empty_cache"]["rows"]}
     created = next(r for s, r in rows.items() if s.startswith("x = "))
     alive = rows["empty_cache() while x is alive"]
@@ -358,8 +358,8 @@ def verdict_c20(result: Any, rank: int = 0) -> Verdict:
     """Claim C20 (tune ``max_split_size_mb`` against fragmentation) from the fragmentation case: ``holds`` when the
     default allocator runs out of memory and ``max_split_size_mb`` makes the same allocations fit; ``wrong`` when it
     does not; ``unverifiable`` when the default did not run out (nothing to fix) or a row is missing."""
-    if oom_skipped(result):
-        return Verdict("C20", "unverifiable", "not checked here: " + oom_skipped(result), {}, result.label)
+    if skipped := oom_skipped(result):
+        return Verdict("C20", "unverifiable", "not checked here: " + skipped, {}, result.label)
     outcome = {r["config"]: r.get("outcome") for r in _oom(result, rank)["fragmentation"]}
     split = next((v for k, v in outcome.items() if "max_split_size_mb" in k), None)
     expandable = next((v for k, v in outcome.items() if k.startswith("expandable_segments:True")), None)
@@ -371,7 +371,7 @@ def verdict_c20(result: Any, rank: int = 0) -> Verdict:
     also = {
         "fits": "expandable_segments:True, the modern alternative, fixed it too.",
         "OOM": "expandable_segments:True did not fix it either.",
-    }.get(expandable, "expandable_segments:True was not tried.")
+    }.get(expandable or "", "expandable_segments:True was not tried.")
     numbers = {
         "outcomes": outcome,
         "default": outcome.get("default"),
@@ -412,8 +412,8 @@ def _capped(rows: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
 
 def oom_fixes_verdict(result: Any, rank: int = 0) -> Verdict:
     """The training step under the cap: the whole batch fails, both fixes fit."""
-    if oom_skipped(result):
-        return Verdict("out of memory: the fixes", "info", "not checked here: " + oom_skipped(result), {}, result.label)
+    if skipped := oom_skipped(result):
+        return Verdict("out of memory: the fixes", "info", "not checked here: " + skipped, {}, result.label)
     rows = _oom(result, rank)["training"]["rows"]
     outcome = {r["variant"]: r.get("outcome") for r in rows}
     capped = _capped(rows)
@@ -432,8 +432,8 @@ def checkpointing_cost(result: Any, rank: int = 0) -> Verdict:
     each over repeated steps after an untimed first one, by the course's noise rule. ``info`` when the run did not
     time them so (a GPU-only measurement; runs before that timed one step right after installing checkpointing)."""
     key = "out of memory: checkpointing's cost"
-    if oom_skipped(result):
-        return Verdict(key, "info", "not checked here: " + oom_skipped(result), {}, result.label)
+    if skipped := oom_skipped(result):
+        return Verdict(key, "info", "not checked here: " + skipped, {}, result.label)
     rows = _oom(result, rank)["training"]["rows"]
     free = [
         r

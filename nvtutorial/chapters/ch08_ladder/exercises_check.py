@@ -44,10 +44,10 @@ def train_against_reference(model: Any, optimizer: Any, rung: str, device: Any, 
     losses, counter = [], None
     for step in range(STEPS):
         tokens = transformer.batch(step, GLOBAL_BATCH, cfg).to(device)
-        mode = collective_counter() if count_last and step == STEPS - 1 else contextlib.nullcontext()
-        with mode:
+        if count_last and step == STEPS - 1:
+            counter = collective_counter()
+        with counter if counter is not None else contextlib.nullcontext():
             losses.append(global_loss(train_step(model, optimizer, local_batch(tokens, rung)), rung))
-        counter = mode if step == STEPS - 1 and count_last else counter
     diff = max(abs(a - b) for a, b in zip(losses, reference))
     return diff, (counter.records if counter is not None else None)
 

@@ -78,7 +78,7 @@ def check_on_rank(candidate: Any, ctx: Any) -> tuple[bool, str]:
     from nvtutorial.models import transformer
 
     world, rank, device = dist.get_world_size(), dist.get_rank(), device_of(ctx)
-    model = transformer.build(transformer.Config(), device=device)
+    model: transformer.Transformer = transformer.build(transformer.Config(), device=device)
     mesh = init_device_mesh(device.type, (world,))
     try:
         model = candidate(model, mesh) or model
@@ -103,6 +103,7 @@ def check_on_rank(candidate: Any, ctx: Any) -> tuple[bool, str]:
         return False, "the root is not an FSDP unit: call fully_shard(model, mesh=mesh) after the blocks"
     optimizer = torch.optim.Adam(model.parameters(), lr=LR, fused=True)
     diff, records = train_against_reference(model, optimizer, "fsdp_zero3", device, count_last=True)
+    assert records is not None  # count_last=True: the last step's collectives were recorded
     if diff > TOLERANCE:
         return False, f"the loss left the one-process reference by {diff:.2g} (tolerance {TOLERANCE:g})"
     gathers = sum(1 for r in records if r["kind"] == "all_gather")

@@ -130,7 +130,7 @@ def loss_verdict(result: Any, tolerance: float) -> Verdict:
             for r in range(len(result.ranks))
             for a, b in zip(rung_record(result, r, rung)["losses"], result.ranks[r]["reference"])
         )
-    worst = max(diffs, key=diffs.get)
+    worst = max(diffs, key=lambda r: diffs[r])
     steps = len(result.ranks[0]["reference"])
     ok = all(v <= tolerance for v in diffs.values())
     text = (
@@ -152,8 +152,9 @@ def gradient_verdict(result: Any, tolerance: float) -> Verdict:
     instead of averaged gradient is off by 1.0 (norm ratio 2), one divided twice by 0.5."""
     diffs, norms, missing = {}, {}, []
     for rung in _rungs(result):
-        checks = [rung_record(result, r, rung).get("gradients") for r in range(len(result.ranks))]
-        if None in checks:
+        found = [rung_record(result, r, rung).get("gradients") for r in range(len(result.ranks))]
+        checks = [c for c in found if c is not None]
+        if len(checks) < len(found):
             return Verdict(
                 "ladder.gradients",
                 "info",
@@ -165,7 +166,7 @@ def gradient_verdict(result: Any, tolerance: float) -> Verdict:
         norms[rung] = max((c["norm_ratio"] for c in checks), key=lambda x: abs(math.log(x)) if x else math.inf)
         missing += [f"{LABELS[rung]}: {n}" for c in checks for n in c["missing"]]
     numbers = {"max_rel_diff": diffs, "norm_ratio": norms, "tolerance": tolerance, "missing": missing}
-    worst = max(diffs, key=diffs.get)
+    worst = max(diffs, key=lambda r: diffs[r])
     bad = [r for r, d in diffs.items() if d > tolerance]
     if missing:
         return Verdict(
@@ -360,8 +361,9 @@ def peak_verdict(result: Any) -> Verdict:
     shapes = s.shapes()
     gaps = {}
     for rung in _rungs(result):
-        peaks = [rung_record(result, r, rung).get("peak_allocated") for r in range(len(result.ranks))]
-        if None in peaks:
+        found = [rung_record(result, r, rung).get("peak_allocated") for r in range(len(result.ranks))]
+        peaks = [p for p in found if p is not None]
+        if len(peaks) < len(found):
             return Verdict(
                 "ladder.peak",
                 "info",

@@ -230,7 +230,11 @@ def reference_gradients(cfg: Any, tokens: Any, seed: int) -> dict[str, Any]:
 
     model = transformer.build(cfg, seed=seed, device=tokens.device)
     transformer.loss_fn(model, tokens).backward()
-    out = {name: p.grad.detach().cpu() for name, p in model.named_parameters()}
+    out = {}
+    for name, p in model.named_parameters():
+        if p.grad is None:
+            raise RuntimeError(f"the one-process reference computed no gradient for {name}")
+        out[name] = p.grad.detach().cpu()
     del model
     if tokens.device.type == "cuda":
         torch.cuda.empty_cache()
@@ -326,6 +330,7 @@ def run_rung(
 
     def step() -> torch.Tensor:
         nonlocal step_no
+        assert model is not None and optimizer is not None  # None only once the rung is done
         tokens = transformer.batch(step_no, p.global_batch, cfg, seed=p.seed).to(ctx.device)
         step_no += 1
         return train_step(model, optimizer, local_batch(tokens, rung))
@@ -385,7 +390,7 @@ def run_rung(
 
     if p.profile_steps:
         out["trace"] = _profile(ctx, rung, lambda: step(), p.profile_steps)
-    model = optimizer = None
+    model = optimizer = None  # the last references: _free can release their memory
     _free(ctx)
     ctx.barrier()
     ctx.progress(1, 1, desc=desc or LABELS.get(rung, rung))

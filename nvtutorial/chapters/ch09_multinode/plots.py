@@ -57,7 +57,7 @@ def plot_recovery(outcomes: Mapping[str, ElasticOutcome]) -> tuple[Any, Any]:
                 ls="--",
                 label="SIGKILL (rank or node)" if i == 0 else None,
             )
-            if p.recovery_s is not None:
+            if p.killed_at_s is not None and p.recovery_s is not None:
                 ax.axvspan(
                     p.killed_at_s,
                     p.killed_at_s + p.recovery_s,

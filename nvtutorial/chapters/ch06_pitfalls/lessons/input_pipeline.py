@@ -70,14 +70,15 @@ def steady_rates(model, optimizer, batches, device, warmup, steps, windows):
             images, masks = next(batches)
             loss = train_step(model, optimizer, images, masks, device)
             samples += images.shape[0]
-        loss.item()  # wait for the device: the window ends when its last step has
+        if loss is not None:
+            loss.item()  # wait for the device: the window ends when its last step has
         rates.append(samples / (time.perf_counter() - start))
     return rates
 
 
 # %% main
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").partition("\n")[0])  # None under python -OO
     parser.add_argument("--workers", type=int, default=0, help="num_workers per rank (0: the trap)")
     parser.add_argument("--pin-memory", action="store_true")
     parser.add_argument("--model", default="tiny", choices=("tiny", "small", "full"))

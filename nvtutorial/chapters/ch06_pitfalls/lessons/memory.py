@@ -65,7 +65,7 @@ def checkpointed(unet):
 
 # %% main
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").partition("\n")[0])  # None under python -OO
     parser.add_argument("--model", default="full", choices=("tiny", "small", "full"))
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--image-size", type=int, default=256)

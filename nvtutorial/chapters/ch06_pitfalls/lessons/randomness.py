@@ -78,7 +78,7 @@ def weights_before_and_after_ddp(device):
 
 # %% main
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").partition("\n")[0])  # None under python -OO
     parser.add_argument("--samples", type=int, default=16)
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--seed", type=int, default=0)

@@ -101,7 +101,7 @@ def setup(model_size, image_size, samples, val_samples, batch_size, device):
 
 # %% main
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").partition("\n")[0])  # None under python -OO
     parser.add_argument("--fixed", action="store_true", help="validate on every rank (the fix)")
     parser.add_argument("--epochs", type=int, default=2)
     parser.add_argument("--model", default="tiny", choices=("tiny", "small", "full"))

@@ -11,10 +11,15 @@ follow the uninterrupted one's (bit for bit on the CPU; on a GPU the attention b
 order), and the single-process model holds the same weights.
 """
 
+# torch.distributed.checkpoint re-exports its documented API without __all__, which pyright reads as private:
+# pyright: reportPrivateImportUsage=false
+
 from __future__ import annotations
 
 import argparse
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any, cast
 
 import torch
 import torch.distributed as dist
@@ -66,6 +71,11 @@ def load_single_process(folder: str | Path, cfg: transformer.Config) -> torch.nn
 # %% the check
 
 
+def _tensors(state: Mapping[str, Any]) -> dict[str, torch.Tensor]:
+    """A module's state dict, typed as what it holds: tensors (DCP's type also allows an optimizer's values)."""
+    return cast("dict[str, torch.Tensor]", dict(state))
+
+
 def resume_check(
     cfg: transformer.Config,
     folder: str | Path,
@@ -87,13 +97,13 @@ def resume_check(
     model, optimizer = fsdp_zero3(transformer.build(cfg, seed=0, device=device), device)
     run(model, optimizer, range(before))
     whole = StateDictOptions(full_state_dict=True)  # every rank gets every tensor, gathered from the shards
-    saved = {k: v.detach().cpu().clone() for k, v in get_model_state_dict(model, options=whole).items()}
+    saved = {k: v.detach().cpu().clone() for k, v in _tensors(get_model_state_dict(model, options=whole)).items()}
     save(model, optimizer, folder)
     continued = run(model, optimizer, range(before, before + after))
 
     fresh, fresh_optimizer = fsdp_zero3(transformer.build(cfg, seed=1, device=device), device)  # other weights
     load(fresh, fresh_optimizer, folder)
-    loaded = {k: v.detach().cpu() for k, v in get_model_state_dict(fresh, options=whole).items()}
+    loaded = {k: v.detach().cpu() for k, v in _tensors(get_model_state_dict(fresh, options=whole)).items()}
     resumed = run(fresh, fresh_optimizer, range(before, before + after))
 
     out = {
@@ -111,7 +121,7 @@ def resume_check(
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").partition("\n")[0])  # None under python -OO
     parser.add_argument("--dir", default="runs/ladder-checkpoint", help="the checkpoint folder")
     args = parser.parse_args()
     device = setup()

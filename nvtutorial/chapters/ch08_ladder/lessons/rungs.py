@@ -38,6 +38,8 @@ from torch.distributed.tensor import DTensor, Replicate
 from torch.distributed.tensor.parallel import ColwiseParallel, PrepareModuleInput, RowwiseParallel, parallelize_module
 from torch.nn.parallel import DistributedDataParallel as DDP
 
+from nvtutorial.models.transformer import Transformer
+
 LR = 1e-3
 """Adam's learning rate on every rung (and in the single-process reference)."""
 
@@ -63,7 +65,7 @@ def zero1(model: nn.Module, device: torch.device):
     return model, optimizer
 
 
-def fsdp_zero2(model: nn.Module, device: torch.device):
+def fsdp_zero2(model: Transformer, device: torch.device):
     """Rung 3, FSDP2 keeping gathered parameters from forward to backward (ZeRO-2-like)."""
     mesh = init_device_mesh(device.type, (dist.get_world_size(),))
     for block in model.blocks:
@@ -73,7 +75,7 @@ def fsdp_zero2(model: nn.Module, device: torch.device):
     return model, optimizer
 
 
-def fsdp_zero3(model: nn.Module, device: torch.device):
+def fsdp_zero3(model: Transformer, device: torch.device):
     """Rung 4, FSDP2 (ZeRO-3): each block gathers its parameters again for its backward pass."""
     mesh = init_device_mesh(device.type, (dist.get_world_size(),))
     for block in model.blocks:
@@ -83,7 +85,7 @@ def fsdp_zero3(model: nn.Module, device: torch.device):
     return model, optimizer
 
 
-def fsdp_checkpointing(model: nn.Module, device: torch.device):
+def fsdp_checkpointing(model: Transformer, device: torch.device):
     """Rung 5, ZeRO-3 with activation checkpointing: blocks recompute their activations in backward."""
     model.checkpoint_activations = True  # Transformer.forward wraps each block in torch.utils.checkpoint
     mesh = init_device_mesh(device.type, (dist.get_world_size(),))
@@ -94,7 +96,7 @@ def fsdp_checkpointing(model: nn.Module, device: torch.device):
     return model, optimizer
 
 
-def fsdp_offload(model: nn.Module, device: torch.device):
+def fsdp_offload(model: Transformer, device: torch.device):
     """Rung 6, ZeRO-3, checkpointing and CPU offload: sharded state in host memory, Adam on the CPU."""
     model.checkpoint_activations = True  # Transformer.forward wraps each block in torch.utils.checkpoint
     mesh = init_device_mesh(device.type, (dist.get_world_size(),))
@@ -106,7 +108,7 @@ def fsdp_offload(model: nn.Module, device: torch.device):
     return model, optimizer
 
 
-def tensor_parallel(model: nn.Module, device: torch.device):
+def tensor_parallel(model: Transformer, device: torch.device):
     """Rung 7, tensor parallelism: every block matrix split over the ranks, which see the same batch."""
     mesh = init_device_mesh(device.type, (dist.get_world_size(),))
     for block in model.blocks:

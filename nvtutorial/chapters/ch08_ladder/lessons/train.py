@@ -72,7 +72,7 @@ def train(
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").partition("\n")[0])  # None under python -OO
     parser.add_argument("--rung", default="fsdp_zero3", choices=["single", *RUNGS])
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--global-batch", type=int, default=8)

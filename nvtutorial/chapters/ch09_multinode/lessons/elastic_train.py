@@ -103,7 +103,8 @@ def train(args: argparse.Namespace) -> dict:
     device = setup()
     rank = dist.get_rank()
     model, optimizer, data = build(args, device)
-    sampler = DistributedSampler(range(args.samples), shuffle=True, seed=0, drop_last=True)
+    indices = range(args.samples)  # the sampler reads only len(): any sized sequence will do
+    sampler = DistributedSampler(indices, shuffle=True, seed=0, drop_last=True)  # pyright: ignore[reportArgumentType]
     path = os.path.join(args.ckpt_dir, "last.pt")
     start = resume(path, model, optimizer)
     restarts = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))  # of this node's agent
@@ -143,7 +144,7 @@ def train(args: argparse.Namespace) -> dict:
 
 # %% main
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").partition("\n")[0])  # None under python -OO
     parser.add_argument("--ckpt-dir", default="checkpoints", help="a folder every node can read and write")
     parser.add_argument("--steps", type=int, default=40, help="optimizer steps in all (default 40)")
     parser.add_argument("--every", type=int, default=10, help="a checkpoint every this many steps (default 10)")
