@@ -11,7 +11,8 @@ Two threads:
   ``exec`` (a cell's code in the namespace, which lives on between cells), ``pull``, ``push``;
 - a listener thread reads the command pipe. It queues those commands, and answers two at once
   even while a cell runs: ``stacks`` (where the main thread is) and ``abort`` (abort the process
-  group so that a rank blocked in a collective is freed). When the pipe closes, or the parent
+  group so that a rank blocked in native code waiting for its peers is freed: a gloo collective,
+  or with NCCL a wait for the GPU such as ``.item()``). When the pipe closes, or the parent
   process is gone, it ends this process at once.
 
 SIGINT raises ``KeyboardInterrupt`` in a running cell and is ignored between cells; SIGUSR1
