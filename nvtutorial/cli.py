@@ -155,7 +155,7 @@ def cmd_bundle(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="nvtutorial", description=__doc__.splitlines()[0])
+    parser = _Parser(prog="nvtutorial", description=(__doc__ or "").splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     p = sub.add_parser("list", help="the workloads, one line each")

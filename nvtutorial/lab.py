@@ -49,7 +49,8 @@ def untracked_message_types() -> list[str]:
     """Jupyter Server's default ``untracked_message_types`` and :data:`SUBSHELL_MESSAGES`."""
     from jupyter_server.services.kernels.kernelmanager import MappingKernelManager
 
-    default = list(MappingKernelManager.class_traits()["untracked_message_types"].default())
+    trait = MappingKernelManager.class_traits()["untracked_message_types"]
+    default = list(trait.default() or [])  # a List trait: a list (traitlets types default() as Optional)
     return default + [m for m in SUBSHELL_MESSAGES if m not in default]
 
 
@@ -159,7 +160,7 @@ def command(
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m nvtutorial.lab", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m nvtutorial.lab", description=(__doc__ or "").splitlines()[0])
     parser.add_argument(
         "folder", nargs="?", default="notebooks", help="the folder JupyterLab opens (default: notebooks)"
     )

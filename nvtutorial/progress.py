@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import sys
+from collections.abc import Callable
 from typing import Any, Literal, Protocol
 
 Status = Literal["running", "done", "failed", "interrupted"]
@@ -121,7 +122,7 @@ def in_notebook() -> bool:
 class RunProgress:
     """The bars of one run, fed by rank 0's progress events; :meth:`close` says how the run ended."""
 
-    def __init__(self, bar: type[Bar] | None = None) -> None:
+    def __init__(self, bar: Callable[[Phase], Bar] | None = None) -> None:
         self.bar_type = bar
         self.phases: list[Phase] = []
         self._bar: Bar | None = None

@@ -40,7 +40,7 @@ def typed(cls: type[M], data: Any, where: str = "") -> M:
 
 def _value(tp: Any, data: Any, where: str) -> Any:
     origin = typing.get_origin(tp)
-    if dataclasses.is_dataclass(tp):
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         if not isinstance(data, Mapping):
             raise ValueError(f"{where}: expected an object for {tp.__name__}, got {type(data).__name__}")
         hints = typing.get_type_hints(tp)
@@ -98,8 +98,9 @@ def _json_default(obj: Any) -> Any:
         return dataclasses.asdict(obj)
     if isinstance(obj, Path):
         return str(obj)
-    if hasattr(obj, "tolist"):  # numpy / torch scalars and arrays
-        return obj.tolist()
+    tolist = getattr(obj, "tolist", None)
+    if tolist is not None:  # numpy / torch scalars and arrays
+        return tolist()
     if isinstance(obj, (set, frozenset)):
         return sorted(obj)
     raise TypeError(f"cannot write {type(obj).__qualname__} to JSON")

@@ -169,6 +169,7 @@ def environment(ctx: Context) -> dict[str, Any]:
 def environment_block(backend: str, world_size: int, gpu: Any = None) -> dict[str, Any]:
     """The environment block of ``rank{R}.json``; ``gpu`` is this rank's CUDA device, or None on the CPU."""
     import torch
+    import torch.cuda.nccl  # loaded by torch already; named so that torch.cuda.nccl is known
 
     nccl = None
     if gpu is not None:

@@ -25,7 +25,9 @@ from nvtutorial import runtime
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m nvtutorial.runtime_script", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m nvtutorial.runtime_script", description=(__doc__ or "").splitlines()[0]
+    )
     parser.add_argument("--out", type=Path, required=True, help="the run folder")
     parser.add_argument(
         "--backend",

@@ -725,7 +725,7 @@ def add_command(sub: Any) -> None:
     p = sub.add_parser(
         "slurm",
         help="write a multi-node Slurm batch script for a workload or script; --submit it",
-        description=__doc__.splitlines()[0],
+        description=(__doc__ or "").splitlines()[0],
     )
     p.add_argument("target", metavar="WORKLOAD_OR_SCRIPT", help="a workload (nvtutorial list) or a .py script")
     p.add_argument("--nodes", type=int, default=2, help="nodes (default 2)")
@@ -748,10 +748,10 @@ def add_command(sub: Any) -> None:
     p.set_defaults(func=cmd_slurm, args=[])
     p.epilog = "A script's own arguments go after --: nvtutorial slurm train.py --nodes 2 -- --lr 0.1"
 
-    class _WithScriptArgs(type(p)):  # type: ignore[misc]
+    class _WithScriptArgs(type(p)):
         """Everything after the first ``--`` is the script's (argparse alone would refuse it)."""
 
-        def parse_known_args(self, args=None, namespace=None):  # type: ignore[override]
+        def parse_known_args(self, args=None, namespace=None):
             args = list(sys.argv[1:] if args is None else args)
             rest = args[args.index("--") + 1 :] if "--" in args else []
             known, unknown = super().parse_known_args(

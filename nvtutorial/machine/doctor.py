@@ -214,7 +214,7 @@ def version_tuple(text: str | None) -> tuple[int, ...]:
     return tuple(int(x) for x in re.findall(r"\d+", text.split("+")[0])[:3])
 
 
-TORCH_WHEEL_INDEXES: dict[tuple[int, int], tuple[str, ...]] = {
+TORCH_WHEEL_INDEXES: dict[tuple[int, ...], tuple[str, ...]] = {
     (2, 11): ("12.6", "12.8", "13.0"),
     (2, 12): ("12.6", "13.0", "13.2"),
     (2, 13): ("12.6", "13.0", "13.2"),

@@ -89,8 +89,10 @@ class TransportReport:
             return "gloo: no NCCL"
         if not self.channels:
             return "not reported"
-        details = [d for d in self.details if d.split("/")[0] == self.transport.split("/")[0]]
-        return details[0] if len(details) == 1 else self.transport
+        transport = self.transport
+        assert transport is not None  # there are channels
+        details = [d for d in self.details if d.split("/")[0] == transport.split("/")[0]]
+        return details[0] if len(details) == 1 else transport
 
     def describe(self, link_code: str | None = None) -> str:
         """A sentence: what NCCL used, and what that means on this link."""

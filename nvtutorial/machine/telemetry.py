@@ -56,8 +56,8 @@ MEASURES = {
     "mem_util_pct": "percent of the same period in which device memory was read or written",
     "mem_used_mib": "device memory in use by every process on the GPU (the driver's count, allocator cache included)",
     "power_w": "power draw as the driver reports it",
-    "nvlink_tx_gbs": "NVLink data bytes sent per second: the difference of NVML's cumulative counters (per active link, "
-    "summed) between two samples, over the time between them",
+    "nvlink_tx_gbs": "NVLink data bytes sent per second: the difference of NVML's cumulative counters "
+    "(per active link, summed) between two samples, over the time between them",
     "nvlink_rx_gbs": "NVLink data bytes received per second, the same way",
 }
 """What each telemetry column measures (NVML's definitions), for the notebook to print beside the plot."""
@@ -258,6 +258,7 @@ class Sampler:
             inside = [r for r in self._raw if r.gpu == gpu and start <= r.t <= end and r.tx_kib is not None]
             if len(inside) >= 2:
                 a, b = inside[0], inside[-1]
+                assert a.tx_kib is not None and b.tx_kib is not None  # (inside holds only such samples)
                 out[gpu] = {
                     "tx_bytes": (b.tx_kib - a.tx_kib) * 1024,
                     "rx_bytes": (b.rx_kib - a.rx_kib) * 1024,  # type: ignore[operator]
