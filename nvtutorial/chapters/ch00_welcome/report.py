@@ -18,10 +18,11 @@ _CELL_FRAME = re.compile(r'^\s*File "<ranks cell \d+>", line (\d+), in')
 def first_allreduce(values: Sequence[Any], contributions: Sequence[float], where: str) -> Verdict:
     """Every rank's tensor after ``dist.all_reduce`` against the sum of what the ranks put in."""
     expected = float(sum(contributions))
-    got = [sorted({float(v) for v in getattr(t, "flatten", lambda: t)().tolist()}) for t in values]
+    got = [sorted({float(v) for v in getattr(t, "flatten", lambda t=t: t)().tolist()}) for t in values]
     ok = all(g == [expected] for g in got)
     text = (
-        f"Every rank holds {expected:g} in every element: the sum of the ranks' {', '.join(f'{c:g}' for c in contributions)}."
+        f"Every rank holds {expected:g} in every element: the sum of the ranks' "
+        f"{', '.join(f'{c:g}' for c in contributions)}."
         if ok
         else f"Expected {expected:g} everywhere; the ranks hold {got}."
     )
@@ -132,7 +133,7 @@ def hang(cell: Any, backend: str, stuck_rank: int = 0) -> Verdict:
         "group_kept": cell.group_kept,
         "deadline_s": cell.timeout,
     }
-    if ok:
+    if ok and line is not None:  # (ok implies a line)
         code = line.split("#")[0].strip()
         return Verdict(
             "a hanging rank",
