@@ -1,7 +1,8 @@
 """Notebook 05's runs beyond a plain launch: the ``profile_step`` parameters from the notebook's
 sizes, and the same run under Nsight Systems (or the command to type where nsys is not here).
 
-What the runs show is read by :mod:`nvtutorial.chapters.ch05_profiling.report` and :mod:`nvtutorial.chapters.ch05_profiling.report_traces`.
+What the runs show is read by :mod:`nvtutorial.chapters.ch05_profiling.report` and
+:mod:`nvtutorial.chapters.ch05_profiling.report_traces`.
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ from nvtutorial.launch.tree import ProcessTree
 
 
 def params_from(sizes: Mapping[str, Any], **overrides: Any) -> dict[str, Any]:
-    """The entries of a notebook's size dict that are parameters of the ``profile_step`` workload, plus ``overrides``."""
+    """The entries of a notebook's size dict that are parameters of the ``profile_step`` workload, plus
+    ``overrides``."""
     names = {f.name for f in dataclasses.fields(profile_step.Params)}
     out = {k: v for k, v in sizes.items() if k in names}
     out.update(overrides)

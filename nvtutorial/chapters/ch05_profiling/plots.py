@@ -157,7 +157,8 @@ def price(
 def comm_share_sweep(rows_by_path: Mapping[str, Sequence[Mapping[str, Any]]], where: Any, threshold: float = 0.15):
     """Against the per-GPU batch (log scale): the communication share the profiler reports (mean of
     the ranks, dotted), the time on the wire (solid) and its exposed part (dashed), one colour per
-    path, with the source tutorial's 15 % line (claim C16). Rows: :func:`nvtutorial.chapters.ch05_profiling.report.sweep_table`."""
+    path, with the source tutorial's 15 % line (claim C16). Rows:
+    :func:`nvtutorial.chapters.ch05_profiling.report.sweep_table`."""
     fig, ax = figure(7.0, 4.2)
     for label, rows in rows_by_path.items():
         rows = sorted((r for r in rows if "link_share" in r), key=lambda r: r["batch"])

@@ -291,7 +291,7 @@ def verdict_trust(res: Any) -> Verdict:
         "trustworthy": False if fails else None if unsure else True,
     }
     noise = [
-        f"rank {r}: {added[r]:+.2f} ms, noise ±{comps[r].noise:.0%} (up to {bound[r]:.2f} ms)"  # type: ignore[union-attr]
+        f"rank {r}: {added[r]:+.2f} ms, noise ±{comps[r].noise:.0%} (up to {bound[r]:.2f} ms)"
         for r in unsure
     ]
     if fails:

@@ -19,7 +19,7 @@ def dmon_busy_during(dmon_text: str, start: float, end: float, day: float) -> fl
     frame = parse_dmon(dmon_text, day=day)
     if "t" not in frame.columns or "sm" not in frame.columns:
         return None
-    inside = frame[(frame["t"] >= start - 1) & (frame["t"] <= end)]  # a line covers the second before its time
+    inside = frame.loc[(frame["t"] >= start - 1) & (frame["t"] <= end)]  # a line covers the second before its time
     return float(inside["sm"].max()) if len(inside) else None
 
 

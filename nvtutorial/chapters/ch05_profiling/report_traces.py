@@ -251,8 +251,8 @@ def verdict_c12(res: Any, nsys: NsysResult | None = None) -> Verdict:
     splits = [m.get("split") for m in res.ranks]
     if not splits or not all(splits):
         return Verdict("C12", "unverifiable", "no profiled split in this run", {}, where)
-    est = link_estimate(splits)  # type: ignore[arg-type]
-    comm = [s["comm_ms"] for s in splits]  # type: ignore[index]
+    est = link_estimate(splits)
+    comm = [s["comm_ms"] for s in splits]
     waiting = [w / c if c > 0 else 0.0 for w, c in zip(est["wait_ms"], comm)]
     worst = max(range(len(waiting)), key=lambda r: waiting[r])
     numbers: dict[str, Any] = {
@@ -261,12 +261,12 @@ def verdict_c12(res: Any, nsys: NsysResult | None = None) -> Verdict:
         "link_ms": est["link_ms"],
         "nsys": bool(nsys and nsys.available),
         "source": splits[0].get("source"),
-    }  # type: ignore[union-attr]
+    }
     head = (
         "the trace gave a split per rank with named phases, without Nsight Systems (torch.profiler with "
         + ("CUDA activity" if splits[0].get("source") == "gpu" else "CPU activity only: a simulation")
         + ")"
-    )  # type: ignore[union-attr]
+    )
     if nsys is not None and nsys.available and nsys.splits:
         numbers["nsys_comm_ms"] = [x.comm_ms for x in nsys.splits]
         head += (
@@ -276,7 +276,7 @@ def verdict_c12(res: Any, nsys: NsysResult | None = None) -> Verdict:
         )
     elif nsys is not None:
         head += f"; Nsight Systems: {nsys.reason or 'no split'}"
-    if splits[0].get("source") != "gpu":  # type: ignore[union-attr]
+    if splits[0].get("source") != "gpu":
         return Verdict(
             "C12",
             "unverifiable",

@@ -108,7 +108,7 @@ def batch(rank, size, image_size, device):
 
 # %% main
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--model", default="small", choices=("tiny", "small", "full"))
     parser.add_argument("--batch", type=int, default=8, help="per GPU")
     parser.add_argument("--image", type=int, default=64, help="image side in pixels")
