@@ -168,6 +168,7 @@ def format_summary(summary: CourseSummary) -> str:
             lines += ["      " + line for line in n.error.splitlines()[-6:]]
     passed = sum(n.passed for n in summary.notebooks)
     lines.append(
-        f"{passed} passed, {len(summary.notebooks) - passed} failed  (executed notebooks and summary.json in {summary.out})"
+        f"{passed} passed, {len(summary.notebooks) - passed} failed  "
+        f"(executed notebooks and summary.json in {summary.out})"
     )
     return "\n".join(lines)

@@ -23,8 +23,8 @@ communication the ``gloo:*`` events that gloo's worker threads record while a co
 That is a simulation of the bookkeeping, not a GPU measurement.
 
 The same interval arithmetic reads an Nsight Systems report
-(:func:`nvtutorial.chapters.ch05_profiling.report_traces.nsys_split`), so the two tools can be compared on one run (claim C12).
-Pure Python: no torch, no pandas.
+(:func:`nvtutorial.chapters.ch05_profiling.report_traces.nsys_split`), so the two tools can be compared on one run
+(claim C12). Pure Python: no torch, no pandas.
 """
 
 from __future__ import annotations

@@ -34,7 +34,8 @@ def names() -> list[str]:
 
 
 def module(name: str) -> str:
-    """The module that runs workload ``name`` (``python -m MODULE``); an unknown name raises :class:`UnknownWorkload`."""
+    """The module that runs workload ``name`` (``python -m MODULE``); an unknown name raises
+    :class:`UnknownWorkload`."""
     available = modules()
     if name not in available:
         raise UnknownWorkload(f"unknown workload {name!r}; available: {', '.join(available)}")
