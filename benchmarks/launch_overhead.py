@@ -245,11 +245,13 @@ def main(argv: list[str] | None = None) -> int:
         f"  (target <= {targets['cli_warm_vs_bare']})"
     )
     print(
-        f"  nvtutorial run --torchrun (whole)   {median['cli_torchrun']:6.2f} s  = {results['cli_torchrun_vs_bare']:.2f}x"
+        f"  nvtutorial run --torchrun (whole)   {median['cli_torchrun']:6.2f} s  = "
+        f"{results['cli_torchrun_vs_bare']:.2f}x"
     )
     print(
         f"  notebook, warm: first output        {first_median['notebook_warm']:6.2f} s  = "
-        f"{results['notebook_warm_first_output_vs_bare']:.2f}x (targets <= {targets['notebook_warm_first_output_s']} s, "
+        f"{results['notebook_warm_first_output_vs_bare']:.2f}x "
+        f"(targets <= {targets['notebook_warm_first_output_s']} s, "
         f"<= {targets['notebook_warm_first_output_vs_bare']}x); return {median['notebook_warm']:.2f} s"
     )
     print(

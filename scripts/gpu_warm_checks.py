@@ -39,7 +39,11 @@ backend = "nccl" if torch.cuda.is_available() else "gloo"
 if backend == "nccl":
     torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
 dist.init_process_group(backend)
-info = {"backend": backend, "cuda_available": torch.cuda.is_available(), "visible": os.environ.get("CUDA_VISIBLE_DEVICES")}
+info = {
+    "backend": backend,
+    "cuda_available": torch.cuda.is_available(),
+    "visible": os.environ.get("CUDA_VISIBLE_DEVICES"),
+}
 if backend == "nccl":
     x = torch.ones(1 << 20, device="cuda")
     dist.all_reduce(x)

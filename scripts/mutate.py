@@ -102,7 +102,8 @@ def _run_mutmut(
     work: Path, tests: list[str], only: list[str], max_children: int, names: list[str] = (), sample: int = 0
 ) -> int:
     """mutmut run in ``work`` (in this process: the string operator is patched first); with ``names``, only those
-    mutants, run again whatever their last result; with ``sample``, only that many mutants per module (:func:`_sampled`)."""
+    mutants, run again whatever their last result; with ``sample``, only that many mutants per module
+    (:func:`_sampled`)."""
     os.chdir(work)
     # The ranks a test starts import the mutated copy too; the selection plugin comes from scripts/.
     os.environ["PYTHONPATH"] = os.pathsep.join(
@@ -164,7 +165,7 @@ def _sampled(per_module: int) -> None:
         if mutant_names:
             return mutants, by_path
         keep = set()
-        for path, m in by_path.items():
+        for m in by_path.values():
             keep |= set(sample_of(list(m.exit_code_by_key), per_module))
         return [x for x in mutants if x[1] in keep], by_path
 
@@ -451,7 +452,8 @@ def write_summary() -> Path:
         lines.append(
             f"| **all ({label})** | {t['mutants']} | | {100 * t['score']:.1f} % ({t['caught']}/{t['checked']}) | | |"
             if label == "after"
-            else f"| **all ({label})** | {t['mutants']} | {100 * t['score']:.1f} % ({t['caught']}/{t['checked']}) | | | |"
+            else f"| **all ({label})** | {t['mutants']} | {100 * t['score']:.1f} % "
+            f"({t['caught']}/{t['checked']}) | | | |"
         )
     if after:
         lines += [

@@ -181,7 +181,8 @@ def page_differences(html: str, notebook: dict) -> list[str]:
 
 
 def check_pages(root: str | Path, notebooks: str | Path) -> list[str]:
-    """For every notebook of ``notebooks``: its page exists under ``root/notebooks/`` and shows its code and headings."""
+    """For every notebook of ``notebooks``: its page exists under ``root/notebooks/`` and shows its code and
+    headings."""
     root, problems = Path(root), []
     for path in sorted(Path(notebooks).glob("*.ipynb")):
         page = root / "notebooks" / f"{path.stem}.html"
