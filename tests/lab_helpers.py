@@ -181,7 +181,8 @@ def open_notebook(page, lab: Lab, name: str) -> None:
 def kernel_idle(page) -> bool:
     return page.evaluate("""() => {
         const panel = window.jupyterapp && window.jupyterapp.shell.currentWidget;
-        const kernel = panel && panel.sessionContext && panel.sessionContext.session && panel.sessionContext.session.kernel;
+        const kernel = panel && panel.sessionContext && panel.sessionContext.session
+            && panel.sessionContext.session.kernel;
         return !!kernel && kernel.status === 'idle' && panel.sessionContext.isReady;
     }""")
 

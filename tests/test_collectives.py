@@ -239,7 +239,7 @@ def test_ring_and_sparse_verdicts_on_the_cpu(bench):
     assert sparse.status == "pass" and sparse.numbers["judged_by"] == "compare"
     rows = {r["density"]: r for r in bench[0]["sparse"]}
     # bytes of the correct sparse all-reduce: the count + max_count int32 indices and fp32 values, all-gathered
-    for d, r in rows.items():
+    for r in rows.values():
         assert r["dense_bytes_sent"] == 4096 * 4  # 2 (W-1)/W × the tensor
     assert rows[0.01]["bytes_ratio"] < 0.1 < 1 < rows[0.6]["bytes_ratio"]
     assert [row["indices_shape"] for row in bench[0]["indexing"]] == [[3, 1], [3, 2], [3, 4]]

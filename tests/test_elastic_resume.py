@@ -1,4 +1,5 @@
-"""Notebook 09's ``resume`` (``nvtutorial/chapters/ch09_multinode/lessons/elastic_train.py``): rank 0's view of the checkpoint decides.
+"""Notebook 09's ``resume`` (``nvtutorial/chapters/ch09_multinode/lessons/elastic_train.py``): rank 0's view of the
+checkpoint decides.
 
 On shared storage a node can for a moment see an older checkpoint, or none, after another node renamed a new
 one into place; ranks that started from different steps would run different numbers of collectives. Two gloo

@@ -96,7 +96,8 @@ def test_rank_killed_with_sigkill(runs_dir):
 
 
 def run_until_deadline(args: list[str], ready: str, timeout: float = 8.0) -> tuple[nvtutorial.RunTimedOut, float]:
-    """A run that cannot finish, ended by its deadline; repeated with 60 s if rank 1 never got ready (a busy machine)."""
+    """A run that cannot finish, ended by its deadline; repeated with 60 s if rank 1 never got ready (a busy
+    machine)."""
     for deadline in (timeout, 60.0):
         t0 = time.monotonic()
         with pytest.raises(nvtutorial.RunTimedOut) as info:
@@ -123,9 +124,8 @@ def test_frozen_rank_sigstop(runs_dir):
         "a frozen rank (SIGSTOP)",
         "subject.py stop",
         "RunTimedOut at the deadline, exit 1",
-        "`SCRIPT did not finish within its N s deadline (counted from when every rank was up); every process of the run was ended.` / `"
-        + sees
-        + "`, then rank 0's stack (in all_reduce)",
+        "`SCRIPT did not finish within its N s deadline (counted from when every rank was up); "
+        "every process of the run was ended.` / `" + sees + "`, then rank 0's stack (in all_reduce)",
         f"the deadline + {AFTER_FAULT_S:g} s",
     )
 
@@ -327,7 +327,10 @@ def test_run_folder_deleted_while_running(runs_dir):
         returned = time.monotonic()
     finally:
         thread.join()
-    sees = f"the run folder {run_dir} was deleted (or replaced) while the run was in flight; every process of the run was ended"
+    sees = (
+        f"the run folder {run_dir} was deleted (or replaced) while the run was in flight; "
+        "every process of the run was ended"
+    )
     assert str(info.value).startswith(sees)
     assert returned - deleted[0] < AFTER_FAULT_S
     ended_cleanly(run_dir)
@@ -428,7 +431,10 @@ def test_unwritable_out(no_launch, tmp_path_factory):
     elsewhere = tmp_path_factory.mktemp("out")
     (elsewhere / "file").write_text("")
     code, _, err = run_cli(["run", "selftest", "--out", str(elsewhere / "file" / "run")])
-    sees = f"nvtutorial run: error: cannot make the run folder {elsewhere / 'file' / 'run'}: {elsewhere / 'file'} is a file"
+    sees = (
+        f"nvtutorial run: error: cannot make the run folder {elsewhere / 'file' / 'run'}: "
+        f"{elsewhere / 'file'} is a file"
+    )
     assert code == 2 and err.startswith(sees) and err.count("\n") == 1
     code, _, err = run_cli(["run", "selftest", "--out", "/proc/nvtutorial-run"])
     assert code == 2 and err.startswith("nvtutorial run: error: ") and err.count("\n") == 1

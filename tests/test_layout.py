@@ -118,8 +118,8 @@ def import_graph(package: Path, name: str = "nvtutorial") -> tuple[dict[str, set
 
 
 def area(module: str) -> str:
-    """``nvtutorial.chapters.ch01_hardware.report`` -> ``report``; ``nvtutorial.units`` -> ``units``; ``nvtutorial`` -> ``""``.
-    In a chapter the file's role: ``nvtutorial.chapters.ch10_x.workload`` -> ``workloads``, ``...lessons.y`` ->
+    """``nvtutorial.chapters.ch01_hardware.report`` -> ``report``; ``nvtutorial.units`` -> ``units``; ``nvtutorial`` ->
+    ``""``. In a chapter the file's role: ``nvtutorial.chapters.ch10_x.workload`` -> ``workloads``, ``...lessons.y`` ->
     ``lessons`` (a role is a file's name or its prefix: ``workload_p2p`` is a workload); ``chapters`` for the
     chapters' packages themselves (lazy facades), ``registry`` for ``nvtutorial.chapters``; ``?`` for a file with no
     role."""
@@ -392,7 +392,8 @@ def _fake(tmp_path: Path, files: Mapping[str, str]) -> Path:
         ),
         (
             {"chapters/ch99_x/model.py": "from . import report\n", "chapters/ch99_x/report.py": ""},
-            "nvtutorial.chapters.ch99_x.model is a torch-free schema or model but imports nvtutorial.chapters.ch99_x.report",
+            "nvtutorial.chapters.ch99_x.model is a torch-free schema or model "
+            "but imports nvtutorial.chapters.ch99_x.report",
         ),
         (
             {"chapters/ch99_x/report.py": "from . import lab\n", "chapters/ch99_x/lab.py": ""},
@@ -435,7 +436,9 @@ def test_a_clean_fake_package_passes(tmp_path):
         "chapters/ch99_x/schema.py": "from nvtutorial import units\n",
         "chapters/ch99_x/model.py": "from . import schema\n",
         "chapters/ch99_x/lessons/l.py": "import torch.distributed\nfrom nvtutorial.models import m\n",
-        "chapters/ch99_x/workload.py": "from .schema import P\nfrom .lessons import l\nfrom nvtutorial import runtime\n",
+        "chapters/ch99_x/workload.py": (
+            "from .schema import P\nfrom .lessons import l\nfrom nvtutorial import runtime\n"
+        ),
         "chapters/ch99_x/report.py": "from . import model, schema\nfrom nvtutorial.report import r\n",
         "chapters/ch99_x/plots.py": "from . import report\n",
         "chapters/ch99_x/lab.py": "from nvtutorial import launch\nfrom . import report\n",

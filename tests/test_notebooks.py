@@ -204,7 +204,8 @@ def test_the_marked_cells_print_their_committed_conclusions(path):
 
 
 def test_the_output_comparison_fails_on_a_flipped_verdict_and_a_vanished_line():
-    """nbval's comparison with the sanitize file, on the committed outputs of 06: numbers may change, conclusions not."""
+    """nbval's comparison with the sanitize file, on the committed outputs of 06: numbers may change, conclusions
+    not."""
     name = "06_pitfalls.ipynb"
     committed = nbformat.read(nbval_outputs.REFERENCE / name, as_version=4)
     assert nbval_outputs.compare_executed(name, committed) == []

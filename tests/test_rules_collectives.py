@@ -1,4 +1,5 @@
-"""Notebook 07's collectives at 2, 3 and 4 gloo ranks: the lesson says "any world size", so they are tested at more than two.
+"""Notebook 07's collectives at 2, 3 and 4 gloo ranks: the lesson says "any world size", so they are tested at more than
+two.
 
 With two ranks many index and direction bugs vanish: each rank's left and right neighbour is the same rank,
 and ``a + b`` is ``b + a``. A ring with its direction reversed still sums correctly on 2 ranks and is off on
@@ -204,7 +205,8 @@ def test_the_correct_sparse_all_reduce_averages_whatever_the_positions(world):
             assert row["close"], (rank, row)
             if world == 2:
                 assert row["equal"], (rank, row)
-            # bytes handed to the all-gathers: the count (int64), then int32 indices and fp32 values at the largest count
+            # bytes handed to the all-gathers: the count (int64), then int32 indices and fp32 values at the largest
+            # count
             assert row["sent"] == 8 + 8 * row["largest"], (rank, row)
 
 

@@ -324,8 +324,8 @@ def test_losses_against_none():
     assert cr.loss_differences(m) == {"fp16": 0.0, "topk": pytest.approx(0.1)}
     text = cr.loss_statement(m)
     assert (
-        text
-        == "identical losses to no compression, step for step: fp16; largest loss difference from no compression: topk (at most 0.1)"
+        text == "identical losses to no compression, step for step: fp16; "
+        "largest loss difference from no compression: topk (at most 0.1)"
     )
     assert cr.loss_differences(metrics(hook("fp16", [1, 1]))) == {}
     assert cr.loss_statement(metrics(hook("fp16", [1, 1]))) == "no hook to compare with no compression"

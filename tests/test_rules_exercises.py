@@ -3,7 +3,8 @@ that run on ranks at 2, 3 and 4 gloo ranks where the lesson claims any world siz
 
 The rank-side checkers run on ranks forked from this process (``tests/ranks_harness.py``), each candidate loaded from
 its source the way the ``exercise`` workload and ``%%ranks`` load a learner's code. The launcher and ``%%ranks`` paths
-themselves are tested in tests/test_collectives.py, tests/test_training.py, tests/test_ladder.py and tests/test_pitfalls.py.
+themselves are tested in tests/test_collectives.py, tests/test_training.py, tests/test_ladder.py and
+tests/test_pitfalls.py.
 """
 
 from __future__ import annotations

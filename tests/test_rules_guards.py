@@ -91,7 +91,8 @@ def test_oversubscribing_turns_refusals_into_warnings(machine):
     machine["cores"], machine["memory"] = 1, 600 * MB
     warnings = guards.check_ranks(5, allow_oversubscribe=True)
     assert warnings == [
-        "warning: 5 ranks on 1 CPU core: the limit is 4 (4 per core); starting anyway (oversubscribed: expect a slow run)",
+        "warning: 5 ranks on 1 CPU core: the limit is 4 (4 per core); starting anyway "
+        "(oversubscribed: expect a slow run)",
         "warning: 5 ranks need about 1.5 GB of memory (300 MB each) but 0.6 GB is available; starting anyway "
         "(oversubscribed: expect a slow run)",
     ]

@@ -1,6 +1,6 @@
-"""Notebooks 01 and 02's verdicts at their rules (``report/bandwidth.py``, ``lab.py``, ``links.py``, ``environment.py``):
-the parsers on edge cases, each threshold from both sides, each branch. The reference runs and saved outputs are read
-in ``tests/test_claims_hardware.py``; fuller fake runs in ``tests/test_bandwidth.py``."""
+"""Notebooks 01 and 02's verdicts at their rules (``report/bandwidth.py``, ``lab.py``, ``links.py``,
+``environment.py``): the parsers on edge cases, each threshold from both sides, each branch. The reference runs and
+saved outputs are read in ``tests/test_claims_hardware.py``; fuller fake runs in ``tests/test_bandwidth.py``."""
 
 from __future__ import annotations
 

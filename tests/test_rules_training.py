@@ -1,5 +1,5 @@
-"""Notebook 03's verdicts at their rules (``nvtutorial/chapters/ch03_ddp_training/report.py``): the lesson's checks, validation and
-resume, scaling, C1, C14, C15 and the source's table.
+"""Notebook 03's verdicts at their rules (``nvtutorial/chapters/ch03_ddp_training/report.py``): the lesson's checks,
+validation and resume, scaling, C1, C14, C15 and the source's table.
 
 Synthetic runs in both layouts (today's timed rounds with an A/A repeat; the committed reference's median,
 minimum and maximum) on both sides of every threshold. The committed 2× H200 runs are read in

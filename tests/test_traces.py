@@ -1,5 +1,5 @@
-"""The time split of a DDP step (nvtutorial.tracesplit, nvtutorial.chapters.ch05_profiling.report_traces), telemetry parsing,
-and the profiling workload.
+"""The time split of a DDP step (nvtutorial.tracesplit, nvtutorial.chapters.ch05_profiling.report_traces), telemetry
+parsing, and the profiling workload.
 
 Fixtures (tests/fixtures/traces/):
 * ``synthetic_gpu.json``: a hand-built torch.profiler-style trace of two steps whose overlaps
@@ -248,7 +248,8 @@ def test_nsys_split_matches_the_profiler_split(tmp_path):
 
 
 def test_nsys_split_of_an_older_export_without_steps(tmp_path):
-    """NVTX_EVENTS without textId (older nsys), no copy tables, no train_step range: the GPU's whole span is one step."""
+    """NVTX_EVENTS without textId (older nsys), no copy tables, no train_step range: the GPU's whole span is one
+    step."""
     db = tmp_path / "old.sqlite"
     con = sqlite3.connect(db)
     con.execute("CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value TEXT NOT NULL)")
@@ -724,7 +725,7 @@ def test_c12_verdict_from_the_split():
     assert traces.verdict_c12(even, ran).numbers["nsys_comm_ms"] == [pytest.approx(0.0235)]
 
 
-# --------------------------------------------------------------------------- the workload, and the lesson, on real ranks
+# ------------------------------------------------------------------------- the workload, and the lesson, on real ranks
 
 
 def test_params_from_picks_only_workload_parameters():

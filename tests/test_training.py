@@ -357,7 +357,7 @@ CANDIDATES = [
 def test_every_checker_passes_its_solution_and_names_each_wrong_answer(pair, tmp_path):
     """The candidates travel as source and are loaded on the ranks exactly as the exercise workload does."""
     jobs = []
-    for i, (ex, name, fn, words) in enumerate(CANDIDATES):
+    for i, (ex, _, fn, _) in enumerate(CANDIDATES):
         path = tmp_path / f"candidate{i}.py"
         path.write_text(check.candidate_source(fn))
         jobs.append((ex.NAME, str(path), fn.__name__))

@@ -1,4 +1,5 @@
-"""What a workload returns crosses the process boundary as JSON and comes back typed (results.typed, RunResult.ranks_as)."""
+"""What a workload returns crosses the process boundary as JSON and comes back typed (results.typed,
+RunResult.ranks_as)."""
 
 from __future__ import annotations
 

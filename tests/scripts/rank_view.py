@@ -1,7 +1,7 @@
 """What a rank sees of how it was started: a plain torchrun script for tests/test_warm.py.
 
-Its environment, working folder, numpy's OpenBLAS thread count, ``sys.argv`` and ``sys.path[0]``, ``__name__``, torch's thread count
-and default random stream, the debug level torch.distributed took from ``TORCH_DISTRIBUTED_DEBUG`` (read
+Its environment, working folder, numpy's OpenBLAS thread count, ``sys.argv`` and ``sys.path[0]``, ``__name__``, torch's
+thread count and default random stream, the debug level torch.distributed took from ``TORCH_DISTRIBUTED_DEBUG`` (read
 when it is imported), the buffering of its output, and an all-reduce, saved with
 ``save_metrics`` so that a warm start and a ``torchrun`` start can be compared rank by rank.
 
