@@ -290,10 +290,7 @@ def verdict_trust(res: Any) -> Verdict:
         "ranks_undecided": unsure,
         "trustworthy": False if fails else None if unsure else True,
     }
-    noise = [
-        f"rank {r}: {added[r]:+.2f} ms, noise ±{comps[r].noise:.0%} (up to {bound[r]:.2f} ms)"
-        for r in unsure
-    ]
+    noise = [f"rank {r}: {added[r]:+.2f} ms, noise ±{comps[r].noise:.0%} (up to {bound[r]:.2f} ms)" for r in unsure]
     if fails:
         text = (
             f"not a measure of the cost: the profiler adds {_fmt(added)} to the step, more than the exposed "
