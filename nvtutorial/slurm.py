@@ -335,6 +335,7 @@ def _render(job: SlurmJob) -> str:
         f'    --nnodes "$SLURM_NNODES" --nproc-per-node {job.procs_per_node}',
         '    --rdzv-backend c10d --rdzv-endpoint "$RDZV_ENDPOINT" --rdzv-id "$SLURM_JOB_ID"',
         f"    --max-restarts {job.max_restarts}",
+        '    --log-dir "$RUN_DIR/torchelastic"       # its own files in the run\'s folder, not in /tmp for good',
         *_program_lines(job),
         ")",
         "",
@@ -578,10 +579,16 @@ def job_state(job_id: int) -> dict[str, str] | None:
 
 
 def submit(
-    path: str | os.PathLike[str], *, wait: bool = True, timeout: float | None = None, poll_s: float = 0.2
+    path: str | os.PathLike[str],
+    *,
+    wait: bool = True,
+    timeout: float | None = None,
+    poll_s: float = 0.2,
+    progress: bool = False,
 ) -> JobInfo:
     """``sbatch`` a written batch script; with ``wait``, follow the job until it ends (see :func:`follow`;
-    it polls ``scontrol``, faster than ``sbatch --wait``)."""
+    it polls ``scontrol``, faster than ``sbatch --wait``). ``progress`` prints the job's id once submitted and each
+    state it enters (PENDING, RUNNING, COMPLETED...), with the seconds since."""
     path = Path(path).resolve()
     reason = available()
     if reason:
@@ -591,21 +598,29 @@ def submit(
         raise SlurmError(f"sbatch refused {path}: {proc.stderr.strip() or proc.stdout.strip()}")
     job_id = int(proc.stdout.strip().split(";")[0])
     info = JobInfo(job_id=job_id, state="PENDING", exit_code=None, signal=None, script=path, run_dir=path.parent)
-    return follow(info, timeout=timeout, poll_s=poll_s) if wait else info
+    if progress:
+        print(f"sbatch: submitted batch job {job_id}", flush=True)
+    return follow(info, timeout=timeout, poll_s=poll_s, progress=progress) if wait else info
 
 
-def follow(info: JobInfo, *, timeout: float | None = None, poll_s: float = 0.2) -> JobInfo:
-    """Follow a submitted job until it ends; fill in its state, exit code, result and summary.
+def follow(info: JobInfo, *, timeout: float | None = None, poll_s: float = 0.2, progress: bool = False) -> JobInfo:
+    """Follow a submitted job until it ends; fill in its state, exit code, result and summary; with ``progress``,
+    print each state the job enters.
 
     A job still running after ``timeout`` seconds is cancelled and :class:`SlurmError` raised.
     """
-    deadline = None if timeout is None else time.monotonic() + timeout
+    start = time.monotonic()
+    deadline = None if timeout is None else start + timeout
+    seen = None
     while True:
         fields = job_state(info.job_id)
         if fields is None:
             info.state = "UNKNOWN"  # ended and forgotten (MinJobAge) before we looked
             break
         info.state = fields.get("JobState", "UNKNOWN")
+        if progress and info.state != seen:
+            print(f"job {info.job_id}: {info.state} ({time.monotonic() - start:.1f} s)", flush=True)
+            seen = info.state
         if info.state in TERMINAL_STATES:
             code, _, sig = fields.get("ExitCode", "").partition(":")
             info.exit_code = int(code) if code.isdigit() else None

@@ -556,10 +556,10 @@ def test_the_status_bar_reads_busy_while_a_cell_with_a_bar_runs(stop_page, lab):
     samples = []
     while True:
         time.sleep(0.25)
-        running = cells_running(page) > 0
         bar = page.locator(f'.jp-Cell[data-windowed-list-index="{index}"] .widget-hprogress').count() > 0
         text = page.evaluate("() => (document.querySelector('#jp-main-statusbar') || {}).innerText || ''")
-        if not running:
+        # the cell still runs after the status bar was read (else it may have ended in between: Idle is right)
+        if cells_running(page) == 0:
             break
         samples.append((bar, "Busy" in text, "Idle" in text))
     with_bar = [s for s in samples if s[0]]

@@ -513,6 +513,11 @@ def test_c14_at_its_thresholds(host_ms, status):
         "socket_vs_nvlink": t.transport_comparison(rows, "socket").ratio,
         "comm_share_nvlink": 0.1,
         "comm_share_host": 0.2,
+        "resnet50_host_vs_nvlink": pytest.approx(1.0340356564019448),
+        "source_compute_vs_half": {
+            "2 GPUs over NVLink": pytest.approx(0.91),
+            "2 GPUs over PCIe": pytest.approx(34 * 0.82 / 29),
+        },
     }
     assert t.SOURCE_C14_GAP == pytest.approx(5 / 29)
 
@@ -564,28 +569,22 @@ def test_transport_rows_and_the_sources_table():
     assert t.transport_rows({"nvlink": _two_gpu_run(10.0)}, 4)["nvlink"] is None  # no row at that batch
     table = t.source_comparison(rows, epoch_images=60_000).set_index("path")
     label = t.PATHS
-    assert table.loc[label["1gpu"], "min/epoch (ours)"] == round(60_000 / 800.0 / 60, 2)
-    assert table.loc[label["nvlink"], "speed-up (ours)"] == round(100.0 / 800.0, 2)
-    assert (
-        table.loc[label["nvlink"], "comm share (ours)"] == "n/a"
-        and table.loc[label["1gpu"], "comm share (ours)"] == "—"
-    )
-    assert (
-        table.loc[label["socket"], "min/epoch (ours)"] == "not run"
-        and table.loc[label["socket"], "min/epoch (source)"] == "—"
-    )
-    assert (
-        table.loc[label["host"], "min/epoch (source)"] == 34.0
-        and table.loc[label["host"], "comm share (source)"] == "18.0 %"
-    )
-    assert (
-        table.loc[label["1gpu"], "speed-up (source)"] == 1.0 and table.loc[label["1gpu"], "comm share (source)"] == "—"
-    )
+    assert table.loc[label["1gpu"], "UNet min/epoch"] == round(60_000 / 800.0 / 60, 2)
+    assert table.loc[label["nvlink"], "UNet speed-up"] == round(100.0 / 800.0, 2)
+    assert table.loc[label["nvlink"], "UNet comm share"] == "n/a" and table.loc[label["1gpu"], "UNet comm share"] == "—"
+    assert table.loc[label["socket"], "UNet min/epoch"] == "not run"
+    assert table.loc[label["socket"], "source's ResNet-50 speed-up"] == "—"
+    # the source's rows as ratios only: its speed-up over its one GPU (58 min), its communication share
+    assert table.loc[label["host"], "source's ResNet-50 speed-up"] == round(58.0 / 34.0, 2)
+    assert table.loc[label["host"], "source's comm share"] == "18.0 %"
+    assert table.loc[label["nvlink"], "source's ResNet-50 speed-up"] == 2.0
+    assert table.loc[label["1gpu"], "source's ResNet-50 speed-up"] == 1.0
+    assert table.loc[label["1gpu"], "source's comm share"] == "—"
     assert table.loc[label["nvlink"], "step ms, each rank"] == "10.01, 10.01"
     cpu = t.source_comparison(rows, 60_000, gpu=False)
     assert list(cpu["path"]) == list(t.CPU_PATHS.values())
     no_base = t.source_comparison({**rows, "1gpu": None}, 60_000).set_index("path")
-    assert no_base.loc[label["nvlink"], "speed-up (ours)"] == "n/a"
+    assert no_base.loc[label["nvlink"], "UNet speed-up"] == "n/a"
 
 
 def test_show_prints_where_it_was_measured(capsys):

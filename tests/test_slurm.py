@@ -98,6 +98,7 @@ def test_cpu_script_follows_the_practice_and_writes_nothing(tmp_path):
         args.max_restarts,
         args.module,
     ) == ("3", "2", "c10d", "n7:21234", "1234", 0, True)
+    assert args.log_dir == "/runs/x/torchelastic"  # torchrun's own files in the run's folder, not in /tmp
     assert args.training_script == "nvtutorial.workloads.selftest"
     rest = args.training_script_args
     assert rest[rest.index("--out") + 1] == "/runs/x" and rest[rest.index("--backend") + 1] == "gloo"
