@@ -445,7 +445,7 @@ STOPS = {
         "[nvtutorial] ranks forked",
     ),
     "a lab": (
-        "from nvtutorial.experiments import recovery\n"
+        "from nvtutorial.chapters.ch09_multinode import lab as recovery\n"
         "recovery.run_elastic(recovery.lesson_args({'steps': 100000, 'every': 1000, 'batch': 8, 'samples': 64, "
         "'features': 8, 'hidden': 8, 'layers': 1}, recovery.checkpoint_dir('stop-lab')), nproc=1, nnodes=2, "
         "backend='gloo', every=1000, timeout=600)",

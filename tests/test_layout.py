@@ -293,7 +293,7 @@ def test_every_import_edge_is_seen():
     chapter = "nvtutorial.chapters.ch10_cost_model"
     assert f"{chapter}.schema" in edges[f"{chapter}.workload"]  # from .schema import ...
     assert (
-        "nvtutorial.chapters.ch08_ladder.lessons.train" in edges[f"{chapter}.lessons.pipeline"]
+        "nvtutorial.chapters.ch08_ladder.lessons.rungs" in edges[f"{chapter}.lessons.pipeline"]
     )  # a lesson of another chapter
     assert area(f"{chapter}.workload") == "workloads" and area(f"{chapter}.problems") == "report"
 

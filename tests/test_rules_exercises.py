@@ -137,7 +137,9 @@ def _judge(name: str, entry: str, cases, timeout: float | None = None):
     """Rank side: every case judged in turn, as check_ranks judges a %%ranks cell's function."""
     import torch.distributed as dist
 
-    ex = importlib.import_module(f"nvtutorial.exercises.{name}")
+    from nvtutorial.chapters import named
+
+    ex = importlib.import_module(named("exercises")[name])
     ctx = types.SimpleNamespace(rank=dist.get_rank(), world_size=dist.get_world_size(), device=torch.device("cpu"))
     out = {}
     for key, candidate, _ in cases:

@@ -56,15 +56,6 @@ from typing import Any
 
 RUNGS = ("ddp", "zero1", "fsdp_zero2", "fsdp_zero3", "fsdp_checkpointing", "fsdp_offload", "tensor_parallel")
 """The ladder, bottom to top (``nvtutorial/chapters/ch08_ladder/lessons/rungs.py``; a test keeps the two in step)."""
-LABELS = {
-    "ddp": "DDP",
-    "zero1": "ZeRO-1",
-    "fsdp_zero2": "FSDP2, no reshard (ZeRO-2-like)",
-    "fsdp_zero3": "FSDP2 (ZeRO-3)",
-    "fsdp_checkpointing": "ZeRO-3 + act. checkpointing",
-    "fsdp_offload": "ZeRO-3 + ckpt + CPU offload",
-    "tensor_parallel": "tensor parallel",
-}
 FSDP = ("fsdp_zero2", "fsdp_zero3", "fsdp_checkpointing", "fsdp_offload")
 TP_SPLIT = {"attn.wq": 0, "attn.wk": 0, "attn.wv": 0, "attn.wo": 1, "mlp.w1": 0, "mlp.w2": 1}
 """The dimension of each block matrix that tensor parallelism splits (``nn.Linear`` weights are out × in)."""

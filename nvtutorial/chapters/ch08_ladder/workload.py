@@ -41,7 +41,7 @@ from collections import defaultdict
 from typing import Any, Literal
 
 from nvtutorial import runtime
-from nvtutorial.chapters.ch08_ladder.report_model import LABELS
+from nvtutorial.chapters.ch08_ladder.schema import LABELS
 from nvtutorial.params import require
 
 NAME = "ladder"
@@ -306,7 +306,7 @@ def run_rung(
 ) -> dict[str, Any]:
     """Train, count, time and (optionally) trace one rung from a freshly built model; with ``reference_grads``
     first compare its gradients of step 0 (no update) with them. ``desc`` names its progress bar (default: the
-    rung's label, :data:`~nvtutorial.chapters.ch08_ladder.report_model.LABELS`)."""
+    rung's label, :data:`~nvtutorial.chapters.ch08_ladder.schema.LABELS`)."""
     import torch
 
     from nvtutorial.chapters.ch08_ladder.lessons.rungs import RUNGS

@@ -34,7 +34,7 @@ def setup(timeout=None):
     NCCL on GPU number LOCAL_RANK when every rank of this node has a GPU of its own, else gloo on the CPU: every
     rank decides alike, so their backends agree. ``timeout`` (a timedelta): how long a collective may wait.
     Every lesson of the course starts with this function."""
-    local_rank = int(os.environ["LOCAL_RANK"])
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))  # 0 when one process runs without torchrun
     if torch.cuda.is_available() and torch.cuda.device_count() >= int(os.environ.get("LOCAL_WORLD_SIZE", "1")):
         device = torch.device("cuda", local_rank)
         torch.cuda.set_device(device)  # before any other CUDA work
