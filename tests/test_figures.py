@@ -187,5 +187,6 @@ def test_the_recovery_timeline_starts_at_zero_and_times_the_start_up_and_each_re
     assert ax.get_xlim()[0] == 0, "the seconds before the first step are hidden"
     words = said(fig)
     assert "start-up\n14.0 s" in words and "rank lost: back after\n12.8 s, 6 steps again" in words
-    assert "node lost: back after" in words and "were training steps; the rest: start-up, recovery and the agents' exit" in ax.get_title()
+    assert "node lost: back after" in words
+    assert "were training steps; the rest: start-up, recovery and the agents' exit" in ax.get_title()
     assert "H200" in words and not problems(fig), problems(fig)
