@@ -25,8 +25,9 @@ if TYPE_CHECKING:
         node_environment,
         rank_environment,
     )
-    from nvtutorial.launch.runner import execute, run
+    from nvtutorial.launch.runner import MAX_SHOWN_BYTES, execute, run
     from nvtutorial.launch.spec import (
+        STARTUP_TIMEOUT_S,
         Backend,
         LaunchError,
         LaunchSpec,

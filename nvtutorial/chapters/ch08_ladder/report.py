@@ -16,7 +16,6 @@ from typing import Any
 
 from nvtutorial.chapters.ch08_ladder.report_model import (
     FSDP,
-    LABELS,
     LAYER_LIMIT,
     RUNGS,
     TP_SPLIT,
@@ -31,6 +30,7 @@ from nvtutorial.chapters.ch08_ladder.report_model import (
     tp_dim,
     with_layers,
 )
+from nvtutorial.chapters.ch08_ladder.schema import LABELS
 from nvtutorial.report import predict
 from nvtutorial.report.verdict import Comparison, Verdict, aa_gap, compare, comparison_verdict
 
