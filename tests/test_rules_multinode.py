@@ -345,6 +345,26 @@ def test_resubmission_through_slurm(tmp_path, kwargs, status):
     assert v.where == "2 nodes" and v.numbers["state"] == kwargs.get("state", "COMPLETED")
 
 
+@pytest.mark.parametrize(
+    "last, start, status, checkpoint",
+    [
+        (20, 20, "pass", 20),  # the checkpoint of the last printed step was written
+        (20, 10, "pass", 10),  # killed between step 20's line and its checkpoint
+        (20, 0, "fail", 20),
+        (21, 20, "pass", 20),
+        (21, 10, "fail", 20),  # step 20's checkpoint was written before step 21 printed
+        (10, 0, "pass", 0),
+    ],
+)
+def test_resubmission_at_a_checkpoint_step(tmp_path, last, start, status, checkpoint):
+    reference = save(tmp_path / "reference.pt", W, 40)
+    (tmp_path / "rank0.log").write_text(f"rank 0 of 2: starting at step {start}\n")
+    run = types.SimpleNamespace(ok=True, run_dir=tmp_path, env=None, label="unknown")
+    lost = types.SimpleNamespace(last_step_before_kill=last, every=10)
+    v = m.resubmission_verdict(run, reference, save(tmp_path / "r.pt", W, 40), lost, "the launcher")
+    assert v.status == status and v.numbers["started_at"] == start and v.numbers["lost_job_checkpoint"] == checkpoint
+
+
 def test_resubmission_through_the_launcher(tmp_path):
     reference = save(tmp_path / "reference.pt", W, 40)
     (tmp_path / "rank0.log").write_text("rank 0 of 2: starting at step 10\n")

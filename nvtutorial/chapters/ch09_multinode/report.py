@@ -417,7 +417,9 @@ def resubmission_verdict(
     job: Any, reference: str | os.PathLike[str], resumed: str | os.PathLike[str], lost: ElasticOutcome, where: str
 ) -> Verdict:
     """``pass`` when the new job (a Slurm ``JobInfo``, or a ``RunResult`` of the launcher) completed, started at
-    the lost job's last checkpoint and ended with the uninterrupted run's weights."""
+    the lost job's last checkpoint and ended with the uninterrupted run's weights. The last checkpoint is the one of
+    the last step the lost job printed or before; when that step is itself a checkpoint step, either that one or the
+    one before (the kill may have come between the step's line and its checkpoint)."""
     state = getattr(job, "state", None)
     completed = (
         state == "COMPLETED" and job.exit_code == 0 and job.result is not None and job.result.returncode == 0
@@ -428,6 +430,11 @@ def resubmission_verdict(
     start = started_at(run_dir)
     last = lost.last_step_before_kill
     checkpoint = (last // lost.every) * lost.every if last is not None else None
+    # A step prints its line before it writes its checkpoint (lessons/elastic_train.py): a kill right after a
+    # checkpoint step's line may come before that checkpoint is written, and the one before it is then the last.
+    unwritten = last is not None and checkpoint is not None and last % lost.every == 0 and checkpoint >= lost.every
+    if unwritten and start == checkpoint - lost.every:
+        checkpoint = start
     result = job.result if state is not None else job
     label = result.label if result is not None and result.env is not None else ""
     numbers = {
@@ -450,7 +457,9 @@ def resubmission_verdict(
     ok = same.status == "pass" and start == checkpoint
     text = (
         f"the new job through {where} completed; it started at step {start}, the lost job's last checkpoint "
-        f"(that job died after step {last}); "
+        f"(that job died after step {last}"
+        + (", before it had written that step's checkpoint" if last is not None and start != last and unwritten else "")
+        + "); "
         + ("its final weights are the uninterrupted run's, bit for bit" if same.status == "pass" else same.text)
     )
     return Verdict("resubmitted job", "pass" if ok else "fail", text, numbers, label or where)
