@@ -58,11 +58,16 @@ write_conf() {
   cpus=${NVTUTORIAL_SLURM_CPUS:-$((cpus > 4 ? cpus : 4))}
   read -r -a ports <<<"$(free_ports $((1 + ${#NODES[@]})))"
   ctld_port=${ports[0]}
+  # Job ids start from the controller's (free, so unique) port: two private Slurms on one host (CI runs the tests
+  # and notebook 09 side by side) then give their jobs different ids, so the rendezvous ports the batch scripts derive
+  # from the job id (20000 + id % 20000, as on a real cluster) do not collide.
+  first_job=$((1000 + ctld_port % 19000))
   cat >"$CONF" <<EOF
 # Written by scripts/slurm-local.sh: a private one-host Slurm for nvtutorial's tests and notebook 09.
 ClusterName=nvtutorial
 SlurmctldHost=$host(127.0.0.1)
 SlurmctldPort=$ctld_port
+FirstJobId=$first_job
 SlurmUser=$(id -un)
 SlurmdUser=root
 AuthType=auth/munge

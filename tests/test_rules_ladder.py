@@ -185,7 +185,7 @@ def test_records_and_counted_state():
     with pytest.raises(KeyError, match="the run has no rung 'tensor_parallel'; it ran ddp, zero1"):
         L.rung_record(r, 0, "tensor_parallel")
     table = L.loss_table(r)
-    assert list(table.columns) == ["one process"] + [M.LABELS[x] for x in NON_TP] and table.index.name == "step"
+    assert list(table.columns) == ["one process"] + [L.LABELS[x] for x in NON_TP] and table.index.name == "step"
 
 
 @pytest.mark.parametrize("off, status", [(0.0, "pass"), (0.99e-3, "pass"), (1.01e-3, "fail")])
