@@ -60,8 +60,10 @@ write_conf() {
   ctld_port=${ports[0]}
   # Job ids start from the controller's (free, so unique) port: two private Slurms on one host (CI runs the tests
   # and notebook 09 side by side) then give their jobs different ids, so the rendezvous ports the batch scripts derive
-  # from the job id (20000 + id % 20000, as on a real cluster) do not collide.
-  first_job=$((1000 + ctld_port % 19000))
+  # from the job id (20000 + id % 20000, as on a real cluster) do not collide. Ids stay below 12000, so those ports
+  # stay below Linux's ephemeral range (32768-60999), where every free port the tests and kernels ask for comes from
+  # (job 17931's port 37931 was taken by another process once, in CI).
+  first_job=$((1 + 10 * (ctld_port % 1200)))
   cat >"$CONF" <<EOF
 # Written by scripts/slurm-local.sh: a private one-host Slurm for nvtutorial's tests and notebook 09.
 ClusterName=nvtutorial
