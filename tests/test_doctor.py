@@ -179,6 +179,8 @@ def test_troubleshooting_rows(healthy):
     ]
     assert [v.status for v in gpu] == ["partly", "partly", "partly"]
     assert gpu[2].numbers["p2p_ratio"] == 11.9
+    # the variable a learner copies from the advice is spelled as NCCL reads it (names are case-sensitive)
+    assert "NCCL_DEBUG=INFO" in gpu[0].text and "NCCL_DEBUG=INFO" in gpu[2].text
     other = envreport.troubleshooting(healthy, runtime_nccl="2.21.5", is_gpu=True, p2p_ratio=1.1, topo_code="PHB")
     assert other[0].status == "holds" and other[2].status == "info"  # another NCCL loaded; P2P off changed little
     cpu = envreport.troubleshooting(
