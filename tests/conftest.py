@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 
@@ -53,3 +54,13 @@ def pytest_configure(config):
 
     if not os.environ.get("NVTUTORIAL_EXECUTED_DIR"):
         os.environ["NVTUTORIAL_EXECUTED_DIR"] = tempfile.mkdtemp(prefix="nvtutorial-executed-")
+
+
+def pytest_terminal_summary(terminalreporter):
+    """CPU time this pytest and the processes it waited for used, beside its wall time: on a 2-core CI machine, what
+    the two test streams (scripts/test.sh) compete for."""
+    t = os.times()
+    terminalreporter.write_line(
+        f"CPU: {t.user + t.system:.0f} s in pytest, {t.children_user + t.children_system:.0f} s in the processes it "
+        f"waited for, over {time.time() - psutil.Process().create_time():.0f} s of wall time"
+    )
