@@ -69,10 +69,8 @@ def ladder_run():
 
 def test_the_loss_figure_names_the_identical_rungs_and_draws_only_those_that_differ(ladder_run):
     fig, ax = ladder_plots.loss_differences(ladder_run, 1e-4)
-    diffs = {
-        g["rung"]: any(a != b for a, b in zip(g["losses"], ladder_run.ranks[0]["reference"]))
-        for g in ladder_run.ranks[0]["rungs"]
-    }
+    first = ladder.ranks(ladder_run)[0]
+    diffs = {g.rung: any(a != b for a, b in zip(g.losses, ladder.reference_losses(first))) for g in first.rungs}
     same = [ladder.LABELS[r] for r, differ in diffs.items() if not differ]
     drawn = [line.get_label() for line in ax.get_lines() if not line.get_label().startswith("_")]
     assert same and drawn == [ladder.LABELS[r] for r, differ in diffs.items() if differ]
