@@ -19,6 +19,7 @@ from nvtutorial.chapters.ch01_hardware import report_reference
 from nvtutorial.chapters.ch02_environment import exercises as driver_rule
 from nvtutorial.chapters.ch03_ddp_training import report as training
 from nvtutorial.results import RunResult
+from tests.test_bandwidth import run_of, sweep, sweep_row
 
 LABEL = "2× NVIDIA H200 · NV18 (fake)"
 
@@ -115,20 +116,12 @@ def test_busbw_checker_diagnoses_gibibytes_and_the_all_gather_factor_on_their_ow
 
 
 # --------------------------------------------------------------------------- chapter 01: reports
-def _fake_result(tmp_path: Path, name: str, busbw_at: dict[int, float], gpu: bool = True) -> types.SimpleNamespace:
-    folder = tmp_path / name
-    folder.mkdir()
-    (folder / "rank0.log").write_text("")
-    env = types.SimpleNamespace(
-        is_gpu=gpu, backend="nccl" if gpu else "gloo", link="NV18", device_names=("NVIDIA H200", "NVIDIA H200")
-    )
-    rows = [
-        {"size": s, "busbw": b, "algbw": b, "time_us": s / b / 1e3, "busbw_repeats": [b * 0.99, b, b * 1.01]}
-        for s, b in busbw_at.items()
-    ]
-    return types.SimpleNamespace(
-        metrics={"rows": rows}, env=env, label=f"{LABEL} {name}", log_files={0: folder / "rank0.log"}
-    )
+def _fake_result(tmp_path: Path, name: str, busbw_at: dict[int, float], gpu: bool = True) -> RunResult:
+    """An ``allreduce_bench`` run on 2× H200 (NV18), its label naming it (``name``: its runs tell apart)."""
+    rows = [sweep_row(s, b, spread=0.01) for s, b in busbw_at.items()]
+    result = run_of(sweep(rows), gpu=gpu, name=name, folder=tmp_path / name)
+    assert name in result.label
+    return result
 
 
 def test_reference_check_says_where_when_no_checked_size_was_reached(tmp_path):

@@ -2,7 +2,8 @@
 NVLink, host-staged, sockets.
 
 Its files, by role: rank side: ``workload_allreduce``, ``workload_bench``, ``workload_p2p``, ``workload_sendrecv``,
-``lessons``; kernel side: ``lab``, ``plots``, ``report``, ``report_lab``, ``report_links``, ``report_reference``;
+``lessons``; both sides, torch-free: ``schema_allreduce``, ``schema_p2p``, ``schema_sendrecv`` (what each workload
+returns, typed); kernel side: ``lab``, ``plots``, ``report``, ``report_lab``, ``report_links``, ``report_reference``;
 exercises: ``exercises``.
 The notebook imports the chapter and reaches each file on first use, so that a rank importing a
 rank-side file never loads pandas or matplotlib::
