@@ -106,7 +106,7 @@ def test_every_committed_reference_reads_typed_through_its_schema(path):
     """A committed GPU run reads back through its workload's schema (after the schema's ``upgrade`` of an older
     layout): every rank typed, and no value of what it wrote lost on the way (the typed result, written back as
     JSON, is the upgraded metrics)."""
-    from nvtutorial.chapters import result_type
+    from nvtutorial.workloads import result_type
 
     result = RunResult.load(path)
     schema = result_type(result.workload, result.params)
@@ -127,7 +127,7 @@ def _drop_defaults_absent(schema, expected, rank):
 def test_every_workload_declares_what_it_returns():
     """Every workload ``nvtutorial list`` shows has a schema: its ``Rank`` (or ``rank_type``) is found by name."""
     from nvtutorial import workloads
-    from nvtutorial.chapters import result_type
+    from nvtutorial.workloads import result_type
 
     for name in workloads.names():
         schema = result_type(name, {})
@@ -142,7 +142,7 @@ def _any_instance(schema):
 
 
 def test_a_workload_without_a_schema_is_named():
-    from nvtutorial.chapters import result_type
+    from nvtutorial.workloads import result_type
 
     with pytest.raises(LookupError, match="no schema declares what 'nope' returns"):
         result_type("nope")

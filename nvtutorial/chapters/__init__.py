@@ -9,8 +9,8 @@ code exercise's checker. A workload, its schema or an exercise declares its name
 finds it without importing anything, so ``nvtutorial list`` and the launcher's checks stay fast.
 
 What a workload returns is typed: its schema (``schema*.py``, same ``NAME``) declares ``Rank``, the frozen dataclass
-one rank returns (or ``rank_type(params)`` where the part run decides it); :func:`result_type` finds it for a run,
-and ``RunResult.ranks_as`` reads every rank through it (upgrading an older layout with ``Rank.upgrade``).
+one rank returns (or ``rank_type(params)`` where the part run decides it); ``nvtutorial.workloads.result_type`` finds
+it for a run, and ``RunResult.ranks_as`` reads every rank through it (upgrading an older layout with ``Rank.upgrade``).
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from __future__ import annotations
 import ast
 import functools
 import importlib
-from collections.abc import Callable, Mapping
-from pathlib import Path, PurePath
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
@@ -39,28 +39,6 @@ def named(kind: str) -> dict[str, str]:
                 and isinstance(node.value, ast.Constant)
             ):
                 found[str(node.value.value)] = f"{__name__}.{path.parent.name}.{path.stem}"
-    return found
-
-
-def result_type(workload: str, params: Mapping[str, Any] | None = None) -> type:
-    """The frozen dataclass one rank of a run of ``workload`` returns: its schema's ``Rank`` (or
-    ``rank_type(params)``). ``workload`` is a workload's name or, for a run of a lesson script, the script's path
-    (its schema is named after the script). A workload with no schema raises ``LookupError``."""
-    name = PurePath(workload).stem if workload.endswith(".py") else workload
-    schemas = named("schema")
-    if name in schemas:
-        module = importlib.import_module(schemas[name])
-    else:  # the course's own tools (nvtutorial/workloads/*.py) declare their Rank beside their run()
-        from nvtutorial import workloads
-
-        try:
-            module = importlib.import_module(workloads.module(name))
-        except workloads.UnknownWorkload:
-            raise LookupError(f"no schema declares what {workload!r} returns") from None
-    pick = getattr(module, "rank_type", None)
-    found = pick(dict(params or {})) if callable(pick) else getattr(module, "Rank", None)
-    if not isinstance(found, type):
-        raise LookupError(f"{module.__name__} declares no Rank (the dataclass one rank of {name!r} returns)")
     return found
 
 
