@@ -1,21 +1,21 @@
 """Notebook 07's GPU-only conclusions, recomputed from the committed 2× H200 result JSON.
 
-Each test feeds ``reference/h200x2/runs/...`` to the report function the notebook uses and
-asserts the status and the numbers it rests on, so a code change that flips a reference
-conclusion fails here. (The verdicts that hold on the CPU too are asserted on a real gloo run in
-``tests/test_collectives.py``.)
+Each test reads ``reference/h200x2/runs/...`` as the notebook reads a run (``RunResult.load``, then typed through
+the workload's schema: ``ranks_as``), feeds it to the report function the notebook uses and asserts the status and
+the numbers it rests on, so a code change that flips a reference conclusion fails here. (The verdicts that hold on
+the CPU too are asserted on a real gloo run in ``tests/test_collectives.py``.)
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 
-from nvtutorial.chapters.ch07_collectives import report
+from nvtutorial.chapters.ch07_collectives import report, schema, schema_compression
 from nvtutorial.chapters.ch07_collectives import report_compression as compression_report
 from nvtutorial.report import claims
+from nvtutorial.results import RunResult
 
 RUNS = Path(__file__).resolve().parent.parent / "reference" / "h200x2" / "runs"
 BENCH = RUNS / "collectives_bench-20261130-022952-f3a4e5" / "result.json"
@@ -25,36 +25,32 @@ COMPRESSION = [
 ]
 
 
-def _ranks(path: Path) -> list[dict]:
-    return json.loads(path.read_text())["ranks"]
+@pytest.fixture(scope="module")
+def bench() -> list[schema.Rank]:
+    return RunResult.load(BENCH).ranks_as(schema.Rank)
 
 
 @pytest.fixture(scope="module")
-def bench() -> list[dict]:
-    return _ranks(BENCH)
-
-
-@pytest.fixture(scope="module")
-def hooks() -> dict[str, dict]:
-    runs = [_ranks(p)[0] for p in COMPRESSION]
-    return {m["link"]: m for m in runs}
+def hooks() -> dict[str, schema_compression.Rank]:
+    runs = [RunResult.load(p).metrics_as(schema_compression.Rank) for p in COMPRESSION]
+    return {m.link: m for m in runs}
 
 
 def test_the_reference_runs_are_gpu_runs():
     for path in [BENCH, *COMPRESSION]:
-        env = json.loads(path.read_text())["env"]
-        assert env["backend"] == "nccl" and env["device_names"] == ["NVIDIA H200"] * 2
+        env = RunResult.load(path).env
+        assert env is not None and env.backend == "nccl" and env.device_names == ("NVIDIA H200",) * 2
 
 
 def test_c22_from_the_gpu_run(bench):
-    v = claims.claim("C22").decider()(bench[0]["source_cases"], "2× H200")
+    v = claims.claim("C22").decider()(bench[0].source_cases, "2× H200")
     assert v.status == claims.claim("C22").status == "wrong"
     assert v.numbers["source_exact"] == 1 and v.numbers["source_wrong"] == 1 and v.numbers["source_failed"] == 5
     assert v.numbers["course_exact"] == v.numbers["cases"] == 7
 
 
 def test_c23_from_the_gpu_run(hooks):
-    summary = hooks["NVLink (NV18)"]["density_summary"]["trained"]
+    summary = hooks["NVLink (NV18)"].density_summary.trained
     v = claims.claim("C23").decider()(summary, "2× H200")
     assert v.status == claims.claim("C23").status == "wrong"
     assert v.numbers["index_value_ratio"] == pytest.approx(1.355, abs=0.01)  # more bytes than dense, not 85 % fewer
@@ -74,7 +70,7 @@ def test_ring_on_the_gpus_is_exact_and_half_as_fast_as_nccl(bench):
 
 
 def test_sparse_allreduce_on_the_gpus_never_faster(bench):
-    v = report.sparse_verdict(bench[0]["sparse"], "2× H200")
+    v = report.sparse_verdict(bench[0].sparse, "2× H200")
     assert v.status == "pass"  # exact at every density
     assert v.numbers["fewer_bytes_up_to"] == 0.3 and v.numbers["faster_at"] == []
 
