@@ -1,6 +1,7 @@
 """Notebook 05's GPU-only verdicts (C12, C13, C16 and the split of a step), recomputed from the runs
 committed from 2× H200 (``reference/h200x2/runs/profile_step-*`` and the executed notebook's
-outputs), so that a change of the analysis that flips a conclusion about those runs fails here.
+outputs, read through the workload's schema), so that a change of the analysis that flips a conclusion about those
+runs fails here.
 
 These runs predate the workload's repeats and paired traces: the readers then estimate the time
 on the wire as the least communication of any rank, and the conclusions pinned below are the
@@ -19,6 +20,7 @@ import pytest
 from nvtutorial.chapters.ch05_profiling import report as profiling
 from nvtutorial.chapters.ch05_profiling import report_monitoring as monitoring
 from nvtutorial.chapters.ch05_profiling import report_traces as traces
+from nvtutorial.chapters.ch05_profiling import schema
 from nvtutorial.report import claims
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -49,8 +51,9 @@ def test_rank0s_exposed_communication_is_mostly_waiting(ref):
     assert n["link_ms"] == pytest.approx(0.564, abs=1e-3) and n["exposed_link_ms"] == pytest.approx(0.160, abs=1e-3)
     assert n["exposed_link_share"] < 0.005  # under half a percent of the 43 ms profiled step
     # The wire: 124 MB of gradients at the 298 GB/s the probe reached is about 0.4 ms, no more than rank 1's 0.56 ms.
-    m = ref["NVLink"].ranks[0]
-    wire_ms = m["gradient_mib"] * 2**20 / (m["probe"]["busbw_gbs"] * 1e9) * 1e3
+    m = ref["NVLink"].ranks_as(schema.Rank)[0]
+    assert m.probe is not None
+    wire_ms = m.gradient_mib * 2**20 / (m.probe.busbw_gbs * 1e9) * 1e3
     assert 0.3 < wire_ms < n["link_ms"]
 
 
@@ -121,9 +124,10 @@ def _reference_telemetry():
 def test_c13_dmon_shows_utilisation_not_the_link(ref):
     dmon, sent_gib = _reference_telemetry()
     assert sent_gib == pytest.approx([472.203, 472.191])
-    probe = ref["NVLink"].ranks[0]["probe"]
+    probe = ref["NVLink"].ranks_as(schema.Rank)[0].probe
+    assert probe is not None
     v = monitoring.verdict_c13(
-        dmon, [g * 2**30 for g in sent_gib], probe["bytes_per_rank_algorithm"], where=ref["NVLink"].label
+        dmon, [g * 2**30 for g in sent_gib], probe.bytes_per_rank_algorithm, where=ref["NVLink"].label
     )
     assert v.status == claims.claim("C13").status == "wrong"
     assert v.numbers["dmon_columns"] == ["sm", "mem", "enc", "dec", "jpg", "ofa"]
