@@ -17,6 +17,8 @@ import pytest
 from nvtutorial.chapters.ch06_pitfalls import report as rp
 from nvtutorial.chapters.ch06_pitfalls import report_measured as rm
 from nvtutorial.report import claims
+from nvtutorial.results import RunResult
+from tests import pitfalls_results as made
 
 REFERENCE = Path(__file__).resolve().parent.parent / "reference" / "h200x2"
 RUNS = REFERENCE / "runs"
@@ -154,10 +156,16 @@ def _measured_runs() -> list[Path]:
     return _runs(lambda d, _: d.get("workload") == "pitfalls" and d.get("error") is None and bool(d.get("ranks")))
 
 
+def _measured(part: str) -> RunResult:
+    """The newest committed ``pitfalls`` run that measured ``part``, through the project's reader (typed by
+    ``report_measured.ranks``)."""
+    runs = [r for r in _measured_runs() if part in _result(r)["ranks"][0]]
+    assert runs, f"no committed pitfalls run measured {part}"
+    return RunResult.load(runs[0] / "result.json")
+
+
 def test_c19_and_c20_from_2x_h200_agree_with_the_registry():
-    runs = [r for r in _measured_runs() if "oom" in _as_result(r).ranks[0]]
-    assert runs, "no committed pitfalls run measured the out-of-memory demo"
-    result = _as_result(runs[0])
+    result = _measured("oom")
     for decide, claim_id in ((rm.verdict_c19, "C19"), (rm.verdict_c20, "C20")):
         verdict = decide(result)
         assert verdict.status == claims.claim(claim_id).status, verdict.text
@@ -168,11 +176,7 @@ def test_c19_and_c20_from_2x_h200_agree_with_the_registry():
 def test_c17_from_2x_h200_is_not_decided_by_a_run_that_timed_the_loader_alone():
     """The committed sweep timed the DataLoader alone, before the course timed the loop: C17 stays pending a 2× H200
     run, and the verdict says how many workers fed the step instead (tests/test_rules_pitfalls.py pins its numbers)."""
-    from nvtutorial.results import RunResult
-
-    runs = [r for r in _measured_runs() if "dataloader" in _as_result(r).ranks[0]]
-    assert runs, "no committed pitfalls run measured the loader"
-    verdict = rm.verdict_c17(RunResult.load(runs[0] / "result.json"))
+    verdict = rm.verdict_c17(_measured("dataloader"))
     assert verdict.status == "unverifiable", verdict.text
     assert claims.claim("C17").evidence == "pending a 2× H200 run"
     assert verdict.numbers["feed"] == {"0": 4, "1": 4}, "C17 is read on every rank"
@@ -188,10 +192,8 @@ def test_the_registry_names_the_function_that_decides_each_claim(claim_id):
 # --- C20 and the OOM step times: every branch, on results shaped like the GPU run's ----------------------------
 
 
-def _oom_result(fragmentation: dict[str, str] | None = None, training: list[dict[str, Any]] | None = None) -> Any:
-    frag = [{"config": k, "outcome": v} for k, v in (fragmentation or {}).items()]
-    oom = {"fragmentation": frag, "training": {"batch": 16, "cap_mib": 4096, "rows": training or []}}
-    return types.SimpleNamespace(label="1× test GPU", ranks=[{"oom": oom}])
+def _oom_result(fragmentation: dict[str, str] | None = None, training: list[Any] | None = None) -> Any:
+    return made.oom_run(fragmentation or {}, training or [], label="1× test GPU")
 
 
 SPLIT = "expandable_segments:False,max_split_size_mb:256"
@@ -215,7 +217,7 @@ def test_c20_holds_when_max_split_size_mb_fixes_the_fragmentation(outcomes, stat
 
 
 def test_c20_on_the_reference_is_holds_with_both_remedies():
-    result = _as_result([r for r in _measured_runs() if "oom" in _as_result(r).ranks[0]][0])
+    result = _measured("oom")
     verdict = rm.verdict_c20(result)
     assert verdict.status == claims.claim("C20").status == "holds"
     assert verdict.numbers == {
@@ -226,11 +228,8 @@ def test_c20_on_the_reference_is_holds_with_both_remedies():
     }
 
 
-def _step(variant: str, capped: bool, times: list[float] | None, outcome: str = "fits") -> dict[str, Any]:
-    row: dict[str, Any] = {"variant": variant, "capped": capped, "outcome": outcome}
-    if times:
-        row |= {"step_ms": sorted(times)[len(times) // 2], "step_ms_repeats": times}
-    return row
+def _step(variant: str, capped: bool, times: list[float] | None, outcome: str = "fits") -> Any:
+    return made.training_row(variant, capped, outcome, times)
 
 
 @pytest.mark.parametrize("ckpt_ms, status", [([51.0, 51.2, 51.1], "slower"), ([50.3, 50.2, 50.4], "no change")])
@@ -252,10 +251,10 @@ def test_checkpointing_cost_compares_repeated_steps_without_the_cap(ckpt_ms, sta
 
 def test_checkpointing_cost_is_not_read_from_one_step_after_installing_it():
     """The committed reference timed one capped step right after installing checkpointing: no conclusion from it."""
-    result = _as_result([r for r in _measured_runs() if "oom" in _as_result(r).ranks[0]][0])
+    result = _measured("oom")
     assert rm.checkpointing_cost(result).status == "info"
     assert (
         rm.oom_fixes_verdict(result).status == "pass"
-    )  # older rows without the `capped` flag: every row after the first
-    skipped = types.SimpleNamespace(label="CPU", ranks=[{"oom": {"skipped": "skipped: needs a GPU"}}])
+    )  # older rows without the `capped` flag: every row after the first (TrapsRank.upgrade)
+    skipped = made.skipped_run()
     assert rm.checkpointing_cost(skipped).status == "info" and rm.verdict_c20(skipped).status == "unverifiable"
