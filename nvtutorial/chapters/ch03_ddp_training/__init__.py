@@ -1,8 +1,8 @@
 """Chapter 03 (notebook ``03_ddp_training``): a complete DDP training script, read and run; validation across ranks;
 checkpoints; scaling.
 
-Its files, by role: rank side: ``workload``, ``lessons``; kernel side: ``plots``, ``report``; exercises:
-``exercises_accumulation``, ``exercises_validation``.
+Its files, by role: rank side: ``workload``, ``lessons``; both sides: ``schema`` (what ``workload`` returns); kernel
+side: ``plots``, ``report``; exercises: ``exercises_accumulation``, ``exercises_validation``.
 The notebook imports the chapter and reaches each file on first use, so that a rank importing a
 rank-side file never loads pandas or matplotlib::
 
