@@ -21,6 +21,7 @@ from typing import Any
 
 from nvtutorial.chapters.ch05_profiling.schema import Kinds, Link, Probe, Rank, Split, SweepRow
 from nvtutorial.report.verdict import Comparison, Verdict, compare
+from nvtutorial.results import RunResult
 
 SPLIT_KEYS = ("compute_only_ms", "hidden_ms", "exposed_ms", "idle_ms")
 """The four parts that add up to the step: compute alone, hidden and exposed communication, idle."""
@@ -34,12 +35,12 @@ def _fmt(values: Sequence[float], unit: str = "ms", digits: int = 2) -> str:
     return ", ".join(f"rank {r} {v:.{digits}f} {unit}" for r, v in enumerate(values))
 
 
-def ranks(res: Any) -> list[Rank]:
+def ranks(res: RunResult) -> list[Rank]:
     """Every rank's result of a ``profile_step`` run, typed (older layouts upgraded: :meth:`Rank.upgrade`)."""
     return res.ranks_as(Rank)
 
 
-def probe(res: Any) -> Probe | None:
+def probe(res: RunResult) -> Probe | None:
     """Rank 0's all-reduce probe (None: the run had none, or no rank reported)."""
     typed = ranks(res)
     return typed[0].probe if typed else None
@@ -70,7 +71,7 @@ def _paired(link: Link | None) -> tuple[float, float, float, float] | None:
     return link.wait_ms, link.transfer_ms, link.exposed_wait_ms, link.exposed_transfer_ms
 
 
-def split_frame(res: Any, path: str | None = None):  # -> pandas.DataFrame
+def split_frame(res: RunResult, path: str | None = None):  # -> pandas.DataFrame
     """The split each rank computed from its own trace, one row per rank (ms per step); with the
     waiting/transfer columns where the run paired its ranks' traces."""
     import pandas as pd
@@ -107,7 +108,7 @@ def split_frame(res: Any, path: str | None = None):  # -> pandas.DataFrame
     return frame[[c for c in cols if c in frame.columns]].round(4)
 
 
-def check_split(res: Any, tolerance: float = 1e-6) -> Verdict:
+def check_split(res: RunResult, tolerance: float = 1e-6) -> Verdict:
     """The split adds up on every rank: ``compute only + hidden + exposed + idle = step``, and where
     waiting was separated, ``wait + transfer = communication`` and ``exposed wait + exposed transfer = exposed``."""
     problems, sums = [], []
@@ -171,7 +172,7 @@ def link_estimate(splits: Sequence[Split | None]) -> dict[str, Any]:
     }
 
 
-def verdict_split(res: Any) -> Verdict:
+def verdict_split(res: RunResult) -> Verdict:
     """What each rank's communication was: waiting for the other rank (skew), or data on the wire."""
     maybe = [m.split for m in ranks(res)]
     splits = [s for s in maybe if s is not None]
@@ -213,7 +214,7 @@ def verdict_split(res: Any) -> Verdict:
     )
 
 
-def phase_frame(res: Any):  # -> pandas.DataFrame
+def phase_frame(res: RunResult):  # -> pandas.DataFrame
     """Compute time inside each marked phase (forward, backward, optimizer) per rank, ms per step."""
     import pandas as pd
 
@@ -228,7 +229,7 @@ def phase_frame(res: Any):  # -> pandas.DataFrame
 # --------------------------------------------------------------------------- the profiler's own cost
 
 
-def overhead_frame(res: Any):  # -> pandas.DataFrame
+def overhead_frame(res: RunResult):  # -> pandas.DataFrame
     """Median step time without and with torch.profiler, per rank, and the difference in ms."""
     import pandas as pd
 
@@ -246,7 +247,7 @@ def overhead_frame(res: Any):  # -> pandas.DataFrame
     )
 
 
-def _overhead_comparisons(res: Any) -> list[Comparison | None]:
+def _overhead_comparisons(res: RunResult) -> list[Comparison | None]:
     out = []
     for m in ranks(res):
         plain = m.step_ms_all.ddp if m.step_ms_all else ()
@@ -260,7 +261,7 @@ def _joint(statuses: Sequence[str]) -> str:
     return statuses[0] if statuses and len(set(statuses)) == 1 else "no change"
 
 
-def verdict_overhead(res: Any) -> Verdict:
+def verdict_overhead(res: RunResult) -> Verdict:
     """What torch.profiler adds to a step on each rank (profiled against plain steps, ``compare``)."""
     typed = ranks(res)
     added = [m.step_ms_profiled - m.step_ms for m in typed]
@@ -280,7 +281,7 @@ def verdict_overhead(res: Any) -> Verdict:
     return Verdict("profiler overhead", status, text, numbers, _where(res))
 
 
-def verdict_trust(res: Any) -> Verdict:
+def verdict_trust(res: RunResult) -> Verdict:
     """Whether the split's exposed communication is larger than the time the profiler itself adds
     (``numbers["trustworthy"]``: True, False, or None when the noise cannot tell).
 
@@ -356,7 +357,7 @@ AB_KINDS = {
 }
 
 
-def ab_frame(res: Any):  # -> pandas.DataFrame
+def ab_frame(res: RunResult):  # -> pandas.DataFrame
     """The interleaved repeats per rank: median ms of each round for each kind of step."""
     import pandas as pd
 
@@ -410,7 +411,7 @@ def price(repeats: Sequence[Kinds | None], baseline: str, key: str, where: str, 
     )
 
 
-def verdict_exchange(res: Any) -> Verdict:
+def verdict_exchange(res: RunResult) -> Verdict:
     """What the gradient exchange costs a step: DDP against the same step under ``no_sync`` (notebook 03's A/B)."""
     return price(
         [m.step_ms_repeats for m in ranks(res)],
@@ -421,7 +422,7 @@ def verdict_exchange(res: Any) -> Verdict:
     )
 
 
-def verdict_second_gpu(res: Any) -> Verdict:
+def verdict_second_gpu(res: RunResult) -> Verdict:
     """The 2-GPU DDP step against the bare module on the same GPU, and what of the gap the trace explains."""
     where = _where(res)
     typed = ranks(res)
@@ -468,7 +469,7 @@ def verdict_second_gpu(res: Any) -> Verdict:
     )
 
 
-def wire_frame(res: Any):  # -> pandas.DataFrame
+def wire_frame(res: RunResult):  # -> pandas.DataFrame
     """The gradients' bytes all-reduced right after a barrier: ms per repeat and bus bandwidth, per rank."""
     import pandas as pd
 
@@ -491,7 +492,7 @@ def wire_frame(res: Any):  # -> pandas.DataFrame
 # --------------------------------------------------------------------------- memory
 
 
-def memory_frame(res: Any):  # -> pandas.DataFrame
+def memory_frame(res: RunResult):  # -> pandas.DataFrame
     """Memory per rank in MiB: torch.cuda.memory_stats essentials (GPU) or process RSS (CPU)."""
     import pandas as pd
 
@@ -510,7 +511,7 @@ def memory_frame(res: Any):  # -> pandas.DataFrame
     return pd.DataFrame(rows)
 
 
-def probe_traffic(sampler: Any, res: Any) -> list[dict[str, Any]]:
+def probe_traffic(sampler: Any, res: RunResult) -> list[dict[str, Any]]:
     """NVLink bytes NVML counted during the all-reduce probe, against what the algorithm sends."""
     sent = probe(res)
     if sent is None or not getattr(sampler, "available", False):
@@ -541,7 +542,7 @@ AT_THRESHOLD = 0.02
 repeats cannot say on which side of it the next run falls."""
 
 
-def sweep_table(res: Any) -> list[dict[str, Any]]:
+def sweep_table(res: RunResult) -> list[dict[str, Any]]:
     """One row per per-GPU batch size: step time, the profiler's communication share on each rank,
     the time on the wire (:func:`link_estimate`) and its share of the profiled step, and, where the
     run has repeats, what the gradient exchange costs (DDP against ``no_sync``)."""
@@ -583,7 +584,7 @@ def sweep_table(res: Any) -> list[dict[str, Any]]:
     return out
 
 
-def verdict_c16(runs: Mapping[str, Any], threshold: float = 0.15) -> Verdict:
+def verdict_c16(runs: Mapping[str, RunResult], threshold: float = 0.15) -> Verdict:
     """Claim C16 ("above 15 % communication, compress gradients or raise the batch"), from the sweeps
     of one or more paths (``{"NVLink": res, "host-staged": res2}``).
 
@@ -663,15 +664,13 @@ def verdict_c16(runs: Mapping[str, Any], threshold: float = 0.15) -> Verdict:
 # --------------------------------------------------------------------------- the committed reference runs
 
 
-def reference_runs(folder: str | None = None) -> dict[str, Any]:
+def reference_runs(folder: str | None = None) -> dict[str, RunResult]:
     """The committed ``profile_step`` runs of the reference machine (``reference/h200x2/runs``), keyed
     ``"NVLink"`` and ``"host-staged"`` (``NCCL_P2P_DISABLE=1``); ``{}`` where that folder is absent."""
     from pathlib import Path
 
-    from nvtutorial.results import RunResult
-
     base = Path(folder) if folder else Path(__file__).resolve().parents[3] / "reference" / "h200x2" / "runs"
-    out: dict[str, Any] = {}
+    out: dict[str, RunResult] = {}
     for path in sorted(base.glob("profile_step-*/result.json")):
         res = RunResult.load(path)
         key = "host-staged" if ranks(res)[0].nccl_p2p_disable == "1" else "NVLink"
@@ -679,7 +678,7 @@ def reference_runs(folder: str | None = None) -> dict[str, Any]:
     return out
 
 
-def prediction_explanation(res: Any, reference: Mapping[str, Any] | None = None) -> str:
+def prediction_explanation(res: RunResult, reference: Mapping[str, RunResult] | None = None) -> str:
     """The answer to the notebook's prediction (the exposed time on the wire, as a share of the step),
     from this run and, when given, the committed 2× H200 run over NVLink."""
     v = verdict_split(res)

@@ -13,6 +13,7 @@ from typing import Any
 from nvtutorial.chapters.ch05_profiling.schema import Rank
 from nvtutorial.machine.telemetry import dmon_columns, parse_dmon, shows_nvlink
 from nvtutorial.report.verdict import Verdict
+from nvtutorial.results import RunResult
 
 
 def dmon_busy_during(dmon_text: str, start: float, end: float, day: float) -> float | None:
@@ -78,7 +79,7 @@ def verdict_c13(
     return Verdict("C13", "wrong", text, numbers, where)
 
 
-def verdict_c13_from(sampler: Any, res: Any, traffic: Sequence[Mapping[str, Any]] = ()) -> Verdict:
+def verdict_c13_from(sampler: Any, res: RunResult, traffic: Sequence[Mapping[str, Any]] = ()) -> Verdict:
     """:func:`verdict_c13` from a telemetry sampler and the run it watched (with its probe rows).
 
     ``unverifiable`` when the run was not on GPUs: its probe was a gloo all-reduce on the CPU, so

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from nvtutorial.report.verdict import Verdict
+from nvtutorial.results import RunResult
 from nvtutorial.tracesplit import (
     STEP_ANNOTATION,
     Split,
@@ -238,7 +239,7 @@ def _pid(global_id: Any) -> int | None:
     return (int(global_id) >> 24) & 0xFFFFFF if global_id is not None else None
 
 
-def verdict_c12(res: Any, nsys: NsysResult | None = None) -> Verdict:
+def verdict_c12(res: RunResult, nsys: NsysResult | None = None) -> Verdict:
     """Claim C12: NVTX ranges and Nsight Systems show where the time of a step goes.
 
     ``holds`` where each rank's communication in the split is time on the wire; ``partly`` where

@@ -27,16 +27,17 @@ from nvtutorial.chapters.ch06_pitfalls.schema import (
     rank_type,
 )
 from nvtutorial.report.verdict import Comparison, Verdict, compare, relative_spread
+from nvtutorial.results import RunResult
 
 Row = TypeVar("Row", LoaderRow, LoaderAloneRow)
 
 
-def ranks(result: Any) -> list[Rank] | list[TrapsRank]:
+def ranks(result: RunResult) -> list[Rank] | list[TrapsRank]:
     """Every rank's result of a ``pitfalls`` run, typed (the layout its parameters say: :func:`schema.rank_type`)."""
-    return result.ranks_as(rank_type(getattr(result, "params", None) or {}))
+    return result.ranks_as(rank_type(result.params))
 
 
-def loaders(result: Any) -> list[Loader]:
+def loaders(result: RunResult) -> list[Loader]:
     """Every rank's input-pipeline measurement (``dataloader``) of a run of today's workload."""
     found = [m.dataloader for m in ranks(result)]
     out = [d for d in found if isinstance(d, Loader)]
@@ -45,7 +46,7 @@ def loaders(result: Any) -> list[Loader]:
     return out
 
 
-def _alone(result: Any) -> list[LoaderAlone]:
+def _alone(result: RunResult) -> list[LoaderAlone]:
     """Every rank's loader-alone measurement of a run of the 2026-11-30 workload."""
     return [d for m in ranks(result) if isinstance(d := m.dataloader, LoaderAlone)]
 
@@ -54,7 +55,7 @@ def _unpinned(rows: Sequence[Row], pin: bool = False) -> list[Row]:
     return [r for r in rows if r.pin_memory == pin]
 
 
-def timed_the_loader_alone(result: Any) -> bool:
+def timed_the_loader_alone(result: RunResult) -> bool:
     """Whether a run is of the old format (the committed 2× H200 run, 2026-11-30, commit 15fcf4b): each rate
     is the DataLoader's alone (each batch copied to the device, no training step), one per configuration,
     and ``step_consumes_samples_per_s`` the step's alone (:class:`~nvtutorial.chapters.ch06_pitfalls.schema.
@@ -69,7 +70,7 @@ def workers_that_feed(rows: Sequence[LoaderAloneRow], consumes: float) -> int | 
     return min(fed) if fed else None
 
 
-def has_repeats(result: Any) -> bool:
+def has_repeats(result: RunResult) -> bool:
     """Whether a run's loader rows hold repeated windows (the old format held one rate per row)."""
     first = ranks(result)[0].dataloader
     if not isinstance(first, Loader):
@@ -77,7 +78,7 @@ def has_repeats(result: Any) -> bool:
     return bool(first.rows) and all(len(r.samples_per_s) >= 2 for r in first.rows)
 
 
-def loader_frame(result: Any):  # -> pandas.DataFrame
+def loader_frame(result: RunResult):  # -> pandas.DataFrame
     """Every rank's steady rate per configuration: median, spread of the windows, and the windows."""
     import pandas as pd
 
@@ -144,7 +145,7 @@ def pin_comparison(rows: Sequence[LoaderRow], workers: int) -> Comparison | None
     return compare(base, cand, lower_is_better=False) if base and cand else None
 
 
-def pin_within_noise(result: Any) -> bool:
+def pin_within_noise(result: RunResult) -> bool:
     """Whether ``pin_memory=True`` changed no rate beyond the noise, at any worker count, on any rank."""
     found = False
     for d in loaders(result):
@@ -166,7 +167,7 @@ def _per_rank(values: Mapping[int, Any], fmt: str = "{}") -> str:
     return ", ".join(f"rank {r}: {v}" for r, v in shown.items())
 
 
-def _verdict_c17_loader_alone(result: Any) -> Verdict:
+def _verdict_c17_loader_alone(result: RunResult) -> Verdict:
     """C17 on an old-format run: it timed the DataLoader alone, so it cannot say what the loop's steady rate is."""
     alone = _alone(result)
     consumes = {r: d.step_consumes_samples_per_s for r, d in enumerate(alone)}
@@ -195,7 +196,7 @@ def _verdict_c17_loader_alone(result: Any) -> Verdict:
     return Verdict("C17", "unverifiable", text, numbers, result.label)
 
 
-def verdict_c17(result: Any) -> Verdict:
+def verdict_c17(result: RunResult) -> Verdict:
     """Claim C17 (``num_workers = 4 × GPUs`` and ``pin_memory=True``), on every rank.
 
     ``holds`` when the rule's worker count is within the noise of the best on every rank and pinned memory
@@ -268,7 +269,7 @@ def verdict_c17(result: Any) -> Verdict:
     )
 
 
-def shards_line(result: Any) -> str:
+def shards_line(result: RunResult) -> str:
     """One file per sample against shard files (rank 0, warm page cache)."""
     first = ranks(result)[0].dataloader
     if isinstance(first, LoaderAlone) and first.shards is not None:
@@ -278,7 +279,7 @@ def shards_line(result: Any) -> str:
         return "no shard measurement"
     single, shards = statistics.median(sh.one_file_per_sample_us), statistics.median(sh.shards_us)
     c = compare(sh.one_file_per_sample_us, sh.shards_us)
-    result = (
+    outcome = (
         f"{single / shards:.0f}× less time per sample"
         if c.status == "faster"
         else f"{shards / single:.1f}× more time per sample"
@@ -288,14 +289,14 @@ def shards_line(result: Any) -> str:
     return (
         f"reading {sh.samples} samples of {sh.bytes_per_sample / 1024:.0f} KiB from the page cache (the disk's "
         f"kind not checked): one file each {single:.0f} µs per sample, {sh.per_shard} samples per shard file "
-        f"{shards:.1f} µs per sample: {result} (noise ±{c.noise:.0%}, {c.repeats[0]}+{c.repeats[1]} repeats)"
+        f"{shards:.1f} µs per sample: {outcome} (noise ±{c.noise:.0%}, {c.repeats[0]}+{c.repeats[1]} repeats)"
     )
 
 
 # --------------------------------------------------------------------------- out of memory
 
 
-def oom(result: Any, rank: int = 0) -> Oom:
+def oom(result: RunResult, rank: int = 0) -> Oom:
     """A rank's out-of-memory demo (``oom``) of a ``pitfalls`` run."""
     found = ranks(result)[rank].oom
     if found is None:
@@ -303,7 +304,7 @@ def oom(result: Any, rank: int = 0) -> Oom:
     return found
 
 
-def _measured(result: Any, rank: int = 0) -> tuple[Oom, EmptyCache, Training]:
+def _measured(result: RunResult, rank: int = 0) -> tuple[Oom, EmptyCache, Training]:
     """The demo of a run on GPUs (``oom_skipped`` is None), with its ``empty_cache()`` table and training step."""
     d = oom(result, rank)
     if d.empty_cache is None or d.training is None:
@@ -311,12 +312,12 @@ def _measured(result: Any, rank: int = 0) -> tuple[Oom, EmptyCache, Training]:
     return d, d.empty_cache, d.training
 
 
-def oom_skipped(result: Any) -> str | None:
+def oom_skipped(result: RunResult) -> str | None:
     """The skip message of a run without GPUs, else None."""
     return oom(result).skipped
 
 
-def oom_frames(result: Any, rank: int = 0):  # -> dict[str, pandas.DataFrame]
+def oom_frames(result: RunResult, rank: int = 0):  # -> dict[str, pandas.DataFrame]
     """The OOM demo's tables: fragmentation, empty_cache, the training step under a cap."""
     import pandas as pd
 
@@ -337,7 +338,7 @@ def oom_frames(result: Any, rank: int = 0):  # -> dict[str, pandas.DataFrame]
     return {"fragmentation": frag, "empty_cache": empty, "training": train}
 
 
-def oom_message(result: Any, rank: int = 0) -> str:
+def oom_message(result: RunResult, rank: int = 0) -> str:
     """The message of the training step's OOM (what the learner will meet)."""
     d, _, training = _measured(result, rank)
     for r in (*training.rows, *d.fragmentation):
@@ -346,7 +347,7 @@ def oom_message(result: Any, rank: int = 0) -> str:
     return "(no OOM happened: the cap did not bite)"
 
 
-def verdict_c19(result: Any, rank: int = 0) -> Verdict:
+def verdict_c19(result: RunResult, rank: int = 0) -> Verdict:
     """Claim C19 (``empty_cache()`` helps against OOM) from the step-by-step memory table.
 
     ``holds`` never: ``empty_cache()`` releases only unoccupied cached blocks (its docstring: it "doesn't increase
@@ -401,7 +402,7 @@ def verdict_c19(result: Any, rank: int = 0) -> Verdict:
     )
 
 
-def verdict_c20(result: Any, rank: int = 0) -> Verdict:
+def verdict_c20(result: RunResult, rank: int = 0) -> Verdict:
     """Claim C20 (tune ``max_split_size_mb`` against fragmentation) from the fragmentation case: ``holds`` when the
     default allocator runs out of memory and ``max_split_size_mb`` makes the same allocations fit; ``wrong`` when it
     does not; ``unverifiable`` when the default did not run out (nothing to fix) or a row is missing."""
@@ -450,11 +451,11 @@ def verdict_c20(result: Any, rank: int = 0) -> Verdict:
     )
 
 
-def _training(result: Any, rank: int = 0) -> Training:
+def _training(result: RunResult, rank: int = 0) -> Training:
     return _measured(result, rank)[2]
 
 
-def oom_fixes_verdict(result: Any, rank: int = 0) -> Verdict:
+def oom_fixes_verdict(result: RunResult, rank: int = 0) -> Verdict:
     """The training step under the cap: the whole batch fails, both fixes fit."""
     if skipped := oom_skipped(result):
         return Verdict("out of memory: the fixes", "info", "not checked here: " + skipped, {}, result.label)
@@ -471,7 +472,7 @@ def oom_fixes_verdict(result: Any, rank: int = 0) -> Verdict:
     )
 
 
-def checkpointing_cost(result: Any, rank: int = 0) -> Verdict:
+def checkpointing_cost(result: RunResult, rank: int = 0) -> Verdict:
     """What activation checkpointing costs in step time: the whole batch with and without it, both without the cap,
     each over repeated steps after an untimed first one, by the course's noise rule. ``info`` when the run did not
     time them so (a GPU-only measurement; runs before that timed one step right after installing checkpointing)."""
