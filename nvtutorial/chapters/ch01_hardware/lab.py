@@ -6,7 +6,6 @@ Each function here launches (:func:`nvtutorial.run`); what the runs show is read
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -15,16 +14,8 @@ from nvtutorial import launch
 from nvtutorial.chapters.ch01_hardware import report_reference as reference_runs
 from nvtutorial.chapters.ch01_hardware import schema_p2p
 from nvtutorial.chapters.ch01_hardware.report import CopyRun, SendRecv, Sweep
-from nvtutorial.chapters.ch01_hardware.report_lab import LabRun
+from nvtutorial.chapters.ch01_hardware.report_lab import LabPath, LabRun
 from nvtutorial.machine import hardware, nccl_debug
-
-
-@dataclasses.dataclass(frozen=True)
-class LabPath:
-    name: str
-    env: dict[str, str]
-    meaning: str
-
 
 LAB_PATHS: tuple[LabPath, ...] = (
     LabPath("default", {}, "NCCL's choice: P2P over NVLink where the GPUs have it"),

@@ -18,15 +18,22 @@ from nvtutorial.report.verdict import Comparison, Verdict, compare
 from nvtutorial.units import format_size
 
 if TYPE_CHECKING:
-    from nvtutorial.chapters.ch01_hardware.lab import LabPath
     from nvtutorial.machine.nccl_debug import TransportReport
+
+
+@dataclasses.dataclass(frozen=True)
+class LabPath:
+    """One path of an A/B lab (``lab.LAB_PATHS``): its name, the environment that selects it, what it means."""
+
+    name: str
+    env: dict[str, str]
+    meaning: str
 
 
 @dataclasses.dataclass
 class LabRun:
-    """One path of an A/B lab: the path (:class:`~nvtutorial.chapters.ch01_hardware.lab.LabPath`: name, env,
-    meaning), its ``allreduce_bench`` run, and the transport NCCL reported
-    (:class:`~nvtutorial.machine.nccl_debug.TransportReport`)."""
+    """One path of an A/B lab: the path (:class:`LabPath`: name, env, meaning), its ``allreduce_bench`` run, and the
+    transport NCCL reported (:class:`~nvtutorial.machine.nccl_debug.TransportReport`)."""
 
     path: LabPath
     result: Sweep
