@@ -106,6 +106,21 @@ def test_the_bench_schema_reads_the_old_layout():
     assert rows[2].variant == "ring, 3 slices" and rows[2].busbw_ratio == 0.9  # kept, not recomputed
     assert rank.sparse[0].sparse_ms_all == rank.sparse[0].dense_ms_all == () and rank.sparse[0].time_ratio == 0.5
     assert typed(schema.Rank, dataclasses.asdict(rank)) == rank  # today's layout reads back as it is
+    # one row of the old layout reads through its row class alone (a plot given the notebook's raw rows)
+    assert typed(schema.RingRow, OLD_RING_ROW) == rows[0] and OLD_RING_ROW == before["ring"][0]
+
+
+def test_the_notebooks_raw_json_is_typed_where_it_comes_in():
+    """Notebook 07 passes raw JSON (``bench.ranks``, ``fast.ranks[0]``); typed values pass through as they are."""
+    row = ring_row(64)
+    assert schema.rows_typed(schema.RingRow, [OLD_RING_ROW, row]) == (typed(schema.RingRow, OLD_RING_ROW), row)
+    assert schema.as_typed(schema.RingRow, row) is row
+    assert schema.rows_typed(schema.SparseRow, [OLD_SPARSE_ROW])[0].time_ratio == 0.5
+    with pytest.raises(ValueError, match="unknown field nope"):
+        schema.rows_typed(schema.SparseRow, [{**OLD_SPARSE_ROW, "nope": 1}])
+    assert sc.summary_typed({}) is None and sc.summary_typed(None) is None
+    summary = sc.DensitySummary(10, 1, 0.5, 0.5, 0.5, 0.5, 2.0, 1.0)
+    assert sc.summary_typed(dataclasses.asdict(summary)) == summary and sc.summary_typed(summary) is summary
 
 
 def test_the_compression_schema_reads_the_old_layout():

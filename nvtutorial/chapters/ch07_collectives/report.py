@@ -2,21 +2,43 @@
 
 Each function reads the run's typed metrics (``result.ranks_as(schema.Rank)``: one
 :class:`~nvtutorial.chapters.ch07_collectives.schema.Rank` per rank, or rank 0's rows) and returns a
-:class:`~nvtutorial.report.verdict.Verdict`. Older runs (``reference/h200x2/runs/collectives_bench-*``) read the
-same: ``schema.Rank.upgrade`` fills in what they did not record.
+:class:`~nvtutorial.report.verdict.Verdict`. Notebook 07 passes the raw JSON instead (``bench.ranks``,
+``bench.ranks[0]["source_cases"]``): each function types what it is given where it comes in (``schema.ranks_typed``,
+``schema.rows_typed``) and works on the dataclasses. Older runs (``reference/h200x2/runs/collectives_bench-*``) read
+the same: ``schema.Rank.upgrade`` fills in what they did not record.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
-from nvtutorial.chapters.ch07_collectives.schema import ONE_SLICE, Rank, RingRow, SourceCase, SparseRow
+from nvtutorial.chapters.ch07_collectives.schema import (
+    ONE_SLICE,
+    Rank,
+    RingRow,
+    SourceCase,
+    SparseRow,
+    as_typed,
+    ranks_typed,
+    rows_typed,
+)
 from nvtutorial.report.verdict import Verdict, compare
 
 TARGET_SHARE = 0.8
 """The course's goal for its own ring: this share of ``all_reduce``'s bus bandwidth from 64 MiB up (GPUs)."""
 LARGE = 64 * 2**20
+Raw = Mapping[str, Any]
+"""A rank's metrics, or one of its rows, as the run's JSON holds them (``result.ranks[0]``): what notebook 07 passes."""
+
+
+def ring_rows(metrics: Rank | Raw) -> list[dict[str, Any]]:
+    """One rank's ring rows as plain dicts, for notebook 07's table and its ``r["size_bytes"]`` reads: upgraded by
+    the schema (every row with its ``variant`` and ``busbw_ratio``; older runs timed one variant), typed and written
+    back (``dataclasses.asdict``). Everything else reads ``Rank.ring``, typed."""
+    return [dataclasses.asdict(r) for r in as_typed(Rank, metrics).ring]
 
 
 def measured(rows: Sequence[RingRow]) -> list[RingRow]:
@@ -24,9 +46,10 @@ def measured(rows: Sequence[RingRow]) -> list[RingRow]:
     return [r for r in rows if r.error is None]
 
 
-def ring_check(ranks: Sequence[Rank], where: str) -> Verdict:
+def ring_check(ranks: Sequence[Rank | Raw], where: str) -> Verdict:
     """The hand-written ring gives ``all_reduce``'s result at every size, and each rank sends what the
     formula says: the bytes counted in its sends equal ``2 (W-1)/W ×`` the tensor (by chunk, on every rank)."""
+    ranks = ranks_typed(ranks)
     rows = [r for m in ranks for r in m.ring if r.variant == ONE_SLICE]
     world = ranks[0].world_size
     equal = all(r.equal_to_all_reduce for r in rows)
@@ -48,14 +71,14 @@ def ring_check(ranks: Sequence[Rank], where: str) -> Verdict:
     )
 
 
-def ring_speed(ranks: Sequence[Rank], where: str, gpu: bool) -> Verdict:
+def ring_speed(ranks: Sequence[Rank | Raw], where: str, gpu: bool) -> Verdict:
     """The ring's share of ``all_reduce``'s bus bandwidth from 64 MiB up, best way of running it (slowest rank).
 
     On GPUs ``numbers["meets_target"]`` says whether it reaches the course's goal (:data:`TARGET_SHARE`);
     on the CPU there is no goal (gloo's all-reduce is not NCCL's). A finding, not a check: status ``info``.
     """
     by_variant: dict[str, dict[int, float]] = {}
-    for m in ranks:
+    for m in ranks_typed(ranks):
         for r in measured(m.ring):
             assert r.busbw_ratio is not None  # a measured row has its times
             cell = by_variant.setdefault(r.variant, {})
@@ -95,9 +118,10 @@ def ring_speed(ranks: Sequence[Rank], where: str, gpu: bool) -> Verdict:
     )
 
 
-def source_verdict(case_rows: Sequence[SourceCase], where: str) -> Verdict:
+def source_verdict(case_rows: Sequence[SourceCase | Raw], where: str) -> Verdict:
     """Claim C22 ("the sparse_allreduce code works") against the correctness cases (``Rank.source_cases``): wrong
     when the source's function gave a wrong result or failed in any case where the correct one was exact."""
+    case_rows = rows_typed(SourceCase, case_rows)
     src = [r for r in case_rows if r.implementation == "source"]
     ours = [r for r in case_rows if r.implementation == "course"]
     skipped = [r.case for r in src if (r.error or "").startswith("skipped")]
@@ -131,15 +155,15 @@ def source_verdict(case_rows: Sequence[SourceCase], where: str) -> Verdict:
     )
 
 
-def sparse_verdict(rows: Sequence[SparseRow], where: str) -> Verdict:
+def sparse_verdict(rows: Sequence[SparseRow | Raw], where: str) -> Verdict:
     """Where the correct sparse all-reduce pays, in bytes and in time (``compare`` where repeats were kept), from
     rank 0's ``Rank.sparse``."""
-    rows = sorted(rows, key=lambda r: r.density)
-    exact = all(r.exact for r in rows)
-    fewer_bytes = [r.density for r in rows if r.bytes_ratio < 1]
+    by_density = sorted(rows_typed(SparseRow, rows), key=lambda r: r.density)
+    exact = all(r.exact for r in by_density)
+    fewer_bytes = [r.density for r in by_density if r.bytes_ratio < 1]
     faster: list[float] = []
     judged = "medians"
-    for r in rows:
+    for r in by_density:
         if r.sparse_ms_all and r.dense_ms_all:
             judged = "compare"
             if compare(r.dense_ms_all, r.sparse_ms_all).status == "faster":
@@ -157,7 +181,7 @@ def sparse_verdict(rows: Sequence[SparseRow], where: str) -> Verdict:
         if faster
         else "it was never faster than the dense all-reduce"
     )
-    ratios = [r.time_ratio for r in rows]
+    ratios = [r.time_ratio for r in by_density]
     text = (
         f"exact against all_reduce / W at every density: {exact}; {bytes_part}; {time_part} "
         f"(time sparse ÷ dense from {min(ratios):.2g} to {max(ratios):.2g})"
@@ -177,10 +201,10 @@ def sparse_verdict(rows: Sequence[SparseRow], where: str) -> Verdict:
     )
 
 
-def ring_variants(ranks: Sequence[Rank], where: str) -> list[Verdict]:
+def ring_variants(ranks: Sequence[Rank | Raw], where: str) -> list[Verdict]:
     """At the largest size, each way of running the ring against the plain one (one slice, launched from
     Python): faster, slower or no change under ``compare`` (rank 0's repeats), with its share of ``all_reduce``."""
-    rows = [r for r in measured(ranks[0].ring) if r.ring_ms_all]
+    rows = [r for r in measured(as_typed(Rank, ranks[0]).ring) if r.ring_ms_all]
     if not rows:
         return []
     size = max(r.size_bytes for r in rows)

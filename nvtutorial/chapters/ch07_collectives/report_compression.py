@@ -7,15 +7,26 @@ difference counts only when it is larger than both. The hooks themselves are
 :mod:`nvtutorial.chapters.ch07_collectives.lessons.compression`.
 
 Each function reads one run's typed metrics (``result.metrics_as(schema_compression.Rank)``, rank 0's) or several
-runs' keyed by link (``{rank.link: rank}``).
+runs' keyed by link (``{rank.link: rank}``). Notebook 07 passes the raw JSON instead (``fast.ranks[0]``,
+``{link: fast.ranks[0]}``, ``density_summary.get("trained", {})``): the functions it calls type what they are given
+where it comes in (``schema_compression.rank_typed``, ``runs_typed``, ``summary_typed``) and work on the
+dataclasses.
 """
 
 from __future__ import annotations
 
 import statistics
 from collections.abc import Mapping
+from typing import Any
 
-from nvtutorial.chapters.ch07_collectives.schema_compression import DensitySummary, Hook, Rank
+from nvtutorial.chapters.ch07_collectives.schema_compression import (
+    DensitySummary,
+    Hook,
+    Rank,
+    rank_typed,
+    runs_typed,
+    summary_typed,
+)
 from nvtutorial.report.verdict import Comparison, Verdict, aa_gap, compare, comparison_verdict
 
 TWINS = ("fp16", "bf16")
@@ -24,6 +35,8 @@ IOU_TOLERANCE = 0.02
 """IoU differences smaller than this (absolute) are called "no visible cost" in a short run."""
 CLAIMED_SAVING = 0.85
 """Claim C23: the sparse exchange "cuts communication by 85 %"."""
+Raw = Mapping[str, Any]
+"""One rank's metrics as the run's JSON holds them (``result.ranks[0]``): what notebook 07 passes."""
 
 
 def by_hook(metrics: Rank) -> dict[str, Hook]:
@@ -52,7 +65,7 @@ def comparisons(metrics: Rank) -> dict[str, Comparison]:
     }
 
 
-def hooks_frame(results: Mapping[str, Rank]):  # -> pandas.DataFrame
+def hooks_frame(results: Mapping[str, Rank | Raw]):  # -> pandas.DataFrame
     """One row per (link, hook) from the ``compression`` workload's metrics, keyed by link name:
     step time (the median of the rounds' medians), its change against ``none`` with the noise and
     the verdict of ``compare``, the
@@ -60,7 +73,7 @@ def hooks_frame(results: Mapping[str, Rank]):  # -> pandas.DataFrame
     import pandas as pd
 
     rows = []
-    for link, metrics in results.items():
+    for link, metrics in runs_typed(results).items():
         hooks = by_hook(metrics)
         base = hooks.get("none")
         judged = comparisons(metrics)
@@ -98,18 +111,18 @@ def inside_rounds_spread(c: Comparison) -> bool:
 
 
 def prediction_answer(
-    results: Mapping[str, Rank], link: str, choices: Mapping[str, tuple[str, ...]], other_choice: str
+    results: Mapping[str, Rank | Raw], link: str, choices: Mapping[str, tuple[str, ...]], other_choice: str
 ) -> str:
     """The letter among ``choices`` (letter → the hooks it names; ``()``: none) whose hooks are exactly those
     that made the step faster than no compression beyond the noise on ``link``; ``other_choice`` otherwise."""
-    faster = tuple(sorted(name for name, c in comparisons(results[link]).items() if c.status == "faster"))
+    faster = tuple(sorted(name for name, c in comparisons(rank_typed(results[link])).items() if c.status == "faster"))
     return next((k for k, hooks in choices.items() if tuple(sorted(hooks)) == faster), other_choice)
 
 
-def hook_verdicts(results: Mapping[str, Rank], where: str) -> list[Verdict]:
+def hook_verdicts(results: Mapping[str, Rank | Raw], where: str) -> list[Verdict]:
     """One verdict per (link, hook): faster, slower or no change against ``none``, with the bytes saved."""
     out = []
-    for link, metrics in results.items():
+    for link, metrics in runs_typed(results).items():
         hooks = by_hook(metrics)
         for name, c in comparisons(metrics).items():
             saved = 1 - hooks[name].sent_bytes_per_step / hooks[name].dense_bytes_per_step
@@ -142,9 +155,9 @@ def hook_verdicts(results: Mapping[str, Rank], where: str) -> list[Verdict]:
     return out
 
 
-def twin_verdict(results: Mapping[str, Rank], where: str) -> Verdict:
+def twin_verdict(results: Mapping[str, Rank | Raw], where: str) -> Verdict:
     """The A/A test: fp16 against bf16 on each link. They do the same work, so their gap is noise."""
-    gaps = {link: g for link, m in results.items() if (g := twin_gap(m)) is not None}
+    gaps = {link: g for link, m in runs_typed(results).items() if (g := twin_gap(m)) is not None}
     if not gaps:
         return Verdict(
             "fp16 vs bf16 (A/A)",
@@ -165,16 +178,16 @@ def twin_verdict(results: Mapping[str, Rank], where: str) -> Verdict:
     )
 
 
-def loss_differences(metrics: Rank) -> dict[str, float]:
+def loss_differences(metrics: Rank | Raw) -> dict[str, float]:
     """Per hook, the largest absolute difference of its training loss from ``none``'s, step by step."""
-    hooks = {h.hook: h.train_loss for h in metrics.hooks}
+    hooks = {h.hook: h.train_loss for h in rank_typed(metrics).hooks}
     base = hooks.get("none")
     if base is None:
         return {}
     return {name: max(abs(a - b) for a, b in zip(loss, base)) for name, loss in hooks.items() if name != "none"}
 
 
-def loss_statement(metrics: Rank) -> str:
+def loss_statement(metrics: Rank | Raw) -> str:
     """In words: which hooks trained exactly like ``none`` (identical losses) and how far the others drifted."""
     diffs = loss_differences(metrics)
     same = [n for n, d in diffs.items() if d == 0]
@@ -187,10 +200,13 @@ def loss_statement(metrics: Rank) -> str:
     return "; ".join(parts) or "no hook to compare with no compression"
 
 
-def density_verdict(summary: DensitySummary | None, where: str, claimed_saving: float = CLAIMED_SAVING) -> Verdict:
+def density_verdict(
+    summary: DensitySummary | Raw | None, where: str, claimed_saving: float = CLAIMED_SAVING
+) -> Verdict:
     """Claim C23 (a sparse all-reduce "cuts communication by 85 %") against the measured density of the
-    gradients (``Rank.density_summary.trained``; ``None``: not measured): the bytes the source's format and an
-    index+value format would send, against dense fp32."""
+    gradients (``Rank.density_summary.trained``; ``None`` or ``{}``: not measured): the bytes the source's format and
+    an index+value format would send, against dense fp32."""
+    summary = summary_typed(summary)
     if summary is None or not summary.params:
         return Verdict("C23", "unverifiable", "no gradient density was measured", {}, where)
     zero, source_ratio, ours = summary.frac_zero, summary.source_format_ratio, summary.index_value_ratio
@@ -219,9 +235,9 @@ def density_verdict(summary: DensitySummary | None, where: str, claimed_saving: 
     )
 
 
-def link_statement(results: Mapping[str, Rank]) -> str:
+def link_statement(results: Mapping[str, Rank | Raw]) -> str:
     """What the link did to the step without compression, where more than one link was measured."""
-    base = {link: hooks["none"] for link, m in results.items() if "none" in (hooks := by_hook(m))}
+    base = {link: hooks["none"] for link, m in runs_typed(results).items() if "none" in (hooks := by_hook(m))}
     if len(base) < 2:
         return "One link measured: nothing to compare the uncompressed step with."
     (a, ha), (b, hb) = list(base.items())[:2]

@@ -3,7 +3,9 @@
 The workload (``workload.py``, on the ranks) builds one :class:`Rank` per rank; the launcher writes it to
 ``rank{R}.json``; the kernel side (``report.py``, ``plots.py``) reads it back typed with
 ``result.ranks_as(Rank)``, after :meth:`Rank.upgrade` has filled in what the older layout of the committed
-2× H200 run (``reference/h200x2/runs/collectives_bench-*``) did not record. Its four parts:
+2× H200 run (``reference/h200x2/runs/collectives_bench-*``) did not record. Notebook 07's cells pass the run's raw
+JSON (``bench.ranks``, ``bench.ranks[0]["sparse"]``: its cells stay as the 2× H200 copy of the notebook ran them);
+the report and the plots type it where it comes in, with :func:`ranks_typed` and :func:`rows_typed`. Its four parts:
 
 - ``ring``: the lessons' ring all-reduce against ``dist.all_reduce``, per message size and way of running it
   (:class:`RingRow`);
@@ -15,9 +17,12 @@ The workload (``workload.py``, on the ranks) builds one :class:`Rank` per rank; 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
-from typing import Any, Literal
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Literal, TypeVar
 
+from nvtutorial.results import typed
+
+T = TypeVar("T")
 NAME = "collectives_bench"
 """The workload whose results this schema types (``workload.py``)."""
 ONE_SLICE = "ring, 1 slice"
@@ -63,6 +68,19 @@ class RingRow:
     """Replayed from a CUDA graph (no Python between the messages)."""
     error: str | None = None
     """Why the graph could not be captured (``None``: the row was measured)."""
+
+    @staticmethod
+    def upgrade(row: Mapping[str, Any]) -> dict[str, Any]:
+        """A row of the first runs' layout as today's (a copy): no ``variant``, ``slices``, ``busbw_ratio``,
+        ``ring_bytes_returned`` or repeats; their ``ring_over_all_reduce`` (``ring_ms / all_reduce_ms``), the inverse
+        of ``busbw_ratio``, is dropped for ``busbw_ratio`` computed from the same medians."""
+        row = dict(row)
+        row.pop("ring_over_all_reduce", None)
+        row.setdefault("variant", ONE_SLICE)
+        row.setdefault("slices", 1)
+        if "busbw_ratio" not in row and row.get("ring_ms") and row.get("all_reduce_ms") is not None:
+            row["busbw_ratio"] = row["all_reduce_ms"] / row["ring_ms"]
+        return with_defaults(RingRow, row)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -142,22 +160,12 @@ class Rank:
         """An older layout as today's. The first runs (``reference/h200x2``) timed one way of running the ring
         and kept no repeats: their ring rows have no ``variant``, ``slices``, ``busbw_ratio``, ``ring_bytes_returned``
         or repeats, and their ``ring_over_all_reduce`` (``ring_ms / all_reduce_ms``) is the inverse of
-        ``busbw_ratio``; their sparse rows have no repeats."""
+        ``busbw_ratio`` (:meth:`RingRow.upgrade`); their sparse rows have no repeats."""
         if "ring" in data:
-            data["ring"] = [_ring_row(row) for row in data["ring"]]
+            data["ring"] = [RingRow.upgrade(row) for row in data["ring"]]
         if "sparse" in data:
             data["sparse"] = [with_defaults(SparseRow, row) for row in data["sparse"]]
         return data
-
-
-def _ring_row(row: Mapping[str, Any]) -> dict[str, Any]:
-    row = dict(row)
-    row.pop("ring_over_all_reduce", None)  # the inverse of busbw_ratio, computed below from the same medians
-    row.setdefault("variant", ONE_SLICE)
-    row.setdefault("slices", 1)
-    if "busbw_ratio" not in row and row.get("ring_ms") and row.get("all_reduce_ms") is not None:
-        row["busbw_ratio"] = row["all_reduce_ms"] / row["ring_ms"]
-    return with_defaults(RingRow, row)
 
 
 def with_defaults(cls: type, row: Mapping[str, Any]) -> dict[str, Any]:
@@ -168,3 +176,20 @@ def with_defaults(cls: type, row: Mapping[str, Any]) -> dict[str, Any]:
         if f.name not in out and f.default is not dataclasses.MISSING:
             out[f.name] = f.default
     return out
+
+
+def as_typed(cls: type[T], value: object) -> T:
+    """``value`` as the dataclass ``cls``: as it is where it is one already; raw JSON (what notebook 07's cells pass,
+    e.g. ``bench.ranks[0]``) read through :func:`~nvtutorial.results.typed`, ``cls.upgrade`` first where it has one."""
+    return value if isinstance(value, cls) else typed(cls, value)
+
+
+def ranks_typed(ranks: Sequence[Rank | Mapping[str, Any]]) -> list[Rank]:
+    """A run's ranks typed: ``result.ranks_as(Rank)`` as they are, ``result.ranks`` (raw JSON) through the schema."""
+    return [as_typed(Rank, m) for m in ranks]
+
+
+def rows_typed(cls: type[T], rows: Iterable[object]) -> tuple[T, ...]:
+    """One rank's rows typed as ``cls`` (:class:`RingRow`, :class:`SourceCase`, :class:`SparseRow`): typed rows as
+    they are, raw JSON rows (``bench.ranks[0]["sparse"]``) through the row class (its ``upgrade`` included)."""
+    return tuple(as_typed(cls, r) for r in rows)

@@ -5,7 +5,10 @@ rounds (:class:`Hook`) and how sparse the UNet's own gradients are (:class:`Dens
 from ``workload_density.py``); the launcher writes it to ``rank{R}.json``; the kernel side
 (``report_compression.py``, ``plots.py``) reads it back typed with ``result.metrics_as(Rank)``, after
 :meth:`Rank.upgrade` has brought the older layout of the committed 2× H200 runs
-(``reference/h200x2/runs/compression-*``) to today's.
+(``reference/h200x2/runs/compression-*``) to today's. Notebook 07's cells pass the run's raw JSON
+(``fast.ranks[0]``, ``{link: fast.ranks[0]}``, ``fast.ranks[0]["density"]``: its cells stay as the 2× H200 copy of the
+notebook ran them); the report and the plots type it where it comes in, with :func:`rank_typed`, :func:`runs_typed`,
+:func:`summary_typed` and ``schema.rows_typed``.
 """
 
 from __future__ import annotations
@@ -14,7 +17,8 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from nvtutorial.chapters.ch07_collectives.schema import with_defaults
+from nvtutorial.chapters.ch07_collectives.schema import as_typed, with_defaults
+from nvtutorial.results import typed
 
 NAME = "compression"
 """The workload whose results this schema types (``workload_compression.py``)."""
@@ -159,3 +163,22 @@ class Rank:
 def _hook(hook: dict[str, Any]) -> dict[str, Any]:
     out = {k: v for k, v in hook.items() if k not in ("step_ms_spread", "wall_ms_per_step")}
     return with_defaults(Hook, out)
+
+
+def rank_typed(metrics: Rank | Mapping[str, Any]) -> Rank:
+    """One rank's metrics typed: ``result.metrics_as(Rank)`` as it is, ``result.ranks[0]`` (raw JSON) through
+    the schema (:meth:`Rank.upgrade` included)."""
+    return as_typed(Rank, metrics)
+
+
+def runs_typed(results: Mapping[str, Rank | Mapping[str, Any]]) -> dict[str, Rank]:
+    """Runs keyed by link (``{rank.link: rank}``), each rank typed by :func:`rank_typed`."""
+    return {link: rank_typed(m) for link, m in results.items()}
+
+
+def summary_typed(summary: DensitySummary | Mapping[str, Any] | None) -> DensitySummary | None:
+    """A density summary typed; ``None`` or ``{}`` (what ``density_summary.get("trained", {})`` gives a run that did
+    not measure it): ``None``."""
+    if summary is None or isinstance(summary, DensitySummary):
+        return summary
+    return typed(DensitySummary, summary) if summary else None
