@@ -12,10 +12,10 @@ The committed reference run of 2026-11-30 (commit 15fcf4b) comes from an older w
 from __future__ import annotations
 
 import dataclasses
-import types
-import typing
 from collections.abc import Mapping
 from typing import Any, Literal
+
+from nvtutorial.results import with_defaults
 
 NAME = "pitfalls"
 """The workload whose results this schema types (``workload.py``)."""
@@ -244,38 +244,3 @@ def rank_type(params: Mapping[str, Any]) -> type[Rank] | type[TrapsRank]:
     """What one rank of a run with these parameters returns: today's :class:`Rank`, or :class:`TrapsRank` for a run of
     the 2026-11-30 workload (its parameters name the traps it ran: ``trap``)."""
     return TrapsRank if "trap" in params else Rank
-
-
-# --------------------------------------------------------------------------------------------------- reading back
-
-
-def with_defaults(cls: type, data: dict) -> dict:
-    """``data`` (one ``cls`` as JSON) with every field it lacks set to the field's default, in nested dataclasses too:
-    what the typed result then holds, written back (a field without a default is left for ``typed`` to report)."""
-    hints = typing.get_type_hints(cls)
-    for f in dataclasses.fields(cls):
-        if f.name in data:
-            data[f.name] = _filled(hints[f.name], data[f.name])
-        elif f.default is not dataclasses.MISSING:
-            data[f.name] = _json(f.default)
-        elif f.default_factory is not dataclasses.MISSING:
-            data[f.name] = _json(f.default_factory())
-    return data
-
-
-def _filled(tp: Any, value: Any) -> Any:
-    origin, args = typing.get_origin(tp), typing.get_args(tp)
-    if value is None:
-        return value
-    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
-        return with_defaults(tp, dict(value)) if isinstance(value, Mapping) else value
-    if origin in (typing.Union, types.UnionType):  # X | None
-        inner = [a for a in args if a is not type(None)]
-        return _filled(inner[0], value) if len(inner) == 1 else value
-    if origin is tuple and len(args) == 2 and args[1] is Ellipsis and isinstance(value, list):
-        return [_filled(args[0], v) for v in value]
-    return value
-
-
-def _json(value: Any) -> Any:
-    return list(value) if isinstance(value, tuple) else value
