@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from nvtutorial.chapters.ch05_profiling.schema import Phase
+from nvtutorial.chapters.ch05_profiling.schema import Phase, phases_typed
 from nvtutorial.plots.style import COLOURS, figure, finish
 
 WAIT = "#E8A33D"
@@ -210,15 +210,18 @@ def comm_share_sweep(rows_by_path: Mapping[str, Sequence[Mapping[str, Any]]], wh
 def telemetry(
     frame: Any,
     where: Any,
-    phases: Sequence[Phase] = (),
+    phases: Sequence[Phase | Mapping[str, Any]] = (),
     step_ends: Sequence[float] = (),
     dmon: Any = None,
     title: str = "NVML telemetry during the run",
 ):
     """GPU utilisation, NVLink bytes/s and memory against time, with the run's phases shaded and
-    step ends ticked (wall-clock times from the workload: a rank's ``phases`` and ``step_ends``); ``dmon``
-    (a frame with ``t``, ``gpu``, ``sm``) adds what ``nvidia-smi dmon -s u`` printed, once a second."""
+    step ends ticked (wall-clock times from the workload: a rank's ``phases`` and ``step_ends``, typed or as the run
+    wrote them, ``run.metrics["phases"]``); ``dmon`` (a frame with ``t``, ``gpu``, ``sm``) adds what
+    ``nvidia-smi dmon -s u`` printed, once a second."""
     import matplotlib.pyplot as plt
+
+    phases = phases_typed(phases)
 
     if frame is None or len(frame) == 0:
         reason = getattr(frame, "attrs", {}).get("reason") or "no telemetry"

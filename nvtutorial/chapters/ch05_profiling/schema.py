@@ -11,9 +11,10 @@ reads them into this layout, those parts left at their defaults (``None`` or emp
 from __future__ import annotations
 
 import dataclasses
-from typing import Literal
+from collections.abc import Iterable, Mapping
+from typing import Any, Literal
 
-from nvtutorial.results import with_defaults
+from nvtutorial.results import typed, with_defaults
 
 NAME = "profile_step"
 """The workload whose results this schema types (``workload.py``)."""
@@ -289,3 +290,12 @@ class Rank:
         if data.get("probe") == {}:
             data["probe"] = None
         return with_defaults(Rank, data)
+
+
+# --------------------------------------------------------------------------------------------------- raw JSON
+
+
+def phases_typed(phases: Iterable[Phase | Mapping[str, Any]]) -> tuple[Phase, ...]:
+    """A rank's phases typed: :class:`Phase` as they are, raw JSON (``run.metrics["phases"]``, what notebook 05's
+    telemetry cell passes) through :func:`~nvtutorial.results.typed`."""
+    return tuple(p if isinstance(p, Phase) else typed(Phase, p) for p in phases)

@@ -24,6 +24,7 @@ from nvtutorial.chapters.ch06_pitfalls.schema import (
     Rank,
     Training,
     TrapsRank,
+    loader_rows_typed,
     rank_type,
 )
 from nvtutorial.report.verdict import Comparison, Verdict, compare, relative_spread
@@ -110,20 +111,21 @@ def loader_frame(result: RunResult):  # -> pandas.DataFrame
     return pd.DataFrame(rows)
 
 
-def enough_workers(rows: Sequence[LoaderRow]) -> dict[str, Any]:
-    """For one rank's unpinned rows (its :attr:`Loader.rows`): the best configuration, each count against it, and
-    the knee (the fewest workers within the noise of the best)."""
-    rows = sorted(_unpinned(rows), key=lambda r: r.num_workers)
-    best = max(rows, key=lambda r: statistics.median(r.samples_per_s))
+def enough_workers(rows: Sequence[LoaderRow | Mapping[str, Any]]) -> dict[str, Any]:
+    """For one rank's unpinned rows (its :attr:`Loader.rows`, or as the run wrote them: ``d["rows"]`` of a
+    ``dataloader`` section): the best configuration, each count against it, and the knee (the fewest workers within
+    the noise of the best)."""
+    unpinned = sorted(_unpinned(loader_rows_typed(rows)), key=lambda r: r.num_workers)
+    best = max(unpinned, key=lambda r: statistics.median(r.samples_per_s))
     against: dict[int, Comparison] = {
-        r.num_workers: compare(best.samples_per_s, r.samples_per_s, lower_is_better=False) for r in rows
+        r.num_workers: compare(best.samples_per_s, r.samples_per_s, lower_is_better=False) for r in unpinned
     }
     knee = next(w for w, c in against.items() if c.status == "no change")
-    largest = rows[-1].num_workers
+    largest = unpinned[-1].num_workers
     rising = (
         best.num_workers == largest
-        and len(rows) > 1
-        and compare(rows[-2].samples_per_s, rows[-1].samples_per_s, lower_is_better=False).status == "faster"
+        and len(unpinned) > 1
+        and compare(unpinned[-2].samples_per_s, unpinned[-1].samples_per_s, lower_is_better=False).status == "faster"
     )
     return {
         "best": best.num_workers,

@@ -12,10 +12,10 @@ The committed reference run of 2026-11-30 (commit 15fcf4b) comes from an older w
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal
 
-from nvtutorial.results import with_defaults
+from nvtutorial.results import typed, with_defaults
 
 NAME = "pitfalls"
 """The workload whose results this schema types (``workload.py``)."""
@@ -235,7 +235,7 @@ class TrapsRank:
         measured under the cap), the parts a row's case lacks take their defaults."""
         oom = data.get("oom")
         if isinstance(oom, Mapping) and isinstance(training := oom.get("training"), Mapping):
-            rows = [{**row, "capped": row.get("capped", i > 0)} for i, row in enumerate(training.get("rows", []))]
+            rows = _capped(training.get("rows", []))
             data["oom"] = {**oom, "training": {**training, "rows": rows}}  # copies: the run's own JSON stays as read
         return with_defaults(TrapsRank, data)
 
@@ -244,3 +244,32 @@ def rank_type(params: Mapping[str, Any]) -> type[Rank] | type[TrapsRank]:
     """What one rank of a run with these parameters returns: today's :class:`Rank`, or :class:`TrapsRank` for a run of
     the 2026-11-30 workload (its parameters name the traps it ran: ``trap``)."""
     return TrapsRank if "trap" in params else Rank
+
+
+# --------------------------------------------------------------------------------------------------- raw JSON
+# What notebook 06's cells pass the plots and readers: sections and rows as the run wrote them (``measured.ranks[r]``).
+
+
+def loader_typed(value: Loader | Mapping[str, Any]) -> Loader:
+    """One rank's ``dataloader`` section typed: a :class:`Loader` as it is, raw JSON (``measured.ranks[r]
+    ["dataloader"]``) through :func:`~nvtutorial.results.typed`."""
+    return value if isinstance(value, Loader) else typed(Loader, value)
+
+
+def loader_rows_typed(rows: Iterable[LoaderRow | Mapping[str, Any]]) -> tuple[LoaderRow, ...]:
+    """One rank's loader rows typed: :class:`LoaderRow` as they are, raw JSON (``d["rows"]`` of a ``dataloader``
+    section) through :func:`~nvtutorial.results.typed`."""
+    return tuple(r if isinstance(r, LoaderRow) else typed(LoaderRow, r) for r in rows)
+
+
+def training_rows_typed(rows: Sequence[TrainingRow | Mapping[str, Any]]) -> tuple[TrainingRow, ...]:
+    """The training step's rows typed: :class:`TrainingRow` as they are, raw JSON (``measured.ranks[0]["oom"]
+    ["training"]["rows"]``) through :func:`~nvtutorial.results.typed`, the 2026-11-30 run's rows read as
+    :meth:`TrapsRank.upgrade` reads them (:func:`_capped`)."""
+    return tuple(r if isinstance(r, TrainingRow) else typed(TrainingRow, r) for r in _capped(rows))
+
+
+def _capped(rows: Sequence[Any]) -> list[Any]:
+    """The training rows of the 2026-11-30 run carried no ``capped`` flag: every row after the first was measured
+    under the cap. Rows as JSON get it (copies: the run's own JSON stays as read); typed rows have it."""
+    return [{**r, "capped": r.get("capped", i > 0)} if isinstance(r, Mapping) else r for i, r in enumerate(rows)]
