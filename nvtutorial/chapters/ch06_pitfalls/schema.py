@@ -15,6 +15,7 @@ import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal
 
+from nvtutorial.params import require
 from nvtutorial.results import typed, with_defaults
 
 NAME = "pitfalls"
@@ -22,6 +23,30 @@ NAME = "pitfalls"
 
 Part = Literal["dataloader", "oom"]
 Model = Literal["tiny", "small", "full"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Params:
+    parts: tuple[Part, ...] = ("dataloader",)
+    model: Literal["tiny", "small", "full"] = "tiny"
+    loader_image_size: int = 64
+    loader_batch: int = 8
+    workers: tuple[int, ...] = (0, 1, 2)
+    steps: int = 4
+    windows: int = 2
+    shard_samples: int = 256
+    oom_model: Literal["tiny", "small", "full"] = "full"
+    oom_batch: int = 16
+    oom_image_size: int = 256
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        require(len(self.parts) >= 1, "parts: name at least one of dataloader, oom")
+        require(all(w >= 0 for w in self.workers) and len(self.workers) >= 2, "workers: two or more counts >= 0")
+        require(self.loader_batch >= 1 and self.steps >= 1, "loader_batch and steps must be at least 1")
+        require(self.windows >= 2, f"windows={self.windows}: at least 2 (a spread needs repeats)")
+        require(self.oom_batch >= 2 and self.oom_batch % 2 == 0, f"oom_batch={self.oom_batch}: an even number >= 2")
+        require(self.shard_samples >= 16, "shard_samples must be at least 16")
 
 
 # --------------------------------------------------------------------------------------------------- the loader

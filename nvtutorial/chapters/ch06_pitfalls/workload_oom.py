@@ -27,13 +27,18 @@ from __future__ import annotations
 import gc
 import os
 import statistics
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from nvtutorial import runtime
-from nvtutorial.chapters.ch06_pitfalls.schema import EmptyCache, Fragmentation, MemoryState, Oom, Training, TrainingRow
-
-if TYPE_CHECKING:
-    from nvtutorial.chapters.ch06_pitfalls.workload import Params
+from nvtutorial.chapters.ch06_pitfalls.schema import (
+    EmptyCache,
+    Fragmentation,
+    MemoryState,
+    Oom,
+    Params,
+    Training,
+    TrainingRow,
+)
 
 TIMED_STEPS = 5
 """Steps timed per variant of the training step (after one untimed step)."""

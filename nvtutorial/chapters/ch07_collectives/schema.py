@@ -20,7 +20,7 @@ import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal, TypeVar
 
-from nvtutorial.results import typed
+from nvtutorial.results import typed, with_defaults
 
 T = TypeVar("T")
 NAME = "collectives_bench"
@@ -166,16 +166,6 @@ class Rank:
         if "sparse" in data:
             data["sparse"] = [with_defaults(SparseRow, row) for row in data["sparse"]]
         return data
-
-
-def with_defaults(cls: type, row: Mapping[str, Any]) -> dict[str, Any]:
-    """``row`` with every field of the dataclass ``cls`` it lacks set to that field's default (what an older layout
-    did not record); a field without a default stays missing (``typed`` then names it)."""
-    out = dict(row)
-    for f in dataclasses.fields(cls):
-        if f.name not in out and f.default is not dataclasses.MISSING:
-            out[f.name] = f.default
-    return out
 
 
 def as_typed(cls: type[T], value: object) -> T:

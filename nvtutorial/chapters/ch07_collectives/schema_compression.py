@@ -17,8 +17,8 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from nvtutorial.chapters.ch07_collectives.schema import as_typed, with_defaults
-from nvtutorial.results import typed
+from nvtutorial.chapters.ch07_collectives.schema import as_typed
+from nvtutorial.results import typed, with_defaults
 
 NAME = "compression"
 """The workload whose results this schema types (``workload_compression.py``)."""
