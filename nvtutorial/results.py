@@ -75,6 +75,44 @@ def _value(tp: Any, data: Any, where: str) -> Any:
     return data
 
 
+def with_defaults(cls: type, data: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of ``data`` (one ``cls`` as JSON) with every field it lacks set to the field's default, in nested
+    dataclasses too: the JSON of what :func:`typed` builds from it (``typed`` takes those defaults by itself), for a
+    schema's ``upgrade`` to return, so the upgraded layout says everything the typed result holds (what
+    ``tests/test_typed_results.py`` checks: nothing a run wrote lost on the way). A field without a default is left
+    missing, for ``typed`` to name."""
+    hints = typing.get_type_hints(cls)
+    out = dict(data)
+    for f in dataclasses.fields(cls):
+        if f.name in out:
+            out[f.name] = _filled(hints[f.name], out[f.name])
+        elif f.default is not dataclasses.MISSING:
+            out[f.name] = _as_json(f.default)
+        elif f.default_factory is not dataclasses.MISSING:
+            out[f.name] = _as_json(f.default_factory())
+    return out
+
+
+def _filled(tp: Any, value: Any) -> Any:
+    """``value`` (JSON of type ``tp``) with the defaults of the dataclasses inside it filled in."""
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if value is None:
+        return value
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
+        return with_defaults(tp, value) if isinstance(value, Mapping) else value
+    if origin in (typing.Union, types.UnionType):  # X | None
+        inner = [a for a in args if a is not type(None)]
+        return _filled(inner[0], value) if len(inner) == 1 else value
+    if origin is tuple and len(args) == 2 and args[1] is Ellipsis and isinstance(value, list):
+        return [_filled(args[0], v) for v in value]
+    return value
+
+
+def _as_json(value: Any) -> Any:
+    """A field's default as JSON holds it (a tuple as a list)."""
+    return list(value) if isinstance(value, tuple) else value
+
+
 def write_json_atomic(path: str | os.PathLike[str], data: Any) -> Path:
     """Write ``data`` as JSON to ``path`` through a temporary file and ``os.replace``."""
     path = Path(path)

@@ -357,7 +357,7 @@ def report_failure(run_dir: Path, rank: int, exc: BaseException, trace: str | No
     os._exit(1)
 
 
-def main(run: Callable[[Context, Any], dict[str, Any] | None], params_cls: type, argv: list[str] | None = None) -> None:
+def main(run: Callable[[Context, Any], Any], params_cls: type, argv: list[str] | None = None) -> None:
     """Entry point of a workload process: parse, set up, ``run``, write results, tear down."""
     name = _workload_name(run)
     args = _parser(name, params_cls).parse_args(argv)

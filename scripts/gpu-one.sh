@@ -12,12 +12,13 @@
 #   ranks     tests/test_ranks.py's one-GPU NCCL test (%%ranks on real NCCL)
 #   full0809  notebooks 08 and 09 with the full profile (their one-GPU paths)
 #   overhead  benchmarks/launch_overhead.py with one NCCL rank
+#   typed     scripts/typed_check.py: every run the steps above made, read back through its workload's schema
 # Each step has its own time limit; the results are packed into OUT_DIR/gpu-one.tar.gz.
 # Where the Jupyter stack is missing, the wheels in .whl/ (nvtutorial bundle) go to /tmp/site.
 set -uo pipefail
 out=${1:?usage: scripts/gpu-one.sh OUT_DIR [STEP ...]}
 shift
-steps=${*:-facts checks course ranks full0809 overhead}
+steps=${*:-facts checks course ranks full0809 overhead typed}
 work=$(mktemp -d /tmp/gpu-one.XXXX)
 . scripts/device-env.sh
 mkdir -p "$out"
@@ -43,6 +44,8 @@ step course "${COURSE_LIMIT:-330}" $PY -m nvtutorial.cli course --profile auto "
 step ranks 90 $PY -m pytest -q -p no:cacheprovider tests/test_ranks.py -k "gpu or nccl" -rA
 step full0809 200 $PY -m nvtutorial.cli course --profile full --only 08 --only 09 --out "$work/full"
 step overhead 150 $PY benchmarks/launch_overhead.py --backend nccl --nproc 1 --repeats 5 --out "$work/launch-overhead-nccl-1gpu.json"
+step typed 60 $PY scripts/typed_check.py "$work/typed-check.json" "$work"
+cp "$work/typed-check.json" "$out/" 2>/dev/null
 
 # pack: executed notebooks, result JSON and logs (no checkpoints or traces)
 tar -C "$work" -czf "$out/gpu-one.tar.gz" --exclude='*.pt' --exclude='*.distcp' --exclude='*.pt.trace.json*' \

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
+import importlib
+import json
 import socket
-import types
+from collections.abc import Iterable
 from pathlib import Path
+from typing import Literal
 
 import pytest
 
@@ -17,10 +21,12 @@ from nvtutorial.chapters.ch01_hardware import plots as bwplots
 from nvtutorial.chapters.ch01_hardware import report as bandwidth
 from nvtutorial.chapters.ch01_hardware import report_lab as labreport
 from nvtutorial.chapters.ch01_hardware import report_links as linkreport
+from nvtutorial.chapters.ch01_hardware import schema_allreduce, schema_p2p, schema_sendrecv
 from nvtutorial.chapters.ch01_hardware import workload_allreduce as allreduce_bench
 from nvtutorial.chapters.ch01_hardware import workload_p2p as p2p_copy
 from nvtutorial.chapters.ch01_hardware import workload_sendrecv as sendrecv_bench
 from nvtutorial.machine import hardware, links, nccl_debug
+from nvtutorial.results import EnvInfo, RunResult, typed
 from tests.conftest import requires_two_gpus
 
 FIX = hardware.REFERENCE_DATA
@@ -94,11 +100,67 @@ def test_sizes():
         units.size_sweep(10, 5)
 
 
-def test_repeats_of_old_and_new_rows():
+def test_samples_of_old_and_new_rows():
     """compare() reads each repeat; rows saved before the repeats were kept give min, median, max (same spread)."""
-    assert bandwidth.repeats_of({"busbw": 2.0, "busbw_repeats": [1.0, 2.0, 3.5]}) == [1.0, 2.0, 3.5]
-    assert bandwidth.repeats_of({"busbw": 100.0, "busbw_min": 99.0, "busbw_max": 101.0}) == [99.0, 100.0, 101.0]
-    assert bandwidth.repeats_of({"gbps": 5.0}, "gbps") == [5.0, 5.0, 5.0]
+    assert sweep_row(1024, 2.0, samples=(1.0, 2.0, 3.5)).samples() == (1.0, 2.0, 3.5)
+    old = dataclasses.replace(sweep_row(1024, 100.0, spread=0.01), busbw_repeats=())
+    assert old.samples() == (99.0, 100.0, 101.0)
+    assert sendrecv_row(1024, "one way", 2.0, samples=(1.0, 3.0)).samples() == (1.0, 3.0)
+    old_copy = copy_row("cuda:0 → cuda:1", "one way", 1024, 5.0, samples=(4.0, 6.0))
+    assert dataclasses.replace(old_copy, gbps_repeats=()).samples() == (4.0, 5.0, 6.0) and old_copy.samples() == (
+        4.0,
+        6.0,
+    )
+
+
+def test_the_schemas_upgrade_the_committed_layouts():
+    """Older layouts read typed: rows without every repeat, a wire count with only its case's fields, copies timed
+    one way only without a mode, a skipped copy's row of Nones and a waiting rank's role."""
+    row = {
+        "size": 1024,
+        "count": 256,
+        "dtype": "float32",
+        "iters": 20,
+        "correct": True,
+        "time_us": 38.3,
+        "algbw": 0.027,
+        "busbw": 0.027,
+        "busbw_min": 0.026,
+        "busbw_max": 0.029,
+        "repeats": 5,
+    }
+    wire = {"size": 1024, "iters": 2, "expected_bytes_per_op": 1024.0, "available": True, "links_read": 18}
+    old = {
+        "rows": [row],
+        "collective": "all_reduce",
+        "world_size": 2,
+        "dtype": "float32",
+        "timer": "cuda events",
+        "largest_size": 1024,
+        "busbw_at_largest": 0.027,
+        "wire": wire,
+    }
+    sweep = typed(schema_allreduce.Rank, old)
+    assert sweep.rows[0].busbw_repeats == () and sweep.rows[0].samples() == (0.026, 0.027, 0.029)
+    assert sweep.wire == schema_allreduce.Wire(1024, 2, 1024.0, True, reason=None, links_read=18)
+    missing = typed(schema_allreduce.Rank, dict(old, wire={**wire, "available": False, "reason": "CPU run"}))
+    assert missing.wire is not None and missing.wire.reason == "CPU run" and missing.wire.tx_ratio is None
+    sent = {k: v for k, v in row.items() if k not in ("count", "correct")} | {"direction": "one way", "total_gbps": 1}
+    pair = typed(
+        schema_sendrecv.Rank,
+        {**{k: old[k] for k in ("world_size", "dtype", "timer")}, "rows": [sent]} | {"collective": "sendrecv"},
+    )
+    assert pair.rows[0].busbw_repeats == () and pair.rows[0].samples() == (0.026, 0.027, 0.029)
+    copied = {"path": "cuda:0 → cuda:1", "size": 1 << 20, "time_us": 21.3, "gbps": 49.2, "gbps_min": 48.4}
+    copied |= {"gbps_max": 50.4, "iters": 10}
+    gpu = typed(schema_p2p.Rank, {"mode": "gpu", "peer_access": {"0->1": True}, "devices": ["H200"], "rows": [copied]})
+    assert gpu.rows[0].mode == "one way" and gpu.rows[0].gbps_repeats == () and gpu.rows[0].busy_share is None
+    assert gpu.timer is None and gpu.note == "" and gpu.peer_access == {"0->1": True} and gpu.devices == ("H200",)
+    skipped = {"mode": "skipped", "note": "needs 2 GPUs: this process sees 1"}
+    skipped["rows"] = [{"path": "cuda:0 → cuda:1", "size": None, "gbps": None, "note": "skipped: needs 2 GPUs"}]
+    assert typed(schema_p2p.Rank, skipped) == schema_p2p.Rank("skipped", note="needs 2 GPUs: this process sees 1")
+    waits = typed(schema_p2p.Rank, {"role": "waits while rank 0 copies"})
+    assert waits == schema_p2p.Rank("waits", note="waits while rank 0 copies")
 
 
 # --- links ---------------------------------------------------------------------------------------
@@ -231,40 +293,162 @@ def test_variables_table():
 # --- the lab's arithmetic on GPU-like results (no GPU needed) -------------------------------------
 
 
+def sweep_row(
+    size: int,
+    busbw: float = 1.0,
+    *,
+    time_us: float | None = None,
+    spread: float = 0.0,
+    samples: Iterable[float] | None = None,
+    repeats: int = 3,
+) -> schema_allreduce.Row:
+    """A row of an ``allreduce_bench`` sweep (n = 2: algbw = busbw); its repeats ``busbw · (1 ∓ spread)`` and
+    ``busbw``, or ``samples``; its time from the size and busbw unless given."""
+    each = tuple(samples) if samples is not None else (busbw * (1 - spread), busbw, busbw * (1 + spread))
+    return schema_allreduce.Row(
+        size=size,
+        count=size // 4,
+        dtype="float32",
+        iters=20,
+        correct=True,
+        time_us=time_us if time_us is not None else size / busbw / 1e3,
+        algbw=busbw,
+        busbw=busbw,
+        busbw_min=min(each),
+        busbw_max=max(each),
+        repeats=repeats,
+        busbw_repeats=each,
+    )
+
+
+def sweep(rows: Iterable[schema_allreduce.Row], wire: schema_allreduce.Wire | None = None) -> schema_allreduce.Rank:
+    """Rank 0's result of an ``allreduce_bench`` run with these rows."""
+    rows = tuple(rows)
+    largest = max(rows, key=lambda r: r.size) if rows else None
+    return schema_allreduce.Rank(
+        rows=rows,
+        collective="all_reduce",
+        world_size=2,
+        dtype="float32",
+        timer="cuda events",
+        largest_size=largest.size if largest else 0,
+        busbw_at_largest=largest.busbw if largest else 0.0,
+        wire=wire,
+    )
+
+
+def sendrecv_row(
+    size: int,
+    direction: Literal["one way", "both ways"],
+    busbw: float,
+    *,
+    spread: float = 0.005,
+    samples: Iterable[float] | None = None,
+) -> schema_sendrecv.Row:
+    """A row of a ``sendrecv_bench`` run: busbw = algbw per direction."""
+    each = tuple(samples) if samples is not None else (busbw * (1 - spread), busbw, busbw * (1 + spread))
+    return schema_sendrecv.Row(
+        size=size,
+        direction=direction,
+        iters=20,
+        dtype="float32",
+        time_us=size / busbw / 1e3,
+        algbw=busbw,
+        busbw=busbw,
+        busbw_min=min(each),
+        busbw_max=max(each),
+        repeats=len(each),
+        busbw_repeats=each,
+        total_gbps=busbw * (2 if direction == "both ways" else 1),
+    )
+
+
+def sendrecv(rows: Iterable[schema_sendrecv.Row]) -> schema_sendrecv.Rank:
+    """Rank 0's result of a ``sendrecv_bench`` run with these rows."""
+    return schema_sendrecv.Rank(
+        rows=tuple(rows), collective="sendrecv", world_size=2, dtype="float32", timer="cuda events"
+    )
+
+
+def copy_row(
+    path: str,
+    mode: Literal["one way", "both at once"],
+    size: int,
+    gbps: float,
+    *,
+    samples: Iterable[float] | None = None,
+    busy_share: float | None = None,
+) -> schema_p2p.Row:
+    """A row of a ``p2p_copy`` run; its repeats ``samples`` (default: three of ``gbps``)."""
+    each = tuple(samples) if samples is not None else (gbps,) * 3
+    return schema_p2p.Row(
+        path=path,
+        mode=mode,
+        size=size,
+        time_us=size / gbps / 1e3,
+        gbps=gbps,
+        gbps_min=min(each),
+        gbps_max=max(each),
+        gbps_repeats=each,
+        iters=10,
+        busy_share=busy_share,
+    )
+
+
+def run_of(
+    rank,
+    *,
+    gpu: bool = True,
+    names: tuple[str, ...] = ("NVIDIA H200", "NVIDIA H200"),
+    link: str | None = "NV18",
+    name: str = "fake",
+    folder: Path | None = None,
+    log: str = "",
+) -> RunResult:
+    """A RunResult whose rank 0 returned ``rank`` (written as JSON and read back, as a launch does), on two H200s
+    joined by NV18 (or a CPU with ``gpu=False``). ``name`` tells runs apart in their labels (it is their torch
+    version); with ``folder``, rank 0's log holds ``log``."""
+    if folder is not None:
+        folder.mkdir()
+        (folder / "rank0.log").write_text(log)
+    env = EnvInfo(
+        host="fakehost",
+        backend="nccl" if gpu else "gloo",
+        world_size=len(names),
+        device_names=names,
+        torch=f"2.13.0 ({name})",
+        cuda="13.0" if gpu else None,
+        nccl="2.28.9" if gpu else None,
+        python="3.12",
+        link=link,
+    )
+    return RunResult(
+        workload=importlib.import_module(type(rank).__module__).NAME,
+        params={},
+        returncode=0,
+        wall_s=1.0,
+        first_output_s=0.1,
+        env=env,
+        ranks=[json.loads(json.dumps(dataclasses.asdict(rank)))],
+        run_dir=folder or Path(name),
+        log_files={0: folder / "rank0.log"} if folder is not None else {},
+        log_tail=[],
+    )
+
+
 def _fake_result(
     tmp_path: Path,
     name: str,
     busbw: dict[int, float],
     log: str,
     gpu: bool = True,
-    wire=None,
+    wire: schema_allreduce.Wire | None = None,
     spread: float = 0.01,
-    rows=None,
-):
-    folder = tmp_path / name
-    folder.mkdir()
-    (folder / "rank0.log").write_text(log)
-    env = types.SimpleNamespace(
-        is_gpu=gpu, backend="nccl" if gpu else "gloo", link="NV18", device_names=("NVIDIA H200", "NVIDIA H200")
-    )
-    metrics = {
-        "rows": rows
-        or [
-            {
-                "size": s,
-                "busbw": b,
-                "algbw": b,
-                "time_us": s / b / 1e3,
-                "busbw_repeats": [b * (1 - spread), b, b * (1 + spread)],
-            }
-            for s, b in busbw.items()
-        ]
-    }
-    if wire:
-        metrics["wire"] = wire
-    return types.SimpleNamespace(
-        metrics=metrics, env=env, label="2× NVIDIA H200 · NV18 (fake)", log_files={0: folder / "rank0.log"}
-    )
+    names: tuple[str, ...] = ("NVIDIA H200", "NVIDIA H200"),
+) -> RunResult:
+    """An ``allreduce_bench`` run with busbw ``busbw[size]`` at each size, its repeats ``± spread``."""
+    rows = [sweep_row(s, b, spread=spread) for s, b in busbw.items()]
+    return run_of(sweep(rows, wire), gpu=gpu, names=names, name=name, folder=tmp_path / name, log=log)
 
 
 def test_lab_rows_ratio_and_verdicts(tmp_path):
@@ -323,25 +507,26 @@ def test_c7_verdict(tmp_path):
 
 
 def test_wire_report(tmp_path):
-    wire = {
-        "available": True,
-        "size": 1 << 30,
-        "iters": 10,
-        "links_read": 18,
-        "links_carrying": 18,
-        "tx_bytes_per_op": 1.003 * (1 << 30),
-        "rx_bytes_per_op": 1.002 * (1 << 30),
-        "expected_bytes_per_op": float(1 << 30),
-        "tx_ratio": 1.003,
-        "rx_ratio": 1.002,
-    }
+    wire = schema_allreduce.Wire(
+        available=True,
+        size=1 << 30,
+        iters=10,
+        links_read=18,
+        links_carrying=18,
+        tx_bytes_per_op=1.003 * (1 << 30),
+        rx_bytes_per_op=1.002 * (1 << 30),
+        expected_bytes_per_op=float(1 << 30),
+        tx_ratio=1.003,
+        rx_ratio=1.002,
+    )
     table, verdict = bandwidth.wire_report(_fake_result(tmp_path, "w", {1: 1.0}, "", wire=wire))
     assert verdict.status == "pass" and verdict.numbers["tx_ratio"] == 1.003 and table.iloc[0]["NVLinks carrying"] == 18
-    table, verdict = bandwidth.wire_report(_fake_result(tmp_path, "x", {1: 1.0}, "", wire=dict(wire, tx_ratio=1.4)))
-    assert verdict.status == "fail"
     table, verdict = bandwidth.wire_report(
-        _fake_result(tmp_path, "n", {1: 1.0}, "", gpu=False, wire={"available": False, "reason": "CPU run"})
+        _fake_result(tmp_path, "x", {1: 1.0}, "", wire=dataclasses.replace(wire, tx_ratio=1.4))
     )
+    assert verdict.status == "fail"
+    missing = schema_allreduce.Wire(1 << 30, 10, float(1 << 30), available=False, reason="CPU run")
+    table, verdict = bandwidth.wire_report(_fake_result(tmp_path, "n", {1: 1.0}, "", gpu=False, wire=missing))
     assert (
         table is None
         and verdict.status == "info"
@@ -367,8 +552,7 @@ def test_reference_check_rule(tmp_path):
     _, near = bandwidth.reference_check(_fake_result(tmp_path, "near", {1 << 30: 329.5}, ""))  # 99.3 %: passes
     assert near.status == "pass"
     assert bandwidth.reference_check(_fake_result(tmp_path, "small", {1 << 20: 60.0}, ""))[1].status == "info"
-    other = _fake_result(tmp_path, "other", {1 << 30: 100.0}, "")
-    other.env.device_names = ("NVIDIA A100-SXM4-80GB",) * 2
+    other = _fake_result(tmp_path, "other", {1 << 30: 100.0}, "", names=("NVIDIA A100-SXM4-80GB",) * 2)
     assert bandwidth.reference_check(other)[1].status == "info"
     assert bandwidth.reference_check(_fake_result(tmp_path, "cpu", {1 << 30: 1.0}, "", gpu=False))[1].status == "info"
 
@@ -376,50 +560,20 @@ def test_reference_check_rule(tmp_path):
 def test_duplex_verdicts(tmp_path):
     """Issue 11 finding 3: the copy engines say whether the link shares its two directions; NCCL adds its own."""
 
-    def sendrecv(name, one, both):
-        rows = [
-            {
-                "size": 1 << 28,
-                "direction": "one way",
-                "busbw": one,
-                "algbw": one,
-                "busbw_repeats": [one * 0.995, one, one * 1.005],
-            },
-            {
-                "size": 1 << 28,
-                "direction": "both ways",
-                "busbw": both,
-                "algbw": both,
-                "busbw_repeats": [both * 0.995, both, both * 1.005],
-            },
-        ]
-        return _fake_result(tmp_path, name, {}, "", rows=rows)
+    def pair(one, both):
+        rows = [sendrecv_row(1 << 28, "one way", one), sendrecv_row(1 << 28, "both ways", both)]
+        return run_of(sendrecv(rows))
 
     def copy(one, both):
-        rows = [
-            {
-                "path": p,
-                "mode": "one way",
-                "size": 1 << 30,
-                "gbps": one,
-                "gbps_repeats": [one * 0.998, one, one * 1.002],
-            }
-            for p in ("cuda:0 → cuda:1", "cuda:1 → cuda:0")
-        ]
+        paths = ("cuda:0 → cuda:1", "cuda:1 → cuda:0")
+        rows = [copy_row(p, "one way", 1 << 30, one, samples=(one * 0.998, one, one * 1.002)) for p in paths]
         rows += [
-            {
-                "path": p,
-                "mode": "both at once",
-                "size": 1 << 30,
-                "gbps": both,
-                "busy_share": 0.99,
-                "gbps_repeats": [both * 0.998, both, both * 1.002],
-            }
-            for p in ("cuda:0 → cuda:1", "cuda:1 → cuda:0")
+            copy_row(p, "both at once", 1 << 30, both, samples=(both * 0.998, both, both * 1.002), busy_share=0.99)
+            for p in paths
         ]
         return bandwidth.CopyRun(rows=rows, label="2× NVIDIA H200 (fake)", note="")
 
-    nccl = sendrecv("s", 355.9, 301.1)
+    nccl = pair(355.9, 301.1)
     assert bandwidth.sendrecv_duplex(nccl).status == "slower"
     full = bandwidth.duplex_verdict(nccl, copy(392.0, 390.0))
     assert full.numbers["copy_status"] == "no change" and full.numbers["nccl_status"] == "slower"
@@ -506,11 +660,15 @@ def test_allreduce_bench_in_process(one_rank):
         min_bytes=1000, max_bytes=40000, factor=4, dtype="float16", warmup=2, iters=3, repeats=2, wire_bytes=4096
     )
     out = allreduce_bench.run(one_rank, p)
-    sizes = [r["size"] for r in out["rows"]]
+    assert isinstance(out, schema_allreduce.Rank)
+    sizes = [r.size for r in out.rows]
     assert sizes == [1000, 4000, 16000, 40000] and all(s % 2 == 0 for s in sizes)
-    assert all(r["correct"] and r["algbw"] > 0 and r["busbw"] == 0.0 for r in out["rows"])  # n = 1: 2(n−1)/n = 0
-    assert all(r["busbw_min"] <= r["busbw"] <= r["busbw_max"] for r in out["rows"])
-    assert out["wire"]["available"] is False and "CPU" in out["wire"]["reason"]
+    assert all(r.correct and r.algbw > 0 and r.busbw == 0.0 for r in out.rows)  # n = 1: 2(n−1)/n = 0
+    assert all(r.busbw_min <= r.busbw <= r.busbw_max and len(r.busbw_repeats) == 2 for r in out.rows)
+    assert all(r.dtype == "float16" and r.count == r.size // 2 for r in out.rows)
+    assert (out.largest_size, out.busbw_at_largest, out.timer) == (40000, 0.0, "perf_counter")
+    assert out.wire is not None and out.wire.available is False and "CPU" in (out.wire.reason or "")
+    assert typed(schema_allreduce.Rank, json.loads(json.dumps(dataclasses.asdict(out)))) == out  # JSON and back
 
 
 def test_sendrecv_needs_pairs(one_rank):
@@ -520,8 +678,12 @@ def test_sendrecv_needs_pairs(one_rank):
 
 def test_p2p_copy_on_cpu_is_a_labelled_simulation(one_rank):
     out = p2p_copy.run(one_rank, p2p_copy.Params(min_bytes=1 << 16, max_bytes=1 << 18, repeats=2))
-    assert out["mode"] == "simulation" and len(out["rows"]) == 2
-    assert all("simulation" in r["path"] and r["gbps"] > 0 and len(r["gbps_repeats"]) == 2 for r in out["rows"])
+    assert out.mode == "simulation" and len(out.rows) == 2 and "stands in" in out.note
+    assert all("simulation" in r.path and r.gbps > 0 and len(r.gbps_repeats) == 2 for r in out.rows)
+    assert all(r.mode == "one way" and r.busy_share is None for r in out.rows)
+    assert typed(schema_p2p.Rank, json.loads(json.dumps(dataclasses.asdict(out)))) == out
+    other = dataclasses.replace(one_rank, rank=1, world_size=2)
+    assert p2p_copy.run(other, p2p_copy.Params()) == schema_p2p.Rank("waits", note="waits while rank 0 copies")
 
 
 def test_device_copy_without_gpus_launches_nothing(runs_dir):
@@ -530,7 +692,9 @@ def test_device_copy_without_gpus_launches_nothing(runs_dir):
     if torch.version.cuda and hardware.gpu_count() >= 2:
         pytest.skip("this machine has 2 GPUs: device_copy launches there")
     copy = bwlab.device_copy({"max_bytes": 1 << 20})
-    assert copy.result is None and "needs 2 GPUs" in copy.rows[0]["note"]
+    assert copy.result is None and copy.rows == () and "needs 2 GPUs" in copy.note
+    frame = copy.frame()  # the table says why, in a row of its own
+    assert frame.to_dict("records") == [{"path": "cuda:0 → cuda:1", "size": None, "gbps": None, "note": copy.note}]
     assert (
         copy.verdict().numbers["reference_gbps"] == 394.0 and copy.duplex().status == "info" and not runs_dir.exists()
     )
@@ -568,32 +732,34 @@ def test_two_process_allreduce_and_sendrecv(runs_dir):
         output="none",
         timeout=120,
     )
-    rows0, rows1 = res.ranks[0]["rows"], res.ranks[1]["rows"]
-    assert rows0 == rows1  # every rank reports the slowest rank's time
-    assert [r["size"] for r in rows0] == [1024, 8192, 65536]
-    assert all(r["correct"] and r["busbw"] == pytest.approx(r["algbw"]) for r in rows0)
+    rank0, rank1 = res.ranks_as(schema_allreduce.Rank)
+    rows0 = rank0.rows
+    assert rows0 == rank1.rows  # every rank reports the slowest rank's time
+    assert [r.size for r in rows0] == [1024, 8192, 65536]
+    assert all(r.correct and r.busbw == pytest.approx(r.algbw) for r in rows0)
+    assert rank1.wire is None  # only rank 0 reports the wire
     report = nccl_debug.read_logs(res.log_files, backend=res.env.backend)
     if res.env.is_gpu:
         assert report.transport is not None, "NCCL_DEBUG=INFO was set, the logs must name a transport"
     else:
-        assert report.summary == "gloo: no NCCL" and res.metrics["wire"]["available"] is False
+        assert report.summary == "gloo: no NCCL" and rank0.wire is not None and rank0.wire.available is False
     res = nvtutorial.run(
         "sendrecv_bench",
         params={"min_bytes": 1024, "max_bytes": 16384, "factor": 16, "warmup": 2, "iters": 3, "repeats": 2},
         output="none",
         timeout=120,
     )
-    rows = res.metrics["rows"]
-    assert [(r["direction"], r["size"]) for r in rows] == [
+    rows = res.metrics_as(schema_sendrecv.Rank).rows
+    assert [(r.direction, r.size) for r in rows] == [
         ("one way", 1024),
         ("one way", 16384),
         ("both ways", 1024),
         ("both ways", 16384),
     ]
-    assert all(r["total_gbps"] == pytest.approx(r["algbw"] * (2 if r["direction"] == "both ways" else 1)) for r in rows)
+    assert all(r.total_gbps == pytest.approx(r.algbw * (2 if r.direction == "both ways" else 1)) for r in rows)
     duplex = bandwidth.duplex_verdict(res)
     assert duplex.status == "info" and duplex.numbers["nccl_status"] in ("faster", "slower", "no change")
-    assert all(len(r["busbw_repeats"]) == 2 for r in rows)
+    assert all(len(r.busbw_repeats) == 2 for r in rows)
 
 
 # --- NVML's NVLink counters, against a fake NVML -----------------------------------------------------
@@ -662,13 +828,15 @@ def test_wire_bytes_counts_what_the_links_carried(one_rank, monkeypatch):
         rank=0, local_rank=0, world_size=2, backend="gloo", device=torch.device("cpu"), run_dir=one_rank.run_dir
     )
     wire = allreduce_bench.wire_bytes(ctx, torch.zeros(size // 4), size, iters=3)
-    assert wire["available"] and wire["links_read"] == 18 and wire["links_carrying"] == 18
-    assert wire["expected_bytes_per_op"] == size  # 2(n−1)/n · S with n = 2
-    assert wire["tx_ratio"] == pytest.approx(18 * (size // 1024 // 18) * 1024 / size)
+    assert wire is not None and wire.available and wire.links_read == 18 and wire.links_carrying == 18
+    assert wire.expected_bytes_per_op == size  # 2(n−1)/n · S with n = 2
+    assert wire.tx_ratio == pytest.approx(18 * (size // 1024 // 18) * 1024 / size) and wire.reason is None
+    assert wire.tx_bytes_per_link_per_op is not None and len(wire.tx_bytes_per_link_per_op) == 18
     no_links = fake_nvml(links=0)
     monkeypatch.setattr(nvml_mod, "nvml", contextlib.contextmanager(lambda: (yield no_links)))
     wire = allreduce_bench.wire_bytes(ctx, torch.zeros(size // 4), size, iters=1)
-    assert wire["available"] is False and "no active NVLink" in wire["reason"]
+    assert wire is not None and wire.available is False and "no active NVLink" in (wire.reason or "")
+    assert wire.links_read is None and wire.tx_ratio is None
 
 
 @requires_two_gpus
@@ -685,20 +853,21 @@ def test_on_two_gpus_the_logs_name_the_transport_and_the_counters_match_the_ring
     lab = bwlab.run_lab({"default": params, "P2P off": params}, paths=bwlab.LAB_PATHS[:2])
     assert [run.transport.transport for run in lab] == ["P2P", "SHM"]
     assert labreport.lab_ratio(lab, "default", "P2P off")[0] > 1.0
-    wire = lab[0].result.metrics["wire"]
-    if lab[0].result.env.link and lab[0].result.env.link.startswith("NV") and wire["available"]:
-        assert 0.9 <= wire["tx_ratio"] <= 1.3, wire
+    wire = bandwidth.sweep_of(lab[0].result).wire
+    assert wire is not None
+    if lab[0].result.env.link and lab[0].result.env.link.startswith("NV") and wire.available:
+        assert wire.tx_ratio is not None and 0.9 <= wire.tx_ratio <= 1.3, wire
 
 
 def test_small_message_plateau_is_read_from_the_rows():
     """The flat region is derived from the sweep, not asserted. The 1×H200 CPU-simulation sweep of the review
     stayed at 217–219 µs up to 64 KiB and took 567 µs at 512 KiB: no 'flat to a MiB' there."""
     rows = [
-        {"size": s, "time_us": t}
+        sweep_row(s, time_us=t)
         for s, t in ((1024, 217.0), (8192, 218.0), (65536, 219.0), (524288, 567.0), (1 << 20, 558.0))
     ]
     verdict = bandwidth.small_message_cost(rows)
     assert verdict.numbers["flat_up_to"] == 65536 and verdict.numbers["flat_time_us_max"] == 219.0
     assert "Up to 64 KiB" in verdict.text
-    steep = bandwidth.small_message_cost([{"size": 1024, "time_us": 10.0}, {"size": 4096, "time_us": 40.0}])
+    steep = bandwidth.small_message_cost([sweep_row(1024, time_us=10.0), sweep_row(4096, time_us=40.0)])
     assert steep.numbers["flat_up_to"] is None and "no flat region" in steep.text

@@ -27,6 +27,7 @@ from nvtutorial.machine import doctor, hardware, links, topology
 from nvtutorial.report import claims
 from nvtutorial.results import RunResult
 from tests.conftest import requires_two_gpus
+from tests.test_bandwidth import run_of, sweep, sweep_row
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -178,15 +179,16 @@ def test_sweep_verdicts_from_the_reference_run():
     assert wire.status == "pass" and wire.numbers["tx_ratio"] == pytest.approx(1.0, abs=1e-3)
     assert wire.numbers["links_carrying"] == 18
     # the constants the CPU notebooks quote are this run's numbers
-    saved = sweep.metrics["wire"]
-    assert bandwidth.REFERENCE_WIRE["tx_ratio"] == pytest.approx(saved["tx_ratio"], abs=1e-6)
-    assert bandwidth.REFERENCE_WIRE["links_read"] == saved["links_read"] == 18
-    per_link = [v / 1e6 for v in saved["tx_bytes_per_link_per_op"].values()]
+    saved = bandwidth.sweep_of(sweep).wire
+    assert saved is not None and saved.tx_ratio is not None and saved.tx_bytes_per_link_per_op is not None
+    assert bandwidth.REFERENCE_WIRE["tx_ratio"] == pytest.approx(saved.tx_ratio, abs=1e-6)
+    assert bandwidth.REFERENCE_WIRE["links_read"] == saved.links_read == 18
+    per_link = [v / 1e6 for v in saved.tx_bytes_per_link_per_op.values()]
     assert (min(per_link), max(per_link)) == pytest.approx(
         (bandwidth.REFERENCE_WIRE["per_link_mb_min"], bandwidth.REFERENCE_WIRE["per_link_mb_max"]), abs=0.01
     )
     assert bandwidth.REFERENCE_SWEEP["busbw"] == pytest.approx(
-        bandwidth.at_size(bandwidth.rows_of(sweep), 1 << 30)[1], abs=0.01
+        bandwidth.at_size(bandwidth.sweep_rows(sweep), 1 << 30)[1], abs=0.01
     )
     small = bandwidth.small_message_cost(sweep)
     assert small.numbers["time_us_smallest"] == pytest.approx(38.3, abs=0.1)  # not "a few microseconds"
@@ -204,7 +206,7 @@ def test_duplex_from_the_reference_run():
 
 
 def test_prediction_is_graded_against_the_saved_number_on_a_cpu(tmp_path):
-    cpu = type("R", (), {"env": None, "label": "CPU", "metrics": {"rows": [{"size": 1 << 20, "busbw": 1.0}]}})()
+    cpu = run_of(sweep([sweep_row(1 << 20, 1.0)]), gpu=False)
     graded = linkreport.grade_run(330.0, cpu, links.expect("NV18", "NVIDIA H200"))
     assert graded.status == "right" and graded.numbers["measured"] == bandwidth.reference_sweep_busbw(1 << 30)[1]
 

@@ -17,6 +17,8 @@ import pytest
 from nvtutorial.chapters.ch06_pitfalls import report as rp
 from nvtutorial.chapters.ch06_pitfalls import report_measured as rm
 from nvtutorial.report import claims
+from nvtutorial.results import RunResult
+from tests import pitfalls_results as made
 
 REFERENCE = Path(__file__).resolve().parent.parent / "reference" / "h200x2"
 RUNS = REFERENCE / "runs"
@@ -154,10 +156,16 @@ def _measured_runs() -> list[Path]:
     return _runs(lambda d, _: d.get("workload") == "pitfalls" and d.get("error") is None and bool(d.get("ranks")))
 
 
+def _measured(part: str) -> RunResult:
+    """The newest committed ``pitfalls`` run that measured ``part``, through the project's reader (typed by
+    ``report_measured.ranks``)."""
+    runs = [r for r in _measured_runs() if part in _result(r)["ranks"][0]]
+    assert runs, f"no committed pitfalls run measured {part}"
+    return RunResult.load(runs[0] / "result.json")
+
+
 def test_c19_and_c20_from_2x_h200_agree_with_the_registry():
-    runs = [r for r in _measured_runs() if "oom" in _as_result(r).ranks[0]]
-    assert runs, "no committed pitfalls run measured the out-of-memory demo"
-    result = _as_result(runs[0])
+    result = _measured("oom")
     for decide, claim_id in ((rm.verdict_c19, "C19"), (rm.verdict_c20, "C20")):
         verdict = decide(result)
         assert verdict.status == claims.claim(claim_id).status, verdict.text
@@ -168,11 +176,7 @@ def test_c19_and_c20_from_2x_h200_agree_with_the_registry():
 def test_c17_from_2x_h200_is_not_decided_by_a_run_that_timed_the_loader_alone():
     """The committed sweep timed the DataLoader alone, before the course timed the loop: C17 stays pending a 2× H200
     run, and the verdict says how many workers fed the step instead (tests/test_rules_pitfalls.py pins its numbers)."""
-    from nvtutorial.results import RunResult
-
-    runs = [r for r in _measured_runs() if "dataloader" in _as_result(r).ranks[0]]
-    assert runs, "no committed pitfalls run measured the loader"
-    verdict = rm.verdict_c17(RunResult.load(runs[0] / "result.json"))
+    verdict = rm.verdict_c17(_measured("dataloader"))
     assert verdict.status == "unverifiable", verdict.text
     assert claims.claim("C17").evidence == "pending a 2× H200 run"
     assert verdict.numbers["feed"] == {"0": 4, "1": 4}, "C17 is read on every rank"
@@ -188,10 +192,8 @@ def test_the_registry_names_the_function_that_decides_each_claim(claim_id):
 # --- C20 and the OOM step times: every branch, on results shaped like the GPU run's ----------------------------
 
 
-def _oom_result(fragmentation: dict[str, str] | None = None, training: list[dict[str, Any]] | None = None) -> Any:
-    frag = [{"config": k, "outcome": v} for k, v in (fragmentation or {}).items()]
-    oom = {"fragmentation": frag, "training": {"batch": 16, "cap_mib": 4096, "rows": training or []}}
-    return types.SimpleNamespace(label="1× test GPU", ranks=[{"oom": oom}])
+def _oom_result(fragmentation: dict[str, str] | None = None, training: list[Any] | None = None) -> Any:
+    return made.oom_run(fragmentation or {}, training or [], label="1× test GPU")
 
 
 SPLIT = "expandable_segments:False,max_split_size_mb:256"
@@ -215,7 +217,7 @@ def test_c20_holds_when_max_split_size_mb_fixes_the_fragmentation(outcomes, stat
 
 
 def test_c20_on_the_reference_is_holds_with_both_remedies():
-    result = _as_result([r for r in _measured_runs() if "oom" in _as_result(r).ranks[0]][0])
+    result = _measured("oom")
     verdict = rm.verdict_c20(result)
     assert verdict.status == claims.claim("C20").status == "holds"
     assert verdict.numbers == {
@@ -226,11 +228,8 @@ def test_c20_on_the_reference_is_holds_with_both_remedies():
     }
 
 
-def _step(variant: str, capped: bool, times: list[float] | None, outcome: str = "fits") -> dict[str, Any]:
-    row: dict[str, Any] = {"variant": variant, "capped": capped, "outcome": outcome}
-    if times:
-        row |= {"step_ms": sorted(times)[len(times) // 2], "step_ms_repeats": times}
-    return row
+def _step(variant: str, capped: bool, times: list[float] | None, outcome: str = "fits") -> Any:
+    return made.training_row(variant, capped, outcome, times)
 
 
 @pytest.mark.parametrize("ckpt_ms, status", [([51.0, 51.2, 51.1], "slower"), ([50.3, 50.2, 50.4], "no change")])
@@ -252,10 +251,100 @@ def test_checkpointing_cost_compares_repeated_steps_without_the_cap(ckpt_ms, sta
 
 def test_checkpointing_cost_is_not_read_from_one_step_after_installing_it():
     """The committed reference timed one capped step right after installing checkpointing: no conclusion from it."""
-    result = _as_result([r for r in _measured_runs() if "oom" in _as_result(r).ranks[0]][0])
+    result = _measured("oom")
     assert rm.checkpointing_cost(result).status == "info"
     assert (
         rm.oom_fixes_verdict(result).status == "pass"
-    )  # older rows without the `capped` flag: every row after the first
-    skipped = types.SimpleNamespace(label="CPU", ranks=[{"oom": {"skipped": "skipped: needs a GPU"}}])
+    )  # older rows without the `capped` flag: every row after the first (TrapsRank.upgrade)
+    skipped = made.skipped_run()
     assert rm.checkpointing_cost(skipped).status == "info" and rm.verdict_c20(skipped).status == "unverifiable"
+
+
+# --------------------------------------------------------------------------- what notebook 06's cells pass
+# Notebook 06's cells (the text of the committed 2x H200 copy, which the site shows only while every cell is unchanged)
+# pass the plots and readers sections and rows as the run wrote them (``measured.ranks[r]["dataloader"]``, ...): each
+# function types them through the schema and gives what it gives from the typed result.
+def _pixels(fig):
+    """What a figure shows, pixel for pixel (Agg), to tell two drawings apart."""
+    import numpy as np
+
+    fig.canvas.draw()
+    return np.asarray(fig.canvas.buffer_rgba()).copy()
+
+
+def _same_figures(a, b) -> bool:
+    import matplotlib.pyplot as plt
+
+    try:
+        return bool((_pixels(a) == _pixels(b)).all())
+    finally:
+        plt.close(a)
+        plt.close(b)
+
+
+def test_the_oom_figure_takes_the_training_rows_as_the_run_wrote_them():
+    """Cell 4dd5d80e: ``t = measured.ranks[0]["oom"]["training"]; pp.oom_fixes(t["rows"], t["cap_mib"], measured)``.
+    The committed run's rows carry no ``capped`` flag: read as ``TrapsRank.upgrade`` reads them."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from nvtutorial.chapters.ch06_pitfalls import plots as pp
+    from nvtutorial.chapters.ch06_pitfalls import schema
+
+    measured = _measured("oom")
+    t = measured.ranks[0]["oom"]["training"]
+    typed_training = rm.oom(measured).training
+    assert typed_training is not None and all("capped" not in row for row in t["rows"])
+    assert schema.training_rows_typed(t["rows"]) == typed_training.rows
+    assert [r.capped for r in typed_training.rows] == [False, True, True, True]
+    assert schema.training_rows_typed(typed_training.rows) == typed_training.rows  # typed rows as they are
+    raw_fig, raw_ax = pp.oom_fixes(t["rows"], t["cap_mib"], measured)
+    typed_fig, typed_ax = pp.oom_fixes(typed_training.rows, typed_training.cap_mib, measured)
+    assert [x.get_text() for x in raw_ax.get_yticklabels()] == [r["variant"] for r in t["rows"]]
+    assert [x.get_text() for x in raw_ax.get_yticklabels()] == [x.get_text() for x in typed_ax.get_yticklabels()]
+    assert _same_figures(raw_fig, typed_fig)
+
+
+def test_the_loader_figure_and_enough_workers_take_the_sections_as_the_run_wrote_them():
+    """Cell 487a5d83: ``loader_rows = [measured.ranks[r]["dataloader"] ...]``, ``rule=loader_rows[0]
+    ["rule_of_thumb_workers"]``, ``knees=[rm.enough_workers(d["rows"])["knee"] ...]``, ``pp.loader_sweep(loader_rows,
+    ...)``. The committed 2x H200 run timed the loader alone (another layout, which these functions refuse, raw as
+    typed); today's layout is a made-up run written as a run writes it (``tests/pitfalls_results.py``)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from nvtutorial.chapters.ch06_pitfalls import plots as pp
+    from nvtutorial.chapters.ch06_pitfalls import schema
+
+    old = _measured("dataloader")
+    with pytest.raises(ValueError, match="unknown field .*for Loader"):
+        schema.loader_typed(old.ranks[0]["dataloader"])
+    with pytest.raises(ValueError, match="no rank timed the training loop"):
+        rm.loaders(old)
+
+    rows0 = made.rows({0: (100, 102), 4: (400, 404), 8: (402, 398)}, {4: (401, 405), 8: (400, 401)})
+    rows1 = made.rows({0: (90, 92), 4: (300, 304), 8: (405, 401)}, {4: (301, 305), 8: (400, 406)})
+    measured = made.loader_run(rows0, rows1, step=(410, 412))
+    loader_rows = [measured.ranks[r]["dataloader"] for r in range(len(measured.ranks))]
+    typed_loaders = rm.loaders(measured)
+    assert [schema.loader_typed(d) for d in loader_rows] == typed_loaders
+    raw_workers = [rm.enough_workers(d["rows"]) for d in loader_rows]
+    assert raw_workers == [rm.enough_workers(d.rows) for d in typed_loaders]
+    assert [w["knee"] for w in raw_workers] == [4, 8]
+    pin_same = rm.pin_within_noise(measured)
+    raw_fig, raw_ax = pp.loader_sweep(
+        loader_rows,
+        measured,
+        rule=loader_rows[0]["rule_of_thumb_workers"],
+        knees=[rm.enough_workers(d["rows"])["knee"] for d in loader_rows],
+        pin_same=pin_same,
+    )
+    typed_fig, typed_ax = pp.loader_sweep(
+        typed_loaders,
+        measured,
+        rule=typed_loaders[0].rule_of_thumb_workers,
+        knees=[rm.enough_workers(d.rows)["knee"] for d in typed_loaders],
+        pin_same=pin_same,
+    )
+    assert [t.get_text() for t in raw_ax.texts] == [t.get_text() for t in typed_ax.texts]
+    assert _same_figures(raw_fig, typed_fig)

@@ -1,6 +1,7 @@
 """Notebook 05's GPU-only verdicts (C12, C13, C16 and the split of a step), recomputed from the runs
 committed from 2× H200 (``reference/h200x2/runs/profile_step-*`` and the executed notebook's
-outputs), so that a change of the analysis that flips a conclusion about those runs fails here.
+outputs, read through the workload's schema), so that a change of the analysis that flips a conclusion about those
+runs fails here.
 
 These runs predate the workload's repeats and paired traces: the readers then estimate the time
 on the wire as the least communication of any rank, and the conclusions pinned below are the
@@ -19,6 +20,7 @@ import pytest
 from nvtutorial.chapters.ch05_profiling import report as profiling
 from nvtutorial.chapters.ch05_profiling import report_monitoring as monitoring
 from nvtutorial.chapters.ch05_profiling import report_traces as traces
+from nvtutorial.chapters.ch05_profiling import schema
 from nvtutorial.report import claims
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -29,7 +31,7 @@ NOTEBOOK = ROOT / "reference" / "h200x2" / "05_profiling.ipynb"
 def ref():
     runs = profiling.reference_runs()
     assert set(runs) == {"NVLink", "host-staged"}, "the committed profile_step runs of 2026-11-30 are missing"
-    assert all(r.env.is_gpu and r.env.link == "NV18" for r in runs.values())
+    assert all(r.env is not None and r.env.is_gpu and r.env.link == "NV18" for r in runs.values())
     return runs
 
 
@@ -49,8 +51,9 @@ def test_rank0s_exposed_communication_is_mostly_waiting(ref):
     assert n["link_ms"] == pytest.approx(0.564, abs=1e-3) and n["exposed_link_ms"] == pytest.approx(0.160, abs=1e-3)
     assert n["exposed_link_share"] < 0.005  # under half a percent of the 43 ms profiled step
     # The wire: 124 MB of gradients at the 298 GB/s the probe reached is about 0.4 ms, no more than rank 1's 0.56 ms.
-    m = ref["NVLink"].ranks[0]
-    wire_ms = m["gradient_mib"] * 2**20 / (m["probe"]["busbw_gbs"] * 1e9) * 1e3
+    m = ref["NVLink"].ranks_as(schema.Rank)[0]
+    assert m.probe is not None
+    wire_ms = m.gradient_mib * 2**20 / (m.probe.busbw_gbs * 1e9) * 1e3
     assert 0.3 < wire_ms < n["link_ms"]
 
 
@@ -121,9 +124,10 @@ def _reference_telemetry():
 def test_c13_dmon_shows_utilisation_not_the_link(ref):
     dmon, sent_gib = _reference_telemetry()
     assert sent_gib == pytest.approx([472.203, 472.191])
-    probe = ref["NVLink"].ranks[0]["probe"]
+    probe = ref["NVLink"].ranks_as(schema.Rank)[0].probe
+    assert probe is not None
     v = monitoring.verdict_c13(
-        dmon, [g * 2**30 for g in sent_gib], probe["bytes_per_rank_algorithm"], where=ref["NVLink"].label
+        dmon, [g * 2**30 for g in sent_gib], probe.bytes_per_rank_algorithm, where=ref["NVLink"].label
     )
     assert v.status == claims.claim("C13").status == "wrong"
     assert v.numbers["dmon_columns"] == ["sm", "mem", "enc", "dec", "jpg", "ofa"]
@@ -136,3 +140,56 @@ def test_the_prediction_answer_from_the_reference(ref):
     assert share < 0.02  # choice (a) of the notebook's prediction
     text = profiling.prediction_explanation(ref["host-staged"], ref)
     assert "0.16 ms of 43.1 ms" in text and "about 0.4 ms" in text
+
+
+# --------------------------------------------------------------------------- what notebook 05's cells pass
+def _pixels(fig):
+    """What a figure shows, pixel for pixel (Agg), to tell two drawings apart."""
+    import numpy as np
+
+    fig.canvas.draw()
+    return np.asarray(fig.canvas.buffer_rgba()).copy()
+
+
+@pytest.mark.parametrize("path", ["NVLink", "host-staged"])
+def test_the_telemetry_figure_takes_the_phases_as_the_run_wrote_them(ref, path):
+    """Notebook 05's telemetry cell (the text of the committed 2x H200 copy, which the site shows only while the
+    cell is unchanged) passes ``run.metrics["phases"]`` and ``run.metrics["step_ends"]``, raw JSON: the figure types
+    them through the schema and draws exactly what it draws from rank 0's typed result."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import pandas as pd
+
+    from nvtutorial.chapters.ch05_profiling import plots as pp
+
+    run = ref[path]
+    rank0 = profiling.ranks(run)[0]
+    assert schema.phases_typed(run.metrics["phases"]) == rank0.phases and len(rank0.phases) >= 7  # 7 without the probe
+    assert schema.phases_typed(rank0.phases) == rank0.phases  # typed phases as they are
+    t0, t1 = rank0.phases[0].start - 1.0, rank0.phases[-1].end + 1.0
+    frame = pd.DataFrame(
+        [
+            {
+                "t": t0 + (t1 - t0) * i / 40,
+                "gpu": gpu,
+                "sm_util_pct": 50.0 + 10 * gpu,
+                "nvlink_tx_gbs": 1.0 + i,
+                "nvlink_rx_gbs": 2.0,
+                "mem_used_mib": 1024.0 * (1 + gpu),
+            }
+            for gpu in (0, 1)
+            for i in range(41)
+        ]
+    )
+    raw_fig, raw = pp.telemetry(frame, run, phases=run.metrics["phases"], step_ends=run.metrics["step_ends"])
+    typed_fig, typed_axes = pp.telemetry(frame, run, phases=rank0.phases, step_ends=rank0.step_ends)
+    try:
+        assert [t.get_text() for t in raw[0].texts] == [ph.name for ph in rank0.phases]  # every phase named
+        assert [t.get_text() for t in raw[0].texts] == [t.get_text() for t in typed_axes[0].texts]
+        assert len(raw[0].lines) == len(typed_axes[0].lines) == 2 + len(rank0.step_ends)  # 2 GPUs, a tick per step
+        assert (_pixels(raw_fig) == _pixels(typed_fig)).all()
+    finally:
+        plt.close(raw_fig)
+        plt.close(typed_fig)

@@ -9,10 +9,12 @@ optimisations' timings) are recomputed from the committed 2× H200 result JSON i
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
 import socket
+import statistics
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -21,11 +23,12 @@ import torch
 import torch.distributed as dist
 
 import nvtutorial
-from nvtutorial.chapters.ch03_ddp_training import report
+from nvtutorial.chapters.ch03_ddp_training import report, schema
 from nvtutorial.chapters.ch03_ddp_training.lessons import ddp_train
 from nvtutorial.chapters.ch04_optimisations import report as oreport
+from nvtutorial.chapters.ch04_optimisations import schema as oschema
 from nvtutorial.report import claims
-from nvtutorial.results import RunResult
+from nvtutorial.results import EnvInfo, RunResult, typed
 from nvtutorial.teach import ranks
 
 REFERENCE = Path(__file__).resolve().parent.parent / "reference" / "h200x2" / "runs"
@@ -51,17 +54,17 @@ LESSON_ARGS = [
 
 # --- the committed 2× H200 runs ------------------------------------------------------------------
 def _kind(result: RunResult) -> str:
-    names = {r["variant"] for r in result.metrics.get("rows", [])}
-    env = result.overrides or {}
     if result.workload == "attention_sdp":
         return "attention"
+    names = {r.variant for r in report.rows_of(result)}  # typed: the committed names read as today's
+    env = result.overrides or {}
     if len(result.ranks) == 1:
         return "one_gpu"
     if env.get("NCCL_SHM_DISABLE") == "1":
         return "socket"
     if env.get("NCCL_P2P_DISABLE") == "1":
         return "host"
-    return "optimisations" if names & {"amp=fp32", "fp32"} else "scaling"
+    return "optimisations" if "fp32" in names else "scaling"
 
 
 def _reference() -> dict[str, RunResult]:
@@ -109,7 +112,7 @@ def test_c14_nvlink_and_host_staged_step_times_are_within_noise_sockets_are_slow
         16,
     )
     host, sock = report.transport_comparison(rows, "host"), report.transport_comparison(rows, "socket")
-    assert len(rows["nvlink"]["repeats_every_rank"]) == 6  # both ranks' repeats
+    assert len(rows["nvlink"].repeats_every_rank) == 6  # both ranks' repeats
     assert host.status == "no change" and abs(host.ratio - 1) <= host.noise  # 1.008× inside ±1.1 %
     assert sock.status == "slower" and sock.ratio > 1.5
     v = report.verdict_c14(rows, gpu=True)
@@ -118,12 +121,23 @@ def test_c14_nvlink_and_host_staged_step_times_are_within_noise_sockets_are_slow
 
 def _c14_rows(host_ms: float) -> dict:
     def row(ms):
-        return {
-            "repeats_every_rank": [ms * f for f in (0.998, 1.0, 1.002, 0.999, 1.001, 1.0)],
-            "aa_gap": 0.005,
-            "step_ms_per_rank": [ms, ms],
+        measured = {
+            "variant": "baseline",
+            "code": "the lesson's",
+            "per_gpu_batch": 16,
+            "world_size": 2,
+            "global_batch": 32,
+            "status": "ok",
+            "step_ms": ms,
+            "samples_per_s": 32e3 / ms,
             "comm_share": 0.1,
         }
+        return report.PathRow(
+            typed(schema.Row, measured),
+            repeats_every_rank=tuple(ms * f for f in (0.998, 1.0, 1.002, 0.999, 1.001, 1.0)),
+            aa_gap=0.005,
+            step_ms_per_rank=(ms, ms),
+        )
 
     return {"nvlink": row(100.0), "host": row(host_ms), "socket": None}
 
@@ -177,10 +191,42 @@ def test_c11_fp16_with_a_scaler_and_bf16_are_faster_than_fp32():
 
 
 def _gpu_run(rows):
+    """A run on GPUs whose rank 0 returned ``rows`` (today's layout), as the launcher collects it."""
     for r in rows:
+        r.update({"code": "test", "per_gpu_batch": 8, "world_size": 2, "global_batch": 16, **r})
         r.setdefault("status", "ok")
-    return SimpleNamespace(
-        metrics={"rows": rows, "device": "cuda:0"}, label="test GPUs", env=SimpleNamespace(is_gpu=True)
+        r.setdefault("step_ms", r["step_ms_rounds"][0])
+    metrics = {
+        "device": "cuda:0",
+        "world_size": 2,
+        "model": "tiny",
+        "model_params": 1,
+        "image_size": 16,
+        "tf32_convolutions": True,
+        "precision": "bf16 autocast",
+        "rows": rows,
+    }
+    gpus = EnvInfo(
+        host="h",
+        backend="nccl",
+        world_size=2,
+        device_names=("test GPU",) * 2,
+        torch="2",
+        cuda=None,
+        nccl=None,
+        python="",
+    )
+    return RunResult(
+        workload="train",
+        params={},
+        returncode=0,
+        wall_s=1.0,
+        first_output_s=None,
+        env=gpus,
+        ranks=[metrics],
+        run_dir=Path("run"),
+        log_files={},
+        log_tail=[],
     )
 
 
@@ -246,19 +292,38 @@ def test_c9_the_unet_calls_no_attention():
 
 
 def _attention(on, off, again, calls=0):
+    """One rank's attention_sdp result, typed, with the UNet's repeats ``on``, ``off`` and ``again``."""
     ops = {"ops": ["_scaled_dot_product_flash_attention"], "ms": 1.0}
-    return {
-        "device": "cuda:0",
-        "defaults": {"flash_sdp_enabled": True},
-        "unet": {
-            "sdpa_calls": calls,
-            "attention_block_sdpa_calls": 1,
-            "ms_flash_on_all": on,
-            "ms_flash_off_all": off,
-            "ms_flash_on_again_all": again,
-        },
-        "attention": [{"setting": "default switches", **ops}, {"setting": "enable_flash_sdp(False)", **ops}],
+    switches = {
+        "flash_sdp_enabled": True,
+        "mem_efficient_sdp_enabled": True,
+        "math_sdp_enabled": True,
+        "cudnn_sdp_enabled": True,
+        "flash_attention_built": True,
     }
+    return typed(
+        oschema.Rank,
+        {
+            "device": "cuda:0",
+            "dtype": "bf16",
+            "defaults": switches,
+            "shape": {"batch": 1, "heads": 1, "seq": 1, "head_dim": 1},
+            "backends": [],
+            "unet": {
+                "model": "tiny",
+                "sdpa_calls": calls,
+                "attention_block_sdpa_calls": 1,
+                "ms_flash_on": statistics.median(on),
+                "ms_flash_on_all": on,
+                "ms_flash_off": statistics.median(off),
+                "ms_flash_off_all": off,
+                "ms_flash_on_again": statistics.median(again),
+                "ms_flash_on_again_all": again,
+            },
+            "attention": [{"setting": "default switches", **ops}, {"setting": "enable_flash_sdp(False)", **ops}],
+            "after": switches,
+        },
+    )
 
 
 def test_c9_a_unet_without_attention_times_the_noise_not_the_switch():
@@ -487,11 +552,29 @@ WORKLOAD = (
 )
 
 
+def _cpu_run(ranks_out: list) -> RunResult:
+    """The two ranks' typed results as the launcher collects a run of them (each as JSON)."""
+    cpu = EnvInfo(
+        host="h", backend="gloo", world_size=2, device_names=("CPU",) * 2, torch="2", cuda=None, nccl=None, python=""
+    )
+    return RunResult(
+        workload="train",
+        params={},
+        returncode=0,
+        wall_s=1.0,
+        first_output_s=None,
+        env=cpu,
+        ranks=[json.loads(json.dumps(dataclasses.asdict(out))) for out in ranks_out],
+        run_dir=Path("run"),
+        log_files={},
+        log_tail=[],
+    )
+
+
 @pytest.fixture(scope="module")
 def scaling(pair):
-    """The train workload's scaling configurations, run on the two ranks: the metrics of each rank."""
-    ranks_out = _on_ranks(WORKLOAD.format("batch_sizes=(2, 4), one_gpu_batch=4"), "out")
-    return SimpleNamespace(metrics=ranks_out[0], ranks=ranks_out, label="CPU, gloo", env=SimpleNamespace(is_gpu=False))
+    """The train workload's scaling configurations, run on the two ranks: their run."""
+    return _cpu_run(_on_ranks(WORKLOAD.format("batch_sizes=(2, 4), one_gpu_batch=4"), "out"))
 
 
 def test_c15_on_the_cpu_counted_bytes_halve_only_with_a_fixed_global_batch(scaling):
@@ -519,7 +602,7 @@ def test_c10_and_no_sync_on_the_cpu_counted_bytes(pair):
         ),
         "out",
     )
-    result = SimpleNamespace(metrics=out[0], ranks=out, label="CPU, gloo", env=SimpleNamespace(is_gpu=False))
+    result = _cpu_run(out)
     c10 = oreport.verdict_c10(result)
     assert c10.status == "wrong"
     assert c10.numbers["allreduce_bytes_baseline"] == c10.numbers["allreduce_bytes_bucket_view"] > 0

@@ -3,13 +3,16 @@
 One real 2-rank gloo group (``%%ranks``' pool, ``TORCH_DISTRIBUTED_DEBUG=DETAIL`` so that the
 source's mismatched ``all_gather`` raises instead of aborting) serves every distributed test:
 the lessons' functions, the exercise's checker on its solution and its known wrong answers (the
-path a notebook's checker cell takes), and both workloads' ``run`` on the ranks, whose metrics
-the report turns into the verdicts the notebook shows. The rest are in-process unit tests.
+path a notebook's checker cell takes), and both workloads' ``run`` on the ranks, whose metrics (written as the
+launcher writes them, read back typed through the chapter's schemas) the report turns into the verdicts the notebook
+shows. The rest are in-process unit tests.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
+import json
 import textwrap
 
 import pytest
@@ -17,12 +20,13 @@ import torch
 
 from nvtutorial import launch
 from nvtutorial.chapters.ch07_collectives import exercises as exercise
-from nvtutorial.chapters.ch07_collectives import report
+from nvtutorial.chapters.ch07_collectives import report, schema, schema_compression
 from nvtutorial.chapters.ch07_collectives import report_compression as compression_report
 from nvtutorial.chapters.ch07_collectives import workload_density as density
 from nvtutorial.chapters.ch07_collectives.workload import ring_bytes
 from nvtutorial.report import claims
 from nvtutorial.report.verdict import compare
+from nvtutorial.results import typed
 from nvtutorial.teach import check, ranks
 
 WORLD = 2
@@ -92,6 +96,7 @@ def ring_cases():
 
 
 def workload_metrics(which, params):
+    import dataclasses
     import tempfile
     from pathlib import Path
 
@@ -104,7 +109,7 @@ def workload_metrics(which, params):
     module = {"collectives_bench": collectives_bench, "compression": compression}[which]
     rank, world_size = dist.get_rank(), dist.get_world_size()
     ctx = runtime.Context(rank, rank, world_size, "gloo", torch.device("cpu"), Path(tempfile.mkdtemp()))
-    return module.run(ctx, module.Params(**params))
+    return dataclasses.asdict(module.run(ctx, module.Params(**params)))  # as the launcher writes rank{R}.json
 
 
 def powersgd_with_a_visible_gpu():
@@ -201,102 +206,128 @@ def test_exercise_checker_passes_the_solution_and_names_each_wrong_answer(pool):
 # The workloads on the ranks, and the verdicts the notebook shows
 
 
+def read_back(rank_type, metrics):
+    """Every rank's metrics as the kernel reads them: through JSON, typed by the workload's schema."""
+    return [typed(rank_type, json.loads(json.dumps(m))) for m in metrics]
+
+
 @pytest.fixture(scope="module")
-def bench(pool) -> list[dict]:
-    return on_ranks(
-        workload_metrics,
-        "collectives_bench",
-        {
-            "sizes": (4096, 65536),
-            "slices": (1, 3),
-            "warmup": 1,
-            "repeats": 2,
-            "sparse_numel": 4096,
-            "densities": (0.01, 0.6),
-            "case_numel": 512,
-            "random_cases": 2,
-        },
+def bench(pool) -> list[schema.Rank]:
+    return read_back(
+        schema.Rank,
+        on_ranks(
+            workload_metrics,
+            "collectives_bench",
+            {
+                "sizes": (4096, 65536),
+                "slices": (1, 3),
+                "warmup": 1,
+                "repeats": 2,
+                "sparse_numel": 4096,
+                "densities": (0.01, 0.6),
+                "case_numel": 512,
+                "random_cases": 2,
+            },
+        ),
     )
 
 
 def test_c22_on_the_cpu(bench):
-    v = claims.claim("C22").decider()(bench[0]["source_cases"], "CPU")
+    v = claims.claim("C22").decider()(bench[0].source_cases, "CPU")
     assert v.status == claims.claim("C22").status == "wrong"
     assert v.numbers["source_exact"] == 1  # only "same positions on every rank"
     assert v.numbers["source_wrong"] == 1  # same count, other positions: it runs and averages unrelated entries
     assert v.numbers["source_failed"] == 3 and v.numbers["course_exact"] == v.numbers["cases"] == 5
-    wrong = next(r for r in bench[0]["source_cases"] if r["implementation"] == "source" and r["ran"] and not r["exact"])
-    assert not wrong["ranks_agree"]  # the ranks even end with different tensors
-    failed = [r for r in bench[0]["source_cases"] if r["implementation"] == "source" and not r["ran"]]
-    assert all("mismatch" in r["error"] for r in failed)
+    wrong = next(r for r in bench[0].source_cases if r.implementation == "source" and r.ran and not r.exact)
+    assert not wrong.ranks_agree  # the ranks even end with different tensors
+    failed = [r for r in bench[0].source_cases if r.implementation == "source" and not r.ran]
+    assert all(r.error is not None and "mismatch" in r.error for r in failed)
 
 
 def test_ring_and_sparse_verdicts_on_the_cpu(bench):
     assert report.ring_check(bench, "CPU").status == "pass"
     speed = report.ring_speed(bench, "CPU", gpu=False)
     assert speed.status == "info" and set(speed.numbers["share_by_variant"]) == {"ring, 1 slice", "ring, 3 slices"}
-    sparse = report.sparse_verdict(bench[0]["sparse"], "CPU")
+    sparse = report.sparse_verdict(bench[0].sparse, "CPU")
     assert sparse.status == "pass" and sparse.numbers["judged_by"] == "compare"
-    rows = {r["density"]: r for r in bench[0]["sparse"]}
+    rows = {r.density: r for r in bench[0].sparse}
     # bytes of the correct sparse all-reduce: the count + max_count int32 indices and fp32 values, all-gathered
     for r in rows.values():
-        assert r["dense_bytes_sent"] == 4096 * 4  # 2 (W-1)/W × the tensor
-    assert rows[0.01]["bytes_ratio"] < 0.1 < 1 < rows[0.6]["bytes_ratio"]
-    assert [row["indices_shape"] for row in bench[0]["indexing"]] == [[3, 1], [3, 2], [3, 4]]
-    assert bench[0]["indexing"][1]["error"].startswith("IndexError")
-    assert bench[0]["indexing"][2]["values_numel"] == 3 * 4 * 27  # whole slices, not 3 numbers
+        assert r.dense_bytes_sent == 4096 * 4  # 2 (W-1)/W × the tensor
+    assert rows[0.01].bytes_ratio < 0.1 < 1 < rows[0.6].bytes_ratio
+    assert [row.indices_shape for row in bench[0].indexing] == [(3, 1), (3, 2), (3, 4)]
+    assert (bench[0].indexing[1].error or "").startswith("IndexError")
+    assert bench[0].indexing[2].values_numel == 3 * 4 * 27  # whole slices, not 3 numbers
+    ring = bench[0].ring
+    assert [(r.size_bytes, r.variant) for r in ring] == [
+        (4096, "ring, 1 slice"),
+        (4096, "ring, 3 slices"),
+        (65536, "ring, 1 slice"),
+        (65536, "ring, 3 slices"),
+    ]
+    assert all(r.ring_bytes_returned == r.ring_bytes_sent and len(r.ring_ms_all) == 2 for r in ring)
+    assert bench[0].ring_all_equal and bench[0].debug_detail is True and bench[0].world_size == WORLD
 
 
 @pytest.fixture(scope="module")
-def hooks(plain_pool) -> list[dict]:
-    return on_ranks(
-        workload_metrics,
-        "compression",
-        {
-            "model": "tiny",
-            "image_size": 16,
-            "batch_size": 2,
-            "samples": 8,
-            "val_samples": 4,
-            "warmup": 3,
-            "steps": 2,
-            "rounds": 2,
-            "density_batches": 1,
-            "topk_ratio": 0.01,
-            "powersgd_rank": 1,
-        },
+def hooks(plain_pool) -> list[schema_compression.Rank]:
+    return read_back(
+        schema_compression.Rank,
+        on_ranks(
+            workload_metrics,
+            "compression",
+            {
+                "model": "tiny",
+                "image_size": 16,
+                "batch_size": 2,
+                "samples": 8,
+                "val_samples": 4,
+                "warmup": 3,
+                "steps": 2,
+                "rounds": 2,
+                "density_batches": 1,
+                "topk_ratio": 0.01,
+                "powersgd_rank": 1,
+            },
+        ),
     )
 
 
 def test_compression_workload_counts_what_each_hook_sends(hooks):
     m = hooks[0]
-    by = {h["hook"]: h for h in m["hooks"]}
-    dense = by["none"]["dense_bytes_per_step"]
-    assert by["none"]["sent_bytes_per_step"] == dense  # DDP's all-reduce of every fp32 gradient
-    assert by["fp16"]["sent_bytes_per_step"] == dense / 2
-    assert 0 < by["powersgd"]["sent_bytes_per_step"] < dense / 10
-    assert 0 < by["topk"]["sent_bytes_per_step"] < dense / 10
-    assert all(h["compressed_when_timed"] for h in m["hooks"])
-    expected = {"none", "fp16", "bf16", "powersgd", "topk"} - set(m["skipped_hooks"])
-    assert set(by) == expected and (torch.version.cuda or "bf16" in m["skipped_hooks"])
-    assert all(len(h["step_ms_round_medians"]) == 2 for h in m["hooks"])
-    assert m["density_summary"]["trained"]["params"] == by["none"]["params"]
+    by = {h.hook: h for h in m.hooks}
+    dense = by["none"].dense_bytes_per_step
+    assert by["none"].sent_bytes_per_step == dense  # DDP's all-reduce of every fp32 gradient
+    assert by["fp16"].sent_bytes_per_step == dense / 2
+    assert 0 < by["powersgd"].sent_bytes_per_step < dense / 10
+    assert 0 < by["topk"].sent_bytes_per_step < dense / 10
+    assert all(h.compressed_when_timed for h in m.hooks)
+    expected = {"none", "fp16", "bf16", "powersgd", "topk"} - set(m.skipped_hooks)
+    assert set(by) == expected and (torch.version.cuda or "bf16" in m.skipped_hooks)
+    assert all(len(h.step_ms_round_medians) == 2 and len(h.step_ms_all) == 2 * 2 for h in m.hooks)
+    assert all(h.train_loss_rounds_equal is not None and len(h.train_loss) == 3 + 2 for h in m.hooks)
+    assert (by["topk"].topk_residual_norm or 0) > 0 and by["none"].topk_residual_norm is None
+    trained = m.density_summary.trained
+    assert trained is not None and trained.params == by["none"].params
+    assert density.density_summary(m.density) == trained  # the rows after training, and their summary
+    assert density.density_summary(m.density_initial) == m.density_summary.initial != trained
 
 
 def test_compression_verdicts_come_from_compare(hooks):
-    runs = {hooks[0]["link"]: hooks[0]}
+    runs = {hooks[0].link: hooks[0]}
     verdicts = compression_report.hook_verdicts(runs, "CPU")
-    assert {v.numbers["hook"] for v in verdicts} == {h["hook"] for h in hooks[0]["hooks"]} - {"none"}
-    by = {h["hook"]: h for h in hooks[0]["hooks"]}
+    assert {v.numbers["hook"] for v in verdicts} == {h.hook for h in hooks[0].hooks} - {"none"}
+    by = {h.hook: h for h in hooks[0].hooks}
     gap = compression_report.twin_gap(hooks[0])
     for v in verdicts:  # each is compare() of the rounds' medians, with the fp16/bf16 A/A gap in the noise
-        c = compare(by["none"]["step_ms_round_medians"], by[v.numbers["hook"]]["step_ms_round_medians"], aa_gap=gap)
+        c = compare(by["none"].step_ms_round_medians, by[v.numbers["hook"]].step_ms_round_medians, aa_gap=gap)
         assert (v.status, v.numbers["ratio"], v.numbers["noise"]) == (c.status, c.ratio, c.noise)
     frame = compression_report.hooks_frame(runs)
     assert set(frame["step_time"]) <= {"baseline", "faster", "slower", "no change"}
     diffs = compression_report.loss_differences(hooks[0])
+    same = tuple(dataclasses.replace(by[h], train_loss=(1.0,)) for h in ("none", "fp16"))
     assert diffs["fp16"] < 1e-2 and "identical" in compression_report.loss_statement(
-        {"hooks": [{"hook": "none", "train_loss": [1.0]}, {"hook": "x", "train_loss": [1.0]}]}
+        dataclasses.replace(hooks[0], hooks=same)
     )
 
 
@@ -344,14 +375,15 @@ def test_density_row_and_summary():
     g = torch.zeros(100)
     g[:10] = 1.0  # 90 % zero, the 10 non-zeros share the energy evenly
     row = density.density_row("w", g.view(10, 10), energy=0.99, topk_ratio=0.05)
-    assert row["frac_zero"] == pytest.approx(0.9) and row["frac_for_energy"] == pytest.approx(0.10)
-    assert row["topk_energy_share"] == pytest.approx(0.5)
+    assert row.frac_zero == pytest.approx(0.9) and row.frac_for_energy == pytest.approx(0.10)
+    assert row.topk_energy_share == pytest.approx(0.5) and (row.layer, row.numel, row.ndim) == ("w", 100, 2)
     summary = density.density_summary([row, density.density_row("d", torch.ones(50))])
-    assert summary["params"] == 150 and summary["frac_zero"] == pytest.approx(90 / 150)
+    assert summary is not None and summary.params == 150 and summary.frac_zero == pytest.approx(90 / 150)
+    assert summary.layers == 2 and summary.max_layer_frac_zero == pytest.approx(0.9)
     # source format: 2 int64 coordinates + fp32 value per 2-D entry, 1 int64 + value per 1-D one
-    assert summary["source_format_ratio"] == pytest.approx((10 * 20 + 50 * 12) / (4 * 150))
-    assert summary["index_value_ratio"] == pytest.approx((10 + 50) * 8 / (4 * 150))
-    assert density.density_summary([]) == {"params": 0}
+    assert summary.source_format_ratio == pytest.approx((10 * 20 + 50 * 12) / (4 * 150))
+    assert summary.index_value_ratio == pytest.approx((10 + 50) * 8 / (4 * 150))
+    assert density.density_summary([]) is None  # no entries: nothing to summarise
 
 
 def test_density_verdict_decides_c23_both_ways():

@@ -18,11 +18,13 @@ matplotlib.use("Agg")
 from matplotlib.text import Text  # noqa: E402
 
 from nvtutorial.chapters.ch03_ddp_training import plots as training_plots  # noqa: E402
+from nvtutorial.chapters.ch03_ddp_training import report as training_report  # noqa: E402
+from nvtutorial.chapters.ch03_ddp_training import schema as training_schema  # noqa: E402
 from nvtutorial.chapters.ch08_ladder import plots as ladder_plots  # noqa: E402
 from nvtutorial.chapters.ch08_ladder import report as ladder  # noqa: E402
 from nvtutorial.chapters.ch09_multinode import lab as recovery  # noqa: E402
 from nvtutorial.chapters.ch09_multinode import plots as multinode_plots  # noqa: E402
-from nvtutorial.results import RunResult  # noqa: E402
+from nvtutorial.results import RunResult, typed  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 LADDER_CPU = ROOT / "reference/h200x1/runs/ladder-20261201-090801-c915c3/result.json"
@@ -69,10 +71,8 @@ def ladder_run():
 
 def test_the_loss_figure_names_the_identical_rungs_and_draws_only_those_that_differ(ladder_run):
     fig, ax = ladder_plots.loss_differences(ladder_run, 1e-4)
-    diffs = {
-        g["rung"]: any(a != b for a, b in zip(g["losses"], ladder_run.ranks[0]["reference"]))
-        for g in ladder_run.ranks[0]["rungs"]
-    }
+    first = ladder.ranks(ladder_run)[0]
+    diffs = {g.rung: any(a != b for a, b in zip(g.losses, ladder.reference_losses(first))) for g in first.rungs}
     same = [ladder.LABELS[r] for r, differ in diffs.items() if not differ]
     drawn = [line.get_label() for line in ax.get_lines() if not line.get_label().startswith("_")]
     assert same and drawn == [ladder.LABELS[r] for r, differ in diffs.items() if differ]
@@ -153,10 +153,15 @@ def test_the_scaling_figure_shows_speed_up_against_the_limit_and_memory_against_
     assert not problems(fig), problems(fig)
 
 
+def _path(variant: str, **measured) -> training_report.PathRow:
+    row = {"variant": variant, "code": "", "per_gpu_batch": 8, "world_size": 2, "global_batch": 16, "status": "ok"}
+    return training_report.PathRow(typed(training_schema.Row, {**row, **measured}))
+
+
 def test_the_source_table_figure_says_why_a_slot_is_empty():
     rows = {
-        "1gpu": {"status": "ok", "samples_per_s": 100.0},
-        "nvlink": {"status": "ok", "samples_per_s": 98.0, "comm_share": 0.2},
+        "1gpu": _path(training_report.SOLO, samples_per_s=100.0),
+        "nvlink": _path("baseline", samples_per_s=98.0, comm_share=0.2),
         "host": None,
         "socket": None,
     }

@@ -18,13 +18,14 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
 import nvtutorial
 from nvtutorial.chapters import named
 from nvtutorial.chapters.ch08_ladder import report as ladder
+from nvtutorial.chapters.ch08_ladder import schema
+from nvtutorial.results import RunResult, typed
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = {"vocab": 256, "seq_len": 32, "dim": 64, "heads": 4, "layers": 2, "mlp_ratio": 4}
@@ -155,10 +156,54 @@ def test_bad_parameters_are_refused_before_launch():
         nvtutorial.launch.prepare("ladder", params={"rungs": "ddp", "init": "meta"})
 
 
+def _rung(rung, **fields):
+    """A rung's typed record: ``fields`` over nothing measured."""
+    nothing = {
+        "rung": rung,
+        "layers": TINY["layers"],
+        "losses": (),
+        "held": schema.Held(params=0, grads=0, optimizer=0, param_tensors=0),
+        "collectives": {},
+        "sent_per_step": 0.0,
+        "step_s": (),
+        "step_s_median": 0.0,
+        "nvlink_tx_bytes_per_step": None,
+        "nvlink_note": "",
+    }
+    return schema.Rung(**(nothing | fields))
+
+
+def _rank(rank, rungs, reference=None):
+    return schema.Rank(
+        config=schema.ModelConfig(**TINY),
+        global_batch=RUN["global_batch"],
+        world_size=2,
+        rank=rank,
+        device="cpu",
+        reference=reference,
+        rungs=tuple(rungs),
+    )
+
+
+def _run(ranks, like=None):
+    """A run whose ranks returned ``ranks`` (typed), as the launcher collects it; environment and folder of ``like``."""
+    return RunResult(
+        workload="ladder",
+        params={},
+        returncode=0,
+        wall_s=1.0,
+        first_output_s=None,
+        env=like.env if like else None,
+        ranks=[json.loads(json.dumps(dataclasses.asdict(m))) for m in ranks],
+        run_dir=like.run_dir if like else Path("."),
+        log_files={},
+        log_tail=[],
+    )
+
+
 def _timed(times):
-    """A result-like object whose two ranks report these step times per rung (seconds per repeat)."""
-    rungs = [{"rung": r, "step_s": t} for r, t in times.items()]
-    return SimpleNamespace(label="test", ranks=[{"rungs": rungs}, {"rungs": rungs}])
+    """A run whose two ranks report these step times per rung (seconds per repeat)."""
+    return _run([_rank(k, [_rung(r, step_s=tuple(t)) for r, t in times.items()]) for k in (0, 1)])
 
 
 def test_link_comparison_takes_the_launch_to_launch_gap_as_noise():
@@ -228,8 +273,8 @@ def test_every_rung_trains_like_one_process(result):
     assert verdict.status == "pass", verdict.text
     assert set(verdict.numbers["max_abs_diff"]) == set(ladder.RUNGS)
     assert all(d < 1e-5 for d in verdict.numbers["max_abs_diff"].values())
-    reference = result.ranks[0]["reference"]
-    assert len(reference) == RUN["steps"] and reference[-1] < reference[0]  # it learns
+    reference = ladder.ranks(result)[0].reference
+    assert reference is not None and len(reference) == RUN["steps"] and reference[-1] < reference[0]  # it learns
 
 
 def test_every_rung_computes_the_one_process_gradients(result):
@@ -246,16 +291,15 @@ def test_gradient_check_rejects_a_wrong_gradient_scale_that_the_loss_misses(judg
     stays within the loss tolerance, its step-0 gradients do not."""
     for name, ratio in (("summed", 2.0), ("averaged twice", 0.5)):
         records = [
-            {
-                "rung": "ddp",
-                "gradients": judged[rank][f"wrong rung: {name}"]["gradients"],
-                "losses": judged[rank][f"wrong rung: {name}"]["losses"],
-            }
+            _rung(
+                "ddp",
+                gradients=typed(schema.Gradients, judged[rank][f"wrong rung: {name}"]["gradients"]),
+                losses=tuple(judged[rank][f"wrong rung: {name}"]["losses"]),
+            )
             for rank in (0, 1)
         ]
-        fake = SimpleNamespace(
-            label="CPU, gloo (test)",
-            ranks=[{"rungs": [records[rank]], "reference": judged[rank]["wrong rung: reference"]} for rank in (0, 1)],
+        fake = _run(
+            [_rank(rank, [records[rank]], reference=tuple(judged[rank]["wrong rung: reference"])) for rank in (0, 1)]
         )
         assert ladder.loss_verdict(fake, TOLERANCE).status == "pass", name  # Adam hides the scale
         verdict = ladder.gradient_verdict(fake, GRAD_TOLERANCE)
@@ -269,9 +313,9 @@ def test_memory_model_equals_the_counted_bytes_exactly(result, setup):
     shapes = setup.shapes()
     for rung in ladder.RUNGS:
         for rank in (0, 1):
-            held = ladder.rung_record(result, rank, rung)["held"]
+            held = ladder.rung_record(result, rank, rung).held
             model = ladder.model_state(rung, shapes, 2, rank)
-            assert {k: held[k] for k in model} == model, (rung, rank)
+            assert {"params": held.params, "grads": held.grads, "optimizer": held.optimizer} == model, (rung, rank)
     assert (
         ladder.counted_state(result, "fsdp_zero3", 0)
         < ladder.counted_state(result, "zero1", 0)
@@ -283,11 +327,14 @@ def test_counted_collectives_equal_the_formula(result, setup):
     verdict = ladder.bytes_verdict(result)
     assert verdict.status == "pass", verdict.text
     assert verdict.numbers["mismatches"] == 0 and "not a traffic measurement" in verdict.text
-    one_short = SimpleNamespace(
-        label=result.label,
-        ranks=[
-            dict(m, rungs=[dict(g, sent_per_step=g["sent_per_step"] - 4) for g in m["rungs"]]) for m in result.ranks
+    one_short = _run(
+        [
+            dataclasses.replace(
+                m, rungs=tuple(dataclasses.replace(g, sent_per_step=g.sent_per_step - 4) for g in m.rungs)
+            )
+            for m in ladder.ranks(result)
         ],
+        like=result,
     )
     assert ladder.bytes_verdict(one_short).numbers["mismatches"] == len(ladder.RUNGS) * 2
     factors = verdict.numbers["factors"]
@@ -297,13 +344,13 @@ def test_counted_collectives_equal_the_formula(result, setup):
     for rung in ("fsdp_zero3", "fsdp_checkpointing", "fsdp_offload"):
         assert factors[rung] == pytest.approx((2 * total + blocks) / (2 * total))
     assert 1.45 < factors["zero1"] < 1.55  # DDP's all-reduce plus a broadcast of what each rank owns
-    kinds = {rung: set(ladder.rung_record(result, 0, rung)["collectives"]) for rung in ladder.RUNGS}
+    kinds = {rung: set(ladder.rung_record(result, 0, rung).collectives) for rung in ladder.RUNGS}
     assert kinds["ddp"] == {"all_reduce"} and kinds["zero1"] == {"all_reduce", "broadcast"}
     assert kinds["fsdp_zero3"] == {"all_gather", "reduce_scatter"} and kinds["tensor_parallel"] == {"all_reduce"}
-    calls = ladder.rung_record(result, 0, "tensor_parallel")["collectives"]["all_reduce"]["calls"]
+    calls = ladder.rung_record(result, 0, "tensor_parallel").collectives["all_reduce"].calls
     assert calls == 4 * TINY["layers"]  # 2 forward, 2 backward per block: Megatron-LM's count
     tokens, dim = RUN["global_batch"] * TINY["seq_len"], TINY["dim"]
-    assert ladder.rung_record(result, 0, "tensor_parallel")["sent_per_step"] == 4 * TINY["layers"] * tokens * dim * 4
+    assert ladder.rung_record(result, 0, "tensor_parallel").sent_per_step == 4 * TINY["layers"] * tokens * dim * 4
     assert verdict.numbers["root_share"] == pytest.approx(ladder.root_params_share(setup.shapes()))
     assert factors["fsdp_zero3"] == pytest.approx(1 + (1 - verdict.numbers["root_share"]) / 2)
 
@@ -347,11 +394,11 @@ def test_the_committed_run_of_the_old_plan_sent_one_and_a_half_times_the_bytes()
     old = _committed_ladder("ladder-20261201-090801-c915c3")
     verdict = ladder.bytes_verdict(old)
     assert verdict.status == "fail" and verdict.numbers["mismatches"] == 2
-    s = ladder.Setup.from_result(old.ranks[0])
+    s = ladder.Setup.from_result(ladder.ranks(old)[0])
     for rank in (0, 1):
         record = ladder.rung_record(old, rank, "tensor_parallel")
-        assert record["collectives"]["all_reduce"]["calls"] == 6 * s.layers
-        assert record["sent_per_step"] / sum(ladder.sent_per_step(s, "tensor_parallel", rank).values()) == 1.5
+        assert record.collectives["all_reduce"].calls == 6 * s.layers
+        assert record.sent_per_step / sum(ladder.sent_per_step(s, "tensor_parallel", rank).values()) == 1.5
 
 
 def test_the_transient_estimate_was_checked_only_in_a_world_of_one():
@@ -377,15 +424,18 @@ def test_sharded_checkpoint_resumes_to_the_same_weights(result):
 
 
 def test_checkpoint_verdict_tolerates_loss_rounding_not_weight_changes(result):
-    def with_checkpoint(**change):
-        c = dict(result.ranks[0]["checkpoint"], **change)
-        return SimpleNamespace(label="2x GPU (synthetic)", ranks=[{"checkpoint": c}])
+    first = ladder.ranks(result)[0]
+    c = first.checkpoint
+    assert c is not None
 
-    c = result.ranks[0]["checkpoint"]
-    jittered = [x + 3e-6 for x in c["resumed"]]  # what a non-deterministic attention backward may do on a GPU
+    def with_checkpoint(**change):
+        return _run([dataclasses.replace(first, checkpoint=dataclasses.replace(c, **change))])
+
+    jittered = tuple(x + 3e-6 for x in c.resumed)  # what a non-deterministic attention backward may do on a GPU
     assert ladder.checkpoint_verdict(with_checkpoint(resumed=jittered), TOLERANCE).status == "pass"
     assert (
-        ladder.checkpoint_verdict(with_checkpoint(resumed=[x + 1e-2 for x in c["resumed"]]), TOLERANCE).status == "fail"
+        ladder.checkpoint_verdict(with_checkpoint(resumed=tuple(x + 1e-2 for x in c.resumed)), TOLERANCE).status
+        == "fail"
     )
     assert ladder.checkpoint_verdict(with_checkpoint(resume_max_weight_diff=1e-9), TOLERANCE).status == "fail"
 
@@ -452,12 +502,11 @@ def test_the_largest_model_ran_with_the_modelled_state(result):
 def test_the_fit_on_a_gpu_is_judged_only_at_lesson_sizes(result):
     """Seen on 2x H200 with the small sizes: a 73 MB peak (fixed allocations) against the CPU-sized 8 MB budget
     was a `fail`; a small budget on a GPU says why it cannot judge the fit, a lesson-size budget still does."""
-    import copy
-
-    ranks = copy.deepcopy(result.ranks)
-    for m in ranks:
-        m["fit"]["peak_allocated"] = 73_000_000
-    gpu = SimpleNamespace(label="2x GPU (synthetic)", ranks=ranks, env=result.env)
+    ranks = []
+    for m in ladder.ranks(result):
+        assert m.fit is not None
+        ranks.append(dataclasses.replace(m, fit=dataclasses.replace(m.fit, peak_allocated=73_000_000)))
+    gpu = _run(ranks, like=result)
     small = ladder.fit_verdict(gpu, 8e6)
     assert small.status == "info" and "lesson sizes" in small.text
     assert ladder.fit_verdict(gpu, 2e9).status == "pass"

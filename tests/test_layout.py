@@ -44,6 +44,15 @@ CHAPTER_ROLES = {
 }
 """A chapter file's role (``nvtutorial/chapters/chNN_topic/<file>``), by its name: it then obeys that area's rules."""
 DISTRIBUTED = "torch.distributed"
+CHAPTER = re.compile(r"^nvtutorial\.chapters\.ch(\d\d)_")
+"""A chapter's module, and its chapter's number: a chapter imports only earlier chapters (its notebook's order)."""
+LATER_CHAPTER_IMPORTS = {
+    (
+        "nvtutorial.chapters.ch01_hardware.lessons.busbw",
+        "nvtutorial.chapters.ch03_ddp_training.lessons.ddp_train",
+    ): "the lessons' one process-group set-up (ddp_train.setup), taught in notebook 03, used by notebook 01's lesson",
+}
+"""The imports of a later chapter the package makes on purpose, each with its reason (no other is allowed)."""
 
 
 # --------------------------------------------------------------------------- reading imports
@@ -186,6 +195,12 @@ def cycles(edges: Mapping[str, set[str]]) -> list[list[str]]:
     return out
 
 
+def chapter(module: str) -> int | None:
+    """The number of the chapter ``module`` belongs to (``nvtutorial.chapters.ch03_x.report`` -> 3), else None."""
+    m = CHAPTER.match(module)
+    return int(m.group(1)) if m else None
+
+
 def _imports_distributed(names: Iterable[str]) -> list[str]:
     return sorted(n for n in names if n == DISTRIBUTED or n.startswith(DISTRIBUTED + "."))
 
@@ -210,8 +225,17 @@ def violations(edges: Mapping[str, set[str]], external: Mapping[str, set[str]]) 
             for n in sorted(external.get(module, ())):
                 if n == "torch" or n.startswith("torch."):
                     out.append(f"{module} is a torch-free schema or model but imports {n}")
-        if a == "chapters" and targets:
-            out.append(f"{module} is a chapter's facade but imports {targets[0]} (it imports its files lazily, on use)")
+        own = chapter(module)
+        for t in targets:
+            later = chapter(t)
+            if own is not None and later is not None and later > own and (module, t) not in LATER_CHAPTER_IMPORTS:
+                out.append(
+                    f"{module} is chapter {own:02d}'s but imports {t} of the later chapter {later:02d} "
+                    "(a chapter imports only earlier ones)"
+                )
+        eager = [t for t in targets if t != "nvtutorial.chapters"]  # the registry: its facade helper
+        if a == "chapters" and eager:
+            out.append(f"{module} is a chapter's facade but imports {eager[0]} (it imports its files lazily, on use)")
         if a == "?":
             out.append(f"{module} is a chapter file with no role: name it one of {', '.join(sorted(CHAPTER_ROLES))}")
         if a in CORE:
@@ -412,6 +436,21 @@ def _fake(tmp_path: Path, files: Mapping[str, str]) -> Path:
             "nvtutorial.chapters.ch99_x is a chapter's facade but imports nvtutorial.chapters.ch99_x.report",
         ),
         ({"chapters/ch99_x/helpers.py": ""}, "nvtutorial.chapters.ch99_x.helpers is a chapter file with no role"),
+        (
+            {
+                "chapters/ch98_a/report.py": "def f():\n    from nvtutorial.chapters.ch99_b import report\n",
+                "chapters/ch99_b/report.py": "",
+            },
+            "nvtutorial.chapters.ch98_a.report is chapter 98's but imports nvtutorial.chapters.ch99_b.report of the "
+            "later chapter 99",
+        ),
+        (
+            {
+                "chapters/ch98_a/lessons/l.py": "from nvtutorial.chapters.ch99_b.lessons import m\n",
+                "chapters/ch99_b/lessons/m.py": "",
+            },
+            "nvtutorial.chapters.ch98_a.lessons.l is chapter 98's but imports nvtutorial.chapters.ch99_b.lessons.m",
+        ),
     ],
 )
 def test_a_violation_is_reported(tmp_path, files, expected):
@@ -446,6 +485,22 @@ def test_a_clean_fake_package_passes(tmp_path):
     }
     edges, external = import_graph(_fake(tmp_path, files))
     assert violations(edges, external) == []
+
+
+def test_a_chapter_may_import_an_earlier_chapter_and_the_package_does_only_that(tmp_path):
+    files = {
+        "chapters/ch98_a/lessons/l.py": "",
+        "chapters/ch98_a/report.py": "",
+        "chapters/ch99_b/lessons/m.py": "from nvtutorial.chapters.ch98_a.lessons import l\n",
+        "chapters/ch99_b/report.py": "from nvtutorial.chapters.ch98_a import report\n",
+    }
+    edges, external = import_graph(_fake(tmp_path, files))
+    assert violations(edges, external) == []
+    assert chapter("nvtutorial.chapters.ch03_ddp_training.workload") == 3 and chapter("nvtutorial.chapters") is None
+    edges, _ = import_graph(PACKAGE)
+    assert any(chapter(m) == 4 and chapter(t) == 3 for m, ts in edges.items() for t in ts)  # 04 reuses 03's
+    back = {(m, t) for m, ts in edges.items() for t in ts if (chapter(m) or 99) < (chapter(t) or 0)}
+    assert back == set(LATER_CHAPTER_IMPORTS)  # the ones listed, each still made (none listed in vain)
 
 
 def test_a_notebook_importing_a_workload_is_reported(tmp_path):

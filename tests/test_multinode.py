@@ -19,7 +19,7 @@ import nvtutorial
 from nvtutorial import launch
 from nvtutorial.chapters.ch09_multinode import exercises as exercise
 from nvtutorial.chapters.ch09_multinode import lab as recovery
-from nvtutorial.chapters.ch09_multinode import report
+from nvtutorial.chapters.ch09_multinode import report, schema
 from nvtutorial.report.verdict import verdicts_in_notebook
 from nvtutorial.teach import check
 from tests.launch_helpers import assert_no_process
@@ -111,7 +111,8 @@ def test_a_two_node_job_gives_the_one_node_result(runs):
         recovery.reference_checkpoint(two), recovery.reference_checkpoint(one), "two-node", "one-node", two.label
     )
     assert verdict.status == "pass" and verdict.numbers["identical"] and verdict.numbers["steps"] == [20, 20]
-    assert {m["weights_sha256"] for m in two.ranks + one.ranks} == {two.ranks[0]["weights_sha256"]}
+    digests = {m.weights_sha256 for m in two.ranks_as(schema.Rank) + one.ranks_as(schema.Rank)}
+    assert digests == {two.metrics_as(schema.Rank).weights_sha256}
     assert report.transport_verdict(two, expect_nodes=2).status == "info"  # gloo: no NCCL lines to read
     for res in (two, one):
         assert_no_process(res.run_dir)

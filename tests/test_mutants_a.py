@@ -18,7 +18,9 @@ from nvtutorial.chapters.ch01_hardware import report_links as links
 from nvtutorial.chapters.ch01_hardware import report_reference
 from nvtutorial.chapters.ch02_environment import exercises as driver_rule
 from nvtutorial.chapters.ch03_ddp_training import report as training
-from nvtutorial.results import RunResult
+from nvtutorial.chapters.ch03_ddp_training import schema as train_schema
+from nvtutorial.results import RunResult, typed
+from tests.test_bandwidth import run_of, sweep, sweep_row
 
 LABEL = "2× NVIDIA H200 · NV18 (fake)"
 
@@ -115,20 +117,12 @@ def test_busbw_checker_diagnoses_gibibytes_and_the_all_gather_factor_on_their_ow
 
 
 # --------------------------------------------------------------------------- chapter 01: reports
-def _fake_result(tmp_path: Path, name: str, busbw_at: dict[int, float], gpu: bool = True) -> types.SimpleNamespace:
-    folder = tmp_path / name
-    folder.mkdir()
-    (folder / "rank0.log").write_text("")
-    env = types.SimpleNamespace(
-        is_gpu=gpu, backend="nccl" if gpu else "gloo", link="NV18", device_names=("NVIDIA H200", "NVIDIA H200")
-    )
-    rows = [
-        {"size": s, "busbw": b, "algbw": b, "time_us": s / b / 1e3, "busbw_repeats": [b * 0.99, b, b * 1.01]}
-        for s, b in busbw_at.items()
-    ]
-    return types.SimpleNamespace(
-        metrics={"rows": rows}, env=env, label=f"{LABEL} {name}", log_files={0: folder / "rank0.log"}
-    )
+def _fake_result(tmp_path: Path, name: str, busbw_at: dict[int, float], gpu: bool = True) -> RunResult:
+    """An ``allreduce_bench`` run on 2× H200 (NV18), its label naming it (``name``: its runs tell apart)."""
+    rows = [sweep_row(s, b, spread=0.01) for s, b in busbw_at.items()]
+    result = run_of(sweep(rows), gpu=gpu, name=name, folder=tmp_path / name)
+    assert name in result.label
+    return result
 
 
 def test_reference_check_says_where_when_no_checked_size_was_reached(tmp_path):
@@ -200,7 +194,10 @@ def test_no_minor_compatibility_fails_where_the_rule_warns_and_agrees_elsewhere(
 def _train_row(variant: str, batch: int, sps: float, **extra) -> dict:
     return {
         "variant": variant,
+        "code": "test",
         "per_gpu_batch": batch,
+        "world_size": 2,
+        "global_batch": 2 * batch,
         "status": "ok",
         "step_ms_rounds": [10.0, 10.0, 10.0],
         "step_ms": 10.0,
@@ -209,23 +206,27 @@ def _train_row(variant: str, batch: int, sps: float, **extra) -> dict:
     }
 
 
+def _train_rank(rows: list) -> train_schema.Rank:
+    """One CPU rank's typed result of the train workload with these rows."""
+    setup = {"device": "cpu", "world_size": 4, "model": "tiny", "model_params": 1, "image_size": 16}
+    return typed(train_schema.Rank, {**setup, "tf32_convolutions": None, "precision": "fp32", "rows": rows})
+
+
 def test_scaling_efficiency_uses_the_rows_world_size():
-    result = {
-        "device": "cpu",
-        "rows": [
-            _train_row(training.SOLO, 32, 100.0, global_batch=32),
-            _train_row("baseline", 32, 300.0, global_batch=128, world_size=4),
-            _train_row("baseline", 16, 180.0, global_batch=64, world_size=4),
-        ],
-    }
-    summary = training.scaling_summary(result)
+    rows = [
+        _train_row(training.SOLO, 32, 100.0, global_batch=32, world_size=1),
+        _train_row("baseline", 32, 300.0, global_batch=128, world_size=4),
+        _train_row("baseline", 16, 180.0, global_batch=64, world_size=4),
+    ]
+    summary = training.scaling_summary(_train_rank(rows))
     assert summary["fixed_per_gpu"]["speedup"] == pytest.approx(3.0)
     assert summary["fixed_per_gpu"]["efficiency"] == pytest.approx(0.75)
     assert summary["fixed_global"]["efficiency"] == pytest.approx(0.45)
-    two = training.scaling_summary(
-        {"device": "cpu", "rows": result["rows"][:1] + [_train_row("baseline", 32, 150.0, global_batch=64)]}
-    )
-    assert two["fixed_per_gpu"]["efficiency"] == pytest.approx(0.75)  # no world_size in the row: 2 ranks
+    two = training.scaling_summary(_train_rank(rows[:1] + [_train_row("baseline", 32, 150.0, global_batch=64)]))
+    assert two["fixed_per_gpu"]["efficiency"] == pytest.approx(0.75)  # world_size 2 in the row: 2 ranks
+    no_world = {k: v for k, v in _train_row("baseline", 32, 150.0).items() if k != "world_size"}
+    with pytest.raises(ValueError, match="missing field 'world_size' of Row"):  # a row always says its ranks
+        _train_rank([no_world])
 
 
 def test_c1_says_where_the_summary_was_measured():

@@ -19,7 +19,10 @@ from nvtutorial.chapters.ch05_profiling import report_traces as traces
 from nvtutorial.chapters.ch06_pitfalls import exercises as pitfalls
 from nvtutorial.chapters.ch06_pitfalls import report_measured as rm
 from nvtutorial.chapters.ch07_collectives import report_compression as cr
+from tests import pitfalls_results as pitfalls_made
+from tests import profile_step_results as made
 from tests.ranks_harness import on_ranks
+from tests.typed_runs import run_of
 
 FIXTURES = Path(__file__).parent / "fixtures" / "traces"
 CPU_TRACES = [FIXTURES / "cpu_gloo_rank0.json.gz", FIXTURES / "cpu_gloo_rank1.json.gz"]
@@ -29,13 +32,8 @@ DMON = (
 )
 
 
-def res(*ranks, gpu=True, label="2× test GPU", **metrics):
-    return types.SimpleNamespace(
-        ranks=list(ranks),
-        metrics={**ranks[0], **metrics} if ranks else metrics,
-        label=label,
-        env=types.SimpleNamespace(is_gpu=gpu),
-    )
+def res(*ranks, gpu=True, label="2× test GPU"):
+    return run_of(*ranks, gpu=gpu, label=label, workload="profile_step")
 
 
 # --------------------------------------------------------------------------- chapter 05
@@ -49,12 +47,12 @@ def test_the_waiting_checker_refuses_an_answer_half_a_millisecond_off():
 
 def test_memory_frame_turns_every_dot_of_a_byte_counter_into_an_underscore():
     mem = {"kind": "cuda", "large.pool_bytes.all.peak": 2**21}
-    m = p.memory_frame(res({"memory": mem}))
+    m = p.memory_frame(res(made.rank(memory=mem)))
     assert m["large_pool_peak_mib"][0] == 2.0 and "large.pool_peak_mib" not in m
 
 
 def test_overhead_frame_keeps_the_step_time_to_the_microsecond():
-    f = p.overhead_frame(res({"step_ms": 10.12345, "step_ms_profiled": 11.0}))
+    f = p.overhead_frame(res(made.rank(step_ms=10.12345, step_ms_profiled=11.0)))
     assert f["step_ms"][0] == 10.123
 
 
@@ -69,7 +67,7 @@ def test_c13_from_a_run_without_a_probe_reads_no_sm():
 
     at = datetime.datetime(2026, 12, 1, 10, 0, 0).timestamp()
     sampler = types.SimpleNamespace(dmon_text=DMON, reason="", dmon_reason="", started_at=at)
-    v = monitoring.verdict_c13_from(sampler, res({}), [{"nvml_sent_gib": 1.0}])
+    v = monitoring.verdict_c13_from(sampler, res(made.rank()), [{"nvml_sent_gib": 1.0}])
     assert v.status == "wrong" and v.numbers["sm_during_probe"] is None and v.numbers["expected_bytes"] is None
 
 
@@ -135,35 +133,15 @@ def test_validate_accuracy_moves_the_masks_to_the_ranks_device(monkeypatch):
     assert pitfalls.validate_accuracy(model, _seg_set(), 0, 1, device) == 0.75
 
 
-def _training_rows():
-    return [
-        {"variant": "no cap", "outcome": "fits"},
-        {"variant": "capped", "outcome": "OOM", "message": "m1"},
-        {"variant": "2 parts", "outcome": "fits"},
-        {"variant": "checkpointed", "outcome": "fits"},
-    ]
-
-
 def test_the_oom_fixes_verdict_says_where_it_was_measured():
-    run = types.SimpleNamespace(ranks=[{"oom": {"training": {"rows": _training_rows()}}}], label="GPU")
+    run = pitfalls_made.oom_run(training=pitfalls_made.training_rows(), label="GPU")
     v = rm.oom_fixes_verdict(run)
     assert v.status == "pass" and v.where == "GPU"
 
 
 def test_c19_counts_half_a_mib_given_back_as_given_back():
-    table = [
-        {"step": "start", "allocated_mib": 0.0, "reserved_mib": 2.0, "driver_free_mib": 1600.0},
-        {"step": "x = 600 MiB tensor", "allocated_mib": 600.0, "reserved_mib": 602.0, "driver_free_mib": 1000.0},
-        {
-            "step": "empty_cache() while x is alive",
-            "allocated_mib": 600.0,
-            "reserved_mib": 602.0,
-            "driver_free_mib": 1e3,
-        },
-        {"step": "del x", "allocated_mib": 0.0, "reserved_mib": 602.0, "driver_free_mib": 1000.0},
-        {"step": "empty_cache() after del x", "allocated_mib": 0.0, "reserved_mib": 2.0, "driver_free_mib": 1000.5},
-    ]
-    run = types.SimpleNamespace(ranks=[{"oom": {"empty_cache": {"rows": table}}}], label="GPU")
+    table = pitfalls_made.states(deleted_free=1000.0, after_free=1000.5)
+    run = pitfalls_made.oom_run(empty_cache=table, label="GPU")
     v = rm.verdict_c19(run)
     assert v.numbers["returned_mib"] == 0.5 and v.numbers["released_mib"] == 600.0
     assert v.status == "wrong"  # both moved: what the lesson expects, not a table that fails to add up
@@ -240,13 +218,39 @@ def test_sparse_all_reduce_keeps_its_buffers_on_the_tensors_device():
 
 
 def test_the_hooks_table_shows_the_final_validation_loss():
+    from nvtutorial.chapters.ch07_collectives.schema_compression import Rank
+    from nvtutorial.results import typed
+
     h = {
         "hook": "none",
-        "step_ms_round_medians": [10.0, 10.1],
+        "compressed_when_timed": True,
+        "step_ms_median": 10.0,
+        "step_ms_all": [10.0, 10.1],
         "sent_bytes_per_step": 100.0,
+        "payload_bytes_per_step": 100.0,
         "dense_bytes_per_step": 100.0,
-        "final_iou": 0.5,
+        "train_loss": [1.0],
+        "evals": [],
         "final_val_loss": 0.8,
+        "final_iou": 0.5,
+        "nvlink_tx_bytes_per_step": None,
+        "nvlink_note": None,
+        "params": 10,
+        "step_ms_round_medians": [10.0, 10.1],
     }
-    frame = cr.hooks_frame({"NV": {"link": "NV", "hooks": [h]}})
+    run = {
+        "link": "NV",
+        "nccl_p2p_disable": None,
+        "hooks": [h],
+        "density": [],
+        "density_initial": [],
+        "density_summary": {},
+        "topk_ratio": 0.01,
+        "powersgd_rank": 2,
+        "steps": 2,
+        "rounds": 2,
+        "warmup": 3,
+        "model": "tiny",
+    }
+    frame = cr.hooks_frame({"NV": typed(Rank, run)})
     assert frame["final_val_loss"].tolist() == [pytest.approx(0.8)]

@@ -3,8 +3,10 @@ let through."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import types
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -13,11 +15,13 @@ import torch
 from nvtutorial import diagnosis
 from nvtutorial.chapters.ch08_ladder import report as L
 from nvtutorial.chapters.ch08_ladder import report_model as M
+from nvtutorial.chapters.ch08_ladder import schema as ladder_schema
 from nvtutorial.chapters.ch10_cost_model import exercises as costmodel_exercises
 from nvtutorial.chapters.ch10_cost_model import report as costreport
 from nvtutorial.chapters.ch10_cost_model import schema as costschema
 from nvtutorial.report import predict
 from nvtutorial.report.verdict import Verdict
+from nvtutorial.results import RunResult
 from tests.ranks_harness import on_ranks
 
 S = M.Setup(vocab=16, seq_len=4, dim=8, heads=2, layers=2, mlp_ratio=2, global_batch=4, world=2)
@@ -130,6 +134,48 @@ def _rank_trace(rank, compute, comm, steps):
     return {"traceEvents": ev, "distributedInfo": {"rank": rank}, "baseTimeNanoseconds": 10**9, "host_name": "node"}
 
 
+def _ladder_rank(rank, **rung):
+    """One rank's typed result of a ladder of DDP alone, its record changed by ``rung``."""
+    return ladder_schema.Rank(
+        config=ladder_schema.ModelConfig(vocab=16, seq_len=4, dim=8, heads=2, layers=2, mlp_ratio=2),
+        global_batch=4,
+        world_size=2,
+        rank=rank,
+        device="cpu",
+        rungs=(
+            ladder_schema.Rung(
+                rung="ddp",
+                layers=2,
+                losses=(),
+                held=ladder_schema.Held(params=0, grads=0, optimizer=0, param_tensors=0),
+                collectives={},
+                sent_per_step=0.0,
+                step_s=(),
+                step_s_median=0.0,
+                nvlink_tx_bytes_per_step=None,
+                nvlink_note="",
+                **rung,
+            ),
+        ),
+    )
+
+
+def _ladder_run(ranks, run_dir):
+    """A run of the ladder whose ranks returned ``ranks`` (written as JSON, read back typed)."""
+    return RunResult(
+        workload="ladder",
+        params={},
+        returncode=0,
+        wall_s=1.0,
+        first_output_s=None,
+        env=None,
+        ranks=[dataclasses.asdict(m) for m in ranks],
+        run_dir=Path(run_dir),
+        log_files={},
+        log_tail=[],
+    )
+
+
 def test_comm_table_pairs_the_ranks_traces(tmp_path):
     # rank 0 joins the all-reduce at 40, rank 1 at 60, both finish at 70 (one step of 100 µs)
     traces = [
@@ -139,8 +185,8 @@ def test_comm_table_pairs_the_ranks_traces(tmp_path):
     ranks = []
     for r, trace in enumerate(traces):
         (tmp_path / f"ddp{r}.json").write_text(json.dumps(trace))
-        ranks.append({"rungs": [{"rung": "ddp", "trace": f"ddp{r}.json"}]})
-    comm = L.comm_table(types.SimpleNamespace(run_dir=str(tmp_path), ranks=ranks))
+        ranks.append(_ladder_rank(r, trace=f"ddp{r}.json"))
+    comm = L.comm_table(_ladder_run(ranks, tmp_path))
     assert list(comm.index) == [(L.LABELS["ddp"], 0), (L.LABELS["ddp"], 1)] and (comm["note"] == "").all()
     assert list(comm["communication (ms)"]) == pytest.approx([0.030, 0.010])
     assert list(comm["waiting (ms)"]) == pytest.approx([0.020, 0.0])

@@ -22,8 +22,9 @@ from nvtutorial.chapters.ch06_pitfalls import exercises as ex
 from nvtutorial.chapters.ch06_pitfalls import lab as traps
 from nvtutorial.chapters.ch06_pitfalls import report as rp
 from nvtutorial.chapters.ch06_pitfalls import report_measured as rm
-from nvtutorial.chapters.ch06_pitfalls import workload
+from nvtutorial.chapters.ch06_pitfalls import schema, workload
 from nvtutorial.report import claims
+from tests import pitfalls_results as made
 from tests.conftest import assert_nothing_left, requires_two_gpus
 
 TINY = ["--model", "tiny", "--image-size", "16", "--batch-size", "4", "--samples", "16"]
@@ -167,11 +168,15 @@ def test_the_loader_is_measured_on_every_rank_in_windows(runs_dir):
     assert rm.has_repeats(result)
     frame = rm.loader_frame(result)
     assert set(frame["rank"]) == {0, 1}
-    for rank in (0, 1):
-        rows = result.ranks[rank]["dataloader"]["rows"]
-        assert [r["num_workers"] for r in rows] == [0, 1]
-        assert all(len(r["samples_per_s"]) == 2 and min(r["samples_per_s"]) > 0 for r in rows)
-        assert [r["warmup_steps"] for r in rows] == [workload.warmup_steps(0), workload.warmup_steps(1)]
+    typed = result.ranks_as(schema.Rank)  # what each rank wrote, read back through the workload's schema
+    assert [list(m) for m in result.ranks] == [["parts", "dataloader", "oom"]] * 2
+    for m in typed:
+        assert m.parts == ("dataloader", "oom") and m.dataloader is not None and m.oom is not None
+        rows = m.dataloader.rows
+        assert [r.num_workers for r in rows] == [0, 1]
+        assert all(len(r.samples_per_s) == 2 and min(r.samples_per_s) > 0 for r in rows)
+        assert [r.warmup_steps for r in rows] == [workload.warmup_steps(0), workload.warmup_steps(1)]
+    assert typed[0].dataloader.shards is not None and typed[1].dataloader.shards is None  # rank 0 reads the files
     c17 = rm.verdict_c17(result)
     if not result.env.is_gpu:
         assert c17.status == "unverifiable" and "simulation" in c17.text
@@ -346,10 +351,7 @@ def test_verdicts_on_recorded_lesson_outputs():
     assert rp.fixed_validation_verdict([1.0, None], 1.0, "t").status == "fail"
 
 
-def _rows(rates_by_workers, pinned=None):
-    rows = [{"num_workers": w, "pin_memory": False, "samples_per_s": r} for w, r in rates_by_workers.items()]
-    rows += [{"num_workers": w, "pin_memory": True, "samples_per_s": r} for w, r in (pinned or {}).items()]
-    return rows
+_rows = made.rows
 
 
 def test_enough_workers_uses_the_noise_rule():
@@ -365,13 +367,8 @@ def test_enough_workers_uses_the_noise_rule():
 
 def test_c17_verdict_on_gpu_shaped_rows():
     def result(pinned_rates):
-        block = {
-            "rows": _rows({0: [100, 102], 4: [400, 404], 8: [402, 398], 16: [405, 401]}, {8: pinned_rates}),
-            "step_only_samples_per_s": [410, 412],
-            "gpus": 2,
-            "rule_of_thumb_workers": 8,
-        }
-        return types.SimpleNamespace(ranks=[{"dataloader": block}, {"dataloader": block}], label="test")
+        rows = _rows({0: [100, 102], 4: [400, 404], 8: [402, 398], 16: [405, 401]}, {8: pinned_rates})
+        return made.loader_run(rows, step=(410, 412), label="test")
 
     assert rm.verdict_c17(result([500, 505])).status == "holds"
     no_change = rm.verdict_c17(result([401, 403]))
@@ -379,18 +376,14 @@ def test_c17_verdict_on_gpu_shaped_rows():
 
 
 def test_pin_within_noise_and_the_figure():
-    block = {
-        "rows": _rows({0: [100, 102], 8: [402, 398]}, {0: [101, 103], 8: [400, 401]}),
-        "step_only_samples_per_s": [410, 412],
-        "gpus": 2,
-        "rule_of_thumb_workers": 8,
-    }
-    result = types.SimpleNamespace(ranks=[{"dataloader": block}, {"dataloader": block}], label="test")
+    rows = _rows({0: [100, 102], 8: [402, 398]}, {0: [101, 103], 8: [400, 401]})
+    result = made.loader_run(rows, step=(410, 412), label="test")
     assert rm.pin_within_noise(result)
-    faster = {**block, "rows": _rows({8: [400, 404]}, {8: [500, 505]})}
-    assert not rm.pin_within_noise(types.SimpleNamespace(ranks=[{"dataloader": faster}], label="t"))
+    faster = made.loader_run(_rows({8: [400, 404]}, {8: [500, 505]}), step=(410, 412), label="t")
+    assert not rm.pin_within_noise(faster)
     from nvtutorial.chapters.ch06_pitfalls import plots as pp
 
+    block = made.loader(rows, step=(410, 412))
     fig, ax = pp.loader_sweep([block, block], "test", rule=8, knees=[8, 8], pin_same=True)
     assert [t.get_text() for t in ax.get_legend().get_texts()] == ["pin_memory=False (True: the same within the noise)"]
     assert ax.get_ylim()[1] > 412

@@ -1,22 +1,26 @@
 """Notebook 07's verdicts at their rules: the ring's check and speed, C22, the sparse all-reduce, the compression
-hooks, C23. Synthetic rows on both sides of every threshold; the committed 2× H200 runs are read in
-``tests/test_claims_collectives.py``."""
+hooks, C23. Synthetic typed results on both sides of every threshold, and the schemas' reading of older layouts; the
+committed 2× H200 runs are read in ``tests/test_claims_collectives.py``."""
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import math
 
 import pytest
 
-from nvtutorial.chapters.ch07_collectives import report
+from nvtutorial.chapters.ch07_collectives import report, schema
 from nvtutorial.chapters.ch07_collectives import report_compression as cr
+from nvtutorial.chapters.ch07_collectives import schema_compression as sc
 from nvtutorial.report.verdict import compare
+from nvtutorial.results import typed
 
 MIB = 2**20
 
 
 def ring_row(size, ring_ms=2.0, ar_ms=1.0, equal=True, sent=None, exact=None, formula=None, **extra):
-    return {
+    fields = {
         "size_bytes": size,
         "equal_to_all_reduce": equal,
         "ring_ms": ring_ms,
@@ -24,29 +28,166 @@ def ring_row(size, ring_ms=2.0, ar_ms=1.0, equal=True, sent=None, exact=None, fo
         "ring_bytes_sent": size if sent is None else sent,
         "ring_bytes_exact": size if exact is None else exact,
         "formula_bytes": size if formula is None else formula,
-        **extra,
+        "variant": schema.ONE_SLICE,
+        "slices": 1,
+        "busbw_ratio": ar_ms / ring_ms,
     }
+    return schema.RingRow(**{**fields, **extra})
+
+
+def failed_row(size, variant=schema.ONE_SLICE, error="x"):
+    """A CUDA-graph row that could not be captured: no bytes, no times."""
+    return schema.RingRow(
+        size_bytes=size,
+        equal_to_all_reduce=True,
+        formula_bytes=size,
+        variant=variant,
+        slices=1,
+        graph=True,
+        error=error,
+    )
+
+
+# --------------------------------------------------------------------------- reading older layouts
+OLD_RING_ROW = {  # the first runs' layout (reference/h200x2): one way of running the ring, no repeats kept
+    "size_bytes": 4096,
+    "equal_to_all_reduce": True,
+    "ring_bytes_sent": 4096.0,
+    "ring_bytes_exact": 4096,
+    "formula_bytes": 4096.0,
+    "ring_ms": 4.0,
+    "all_reduce_ms": 1.0,
+    "ring_busbw_gbs": 0.001,
+    "all_reduce_busbw_gbs": 0.004,
+    "ring_over_all_reduce": 4.0,
+}
+OLD_SPARSE_ROW = {
+    "density": 0.01,
+    "nonzero": 40,
+    "exact": True,
+    "sparse_bytes_sent": 320.0,
+    "dense_bytes_sent": 16384.0,
+    "bytes_ratio": 0.02,
+    "sparse_ms": 1.0,
+    "dense_ms": 2.0,
+    "time_ratio": 0.5,
+}
+
+
+def test_the_bench_schema_reads_the_old_layout():
+    new_row = dataclasses.asdict(ring_row(64, 2.0, 1.0, variant="ring, 3 slices", slices=3, busbw_ratio=0.9))
+    error_row = {  # a graph row that failed, as the workload wrote it before its rows were typed
+        "size_bytes": 8,
+        "equal_to_all_reduce": True,
+        "formula_bytes": 8.0,
+        "variant": "ring, 1 slice, CUDA graph",
+        "slices": 1,
+        "graph": True,
+        "error": "x",
+    }
+    old = {
+        "debug_detail": True,
+        "world_size": 2,
+        "ring": [OLD_RING_ROW, error_row, new_row],
+        "ring_all_equal": True,
+        "source_cases": [],
+        "indexing": [],
+        "sparse": [OLD_SPARSE_ROW],
+    }
+    before = copy.deepcopy(old)
+    rank = typed(schema.Rank, old)
+    assert old == before  # the caller's dicts are not changed
+    rows = rank.ring
+    assert rows[0].variant == "ring, 1 slice" and rows[0].slices == 1 and rows[0].busbw_ratio == 0.25
+    assert rows[0].ring_bytes_returned is None and rows[0].ring_ms_all == rows[0].all_reduce_ms_all == ()
+    assert rows[0].graph is False and rows[0].error is None and rows[0].ring_bytes_sent == 4096
+    assert rows[1].busbw_ratio is None and rows[1].ring_ms is None and rows[1].ring_bytes_sent is None
+    assert rows[1].error == "x" and rows[1].variant == "ring, 1 slice, CUDA graph"
+    assert rows[2].variant == "ring, 3 slices" and rows[2].busbw_ratio == 0.9  # kept, not recomputed
+    assert rank.sparse[0].sparse_ms_all == rank.sparse[0].dense_ms_all == () and rank.sparse[0].time_ratio == 0.5
+    assert typed(schema.Rank, dataclasses.asdict(rank)) == rank  # today's layout reads back as it is
+    # one row of the old layout reads through its row class alone (a plot given the notebook's raw rows)
+    assert typed(schema.RingRow, OLD_RING_ROW) == rows[0] and OLD_RING_ROW == before["ring"][0]
+
+
+def test_the_notebooks_raw_json_is_typed_where_it_comes_in():
+    """Notebook 07 passes raw JSON (``bench.ranks``, ``fast.ranks[0]``); typed values pass through as they are."""
+    row = ring_row(64)
+    assert schema.rows_typed(schema.RingRow, [OLD_RING_ROW, row]) == (typed(schema.RingRow, OLD_RING_ROW), row)
+    assert schema.as_typed(schema.RingRow, row) is row
+    assert schema.rows_typed(schema.SparseRow, [OLD_SPARSE_ROW])[0].time_ratio == 0.5
+    with pytest.raises(ValueError, match="unknown field nope"):
+        schema.rows_typed(schema.SparseRow, [{**OLD_SPARSE_ROW, "nope": 1}])
+    assert sc.summary_typed({}) is None and sc.summary_typed(None) is None
+    summary = sc.DensitySummary(10, 1, 0.5, 0.5, 0.5, 0.5, 2.0, 1.0)
+    assert sc.summary_typed(dataclasses.asdict(summary)) == summary and sc.summary_typed(summary) is summary
+
+
+def test_the_compression_schema_reads_the_old_layout():
+    old_hook = {
+        "hook": "fp16",
+        "compressed_when_timed": True,
+        "step_ms_median": 10.0,
+        "step_ms_all": [10.0, 10.0],
+        "wall_ms_per_step": 10.5,
+        "sent_bytes_per_step": 50.0,
+        "payload_bytes_per_step": 50.0,
+        "dense_bytes_per_step": 100.0,
+        "train_loss": [1.0, 0.9],
+        "evals": [{"step": 2, "loss": 0.8, "iou": 0.5}],
+        "final_val_loss": 0.8,
+        "final_iou": 0.5,
+        "nvlink_tx_bytes_per_step": None,
+        "nvlink_note": None,
+        "params": 10,
+        "step_ms_round_medians": [10.0, 10.0],
+        "step_ms_spread": 0.0,
+    }
+    old = {
+        "link": "NVLink (NV18)",
+        "nccl_p2p_disable": None,
+        "hooks": [old_hook],
+        "density": [],
+        "density_initial": [],
+        "density_summary": {},
+        "topk_ratio": 0.01,
+        "powersgd_rank": 2,
+        "steps": 2,
+        "rounds": 2,
+        "warmup": 4,
+        "model": "full",
+    }
+    before = copy.deepcopy(old)
+    rank = typed(sc.Rank, old)
+    assert old == before
+    assert rank.gpus_hidden_from_cpu_rank is None and rank.skipped_hooks == {}
+    assert rank.density_summary == sc.DensitySummaries(None, None)
+    (h,) = rank.hooks
+    assert (h.collective_calls_per_step, h.warmup_calls, h.train_loss_rounds_equal, h.topk_residual_norm) == (
+        None,
+        None,
+        None,
+        None,
+    )
+    assert h.evals == (sc.Eval(2, 0.8, 0.5),) and h.step_ms_round_medians == (10.0, 10.0)
+    assert not hasattr(h, "step_ms_spread") and not hasattr(h, "wall_ms_per_step")  # dropped: nothing reads them
+    assert typed(sc.Rank, dataclasses.asdict(rank)) == rank
 
 
 # --------------------------------------------------------------------------- the ring's rows and check
-def test_ring_rows_fill_in_the_old_layout():
-    rows = report.ring_rows(
-        {
-            "ring": [
-                ring_row(4096, 4.0, 1.0),
-                {"size_bytes": 8, "error": "x"},
-                ring_row(64, 2.0, 1.0, variant="ring, 3 slices", slices=3, busbw_ratio=0.9),
-            ]
-        }
-    )
-    assert rows[0]["variant"] == "ring, 1 slice" and rows[0]["slices"] == 1 and rows[0]["busbw_ratio"] == 0.25
-    assert "busbw_ratio" not in rows[1] and rows[1]["variant"] == "ring, 1 slice"
-    assert rows[2]["variant"] == "ring, 3 slices" and rows[2]["busbw_ratio"] == 0.9  # kept, not recomputed
-    assert report.ring_rows({}) == []
-
-
 def _ranks(*rank_rows, world=2):
-    return [{"world_size": world, "ring": rows} for rows in rank_rows]
+    return [
+        schema.Rank(
+            debug_detail=False,
+            world_size=world,
+            ring=tuple(rows),
+            ring_all_equal=True,
+            source_cases=(),
+            indexing=(),
+            sparse=(),
+        )
+        for rows in rank_rows
+    ]
 
 
 @pytest.mark.parametrize(
@@ -63,7 +204,7 @@ def _ranks(*rank_rows, world=2):
 def test_the_ring_check(rows, status, equal, bytes_ok):
     v = report.ring_check(_ranks(rows, rows), "here")
     assert v.status == status and v.numbers["equal"] is equal and v.numbers["bytes_match_formula"] is bytes_ok
-    assert v.numbers["sizes"] == sorted({r["size_bytes"] for r in rows}) and v.numbers["world_size"] == 2
+    assert v.numbers["sizes"] == sorted({r.size_bytes for r in rows}) and v.numbers["world_size"] == 2
 
 
 def test_the_ring_check_reads_every_rank_and_only_one_slice_rows():
@@ -71,8 +212,9 @@ def test_the_ring_check_reads_every_rank_and_only_one_slice_rows():
     assert report.ring_check(_ranks(good, bad), "").status == "fail"  # rank 1 wrong
     sliced = [ring_row(4096), ring_row(4096, equal=False, variant="ring, 3 slices")]
     assert report.ring_check(_ranks(sliced, sliced), "").status == "pass"  # slices are judged elsewhere
-    three = [{"ring": [ring_row(4104, formula=4104)]}] * 3  # no world_size: the number of ranks
-    assert report.ring_check(three, "").numbers["world_size"] == 3
+    three = _ranks(*[[ring_row(4104, formula=4104)]] * 3, world=3)  # 4104 bytes: 3 × 4 divides it
+    assert report.ring_check(three, "").numbers["world_size"] == 3 and report.ring_check(three, "").status == "pass"
+    assert report.ring_check(_ranks(*[[ring_row(4104, formula=4000)]] * 3, world=3), "").status == "fail"
 
 
 def test_ring_speed_at_64_mib_and_the_goal():
@@ -82,7 +224,7 @@ def test_ring_speed_at_64_mib_and_the_goal():
         ring_row(128 * MIB, 1.0, 0.9),
         ring_row(64 * MIB, 1.0, 0.85, variant="ring, 3 slices"),
         ring_row(128 * MIB, 1.0, 0.95, variant="ring, 3 slices"),
-        {"size_bytes": 256 * MIB, "error": "OOM", "variant": "ring, 1 slice"},
+        failed_row(256 * MIB, error="OOM"),
     ]
     rows1 = [ring_row(64 * MIB, 1.0, 0.6)]  # rank 1 slower at 64 MiB, one slice: the slowest rank counts
     v = report.ring_speed(_ranks(rows0, rows1), "GPU", gpu=True)
@@ -126,12 +268,21 @@ def test_ring_variants_against_one_slice_at_the_largest_size():
     assert verdicts["ring: ring, graph"].status == "no change"
     assert report.ring_variants(_ranks([faster]), "") == []  # no one-slice row to compare with
     assert report.ring_variants(_ranks([ring_row(64 * MIB)]), "") == []  # no repeats
-    assert report.ring_variants(_ranks([base, {**faster, "error": "x"}]), "") == []
+    assert report.ring_variants(_ranks([base, dataclasses.replace(faster, error="x")]), "") == []
 
 
 # --------------------------------------------------------------------------- C22
 def case(name, impl, ran=True, exact=True, error=None):
-    return {"case": name, "implementation": impl, "ran": ran, "exact": exact, "error": error}
+    return schema.SourceCase(
+        case=name,
+        implementation=impl,
+        nonzero_per_rank=(3, 3),
+        ran=ran,
+        exact=exact,
+        ranks_agree=ran,
+        max_abs_error=0.0 if ran else None,
+        error=error,
+    )
 
 
 @pytest.mark.parametrize(
@@ -182,7 +333,18 @@ def test_c22_at_its_rule(source, course, status, counts):
 
 # --------------------------------------------------------------------------- the sparse all-reduce
 def sparse_row(density, ratio, time_ratio, exact=True, **extra):
-    return {"density": density, "bytes_ratio": ratio, "time_ratio": time_ratio, "exact": exact, **extra}
+    return schema.SparseRow(
+        density=density,
+        nonzero=10,
+        exact=exact,
+        sparse_bytes_sent=ratio * 100,
+        dense_bytes_sent=100.0,
+        bytes_ratio=ratio,
+        sparse_ms=time_ratio,
+        dense_ms=1.0,
+        time_ratio=time_ratio,
+        **extra,
+    )
 
 
 def test_the_sparse_verdict_by_medians_and_by_compare():
@@ -191,7 +353,7 @@ def test_the_sparse_verdict_by_medians_and_by_compare():
     assert v.status == "pass" and v.numbers["judged_by"] == "medians"
     assert v.numbers["fewer_bytes_up_to"] == 0.3 and v.numbers["faster_at"] == [0.01, 0.3]
     assert v.numbers["time_ratio_median"] == 0.9 and v.numbers["exact"] is True
-    rows[2]["exact"] = False
+    rows[2] = dataclasses.replace(rows[2], exact=False)
     assert report.sparse_verdict(rows, "").status == "fail"
     timed = [
         sparse_row(0.01, 0.02, 0.5, sparse_ms_all=[1.0, 1.01], dense_ms_all=[2.0, 2.02]),
@@ -207,20 +369,43 @@ def test_the_sparse_verdict_by_medians_and_by_compare():
 
 # --------------------------------------------------------------------------- the compression hooks
 def hook(name, rounds, sent=100.0, dense=100.0, iou=0.5, loss=(1.0, 0.9), **extra):
-    return {
+    fields = {
         "hook": name,
-        "step_ms_round_medians": list(rounds),
+        "compressed_when_timed": True,
+        "step_ms_median": rounds[0],
+        "step_ms_all": tuple(rounds),
         "sent_bytes_per_step": sent,
+        "payload_bytes_per_step": sent,
         "dense_bytes_per_step": dense,
-        "final_iou": iou,
+        "train_loss": tuple(loss),
+        "evals": (),
         "final_val_loss": 0.8,
-        "train_loss": list(loss),
-        **extra,
+        "final_iou": iou,
+        "nvlink_tx_bytes_per_step": None,
+        "nvlink_note": None,
+        "params": 10,
+        "step_ms_round_medians": tuple(rounds),
     }
+    return sc.Hook(**{**fields, **extra})
 
 
 def metrics(*hooks_, link="NVLink"):
-    return {"link": link, "hooks": list(hooks_)}
+    return sc.Rank(
+        link=link,
+        nccl_p2p_disable=None,
+        gpus_hidden_from_cpu_rank=False,
+        hooks=hooks_,
+        skipped_hooks={},
+        density=(),
+        density_initial=(),
+        density_summary=sc.DensitySummaries(),
+        topk_ratio=0.01,
+        powersgd_rank=2,
+        steps=2,
+        rounds=2,
+        warmup=3,
+        model="tiny",
+    )
 
 
 NONE = hook("none", [10.0, 10.1, 10.05])
@@ -232,7 +417,7 @@ def test_the_twin_gap_and_each_hook_against_none():
     assert cr.twin_gap(metrics(NONE, hook("fp16", [9.0, 9.1]))) is None
     cs = cr.comparisons(m)
     assert set(cs) == {"fp16", "bf16", "topk"}
-    assert cs["topk"] == compare(NONE["step_ms_round_medians"], [12.0, 12.1], aa_gap=cr.twin_gap(m))
+    assert cs["topk"] == compare(NONE.step_ms_round_medians, [12.0, 12.1], aa_gap=cr.twin_gap(m))
     assert cs["fp16"].status == "no change"  # 10 % faster, inside the 11 % A/A gap
     assert cs["topk"].status == "slower" and cs["topk"].aa_gap == cr.twin_gap(m)
     assert cr.comparisons(metrics(hook("fp16", [1.0, 1.0]))) == {}
@@ -329,7 +514,7 @@ def test_losses_against_none():
     )
     assert cr.loss_differences(metrics(hook("fp16", [1, 1]))) == {}
     assert cr.loss_statement(metrics(hook("fp16", [1, 1]))) == "no hook to compare with no compression"
-    assert cr.loss_statement(metrics(hook("none", [1, 1]), hook("x", [1, 1], loss=(2.0, 0.9)))).startswith("largest")
+    assert cr.loss_statement(metrics(hook("none", [1, 1]), hook("bf16", [1, 1], loss=(2.0, 0.9)))).startswith("largest")
 
 
 def test_the_link_statement():
@@ -343,13 +528,7 @@ def test_the_link_statement():
 # --------------------------------------------------------------------------- C23
 @pytest.mark.parametrize("ours, status", [(1.355, "wrong"), (0.16, "wrong"), (0.15, "holds"), (0.1, "holds")])
 def test_c23_at_its_rule(ours, status):
-    summary = {
-        "params": 10,
-        "frac_zero": 0.3,
-        "frac_near_zero": 0.4,
-        "source_format_ratio": 6.1,
-        "index_value_ratio": ours,
-    }
+    summary = summary_of(ours)
     v = cr.density_verdict(summary, "here")
     assert v.key == "C23" and v.status == status and v.where == "here"
     assert v.numbers == {
@@ -363,7 +542,20 @@ def test_c23_at_its_rule(ours, status):
     assert cr.density_verdict(summary, "", claimed_saving=1 - ours - 0.01).status == "holds"
 
 
+def summary_of(ours):
+    return sc.DensitySummary(
+        params=10,
+        layers=2,
+        frac_zero=0.3,
+        frac_near_zero=0.4,
+        frac_for_energy=0.5,
+        max_layer_frac_zero=0.6,
+        source_format_ratio=6.1,
+        index_value_ratio=ours,
+    )
+
+
 def test_c23_without_a_measurement():
-    assert cr.density_verdict({}, "x").status == "unverifiable"
-    assert cr.density_verdict({"params": 0}, "x").status == "unverifiable"
+    assert cr.density_verdict(None, "x").status == "unverifiable"
+    assert cr.density_verdict(dataclasses.replace(summary_of(0.1), params=0), "x").status == "unverifiable"
     assert cr.CLAIMED_SAVING == 0.85 and cr.IOU_TOLERANCE == 0.02 and cr.TWINS == ("fp16", "bf16")

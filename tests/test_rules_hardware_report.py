@@ -12,10 +12,12 @@ import pytest
 from nvtutorial.chapters.ch01_hardware import report as bw
 from nvtutorial.chapters.ch01_hardware import report_lab as labreport
 from nvtutorial.chapters.ch01_hardware import report_links as links
+from nvtutorial.chapters.ch01_hardware import schema_allreduce
 from nvtutorial.chapters.ch02_environment import report as env
 from nvtutorial.machine import doctor
 from nvtutorial.machine.links import SOURCE_NVLINK_CARDS, card
 from nvtutorial.report.verdict import compare
+from tests.test_bandwidth import copy_row, run_of, sendrecv, sendrecv_row, sweep, sweep_row
 
 GIB = 1 << 30
 
@@ -99,26 +101,31 @@ def test_the_saved_references():
 
 
 # --------------------------------------------------------------------------- our rows
-def result(rows, gpu=True, names=("NVIDIA H200", "NVIDIA H200"), link="NV18", label="2× H200 (fake)", **metrics):
-    e = types.SimpleNamespace(is_gpu=gpu, device_names=names, link=link, backend="nccl" if gpu else "gloo")
-    return types.SimpleNamespace(metrics={"rows": rows, **metrics}, env=e, label=label)
+def result(rows, gpu=True, names=("NVIDIA H200", "NVIDIA H200"), link="NV18", wire=None):
+    """An ``allreduce_bench`` run with these rows (rank 0's, typed)."""
+    return run_of(sweep(rows, wire), gpu=gpu, names=names, link=link)
 
 
 def test_rows_sizes_and_repeats():
-    rows = [{"size": 1024, "busbw": 1.0, "time_us": 2.0}, {"size": 4096, "busbw": 3.0, "time_us": 2.5}]
-    assert bw.rows_of(rows) is rows and bw.rows_of(result(rows)) == rows and bw.rows_of(result(rows), "other") == []
+    rows = [sweep_row(1024, 1.0, time_us=2.0), sweep_row(4096, 3.0, time_us=2.5)]
+    assert bw.sweep_rows(rows) == tuple(rows) and bw.sweep_rows(result(rows)) == tuple(rows)
+    assert bw.sweep_of(result(rows)) == sweep(rows) and bw.rows_of(result(rows)) == [
+        dataclasses.asdict(r) for r in rows
+    ]
     assert bw.at_size(rows) == (4096, 3.0) and bw.at_size(rows, 1024) == (1024, 1.0)
     assert bw.at_size(rows, 1024, key="time_us") == (1024, 2.0)
     with pytest.raises(KeyError, match="size 2 KiB was not measured; sizes: 1 KiB, 4 KiB"):
         bw.at_size(rows, 2048)
     with pytest.raises(ValueError, match="measured nothing"):
         bw.at_size([])
-    assert bw.repeats_of({"busbw": 2.0, "busbw_repeats": [1, 3]}) == [1.0, 3.0]
-    assert bw.repeats_of({"busbw": 2.0, "busbw_min": 1.5, "busbw_max": 2.5}) == [1.5, 2.0, 2.5]
-    assert bw.repeats_of({"gbps": 4.0}, "gbps") == [4.0, 4.0, 4.0]
+    assert sweep_row(1, 2.0, samples=[1, 3]).samples() == (1.0, 3.0)
+    assert dataclasses.replace(sweep_row(1, 2.0, samples=[1.5, 2.5]), busbw_repeats=()).samples() == (1.5, 2.0, 2.5)
+    old = copy_row("cuda:0 → cuda:1", "one way", 1, 4.0)
+    assert dataclasses.replace(old, gbps_repeats=()).samples() == (4.0, 4.0, 4.0)
     assert bw.is_gpu(result(rows)) and not bw.is_gpu(result(rows, gpu=False)) and not bw.is_gpu(rows)
     frame = bw.sweep_frame(result(rows))
-    assert list(frame["size_label"]) == ["1 KiB", "4 KiB"] and frame.attrs["where"] == "2× H200 (fake)"
+    assert list(frame["size_label"]) == ["1 KiB", "4 KiB"] and frame.attrs["where"] == result(rows).label
+    assert list(frame.columns) == ["size_label", *(f.name for f in dataclasses.fields(schema_allreduce.Row))]
     assert bw.sweep_frame(result([])).empty
 
 
@@ -133,37 +140,34 @@ def test_the_reference_machine():
 def test_the_reference_check_at_99_percent():
     ref = bw.reference_nccl_tests()["default"]
     ip1, ip4 = ref.busbw_at(GIB, True), ref.busbw_at(4 * GIB, True)
-    just = result([{"size": GIB, "busbw": 0.99 * ip1}, {"size": 4 * GIB, "busbw": 0.99 * ip4}])
+    just = result([sweep_row(GIB, 0.99 * ip1), sweep_row(4 * GIB, 0.99 * ip4)])
     assert bw.reference_check(just)[1].status == "pass"
-    below = result([{"size": GIB, "busbw": 0.989 * ip1}, {"size": 4 * GIB, "busbw": ip4}])
+    below = result([sweep_row(GIB, 0.989 * ip1), sweep_row(4 * GIB, ip4)])
     table, v = bw.reference_check(below)
     assert v.status == "fail" and v.numbers["ratio at 1 GiB"] == pytest.approx(0.989, abs=1e-4)
     assert v.numbers["target"] == 0.99 and "4 GiB" not in v.text.split(":")[1]
     assert bw.reference_check(below, target=0.98)[1].status == "pass"
     assert bw.reference_check(below, sizes=(4 * GIB,))[1].status == "pass"
     spread = v.numbers["nccl-tests own spread at 1 GiB"]
-    inside = result([{"size": GIB, "busbw": (1 - spread / 2) * ip1}])
+    inside = result([sweep_row(GIB, (1 - spread / 2) * ip1)])
     _, v = bw.reference_check(inside, target=1.0)
     assert v.status == "fail" and "within the benchmark's own spread" in v.text and "4 GiB: not measured" in v.text
 
 
 def test_small_message_cost_at_its_factor():
-    rows = [{"size": 1024 * 2**i, "time_us": t} for i, t in enumerate((10.0, 12.0, 15.0, 15.1, 40.0))]
+    rows = [sweep_row(1024 * 2**i, time_us=t) for i, t in enumerate((10.0, 12.0, 15.0, 15.1, 40.0))]
     v = bw.small_message_cost(result(rows))
     assert v.status == "info" and v.numbers["flat_up_to"] == 4096 and v.numbers["flat_time_us_max"] == 15.0
     assert v.numbers["smallest"] == 1024 and v.numbers["largest"] == 16384 and v.numbers["time_us_largest"] == 40.0
     assert bw.small_message_cost(result(rows), flat_factor=1.51).numbers["flat_up_to"] == 8192
-    none = bw.small_message_cost(result([{"size": 1024, "time_us": 10.0}, {"size": 2048, "time_us": 15.01}]))
+    none = bw.small_message_cost(result([sweep_row(1024, time_us=10.0), sweep_row(2048, time_us=15.01)]))
     assert none.numbers["flat_up_to"] is None and "no flat region" in none.text
     assert bw.FLAT_FACTOR == 1.5
 
 
 def sr(one, both, size=1 << 28, gpu=True, spread=0.005):
-    rows = [
-        {"size": size, "direction": d, "busbw": v, "algbw": v, "busbw_repeats": [v * (1 - spread), v, v * (1 + spread)]}
-        for d, v in (("one way", one), ("both ways", both))
-    ]
-    return result(rows, gpu=gpu)
+    rows = [sendrecv_row(size, d, v, spread=spread) for d, v in (("one way", one), ("both ways", both))]
+    return run_of(sendrecv(rows), gpu=gpu)
 
 
 def test_send_recv_both_ways_against_one():
@@ -172,39 +176,27 @@ def test_send_recv_both_ways_against_one():
     assert v.numbers["ratio"] == pytest.approx(0.85)
     assert bw.sendrecv_duplex(sr(100.0, 100.5)).status == "no change"
     assert "CPU simulation" in bw.sendrecv_duplex(sr(1.0, 0.5, gpu=False)).text
-    assert bw.sendrecv_duplex(result([{"size": 1, "direction": "one way", "busbw": 1}])).status == "info"
+    assert bw.sendrecv_duplex(run_of(sendrecv([sendrecv_row(1, "one way", 1.0)]))).status == "info"
     frame = bw.sendrecv_frame(sr(100.0, 85.0))
     assert list(frame.columns) == ["both ways: GB/s per direction", "one way: GB/s per direction"]
-    assert list(frame.index) == ["256 MiB"] and bw.sendrecv_frame(result([])).empty
+    assert list(frame.index) == ["256 MiB"] and bw.sendrecv_frame(run_of(sendrecv([]))).empty
 
 
 def copy_rows(one, both, busy=(0.9, 1.0)):
-    rows = [{"path": "cuda:0 → cuda:1", "mode": "one way", "size": GIB, "gbps": one, "gbps_repeats": [one] * 3}]
-    rows += [
-        {
-            "path": "cuda:0 → cuda:1",
-            "mode": "both at once",
-            "size": GIB,
-            "gbps": both,
-            "gbps_repeats": [both] * 3,
-            "busy_share": busy[0],
-        },
-        {"path": "cuda:1 → cuda:0", "mode": "one way", "size": GIB, "gbps": one, "gbps_repeats": [one] * 3},
-        {
-            "path": "cuda:1 → cuda:0",
-            "mode": "both at once",
-            "size": GIB,
-            "gbps": both * 0.9,
-            "gbps_repeats": [both * 0.9] * 3,
-            "busy_share": busy[1],
-        },
+    rows = [
+        copy_row("cuda:0 → cuda:1", "one way", GIB, one),
+        copy_row("cuda:0 → cuda:1", "both at once", GIB, both, busy_share=busy[0]),
+        copy_row("cuda:1 → cuda:0", "one way", GIB, one),
+        copy_row("cuda:1 → cuda:0", "both at once", GIB, both * 0.9, busy_share=busy[1]),
     ]
     return bw.CopyRun(rows=rows, label="GPU", note="")
 
 
 def test_the_copy_engines():
     run = copy_rows(394.0, 390.0)
-    assert run.measured and not bw.CopyRun(rows=[{"path": "skipped", "gbps": None}], label="", note="").measured
+    simulated = [copy_row("host memcpy (simulation, not a GPU link)", "one way", GIB, 20.0)]
+    assert run.measured and not bw.CopyRun(rows=simulated, label="", note="").measured
+    assert not bw.CopyRun(rows=(), label="", note="skipped").measured
     expectation = types.SimpleNamespace(physical_gbps=450.0)
     v = run.verdict(expectation)
     assert v.numbers == {"size": GIB, "gbps": 394.0, "share_of_physical": 394.0 / 450.0}
@@ -215,12 +207,18 @@ def test_the_copy_engines():
     none = bw.CopyRun(rows=[], label="GPU", note="no GPU")
     assert none.verdict().numbers == {"reference_gbps": 394.0} and none.duplex().status == "info"
     assert list(run.frame()["size_label"]) == ["1 GiB"] * 4 and "gbps_repeats" not in run.frame()
+    assert list(run.frame().columns)[:3] == ["path", "size_label", "mode"]
+    busy = run.frame()["busy_share"]  # one-way rows have none: empty cells, as when the workload left it out
+    assert busy.isna().tolist() == [True, False, True, False] and busy[1] == 0.9
+    assert "busy_share" not in bw.CopyRun(rows=simulated, label="", note="").frame()
+    assert none.frame().to_dict("records") == [
+        {"path": "cuda:0 → cuda:1", "size": None, "gbps": None, "note": "no GPU"}
+    ]
 
 
 def test_the_duplex_verdict_branches():
     flat = copy_rows(394.0, 394.0)
-    flat.rows[3]["gbps"] = 394.0
-    flat.rows[3]["gbps_repeats"] = [394.0] * 3
+    flat.rows[3] = copy_row("cuda:1 → cuda:0", "both at once", GIB, 394.0, busy_share=1.0)
     v = bw.duplex_verdict(sr(100.0, 85.0), flat)
     assert v.numbers == {
         "nccl_ratio": pytest.approx(0.85),
@@ -240,18 +238,18 @@ def test_the_duplex_verdict_branches():
 
 @pytest.mark.parametrize("ratio, status", [(1.0499, "pass"), (0.9501, "pass"), (1.0501, "fail"), (0.9499, "fail")])
 def test_the_ring_bytes_within_5_percent(ratio, status):
-    wire = {
-        "available": True,
-        "size": GIB,
-        "iters": 10,
-        "links_read": 18,
-        "links_carrying": 18,
-        "tx_bytes_per_op": ratio * GIB,
-        "rx_bytes_per_op": GIB,
-        "expected_bytes_per_op": float(GIB),
-        "tx_ratio": ratio,
-        "rx_ratio": 1.0,
-    }
+    wire = schema_allreduce.Wire(
+        available=True,
+        size=GIB,
+        iters=10,
+        links_read=18,
+        links_carrying=18,
+        tx_bytes_per_op=ratio * GIB,
+        rx_bytes_per_op=GIB,
+        expected_bytes_per_op=float(GIB),
+        tx_ratio=ratio,
+        rx_ratio=1.0,
+    )
     table, v = bw.wire_report(result([], wire=wire))
     assert v.status == status and v.numbers == {
         "tx_ratio": ratio,
@@ -266,7 +264,7 @@ def test_the_ring_bytes_within_5_percent(ratio, status):
 
 # --------------------------------------------------------------------------- the lab and C7
 def lab_run(name, busbw, gpu=True, envs=None, read=(), summary="P2P/CUMEM", version="2.28.9"):
-    rows = [{"size": s, "busbw": v, "busbw_repeats": [v * 0.999, v, v * 1.001], "repeats": 3} for s, v in busbw.items()]
+    rows = [sweep_row(s, v, samples=(v * 0.999, v, v * 1.001), repeats=3) for s, v in busbw.items()]
     path = types.SimpleNamespace(name=name, env=envs or {})
     transport = types.SimpleNamespace(summary=summary, env_set=dict.fromkeys(read, "1"), version=version)
     return labreport.LabRun(path=path, result=result(rows, gpu=gpu), transport=transport)
@@ -277,8 +275,7 @@ def test_the_lab_verdict_names_the_slowest_path():
     v = labreport.lab_verdict(lab)
     assert v.status == "slower" and v.numbers["slowest_path"] == "P2P+SHM off" and v.numbers["size"] == GIB
     assert (
-        v.numbers["ratio"]
-        == compare(bw.repeats_of(lab[0].rows[0]), bw.repeats_of(lab[2].rows[0]), lower_is_better=False).ratio
+        v.numbers["ratio"] == compare(lab[0].rows[0].samples(), lab[2].rows[0].samples(), lower_is_better=False).ratio
     )
     cpu = [lab_run("default", {1024: 1.0}, gpu=False), lab_run("P2P off", {1024: 1.01}, gpu=False)]
     assert labreport.lab_verdict(cpu).text.startswith("CPU simulation (gloo ignores")
@@ -293,7 +290,7 @@ def test_the_lab_verdict_names_the_slowest_path():
 def test_c5_measured_and_its_prediction():
     lab = [lab_run("default", {GIB: 330.0, 4 * GIB: 340.0}), lab_run("P2P off", {GIB: 30.0, 4 * GIB: 34.0})]
     v = labreport.claim_nvlink_vs_pcie(lab)
-    assert v.numbers == {"ratio": pytest.approx(10.0), "size": 4 * GIB} and v.where == "2× H200 (fake)"
+    assert v.numbers == {"ratio": pytest.approx(10.0), "size": 4 * GIB} and v.where == lab[0].result.label
     g = labreport.grade_lab_ratio(10.0, lab)
     assert g.status == "right" and g.text.startswith("You predicted 10 ×: spot on. Measured: 10 ×")
     ref = labreport.claim_nvlink_vs_pcie(lab[:1])

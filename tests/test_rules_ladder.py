@@ -11,12 +11,16 @@ the model against a real run.
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
+from pathlib import Path
 
 import pytest
 
 from nvtutorial.chapters.ch08_ladder import report as L
 from nvtutorial.chapters.ch08_ladder import report_model as M
+from nvtutorial.chapters.ch08_ladder import schema
+from nvtutorial.results import RunResult, typed
 
 S = M.Setup(vocab=16, seq_len=4, dim=8, heads=2, layers=2, mlp_ratio=2, global_batch=4, world=2)
 SHAPES = S.shapes()
@@ -146,85 +150,130 @@ def test_largest_is_the_last_that_fits(rung):
 
 
 # --------------------------------------------------------------------------- the run's verdicts
+def held(rung, rank, shapes=SHAPES, extra=0):
+    """The model's bytes of ``rung`` on ``rank`` as the run counts them (``extra`` more parameter bytes)."""
+    state = M.model_state(rung, shapes, 2, rank)
+    return schema.Held(
+        params=state["params"] + extra, grads=state["grads"], optimizer=state["optimizer"], param_tensors=len(shapes)
+    )
+
+
 def rung_record(rung, rank, **extra):
-    return {
-        "rung": rung,
-        "held": M.model_state(rung, SHAPES, 2, rank),
-        "losses": [1.0, 0.9, 0.8],
-        "gradients": {"max_rel_diff": 1e-7, "norm_ratio": 1.0, "missing": []},
-        "step_s": [0.1, 0.12],
-        "sent_per_step": sum(M.sent_per_step(S, rung, rank, SHAPES).values()),
-        "collectives": {"all_reduce": {"calls": 1.0}},
+    return dataclasses.replace(
+        schema.Rung(
+            rung=rung,
+            layers=S.layers,
+            held=held(rung, rank),
+            losses=(1.0, 0.9, 0.8),
+            gradients=schema.Gradients(max_rel_diff=1e-7, worst="head.weight", norm_ratio=1.0, missing=()),
+            step_s=(0.1, 0.12),
+            step_s_median=0.11,
+            sent_per_step=sum(M.sent_per_step(S, rung, rank, SHAPES).values()),
+            collectives={"all_reduce": schema.Collective(calls=1, bytes=0, sent=0.0)},
+            nvlink_tx_bytes_per_step=None,
+            nvlink_note="not available: no GPU (CPU run)",
+        ),
         **extra,
-    }
+    )
+
+
+CONFIG = schema.ModelConfig(
+    **{f.name: getattr(S, f.name) for f in dataclasses.fields(S) if f.name not in ("global_batch", "world")}
+)
+
+
+def ranks_of(rungs=NON_TP, **per_rung):
+    """Two ranks' typed results of a ladder of ``rungs``, each rung's record changed by ``per_rung[rung]``."""
+    return [
+        schema.Rank(
+            config=CONFIG,
+            global_batch=S.global_batch,
+            world_size=2,
+            rank=rank,
+            device="cpu",
+            reference=(1.0, 0.9, 0.8),
+            rungs=tuple(rung_record(r, rank, **per_rung.get(r, {})) for r in rungs),
+        )
+        for rank in range(2)
+    ]
+
+
+def run_of(ranks, env=None):
+    """A run whose ranks returned ``ranks``, as the launcher collects it (each rank's result as JSON)."""
+    return RunResult(
+        workload="ladder",
+        params={},
+        returncode=0,
+        wall_s=1.0,
+        first_output_s=None,
+        env=env,
+        ranks=[json.loads(json.dumps(dataclasses.asdict(r))) for r in ranks],
+        run_dir=Path("."),
+        log_files={},
+        log_tail=[],
+    )
 
 
 def result(rungs=NON_TP, **per_rung):
-    ranks = []
-    for rank in range(2):
-        ranks.append(
-            {
-                "config": {
-                    f.name: getattr(S, f.name) for f in dataclasses.fields(S) if f.name not in ("global_batch", "world")
-                },
-                "global_batch": S.global_batch,
-                "world_size": 2,
-                "reference": [1.0, 0.9, 0.8],
-                "rungs": [rung_record(r, rank, **per_rung.get(r, {})) for r in rungs],
-            }
-        )
-    import types
-
-    return types.SimpleNamespace(ranks=ranks, label="CPU", run_dir=".")
+    return run_of(ranks_of(rungs, **per_rung))
 
 
 def test_records_and_counted_state():
     r = result()
-    assert L._rungs(r) == NON_TP and L.rung_record(r, 1, "zero1")["rung"] == "zero1"
+    assert L._rungs(L.ranks(r)) == NON_TP and L.rung_record(r, 1, "zero1").rung == "zero1"
     assert L.counted_state(r, "zero1", 1) == sum(M.model_state("zero1", SHAPES, 2, 1).values())
     with pytest.raises(KeyError, match="the run has no rung 'tensor_parallel'; it ran ddp, zero1"):
         L.rung_record(r, 0, "tensor_parallel")
     table = L.loss_table(r)
     assert list(table.columns) == ["one process"] + [L.LABELS[x] for x in NON_TP] and table.index.name == "step"
+    no_reference = run_of([dataclasses.replace(m, reference=None) for m in ranks_of()])
+    assert list(L.loss_table(no_reference).columns) == [L.LABELS[x] for x in NON_TP]
+    with pytest.raises(ValueError, match="rank 0 trained no one-process reference"):
+        L.loss_verdict(no_reference, 1e-3)
 
 
 @pytest.mark.parametrize("off, status", [(0.0, "pass"), (0.99e-3, "pass"), (1.01e-3, "fail")])
 def test_the_loss_verdict_at_its_tolerance(off, status):
-    r = result(fsdp_zero3={"losses": [1.0, 0.9 + off, 0.8]})
+    r = result(fsdp_zero3={"losses": (1.0, 0.9 + off, 0.8)})
     v = L.loss_verdict(r, 1e-3)
     assert v.status == status and v.numbers["max_abs_diff"]["fsdp_zero3"] == pytest.approx(off)
     assert v.numbers["tolerance"] == 1e-3 and v.numbers["max_abs_diff"]["ddp"] == 0.0
 
 
+def grads(max_rel_diff, norm_ratio, missing=()):
+    return {"gradients": schema.Gradients(max_rel_diff, "head.weight", norm_ratio, tuple(missing))}
+
+
 def test_the_gradient_verdict():
     ok = L.gradient_verdict(result(), 1e-5)
     assert ok.status == "pass" and ok.numbers["max_rel_diff"]["ddp"] == 1e-7 and ok.numbers["missing"] == []
-    summed = {"gradients": {"max_rel_diff": 1.0, "norm_ratio": 2.0, "missing": []}}
-    bad = L.gradient_verdict(result(zero1=summed), 1e-5)
+    bad = L.gradient_verdict(result(zero1=grads(1.0, 2.0)), 1e-5)
     assert bad.status == "fail" and bad.numbers["norm_ratio"]["zero1"] == 2.0
-    edge = L.gradient_verdict(
-        result(zero1={"gradients": {"max_rel_diff": 1e-5, "norm_ratio": 1.0, "missing": []}}), 1e-5
-    )
+    assert "norm 2× the reference's" in bad.text
+    edge = L.gradient_verdict(result(zero1=grads(1e-5, 1.0)), 1e-5)
     assert edge.status == "pass"
-    missing = L.gradient_verdict(
-        result(ddp={"gradients": {"max_rel_diff": 0.0, "norm_ratio": 1.0, "missing": ["w"]}}), 1
-    )
+    missing = L.gradient_verdict(result(ddp=grads(0.0, 1.0, ["w"])), 1)
     assert missing.status == "fail" and missing.numbers["missing"] == ["DDP: w", "DDP: w"]
     none = L.gradient_verdict(result(ddp={"gradients": None}), 1e-5)
     assert none.status == "info" and none.numbers == {}
-    both = result(zero1={"gradients": {"max_rel_diff": 0.0, "norm_ratio": 0.5, "missing": []}})
-    both.ranks[1]["rungs"][1]["gradients"] = {"max_rel_diff": 0.0, "norm_ratio": 1.5, "missing": []}
-    assert L.gradient_verdict(both, 1e-5).numbers["norm_ratio"]["zero1"] == 0.5  # the one furthest from 1 (log)
+    both = ranks_of(zero1=grads(0.0, 0.5))
+    both[1] = dataclasses.replace(
+        both[1],
+        rungs=tuple(dataclasses.replace(g, **grads(0.0, 1.5)) if g.rung == "zero1" else g for g in both[1].rungs),
+    )
+    assert L.gradient_verdict(run_of(both), 1e-5).numbers["norm_ratio"]["zero1"] == 0.5  # the one furthest from 1 (log)
+    zero_norm = L.gradient_verdict(result(zero1=grads(1.0, None)), 1e-5)  # the reference's gradients were all 0
+    assert zero_norm.status == "fail" and "norm n/a× the reference's" in zero_norm.text
 
 
 def test_the_memory_verdict_is_byte_exact():
     assert L.memory_verdict(result()).numbers == {"mismatches": 0, "checked": 12}
-    held = dict(M.model_state("fsdp_zero3", SHAPES, 2, 0))
-    held["optimizer"] += 1
-    v = L.memory_verdict(result(fsdp_zero3={"held": held}))
+    more = dataclasses.replace(held("fsdp_zero3", 0), optimizer=held("fsdp_zero3", 0).optimizer + 1)
+    v = L.memory_verdict(result(fsdp_zero3={"held": more}))
     assert v.status == "fail" and v.numbers == {"mismatches": 2, "checked": 12}  # both ranks got rank 0's bytes
+    assert "FSDP2 (ZeRO-3) rank 0 optimizer: counted" in v.text
     table = L.memory_check_table(result())
-    assert (table["counted − model (bytes)"] == 0).all() and "peak" not in table
+    assert bool((table["counted − model (bytes)"] == 0).all()) and "peak" not in table
 
 
 def test_the_peak_verdict():
@@ -245,7 +294,7 @@ def test_the_bytes_verdict_compares_the_recorded_with_the_model():
     assert v.status == "pass" and v.numbers["factors"]["ddp"] == 1.0 and v.numbers["mismatches"] == 0
     ddp = sum(M.sent_per_step(S, "ddp", 0, SHAPES).values())
     assert v.numbers["factors"]["fsdp_zero3"] == pytest.approx(sum(M.sent_per_step(S, "fsdp_zero3", 0).values()) / ddp)
-    off = rung_record("zero1", 0)["sent_per_step"]
+    off = rung_record("zero1", 0).sent_per_step
     assert L.bytes_verdict(result(rungs=("zero1",), zero1={"sent_per_step": off + 0.4})).status == "pass"
     bad = L.bytes_verdict(result(rungs=("zero1",), zero1={"sent_per_step": off + 1.0}))
     assert bad.status == "fail" and bad.numbers["mismatches"] == 2
@@ -264,14 +313,15 @@ def test_the_zero1_prediction():
 
 
 def checkpoint_result(resume=0.0, single=0.0, resumed=(0.5, 0.4)):
-    r = result(rungs=("ddp",))
-    r.ranks[0]["checkpoint"] = {
-        "resume_max_weight_diff": resume,
-        "single_process_max_weight_diff": single,
-        "continued": [0.5, 0.4],
-        "resumed": list(resumed),
-    }
-    return r
+    ranks = ranks_of(rungs=("ddp",))
+    checkpoint = schema.Checkpoint(
+        continued=(0.5, 0.4),
+        resumed=tuple(resumed),
+        resume_max_weight_diff=resume,
+        single_process_max_weight_diff=single,
+        config=CONFIG,
+    )
+    return run_of([dataclasses.replace(ranks[0], checkpoint=checkpoint), ranks[1]])
 
 
 @pytest.mark.parametrize(
@@ -290,19 +340,22 @@ def test_the_checkpoint_verdict(kwargs, status):
     assert v.numbers["max_loss_diff"] == pytest.approx(abs(kwargs.get("resumed", (0.5, 0.4))[1] - 0.4))
 
 
+def test_the_checkpoint_verdict_needs_a_checkpoint():
+    with pytest.raises(ValueError, match="the run saved no checkpoint"):
+        L.checkpoint_verdict(result(), 1e-6)
+
+
 def fit_result(peak=None, held_extra=0, error=None, layers=3, rung="fsdp_zero3"):
-    r = result(rungs=("ddp",))
-    t = dataclasses.replace(S, layers=layers)
-    shapes = t.shapes()
-    for rank, m in enumerate(r.ranks):
-        held = dict(M.model_state(rung, shapes, 2, rank))
-        held["params"] += held_extra
-        m["fit"] = {"rung": rung, "layers": layers, "held": held}
-        if peak is not None:
-            m["fit"]["peak_allocated"] = peak
+    shapes = dataclasses.replace(S, layers=layers).shapes()
+    ranks = []
+    for rank, m in enumerate(ranks_of(rungs=("ddp",))):
         if error:
-            m["fit"]["error"] = error
-    return r, max(M.rank_memory(t, rung, k, shapes).device_peak for k in range(2))
+            ranks.append(dataclasses.replace(m, fit_error=schema.FitError(rung, layers, error)))
+            continue
+        fit = rung_record(rung, rank, layers=layers, held=held(rung, rank, shapes, held_extra), peak_allocated=peak)
+        ranks.append(dataclasses.replace(m, fit=fit))
+    t = dataclasses.replace(S, layers=layers)
+    return run_of(ranks), max(M.rank_memory(t, rung, k, shapes).device_peak for k in range(2))
 
 
 def test_the_fit_verdict():
@@ -310,16 +363,40 @@ def test_the_fit_verdict():
     cpu = L.fit_verdict(r, 6e6)
     assert cpu.status == "pass" and cpu.numbers["state_exact"] and cpu.numbers["model_peak"] == model
     assert L.fit_verdict(fit_result(held_extra=4)[0], 6e6).status == "fail"
-    assert L.fit_verdict(fit_result(error="CUDA out of memory")[0], 6e6).status == "fail"
-    small, _ = fit_result(peak=5e6)
+    oom = L.fit_verdict(fit_result(error="CUDA out of memory")[0], 6e6)
+    assert oom.status == "fail" and "3 blocks did not fit: CUDA out of memory" in oom.text
+    small, _ = fit_result(peak=5_000_000)
     assert L.fit_verdict(small, 6e6).status == "info"  # a budget sized for the CPU decides nothing on a GPU
-    assert L.fit_verdict(fit_result(peak=5e6, held_extra=4)[0], 6e6).status == "fail"
-    big = 2e9
+    assert L.fit_verdict(fit_result(peak=5_000_000, held_extra=4)[0], 6e6).status == "fail"
+    big = 2_000_000_000
     assert L.fit_verdict(fit_result(peak=big)[0], big).status == "pass"
     over = L.fit_verdict(fit_result(peak=big + 1)[0], big)
     assert over.status == "fail" and over.numbers["gap"] == pytest.approx((big + 1) / model - 1)
     none = result(rungs=("ddp",))
     assert L.fit_verdict(none, 6e6).status == "info" and L.fit_verdict(none, 6e6).numbers == {"budget": 6e6}
+
+
+def test_the_schema_upgrades_the_committed_layout():
+    """The committed runs left out what a rung did not measure and wrote a largest model that did not fit as a
+    ``fit`` of three keys: read typed, the one is None, the other a ``fit_error``."""
+    typed_ranks = ranks_of(rungs=("ddp",))
+    new = dataclasses.asdict(typed_ranks[0])
+    old = json.loads(json.dumps(new))
+    for key in ("gradients", "allocated_after_step", "forward_added", "peak_allocated", "trace"):
+        del old["rungs"][0][key]
+    for key in ("reference", "checkpoint", "fit", "fit_error"):
+        old.pop(key)
+    old["fit"] = {"rung": "fsdp_zero3", "layers": 6, "error": "OutOfMemoryError: CUDA out of memory."}
+    got = typed(schema.Rank, old)
+    unmeasured = dataclasses.replace(typed_ranks[0].rungs[0], gradients=None)  # no reference: no gradients compared
+    assert got.rungs == (unmeasured,) and got.reference is None and got.fit is None
+    assert got.fit_error == schema.FitError("fsdp_zero3", 6, "OutOfMemoryError: CUDA out of memory.")
+    assert isinstance(got.rungs[0].collectives["all_reduce"], schema.Collective)
+    assert old["fit"] == {"rung": "fsdp_zero3", "layers": 6, "error": "OutOfMemoryError: CUDA out of memory."}
+    assert "trace" not in old["rungs"][0]  # the reader's upgrade left the caller's dict alone
+    ran = dict(old, fit=dict(old["rungs"][0], layers=6))  # a largest model that ran, in the committed layout
+    assert typed(schema.Rank, ran).fit == dataclasses.replace(unmeasured, layers=6)
+    assert typed(schema.Rank, new) == typed_ranks[0]  # today's layout: as it was written
 
 
 def test_the_fit_and_memory_tables():

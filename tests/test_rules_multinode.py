@@ -5,6 +5,7 @@ steps-lost prediction. The runs themselves are in ``tests/test_multinode.py``.""
 
 from __future__ import annotations
 
+import dataclasses
 import types
 from pathlib import Path
 
@@ -12,8 +13,9 @@ import pytest
 import torch
 
 from nvtutorial.chapters.ch09_multinode import report as m
+from nvtutorial.chapters.ch09_multinode import schema
 from nvtutorial.report.verdict import compare
-from nvtutorial.results import RunResult
+from nvtutorial.results import EnvInfo, RunResult
 
 ROOT = Path(__file__).resolve().parent.parent
 H200X1 = ROOT / "reference" / "h200x1" / "runs"
@@ -47,13 +49,59 @@ def test_same_weights_bit_for_bit(tmp_path):
     assert m.checkpoint_weights(a)[1] == 20
 
 
-def test_the_rank_table():
-    result = types.SimpleNamespace(
-        ranks=[
-            {"group_rank": 0, "start_step": 0, "restarts": 1, "final_loss": 0.5, "weights_sha256": "abcdef0123456789"},
-            {},
-        ]
+def lesson_rank(times=(0.1, 0.1), **fields):
+    """One rank's typed result of the lesson."""
+    plain = {
+        "group_rank": 0,
+        "restarts": 0,
+        "start_step": 0,
+        "steps": len(times),
+        "step_times_s": tuple(times),
+        "final_loss": 0.5,
+        "weights_sha256": "ab" * 32,
+    }
+    return schema.Rank(**(plain | fields))
+
+
+def run_of(ranks, host="CPU", logs=None, backend="gloo"):
+    """A run of the lesson whose ranks returned ``ranks`` (typed, or an empty dict: a rank that saved nothing)."""
+    gpu = backend == "nccl"
+    env = EnvInfo(
+        host=host,
+        backend=backend,
+        world_size=2,
+        device_names=("NVIDIA H200",) * 2 if gpu else ("cpu", "cpu"),
+        torch="2.13",
+        cuda="12.9" if gpu else None,
+        nccl="2.28.9" if gpu else None,
+        python="3.11",
     )
+    return RunResult(
+        workload="nvtutorial/chapters/ch09_multinode/lessons/elastic_train.py",
+        params={"args": []},
+        returncode=0,
+        wall_s=1.0,
+        first_output_s=None,
+        env=env,
+        ranks=[dataclasses.asdict(r) if dataclasses.is_dataclass(r) else r for r in ranks],
+        run_dir=Path("run"),
+        log_files=logs or {},
+        log_tail=[],
+    )
+
+
+def test_the_rank_table():
+    first = schema.Rank(
+        group_rank=0,
+        restarts=1,
+        start_step=0,
+        steps=2,
+        step_times_s=(0.1, 0.1),
+        final_loss=0.5,
+        weights_sha256="abcdef0123456789",
+    )
+    result = run_of([first, {}])
+    assert m.ranks(result) == [first, None]
     frame = m.rank_frame(result)
     assert list(frame.index) == [0, 1] and frame.loc[0, "weights (sha256, first 12)"] == "abcdef012345"
     assert frame.loc[0, "node (GROUP_RANK)"] == 0 and frame.loc[1, "weights (sha256, first 12)"] == ""
@@ -141,12 +189,8 @@ def test_the_transport_verdict_without_nccl_lines_or_over_p2p(tmp_path):
 
 
 def run_with_steps(times, label="CPU", logs=None, backend="gloo"):
-    return types.SimpleNamespace(
-        metrics={"step_times_s": list(times)},
-        label=label,
-        log_files=logs or {},
-        env=types.SimpleNamespace(backend=backend, is_gpu=backend == "nccl"),
-    )
+    """A run of the lesson whose rank 0 timed ``times`` (its label names ``label``, the host)."""
+    return run_of([lesson_rank(times), lesson_rank(times, group_rank=1)], host=label, logs=logs, backend=backend)
 
 
 def test_step_times_skip_the_warm_up():
@@ -155,6 +199,8 @@ def test_step_times_skip_the_warm_up():
     assert m.step_times(run_with_steps([9, 9, 9, 1])) == [9, 9, 9, 1]  # too few to skip
     assert m.step_times(run_with_steps([5, 1, 2]), skip=1) == [1, 2]
     assert m.step_times(run_with_steps([5, 1]), skip=1) == [5, 1]
+    with pytest.raises(ValueError, match="no rank reported metrics"):
+        m.step_times(dataclasses.replace(run_with_steps([5, 1]), ranks=[]))  # a run that failed
     assert m.exposed_ms(
         run_with_steps([9, 9, 9, 0.012, 0.014, 0.016]), run_with_steps([9, 9, 9, 0.01, 0.01, 0.01])
     ) == pytest.approx(4.0)
@@ -165,7 +211,8 @@ def test_the_boundary_table_and_verdict(tmp_path):
     across = run_with_steps([1, 1, 1, 0.020, 0.0201, 0.0202], label="two nodes")
     v = m.boundary_verdict(within, across)
     c = compare([10.0, 10.1, 10.2], [20.0, 20.1, 20.2])
-    assert v.key == "node boundary" and v.status == "slower" and v.where == "one node | two nodes"
+    assert v.key == "node boundary" and v.status == "slower" and v.where == f"{within.label} | {across.label}"
+    assert "on one node:" in within.label and "on two nodes:" in across.label
     assert v.numbers["ratio"] == pytest.approx(c.ratio) and v.numbers["noise"] == pytest.approx(c.noise)
     assert m.boundary_verdict(within, within).status == "no change"
     logs = {r: BOUNDARY[0] / f"rank{r}.log.nccl.txt" for r in (0, 1)}
@@ -174,7 +221,8 @@ def test_the_boundary_table_and_verdict(tmp_path):
     assert rows[0]["exposed communication (ms)"] is None and rows[0]["nNodes"] == "n/a"
     assert rows[0]["median step (ms)"] == pytest.approx(10.1) and rows[0]["step without all-reduce (ms)"] is None
     assert rows[1]["exposed communication (ms)"] == pytest.approx(10.0) and rows[1]["nNodes"] == "2"
-    assert rows[1]["NCCL transport"].startswith("NET/Socket") and rows[1]["measured on"] == "GPU"
+    assert rows[1]["NCCL transport"].startswith("NET/Socket") and rows[1]["measured on"] == gpu.label
+    assert gpu.label.startswith("2× NVIDIA H200 · NCCL 2.28.9")
 
 
 # --------------------------------------------------------------------------- recovery

@@ -1,35 +1,73 @@
-"""Notebook 04's verdicts at their rules (``report/optimisations.py``): every A/B through compare with the run's A/A
-gap, memory within 1 %, the largest move beyond the noise, C8–C11 and no_sync. Synthetic runs on both sides of each
-threshold; the committed 2× H200 run is read in ``tests/test_claims_training.py``."""
+"""Notebook 04's verdicts at their rules (``nvtutorial/chapters/ch04_optimisations/report.py``): every A/B through
+compare with the run's A/A gap, memory within 1 %, the largest move beyond the noise, C8–C11 and no_sync. Synthetic
+runs on both sides of each threshold, built as the launcher collects them (each rank's result as JSON, read typed);
+the committed 2× H200 run is read in ``tests/test_claims_training.py``."""
 
 from __future__ import annotations
 
+import json
 import math
-import types
+from pathlib import Path
 
 import pytest
 
-from nvtutorial.chapters.ch03_ddp_training.report import normalise_row
 from nvtutorial.chapters.ch04_optimisations import report as o
+from nvtutorial.chapters.ch04_optimisations import schema
 from nvtutorial.report.verdict import compare
+from nvtutorial.results import EnvInfo, RunResult, typed
 
 
-def run(rows, gpu=True, params=None, model_params=1_000_000):
+def run(rows, gpu=True, params=None, model_params=1_000_000, committed=False):
+    """A train run as the launcher collects it, rank 0's rows ``rows`` (status ok and per-GPU batch 8 unless told;
+    ``committed``: the earlier workload's layout)."""
     for r in rows:
         r.setdefault("status", "ok")
         r.setdefault("per_gpu_batch", 8)
-    metrics = {"rows": rows, "device": "cuda:0" if gpu else "cpu", "model_params": model_params}
-    return types.SimpleNamespace(
-        metrics=metrics,
-        ranks=[metrics],
-        label="test GPUs" if gpu else "CPU",
-        env=types.SimpleNamespace(is_gpu=gpu),
+        r.setdefault("world_size", 2)
+        r.setdefault("global_batch", 2 * r["per_gpu_batch"])
+    metrics = {
+        "device": "cuda:0" if gpu else "cpu",
+        "world_size": 2,
+        "model": "tiny",
+        "model_params": model_params,
+        "image_size": 16,
+        "tf32_convolutions": None,
+        "rows": rows,
+    }
+    if not committed:
+        metrics["precision"] = "fp32"
+    env = EnvInfo(
+        host="h",
+        backend="nccl" if gpu else "gloo",
+        world_size=2,
+        device_names=("test GPU",) * 2 if gpu else ("CPU",) * 2,
+        torch="2.13",
+        cuda=None,
+        nccl=None,
+        python="3.11",
+    )
+    return RunResult(
+        workload="train",
         params=params or {},
+        returncode=0,
+        wall_s=1.0,
+        first_output_s=None,
+        env=env,
+        ranks=[json.loads(json.dumps(metrics))],
+        run_dir=Path("run"),
+        log_files={},
+        log_tail=[],
     )
 
 
 def r(variant, rounds, **extra):
-    return {"variant": variant, "step_ms_rounds": list(rounds), "step_ms": sorted(rounds)[len(rounds) // 2], **extra}
+    return {
+        "variant": variant,
+        "code": f"{variant}'s code",
+        "step_ms_rounds": list(rounds),
+        "step_ms": sorted(rounds)[len(rounds) // 2],
+        **extra,
+    }
 
 
 def committed(variant, median, low, high, **extra):
@@ -37,6 +75,7 @@ def committed(variant, median, low, high, **extra):
         "variant": variant,
         "per_gpu_batch": 8,
         "status": "ok",
+        "amp": "bf16",
         "step_ms": median,
         "step_ms_min": low,
         "step_ms_max": high,
@@ -51,7 +90,7 @@ def test_a_comparison_uses_the_runs_aa_gap():
     assert c == compare([10.0, 10.1], [12.0, 12.1], aa_gap=(10.55 - 10.05) / 10.05)
     assert o.comparison(run(rows), "fp32", "fp32").status == "no change"
     assert o.comparison(run(rows), "nope") is None
-    failed = rows + [{"variant": "torch.compile", "status": "OOM"}]
+    failed = rows + [{"variant": "torch.compile", "code": "compiled", "status": "OOM"}]
     assert o.comparison(run(failed), "torch.compile") is None
 
 
@@ -59,13 +98,12 @@ def test_describe_names_what_the_repeats_were():
     c = compare([10.0, 10.1], [12.0, 12.1])
     plain = run([r("baseline", (10.0, 10.1))])
     assert o.describe(plain, c, "ms") == c.describe("ms")
-    old = run([committed("base", 10.0, 9.0, 11.0)], params={"steps": 8})
+    old = run([committed("base", 10.0, 9.0, 11.0)], params={"steps": 8}, committed=True)
     assert o.describe(old, c, "ms").endswith("(noise ±1%, one round each: min/median/max of 8 steps)")
-    no_steps = run([committed("base", 10.0, 9.0, 11.0)])
+    no_steps = run([committed("base", 10.0, 9.0, 11.0)], committed=True)
     assert "one round each: min/median/max of its steps" in o.describe(no_steps, c, "ms")
-    assert o.describe(types.SimpleNamespace(metrics={"rows": [committed("base", 1, 1, 1)]}), c).endswith(
-        "of its steps)"
-    )
+    one_rank = o.ranks_of(run([committed("base", 1, 1, 1)], params={"steps": 8}, committed=True))[0]
+    assert o.describe(one_rank, c).endswith("of its steps)")  # a rank's result alone: no parameters
 
 
 def test_loss_differences_and_identical_losses():
@@ -83,19 +121,24 @@ def test_loss_differences_and_identical_losses():
 
 
 def test_memory_changes_per_rank():
-    base = {"peak_mem_gb_per_rank": [10.0, 10.2, None]}
-    row = {"peak_mem_gb_per_rank": [9.5, 10.3, 1.0]}
-    assert o._memory_change(base, row, "peak_mem_gb") == [-0.5, pytest.approx(0.1), None]
-    assert o._memory_change({}, row, "peak_mem_gb") == []
-    assert o._gb([1.23456, 2.0]) == "1.235, 2.000" and o._gb(None) == "n/a" and o._gb([1.0, None]) == "n/a"
+    base, row = (10.0, 10.2, None), (9.5, 10.3, 1.0)
+    assert o._memory_change(base, row) == [-0.5, pytest.approx(0.1), None]
+    assert o._memory_change((), row) == []
+    assert o._gb([1.23456, 2.0]) == "1.235, 2.000" and o._gb(()) == "n/a" and o._gb([1.0, None]) == "n/a"
     assert o._mb(None) == "n/a" and o._mb(12_345_678) == 12.35
 
 
 def test_the_knob_table():
     rows = [
-        r("baseline", (10.0, 10.1), peak_mem_gb_per_rank=[1.0, 1.0], allreduce_bytes_per_step=4e6, loss_curve=[1.0]),
+        r(
+            "baseline",
+            (10.0, 10.1),
+            peak_mem_gb_per_rank=[1.0, 1.0],
+            allreduce_bytes_per_step=4_000_000,
+            loss_curve=[1.0],
+        ),
         r("fp32", (12.0, 12.1), loss_curve=[1.0]),
-        {"variant": "torch.compile", "status": "OOM"},
+        {"variant": "torch.compile", "code": "compiled", "status": "OOM"},
         r("baseline", (10.2, 10.3), aa_repeat=True),
     ]
     frame = o.knob_frame(run(rows)).set_index("variant")
@@ -264,13 +307,78 @@ def test_c10_needs_both_runs_and_says_where_memory_was_counted():
 
 
 # --------------------------------------------------------------------------- C9
-def attention(calls=0, default_ops=("_flash",), off_ops=("_flash",), unet=None, ms_all=False):
+SWITCHES = {
+    "flash_sdp_enabled": True,
+    "mem_efficient_sdp_enabled": True,
+    "math_sdp_enabled": True,
+    "cudnn_sdp_enabled": None,
+    "flash_attention_built": True,
+}
+
+
+def attention(calls=0, default_ops=("_flash",), off_ops=("_flash",), unet=None, ms_all=False, settings=None):
+    """One rank's ``attention_sdp`` result, typed (as ``RunResult.metrics_as`` reads it)."""
     a = {"setting": "default switches", "ops": list(default_ops) + ["x_backward"], "ms": 1.0}
     b = {"setting": "enable_flash_sdp(False)", "ops": list(off_ops), "ms": 1.2}
     if ms_all:
         a["ms_all"], b["ms_all"] = [1.0, 1.01], [1.5, 1.51]
-    u = {"sdpa_calls": calls, "attention_block_sdpa_calls": 1, "ms_flash_on": 9.0, "ms_flash_off": 9.1, **(unet or {})}
-    return {"device": "cuda:0", "defaults": {"flash_sdp_enabled": True}, "unet": u, "attention": [a, b]}
+    u = {
+        "model": "tiny",
+        "sdpa_calls": calls,
+        "attention_block_sdpa_calls": 1,
+        "ms_flash_on": 9.0,
+        "ms_flash_off": 9.1,
+        **(unet or {}),
+    }
+    return typed(
+        schema.Rank,
+        {
+            "device": "cuda:0",
+            "dtype": "bf16",
+            "defaults": SWITCHES,
+            "shape": {"batch": 1, "heads": 2, "seq": 64, "head_dim": 16},
+            "backends": [{"backend": "MATH", "runs": True, "ops": ["math (matmul + softmax)"], "why": ""}],
+            "unet": u,
+            "attention": [a, b] if settings is None else settings,
+            "after": SWITCHES,
+        },
+    )
+
+
+def test_the_attention_schema_upgrades_the_committed_layout():
+    """The committed run timed without repeats and not again: empty repeats, no second flash-on time."""
+    old = {
+        "device": "cuda:0",
+        "dtype": "bf16",
+        "defaults": SWITCHES,
+        "shape": {"batch": 1, "heads": 2, "seq": 64, "head_dim": 16},
+        "backends": [{"backend": "CUDNN_ATTENTION", "runs": False, "why": "not built"}],
+        "attention": [{"setting": "default switches", "ops": ["_flash"], "ms": 1.0}],
+        "unet": {
+            "model": "full",
+            "sdpa_calls": 0,
+            "attention_block_sdpa_calls": 1,
+            "ms_flash_on": 9.0,
+            "ms_flash_off": 9.1,
+        },
+        "after": SWITCHES,
+    }
+    up = schema.Rank.upgrade(json.loads(json.dumps(old)))
+    assert up["attention"] == [{"setting": "default switches", "ops": ["_flash"], "ms": 1.0, "ms_all": []}]
+    assert up["backends"] == [{"backend": "CUDNN_ATTENTION", "runs": False, "why": "not built", "ops": []}]
+    assert up["unet"] == {
+        **old["unet"],
+        "ms_flash_on_all": [],
+        "ms_flash_off_all": [],
+        "ms_flash_on_again": None,
+        "ms_flash_on_again_all": [],
+    }
+    rank = typed(schema.Rank, old)
+    assert rank.unet.ms_flash_on_again is None and rank.attention[0].ms_all == () and rank.backends[0].ops == ()
+    assert rank.setting("default switches") == schema.Setting("default switches", ("_flash",), 1.0)
+    assert rank.setting("nope") is None and o.attention_of(rank) is rank
+    with pytest.raises(ValueError, match="'FOO' is not one of"):
+        typed(schema.Rank, {**old, "backends": [{"backend": "FOO", "runs": False}]})
 
 
 def test_c9_decided_by_where_sdpa_is_called():
@@ -287,9 +395,7 @@ def test_c9_decided_by_where_sdpa_is_called():
     assert "slower" in moved.text
     called = o.verdict_c9(attention(calls=3))
     assert called.status == "info" and called.numbers["unet_sdpa_calls"] == 3
-    none = o.verdict_c9(
-        {**attention(), "attention": [{"setting": "default switches", "ops": ["x_backward"], "ms": 1.0}]}
-    )
+    none = o.verdict_c9(attention(settings=[{"setting": "default switches", "ops": ["x_backward"], "ms": 1.0}]))
     assert "kernel_default" not in none.numbers and none.status == "wrong"
 
 
@@ -307,33 +413,39 @@ def test_c9_the_unets_step_with_repeats(calls, status):
 
 
 # --------------------------------------------------------------------------- no_sync
-def acc_run(bytes_with=4e6, bytes_without=16e6, n=4):
+def acc_run(bytes_with=4_000_000, bytes_without=16_000_000, n=4, gpu=True):
     return run(
         [
             r("no_sync accumulation", (10.0, 10.1), allreduce_bytes_per_step=bytes_with, accumulation=n),
             r("accumulation without no_sync", (12.0, 12.1), allreduce_bytes_per_step=bytes_without, accumulation=n),
-        ]
+        ],
+        gpu=gpu,
     )
 
 
-@pytest.mark.parametrize("without, status", [(16e6, "pass"), (12e6, "fail"), (16e6 + 1, "fail"), (4e6, "fail")])
+@pytest.mark.parametrize(
+    "without, status", [(16_000_000, "pass"), (12_000_000, "fail"), (16_000_001, "fail"), (4_000_000, "fail")]
+)
 def test_no_sync_sends_once_per_optimizer_step(without, status):
     v = o.accumulation_verdict(acc_run(bytes_without=without))
-    assert v.status == status and v.numbers["bytes_ratio"] == without / 4e6 and v.numbers["micro_batches"] == 4
+    assert v.status == status and v.numbers["bytes_ratio"] == without / 4_000_000 and v.numbers["micro_batches"] == 4
     c = compare([10.0, 10.1], [12.0, 12.1])
     assert v.numbers["step_ratio"] == c.ratio and v.numbers["step_status"] == "slower"
 
 
 def test_no_sync_needs_both_runs_and_their_bytes():
     assert o.accumulation_verdict(run([r("no_sync accumulation", (1, 1))])).status == "info"
-    missing = acc_run()
-    missing.metrics["rows"][0]["allreduce_bytes_per_step"] = None
-    assert o.accumulation_verdict(missing).status == "info"
-    assert "[CPU, gloo" in o.accumulation_verdict(run(acc_run().metrics["rows"], gpu=False)).text
+    assert o.accumulation_verdict(acc_run(bytes_with=None)).status == "info"
+    assert o.accumulation_verdict(acc_run(bytes_without=None)).status == "info"
+    assert "[CPU, gloo" in o.accumulation_verdict(acc_run(gpu=False)).text
 
 
 def test_the_committed_layout_reads_like_todays():
-    old = run([committed("base", 10.0, 9.9, 10.1), committed("amp=fp32", 12.0, 11.9, 12.1)], params={"steps": 8})
-    assert normalise_row(old.metrics["rows"][1])["variant"] == "fp32"
+    old = run(
+        [committed("base", 10.0, 9.9, 10.1), committed("amp=fp32", 12.0, 11.9, 12.1)],
+        params={"steps": 8},
+        committed=True,
+    )
+    assert [row.variant for row in o.rows_of(old)] == ["baseline", "fp32"] and o.rows_of(old)[1].committed
     c = o.comparison(old, "fp32")
     assert c.repeats == (3, 3) and c.baseline == 10.0 and c.status == "slower"

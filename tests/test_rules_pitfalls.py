@@ -7,6 +7,7 @@ verdicts on real CPU runs are in ``tests/test_pitfalls.py``.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import pickle
 import types
@@ -16,9 +17,11 @@ import pytest
 
 from nvtutorial.chapters.ch06_pitfalls import report as rp
 from nvtutorial.chapters.ch06_pitfalls import report_measured as rm
+from nvtutorial.chapters.ch06_pitfalls import schema
 from nvtutorial.report import claims
 from nvtutorial.report.verdict import Verdict
-from nvtutorial.results import RunResult
+from nvtutorial.results import RunResult, typed
+from tests import pitfalls_results as made
 from tests.ranks_harness import forked, reap
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -423,26 +426,8 @@ def test_same_crops_counts_rank_0s_rows_matched_on_every_rank():
 
 
 # --------------------------------------------------------------------------- the loader, C17
-def _loader_run(rows0, rows1=None, gpus=2, rule=8, step=(1000.0, 1010.0), label="2× test GPU", env_gpu=None):
-    def block(rows):
-        return {
-            "dataloader": {
-                "rows": rows,
-                "gpus": gpus,
-                "rule_of_thumb_workers": rule,
-                "step_only_samples_per_s": list(step),
-            }
-        }
-
-    ranks = [block(rows0), block(rows1 if rows1 is not None else rows0)]
-    env = types.SimpleNamespace(is_gpu=env_gpu) if env_gpu is not None else None
-    return types.SimpleNamespace(ranks=ranks, label=label, env=env)
-
-
-def rows(rates: dict, pinned: dict | None = None) -> list:
-    out = [{"num_workers": w, "pin_memory": False, "samples_per_s": list(r)} for w, r in rates.items()]
-    out += [{"num_workers": w, "pin_memory": True, "samples_per_s": list(r)} for w, r in (pinned or {}).items()]
-    return out
+_loader_run, _old_loader_run = made.loader_run, made.old_loader_run
+rows = made.rows
 
 
 FLAT = {0: (100, 101), 4: (500, 505), 8: (800, 808), 16: (802, 806)}  # the knee at 8: 16 within the noise
@@ -517,6 +502,7 @@ def test_c17_recomputed_from_the_committed_2x_h200_run():
     names the fewest workers that feed the step: 4 on both ranks (1395 and 1473 ≥ 1270; 2 gave 946 and 885)."""
     result = RunResult.load(MEASURED / "result.json")
     assert result.env.is_gpu and not rm.has_repeats(result) and rm.timed_the_loader_alone(result)
+    assert all(isinstance(m, schema.TrapsRank) for m in rm.ranks(result))  # read through the layout it was written in
     v = claims.claim("C17").decider()(result)
     assert v.status == "unverifiable" and claims.claim("C17").evidence == "pending a 2× H200 run"
     n = v.numbers
@@ -524,18 +510,6 @@ def test_c17_recomputed_from_the_committed_2x_h200_run():
     assert n["loader_alone_max"] == pytest.approx(2903.709, abs=1e-3)
     assert n["step_consumes"]["0"] == pytest.approx(1269.56, abs=0.01)
     assert n["step_consumes"]["1"] == pytest.approx(1269.61, abs=0.01)
-
-
-def _old_loader_run(rates0: dict, rates1: dict | None = None, consumes=(1000.0, 1000.0), pinned: dict | None = None):
-    """A run of the old format: one loader-alone rate per configuration and what the step alone consumes."""
-
-    def block(rates, step):
-        rows = [{"num_workers": w, "pin_memory": False, "samples_per_s": float(r)} for w, r in rates.items()]
-        rows += [{"num_workers": w, "pin_memory": True, "samples_per_s": float(r)} for w, r in (pinned or {}).items()]
-        return {"dataloader": {"rows": rows, "rule_of_thumb_workers": 8, "step_consumes_samples_per_s": step}}
-
-    ranks = [block(rates0, consumes[0]), block(rates1 if rates1 is not None else rates0, consumes[1])]
-    return types.SimpleNamespace(ranks=ranks, label="2× test GPU", env=types.SimpleNamespace(is_gpu=True))
 
 
 @pytest.mark.parametrize(
@@ -553,24 +527,24 @@ def test_c17_on_a_run_that_timed_the_loader_alone_names_the_workers_that_feed_th
     assert v.numbers["loader_alone_max"] == 5000.0
 
 
-def test_the_old_format_is_told_apart_by_its_step_key():
+def test_the_old_format_is_told_apart_by_the_runs_parameters():
     old = _old_loader_run({0: 300, 4: 1000})
     assert rm.timed_the_loader_alone(old)
     new = _loader_run(rows(FLAT, {8: (900, 909)}))
     assert not rm.timed_the_loader_alone(new) and rm.verdict_c17(new).status == "holds"
-    both = _loader_run(rows(FLAT, {8: (900, 909)}))
-    for block in both.ranks:  # today's key present: decided by the data, even next to the old one
-        block["dataloader"]["step_consumes_samples_per_s"] = 1.0
-    assert not rm.timed_the_loader_alone(both) and rm.verdict_c17(both).status == "holds"
+    # the 2026-11-30 workload named the traps it ran (`trap`); today's names its parts: each layout its own type
+    assert schema.rank_type({"trap": ["dataloader"], "fixed": False}) is schema.TrapsRank
+    assert schema.rank_type({"parts": ["dataloader"]}) is schema.rank_type({}) is schema.Rank
+    with pytest.raises(ValueError, match="no rank timed the training loop"):
+        rm.loaders(old)  # the loop's readers refuse a run that timed the loader alone
 
 
 def test_has_repeats():
     assert rm.has_repeats(_loader_run(rows(FLAT)))
-    one = _loader_run([{"num_workers": 0, "pin_memory": False, "samples_per_s": [1.0]}])
+    one = _loader_run(rows({0: (1.0,)}))
     assert not rm.has_repeats(one)
     assert not rm.has_repeats(_loader_run([]))
-    scalar = _loader_run([{"num_workers": 0, "pin_memory": False, "samples_per_s": 3.0}])
-    assert not rm.has_repeats(scalar)
+    assert not rm.has_repeats(_old_loader_run({0: 3.0}))  # one rate per row
 
 
 def test_the_loader_table_has_every_rank_and_the_step_alone():
@@ -585,68 +559,20 @@ def test_the_loader_table_has_every_rank_and_the_step_alone():
 
 def test_shards_line():
     def run(one, shards):
-        return types.SimpleNamespace(
-            ranks=[
-                {
-                    "dataloader": {
-                        "shards": {
-                            "one_file_per_sample_us": one,
-                            "shards_us": shards,
-                            "samples": 256,
-                            "bytes_per_sample": 65536,
-                            "per_shard": 64,
-                        }
-                    }
-                }
-            ]
-        )
+        return _loader_run(rows(FLAT), shards=schema.Shards(256, 65536, 64, tuple(one), tuple(shards)))
 
     faster = rm.shards_line(run([50.0, 52.0], [10.0, 10.2]))
     assert "5× less time per sample" in faster and "noise ±" in faster
     assert "2.0× more time per sample" in rm.shards_line(run([10.0, 10.2], [20.0, 20.4]))
     assert ": no change (noise" in rm.shards_line(run([10.0, 10.2], [10.0, 10.1]))
-    assert rm.shards_line(types.SimpleNamespace(ranks=[{"dataloader": {}}])) == "no shard measurement"
+    assert rm.shards_line(_loader_run(rows(FLAT))) == "no shard measurement"
+    once = _old_loader_run({0: 300}, shards=schema.ShardsOnce(256, 65536, 64, 56.9, 8.9))
+    assert "read once" in rm.shards_line(once) and "no repeats" in rm.shards_line(once)
 
 
 # --------------------------------------------------------------------------- out of memory, C19
-def _oom(
-    created=600.0,
-    alive=600.0,
-    alive_reserved=602.0,
-    deleted_reserved=602.0,
-    after_reserved=2.0,
-    deleted_free=1000.0,
-    after_free=1600.0,
-):
-    table = [
-        {"step": "start", "allocated_mib": 0.0, "reserved_mib": 2.0, "driver_free_mib": 1600.0},
-        {"step": "x = 600 MiB tensor", "allocated_mib": created, "reserved_mib": 602.0, "driver_free_mib": 1000.0},
-        {
-            "step": "empty_cache() while x is alive",
-            "allocated_mib": alive,
-            "reserved_mib": alive_reserved,
-            "driver_free_mib": 1000.0,
-        },
-        {"step": "del x", "allocated_mib": 0.0, "reserved_mib": deleted_reserved, "driver_free_mib": deleted_free},
-        {
-            "step": "empty_cache() after del x",
-            "allocated_mib": 0.0,
-            "reserved_mib": after_reserved,
-            "driver_free_mib": after_free,
-        },
-    ]
-    training = {
-        "rows": [
-            {"variant": "no cap", "outcome": "fits"},
-            {"variant": "capped", "outcome": "OOM", "message": "m1"},
-            {"variant": "2 parts", "outcome": "fits"},
-            {"variant": "checkpointed", "outcome": "fits"},
-        ]
-    }
-    frag = [{"config": "default", "outcome": "OOM", "message": "m2"}]
-    return types.SimpleNamespace(
-        ranks=[{"oom": {"empty_cache": {"rows": table}, "training": training, "fragmentation": frag}}], label="GPU"
-    )
+def _oom(**states):
+    return made.oom_run(empty_cache=made.states(**states))
 
 
 @pytest.mark.parametrize(
@@ -692,15 +618,18 @@ def test_c19_and_the_oom_tables_from_the_committed_2x_h200_run():
     )
     assert list(frames["empty_cache"]["step"])[0] == "start" and "message" not in frames["training"]
     assert rm.oom_fixes_verdict(result).status == "pass"
+    assert list(frames["training"]["capped"]) == [False, True, True, True]  # upgraded: every row after the first
 
 
 def test_the_oom_demo_without_a_gpu_and_its_fixes():
-    skipped = types.SimpleNamespace(ranks=[{"oom": {"skipped": "skipped: needs a GPU"}}], label="CPU")
+    skipped = made.skipped_run()
     assert rm.oom_skipped(skipped) == "skipped: needs a GPU"
     for decide in (rm.verdict_c19, rm.verdict_c20):
         v = decide(skipped)
         assert v.status == "unverifiable" and v.numbers == {} and v.where == "CPU"
     assert rm.oom_fixes_verdict(skipped).status == "info"
+    with pytest.raises(ValueError, match="not measured: skipped: needs a GPU"):
+        rm.oom_frames(skipped)
     run = _oom()
     assert rm.oom_message(run) == "m1" and rm.oom_fixes_verdict(run).status == "pass"
     assert rm.oom_fixes_verdict(run).numbers["outcomes"] == {
@@ -709,17 +638,68 @@ def test_the_oom_demo_without_a_gpu_and_its_fixes():
         "2 parts": "fits",
         "checkpointed": "fits",
     }
-    rows_ = run.ranks[0]["oom"]["training"]["rows"]
+    rows_ = run.ranks[0]["oom"]["training"]["rows"]  # the run's JSON, read again by each verdict
     rows_[3]["outcome"] = "OOM"
     assert rm.oom_fixes_verdict(run).status == "fail"
     rows_[3]["outcome"], rows_[1]["outcome"] = "fits", "fits"
     assert rm.oom_fixes_verdict(run).status == "fail"  # the cap did not bite
-    rows_.append({"variant": "extra", "outcome": "fits"})
+    rows_.append(dataclasses.asdict(made.training_row("extra", True)))
     rows_[1]["outcome"] = "OOM"
     assert rm.oom_fixes_verdict(run).status == "fail"  # 4 capped rows, not 3
     for r in run.ranks[0]["oom"]["training"]["rows"] + run.ranks[0]["oom"]["fragmentation"]:
         r["outcome"] = "fits"
     assert rm.oom_message(run) == "(no OOM happened: the cap did not bite)"
+
+
+def test_an_old_layouts_training_rows_were_capped_after_the_first():
+    """The 2026-11-30 workload wrote no ``capped`` flag: its upgrade says what the demo did (every row after the
+    first under the cap); today's rows say it themselves."""
+    old = {
+        "traps": ["oom"],
+        "fixed": True,
+        "debug": "OFF",
+        "seconds": {"oom": 1.0},
+        "oom": {
+            "launch_alloc_conf": None,
+            "fragmentation": [{"config": "default", "cap_mib": 1024, "outcome": "fits", "free_under_cap_mib": 824}],
+            "empty_cache": {"rows": []},
+            "training": {
+                "cap_mib": 4096.0,
+                "model": "full",
+                "batch": 16,
+                "image_size": 256,
+                "rows": [
+                    {
+                        "variant": "no cap",
+                        "outcome": "fits",
+                        "step_ms": 10.0,
+                        "peak_allocated_mib": 1.0,
+                        "peak_reserved_mib": 2.0,
+                    },
+                    {
+                        "variant": "capped",
+                        "outcome": "OOM",
+                        "message": "m",
+                        "peak_allocated_mib": 1.0,
+                        "peak_reserved_mib": 2.0,
+                    },
+                ],
+            },
+        },
+    }
+    up = schema.TrapsRank.upgrade(json.loads(json.dumps(old)))
+    assert [r["capped"] for r in up["oom"]["training"]["rows"]] == [False, True]
+    assert up["oom"]["training"]["timed_steps"] is None and up["oom"]["training"]["rows"][0]["message"] is None
+    assert up["oom"]["fragmentation"][0]["message"] is None and up["dataloader"] is None
+    m = typed(schema.TrapsRank, old)
+    assert m.oom is not None and m.oom.training is not None and m.oom.skipped is None
+    assert [(r.capped, r.outcome, r.step_ms_repeats) for r in m.oom.training.rows] == [
+        (False, "fits", None),
+        (True, "OOM", None),
+    ]
+    today = {"parts": ["oom"], "oom": {"skipped": "skipped: needs a GPU"}}  # written before the result was typed
+    assert typed(schema.Rank, today) == schema.Rank(parts=("oom",), oom=schema.Oom(skipped="skipped: needs a GPU"))
+    assert schema.Rank.upgrade(json.loads(json.dumps(today)))["oom"]["fragmentation"] == []
 
 
 # --------------------------------------------------------------------------- processes a run left behind

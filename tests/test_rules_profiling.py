@@ -1,11 +1,12 @@
 """Notebook 05's readers and verdicts at their rules: the split, waiting against the wire, the profiler's cost,
 the gradient exchange's price, C12, C13 and C16 (``report/profiling.py``, ``report/traces.py``,
-``report/monitoring.py``). Synthetic per-rank results on both sides of every threshold; the committed 2× H200
-runs are read in ``tests/test_claims_profiling.py``, real CPU runs in ``tests/test_traces.py``."""
+``report/monitoring.py``). Synthetic per-rank results (the workload's typed ``Rank``, written and read back as a run
+does) on both sides of every threshold; the committed 2× H200 runs are read in ``tests/test_claims_profiling.py``,
+real CPU runs in ``tests/test_traces.py``."""
 
 from __future__ import annotations
 
-import statistics
+import dataclasses
 import types
 
 import pytest
@@ -13,59 +14,15 @@ import pytest
 from nvtutorial.chapters.ch05_profiling import report as p
 from nvtutorial.chapters.ch05_profiling import report_monitoring as monitoring
 from nvtutorial.chapters.ch05_profiling import report_traces as traces
+from nvtutorial.chapters.ch05_profiling import schema
 from nvtutorial.report import claims
 from nvtutorial.report.verdict import compare
+from tests.profile_step_results import kinds, probe, rank, split, sweep_row
+from tests.typed_runs import run_of
 
 
-def split(step=10.0, comm=2.0, exposed=1.0, compute=8.0, link=None, source="gpu", **extra):
-    sp = {
-        "source": source,
-        "step_ms": step,
-        "compute_ms": compute,
-        "comm_ms": comm,
-        "hidden_ms": comm - exposed,
-        "exposed_ms": exposed,
-        "idle_ms": step - compute - exposed,
-        "compute_only_ms": compute - (comm - exposed),
-        "comm_share": comm / step,
-        "exposed_share": exposed / step,
-        "phase_ms": {"forward": 3.0, "backward": 4.0},
-        **extra,
-    }
-    if link is not None:
-        wait, transfer, exposed_wait = link
-        sp["link"] = {
-            "wait_ms": wait,
-            "transfer_ms": transfer,
-            "exposed_wait_ms": exposed_wait,
-            "exposed_transfer_ms": exposed - exposed_wait,
-            "last_share": 0.5,
-            "collectives": 3,
-        }
-    return sp
-
-
-def rank(sp=None, plain=(10.0, 10.1, 9.9), profiled=(11.0, 11.1, 10.9), repeats=None, **extra):
-    m = {
-        "step_ms": statistics.median(plain),
-        "step_ms_profiled": statistics.median(profiled),
-        "split": sp,
-        "step_ms_all": {"ddp": list(plain)},
-        "profiled_ms": list(profiled),
-        **extra,
-    }
-    if repeats is not None:
-        m["step_ms_repeats"] = repeats
-    return m
-
-
-def res(*ranks, gpu=True, label="2× test GPU", **metrics):
-    return types.SimpleNamespace(
-        ranks=list(ranks),
-        metrics={**ranks[0], **metrics} if ranks else metrics,
-        label=label,
-        env=types.SimpleNamespace(is_gpu=gpu),
-    )
+def res(*ranks, gpu=True, label="2× test GPU"):
+    return run_of(*ranks, gpu=gpu, label=label, workload="profile_step")
 
 
 # --------------------------------------------------------------------------- the split
@@ -78,7 +35,9 @@ def test_link_columns_and_the_split_frame():
         "exposed_transfer_ms": 0.5,
         "last_share": 0.5,
     }
-    assert p.link_columns(split()) == {} and p.link_columns({"link": None}) == {}
+    assert p.link_columns(split()) == {} and p.link_columns(None) == {}
+    unpaired = dataclasses.replace(split(), link=schema.Link(reason="one rank: no other rank to wait for"))
+    assert p.link_columns(unpaired) == {}
     frame = p.split_frame(res(rank(sp), rank(split(exposed=0.5))), "NVLink")
     assert list(frame.columns[:3]) == ["path", "rank", "step_ms"] and list(frame["rank"]) == [0, 1]
     assert list(frame["exposed_ms"]) == [1.0, 0.5] and frame["wait_ms"][0] == 1.0 and "phase_ms" not in frame
@@ -93,32 +52,32 @@ def test_link_columns_and_the_split_frame():
         ({"idle_ms": 1.0 + 1e-6}, None),
         ({"idle_ms": 1.0 + 2e-5}, "rank 0: the parts add to"),
         (
-            {"link": {"wait_ms": 1.0, "transfer_ms": 1.5, "exposed_wait_ms": 0.5, "exposed_transfer_ms": 0.5}},
+            {"link": schema.Link(wait_ms=1.0, transfer_ms=1.5, exposed_wait_ms=0.5, exposed_transfer_ms=0.5)},
             "wait + transfer = 2.5000 ms",
         ),
         (
-            {"link": {"wait_ms": 1.0, "transfer_ms": 1.0, "exposed_wait_ms": 0.9, "exposed_transfer_ms": 0.5}},
+            {"link": schema.Link(wait_ms=1.0, transfer_ms=1.0, exposed_wait_ms=0.9, exposed_transfer_ms=0.5)},
             "exposed wait + exposed transfer differ",
         ),
     ],
 )
 def test_the_split_must_add_up(change, problem):
-    sp = {**split(link=(1.0, 1.0, 0.5)), **change}
+    sp = dataclasses.replace(split(link=(1.0, 1.0, 0.5)), **change)
     v = p.check_split(res(rank(sp), rank(split())))
     assert v.status == ("pass" if problem is None else "fail") and v.numbers["ranks"] == 2
     if problem:
         assert problem in v.text
     else:
-        assert v.numbers["largest_error_ms"] == pytest.approx(abs(sp["idle_ms"] - 1.0), abs=1e-12)
+        assert v.numbers["largest_error_ms"] == pytest.approx(abs(sp.idle_ms - 1.0), abs=1e-12)
 
 
 def test_a_rank_without_a_split_fails_the_check():
     v = p.check_split(res(rank(split()), rank(None)))
     assert v.status == "fail" and "rank 1 reported no split" in v.text and v.numbers["largest_error_ms"] == 0.0
-    none = p.check_split(types.SimpleNamespace(ranks=[], label="x"))
+    none = p.check_split(res(label="x"))
     assert none.status == "fail" and none.numbers == {"ranks": 0, "largest_error_ms": None}
     big = split(step=1000.0, compute=800.0, comm=100.0, exposed=50.0)
-    big["idle_ms"] += 5e-4  # relative to the step: within 1e-6 × 1000 ms
+    big = dataclasses.replace(big, idle_ms=big.idle_ms + 5e-4)  # relative to the step: within 1e-6 × 1000 ms
     assert p.check_split(res(rank(big))).status == "pass"
 
 
@@ -168,7 +127,7 @@ def test_the_overhead_frame():
 
 
 def test_overhead_comparisons_need_two_repeats_each():
-    cs = p._overhead_comparisons(res(rank(), rank(profiled=(11.0,)), rank(plain=(10.0,)), {"step_ms_all": {}}))
+    cs = p._overhead_comparisons(res(rank(), rank(profiled=(11.0,)), rank(plain=(10.0,)), rank(step_ms_all=None)))
     assert cs[0] == compare([10.0, 10.1, 9.9], [11.0, 11.1, 10.9]) and cs[1:] == [None, None, None]
 
 
@@ -256,8 +215,10 @@ def test_ab_frame_and_comparisons():
     f = p.ab_frame(res(rank(repeats=AB)))
     assert list(f["step"]) == [p.AB_KINDS[k] for k in AB] and list(f["median_ms"]) == [10.0, 9.0, 8.0]
     assert list(f["round 3"]) == [10.0, 9.0, 8.0]
-    cs = p.comparisons([{"step_ms_repeats": AB}, {"repeats": AB}, {"step_ms_repeats": {"ddp": [1.0]}}, {}], "no_sync")
+    one = schema.Kinds(ddp=(1.0,), no_sync=(1.0, 1.1))
+    cs = p.comparisons([kinds(AB), kinds({"ddp": AB["ddp"], "no_sync": AB["no_sync"]}), one, None], "no_sync")
     assert cs[0] == cs[1] == compare(AB["no_sync"], AB["ddp"]) and cs[2:] == [None, None]
+    assert p.comparisons([kinds({"ddp": AB["ddp"], "no_sync": AB["no_sync"]})], "local") == [None]  # no 1-GPU step
 
 
 def test_the_price_of_the_exchange_and_of_the_second_gpu():
@@ -296,8 +257,8 @@ def test_the_second_gpu_from_medians_when_there_are_no_repeats(exposed, link_exp
 
 
 def test_the_wire_and_memory_frames():
-    wire = {"bytes": 4 * 2**20, "ms": [2.0, 1.0, 3.0], "busbw_gbs": 3.14159}
-    f = p.wire_frame(res(rank(wire=wire), rank(wire={**wire, "busbw_gbs": None}), rank()))
+    wire = schema.Wire(bytes=4 * 2**20, ms=(2.0, 1.0, 3.0), busbw_gbs=3.14159, how="test")
+    f = p.wire_frame(res(rank(wire=wire), rank(wire=dataclasses.replace(wire, busbw_gbs=None)), rank()))
     assert list(f["rank"]) == [0, 1] and list(f["MiB"]) == [4.0, 4.0] and list(f["median_ms"]) == [2.0, 2.0]
     assert list(f["min_ms"]) == [1.0, 1.0] and f["busbw_GB/s"][0] == 3.1 and f["busbw_GB/s"].isna()[1]
     mem = {
@@ -321,7 +282,7 @@ def test_probe_traffic():
             1: {"tx_bytes": 2**30, "rx_bytes": 0, "seconds": 2.0},
         },
     )
-    run = res(rank(), probe={"start": 1.0, "end": 3.0, "bytes_per_rank_algorithm": 2**30})
+    run = res(rank(probe=probe()))
     rows = p.probe_traffic(sampler, run)
     assert rows == [
         {
@@ -343,32 +304,13 @@ def test_probe_traffic():
     ]
     assert p.probe_traffic(types.SimpleNamespace(available=False), run) == []
     assert p.probe_traffic(sampler, res(rank())) == []
-    zero = p.probe_traffic(sampler, res(rank(), probe={"start": 1.0, "end": 3.0, "bytes_per_rank_algorithm": 0}))
+    zero = p.probe_traffic(sampler, res(rank(probe=probe(sent=0))))
     assert zero[0]["sent_over_expected"] is None
 
 
 # --------------------------------------------------------------------------- the batch sweep, C16
-def sweep_row(batch, comm, exposed, step=None, link=None, repeats=None):
-    step = step if step is not None else 10.0 * batch
-    row = {
-        "batch": batch,
-        "global_batch": 2 * batch,
-        "step_ms_unprofiled": step,
-        "samples_per_s": 100.0 * batch,
-        "step_ms": step,
-        "comm_ms": comm,
-        "exposed_ms": exposed,
-        "comm_share": comm / step,
-    }
-    if link:
-        row["link"] = {"transfer_ms": link[0], "exposed_transfer_ms": link[1], "wait_ms": comm - link[0]}
-    if repeats:
-        row["step_ms_repeats"] = repeats
-    return row
-
-
 def sweep(rows0, rows1, gpu=True):
-    return res({"sweep": rows0}, {"sweep": rows1}, gpu=gpu)
+    return res(rank(sweep=tuple(rows0)), rank(sweep=tuple(rows1)), gpu=gpu)
 
 
 def test_the_sweep_table():
@@ -385,8 +327,7 @@ def test_the_sweep_table():
     assert timed[0]["exchange_ms"] == [1.0, 1.0] and timed[0]["exchange_status"] == "slower"
     c = compare(ab["no_sync"], ab["ddp"])
     assert timed[0]["exchange_noise_ms"] == [c.noise * c.baseline] * 2
-    bare = dict(sweep_row(2, 1.0, 0.5))
-    del bare["comm_ms"]
+    bare = dataclasses.replace(sweep_row(2, 1.0, 0.5), comm_ms=None)  # a rank not profiled
     assert "link_ms" not in p.sweep_table(sweep([bare], [sweep_row(2, 1.0, 0.5)]))[0]
 
 
@@ -473,7 +414,7 @@ def test_the_prediction_explanation():
     text = p.prediction_explanation(run)
     assert text == "Here (2× test GPU): 0.20 ms of exposed time on the wire in a 10.0 ms profiled step, 2.0 %."
     ref = res(
-        rank(split(comm=2.0, exposed=1.2), gradient_mib=100.0, probe={"busbw_gbs": 100.0}),
+        rank(split(comm=2.0, exposed=1.2), gradient_mib=100.0, probe=probe(busbw=100.0)),
         rank(split(comm=0.5, exposed=0.2)),
     )
     with_ref = p.prediction_explanation(run, {"NVLink": ref})
@@ -481,7 +422,7 @@ def test_the_prediction_explanation():
         "On the committed 2× H200 run over NVLink: 0.20 ms of 10.0 ms, 2.0 %. 105 MB of gradients take about 1.0 ms"
         in with_ref
     )
-    ref.ranks[0]["probe"] = {}
+    ref.ranks[0]["probe"] = None
     assert with_ref.split(" 105 MB")[0] == p.prediction_explanation(run, {"NVLink": ref})
     assert p.prediction_explanation(run, {"NVLink": run}) == text  # itself: not quoted twice
     assert p.prediction_explanation(res(rank(None))) == "This run was not profiled."
@@ -500,7 +441,7 @@ def test_c12_without_gpus_or_a_split_and_with_nsys():
     cpu = traces.verdict_c12(res(rank(split(source="cpu")), rank(split(source="cpu"))))
     assert cpu.status == "unverifiable" and cpu.numbers["source"] == "cpu"
     assert traces.verdict_c12(res(rank(split()), rank(None))).status == "unverifiable"
-    assert traces.verdict_c12(types.SimpleNamespace(ranks=[], label="x")).numbers == {}
+    assert traces.verdict_c12(res(label="x")).numbers == {}
     zero = traces.verdict_c12(res(rank(split(comm=0.0, exposed=0.0)), rank(split(comm=0.0, exposed=0.0))))
     assert zero.numbers["waiting_share"] == [0.0, 0.0] and zero.status == "holds"
     ran = traces.NsysResult(available=True, command=["nsys"], splits=[types.SimpleNamespace(comm_ms=1.5)])
@@ -576,7 +517,7 @@ def test_c13_at_its_rule():
 
 def test_c13_from_a_sampler():
     sampler = types.SimpleNamespace(dmon_text=DMON, reason="", dmon_reason="", started_at=None)
-    run = res(rank(), probe={"start": 1.0, "end": 2.0, "bytes_per_rank_algorithm": 2**30})
+    run = res(rank(probe=probe(start=1.0, end=2.0)))
     v = monitoring.verdict_c13_from(sampler, run, [{"nvml_sent_gib": 1.0}])
     assert v.status == "wrong" and v.numbers["sent_over_expected"] == 1.0 and v.numbers["sm_during_probe"] is None
     run.env = types.SimpleNamespace(is_gpu=False)
@@ -591,7 +532,7 @@ def test_c13_from_a_sampler_reads_the_sm_during_the_probe():
     day = datetime.datetime(2026, 12, 1, 0, 0, 0).timestamp()
     at = day + 10 * 3600
     sampler = types.SimpleNamespace(dmon_text=DMON, reason="", dmon_reason="", started_at=at)
-    run = res(rank(), probe={"start": at + 1.5, "end": at + 3.0, "bytes_per_rank_algorithm": 2**30})
+    run = res(rank(probe=probe(start=at + 1.5, end=at + 3.0)))
     v = monitoring.verdict_c13_from(sampler, run, [{"nvml_sent_gib": 2.0}, {"nvml_sent_gib": 1.0}])
     assert v.numbers["sm_during_probe"] == 100.0 and v.numbers["nvlink_sent_bytes"] == [2 * 2**30, 2**30]
     assert v.numbers["sent_over_expected"] == 2.0 and v.numbers["expected_bytes"] == 2**30
@@ -601,3 +542,86 @@ def test_c13_from_a_sampler_reads_the_sm_during_the_probe():
     run.env = types.SimpleNamespace(is_gpu=False)
     cpu = monitoring.verdict_c13_from(quiet, run)
     assert cpu.numbers["dmon_columns"] == [] and "dmon did not run (dmon: not found)" in cpu.text
+
+
+# --------------------------------------------------------------------------- the committed layout, read typed
+OLD_SPLIT = {
+    "source": "gpu",
+    "steps": 5,
+    "step_ms": 10.0,
+    "compute_ms": 8.0,
+    "comm_ms": 2.0,
+    "hidden_ms": 1.0,
+    "exposed_ms": 1.0,
+    "idle_ms": 1.0,
+    "phase_ms": {"forward": 3.0},
+    "rank": 0,
+    "compute_only_ms": 7.0,
+    "comm_share": 0.2,
+    "exposed_share": 0.1,
+    "hidden_fraction": 0.5,
+}
+
+
+def old_layout(probe=None, snapshot=None):
+    """One rank as the workload wrote it on 2026-11-30 (the committed reference runs): no A/B rounds, no wire, no
+    paired traces, ``{}`` for no probe, a snapshot with only the keys of its case."""
+    return {
+        "model": "full",
+        "batch_size": 16,
+        "image_size": 256,
+        "amp": "bf16",
+        "parameters": 100,
+        "gradient_mib": 400 / 2**20,
+        "step_ms": 10.0,
+        "step_ms_profiled": 11.0,
+        "profiler_overhead": 0.1,
+        "local_step_ms": 9.0,
+        "ddp_gap_ms": 1.0,
+        "samples_per_s": 3200.0,
+        "split": dict(OLD_SPLIT),
+        "trace": "runs/x/trace_rank0.json",
+        "sweep": [
+            {
+                **{k: v for k, v in OLD_SPLIT.items() if k != "phase_ms"},
+                "batch": 2,
+                "global_batch": 4,
+                "step_ms_unprofiled": 9.5,
+                "samples_per_s": 420.0,
+            }
+        ],
+        "probe": probe if probe is not None else {},
+        "memory": {"allocated_bytes.all.peak": 2**20, "kind": "torch.cuda.memory_stats"},
+        "memory_snapshot": snapshot or {"written": False, "reason": "not asked for"},
+        "phases": [{"name": "setup + warm-up", "start": 1.0, "end": 2.0}],
+        "step_ends": [1.5, 1.6],
+        "nccl_p2p_disable": "1",
+    }
+
+
+def test_the_layout_of_the_reference_runs_upgrades_to_the_typed_rank():
+    from nvtutorial.results import typed
+
+    up = schema.Rank.upgrade(old_layout())
+    assert up["probe"] is None  # no probe: {} then, None now
+    assert up["split"]["per_step"] == [] and up["split"]["link"] is None
+    assert up["sweep"][0]["per_step"] == [] and up["sweep"][0]["link"] is None and up["sweep"][0]["repeats"] is None
+    assert up["memory_snapshot"] == {
+        "written": False,
+        "path": None,
+        "bytes": None,
+        "how_to_view": None,
+        "reason": "not asked for",
+    }
+    assert up["timing"] is None and up["step_ms_repeats"] is None and up["wire"] is None and up["profiled_ms"] == []
+    m = typed(schema.Rank, old_layout())
+    assert m.probe is None and m.step_ms_all is None and m.no_sync_step_ms is None and m.profiled_ms == ()
+    assert m.split is not None and m.split.phase_ms == {"forward": 3.0} and m.split.per_step == ()
+    row = m.sweep[0]
+    assert row.split == dataclasses.replace(m.split, phase_ms={}) and row.repeats is None and row.batch == 2
+    assert m.phases == (schema.Phase("setup + warm-up", 1.0, 2.0),) and m.step_ends == (1.5, 1.6)
+    assert m.memory["allocated_bytes.all.peak"] == 2**20  # torch's names, as the run wrote them
+    written = {"written": True, "path": "p.pickle", "bytes": 3, "how_to_view": "drag it"}
+    kept = typed(schema.Rank, old_layout(probe=dataclasses.asdict(probe()), snapshot=written))
+    assert kept.probe == probe() and kept.memory_snapshot == schema.Snapshot(**written)
+    assert p.verdict_exchange(run_of(old_layout(), old_layout())).status == "info"  # no rounds to compare

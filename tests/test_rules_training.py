@@ -2,137 +2,220 @@
 validation and resume, scaling, C1, C14, C15 and the source's table.
 
 Synthetic runs in both layouts (today's timed rounds with an A/A repeat; the committed reference's median,
-minimum and maximum) on both sides of every threshold. The committed 2× H200 runs are read in
+minimum and maximum, read through the schema's upgrade) on both sides of every threshold, built as the launcher
+collects them (each rank's result as JSON, read typed). The committed 2× H200 runs are read in
 ``tests/test_claims_training.py``; the CPU runs in ``tests/test_training.py``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import types
+from pathlib import Path
 
 import pytest
 
 from nvtutorial.chapters.ch03_ddp_training import report as t
+from nvtutorial.chapters.ch03_ddp_training import schema
 from nvtutorial.report.verdict import compare
+from nvtutorial.results import EnvInfo, RunResult, typed
+
+GPU_LABEL = "2× test GPU · torch 2.13"
 
 
-def gpu_run(rows, ranks=None, label="2× test GPU", gpu=True):
-    """A run as the readers see it: rank 0's metrics, per-rank metrics, a label and an environment."""
-    metrics = {"rows": rows, "device": "cuda:0" if gpu else "cpu", "model_params": 1_000_000}
-    return types.SimpleNamespace(
-        metrics=metrics, ranks=ranks or [metrics], label=label, env=types.SimpleNamespace(is_gpu=gpu)
+def env(gpu=True):
+    return EnvInfo(
+        host="h",
+        backend="nccl" if gpu else "gloo",
+        world_size=2,
+        device_names=("test GPU",) * 2 if gpu else ("CPU",) * 2,
+        torch="2.13",
+        cuda=None,
+        nccl=None,
+        python="3.11",
+    )
+
+
+def metrics(rows, gpu=True, committed=False):
+    """One rank's result: today's layout, or (``committed``) the earlier workload's, without ``precision``."""
+    m = {
+        "device": "cuda:0" if gpu else "cpu",
+        "world_size": 2,
+        "model": "tiny",
+        "model_params": 1_000_000,
+        "image_size": 16,
+        "tf32_convolutions": None,
+        "rows": rows,
+    }
+    return m if committed else {**m, "precision": "fp32"}
+
+
+def gpu_run(rows, ranks=None, gpu=True, params=None):
+    """A run as the launcher collects it: every rank's result as JSON (rank 0's rows ``rows``)."""
+    return RunResult(
+        workload="train",
+        params=params or {},
+        returncode=0,
+        wall_s=1.0,
+        first_output_s=None,
+        env=env(gpu),
+        ranks=[metrics(r, gpu) for r in (ranks or [rows])],
+        run_dir=Path("run"),
+        log_files={},
+        log_tail=[],
     )
 
 
 def row(variant="baseline", rounds=(10.0, 10.1), batch=8, **extra):
+    """A row of today's layout (it names its code), status ok unless told."""
     return {
         "variant": variant,
+        "code": f"{variant}'s code",
         "step_ms_rounds": list(rounds),
         "per_gpu_batch": batch,
+        "world_size": 2,
+        "global_batch": 2 * batch,
         "status": "ok",
         "step_ms": sorted(rounds)[len(rounds) // 2],
         **extra,
     }
 
 
-# --------------------------------------------------------------------------- reading the rows
-def test_normalise_row_in_both_layouts():
-    today = t.normalise_row(row(rounds=(3.0, 1.0, 2.0)))
-    assert today["step_ms_repeats"] == [3.0, 1.0, 2.0] and "layout" not in today
-    old = t.normalise_row(
-        {
-            "variant": "amp=fp16",
-            "per_gpu_batch": 8,
-            "accumulation": 4,
-            "status": "ok",
-            "step_ms": 5.0,
-            "step_ms_min": 4.0,
-            "step_ms_max": 7.0,
-        }
-    )
-    assert old == {
-        "variant": "fp16",
-        "per_gpu_batch": 32,
-        "accumulation": 4,
+def committed(variant, median, batch=8, **extra):
+    """A row of the committed layout: one round, its minimum, median and maximum (no code)."""
+    return {
+        "variant": variant,
+        "per_gpu_batch": batch,
+        "world_size": 2,
+        "global_batch": 2 * batch,
         "status": "ok",
-        "step_ms": 5.0,
-        "step_ms_min": 4.0,
-        "step_ms_max": 7.0,
-        "layout": "committed",
-        "step_ms_repeats": [4.0, 5.0, 7.0],
+        "amp": "bf16",
+        "step_ms": median,
+        "step_ms_min": median - 1,
+        "step_ms_max": median + 1,
+        **extra,
     }
-    failed = t.normalise_row({"variant": "compile=true", "per_gpu_batch": 8, "status": "OOM"})
-    assert failed["variant"] == "torch.compile" and "step_ms_repeats" not in failed and failed["per_gpu_batch"] == 8
-    assert t.normalise_row({"variant": "new name", "per_gpu_batch": 2})["variant"] == "new name"
-    assert t.COMMITTED_NAMES["data=device+batch_size=32"] == "baseline"
 
 
-def test_rows_of_a_run_a_rank_and_a_metrics_dict():
+def typed_rows(*rows):
+    return typed(schema.Rank, metrics(list(rows))).rows
+
+
+# --------------------------------------------------------------------------- reading the rows
+def test_the_schema_upgrades_the_committed_layout():
+    """The earlier workload's rows under today's names, their per-GPU batch with every micro-batch, its fields
+    beside the rows kept as written; a row of today's layout only filled in."""
+    old = metrics(
+        [
+            committed("amp=fp16", 5.0, accumulation=4, amp="fp16"),
+            {"variant": "compile=true", "per_gpu_batch": 8, "world_size": 2, "global_batch": 16, "status": "OOM"},
+            committed("new name", 1.0, batch=2),
+        ],
+        committed=True,
+    )
+    old.update(per_gpu_batch=8, global_batch=16, shuffle={"per_rank_samples": 128})
+    upgraded = schema.Rank.upgrade(json_copy(old))
+    assert upgraded["earlier"] == {"per_gpu_batch": 8, "global_batch": 16, "shuffle": {"per_rank_samples": 128}}
+    assert "per_gpu_batch" not in upgraded and "shuffle" not in upgraded
+    fp16, failed, new = (typed(schema.Row, r) for r in upgraded["rows"])
+    assert fp16 == schema.Row(
+        variant="fp16",
+        per_gpu_batch=32,
+        accumulation=4,
+        world_size=2,
+        global_batch=16,
+        status="ok",
+        amp="fp16",
+        step_ms=5.0,
+        step_ms_min=4.0,
+        step_ms_max=6.0,
+    )
+    assert fp16.committed and fp16.repeats == (4.0, 5.0, 6.0)
+    assert failed.variant == "torch.compile" and failed.repeats == () and failed.per_gpu_batch == 8
+    assert new.variant == "new name" and new.per_gpu_batch == 2
+    assert schema.COMMITTED_NAMES["data=device+batch_size=32"] == "baseline"
+    rank = typed(schema.Rank, old)
+    assert rank.precision is None and rank.earlier == upgraded["earlier"] and rank.rows[0] == fp16
+    today = row(rounds=(3.0, 1.0, 2.0), accumulation=4, batch=8)
+    read = typed(schema.Rank, metrics([today])).rows[0]
+    assert read.repeats == (3.0, 1.0, 2.0) and not read.committed and read.per_gpu_batch == 8  # not multiplied
+    filled = schema.Rank.upgrade(json_copy(metrics([today])))["rows"][0]
+    assert {k: filled[k] for k in today} == today and set(filled) == {f.name for f in dataclasses.fields(schema.Row)}
+
+
+def json_copy(x):
+    import json
+
+    return json.loads(json.dumps(x))
+
+
+def test_rows_of_a_run_a_rank_and_a_typed_rank():
     r0, r1 = [row(rounds=(1.0, 2.0))], [row(rounds=(3.0, 4.0))]
-    run = gpu_run(r0, ranks=[{"rows": r0}, {"rows": r1}])
-    assert t.rows_of(run)[0]["step_ms_repeats"] == [1.0, 2.0]
-    assert t.rows_of(run, 1)[0]["step_ms_repeats"] == [3.0, 4.0]
-    assert t.rows_of({"rows": r1})[0]["step_ms_repeats"] == [3.0, 4.0]
-    assert t.rows_of(types.SimpleNamespace(metrics={"rows": r0}, ranks=[]))[0]["step_ms_repeats"] == [1.0, 2.0]
-    assert t.rows_of({}) == []
+    run = gpu_run(r0, ranks=[r0, r1])
+    assert t.rows_of(run)[0].repeats == (1.0, 2.0)
+    assert t.rows_of(run, 1)[0].repeats == (3.0, 4.0)
+    rank1 = t.ranks_of(run)[1]
+    assert t.rows_of(rank1)[0].repeats == (3.0, 4.0) and t.ranks_of(rank1) == [rank1]
+    assert t.rows_of(dataclasses.replace(run, ranks=[])) == ()
+    assert t.ranks_of(run) is t.ranks_of(run)  # read once
+    again = dataclasses.replace(run, ranks=[metrics(r1)])
+    assert t.rows_of(again)[0].repeats == (3.0, 4.0)
 
 
 def test_find_row_by_variant_batch_and_repeat():
-    rows = [
+    rows = typed_rows(
         row("baseline", batch=8),
         row("baseline", batch=4),
-        row("baseline", batch=8, aa_repeat=True, tag="again"),
+        row("baseline", batch=8, aa_repeat=True, comm_share=0.5),
         row("fp16", batch=8),
-    ]
-    assert t.find_row(rows, "baseline")["per_gpu_batch"] == 8 and "tag" not in t.find_row(rows, "baseline")
-    assert t.find_row(rows, "baseline", 4)["per_gpu_batch"] == 4
-    assert t.find_row(rows, "baseline", 8, aa_repeat=True)["tag"] == "again"
+    )
+    assert t.find_row(rows, "baseline").per_gpu_batch == 8 and t.find_row(rows, "baseline").comm_share is None
+    assert t.find_row(rows, "baseline", 4).per_gpu_batch == 4
+    assert t.find_row(rows, "baseline", 8, aa_repeat=True).comm_share == 0.5
     assert t.find_row(rows, "fp16", 4) is None and t.find_row(rows, "nope") is None
-    found = t.find_row(rows, "fp16")
-    found["variant"] = "changed"
-    assert rows[3]["variant"] == "fp16"  # a copy
+    with pytest.raises(dataclasses.FrozenInstanceError):  # a row read back is not edited
+        t.find_row(rows, "fp16").variant = "changed"  # type: ignore[misc]  # the error is the point
 
 
 def test_ok_needs_a_measured_row():
-    assert t.ok({"status": "ok", "step_ms_repeats": [1.0]})
-    assert not t.ok({"status": "ok", "step_ms_repeats": []}) and not t.ok({"status": "OOM", "step_ms_repeats": [1.0]})
-    assert not t.ok(None) and not t.ok({})
+    (measured, empty, oom) = typed_rows(row(rounds=(1.0,)), row(step_ms_rounds=[]), row(status="OOM"))
+    assert t.ok(measured)
+    assert not t.ok(empty) and not t.ok(oom) and not t.ok(None)
+    with pytest.raises(ValueError, match="the row of 'baseline' at per-GPU batch 8 has no samples_per_s"):
+        t.measured(measured.samples_per_s, measured, "samples_per_s")
 
 
 def test_the_aa_gap_of_a_run():
-    rows = [
-        t.normalise_row(r)
-        for r in (row("baseline", (10.0, 10.2)), row("fp16", (8.0, 8.1)), row("baseline", (10.5, 10.7), aa_repeat=True))
-    ]
+    rows = typed_rows(
+        row("baseline", (10.0, 10.2)), row("fp16", (8.0, 8.1)), row("baseline", (10.5, 10.7), aa_repeat=True)
+    )
     assert t.aa_gap_of(rows) == pytest.approx((10.6 - 10.1) / 10.1)
-    committed = [
-        t.normalise_row(
-            {"variant": v, "per_gpu_batch": 8, "status": "ok", "step_ms": m, "step_ms_min": m - 1, "step_ms_max": m + 1}
-        )
-        for v, m in (("base", 10.0), ("flash_sdp=false", 10.4))
-    ]
-    assert t.aa_gap_of(committed) == pytest.approx(0.04)
-    assert t.aa_gap_of(committed[:1]) is None
-    lost = rows[:2] + [t.normalise_row(row("baseline", (10.5, 10.7), batch=4, aa_repeat=True))]
+    old = typed(schema.Rank, metrics([committed("base", 10.0), committed("flash_sdp=false", 10.4)], committed=True))
+    assert t.aa_gap_of(old.rows) == pytest.approx(0.04)
+    assert t.aa_gap_of(old.rows[:1]) is None
+    lost = (*rows[:2], *typed_rows(row("baseline", (10.5, 10.7), batch=4, aa_repeat=True)))
     assert t.aa_gap_of(lost) is None  # the first measurement at that batch is missing
-    failed = [t.normalise_row(row("baseline", (10.0, 10.2))), {**row("baseline", aa_repeat=True), "status": "OOM"}]
+    failed = typed_rows(row("baseline", (10.0, 10.2)), row("baseline", aa_repeat=True, status="OOM"))
     assert t.aa_gap_of(failed) is None
 
 
 def test_repeats_from_every_rank():
     r0 = [row("baseline", (1.0, 2.0)), row("baseline", (5.0, 6.0), batch=4)]
-    r1 = [row("baseline", (3.0, 4.0)), {**row("baseline", batch=4), "status": "OOM"}]
-    run = gpu_run(r0, ranks=[{"rows": r0}, {"rows": r1}])
+    r1 = [row("baseline", (3.0, 4.0)), row("baseline", batch=4, status="OOM")]
+    run = gpu_run(r0, ranks=[r0, r1])
     assert t.repeats_on_every_rank(run, "baseline") == [1.0, 2.0, 3.0, 4.0]
     assert t.repeats_on_every_rank(run, "baseline", 4) == [5.0, 6.0]
-    assert t.repeats_on_every_rank({"rows": r0}, "baseline") == [1.0, 2.0]
+    assert t.repeats_on_every_rank(t.ranks_of(run)[0], "baseline") == [1.0, 2.0]
 
 
 def test_where_and_is_gpu():
-    assert t.where(gpu_run([])) == "2× test GPU" and t.where("given") == "given" and t.where(3) == ""
+    assert t.where(gpu_run([])) == GPU_LABEL and t.where("given") == "given" and t.where(3) == ""
     assert t.is_gpu(gpu_run([])) and not t.is_gpu(gpu_run([], gpu=False))
-    assert t.is_gpu({"device": "cuda:1"}) and not t.is_gpu({"device": "cpu"}) and not t.is_gpu({})
+    on = typed(schema.Rank, {**metrics([]), "device": "cuda:1"})
+    assert t.is_gpu(on) and not t.is_gpu(dataclasses.replace(on, device="cpu"))
+    assert not t.is_gpu(dataclasses.replace(gpu_run([]), env=None, ranks=[]))
+    assert t.is_gpu(dataclasses.replace(gpu_run([]), env=None))  # its rank 0 ran on cuda:0
 
 
 # --------------------------------------------------------------------------- the lesson run's checks
@@ -285,14 +368,12 @@ def test_efficiency_and_counted_bytes():
             t.efficiency(*bad)
     with pytest.raises(ValueError):
         t.efficiency(1.0, 1.0, 0)
-    assert (
-        t.counted_gb({"param_bytes": 1e9, "grad_bytes": 1e9, "optimizer_bytes": 2e9, "saved_activation_bytes": 5e8})
-        == 4.5
+    (full, part) = typed_rows(
+        row(param_bytes=10**9, grad_bytes=10**9, optimizer_bytes=2 * 10**9, saved_activation_bytes=5 * 10**8),
+        row(param_bytes=10**9, grad_bytes=10**9, optimizer_bytes=None, saved_activation_bytes=1),
     )
-    assert (
-        t.counted_gb({"param_bytes": 1e9, "grad_bytes": 1e9, "optimizer_bytes": None, "saved_activation_bytes": 1})
-        is None
-    )
+    assert t.counted_gb(full) == 4.5
+    assert t.counted_gb(part) is None and t.counted_gb(None) is None
 
 
 def scaling_rows(sps_solo=100.0, sps_fixed=196.0, sps_global=180.0, mem=(10.0, (10.0, 10.05), (5.3, 5.31))):
@@ -322,7 +403,7 @@ def scaling_rows(sps_solo=100.0, sps_fixed=196.0, sps_global=180.0, mem=(10.0, (
 
 def test_scaling_summary_on_gpus():
     s = t.scaling_summary(gpu_run(scaling_rows()))
-    assert s["one_gpu_batch"] == 16 and s["memory"] == "peak_mem_gb" and s["where"] == "2× test GPU"
+    assert s["one_gpu_batch"] == 16 and s["memory"] == "peak_mem_gb" and s["where"] == GPU_LABEL
     assert s["solo_memory_gb"] == 10.0 and s["solo_step_ms"] == 10.1
     p, g = s["fixed_per_gpu"], s["fixed_global"]
     assert (p["per_gpu_batch"], p["global_batch"], p["speedup"], p["efficiency"]) == (16, 32, 1.96, 0.98)
@@ -333,7 +414,9 @@ def test_scaling_summary_on_gpus():
 
 def test_scaling_summary_takes_the_solo_row_from_a_separate_run():
     rows = scaling_rows()[:2]
-    one = gpu_run([row("baseline", batch=16, samples_per_s=100.0, peak_mem_gb_per_rank=[10.0])])
+    one = gpu_run(
+        [committed("data=device+batch_size=16", 10.1, batch=16, samples_per_s=100.0, peak_mem_gb_per_rank=[10.0])]
+    )
     s = t.scaling_summary(gpu_run(rows), one)
     assert s["fixed_per_gpu"]["speedup"] == 1.96
     with pytest.raises(ValueError, match="no 1-GPU row"):
@@ -346,15 +429,15 @@ def test_scaling_summary_on_the_cpu_counts_bytes_per_rank():
     def counted(r, scale):
         return {
             **r,
-            "param_bytes": 1e9 * scale,
-            "grad_bytes": 1e9 * scale,
-            "optimizer_bytes": 2e9 * scale,
-            "saved_activation_bytes": 1e9 * scale,
+            "param_bytes": int(1e9 * scale),
+            "grad_bytes": int(1e9 * scale),
+            "optimizer_bytes": int(2e9 * scale),
+            "saved_activation_bytes": int(1e9 * scale),
         }
 
     r0 = [counted(r, s) for r, s in zip(scaling_rows(), (1.0, 0.6, 1.0))]
     r1 = [counted(r, s) for r, s in zip(scaling_rows(), (1.0, 0.5, 1.0))]
-    s = t.scaling_summary(gpu_run(r0, ranks=[{"rows": r0}, {"rows": r1}], gpu=False))
+    s = t.scaling_summary(gpu_run(r0, ranks=[r0, r1], gpu=False))
     assert s["memory"] == "counted_gb" and s["solo_memory_gb"] == 5.0
     assert s["fixed_global"]["memory_gb_per_rank"] == [3.0, 2.5]
     assert s["fixed_global"]["memory_ratio_per_rank"] == [0.6, 0.5]
@@ -463,21 +546,22 @@ def test_the_scaling_explanation_splits_the_loss():
 
 # --------------------------------------------------------------------------- C14: transports
 def transport_row(ms, aa=0.005, comm=0.1):
-    return {
-        "repeats_every_rank": [ms * f for f in (0.998, 1.0, 1.002, 0.999, 1.001, 1.0)],
-        "aa_gap": aa,
-        "step_ms_per_rank": [ms, ms],
-        "comm_share": comm,
-    }
+    """A two-GPU path's row as :func:`report.transport_rows` makes it: both ranks' repeats, the run's A/A gap."""
+    return t.PathRow(
+        typed(schema.Row, row(step_ms_rounds=[ms], comm_share=comm)),
+        repeats_every_rank=tuple(ms * f for f in (0.998, 1.0, 1.002, 0.999, 1.001, 1.0)),
+        aa_gap=aa,
+        step_ms_per_rank=(ms, ms),
+    )
 
 
 def test_transport_comparison_takes_the_larger_aa_gap():
     rows = {"nvlink": transport_row(100.0, aa=0.01), "host": transport_row(102.0, aa=0.03), "socket": None}
     c = t.transport_comparison(rows, "host")
     assert c.aa_gap == 0.03 and c.status == "no change"
-    rows["nvlink"]["aa_gap"] = None
+    rows["nvlink"] = dataclasses.replace(rows["nvlink"], aa_gap=None)
     assert t.transport_comparison(rows, "host").aa_gap == 0.03
-    rows["host"]["aa_gap"] = None
+    rows["host"] = dataclasses.replace(rows["host"], aa_gap=None)
     assert (
         t.transport_comparison(rows, "host").aa_gap is None and t.transport_comparison(rows, "host").status == "slower"
     )
@@ -485,7 +569,10 @@ def test_transport_comparison_takes_the_larger_aa_gap():
         t.transport_comparison(rows, "socket") is None
         and t.transport_comparison({"host": rows["host"]}, "host") is None
     )
-    assert t.transport_comparison({**rows, "host": {"repeats_every_rank": []}}, "host") is None
+    assert (
+        t.transport_comparison({**rows, "host": dataclasses.replace(rows["host"], repeats_every_rank=())}, "host")
+        is None
+    )
 
 
 @pytest.mark.parametrize(
@@ -551,25 +638,28 @@ def _two_gpu_run(step_ms, ranks=2, aa=None):
     rows = [row("baseline", (step_ms, step_ms * 1.001), batch=8, samples_per_s=1000.0 / step_ms)]
     if aa:
         rows.append(row("baseline", (step_ms * aa, step_ms * aa * 1.001), batch=8, aa_repeat=True))
-    return gpu_run(rows, ranks=[{"rows": rows}] * ranks)
+    return gpu_run(rows, ranks=[rows] * ranks)
 
 
 def test_transport_rows_and_the_sources_table():
-    one = gpu_run([row(t.SOLO, (20.0, 20.1), batch=16, samples_per_s=800.0)])
+    one = gpu_run([row(t.SOLO, (20.0, 20.1), batch=16, samples_per_s=800.0, step_ms_per_rank=[20.1, None])])
     paths = {"1gpu": one, "nvlink": _two_gpu_run(10.0, aa=1.01), "host": _two_gpu_run(11.0), "socket": None}
     rows = t.transport_rows(paths, 8)
-    assert rows["socket"] is None and rows["1gpu"]["per_gpu_batch"] == 16
+    assert rows["socket"] is None and rows["1gpu"].row.per_gpu_batch == 16
+    assert rows["1gpu"].step_ms_per_rank == (20.1, None) and rows["1gpu"].repeats_every_rank == ()
     nv = rows["nvlink"]
-    assert nv["repeats_every_rank"] == pytest.approx([10.0, 10.01, 10.0, 10.01]) and nv["aa_gap"] == pytest.approx(
+    assert nv.repeats_every_rank == pytest.approx([10.0, 10.01, 10.0, 10.01]) and nv.aa_gap == pytest.approx(
         0.01, abs=1e-3
     )
-    assert nv["step_ms_per_rank"] == pytest.approx([10.01, 10.01]) and rows["host"]["aa_gap"] is None
+    assert nv.step_ms_per_rank == pytest.approx([10.01, 10.01]) and rows["host"].aa_gap is None
     fallback = t.transport_rows({"1gpu": gpu_run([row("baseline", batch=16, samples_per_s=800.0)])}, 8)
-    assert fallback["1gpu"]["variant"] == "baseline"
+    assert fallback["1gpu"].row.variant == "baseline"
     assert t.transport_rows({"nvlink": _two_gpu_run(10.0)}, 4)["nvlink"] is None  # no row at that batch
+    assert t.transport_rows({"1gpu": _two_gpu_run(10.0)}, 8)["1gpu"] is None  # no 1-GPU row at twice the batch
     table = t.source_comparison(rows, epoch_images=60_000).set_index("path")
     label = t.PATHS
     assert table.loc[label["1gpu"], "UNet min/epoch"] == round(60_000 / 800.0 / 60, 2)
+    assert table.loc[label["1gpu"], "step ms, each rank"] == "20.10"  # the waiting rank's None left out
     assert table.loc[label["nvlink"], "UNet speed-up"] == round(100.0 / 800.0, 2)
     assert table.loc[label["nvlink"], "UNet comm share"] == "n/a" and table.loc[label["1gpu"], "UNet comm share"] == "—"
     assert table.loc[label["socket"], "UNet min/epoch"] == "not run"
@@ -585,6 +675,8 @@ def test_transport_rows_and_the_sources_table():
     assert list(cpu["path"]) == list(t.CPU_PATHS.values())
     no_base = t.source_comparison({**rows, "1gpu": None}, 60_000).set_index("path")
     assert no_base.loc[label["nvlink"], "UNet speed-up"] == "n/a"
+    bare = {"1gpu": t.PathRow(typed(schema.Row, row(t.SOLO, batch=16, samples_per_s=800.0)))}
+    assert t.source_comparison(bare, 60_000).set_index("path").loc[label["1gpu"], "step ms, each rank"] == "10.10"
 
 
 def test_show_prints_where_it_was_measured(capsys):

@@ -11,11 +11,11 @@ Fixtures (tests/fixtures/traces/):
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import random
 import sqlite3
-import statistics
 import time
 import types
 from pathlib import Path
@@ -29,8 +29,11 @@ from nvtutorial.chapters.ch05_profiling import lab as profiling
 from nvtutorial.chapters.ch05_profiling import report as profreport
 from nvtutorial.chapters.ch05_profiling import report_monitoring as monitoring
 from nvtutorial.chapters.ch05_profiling import report_traces as traces
+from nvtutorial.chapters.ch05_profiling import schema
 from nvtutorial.machine import telemetry
 from nvtutorial.teach import check
+from tests import profile_step_results as made
+from tests.typed_runs import run_of
 
 FIXTURES = Path(__file__).parent / "fixtures" / "traces"
 SYNTHETIC = FIXTURES / "synthetic_gpu.json"
@@ -408,11 +411,7 @@ def _fake_sampler():
 
 def test_probe_traffic_and_the_c13_verdict():
     t = _fake_sampler()
-    res = types.SimpleNamespace(
-        metrics={"probe": {"start": 9.9, "end": 12.1, "bytes_per_rank_algorithm": 2 * 2**30}},
-        label="here",
-        env=types.SimpleNamespace(is_gpu=True),
-    )
+    res = run_of(made.rank(probe=made.probe(start=9.9, end=12.1, sent=2 * 2**30)), label="here")
     rows = profreport.probe_traffic(t, res)
     assert [r["gpu"] for r in rows] == [0, 1] and rows[0]["sent_over_expected"] == pytest.approx(1.0)
     v = monitoring.verdict_c13_from(t, res, rows)
@@ -584,41 +583,27 @@ def _ab(ddp, no_sync, local):
     return {"ddp": ddp, "no_sync": no_sync, "local": local}
 
 
-def _rank(exposed, comm, step=10.0, plain=(10.0, 10.1, 9.9, 10.0), profiled=(11.0, 11.1, 10.9)):
-    sp = {
-        "source": "gpu",
-        "steps": 3,
-        "step_ms": step,
-        "compute_ms": 8.0,
-        "comm_ms": comm,
-        "hidden_ms": comm - exposed,
-        "exposed_ms": exposed,
-        "idle_ms": step - 8.0 - exposed,
-        "compute_only_ms": 8.0 - (comm - exposed),
-        "comm_share": comm / step,
-        "exposed_share": exposed / step,
-        "phase_ms": {"forward": 3.0},
-    }
-    return {
-        "step_ms": statistics.median(plain),
-        "step_ms_profiled": statistics.median(profiled),
-        "split": sp,
-        "step_ms_all": {"ddp": list(plain)},
-        "profiled_ms": list(profiled),
-        "local_step_ms": 9.0,
-        "step_ms_repeats": _ab([10.0, 10.1, 10.0], [9.0, 9.05, 9.0], [9.0, 9.1, 9.0]),
-    }
+def _rank(exposed, comm, step=10.0, plain=(10.0, 10.1, 9.9, 10.0), profiled=(11.0, 11.1, 10.9), **changes):
+    return made.rank(
+        made.split(step=step, comm=comm, exposed=exposed, compute=8.0, phase_ms={"forward": 3.0}),
+        plain=plain,
+        profiled=profiled,
+        repeats=_ab([10.0, 10.1, 10.0], [9.0, 9.05, 9.0], [9.0, 9.1, 9.0]),
+        local_step_ms=9.0,
+        **changes,
+    )
 
 
 def _res(*ranks):
-    return types.SimpleNamespace(ranks=list(ranks), metrics=ranks[0], label="test machine")
+    return run_of(*ranks, label="test machine")
 
 
 def test_split_check_and_the_estimate_of_the_wire():
     res = _res(_rank(exposed=1.2, comm=2.0), _rank(exposed=0.2, comm=0.5))
     assert profreport.check_split(res).status == "pass"
     broken = _rank(exposed=1.2, comm=2.0)
-    broken["split"]["idle_ms"] += 1.0
+    assert broken.split is not None
+    broken = dataclasses.replace(broken, split=dataclasses.replace(broken.split, idle_ms=broken.split.idle_ms + 1.0))
     bad = profreport.check_split(_res(broken, _rank(exposed=0.2, comm=0.5)))
     assert bad.status == "fail" and "rank 0" in bad.text
     v = profreport.verdict_split(res)
@@ -655,35 +640,25 @@ def test_exchange_and_second_gpu_use_the_noise_rule():
     v = profreport.verdict_exchange(res)
     assert v.status == "slower" and v.numbers["extra_ms"] == pytest.approx([1.0, 1.0])
     flat = _rank(exposed=0.2, comm=0.5)
-    flat["step_ms_repeats"]["no_sync"] = [10.0, 10.05, 10.0]
+    assert flat.step_ms_repeats is not None
+    flat = dataclasses.replace(
+        flat, step_ms_repeats=dataclasses.replace(flat.step_ms_repeats, no_sync=(10.0, 10.05, 10.0))
+    )
     assert profreport.verdict_exchange(_res(flat, flat)).status == "no change"
     mixed = profreport.verdict_exchange(_res(_rank(exposed=1.2, comm=2.0), flat))
     assert mixed.status == "no change" and mixed.numbers["rank_status"] == ["slower", "no change"]  # not resolved
-    old = _rank(exposed=1.2, comm=2.0)
-    del old["step_ms_repeats"]
+    old = _rank(exposed=1.2, comm=2.0, step_ms_repeats=None)
     assert profreport.verdict_exchange(_res(old, old)).status == "info"
     gap = profreport.verdict_second_gpu(_res(old, old))
     assert gap.status == "info" and gap.numbers["extra_ms"] == pytest.approx([1.0, 1.0])
 
 
 def _sweep_row(batch, comm, exposed, link=None):
-    row = {
-        "batch": batch,
-        "global_batch": 2 * batch,
-        "step_ms_unprofiled": 10.0 * batch,
-        "samples_per_s": 100.0,
-        "step_ms": 10.0 * batch,
-        "comm_ms": comm,
-        "exposed_ms": exposed,
-        "comm_share": comm / (10.0 * batch),
-    }
-    if link:
-        row["link"] = {"transfer_ms": link[0], "exposed_transfer_ms": link[1], "wait_ms": comm - link[0]}
-    return row
+    return dataclasses.replace(made.sweep_row(batch, comm, exposed, link=link), samples_per_s=100.0)
 
 
 def _sweep_res(rows0, rows1):
-    return _res({"sweep": rows0}, {"sweep": rows1})
+    return _res(made.rank(sweep=tuple(rows0)), made.rank(sweep=tuple(rows1)))
 
 
 def test_c16_verdicts():
@@ -717,7 +692,8 @@ def test_c12_verdict_from_the_split():
     even = _res(_rank(exposed=0.2, comm=0.5), _rank(exposed=0.2, comm=0.45))
     assert traces.verdict_c12(even).status == "holds"
     cpu = _rank(exposed=1.2, comm=2.0)
-    cpu["split"]["source"] = "cpu"
+    assert cpu.split is not None
+    cpu = dataclasses.replace(cpu, split=dataclasses.replace(cpu.split, source="cpu"))
     assert traces.verdict_c12(_res(cpu, _rank(exposed=0.2, comm=0.5))).status == "unverifiable"
     missing = traces.NsysResult(available=False, command=["nsys"], reason="nsys is not on PATH here")
     assert "nsys is not on PATH here" in traces.verdict_c12(even, missing).text
@@ -765,27 +741,32 @@ def test_profile_step_run_reports_every_rank_consistently(runs_dir):
     )
     assert [p.name for p in traces.rank_traces(res.run_dir)] == ["trace_rank0.json", "trace_rank1.json"]
     assert not list(res.run_dir.glob("sweep_*.json")), "the sweep's traces are removed"
-    for rank, m in enumerate(res.ranks):
-        s = m["split"]
-        assert s["source"] == ("gpu" if res.env.is_gpu else "cpu") and s["steps"] == 2 and s["rank"] == rank
-        assert s["comm_ms"] > 0, f"rank {rank}: no communication found in its trace"
-        assert len(s["per_step"]) == 2
-        assert set(s["phase_ms"]) == {"forward", "backward", "optimizer"}
-        assert "wait_ms" in s["link"], s["link"]
-        assert set(m["step_ms_repeats"]) == {"ddp", "no_sync", "local"}
-        assert all(len(v) == 2 for v in m["step_ms_repeats"].values()) and len(m["profiled_ms"]) == 2
-        assert len(m["wire"]["ms"]) == 2 and m["wire"]["bytes"] == 4 * m["parameters"]
-        assert [r["batch"] for r in m["sweep"]] == [2] and "wait_ms" in m["sweep"][0]["link"]
-        assert m["probe"]["count"] >= 1
-        assert [p["name"] for p in m["phases"]][:3] == [
+    ranks = res.ranks_as(schema.Rank)  # what each rank wrote, read back through the workload's schema
+    assert [list(m) for m in res.ranks] == [[f.name for f in dataclasses.fields(schema.Rank)]] * 2  # its layout
+    links = []
+    for rank, m in enumerate(ranks):
+        s = m.split
+        assert s is not None and s.link is not None and s.link.wait_ms is not None, s
+        assert s.source == ("gpu" if res.env.is_gpu else "cpu") and s.steps == 2 and s.rank == rank
+        assert s.comm_ms > 0, f"rank {rank}: no communication found in its trace"
+        assert len(s.per_step) == 2
+        assert set(s.phase_ms) == {"forward", "backward", "optimizer"}
+        assert m.step_ms_repeats is not None and set(m.step_ms_repeats.measured()) == {"ddp", "no_sync", "local"}
+        assert all(len(v) == 2 for v in m.step_ms_repeats.measured().values()) and len(m.profiled_ms) == 2
+        assert m.wire is not None and len(m.wire.ms) == 2 and m.wire.bytes == 4 * m.parameters
+        assert [r.batch for r in m.sweep] == [2]
+        assert m.sweep[0].link is not None and m.sweep[0].link.wait_ms is not None
+        assert m.probe is not None and m.probe.count >= 1
+        assert [p.name for p in m.phases][:3] == [
             "setup + warm-up",
             "A/B rounds: DDP, no_sync, 1-GPU",
             "profiled steps",
         ]
+        links.append(s.link)
     # Both ranks saw the same collectives; the split the workload computed is the one the parent computes.
-    assert res.ranks[0]["split"]["link"]["collectives"] == res.ranks[1]["split"]["link"]["collectives"] >= 1
+    assert links[0].collectives == links[1].collectives and (links[0].collectives or 0) >= 1
     again = tracesplit.pair(traces.rank_traces(res.run_dir))
-    assert [w.wait_ms for w in again] == pytest.approx([m["split"]["link"]["wait_ms"] for m in res.ranks])
+    assert [w.wait_ms for w in again] == pytest.approx([link.wait_ms for link in links])
     # The CPU-valid verdicts, on their values.
     assert profreport.check_split(res).status == "pass"
     split = profreport.verdict_split(res)
@@ -801,7 +782,7 @@ def test_profile_step_run_reports_every_rank_consistently(runs_dir):
     assert t["trustworthy"] is (False if t["ranks_failing"] else None if t["ranks_undecided"] else True)
     assert trust.status == ("undecided" if t["trustworthy"] is None else "info")
     for v, baseline in ((profreport.verdict_exchange(res), "no_sync"), (profreport.verdict_second_gpu(res), "local")):
-        cs = profreport.comparisons(res.ranks, baseline)
+        cs = profreport.comparisons([m.step_ms_repeats for m in ranks], baseline)
         assert v.numbers["rank_status"] == [c.status for c in cs] and v.status == profreport._joint(
             v.numbers["rank_status"]
         )

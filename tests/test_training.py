@@ -8,6 +8,8 @@ two ranks through the launcher, and the verdicts of the claims, are in ``tests/t
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import math
 import os
 import socket
@@ -22,12 +24,15 @@ import nvtutorial
 from nvtutorial import launch
 from nvtutorial.chapters.ch03_ddp_training import exercises_accumulation as ddp_accumulation
 from nvtutorial.chapters.ch03_ddp_training import exercises_validation as ddp_validation
-from nvtutorial.chapters.ch03_ddp_training import report
+from nvtutorial.chapters.ch03_ddp_training import report, schema
 from nvtutorial.chapters.ch03_ddp_training.lessons import ddp_train, training
 from nvtutorial.chapters.ch04_optimisations import report as oreport
+from nvtutorial.chapters.ch04_optimisations import schema as oschema
 from nvtutorial.chapters.ch04_optimisations.lessons import ddp_optimised
 from nvtutorial.models import segdata, unet
+from nvtutorial.params import ParamError
 from nvtutorial.report.verdict import aa_gap
+from nvtutorial.results import typed
 from nvtutorial.runtime import Context
 from nvtutorial.teach import check, ranks
 
@@ -232,11 +237,34 @@ def test_training_setup_still_serves_the_other_workloads(ctx, options):
     assert images.shape[0] == TINY["batch_size"]
 
 
-def test_training_setup_fp16_steps_through_the_lessons_fp16_function(ctx):
-    s = training.setup(ctx, **TINY, lr=1e-2, data="device", amp="fp16")
-    assert isinstance(s.scaler, torch.amp.GradScaler)
-    losses = [training.train_step(s, *batch).item() for batch in s.loader]
+def test_training_setup_fp16_steps_as_the_lessons_fp16_function(ctx):
+    """Chapter 03's packaged fp16 step is notebook 04's ``train_step_fp16``, bit for bit (written out there, so that
+    chapter 03 names no later chapter)."""
+    s = training.setup(ctx, **TINY, lr=1e-2, data="device", amp="fp16", channels_last=True)
+    twin = training.setup(ctx, **TINY, lr=1e-2, data="device", amp="fp16", channels_last=True)
+    assert isinstance(s.scaler, torch.amp.GradScaler) and isinstance(twin.scaler, torch.amp.GradScaler)
+    losses, lesson = [], []
+    for images, masks in s.loader:
+        losses.append(training.train_step(s, images, masks).item())
+        images = images.contiguous(memory_format=torch.channels_last)
+        lesson.append(ddp_optimised.train_step_fp16(twin.model, twin.optimizer, images, masks, CPU, twin.scaler).item())
     assert all(math.isfinite(x) for x in losses) and s.scaler.get_scale() > 0
+    assert losses == lesson and s.scaler.get_scale() == twin.scaler.get_scale()
+    assert ddp_train.fingerprint(s.model) == ddp_train.fingerprint(twin.model)
+
+
+@pytest.mark.parametrize("options", [{}, {"bucket_cap_mb": 1}, {"gradient_as_bucket_view": True, "static_graph": True}])
+def test_training_setup_wraps_ddp_as_the_lessons_tuned_function(ctx, options):
+    """DDP as notebook 04's ``wrap_ddp_tuned`` makes it (its bucket size passed even at the default: a 25 MB first
+    bucket, not DDP's 1 MB), with the same options."""
+    s = training.setup(ctx, **TINY, data="device", ddp_kwargs=options)
+    lesson = ddp_optimised.wrap_ddp_tuned(unet.build_unet("tiny"), CPU, **options)
+    for name in ("bucket_bytes_cap", "bucket_bytes_cap_default", "gradient_as_bucket_view", "static_graph"):
+        assert getattr(s.model, name) == getattr(lesson, name), name
+    assert s.model.bucket_bytes_cap == int((options.get("bucket_cap_mb") or 25) * 1024 * 1024)
+    assert not s.model.bucket_bytes_cap_default  # so DDP's first bucket is bucket_cap_mb too
+    with pytest.raises(TypeError, match="find_unused_parameters not one of DDP's options here"):
+        training.setup(ctx, **TINY, ddp_kwargs={"find_unused_parameters": True})
 
 
 def test_training_setup_rejects_bad_arguments():
@@ -274,27 +302,71 @@ def test_train_workload_times_counts_and_repeats_the_first_configuration(ctx):
         ),
     )
     out = train.run(ctx, p)
-    rows = [report.normalise_row(r) for r in out["rows"]]
-    assert [r["status"] for r in rows] == ["ok"] * len(rows)
-    assert [r["variant"] for r in rows][-2:] == [report.SOLO, "baseline"] and rows[-1]["aa_repeat"]
+    assert isinstance(out, schema.Rank) and out.precision == "fp32" and out.model == "tiny"
+    as_json = json.loads(json.dumps(dataclasses.asdict(out)))  # what rank0.json holds
+    assert list(as_json["rows"][0]) == [f.name for f in dataclasses.fields(schema.Row)]
+    assert typed(schema.Rank, as_json) == out  # read back typed, nothing lost
+    rows = out.rows
+    assert [r.status for r in rows] == ["ok"] * len(rows)
+    assert [r.variant for r in rows][-2:] == [report.SOLO, "baseline"] and rows[-1].aa_repeat
     for r in rows:
-        assert len(r["step_ms_repeats"]) == 2 and all(x > 0 for x in r["step_ms_repeats"])
-        assert r["samples_per_s"] == pytest.approx(r["global_batch"] / r["step_ms"] * 1e3)
-        assert r["peak_mem_gb"] is None  # no allocator statistics on a CPU
-        assert (r.get("param_bytes", 0) > 0) != r["aa_repeat"]  # the A/A repeat is timed, not counted again
-    by = {r["variant"]: r for r in rows if not r["aa_repeat"]}
+        assert len(r.repeats) == 2 and all(x > 0 for x in r.repeats) and not r.committed
+        assert r.samples_per_s == pytest.approx(r.global_batch / r.step_ms * 1e3)
+        assert r.peak_mem_gb is None  # no allocator statistics on a CPU
+        assert ((r.param_bytes or 0) > 0) != r.aa_repeat  # the A/A repeat is timed, not counted again
+    by = {r.variant: r for r in rows if not r.aa_repeat}
+    assert by["bucket_cap_mb=1"].code == "ddp_optimised.wrap_ddp_tuned(model, device, bucket_cap_mb=N)"
+    assert by["baseline"].code == train.VARIANTS["baseline"].code and by[report.SOLO].code == train.SOLO_VARIANT.code
     # Same data, same initial weights: the arithmetic of the DDP options is the baseline's, bit for bit.
-    assert by["bucket_cap_mb=1"]["loss_curve"] == by["baseline"]["loss_curve"]
-    assert by["gradient_as_bucket_view=True"]["loss_curve"] == by["baseline"]["loss_curve"]
-    assert by["gradient_as_bucket_view=True"]["allreduce_bytes_per_step"] == by["baseline"]["allreduce_bytes_per_step"]
-    assert by["baseline"]["allreduce_bytes_per_step"] == by["baseline"]["param_bytes"]  # fp32 gradients, all of them
-    assert (
-        by["accumulation without no_sync"]["allreduce_bytes_per_step"]
-        == 2 * by["no_sync accumulation"]["allreduce_bytes_per_step"]
+    assert by["bucket_cap_mb=1"].loss_curve == by["baseline"].loss_curve
+    assert by["gradient_as_bucket_view=True"].loss_curve == by["baseline"].loss_curve
+    assert by["gradient_as_bucket_view=True"].allreduce_bytes_per_step == by["baseline"].allreduce_bytes_per_step
+    assert by["baseline"].allreduce_bytes_per_step == by["baseline"].param_bytes  # fp32 gradients, all of them
+    assert by["accumulation without no_sync"].allreduce_bytes_per_step == 2 * (
+        by["no_sync accumulation"].allreduce_bytes_per_step or 0
     )
-    assert by["activation checkpointing"]["saved_activation_bytes"] < by["baseline"]["saved_activation_bytes"]
-    assert "allreduce_bytes_per_step" not in by[report.SOLO] and by[report.SOLO]["world_size"] == 1
-    assert report.aa_gap_of(rows) == aa_gap(rows[0]["step_ms_repeats"], rows[-1]["step_ms_repeats"])
+    assert by["no_sync accumulation"].accumulation == 2 and by["baseline"].accumulation == 1
+    assert (by["activation checkpointing"].saved_activation_bytes or 0) < (by["baseline"].saved_activation_bytes or 0)
+    assert by[report.SOLO].allreduce_bytes_per_step is None and by[report.SOLO].world_size == 1
+    assert (
+        by[report.SOLO].comm_share_note == "no gradient exchange to switch off" and by[report.SOLO].comm_share is None
+    )
+    assert by["baseline"].comm_share is not None and by["baseline"].comm_share_note is None
+    assert report.aa_gap_of(rows) == aa_gap(rows[0].repeats, rows[-1].repeats)
+
+
+def test_the_train_workload_takes_notebook_04s_variants_from_its_chapter():
+    """Chapter 03's workload names no later chapter: chapter 04's variants come from its ``workload_train.py``, found
+    by that name; the menu and what each variant runs are the same as when they were listed in chapter 03."""
+    from nvtutorial.chapters.ch03_ddp_training import workload as train
+    from nvtutorial.chapters.ch04_optimisations import workload_train as optimisations
+
+    assert train.extensions() == (optimisations,)
+    assert list(train.menu()) == [
+        "baseline",
+        "fp32",
+        "bf16",
+        "fp16",
+        "gradient_as_bucket_view=True",
+        "bucket_cap_mb=N",
+        "static_graph=True",
+        "no_sync accumulation",
+        "accumulation without no_sync",
+        "channels_last",
+        "activation checkpointing",
+        "torch.compile",
+    ]
+    assert train.variant("fp16").code == "ddp_optimised.train_step_fp16(..., scaler=torch.amp.GradScaler(device.type))"
+    assert train.variant("bucket_cap_mb=2.5").code == optimisations.VARIANTS["bucket_cap_mb=N"]
+    assert train.variant("no_sync accumulation").micro_batches and not train.variant("fp16").micro_batches
+    compiled = train.variant("torch.compile")
+    assert compiled.count_note and compiled.comm_share_note and compiled.cleanup is not None
+    assert train.configuration(report.SOLO).alone and not train.variant("baseline").alone
+    assert optimisations.variant("baseline") is None and optimisations.variant("bucket_cap_mb=N") is None
+    with pytest.raises(ParamError, match=r"unknown variant '1 GPU, no DDP'.*\(N a number of MB\)$"):
+        train.check_variant(report.SOLO)  # measured with one_gpu_batch, never asked for by name
+    chapter = Path(train.__file__).parent
+    assert [p.name for p in chapter.rglob("*.py") if "ch04" in p.read_text()] == []  # not even in prose
 
 
 @pytest.mark.parametrize(
@@ -325,12 +397,16 @@ def test_attention_workload_counts_sdpa_calls_and_restores_switches():
             batch=1, heads=2, seq=32, head_dim=16, warmup=0, repeats=2, unet="tiny", unet_image_size=16, unet_batch=1
         ),
     )
-    assert out["unet"]["sdpa_calls"] == 0 and out["unet"]["attention_block_sdpa_calls"] == 1
-    assert any(b["runs"] for b in out["backends"] if b["backend"] == "MATH")
-    assert torch.backends.cuda.flash_sdp_enabled() == before == out["after"]["flash_sdp_enabled"]
-    assert [r["setting"] for r in out["attention"]][:2] == ["default switches", "enable_flash_sdp(False)"]
-    assert len(out["unet"]["ms_flash_off_all"]) == 2 and len(out["attention"][0]["ms_all"]) == 2
-    verdict = oreport.verdict_c9(out)  # a dict of metrics works as well as a RunResult
+    assert typed(oschema.Rank, json.loads(json.dumps(dataclasses.asdict(out)))) == out  # as rank0.json reads back
+    assert out.unet.sdpa_calls == 0 and out.unet.attention_block_sdpa_calls == 1 and out.dtype == "fp32"
+    assert any(b.runs for b in out.backends if b.backend == "MATH")
+    assert [b.backend for b in out.backends] == list(oschema.BACKENDS)
+    assert torch.backends.cuda.flash_sdp_enabled() == before == out.after.flash_sdp_enabled
+    assert out.after == out.defaults and out.shape == oschema.Shape(1, 2, 32, 16)
+    assert [r.setting for r in out.attention][:2] == ["default switches", "enable_flash_sdp(False)"]
+    assert len(out.unet.ms_flash_off_all) == 2 and len(out.attention[0].ms_all) == 2
+    assert out.unet.ms_flash_on_again is not None and len(out.unet.ms_flash_on_again_all) == 2
+    verdict = oreport.verdict_c9(out)  # one rank's typed result works as well as a RunResult
     assert verdict.status == "wrong" and verdict.numbers["unet_sdpa_calls"] == 0
     with pytest.raises(nvtutorial.LaunchError, match="seq"):
         launch.prepare("attention_sdp", nproc=1, backend="gloo", params={"seq": 0})

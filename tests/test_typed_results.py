@@ -78,3 +78,71 @@ def test_a_run_result_gives_every_rank_typed():
     empty = dataclasses.replace(result, ranks=[], error={"type": "Timeout"})
     with pytest.raises(ValueError, match="no rank reported metrics"):
         empty.metrics_as(Rank)
+
+
+# --------------------------------------------------------------------------- every committed reference, typed
+
+ROOT = Path(__file__).resolve().parents[1]
+REFERENCES = sorted(ROOT.glob("reference/*/runs*/*/result.json"))
+
+
+def _plain(value):
+    """A typed result as JSON would hold it (tuples as lists), to compare with what the run wrote."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return value
+
+
+def test_the_committed_references_are_found():
+    assert len(REFERENCES) >= 30, REFERENCES  # reference/h200x2/runs, reference/h200x1/runs and runs-10
+
+
+@pytest.mark.parametrize("path", REFERENCES, ids=[str(p.relative_to(ROOT / "reference")) for p in REFERENCES])
+def test_every_committed_reference_reads_typed_through_its_schema(path):
+    """A committed GPU run reads back through its workload's schema (after the schema's ``upgrade`` of an older
+    layout): every rank typed, and no value of what it wrote lost on the way (the typed result, written back as
+    JSON, is the upgraded metrics)."""
+    from nvtutorial.workloads import result_type
+
+    result = RunResult.load(path)
+    schema = result_type(result.workload, result.params)
+    typed_ranks = result.ranks_as(schema)
+    assert len(typed_ranks) == len(result.ranks)
+    upgrade = getattr(schema, "upgrade", None)
+    for rank, metrics in zip(typed_ranks, result.ranks):
+        assert isinstance(rank, schema)
+        expected = upgrade(dict(metrics)) if callable(upgrade) else metrics
+        assert _plain(rank) == _plain(_drop_defaults_absent(schema, expected, rank))
+
+
+def _drop_defaults_absent(schema, expected, rank):
+    """``expected`` with the fields an older layout did not write filled with the typed result's defaults."""
+    return {f.name: expected.get(f.name, _plain(getattr(rank, f.name))) for f in dataclasses.fields(schema)}
+
+
+def test_every_workload_declares_what_it_returns():
+    """Every workload ``nvtutorial list`` shows has a schema: its ``Rank`` (or ``rank_type``) is found by name."""
+    from nvtutorial import workloads
+    from nvtutorial.workloads import result_type
+
+    for name in workloads.names():
+        schema = result_type(name, {})
+        assert dataclasses.is_dataclass(schema), name
+        with pytest.raises(dataclasses.FrozenInstanceError):  # frozen: a result read back is not edited
+            setattr(_any_instance(schema), dataclasses.fields(schema)[0].name, None)
+
+
+def _any_instance(schema):
+    """An instance of ``schema`` built without its __init__ (the frozen check needs only the class's __setattr__)."""
+    return object.__new__(schema)
+
+
+def test_a_workload_without_a_schema_is_named():
+    from nvtutorial.workloads import result_type
+
+    with pytest.raises(LookupError, match="no schema declares what 'nope' returns"):
+        result_type("nope")

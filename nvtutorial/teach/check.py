@@ -119,7 +119,7 @@ def check(name: str, candidate: Any = None, *, nproc: int = 2, timeout: float | 
 
 
 def _check_on_ranks(name: str, ex: ModuleType, candidate: Any, nproc: int, timeout: float | None) -> CheckResult:
-    from nvtutorial import launch
+    from nvtutorial import launch, workloads
 
     source = candidate_source(candidate)
     entry = getattr(candidate, "__name__", None) or getattr(ex, "ENTRY", None)
@@ -159,19 +159,20 @@ def _check_on_ranks(name: str, ex: ModuleType, candidate: Any, nproc: int, timeo
             result.label,
             {"run_dir": str(result.run_dir)},
         )
-    for rank, metrics in enumerate(result.ranks):
-        if not metrics.get("passed"):
+    judged = result.ranks_as(workloads.result_type("exercise"))
+    for rank, verdict in enumerate(judged):
+        if not verdict.passed:
             return CheckResult(
                 name,
                 False,
-                f"rank {rank}: {metrics.get('reason', 'no reason given')}",
+                f"rank {rank}: {verdict.reason or 'no reason given'}",
                 result.label,
                 {"run_dir": str(result.run_dir)},
             )
     return CheckResult(
         name,
-        True,
-        result.metrics.get("reason", "correct on every rank"),
+        bool(judged),
+        judged[0].reason if judged else "no rank reported its judgement",
         result.label,
         {"run_dir": str(result.run_dir)},
     )

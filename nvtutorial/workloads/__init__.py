@@ -10,7 +10,10 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import pkgutil
+from collections.abc import Mapping
+from pathlib import PurePath
 from types import ModuleType
+from typing import Any
 
 
 class UnknownWorkload(LookupError):
@@ -60,3 +63,25 @@ def summary(name: str) -> str:
     doc = (load(name).__doc__ or "").strip()
     first = doc.splitlines()[0] if doc else name
     return first.split(":", 1)[1].strip() if first.startswith(f"{name}:") else first
+
+
+def result_type(workload: str, params: Mapping[str, Any] | None = None) -> type:
+    """The frozen dataclass one rank of a run of ``workload`` returns: its schema's ``Rank`` (or
+    ``rank_type(params)``). ``workload`` is a workload's name or, for a run of a lesson script, the script's path
+    (its schema is named after the script). A workload with no schema raises ``LookupError``."""
+    from nvtutorial.chapters import named
+
+    name = PurePath(workload).stem if workload.endswith(".py") else workload
+    schemas = named("schema")
+    if name in schemas:
+        owner = importlib.import_module(schemas[name])
+    else:  # the course's own tools (nvtutorial/workloads/*.py) declare their Rank beside their run()
+        try:
+            owner = importlib.import_module(module(name))
+        except UnknownWorkload:
+            raise LookupError(f"no schema declares what {workload!r} returns") from None
+    pick = getattr(owner, "rank_type", None)
+    found = pick(dict(params or {})) if callable(pick) else getattr(owner, "Rank", None)
+    if not isinstance(found, type):
+        raise LookupError(f"{owner.__name__} declares no Rank (the dataclass one rank of {name!r} returns)")
+    return found

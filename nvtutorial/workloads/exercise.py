@@ -46,11 +46,20 @@ def load_candidate(path: str, entry: str):
     return namespace[entry]
 
 
-def run(ctx: runtime.Context, p: Params) -> dict:
+@dataclasses.dataclass(frozen=True)
+class Rank:
+    """One rank's judgement of the candidate."""
+
+    passed: bool
+    reason: str
+    """Why it failed, in the words of the exercise's checker (or what it checked, when it passed)."""
+
+
+def run(ctx: runtime.Context, p: Params) -> Rank:
     exercise = importlib.import_module(named("exercises")[p.name])
     candidate = load_candidate(p.candidate, p.entry)
     passed, reason = exercise.check_on_rank(candidate, ctx)
-    return {"passed": bool(passed), "reason": str(reason)}
+    return Rank(passed=bool(passed), reason=str(reason))
 
 
 if __name__ == "__main__":

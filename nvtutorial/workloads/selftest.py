@@ -32,7 +32,22 @@ class Params:
         require(self.numel >= 1, f"numel={self.numel} must be at least 1")
 
 
-def run(ctx: runtime.Context, p: Params) -> dict:
+@dataclasses.dataclass(frozen=True)
+class Rank:
+    """What one rank returns (``RunResult.ranks_as(Rank)``)."""
+
+    device: str
+    allreduce_sum: float
+    """What every element of the all-reduced tensor should hold: 1 + 2 + … + world size."""
+    allreduce_ok: bool
+    median_allreduce_ms: float
+    """The median all-reduce, timed on the host (the device synchronised at both ends)."""
+    numel: int
+    env: dict[str, str | None]
+    """The values of ``Params.report_env``'s variables on this rank (None: not set)."""
+
+
+def run(ctx: runtime.Context, p: Params) -> Rank:
     import torch
     import torch.distributed as dist
 
@@ -56,14 +71,14 @@ def run(ctx: runtime.Context, p: Params) -> dict:
             raise AssertionError(f"all-reduce gave {x[0].item()} on rank {ctx.rank}, expected {expected}")
         ctx.progress(step + 1, p.steps, "all-reduce")
     times = sorted(timer.seconds())
-    return {
-        "device": str(ctx.device),
-        "allreduce_sum": expected,
-        "allreduce_ok": True,
-        "median_allreduce_ms": 1e3 * times[len(times) // 2],
-        "numel": p.numel,
-        "env": {name: os.environ.get(name) for name in p.report_env},
-    }
+    return Rank(
+        device=str(ctx.device),
+        allreduce_sum=expected,
+        allreduce_ok=True,
+        median_allreduce_ms=1e3 * times[len(times) // 2],
+        numel=p.numel,
+        env={name: os.environ.get(name) for name in p.report_env},
+    )
 
 
 if __name__ == "__main__":

@@ -2,7 +2,8 @@
 NVLink, host-staged, sockets.
 
 Its files, by role: rank side: ``workload_allreduce``, ``workload_bench``, ``workload_p2p``, ``workload_sendrecv``,
-``lessons``; kernel side: ``lab``, ``plots``, ``report``, ``report_lab``, ``report_links``, ``report_reference``;
+``lessons``; both sides, torch-free: ``schema_allreduce``, ``schema_p2p``, ``schema_sendrecv`` (what each workload
+returns, typed); kernel side: ``lab``, ``plots``, ``report``, ``report_lab``, ``report_links``, ``report_reference``;
 exercises: ``exercises``.
 The notebook imports the chapter and reaches each file on first use, so that a rank importing a
 rank-side file never loads pandas or matplotlib::
@@ -12,30 +13,6 @@ rank-side file never loads pandas or matplotlib::
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from nvtutorial.chapters import facade
 
-FILES = (
-    "exercises",
-    "lab",
-    "plots",
-    "report",
-    "report_lab",
-    "report_links",
-    "report_reference",
-    "workload_allreduce",
-    "workload_bench",
-    "workload_p2p",
-    "workload_sendrecv",
-    "lessons",
-)
-
-
-def __getattr__(name: str) -> Any:  # PEP 562: each file is imported when first asked for
-    if name in FILES:
-        return importlib.import_module(f"{__name__}.{name}")
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}; its files are {', '.join(FILES)}")
-
-
-def __dir__() -> list[str]:
-    return sorted(list(globals()) + list(FILES))
+FILES, __getattr__, __dir__ = facade(__name__)

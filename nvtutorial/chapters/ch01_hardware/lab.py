@@ -6,24 +6,16 @@ Each function here launches (:func:`nvtutorial.run`); what the runs show is read
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from nvtutorial import launch
 from nvtutorial.chapters.ch01_hardware import report_reference as reference_runs
-from nvtutorial.chapters.ch01_hardware.report import CopyRun, rows_of
-from nvtutorial.chapters.ch01_hardware.report_lab import LabRun
+from nvtutorial.chapters.ch01_hardware import schema_p2p
+from nvtutorial.chapters.ch01_hardware.report import CopyRun, SendRecv, Sweep
+from nvtutorial.chapters.ch01_hardware.report_lab import LabPath, LabRun
 from nvtutorial.machine import hardware, nccl_debug
-
-
-@dataclasses.dataclass(frozen=True)
-class LabPath:
-    name: str
-    env: dict[str, str]
-    meaning: str
-
 
 LAB_PATHS: tuple[LabPath, ...] = (
     LabPath("default", {}, "NCCL's choice: P2P over NVLink where the GPUs have it"),
@@ -66,14 +58,13 @@ def run_env(*extra: Mapping[str, str]) -> dict[str, str]:
     return env
 
 
-def _backend(result: Any) -> str | None:
-    env = getattr(result, "env", None)
-    return getattr(env, "backend", None)
+def _backend(result: Sweep) -> str | None:
+    return result.env.backend if result.env is not None else None
 
 
 def run_lab(
     params: Mapping[str, Mapping[str, Any]],
-    reuse: Mapping[str, Any] | None = None,
+    reuse: Mapping[str, Sweep] | None = None,
     paths: Sequence[LabPath] = LAB_PATHS,
     workload: str = "allreduce_bench",
     timeout: float = 600.0,
@@ -109,24 +100,21 @@ def run_lab(
 
 def device_copy(params: Mapping[str, Any] | None = None, timeout: float = 600.0) -> CopyRun:
     """Launch ``p2p_copy`` (one process, both GPUs: each way alone, then both at once) where there are 2 GPUs;
-    otherwise a row saying it needs them, and nothing is launched."""
+    otherwise no rows and a note saying it needs them (the table shows it as a row), and nothing is launched."""
     import torch  # importing torch does not initialise CUDA
 
     gpus = hardware.gpu_count() if torch.version.cuda else 0
     if gpus < 2:
         why = "a CPU-only torch" if not torch.version.cuda else f"{gpus} GPU visible"
         note = f"skipped: a GPU-to-GPU copy needs 2 GPUs ({why}); nothing was launched"
-        return CopyRun(
-            rows=[{"path": "cuda:0 → cuda:1", "size": None, "gbps": None, "note": note}],
-            label=f"this machine: {why}",
-            note=note,
-        )
+        return CopyRun(rows=(), label=f"this machine: {why}", note=note, path="cuda:0 → cuda:1")
     result = launch.run("p2p_copy", nproc=1, params=dict(params or {}), output="none", timeout=timeout)
-    devices = result.metrics.get("devices") or []
+    copied = result.metrics_as(schema_p2p.Rank)
     label = f"{result.label}; one process copying between cuda:0 and cuda:1" + (
-        f" ({' and '.join(devices)})" if devices else ""
+        f" ({' and '.join(copied.devices)})" if copied.devices else ""
     )
-    return CopyRun(rows=rows_of(result), label=label, note=result.metrics.get("note", ""), result=result)
+    path = f"cuda:{result.params.get('src', 0)} → cuda:{result.params.get('dst', 1)}"
+    return CopyRun(rows=copied.rows, label=label, note=copied.note, result=result, path=path)
 
 
 CPU_AB = {
@@ -157,7 +145,7 @@ def source_ab(params: Mapping[str, Mapping[str, Any]], timeout: float = 600.0) -
     return run_lab({"default": CPU_AB, "source's settings": CPU_AB}, paths=SOURCE_AB_PATHS, timeout=timeout)
 
 
-def point_to_point(params: Mapping[str, Any], timeout: float = 600.0) -> Any:
+def point_to_point(params: Mapping[str, Any], timeout: float = 600.0) -> SendRecv:
     """Notebook 01's ``sendrecv_bench`` run with ``params``; with none (the CPU profile: two processes have no link
     to be full duplex) the reference 2× H200's saved run, labelled as such, or a small CPU run without it."""
     if params:

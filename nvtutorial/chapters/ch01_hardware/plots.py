@@ -9,12 +9,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from nvtutorial.chapters.ch01_hardware.report import NcclTestsRun, is_gpu, reference_nccl_tests, rows_of
+from nvtutorial.chapters.ch01_hardware import schema_allreduce
+from nvtutorial.chapters.ch01_hardware.report import NcclTestsRun, Sweep, is_gpu, reference_nccl_tests, sweep_rows
 from nvtutorial.chapters.ch01_hardware.report_lab import LabRun, compare_paths
 from nvtutorial.plots.style import figure, stamp
 from nvtutorial.units import format_size
+
+if TYPE_CHECKING:
+    from nvtutorial.machine.links import Expectation
 
 
 def size_axis(ax: Any, sizes: Sequence[int]) -> None:
@@ -49,22 +53,23 @@ def plain_log_axis(ax: Any, lo: float, hi: float, axis: str = "y") -> None:
 
 
 def plot_busbw(
-    series: Mapping[str, Any],
-    where: Any,
+    series: Mapping[str, Sweep | Sequence[schema_allreduce.Row]],
+    where: object,
     physical: float | None = None,
-    reference: Mapping[str, Any] | None = None,
+    reference: Mapping[str, NcclTestsRun | Sequence[Mapping[str, Any]]] | None = None,
     title: str = "all-reduce bus bandwidth",
 ) -> tuple[Any, Any]:
-    """busbw against size, both on log axes, one line per series (a RunResult or rows); optional physical limit and
-    reference points (nccl-tests on the reference machine, drawn hollow and labelled as such)."""
+    """busbw against size, both on log axes, one line per series (an ``allreduce_bench`` run or its rows); optional
+    physical limit and reference points (nccl-tests on the reference machine, drawn hollow and labelled as such:
+    its parsed rows)."""
     fig, ax = figure()
     sizes: list[int] = []
     values: list[float] = []
     for label, data in series.items():
-        rows = sorted(rows_of(data), key=lambda r: r["size"])
-        sizes += [r["size"] for r in rows]
-        values += [r["busbw"] for r in rows]
-        ax.plot([r["size"] for r in rows], [r["busbw"] for r in rows], marker="o", ms=4, label=label)
+        rows = sorted(sweep_rows(data), key=lambda r: r.size)
+        sizes += [r.size for r in rows]
+        values += [r.busbw for r in rows]
+        ax.plot([r.size for r in rows], [r.busbw for r in rows], marker="o", ms=4, label=label)
     for label, data in (reference or {}).items():
         rows = sorted(data.rows if isinstance(data, NcclTestsRun) else data, key=lambda r: r["size"])
         sizes += [r["size"] for r in rows]
@@ -107,7 +112,7 @@ def plot_lab(
     return plot_busbw(series, lab[0].result, title=title)
 
 
-def plot_sweep(result: Any, expectation: Any = None) -> tuple[Any, Any]:
+def plot_sweep(result: Sweep, expectation: Expectation | None = None) -> tuple[Any, Any]:
     """The all-reduce sweep; on GPUs with the physical limit and nccl-tests' reference points."""
     if is_gpu(result):
         return plot_busbw(
@@ -132,7 +137,7 @@ def plot_difference(
     whether it ever leaves the noise.
     """
     runs = {run.path.name: run for run in ab}
-    sizes = sorted({int(r["size"]) for r in runs[base].rows} & {int(r["size"]) for r in runs[other].rows})
+    sizes = sorted({r.size for r in runs[base].rows} & {r.size for r in runs[other].rows})
     comparisons = [compare_paths(ab, base, other, size)[1] for size in sizes]
     fig, ax = figure(7.0, 3.6)
     change = [100 * c.change for c in comparisons]

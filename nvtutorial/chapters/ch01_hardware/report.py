@@ -1,6 +1,7 @@
 """nccl-tests output, the reference machine's saved sweeps, and what the bandwidth runs show.
 
-Used in notebooks 01 and 02: rows from a RunResult to tables and :class:`~nvtutorial.report.verdict.Verdict`
+Used in notebooks 01 and 02: the typed results of ``allreduce_bench``, ``sendrecv_bench`` and ``p2p_copy`` (their
+schemas' ``Rank``, read with ``RunResult.metrics_as``) to tables and :class:`~nvtutorial.report.verdict.Verdict`
 values (the sweep against nccl-tests, the two directions at once, the copy engines, the bytes on the
 wire). The A/B lab is :mod:`nvtutorial.chapters.ch01_hardware.report_lab`. The arithmetic (algbw, busbw, sizes) is in
 :mod:`nvtutorial.units`; the runs are started by :mod:`nvtutorial.chapters.ch01_hardware.lab` and drawn
@@ -11,11 +12,21 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
+from nvtutorial.chapters.ch01_hardware import schema_allreduce, schema_p2p, schema_sendrecv
 from nvtutorial.report.verdict import Comparison, Verdict, compare, comparison_verdict
+from nvtutorial.results import RunResult
 from nvtutorial.units import format_size
+
+if TYPE_CHECKING:
+    from nvtutorial.machine.links import Expectation
+
+Sweep = RunResult[schema_allreduce.Rank]
+"""A run of ``allreduce_bench``."""
+SendRecv = RunResult[schema_sendrecv.Rank]
+"""A run of ``sendrecv_bench``."""
 
 # --- nccl-tests and the reference machine's saved outputs --------------------------------------
 
@@ -154,52 +165,83 @@ def reference_frame():  # -> pandas.DataFrame
 # --- Our measurements ---------------------------------------------------------------------------
 
 
-def rows_of(result: Any, key: str = "rows") -> list[dict[str, Any]]:
-    """Rank 0's table from a RunResult (or the list itself)."""
-    if isinstance(result, list):
-        return result
-    return list(result.metrics.get(key, []))
+class Rate(Protocol):
+    """A row with a size and its rates: a sweep's row (either workload's) or a saved torch all-reduce's."""
+
+    @property
+    def size(self) -> int: ...
+    @property
+    def time_us(self) -> float: ...
+    @property
+    def algbw(self) -> float: ...
+    @property
+    def busbw(self) -> float: ...
 
 
-def sweep_frame(result: Any, key: str = "rows"):  # -> pandas.DataFrame
+@dataclasses.dataclass(frozen=True)
+class TorchRow:
+    """One line of the reference machine's saved torch all-reduce sweep (:func:`parse_torch_busbw`)."""
+
+    size: int
+    time_us: float
+    algbw: float
+    busbw: float
+
+
+def sweep_of(result: Sweep) -> schema_allreduce.Rank:
+    """Rank 0's result of an ``allreduce_bench`` run, typed."""
+    return result.metrics_as(schema_allreduce.Rank)
+
+
+def sweep_rows(result: Sweep | Sequence[schema_allreduce.Row]) -> tuple[schema_allreduce.Row, ...]:
+    """The rows of an ``allreduce_bench`` run (rank 0's, typed), or the rows themselves."""
+    if isinstance(result, RunResult):
+        return sweep_of(result).rows
+    return tuple(result)
+
+
+def sendrecv_rows(result: SendRecv) -> tuple[schema_sendrecv.Row, ...]:
+    """The rows of a ``sendrecv_bench`` run (rank 0's, typed)."""
+    return result.metrics_as(schema_sendrecv.Rank).rows
+
+
+def rows_of(result: Sweep | Sequence[schema_allreduce.Row]) -> list[dict[str, Any]]:
+    """The rows of an ``allreduce_bench`` run as plain dicts (``dataclasses.asdict`` of :func:`sweep_rows`), for a
+    reader that indexes them by key (chapter 10's reference fit); this chapter reads the typed rows."""
+    return [dataclasses.asdict(r) for r in sweep_rows(result)]
+
+
+def sweep_frame(result: Sweep | Sequence[schema_allreduce.Row]):  # -> pandas.DataFrame
     """A sweep as a table with readable sizes; ``frame.attrs["where"]`` says where it was measured."""
     import pandas as pd
 
-    rows = rows_of(result, key)
-    frame = pd.DataFrame(rows)
+    frame = pd.DataFrame([dataclasses.asdict(r) for r in sweep_rows(result)])
     if not frame.empty:
         frame.insert(0, "size_label", [format_size(s) for s in frame["size"]])
     frame.attrs["where"] = getattr(result, "label", "")
     return frame
 
 
-def at_size(rows: Sequence[Mapping[str, Any]], size: int | None = None, key: str = "busbw") -> tuple[int, float]:
+def at_size(
+    rows: Sequence[Rate], size: int | None = None, key: Literal["busbw", "algbw", "time_us"] = "busbw"
+) -> tuple[int, float]:
     """``(size, value)`` at ``size``, or at the largest size measured when ``size`` is None."""
     if not rows:
         raise ValueError("no rows: the run measured nothing")
     if size is None:
-        row = max(rows, key=lambda r: r["size"])
+        row = max(rows, key=lambda r: r.size)
     else:
-        matches = [r for r in rows if r["size"] == size]
+        matches = [r for r in rows if r.size == size]
         if not matches:
             raise KeyError(
-                f"size {format_size(size)} was not measured; sizes: {', '.join(format_size(r['size']) for r in rows)}"
+                f"size {format_size(size)} was not measured; sizes: {', '.join(format_size(r.size) for r in rows)}"
             )
         row = matches[0]
-    return int(row["size"]), float(row[key])
+    return int(row.size), float(getattr(row, key))
 
 
-def repeats_of(row: Mapping[str, Any], key: str = "busbw") -> list[float]:
-    """Every repeat's value of a row (``busbw_repeats``); a row saved before those were kept gives
-    ``[min, median, max]``, which has the same median and the same spread, what :func:`compare` reads."""
-    values = row.get(f"{key}_repeats")
-    if values:
-        return [float(v) for v in values]
-    mid = float(row[key])
-    return [float(row.get(f"{key}_min", mid)), mid, float(row.get(f"{key}_max", mid))]
-
-
-def is_gpu(result: Any) -> bool:
+def is_gpu(result: object) -> bool:
+    """Whether a run (anything with an ``env``) ran on GPUs."""
     env = getattr(result, "env", None)
     return bool(env is not None and env.is_gpu)
 
@@ -218,7 +260,7 @@ REFERENCE_SIZES = (1 << 30, 4 << 30)
 """Where it is checked: large enough that both measure the link, not the per-call overhead."""
 
 
-def same_machine_as_reference(result: Any) -> bool:
+def same_machine_as_reference(result: object) -> bool:
     """Whether a run was made on the kind of machine the saved nccl-tests output comes from (2× H200, NV18)."""
     env = getattr(result, "env", None)
     return bool(
@@ -230,7 +272,7 @@ def same_machine_as_reference(result: Any) -> bool:
 
 
 def reference_check(
-    result: Any, target: float = REFERENCE_TARGET, sizes: tuple[int, ...] = REFERENCE_SIZES
+    result: Sweep, target: float = REFERENCE_TARGET, sizes: tuple[int, ...] = REFERENCE_SIZES
 ) -> tuple[Any, Verdict]:
     """This sweep's busbw against nccl-tests' **in-place** busbw on the reference machine: a table of every common
     size (None where nothing compares) and a ``pass``/``fail`` verdict at ``sizes`` (``info`` where it cannot apply).
@@ -239,7 +281,7 @@ def reference_check(
     table also gives the out-of-place one, and the verdict says how far nccl-tests' own two columns differ at
     each checked size (its run-to-run spread is at least that), so a miss by less than that reads as such."""
     ref = reference_nccl_tests()["default"]
-    where = getattr(result, "label", "")
+    where = result.label
     key = "busbw vs nccl-tests"
     if not is_gpu(result):
         return None, Verdict(
@@ -260,16 +302,16 @@ def reference_check(
             where,
         )
     rows = []
-    for row in sorted(rows_of(result), key=lambda r: r["size"]):
-        theirs = ref.busbw_at(int(row["size"]), in_place=True)
+    for row in sorted(sweep_rows(result), key=lambda r: r.size):
+        theirs = ref.busbw_at(row.size, in_place=True)
         if theirs is not None:
-            oop = ref.busbw_at(int(row["size"]))
+            oop = ref.busbw_at(row.size)
             rows.append(
                 {
-                    "size": format_size(row["size"]),
-                    "this run busbw": round(row["busbw"], 1),
+                    "size": format_size(row.size),
+                    "this run busbw": round(row.busbw, 1),
                     "nccl-tests in place": theirs,
-                    "this ÷ nccl-tests in place": round(row["busbw"] / theirs, 4),
+                    "this ÷ nccl-tests in place": round(row.busbw / theirs, 4),
                     "nccl-tests out of place": oop,
                     "nccl-tests: in place ÷ out of place": round(theirs / oop, 4) if oop else None,
                 }
@@ -319,39 +361,39 @@ FLAT_FACTOR = 1.5
 """A size is on the small-message plateau while its time per call is within this factor of the smallest size's."""
 
 
-def small_message_cost(result: Any, flat_factor: float = FLAT_FACTOR) -> Verdict:
+def small_message_cost(result: Sweep | Sequence[schema_allreduce.Row], flat_factor: float = FLAT_FACTOR) -> Verdict:
     """Up to which size the time per all-reduce stays flat (within ``flat_factor`` of the smallest size's time,
     every size up to it included), read from the sweep's rows; with no such plateau, only the two ends' times."""
-    rows = sorted(rows_of(result), key=lambda r: r["size"])
+    rows = sorted(sweep_rows(result), key=lambda r: r.size)
     small, large = rows[0], rows[-1]
     plateau = [small]
     for row in rows[1:]:
-        if row["time_us"] > flat_factor * small["time_us"]:
+        if row.time_us > flat_factor * small.time_us:
             break
         plateau.append(row)
     flat = plateau[-1]
-    times = [r["time_us"] for r in plateau]
+    times = [r.time_us for r in plateau]
     numbers = {
-        "smallest": small["size"],
-        "time_us_smallest": small["time_us"],
-        "largest": large["size"],
-        "time_us_largest": large["time_us"],
-        "flat_up_to": flat["size"] if len(plateau) > 1 else None,
+        "smallest": small.size,
+        "time_us_smallest": small.time_us,
+        "largest": large.size,
+        "time_us_largest": large.time_us,
+        "flat_up_to": flat.size if len(plateau) > 1 else None,
         "flat_time_us_min": min(times),
         "flat_time_us_max": max(times),
         "flat_factor": flat_factor,
     }
     if len(plateau) > 1:
         text = (
-            f"Up to {format_size(flat['size'])} the time per all-reduce stays at {min(times):.1f}–{max(times):.1f} µs "
-            f"(within {flat_factor:g}× of the {format_size(small['size'])} call) although the size grows "
-            f"{flat['size'] // small['size']:,}×: a fixed cost per call, so busbw there says little about the link. "
-            f"The largest size, {format_size(large['size'])}, took {large['time_us']:.0f} µs."
+            f"Up to {format_size(flat.size)} the time per all-reduce stays at {min(times):.1f}–{max(times):.1f} µs "
+            f"(within {flat_factor:g}× of the {format_size(small.size)} call) although the size grows "
+            f"{flat.size // small.size:,}×: a fixed cost per call, so busbw there says little about the link. "
+            f"The largest size, {format_size(large.size)}, took {large.time_us:.0f} µs."
         )
     else:
         text = (
-            f"An all-reduce of {format_size(small['size'])} took {small['time_us']:.1f} µs, one of "
-            f"{format_size(large['size'])} {large['time_us']:.0f} µs; already the next size took more than "
+            f"An all-reduce of {format_size(small.size)} took {small.time_us:.1f} µs, one of "
+            f"{format_size(large.size)} {large.time_us:.0f} µs; already the next size took more than "
             f"{flat_factor:g}× the smallest's time, so this sweep shows no flat region."
         )
     return Verdict("small messages", "info", text, numbers, getattr(result, "label", ""))
@@ -360,38 +402,40 @@ def small_message_cost(result: Any, flat_factor: float = FLAT_FACTOR) -> Verdict
 # --- Point to point: NCCL send/recv and the copy engines, one way and both ways ---------------------
 
 
-def sendrecv_frame(result: Any):  # -> pandas.DataFrame
+def sendrecv_frame(result: SendRecv):  # -> pandas.DataFrame
     """Send/recv rows pivoted: one line per size, GB/s per direction one way and both ways."""
     import pandas as pd
 
-    frame = pd.DataFrame(rows_of(result))
+    frame = pd.DataFrame([dataclasses.asdict(r) for r in sendrecv_rows(result)])
     if frame.empty:
         return frame
     table = frame.pivot_table(index="size", columns="direction", values="algbw", aggfunc="first")
     table.index = [format_size(s) for s in table.index]
     table.columns = [f"{c}: GB/s per direction" for c in table.columns]
-    table.attrs["where"] = getattr(result, "label", "")
+    table.attrs["where"] = result.label
     return table.round(3)
 
 
 def _duplex_comparison(
-    one: Sequence[Mapping[str, Any]], both: Sequence[Mapping[str, Any]], key: str
+    one: Sequence[schema_sendrecv.Row | schema_p2p.Row], both: Sequence[schema_sendrecv.Row | schema_p2p.Row]
 ) -> tuple[int, Comparison]:
-    size = max({int(r["size"]) for r in one} & {int(r["size"]) for r in both})
-    base = [v for r in one if int(r["size"]) == size for v in repeats_of(r, key)]
-    cand = [v for r in both if int(r["size"]) == size for v in repeats_of(r, key)]
+    """Both at once against one way, at the largest size both measured: each row's repeats (busbw for send/recv,
+    GB/s for a copy), higher is better."""
+    size = max({r.size for r in one} & {r.size for r in both})
+    base = [v for r in one if r.size == size for v in r.samples()]
+    cand = [v for r in both if r.size == size for v in r.samples()]
     return size, compare(base, cand, lower_is_better=False)
 
 
-def sendrecv_duplex(result: Any) -> Verdict:
+def sendrecv_duplex(result: SendRecv) -> Verdict:
     """NCCL send/recv: GB/s per direction with both directions at once against one way, at the largest size."""
-    rows = rows_of(result)
-    one = [r for r in rows if r.get("direction") == "one way"]
-    two = [r for r in rows if r.get("direction") == "both ways"]
-    where = getattr(result, "label", "")
+    rows = sendrecv_rows(result)
+    one = [r for r in rows if r.direction == "one way"]
+    two = [r for r in rows if r.direction == "both ways"]
+    where = result.label
     if not one or not two:
         return Verdict("duplex: NCCL send/recv", "info", "needs both directions measured (directions=both)", {}, where)
-    size, c = _duplex_comparison(one, two, "busbw")  # sendrecv: busbw = algbw
+    size, c = _duplex_comparison(one, two)  # sendrecv: busbw = algbw
     text = c.describe("GB/s", f"NCCL send/recv of {format_size(size)}, one way → each way with both at once")
     if not is_gpu(result):
         text += ". CPU simulation: processes copying through memory, not a link."
@@ -400,33 +444,43 @@ def sendrecv_duplex(result: Any) -> Verdict:
 
 @dataclasses.dataclass
 class CopyRun:
-    """The copy-engine step of notebook 01: a ``p2p_copy`` run, or a row saying why there was none."""
+    """The copy-engine step of notebook 01: the rows of a ``p2p_copy`` run, or none and why (``note``)."""
 
-    rows: list[dict[str, Any]]
+    rows: Sequence[schema_p2p.Row]
     label: str
     note: str
-    result: Any = None
+    result: RunResult[schema_p2p.Rank] | None = None
+    path: str = "cuda:0 → cuda:1"
+    """The copy asked for, named in the row that says why nothing was copied."""
 
     @property
     def measured(self) -> bool:
-        return any(r.get("gbps") and str(r.get("path", "")).startswith("cuda") for r in self.rows)
+        return any(r.gbps and r.path.startswith("cuda") for r in self.rows)
 
     def frame(self):  # -> pandas.DataFrame
+        """The rows without their repeats (sizes readable); with none, one row saying why."""
         import pandas as pd
 
-        frame = pd.DataFrame([{k: v for k, v in r.items() if not k.endswith("_repeats")} for r in self.rows])
-        if "size" in frame and bool(frame["size"].notna().all()):
+        if not self.rows:
+            frame = pd.DataFrame([{"path": self.path, "size": None, "gbps": None, "note": self.note}])
+        else:
+            frame = pd.DataFrame(  # a one-way row has no busy share: left out (an empty cell, or no column)
+                [
+                    {
+                        k: v
+                        for k, v in dataclasses.asdict(r).items()
+                        if not k.endswith("_repeats") and not (k == "busy_share" and v is None)
+                    }
+                    for r in self.rows
+                ]
+            )
             frame.insert(1, "size_label", [format_size(s) for s in frame["size"]])
         frame.attrs["where"] = self.label
         return frame
 
-    def verdict(self, expectation: Any = None) -> Verdict:
+    def verdict(self, expectation: Expectation | None = None) -> Verdict:
         """The fastest one-way copy against the link's physical limit."""
-        one = [
-            r
-            for r in self.rows
-            if r.get("gbps") and r.get("mode", "one way") == "one way" and str(r.get("path", "")).startswith("cuda")
-        ]
+        one = [r for r in self.rows if r.gbps and r.mode == "one way" and r.path.startswith("cuda")]
         if not one:
             return Verdict(
                 "copy engines",
@@ -436,21 +490,21 @@ class CopyRun:
                 {"reference_gbps": REFERENCE_COPY["gbps"]},
                 "reference 2× H200 (saved)",
             )
-        best = max(one, key=lambda r: (r["size"], r["gbps"]))
-        numbers = {"size": best["size"], "gbps": best["gbps"]}
-        text = f"{best['path']}, {format_size(best['size'])}: {best['gbps']:.1f} GB/s"
+        best = max(one, key=lambda r: (r.size, r.gbps))
+        numbers: dict[str, Any] = {"size": best.size, "gbps": best.gbps}
+        text = f"{best.path}, {format_size(best.size)}: {best.gbps:.1f} GB/s"
         if expectation is not None:
-            numbers["share_of_physical"] = best["gbps"] / expectation.physical_gbps
+            numbers["share_of_physical"] = best.gbps / expectation.physical_gbps
             text += (
-                f" = {best['gbps'] / expectation.physical_gbps:.0%} of the "
+                f" = {best.gbps / expectation.physical_gbps:.0%} of the "
                 f"{expectation.physical_gbps:.0f} GB/s physical limit"
             )
         return Verdict("copy engines", "info", text + ".", numbers, self.label)
 
     def duplex(self) -> Verdict:
         """Copy engines: each direction with both at once against the same direction alone, at the largest size."""
-        one = [r for r in self.rows if r.get("mode") == "one way" and r.get("gbps")]
-        both = [r for r in self.rows if r.get("mode") == "both at once" and r.get("gbps")]
+        one = [r for r in self.rows if r.mode == "one way" and r.gbps]
+        both = [r for r in self.rows if r.mode == "both at once" and r.gbps]
         if not one or not both:
             return Verdict(
                 "duplex: copy engines",
@@ -460,15 +514,13 @@ class CopyRun:
                 self.label,
             )
         worst: tuple[int, Comparison, str] | None = None
-        for path in sorted({r["path"] for r in both}):
-            size, c = _duplex_comparison(
-                [r for r in one if r["path"] == path], [r for r in both if r["path"] == path], "gbps"
-            )
+        for path in sorted({r.path for r in both}):
+            size, c = _duplex_comparison([r for r in one if r.path == path], [r for r in both if r.path == path])
             if worst is None or c.ratio < worst[1].ratio:
                 worst = (size, c, path)
         assert worst is not None  # both is not empty
         size, c, path = worst
-        busy = [b for r in both if r["size"] == size and (b := r.get("busy_share")) is not None]
+        busy = [b for r in both if r.size == size and (b := r.busy_share) is not None]
         text = c.describe("GB/s", f"copy engines, {format_size(size)}, {path} alone → with the other direction at once")
         if busy:
             text += f"; each direction's stream was busy {min(busy):.0%}–{max(busy):.0%} of the time both ran"
@@ -483,7 +535,7 @@ class CopyRun:
         )
 
 
-def duplex_verdict(sendrecv: Any, copy: CopyRun | None = None) -> Verdict:
+def duplex_verdict(sendrecv: SendRecv, copy: CopyRun | None = None) -> Verdict:
     """What running both directions at once shows, as far as the runs show it (notebook 01, issue 11 finding 3).
 
     NVLink is full duplex by design: each direction has its own lanes. The copy engines measure what
@@ -561,11 +613,11 @@ WIRE_TOLERANCE = 0.05
 """How far the bytes counted on the links may be from the ring formula (protocol headers, other traffic)."""
 
 
-def wire_report(result: Any) -> tuple[Any, Verdict]:
+def wire_report(result: Sweep) -> tuple[Any, Verdict]:
     """NVLink bytes on the wire per all-reduce against 2(n−1)/n · S: a table (None where the counters were not
     read) and a verdict (``pass`` within :data:`WIRE_TOLERANCE`); the reference machine's saved count where
     unavailable."""
-    wire = result.metrics.get("wire") if hasattr(result, "metrics") else None
+    wire = sweep_of(result).wire
     ref = REFERENCE_WIRE
     ref_ratio = ref["tx_ratio"]
     ref_text = (
@@ -573,30 +625,32 @@ def wire_report(result: Any) -> tuple[Any, Verdict]:
         f"{format_size(ref['size'])} over its {ref['links_read']} NVLinks, all counted "
         f"({ref['per_link_mb_min']:.2f}–{ref['per_link_mb_max']:.2f} MB per link), over {ref['ops']} all-reduces"
     )
-    if not wire or not wire.get("available"):
-        why = (wire or {}).get("reason", "the run did not measure it (wire_bytes=0)")
+    if wire is None or not wire.available:
+        why = (wire.reason if wire is not None else None) or "the run did not measure it (wire_bytes=0)"
         return None, Verdict(
             "ring bytes",
             "info",
             f"Not available here: {why}. For comparison, {ref_text}.",
             {"reference_ratio": ref_ratio},
-            getattr(result, "label", ""),
+            result.label,
         )
+    tx_ratio, carrying, sent, received = wire.tx_ratio, wire.links_carrying, wire.tx_bytes_per_op, wire.rx_bytes_per_op
+    assert tx_ratio is not None and carrying is not None and sent is not None and received is not None, wire  # counted
     rows = [
         {
-            "size": format_size(wire["size"]),
-            "all-reduces": wire["iters"],
-            "NVLinks read": wire["links_read"],
-            "NVLinks carrying": wire["links_carrying"],
-            "sent per all-reduce (bytes)": round(wire["tx_bytes_per_op"]),
-            "received per all-reduce (bytes)": round(wire["rx_bytes_per_op"]),
-            "2(n−1)/n · S (bytes)": round(wire["expected_bytes_per_op"]),
-            "sent ÷ formula": round(wire["tx_ratio"], 3),
+            "size": format_size(wire.size),
+            "all-reduces": wire.iters,
+            "NVLinks read": wire.links_read,
+            "NVLinks carrying": carrying,
+            "sent per all-reduce (bytes)": round(sent),
+            "received per all-reduce (bytes)": round(received),
+            "2(n−1)/n · S (bytes)": round(wire.expected_bytes_per_op),
+            "sent ÷ formula": round(tx_ratio, 3),
         }
     ]
-    close = abs(wire["tx_ratio"] - 1) <= WIRE_TOLERANCE
+    close = abs(tx_ratio - 1) <= WIRE_TOLERANCE
     text = (
-        f"GPU 0 sent {wire['tx_ratio']:.3f} × 2(n−1)/n·S per all-reduce over {wire['links_carrying']} links: "
+        f"GPU 0 sent {tx_ratio:.3f} × 2(n−1)/n·S per all-reduce over {carrying} links: "
         + ("the ring formula holds" if close else "not the ring formula: NCCL moved more, or other traffic ran")
         + f" (within ±{WIRE_TOLERANCE:.0%}). For comparison, {ref_text}."
     )
@@ -605,9 +659,9 @@ def wire_report(result: Any) -> tuple[Any, Verdict]:
         "pass" if close else "fail",
         text,
         {
-            "tx_ratio": wire["tx_ratio"],
-            "rx_ratio": wire.get("rx_ratio"),
-            "links_carrying": wire["links_carrying"],
+            "tx_ratio": tx_ratio,
+            "rx_ratio": wire.rx_ratio,
+            "links_carrying": carrying,
             "reference_ratio": ref_ratio,
         },
         result.label,
@@ -628,9 +682,9 @@ def reference_sweep_busbw(size: int = 1 << 30) -> tuple[int, float]:
         return size, REFERENCE_SWEEP["busbw"]
     from nvtutorial.chapters.ch01_hardware import report_reference as reference_runs
 
-    return at_size(rows_of(reference_runs.load("sweep")), size)
+    return at_size(sweep_rows(reference_runs.load("sweep")), size)
 
 
 def reference_torch_busbw(size: int = 1 << 30, label: str = "torch allreduce default") -> tuple[int, float]:
     """``(size, busbw)`` of the reference machine's torch all-reduce at ``size``."""
-    return at_size(reference_torch()[label], size)
+    return at_size([TorchRow(**r) for r in reference_torch()[label]], size)

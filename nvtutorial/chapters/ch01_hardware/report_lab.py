@@ -10,25 +10,39 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from nvtutorial.chapters.ch01_hardware.report import at_size, is_gpu, reference_nccl_tests, repeats_of, rows_of
+from nvtutorial.chapters.ch01_hardware import schema_allreduce
+from nvtutorial.chapters.ch01_hardware.report import Sweep, at_size, is_gpu, reference_nccl_tests, sweep_rows
 from nvtutorial.report.verdict import Comparison, Verdict, compare
 from nvtutorial.units import format_size
+
+if TYPE_CHECKING:
+    from nvtutorial.machine.nccl_debug import TransportReport
+
+
+@dataclasses.dataclass(frozen=True)
+class LabPath:
+    """One path of an A/B lab (``lab.LAB_PATHS``): its name, the environment that selects it, what it means."""
+
+    name: str
+    env: dict[str, str]
+    meaning: str
 
 
 @dataclasses.dataclass
 class LabRun:
-    """One path of an A/B lab: the path (``experiments.bandwidth.LabPath``: name, env, meaning), its
-    RunResult, and the transport NCCL reported (:class:`~nvtutorial.machine.nccl_debug.TransportReport`)."""
+    """One path of an A/B lab: the path (:class:`LabPath`: name, env, meaning), its ``allreduce_bench`` run, and the
+    transport NCCL reported (:class:`~nvtutorial.machine.nccl_debug.TransportReport`)."""
 
-    path: Any
-    result: Any
-    transport: Any
+    path: LabPath
+    result: Sweep
+    transport: TransportReport
 
     @property
-    def rows(self) -> list[dict[str, Any]]:
-        return rows_of(self.result)
+    def rows(self) -> tuple[schema_allreduce.Row, ...]:
+        """The run's rows (rank 0's, typed)."""
+        return sweep_rows(self.result)
 
 
 def _runs(lab: Sequence[LabRun]) -> dict[str, LabRun]:
@@ -36,7 +50,7 @@ def _runs(lab: Sequence[LabRun]) -> dict[str, LabRun]:
 
 
 def common_largest_size(lab: Sequence[LabRun]) -> int:
-    sizes = set.intersection(*({int(r["size"]) for r in run.rows} for run in lab))
+    sizes = set.intersection(*({r.size for r in run.rows} for run in lab))
     if not sizes:
         raise ValueError("the lab's runs have no size in common")
     return max(sizes)
@@ -53,8 +67,8 @@ def compare_paths(lab: Sequence[LabRun], base: str, other: str, size: int | None
     """``other`` against ``base`` at ``size`` (default: the largest both measured), busbw, higher is better."""
     runs = _runs(lab)
     size = size or common_largest_size([runs[base], runs[other]])
-    pick = {name: next(r for r in runs[name].rows if int(r["size"]) == size) for name in (base, other)}
-    return size, compare(repeats_of(pick[base]), repeats_of(pick[other]), lower_is_better=False)
+    pick = {name: next(r for r in runs[name].rows if r.size == size) for name in (base, other)}
+    return size, compare(pick[base].samples(), pick[other].samples(), lower_is_better=False)
 
 
 def lab_rows(lab: Sequence[LabRun]) -> list[dict[str, Any]]:
@@ -92,7 +106,7 @@ def _reference_sentence() -> str:
 def lab_verdict(lab: Sequence[LabRun]) -> Verdict:
     """What the lab shows: each other path against the first (default), with the transport its logs name."""
     first = lab[0]
-    where = getattr(first.result, "label", "")
+    where = first.result.label
     if len(lab) < 2:
         why = (
             "CPU simulation: the other paths differ only in NCCL_* variables, which gloo ignores, so they were not "
@@ -182,15 +196,13 @@ def c7_rows(
 ) -> list[dict[str, Any]]:
     """Size by size (≥ ``min_size`` on GPUs): ``other`` against ``base`` through :func:`compare`."""
     runs = _runs(ab)
-    sizes = sorted({int(r["size"]) for r in runs[base].rows} & {int(r["size"]) for r in runs[other].rows})
+    sizes = sorted({r.size for r in runs[base].rows} & {r.size for r in runs[other].rows})
     if is_gpu(runs[base].result):
         sizes = [s for s in sizes if s >= min_size]
     rows = []
     for size in sizes:
         _, c = compare_paths(ab, base, other, size)
-        counts = [
-            next(r for r in runs[name].rows if int(r["size"]) == size).get("repeats", "?") for name in (base, other)
-        ]
+        counts = [next(r for r in runs[name].rows if r.size == size).repeats for name in (base, other)]
         rows.append(
             {
                 "size": format_size(size),
@@ -212,7 +224,7 @@ def claim_c7(
     runs = _runs(ab)
     a, b = runs[base], runs[other]
     rows = c7_rows(ab, base, other, min_size)
-    where = getattr(a.result, "label", "")
+    where = a.result.label
     statuses = [r["verdict"] for r in rows]
     numbers: dict[str, Any] = {
         "sizes": len(rows),

@@ -8,8 +8,6 @@ The physical limits and card data are :mod:`nvtutorial.machine.links`; the topol
 
 from __future__ import annotations
 
-from typing import Any
-
 from nvtutorial.chapters.ch01_hardware import report as bandwidth
 from nvtutorial.machine.links import SOURCE_NVLINK_CARDS, Expectation, card
 from nvtutorial.machine.topology import Topology
@@ -89,7 +87,9 @@ PREDICTION_SIZE = 1 << 30
 """Notebook 01 asks for the all-reduce busbw at 1 GiB."""
 
 
-def grade_run(prediction: float | None, result: Any, expectation: Expectation, size: int = PREDICTION_SIZE) -> Verdict:
+def grade_run(
+    prediction: float | None, result: bandwidth.Sweep, expectation: Expectation, size: int = PREDICTION_SIZE
+) -> Verdict:
     """Grade a prediction of the all-reduce busbw at ``size`` with :func:`~nvtutorial.teach.predict.grade_number`.
 
     On GPUs the run is the measurement. A CPU run cannot grade a GPU prediction: the course's own sweep
@@ -97,8 +97,8 @@ def grade_run(prediction: float | None, result: Any, expectation: Expectation, s
     """
     physical = expectation.physical_gbps
     if bandwidth.is_gpu(result):
-        rows = bandwidth.rows_of(result)
-        at = size if any(int(r["size"]) == size for r in rows) else None
+        rows = bandwidth.sweep_rows(result)
+        at = size if any(r.size == size for r in rows) else None
         size, measured = bandwidth.at_size(rows, at)
         where = result.label
         source = f"this run, {format_size(size)}"

@@ -17,6 +17,9 @@ all-reduces of ``wire_bytes``: the bytes its GPU really put on the wire, to comp
 ring all-reduce must send, 2(n−1)/n · S per GPU. Where the counters are missing the metric says
 "not available" and why.
 
+Each rank returns a :class:`~nvtutorial.chapters.ch01_hardware.schema_allreduce.Rank`: the rows of the sweep and, on
+rank 0, the wire count.
+
     torchrun --standalone --nproc-per-node 2 \\
         -m nvtutorial.chapters.ch01_hardware.workload_allreduce --set max_bytes=1073741824
     nvtutorial run allreduce_bench --set min_bytes=1024 --set max_bytes=1048576 --set dtype=bfloat16
@@ -31,7 +34,8 @@ from typing import Any, Literal
 
 from nvtutorial import nvml, runtime
 from nvtutorial.chapters.ch01_hardware.lessons.busbw import bus_bandwidth, time_all_reduce
-from nvtutorial.chapters.ch01_hardware.workload_bench import bandwidth_row, measure, torch_dtype
+from nvtutorial.chapters.ch01_hardware.schema_allreduce import Rank, Row, Wire
+from nvtutorial.chapters.ch01_hardware.workload_bench import bandwidth, measure, torch_dtype
 from nvtutorial.params import require
 from nvtutorial.units import size_sweep
 
@@ -93,14 +97,18 @@ def _stable_counters(pynvml: Any, handle: Any, links: list[int], settle_s: float
     return last
 
 
-def wire_bytes(ctx: runtime.Context, buf: Any, size: int, iters: int) -> dict[str, Any]:
-    """Bytes rank 0's GPU sent and received over NVLink per all-reduce of ``size`` bytes, vs the ring formula."""
+def wire_bytes(ctx: runtime.Context, buf: Any, size: int, iters: int) -> Wire | None:
+    """Bytes rank 0's GPU sent and received over NVLink per all-reduce of ``size`` bytes, vs the ring formula (every
+    rank joins the all-reduces; the others get None)."""
     import torch.distributed as dist
 
     expected = 2 * (ctx.world_size - 1) / ctx.world_size * size
-    base = {"size": size, "iters": iters, "expected_bytes_per_op": expected}
+
+    def missing(reason: str) -> Wire:
+        return Wire(size=size, iters=iters, expected_bytes_per_op=expected, available=False, reason=reason)
+
     if not ctx.is_gpu:
-        return {**base, "available": False, "reason": "CPU run: no NVLink counters (a simulation has no wire to count)"}
+        return missing("CPU run: no NVLink counters (a simulation has no wire to count)")
     x = buf[: size // buf.element_size()]
     x.zero_()
     with contextlib.ExitStack() as stack:
@@ -135,30 +143,32 @@ def wire_bytes(ctx: runtime.Context, buf: Any, size: int, iters: int) -> dict[st
                 reason = f"NVML could not read NVLink counters after the run: {type(exc).__name__}: {exc}"
         ctx.barrier()
     if not ctx.is_main:
-        return {}
+        return None
     if reason is not None:
-        return {**base, "available": False, "reason": reason}
+        return missing(reason)
     read = sorted(set(before) & set(after))
     tx = [(after[k][0] - before[k][0]) * 1024 for k in read]  # the counters are in KiB
     rx = [(after[k][1] - before[k][1]) * 1024 for k in read]
     carrying = [k for k, t in zip(read, tx) if t > 0]
-    return {
-        **base,
-        "available": True,
-        "links_read": len(read),
-        "links_carrying": len(carrying),
-        "tx_bytes_per_op": sum(tx) / iters,
-        "rx_bytes_per_op": sum(rx) / iters,
-        "tx_ratio": sum(tx) / iters / expected if expected else None,
-        "rx_ratio": sum(rx) / iters / expected if expected else None,
-        "tx_bytes_per_link_per_op": {str(k): t / iters for k, t in zip(read, tx) if t > 0},
-    }
+    return Wire(
+        size=size,
+        iters=iters,
+        expected_bytes_per_op=expected,
+        available=True,
+        links_read=len(read),
+        links_carrying=len(carrying),
+        tx_bytes_per_op=sum(tx) / iters,
+        rx_bytes_per_op=sum(rx) / iters,
+        tx_ratio=sum(tx) / iters / expected if expected else None,
+        rx_ratio=sum(rx) / iters / expected if expected else None,
+        tx_bytes_per_link_per_op={str(k): t / iters for k, t in zip(read, tx) if t > 0},
+    )
 
 
 # --- The workload ----------------------------------------------------------------------------------
 
 
-def run(ctx: runtime.Context, p: Params) -> dict:
+def run(ctx: runtime.Context, p: Params) -> Rank:
     import torch
     import torch.distributed as dist
 
@@ -170,7 +180,7 @@ def run(ctx: runtime.Context, p: Params) -> dict:
     for _ in range(p.warmup):  # as nccl-tests: warm up at the largest size before the sweep
         dist.all_reduce(buf[: sizes[-1] // item])
     ctx.sync()
-    rows = []
+    rows: list[Row] = []
     for i, size in enumerate(sizes):
         x = buf[: size // item]
         x.zero_()  # sums of zeros stay zero: no overflow in fp16 whatever the iteration count
@@ -188,34 +198,26 @@ def run(ctx: runtime.Context, p: Params) -> dict:
         ok = bool((x[0] == expected).item() and (x[-1] == expected).item())
         if not ok:
             raise AssertionError(f"all-reduce of {size} B gave {x[0].item()} on rank {ctx.rank}, expected {expected}")
+        measured = bandwidth(ctx, size, times, lambda s, t: bus_bandwidth(s, t, ctx.world_size))
         rows.append(
-            bandwidth_row(
-                ctx,
-                size,
-                times,
-                lambda s, t: bus_bandwidth(s, t, ctx.world_size),
-                count=size // item,
-                dtype=p.dtype,
-                iters=iters,
-                correct=ok,
-            )
+            Row(size=size, count=size // item, dtype=p.dtype, iters=iters, correct=ok, **dataclasses.asdict(measured))
         )
-        ctx.progress(i + 1, len(sizes), "all-reduce sweep", size=size, busbw=round(rows[-1]["busbw"], 2))
-    out: dict[str, Any] = {
-        "rows": rows,
-        "collective": "all_reduce",
-        "world_size": ctx.world_size,
-        "dtype": p.dtype,
-        "timer": "cuda events" if ctx.is_gpu else "perf_counter",
-        "largest_size": rows[-1]["size"],
-        "busbw_at_largest": rows[-1]["busbw"],
-    }
+        ctx.progress(i + 1, len(sizes), "all-reduce sweep", size=size, busbw=round(rows[-1].busbw, 2))
+    wire = None
     if p.wire_bytes:
         size = max(item, p.wire_bytes - p.wire_bytes % item)
-        wire = wire_bytes(ctx, buf, size, p.wire_iters)
-        if ctx.is_main:
-            out["wire"] = wire
-    return out
+        counted = wire_bytes(ctx, buf, size, p.wire_iters)  # every rank joins its all-reduces
+        wire = counted if ctx.is_main else None
+    return Rank(
+        rows=tuple(rows),
+        collective="all_reduce",
+        world_size=ctx.world_size,
+        dtype=p.dtype,
+        timer="cuda events" if ctx.is_gpu else "perf_counter",
+        largest_size=rows[-1].size,
+        busbw_at_largest=rows[-1].busbw,
+        wire=wire,
+    )
 
 
 if __name__ == "__main__":

@@ -1,8 +1,10 @@
 """Worker helpers shared by the bandwidth workloads (``allreduce_bench``, ``sendrecv_bench``): timed
-repeats with every rank aligned, agreement between ranks, and one row of algbw/busbw per size."""
+repeats with every rank aligned, agreement between ranks, and the algbw/busbw of one size (:class:`Bandwidth`, the
+part every row of their schemas shares)."""
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
 from collections.abc import Callable
 from typing import Any
@@ -66,23 +68,36 @@ def slowest(ctx: runtime.Context, seconds: list[float]) -> list[float]:
     return [float(v) for v in t.tolist()]
 
 
-def bandwidth_row(
-    ctx: runtime.Context, size: int, times: list[float], busbw: Callable[[int, float], float], **extra: Any
-) -> dict[str, Any]:
+@dataclasses.dataclass(frozen=True)
+class Bandwidth:
+    """The measured part of a row of ``schema_allreduce.Row`` or ``schema_sendrecv.Row``, in their order (a row is
+    built with ``Row(size=..., <its own fields>, **dataclasses.asdict(bandwidth))``)."""
+
+    time_us: float
+    """The median repeat's time per call, µs."""
+    algbw: float
+    """S ÷ time, GB/s."""
+    busbw: float
+    """``busbw(size, seconds)`` of the median time, GB/s."""
+    busbw_min: float
+    busbw_max: float
+    repeats: int
+    busbw_repeats: tuple[float, ...]
+    """Every repeat's busbw (what :func:`~nvtutorial.report.verdict.compare` reads)."""
+
+
+def bandwidth(ctx: runtime.Context, size: int, times: list[float], busbw: Callable[[int, float], float]) -> Bandwidth:
     """One size: the slowest rank's time of each repeat → the median time (µs), algbw and ``busbw(size, seconds)``
-    (GB/s), the range over the repeats, and every repeat's busbw (what :func:`~nvtutorial.report.verdict.compare`
-    reads)."""
+    (GB/s), the range over the repeats, and every repeat's busbw."""
     per_repeat = slowest(ctx, times)
     med = statistics.median(per_repeat)
-    each = [busbw(size, t) for t in per_repeat]
-    return {
-        "size": size,
-        **extra,
-        "time_us": med * 1e6,
-        "algbw": size / med / 1e9,
-        "busbw": busbw(size, med),
-        "busbw_min": min(each),
-        "busbw_max": max(each),
-        "repeats": len(times),
-        "busbw_repeats": each,
-    }
+    each = tuple(busbw(size, t) for t in per_repeat)
+    return Bandwidth(
+        time_us=med * 1e6,
+        algbw=size / med / 1e9,
+        busbw=busbw(size, med),
+        busbw_min=min(each),
+        busbw_max=max(each),
+        repeats=len(times),
+        busbw_repeats=each,
+    )

@@ -15,7 +15,8 @@ around ``iters`` rounds, both GPUs synchronised at both ends; GB/s are per direc
 near 100 % for both means the two directions really ran at the same time.
 
 Without 2 GPUs it says so: on a CPU run it times a host ``memcpy`` between two buffers instead,
-labelled as a simulation; on a machine with one GPU it returns a single "needs 2 GPUs" row.
+labelled as a simulation; on a machine with one GPU it returns no rows and a note that it needs 2 GPUs. Each rank
+returns a :class:`~nvtutorial.chapters.ch01_hardware.schema_p2p.Rank` (rank 0 copies; others wait).
 
     torchrun --standalone --nproc-per-node 1 \\
         -m nvtutorial.chapters.ch01_hardware.workload_p2p --set max_bytes=1073741824
@@ -31,6 +32,7 @@ from collections.abc import Callable
 from typing import Any, Literal
 
 from nvtutorial import runtime
+from nvtutorial.chapters.ch01_hardware.schema_p2p import Rank, Row
 from nvtutorial.params import require
 from nvtutorial.units import size_sweep
 
@@ -76,17 +78,29 @@ def _block_seconds(ops: list[Callable[[], Any]], iters: int, sync: Callable[[], 
     return time.perf_counter() - t0
 
 
-def _rates(size: int, iters: int, seconds: list[float]) -> dict[str, Any]:
-    each = [size * iters / s / 1e9 for s in seconds]
+def _row(
+    path: str,
+    mode: Literal["one way", "both at once"],
+    size: int,
+    iters: int,
+    seconds: list[float],
+    busy_share: float | None = None,
+) -> Row:
+    """One direction at one size: the median repeat's time per round, its GB/s and every repeat's."""
+    each = tuple(size * iters / s / 1e9 for s in seconds)
     med = statistics.median(seconds)
-    return {
-        "time_us": med / iters * 1e6,
-        "gbps": size * iters / med / 1e9,
-        "gbps_min": min(each),
-        "gbps_max": max(each),
-        "gbps_repeats": each,
-        "iters": iters,
-    }
+    return Row(
+        path=path,
+        mode=mode,
+        size=size,
+        time_us=med / iters * 1e6,
+        gbps=size * iters / med / 1e9,
+        gbps_min=min(each),
+        gbps_max=max(each),
+        gbps_repeats=each,
+        iters=iters,
+        busy_share=busy_share,
+    )
 
 
 def _iters_for(p: Params, ops: list[Callable[[], Any]], sync: Callable[[], None]) -> int:
@@ -96,7 +110,7 @@ def _iters_for(p: Params, ops: list[Callable[[], Any]], sync: Callable[[], None]
     return max(1, min(p.iters, int(p.target_s / max(estimate, 1e-9))))
 
 
-def host_rows(p: Params, a: Any, b: Any, label: str) -> list[dict[str, Any]]:
+def host_rows(p: Params, a: Any, b: Any, label: str) -> list[Row]:
     """The CPU stand-in: ``b.copy_(a)`` between two host buffers, timed like the GPU copies."""
     rows = []
     for size in p.size_list():
@@ -106,11 +120,11 @@ def host_rows(p: Params, a: Any, b: Any, label: str) -> list[dict[str, Any]]:
         seconds = [_block_seconds(ops, iters, lambda: None) for _ in range(p.repeats)]
         if not dst.equal(src):
             raise AssertionError(f"{label}: the copy of {size} B does not match its source")
-        rows.append({"path": label, "mode": "one way", "size": size, **_rates(size, iters, seconds)})
+        rows.append(_row(label, "one way", size, iters, seconds))
     return rows
 
 
-def gpu_rows(p: Params, bufs: dict[int, Any], streams: dict[tuple[int, int], tuple[Any, Any]]) -> list[dict[str, Any]]:
+def gpu_rows(p: Params, bufs: dict[int, Any], streams: dict[tuple[int, int], tuple[Any, Any]]) -> list[Row]:
     """One way each direction, then both at once, for every size (see the module docstring)."""
     import torch
 
@@ -130,17 +144,18 @@ def gpu_rows(p: Params, bufs: dict[int, Any], streams: dict[tuple[int, int], tup
 
         return op
 
-    rows = []
+    rows: list[Row] = []
     for size in p.size_list():
-        modes = []
+        modes: list[tuple[Literal["one way", "both at once"], list[tuple[int, int]]]] = []
         if p.directions in ("one", "all"):
-            modes += [("one way", [(a, b)]), ("one way", [(b, a)])]
+            modes.extend([("one way", [(a, b)]), ("one way", [(b, a)])])
         if p.directions in ("both", "all"):
             modes.append(("both at once", [(a, b), (b, a)]))
         for mode, pairs in modes:
             ops = [copier(s, d, size) for s, d in pairs]
             iters = _iters_for(p, ops, sync)
-            seconds, busy = [], {pair: [] for pair in pairs}
+            seconds: list[float] = []
+            busy: dict[tuple[int, int], list[float]] = {pair: [] for pair in pairs}
             for _ in range(p.repeats):
                 marks = {
                     pair: (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for pair in pairs
@@ -151,10 +166,10 @@ def gpu_rows(p: Params, bufs: dict[int, Any], streams: dict[tuple[int, int], tup
             for s, d in pairs:
                 if not (bufs[s][0][:size][-16:].cpu().equal(bufs[d][1][:size][-16:].cpu())):
                     raise AssertionError(f"cuda:{s} → cuda:{d}: the copy of {size} B does not match its source")
-                row = {"path": f"cuda:{s} → cuda:{d}", "mode": mode, "size": size, **_rates(size, iters, seconds)}
-                if mode == "both at once":
-                    row["busy_share"] = statistics.median(t / w for t, w in zip(busy[(s, d)], seconds))
-                rows.append(row)
+                share = (
+                    statistics.median(t / w for t, w in zip(busy[(s, d)], seconds)) if mode == "both at once" else None
+                )
+                rows.append(_row(f"cuda:{s} → cuda:{d}", mode, size, iters, seconds, busy_share=share))
     return rows
 
 
@@ -176,35 +191,24 @@ def _timed(
     return time.perf_counter() - t0
 
 
-def run(ctx: runtime.Context, p: Params) -> dict:
+def run(ctx: runtime.Context, p: Params) -> Rank:
     import torch
 
     sizes = p.size_list()
     if not ctx.is_main:
-        return {"role": "waits while rank 0 copies"}
+        return Rank(mode="waits", note="waits while rank 0 copies")
     if not ctx.is_gpu:
         a = torch.randint(0, 255, (max(sizes),), dtype=torch.uint8)
         b = torch.empty_like(a)
         rows = host_rows(p, a, b, "host memcpy (simulation, not a GPU link)")
-        return {
-            "mode": "simulation",
-            "rows": rows,
-            "note": "CPU run: a copy between two host buffers stands in for the GPU-to-GPU copy",
-        }
+        return Rank(
+            mode="simulation",
+            rows=tuple(rows),
+            note="CPU run: a copy between two host buffers stands in for the GPU-to-GPU copy",
+        )
     count = torch.cuda.device_count()
     if max(p.src, p.dst) >= count:
-        return {
-            "mode": "skipped",
-            "note": f"needs 2 GPUs: this process sees {count}",
-            "rows": [
-                {
-                    "path": f"cuda:{p.src} → cuda:{p.dst}",
-                    "size": None,
-                    "gbps": None,
-                    "note": f"skipped: needs 2 GPUs, {count} visible",
-                }
-            ],
-        }
+        return Rank(mode="skipped", note=f"needs 2 GPUs: this process sees {count}")
     devices = (torch.device("cuda", p.src), torch.device("cuda", p.dst))
     peer = {f"{x.index}->{y.index}": bool(torch.cuda.can_device_access_peer(x, y)) for x, y in (devices, devices[::-1])}
     bufs = {}
@@ -216,13 +220,13 @@ def run(ctx: runtime.Context, p: Params) -> dict:
     streams = {(s.index, d.index): (torch.cuda.Stream(s), torch.cuda.Stream(d)) for s, d in (devices, devices[::-1])}
     rows = gpu_rows(p, bufs, streams)
     ctx.progress(1, 1, "device-to-device copy")
-    return {
-        "mode": "gpu",
-        "rows": rows,
-        "peer_access": peer,
-        "timer": "host clock, both GPUs synchronised",
-        "devices": [torch.cuda.get_device_name(d) for d in devices],
-    }
+    return Rank(
+        mode="gpu",
+        rows=tuple(rows),
+        peer_access=peer,
+        timer="host clock, both GPUs synchronised",
+        devices=tuple(torch.cuda.get_device_name(d) for d in devices),
+    )
 
 
 if __name__ == "__main__":

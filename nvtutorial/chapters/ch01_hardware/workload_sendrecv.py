@@ -6,7 +6,8 @@ nccl-tests' ``sendrecv_perf`` measures with 2 ranks). Both use ``dist.batch_isen
 NCCL groups the send and the receive (a lone send facing a lone send would deadlock). Reported
 per direction: algbw = S / t, and busbw = algbw (nccl-tests' factor for sendrecv is 1); for
 ``both ways`` ``total_gbps`` adds the two directions. A link is full duplex when ``both ways``
-keeps the one-way bandwidth in each direction.
+keeps the one-way bandwidth in each direction. Each rank returns a
+:class:`~nvtutorial.chapters.ch01_hardware.schema_sendrecv.Rank`.
 
     torchrun --standalone --nproc-per-node 2 \\
         -m nvtutorial.chapters.ch01_hardware.workload_sendrecv --set max_bytes=1073741824
@@ -19,7 +20,8 @@ import dataclasses
 from typing import Any, Literal
 
 from nvtutorial import runtime
-from nvtutorial.chapters.ch01_hardware.workload_bench import bandwidth_row, measure, torch_dtype
+from nvtutorial.chapters.ch01_hardware.schema_sendrecv import Rank, Row
+from nvtutorial.chapters.ch01_hardware.workload_bench import bandwidth, measure, torch_dtype
 from nvtutorial.params import require
 from nvtutorial.units import size_sweep
 
@@ -66,7 +68,7 @@ def exchange(ctx: runtime.Context, send: Any, recv: Any, two_way: bool) -> None:
         req.wait()
 
 
-def run(ctx: runtime.Context, p: Params) -> dict:
+def run(ctx: runtime.Context, p: Params) -> Rank:
     import torch
 
     if ctx.world_size < 2 or ctx.world_size % 2:
@@ -79,7 +81,7 @@ def run(ctx: runtime.Context, p: Params) -> dict:
     send = torch.full((max(sizes) // item,), float(ctx.rank + 1), dtype=dtype, device=ctx.device)
     recv = torch.zeros_like(send)
     modes = {"one": [False], "two": [True], "both": [False, True]}[p.directions]
-    rows = []
+    rows: list[Row] = []
     total = len(sizes) * len(modes)
     for two_way in modes:
         for size in sizes:
@@ -100,25 +102,24 @@ def run(ctx: runtime.Context, p: Params) -> dict:
                 raise AssertionError(
                     f"rank {ctx.rank} received {r[0].item()} from rank {ctx.rank ^ 1}, expected {(ctx.rank ^ 1) + 1}"
                 )
-            row = bandwidth_row(
-                ctx,
-                size,
-                times,
-                lambda s, t: s / t / 1e9,
+            measured = bandwidth(ctx, size, times, lambda s, t: s / t / 1e9)
+            row = Row(
+                size=size,
                 direction="both ways" if two_way else "one way",
                 iters=iters,
                 dtype=p.dtype,
+                **dataclasses.asdict(measured),
+                total_gbps=measured.algbw * (2 if two_way else 1),
             )
-            row["total_gbps"] = row["algbw"] * (2 if two_way else 1)
             rows.append(row)
-            ctx.progress(len(rows), total, "send/recv sweep", size=size, gbps=round(row["algbw"], 2))
-    return {
-        "rows": rows,
-        "collective": "sendrecv",
-        "world_size": ctx.world_size,
-        "dtype": p.dtype,
-        "timer": "cuda events" if ctx.is_gpu else "perf_counter",
-    }
+            ctx.progress(len(rows), total, "send/recv sweep", size=size, gbps=round(row.algbw, 2))
+    return Rank(
+        rows=tuple(rows),
+        collective="sendrecv",
+        world_size=ctx.world_size,
+        dtype=p.dtype,
+        timer="cuda events" if ctx.is_gpu else "perf_counter",
+    )
 
 
 if __name__ == "__main__":

@@ -10,17 +10,6 @@ rank-side file never loads pandas or matplotlib::
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from nvtutorial.chapters import facade
 
-FILES = ("exercises", "report", "lessons")
-
-
-def __getattr__(name: str) -> Any:  # PEP 562: each file is imported when first asked for
-    if name in FILES:
-        return importlib.import_module(f"{__name__}.{name}")
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}; its files are {', '.join(FILES)}")
-
-
-def __dir__() -> list[str]:
-    return sorted(list(globals()) + list(FILES))
+FILES, __getattr__, __dir__ = facade(__name__)

@@ -1,13 +1,12 @@
-"""Plots for notebooks 03 and 04. Each takes data and ``where`` (a RunResult, EnvInfo or label) and
-returns ``(fig, ax)``; every figure says where it was measured, under the axes."""
+"""Plots for notebook 03 (notebook 04's are in its chapter). Each takes data and ``where`` (a RunResult, EnvInfo or
+label) and returns ``(fig, ax)``; every figure says where it was measured, under the axes."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from nvtutorial.chapters.ch03_ddp_training.report import PATHS, SOURCE_ROW_FOR, SOURCE_TABLE, find_row, rows_of
-from nvtutorial.chapters.ch04_optimisations.report import comparison, loss_difference
+from nvtutorial.chapters.ch03_ddp_training.report import PATHS, SOURCE_ROW_FOR, SOURCE_TABLE, PathRow
 from nvtutorial.plots.style import figure, finish
 
 
@@ -93,17 +92,18 @@ def plot_scaling(summary: Mapping[str, Any], where: Any) -> tuple[Any, Any]:
     return fig, axes
 
 
-def plot_source_comparison(rows: Mapping[str, Mapping[str, Any] | None], where: Any) -> tuple[Any, Any]:
+def plot_source_comparison(rows: Mapping[str, PathRow | None], where: Any) -> tuple[Any, Any]:
     """Speed-up over 1 GPU and exposed communication share per path, ours next to the source's."""
     src = {r["path"]: r for r in SOURCE_TABLE}
-    base = rows.get("1gpu")
     keys = list(PATHS)
     fig, axes = figure(10, 3.8, ncols=2)
+    ok = {k: p.row for k in keys if (p := rows.get(k)) is not None and p.row.status == "ok"}  # the measured rows
 
     def measured(k: str) -> bool:
-        return bool(rows.get(k)) and rows[k].get("status") == "ok"  # type: ignore[union-attr]
+        return k in ok
 
-    ours = [rows[k]["samples_per_s"] / base["samples_per_s"] if measured(k) and base else 0.0 for k in keys]  # type: ignore[index]
+    base = ok["1gpu"].samples_per_s if measured("1gpu") else None
+    ours = [(ok[k].samples_per_s or 0.0) / base if measured(k) and base else 0.0 for k in keys]
     theirs = [58.0 / src[SOURCE_ROW_FOR[k]]["minutes_per_epoch"] if k in SOURCE_ROW_FOR else 0.0 for k in keys]
     gpu = getattr(getattr(where, "env", None), "is_gpu", True)
     short = (
@@ -121,7 +121,7 @@ def plot_source_comparison(rows: Mapping[str, Mapping[str, Any] | None], where: 
     axes[0].set_xticks(x, short, fontsize=8)
     axes[0].set_ylabel("speed-up over 1 GPU (same global batch)")
     axes[0].set_ylim(0, 2.6)
-    comm_ours = [100 * (rows[k].get("comm_share") or 0.0) if measured(k) else 0.0 for k in keys[1:]]  # type: ignore[union-attr]
+    comm_ours = [100 * (ok[k].comm_share or 0.0) if measured(k) else 0.0 for k in keys[1:]]
     comm_src = [100 * (src[SOURCE_ROW_FOR[k]]["comm_share"] or 0.0) if k in SOURCE_ROW_FOR else 0.0 for k in keys[1:]]
     axes[1].bar([i - w / 2 for i in x[:-1]], comm_ours, w, label="ours: exposed communication")
     axes[1].bar([i + w / 2 for i in x[:-1]], comm_src, w, label="source")
@@ -144,76 +144,3 @@ def plot_source_comparison(rows: Mapping[str, Mapping[str, Any] | None], where: 
     fig.suptitle("The source's table, reproduced with the course UNet")
     finish(fig, where)
     return fig, axes
-
-
-def plot_step_changes(result: Any, variants: Sequence[str], where: Any, title: str) -> tuple[Any, Any]:
-    """Each variant's step time relative to the baseline's (%), with the noise band of the comparison:
-    a bar inside the band is "no change"."""
-    found = [(v, c) for v in variants if (c := comparison(result, v)) is not None]
-    fig, ax = figure(8, max(2.4, 0.5 * len(found) + 1.4))
-    colours = {"faster": "C2", "slower": "C3", "no change": "0.6"}
-    for i, (_, c) in enumerate(found):
-        ax.barh(i, 100 * c.change, color=colours[c.status])
-        ax.fill_betweenx([i - 0.4, i + 0.4], -100 * c.noise, 100 * c.noise, color="0.85", zorder=0)
-        ax.text(
-            100 * c.change,
-            i,
-            f" {c.change:+.1%} {c.status} ",
-            va="center",
-            ha="left" if c.change >= 0 else "right",
-            fontsize=7,
-        )
-    ax.axvline(0, color="k", lw=1)
-    ax.set_yticks(range(len(found)), [v for v, _ in found], fontsize=8)
-    ax.invert_yaxis()
-    lim = max([abs(100 * c.change) for _, c in found] + [100 * c.noise for _, c in found] + [2.0]) * 1.6
-    ax.set_xlim(-lim, lim)
-    ax.set_xlabel("step time against the baseline (%); grey: the noise band (no change inside it)")
-    ax.set_title(title)
-    finish(fig, where)
-    return fig, ax
-
-
-def plot_loss_differences(
-    result: Any, variants: Sequence[str], where: Any, title: str = "Loss per step, minus the baseline's"
-) -> tuple[Any, Any]:
-    """The loss difference to the baseline, step by step, for the variants whose losses differ at all;
-    the identical ones are named, not drawn on top of each other."""
-    rows = rows_of(result)
-    base = find_row(rows, "baseline")
-    fig, ax = figure(8, 3.6)
-    same = [v for v in variants if loss_difference(result, v) == 0.0]
-    for v in variants:
-        row = find_row(rows, v)
-        if v in same or not row or not base or "loss_curve" not in row:
-            continue
-        diff = [b - a for a, b in zip(base["loss_curve"], row["loss_curve"])]
-        ax.plot(range(1, len(diff) + 1), diff, lw=1.2, label=v)
-    ax.axhline(0, color="k", lw=1)
-    ax.xaxis.get_major_locator().set_params(integer=True)
-    ax.set_xlabel("optimizer step")
-    ax.set_ylabel("loss − baseline's loss")
-    if ax.get_legend_handles_labels()[0]:
-        ax.legend(fontsize=8)
-    ax.set_title(title + (f"\nidentical to the baseline, bit for bit: {', '.join(same)}" if same else ""), fontsize=9)
-    finish(fig, where)
-    return fig, ax
-
-
-def plot_attention(metrics: Mapping[str, Any], where: Any) -> tuple[Any, Any]:
-    """Attention block time per SDPA setting, log scale (the backends differ by up to 10×). The UNet is not
-    drawn: it calls no attention, and its step with flash on and off is stated in words (claim C9)."""
-    rows = metrics["attention"]
-    fig, ax = figure(8, max(2.6, 0.45 * len(rows) + 1.4))
-    ax.barh(range(len(rows)), [r["ms"] for r in rows], color="C0")
-    ax.set_yticks(range(len(rows)), [r["setting"] for r in rows], fontsize=8)
-    ax.invert_yaxis()
-    ax.set_xscale("log")
-    for i, r in enumerate(rows):
-        kernel = next((o for o in r.get("ops", []) if "backward" not in o), "?").replace("_scaled_dot_product_", "")
-        ax.text(r["ms"], i, f" {r['ms']:.2f} ms  {kernel}", va="center", fontsize=7)
-    ax.set_xlim(right=max(r["ms"] for r in rows) * 8)
-    ax.set_xlabel("self-attention block, forward + backward (ms, median, log scale)")
-    ax.set_title("What enable_flash_sdp and sdpa_kernel choose between: attention kernels", fontsize=9)
-    finish(fig, where)
-    return fig, ax

@@ -3,38 +3,23 @@
 Pure functions of the numbers the runs returned (never launches, never draws), tested without a
 GPU: each check and each claim (C1, C14, C15 and the validation half of C18) is a
 :class:`~nvtutorial.report.verdict.Verdict` computed from the measurements. The ``train`` workload's
-rows are read in two layouts: the current one (timed rounds, an A/A repeat) and the one of the
-committed 2× H200 reference runs (``reference/h200x2/runs/train-*``: a median, a minimum and a
-maximum per configuration), so the reference's verdicts are recomputed by the tests.
+results are read typed (:mod:`~nvtutorial.chapters.ch03_ddp_training.schema`: a ``Rank`` per rank, a ``Row`` per
+configuration); the committed 2× H200 reference runs (``reference/h200x2/runs/train-*``), written in an earlier
+layout (a median, a minimum and a maximum per configuration), read as today's through the schema's ``upgrade``, so
+the reference's verdicts are recomputed by the tests.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any, TypeGuard
 
+from nvtutorial.chapters.ch03_ddp_training import schema
+from nvtutorial.chapters.ch03_ddp_training.schema import SOLO, Row
 from nvtutorial.report.verdict import Comparison, Verdict, aa_gap, compare
-
-SOLO = "1 GPU, no DDP"
-"""The train workload's 1-GPU configuration (rank 0 alone, the model without DDP)."""
-
-COMMITTED_NAMES = {
-    "base": "baseline",
-    "amp=fp32": "fp32",
-    "amp=fp16": "fp16",
-    "gradient_as_bucket_view=true": "gradient_as_bucket_view=True",
-    "static_graph=true": "static_graph=True",
-    "batch_size=8+accumulation=4": "no_sync accumulation",
-    "batch_size=8+accumulation=4+no_sync=false": "accumulation without no_sync",
-    "channels_last=true": "channels_last",
-    "checkpointing=true": "activation checkpointing",
-    "compile=true": "torch.compile",
-    "flash_sdp=false": "flash_sdp=False",
-    "data=device+batch_size=32": "baseline",
-    "data=device+batch_size=16": "baseline",
-}
-"""Variant names of the committed reference runs -> the names of today's train workload."""
+from nvtutorial.results import RunResult
 
 FLASH_OFF = "flash_sdp=False"
 """A committed variant that does the baseline's work exactly (a UNet calls no attention): its A/A pair."""
@@ -72,86 +57,88 @@ CPU_PATHS = {
 }
 """Our rows' names when the runs were CPU simulations: no GPU path was measured."""
 
+Train = RunResult | schema.Rank
+"""A run of the ``train`` workload, or one rank's typed result (rank 0's, for a reader of one rank)."""
+
 
 # --- reading the train workload's rows ---------------------------------------------------------
-def _metrics(result: Any) -> Mapping[str, Any]:
-    return result.metrics if hasattr(result, "metrics") else result
+_READ: dict[int, tuple[list[Any], list[schema.Rank]]] = {}
+"""Runs read typed, by the run object's id, with the list of rank results each was read from (the committed run
+reads in tens of milliseconds, and a table reads it once per variant)."""
 
 
-def where(result: Any) -> str:
+def ranks_of(run: Train) -> list[schema.Rank]:
+    """Every rank's typed result of a ``train`` run (one, for a rank's result given as it is)."""
+    if isinstance(run, schema.Rank):
+        return [run]
+    seen = _READ.get(id(run))
+    if seen is not None and seen[0] is run.ranks:
+        return seen[1]
+    if len(_READ) >= 16:
+        _READ.clear()
+    read = run.ranks_as(schema.Rank)
+    _READ[id(run)] = (run.ranks, read)
+    return read
+
+
+def where(result: object) -> str:
     """Where a run was measured (its label), or a plain string as given."""
     return str(getattr(result, "label", result if isinstance(result, str) else ""))
 
 
-def is_gpu(result: Any) -> bool:
+def is_gpu(result: Train) -> bool:
+    """Measured on GPUs: the run's environment says so, or (a rank's result) its device."""
     env = getattr(result, "env", None)
     if env is not None:
         return bool(env.is_gpu)
-    return str(_metrics(result).get("device", "cpu")).startswith("cuda")
+    ranks = ranks_of(result)
+    return bool(ranks) and ranks[0].device.startswith("cuda")
 
 
-def normalise_row(row: Mapping[str, Any]) -> dict[str, Any]:
-    """A row in today's layout, with ``step_ms_repeats``: the timed rounds' medians, or for a committed
-    reference row (one round: the median, minimum and maximum of its timed steps) ``[min, median, max]``.
-    These are not repeats: their spread is the step-to-step spread, not that of round medians, so the
-    reference's noise is mostly the A/A gap or the 1 % floor (``row["layout"] == "committed"`` says so)."""
-    r = dict(row)
-    if "step_ms_rounds" in r:
-        r["step_ms_repeats"] = list(r["step_ms_rounds"])
-        return r
-    r["layout"] = "committed"
-    r["variant"] = COMMITTED_NAMES.get(r["variant"], r["variant"])
-    if r.get("accumulation", 1) > 1:  # the committed rows name the micro-batch; today's the per-GPU batch
-        r["per_gpu_batch"] = r["per_gpu_batch"] * r["accumulation"]
-    if r.get("status") == "ok":
-        r["step_ms_repeats"] = [r["step_ms_min"], r["step_ms"], r["step_ms_max"]]
-    return r
+def rows_of(result: Train, rank: int = 0) -> tuple[Row, ...]:
+    """The rows of ``rank`` (rank 0: the run's summary), typed; none for a run that returned nothing."""
+    ranks = ranks_of(result)
+    return ranks[rank].rows if ranks else ()
 
 
-def rows_of(result: Any, rank: int = 0) -> list[dict[str, Any]]:
-    """The train workload's rows of ``rank`` (rank 0: the run's metrics), in today's layout."""
-    ranks = getattr(result, "ranks", None)
-    metrics = ranks[rank] if ranks else _metrics(result)
-    return [normalise_row(r) for r in metrics.get("rows", [])]
-
-
-def find_row(
-    rows: Sequence[Mapping[str, Any]], variant: str, batch: int | None = None, aa_repeat: bool = False
-) -> dict[str, Any] | None:
+def find_row(rows: Sequence[Row], variant: str, batch: int | None = None, aa_repeat: bool = False) -> Row | None:
     """The measured row of ``variant`` (at per-GPU ``batch`` if given); the A/A repeat only if asked."""
     for row in rows:
-        if (
-            row.get("variant") == variant
-            and (batch is None or row.get("per_gpu_batch") == batch)
-            and bool(row.get("aa_repeat")) == aa_repeat
-        ):
-            return dict(row)
+        if row.variant == variant and (batch is None or row.per_gpu_batch == batch) and row.aa_repeat == aa_repeat:
+            return row
     return None
 
 
-def ok(row: Mapping[str, Any] | None) -> TypeGuard[Mapping[str, Any]]:
+def ok(row: Row | None) -> TypeGuard[Row]:
     """A measured row (not None) whose status is ok and that holds its step-time repeats."""
-    return bool(row) and row.get("status") == "ok" and bool(row.get("step_ms_repeats"))
+    return row is not None and row.status == "ok" and bool(row.repeats)
 
 
-def aa_gap_of(rows: Sequence[Mapping[str, Any]]) -> float | None:
+def measured(value: float | None, row: Row, what: str) -> float:
+    """``value``, a number an ok row holds (``what``: its field), or a ValueError naming the row."""
+    if value is None:
+        raise ValueError(f"the row of {row.variant!r} at per-GPU batch {row.per_gpu_batch} has no {what}")
+    return value
+
+
+def aa_gap_of(rows: Sequence[Row]) -> float | None:
     """The relative gap between two measurements of the same code in one run: the first configuration
     and its repeat at the end (today), or the baseline and ``flash_sdp=False`` (committed 04 run)."""
-    repeat = next((r for r in rows if r.get("aa_repeat") and ok(r)), None)
+    repeat = next((r for r in rows if r.aa_repeat and ok(r)), None)
     if repeat is not None:
-        first = find_row(rows, repeat["variant"], repeat["per_gpu_batch"])
-        return aa_gap(first["step_ms_repeats"], repeat["step_ms_repeats"]) if ok(first) else None
+        first = find_row(rows, repeat.variant, repeat.per_gpu_batch)
+        return aa_gap(first.repeats, repeat.repeats) if ok(first) else None
     base, same = find_row(rows, "baseline"), find_row(rows, FLASH_OFF)
-    return aa_gap(base["step_ms_repeats"], same["step_ms_repeats"]) if ok(base) and ok(same) else None
+    return aa_gap(base.repeats, same.repeats) if ok(base) and ok(same) else None
 
 
-def repeats_on_every_rank(result: Any, variant: str, batch: int | None = None) -> list[float]:
+def repeats_on_every_rank(result: Train, variant: str, batch: int | None = None) -> list[float]:
     """The step-time repeats of one configuration from every rank of the run, together."""
     out: list[float] = []
-    for rank in range(len(getattr(result, "ranks", None) or [None])):
-        row = find_row(rows_of(result, rank), variant, batch)
+    for rank in ranks_of(result):
+        row = find_row(rank.rows, variant, batch)
         if ok(row):
-            out += row["step_ms_repeats"]
+            out += row.repeats
     return out
 
 
@@ -324,13 +311,16 @@ def efficiency(samples_per_s_n: float, samples_per_s_1: float, n: int = 2) -> fl
     return samples_per_s_n / (n * samples_per_s_1)
 
 
-def counted_gb(row: Mapping[str, Any]) -> float | None:
+def counted_gb(row: Row | None) -> float | None:
     """Weights + gradients + optimizer state + activations saved for backward, counted tensor by tensor (GB)."""
-    parts = [row.get(k) for k in ("param_bytes", "grad_bytes", "optimizer_bytes", "saved_activation_bytes")]
-    return sum(parts) / 1e9 if all(isinstance(x, (int, float)) for x in parts) else None  # type: ignore[misc]
+    if row is None:
+        return None
+    parts = [row.param_bytes, row.grad_bytes, row.optimizer_bytes, row.saved_activation_bytes]
+    counted = [x for x in parts if x is not None]
+    return sum(counted) / 1e9 if len(counted) == len(parts) else None
 
 
-def scaling_summary(two_gpus: Any, one_gpu: Any = None) -> dict[str, Any]:
+def scaling_summary(two_gpus: Train, one_gpu: Train | None = None) -> dict[str, Any]:
     """1 GPU against 2 at a fixed per-GPU batch and at a fixed global batch, for every rank.
 
     ``two_gpus``: a train run with the baseline at per-GPU batches B and B/2 and (today) the 1-GPU
@@ -341,13 +331,13 @@ def scaling_summary(two_gpus: Any, one_gpu: Any = None) -> dict[str, Any]:
     solo = find_row(solo_rows, SOLO) or (find_row(solo_rows, "baseline") if one_gpu is not None else None)
     if not ok(solo):
         raise ValueError("no 1-GPU row: run the train workload with the '1 GPU, no DDP' variant (or pass one_gpu)")
-    big = solo["per_gpu_batch"]
+    big = solo.per_gpu_batch
     gpu = is_gpu(two_gpus)
     mem_key = "peak_mem_gb" if gpu else "counted_gb"
 
-    def memory(row: Mapping[str, Any], rank_rows: Sequence[Mapping[str, Any]]) -> list[float | None]:
+    def memory(row: Row, rank_rows: Sequence[Row | None]) -> list[float | None]:
         if gpu:
-            return list(row.get("peak_mem_gb_per_rank") or [row.get("peak_mem_gb")])
+            return list(row.peak_mem_gb_per_rank) or [row.peak_mem_gb]
         return [counted_gb(r) for r in rank_rows]
 
     out: dict[str, Any] = {
@@ -361,26 +351,24 @@ def scaling_summary(two_gpus: Any, one_gpu: Any = None) -> dict[str, Any]:
         if not ok(row):
             out[name] = None
             continue
-        per_rank_rows = [
-            find_row(rows_of(two_gpus, r), "baseline", batch) or {}
-            for r in range(len(getattr(two_gpus, "ranks", None) or [None]))
-        ]
+        per_rank_rows = [find_row(rank.rows, "baseline", batch) for rank in ranks_of(two_gpus)]
         mem2 = memory(row, per_rank_rows)
-        sps1, sps2 = solo["samples_per_s"], row["samples_per_s"]
+        sps1 = measured(solo.samples_per_s, solo, "samples_per_s")
+        sps2 = measured(row.samples_per_s, row, "samples_per_s")
         out[name] = {
             "per_gpu_batch": batch,
-            "global_batch": row["global_batch"],
+            "global_batch": row.global_batch,
             "samples_per_s_1": sps1,
             "samples_per_s_2": sps2,
             "speedup": sps2 / sps1,
-            "efficiency": efficiency(sps2, sps1, int(row.get("world_size", 2))),
+            "efficiency": efficiency(sps2, sps1, row.world_size),
             "memory_gb_per_rank": mem2,
             "memory_ratio_per_rank": [m / out["solo_memory_gb"] if m and out["solo_memory_gb"] else None for m in mem2],
-            "comm_share": row.get("comm_share"),
-            "nosync_step_ms": row.get("nosync_step_ms"),
-            "step_ms": row["step_ms"],
+            "comm_share": row.comm_share,
+            "nosync_step_ms": row.nosync_step_ms,
+            "step_ms": row.step_ms,
         }
-    out["solo_step_ms"] = solo["step_ms"]
+    out["solo_step_ms"] = solo.step_ms
     return out
 
 
@@ -511,31 +499,48 @@ def scaling_verdicts(summary: Mapping[str, Any], gpu: bool) -> list[Verdict]:
 
 
 # --- the source's table: transports ------------------------------------------------------------
-def transport_rows(paths: Mapping[str, Any], batch: int) -> dict[str, dict[str, Any] | None]:
+@dataclasses.dataclass(frozen=True)
+class PathRow:
+    """One path of the source's table: the row measured at the fixed global batch, and what C14 compares of its run."""
+
+    row: Row
+    """The 1-GPU row (at twice the batch), or the two-GPU baseline."""
+    repeats_every_rank: tuple[float, ...] = ()
+    """Two GPUs: the baseline's step-time repeats of every rank together (ms)."""
+    aa_gap: float | None = None
+    """Two GPUs: the run's A/A gap (:func:`aa_gap_of`)."""
+    step_ms_per_rank: tuple[float | None, ...] = ()
+    """Each rank's median step (ms): two GPUs, each rank's own row; 1 GPU, as its row gathered them."""
+
+
+def transport_rows(paths: Mapping[str, Train | None], batch: int) -> dict[str, PathRow | None]:
     """``paths``: ``{"1gpu": run, "nvlink": run, "host": run, "socket": run}`` (runs or None). The row of
     each at the fixed global batch: the 1-GPU row at ``2 × batch``, the 2-GPU baseline at ``batch``."""
-    out: dict[str, dict[str, Any] | None] = {}
+    out: dict[str, PathRow | None] = {}
     for key, run in paths.items():
         if run is None:
             out[key] = None
             continue
         rows = rows_of(run)
         if key == "1gpu":
-            out[key] = find_row(rows, SOLO, 2 * batch) or find_row(rows, "baseline", 2 * batch)
-        else:
-            row = find_row(rows, "baseline", batch)
-            if row is not None:
-                row["repeats_every_rank"] = repeats_on_every_rank(run, "baseline", batch)
-                row["aa_gap"] = aa_gap_of(rows)
-                row["step_ms_per_rank"] = [
-                    (find_row(rows_of(run, r), "baseline", batch) or {}).get("step_ms")
-                    for r in range(len(getattr(run, "ranks", None) or [None]))
-                ]
-            out[key] = row
+            row = find_row(rows, SOLO, 2 * batch) or find_row(rows, "baseline", 2 * batch)
+            out[key] = None if row is None else PathRow(row, step_ms_per_rank=row.step_ms_per_rank)
+            continue
+        row = find_row(rows, "baseline", batch)
+        if row is None:
+            out[key] = None
+            continue
+        each = [find_row(rank.rows, "baseline", batch) for rank in ranks_of(run)]
+        out[key] = PathRow(
+            row,
+            repeats_every_rank=tuple(repeats_on_every_rank(run, "baseline", batch)),
+            aa_gap=aa_gap_of(rows),
+            step_ms_per_rank=tuple(r.step_ms if r is not None else None for r in each),
+        )
     return out
 
 
-def source_comparison(rows: Mapping[str, Mapping[str, Any] | None], epoch_images: int, gpu: bool = True):
+def source_comparison(rows: Mapping[str, PathRow | None], epoch_images: int, gpu: bool = True):
     """Our rows next to the source's table. Two models: ours is this UNet, time per epoch = ``epoch_images`` ÷
     samples per second; the source's is ResNet-50 on ImageNet. Their minutes measure different work and are not put
     side by side: the source's rows appear as ratios only (speed-up over its one GPU, its communication share)."""
@@ -545,18 +550,22 @@ def source_comparison(rows: Mapping[str, Mapping[str, Any] | None], epoch_images
     source = {r["path"]: r for r in SOURCE_TABLE}
     out = []
     for key, label in PATHS.items():
-        row, src = rows.get(key), source.get(SOURCE_ROW_FOR.get(key, ""))
+        path, src = rows.get(key), source.get(SOURCE_ROW_FOR.get(key, ""))
         entry: dict[str, Any] = {"path": label if gpu else CPU_PATHS[key]}
-        if row and row.get("status") == "ok":
+        if path is not None and path.row.status == "ok":
+            row = path.row
+            sps = measured(row.samples_per_s, row, "samples_per_s")
             entry.update(
                 {
-                    "per-GPU batch": row["per_gpu_batch"],
+                    "per-GPU batch": row.per_gpu_batch,
                     "step ms, each rank": ", ".join(
-                        f"{x:.2f}" for x in row.get("step_ms_per_rank") or [row["step_ms"]] if x is not None
+                        f"{x:.2f}" for x in path.step_ms_per_rank or (row.step_ms,) if x is not None
                     ),
-                    "UNet min/epoch": round(epoch_images / row["samples_per_s"] / 60, 2),
-                    "UNet speed-up": round(row["samples_per_s"] / base["samples_per_s"], 2) if base else "n/a",
-                    "UNet comm share": _pct(row.get("comm_share")) if key != "1gpu" else "—",
+                    "UNet min/epoch": round(epoch_images / sps / 60, 2),
+                    "UNet speed-up": round(sps / measured(base.row.samples_per_s, base.row, "samples_per_s"), 2)
+                    if base
+                    else "n/a",
+                    "UNet comm share": _pct(row.comm_share) if key != "1gpu" else "—",
                 }
             )
         else:
@@ -615,14 +624,14 @@ def resnet50_reference() -> dict[str, float]:
     return {"1gpu": one, "nvlink": nvlink, "host": staged[0], "socket": staged[1]}
 
 
-def transport_comparison(rows: Mapping[str, Mapping[str, Any] | None], key: str) -> Comparison | None:
+def transport_comparison(rows: Mapping[str, PathRow | None], key: str) -> Comparison | None:
     """The step times of path ``key`` against NVLink's, both ranks' repeats each, under the one noise rule
     (the A/A gap: the larger of the two runs')."""
     nv, other = rows.get("nvlink"), rows.get(key)
-    if not (nv and other and nv.get("repeats_every_rank") and other.get("repeats_every_rank")):
+    if not (nv and other and nv.repeats_every_rank and other.repeats_every_rank):
         return None
-    gaps = [g for g in (nv.get("aa_gap"), other.get("aa_gap")) if g is not None]
-    return compare(nv["repeats_every_rank"], other["repeats_every_rank"], aa_gap=max(gaps) if gaps else None)
+    gaps = [g for g in (nv.aa_gap, other.aa_gap) if g is not None]
+    return compare(nv.repeats_every_rank, other.repeats_every_rank, aa_gap=max(gaps) if gaps else None)
 
 
 SOURCE_C14_GAP = 34 / 29 - 1
@@ -630,7 +639,7 @@ SOURCE_C14_GAP = 34 / 29 - 1
 when the measured host-staged slowdown is within a factor of two of it."""
 
 
-def verdict_c14(rows: Mapping[str, Mapping[str, Any] | None], gpu: bool = True, where_: str = "") -> Verdict:
+def verdict_c14(rows: Mapping[str, PathRow | None], gpu: bool = True, where_: str = "") -> Verdict:
     """C14: the source's table says NVLink beats PCIe (29 against 34 min, 9 % against 18 % communication)."""
     host = transport_comparison(rows, "host")
     if not gpu or host is None:
@@ -645,11 +654,11 @@ def verdict_c14(rows: Mapping[str, Mapping[str, Any] | None], gpu: bool = True, 
     nv, hs = rows["nvlink"], rows["host"]
     assert nv is not None and hs is not None  # transport_comparison compared them
     sock = transport_comparison(rows, "socket")
-    per_rank = lambda r: ", ".join(f"{x:.2f}" for x in r.get("step_ms_per_rank") or [] if x is not None)  # noqa: E731
+    per_rank = lambda r: ", ".join(f"{x:.2f}" for x in r.step_ms_per_rank if x is not None)  # noqa: E731
     text = (
         f"host-staged against NVLink: {host.describe('ms', 'step time')} (rank 0, 1: {per_rank(nv)} ms over NVLink, "
-        f"{per_rank(hs)} ms host-staged); exposed communication {_pct(nv.get('comm_share'))} against "
-        f"{_pct(hs.get('comm_share'))}. "
+        f"{per_rank(hs)} ms host-staged); exposed communication {_pct(nv.row.comm_share)} against "
+        f"{_pct(hs.row.comm_share)}. "
     )
     if host.status == "no change":
         text += (
@@ -698,8 +707,8 @@ def verdict_c14(rows: Mapping[str, Mapping[str, Any] | None], gpu: bool = True, 
             "host_vs_nvlink": host.ratio,
             "noise": host.noise,
             "socket_vs_nvlink": sock.ratio if sock else None,
-            "comm_share_nvlink": nv.get("comm_share"),
-            "comm_share_host": hs.get("comm_share"),
+            "comm_share_nvlink": nv.row.comm_share,
+            "comm_share_host": hs.row.comm_share,
             "resnet50_host_vs_nvlink": resnet_gap,
             "source_compute_vs_half": tension,
         },
@@ -791,7 +800,7 @@ C14_CHOICES = {"a": "NVLink faster", "b": "NVLink slower", "c": "the same within
 """Notebook 03's prediction for C14: the step time over NVLink against host-staged transfers."""
 
 
-def grade_c14(prediction: str | None, rows: Mapping[str, Mapping[str, Any] | None], gpu: bool, where_: str) -> Verdict:
+def grade_c14(prediction: str | None, rows: Mapping[str, PathRow | None], gpu: bool, where_: str) -> Verdict:
     """Grade the prediction against the NVLink and host-staged runs (GPUs only)."""
     from nvtutorial.report.predict import grade_choice
 

@@ -2,8 +2,10 @@
 
 Used in notebooks 03 (1 against 2 GPUs, the transports) and 04 (the optimisations). Every
 configuration runs the code of ``nvtutorial/chapters/ch03_ddp_training/lessons/ddp_train.py`` with at most one function
-swapped for its version in ``nvtutorial/chapters/ch04_optimisations/lessons/ddp_optimised.py``: :data:`VARIANTS` maps
-each name to the code it runs. For each variant and per-GPU batch size, in turn: a fresh model from the same seed; the
+swapped for another: a :class:`Variant` names the code it runs. This chapter's are here (:data:`VARIANTS`: the lesson's
+step as written, in fp32 and in bf16; :data:`SOLO_VARIANT`, the 1-GPU reference); a later chapter adds its own in a
+``workload_train.py`` of its folder (notebook 04's optimisations), found by that name, so that this chapter names no
+later one. For each variant and per-GPU batch size, in turn: a fresh model from the same seed; the
 training set rendered once on the device (the DistributedSampler still picks each rank's samples,
 but no input pipeline is measured); ``warmup`` untimed steps; ``repeats`` rounds of ``steps`` timed
 steps (CUDA events on GPUs, the host clock on the CPU); with ``comm_share``, the same steps under
@@ -17,7 +19,8 @@ the other ranks wait: the 1-GPU reference of the scaling efficiency.
 The first configuration is measured once more at the end (``aa``): two measurements of the same
 code, whose gap is part of the noise of every comparison (``nvtutorial.report.verdict.compare``).
 Memory (GPU only) is ``max_memory_allocated`` minus what was allocated before the model existed, at
-the peak and just before the optimizer step, for every rank.
+the peak and just before the optimizer step, for every rank. Each rank returns a
+:class:`~nvtutorial.chapters.ch03_ddp_training.schema.Rank`, a :class:`~.schema.Row` per configuration.
 
     torchrun --standalone --nproc-per-node 2 -m nvtutorial.chapters.ch03_ddp_training.workload \\
         --set model=full --set image_size=256 --set batch_sizes=32 --set variants=baseline,fp32,fp16
@@ -26,15 +29,19 @@ the peak and just before the optimizer step, for every rank.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import gc
+import importlib
 import math
-import re
 import statistics
 from collections.abc import Callable, Iterator
+from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING, Any, Literal
 
 from nvtutorial import runtime
-from nvtutorial.models.unet import SIZES
+from nvtutorial.chapters.ch03_ddp_training.schema import SOLO, Rank, Row
+from nvtutorial.models.unet import SIZES, Size
 from nvtutorial.params import ParamError, require
 
 if TYPE_CHECKING:
@@ -43,37 +50,115 @@ if TYPE_CHECKING:
 NAME = "train"
 """The workload's name (``nvtutorial.run("train", ...)``, ``nvtutorial list``)."""
 
-VARIANTS = {
-    "baseline": "ddp_train.build_model + ddp_train.train_step (bf16 autocast on GPUs, fp32 on the CPU)",
-    "fp32": "ddp_train.train_step(..., amp=None)",
-    "bf16": "ddp_train.train_step(..., amp=torch.bfloat16)",
-    "fp16": "ddp_optimised.train_step_fp16(..., scaler=torch.amp.GradScaler(device.type))",
-    "gradient_as_bucket_view=True": "ddp_optimised.wrap_ddp_tuned(model, device, gradient_as_bucket_view=True)",
-    "bucket_cap_mb=N": "ddp_optimised.wrap_ddp_tuned(model, device, bucket_cap_mb=N)",
-    "static_graph=True": "ddp_optimised.wrap_ddp_tuned(model, device, static_graph=True)",
-    "no_sync accumulation": "ddp_optimised.train_step_accumulated(model, optimizer, micro_batches, ...)",
-    "accumulation without no_sync": "ddp_optimised.train_step_accumulated_every_micro_batch(...)",
-    "channels_last": "ddp_optimised.build_model_channels_last",
-    "activation checkpointing": "ddp_optimised.build_model_checkpointed",
-    "torch.compile": "ddp_optimised.build_model_compiled",
-}
-"""What each variant runs: the lesson's code with the function named here swapped in."""
-SOLO = "1 GPU, no DDP"
-SOLO_CODE = "ddp_train.train_step on build_unet(size).to(device): rank 0 alone, the other ranks wait"
-"""The 1-GPU reference of a scaling run (``one_gpu_batch``): the lesson's step on the model without DDP."""
 
-BUCKETS = re.compile(r"^bucket_cap_mb=([0-9.]+)$")
-ACCUMULATING = ("no_sync accumulation", "accumulation without no_sync")
+@dataclasses.dataclass(frozen=True)
+class Parts:
+    """What a variant's step works on, built by the workload for each configuration."""
+
+    model: Any
+    """The model as built (DDP-wrapped, but for the 1-GPU reference)."""
+    optimizer: Any
+    batches: Iterator[tuple[Tensor, Tensor]]
+    """This rank's (micro-)batches, epoch after epoch."""
+    device: Any
+    amp: Any
+    """The lesson's autocast dtype on this device (bf16 on GPUs, None on the CPU)."""
+    micro: int
+    """Micro-batches per optimizer step."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Variant:
+    """One configuration of the lesson's step: the code it runs and how the workload builds it."""
+
+    code: str
+    """What it runs: the lesson's code with the function named here swapped in (each row's ``code``)."""
+    build_model: Callable[[Size, Any, int], Any] | None = None
+    """In place of ``ddp_train.build_model(size, device, seed)``; None: the lesson's."""
+    make_step: Callable[[Parts], Callable[[], Tensor]] | None = None
+    """The step (one optimizer step on the next batch, returning the loss tensor) in place of
+    ``ddp_train.train_step``; None: the lesson's, at :attr:`precision`."""
+    precision: Literal["auto", "fp32", "bf16"] = "auto"
+    """The lesson's step in this precision; ``auto``: bf16 autocast on GPUs, fp32 on the CPU (the script's)."""
+    micro_batches: bool = False
+    """The per-GPU batch split into ``accumulation`` micro-batches, one optimizer step over them all."""
+    alone: bool = False
+    """Rank 0 alone with the model without DDP; the other ranks wait."""
+    count_note: str | None = None
+    """Why the bytes are not counted; None: they are."""
+    comm_share_note: str | None = None
+    """Why the communication share is not measured; None: it is."""
+    cleanup: Callable[[], None] | None = None
+    """Called after the configuration, failed or not."""
+
+
+def _solo_model(size: Size, device: Any, seed: int = 0) -> Any:
+    """``ddp_train.build_model`` without ``wrap_ddp``."""
+    import torch
+
+    from nvtutorial.models.unet import build_unet
+
+    torch.manual_seed(seed)
+    return build_unet(size).to(device)
+
+
+VARIANTS = {
+    "baseline": Variant("ddp_train.build_model + ddp_train.train_step (bf16 autocast on GPUs, fp32 on the CPU)"),
+    "fp32": Variant("ddp_train.train_step(..., amp=None)", precision="fp32"),
+    "bf16": Variant("ddp_train.train_step(..., amp=torch.bfloat16)", precision="bf16"),
+}
+"""This chapter's variants: the lesson's code as written, and its step in fp32 and in bf16."""
+SOLO_VARIANT = Variant(
+    "ddp_train.train_step on build_unet(size).to(device): rank 0 alone, the other ranks wait",
+    build_model=_solo_model,
+    alone=True,
+    comm_share_note="no gradient exchange to switch off",
+)
+"""The 1-GPU reference of a scaling run (``one_gpu_batch``): the lesson's step on the model without DDP."""
+EXTENSION = f"workload_{NAME}.py"
+"""The file in which a later chapter adds variants (``VARIANTS``: name -> code; ``variant(name)``; ``NOTE``)."""
+
+
+@functools.cache
+def extensions() -> tuple[ModuleType, ...]:
+    """The modules of later chapters that add variants to this workload (each chapter folder's :data:`EXTENSION`),
+    imported when first asked for. Each gives ``VARIANTS`` (its menu: name -> code), ``variant(name)`` (its
+    :class:`Variant`, or None for a name it does not know) and ``NOTE`` (a word on its names, or "")."""
+    here = Path(__file__).resolve().parent  # (this module may run as __main__: its name says nothing)
+    return tuple(
+        importlib.import_module(f"nvtutorial.chapters.{path.parent.name}.{path.stem}")
+        for path in sorted(here.parent.glob(f"ch[0-9][0-9]_*/{EXTENSION}"))
+    )
+
+
+def menu() -> dict[str, str]:
+    """Every variant's name and the code it runs: this chapter's, then those later chapters add."""
+    out = {name: v.code for name, v in VARIANTS.items()}
+    for ext in extensions():
+        out.update(ext.VARIANTS)
+    return out
+
+
+def variant(name: str) -> Variant:
+    """The variant ``name`` one can ask for; :class:`ParamError` naming the menu for any other name."""
+    if name in VARIANTS:
+        return VARIANTS[name]
+    for ext in extensions():
+        found = ext.variant(name)
+        if found is not None:
+            return found
+    notes = "".join(f" ({ext.NOTE})" for ext in extensions() if ext.NOTE)
+    raise ParamError(f"unknown variant {name!r}; the variants: {', '.join(menu())}{notes}")
 
 
 def check_variant(name: str) -> None:
     """Raise :class:`ParamError` naming the menu if ``name`` is not a variant."""
-    m = BUCKETS.match(name)
-    if m:
-        require(float(m.group(1)) > 0, f"variant {name!r}: bucket_cap_mb must be positive")
-        return
-    if name not in VARIANTS or name == "bucket_cap_mb=N":
-        raise ParamError(f"unknown variant {name!r}; the variants: {', '.join(VARIANTS)} (N a number of MB)")
+    variant(name)
+
+
+def configuration(name: str) -> Variant:
+    """What a configuration of the run measures: a variant, or the 1-GPU reference (:data:`SOLO`)."""
+    return SOLO_VARIANT if name == SOLO else variant(name)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -106,7 +191,7 @@ class Params:
         require(self.one_gpu_batch >= 0, f"one_gpu_batch={self.one_gpu_batch} must be 0 (none) or a batch size")
         for name in self.variants:
             check_variant(name)
-        if any(v in ACCUMULATING for v in self.variants):
+        if any(variant(v).micro_batches for v in self.variants):
             require(self.accumulation >= 2, f"accumulation={self.accumulation} must be at least 2")
             bad = [b for b in self.batch_sizes if b % self.accumulation]
             require(
@@ -137,44 +222,16 @@ def build(ctx: runtime.Context, p: Params, name: str, batch: int) -> Config:
 
     from nvtutorial.chapters.ch03_ddp_training.lessons import ddp_train as lesson
     from nvtutorial.chapters.ch03_ddp_training.lessons import training
-    from nvtutorial.chapters.ch04_optimisations.lessons import ddp_optimised as opt
     from nvtutorial.models.segdata import make_dataset
-    from nvtutorial.models.unet import build_unet
 
+    v = configuration(name)
     device = ctx.device
     amp = torch.bfloat16 if ctx.is_gpu else None  # the script's --precision auto
-    world, rank = (1, 0) if name == SOLO else (ctx.world_size, ctx.rank)
-    builder: Callable[..., Any] = lesson.build_model
-    options: dict[str, Any] = {}
-    m = BUCKETS.match(name)
-    if m:
-        options = {"bucket_cap_mb": float(m.group(1))}
-    elif name in ("gradient_as_bucket_view=True", "static_graph=True"):
-        options = {name.split("=")[0]: True}
-    if options:
-
-        def tuned(size, device, seed=0):  # build_model, with wrap_ddp_tuned for wrap_ddp
-            torch.manual_seed(seed)
-            return opt.wrap_ddp_tuned(build_unet(size).to(device), device, **options)
-
-        builder = tuned
-    if name == SOLO:
-
-        def solo(size, device, seed=0):  # build_model without wrap_ddp
-            torch.manual_seed(seed)
-            return build_unet(size).to(device)
-
-        builder = solo
-
-    builder = {
-        "channels_last": opt.build_model_channels_last,
-        "activation checkpointing": opt.build_model_checkpointed,
-        "torch.compile": opt.build_model_compiled,
-    }.get(name, builder)
-    model = builder(p.model, device, p.seed)
+    world, rank = (1, 0) if v.alone else (ctx.world_size, ctx.rank)
+    model = (v.build_model or lesson.build_model)(p.model, device, p.seed)
     optimizer = torch.optim.AdamW(model.parameters(), lr=p.lr)
 
-    micro = p.accumulation if name in ACCUMULATING else 1
+    micro = p.accumulation if v.micro_batches else 1
     need = batch * world
     if need > p.samples:
         raise ValueError(
@@ -184,18 +241,10 @@ def build(ctx: runtime.Context, p: Params, name: str, batch: int) -> Config:
     sampler = DistributedSampler(data, num_replicas=world, rank=rank, shuffle=True, seed=p.seed)
     batches = _forever(sampler, BatchSampler(sampler, batch // micro, drop_last=True), data)
 
-    if name == "fp16":
-        scaler = torch.amp.GradScaler(device.type)
-        step = lambda: opt.train_step_fp16(model, optimizer, *next(batches), device, scaler)  # noqa: E731
-    elif name in ACCUMULATING:
-        fn = (
-            opt.train_step_accumulated
-            if name == "no_sync accumulation"
-            else opt.train_step_accumulated_every_micro_batch
-        )
-        step = lambda: fn(model, optimizer, [next(batches) for _ in range(micro)], device, amp)  # noqa: E731
+    if v.make_step is not None:
+        step = v.make_step(Parts(model, optimizer, batches, device, amp, micro))
     else:
-        precision = {"fp32": None, "bf16": torch.bfloat16}.get(name, amp)
+        precision = {"fp32": None, "bf16": torch.bfloat16}.get(v.precision, amp)
         step = lambda: lesson.train_step(model, optimizer, *next(batches), device, precision)  # noqa: E731
     return Config(model, optimizer, step)
 
@@ -211,15 +260,29 @@ def _forever(sampler: Any, batch_sampler: Any, data: Any) -> Iterator[tuple[Tens
 
 
 # ---------------------------------------------------------------------------------------------
-def count_bytes(ctx: runtime.Context, p: Params, name: str, batch: int) -> dict[str, Any]:
+@dataclasses.dataclass(frozen=True)
+class Counted:
+    """What :func:`count_bytes` counted (the :class:`~.schema.Row` fields of the same names); None: not counted."""
+
+    count_note: str | None = None
+    allreduce_bytes_per_step: int | None = None
+    allreduce_calls_per_step: int | None = None
+    saved_activation_bytes: int | None = None
+    param_bytes: int | None = None
+    grad_bytes: int | None = None
+    optimizer_bytes: int | None = None
+
+
+def count_bytes(ctx: runtime.Context, p: Params, name: str, batch: int) -> Counted:
     """On a separate copy of the configuration, the second step's all-reduce bytes (a comm hook wrapping
     DDP's default all-reduce) and the bytes autograd saved for backward (activations, parameters left
     out), and the bytes of parameters, gradients and optimizer state (every rank holds them whole)."""
     import torch
     from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 
-    if name == "torch.compile":
-        return {"count_note": "not counted with torch.compile (the hooks would change what is compiled)"}
+    v = configuration(name)
+    if v.count_note is not None:
+        return Counted(count_note=v.count_note)
     cfg = build(ctx, p, name, batch)
     sent: list[int] = []
 
@@ -227,7 +290,7 @@ def count_bytes(ctx: runtime.Context, p: Params, name: str, batch: int) -> dict[
         sent.append(bucket.buffer().numel() * bucket.buffer().element_size())
         return default_hooks.allreduce_hook(state, bucket)
 
-    if name != SOLO:
+    if not v.alone:
         cfg.model.register_comm_hook(None, hook)
     cfg.step()  # the first step builds DDP's buckets again in the order gradients arrive
     sent.clear()
@@ -250,19 +313,19 @@ def count_bytes(ctx: runtime.Context, p: Params, name: str, batch: int) -> dict[
         cfg.step()
     hook.remove()
     optimizer_bytes = sum(
-        v.numel() * v.element_size()
+        t.numel() * t.element_size()
         for state in cfg.optimizer.state.values()
-        for v in state.values()
-        if torch.is_tensor(v)
+        for t in state.values()
+        if torch.is_tensor(t)
     )
-    exchanged = {"allreduce_bytes_per_step": sum(sent), "allreduce_calls_per_step": len(sent)} if name != SOLO else {}
-    return {
-        **exchanged,
-        "saved_activation_bytes": sum(saved.values()),
-        "param_bytes": sum(q.numel() * q.element_size() for q in cfg.model.parameters()),
-        "grad_bytes": grads[-1] if grads else None,
-        "optimizer_bytes": optimizer_bytes or None,
-    }
+    return Counted(
+        allreduce_bytes_per_step=None if v.alone else sum(sent),
+        allreduce_calls_per_step=None if v.alone else len(sent),
+        saved_activation_bytes=sum(saved.values()),
+        param_bytes=sum(q.numel() * q.element_size() for q in cfg.model.parameters()),
+        grad_bytes=grads[-1] if grads else None,
+        optimizer_bytes=optimizer_bytes or None,
+    )
 
 
 class _Idle(Exception):
@@ -281,7 +344,7 @@ def _memory_start(ctx: runtime.Context) -> int:
     return torch.cuda.memory_allocated(ctx.device)
 
 
-def per_rank(ctx: runtime.Context, value: float | None) -> list[float | None]:
+def per_rank(ctx: runtime.Context, value: float | None) -> tuple[float | None, ...]:
     """One number from every rank (an all_reduce of a one-hot vector); None stays None."""
     import torch
     import torch.distributed as dist
@@ -289,19 +352,19 @@ def per_rank(ctx: runtime.Context, value: float | None) -> list[float | None]:
     t = torch.zeros(ctx.world_size, dtype=torch.float64, device=ctx.device)
     t[ctx.rank] = math.nan if value is None else value
     dist.all_reduce(t)
-    return [None if math.isnan(v) else v for v in t.tolist()]
+    return tuple(None if math.isnan(v) else v for v in t.tolist())
 
 
-def measure(ctx: runtime.Context, p: Params, name: str, batch: int) -> dict[str, Any]:
+def measure(ctx: runtime.Context, p: Params, name: str, batch: int) -> Row:
     """One configuration: counted bytes, timed rounds, memory, communication share, loss per step."""
     import torch
 
-    micro = p.accumulation if name in ACCUMULATING else 1
-    world = 1 if name == SOLO else ctx.world_size
-    code = SOLO_CODE if name == SOLO else VARIANTS.get(name, VARIANTS["bucket_cap_mb=N"])
-    row: dict[str, Any] = {
+    v = configuration(name)
+    micro = p.accumulation if v.micro_batches else 1
+    world = 1 if v.alone else ctx.world_size
+    row: dict[str, Any] = {  # the Row's fields, as they are measured
         "variant": name,
-        "code": code,
+        "code": v.code,
         "per_gpu_batch": batch,
         "accumulation": micro,
         "world_size": world,
@@ -310,11 +373,11 @@ def measure(ctx: runtime.Context, p: Params, name: str, batch: int) -> dict[str,
     peak = at_optimizer = None
     rounds: list[float] = []
     try:
-        if name == SOLO and not ctx.is_main:
+        if v.alone and not ctx.is_main:
             row["status"] = "idle: rank 0 measures one GPU alone"  # this rank waits (below, in per_rank)
             raise _Idle
         if p.count:
-            row.update(count_bytes(ctx, p, name, batch))
+            row.update(dataclasses.asdict(count_bytes(ctx, p, name, batch)))
         base_bytes = _memory_start(ctx)
         cfg = build(ctx, p, name, batch)
         first = ctx.timer(host=True)
@@ -343,20 +406,16 @@ def measure(ctx: runtime.Context, p: Params, name: str, batch: int) -> dict[str,
             peak = (torch.cuda.max_memory_allocated(ctx.device) - base_bytes) / 1e9
         row.update(
             {
-                "loss_curve": torch.stack(losses).tolist(),
-                "step_ms_rounds": rounds,
+                "loss_curve": tuple(torch.stack(losses).tolist()),
+                "step_ms_rounds": tuple(rounds),
                 "step_ms": statistics.median(all_ms),
                 "step_ms_min": min(all_ms),
                 "step_ms_max": max(all_ms),
             }
         )
         row["samples_per_s"] = row["global_batch"] / (row["step_ms"] / 1e3)
-        if p.comm_share and name in ("torch.compile", SOLO):
-            row["comm_share_note"] = (
-                "no gradient exchange to switch off"
-                if name == SOLO
-                else "not measured with torch.compile: a no_sync step would compile another graph"
-            )
+        if p.comm_share and v.comm_share_note is not None:
+            row["comm_share_note"] = v.comm_share_note
         elif p.comm_share:
             with cfg.model.no_sync():  # every rank follows its own gradients from here: timing only
                 for _ in range(min(2, p.warmup)):
@@ -376,18 +435,18 @@ def measure(ctx: runtime.Context, p: Params, name: str, batch: int) -> dict[str,
         print(f"rank {ctx.rank}: variant {name!r} failed: {type(exc).__name__}: {exc}", flush=True)
     finally:
         cfg = None
-        if name == "torch.compile":
-            torch._dynamo.reset()
+        if v.cleanup is not None:
+            v.cleanup()
     row["step_ms_per_rank"] = per_rank(ctx, statistics.median(rounds) if rounds else None)
     row["peak_mem_gb_per_rank"] = per_rank(ctx, peak)
     row["peak_mem_gb"] = row["peak_mem_gb_per_rank"][0]
     row["optimizer_mem_gb_per_rank"] = per_rank(ctx, at_optimizer)
     row["optimizer_mem_gb"] = row["optimizer_mem_gb_per_rank"][0]
-    return row
+    return Row(**row)
 
 
 # ---------------------------------------------------------------------------------------------
-def run(ctx: runtime.Context, p: Params) -> dict[str, Any]:
+def run(ctx: runtime.Context, p: Params) -> Rank:
     import torch
 
     from nvtutorial.models.unet import build_unet, count_parameters
@@ -398,15 +457,7 @@ def run(ctx: runtime.Context, p: Params) -> dict[str, Any]:
         torch.set_num_threads(1)
     configs = [(name, batch) for name in p.variants for batch in p.batch_sizes]
     configs += [(SOLO, p.one_gpu_batch)] if p.one_gpu_batch else []
-    out: dict[str, Any] = {
-        "device": str(ctx.device),
-        "world_size": ctx.world_size,
-        "model": p.model,
-        "model_params": count_parameters(build_unet(p.model)),
-        "image_size": p.image_size,
-        "tf32_convolutions": bool(torch.backends.cudnn.allow_tf32) if ctx.is_gpu else None,
-        "precision": "bf16 autocast" if ctx.is_gpu else "fp32",
-    }
+    model_params = count_parameters(build_unet(p.model))
     # DDP imports torch._dynamo: a big heap. Freeze what exists now, so that the collection before
     # each configuration (which frees the previous model's reference cycles) stays quick.
     import torch._dynamo  # noqa: F401
@@ -421,12 +472,19 @@ def run(ctx: runtime.Context, p: Params) -> dict[str, Any]:
         ctx.progress(i, len(todo), "configurations", variant=name, batch=batch)
         repeat = p.aa and i == len(todo) - 1  # the A/A repeat: timed again, its bytes are the first's
         row = measure(ctx, dataclasses.replace(p, count=False) if repeat else p, name, batch)
-        row["aa_repeat"] = repeat
-        rows.append(row)
+        rows.append(dataclasses.replace(row, aa_repeat=repeat))
     ctx.progress(len(todo), len(todo), "configurations")
     gc.unfreeze()
-    out["rows"] = rows
-    return out
+    return Rank(
+        device=str(ctx.device),
+        world_size=ctx.world_size,
+        model=p.model,
+        model_params=model_params,
+        image_size=p.image_size,
+        tf32_convolutions=bool(torch.backends.cudnn.allow_tf32) if ctx.is_gpu else None,
+        precision="bf16 autocast" if ctx.is_gpu else "fp32",
+        rows=tuple(rows),
+    )
 
 
 if __name__ == "__main__":

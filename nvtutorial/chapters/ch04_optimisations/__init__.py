@@ -1,7 +1,9 @@
 """Chapter 04 (notebook ``04_optimisations``): mixed precision, DDP's bucket options, no_sync, channels_last,
 torch.compile: each a diff and an A/B.
 
-Its files, by role: rank side: ``workload_attention``, ``lessons``; kernel side: ``report``.
+Its files, by role: rank side: ``workload_attention``, ``workload_train`` (this notebook's variants of chapter 03's
+``train`` workload), ``lessons``; both sides: ``schema`` (what ``workload_attention`` returns); kernel side: ``plots``,
+``report``.
 The notebook imports the chapter and reaches each file on first use, so that a rank importing a
 rank-side file never loads pandas or matplotlib::
 
@@ -10,17 +12,6 @@ rank-side file never loads pandas or matplotlib::
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from nvtutorial.chapters import facade
 
-FILES = ("report", "workload_attention", "lessons")
-
-
-def __getattr__(name: str) -> Any:  # PEP 562: each file is imported when first asked for
-    if name in FILES:
-        return importlib.import_module(f"{__name__}.{name}")
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}; its files are {', '.join(FILES)}")
-
-
-def __dir__() -> list[str]:
-    return sorted(list(globals()) + list(FILES))
+FILES, __getattr__, __dir__ = facade(__name__)

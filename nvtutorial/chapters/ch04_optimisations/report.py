@@ -1,11 +1,11 @@
 """Notebook 04's conclusions: every optimisation against the lesson's code, under one rule, and claims C8–C11.
 
-Pure functions of the ``train`` and ``attention_sdp`` workloads' numbers. Every A/B is
-:func:`~nvtutorial.report.verdict.compare` of the variant's step-time repeats against the baseline's,
-with the run's A/A gap (the baseline measured twice) in the noise; memory is stated for every rank;
+Pure functions of the ``train`` and ``attention_sdp`` workloads' typed results (runs, or one rank's
+``Rank``). Every A/B is :func:`~nvtutorial.report.verdict.compare` of the variant's step-time repeats against the
+baseline's, with the run's A/A gap (the baseline measured twice) in the noise; memory is stated for every rank;
 the bytes DDP all-reduces and the activations saved for backward are counted tensor by tensor (valid
 on the CPU too). Rows are read with :mod:`nvtutorial.chapters.ch03_ddp_training.report`, so the committed 2× H200 run
-(another layout) gives the same verdicts as a run of today's workload.
+(another layout, upgraded by the schema) gives the same verdicts as a run of today's workload.
 """
 
 from __future__ import annotations
@@ -14,74 +14,87 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from nvtutorial.chapters.ch03_ddp_training.report import CPU_NOTE, aa_gap_of, find_row, is_gpu, ok, rows_of, where
-from nvtutorial.report.verdict import Comparison, Verdict, compare
+from nvtutorial.chapters.ch03_ddp_training.report import (
+    CPU_NOTE,
+    Train,
+    aa_gap_of,
+    find_row,
+    is_gpu,
+    measured,
+    ok,
+    ranks_of,
+    rows_of,
+    where,
+)
+from nvtutorial.chapters.ch03_ddp_training.schema import Row
+from nvtutorial.chapters.ch04_optimisations import schema
+from nvtutorial.report.verdict import Comparison, Verdict, aa_gap, compare
+from nvtutorial.results import RunResult
 
 MEMORY_NOISE = 0.01
 """Memory differences under 1 % of the baseline (per rank) are "no change": the allocator's rounding and
 the order of allocations move the peak by that much between identical configurations."""
 
 
-def comparison(result: Any, variant: str, baseline: str = "baseline") -> Comparison | None:
+def comparison(result: Train, variant: str, baseline: str = "baseline") -> Comparison | None:
     """Step time of ``variant`` against ``baseline`` (same samples per optimizer step), the run's A/A gap in the
     noise."""
     rows = rows_of(result)
     base, row = find_row(rows, baseline), find_row(rows, variant)
     if not (ok(base) and ok(row)):
         return None
-    return compare(base["step_ms_repeats"], row["step_ms_repeats"], aa_gap=aa_gap_of(rows))  # type: ignore[index]
+    return compare(base.repeats, row.repeats, aa_gap=aa_gap_of(rows))
 
 
-def describe(result: Any, c: Comparison, unit: str = "ms", what: str = "") -> str:
+def describe(result: Train, c: Comparison, unit: str = "ms", what: str = "") -> str:
     """``c.describe``, saying what the repeats were: rounds of the run, or, for the committed reference
     (one round per configuration), the minimum, median and maximum of that round's timed steps."""
     text = c.describe(unit, what)
-    if any(r.get("layout") == "committed" for r in rows_of(result)):
-        params = getattr(result, "params", None) or {}
+    if any(r.committed for r in rows_of(result)):
+        params = result.params if isinstance(result, RunResult) else {}
         steps = f" of {params['steps']} steps" if params.get("steps") else " of its steps"
         text = text.replace(f"{c.repeats[0]}+{c.repeats[1]} repeats", f"one round each: min/median/max{steps}")
     return text
 
 
-def loss_difference(result: Any, variant: str, baseline: str = "baseline") -> float | None:
+def loss_difference(result: Train, variant: str, baseline: str = "baseline") -> float | None:
     """The largest |loss − baseline's loss| over the steps both ran (0.0: the same losses, bit for bit)."""
     rows = rows_of(result)
     base, row = find_row(rows, baseline), find_row(rows, variant)
     if not (ok(base) and ok(row)):
         return None
-    pairs = list(zip(base["loss_curve"], row["loss_curve"]))  # type: ignore[index]
+    pairs = list(zip(base.loss_curve, row.loss_curve))
     return max((abs(a - b) for a, b in pairs), default=None)
 
 
-def _memory_change(base: Mapping[str, Any], row: Mapping[str, Any], key: str) -> list[float | None]:
-    """Per rank: the row's ``key`` (GB) minus the baseline's."""
-    b, r = base.get(f"{key}_per_rank") or [], row.get(f"{key}_per_rank") or []
-    return [(y - x) if x is not None and y is not None else None for x, y in zip(b, r)]
+def _memory_change(base: Sequence[float | None], row: Sequence[float | None]) -> list[float | None]:
+    """Per rank: the row's memory (GB) minus the baseline's."""
+    return [(y - x) if x is not None and y is not None else None for x, y in zip(base, row)]
 
 
-def knob_frame(result: Any, variants: Sequence[str] | None = None, baseline: str = "baseline"):
+def knob_frame(result: Train, variants: Sequence[str] | None = None, baseline: str = "baseline"):
     """Every variant against the baseline: the verdict of :func:`comparison`, memory per rank, bytes."""
     import pandas as pd
 
     rows = rows_of(result)
-    names = variants or [r["variant"] for r in rows if not r.get("aa_repeat")]
+    names = variants or [r.variant for r in rows if not r.aa_repeat]
     out = []
     for name in names:
         row = find_row(rows, name)
         entry: dict[str, Any] = {"variant": name}
         if not ok(row):
-            entry["step time vs baseline"] = (row or {}).get("status", "not measured")
+            entry["step time vs baseline"] = row.status if row is not None else "not measured"
             out.append(entry)
             continue
         c = comparison(result, name, baseline) if name != baseline else None
         entry.update(
             {
-                "step ms (median)": round(row["step_ms"], 2),  # type: ignore[index]
+                "step ms (median)": round(measured(row.step_ms, row, "step_ms"), 2),
                 "step time vs baseline": "—" if c is None else f"{c.change:+.1%}: {c.status} (noise ±{c.noise:.1%})",
-                "peak GB, each rank": _gb(row.get("peak_mem_gb_per_rank")),  # type: ignore[union-attr]
-                "GB before optimizer.step, each rank": _gb(row.get("optimizer_mem_gb_per_rank")),  # type: ignore[union-attr]
-                "all-reduced MB/step": _mb(row.get("allreduce_bytes_per_step")),  # type: ignore[union-attr]
-                "saved activations MB": _mb(row.get("saved_activation_bytes")),  # type: ignore[union-attr]
+                "peak GB, each rank": _gb(row.peak_mem_gb_per_rank),
+                "GB before optimizer.step, each rank": _gb(row.optimizer_mem_gb_per_rank),
+                "all-reduced MB/step": _mb(row.allreduce_bytes_per_step),
+                "saved activations MB": _mb(row.saved_activation_bytes),
                 "loss vs baseline": _loss_words(loss_difference(result, name, baseline)) if name != baseline else "—",
             }
         )
@@ -89,8 +102,9 @@ def knob_frame(result: Any, variants: Sequence[str] | None = None, baseline: str
     return pd.DataFrame(out)
 
 
-def _gb(values: Sequence[float | None] | None) -> str:
-    return "n/a" if not values or any(v is None for v in values) else ", ".join(f"{v:.3f}" for v in values)  # type: ignore[union-attr]
+def _gb(values: Sequence[float | None]) -> str:
+    known = [v for v in values if v is not None]
+    return "n/a" if not values or len(known) < len(values) else ", ".join(f"{v:.3f}" for v in known)
 
 
 def _mb(value: float | None) -> float | str:
@@ -103,17 +117,31 @@ def _loss_words(diff: float | None) -> str:
     return "identical" if diff == 0.0 else f"differs by ≤ {diff:.2g}"
 
 
-def identical_losses(result: Any, variants: Sequence[str], baseline: str = "baseline") -> dict[str, bool]:
+def identical_losses(result: Train, variants: Sequence[str], baseline: str = "baseline") -> dict[str, bool]:
     """Which variants trained with exactly the baseline's losses, step for step."""
     return {v: loss_difference(result, v, baseline) == 0.0 for v in variants}
 
 
-def largest_change(result: Any, variants: Sequence[str], baseline: str = "baseline") -> tuple[str, Comparison] | None:
+def largest_change(result: Train, variants: Sequence[str], baseline: str = "baseline") -> tuple[str, Comparison] | None:
     """The variant whose step time moved most from the baseline's (either way) beyond the noise, and its
     comparison; None when no variant moved beyond the noise (a ranking inside the noise is no answer)."""
     found = [(v, c) for v in variants if (c := comparison(result, v, baseline)) is not None]
     real = [(v, c) for v, c in found if c.status != "no change"]
     return max(real, key=lambda vc: abs(math.log(vc[1].ratio))) if real else None
+
+
+def compile_summary(result: Train) -> str:
+    """What torch.compile's row says: its first step (the compilation) and its step after, or why it is missing."""
+    compiled = find_row(rows_of(result), "torch.compile")
+    if compiled is not None and compiled.status == "ok":
+        first, step = (
+            measured(compiled.first_step_s, compiled, "first_step_s"),
+            measured(compiled.step_ms, compiled, "step_ms"),
+        )
+        return f"torch.compile: the first step took {first:.1f} s (the compilation), then {step:.2f} ms per step"
+    if compiled is not None:
+        return f"torch.compile failed on this machine: {compiled.status}"
+    return "torch.compile: not measured in this profile (compiling takes longer than a CI run allows)"
 
 
 NONE_BEYOND_NOISE = "none of these changes the step time beyond the noise on this run"
@@ -124,7 +152,7 @@ REFERENCE_LARGEST = {"torch.compile": -0.378, "channels_last": 0.300, "fp32": 0.
 one round per configuration: the noise is the 1 % floor); tests recompute them from the committed JSON."""
 
 
-def prediction_answer(result: Any, choices: Mapping[str, str], none_choice: str) -> tuple[str, str]:
+def prediction_answer(result: Train, choices: Mapping[str, str], none_choice: str) -> tuple[str, str]:
     """The letter among ``choices`` (letter → variant) that the run says changed the step time most beyond
     the noise (``none_choice`` when none did), and a sentence explaining it, with the noise and the reference."""
     measured = {k: v for k, v in choices.items() if find_row(rows_of(result), v)}
@@ -174,7 +202,7 @@ def verdict_c8() -> Verdict:
     )
 
 
-def verdict_c11(result: Any) -> Verdict:
+def verdict_c11(result: Train) -> Verdict:
     """C11: fp16 autocast with a GradScaler speeds training up (the source's scaler: ``torch.cuda.amp.GradScaler()``).
 
     On GPUs: ``partly`` when fp16 is faster than fp32 beyond the noise (the claim's speed-up, with its
@@ -185,7 +213,7 @@ def verdict_c11(result: Any) -> Verdict:
     if fp16 is None:
         return Verdict("C11", "info", "not decided: the fp32 or fp16 run is missing", {}, w)
     rows = rows_of(result)
-    losses = {v: (find_row(rows, v) or {}).get("loss_curve", [math.nan])[-1] for v in ("fp32", "fp16", "baseline")}
+    losses = {v: _last_loss(find_row(rows, v)) for v in ("fp32", "fp16", "baseline")}
     text = (
         f"against fp32: fp16 + GradScaler {describe(result, fp16, 'ms', 'step time')}; bf16 (no scaler) "
         f"{describe(result, bf16, 'ms') if bf16 else 'not measured'}; last losses {losses['fp32']:.4f} (fp32), "
@@ -199,7 +227,8 @@ def verdict_c11(result: Any) -> Verdict:
             {"fp16_ratio": fp16.ratio, "bf16_ratio": bf16.ratio if bf16 else None},
             w,
         )
-    fp16_losses = (find_row(rows, "fp16") or {}).get("loss_curve") or []
+    fp16_row = find_row(rows, "fp16")
+    fp16_losses = fp16_row.loss_curve if fp16_row is not None else ()
     diverged = bool(fp16_losses) and (
         not all(math.isfinite(x) for x in fp16_losses) or fp16_losses[-1] >= fp16_losses[0]
     )
@@ -237,7 +266,7 @@ def verdict_c11(result: Any) -> Verdict:
     return Verdict("C11", "partly" if faster else "info", text, numbers, w)
 
 
-def verdict_c10(result: Any) -> Verdict:
+def verdict_c10(result: Train) -> Verdict:
     """C10: ``gradient_as_bucket_view=True`` is "gradient compression". Decided by the bytes DDP all-reduces
     (counted: valid on the CPU) or, where they were not counted (the committed run), by the memory it saves
     before the optimizer step against one gradient copy, for every rank."""
@@ -250,21 +279,26 @@ def verdict_c10(result: Any) -> Verdict:
     step = comparison(result, name)
     numbers: dict[str, Any] = {"step_ratio": step.ratio if step else None, "step_status": step.status if step else None}
     parts = []
-    bytes_b, bytes_g = base.get("allreduce_bytes_per_step"), gv.get("allreduce_bytes_per_step")  # type: ignore[union-attr]
+    bytes_b, bytes_g = base.allreduce_bytes_per_step, gv.allreduce_bytes_per_step
     if bytes_b is not None and bytes_g is not None:
         numbers.update(allreduce_bytes_baseline=bytes_b, allreduce_bytes_bucket_view=bytes_g)
         parts.append(f"DDP all-reduces {bytes_g / 1e6:.3f} MB per step with it and {bytes_b / 1e6:.3f} MB without")
-    grad_gb = (_metrics_of(result).get("model_params") or 0) * 4 / 1e9
-    saved = [-d if d is not None else None for d in _memory_change(base, gv, "optimizer_mem_gb")]  # type: ignore[arg-type]
-    peak = _memory_change(base, gv, "peak_mem_gb")  # type: ignore[arg-type]
-    if saved and None not in saved:
+    ranks = ranks_of(result)
+    grad_gb = (ranks[0].model_params if ranks else 0) * 4 / 1e9
+    saved = [
+        -d if d is not None else None
+        for d in _memory_change(base.optimizer_mem_gb_per_rank, gv.optimizer_mem_gb_per_rank)
+    ]
+    peak = _memory_change(base.peak_mem_gb_per_rank, gv.peak_mem_gb_per_rank)
+    known = [s for s in saved if s is not None]
+    if saved and len(known) == len(saved):
         numbers.update(saved_before_step_gb=saved, peak_change_gb=peak, gradient_copy_gb=grad_gb)
         peak_words = ", ".join(
-            f"rank {r}: {base['peak_mem_gb_per_rank'][r]:.2f} → {gv['peak_mem_gb_per_rank'][r]:.2f} GB"  # type: ignore[index]
+            f"rank {r}: {base.peak_mem_gb_per_rank[r]:.2f} → {gv.peak_mem_gb_per_rank[r]:.2f} GB"
             for r in range(len(peak))
         )
         unchanged = all(
-            d is not None and abs(d) < MEMORY_NOISE * base["peak_mem_gb_per_rank"][r]  # type: ignore[index]
+            d is not None and abs(d) < MEMORY_NOISE * measured(base.peak_mem_gb_per_rank[r], base, "peak memory")
             for r, d in enumerate(peak)
         )
         parts.append(
@@ -276,7 +310,9 @@ def verdict_c10(result: Any) -> Verdict:
     if step:
         parts.append(f"step time {describe(result, step, 'ms')}")
     equal_bytes = bytes_b is not None and bytes_b == bytes_g
-    one_copy = bool(saved) and None not in saved and grad_gb > 0 and all(0.5 <= s / grad_gb <= 1.5 for s in saved)  # type: ignore[operator]
+    one_copy = (
+        bool(saved) and len(known) == len(saved) and grad_gb > 0 and all(0.5 <= s / grad_gb <= 1.5 for s in known)
+    )
     decided = equal_bytes or one_copy
     same_bytes = (
         "the same bytes on the wire (counted here)"
@@ -295,28 +331,38 @@ def verdict_c10(result: Any) -> Verdict:
     return Verdict("C10", "wrong" if decided else "info", text or "not decided: nothing counted", numbers, w)
 
 
-def _metrics_of(result: Any) -> Mapping[str, Any]:
-    return result.metrics if hasattr(result, "metrics") else result
+def attention_of(attention: RunResult | schema.Rank) -> schema.Rank:
+    """An ``attention_sdp`` run's typed result (rank 0's), or one rank's result as it is."""
+    return attention.metrics_as(schema.Rank) if isinstance(attention, RunResult) else attention
 
 
-def verdict_c9(attention: Any) -> Verdict:
+def kernel(ops: Sequence[str]) -> str:
+    """The forward kernel among an attention setting's operators (``?`` if none ran)."""
+    return next((o for o in ops if "backward" not in o), "?")
+
+
+def _last_loss(row: Row | None) -> float:
+    """The last loss of a row's curve; NaN for a row missing or without losses."""
+    return row.loss_curve[-1] if row is not None and row.loss_curve else math.nan
+
+
+def verdict_c9(attention: RunResult | schema.Rank) -> Verdict:
     """C9: ``enable_flash_sdp(True)`` is an NVLink optimisation. Decided by where SDPA is called: the UNet's
     forward makes no call (counted), so the switch cannot touch its step; the attention block shows what the
     switch does change, on one device, no link involved."""
     w = where(attention)
-    m = _metrics_of(attention)
-    unet, defaults = m["unet"], m["defaults"]
-    by = {r["setting"]: r for r in m["attention"]}
-    default, off = by.get("default switches"), by.get("enable_flash_sdp(False)")
+    m = attention_of(attention)
+    unet, defaults = m.unet, m.defaults
+    default, off = m.setting("default switches"), m.setting("enable_flash_sdp(False)")
     parts = [
-        f"flash attention is {'on' if defaults['flash_sdp_enabled'] else 'off'} by default here; the UNet's "
-        f"forward makes {unet['sdpa_calls']} scaled_dot_product_attention calls (the attention block: "
-        f"{unet['attention_block_sdpa_calls']})"
+        f"flash attention is {'on' if defaults.flash_sdp_enabled else 'off'} by default here; the UNet's "
+        f"forward makes {unet.sdpa_calls} scaled_dot_product_attention calls (the attention block: "
+        f"{unet.attention_block_sdpa_calls})"
     ]
-    numbers: dict[str, Any] = {"unet_sdpa_calls": unet["sdpa_calls"], "flash_default": defaults["flash_sdp_enabled"]}
-    untouched = unet["sdpa_calls"] == 0
+    numbers: dict[str, Any] = {"unet_sdpa_calls": unet.sdpa_calls, "flash_default": defaults.flash_sdp_enabled}
+    untouched = unet.sdpa_calls == 0
     if default and off:
-        kern = lambda r: next((o for o in r["ops"] if "backward" not in o), "?")  # noqa: E731
+        kern = lambda r: kernel(r.ops)  # noqa: E731
         moved = (
             f"switching it off moves the attention block from {kern(default)} to {kern(off)}"
             if kern(default) != kern(off)
@@ -326,15 +372,13 @@ def verdict_c9(attention: Any) -> Verdict:
         parts.append(
             moved
             + (
-                f": {compare(default['ms_all'], off['ms_all']).describe('ms')}"
-                if "ms_all" in default
-                else f" ({default['ms']:.2f} → {off['ms']:.2f} ms, medians without repeats)"
+                f": {compare(default.ms_all, off.ms_all).describe('ms')}"
+                if default.ms_all
+                else f" ({default.ms:.2f} → {off.ms:.2f} ms, medians without repeats)"
             )
         )
-    if "ms_flash_on_all" in unet:
-        on, off_, again = unet["ms_flash_on_all"], unet["ms_flash_off_all"], unet["ms_flash_on_again_all"]
-        from nvtutorial.report.verdict import aa_gap
-
+    if unet.ms_flash_on_all:
+        on, off_, again = unet.ms_flash_on_all, unet.ms_flash_off_all, unet.ms_flash_on_again_all
         c = compare(on, off_, aa_gap=aa_gap(on, again))
         if untouched:  # the same kernels either way: an A/A measurement of this machine's noise
             numbers.update(unet_aa_gap=abs(c.change), unet_repeats=list(c.repeats))
@@ -348,7 +392,7 @@ def verdict_c9(attention: Any) -> Verdict:
             parts.append(f"the UNet's step, flash on → off: {c.describe('ms')}")
     else:
         parts.append(
-            f"the UNet's step {unet['ms_flash_on']:.2f} ms with flash on, {unet['ms_flash_off']:.2f} ms off "
+            f"the UNet's step {unet.ms_flash_on:.2f} ms with flash on, {unet.ms_flash_off:.2f} ms off "
             "(medians without repeats)" + (": the same kernels either way" if untouched else "")
         )
     text = "; ".join(parts) + (
@@ -361,22 +405,23 @@ def verdict_c9(attention: Any) -> Verdict:
     return Verdict("C9", "wrong" if untouched else "info", text, numbers, w)
 
 
-def accumulation_verdict(result: Any) -> Verdict:
+def accumulation_verdict(result: Train) -> Verdict:
     """``no_sync``: one all-reduce of the gradients per optimizer step instead of one per micro-batch (counted)."""
     rows = rows_of(result)
     a, b = find_row(rows, "no_sync accumulation"), find_row(rows, "accumulation without no_sync")
     w = where(result)
-    if not (ok(a) and ok(b)) or a.get("allreduce_bytes_per_step") is None:  # type: ignore[union-attr]
+    if not (ok(a) and ok(b)) or a.allreduce_bytes_per_step is None or b.allreduce_bytes_per_step is None:
         return Verdict("04.no_sync", "info", "not decided: an accumulation run or its byte count is missing", {}, w)
-    n = a["accumulation"]  # type: ignore[index]
-    ratio = b["allreduce_bytes_per_step"] / a["allreduce_bytes_per_step"]  # type: ignore[index]
-    c = compare(a["step_ms_repeats"], b["step_ms_repeats"], aa_gap=aa_gap_of(rows))  # type: ignore[index]
+    n = a.accumulation
+    sent_a, sent_b = a.allreduce_bytes_per_step, b.allreduce_bytes_per_step
+    ratio = sent_b / sent_a
+    c = compare(a.repeats, b.repeats, aa_gap=aa_gap_of(rows))
     passed = abs(ratio - n) < 1e-9
     return Verdict(
         "04.no_sync",
         "pass" if passed else "fail",
         f"over {n} micro-batches per optimizer step, without no_sync DDP all-reduces {ratio:.0f}× the bytes "
-        f"({b['allreduce_bytes_per_step'] / 1e6:.2f} against {a['allreduce_bytes_per_step'] / 1e6:.2f} MB); "  # type: ignore[index]
+        f"({sent_b / 1e6:.2f} against {sent_a / 1e6:.2f} MB); "
         f"step time without no_sync: {describe(result, c, 'ms')}" + ("" if is_gpu(result) else f" [{CPU_NOTE}]"),
         {"bytes_ratio": ratio, "micro_batches": n, "step_ratio": c.ratio, "step_status": c.status},
         w,

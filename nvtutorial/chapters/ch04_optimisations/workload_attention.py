@@ -12,7 +12,8 @@ calls no SDPA, is untouched by it. This workload shows all three on this machine
 3. the course UNet: how many SDPA calls one forward makes (none), and its forward + backward
    time with flash on and off.
 
-Every rank measures its own device; run it with one process:
+Every rank measures its own device and returns a :class:`~nvtutorial.chapters.ch04_optimisations.schema.Rank`; run it
+with one process:
 
     torchrun --standalone --nproc-per-node 1 -m nvtutorial.chapters.ch04_optimisations.workload_attention --set seq=2048
 """
@@ -22,17 +23,28 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import statistics
-from collections.abc import Callable
-from typing import Any, Literal
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, Literal
 
 from nvtutorial import runtime
+from nvtutorial.chapters.ch04_optimisations.schema import (
+    BACKENDS,
+    Backend,
+    DType,
+    Rank,
+    Setting,
+    Shape,
+    Switches,
+    UNet,
+)
 from nvtutorial.models.unet import SIZES
 from nvtutorial.params import require
 
+if TYPE_CHECKING:
+    import torch
+
 NAME = "attention_sdp"
 """The workload's name (``nvtutorial.run("attention_sdp", ...)``, ``nvtutorial list``)."""
-
-BACKENDS = ("MATH", "FLASH_ATTENTION", "EFFICIENT_ATTENTION", "CUDNN_ATTENTION")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,10 +72,10 @@ class Params:
         )
 
 
-def _dtype(p: Params, is_gpu: bool):
+def _dtype(p: Params, is_gpu: bool) -> tuple[torch.dtype, DType]:
     import torch
 
-    name = p.dtype if p.dtype != "auto" else ("bf16" if is_gpu else "fp32")
+    name: DType = p.dtype if p.dtype != "auto" else ("bf16" if is_gpu else "fp32")
     return {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[name], name
 
 
@@ -142,26 +154,23 @@ def _time(ctx: runtime.Context, fn: Callable[[], Any], warmup: int, repeats: int
     return [1e3 * ctx.time_calls(fn) for _ in range(repeats)]
 
 
-def _timed(ctx: runtime.Context, fn: Callable[[], Any], p: Params, key: str = "ms") -> dict[str, Any]:
-    """``{key: median, key_all: every repeat}``: the repeats let a comparison know its noise."""
+def _timed(ctx: runtime.Context, fn: Callable[[], Any], p: Params) -> tuple[float, tuple[float, ...]]:
+    """The median and every repeat (ms): the repeats let a comparison know its noise."""
     times = _time(ctx, fn, p.warmup, p.repeats)
-    return {key: statistics.median(times), f"{key}_all": times}
+    return statistics.median(times), tuple(times)
 
 
-def flags() -> dict[str, Any]:
+def flags() -> Switches:
     import torch
 
     b = torch.backends.cuda
-    out = {
-        "flash_sdp_enabled": b.flash_sdp_enabled(),
-        "mem_efficient_sdp_enabled": b.mem_efficient_sdp_enabled(),
-        "math_sdp_enabled": b.math_sdp_enabled(),
-        "cudnn_sdp_enabled": b.cudnn_sdp_enabled() if hasattr(b, "cudnn_sdp_enabled") else None,
-        "flash_attention_built": b.is_flash_attention_available()
-        if hasattr(b, "is_flash_attention_available")
-        else None,
-    }
-    return out
+    return Switches(
+        flash_sdp_enabled=b.flash_sdp_enabled(),
+        mem_efficient_sdp_enabled=b.mem_efficient_sdp_enabled(),
+        math_sdp_enabled=b.math_sdp_enabled(),
+        cudnn_sdp_enabled=b.cudnn_sdp_enabled() if hasattr(b, "cudnn_sdp_enabled") else None,
+        flash_attention_built=b.is_flash_attention_available() if hasattr(b, "is_flash_attention_available") else None,
+    )
 
 
 @contextlib.contextmanager
@@ -177,7 +186,7 @@ def flash_switch(enabled: bool):
         torch.backends.cuda.enable_flash_sdp(before)
 
 
-def run(ctx: runtime.Context, p: Params) -> dict[str, Any]:
+def run(ctx: runtime.Context, p: Params) -> Rank:
     import torch
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
@@ -194,44 +203,35 @@ def run(ctx: runtime.Context, p: Params) -> dict[str, Any]:
     def attention_step() -> None:
         block(x).float().square().mean().backward()
 
-    out: dict[str, Any] = {
-        "device": str(ctx.device),
-        "dtype": dtype_name,
-        "defaults": flags(),
-        "shape": {"batch": p.batch, "heads": p.heads, "seq": p.seq, "head_dim": p.head_dim},
-    }
+    defaults = flags()
     # 1. which backends run here
     backends = []
     for name in BACKENDS:
         backend = getattr(SDPBackend, name, None)
-        row: dict[str, Any] = {"backend": name}
         if backend is None:
-            row.update(runs=False, why="not in this torch")
-        else:
-            try:
-                with sdpa_kernel([backend]):
-                    ops = sdpa_ops(attention_step)
-                row.update(runs=True, ops=ops, why="")
-            except RuntimeError as exc:
-                first = next((ln for ln in str(exc).splitlines() if ln.strip()), "")
-                row.update(runs=False, why=first[:200])
-        backends.append(row)
-    out["backends"] = backends
+            backends.append(Backend(name, runs=False, why="not in this torch"))
+            continue
+        try:
+            with sdpa_kernel([backend]):
+                ops = sdpa_ops(attention_step)
+            backends.append(Backend(name, runs=True, ops=tuple(ops), why=""))
+        except RuntimeError as exc:
+            first = next((ln for ln in str(exc).splitlines() if ln.strip()), "")
+            backends.append(Backend(name, runs=False, why=first[:200]))
     ctx.progress(1, 3, "attention")
+
     # 2. timings: default switches, flash switched off, each runnable backend forced
-    rows = []
-    rows.append({"setting": "default switches", "ops": sdpa_ops(attention_step), **_timed(ctx, attention_step, p)})
+    def setting(name: str, ops: Sequence[str]) -> Setting:
+        ms, ms_all = _timed(ctx, attention_step, p)
+        return Setting(name, tuple(ops), ms, ms_all)
+
+    rows = [setting("default switches", sdpa_ops(attention_step))]
     with flash_switch(False):
-        rows.append(
-            {"setting": "enable_flash_sdp(False)", "ops": sdpa_ops(attention_step), **_timed(ctx, attention_step, p)}
-        )
+        rows.append(setting("enable_flash_sdp(False)", sdpa_ops(attention_step)))
     for b in backends:
-        if b["runs"]:
-            with sdpa_kernel([getattr(SDPBackend, b["backend"])]):
-                rows.append(
-                    {"setting": f"sdpa_kernel({b['backend']})", "ops": b["ops"], **_timed(ctx, attention_step, p)}
-                )
-    out["attention"] = rows
+        if b.runs:
+            with sdpa_kernel([getattr(SDPBackend, b.backend)]):
+                rows.append(setting(f"sdpa_kernel({b.backend})", b.ops))
     ctx.progress(2, 3, "attention")
     # 3. the UNet: no SDPA at all, so the switch cannot matter
     net = build_unet(p.unet).to(ctx.device)
@@ -245,20 +245,36 @@ def run(ctx: runtime.Context, p: Params) -> dict[str, Any]:
             y = net(images)
         y.float().mean().backward()
 
-    out["unet"] = {
-        "model": p.unet,
-        "sdpa_calls": count_sdpa_calls(unet_step),
-        "attention_block_sdpa_calls": count_sdpa_calls(attention_step),
-    }
+    sdpa_calls, block_calls = count_sdpa_calls(unet_step), count_sdpa_calls(attention_step)
     with flash_switch(True):
-        out["unet"].update(_timed(ctx, unet_step, p, "ms_flash_on"))
+        on = _timed(ctx, unet_step, p)
     with flash_switch(False):
-        out["unet"].update(_timed(ctx, unet_step, p, "ms_flash_off"))
+        off = _timed(ctx, unet_step, p)
     with flash_switch(True):  # the same setting again: the A/A gap of this measurement
-        out["unet"].update(_timed(ctx, unet_step, p, "ms_flash_on_again"))
-    out["after"] = flags()  # restored: the switches are as found
+        again = _timed(ctx, unet_step, p)
+    unet = UNet(
+        model=p.unet,
+        sdpa_calls=sdpa_calls,
+        attention_block_sdpa_calls=block_calls,
+        ms_flash_on=on[0],
+        ms_flash_on_all=on[1],
+        ms_flash_off=off[0],
+        ms_flash_off_all=off[1],
+        ms_flash_on_again=again[0],
+        ms_flash_on_again_all=again[1],
+    )
+    after = flags()  # restored: the switches are as found
     ctx.progress(3, 3, "attention")
-    return out
+    return Rank(
+        device=str(ctx.device),
+        dtype=dtype_name,
+        defaults=defaults,
+        shape=Shape(p.batch, p.heads, p.seq, p.head_dim),
+        backends=tuple(backends),
+        attention=tuple(rows),
+        unet=unet,
+        after=after,
+    )
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from nvtutorial.chapters.ch05_profiling.schema import Phase, phases_typed
 from nvtutorial.plots.style import COLOURS, figure, finish
 
 WAIT = "#E8A33D"
@@ -209,15 +210,18 @@ def comm_share_sweep(rows_by_path: Mapping[str, Sequence[Mapping[str, Any]]], wh
 def telemetry(
     frame: Any,
     where: Any,
-    phases: Sequence[Mapping[str, Any]] = (),
+    phases: Sequence[Phase | Mapping[str, Any]] = (),
     step_ends: Sequence[float] = (),
     dmon: Any = None,
     title: str = "NVML telemetry during the run",
 ):
     """GPU utilisation, NVLink bytes/s and memory against time, with the run's phases shaded and
-    step ends ticked (wall-clock times from the workload); ``dmon`` (a frame with ``t``, ``gpu``,
-    ``sm``) adds what ``nvidia-smi dmon -s u`` printed, once a second."""
+    step ends ticked (wall-clock times from the workload: a rank's ``phases`` and ``step_ends``, typed or as the run
+    wrote them, ``run.metrics["phases"]``); ``dmon`` (a frame with ``t``, ``gpu``, ``sm``) adds what
+    ``nvidia-smi dmon -s u`` printed, once a second."""
     import matplotlib.pyplot as plt
+
+    phases = phases_typed(phases)
 
     if frame is None or len(frame) == 0:
         reason = getattr(frame, "attrs", {}).get("reason") or "no telemetry"
@@ -246,10 +250,8 @@ def telemetry(
     axes[2].set_ylabel("memory used GiB")
     for i, ph in enumerate(phases):
         for ax in axes:
-            ax.axvspan(ph["start"] - t0, ph["end"] - t0, color="0.85" if i % 2 == 0 else "0.93", zorder=0)
-        axes[0].text(
-            (ph["start"] + ph["end"]) / 2 - t0, 103, ph["name"], ha="center", va="bottom", fontsize=6, rotation=20
-        )
+            ax.axvspan(ph.start - t0, ph.end - t0, color="0.85" if i % 2 == 0 else "0.93", zorder=0)
+        axes[0].text((ph.start + ph.end) / 2 - t0, 103, ph.name, ha="center", va="bottom", fontsize=6, rotation=20)
     for t in step_ends:
         axes[0].axvline(t - t0, color="0.5", lw=0.4)
     axes[0].set_ylim(0, 100)
@@ -262,7 +264,8 @@ def telemetry(
 
 
 def memory_per_rank(memories: Sequence[Mapping[str, Any]], where: Any):
-    """Peak allocated and reserved memory per rank (GPU), or peak process RSS (CPU)."""
+    """Peak allocated and reserved memory per rank (GPU), or peak process RSS (CPU); ``memories``: each rank's
+    ``memory`` (:attr:`~nvtutorial.chapters.ch05_profiling.schema.Rank.memory`, under torch's own names)."""
     fig, ax = figure(6.0, 3.4)
     ranks = list(range(len(memories)))
     if memories and "allocated_bytes.all.peak" in memories[0]:

@@ -1,7 +1,8 @@
 """What the ``profile_step`` runs of notebook 05 say, as tables and verdicts (parent side; no CUDA).
 
 Every function reads a :class:`~nvtutorial.results.RunResult` (a fresh run, or a committed one
-loaded with ``RunResult.load``) and reports **every rank**: the split of a step, how much of
+loaded with ``RunResult.load``), its ranks typed (``result.ranks_as(schema.Rank)``), and reports
+**every rank**: the split of a step, how much of
 each rank's communication was waiting for the other rank (skew) and how much was data on the
 wire, what the profiler itself costs, and what the gradient exchange costs measured without it
 (DDP step against the same step under ``no_sync``, through :func:`~nvtutorial.report.verdict.compare`).
@@ -13,11 +14,14 @@ Runs made before the workload recorded repeats and paired traces (the committed 
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from nvtutorial.chapters.ch05_profiling.schema import Kinds, Link, Probe, Rank, Split, SweepRow
 from nvtutorial.report.verdict import Comparison, Verdict, compare
+from nvtutorial.results import RunResult
 
 SPLIT_KEYS = ("compute_only_ms", "hidden_ms", "exposed_ms", "idle_ms")
 """The four parts that add up to the step: compute alone, hidden and exposed communication, idle."""
@@ -31,32 +35,56 @@ def _fmt(values: Sequence[float], unit: str = "ms", digits: int = 2) -> str:
     return ", ".join(f"rank {r} {v:.{digits}f} {unit}" for r, v in enumerate(values))
 
 
+def ranks(res: RunResult) -> list[Rank]:
+    """Every rank's result of a ``profile_step`` run, typed (older layouts upgraded: :meth:`Rank.upgrade`)."""
+    return res.ranks_as(Rank)
+
+
+def probe(res: RunResult) -> Probe | None:
+    """Rank 0's all-reduce probe (None: the run had none, or no rank reported)."""
+    typed = ranks(res)
+    return typed[0].probe if typed else None
+
+
 # --------------------------------------------------------------------------- the split, per rank
 
 
-def link_columns(split: Mapping[str, Any]) -> dict[str, Any]:
+LINK_KEYS = ("wait_ms", "transfer_ms", "exposed_wait_ms", "exposed_transfer_ms", "last_share")
+"""The columns of waiting against transfer a paired split adds to :func:`split_frame`."""
+
+
+def link_columns(split: Split | None) -> dict[str, float]:
     """The waiting/transfer part of a rank's split, or ``{}`` where it was not computed."""
-    link = split.get("link") or {}
-    return {
-        k: link[k]
-        for k in ("wait_ms", "transfer_ms", "exposed_wait_ms", "exposed_transfer_ms", "last_share")
-        if k in link
-    }
+    link = split.link if split is not None else None
+    if link is None:
+        return {}
+    return {k: v for k in LINK_KEYS if (v := getattr(link, k)) is not None}
 
 
-def split_frame(res: Any, path: str | None = None):  # -> pandas.DataFrame
+def _paired(link: Link | None) -> tuple[float, float, float, float] | None:
+    """``(wait, transfer, exposed wait, exposed transfer)`` ms of a paired split; None where the ranks' traces were
+    not paired."""
+    if link is None or link.wait_ms is None or link.transfer_ms is None:
+        return None
+    if link.exposed_wait_ms is None or link.exposed_transfer_ms is None:
+        return None
+    return link.wait_ms, link.transfer_ms, link.exposed_wait_ms, link.exposed_transfer_ms
+
+
+def split_frame(res: RunResult, path: str | None = None):  # -> pandas.DataFrame
     """The split each rank computed from its own trace, one row per rank (ms per step); with the
     waiting/transfer columns where the run paired its ranks' traces."""
     import pandas as pd
 
     rows = []
-    for rank, m in enumerate(res.ranks):
-        sp = dict(m.get("split") or {})
+    for rank, m in enumerate(ranks(res)):
         row: dict[str, Any] = {"rank": rank}
         if path:
             row["path"] = path
-        row.update({k: v for k, v in sp.items() if not isinstance(v, (dict, list))})
-        row.update(link_columns(sp))
+        if m.split is not None:  # its scalars; the rank is the run's (a trace without one has None)
+            split = dataclasses.asdict(m.split)
+            row.update({k: v for k, v in split.items() if k != "rank" and not isinstance(v, (dict, list))})
+        row.update(link_columns(m.split))
         rows.append(row)
     cols = [
         "path",
@@ -80,33 +108,32 @@ def split_frame(res: Any, path: str | None = None):  # -> pandas.DataFrame
     return frame[[c for c in cols if c in frame.columns]].round(4)
 
 
-def check_split(res: Any, tolerance: float = 1e-6) -> Verdict:
+def check_split(res: RunResult, tolerance: float = 1e-6) -> Verdict:
     """The split adds up on every rank: ``compute only + hidden + exposed + idle = step``, and where
     waiting was separated, ``wait + transfer = communication`` and ``exposed wait + exposed transfer = exposed``."""
     problems, sums = [], []
-    for rank, m in enumerate(res.ranks):
-        sp = m.get("split")
-        if not sp:
+    typed = ranks(res)
+    for rank, m in enumerate(typed):
+        sp = m.split
+        if sp is None:
             problems.append(f"rank {rank} reported no split")
             continue
-        parts = sum(sp[k] for k in SPLIT_KEYS)
-        sums.append(parts - sp["step_ms"])
-        if abs(parts - sp["step_ms"]) > tolerance * max(1.0, sp["step_ms"]):
-            problems.append(f"rank {rank}: the parts add to {parts:.4f} ms, the step is {sp['step_ms']:.4f} ms")
-        link = sp.get("link") or {}
-        if "wait_ms" in link:
-            if abs(link["wait_ms"] + link["transfer_ms"] - sp["comm_ms"]) > tolerance * max(1.0, sp["comm_ms"]):
+        parts = sum(getattr(sp, k) for k in SPLIT_KEYS)
+        sums.append(parts - sp.step_ms)
+        if abs(parts - sp.step_ms) > tolerance * max(1.0, sp.step_ms):
+            problems.append(f"rank {rank}: the parts add to {parts:.4f} ms, the step is {sp.step_ms:.4f} ms")
+        paired = _paired(sp.link)
+        if paired is not None:
+            wait, transfer, exposed_wait, exposed_transfer = paired
+            if abs(wait + transfer - sp.comm_ms) > tolerance * max(1.0, sp.comm_ms):
                 problems.append(
-                    f"rank {rank}: wait + transfer = {link['wait_ms'] + link['transfer_ms']:.4f} ms, "
-                    f"communication {sp['comm_ms']:.4f} ms"
+                    f"rank {rank}: wait + transfer = {wait + transfer:.4f} ms, communication {sp.comm_ms:.4f} ms"
                 )
-            if abs(link["exposed_wait_ms"] + link["exposed_transfer_ms"] - sp["exposed_ms"]) > tolerance * max(
-                1.0, sp["exposed_ms"]
-            ):
+            if abs(exposed_wait + exposed_transfer - sp.exposed_ms) > tolerance * max(1.0, sp.exposed_ms):
                 problems.append(f"rank {rank}: exposed wait + exposed transfer differ from exposed communication")
-    ok = not problems and len(sums) == len(res.ranks) >= 1
+    ok = not problems and len(sums) == len(typed) >= 1
     text = (
-        f"on all {len(res.ranks)} ranks, compute only + hidden + exposed communication + idle = the step"
+        f"on all {len(typed)} ranks, compute only + hidden + exposed communication + idle = the step"
         if ok
         else "; ".join(problems) or "no rank reported a split"
     )
@@ -114,29 +141,29 @@ def check_split(res: Any, tolerance: float = 1e-6) -> Verdict:
         "split adds up",
         "pass" if ok else "fail",
         text,
-        {"ranks": len(res.ranks), "largest_error_ms": max((abs(s) for s in sums), default=None)},
+        {"ranks": len(typed), "largest_error_ms": max((abs(s) for s in sums), default=None)},
         _where(res),
     )
 
 
-def link_estimate(ranks: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """Time on the wire per step, from a run's per-rank splits (the split dicts, or sweep rows).
+def link_estimate(splits: Sequence[Split | None]) -> dict[str, Any]:
+    """Time on the wire per step, from a run's per-rank splits (a rank's, or a sweep row's; None: not profiled).
 
     With paired traces: the least transfer time of any rank (``paired traces``); otherwise the least
     communication time of any rank (``least of the ranks``): the rank that arrived last at every
     collective waited for nobody, so its communication is the closest to the transfer alone.
     """
-    splits = [r for r in ranks if r]
-    links = [r.get("link") or {} for r in splits]
-    if splits and all("transfer_ms" in link for link in links):
+    profiled = [s for s in splits if s is not None]
+    paired = [p for s in profiled if (p := _paired(s.link)) is not None]
+    if profiled and len(paired) == len(profiled):
         return {
             "source": "paired traces",
-            "link_ms": min(link["transfer_ms"] for link in links),
-            "exposed_link_ms": min(link["exposed_transfer_ms"] for link in links),
-            "wait_ms": [link["wait_ms"] for link in links],
+            "link_ms": min(transfer for _, transfer, _, _ in paired),
+            "exposed_link_ms": min(exposed_transfer for _, _, _, exposed_transfer in paired),
+            "wait_ms": [wait for wait, _, _, _ in paired],
         }
-    comm = [s["comm_ms"] for s in splits]
-    exposed = [s["exposed_ms"] for s in splits]
+    comm = [s.comm_ms for s in profiled]
+    exposed = [s.exposed_ms for s in profiled]
     return {
         "source": "least of the ranks",
         "link_ms": min(comm, default=float("nan")),
@@ -145,15 +172,16 @@ def link_estimate(ranks: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     }
 
 
-def verdict_split(res: Any) -> Verdict:
+def verdict_split(res: RunResult) -> Verdict:
     """What each rank's communication was: waiting for the other rank (skew), or data on the wire."""
-    splits = [m.get("split") or {} for m in res.ranks]
-    if not all(splits):
+    maybe = [m.split for m in ranks(res)]
+    splits = [s for s in maybe if s is not None]
+    if len(splits) < len(maybe):
         return Verdict("time split", "info", "no split: the run was not profiled", {}, _where(res))
     est = link_estimate(splits)
-    comm = [s["comm_ms"] for s in splits]
-    exposed = [s["exposed_ms"] for s in splits]
-    step = statistics.mean(s["step_ms"] for s in splits)
+    comm = [s.comm_ms for s in splits]
+    exposed = [s.exposed_ms for s in splits]
+    step = statistics.mean(s.step_ms for s in splits)
     waiting = [min(1.0, max(0.0, w / c)) if c > 0 else 0.0 for w, c in zip(est["wait_ms"], comm)]
     worst = max(range(len(comm)), key=lambda r: comm[r])
     how = (
@@ -186,14 +214,14 @@ def verdict_split(res: Any) -> Verdict:
     )
 
 
-def phase_frame(res: Any):  # -> pandas.DataFrame
+def phase_frame(res: RunResult):  # -> pandas.DataFrame
     """Compute time inside each marked phase (forward, backward, optimizer) per rank, ms per step."""
     import pandas as pd
 
     return pd.DataFrame(
         [
-            {"rank": r, **{f"{k}_ms": round(v, 4) for k, v in ((m.get("split") or {}).get("phase_ms") or {}).items()}}
-            for r, m in enumerate(res.ranks)
+            {"rank": r, **{f"{k}_ms": round(v, 4) for k, v in (m.split.phase_ms if m.split else {}).items()}}
+            for r, m in enumerate(ranks(res))
         ]
     )
 
@@ -201,7 +229,7 @@ def phase_frame(res: Any):  # -> pandas.DataFrame
 # --------------------------------------------------------------------------- the profiler's own cost
 
 
-def overhead_frame(res: Any):  # -> pandas.DataFrame
+def overhead_frame(res: RunResult):  # -> pandas.DataFrame
     """Median step time without and with torch.profiler, per rank, and the difference in ms."""
     import pandas as pd
 
@@ -209,22 +237,22 @@ def overhead_frame(res: Any):  # -> pandas.DataFrame
         [
             {
                 "rank": r,
-                "step_ms": round(m["step_ms"], 3),
-                "step_ms_profiled": round(m["step_ms_profiled"], 3),
-                "overhead_ms": round(m["step_ms_profiled"] - m["step_ms"], 3),
-                "overhead_%": round(100 * (m["step_ms_profiled"] / m["step_ms"] - 1), 1),
+                "step_ms": round(m.step_ms, 3),
+                "step_ms_profiled": round(m.step_ms_profiled, 3),
+                "overhead_ms": round(m.step_ms_profiled - m.step_ms, 3),
+                "overhead_%": round(100 * (m.step_ms_profiled / m.step_ms - 1), 1),
             }
-            for r, m in enumerate(res.ranks)
+            for r, m in enumerate(ranks(res))
         ]
     )
 
 
-def _overhead_comparisons(res: Any) -> list[Comparison | None]:
+def _overhead_comparisons(res: RunResult) -> list[Comparison | None]:
     out = []
-    for m in res.ranks:
-        plain = (m.get("step_ms_all") or {}).get("ddp")
-        profiled = m.get("profiled_ms")
-        out.append(compare(plain, profiled) if plain and profiled and len(plain) >= 2 and len(profiled) >= 2 else None)
+    for m in ranks(res):
+        plain = m.step_ms_all.ddp if m.step_ms_all else ()
+        profiled = m.profiled_ms
+        out.append(compare(plain, profiled) if len(plain) >= 2 and len(profiled) >= 2 else None)
     return out
 
 
@@ -233,18 +261,17 @@ def _joint(statuses: Sequence[str]) -> str:
     return statuses[0] if statuses and len(set(statuses)) == 1 else "no change"
 
 
-def verdict_overhead(res: Any) -> Verdict:
+def verdict_overhead(res: RunResult) -> Verdict:
     """What torch.profiler adds to a step on each rank (profiled against plain steps, ``compare``)."""
-    added = [m["step_ms_profiled"] - m["step_ms"] for m in res.ranks]
+    typed = ranks(res)
+    added = [m.step_ms_profiled - m.step_ms for m in typed]
     comps = _overhead_comparisons(res)
-    numbers: dict[str, Any] = {"overhead_ms": added, "step_ms": [m["step_ms"] for m in res.ranks]}
-    if all(comps):
-        numbers.update(ratio=[c.ratio for c in comps], noise=[c.noise for c in comps])  # type: ignore[union-attr]
-        status = _joint([c.status for c in comps])  # type: ignore[union-attr]
-        text = "; ".join(
-            f"rank {r}: " + c.describe("ms", "step without → with the profiler")  # type: ignore[union-attr]
-            for r, c in enumerate(comps)
-        )
+    cs = [c for c in comps if c is not None]
+    numbers: dict[str, Any] = {"overhead_ms": added, "step_ms": [m.step_ms for m in typed]}
+    if len(cs) == len(comps):
+        numbers.update(ratio=[c.ratio for c in cs], noise=[c.noise for c in cs])
+        status = _joint([c.status for c in cs])
+        text = "; ".join(f"rank {r}: " + c.describe("ms", "step without → with the profiler") for r, c in enumerate(cs))
     else:
         status = "info"
         text = (
@@ -254,7 +281,7 @@ def verdict_overhead(res: Any) -> Verdict:
     return Verdict("profiler overhead", status, text, numbers, _where(res))
 
 
-def verdict_trust(res: Any) -> Verdict:
+def verdict_trust(res: RunResult) -> Verdict:
     """Whether the split's exposed communication is larger than the time the profiler itself adds
     (``numbers["trustworthy"]``: True, False, or None when the noise cannot tell).
 
@@ -267,10 +294,9 @@ def verdict_trust(res: Any) -> Verdict:
     """
     comps = _overhead_comparisons(res)
     added, bound, exposed, fails, unsure = [], [], [], [], []
-    for rank, (m, c) in enumerate(zip(res.ranks, comps)):
-        sp = m.get("split") or {}
-        over = m["step_ms_profiled"] - m["step_ms"]
-        exp = sp.get("exposed_ms", float("nan"))
+    for rank, (m, c) in enumerate(zip(ranks(res), comps)):
+        over = m.step_ms_profiled - m.step_ms
+        exp = m.split.exposed_ms if m.split is not None else float("nan")
         added.append(over)
         exposed.append(exp)
         if c is not None and c.status == "no change":  # unmeasured: anything up to the noise bound
@@ -290,7 +316,7 @@ def verdict_trust(res: Any) -> Verdict:
         "ranks_undecided": unsure,
         "trustworthy": False if fails else None if unsure else True,
     }
-    noise = [f"rank {r}: {added[r]:+.2f} ms, noise ±{comps[r].noise:.0%} (up to {bound[r]:.2f} ms)" for r in unsure]
+    noise = [f"rank {r}: {added[r]:+.2f} ms, noise ±{_noise(comps[r]):.0%} (up to {bound[r]:.2f} ms)" for r in unsure]
     if fails:
         text = (
             f"not a measure of the cost: the profiler adds {_fmt(added)} to the step, more than the exposed "
@@ -318,6 +344,10 @@ def verdict_trust(res: Any) -> Verdict:
     return Verdict("split trustworthy", status, text, numbers, _where(res))
 
 
+def _noise(c: Comparison | None) -> float:
+    return c.noise if c is not None else float("nan")
+
+
 # --------------------------------------------------------------------------- A/B without the profiler
 
 AB_KINDS = {
@@ -327,13 +357,13 @@ AB_KINDS = {
 }
 
 
-def ab_frame(res: Any):  # -> pandas.DataFrame
+def ab_frame(res: RunResult):  # -> pandas.DataFrame
     """The interleaved repeats per rank: median ms of each round for each kind of step."""
     import pandas as pd
 
     rows = []
-    for rank, m in enumerate(res.ranks):
-        for kind, reps in (m.get("step_ms_repeats") or {}).items():
+    for rank, m in enumerate(ranks(res)):
+        for kind, reps in (m.step_ms_repeats.measured() if m.step_ms_repeats else {}).items():
             rows.append(
                 {
                     "rank": rank,
@@ -345,19 +375,21 @@ def ab_frame(res: Any):  # -> pandas.DataFrame
     return pd.DataFrame(rows)
 
 
-def comparisons(ranks: Sequence[Mapping[str, Any]], baseline: str, candidate: str = "ddp") -> list[Comparison | None]:
-    """``compare(baseline repeats, candidate repeats)`` on each rank; None where a side was not measured."""
+def comparisons(repeats: Sequence[Kinds | None], baseline: str, candidate: str = "ddp") -> list[Comparison | None]:
+    """``compare(baseline repeats, candidate repeats)`` on each rank (``repeats``: each rank's
+    ``step_ms_repeats``, or a sweep row's ``repeats``); None where a side was not measured."""
     out = []
-    for m in ranks:
-        reps = m.get("step_ms_repeats") or m.get("repeats") or {}
-        a, b = reps.get(baseline), reps.get(candidate)
-        out.append(compare(a, b) if a and b and len(a) >= 2 and len(b) >= 2 else None)
+    for reps in repeats:
+        measured = reps.measured() if reps is not None else {}
+        a, b = measured.get(baseline, ()), measured.get(candidate, ())
+        out.append(compare(a, b) if len(a) >= 2 and len(b) >= 2 else None)
     return out
 
 
-def price(ranks: Sequence[Mapping[str, Any]], baseline: str, key: str, where: str, what: str) -> Verdict:
-    """The DDP step against ``baseline`` (``no_sync`` or ``local``) on every rank, by the noise rule."""
-    comps = comparisons(ranks, baseline)
+def price(repeats: Sequence[Kinds | None], baseline: str, key: str, where: str, what: str) -> Verdict:
+    """The DDP step against ``baseline`` (``no_sync`` or ``local``) on every rank (each rank's ``step_ms_repeats``),
+    by the noise rule."""
+    comps = comparisons(repeats, baseline)
     if not all(comps):
         return Verdict(key, "info", f"{what}: not measured in this run (it has no interleaved repeats)", {}, where)
     cs = [c for c in comps if c is not None]
@@ -379,23 +411,37 @@ def price(ranks: Sequence[Mapping[str, Any]], baseline: str, key: str, where: st
     )
 
 
-def verdict_exchange(res: Any) -> Verdict:
+def verdict_exchange(res: RunResult) -> Verdict:
     """What the gradient exchange costs a step: DDP against the same step under ``no_sync`` (notebook 03's A/B)."""
-    return price(res.ranks, "no_sync", "gradient exchange", _where(res), "DDP step against the same step under no_sync")
+    return price(
+        [m.step_ms_repeats for m in ranks(res)],
+        "no_sync",
+        "gradient exchange",
+        _where(res),
+        "DDP step against the same step under no_sync",
+    )
 
 
-def verdict_second_gpu(res: Any) -> Verdict:
+def verdict_second_gpu(res: RunResult) -> Verdict:
     """The 2-GPU DDP step against the bare module on the same GPU, and what of the gap the trace explains."""
     where = _where(res)
-    v = price(res.ranks, "local", "second GPU", where, "DDP step against the bare module (1-GPU step)")
+    typed = ranks(res)
+    v = price(
+        [m.step_ms_repeats for m in typed],
+        "local",
+        "second GPU",
+        where,
+        "DDP step against the bare module (1-GPU step)",
+    )
     if v.numbers:
         return v
-    ranks = res.ranks
-    if not all(m.get("local_step_ms") for m in ranks) or not all(m.get("split") for m in ranks):
+    local = [m.local_step_ms for m in typed]
+    splits = [m.split for m in typed]
+    if not all(local) or not all(splits):
         return v
-    gap = [m["step_ms"] - m["local_step_ms"] for m in ranks]
-    est = link_estimate([m["split"] for m in ranks])
-    mean_exposed = statistics.mean(m["split"]["exposed_ms"] for m in ranks)
+    gap = [m.step_ms - (m.local_step_ms or 0.0) for m in typed]
+    est = link_estimate(splits)
+    mean_exposed = statistics.mean(s.exposed_ms for s in splits if s is not None)
     ratio = mean_exposed / statistics.mean(gap) if statistics.mean(gap) > 0 else float("inf")
     text = (
         f"DDP step minus 1-GPU step: {_fmt(gap)} (medians, no repeats in this run). The profiler's exposed "
@@ -423,21 +469,21 @@ def verdict_second_gpu(res: Any) -> Verdict:
     )
 
 
-def wire_frame(res: Any):  # -> pandas.DataFrame
+def wire_frame(res: RunResult):  # -> pandas.DataFrame
     """The gradients' bytes all-reduced right after a barrier: ms per repeat and bus bandwidth, per rank."""
     import pandas as pd
 
     rows = []
-    for rank, m in enumerate(res.ranks):
-        wire = m.get("wire") or {}
-        if wire:
+    for rank, m in enumerate(ranks(res)):
+        wire = m.wire
+        if wire is not None:
             rows.append(
                 {
                     "rank": rank,
-                    "MiB": round(wire["bytes"] / 2**20, 1),
-                    "median_ms": round(statistics.median(wire["ms"]), 3),
-                    "min_ms": round(min(wire["ms"]), 3),
-                    "busbw_GB/s": round(wire["busbw_gbs"], 1) if wire["busbw_gbs"] else None,
+                    "MiB": round(wire.bytes / 2**20, 1),
+                    "median_ms": round(statistics.median(wire.ms), 3),
+                    "min_ms": round(min(wire.ms), 3),
+                    "busbw_GB/s": round(wire.busbw_gbs, 1) if wire.busbw_gbs else None,
                 }
             )
     return pd.DataFrame(rows)
@@ -446,15 +492,17 @@ def wire_frame(res: Any):  # -> pandas.DataFrame
 # --------------------------------------------------------------------------- memory
 
 
-def memory_frame(res: Any):  # -> pandas.DataFrame
+def memory_frame(res: RunResult):  # -> pandas.DataFrame
     """Memory per rank in MiB: torch.cuda.memory_stats essentials (GPU) or process RSS (CPU)."""
     import pandas as pd
 
     rows = []
-    for r, m in enumerate(res.ranks):
-        mem = m.get("memory", {})
+    for r, m in enumerate(ranks(res)):
+        mem = m.memory
         row: dict[str, Any] = {"rank": r, "kind": mem.get("kind")}
         for k, v in mem.items():
+            if isinstance(v, str):
+                continue
             if k.endswith(("_bytes.all.peak", "_bytes.all.current")):
                 row[k.replace("_bytes.all.", "_").replace(".", "_") + "_mib"] = round(v / 2**20, 1)
             elif k.startswith("num_") or k.endswith("_mib"):
@@ -463,15 +511,15 @@ def memory_frame(res: Any):  # -> pandas.DataFrame
     return pd.DataFrame(rows)
 
 
-def probe_traffic(sampler: Any, res: Any) -> list[dict[str, Any]]:
+def probe_traffic(sampler: Any, res: RunResult) -> list[dict[str, Any]]:
     """NVLink bytes NVML counted during the all-reduce probe, against what the algorithm sends."""
-    probe = res.metrics.get("probe") or {}
-    if not probe or not getattr(sampler, "available", False):
+    sent = probe(res)
+    if sent is None or not getattr(sampler, "available", False):
         return []
-    counted = sampler.nvlink_bytes(probe["start"], probe["end"])
+    counted = sampler.nvlink_bytes(sent.start, sent.end)
     rows = []
     for gpu, c in counted.items():
-        expected = probe["bytes_per_rank_algorithm"]
+        expected = sent.bytes_per_rank_algorithm
         rows.append(
             {
                 "gpu": gpu,
@@ -494,36 +542,38 @@ AT_THRESHOLD = 0.02
 repeats cannot say on which side of it the next run falls."""
 
 
-def sweep_table(res: Any) -> list[dict[str, Any]]:
+def sweep_table(res: RunResult) -> list[dict[str, Any]]:
     """One row per per-GPU batch size: step time, the profiler's communication share on each rank,
     the time on the wire (:func:`link_estimate`) and its share of the profiled step, and, where the
     run has repeats, what the gradient exchange costs (DDP against ``no_sync``)."""
-    per_batch: dict[int, list[dict[str, Any]]] = {}
-    for m in res.ranks:
-        for row in m.get("sweep", []):
-            per_batch.setdefault(row["batch"], []).append(row)
+    per_batch: dict[int, list[SweepRow]] = {}
+    for m in ranks(res):
+        for sweep_row in m.sweep:
+            per_batch.setdefault(sweep_row.batch, []).append(sweep_row)
     out = []
     for b in sorted(per_batch):
         rows = per_batch[b]
         row: dict[str, Any] = {
             "batch": b,
-            "global_batch": rows[0]["global_batch"],
-            "step_ms": statistics.mean(r["step_ms_unprofiled"] for r in rows),
-            "samples_per_s": statistics.mean(r["samples_per_s"] for r in rows),
+            "global_batch": rows[0].global_batch,
+            "step_ms": statistics.mean(r.step_ms_unprofiled for r in rows),
+            "samples_per_s": statistics.mean(r.samples_per_s for r in rows),
         }
-        if all("comm_ms" in r for r in rows):
-            est = link_estimate(rows)
-            profiled = statistics.mean(r["step_ms"] for r in rows)
-            row.update({f"comm_share_rank{i}": r["comm_share"] for i, r in enumerate(rows)})
+        maybe = [r.split for r in rows]
+        splits = [s for s in maybe if s is not None]
+        if len(splits) == len(maybe):
+            est = link_estimate(splits)
+            profiled = statistics.mean(s.step_ms for s in splits)
+            row.update({f"comm_share_rank{i}": s.comm_share for i, s in enumerate(splits)})
             row.update(
-                comm_share_mean=statistics.mean(r["comm_share"] for r in rows),
+                comm_share_mean=statistics.mean(s.comm_share for s in splits),
                 link_ms=est["link_ms"],
                 link_share=est["link_ms"] / profiled,
                 exposed_link_ms=est["exposed_link_ms"],
                 exposed_link_share=est["exposed_link_ms"] / profiled,
                 source=est["source"],
             )
-        comps = comparisons(rows, "no_sync")
+        comps = comparisons([r.repeats for r in rows], "no_sync")
         if all(comps):
             row.update(
                 exchange_ms=[c.candidate - c.baseline for c in comps if c],
@@ -534,7 +584,7 @@ def sweep_table(res: Any) -> list[dict[str, Any]]:
     return out
 
 
-def verdict_c16(runs: Mapping[str, Any], threshold: float = 0.15) -> Verdict:
+def verdict_c16(runs: Mapping[str, RunResult], threshold: float = 0.15) -> Verdict:
     """Claim C16 ("above 15 % communication, compress gradients or raise the batch"), from the sweeps
     of one or more paths (``{"NVLink": res, "host-staged": res2}``).
 
@@ -614,23 +664,21 @@ def verdict_c16(runs: Mapping[str, Any], threshold: float = 0.15) -> Verdict:
 # --------------------------------------------------------------------------- the committed reference runs
 
 
-def reference_runs(folder: str | None = None) -> dict[str, Any]:
+def reference_runs(folder: str | None = None) -> dict[str, RunResult]:
     """The committed ``profile_step`` runs of the reference machine (``reference/h200x2/runs``), keyed
     ``"NVLink"`` and ``"host-staged"`` (``NCCL_P2P_DISABLE=1``); ``{}`` where that folder is absent."""
     from pathlib import Path
 
-    from nvtutorial.results import RunResult
-
     base = Path(folder) if folder else Path(__file__).resolve().parents[3] / "reference" / "h200x2" / "runs"
-    out: dict[str, Any] = {}
+    out: dict[str, RunResult] = {}
     for path in sorted(base.glob("profile_step-*/result.json")):
         res = RunResult.load(path)
-        key = "host-staged" if res.metrics.get("nccl_p2p_disable") == "1" else "NVLink"
+        key = "host-staged" if ranks(res)[0].nccl_p2p_disable == "1" else "NVLink"
         out.setdefault(key, res)
     return out
 
 
-def prediction_explanation(res: Any, reference: Mapping[str, Any] | None = None) -> str:
+def prediction_explanation(res: RunResult, reference: Mapping[str, RunResult] | None = None) -> str:
     """The answer to the notebook's prediction (the exposed time on the wire, as a share of the step),
     from this run and, when given, the committed 2× H200 run over NVLink."""
     v = verdict_split(res)
@@ -644,11 +692,11 @@ def prediction_explanation(res: Any, reference: Mapping[str, Any] | None = None)
     ref = (reference or {}).get("NVLink")
     if ref is not None and ref is not res:
         r = verdict_split(ref).numbers
-        m = ref.ranks[0]
-        busbw = (m.get("probe") or {}).get("busbw_gbs")
+        m = ranks(ref)[0]
+        busbw = m.probe.busbw_gbs if m.probe is not None else None
         wire = (
-            f" {m['gradient_mib'] * 2**20 / 1e6:.0f} MB of gradients take about "
-            f"{m['gradient_mib'] * 2**20 / (busbw * 1e9) * 1e3:.1f} ms at the {busbw:.0f} GB/s its all-reduce probe "
+            f" {m.gradient_mib * 2**20 / 1e6:.0f} MB of gradients take about "
+            f"{m.gradient_mib * 2**20 / (busbw * 1e9) * 1e3:.1f} ms at the {busbw:.0f} GB/s its all-reduce probe "
             "reached, and most of it runs under the backward pass."
             if busbw
             else ""

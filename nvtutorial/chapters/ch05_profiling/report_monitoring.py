@@ -10,8 +10,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from nvtutorial.chapters.ch05_profiling.schema import Rank
 from nvtutorial.machine.telemetry import dmon_columns, parse_dmon, shows_nvlink
 from nvtutorial.report.verdict import Verdict
+from nvtutorial.results import RunResult
 
 
 def dmon_busy_during(dmon_text: str, start: float, end: float, day: float) -> float | None:
@@ -77,7 +79,7 @@ def verdict_c13(
     return Verdict("C13", "wrong", text, numbers, where)
 
 
-def verdict_c13_from(sampler: Any, res: Any, traffic: Sequence[Mapping[str, Any]] = ()) -> Verdict:
+def verdict_c13_from(sampler: Any, res: RunResult, traffic: Sequence[Mapping[str, Any]] = ()) -> Verdict:
     """:func:`verdict_c13` from a telemetry sampler and the run it watched (with its probe rows).
 
     ``unverifiable`` when the run was not on GPUs: its probe was a gloo all-reduce on the CPU, so
@@ -106,14 +108,15 @@ def verdict_c13_from(sampler: Any, res: Any, traffic: Sequence[Mapping[str, Any]
             },
             res.label,
         )
-    probe = res.metrics.get("probe") or {}
+    ranks = res.ranks_as(Rank)
+    probe = ranks[0].probe if ranks else None
     sm = None
-    if probe and sampler.dmon_text and sampler.started_at:
-        sm = dmon_busy_during(sampler.dmon_text, probe["start"], probe["end"], sampler.started_at)
+    if probe is not None and sampler.dmon_text and sampler.started_at:
+        sm = dmon_busy_during(sampler.dmon_text, probe.start, probe.end, sampler.started_at)
     return verdict_c13(
         sampler.dmon_text,
         [r["nvml_sent_gib"] * 2**30 for r in traffic],
-        probe.get("bytes_per_rank_algorithm"),
+        probe.bytes_per_rank_algorithm if probe is not None else None,
         sm_during_probe=sm,
         reason=sampler.reason or sampler.dmon_reason,
         where=res.label,

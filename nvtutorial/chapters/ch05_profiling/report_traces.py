@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from nvtutorial.report.verdict import Verdict
+from nvtutorial.results import RunResult
 from nvtutorial.tracesplit import (
     STEP_ANNOTATION,
     Split,
@@ -238,21 +239,22 @@ def _pid(global_id: Any) -> int | None:
     return (int(global_id) >> 24) & 0xFFFFFF if global_id is not None else None
 
 
-def verdict_c12(res: Any, nsys: NsysResult | None = None) -> Verdict:
+def verdict_c12(res: RunResult, nsys: NsysResult | None = None) -> Verdict:
     """Claim C12: NVTX ranges and Nsight Systems show where the time of a step goes.
 
     ``holds`` where each rank's communication in the split is time on the wire; ``partly`` where
     more than half of some rank's "communication" was waiting for the other rank: a per-rank split,
     from either tool, cannot tell the link from the skew; both ranks' traces on one clock can.
     """
-    from nvtutorial.chapters.ch05_profiling.report import link_estimate
+    from nvtutorial.chapters.ch05_profiling.report import link_estimate, ranks
 
     where = getattr(res, "label", str(res))
-    splits = [m.get("split") for m in res.ranks]
-    if not splits or not all(splits):
+    maybe = [m.split for m in ranks(res)]
+    splits = [s for s in maybe if s is not None]
+    if not splits or len(splits) < len(maybe):
         return Verdict("C12", "unverifiable", "no profiled split in this run", {}, where)
     est = link_estimate(splits)
-    comm = [s["comm_ms"] for s in splits]
+    comm = [s.comm_ms for s in splits]
     waiting = [w / c if c > 0 else 0.0 for w, c in zip(est["wait_ms"], comm)]
     worst = max(range(len(waiting)), key=lambda r: waiting[r])
     numbers: dict[str, Any] = {
@@ -260,11 +262,11 @@ def verdict_c12(res: Any, nsys: NsysResult | None = None) -> Verdict:
         "waiting_share": waiting,
         "link_ms": est["link_ms"],
         "nsys": bool(nsys and nsys.available),
-        "source": splits[0].get("source"),
+        "source": splits[0].source,
     }
     head = (
         "the trace gave a split per rank with named phases, without Nsight Systems (torch.profiler with "
-        + ("CUDA activity" if splits[0].get("source") == "gpu" else "CPU activity only: a simulation")
+        + ("CUDA activity" if splits[0].source == "gpu" else "CPU activity only: a simulation")
         + ")"
     )
     if nsys is not None and nsys.available and nsys.splits:
@@ -276,7 +278,7 @@ def verdict_c12(res: Any, nsys: NsysResult | None = None) -> Verdict:
         )
     elif nsys is not None:
         head += f"; Nsight Systems: {nsys.reason or 'no split'}"
-    if splits[0].get("source") != "gpu":
+    if splits[0].source != "gpu":
         return Verdict(
             "C12",
             "unverifiable",

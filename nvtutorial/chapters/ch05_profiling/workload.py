@@ -19,8 +19,8 @@ end, on every rank:
    per-GPU batch; an all-reduce **probe** whose NVLink traffic the parent's telemetry sees;
 5. memory per rank: ``torch.cuda.memory_stats`` and a memory snapshot where it works.
 
-Each rank returns its own numbers, and the wall-clock times of its phases and steps so that
-telemetry sampled by the parent can be drawn against them.
+Each rank returns its own numbers (:class:`~nvtutorial.chapters.ch05_profiling.schema.Rank`), and the wall-clock
+times of its phases and steps so that telemetry sampled by the parent can be drawn against them.
 
     torchrun --standalone --nproc-per-node 2 -m nvtutorial.chapters.ch05_profiling.workload --set model=small
     NCCL_P2P_DISABLE=1 torchrun --standalone --nproc-per-node 2 -m nvtutorial.chapters.ch05_profiling.workload
@@ -38,7 +38,18 @@ from collections.abc import Callable
 from typing import Any, Literal
 
 from nvtutorial import runtime
+from nvtutorial.chapters.ch05_profiling.schema import (
+    Kinds,
+    Phase,
+    Probe,
+    Rank,
+    Snapshot,
+    Split,
+    SweepRow,
+    Wire,
+)
 from nvtutorial.params import require
+from nvtutorial.results import typed
 
 NAME = "profile_step"
 """The workload's name (``nvtutorial.run("profile_step", ...)``, ``nvtutorial list``)."""
@@ -87,7 +98,7 @@ class Params:
         require(self.bucket_cap_mb > 0, f"bucket_cap_mb={self.bucket_cap_mb} must be positive")
 
 
-def memory_report(ctx: runtime.Context) -> dict[str, Any]:
+def memory_report(ctx: runtime.Context) -> dict[str, int | float | str]:
     """This rank's memory: ``torch.cuda.memory_stats`` essentials on a GPU, process RSS on a CPU."""
     if ctx.is_gpu:
         import torch
@@ -104,7 +115,7 @@ def memory_report(ctx: runtime.Context) -> dict[str, Any]:
             "num_device_alloc",
             "num_device_free",
         ]
-        out: dict[str, Any] = {k: int(stats.get(k, 0)) for k in keep}
+        out: dict[str, int | float | str] = {k: int(stats.get(k, 0)) for k in keep}
         out["max_memory_allocated_mib"] = torch.cuda.max_memory_allocated(ctx.device) / 2**20
         out["max_memory_reserved_mib"] = torch.cuda.max_memory_reserved(ctx.device) / 2**20
         out["kind"] = "torch.cuda.memory_stats"
@@ -119,10 +130,10 @@ def memory_report(ctx: runtime.Context) -> dict[str, Any]:
     }
 
 
-def _snapshot(ctx: runtime.Context, steps: int, step: Callable[[], Any]) -> dict[str, Any]:
+def _snapshot(ctx: runtime.Context, steps: int, step: Callable[[], Any]) -> Snapshot:
     """Record the allocator's history over ``steps`` steps and dump a snapshot (GPU only)."""
     if not ctx.is_gpu:
-        return {"written": False, "reason": "the memory snapshot records the CUDA caching allocator: needs a GPU"}
+        return Snapshot(written=False, reason="the memory snapshot records the CUDA caching allocator: needs a GPU")
     import torch
 
     path = ctx.run_dir / f"memory_snapshot_rank{ctx.rank}.pickle"
@@ -133,18 +144,18 @@ def _snapshot(ctx: runtime.Context, steps: int, step: Callable[[], Any]) -> dict
         torch.cuda.synchronize(ctx.device)
         torch.cuda.memory._dump_snapshot(str(path))
     except Exception as exc:  # a private API: report rather than fail the run
-        return {"written": False, "reason": f"{type(exc).__name__}: {exc}"}
+        return Snapshot(written=False, reason=f"{type(exc).__name__}: {exc}")
     finally:
         try:
             torch.cuda.memory._record_memory_history(enabled=None)
         except Exception:
             pass
-    return {
-        "written": True,
-        "path": str(path),
-        "bytes": path.stat().st_size,
-        "how_to_view": "drag the file onto https://pytorch.org/memory_viz",
-    }
+    return Snapshot(
+        written=True,
+        path=str(path),
+        bytes=path.stat().st_size,
+        how_to_view="drag the file onto https://pytorch.org/memory_viz",
+    )
 
 
 def _ms(seconds: list[float]) -> list[float]:
@@ -176,35 +187,34 @@ def rounds(
     return out
 
 
-def _split_and_pair(ctx: runtime.Context, path, pattern: str) -> dict[str, Any]:
+def _split_and_pair(ctx: runtime.Context, path, pattern: str) -> Split:
     """This rank's split of its trace (average and per step), and waiting/transfer from every rank's trace."""
     from nvtutorial import tracesplit
 
     act = tracesplit.classify(path)
-    out = tracesplit.split(act).to_dict()
-    out["per_step"] = [{k: v for k, v in s.to_dict().items() if k != "phase_ms"} for s in tracesplit.split_steps(act)]
+    average = tracesplit.split(act).to_dict()
+    per_step = [{k: v for k, v in s.to_dict().items() if k != "phase_ms"} for s in tracesplit.split_steps(act)]
     ctx.barrier()  # every rank's trace is written
     paths = [ctx.run_dir / pattern.format(rank=r) for r in range(ctx.world_size)]
+    link: dict[str, Any]
     if ctx.world_size < 2:
-        out["link"] = {"reason": "one rank: no other rank to wait for"}
+        link = {"reason": "one rank: no other rank to wait for"}
     elif not all(p.exists() for p in paths):
-        out["link"] = {
+        link = {
             "reason": "the other ranks' traces are not on this host's disk: waiting and transfer need "
             "all traces of one machine"
         }
     else:
         try:
             acts = [act if p == path else tracesplit.classify(p) for p in paths]
-            out["link"] = tracesplit.pair(acts)[ctx.rank].to_dict()
+            link = tracesplit.pair(acts)[ctx.rank].to_dict()
         except ValueError as exc:
-            out["link"] = {"reason": str(exc)}
+            link = {"reason": str(exc)}
     ctx.barrier()  # every rank has read every trace
-    return out
+    return typed(Split, {**average, "per_step": per_step, "link": link})
 
 
-def _wire(
-    ctx: runtime.Context, numel: int, repeats: int, timed: Callable[[Callable[[], Any]], float]
-) -> dict[str, Any]:
+def _wire(ctx: runtime.Context, numel: int, repeats: int, timed: Callable[[Callable[[], Any]], float]) -> Wire:
     """``numel`` fp32 values (the gradients' size: DDP's buckets hold them in the parameters' dtype)
     all-reduced right after a barrier, ``repeats`` times: the exchange with no rank behind."""
     import torch
@@ -217,24 +227,33 @@ def _wire(
         ctx.barrier()
         seconds.append(timed(lambda: dist.all_reduce(grads)))
     w = ctx.world_size
-    return {
-        "bytes": numel * 4,
-        "ms": _ms(seconds),
-        "busbw_gbs": numel * 4 * 2 * (w - 1) / w / statistics.median(seconds) / 1e9 if w > 1 else None,
-        "how": "one all_reduce of all gradient bytes after a barrier, host clock, device synchronised",
-    }
+    return Wire(
+        bytes=numel * 4,
+        ms=tuple(_ms(seconds)),
+        busbw_gbs=numel * 4 * 2 * (w - 1) / w / statistics.median(seconds) / 1e9 if w > 1 else None,
+        how="one all_reduce of all gradient bytes after a barrier, host clock, device synchronised",
+    )
 
 
-def run(ctx: runtime.Context, p: Params) -> dict:
+def _kinds(times: dict[str, list[float]]) -> Kinds:
+    """The rounds' milliseconds per kind of step (``ddp``, ``no_sync`` and, where timed, ``local``)."""
+    return Kinds(ddp=tuple(times["ddp"]), no_sync=tuple(times["no_sync"]), local=_opt(times.get("local")))
+
+
+def _opt(values: list[float] | None) -> tuple[float, ...] | None:
+    return tuple(values) if values is not None else None
+
+
+def run(ctx: runtime.Context, p: Params) -> Rank:
     import torch
     import torch.distributed as dist
 
     from nvtutorial.chapters.ch05_profiling.lessons import profile_ddp as lesson
 
-    phases: list[dict[str, Any]] = []
+    phases: list[Phase] = []
 
     def phase(name: str, start: float) -> None:
-        phases.append({"name": name, "start": start, "end": time.time()})
+        phases.append(Phase(name=name, start=start, end=time.time()))
 
     def pause() -> None:
         ctx.barrier()
@@ -295,7 +314,7 @@ def run(ctx: runtime.Context, p: Params) -> dict:
     # 2. The DDP step under the profiler (or only NVTX ranges, when Nsight Systems records).
     t0 = time.time()
     trace_path = ctx.run_dir / f"trace_rank{ctx.rank}.json"
-    split: dict[str, Any] | None = None
+    split: Split | None = None
     if p.profiler:
         _, seconds = lesson.profile_steps(steps["ddp"], p.steps, trace_path, ctx.sync)
         split = _split_and_pair(ctx, trace_path, "trace_rank{rank}.json")
@@ -311,7 +330,7 @@ def run(ctx: runtime.Context, p: Params) -> dict:
     phase("profiled steps" if p.profiler else "NVTX-marked steps", t0)
     progress()
 
-    snapshot = _snapshot(ctx, 2, steps["ddp"]) if p.memory_snapshot else {"written": False, "reason": "not asked for"}
+    snapshot = _snapshot(ctx, 2, steps["ddp"]) if p.memory_snapshot else Snapshot(written=False, reason="not asked for")
     progress()
     pause()
 
@@ -324,7 +343,7 @@ def run(ctx: runtime.Context, p: Params) -> dict:
     pause()
 
     # 4. The batch-size sweep: communication share against the per-GPU batch (claim C16).
-    sweep_rows = []
+    sweep_rows: list[SweepRow] = []
     for b in p.sweep:
         t0 = time.time()
         sweep_steps = kinds(b)
@@ -333,20 +352,24 @@ def run(ctx: runtime.Context, p: Params) -> dict:
             sweep_steps["ddp"]()
         ctx.sync()
         ab_b = rounds(sweep_steps, p.sweep_rounds, p.sweep_steps, timed)
-        row: dict[str, Any] = {}
+        profiled: dict[str, Any] = {}
         if p.profiler:
             path = ctx.run_dir / f"sweep_b{b}_rank{ctx.rank}.json"
             lesson.profile_steps(sweep_steps["ddp"], p.sweep_steps, path, ctx.sync)
-            row = _split_and_pair(ctx, path, f"sweep_b{b}_rank{{rank}}.json")
-            row.pop("phase_ms", None)
+            profiled = dataclasses.asdict(_split_and_pair(ctx, path, f"sweep_b{b}_rank{{rank}}.json"))
+            profiled.pop("phase_ms")
             path.unlink(missing_ok=True)  # the main trace is kept; the sweep's would only fill the disk
         ddp_ms = statistics.median(ab_b["ddp"]["all"])
-        row.update(
-            batch=b,
-            global_batch=b * ctx.world_size,
-            step_ms_unprofiled=ddp_ms,
-            samples_per_s=b * ctx.world_size / (ddp_ms / 1e3),
-            repeats={k: v["repeats"] for k, v in ab_b.items()},
+        row = typed(
+            SweepRow,
+            {
+                **profiled,
+                "batch": b,
+                "global_batch": b * ctx.world_size,
+                "step_ms_unprofiled": ddp_ms,
+                "samples_per_s": b * ctx.world_size / (ddp_ms / 1e3),
+                "repeats": dataclasses.asdict(_kinds({k: v["repeats"] for k, v in ab_b.items()})),
+            },
         )
         sweep_rows.append(row)
         phase(f"sweep batch {b}", t0)
@@ -355,7 +378,7 @@ def run(ctx: runtime.Context, p: Params) -> dict:
         pause()
 
     # 5. An all-reduce probe: a known number of bytes over the link, for the parent's telemetry.
-    probe: dict[str, Any] = {}
+    probe: Probe | None = None
     if p.probe_mb > 0:
         x = torch.ones(p.probe_mb * 2**20 // 4, device=ctx.device)
         dist.all_reduce(x)
@@ -370,49 +393,49 @@ def run(ctx: runtime.Context, p: Params) -> dict:
         ctx.sync()
         seconds_probe = time.perf_counter() - start
         phase("all-reduce probe", t0)
-        probe = {
-            "mib": p.probe_mb,
-            "count": count,
-            "seconds": seconds_probe,
-            "start": t0,
-            "end": time.time(),
-            "bytes_per_rank_algorithm": count * x.numel() * 4 * 2 * (w - 1) / w,
-            "busbw_gbs": count * x.numel() * 4 * 2 * (w - 1) / w / seconds_probe / 1e9,
-        }
+        probe = Probe(
+            mib=p.probe_mb,
+            count=count,
+            seconds=seconds_probe,
+            start=t0,
+            end=time.time(),
+            bytes_per_rank_algorithm=count * x.numel() * 4 * 2 * (w - 1) / w,
+            busbw_gbs=count * x.numel() * 4 * 2 * (w - 1) / w / seconds_probe / 1e9,
+        )
         del x
         progress()
 
     ddp_ms = statistics.median(ab["ddp"]["all"])
     median_of = {k: statistics.median(v["all"]) for k, v in ab.items()}
-    return {
-        "model": p.model,
-        "batch_size": p.batch_size,
-        "image_size": p.image_size,
-        "amp": p.amp,
-        "parameters": numel,
-        "gradient_mib": numel * 4 / 2**20,
-        "timing": TIMING,
-        "step_ms": ddp_ms,
-        "no_sync_step_ms": median_of["no_sync"],
-        "local_step_ms": median_of.get("local"),
-        "ddp_gap_ms": ddp_ms - median_of["local"] if "local" in median_of else None,
-        "step_ms_all": {k: v["all"] for k, v in ab.items()},
-        "step_ms_repeats": {k: v["repeats"] for k, v in ab.items()},
-        "step_ms_profiled": statistics.median(profiled_ms),
-        "profiled_ms": profiled_ms,
-        "profiler_overhead": (statistics.median(profiled_ms) / ddp_ms - 1) if p.profiler else None,
-        "samples_per_s": p.batch_size * ctx.world_size / (ddp_ms / 1e3),
-        "split": split,
-        "trace": str(trace_path) if p.profiler else None,
-        "wire": wire,
-        "sweep": sweep_rows,
-        "probe": probe,
-        "memory": memory,
-        "memory_snapshot": snapshot,
-        "phases": phases,
-        "step_ends": step_ends,
-        "nccl_p2p_disable": os.environ.get("NCCL_P2P_DISABLE"),
-    }
+    return Rank(
+        model=p.model,
+        batch_size=p.batch_size,
+        image_size=p.image_size,
+        amp=p.amp,
+        parameters=numel,
+        gradient_mib=numel * 4 / 2**20,
+        timing=TIMING,
+        step_ms=ddp_ms,
+        no_sync_step_ms=median_of["no_sync"],
+        local_step_ms=median_of.get("local"),
+        ddp_gap_ms=ddp_ms - median_of["local"] if "local" in median_of else None,
+        step_ms_all=_kinds({k: v["all"] for k, v in ab.items()}),
+        step_ms_repeats=_kinds({k: v["repeats"] for k, v in ab.items()}),
+        step_ms_profiled=statistics.median(profiled_ms),
+        profiled_ms=tuple(profiled_ms),
+        profiler_overhead=(statistics.median(profiled_ms) / ddp_ms - 1) if p.profiler else None,
+        samples_per_s=p.batch_size * ctx.world_size / (ddp_ms / 1e3),
+        split=split,
+        trace=str(trace_path) if p.profiler else None,
+        wire=wire,
+        sweep=tuple(sweep_rows),
+        probe=probe,
+        memory=memory,
+        memory_snapshot=snapshot,
+        phases=tuple(phases),
+        step_ends=tuple(step_ends),
+        nccl_p2p_disable=os.environ.get("NCCL_P2P_DISABLE"),
+    )
 
 
 if __name__ == "__main__":

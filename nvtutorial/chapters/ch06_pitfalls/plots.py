@@ -7,11 +7,12 @@ import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from nvtutorial.chapters.ch06_pitfalls.schema import Loader, TrainingRow, loader_typed, training_rows_typed
 from nvtutorial.plots.style import COLOURS, figure, finish
 
 
 def loader_sweep(
-    per_rank: Sequence[Mapping[str, Any]],
+    per_rank: Sequence[Loader | Mapping[str, Any]],
     where: Any,
     rule: int | None = None,
     knees: Sequence[int] | None = None,
@@ -21,26 +22,29 @@ def loader_sweep(
     ``pin_memory`` setting for the ranks together (DDP makes them move together; the table gives
     each rank), the bar spanning every window of every rank; the step alone, fed from memory, as a
     dashed line; the source's ``4 × GPUs`` as a dotted line; the fewest workers within the noise of
-    the best as a star. ``per_rank``: each rank's ``dataloader`` block of the ``pitfalls`` workload;
-    ``pin_same``: pinned memory changed no rate beyond the noise, so it is said, not drawn."""
+    the best as a star. ``per_rank``: each rank's ``dataloader`` section of the ``pitfalls`` workload, typed
+    (:func:`nvtutorial.chapters.ch06_pitfalls.report_measured.loaders`) or as the run wrote it
+    (``measured.ranks[r]["dataloader"]``); ``pin_same``: pinned memory changed no rate beyond the noise, so it is
+    said, not drawn."""
+    loaders = [loader_typed(d) for d in per_rank]
     fig, ax = figure(7.5, 4.2)
-    pins = sorted({bool(r["pin_memory"]) for d in per_rank for r in d["rows"]} - ({True} if pin_same else set()))
+    pins = sorted({r.pin_memory for d in loaders for r in d.rows} - ({True} if pin_same else set()))
     for k, pin in enumerate(pins):
-        counts = sorted({r["num_workers"] for d in per_rank for r in d["rows"] if bool(r["pin_memory"]) == pin})
+        counts = sorted({r.num_workers for d in loaders for r in d.rows if r.pin_memory == pin})
         mid, low, high = [], [], []
         for w in counts:
             windows = [
                 x
-                for d in per_rank
-                for r in d["rows"]
-                if r["num_workers"] == w and bool(r["pin_memory"]) == pin
-                for x in r["samples_per_s"]
+                for d in loaders
+                for r in d.rows
+                if r.num_workers == w and r.pin_memory == pin
+                for x in r.samples_per_s
             ]
             medians = [
-                statistics.median(r["samples_per_s"])
-                for d in per_rank
-                for r in d["rows"]
-                if r["num_workers"] == w and bool(r["pin_memory"]) == pin
+                statistics.median(r.samples_per_s)
+                for d in loaders
+                for r in d.rows
+                if r.num_workers == w and r.pin_memory == pin
             ]
             m = statistics.median(medians)
             mid.append(m)
@@ -65,7 +69,7 @@ def loader_sweep(
                 ax.annotate(
                     f"rank {who}", (knee, y), xytext=(5, -12), textcoords="offset points", fontsize=7, color="C3"
                 )
-    step = statistics.median(statistics.median(d["step_only_samples_per_s"]) for d in per_rank)
+    step = statistics.median(statistics.median(d.step_only_samples_per_s) for d in loaders)
     ax.axhline(step, color="0.3", ls=":", lw=1)
     ax.annotate(
         "the step alone (input in memory)",
@@ -88,7 +92,7 @@ def loader_sweep(
         )
     ax.set_xlabel("num_workers per rank")
     ax.set_ylabel("samples/s per rank, steady state")
-    top = max([step] + [x for d in per_rank for r in d["rows"] for x in r["samples_per_s"]])
+    top = max([step] + [x for d in loaders for r in d.rows for x in r.samples_per_s])
     ax.set_ylim(0, 1.15 * top)
     ax.set_title(
         "The training loop's rate against DataLoader workers (★: fewest within the noise of the best)", fontsize=9
@@ -98,19 +102,22 @@ def loader_sweep(
     return fig, ax
 
 
-def oom_fixes(rows: Sequence[Mapping[str, Any]], cap_mib: float, where: Any):
-    """Peak memory of each variant of the training step against the memory cap; red = OOM."""
-    fig, ax = figure(8.0, 0.9 + 0.6 * max(1, len(rows)))
-    for i, r in enumerate(rows):
-        colour = COLOURS["exposed"] if r.get("outcome") == "OOM" else COLOURS["compute"]
-        ax.barh(i, r.get("peak_reserved_mib", 0) / 1024, color=colour, height=0.6)
-        note = r.get("outcome", "")
-        if r.get("step_ms"):
-            note += f", {r['step_ms']:.0f} ms"
-        ax.text(r.get("peak_reserved_mib", 0) / 1024, i, f"  {note}", va="center", fontsize=8)
+def oom_fixes(rows: Sequence[TrainingRow | Mapping[str, Any]], cap_mib: float, where: Any):
+    """Peak memory of each variant of the training step against the memory cap; red = OOM. ``rows``: the training
+    step's variants of the ``oom`` demo, typed (``report_measured.oom(result).training.rows``) or as the run wrote
+    them (``measured.ranks[0]["oom"]["training"]["rows"]``)."""
+    typed_rows = training_rows_typed(rows)
+    fig, ax = figure(8.0, 0.9 + 0.6 * max(1, len(typed_rows)))
+    for i, r in enumerate(typed_rows):
+        colour = COLOURS["exposed"] if r.outcome == "OOM" else COLOURS["compute"]
+        ax.barh(i, r.peak_reserved_mib / 1024, color=colour, height=0.6)
+        note = r.outcome
+        if r.step_ms:
+            note += f", {r.step_ms:.0f} ms"
+        ax.text(r.peak_reserved_mib / 1024, i, f"  {note}", va="center", fontsize=8)
     ax.axvline(cap_mib / 1024, color="0.2", ls="--", lw=1, label=f"the cap ({cap_mib / 1024:.1f} GiB)")
     ax.legend(fontsize=7, loc="lower right")
-    ax.set_yticks(range(len(rows)), [r["variant"] for r in rows])
+    ax.set_yticks(range(len(typed_rows)), [r.variant for r in typed_rows])
     ax.invert_yaxis()
     ax.set_xlabel("peak reserved GiB")
     ax.set_title("An OOM and the fixes that work")

@@ -1,76 +1,107 @@
 """The measured pitfalls of notebook 06: the input pipeline (claim C17) and out-of-memory errors (C19, C20).
 
-Reads the ``pitfalls`` workload's result (parent side; never launches, never touches CUDA).
-Every A/B goes through :func:`~nvtutorial.report.verdict.compare`: a configuration is "enough
-workers" when its rate is within the noise of the best one's, and ``pin_memory`` helps only
-when it is faster by more than the noise, on each rank.
+Reads the ``pitfalls`` workload's result (parent side; never launches, never touches CUDA), typed: each rank's
+:class:`~nvtutorial.chapters.ch06_pitfalls.schema.Rank` (or, for the committed run of 2026-11-30, its
+:class:`~nvtutorial.chapters.ch06_pitfalls.schema.TrapsRank`). Every A/B goes through
+:func:`~nvtutorial.report.verdict.compare`: a configuration is "enough workers" when its rate is within the noise of
+the best one's, and ``pin_memory`` helps only when it is faster by more than the noise, on each rank.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
+from nvtutorial.chapters.ch06_pitfalls.schema import (
+    EmptyCache,
+    Loader,
+    LoaderAlone,
+    LoaderAloneRow,
+    LoaderRow,
+    Oom,
+    Rank,
+    Training,
+    TrapsRank,
+    loader_rows_typed,
+    rank_type,
+)
 from nvtutorial.report.verdict import Comparison, Verdict, compare, relative_spread
+from nvtutorial.results import RunResult
+
+Row = TypeVar("Row", LoaderRow, LoaderAloneRow)
 
 
-def _loader(result: Any, rank: int) -> Mapping[str, Any]:
-    return result.ranks[rank]["dataloader"]
+def ranks(result: RunResult) -> list[Rank] | list[TrapsRank]:
+    """Every rank's result of a ``pitfalls`` run, typed (the layout its parameters say: :func:`schema.rank_type`)."""
+    return result.ranks_as(rank_type(result.params))
 
 
-def _unpinned(rows: Sequence[Mapping[str, Any]], pin: bool = False) -> list[Mapping[str, Any]]:
-    return [r for r in rows if bool(r["pin_memory"]) == pin]
+def loaders(result: RunResult) -> list[Loader]:
+    """Every rank's input-pipeline measurement (``dataloader``) of a run of today's workload."""
+    found = [m.dataloader for m in ranks(result)]
+    out = [d for d in found if isinstance(d, Loader)]
+    if not found or len(out) < len(found):
+        raise ValueError(f"{getattr(result, 'run_dir', 'this run')}: no rank timed the training loop's input pipeline")
+    return out
 
 
-def timed_the_loader_alone(result: Any) -> bool:
+def _alone(result: RunResult) -> list[LoaderAlone]:
+    """Every rank's loader-alone measurement of a run of the 2026-11-30 workload."""
+    return [d for m in ranks(result) if isinstance(d := m.dataloader, LoaderAlone)]
+
+
+def _unpinned(rows: Sequence[Row], pin: bool = False) -> list[Row]:
+    return [r for r in rows if r.pin_memory == pin]
+
+
+def timed_the_loader_alone(result: RunResult) -> bool:
     """Whether a run is of the old format (the committed 2× H200 run, 2026-11-30, commit 15fcf4b): each rate
     is the DataLoader's alone (each batch copied to the device, no training step), one per configuration,
-    and ``step_consumes_samples_per_s`` the step's alone; today's runs time the training loop
-    (``step_only_samples_per_s`` for the step alone)."""
-    return any(
-        "step_only_samples_per_s" not in _loader(result, r) and "step_consumes_samples_per_s" in _loader(result, r)
-        for r in range(len(result.ranks))
-    )
+    and ``step_consumes_samples_per_s`` the step's alone (:class:`~nvtutorial.chapters.ch06_pitfalls.schema.
+    LoaderAlone`); today's runs time the training loop (``step_only_samples_per_s`` for the step alone)."""
+    return bool(_alone(result))
 
 
-def workers_that_feed(rows: Sequence[Mapping[str, Any]], consumes: float) -> int | None:
+def workers_that_feed(rows: Sequence[LoaderAloneRow], consumes: float) -> int | None:
     """In an old-format run, the fewest workers whose loader alone delivers at least what the step alone consumes
     (unpinned rows; None: no count tried does)."""
-    fed = [r["num_workers"] for r in _unpinned(rows) if float(r["samples_per_s"]) >= consumes]
+    fed = [r.num_workers for r in _unpinned(rows) if r.samples_per_s >= consumes]
     return min(fed) if fed else None
 
 
-def has_repeats(result: Any) -> bool:
+def has_repeats(result: RunResult) -> bool:
     """Whether a run's loader rows hold repeated windows (the old format held one rate per row)."""
-    rows = _loader(result, 0).get("rows", [])
-    return bool(rows) and all(isinstance(r.get("samples_per_s"), list) and len(r["samples_per_s"]) >= 2 for r in rows)
+    first = ranks(result)[0].dataloader
+    if not isinstance(first, Loader):
+        return False
+    return bool(first.rows) and all(len(r.samples_per_s) >= 2 for r in first.rows)
 
 
-def loader_frame(result: Any):  # -> pandas.DataFrame
+def loader_frame(result: RunResult):  # -> pandas.DataFrame
     """Every rank's steady rate per configuration: median, spread of the windows, and the windows."""
     import pandas as pd
 
     rows = []
-    for rank in range(len(result.ranks)):
-        d = _loader(result, rank)
-        for r in d["rows"]:
-            rates = r["samples_per_s"]
+    for rank, d in enumerate(loaders(result)):
+        for r in d.rows:
+            rates = r.samples_per_s
             rows.append(
                 {
                     "rank": rank,
-                    "num_workers": r["num_workers"],
-                    "pin_memory": r["pin_memory"],
+                    "num_workers": r.num_workers,
+                    "pin_memory": r.pin_memory,
                     "samples/s (median)": round(statistics.median(rates)),
                     "spread": f"{(max(rates) - min(rates)) / statistics.median(rates):.0%}",
                     "windows": " ".join(f"{x:.0f}" for x in rates),
                 }
             )
-        step = d["step_only_samples_per_s"]
+        step = d.step_only_samples_per_s
         rows.append(
             {
                 "rank": rank,
-                "num_workers": "input on the GPU" if d.get("gpus") else "input in memory",
+                "num_workers": "input on the GPU" if d.gpus else "input in memory",
                 "pin_memory": None,
                 "samples/s (median)": round(statistics.median(step)),
                 "spread": f"{(max(step) - min(step)) / statistics.median(step):.0%}",
@@ -80,24 +111,25 @@ def loader_frame(result: Any):  # -> pandas.DataFrame
     return pd.DataFrame(rows)
 
 
-def enough_workers(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """For one rank's unpinned rows: the best configuration, each count against it, and the knee
-    (the fewest workers within the noise of the best)."""
-    rows = sorted(_unpinned(rows), key=lambda r: r["num_workers"])
-    best = max(rows, key=lambda r: statistics.median(r["samples_per_s"]))
+def enough_workers(rows: Sequence[LoaderRow | Mapping[str, Any]]) -> dict[str, Any]:
+    """For one rank's unpinned rows (its :attr:`Loader.rows`, or as the run wrote them: ``d["rows"]`` of a
+    ``dataloader`` section): the best configuration, each count against it, and the knee (the fewest workers within
+    the noise of the best)."""
+    unpinned = sorted(_unpinned(loader_rows_typed(rows)), key=lambda r: r.num_workers)
+    best = max(unpinned, key=lambda r: statistics.median(r.samples_per_s))
     against: dict[int, Comparison] = {
-        r["num_workers"]: compare(best["samples_per_s"], r["samples_per_s"], lower_is_better=False) for r in rows
+        r.num_workers: compare(best.samples_per_s, r.samples_per_s, lower_is_better=False) for r in unpinned
     }
     knee = next(w for w, c in against.items() if c.status == "no change")
-    largest = rows[-1]["num_workers"]
+    largest = unpinned[-1].num_workers
     rising = (
-        best["num_workers"] == largest
-        and len(rows) > 1
-        and compare(rows[-2]["samples_per_s"], rows[-1]["samples_per_s"], lower_is_better=False).status == "faster"
+        best.num_workers == largest
+        and len(unpinned) > 1
+        and compare(unpinned[-2].samples_per_s, unpinned[-1].samples_per_s, lower_is_better=False).status == "faster"
     )
     return {
-        "best": best["num_workers"],
-        "best_rate": statistics.median(best["samples_per_s"]),
+        "best": best.num_workers,
+        "best_rate": statistics.median(best.samples_per_s),
         "knee": knee,
         "against_best": against,
         "still_rising": rising,
@@ -105,22 +137,22 @@ def enough_workers(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     }
 
 
-def pin_comparison(rows: Sequence[Mapping[str, Any]], workers: int) -> Comparison | None:
+def pin_comparison(rows: Sequence[LoaderRow], workers: int) -> Comparison | None:
     """``pin_memory=True`` against False at ``workers`` workers, on one rank (None: not measured)."""
 
-    def rates(pin: bool) -> list[float] | None:
-        return next((r["samples_per_s"] for r in _unpinned(rows, pin) if r["num_workers"] == workers), None)
+    def rates(pin: bool) -> tuple[float, ...] | None:
+        return next((r.samples_per_s for r in _unpinned(rows, pin) if r.num_workers == workers), None)
 
     base, cand = rates(False), rates(True)
     return compare(base, cand, lower_is_better=False) if base and cand else None
 
 
-def pin_within_noise(result: Any) -> bool:
+def pin_within_noise(result: RunResult) -> bool:
     """Whether ``pin_memory=True`` changed no rate beyond the noise, at any worker count, on any rank."""
     found = False
-    for rank in range(len(result.ranks)):
-        rows = _loader(result, rank)["rows"]
-        for w in sorted({r["num_workers"] for r in rows if r["pin_memory"]}):
+    for d in loaders(result):
+        rows = d.rows
+        for w in sorted({r.num_workers for r in rows if r.pin_memory}):
             c = pin_comparison(rows, w)
             if c is not None:
                 found = True
@@ -137,12 +169,12 @@ def _per_rank(values: Mapping[int, Any], fmt: str = "{}") -> str:
     return ", ".join(f"rank {r}: {v}" for r, v in shown.items())
 
 
-def _verdict_c17_loader_alone(result: Any) -> Verdict:
+def _verdict_c17_loader_alone(result: RunResult) -> Verdict:
     """C17 on an old-format run: it timed the DataLoader alone, so it cannot say what the loop's steady rate is."""
-    ranks = range(len(result.ranks))
-    consumes = {r: float(_loader(result, r)["step_consumes_samples_per_s"]) for r in ranks}
-    feed = {r: workers_that_feed(_loader(result, r)["rows"], consumes[r]) for r in ranks}
-    fastest = max(float(row["samples_per_s"]) for r in ranks for row in _loader(result, r)["rows"])
+    alone = _alone(result)
+    consumes = {r: d.step_consumes_samples_per_s for r, d in enumerate(alone)}
+    feed = {r: workers_that_feed(d.rows, consumes[r]) for r, d in enumerate(alone)}
+    fastest = max(row.samples_per_s for d in alone for row in d.rows)
     step_text = _per_rank({r: round(v) for r, v in consumes.items()}, "{} samples/s")
     if fastest > max(consumes.values()):
         rates = (
@@ -158,7 +190,7 @@ def _verdict_c17_loader_alone(result: Any) -> Verdict:
         "of today's workload times the loop."
     )
     numbers = {
-        "rule": _loader(result, 0)["rule_of_thumb_workers"],
+        "rule": alone[0].rule_of_thumb_workers,
         "feed": {str(r): v for r, v in feed.items()},
         "loader_alone_max": fastest,
         "step_consumes": {str(r): v for r, v in consumes.items()},
@@ -166,7 +198,7 @@ def _verdict_c17_loader_alone(result: Any) -> Verdict:
     return Verdict("C17", "unverifiable", text, numbers, result.label)
 
 
-def verdict_c17(result: Any) -> Verdict:
+def verdict_c17(result: RunResult) -> Verdict:
     """Claim C17 (``num_workers = 4 × GPUs`` and ``pin_memory=True``), on every rank.
 
     ``holds`` when the rule's worker count is within the noise of the best on every rank and pinned memory
@@ -177,28 +209,28 @@ def verdict_c17(result: Any) -> Verdict:
     if timed_the_loader_alone(result):
         return _verdict_c17_loader_alone(result)
     where = result.label
-    ranks = range(len(result.ranks))
-    first = _loader(result, 0)
-    rule = first["rule_of_thumb_workers"]
-    gpu = bool(first.get("gpus")) or bool(getattr(getattr(result, "env", None), "is_gpu", False))
+    each = loaders(result)
+    first = each[0]
+    rule = first.rule_of_thumb_workers
+    gpu = bool(first.gpus) or bool(getattr(getattr(result, "env", None), "is_gpu", False))
     if not gpu:
-        per = [enough_workers(_loader(result, r)["rows"]) for r in ranks]
+        knees = [enough_workers(d.rows)["knee"] for d in each]
         return Verdict(
             "C17",
             "unverifiable",
             "A CPU simulation: the workers compete with the training for the same few cores, so it says "
             "nothing about a GPU's input pipeline. Here the fewest workers within the noise of the best were "
-            + ", ".join(f"{p['knee']} on rank {r}" for r, p in zip(ranks, per))
+            + ", ".join(f"{knee} on rank {r}" for r, knee in enumerate(knees))
             + ".",
-            {"knee": [p["knee"] for p in per], "rule": rule},
+            {"knee": knees, "rule": rule},
             where,
         )
-    per = {r: enough_workers(_loader(result, r)["rows"]) for r in ranks}
-    tried = {row["num_workers"] for row in first["rows"]}
+    per = {r: enough_workers(d.rows) for r, d in enumerate(each)}
+    tried = {row.num_workers for row in first.rows}
     rule_enough = rule in tried and all(p["against_best"][rule].status == "no change" for p in per.values())
-    pins = {r: pin_comparison(_loader(result, r)["rows"], rule if rule in tried else max(tried)) for r in ranks}
+    pins = {r: pin_comparison(d.rows, rule if rule in tried else max(tried)) for r, d in enumerate(each)}
     pin_helps = all(c is not None and c.status == "faster" for c in pins.values())
-    step = {r: statistics.median(_loader(result, r)["step_only_samples_per_s"]) for r in ranks}
+    step = {r: statistics.median(d.step_only_samples_per_s) for r, d in enumerate(each)}
     parts = []
     for r, p in per.items():
         note = " (the rate was still rising at the largest count tried)" if p["still_rising"] else ""
@@ -239,14 +271,17 @@ def verdict_c17(result: Any) -> Verdict:
     )
 
 
-def shards_line(result: Any) -> str:
+def shards_line(result: RunResult) -> str:
     """One file per sample against shard files (rank 0, warm page cache)."""
-    sh = _loader(result, 0).get("shards")
-    if not sh:
+    first = ranks(result)[0].dataloader
+    if isinstance(first, LoaderAlone) and first.shards is not None:
+        return "the shards were read once in this run (the 2026-11-30 workload): no repeats to compare"
+    sh = first.shards if isinstance(first, Loader) else None
+    if sh is None:
         return "no shard measurement"
-    single, shards = statistics.median(sh["one_file_per_sample_us"]), statistics.median(sh["shards_us"])
-    c = compare(sh["one_file_per_sample_us"], sh["shards_us"])
-    result = (
+    single, shards = statistics.median(sh.one_file_per_sample_us), statistics.median(sh.shards_us)
+    c = compare(sh.one_file_per_sample_us, sh.shards_us)
+    outcome = (
         f"{single / shards:.0f}× less time per sample"
         if c.status == "faster"
         else f"{shards / single:.1f}× more time per sample"
@@ -254,53 +289,67 @@ def shards_line(result: Any) -> str:
         else "no change"
     )
     return (
-        f"reading {sh['samples']} samples of {sh['bytes_per_sample'] / 1024:.0f} KiB from the page cache (the disk's "
-        f"kind not checked): one file each {single:.0f} µs per sample, {sh['per_shard']} samples per shard file "
-        f"{shards:.1f} µs per sample: {result} (noise ±{c.noise:.0%}, {c.repeats[0]}+{c.repeats[1]} repeats)"
+        f"reading {sh.samples} samples of {sh.bytes_per_sample / 1024:.0f} KiB from the page cache (the disk's "
+        f"kind not checked): one file each {single:.0f} µs per sample, {sh.per_shard} samples per shard file "
+        f"{shards:.1f} µs per sample: {outcome} (noise ±{c.noise:.0%}, {c.repeats[0]}+{c.repeats[1]} repeats)"
     )
 
 
 # --------------------------------------------------------------------------- out of memory
 
 
-def _oom(result: Any, rank: int = 0) -> Mapping[str, Any]:
-    return result.ranks[rank]["oom"]
+def oom(result: RunResult, rank: int = 0) -> Oom:
+    """A rank's out-of-memory demo (``oom``) of a ``pitfalls`` run."""
+    found = ranks(result)[rank].oom
+    if found is None:
+        raise ValueError(f"{getattr(result, 'run_dir', 'this run')}: rank {rank} did not run the out-of-memory demo")
+    return found
 
 
-def oom_skipped(result: Any) -> str | None:
+def _measured(result: RunResult, rank: int = 0) -> tuple[Oom, EmptyCache, Training]:
+    """The demo of a run on GPUs (``oom_skipped`` is None), with its ``empty_cache()`` table and training step."""
+    d = oom(result, rank)
+    if d.empty_cache is None or d.training is None:
+        raise ValueError(f"the out-of-memory demo was not measured: {d.skipped or 'a part is missing'}")
+    return d, d.empty_cache, d.training
+
+
+def oom_skipped(result: RunResult) -> str | None:
     """The skip message of a run without GPUs, else None."""
-    return _oom(result).get("skipped")
+    return oom(result).skipped
 
 
-def oom_frames(result: Any, rank: int = 0):  # -> dict[str, pandas.DataFrame]
+def oom_frames(result: RunResult, rank: int = 0):  # -> dict[str, pandas.DataFrame]
     """The OOM demo's tables: fragmentation, empty_cache, the training step under a cap."""
     import pandas as pd
 
-    d = _oom(result, rank)
-    frag = pd.DataFrame([{k: v for k, v in r.items() if k != "message"} for r in d["fragmentation"]]).round(1)
-    empty = pd.DataFrame(d["empty_cache"]["rows"]).round(1)
+    d, table, training = _measured(result, rank)
+    frag = pd.DataFrame(
+        [{k: v for k, v in dataclasses.asdict(r).items() if k != "message"} for r in d.fragmentation]
+    ).round(1)
+    empty = pd.DataFrame([dataclasses.asdict(r) for r in table.rows]).round(1)
     train = pd.DataFrame(
         [
             {
-                **{k: v for k, v in r.items() if k not in ("message", "step_ms_repeats")},
-                **({"spread": relative_spread(r["step_ms_repeats"])} if r.get("step_ms_repeats") else {}),
+                **{k: v for k, v in dataclasses.asdict(r).items() if k not in ("message", "step_ms_repeats")},
+                **({"spread": relative_spread(r.step_ms_repeats)} if r.step_ms_repeats else {}),
             }
-            for r in d["training"]["rows"]
+            for r in training.rows
         ]
     ).round(2)
     return {"fragmentation": frag, "empty_cache": empty, "training": train}
 
 
-def oom_message(result: Any, rank: int = 0) -> str:
+def oom_message(result: RunResult, rank: int = 0) -> str:
     """The message of the training step's OOM (what the learner will meet)."""
-    d = _oom(result, rank)
-    for r in d["training"]["rows"] + d["fragmentation"]:
-        if r.get("outcome") == "OOM" and r.get("message"):
-            return r["message"]
+    d, _, training = _measured(result, rank)
+    for r in (*training.rows, *d.fragmentation):
+        if r.outcome == "OOM" and r.message:
+            return r.message
     return "(no OOM happened: the cap did not bite)"
 
 
-def verdict_c19(result: Any, rank: int = 0) -> Verdict:
+def verdict_c19(result: RunResult, rank: int = 0) -> Verdict:
     """Claim C19 (``empty_cache()`` helps against OOM) from the step-by-step memory table.
 
     ``holds`` never: ``empty_cache()`` releases only unoccupied cached blocks (its docstring: it "doesn't increase
@@ -311,23 +360,24 @@ def verdict_c19(result: Any, rank: int = 0) -> Verdict:
     """
     if skipped := oom_skipped(result):
         return Verdict("C19", "unverifiable", "not checked here: " + skipped, {}, result.label)
-    rows = {r["step"]: r for r in _oom(result, rank)["empty_cache"]["rows"]}
+    _, table, _ = _measured(result, rank)
+    rows = {r.step: r for r in table.rows}
     created = next(r for s, r in rows.items() if s.startswith("x = "))
     alive = rows["empty_cache() while x is alive"]
     deleted, after = rows["del x"], rows["empty_cache() after del x"]
-    kept = alive["allocated_mib"] >= created["allocated_mib"] and alive["reserved_mib"] >= created["allocated_mib"]
-    returned = after["driver_free_mib"] - deleted["driver_free_mib"]
-    released = deleted["reserved_mib"] - after["reserved_mib"]
+    kept = alive.allocated_mib >= created.allocated_mib and alive.reserved_mib >= created.allocated_mib
+    returned = after.driver_free_mib - deleted.driver_free_mib
+    released = deleted.reserved_mib - after.reserved_mib
     numbers = {
-        "allocated_after_empty_cache_alive_mib": alive["allocated_mib"],
+        "allocated_after_empty_cache_alive_mib": alive.allocated_mib,
         "returned_mib": returned,
         "released_mib": released,
         "referenced_fell": not kept,
     }
     text = (
-        f"with the tensor alive, empty_cache() left {alive['allocated_mib']:.0f} MiB allocated and "
-        f"{alive['reserved_mib']:.0f} MiB reserved (the tensor: {created['allocated_mib']:.0f} MiB). After del, the "
-        f"{deleted['reserved_mib']:.0f} MiB PyTorch kept cached were reusable by PyTorch already; empty_cache() gave "
+        f"with the tensor alive, empty_cache() left {alive.allocated_mib:.0f} MiB allocated and "
+        f"{alive.reserved_mib:.0f} MiB reserved (the tensor: {created.allocated_mib:.0f} MiB). After del, the "
+        f"{deleted.reserved_mib:.0f} MiB PyTorch kept cached were reusable by PyTorch already; empty_cache() gave "
         f"{returned:.0f} MiB back to the driver. "
     )
     if not kept:
@@ -354,13 +404,13 @@ def verdict_c19(result: Any, rank: int = 0) -> Verdict:
     )
 
 
-def verdict_c20(result: Any, rank: int = 0) -> Verdict:
+def verdict_c20(result: RunResult, rank: int = 0) -> Verdict:
     """Claim C20 (tune ``max_split_size_mb`` against fragmentation) from the fragmentation case: ``holds`` when the
     default allocator runs out of memory and ``max_split_size_mb`` makes the same allocations fit; ``wrong`` when it
     does not; ``unverifiable`` when the default did not run out (nothing to fix) or a row is missing."""
     if skipped := oom_skipped(result):
         return Verdict("C20", "unverifiable", "not checked here: " + skipped, {}, result.label)
-    outcome = {r["config"]: r.get("outcome") for r in _oom(result, rank)["fragmentation"]}
+    outcome = {r.config: r.outcome for r in oom(result, rank).fragmentation}
     split = next((v for k, v in outcome.items() if "max_split_size_mb" in k), None)
     expandable = next((v for k, v in outcome.items() if k.startswith("expandable_segments:True")), None)
     cases = "the fragmentation case: " + "; ".join(f"{k}: {v}" for k, v in outcome.items()) + ". "
@@ -403,21 +453,18 @@ def verdict_c20(result: Any, rank: int = 0) -> Verdict:
     )
 
 
-def _capped(rows: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-    """The rows measured under the cap (older runs, without the ``capped`` flag: every row after the first)."""
-    if all("capped" in r for r in rows):
-        return [r for r in rows if r["capped"]]
-    return list(rows[1:])
+def _training(result: RunResult, rank: int = 0) -> Training:
+    return _measured(result, rank)[2]
 
 
-def oom_fixes_verdict(result: Any, rank: int = 0) -> Verdict:
+def oom_fixes_verdict(result: RunResult, rank: int = 0) -> Verdict:
     """The training step under the cap: the whole batch fails, both fixes fit."""
     if skipped := oom_skipped(result):
         return Verdict("out of memory: the fixes", "info", "not checked here: " + skipped, {}, result.label)
-    rows = _oom(result, rank)["training"]["rows"]
-    outcome = {r["variant"]: r.get("outcome") for r in rows}
-    capped = _capped(rows)
-    ok = len(capped) == 3 and capped[0].get("outcome") == "OOM" and all(r.get("outcome") == "fits" for r in capped[1:])
+    rows = _training(result, rank).rows
+    outcome = {r.variant: r.outcome for r in rows}
+    capped = [r for r in rows if r.capped]
+    ok = len(capped) == 3 and capped[0].outcome == "OOM" and all(r.outcome == "fits" for r in capped[1:])
     return Verdict(
         "out of memory: the fixes",
         "pass" if ok else "fail",
@@ -427,21 +474,18 @@ def oom_fixes_verdict(result: Any, rank: int = 0) -> Verdict:
     )
 
 
-def checkpointing_cost(result: Any, rank: int = 0) -> Verdict:
+def checkpointing_cost(result: RunResult, rank: int = 0) -> Verdict:
     """What activation checkpointing costs in step time: the whole batch with and without it, both without the cap,
     each over repeated steps after an untimed first one, by the course's noise rule. ``info`` when the run did not
     time them so (a GPU-only measurement; runs before that timed one step right after installing checkpointing)."""
     key = "out of memory: checkpointing's cost"
     if skipped := oom_skipped(result):
         return Verdict(key, "info", "not checked here: " + skipped, {}, result.label)
-    rows = _oom(result, rank)["training"]["rows"]
-    free = [
-        r
-        for r in rows
-        if r.get("capped") is False and r.get("outcome") == "fits" and len(r.get("step_ms_repeats") or []) >= 2
-    ]
-    plain = next((r for r in free if "checkpointing" not in r["variant"]), None)
-    ckpt = next((r for r in free if "checkpointing" in r["variant"]), None)
+    training = _training(result, rank)
+    rows = training.rows
+    free = [r for r in rows if not r.capped and r.outcome == "fits" and len(r.step_ms_repeats or ()) >= 2]
+    plain = next((r for r in free if "checkpointing" not in r.variant), None)
+    ckpt = next((r for r in free if "checkpointing" in r.variant), None)
     if plain is None or ckpt is None:
         return Verdict(
             key,
@@ -452,11 +496,8 @@ def checkpointing_cost(result: Any, rank: int = 0) -> Verdict:
             {},
             result.label,
         )
-    c = compare(plain["step_ms_repeats"], ckpt["step_ms_repeats"])
-    text = c.describe(
-        "ms",
-        f"the step without → with activation checkpointing (batch {_oom(result, rank)['training']['batch']}, no cap)",
-    )
+    c = compare(plain.step_ms_repeats or (), ckpt.step_ms_repeats or ())
+    text = c.describe("ms", f"the step without → with activation checkpointing (batch {training.batch}, no cap)")
     return Verdict(
         key,
         c.status,

@@ -13,6 +13,8 @@ Used in notebook 06; the traps themselves run as lesson scripts (``nvtutorial.ch
   against shard files (rank 0).
 * ``oom`` (claims C19, C20; GPU only): see :mod:`nvtutorial.chapters.ch06_pitfalls.workload_oom`.
 
+Each rank returns a :class:`~nvtutorial.chapters.ch06_pitfalls.schema.Rank`, one section per part.
+
     torchrun --standalone --nproc-per-node 2 -m nvtutorial.chapters.ch06_pitfalls.workload --set parts=dataloader
     nvtutorial run pitfalls --set parts=dataloader,oom --set workers=0,2,4,8,12,16
 """
@@ -23,50 +25,25 @@ import dataclasses
 import itertools
 import os
 from pathlib import Path
-from typing import Any, Literal
 
 from nvtutorial import runtime
-from nvtutorial.params import require
+from nvtutorial.chapters.ch06_pitfalls.schema import Loader, LoaderRow, Params, Rank, Shards
 
 NAME = "pitfalls"
 """The workload's name (``nvtutorial.run("pitfalls", ...)``, ``nvtutorial list``)."""
 
-Part = Literal["dataloader", "oom"]
 
-
-@dataclasses.dataclass(frozen=True)
-class Params:
-    parts: tuple[Part, ...] = ("dataloader",)
-    model: Literal["tiny", "small", "full"] = "tiny"
-    loader_image_size: int = 64
-    loader_batch: int = 8
-    workers: tuple[int, ...] = (0, 1, 2)
-    steps: int = 4
-    windows: int = 2
-    shard_samples: int = 256
-    oom_model: Literal["tiny", "small", "full"] = "full"
-    oom_batch: int = 16
-    oom_image_size: int = 256
-    seed: int = 0
-
-    def __post_init__(self) -> None:
-        require(len(self.parts) >= 1, "parts: name at least one of dataloader, oom")
-        require(all(w >= 0 for w in self.workers) and len(self.workers) >= 2, "workers: two or more counts >= 0")
-        require(self.loader_batch >= 1 and self.steps >= 1, "loader_batch and steps must be at least 1")
-        require(self.windows >= 2, f"windows={self.windows}: at least 2 (a spread needs repeats)")
-        require(self.oom_batch >= 2 and self.oom_batch % 2 == 0, f"oom_batch={self.oom_batch}: an even number >= 2")
-        require(self.shard_samples >= 16, "shard_samples must be at least 16")
-
-
-def run(ctx: runtime.Context, p: Params) -> dict:
+def run(ctx: runtime.Context, p: Params) -> Rank:
     from nvtutorial.chapters.ch06_pitfalls import workload_oom as _oom
 
-    measures = {"dataloader": _dataloader, "oom": _oom.oom}
-    out: dict[str, Any] = {"parts": list(p.parts)}
+    result = Rank(parts=p.parts)
     for name in p.parts:  # each part drives its own progress bar, from 0 to its total
         ctx.barrier()
-        out[name] = measures[name](ctx, p)
-    return out
+        if name == "dataloader":
+            result = dataclasses.replace(result, dataloader=_dataloader(ctx, p))
+        else:
+            result = dataclasses.replace(result, oom=_oom.oom(ctx, p))
+    return result
 
 
 # --------------------------------------------------------------------------- the input pipeline
@@ -78,7 +55,7 @@ def warmup_steps(workers: int) -> int:
     return 2 + 2 * workers
 
 
-def _dataloader(ctx: runtime.Context, p: Params) -> dict[str, Any]:
+def _dataloader(ctx: runtime.Context, p: Params) -> Loader:
     import torch
     from torch.nn.parallel import DistributedDataParallel as DDP
     from torch.utils.data import DistributedSampler
@@ -107,7 +84,7 @@ def _dataloader(ctx: runtime.Context, p: Params) -> dict[str, Any]:
         batches = iter(loader)
         rates = lesson.steady_rates(model, optimizer, batches, ctx.device, warmup, p.steps, p.windows)
         del batches, loader  # ends the workers
-        rows.append({"num_workers": workers, "pin_memory": pin, "warmup_steps": warmup, "samples_per_s": rates})
+        rows.append(LoaderRow(num_workers=workers, pin_memory=pin, warmup_steps=warmup, samples_per_s=tuple(rates)))
     images, masks = segdata.render(range(p.loader_batch), p.loader_image_size, seed=p.seed, device=ctx.device)
     ctx.barrier()
     step_only = lesson.steady_rates(
@@ -115,22 +92,22 @@ def _dataloader(ctx: runtime.Context, p: Params) -> dict[str, Any]:
     )
     shards = _shards(ctx, p) if ctx.is_main else None
     ctx.progress(len(configs), len(configs), "dataloader")
-    return {
-        "rows": rows,
-        "step_only_samples_per_s": step_only,
-        "cpu_cores": os.cpu_count(),
-        "ranks": ctx.world_size,
-        "gpus": ctx.world_size if ctx.is_gpu else 0,
-        "rule_of_thumb_workers": 4 * ctx.world_size,
-        "batch": p.loader_batch,
-        "image_size": p.loader_image_size,
-        "model": p.model,
-        "steps": p.steps,
-        "shards": shards,
-    }
+    return Loader(
+        rows=tuple(rows),
+        step_only_samples_per_s=tuple(step_only),
+        cpu_cores=os.cpu_count(),
+        ranks=ctx.world_size,
+        gpus=ctx.world_size if ctx.is_gpu else 0,
+        rule_of_thumb_workers=4 * ctx.world_size,
+        batch=p.loader_batch,
+        image_size=p.loader_image_size,
+        model=p.model,
+        steps=p.steps,
+        shards=shards,
+    )
 
 
-def _shards(ctx: runtime.Context, p: Params) -> dict[str, Any]:
+def _shards(ctx: runtime.Context, p: Params) -> Shards:
     """Read the same samples from one file each and from a few shard files (rank 0's disk, warm cache)."""
     import numpy as np
 
@@ -164,13 +141,13 @@ def _shards(ctx: runtime.Context, p: Params) -> dict[str, Any]:
     shards = [read(root / "shards") for _ in range(3)]
     for f in list((root / "single").iterdir()) + list((root / "shards").iterdir()):
         f.unlink()
-    return {
-        "samples": p.shard_samples,
-        "bytes_per_sample": int(arr.shape[1]),
-        "per_shard": per_shard,
-        "one_file_per_sample_us": [1e6 * s / p.shard_samples for s in single],
-        "shards_us": [1e6 * s / p.shard_samples for s in shards],
-    }
+    return Shards(
+        samples=p.shard_samples,
+        bytes_per_sample=int(arr.shape[1]),
+        per_shard=per_shard,
+        one_file_per_sample_us=tuple(1e6 * s / p.shard_samples for s in single),
+        shards_us=tuple(1e6 * s / p.shard_samples for s in shards),
+    )
 
 
 if __name__ == "__main__":

@@ -18,6 +18,8 @@ CPU run only reports "skipped: needs a GPU".
    untimed step (the first call after a change, and the OOM if it does not fit), then ``TIMED_STEPS``
    steps timed with CUDA events; checkpointing is timed once more without the cap, so that its cost in
    step time is compared with the first row under the same conditions.
+
+It returns the ``oom`` section of the rank's result (:class:`~nvtutorial.chapters.ch06_pitfalls.schema.Oom`).
 """
 
 from __future__ import annotations
@@ -25,9 +27,18 @@ from __future__ import annotations
 import gc
 import os
 import statistics
-from typing import Any
+from typing import Literal
 
 from nvtutorial import runtime
+from nvtutorial.chapters.ch06_pitfalls.schema import (
+    EmptyCache,
+    Fragmentation,
+    MemoryState,
+    Oom,
+    Params,
+    Training,
+    TrainingRow,
+)
 
 TIMED_STEPS = 5
 """Steps timed per variant of the training step (after one untimed step)."""
@@ -55,7 +66,7 @@ def _oom_message(exc: BaseException) -> str:
 
 def _fragmentation(
     ctx: runtime.Context, config: str | None, cap_mib: int = 1024, sizes=(600, 200, 500)
-) -> dict[str, Any]:
+) -> Fragmentation:
     """A cached block split by a smaller tensor, then a tensor that fits the cap only if the
     allocator can reuse the split block's free part: the classic fragmentation OOM."""
     import torch
@@ -69,61 +80,66 @@ def _fragmentation(
     base = torch.cuda.memory_reserved(dev)
     torch.cuda.set_per_process_memory_fraction((base + cap_mib * 2**20) / total, dev)
     big, small, need = (s * 2**20 for s in sizes)
-    out: dict[str, Any] = {
-        "config": config or os.environ.get("PYTORCH_CUDA_ALLOC_CONF") or "default",
-        "cap_mib": cap_mib,
-    }
+    label = config or os.environ.get("PYTORCH_CUDA_ALLOC_CONF") or "default"
     keep = []
+    message = None
     try:
         a = torch.empty(big, dtype=torch.uint8, device=dev)
         del a  # its memory stays cached by the allocator
         keep.append(torch.empty(small, dtype=torch.uint8, device=dev))
-        out["reserved_mib"] = _mib(torch.cuda.memory_reserved(dev) - base)
-        out["allocated_mib"] = _mib(torch.cuda.memory_allocated(dev))
+        reserved = _mib(torch.cuda.memory_reserved(dev) - base)
+        allocated = _mib(torch.cuda.memory_allocated(dev))
         try:
             keep.append(torch.empty(need, dtype=torch.uint8, device=dev))
-            out["outcome"] = "fits"
+            outcome: Literal["fits", "OOM"] = "fits"
         except torch.OutOfMemoryError as exc:
-            out["outcome"] = "OOM"
-            out["message"] = _oom_message(exc)
-        out["free_under_cap_mib"] = cap_mib - sizes[1]
+            outcome, message = "OOM", _oom_message(exc)
     finally:
         keep.clear()
         torch.cuda.set_per_process_memory_fraction(1.0, dev)
         gc.collect()
         torch.cuda.empty_cache()
-    return out
+    return Fragmentation(
+        config=label,
+        cap_mib=cap_mib,
+        reserved_mib=reserved,
+        allocated_mib=allocated,
+        outcome=outcome,
+        message=message,
+        free_under_cap_mib=cap_mib - sizes[1],
+    )
 
 
-def _empty_cache_demo(ctx: runtime.Context, mib: int = 600) -> dict[str, Any]:
+def _empty_cache_demo(ctx: runtime.Context, mib: int = 600) -> EmptyCache:
     """What ``empty_cache`` returns to the driver, and that it frees nothing still referenced."""
     import torch
 
     dev = ctx.device
 
-    def state() -> dict[str, float]:
+    def state(step: str) -> MemoryState:
         free, _ = torch.cuda.mem_get_info(dev)
-        return {
-            "allocated_mib": _mib(torch.cuda.memory_allocated(dev)),
-            "reserved_mib": _mib(torch.cuda.memory_reserved(dev)),
-            "driver_free_mib": _mib(free),
-        }
+        return MemoryState(
+            step=step,
+            allocated_mib=_mib(torch.cuda.memory_allocated(dev)),
+            reserved_mib=_mib(torch.cuda.memory_reserved(dev)),
+            driver_free_mib=_mib(free),
+        )
 
     gc.collect()
     torch.cuda.empty_cache()
-    rows = [{"step": "start", **state()}]
+    rows = [state("start")]
     x = torch.empty(mib * 2**20, dtype=torch.uint8, device=dev)
-    rows.append({"step": f"x = {mib} MiB tensor", **state()})
+    rows.append(state(f"x = {mib} MiB tensor"))
     torch.cuda.empty_cache()
-    rows.append({"step": "empty_cache() while x is alive", **state()})
+    rows.append(state("empty_cache() while x is alive"))
     del x
-    rows.append({"step": "del x", **state()})
+    rows.append(state("del x"))
     torch.cuda.empty_cache()
-    rows.append({"step": "empty_cache() after del x", **state()})
-    return {"rows": rows}
+    rows.append(state("empty_cache() after del x"))
+    return EmptyCache(rows=tuple(rows))
 
 
-def _training_oom(ctx: runtime.Context, p: Any) -> dict[str, Any]:
+def _training_oom(ctx: runtime.Context, p: Params) -> Training:
     """A training step that does not fit under a cap, and the fixes that make it fit (no DDP:
     an OOM on one rank must not leave the other waiting in a collective)."""
     import torch
@@ -144,30 +160,37 @@ def _training_oom(ctx: runtime.Context, p: Any) -> dict[str, Any]:
         else:
             memory.train_step_accumulated(net, opt, images, masks, batch_parts)
 
-    def measure(label: str, batch_parts: int, capped: bool) -> dict[str, Any]:
+    def measure(label: str, batch_parts: int, capped: bool) -> TrainingRow:
         """One variant: a first step (warm-up, and the OOM if it does not fit), then ``TIMED_STEPS`` steps each timed
         with CUDA events; the peak memory over all of them."""
         gc.collect()
         torch.cuda.synchronize(dev)
         torch.cuda.reset_peak_memory_stats(dev)
-        row: dict[str, Any] = {"variant": label, "capped": capped}
+        times: tuple[float, ...] | None = None
+        message = None
         try:
             step(batch_parts)  # the first step of this variant: not timed (checkpointing's first call, caches)
-            times = [1e3 * ctx.time_calls(lambda: step(batch_parts)) for _ in range(TIMED_STEPS)]
-            row.update(outcome="fits", step_ms=statistics.median(times), step_ms_repeats=times)
+            times = tuple(1e3 * ctx.time_calls(lambda: step(batch_parts)) for _ in range(TIMED_STEPS))
         except torch.OutOfMemoryError as exc:
-            row.update(outcome="OOM", message=_oom_message(exc))
+            message = _oom_message(exc)
         opt.zero_grad(set_to_none=True)
-        row["peak_allocated_mib"] = _mib(torch.cuda.max_memory_allocated(dev))
-        row["peak_reserved_mib"] = _mib(torch.cuda.max_memory_reserved(dev))
-        return row
+        return TrainingRow(
+            variant=label,
+            capped=capped,
+            outcome="fits" if times is not None else "OOM",
+            step_ms=statistics.median(times) if times is not None else None,
+            step_ms_repeats=times,
+            message=message,
+            peak_allocated_mib=_mib(torch.cuda.max_memory_allocated(dev)),
+            peak_reserved_mib=_mib(torch.cuda.max_memory_reserved(dev)),
+        )
 
     step(2)  # creates the optimizer state: part of every later step's memory
     step(1)
     torch.cuda.synchronize(dev)
     base_alloc = torch.cuda.memory_allocated(dev)
     uncapped = measure(f"batch {p.oom_batch}, no cap", 1, capped=False)
-    peak = uncapped["peak_allocated_mib"] * 2**20
+    peak = uncapped.peak_allocated_mib * 2**20
     total = torch.cuda.get_device_properties(dev).total_memory
     gc.collect()
     torch.cuda.empty_cache()
@@ -184,17 +207,17 @@ def _training_oom(ctx: runtime.Context, p: Any) -> dict[str, Any]:
     # checkpointing's cost in step time, against the first row: both without the cap (an allocator working under a
     # cap may free and retry, which costs time of its own)
     rows.append(measure(f"batch {p.oom_batch}, activation checkpointing, no cap", 1, capped=False))
-    return {
-        "cap_mib": _mib(cap),
-        "model": p.oom_model,
-        "batch": p.oom_batch,
-        "image_size": p.oom_image_size,
-        "timed_steps": TIMED_STEPS,
-        "rows": rows,
-    }
+    return Training(
+        cap_mib=_mib(cap),
+        model=p.oom_model,
+        batch=p.oom_batch,
+        image_size=p.oom_image_size,
+        timed_steps=TIMED_STEPS,
+        rows=tuple(rows),
+    )
 
 
-def oom(ctx: runtime.Context, p: Any) -> dict[str, Any]:
+def oom(ctx: runtime.Context, p: Params) -> Oom:
     """The whole OOM demo on this rank (``p``: the pitfalls workload's Params)."""
     import torch
 
@@ -206,8 +229,8 @@ def oom(ctx: runtime.Context, p: Any) -> dict[str, Any]:
             "allocator (torch.cuda); a CPU run has neither, so there is nothing to reproduce here."
         )
         _say(ctx, msg)
-        return {"skipped": msg}
-    out: dict[str, Any] = {"launch_alloc_conf": os.environ.get("PYTORCH_CUDA_ALLOC_CONF")}
+        return Oom(skipped=msg)
+    launch_alloc_conf = os.environ.get("PYTORCH_CUDA_ALLOC_CONF")
     frag = [_fragmentation(ctx, None)]
     # Set at run time here to compare in one process; in a job you set the same string in the
     # environment before the first CUDA allocation: PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
@@ -215,10 +238,13 @@ def oom(ctx: runtime.Context, p: Any) -> dict[str, Any]:
         try:
             frag.append(_fragmentation(ctx, config))
         except Exception as exc:  # a private setter: report instead of failing the whole run
-            frag.append({"config": config, "outcome": "not measured", "message": f"{type(exc).__name__}: {exc}"})
-    out["fragmentation"] = frag
-    out["empty_cache"] = _empty_cache_demo(ctx)
-    out["training"] = _training_oom(ctx, p)
+            frag.append(Fragmentation(config=config, outcome="not measured", message=f"{type(exc).__name__}: {exc}"))
+    out = Oom(
+        launch_alloc_conf=launch_alloc_conf,
+        fragmentation=tuple(frag),
+        empty_cache=_empty_cache_demo(ctx),
+        training=_training_oom(ctx, p),
+    )
     gc.collect()  # the capped model and its optimizer went out of scope: give their memory back
     torch.cuda.empty_cache()
     ctx.progress(1, 1, "oom")

@@ -1,29 +1,37 @@
 """Plots of notebook 07: the ring against NCCL, sparse against dense, gradient density, compression hooks.
 
-Each function takes the measured data and where it was measured, and returns ``(fig, ax)``.
-Where values are close, the figures show ratios against the baseline, not the values themselves.
+Each function takes the measured data (the typed rows of ``schema.py`` and ``schema_compression.py``, or the raw JSON
+notebook 07 passes, typed where it comes in by ``schema.rows_typed`` and ``schema_compression.rank_typed``) and
+where it was measured, and returns ``(fig, ax)``. Where values are close, the figures show ratios against the
+baseline, not the values themselves.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from nvtutorial.chapters.ch01_hardware.plots import size_axis
+from nvtutorial.chapters.ch07_collectives.schema import RingRow, SparseRow, rows_typed
+from nvtutorial.chapters.ch07_collectives.schema_compression import DensityRow, Rank, rank_typed
 from nvtutorial.plots.style import figure, finish, plain_log_ticks
 
+Raw = Mapping[str, Any]
+"""A rank's metrics, or one of its rows, as the run's JSON holds them: what notebook 07 passes."""
 
-def ring_share(rows: list[dict[str, Any]], where: Any, target: float | None = None) -> tuple[Any, Any]:
+
+def ring_share(rows: Sequence[RingRow | Raw], where: Any, target: float | None = None) -> tuple[Any, Any]:
     """The ring's bus bandwidth as a share of ``all_reduce``'s, against message size, one line per way
-    of running it (rows of one rank with ``variant`` and ``busbw_ratio``)."""
+    of running it (one rank's ``Rank.ring``, or ``report.ring_rows``)."""
     fig, ax = figure()
-    variants = list(dict.fromkeys(r["variant"] for r in rows if "error" not in r))
-    for v in variants:
-        sub = sorted((r for r in rows if r["variant"] == v and "error" not in r), key=lambda r: r["size_bytes"])
-        ax.plot([r["size_bytes"] for r in sub], [r["busbw_ratio"] for r in sub], "o-", label=v)
+    timed = [r for r in rows_typed(RingRow, rows) if r.error is None]
+    for v in dict.fromkeys(r.variant for r in timed):
+        sub = sorted((r for r in timed if r.variant == v), key=lambda r: r.size_bytes)
+        ax.plot([r.size_bytes for r in sub], [r.busbw_ratio for r in sub], "o-", label=v)
     ax.axhline(1.0, color="0.4", lw=1, ls=":")
     if target:
         ax.axhline(target, color="#C44E52", lw=1, ls="--", label=f"the course's goal ({target:.0%})")
-    size_axis(ax, [r["size_bytes"] for r in rows if "error" not in r])
+    size_axis(ax, [r.size_bytes for r in timed])
     ax.set_yscale("log")
     plain_log_ticks(ax.yaxis, "×")
     ax.set_xlabel("message size")
@@ -35,13 +43,13 @@ def ring_share(rows: list[dict[str, Any]], where: Any, target: float | None = No
     return fig, ax
 
 
-def sparse_vs_dense(rows: list[dict[str, Any]], where: Any) -> tuple[Any, Any]:
-    """Bytes and time of the correct sparse all-reduce relative to a dense one, against density."""
+def sparse_vs_dense(rows: Sequence[SparseRow | Raw], where: Any) -> tuple[Any, Any]:
+    """Bytes and time of the correct sparse all-reduce relative to a dense one, against density (``Rank.sparse``)."""
     fig, ax = figure()
-    rows = sorted(rows, key=lambda r: r["density"])
-    d = [r["density"] for r in rows]
-    ax.plot(d, [r["bytes_ratio"] for r in rows], "o-", label="bytes sent, sparse ÷ dense")
-    ax.plot(d, [r["time_ratio"] for r in rows], "s-", label="time, sparse ÷ dense")
+    by_density = sorted(rows_typed(SparseRow, rows), key=lambda r: r.density)
+    d = [r.density for r in by_density]
+    ax.plot(d, [r.bytes_ratio for r in by_density], "o-", label="bytes sent, sparse ÷ dense")
+    ax.plot(d, [r.time_ratio for r in by_density], "s-", label="time, sparse ÷ dense")
     ax.axhline(1.0, color="0.4", lw=1, ls=":")
     ax.set_xscale("log")
     ax.set_yscale("log")
@@ -56,14 +64,15 @@ def sparse_vs_dense(rows: list[dict[str, Any]], where: Any) -> tuple[Any, Any]:
     return fig, ax
 
 
-def gradient_density(rows: list[dict[str, Any]], where: Any, min_numel: int = 1) -> tuple[Any, Any]:
-    """Per layer: fraction of gradient entries exactly zero, near zero, and needed for 99 % of the norm."""
-    rows = [r for r in rows if r["numel"] >= min_numel]
+def gradient_density(rows: Sequence[DensityRow | Raw], where: Any, min_numel: int = 1) -> tuple[Any, Any]:
+    """Per layer: fraction of gradient entries exactly zero, near zero, and needed for 99 % of the norm
+    (``Rank.density``)."""
+    rows = [r for r in rows_typed(DensityRow, rows) if r.numel >= min_numel]
     fig, ax = figure(width=9.0, height=4.4)
     x = list(range(len(rows)))
-    ax.bar([i - 0.2 for i in x], [r["frac_zero"] for r in rows], width=0.4, label="exactly zero")
-    ax.bar([i + 0.2 for i in x], [r["frac_near_zero"] for r in rows], width=0.4, label="|g| ≤ 1e-3 · max |g|")
-    ax.plot(x, [r["frac_for_energy"] for r in rows], "k.", label="entries holding 99 % of ‖g‖²")
+    ax.bar([i - 0.2 for i in x], [r.frac_zero for r in rows], width=0.4, label="exactly zero")
+    ax.bar([i + 0.2 for i in x], [r.frac_near_zero for r in rows], width=0.4, label="|g| ≤ 1e-3 · max |g|")
+    ax.plot(x, [r.frac_for_energy for r in rows], "k.", label="entries holding 99 % of ‖g‖²")
     ax.axhline(0.075, color="#C44E52", lw=1, ls="--", label="non-zeros allowed for an 85 % saving (7.5 %)")
     ax.set_ylim(0, 1)
     ax.set_xlabel("layer (parameter tensor, in model order)")
@@ -71,7 +80,7 @@ def gradient_density(rows: list[dict[str, Any]], where: Any, min_numel: int = 1)
     ax.set_title("How sparse are the UNet's gradients? (claim C23)")
     step = max(1, len(rows) // 12)
     ax.set_xticks(x[::step])
-    ax.set_xticklabels([rows[i]["layer"] for i in x[::step]], rotation=45, ha="right", fontsize=7)
+    ax.set_xticklabels([rows[i].layer for i in x[::step]], rotation=45, ha="right", fontsize=7)
     ax.legend(loc="upper right", fontsize=7)
     finish(fig, where)
     return fig, ax
@@ -110,12 +119,13 @@ def hook_step_times(frame: Any, where: Any) -> tuple[Any, Any]:
     return fig, ax
 
 
-def loss_differences(metrics: dict[str, Any], where: Any) -> tuple[Any, Any]:
+def loss_differences(metrics: Rank | Raw, where: Any) -> tuple[Any, Any]:
     """Each hook's training loss minus no compression's, step by step (hooks that trained identically
     are named in the title instead of drawn as a flat line on top of each other)."""
+    metrics = rank_typed(metrics)
     fig, ax = figure()
-    hooks = {h["hook"]: h["train_loss"] for h in metrics["hooks"]}
-    base = hooks.get("none", [])
+    hooks = {h.hook: h.train_loss for h in metrics.hooks}
+    base = hooks.get("none", ())
     same = []
     for name, loss in hooks.items():
         if name == "none":
@@ -126,11 +136,11 @@ def loss_differences(metrics: dict[str, Any], where: Any) -> tuple[Any, Any]:
             continue
         ax.plot(range(1, len(diff) + 1), diff, lw=1.2, label=name)
     ax.axhline(0.0, color="0.3", lw=1)
-    ax.axvline(metrics.get("warmup", 0) + 0.5, color="0.5", ls=":", lw=1)
+    ax.axvline(metrics.warmup + 0.5, color="0.5", ls=":", lw=1)
     ax.set_yscale("symlog", linthresh=1e-5)
     ax.set_xlabel("step (dotted line: end of the untimed warm-up)")
     ax.set_ylabel("loss − loss without compression")
-    title = f"Does compression change what the UNet learns? — {metrics.get('link', '')}"
+    title = f"Does compression change what the UNet learns? — {metrics.link}"
     if same:
         title += f"\nidentical to no compression (not drawn): {', '.join(same)}"
     ax.set_title(title, fontsize=10)

@@ -1,43 +1,61 @@
 """What notebook 07's ``collectives_bench`` run shows, as verdicts: the ring, claim C22, the sparse all-reduce.
 
-Each function reads the run's per-rank metrics (``RunResult.ranks``: one dict per rank) and
-returns a :class:`~nvtutorial.report.verdict.Verdict`. They also read the result JSON of older
-runs (``reference/h200x2/runs/collectives_bench-*``), whose ring rows have no ``variant``.
+Each function reads the run's typed metrics (``result.ranks_as(schema.Rank)``: one
+:class:`~nvtutorial.chapters.ch07_collectives.schema.Rank` per rank, or rank 0's rows) and returns a
+:class:`~nvtutorial.report.verdict.Verdict`. Notebook 07 passes the raw JSON instead (``bench.ranks``,
+``bench.ranks[0]["source_cases"]``): each function types what it is given where it comes in (``schema.ranks_typed``,
+``schema.rows_typed``) and works on the dataclasses. Older runs (``reference/h200x2/runs/collectives_bench-*``) read
+the same: ``schema.Rank.upgrade`` fills in what they did not record.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+from nvtutorial.chapters.ch07_collectives.schema import (
+    ONE_SLICE,
+    Rank,
+    RingRow,
+    SourceCase,
+    SparseRow,
+    as_typed,
+    ranks_typed,
+    rows_typed,
+)
 from nvtutorial.report.verdict import Verdict, compare
 
 TARGET_SHARE = 0.8
 """The course's goal for its own ring: this share of ``all_reduce``'s bus bandwidth from 64 MiB up (GPUs)."""
 LARGE = 64 * 2**20
+Raw = Mapping[str, Any]
+"""A rank's metrics, or one of its rows, as the run's JSON holds them (``result.ranks[0]``): what notebook 07 passes."""
 
 
-def ring_rows(metrics: dict[str, Any]) -> list[dict[str, Any]]:
-    """The ring rows of one rank, each with its ``variant`` and ``busbw_ratio`` (older runs: one variant)."""
-    out = []
-    for r in metrics.get("ring", []):
-        row = {"variant": "ring, 1 slice", "slices": 1, **r}
-        if "error" not in row:
-            row.setdefault("busbw_ratio", row["all_reduce_ms"] / row["ring_ms"])
-        out.append(row)
-    return out
+def ring_rows(metrics: Rank | Raw) -> list[dict[str, Any]]:
+    """One rank's ring rows as plain dicts, for notebook 07's table and its ``r["size_bytes"]`` reads: upgraded by
+    the schema (every row with its ``variant`` and ``busbw_ratio``; older runs timed one variant), typed and written
+    back (``dataclasses.asdict``). Everything else reads ``Rank.ring``, typed."""
+    return [dataclasses.asdict(r) for r in as_typed(Rank, metrics).ring]
 
 
-def ring_check(ranks: Sequence[dict[str, Any]], where: str) -> Verdict:
+def measured(rows: Sequence[RingRow]) -> list[RingRow]:
+    """The rows that were timed (a CUDA graph that could not be captured has an ``error`` and no times)."""
+    return [r for r in rows if r.error is None]
+
+
+def ring_check(ranks: Sequence[Rank | Raw], where: str) -> Verdict:
     """The hand-written ring gives ``all_reduce``'s result at every size, and each rank sends what the
     formula says: the bytes counted in its sends equal ``2 (W-1)/W ×`` the tensor (by chunk, on every rank)."""
-    rows = [r for m in ranks for r in ring_rows(m) if r["variant"] == "ring, 1 slice"]
-    world = ranks[0].get("world_size", len(ranks))
-    equal = all(r["equal_to_all_reduce"] for r in rows)
-    bytes_ok = all(r["ring_bytes_sent"] == r["ring_bytes_exact"] for r in rows)
-    formula_ok = all(r["ring_bytes_sent"] == r["formula_bytes"] for r in rows if r["size_bytes"] % (4 * world) == 0)
-    sizes = sorted({r["size_bytes"] for r in rows})
+    ranks = ranks_typed(ranks)
+    rows = [r for m in ranks for r in m.ring if r.variant == ONE_SLICE]
+    world = ranks[0].world_size
+    equal = all(r.equal_to_all_reduce for r in rows)
+    bytes_ok = all(r.ring_bytes_sent == r.ring_bytes_exact for r in rows)
+    formula_ok = all(r.ring_bytes_sent == r.formula_bytes for r in rows if r.size_bytes % (4 * world) == 0)
+    sizes = sorted({r.size_bytes for r in rows})
     status = "pass" if rows and equal and bytes_ok and formula_ok else "fail"
     text = (
         f"the ring equals dist.all_reduce at every size measured ({len(sizes)} sizes, {len(ranks)} ranks): {equal}; "
@@ -53,19 +71,18 @@ def ring_check(ranks: Sequence[dict[str, Any]], where: str) -> Verdict:
     )
 
 
-def ring_speed(ranks: Sequence[dict[str, Any]], where: str, gpu: bool) -> Verdict:
+def ring_speed(ranks: Sequence[Rank | Raw], where: str, gpu: bool) -> Verdict:
     """The ring's share of ``all_reduce``'s bus bandwidth from 64 MiB up, best way of running it (slowest rank).
 
     On GPUs ``numbers["meets_target"]`` says whether it reaches the course's goal (:data:`TARGET_SHARE`);
     on the CPU there is no goal (gloo's all-reduce is not NCCL's). A finding, not a check: status ``info``.
     """
     by_variant: dict[str, dict[int, float]] = {}
-    for m in ranks:
-        for r in ring_rows(m):
-            if "error" in r:
-                continue
-            cell = by_variant.setdefault(r["variant"], {})
-            cell[r["size_bytes"]] = min(cell.get(r["size_bytes"], float("inf")), r["busbw_ratio"])
+    for m in ranks_typed(ranks):
+        for r in measured(m.ring):
+            assert r.busbw_ratio is not None  # a measured row has its times
+            cell = by_variant.setdefault(r.variant, {})
+            cell[r.size_bytes] = min(cell.get(r.size_bytes, float("inf")), r.busbw_ratio)
     largest = max(s for v in by_variant.values() for s in v)
     floor = LARGE if largest >= LARGE else largest
     share = {
@@ -74,7 +91,7 @@ def ring_speed(ranks: Sequence[dict[str, Any]], where: str, gpu: bool) -> Verdic
         if any(s >= floor for s in sizes)
     }
     best = max(share, key=lambda v: share[v])
-    numbers = {
+    numbers: dict[str, object] = {
         "share_from": floor,
         "share_by_variant": share,
         "best_variant": best,
@@ -101,16 +118,17 @@ def ring_speed(ranks: Sequence[dict[str, Any]], where: str, gpu: bool) -> Verdic
     )
 
 
-def source_verdict(case_rows: Sequence[dict[str, Any]], where: str) -> Verdict:
-    """Claim C22 ("the sparse_allreduce code works") against the correctness cases: wrong when the
-    source's function gave a wrong result or failed in any case where the correct one was exact."""
-    src = [r for r in case_rows if r["implementation"] == "source"]
-    ours = [r for r in case_rows if r["implementation"] == "course"]
-    skipped = [r["case"] for r in src if (r["error"] or "").startswith("skipped")]
-    exact = [r["case"] for r in src if r["exact"]]
-    wrong = [r["case"] for r in src if r["ran"] and not r["exact"]]
-    failed = [r["case"] for r in src if not r["ran"] and r["case"] not in skipped]
-    ours_exact = sum(bool(r["exact"]) for r in ours)
+def source_verdict(case_rows: Sequence[SourceCase | Raw], where: str) -> Verdict:
+    """Claim C22 ("the sparse_allreduce code works") against the correctness cases (``Rank.source_cases``): wrong
+    when the source's function gave a wrong result or failed in any case where the correct one was exact."""
+    case_rows = rows_typed(SourceCase, case_rows)
+    src = [r for r in case_rows if r.implementation == "source"]
+    ours = [r for r in case_rows if r.implementation == "course"]
+    skipped = [r.case for r in src if (r.error or "").startswith("skipped")]
+    exact = [r.case for r in src if r.exact]
+    wrong = [r.case for r in src if r.ran and not r.exact]
+    failed = [r.case for r in src if not r.ran and r.case not in skipped]
+    ours_exact = sum(bool(r.exact) for r in ours)
     status = (
         "wrong" if (wrong or failed) and ours_exact == len(ours) else "holds" if not (wrong or failed) else "partly"
     )
@@ -137,19 +155,21 @@ def source_verdict(case_rows: Sequence[dict[str, Any]], where: str) -> Verdict:
     )
 
 
-def sparse_verdict(rows: Sequence[dict[str, Any]], where: str) -> Verdict:
-    """Where the correct sparse all-reduce pays, in bytes and in time (``compare`` where repeats were kept)."""
-    rows = sorted(rows, key=lambda r: r["density"])
-    exact = all(r["exact"] for r in rows)
-    fewer_bytes = [r["density"] for r in rows if r["bytes_ratio"] < 1]
-    faster, judged = [], "medians"
-    for r in rows:
-        if r.get("sparse_ms_all") and r.get("dense_ms_all"):
+def sparse_verdict(rows: Sequence[SparseRow | Raw], where: str) -> Verdict:
+    """Where the correct sparse all-reduce pays, in bytes and in time (``compare`` where repeats were kept), from
+    rank 0's ``Rank.sparse``."""
+    by_density = sorted(rows_typed(SparseRow, rows), key=lambda r: r.density)
+    exact = all(r.exact for r in by_density)
+    fewer_bytes = [r.density for r in by_density if r.bytes_ratio < 1]
+    faster: list[float] = []
+    judged = "medians"
+    for r in by_density:
+        if r.sparse_ms_all and r.dense_ms_all:
             judged = "compare"
-            if compare(r["dense_ms_all"], r["sparse_ms_all"]).status == "faster":
-                faster.append(r["density"])
-        elif r["time_ratio"] < 1:
-            faster.append(r["density"])
+            if compare(r.dense_ms_all, r.sparse_ms_all).status == "faster":
+                faster.append(r.density)
+        elif r.time_ratio < 1:
+            faster.append(r.density)
     bytes_part = (
         f"it sends fewer bytes than a dense all-reduce up to density {max(fewer_bytes):.3g} "
         f"(break-even near 50 % for fp32 values with int32 indices)"
@@ -161,7 +181,7 @@ def sparse_verdict(rows: Sequence[dict[str, Any]], where: str) -> Verdict:
         if faster
         else "it was never faster than the dense all-reduce"
     )
-    ratios = [r["time_ratio"] for r in rows]
+    ratios = [r.time_ratio for r in by_density]
     text = (
         f"exact against all_reduce / W at every density: {exact}; {bytes_part}; {time_part} "
         f"(time sparse ÷ dense from {min(ratios):.2g} to {max(ratios):.2g})"
@@ -181,30 +201,31 @@ def sparse_verdict(rows: Sequence[dict[str, Any]], where: str) -> Verdict:
     )
 
 
-def ring_variants(ranks: Sequence[dict[str, Any]], where: str) -> list[Verdict]:
+def ring_variants(ranks: Sequence[Rank | Raw], where: str) -> list[Verdict]:
     """At the largest size, each way of running the ring against the plain one (one slice, launched from
     Python): faster, slower or no change under ``compare`` (rank 0's repeats), with its share of ``all_reduce``."""
-    rows = [r for r in ring_rows(ranks[0]) if "error" not in r and r.get("ring_ms_all")]
+    rows = [r for r in measured(as_typed(Rank, ranks[0]).ring) if r.ring_ms_all]
     if not rows:
         return []
-    size = max(r["size_bytes"] for r in rows)
-    at = {r["variant"]: r for r in rows if r["size_bytes"] == size}
-    base = at.get("ring, 1 slice")
+    size = max(r.size_bytes for r in rows)
+    at = {r.variant: r for r in rows if r.size_bytes == size}
+    base = at.get(ONE_SLICE)
     out = []
     for name, r in at.items():
-        if base is None or name == "ring, 1 slice":
+        if base is None or name == ONE_SLICE:
             continue
-        c = compare(base["ring_ms_all"], r["ring_ms_all"])
+        assert r.busbw_ratio is not None and base.busbw_ratio is not None  # measured rows have their times
+        c = compare(base.ring_ms_all, r.ring_ms_all)
         text = (
             f"{c.describe('ms', f'{name} against one slice at {size / 2**20:g} MiB')}; it reaches "
-            f"{r['busbw_ratio']:.0%} of dist.all_reduce's bus bandwidth (one slice: {base['busbw_ratio']:.0%})"
+            f"{r.busbw_ratio:.0%} of dist.all_reduce's bus bandwidth (one slice: {base.busbw_ratio:.0%})"
         )
         out.append(
             Verdict(
                 f"ring: {name}",
                 c.status,
                 text,
-                {"ratio": c.ratio, "noise": c.noise, "share": r["busbw_ratio"], "size": size},
+                {"ratio": c.ratio, "noise": c.noise, "share": r.busbw_ratio, "size": size},
                 where,
             )
         )

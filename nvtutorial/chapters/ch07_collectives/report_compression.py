@@ -5,13 +5,28 @@ rounds' median steps of the hook and of ``none`` on the same link, and the A/A g
 between the ``fp16`` and ``bf16`` hooks (they do the same work: a cast, half the bytes), so a
 difference counts only when it is larger than both. The hooks themselves are
 :mod:`nvtutorial.chapters.ch07_collectives.lessons.compression`.
+
+Each function reads one run's typed metrics (``result.metrics_as(schema_compression.Rank)``, rank 0's) or several
+runs' keyed by link (``{rank.link: rank}``). Notebook 07 passes the raw JSON instead (``fast.ranks[0]``,
+``{link: fast.ranks[0]}``, ``density_summary.get("trained", {})``): the functions it calls type what they are given
+where it comes in (``schema_compression.rank_typed``, ``runs_typed``, ``summary_typed``) and work on the
+dataclasses.
 """
 
 from __future__ import annotations
 
 import statistics
+from collections.abc import Mapping
 from typing import Any
 
+from nvtutorial.chapters.ch07_collectives.schema_compression import (
+    DensitySummary,
+    Hook,
+    Rank,
+    rank_typed,
+    runs_typed,
+    summary_typed,
+)
 from nvtutorial.report.verdict import Comparison, Verdict, aa_gap, compare, comparison_verdict
 
 TWINS = ("fp16", "bf16")
@@ -20,30 +35,37 @@ IOU_TOLERANCE = 0.02
 """IoU differences smaller than this (absolute) are called "no visible cost" in a short run."""
 CLAIMED_SAVING = 0.85
 """Claim C23: the sparse exchange "cuts communication by 85 %"."""
+Raw = Mapping[str, Any]
+"""One rank's metrics as the run's JSON holds them (``result.ranks[0]``): what notebook 07 passes."""
 
 
-def twin_gap(metrics: dict[str, Any]) -> float | None:
+def by_hook(metrics: Rank) -> dict[str, Hook]:
+    """The run's hooks by name, in the order they ran."""
+    return {h.hook: h for h in metrics.hooks}
+
+
+def twin_gap(metrics: Rank) -> float | None:
     """The relative gap between the fp16 and bf16 hooks' step times on one link (``None``: one is missing)."""
-    hooks = {h["hook"]: h for h in metrics["hooks"]}
+    hooks = by_hook(metrics)
     if not all(t in hooks for t in TWINS):
         return None
-    return aa_gap(*(hooks[t]["step_ms_round_medians"] for t in TWINS))
+    return aa_gap(*(hooks[t].step_ms_round_medians for t in TWINS))
 
 
-def comparisons(metrics: dict[str, Any]) -> dict[str, Comparison]:
+def comparisons(metrics: Rank) -> dict[str, Comparison]:
     """Each hook's step time against ``none`` on the same link (``compare`` over the rounds' medians)."""
-    hooks = {h["hook"]: h for h in metrics["hooks"]}
+    hooks = by_hook(metrics)
     base, gap = hooks.get("none"), twin_gap(metrics)
     if base is None:
         return {}
     return {
-        name: compare(base["step_ms_round_medians"], h["step_ms_round_medians"], aa_gap=gap)
+        name: compare(base.step_ms_round_medians, h.step_ms_round_medians, aa_gap=gap)
         for name, h in hooks.items()
         if name != "none"
     }
 
 
-def hooks_frame(results: dict[str, dict[str, Any]]):  # -> pandas.DataFrame
+def hooks_frame(results: Mapping[str, Rank | Raw]):  # -> pandas.DataFrame
     """One row per (link, hook) from the ``compression`` workload's metrics, keyed by link name:
     step time (the median of the rounds' medians), its change against ``none`` with the noise and
     the verdict of ``compare``, the
@@ -51,32 +73,32 @@ def hooks_frame(results: dict[str, dict[str, Any]]):  # -> pandas.DataFrame
     import pandas as pd
 
     rows = []
-    for link, metrics in results.items():
-        hooks = {h["hook"]: h for h in metrics["hooks"]}
+    for link, metrics in runs_typed(results).items():
+        hooks = by_hook(metrics)
         base = hooks.get("none")
         judged = comparisons(metrics)
         for name, h in hooks.items():
             c = judged.get(name)
-            tx = h.get("nvlink_tx_bytes_per_step")
+            tx = h.nvlink_tx_bytes_per_step
             rows.append(
                 {
                     "link": link,
                     "hook": name,
-                    "step_ms": statistics.median(h["step_ms_round_medians"]),  # what compare judges
+                    "step_ms": statistics.median(h.step_ms_round_medians),  # what compare judges
                     "step_vs_none": c.ratio if c else 1.0,
                     "noise_pct": 100 * c.noise if c else float("nan"),
                     "step_time": c.status if c else "baseline",
-                    "sent_MB_per_step": h["sent_bytes_per_step"] / 1e6,
-                    "bytes_saved": 1 - h["sent_bytes_per_step"] / h["dense_bytes_per_step"],
+                    "sent_MB_per_step": h.sent_bytes_per_step / 1e6,
+                    "bytes_saved": 1 - h.sent_bytes_per_step / h.dense_bytes_per_step,
                     "nvlink_tx_MB_per_step": tx / 1e6 if tx is not None else None,
-                    "nvml_over_counted": tx / h["sent_bytes_per_step"]
-                    if tx is not None and h["sent_bytes_per_step"]
+                    "nvml_over_counted": tx / h.sent_bytes_per_step
+                    if tx is not None and h.sent_bytes_per_step
                     else None,
-                    "nvml_note": h.get("nvlink_note"),
-                    "final_val_loss": h["final_val_loss"],
-                    "final_iou": h["final_iou"],
-                    "iou_vs_none": h["final_iou"] - base["final_iou"] if base else float("nan"),
-                    "compressed_when_timed": h.get("compressed_when_timed", True),
+                    "nvml_note": h.nvlink_note,
+                    "final_val_loss": h.final_val_loss,
+                    "final_iou": h.final_iou,
+                    "iou_vs_none": h.final_iou - base.final_iou if base else float("nan"),
+                    "compressed_when_timed": h.compressed_when_timed,
                 }
             )
     return pd.DataFrame(rows)
@@ -89,22 +111,22 @@ def inside_rounds_spread(c: Comparison) -> bool:
 
 
 def prediction_answer(
-    results: dict[str, dict[str, Any]], link: str, choices: dict[str, tuple[str, ...]], other_choice: str
+    results: Mapping[str, Rank | Raw], link: str, choices: Mapping[str, tuple[str, ...]], other_choice: str
 ) -> str:
     """The letter among ``choices`` (letter → the hooks it names; ``()``: none) whose hooks are exactly those
     that made the step faster than no compression beyond the noise on ``link``; ``other_choice`` otherwise."""
-    faster = tuple(sorted(name for name, c in comparisons(results[link]).items() if c.status == "faster"))
+    faster = tuple(sorted(name for name, c in comparisons(rank_typed(results[link])).items() if c.status == "faster"))
     return next((k for k, hooks in choices.items() if tuple(sorted(hooks)) == faster), other_choice)
 
 
-def hook_verdicts(results: dict[str, dict[str, Any]], where: str) -> list[Verdict]:
+def hook_verdicts(results: Mapping[str, Rank | Raw], where: str) -> list[Verdict]:
     """One verdict per (link, hook): faster, slower or no change against ``none``, with the bytes saved."""
     out = []
-    for link, metrics in results.items():
-        hooks = {h["hook"]: h for h in metrics["hooks"]}
+    for link, metrics in runs_typed(results).items():
+        hooks = by_hook(metrics)
         for name, c in comparisons(metrics).items():
-            saved = 1 - hooks[name]["sent_bytes_per_step"] / hooks[name]["dense_bytes_per_step"]
-            iou = hooks[name]["final_iou"] - hooks["none"]["final_iou"]
+            saved = 1 - hooks[name].sent_bytes_per_step / hooks[name].dense_bytes_per_step
+            iou = hooks[name].final_iou - hooks["none"].final_iou
             what = f"{name} on {link}, step time against no compression"
             text = (
                 f"{c.describe('ms', what)}; it sends {saved:.1%} fewer bytes; final validation IoU {iou:+.3f} "
@@ -133,9 +155,9 @@ def hook_verdicts(results: dict[str, dict[str, Any]], where: str) -> list[Verdic
     return out
 
 
-def twin_verdict(results: dict[str, dict[str, Any]], where: str) -> Verdict:
+def twin_verdict(results: Mapping[str, Rank | Raw], where: str) -> Verdict:
     """The A/A test: fp16 against bf16 on each link. They do the same work, so their gap is noise."""
-    gaps = {link: g for link, m in results.items() if (g := twin_gap(m)) is not None}
+    gaps = {link: g for link, m in runs_typed(results).items() if (g := twin_gap(m)) is not None}
     if not gaps:
         return Verdict(
             "fp16 vs bf16 (A/A)",
@@ -156,16 +178,16 @@ def twin_verdict(results: dict[str, dict[str, Any]], where: str) -> Verdict:
     )
 
 
-def loss_differences(metrics: dict[str, Any]) -> dict[str, float]:
+def loss_differences(metrics: Rank | Raw) -> dict[str, float]:
     """Per hook, the largest absolute difference of its training loss from ``none``'s, step by step."""
-    hooks = {h["hook"]: h["train_loss"] for h in metrics["hooks"]}
+    hooks = {h.hook: h.train_loss for h in rank_typed(metrics).hooks}
     base = hooks.get("none")
     if base is None:
         return {}
     return {name: max(abs(a - b) for a, b in zip(loss, base)) for name, loss in hooks.items() if name != "none"}
 
 
-def loss_statement(metrics: dict[str, Any]) -> str:
+def loss_statement(metrics: Rank | Raw) -> str:
     """In words: which hooks trained exactly like ``none`` (identical losses) and how far the others drifted."""
     diffs = loss_differences(metrics)
     same = [n for n, d in diffs.items() if d == 0]
@@ -178,17 +200,21 @@ def loss_statement(metrics: dict[str, Any]) -> str:
     return "; ".join(parts) or "no hook to compare with no compression"
 
 
-def density_verdict(summary: dict[str, Any], where: str, claimed_saving: float = CLAIMED_SAVING) -> Verdict:
+def density_verdict(
+    summary: DensitySummary | Raw | None, where: str, claimed_saving: float = CLAIMED_SAVING
+) -> Verdict:
     """Claim C23 (a sparse all-reduce "cuts communication by 85 %") against the measured density of the
-    gradients: the bytes the source's format and an index+value format would send, against dense fp32."""
-    if not summary or not summary.get("params"):
+    gradients (``Rank.density_summary.trained``; ``None`` or ``{}``: not measured): the bytes the source's format and
+    an index+value format would send, against dense fp32."""
+    summary = summary_typed(summary)
+    if summary is None or not summary.params:
         return Verdict("C23", "unverifiable", "no gradient density was measured", {}, where)
-    zero, source_ratio, ours = summary["frac_zero"], summary["source_format_ratio"], summary["index_value_ratio"]
+    zero, source_ratio, ours = summary.frac_zero, summary.source_format_ratio, summary.index_value_ratio
     best_saving = 1 - ours
     status = "wrong" if best_saving < claimed_saving else "holds"
     needed = 1 - claimed_saving  # an int32 index + fp32 value per non-zero: 8 bytes against 4 dense
     text = (
-        f"{zero:.1%} of the gradient entries are exactly zero ({summary['frac_near_zero']:.1%} below 1e-3 of their "
+        f"{zero:.1%} of the gradient entries are exactly zero ({summary.frac_near_zero:.1%} below 1e-3 of their "
         f"layer's largest); if the coordinates nonzero() returns (one int64 per dimension) travelled with each "
         f"value, as a correct version of the source's approach would need (its code sends the values alone), the "
         f"non-zeros would move {source_ratio:.2f}× the dense bytes, and with one int32 index per value "
@@ -209,15 +235,11 @@ def density_verdict(summary: dict[str, Any], where: str, claimed_saving: float =
     )
 
 
-def link_statement(results: dict[str, dict[str, Any]]) -> str:
+def link_statement(results: Mapping[str, Rank | Raw]) -> str:
     """What the link did to the step without compression, where more than one link was measured."""
-    base = {
-        link: next(h for h in m["hooks"] if h["hook"] == "none")
-        for link, m in results.items()
-        if any(h["hook"] == "none" for h in m["hooks"])
-    }
+    base = {link: hooks["none"] for link, m in runs_typed(results).items() if "none" in (hooks := by_hook(m))}
     if len(base) < 2:
         return "One link measured: nothing to compare the uncompressed step with."
     (a, ha), (b, hb) = list(base.items())[:2]
-    c = compare(ha["step_ms_round_medians"], hb["step_ms_round_medians"])
+    c = compare(ha.step_ms_round_medians, hb.step_ms_round_medians)
     return f"Without compression, {c.describe('ms', f'{a} → {b}')}."

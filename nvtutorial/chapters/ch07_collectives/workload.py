@@ -17,7 +17,8 @@ Used in notebook 07. It runs the code of :mod:`nvtutorial.chapters.ch07_collecti
 Run it under ``TORCH_DISTRIBUTED_DEBUG=DETAIL``: torch then checks every collective's shapes
 across ranks first, so the source's ``all_gather`` of unequal sizes raises an error instead of
 aborting the process (gloo) or hanging (NCCL); without it those cases are skipped for the
-source's version. The timings use a second process group created without those checks::
+source's version. The timings use a second process group created without those checks. Each rank returns a
+:class:`~nvtutorial.chapters.ch07_collectives.schema.Rank` (``schema.py``)::
 
     TORCH_DISTRIBUTED_DEBUG=DETAIL torchrun --standalone --nproc-per-node 2 \\
         -m nvtutorial.chapters.ch07_collectives.workload
@@ -27,12 +28,14 @@ source's version. The timings use a second process group created without those c
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import statistics
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 from nvtutorial import runtime
+from nvtutorial.chapters.ch07_collectives.schema import ONE_SLICE, IndexingRow, Rank, RingRow, SourceCase, SparseRow
 from nvtutorial.params import require
 
 NAME = "collectives_bench"
@@ -142,7 +145,13 @@ def graph_of(ctx: runtime.Context, fn: Callable[[Any], Any], buffer: Any) -> Any
     return graph
 
 
-def ring_rows(ctx: runtime.Context, p: Params, group: Any) -> list[dict[str, Any]]:
+def _variant(slices: int, graph: bool = False) -> str:
+    """The row's name: ``ring, 1 slice``, ``ring, 4 slices``, ``ring, 4 slices, CUDA graph``."""
+    name = ONE_SLICE if slices == 1 else f"ring, {slices} slices"
+    return f"{name}, CUDA graph" if graph else name
+
+
+def ring_rows(ctx: runtime.Context, p: Params, group: Any) -> list[RingRow]:
     """Part 1: the ring against ``all_reduce`` for every size and way of running it."""
     import torch
     import torch.distributed as dist
@@ -150,7 +159,8 @@ def ring_rows(ctx: runtime.Context, p: Params, group: Any) -> list[dict[str, Any
     from nvtutorial.chapters.ch07_collectives.lessons.collectives import ring_all_reduce
     from nvtutorial.workloads._commcount import counting
 
-    world, rank, rows = ctx.world_size, dist.get_rank(group), []
+    world, rank = ctx.world_size, dist.get_rank(group)
+    rows: list[RingRow] = []
     factor = 2 * (world - 1) / world
     for i, size in enumerate(p.sizes):
         numel = size // 4
@@ -159,60 +169,45 @@ def ring_rows(ctx: runtime.Context, p: Params, group: Any) -> list[dict[str, Any
         with counting(world) as count:
             returned = ring_all_reduce(mine, group=group)
         dist.all_reduce(ref, group=group)
-        base = {
-            "size_bytes": size,
-            "equal_to_all_reduce": all_true(bool(torch.equal(mine, ref)), group, ctx.device),
-            "ring_bytes_sent": count.sent,
-            "ring_bytes_returned": returned,
-            "ring_bytes_exact": ring_bytes(numel, 4, world, rank),
-            "formula_bytes": factor * size,
-        }
+        base = RingRow(  # the size's bytes and correctness; each way of running the ring adds its times
+            size_bytes=size,
+            equal_to_all_reduce=all_true(bool(torch.equal(mine, ref)), group, ctx.device),
+            ring_bytes_sent=count.sent,
+            ring_bytes_returned=returned,
+            ring_bytes_exact=ring_bytes(numel, 4, world, rank),
+            formula_bytes=factor * size,
+            variant=_variant(1),
+            slices=1,
+        )
         ref_s = time_calls(ctx, lambda t: dist.all_reduce(t, group=group), x.clone, p.warmup, p.repeats)
-        variants: list[tuple[str, int, Callable[[Any], Any]]] = []
         for slices in p.slices:
-            variants.append(
-                (
-                    f"ring, {slices} slice{'s' if slices > 1 else ''}",
-                    slices,
-                    lambda t, k=slices: ring_all_reduce(t, group=group, slices=k),
-                )
-            )
-        for name, slices, fn in variants:
-            times = time_calls(ctx, fn, x.clone, p.warmup, p.repeats)
-            rows.append(_row(base, name, slices, times, ref_s, size, factor))
+            fn = functools.partial(ring_all_reduce, group=group, slices=slices)
+            rows.append(_timed(base, slices, time_calls(ctx, fn, x.clone, p.warmup, p.repeats), ref_s, factor))
         ctx.progress(i + 1, len(p.sizes), "ring vs all_reduce", size=size)
     return rows
 
 
-def _row(
-    base: dict[str, Any],
-    name: str,
-    slices: int,
-    times: list[float],
-    ref_times: list[float],
-    size: int,
-    factor: float,
-    **extra: Any,
-) -> dict[str, Any]:
-    ring_s, ref_s = statistics.median(times), statistics.median(ref_times)
-    return {
-        **base,
-        "variant": name,
-        "slices": slices,
-        "ring_ms": 1e3 * ring_s,
-        "all_reduce_ms": 1e3 * ref_s,
-        "ring_ms_all": [1e3 * t for t in times],
-        "all_reduce_ms_all": [1e3 * t for t in ref_times],
-        "ring_busbw_gbs": size * factor / ring_s / 1e9,
-        "all_reduce_busbw_gbs": size * factor / ref_s / 1e9,
-        "busbw_ratio": ref_s / ring_s,
-        **extra,
-    }
+def _timed(
+    base: RingRow, slices: int, times: list[float], ref_times: list[float], factor: float, graph: bool = False
+) -> RingRow:
+    """``base`` (the size's bytes and correctness) timed one way: the ring's and ``all_reduce``'s seconds."""
+    ring_s, ref_s, size = statistics.median(times), statistics.median(ref_times), base.size_bytes
+    return dataclasses.replace(
+        base,
+        variant=_variant(slices, graph),
+        slices=slices,
+        ring_ms=1e3 * ring_s,
+        all_reduce_ms=1e3 * ref_s,
+        ring_ms_all=tuple(1e3 * t for t in times),
+        all_reduce_ms_all=tuple(1e3 * t for t in ref_times),
+        ring_busbw_gbs=size * factor / ring_s / 1e9,
+        all_reduce_busbw_gbs=size * factor / ref_s / 1e9,
+        busbw_ratio=ref_s / ring_s,
+        graph=graph,
+    )
 
 
-def graph_rows(
-    ctx: runtime.Context, p: Params, group: Any, cpu_group: Any, ring: list[dict[str, Any]]
-) -> list[dict[str, Any]]:
+def graph_rows(ctx: runtime.Context, p: Params, group: Any, cpu_group: Any, ring: list[RingRow]) -> list[RingRow]:
     """The ring replayed from a CUDA graph (GPUs, 1 MiB and more): the same kernels, without Python
     launching them one by one. Run last, and agreed on over a CPU group, so that a rank that cannot
     capture stops every rank's attempt and spoils nothing else."""
@@ -220,37 +215,33 @@ def graph_rows(
 
     from nvtutorial.chapters.ch07_collectives.lessons.collectives import ring_all_reduce
 
-    rows = []
-    firsts = {r["size_bytes"]: r for r in ring if r["slices"] == p.slices[0]}
+    rows: list[RingRow] = []
+    firsts = {r.size_bytes: r for r in ring if r.slices == p.slices[0]}
     for size, base in firsts.items():
         if size < 1 << 20:
             continue
         x = torch.randn(size // 4, generator=torch.Generator().manual_seed(p.seed * 1000 + ctx.rank)).to(ctx.device)
         for slices in p.slices:
-            name, error, graph = f"ring, {slices} slice{'s' if slices > 1 else ''}, CUDA graph", None, None
+            error, graph = None, None
             try:
                 graph = graph_of(ctx, lambda t, k=slices: ring_all_reduce(t, group=group, slices=k), x.clone())
             except Exception as exc:  # capture is not supported everywhere (torch, NCCL versions)
                 error = f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:200]}"
             if not all_true(error is None, cpu_group, "cpu"):
-                keep = {k: base[k] for k in ("size_bytes", "equal_to_all_reduce", "formula_bytes")}
-                return [
-                    *rows,
-                    {
-                        **keep,
-                        "variant": name,
-                        "slices": slices,
-                        "graph": True,
-                        "error": error or "another rank could not capture the graph",
-                    },
-                ]
+                failed = RingRow(
+                    size_bytes=base.size_bytes,
+                    equal_to_all_reduce=base.equal_to_all_reduce,
+                    formula_bytes=base.formula_bytes,
+                    variant=_variant(slices, graph=True),
+                    slices=slices,
+                    graph=True,
+                    error=error or "another rank could not capture the graph",
+                )
+                return [*rows, failed]
             assert graph is not None  # every rank captured its graph (error is None)
             times = time_calls(ctx, lambda _, g=graph: g.replay(), lambda: None, p.warmup, p.repeats)
-            ref = [t / 1e3 for t in base["all_reduce_ms_all"]]
-            keep = {k: v for k, v in base.items() if not k.startswith(("ring_ms", "ring_busbw", "busbw", "variant"))}
-            rows.append(
-                _row(keep, name, slices, times, ref, size, 2 * (ctx.world_size - 1) / ctx.world_size, graph=True)
-            )
+            ref = [t / 1e3 for t in base.all_reduce_ms_all]
+            rows.append(_timed(base, slices, times, ref, 2 * (ctx.world_size - 1) / ctx.world_size, graph=True))
             graph = None
             torch.cuda.synchronize()
         ctx.progress(len(rows), len(p.slices) * len(firsts), "ring from a CUDA graph")
@@ -342,7 +333,7 @@ def compare_with_allreduce(x: Any, implementation: str, group: Any) -> dict[str,
     }
 
 
-def source_rows(ctx: runtime.Context, p: Params, group: Any, detail: bool) -> list[dict[str, Any]]:
+def source_rows(ctx: runtime.Context, p: Params, group: Any, detail: bool) -> list[SourceCase]:
     """Part 2: the source's version and the correct one on the same inputs, gathered over ranks."""
     import torch.distributed as dist
 
@@ -352,7 +343,8 @@ def source_rows(ctx: runtime.Context, p: Params, group: Any, detail: bool) -> li
         x = x.to(ctx.device)
         nonzero: list[Any] = [None] * ctx.world_size
         dist.all_gather_object(nonzero, int((x != 0).sum()), group=group)
-        for impl in ("source", "course"):
+        impls: tuple[Literal["source", "course"], ...] = ("source", "course")
+        for impl in impls:
             if impl == "source" and len(set(nonzero)) > 1 and not detail:
                 mine = {
                     "ran": False,
@@ -369,22 +361,22 @@ def source_rows(ctx: runtime.Context, p: Params, group: Any, detail: bool) -> li
             ran = all(g["ran"] for g in gathered)
             errs = [g["max_abs_error"] for g in gathered if g["max_abs_error"] is not None]
             rows.append(
-                {
-                    "case": name,
-                    "implementation": impl,
-                    "nonzero_per_rank": nonzero,
-                    "ran": ran,
-                    "exact": ran and all(g["exact"] for g in gathered),
-                    "ranks_agree": ran and len({g["checksum"] for g in gathered}) == 1,
-                    "max_abs_error": max(errs) if errs else None,
-                    "error": next((g["error"] for g in gathered if g["error"]), None),
-                }
+                SourceCase(
+                    case=name,
+                    implementation=impl,
+                    nonzero_per_rank=tuple(nonzero),
+                    ran=ran,
+                    exact=ran and all(g["exact"] for g in gathered),
+                    ranks_agree=ran and len({g["checksum"] for g in gathered}) == 1,
+                    max_abs_error=max(errs) if errs else None,
+                    error=next((g["error"] for g in gathered if g["error"]), None),
+                )
             )
         ctx.progress(i + 1, len(all_cases), "sparse all-reduce cases")
     return rows
 
 
-def indexing_rows() -> list[dict[str, Any]]:
+def indexing_rows() -> list[IndexingRow]:
     """Part 3: what the source's first two lines give for 1-D, 2-D and 4-D tensors with 3 non-zeros."""
     import torch
 
@@ -394,17 +386,17 @@ def indexing_rows() -> list[dict[str, Any]]:
         flat = t.view(-1)
         flat[torch.linspace(0, flat.numel() - 1, steps=3).long()] = 1.0
         indices = t.nonzero()
-        row: dict[str, Any] = {"shape": list(shape), "nonzero_entries": 3, "indices_shape": list(indices.shape)}
+        values_shape, values_numel, error = None, None, None
         try:
             values = t[indices]
-            row.update(values_shape=list(values.shape), values_numel=values.numel(), error=None)
+            values_shape, values_numel = tuple(values.shape), values.numel()
         except IndexError as exc:
-            row.update(values_shape=None, values_numel=None, error=f"IndexError: {exc}")
-        rows.append(row)
+            error = f"IndexError: {exc}"
+        rows.append(IndexingRow(shape, 3, tuple(indices.shape), values_shape, values_numel, error))
     return rows
 
 
-def sparse_rows(ctx: runtime.Context, p: Params, group: Any) -> list[dict[str, Any]]:
+def sparse_rows(ctx: runtime.Context, p: Params, group: Any) -> list[SparseRow]:
     """Part 4: the correct sparse all-reduce against a dense one, over densities."""
     import torch
     import torch.distributed as dist
@@ -416,7 +408,8 @@ def sparse_rows(ctx: runtime.Context, p: Params, group: Any) -> list[dict[str, A
         dist.all_reduce(t, group=group)
         return t.div_(ctx.world_size)
 
-    rows, world = [], ctx.world_size
+    rows: list[SparseRow] = []
+    world = ctx.world_size
     for i, density in enumerate(p.densities):
         x = random_sparse(p.sparse_numel, density, p.seed * 31 + ctx.rank).to(ctx.device)
         mine, ref = x.clone(), x.clone()
@@ -428,25 +421,25 @@ def sparse_rows(ctx: runtime.Context, p: Params, group: Any) -> list[dict[str, A
         sparse_s = time_calls(ctx, lambda t: sparse_allreduce(t, group=group), x.clone, p.warmup, p.repeats)
         dense_s = time_calls(ctx, dense, x.clone, p.warmup, p.repeats)
         rows.append(
-            {
-                "density": density,
-                "nonzero": int((x != 0).sum()),
-                "exact": exact,
-                "sparse_bytes_sent": sparse_count.sent,
-                "dense_bytes_sent": dense_count.sent,
-                "bytes_ratio": sparse_count.sent / dense_count.sent,
-                "sparse_ms": 1e3 * statistics.median(sparse_s),
-                "dense_ms": 1e3 * statistics.median(dense_s),
-                "sparse_ms_all": [1e3 * t for t in sparse_s],
-                "dense_ms_all": [1e3 * t for t in dense_s],
-                "time_ratio": statistics.median(sparse_s) / statistics.median(dense_s),
-            }
+            SparseRow(
+                density=density,
+                nonzero=int((x != 0).sum()),
+                exact=exact,
+                sparse_bytes_sent=sparse_count.sent,
+                dense_bytes_sent=dense_count.sent,
+                bytes_ratio=sparse_count.sent / dense_count.sent,
+                sparse_ms=1e3 * statistics.median(sparse_s),
+                dense_ms=1e3 * statistics.median(dense_s),
+                sparse_ms_all=tuple(1e3 * t for t in sparse_s),
+                dense_ms_all=tuple(1e3 * t for t in dense_s),
+                time_ratio=statistics.median(sparse_s) / statistics.median(dense_s),
+            )
         )
         ctx.progress(i + 1, len(p.densities), "sparse vs dense")
     return rows
 
 
-def run(ctx: runtime.Context, p: Params) -> dict:
+def run(ctx: runtime.Context, p: Params) -> Rank:
     import torch.distributed as dist
     from torch.distributed.distributed_c10d import DebugLevel, get_debug_level
 
@@ -466,15 +459,15 @@ def run(ctx: runtime.Context, p: Params) -> dict:
     ctx.barrier()
     for g in {id(group): group, id(cpu_group): cpu_group}.values():
         dist.destroy_process_group(g)
-    return {
-        "debug_detail": detail,
-        "world_size": ctx.world_size,
-        "ring": ring,
-        "ring_all_equal": all(r.get("equal_to_all_reduce", False) for r in ring),
-        "source_cases": source,
-        "indexing": indexing_rows(),
-        "sparse": sparse,
-    }
+    return Rank(
+        debug_detail=detail,
+        world_size=ctx.world_size,
+        ring=tuple(ring),
+        ring_all_equal=all(r.equal_to_all_reduce for r in ring),
+        source_cases=tuple(source),
+        indexing=tuple(indexing_rows()),
+        sparse=tuple(sparse),
+    )
 
 
 if __name__ == "__main__":

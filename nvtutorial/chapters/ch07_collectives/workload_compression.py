@@ -14,7 +14,8 @@ the rounds' medians are the repeats that ``report.verdict.compare`` judges. Befo
 measures how sparse the UNet's local gradients really are, layer by layer (claim C23). A hook
 this torch cannot install (bf16 needs a CUDA build with NCCL) is reported as skipped, with why.
 On CPU ranks of a machine with GPUs, torch is told there is no GPU (PowerSGD's hook would
-otherwise call ``torch.cuda.synchronize`` on the CPU device).
+otherwise call ``torch.cuda.synchronize`` on the CPU device). Each rank returns a
+:class:`~nvtutorial.chapters.ch07_collectives.schema_compression.Rank` (``schema_compression.py``).
 
 Run it once as is (NVLink between the GPUs) and once host-staged::
 
@@ -34,13 +35,20 @@ import statistics
 from typing import Any, Literal
 
 from nvtutorial import runtime
+from nvtutorial.chapters.ch07_collectives.schema_compression import (
+    HOOK_NAMES,
+    DensityRow,
+    DensitySummaries,
+    Eval,
+    Hook,
+    HookName,
+    Rank,
+)
 from nvtutorial.params import require
 from nvtutorial.workloads._commcount import ring_sent
 
 NAME = "compression"
 """The workload's name (``nvtutorial.run("compression", ...)``, ``nvtutorial list``)."""
-
-HOOK_NAMES = ("none", "fp16", "bf16", "powersgd", "topk")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -130,7 +138,7 @@ def hide_gpus_from_cpu_rank(ctx: runtime.Context) -> bool:
 
 def _local_gradient_density(
     ctx: runtime.Context, s: Any, batches: list[tuple[Any, Any]], topk_ratio: float
-) -> list[dict]:
+) -> tuple[DensityRow, ...]:
     """Per-layer density of this rank's own gradients (``no_sync``: before any averaging), summed
     over ``batches``, the way a rank would hand them to a sparse all-reduce."""
     from nvtutorial.chapters.ch03_ddp_training.lessons import training
@@ -145,7 +153,7 @@ def _local_gradient_density(
             training.loss_fn(logits, masks).backward()
     rows = gradient_density(s.module, topk_ratio=topk_ratio)
     s.optimizer.zero_grad(set_to_none=True)
-    return rows
+    return tuple(rows)
 
 
 def _first_batches(s: Any, n: int) -> list[tuple[Any, Any]]:
@@ -164,8 +172,12 @@ def can_install(name: str) -> str | None:
     return None
 
 
-def run_hook(ctx: runtime.Context, p: Params, name: str, measure_density: bool) -> dict[str, Any]:
-    """Train a fresh model with compression ``name``; its metrics (rank-local)."""
+def run_hook(
+    ctx: runtime.Context, p: Params, name: str, measure_density: bool
+) -> tuple[Hook, dict[str, tuple[DensityRow, ...]]]:
+    """Train a fresh model with compression ``name``: its metrics (rank-local; one round, so its round medians are
+    its own median) and, with ``measure_density``, the gradients' density before and after (``initial``,
+    ``trained``)."""
     import torch
 
     from nvtutorial.chapters.ch03_ddp_training.lessons import training
@@ -183,15 +195,16 @@ def run_hook(ctx: runtime.Context, p: Params, name: str, measure_density: bool) 
         lr=p.lr,
         data="device",
     )
-    out: dict[str, Any] = {"hook": name}
+    density: dict[str, tuple[DensityRow, ...]] = {}
     if measure_density:
-        out["density_initial"] = _local_gradient_density(ctx, s, _first_batches(s, p.density_batches), p.topk_ratio)
+        density["initial"] = _local_gradient_density(ctx, s, _first_batches(s, p.density_batches), p.topk_ratio)
     state = compression.register(
         s.model, name, topk_ratio=p.topk_ratio, powersgd_rank=p.powersgd_rank, start_iter=p.start_iter
     )
     grad_bytes = sum(q.numel() * q.element_size() for q in s.module.parameters() if q.requires_grad)
     total = p.warmup + p.steps
-    losses, evals = [], []
+    losses: list[torch.Tensor] = []
+    evals: list[Eval] = []
     timer = ctx.timer()  # each timed step
     tx_before = tx_note = None
     batches = training.infinite_batches(s)
@@ -201,7 +214,7 @@ def run_hook(ctx: runtime.Context, p: Params, name: str, measure_density: bool) 
             losses.append(training.train_step(s, images, masks))
     ctx.sync()
     ctx.barrier()
-    out["compressed_when_timed"] = _compressing(name, state)
+    compressed_when_timed = _compressing(name, state)
     if ctx.is_main:
         tx_before, tx_note = nvlink_tx_bytes(ctx)
     with counting(ctx.world_size) as count:
@@ -210,42 +223,51 @@ def run_hook(ctx: runtime.Context, p: Params, name: str, measure_density: bool) 
             with timer:
                 losses.append(training.train_step(s, images, masks))
             if p.eval_every and (step + 1) % p.eval_every == 0 and step + 1 < total:
-                evals.append({"step": step + 1, **_eval(s, ctx)})
+                evals.append(_eval(s, ctx, step + 1))
     ctx.sync()
     tx_after = nvlink_tx_bytes(ctx)[0] if ctx.is_main else None
     if name == "none":  # DDP's own all-reduce runs in C++, out of the counter's sight: every gradient, every step
         count.add("all_reduce", grad_bytes * p.steps, ring_sent("all_reduce", grad_bytes, ctx.world_size) * p.steps)
     times = timer.seconds()
-    evals.append({"step": total, **_eval(s, ctx)})
+    evals.append(_eval(s, ctx, total))
     if measure_density:
-        out["density_trained"] = _local_gradient_density(ctx, s, _first_batches(s, p.density_batches), p.topk_ratio)
-    out.update(
-        {
-            "step_ms_median": 1e3 * statistics.median(times),
-            "step_ms_all": [1e3 * t for t in times],
-            "sent_bytes_per_step": count.sent / p.steps,
-            "payload_bytes_per_step": count.payload / p.steps,
-            "collective_calls_per_step": count.calls / p.steps,
-            "warmup_calls": warm_count.calls,
-            "dense_bytes_per_step": ring_sent("all_reduce", grad_bytes, ctx.world_size),
-            "train_loss": [float(x) for x in torch.stack(losses).tolist()],
-            "evals": evals,
-            "final_val_loss": evals[-1]["loss"],
-            "final_iou": evals[-1]["iou"],
-            "nvlink_tx_bytes_per_step": (tx_after - tx_before) / p.steps
-            if tx_before is not None and tx_after is not None
-            else None,
-            "nvlink_note": tx_note,
-            "params": sum(q.numel() for q in s.module.parameters()),
-        }
+        density["trained"] = _local_gradient_density(ctx, s, _first_batches(s, p.density_batches), p.topk_ratio)
+    step_ms_median = 1e3 * statistics.median(times)
+    out = Hook(
+        hook=hook_name(name),
+        compressed_when_timed=compressed_when_timed,
+        step_ms_median=step_ms_median,
+        step_ms_all=tuple(1e3 * t for t in times),
+        sent_bytes_per_step=count.sent / p.steps,
+        payload_bytes_per_step=count.payload / p.steps,
+        collective_calls_per_step=count.calls / p.steps,
+        warmup_calls=warm_count.calls,
+        dense_bytes_per_step=ring_sent("all_reduce", grad_bytes, ctx.world_size),
+        train_loss=tuple(float(x) for x in torch.stack(losses).tolist()),
+        evals=tuple(evals),
+        final_val_loss=evals[-1].loss,
+        final_iou=evals[-1].iou,
+        nvlink_tx_bytes_per_step=(tx_after - tx_before) / p.steps
+        if tx_before is not None and tx_after is not None
+        else None,
+        nvlink_note=tx_note,
+        params=sum(q.numel() for q in s.module.parameters()),
+        topk_residual_norm=float(sum(r.float().norm() ** 2 for r in state.residuals.values()) ** 0.5)
+        if isinstance(state, compression.TopKState)  # compression "topk"
+        else None,
+        step_ms_round_medians=(step_ms_median,),
+        train_loss_rounds_equal=True,
     )
-    if isinstance(state, compression.TopKState):  # compression "topk"
-        out["topk_residual_norm"] = float(sum(r.float().norm() ** 2 for r in state.residuals.values()) ** 0.5)
     del s, state, batches, losses, timer
     gc.collect()
     if ctx.is_gpu:
         torch.cuda.empty_cache()
-    return out
+    return out, density
+
+
+def hook_name(name: str) -> HookName:
+    """``name`` as one of :data:`HOOK_NAMES` (``Params`` refuses any other)."""
+    return HOOK_NAMES[HOOK_NAMES.index(name)]
 
 
 def _compressing(name: str, state: Any) -> bool:
@@ -257,26 +279,28 @@ def _compressing(name: str, state: Any) -> bool:
     return True
 
 
-def _eval(s: Any, ctx: runtime.Context) -> dict[str, float]:
+def _eval(s: Any, ctx: runtime.Context, step: int) -> Eval:
     from nvtutorial.chapters.ch03_ddp_training.lessons import training
 
     m = training.evaluate(s, ctx)
-    return {"loss": m["loss"], "iou": m["iou"]}
+    return Eval(step=step, loss=m["loss"], iou=m["iou"])
 
 
-def pool_rounds(rounds: list[dict[str, Any]]) -> dict[str, Any]:
+def pool_rounds(rounds: list[Hook]) -> Hook:
     """One hook's metrics over all rounds: the first round's curves and accuracy (every round
     trains from the same weights on the same batches), every round's steps pooled for the time,
     each round's median kept (the repeats a comparison judges), the NVLink bytes averaged."""
-    out = dict(rounds[0])
-    times = [t for r in rounds for t in r["step_ms_all"]]
-    out["step_ms_all"] = times
-    out["step_ms_median"] = statistics.median(times)
-    out["step_ms_round_medians"] = [r["step_ms_median"] for r in rounds]
-    out["train_loss_rounds_equal"] = all(r["train_loss"] == rounds[0]["train_loss"] for r in rounds)
-    tx = [r["nvlink_tx_bytes_per_step"] for r in rounds if r["nvlink_tx_bytes_per_step"] is not None]
-    out["nvlink_tx_bytes_per_step"] = statistics.mean(tx) if tx else None
-    return out
+    first = rounds[0]
+    times = tuple(t for r in rounds for t in r.step_ms_all)
+    tx = [r.nvlink_tx_bytes_per_step for r in rounds if r.nvlink_tx_bytes_per_step is not None]
+    return dataclasses.replace(
+        first,
+        step_ms_median=statistics.median(times),
+        step_ms_all=times,
+        nvlink_tx_bytes_per_step=statistics.mean(tx) if tx else None,
+        step_ms_round_medians=tuple(r.step_ms_median for r in rounds),
+        train_loss_rounds_equal=all(r.train_loss == first.train_loss for r in rounds),
+    )
 
 
 def link_name(ctx: runtime.Context) -> str:
@@ -292,7 +316,7 @@ def link_name(ctx: runtime.Context) -> str:
     return f"NVLink ({label})" if label and label.startswith("NV") else "PCIe peer-to-peer"
 
 
-def run(ctx: runtime.Context, p: Params) -> dict:
+def run(ctx: runtime.Context, p: Params) -> Rank:
     link = link_name(ctx)
     hidden = hide_gpus_from_cpu_rank(ctx)
     print(
@@ -302,34 +326,36 @@ def run(ctx: runtime.Context, p: Params) -> dict:
     )
     skipped = {name: why for name in p.hooks if (why := can_install(name))}
     hooks = [name for name in p.hooks if name not in skipped]
-    by_hook: dict[str, list[dict[str, Any]]] = {name: [] for name in hooks}
-    density: dict[str, Any] = {}
+    by_hook: dict[str, list[Hook]] = {name: [] for name in hooks}
+    density: dict[str, tuple[DensityRow, ...]] = {}
     order = [(r, name) for r in range(p.rounds) for name in (hooks if r % 2 == 0 else hooks[::-1])]
     for i, (round_, name) in enumerate(order):
-        r = run_hook(ctx, p, name, measure_density=(i == 0 and p.density_batches > 0))
-        for key in ("density_initial", "density_trained"):
-            if key in r:
-                density[key.removeprefix("density_")] = r.pop(key)
+        r, measured = run_hook(ctx, p, name, measure_density=(i == 0 and p.density_batches > 0))
+        density.update(measured)
         by_hook[name].append(r)
-        ctx.progress(i + 1, len(order), "hooks", hook=name, round=round_ + 1, step_ms=round(r["step_ms_median"], 2))
+        ctx.progress(i + 1, len(order), "hooks", hook=name, round=round_ + 1, step_ms=round(r.step_ms_median, 2))
     from nvtutorial.chapters.ch07_collectives.workload_density import density_summary
 
-    return {
-        "link": link,
-        "nccl_p2p_disable": os.environ.get("NCCL_P2P_DISABLE"),
-        "gpus_hidden_from_cpu_rank": hidden,
-        "hooks": [pool_rounds(by_hook[name]) for name in hooks],
-        "skipped_hooks": skipped,
-        "density": density.get("trained", density.get("initial", [])),
-        "density_initial": density.get("initial", []),
-        "density_summary": {k: density_summary(v) for k, v in density.items()},
-        "topk_ratio": p.topk_ratio,
-        "powersgd_rank": p.powersgd_rank,
-        "steps": p.steps,
-        "rounds": p.rounds,
-        "warmup": p.warmup,
-        "model": p.model,
-    }
+    initial, trained = density.get("initial"), density.get("trained")
+    return Rank(
+        link=link,
+        nccl_p2p_disable=os.environ.get("NCCL_P2P_DISABLE"),
+        gpus_hidden_from_cpu_rank=hidden,
+        hooks=tuple(pool_rounds(by_hook[name]) for name in hooks),
+        skipped_hooks=skipped,
+        density=trained if trained is not None else initial if initial is not None else (),
+        density_initial=initial or (),
+        density_summary=DensitySummaries(
+            initial=density_summary(initial) if initial is not None else None,
+            trained=density_summary(trained) if trained is not None else None,
+        ),
+        topk_ratio=p.topk_ratio,
+        powersgd_rank=p.powersgd_rank,
+        steps=p.steps,
+        rounds=p.rounds,
+        warmup=p.warmup,
+        model=p.model,
+    )
 
 
 if __name__ == "__main__":

@@ -8,9 +8,14 @@ arithmetic and no run.
 from __future__ import annotations
 
 import textwrap
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nvtutorial.plots.style import figure, finish, plain_log_ticks
+
+if TYPE_CHECKING:
+    from nvtutorial.chapters.ch08_ladder.report_model import Setup
+    from nvtutorial.report.verdict import Comparison
+    from nvtutorial.results import RunResult
 
 MODEL_ONLY = "the memory model's arithmetic (nvtutorial/chapters/ch08_ladder/report_model.py), no run"
 
@@ -23,7 +28,7 @@ PARTS = (
 )
 
 
-def memory_bars(setup: Any, rank: int = 0) -> tuple[Any, Any]:
+def memory_bars(setup: Setup, rank: int = 0) -> tuple[Any, Any]:
     """Stacked bars of the memory model of every rung on one rank (MB, or GB for the lesson sizes), model state
     hatched where the rung keeps it in host memory."""
     from nvtutorial.chapters.ch08_ladder import report as ladder
@@ -60,7 +65,7 @@ def memory_bars(setup: Any, rank: int = 0) -> tuple[Any, Any]:
     return fig, ax
 
 
-def loss_differences(result: Any, tolerance: float) -> tuple[Any, Any]:
+def loss_differences(result: RunResult, tolerance: float) -> tuple[Any, Any]:
     """The largest difference, over the ranks, between each rung's loss and the one-process reference at every
     step (log scale), with the tolerance. Rungs whose loss equals the reference's bit for bit at every step are
     named in the title, not drawn: they would all lie on one line."""
@@ -69,13 +74,11 @@ def loss_differences(result: Any, tolerance: float) -> tuple[Any, Any]:
 
     from nvtutorial.chapters.ch08_ladder import report as ladder
 
-    reference = [m["reference"] for m in result.ranks]
+    ms = ladder.ranks(result)
     diffs = {}
-    for g in result.ranks[0]["rungs"]:
-        rung = g["rung"]
-        per_rank = [ladder.rung_record(result, r, rung)["losses"] for r in range(len(result.ranks))]
-        diffs[rung] = np.max(
-            [np.abs(np.array(losses) - np.array(ref)) for losses, ref in zip(per_rank, reference)], axis=0
+    for g in ms[0].rungs:
+        diffs[g.rung] = np.max(
+            [np.abs(np.array(m.rung(g.rung).losses) - np.array(ladder.reference_losses(m))) for m in ms], axis=0
         )
     same = [rung for rung, d in diffs.items() if not d.any()]
     drawn = {rung: d for rung, d in diffs.items() if rung not in same}
@@ -147,7 +150,7 @@ def bytes_bars(table: Any, where: Any) -> tuple[Any, Any]:
     return fig, ax
 
 
-def link_need(comparisons: dict[str, Any], where: Any) -> tuple[Any, Any]:
+def link_need(comparisons: dict[str, Comparison], where: Any) -> tuple[Any, Any]:
     """Step time host-staged ÷ step time over the direct link, per rung, with the noise band of each
     comparison (the repeats' spread and the A/A gap between the two direct launches, whichever is larger)."""
     from nvtutorial.chapters.ch08_ladder import report as ladder

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from nvtutorial.chapters.ch08_ladder import schema
 from nvtutorial.chapters.ch08_ladder.report_model import (
     FSDP,
     LAYER_LIMIT,
@@ -33,6 +34,7 @@ from nvtutorial.chapters.ch08_ladder.report_model import (
 from nvtutorial.chapters.ch08_ladder.schema import LABELS
 from nvtutorial.report import predict
 from nvtutorial.report.verdict import Comparison, Verdict, aa_gap, compare, comparison_verdict
+from nvtutorial.results import RunResult
 
 __all__ = [
     "FSDP",
@@ -87,51 +89,56 @@ def memory_table(s: Setup, rungs: Sequence[str] = RUNGS):  # -> pandas.DataFrame
 # The run's results
 
 
-def _where(result: Any) -> str:
-    return getattr(result, "label", str(result))
+def _where(result: RunResult) -> str:
+    return result.label
 
 
-def _rungs(result: Any) -> list[str]:
-    return [g["rung"] for g in result.ranks[0]["rungs"]]
+def ranks(result: RunResult) -> list[schema.Rank]:
+    """Every rank's metrics of a run of the ``ladder`` workload, typed (:class:`~.schema.Rank`)."""
+    return result.ranks_as(schema.Rank)
 
 
-def rung_record(result: Any, rank: int, rung: str) -> dict[str, Any]:
+def _rungs(ms: Sequence[schema.Rank]) -> list[str]:
+    return [g.rung for g in ms[0].rungs]
+
+
+def reference_losses(m: schema.Rank) -> tuple[float, ...]:
+    """The one-process reference's losses a rank trained (an error where it trained none)."""
+    if m.reference is None:
+        raise ValueError(f"rank {m.rank} trained no one-process reference (reference=false): no loss to compare with")
+    return m.reference
+
+
+def rung_record(result: RunResult, rank: int, rung: str) -> schema.Rung:
     """What ``rank`` reported for ``rung``: losses, held bytes, collectives, step times..."""
-    for g in result.ranks[rank]["rungs"]:
-        if g["rung"] == rung:
-            return g
-    raise KeyError(f"the run has no rung {rung!r}; it ran {', '.join(_rungs(result))}")
+    return ranks(result)[rank].rung(rung)
 
 
-def counted_state(result: Any, rung: str, rank: int) -> int:
+def counted_state(result: RunResult, rung: str, rank: int) -> int:
     """Bytes of parameters, gradients and optimizer state ``rank`` held under ``rung``, as the run counted them."""
-    held = rung_record(result, rank, rung)["held"]
-    return held["params"] + held["grads"] + held["optimizer"]
+    return rung_record(result, rank, rung).state
 
 
-def loss_table(result: Any):  # -> pandas.DataFrame
+def loss_table(result: RunResult):  # -> pandas.DataFrame
     """The loss of the global batch at every step: the one-process reference and every rung (rank 0's view)."""
     import pandas as pd
 
-    m = result.ranks[0]
-    table = {"one process": m["reference"]} if "reference" in m else {}
-    table |= {LABELS[g["rung"]]: g["losses"] for g in m["rungs"]}
+    m = ranks(result)[0]
+    table = {"one process": list(m.reference)} if m.reference is not None else {}
+    table |= {LABELS[g.rung]: list(g.losses) for g in m.rungs}
     frame = pd.DataFrame(table)
     frame.index.name = "step"
     return frame
 
 
-def loss_verdict(result: Any, tolerance: float) -> Verdict:
+def loss_verdict(result: RunResult, tolerance: float) -> Verdict:
     """Pass when every rung's loss, at every step and on every rank, is within ``tolerance`` of the reference."""
+    ms = ranks(result)
     diffs = {}
-    for rung in _rungs(result):
-        diffs[rung] = max(
-            abs(a - b)
-            for r in range(len(result.ranks))
-            for a, b in zip(rung_record(result, r, rung)["losses"], result.ranks[r]["reference"])
-        )
+    for rung in _rungs(ms):
+        diffs[rung] = max(abs(a - b) for m in ms for a, b in zip(m.rung(rung).losses, reference_losses(m)))
     worst = max(diffs, key=lambda r: diffs[r])
-    steps = len(result.ranks[0]["reference"])
+    steps = len(reference_losses(ms[0]))
     ok = all(v <= tolerance for v in diffs.values())
     text = (
         f"Every rung's loss followed the one-process reference: over {steps} steps the largest loss difference "
@@ -146,13 +153,16 @@ def loss_verdict(result: Any, tolerance: float) -> Verdict:
     )
 
 
-def gradient_verdict(result: Any, tolerance: float) -> Verdict:
+def gradient_verdict(result: RunResult, tolerance: float) -> Verdict:
     """Pass when, for every rung and rank, every parameter's whole gradient of step 0 (before any update) is within
     ``tolerance`` of the one-process reference's, relative to the largest reference value of its tensor. A summed
     instead of averaged gradient is off by 1.0 (norm ratio 2), one divided twice by 0.5."""
-    diffs, norms, missing = {}, {}, []
-    for rung in _rungs(result):
-        found = [rung_record(result, r, rung).get("gradients") for r in range(len(result.ranks))]
+    ms = ranks(result)
+    diffs: dict[str, float] = {}
+    norms: dict[str, float | None] = {}
+    missing: list[str] = []
+    for rung in _rungs(ms):
+        found = [m.rung(rung).gradients for m in ms]
         checks = [c for c in found if c is not None]
         if len(checks) < len(found):
             return Verdict(
@@ -162,9 +172,9 @@ def gradient_verdict(result: Any, tolerance: float) -> Verdict:
                 {},
                 _where(result),
             )
-        diffs[rung] = max(c["max_rel_diff"] for c in checks)
-        norms[rung] = max((c["norm_ratio"] for c in checks), key=lambda x: abs(math.log(x)) if x else math.inf)
-        missing += [f"{LABELS[rung]}: {n}" for c in checks for n in c["missing"]]
+        diffs[rung] = max(c.max_rel_diff for c in checks)
+        norms[rung] = max((c.norm_ratio for c in checks), key=lambda x: abs(math.log(x)) if x else math.inf)
+        missing += [f"{LABELS[rung]}: {n}" for c in checks for n in c.missing]
     numbers = {"max_rel_diff": diffs, "norm_ratio": norms, "tolerance": tolerance, "missing": missing}
     worst = max(diffs, key=lambda r: diffs[r])
     bad = [r for r, d in diffs.items() if d > tolerance]
@@ -183,7 +193,7 @@ def gradient_verdict(result: Any, tolerance: float) -> Verdict:
             "The step-0 gradients of "
             + ", ".join(
                 f"{LABELS[r]} (off by {diffs[r]:.2g} of the tensor's largest value, "
-                f"norm {norms[r]:.3g}× the reference's)"
+                f"norm {_ratio(norms[r])}× the reference's)"
                 for r in bad
             )
             + f" differ from one process's beyond the tolerance of {tolerance:g}: that rung computes "
@@ -197,11 +207,16 @@ def gradient_verdict(result: Any, tolerance: float) -> Verdict:
         f"At step 0, before any update, every parameter's whole gradient on "
         f"every rung and rank equals the one-process gradient to {diffs[worst]:.2g} of its tensor's largest "
         f"value (worst: {LABELS[worst]}; tolerance {tolerance:g}); the gradients' norms agree to "
-        f"{max(abs(x - 1) for x in norms.values()):.1g}. Every rung averages its gradients like one "
+        f"{max(abs(x - 1) for x in norms.values() if x is not None):.1g}. Every rung averages its gradients like one "
         "process on the whole batch.",
         numbers,
         _where(result),
     )
+
+
+def _ratio(x: float | None) -> str:
+    """A norm ratio as the verdicts print it (None: the reference's gradients were all zero)."""
+    return f"{x:.3g}" if x is not None else "n/a"
 
 
 ZERO1_WRONG = {
@@ -212,7 +227,7 @@ ZERO1_WRONG = {
 """The usual wrong answers to "what does rank 0 hold under ZeRO-1", as bytes per parameter, and what each assumes."""
 
 
-def zero1_prediction(result: Any, prediction: float | None) -> Verdict:
+def zero1_prediction(result: RunResult, prediction: float | None) -> Verdict:
     """Grade a prediction of rank 0's model state under ZeRO-1 (MB) against the run's count: right within 5 %
     (the answer is exact arithmetic), close within 25 %, so that none of :data:`ZERO1_WRONG` is right."""
     measured = counted_state(result, "zero1", 0) / 1e6
@@ -258,11 +273,13 @@ LINK_EXPLANATION = (
 )
 
 
-def link_prediction(direct: Any, staged: Any, direct_again: Any, prediction: str | None) -> Verdict:
+def link_prediction(
+    direct: RunResult, staged: RunResult | None, direct_again: RunResult | None, prediction: str | None
+) -> Verdict:
     """Grade which rung the learner expected to lose most without the direct link against
     :func:`needs_link_verdict`; ``info`` (ungraded) when there was no host-staged run, or when no rung slowed down
     beyond the noise (then there is no "most")."""
-    if staged is None:
+    if staged is None or direct_again is None:
         return Verdict(
             "ladder.predict.link",
             "info",
@@ -292,49 +309,54 @@ def link_prediction(direct: Any, staged: Any, direct_again: Any, prediction: str
     )
 
 
-def memory_check_table(result: Any):  # -> pandas.DataFrame
+def memory_check_table(result: RunResult):  # -> pandas.DataFrame
     """Per rung and rank: the counted bytes of parameters, gradients and optimizer state next to the model's
     (MB); on a GPU also the memory allocated after a step, what the forward pass added, the peak of the
     timed steps and the model's estimate of that peak."""
     import pandas as pd
 
-    s = Setup.from_result(result.ranks[0])
+    ms = ranks(result)
+    s = Setup.from_result(ms[0])
     shapes = s.shapes()
     rows = []
-    for rung in _rungs(result):
-        for rank in range(len(result.ranks)):
-            g, m = rung_record(result, rank, rung), rank_memory(s, rung, rank, shapes)
-            held = g["held"]
-            row = {
+    for rung in _rungs(ms):
+        for rank, rm in enumerate(ms):
+            g, m = rm.rung(rung), rank_memory(s, rung, rank, shapes)
+            row: dict[str, Any] = {
                 "rung": LABELS[rung],
                 "rank": rank,
-                "counted state": (held["params"] + held["grads"] + held["optimizer"]) / 1e6,
+                "counted state": g.state / 1e6,
                 "model state": m.model_state / 1e6,
-                "counted − model (bytes)": held["params"] + held["grads"] + held["optimizer"] - m.model_state,
+                "counted − model (bytes)": g.state - m.model_state,
             }
-            if "peak_allocated" in g:
+            if g.peak_allocated is not None:  # a GPU's allocator: the three are measured together
                 row |= {
-                    "allocated after a step": g["allocated_after_step"] / 1e6,
-                    "forward added": g["forward_added"] / 1e6,
-                    "peak": g["peak_allocated"] / 1e6,
+                    "allocated after a step": _mb(g.allocated_after_step),
+                    "forward added": _mb(g.forward_added),
+                    "peak": g.peak_allocated / 1e6,
                     "peak (model)": m.device_peak / 1e6,
-                    "peak gap": g["peak_allocated"] / m.device_peak - 1,
+                    "peak gap": g.peak_allocated / m.device_peak - 1,
                 }
             rows.append(row)
     return pd.DataFrame(rows).set_index(["rung", "rank"])
 
 
-def memory_verdict(result: Any) -> Verdict:
+def _mb(nbytes: float | None) -> float | None:
+    return nbytes / 1e6 if nbytes is not None else None
+
+
+def memory_verdict(result: RunResult) -> Verdict:
     """Pass when the counted parameters, gradients and optimizer state equal the model's, byte for byte,
     for every rung and rank."""
-    s = Setup.from_result(result.ranks[0])
+    ms = ranks(result)
+    s = Setup.from_result(ms[0])
     shapes = s.shapes()
     wrong = []
-    for rung in _rungs(result):
-        for rank in range(len(result.ranks)):
-            held, m = rung_record(result, rank, rung)["held"], model_state(rung, shapes, s.world, rank)
+    for rung in _rungs(ms):
+        for rank, rm in enumerate(ms):
+            held, m = dataclasses.asdict(rm.rung(rung).held), model_state(rung, shapes, s.world, rank)
             wrong += [f"{LABELS[rung]} rank {rank} {k}: counted {held[k]}, model {m[k]}" for k in m if held[k] != m[k]]
-    n = len(_rungs(result)) * len(result.ranks)
+    n = len(_rungs(ms)) * len(ms)
     if wrong:
         return Verdict(
             "ladder.memory",
@@ -353,15 +375,16 @@ def memory_verdict(result: Any) -> Verdict:
     )
 
 
-def peak_verdict(result: Any) -> Verdict:
+def peak_verdict(result: RunResult) -> Verdict:
     """How far the GPU's measured peak is from the model's estimate, per rung (information: the transient part of the
     estimate leaves out some buffers and library workspaces, see
     :mod:`~nvtutorial.chapters.ch08_ladder.report_model`)."""
-    s = Setup.from_result(result.ranks[0])
+    ms = ranks(result)
+    s = Setup.from_result(ms[0])
     shapes = s.shapes()
     gaps = {}
-    for rung in _rungs(result):
-        found = [rung_record(result, r, rung).get("peak_allocated") for r in range(len(result.ranks))]
+    for rung in _rungs(ms):
+        found = [m.rung(rung).peak_allocated for m in ms]
         peaks = [p for p in found if p is not None]
         if len(peaks) < len(found):
             return Verdict(
@@ -372,7 +395,7 @@ def peak_verdict(result: Any) -> Verdict:
                 {},
                 _where(result),
             )
-        model = max(rank_memory(s, rung, r, shapes).device_peak for r in range(len(result.ranks)))
+        model = max(rank_memory(s, rung, r, shapes).device_peak for r in range(len(ms)))
         gaps[rung] = max(peaks) / model - 1
     worst = max(gaps, key=lambda r: abs(gaps[r]))
     text = (
@@ -396,53 +419,52 @@ def _small_for_a_gpu(s: Setup) -> bool:
     return 4 * sum(_numel(shape) for _, shape in s.shapes()) < SMALL_FOR_A_GPU  # fp32 parameters
 
 
-def bytes_table(result: Any):  # -> pandas.DataFrame
+def bytes_table(result: RunResult):  # -> pandas.DataFrame
     """Per rung and rank: the collectives recorded in one step costed as a ring (what this rank would send),
     the model's bytes, relative to DDP, and (GPU) NVML's NVLink TX bytes per step, the one measured column,
     with their ratio to the ring cost. MB."""
     import pandas as pd
 
-    s = Setup.from_result(result.ranks[0])
+    ms = ranks(result)
+    s = Setup.from_result(ms[0])
     shapes = s.shapes()
     ddp = sum(sent_per_step(s, "ddp", 0, shapes).values())
     rows = []
-    for rung in _rungs(result):
-        for rank in range(len(result.ranks)):
-            g = rung_record(result, rank, rung)
+    for rung in _rungs(ms):
+        for rank, m in enumerate(ms):
+            g = m.rung(rung)
             formula = sum(sent_per_step(s, rung, rank, shapes).values())
-            tx = g.get("nvlink_tx_bytes_per_step")
+            tx = g.nvlink_tx_bytes_per_step
             rows.append(
                 {
                     "rung": LABELS[rung],
                     "rank": rank,
-                    "collectives": ", ".join(f"{k} ×{int(v['calls'])}" for k, v in g["collectives"].items()),
-                    "recorded (ring cost)": g["sent_per_step"] / 1e6,
+                    "collectives": ", ".join(f"{k} ×{int(v.calls)}" for k, v in g.collectives.items()),
+                    "recorded (ring cost)": g.sent_per_step / 1e6,
                     "model": formula / 1e6,
                     "× DDP": formula / ddp,
                     "NVLink TX (NVML)": tx / 1e6 if tx is not None else None,
-                    "NVML ÷ ring cost": tx / g["sent_per_step"] if tx is not None and g["sent_per_step"] else None,
+                    "NVML ÷ ring cost": tx / g.sent_per_step if tx is not None and g.sent_per_step else None,
                 }
             )
     return pd.DataFrame(rows).set_index(["rung", "rank"])
 
 
-def bytes_verdict(result: Any) -> Verdict:
+def bytes_verdict(result: RunResult) -> Verdict:
     """Pass when the collectives recorded in one step, costed as a ring, equal the model's bytes for every rung and
     rank: a check of which collectives ran and on what sizes, not a measurement of the traffic."""
-    s = Setup.from_result(result.ranks[0])
+    ms = ranks(result)
+    s = Setup.from_result(ms[0])
     shapes = s.shapes()
     off = []
-    for rung in _rungs(result):
-        for rank in range(len(result.ranks)):
-            counted, formula = (
-                rung_record(result, rank, rung)["sent_per_step"],
-                sum(sent_per_step(s, rung, rank, shapes).values()),
-            )
+    for rung in _rungs(ms):
+        for rank, m in enumerate(ms):
+            counted, formula = m.rung(rung).sent_per_step, sum(sent_per_step(s, rung, rank, shapes).values())
             if not math.isclose(counted, formula, rel_tol=1e-9, abs_tol=0.5):
                 off.append(f"{LABELS[rung]} rank {rank}: counted {counted:.0f}, formula {formula:.0f}")
     factors = {
         r: sum(sent_per_step(s, r, 0, shapes).values()) / sum(sent_per_step(s, "ddp", 0, shapes).values())
-        for r in _rungs(result)
+        for r in _rungs(ms)
     }
     root_share = root_params_share(shapes)
     if off:
@@ -453,7 +475,7 @@ def bytes_verdict(result: Any) -> Verdict:
             + "; ".join(off[:4])
             + (
                 " (on a GPU, collectives issued from autograd's threads may also escape the recording)"
-                if getattr(getattr(result, "env", None), "is_gpu", False)
+                if result.env is not None and result.env.is_gpu
                 else ""
             ),
             {"factors": factors, "mismatches": len(off), "root_share": root_share},
@@ -479,20 +501,24 @@ def root_params_share(shapes: Sequence[tuple[str, Sequence[int]]]) -> float:
     return sum(_numel(sh) for n, sh in shapes if not n.startswith("blocks.")) / total
 
 
-def step_times(result: Any, rung: str) -> list[float]:
+def step_times(result: RunResult, rung: str) -> list[float]:
     """Seconds per step of each timed repeat, the slower rank's: a synchronous step ends when both ranks have
     finished it, so the step time is the slower rank's (not a rank's communication time, see :func:`comm_table`)."""
-    per_rank = [rung_record(result, r, rung)["step_s"] for r in range(len(result.ranks))]
-    return [max(values) for values in zip(*per_rank)]
+    return _step_times(ranks(result), rung)
 
 
-def time_table(result: Any):  # -> pandas.DataFrame
+def _step_times(ms: Sequence[schema.Rank], rung: str) -> list[float]:
+    return [max(values) for values in zip(*(m.rung(rung).step_s for m in ms))]
+
+
+def time_table(result: RunResult):  # -> pandas.DataFrame
     """Per rung: the median step time over the timed repeats, their spread and how many there were."""
     import pandas as pd
 
+    ms = ranks(result)
     rows = []
-    for rung in _rungs(result):
-        times = step_times(result, rung)
+    for rung in _rungs(ms):
+        times = _step_times(ms, rung)
         rows.append(
             {
                 "rung": LABELS[rung],
@@ -504,13 +530,21 @@ def time_table(result: Any):  # -> pandas.DataFrame
     return pd.DataFrame(rows).set_index("rung")
 
 
-def traced(result: Any) -> bool:
+def traced(result: RunResult) -> bool:
     """Whether the run traced its rungs with ``torch.profiler`` (``profile_steps``), so that :func:`comm_table` can
     read them."""
-    return all(rung_record(result, r, rung).get("trace") for rung in _rungs(result) for r in range(len(result.ranks)))
+    ms = ranks(result)
+    return all(m.rung(rung).trace for rung in _rungs(ms) for m in ms)
 
 
-def comm_table(result: Any):  # -> pandas.DataFrame
+def _trace(result: RunResult, m: schema.Rank, rung: str) -> Path:
+    trace = m.rung(rung).trace
+    if not trace:
+        raise ValueError(f"rank {m.rank} traced no {rung} (profile_steps=0): no communication to split")
+    return Path(result.run_dir) / trace
+
+
+def comm_table(result: RunResult):  # -> pandas.DataFrame
     """Per rung and rank, from the ranks' traces paired on the host's one clock (notebook 05's reading,
     :func:`nvtutorial.tracesplit.pair`): the communication time per step, the part of it spent waiting for the
     other rank to join each collective, the rest (on the wire: data moving, and the collective's own latency),
@@ -522,9 +556,10 @@ def comm_table(result: Any):  # -> pandas.DataFrame
 
     from nvtutorial import tracesplit
 
+    ms = ranks(result)
     rows = []
-    for rung in _rungs(result):
-        paths = [Path(result.run_dir) / rung_record(result, r, rung)["trace"] for r in range(len(result.ranks))]
+    for rung in _rungs(ms):
+        paths = [_trace(result, m, rung) for m in ms]
         acts = [tracesplit.classify(p) for p in paths]
         try:
             paired = tracesplit.pair(acts)
@@ -563,21 +598,22 @@ def comm_table(result: Any):  # -> pandas.DataFrame
 LINK_WHERE = "host-staged: NCCL_P2P_DISABLE=1; direct link twice (A/A)"
 
 
-def link_comparisons(direct: Any, staged: Any, direct_again: Any) -> dict[str, Comparison]:
+def link_comparisons(direct: RunResult, staged: RunResult, direct_again: RunResult) -> dict[str, Comparison]:
     """Per rung: step times host-staged (``NCCL_P2P_DISABLE=1``) against over the direct link, by
     :func:`~nvtutorial.report.verdict.compare`. Three launches with the same parameters, in this order: the direct
     link, host-staged, the direct link again. The baseline is both direct launches' repeats; the noise is at least
     the A/A gap between the two direct launches, so variation from one launch to the next (which the repeats of one
     launch never sample) cannot pass for an effect of the link."""
+    a, b, c = ranks(direct), ranks(staged), ranks(direct_again)
     out = {}
-    for rung in _rungs(direct):
-        if rung in _rungs(staged) and rung in _rungs(direct_again):
-            first, again = step_times(direct, rung), step_times(direct_again, rung)
-            out[rung] = compare(first + again, step_times(staged, rung), aa_gap=aa_gap(first, again))
+    for rung in _rungs(a):
+        if rung in _rungs(b) and rung in _rungs(c):
+            first, again = _step_times(a, rung), _step_times(c, rung)
+            out[rung] = compare(first + again, _step_times(b, rung), aa_gap=aa_gap(first, again))
     return out
 
 
-def link_verdicts(direct: Any, staged: Any, direct_again: Any) -> list[Verdict]:
+def link_verdicts(direct: RunResult, staged: RunResult, direct_again: RunResult) -> list[Verdict]:
     """One verdict per rung: how much slower its step became without the direct GPU-to-GPU path, beyond the noise
     of the repeats and the launch-to-launch A/A gap."""
     out = []
@@ -591,7 +627,7 @@ def link_verdicts(direct: Any, staged: Any, direct_again: Any) -> list[Verdict]:
     return out
 
 
-def needs_link_verdict(direct: Any, staged: Any, direct_again: Any) -> Verdict:
+def needs_link_verdict(direct: RunResult, staged: RunResult, direct_again: RunResult) -> Verdict:
     """Which rung lost the most when the direct link was taken away (information for the summary)."""
     comps = link_comparisons(direct, staged, direct_again)
     worst = max(comps, key=lambda r: comps[r].ratio)
@@ -621,13 +657,18 @@ def needs_link_verdict(direct: Any, staged: Any, direct_again: Any) -> Verdict:
     )
 
 
-def checkpoint_verdict(result: Any, tolerance: float) -> Verdict:
+def checkpoint_verdict(result: RunResult, tolerance: float) -> Verdict:
     """Pass when both loads give the saved weights bit for bit (a copy) and the resumed steps' losses are within
     ``tolerance`` of the uninterrupted run's (on a GPU the attention backward may add in a different order)."""
-    c = result.ranks[0]["checkpoint"]
-    exact = c["resume_max_weight_diff"] == 0 and c["single_process_max_weight_diff"] == 0
-    numbers = {k: c[k] for k in ("resume_max_weight_diff", "single_process_max_weight_diff")}
-    numbers |= {"max_loss_diff": max(abs(a - b) for a, b in zip(c["continued"], c["resumed"])), "tolerance": tolerance}
+    c = ranks(result)[0].checkpoint
+    if c is None:
+        raise ValueError("the run saved no checkpoint (checkpoint=false): nothing to judge")
+    exact = c.resume_max_weight_diff == 0 and c.single_process_max_weight_diff == 0
+    numbers: dict[str, Any] = {
+        "resume_max_weight_diff": c.resume_max_weight_diff,
+        "single_process_max_weight_diff": c.single_process_max_weight_diff,
+    }
+    numbers |= {"max_loss_diff": max(abs(a - b) for a, b in zip(c.continued, c.resumed)), "tolerance": tolerance}
     close = numbers["max_loss_diff"] <= tolerance
     if close and exact:
         losses = (
@@ -691,10 +732,11 @@ def fit_table(s: Setup, device_budget: float, host_budget: float, rungs: Sequenc
     return pd.DataFrame(rows).set_index("rung")
 
 
-def fit_verdict(result: Any, device_budget: float) -> Verdict:
-    """Did the largest model of the fit table (the run's ``fit`` record) run, and did its memory stay within
-    the budget?"""
-    if any("fit" not in m for m in result.ranks):
+def fit_verdict(result: RunResult, device_budget: float) -> Verdict:
+    """Did the largest model of the fit table (the run's ``fit`` record, or its ``fit_error``) run, and did its
+    memory stay within the budget?"""
+    ms = ranks(result)
+    if any(m.fit is None and m.fit_error is None for m in ms):
         return Verdict(
             "ladder.fit",
             "info",
@@ -703,12 +745,13 @@ def fit_verdict(result: Any, device_budget: float) -> Verdict:
             {"budget": device_budget},
             _where(result),
         )
-    records = [m["fit"] for m in result.ranks]
-    rung, layers = records[0]["rung"], records[0]["layers"]
-    s = dataclasses.replace(Setup.from_result(result.ranks[0]), layers=layers)
+    first = ms[0].fit or ms[0].fit_error
+    assert first is not None  # one or the other, checked above
+    rung, layers = first.rung, first.layers
+    s = dataclasses.replace(Setup.from_result(ms[0]), layers=layers)
     shapes = s.shapes()
     model = max(rank_memory(s, rung, r, shapes).device_peak for r in range(s.world))
-    failed = [g["error"] for g in records if "error" in g]
+    failed = [m.fit_error.error for m in ms if m.fit_error is not None]
     if failed:
         return Verdict(
             "ladder.fit",
@@ -719,7 +762,8 @@ def fit_verdict(result: Any, device_budget: float) -> Verdict:
             {"rung": rung, "layers": layers, "model_peak": model, "budget": device_budget},
             _where(result),
         )
-    counted = [sum(g["held"][k] for k in ("params", "grads", "optimizer")) for g in records]
+    records = [m.fit for m in ms if m.fit is not None]  # every rank's, none failed
+    counted = [g.state for g in records]
     exact = counted == [rank_memory(s, rung, r, shapes).model_state for r in range(s.world)]
     numbers = {
         "rung": rung,
@@ -730,8 +774,8 @@ def fit_verdict(result: Any, device_budget: float) -> Verdict:
         "model_peak": model,
         "state_exact": exact,
     }
-    peaks = [g.get("peak_allocated") for g in records]
-    if None in peaks:
+    peaks = [g.peak_allocated for g in records]
+    if any(p is None for p in peaks):
         return Verdict(
             "ladder.fit",
             "pass" if exact else "fail",
@@ -743,7 +787,7 @@ def fit_verdict(result: Any, device_budget: float) -> Verdict:
             numbers,
             _where(result),
         )
-    peak = max(peaks)
+    peak = max(p for p in peaks if p is not None)
     numbers |= {"peak": peak, "gap": peak / model - 1}
     if device_budget < SMALL_FOR_A_GPU:
         return Verdict(

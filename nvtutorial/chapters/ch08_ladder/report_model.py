@@ -51,8 +51,9 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
+
+from nvtutorial.chapters.ch08_ladder import schema
 
 RUNGS = ("ddp", "zero1", "fsdp_zero2", "fsdp_zero3", "fsdp_checkpointing", "fsdp_offload", "tensor_parallel")
 """The ladder, bottom to top (``nvtutorial/chapters/ch08_ladder/lessons/rungs.py``; a test keeps the two in step)."""
@@ -82,8 +83,9 @@ class Setup:
     world: int = 2
 
     @classmethod
-    def from_result(cls, metrics: Mapping[str, Any]) -> Setup:
-        return cls(**metrics["config"], global_batch=metrics["global_batch"], world=metrics["world_size"])
+    def from_result(cls, rank: schema.Rank) -> Setup:
+        """The setup a run of the ladder trained (one rank's typed result)."""
+        return cls(**dataclasses.asdict(rank.config), global_batch=rank.global_batch, world=rank.world_size)
 
     def config(self):  # -> models.transformer.Config
         from nvtutorial.models import transformer

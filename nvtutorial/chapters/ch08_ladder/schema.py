@@ -1,7 +1,15 @@
 """What both sides of chapter 08 name alike (torch-free): each rung's label, as the progress bars, tables and figures
-show it."""
+show it, and what one rank of the ``ladder`` workload returns (:class:`Rank`, read back with
+``result.ranks_as(Rank)``)."""
 
 from __future__ import annotations
+
+import dataclasses
+
+from nvtutorial.results import typed
+
+NAME = "ladder"
+"""The workload whose results this schema types (``workload.py``)."""
 
 LABELS = {
     "ddp": "DDP",
@@ -12,3 +20,166 @@ LABELS = {
     "fsdp_offload": "ZeRO-3 + ckpt + CPU offload",
     "tensor_parallel": "tensor parallel",
 }
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelConfig:
+    """The transformer's sizes (``models.transformer.Config``'s fields)."""
+
+    vocab: int
+    seq_len: int
+    dim: int
+    heads: int
+    layers: int
+    mlp_ratio: int
+
+
+@dataclasses.dataclass(frozen=True)
+class Gradients:
+    """A rung's whole gradients of step 0 (before any update) against the one-process reference's."""
+
+    max_rel_diff: float
+    """The largest difference, relative to the largest reference value of its tensor."""
+    worst: str | None
+    """The parameter of that largest difference (None: no gradient compared)."""
+    norm_ratio: float | None
+    """The gradients' global norm ÷ the reference's (2.0 for summed instead of averaged gradients; None: the
+    reference's norm is 0)."""
+    missing: tuple[str, ...]
+    """Parameters that had no gradient."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Held:
+    """Bytes this rank holds after a step, counted tensor by tensor (a DTensor's local shard, ZeRO's local
+    optimizer)."""
+
+    params: int
+    grads: int
+    optimizer: int
+    """Adam's state: ``exp_avg``, ``exp_avg_sq`` and ``step`` of the parameters this rank updates."""
+    param_tensors: int
+    """Parameter tensors of the model (whole or sharded)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Collective:
+    """One kind of collective, over the calls of one step, recorded as issued."""
+
+    calls: int
+    bytes: int
+    """Bytes of the full tensors (an all-gather's output, a reduce-scatter's input)."""
+    sent: float
+    """Bytes this rank would send were the calls run as rings (a cost model of the recorded sizes)."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Rung:
+    """One rung trained from a freshly built model on one rank (or the largest model, :attr:`Rank.fit`)."""
+
+    rung: str
+    """The rung's name (a key of :data:`LABELS`)."""
+    layers: int
+    """Blocks of the model it trained."""
+    gradients: Gradients | None = None
+    """None: the run trained no one-process reference (``reference=false``), or this is the largest model."""
+    losses: tuple[float, ...]
+    """The loss of the global batch at every step."""
+    held: Held
+    allocated_after_step: int | None = None
+    """GPU only: bytes allocated after a step."""
+    collectives: dict[str, Collective]
+    """Per kind of collective (``all_reduce``, ``all_gather``, ...), one step's calls."""
+    sent_per_step: float
+    """Bytes this rank would send per step, every recorded collective costed as a ring."""
+    forward_added: int | None = None
+    """GPU only: bytes the forward pass added (activations, parameters kept gathered)."""
+    step_s: tuple[float, ...]
+    """Seconds per step of each timed repeat."""
+    step_s_median: float
+    peak_allocated: int | None = None
+    """GPU only: the peak bytes allocated over the timed steps."""
+    nvlink_tx_bytes_per_step: float | None
+    """NVML's NVLink TX counter of this rank's GPU per timed step (None: not available, see ``nvlink_note``)."""
+    nvlink_note: str
+    trace: str | None = None
+    """The ``torch.profiler`` trace's file name in the run folder (None: ``profile_steps=0``)."""
+
+    def __post_init__(self) -> None:
+        # typed() passes a dict field through as JSON gave it: each kind's totals become a Collective here
+        totals = {k: v if isinstance(v, Collective) else typed(Collective, v) for k, v in self.collectives.items()}
+        object.__setattr__(self, "collectives", totals)
+
+    @property
+    def state(self) -> int:
+        """Bytes of parameters, gradients and optimizer state this rank held."""
+        return self.held.params + self.held.grads + self.held.optimizer
+
+
+@dataclasses.dataclass(frozen=True)
+class FitError:
+    """The largest model did not fit: what stopped it."""
+
+    rung: str
+    layers: int
+    error: str
+    """E.g. ``OutOfMemoryError: CUDA out of memory. ...`` (its first line)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Checkpoint:
+    """The sharded checkpoint's round trip (``lessons/checkpoint.py``'s ``resume_check``), on a small model."""
+
+    continued: tuple[float, ...]
+    """The losses of the steps after the save, uninterrupted."""
+    resumed: tuple[float, ...]
+    """The same steps' losses, from a fresh model loaded from the save."""
+    resume_max_weight_diff: float
+    """The largest difference between the saved and the reloaded weights (0: bit for bit)."""
+    single_process_max_weight_diff: float | None
+    """The same for the save loaded into one process (rank 0 only; None on the other ranks)."""
+    config: ModelConfig
+    """The small model's sizes."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Rank:
+    """What one rank of the ``ladder`` workload returns (``result.ranks_as(Rank)``)."""
+
+    config: ModelConfig
+    global_batch: int
+    """Sequences per step, all ranks together."""
+    world_size: int
+    rank: int
+    device: str
+    reference: tuple[float, ...] | None = None
+    """The one-process reference's loss at every step (None: ``reference=false``)."""
+    rungs: tuple[Rung, ...]
+    checkpoint: Checkpoint | None = None
+    """With ``checkpoint=true``."""
+    fit: Rung | None = None
+    """With ``fit_layers``: the largest model, trained once more (None: not asked for, or see ``fit_error``)."""
+    fit_error: FitError | None = None
+    """The largest model did not fit (its ``fit`` is None)."""
+
+    @staticmethod
+    def upgrade(data: dict) -> dict:
+        """Older layouts (the committed runs): a rung left out what it did not measure (the GPU's memory on the
+        CPU, the trace without ``profile_steps``, the gradients without a reference), where it now writes None;
+        a largest model that did not fit was a ``fit`` of only ``rung``, ``layers`` and ``error``."""
+        unmeasured = {f.name: None for f in dataclasses.fields(Rung) if f.default is None}
+        if isinstance(data.get("rungs"), list):
+            data["rungs"] = [unmeasured | g for g in data["rungs"]]
+        fit = data.get("fit")
+        if isinstance(fit, dict) and "error" in fit:
+            data["fit"], data["fit_error"] = None, fit
+        elif isinstance(fit, dict):
+            data["fit"] = unmeasured | fit
+        return data
+
+    def rung(self, name: str) -> Rung:
+        """This rank's record of rung ``name``."""
+        for g in self.rungs:
+            if g.rung == name:
+                return g
+        raise KeyError(f"the run has no rung {name!r}; it ran {', '.join(g.rung for g in self.rungs)}")

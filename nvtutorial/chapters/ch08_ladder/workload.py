@@ -1,7 +1,8 @@
 """ladder: the course transformer trained on each rung of the strategy ladder: loss, memory, bytes and time.
 
 Used in notebook 08. Every rung of ``nvtutorial/chapters/ch08_ladder/lessons/rungs.py`` starts from a model built
-from the same seed and trains with the lesson's own ``train_step``. Per rung and rank:
+from the same seed and trains with the lesson's own ``train_step``. Each rank returns a ``Rank`` of ``schema.py``,
+with per rung (a ``Rung``):
 
 - the loss of the global batch at each of ``steps`` steps, next to the one-process reference trained
   here too (every rank computes it, on its own device, with no communication);
@@ -41,8 +42,19 @@ from collections import defaultdict
 from typing import Any, Literal
 
 from nvtutorial import runtime
-from nvtutorial.chapters.ch08_ladder.schema import LABELS
+from nvtutorial.chapters.ch08_ladder.schema import (
+    LABELS,
+    Checkpoint,
+    Collective,
+    FitError,
+    Gradients,
+    Held,
+    ModelConfig,
+    Rank,
+    Rung,
+)
 from nvtutorial.params import require
+from nvtutorial.results import typed
 
 NAME = "ladder"
 """The workload's name (``nvtutorial.run("ladder", ...)``, ``nvtutorial list``)."""
@@ -109,7 +121,8 @@ def local_bytes(t: Any) -> int:
 
 
 def held_bytes(model: Any, optimizer: Any) -> dict[str, int]:
-    """Parameters, gradients and optimizer state this rank holds, in bytes (local shards only)."""
+    """Parameters, gradients and optimizer state this rank holds, in bytes (local shards only): the fields of
+    :class:`~nvtutorial.chapters.ch08_ladder.schema.Held` (a dict: chapter 10's workload reads it by key)."""
     from torch.distributed.optim import ZeroRedundancyOptimizer
 
     params = list(model.parameters())
@@ -209,7 +222,9 @@ def collective_counter():  # -> TorchDispatchMode
 
 
 def summarise(records: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
-    """Per kind of collective: calls, tensor bytes, bytes sent by this rank."""
+    """Per kind of collective: calls, tensor bytes, bytes sent by this rank (the fields of
+    :class:`~nvtutorial.chapters.ch08_ladder.schema.Collective`; dicts: chapter 10's workload writes them as they
+    are)."""
     out: dict[str, dict[str, float]] = defaultdict(lambda: {"calls": 0, "bytes": 0, "sent": 0.0})
     for r in records:
         out[r["kind"]]["calls"] += 1
@@ -259,7 +274,8 @@ def full_gradients(model: Any, device: Any):  # -> Iterator[tuple[str, torch.Ten
 def gradient_check(model: Any, reference: dict[str, Any], device: Any) -> dict[str, Any]:
     """How far this rung's step-0 gradients are from the reference's: the largest difference relative to the
     largest reference value of its tensor (``max_rel_diff``, worst tensor ``worst``), and the ratio of the
-    gradients' global norms (``norm_ratio``: 2.0 for summed instead of averaged gradients)."""
+    gradients' global norms (``norm_ratio``: 2.0 for summed instead of averaged gradients): the fields of
+    :class:`~nvtutorial.chapters.ch08_ladder.schema.Gradients` (a dict: chapter 10's workload reads it by key)."""
     worst, rel, got_sq, ref_sq, missing = None, 0.0, 0.0, 0.0, []
     for name, g in full_gradients(model, device):
         r = reference[name]
@@ -301,9 +317,9 @@ def _nvlink_tx(ctx: runtime.Context) -> tuple[int | None, str]:
     return nvlink_tx_bytes(ctx)
 
 
-def run_rung(
+def train_rung(
     ctx: runtime.Context, p: Params, rung: str, reference_grads: dict[str, Any] | None = None, desc: str | None = None
-) -> dict[str, Any]:
+) -> Rung:
     """Train, count, time and (optionally) trace one rung from a freshly built model; with ``reference_grads``
     first compare its gradients of step 0 (no update) with them. ``desc`` names its progress bar (default: the
     rung's label, :data:`~nvtutorial.chapters.ch08_ladder.schema.LABELS`)."""
@@ -335,29 +351,31 @@ def run_rung(
         step_no += 1
         return train_step(model, optimizer, local_batch(tokens, rung))
 
-    out: dict[str, Any] = {"rung": rung, "layers": p.layers}
     ctx.progress(0, 1, desc=desc or LABELS.get(rung, rung))
+    gradients = None
     if reference_grads is not None:  # forward and backward of step 0's batch, no update: the model is unchanged
         tokens = transformer.batch(0, p.global_batch, cfg, seed=p.seed).to(ctx.device)
         transformer.loss_fn(model, local_batch(tokens, rung)).backward()
-        out["gradients"] = gradient_check(model, reference_grads, ctx.device)
+        gradients = typed(Gradients, gradient_check(model, reference_grads, ctx.device))
         optimizer.zero_grad(set_to_none=True)
         del tokens
-    out["losses"] = [global_loss(step(), rung) for _ in range(p.steps)]
-    out["held"] = held_bytes(model, optimizer)
+    losses = tuple(global_loss(step(), rung) for _ in range(p.steps))
+    held = typed(Held, held_bytes(model, optimizer))
+    allocated_after_step = None
     if ctx.is_gpu:
         ctx.sync()
-        out["allocated_after_step"] = torch.cuda.memory_allocated(ctx.device)
+        allocated_after_step = torch.cuda.memory_allocated(ctx.device)
 
     # one step with every collective recorded (untimed: the recording costs time)
     counter = collective_counter()
     with counter:
         step()
     ctx.sync()
-    out["collectives"] = summarise(counter.records)
-    out["sent_per_step"] = sum(r["sent"] for r in counter.records)
+    collectives = {kind: typed(Collective, totals) for kind, totals in summarise(counter.records).items()}
+    sent = sum(r["sent"] for r in counter.records)
 
     # what the forward pass adds to the device's memory (activations, and parameters kept gathered)
+    forward_added = None
     if ctx.is_gpu:
         optimizer.zero_grad(set_to_none=True)
         ctx.sync()
@@ -365,7 +383,7 @@ def run_rung(
         tokens = transformer.batch(step_no, p.global_batch, cfg, seed=p.seed).to(ctx.device)
         loss = transformer.loss_fn(model, local_batch(tokens, rung))
         ctx.sync()
-        out["forward_added"] = torch.cuda.memory_allocated(ctx.device) - before
+        forward_added = torch.cuda.memory_allocated(ctx.device) - before
         loss.backward()
         del loss, tokens
         optimizer.zero_grad(set_to_none=True)  # no update: the timed steps follow
@@ -379,22 +397,38 @@ def run_rung(
         ctx.barrier()
         repeats.append(ctx.time_calls(step, iters=p.timed))
     tx_after = _nvlink_tx(ctx)[0]
-    out["step_s"] = repeats
-    out["step_s_median"] = statistics.median(repeats)
-    if ctx.is_gpu:
-        out["peak_allocated"] = torch.cuda.max_memory_allocated(ctx.device)
-    out["nvlink_tx_bytes_per_step"] = (
-        (tx_after - tx_before) / (p.repeats * p.timed) if tx_before is not None and tx_after is not None else None
-    )
-    out["nvlink_note"] = tx_note
-
-    if p.profile_steps:
-        out["trace"] = _profile(ctx, rung, lambda: step(), p.profile_steps)
+    peak_allocated = torch.cuda.max_memory_allocated(ctx.device) if ctx.is_gpu else None
+    trace = _profile(ctx, rung, lambda: step(), p.profile_steps) if p.profile_steps else None
     model = optimizer = None  # the last references: _free can release their memory
     _free(ctx)
     ctx.barrier()
     ctx.progress(1, 1, desc=desc or LABELS.get(rung, rung))
-    return out
+    return Rung(
+        rung=rung,
+        layers=p.layers,
+        gradients=gradients,
+        losses=losses,
+        held=held,
+        allocated_after_step=allocated_after_step,
+        collectives=collectives,
+        sent_per_step=sent,
+        forward_added=forward_added,
+        step_s=tuple(repeats),
+        step_s_median=statistics.median(repeats),
+        peak_allocated=peak_allocated,
+        nvlink_tx_bytes_per_step=(
+            (tx_after - tx_before) / (p.repeats * p.timed) if tx_before is not None and tx_after is not None else None
+        ),
+        nvlink_note=tx_note,
+        trace=trace,
+    )
+
+
+def run_rung(
+    ctx: runtime.Context, p: Params, rung: str, reference_grads: dict[str, Any] | None = None, desc: str | None = None
+) -> dict[str, Any]:
+    """:func:`train_rung`'s record as a dict (``dataclasses.asdict``): chapter 10's capstone reads it by key."""
+    return dataclasses.asdict(train_rung(ctx, p, rung, reference_grads, desc))
 
 
 def _profile(ctx: runtime.Context, rung: str, step: Any, steps: int) -> str:
@@ -420,7 +454,7 @@ def _profile(ctx: runtime.Context, rung: str, step: Any, steps: int) -> str:
 # --------------------------------------------------------------------------------------------
 
 
-def run(ctx: runtime.Context, p: Params) -> dict[str, Any]:
+def run(ctx: runtime.Context, p: Params) -> Rank:
     import torch
 
     from nvtutorial.chapters.ch08_ladder.lessons.train import train
@@ -429,33 +463,28 @@ def run(ctx: runtime.Context, p: Params) -> dict[str, Any]:
     cfg = transformer.Config(
         vocab=p.vocab, seq_len=p.seq_len, dim=p.dim, heads=p.heads, layers=p.layers, mlp_ratio=p.mlp_ratio
     )
-    out: dict[str, Any] = {
-        "config": dataclasses.asdict(cfg),
-        "global_batch": p.global_batch,
-        "world_size": ctx.world_size,
-        "rank": ctx.rank,
-        "device": str(ctx.device),
-    }
     require(
         p.global_batch % ctx.world_size == 0,
         f"global_batch={p.global_batch} must be a multiple of the {ctx.world_size} ranks: each data-parallel rank "
         "trains on an equal share (else the mean of the ranks' losses is not the global batch's)",
     )
-    grads = None
+    grads = reference = None
     if p.reference:
         ctx.progress(0, 1, desc="one-process reference")
-        out["reference"] = train("single", cfg, p.steps, p.global_batch, ctx.device, seed=p.seed)
+        reference = tuple(train("single", cfg, p.steps, p.global_batch, ctx.device, seed=p.seed))
         grads = reference_gradients(cfg, transformer.batch(0, p.global_batch, cfg, seed=p.seed).to(ctx.device), p.seed)
         _free(ctx)
-    out["rungs"] = [run_rung(ctx, p, rung, grads) for rung in p.rungs]
+    rungs = tuple(train_rung(ctx, p, rung, grads) for rung in p.rungs)
     grads = None
+    checkpoint = None
     if p.checkpoint:
         from nvtutorial.chapters.ch08_ladder.lessons.checkpoint import resume_check
 
         ctx.progress(0, 1, desc="checkpoint")
         small = dataclasses.replace(cfg, dim=min(cfg.dim, 256), heads=min(cfg.heads, 4), layers=min(cfg.layers, 2))
-        out["checkpoint"] = resume_check(small, ctx.run_dir / "checkpoint", ctx.device, global_batch=p.global_batch)
-        out["checkpoint"]["config"] = dataclasses.asdict(small)
+        done = resume_check(small, ctx.run_dir / "checkpoint", ctx.device, global_batch=p.global_batch)
+        checkpoint = typed(Checkpoint, {**done, "config": dataclasses.asdict(small)})
+    fit = fit_error = None
     if p.fit_layers:
         init = "meta" if p.fit_rung in META_RUNGS else "full"
         big = dataclasses.replace(
@@ -470,20 +499,27 @@ def run(ctx: runtime.Context, p: Params) -> dict[str, Any]:
             profile_steps=0,
         )
         try:
-            out["fit"] = run_rung(
+            fit = train_rung(
                 ctx,
                 big,
                 p.fit_rung,
                 desc=f"the largest model: {LABELS.get(p.fit_rung, p.fit_rung)}, {p.fit_layers} blocks",
             )
         except torch.OutOfMemoryError as exc:  # the model's estimate was too low: a result, not a lost run
-            out["fit"] = {
-                "rung": p.fit_rung,
-                "layers": p.fit_layers,
-                "error": f"OutOfMemoryError: {str(exc).splitlines()[0]}",
-            }
+            fit_error = FitError(p.fit_rung, p.fit_layers, f"OutOfMemoryError: {str(exc).splitlines()[0]}")
             _free(ctx)
-    return out
+    return Rank(
+        config=typed(ModelConfig, dataclasses.asdict(cfg)),
+        global_batch=p.global_batch,
+        world_size=ctx.world_size,
+        rank=ctx.rank,
+        device=str(ctx.device),
+        reference=reference,
+        rungs=rungs,
+        checkpoint=checkpoint,
+        fit=fit,
+        fit_error=fit_error,
+    )
 
 
 if __name__ == "__main__":

@@ -42,6 +42,7 @@ from typing import Any, Literal
 import psutil
 
 from nvtutorial import diagnosis, launch
+from nvtutorial.chapters.ch09_multinode import schema
 from nvtutorial.launch import tree as process_tree
 from nvtutorial.launch.environment import free_port, node_environment
 from nvtutorial.machine import hardware
@@ -186,7 +187,8 @@ class ElasticOutcome:
 
     @property
     def weights_sha256(self) -> str | None:
-        return self.result.metrics.get("weights_sha256")
+        """Rank 0's final weights' digest (None: the run ended without rank 0's metrics)."""
+        return self.result.metrics_as(schema.Rank).weights_sha256 if self.result.metrics else None
 
     @property
     def checkpoint(self) -> Path:

@@ -14,10 +14,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from nvtutorial.chapters.ch09_multinode import schema
 from nvtutorial.machine import nccl_debug
 from nvtutorial.report import predict
 from nvtutorial.report.verdict import Verdict, compare, comparison_verdict
-from nvtutorial.results import RunResult
+from nvtutorial.results import RunResult, typed
 
 ElasticOutcome = Any
 """An :class:`nvtutorial.chapters.ch09_multinode.lab.ElasticOutcome` (not imported: report never depends on a lab)."""
@@ -107,6 +108,12 @@ def same_weights(
     )
 
 
+def ranks(result: RunResult) -> list[schema.Rank | None]:
+    """Every rank's metrics of a run of the lesson, typed (:class:`~.schema.Rank`); None for a rank that saved none
+    (its script never called ``runtime.save_metrics``)."""
+    return [typed(schema.Rank, m, f"{result.run_dir} rank {r}") if m else None for r, m in enumerate(result.ranks)]
+
+
 def rank_frame(result: RunResult):  # -> pandas.DataFrame
     """One row per rank: the node (torchrun's ``GROUP_RANK``) it ran on, where it started, its final loss."""
     import pandas as pd
@@ -114,13 +121,13 @@ def rank_frame(result: RunResult):  # -> pandas.DataFrame
     rows = [
         {
             "rank": r,
-            "node (GROUP_RANK)": m.get("group_rank"),
-            "started at step": m.get("start_step"),
-            "restarts of its node's torchrun": m.get("restarts"),
-            "final loss": m.get("final_loss"),
-            "weights (sha256, first 12)": str(m.get("weights_sha256", ""))[:12],
+            "node (GROUP_RANK)": m.group_rank if m else None,
+            "started at step": m.start_step if m else None,
+            "restarts of its node's torchrun": m.restarts if m else None,
+            "final loss": m.final_loss if m else None,
+            "weights (sha256, first 12)": m.weights_sha256[:12] if m else "",
         }
-        for r, m in enumerate(result.ranks)
+        for r, m in enumerate(ranks(result))
     ]
     return pd.DataFrame(rows).set_index("rank")
 
@@ -200,7 +207,7 @@ def transport_verdict(result: RunResult, expect_nodes: int) -> Verdict:
 
 def step_times(result: RunResult, skip: int = 3) -> list[float]:
     """Rank 0's step times (s) after ``skip`` warm-up steps."""
-    times = list(result.metrics.get("step_times_s", []))
+    times = list(result.metrics_as(schema.Rank).step_times_s)
     return times[skip:] if len(times) > skip + 1 else times
 
 

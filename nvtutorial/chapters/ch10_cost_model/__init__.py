@@ -18,17 +18,6 @@ A notebook imports the chapter and reaches each file on first use, so that a ran
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from nvtutorial.chapters import facade
 
-FILES = ("schema", "model", "workload", "report", "problems", "plots", "lab", "exercises", "lessons")
-
-
-def __getattr__(name: str) -> Any:  # PEP 562: each file is imported when first asked for
-    if name in FILES:
-        return importlib.import_module(f"{__name__}.{name}")
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}; its files are {', '.join(FILES)}")
-
-
-def __dir__() -> list[str]:
-    return sorted(list(globals()) + list(FILES))
+FILES, __getattr__, __dir__ = facade(__name__)

@@ -20,6 +20,8 @@ from typing import Any, Literal, TypedDict
 from nvtutorial.params import require
 from nvtutorial.results import typed
 
+NAME = "costmodel"
+"""The workload whose results this schema types (``workload.py``)."""
 PARTS = ("calibrate", "problems", "pipeline", "capstone")
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter")
 DEVICE_PROBLEMS = ("mlp_matmul", "decode_matmul", "adam_step", "train_step")
@@ -281,6 +283,14 @@ RESULTS = {"calibrate": CalibrationRank, "problems": ProblemsRank, "pipeline": P
 
 
 # --------------------------------------------------------------------------------------------------- reading back
+
+
+def rank_type(params: Mapping[str, Any]) -> type:
+    """What one rank of a run with these parameters returns: the part run decides it."""
+    part = params.get("part", Params.part)
+    if part not in RESULTS:
+        raise ValueError(f"unknown part {part!r}; the parts are {', '.join(PARTS)}")
+    return RESULTS[part]
 
 
 def read(part: str, metrics: Mapping[str, Any]) -> Any:

@@ -1,10 +1,12 @@
 """The lesson's DDP training (``ddp_train.py``) packaged for the workloads of notebooks 05, 06 and 07.
 
-The code the course teaches is ``nvtutorial/chapters/ch03_ddp_training/lessons/ddp_train.py`` (notebook 03) and its
-optimised versions in ``ddp_optimised.py`` (notebook 04). Workloads that train the same UNet for another purpose
+The code the course teaches is ``nvtutorial/chapters/ch03_ddp_training/lessons/ddp_train.py`` (notebook 03); notebook
+04 changes it one function at a time. Workloads that train the same UNet for another purpose
 (profiling, the pitfall traps, gradient compression) need the model, the optimizer, the loaders and the
-step bundled in one object, with a few measurement options (data already on the device, fp16, channels
-last); this module gives them that, calling the lesson's functions for the step and the validation::
+step bundled in one object, with a few measurement options (data already on the device, DDP's options, fp16, channels
+last); this module gives them that, calling the lesson's functions for the step and the validation. It names no later
+chapter: DDP's options and the fp16 step are written here as notebook 04 writes them (``wrap_ddp_tuned``,
+``train_step_fp16``), and ``tests/test_training.py`` holds them to notebook 04's, bit for bit::
 
     s = training.setup(ctx, model="full", batch_size=16, image_size=256, amp="bf16")
     for epoch in range(epochs):
@@ -24,16 +26,20 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 from torch import Tensor, nn
+from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import BatchSampler, DataLoader, DistributedSampler
 
 from nvtutorial.chapters.ch03_ddp_training.lessons import ddp_train
-from nvtutorial.chapters.ch04_optimisations.lessons import ddp_optimised
 from nvtutorial.models.segdata import DeviceShapes, make_dataset
 from nvtutorial.models.unet import SIZES, build_unet
 
 AMP_DTYPES = {"fp32": None, "fp16": torch.float16, "bf16": torch.bfloat16}
 VAL_SEED_OFFSET = 1_000_000
 """The validation set is the same generator with ``seed + VAL_SEED_OFFSET``: other images."""
+DDP_OPTIONS = {"bucket_cap_mb": 25.0, "gradient_as_bucket_view": False, "static_graph": False}
+"""DDP's tuning options :func:`setup` passes, each at DDP's default unless ``ddp_kwargs`` says otherwise (notebook 04's
+``wrap_ddp_tuned``). The bucket size is passed even at its default: DDP then makes its first bucket that size too
+(left unset, the first bucket is 1 MB)."""
 
 
 @dataclasses.dataclass
@@ -125,8 +131,8 @@ def setup(
     ``batch_size`` is per GPU: the global batch is ``batch_size × world size``. ``data="device"``
     renders the training set once on the device (no input pipeline in the measurement); the
     DistributedSampler still picks each rank's samples. ``ddp_kwargs`` go to
-    ``DistributedDataParallel`` (``gradient_as_bucket_view``, ``bucket_cap_mb``, ``static_graph``),
-    through :func:`ddp_optimised.wrap_ddp_tuned`. ``checkpointing`` turns on activation
+    ``DistributedDataParallel`` (``gradient_as_bucket_view``, ``bucket_cap_mb``, ``static_graph``; the others as in
+    :data:`DDP_OPTIONS`). ``checkpointing`` turns on activation
     checkpointing in the UNet's blocks; ``compile`` wraps the DDP model in ``torch.compile``.
     """
     check_setup_args(
@@ -149,7 +155,11 @@ def setup(
     net.checkpointing = checkpointing
     if channels_last:
         net = net.to(memory_format=torch.channels_last)  # type: ignore[call-overload]  # stubs lack memory_format
-    ddp: nn.Module = ddp_optimised.wrap_ddp_tuned(net, device, **(ddp_kwargs or {}))
+    unknown = sorted(set(ddp_kwargs or {}) - set(DDP_OPTIONS))
+    if unknown:
+        raise TypeError(f"ddp_kwargs: {', '.join(unknown)} not one of DDP's options here ({', '.join(DDP_OPTIONS)})")
+    options = {**DDP_OPTIONS, **(ddp_kwargs or {})}
+    ddp: nn.Module = DDP(net, device_ids=[device.index] if device.type == "cuda" else None, **options)
     optimizer = torch.optim.AdamW(ddp.parameters(), lr=lr)
     if compile:
         ddp = torch.compile(ddp)  # type: ignore[assignment]
@@ -230,12 +240,21 @@ def loss_fn(logits: Tensor, masks: Tensor) -> Tensor:
 
 
 def train_step(s: TrainSetup, images: Tensor, masks: Tensor) -> Tensor:
-    """One optimizer step on one batch: :func:`ddp_train.train_step` (fp32 or bf16), or
-    :func:`ddp_optimised.train_step_fp16` with the setup's GradScaler. Returns the detached loss."""
+    """One optimizer step on one batch: :func:`ddp_train.train_step` (fp32 or bf16), or in fp16 with the setup's
+    GradScaler (notebook 04's ``train_step_fp16``). Returns the detached loss."""
     if s.channels_last:
         images = images.contiguous(memory_format=torch.channels_last)
     if s.amp == "fp16":
-        return ddp_optimised.train_step_fp16(s.model, s.optimizer, images, masks, s.device, s.scaler)
+        assert s.scaler is not None  # setup makes one for fp16
+        images, masks = to_device(s, images, masks)
+        with autocast(s):
+            logits = s.model(images)
+        loss = loss_fn(logits, masks)
+        s.scaler.scale(loss).backward()  # the scaled loss: small gradients do not underflow to 0
+        s.scaler.step(s.optimizer)  # unscales; skips the step if a gradient is inf or NaN
+        s.scaler.update()
+        s.optimizer.zero_grad(set_to_none=True)
+        return loss.detach()
     return ddp_train.train_step(s.model, s.optimizer, images, masks, s.device, amp=AMP_DTYPES[s.amp])
 
 

@@ -1,0 +1,171 @@
+"""What the ``train`` workload returns: frozen dataclasses, torch-free, read by both sides.
+
+The workload (``workload.py``, on the ranks) returns one :class:`Rank` per rank: the run's set-up and a
+:class:`Row` per configuration timed (a variant at one per-GPU batch). The launcher writes it to
+``rank{R}.json``; the kernel side reads it back typed (``result.ranks_as(Rank)``, ``report.py``).
+
+The committed 2× H200 reference runs (``reference/h200x2/runs/train-*``) were written by an earlier ``train``
+workload, in another layout: :meth:`Rank.upgrade` reads them as today's rows (one place for every rename).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any, Literal
+
+NAME = "train"
+"""The workload whose results this schema types (``workload.py``)."""
+SOLO = "1 GPU, no DDP"
+"""The 1-GPU configuration's variant name (rank 0 alone, the model without DDP; ``one_gpu_batch``)."""
+
+COMMITTED_NAMES = {
+    "base": "baseline",
+    "amp=fp32": "fp32",
+    "amp=fp16": "fp16",
+    "gradient_as_bucket_view=true": "gradient_as_bucket_view=True",
+    "static_graph=true": "static_graph=True",
+    "batch_size=8+accumulation=4": "no_sync accumulation",
+    "batch_size=8+accumulation=4+no_sync=false": "accumulation without no_sync",
+    "channels_last=true": "channels_last",
+    "checkpointing=true": "activation checkpointing",
+    "compile=true": "torch.compile",
+    "flash_sdp=false": "flash_sdp=False",
+    "data=device+batch_size=32": "baseline",
+    "data=device+batch_size=16": "baseline",
+}
+"""Variant names of the committed reference runs -> the names of today's train workload."""
+EARLIER = ("per_gpu_batch", "global_batch", "shuffle", "lesson")
+"""What the earlier workload wrote beside its rows (its one batch size; in one run the lesson trained for epochs and
+the samplers' orders checked): kept in :attr:`Rank.earlier`, as written."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Row:
+    """One configuration: a variant at one per-GPU batch, as one rank measured it. A field the configuration did not
+    measure (a failed or idle row, the 1-GPU row's exchange, the CPU's memory) is None or empty."""
+
+    variant: str
+    """The variant's name (``baseline``, ``fp16``, ``bucket_cap_mb=5``, ``1 GPU, no DDP``...)."""
+    code: str | None = None
+    """What the variant runs: the lesson's code with the function named here swapped in. None: a committed row."""
+    per_gpu_batch: int
+    """Samples per GPU per optimizer step (all its micro-batches together)."""
+    accumulation: int = 1
+    """Micro-batches per optimizer step (1: one batch)."""
+    world_size: int
+    """Ranks taking part in the configuration (1 for the 1-GPU row)."""
+    global_batch: int
+    """Samples per optimizer step over all ranks: per-GPU batch × world size."""
+    count_note: str | None = None
+    """Why the bytes were not counted (torch.compile); None: counted, or not asked for."""
+    allreduce_bytes_per_step: int | None = None
+    """Bytes DDP handed to all-reduce in one optimizer step (counted with a comm hook on a copy of the model)."""
+    allreduce_calls_per_step: int | None = None
+    """All-reduce calls (buckets) in one optimizer step."""
+    saved_activation_bytes: int | None = None
+    """Bytes autograd saved for backward in one step (activations; parameters left out)."""
+    param_bytes: int | None = None
+    """Bytes of the model's parameters (every rank holds them whole)."""
+    grad_bytes: int | None = None
+    """Bytes of the gradients when the optimizer stepped."""
+    optimizer_bytes: int | None = None
+    """Bytes of the optimizer's state (AdamW: two moments per parameter)."""
+    first_step_s: float | None = None
+    """Seconds of the first step (with torch.compile: the compilation)."""
+    loss_curve: tuple[float, ...] = ()
+    """The loss of every step, warm-up and timed, in order."""
+    step_ms_rounds: tuple[float, ...] = ()
+    """Each timed round's median step time (ms): the repeats a comparison takes. Empty in the committed layout."""
+    step_ms: float | None = None
+    """Median of every timed step (ms)."""
+    step_ms_min: float | None = None
+    step_ms_max: float | None = None
+    samples_per_s: float | None = None
+    """Global batch ÷ median step time."""
+    comm_share_note: str | None = None
+    """Why the communication share was not measured (1-GPU row, torch.compile)."""
+    nosync_step_ms: float | None = None
+    """Median step under ``model.no_sync()``, without the gradient exchange (ms)."""
+    comm_share: float | None = None
+    """1 − no_sync step ÷ step: the share of a step the exchange exposes."""
+    status: str
+    """``ok``, ``failed: <error>``, or ``idle: ...`` (a rank that waited while rank 0 measured alone)."""
+    step_ms_per_rank: tuple[float | None, ...] = ()
+    """Every rank's median round (ms), gathered: the same list on every rank."""
+    peak_mem_gb_per_rank: tuple[float | None, ...] = ()
+    """Every rank's peak allocated memory above what existed before the model (GB; None on the CPU)."""
+    peak_mem_gb: float | None = None
+    """Rank 0's peak (GB)."""
+    optimizer_mem_gb_per_rank: tuple[float | None, ...] = ()
+    """Every rank's allocated memory just before ``optimizer.step`` (GB; None on the CPU)."""
+    optimizer_mem_gb: float | None = None
+    aa_repeat: bool = False
+    """The first configuration measured again at the end: the run's A/A pair."""
+    amp: str | None = None
+    """The committed layout's precision of the row (``bf16``, ``fp32``, ``fp16``); None in today's."""
+
+    @property
+    def committed(self) -> bool:
+        """A row of the committed reference's layout (one timed round per configuration)."""
+        return self.code is None
+
+    @property
+    def repeats(self) -> tuple[float, ...]:
+        """The step-time repeats a comparison takes (ms): the rounds' medians; for a committed row, which timed one
+        round, its minimum, median and maximum step. Those are not repeats: their spread is the step-to-step spread,
+        not that of round medians, so a committed run's noise is mostly its A/A gap or the 1 % floor."""
+        if self.step_ms_rounds:
+            return self.step_ms_rounds
+        measured = (self.step_ms_min, self.step_ms, self.step_ms_max)
+        if self.committed and self.status == "ok" and all(x is not None for x in measured):
+            return tuple(x for x in measured if x is not None)
+        return ()
+
+
+@dataclasses.dataclass(frozen=True)
+class Rank:
+    """One rank's result: the set-up and every configuration it timed."""
+
+    device: str
+    """``cuda:N`` or ``cpu``."""
+    world_size: int
+    model: Literal["tiny", "small", "full"]
+    """The UNet's size."""
+    model_params: int
+    image_size: int
+    tf32_convolutions: bool | None
+    """cuDNN's TF32 switch on GPUs; None on the CPU."""
+    precision: Literal["bf16 autocast", "fp32"] | None = None
+    """The lesson's step precision (bf16 autocast on GPUs, fp32 on the CPU); None in the committed layout."""
+    rows: tuple[Row, ...] = ()
+    earlier: Mapping[str, Any] | None = None
+    """The committed layout only: what the earlier workload wrote beside its rows (:data:`EARLIER`), as written."""
+
+    @staticmethod
+    def upgrade(data: dict) -> dict:
+        """The committed reference's layout as today's: its fields beside the rows into :attr:`earlier`; each row's
+        variant under today's name (:data:`COMMITTED_NAMES`), its per-GPU batch with every micro-batch (the earlier
+        workload named the micro-batch's), and every field it lacks at its default. A row of today's layout (it
+        names its ``code``) is only filled in."""
+        earlier = {key: data.pop(key) for key in EARLIER if key in data}
+        if earlier:
+            data["earlier"] = earlier
+        defaults = {f.name: f.default for f in dataclasses.fields(Row) if f.default is not dataclasses.MISSING}
+        rows = []
+        for row in data.get("rows", ()):
+            row = dict(row)
+            if "code" not in row:
+                row["variant"] = COMMITTED_NAMES.get(row["variant"], row["variant"])
+                if row.get("accumulation", 1) > 1:
+                    row["per_gpu_batch"] = row["per_gpu_batch"] * row["accumulation"]
+            rows.append({**defaults, **row})
+        data["rows"] = rows
+        return data
+
+    def row(self, variant: str, batch: int | None = None, aa_repeat: bool = False) -> Row | None:
+        """The row of ``variant`` (at per-GPU ``batch`` if given); the A/A repeat only if asked."""
+        for r in self.rows:
+            if r.variant == variant and (batch is None or r.per_gpu_batch == batch) and r.aa_repeat == aa_repeat:
+                return r
+        return None

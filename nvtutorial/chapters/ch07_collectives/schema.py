@@ -1,0 +1,185 @@
+"""What chapter 07's ``collectives_bench`` workload returns: frozen dataclasses, torch-free, read by both sides.
+
+The workload (``workload.py``, on the ranks) builds one :class:`Rank` per rank; the launcher writes it to
+``rank{R}.json``; the kernel side (``report.py``, ``plots.py``) reads it back typed with
+``result.ranks_as(Rank)``, after :meth:`Rank.upgrade` has filled in what the older layout of the committed
+2× H200 run (``reference/h200x2/runs/collectives_bench-*``) did not record. Notebook 07's cells pass the run's raw
+JSON (``bench.ranks``, ``bench.ranks[0]["sparse"]``: its cells stay as the 2× H200 copy of the notebook ran them);
+the report and the plots type it where it comes in, with :func:`ranks_typed` and :func:`rows_typed`. Its four parts:
+
+- ``ring``: the lessons' ring all-reduce against ``dist.all_reduce``, per message size and way of running it
+  (:class:`RingRow`);
+- ``source_cases``: the source's sparse all-reduce and the correct one on the same inputs (:class:`SourceCase`);
+- ``indexing``: what ``nonzero()`` and ``tensor[indices]`` give for 1-D, 2-D and 4-D tensors (:class:`IndexingRow`);
+- ``sparse``: the correct sparse all-reduce against a dense one, over densities (:class:`SparseRow`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Literal, TypeVar
+
+from nvtutorial.results import typed, with_defaults
+
+T = TypeVar("T")
+NAME = "collectives_bench"
+"""The workload whose results this schema types (``workload.py``)."""
+ONE_SLICE = "ring, 1 slice"
+"""The plain ring's ``variant`` (one slice per chunk, launched from Python): what the others are compared with."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class RingRow:
+    """The ring against ``dist.all_reduce`` at one message size, run one way (rank-local values unless said).
+
+    A CUDA-graph row whose graph could not be captured has ``error`` and no bytes or times (``None``, ``()``).
+    """
+
+    size_bytes: int
+    """The tensor's size (fp32)."""
+    equal_to_all_reduce: bool
+    """The ring's result equals ``dist.all_reduce``'s, bit for bit, on every rank."""
+    ring_bytes_sent: float | None = None
+    """Bytes this rank passed to its sends (counted by wrapping ``torch.distributed``)."""
+    ring_bytes_returned: int | None = None
+    """Bytes ``ring_all_reduce`` itself says it sent (``None``: not recorded, older runs)."""
+    ring_bytes_exact: int | None = None
+    """Bytes this rank must send: its W-1 chunks per phase as ``tensor_split`` cuts them."""
+    formula_bytes: float
+    """``2 (W-1)/W × size_bytes``: what each rank sends when W divides the tensor."""
+    variant: str
+    """How the ring ran: ``ring, 1 slice``, ``ring, 4 slices``, ``ring, 4 slices, CUDA graph``..."""
+    slices: int
+    """Slices per chunk (1: no pipelining)."""
+    ring_ms: float | None = None
+    """Median of the repeats, milliseconds."""
+    all_reduce_ms: float | None = None
+    """``dist.all_reduce``'s median on the same tensor, milliseconds."""
+    ring_ms_all: tuple[float, ...] = ()
+    """Every repeat, milliseconds (``()``: not kept, older runs)."""
+    all_reduce_ms_all: tuple[float, ...] = ()
+    ring_busbw_gbs: float | None = None
+    """Bus bandwidth, GB/s: ``size × 2 (W-1)/W`` over the median time."""
+    all_reduce_busbw_gbs: float | None = None
+    busbw_ratio: float | None = None
+    """The ring's share of ``all_reduce``'s bus bandwidth (``all_reduce_ms / ring_ms``; 1: as fast)."""
+    graph: bool = False
+    """Replayed from a CUDA graph (no Python between the messages)."""
+    error: str | None = None
+    """Why the graph could not be captured (``None``: the row was measured)."""
+
+    @staticmethod
+    def upgrade(row: Mapping[str, Any]) -> dict[str, Any]:
+        """A row of the first runs' layout as today's (a copy): no ``variant``, ``slices``, ``busbw_ratio``,
+        ``ring_bytes_returned`` or repeats; their ``ring_over_all_reduce`` (``ring_ms / all_reduce_ms``), the inverse
+        of ``busbw_ratio``, is dropped for ``busbw_ratio`` computed from the same medians."""
+        row = dict(row)
+        row.pop("ring_over_all_reduce", None)
+        row.setdefault("variant", ONE_SLICE)
+        row.setdefault("slices", 1)
+        if "busbw_ratio" not in row and row.get("ring_ms") and row.get("all_reduce_ms") is not None:
+            row["busbw_ratio"] = row["all_reduce_ms"] / row["ring_ms"]
+        return with_defaults(RingRow, row)
+
+
+@dataclasses.dataclass(frozen=True)
+class SourceCase:
+    """One correctness case of a sparse all-reduce, gathered over the ranks."""
+
+    case: str
+    implementation: Literal["source", "course"]
+    """``source``: the function as published; ``course``: the correct one."""
+    nonzero_per_rank: tuple[int, ...]
+    ran: bool
+    """It returned on every rank (no error)."""
+    exact: bool
+    """Equal to ``all_reduce / W`` on every rank."""
+    ranks_agree: bool
+    """Every rank ended with the same tensor."""
+    max_abs_error: float | None
+    """Largest difference from ``all_reduce / W`` over the ranks that ran (``None``: none ran)."""
+    error: str | None
+    """The first rank's error (``skipped: ...`` where it was not run)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class IndexingRow:
+    """What the source's first two lines give for a tensor with 3 non-zeros."""
+
+    shape: tuple[int, ...]
+    nonzero_entries: int
+    indices_shape: tuple[int, ...]
+    """The shape of ``tensor.nonzero()``: one row per non-zero, one column per dimension."""
+    values_shape: tuple[int, ...] | None
+    """The shape of ``tensor[indices]`` (``None``: it raised)."""
+    values_numel: int | None
+    error: str | None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class SparseRow:
+    """The correct sparse all-reduce against a dense one at one density (rank-local)."""
+
+    density: float
+    """The fraction of entries asked to be non-zero."""
+    nonzero: int
+    """This rank's non-zero entries."""
+    exact: bool
+    """Equal to the dense all-reduce on every rank."""
+    sparse_bytes_sent: float
+    dense_bytes_sent: float
+    bytes_ratio: float
+    """Sparse ÷ dense bytes (below 1: fewer)."""
+    sparse_ms: float
+    """Median, milliseconds."""
+    dense_ms: float
+    sparse_ms_all: tuple[float, ...] = ()
+    """Every repeat, milliseconds (``()``: not kept, older runs)."""
+    dense_ms_all: tuple[float, ...] = ()
+    time_ratio: float
+    """Sparse ÷ dense median time (below 1: faster)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Rank:
+    """What one rank of ``collectives_bench`` returns."""
+
+    debug_detail: bool
+    """The run had ``TORCH_DISTRIBUTED_DEBUG=DETAIL`` (the source's mismatched ``all_gather`` then raises)."""
+    world_size: int
+    ring: tuple[RingRow, ...]
+    ring_all_equal: bool
+    """Every ring row equals ``all_reduce``'s result."""
+    source_cases: tuple[SourceCase, ...]
+    indexing: tuple[IndexingRow, ...]
+    sparse: tuple[SparseRow, ...]
+
+    @staticmethod
+    def upgrade(data: dict[str, Any]) -> dict[str, Any]:
+        """An older layout as today's. The first runs (``reference/h200x2``) timed one way of running the ring
+        and kept no repeats: their ring rows have no ``variant``, ``slices``, ``busbw_ratio``, ``ring_bytes_returned``
+        or repeats, and their ``ring_over_all_reduce`` (``ring_ms / all_reduce_ms``) is the inverse of
+        ``busbw_ratio`` (:meth:`RingRow.upgrade`); their sparse rows have no repeats."""
+        if "ring" in data:
+            data["ring"] = [RingRow.upgrade(row) for row in data["ring"]]
+        if "sparse" in data:
+            data["sparse"] = [with_defaults(SparseRow, row) for row in data["sparse"]]
+        return data
+
+
+def as_typed(cls: type[T], value: object) -> T:
+    """``value`` as the dataclass ``cls``: as it is where it is one already; raw JSON (what notebook 07's cells pass,
+    e.g. ``bench.ranks[0]``) read through :func:`~nvtutorial.results.typed`, ``cls.upgrade`` first where it has one."""
+    return value if isinstance(value, cls) else typed(cls, value)
+
+
+def ranks_typed(ranks: Sequence[Rank | Mapping[str, Any]]) -> list[Rank]:
+    """A run's ranks typed: ``result.ranks_as(Rank)`` as they are, ``result.ranks`` (raw JSON) through the schema."""
+    return [as_typed(Rank, m) for m in ranks]
+
+
+def rows_typed(cls: type[T], rows: Iterable[object]) -> tuple[T, ...]:
+    """One rank's rows typed as ``cls`` (:class:`RingRow`, :class:`SourceCase`, :class:`SparseRow`): typed rows as
+    they are, raw JSON rows (``bench.ranks[0]["sparse"]``) through the row class (its ``upgrade`` included)."""
+    return tuple(as_typed(cls, r) for r in rows)
