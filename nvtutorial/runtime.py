@@ -373,9 +373,13 @@ def main(run: Callable[[Context, Any], Any], params_cls: type, argv: list[str] |
         params = params_mod.build(params_cls, params_mod.parse_assignments(args.set))
         ctx = _init(rank, local_rank, world_size, args.backend, args.pg_timeout, run_dir)
         mark_ready(run_dir, rank)
-        metrics = run(ctx, params) or {}
-        if dataclasses.is_dataclass(metrics) and not isinstance(metrics, type):  # a typed result (its schema)
-            metrics = dataclasses.asdict(metrics)
+        returned = run(ctx, params)
+        if returned is None or isinstance(returned, Mapping):
+            metrics: Mapping[str, Any] = returned or {}
+        elif dataclasses.is_dataclass(returned) and not isinstance(returned, type):  # a typed result (its Rank)
+            metrics = dataclasses.asdict(returned)
+        else:
+            raise TypeError(f"{name}'s run() returned a {type(returned).__qualname__}: return its schema's Rank")
         payload = rank_payload(
             name, rank, time.perf_counter() - started, dataclasses.asdict(params), environment(ctx), metrics
         )
