@@ -255,16 +255,29 @@ def test_training_setup_fp16_steps_as_the_lessons_fp16_function(ctx):
 
 @pytest.mark.parametrize("options", [{}, {"bucket_cap_mb": 1}, {"gradient_as_bucket_view": True, "static_graph": True}])
 def test_training_setup_wraps_ddp_as_the_lessons_tuned_function(ctx, options):
-    """DDP as notebook 04's ``wrap_ddp_tuned`` makes it (its bucket size passed even at the default: a 25 MB first
-    bucket, not DDP's 1 MB), with the same options."""
+    """DDP as notebook 04's ``wrap_ddp_tuned`` makes it with the lesson's options (its bucket size passed explicitly:
+    a 25 MiB first bucket, not DDP's 1 MiB), with the same options."""
     s = training.setup(ctx, **TINY, data="device", ddp_kwargs=options)
-    lesson = ddp_optimised.wrap_ddp_tuned(unet.build_unet("tiny"), CPU, **options)
+    lesson = ddp_optimised.wrap_ddp_tuned(unet.build_unet("tiny"), CPU, **{**training.DDP_OPTIONS, **options})
     for name in ("bucket_bytes_cap", "bucket_bytes_cap_default", "gradient_as_bucket_view", "static_graph"):
         assert getattr(s.model, name) == getattr(lesson, name), name
     assert s.model.bucket_bytes_cap == int((options.get("bucket_cap_mb") or 25) * 1024 * 1024)
     assert not s.model.bucket_bytes_cap_default  # so DDP's first bucket is bucket_cap_mb too
     with pytest.raises(TypeError, match="find_unused_parameters not one of DDP's options here"):
         training.setup(ctx, **TINY, ddp_kwargs={"find_unused_parameters": True})
+
+
+@pytest.mark.parametrize("options", [{}, {"gradient_as_bucket_view": True}, {"static_graph": True}])
+def test_the_tuned_wrap_changes_only_what_it_is_given(ctx, options):
+    """Notebook 04's variants each change one of DDP's options: the rest, the buckets included, stay DDP's own (a
+    1 MiB first bucket, then 25 MiB), as the lesson's ``wrap_ddp`` leaves them."""
+    plain = ddp_train.wrap_ddp(unet.build_unet("tiny"), CPU)
+    tuned = ddp_optimised.wrap_ddp_tuned(unet.build_unet("tiny"), CPU, **options)
+    assert tuned.bucket_bytes_cap_default and tuned.bucket_bytes_cap == plain.bucket_bytes_cap == 25 * 1024 * 1024
+    for name in ("gradient_as_bucket_view", "static_graph"):
+        assert getattr(tuned, name) == options.get(name, getattr(plain, name)), name
+    explicit = ddp_optimised.wrap_ddp_tuned(unet.build_unet("tiny"), CPU, bucket_cap_mb=25.0)
+    assert not explicit.bucket_bytes_cap_default  # a number, 25 too, makes the first bucket that size
 
 
 def test_training_setup_rejects_bad_arguments():
@@ -363,7 +376,7 @@ def test_the_train_workload_takes_notebook_04s_variants_from_its_chapter():
     assert compiled.count_note and compiled.comm_share_note and compiled.cleanup is not None
     assert train.configuration(report.SOLO).alone and not train.variant("baseline").alone
     assert optimisations.variant("baseline") is None and optimisations.variant("bucket_cap_mb=N") is None
-    with pytest.raises(ParamError, match=r"unknown variant '1 GPU, no DDP'.*\(N a number of MB\)$"):
+    with pytest.raises(ParamError, match=r"unknown variant '1 GPU, no DDP'.*\(N a number of MiB\)$"):
         train.check_variant(report.SOLO)  # measured with one_gpu_batch, never asked for by name
     chapter = Path(train.__file__).parent
     assert [p.name for p in chapter.rglob("*.py") if "ch04" in p.read_text()] == []  # not even in prose

@@ -34,7 +34,7 @@ VARIANTS = {
     "torch.compile": "ddp_optimised.build_model_compiled",
 }
 """What each variant runs: the lesson's code with the function named here swapped in."""
-NOTE = "N a number of MB"
+NOTE = "N a number of MiB"
 """What the menu's ``bucket_cap_mb=N`` stands for."""
 BUCKETS = re.compile(r"^bucket_cap_mb=([0-9.]+)$")
 ACCUMULATING = ("no_sync accumulation", "accumulation without no_sync")
@@ -103,7 +103,7 @@ def _forget_compiled() -> None:
 
 
 def variant(name: str) -> Variant | None:
-    """The variant ``name`` (``bucket_cap_mb=N`` with N a positive number of MB); None for a name not here."""
+    """The variant ``name`` (``bucket_cap_mb=N`` with N a positive number of MiB); None for a name not here."""
     m = BUCKETS.match(name)
     if m:
         require(float(m.group(1)) > 0, f"variant {name!r}: bucket_cap_mb must be positive")

@@ -37,9 +37,10 @@ AMP_DTYPES = {"fp32": None, "fp16": torch.float16, "bf16": torch.bfloat16}
 VAL_SEED_OFFSET = 1_000_000
 """The validation set is the same generator with ``seed + VAL_SEED_OFFSET``: other images."""
 DDP_OPTIONS = {"bucket_cap_mb": 25.0, "gradient_as_bucket_view": False, "static_graph": False}
-"""DDP's tuning options :func:`setup` passes, each at DDP's default unless ``ddp_kwargs`` says otherwise (notebook 04's
-``wrap_ddp_tuned``). The bucket size is passed even at its default: DDP then makes its first bucket that size too
-(left unset, the first bucket is 1 MB)."""
+"""DDP's tuning options :func:`setup` passes unless ``ddp_kwargs`` says otherwise (as notebook 04's
+``wrap_ddp_tuned(..., bucket_cap_mb=25.0)`` would). The bucket size is passed explicitly, at 25 MiB: DDP then makes
+every bucket that size, the first included (left unset, DDP's first bucket is 1 MiB). Chapter 07's compression runs,
+the committed 2x H200 ones included, trained with these buckets, and its hooks compress one bucket at a time."""
 
 
 @dataclasses.dataclass

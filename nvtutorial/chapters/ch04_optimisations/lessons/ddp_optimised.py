@@ -35,15 +35,17 @@ def train_step_fp16(model, optimizer, images, masks, device, scaler):
 
 
 # %% DDP's options
-def wrap_ddp_tuned(model, device, bucket_cap_mb=25.0, gradient_as_bucket_view=False, static_graph=False):
-    """DDP with its tuning options (their defaults here are DDP's own)."""
+def wrap_ddp_tuned(model, device, bucket_cap_mb=None, gradient_as_bucket_view=False, static_graph=False):
+    """DDP with its tuning options, each at DDP's own default unless given (so a variant changes one thing)."""
     return DDP(
         model,
         device_ids=[device.index] if device.type == "cuda" else None,
-        bucket_cap_mb=bucket_cap_mb,  # size of a gradient bucket: one all-reduce each
+        # MiB per gradient bucket, one all-reduce each. None: DDP's 25 MiB, with a first bucket of 1 MiB;
+        # a number (25 too) makes every bucket, the first included, that size.
+        bucket_cap_mb=bucket_cap_mb,
         gradient_as_bucket_view=gradient_as_bucket_view,  # .grad is a view into its bucket: no copy
-        static_graph=static_graph,
-    )  # the same parameters used every step: less bookkeeping
+        static_graph=static_graph,  # the same parameters used every step: less bookkeeping
+    )
 
 
 # %% gradient accumulation with no_sync
