@@ -40,8 +40,12 @@ class Rank:
     allreduce_sum: float
     """What every element of the all-reduced tensor should hold: 1 + 2 + … + world size."""
     allreduce_ok: bool
+    """Always True in a returned result: every element of every step's all-reduce is checked, and a wrong sum
+    raises instead."""
     median_allreduce_ms: float
-    """The median all-reduce, timed on the host (the device synchronised at both ends)."""
+    """The median of the ``steps`` all-reduces (the upper middle one for an even count, e.g. the committed run's 50),
+    each timed alone on the host clock, the device synchronised at both ends; the first all-reduce, with no warm-up
+    before it, is included."""
     numel: int
     env: dict[str, str | None]
     """The values of ``Params.report_env``'s variables on this rank (None: not set)."""

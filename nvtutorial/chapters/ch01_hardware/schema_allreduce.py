@@ -27,7 +27,8 @@ class Row:
     iters: int
     """All-reduces per timed repeat (fewer than ``Params.iters`` for slow sizes)."""
     correct: bool
-    """Every rank held n(n+1)/2 after the check's all-reduce (a wrong sum raises instead)."""
+    """This rank's first and last elements held n(n+1)/2 after the check's all-reduce (a wrong sum raises: a saved
+    row is always True)."""
     time_us: float
     """The median repeat's time per all-reduce, µs."""
     algbw: float

@@ -14,8 +14,12 @@ NAME = "p2p_copy"
 
 @dataclasses.dataclass(frozen=True)
 class Row:
-    """One copy direction at one size, alone or with the other direction at once. Host clock, both GPUs
-    synchronised at both ends of each repeat."""
+    """One copy direction at one size, alone or with the other direction at once.
+
+    Today's runs: each repeat is timed on the host clock around its ``iters`` rounds, both GPUs synchronised at both
+    ends. Rows written before commit abd0e78 (2026-12-01), the committed run ``p2p_copy-20261130-014850-e85a55``
+    among them (its :attr:`Rank.timer` is None), were timed with CUDA events on the source GPU's current stream
+    around the repeat's copies, one direction at a time, the destination GPU not synchronised."""
 
     path: str
     """``cuda:0 → cuda:1``, or the host ``memcpy`` of a CPU run (labelled a simulation)."""
@@ -23,7 +27,7 @@ class Row:
     size: int
     """Bytes copied per copy (S)."""
     time_us: float
-    """The median repeat's time per round of copies, µs."""
+    """The median repeat's time per round of copies (one copy per direction in the round), µs."""
     gbps: float
     """S ÷ time, GB/s (10⁹ bytes per second), this direction."""
     gbps_min: float
@@ -33,7 +37,9 @@ class Row:
     iters: int
     """Rounds per timed repeat."""
     busy_share: float | None = None
-    """``both at once`` only: the median share of each repeat this direction's stream was busy (CUDA events)."""
+    """``both at once`` only: the share of each repeat between this direction's first and last copy on its stream
+    (CUDA events recorded on that stream before the first copy and after the last, over the host-timed repeat; gaps
+    between the copies count as busy), the median over the repeats."""
 
     def samples(self) -> tuple[float, ...]:
         """Every repeat's GB/s, what :func:`~nvtutorial.report.verdict.compare` reads; a row saved before those were
@@ -52,7 +58,8 @@ class Rank:
     peer_access: Mapping[str, bool] = dataclasses.field(default_factory=dict)
     """``"0->1"``: whether each GPU can reach the other's memory directly (NVLink or PCIe P2P); GPU runs only."""
     timer: str | None = None
-    """How the copies were timed (GPU runs)."""
+    """How the copies were timed (GPU runs): today the host clock, both GPUs synchronised. None in the committed run
+    of 2026-11-30, which timed them with CUDA events on the source GPU's stream (see :class:`Row`)."""
     devices: tuple[str, ...] = ()
     """The names of the source and destination GPUs (GPU runs)."""
     note: str = ""
@@ -61,8 +68,12 @@ class Rank:
     @staticmethod
     def upgrade(data: dict) -> dict:
         """Older layouts: rows saved before the two directions were also timed at once (each way alone, no ``mode``)
-        and before every repeat's GB/s was kept (the committed run); a skipped run that said why in a row of
-        Nones, and a waiting rank that gave only its ``role``."""
+        and before every repeat's GB/s was kept (the committed run, 2026-11-30: timed with CUDA events on the source
+        GPU's stream, one direction at a time, not on today's host clock; ``timer`` None); a skipped run that said
+        why in a row of Nones, and a waiting rank that gave only its ``role``.
+
+        Dropped: the skipped run's row of Nones (its text, ``skipped: needs 2 GPUs, N visible``, repeats
+        :attr:`Rank.note`); ``role``, whose text becomes :attr:`Rank.note`."""
         if "role" in data and "mode" not in data:
             data = {"mode": "waits", "note": data.pop("role"), **data}
         if isinstance(data.get("rows"), list):

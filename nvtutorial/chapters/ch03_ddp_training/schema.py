@@ -5,7 +5,16 @@ The workload (``workload.py``, on the ranks) returns one :class:`Rank` per rank:
 ``rank{R}.json``; the kernel side reads it back typed (``result.ranks_as(Rank)``, ``report.py``).
 
 The committed 2× H200 reference runs (``reference/h200x2/runs/train-*``) were written by an earlier ``train``
-workload, in another layout: :meth:`Rank.upgrade` reads them as today's rows (one place for every rename).
+workload, in another layout: :meth:`Rank.upgrade` reads them in today's layout (one place for every rename). The
+names are mapped, not the configurations: every committed variant ran with ``torch.backends.cudnn.benchmark = True``
+and passed DDP's ``bucket_cap_mb`` explicitly (25.0 unless the variant set another), so its first bucket was as large
+as the cap (25 MiB for ``base``), while today's ``baseline`` (``lessons/ddp_train.py``'s ``wrap_ddp``) leaves both at
+their defaults: ``cudnn.benchmark`` False, and DDP's ``bucket_cap_mb=None`` (a 25 MiB cap with a 1 MiB first
+bucket). A committed ``base`` row read as ``baseline`` is therefore not a measurement of today's ``baseline`` code.
+
+Step times (``step_ms``, ``step_ms_rounds``, ``nosync_step_ms``) are each step timed alone with CUDA events on the
+current stream on a GPU and on the host clock on the CPU, in today's runs and in the committed ones;
+``first_step_s`` is the host clock, the device synchronised at both ends.
 """
 
 from __future__ import annotations
@@ -34,7 +43,9 @@ COMMITTED_NAMES = {
     "data=device+batch_size=32": "baseline",
     "data=device+batch_size=16": "baseline",
 }
-"""Variant names of the committed reference runs -> the names of today's train workload."""
+"""Variant names of the committed reference runs -> the names of today's train workload. Only the names: the
+committed variants all ran with ``cudnn.benchmark = True`` and ``bucket_cap_mb`` passed explicitly (25.0 for these:
+a 25 MiB first bucket), neither of which today's ``baseline`` does (see the module docstring)."""
 EARLIER = ("per_gpu_batch", "global_batch", "shuffle", "lesson")
 """What the earlier workload wrote beside its rows (its one batch size; in one run the lesson trained for epochs and
 the samplers' orders checked): kept in :attr:`Rank.earlier`, as written."""
@@ -72,13 +83,14 @@ class Row:
     optimizer_bytes: int | None = None
     """Bytes of the optimizer's state (AdamW: two moments per parameter)."""
     first_step_s: float | None = None
-    """Seconds of the first step (with torch.compile: the compilation)."""
+    """Seconds of the first step (with torch.compile: the compilation); the host clock, the device synchronised at
+    both ends."""
     loss_curve: tuple[float, ...] = ()
     """The loss of every step, warm-up and timed, in order."""
     step_ms_rounds: tuple[float, ...] = ()
     """Each timed round's median step time (ms): the repeats a comparison takes. Empty in the committed layout."""
     step_ms: float | None = None
-    """Median of every timed step (ms)."""
+    """Median of every timed step (ms; each step timed alone: CUDA events on a GPU, the host clock on the CPU)."""
     step_ms_min: float | None = None
     step_ms_max: float | None = None
     samples_per_s: float | None = None
@@ -86,7 +98,7 @@ class Row:
     comm_share_note: str | None = None
     """Why the communication share was not measured (1-GPU row, torch.compile)."""
     nosync_step_ms: float | None = None
-    """Median step under ``model.no_sync()``, without the gradient exchange (ms)."""
+    """Median step under ``model.no_sync()``, without the gradient exchange (ms; timed like ``step_ms``)."""
     comm_share: float | None = None
     """1 − no_sync step ÷ step: the share of a step the exchange exposes."""
     status: str
@@ -98,7 +110,9 @@ class Row:
     peak_mem_gb: float | None = None
     """Rank 0's peak (GB)."""
     optimizer_mem_gb_per_rank: tuple[float | None, ...] = ()
-    """Every rank's allocated memory just before ``optimizer.step`` (GB; None on the CPU)."""
+    """Every rank's memory allocated when the optimizer is about to step (a step pre-hook: every gradient exists),
+    above what was allocated before the model was built; the largest over the timed steps (GB, 10⁹ bytes; None on
+    the CPU)."""
     optimizer_mem_gb: float | None = None
     aa_repeat: bool = False
     """The first configuration measured again at the end: the run's A/A pair."""
@@ -147,7 +161,11 @@ class Rank:
         """The committed reference's layout as today's: its fields beside the rows into :attr:`earlier`; each row's
         variant under today's name (:data:`COMMITTED_NAMES`), its per-GPU batch with every micro-batch (the earlier
         workload named the micro-batch's), and every field it lacks at its default. A row of today's layout (it
-        names its ``code``) is only filled in."""
+        names its ``code``) is only filled in. The committed name itself is not kept (``base`` and both
+        ``data=device+batch_size=*`` become ``baseline``; ``per_gpu_batch`` still tells the batches apart), and the
+        rename maps names, not configurations: the committed rows ran with ``cudnn.benchmark = True`` and an explicit
+        ``bucket_cap_mb`` (25.0 for the renamed ones: a 25 MiB first bucket), today's ``baseline`` with neither (see
+        the module docstring)."""
         earlier = {key: data.pop(key) for key in EARLIER if key in data}
         if earlier:
             data["earlier"] = earlier

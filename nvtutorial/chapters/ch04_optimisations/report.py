@@ -374,7 +374,7 @@ def verdict_c9(attention: RunResult | schema.Rank) -> Verdict:
             + (
                 f": {compare(default.ms_all, off.ms_all).describe('ms')}"
                 if default.ms_all
-                else f" ({default.ms:.2f} → {off.ms:.2f} ms, medians without repeats)"
+                else f" ({default.ms:.2f} → {off.ms:.2f} ms, medians; their repeats were not kept)"
             )
         )
     if unet.ms_flash_on_all:
@@ -393,7 +393,7 @@ def verdict_c9(attention: RunResult | schema.Rank) -> Verdict:
     else:
         parts.append(
             f"the UNet's step {unet.ms_flash_on:.2f} ms with flash on, {unet.ms_flash_off:.2f} ms off "
-            "(medians without repeats)" + (": the same kernels either way" if untouched else "")
+            "(medians; their repeats were not kept)" + (": the same kernels either way" if untouched else "")
         )
     text = "; ".join(parts) + (
         ". An attention-kernel switch, on by default, for one device: nothing to do with "

@@ -1,10 +1,14 @@
 """What the ``attention_sdp`` workload returns: frozen dataclasses, torch-free, read by both sides.
 
 The workload (``workload_attention.py``, on the ranks) returns one :class:`Rank` per rank: the SDPA switches as found
-and after, which backends run here, the attention block timed per setting, and the course UNet's SDPA calls and step
-with flash on and off. The kernel side reads it back typed (``result.metrics_as(Rank)``, ``report.py``). The committed
-2× H200 run (``reference/h200x2/runs/attention_sdp-*``) timed without repeats: :meth:`Rank.upgrade` fills in what it
-lacks.
+and after, which backends run here, the attention block timed per setting, and the course UNet's SDPA calls and its
+forward + backward (no optimizer) with flash on and off. The kernel side reads it back typed
+(``result.metrics_as(Rank)``, ``report.py``). Every time is one call per repeat, after ``warmup`` untimed calls, timed
+with CUDA events on the current stream on a GPU and the host clock on the CPU (``ctx.time_calls``).
+
+The committed run on one H200 of the 2× H200 machine (``reference/h200x2/runs/attention_sdp-*``, ``nproc=1``) timed
+10 repeats per setting but kept only their median (the repeats themselves were not saved), and did not time flash-on
+again at the end: :meth:`Rank.upgrade` fills in what it lacks.
 """
 
 from __future__ import annotations
@@ -63,14 +67,17 @@ class Setting:
     ops: tuple[str, ...]
     """The ATen attention operators it ran: the kernel SDPA picked."""
     ms: float
-    """Median time of one forward + backward (ms)."""
+    """Median time of one forward + backward over the repeats (ms; CUDA events on a GPU, the host clock on the
+    CPU)."""
     ms_all: tuple[float, ...] = ()
     """Every repeat (ms); empty where the run kept only the median (the committed run)."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class UNet:
-    """The course UNet: its SDPA calls, and its forward + backward with flash on, off and on again."""
+    """The course UNet: its SDPA calls, and its forward + backward (under autocast unless fp32; no optimizer, the
+    gradients accumulating) with flash on, off and on again. Times are medians over the repeats, ms: CUDA events on
+    a GPU, the host clock on the CPU."""
 
     model: Literal["tiny", "small", "full"]
     sdpa_calls: int
@@ -78,10 +85,10 @@ class UNet:
     attention_block_sdpa_calls: int
     """The same count for the attention block (1): the counter counts."""
     ms_flash_on: float
-    """Median step with flash on (ms)."""
+    """Median forward + backward with flash on (ms; no optimizer step)."""
     ms_flash_on_all: tuple[float, ...] = ()
     ms_flash_off: float
-    """Median step with flash off (ms)."""
+    """Median forward + backward with flash off (ms; no optimizer step)."""
     ms_flash_off_all: tuple[float, ...] = ()
     ms_flash_on_again: float | None = None
     """Flash on again, after: the A/A pair of the first measurement (ms); None where not measured."""
@@ -103,13 +110,13 @@ class Rank:
     """Default switches, flash switched off, then each backend that runs, forced."""
     unet: UNet
     after: Switches
-    """The switches at the end: restored, as found."""
+    """The switches as read at the end (equal to ``defaults`` when the switches were restored)."""
 
     @staticmethod
     def upgrade(data: dict) -> dict:
-        """An older layout as today's: the committed run timed without repeats and not again at the end, so each
-        setting's and the UNet's repeats are empty and the second flash-on time is None; a backend that did not run
-        lists no operators."""
+        """An older layout as today's: the committed run (one H200) timed 10 repeats per setting but kept only their
+        median, and did not time flash-on again at the end, so each setting's and the UNet's repeats are empty and
+        the second flash-on time is None; a backend that did not run lists no operators."""
         data["backends"] = [{"ops": [], **b} for b in data.get("backends", ())]
         data["attention"] = [{"ms_all": [], **s} for s in data.get("attention", ())]
         if isinstance(data.get("unet"), dict):

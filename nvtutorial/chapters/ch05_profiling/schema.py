@@ -139,7 +139,8 @@ class SweepRow:
     """Per GPU."""
     global_batch: int
     step_ms_unprofiled: float
-    """The median DDP step of the rounds, without the profiler."""
+    """The median DDP step of the rounds, without the profiler; in the committed runs, the median of the batch's
+    ``sweep_steps`` steps, each timed with CUDA events (see :attr:`Rank.timing`)."""
     samples_per_s: float
     """Of all ranks together, from ``step_ms_unprofiled``."""
     repeats: Kinds | None = None
@@ -245,12 +246,16 @@ class Rank:
     gradient_mib: float
     """fp32 gradients: 4 bytes per parameter, in MiB."""
     timing: str | None = None
-    """How the steps were timed (None in the reference runs: the same host clock)."""
+    """How the steps were timed: today :data:`workload.TIMING` (the host clock per step, the device synchronised at
+    its end). None in the committed 2× H200 runs (2026-11-30, commit 15fcf4b), which timed each step alone with CUDA
+    events on the current stream (``ctx.time_calls``): GPU-clock times, not the clock today's runs use."""
     step_ms: float
-    """The median DDP step of the A/B rounds (no profiler)."""
+    """The median DDP step of the A/B rounds (no profiler); in the committed runs (no rounds), the median of their
+    10 timed steps (``timed_steps``)."""
     no_sync_step_ms: float | None = None
     local_step_ms: float | None
-    """The median 1-GPU step (the bare module); None: not timed."""
+    """The median 1-GPU step (the bare module); None: not timed. In the committed runs, the median of
+    ``timed_steps`` steps timed last, after the profiled steps, the sweep and the probe."""
     ddp_gap_ms: float | None
     """``step_ms - local_step_ms``."""
     step_ms_all: Kinds | None = None

@@ -53,9 +53,10 @@ class RingRow:
     slices: int
     """Slices per chunk (1: no pipelining)."""
     ring_ms: float | None = None
-    """Median of the repeats, milliseconds."""
+    """Median of the repeats, milliseconds; each call timed alone, CUDA events on the current stream on a GPU, the
+    host clock on the CPU (the committed run too)."""
     all_reduce_ms: float | None = None
-    """``dist.all_reduce``'s median on the same tensor, milliseconds."""
+    """``dist.all_reduce``'s median on the same tensor, milliseconds, timed like ``ring_ms``."""
     ring_ms_all: tuple[float, ...] = ()
     """Every repeat, milliseconds (``()``: not kept, older runs)."""
     all_reduce_ms_all: tuple[float, ...] = ()
@@ -72,8 +73,10 @@ class RingRow:
     @staticmethod
     def upgrade(row: Mapping[str, Any]) -> dict[str, Any]:
         """A row of the first runs' layout as today's (a copy): no ``variant``, ``slices``, ``busbw_ratio``,
-        ``ring_bytes_returned`` or repeats; their ``ring_over_all_reduce`` (``ring_ms / all_reduce_ms``), the inverse
-        of ``busbw_ratio``, is dropped for ``busbw_ratio`` computed from the same medians."""
+        ``ring_bytes_returned`` or repeats.
+
+        Dropped: ``ring_over_all_reduce`` (``ring_ms / all_reduce_ms``), derivable: it is the inverse of
+        ``busbw_ratio``, which is computed here from the same two medians, both kept."""
         row = dict(row)
         row.pop("ring_over_all_reduce", None)
         row.setdefault("variant", ONE_SLICE)
@@ -128,11 +131,16 @@ class SparseRow:
     exact: bool
     """Equal to the dense all-reduce on every rank."""
     sparse_bytes_sent: float
+    """Bytes this rank would send were the sparse all-reduce's collectives rings (``_commcount``'s ``sent``): its
+    all-gathers of the count, the padded indices and the padded values, each ``(W-1) ×`` this rank's share; not the
+    bytes handed to ``torch.distributed``."""
     dense_bytes_sent: float
+    """The same for the dense all-reduce: ``2 (W-1)/W ×`` the tensor's bytes."""
     bytes_ratio: float
     """Sparse ÷ dense bytes (below 1: fewer)."""
     sparse_ms: float
-    """Median, milliseconds."""
+    """Median of the repeats, milliseconds; each call timed alone, CUDA events on the current stream on a GPU, the
+    host clock on the CPU."""
     dense_ms: float
     sparse_ms_all: tuple[float, ...] = ()
     """Every repeat, milliseconds (``()``: not kept, older runs)."""
@@ -160,7 +168,8 @@ class Rank:
         """An older layout as today's. The first runs (``reference/h200x2``) timed one way of running the ring
         and kept no repeats: their ring rows have no ``variant``, ``slices``, ``busbw_ratio``, ``ring_bytes_returned``
         or repeats, and their ``ring_over_all_reduce`` (``ring_ms / all_reduce_ms``) is the inverse of
-        ``busbw_ratio`` (:meth:`RingRow.upgrade`); their sparse rows have no repeats."""
+        ``busbw_ratio``: dropped, derivable from the two medians kept (:meth:`RingRow.upgrade`); their sparse rows
+        have no repeats."""
         if "ring" in data:
             data["ring"] = [RingRow.upgrade(row) for row in data["ring"]]
         if "sparse" in data:

@@ -39,7 +39,8 @@ class Eval:
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Hook:
     """One hook's training, every round pooled (rank-local): the first round's curves and accuracy (every round
-    trains from the same weights on the same batches), every round's timed steps for the time."""
+    trains from the same weights on the same batches), every round's timed steps for the time. Each step is timed
+    alone: CUDA events on the current stream on a GPU (the committed runs too), the host clock on the CPU."""
 
     hook: HookName
     compressed_when_timed: bool
@@ -149,10 +150,14 @@ class Rank:
     def upgrade(data: dict[str, Any]) -> dict[str, Any]:
         """An older layout as today's. The first runs (``reference/h200x2``) did not record skipped hooks (they
         skipped none: all five hooks are in them), whether a CPU rank's GPUs were hidden, nor, per hook, the calls
-        and whether the rounds' losses were equal; they kept two keys no longer written, each dropped here:
-        ``step_ms_spread`` (``(max - min) / median`` of ``step_ms_round_medians``, which they hold) and
-        ``wall_ms_per_step`` (the timed loop's wall-clock time per step: nothing reads it, newer runs do not
-        measure it)."""
+        and whether the rounds' losses were equal; they kept two keys per hook no longer written, each dropped here
+        (so the typed view, and the no-loss check over it, do not hold them):
+
+        - ``step_ms_spread``: ``(max - min of step_ms_round_medians) / step_ms_median``, derivable from the two fields
+          kept (checked on all ten hooks of the two committed runs);
+        - ``wall_ms_per_step``: a measurement, not derivable: the host clock from before the first timed step to after
+          the device was synchronised at the end of the timed loop (batches and evaluations inside it included),
+          per step, the mean over the rounds. Nothing reads it and newer runs do not measure it."""
         data.setdefault("gpus_hidden_from_cpu_rank", None)
         data.setdefault("skipped_hooks", {})
         if "hooks" in data:

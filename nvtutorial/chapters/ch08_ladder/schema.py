@@ -43,8 +43,8 @@ class Gradients:
     worst: str | None
     """The parameter of that largest difference (None: no gradient compared)."""
     norm_ratio: float | None
-    """The gradients' global norm ÷ the reference's (2.0 for summed instead of averaged gradients; None: the
-    reference's norm is 0)."""
+    """The gradients' global norm ÷ the reference's (W for summed instead of averaged gradients over W ranks: 2.0 on
+    two; None: the reference's norm is 0)."""
     missing: tuple[str, ...]
     """Parameters that had no gradient."""
 
@@ -98,7 +98,7 @@ class Rung:
     """Seconds per step of each timed repeat."""
     step_s_median: float
     peak_allocated: int | None = None
-    """GPU only: the peak bytes allocated over the timed steps."""
+    """GPU only: the peak bytes allocated over the warm-up and timed steps (the peak is reset before the warm-up)."""
     nvlink_tx_bytes_per_step: float | None
     """NVML's NVLink TX counter of this rank's GPU per timed step (None: not available, see ``nvlink_note``)."""
     nvlink_note: str

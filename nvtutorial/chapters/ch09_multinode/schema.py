@@ -28,4 +28,6 @@ class Rank:
     final_loss: float
     """This rank's loss at the last step it trained (0.0 when it trained none)."""
     weights_sha256: str
-    """SHA-256 of the final weights' bytes: equal on every rank, and between runs that end with the same weights."""
+    """SHA-256 of this rank's final weights' bytes: equal on every rank when the gradients are all-reduced (DDP's
+    default), each rank's own with ``--no-sync`` (no all-reduce: the ranks' weights drift apart); equal between runs
+    that end with the same weights."""
