@@ -346,7 +346,7 @@ def attention(calls=0, default_ops=("_flash",), off_ops=("_flash",), unet=None, 
 
 
 def test_the_attention_schema_upgrades_the_committed_layout():
-    """The committed run timed without repeats and not again: empty repeats, no second flash-on time."""
+    """The committed run kept only the median of its 10 repeats and timed flash-on once: no repeats, no second time."""
     old = {
         "device": "cuda:0",
         "dtype": "bf16",

@@ -156,7 +156,7 @@ CLAIMS: tuple[Claim, ...] = (
         "It only selects a kernel for `scaled_dot_product_attention` on one device, is on by default, and the "
         "course's UNet makes no attention call (counted; UNets with attention layers, as in diffusion models, "
         "do). On the H200 the default attention kernel was cuDNN's, and the same cuDNN kernel ran with flash "
-        "switched off (6.86 against 6.87 ms, medians without repeats).",
+        "switched off (6.86 against 6.87 ms, medians of 10 repeats, their spread not kept).",
         "wrong",
         "2× H200 run",
         "04_optimisations",
