@@ -255,14 +255,14 @@ def test_training_setup_fp16_steps_as_the_lessons_fp16_function(ctx):
 
 @pytest.mark.parametrize("options", [{}, {"bucket_cap_mb": 1}, {"gradient_as_bucket_view": True, "static_graph": True}])
 def test_training_setup_wraps_ddp_as_the_lessons_tuned_function(ctx, options):
-    """DDP as notebook 04's ``wrap_ddp_tuned`` makes it with the lesson's options (its bucket size passed explicitly:
-    a 25 MiB first bucket, not DDP's 1 MiB), with the same options."""
+    """DDP as notebook 04's ``wrap_ddp_tuned`` makes it, given the same options: DDP's own defaults otherwise (a
+    25 MiB cap, the first bucket's 1 MiB, as chapter 07's committed runs trained)."""
     s = training.setup(ctx, **TINY, data="device", ddp_kwargs=options)
-    lesson = ddp_optimised.wrap_ddp_tuned(unet.build_unet("tiny"), CPU, **{**training.DDP_OPTIONS, **options})
+    lesson = ddp_optimised.wrap_ddp_tuned(unet.build_unet("tiny"), CPU, **options)
     for name in ("bucket_bytes_cap", "bucket_bytes_cap_default", "gradient_as_bucket_view", "static_graph"):
         assert getattr(s.model, name) == getattr(lesson, name), name
     assert s.model.bucket_bytes_cap == int((options.get("bucket_cap_mb") or 25) * 1024 * 1024)
-    assert not s.model.bucket_bytes_cap_default  # so DDP's first bucket is bucket_cap_mb too
+    assert s.model.bucket_bytes_cap_default == ("bucket_cap_mb" not in options)  # the first bucket's 1 MiB
     with pytest.raises(TypeError, match="find_unused_parameters not one of DDP's options here"):
         training.setup(ctx, **TINY, ddp_kwargs={"find_unused_parameters": True})
 
@@ -277,7 +277,26 @@ def test_the_tuned_wrap_changes_only_what_it_is_given(ctx, options):
     for name in ("gradient_as_bucket_view", "static_graph"):
         assert getattr(tuned, name) == options.get(name, getattr(plain, name)), name
     explicit = ddp_optimised.wrap_ddp_tuned(unet.build_unet("tiny"), CPU, bucket_cap_mb=25.0)
-    assert not explicit.bucket_bytes_cap_default  # a number, 25 too, makes the first bucket that size
+    assert not explicit.bucket_bytes_cap_default  # a number, 25 too, caps the first bucket at it
+
+
+@pytest.mark.parametrize("name", ["gradient_as_bucket_view=True", "static_graph=True", "bucket_cap_mb=5"])
+def test_notebook_04s_variants_build_ddp_as_the_lesson_but_for_their_option(ctx, name):
+    """What notebook 04 runs (the train workload's variant, built as the workload builds it) against the lesson's
+    ``ddp_train.build_model``: the same DDP but for the one option the variant names."""
+    from nvtutorial.chapters.ch04_optimisations import workload_train
+
+    plain = ddp_train.build_model("tiny", CPU)
+    variant = workload_train.variant(name)
+    assert variant is not None
+    built = variant.build_model("tiny", CPU)
+    option, _, value = name.partition("=")
+    for attr in ("bucket_bytes_cap", "bucket_bytes_cap_default", "gradient_as_bucket_view", "static_graph"):
+        changed = {"bucket_cap_mb": ("bucket_bytes_cap", "bucket_bytes_cap_default")}.get(option, (option,))
+        if attr in changed:
+            assert getattr(built, attr) != getattr(plain, attr), attr
+        else:
+            assert getattr(built, attr) == getattr(plain, attr), attr
 
 
 def test_training_setup_rejects_bad_arguments():

@@ -109,7 +109,8 @@ def test_every_committed_reference_reads_typed_through_its_schema(path):
     typing; what an upgrade itself drops or rewrites is not checked here, and each upgrade's docstring lists it with
     why (ch07 ``RingRow.upgrade``: ``ring_over_all_reduce``; ``schema_compression.Rank.upgrade``: ``step_ms_spread``,
     ``wall_ms_per_step``; ``schema_p2p.Rank.upgrade``: the skip row and ``role``; ch03 ``Rank.upgrade``: the
-    committed variant names)."""
+    committed variant names, ``per_gpu_batch`` and the earlier keys; ch05: an empty ``probe``; ch08: a failed
+    ``fit``; docs/architecture.md lists them)."""
     from nvtutorial.workloads import result_type
 
     result = RunResult.load(path)

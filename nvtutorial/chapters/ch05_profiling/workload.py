@@ -63,7 +63,7 @@ class Params:
     batch_size: int = 8  # per GPU
     image_size: int = 64
     amp: Literal["fp32", "bf16"] = "fp32"
-    bucket_cap_mb: float = 25.0  # MiB per DDP bucket, passed explicitly: every bucket, the first too (unset: 1 MiB)
+    bucket_cap_mb: float = 25.0  # DDP's bucket cap in MiB, passed: it caps the first bucket too (unset: 1 MiB)
     warmup: int = 3
     rounds: int = 3  # A/B rounds: DDP, no_sync and 1-GPU steps interleaved
     round_steps: int = 3  # timed steps of each kind per round

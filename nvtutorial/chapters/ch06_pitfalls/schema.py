@@ -138,18 +138,18 @@ class TrainingRow:
 
     Today's rows: the variant's first step untimed (warm-up; where an OOM shows), then, if it fit,
     :attr:`Training.timed_steps` steps, each timed alone with CUDA events on the current stream; the peak memory over
-    all of them. The 2026-11-30 rows (the committed run, :attr:`Training.timed_steps` None): one step per variant,
-    its first, timed on the host clock (``perf_counter``, the device synchronised before and after), the peak memory
-    over that step; every row after the first under the memory cap, the checkpointed one being the first step
-    after checkpointing was switched on."""
+    all of them. The 2026-11-30 rows (the committed run, :attr:`Training.timed_steps` None): after two untimed steps
+    of the whole model (which created the optimizer state), one timed step per variant on the host clock
+    (``perf_counter``, the device synchronised before and after), the peak memory over that step; every row after
+    the first under the memory cap, and the checkpointed row's step the first after checkpointing was switched on."""
 
     variant: str
     capped: bool
     """Measured under the memory cap."""
     outcome: Literal["fits", "OOM"]
     step_ms: float | None = None
-    """The median timed step, ms (None: it did not fit). In the 2026-11-30 run: the variant's only step, its first,
-    on the host clock with the device synchronised (see the class)."""
+    """The median timed step, ms (None: it did not fit). In the 2026-11-30 run: the variant's one timed step, on the
+    host clock with the device synchronised (see the class)."""
     step_ms_repeats: tuple[float, ...] | None = None
     """Each timed step, ms, CUDA events (None: it did not fit, or the 2026-11-30 run, which timed one step)."""
     message: str | None = None
@@ -167,8 +167,8 @@ class Training:
     batch: int
     image_size: int
     timed_steps: int | None = None
-    """Steps timed per variant, after one untimed step (None: the 2026-11-30 run, which timed only each variant's
-    first step, on the host clock)."""
+    """Steps timed per variant, after one untimed step (None: the 2026-11-30 run, which timed one step per variant,
+    on the host clock, after two untimed steps before the first variant)."""
     rows: tuple[TrainingRow, ...]
 
 

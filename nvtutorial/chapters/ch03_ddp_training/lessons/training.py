@@ -36,11 +36,11 @@ from nvtutorial.models.unet import SIZES, build_unet
 AMP_DTYPES = {"fp32": None, "fp16": torch.float16, "bf16": torch.bfloat16}
 VAL_SEED_OFFSET = 1_000_000
 """The validation set is the same generator with ``seed + VAL_SEED_OFFSET``: other images."""
-DDP_OPTIONS = {"bucket_cap_mb": 25.0, "gradient_as_bucket_view": False, "static_graph": False}
-"""DDP's tuning options :func:`setup` passes unless ``ddp_kwargs`` says otherwise (as notebook 04's
-``wrap_ddp_tuned(..., bucket_cap_mb=25.0)`` would). The bucket size is passed explicitly, at 25 MiB: DDP then makes
-every bucket that size, the first included (left unset, DDP's first bucket is 1 MiB). Chapter 07's compression runs,
-the committed 2x H200 ones included, trained with these buckets, and its hooks compress one bucket at a time."""
+DDP_OPTIONS = {"bucket_cap_mb": None, "gradient_as_bucket_view": False, "static_graph": False}
+"""DDP's tuning options :func:`setup` passes unless ``ddp_kwargs`` says otherwise, each at DDP's own default (as
+notebook 04's ``wrap_ddp_tuned`` leaves them): ``bucket_cap_mb=None`` caps each gradient bucket at 25 MiB and the
+first at 1 MiB (a number, 25 too, caps every bucket, the first included, at it). Chapter 07's compression hooks
+compress one bucket at a time; its committed 2x H200 runs trained with these default buckets."""
 
 
 @dataclasses.dataclass

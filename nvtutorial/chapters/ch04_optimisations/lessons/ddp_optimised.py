@@ -40,8 +40,8 @@ def wrap_ddp_tuned(model, device, bucket_cap_mb=None, gradient_as_bucket_view=Fa
     return DDP(
         model,
         device_ids=[device.index] if device.type == "cuda" else None,
-        # MiB per gradient bucket, one all-reduce each. None: DDP's 25 MiB, with a first bucket of 1 MiB;
-        # a number (25 too) makes every bucket, the first included, that size.
+        # a gradient bucket's cap in MiB (one all-reduce each; a bucket closes once it reaches the cap).
+        # None: DDP's 25 MiB, the first bucket's 1 MiB; a number, 25 too, caps every bucket, the first included.
         bucket_cap_mb=bucket_cap_mb,
         gradient_as_bucket_view=gradient_as_bucket_view,  # .grad is a view into its bucket: no copy
         static_graph=static_graph,  # the same parameters used every step: less bookkeeping
