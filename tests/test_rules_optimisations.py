@@ -379,6 +379,9 @@ def test_the_attention_schema_upgrades_the_committed_layout():
     assert rank.setting("nope") is None and o.attention_of(rank) is rank
     with pytest.raises(ValueError, match="'FOO' is not one of"):
         typed(schema.Rank, {**old, "backends": [{"backend": "FOO", "runs": False}]})
+    without = {k: v for k, v in old.items() if k != "backends"}  # a run that probed no backend
+    assert schema.Rank.upgrade(json.loads(json.dumps(without)))["backends"] == []
+    assert typed(schema.Rank, without).backends == ()
 
 
 def test_c9_decided_by_where_sdpa_is_called():
