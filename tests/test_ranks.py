@@ -372,7 +372,10 @@ def test_kernel_hang_shows_stacks_at_the_deadline_then_works(kernel):
 
 
 def test_kernel_interrupt_stops_every_rank(kernel):
+    # the ranks up, whether or not a test before started them, with a variable the interrupt must keep
+    assert kernel.execute("%%ranks\nkept = rank")["status"] == "ok"
     pids = kernel.pids()
+    assert len(pids) == 2
     code = (
         "%%ranks\nimport time\nprint('running', flush=True)\n"
         "if rank == 0:\n    time.sleep(120)\nelse:\n    dist.all_reduce(torch.ones(1))  # waits for rank 0"
