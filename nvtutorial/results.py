@@ -18,7 +18,7 @@ import os
 import tempfile
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Generic, Literal, TypeVar
 
@@ -36,6 +36,18 @@ def typed(cls: type[M], data: Any, where: str = "") -> M:
     if callable(upgrade) and isinstance(data, Mapping):
         data = upgrade(dict(data))
     return _value(cls, data, where or cls.__name__)
+
+
+def as_typed(cls: type[M], value: Any) -> M:
+    """``value`` as the dataclass ``cls``: as it is where it is one already, else (raw JSON: what a notebook cell
+    passes, e.g. ``result.ranks[0]["rows"][0]``) through :func:`typed`, ``cls.upgrade`` included. For the functions a
+    notebook calls with either form."""
+    return value if isinstance(value, cls) else typed(cls, value)
+
+
+def rows_typed(cls: type[M], rows: Iterable[Any]) -> tuple[M, ...]:
+    """Each of ``rows`` as ``cls`` (:func:`as_typed`): typed rows as they are, raw JSON rows through :func:`typed`."""
+    return tuple(as_typed(cls, r) for r in rows)
 
 
 def _value(tp: Any, data: Any, where: str) -> Any:

@@ -14,7 +14,7 @@ from nvtutorial.chapters.ch07_collectives import report, schema
 from nvtutorial.chapters.ch07_collectives import report_compression as cr
 from nvtutorial.chapters.ch07_collectives import schema_compression as sc
 from nvtutorial.report.verdict import compare
-from nvtutorial.results import typed
+from nvtutorial.results import as_typed, rows_typed, typed
 
 MIB = 2**20
 
@@ -113,11 +113,11 @@ def test_the_bench_schema_reads_the_old_layout():
 def test_the_notebooks_raw_json_is_typed_where_it_comes_in():
     """Notebook 07 passes raw JSON (``bench.ranks``, ``fast.ranks[0]``); typed values pass through as they are."""
     row = ring_row(64)
-    assert schema.rows_typed(schema.RingRow, [OLD_RING_ROW, row]) == (typed(schema.RingRow, OLD_RING_ROW), row)
-    assert schema.as_typed(schema.RingRow, row) is row
-    assert schema.rows_typed(schema.SparseRow, [OLD_SPARSE_ROW])[0].time_ratio == 0.5
+    assert rows_typed(schema.RingRow, [OLD_RING_ROW, row]) == (typed(schema.RingRow, OLD_RING_ROW), row)
+    assert as_typed(schema.RingRow, row) is row
+    assert rows_typed(schema.SparseRow, [OLD_SPARSE_ROW])[0].time_ratio == 0.5
     with pytest.raises(ValueError, match="unknown field nope"):
-        schema.rows_typed(schema.SparseRow, [{**OLD_SPARSE_ROW, "nope": 1}])
+        rows_typed(schema.SparseRow, [{**OLD_SPARSE_ROW, "nope": 1}])
     assert sc.summary_typed({}) is None and sc.summary_typed(None) is None
     summary = sc.DensitySummary(10, 1, 0.5, 0.5, 0.5, 0.5, 2.0, 1.0)
     assert sc.summary_typed(dataclasses.asdict(summary)) == summary and sc.summary_typed(summary) is summary

@@ -14,7 +14,7 @@ import dataclasses
 from collections.abc import Iterable, Mapping
 from typing import Any, Literal
 
-from nvtutorial.results import typed, with_defaults
+from nvtutorial.results import rows_typed, with_defaults
 
 NAME = "profile_step"
 """The workload whose results this schema types (``workload.py``)."""
@@ -303,4 +303,4 @@ class Rank:
 def phases_typed(phases: Iterable[Phase | Mapping[str, Any]]) -> tuple[Phase, ...]:
     """A rank's phases typed: :class:`Phase` as they are, raw JSON (``run.metrics["phases"]``, what notebook 05's
     telemetry cell passes) through :func:`~nvtutorial.results.typed`."""
-    return tuple(p if isinstance(p, Phase) else typed(Phase, p) for p in phases)
+    return rows_typed(Phase, phases)

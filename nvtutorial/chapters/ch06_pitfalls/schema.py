@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal
 
 from nvtutorial.params import require
-from nvtutorial.results import typed, with_defaults
+from nvtutorial.results import as_typed, rows_typed, with_defaults
 
 NAME = "pitfalls"
 """The workload whose results this schema types (``workload.py``)."""
@@ -287,20 +287,20 @@ def rank_type(params: Mapping[str, Any]) -> type[Rank] | type[TrapsRank]:
 def loader_typed(value: Loader | Mapping[str, Any]) -> Loader:
     """One rank's ``dataloader`` section typed: a :class:`Loader` as it is, raw JSON (``measured.ranks[r]
     ["dataloader"]``) through :func:`~nvtutorial.results.typed`."""
-    return value if isinstance(value, Loader) else typed(Loader, value)
+    return as_typed(Loader, value)
 
 
 def loader_rows_typed(rows: Iterable[LoaderRow | Mapping[str, Any]]) -> tuple[LoaderRow, ...]:
     """One rank's loader rows typed: :class:`LoaderRow` as they are, raw JSON (``d["rows"]`` of a ``dataloader``
     section) through :func:`~nvtutorial.results.typed`."""
-    return tuple(r if isinstance(r, LoaderRow) else typed(LoaderRow, r) for r in rows)
+    return rows_typed(LoaderRow, rows)
 
 
 def training_rows_typed(rows: Sequence[TrainingRow | Mapping[str, Any]]) -> tuple[TrainingRow, ...]:
     """The training step's rows typed: :class:`TrainingRow` as they are, raw JSON (``measured.ranks[0]["oom"]
     ["training"]["rows"]``) through :func:`~nvtutorial.results.typed`, the 2026-11-30 run's rows read as
     :meth:`TrapsRank.upgrade` reads them (:func:`_capped`)."""
-    return tuple(r if isinstance(r, TrainingRow) else typed(TrainingRow, r) for r in _capped(rows))
+    return rows_typed(TrainingRow, _capped(rows))
 
 
 def _capped(rows: Sequence[Any]) -> list[Any]:

@@ -1,7 +1,7 @@
 """Plots of notebook 07: the ring against NCCL, sparse against dense, gradient density, compression hooks.
 
 Each function takes the measured data (the typed rows of ``schema.py`` and ``schema_compression.py``, or the raw JSON
-notebook 07 passes, typed where it comes in by ``schema.rows_typed`` and ``schema_compression.rank_typed``) and
+notebook 07 passes, typed where it comes in by ``results.rows_typed`` and ``schema_compression.rank_typed``) and
 where it was measured, and returns ``(fig, ax)``. Where values are close, the figures show ratios against the
 baseline, not the values themselves.
 """
@@ -12,9 +12,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from nvtutorial.chapters.ch01_hardware.plots import size_axis
-from nvtutorial.chapters.ch07_collectives.schema import RingRow, SparseRow, rows_typed
+from nvtutorial.chapters.ch07_collectives.schema import RingRow, SparseRow
 from nvtutorial.chapters.ch07_collectives.schema_compression import DensityRow, Rank, rank_typed
 from nvtutorial.plots.style import figure, finish, plain_log_ticks
+from nvtutorial.results import rows_typed
 
 Raw = Mapping[str, Any]
 """A rank's metrics, or one of its rows, as the run's JSON holds them: what notebook 07 passes."""

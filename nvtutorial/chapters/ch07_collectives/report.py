@@ -4,7 +4,7 @@ Each function reads the run's typed metrics (``result.ranks_as(schema.Rank)``: o
 :class:`~nvtutorial.chapters.ch07_collectives.schema.Rank` per rank, or rank 0's rows) and returns a
 :class:`~nvtutorial.report.verdict.Verdict`. Notebook 07 passes the raw JSON instead (``bench.ranks``,
 ``bench.ranks[0]["source_cases"]``): each function types what it is given where it comes in (``schema.ranks_typed``,
-``schema.rows_typed``) and works on the dataclasses. Older runs (``reference/h200x2/runs/collectives_bench-*``) read
+``results.rows_typed``) and works on the dataclasses. Older runs (``reference/h200x2/runs/collectives_bench-*``) read
 the same: ``schema.Rank.upgrade`` fills in what they did not record.
 """
 
@@ -21,11 +21,10 @@ from nvtutorial.chapters.ch07_collectives.schema import (
     RingRow,
     SourceCase,
     SparseRow,
-    as_typed,
     ranks_typed,
-    rows_typed,
 )
 from nvtutorial.report.verdict import Verdict, compare
+from nvtutorial.results import as_typed, rows_typed
 
 TARGET_SHARE = 0.8
 """The course's goal for its own ring: this share of ``all_reduce``'s bus bandwidth from 64 MiB up (GPUs)."""

@@ -5,7 +5,7 @@ The workload (``workload.py``, on the ranks) builds one :class:`Rank` per rank; 
 ``result.ranks_as(Rank)``, after :meth:`Rank.upgrade` has filled in what the older layout of the committed
 2× H200 run (``reference/h200x2/runs/collectives_bench-*``) did not record. Notebook 07's cells pass the run's raw
 JSON (``bench.ranks``, ``bench.ranks[0]["sparse"]``: its cells stay as the 2× H200 copy of the notebook ran them);
-the report and the plots type it where it comes in, with :func:`ranks_typed` and :func:`rows_typed`. Its four parts:
+the report and the plots type it where it comes in, with :func:`ranks_typed` and ``results.rows_typed``. Its four parts:
 
 - ``ring``: the lessons' ring all-reduce against ``dist.all_reduce``, per message size and way of running it
   (:class:`RingRow`);
@@ -17,12 +17,11 @@ the report and the plots type it where it comes in, with :func:`ranks_typed` and
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Literal, TypeVar
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
 
-from nvtutorial.results import typed, with_defaults
+from nvtutorial.results import as_typed, with_defaults
 
-T = TypeVar("T")
 NAME = "collectives_bench"
 """The workload whose results this schema types (``workload.py``)."""
 ONE_SLICE = "ring, 1 slice"
@@ -177,18 +176,6 @@ class Rank:
         return data
 
 
-def as_typed(cls: type[T], value: object) -> T:
-    """``value`` as the dataclass ``cls``: as it is where it is one already; raw JSON (what notebook 07's cells pass,
-    e.g. ``bench.ranks[0]``) read through :func:`~nvtutorial.results.typed`, ``cls.upgrade`` first where it has one."""
-    return value if isinstance(value, cls) else typed(cls, value)
-
-
 def ranks_typed(ranks: Sequence[Rank | Mapping[str, Any]]) -> list[Rank]:
     """A run's ranks typed: ``result.ranks_as(Rank)`` as they are, ``result.ranks`` (raw JSON) through the schema."""
     return [as_typed(Rank, m) for m in ranks]
-
-
-def rows_typed(cls: type[T], rows: Iterable[object]) -> tuple[T, ...]:
-    """One rank's rows typed as ``cls`` (:class:`RingRow`, :class:`SourceCase`, :class:`SparseRow`): typed rows as
-    they are, raw JSON rows (``bench.ranks[0]["sparse"]``) through the row class (its ``upgrade`` included)."""
-    return tuple(as_typed(cls, r) for r in rows)

@@ -8,7 +8,7 @@ from ``workload_density.py``); the launcher writes it to ``rank{R}.json``; the k
 (``reference/h200x2/runs/compression-*``) to today's. Notebook 07's cells pass the run's raw JSON
 (``fast.ranks[0]``, ``{link: fast.ranks[0]}``, ``fast.ranks[0]["density"]``: its cells stay as the 2× H200 copy of the
 notebook ran them); the report and the plots type it where it comes in, with :func:`rank_typed`, :func:`runs_typed`,
-:func:`summary_typed` and ``schema.rows_typed``.
+:func:`summary_typed` and ``results.rows_typed``.
 """
 
 from __future__ import annotations
@@ -17,8 +17,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from nvtutorial.chapters.ch07_collectives.schema import as_typed
-from nvtutorial.results import typed, with_defaults
+from nvtutorial.results import as_typed, typed, with_defaults
 
 NAME = "compression"
 """The workload whose results this schema types (``workload_compression.py``)."""
