@@ -156,8 +156,10 @@ def test_the_reference_check_at_99_percent():
 
 def test_small_message_cost_at_its_factor():
     rows = [sweep_row(1024 * 2**i, time_us=t) for i, t in enumerate((10.0, 12.0, 15.0, 15.1, 40.0))]
-    v = bw.small_message_cost(result(rows))
+    run = result(rows)
+    v = bw.small_message_cost(run)
     assert v.status == "info" and v.numbers["flat_up_to"] == 4096 and v.numbers["flat_time_us_max"] == 15.0
+    assert v.key == "small messages" and v.where == run.label != ""
     assert v.numbers["smallest"] == 1024 and v.numbers["largest"] == 16384 and v.numbers["time_us_largest"] == 40.0
     assert bw.small_message_cost(result(rows), flat_factor=1.51).numbers["flat_up_to"] == 8192
     none = bw.small_message_cost(result([sweep_row(1024, time_us=10.0), sweep_row(2048, time_us=15.01)]))

@@ -155,6 +155,8 @@ def test_the_overhead_verdict():
     }
     one = p.verdict_overhead(res(rank(profiled=(11.0,)), rank()))
     assert one.status == "info" and one.numbers == {"overhead_ms": [1.0, 1.0], "step_ms": [10.0, 10.0]}
+    run = res(rank(), rank())
+    assert v.key == one.key == "profiler overhead" and v.where == one.where == run.label != ""  # where it was measured
 
 
 NOISY = (8.0, 8.5, 7.5)  # a spread of 1.0 ms on an 8 ms step: the noise bound is 1.0 ms exactly
