@@ -247,8 +247,10 @@ def test_the_second_gpu_from_medians_when_there_are_no_repeats(exposed, link_exp
         rank(split(comm=4.0, exposed=exposed, link=(1.0, 3.0, exposed - link_exposed)), local_step_ms=8.0)
         for _ in range(2)
     ]
-    v = p.verdict_second_gpu(res(*ranks))
+    run = res(*ranks)
+    v = p.verdict_second_gpu(run)
     assert v.status == "info" and v.numbers["extra_ms"] == [2.0, 2.0] and v.numbers["mean_exposed_ms"] == exposed
+    assert v.where == run.label != ""  # where it was measured
     assert v.numbers["exposed_link_ms"] == pytest.approx(link_exposed)
     assert ("more than the whole gap" in v.text) is (exposed / 2.0 > 1)
     assert ("inside the gap" in v.text) is (link_exposed <= 2.0)
