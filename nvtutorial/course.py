@@ -1,14 +1,17 @@
-"""Run the course headlessly: every notebook through papermill, then a summary.
+"""Run the course headlessly: every notebook through papermill, then a summary; and what this machine runs.
 
-``nvtutorial course --profile ci`` (small, fast: what CI runs) or ``--profile full`` (the
-lesson sizes, for 2 GPUs). Each notebook's ``parameters`` cell holds ``profile = "auto"``,
-which :func:`lesson_profile` turns into ``full`` on a machine with 2 GPUs and ``ci`` elsewhere,
-so a learner who opens a notebook on a laptop gets sizes that finish there.
+``nvtutorial course`` passes ``profile`` to every notebook as it is given (``auto`` by default). Each notebook
+declares its parts and what each needs (:data:`Need`); :func:`plan` resolves ``auto`` per part, at run time, on
+this machine: the lesson's sizes (``full``) wherever the machine can run the part as taught, the small sizes
+(``ci``) only for the CPU simulation. ``ci`` or ``full`` force the sizes everywhere (``full`` falls back to ``ci``
+where the part cannot run as taught, and says so). A notebook opens with its plan (part, where, sizes, why), and
+the course summary lists the plans again.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import platform
 import time
@@ -20,6 +23,12 @@ from nvtutorial.machine import hardware
 from nvtutorial.results import write_json_atomic
 
 Profile = Literal["ci", "full"]
+Need = Literal["one GPU", "two GPUs", "two ranks", "CPU"]
+"""What a part of a notebook needs to run as taught: ``one GPU`` (one process on a GPU: its memory, its
+kernels; two emulated nodes sharing it), ``two GPUs`` (two ranks, one GPU each, NCCL: a link between GPUs),
+``two ranks`` (any two processes: gloo on the CPU runs it as taught, NCCL where two GPUs are there), ``CPU``
+(the kernel itself, or files: nothing to place)."""
+PLAN_MIME = "application/vnd.nvtutorial.plan+json"
 
 
 class CourseError(ValueError):
@@ -35,6 +44,147 @@ def lesson_profile(profile: str = "auto", gpus_needed: int = 2) -> Profile:
     from nvtutorial.launch import torch_cuda  # torch's CUDA version, read without importing torch (seconds in a kernel)
 
     return "full" if torch_cuda() and hardware.gpu_count() >= gpus_needed else "ci"
+
+
+@dataclasses.dataclass(frozen=True)
+class Machine:
+    """What the plan is made for: the GPUs a CUDA build of torch can use here (none with a CPU build)."""
+
+    gpus: tuple[str, ...]
+    cores: int
+    nccl: str | None = None
+
+    @classmethod
+    def here(cls) -> Machine:
+        from nvtutorial.launch import torch_cuda  # read without importing torch (seconds in a kernel)
+
+        names = tuple(g.name for g in hardware.gpus()) if torch_cuda() else ()
+        return cls(names, os.cpu_count() or 1, _nccl_version() if names else None)
+
+    def gpu_label(self, n: int) -> str:
+        names = ", ".join(sorted(set(self.gpus[:n])))
+        return f"{n}× {names}" + (f", NCCL {self.nccl}" if self.nccl else "")
+
+
+def _nccl_version() -> str | None:
+    """NCCL's version where torch is already loaded (reading it initialises no GPU); None otherwise."""
+    import sys
+
+    torch = sys.modules.get("torch")
+    try:
+        v = torch.cuda.nccl.version() if torch is not None else None  # type: ignore[union-attr]
+    except Exception:  # noqa: BLE001 - a build without NCCL
+        return None
+    return ".".join(map(str, v)) if isinstance(v, tuple) else None
+
+
+@dataclasses.dataclass(frozen=True)
+class Part:
+    """One part of a notebook, placed on this machine: ``profile`` is its sizes, ``gpus`` the GPUs it runs on
+    (0: the CPU), ``backend`` its ranks' (``nccl`` on GPUs, ``gloo`` on the CPU)."""
+
+    name: str
+    need: Need
+    profile: Profile
+    gpus: int
+    where: str
+    why: str
+
+    @property
+    def backend(self) -> Literal["nccl", "gloo"]:
+        return "nccl" if self.gpus else "gloo"
+
+    @property
+    def simulated(self) -> bool:
+        """A GPU lesson that runs on the CPU here: its numbers are a simulation, labelled so."""
+        return self.need in ("one GPU", "two GPUs") and not self.gpus
+
+
+def place(name: str, need: Need, profile: str, machine: Machine) -> Part:
+    """Where ``need`` runs on ``machine``, and at which sizes (see the module's docstring)."""
+    if profile not in ("auto", "ci", "full"):
+        raise CourseError(f"profile={profile!r}: use auto, ci or full")
+    have = len(machine.gpus)
+    want = {"one GPU": 1, "two GPUs": 2, "two ranks": 2, "CPU": 0}[need]
+    if need == "CPU":
+        return Part(name, need, "ci" if profile == "ci" else "full", 0, "this kernel (CPU)", "nothing to place")
+    if have >= want:
+        sizes: Profile = "ci" if profile == "ci" else "full"
+        why = "small sizes asked for (profile='ci')" if profile == "ci" else "the lesson, as taught"
+        return Part(name, need, sizes, want, machine.gpu_label(want), why)
+    ranks = "" if want == 1 else f"{want} gloo ranks, "
+    where = f"the CPU simulation ({ranks}{machine.cores} cores)"
+    if need == "two ranks":
+        where = f"{want} gloo ranks on the CPU"
+    if not have:
+        why = "no GPU visible to a CUDA build of torch"
+    else:
+        why = f"{want} ranks need {want} GPUs for NCCL; this machine has {have}"
+    if profile == "full":
+        why += " (profile='full' asked for the lesson sizes: small sizes here)"
+    return Part(name, need, "ci", 0, where, why)
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """What this machine runs of a notebook: one :class:`Part` per entry, in order. Displayed, it is the table a
+    notebook opens with (and a machine-readable copy the course summary reads)."""
+
+    notebook: str
+    parts: tuple[Part, ...]
+
+    def __getitem__(self, name: str) -> Part:
+        for part in self.parts:
+            if part.name == name:
+                return part
+        raise KeyError(f"no part {name!r} in this plan: {', '.join(p.name for p in self.parts)}")
+
+    def rows(self) -> list[tuple[str, str, str, str]]:
+        sizes = {"full": "the lesson's", "ci": "small"}
+        return [(p.name, p.where, sizes[p.profile], p.why) for p in self.parts]
+
+    def __str__(self) -> str:
+        rows = [("part", "where", "sizes", "why"), *self.rows()]
+        widths = [max(len(r[i]) for r in rows) for i in range(3)]
+        lines = ["  ".join(cell.ljust(w) for cell, w in zip(row[:3], widths)) + "  " + row[3] for row in rows]
+        return f"What this machine runs of {self.notebook}:\n" + "\n".join(lines)
+
+    def _repr_mimebundle_(self, include=None, exclude=None):  # noqa: ARG002 - IPython's signature
+        import html
+
+        cells = "".join(
+            "<tr>" + "".join(f"<td style='text-align:left'>{html.escape(c)}</td>" for c in row) + "</tr>"
+            for row in self.rows()
+        )
+        head = "".join(f"<th style='text-align:left'>{h}</th>" for h in ("part", "where", "sizes", "why"))
+        table = f"<p>What this machine runs of {html.escape(self.notebook)}:</p><table><tr>{head}</tr>{cells}</table>"
+        return {"text/plain": str(self), "text/html": table, PLAN_MIME: self.to_dict()}
+
+    def to_dict(self) -> dict:
+        return {"notebook": self.notebook, "parts": [dataclasses.asdict(p) for p in self.parts]}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Plan:
+        return cls(d["notebook"], tuple(Part(**p) for p in d["parts"]))
+
+
+def plan(notebook: str, profile: str, parts: dict[str, Need], machine: Machine | None = None) -> Plan:
+    """The plan of ``notebook``'s ``parts`` (name -> need) on this machine (or ``machine``)."""
+    machine = machine or Machine.here()
+    return Plan(notebook, tuple(place(name, need, profile, machine) for name, need in parts.items()))
+
+
+def plans_in_notebook(nb) -> list[Plan]:
+    """The plans an executed notebook displayed (``nbformat`` node or dict)."""
+    import json
+
+    found = []
+    for cell in nb["cells"]:
+        for output in cell.get("outputs", []) if cell.get("cell_type") == "code" else []:
+            payload = output.get("data", {}).get(PLAN_MIME)
+            if payload is not None:
+                found.append(Plan.from_dict(json.loads(payload) if isinstance(payload, str) else payload))
+    return found
 
 
 def where() -> str:
@@ -56,6 +206,27 @@ def repository_notebooks() -> Path:
     raise CourseError("no notebooks/ folder found: run from the repository or pass --notebooks DIR")
 
 
+@functools.cache
+def _encrypted_kernel_manager():
+    from jupyter_client.manager import AsyncKernelManager
+
+    class EncryptedKernelManager(AsyncKernelManager):
+        """A kernel whose messages are encrypted (CurveZMQ keys from the manager, where the kernel's spec says it
+        can: ipykernel's does): the kernel then has no reason to warn that it talks in plain text over TCP."""
+
+        def __init__(self, **kw):
+            super().__init__(**kw)
+            self.transport_encryption = "auto"
+
+    return EncryptedKernelManager
+
+
+def __getattr__(name: str):
+    if name == "EncryptedKernelManager":  # papermill imports it by name; jupyter_client loads only then
+        return _encrypted_kernel_manager()
+    raise AttributeError(name)
+
+
 @dataclasses.dataclass
 class NotebookOutcome:
     name: str
@@ -63,6 +234,7 @@ class NotebookOutcome:
     duration_s: float
     output: str
     error: str | None = None
+    plans: list[dict] = dataclasses.field(default_factory=list)
 
 
 @dataclasses.dataclass
@@ -76,17 +248,19 @@ class CourseSummary:
 def run_course(
     out: str | os.PathLike[str] = "build/course",
     only: str | list[str] | None = None,
-    profile: str = "full",
+    profile: str = "auto",
     notebooks_dir: str | os.PathLike[str] | None = None,
     kernel: str = "python3",
 ) -> CourseSummary:
     """Execute the notebooks into ``out`` with papermill; write and return the summary.
 
-    ``profile`` is ``ci``, ``full`` or ``auto`` (see :func:`lesson_profile`).
+    ``profile`` is ``ci``, ``full`` or ``auto``, passed to every notebook as it is: each resolves it per part
+    (:func:`plan`).
     """
     import papermill
 
-    profile = lesson_profile(profile)
+    if profile not in ("auto", "ci", "full"):
+        raise CourseError(f"profile={profile!r}: use auto, ci or full")
     folder = Path(notebooks_dir) if notebooks_dir else repository_notebooks()
     patterns = [only] if isinstance(only, str) else list(only or [])
     notebooks = sorted(p for p in folder.glob("*.ipynb") if not patterns or any(s in p.name for s in patterns))
@@ -119,6 +293,7 @@ def run_course(
                     progress_bar=False,
                     log_output=False,
                     store_widget_state=True,
+                    kernel_manager_class="nvtutorial.course.EncryptedKernelManager",
                 )
             except Exception as exc:  # papermill raises PapermillExecutionError with the cell's traceback
                 error = f"{type(exc).__name__}: {exc}".strip()
@@ -131,6 +306,7 @@ def run_course(
                     duration_s=time.perf_counter() - t0,
                     output=str(target),
                     error=error,
+                    plans=_plans_of(target),
                 )
             )
             write_json_atomic(out / "summary.json", summary)
@@ -140,6 +316,15 @@ def run_course(
         else:
             os.environ["NVTUTORIAL_RUNS_DIR"] = previous
     return summary
+
+
+def _plans_of(executed: Path) -> list[dict]:
+    import nbformat
+
+    try:
+        return [p.to_dict() for p in plans_in_notebook(nbformat.read(executed, as_version=4))]
+    except (OSError, ValueError):  # papermill failed before writing it
+        return []
 
 
 def failed_check(executed: str | os.PathLike[str]) -> str | None:
@@ -164,6 +349,9 @@ def format_summary(summary: CourseSummary) -> str:
     for n in summary.notebooks:
         status = "passed" if n.passed else "FAILED"
         lines.append(f"  {n.name:<{width}}  {status}  {n.duration_s:7.1f} s")
+        for part in (Part(**p) for plan in n.plans for p in plan["parts"]):
+            sizes = "lesson sizes" if part.profile == "full" else "small sizes"
+            lines.append(f"      {part.name}: {part.where}, {sizes}")
         if n.error:
             lines += ["      " + line for line in n.error.splitlines()[-6:]]
     passed = sum(n.passed for n in summary.notebooks)

@@ -149,6 +149,9 @@ def command(
         f"--ServerApp.root_dir={folder}",
         "--ServerApp.contents_manager_class=nvtutorial.lab.CourseContentsManager",  # by name: we may be __main__
         f"--MappingKernelManager.untracked_message_types={json.dumps(untracked_message_types())}",
+        # CurveZMQ keys for every kernel (ipykernel's spec says it takes them): encrypted messages, and no warning
+        # from each kernel that it talks in plain text over TCP
+        "--KernelManager.transport_encryption=auto",
     ]
     if is_root if is_root is not None else (hasattr(os, "geteuid") and os.geteuid() == 0):
         cmd.append("--allow-root")

@@ -1,0 +1,88 @@
+"""Where each part of a notebook runs, and at which sizes: ``course.plan`` on every kind of machine."""
+
+from __future__ import annotations
+
+import nbformat
+import pytest
+
+from nvtutorial import course
+
+CPU = course.Machine((), 2)
+ONE = course.Machine(("NVIDIA H200",), 16, "2.28.9")
+TWO = course.Machine(("NVIDIA H200", "NVIDIA H200"), 32, "2.28.9")
+PARTS: dict[str, course.Need] = {"roofs": "one GPU", "link": "two GPUs", "hang": "two ranks", "doctor": "CPU"}
+
+
+def _cells(machine, profile="auto"):
+    p = course.plan("10_cost_model", profile, PARTS, machine)
+    return {part.name: (part.profile, part.gpus, part.backend, part.simulated) for part in p.parts}
+
+
+def test_auto_gives_the_lesson_sizes_wherever_the_part_runs_as_taught():
+    assert _cells(TWO) == {
+        "roofs": ("full", 1, "nccl", False),
+        "link": ("full", 2, "nccl", False),
+        "hang": ("full", 2, "nccl", False),
+        "doctor": ("full", 0, "gloo", False),
+    }
+    assert _cells(ONE) == {
+        "roofs": ("full", 1, "nccl", False),
+        "link": ("ci", 0, "gloo", True),
+        "hang": ("ci", 0, "gloo", False),
+        "doctor": ("full", 0, "gloo", False),
+    }
+    assert _cells(CPU) == {
+        "roofs": ("ci", 0, "gloo", True),
+        "link": ("ci", 0, "gloo", True),
+        "hang": ("ci", 0, "gloo", False),
+        "doctor": ("full", 0, "gloo", False),
+    }
+
+
+def test_ci_forces_small_sizes_but_keeps_the_gpu_and_full_falls_back_with_a_reason():
+    assert _cells(ONE, "ci")["roofs"] == ("ci", 1, "nccl", False)
+    assert _cells(TWO, "ci")["doctor"][0] == "ci"
+    part = course.plan("x", "full", PARTS, ONE)["link"]
+    assert part.profile == "ci" and "profile='full'" in part.why and "2 ranks need 2 GPUs" in part.why
+    assert "this machine has 1" in part.why
+    assert "no GPU" in course.plan("x", "auto", PARTS, CPU)["roofs"].why
+
+
+def test_where_names_the_gpus_and_nccl_or_the_simulation():
+    p = course.plan("x", "auto", PARTS, ONE)
+    assert p["roofs"].where == "1× NVIDIA H200, NCCL 2.28.9"
+    assert p["link"].where == "the CPU simulation (2 gloo ranks, 16 cores)"
+    assert course.plan("x", "auto", PARTS, TWO)["link"].where == "2× NVIDIA H200, NCCL 2.28.9"
+    assert course.plan("x", "auto", PARTS, CPU)["roofs"].where == "the CPU simulation (2 cores)"
+    assert p["hang"].where == "2 gloo ranks on the CPU"
+
+
+def test_a_gpu_is_never_told_it_needs_one():
+    for machine in (ONE, TWO):
+        text = str(course.plan("x", "auto", PARTS, machine))
+        assert "needs a GPU" not in text and "no GPU" not in text
+
+
+def test_bad_input_is_refused_before_anything_runs():
+    with pytest.raises(course.CourseError, match="profile='big'"):
+        course.plan("x", "big", PARTS, ONE)
+    with pytest.raises(KeyError, match="no part 'nope'.*roofs, link, hang, doctor"):
+        course.plan("x", "auto", PARTS, ONE)["nope"]
+    with pytest.raises(course.CourseError, match="profile='big'"):
+        course.run_course(profile="big")
+
+
+def test_the_plan_travels_in_the_notebook_and_into_the_summary(tmp_path):
+    p = course.plan("10_cost_model", "auto", PARTS, ONE)
+    bundle = p._repr_mimebundle_()
+    assert "roofs" in bundle["text/html"] and bundle["text/plain"].startswith("What this machine runs of 10_cost_model")
+    nb = nbformat.v4.new_notebook()
+    cell = nbformat.v4.new_code_cell("plan")
+    cell.outputs = [nbformat.v4.new_output("display_data", data=bundle)]
+    nb.cells.append(cell)
+    nbformat.write(nb, tmp_path / "10_cost_model.ipynb")
+    assert course.plans_in_notebook(nbformat.read(tmp_path / "10_cost_model.ipynb", as_version=4)) == [p]
+    outcome = course.NotebookOutcome("10_cost_model.ipynb", True, 1.0, "x", plans=[p.to_dict()])
+    text = course.format_summary(course.CourseSummary("auto", "1× NVIDIA H200", [outcome], "out"))
+    assert "      roofs: 1× NVIDIA H200, NCCL 2.28.9, lesson sizes" in text
+    assert "      link: the CPU simulation (2 gloo ranks, 16 cores), small sizes" in text
