@@ -214,7 +214,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--profile",
         choices=("auto", "ci", "full"),
         default="auto",
-        help="auto (default): each notebook gives each part the lesson sizes where this machine runs it as taught, small sizes for the CPU simulation; ci: small sizes everywhere; full: the lesson sizes wherever possible",
+        help=(
+            "auto (default): each notebook gives each part the lesson sizes where this machine runs it as taught, "
+            "small sizes for the CPU simulation; ci: small sizes everywhere; full: the lesson sizes wherever possible"
+        ),
     )
     p.add_argument("--notebooks", type=Path, default=None, help="folder of the notebooks (default: the repository's)")
     p.set_defaults(func=cmd_course)
