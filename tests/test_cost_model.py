@@ -91,6 +91,58 @@ def test_the_roofline_takes_the_roof_hit_first():
     assert model.matmul_time(16, 2048, 8192, ROOF, 2) == pytest.approx(2 * (16 * 2048 + 2048 * 8192 + 16 * 8192) / 2e12)
 
 
+FLOOR = model.Roof(flops=100e12, bandwidth=2e12, call_s=10e-6)
+
+
+@pytest.mark.parametrize(
+    "flops, nbytes, seconds, regime",
+    [
+        (1e12, 1e9, 0.01, "compute"),  # 10 ms of compute against 0.5 ms of bytes and a 10 µs floor
+        (1e9, 1e9, 0.5e-3, "memory"),
+        (1e11, 1e6, 1e-3, "compute"),  # 1 ms: a hundred floors
+        (1e8, 1e6, 10e-6, "overhead"),  # 1 µs of compute under a 10 µs floor
+        (1.0001e9, 1e6, 10.001e-6, "compute"),  # just above P · α = 1e9 FLOPs: compute
+        (0.9999e9, 1e6, 10e-6, "overhead"),  # just below: the floor
+        (1e9, 1e6, 10e-6, "compute"),  # exactly P · α: a tie goes to the work
+        (1e6, 20.002e6, 10.001e-6, "memory"),  # 20 MB at 2 TB/s is just above the floor
+        (1e6, 19.998e6, 10e-6, "overhead"),
+    ],
+)
+def test_the_roofline_has_a_floor_and_says_which_limit_it_hit(flops, nbytes, seconds, regime):
+    assert model.roofline_time(flops, nbytes, FLOOR) == pytest.approx(seconds)
+    assert model.regime(flops, nbytes, FLOOR) == regime
+    assert FLOOR.floor_flops == pytest.approx(1e9)
+    # without a floor nothing is overhead-bound, and the time is the two roofs' (the chapter's first model)
+    assert model.regime(flops, nbytes, ROOF) != "overhead"
+    assert model.roofline_time(flops, nbytes, ROOF) == max(flops / 100e12, nbytes / 2e12)
+
+
+def test_an_eager_program_lies_between_the_slower_side_and_the_sum():
+    assert model.eager_bounds(3e-3, 1e-3) == (3e-3, 4e-3)  # the CPU issues more slowly: overhead-bound
+    assert model.eager_bounds(1e-3, 3e-3) == (3e-3, 4e-3)
+    assert model.adam_time(1_000_000, ROOF, floor_s=1e-3) == 1e-3  # 14 µs of bytes under a 1 ms floor
+    assert model.adam_time(1_000_000, ROOF, floor_s=1e-6) == pytest.approx(28e6 / 2e12)
+    work = 3e12 / 100e12 + 28e6 / 2e12
+    assert model.train_step_time(1e12, 1_000_000, ROOF, floor_s=0.05) == 0.05
+    assert model.train_step_time(1e12, 1_000_000, ROOF, floor_s=0.02) == pytest.approx(work)
+    # a floored Roof does not change a program's work term: the program has its own floor
+    assert model.train_step_time(1e12, 1_000_000, FLOOR) == pytest.approx(work)
+
+
+def test_the_regime_maps_crossovers():
+    # 2 ranks: an all-reduce's factor is 1, an all-gather's 1/2
+    link = model.Link(alpha=36e-6, beta=338e9)
+    assert model.crossover_bytes(link) == pytest.approx(36e-6 * 338e9)  # ≈ 12.2 MB
+    assert model.crossover_bytes(link, "all_gather") == pytest.approx(2 * 36e-6 * 338e9)
+    assert model.crossover_bytes(link, "all_reduce", 4) == pytest.approx(36e-6 * 338e9 / 1.5)
+    # DDP's critical tokens per GPU on the pair: fp32 gradients P/β (≈ 151), bf16 gradients half of P_bf16/β
+    fp32, bf16 = model.Roof(51.0e12, 4.2e12), model.Roof(794e12, 4.2e12)
+    assert model.ddp_critical_tokens(fp32, link) == pytest.approx(51.0e12 / 338e9)
+    assert model.ddp_critical_tokens(fp32, link) == pytest.approx(150.9, abs=0.1)
+    assert model.ddp_critical_tokens(bf16, link, grad_bytes=2) == pytest.approx(1174.6, abs=0.1)
+    assert model.ddp_critical_tokens(fp32, link, ranks=4) == pytest.approx(1.5 * 51.0e12 / 338e9)
+
+
 def test_forward_flops_are_the_matrix_multiplies_torch_counts_plus_half_of_attention():
     import torch
     from torch.utils.flop_counter import FlopCounterMode

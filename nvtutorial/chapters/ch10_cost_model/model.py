@@ -1,11 +1,14 @@
-"""The cost model of notebook 10: what a step should take on your pair, from four calibrated numbers.
+"""The cost model of notebook 10: what a step should take on your machine, from a handful of calibrated numbers.
 
-Two numbers per device, the **roofs** of the roofline model: the matrix-multiply throughput (FLOP/s) and the
-memory bandwidth (B/s). Two per collective on the pair: the fixed cost **α** of one call (s), what one PyTorch
-collective costs when calls follow one another (the link's latency, the launch and c10d's bookkeeping together),
-and the bus bandwidth **β** (B/s), nccl-tests' ``busbw``, so that a collective of S bytes on n ranks takes
-``α + S · factor / β`` with
-the bus factor of notebook 01 (2(n−1)/n for an all-reduce, (n−1)/n for an all-gather or a reduce-scatter).
+Three numbers per device, the **roofs** of the roofline model and its **floor**: the matrix-multiply throughput
+(FLOP/s), the memory bandwidth (B/s), and the least one call costs whatever its work (s): the CPU issuing it
+(Python, PyTorch's dispatcher, the kernel launch), which a small kernel pays in full because the GPU finishes
+its work sooner than the CPU issues the next. A whole eager program (an optimizer step, a training step) has a
+floor of its own, measured the same way on the same program shrunk to almost no work. Two numbers per collective
+on the pair: the fixed cost **α** of one call (s), what one PyTorch collective costs when calls follow one
+another (the link's latency, the launch and c10d's bookkeeping together), and the bus bandwidth **β** (B/s),
+nccl-tests' ``busbw``, so that a collective of S bytes on n ranks takes ``α + S · factor / β`` with the bus
+factor of notebook 01 (2(n−1)/n for an all-reduce, (n−1)/n for an all-gather or a reduce-scatter).
 Everything else is counting: FLOPs, bytes, calls. Plain functions of plain numbers, in seconds, bytes and
 FLOPs; no torch. What the model leaves out is said where it matters, and the notebook measures how far it is off.
 """
@@ -14,23 +17,32 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
+from typing import Literal
 
 from nvtutorial.units import bus_factor
 
-# %% the four numbers
+# %% the calibrated numbers
 
 
 @dataclasses.dataclass(frozen=True)
 class Roof:
-    """One device: its matrix-multiply throughput in FLOP/s (in one dtype) and its memory bandwidth in B/s."""
+    """One device: its matrix-multiply throughput in FLOP/s (in one dtype), its memory bandwidth in B/s, and the
+    floor ``call_s``: the least one call (one multiply) costs in seconds, however little work it does."""
 
     flops: float
     bandwidth: float
+    call_s: float = 0.0
 
     @property
     def ridge(self) -> float:
         """FLOPs per byte at which compute takes as long as moving the bytes: below it, memory-bound."""
         return self.flops / self.bandwidth
+
+    @property
+    def floor_flops(self) -> float:
+        """FLOPs one call must do before its compute, not its floor, sets its time: P · α (a call with fewer
+        FLOPs costs the floor whatever its size)."""
+        return self.flops * self.call_s
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,13 +63,30 @@ def collective_time(size_bytes: float, link: Link, kind: str = "all_reduce", ran
     return link.alpha + size_bytes * bus_factor(kind, ranks) / link.beta
 
 
-# %% the roofline
+# %% the roofline, with its floor
+
+Regime = Literal["compute", "memory", "overhead"]
 
 
 def roofline_time(flops: float, bytes_moved: float, roof: Roof) -> float:
-    """Seconds for a kernel that does ``flops`` and moves ``bytes_moved`` to and from memory: whichever roof
-    it hits first (the other work hides under it)."""
-    return max(flops / roof.flops, bytes_moved / roof.bandwidth)
+    """Seconds for a kernel that does ``flops`` and moves ``bytes_moved`` to and from memory: whichever limit it
+    hits first (the others hide under it): the compute roof, the memory roof, or the floor of one call."""
+    return max(roof.call_s, flops / roof.flops, bytes_moved / roof.bandwidth)
+
+
+def regime(flops: float, bytes_moved: float, roof: Roof) -> Regime:
+    """Which limit sets :func:`roofline_time`: ``overhead`` only when the floor is above both roofs' times."""
+    compute, memory = flops / roof.flops, bytes_moved / roof.bandwidth
+    if roof.call_s > max(compute, memory):
+        return "overhead"
+    return "compute" if compute >= memory else "memory"
+
+
+def eager_bounds(cpu_s: float, gpu_s: float) -> tuple[float, float]:
+    """``(lower, upper)`` seconds of an eager program whose CPU takes ``cpu_s`` to issue its calls and whose GPU
+    takes ``gpu_s`` to run them: the CPU issues ahead while the GPU works, so at best the slower side sets the
+    pace (the lower bound, the model's answer), at worst nothing overlaps (the sum)."""
+    return max(cpu_s, gpu_s), cpu_s + gpu_s
 
 
 def matmul_time(tokens: int, d_in: int, d_out: int, roof: Roof, dtype_bytes: int) -> float:
@@ -85,16 +114,19 @@ ADAM_BYTES = 28
 writes the parameter and the two moments (12)."""
 
 
-def adam_time(n_params: int, roof: Roof) -> float:
-    """Adam's update of ``n_params`` fp32 parameters: a few FLOPs per byte, so memory-bound."""
-    return ADAM_BYTES * n_params / roof.bandwidth
+def adam_time(n_params: int, roof: Roof, floor_s: float = 0.0) -> float:
+    """Adam's update of ``n_params`` fp32 parameters: a few FLOPs per byte, so memory-bound; an eager step costs
+    at least its floor ``floor_s`` (the same step on tensors of one element each: Python's bookkeeping per
+    tensor and the launches)."""
+    return eager_bounds(floor_s, ADAM_BYTES * n_params / roof.bandwidth)[0]
 
 
-def train_step_time(forward: float, n_params: int, roof: Roof) -> float:
+def train_step_time(forward: float, n_params: int, roof: Roof, floor_s: float = 0.0) -> float:
     """One training step on one device: the backward pass does twice the forward's FLOPs (the gradients of the
-    inputs and of the weights), all at the compute roof; then Adam at the memory roof. Left out: the elementwise
-    work (norms, activations, the loss), at the memory roof too, small next to the matrix multiplies here."""
-    return 3 * forward / roof.flops + adam_time(n_params, roof)
+    inputs and of the weights), all at the compute roof; then Adam at the memory roof; at least the floor
+    ``floor_s`` (the same step at a tiny width: the same calls, almost no work). Left out: the elementwise work
+    (norms, activations, the loss), at the memory roof too, small next to the matrix multiplies here."""
+    return eager_bounds(floor_s, 3 * forward / roof.flops + adam_time(n_params, roof))[0]
 
 
 # %% data parallel: what hides under the backward pass
@@ -194,6 +226,22 @@ def in_flight(stage: int, stages: int, microbatches: int, schedule: str) -> int:
     if schedule == "1f1b":
         return min(microbatches, stages - stage)
     raise ValueError(f"unknown schedule {schedule!r}: gpipe or 1f1b")
+
+
+# %% the regime map: where one regime hands over to the next
+
+
+def crossover_bytes(link: Link, kind: str = "all_reduce", ranks: int = 2) -> float:
+    """Bytes of the whole tensor at which a collective's bytes take as long as its fixed cost: α · β / factor.
+    Below it a call costs mostly α, whatever its size."""
+    return link.alpha * link.beta / bus_factor(kind, ranks)
+
+
+def ddp_critical_tokens(roof: Roof, link: Link, ranks: int = 2, grad_bytes: int = 4) -> float:
+    """Tokens per GPU above which DDP's backward pass outlasts its all-reduce: the backward pass does 4 FLOPs per
+    parameter and token (two thirds of 6N), the all-reduce sends 2(n−1)/n · ``grad_bytes`` per parameter, so
+    ``T = (n−1)/n · grad_bytes / 2 · P / β`` (α left out: one per bucket). Below it the all-reduce cannot hide."""
+    return (ranks - 1) / ranks * grad_bytes / 2 * roof.flops / link.beta
 
 
 # %% the speed of light
