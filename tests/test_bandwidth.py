@@ -288,6 +288,15 @@ def test_variables_table():
         assert name in names
     assert next(r for r in rows if r["variable"] == "NCCL_IB_DISABLE")["here"] == "1"
     assert nccl_debug.affects("NCCL_P2P_DISABLE", "P2P") and not nccl_debug.affects("NCCL_IB_DISABLE", "P2P")
+    # N1 (review 2026-12-06): within a PCIe server NCCL may route a GPU pair through a NIC (ncclTopoCheckNet), so the
+    # network variables are "none" only between GPUs joined by NVLink, and the table says how to forbid the route
+    for name in ("NCCL_IB_DISABLE", "NCCL_NET_GDR_LEVEL"):
+        effect = next(r for r in rows if r["variable"] == name)["effect on one machine with NVLink"]
+        assert effect.startswith("none between GPUs joined by NVLink") and "one machine's GPUs talk" not in effect
+    assert (
+        "NCCL_NET_DISABLE_INTRA=1"
+        in next(r for r in rows if r["variable"] == "NCCL_IB_DISABLE")["effect on one machine with NVLink"]
+    )
 
 
 # --- the lab's arithmetic on GPU-like results (no GPU needed) -------------------------------------
@@ -868,6 +877,6 @@ def test_small_message_plateau_is_read_from_the_rows():
     ]
     verdict = bandwidth.small_message_cost(rows)
     assert verdict.numbers["flat_up_to"] == 65536 and verdict.numbers["flat_time_us_max"] == 219.0
-    assert "Up to 64 KiB" in verdict.text
+    assert "From 1 KiB to 64 KiB" in verdict.text
     steep = bandwidth.small_message_cost([sweep_row(1024, time_us=10.0), sweep_row(4096, time_us=40.0)])
     assert steep.numbers["flat_up_to"] is None and "no flat region" in steep.text

@@ -157,6 +157,12 @@ def test_c7_from_the_reference_runs(ab):
     assert c7.status == "wrong" and c7.numbers["no_change"] == 4 and c7.numbers["largest_change"] < 0.01
     assert c7.numbers["control_ratio"] == pytest.approx(27.466 / 298.407, abs=1e-3)  # P2P off: the control moves
     assert "never read NCCL_NET_GDR_LEVEL" in c7.text  # NCCL's own log: only NCCL_IB_DISABLE was read
+    # N1/T14 (review 2026-12-06): NCCL may route one machine's GPUs through a NIC (ncclTopoCheckNet), and a network
+    # plugin can outlive NCCL_IB_DISABLE=1: neither the verdict nor the graded answer says otherwise
+    graded = lab.grade_c7("c", ab)
+    for text in (c7.text, graded.text):
+        assert "on any machine" not in text and "one machine's GPUs" not in text and "one machine:" not in text
+    assert "network plugin" in c7.text and "NCCL_NET_DISABLE_INTRA=1" in graded.text and graded.status == "right"
 
 
 def test_link_lab_and_c5_measured_from_the_reference_runs(link_lab):
@@ -193,6 +199,10 @@ def test_sweep_verdicts_from_the_reference_run():
     small = bandwidth.small_message_cost(sweep)
     assert small.numbers["time_us_smallest"] == pytest.approx(38.3, abs=0.1)  # not "a few microseconds"
     assert small.numbers["flat_up_to"] == 4 << 20  # 37.6–40.4 µs from 1 KiB to 4 MiB; 76 µs at 16 MiB
+    assert small.numbers["floor_size"] == 4096 and small.numbers["slow_sizes"] == []  # NCCL's floor: 37.55 µs
+    # both sides of the factor at 16 MiB: 76.368 / 37.552 = 2.0337 times the fastest call before it
+    assert bandwidth.small_message_cost(sweep, flat_factor=2.033).numbers["flat_up_to"] == 4 << 20
+    assert bandwidth.small_message_cost(sweep, flat_factor=2.034).numbers["flat_up_to"] == 16 << 20
 
 
 def test_duplex_from_the_reference_run():

@@ -167,6 +167,40 @@ def test_small_message_cost_at_its_factor():
     assert bw.FLAT_FACTOR == 1.5
 
 
+REVIEW_H200_ROWS = ((1024, 680.7), (8192, 280.805), (65536, 217.377), (524288, 419.264), (1 << 20, 649.854))
+"""The 2026-12-06 review's one-H200 copy (gloo ranks on the CPU): 217 → 419 → 650 µs from 64 KiB to 1 MiB, after a
+slow first size (N3: anchored on that first size, this curve was called 'a fixed cost per call' up to 1 MiB)."""
+
+
+def test_small_message_plateau_is_anchored_on_the_fastest_call_so_far():
+    run = result([sweep_row(s, time_us=t) for s, t in REVIEW_H200_ROWS], gpu=False)
+    v = bw.small_message_cost(run)
+    assert v.numbers["flat_up_to"] == 65536 and v.numbers["floor_size"] == 65536  # 419 > 1.5 × 217: the plateau ends
+    assert v.numbers["slow_sizes"] == [1024]  # 680.7 > 1.5 × 217.4: slower than larger messages, named as such
+    assert (v.numbers["flat_time_us_min"], v.numbers["flat_time_us_max"]) == (217.377, 280.805)
+    assert "1 KiB took 680.7 µs" in v.text and "not a cost of the size" in v.text
+    # both sides of the factor at 512 KiB: 419.264 / 217.377 = 1.9288
+    assert bw.small_message_cost(run, flat_factor=1.928).numbers["flat_up_to"] == 65536
+    wider = bw.small_message_cost(run, flat_factor=1.929)
+    assert wider.numbers["flat_up_to"] == 524288  # then 1 MiB: 649.854 > 1.929 × 217.377 = 419.3
+    # both sides of the factor for the slow first size: 680.7 / 217.377 = 3.1314 (1 MiB joins the plateau first)
+    assert bw.small_message_cost(run, flat_factor=3.131).numbers["slow_sizes"] == [1024]
+    loose = bw.small_message_cost(run, flat_factor=3.132)
+    assert loose.numbers["slow_sizes"] == [] and loose.numbers["flat_up_to"] == 1 << 20
+    assert "not a cost" not in loose.text
+
+
+def test_small_messages_without_a_plateau_say_why():
+    slow_then_rising = [sweep_row(1024, time_us=500.0), sweep_row(2048, time_us=200.0), sweep_row(4096, time_us=301.0)]
+    v = bw.small_message_cost(slow_then_rising)
+    assert v.numbers["flat_up_to"] is None and v.numbers["slow_sizes"] == [1024] and "no flat region" in v.text
+    assert "the next size, 4 KiB, took 301.0 µs" in v.text  # 301 > 1.5 × 200
+    just = [sweep_row(1024, time_us=500.0), sweep_row(2048, time_us=200.0), sweep_row(4096, time_us=300.0)]
+    assert bw.small_message_cost(just).numbers["flat_up_to"] == 4096  # 300 = 1.5 × 200: still flat
+    ends = bw.small_message_cost([sweep_row(1024, time_us=500.0), sweep_row(2048, time_us=200.0)])
+    assert ends.numbers["flat_up_to"] is None and "no size after the fastest was measured" in ends.text
+
+
 def sr(one, both, size=1 << 28, gpu=True, spread=0.005):
     rows = [sendrecv_row(size, d, v, spread=spread) for d, v in (("one way", one), ("both ways", both))]
     return run_of(sendrecv(rows), gpu=gpu)

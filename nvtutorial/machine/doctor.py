@@ -692,7 +692,11 @@ def check_nccl_variable(name: str, value: str, f: Facts) -> Check:
         return Check(label, "ok", "SHM allowed")
     if name in ("NCCL_IB_DISABLE", "NCCL_NET_GDR_LEVEL"):
         return Check(
-            label, "ok", "network transport only", "no effect on one machine's GPUs (claim C7; measured in notebook 02)"
+            label,
+            "ok",
+            "network transport only",
+            "no effect between GPUs joined by NVLink (claim C7, measured in notebook 02); within a PCIe server NCCL "
+            "may route a GPU pair through a NIC, and there it applies",
         )
     if name == "NCCL_DEBUG":
         if value.strip().upper() in ("INFO", "TRACE"):

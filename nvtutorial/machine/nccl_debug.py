@@ -237,16 +237,18 @@ VARIABLES: tuple[Variable, ...] = (
         "forbid NCCL's own InfiniBand/RoCE verbs transport",
         "1 disables (then sockets, "
         "unless a network plugin such as AWS EFA's aws-ofi-nccl provides the network transport)",
-        "none: one machine's GPUs talk over P2P/SHM, the network transport is not used",
+        "none between GPUs joined by NVLink: they talk over P2P, which no NIC path beats; within a PCIe server NCCL "
+        "may route a GPU pair through a NIC both reach faster than each other (NCCL_NET_DISABLE_INTRA=1 forbids it), "
+        "and there it matters",
         ("NET/IB",),
     ),
     Variable(
         "NCCL_NET_GDR_LEVEL",
         "the farthest NIC-to-GPU distance at which GPUDirect RDMA is used",
         "LOC, PIX, PXB, PHB, SYS (older: 0–5)",
-        "none between two GPUs of one machine: it concerns a NIC reading "
-        "and writing GPU memory directly (NCCL_NET_GDR_READ is the send-side switch); NCCL reads it only for a "
-        "NIC that supports GPUDirect RDMA",
+        "none between GPUs joined by NVLink: it concerns a NIC reading and writing GPU memory directly "
+        "(NCCL_NET_GDR_READ is the send-side switch); NCCL reads it only for a NIC that supports GPUDirect RDMA: "
+        "between nodes, or where NCCL routes a pair of one machine's GPUs through one",
         ("NET/IB",),
     ),
     Variable(

@@ -358,43 +358,68 @@ def reference_check(
 
 
 FLAT_FACTOR = 1.5
-"""A size is on the small-message plateau while its time per call is within this factor of the smallest size's."""
+"""A size is on the small-message plateau while its time per call is within this factor of the fastest call of the
+sizes before it (the plateau's floor so far)."""
 
 
 def small_message_cost(result: Sweep | Sequence[schema_allreduce.Row], flat_factor: float = FLAT_FACTOR) -> Verdict:
-    """Up to which size the time per all-reduce stays flat (within ``flat_factor`` of the smallest size's time,
-    every size up to it included), read from the sweep's rows; with no such plateau, only the two ends' times."""
+    """Up to which size the time per all-reduce stays flat, read from the sweep's rows: from the smallest size up to
+    (not including) the first size whose time exceeds ``flat_factor`` × the fastest call of the sizes before it.
+
+    Anchored on that minimum, not on the first size: a slow first size (a warm-up effect, or gloo switching
+    algorithms) would otherwise stretch the plateau over a curve that grows. A size on the plateau that took more
+    than ``flat_factor`` × the floor is named as slower than the floor, not a cost of its size, and left out of the
+    plateau's range (``flat_time_us_min``/``max``). With no plateau, only the two ends' times."""
     rows = sorted(sweep_rows(result), key=lambda r: r.size)
     small, large = rows[0], rows[-1]
     plateau = [small]
     for row in rows[1:]:
-        if row.time_us > flat_factor * small.time_us:
+        if row.time_us > flat_factor * min(r.time_us for r in plateau):
             break
         plateau.append(row)
+    floor = min(plateau, key=lambda r: r.time_us)
+    slow = [r for r in plateau if r.time_us > flat_factor * floor.time_us]
+    steady = [r for r in plateau if r not in slow]
     flat = plateau[-1]
-    times = [r.time_us for r in plateau]
+    times = [r.time_us for r in steady]
     numbers = {
         "smallest": small.size,
         "time_us_smallest": small.time_us,
         "largest": large.size,
         "time_us_largest": large.time_us,
-        "flat_up_to": flat.size if len(plateau) > 1 else None,
+        "flat_up_to": flat.size if len(steady) > 1 else None,
         "flat_time_us_min": min(times),
         "flat_time_us_max": max(times),
+        "floor_size": floor.size,
+        "slow_sizes": [r.size for r in slow],
         "flat_factor": flat_factor,
     }
-    if len(plateau) > 1:
+    slow_text = (
+        f" {', '.join(f'{format_size(r.size)} took {r.time_us:.1f} µs' for r in slow)}: more than {flat_factor:g}× "
+        "the fastest and slower than larger messages, so not a cost of the size (the first sizes of a sweep: "
+        "warm-up, or the backend's choice of algorithm)."
+        if slow
+        else ""
+    )
+    if len(steady) > 1:
         text = (
-            f"Up to {format_size(flat.size)} the time per all-reduce stays at {min(times):.1f}–{max(times):.1f} µs "
-            f"(within {flat_factor:g}× of the {format_size(small.size)} call) although the size grows "
-            f"{flat.size // small.size:,}×: a fixed cost per call, so busbw there says little about the link. "
-            f"The largest size, {format_size(large.size)}, took {large.time_us:.0f} µs."
+            f"From {format_size(small.size)} to {format_size(flat.size)} ({flat.size // small.size:,}× the size) the "
+            f"time per all-reduce stays within {flat_factor:g}× of the fastest call before it ({min(times):.1f}–"
+            f"{max(times):.1f} µs): a fixed cost per call of about {floor.time_us:.1f} µs (the fastest, at "
+            f"{format_size(floor.size)}), so busbw there says little about the link.{slow_text} The largest size, "
+            f"{format_size(large.size)}, took {large.time_us:.0f} µs."
         )
     else:
+        after = rows[len(plateau)] if len(plateau) < len(rows) else None
+        why = (
+            f"the next size, {format_size(after.size)}, took {after.time_us:.1f} µs, more than {flat_factor:g}× the "
+            f"fastest call before it ({format_size(floor.size)}, {floor.time_us:.1f} µs)"
+            if after is not None
+            else "no size after the fastest was measured"
+        )
         text = (
             f"An all-reduce of {format_size(small.size)} took {small.time_us:.1f} µs, one of "
-            f"{format_size(large.size)} {large.time_us:.0f} µs; already the next size took more than "
-            f"{flat_factor:g}× the smallest's time, so this sweep shows no flat region."
+            f"{format_size(large.size)} {large.time_us:.0f} µs; {why}, so this sweep shows no flat region.{slow_text}"
         )
     return Verdict("small messages", "info", text, numbers, getattr(result, "label", ""))
 

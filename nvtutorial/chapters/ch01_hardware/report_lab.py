@@ -239,7 +239,8 @@ def claim_c7(
             "unverifiable",
             "CPU simulation: gloo ignores every NCCL_* variable, so both runs took the "
             "same path and the comparison above only shows the method. NCCL reads NCCL_NET_GDR_LEVEL and "
-            "NCCL_IB_DISABLE for its network transport, which one machine's GPUs do not use.",
+            "NCCL_IB_DISABLE for its network transport, which two GPUs joined by NVLink do not use; only GPUs can "
+            "decide the claim (the README gives the reference 2× H200's runs).",
             numbers,
             where,
         )
@@ -250,10 +251,10 @@ def claim_c7(
     log = (
         f"NCCL's log shows it read {', '.join(read) or 'neither'}"
         + (
-            f" and never read {', '.join(unread)} (NCCL reads "
-            "NCCL_NET_GDR_LEVEL only for a NIC that supports GPUDirect RDMA, and with NCCL_IB_DISABLE=1 "
-            "the only network "
-            "left on any machine is Socket, which has none)"
+            f" and never read {', '.join(unread)} (NCCL reads NCCL_NET_GDR_LEVEL only when it weighs GPUDirect RDMA "
+            "for a NIC that supports it; NCCL_IB_DISABLE=1 turns off NCCL's own InfiniBand/RoCE transport, and "
+            "unless a network plugin is installed (e.g. aws-ofi-nccl) only sockets remain, and sockets have no "
+            "GPUDirect RDMA)"
             if unread
             else ""
         )
@@ -291,7 +292,7 @@ def claim_c7(
     return Verdict(
         "C7",
         "wrong",
-        f"No help on one machine: {log}{transports}; {change} (largest difference "
+        f"No help between these two GPUs: {log}{transports}; {change} (largest difference "
         f"{worst['ratio'] - 1:+.1%} at {worst['size']}, noise {worst['noise']}).{control}",
         numbers,
         where,
@@ -319,8 +320,11 @@ def grade_c7(prediction: str | None, ab: Sequence[LabRun]) -> Verdict:
     from nvtutorial.report.predict import grade_choice
 
     explanation = (
-        "NCCL_NET_GDR_LEVEL and NCCL_IB_DISABLE only act on NCCL's network transport; two GPUs of one "
-        "machine talk over P2P (or SHM), so the settings cannot move their traffic."
+        "NCCL_NET_GDR_LEVEL and NCCL_IB_DISABLE act only on NCCL's network transport. Two GPUs joined by NVLink, as "
+        "on the reference, talk over P2P: NVLink is faster than a path through a NIC, so NCCL does not send their "
+        "traffic through the network, and the settings cannot move it. (Within a PCIe server NCCL may route a GPU "
+        "pair through a NIC that both reach faster than they reach each other, ncclTopoCheckNet; "
+        "NCCL_NET_DISABLE_INTRA=1 forbids it. There these variables can matter.)"
     )
     if is_gpu(ab[0].result):
         return grade_choice(
