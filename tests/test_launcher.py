@@ -527,3 +527,29 @@ def test_folders_of_a_runs_files_are_pruned_as_finished_runs(tmp_path, monkeypat
     _age(in_use, quiet + 1)  # nothing written for QUIET_S: it goes
     assert spec_mod.prune_runs(keep=1) == (0, 0)  # the newest finished one is kept
     assert spec_mod.prune_runs(keep=0)[0] == 1 and [p.name for p in (tmp_path / "runs").iterdir()] == [in_flight.name]
+
+
+def test_known_harmless_lines_of_torch_are_not_shown_but_stay_in_the_log(tmp_path, runs_dir, capsys):
+    """Review N10: DDP's four-line "Grad strides" warning on a CPU rank and Kineto's lines on a rank whose GPUs the
+    launcher hid are left out where a rank's output is relayed; the rank's log keeps them; any other line, one that
+    looks like a continuation included, is shown."""
+    lines = [
+        "/x/torch/autograd/graph.py:869: UserWarning: Grad strides do not match bucket view strides. This may...",
+        "grad.sizes() = [4, 8, 1, 1], strides() = [8, 1, 8, 8]",
+        "bucket_view.sizes() = [4, 8, 1, 1], strides() = [8, 1, 1, 1] (Triggered internally at reducer.cpp:332.)",
+        "  return Variable._execution_engine.run_backward(  # Calls into the C++ engine to run the backward pass",
+        "ERROR:2026-12-02 00:23:23 2495:2495 DeviceProperties.cpp:48] gpuGetDeviceCount failed with code 100",
+        "USDT:2026-12-07 01:33:08 19887:19887 SyncActivityProfilerHandler.cpp:52] profiler_start",
+        "grad.sizes() = [1]: a line of the script's own, not a continuation of the warning",
+        "ERROR:2026-12-02 00:23:23 2495:2495 DeviceProperties.cpp:48] gpuGetDeviceCount failed with code 35",
+        "rank 0: done",
+    ]
+    script = tmp_path / "noise.py"
+    script.write_text("".join(f"print({line!r})\n" for line in lines))
+    result = nvtutorial.run(str(script), nproc=1, backend="gloo", timeout=120)
+    shown = [s.removeprefix("[rank0] ") for s in capsys.readouterr().out.splitlines() if s.startswith("[rank0] ")]
+    assert shown == lines[6:]
+    log = Path(result.log_files[0]).read_text().splitlines()
+    assert all(line in log for line in lines)
+    left_out, more = launch.runner.harmless(lines[0], None)
+    assert left_out and more is not None and launch.runner.harmless("rank 0: done", more) == (False, None)

@@ -32,6 +32,7 @@ import codecs
 import contextlib
 import json
 import os
+import re
 import select
 import signal
 import subprocess
@@ -78,6 +79,34 @@ STORE_TIMEOUT_S = 30.0
 STORE_BOOT = "from nvtutorial.launch._store import main; main()"
 _READ_CHUNK = 1 << 20
 _MAX_LINE = 64 * 1024
+
+HARMLESS_LINES = (
+    # DDP's reducer on a CPU rank (notebooks 05, 06): a 1x1 convolution's weight gradient comes back in channels-last
+    # strides, which differ from its bucket view's only in size-1 dimensions (the same order in memory).
+    # A warning of four lines: the first, then the lines that continue it. Nothing is slower.
+    (
+        re.compile(r"UserWarning: Grad strides do not match bucket view strides"),
+        re.compile(r"^(grad|bucket_view)\.sizes\(\) = |^\s+return Variable\._execution_engine\.run_backward\("),
+    ),
+    # Kineto (torch.profiler) in a CUDA build, on a rank whose GPUs the launcher hid (a gloo rank: CUDA_VISIBLE_DEVICES
+    # ''): it asks CUDA for the devices' properties for the trace's header; 100 is cudaErrorNoDevice.
+    (re.compile(r"^ERROR:.* DeviceProperties\.cpp:\d+\] gpuGetDeviceCount failed with code 100$"), None),
+    # Kineto's trace points at each profiler start and stop (torch 2.13).
+    (re.compile(r"^USDT:.* SyncActivityProfilerHandler\.cpp:\d+\] profiler_(start|stop)$"), None),
+)
+"""Lines of torch's own that a learner cannot act on, each a known harmless one (why above): not shown where the
+launcher relays a rank's output; the rank's log keeps them. Each is a line, and what may continue it."""
+
+
+def harmless(line: str, continuing: re.Pattern[str] | None) -> tuple[bool, re.Pattern[str] | None]:
+    """Whether ``line`` is one of :data:`HARMLESS_LINES` (or continues the one before it, ``continuing``), and what
+    may continue it."""
+    if continuing is not None and continuing.search(line):
+        return True, continuing
+    for first, more in HARMLESS_LINES:
+        if first.search(line):
+            return True, more
+    return False, None
 
 
 def run(
@@ -172,6 +201,8 @@ class Supervisor:
         everyone = set(range(spec.world_size))
         self.shown = everyone if spec.output == "all" else ({0} if spec.output == "rank0" else set())
         self.shown_bytes = 0
+        self.continuing: dict[int, re.Pattern[str] | None] = {}
+        """Per rank, what continues the last line :func:`harmless` left out (None: nothing)."""
         self.progress = RunProgress()
         self.first_output: float | None = None
         self.failure_seen: float | None = None
@@ -291,6 +322,9 @@ class Supervisor:
                 pass
             return
         if rank not in self.shown:
+            return
+        left_out, self.continuing[rank] = harmless(line, self.continuing.get(rank))
+        if left_out:
             return
         text = f"[rank{rank}] {line}"
         if self.shown_bytes + len(text) > MAX_SHOWN_BYTES:
