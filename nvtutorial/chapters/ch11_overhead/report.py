@@ -1,0 +1,550 @@
+"""Notebook 11's tables and verdicts: the per-op costs, the batch-doubling test, the model's predictions of the step
+three ways and how far each was, the training they must share, the all-reduce's fixed cost split, the crossovers;
+and the committed one-GPU run the notebook shows where this machine has no GPU. Kernel side: never launches.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from nvtutorial.chapters.ch11_overhead import model
+from nvtutorial.chapters.ch11_overhead.schema import (
+    AllReducePoint,
+    CalibrateRank,
+    OpCost,
+    Params,
+    Sides,
+    StepRank,
+    rank_type,
+)
+from nvtutorial.params import build
+from nvtutorial.report.predict import grade_number
+from nvtutorial.report.verdict import Verdict
+from nvtutorial.results import RunResult
+from nvtutorial.units import format_size
+
+TARGET = 0.20
+"""The model's error on each step (eager, graph, compiled) at each width, on one GPU: issue 29's target."""
+GRAPH_TOLERANCE = 1e-5
+"""Largest relative difference of a graphed step's losses and weights from the eager step's: the same kernels on
+the same numbers, so rounding at most."""
+COMPILED_TOLERANCE = 1e-3
+"""The compiled step's: Inductor fuses and reorders the arithmetic, so fp32 rounding differs, a little."""
+REFERENCE = Path(__file__).resolve().parents[3] / "reference"
+"""Where a checkout keeps the committed GPU runs (``reference/<machine>/runs-11/``)."""
+LABELS = {"eager": "eager", "graph": "one CUDA graph", "compiled": "reduce-overhead"}
+
+
+def typed(run: RunResult) -> Any:
+    """Rank 0 of an ``overhead`` run, typed by its part (``schema.rank_type``)."""
+    return run.metrics_as(rank_type(run.params))
+
+
+def params(run: RunResult) -> Params:
+    """The run's parameters, typed: the sizes its numbers belong to."""
+    return build(Params, run.params)
+
+
+def step_flops(s: Sides, p: Params) -> float:
+    """FLOPs of the step whose sides ``s`` are (its width and batch, the rest of the transformer from ``p``)."""
+    return model.step_flops(s.batch * p.seq_len, p.seq_len, s.width, p.mlp_ratio * s.width, p.layers, p.vocab)
+
+
+def us(seconds: float | None) -> float | None:
+    return None if seconds is None else seconds * 1e6
+
+
+# ------------------------------------------------------------------------------------------- one tiny op
+
+
+def op_table(op: OpCost):  # -> pandas.DataFrame
+    import pandas as pd
+
+    rows = [
+        ("queued: calls back to back, waited for once", op.queued),
+        ("waited for after each call", op.waited),
+        ("a view instead: Python and the dispatcher, no kernel", op.no_kernel),
+        ("replayed from a CUDA graph: the GPU's own cost", op.graph),
+        ("the CPU's cost of one replay (all the graph's calls)", op.replay_host),
+    ]
+    frame = pd.DataFrame([{"how": how, "µs per call": us(s)} for how, s in rows if s is not None]).set_index("how")
+    return frame
+
+
+def op_verdict(op: OpCost, where: str) -> Verdict:
+    """What one tiny op costs: on a GPU the CPU's pace against the GPU's (a graph replay); on the CPU, no queue."""
+    numbers = {"queued_us": us(op.queued), "waited_us": us(op.waited), "no_kernel_us": us(op.no_kernel)}
+    python = f"a call that launches no kernel (a view) costs {us(op.no_kernel):.1f} µs: Python and the dispatcher"
+    if op.graph is None:
+        text = (
+            f"One tiny op costs {us(op.queued):.1f} µs issued back to back and {us(op.waited):.1f} µs waited for: "
+            f"the CPU has no queue, each op runs before the next is issued; {python}. A CPU simulation of the "
+            "per-op cost: on a GPU the CPU only issues the op, and the GPU runs it."
+        )
+        return Verdict("overhead.per_op", "info", text, numbers, where, "One op's cost")
+    ratio = op.queued / op.graph
+    numbers.update(graph_us=us(op.graph), cpu_over_gpu=ratio)
+    text = (
+        f"The CPU issues one tiny op every {us(op.queued):.1f} µs; replayed from a CUDA graph the GPU runs one in "
+        f"{us(op.graph):.2f} µs: the GPU could take {ratio:.0f}× more small kernels than the CPU can issue. "
+        f"Waited for one by one, an op costs {us(op.waited):.1f} µs (the round trip); {python}."
+    )
+    return Verdict("overhead.per_op", "info", text, numbers, where, "One op's cost")
+
+
+# ------------------------------------------------------------------------------------------- the batch-doubling test
+
+
+def doubling_points(calib: CalibrateRank) -> list[tuple[int, float]]:
+    return [(p.batch, p.seconds) for p in calib.doubling]
+
+
+def doubling_table(calib: CalibrateRank, p: Params):  # -> pandas.DataFrame
+    import pandas as pd
+
+    ratios = dict(model.doubling_ratios(doubling_points(calib)))
+    rows = []
+    for batch, seconds in doubling_points(calib):
+        ratio = ratios.get(batch // 2) if batch % 2 == 0 else None
+        rows.append(
+            {
+                "batch": batch,
+                "tokens": batch * p.seq_len,
+                "ms per step": seconds * 1e3,
+                "× the half batch's": ratio,
+                "doubling says": model.doubling_regime(ratio) if ratio is not None else "",
+            }
+        )
+    return pd.DataFrame(rows).set_index("batch")
+
+
+def doubling_verdict(calib: CalibrateRank, p: Params, batch: int, where: str) -> Verdict:
+    """The batch-doubling test at ``batch``: the time of twice the batch over the batch's; and where the step's work
+    catches up with its floor (:func:`model.crossover_batch`), or that the sweep never left the floor."""
+    points = doubling_points(calib)
+    ratios = dict(model.doubling_ratios(points))
+    if batch not in ratios:
+        raise ValueError(f"batch {batch} and {2 * batch} were not both measured: {[b for b, _ in points]}")
+    ratio = ratios[batch]
+    regime = model.doubling_regime(ratio)
+    crossover = model.crossover_batch(points)
+    left = model.left_the_floor(points)
+    meaning = {
+        "overhead": "the work doubled, the time barely moved: overhead-bound",
+        "crossover": "the time grew, but less than the work: the two sides are close",
+        "work": "the time followed the work: the GPU's work (here the CPU's, in the simulation) sets the pace",
+    }[regime]
+    floor = points[0][1] if points else 0.0
+    if left:
+        where_work = (
+            f"its work catches up with its floor of {floor * 1e3:.3g} ms at about {crossover:.0f} sequences "
+            f"({crossover * p.seq_len:.0f} tokens) per step"
+        )
+    else:
+        largest = max(b for b, _ in points)
+        where_work = f"even {largest} sequences per step did not leave its floor of {floor * 1e3:.3g} ms"
+    text = f"Doubling the batch from {batch} to {2 * batch} made the step {ratio:.2f}× as long: {meaning}; "
+    text += f"{where_work}."
+    if left and ((regime == "overhead" and batch >= crossover) or (regime == "work" and 2 * batch <= crossover)):
+        text += (
+            " The two readings disagree (the doubling and the fit of the whole sweep): single steps moved, as on a "
+            "busy machine; run the calibration again."
+        )
+    numbers = {"ratio": ratio, "regime": regime, "crossover_batch": crossover if left else None, "floor_s": floor}
+    return Verdict("overhead.doubling", "info", text, numbers, where, "The batch-doubling test")
+
+
+def grade_doubling(prediction: float | None, calib: CalibrateRank, batch: int, where: str) -> Verdict:
+    ratio = dict(model.doubling_ratios(doubling_points(calib)))[batch]
+    return grade_number(
+        "11.doubling",
+        prediction,
+        ratio,
+        unit="×",
+        where=where,
+        right_within=0.15,
+        explanation=(
+            "Twice the work in each kernel; when the CPU issuing the kernels sets the pace, the time barely moves "
+            "(a ratio near 1), when the work does, it doubles (near 2)."
+        ),
+        question=f"How many times as long a step of {2 * batch} sequences takes as one of {batch}",
+    )
+
+
+# ------------------------------------------------------------------------------------------- the step, three ways
+
+
+@dataclasses.dataclass(frozen=True)
+class Prediction:
+    variant: str
+    width: int
+    batch: int
+    cpu_s: float
+    gpu_s: float
+
+    @property
+    def seconds(self) -> float:
+        return model.step_time(self.cpu_s, self.gpu_s)
+
+    @property
+    def upper_s(self) -> float:
+        return self.cpu_s + self.gpu_s
+
+    @property
+    def side(self) -> str:
+        return model.slower_side(self.cpu_s, self.gpu_s)
+
+
+def predictions(calib: CalibrateRank) -> list[Prediction]:
+    """The model's eager and graphed steps at each width, from the calibration: the eager step's two sides; a graph
+    runs the same kernels (the GPU's side) and costs the CPU one replay."""
+    if calib.op.replay_host is None or not calib.sides:
+        raise ValueError("the calibration measured no step sides: they need a GPU")
+    out = []
+    for s in calib.sides:
+        gpu = _gpu(s)
+        out.append(Prediction("eager", s.width, s.batch, s.host_s, gpu))
+        out.append(Prediction("graph", s.width, s.batch, calib.op.replay_host, gpu))
+    return out
+
+
+def _gpu(s: Sides) -> float:
+    if s.gpu_s is None:
+        raise ValueError(f"{s.variant} at width {s.width}: no GPU side measured (a CPU run)")
+    return s.gpu_s
+
+
+def prediction_table(preds: Sequence[Prediction]):  # -> pandas.DataFrame
+    import pandas as pd
+
+    rows = [
+        {
+            "width": p.width,
+            "step": LABELS[p.variant],
+            "CPU issues it (ms)": p.cpu_s * 1e3,
+            "GPU runs it (ms)": p.gpu_s * 1e3,
+            "model: the slower side (ms)": p.seconds * 1e3,
+            "if nothing overlapped (ms)": p.upper_s * 1e3,
+            "slower side": p.side,
+        }
+        for p in preds
+    ]
+    return pd.DataFrame(rows).set_index(["width", "step"])
+
+
+def step_rows(step: StepRank, preds: Sequence[Prediction]) -> list[dict[str, Any]]:
+    """One row per run: measured against the model (eager and graph from the calibration; the compiled step from
+    its own two sides, measured once it was compiled and before it was timed)."""
+    before = {(p.variant, p.width): p for p in preds}
+    eager = {r.width: r.seconds for r in step.runs if r.variant == "eager"}
+    rows = []
+    for r in step.runs:
+        p = before.get((r.variant, r.width)) or Prediction(r.variant, r.width, r.batch, r.sides.host_s, _gpu(r.sides))
+        rows.append(
+            {
+                "width": r.width,
+                "batch": r.batch,
+                "variant": r.variant,
+                "measured_s": r.seconds,
+                "model_s": p.seconds,
+                "error": p.seconds / r.seconds - 1,
+                "speedup": eager[r.width] / r.seconds if r.width in eager else None,
+                "cpu_s": p.cpu_s,
+                "gpu_s": p.gpu_s,
+                "side": p.side,
+                "launches": r.sides.launches,
+                "kernels": r.sides.kernels,
+                "compile_s": r.compile_s,
+            }
+        )
+    return rows
+
+
+def step_table(rows: Sequence[Mapping[str, Any]]):  # -> pandas.DataFrame
+    import pandas as pd
+
+    frame = pd.DataFrame(
+        [
+            {
+                "width": r["width"],
+                "step": LABELS[r["variant"]],
+                "measured (ms)": r["measured_s"] * 1e3,
+                "model (ms)": r["model_s"] * 1e3,
+                "model error": f"{r['error']:+.0%}",
+                "× eager's speed": r["speedup"],
+                "CPU (ms)": r["cpu_s"] * 1e3,
+                "GPU (ms)": r["gpu_s"] * 1e3,
+                "launches the CPU issues": r["launches"],
+                "kernels": r["kernels"],
+            }
+            for r in rows
+        ]
+    )
+    return frame.set_index(["width", "step"])
+
+
+def model_verdict(rows: Sequence[Mapping[str, Any]], where: str, target: float = TARGET) -> Verdict:
+    """Pass when the model's error on every step at every width is within ``target``; the text names the largest."""
+    if not rows:
+        raise ValueError("no step was measured")
+    worst = max(rows, key=lambda r: abs(r["error"]))
+    numbers = {f"{r['variant']} {r['width']}": r["error"] for r in rows} | {"target": target, "worst": worst["error"]}
+    name = f"{LABELS[worst['variant']]} at width {worst['width']}"
+    if abs(worst["error"]) <= target:
+        text = (
+            f"The slower of the two sides predicts every step within {target:.0%}: the largest miss is {name}, "
+            f"{worst['error']:+.0%} ({worst['model_s'] * 1e3:.3g} ms against {worst['measured_s'] * 1e3:.3g} ms)."
+        )
+        return Verdict("overhead.model", "pass", text, numbers, where, "The model against the run")
+    side = "the CPU's" if worst["side"] == "CPU" else "the GPU's"
+    text = (
+        f"The model misses {name} by {worst['error']:+.0%} ({worst['model_s'] * 1e3:.3g} ms against "
+        f"{worst['measured_s'] * 1e3:.3g} ms; target {target:.0%}); it took {side} side, "
+        f"{max(worst['cpu_s'], worst['gpu_s']) * 1e3:.3g} ms, as the step's time: the two sides did not overlap "
+        "as the model assumes, or one side was measured under other conditions than the timed steps."
+    )
+    return Verdict("overhead.model", "fail", text, numbers, where, "The model against the run")
+
+
+def correctness_verdict(step: StepRank, where: str) -> Verdict:
+    """Pass when every graphed step trained what the eager step trained to rounding (:data:`GRAPH_TOLERANCE`) and
+    every compiled one to :data:`COMPILED_TOLERANCE`."""
+    tolerance = {"eager": 0.0, "graph": GRAPH_TOLERANCE, "compiled": COMPILED_TOLERANCE}
+    worst: dict[str, float] = {}
+    for r in step.runs:
+        worst[r.variant] = max(worst.get(r.variant, 0.0), r.loss_rel_diff, r.weight_rel_diff)
+    bad = [v for v, d in worst.items() if d > tolerance[v]]
+    numbers = {f"{v}_max_rel_diff": d for v, d in worst.items()}
+    said = ", ".join(f"{LABELS[v]} {worst[v]:.1e} (at most {tolerance[v]:.0e})" for v in worst if v != "eager")
+    if bad:
+        text = (
+            f"Not the same training: {', '.join(LABELS[v] for v in bad)} moved away from the eager step's losses or "
+            f"weights ({said}): a graph replays the kernels it captured, so a difference means the capture ran on "
+            "other inputs or missed a step's update."
+        )
+        return Verdict("overhead.same_training", "fail", text, numbers, where, "The same training")
+    text = (
+        f"Each way trained what the eager step trained, from the same weights on the same batches: largest relative "
+        f"difference of the losses and the weights {said}."
+    )
+    return Verdict("overhead.same_training", "pass", text, numbers, where, "The same training")
+
+
+def grade_speedups(mine: Mapping[str, float | None], rows: Sequence[Mapping[str, Any]], where: str) -> list[Verdict]:
+    """The learner's predicted speed-ups (``"graph, small"``, ``"compiled, small"``, ``"graph, wide"``) against the
+    run's (the eager step's time over the variant's)."""
+    widths = sorted({r["width"] for r in rows})
+    by = {(r["variant"], "small" if r["width"] == widths[0] else "wide"): r for r in rows}
+    out = []
+    for key, prediction in mine.items():
+        variant, size = (part.strip() for part in key.split(","))
+        row = by.get((variant, size))
+        if row is None or row["speedup"] is None:
+            continue
+        out.append(
+            grade_number(
+                f"11.speedup {key}",
+                prediction,
+                row["speedup"],
+                unit="×",
+                where=where,
+                explanation=(
+                    f"The eager step took {row['measured_s'] / row['speedup'] * 1e3:.3g} ms, {LABELS[variant]} "
+                    f"{row['measured_s'] * 1e3:.3g} ms: a graph removes the CPU's side ({row['cpu_s'] * 1e3:.3g} ms "
+                    f"here), not the GPU's ({row['gpu_s'] * 1e3:.3g} ms)."
+                ),
+                question=f"How many times as fast {LABELS[variant]} runs the step at width {row['width']}",
+            )
+        )
+    return out
+
+
+# ------------------------------------------------------------------------------------------- the all-reduce
+
+
+def allreduce_table(points: Sequence[AllReducePoint]):  # -> pandas.DataFrame
+    import pandas as pd
+
+    rows = [
+        {
+            "size": format_size(p.nbytes),
+            "back to back (µs)": us(p.eager),
+            "each waited for (µs)": us(p.waited),
+            "replayed from a CUDA graph (µs)": us(p.graph),
+            "the host's share": None if p.graph is None else 1 - p.graph / p.eager,
+        }
+        for p in points
+    ]
+    return pd.DataFrame(rows).set_index("size")
+
+
+def allreduce_verdict(points: Sequence[AllReducePoint], world: int, where: str) -> Verdict:
+    """The smallest all-reduce's fixed cost, split: the part a CUDA graph removes is the host's (Python, c10d, the
+    launch); what is left is NCCL's own on the GPU: with one rank no wire, with two the link's latency too."""
+    p = min(points, key=lambda q: q.nbytes)
+    numbers: dict[str, Any] = {"eager_us": us(p.eager), "waited_us": us(p.waited), "world": world}
+    head = f"An all-reduce of {format_size(p.nbytes)} costs {us(p.eager):.1f} µs back to back"
+    if p.graph is None:
+        text = (
+            f"{head} on {world} gloo process{'es' if world > 1 else ''} over the loopback: a CPU simulation; a CUDA "
+            "graph cannot hold a gloo collective, so this run cannot split it. The committed 2× H200 numbers below "
+            "split the α of a pair of GPUs."
+        )
+        return Verdict("overhead.allreduce", "info", text, numbers, where, "An all-reduce's fixed cost")
+    share = 1 - p.graph / p.eager
+    numbers.update(graph_us=us(p.graph), host_share=share)
+    if world == 1:
+        text = (
+            f"{head} in a world of one and {us(p.graph):.2f} µs replayed from a CUDA graph: {share:.0%} of a call is "
+            "the host's (Python, c10d's bookkeeping, NCCL's enqueue). One rank has no peer and no wire: what the "
+            "link adds, and NCCL's latency between GPUs, only two GPUs can show."
+        )
+    else:
+        text = (
+            f"{head} on {world} GPUs and {us(p.graph):.2f} µs replayed from a CUDA graph: {share:.0%} of the α a "
+            f"PyTorch call pays is the host's; the {us(p.graph):.2f} µs left is NCCL's own, the link's latency "
+            "included."
+        )
+    return Verdict("overhead.allreduce", "info", text, numbers, where, "An all-reduce's fixed cost")
+
+
+def reference_split():  # -> pandas.DataFrame
+    """The committed 2× H200's all-reduce: the α a PyTorch call pays (notebook 10's fit of the sweep) against
+    nccl-tests' whole all-reduce at its smallest size (its own, lighter host path)."""
+    import pandas as pd
+
+    from nvtutorial.chapters.ch01_hardware import report as bandwidth
+    from nvtutorial.chapters.ch10_cost_model import report as costs
+
+    fit = costs.reference_fit()
+    smallest = min(bandwidth.reference_nccl_tests()["default"].rows, key=lambda r: r["size"])
+    return pd.DataFrame(
+        [
+            {"what": "α of a PyTorch all-reduce (fit of the 1 KiB to 1 GiB sweep)", "µs": fit.link.alpha * 1e6},
+            {
+                "what": f"nccl-tests, a whole {format_size(smallest['size'])} all-reduce (in place)",
+                "µs": smallest["ip_time_us"],
+            },
+        ]
+    ).set_index("what")
+
+
+# ------------------------------------------------------------------------------------------- the crossovers
+
+
+def crossovers(calib: CalibrateRank, p: Params, link: Any) -> dict[str, float | None]:
+    """The crossovers between regimes, from this calibration (its sizes ``p``) and ``link`` (α, β):
+
+    - ``doubling_tokens``: tokens per step where the doubling sweep's work meets its floor (None: it never left it);
+    - ``closed_form_tokens`` (GPU): the same from the two sides of the small step: the CPU's time to issue it × the
+      rate the wide step's GPU side reached ÷ the FLOPs of one token;
+    - ``ddp_tokens`` (GPU): tokens per GPU above which DDP's backward pass outlasts its all-reduce (fp32 gradients,
+      two GPUs, notebook 10's ``ddp_critical_tokens`` at that rate);
+    - ``collective_bytes``: bytes above which an all-reduce costs its bytes rather than its α."""
+    from nvtutorial.chapters.ch10_cost_model import model as costs
+
+    points = doubling_points(calib)
+    out: dict[str, float | None] = {
+        "doubling_tokens": model.crossover_batch(points) * p.seq_len if model.left_the_floor(points) else None,
+        "closed_form_tokens": None,
+        "ddp_tokens": None,
+        "collective_bytes": costs.crossover_bytes(link),
+    }
+    rate = gpu_rate(calib, p)
+    if rate is not None:
+        small = min(calib.sides, key=lambda s: s.width)
+        per_token = step_flops(small, p) / (small.batch * p.seq_len)
+        out["closed_form_tokens"] = model.overhead_crossover_tokens(small.host_s, per_token, rate)
+        out["ddp_tokens"] = costs.ddp_critical_tokens(costs.Roof(rate, 1.0), link)
+    return out
+
+
+def regime_map(calib: CalibrateRank, p: Params, link: Any, link_where: str, where: str):  # -> pandas.DataFrame
+    """:func:`crossovers` as a table: each one, where it lies, what holds below it, where it was measured (the two
+    that need a GPU's sides only where the calibration has them)."""
+    import pandas as pd
+
+    found = crossovers(calib, p, link)
+    largest = max(b for b, _ in doubling_points(calib)) * p.seq_len
+    rows = [
+        (
+            f"the doubling sweep (width {calib.doubling_width}) leaves its floor",
+            _tokens(found["doubling_tokens"], "per step") or f"above {largest:,} tokens per step (not reached)",
+            "overhead-bound: more tokens per step cost almost nothing",
+            where,
+        )
+    ]
+    if found["closed_form_tokens"] is not None:
+        small = min(s.width for s in calib.sides)
+        rows.append(
+            (
+                f"the same in closed form at width {small}: CPU time × GPU rate ÷ FLOPs per token",
+                _tokens(found["closed_form_tokens"], "per step"),
+                "overhead-bound",
+                where,
+            )
+        )
+        rows.append(
+            (
+                "DDP hides its all-reduce (fp32 gradients, 2 GPUs)",
+                _tokens(found["ddp_tokens"], "per GPU"),
+                "the gradients' all-reduce outlasts the backward pass",
+                f"rate: {where}; link: {link_where}",
+            )
+        )
+    rows.append(
+        (
+            "an all-reduce (2 GPUs) costs its bytes",
+            format_size(found["collective_bytes"] or 0),
+            "a call costs mostly α, whatever its size",
+            link_where,
+        )
+    )
+    return pd.DataFrame(rows, columns=["crossover", "above", "below it", "measured on"]).set_index("crossover")
+
+
+def _tokens(value: float | None, per: str) -> str:
+    return "" if value is None else f"{value:,.0f} tokens {per}"
+
+
+def gpu_rate(calib: CalibrateRank, p: Params) -> float | None:
+    """FLOP/s the widest step's GPU side reached (its FLOPs over the GPU's own time); None without a GPU."""
+    measured = [s for s in calib.sides if s.gpu_s]
+    if not measured:
+        return None
+    wide = max(measured, key=lambda s: s.width)
+    return step_flops(wide, p) / _gpu(wide)
+
+
+def reference_link() -> tuple[Any, str]:
+    """The committed 2× H200's all-reduce α and β (notebook 10's fit) and where they were measured."""
+    from nvtutorial.chapters.ch10_cost_model import report as costs
+
+    return costs.reference_fit().link, costs.reference_where()
+
+
+# ------------------------------------------------------------------------------------------- the committed run
+
+
+def committed(root: Path = REFERENCE) -> dict[str, Any]:
+    """The newest committed one-GPU runs of notebook 11 (``reference/<machine>/runs-11/*/result.json``): the machine
+    whose newest ``step`` run is the newest, its newest ``step`` and ``calibrate`` runs and the machine's folder name
+    (``kind``); empty when no machine has both."""
+    machines: dict[str, dict[str, RunResult]] = {}
+    for path in sorted(root.glob("*/runs-11/*/result.json"), key=lambda p: p.parent.name):
+        run = RunResult.load(path)
+        run.run_dir = path.parent
+        if Path(run.workload).name == "overhead" and run.ok:
+            machines.setdefault(path.parents[2].name, {})[run.params.get("part", "calibrate")] = run
+    complete = {kind: runs for kind, runs in machines.items() if {"calibrate", "step"} <= set(runs)}
+    if not complete:
+        return {}
+    kind = max(complete, key=lambda k: complete[k]["step"].run_dir.name)
+    return {**complete[kind], "kind": kind}
+
+
+def committed_where(run: RunResult, kind: str) -> str:
+    return f"{run.label}: the committed run in reference/{kind}, not this machine"
