@@ -53,6 +53,39 @@ def driver_version() -> str | None:
         return None if pynvml is None else nvml_text(pynvml.nvmlSystemGetDriverVersion())
 
 
+
+@dataclasses.dataclass(frozen=True)
+class MemoryPeak:
+    """A GPU memory's peak as NVML gives it: bus width × the highest memory clock × 2 transfers per clock (the clock
+    NVML reports for HBM and GDDR alike gives the datasheets' bandwidth this way: H100 SXM 5120 bits × 2619 MHz × 2
+    = 3.35 TB/s). Used in notebook 01 (one GPU's links)."""
+
+    bus_width_bits: int
+    clock_mhz: int
+
+    @property
+    def gbps(self) -> float:
+        return self.bus_width_bits / 8 * self.clock_mhz * 1e6 * 2 / 1e9
+
+    def describe(self) -> str:
+        return f"{self.bus_width_bits}-bit bus × {self.clock_mhz} MHz × 2 (NVML)"
+
+
+def memory_peak(index: int = 0) -> MemoryPeak | None:
+    """GPU ``index``'s memory peak from NVML, or None where there is no GPU or NVML cannot say."""
+    with nvml() as pynvml:
+        if pynvml is None:
+            return None
+        handles = visible_handles(pynvml)
+        if len(handles) <= index:
+            return None
+        try:
+            width = int(pynvml.nvmlDeviceGetMemoryBusWidth(handles[index]))
+            clock = int(pynvml.nvmlDeviceGetMaxClockInfo(handles[index], pynvml.NVML_CLOCK_MEM))
+        except Exception:  # noqa: BLE001 - NVMLError_NotSupported (some virtual GPUs): no peak to predict from
+            return None
+        return MemoryPeak(width, clock) if width and clock else None
+
 # --- The reference machine: its saved outputs, for machines without 2 GPUs ---------------------------
 
 REFERENCE_MACHINE = "2× NVIDIA H200 SXM, NV18, driver 580.159.04, CUDA 13.0"

@@ -27,6 +27,7 @@ QUESTIONS = {
         "How many times the all-reduce's busbw over NVLink is that staged through host memory (NCCL_P2P_DISABLE=1)"
     ),
     "C7 prediction": "What the source's NCCL settings do to the all-reduce",
+    "pinned host to device": "Host to device over PCIe from pinned memory, at the largest size",
     "03.source validation": "What the source's all_reduce(val_loss) reports",
     "03.scaling": "The speed-up of 2 GPUs over 1 at a fixed global batch",
     "03.C14 prediction": "DDP's step time over NVLink against host-staged transfers",

@@ -1,10 +1,10 @@
 """Chapter 01 (notebook ``01_hardware``): GPUs, topology and link through NVML; expected against measured bandwidth;
 NVLink, host-staged, sockets.
 
-Its files, by role: rank side: ``workload_allreduce``, ``workload_bench``, ``workload_p2p``, ``workload_sendrecv``,
-``lessons``; both sides, torch-free: ``schema_allreduce``, ``schema_p2p``, ``schema_sendrecv`` (what each workload
-returns, typed); kernel side: ``lab``, ``plots``, ``report``, ``report_lab``, ``report_links``, ``report_reference``;
-exercises: ``exercises``.
+Its files, by role: rank side: ``workload_allreduce``, ``workload_bench``, ``workload_gpu_links``, ``workload_p2p``,
+``workload_sendrecv``, ``lessons``; both sides, torch-free: ``schema_allreduce``, ``schema_gpu_links``, ``schema_p2p``,
+``schema_sendrecv`` (what each workload returns, typed); kernel side: ``lab``, ``plots``, ``report``, ``report_gpu``,
+``report_lab``, ``report_links``, ``report_reference``; exercises: ``exercises``.
 The notebook imports the chapter and reaches each file on first use, so that a rank importing a
 rank-side file never loads pandas or matplotlib::
 

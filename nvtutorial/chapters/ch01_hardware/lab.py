@@ -1,4 +1,4 @@
-"""The link A/B lab and the device-to-device copy: the bandwidth runs of notebooks 01 and 02.
+"""The link A/B lab, the device-to-device copy and one GPU's own links: the bandwidth runs of notebooks 01 and 02.
 
 Each function here launches (:func:`nvtutorial.run`); what the runs show is read by
 :mod:`nvtutorial.chapters.ch01_hardware.report` and drawn by :mod:`nvtutorial.chapters.ch01_hardware.plots`.
@@ -8,14 +8,17 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nvtutorial import launch
+from nvtutorial.chapters.ch01_hardware import report_gpu, schema_gpu_links, schema_p2p
 from nvtutorial.chapters.ch01_hardware import report_reference as reference_runs
-from nvtutorial.chapters.ch01_hardware import schema_p2p
 from nvtutorial.chapters.ch01_hardware.report import CopyRun, SendRecv, Sweep
 from nvtutorial.chapters.ch01_hardware.report_lab import LabPath, LabRun
 from nvtutorial.machine import hardware, nccl_debug
+
+if TYPE_CHECKING:
+    from nvtutorial.course import Part
 
 LAB_PATHS: tuple[LabPath, ...] = (
     LabPath("default", {}, "NCCL's choice: P2P over NVLink where the GPUs have it"),
@@ -129,29 +132,36 @@ CPU_AB = {
 """Small A/B sizes for a CPU, used only where the reference runs are not there (an installed package)."""
 
 
-def source_ab(params: Mapping[str, Mapping[str, Any]], timeout: float = 600.0) -> list[LabRun]:
+def source_ab(
+    params: Mapping[str, Mapping[str, Any]], timeout: float = 600.0, why: str = "no GPUs here"
+) -> list[LabRun]:
     """Notebook 02's A/B (claim C7) on :data:`SOURCE_AB_PATHS`: launched with ``params`` (path name → parameters).
 
-    With no parameters (the CPU profile: gloo ignores every ``NCCL_*`` variable, so both runs would be the
-    same code) it reads the reference 2× H200's saved runs instead, each labelled with where it ran; an
-    installed package without them runs the A/B on the CPU with :data:`CPU_AB` to show the method.
+    With no parameters (the small sizes: gloo ignores every ``NCCL_*`` variable, so both runs would be the
+    same code) it reads the reference 2× H200's saved runs instead, each labelled with where it ran, and prints
+    ``why`` (the notebook's plan says it); an installed package without them runs the A/B on the CPU with
+    :data:`CPU_AB` to show the method.
     """
     if params:
         return run_lab(params, paths=SOURCE_AB_PATHS, timeout=timeout)
     if reference_runs.available():
-        print("no GPUs here: the A/B below is the reference 2× H200's, from its saved runs (reference/h200x2/runs)")
+        print(
+            f"not run here ({why}): the A/B below is the reference 2× H200's, from its saved runs "
+            "(reference/h200x2/runs)"
+        )
         saved = {path.name: reference_runs.load(f"ab {path.name}") for path in SOURCE_AB_PATHS}
         return run_lab({}, reuse=saved, paths=SOURCE_AB_PATHS)
     return run_lab({"default": CPU_AB, "source's settings": CPU_AB}, paths=SOURCE_AB_PATHS, timeout=timeout)
 
 
-def point_to_point(params: Mapping[str, Any], timeout: float = 600.0) -> SendRecv:
-    """Notebook 01's ``sendrecv_bench`` run with ``params``; with none (the CPU profile: two processes have no link
-    to be full duplex) the reference 2× H200's saved run, labelled as such, or a small CPU run without it."""
+def point_to_point(params: Mapping[str, Any], timeout: float = 600.0, why: str = "no GPUs here") -> SendRecv:
+    """Notebook 01's ``sendrecv_bench`` run with ``params``; with none (the small sizes: two CPU processes have no
+    link to be full duplex) the reference 2× H200's saved run, labelled as such (``why``: the plan's reason), or a
+    small CPU run without it."""
     if params:
         return launch.run("sendrecv_bench", params=dict(params), output="none", timeout=timeout)
     if reference_runs.available():
-        print("no GPUs here: the send/recv run below is the reference 2× H200's, from its saved run")
+        print(f"not run here ({why}): the send/recv run below is the reference 2× H200's, from its saved run")
         return reference_runs.load("sendrecv")
     return launch.run(
         "sendrecv_bench",
@@ -159,3 +169,27 @@ def point_to_point(params: Mapping[str, Any], timeout: float = 600.0) -> SendRec
         output="none",
         timeout=timeout,
     )
+
+
+def gpu_limits(part: Part) -> report_gpu.Limits:
+    """What NVML says GPU 0's PCIe link and memory carry at most, where ``part`` (notebook 01's "one GPU's links",
+    from its plan) runs on a GPU; the reference H200's otherwise."""
+    if not part.gpus:
+        return report_gpu.REFERENCE_LIMITS
+    inv = hardware.inventory()
+    return report_gpu.limits(inv.gpus[0] if inv.gpus else None, hardware.memory_peak(0))
+
+
+def gpu_links(params: Mapping[str, Any], part: Part, timeout: float = 300.0) -> report_gpu.GpuLinks:
+    """Notebook 01's "one GPU's links": ``gpu_links`` on one rank on GPU 0 where the plan's ``part`` has a GPU;
+    otherwise nothing is launched (the part says why) and the reference H200's saved run stands in, labelled so."""
+    if part.gpus:
+        result = launch.run("gpu_links", nproc=1, backend="nccl", params=dict(params), output="none", timeout=timeout)
+        rank = result.metrics_as(schema_gpu_links.Rank)
+        return report_gpu.GpuLinks(rank.rows, result.label, rank.note, result, here=True)
+    why = f"not run here: {part.why}"
+    saved = reference_runs.one_gpu("gpu_links")
+    if saved is None:
+        return report_gpu.GpuLinks((), "nothing measured", f"{why}; the reference H200 has no saved run of it yet")
+    print(f"{why}: the rows below are the reference H200's saved run")
+    return report_gpu.GpuLinks(saved.metrics_as(schema_gpu_links.Rank).rows, saved.label, why, saved)

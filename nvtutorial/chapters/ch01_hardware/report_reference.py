@@ -1,4 +1,5 @@
-"""The reference 2× H200's committed runs of notebooks 01 and 02 (``reference/h200x2/runs/`` in a checkout).
+"""The reference 2× H200's committed runs of notebooks 01 and 02 (``reference/h200x2/runs/`` in a checkout), and the
+reference one-H200 machine's run of notebook 01's part "one GPU's links" (``reference/h200x1/runs/``).
 
 On a machine without GPUs some of those notebooks' runs would measure nothing (gloo ignores every
 ``NCCL_*`` variable; two CPU processes have no link to be full duplex): the notebooks show these saved
@@ -14,15 +15,17 @@ from nvtutorial.results import RunResult
 
 FOLDER = Path(__file__).resolve().parents[3] / "reference" / "h200x2" / "runs"
 """Where a checkout of the course keeps the reference runs (absent from an installed package)."""
+ONE_GPU_FOLDER = FOLDER.parent.parent / "h200x1" / "runs"
+"""Where a checkout keeps the one-H200 machine's runs (``scripts/gpu_links_check.py`` writes one)."""
 
 RUNS = {
-    "sweep": "allreduce_bench-20261130-014824-f3bc9e",  # notebook 01, section 4: 1 KiB .. 1 GiB
+    "sweep": "allreduce_bench-20261130-014824-f3bc9e",  # notebook 01, section 5: 1 KiB .. 1 GiB
     "lab P2P off": "allreduce_bench-20261130-014903-51011f",
     "lab P2P+SHM off": "allreduce_bench-20261130-014914-413939",
     "ab default": "allreduce_bench-20261130-014936-7adb80",  # notebook 02, claim C7
     "ab source's settings": "allreduce_bench-20261130-014947-7f3fbd",
     "ab P2P off": "allreduce_bench-20261130-014959-963ea0",
-    "sendrecv": "sendrecv_bench-20261130-014839-652f0b",  # notebook 01, section 5
+    "sendrecv": "sendrecv_bench-20261130-014839-652f0b",  # notebook 01, section 6
 }
 
 
@@ -43,4 +46,15 @@ def load(name: str) -> RunResult:
     result.run_dir = folder
     world = result.env.world_size if result.env is not None else len(result.ranks)
     result.log_files = {r: folder / f"rank{r}.log" for r in range(world)}
+    return result
+
+
+def one_gpu(workload: str) -> RunResult | None:
+    """The newest committed one-H200 run of ``workload`` (``reference/h200x1/runs/<workload>-*``), or None: an
+    installed package, or a run not made there yet."""
+    folders = sorted(p.parent for p in ONE_GPU_FOLDER.glob(f"{workload}-*/result.json"))
+    if not folders:
+        return None
+    result = RunResult.load(folders[-1] / "result.json")
+    result.run_dir = folders[-1]
     return result

@@ -1,0 +1,56 @@
+"""What one rank of ``gpu_links`` returns (``workload_gpu_links.py``), torch-free, read by both sides: the links one GPU
+has, each measured with copies: its memory (a copy from one buffer on the GPU to another) and its PCIe link to the
+host (host to device and device to host, from pinned and from pageable host memory). The kernel side reads it back
+with ``result.metrics_as(Rank)``."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Literal
+
+NAME = "gpu_links"
+"""The workload whose results this schema types (``workload_gpu_links.py``)."""
+
+Link = Literal["memory", "host to device", "device to host"]
+Host = Literal["device", "pinned", "pageable"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Row:
+    """One link, one kind of host memory, one size: the median of the timed blocks."""
+
+    link: Link
+    host: Host
+    """Where the host side of a PCIe copy lives (``pinned``: page-locked; ``pageable``: ordinary memory);
+    ``device`` for the memory copy, which has no host side."""
+    size: int
+    """Bytes copied per copy (S)."""
+    bytes_moved: int
+    """Bytes that cross the link per copy: S over PCIe; 2 S for a device copy, which reads S and writes S (a memory's
+    datasheet bandwidth counts reads and writes together)."""
+    time_us: float
+    """The median block's time per copy, µs (CUDA events on the stream around the block)."""
+    gbps: float
+    """``bytes_moved`` ÷ time, GB/s (10⁹ bytes per second)."""
+    gbps_repeats: tuple[float, ...]
+    """Every timed block's GB/s."""
+    iters: int
+    """Copies per timed block."""
+
+    def samples(self) -> tuple[float, ...]:
+        """Every block's GB/s, what :func:`~nvtutorial.report.verdict.compare` reads."""
+        return self.gbps_repeats
+
+
+@dataclasses.dataclass(frozen=True)
+class Rank:
+    """What one rank returns (``RunResult.metrics_as(Rank)``)."""
+
+    mode: Literal["gpu", "skipped"]
+    """``gpu``: copies on this rank's GPU; ``skipped``: the process had no GPU (``note`` says so, no rows)."""
+    device: str = ""
+    """The GPU's name (GPU runs)."""
+    rows: tuple[Row, ...] = ()
+    timer: str = ""
+    """How the blocks were timed."""
+    note: str = ""
