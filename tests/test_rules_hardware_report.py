@@ -396,6 +396,9 @@ def test_c2_from_the_card_table(monkeypatch):
     v = links.claim_c2()
     assert v.status == "partly" and v.numbers["without_nvlink"] == ["GeForce RTX 4090"]
     assert set(v.numbers["with_nvlink"]) == set(SOURCE_NVLINK_CARDS) - {"GeForce RTX 4090"}
+    # the review's C2 nit: bridges link A100 PCIe cards, not V100 PCIe cards, as the card table the text states says
+    assert not card("Tesla V100 PCIe").has_nvlink and card("A100 PCIe").has_nvlink
+    assert "V100 has NVLink only in its SXM form" in v.text and "V100s or A100s" not in v.text
     monkeypatch.setattr(links, "SOURCE_NVLINK_CARDS", ("A100 SXM4", "Tesla V100 SXM2"))
     assert links.claim_c2().status == "holds"
     monkeypatch.setattr(links, "SOURCE_NVLINK_CARDS", ("GeForce RTX 4090",))

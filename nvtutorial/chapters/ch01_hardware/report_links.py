@@ -25,7 +25,8 @@ def claim_c2() -> Verdict:
     text = (
         f"{', '.join(right)} have NVLink; "
         + (f"{', '.join(wrong)} {'has' if len(wrong) == 1 else 'have'} no NVLink connector. " if wrong else "")
-        + "Two V100s or A100s are linked only in their SXM form or with bridges (the V100 PCIe card has none)."
+        + "A V100 has NVLink only in its SXM form (the V100 PCIe card has none); an A100 in its SXM form, or as a "
+        "PCIe card with NVLink bridges."
     )
     status = "partly" if wrong and right else ("holds" if right else "wrong")
     return Verdict("C2", status, text, {"with_nvlink": right, "without_nvlink": wrong}, VENDOR)
