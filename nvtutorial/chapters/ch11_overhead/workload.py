@@ -209,8 +209,6 @@ def _variant(variant: str, model, optimizer, warmup_batches):
 def one_width(ctx: runtime.Context, p: Params, width: int, batch: int, variants: tuple[str, ...]) -> list[VariantRun]:
     """The step ``variants`` ways at ``width``, each from the seeded weights on the same batches: checked against
     the eager step, then its sides measured, then timed."""
-    import torch
-
     from nvtutorial.chapters.ch11_overhead.lessons.overhead import build
 
     cfg = _config(p, width)
@@ -254,8 +252,6 @@ def one_width(ctx: runtime.Context, p: Params, width: int, batch: int, variants:
         )
         del model, optimizer, step, weights
         _free(ctx)
-    del reference
-    torch.cuda.synchronize(ctx.device)
     return runs
 
 

@@ -1,0 +1,583 @@
+"""Chapter 11: the overhead regime. The model's sides and crossovers, the batch-doubling test, every verdict and
+answer key at its rule (both sides of each threshold, every branch, numbers pinned) on synthetic results written as a
+run writes them and read back through the real readers; the committed one-GPU run where one exists; the workload's
+CPU half on a real rank; the notebook's plan on a one-GPU machine; the exercise's checker.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import math
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from nvtutorial import course
+from nvtutorial.chapters import ch11_overhead as ch
+from nvtutorial.chapters.ch10_cost_model import model as costs
+from nvtutorial.chapters.ch11_overhead import exercises, model, report, schema
+from nvtutorial.params import ParamError
+from nvtutorial.report.predict import PredictionError
+from tests.typed_runs import run_of
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _one_gpu() -> bool:
+    import torch
+
+    from nvtutorial.machine import hardware
+
+    return bool(torch.version.cuda) and hardware.gpu_count() >= 1
+
+
+requires_one_gpu = pytest.mark.skipif(not _one_gpu(), reason="needs a GPU and a CUDA build of torch (none here)")
+NOTEBOOK = ROOT / "notebooks" / "11_overhead.ipynb"
+GPU = "1× NVIDIA H200 · NCCL 2.28.9 · torch 2.11.0"
+LINK = costs.Link(alpha=36e-6, beta=338e9)
+
+
+def calibration(
+    sides=(),
+    doubling=((1, 3.2e-3), (2, 3.2e-3), (4, 3.3e-3), (8, 3.4e-3), (16, 3.6e-3), (512, 15.36e-3)),
+    graph: float | None = 1.0e-6,
+    replay_host: float | None = 10e-6,
+    allreduce=(),
+) -> schema.CalibrateRank:
+    return schema.CalibrateRank(
+        device="NVIDIA H200" if graph else "CPU",
+        op=schema.OpCost(queued=10e-6, waited=20e-6, no_kernel=3e-6, graph=graph, replay_host=replay_host),
+        doubling_width=256,
+        doubling=tuple(schema.DoublingPoint(b, s, (s, s)) for b, s in doubling),
+        allreduce=tuple(allreduce),
+        sides=tuple(sides),
+    )
+
+
+def side(variant="eager", width=256, batch=8, host=3.2e-3, gpu=0.7e-3, launches=150, kernels=150):
+    return schema.Sides(variant, width, batch, host, gpu, launches, 1 if variant == "graph" else 0, kernels)
+
+
+def variant_run(variant, width, batch, seconds, host, gpu, loss=0.0, weight=0.0, compile_s=None):
+    return schema.VariantRun(
+        variant=variant,
+        width=width,
+        batch=batch,
+        seconds=seconds,
+        repeats=(seconds, seconds),
+        sides=side(variant, width, batch, host, gpu),
+        losses=(5.5, 5.4),
+        loss_rel_diff=loss,
+        weight_rel_diff=weight,
+        compile_s=compile_s,
+    )
+
+
+PARAMS = {"part": "calibrate", "widths": [256, 1024], "batches": [8, 16]}
+SIDES = (side(width=256, batch=8, host=3.2e-3, gpu=0.70e-3), side(width=1024, batch=16, host=3.2e-3, gpu=4.4e-3))
+STEP = schema.StepRank(
+    device="NVIDIA H200",
+    runs=(
+        variant_run("eager", 256, 8, 3.30e-3, 3.2e-3, 0.70e-3),
+        variant_run("graph", 256, 8, 0.75e-3, 12e-6, 0.70e-3, loss=2e-7, weight=3e-7),
+        variant_run("compiled", 256, 8, 1.40e-3, 1.35e-3, 0.45e-3, loss=2e-4, weight=1e-4, compile_s=12.0),
+        variant_run("eager", 1024, 16, 4.60e-3, 3.2e-3, 4.4e-3),
+        variant_run("graph", 1024, 16, 4.45e-3, 12e-6, 4.4e-3),
+        variant_run("compiled", 1024, 16, 4.40e-3, 1.35e-3, 4.3e-3),
+    ),
+)
+
+
+def typed_back(rank, params):
+    """``rank`` written as a run writes it and read back through the chapter's reader."""
+    return report.typed(run_of(rank, label=GPU, workload="overhead", params=params))
+
+
+# --------------------------------------------------------------------------------------------------- the chapter
+
+
+def test_the_facade_and_the_workload_registry():
+    from nvtutorial import workloads
+
+    assert ch.model is model and ch.schema is schema
+    assert workloads.module("overhead") == "nvtutorial.chapters.ch11_overhead.workload"
+    for part, cls in (
+        ("calibrate", schema.CalibrateRank),
+        ("step", schema.StepRank),
+        ("allreduce", schema.AllReduceRank),
+    ):
+        assert workloads.result_type("overhead", {"part": part}) is cls
+
+
+def test_the_rank_side_imports_no_pandas_or_matplotlib():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; import nvtutorial.chapters.ch11_overhead.workload, nvtutorial.chapters.ch11_overhead.lessons."
+        "overhead; print(sorted(m for m in ('pandas', 'matplotlib') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+@pytest.mark.parametrize(
+    "values, words",
+    [
+        ({"widths": (256,), "batches": (8, 16)}, "one batch per width"),
+        ({"widths": (258,)}, "heads divide it"),
+        ({"doubling_batches": (0, 1)}, "one sequence or more"),
+        ({"repeats": 1}, "repeats at least 2"),
+        ({"check_steps": 3, "warmup": 3}, "check_steps more than warmup"),
+        ({"allreduce_bytes": (2,)}, "4 bytes or more"),
+    ],
+)
+def test_params_refuse_bad_values_before_a_launch(values, words):
+    values = {"batches": (8,) * len(values.get("widths", (256, 1024)))} | values
+    with pytest.raises(ParamError, match=words):
+        schema.Params(**values)
+
+
+# --------------------------------------------------------------------------------------------------- the model
+
+
+@pytest.mark.parametrize(
+    "cpu, gpu, seconds, slower",
+    [(3.2e-3, 0.7e-3, 3.2e-3, "CPU"), (0.7e-3, 3.2e-3, 3.2e-3, "GPU"), (1e-3, 1e-3, 1e-3, "GPU")],
+)
+def test_a_step_takes_its_slower_side(cpu, gpu, seconds, slower):
+    assert model.step_time(cpu, gpu) == seconds and model.slower_side(cpu, gpu) == slower
+    assert costs.eager_bounds(cpu, gpu) == (seconds, cpu + gpu)
+    assert model.per_launch(3e-3, 150) == pytest.approx(20e-6)
+
+
+@pytest.mark.parametrize(
+    "ratio, regime",
+    [(1.0, "overhead"), (1.2999, "overhead"), (1.3, "crossover"), (1.6999, "crossover"), (1.7, "work"), (2.1, "work")],
+)
+def test_the_doubling_test_reads_a_ratio_at_its_thresholds(ratio, regime):
+    assert model.doubling_regime(ratio) == regime
+
+
+def test_the_doubling_ratios_pair_each_batch_with_its_double_only():
+    points = [(8, 2.0), (1, 1.0), (2, 1.1), (16, 3.0), (5, 9.0)]
+    assert model.doubling_ratios(points) == [(1, 1.1), (8, 1.5)]
+
+
+def test_the_crossover_is_the_floor_over_the_work_per_sequence_in_any_order():
+    sweep = [(512, 15.36e-3), (1, 3.2e-3), (64, 3.2e-3)]
+    assert model.crossover_batch(sweep) == pytest.approx(3.2e-3 / 0.03e-3)  # 106.7 sequences
+    assert model.left_the_floor(sweep)
+    assert model.left_the_floor([(1, 1.0), (2, 2.0)]) and not model.left_the_floor([(1, 1.0), (2, 1.999)])
+
+
+def test_the_overhead_crossover_in_closed_form_and_a_steps_flops():
+    assert model.overhead_crossover_tokens(3.2e-3, 10e6, 40e12) == pytest.approx(12_800)
+    flops = model.step_flops(512, 64, 256, 1024, 2, 256)
+    assert flops == 3 * costs.forward_flops(512, 64, 256, 1024, 2, 256) == pytest.approx(5.134e9, rel=1e-3)
+
+
+# --------------------------------------------------------------------------------------------------- one op
+
+
+def test_one_ops_verdict_on_a_gpu_sets_the_cpus_pace_against_the_gpus():
+    v = report.op_verdict(calibration().op, GPU)
+    assert v.status == "info" and v.numbers["cpu_over_gpu"] == pytest.approx(10.0)
+    assert v.numbers["queued_us"] == pytest.approx(10.0) and v.numbers["no_kernel_us"] == pytest.approx(3.0)
+    assert "10×" in v.text and v.where == GPU
+    assert list(report.op_table(calibration().op).index)[-1].startswith("the CPU's cost of one replay")
+
+
+def test_one_ops_verdict_on_the_cpu_says_there_is_no_queue_and_is_a_simulation():
+    v = report.op_verdict(calibration(graph=None, replay_host=None).op, "CPU, gloo: a simulation")
+    assert v.status == "info" and "graph_us" not in v.numbers and "no queue" in v.text and "simulation" in v.text
+    assert len(report.op_table(calibration(graph=None, replay_host=None).op)) == 3
+
+
+# --------------------------------------------------------------------------------------------------- doubling
+
+
+def test_the_doubling_verdict_reads_the_lessons_batch_and_places_the_crossover():
+    cal = calibration()
+    v = report.doubling_verdict(cal, schema.Params(), 8, GPU)
+    assert v.numbers["ratio"] == pytest.approx(3.6 / 3.4) and v.numbers["regime"] == "overhead"
+    assert v.numbers["crossover_batch"] == pytest.approx(3.2e-3 / 0.03e-3) and "6827 tokens" in v.text
+    assert "disagree" not in v.text
+    table = report.doubling_table(cal, schema.Params())
+    assert table.loc[16, "doubling says"] == "overhead" and table.loc[16, "tokens"] == 1024
+    assert math.isnan(table.loc[1, "× the half batch's"]) and table.loc[512, "doubling says"] == ""
+
+
+def test_the_doubling_verdict_says_when_the_sweep_never_left_its_floor():
+    cal = calibration(doubling=((1, 3.2e-3), (2, 3.3e-3), (4, 3.4e-3)))
+    v = report.doubling_verdict(cal, schema.Params(), 2, GPU)
+    assert v.numbers["crossover_batch"] is None and "did not leave its floor" in v.text
+
+
+@pytest.mark.parametrize(
+    "doubling, batch, disagree",
+    [
+        (((1, 1e-3), (2, 1.1e-3), (4, 1.2e-3), (8, 16e-3)), 2, True),  # overhead by the doubling, past the fit's 0.5
+        (((1, 1e-3), (2, 1.1e-3), (4, 1.2e-3), (64, 8e-3)), 2, False),  # overhead, below the crossover (8)
+        (((1, 1e-3), (2, 2e-3), (4, 2.1e-3), (64, 8e-3)), 1, True),  # work by the doubling, 2 below the crossover
+        (((1, 1e-3), (2, 2e-3), (4, 4e-3), (64, 64e-3)), 1, False),  # work, at the crossover (1)
+    ],
+)
+def test_the_doubling_verdict_says_when_the_doubling_and_the_fit_disagree(doubling, batch, disagree):
+    v = report.doubling_verdict(calibration(doubling=doubling), schema.Params(), batch, "CPU")
+    assert ("disagree" in v.text) == disagree
+
+
+def test_the_doubling_verdict_refuses_a_batch_whose_double_was_not_measured():
+    with pytest.raises(ValueError, match="were not both measured"):
+        report.doubling_verdict(calibration(), schema.Params(), 512, GPU)
+
+
+MEASURED = 3.6 / 3.4
+
+
+@pytest.mark.parametrize(
+    "prediction, status",
+    [
+        (MEASURED * 1.149, "right"),
+        (MEASURED * 0.851, "right"),
+        (MEASURED * 1.151, "close"),
+        (MEASURED * 1.99, "close"),
+        (MEASURED * 2.01, "off"),
+    ],
+)
+def test_the_doubling_prediction_is_right_within_15_percent(prediction, status):
+    v = report.grade_doubling(prediction, calibration(), 8, GPU)
+    assert v.numbers["measured"] == pytest.approx(3.6 / 3.4) and v.status == status
+    assert report.grade_doubling(None, calibration(), 8, GPU).status == "no answer"
+    with pytest.raises(PredictionError):
+        report.grade_doubling("twice", calibration(), 8, GPU)
+
+
+# --------------------------------------------------------------------------------------------------- the step
+
+
+def test_the_model_predicts_the_eager_step_and_the_graph_from_the_calibration():
+    preds = report.predictions(calibration(SIDES))
+    got = {(p.variant, p.width): p for p in preds}
+    eager, graph, wide = got[("eager", 256)], got[("graph", 256)], got[("eager", 1024)]
+    assert (eager.seconds, eager.upper_s, eager.side) == (3.2e-3, pytest.approx(3.9e-3), "CPU")
+    assert (graph.cpu_s, graph.seconds, graph.upper_s, graph.side) == (10e-6, 0.7e-3, pytest.approx(0.71e-3), "GPU")
+    assert (wide.seconds, wide.side) == (4.4e-3, "GPU")
+    assert len(report.prediction_table(preds)) == 4
+    with pytest.raises(ValueError, match="need a GPU"):
+        report.predictions(calibration(graph=None, replay_host=None))
+
+
+def test_the_step_rows_take_the_compiled_steps_own_sides_and_the_speedups():
+    rows = {(r["variant"], r["width"]): r for r in report.step_rows(STEP, report.predictions(calibration(SIDES)))}
+    assert rows[("eager", 256)]["error"] == pytest.approx(3.2 / 3.3 - 1)
+    assert rows[("graph", 256)]["model_s"] == pytest.approx(0.7e-3) and rows[("graph", 256)][
+        "speedup"
+    ] == pytest.approx(4.4)
+    assert rows[("compiled", 256)]["model_s"] == pytest.approx(1.35e-3) and rows[("compiled", 256)]["side"] == "CPU"
+    assert rows[("compiled", 256)]["compile_s"] == 12.0 and rows[("eager", 1024)]["side"] == "GPU"
+    table = report.step_table(list(rows.values()))
+    assert table.loc[(256, "one CUDA graph"), "model error"] == "-7%"
+
+
+@pytest.mark.parametrize("error, status", [(0.20, "pass"), (-0.20, "pass"), (0.2001, "fail"), (-0.2001, "fail")])
+def test_the_model_is_judged_on_its_worst_step_against_the_target(error, status):
+    rows = report.step_rows(STEP, report.predictions(calibration(SIDES)))
+    worst = dict(rows[2], measured_s=1.0, model_s=1.0 + error, error=error)
+    v = report.model_verdict([*rows[:2], worst, *rows[3:]], GPU)
+    assert v.status == status and v.numbers["worst"] == error and "reduce-overhead at width 256" in v.text
+    with pytest.raises(ValueError):
+        report.model_verdict([], GPU)
+
+
+@pytest.mark.parametrize(
+    "graph, compiled, status, named",
+    [
+        (1e-5, 1e-3, "pass", None),
+        (1.01e-5, 1e-3, "fail", "one CUDA graph"),
+        (1e-5, 1.01e-3, "fail", "reduce-overhead"),
+    ],
+)
+def test_every_way_trains_what_the_eager_step_trains_within_its_tolerance(graph, compiled, status, named):
+    runs = [
+        variant_run("eager", 256, 8, 3.3e-3, 3.2e-3, 0.7e-3, loss=0.0, weight=0.0),
+        variant_run("graph", 256, 8, 0.7e-3, 1e-5, 0.7e-3, loss=graph / 2, weight=graph),
+        variant_run("compiled", 256, 8, 1.4e-3, 1e-3, 0.5e-3, loss=compiled, weight=compiled / 2),
+        variant_run("graph", 1024, 16, 4.4e-3, 1e-5, 4.4e-3, loss=0.0, weight=0.0),
+    ]
+    v = report.correctness_verdict(schema.StepRank("NVIDIA H200", tuple(runs)), GPU)
+    assert v.status == status and v.numbers["graph_max_rel_diff"] == graph
+    if named:
+        assert named in v.text.split(" moved away")[0]
+
+
+def test_the_speedup_predictions_are_graded_against_the_run():
+    rows = report.step_rows(STEP, report.predictions(calibration(SIDES)))
+    mine = {"graph, small": 4.4, "compiled, small": 1.5, "graph, wide": None, "compiled, nowhere": 2.0}
+    grades = {g.key: g for g in report.grade_speedups(mine, rows, GPU)}
+    assert set(grades) == {"11.speedup graph, small", "11.speedup compiled, small", "11.speedup graph, wide"}
+    assert grades["11.speedup graph, small"].status == "right"
+    assert grades["11.speedup compiled, small"].numbers["measured"] == pytest.approx(3.3 / 1.4)
+    assert grades["11.speedup compiled, small"].status == "close"
+    assert grades["11.speedup graph, wide"].status == "no answer"
+    assert grades["11.speedup graph, wide"].numbers["measured"] == pytest.approx(4.6 / 4.45)
+
+
+# --------------------------------------------------------------------------------------------------- the all-reduce
+
+
+@pytest.mark.parametrize(
+    "world, graph, words, share",
+    [
+        (1, None, "gloo process over the loopback", None),
+        (2, None, "gloo processes", None),
+        (1, 1e-6, "world of one", 0.9),
+        (2, 5e-6, "on 2 GPUs", 0.5),
+    ],
+)
+def test_the_all_reduces_fixed_cost_is_split_where_a_graph_can_hold_it(world, graph, words, share):
+    points = [schema.AllReducePoint(1 << 20, 20e-6, 30e-6, None), schema.AllReducePoint(4, 10e-6, 15e-6, graph)]
+    v = report.allreduce_verdict(points, world, GPU)
+    assert v.status == "info" and words in v.text and v.numbers["eager_us"] == pytest.approx(10.0)
+    table = report.allreduce_table(points)
+    if share is None:
+        assert "host_share" not in v.numbers and table["the host's share"].isna().all()
+    else:
+        assert v.numbers["host_share"] == pytest.approx(share) == table.loc["4 B", "the host's share"]
+
+
+def test_the_reference_split_is_the_committed_2x_h200s_alpha_and_nccl_tests_smallest():
+    split = report.reference_split()
+    assert split.iloc[0, 0] == pytest.approx(36.0, abs=1.0) and split.iloc[1, 0] == pytest.approx(18.76)
+    link, where = report.reference_link()
+    assert link.alpha == pytest.approx(split.iloc[0, 0] * 1e-6) and "H200" in where
+
+
+# --------------------------------------------------------------------------------------------------- the crossovers
+
+
+def test_the_crossovers_on_a_gpu_calibration_are_pinned():
+    cal = calibration(SIDES)
+    p = schema.Params()
+    rate = model.step_flops(16 * 64, 64, 1024, 4096, 2, 256) / 4.4e-3
+    assert report.gpu_rate(cal, p) == pytest.approx(rate)
+    found = report.crossovers(cal, p, LINK)
+    per_token = model.step_flops(8 * 64, 64, 256, 1024, 2, 256) / (8 * 64)
+    assert found["closed_form_tokens"] == pytest.approx(3.2e-3 * rate / per_token)
+    assert found["ddp_tokens"] == pytest.approx(rate / 338e9)  # (n − 1)/n · 4 / 2 · P / β with n = 2
+    assert found["doubling_tokens"] == pytest.approx(3.2e-3 / 0.03e-3 * 64)
+    assert found["collective_bytes"] == pytest.approx(36e-6 * 338e9)
+    assert len(report.regime_map(cal, p, LINK, "pair", GPU)) == 4
+
+
+def test_the_crossovers_on_the_cpu_leave_out_what_needs_a_gpu():
+    cal = calibration(graph=None, replay_host=None, doubling=((1, 1e-3), (2, 1.1e-3)))
+    found = report.crossovers(cal, schema.Params(), LINK)
+    assert found["closed_form_tokens"] is None and found["ddp_tokens"] is None and found["doubling_tokens"] is None
+    table = report.regime_map(cal, schema.Params(), LINK, "pair", "CPU")
+    assert len(table) == 2 and table.iloc[0, 0] == "above 128 tokens per step (not reached)"
+
+
+# --------------------------------------------------------------------------------------------------- typed runs
+
+
+def test_each_part_reads_back_typed_through_the_chapters_reader():
+    cal = typed_back(calibration(SIDES), PARAMS)
+    assert cal == calibration(SIDES)
+    assert typed_back(STEP, PARAMS | {"part": "step"}) == STEP
+    ar = schema.AllReduceRank(0, 2, "NVIDIA H200", (schema.AllReducePoint(4, 1e-5, 2e-5, 3e-6),))
+    assert typed_back(ar, PARAMS | {"part": "allreduce"}) == ar
+    run = run_of(calibration(SIDES), label=GPU, workload="overhead", params=PARAMS)
+    assert report.params(run).widths == (256, 1024)
+
+
+def _write_run(folder: Path, name: str, part: str, rank, returncode: int = 0) -> None:
+    run = run_of(rank, label=GPU, workload="overhead", params={"part": part})
+    data = {
+        "schema_version": 1,
+        "workload": "overhead",
+        "params": {"part": part},
+        "returncode": returncode,
+        "wall_s": 1.0,
+        "first_output_s": None,
+        "env": None,
+        "ranks": run.ranks,
+        "run_dir": str(folder / name),
+        "log_files": {},
+        "log_tail": [],
+    }
+    (folder / name).mkdir(parents=True)
+    (folder / name / "result.json").write_text(json.dumps(data))
+
+
+def test_the_committed_run_is_the_newest_machine_with_both_parts(tmp_path):
+    assert report.committed(tmp_path) == {}
+    h200, h100 = tmp_path / "h200x1" / "runs-11", tmp_path / "h100x1" / "runs-11"
+    _write_run(h200, "overhead-20261207-010000-aaaaaa", "calibrate", calibration(SIDES))
+    assert report.committed(tmp_path) == {}  # a calibration without its step
+    _write_run(h200, "overhead-20261207-010100-bbbbbb", "step", STEP)
+    _write_run(h100, "overhead-20261208-010000-cccccc", "calibrate", calibration(SIDES))
+    _write_run(h100, "overhead-20261208-010100-dddddd", "step", STEP, returncode=1)  # failed: not shown
+    found = report.committed(tmp_path)
+    assert found["kind"] == "h200x1" and found["step"].run_dir.name.endswith("bbbbbb")
+    _write_run(h100, "overhead-20261208-010200-eeeeee", "step", STEP)
+    found = report.committed(tmp_path)
+    assert found["kind"] == "h100x1" and found["calibrate"].run_dir.name.endswith("cccccc")
+    assert report.committed_where(found["step"], "h100x1").endswith(
+        "the committed run in reference/h100x1, not this machine"
+    )
+
+
+def test_the_committed_one_gpu_runs_read_typed_and_meet_their_verdicts():
+    found = report.committed()
+    if not found:
+        pytest.skip("no one-GPU run of notebook 11 is committed yet (scripts/ch11-gpu.sh makes one)")
+    cal, step = report.typed(found["calibrate"]), report.typed(found["step"])
+    where = report.committed_where(found["step"], found["kind"])
+    rows = report.step_rows(step, report.predictions(cal))
+    assert report.correctness_verdict(step, where).status == "pass"
+    assert report.model_verdict(rows, where).status == "pass"
+
+
+# --------------------------------------------------------------------------------------------------- the exercise
+
+
+def test_the_exercise_passes_its_solution_and_names_each_wrong_answer():
+    assert exercises.check_local(exercises.SOLUTION) == (True, exercises.check_local(exercises.SOLUTION)[1])
+    for key, (candidate, words) in exercises.WRONG.items():
+        passed, reason = exercises.check_local(candidate)
+        assert not passed and words in reason, (key, reason)
+    for broken in (lambda points: 1 / 0, lambda points: None, lambda points: math.nan, lambda points: True):
+        passed, reason = exercises.check_local(broken)
+        assert not passed and reason
+
+
+def test_the_exercise_through_the_notebooks_call():
+    from nvtutorial.teach import check
+
+    outcome = check.check("overhead_crossover")
+    assert outcome.passed and outcome.where == "this kernel, no ranks"
+    assert exercises.CASES[0] and exercises.crossover_batch(exercises.CASES[0]) == pytest.approx(3.2e-3 / 0.03e-3)
+
+
+# --------------------------------------------------------------------------------------------------- the notebook
+
+
+def _declared_parts() -> dict[str, str]:
+    nb = nbformat.read(NOTEBOOK, as_version=4)
+    cell = next(c for c in nb.cells if c.cell_type == "code" and "course.plan(" in c.source)
+    call = next(
+        n for n in ast.walk(ast.parse(cell.source)) if isinstance(n, ast.Call) and getattr(n.func, "attr", "") == "plan"
+    )
+    return ast.literal_eval(call.args[2])
+
+
+@pytest.mark.parametrize("profile, sizes", [("auto", "full"), ("ci", "ci"), ("full", "full")])
+def test_on_one_gpu_the_notebook_runs_every_one_gpu_part_on_it_and_the_pair_on_the_cpu(profile, sizes):
+    one = course.Machine(("NVIDIA H200",), 16, "2.28.9")
+    plan = course.plan("11_overhead", profile, _declared_parts(), one)
+    for name in ("one call, the batch-doubling test", "the step three ways", "an all-reduce, a world of one"):
+        part = plan[name]
+        assert (part.profile, part.gpus, part.backend, part.simulated) == (sizes, 1, "nccl", False)
+    pair = plan["an all-reduce over two ranks"]
+    assert (pair.profile, pair.gpus, pair.backend) == ("ci", 0, "gloo") and pair.simulated
+    assert pair.why.startswith("2 ranks need 2 GPUs for NCCL; this machine has 1") and "needs a GPU" not in str(plan)
+
+
+def test_on_the_cpu_every_part_is_the_labelled_simulation_at_small_sizes():
+    plan = course.plan("11_overhead", "auto", _declared_parts(), course.Machine((), 2))
+    assert all(p.profile == "ci" and p.simulated for p in plan.parts if p.need != "CPU")
+    assert plan["the crossovers"].where == "this kernel (CPU)"
+    assert plan["the step three ways"].why == "no GPU visible to a CUDA build of torch"
+
+
+def test_a_step_run_needs_a_gpu_and_says_where_the_part_runs():
+    plan = course.plan("11_overhead", "auto", _declared_parts(), course.Machine((), 2))
+    with pytest.raises(ValueError, match="needs a GPU; this part runs on the CPU simulation"):
+        ch.lab.step(plan["the step three ways"], {})
+    run, why = ch.lab.gpu_step(plan["the step three ways"], {})
+    if report.committed():
+        assert run is not None and "the committed run" in why
+    else:
+        assert run is None and "no one-GPU run of notebook 11 is committed yet" in why
+
+
+# --------------------------------------------------------------------------------------------------- real ranks
+
+
+def test_the_cpu_half_runs_on_a_real_rank_and_reads_back_typed(runs_dir):
+    import nvtutorial
+
+    run = nvtutorial.run(
+        "overhead",
+        nproc=1,
+        backend="gloo",
+        output="none",
+        params={
+            "part": "calibrate",
+            "op_calls": 50,
+            "doubling_width": 16,
+            "doubling_batches": [1, 2, 4],
+            "steps": 1,
+            "repeats": 2,
+            "allreduce_bytes": [4],
+            "allreduce_calls": 5,
+        },
+    )
+    cal = report.typed(run)
+    assert [p.batch for p in cal.doubling] == [1, 2, 4] and all(p.seconds > 0 for p in cal.doubling)
+    assert cal.op.graph is None and cal.op.queued > 0 and cal.sides == ()
+    assert [(p.nbytes, p.graph) for p in cal.allreduce] == [(4, None)]
+    assert report.doubling_verdict(cal, report.params(run), 1, run.label).status == "info"
+
+
+def test_one_width_checks_each_way_against_the_eager_step_on_the_cpu(runs_dir):
+    import torch
+
+    from nvtutorial import runtime
+    from nvtutorial.chapters.ch11_overhead import workload
+
+    ctx = runtime.Context(0, 0, 1, "gloo", torch.device("cpu"), runs_dir)
+    p = schema.Params(steps=1, repeats=2, check_steps=3, warmup=1)
+    runs = workload.one_width(ctx, p, 16, 2, ("eager", "eager"))
+    assert [r.variant for r in runs] == ["eager", "eager"] and len(runs[0].losses) == 3
+    assert runs[1].loss_rel_diff == 0.0 and runs[1].weight_rel_diff == 0.0
+    assert runs[0].sides.gpu_s is None and runs[0].sides.host_s > 0 and runs[0].seconds > 0
+
+
+SMALL_STEP = {"widths": [64, 128], "batches": [2, 4], "steps": 3, "repeats": 2, "check_steps": 4, "warmup": 2}
+
+
+@requires_one_gpu
+def test_on_a_gpu_the_graphed_step_trains_what_the_eager_step_trains_and_each_side_is_measured(runs_dir):
+    import nvtutorial
+
+    run = nvtutorial.run(
+        "overhead", nproc=1, backend="nccl", output="none", params={"part": "step", "compile": False, **SMALL_STEP}
+    )
+    step = report.typed(run)
+    assert [r.variant for r in step.runs] == ["eager", "graph"] * 2
+    assert report.correctness_verdict(step, run.label).status == "pass"
+    for r in step.runs:
+        assert r.seconds > 0 and r.sides.gpu_s and r.sides.kernels and r.sides.launches
+    assert all(r.sides.graph_launches for r in step.runs if r.variant == "graph")
+
+
+@requires_one_gpu
+def test_on_a_gpu_the_calibration_measures_both_sides_and_captures_the_all_reduce(runs_dir):
+    import nvtutorial
+
+    run = nvtutorial.run(
+        "overhead",
+        nproc=1,
+        backend="nccl",
+        output="none",
+        params={"part": "calibrate", "doubling_batches": [1, 2], "allreduce_bytes": [4], **SMALL_STEP},
+    )
+    cal = report.typed(run)
+    assert cal.op.graph and cal.op.replay_host and [s.width for s in cal.sides] == [64, 128]
+    assert all(s.gpu_s and s.kernels for s in cal.sides) and cal.allreduce[0].graph is not None
+    assert len(report.predictions(cal)) == 4
