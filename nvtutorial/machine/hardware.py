@@ -53,7 +53,6 @@ def driver_version() -> str | None:
         return None if pynvml is None else nvml_text(pynvml.nvmlSystemGetDriverVersion())
 
 
-
 @dataclasses.dataclass(frozen=True)
 class MemoryPeak:
     """A GPU memory's peak as NVML gives it: bus width × the highest memory clock × 2 transfers per clock (the clock
@@ -85,6 +84,7 @@ def memory_peak(index: int = 0) -> MemoryPeak | None:
         except Exception:  # noqa: BLE001 - NVMLError_NotSupported (some virtual GPUs): no peak to predict from
             return None
         return MemoryPeak(width, clock) if width and clock else None
+
 
 # --- The reference machine: its saved outputs, for machines without 2 GPUs ---------------------------
 
