@@ -28,7 +28,10 @@ _LAZY = {
 class _ImportNotice:
     """In a Jupyter kernel, says once per library, as its first import begins, that the cell is importing it: torch
     takes seconds on a busy CPU (more on a GPU machine), pandas and matplotlib most of a second; a setup cell would
-    otherwise pass them with nothing shown. It finds nothing itself: the import goes on as usual."""
+    otherwise pass them with nothing shown. While the import lasts, a thread says so again every ``EVERY_S`` (a cell is
+    never silent for 2 s). It finds nothing itself: the import goes on as usual."""
+
+    EVERY_S = 1.5
 
     SAID = {
         "torch": "PyTorch in this kernel (once per kernel; it starts no GPU)",
@@ -51,7 +54,28 @@ class _ImportNotice:
         ):
             self.said.add(name)
             print(f"[nvtutorial] importing {self.SAID[name]}", flush=True)
+            self._tick(name)
         return None
+
+    def _tick(self, name: str) -> None:
+        """Until ``name``'s import is done (its spec no longer initialising), say every ``EVERY_S`` that it goes on."""
+        import contextvars
+        import sys
+        import threading
+        import time
+
+        t0 = time.perf_counter()
+
+        def tick() -> None:
+            while True:
+                time.sleep(self.EVERY_S)
+                spec = getattr(sys.modules.get(name), "__spec__", None)  # gone: the import failed
+                if not getattr(spec, "_initializing", False):
+                    return
+                print(f"[nvtutorial] still importing {name}, {time.perf_counter() - t0:.0f} s so far", flush=True)
+
+        # a copy of this context: a kernel sends the thread's lines to the cell that imports
+        threading.Thread(target=contextvars.copy_context().run, args=(tick,), daemon=True).start()
 
 
 def _prestart_in_a_kernel() -> None:

@@ -23,10 +23,11 @@ from nvtutorial.machine import hardware
 from nvtutorial.results import write_json_atomic
 
 Profile = Literal["ci", "full"]
-Need = Literal["one GPU", "two GPUs", "two ranks", "CPU"]
+Need = Literal["one GPU", "two GPUs", "two ranks", "CPU ranks", "CPU"]
 """What a part of a notebook needs to run as taught: ``one GPU`` (one process on a GPU: its memory, its
 kernels; two emulated nodes sharing it), ``two GPUs`` (two ranks, one GPU each, NCCL: a link between GPUs),
-``two ranks`` (any two processes: gloo on the CPU runs it as taught, NCCL where two GPUs are there), ``CPU``
+``two ranks`` (any two processes: gloo on the CPU runs it as taught, NCCL where two GPUs are there), ``CPU ranks``
+(two gloo processes on the CPU on every machine, at small sizes: a lesson about processes, not devices), ``CPU``
 (the kernel itself, or files: nothing to place)."""
 PLAN_MIME = "application/vnd.nvtutorial.plan+json"
 
@@ -105,6 +106,10 @@ def place(name: str, need: Need, profile: str, machine: Machine) -> Part:
     if profile not in ("auto", "ci", "full"):
         raise CourseError(f"profile={profile!r}: use auto, ci or full")
     have = len(machine.gpus)
+    if need == "CPU ranks":
+        return Part(
+            name, need, "ci", 0, "2 gloo ranks on the CPU", "a lesson about processes: the CPU on every machine"
+        )
     want = {"one GPU": 1, "two GPUs": 2, "two ranks": 2, "CPU": 0}[need]
     if need == "CPU":
         return Part(name, need, "ci" if profile == "ci" else "full", 0, "this kernel (CPU)", "nothing to place")

@@ -603,24 +603,41 @@ def submit(
     return follow(info, timeout=timeout, poll_s=poll_s, progress=progress) if wait else info
 
 
-def follow(info: JobInfo, *, timeout: float | None = None, poll_s: float = 0.2, progress: bool = False) -> JobInfo:
+def latest_line(run_dir: str | os.PathLike[str]) -> str:
+    """What a running job said last: the last line of the node log written last (``node0.log: step 12/30 ...``)."""
+    logs = sorted(Path(run_dir).glob("node*.log"), key=lambda p: p.stat().st_mtime)
+    for log in reversed(logs):
+        lines = [ln.strip() for ln in log.read_text(errors="replace").splitlines()[-20:] if ln.strip()]
+        if lines:
+            return f"{log.name}: {lines[-1][:160]}"
+    return "no output yet: each node's torchrun agent starts and joins the rendezvous"
+
+
+def follow(
+    info: JobInfo, *, timeout: float | None = None, poll_s: float = 0.2, progress: bool = False, say_s: float = 1.5
+) -> JobInfo:
     """Follow a submitted job until it ends; fill in its state, exit code, result and summary; with ``progress``,
-    print each state the job enters.
+    print each state the job enters, and while it has not ended, at least every ``say_s``, what it is doing.
 
     A job still running after ``timeout`` seconds is cancelled and :class:`SlurmError` raised.
     """
     start = time.monotonic()
     deadline = None if timeout is None else start + timeout
-    seen = None
+    seen, said = None, start
     while True:
         fields = job_state(info.job_id)
         if fields is None:
             info.state = "UNKNOWN"  # ended and forgotten (MinJobAge) before we looked
             break
         info.state = fields.get("JobState", "UNKNOWN")
+        now = time.monotonic()
         if progress and info.state != seen:
-            print(f"job {info.job_id}: {info.state} ({time.monotonic() - start:.1f} s)", flush=True)
-            seen = info.state
+            print(f"job {info.job_id}: {info.state} ({now - start:.1f} s)", flush=True)
+            seen, said = info.state, now
+        elif progress and info.state not in TERMINAL_STATES and now - said >= say_s:
+            what = latest_line(info.run_dir) if info.state == "RUNNING" else "waiting for its nodes"
+            print(f"job {info.job_id}: {info.state} ({now - start:.1f} s): {what}", flush=True)
+            said = now
         if info.state in TERMINAL_STATES:
             code, _, sig = fields.get("ExitCode", "").partition(":")
             info.exit_code = int(code) if code.isdigit() else None

@@ -86,3 +86,12 @@ def test_the_plan_travels_in_the_notebook_and_into_the_summary(tmp_path):
     text = course.format_summary(course.CourseSummary("auto", "1× NVIDIA H200", [outcome], "out"))
     assert "      roofs: 1× NVIDIA H200, NCCL 2.28.9, lesson sizes" in text
     assert "      link: the CPU simulation (2 gloo ranks, 16 cores), small sizes" in text
+
+
+def test_cpu_ranks_run_small_on_the_cpu_on_every_machine():
+    """Notebook 09's rendezvous-store lab and Slurm job: gloo processes on the CPU wherever they run, not GPU parts."""
+    for machine in (CPU, ONE, TWO):
+        for profile in ("auto", "ci", "full"):
+            part = course.plan("x", profile, {"store": "CPU ranks"}, machine)["store"]
+            assert (part.profile, part.gpus, part.backend, part.simulated) == ("ci", 0, "gloo", False)
+            assert part.where == "2 gloo ranks on the CPU" and "needs a GPU" not in part.why

@@ -231,12 +231,30 @@ def test_ring_speed_at_64_mib_and_the_goal():
     assert v.status == "info" and v.numbers["share_from"] == 64 * MIB
     assert v.numbers["share_by_variant"] == {"ring, 1 slice": 0.5, "ring, 3 slices": 0.85}
     assert v.numbers["best_variant"] == "ring, 3 slices" and v.numbers["best_share"] == 0.85
+    # what notebook 07 grades the share prediction against (N7): the plain ring's smallest share from 64 MiB up over
+    # both ranks (rank 0's 0.5 at 64 MiB; rank 1's 0.6 and rank 0's 0.9 at 128 MiB are larger)
+    assert v.numbers["plain_share"] == 0.5 and "the slower rank's share" in v.text
     assert v.numbers["meets_target"] is True and v.numbers["target"] == report.TARGET_SHARE == 0.8
     below = report.ring_speed(_ranks([ring_row(64 * MIB, 1.0, 0.79)]), "GPU", gpu=True)
     assert below.numbers["meets_target"] is False
     assert report.ring_speed(_ranks([ring_row(64 * MIB, 1.0, 0.8)]), "GPU", gpu=True).numbers["meets_target"] is True
     cpu = report.ring_speed(_ranks(rows0, rows1), "CPU", gpu=False)
     assert "meets_target" not in cpu.numbers and cpu.numbers["best_share"] == 0.85
+
+
+def test_the_plain_rings_share_is_the_slower_ranks_smallest():
+    rank0 = [ring_row(64 * MIB, 1.0, 0.9), ring_row(256 * MIB, 1.0, 0.95)]
+    rank1 = [ring_row(64 * MIB, 1.0, 0.7), ring_row(256 * MIB, 1.0, 0.75)]
+    v = report.ring_speed(_ranks(rank0, rank1), "GPU", gpu=True)
+    assert v.numbers["plain_share"] == 0.7  # rank 1, 64 MiB: not rank 0's 0.95 at the largest size
+    assert report.ring_speed(_ranks(rank1, rank0), "GPU", gpu=True).numbers["plain_share"] == 0.7  # either rank
+    sliced = [ring_row(64 * MIB, 1.0, 0.9, variant="ring, 3 slices")]
+    assert report.ring_speed(_ranks(sliced), "GPU", gpu=True).numbers["plain_share"] is None  # no plain ring timed
+
+
+@pytest.mark.parametrize("largest, floor", [(64 * MIB, 64 * MIB), (64 * MIB - 1, 64 * MIB - 1), (256 * MIB, 64 * MIB)])
+def test_the_share_is_read_from_64_mib_or_the_largest_size_below(largest, floor):
+    assert report.share_from(largest) == floor
 
 
 def test_ring_speed_below_64_mib_uses_the_largest_size():
@@ -559,3 +577,32 @@ def test_c23_without_a_measurement():
     assert cr.density_verdict(None, "x").status == "unverifiable"
     assert cr.density_verdict(dataclasses.replace(summary_of(0.1), params=0), "x").status == "unverifiable"
     assert cr.CLAIMED_SAVING == 0.85 and cr.IOU_TOLERANCE == 0.02 and cr.TWINS == ("fp16", "bf16")
+
+
+# --------------------------------------------------------------------------- notebook 07's plan (review N8)
+@pytest.mark.parametrize(
+    "gpus, profile, sizes, backend, says",
+    [
+        (0, "auto", "ci", "gloo", "a gloo simulation on the CPU, not a GPU measurement (no GPU visible"),
+        (1, "auto", "ci", "gloo", "a gloo simulation on the CPU, not a GPU measurement (2 ranks need 2 GPUs for NCCL"),
+        (2, "auto", "full", "nccl", None),  # the lesson: nothing to say
+        (2, "ci", "ci", "nccl", "Small sizes on GPUs"),  # N8: small sizes on GPUs are NCCL on GPUs, not gloo
+    ],
+)
+def test_notebook_07s_plan_on_every_machine(monkeypatch, capsys, gpus, profile, sizes, backend, says):
+    from nvtutorial import course
+    from nvtutorial.teach import ranks
+    from tests import notebook_cells
+
+    machine = course.Machine(("NVIDIA H200",) * gpus, 16, "2.28.9" if gpus else None)
+    monkeypatch.setattr(course.Machine, "here", classmethod(lambda cls: machine))
+    monkeypatch.setattr(ranks, "configure", lambda **kw: kw)
+    ns = notebook_cells.run("07_custom_collectives", ["d069c3be", "d931c6b9"], profile=profile)
+    said = capsys.readouterr().out
+    assert ns["shown"] == [ns["PLAN"]]  # the plan is the first thing the notebook shows
+    for part in (ns["BENCH"], ns["HOOKS"], ns["STAGED"]):
+        assert (part.profile, part.backend, part.simulated) == (sizes, backend, gpus < 2)
+    assert ns["P_BENCH"] == ns["SIZES"][sizes]["bench"] and ns["P_TRAIN"] == ns["SIZES"][sizes]["train"]
+    assert ns["PLAN"]["your ring (%%ranks)"].simulated is False  # two ranks: gloo runs the ring as taught
+    assert (says in said) if says else not said
+    assert "needs a GPU" not in said + str(ns["PLAN"])

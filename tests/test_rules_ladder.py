@@ -408,3 +408,86 @@ def test_the_fit_and_memory_tables():
     table = L.memory_table(S, rungs=("ddp",))
     assert table.loc[("DDP", 0), "params"] == round(M.rank_memory(S, "ddp", 0).params / 1e6, 3)
     assert table.loc[("DDP", 1), "state on"] == "device"
+
+
+# --------------------------------------------------------------------------- notebook 08's plan (issue 28)
+class _Ran(Exception):
+    """Raised by the stubbed launcher once it has recorded what the notebook asked for."""
+
+
+def _notebook_08(monkeypatch, gpus: int, **values):
+    from nvtutorial import course
+    from nvtutorial.teach import ranks
+    from tests import notebook_cells
+
+    machine = course.Machine(("NVIDIA H200",) * gpus, 16, "2.28.9" if gpus else None)
+    monkeypatch.setattr(course.Machine, "here", classmethod(lambda cls: machine))
+    monkeypatch.setattr(ranks, "configure", lambda **kw: kw)
+    return notebook_cells.run("08_strategy_ladder", ["cebda38d", "0b82d66d"], **values)
+
+
+@pytest.mark.parametrize(
+    "gpus, nnodes, profile, ladder, launch, parts",
+    [
+        (0, 1, "auto", ("ci", "gloo", True), {"nproc": 2, "backend": "gloo"}, set()),
+        (1, 1, "auto", ("ci", "gloo", True), {"nproc": 2, "backend": "gloo"}, {"the one GPU you have (section 3)"}),
+        (1, 1, "full", ("ci", "gloo", True), {"nproc": 2, "backend": "gloo"}, {"the one GPU you have (section 3)"}),
+        (1, 2, "auto", ("full", "nccl", False), {"nproc": 1, "nnodes": 2, "backend": "nccl"}, set()),
+        (2, 1, "auto", ("full", "nccl", False), {"nproc": 2, "backend": "nccl"}, {"the link (section 6)"}),
+        (2, 1, "ci", ("ci", "nccl", False), {"nproc": 2, "backend": "nccl"}, {"the link (section 6)"}),
+    ],
+)
+def test_notebook_08s_plan_on_every_machine(monkeypatch, capsys, gpus, nnodes, profile, ladder, launch, parts):
+    ns = _notebook_08(monkeypatch, gpus, profile=profile, nnodes=nnodes)
+    plan, said = ns["PLAN"], capsys.readouterr().out
+    assert ns["shown"] == [plan]
+    assert (ns["LADDER"].profile, ns["LADDER"].backend, ns["LADDER"].simulated) == ladder
+    assert ns["LAUNCH"] == launch and ns["P"] == ns["SIZES"][ladder[0]]
+    base = {"the ladder (sections 3-5, 7, 8)", "live ranks (%%ranks), exercises"}
+    assert {p.name for p in plan.parts} == base | parts
+    assert ("a gloo simulation on the CPU" in said) is ladder[2]
+    assert ("Small sizes on GPUs" in said) is (ladder[0] == "ci" and not ladder[2])
+    assert "needs a GPU" not in said + str(plan) or gpus == 0
+    if gpus == 1 and nnodes == 1:  # a GPU machine hears why the ladder runs on the CPU
+        assert "2 ranks need 2 GPUs for NCCL; this machine has 1" in ns["LADDER"].why
+
+
+@pytest.mark.parametrize("profile, sizes", [("auto", "full"), ("full", "full"), ("ci", "ci")])
+def test_the_one_gpu_you_have_runs_one_rank_on_it(monkeypatch, profile, sizes):
+    """Issue 28: on one GPU the part runs one NCCL rank on it at the plan's sizes (the lesson's unless ci is asked
+    for), two timed repeats of one step: enough for a peak, the ladder's repeats are for timings."""
+    import nvtutorial
+    from tests import notebook_cells
+
+    ns = _notebook_08(monkeypatch, 1, profile=profile)
+    asked = []
+
+    def run(workload, **kw):
+        asked.append((workload, kw))
+        raise _Ran
+
+    monkeypatch.setattr(nvtutorial, "run", run)
+    with pytest.raises(_Ran):
+        exec(notebook_cells.cells("08_strategy_ladder")["ladder-one-gpu-run"].source, ns)  # noqa: S102
+    (workload, kw), one = asked[0], ns["SIZES"][sizes]
+    assert workload == "ladder" and kw["nproc"] == 1 and kw["backend"] == "nccl"
+    assert kw["params"] == {
+        **one["model"],
+        **one["run"],
+        "rungs": "ddp,fsdp_checkpointing",
+        "profile_steps": 0,
+        "repeats": 2,
+        "timed": 1,
+    }
+    assert ns["PLAN"]["the one GPU you have (section 3)"].gpus == 1
+
+
+def test_the_one_gpu_part_is_skipped_with_its_reason_elsewhere(monkeypatch, capsys):
+    from tests import notebook_cells
+
+    for gpus in (0, 2):
+        ns = _notebook_08(monkeypatch, gpus)
+        capsys.readouterr()
+        exec(notebook_cells.cells("08_strategy_ladder")["ladder-one-gpu-run"].source, ns)  # noqa: S102
+        assert ns["one_gpu"] is None
+        assert f"exactly one GPU is visible and nnodes = 1 ({gpus} here" in capsys.readouterr().out

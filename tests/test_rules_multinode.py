@@ -429,3 +429,246 @@ def test_resubmission_through_the_launcher(tmp_path):
     no_kill = types.SimpleNamespace(last_step_before_kill=None, every=10)
     run.ok = True
     assert m.resubmission_verdict(run, reference, reference, no_kill, "x").numbers["lost_job_checkpoint"] is None
+
+
+# --------------------------------------------------------------------------- what a run is doing now (issue 28 item 5)
+def _rank_files(folder, rank, born, ready=None):
+    import os
+
+    pid = folder / f"rank{rank}.pid"
+    pid.write_text("1")
+    os.utime(pid, (born, born))
+    if ready is not None:
+        (folder / f"rank{rank}.ready").touch()
+        os.utime(folder / f"rank{rank}.ready", (ready, ready))
+
+
+def test_rank_states_from_the_runtimes_files(tmp_path):
+    from nvtutorial.chapters.ch09_multinode import lab
+
+    assert lab.rank_states(tmp_path, 2, 100.0) == ["none", "none"]  # no process yet
+    _rank_files(tmp_path, 0, born=99.0, ready=99.5)  # an earlier attempt's process: not this one's
+    _rank_files(tmp_path, 1, born=100.0)  # started now (the attempt's first second counts), importing torch
+    assert lab.rank_states(tmp_path, 2, 100.0) == ["none", "starting"]
+    _rank_files(tmp_path, 0, born=101.0, ready=100.9)  # the ready file is the earlier process's
+    _rank_files(tmp_path, 1, born=101.0, ready=101.0)
+    assert lab.rank_states(tmp_path, 2, 100.0) == ["starting", "up"]
+    assert lab.rank_states(tmp_path, 2, 101.5) == ["none", "none"]
+
+
+@pytest.mark.parametrize(
+    "states, after, step, says",
+    [
+        (["none", "none"], None, None, "the torchrun agents meet at the rendezvous; no rank has started yet"),
+        (["none", "none"], "rank 1 was killed: ...", None, "rank 1 was killed: ..."),
+        (["starting", "none"], None, None, "rank 0 started, as new processes: importing torch"),
+        (["starting", "starting"], "x", None, "ranks 0, 1 started, as new processes: importing torch"),
+        (["up", "starting"], None, None, "rank 1 started, as new processes: importing torch"),
+        (["up", "none"], None, None, "the agents are starting the ranks"),
+        (["up", "up"], "x", None, "every rank is up: joining the process group (nccl), reading the last checkpoint"),
+        (["up", "up"], None, (29, 30), "training: rank 0 has done step 29 of 30"),
+        (["up", "up"], None, (30, 30), "trained all 30 steps: the ranks write their results and exit, then the agents"),
+    ],
+)
+def test_what_a_run_is_doing_now(states, after, step, says):
+    from nvtutorial.chapters.ch09_multinode import lab
+
+    assert lab.doing(states, "nccl", after, step) == says
+
+
+def test_the_last_step_a_rank_logged(tmp_path):
+    from nvtutorial.chapters.ch09_multinode import lab
+
+    log = tmp_path / "rank0.log"
+    assert lab.last_step(log) is None  # no log yet
+    log.write_text("rank 0 of 2: starting at step 8 (restarts of this node's torchrun: 1)\n")
+    assert lab.last_step(log) is None
+    log.write_text(log.read_text() + "step 9/30 loss 0.5\nstep 10/30 loss 0.4\nW something torch said\n")
+    assert lab.last_step(log) == (10, 30)
+    log.write_text("x" * 8192 + "\nstep 11/30 loss 0.3\n")  # only the tail is read
+    assert lab.last_step(log) == (11, 30)
+
+
+def test_the_lab_speaks_after_each_quiet_stretch_and_not_before(tmp_path, capsys, monkeypatch):
+    from nvtutorial.chapters.ch09_multinode import lab
+
+    spec = types.SimpleNamespace(nnodes=2, nproc=1, world_size=2, backend="gloo", run_dir=tmp_path)
+    elastic = lab._Elastic(spec, [], 3.0, show=True)
+    clock = [0.0]
+    monkeypatch.setattr(elastic, "now", lambda: clock[0])
+    elastic.say("[lab 0.00 s] started")
+    clock[0] = lab.SAY_S - 0.01
+    elastic.tell()
+    assert capsys.readouterr().out == "[lab 0.00 s] started\n"  # spoken less than SAY_S ago: quiet
+    clock[0] = lab.SAY_S
+    elastic.tell()
+    assert "now: the torchrun agents meet at the rendezvous" in capsys.readouterr().out
+    elastic.tell()  # just said: quiet again
+    assert capsys.readouterr().out == ""
+    elastic.attempts, elastic.step = [(1.0, 0, 8)], None  # rank 0 said where it starts: it trains
+    clock[0] += lab.SAY_S
+    elastic.tell()
+    assert "now: training from step 8" in capsys.readouterr().out
+    elastic.step = (9, 30)
+    clock[0] += lab.SAY_S
+    elastic.tell()
+    assert "now: training: rank 0 has done step 9 of 30" in capsys.readouterr().out
+    elastic.kill_times, elastic.after = [2.0], "rank 1 was killed: its agent restarts"  # the next attempt starts
+    clock[0] += lab.SAY_S
+    elastic.tell()
+    assert "now: rank 1 was killed: its agent restarts" in capsys.readouterr().out
+    quiet = lab._Elastic(spec, [], 3.0, show=False)
+    quiet.tell()
+    quiet.say("x")
+    assert capsys.readouterr().out == ""
+
+
+def test_telling_speaks_every_say_s_while_its_block_runs(capsys, monkeypatch):
+    import time
+
+    from nvtutorial.chapters.ch09_multinode import lab
+
+    monkeypatch.setattr(lab, "SAY_S", 0.1)
+    with lab.telling(lambda: "waiting", "check"):
+        time.sleep(0.55)
+    lines = capsys.readouterr().out.splitlines()
+    assert 3 <= len(lines) <= 6 and all(
+        line.startswith("[check ") and line.endswith("] now: waiting") for line in lines
+    )
+    time.sleep(0.25)
+    assert capsys.readouterr().out == ""  # the thread ended with the block
+
+
+def test_a_slurm_job_says_what_it_does_while_it_runs(tmp_path, capsys, monkeypatch):
+    from nvtutorial import slurm
+
+    assert slurm.latest_line(tmp_path).startswith("no output yet")
+    (tmp_path / "node0.log").write_text("rank 0 of 2: starting at step 8\nstep 9/30 loss 0.5\n\n")
+    assert slurm.latest_line(tmp_path) == "node0.log: step 9/30 loss 0.5"
+    states = iter(["PENDING", "PENDING", "RUNNING", "RUNNING", "RUNNING", "COMPLETED"])
+    monkeypatch.setattr(slurm, "job_state", lambda job_id: {"JobState": next(states), "ExitCode": "0:0"})
+    info = slurm.JobInfo(7, "PENDING", None, None, tmp_path / "job.sbatch", tmp_path)
+    info = slurm.follow(info, poll_s=0.0, progress=True, say_s=0.0)
+    said = capsys.readouterr().out.splitlines()
+    assert [line.split(" (")[0] for line in said] == ["job 7: PENDING"] * 2 + ["job 7: RUNNING"] * 3 + [
+        "job 7: COMPLETED"
+    ]
+    assert said[1].endswith("): waiting for its nodes") and said[3].endswith("): node0.log: step 9/30 loss 0.5")
+    assert info.state == "COMPLETED" and info.exit_code == 0
+
+
+# --------------------------------------------------------------------------- notebook 09's plan (issue 28, review N4)
+ONE_H200 = ("NVIDIA H200",)
+
+
+def _notebook_09(monkeypatch, gpus: int, ids=("1970cd6c", "f74c059a"), **values):
+    from nvtutorial import course
+    from tests import notebook_cells
+
+    machine = course.Machine(ONE_H200 * gpus, 16, "2.28.9" if gpus else None)
+    monkeypatch.setattr(course.Machine, "here", classmethod(lambda cls: machine))
+    return notebook_cells.run("09_beyond_one_machine", list(ids), **values)
+
+
+@pytest.mark.parametrize(
+    "gpus, profile, pair, nodes",
+    [
+        (0, "auto", ("ci", "gloo", 0), ("ci", "gloo", 0)),
+        (1, "auto", ("ci", "gloo", 0), ("full", "nccl", 1)),  # two emulated nodes share the GPU at the lesson's sizes
+        (1, "ci", ("ci", "gloo", 0), ("ci", "nccl", 1)),
+        (1, "full", ("ci", "gloo", 0), ("full", "nccl", 1)),
+        (2, "auto", ("full", "nccl", 2), ("full", "nccl", 2)),  # a GPU for each emulated node
+    ],
+)
+def test_notebook_09s_plan_on_every_machine(monkeypatch, gpus, profile, pair, nodes):
+    ns = _notebook_09(monkeypatch, gpus, profile=profile)
+    plan = ns["PLAN"]
+    assert ns["shown"] == [plan]
+    assert (ns["PAIR"].profile, ns["PAIR"].backend, ns["PAIR"].gpus) == pair
+    for part in (ns["BOUNDARY"], ns["RECOVERY"]):
+        assert (part.profile, part.backend, part.gpus) == nodes and part.simulated is (gpus == 0)
+    assert (ns["STORE"].profile, ns["STORE"].backend, ns["STORE"].gpus) == ("ci", "gloo", 0)  # the CPU, always
+    assert (
+        ns["P"] is ns["SIZES"][pair[0]] and ns["P_NODES"] is ns["SIZES"][nodes[0]] and ns["P_CPU"] is ns["SIZES"]["ci"]
+    )
+    assert ns["EVERY"] == ns["SIZES"][nodes[0]]["train"]["every"]
+    if gpus:  # a GPU machine is never told it needs a GPU, and hears why a part runs on the CPU
+        assert "needs a GPU" not in str(plan) and "no GPU" not in str(plan)
+        if gpus == 1:
+            assert "2 ranks need 2 GPUs for NCCL; this machine has 1" in ns["PAIR"].why
+
+
+class _Run(types.SimpleNamespace):
+    """A finished run as the notebook's cells read it (a stand-in for RunResult)."""
+
+
+@pytest.mark.parametrize(
+    "gpus, launches", [(0, []), (1, [(1, 2, False)]), (2, [(1, 2, False), (1, 2, True), (2, 1, False), (2, 1, True)])]
+)
+def test_the_node_boundary_runs_where_the_plan_puts_it(monkeypatch, capsys, gpus, launches):
+    """On one GPU: one NCCL run of the two emulated nodes sharing it, at the lesson's sizes (the run without the
+    all-reduce is left out there); on two: both placements, with and without it; on the CPU: none, and the reason is
+    the plan's (review N4: the cause, never "No GPU" on a machine that has one)."""
+    from nvtutorial.chapters.ch09_multinode import lab, report
+    from tests import notebook_cells
+
+    ns = _notebook_09(monkeypatch, gpus)
+    seen = []
+
+    def run_lesson(args, *, nproc=1, nnodes=1, backend="auto", env=None, timeout=0):
+        seen.append((nproc, nnodes, "--no-sync" in args, backend, env, args[: args.index("--ckpt-dir")], timeout))
+        return _Run(label="x")
+
+    monkeypatch.setattr(lab, "run_lesson", run_lesson)
+    monkeypatch.setattr(report, "boundary_rows", lambda runs: [])
+    monkeypatch.setattr(report, "transport_verdict", lambda run, expect_nodes: ("transport", run))
+    monkeypatch.setattr(report, "boundary_verdict", lambda within, across: ("boundary", within, across))
+    ns["two_nodes"] = _Run(label="two")
+    exec(notebook_cells.cells("09_beyond_one_machine")["136d564b"].source, ns)  # noqa: S102
+    sizes = lab.lesson_args(ns["SIZES"]["full" if gpus else "ci"]["train"], "x")[:-2]
+    assert [s[:3] for s in seen] == launches
+    assert all(s[3] == "nccl" and s[4]["NCCL_DEBUG"] == "INFO" and s[5] == sizes for s in seen)
+    assert list(ns["boundary"]) == ([] if not gpus else [ns["ACROSS"]] + ([ns["WITHIN"]] if gpus == 2 else []))
+    said = capsys.readouterr().out
+    if gpus == 0:
+        assert said.startswith("Not on GPUs here (no GPU visible to a CUDA build of torch)")
+        assert ns["shown"][-1] == ("transport", ns["two_nodes"])
+    else:
+        assert "GPU" not in said and (ns["boundary"][ns["ACROSS"]][1] is None) is (gpus == 1)  # no no-sync on 1
+        assert ("both on GPU 0" in ns["ACROSS"]) is (gpus == 1)
+
+
+@pytest.mark.parametrize("gpus, reference", [(0, "two_nodes"), (1, "boundary"), (2, "two_nodes")])
+def test_the_recovery_lab_runs_on_the_nodes_part_against_an_uninterrupted_twin(monkeypatch, gpus, reference):
+    """The lab trains at the recovery part's sizes and backend, and its reference is a run of the same placement,
+    backend and sizes: section 2's two-node run where it has them, else the node boundary's run with its all-reduce."""
+    from nvtutorial.chapters.ch09_multinode import lab, report
+    from tests import notebook_cells
+
+    ns = _notebook_09(monkeypatch, gpus)
+    ns["two_nodes"], ns["ACROSS"] = _Run(label="two"), "across"
+    ns["boundary"] = {"across": (_Run(label="across"), None)}
+    asked = {}
+
+    class _Ran(Exception):
+        pass
+
+    def run_elastic(args, **kw):
+        asked.update(kw, args=args)
+        raise _Ran
+
+    monkeypatch.setattr(lab, "reference_checkpoint", lambda run: run)
+    monkeypatch.setattr(lab, "run_elastic", run_elastic)
+    monkeypatch.setattr(report, "timeline_frame", lambda lost: None)
+    with pytest.raises(_Ran):
+        exec(notebook_cells.cells("09_beyond_one_machine")["1b2b70bf"].source, ns)  # noqa: S102
+    want = ns["two_nodes"] if reference == "two_nodes" else ns["boundary"]["across"][0]
+    assert ns["reference"] is want and ns["reference_ckpt"] is want
+    p = ns["P_NODES"]
+    assert asked["backend"] == ns["RECOVERY"].backend == ("nccl" if gpus else "gloo")
+    assert (asked["nproc"], asked["nnodes"], asked["every"]) == (1, 2, p["train"]["every"])
+    assert [(f.kind, f.after_step, f.target) for f in asked["fault"]] == [
+        ("rank", p["kill_after"], 1),
+        ("node", p["node_kill_after"], 1),
+    ]
+    assert asked["args"][:-2] == lab.lesson_args(p["train"], "x")[:-2]

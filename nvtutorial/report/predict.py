@@ -35,7 +35,9 @@ QUESTIONS = {
     "exposed communication": "The share of the step that is exposed communication",
     "where ranks wait": "Where each rank's main thread is while rank 0 validates alone",
     "bytes per rank": "MiB each rank sends in a ring all-reduce of the largest tensor",
-    "ring's share of all_reduce": "The ring's bus bandwidth as a share of dist.all_reduce's, largest size",
+    "ring's share of all_reduce": (
+        "The plain ring's bus bandwidth as a share of dist.all_reduce's at the largest sizes, on the slower rank"
+    ),
     "faster hooks": "Which communication hooks make the step faster",
     "ladder.predict.zero1": "MB of parameters, gradients and Adam state on rank 0 under ZeRO-1",
     "ladder.predict.link": "Which rung loses the most step time without the direct link",

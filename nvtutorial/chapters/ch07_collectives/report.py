@@ -70,11 +70,19 @@ def ring_check(ranks: Sequence[Rank | Raw], where: str) -> Verdict:
     )
 
 
-def ring_speed(ranks: Sequence[Rank | Raw], where: str, gpu: bool) -> Verdict:
-    """The ring's share of ``all_reduce``'s bus bandwidth from 64 MiB up, best way of running it (slowest rank).
+def share_from(largest: int) -> int:
+    """The smallest tensor (bytes) the ring's share is read from: 64 MiB, or the largest size measured below it."""
+    return min(largest, LARGE)
 
-    On GPUs ``numbers["meets_target"]`` says whether it reaches the course's goal (:data:`TARGET_SHARE`);
-    on the CPU there is no goal (gloo's all-reduce is not NCCL's). A finding, not a check: status ``info``.
+
+def ring_speed(ranks: Sequence[Rank | Raw], where: str, gpu: bool) -> Verdict:
+    """The ring's share of ``all_reduce``'s bus bandwidth from :func:`share_from` up: per way of running it, its
+    smallest share over those sizes and over the ranks (the slower rank's), and the best of those.
+
+    ``numbers["plain_share"]`` is the plain ring's (one slice, no graph): the number notebook 07's prediction is
+    graded against. On GPUs ``numbers["meets_target"]`` says whether the best reaches the course's goal
+    (:data:`TARGET_SHARE`); on the CPU there is no goal (gloo's all-reduce is not NCCL's). A finding, not a check:
+    status ``info``.
     """
     by_variant: dict[str, dict[int, float]] = {}
     for m in ranks_typed(ranks):
@@ -83,7 +91,7 @@ def ring_speed(ranks: Sequence[Rank | Raw], where: str, gpu: bool) -> Verdict:
             cell = by_variant.setdefault(r.variant, {})
             cell[r.size_bytes] = min(cell.get(r.size_bytes, float("inf")), r.busbw_ratio)
     largest = max(s for v in by_variant.values() for s in v)
-    floor = LARGE if largest >= LARGE else largest
+    floor = share_from(largest)
     share = {
         v: min(r for s, r in sizes.items() if s >= floor)
         for v, sizes in by_variant.items()
@@ -95,11 +103,13 @@ def ring_speed(ranks: Sequence[Rank | Raw], where: str, gpu: bool) -> Verdict:
         "share_by_variant": share,
         "best_variant": best,
         "best_share": share[best],
+        "plain_share": share.get(ONE_SLICE),
         "target": TARGET_SHARE,
     }
     sizes = f"{floor / 2**20:g} MiB and up" if floor < largest else f"{floor / 2**20:g} MiB"
     text = (
-        f"at {sizes} the ring reaches {share[best]:.0%} of dist.all_reduce's bus bandwidth at best ({best}); "
+        f"at {sizes} (the slower rank's share, the smallest over those sizes) the ring reaches {share[best]:.0%} "
+        f"of dist.all_reduce's bus bandwidth at best ({best}); "
         + "; ".join(f"{v}: {s:.0%}" for v, s in share.items() if v != best)
     )
     if not gpu:

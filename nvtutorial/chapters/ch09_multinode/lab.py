@@ -22,18 +22,25 @@ step ``k``). :meth:`ElasticOutcome.part` gives the outcome as seen from one of t
 
 While it runs it reads rank 0's log and records, on the kernel's clock, every step and every attempt
 (``attempt A: ... starting at step S``), and when the fault struck; from those come the steps lost and
-the time to recover (:class:`ElasticOutcome`). Whatever happens, every process it started is ended
-before it returns.
+the time to recover (:class:`ElasticOutcome`). Whenever it has said nothing for :data:`SAY_S` it says what the run
+is doing now (:func:`doing`, read from the files each rank's runtime writes): a cell never goes quiet while torchrun
+starts, restarts or waits. Whatever happens, every process it started is ended before it returns.
+
+Each agent is forked from the warm interpreter (torch already imported, as the launcher forks ranks elsewhere;
+started cold, saying why, where it cannot be); the ranks an agent starts are new processes, as torchrun starts them.
+:func:`run_lesson` runs the lesson without a fault, the same way (one node's ranks forked warm by the launcher).
 """
 
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import dataclasses
 import os
 import re
 import socket
 import subprocess
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -44,6 +51,7 @@ import psutil
 from nvtutorial import diagnosis, launch
 from nvtutorial.chapters.ch09_multinode import schema
 from nvtutorial.launch import tree as process_tree
+from nvtutorial.launch import warm
 from nvtutorial.launch.environment import free_port, node_environment
 from nvtutorial.machine import hardware
 from nvtutorial.results import RunResult, read_json
@@ -52,6 +60,8 @@ LESSON = Path(__file__).resolve().parent / "lessons" / "elastic_train.py"
 """The lesson every run here trains with."""
 POLL_S = 0.02
 """How often rank 0's log is read (the resolution of the times measured here)."""
+SAY_S = 1.5
+"""A run that has said nothing for this long says what it is doing now (a cell is never silent for 2 s)."""
 _ATTEMPT = re.compile(r"^rank 0 of (\d+): starting at step (\d+)")
 _STEP = re.compile(r"^step (\d+)/(\d+) loss (\S+)")
 
@@ -221,6 +231,58 @@ def lesson_args(sizes: Mapping[str, Any], ckpt_dir: str | os.PathLike[str]) -> l
     return [*args, "--ckpt-dir", str(ckpt_dir)]
 
 
+def rank_states(run_dir: str | os.PathLike[str], world_size: int, since_wall: float) -> list[str]:
+    """What each rank of the attempt that began at ``since_wall`` (the wall clock) is doing, from the files its
+    runtime writes: ``"none"`` (no process of this attempt yet: no pid file, or one left by an earlier process),
+    ``"starting"`` (a new process: Python and ``import torch``) or ``"up"`` (past its imports, ``rank{R}.ready``)."""
+    states = []
+    for rank in range(world_size):
+        try:
+            born = (Path(run_dir) / f"rank{rank}.pid").stat().st_mtime
+        except OSError:
+            born = None
+        if born is None or born < since_wall:
+            states.append("none")
+            continue
+        try:
+            up = (Path(run_dir) / f"rank{rank}.ready").stat().st_mtime >= born
+        except OSError:
+            up = False
+        states.append("up" if up else "starting")
+    return states
+
+
+def doing(states: Sequence[str], backend: str, after: str | None = None, step: tuple[int, int] | None = None) -> str:
+    """One line on what a run is doing now: ``states`` from :func:`rank_states`; ``after``: what ended the attempt
+    before this one (None: this is the first); ``step``: rank 0's last step of this attempt and the steps in all."""
+    if step is not None and step[0] >= step[1]:
+        return f"trained all {step[1]} steps: the ranks write their results and exit, then the agents"
+    if step is not None:
+        return f"training: rank 0 has done step {step[0]} of {step[1]}"
+    waiting = [str(r) for r, s in enumerate(states) if s == "starting"]
+    if all(s == "none" for s in states):
+        if after is None:
+            return "the torchrun agents meet at the rendezvous; no rank has started yet"
+        return after
+    if waiting:
+        return f"rank{'s' * (len(waiting) > 1)} {', '.join(waiting)} started, as new processes: importing torch"
+    if all(s == "up" for s in states):
+        return f"every rank is up: joining the process group ({backend}), reading the last checkpoint"
+    return "the agents are starting the ranks"
+
+
+def last_step(log: str | os.PathLike[str]) -> tuple[int, int] | None:
+    """The last ``step k/N`` line of a rank's log (its last 4 kB), as (k, N); None before the first."""
+    try:
+        with open(log, "rb") as fh:
+            fh.seek(max(0, fh.seek(0, os.SEEK_END) - 4096))
+            text = fh.read().decode(errors="replace")
+    except OSError:
+        return None
+    found = [m for line in text.splitlines() if (m := _STEP.match(line))]
+    return (int(found[-1].group(1)), int(found[-1].group(2))) if found else None
+
+
 class _Elastic:
     """The agents of one elastic run, the fault, and what rank 0's log said when."""
 
@@ -258,14 +320,36 @@ class _Elastic:
         self.lost: set[str] = set()
         self.dying: list[psutil.Process] = []  # killed, perhaps not yet reaped: waited for at the end
         self.started_wall = time.time()  # the wall clock at t0, to compare with the ranks' time stamps
+        self.said = 0.0  # when the lab last printed a line (seconds since t0)
+        self.after: str | None = None  # what ended the last attempt, said while the next one starts
+        self.step: tuple[int, int] | None = None  # rank 0's last step of the current attempt, and the steps in all
+        self.cold: str | None = None  # why an agent started cold (said once)
 
     def now(self) -> float:
         return time.perf_counter() - self.t0
 
+    def say(self, line: str) -> None:
+        if self.show:
+            print(line, flush=True)
+            self.said = self.now()
+
     def event(self, what: str) -> None:
         self.events.append((self.now(), what))
-        if self.show:
-            print(f"[lab {self.now():6.2f} s] {what}", flush=True)
+        self.say(f"[lab {self.now():6.2f} s] {what}")
+
+    def tell(self) -> None:
+        """What the run is doing now, when the lab has said nothing for :data:`SAY_S`."""
+        if not self.show or self.now() - self.said < SAY_S:
+            return
+        attempt = len(self.kill_times)
+        since = self.started_wall + (self.kill_times[-1] if self.kill_times else 0.0)
+        states = rank_states(self.spec.run_dir, self.spec.world_size, since)
+        if len(self.attempts) > attempt:  # this attempt's rank 0 has said where it starts: it trains
+            start = self.attempts[-1][2]
+            what = doing(states, self.spec.backend, step=self.step) if self.step else f"training from step {start}"
+        else:
+            what = doing(states, self.spec.backend, self.after)
+        self.say(f"[lab {self.now():6.2f} s] now: {what}")
 
     def command(self, node: int) -> list[str]:
         cmd = self.spec.command(node, self.port) if self.spec.nnodes > 1 else self.spec.command(node)
@@ -275,20 +359,27 @@ class _Elastic:
         return cmd
 
     def start_agent(self, node: int, name: str, log_name: str = "agent.log") -> None:
+        """Node ``node``'s torchrun agent, forked from the warm interpreter where it can be (else started cold)."""
         self.node_agent[node] = name
         log = self.spec.run_dir / (f"node{node}" if self.spec.nnodes > 1 else "") / log_name
         log.parent.mkdir(parents=True, exist_ok=True)
-        with open(log, "w") as fh:
-            self.agents[name] = self.tree.add(
-                subprocess.Popen(
-                    self.command(node),
-                    stdout=fh,
-                    stderr=subprocess.STDOUT,
-                    stdin=subprocess.DEVNULL,
-                    env=node_environment(self.spec, node, self.gpu_ids),
-                    start_new_session=True,
-                )
+        out, devnull = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644), os.open(os.devnull, os.O_RDONLY)
+        try:
+            agent, cold = warm.start_python(
+                self.command(node)[1:],  # python -m torch.distributed.run ...: the interpreter is the warm one's
+                env=node_environment(self.spec, node, self.gpu_ids),
+                stdin=devnull,
+                stdout=out,
+                stderr=out,
+                title=f"torchrun agent of node {node} ({name}) [nvtutorial warm start]",
             )
+        finally:
+            os.close(out)
+            os.close(devnull)
+        self.agents[name] = self.tree.add(agent)
+        if cold and self.cold is None:
+            self.cold = cold
+            self.say(f"[lab {self.now():6.2f} s] the torchrun agents start cold (each imports torch): {cold}")
 
     def read_rank0(self) -> None:
         try:
@@ -304,10 +395,11 @@ class _Elastic:
             if m := _ATTEMPT.match(line):  # every start of the ranks prints it once: the attempts in order
                 self.attempt = len(self.attempts)
                 self.attempts.append((self.now(), self.attempt, int(m.group(2))))
-                if self.show:
-                    print(f"[rank0 {self.now():6.2f} s] {line}", flush=True)
+                self.step = None
+                self.say(f"[rank0 {self.now():6.2f} s] {line}")
             elif m := _STEP.match(line):
                 self.steps.append((self.now(), self.attempt, int(m.group(1))))
+                self.step = (int(m.group(1)), int(m.group(2)))
 
     def strike(self) -> None:
         """The next fault, once the attempt it waits for has logged its step."""
@@ -325,6 +417,10 @@ class _Elastic:
             self.kill_times.append(self.now())  # when the signal was sent, not when the process was reaped
             self.dying.append(proc)
             self.event(f"SIGKILL to rank {fault.target} (pid {pid}) after rank 0 logged step {max(done)}")
+            self.after = (
+                f"rank {fault.target} was killed: its agent restarts the worker group, the other agent stops its rank "
+                "and follows, both meet at the rendezvous again"
+            )
             return
         name = self.node_agent[fault.target]
         agent = psutil.Process(self.agents[name].pid)
@@ -338,6 +434,11 @@ class _Elastic:
         self.event(
             f"SIGKILL to node {fault.target}: its torchrun agent and {len(procs) - 1} process(es) it started "
             f"(pids {', '.join(map(str, killed))}), after rank 0 logged step {max(done)}"
+        )
+        self.after = f"node {fault.target} was lost: the other agent restarts its rank and waits at the rendezvous" + (
+            f"; node {fault.target}'s new agent joins it once the dead agent's heartbeats have expired"
+            if fault.replace_after_s is not None
+            else ", or finds the rendezvous gone with the killed node"
         )
         if fault.replace_after_s is not None:
             self.replace_at = struck + fault.replace_after_s
@@ -385,7 +486,7 @@ def run_elastic(
     nnodes: int = 1,
     max_restarts: int = 1,
     fault: Fault | Sequence[Fault] | None = None,
-    every: int,
+    every: int = 0,
     backend: launch.Backend = "auto",
     env: Mapping[str, Any] | None = None,
     timeout: float = 300.0,
@@ -399,7 +500,7 @@ def run_elastic(
     """Train the lesson with ``args`` on ``nnodes`` × ``nproc`` ranks under ``--max-restarts``, with ``fault``
     (one :class:`Fault`, or several that strike in turn).
 
-    ``every``: the lesson's checkpoint interval (``--every``), for the steps-lost arithmetic;
+    ``every``: the lesson's checkpoint interval (``--every``), for the steps-lost arithmetic of a fault;
     ``script``: the lesson, or a script that runs it with other code (an exercise's candidate);
     ``keep_alive_s``: how long c10d waits for a silent node's heartbeat before it counts it as gone
     (torch's default is 15 s; the lab shortens it); ``join_timeout_s``: c10d's ``join_timeout`` (600 s by
@@ -434,18 +535,17 @@ def run_elastic(
     try:
         for node in range(nnodes):
             lab.start_agent(node, f"agent{node}" if nnodes > 1 else "agent")
-        lab.event(f"{nnodes} torchrun agent(s) started, {nproc} rank(s) each, --max-restarts {max_restarts}")
-        if show:  # the seconds before rank 0's first line: say what they are
-            print(
-                f"[lab {lab.now():6.2f} s] waiting for rank 0's first line: each agent imports torch, the agents "
-                "meet at the rendezvous, then each starts its rank, which imports torch too and joins the process "
-                "group",
-                flush=True,
-            )
+        restarts = f", --max-restarts {max_restarts}" if max_restarts else ""
+        lab.event(f"{nnodes} torchrun agent(s) started, {nproc} rank(s) each{restarts}")
+        lab.say(
+            f"[lab {lab.now():6.2f} s] until rank 0's first line: the agents meet at the rendezvous, then each starts "
+            "its rank(s), new processes that import torch and join the process group"
+        )
         while any(a.poll() is None for a in lab.live()) or lab.replace_at is not None:
             lab.read_rank0()
             lab.strike()
             lab.replace()
+            lab.tell()
             if time.perf_counter() > deadline:
                 timed_out = True
                 lab.event(f"deadline of {timeout:g} s passed: ending every process")
@@ -507,6 +607,54 @@ def run_elastic(
     return outcome
 
 
+def run_lesson(
+    args: Sequence[str],
+    *,
+    nproc: int = 1,
+    nnodes: int = 1,
+    backend: launch.Backend = "auto",
+    env: Mapping[str, Any] | None = None,
+    timeout: float = 300.0,
+) -> RunResult:
+    """The lesson with ``args``, uninterrupted, on ``nnodes`` × ``nproc`` ranks, as ``nvtutorial.run`` would run it,
+    saying at least every :data:`SAY_S` what it is doing: emulated nodes through :func:`run_elastic` (one torchrun
+    agent per node, no restarts), one node with the launcher (its ranks forked warm). A failed run raises."""
+    if nnodes > 1:
+        return run_elastic(
+            args, nproc=nproc, nnodes=nnodes, max_restarts=0, backend=backend, env=env, timeout=timeout
+        ).result
+    spec = launch.prepare(
+        str(LESSON), nproc=nproc, backend=backend, args=list(args), env=env, timeout=timeout, output="none"
+    )
+    since = time.time()
+
+    def now() -> str:
+        states = rank_states(spec.run_dir, spec.world_size, since)
+        return doing(states, spec.backend, step=last_step(spec.run_dir / "rank0.log"))
+
+    with telling(now):
+        return launch.execute(spec)
+
+
+@contextlib.contextmanager
+def telling(what: Any, name: str = "run"):
+    """While the block runs (in this thread), a thread prints ``what()`` every :data:`SAY_S`: what it is doing now."""
+    stop, t0 = threading.Event(), time.perf_counter()
+
+    def tell() -> None:
+        while not stop.wait(SAY_S):
+            print(f"[{name} {time.perf_counter() - t0:6.2f} s] now: {what()}", flush=True)
+
+    # the thread runs in a copy of this context: a notebook kernel's output goes to the cell that runs the block
+    thread = threading.Thread(target=contextvars.copy_context().run, args=(tell,), daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+
+
 def check_resume(
     candidate: Any,
     reference: ElasticOutcome | RunResult,
@@ -543,7 +691,10 @@ def check_resume(
         flush=True,
     )
     if quick:
-        local = teach_check.check(name, candidate)
+        with telling(
+            lambda: "the quick check, in this kernel (its first optimizer step imports torch's compiler)", "check"
+        ):
+            local = teach_check.check(name, candidate)
         if not local.passed:
             return local
     source = teach_check.candidate_source(candidate)
