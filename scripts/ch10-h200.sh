@@ -1,22 +1,23 @@
 #!/usr/bin/env bash
-# Notebook 10 on a machine with ONE H200 (or any one GPU): run from the repository root there.
+# Notebook 10 on a machine with ONE GPU (an H200 or an H100), at BOTH sizes: run from the repository root there.
 #
 #   scripts/ch10-h200.sh [OUT_DIR]        (default: $OUT, the folder a device run brings back)
 #
-# Steps, each with its own time limit (about 5 minutes in all); each writes into OUT_DIR as soon as it ends:
+# Steps, each with its own time limit (about 2.5 minutes in all); each writes into OUT_DIR as soon as it ends:
 #   facts     OUT_DIR/machine.txt: GPU, driver, torch, NCCL, cores, the commit (COURSE_COMMIT, else git's)
-#   notebook  notebook 10 with --profile full (`auto` would resolve to the small sizes, as the course does for
-#             fewer than two GPUs): on one GPU the GPU calibrates its roofs (bf16, fp32) and answers the four
-#             device problems at the lesson's sizes (one NCCL rank); the two-rank parts run as the CPU simulation
-#             (two gloo ranks, small sizes); the link problems are also checked against the committed 2x H200 runs
-#   tests     the chapter's tests on this machine (tests/test_cost_model.py, the 3-rank one left out for time;
-#             CH10_TESTS=0 leaves them out)
-# Results: OUT_DIR/10_cost_model.ipynb (executed), summary.json, ch10-runs.tar.gz (the notebook's runs: result.json,
-# rank*.json, logs; no traces or checkpoints), ch10-model-vs-run.txt (the verdicts and the model-vs-run table read
-# back from the executed notebook), notebook.log, tests.log, steps.txt.
+#   ci        notebook 10 with --profile ci: the GPU calibrates its roofs and floors (multiplies of 64³ to 4096³,
+#             copies of 64 KiB to 256 MiB, the floors of Adam's step and of a training step) and answers the four
+#             device problems at the small sizes, where they are overhead-bound (one NCCL rank); the two-rank parts
+#             run as the CPU simulation (two gloo ranks)
+#   full      the same with --profile auto, which on one GPU gives the device its lesson sizes (64³ to 8192³)
+#   tests     the chapter's tests on this machine (tests/test_cost_model.py, the 3-rank one left out for time), only
+#             with CH10_TESTS=1
+# Results: OUT_DIR/{ci,full}/10_cost_model.ipynb and summary.json (executed), ch10-runs.tar.gz (both notebooks' runs:
+# result.json, rank*.json, logs), ch10-model-vs-run.txt (per size: the verdicts, the calibrated numbers and the
+# model-vs-run table read back from the executed notebook), {ci,full}.log, tests.log, steps.txt.
 set -uo pipefail
 out=${1:-${OUT:?usage: scripts/ch10-h200.sh OUT_DIR (or set OUT)}}
-mkdir -p "$out"
+mkdir -p "$out/ci" "$out/full"
 . scripts/device-env.sh
 COURSE_COMMIT=${COURSE_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)} machine_facts "$out/machine.txt"
 work=$(mktemp -d /tmp/ch10.XXXX)
@@ -32,28 +33,43 @@ step() {  # step NAME SECONDS COMMAND...: run it with a limit, log it, record it
     tail -n 8 "$out/$name.log"
 }
 
-step notebook 270 $PY -m nvtutorial.cli course --profile full --only 10_cost_model --out "$work/course"
-[ "${CH10_TESTS:-1}" = 1 ] && step tests 100 $PY -m pytest -q -p no:cacheprovider -rA -k "not three_stages" tests/test_cost_model.py
+step ci 75 $PY -m nvtutorial.cli course --profile ci --only 10_cost_model --out "$work/ci"
+step full 100 $PY -m nvtutorial.cli course --profile auto --only 10_cost_model --out "$work/full"
+[ "${CH10_TESTS:-0}" = 1 ] && step tests 100 $PY -m pytest -q -p no:cacheprovider -rA -k "not three_stages" tests/test_cost_model.py
 
-cp "$work/course/10_cost_model.ipynb" "$work/course/summary.json" "$out/" 2>/dev/null
-tar -C "$work/course" -czf "$out/ch10-runs.tar.gz" --exclude='*.pt' --exclude='*.distcp' --exclude='*.json.gz' \
-    --exclude='*.pt.trace.json*' --exclude='checkpoint*' runs 2>/dev/null
-$PY - "$out/10_cost_model.ipynb" > "$out/ch10-model-vs-run.txt" 2>&1 <<'EOF'
+for size in ci full; do
+    cp "$work/$size/10_cost_model.ipynb" "$work/$size/summary.json" "$out/$size/" 2>/dev/null
+done
+tar -C "$work" -czf "$out/ch10-runs.tar.gz" --exclude='*.pt' --exclude='*.distcp' --exclude='*.json.gz' \
+    --exclude='*.pt.trace.json*' --exclude='checkpoint*' ci/runs full/runs 2>/dev/null
+$PY - "$out" > "$out/ch10-model-vs-run.txt" 2>&1 <<'EOF'
 import sys
+from pathlib import Path
 
 import nbformat
 
 from nvtutorial.report.verdict import verdicts_in_notebook
 
-nb = nbformat.read(sys.argv[1], as_version=4)
-for v in verdicts_in_notebook(nb):
-    if v.key.startswith(("costmodel.errors", "costmodel.reference", "costmodel.pipeline", "costmodel.capstone")):
-        print(f"{v.key} · {v.status}: {v.text} [{v.where}]")
-for cell in nb.cells:
-    if cell.cell_type == "code" and cell.source.startswith("shared = PLAN.shared"):
-        for o in cell.outputs:
-            if "text/plain" in o.get("data", {}):
-                print(o["data"]["text/plain"])
+SHOWN = {"ch10-04": "plan", "ch10-15": "calibrated numbers", "ch10-33": "model vs run"}
+for size in ("ci", "full"):
+    path = Path(sys.argv[1]) / size / "10_cost_model.ipynb"
+    print(f"======== {size} ({path})")
+    if not path.is_file():
+        print("no executed notebook: see", size + ".log")
+        continue
+    nb = nbformat.read(path, as_version=4)
+    for v in verdicts_in_notebook(nb):
+        if v.key.startswith(("costmodel.calibration", "costmodel.errors", "costmodel.pipeline.clocks")):
+            print(f"{v.key} · {v.status}: {v.text} [{v.where}]")
+    for cell in nb.cells:
+        if cell.get("id") in SHOWN:
+            print(f"---- {SHOWN[cell['id']]}")
+            for o in cell.get("outputs", []):
+                text = o.get("data", {}).get("text/plain") if "data" in o else None
+                if o.get("output_type") == "stream" and cell["id"] == "ch10-15":
+                    text = o["text"]
+                if text:
+                    print(text)
 EOF
 cat "$out/ch10-model-vs-run.txt"
 ls -la "$out"

@@ -222,7 +222,7 @@ def test_the_roof_table_indexes_every_measurement_by_what_was_measured():
     measured = list(table.index.get_level_values("measured"))
     assert len(measured) == 3 and all(isinstance(m, str) for m in measured)
     assert sum(m.startswith("copy ") for m in measured) == 2 and measured[0].startswith("matmul 256")
-    assert list(table.columns) == ["device", "time (ms)", "rate", "unit"]
+    assert list(table.columns) == ["device", "time (ms)", "rate", "unit", "fit (ms)", "regime"]
     copies = table[table["unit"] == "GB/s"]
     assert list(copies["rate"]) == pytest.approx([5.0, 4.0])
 
@@ -235,7 +235,7 @@ def test_no_score_keeps_the_scores_key():
     result = types.SimpleNamespace(label="2 x CPU")
     v = costreport.score_verdict(result, "ddp", 0.1, _verdict("fail"), _verdict("pass"))
     assert v.key == "costmodel.capstone.score.ddp" and v.numbers == {"score": None} and v.where == "2 x CPU"
-    v = costreport.score_verdict(result, "ddp", 0.1, _verdict("pass"), _verdict("fail"))
+    v = costreport.score_verdict(result, "ddp", 0.1, _verdict("fail"), _verdict("fail"))
     assert v.key == "costmodel.capstone.score.ddp" and v.numbers == {"score": None}
 
 

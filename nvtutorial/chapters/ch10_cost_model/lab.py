@@ -1,14 +1,19 @@
-"""Notebook 10's runs, launched through ``nvtutorial.run``: which ranks answer what on this machine, the
-calibration, and the capstone's record. Kernel side: the one file of the chapter that starts runs.
+"""Notebook 10's runs, launched through ``nvtutorial.run`` where the notebook's plan (``course.plan``) puts each part:
+which ranks answer what on this machine, the calibration, and the capstone's record. Kernel side: the one file of
+the chapter that starts runs.
 
-Three machines, three plans (:func:`plan`):
+The notebook's parts (:data:`PARTS`) and what they need: the device's roofs, floors and problems one GPU; the
+collectives, link problems, pipeline and capstone two GPUs. So (:func:`launches`):
 
-- two GPUs or more: one run of two NCCL ranks answers everything, device and pair;
-- one GPU: the device's roofs and problems on the GPU (one NCCL rank, a world of one), at the lesson's sizes; the
-  two-rank parts (link problems, pipeline, capstone) as the CPU simulation (two gloo ranks, the GPU hidden from
-  them, small sizes), graded with the simulation's own fit; the link problems are answered a second time, at the
-  lesson's sizes, with the committed 2× H200 fit and checked against that pair's committed runs;
+- two GPUs or more: one run of two NCCL ranks answers everything, device and pair, at the lesson's sizes;
+- one GPU: the device's roofs, floors and problems on the GPU (one NCCL rank, a world of one), at the lesson's sizes
+  (small ones only when ``profile="ci"`` asks for them); the two-rank parts (link problems, pipeline, capstone) as
+  the CPU simulation (two gloo ranks, the GPU hidden from them, small sizes), graded with the simulation's own fit;
+  the link problems are answered a second time, at the lesson's sizes, with the committed 2× H200 fit and checked
+  against that pair's committed runs;
 - no GPU: two gloo ranks on the CPU for everything, small sizes: a simulation, labelled so.
+
+Gloo ranks get one thread fewer than their share of the cores, so that gloo's own threads find a core.
 """
 
 from __future__ import annotations
@@ -20,9 +25,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import nvtutorial
+from nvtutorial import course
 
 if TYPE_CHECKING:
     from nvtutorial.launch.spec import Backend, Output
+
+DEVICE, PAIR, PIPELINE, CAPSTONE = "roofs and device problems", "link problems", "pipeline", "capstone"
+PARTS: dict[str, course.Need] = {DEVICE: "one GPU", PAIR: "two GPUs", PIPELINE: "two GPUs", CAPSTONE: "two GPUs"}
+"""The notebook's parts and what each needs to run as taught."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,25 +60,38 @@ class Plan:
         return self.pair.backend == "nccl"
 
 
-def plan(gpus: int) -> Plan:
-    """The plan for a machine with ``gpus`` usable GPUs (and a CUDA build of torch; 0 otherwise)."""
-    if gpus >= 2:
-        both = Launch(2, "nccl", "two GPUs, one NCCL rank each")
-        return Plan(both, both, gpus)
-    cpu = Launch(2, "gloo", "the CPU simulation: two gloo ranks")
-    if gpus == 1:
-        return Plan(Launch(1, "nccl", "the one GPU: one NCCL rank, a world of one"), cpu, 1)
-    return Plan(cpu, cpu, 0)
+def course_plan(profile: str, machine: course.Machine | None = None) -> course.Plan:
+    """Where each of :data:`PARTS` runs on this machine (or ``machine``), and at which sizes."""
+    return course.plan("10_cost_model", profile, PARTS, machine)
+
+
+def launches(plan: course.Plan) -> Plan:
+    """The ranks of the device's runs and of the pair's, as ``plan`` places the parts: on one GPU the device
+    runs alone on it; otherwise (two GPUs, or the CPU) one run of two ranks serves both."""
+    device, pair = plan[DEVICE], plan[PAIR]
+    both = Launch(2, pair.backend, pair.where)
+    if device.gpus and not pair.gpus:
+        return Plan(Launch(1, "nccl", f"{device.where}: one NCCL rank, a world of one"), both, 1)
+    return Plan(both, both, pair.gpus)
+
+
+def gloo_threads(cores: int | None = None, ranks: int = 2) -> int:
+    """Threads per gloo rank: its share of the cores less one, for gloo's own threads (at least one)."""
+    from nvtutorial import guards
+
+    return max(1, (cores if cores is not None else guards.usable_cores()) // ranks - 1)
 
 
 def run(part: str, launch: Launch, params: dict[str, Any], timeout: float = 600.0, output: Output = "none"):
     """One run of the ``costmodel`` workload's ``part`` (``schema.Params``) on ``launch``'s ranks."""
+    threads = {"OMP_NUM_THREADS": str(gloo_threads(ranks=launch.nproc))} if launch.backend == "gloo" else None
     return nvtutorial.run(
         "costmodel",
         nproc=launch.nproc,
         backend=launch.backend,
         timeout=timeout,
         output=output,
+        env=threads,
         params={"part": part, **params},
     )
 

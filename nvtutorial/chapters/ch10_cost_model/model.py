@@ -247,8 +247,9 @@ def ddp_critical_tokens(roof: Roof, link: Link, ranks: int = 2, grad_bytes: int 
 # %% the speed of light
 
 
-def ideal_step_time(flops: float, bytes_sent: float, optimizer_params: int, roof: Roof, beta: float) -> float:
-    """The fastest a rank's step could be: its share of the necessary FLOPs at the compute roof, its bytes at the
-    bus bandwidth, the two perfectly overlapped; then its share of Adam at the memory roof. Recomputation,
-    latency, idle time and imperfect kernels all make a real step slower."""
-    return max(flops / roof.flops, bytes_sent / beta) + adam_time(optimizer_params, roof)
+def ideal_step_time(flops: float, comm_s: float, optimizer_params: int, roof: Roof) -> float:
+    """The fastest a rank's step could be: its share of the necessary FLOPs at the compute roof, its bytes at their
+    collectives' bus bandwidths (``comm_s``, no α), the two perfectly overlapped; then its share of Adam at the
+    memory roof, no floor. Recomputation, latency, overhead, idle time and imperfect kernels all make a real step
+    slower."""
+    return max(flops / roof.flops, comm_s) + adam_time(optimizer_params, roof)

@@ -1,5 +1,6 @@
-"""Notebook 10's figures: the roofline with the problems on it, the α–β fits with their residuals, the model's error
-per problem, the pipeline's per-stage timelines. Each takes data and returns ``(fig, ax)`` and says where it was
+"""Notebook 10's figures: the floor-and-roof fits of the calibration, the roofline with the problems on it and the
+ceiling each one's floor sets, the α–β fits with their residuals, the model's error per problem, the pipeline's
+per-stage timelines, the capstone's scores. Each takes data and returns ``(fig, ax)`` and says where it was
 measured (``plots.style``); kernel side, never launches.
 """
 
@@ -12,19 +13,61 @@ from nvtutorial.chapters.ch10_cost_model import report
 from nvtutorial.plots.style import COLOURS, figure, finish
 
 
+def floor_fits(fits: Mapping[str, report.FloorFit], where: str) -> tuple[Any, Any]:
+    """Each sweep's time per call against its work (log–log) with its fit ``max(α, work / rate)``: flat at the
+    floor α, then the roof's line; the kernel's counterpart of the α–β plot. Left the multiplies, right the copies."""
+    import numpy as np
+
+    fig, axes = figure(9.0, 3.6, ncols=2)
+    for ax, kind, unit in ((axes[0], "matmul", "FLOPs per call (2n³)"), (axes[1], "copy", "bytes moved per call")):
+        for i, (what, f) in enumerate((k, f) for k, f in fits.items() if k.startswith(kind)):
+            work = np.array(f.work)
+            grid = np.logspace(np.log10(work.min() / 2), np.log10(work.max() * 2), 100)
+            ax.plot(work, np.array(f.measured) * 1e6, "o", color=f"C{i}", label=f"{what}, measured")
+            ax.plot(
+                grid,
+                np.maximum(f.floor, grid / f.rate) * 1e6,
+                "-",
+                color=f"C{i}",
+                lw=1,
+                label=f"floor {f.floor * 1e6:.3g} µs, roof {f.rate / (1e12 if kind == 'matmul' else 1e9):.4g} "
+                + ("TFLOP/s" if kind == "matmul" else "GB/s"),
+            )
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel(unit)
+        ax.legend(fontsize=7)
+    axes[0].set_ylabel("time per call (µs)")
+    fig.suptitle("t = max(α, work / roof): the floor of one call, then the roof")
+    finish(fig, where)
+    return fig, axes
+
+
 def roofline(cal: report.Calibrated, points: Sequence[tuple[str, float, float, float]] = ()) -> tuple[Any, Any]:
     """The roofline of each measured dtype (FLOP/s against FLOPs per byte, log–log) and ``points``:
-    ``(label, flops, bytes, measured seconds)`` placed at their intensity and their achieved FLOP/s."""
+    ``(label, flops, bytes, measured seconds)`` placed at their intensity and their achieved FLOP/s, each with the
+    third ceiling its floor sets: a call of F FLOPs reaches at most F ÷ α, however high the roofs (dashed)."""
     import numpy as np
 
     fig, ax = figure(7.0, 4.2)
+    floor = cal.roofs[cal.compute_dtype].call_s
     lo = min([0.1] + [f / b for _, f, b, _ in points]) / 2
     hi = max([1e4] + [f / b * 2 for _, f, b, _ in points])
     x = np.logspace(np.log10(lo), np.log10(hi), 200)
     for i, (dtype, roof) in enumerate(cal.roofs.items()):
         ax.plot(x, np.minimum(roof.flops, x * roof.bandwidth), color=f"C{i}", label=f"roof, {dtype} matmul")
         ax.axvline(roof.ridge, color=f"C{i}", ls=":", lw=0.8)
-    for label, flops, nbytes, seconds in points:
+    for j, (label, flops, nbytes, seconds) in enumerate(points):
+        if floor:
+            x0 = flops / nbytes
+            ax.plot(
+                [x0 / 4, x0 * 4],
+                [flops / floor] * 2,
+                "--",
+                color="0.3",
+                lw=1,
+                label=f"ceiling of one call, F ÷ floor ({floor * 1e6:.3g} µs)" if j == 0 else None,
+            )
         ax.plot(flops / nbytes, flops / seconds, "o", color=COLOURS["exposed"])
         ax.annotate(label, (flops / nbytes, flops / seconds), textcoords="offset points", xytext=(5, -10), fontsize=8)
     ax.set_xscale("log")
@@ -101,9 +144,9 @@ def errors(table: Any, where: str, target: float = report.TARGET) -> tuple[Any, 
 
 
 def timelines(result: Any, step: int = 0) -> tuple[Any, Any]:
-    """Each schedule's timed step ``step`` on every stage: forward passes (F) and backward passes (B) of each
-    micro-batch as boxes, on each rank's clock started at a barrier (aligned to within the barrier's skew,
-    microseconds); the gaps are the bubble."""
+    """Each schedule's timed step ``step`` on every stage: forward passes (F, the last stage's loss included) and
+    backward passes (B) of each micro-batch as boxes, on one clock the stages share (the host's clock on the CPU;
+    on GPUs CUDA events from an origin each rank records when an all-reduce ends); the gaps are the bubble."""
     runs = report.schedule_runs(result)
     fig, axes = figure(
         9.0, 1.4 + 1.2 * len(runs) * max(len(v) for v in runs.values()) / 2, nrows=len(runs), squeeze=False
@@ -133,14 +176,23 @@ def timelines(result: Any, step: int = 0) -> tuple[Any, Any]:
 
 
 def scores(rows: Sequence[Mapping[str, Any]], where: str) -> tuple[Any, Any]:
-    """The capstone's strategies: measured step against the speed of light (``rows``: strategy, ideal_s, measured_s)."""
+    """The capstone's strategies: measured step against the speed of light (``rows``: strategy, ideal_s,
+    measured_s, and ``over_budget`` for one that trained but does not fit the budget: hatched and said so)."""
     fig, ax = figure(7.0, 2.0 + 0.5 * len(rows))
     y = list(range(len(rows)))
-    ax.barh(y, [r["measured_s"] * 1e3 for r in rows], color=COLOURS["idle"], label="measured step")
+    over = [bool(r.get("over_budget")) for r in rows]
+    bars = ax.barh(y, [r["measured_s"] * 1e3 for r in rows], color=COLOURS["idle"], label="measured step")
+    for bar, o in zip(bars, over):
+        if o:
+            bar.set_hatch("//")
+            bar.set_edgecolor(COLOURS["exposed"])
     ax.barh(y, [r["ideal_s"] * 1e3 for r in rows], color=COLOURS["compute"], height=0.4, label="speed of light")
     for i, r in enumerate(rows):
-        ax.text(r["measured_s"] * 1e3, i, f"  score {r['ideal_s'] / r['measured_s']:.2f}", va="center", fontsize=8)
-    ax.set_xlim(0, 1.3 * max(max(r["measured_s"], r["ideal_s"]) for r in rows) * 1e3)
+        note = ", over the budget: not valid" if over[i] else ""
+        ax.text(
+            r["measured_s"] * 1e3, i, f"  score {r['ideal_s'] / r['measured_s']:.2f}{note}", va="center", fontsize=8
+        )
+    ax.set_xlim(0, 1.6 * max(max(r["measured_s"], r["ideal_s"]) for r in rows) * 1e3)
     ax.set_yticks(y, [r["strategy"] for r in rows])
     ax.invert_yaxis()
     ax.set_xlabel("ms per step")

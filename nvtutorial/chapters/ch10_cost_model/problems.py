@@ -33,12 +33,14 @@ the timing errors' median (:func:`model_errors`) and their chart."""
 
 @dataclasses.dataclass(frozen=True)
 class Answer:
-    """The model's answer to one problem, in the problem's unit, with its working."""
+    """The model's answer to one problem, in the problem's unit, with its working; a device problem's ``regime``:
+    the limit the model says it hits (``model.Regime``: compute, memory or overhead)."""
 
     key: str
     value: float
     unit: str
     working: str
+    regime: str | None = None
 
 
 def _config(p: schema.Params) -> ladder_model.Setup:
@@ -134,33 +136,40 @@ def answer(key: str, p: schema.Params, cal: report.Calibrated) -> Answer:
         d_out = p.mlp_ratio * p.dim if key == "mlp_matmul" else 4 * p.decode_dim
         flops, nbytes = 2 * t * d_in * d_out, b * (t * d_in + d_in * d_out + t * d_out)
         seconds = model.matmul_time(t, d_in, d_out, roof, b)
+        limit = model.regime(flops, nbytes, roof)
         bound = "compute-bound" if flops / nbytes > roof.ridge else "memory-bound"
         return Answer(
             key,
             seconds * 1e3,
             "ms",
             f"{flops / 1e9:.4g} GFLOP and {nbytes / 1e6:.4g} MB: {flops / nbytes:.3g} FLOP/B against the ridge "
-            f"of {roof.ridge:.3g} FLOP/B ({cal.compute_dtype}), so {bound}: max({flops / roof.flops * 1e3:.4g}, "
-            f"{nbytes / roof.bandwidth * 1e3:.4g}) ms",
+            f"of {roof.ridge:.3g} FLOP/B ({cal.compute_dtype}), so {bound} on the roofs; with the floor of one call: "
+            f"max(floor {roof.call_s * 1e3:.4g}, compute {flops / roof.flops * 1e3:.4g}, bytes "
+            f"{nbytes / roof.bandwidth * 1e3:.4g}) ms: {limit}-bound",
+            limit,
         )
     if key == "adam_step":
         n = _params(s)
+        floor, work = cal.floors.get(key, 0.0), model.adam_time(n, fp32)
         return Answer(
             key,
-            model.adam_time(n, fp32) * 1e3,
+            model.adam_time(n, fp32, floor) * 1e3,
             "ms",
             f"{model.ADAM_BYTES} B × {n / 1e6:.4g} M parameters = {model.ADAM_BYTES * n / 1e9:.4g} GB at "
-            f"{fp32.bandwidth / 1e9:.4g} GB/s",
+            f"{fp32.bandwidth / 1e9:.4g} GB/s = {work * 1e3:.4g} ms" + _program(floor, work, "memory"),
+            "overhead" if floor > work else "memory",
         )
     if key == "train_step":
         n, forward = _params(s), _forward(s, p.global_batch * p.seq_len)
+        floor, work = cal.floors.get(key, 0.0), model.train_step_time(forward, n, fp32)
         return Answer(
             key,
-            model.train_step_time(forward, n, fp32) * 1e3,
+            model.train_step_time(forward, n, fp32, floor) * 1e3,
             "ms",
             f"3 × {forward / 1e9:.4g} GFLOP forward = {3 * forward / 1e9:.4g} GFLOP at {fp32.flops / 1e12:.3g} "
             f"TFLOP/s (fp32) = {3 * forward / fp32.flops * 1e3:.4g} ms, + Adam "
-            f"{model.adam_time(n, fp32) * 1e3:.3g} ms",
+            f"{model.adam_time(n, fp32) * 1e3:.3g} ms" + _program(floor, work, "compute"),
+            "overhead" if floor > work else "compute",
         )
     if key in FACTOR_SLIPS:
         kind = "all_gather" if key == "fsdp_allgather" else "all_reduce"
@@ -196,6 +205,17 @@ def answer(key: str, p: schema.Params, cal: report.Calibrated) -> Answer:
             f"(p − 1) / (m + p − 1) = {cal.ranks - 1} / {p.microbatches + cal.ranks - 1}",
         )
     raise ValueError(f"unknown problem {key!r}; the problems are {', '.join(PROBLEMS)}")
+
+
+def _program(floor: float, work: float, limit: str) -> str:
+    """An eager program's working: its floor against its work (``model.eager_bounds``)."""
+    if not floor:
+        return f": {limit}-bound (no floor measured for it)"
+    lower, upper = model.eager_bounds(floor, work)
+    return (
+        f"; its floor (the same calls, almost no work) {floor * 1e3:.4g} ms: max = {lower * 1e3:.4g} ms, "
+        f"{'overhead' if floor > work else limit}-bound (at most the sum, {upper * 1e3:.4g} ms)"
+    )
 
 
 def answers(keys: Sequence[str], p: schema.Params, cal: report.Calibrated) -> dict[str, Answer]:
@@ -290,7 +310,11 @@ def slip(
     if key == "pipeline_bubble" and p is not None and cal is not None:
         pp, m = cal.ranks, p.microbatches
         candidates += [
-            (100 * (pp - 1) / m / ans.value, "(p − 1) / m: the step lasts m + p − 1 slots, not m"),
+            (
+                100 * (pp - 1) / m / ans.value,
+                "(p − 1) / m: that is the bubble over the useful time, Megatron-LM's convention; as a share of the "
+                "whole step, which the question asks for, it is (p − 1) / (m + p − 1)",
+            ),
             (100 * pp / (m + pp) / ans.value, "p / (m + p): p − 1 slots fill and drain the pipeline, not p"),
         ]
     for target, why in candidates:
@@ -323,8 +347,21 @@ def grade(
         question=f"problem {key}" if p is None else question(key, p),
     )
     found = slip(key, prediction, ans, p, cal) if prediction is not None and verdict.status != "no answer" else None
-    text = verdict.text + (f" It looks like {found}." if found else "")
+    text = _times_off(verdict.text, verdict.numbers.get("ratio")) + (f" It looks like {found}." if found else "")
     return dataclasses.replace(verdict, text=text, numbers={**verdict.numbers, "slip": found})
+
+
+def _times_off(text: str, ratio: float | None) -> str:
+    """The grader's "100104% too high" as "1,001× too high": beyond a factor of 2 a ratio reads, a percent not."""
+    if ratio is None or 0.5 < ratio < 2:
+        return text
+    side = "high" if ratio > 1 else "low"
+    times = max(ratio, 1 / ratio)
+    return text.replace(
+        f"{abs(ratio - 1):.0%} too {side}",
+        f"{times:,.0f}× too {side}" if times >= 10 else f"{times:.2g}× too {side}",
+        1,
+    )
 
 
 # --------------------------------------------------------------------------------------------------- against the run
@@ -342,9 +379,12 @@ def problem_table(
     measured: Mapping[str, float],
     predictions: Mapping[str, Any],
     where: Mapping[str, str] | None = None,
+    spread: Mapping[str, tuple[float, float]] | None = None,
 ):  # -> pandas.DataFrame
-    """Per problem: your answer, the model's, the run's, the model's error against the run, whether the run timed
-    or counted it, and where it was measured (``where``: problem → the run's machine, :func:`measured_where`)."""
+    """Per problem: your answer, the model's, the run's (the median repeat; with ``spread``, :func:`measured_spread`,
+    also its fastest repeat and the repeats' spread), the model's error against the run, whether the run timed or
+    counted it, the regime the model says it is in, and where it was measured (``where``: problem → the run's
+    machine, :func:`measured_where`)."""
     import pandas as pd
 
     rows = []
@@ -357,13 +397,102 @@ def problem_table(
                 "yours": predictions.get(key),
                 "model": ans.value,
                 "run": run,
+                **(
+                    {"run, fastest": spread[key][0], "run's spread": spread[key][1]} if spread and key in spread else {}
+                ),
                 "model error": ans.value / run - 1 if run else None,
                 "yours vs run": predictions[key] / run - 1 if run and predictions.get(key) else None,
                 "run's kind": "counted" if key in COUNTED else "timed",
+                "regime": ans.regime,
                 "measured on": (where or {}).get(key),
             }
         )
     return pd.DataFrame(rows).set_index("problem")
+
+
+def formatted(table: Any):  # -> pandas.DataFrame
+    """A problem table to read: relative errors in % (as the grades give them), other numbers to 4 significant
+    digits, nothing where there is no value. The table itself keeps its numbers (the verdicts and charts read it)."""
+    import pandas as pd
+
+    def cell(column: str, v: Any) -> str:
+        if v is None or (isinstance(v, float) and math.isnan(v)):
+            return "—"
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            return str(v)
+        if "spread" in column:
+            return f"{100 * v:.1f} %"
+        return f"{100 * v:+.1f} %" if "error" in column or "vs run" in column else f"{v:.4g}"
+
+    return pd.DataFrame({c: [cell(str(c), v) for v in table[c]] for c in table.columns}, index=table.index)
+
+
+def regime_map(cal: report.Calibrated, p: schema.Params, ranks: int = 2):  # -> pandas.DataFrame
+    """Where one regime hands over to the next on this machine (``model``'s regime map), and where this run's
+    problems sit: a collective's size against α · β, a multiply's FLOPs against P · α of one call, the tokens per
+    GPU of data parallelism against ``ddp_critical_tokens``, a training step's tokens against those at which its
+    work equals its floor."""
+    import pandas as pd
+
+    roof, fp32, link = cal.roofs[cal.compute_dtype], cal.roofs["float32"], cal.link("all_reduce")
+    s = _config(p)
+    tokens = p.global_batch * p.seq_len
+    mlp, decode = 2 * tokens * p.dim * p.mlp_ratio * p.dim, 2 * p.decode_tokens * p.decode_dim * 4 * p.decode_dim
+    work_per_token = model.train_step_time(_forward(s, tokens), _params(s), fp32) / tokens
+    floor = cal.floors.get("train_step", 0.0)
+
+    def row(name: str, cross: float, unit: str, here: dict[str, float], below: str, above: str) -> list[dict]:
+        return [
+            {
+                "crossover": name,
+                "at": cross,
+                "unit": unit,
+                "problem": k,
+                "this run": v,
+                "regime": below if v < cross else above,
+            }
+            for k, v in here.items()
+        ]
+
+    rows = (
+        row(
+            "a collective's bytes: α · β",
+            model.crossover_bytes(link, "all_reduce", cal.ranks) / 1e6,
+            "MB",
+            {"allreduce": p.allreduce_bytes / 1e6, "allreduce_small": p.small_bytes / 1e6},
+            "α-bound",
+            "β-bound",
+        )
+        + row(
+            f"a multiply's work: P · α ({cal.compute_dtype})",
+            roof.floor_flops / 1e9,
+            "GFLOP",
+            {"mlp_matmul": mlp / 1e9, "decode_matmul": decode / 1e9},
+            "overhead-bound",
+            "on a roof",
+        )
+        + row(
+            "DDP's tokens per GPU: (n−1)/n · 2 · P/β (fp32)",
+            model.ddp_critical_tokens(fp32, link, cal.ranks),
+            "tokens",
+            {"this model's step under DDP": tokens / ranks},
+            "all-reduce exposed",
+            "all-reduce can hide",
+        )
+        + (
+            row(
+                "a training step's tokens: floor ÷ work per token",
+                floor / work_per_token,
+                "tokens",
+                {"train_step": float(tokens)},
+                "overhead-bound",
+                "compute-bound",
+            )
+            if floor
+            else []
+        )
+    )
+    return pd.DataFrame(rows).set_index(["crossover", "problem"])
 
 
 def bytes_verdict(ans: Answer, measured: float, where: str) -> Verdict:
@@ -426,6 +555,27 @@ class Task:
 def _known(strategy: str) -> None:
     if strategy not in schema.STRATEGIES:
         raise ValueError(f"unknown strategy {strategy!r}; the strategies are {', '.join(schema.STRATEGIES)}")
+
+
+class StrategyError(ValueError):
+    """A capstone pick that is no strategy: shown in a notebook as its one line, without a traceback."""
+
+    def _render_traceback_(self) -> list[str]:
+        return [f"StrategyError: {self}"]
+
+
+def capstone_strategies(mine: Any, best: str) -> list[str]:
+    """What the capstone trains: your pick (None: none) and the course's ``best``, once each. A pick that is not a
+    strategy is refused here, before anything launches, with the nearest name and every valid one."""
+    if mine is not None and mine not in schema.STRATEGIES:
+        import difflib
+
+        near = difflib.get_close_matches(str(mine), schema.STRATEGIES, n=1)
+        hint = f" Did you mean {near[0]!r}?" if near else ""
+        raise StrategyError(
+            f"my_strategy={mine!r} is not a strategy.{hint} Pick one of {', '.join(schema.STRATEGIES)}, or None."
+        )
+    return list(dict.fromkeys(s for s in (mine, best) if s))
 
 
 def _stage_shapes(s: ladder_model.Setup, stage: int, stages: int) -> list[tuple[str, tuple[int, ...]]]:
@@ -520,30 +670,32 @@ def strategy_time(task: Task, strategy: str, cal: report.Calibrated) -> dict[str
     return {"compute": compute, "exposed": exposed, "optimizer": optimizer, "total": compute + exposed + optimizer}
 
 
-def bytes_sent(task: Task, strategy: str) -> float:
-    """Bytes a rank sends per step under ``strategy``: notebook 08's ring costing, or a pipeline stage's activations
-    (forward) and their gradients (backward) across its boundaries."""
+def bytes_by_kind(task: Task, strategy: str) -> dict[str, float]:
+    """Bytes a rank sends per step under ``strategy``, per kind of collective: notebook 08's ring costing, or a
+    pipeline stage's activations (forward) and their gradients (backward) across its boundaries (``sendrecv``)."""
     _known(strategy)
     s = task.setup()
     if strategy in schema.LADDER_STRATEGIES:
-        return max(sum(ladder_model.sent_per_step(s, strategy, r).values()) for r in range(task.world))
+        per_rank = [ladder_model.sent_per_step(s, strategy, r) for r in range(task.world)]
+        return max(per_rank, key=lambda kinds: sum(kinds.values()))
     boundaries = 1 if task.world == 2 else 2
-    return float(boundaries * 4 * s.global_batch * s.seq_len * s.dim)
+    return {"sendrecv": float(boundaries * 4 * s.global_batch * s.seq_len * s.dim)}
+
+
+def bytes_sent(task: Task, strategy: str) -> float:
+    """Bytes a rank sends per step under ``strategy`` (:func:`bytes_by_kind`, all kinds)."""
+    return sum(bytes_by_kind(task, strategy).values())
 
 
 def ideal_time(task: Task, strategy: str, cal: report.Calibrated) -> float:
     """The speed of light of ``strategy`` on this machine (``model.ideal_step_time``): the step's necessary FLOPs
-    (three forward passes, no recomputation) shared by the ranks at the fp32 roof, the strategy's bytes at the
-    all-reduce's β, perfectly overlapped, then Adam's share at the memory roof."""
+    (three forward passes, no recomputation) shared by the ranks at the fp32 roof, each kind of byte at its own
+    collective's β (a broadcast's and a send's at the all-reduce's: never swept), perfectly overlapped, then
+    Adam's share at the memory roof."""
     s = task.setup()
     flops = 3 * _forward(s, s.global_batch * s.seq_len) / task.world
-    return model.ideal_step_time(
-        flops,
-        bytes_sent(task, strategy),
-        math.ceil(_params(s) / task.world),
-        cal.roofs["float32"],
-        cal.link("all_reduce").beta,
-    )
+    comm = sum(n / cal.links.get(k, cal.link("all_reduce")).beta for k, n in bytes_by_kind(task, strategy).items())
+    return model.ideal_step_time(flops, comm, math.ceil(_params(s) / task.world), cal.roofs["float32"])
 
 
 def strategy_table(task: Task, cal: report.Calibrated, strategies: Sequence[str] = schema.STRATEGIES):
@@ -676,6 +828,18 @@ def measurements(*results: Any) -> dict[str, float]:
             continue
         for m in report.ranks(result, "problems")[0].measured:
             out[m.key] = measured_value(m.key, m)
+    return out
+
+
+def measured_spread(*results: Any) -> dict[str, tuple[float, float]]:
+    """Per timed problem (rank 0's record; later runs win): its fastest repeat in the problem's unit, and the
+    repeats' spread, (slowest − fastest) ÷ median."""
+    out: dict[str, tuple[float, float]] = {}
+    for result in results:
+        for m in report.ranks(result, "problems")[0].measured if result is not None else ():
+            if m.repeats:
+                lo, hi = min(m.repeats), max(m.repeats)
+                out[m.key] = (measured_value(m.key, dataclasses.replace(m, value=lo)), (hi - lo) / m.value)
     return out
 
 

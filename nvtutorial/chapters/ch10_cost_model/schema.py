@@ -4,8 +4,9 @@ The workload (``workload.py``, on the ranks) builds one of the ``*Rank`` results
 the launcher writes it to ``rank{R}.json``; the kernel side reads it back with :func:`read` (``report.py``), typed.
 One workload, four parts, one :class:`Params`:
 
-- ``calibrate``: the roofs of each rank's device (matrix-multiply throughput, memory bandwidth) and, with two
-  ranks or more, collectives timed over a size sweep (:class:`CalibrationRank`);
+- ``calibrate``: the roofs and floors of each rank's device (matrix multiplies and copies over a size sweep, the
+  floor of Adam's step and of a training step) and, with two ranks or more, collectives timed over a size sweep
+  (:class:`CalibrationRank`);
 - ``problems``: the quantities the worked problems ask for, measured (:class:`ProblemsRank`);
 - ``pipeline``: the transformer trained in pipeline stages, per-stage timelines (:class:`PipelineRank`);
 - ``capstone``: the capstone task trained with the strategies asked for (:class:`CapstoneRank`).
@@ -26,6 +27,8 @@ PARTS = ("calibrate", "problems", "pipeline", "capstone")
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter")
 DEVICE_PROBLEMS = ("mlp_matmul", "decode_matmul", "adam_step", "train_step")
 """Problems one device answers: they run on every rank, each on its own device."""
+PROGRAMS = ("adam_step", "train_step")
+"""Device problems that are whole eager programs (many calls each): the calibration measures each one's floor."""
 LINK_PROBLEMS = ("allreduce", "allreduce_small", "fsdp_allgather", "zero3_bytes")
 """Problems a pair answers: they need two ranks or more."""
 SCHEDULES = ("gpipe", "1f1b")
@@ -49,16 +52,22 @@ class ModelSizes(TypedDict):
 class Params:
     part: Literal["calibrate", "problems", "pipeline", "capstone"] = "calibrate"
     # -- calibrate
-    matmul_sizes: tuple[int, ...] = (2048, 4096, 8192)
-    """Square matrix multiplies n × n × n timed for the compute roof (the best one is the roof)."""
-    copy_bytes: tuple[int, ...] = (1 << 28, 1 << 30)
-    """Buffers copied for the memory roof (each byte read once and written once)."""
+    matmul_sizes: tuple[int, ...] = (64, 256, 1024, 2048, 4096, 8192)
+    """Square matrix multiplies n × n × n: the small ones measure the floor of one call, the large ones the compute
+    roof (the best rate is the roof)."""
+    copy_bytes: tuple[int, ...] = (1 << 16, 1 << 20, 1 << 24, 1 << 28, 1 << 30)
+    """Buffers copied (each byte read once and written once): the small ones measure the floor, the largest the
+    memory roof (larger than every cache, so that memory, not a cache, is measured)."""
+    floors: tuple[str, ...] = PROGRAMS
+    """Programs whose floor the calibration measures, on the model's sizes below: Adam's step on the model's
+    tensors shrunk to one element each, the training step of the same blocks and heads at a tiny width."""
     collectives: tuple[str, ...] = COLLECTIVES
     min_bytes: int = 1 << 10
     max_bytes: int = 1 << 30
     factor: int = 4
-    iters: int = 10
-    """Calls per timed repeat (fewer for slow sizes: a repeat aims at ``target_s``)."""
+    iters: int = 10_000
+    """The most calls per timed repeat: a repeat makes as many calls as last about ``target_s`` (one probe call
+    decides), at least one."""
     repeats: int = 5
     target_s: float = 0.05
     # -- the transformer of notebook 08 (problems, pipeline, capstone)
@@ -95,6 +104,8 @@ class Params:
             bool(self.copy_bytes) and all(b >= 1 << 16 for b in self.copy_bytes),
             "copy_bytes: buffers of 64 KiB or more",
         )
+        bad = [f for f in self.floors if f not in PROGRAMS]
+        require(not bad, f"floors={self.floors}: use some of {', '.join(PROGRAMS)}")
         bad = [c for c in self.collectives if c not in COLLECTIVES]
         require(not bad, f"collectives={self.collectives}: use some of {', '.join(COLLECTIVES)}")
         require(
@@ -152,6 +163,18 @@ class CopyPoint:
 
 
 @dataclasses.dataclass(frozen=True)
+class Floor:
+    """One program's floor: the same calls with almost no work, timed like everything else."""
+
+    program: str
+    seconds: float
+    """Median of the repeats, per call of the whole program."""
+    repeats: tuple[float, ...]
+    details: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    """What was shrunk: Adam's ``tensors``; the step's ``layers``, ``heads``, ``dim``, ``seq_len``, ``batch``."""
+
+
+@dataclasses.dataclass(frozen=True)
 class CollectivePoint:
     kind: str
     size: int
@@ -170,6 +193,8 @@ class CalibrationRank:
     matmul: tuple[MatmulPoint, ...]
     copy: tuple[CopyPoint, ...]
     collectives: tuple[CollectivePoint, ...] = ()
+    floors: tuple[Floor, ...] = ()
+    """Each program's floor (:data:`PROGRAMS`); none in runs before the floors were measured (2026-12-07)."""
 
 
 # --------------------------------------------------------------------------------------------------- problems

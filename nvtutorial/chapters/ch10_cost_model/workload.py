@@ -3,9 +3,10 @@
 Used in notebook 10, one ``part`` per run (``schema.Params``):
 
 - ``calibrate``: each rank times square matrix multiplies (bf16 and fp32 on a GPU, fp32 on the CPU) and buffer
-  copies on its own device: the two roofs; with two ranks or more all ranks time all-reduces, all-gathers and
-  reduce-scatters over a size sweep (each repeat its slowest rank's time). The code that measures is the lesson
-  ``lessons/calibrate.py``.
+  copies on its own device, from sizes that only pay the floor of a call to sizes at the roofs; the floor of Adam's
+  step (the model's tensors shrunk to one element each) and of a training step (the model's blocks and heads at a
+  tiny width); with two ranks or more all ranks time all-reduces, all-gathers and reduce-scatters over a size
+  sweep (each repeat its slowest rank's time). The code that measures is the lesson ``lessons/calibrate.py``.
 - ``problems``: the quantities the worked problems ask for, measured the same way: a linear layer of the
   transformer, a decode-like skinny one, Adam's step over the transformer's parameters, one training step of the
   transformer on one device; a large and a small all-reduce, one block's all-gather, and the bytes one step of
@@ -41,6 +42,7 @@ from nvtutorial.chapters.ch10_cost_model.schema import (
     CollectivePoint,
     CopyPoint,
     Event,
+    Floor,
     Held,
     MatmulPoint,
     Measured,
@@ -73,10 +75,11 @@ def _free(ctx: runtime.Context) -> None:
 
 
 def _timed(ctx: runtime.Context, op: Callable[[], Any], p: Params, together: bool = False) -> tuple[float, ...]:
-    """``p.repeats`` repeats of ``op`` (seconds per call), each of as many calls as fit in ``p.target_s`` (at most
-    ``p.iters``; one probe call decides). ``together``: a collective, timed by its slowest rank (every rank then
-    makes the same number of calls); otherwise each rank times its own device, the ranks starting together. One
-    untimed call before the probe warms up."""
+    """``p.repeats`` repeats of ``op`` (seconds per call), each of as many calls as last about ``p.target_s`` (one
+    probe call decides; at least one, at most ``p.iters``): a µs-scale call is timed over thousands of calls, not a
+    handful. ``together``: a collective, timed by its slowest rank (every rank then makes the same number of
+    calls); otherwise each rank times its own device, the ranks starting together. One untimed call before the
+    probe warms up."""
     from nvtutorial.chapters.ch10_cost_model.lessons.calibrate import seconds_per_call
 
     probe = seconds_per_call(op, 1, ctx.device, together)
@@ -102,6 +105,7 @@ def calibrate(ctx: runtime.Context, p: Params) -> CalibrationRank:
 
     from nvtutorial.chapters.ch10_cost_model.lessons.calibrate import collective, copy, matmul
 
+    require(p.matmul_sizes == tuple(sorted(p.matmul_sizes)), f"matmul_sizes={p.matmul_sizes}: from small to large")
     matmuls = []
     dtypes = compute_dtypes(ctx)
     for dtype in dtypes:
@@ -113,6 +117,8 @@ def calibrate(ctx: runtime.Context, p: Params) -> CalibrationRank:
     for nbytes in p.copy_bytes:
         seconds = statistics.median(_timed(ctx, copy(nbytes, ctx.device), p))
         copies.append(CopyPoint(nbytes=nbytes, seconds=seconds, bytes_per_s=2 * nbytes / seconds))
+    floors = [program_floor(ctx, p, program) for program in p.floors]
+    _free(ctx)
     points = []
     if ctx.world_size > 1:
         sizes = size_sweep(p.min_bytes, p.max_bytes, p.factor)
@@ -130,7 +136,26 @@ def calibrate(ctx: runtime.Context, p: Params) -> CalibrationRank:
         matmul=tuple(matmuls),
         copy=tuple(copies),
         collectives=tuple(points),
+        floors=tuple(floors),
     )
+
+
+def program_floor(ctx: runtime.Context, p: Params, program: str) -> Floor:
+    """The floor of ``program`` (``adam_step`` or ``train_step``) with the model's sizes ``p``: the same calls with
+    almost no work (``lessons/calibrate.py``)."""
+    from nvtutorial.chapters.ch10_cost_model.lessons.calibrate import adam_step, tiny, training_step
+    from nvtutorial.models import transformer
+
+    cfg = _config(p)
+    if program == "adam_step":
+        shapes = [(1,)] * len(transformer.parameter_shapes(cfg))
+        op, details = adam_step(shapes, ctx.device), {"tensors": len(shapes)}
+    else:
+        small = tiny(cfg)
+        op = training_step(small, 1, ctx.device, p.seed)
+        details = {"layers": small.layers, "heads": small.heads, "dim": small.dim, "seq_len": small.seq_len, "batch": 1}
+    reps = _timed(ctx, op, p)
+    return Floor(program=program, seconds=statistics.median(reps), repeats=reps, details=details)
 
 
 # --------------------------------------------------------------------------------------------------- problems
@@ -159,32 +184,22 @@ def _matmul(ctx: runtime.Context, p: Params, key: str, tokens: int, d_in: int, d
 
 
 def _adam(ctx: runtime.Context, p: Params) -> Measured:
-    import torch
-
+    from nvtutorial.chapters.ch10_cost_model.lessons.calibrate import adam_step
     from nvtutorial.models import transformer
 
-    shapes = transformer.parameter_shapes(_config(p))
-    params = [torch.nn.Parameter(torch.randn(shape, device=ctx.device) * 0.02) for _, shape in shapes]
-    for t in params:
-        t.grad = torch.randn_like(t) * 1e-3
-    optimizer = torch.optim.Adam(params, lr=1e-3, fused=True)
-    optimizer.step()  # the first step creates the two moments: not a steady step
-    reps = _timed(ctx, optimizer.step, p)
-    n = sum(t.numel() for t in params)
-    return Measured("adam_step", statistics.median(reps), "s", reps, {"n_params": n, "tensors": len(params)})
+    shapes = [shape for _, shape in transformer.parameter_shapes(_config(p))]
+    reps = _timed(ctx, adam_step(shapes, ctx.device), p)  # after the first step, which creates the two moments
+    n = sum(math.prod(shape) for shape in shapes)
+    return Measured("adam_step", statistics.median(reps), "s", reps, {"n_params": n, "tensors": len(shapes)})
 
 
 def _train_step(ctx: runtime.Context, p: Params) -> Measured:
-    from nvtutorial.chapters.ch08_ladder.lessons.rungs import single
-    from nvtutorial.chapters.ch08_ladder.lessons.train import train_step
+    from nvtutorial.chapters.ch10_cost_model.lessons.calibrate import training_step
     from nvtutorial.models import transformer
 
     cfg = _config(p)
-    model, optimizer = single(transformer.build(cfg, seed=p.seed, device=ctx.device), ctx.device)
-    tokens = transformer.batch(0, p.global_batch, cfg, seed=p.seed).to(ctx.device)
-    train_step(model, optimizer, tokens)  # Adam's first step creates its moments: not a steady step
-    reps = _timed(ctx, lambda: train_step(model, optimizer, tokens), p)
-    n = sum(t.numel() for t in model.parameters())
+    reps = _timed(ctx, training_step(cfg, p.global_batch, ctx.device, p.seed), p)  # after Adam's first step
+    n = sum(math.prod(shape) for _, shape in transformer.parameter_shapes(cfg))
     return Measured(
         "train_step", statistics.median(reps), "s", reps, {"n_params": n, "tokens": p.global_batch * p.seq_len}
     )
@@ -270,13 +285,16 @@ def problems(ctx: runtime.Context, p: Params) -> ProblemsRank:
 
 
 class _Clock:
-    """Marks on this rank's timeline, in seconds from :meth:`start`: CUDA events on a GPU (nothing waits for
-    them), the host clock on the CPU."""
+    """Marks on one timeline that every rank shares, in seconds from the step's start. On a GPU, CUDA events (nothing
+    waits for them), each rank's origin recorded on its stream right after an all-reduce, which ends on both GPUs
+    together (to a few µs). On the CPU, the host clock: ``time.perf_counter`` is ``CLOCK_MONOTONIC``, one clock for
+    every process of a host, so the marks stay absolute and the origin is the earliest rank's (:meth:`align`)."""
 
     def __init__(self, ctx: runtime.Context) -> None:
         self.ctx = ctx
         self.marks: list[Any] = []
         self.origin: Any = None
+        self.base = 0.0
 
     def now(self) -> int:
         if self.ctx.is_gpu:
@@ -290,20 +308,36 @@ class _Clock:
         return len(self.marks) - 1
 
     def start(self) -> None:
+        import torch
+        import torch.distributed as dist
+
         self.marks = []
+        if self.ctx.is_gpu:  # the origin event follows the all-reduce on the stream: the same moment on every GPU
+            dist.all_reduce(torch.zeros(1, device=self.ctx.device))
         self.origin = self.now()
+
+    def align(self) -> None:
+        """On the CPU, every rank's origin becomes the earliest rank's (an all-reduce of the start marks)."""
+        if not self.ctx.is_gpu:
+            import torch
+            import torch.distributed as dist
+
+            t = torch.tensor([self.marks[self.origin]], dtype=torch.float64)
+            dist.all_reduce(t, op=dist.ReduceOp.MIN)
+            self.base = t.item()
 
     def seconds(self, index: int) -> float:
         origin, mark = self.marks[self.origin], self.marks[index]
         if self.ctx.is_gpu:
             mark.synchronize()
             return origin.elapsed_time(mark) / 1e3
-        return mark - origin
+        return mark - self.base
 
 
-def instrument(stage: Any, clock: _Clock, record: list[tuple[str, int, int, int]]) -> None:
+def instrument(stage: Any, clock: _Clock, record: list[tuple[str, int, int, int]], runner: Any = None) -> None:
     """Wrap the pipeline stage's forward and backward of one micro-batch so that each appends
-    ``(kind, micro-batch, start mark, end mark)`` to ``record``."""
+    ``(kind, micro-batch, start mark, end mark)`` to ``record``; with the schedule ``runner``, the last stage's loss
+    of a micro-batch, computed by the schedule after its forward pass, counts in that forward pass (busy, not idle)."""
     forward, backward = stage.forward_one_chunk, stage.backward_one_chunk
 
     def forward_one_chunk(fwd_chunk_id: int, *args: Any, **kwargs: Any) -> Any:
@@ -319,6 +353,19 @@ def instrument(stage: Any, clock: _Clock, record: list[tuple[str, int, int, int]
         return out
 
     stage.forward_one_chunk, stage.backward_one_chunk = forward_one_chunk, backward_one_chunk
+    loss = getattr(runner, "_maybe_compute_loss", None)  # torch 2.4 to 2.15: the schedules compute the loss here
+    if loss is None:
+        return
+
+    def maybe_compute_loss(stage_: Any, output: Any, target_mbs: Any, mb_index: int, *args: Any, **kwargs: Any) -> Any:
+        out = loss(stage_, output, target_mbs, mb_index, *args, **kwargs)
+        for i in range(len(record) - 1, -1, -1) if stage_.is_last else ():  # its forward pass ends after its loss
+            if record[i][:2] == ("F", mb_index):
+                record[i] = (*record[i][:3], clock.now())
+                break
+        return out
+
+    runner._maybe_compute_loss = maybe_compute_loss
 
 
 def _held(module: Any, optimizer: Any) -> Held:
@@ -391,7 +438,7 @@ def run_schedule(
     held = _held(module, optimizer)
 
     clock, record = _Clock(ctx), []
-    instrument(stage, clock, record)
+    instrument(stage, clock, record, runner)
     if ctx.is_gpu:
         torch.cuda.reset_peak_memory_stats(ctx.device)
     timelines, step_s = [], []
@@ -403,6 +450,7 @@ def run_schedule(
         train_step(runner, stage, optimizer, tokens)
         end = clock.now()
         ctx.sync()
+        clock.align()
         timelines.append(tuple(Event(kind, mb, clock.seconds(a), clock.seconds(b)) for kind, mb, a, b in record))
         step_s.append(_slowest(ctx, clock.seconds(end)))
     peak = torch.cuda.max_memory_allocated(ctx.device) if ctx.is_gpu else None

@@ -1,12 +1,14 @@
-"""Measure the four numbers of notebook 10's cost model: this device's two roofs and a collective's α and β.
+"""Measure the numbers of notebook 10's cost model: this device's two roofs and its floors, a collective's α and β.
 
     torchrun --standalone --nproc-per-node 2 nvtutorial/chapters/ch10_cost_model/lessons/calibrate.py
-    torchrun --standalone --nproc-per-node 1 nvtutorial/chapters/ch10_cost_model/lessons/calibrate.py   # roofs only
+    torchrun --standalone --nproc-per-node 1 nvtutorial/chapters/ch10_cost_model/lessons/calibrate.py   # one device
 
 One process per GPU with NCCL where there are GPUs, gloo on the CPU otherwise (notebook 08's ``setup``). Each
 rank measures its own device: a square matrix multiply for the compute roof (bf16 and fp32 on a GPU, fp32 on the
-CPU; fp32 with TF32 off, PyTorch's default) and
-a copy for the memory roof. With two ranks or more, all ranks time an all-reduce, an all-gather and a
+CPU; fp32 with TF32 off, PyTorch's default) and a copy for the memory roof, each over a sweep from sizes so small
+that only the floor of one call counts to sizes where the roof does; and the floor of two whole programs, the
+same calls with almost no work: Adam's step on the model's tensors shrunk to one element each, and a training step
+of the same model at a tiny width. With two ranks or more, all ranks time an all-reduce, an all-gather and a
 reduce-scatter over a range of sizes; notebook 10 fits ``t = α + S · factor / β`` to them. Every time comes from
 the course's one timer (CUDA events on a GPU, the host clock on the CPU), after untimed warm-up calls.
 """
@@ -14,12 +16,16 @@ the course's one timer (CUDA events on a GPU, the host clock on the CPU), after 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 
 import torch
 import torch.distributed as dist
 
 from nvtutorial import runtime
 from nvtutorial.chapters.ch03_ddp_training.lessons.ddp_train import setup
+from nvtutorial.chapters.ch08_ladder.lessons.rungs import single
+from nvtutorial.chapters.ch08_ladder.lessons.train import train_step
+from nvtutorial.models import transformer
 from nvtutorial.units import bus_factor, format_size, size_sweep
 
 # %% the compute roof: a matrix multiply
@@ -41,6 +47,36 @@ def copy(nbytes: int, device: torch.device):
     x = torch.ones(nbytes // 4, device=device)
     y = torch.empty_like(x)
     return lambda: y.copy_(x)
+
+
+# %% the floor of a program: the same calls, almost no work
+
+
+def adam_step(shapes, device: torch.device):
+    """Fused Adam's step over fp32 tensors of ``shapes``, ready to call (after the first step, which creates the
+    two moments). With every shape ``(1,)``: the real step's calls and Python's bookkeeping per tensor, no bytes
+    to speak of: its floor."""
+    params = [torch.nn.Parameter(torch.randn(shape, device=device) * 0.02) for shape in shapes]
+    for t in params:
+        t.grad = torch.randn_like(t) * 1e-3
+    optimizer = torch.optim.Adam(params, lr=1e-3, fused=True)
+    optimizer.step()
+    return optimizer.step
+
+
+def training_step(cfg: transformer.Config, global_batch: int, device: torch.device, seed: int = 0):
+    """One training step (forward, backward, fused Adam) of notebook 08's transformer ``cfg`` on ``global_batch``
+    sequences, ready to call (after a first step, which creates Adam's moments)."""
+    model, optimizer = single(transformer.build(cfg, seed=seed, device=device), device)
+    tokens = transformer.batch(0, global_batch, cfg, seed=seed).to(device)
+    train_step(model, optimizer, tokens)
+    return lambda: train_step(model, optimizer, tokens)
+
+
+def tiny(cfg: transformer.Config) -> transformer.Config:
+    """The same model at almost no width: the same blocks, heads and MLP ratio, so the same calls, with 8 values
+    per head, 8 positions and 64 tokens in the vocabulary (one sequence of it is the floor's batch)."""
+    return dataclasses.replace(cfg, dim=8 * cfg.heads, seq_len=8, vocab=64)
 
 
 # %% a collective of S bytes
@@ -91,6 +127,8 @@ def main() -> None:
     parser.add_argument("--matmul", type=int, default=4096, help="the matrix size n (default 4096)")
     parser.add_argument("--copy-mib", type=int, default=1024, help="the copied buffer in MiB (default 1024)")
     parser.add_argument("--max-mib", type=int, default=256, help="the largest collective in MiB (default 256)")
+    parser.add_argument("--layers", type=int, default=8, help="the floors' model: blocks (default 8)")
+    parser.add_argument("--heads", type=int, default=16, help="the floors' model: heads (default 16)")
     args = parser.parse_args()
     device = setup()
     # a GPU: bf16 (its fast dtype) and fp32 (what the course's transformer trains in; TF32 is off, PyTorch's default)
@@ -98,10 +136,17 @@ def main() -> None:
     roofs = []
     for dtype in dtypes:
         flops = 2 * args.matmul**3 / seconds_per_call(matmul(args.matmul, dtype, device), 10, device)
-        roofs.append(f"{flops / 1e12:.3f} TFLOP/s ({str(dtype)[6:]})")
+        floor = seconds_per_call(matmul(64, dtype, device), 100, device)  # 64³: too little work to matter
+        roofs.append(f"{flops / 1e12:.3f} TFLOP/s, floor {floor * 1e6:.1f} µs ({str(dtype)[6:]})")
     bandwidth = 2 * (args.copy_mib << 20) / seconds_per_call(copy(args.copy_mib << 20, device), 10, device)
+    cfg = tiny(transformer.Config(layers=args.layers, heads=args.heads))
+    shapes = [(1,)] * len(transformer.parameter_shapes(cfg))
+    adam = seconds_per_call(adam_step(shapes, device), 20, device)
+    step = seconds_per_call(training_step(cfg, 1, device), 10, device)
     print(
-        f"rank {dist.get_rank()} on {device}: matmul {', '.join(roofs)}, memory {bandwidth / 1e9:.1f} GB/s",
+        f"rank {dist.get_rank()} on {device}: matmul {', '.join(roofs)}, memory {bandwidth / 1e9:.1f} GB/s; "
+        f"floors: Adam over {len(shapes)} tensors {adam * 1e6:.0f} µs, a training step of {args.layers} blocks "
+        f"{step * 1e3:.2f} ms",
         flush=True,
     )
     if dist.get_world_size() > 1:
