@@ -130,6 +130,6 @@ def oom_run(
     return run_of(schema.Rank(parts=("oom",), oom=oom), label=label, workload="pitfalls", params={"parts": ["oom"]})
 
 
-def skipped_run(label: str = "CPU"):
-    oom = schema.Oom(skipped="skipped: needs a GPU")
+def skipped_run(label: str = "CPU", message: str = "skipped: needs a GPU"):
+    oom = schema.Oom(skipped=message)
     return run_of(schema.Rank(parts=("oom",), oom=oom), label=label, gpu=False, workload="pitfalls")

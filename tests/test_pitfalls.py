@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 import nvtutorial
+from nvtutorial import course
 from nvtutorial.chapters.ch06_pitfalls import exercises as ex
 from nvtutorial.chapters.ch06_pitfalls import lab as traps
 from nvtutorial.chapters.ch06_pitfalls import report as rp
@@ -194,6 +195,65 @@ def test_the_loader_is_measured_on_every_rank_in_windows(runs_dir):
         if e.get("event") == "progress":
             last[e["desc"]] = e
     assert set(last) == {"dataloader", "oom"} and all(e["n"] == e["total"] for e in last.values()), last
+
+
+def _notebook_06(monkeypatch, gpus: int, **values) -> dict:
+    """Notebook 06's set-up and plan cells, run as the kernel runs them, on a machine with ``gpus`` H200s."""
+    from tests import notebook_cells
+
+    machine = course.Machine(("NVIDIA H200",) * gpus, 16, "2.28.9" if gpus else None)
+    monkeypatch.setattr(course.Machine, "here", classmethod(lambda cls: machine))
+    return notebook_cells.run("06_pitfalls", ["94b48aff", "c1827bed"], **values)
+
+
+@pytest.mark.parametrize(
+    "gpus, profile, launches",
+    [
+        (0, "auto", [(2, "gloo", ["dataloader", "oom"], 8, 8, 300)]),  # no GPU: one run, the OOM demo says why
+        (1, "auto", [(2, "gloo", ["dataloader"], 8, 8, 300), (1, "nccl", ["oom"], 32, 16, 600)]),
+        (1, "ci", [(2, "gloo", ["dataloader"], 8, 8, 300), (1, "nccl", ["oom"], 8, 8, 300)]),
+        (2, "auto", [(2, "nccl", ["dataloader"], 32, 16, 600), (1, "nccl", ["oom"], 32, 16, 600)]),
+    ],
+)
+def test_each_measurement_runs_where_the_notebooks_plan_puts_it(monkeypatch, capsys, gpus, profile, launches):
+    """Review N5, through notebook 06's own cells: on one GPU the out-of-memory demo runs as one rank on it, with
+    NCCL, at the lesson's sizes (it has no collective), and the loader's two ranks run on the CPU, where the cell
+    gives the one-GPU command for C17. Each launch: ranks, backend, parts, the loader batch and the OOM batch of its
+    sizes (small: 8 and 8; the lesson's: 32 and 16), and its deadline."""
+    ns = _notebook_06(monkeypatch, gpus, profile=profile)
+    assert ns["P"] == ns["SIZES"]["full" if gpus == 2 and profile == "auto" else "ci"]
+    capsys.readouterr()
+    seen = []
+
+    def run(workload, **kw):
+        seen.append((workload, kw))
+        return types.SimpleNamespace(label="a fake run")
+
+    monkeypatch.setattr(traps.launch, "run", run)
+    from tests import notebook_cells
+
+    with pytest.raises(Exception):  # noqa: B017 - the cell goes on to read the fake run: what it launched is the test
+        exec(notebook_cells.cells("06_pitfalls")["487a5d83"].source, ns)  # noqa: S102 - the notebook's own cell
+    got = [
+        (kw["nproc"], kw["backend"], kw["params"]["parts"], *(kw["params"][k] for k in ("loader_batch", "oom_batch")))
+        + (kw["timeout"],)
+        for _, kw in seen
+    ]
+    assert got == launches and {w for w, _ in seen} == {"pitfalls"}
+    said = capsys.readouterr().out
+    assert ("The two ranks ran on the CPU (two ranks need two GPUs)" in said) is (gpus == 1)
+    assert (traps.one_gpu_loader_command(ns["SIZES"]["full"]) in said) is (gpus == 1)
+    assert "needs a GPU" not in said + str(ns["PLAN"]) or gpus == 0
+
+
+def test_the_one_gpu_command_for_c17_is_the_registrys():
+    """Notebook 06 prints, on one GPU, the command that measures the loader of one process there: the one the
+    registry (and the README) gives for C17's one-GPU case, from the lesson's sizes."""
+    from tests import notebook_cells
+
+    command = traps.one_gpu_loader_command(notebook_cells.parameters("06_pitfalls")["SIZES"]["full"])
+    assert command in claims.claim("C17").finding.replace("`", "")
+    assert "--set workers=0,2,4,8,12,16" in command and "--nproc 1 --backend nccl" in command
 
 
 def test_bad_input_fails_before_anything_starts():

@@ -19,7 +19,7 @@ from nvtutorial.chapters.ch06_pitfalls import report as rp
 from nvtutorial.chapters.ch06_pitfalls import report_measured as rm
 from nvtutorial.chapters.ch06_pitfalls import schema
 from nvtutorial.report import claims
-from nvtutorial.report.verdict import Verdict
+from nvtutorial.report.verdict import Verdict, compare
 from nvtutorial.results import RunResult, typed
 from tests import pitfalls_results as made
 from tests.ranks_harness import forked, reap
@@ -492,8 +492,64 @@ def test_c17_on_gpus_at_its_rule(pinned0, pinned1, rule, enough, helps, status):
 
 def test_c17_on_a_cpu_decides_nothing():
     v = rm.verdict_c17(_loader_run(rows(FLAT), gpus=0, label="CPU"))
-    assert v.status == "unverifiable" and v.numbers == {"knee": [8, 8], "rule": 8}
+    assert v.status == "unverifiable" and v.numbers == {"knee": [8, 8], "rule": 8, "undecided": {"0": [], "1": []}}
     assert rm.verdict_c17(_loader_run(rows(FLAT, {8: (900, 909)}), gpus=0, env_gpu=True)).status == "holds"
+
+
+@pytest.mark.parametrize(
+    "best, candidate, decided",
+    [
+        ((330, 330), (328, 328), True),  # -0.6 %: under compare's 1 % floor
+        ((330, 333), (300, 340), False),  # -3.5 %: inside 0's 12.5 % spread, outside the best's 0.9 %
+        ((300, 340), (290, 330), True),  # -3.1 %: inside both sides' spreads (12.5 % and 12.9 %)
+        ((100, 110), (90.1, 100.1), True),  # -9.43 %: just inside the quieter side's 9.52 %
+        ((100, 110), (90, 100), True),  # -9.52 %: exactly the quieter side's spread (in floats too): decided
+        ((100, 110), (89.9, 99.9), False),  # -9.62 %: just outside it (inside the other side's 10.5 %)
+        ((330, 330), (300, 300), False),  # -9.1 %: slower, not a "no change" at all
+    ],
+)
+def test_a_no_change_is_decided_only_on_the_quieter_sides_spread_too(best, candidate, decided):
+    """Review N9: a gap inside the noise only because one side's windows spread widely decides nothing."""
+    assert rm.decided(compare(best, candidate, lower_is_better=False)) is decided
+
+
+def test_c17_on_a_cpu_calls_a_count_undecided_when_only_its_spread_hides_the_gap():
+    """Review N9's CPU run: both 0-worker windows (170, 261) below both 2-worker ones (327, 332): 0 workers is not
+    "enough", it is undecided; 2 is the fewest within the noise of the best on both sides' spreads."""
+    n9 = rows({0: (170.0, 261.0), 2: (327.0, 332.0)})
+    v = rm.verdict_c17(_loader_run(n9, gpus=0, label="CPU"))
+    assert v.status == "unverifiable" and v.numbers["knee"] == [2, 2]
+    assert v.numbers["undecided"] == {"0": [0], "1": [0]}
+    assert "0 workers: undecided" in v.text and "spread 42%" in v.text
+    e = rm.enough_workers(n9)
+    assert e["against_best"][0].status == "no change" and list(e["undecided"]) == [0]  # compare alone says alike
+    overlap = rows({0: (300.0, 340.0), 2: (310.0, 350.0)})  # both spread 12-13 %: the gap of 3 % is inside both
+    assert rm.verdict_c17(_loader_run(overlap, gpus=0)).numbers == {
+        "knee": [0, 0],
+        "rule": 8,
+        "undecided": {"0": [], "1": []},
+    }
+
+
+WIDE8 = {0: (100, 101), 4: (500, 505), 8: (650, 900), 16: (802, 806)}  # 8 within the noise only by its own spread
+
+
+@pytest.mark.parametrize(
+    "rows0, rows1, pinned, status, states",
+    [
+        (WIDE8, WIDE8, {8: (1200, 1210)}, "undecided", {"0": "undecided", "1": "undecided"}),
+        (WIDE8, FLAT, {8: (1200, 1210)}, "undecided", {"0": "undecided", "1": "enough"}),
+        (WIDE8, {**FLAT, 8: (600, 606)}, {8: (1200, 1210)}, "partly", {"0": "undecided", "1": "NOT enough"}),
+        (FLAT, FLAT, {8: (1200, 1210)}, "holds", {"0": "enough", "1": "enough"}),
+    ],
+)
+def test_c17_on_gpus_is_undecided_when_the_rules_count_is(rows0, rows1, pinned, status, states):
+    """On GPUs the rule's count undecided on a rank (and NOT enough on none) leaves C17 undecided; NOT enough on any
+    rank decides it (here pinned memory helps: partly)."""
+    v = rm.verdict_c17(_loader_run(rows(rows0, pinned), rows(rows1, pinned)))
+    assert v.status == status and v.numbers["rule_state"] == states
+    assert v.numbers["rule_enough"] is (status == "holds") and v.numbers["pin_helps"]
+    assert v.numbers["knee"]["0"] == (16 if rows0 is WIDE8 else 8)
 
 
 def test_c17_recomputed_from_the_committed_2x_h200_run():
@@ -627,6 +683,11 @@ def test_the_oom_demo_without_a_gpu_and_its_fixes():
     for decide in (rm.verdict_c19, rm.verdict_c20):
         v = decide(skipped)
         assert v.status == "unverifiable" and v.numbers == {} and v.where == "CPU"
+    # the notebook prints the workload's whole message once; each verdict says its first sentence (review N5: it was
+    # printed five times)
+    long = made.skipped_run(message="skipped: needs a GPU. Why, at length. A command to run.")
+    for decide in (rm.verdict_c19, rm.verdict_c20, rm.oom_fixes_verdict, rm.checkpointing_cost):
+        assert decide(long).text == "not checked here: needs a GPU"
     assert rm.oom_fixes_verdict(skipped).status == "info"
     with pytest.raises(ValueError, match="not measured: skipped: needs a GPU"):
         rm.oom_frames(skipped)

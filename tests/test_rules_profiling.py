@@ -510,8 +510,10 @@ def test_c13_at_its_rule():
     assert v.status == "wrong" and v.numbers["sent_over_expected"] == 2.0 and v.where == "GPU"
     assert v.numbers["dmon_columns"] == ["sm", "mem", "enc", "dec"] and v.numbers["sm_during_probe"] == 99.0
     assert "99 %" in v.text
-    plain = monitoring.verdict_c13(DMON)
+    assert "the link shows only in those counters" in v.text  # the counters it names: NVML's, which saw the probe
+    plain = monitoring.verdict_c13(DMON)  # no probe (one GPU: no link): the counters are named, not referred to
     assert plain.status == "wrong" and "sent_over_expected" not in plain.numbers
+    assert "those counters" not in plain.text and "NVML's NVLink counters" in plain.text
     nvl = monitoring.verdict_c13("# gpu sm nvlrx\n# Idx % MB/s\n 0 1 2\n")
     assert nvl.status == "holds"
     counters_only = monitoring.verdict_c13("", [2**30])

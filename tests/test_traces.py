@@ -11,6 +11,7 @@ Fixtures (tests/fixtures/traces/):
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import itertools
 import json
@@ -24,7 +25,7 @@ import numpy as np
 import pytest
 
 import nvtutorial
-from nvtutorial import tracesplit
+from nvtutorial import course, tracesplit
 from nvtutorial.chapters.ch05_profiling import lab as profiling
 from nvtutorial.chapters.ch05_profiling import report as profreport
 from nvtutorial.chapters.ch05_profiling import report_monitoring as monitoring
@@ -791,6 +792,105 @@ def test_profile_step_run_reports_every_rank_consistently(runs_dir):
     if not res.env.is_gpu:
         assert c12.status == "unverifiable"
     assert len(c12.numbers["waiting_share"]) == 2
+
+
+def _notebook_sizes(name: str) -> dict:
+    """``SIZES`` of a notebook's parameters cell, as the notebook has it."""
+    from tests import notebook_cells
+
+    return notebook_cells.parameters(name.removesuffix(".ipynb"))["SIZES"]
+
+
+@pytest.mark.parametrize("gpus", [0, 1, 2])
+def test_notebook_05_watches_the_gpu_its_plan_runs_on(monkeypatch, gpus):
+    """Review N5, through notebook 05's own cells: the two-rank step is watched where it runs on GPUs; on one GPU the
+    two ranks run on the CPU (nothing sampled) and the GPU runs one rank at the lesson's sizes, watched; without a
+    GPU nothing is sampled and nothing more runs."""
+    from tests import notebook_cells
+
+    machine = course.Machine(("NVIDIA H200",) * gpus, 16, "2.28.9" if gpus else None)
+    monkeypatch.setattr(course.Machine, "here", classmethod(lambda cls: machine))
+    ns = notebook_cells.run("05_profiling", ["8818ec6b", "3193dd47"])
+    step, watch = ns["STEP"], ns["WATCH"]
+    assert (step.gpus, step.backend, watch.gpus) == ((2, "nccl", 1) if gpus == 2 else (0, "gloo", min(gpus, 1)))
+    assert (
+        ns["P_GPU"] == ns["SIZES"]["full" if gpus else "ci"] and ns["P"] == ns["SIZES"]["full" if gpus == 2 else "ci"]
+    )
+    sampled, launched = [], []
+
+    @contextlib.contextmanager
+    def sample(interval, dmon):
+        sampled.append(interval)
+        yield types.SimpleNamespace(save=lambda path: None)
+
+    def run(workload, **kw):
+        launched.append((workload, kw))
+        return types.SimpleNamespace(run_dir=Path("run"), label="1× NVIDIA H200")
+
+    monkeypatch.setattr(telemetry, "sample", sample)
+    monkeypatch.setattr(nvtutorial, "run", run)
+    headline = object()
+    ns = notebook_cells.run("05_profiling", ["8818ec6b", "3193dd47", "4c1d9e27"], run=headline)
+    if gpus == 1:
+        ((workload, kw),) = launched
+        assert workload == "profile_step" and (kw["nproc"], kw["backend"]) == (1, "nccl") and sampled == [0.1]
+        assert kw["params"] == profiling.params_from(ns["SIZES"]["full"], **profiling.ONE_GPU)
+        assert ns["watched"] is not headline
+    else:
+        assert not launched and not sampled and ns["watched"] is headline
+
+
+def test_the_one_gpu_run_is_the_lessons_step_at_its_sizes():
+    """Notebook 05 on one GPU: one rank of the lesson's step at the lesson's sizes (the course UNet, 16 images of
+    256x256 in bf16), without what one rank cannot have: a trace to pair, the batch sweep, the all-reduce probe."""
+    from nvtutorial import params as params_mod
+    from nvtutorial.chapters.ch05_profiling import workload
+
+    p = params_mod.build(
+        workload.Params, profiling.params_from(_notebook_sizes("05_profiling.ipynb")["full"], **profiling.ONE_GPU)
+    )
+    assert (p.model, p.batch_size, p.image_size, p.amp) == ("full", 16, 256, "bf16")
+    assert (p.profiler, p.sweep, p.probe_mb, p.local_baseline, p.memory_snapshot) == (False, (), 0, False, True)
+
+
+@pytest.mark.parametrize(
+    "machine", [course.Machine((), 2), course.Machine(("GPU A",), 16), course.Machine(("GPU A",) * 2, 32)]
+)
+def test_telemetry_watches_only_a_part_that_runs_on_gpus(monkeypatch, machine):
+    """Review N5: an idle GPU is never sampled (nor drawn) under a run on the CPU; the sampler says why instead."""
+    plan = course.plan("05_profiling", "auto", {"step": "two GPUs", "watch": "one GPU"}, machine)
+    sampled = []
+
+    @contextlib.contextmanager
+    def sample(interval, dmon):
+        sampled.append((interval, dmon))
+        yield "sampler"
+
+    monkeypatch.setattr(telemetry, "sample", sample)
+    for part in plan.parts:
+        with profiling.watch(part, interval=0.2) as tel:
+            pass
+        if part.gpus:
+            assert tel == "sampler" and sampled.pop() == (0.2, True)
+        else:
+            assert not tel.available and tel.reason == tel.dmon_reason and part.why in tel.reason
+            assert tel.describe() == [f"no telemetry: not sampled: this run is {part.where}, on no GPU ({part.why})"]
+    assert not sampled
+
+
+def test_one_rank_of_profile_step_has_no_wire_and_keeps_what_the_telemetry_needs(runs_dir):
+    """The world of one that notebook 05 watches on one GPU (here gloo on the CPU): no all-reduce of the gradients
+    to time, so no wire and no phase named after it; the steps, their phases and ends, the memory stay."""
+    sizes = {**_notebook_sizes("05_profiling.ipynb")["ci"], "warmup": 1, "round_steps": 1, "steps": 1}  # 3 rounds
+    res = nvtutorial.run(
+        "profile_step", nproc=1, output="none", timeout=180, params=profiling.params_from(sizes, **profiling.ONE_GPU)
+    )
+    (m,) = res.ranks_as(schema.Rank)
+    assert m.wire is None and m.split is None and m.trace is None and m.sweep == () and m.probe is None
+    assert [p.name for p in m.phases] == ["setup + warm-up", "A/B rounds: DDP, no_sync", "NVTX-marked steps"]
+    assert len(m.step_ends) == 3 * 2 and m.step_ms_repeats is not None and m.step_ms_repeats.local is None
+    assert m.memory_snapshot.written is res.env.is_gpu
+    assert profreport.wire_frame(res).empty
 
 
 def test_the_lesson_script_runs_on_real_ranks_and_its_traces_pair(runs_dir):

@@ -1,5 +1,6 @@
 """Notebook 05's runs beyond a plain launch: the ``profile_step`` parameters from the notebook's
-sizes, and the same run under Nsight Systems (or the command to type where nsys is not here).
+sizes, the telemetry of the GPUs a part of the plan runs on (:func:`watch`), and the same run under Nsight Systems
+(or the command to type where nsys is not here).
 
 What the runs show is read by :mod:`nvtutorial.chapters.ch05_profiling.report` and
 :mod:`nvtutorial.chapters.ch05_profiling.report_traces`.
@@ -7,15 +8,16 @@ What the runs show is read by :mod:`nvtutorial.chapters.ch05_profiling.report` a
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import shutil
 import sqlite3
 import subprocess
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nvtutorial import launch, workloads
 from nvtutorial import params as params_mod
@@ -23,6 +25,10 @@ from nvtutorial.chapters.ch05_profiling import workload as profile_step
 from nvtutorial.chapters.ch05_profiling.report_traces import NsysResult, nsys_split, parse_kernel_summary
 from nvtutorial.launch.environment import child_environment
 from nvtutorial.launch.tree import ProcessTree
+from nvtutorial.machine import telemetry
+
+if TYPE_CHECKING:
+    from nvtutorial.course import Part
 
 
 def params_from(sizes: Mapping[str, Any], **overrides: Any) -> dict[str, Any]:
@@ -32,6 +38,25 @@ def params_from(sizes: Mapping[str, Any], **overrides: Any) -> dict[str, Any]:
     out = {k: v for k, v in sizes.items() if k in names}
     out.update(overrides)
     return out
+
+
+ONE_GPU = {"profiler": False, "sweep": (), "probe_mb": 0, "local_baseline": False, "rounds": 3}
+"""What notebook 05's run on one GPU changes in the lesson's sizes: one rank there has no other rank to wait for or
+exchange with, so no trace to split, no batch sweep, no all-reduce probe and no 1-GPU baseline; the steps, the
+phases the telemetry is drawn against and the memory snapshot stay (``params_from(sizes, **ONE_GPU)``)."""
+
+
+@contextlib.contextmanager
+def watch(part: Part, interval: float, dmon: bool = True) -> Iterator[telemetry.Sampler]:
+    """NVML telemetry (and ``nvidia-smi dmon``) for the ``with`` block, where the plan puts ``part`` on GPUs; where
+    it runs on the CPU nothing is sampled and the sampler says why (an idle GPU is never drawn under a CPU run)."""
+    if part.gpus:
+        with telemetry.sample(interval=interval, dmon=dmon) as sampler:
+            yield sampler
+        return
+    sampler = telemetry.Sampler(interval=interval, dmon=dmon)
+    sampler.reason = sampler.dmon_reason = f"not sampled: this run is {part.where}, on no GPU ({part.why})"
+    yield sampler
 
 
 def run_folder(name: str) -> Path:

@@ -75,7 +75,12 @@ def verdict_c13(
         if expected_bytes:
             text += f" ({sent / expected_bytes:.2f}× what the all-reduce sends)"
             numbers["sent_over_expected"] = sent / expected_bytes
-    text += ": the link shows only in those counters (or `nvidia-smi nvlink -gt d`), not in utilisation"
+        text += ": the link shows only in those counters (or `nvidia-smi nvlink -gt d`), not in utilisation"
+    else:
+        text += (
+            ". A link's traffic shows only in NVML's NVLink counters (or `nvidia-smi nvlink -gt d`), not in "
+            "utilisation; this run sent nothing over one"
+        )
     return Verdict("C13", "wrong", text, numbers, where)
 
 

@@ -274,6 +274,7 @@ class Rank:
     trace: str | None
     """This rank's ``torch.profiler`` trace (None: not profiled)."""
     wire: Wire | None = None
+    """None: one rank (no other rank to exchange with), or the reference runs (no wire then)."""
     sweep: tuple[SweepRow, ...]
     probe: Probe | None
     """None: no probe (``probe_mb=0``)."""

@@ -14,7 +14,7 @@ end, on every rank:
    clock and separates **waiting** for the other rank from **transfer**
    (:func:`nvtutorial.tracesplit.pair`);
 3. **the wire**: one all-reduce of the gradients' bytes right after a barrier, repeated: the
-   least time the exchange takes on this link, with no rank waiting for another;
+   least time the exchange takes on this link, with no rank waiting for another (not on one rank: no link);
 4. optionally a **batch-size sweep** (claim C16): the rounds and the profiled split at each
    per-GPU batch; an all-reduce **probe** whose NVLink traffic the parent's telemetry sees;
 5. memory per rank: ``torch.cuda.memory_stats`` and a memory snapshot where it works.
@@ -334,11 +334,12 @@ def run(ctx: runtime.Context, p: Params) -> Rank:
     progress()
     pause()
 
-    # 3. The gradients' bytes on the wire: one all-reduce right after a barrier, no rank behind.
+    # 3. The gradients' bytes on the wire: one all-reduce right after a barrier, no rank behind (one rank: no wire).
     t0 = time.time()
     numel = sum(t.numel() for t in model.module.parameters())
-    wire = _wire(ctx, numel, p.wire_repeats, timed)
-    phase("gradient bytes on the wire", t0)
+    wire = _wire(ctx, numel, p.wire_repeats, timed) if w > 1 else None
+    if wire is not None:
+        phase("gradient bytes on the wire", t0)
     progress()
     pause()
 

@@ -8,7 +8,8 @@
   collective that waits, then ends the hang; ``trap.json`` in the run folder records when.
 * :func:`check_validation` judges the learner's ``validate_accuracy`` on the ``%%ranks`` group
   (:mod:`nvtutorial.chapters.ch06_pitfalls.exercises`), with the deadline counted from the call.
-* :func:`measure` runs the ``pitfalls`` workload (the input pipeline, out-of-memory errors).
+* :func:`measure` runs the ``pitfalls`` workload (the input pipeline, out-of-memory errors) where the notebook's
+  plan puts the part (:func:`nvtutorial.course.plan`); :func:`measure_parts` runs both of the notebook's.
 
 What the runs show is read by :mod:`nvtutorial.chapters.ch06_pitfalls.report`.
 """
@@ -24,11 +25,14 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nvtutorial import launch
 from nvtutorial.chapters.ch06_pitfalls import workload as pitfalls
 from nvtutorial.results import RunResult
+
+if TYPE_CHECKING:
+    from nvtutorial.course import Part
 
 LESSONS = Path(__file__).resolve().parent / "lessons"
 VALIDATION = LESSONS / "validation.py"
@@ -297,6 +301,36 @@ def params_from(sizes: Mapping[str, Any], **overrides: Any) -> dict[str, Any]:
     return out
 
 
-def measure(sizes: Mapping[str, Any], *, timeout: float = 600.0, **overrides: Any) -> RunResult:
-    """``nvtutorial.run("pitfalls", ...)`` with the workload's parameters taken from ``sizes``."""
-    return launch.run("pitfalls", params=params_from(sizes, **overrides), timeout=timeout)
+def measure(sizes: Mapping[str, Any], part: Part | None = None, **overrides: Any) -> RunResult:
+    """``nvtutorial.run("pitfalls", ...)`` with the workload's parameters taken from ``sizes`` (its deadline too:
+    ``sizes["timeout"]``), where the plan puts ``part``: one rank per GPU with NCCL, else gloo ranks on the CPU (one
+    for a one-GPU part, two otherwise; without ``part``: two ranks, the backend the launcher picks)."""
+    timeout = float(sizes.get("timeout", 600.0))
+    if part is None:
+        return launch.run("pitfalls", params=params_from(sizes, **overrides), timeout=timeout)
+    nproc = part.gpus or (1 if part.need == "one GPU" else 2)
+    return launch.run(
+        "pitfalls", nproc=nproc, backend=part.backend, params=params_from(sizes, **overrides), timeout=timeout
+    )
+
+
+def measure_parts(
+    loader: Part, oom: Part, loader_sizes: Mapping[str, Any], oom_sizes: Mapping[str, Any]
+) -> tuple[RunResult, RunResult]:
+    """Notebook 06's two measurements, each where the plan puts it: the input pipeline (``loader``: two ranks) and
+    the out-of-memory demo (``oom``: one rank on one GPU, no collective). Where the demo has no GPU (a machine
+    without one), the loader's run also says why it was skipped (one launch fewer); the same result is then returned
+    twice."""
+    if not oom.gpus:
+        run = measure(loader_sizes, loader, parts=["dataloader", "oom"])
+        return run, run
+    return measure(loader_sizes, loader, parts=["dataloader"]), measure(oom_sizes, oom, parts=["oom"])
+
+
+def one_gpu_loader_command(sizes: Mapping[str, Any]) -> str:
+    """The command that measures the input pipeline of one training process on one GPU (C17's one-GPU case: the
+    rule's 4 workers) at ``sizes`` (the lesson's)."""
+    keys = ("model", "workers", "loader_batch", "loader_image_size", "steps", "windows")
+    values = {k: ",".join(map(str, v)) if isinstance(v, (list, tuple)) else v for k, v in params_from(sizes).items()}
+    sets = " ".join(f"--set {k}={values[k]}" for k in keys)
+    return f"nvtutorial run pitfalls --nproc 1 --backend nccl --set parts=dataloader {sets}"

@@ -27,7 +27,7 @@ from nvtutorial.chapters.ch06_pitfalls.schema import (
     loader_rows_typed,
     rank_type,
 )
-from nvtutorial.report.verdict import Comparison, Verdict, compare, relative_spread
+from nvtutorial.report.verdict import UNDECIDED, Comparison, Verdict, compare, relative_spread
 from nvtutorial.results import RunResult
 
 Row = TypeVar("Row", LoaderRow, LoaderAloneRow)
@@ -111,16 +111,28 @@ def loader_frame(result: RunResult):  # -> pandas.DataFrame
     return pd.DataFrame(rows)
 
 
+def decided(c: Comparison) -> bool:
+    """Whether a comparison's "no change" holds on the quieter side's spread too. ``False`` when the gap is inside the
+    noise only because one side's windows spread widely (every window of the other side may lie beyond it): then
+    the run cannot say that the two are alike, only that it could not tell them apart."""
+    return c.status == "no change" and abs(c.change) <= max(min(c.spread), NOISE_FLOOR)
+
+
+NOISE_FLOOR = 0.01
+""":func:`~nvtutorial.report.verdict.compare`'s floor: a gap below it is no change, whatever the spreads."""
+
+
 def enough_workers(rows: Sequence[LoaderRow | Mapping[str, Any]]) -> dict[str, Any]:
     """For one rank's unpinned rows (its :attr:`Loader.rows`, or as the run wrote them: ``d["rows"]`` of a
-    ``dataloader`` section): the best configuration, each count against it, and the knee (the fewest workers within
-    the noise of the best)."""
+    ``dataloader`` section): the best configuration, each count against it, the knee (the fewest workers within the
+    noise of the best, on both sides' spreads: :func:`decided`) and the fewer counts that are ``undecided`` (within
+    the noise only because one side's windows spread widely)."""
     unpinned = sorted(_unpinned(loader_rows_typed(rows)), key=lambda r: r.num_workers)
     best = max(unpinned, key=lambda r: statistics.median(r.samples_per_s))
     against: dict[int, Comparison] = {
         r.num_workers: compare(best.samples_per_s, r.samples_per_s, lower_is_better=False) for r in unpinned
     }
-    knee = next(w for w, c in against.items() if c.status == "no change")
+    knee = next(w for w, c in against.items() if decided(c))
     largest = unpinned[-1].num_workers
     rising = (
         best.num_workers == largest
@@ -131,10 +143,20 @@ def enough_workers(rows: Sequence[LoaderRow | Mapping[str, Any]]) -> dict[str, A
         "best": best.num_workers,
         "best_rate": statistics.median(best.samples_per_s),
         "knee": knee,
+        "undecided": {w: c for w, c in against.items() if w < knee and c.status == "no change"},
         "against_best": against,
         "still_rising": rising,
         "largest": largest,
     }
+
+
+def _undecided_text(undecided: Mapping[int, Comparison]) -> str:
+    """`` (0 workers: undecided, 216 against 330 samples/s, one side's windows spread 43 %)`` or ``""``."""
+    return "".join(
+        f" ({w} workers: undecided, {c.candidate:.0f} against {c.baseline:.0f} samples/s, {c.change:+.0%}: inside "
+        f"the noise only because one side's windows spread {max(c.spread):.0%})"
+        for w, c in undecided.items()
+    )
 
 
 def pin_comparison(rows: Sequence[LoaderRow], workers: int) -> Comparison | None:
@@ -203,8 +225,10 @@ def verdict_c17(result: RunResult) -> Verdict:
 
     ``holds`` when the rule's worker count is within the noise of the best on every rank and pinned memory
     made every rank faster beyond the noise; ``partly`` when one of the two holds; ``wrong`` when neither;
-    ``unverifiable`` on a CPU simulation, and on a run that timed the DataLoader alone instead of the
-    training loop (the committed 2× H200 run): it then names the fewest workers that feed the step.
+    ``undecided`` when the rule's count is within the noise on some rank only because one side's windows spread
+    widely (:func:`decided`) and on no rank beyond it; ``unverifiable`` on a CPU simulation, and on a run that timed
+    the DataLoader alone instead of the training loop (the committed 2× H200 run): it then names the fewest workers
+    that feed the step.
     """
     if timed_the_loader_alone(result):
         return _verdict_c17_loader_alone(result)
@@ -213,47 +237,36 @@ def verdict_c17(result: RunResult) -> Verdict:
     first = each[0]
     rule = first.rule_of_thumb_workers
     gpu = bool(first.gpus) or bool(getattr(getattr(result, "env", None), "is_gpu", False))
+    per = {r: enough_workers(d.rows) for r, d in enumerate(each)}
     if not gpu:
-        knees = [enough_workers(d.rows)["knee"] for d in each]
         return Verdict(
             "C17",
             "unverifiable",
             "A CPU simulation: the workers compete with the training for the same few cores, so it says "
             "nothing about a GPU's input pipeline. Here the fewest workers within the noise of the best were "
-            + ", ".join(f"{knee} on rank {r}" for r, knee in enumerate(knees))
+            + ", ".join(f"{p['knee']} on rank {r}{_undecided_text(p['undecided'])}" for r, p in per.items())
             + ".",
-            {"knee": knees, "rule": rule},
+            {"knee": [p["knee"] for p in per.values()], "rule": rule, "undecided": _undecided_numbers(per)},
             where,
         )
-    per = {r: enough_workers(d.rows) for r, d in enumerate(each)}
     tried = {row.num_workers for row in first.rows}
-    rule_enough = rule in tried and all(p["against_best"][rule].status == "no change" for p in per.values())
+    rule_state = {r: _rule_state(p, rule) for r, p in per.items()} if rule in tried else {}
+    rule_enough = bool(rule_state) and all(s == "enough" for s in rule_state.values())
+    rule_undecided = bool(rule_state) and "NOT enough" not in rule_state.values() and not rule_enough
     pins = {r: pin_comparison(d.rows, rule if rule in tried else max(tried)) for r, d in enumerate(each)}
     pin_helps = all(c is not None and c.status == "faster" for c in pins.values())
     step = {r: statistics.median(d.step_only_samples_per_s) for r, d in enumerate(each)}
-    parts = []
-    for r, p in per.items():
-        note = " (the rate was still rising at the largest count tried)" if p["still_rising"] else ""
-        parts.append(
-            f"rank {r}: {p['knee']} workers are within the noise of the best ({p['best_rate']:.0f} samples/s "
-            f"at {p['best']}){note}; the step alone takes {step[r]:.0f} samples/s"
-        )
-    pin_text = "; ".join(
-        f"rank {r}: {c.describe('samples/s', 'pin_memory=True')}" if c else f"rank {r}: not measured"
-        for r, c in pins.items()
-    )
     status = "holds" if rule_enough and pin_helps else "partly" if rule_enough or pin_helps else "wrong"
-    text = (
-        "; ".join(parts)
-        + f". The rule's {rule} workers are "
-        + ("enough" if rule_enough else "NOT enough")
-        + f" on every rank. {pin_text}. Verdict: "
-        + {
-            "holds": "both parts hold on this machine.",
-            "partly": "a starting point, not a law: measure the steady rate on the machine at hand.",
-            "wrong": "neither part holds here.",
-        }[status]
+    if rule_undecided:
+        status = UNDECIDED
+    rule_text = (
+        "enough on every rank"
+        if rule_enough
+        else ", ".join(f"rank {r}: {s}" for r, s in rule_state.items())
+        if rule_state
+        else f"not tried (the counts tried: {', '.join(map(str, sorted(tried)))})"
     )
+    text = _c17_text(per, step, pins, f"The rule's {rule} workers: {rule_text}", status)
     return Verdict(
         "C17",
         status,
@@ -261,14 +274,56 @@ def verdict_c17(result: RunResult) -> Verdict:
         {
             "rule": rule,
             "rule_enough": rule_enough,
+            "rule_state": {str(r): v for r, v in rule_state.items()},
             "pin_helps": pin_helps,
             "knee": {str(r): p["knee"] for r, p in per.items()},
+            "undecided": _undecided_numbers(per),
             "pin_change": {str(r): (c.change if c else None) for r, c in pins.items()},
             "pin_status": {str(r): (c.status if c else None) for r, c in pins.items()},
             "step_only": {str(r): v for r, v in step.items()},
         },
         where,
     )
+
+
+def _c17_text(
+    per: Mapping[int, Mapping[str, Any]],
+    step: Mapping[int, float],
+    pins: Mapping[int, Comparison | None],
+    rule_text: str,
+    status: str,
+) -> str:
+    """C17's sentence on GPUs: each rank's knee, the rule's count, pinned memory, the verdict."""
+    parts = []
+    for r, p in per.items():
+        note = " (the rate was still rising at the largest count tried)" if p["still_rising"] else ""
+        parts.append(
+            f"rank {r}: {p['knee']} workers are within the noise of the best ({p['best_rate']:.0f} samples/s "
+            f"at {p['best']}){note}{_undecided_text(p['undecided'])}; the step alone takes {step[r]:.0f} samples/s"
+        )
+    pin_text = "; ".join(
+        f"rank {r}: {c.describe('samples/s', 'pin_memory=True')}" if c else f"rank {r}: not measured"
+        for r, c in pins.items()
+    )
+    verdict = {
+        "holds": "both parts hold on this machine.",
+        "partly": "a starting point, not a law: measure the steady rate on the machine at hand.",
+        "wrong": "neither part holds here.",
+        UNDECIDED: "undecided: one side's windows spread too widely to tell the rule's count from the best; "
+        "measure more windows.",
+    }[status]
+    return "; ".join(parts) + f". {rule_text}. {pin_text}. Verdict: {verdict}"
+
+
+def _rule_state(per: Mapping[str, Any], rule: int) -> str:
+    """The rule's worker count on one rank: ``enough`` (within the noise of the best on both sides' spreads),
+    ``undecided`` (within it only because one side's windows spread widely) or ``NOT enough``."""
+    c = per["against_best"][rule]
+    return "enough" if decided(c) else "undecided" if c.status == "no change" else "NOT enough"
+
+
+def _undecided_numbers(per: Mapping[int, Mapping[str, Any]]) -> dict[str, list[int]]:
+    return {str(r): sorted(p["undecided"]) for r, p in per.items()}
 
 
 def shards_line(result: RunResult) -> str:
@@ -319,6 +374,12 @@ def oom_skipped(result: RunResult) -> str | None:
     return oom(result).skipped
 
 
+def _not_here(skipped: str) -> str:
+    """A verdict's text where the demo was skipped: its first sentence (``needs a GPU``); the notebook prints the
+    whole message once."""
+    return "not checked here: " + skipped.split(". ")[0].removeprefix("skipped: ")
+
+
 def oom_frames(result: RunResult, rank: int = 0):  # -> dict[str, pandas.DataFrame]
     """The OOM demo's tables: fragmentation, empty_cache, the training step under a cap."""
     import pandas as pd
@@ -359,7 +420,7 @@ def verdict_c19(result: RunResult, rank: int = 0) -> Verdict:
     the cache shrank but the driver got nothing back).
     """
     if skipped := oom_skipped(result):
-        return Verdict("C19", "unverifiable", "not checked here: " + skipped, {}, result.label)
+        return Verdict("C19", "unverifiable", _not_here(skipped), {}, result.label)
     _, table, _ = _measured(result, rank)
     rows = {r.step: r for r in table.rows}
     created = next(r for s, r in rows.items() if s.startswith("x = "))
@@ -409,7 +470,7 @@ def verdict_c20(result: RunResult, rank: int = 0) -> Verdict:
     default allocator runs out of memory and ``max_split_size_mb`` makes the same allocations fit; ``wrong`` when it
     does not; ``unverifiable`` when the default did not run out (nothing to fix) or a row is missing."""
     if skipped := oom_skipped(result):
-        return Verdict("C20", "unverifiable", "not checked here: " + skipped, {}, result.label)
+        return Verdict("C20", "unverifiable", _not_here(skipped), {}, result.label)
     outcome = {r.config: r.outcome for r in oom(result, rank).fragmentation}
     split = next((v for k, v in outcome.items() if "max_split_size_mb" in k), None)
     expandable = next((v for k, v in outcome.items() if k.startswith("expandable_segments:True")), None)
@@ -460,7 +521,7 @@ def _training(result: RunResult, rank: int = 0) -> Training:
 def oom_fixes_verdict(result: RunResult, rank: int = 0) -> Verdict:
     """The training step under the cap: the whole batch fails, both fixes fit."""
     if skipped := oom_skipped(result):
-        return Verdict("out of memory: the fixes", "info", "not checked here: " + skipped, {}, result.label)
+        return Verdict("out of memory: the fixes", "info", _not_here(skipped), {}, result.label)
     rows = _training(result, rank).rows
     outcome = {r.variant: r.outcome for r in rows}
     capped = [r for r in rows if r.capped]
@@ -480,7 +541,7 @@ def checkpointing_cost(result: RunResult, rank: int = 0) -> Verdict:
     time them so (a GPU-only measurement; runs before that timed one step right after installing checkpointing)."""
     key = "out of memory: checkpointing's cost"
     if skipped := oom_skipped(result):
-        return Verdict(key, "info", "not checked here: " + skipped, {}, result.label)
+        return Verdict(key, "info", _not_here(skipped), {}, result.label)
     training = _training(result, rank)
     rows = training.rows
     free = [r for r in rows if not r.capped and r.outcome == "fits" and len(r.step_ms_repeats or ()) >= 2]

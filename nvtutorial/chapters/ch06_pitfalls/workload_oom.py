@@ -1,8 +1,9 @@
 """The out-of-memory trap of the ``pitfalls`` workload (claims C19, C20): GPU only.
 
 Used by notebook 06 through ``pitfalls --set parts=oom``; the training steps are those of
-``nvtutorial/chapters/ch06_pitfalls/lessons/memory.py``. Kept apart because every line here needs CUDA: the
-CPU run only reports "skipped: needs a GPU".
+``nvtutorial/chapters/ch06_pitfalls/lessons/memory.py``. Kept apart because every line here needs CUDA: a
+rank on the CPU only reports "skipped: needs a GPU". Each rank works alone (no collective): notebook 06 runs it as one
+rank on one GPU.
 
 1. **Fragmentation**: a cached block split by a smaller tensor, then a tensor that fits under a
    1 GiB cap (``torch.cuda.set_per_process_memory_fraction``) only if the allocator can reuse
@@ -226,7 +227,8 @@ def oom(ctx: runtime.Context, p: Params) -> Oom:
         ctx.progress(1, 1, "oom")
         msg = (
             "skipped: needs a GPU. An out-of-memory error is about the GPU's memory and its caching "
-            "allocator (torch.cuda); a CPU run has neither, so there is nothing to reproduce here."
+            "allocator (torch.cuda); this rank runs on the CPU (gloo), which has neither. Where a GPU is, one rank "
+            "on it runs the demo: nvtutorial run pitfalls --nproc 1 --backend nccl --set parts=oom"
         )
         _say(ctx, msg)
         return Oom(skipped=msg)
