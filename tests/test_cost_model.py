@@ -738,6 +738,29 @@ def test_with_floors_the_small_device_problems_on_one_h200_come_within_the_targe
     )
 
 
+def test_the_committed_one_h200_run_at_the_lesson_sizes_keeps_its_errors():
+    """reference/h200x1/runs-10 read through the real readers: the calibration and the problems run at the lesson's
+    sizes give the same keys and errors as before the floors (−2.8, +0.9, −19.9, −5.1 %; median 4 %)."""
+    cal = report.reference_h200()
+    run = report.reference_device("problems")
+    p = schema.Params(part="problems", **{k: run.params[k] for k in ("vocab", "seq_len", "dim", "heads", "layers")})
+    a = problems.answers(schema.DEVICE_PROBLEMS, p, cal)
+    errors = problems.model_errors(a, problems.measurements(run), schema.DEVICE_PROBLEMS)
+    assert errors == pytest.approx(
+        {"mlp_matmul": -0.0284, "decode_matmul": 0.0088, "adam_step": -0.1986, "train_step": -0.0508}, abs=1e-4
+    )
+    v = report.error_verdict("costmodel.errors.device", errors, cal.is_gpu, cal.device_where)
+    assert v.status == "pass" and v.numbers["median_abs_error"] == pytest.approx(0.0396, abs=1e-4)
+    assert {k: x.regime for k, x in a.items()} == {
+        "mlp_matmul": "compute",
+        "decode_matmul": "memory",
+        "adam_step": "memory",
+        "train_step": "compute",
+    }
+    spread = problems.measured_spread(run)
+    assert spread["train_step"][1] == pytest.approx((0.24661943 - 0.24624036) / 0.24631841, abs=1e-6)
+
+
 @pytest.mark.parametrize("key", ["adam_step", "train_step"])
 def test_a_programs_key_is_its_floor_or_its_work_whichever_is_larger(key):
     work = problems.answer(key, P_CI, report.reference_h200()).value / 1e3
@@ -1615,6 +1638,10 @@ def test_the_pipeline_on_three_stages_and_the_calibration_on_three_ranks(runs_di
     )
     ranks = report.ranks(cal, "calibrate")
     assert [r.world for r in ranks] == [3, 3, 3]
+    # each rank measured both programs' floors on the lesson's blocks and heads at a tiny width
+    assert [f.program for f in ranks[0].floors] == list(schema.PROGRAMS) and all(f.seconds > 0 for f in ranks[0].floors)
+    assert ranks[0].floors[0].details == {"tensors": 85}
+    assert ranks[0].floors[1].details == {"layers": 8, "heads": 16, "dim": 128, "seq_len": 8, "batch": 1}
     points = ranks[0].collectives
     assert {p.kind for p in points} == set(schema.COLLECTIVES)
     assert all(p.size % 12 == 0 and p.seconds > 0 for p in points)  # fp32 elements, a multiple of the ranks
