@@ -362,8 +362,10 @@ def test_c7_at_its_rule():
     assert v.numbers["largest_change"] == 0.0 and "transport P2P/CUMEM in both runs" in v.text
     faster = labreport.claim_c7(c7_lab({GIB: 1.05}))
     assert faster.status == "partly" and faster.numbers["faster"] == 1
+    assert "faster beyond the noise at 1 GiB:" in faster.text  # the sizes it names are the faster ones
     slower = labreport.claim_c7(c7_lab({GIB: 0.9}, same_transport=False))
     assert slower.status == "wrong" and slower.numbers["slower"] == 1 and "transports P2P/CUMEM and SHM" in slower.text
+    assert "slower at 1 GiB (" in slower.text
     read_both = labreport.claim_c7(c7_lab({}, read=("NCCL_IB_DISABLE", "NCCL_NET_GDR_LEVEL")))
     assert "never read" not in read_both.text
     assert "control_ratio" not in labreport.claim_c7(c7_lab({}, control=False)).numbers
