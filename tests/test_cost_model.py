@@ -1357,8 +1357,14 @@ def test_a_correct_pick_over_the_budget_is_scored_and_shown_not_dropped():
         {"strategy": "x", "ideal_s": 0.05, "measured_s": 0.1},
     ]
     _, ax = ch.plots.scores(rows, "here")
-    assert [t.get_text() for t in ax.texts] == ["  score 0.25, over the budget: not valid", "  score 0.50"]
-    assert ax.patches[0].get_hatch() == "//" and not ax.patches[1].get_hatch()
+    assert [t.get_text() for t in ax.texts] == ["  score 0.25, not valid", "  score 0.50"]
+    bars = {round(b.get_y() + b.get_height() / 2): b for b in ax.patches if b.get_height() > 0.5}
+    assert bars[0].get_hatch() == "//" and not bars[1].get_hatch()  # ddp (row 0) hatched, x not
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == [
+        "measured step",
+        "measured, over the budget",
+        "speed of light",
+    ]
 
 
 def test_a_typo_in_the_pick_is_one_line_before_anything_launches():

@@ -181,22 +181,21 @@ def scores(rows: Sequence[Mapping[str, Any]], where: str) -> tuple[Any, Any]:
     fig, ax = figure(7.0, 2.0 + 0.5 * len(rows))
     y = list(range(len(rows)))
     over = [bool(r.get("over_budget")) for r in rows]
-    bars = ax.barh(y, [r["measured_s"] * 1e3 for r in rows], color=COLOURS["idle"], label="measured step")
-    for bar, o in zip(bars, over):
-        if o:
-            bar.set_hatch("//")
-            bar.set_edgecolor(COLOURS["exposed"])
+    for flag, label, style in ((False, "measured step", {}), (True, "measured, over the budget", {"hatch": "//"})):
+        ys = [i for i in y if over[i] == flag]
+        if ys:
+            ax.barh(ys, [rows[i]["measured_s"] * 1e3 for i in ys], color=COLOURS["idle"], label=label, **style)
     ax.barh(y, [r["ideal_s"] * 1e3 for r in rows], color=COLOURS["compute"], height=0.4, label="speed of light")
     for i, r in enumerate(rows):
-        note = ", over the budget: not valid" if over[i] else ""
+        note = ", not valid" if over[i] else ""
         ax.text(
             r["measured_s"] * 1e3, i, f"  score {r['ideal_s'] / r['measured_s']:.2f}{note}", va="center", fontsize=8
         )
-    ax.set_xlim(0, 1.6 * max(max(r["measured_s"], r["ideal_s"]) for r in rows) * 1e3)
+    ax.set_xlim(0, 1.5 * max(max(r["measured_s"], r["ideal_s"]) for r in rows) * 1e3)
     ax.set_yticks(y, [r["strategy"] for r in rows])
     ax.invert_yaxis()
     ax.set_xlabel("ms per step")
-    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.35), ncol=2, frameon=False)
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.35), ncol=3, frameon=False)
     ax.set_title("The capstone: each strategy against its speed of light")
     finish(fig, where)
     return fig, ax
