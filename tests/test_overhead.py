@@ -10,6 +10,7 @@ import ast
 import json
 import math
 from pathlib import Path
+from typing import Any
 
 import nbformat
 import pytest
@@ -251,9 +252,10 @@ MEASURED = 3.6 / 3.4
 def test_the_doubling_prediction_is_right_within_15_percent(prediction, status):
     v = report.grade_doubling(prediction, calibration(), 8, GPU)
     assert v.numbers["measured"] == pytest.approx(3.6 / 3.4) and v.status == status
+    assert v.title == "How many times as long a step of 16 sequences takes as one of 8"
     assert report.grade_doubling(None, calibration(), 8, GPU).status == "no answer"
     with pytest.raises(PredictionError):
-        report.grade_doubling("twice", calibration(), 8, GPU)
+        report.grade_doubling("twice", calibration(), 8, GPU)  # type: ignore[arg-type]  # a learner's slip
 
 
 # --------------------------------------------------------------------------------------------------- the step
@@ -370,7 +372,9 @@ def test_the_crossovers_on_a_gpu_calibration_are_pinned():
     assert found["ddp_tokens"] == pytest.approx(rate / 338e9)  # (n − 1)/n · 4 / 2 · P / β with n = 2
     assert found["doubling_tokens"] == pytest.approx(3.2e-3 / 0.03e-3 * 64)
     assert found["collective_bytes"] == pytest.approx(36e-6 * 338e9)
-    assert len(report.regime_map(cal, p, LINK, "pair", GPU)) == 4
+    table = report.regime_map(cal, p, LINK, "pair", GPU)
+    assert list(table.columns) == ["above", "below it", "measured on"] and len(table) == 4
+    assert table.iloc[0, 0] == "6,827 tokens per step" and table.iloc[3, 0] == "11.6 MiB"
 
 
 def test_the_crossovers_on_the_cpu_leave_out_what_needs_a_gpu():
@@ -450,8 +454,9 @@ def test_the_exercise_passes_its_solution_and_names_each_wrong_answer():
     for key, (candidate, words) in exercises.WRONG.items():
         passed, reason = exercises.check_local(candidate)
         assert not passed and words in reason, (key, reason)
-    for broken in (lambda points: 1 / 0, lambda points: None, lambda points: math.nan, lambda points: True):
-        passed, reason = exercises.check_local(broken)
+    broken: list[Any] = [lambda points: 1 / 0, lambda points: None, lambda points: math.nan, lambda points: True]
+    for candidate in broken:
+        passed, reason = exercises.check_local(candidate)
         assert not passed and reason
 
 
@@ -466,7 +471,7 @@ def test_the_exercise_through_the_notebooks_call():
 # --------------------------------------------------------------------------------------------------- the notebook
 
 
-def _declared_parts() -> dict[str, str]:
+def _declared_parts() -> dict[str, course.Need]:
     nb = nbformat.read(NOTEBOOK, as_version=4)
     cell = next(c for c in nb.cells if c.cell_type == "code" and "course.plan(" in c.source)
     call = next(

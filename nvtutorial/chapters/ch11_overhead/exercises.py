@@ -53,10 +53,10 @@ def _inverted(points):
 
 
 WRONG = {
-    "the floor from the largest batch": (_floor_from_largest, "floor"),
-    "the work from the smallest batch": (_k_from_smallest, "largest batch"),
-    "the points taken in the order given": (_unsorted, "order"),
-    "k over the floor": (_inverted, "floor / k"),
+    "the floor from the largest batch": (_floor_from_largest, "not the largest's"),
+    "the work from the smallest batch": (_k_from_smallest, "where the work sets the time"),
+    "the points taken in the order given": (_unsorted, "sort them by batch"),
+    "k over the floor": (_inverted, "the inverse"),
 }
 """Known wrong answers and a word their reason must contain (tests run every one)."""
 

@@ -36,6 +36,8 @@ COMPILED_TOLERANCE = 1e-3
 REFERENCE = Path(__file__).resolve().parents[3] / "reference"
 """Where a checkout keeps the committed GPU runs (``reference/<machine>/runs-11/``)."""
 LABELS = {"eager": "eager", "graph": "one CUDA graph", "compiled": "reduce-overhead"}
+DOUBLING_KEY = "11.doubling"
+"""The doubling prediction's grade (shown under its question, which names the batches)."""
 
 
 def typed(run: RunResult) -> Any:
@@ -135,7 +137,7 @@ def doubling_verdict(calib: CalibrateRank, p: Params, batch: int, where: str) ->
     meaning = {
         "overhead": "the work doubled, the time barely moved: overhead-bound",
         "crossover": "the time grew, but less than the work: the two sides are close",
-        "work": "the time followed the work: the GPU's work (here the CPU's, in the simulation) sets the pace",
+        "work": "the time followed the work: the work sets the pace",
     }[regime]
     floor = points[0][1] if points else 0.0
     if left:
@@ -160,7 +162,7 @@ def doubling_verdict(calib: CalibrateRank, p: Params, batch: int, where: str) ->
 def grade_doubling(prediction: float | None, calib: CalibrateRank, batch: int, where: str) -> Verdict:
     ratio = dict(model.doubling_ratios(doubling_points(calib)))[batch]
     return grade_number(
-        "11.doubling",
+        DOUBLING_KEY,
         prediction,
         ratio,
         unit="×",
@@ -386,7 +388,10 @@ def allreduce_verdict(points: Sequence[AllReducePoint], world: int, where: str) 
     launch); what is left is NCCL's own on the GPU: with one rank no wire, with two the link's latency too."""
     p = min(points, key=lambda q: q.nbytes)
     numbers: dict[str, Any] = {"eager_us": us(p.eager), "waited_us": us(p.waited), "world": world}
-    head = f"An all-reduce of {format_size(p.nbytes)} costs {us(p.eager):.1f} µs back to back"
+    head = (
+        f"An all-reduce of {format_size(p.nbytes)} costs {us(p.eager):.1f} µs per call back to back (a throughput "
+        f"cost: notebook 10's α) and {us(p.waited):.1f} µs waited for one by one (its latency)"
+    )
     if p.graph is None:
         text = (
             f"{head} on {world} gloo process{'es' if world > 1 else ''} over the loopback: a CPU simulation; a CUDA "

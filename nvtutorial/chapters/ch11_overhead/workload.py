@@ -217,7 +217,7 @@ def one_width(ctx: runtime.Context, p: Params, width: int, batch: int, variants:
     reference: tuple[list[float], Any] | None = None
     for variant in variants:
         ctx.progress(len(runs), len(variants), desc=f"width {width}: {variant}")
-        model, optimizer = build(cfg, ctx.device, p.seed)
+        model, optimizer = build(cfg, ctx.device, p.seed, capturable=variant == "graph")
         first = p.warmup if variant == "graph" else 0  # a graph's warm-up steps train, then it replays
         step = _variant(variant, model, optimizer, batches[: p.warmup])
         compile_s = None

@@ -96,11 +96,12 @@ def graphed(op, calls: int, device: torch.device):
 # %% one training step, three ways
 
 
-def build(cfg: transformer.Config, device: torch.device, seed: int = 0):
-    """Notebook 08's transformer and Adam as its rungs train it, fused (one kernel for every tensor) and capturable
-    (its step counts live on the device, so that a CUDA graph can replay the update)."""
+def build(cfg: transformer.Config, device: torch.device, seed: int = 0, capturable: bool = False):
+    """Notebook 08's transformer and Adam as its rungs train it, fused (one kernel for every tensor); for a CUDA
+    graph ``capturable`` (its step counts live on the device, so that a replay updates them: fused Adam keeps them
+    there anyway, and torch refuses to capture an optimizer that does not say so)."""
     model = transformer.build(cfg, seed=seed, device=device)
-    return model, torch.optim.Adam(model.parameters(), lr=LR, fused=True, capturable=True)
+    return model, torch.optim.Adam(model.parameters(), lr=LR, fused=True, capturable=capturable)
 
 
 def eager_step(model, optimizer):
@@ -228,7 +229,7 @@ def main() -> None:
         warmup = [transformer.batch(i, args.batch, cfg).to(device) for i in range(3)]
         steps = {
             "eager": eager_step(*build(cfg, device)),
-            "one CUDA graph": graphed_step(*build(cfg, device), warmup),
+            "one CUDA graph": graphed_step(*build(cfg, device, capturable=True), warmup),
             "reduce-overhead": compiled_step(*build(cfg, device)),
         }
         for name, step in steps.items():
