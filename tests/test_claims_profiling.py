@@ -133,6 +133,10 @@ def test_c13_dmon_shows_utilisation_not_the_link(ref):
     assert v.numbers["dmon_columns"] == ["sm", "mem", "enc", "dec", "jpg", "ofa"]
     assert v.numbers["sent_over_expected"] == pytest.approx(0.95, abs=0.01)
     assert claims.claim("C13").decider() is monitoring.verdict_c13
+    assert "the link shows only in those counters" in v.text and "sent nothing" not in v.text  # they saw the probe
+    # the same dmon lines from a run with no probe (one GPU: no link): still wrong; the counters named, none read
+    alone = monitoring.verdict_c13(dmon, where="1× NVIDIA H200")
+    assert alone.status == "wrong" and alone.numbers["nvlink_sent_bytes"] == [] and "sent nothing" in alone.text
 
 
 def test_the_prediction_answer_from_the_reference(ref):
