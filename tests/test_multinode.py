@@ -335,15 +335,18 @@ def test_notebook_09_reaches_its_verdicts_on_the_cpu():
         assert resubmitted.numbers["state"] == "COMPLETED"
     assert verdicts["prediction: steps lost"].status == "no answer"
     said = "".join(
-        o.get("text", "")
-        for c in nb.cells
-        if c.cell_type == "code" and "check_resume(resume" in c.source
-        for o in c.outputs
+        o.get("text", "") for c in nb.cells if c.cell_type == "code" and "check_resume(" in c.source for o in c.outputs
     )
     verdict = [line for line in said.splitlines() if line.startswith(("PASS", "FAIL"))]
     # the checker says what it checks first, then one verdict: the unfinished starting point fails
     assert said.startswith("checking resume:") and len(verdict) == 1, said
     assert verdict[0].startswith("FAIL (multinode_resume): the weights were not loaded"), said
+    # issue 28: the two-node run and each lab say what they are doing while torchrun starts (not only a command line)
+    for cell in (
+        c for c in nb.cells if c.cell_type == "code" and ("run_elastic(" in c.source or "two_args, nnodes" in c.source)
+    ):
+        shown = "".join(o.get("text", "") for o in cell.outputs)
+        assert "] now: " in shown and "importing torch" in shown, cell.source[:80]
     leftovers = [
         p
         for p in psutil.process_iter(["cmdline"])
