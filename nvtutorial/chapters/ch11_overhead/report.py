@@ -28,11 +28,14 @@ from nvtutorial.units import format_size
 
 TARGET = 0.20
 """The model's error on each step (eager, graph, compiled) at each width, on one GPU: issue 29's target."""
-GRAPH_TOLERANCE = 1e-5
-"""Largest relative difference of a graphed step's losses and weights from the eager step's: the same kernels on
-the same numbers, so rounding at most."""
+GRAPH_TOLERANCE = 1e-4
+"""Largest relative difference of a graphed step's losses, and of its weights (as one vector), from the eager step's.
+A graph replays the same kernels on the same numbers, so at most rounding, and one thing rounding can do: Adam's
+first update moves every weight by ±lr whatever its gradient's size, so a gradient of about zero whose sign differs
+moves that weight by 2·lr (2e-3, about 4e-5 of the weights' norm at width 256). This allows one or two such."""
 COMPILED_TOLERANCE = 1e-3
-"""The compiled step's: Inductor fuses and reorders the arithmetic, so fp32 rounding differs, a little."""
+"""The compiled step's: Inductor fuses and reorders the arithmetic, so fp32 rounding differs a little more, and more
+gradients of about zero change sign."""
 REFERENCE = Path(__file__).resolve().parents[3] / "reference"
 """Where a checkout keeps the committed GPU runs (``reference/<machine>/runs-11/``)."""
 LABELS = {"eager": "eager", "graph": "one CUDA graph", "compiled": "reduce-overhead"}
@@ -186,6 +189,8 @@ class Prediction:
     batch: int
     cpu_s: float
     gpu_s: float
+    launches: int | None = None
+    """Launches the CPU issues per step (the profiler's count), where known before the run."""
 
     @property
     def seconds(self) -> float:
@@ -208,7 +213,7 @@ def predictions(calib: CalibrateRank) -> list[Prediction]:
     out = []
     for s in calib.sides:
         gpu = _gpu(s)
-        out.append(Prediction("eager", s.width, s.batch, s.host_s, gpu))
+        out.append(Prediction("eager", s.width, s.batch, s.host_s, gpu, s.launches))
         out.append(Prediction("graph", s.width, s.batch, calib.op.replay_host, gpu))
     return out
 
@@ -226,6 +231,8 @@ def prediction_table(preds: Sequence[Prediction]):  # -> pandas.DataFrame
         {
             "width": p.width,
             "step": LABELS[p.variant],
+            "launches": p.launches,
+            "CPU µs per launch": model.per_launch(p.cpu_s, p.launches) * 1e6 if p.launches else None,
             "CPU issues it (ms)": p.cpu_s * 1e3,
             "GPU runs it (ms)": p.gpu_s * 1e3,
             "model: the slower side (ms)": p.seconds * 1e3,

@@ -166,7 +166,7 @@ class VariantRun:
     loss_rel_diff: float
     """Largest |loss − eager's| / |eager's| over the steps both ran (0 for eager itself)."""
     weight_rel_diff: float
-    """Largest |weight − eager's| after the checked steps, over the largest |weight|."""
+    """‖weights − eager's‖ / ‖eager's‖ after the checked steps (all the model's weights as one vector)."""
     compile_s: float | None = None
     """Seconds of the first compiled step (the compile included)."""
 

@@ -232,7 +232,7 @@ def one_width(ctx: runtime.Context, p: Params, width: int, batch: int, variants:
             reference = (losses, weights)
         ref_losses, ref_weights = reference[0][-len(losses) :], reference[1]
         loss_diff = max(abs(a - b) / abs(b) for a, b in zip(losses, ref_losses, strict=True))
-        weight_diff = float((weights - ref_weights).abs().max() / ref_weights.abs().max())
+        weight_diff = float((weights - ref_weights).norm() / ref_weights.norm())
         tokens = batches[0]
         two_sides = sides(variant, lambda step=step, tokens=tokens: step(tokens), ctx, width, batch)
         reps = _repeats(lambda step=step, tokens=tokens: step(tokens), p, ctx)
