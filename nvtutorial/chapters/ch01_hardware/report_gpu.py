@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from nvtutorial.chapters.ch01_hardware.schema_gpu_links import Rank, Row
-from nvtutorial.machine.links import PCIE_GTS, pcie_gbps
+from nvtutorial.machine.links import pcie_gbps
 from nvtutorial.report.verdict import Verdict, compare
 from nvtutorial.results import RunResult
 from nvtutorial.units import format_size
@@ -81,12 +81,15 @@ def limits(gpu: GPUDetail | None, peak: MemoryPeak | None) -> Limits:
     if gpu is None:
         return REFERENCE_LIMITS
     gen, width = gpu.pcie_gen_max or gpu.pcie_gen, gpu.pcie_width_max or gpu.pcie_width
-    known = gen in PCIE_GTS and width in (1, 2, 4, 8, 16, 32)
+    try:
+        pcie: float | None = pcie_gbps(gen, width)  # type: ignore[arg-type] - None is refused there, as unknown
+    except ValueError:  # NVML gave no generation or width, or one the course does not know
+        pcie = None
     return Limits(
         gpu.name,
         "this machine's GPU 0, as NVML reads it: its PCIe link's highest generation and width",
-        f"PCIe Gen{gen} x{width}" if known else None,
-        pcie_gbps(gen, width) if known and gen and width else None,
+        f"PCIe Gen{gen} x{width}" if pcie else None,
+        pcie,
         peak.describe() if peak else None,
         peak.gbps if peak else None,
     )
@@ -137,9 +140,9 @@ class GpuLinks:
         return frame
 
 
-def reading(kind: str, share: float) -> str:
-    """What a copy's share of its limit says (``kind``: ``pcie`` or ``memory``, the same thresholds):
-    ``as expected``, ``below`` or ``above the limit``."""
+def reading(share: float) -> str:
+    """What a copy's share of its limit says (PCIe or memory, the same thresholds): ``as expected``, ``below`` or
+    ``above the limit``."""
     if share > ABOVE_LIMIT:
         return "above the limit"
     return "below" if share < EXPECTED_SHARE else "as expected"
@@ -160,16 +163,16 @@ WHY = {
 """What to check when a link reads ``below`` or ``above the limit``."""
 
 
-def _share(gbps: float, limit: float | None, kind: str) -> dict[str, Any]:
+def _share(gbps: float, limit: float | None) -> dict[str, Any]:
     share = gbps / limit if limit else None
-    return {"gbps": gbps, "share": share, "reading": reading(kind, share) if share is not None else None}
+    return {"gbps": gbps, "share": share, "reading": reading(share) if share is not None else None}
 
 
 def _pcie_sentence(run: GpuLinks, lim: Limits, numbers: dict[str, Any]) -> str:
     pinned = [r for d in ("host to device", "device to host") if (r := run.row(d, "pinned"))]
     parts = []
     for r in pinned:
-        numbers[f"{r.link}, pinned"] = got = _share(r.gbps, lim.pcie_gbps, "pcie")
+        numbers[f"{r.link}, pinned"] = got = _share(r.gbps, lim.pcie_gbps)
         parts.append(f"{r.link} {r.gbps:.1f} GB/s" + (f" ({got['share']:.0%})" if got["share"] else ""))
     text = "Pinned: " + ", ".join(parts)
     if lim.pcie_gbps:
@@ -199,7 +202,7 @@ def _memory_sentence(run: GpuLinks, lim: Limits, numbers: dict[str, Any]) -> str
     r = run.row("memory", "device")
     if r is None:
         return ""
-    numbers["memory"] = got = _share(r.gbps, lim.memory_gbps, "memory")
+    numbers["memory"] = got = _share(r.gbps, lim.memory_gbps)
     text = f" A copy inside the GPU moved {r.gbps:,.0f} GB/s (bytes read + written)"
     if got["share"] is None:
         return text + "; NVML gave no memory peak to compare it with."
