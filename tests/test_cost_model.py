@@ -507,6 +507,7 @@ def test_the_roof_table_gives_every_point_its_fit_and_regime_and_the_programs_fl
         2 * 4096**3 / 794e12 * 1e3
     )
     assert table["rate"].iloc[3] == pytest.approx(794.0)
+    assert list(table["unit"].iloc[:8]) == ["TFLOP/s"] * 4 + ["GB/s"] * 4
     assert table["time (ms)"].iloc[-1] == pytest.approx(0.118)
 
 
@@ -628,6 +629,7 @@ def test_the_reference_verdict_calls_a_miss_spread_only_when_the_same_run_measur
 def test_the_models_error_is_judged_against_the_target_on_gpus_only(gpu, errors, status, median):
     v = report.error_verdict("k", errors, gpu, "here")
     assert v.status == status and v.numbers["median_abs_error"] == pytest.approx(median)
+    assert v.numbers["errors"] == errors and v.where == "here"
     # the median of two is their mean, and the verdict says which it gives
     assert v.numbers["statistic"] == {1: "one", 2: "mean"}.get(len(errors), "median")
     with pytest.raises(ValueError):
@@ -1409,6 +1411,10 @@ def test_the_speed_of_light_costs_each_kind_of_byte_at_its_own_beta():
 def test_on_a_gpu_the_measured_peak_judges_the_fit():
     gpu = capstone_result([strategy_run("fsdp_zero3", peak=14e6), strategy_run("fsdp_zero3", peak=15e6)], gpu=True)
     assert problems.fit_verdict(gpu, TASK, "fsdp_zero3").status == "pass"  # the model says 19.8 MB; the run decides
+    oom = capstone_result([strategy_run("fsdp_zero3", ok=False)] * 2, gpu=True)
+    cpu = capstone_result([strategy_run("fsdp_zero3")] * 2)
+    for result in (gpu, oom, cpu):  # every branch says where it was measured
+        assert problems.fit_verdict(result, TASK, "fsdp_zero3").where == result.label
     over = capstone_result([strategy_run("fsdp_zero3", peak=14e6), strategy_run("fsdp_zero3", peak=15.1e6)], gpu=True)
     assert problems.fit_verdict(over, TASK, "fsdp_zero3").status == "fail"
 
