@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from nvtutorial import course
 from nvtutorial.chapters.ch04_optimisations import report as o
 from nvtutorial.chapters.ch04_optimisations import schema
 from nvtutorial.report.verdict import compare
@@ -178,9 +179,117 @@ def test_the_prediction_answer():
     quiet = [r("baseline", (10.0, 11.5)), r("fp32", (10.2, 10.3)), r("channels_last", (9.5, 9.6))]
     letter, text = o.prediction_answer(run(quiet), choices, "z")
     assert letter == "z" and "the largest move, channels_last" in text
-    assert "torch.compile -38%, channels_last +30%, fp32 +24%" in text
+    assert "torch.compile -38%, activation checkpointing +33%, channels_last +30%, fp32 +24%, fp16 +4%" in text
     letter, text = o.prediction_answer(run([r("baseline", (10.0, 11.5))]), choices, "z")
     assert letter == "z" and "the largest move" not in text
+
+
+@pytest.mark.parametrize("fp16_ms, named", [(10.1, False), (12.0, True)])
+def test_no_choice_beyond_the_noise_says_what_the_table_says(fp16_ms, named):
+    """N2: with no choice beyond the noise, the answer names the other variants of the run that did move (the
+    table's verdicts) and says so when none did: it never contradicts the table above it."""
+    choices = {"a": "fp32", "b": "channels_last"}
+    rows = [
+        r("baseline", (10.0, 10.1)),
+        r("fp32", (10.05, 10.1)),
+        r("channels_last", (9.95, 10.0)),
+        r("fp16", (fp16_ms, fp16_ms + 0.1)),
+        r("baseline", (10.02, 10.05), aa_repeat=True),
+    ]
+    letter, text = o.prediction_answer(run(rows), choices, "z")
+    fp16 = o.comparison(run(rows), "fp16")
+    assert letter == "z" and (fp16.status == "slower") is named
+    assert text.startswith("none of the choices moved the step time beyond the noise here")
+    assert (f"outside the choices, fp16 did ({fp16.change:+.1%}: slower)" in text) is named
+    assert ("nor did any other variant of this run" in text) is not named
+    frame = o.knob_frame(run(rows)).set_index("variant")
+    assert frame.loc["fp16", "step time vs baseline"].split(": ")[1].startswith(fp16.status)
+
+
+def test_the_prediction_is_graded_against_a_gpu_only():
+    rows = [r("baseline", (10.0, 10.1)), r("fp32", (12.0, 12.1)), r("torch.compile", (6.0, 6.1))]
+    gpu = run(rows)
+    v = o.grade_largest("e", gpu)
+    assert v.status == "right" and v.numbers["answer"] == "e" and v.where == gpu.label and "CPU" not in v.text
+    assert o.grade_largest("a", gpu).status == "off" and o.grade_largest(None, gpu).status == "no answer"
+    cpu = run([r("baseline", (10.0, 10.1)), r("fp32", (5.0, 5.1))], gpu=False)  # fp32 "faster" on the CPU
+    v = o.grade_largest("e", cpu, reference=gpu)
+    assert v.status == "right" and v.where == f"{gpu.label}: {o.REFERENCE_NOTE}"
+    assert "does not grade a prediction about GPUs" in v.text
+    assert o.grade_largest("a", cpu).numbers["answer"] == "e"  # no reference given: the committed run, compile
+    assert o.reference_run(Path("/nonexistent")) is None
+    assert o.CHOICES == {
+        "a": "fp32",
+        "b": "fp16",
+        "c": "channels_last",
+        "d": "activation checkpointing",
+        "e": "torch.compile",
+    }
+
+
+def test_without_a_gpu_or_a_reference_nothing_is_graded(monkeypatch):
+    monkeypatch.setattr(o, "reference_run", lambda folder=None: None)
+    cpu = run([r("baseline", (10.0, 10.1)), r("fp32", (5.0, 5.1))], gpu=False)
+    v = o.grade_largest("a", cpu)
+    assert v.status == "info" and v.numbers == {"prediction": "a"} and v.where == cpu.label
+
+
+# --------------------------------------------------------------------------- where each part runs
+class _Ran(Exception):
+    """Raised by the stubbed lab once it has recorded what the notebook asked for."""
+
+
+def notebook_launches(monkeypatch, gpus, profile="auto"):
+    """Notebook 04's own cells (setup, plan, the launch) on a machine of ``gpus`` GPUs: its plan, and the launches
+    its lab would make."""
+    from nvtutorial.chapters import ch04_optimisations as ch
+    from tests import notebook_cells
+
+    machine = course.Machine(("NVIDIA H200",) * gpus, 16, "2.28.9" if gpus else None)
+    monkeypatch.setattr(course.Machine, "here", classmethod(lambda cls: machine))
+    asked = {}
+
+    def measure(plan, parts):
+        asked.update(plan=plan, parts=parts)
+        raise _Ran
+
+    monkeypatch.setattr(ch.lab, "measure", measure)
+    ns = notebook_cells.run("04_optimisations", ["nb04-01", "nb04-03"], profile=profile)
+    with pytest.raises(_Ran):
+        notebook_cells.run("04_optimisations", ["nb04-09"], **ns)
+    assert ns["shown"] == [ns["PLAN"]]
+    return ns["PLAN"], ch.lab.launches(asked["plan"], asked["parts"])
+
+
+def test_one_gpu_runs_its_ab_on_the_gpu_at_the_lesson_sizes_and_ddps_options_on_the_cpu(monkeypatch):
+    plan, (one, ddp) = notebook_launches(monkeypatch, 1)
+    assert (one.nproc, one.backend, one.params["model"], one.params["image_size"]) == (1, "nccl", "full", 256)
+    assert one.parts == ("A/Bs on one GPU",) and one.params["variants"] == (
+        "baseline",
+        "fp32",
+        "fp16",
+        "channels_last",
+        "activation checkpointing",
+        "torch.compile",
+    )
+    assert one.params["count"] is False and one.params["comm_share"] is False
+    assert (ddp.nproc, ddp.backend, ddp.params["model"]) == (2, "gloo", "tiny") and ddp.params["count"] is True
+    assert ddp.params["variants"][0] == "baseline" and "static_graph=True" in ddp.params["variants"]
+    assert plan["C9: attention kernels"].backend == "nccl" and plan["C9: attention kernels"].profile == "full"
+    assert "needs a GPU" not in str(plan) and "2 ranks need 2 GPUs for NCCL; this machine has 1" in str(plan)
+
+
+def test_without_a_gpu_both_parts_are_one_simulation_and_two_gpus_run_each_as_taught(monkeypatch):
+    _, (both,) = notebook_launches(monkeypatch, 0)
+    assert both.parts == ("A/Bs on one GPU", "DDP's options") and (both.nproc, both.backend) == (2, "gloo")
+    assert both.params["model"] == "tiny" and "torch.compile" not in both.params["variants"]
+    assert both.params["variants"].count("baseline") == 1 and both.params["count"] is True
+    _, (one, ddp) = notebook_launches(monkeypatch, 2)
+    assert (one.nproc, one.backend, ddp.nproc, ddp.backend) == (1, "nccl", 2, "nccl")
+    assert one.params["model"] == ddp.params["model"] == "full"
+    _, (one, ddp) = notebook_launches(monkeypatch, 1, "ci")  # small sizes asked for: the GPU still runs its part
+    assert (one.backend, one.params["model"], ddp.backend) == ("nccl", "tiny", "gloo")
+    assert "torch.compile" not in one.params["variants"]
 
 
 # --------------------------------------------------------------------------- C8

@@ -530,6 +530,35 @@ def test_scaling_verdicts_and_frame():
     assert t._pct(None) == "n/a" and t._pct(0.1234) == "12.3 %"
 
 
+@pytest.mark.parametrize(
+    "threads, cores, contend",
+    [(1, 2, False), (1, 16, False), (8, 16, False), (9, 16, True), (2, 2, True), (1, 1, True)],
+)
+def test_the_cpu_note_says_how_the_processes_shared_the_machine(threads, cores, contend):
+    """N6: the cores and the ranks' threads come from the run (two ranks contend only where their threads outnumber
+    the cores), never a hard-coded "two cores"."""
+    text = t.cpu_sharing({"ranks": 2, "cpu_threads": threads, "cpu_cores": cores})
+    assert (f"on {cores} core" in text) and (str(threads) + " thread" in text)
+    assert ("contended" in text) is contend and ("enough for every thread" in text) is not contend
+    s = {"fixed_global": {"step_ms": 6.0}, "solo_step_ms": 10.0, "ranks": 2, "cpu_threads": threads, "cpu_cores": cores}
+    assert text in t.scaling_explanation(s, gpu=False) and "two cores" not in t.scaling_explanation(s, gpu=False)
+    assert text not in t.scaling_explanation(s, gpu=True)
+
+
+def test_the_cpu_note_without_the_runs_threads_names_no_number():
+    assert t.cpu_sharing({}) == "the 2 processes shared this machine's cores with whatever else ran on it"
+    assert t.cpu_sharing({"ranks": 2, "cpu_threads": None, "cpu_cores": 16}).startswith("the 2 processes shared")
+
+
+def test_the_scaling_summary_carries_the_ranks_threads_and_cores():
+    ranks = [metrics(scaling_rows()) | {"cpu_threads": 1, "cpu_cores": 16}] * 2
+    run = gpu_run(scaling_rows(), gpu=False)
+    run.ranks = ranks
+    s = t.scaling_summary(run)
+    assert (s["ranks"], s["cpu_threads"], s["cpu_cores"]) == (2, 1, 16)
+    assert t.scaling_summary(gpu_run(scaling_rows()))["cpu_cores"] is None  # not recorded: None, read as such
+
+
 def test_the_scaling_explanation_splits_the_loss():
     s = {"fixed_global": {"step_ms": 6.0, "nosync_step_ms": 5.5}, "solo_step_ms": 10.0}
     text = t.scaling_explanation(s, gpu=True)
@@ -622,8 +651,8 @@ def test_the_c14_prediction():
     assert t.grade_c14("c", rows, True, "").status != "right"
     assert t.grade_c14("b", {"nvlink": transport_row(100.0), "host": transport_row(70.0)}, True, "").status == "right"
     assert t.grade_c14("c", {"nvlink": transport_row(100.0), "host": transport_row(100.1)}, True, "").status == "right"
-    off = t.grade_c14("a", rows, False, "CPU")
-    assert off.status == "info" and off.numbers == {"prediction": "a"}
+    off = t.grade_c14("a", rows, False, "CPU", reference={})  # no GPUs here and no committed reference
+    assert off.status == "info" and off.numbers == {"prediction": "a"} and off.where == "CPU"
 
 
 @pytest.mark.parametrize("ratio, answer", [(2.0, "b"), (1.0, "a"), (0.5, "c"), (1.4, "a"), (1.5, "b"), (0.71, "a")])
@@ -707,3 +736,171 @@ def test_the_constants_the_lessons_quote():
     assert t.PATH_ENV["socket"] == {"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1"} and t.PATH_ENV["1gpu"] == {}
     assert t.PATH_ENV["host"] == {"NCCL_P2P_DISABLE": "1"} and t.SOURCE_ROW_FOR["host"] == "2 GPUs over PCIe"
     assert math.isclose(compare([1, 1], [1, 1]).noise, 0.01)
+
+
+# --------------------------------------------------------------------------- one GPU, and GPU predictions
+def one_gpu_run(t_big=65.0, t_half=38.0, gpu=True, batch=32, memory=(13.2, 7.2), **extra):
+    """The lesson's step on one rank at ``batch`` and half of it (and the A/A repeat), as the launcher collects it."""
+
+    def one(b, ms, mem, aa=False):
+        return row(
+            "baseline",
+            (ms, ms * 1.001),
+            batch=b,
+            world_size=1,
+            global_batch=b,
+            samples_per_s=b / (ms * 1.001 / 1e3),
+            peak_mem_gb=mem if gpu else None,
+            param_bytes=int(1e9),
+            grad_bytes=int(1e9),
+            optimizer_bytes=int(2e9),
+            saved_activation_bytes=int(b * 1e8),
+            aa_repeat=aa,
+            **extra,
+        )
+
+    rows = [one(batch, t_big, memory[0]), one(batch // 2, t_half, memory[1]), one(batch, t_big * 1.2, 0.0, aa=True)]
+    run = gpu_run(rows, gpu=gpu)
+    run.ranks[0]["world_size"] = 1
+    return run
+
+
+def test_one_gpu_bounds_two_at_a_fixed_global_batch():
+    s = t.one_gpu_summary(one_gpu_run())
+    assert s["bound"] == pytest.approx(65.0 / 38.0) and (s["batch"], s["memory_gb"], s["half_memory_gb"]) == (
+        32,
+        13.2,
+        7.2,
+    )
+    assert s["step_ms"] == pytest.approx(65.065) and s["gpu"] and s["where"] == GPU_LABEL  # the A/A repeat left out
+    v = t.one_gpu_verdict(one_gpu_run())
+    assert v.key == "03.one_gpu" and v.status == "info" and v.where == GPU_LABEL
+    assert v.numbers["bound"] == pytest.approx(65.0 / 38.0) and v.numbers["half_memory_gb"] == 7.2
+    assert (
+        "two GPUs like this one run 16 each: at most 1.71×" in v.text
+        and "peak allocated memory 13.2 GB → 7.2 GB" in v.text
+    )
+    faster = t.one_gpu_verdict(one_gpu_run(t_half=32.5))  # half the batch in half the time: the bound is 2×
+    assert faster.numbers["bound"] == pytest.approx(2.0) and "at most 2.00×" in faster.text
+
+
+def test_one_gpu_on_the_cpu_counts_bytes_and_speaks_of_processes():
+    v = t.one_gpu_verdict(one_gpu_run(gpu=False))
+    assert v.numbers["memory_gb"] == pytest.approx(7.2) and v.numbers["half_memory_gb"] == pytest.approx(5.6)
+    assert "counted tensor bytes 7.2 GB → 5.6 GB (0.78×)" in v.text and "two such processes" in v.text
+    assert "GPUs like this one" not in v.text and v.where.startswith("CPU, gloo")
+    assert t._size(0.00228) == "2.28 MB" and t._size(1.0) == "1 GB" and t._size(13.19) == "13.2 GB"
+
+
+def test_one_gpu_without_memory_or_without_half_the_batch():
+    v = t.one_gpu_verdict(one_gpu_run(memory=(None, None)))
+    assert "memory" not in v.text and v.numbers["memory_gb"] is None
+    rows = [r for r in one_gpu_run().ranks[0]["rows"] if r["per_gpu_batch"] == 32]
+    with pytest.raises(ValueError, match="at a per-GPU batch B and at B/2"):
+        t.one_gpu_summary(gpu_run(rows))
+    odd = one_gpu_run()
+    odd.ranks[0]["rows"][1]["per_gpu_batch"] = 8  # not half
+    with pytest.raises(ValueError, match="B/2"):
+        t.one_gpu_summary(odd)
+
+
+def test_a_gpu_prediction_is_graded_against_gpus_only():
+    """On GPUs, this run; on the CPU, the committed 2× H200 reference, labelled so; never the CPU simulation."""
+    gpu = gpu_run(scaling_rows())
+    s = t.scaling_summary(gpu)
+    v = t.grade_scaling(1.8, s, gpu)
+    assert v.status == "right" and v.numbers["measured"] == 1.8 and v.where == GPU_LABEL
+    assert "Measured: 1.8 ×" in v.text and "committed" not in v.text
+    cpu_rows = [r | {"samples_per_s": r["samples_per_s"] * f} for r, f in zip(scaling_rows(), (1.0, 0.3, 1.0))]
+    cpu = gpu_run(cpu_rows, gpu=False)
+    sim = t.scaling_summary(cpu)
+    reference = {"nvlink": gpu, "1gpu": gpu}
+    v = t.grade_scaling(1.8, sim, cpu, reference=reference)
+    assert v.status == "right" and v.numbers["measured"] == 1.8  # not the simulation's 0.54×
+    assert v.where == f"{GPU_LABEL}: {t.REFERENCE_NOTE}" and "The committed 2× H200 reference measured: 1.8 ×" in v.text
+    assert f"This machine's two ranks were a CPU simulation, {sim['fixed_global']['speedup']:.2f}×" in v.text
+    assert t.grade_scaling(sim["fixed_global"]["speedup"], sim, cpu, reference=reference).status == "off"
+    bound = t.grade_scaling(1.8, sim, cpu, one_gpu_run(), reference)
+    assert f"bounds two GPUs like yours at {65.0 / 38.0:.2f}×" in bound.text
+    assert "bounds" not in t.grade_scaling(1.8, sim, cpu, one_gpu_run(gpu=False), reference).text
+    quiet = t.grade_scaling(1.8, {**sim, "fixed_global": None}, cpu, reference=reference)  # no simulation to quote
+    assert quiet.status == "right" and "CPU simulation" not in quiet.text
+    none = t.grade_scaling(1.8, sim, cpu, reference={})
+    assert none.status == "info" and none.numbers == {"prediction": 1.8} and none.where == cpu.label
+    missing = t.grade_scaling(1.8, {**s, "fixed_global": None}, gpu)
+    assert missing.status == "info" and "missing" in missing.text
+
+
+def test_the_c14_prediction_without_two_gpus_is_graded_against_the_reference():
+    def run_at(ms):
+        return _two_gpu_run(ms)
+
+    one = gpu_run([row(t.SOLO, (20.0, 20.1), batch=16, samples_per_s=800.0)])
+    reference = {"1gpu": one, "nvlink": run_at(10.0), "host": run_at(13.0), "socket": run_at(20.0)}
+    v = t.grade_c14("a", {}, False, "CPU", reference)
+    assert v.status == "right" and v.numbers["answer"] == "a" and v.where == f"{GPU_LABEL}: {t.REFERENCE_NOTE}"
+    assert "need NCCL on 2 GPUs" in v.text and "repeats" not in v.text and "each rank one round" in v.text
+    same = dict(reference, host=run_at(10.02))
+    assert t.grade_c14("c", {}, False, "CPU", same).status == "right"
+    rows = {"nvlink": transport_row(100.0), "host": transport_row(70.0)}
+    own = t.grade_c14("b", rows, True, "GPU", reference)  # two GPUs here: this run, not the reference
+    assert own.status == "right" and own.where == "GPU" and "repeats" in own.text
+
+
+def test_the_reference_runs_are_all_or_nothing(tmp_path):
+    assert t.reference_runs(tmp_path) == {}
+    assert set(t.REFERENCE_RUNS) == set(t.PATHS)
+
+
+# --------------------------------------------------------------------------- where notebook 03 runs each part
+class _Ran(Exception):
+    """Raised by the stubbed launcher once it has recorded what the notebook asked for."""
+
+
+def notebook_03_on(monkeypatch, gpus, profile="auto"):
+    """Notebook 03's own setup and plan cells on a machine of ``gpus`` GPUs, and the launches of section 6."""
+    import nvtutorial
+    from nvtutorial import course
+    from tests import notebook_cells
+
+    machine = course.Machine(("NVIDIA H200",) * gpus, 16, "2.28.9" if gpus else None)
+    monkeypatch.setattr(course.Machine, "here", classmethod(lambda cls: machine))
+    ns = notebook_cells.run("03_ddp_training", ["nb03-01", "nb03-04"], profile=profile)
+    launched = []
+
+    def run(target, **kw):
+        launched.append({"target": target, **kw})
+        raise _Ran
+
+    monkeypatch.setattr(nvtutorial, "run", run)
+    for cell in ("nb03-one-gpu", "nb03-42"):
+        with pytest.raises(_Ran):
+            notebook_cells.run("03_ddp_training", [cell], **ns)
+    return ns, launched
+
+
+def test_notebook_03_runs_the_lessons_step_on_one_gpu_at_the_lesson_sizes(monkeypatch):
+    ns, (one, two) = notebook_03_on(monkeypatch, 1)
+    full, ci = ns["SIZES"]["full"], ns["SIZES"]["ci"]
+    assert ns["shown"] == [ns["PLAN"]]
+    assert (one["nproc"], one["backend"], one["params"]["model"]) == (1, "nccl", "full")
+    assert one["params"]["batch_sizes"] == (full["bench_batch"], full["bench_batch"] // 2)
+    assert (two["nproc"], two["backend"], two["params"]["model"]) == (2, "gloo", "tiny")  # the labelled simulation
+    assert ns["P"] == ci and ns["P_ONE"] == full and ns["P_TWO"] == ci
+    text = str(ns["PLAN"])
+    assert "needs a GPU" not in text and "no GPU" not in text and "this machine has 1" in text
+
+
+@pytest.mark.parametrize(
+    "gpus, profile, one_gpu, two_gpus, lesson",
+    [
+        (0, "auto", ("gloo", "tiny"), ("gloo", "tiny"), "tiny"),
+        (1, "ci", ("nccl", "tiny"), ("gloo", "tiny"), "tiny"),
+        (2, "auto", ("nccl", "full"), ("nccl", "full"), "full"),
+        (2, "ci", ("nccl", "tiny"), ("nccl", "tiny"), "tiny"),
+    ],
+)
+def test_notebook_03s_plan_on_every_machine(monkeypatch, gpus, profile, one_gpu, two_gpus, lesson):
+    ns, (one, two) = notebook_03_on(monkeypatch, gpus, profile)
+    assert (one["backend"], one["params"]["model"]) == one_gpu and (two["backend"], two["params"]["model"]) == two_gpus
+    assert ns["P"]["model"] == lesson and one["nproc"] == 1 and two["nproc"] == 2

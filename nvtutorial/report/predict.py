@@ -31,7 +31,7 @@ QUESTIONS = {
     "03.source validation": "What the source's all_reduce(val_loss) reports",
     "03.scaling": "The speed-up of 2 GPUs over 1 at a fixed global batch",
     "03.C14 prediction": "DDP's step time over NVLink against host-staged transfers",
-    "04.largest": "Which change moves DDP's step time the most",
+    "04.largest": "Which change moves the step time most on one GPU",
     "exposed communication": "The share of the step that is exposed communication",
     "where ranks wait": "Where each rank's main thread is while rank 0 validates alone",
     "bytes per rank": "MiB each rank sends in a ring all-reduce of the largest tensor",

@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any, TypeGuard
 
 from nvtutorial.chapters.ch03_ddp_training import schema
@@ -340,11 +341,15 @@ def scaling_summary(two_gpus: Train, one_gpu: Train | None = None) -> dict[str, 
             return list(row.peak_mem_gb_per_rank) or [row.peak_mem_gb]
         return [counted_gb(r) for r in rank_rows]
 
+    first = ranks_of(two_gpus)[0]
     out: dict[str, Any] = {
         "one_gpu_batch": big,
         "memory": mem_key,
         "where": where(two_gpus),
         "solo_memory_gb": memory(solo, [solo])[0],
+        "ranks": first.world_size,
+        "cpu_threads": first.cpu_threads,
+        "cpu_cores": first.cpu_cores,
     }
     for name, batch in (("fixed_per_gpu", big), ("fixed_global", big // 2)):
         row = find_row(rows, "baseline", batch)
@@ -398,6 +403,11 @@ def scaling_frame(summary: Mapping[str, Any]):
     return pd.DataFrame(rows)
 
 
+def _size(gb: float) -> str:
+    """A size given in GB, in MB below 1 GB."""
+    return f"{gb:.3g} GB" if gb >= 1 else f"{1e3 * gb:.3g} MB"
+
+
 def _r(x: float | None, nd: int = 2) -> float | str:
     return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else round(x, nd)
 
@@ -418,7 +428,7 @@ def verdict_c1(summary: Mapping[str, Any], gpu: bool = True) -> Verdict:
             "C1",
             "info",
             f"not decided on the CPU ({CPU_NOTE}); measured {s['speedup']:.2f}× with two "
-            "processes on shared cores. The 2× H200 reference decides it",
+            "processes on the CPU. The 2× H200 reference decides it",
             {"speedup": s["speedup"]},
             w,
         )
@@ -484,7 +494,7 @@ def scaling_verdicts(summary: Mapping[str, Any], gpu: bool) -> list[Verdict]:
     for key, label in (("fixed_per_gpu", "fixed per-GPU batch"), ("fixed_global", "fixed global batch")):
         s = summary.get(key)
         if s:
-            note = "" if gpu else f" ({CPU_NOTE}: two processes share the cores)"
+            note = "" if gpu else f" ({CPU_NOTE})"
             out.append(
                 Verdict(
                     f"03.scaling.{key}",
@@ -496,6 +506,141 @@ def scaling_verdicts(summary: Mapping[str, Any], gpu: bool) -> list[Verdict]:
                 )
             )
     return [*out, verdict_c1(summary, gpu), verdict_c15(summary, gpu)]
+
+
+# --- what one GPU says about two ----------------------------------------------------------------
+def one_gpu_summary(run: Train) -> dict[str, Any]:
+    """The lesson's step on one rank (``torchrun --nproc-per-node 1``: DDP in a world of one) at per-GPU batch ``B``
+    and ``B/2``. With a fixed global batch of ``B`` each of two GPUs runs ``B/2``, so two GPUs like this one reach at
+    most ``t(B) / t(B/2)`` times its samples per second (no exchange is faster than none). Memory: the allocator's
+    peak on a GPU, the counted tensor bytes on the CPU."""
+    rows = sorted(
+        (r for r in rows_of(run) if r.variant == "baseline" and not r.aa_repeat and ok(r)),
+        key=lambda r: -r.per_gpu_batch,
+    )
+    if len(rows) < 2 or rows[0].per_gpu_batch != 2 * rows[-1].per_gpu_batch:
+        raise ValueError("the one-GPU run needs the baseline at a per-GPU batch B and at B/2")
+    big, half = rows[0], rows[-1]
+    gpu = is_gpu(run)
+    step, half_step = measured(big.step_ms, big, "step_ms"), measured(half.step_ms, half, "step_ms")
+    return {
+        "where": where(run),
+        "gpu": gpu,
+        "batch": big.per_gpu_batch,
+        "step_ms": step,
+        "half_step_ms": half_step,
+        "samples_per_s": measured(big.samples_per_s, big, "samples_per_s"),
+        "memory_gb": big.peak_mem_gb if gpu else counted_gb(big),
+        "half_memory_gb": half.peak_mem_gb if gpu else counted_gb(half),
+        "bound": step / half_step,
+    }
+
+
+def one_gpu_verdict(run: Train) -> Verdict:
+    """What one GPU (or one process) measured of the lesson's step, and the bound it sets on two (info)."""
+    s = one_gpu_summary(run)
+    b, h = s["batch"], s["batch"] // 2
+    text = (
+        f"the lesson's step on one rank: {s['step_ms']:.2f} ms at per-GPU batch {b} ({s['samples_per_s']:.1f} "
+        f"samples/s), {s['half_step_ms']:.2f} ms at {h}: half the samples in {1 / s['bound']:.2f}× the time. "
+    )
+    if s["memory_gb"] and s["half_memory_gb"]:
+        what = "peak allocated memory" if s["gpu"] else "counted tensor bytes"
+        text += (
+            f"{what} {_size(s['memory_gb'])} → {_size(s['half_memory_gb'])} "
+            f"({s['half_memory_gb'] / s['memory_gb']:.2f}×): the activations shrink with the batch, the weights, "
+            "gradients and optimizer state do not. "
+        )
+    two = "two GPUs like this one" if s["gpu"] else "two such processes"
+    text += (
+        f"At a fixed global batch of {b} {two} run {h} each: at most {s['bound']:.2f}× these samples per second, "
+        "and that only if the all-reduce is hidden entirely; at a fixed per-GPU batch, at most 2×"
+    )
+    numbers = {k: s[k] for k in ("batch", "step_ms", "half_step_ms", "memory_gb", "half_memory_gb", "bound")}
+    return Verdict("03.one_gpu", "info", text, numbers, s["where"])
+
+
+# --- predictions about GPUs are graded against GPUs -----------------------------------------------
+REFERENCE_FOLDER = Path(__file__).resolve().parents[3] / "reference" / "h200x2" / "runs"
+"""Where a checkout of the course keeps the 2× H200 reference runs (absent from an installed package)."""
+REFERENCE_RUNS = {
+    "1gpu": "train-20261130-023202-195010",
+    "nvlink": "train-20261130-023119-33d830",
+    "host": "train-20261130-023225-d2d818",
+    "socket": "train-20261130-023250-cffba5",
+}
+"""The committed 2× H200 runs of notebook 03's scaling and transports (the earlier ``train`` workload)."""
+REFERENCE_NOTE = (
+    "the committed 2× H200 reference run (reference/h200x2/runs, the earlier train workload), not this machine"
+)
+
+
+def reference_runs(folder: Path | None = None) -> dict[str, RunResult]:
+    """The committed runs of :data:`REFERENCE_RUNS` by path key; ``{}`` where any is absent."""
+    base = folder or REFERENCE_FOLDER
+    paths = {key: base / name / "result.json" for key, name in REFERENCE_RUNS.items()}
+    return {key: RunResult.load(p) for key, p in paths.items()} if all(p.is_file() for p in paths.values()) else {}
+
+
+def _reference_label(reference: Mapping[str, RunResult]) -> str:
+    return f"{where(reference['nvlink'])}: {REFERENCE_NOTE}"
+
+
+def grade_scaling(
+    prediction: float | None,
+    summary: Mapping[str, Any],
+    run: Train,
+    one_gpu: Train | None = None,
+    reference: Mapping[str, RunResult] | None = None,
+) -> Verdict:
+    """The scaling prediction (2 GPUs ÷ 1 at a fixed global batch) is about GPUs: graded against this run where its
+    ranks ran on GPUs, else against the committed 2× H200 reference (labelled so; this machine's CPU simulation quoted
+    as what it is, with the bound ``one_gpu`` sets where it ran on a GPU); not graded where neither exists."""
+    from nvtutorial.report.predict import grade_number
+
+    label, intro, graded = where(run), "Measured", summary
+    if not is_gpu(run):
+        reference = reference_runs() if reference is None else reference
+        if not reference:
+            return Verdict(
+                "03.scaling",
+                "info",
+                "not graded here: two ranks need two GPUs, and this copy of the course has no committed reference "
+                f"(reference/h200x2/runs ships with a checkout); this machine's CPU simulation ({CPU_NOTE}) says "
+                "nothing about GPUs",
+                {"prediction": prediction},
+                label,
+            )
+        label, intro = _reference_label(reference), "The committed 2× H200 reference measured"
+        graded = scaling_summary(reference["nvlink"], reference["1gpu"])
+    g = graded.get("fixed_global")
+    if not g:
+        return Verdict("03.scaling", "info", "not graded: the fixed global batch run is missing", {}, label)
+    explanation = scaling_explanation(graded, True)
+    if graded is not summary:
+        sim = summary.get("fixed_global")
+        if sim:
+            explanation += (
+                f" This machine's two ranks were a CPU simulation, {sim['speedup']:.2f}× ({CPU_NOTE}: "
+                f"{cpu_sharing(summary)}), which does not grade a prediction about GPUs."
+            )
+        if one_gpu is not None and is_gpu(one_gpu):
+            bound = one_gpu_summary(one_gpu)["bound"]
+            explanation += (
+                f" The one-GPU run above ({where(one_gpu)}) bounds two GPUs like yours at {bound:.2f}×: half the "
+                "batch did not take half the time."
+            )
+    return grade_number(
+        "03.scaling",
+        prediction,
+        g["speedup"],
+        unit="×",
+        where=label,
+        explanation=explanation,
+        limit=2.0,
+        limit_name="limit of two GPUs",
+        measured_name=intro,
+    )
 
 
 # --- the source's table: transports ------------------------------------------------------------
@@ -756,16 +901,29 @@ def scaling_explanation(summary: Mapping[str, Any], gpu: bool = True) -> str:
         text += (
             f" The same step under no_sync (no gradient exchange, no bucket copies) took {nosync:.2f} ms: "
             f"{nosync - ideal:+.2f} ms against half the 1-process step, {g['step_ms'] - nosync:+.2f} ms against "
-            "no_sync. On the CPU these differences cannot be split into causes: the two processes contend for the "
-            "same cores."
+            "no_sync. On the CPU these differences cannot be split into causes."
         )
     if not gpu:
         text += (
-            f" [{CPU_NOTE}: the 1-process reference had a core to itself, the two processes share two cores "
-            "with everything else on the machine, and gloo moves the gradients through the CPU: these numbers "
+            f" [{CPU_NOTE}: {cpu_sharing(summary)}, and gloo moves the gradients through the CPU: these numbers "
             "say nothing about GPUs]"
         )
     return text
+
+
+def cpu_sharing(summary: Mapping[str, Any]) -> str:
+    """How a CPU run's processes shared the machine, from what its ranks recorded (threads, cores): they contend
+    for the cores only where their threads outnumber them."""
+    threads, cores, ranks = summary.get("cpu_threads"), summary.get("cpu_cores"), summary.get("ranks") or 2
+    if not threads or not cores:
+        return f"the {ranks} processes shared this machine's cores with whatever else ran on it"
+    each = f"{threads} thread{'s' if threads > 1 else ''}"
+    if ranks * threads > cores:
+        return f"the {ranks} processes ran {each} each on {cores} core{'s' * (cores > 1)}: they contended for them"
+    return (
+        f"the 1-process reference ran {each} while the other process waited, the {ranks} processes {each} each, "
+        f"on {cores} cores: enough for every thread, though they share the memory and its bandwidth"
+    )
 
 
 SOURCE_VALIDATION_CHOICES = {
@@ -800,19 +958,39 @@ C14_CHOICES = {"a": "NVLink faster", "b": "NVLink slower", "c": "the same within
 """Notebook 03's prediction for C14: the step time over NVLink against host-staged transfers."""
 
 
-def grade_c14(prediction: str | None, rows: Mapping[str, PathRow | None], gpu: bool, where_: str) -> Verdict:
-    """Grade the prediction against the NVLink and host-staged runs (GPUs only)."""
+def grade_c14(
+    prediction: str | None,
+    rows: Mapping[str, PathRow | None],
+    gpu: bool,
+    where_: str,
+    reference: Mapping[str, RunResult] | None = None,
+) -> Verdict:
+    """Grade the prediction against the NVLink and host-staged runs: this machine's where it ran both on 2 GPUs,
+    else the committed 2× H200 reference (labelled so); not graded where neither exists."""
     from nvtutorial.report.predict import grade_choice
 
     host = transport_comparison(rows, "host") if gpu else None
+    label, note = where_, ""
     if host is None:
-        return Verdict(
-            "03.C14 prediction",
-            "info",
-            "not graded here: the host-staged run needs NCCL on 2 GPUs. On the "
-            "2× H200 reference (the earlier train workload) the answer was (c), the same within the noise",
-            {"prediction": prediction},
-            where_,
+        reference = reference_runs() if reference is None else reference
+        if not reference:
+            return Verdict(
+                "03.C14 prediction",
+                "info",
+                "not graded here: the host-staged run needs NCCL on 2 GPUs, and this copy of the course has no "
+                "committed reference (reference/h200x2/runs ships with a checkout)",
+                {"prediction": prediction},
+                where_,
+            )
+        batch = rows_of(reference["host"])[0].per_gpu_batch  # the fixed global batch's, on each of two GPUs
+        host = transport_comparison(transport_rows(reference, batch), "host")
+        assert host is not None  # the committed runs hold both
+        label = _reference_label(reference)
+        note = " This machine cannot run the two transports: they need NCCL on 2 GPUs."
+    described = host.describe("ms", "step time")
+    if note:  # the committed rows timed one round per rank: their min, median and max are not repeats
+        described = described.replace(
+            f"{host.repeats[0]}+{host.repeats[1]} repeats", "each rank one round: its min/median/max steps"
         )
     answer = {"slower": "a", "faster": "b"}.get(host.status, "c")  # host slower = NVLink faster
     return grade_choice(
@@ -820,6 +998,6 @@ def grade_c14(prediction: str | None, rows: Mapping[str, PathRow | None], gpu: b
         prediction,
         answer,
         C14_CHOICES,
-        where=where_,
-        explanation=f"host-staged against NVLink: {host.describe('ms', 'step time')}.",
+        where=label,
+        explanation=f"host-staged against NVLink: {described}.{note}",
     )

@@ -155,6 +155,10 @@ class Rank:
     rows: tuple[Row, ...] = ()
     earlier: Mapping[str, Any] | None = None
     """The committed layout only: what the earlier workload wrote beside its rows (:data:`EARLIER`), as written."""
+    cpu_threads: int | None = None
+    """The rank's torch threads (``torch.get_num_threads()``; the workload sets 1 on the CPU); None: not recorded."""
+    cpu_cores: int | None = None
+    """The cores of the rank's machine (``os.cpu_count()``); None: not recorded (the committed layout)."""
 
     @staticmethod
     def upgrade(data: dict) -> dict:

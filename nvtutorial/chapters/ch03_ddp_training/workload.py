@@ -6,12 +6,12 @@ swapped for another: a :class:`Variant` names the code it runs. This chapter's a
 step as written, in fp32 and in bf16; :data:`SOLO_VARIANT`, the 1-GPU reference); a later chapter adds its own in a
 ``workload_train.py`` of its folder (notebook 04's optimisations), found by that name, so that this chapter names no
 later one. For each variant and per-GPU batch size, in turn: a fresh model from the same seed; the
-training set rendered once on the device (the DistributedSampler still picks each rank's samples,
-but no input pipeline is measured); ``warmup`` untimed steps; ``repeats`` rounds of ``steps`` timed
-steps (CUDA events on GPUs, the host clock on the CPU); with ``comm_share``, the same steps under
-``model.no_sync()``, without the gradient exchange: communication share = 1 − that step ÷ the step.
-Before that, on a separate copy of the model over one step, it counts the bytes DDP hands to
-all-reduce and the bytes autograd saves for backward (activations).
+training set rendered once on the device (the DistributedSampler still picks each rank's samples;
+a batch is one gather on the device, timed with the step: no input pipeline is measured); ``warmup``
+untimed steps; ``repeats`` rounds of ``steps`` timed steps (CUDA events on GPUs, the host clock on the
+CPU); with ``comm_share``, the same steps under ``model.no_sync()``, without the gradient exchange:
+communication share = 1 − that step ÷ the step. Before that, on a separate copy of the model over one
+step, it counts the bytes DDP hands to all-reduce and the bytes autograd saves for backward (activations).
 
 With ``one_gpu_batch``, rank 0 also times the lesson's step on the model without DDP, alone, while
 the other ranks wait: the 1-GPU reference of the scaling efficiency.
@@ -33,6 +33,7 @@ import functools
 import gc
 import importlib
 import math
+import os
 import statistics
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -484,6 +485,8 @@ def run(ctx: runtime.Context, p: Params) -> Rank:
         tf32_convolutions=bool(torch.backends.cudnn.allow_tf32) if ctx.is_gpu else None,
         precision="bf16 autocast" if ctx.is_gpu else "fp32",
         rows=tuple(rows),
+        cpu_threads=torch.get_num_threads(),
+        cpu_cores=os.cpu_count(),
     )
 
 
