@@ -401,9 +401,11 @@ def allreduce_verdict(points: Sequence[AllReducePoint], world: int, where: str) 
     )
     if p.graph is None:
         text = (
-            f"{head} on {world} gloo process{'es' if world > 1 else ''} over the loopback: a CPU simulation; a CUDA "
-            "graph cannot hold a gloo collective, so this run cannot split it. The committed 2× H200 numbers below "
-            "split the α of a pair of GPUs."
+            f"An all-reduce of {format_size(p.nbytes)} costs {us(p.eager):.1f} µs per call back to back on {world} "
+            f"gloo process{'es' if world > 1 else ''} over the loopback, {us(p.waited):.1f} µs waited for one by one: "
+            "a CPU simulation, where a gloo call on CPU tensors returns only once it is done, so the two measure the "
+            "same thing (their difference is a shared CPU's noise). A CUDA graph cannot hold a gloo collective: the "
+            "committed 2× H200 numbers below split the α of a pair of GPUs."
         )
         return Verdict("overhead.allreduce", "info", text, numbers, where, "An all-reduce's fixed cost")
     share = 1 - p.graph / p.eager
