@@ -242,6 +242,8 @@ def test_each_measurement_runs_where_the_notebooks_plan_puts_it(monkeypatch, cap
     assert got == launches and {w for w, _ in seen} == {"pitfalls"}
     said = capsys.readouterr().out
     assert ("The two ranks ran on the CPU (two ranks need two GPUs)" in said) is (gpus == 1)
+    traps.measure(ns["P_OOM"], ns["PLAN"]["out of memory"], parts=["oom"])  # alone: one rank, on the CPU without a GPU
+    assert (seen[-1][1]["nproc"], seen[-1][1]["backend"]) == (1, "nccl" if gpus else "gloo")
     assert (traps.one_gpu_loader_command(ns["SIZES"]["full"]) in said) is (gpus == 1)
     assert "needs a GPU" not in said + str(ns["PLAN"]) or gpus == 0
 
