@@ -155,6 +155,9 @@ def test_the_knob_table():
     assert frame.loc["torch.compile", "step time vs baseline"] == "OOM"
     only = o.knob_frame(run(rows), ["fp32", "missing"]).set_index("variant")
     assert only.loc["missing", "step time vs baseline"] == "not measured"
+    # a column measured for no variant is left out: no bytes counted, no memory (the CPU, a world of one)
+    assert "saved activations MB" not in frame and "GB before optimizer.step, each rank" not in frame
+    assert "peak GB, each rank" in frame and "all-reduced MB/step" in frame  # measured for one variant: kept
 
 
 def test_the_largest_change_beyond_the_noise():

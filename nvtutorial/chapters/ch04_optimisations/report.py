@@ -74,7 +74,8 @@ def _memory_change(base: Sequence[float | None], row: Sequence[float | None]) ->
 
 
 def knob_frame(result: Train, variants: Sequence[str] | None = None, baseline: str = "baseline"):
-    """Every variant against the baseline: the verdict of :func:`comparison`, memory per rank, bytes."""
+    """Every variant against the baseline: the verdict of :func:`comparison`, memory per rank, bytes. A column the
+    run measured for no variant (memory on the CPU, bytes in a world of one) is left out."""
     import pandas as pd
 
     rows = rows_of(result)
@@ -100,7 +101,8 @@ def knob_frame(result: Train, variants: Sequence[str] | None = None, baseline: s
             }
         )
         out.append(entry)
-    return pd.DataFrame(out)
+    frame = pd.DataFrame(out)
+    return frame[[c for c in frame.columns if not (frame[c].isin(["n/a"]) | frame[c].isna()).all()]]
 
 
 def _gb(values: Sequence[float | None]) -> str:
