@@ -283,7 +283,7 @@ def allreduce_points(ctx: runtime.Context, p: Params) -> tuple[AllReducePoint, .
     points = []
     for nbytes in p.allreduce_bytes:
         runs = [all_reduce_costs(nbytes, p.allreduce_calls, ctx.device) for _ in range(3)]  # the median of three
-        costs = {k: statistics.median(-1.0 if r[k] is None else r[k] for r in runs) for k in runs[0]}
+        costs = {k: statistics.median(-1.0 if (v := r[k]) is None else v for r in runs) for k in runs[0]}
         values = [costs["eager"], costs["waited"], costs["graph"]]
         slowest = torch.tensor(values, dtype=torch.float64, device=ctx.device)
         dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
