@@ -288,7 +288,6 @@ def run_course(
             t0 = time.perf_counter()
             error = None
             try:
-                # store_widget_state: the progress bars' final state is saved with the notebook
                 papermill.execute_notebook(
                     str(nb),
                     str(target),
@@ -297,7 +296,6 @@ def run_course(
                     cwd=str(nb.parent),
                     progress_bar=False,
                     log_output=False,
-                    store_widget_state=True,
                     kernel_manager_class="nvtutorial.course.EncryptedKernelManager",
                 )
             except Exception as exc:  # papermill raises PapermillExecutionError with the cell's traceback

@@ -3,8 +3,10 @@
 What it adds to a plain ``jupyter lab``:
 
 - ``--allow-root`` when (and only when) it runs as root, the default user of most GPU containers;
-- the jupyter-widgets setting that saves widget state with the notebook, so a reopened notebook
-  shows its progress bars as they ended instead of "Error displaying widget: model not found";
+- widget state not saved with notebooks (the jupyter-widgets setting, :data:`WIDGET_SETTINGS`): the course's
+  progress bars are HTML, saved as they ended (:mod:`nvtutorial.progress`), and saved widget state would make
+  JupyterLab mark a reopened notebook modified for each widget model it restores (and draw each restored widget
+  with a red broken-link icon: no kernel holds its model);
 - a status bar that reads "Busy" while a cell runs (:data:`SUBSHELL_MESSAGES`);
 - notebooks that open unmodified: JupyterLab rewrites a notebook's ``kernelspec`` and
   ``language_info`` from the kernel it starts, and marks the notebook modified when they differ
@@ -29,8 +31,9 @@ import nbformat
 from jupyter_client.kernelspec import NoSuchKernel
 from jupyter_server.services.contents.largefilemanager import AsyncLargeFileManager
 
-WIDGET_SETTINGS = {"@jupyter-widgets/jupyterlab-manager:plugin": {"saveState": True}}
-"""JupyterLab setting overrides installed by :func:`install_settings`."""
+WIDGET_SETTINGS = {"@jupyter-widgets/jupyterlab-manager:plugin": {"saveState": False}}
+"""JupyterLab setting overrides installed by :func:`install_settings`: JupyterLab's default, written so that it
+replaces the ``saveState: true`` that ``make lab`` wrote before the bars were HTML."""
 SUBSHELL_MESSAGES = (
     "create_subshell_request",
     "create_subshell_reply",
@@ -40,9 +43,10 @@ SUBSHELL_MESSAGES = (
     "list_subshell_reply",
 )
 """Control-channel messages that JupyterLab sends while a cell runs (the widget manager asks for a kernel subshell
-when a cell's first progress bar appears) and whose answer's ``idle`` status JupyterLab would otherwise show as the
-kernel's: its status bar read "Idle" while the cell ran. Jupyter Server's default list of untracked messages,
-which JupyterLab reads to ignore such statuses, leaves them out (jupyter_server 2.21); :func:`command` adds them."""
+when a cell shows its first widget: the course's bars were widgets until they became HTML; a learner's may be one)
+and whose answer's ``idle`` status JupyterLab would otherwise show as the kernel's: its status bar read "Idle" while
+the cell ran. Jupyter Server's default list of untracked messages, which JupyterLab reads to ignore such statuses,
+leaves them out (jupyter_server 2.21); :func:`command` adds them."""
 
 
 def untracked_message_types() -> list[str]:
@@ -126,8 +130,9 @@ def install_settings(folder: Path | None = None) -> Path | None:
             target.write_text(text)
     except OSError as exc:
         print(
-            f"nvtutorial lab: could not write {target} ({exc.strerror}); widget state will not be saved "
-            "with notebooks, so reopened notebooks show their progress bars as 'model not found'",
+            f"nvtutorial lab: could not write {target} ({exc.strerror}); where an earlier `make lab` wrote it, "
+            "JupyterLab still saves widget state with notebooks and marks a notebook with widgets modified on "
+            "reopening",
             file=sys.stderr,
         )
         return None

@@ -2,7 +2,7 @@
 
 Rank 0 of a workload prints ``{"n": ..., "total": ..., "desc": ..., **info}`` events
 (:meth:`nvtutorial.runtime.Context.progress`); :class:`RunProgress` turns them into bars, in a
-notebook as ``tqdm`` widgets and elsewhere as text bars.
+notebook as one HTML output each, rewritten in place, and elsewhere as ``tqdm`` text bars.
 
 - A new phase (another total, a count that starts again, or another description at the same count)
   gets a new bar, so each bar keeps the name of the phase it counted. A description that changes
@@ -11,15 +11,20 @@ notebook as ``tqdm`` widgets and elsewhere as text bars.
 - A phase that ended because the next one began, or because the run succeeded, ends complete
   and green, even when the workload's last report came before its total.
 - Only a failed or interrupted run leaves a bar red; its text says ``failed`` or ``interrupted``.
-- In a notebook, a bar's text form is rewritten when it ends, so a saved notebook shows the final
-  count (``7/7``) to a viewer that does not render widgets, not the ``0/7`` it started with.
+- In a notebook a bar is plain HTML (and its text form), not a widget: a saved notebook holds each bar as it
+  ended, and a reopened one shows it so, with no kernel behind it. An ``ipywidgets`` bar cannot: JupyterLab draws
+  a widget whose model it restored from the notebook with a red broken-link icon (no kernel holds that model any
+  more), and with widget state saved it marks the notebook modified for every model it restores.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import re
 import sys
+import time
 from collections.abc import Callable
+from html import escape
 from typing import Any, Literal, Protocol
 
 Status = Literal["running", "done", "failed", "interrupted"]
@@ -81,42 +86,54 @@ class TextBar:
         self.bar.close()  # draws the final state once
 
 
+COLOURS = {"running": "#1976d2", "done": "#388e3c", "failed": "#d32f2f", "interrupted": "#d32f2f"}
+"""A bar's colour by its phase's status (JupyterLab's brand, success and error colours)."""
+
+
 class NotebookBar:
-    """A ``tqdm`` widget, displayed with a display id so that its text form can be rewritten when it ends."""
+    """A bar drawn as HTML in one output of the cell (a display id), rewritten in place at each event."""
 
     def __init__(self, phase: Phase) -> None:
         from IPython.display import display
-        from tqdm.notebook import tqdm_notebook
 
-        self.bar = tqdm_notebook(total=phase.total, desc=phase.desc, leave=True, file=sys.stdout, display=False)
-        self.handle = display(self.bar.container, display_id=True)
+        self.t0 = time.monotonic()
+        self.bundle = self.draw(phase)
+        self.handle = display(self.bundle, raw=True, display_id=True)
 
-    @property
-    def style(self) -> str:
-        """The widget's bar style: ``""`` while running, ``"success"`` (green) or ``"danger"`` (red)."""
-        return self.bar.container.children[1].bar_style
+    def draw(self, phase: Phase) -> dict[str, str]:
+        """The bar's outputs: ``text/html`` (the bar, coloured by status) and ``text/plain`` (tqdm's text bar)."""
+        from tqdm import tqdm
+
+        elapsed = time.monotonic() - self.t0
+        meter = {"n": phase.n, "total": phase.total, "elapsed": elapsed, "prefix": phase.desc, "postfix": phase.text()}
+        text = tqdm.format_meter(**meter, bar_format="{l_bar}<bar/>{r_bar}")
+        left, right = re.split(r"\|?<bar/>\|?", text, maxsplit=1)
+        fraction = min(phase.n / phase.total, 1.0) if phase.total else float(phase.status != "running")
+        html = (
+            f'<div class="nvtutorial-bar nvtutorial-bar-{phase.status}" '
+            'style="font-family: monospace; white-space: pre">'
+            f"{escape(left)} "
+            '<span style="display: inline-block; width: 20em; height: 1em; vertical-align: middle; '
+            'background: #e0e0e0">'
+            f'<span style="display: inline-block; width: {fraction:.1%}; height: 100%; '
+            f'background: {COLOURS[phase.status]}"></span></span> {escape(right)}</div>'
+        )
+        return {"text/plain": tqdm.format_meter(**meter, ascii=True), "text/html": html}
 
     def show(self, phase: Phase) -> None:
-        self.bar.n = phase.n
-        self.bar.set_description(phase.desc, refresh=False)
-        self.bar.set_postfix_str(phase.text(), refresh=False)
-        self.bar.refresh()
+        self.bundle = self.draw(phase)
+        if self.handle is not None:
+            self.handle.update(self.bundle, raw=True)
 
     def end(self, phase: Phase) -> None:
         self.show(phase)
-        if phase.status != "done":
-            self.bar.disp(bar_style="danger", check_delay=False)  # close() keeps a bar that is already red
-        self.bar.close()  # green when n reached total (or no total), red otherwise
-        if self.handle is not None:
-            self.handle.update(self.bar.container)  # the saved text form: the final count
 
 
 def in_notebook() -> bool:
-    """Whether ``tqdm.auto`` picks widgets here (a Jupyter kernel with ipywidgets)."""
-    from tqdm.auto import tqdm
-    from tqdm.notebook import tqdm_notebook
-
-    return issubclass(tqdm, tqdm_notebook)
+    """Whether this process is a Jupyter kernel (what it displays goes into a notebook)."""
+    ipython = sys.modules.get("IPython")
+    shell = ipython.get_ipython() if ipython is not None else None
+    return getattr(shell, "kernel", None) is not None
 
 
 class RunProgress:

@@ -1,5 +1,6 @@
 """Opening the course in JupyterLab: notebooks committed in the form JupyterLab saves, served with
-their kernel's metadata, ``--allow-root`` only for root, and widget state saved with notebooks."""
+their kernel's metadata, ``--allow-root`` only for root, widget state not saved with notebooks, and kernels that
+warn of nothing."""
 
 from __future__ import annotations
 
@@ -94,15 +95,20 @@ def test_the_contents_manager_serves_the_running_kernels_metadata(tmp_path):
     assert on_disk["metadata"]["language_info"]["version"] == "3.0.1", "opening must not write the file"
 
 
-def test_widget_state_is_saved_with_notebooks(tmp_path, capsys):
+def test_widget_state_is_not_saved_with_notebooks_and_an_earlier_override_is_replaced(tmp_path, capsys):
+    """Saved widget state makes JupyterLab mark a reopened notebook modified (tests/test_jupyterlab.py reopens one);
+    the bars are HTML and need none. An earlier `make lab` wrote saveState: true: the same file now says false."""
+    earlier = tmp_path / "overrides.d" / "nvtutorial.json"
+    earlier.parent.mkdir()
+    earlier.write_text(json.dumps({"@jupyter-widgets/jupyterlab-manager:plugin": {"saveState": True}}))
     target = lab.install_settings(tmp_path)
-    assert json.loads(target.read_text()) == {"@jupyter-widgets/jupyterlab-manager:plugin": {"saveState": True}}
-    assert target == tmp_path / "overrides.d" / "nvtutorial.json"
+    assert target == earlier
+    assert json.loads(target.read_text()) == {"@jupyter-widgets/jupyterlab-manager:plugin": {"saveState": False}}
     blocked = tmp_path / "blocked"
     blocked.mkdir()
     (blocked / "overrides.d").write_text("a file where the folder should be")  # unwritable, even for root
     assert lab.install_settings(blocked) is None
-    assert "widget state will not be saved" in capsys.readouterr().err
+    assert "marks a notebook with widgets modified" in capsys.readouterr().err
 
 
 def test_the_subshell_messages_are_untracked_so_the_status_bar_reads_busy():
@@ -112,3 +118,30 @@ def test_the_subshell_messages_are_untracked_so_the_status_bar_reads_busy():
     listed = json.loads(flag.split("=", 1)[1])
     assert set(lab.SUBSHELL_MESSAGES) <= set(listed)
     assert {"debug_request", "kernel_info_request", "status"} <= set(listed), "Jupyter Server's own list is kept"
+
+
+@pytest.mark.timeout(180)
+def test_a_kernel_the_lab_starts_prints_no_plain_text_transport_warning(tmp_path):
+    """`make lab`'s command gives each kernel CurveZMQ keys: no "[IPKernelApp] WARNING | Kernel is running over TCP
+    without encryption" line, which a learner cannot act on, in the server's terminal."""
+    import time
+    import urllib.request
+
+    from tests.lab_helpers import Lab, wait_for
+
+    server = Lab(tmp_path, [])
+    try:
+        request = urllib.request.Request(server.url("api/kernels"), data=b'{"name": "python3"}', method="POST")
+        urllib.request.urlopen(request, timeout=30).read()
+
+        def listening() -> bool:  # ipykernel binds its five sockets right after it would have warned
+            kernels = server.kernels()
+            return bool(kernels) and sum(c.status == "LISTEN" for c in kernels[0].net_connections("tcp")) >= 5
+
+        wait_for(listening, 120, "the kernel to bind its sockets")
+        time.sleep(0.5)  # the server relays the kernel's stderr into its log
+    finally:
+        server.stop()
+    log = server.log.read_text()
+    assert "Kernel started" in log, log[-2000:]
+    assert "without encryption" not in log, log[-2000:]

@@ -1,10 +1,12 @@
 """The launcher's progress bars end in a state that tells the truth: green when the phase finished,
-red only for a failed or interrupted run; a saved notebook keeps that final state."""
+red only for a failed or interrupted run; a saved notebook keeps that final state as plain HTML (no widget: a
+reopened notebook shows it with no kernel behind it, and JupyterLab has no widget model to restore)."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from typing import ClassVar
 
 import nbformat
@@ -13,17 +15,18 @@ import pytest
 from nvtutorial import course
 from nvtutorial.progress import NotebookBar, Phase, RunProgress, TextBar
 
-pytest.importorskip("ipywidgets", reason="the notebook bars are ipywidgets")
-
 
 def events(desc: str, total: int, ns: list[int]) -> list[dict]:
     return [{"event": "progress", "n": n, "total": total, "desc": desc} for n in ns]
 
 
-def widget(bar: NotebookBar) -> tuple[float, float, str]:
-    """The progress widget's value, max and style, as a notebook (or its saved state) shows them."""
-    progress = bar.bar.container.children[1]
-    return progress.value, progress.max, progress.bar_style
+def drawn(bar: NotebookBar) -> tuple[str, str, str]:
+    """The bar as a notebook shows (and saves) it: its status class, the filled width, and its text form."""
+    html, text = bar.bundle["text/html"], bar.bundle["text/plain"]
+    status = re.search(r'class="nvtutorial-bar nvtutorial-bar-(\w+)"', html)
+    width = re.findall(r"width: ([\d.]+%)", html)
+    assert status and len(width) == 1, html
+    return status[1], width[0], text
 
 
 class Recorder:
@@ -50,15 +53,15 @@ def test_phase_change_completes_the_previous_bar_green():
     first = progress._bar
     for e in events("variants", 4, [0, 1]):
         progress.update(e)
-    assert widget(first) == (10, 10, "success")
+    assert drawn(first)[:2] == ("done", "100.0%") and "10/10" in drawn(first)[2]
     assert [(p.desc, p.n, p.total, p.status) for p in progress.phases] == [
         ("lesson epochs", 10, 10, "done"),
         ("variants", 1, 4, "running"),
     ]
     second = progress._bar
     progress.close("done")
-    assert widget(second) == (4, 4, "success")
-    assert "4/4" in repr(second.bar.container)  # the text form a viewer without widgets shows
+    assert drawn(second)[:2] == ("done", "100.0%")
+    assert "4/4" in drawn(second)[2]  # the text form a viewer without HTML shows
 
 
 @pytest.mark.parametrize("outcome", ["failed", "interrupted"])
@@ -68,9 +71,9 @@ def test_a_failed_or_interrupted_run_ends_red_and_says_so(outcome):
         progress.update(e)
     bar = progress._bar
     progress.close(outcome)
-    assert widget(bar) == (3, 50, "danger")
-    text = repr(bar.bar.container)
-    assert "3/50" in text and outcome in text
+    status, width, text = drawn(bar)
+    assert (status, width) == (outcome, "6.0%")
+    assert "3/50" in text and outcome in text and "3/50" in bar.bundle["text/html"]
     assert progress.phases[-1].status == outcome
 
 
@@ -80,7 +83,8 @@ def test_a_failure_after_the_last_step_is_still_red():
         progress.update(e)
     bar = progress._bar
     progress.close("failed")
-    assert widget(bar) == (2, 2, "danger")
+    assert drawn(bar)[:2] == ("failed", "100.0%")
+    assert 'background: #d32f2f"' in bar.bundle["text/html"]  # red, though full
 
 
 def test_one_phase_renamed_step_by_step_stays_one_bar():
@@ -173,8 +177,9 @@ bad.close("failed")
 
 
 @pytest.mark.timeout(180)
-def test_an_executed_notebook_saves_the_final_state(tmp_path):
-    """Headless execution (the course runner) saves the bars' widget state and a final text form."""
+def test_an_executed_notebook_saves_the_final_state_and_its_kernel_warns_of_nothing(tmp_path, capfd):
+    """Headless execution (the course runner) saves each bar as it ended, as HTML and text, with no widget (state or
+    view) to restore; and its kernel, encrypted, prints no warning that it talks in plain text over TCP."""
     nb = nbformat.v4.new_notebook()
     nb.cells = [
         nbformat.v4.new_code_cell('profile = "ci"', metadata={"tags": ["parameters"]}),
@@ -185,21 +190,19 @@ def test_an_executed_notebook_saves_the_final_state(tmp_path):
     nbformat.write(nb, tmp_path / "in" / "bars.ipynb")
     summary = course.run_course(out=tmp_path / "out", notebooks_dir=tmp_path / "in", profile="ci")
     assert summary.notebooks[0].passed, summary.notebooks[0].error
+    printed = capfd.readouterr()
+    assert "without encryption" not in printed.out + printed.err, printed.err[-2000:]
     executed = json.loads((tmp_path / "out" / "bars.ipynb").read_text())
-    state = executed["metadata"]["widgets"]["application/vnd.jupyter.widget-state+json"]["state"]
-    views = [
-        o
-        for c in executed["cells"]
-        for o in c.get("outputs", [])
-        if "application/vnd.jupyter.widget-view+json" in o.get("data", {})
-    ]
-    assert len(views) == 3
+    assert "widgets" not in executed["metadata"]
+    outputs = [o for c in executed["cells"] for o in c.get("outputs", [])]
+    assert not [o for o in outputs if "application/vnd.jupyter.widget-view+json" in o.get("data", {})]
     bars = []
-    for view in views:
-        box = state[view["data"]["application/vnd.jupyter.widget-view+json"]["model_id"]]["state"]
-        progress = state[box["children"][1].removeprefix("IPY_MODEL_")]["state"]
-        bars.append((progress["value"], progress["max"], progress["bar_style"], "".join(view["data"]["text/plain"])))
-    (v1, m1, s1, t1), (v2, m2, s2, t2), (v3, m3, s3, t3) = bars
-    assert (v1, m1, s1) == (4, 4, "success") and "4/4" in t1
-    assert (v2, m2, s2) == (2, 2, "success") and "2/2" in t2
-    assert (v3, m3, s3) == (2, 7, "danger") and "2/7" in t3 and "failed" in t3
+    for o in outputs:
+        html = "".join(o.get("data", {}).get("text/html", ""))
+        status = re.search(r"nvtutorial-bar-(\w+)", html)
+        if status:
+            bars.append((status[1], re.findall(r"width: ([\d.]+%)", html)[0], "".join(o["data"]["text/plain"])))
+    (s1, w1, t1), (s2, w2, t2), (s3, w3, t3) = bars
+    assert (s1, w1) == ("done", "100.0%") and "4/4" in t1
+    assert (s2, w2) == ("done", "100.0%") and "2/2" in t2
+    assert (s3, w3) == ("failed", "28.6%") and "2/7" in t3 and "failed" in t3
