@@ -79,7 +79,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"nvtutorial run: error: {one_line(exc)}", file=sys.stderr)
         return EXIT_USAGE
     try:
-        result = launch.execute(spec)
+        result = launch.execute(spec, full_command=args.full_command)
     except launch.LaunchError as exc:  # the run folder could not be made after all
         print(f"nvtutorial run: error: {one_line(exc)}", file=sys.stderr)
         return EXIT_USAGE
@@ -192,6 +192,12 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="start the ranks with the literal torchrun command (default: fork them from a warm "
         "interpreter that has imported torch, where the run allows it)",
+    )
+    p.add_argument(
+        "--full-command",
+        action="store_true",
+        help="print the torchrun command with every parameter (default: those not at the workload's defaults; "
+        "result.json records every one)",
     )
     p.set_defaults(func=cmd_run, script_args=[])
 

@@ -41,6 +41,20 @@ def test_run_selftest_writes_result_json(tmp_path):
     assert result["returncode"] == 0 and result["params"]["steps"] == 2
 
 
+def test_run_prints_the_parameters_it_changes_and_the_full_command_with_a_flag(tmp_path):
+    args = ("run", "selftest", "--nproc", "1", "--backend", "gloo", "--set", "steps=1", "--set", "mode=ok")
+    short, _ = cli(*args, "--out", str(tmp_path / "short"))
+    full, _ = cli(*args, "--full-command", "--out", str(tmp_path / "full"))
+    assert short.returncode == full.returncode == 0, short.stderr + full.stderr
+    tail = " -m nvtutorial.workloads.selftest --backend gloo --set steps=1"
+    assert f"{tail}\n" in short.stdout, short.stdout  # mode=ok is the default: left out
+    assert f"{tail.replace(' --set steps', ' --set mode=ok --set steps')} --set numel=1048576 --set report_env=\n" in (
+        full.stdout
+    ), full.stdout
+    recorded = json.loads((tmp_path / "short" / "result.json").read_text())["torchrun"]
+    assert recorded.endswith("--set mode=ok --set steps=1 --set numel=1048576 --set report_env="), recorded
+
+
 def test_run_default_folder_is_under_dot_runs(tmp_path):
     proc, _ = cli("run", "selftest", "--set", "steps=1", "--set", "numel=8", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr

@@ -553,3 +553,62 @@ def test_known_harmless_lines_of_torch_are_not_shown_but_stay_in_the_log(tmp_pat
     assert all(line in log for line in lines)
     left_out, more = launch.runner.harmless(lines[0], None)
     assert left_out and more is not None and launch.runner.harmless("rank 0: done", more) == (False, None)
+
+
+# ------------------------------------------------------------------------------------- the command line a run prints
+
+
+def test_a_run_prints_only_the_parameters_it_changes_and_records_every_one(runs_dir, capfd):
+    """Issue 28: each run printed its whole parameter set (920 characters in notebook 10). The printed line names
+    what differs from the workload's defaults, and still runs the same run (tests/test_warm.py types it);
+    result.json records every parameter."""
+    res = nvtutorial.run(
+        "selftest", nproc=2, backend="gloo", output="none", params={"mode": "ok", "steps": 1, "numel": 64}
+    )
+    (line,) = [x for x in capfd.readouterr().out.splitlines() if x.startswith("[nvtutorial] ranks forked warm, as:")]
+    assert line.endswith(" -m nvtutorial.workloads.selftest --backend gloo --set steps=1 --set numel=64"), line
+    assert res.torchrun.endswith(
+        " -m nvtutorial.workloads.selftest --backend gloo --set mode=ok --set steps=1 --set numel=64 --set report_env="
+    ), res.torchrun
+    assert json.loads((res.run_dir / "result.json").read_text())["torchrun"] == res.torchrun
+
+
+def test_the_parameters_a_line_names():
+    from nvtutorial.launch.spec import given_params
+    from nvtutorial.workloads import selftest
+
+    assert given_params(selftest.Params()) == {}
+    assert given_params(selftest.Params(steps=5, numel=3, report_env=())) == {"numel": "3"}  # 5 and () are defaults
+    assert given_params(selftest.Params(report_env=("A", "B"), mode="hang")) == {"mode": "hang", "report_env": "A,B"}
+
+    @dataclasses.dataclass(frozen=True)
+    class Required:
+        name: str
+        sizes: tuple[int, ...] = (1, 2)
+        ratio: float = 0.5
+
+    # a value without a default is always named; a default from a factory or a float compares by value
+    assert given_params(Required("x", (1, 2), 0.5)) == {"name": "x"}
+    assert given_params(Required("x", (2, 1), 0.25)) == {"name": "x", "sizes": "2,1", "ratio": "0.25"}
+
+
+@pytest.mark.parametrize("in_notebook", [True, False])
+def test_in_a_notebook_the_full_command_is_one_click_away(monkeypatch, capsys, in_notebook):
+    from IPython import display as ipython_display
+
+    from nvtutorial.launch import runner
+
+    shown: list[dict] = []
+    monkeypatch.setattr(runner, "in_notebook", lambda: in_notebook)
+    monkeypatch.setattr(ipython_display, "display", lambda bundle, raw: shown.append(bundle))
+    runner._announce("started with", "torchrun x --set a=1", "torchrun x --set a=1 --set b=<2>")
+    assert capsys.readouterr().out == "[nvtutorial] started with: torchrun x --set a=1\n"
+    if in_notebook:
+        (bundle,) = shown
+        assert bundle["text/html"].startswith('<details class="nvtutorial-command"><summary>the full command')
+        assert "torchrun x --set a=1 --set b=&lt;2&gt;</pre></details>" in bundle["text/html"]
+        assert bundle["text/plain"] == "[nvtutorial] the full command: torchrun x --set a=1 --set b=<2>"
+    else:
+        assert shown == []
+    runner._announce("started with", "torchrun x", "torchrun x")  # nothing left out: nothing to unfold
+    assert shown == ([bundle] if in_notebook else []) and capsys.readouterr().out.endswith(": torchrun x\n")

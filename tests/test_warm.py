@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import signal
 import socket
@@ -236,22 +237,27 @@ def test_the_cli_forces_torchrun(runs_dir, capsys):
     ) in capsys.readouterr().out
 
 
-def test_the_printed_torchrun_line_runs_the_same_run(runs_dir, tmp_path):
-    """Typed in a terminal, the line a run prints starts ranks with the same backend, GPUs hidden and thread count."""
+def test_the_printed_torchrun_line_runs_the_same_run(runs_dir, tmp_path, capfd):
+    """Typed in a terminal, the line a run prints (its parameters at their defaults left out) and the full one in
+    result.json start ranks with the same backend, GPUs hidden, thread count and parameters."""
     res = nvtutorial.run(
         "selftest",
         nproc=2,
         backend="gloo",
         output="none",
-        params={"steps": 1, "numel": 8, "report_env": ("OMP_NUM_THREADS", "CUDA_VISIBLE_DEVICES")},
+        params={"steps": 1, "numel": 8, "mode": "ok", "report_env": ("OMP_NUM_THREADS", "CUDA_VISIBLE_DEVICES")},
     )
+    (printed,) = re.findall(r"^\[nvtutorial\] ranks forked warm, as: (.*)$", capfd.readouterr().out, re.M)
+    assert len(printed) < len(res.torchrun) and "mode=ok" not in printed and "mode=ok" in res.torchrun
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
-    typed = subprocess.run(
-        f"{res.torchrun} --out typed", shell=True, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
-    )
-    assert typed.returncode == 0, typed.stderr[-2000:]
-    for rank in range(2):
-        saw = json.loads((tmp_path / "typed" / f"rank{rank}.json").read_text())
-        assert saw["env"]["backend"] == res.env.backend == "gloo"
-        assert saw["metrics"]["env"] == res.ranks[rank]["env"]
-        assert shlex.split(res.torchrun)[0].startswith("CUDA_VISIBLE_DEVICES=")
+    for line, out in ((printed, "typed"), (res.torchrun, "typed-full")):
+        typed = subprocess.run(
+            f"{line} --out {out}", shell=True, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
+        )
+        assert typed.returncode == 0, typed.stderr[-2000:]
+        for rank in range(2):
+            saw = json.loads((tmp_path / out / f"rank{rank}.json").read_text())
+            assert saw["env"]["backend"] == res.env.backend == "gloo"
+            assert saw["metrics"]["env"] == res.ranks[rank]["env"]
+            assert saw["metrics"]["numel"] == res.ranks[rank]["numel"] == 8
+        assert shlex.split(line)[0].startswith("CUDA_VISIBLE_DEVICES=")

@@ -16,7 +16,7 @@ and every rank's environment):
 
 Every run says the ``torchrun`` command a learner would type for it. The notebook kernel never
 initialises CUDA and is never forked. Rank output streams into the cell while the run goes on;
-rank 0's progress lines drive one ``tqdm.auto`` bar.
+rank 0's progress lines drive its bars (:mod:`nvtutorial.progress`).
 
 Before anything starts, bad input and a run the machine cannot hold (:mod:`nvtutorial.guards`) are
 refused with a :class:`LaunchError` (:mod:`nvtutorial.launch.spec`). When a rank fails, when the
@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import codecs
 import contextlib
+import html
 import json
 import os
 import re
@@ -63,7 +64,7 @@ from nvtutorial.launch.spec import (
 )
 from nvtutorial.launch.tree import ProcessTree, alive
 from nvtutorial.machine import hardware
-from nvtutorial.progress import RunProgress
+from nvtutorial.progress import RunProgress, in_notebook
 from nvtutorial.results import RunResult
 from nvtutorial.runtime import PROGRESS_PREFIX
 
@@ -553,14 +554,30 @@ def _start(run: Supervisor, spec: LaunchSpec) -> str | None:
     return why
 
 
-def execute(spec: LaunchSpec, check: bool = True) -> RunResult:
-    """Start a prepared run, follow it to the end, collect and save its result."""
+def _announce(how: str, command: str, full: str) -> None:
+    """The line every run prints: how it started, as the ``torchrun`` command without the parameters left at their
+    defaults (``command``); in a notebook, the ``full`` one (every parameter) one click away, folded under it."""
+    print(f"[nvtutorial] {how}: {command}", flush=True)
+    if full != command and in_notebook():
+        from IPython.display import display
+
+        folded = (
+            '<details class="nvtutorial-command"><summary>the full command: every parameter, defaults included'
+            f'</summary><pre style="white-space: pre-wrap">{html.escape(full)}</pre></details>'
+        )
+        display({"text/plain": f"[nvtutorial] the full command: {full}", "text/html": folded}, raw=True)
+
+
+def execute(spec: LaunchSpec, check: bool = True, full_command: bool = False) -> RunResult:
+    """Start a prepared run, follow it to the end, collect and save its result. The line it prints names the
+    parameters that differ from the workload's defaults (``full_command``: every one); ``result.json`` records
+    every one."""
     _make_run_dir(spec)
     if spec.run_dir.parent == runs_root():  # a folder the launcher named: keep the runs root bounded
         prune_runs()
     for warning in spec.warnings:
         print(warning, file=sys.stderr, flush=True)
-    command = torchrun_line(spec)
+    command, full = torchrun_line(spec), torchrun_line(spec, full=True)
     run = Supervisor(spec)
     cold_reason = None
     previous_sigterm = _raise_on_sigterm()
@@ -568,7 +585,7 @@ def execute(spec: LaunchSpec, check: bool = True) -> RunResult:
         cold_reason = _start(run, spec)
         # every run says how it started, output="none" included (that hides the ranks' lines, not the run)
         how = "ranks forked warm, as" if run.started == "warm" else "started with"
-        print(f"[nvtutorial] {how}: {command}", flush=True)
+        _announce(how, full if full_command else command, full)
         for attempt in range(PORT_ATTEMPTS):
             run.watch()
             if attempt + 1 == PORT_ATTEMPTS or not run.port_taken():
@@ -598,7 +615,7 @@ def execute(spec: LaunchSpec, check: bool = True) -> RunResult:
     run.seen.started = run.started
     result = diagnosis.collect(spec, run.returncode, wall, run.first_output)
     result.ready_s = None if run.ready_at is None else run.ready_at - run.t0
-    result.started, result.torchrun, result.cold_reason = run.started, command, cold_reason
+    result.started, result.torchrun, result.cold_reason = run.started, full, cold_reason
     if run.interrupted:
         result.error = {
             "type": "SIGTERM" if run.terminated else "KeyboardInterrupt",

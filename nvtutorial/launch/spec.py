@@ -227,16 +227,29 @@ COURSE_SET = ("CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS", "TORCH_DISABLE_SHARE_RD
 restart, a host identity per emulated node): a typed command must set them too."""
 
 
-def torchrun_line(spec: LaunchSpec) -> str:
+def given_params(params: Any) -> dict[str, str]:
+    """The parameters a run must name on its command line (``KEY=VALUE`` strings, in declaration order): those whose
+    value differs from the workload's default (the workload takes its default for any it is not given)."""
+    defaults = {
+        f.name: f.default if f.default_factory is dataclasses.MISSING else f.default_factory()
+        for f in dataclasses.fields(params)
+    }
+    shown = params_mod.to_strings(params)
+    return {k: v for k, v in shown.items() if defaults.get(k, dataclasses.MISSING) != getattr(params, k)}
+
+
+def torchrun_line(spec: LaunchSpec, full: bool = False) -> str:
     """The ``torchrun`` command a learner would type in a terminal (in the same folder) for the same run: the
-    variables the run sets, the backend it resolved, its parameters; emulated nodes get one agent each (``&``)."""
+    variables the run sets, the backend it resolved, the parameters it does not leave at their defaults (``full``:
+    every parameter, as ``result.json`` records it); emulated nodes get one agent each (``&``)."""
     from nvtutorial.launch.environment import node_environment
 
     if spec.script is not None:
         program = [spec.workload, *spec.args]
     else:
         program = ["-m", workloads.module(spec.workload), "--backend", spec.backend]
-        for key, value in params_mod.to_strings(spec.params).items():
+        shown = params_mod.to_strings(spec.params) if full else given_params(spec.params)
+        for key, value in shown.items():
             program += ["--set", f"{key}={value}"]
     words = ["torchrun", "--standalone", "--nproc-per-node", str(spec.nproc)]
     if spec.nnodes > 1:
