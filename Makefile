@@ -2,8 +2,11 @@
 # `make test` (the test suite CI runs), `make lab` (open the course in JupyterLab),
 # `make site` (build the course website into build/site), `make site-serve` (and serve it locally).
 PYTHON ?= python3
-# The torch to install. The default is a release this course is tested with; on a GPU node
-# that already has torch, reuse it with `make install TORCH=` (empty: keep what pip finds).
+# The torch to install. The default is a release this course is tested with (CI installs it). On a GPU node whose
+# Python already has torch, `make install TORCH=` keeps it: the environment then sees that Python's packages
+# (--system-site-packages), and pip keeps a torch in the supported range (pyproject.toml), or installs one in range
+# beside it. PYTHON is that Python (a container's, a conda environment's, a module's); a virtual environment's torch
+# is not seen this way (a venv made from a venv sees the base Python's packages, not the first venv's).
 TORCH ?= torch==2.13.0
 VENV ?= .venv
 PROFILE ?= auto
@@ -26,10 +29,11 @@ SITE_JOBS ?= 2
 # machines), a file pip did not compile is compiled again by every process that imports it: with torch's thousands,
 # every rank's start-up: one of the two test streams took 964 s instead of 619 s.
 $(BIN)/nvtutorial: pyproject.toml
-	$(PYTHON) -m venv $(VENV)
+	$(PYTHON) -m venv $(if $(TORCH),,--system-site-packages) $(VENV)
 	$(BIN)/python -m pip install --upgrade pip
 	$(if $(TORCH),$(BIN)/python -m pip install "$(TORCH)")
 	$(BIN)/python -m pip install -e ".[test]"
+	@$(BIN)/python -c "import torch; print('nvtutorial: torch', torch.__version__, 'from', torch.__path__[0])"
 	$(BIN)/python -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (nvtutorial)"
 	touch $@
 

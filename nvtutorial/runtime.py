@@ -277,7 +277,10 @@ def start_worker(run_dir: Path, rank: int, capture: bool) -> None:
     # `kill -USR1 <pid>` prints every thread's Python stack into the log: how the launcher
     # shows where a hanging rank is stuck.
     faulthandler.register(signal.SIGUSR1, all_threads=True)
-    (run_dir / f"rank{rank}.pid").write_text(str(os.getpid()))
+    # whole or absent (a temp file renamed): the launcher, the labs and the tests read it while the run goes on
+    partial = run_dir / f".rank{rank}.pid.tmp"
+    partial.write_text(str(os.getpid()))
+    partial.replace(run_dir / f"rank{rank}.pid")
     if os.environ.get("NVTUTORIAL_LAUNCHER_PID"):
         _exit_with_launcher(int(os.environ["NVTUTORIAL_LAUNCHER_PID"]))
     _metrics = {}

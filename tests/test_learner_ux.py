@@ -130,18 +130,22 @@ def test_the_profile_is_decided_without_importing_torch():
 def test_a_kernel_says_when_a_cell_first_imports_torch_pandas_or_matplotlib():
     from tests.test_ranks import Kernel
 
+    def said(out: dict) -> list[str]:  # past 1.5 s an import also says it goes on: timing, left out (its form kept)
+        still = re.compile(r"\[nvtutorial\] still importing (torch|pandas|matplotlib), \d+ s so far")
+        return [line for line in out["stdout"].splitlines() if not still.fullmatch(line)]
+
     k = Kernel()
     try:
         first = k.execute("import importlib.util, nvtutorial\nimportlib.util.find_spec('torch')\nprint('looked')")
         assert first["stdout"] == "looked\n", first  # a look-up is not an import: nothing said
         out = k.execute("import torch\nprint(torch.ones(1).item())")
-        assert out["stdout"].splitlines() == [
+        assert said(out) == [
             "[nvtutorial] importing PyTorch in this kernel (once per kernel; it starts no GPU)",
             "1.0",
         ], out
         assert k.execute("import torch.nn")["stdout"] == ""  # once per kernel
         out = k.execute("import pandas\nimport matplotlib.pyplot\nimport pandas, matplotlib")
-        assert out["stdout"].splitlines() == [
+        assert said(out) == [
             "[nvtutorial] importing pandas (once per kernel)",
             "[nvtutorial] importing matplotlib (once per kernel)",
         ], out

@@ -325,7 +325,10 @@ def test_kernel_cell_runs_on_two_ranks_and_never_loads_torch(kernel):
     out = kernel.execute(
         "values = %ranks pull t\nprint([v.tolist() for v in values])\nimport torch; print(torch.cuda.is_initialized())"
     )
-    assert out["stdout"].splitlines() == [  # tensors arrive as torch tensors: the kernel imports torch, and says so
+    # tensors arrive as torch tensors: the kernel imports torch, and says so (and, every 1.5 s, that it goes on: a CUDA
+    # build on a busy machine, a timing the test leaves out)
+    lines = [line for line in out["stdout"].splitlines() if not line.startswith("[nvtutorial] still importing torch")]
+    assert lines == [
         "[nvtutorial] importing PyTorch in this kernel (once per kernel; it starts no GPU)",
         "[[3.0, 3.0], [3.0, 3.0]]",
         "False",

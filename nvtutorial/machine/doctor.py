@@ -288,13 +288,13 @@ def check_torch(f: Facts) -> Check:
         return Check("torch", "fail", "not importable", why, "pip install torch (see the README for the CUDA build)")
     v = version_tuple(f.torch)
     build = f"CUDA {f.torch_cuda}" if f.torch_cuda else "CPU-only build"
-    if not (2, 11) <= v[:2] < (2, 15):
+    if not (2, 11) <= v[:2] < (2, 16):
         return Check(
             "torch",
             "warn",
             f"{f.torch} ({build})",
-            "the course is tested with torch 2.11 to 2.14",
-            "pip install 'torch>=2.11,<2.15'",
+            "the course is tested with torch 2.11 to 2.15",
+            "pip install 'torch>=2.11,<2.16'",
         )
     return Check("torch", "ok", f"{f.torch} ({build})")
 
