@@ -821,7 +821,8 @@ def test_a_gpu_prediction_is_graded_against_gpus_only():
     assert f"This machine's two ranks were a CPU simulation, {sim['fixed_global']['speedup']:.2f}×" in v.text
     assert t.grade_scaling(sim["fixed_global"]["speedup"], sim, cpu, reference=reference).status == "off"
     bound = t.grade_scaling(1.8, sim, cpu, one_gpu_run(), reference)
-    assert f"bounds two GPUs like yours at {65.0 / 38.0:.2f}×" in bound.text
+    assert f"bounds two GPUs like it at {65.0 / 38.0:.2f}×" in bound.text
+    assert "bounds two GPUs like it at 1.71×" in t.grade_scaling(1.8, s, gpu, one_gpu_run()).text  # on GPUs too
     assert "bounds" not in t.grade_scaling(1.8, sim, cpu, one_gpu_run(gpu=False), reference).text
     quiet = t.grade_scaling(1.8, {**sim, "fixed_global": None}, cpu, reference=reference)  # no simulation to quote
     assert quiet.status == "right" and "CPU simulation" not in quiet.text

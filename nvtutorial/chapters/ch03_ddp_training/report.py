@@ -624,12 +624,12 @@ def grade_scaling(
                 f" This machine's two ranks were a CPU simulation, {sim['speedup']:.2f}× ({CPU_NOTE}: "
                 f"{cpu_sharing(summary)}), which does not grade a prediction about GPUs."
             )
-        if one_gpu is not None and is_gpu(one_gpu):
-            bound = one_gpu_summary(one_gpu)["bound"]
-            explanation += (
-                f" The one-GPU run above ({where(one_gpu)}) bounds two GPUs like yours at {bound:.2f}×: half the "
-                "batch did not take half the time."
-            )
+    if one_gpu is not None and is_gpu(one_gpu):
+        bound = one_gpu_summary(one_gpu)["bound"]
+        explanation += (
+            f" The one-GPU run above ({where(one_gpu)}) bounds two GPUs like it at {bound:.2f}×, its step at the "
+            "full batch ÷ its step at half of it."
+        )
     return grade_number(
         "03.scaling",
         prediction,
