@@ -386,7 +386,7 @@ def run_cli(argv: list[str]) -> tuple[int | str, str, str]:
 
 @pytest.fixture
 def no_launch(monkeypatch, tmp_path):
-    def execute(spec, check=True):
+    def execute(spec, check=True, full_command=False):
         assert isinstance(spec, launch.LaunchSpec)
         raise _Launched
 
