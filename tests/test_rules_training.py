@@ -499,6 +499,7 @@ def test_c15_needs_less_memory_only_with_a_fixed_global_batch(glob, fixed, patte
 
 def test_c15_is_decided_from_gpu_peaks_only():
     assert t.verdict_c15(summary(), gpu=False).status == "info"
+    assert t.verdict_c15(summary(), gpu=False).where == "GPU"  # where the numbers it quotes were measured
     assert t.verdict_c15(summary(memory="counted_gb")).status == "info"
     assert t.verdict_c15(summary(memory="counted_gb")).numbers["pattern_holds"] is True
     assert t.verdict_c15(summary(gpu_ratio_global=(0.5, None))).numbers == {}
@@ -790,6 +791,7 @@ def test_one_gpu_on_the_cpu_counts_bytes_and_speaks_of_processes():
     assert "counted tensor bytes 7.2 GB → 5.6 GB (0.78×)" in v.text and "two such processes" in v.text
     assert "GPUs like this one" not in v.text and v.where.startswith("CPU, gloo")
     assert t._size(0.00228) == "2.28 MB" and t._size(1.0) == "1 GB" and t._size(13.19) == "13.2 GB"
+    assert t._size(0.0995) == "99.5 MB"  # 1000 MB to the GB
 
 
 def test_one_gpu_without_memory_or_without_half_the_batch():
