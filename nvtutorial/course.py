@@ -90,6 +90,9 @@ class Part:
     gpus: int
     where: str
     why: str
+    runs: bool = True
+    """False where this machine cannot run the part as taught and the notebook shows something else instead (its
+    ``where`` says what): nothing is simulated."""
 
     @property
     def backend(self) -> Literal["nccl", "gloo"]:
@@ -101,8 +104,9 @@ class Part:
         return self.need in ("one GPU", "two GPUs") and not self.gpus
 
 
-def place(name: str, need: Need, profile: str, machine: Machine) -> Part:
-    """Where ``need`` runs on ``machine``, and at which sizes (see the module's docstring)."""
+def place(name: str, need: Need, profile: str, machine: Machine, instead: str | None = None) -> Part:
+    """Where ``need`` runs on ``machine``, and at which sizes (see the module's docstring). ``instead``: what the
+    notebook shows where the machine cannot run the part as taught (None: it runs as the CPU simulation)."""
     if profile not in ("auto", "ci", "full"):
         raise CourseError(f"profile={profile!r}: use auto, ci or full")
     have = len(machine.gpus)
@@ -125,6 +129,8 @@ def place(name: str, need: Need, profile: str, machine: Machine) -> Part:
         why = "no GPU visible to a CUDA build of torch"
     else:
         why = f"{want} ranks need {want} GPUs for NCCL; this machine has {have}"
+    if instead is not None:
+        return Part(name, need, "ci", 0, f"not run here; shown instead: {instead}", why, runs=False)
     if profile == "full":
         why += " (profile='full' asked for the lesson sizes: small sizes here)"
     return Part(name, need, "ci", 0, where, why)
@@ -146,7 +152,7 @@ class Plan:
 
     def rows(self) -> list[tuple[str, str, str, str]]:
         sizes = {"full": "the lesson's", "ci": "small"}
-        return [(p.name, p.where, sizes[p.profile], p.why) for p in self.parts]
+        return [(p.name, p.where, sizes[p.profile] if p.runs else "-", p.why) for p in self.parts]
 
     def __str__(self) -> str:
         rows = [("part", "where", "sizes", "why"), *self.rows()]
@@ -173,10 +179,17 @@ class Plan:
         return cls(d["notebook"], tuple(Part(**p) for p in d["parts"]))
 
 
-def plan(notebook: str, profile: str, parts: dict[str, Need], machine: Machine | None = None) -> Plan:
-    """The plan of ``notebook``'s ``parts`` (name -> need) on this machine (or ``machine``)."""
+def plan(
+    notebook: str, profile: str, parts: dict[str, Need | tuple[Need, str]], machine: Machine | None = None
+) -> Plan:
+    """The plan of ``notebook``'s ``parts`` on this machine (or ``machine``): name -> need, or name -> (need, what the
+    notebook shows instead where this machine cannot run the part as taught)."""
     machine = machine or Machine.here()
-    return Plan(notebook, tuple(place(name, need, profile, machine) for name, need in parts.items()))
+    placed = []
+    for name, need in parts.items():
+        need, instead = need if isinstance(need, tuple) else (need, None)
+        placed.append(place(name, need, profile, machine, instead))
+    return Plan(notebook, tuple(placed))
 
 
 def plans_in_notebook(nb) -> list[Plan]:
@@ -353,8 +366,8 @@ def format_summary(summary: CourseSummary) -> str:
         status = "passed" if n.passed else "FAILED"
         lines.append(f"  {n.name:<{width}}  {status}  {n.duration_s:7.1f} s")
         for part in (Part(**p) for plan in n.plans for p in plan["parts"]):
-            sizes = "lesson sizes" if part.profile == "full" else "small sizes"
-            lines.append(f"      {part.name}: {part.where}, {sizes}")
+            sizes = ("lesson sizes" if part.profile == "full" else "small sizes") if part.runs else ""
+            lines.append(f"      {part.name}: {part.where}" + (f", {sizes}" if sizes else ""))
         if n.error:
             lines += ["      " + line for line in n.error.splitlines()[-6:]]
     passed = sum(n.passed for n in summary.notebooks)

@@ -3,22 +3,22 @@
 #
 #   scripts/gpu-one.sh OUT_DIR [STEP ...]
 #
-# Steps (all by default, in this order):
-#   facts     OUT_DIR/machine.txt: GPU, driver, torch, NCCL, cores
-#   checks    scripts/one_gpu_checks.py: selftest on one NCCL rank; two emulated nodes sharing GPU 0
-#             (nNodes 2, NET/Socket) and the same with one NCCL_HOSTID (Duplicate GPU detected)
-#   course    the whole course with --profile auto (on one GPU: the CPU simulation for two-rank lessons);
+# Steps (all by default, in this order); each has its own time limit and writes into OUT_DIR when it ends:
+#   facts     OUT_DIR/machine.txt: GPU, driver, torch, NCCL, cores, the commit (COURSE_COMMIT)
+#   course    `nvtutorial course` with its default (profile auto: each notebook places each part; on one GPU every
+#             one-GPU part runs on it at the lesson's sizes, the two-rank parts as the CPU simulation);
 #             COURSE_ONLY="07 08" runs only the notebooks matching those patterns
-#   ranks     tests/test_ranks.py's one-GPU NCCL test (%%ranks on real NCCL)
-#   full0809  notebooks 08 and 09 with the full profile (their one-GPU paths)
-#   overhead  benchmarks/launch_overhead.py with one NCCL rank
+#   ch10ci    notebook 10 with --profile ci: the device problems at the small sizes, where they are overhead-bound
+#   gather    scripts/one_gpu_03_04.py gather: the cost of notebook 03's gather per batch on the GPU (review N14)
+#   starts    scripts/ch09_start_costs.py: where notebook 09's seconds go (rank starts, phase by phase)
 #   typed     scripts/typed_check.py: every run the steps above made, read back through its workload's schema
-# Each step has its own time limit; the results are packed into OUT_DIR/gpu-one.tar.gz.
+# Results: OUT_DIR/steps.txt, summary.txt (the course's summary), notebooks.tar.gz (the executed notebooks and each
+# summary.json), runs.tar.gz (every run's result.json, rank*.json and logs; no traces or checkpoints), *.json.
 # Where the Jupyter stack is missing, the wheels in .whl/ (nvtutorial bundle) go to /tmp/site.
 set -uo pipefail
 out=${1:?usage: scripts/gpu-one.sh OUT_DIR [STEP ...]}
 shift
-steps=${*:-facts checks course ranks full0809 overhead typed}
+steps=${*:-facts course ch10ci gather typed}
 work=$(mktemp -d /tmp/gpu-one.XXXX)
 . scripts/device-env.sh
 mkdir -p "$out"
@@ -31,24 +31,25 @@ step() {  # step NAME SECONDS COMMAND...: run it with a limit, log it, record it
     local t0=$SECONDS
     timeout -k 10 "$limit" "$@" > "$work/$name.log" 2>&1
     local rc=$?
-    echo "$name rc=$rc $((SECONDS - t0)) s" | tee -a "$work/steps.txt"
-    tail -n 15 "$work/$name.log"
+    echo "$name rc=$rc $((SECONDS - t0)) s" | tee -a "$out/steps.txt"
+    tail -n 30 "$work/$name.log"
 }
 
-machine_facts "$work/machine.txt"
-
-step checks 150 $PY scripts/one_gpu_checks.py "$work/one-gpu-checks.json"
+machine_facts "$out/machine.txt"
 only=()
 for pattern in ${COURSE_ONLY:-}; do only+=(--only "$pattern"); done
-step course "${COURSE_LIMIT:-330}" $PY -m nvtutorial.cli course --profile auto "${only[@]}" --out "$work/course"
-step ranks 90 $PY -m pytest -q -p no:cacheprovider tests/test_ranks.py -k "gpu or nccl" -rA
-step full0809 200 $PY -m nvtutorial.cli course --profile full --only 08 --only 09 --out "$work/full"
-step overhead 150 $PY benchmarks/launch_overhead.py --backend nccl --nproc 1 --repeats 5 --out "$work/launch-overhead-nccl-1gpu.json"
-step typed 60 $PY scripts/typed_check.py "$work/typed-check.json" "$work"
-cp "$work/typed-check.json" "$out/" 2>/dev/null
+step course "${COURSE_LIMIT:-420}" $PY -m nvtutorial.cli course "${only[@]}" --out "$work/course"
+cp "$work/course.log" "$out/summary.txt" 2>/dev/null
+step ch10ci "${CH10_LIMIT:-90}" $PY -m nvtutorial.cli course --profile ci --only 10_cost_model --out "$work/ch10ci"
+step gather 40 $PY scripts/one_gpu_03_04.py "$work/probes" gather
+step starts 60 $PY scripts/ch09_start_costs.py "$work/probes"
+step typed 60 $PY scripts/typed_check.py "$work/probes/typed-check.json" "$work/course/runs" "$work/ch10ci/runs"
+cp "$work"/probes/*.json "$out/" 2>/dev/null
 
-# pack: executed notebooks, result JSON and logs (no checkpoints or traces)
-tar -C "$work" -czf "$out/gpu-one.tar.gz" --exclude='*.pt' --exclude='*.distcp' --exclude='*.pt.trace.json*' \
-    --exclude='*.json.gz' --exclude='*.nsys-rep' --exclude='*.sqlite' --exclude='checkpoint*' .
-cp "$work/steps.txt" "$out/" 2>/dev/null
+# pack: executed notebooks and summaries; runs (no checkpoints or traces); the step logs
+tar -C "$work" -czf "$out/notebooks.tar.gz" --exclude='runs' --exclude='*.log' course ch10ci 2>/dev/null
+tar -C "$work" -czf "$out/runs.tar.gz" --exclude='*.pt' --exclude='*.distcp' --exclude='*.pt.trace.json*' \
+    --exclude='*.json.gz' --exclude='*.nsys-rep' --exclude='*.sqlite' --exclude='checkpoint*' --exclude='*.pickle' \
+    course/runs ch10ci/runs 2>/dev/null
+tar -C "$work" -czf "$out/logs.tar.gz" ./*.log 2>/dev/null
 ls -la "$out"

@@ -95,3 +95,18 @@ def test_cpu_ranks_run_small_on_the_cpu_on_every_machine():
             part = course.plan("x", profile, {"store": "CPU ranks"}, machine)["store"]
             assert (part.profile, part.gpus, part.backend, part.simulated) == ("ci", 0, "gloo", False)
             assert part.where == "2 gloo ranks on the CPU" and "needs a GPU" not in part.why
+
+
+def test_a_part_that_cannot_run_here_says_what_is_shown_instead_and_simulates_nothing():
+    parts = {"oom": ("one GPU", "the command that runs it on one GPU"), "roofs": "one GPU"}
+    cpu = course.plan("06_pitfalls", "auto", parts, CPU)
+    assert cpu["oom"].where == "not run here; shown instead: the command that runs it on one GPU"
+    assert not cpu["oom"].runs and cpu["oom"].why == "no GPU visible to a CUDA build of torch"
+    assert cpu["roofs"].runs and cpu["roofs"].where == "the CPU simulation (2 cores)"
+    assert "oom    not run here; shown instead: the command that runs it on one GPU  -      no GPU" in str(cpu)
+    one = course.plan("06_pitfalls", "auto", parts, ONE)["oom"]
+    assert one.runs and (one.profile, one.gpus, one.where) == ("full", 1, "1× NVIDIA H200, NCCL 2.28.9")
+    outcome = course.NotebookOutcome("06_pitfalls.ipynb", True, 1.0, "x", plans=[cpu.to_dict()])
+    text = course.format_summary(course.CourseSummary("auto", "CPU", [outcome], "out"))
+    assert "      oom: not run here; shown instead: the command that runs it on one GPU\n" in text
+    assert course.Plan.from_dict(cpu.to_dict()) == cpu
