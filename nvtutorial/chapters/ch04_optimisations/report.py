@@ -101,8 +101,10 @@ def knob_frame(result: Train, variants: Sequence[str] | None = None, baseline: s
             }
         )
         out.append(entry)
-    frame = pd.DataFrame(out)
-    return frame[[c for c in frame.columns if not (frame[c].isin(["n/a"]) | frame[c].isna()).all()]]
+    columns = [
+        k for k in dict.fromkeys(k for entry in out for k in entry) if any(e.get(k, "n/a") != "n/a" for e in out)
+    ]
+    return pd.DataFrame(out, columns=columns)
 
 
 def _gb(values: Sequence[float | None]) -> str:
