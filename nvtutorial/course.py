@@ -68,15 +68,22 @@ class Machine:
 
 
 def _nccl_version() -> str | None:
-    """NCCL's version where torch is already loaded (reading it initialises no GPU); None otherwise."""
+    """NCCL's version: torch's own where torch is loaded (reading it initialises no GPU), else that of the NCCL wheel a
+    pip install of torch loads (``nvidia-nccl-cu12``/``-cu13``), read without importing torch; None without either."""
     import sys
+    from importlib import metadata
 
     torch = sys.modules.get("torch")
     try:
         v = torch.cuda.nccl.version() if torch is not None else None  # type: ignore[union-attr]
     except Exception:  # noqa: BLE001 - a build without NCCL
-        return None
-    return ".".join(map(str, v)) if isinstance(v, tuple) else None
+        v = None
+    if isinstance(v, tuple):
+        return ".".join(map(str, v))
+    for dist in metadata.distributions():
+        if (dist.metadata["Name"] or "").lower().startswith("nvidia-nccl-cu"):
+            return dist.version.split("+")[0]
+    return None
 
 
 @dataclasses.dataclass(frozen=True)

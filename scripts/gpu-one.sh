@@ -51,5 +51,5 @@ tar -C "$work" -czf "$out/notebooks.tar.gz" --exclude='runs' --exclude='*.log' c
 tar -C "$work" -czf "$out/runs.tar.gz" --exclude='*.pt' --exclude='*.distcp' --exclude='*.pt.trace.json*' \
     --exclude='*.json.gz' --exclude='*.nsys-rep' --exclude='*.sqlite' --exclude='checkpoint*' --exclude='*.pickle' \
     course/runs ch10ci/runs 2>/dev/null
-tar -C "$work" -czf "$out/logs.tar.gz" ./*.log 2>/dev/null
+(cd "$work" && tar -czf "$out/logs.tar.gz" ./*.log) 2>/dev/null
 ls -la "$out"

@@ -110,3 +110,23 @@ def test_a_part_that_cannot_run_here_says_what_is_shown_instead_and_simulates_no
     text = course.format_summary(course.CourseSummary("auto", "CPU", [outcome], "out"))
     assert "      oom: not run here; shown instead: the command that runs it on one GPU\n" in text
     assert course.Plan.from_dict(cpu.to_dict()) == cpu
+
+
+def test_ncclversion_comes_from_torch_when_loaded_else_from_the_nccl_wheel(monkeypatch):
+    import sys
+    import types
+    from importlib import metadata
+
+    class Dist:
+        def __init__(self, name, version):
+            self.metadata, self.version = {"Name": name}, version
+
+    monkeypatch.setattr(metadata, "distributions", lambda: [Dist("numpy", "2.0"), Dist("nvidia-nccl-cu13", "2.28.9")])
+    monkeypatch.delitem(sys.modules, "torch", raising=False)
+    assert course._nccl_version() == "2.28.9"
+    fake = types.SimpleNamespace(cuda=types.SimpleNamespace(nccl=types.SimpleNamespace(version=lambda: (2, 27, 3))))
+    monkeypatch.setitem(sys.modules, "torch", fake)
+    assert course._nccl_version() == "2.27.3"
+    monkeypatch.setattr(metadata, "distributions", lambda: [Dist("numpy", "2.0")])
+    monkeypatch.delitem(sys.modules, "torch")
+    assert course._nccl_version() is None
