@@ -72,8 +72,9 @@ CLAIMS: tuple[Claim, ...] = (
         "C2",
         1,
         "RTX 3090/4090, Tesla V100/A100 and Quadro RTX 8000 support NVLink.",
-        "All of them but the RTX 4090, which has no NVLink connector; the RTX 3090 has a 4-link bridge, and a "
-        "V100 or A100 is linked only in its SXM form or with bridges.",
+        "All of them but the RTX 4090, which has no NVLink connector; the RTX 3090 has a 4-link bridge; a V100 has "
+        "NVLink only in its SXM form (the V100 PCIe card has none), an A100 in its SXM form or as a PCIe card with "
+        "bridges.",
         "partly",
         "vendor data",
         "01_hardware",
