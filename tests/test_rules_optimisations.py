@@ -276,6 +276,12 @@ def test_one_gpu_runs_its_ab_on_the_gpu_at_the_lesson_sizes_and_ddps_options_on_
         "torch.compile",
     )
     assert one.params["count"] is False and one.params["comm_share"] is False
+    # each A/B compares rounds under the noise rule: at least 3 of them, of 3 timed steps each, after 2 untimed
+    assert (one.params["warmup"], one.params["steps"], one.params["repeats"]) == (2, 3, 3)
+    from tests import notebook_cells
+
+    attention = notebook_cells.parameters("04_optimisations")["SIZES"]["full"]["attention"]
+    assert (attention["warmup"], attention["repeats"], attention["seq"]) == (2, 5, 4096)  # C9's repeats compare too
     assert (ddp.nproc, ddp.backend, ddp.params["model"]) == (2, "gloo", "tiny") and ddp.params["count"] is True
     assert ddp.params["variants"][0] == "baseline" and "static_graph=True" in ddp.params["variants"]
     assert plan["C9: attention kernels"].backend == "nccl" and plan["C9: attention kernels"].profile == "full"
@@ -570,3 +576,54 @@ def test_the_committed_layout_reads_like_todays():
 def test_the_kernel_of_a_setting_is_its_forward_one():
     assert o.kernel(["aten::_flash_attention_backward", "aten::_flash_attention"]) == "aten::_flash_attention"
     assert o.kernel(["aten::x_backward"]) == "?" and o.kernel([]) == "?"
+
+
+# --------------------------------------------------------------------------- torch.compile: what the compilation costs
+def compiled_run(compile_rounds=(6.0, 6.05, 6.1), first_s=30.0, base_first_s=0.1, **base):
+    rows = [
+        r("baseline", (10.0, 10.05, 10.1), first_step_s=base_first_s, **base),
+        r("torch.compile", compile_rounds, first_step_s=first_s),
+        r("baseline", (10.0, 10.05, 10.1), aa_repeat=True),
+    ]
+    return run(rows)
+
+
+def test_payback_steps_at_its_rule():
+    assert o.payback_steps(30.0, 0.1, 10.0, 6.0) == pytest.approx(29_900 / 4.0)  # the extra first step ÷ the saving
+    assert o.payback_steps(0.1, 0.1, 10.0, 9.99) == 0.0  # a compilation that cost nothing has nothing to pay back
+    for step in (10.0, 10.5):  # saves nothing, or costs: never
+        with pytest.raises(ValueError, match="never pays for itself"):
+            o.payback_steps(30.0, 0.1, 10.0, step)
+
+
+def test_the_compile_summary_says_when_the_compilation_pays_for_itself():
+    text = o.compile_summary(compiled_run())
+    assert text.startswith("torch.compile: the first step took 30.0 s (the compilation), then 6.05 ms per step; ")
+    assert "against the baseline's 10.05 ms it saves 4.00 ms a step" in text
+    assert "paid for itself after about 7,475 steps (1.3 min of the baseline's training)" in text  # 29.9 s / 4 ms
+    assert "on-disk cache" in text
+    # within the noise (1 %) of the baseline, or slower: it never pays for itself, and the rule's words say why
+    for rounds, words in (((9.95, 10.0, 10.02), "no change"), ((12.0, 12.1, 12.2), "slower")):
+        text = o.compile_summary(compiled_run(rounds))
+        assert words in text and text.endswith("the compilation never pays for itself at this size")
+        assert "steps" not in text
+    just_beyond = o.compile_summary(compiled_run((9.85, 9.88, 9.9)))  # 1.7 % faster, beyond the 1 % noise
+    assert "saves 0.17 ms a step" in just_beyond and "after about 175,882 steps" in just_beyond
+
+
+def test_the_compile_summary_without_a_compiled_row_or_a_baseline():
+    assert o.compile_summary(run([r("baseline", (10.0, 10.1))])).startswith("torch.compile: not measured")
+    failed = run([r("baseline", (10.0, 10.1)), {"variant": "torch.compile", "code": "c", "status": "failed: OOM"}])
+    assert o.compile_summary(failed) == "torch.compile failed on this machine: failed: OOM"
+    alone = o.compile_summary(run([r("torch.compile", (6.0, 6.1), first_step_s=30.0)]))
+    assert alone == "torch.compile: the first step took 30.0 s (the compilation), then 6.10 ms per step"
+
+
+def test_the_compile_summary_of_the_committed_gpu_run():
+    """The committed 2× H200 run (the earlier layout, one round each), read through the chapter's readers."""
+    ref = o.reference_run()
+    assert ref is not None
+    text = o.compile_summary(ref)
+    assert "the first step took 51.8 s (the compilation), then 40.85 ms per step" in text
+    assert "against the baseline's 65.66 ms it saves 24.81 ms a step" in text
+    assert "after about 2,085 steps (2.3 min of the baseline's training)" in text

@@ -888,6 +888,10 @@ def test_notebook_03_runs_the_lessons_step_on_one_gpu_at_the_lesson_sizes(monkey
     assert ns["shown"] == [ns["PLAN"]]
     assert (one["nproc"], one["backend"], one["params"]["model"]) == (1, "nccl", "full")
     assert one["params"]["batch_sizes"] == (full["bench_batch"], full["bench_batch"] // 2)
+    # B and B/2 only: no A/A repeat (no verdict compares them), memory from the GPU's allocator (no counting copy)
+    assert one["params"]["aa"] is False and one["params"]["count"] is False
+    assert (one["params"]["warmup"], one["params"]["steps"], one["params"]["repeats"]) == (3, 4, 3)
+    assert two["params"]["steps"] == ci["steps"] and "aa" not in two["params"]  # the scaling run keeps its A/A pair
     assert (two["nproc"], two["backend"], two["params"]["model"]) == (2, "gloo", "tiny")  # the labelled simulation
     assert ns["P"] == ci and ns["P_ONE"] == full and ns["P_TWO"] == ci
     text = str(ns["PLAN"])
@@ -907,3 +911,14 @@ def test_notebook_03s_plan_on_every_machine(monkeypatch, gpus, profile, one_gpu,
     ns, (one, two) = notebook_03_on(monkeypatch, gpus, profile)
     assert (one["backend"], one["params"]["model"]) == one_gpu and (two["backend"], two["params"]["model"]) == two_gpus
     assert ns["P"]["model"] == lesson and one["nproc"] == 1 and two["nproc"] == 2
+    assert one["params"]["count"] is (gpus == 0)  # the CPU has no allocator to ask: it counts tensor bytes
+    from nvtutorial.chapters.ch03_ddp_training import workload as train
+
+    train.Params(**one["params"])  # parameters the workload takes
+
+
+def test_the_one_gpu_run_without_its_aa_repeat():
+    """Notebook 03's one-GPU run measures B and B/2 only: the summary is the same without the A/A repeat."""
+    run = one_gpu_run()
+    run.ranks[0]["rows"] = [r for r in run.ranks[0]["rows"] if not r["aa_repeat"]]
+    assert t.one_gpu_summary(run) == t.one_gpu_summary(one_gpu_run())

@@ -335,6 +335,7 @@ def test_train_workload_times_counts_and_repeats_the_first_configuration(ctx):
     )
     out = train.run(ctx, p)
     assert isinstance(out, schema.Rank) and out.precision == "fp32" and out.model == "tiny"
+    assert out.model_params == unet.count_parameters(unet.build_unet("tiny"))  # counted on the meta device
     as_json = json.loads(json.dumps(dataclasses.asdict(out)))  # what rank0.json holds
     assert list(as_json["rows"][0]) == [f.name for f in dataclasses.fields(schema.Row)]
     assert typed(schema.Rank, as_json) == out  # read back typed, nothing lost
@@ -365,6 +366,57 @@ def test_train_workload_times_counts_and_repeats_the_first_configuration(ctx):
     )
     assert by["baseline"].comm_share is not None and by["baseline"].comm_share_note is None
     assert report.aa_gap_of(rows) == aa_gap(rows[0].repeats, rows[-1].repeats)
+
+
+def test_a_variant_prepares_once_before_any_configuration_and_a_failed_preparation_is_no_failed_run(
+    ctx, monkeypatch, capsys
+):
+    """``Variant.prepare`` (torch.compile: its compile workers) runs once per run, before the first configuration
+    (the prime included), however many batch sizes measure the variant; one that raises is said and skipped."""
+    from nvtutorial.chapters.ch03_ddp_training import workload as train
+
+    calls: list[str] = []
+    real_build = train.build
+
+    def build(*args, **kwargs):
+        calls.append("build")
+        return real_build(*args, **kwargs)
+
+    def prepare():
+        calls.append("prepare")
+
+    def broken():
+        raise RuntimeError("no workers here")
+
+    monkeypatch.setattr(train, "build", build)
+    monkeypatch.setitem(train.VARIANTS, "prepared", dataclasses.replace(train.VARIANTS["baseline"], prepare=prepare))
+    monkeypatch.setitem(train.VARIANTS, "broken", dataclasses.replace(train.VARIANTS["baseline"], prepare=broken))
+    p = train.Params(
+        model="tiny", image_size=16, batch_sizes=(2, 4), samples=8, warmup=1, steps=1, repeats=2, count=False, aa=False
+    )
+    out = train.run(ctx, dataclasses.replace(p, variants=("baseline", "prepared")))
+    assert calls[0] == "prepare" and calls.count("prepare") == 1 and calls.count("build") == 4
+    out = train.run(ctx, dataclasses.replace(p, variants=("broken",)))
+    assert [r.status for r in out.rows] == ["ok", "ok"]
+    assert "rank 0: broken failed, the run goes on: RuntimeError: no workers here" in capsys.readouterr().out
+
+
+def test_torch_compile_starts_its_compile_workers_first(monkeypatch):
+    """The torch.compile variant's preparation is inductor's own warm-up of its compile workers (a no-op without
+    Triton, as on this CPU build), and a torch without that function is no error."""
+    from torch._inductor import async_compile
+
+    from nvtutorial.chapters.ch03_ddp_training import workload as train
+    from nvtutorial.chapters.ch04_optimisations import workload_train as optimisations
+
+    assert train.variant("torch.compile").prepare is optimisations._start_compile_workers
+    assert all(train.variant(v).prepare is None for v in ("fp16", "channels_last", "static_graph=True"))
+    called = []
+    monkeypatch.setattr(async_compile, "maybe_warm_pool", lambda: called.append(True))
+    optimisations._start_compile_workers()
+    assert called == [True]
+    monkeypatch.delattr(async_compile, "maybe_warm_pool")
+    optimisations._start_compile_workers()
 
 
 def test_the_train_workload_takes_notebook_04s_variants_from_its_chapter():

@@ -91,6 +91,9 @@ class Variant:
     """Why the communication share is not measured; None: it is."""
     cleanup: Callable[[], None] | None = None
     """Called after the configuration, failed or not."""
+    prepare: Callable[[], None] | None = None
+    """Called once when a run that measures this variant starts, before any configuration (torch.compile: its
+    compile workers start then, in processes of their own, while the other configurations are measured)."""
 
 
 def _solo_model(size: Size, device: Any, seed: int = 0) -> Any:
@@ -458,7 +461,15 @@ def run(ctx: runtime.Context, p: Params) -> Rank:
         torch.set_num_threads(1)
     configs = [(name, batch) for name in p.variants for batch in p.batch_sizes]
     configs += [(SOLO, p.one_gpu_batch)] if p.one_gpu_batch else []
-    model_params = count_parameters(build_unet(p.model))
+    for prepare in dict.fromkeys(f for name, _ in configs if (f := configuration(name).prepare) is not None):
+        try:
+            prepare()
+        except Exception as exc:  # noqa: BLE001 - a head start missed: the configurations still run
+            print(
+                f"rank {ctx.rank}: {prepare.__name__} failed, the run goes on: {type(exc).__name__}: {exc}", flush=True
+            )
+    with torch.device("meta"):  # counted without initialising 31 M weights
+        model_params = count_parameters(build_unet(p.model))
     # DDP imports torch._dynamo: a big heap. Freeze what exists now, so that the collection before
     # each configuration (which frees the previous model's reference cycles) stays quick.
     import torch._dynamo  # noqa: F401

@@ -136,17 +136,39 @@ def largest_change(result: Train, variants: Sequence[str], baseline: str = "base
 
 
 def compile_summary(result: Train) -> str:
-    """What torch.compile's row says: its first step (the compilation) and its step after, or why it is missing."""
-    compiled = find_row(rows_of(result), "torch.compile")
-    if compiled is not None and compiled.status == "ok":
-        first, step = (
-            measured(compiled.first_step_s, compiled, "first_step_s"),
-            measured(compiled.step_ms, compiled, "step_ms"),
-        )
-        return f"torch.compile: the first step took {first:.1f} s (the compilation), then {step:.2f} ms per step"
-    if compiled is not None:
+    """What torch.compile's row says: its first step (the compilation), its step after, and after how many steps the
+    compilation has paid for itself against the baseline (:func:`payback_steps`); or why it is missing."""
+    rows = rows_of(result)
+    compiled, base = find_row(rows, "torch.compile"), find_row(rows, "baseline")
+    if compiled is None:
+        return "torch.compile: not measured in this profile (compiling takes longer than a CI run allows)"
+    if compiled.status != "ok":
         return f"torch.compile failed on this machine: {compiled.status}"
-    return "torch.compile: not measured in this profile (compiling takes longer than a CI run allows)"
+    first, step = (
+        measured(compiled.first_step_s, compiled, "first_step_s"),
+        measured(compiled.step_ms, compiled, "step_ms"),
+    )
+    text = f"torch.compile: the first step took {first:.1f} s (the compilation), then {step:.2f} ms per step"
+    c = comparison(result, "torch.compile")
+    if c is None or not ok(base):
+        return text
+    if c.status != "faster":
+        return f"{text}; against the baseline {c.describe('ms')}: the compilation never pays for itself at this size"
+    steps = payback_steps(first, measured(base.first_step_s, base, "first_step_s"), c.baseline, c.candidate)
+    return (
+        f"{text}; against the baseline's {c.baseline:.2f} ms it saves {c.baseline - c.candidate:.2f} ms a step, so the "
+        f"compilation has paid for itself after about {steps:,.0f} steps ({steps * c.baseline / 6e4:.1f} min of "
+        "the baseline's training). A later process on this machine finds inductor's compiled kernels in its on-disk "
+        "cache and compiles faster"
+    )
+
+
+def payback_steps(first_s: float, base_first_s: float, base_ms: float, step_ms: float) -> float:
+    """The steps after the first at which a compiled model's time equals the uncompiled one's: what its first step
+    cost beyond the baseline's first step, divided by what each step after saves (``base_ms`` > ``step_ms``)."""
+    if step_ms >= base_ms:
+        raise ValueError(f"a step of {step_ms} ms against {base_ms} ms saves nothing: it never pays for itself")
+    return (first_s - base_first_s) * 1e3 / (base_ms - step_ms)
 
 
 NONE_BEYOND_NOISE = "none of these changes the step time beyond the noise"

@@ -95,6 +95,18 @@ def _accumulated_step(function: str) -> Callable[[Parts], Callable[[], Tensor]]:
     return make
 
 
+def _start_compile_workers() -> None:
+    """Start inductor's compile workers now, as ``torch.compile``'s first call would (its Triton kernels compile in
+    them; one kernel that comes before they are up compiles in this process, serially). They start in processes of
+    their own and take no GPU: the configurations measured meanwhile are not disturbed, and the compilation's first
+    step no longer waits for them."""
+    from torch._inductor import async_compile
+
+    warm = getattr(async_compile, "maybe_warm_pool", None)  # (torch's own call, a private module: absent, skipped)
+    if warm is not None:
+        warm()
+
+
 def _forget_compiled() -> None:
     """``torch._dynamo.reset()``: the next configuration compiles nothing of this one's."""
     import torch
@@ -127,5 +139,6 @@ def variant(name: str) -> Variant | None:
             count_note="not counted with torch.compile (the hooks would change what is compiled)",
             comm_share_note="not measured with torch.compile: a no_sync step would compile another graph",
             cleanup=_forget_compiled,
+            prepare=_start_compile_workers,
         )
     return Variant(code, build_model=_builder(BUILDERS[name]))
