@@ -98,9 +98,11 @@ def part_03() -> dict:
             "samples": p["bench_samples"],
             "batch_sizes": (p["bench_batch"], p["bench_batch"] // 2),
             "warmup": p["warmup"],
-            "steps": p["steps"],
+            "steps": p["one_gpu_steps"],
             "repeats": p["repeats"],
             "comm_share": False,
+            "count": not part.gpus,
+            "aa": False,
         },
     )
     return {"plan": part.where, "one_gpu": launch_record(run, time.perf_counter() - t0)}
