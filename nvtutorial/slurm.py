@@ -63,20 +63,13 @@ from nvtutorial import params as params_mod
 from nvtutorial.results import RunResult, read_json, write_json_atomic
 
 SLURM_PACKAGES = "slurmctld slurmd slurm-client munge"
-TERMINAL_STATES = {
-    "COMPLETED",
-    "FAILED",
-    "CANCELLED",
-    "TIMEOUT",
-    "NODE_FAIL",
-    "OUT_OF_MEMORY",
-    "PREEMPTED",
-    "BOOT_FAIL",
-    "DEADLINE",
-    "SPECIAL_EXIT",
-    "REVOKED",
-}
+TERMINAL_STATES = set(  # the states a job never leaves
+    "COMPLETED FAILED CANCELLED TIMEOUT NODE_FAIL OUT_OF_MEMORY PREEMPTED BOOT_FAIL DEADLINE SPECIAL_EXIT "
+    "REVOKED".split()
+)
 SUMMARY_PREFIX = "nvtutorial slurm: "
+SAY_S = 1.5
+"""A local Slurm starting or stopping says what it does at least this often (a cell is never silent for 2 s)."""
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _SBATCH_VALUE = re.compile(r"^[\w.,@:+-]+$")
 
@@ -208,11 +201,8 @@ def prepare(
         procs = gpus_per_node
     else:
         procs = whole("procs_per_node", 1 if procs_per_node is None else procs_per_node, 1)
-    cpus = whole(
-        "cpus_per_task",
-        cpus_per_task if cpus_per_task is not None else (4 * gpus_per_node if gpus_per_node else procs),
-        1,
-    )
+    default_cpus = 4 * gpus_per_node if gpus_per_node else procs
+    cpus = whole("cpus_per_task", default_cpus if cpus_per_task is None else cpus_per_task, 1)
     if port is not None and (whole("port", port, 1024) > 65535):
         raise SlurmError(f"port={port}: use a port between 1024 and 65535")
     for name, value in (("partition", partition), ("account", account)):
@@ -264,11 +254,6 @@ def prepare(
         port=port,
         python=python or sys.executable,
     )
-
-
-def batch_script(target: str, **kwargs: Any) -> str:
-    """The batch script for a run (:func:`prepare`'s arguments), without writing anything."""
-    return prepare(target, **kwargs).script()
 
 
 def _time_limit(minutes: int) -> str:
@@ -382,14 +367,7 @@ def _node_outcomes(run_dir: Path, nodes: int) -> list[dict[str, Any]]:
     and the ranks that torchrun's failure summary in ``nodeN.log`` names, with their exit codes."""
     out = []
     for node in range(nodes):
-        item: dict[str, Any] = {
-            "node": node,
-            "exit_code": None,
-            "time": None,
-            "nodename": None,
-            "host": None,
-            "failed_ranks": [],
-        }
+        item: dict[str, Any] = dict(node=node, exit_code=None, time=None, nodename=None, host=None, failed_ranks=[])
         try:
             rc, when, nodename, host = (run_dir / f"node{node}.exit").read_text().split()[:4]
             item.update(exit_code=int(rc), time=float(when), nodename=nodename, host=host)
@@ -614,7 +592,7 @@ def latest_line(run_dir: str | os.PathLike[str]) -> str:
 
 
 def follow(
-    info: JobInfo, *, timeout: float | None = None, poll_s: float = 0.2, progress: bool = False, say_s: float = 1.5
+    info: JobInfo, *, timeout: float | None = None, poll_s: float = 0.2, progress: bool = False, say_s: float = SAY_S
 ) -> JobInfo:
     """Follow a submitted job until it ends; fill in its state, exit code, result and summary; with ``progress``,
     print each state the job enters, and while it has not ended, at least every ``say_s``, what it is doing.
@@ -658,6 +636,7 @@ def follow(
 # --- a real Slurm on this machine (scripts/slurm-local.sh) ---------------------------------------------
 
 LOCAL_SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "slurm-local.sh"
+LOCAL_LIMIT_S = 120.0  # seconds scripts/slurm-local.sh may take to start, or to stop, the local Slurm
 
 
 def local_unavailable() -> str | None:
@@ -673,31 +652,47 @@ def local_unavailable() -> str | None:
     return None
 
 
+def _local_script(action: str, state_dir: str | os.PathLike[str] | None, doing: str | None) -> tuple[int, str, str]:
+    """``slurm-local.sh ACTION [STATE_DIR]`` -> (code, stdout, stderr); ``doing`` is said every SAY_S while it runs."""
+    cmd = ["bash", str(LOCAL_SCRIPT), action, *([str(state_dir)] if state_dir else [])]
+    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    start = time.monotonic()
+    while True:
+        try:
+            out, err = proc.communicate(timeout=SAY_S)
+            return proc.returncode, out, err
+        except subprocess.TimeoutExpired:
+            if time.monotonic() - start > LOCAL_LIMIT_S:
+                proc.kill()
+                out, err = proc.communicate()
+                return proc.returncode, out, err + f"\n{LOCAL_SCRIPT.name} {action}: killed after {LOCAL_LIMIT_S:g} s"
+            if doing:
+                print(f"[slurm {time.monotonic() - start:5.1f} s] {doing}", flush=True)
+
+
 @contextlib.contextmanager
-def local_cluster(state_dir: str | os.PathLike[str] | None = None) -> Iterator[str]:
+def local_cluster(state_dir: str | os.PathLike[str] | None = None, progress: bool = False) -> Iterator[str]:
     """A real two-node Slurm on this machine for the ``with`` block; yields its ``SLURM_CONF``.
 
-    ``SLURM_CONF`` is set in ``os.environ`` inside the block (sbatch, srun and the jobs read it);
-    every job and daemon is stopped at the end, whatever happens in the block.
+    ``SLURM_CONF`` is set in ``os.environ`` inside the block (sbatch, srun and the jobs read it); every job and daemon
+    is stopped at the end, whatever happens in the block. ``progress``: say what it does while it starts and stops.
     """
     reason = local_unavailable()
     if reason:
         raise SlurmError(reason)
-    cmd = ["bash", str(LOCAL_SCRIPT)]
-    extra = [str(state_dir)] if state_dir else []
-    proc = subprocess.run(
-        [*cmd, "start", *extra], check=False, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL
-    )
-    conf = next((ln.split("=", 1)[1] for ln in proc.stdout.splitlines() if ln.startswith("export SLURM_CONF=")), None)
-    if proc.returncode != 0 or conf is None:
-        subprocess.run([*cmd, "stop", *extra], check=False, capture_output=True, timeout=120)
-        raise SlurmError(f"the local Slurm did not start:\n{proc.stderr.strip()}")
+    starting = "starting munged, slurmctld and two slurmd; waiting until both nodes are idle" if progress else None
+    code, out, err = _local_script("start", state_dir, starting)
+    conf = next((ln.split("=", 1)[1] for ln in out.splitlines() if ln.startswith("export SLURM_CONF=")), None)
+    stopping = "stopping the local Slurm: its jobs, then its daemons" if progress else None
+    if code != 0 or conf is None:
+        _local_script("stop", state_dir, stopping)
+        raise SlurmError(f"the local Slurm did not start:\n{err.strip()}")
     previous = os.environ.get("SLURM_CONF")
     os.environ["SLURM_CONF"] = conf
     try:
         yield conf
     finally:
-        subprocess.run([*cmd, "stop", *extra], check=False, capture_output=True, timeout=120)
+        _local_script("stop", state_dir, stopping)
         if previous is None:
             os.environ.pop("SLURM_CONF", None)
         else:
@@ -714,21 +709,13 @@ def cmd_slurm(args: Any) -> int:
             raise SlurmError("--wait follows a submitted job: add --submit")
         if args.submit and available():
             raise SlurmError(f"{available()}: leave out --submit and copy the script to the cluster")
+        same = ("nodes", "gpus_per_node", "procs_per_node", "partition", "account", "exclusive", "out", "port")
         job = prepare(
             args.target,
-            nodes=args.nodes,
-            gpus_per_node=args.gpus_per_node,
-            procs_per_node=args.procs_per_node,
+            **{name: getattr(args, name) for name in (*same, "cpus_per_task", "max_restarts")},
             params=params_mod.parse_assignments(args.set),
             env=params_mod.parse_assignments(args.env),
             time_min=args.time,
-            partition=args.partition,
-            account=args.account,
-            exclusive=args.exclusive,
-            out=args.out,
-            cpus_per_task=args.cpus_per_task,
-            max_restarts=args.max_restarts,
-            port=args.port,
             script_args=extra,
         )
     except (SlurmError, params_mod.ParamError) as exc:

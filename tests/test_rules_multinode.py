@@ -557,6 +557,37 @@ def test_a_slurm_job_says_what_it_does_while_it_runs(tmp_path, capsys, monkeypat
     assert info.state == "COMPLETED" and info.exit_code == 0
 
 
+@pytest.mark.parametrize(
+    "keep_alive_s, interval, attempts", [(15, 5, 3), (6, 2, 3), (3, 1, 3), (2, 1, 2), (1, 1, 1), (0.4, 1, 1)]
+)
+def test_a_silent_node_counts_as_gone_after_keep_alive_s(keep_alive_s, interval, attempts):
+    from nvtutorial.chapters.ch09_multinode import lab
+
+    conf = lab.keep_alive_conf(keep_alive_s)
+    assert conf == f",keep_alive_interval={interval},keep_alive_max_attempt={attempts}"
+    assert interval * attempts == max(1, round(keep_alive_s))  # the seconds asked for, in whole seconds
+
+
+def test_the_local_slurm_says_what_it_does_while_it_starts_and_stops(tmp_path, capsys, monkeypatch):
+    """Starting the daemons takes seconds: with progress it is said every SAY_S, without it nothing; a script that
+    hangs is killed after LOCAL_LIMIT_S and says so."""
+    from nvtutorial import slurm
+
+    script = tmp_path / "slurm-local.sh"
+    script.write_text('sleep "$2"; echo "export SLURM_CONF=/x/$1"; echo said >&2\n')
+    monkeypatch.setattr(slurm, "LOCAL_SCRIPT", script)
+    monkeypatch.setattr(slurm, "SAY_S", 0.1)
+    assert slurm._local_script("start", "0.45", "starting the daemons") == (0, "export SLURM_CONF=/x/start\n", "said\n")
+    lines = capsys.readouterr().out.splitlines()
+    assert 3 <= len(lines) <= 5 and all(
+        ln.startswith("[slurm ") and ln.endswith(" s] starting the daemons") for ln in lines
+    )
+    assert slurm._local_script("stop", "0.25", None)[0] == 0 and capsys.readouterr().out == ""
+    monkeypatch.setattr(slurm, "LOCAL_LIMIT_S", 0.2)
+    code, out, err = slurm._local_script("start", "30", None)
+    assert code == -9 and out == "" and err.endswith("slurm-local.sh start: killed after 0.2 s")
+
+
 # --------------------------------------------------------------------------- notebook 09's plan (issue 28, review N4)
 ONE_H200 = ("NVIDIA H200",)
 

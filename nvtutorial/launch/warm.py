@@ -59,15 +59,20 @@ IMPORT_TIME = (
     "TORCH_SHOW_CPP_STACKTRACES",
     "TORCH_USE_RTLD_GLOBAL",
     "TORCH_DEVICE_BACKEND_AUTOLOAD",
-    "TORCH_COMPILE_DEBUG",
+    "TORCH_COMPILE_",
+    "TORCHDYNAMO_",
+    "TORCH_DYNAMO_",
+    "TORCHINDUCTOR_",
+    "INDUCTOR_",
     "KMP_",
     "GOMP_",
     "OMP_",
     "MKL_",
     "OPENBLAS_",
 )
-"""Variables (or prefixes) read when Python or torch starts: a run whose value differs from the warm
-interpreter's cannot be forked from it. Thread counts are set in each rank explicitly (they are not
+"""Variables (or prefixes) read when Python or torch starts, or torch's compiler (``torch._dynamo`` and inductor's
+configuration, which the warm interpreter imports too): a run whose value differs from the warm interpreter's cannot be
+forked from it. Thread counts are set in each rank explicitly (they are not
 compared); ``TORCH_DISTRIBUTED_DEBUG`` is read again in each rank."""
 _NOT_COMPARED = {"PYTHONPATH", "PYTHONUNBUFFERED", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"}
 

@@ -231,6 +231,14 @@ def lesson_args(sizes: Mapping[str, Any], ckpt_dir: str | os.PathLike[str]) -> l
     return [*args, "--ckpt-dir", str(ckpt_dir)]
 
 
+def keep_alive_conf(keep_alive_s: float) -> str:
+    """The ``--rdzv-conf`` items that make c10d count a node as gone after ``keep_alive_s`` without a heartbeat:
+    ``keep_alive_interval`` × ``keep_alive_max_attempt`` (5 s × 3 by default). A lost node's replacement can join
+    the next round only then. Whole seconds: a heartbeat every ``keep_alive_s / 3`` (1 s at least), as many as fit."""
+    interval = max(1, round(keep_alive_s / 3))
+    return f",keep_alive_interval={interval},keep_alive_max_attempt={max(1, round(keep_alive_s / interval))}"
+
+
 def rank_states(run_dir: str | os.PathLike[str], world_size: int, since_wall: float) -> list[str]:
     """What each rank of the attempt that began at ``since_wall`` (the wall clock) is doing, from the files its
     runtime writes: ``"none"`` (no process of this attempt yet: no pid file, or one left by an earlier process),
@@ -297,10 +305,7 @@ class _Elastic:
         self.spec, self.faults, self.show = spec, list(faults), show
         self.port = free_port()
         self.gpu_ids = [g.uuid for g in hardware.gpus()] if spec.nnodes > 1 and spec.backend == "nccl" else []
-        # c10d declares a node dead after keep_alive_interval × keep_alive_max_attempt without a heartbeat
-        # (5 s × 3 by default); a lost node's replacement can join the next round only then.
-        interval = max(1, round(keep_alive_s / 3))
-        self.rdzv_extra = f",keep_alive_interval={interval},keep_alive_max_attempt=3"
+        self.rdzv_extra = keep_alive_conf(keep_alive_s)
         if join_timeout_s is not None:  # how long an agent waits for a round to complete (c10d's default: 600 s)
             self.rdzv_extra += f",join_timeout={round(join_timeout_s)}"
         self.agents: dict[str, subprocess.Popen] = {}
