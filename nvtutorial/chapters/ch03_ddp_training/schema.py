@@ -83,8 +83,8 @@ class Row:
     optimizer_bytes: int | None = None
     """Bytes of the optimizer's state (AdamW: two moments per parameter)."""
     first_step_s: float | None = None
-    """Seconds of the first step (with torch.compile: the compilation); the host clock, the device synchronised at
-    both ends."""
+    """Seconds of the first step (with torch.compile: the compilation, inductor's compile workers started when the run
+    began); the host clock, the device synchronised at both ends."""
     loss_curve: tuple[float, ...] = ()
     """The loss of every step, warm-up and timed, in order."""
     step_ms_rounds: tuple[float, ...] = ()
