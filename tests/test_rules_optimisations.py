@@ -599,7 +599,7 @@ def test_payback_steps_at_its_rule():
 def test_the_compile_summary_says_when_the_compilation_pays_for_itself():
     text = o.compile_summary(compiled_run())
     assert text.startswith("torch.compile: the first step took 30.0 s (the compilation), then 6.05 ms per step; ")
-    assert "against the baseline's 10.05 ms it saves 4.00 ms a step" in text
+    assert "each step saves 4.00 ms against the baseline (10.05 → 6.05 ms, the rounds' medians)" in text
     assert "paid for itself after about 7,475 steps (1.3 min of the baseline's training)" in text  # 29.9 s / 4 ms
     assert "on-disk cache" in text
     # within the noise (1 %) of the baseline, or slower: it never pays for itself, and the rule's words say why
@@ -608,7 +608,7 @@ def test_the_compile_summary_says_when_the_compilation_pays_for_itself():
         assert words in text and text.endswith("the compilation never pays for itself at this size")
         assert "steps" not in text
     just_beyond = o.compile_summary(compiled_run((9.85, 9.88, 9.9)))  # 1.7 % faster, beyond the 1 % noise
-    assert "saves 0.17 ms a step" in just_beyond and "after about 175,882 steps" in just_beyond
+    assert "saves 0.17 ms against" in just_beyond and "after about 175,882 steps" in just_beyond
 
 
 def test_the_compile_summary_without_a_compiled_row_or_a_baseline():
@@ -625,5 +625,5 @@ def test_the_compile_summary_of_the_committed_gpu_run():
     assert ref is not None
     text = o.compile_summary(ref)
     assert "the first step took 51.8 s (the compilation), then 40.85 ms per step" in text
-    assert "against the baseline's 65.66 ms it saves 24.81 ms a step" in text
+    assert "each step saves 24.81 ms against the baseline (65.66 → 40.85 ms, the rounds' medians)" in text
     assert "after about 2,085 steps (2.3 min of the baseline's training)" in text

@@ -156,10 +156,10 @@ def compile_summary(result: Train) -> str:
         return f"{text}; against the baseline {c.describe('ms')}: the compilation never pays for itself at this size"
     steps = payback_steps(first, measured(base.first_step_s, base, "first_step_s"), c.baseline, c.candidate)
     return (
-        f"{text}; against the baseline's {c.baseline:.2f} ms it saves {c.baseline - c.candidate:.2f} ms a step, so the "
-        f"compilation has paid for itself after about {steps:,.0f} steps ({steps * c.baseline / 6e4:.1f} min of "
-        "the baseline's training). A later process on this machine finds inductor's compiled kernels in its on-disk "
-        "cache and compiles faster"
+        f"{text}; each step saves {c.baseline - c.candidate:.2f} ms against the baseline ({c.baseline:.2f} → "
+        f"{c.candidate:.2f} ms, the rounds' medians), so the compilation has paid for itself after about {steps:,.0f} "
+        f"steps ({steps * c.baseline / 6e4:.1f} min of the baseline's training). A later process on this machine finds "
+        "inductor's compiled kernels in its on-disk cache and compiles faster"
     )
 
 
