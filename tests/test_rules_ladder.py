@@ -455,7 +455,7 @@ def test_notebook_08s_plan_on_every_machine(monkeypatch, capsys, gpus, nnodes, p
 @pytest.mark.parametrize("profile, sizes", [("auto", "full"), ("full", "full"), ("ci", "ci")])
 def test_the_one_gpu_you_have_runs_one_rank_on_it(monkeypatch, profile, sizes):
     """Issue 28: on one GPU the part runs one NCCL rank on it at the plan's sizes (the lesson's unless ci is asked
-    for), two timed repeats of one step: enough for a peak, the ladder's repeats are for timings."""
+    for), two timed repeats of one step and no warm-up: enough for a peak, the ladder's repeats are for timings."""
     import nvtutorial
     from tests import notebook_cells
 
@@ -476,10 +476,37 @@ def test_the_one_gpu_you_have_runs_one_rank_on_it(monkeypatch, profile, sizes):
         **one["run"],
         "rungs": "ddp,fsdp_checkpointing",
         "profile_steps": 0,
+        "warmup": 0,
         "repeats": 2,
         "timed": 1,
     }
     assert ns["PLAN"]["the one GPU you have (section 3)"].gpus == 1
+
+
+def test_the_kernels_model_shapes_leave_its_runs_warm():
+    """Notebook 08's kernel builds the model on the meta device (``Setup.shapes``), which imports inductor, which
+    writes its cache folder into ``os.environ``: the runs after it still fork warm (they started cold, torchrun
+    twice a launch and the ``%%ranks`` pool too, 12.9 -> 40 s for the CPU ladder here); a compiler variable a
+    learner sets still starts a run cold."""
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "import os\n"
+        "from nvtutorial.chapters.ch08_ladder import report\n"
+        "from nvtutorial.launch import warm\n"
+        "base = dict(os.environ)\n"
+        "report.Setup(vocab=256, seq_len=32, dim=64, heads=4, layers=2, mlp_ratio=4, global_batch=8).shapes()\n"
+        "after = dict(os.environ)\n"
+        "print('TORCHINDUCTOR_CACHE_DIR' in after, warm.import_time_difference(after, base))\n"
+        "print(warm.import_time_difference({**after, 'TORCHINDUCTOR_FX_GRAPH_CACHE': '0'}, base))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "TORCHINDUCTOR_CACHE_DIR"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120, check=True)
+    written, learners = out.stdout.splitlines()
+    assert written == "True None"
+    assert learners.startswith("TORCHINDUCTOR_FX_GRAPH_CACHE=0 is read when Python or torch starts")
 
 
 def test_the_one_gpu_part_is_skipped_with_its_reason_elsewhere(monkeypatch, capsys):

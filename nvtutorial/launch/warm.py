@@ -73,8 +73,17 @@ IMPORT_TIME = (
 """Variables (or prefixes) read when Python or torch starts, or torch's compiler (``torch._dynamo`` and inductor's
 configuration, which the warm interpreter imports too): a run whose value differs from the warm interpreter's cannot be
 forked from it. Thread counts are set in each rank explicitly (they are not
-compared); ``TORCH_DISTRIBUTED_DEBUG`` is read again in each rank."""
-_NOT_COMPARED = {"PYTHONPATH", "PYTHONUNBUFFERED", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"}
+compared); ``TORCH_DISTRIBUTED_DEBUG`` is read again in each rank. ``TORCHINDUCTOR_CACHE_DIR`` is not compared either:
+inductor writes its default into ``os.environ`` when imported (a kernel that built a model on the meta device, as
+notebook 08's does, imported it) and reads the variable again at each use."""
+_NOT_COMPARED = {
+    "PYTHONPATH",
+    "PYTHONUNBUFFERED",
+    "OMP_NUM_THREADS",
+    "OPENBLAS_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "TORCHINDUCTOR_CACHE_DIR",
+}
 
 
 class WarmUnavailable(RuntimeError):
