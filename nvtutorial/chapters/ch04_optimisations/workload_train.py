@@ -97,9 +97,10 @@ def _accumulated_step(function: str) -> Callable[[Parts], Callable[[], Tensor]]:
 
 def _start_compile_workers() -> None:
     """Start inductor's compile workers now, as ``torch.compile``'s first call would (its Triton kernels compile in
-    them; one kernel that comes before they are up compiles in this process, serially). They start in processes of
-    their own and take no GPU: the configurations measured meanwhile are not disturbed, and the compilation's first
-    step no longer waits for them."""
+    them; a kernel that comes before they are up compiles in this process, serially). They are processes of their own
+    (one imports torch, then forks the workers, which wait) and use no GPU while the configurations before
+    torch.compile's are measured (the baseline's A/A pair, first and last, would show a disturbance); the
+    compilation's first step no longer waits for them."""
     from torch._inductor import async_compile
 
     warm = getattr(async_compile, "maybe_warm_pool", None)  # (torch's own call, a private module: absent, skipped)
