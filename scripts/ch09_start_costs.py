@@ -1,11 +1,13 @@
 """Where notebook 09's seconds go on one GPU: the cost of starting a rank, phase by phase, and the notebook's runs.
 
-    python scripts/ch09_start_costs.py OUT_DIR        # about 45 s on one H200; writes OUT_DIR/ch09-start-costs.json
+    python scripts/ch09_start_costs.py OUT_DIR        # about 55 s on one H200; writes OUT_DIR/ch09-start-costs.json
 
 Notebook 09 starts every rank of its emulated nodes with torchrun (its lesson), so its time on a GPU machine is
 mostly rank starts. This measures, in fresh processes as torchrun starts them: Python with ``import torch``, the
 import of ``torch._dynamo`` that DDP's constructor triggers, the process group's set-up (NCCL on the GPU, and gloo
-with the GPU hidden), and the interpreter's exit; the host-name look-ups gloo and the launcher make; then the
+with the GPU hidden), and the interpreter's exit (and the exit with the heap frozen first, as ``runtime_script``
+ends a rank); the host-name look-ups gloo and the launcher make; the warm interpreter (with ``torch._dynamo``
+preloaded: its threads, CUDA) and the lesson on one warm NCCL rank; then the
 notebook's two-node run of the lesson at its one-GPU sizes (NCCL, both emulated nodes on GPU 0), with the torchrun
 agents forked warm (``recovery.run_lesson``) and started cold (``nvtutorial.run``), and its first-line times.
 """
@@ -42,17 +44,23 @@ if backend == "nccl":
     torch.cuda.synchronize()
 t["first step"] = time.time()
 dist.destroy_process_group()
+if sys.argv[3:] == ["freeze"]:  # as nvtutorial.runtime_script ends a rank: Python's exit skips collecting torch's heap
+    import gc
+
+    gc.freeze()
 print(json.dumps(t), flush=True)
 """
 
 
-def _phases(backend: str, port: int) -> dict[str, float]:
+def _phases(backend: str, port: int, *extra: str) -> dict[str, float]:
     """One fresh process: seconds of each phase, from the launch to the end of the process (exit included)."""
     env = dict(
         os.environ, CUDA_VISIBLE_DEVICES="" if backend == "gloo" else os.environ.get("CUDA_VISIBLE_DEVICES", "0")
     )
     t0 = time.time()
-    out = subprocess.run([sys.executable, "-c", PROBE, backend, str(port)], env=env, capture_output=True, text=True)
+    out = subprocess.run(
+        [sys.executable, "-c", PROBE, backend, str(port), *extra], env=env, capture_output=True, text=True
+    )
     end = time.time()
     if out.returncode:
         return {"error": out.stderr[-2000:]}  # type: ignore[dict-item]
@@ -93,8 +101,26 @@ def _two_nodes(out: Path) -> dict[str, object]:
     sizes = next(ast.literal_eval(n.value) for n in ast.parse(cell.source).body if n.targets[0].id == "SIZES")
     train = sizes["full"]["train"]
     os.environ["NVTUTORIAL_RUNS_DIR"] = str(out / "runs")
-    warm.get().wait_ready()  # as in a kernel: the warm interpreter is up before the first run
-    found: dict[str, object] = {"sizes": train}
+    interpreter = warm.get()
+    assert interpreter is not None
+    t0 = time.perf_counter()
+    interpreter.wait_ready()  # as in a kernel: the warm interpreter is up before the first run
+    hello = interpreter.hello or {}
+    found: dict[str, object] = {
+        "sizes": train,
+        "warm interpreter": {  # torch._dynamo preloaded: still one thread, CUDA never initialised?
+            "ready_s": round(time.perf_counter() - t0, 2),
+            **{k: hello.get(k) for k in ("preload_s", "threads", "cuda", "problems")},
+            "health": {k: v for k, v in interpreter.health().items() if k != "pid"},
+        },
+    }
+    t0 = time.perf_counter()  # the lesson on one warm NCCL rank: DDP's constructor finds torch._dynamo imported
+    one = recovery.run_lesson(recovery.lesson_args(train, recovery.checkpoint_dir("costs")), backend="nccl")
+    found["warm ranks, 1 node x 1 rank (recovery.run_lesson)"] = {
+        "wall_s": round(time.perf_counter() - t0, 2),
+        "ok": one.ok,
+        "started": one.started,
+    }
     for name, start in (
         ("warm agents (recovery.run_lesson)", lambda a: recovery.run_lesson(a, nnodes=2, backend="nccl")),
         (
@@ -129,6 +155,7 @@ def main() -> None:
         "lookups_s": _lookups(),
         "rank start, nccl (s)": _phases("nccl", 29641),
         "rank start, gloo (s)": _phases("gloo", 29642),
+        "rank start, nccl, heap frozen before the exit (s)": _phases("nccl", 29643, "freeze"),
         "notebook 09's two-node run": _two_nodes(out),
     }
     path = out / "ch09-start-costs.json"
