@@ -97,7 +97,7 @@ def test_cuda_not_usable_although_gpus_are_there(healthy):
         ({"NCCL_DEBUG": "INFO"}, 18, "NCCL_DEBUG=INFO", "warn"),
         ({"NCCL_DEBUG": "WARN"}, 18, "NCCL_DEBUG=WARN", "ok"),
         ({"NCCL_ALGO": "Tree"}, 18, "NCCL_ALGO=Tree", "warn"),
-        ({"NCCL_NVLS_ENABLE": "1"}, 18, "NCCL_NVLS_ENABLE=1", "ok"),  # NCCL never sets NVLS up for 2 GPUs
+        ({"NCCL_NVLS_ENABLE": "1"}, 18, "NCCL_NVLS_ENABLE=1", "ok"),  # allowed: NCCL >= 2.28.7 may use it for 2 GPUs
         ({"NCCL_VERSION": "2.28.3-1"}, 18, "NCCL_VERSION=2.28.3-1", "ok"),  # set on purpose by NVIDIA's images
         ({"NCCL_HOSTID": "node1"}, 18, "NCCL_HOSTID=node1", "warn"),  # read, undocumented: two GPUs would see two hosts
         ({"NCCL_P2P_DISABLED": "1"}, 18, "NCCL_P2P_DISABLED=1", "warn"),  # a typo NCCL would ignore
@@ -110,6 +110,18 @@ def test_cuda_not_usable_although_gpus_are_there(healthy):
 def test_nccl_variables(env, nvlinks, name, status, healthy):
     facts = dataclasses.replace(healthy, nvlinks_01=nvlinks, nccl_env=env)
     assert statuses(doctor.run_checks(facts))[name] == status
+
+
+def test_one_gpu_is_told_what_runs_on_it(healthy):
+    """Review R1-9: a machine with one GPU runs the one-GPU parts on it; only the two-GPU lessons are simulated."""
+    one = doctor.check_gpus(dataclasses.replace(healthy, gpus=("NVIDIA H100 80GB HBM3",)))
+    assert (one.status, one.value) == ("warn", "1 visible") and "one-GPU parts run on this GPU" in one.detail
+    assert "with fewer they run as CPU simulations" not in one.detail and "two-GPU lessons" in one.fix
+    none = doctor.check_gpus(dataclasses.replace(healthy, gpus=()))
+    assert none.value == "0 visible" and "with fewer they run as CPU simulations" in none.detail
+    cpu_torch = doctor.check_gpus(dataclasses.replace(healthy, gpus=("NVIDIA H100 80GB HBM3",), torch_cuda=None))
+    assert "one-GPU parts" not in cpu_torch.detail  # a CPU build of torch cannot use it (the torch build check fails)
+    assert doctor.check_gpus(healthy).status == "ok"
 
 
 def test_link_and_visibility_warnings(healthy):

@@ -15,6 +15,7 @@ from nvtutorial.chapters.ch00_welcome import report as welcome
 from nvtutorial.report import predict
 from nvtutorial.report.predict import PredictionError, grade_choice, grade_number
 from tests.ranks_harness import forked, reap
+from tests.test_bandwidth import one_rank  # noqa: F401 - a fixture
 
 
 # --------------------------------------------------------------------------- grading a number
@@ -116,6 +117,24 @@ def test_the_all_reduce_prediction(held, answer):
     values = [torch.full((2,), held)]
     assert welcome.grade_allreduce(answer, values, "").status == "right"
     assert welcome.grade_allreduce("a" if answer != "a" else "b", values, "").status == "off"
+
+
+def test_the_other_reduce_ops_are_placed_on_the_backends_that_run_them(one_rank):  # noqa: F811 - the fixture
+    """Review R1-15, checked on this torch's gloo (the CPU path): AVG and the bitwise ops run, PREMUL_SUM does not;
+    torch's ReduceOp docstring: BAND/BOR/BXOR not with NCCL, PREMUL_SUM with NCCL (its docstring's 'AVG only with
+    NCCL' predates pytorch#149781)."""
+    import torch.distributed as dist
+
+    text = welcome.grade_allreduce("c", [torch.full((2,), 3.0)], "").text
+    assert "AVG (NCCL, and gloo since pytorch#149781)" in text and "PREMUL_SUM (NCCL, not gloo)" in text
+    assert "BAND, BOR, BXOR (not with NCCL)" in text
+    for op, dtype in ((dist.ReduceOp.AVG, torch.float32), (dist.ReduceOp.BAND, torch.int32)):
+        dist.all_reduce(torch.ones(2, dtype=dtype), op=op)  # gloo runs them
+    with pytest.raises(RuntimeError, match="PREMUL_SUM with Gloo"):
+        dist.all_reduce(torch.ones(2), op=dist._make_nccl_premul_sum(2.0))
+    assert "BAND`, `BOR`, and `BXOR` reductions are not available when\nusing the `NCCL` backend" in (
+        (dist.ReduceOp.__doc__ or "").replace("``", "`")
+    )
 
 
 def test_the_all_reduce_prediction_without_a_choice_that_fits():

@@ -22,6 +22,8 @@ import sys
 from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
+from nvtutorial.machine import nccl_debug
+
 Status = Literal["ok", "warn", "fail"]
 
 PROBE_PREFIX = "@@doctor "
@@ -223,7 +225,8 @@ TORCH_WHEEL_INDEXES: dict[tuple[int, ...], tuple[str, ...]] = {
 """The CUDA builds PyTorch publishes for each release the course supports, one wheel index each
 (``https://download.pytorch.org/whl/cu126`` ...). From PyTorch's CUDA support matrices: issue #172663
 (2.11: 12.6, 12.8, 13.0), issue #178665 (2.12: 12.8 dropped, 13.2 added), pull requests #187075 (2.13)
-and #194367 (2.14) in pytorch/pytorch."""
+and #194367 (2.14) in pytorch/pytorch. 2.15, which the course also runs on, is not listed yet (the course knows only its
+PyPI wheel, built with CUDA 13.2): for it :func:`wheel_index` chooses among every listed release's builds."""
 
 
 def wheel_index(driver_cuda: str | None, torch_version: str | None = None) -> tuple[str, bool] | None:
@@ -411,13 +414,14 @@ def check_gpus(f: Facts) -> Check:
     if n >= 2:
         names = sorted(set(f.gpus))
         return Check("GPUs", "ok", f"{n}× " + " + ".join(names))
-    return Check(
-        "GPUs",
-        "warn",
-        f"{n} visible",
-        "the lessons need 2 GPUs; with fewer they run as CPU simulations",
-        "use a machine with 2 NVIDIA GPUs (CUDA_VISIBLE_DEVICES must show both)",
-    )
+    detail = "the lessons need 2 GPUs; with fewer they run as CPU simulations"
+    if n == 1 and f.torch_cuda:
+        detail = (
+            "the two-GPU lessons (NCCL between GPUs, the link) run as the CPU simulation; the one-GPU parts run on "
+            "this GPU (each notebook's plan says which)"
+        )
+    fix = "for the two-GPU lessons: a machine with 2 NVIDIA GPUs (CUDA_VISIBLE_DEVICES must show both)"
+    return Check("GPUs", "warn", f"{n} visible", detail, fix)
 
 
 def check_link(f: Facts) -> Check:
@@ -719,17 +723,13 @@ def check_nccl_variable(name: str, value: str, f: Facts) -> Check:
     if name == "NCCL_SOCKET_IFNAME":
         return _check_ifname(label, value, f)
     if name == "NCCL_NVLS_ENABLE":
+        when = nccl_debug.nvls_when(f.nccl)
         if not _truthy(value):
-            return Check(label, "ok", "NVLink SHARP off", "with 2 GPUs NCCL never sets it up anyway (see notebook 02)")
-        if len(f.gpus) <= 2:
-            return Check(
-                label,
-                "ok",
-                "NVLink SHARP allowed; unused here",
-                "NCCL sets NVLS up only for more than two GPUs on an NVSwitch system whose driver and fabric "
-                "support multicast (ncclNvlsInit, src/transport/nvls.cc)",
-            )
-        return Check(label, "ok", "NVLink SHARP allowed", "used where the NVSwitch fabric supports multicast")
+            return Check(label, "ok", "NVLink SHARP off", f"as in every run of the course (notebook 02); {when}")
+        if len(f.gpus) < (nccl_debug.nvls_min_gpus(f.nccl) or 2):
+            return Check(label, "ok", "NVLink SHARP allowed; unused here", f"{len(f.gpus)} GPU(s) visible: {when}")
+        forced = "; 1 turns it on without asking the driver (unset, NCCL asks)" if value.strip() == "1" else ""
+        return Check(label, "ok", "NVLink SHARP allowed", when + forced)
     return Check(label, "ok", "set", "a tuning variable; the course does not need it")
 
 

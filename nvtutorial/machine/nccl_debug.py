@@ -34,8 +34,32 @@ FAMILIES = {
     "NET/Socket": "TCP sockets through the network stack (loopback on one machine)",
     "NET/IB": "InfiniBand/RoCE verbs through a NIC",
     "COLLNET": "in-network reduction (SHARP) through the NIC",
-    "NVLS": "NVLink SHARP: the NVSwitches reduce the data (more than two GPUs on an NVSwitch system)",
+    "NVLS": "NVLink SHARP: the NVSwitches reduce the data (an NVSwitch board; from two GPUs with NCCL ≥ 2.28.7)",
 }
+
+NVLS_FROM_TWO_GPUS = (2, 28, 7)
+"""The first NCCL whose ``ncclNvlsInit`` (``src/transport/nvls.cc``) sets NVLink SHARP up for two GPUs. Up to
+v2.28.3-1 it returned early where its topology held two GPUs or fewer (``gpuCount <= 2``); from v2.28.7-1 on
+(v2.28.9-1, v2.29.x and v2.30.x too) only for fewer than two (``gpuCount < 2``; 2.28.7's release notes: "Makes
+multimem available with as few as two ranks"). torch 2.11 to 2.14 load 2.28.9 or later."""
+
+
+def nvls_min_gpus(nccl: str | None) -> int | None:
+    """The fewest GPUs for which this NCCL version sets NVLink SHARP up (2 from 2.28.7, 3 before); None: unknown."""
+    v = tuple(int(x) for x in re.findall(r"\d+", (nccl or "").split("+")[0])[:3])
+    if len(v) < 2:
+        return None
+    return 2 if v >= NVLS_FROM_TWO_GPUS else 3
+
+
+def nvls_when(nccl: str | None) -> str:
+    """When NCCL (``nccl``: its version, or None) sets NVLink SHARP up, in words: the doctor and notebook 02."""
+    least = nvls_min_gpus(nccl)
+    who = f"NCCL {nccl} sets it up from {least} GPUs" if least else "NCCL sets it up from 2 GPUs (3 before 2.28.7)"
+    return (
+        f"{who} where their NVLinks reach NVSwitches, on Hopper or newer, and the driver reports multicast support "
+        "(ncclNvlsInit, NCCL's src/transport/nvls.cc)"
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -276,10 +300,11 @@ VARIABLES: tuple[Variable, ...] = (
     Variable(
         "NCCL_NVLS_ENABLE",
         "NVLink SHARP (NVLS): the NVSwitches reduce the data, through multicast memory",
-        "0 or 1 (default: used where the driver reports multicast support)",
-        "none with two GPUs: NCCL sets NVLS up only when its topology holds more than two GPUs (ncclNvlsInit in "
-        "NCCL's src/transport/nvls.cc returns early otherwise), even on an NVSwitch board such as the reference "
-        "HGX; the reference machine is shared and keeps multicast off (0) as well",
+        "0 off; 1 on without asking the driver; unset (2): on where the driver reports multicast support",
+        "on an NVSwitch board such as the reference HGX, NCCL 2.28.7 and later set NVLS up for two GPUs too (up to "
+        "2.28.3 only for more than two: ncclNvlsInit in NCCL's src/transport/nvls.cc), with Hopper or newer GPUs and "
+        "multicast support in the driver; none without NVSwitches. Every run of the course keeps it off (0), as the "
+        "reference machine, which others share, does: what NVLS would change for two GPUs is not measured here",
         ("NVLS",),
     ),
 )

@@ -63,8 +63,8 @@ def grade_allreduce(prediction: str | None, values: Sequence[Any], where: str) -
         ALL_REDUCE_CHOICES,
         where=where,
         explanation="dist.all_reduce sums by default (op=ReduceOp.SUM) and leaves the result on every "
-        "rank, in place: 1 + 2 = 3. Other ops include ReduceOp.MAX, MIN, PRODUCT, "
-        "AVG (NCCL only), PREMUL_SUM and the bitwise BAND, BOR, BXOR.",
+        "rank, in place: 1 + 2 = 3. Other ops include ReduceOp.MAX, MIN, PRODUCT, AVG (NCCL, and gloo since "
+        "pytorch#149781), PREMUL_SUM (NCCL, not gloo) and the bitwise BAND, BOR, BXOR (not with NCCL).",
     )
 
 

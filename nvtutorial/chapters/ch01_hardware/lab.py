@@ -51,9 +51,10 @@ DEBUG_ENV = {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,ENV,P2P,SHM,NET"}
 def run_env(*extra: Mapping[str, str]) -> dict[str, str]:
     """Environment overrides for a bandwidth run: ``extra`` merged, NVLink SHARP left off.
 
-    ``NCCL_NVLS_ENABLE`` keeps the caller's value; where it is unset it is set to 0. With two GPUs
-    this changes nothing: NCCL sets NVLink SHARP up only for more than two GPUs (``ncclNvlsInit``,
-    NCCL's ``src/transport/nvls.cc``), and shared machines such as the reference keep multicast off.
+    ``NCCL_NVLS_ENABLE`` keeps the caller's value; where it is unset it is set to 0, as the reference machine (shared
+    with others) sets it: every run of the course has NVLink SHARP off. NCCL 2.28.7 and later would set it up for two
+    GPUs whose NVLinks reach NVSwitches, where the driver reports multicast (``ncclNvlsInit``, NCCL's
+    ``src/transport/nvls.cc``; up to 2.28.3 only for more than two); what it would change is not measured here.
     """
     env: dict[str, str] = {} if "NCCL_NVLS_ENABLE" in os.environ else {"NCCL_NVLS_ENABLE": "0"}
     for e in extra:
