@@ -265,6 +265,30 @@ def test_peak_verdict_on_the_peaks_one_h200_measured():
     assert ladder.gradient_verdict(run, 1e-5).status == "pass" and ladder.loss_verdict(run, 1e-3).status == "pass"
 
 
+def test_gradient_check_compares_where_the_gradients_are(monkeypatch):
+    """Pinned numbers on three tensors (one without a gradient, one to reshape), and no copy to the host: on a GPU
+    the lesson model's 2.2 GB of gradients are compared on the device (copied to the host, seconds per rung)."""
+    import torch
+
+    from nvtutorial.chapters.ch08_ladder.workload import gradient_check
+
+    grads = {"a": torch.tensor([1.5, -2.0]), "b": torch.tensor([3.0, 0.3, 0.0]), "c": None}
+    reference = {"a": torch.tensor([1.0, -2.0]), "b": torch.tensor([[3.0, 0.0, 0.0]]), "c": torch.ones(4)}
+
+    class Model:  # what gradient_check reads: named_parameters() with .grad
+        def named_parameters(self):
+            for name, g in grads.items():
+                p = torch.nn.Parameter(torch.zeros(2 if name == "a" else 3))
+                p.grad = g
+                yield name, p
+
+    monkeypatch.setattr(torch.Tensor, "cpu", lambda self: pytest.fail("a gradient was copied to the host"))
+    out = gradient_check(Model(), reference, torch.device("cpu"))
+    assert out["worst"] == "a" and out["max_rel_diff"] == pytest.approx(0.25)  # 0.5 of 2.0; b: 0.3 of 3.0
+    assert out["norm_ratio"] == pytest.approx(((1.5**2 + 2**2 + 3**2 + 0.3**2) / (1 + 2**2 + 3**2)) ** 0.5)
+    assert out["missing"] == ["c"]  # and its reference left out of the norms
+
+
 # --- one real run of the ladder ------------------------------------------------------------------
 
 

@@ -455,7 +455,8 @@ def test_notebook_08s_plan_on_every_machine(monkeypatch, capsys, gpus, nnodes, p
 @pytest.mark.parametrize("profile, sizes", [("auto", "full"), ("full", "full"), ("ci", "ci")])
 def test_the_one_gpu_you_have_runs_one_rank_on_it(monkeypatch, profile, sizes):
     """Issue 28: on one GPU the part runs one NCCL rank on it at the plan's sizes (the lesson's unless ci is asked
-    for), two timed repeats of one step and no warm-up: enough for a peak, the ladder's repeats are for timings."""
+    for), two timed repeats of one step and no warm-up: enough for a peak, the ladder's repeats are for timings; the
+    loss for two steps (one update)."""
     import nvtutorial
     from tests import notebook_cells
 
@@ -475,6 +476,7 @@ def test_the_one_gpu_you_have_runs_one_rank_on_it(monkeypatch, profile, sizes):
         **one["model"],
         **one["run"],
         "rungs": "ddp,fsdp_checkpointing",
+        "steps": 2,
         "profile_steps": 0,
         "warmup": 0,
         "repeats": 2,
