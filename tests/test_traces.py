@@ -840,6 +840,28 @@ def test_notebook_05_watches_the_gpu_its_plan_runs_on(monkeypatch, gpus):
         assert not launched and not sampled and ns["watched"] is headline
 
 
+def test_rounds_run_the_step_not_counted_to_its_end():
+    """Each round runs one step of each kind that is not counted, through the same timer as the counted ones: on a
+    GPU an unsynchronised step's kernels ran into the first timed step (70 ms instead of 42 on one H100)."""
+    from nvtutorial.chapters.ch05_profiling import workload
+
+    calls: list[str] = []
+
+    def timed(fn):
+        fn()
+        calls.append("synced")
+        return len(calls) / 1e3  # seconds: each call to the timer 2 ms more than the one before
+
+    steps = {"ddp": lambda: calls.append("ddp"), "no_sync": lambda: calls.append("no_sync")}
+    ends: list[float] = []
+    out = workload.rounds(steps, 2, 2, timed, ends)
+    kinds = [c for c in calls if c != "synced"]
+    assert calls == [x for k in kinds for x in (k, "synced")]  # every step ends on the device before the next
+    assert kinds == ["ddp"] * 3 + ["no_sync"] * 3 + ["no_sync"] * 3 + ["ddp"] * 3  # the order rotates by round
+    assert out["ddp"]["all"] == [4.0, 6.0, 22.0, 24.0] and out["no_sync"]["all"] == [10.0, 12.0, 16.0, 18.0]
+    assert out["ddp"]["repeats"] == [5.0, 23.0] and len(ends) == 8  # a round's median; an end per counted step
+
+
 def test_the_one_gpu_run_is_the_lessons_step_at_its_sizes():
     """Notebook 05 on one GPU: one rank of the lesson's step at the lesson's sizes (the course UNet, 16 images of
     256x256 in bf16), without what one rank cannot have: a trace to pair, the batch sweep, the all-reduce probe."""
@@ -881,14 +903,15 @@ def test_telemetry_watches_only_a_part_that_runs_on_gpus(monkeypatch, machine):
 def test_one_rank_of_profile_step_has_no_wire_and_keeps_what_the_telemetry_needs(runs_dir):
     """The world of one that notebook 05 watches on one GPU (here gloo on the CPU): no all-reduce of the gradients
     to time, so no wire and no phase named after it; the steps, their phases and ends, the memory stay."""
-    sizes = {**_notebook_sizes("05_profiling.ipynb")["ci"], "warmup": 1, "round_steps": 1, "steps": 1}  # 3 rounds
+    sizes = {**_notebook_sizes("05_profiling.ipynb")["ci"], "steps": 1}  # ONE_GPU: 2 rounds of 3 steps a kind
     res = nvtutorial.run(
         "profile_step", nproc=1, output="none", timeout=180, params=profiling.params_from(sizes, **profiling.ONE_GPU)
     )
     (m,) = res.ranks_as(schema.Rank)
     assert m.wire is None and m.split is None and m.trace is None and m.sweep == () and m.probe is None
     assert [p.name for p in m.phases] == ["setup + warm-up", "A/B rounds: DDP, no_sync", "NVTX-marked steps"]
-    assert len(m.step_ends) == 3 * 2 and m.step_ms_repeats is not None and m.step_ms_repeats.local is None
+    assert len(m.step_ends) == 2 * 2 * 3 and m.step_ms_repeats is not None and m.step_ms_repeats.local is None
+    assert len(m.step_ms_repeats.ddp) == len(m.step_ms_repeats.no_sync) == 2  # one median per round
     assert m.memory_snapshot.written is res.env.is_gpu
     assert profreport.wire_frame(res).empty
 

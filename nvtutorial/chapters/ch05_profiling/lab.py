@@ -40,10 +40,21 @@ def params_from(sizes: Mapping[str, Any], **overrides: Any) -> dict[str, Any]:
     return out
 
 
-ONE_GPU = {"profiler": False, "sweep": (), "probe_mb": 0, "local_baseline": False, "rounds": 3}
+ONE_GPU = {
+    "profiler": False,
+    "sweep": (),
+    "probe_mb": 0,
+    "local_baseline": False,
+    "warmup": 2,
+    "rounds": 2,
+    "round_steps": 3,
+}
 """What notebook 05's run on one GPU changes in the lesson's sizes: one rank there has no other rank to wait for or
 exchange with, so no trace to split, no batch sweep, no all-reduce probe and no 1-GPU baseline; the steps, the
-phases the telemetry is drawn against and the memory snapshot stay (``params_from(sizes, **ONE_GPU)``)."""
+phases the telemetry is drawn against and the memory snapshot stay (``params_from(sizes, **ONE_GPU)``). Nothing
+compares its DDP and ``no_sync`` steps (a world of one exchanges nothing), so it times the fewest the workload allows
+(2 rounds) of 3 steps each, after 2 warm-up steps of each kind: enough for the telemetry to show each phase (a few
+hundred ms at 0.1 s a sample) and for the memory peaks."""
 
 
 @contextlib.contextmanager
