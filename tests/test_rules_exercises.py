@@ -273,7 +273,7 @@ def test_the_starting_point_leaves_the_other_ranks_waiting_past_the_deadline():
 
     with pytest.raises(AssertionError, match=r"rank 1 of 2 failed:(.|\n)*Timed out"):
         on_ranks(_pv_judge, 2, ["rank 0 alone (the starting point)"], timeout=60)
-    assert ex.DEADLINE_S == 3.0 and ex.SLOW_READ_S == 60.0
+    assert ex.DEADLINE_S == 2.0 and ex.SLOW_READ_S == 60.0
 
 
 def outcome(value, read, reference=0.5):
@@ -343,7 +343,7 @@ def test_reading_the_ranks_stacks(monkeypatch):
     text = ex.explain_hang({0: STACK, 1: TRAINING})
     assert text.startswith(
         "hung: rank 1 waited in the next training step's gradient all-reduce while rank 0 validated "
-        "alone, past the 3 s deadline (rank 0: reading a validation sample; rank 1: loss.backward()"
+        "alone, past the 2 s deadline (rank 0: reading a validation sample; rank 1: loss.backward()"
     )
     assert ex.explain_hang({0: STACK, 1: STACK}, 5).startswith("hung: still running 5 s after your function was called")
     assert ex.timed_out("RuntimeError: [..] Timed out waiting 3000ms") and ex.timed_out("Watchdog caught collective")
