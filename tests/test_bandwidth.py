@@ -211,6 +211,7 @@ def test_expectations():
     nv = links.expect("NV18", "NVIDIA H200")
     assert nv.physical_gbps == 450.0 and nv.practical_gbps[0] < 347.7 < nv.practical_gbps[1]
     assert "77%" in nv.describe() and "typically" not in nv.describe()  # the measured share, not a rule of thumb
+    assert "for this pair" in nv.describe() and "GB/s here" not in nv.describe()  # R1-18.6: the pair, maybe not here
     assert "no measured share" in links.expect("PHB", "NVIDIA GeForce RTX 4090").describe()
     assert links.expect("NV4", "NVIDIA GeForce RTX 3090").physical_gbps == pytest.approx(56.25)
     assert links.expect("NV12", nvlink_generation=3).physical_gbps == 300.0
@@ -232,6 +233,8 @@ def test_grading_a_prediction(tmp_path):
     assert graded.numbers["measured"] == bandwidth.REFERENCE_SWEEP["busbw"] and "reference" in graded.where
     assert "The reference measured: 326.8 GB/s" in graded.text and "Measured:" not in graded.text
     assert "394 GB/s (88%)" in graded.text  # the copy engines' share: link-level overhead below NCCL
+    # R1-14: one term for NVIDIA's per-link rate (before headers and flow control), none of "raw"
+    assert "NVIDIA's 25 GB/s per link is the rate before them" in graded.text and "raw" not in graded.text
 
 
 # --- NCCL's INFO lines ----------------------------------------------------------------------------

@@ -159,11 +159,12 @@ def test_small_message_cost_at_its_factor():
     run = result(rows)
     v = bw.small_message_cost(run)
     assert v.status == "info" and v.numbers["flat_up_to"] == 4096 and v.numbers["flat_time_us_max"] == 15.0
+    assert v.numbers["flat_from"] == 1024 and "From 1 KiB to 4 KiB (4× the size)" in v.text  # nothing slow: the first
     assert v.key == "small messages" and v.where == run.label != ""
     assert v.numbers["smallest"] == 1024 and v.numbers["largest"] == 16384 and v.numbers["time_us_largest"] == 40.0
     assert bw.small_message_cost(result(rows), flat_factor=1.51).numbers["flat_up_to"] == 8192
     none = bw.small_message_cost(result([sweep_row(1024, time_us=10.0), sweep_row(2048, time_us=15.01)]))
-    assert none.numbers["flat_up_to"] is None and "no flat region" in none.text
+    assert none.numbers["flat_up_to"] is None and none.numbers["flat_from"] is None and "no flat region" in none.text
     assert bw.FLAT_FACTOR == 1.5
 
 
@@ -179,6 +180,8 @@ def test_small_message_plateau_is_anchored_on_the_fastest_call_so_far():
     assert v.numbers["slow_sizes"] == [1024]  # 680.7 > 1.5 × 217.4: slower than larger messages, named as such
     assert (v.numbers["flat_time_us_min"], v.numbers["flat_time_us_max"]) == (217.377, 280.805)
     assert "1 KiB took 680.7 µs" in v.text and "not a cost of the size" in v.text
+    # R1-13: the plateau's range starts at its first steady size, not at the slow size it then excludes
+    assert v.numbers["flat_from"] == 8192 and "From 8 KiB to 64 KiB (8× the size)" in v.text
     # both sides of the factor at 512 KiB: 419.264 / 217.377 = 1.9288
     assert bw.small_message_cost(run, flat_factor=1.928).numbers["flat_up_to"] == 65536
     wider = bw.small_message_cost(run, flat_factor=1.929)

@@ -196,7 +196,7 @@ class Expectation:
             seen = (
                 f"on the reference 2× H200 (NV18) nccl-tests' all-reduce reached {share:.0%} of the limit "
                 f"({ref['busbw']:.1f} of {ref['physical']:.0f} GB/s at 4 GiB), which would be about "
-                f"{share * self.physical_gbps:.0f} GB/s here; other machines differ"
+                f"{share * self.physical_gbps:.0f} GB/s for this pair; other machines differ"
             )
         else:
             seen = "the course has no measured share for a direct PCIe path: measure it (nccl-tests or the sweep)"

@@ -174,23 +174,34 @@ def point_to_point(params: Mapping[str, Any], timeout: float = 600.0, why: str =
 
 def gpu_limits(part: Part) -> report_gpu.Limits:
     """What NVML says GPU 0's PCIe link and memory carry at most, where ``part`` (notebook 01's "one GPU's links",
-    from its plan) runs on a GPU; the reference H200's otherwise."""
+    from its plan) runs on a GPU; otherwise those of the GPU of the saved run shown instead (:func:`gpu_links`)."""
     if not part.gpus:
-        return report_gpu.REFERENCE_LIMITS
+        saved = reference_runs.one_gpu("gpu_links")
+        return report_gpu.saved_limits(saved.metrics_as(schema_gpu_links.Rank).device if saved else None)
     inv = hardware.inventory()
     return report_gpu.limits(inv.gpus[0] if inv.gpus else None, hardware.memory_peak(0))
 
 
+def gpu_links_instead() -> str:
+    """What notebook 01 shows of "one GPU's links" on a machine without a GPU (its plan's ``instead``)."""
+    saved = reference_runs.one_gpu("gpu_links")
+    if saved is None:
+        return "the reference H200's limits (NVML and datasheet); the course has no saved run of it"
+    gpu = saved.metrics_as(schema_gpu_links.Rank).device
+    return f"a saved run on one {gpu} (reference/{saved.run_dir.parent.parent.name}) and that GPU's limits"
+
+
 def gpu_links(params: Mapping[str, Any], part: Part, timeout: float = 300.0) -> report_gpu.GpuLinks:
     """Notebook 01's "one GPU's links": ``gpu_links`` on one rank on GPU 0 where the plan's ``part`` has a GPU;
-    otherwise nothing is launched (the part says why) and the reference H200's saved run stands in, labelled so."""
+    otherwise nothing is launched (the part says why) and the newest saved one-GPU run stands in, labelled so."""
     if part.gpus:
         result = launch.run("gpu_links", nproc=1, backend="nccl", params=dict(params), output="none", timeout=timeout)
         rank = result.metrics_as(schema_gpu_links.Rank)
-        return report_gpu.GpuLinks(rank.rows, result.label, rank.note, result, here=True)
+        return report_gpu.GpuLinks(rank.rows, result.label, rank.note, result, True, report_gpu.l2_of(rank))
     why = f"not run here: {part.why}"
     saved = reference_runs.one_gpu("gpu_links")
     if saved is None:
-        return report_gpu.GpuLinks((), "nothing measured", f"{why}; the reference H200 has no saved run of it yet")
-    print(f"{why}: the rows below are the reference H200's saved run")
-    return report_gpu.GpuLinks(saved.metrics_as(schema_gpu_links.Rank).rows, saved.label, why, saved)
+        return report_gpu.GpuLinks((), "nothing measured", f"{why}; the course has no saved run of it")
+    rank = saved.metrics_as(schema_gpu_links.Rank)
+    print(f"{why}: the rows below are a saved run, {saved.label} (reference/{saved.run_dir.parent.parent.name})")
+    return report_gpu.GpuLinks(rank.rows, saved.label, why, saved, False, report_gpu.l2_of(rank))

@@ -369,7 +369,7 @@ def small_message_cost(result: Sweep | Sequence[schema_allreduce.Row], flat_fact
     Anchored on that minimum, not on the first size: a slow first size (a warm-up effect, or gloo switching
     algorithms) would otherwise stretch the plateau over a curve that grows. A size on the plateau that took more
     than ``flat_factor`` × the floor is named as slower than the floor, not a cost of its size, and left out of the
-    plateau's range (``flat_time_us_min``/``max``). With no plateau, only the two ends' times."""
+    plateau's range (``flat_from``, ``flat_time_us_min``/``max``). With no plateau, only the two ends' times."""
     rows = sorted(sweep_rows(result), key=lambda r: r.size)
     small, large = rows[0], rows[-1]
     plateau = [small]
@@ -387,6 +387,7 @@ def small_message_cost(result: Sweep | Sequence[schema_allreduce.Row], flat_fact
         "time_us_smallest": small.time_us,
         "largest": large.size,
         "time_us_largest": large.time_us,
+        "flat_from": steady[0].size if len(steady) > 1 else None,
         "flat_up_to": flat.size if len(steady) > 1 else None,
         "flat_time_us_min": min(times),
         "flat_time_us_max": max(times),
@@ -402,8 +403,9 @@ def small_message_cost(result: Sweep | Sequence[schema_allreduce.Row], flat_fact
         else ""
     )
     if len(steady) > 1:
+        first = steady[0]
         text = (
-            f"From {format_size(small.size)} to {format_size(flat.size)} ({flat.size // small.size:,}× the size) the "
+            f"From {format_size(first.size)} to {format_size(flat.size)} ({flat.size // first.size:,}× the size) the "
             f"time per all-reduce stays within {flat_factor:g}× of the fastest call before it ({min(times):.1f}–"
             f"{max(times):.1f} µs): a fixed cost per call of about {floor.time_us:.1f} µs (the fastest, at "
             f"{format_size(floor.size)}), so busbw there says little about the link.{slow_text} The largest size, "

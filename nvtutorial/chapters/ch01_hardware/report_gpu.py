@@ -6,7 +6,10 @@ line code (:func:`nvtutorial.machine.links.pcie_gbps`), and the memory's bus wid
 (:class:`nvtutorial.machine.hardware.MemoryPeak`). The ``gpu_links`` run (``workload_gpu_links.py``) measures copies;
 :func:`verdict` says what share of its limit each link reached and what that means, :func:`grade` grades a learner's
 prediction of the pinned host-to-device rate. The run is started by
-:func:`nvtutorial.chapters.ch01_hardware.lab.gpu_links`.
+:func:`nvtutorial.chapters.ch01_hardware.lab.gpu_links`. Two readings guard against what a copy's median alone would
+say: a device copy whose bytes fit in the GPU's L2 cache measures the cache (:func:`cache`), and a pinned PCIe copy is
+read at every size from :data:`PCIE_STEADY` on, by its median and its best block (:func:`pcie_reading`): a link that
+carried its rate in some block is not a narrow link.
 """
 
 from __future__ import annotations
@@ -31,6 +34,16 @@ copies reach about 80–90 % of PCIe after its line code (each packet's header a
 rest), a device-to-device copy about as much of the memory's peak."""
 ABOVE_LIMIT = 1.02
 """Above this share of its limit the limit is wrong for this copy (2 %: rounding of the reported clocks)."""
+BEYOND_L2 = 4
+"""A device copy reads the memory's bandwidth once its bytes read and written (2 S) exceed this many times the L2 cache;
+where 2 S fits in the L2 it reads the cache (an H100's 16 MiB copy: 3.70 TB/s, above HBM3's 3.35), in between
+partly."""
+PCIE_STEADY = 256 << 20
+"""From this size on a pinned copy's time is the link's: its verdict reads every such size (the largest size where the
+run has none)."""
+L2_BYTES = {"NVIDIA H100 80GB HBM3": 50 << 20}
+"""The L2 cache PyTorch reports (``L2_cache_size``) for the GPU of a saved run made before the workload recorded it:
+the H100 of ``reference/h100x1/runs`` (50 MiB, as PyTorch 2.11 reported it on those machines)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -71,7 +84,27 @@ REFERENCE_LIMITS = Limits(
     "HBM3e, 4.8 TB/s (datasheet)",
     4800.0,
 )
-"""The limits of the reference machine's H200, shown where this machine has no GPU."""
+"""The limits of the reference machine's H200, shown where this machine has no GPU and the course no saved run."""
+
+SAVED_LIMITS = {
+    "NVIDIA H100 80GB HBM3": Limits(
+        "NVIDIA H100 80GB HBM3",
+        "the H100 of the saved run in reference/h100x1: its PCIe link and memory as NVML read them there",
+        "PCIe Gen5 x16",
+        pcie_gbps(5, 16),
+        "5120-bit bus × 2619 MHz × 2 (NVML there)",
+        5120 / 8 * 2619e6 * 2 / 1e9,
+    ),
+    "NVIDIA H200": REFERENCE_LIMITS,
+}
+"""The limits of each GPU the course has a saved one-GPU run of (``reference/h*x1/runs``), shown with that run."""
+
+
+def saved_limits(gpu: str | None) -> Limits:
+    """The limits that go with a saved run of ``gpu`` (None: no saved run, the reference H200's)."""
+    if gpu is None:
+        return REFERENCE_LIMITS
+    return SAVED_LIMITS.get(gpu) or Limits(gpu, "a saved run's GPU: the course has no record of its limits")
 
 
 def limits(gpu: GPUDetail | None, peak: MemoryPeak | None) -> Limits:
@@ -97,17 +130,22 @@ def limits(gpu: GPUDetail | None, peak: MemoryPeak | None) -> Limits:
 
 @dataclasses.dataclass
 class GpuLinks:
-    """The part's run (this machine's, or the reference H200's saved one), or no rows and why (``note``)."""
+    """The part's run (this machine's, or a saved one), or no rows and why (``note``)."""
 
     rows: Sequence[Row]
     label: str
     note: str = ""
     result: RunResult[Rank] | None = None
     here: bool = False
-    """Whether the rows were measured on this machine (else: the reference's saved run)."""
+    """Whether the rows were measured on this machine (else: a saved run)."""
+    l2_bytes: int | None = None
+    """The GPU's L2 cache, from the run (or :data:`L2_BYTES`); None: unknown."""
 
     def largest(self) -> int:
         return max(r.size for r in self.rows)
+
+    def sizes(self) -> list[int]:
+        return sorted({r.size for r in self.rows})
 
     def row(self, link: str, host: str, size: int | None = None) -> Row | None:
         size = self.largest() if size is None else size
@@ -130,7 +168,7 @@ class GpuLinks:
                         "GB/s min": round(min(r.samples()), 1),
                         "GB/s max": round(max(r.samples()), 1),
                         "limit GB/s": round(limit, 1) if (limit := lim.of(r.link)) else None,
-                        "share of the limit": f"{r.gbps / limit:.0%}" if limit else None,
+                        "share of the limit": self._share(r, limit),
                         "copies per block": r.iters,
                     }
                     for r in self.rows
@@ -138,6 +176,26 @@ class GpuLinks:
             )
         frame.attrs["where"] = self.label
         return frame
+
+    def _share(self, r: Row, limit: float | None) -> str | None:
+        """The row's share of its limit; for a device copy that ran (partly) in L2, that instead: not the memory's."""
+        where = cache(r.size, self.l2_bytes) if r.link == "memory" else None
+        if where is not None:
+            return f"{where} ({format_size(self.l2_bytes or 0)}): not the memory's"
+        return f"{r.gbps / limit:.0%}" if limit else None
+
+
+def cache(size: int, l2_bytes: int | None) -> str | None:
+    """Where a device copy of ``size`` bytes runs from: ``in L2`` where its 2 S bytes fit in the L2 cache, ``partly in
+    L2`` up to :data:`BEYOND_L2` × the L2, None beyond (the memory) or where the L2's size is unknown."""
+    if not l2_bytes or 2 * size > BEYOND_L2 * l2_bytes:
+        return None
+    return "in L2" if 2 * size <= l2_bytes else "partly in L2"
+
+
+def l2_of(rank: Rank) -> int | None:
+    """The L2 cache of the run's GPU: recorded by the run, or :data:`L2_BYTES` for a saved run made before."""
+    return rank.l2_bytes or L2_BYTES.get(rank.device)
 
 
 def reading(share: float) -> str:
@@ -151,8 +209,12 @@ def reading(share: float) -> str:
 WHY = {
     ("pcie", "above the limit"): "NVML's generation or width is not the link's (a virtual machine's bridge?)",
     ("pcie", "below"): (
-        "slower than a pinned copy usually is: check the link under load (nvidia-smi -q -d PCI: current generation "
-        "and width), a slot with fewer lanes, a PCIe switch shared with another device, or a virtual machine's IOMMU"
+        "no block reached what a pinned copy usually does, as a narrower or slower link would give: check the link "
+        "under load (nvidia-smi -q -d PCI: current generation and width), a slot with fewer lanes, a PCIe switch "
+        "shared with another device, or a virtual machine's IOMMU"
+    ),
+    ("pcie", "varies"): (
+        "the link carries its rate; something else (another process, the host's memory, the IOMMU) slowed some copies"
     ),
     ("memory", "above the limit"): "NVML's memory clock or bus width is not the memory's peak",
     ("memory", "below"): (
@@ -160,7 +222,7 @@ WHY = {
         "(nvidia-smi -q -d CLOCK,PERFORMANCE)"
     ),
 }
-"""What to check when a link reads ``below`` or ``above the limit``."""
+"""What to check when a link reads ``below``, ``varies`` or ``above the limit``."""
 
 
 def _share(gbps: float, limit: float | None) -> dict[str, Any]:
@@ -168,20 +230,64 @@ def _share(gbps: float, limit: float | None) -> dict[str, Any]:
     return {"gbps": gbps, "share": share, "reading": reading(share) if share is not None else None}
 
 
+def pcie_reading(run: GpuLinks, direction: str, limit: float | None) -> dict[str, Any]:
+    """A pinned copy's rate at the largest size (its median block) and what the run says of the link, read at every
+    size from :data:`PCIE_STEADY` on (the largest alone where there is none): ``above the limit`` (a median above it),
+    ``below`` (no block at any of them reached :data:`EXPECTED_SHARE`: the link itself), ``varies`` (a median below
+    it, but a block that reached it: the link carried its rate), ``as expected``; None without a limit."""
+    steady = [s for s in run.sizes() if s >= PCIE_STEADY] or [run.largest()]
+    rows = [r for s in steady if (r := run.row(direction, "pinned", s))]
+    got = _share(rows[-1].gbps, limit)
+    if limit is None:
+        return got
+    medians = [r.gbps / limit for r in rows]
+    best = [max(r.samples()) / limit for r in rows]
+    if max(medians) > ABOVE_LIMIT:
+        got["reading"] = "above the limit"
+    elif max(best) < EXPECTED_SHARE:
+        got["reading"] = "below"
+    elif min(medians) < EXPECTED_SHARE:
+        got["reading"] = "varies"
+        worst, top = min(rows, key=lambda r: r.gbps), max(rows, key=lambda r: r.gbps)
+        got["varied"] = {"size": worst.size, "min": min(worst.samples()), "max": max(worst.samples())}
+        got["carried"] = {"size": top.size, "gbps": top.gbps} if top.gbps >= EXPECTED_SHARE * limit else None
+    else:
+        got["reading"] = "as expected"
+    got["best_share"] = max(best)
+    return got
+
+
+def _varies(direction: str, got: dict[str, Any], limit: float) -> str:
+    v, top = got["varied"], got["carried"]
+    carried = (
+        f"{top['gbps']:.1f} GB/s, {top['gbps'] / limit:.0%}, at {format_size(top['size'])}"
+        if top
+        else f"its best block {v['max']:.1f} GB/s, {v['max'] / limit:.0%}"
+    )
+    return (
+        f"{direction} varies: {v['min']:.1f}–{v['max']:.1f} GB/s between blocks at {format_size(v['size'])} "
+        f"({carried}): {WHY[('pcie', 'varies')]}"
+    )
+
+
 def _pcie_sentence(run: GpuLinks, lim: Limits, numbers: dict[str, Any]) -> str:
-    pinned = [r for d in ("host to device", "device to host") if (r := run.row(d, "pinned"))]
+    pinned = [d for d in ("host to device", "device to host") if run.row(d, "pinned")]
     parts = []
-    for r in pinned:
-        numbers[f"{r.link}, pinned"] = got = _share(r.gbps, lim.pcie_gbps)
-        parts.append(f"{r.link} {r.gbps:.1f} GB/s" + (f" ({got['share']:.0%})" if got["share"] else ""))
+    for d in pinned:
+        numbers[f"{d}, pinned"] = got = pcie_reading(run, d, lim.pcie_gbps)
+        parts.append(f"{d} {got['gbps']:.1f} GB/s" + (f" ({got['share']:.0%})" if got["share"] else ""))
     text = "Pinned: " + ", ".join(parts)
     if lim.pcie_gbps:
-        odd = {numbers[f"{r.link}, pinned"]["reading"] for r in pinned} - {"as expected"}
-        text += f" of the {lim.pcie_gbps:.1f} GB/s of {lim.pcie}" + (
-            f": at least {EXPECTED_SHARE:.0%}, as a pinned copy usually reaches (each packet's header and the flow "
-            "control take the rest)"
-            if not odd
-            else "; " + "; ".join(f"{w}: {WHY[('pcie', w)]}" for w in sorted(odd))
+        limit = lim.pcie_gbps
+        steady = f" at every size from {format_size(PCIE_STEADY)}" if run.largest() >= PCIE_STEADY else ""
+        said = {d: numbers[f"{d}, pinned"] for d in pinned}
+        odd = sorted({g["reading"] for g in said.values()} - {"as expected", "varies"})
+        varied = [_varies(d, g, limit) for d, g in said.items() if g["reading"] == "varies"]
+        text += f" of the {limit:.1f} GB/s of {lim.pcie}" + (
+            f": at least {EXPECTED_SHARE:.0%}{steady}, as a pinned copy usually reaches (each packet's header and the "
+            "flow control take the rest)"
+            if not odd and not varied
+            else "; " + "; ".join([*(f"{w}: {WHY[('pcie', w)]}" for w in odd), *varied])
         )
     ratios = []
     for d in ("host to device", "device to host"):
@@ -199,11 +305,25 @@ def _pcie_sentence(run: GpuLinks, lim: Limits, numbers: dict[str, Any]) -> str:
 
 
 def _memory_sentence(run: GpuLinks, lim: Limits, numbers: dict[str, Any]) -> str:
-    r = run.row("memory", "device")
-    if r is None:
+    copies = [r for s in run.sizes() if (r := run.row("memory", "device", s))]
+    if not copies:
         return ""
-    numbers["memory"] = got = _share(r.gbps, lim.memory_gbps)
-    text = f" A copy inside the GPU moved {r.gbps:,.0f} GB/s (bytes read + written)"
+    cached = [r for r in copies if cache(r.size, run.l2_bytes)]
+    l2 = format_size(run.l2_bytes or 0)
+    text = (
+        " Inside the GPU, the copies of "
+        + ", ".join(f"{format_size(r.size)} ({cache(r.size, run.l2_bytes)}, {r.gbps:,.0f} GB/s)" for r in cached)
+        + f" measured its {l2} L2 cache, not the memory: their bytes read and written stay within {BEYOND_L2}× of it."
+        if cached
+        else ""
+    )
+    beyond = [r for r in copies if r not in cached]
+    if not beyond:
+        numbers["memory"] = None
+        return text + f" No size here is beyond it: give sizes of at least {format_size(PCIE_STEADY)}."
+    r = beyond[-1]
+    numbers["memory"] = got = {**_share(r.gbps, lim.memory_gbps), "size": r.size}
+    text += f" A copy inside the GPU of {format_size(r.size)} moved {r.gbps:,.0f} GB/s (bytes read + written)"
     if got["share"] is None:
         return text + "; NVML gave no memory peak to compare it with."
     word = got["reading"]
@@ -224,26 +344,37 @@ def _memory_sentence(run: GpuLinks, lim: Limits, numbers: dict[str, Any]) -> str
 
 
 def verdict(run: GpuLinks, lim: Limits) -> Verdict:
-    """Each link at the largest size against its limit, pageable against pinned (:func:`compare`), memory against
-    PCIe."""
+    """Each PCIe link at every size from :data:`PCIE_STEADY` (median and best block), the memory at the largest size
+    beyond its L2 cache, pageable against pinned (:func:`compare`), memory against PCIe."""
     if not run.rows:
         pcie, memory, ratio = lim.parts()
         text = f"{run.note}. The limits of the {lim.gpu}: {pcie}, to the host; its memory: {memory}" + (
             f": {ratio}." if ratio else "."
         )
         return Verdict("one GPU's links", "info", text, {}, lim.source)
-    numbers: dict[str, Any] = {"size": run.largest()}
+    numbers: dict[str, Any] = {"size": run.largest(), "l2_bytes": run.l2_bytes}
     text = (
         f"At {format_size(run.largest())}: " + _pcie_sentence(run, lim, numbers) + _memory_sentence(run, lim, numbers)
     )
     if not run.here:
-        text = f"Not measured here ({run.note}); the reference H200's saved run. " + text
+        text = f"{run.note[:1].upper()}{run.note[1:]}; a saved run of {lim.gpu}. " + text
     return Verdict("one GPU's links", "info", text, numbers, run.label)
 
 
+GRADE_WHY = {
+    "as expected": "a pinned copy is a DMA by the GPU's copy engines, and PCIe spends the rest on each packet's header "
+    "and on flow control.",
+    "varies": "its blocks varied, and the verdict below says why that is not the link.",
+    "below": "below the {share:.0%} a pinned copy usually reaches: the verdict below says what to check.",
+    "above the limit": "above it: {above}.",
+}
+"""Why the pinned host-to-device rate is what it is, by :func:`pcie_reading`'s reading (the grade's explanation)."""
+
+
 def grade(prediction: float | None, run: GpuLinks, lim: Limits) -> Verdict:
-    """Grade a prediction of the pinned host-to-device rate at the largest size (GB/s) against the run (or the
-    reference H200's saved run); with neither, say what bounds it."""
+    """Grade a prediction of the pinned host-to-device rate at the largest size (GB/s) against the run (or a saved
+    run); with neither, say what bounds it. The explanation follows :func:`pcie_reading`: headers and flow control
+    explain the rest only where the link reads ``as expected``."""
     from nvtutorial.report.predict import grade_number, question_of
 
     measured = run.row("host to device", "pinned") if run.rows else None
@@ -257,13 +388,13 @@ def grade(prediction: float | None, run: GpuLinks, lim: Limits) -> Verdict:
             lim.source,
             question_of("pinned host to device"),
         )
-    why = (
-        f"That is {measured.gbps / lim.pcie_gbps:.0%} of the {lim.pcie_gbps:.1f} GB/s of {lim.pcie}: "
-        "a pinned copy is a DMA by the GPU's copy engines, and PCIe spends the rest on each packet's header and "
-        "on flow control."
-        if lim.pcie_gbps
-        else "NVML gave no PCIe link to compare it with."
-    )
+    why = "NVML gave no PCIe link to compare it with."
+    if lim.pcie_gbps:
+        word = pcie_reading(run, "host to device", lim.pcie_gbps)["reading"]
+        why = (
+            f"That is {measured.gbps / lim.pcie_gbps:.0%} of the {lim.pcie_gbps:.1f} GB/s of {lim.pcie}: "
+            + GRADE_WHY[word].format(share=EXPECTED_SHARE, above=WHY[("pcie", "above the limit")])
+        )
     return grade_number(
         "pinned host to device",
         prediction,
@@ -273,5 +404,5 @@ def grade(prediction: float | None, run: GpuLinks, lim: Limits) -> Verdict:
         explanation=f"At {format_size(measured.size)}. {why}",
         limit=lim.pcie_gbps,
         limit_name=f"limit of {lim.pcie}",
-        measured_name="Measured" if run.here else "The reference H200 measured (saved run)",
+        measured_name="Measured" if run.here else f"A saved run of {lim.gpu} measured",
     )

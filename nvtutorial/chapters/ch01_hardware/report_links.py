@@ -112,14 +112,14 @@ def grade_run(
         )
         measured_name = "The reference measured"
     explanation = (
-        f"That is {measured / physical:.0%} of the {physical:.0f} GB/s raw limit of {expectation.link} ({source})."
+        f"That is {measured / physical:.0%} of the {physical:.0f} GB/s physical limit of {expectation.link} ({source})."
     )
     copy_gbps = bandwidth.REFERENCE_COPY["gbps"]
     if expectation.link == "NV18" and physical == 450.0:
         explanation += (
             f" Even a copy-engine copy with no NCCL reached only {copy_gbps:.0f} GB/s "
             f"({copy_gbps / physical:.0%}) on the reference machine: link-level overhead (NVLink packet "
-            "headers and flow control; 25 GB/s per link is a raw rate). NCCL's protocol, its "
+            "headers and flow control: NVIDIA's 25 GB/s per link is the rate before them). NCCL's protocol, its "
             f"synchronisation and the reduction cost the rest ({copy_gbps:.0f} → {measured:.0f} GB/s)."
         )
     return grade_number(

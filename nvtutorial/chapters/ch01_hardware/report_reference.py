@@ -1,5 +1,5 @@
 """The reference 2× H200's committed runs of notebooks 01 and 02 (``reference/h200x2/runs/`` in a checkout), and the
-reference one-H200 machine's run of notebook 01's part "one GPU's links" (``reference/h200x1/runs/``).
+one-GPU machines' runs of notebook 01's part "one GPU's links" (``reference/h100x1/runs/``, ``reference/h200x1/runs/``).
 
 On a machine without GPUs some of those notebooks' runs would measure nothing (gloo ignores every
 ``NCCL_*`` variable; two CPU processes have no link to be full duplex): the notebooks show these saved
@@ -15,8 +15,8 @@ from nvtutorial.results import RunResult
 
 FOLDER = Path(__file__).resolve().parents[3] / "reference" / "h200x2" / "runs"
 """Where a checkout of the course keeps the reference runs (absent from an installed package)."""
-ONE_GPU_FOLDER = FOLDER.parent.parent / "h200x1" / "runs"
-"""Where a checkout keeps the one-H200 machine's runs (``scripts/gpu_links_check.py`` writes one)."""
+ONE_GPU_FOLDERS = (FOLDER.parent.parent / "h100x1" / "runs", FOLDER.parent.parent / "h200x1" / "runs")
+"""Where a checkout keeps the one-GPU machines' runs (``scripts/gpu_links_check.py`` writes one)."""
 
 RUNS = {
     "sweep": "allreduce_bench-20261130-014824-f3bc9e",  # notebook 01, section 5: 1 KiB .. 1 GiB
@@ -50,11 +50,12 @@ def load(name: str) -> RunResult:
 
 
 def one_gpu(workload: str) -> RunResult | None:
-    """The newest committed one-H200 run of ``workload`` (``reference/h200x1/runs/<workload>-*``), or None: an
-    installed package, or a run not made there yet."""
-    folders = sorted(p.parent for p in ONE_GPU_FOLDER.glob(f"{workload}-*/result.json"))
-    if not folders:
+    """The newest committed one-GPU run of ``workload`` (``reference/h100x1/runs/<workload>-*`` or ``h200x1``'s, by
+    the date in the folder's name), or None: an installed package, or a run not made there yet."""
+    found = [p.parent for folder in ONE_GPU_FOLDERS for p in folder.glob(f"{workload}-*/result.json")]
+    if not found:
         return None
-    result = RunResult.load(folders[-1] / "result.json")
-    result.run_dir = folders[-1]
+    newest = max(found, key=lambda p: p.name)
+    result = RunResult.load(newest / "result.json")
+    result.run_dir = newest
     return result

@@ -54,3 +54,6 @@ class Rank:
     timer: str = ""
     """How the blocks were timed."""
     note: str = ""
+    l2_bytes: int | None = None
+    """The GPU's L2 cache (``torch.cuda.get_device_properties(dev).L2_cache_size``): a device copy whose bytes read
+    and written fit in it measures the cache, not the memory. None: not recorded (runs before 2026-12-07)."""

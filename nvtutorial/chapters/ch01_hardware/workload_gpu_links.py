@@ -13,7 +13,9 @@ For each size and link: ``warmup`` untimed copies (the first touches of the buff
 ``iters`` back-to-back copies, each block timed with two CUDA events on the current stream: the GPU's clock from the
 block's first copy to its last. A pinned copy is queued (``non_blocking=True``); a pageable one returns to Python only
 when it is done (``copy_`` synchronises the stream), which the events include. GB/s per block; the row keeps the
-median block and every block's GB/s. One rank copies; a process without a GPU copies nothing and says so.
+median block and every block's GB/s, and the GPU's L2 cache size: a device copy whose 2 S bytes fit in it (16 MiB on
+an H100's 50 MiB) measures the cache, not the memory. One rank copies; a process without a GPU copies nothing and
+says so.
 
     torchrun --standalone --nproc-per-node 1 -m nvtutorial.chapters.ch01_hardware.workload_gpu_links
     nvtutorial run gpu_links --nproc 1 --backend nccl --set sizes=16777216,268435456,1073741824
@@ -119,6 +121,7 @@ def run(ctx: runtime.Context, p: Params) -> Rank:
         device=torch.cuda.get_device_name(dev),
         rows=tuple(measure(p, dev, buffers, ctx.progress)),
         timer="CUDA events on the current stream around each block",
+        l2_bytes=torch.cuda.get_device_properties(dev).L2_cache_size,
     )
 
 
