@@ -6,6 +6,7 @@ steps-lost prediction. The runs themselves are in ``tests/test_multinode.py``.""
 from __future__ import annotations
 
 import dataclasses
+import time
 import types
 from pathlib import Path
 
@@ -566,6 +567,38 @@ def test_a_silent_node_counts_as_gone_after_keep_alive_s(keep_alive_s, interval,
     conf = lab.keep_alive_conf(keep_alive_s)
     assert conf == f",keep_alive_interval={interval},keep_alive_max_attempt={attempts}"
     assert interval * attempts == max(1, round(keep_alive_s))  # the seconds asked for, in whole seconds
+
+
+def test_the_elastic_lab_says_it_waits_for_the_warm_interpreter_before_its_clock_starts(monkeypatch, capsys):
+    """The agents are forked from the warm interpreter: still importing torch (its first start in a kernel), the lab
+    says so after 1 s instead of a silent wait that its timeline would count as the agents' start-up."""
+    from nvtutorial.chapters.ch09_multinode import lab
+    from nvtutorial.launch import warm
+
+    class Interpreter:
+        def __init__(self, ready_after: float) -> None:
+            self.hello, self.dead, self.ready_at = None, None, time.perf_counter() + ready_after
+
+        def wait_ready(self, timeout: float = 120.0) -> dict:
+            if time.perf_counter() + timeout < self.ready_at:
+                time.sleep(timeout)
+                raise warm.WarmUnavailable(f"not ready within {timeout:g} s")
+            time.sleep(max(0.0, self.ready_at - time.perf_counter()))
+            self.hello = {"preload_s": 3.0}
+            return self.hello
+
+    for ready_after, show, said in ((1.3, True, True), (1.3, False, False), (0.2, True, False)):
+        interpreter = Interpreter(ready_after)
+        monkeypatch.setattr(warm, "get", lambda interpreter=interpreter: interpreter)
+        t0 = time.perf_counter()
+        lab._warm_first(show)
+        assert interpreter.hello is not None and time.perf_counter() - t0 >= ready_after - 0.05
+        out = capsys.readouterr().out
+        assert out == (
+            "[nvtutorial] waiting for the warm interpreter to import torch (once per kernel)\n" if said else ""
+        )
+    lab._warm_first(True)  # ready already: nothing to wait for, nothing said
+    assert capsys.readouterr().out == ""
 
 
 def test_the_local_slurm_says_what_it_does_while_it_starts_and_stops(tmp_path, capsys, monkeypatch):

@@ -484,6 +484,21 @@ def _placement(spec: launch.LaunchSpec) -> str:
     return f"NCCL, {nodes}, {' + '.join(names) or 'GPU'}"
 
 
+def _warm_first(show: bool) -> None:
+    """Wait for the warm interpreter the agents are forked from, saying so (as the launcher does) when it is still
+    importing torch: its first start in this kernel."""
+    interpreter = warm.get() if warm.supported() is None else None
+    if interpreter is None or interpreter.hello is not None or interpreter.dead is not None:
+        return
+    with contextlib.suppress(warm.WarmUnavailable):  # one that cannot serve: the agents start cold, and say why
+        try:
+            interpreter.wait_ready(timeout=1.0)
+        except warm.WarmUnavailable:
+            if show and interpreter.hello is None and interpreter.dead is None:
+                print("[nvtutorial] waiting for the warm interpreter to import torch (once per kernel)", flush=True)
+            interpreter.wait_ready()
+
+
 def run_elastic(
     args: Sequence[str],
     *,
@@ -533,6 +548,7 @@ def run_elastic(
         if f.kind == "rank" and not 0 <= f.target < spec.world_size:
             raise ValueError(f"Fault target rank {f.target}: this run has ranks 0..{spec.world_size - 1}")
     spec.run_dir.mkdir(parents=True, exist_ok=True)
+    _warm_first(show)  # before the lab's clock starts: its times are the agents', not the warm interpreter's start
     lab = _Elastic(spec, faults, keep_alive_s, show, join_timeout_s)
     started = time.time()
     deadline = lab.t0 + timeout
@@ -696,9 +712,7 @@ def check_resume(
         flush=True,
     )
     if quick:
-        with telling(
-            lambda: "the quick check, in this kernel (its first optimizer step imports torch's compiler)", "check"
-        ):
+        with telling(lambda: "the quick check, in this kernel (its optimizer imports torch's compiler, once)", "check"):
             local = teach_check.check(name, candidate)
         if not local.passed:
             return local
@@ -731,52 +745,38 @@ def check_resume(
         "killed_pids": list(outcome.killed_pids),
         "identical": None,
     }
+
+    def judged(passed: bool, reason: str) -> Any:
+        return teach_check.CheckResult(name, passed, reason, where, details)
+
     if not outcome.ok:
         error = outcome.result.error or {}
-        return teach_check.CheckResult(
-            name,
-            False,
-            f"the run with your resume did not finish: {error.get('type', 'error')}: "
-            f"{str(error.get('message', '')).splitlines()[0][:300]}",
-            where,
-            details,
-        )
+        said = (str(error.get("message", "")).splitlines() or [""])[0][:300]
+        return judged(False, f"the run with your resume did not finish: {error.get('type', 'error')}: {said}")
     lost, resumed = outcome.steps_lost, outcome.resumed_from
     if resumed is None:
-        return teach_check.CheckResult(
-            name, False, "the killed rank was never restarted (no second start in the log)", where, details
-        )
+        return judged(False, "the killed rank was never restarted (no second start in the log)")
     same = report.same_weights(
         reference_checkpoint(reference), outcome.checkpoint, "uninterrupted", "killed and resumed", where
     )
     details["identical"] = bool(same.numbers.get("identical"))
+    killed = outcome.last_step_before_kill
     if lost is not None and lost >= every:
-        return teach_check.CheckResult(
-            name,
+        return judged(
             False,
-            f"it resumed at step {resumed} after the kill at step "
-            f"{outcome.last_step_before_kill}: {lost} steps were done again, more than the "
-            f"{every} between checkpoints; the checkpoint was ignored",
-            where,
-            details,
+            f"it resumed at step {resumed} after the kill at step {killed}: {lost} steps were done again, more than "
+            f"the {every} between checkpoints; the checkpoint was ignored",
         )
     if same.status != "pass":
-        return teach_check.CheckResult(
-            name,
+        return judged(
             False,
-            f"it recovered (resumed at step {resumed}, {lost} steps done again) "
-            f"but the final weights differ from the uninterrupted run's: {same.text}",
-            where,
-            details,
+            f"it recovered (resumed at step {resumed}, {lost} steps done again) but the final weights differ from the "
+            f"uninterrupted run's: {same.text}",
         )
-    return teach_check.CheckResult(
-        name,
+    return judged(
         True,
-        f"rank 1 killed after step {outcome.last_step_before_kill}, resumed at "
-        f"step {resumed} ({lost} steps done again), final weights identical to the "
-        f"uninterrupted run's",
-        where,
-        details,
+        f"rank 1 killed after step {killed}, resumed at step {resumed} ({lost} steps done again), final weights "
+        "identical to the uninterrupted run's",
     )
 
 
