@@ -9,7 +9,8 @@
 #             copies of 64 KiB to 256 MiB, the floors of Adam's step and of a training step) and answers the four
 #             device problems at the small sizes, where they are overhead-bound (one NCCL rank); the two-rank parts
 #             run as the CPU simulation (two gloo ranks)
-#   full      the same with --profile auto, which on one GPU gives the device its lesson sizes (64³ to 8192³)
+#   full      the same with --profile auto, which on one GPU gives the device its lesson sizes (64³ to 4096³, the
+#             problems at the lesson's sizes with the two sides of Adam and of the step measured apart)
 #   tests     the chapter's tests on this machine (tests/test_cost_model.py, the 3-rank one left out for time), only
 #             with CH10_TESTS=1
 # Results: OUT_DIR/{ci,full}/10_cost_model.ipynb and summary.json (executed), ch10-runs.tar.gz (both notebooks' runs:
@@ -65,8 +66,8 @@ for size in ("ci", "full"):
         if cell.get("id") in SHOWN:
             print(f"---- {SHOWN[cell['id']]}")
             for o in cell.get("outputs", []):
-                if cell["id"] == "ch10-33" and o.get("output_type") != "execute_result":
-                    continue  # the launcher's lines: the table is the cell's result
+                if cell["id"] == "ch10-33" and o.get("output_type") not in ("execute_result", "display_data"):
+                    continue  # the launcher's lines: the tables are the cell's displays
                 text = o.get("data", {}).get("text/plain") if "data" in o else None
                 if o.get("output_type") == "stream" and cell["id"] == "ch10-15":
                     text = o["text"]

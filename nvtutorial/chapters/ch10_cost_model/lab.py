@@ -31,7 +31,12 @@ if TYPE_CHECKING:
     from nvtutorial.launch.spec import Backend, Output
 
 DEVICE, PAIR, PIPELINE, CAPSTONE = "roofs and device problems", "link problems", "pipeline", "capstone"
-PARTS: dict[str, course.Need] = {DEVICE: "one GPU", PAIR: "two GPUs", PIPELINE: "two GPUs", CAPSTONE: "two GPUs"}
+PARTS: dict[str, course.Need | tuple[course.Need, str]] = {
+    DEVICE: "one GPU",
+    PAIR: "two GPUs",
+    PIPELINE: "two GPUs",
+    CAPSTONE: "two GPUs",
+}
 """The notebook's parts and what each needs to run as taught."""
 
 

@@ -40,9 +40,14 @@ class Roof:
 
     @property
     def floor_flops(self) -> float:
-        """FLOPs one call must do before its compute, not its floor, sets its time: P · α (a call with fewer
-        FLOPs costs the floor whatever its size)."""
+        """FLOPs at which a call's compute takes as long as its floor: P · α. A call costs its floor while both its
+        FLOPs are below P · α and its bytes below :attr:`floor_bytes`."""
         return self.flops * self.call_s
+
+    @property
+    def floor_bytes(self) -> float:
+        """Bytes at which a call's memory traffic takes as long as its floor: BW · α."""
+        return self.bandwidth * self.call_s
 
 
 @dataclasses.dataclass(frozen=True)
@@ -237,11 +242,16 @@ def crossover_bytes(link: Link, kind: str = "all_reduce", ranks: int = 2) -> flo
     return link.alpha * link.beta / bus_factor(kind, ranks)
 
 
-def ddp_critical_tokens(roof: Roof, link: Link, ranks: int = 2, grad_bytes: int = 4) -> float:
-    """Tokens per GPU above which DDP's backward pass outlasts its all-reduce: the backward pass does 4 FLOPs per
-    parameter and token (two thirds of 6N), the all-reduce sends 2(n−1)/n · ``grad_bytes`` per parameter, so
-    ``T = (n−1)/n · grad_bytes / 2 · P / β`` (α left out: one per bucket). Below it the all-reduce cannot hide."""
-    return (ranks - 1) / ranks * grad_bytes / 2 * roof.flops / link.beta
+def ddp_critical_tokens(
+    roof: Roof, link: Link, ranks: int = 2, grad_bytes: int = 4, n_params: int = 0, buckets: int = 0
+) -> float:
+    """Tokens per GPU above which DDP's backward pass outlasts its all-reduces: the backward pass does 4 FLOPs per
+    parameter and token (two thirds of 6N) at P, the ``buckets`` all-reduces of ``n_params`` gradients cost
+    ``k · α + 2(n−1)/n · grad_bytes · N / β``, so ``T = (n−1)/n · grad_bytes / 2 · P / β + k · α · P / (4N)``. Below
+    it the all-reduces cannot hide; above it all but the last bucket can (the last is ready only when the backward
+    pass ends). Without ``n_params`` and ``buckets``, the bandwidth term alone (α left out)."""
+    latency = buckets * link.alpha * roof.flops / (4 * n_params) if n_params and buckets else 0.0
+    return (ranks - 1) / ranks * grad_bytes / 2 * roof.flops / link.beta + latency
 
 
 # %% the speed of light

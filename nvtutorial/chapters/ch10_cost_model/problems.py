@@ -34,13 +34,28 @@ the timing errors' median (:func:`model_errors`) and their chart."""
 @dataclasses.dataclass(frozen=True)
 class Answer:
     """The model's answer to one problem, in the problem's unit, with its working; a device problem's ``regime``:
-    the limit the model says it hits (``model.Regime``: compute, memory or overhead)."""
+    the limit the model says it hits (``model.Regime``: compute, memory or overhead). An eager program with a floor
+    is a band (``model.eager_bounds``): ``sides`` are its CPU side (the floor) and its GPU side (the work at the
+    roofs), ``value`` the slower of the two (the lower bound), :attr:`upper` their sum."""
 
     key: str
     value: float
     unit: str
     working: str
     regime: str | None = None
+    sides: tuple[float, float] | None = None
+
+    @property
+    def upper(self) -> float | None:
+        return sum(self.sides) if self.sides else None
+
+    def error(self, run: float) -> float:
+        """The model's error against ``run``: ``model ÷ run − 1``; for a band 0 within it, else against the nearer
+        bound (a run above the sum is slower than even nothing overlapping)."""
+        upper = self.upper
+        if upper is None or run < self.value:
+            return self.value / run - 1
+        return min(0.0, upper / run - 1)
 
 
 def _config(p: schema.Params) -> ladder_model.Setup:
@@ -55,19 +70,23 @@ def _block_bytes(s: ladder_model.Setup) -> int:
     return 4 * sum(math.prod(shape) for name, shape in s.shapes() if name.startswith("blocks.0."))
 
 
-def ddp_gradients(s: ladder_model.Setup) -> list[tuple[float, float]]:
+def ddp_gradients(
+    s: ladder_model.Setup, shapes: Sequence[tuple[str, tuple[int, ...]]] | None = None
+) -> list[tuple[float, float]]:
     """``(ready, bytes)`` per fp32 gradient in the order the backward pass produces them (the reverse of the
     parameters'), ``ready`` the share of the backward pass done by then, counted in FLOPs: the head's and the final
     norm's once the pass has gone through the head; within a block, each tensor's once the pass has gone through
     its share of the block (a multiply's FLOPs are proportional to its weight's size); the embeddings' (lookups:
-    no FLOPs) at the very end. ``model.ddp_buckets`` packs them."""
+    no FLOPs) at the very end. ``model.ddp_buckets`` packs them. ``shapes``: the parameters' (``s.shapes()`` when
+    None, which builds the model on torch's meta device)."""
+    shapes = list(shapes if shapes is not None else s.shapes())
     block = model.forward_flops(1, s.seq_len, s.dim, s.mlp_ratio * s.dim, 1, 0)
     head = model.forward_flops(1, s.seq_len, s.dim, s.mlp_ratio * s.dim, 0, s.vocab)
     total = head + s.layers * block
-    block_numel = sum(math.prod(shape) for name, shape in s.shapes() if name.startswith("blocks.0."))
+    block_numel = sum(math.prod(shape) for name, shape in shapes if name.startswith("blocks.0."))
     out: list[tuple[float, float]] = []
     current, within = -1, 0  # the block the pass is in, and the elements of its tensors produced so far
-    for name, shape in reversed(list(s.shapes())):
+    for name, shape in reversed(shapes):
         if name.startswith("blocks."):
             i = int(name.split(".")[1])
             within = within + math.prod(shape) if i == current else math.prod(shape)
@@ -132,10 +151,8 @@ def answer(key: str, p: schema.Params, cal: report.Calibrated) -> Answer:
     fp32 = cal.roofs["float32"]
     b = DTYPE_BYTES[cal.compute_dtype]
     if key in ("mlp_matmul", "decode_matmul"):
-        t, d_in = (p.global_batch * p.seq_len, p.dim) if key == "mlp_matmul" else (p.decode_tokens, p.decode_dim)
-        d_out = p.mlp_ratio * p.dim if key == "mlp_matmul" else 4 * p.decode_dim
-        flops, nbytes = 2 * t * d_in * d_out, b * (t * d_in + d_in * d_out + t * d_out)
-        seconds = model.matmul_time(t, d_in, d_out, roof, b)
+        flops, nbytes = _matmul_work(key, p, b)
+        seconds = model.roofline_time(flops, nbytes, roof)
         limit = model.regime(flops, nbytes, roof)
         bound = "compute-bound" if flops / nbytes > roof.ridge else "memory-bound"
         return Answer(
@@ -158,6 +175,7 @@ def answer(key: str, p: schema.Params, cal: report.Calibrated) -> Answer:
             f"{model.ADAM_BYTES} B × {n / 1e6:.4g} M parameters = {model.ADAM_BYTES * n / 1e9:.4g} GB at "
             f"{fp32.bandwidth / 1e9:.4g} GB/s = {work * 1e3:.4g} ms" + _program(floor, work, "memory"),
             "overhead" if floor > work else "memory",
+            (floor * 1e3, work * 1e3) if floor else None,
         )
     if key == "train_step":
         n, forward = _params(s), _forward(s, p.global_batch * p.seq_len)
@@ -170,6 +188,7 @@ def answer(key: str, p: schema.Params, cal: report.Calibrated) -> Answer:
             f"TFLOP/s (fp32) = {3 * forward / fp32.flops * 1e3:.4g} ms, + Adam "
             f"{model.adam_time(n, fp32) * 1e3:.3g} ms" + _program(floor, work, "compute"),
             "overhead" if floor > work else "compute",
+            (floor * 1e3, work * 1e3) if floor else None,
         )
     if key in FACTOR_SLIPS:
         kind = "all_gather" if key == "fsdp_allgather" else "all_reduce"
@@ -215,6 +234,12 @@ def _program(floor: float, work: float, limit: str) -> str:
     return (
         f"; its floor (the same calls, almost no work) {floor * 1e3:.4g} ms: max = {lower * 1e3:.4g} ms, "
         f"{'overhead' if floor > work else limit}-bound (at most the sum, {upper * 1e3:.4g} ms)"
+        + (
+            "; the answer is the floor the calibration measured on the same calls: the run checks that floor, "
+            "not the roofs"
+            if floor > 2 * work
+            else ""
+        )
     )
 
 
@@ -380,11 +405,13 @@ def problem_table(
     predictions: Mapping[str, Any],
     where: Mapping[str, str] | None = None,
     spread: Mapping[str, tuple[float, float]] | None = None,
+    details: Mapping[str, Mapping[str, Any]] | None = None,
 ):  # -> pandas.DataFrame
-    """Per problem: your answer, the model's, the run's (the median repeat; with ``spread``, :func:`measured_spread`,
-    also its fastest repeat and the repeats' spread), the model's error against the run, whether the run timed or
-    counted it, the regime the model says it is in, and where it was measured (``where``: problem → the run's
-    machine, :func:`measured_where`)."""
+    """Per problem: your answer, the model's (an eager program's band: at least ``model``, at most ``model, at
+    most``), the run's (the median repeat; with ``spread``, :func:`measured_spread`, also its fastest repeat and the
+    repeats' spread), the model's error against the run (:meth:`Answer.error`), whether the run timed or counted it,
+    the regime the model says it is in, where it was measured (``where``: problem → the run's machine,
+    :func:`measured_where`) and, with ``details`` (:func:`measured_details`), the calls per repeat and the SM clock."""
     import pandas as pd
 
     rows = []
@@ -396,15 +423,17 @@ def problem_table(
                 "unit": ans.unit,
                 "yours": predictions.get(key),
                 "model": ans.value,
+                "model, at most": ans.upper,
                 "run": run,
                 **(
                     {"run, fastest": spread[key][0], "run's spread": spread[key][1]} if spread and key in spread else {}
                 ),
-                "model error": ans.value / run - 1 if run else None,
+                "model error": ans.error(run) if run else None,
                 "yours vs run": predictions[key] / run - 1 if run and predictions.get(key) else None,
                 "run's kind": "counted" if key in COUNTED else "timed",
                 "regime": ans.regime,
                 "measured on": (where or {}).get(key),
+                **(dict(details[key]) if details and key in details else {}),
             }
         )
     return pd.DataFrame(rows).set_index("problem")
@@ -427,18 +456,29 @@ def formatted(table: Any):  # -> pandas.DataFrame
     return pd.DataFrame({c: [cell(str(c), v) for v in table[c]] for c in table.columns}, index=table.index)
 
 
+REGIME_WORDS = {"overhead": "overhead-bound", "compute": "compute-bound", "memory": "memory-bound"}
+
+
+def _matmul_work(key: str, p: schema.Params, dtype_bytes: int) -> tuple[float, float]:
+    """A device multiply's FLOPs and bytes (``mlp_matmul`` or ``decode_matmul``) at the sizes ``p``."""
+    t, d_in = (p.global_batch * p.seq_len, p.dim) if key == "mlp_matmul" else (p.decode_tokens, p.decode_dim)
+    d_out = p.mlp_ratio * p.dim if key == "mlp_matmul" else 4 * p.decode_dim
+    return 2 * t * d_in * d_out, dtype_bytes * (t * d_in + d_in * d_out + t * d_out)
+
+
 def regime_map(cal: report.Calibrated, p: schema.Params, ranks: int = 2):  # -> pandas.DataFrame
     """Where one regime hands over to the next on this machine (``model``'s regime map), and where this run's
-    problems sit: a collective's size against α · β, a multiply's FLOPs against P · α of one call, the tokens per
-    GPU of data parallelism against ``ddp_critical_tokens``, a training step's tokens against those at which its
-    work equals its floor."""
+    problems sit: a collective's size against α · β; a multiply's FLOPs against P · α and its bytes against BW · α
+    (a call costs its floor only while both are below: ``model.regime`` decides); the tokens per GPU of data
+    parallelism against ``ddp_critical_tokens`` with α and this model's buckets; a training step's tokens against
+    those at which its compute, Adam aside, takes its floor less Adam's time."""
     import pandas as pd
 
     roof, fp32, link = cal.roofs[cal.compute_dtype], cal.roofs["float32"], cal.link("all_reduce")
     s = _config(p)
     tokens = p.global_batch * p.seq_len
-    mlp, decode = 2 * tokens * p.dim * p.mlp_ratio * p.dim, 2 * p.decode_tokens * p.decode_dim * 4 * p.decode_dim
-    work_per_token = model.train_step_time(_forward(s, tokens), _params(s), fp32) / tokens
+    n, buckets = _params(s), len(model.ddp_buckets(ddp_gradients(s)))
+    compute_per_token = 3 * _forward(s, tokens) / tokens / fp32.flops
     floor = cal.floors.get("train_step", 0.0)
 
     def row(name: str, cross: float, unit: str, here: dict[str, float], below: str, above: str) -> list[dict]:
@@ -454,44 +494,52 @@ def regime_map(cal: report.Calibrated, p: schema.Params, ranks: int = 2):  # -> 
             for k, v in here.items()
         ]
 
-    rows = (
-        row(
-            "a collective's bytes: α · β",
-            model.crossover_bytes(link, "all_reduce", cal.ranks) / 1e6,
-            "MB",
-            {"allreduce": p.allreduce_bytes / 1e6, "allreduce_small": p.small_bytes / 1e6},
-            "α-bound",
-            "β-bound",
-        )
-        + row(
-            f"a multiply's work: P · α ({cal.compute_dtype})",
-            roof.floor_flops / 1e9,
-            "GFLOP",
-            {"mlp_matmul": mlp / 1e9, "decode_matmul": decode / 1e9},
-            "overhead-bound",
-            "on a roof",
-        )
-        + row(
-            "DDP's tokens per GPU: (n−1)/n · 2 · P/β (fp32)",
-            model.ddp_critical_tokens(fp32, link, cal.ranks),
-            "tokens",
-            {"this model's step under DDP": tokens / ranks},
-            "all-reduce exposed",
-            "all-reduce can hide",
-        )
-        + (
-            row(
-                "a training step's tokens: floor ÷ work per token",
-                floor / work_per_token,
-                "tokens",
-                {"train_step": float(tokens)},
-                "overhead-bound",
-                "compute-bound",
-            )
-            if floor
-            else []
-        )
+    rows = row(
+        "a collective's bytes: α · β",
+        model.crossover_bytes(link, "all_reduce", cal.ranks) / 1e6,
+        "MB",
+        {"allreduce": p.allreduce_bytes / 1e6, "allreduce_small": p.small_bytes / 1e6},
+        "α-bound",
+        "β-bound",
     )
+    for key in ("mlp_matmul", "decode_matmul"):
+        flops, nbytes = _matmul_work(key, p, DTYPE_BYTES[cal.compute_dtype])
+        regime = REGIME_WORDS[model.regime(flops, nbytes, roof)]
+        rows += [
+            {
+                "crossover": f"a call's FLOPs: P · α ({cal.compute_dtype})",
+                "at": roof.floor_flops / 1e9,
+                "unit": "GFLOP",
+                "problem": key,
+                "this run": flops / 1e9,
+                "regime": regime,
+            },
+            {
+                "crossover": "a call's bytes: BW · α",
+                "at": roof.floor_bytes / 1e6,
+                "unit": "MB",
+                "problem": key,
+                "this run": nbytes / 1e6,
+                "regime": regime,
+            },
+        ]
+    rows += row(
+        f"DDP's tokens per GPU: (n−1)/n · 2 · P/β + k · α · P/(4N), k = {buckets} buckets (fp32)",
+        model.ddp_critical_tokens(fp32, link, cal.ranks, n_params=n, buckets=buckets),
+        "tokens",
+        {"this model's step under DDP": tokens / ranks},
+        "all-reduces exposed",
+        "all but the last bucket can hide",
+    )
+    if floor:
+        rows += row(
+            "a training step's tokens: (floor − Adam) ÷ compute per token",
+            max(0.0, floor - model.adam_time(n, fp32)) / compute_per_token,
+            "tokens",
+            {"train_step": float(tokens)},
+            "overhead-bound",
+            "compute-bound",
+        )
     return pd.DataFrame(rows).set_index(["crossover", "problem"])
 
 
@@ -522,11 +570,10 @@ def bytes_verdict(ans: Answer, measured: float, where: str) -> Verdict:
 def model_errors(
     answers_: Mapping[str, Answer], measured: Mapping[str, float], keys: Sequence[str]
 ) -> dict[str, float]:
-    """model ÷ run − 1 for the timed problems in ``keys`` that the run measured (a counted one, :data:`COUNTED`, is
-    judged by :func:`bytes_verdict`: its error is 0 by construction and would pull a timing median toward 0)."""
-    return {
-        k: answers_[k].value / measured[k] - 1 for k in keys if k in measured and k in answers_ and k not in COUNTED
-    }
+    """The model's error (:meth:`Answer.error`: model ÷ run − 1, or against the nearer bound of a band) for the timed
+    problems in ``keys`` that the run measured (a counted one, :data:`COUNTED`, is judged by :func:`bytes_verdict`:
+    its error is 0 by construction and would pull a timing median toward 0)."""
+    return {k: answers_[k].error(measured[k]) for k in keys if k in measured and k in answers_ and k not in COUNTED}
 
 
 # --------------------------------------------------------------------------------------------------- the capstone
@@ -852,6 +899,48 @@ def measured_where(*results: Any) -> dict[str, str]:
         for m in report.ranks(result, "problems")[0].measured:
             out[m.key] = report.where(result)
     return out
+
+
+def measured_details(*results: Any) -> dict[str, dict[str, Any]]:
+    """Per timed problem (rank 0's record; later runs win): the calls per repeat and, where the run read it, the SM
+    clock after the repeats (``"1755–1980"`` MHz), as the problem table shows them."""
+    out: dict[str, dict[str, Any]] = {}
+    for result in results:
+        for m in report.ranks(result, "problems")[0].measured if result is not None else ():
+            if "iters" in m.details:
+                clock = m.details.get("sm_clock_mhz")
+                out[m.key] = {"calls per repeat": m.details["iters"]}
+                if clock:
+                    out[m.key]["SM clock (MHz)"] = f"{clock[0]}–{clock[1]}"
+    return out
+
+
+def sides_table(answers_: Mapping[str, Answer], result: Any):  # -> pandas.DataFrame | None
+    """On a GPU, each eager program's two sides as the model priced them before the run (the CPU's: its floor, the
+    same calls with almost no work; the GPU's: its work at the roofs) and as the run measured them apart right before
+    timing it (``host_s``, ``gpu_s``), beside the band and the run: where a program missed, which side the model
+    got wrong. None where the run measured no sides (the CPU, or a run before they were measured)."""
+    import pandas as pd
+
+    rows = []
+    for m in report.ranks(result, "problems")[0].measured:
+        ans = answers_.get(m.key)
+        if "host_s" not in m.details or ans is None or ans.sides is None:
+            continue
+        gpu = m.details.get("gpu_s")
+        rows.append(
+            {
+                "problem": m.key,
+                "CPU side, model (ms)": ans.sides[0],
+                "CPU side, run (ms)": m.details["host_s"] * 1e3,
+                "GPU side, model (ms)": ans.sides[1],
+                "GPU side, run (ms)": gpu * 1e3 if gpu is not None else None,
+                "band, model (ms)": f"{ans.value:.4g}–{ans.upper:.4g}",
+                "run (ms)": m.value * 1e3,
+                "note": None if gpu is not None else f"GPU side not measured here: {m.details.get('gpu_why')}",
+            }
+        )
+    return pd.DataFrame(rows).set_index("problem") if rows else None
 
 
 def bubble_measured(pipeline_result: Any) -> dict[str, float]:

@@ -144,6 +144,22 @@ def roofs(calibration: Sequence[schema.CalibrationRank]) -> dict[str, model.Roof
     }
 
 
+def roof_share(flops: float, nbytes: float, seconds: float, roof: model.Roof, dtype: str = "") -> str:
+    """Where a call of ``flops`` and ``nbytes`` that took ``seconds`` ran against ``roof``, in words: its rates and
+    their shares of each roof. A share over 100 % says so instead: the run went above the calibration's roof (the
+    roofs are the best rates the calibration saw; on a shared CPU another moment can beat them)."""
+
+    def share(rate: float, top: float, what: str) -> str:
+        x = rate / top
+        return f"{x:.1%} of the {what}" if x <= 1 else f"{x:.2g}× the {what}: above the calibration's roof"
+
+    compute, memory = flops / seconds, nbytes / seconds
+    return (
+        f"it ran at {compute / 1e12:.3g} TFLOP/s, {share(compute, roof.flops, f'{dtype} roof'.strip())}, "
+        f"{memory / 1e9:.4g} GB/s, {share(memory, roof.bandwidth, 'memory roof')}"
+    )
+
+
 def program_floors(calibration: Sequence[schema.CalibrationRank]) -> dict[str, float]:
     """Each program's floor (``schema.PROGRAMS``), the slowest rank's; none when the run measured none."""
     programs = {f.program for c in calibration for f in c.floors}
@@ -222,7 +238,7 @@ def roof_table(calibration: Sequence[schema.CalibrationRank]):  # -> pandas.Data
         ]
         rows += [
             row(
-                c, f"copy {format_size(q.nbytes)}", 2.0 * q.nbytes, q.seconds, q.bytes_per_s / 1e9, "GB/s", fits["copy"]
+                c, copy_name(q.nbytes, c.l2_bytes), 2.0 * q.nbytes, q.seconds, q.bytes_per_s / 1e9, "GB/s", fits["copy"]
             )
             for q in c.copy
         ]
@@ -237,6 +253,12 @@ def roof_table(calibration: Sequence[schema.CalibrationRank]):  # -> pandas.Data
             for f in c.floors
         ]
     return pd.DataFrame(rows).set_index(["rank", "measured"])
+
+
+def copy_name(nbytes: int, l2_bytes: int | None) -> str:
+    """A copy's row name; ``(fits in L2)`` where its bytes read and written fit in the GPU's L2 cache: it measured
+    the cache, not memory, and may run above the memory roof."""
+    return f"copy {format_size(nbytes)}" + (" (fits in L2)" if l2_bytes and 2 * nbytes <= l2_bytes else "")
 
 
 # --------------------------------------------------------------------------------------------------- the α–β fit
@@ -480,6 +502,8 @@ class Calibrated:
     """Collectives whose α and β were not measured but taken from the all-reduce's (said so wherever shown)."""
     floors: Mapping[str, float] = dataclasses.field(default_factory=dict)
     """Each program's floor in seconds (``schema.PROGRAMS``); a program without one has no floor in the model."""
+    sm_clock_mhz: tuple[int, int] | None = None
+    """The lowest and highest SM clock the device's ranks read while they were timed (GPU, where NVML says)."""
 
     def link(self, kind: str) -> model.Link:
         return self.links[kind]
@@ -491,6 +515,8 @@ def calibrated(device: Any, pair: Any | None = None) -> Calibrated:
     all-reduce, its α and β also standing for the all-gather and reduce-scatter (which that machine did not sweep)."""
     dev = ranks(device, "calibrate")
     found, floors = roofs(dev), program_floors(dev)
+    seen = [c for r in dev for c in (r.sm_clock_mhz or ())]
+    clock = (min(seen), max(seen)) if seen else None
     dtype = "bfloat16" if "bfloat16" in found else "float32"
     gpu = bool(device.env and device.env.is_gpu)
     pair = pair if pair is not None else (device if dev[0].world > 1 and dev[0].collectives else None)
@@ -505,8 +531,9 @@ def calibrated(device: Any, pair: Any | None = None) -> Calibrated:
             where(pair),
             ranks(pair, "calibrate")[0].world,
             floors=floors,
+            sm_clock_mhz=clock,
         )
-    return with_reference_link(Calibrated(found, dtype, where(device), gpu, {}, "", floors=floors))
+    return with_reference_link(Calibrated(found, dtype, where(device), gpu, {}, "", floors=floors, sm_clock_mhz=clock))
 
 
 REFERENCE_DEVICE = Path(__file__).resolve().parents[3] / "reference" / "h200x1" / "runs-10"
@@ -554,14 +581,17 @@ def summary(cal: Calibrated) -> str:
             f"  matmul roof {dtype}: {roof.flops / 1e12:.3g} TFLOP/s; memory roof {roof.bandwidth / 1e9:.4g} GB/s; "
             f"ridge {roof.ridge:.3g} FLOP/B; "
             + (
-                f"floor of one multiply {roof.call_s * 1e6:.3g} µs (below {roof.floor_flops / 1e9:.3g} GFLOP a "
-                "multiply costs its floor)"
+                f"floor of one multiply {roof.call_s * 1e6:.3g} µs (a call costs its floor while its FLOPs are below "
+                f"{roof.floor_flops / 1e9:.3g} GFLOP and its bytes below {roof.floor_bytes / 1e6:.3g} MB)"
                 if roof.call_s
                 else "no floor reached (the sweep's smallest multiplies already grow with their work)"
             )
         )
     for program, seconds in cal.floors.items():
         lines.append(f"  floor of {program}: {seconds * 1e3:.3g} ms (the same calls, almost no work)")
+    if cal.sm_clock_mhz:
+        lo, hi = cal.sm_clock_mhz
+        lines.append(f"  SM clock read after the timed repeats: {lo}–{hi} MHz (NVML)")
     lines.append(f"pair ({cal.link_where}):")
     for kind, link in cal.links.items():
         note = " (not measured: the all-reduce's)" if kind in cal.derived else ""
@@ -574,15 +604,22 @@ def summary(cal: Calibrated) -> str:
 # --------------------------------------------------------------------------------------------------- the model's error
 
 
+WORST_FACTOR = 2.0
+"""No single problem may miss by more than this many times the target: a median can hide a large miss."""
+
+
 def error_verdict(key: str, errors: Mapping[str, float], is_gpu: bool, where_: str, target: float = TARGET) -> Verdict:
-    """The model's median relative error against the runs (``errors``: problem → model ÷ run − 1). On GPUs, pass
-    within ``target``, else fail; on the CPU ``info``: the target is set for GPUs, where kernels run near their
-    roofs, and a shared CPU's timings are a simulation."""
+    """The model's median relative error against the runs (``errors``: problem → the model's error, ``model ÷ run −
+    1``, or against the nearer bound of a band). On GPUs, pass when the median is within ``target`` and no problem
+    misses by more than :data:`WORST_FACTOR` × ``target``, else fail, naming the misses; on the CPU ``info``: the
+    target is set for GPUs, where kernels run near their roofs, and a shared CPU's timings are a simulation."""
     if not errors:
         raise ValueError(f"{key}: no errors to judge")
     med = statistics.median(abs(e) for e in errors.values())
     worst = max(errors, key=lambda k: abs(errors[k]))
+    beyond = {k: e for k, e in errors.items() if abs(e) > WORST_FACTOR * target}
     numbers: dict[str, Any] = {"median_abs_error": med, "errors": dict(errors), "target": target, "worst": worst}
+    numbers.update(largest_allowed=WORST_FACTOR * target, beyond=sorted(beyond))
     numbers["statistic"] = "median" if len(errors) > 2 else ("mean" if len(errors) == 2 else "one")
     if len(errors) == 1:
         head = f"The model's error against the run is {errors[worst]:+.0%} on its one problem ({worst})."
@@ -600,8 +637,11 @@ def error_verdict(key: str, errors: Mapping[str, float], is_gpu: bool, where_: s
         return Verdict(
             key, "info", f"{head} A CPU simulation: the {target:.0%} target is set for GPUs.", numbers, where_
         )
-    status = "pass" if med <= target else "fail"
-    return Verdict(key, status, f"{head} Target: {target:.0%}.", numbers, where_)
+    status = "pass" if med <= target and not beyond else "fail"
+    rule = f"Target: a median within {target:.0%}, no problem beyond {WORST_FACTOR * target:.0%}"
+    if beyond:
+        rule += ": " + ", ".join(f"{k} {e:+.0%}" for k, e in beyond.items()) + " beyond it"
+    return Verdict(key, status, f"{head} {rule}.", numbers, where_)
 
 
 # --------------------------------------------------------------------------------------------------- the pipeline
@@ -783,6 +823,35 @@ def bubble_table(result: Any):  # -> pandas.DataFrame
             }
         )
     return pd.DataFrame(rows).set_index("schedule")
+
+
+def handoff_verdict(bubbles: Any, send_s: float, message_bytes: float, where_: str) -> Verdict:
+    """The median handoff of each schedule (:func:`bubble_table`) against ``send_s``, one micro-batch's message by
+    ``α + S/β`` with the all-reduce's α and β standing in for a send's (the run sweeps no send): ``info``. That α
+    is two phases of a collective and overstates one send, so a handoff below it points at nothing; one above it is
+    the host: the receiving rank running again after its wait, then Python before the pass."""
+    handoffs = {str(k): float(v) / 1e3 for k, v in bubbles["handoff (ms, median)"].items() if v is not None}
+    numbers = {"handoff_s": handoffs, "send_s": send_s, "message_bytes": message_bytes}
+    if not handoffs:
+        return Verdict("costmodel.pipeline.handoff", "info", "No stage waited idle for its input.", numbers, where_)
+    said = ", ".join(f"{k} {v * 1e3:.3g} ms" for k, v in handoffs.items())
+    head = (
+        f"A stage that sat idle started a micro-batch a median {said} after its neighbour had finished it; one "
+        f"micro-batch's activations ({message_bytes / 1e3:.4g} kB) cost {send_s * 1e3:.3g} ms by α + S/β (the "
+        "all-reduce's α and β standing in for a send's)"
+    )
+    above = {k: v for k, v in handoffs.items() if v > send_s}
+    if above:
+        text = (
+            f"{head}: {', '.join(above)} took longer than even that estimate, which overstates one send; the rest is "
+            "the host (the receiving rank running again after its wait, then Python before the pass)."
+        )
+    else:
+        text = (
+            f"{head}: every handoff was shorter than that estimate, which overstates one send (an all-reduce's α is "
+            "two phases of a collective): the message cost less, and nothing here points at the host."
+        )
+    return Verdict("costmodel.pipeline.handoff", "info", text, numbers | {"above": sorted(above)}, where_)
 
 
 def in_flight_verdict(result: Any) -> Verdict:

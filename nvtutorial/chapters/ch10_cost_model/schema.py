@@ -66,8 +66,8 @@ class Params:
     max_bytes: int = 1 << 30
     factor: int = 4
     iters: int = 10_000
-    """The most calls per timed repeat: a repeat makes as many calls as last about ``target_s`` (one probe call
-    decides), at least one."""
+    """The most calls per timed repeat: a repeat makes as many calls as last about ``target_s`` (the median of three
+    probe calls decides), at least one."""
     repeats: int = 5
     target_s: float = 0.05
     # -- the transformer of notebook 08 (problems, pipeline, capstone)
@@ -195,6 +195,11 @@ class CalibrationRank:
     collectives: tuple[CollectivePoint, ...] = ()
     floors: tuple[Floor, ...] = ()
     """Each program's floor (:data:`PROGRAMS`); none in runs before the floors were measured (2026-12-07)."""
+    sm_clock_mhz: tuple[int, int] | None = None
+    """GPU only: the lowest and highest SM clock (MHz, NVML) read after the timed repeats; None where NVML had none
+    (and in runs before it was recorded)."""
+    l2_bytes: int | None = None
+    """GPU only: the L2 cache's size: a copy whose bytes fit in it measures the cache, not memory."""
 
 
 # --------------------------------------------------------------------------------------------------- problems
@@ -209,6 +214,9 @@ class Measured:
     unit: str
     repeats: tuple[float, ...] = ()
     details: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    """The problem's sizes; ``iters`` (calls per repeat) and, on a GPU, ``sm_clock_mhz`` (lowest, highest); an eager
+    program's two sides on a GPU, measured apart before it was timed: ``host_s`` (the CPU issuing one call onto an
+    idle GPU) and ``gpu_s`` (the GPU's own time; None with ``gpu_why`` where it could not be measured)."""
 
 
 @dataclasses.dataclass(frozen=True)

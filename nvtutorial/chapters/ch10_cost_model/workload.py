@@ -74,22 +74,71 @@ def _free(ctx: runtime.Context) -> None:
     free(ctx)
 
 
-def _timed(ctx: runtime.Context, op: Callable[[], Any], p: Params, together: bool = False) -> tuple[float, ...]:
-    """``p.repeats`` repeats of ``op`` (seconds per call), each of as many calls as last about ``p.target_s`` (one
-    probe call decides; at least one, at most ``p.iters``): a µs-scale call is timed over thousands of calls, not a
-    handful. ``together``: a collective, timed by its slowest rank (every rank then makes the same number of
-    calls); otherwise each rank times its own device, the ranks starting together. One untimed call before the
-    probe warms up."""
-    from nvtutorial.chapters.ch10_cost_model.lessons.calibrate import seconds_per_call
+_NVML: list[Any] = []
+"""This process's NVML handle of its GPU, opened on the first read (:func:`sm_clock_mhz`) and left open."""
 
-    probe = seconds_per_call(op, 1, ctx.device, together)
-    iters = max(1, min(p.iters, int(p.target_s / max(probe, 1e-9))))
-    out = []
+
+def sm_clock_mhz(ctx: runtime.Context) -> int | None:
+    """This GPU's SM clock now, in MHz (NVML): recorded beside the timings, since a GPU that runs at a low clock runs
+    its kernels slower. None on the CPU, and where NVML cannot say (no driver library, a GPU that does not report)."""
+    if not ctx.is_gpu:
+        return None
+    try:
+        import pynvml
+        import torch
+
+        from nvtutorial import nvml
+
+        if not _NVML:
+            pynvml.nvmlInit()
+            uuid = str(getattr(torch.cuda.get_device_properties(ctx.device), "uuid", "") or "")
+            _NVML.append(nvml.handle_for_uuid(pynvml, uuid, ctx.local_rank)[0])
+        return int(pynvml.nvmlDeviceGetClockInfo(_NVML[0], pynvml.NVML_CLOCK_SM))
+    except Exception:  # noqa: BLE001 - NVML's many errors all mean the same here: no clock recorded
+        return None
+
+
+def clock_range(clocks: Any) -> tuple[int, int] | None:
+    """The lowest and highest SM clock among ``clocks`` (MHz; Nones left out), or None when none was read."""
+    seen = [c for c in clocks if c is not None]
+    return (min(seen), max(seen)) if seen else None
+
+
+def _timed(
+    ctx: runtime.Context, op: Callable[[], Any], p: Params, together: bool = False, warmup: int = 2
+) -> tuple[tuple[float, ...], dict[str, Any]]:
+    """``p.repeats`` repeats of ``op`` (seconds per call), each of as many calls as last about ``p.target_s``
+    (``lessons/calibrate.py``'s ``calls_per_repeat``: the median of three probes decides; at most ``p.iters``): a
+    µs-scale call is timed over thousands of calls, not a handful. ``together``: a collective, timed by its slowest
+    rank (every rank then makes the same number of calls); otherwise each rank times its own device, the ranks
+    starting together; ``warmup`` untimed calls first (none where ``op`` has just run). Beside the repeats, what the
+    records keep: ``iters``, the calls per repeat, and on a GPU ``sm_clock_mhz``, the lowest and highest SM clock
+    read after the repeats."""
+    from nvtutorial.chapters.ch10_cost_model.lessons.calibrate import calls_per_repeat, seconds_per_call
+
+    iters = calls_per_repeat(op, ctx.device, p.target_s, p.iters, together, warmup)
+    out, clocks = [], []
     for _ in range(p.repeats):
         if not together:
             ctx.barrier()
         out.append(seconds_per_call(op, iters, ctx.device, together, warmup=0))
-    return tuple(out)
+        clocks.append(sm_clock_mhz(ctx))
+    seen = clock_range(clocks)
+    return tuple(out), {"iters": iters, **({"sm_clock_mhz": list(seen)} if seen else {})}
+
+
+def _sides(ctx: runtime.Context, op: Callable[[], Any]) -> dict[str, Any]:
+    """On a GPU, an eager program's two sides, measured apart right before it is timed (``lessons/calibrate.py``):
+    ``host_s``, the CPU's time to issue one call onto an idle GPU, and ``gpu_s``, the GPU's own time per call
+    (None, with ``gpu_why``, where the GPU's sleep never outlasted the issuing). Nothing on the CPU: no queue."""
+    if not ctx.is_gpu:
+        return {}
+    from nvtutorial.chapters.ch10_cost_model.lessons.calibrate import gpu_time, host_time
+
+    host = host_time(op, ctx.device, repeats=3)
+    gpu = gpu_time(op, ctx.device, calls=1, issue_s=host, tries=2)
+    why = {} if gpu is not None else {"gpu_why": "the GPU's sleep ended before the CPU had issued the call, twice"}
+    return {"host_s": host, "gpu_s": gpu, **why}
 
 
 def compute_dtypes(ctx: runtime.Context) -> tuple[str, ...]:
@@ -103,21 +152,27 @@ def compute_dtypes(ctx: runtime.Context) -> tuple[str, ...]:
 def calibrate(ctx: runtime.Context, p: Params) -> CalibrationRank:
     import torch
 
-    from nvtutorial.chapters.ch10_cost_model.lessons.calibrate import collective, copy, matmul
+    from nvtutorial.chapters.ch10_cost_model.lessons.calibrate import collective, copy, matmul, warm_up
 
     require(p.matmul_sizes == tuple(sorted(p.matmul_sizes)), f"matmul_sizes={p.matmul_sizes}: from small to large")
-    matmuls = []
+    warm_up(ctx.device)
+    matmuls, clocks = [], []
     dtypes = compute_dtypes(ctx)
     for dtype in dtypes:
         for n in p.matmul_sizes:
             ctx.progress(len(matmuls), len(p.matmul_sizes) * len(dtypes), desc=f"matmul {dtype} {n}")
-            seconds = statistics.median(_timed(ctx, matmul(n, getattr(torch, dtype), ctx.device), p))
+            reps, seen = _timed(ctx, matmul(n, getattr(torch, dtype), ctx.device), p)
+            clocks += seen.get("sm_clock_mhz", [])
+            seconds = statistics.median(reps)
             matmuls.append(MatmulPoint(n=n, dtype=dtype, seconds=seconds, flops_per_s=2 * n**3 / seconds))
     copies = []
     for nbytes in p.copy_bytes:
-        seconds = statistics.median(_timed(ctx, copy(nbytes, ctx.device), p))
+        reps, seen = _timed(ctx, copy(nbytes, ctx.device), p)
+        clocks += seen.get("sm_clock_mhz", [])
+        seconds = statistics.median(reps)
         copies.append(CopyPoint(nbytes=nbytes, seconds=seconds, bytes_per_s=2 * nbytes / seconds))
     floors = [program_floor(ctx, p, program) for program in p.floors]
+    clocks += [c for f in floors for c in f.details.get("sm_clock_mhz", [])]
     _free(ctx)
     points = []
     if ctx.world_size > 1:
@@ -127,7 +182,7 @@ def calibrate(ctx: runtime.Context, p: Params) -> CalibrationRank:
             for i, nbytes in enumerate(sizes):
                 ctx.progress(k * len(sizes) + i, len(sizes) * len(p.collectives), desc=f"{kind} sweep")
                 op, size = collective(kind, nbytes, ctx.device)
-                reps = _timed(ctx, op, p, together=True)
+                reps, _ = _timed(ctx, op, p, together=True)
                 points.append(CollectivePoint(kind=kind, size=size, seconds=statistics.median(reps), repeats=reps))
     return CalibrationRank(
         rank=ctx.rank,
@@ -137,6 +192,8 @@ def calibrate(ctx: runtime.Context, p: Params) -> CalibrationRank:
         copy=tuple(copies),
         collectives=tuple(points),
         floors=tuple(floors),
+        sm_clock_mhz=clock_range(clocks),
+        l2_bytes=getattr(torch.cuda.get_device_properties(ctx.device), "L2_cache_size", None) if ctx.is_gpu else None,
     )
 
 
@@ -154,8 +211,8 @@ def program_floor(ctx: runtime.Context, p: Params, program: str) -> Floor:
         small = tiny(cfg)
         op = training_step(small, 1, ctx.device, p.seed)
         details = {"layers": small.layers, "heads": small.heads, "dim": small.dim, "seq_len": small.seq_len, "batch": 1}
-    reps = _timed(ctx, op, p)
-    return Floor(program=program, seconds=statistics.median(reps), repeats=reps, details=details)
+    reps, seen = _timed(ctx, op, p)
+    return Floor(program=program, seconds=statistics.median(reps), repeats=reps, details={**details, **seen})
 
 
 # --------------------------------------------------------------------------------------------------- problems
@@ -173,13 +230,13 @@ def _matmul(ctx: runtime.Context, p: Params, key: str, tokens: int, d_in: int, d
     x = torch.randn(tokens, d_in, device=ctx.device).to(getattr(torch, dtype))
     w = torch.randn(d_in, d_out, device=ctx.device).to(getattr(torch, dtype))
     y = torch.empty(tokens, d_out, device=ctx.device, dtype=getattr(torch, dtype))
-    reps = _timed(ctx, lambda: torch.mm(x, w, out=y), p)
+    reps, seen = _timed(ctx, lambda: torch.mm(x, w, out=y), p)
     return Measured(
         key,
         statistics.median(reps),
         "s",
         reps,
-        {"tokens": tokens, "d_in": d_in, "d_out": d_out, "dtype": dtype, "dtype_bytes": x.element_size()},
+        {"tokens": tokens, "d_in": d_in, "d_out": d_out, "dtype": dtype, "dtype_bytes": x.element_size(), **seen},
     )
 
 
@@ -188,9 +245,12 @@ def _adam(ctx: runtime.Context, p: Params) -> Measured:
     from nvtutorial.models import transformer
 
     shapes = [shape for _, shape in transformer.parameter_shapes(_config(p))]
-    reps = _timed(ctx, adam_step(shapes, ctx.device), p)  # after the first step, which creates the two moments
+    op = adam_step(shapes, ctx.device)  # after the first step, which creates the two moments
+    sides = _sides(ctx, op)
+    reps, seen = _timed(ctx, op, p, warmup=0 if sides else 2)  # the sides' calls warmed it up
     n = sum(math.prod(shape) for shape in shapes)
-    return Measured("adam_step", statistics.median(reps), "s", reps, {"n_params": n, "tensors": len(shapes)})
+    details = {"n_params": n, "tensors": len(shapes), **seen, **sides}
+    return Measured("adam_step", statistics.median(reps), "s", reps, details)
 
 
 def _train_step(ctx: runtime.Context, p: Params) -> Measured:
@@ -198,19 +258,20 @@ def _train_step(ctx: runtime.Context, p: Params) -> Measured:
     from nvtutorial.models import transformer
 
     cfg = _config(p)
-    reps = _timed(ctx, training_step(cfg, p.global_batch, ctx.device, p.seed), p)  # after Adam's first step
+    op = training_step(cfg, p.global_batch, ctx.device, p.seed)  # after Adam's first step
+    sides = _sides(ctx, op)
+    reps, seen = _timed(ctx, op, p, warmup=0 if sides else 2)  # the sides' calls warmed it up
     n = sum(math.prod(shape) for _, shape in transformer.parameter_shapes(cfg))
-    return Measured(
-        "train_step", statistics.median(reps), "s", reps, {"n_params": n, "tokens": p.global_batch * p.seq_len}
-    )
+    details = {"n_params": n, "tokens": p.global_batch * p.seq_len, **seen, **sides}
+    return Measured("train_step", statistics.median(reps), "s", reps, details)
 
 
 def _collective(ctx: runtime.Context, p: Params, key: str, kind: str, nbytes: int) -> Measured:
     from nvtutorial.chapters.ch10_cost_model.lessons.calibrate import collective
 
     op, size = collective(kind, nbytes, ctx.device)
-    reps = _timed(ctx, op, p, together=True)
-    return Measured(key, statistics.median(reps), "s", reps, {"kind": kind, "size": size})
+    reps, seen = _timed(ctx, op, p, together=True)
+    return Measured(key, statistics.median(reps), "s", reps, {"kind": kind, "size": size, **seen})
 
 
 def block_bytes(p: Params) -> int:
@@ -251,10 +312,13 @@ def _zero3_bytes(ctx: runtime.Context, p: Params) -> Measured:
 
 
 def problems(ctx: runtime.Context, p: Params) -> ProblemsRank:
+    from nvtutorial.chapters.ch10_cost_model.lessons.calibrate import warm_up
+
     wanted = [k for k in DEVICE_PROBLEMS + LINK_PROBLEMS if k in p.problems]
     link = [k for k in wanted if k in LINK_PROBLEMS]
     require(not link or ctx.world_size > 1, f"the problems {', '.join(link)} need two ranks or more (this run has one)")
     dtype = compute_dtypes(ctx)[0]
+    warm_up(ctx.device)
     out = []
     for i, key in enumerate(wanted):
         ctx.progress(i, len(wanted), desc=key)

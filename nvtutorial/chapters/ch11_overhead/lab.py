@@ -28,13 +28,26 @@ def calibrate(where: Part, params: dict[str, Any]) -> RunResult:
 def step(where: Part, params: dict[str, Any]) -> RunResult:
     """The step three ways: a GPU only (a CUDA graph replays CUDA kernels)."""
     if not where.gpus:
-        raise ValueError(f"the step three ways needs a GPU; this part runs on {where.where}: {where.why}")
+        raise ValueError(
+            f"the step three ways needs a GPU (a CUDA graph replays CUDA kernels); here: {where.where} ({where.why})"
+        )
     return run("step", where, params)
 
 
 def allreduce(where: Part, params: dict[str, Any]) -> RunResult:
     """The small all-reduce over two ranks: two GPUs with NCCL, else two gloo processes (a simulation)."""
     return run("allreduce", where, params, nproc=2)
+
+
+def step_instead() -> str:
+    """What the notebook shows of the step three ways where this machine cannot run it (the plan's ``instead``):
+    the committed one-GPU run, or nothing until one is committed; nothing is simulated."""
+    from nvtutorial.chapters.ch11_overhead import report
+
+    found = report.committed()
+    if found:
+        return f"the committed one-GPU run (reference/{found['kind']}/runs-11/)"
+    return "nothing yet: no one-GPU run of notebook 11 is committed (reference/<machine>/runs-11/)"
 
 
 def gpu_calibration(where: Part, calibrate_run: RunResult) -> tuple[RunResult | None, str]:

@@ -41,7 +41,8 @@ def doubling(points: Sequence[tuple[int, float]], seq_len: int, where: str) -> t
 
 def speedups(rows: Sequence[Mapping[str, Any]], where: str) -> tuple[Any, Any]:
     """Each way's speed over the eager step's at each width (bars, measured) and the model's (diamonds: the
-    model's eager time over its time for that way)."""
+    model's eager time over its time for that way, each the slower of its own two sides; none where a GPU side
+    could not be measured)."""
     import numpy as np
 
     fig, ax = figure(7.0, 4.0)
@@ -53,7 +54,10 @@ def speedups(rows: Sequence[Mapping[str, Any]], where: str) -> tuple[Any, Any]:
         got = {r["width"]: r for r in rows if r["variant"] == variant}
         x = np.arange(len(widths)) + (i - (len(variants) - 1) / 2) * step
         measured = [got[w]["speedup"] if w in got else np.nan for w in widths]
-        predicted = [model_eager[w] / got[w]["model_s"] if w in got and w in model_eager else np.nan for w in widths]
+        predicted = [
+            model_eager[w] / got[w]["model_s"] if w in got and model_eager.get(w) and got[w]["model_s"] else np.nan
+            for w in widths
+        ]
         ax.bar(x, measured, step * 0.9, color=f"C{i}", label=f"{LABELS[variant]}, measured")
         ax.plot(x, predicted, "D", color="black", ms=5, label="the model" if i == 0 else None)
     ax.axhline(1.0, color="grey", lw=0.8)

@@ -5,9 +5,9 @@ One workload (``workload.py``, by name ``overhead``), three parts, one :class:`P
 - ``calibrate`` (one rank): one tiny op's cost four ways, the batch-doubling sweep of the small step, a small
   all-reduce in a world of one, and (on a GPU) each lesson step's two sides, the CPU's and the GPU's
   (:class:`CalibrateRank`);
-- ``step`` (one rank on a GPU): the lesson's step at each width eager, captured in one CUDA graph and compiled with
-  ``mode="reduce-overhead"``: the same losses and weights, each side measured before the step is timed
-  (:class:`StepRank`);
+- ``step`` (one rank on a GPU): the lesson's step at each width eager and captured in one CUDA graph, and at the
+  widths of ``compile_widths`` compiled with ``mode="reduce-overhead"``: the same losses and weights, each side
+  measured before the step is timed (:class:`StepRank`);
 - ``allreduce`` (two ranks): the small all-reduce over the pair (:class:`AllReduceRank`).
 """
 
@@ -48,13 +48,14 @@ class Params:
     # -- timing
     steps: int = 10
     """Steps per timed repeat."""
-    repeats: int = 3
+    repeats: int = 5
     check_steps: int = 6
     """Steps whose losses and final weights are compared with the eager step's (the first ``warmup`` of them warm
     the graph up)."""
     warmup: int = 3
-    compile: bool = True
-    """Also compile the step (``torch.compile`` takes seconds to tens of seconds per width)."""
+    compile_widths: tuple[int, ...] = (256,)
+    """The widths at which the step is also compiled (``torch.compile`` takes seconds to tens of seconds per width,
+    cold): the small one, where the overhead it removes is the step's time."""
     # -- the all-reduce
     allreduce_bytes: tuple[int, ...] = (4, 1 << 16, 1 << 20)
     allreduce_calls: int = 50
@@ -68,6 +69,11 @@ class Params:
         require(self.steps >= 1 and self.repeats >= 2, "steps at least 1, repeats at least 2 (a spread needs two)")
         require(self.check_steps > self.warmup >= 1, "check_steps more than warmup, warmup at least 1")
         require(bool(self.allreduce_bytes) and min(self.allreduce_bytes) >= 4, "all-reduces of 4 bytes or more")
+        missing = [w for w in self.compile_widths if w not in self.widths]
+        require(
+            self.part != "step" or not missing,
+            f"compile_widths={self.compile_widths}: each one of widths={self.widths}",
+        )
 
     def config(self, width: int) -> dict[str, int]:
         """The transformer's sizes at ``width`` (``models.transformer.Config`` fields)."""
@@ -118,12 +124,13 @@ class Sides:
     host_s: float
     """Seconds the CPU takes to issue one step onto an idle GPU (on the CPU, the whole step)."""
     gpu_s: float | None
-    """Seconds the GPU spends on one step with no CPU in the way (GPU only)."""
+    """Seconds the GPU spends on one step with no CPU in the way (GPU only; None also where the GPU's sleep never
+    outlasted the CPU's issuing, so that its own time could not be told apart)."""
     launches: int | None = None
     """Launches the CPU issues per step (kernels, copies, graph launches), counted by the profiler (GPU only)."""
     graph_launches: int | None = None
     kernels: int | None = None
-    """Kernels the GPU runs per step (those a graph replays included)."""
+    """GPU operations per step: kernels, copies and memsets (those a graph replays included)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -157,7 +164,8 @@ class VariantRun:
     width: int
     batch: int
     seconds: float
-    """Median of the repeats, per step (CUDA events around ``steps`` steps)."""
+    """Median of the repeats, per step (``steps`` steps timed by the course's timer: CUDA events on a GPU, the host
+    clock on the CPU)."""
     repeats: tuple[float, ...]
     sides: Sides
     """Measured before the timing: what the model's prediction for this run is made of."""
@@ -169,6 +177,8 @@ class VariantRun:
     """‖weights − eager's‖ / ‖eager's‖ after the checked steps (all the model's weights as one vector)."""
     compile_s: float | None = None
     """Seconds of the first compiled step (the compile included)."""
+    sm_clock_mhz: tuple[int, int] | None = None
+    """The lowest and highest SM clock read after the timed repeats (GPU, where NVML says)."""
 
 
 @dataclasses.dataclass(frozen=True)

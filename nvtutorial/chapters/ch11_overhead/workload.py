@@ -7,9 +7,11 @@ Used in notebook 11, one ``part`` per run (``schema.Params``); the code that mea
   replayed from a CUDA graph; the small step's time per step over a sweep of batches (the batch-doubling test); an
   all-reduce of a few sizes in a world of one; on a GPU the eager step's two sides at each lesson width: the CPU's
   time to issue it, the GPU's own time, and the launches and kernels the profiler counts.
-- ``step`` (one rank, GPU only): at each width the step eager, captured in one CUDA graph and compiled with
-  ``mode="reduce-overhead"``, each from the same seeded weights on the same batches: losses and weights against
-  the eager step's, then each one's two sides, then its time per step.
+- ``step`` (one rank, GPU only): at each width the step eager and captured in one CUDA graph, and at the widths of
+  ``compile_widths`` compiled with ``mode="reduce-overhead"``, each from the same seeded weights on the same batches:
+  losses and weights against the eager step's, then each one's two sides, then its time per step.
+
+On a GPU each part first warms the GPU up (notebook 10's ``warm_up``).
 - ``allreduce`` (two ranks): the same all-reduces over the pair, each time the slowest rank's.
 
     torchrun --standalone --nproc-per-node 1 -m nvtutorial.chapters.ch11_overhead.workload --set part=calibrate
@@ -64,10 +66,17 @@ def _tokens(p: Params, cfg, batch: int, step: int, device):
     return transformer.batch(step, batch, cfg, seed=p.seed).to(device)
 
 
-def _repeats(op, p: Params, ctx: runtime.Context) -> tuple[float, ...]:
-    """``p.repeats`` timings of ``p.steps`` calls of ``op`` (seconds per call), after one untimed call."""
+def _repeats(op, p: Params, ctx: runtime.Context) -> tuple[tuple[float, ...], tuple[int, int] | None]:
+    """``p.repeats`` timings of ``p.steps`` calls of ``op`` (seconds per call), after one untimed call; and the
+    lowest and highest SM clock read after them (GPU, where NVML says; notebook 10's reader)."""
+    from nvtutorial.chapters.ch10_cost_model.workload import clock_range, sm_clock_mhz
+
     op()
-    return tuple(runtime.time_calls(op, p.steps, device=ctx.device) for _ in range(p.repeats))
+    times, clocks = [], []
+    for _ in range(p.repeats):
+        times.append(runtime.time_calls(op, p.steps, device=ctx.device))
+        clocks.append(sm_clock_mhz(ctx))
+    return tuple(times), clock_range(clocks)
 
 
 # --------------------------------------------------------------------------------------------------- calibrate
@@ -75,7 +84,8 @@ def _repeats(op, p: Params, ctx: runtime.Context) -> tuple[float, ...]:
 
 def op_cost(ctx: runtime.Context, p: Params) -> OpCost:
     """The tiny op four ways, each the median of three timings (a busy CPU moves single timings a lot)."""
-    from nvtutorial.chapters.ch11_overhead.lessons.overhead import graphed, host_time, no_kernel_op, per_call, tiny_op
+    from nvtutorial.chapters.ch10_cost_model.lessons.calibrate import host_time
+    from nvtutorial.chapters.ch11_overhead.lessons.overhead import graphed, no_kernel_op, per_call, tiny_op
 
     def median(timed) -> float:
         return statistics.median(timed() for _ in range(3))
@@ -105,7 +115,7 @@ def doubling(ctx: runtime.Context, p: Params) -> tuple[DoublingPoint, ...]:
     for i, batch in enumerate(p.doubling_batches):
         ctx.progress(i, len(p.doubling_batches), desc=f"doubling: batch {batch}")
         tokens = _tokens(p, cfg, batch, 0, ctx.device)
-        reps = _repeats(lambda tokens=tokens: step(tokens), p, ctx)
+        reps, _ = _repeats(lambda tokens=tokens: step(tokens), p, ctx)
         points.append(DoublingPoint(batch=batch, seconds=statistics.median(reps), repeats=reps))
     return tuple(points)
 
@@ -134,22 +144,24 @@ def counted(op, ctx: runtime.Context) -> dict[str, int]:
 
 
 def sides(variant: str, op, ctx: runtime.Context, width: int, batch: int) -> Sides:
-    """``op``'s two sides, each measured on its own: the CPU issuing one call onto an idle GPU, the GPU running
-    calls the CPU issued ahead; on a GPU, what the profiler counts of one call."""
-    from nvtutorial.chapters.ch11_overhead.lessons.overhead import gpu_time, host_time
+    """``op``'s two sides, each measured on its own (notebook 10's ``host_time`` and ``gpu_time``): the CPU issuing
+    one call onto an idle GPU, the GPU running calls the CPU issued ahead (None where its sleep never outlasted the
+    issuing); on a GPU, what the profiler counts of one call."""
+    from nvtutorial.chapters.ch10_cost_model.lessons.calibrate import gpu_time, host_time
 
+    host = host_time(op, ctx.device)
     if not ctx.is_gpu:
-        return Sides(variant, width, batch, host_s=host_time(op, ctx.device), gpu_s=None)
-    return Sides(
-        variant, width, batch, host_s=host_time(op, ctx.device), gpu_s=gpu_time(op, ctx.device), **counted(op, ctx)
-    )
+        return Sides(variant, width, batch, host_s=host, gpu_s=None)
+    return Sides(variant, width, batch, host_s=host, gpu_s=gpu_time(op, ctx.device, issue_s=host), **counted(op, ctx))
 
 
 def calibrate(ctx: runtime.Context, p: Params) -> CalibrateRank:
     import torch
 
+    from nvtutorial.chapters.ch10_cost_model.lessons.calibrate import warm_up
     from nvtutorial.chapters.ch11_overhead.lessons.overhead import build, eager_step
 
+    warm_up(ctx.device)
     if not ctx.is_gpu:
         # One thread: the simulation measures what each op costs Python and the dispatcher. With more, every op's
         # parallel region waits at its barrier for a thread that a busy machine may have descheduled (milliseconds).
@@ -235,7 +247,7 @@ def one_width(ctx: runtime.Context, p: Params, width: int, batch: int, variants:
         weight_diff = float((weights - ref_weights).norm() / ref_weights.norm())
         tokens = batches[0]
         two_sides = sides(variant, lambda step=step, tokens=tokens: step(tokens), ctx, width, batch)
-        reps = _repeats(lambda step=step, tokens=tokens: step(tokens), p, ctx)
+        reps, clock = _repeats(lambda step=step, tokens=tokens: step(tokens), p, ctx)
         runs.append(
             VariantRun(
                 variant=variant,
@@ -248,6 +260,7 @@ def one_width(ctx: runtime.Context, p: Params, width: int, batch: int, variants:
                 loss_rel_diff=loss_diff,
                 weight_rel_diff=weight_diff,
                 compile_s=compile_s,
+                sm_clock_mhz=clock,
             )
         )
         del model, optimizer, step, weights
@@ -256,17 +269,20 @@ def one_width(ctx: runtime.Context, p: Params, width: int, batch: int, variants:
 
 
 def steps(ctx: runtime.Context, p: Params) -> StepRank:
+    from nvtutorial.chapters.ch10_cost_model.lessons.calibrate import warm_up
+
     if not ctx.is_gpu:
         raise RuntimeError(
             "part=step needs a GPU: a CUDA graph replays CUDA kernels (on the CPU, notebook 11 shows the committed "
             "one-GPU run instead)"
         )
-    variants = ("eager", "graph", "compiled") if p.compile else ("eager", "graph")
     # Inductor suggests TF32 for fp32 matrix multiplies; the lesson keeps fp32, so every variant computes the same
     warnings.filterwarnings("ignore", message=".*TensorFloat32 tensor cores.*")
+    warm_up(ctx.device)
     runs = []
     for width, batch in zip(p.widths, p.batches, strict=True):
-        runs += one_width(ctx, p, width, batch, variants)
+        compiled = ("compiled",) if width in p.compile_widths else ()  # a cold compile: tens of seconds each
+        runs += one_width(ctx, p, width, batch, ("eager", "graph", *compiled))
     return StepRank(device=_device_name(ctx), runs=tuple(runs))
 
 

@@ -10,13 +10,16 @@ that only the floor of one call counts to sizes where the roof does; and the flo
 same calls with almost no work: Adam's step on the model's tensors shrunk to one element each, and a training step
 of the same model at a tiny width. With two ranks or more, all ranks time an all-reduce, an all-gather and a
 reduce-scatter over a range of sizes; notebook 10 fits ``t = α + S · factor / β`` to them. Every time comes from
-the course's one timer (CUDA events on a GPU, the host clock on the CPU), after untimed warm-up calls.
+the course's one timer (CUDA events on a GPU, the host clock on the CPU), after untimed warm-up calls, on a GPU
+warmed up first. The two sides of a program (the CPU issuing it, the GPU running it) are measured apart at the end.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import statistics
+import time
 
 import torch
 import torch.distributed as dist
@@ -103,6 +106,19 @@ def collective(kind: str, nbytes: int, device: torch.device):
 # %% the clock
 
 
+def warm_up(device: torch.device, seconds: float = 0.3) -> None:
+    """On a GPU, large bf16 multiplies for about ``seconds`` before anything is timed: a GPU that sat idle runs at a
+    lower clock, and the first timed calls should not pay for raising it. Nothing to warm up on the CPU."""
+    if device.type != "cuda":
+        return
+    op = matmul(4096, torch.bfloat16, device)
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        for _ in range(10):
+            op()
+        torch.cuda.synchronize(device)
+
+
 def seconds_per_call(op, iters: int, device: torch.device, together: bool = False, warmup: int = 1) -> float:
     """Seconds per call of ``op`` over ``iters`` back-to-back calls, after ``warmup`` untimed calls (the first call
     picks a kernel, sets up NCCL's connections). ``together``: the ranks start at a barrier and the slowest rank's
@@ -119,6 +135,81 @@ def seconds_per_call(op, iters: int, device: torch.device, together: bool = Fals
     return seconds
 
 
+def calls_per_repeat(
+    op, device: torch.device, target_s: float, most: int, together: bool = False, warmup: int = 2
+) -> int:
+    """How many back-to-back calls of ``op`` last about ``target_s`` (at least one, at most ``most``): after
+    ``warmup`` untimed calls, the median of three timed single calls decides, so that one slow call cannot make every
+    repeat one call long; two calls that each outlast ``target_s`` decide at once (one call per repeat).
+    ``together``: every rank gets the same number (each probe is the slowest rank's)."""
+    probes = [seconds_per_call(op, 1, device, together, warmup=warmup if i == 0 else 0) for i in range(2)]
+    if min(probes) < target_s:
+        probes.append(seconds_per_call(op, 1, device, together, warmup=0))
+    return max(1, min(most, int(target_s / max(statistics.median(probes), 1e-9))))
+
+
+# %% the two sides of a program
+
+
+def wait(device: torch.device) -> None:
+    """Wait until the GPU has finished what was queued (nothing to wait for on the CPU: it ran every op already)."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def host_time(op, device: torch.device, repeats: int = 5) -> float:
+    """Seconds the CPU takes to issue one call of ``op`` onto an idle GPU: the host's clock stops when ``op``
+    returns, before the GPU is done (the median of ``repeats``). On the CPU there is no queue: the whole call."""
+    times = []
+    for _ in range(repeats):
+        wait(device)
+        start = time.perf_counter()
+        op()
+        times.append(time.perf_counter() - start)
+    wait(device)
+    return statistics.median(times)
+
+
+def sleep_cycles_per_s(device: torch.device) -> float:
+    """Clock cycles per second of ``torch.cuda._sleep``, the GPU-side sleep of PyTorch's own tests."""
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    torch.cuda._sleep(10_000_000)
+    end.record()
+    end.synchronize()
+    return 10_000_000 / (start.elapsed_time(end) / 1e3)
+
+
+def gpu_time(
+    op, device: torch.device, calls: int = 3, issue_s: float | None = None, tries: int = 3, most_s: float = 0.5
+) -> float | None:
+    """Seconds per call the GPU itself spends on ``op``, with no CPU in the way: a sleep queued on the GPU first
+    keeps it busy while the CPU issues ``calls`` calls; then the GPU runs their kernels back to back, as it would
+    replay them from a CUDA graph. The sleep must outlast the issuing (``issue_s``: the CPU's time per call,
+    :func:`host_time`'s, measured here when not given): if the GPU was already awake when the last call was queued
+    (a clock that changed, a CPU that stalled, a launch queue that filled), the time would include the CPU's gaps,
+    so it is tried again with a sleep 4× as long (at most ``most_s``); None when ``tries`` sleeps all ended too
+    soon."""
+    if issue_s is None:
+        op()
+    issue = host_time(op, device) if issue_s is None else issue_s  # host_time's calls warm up too
+    per_s = sleep_cycles_per_s(device)
+    sleep_s = 2 * calls * issue + 0.002
+    for _ in range(tries):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda._sleep(int(per_s * min(sleep_s, most_s)))
+        start.record()
+        for _ in range(calls):
+            op()
+        asleep = not start.query()  # the GPU has not reached `start` yet: still asleep after the last call was queued
+        end.record()
+        end.synchronize()
+        if asleep:
+            return start.elapsed_time(end) / 1e3 / calls
+        sleep_s *= 4
+    return None
+
+
 # %% main
 
 
@@ -131,6 +222,7 @@ def main() -> None:
     parser.add_argument("--heads", type=int, default=16, help="the floors' model: heads (default 16)")
     args = parser.parse_args()
     device = setup()
+    warm_up(device)
     # a GPU: bf16 (its fast dtype) and fp32 (what the course's transformer trains in; TF32 is off, PyTorch's default)
     dtypes = (torch.bfloat16, torch.float32) if device.type == "cuda" else (torch.float32,)
     roofs = []

@@ -13,8 +13,8 @@ Every rank then times a small all-reduce called eagerly and, with NCCL, replayed
 from __future__ import annotations
 
 import argparse
-import statistics
 import time
+import warnings
 
 import torch
 import torch.distributed as dist
@@ -22,15 +22,10 @@ import torch.distributed as dist
 from nvtutorial.chapters.ch03_ddp_training.lessons.ddp_train import setup  # the process group, as notebook 03 sets it
 from nvtutorial.chapters.ch08_ladder.lessons.rungs import LR
 from nvtutorial.chapters.ch08_ladder.lessons.train import train_step  # forward, backward, update: notebook 08's
+from nvtutorial.chapters.ch10_cost_model.lessons.calibrate import wait, warm_up  # notebook 10's clock
 from nvtutorial.models import transformer
 
 # %% the clock
-
-
-def wait(device: torch.device) -> None:
-    """Wait until the GPU has finished what was queued (nothing to wait for on the CPU: it ran every op already)."""
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
 
 
 def per_call(op, calls: int, device: torch.device, wait_each: bool = False) -> float:
@@ -46,19 +41,6 @@ def per_call(op, calls: int, device: torch.device, wait_each: bool = False) -> f
             wait(device)
     wait(device)
     return (time.perf_counter() - start) / calls
-
-
-def host_time(op, device: torch.device, repeats: int = 5) -> float:
-    """Seconds the CPU takes to issue one call of ``op`` onto an idle GPU: the host's clock stops when ``op``
-    returns, before the GPU is done (the median of ``repeats``). On the CPU there is no queue: the whole call."""
-    times = []
-    for _ in range(repeats):
-        wait(device)
-        start = time.perf_counter()
-        op()
-        times.append(time.perf_counter() - start)
-    wait(device)
-    return statistics.median(times)
 
 
 # %% one tiny operation
@@ -117,7 +99,9 @@ def graphed_step(model, optimizer, warmup_batches):
     static = torch.empty_like(warmup_batches[0])
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
+    with torch.cuda.stream(side), warnings.catch_warnings():
+        # torch's note that a capturable Adam run outside a capture is slower: these steps are the warm-up
+        warnings.filterwarnings("ignore", message=".*capturable=True.*")
         for tokens in warmup_batches:
             static.copy_(tokens)
             train_step(model, optimizer, static)
@@ -137,9 +121,10 @@ def graphed_step(model, optimizer, warmup_batches):
 
 def compiled_step(model, optimizer):
     """torch.compile's way: the forward pass and the loss compiled into fused kernels, their backward too, each
-    replayed from a CUDA graph under mode="reduce-overhead"; Adam's step, not compiled, stays eager."""
+    replayed from a CUDA graph under mode="reduce-overhead"; Adam's step, not compiled, stays eager. dynamic=False:
+    kernels for these exact shapes, as a CUDA graph replays them."""
 
-    @torch.compile(mode="reduce-overhead")
+    @torch.compile(mode="reduce-overhead", dynamic=False)
     def loss_of(tokens):
         return transformer.loss_fn(model, tokens)
 
@@ -153,46 +138,20 @@ def compiled_step(model, optimizer):
     return step
 
 
-# %% the GPU's own time
-
-
-def sleep_cycles_per_s(device: torch.device) -> float:
-    """Clock cycles per second of ``torch.cuda._sleep``, the GPU-side sleep of PyTorch's own tests."""
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    torch.cuda._sleep(10_000_000)
-    end.record()
-    end.synchronize()
-    return 10_000_000 / (start.elapsed_time(end) / 1e3)
-
-
-def gpu_time(op, device: torch.device, calls: int = 3) -> float:
-    """Seconds per call the GPU itself spends on ``op``, with no CPU in the way: a sleep queued on the GPU first
-    keeps it busy while the CPU issues ``calls`` calls; then the GPU runs their kernels back to back, as it would
-    replay them from a CUDA graph."""
-    op()
-    issue = host_time(op, device)
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    torch.cuda._sleep(int(sleep_cycles_per_s(device) * (2 * calls * issue + 0.002)))  # longer than the issuing
-    start.record()
-    for _ in range(calls):
-        op()
-    end.record()
-    end.synchronize()
-    return start.elapsed_time(end) / 1e3 / calls
-
-
 # %% an all-reduce's fixed cost
 
 
 def all_reduce_costs(nbytes: int, calls: int, device: torch.device) -> dict[str, float | None]:
-    """Seconds per call of an all-reduce of ``nbytes`` (zeros: the sums stay zero): back to back (``eager``, the α
-    of notebook 10 at a small size), each call waited for (``waited``), and replayed from a CUDA graph that holds
-    ``calls`` of them (``graph``: no Python, no c10d, one launch for all; NCCL only, None with gloo)."""
+    """Seconds per call of an all-reduce of ``nbytes`` (zeros: they stay zero): back to back (``eager``, the α of
+    notebook 10 at a small size), each call waited for (``waited``), and replayed from a CUDA graph that holds
+    ``calls`` of them (``graph``: no Python, no c10d, one launch for all; NCCL only, None with gloo). With NCCL an
+    average, not a sum: on one rank NCCL has nothing to do for an in-place sum and launches no kernel at all (the
+    graph would be empty), while an average scales by 1/n, one kernel. gloo has no average: a sum."""
     x = torch.zeros(max(1, nbytes // 4), device=device)
+    op_kind = dist.ReduceOp.AVG if dist.get_backend() == "nccl" else dist.ReduceOp.SUM
 
     def op():
-        dist.all_reduce(x)
+        dist.all_reduce(x, op=op_kind)
 
     costs: dict[str, float | None] = {
         "eager": per_call(op, calls, device),
@@ -214,6 +173,7 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=8, help="sequences per step (default 8)")
     args = parser.parse_args()
     device = setup()
+    warm_up(device)
     rank = dist.get_rank()
     if rank == 0:
         op = tiny_op(device)
