@@ -1,12 +1,14 @@
 """What notebooks 03 and 04 run on one GPU, timed: each part's launch as the notebook makes it; the gather per batch.
 
-    python scripts/one_gpu_03_04.py OUT [gather] [03] [04]      # default: all three, one JSON file each in OUT
+    python scripts/one_gpu_03_04.py OUT [gather] [03] [04] [c10]  # default: all four, one JSON file each in OUT
 
 ``gather`` (review finding N14): a batch of ``DeviceShapes``, the training set kept on the device, at the lesson's
 sizes: the host time of ``ds[indices]`` and its device time (CUDA events; on the CPU the host clock), median of 50,
 beside the lesson's step at the same batch. ``03``: notebook 03's one-GPU run (the lesson's step on one rank at ``B``
 and ``B/2``). ``04``: notebook 04's A/Bs on one GPU (precision, channels_last, checkpointing, torch.compile) and its
-attention run, with the wall time of each launch and every row's first step (the compilation for torch.compile). The
+attention run, with the wall time of each launch and every row's first step (the compilation for torch.compile).
+``c10``: what measuring C10's memory on the GPU adds to that launch (without torch.compile, with and without
+``gradient_as_bucket_view=True``: the wall times, their difference, the verdict's memory numbers). The
 sizes are read from each notebook's ``parameters`` cell and placed by its ``course.plan`` on this machine, as the
 notebook does. Each part writes ``OUT/<part>.json`` when it ends, so a part cut off leaves the others.
 """
@@ -112,11 +114,15 @@ def part_04() -> dict:
     from nvtutorial.chapters.ch04_optimisations import lab
 
     s = sizes("04_optimisations")
-    plan = course.plan("04_optimisations", "auto", {"A/Bs on one GPU": "one GPU", "C9": "one GPU"})
+    plan = course.plan(
+        "04_optimisations", "auto", {"A/Bs on one GPU": "one GPU", "DDP's options": "two GPUs", "C9": "one GPU"}
+    )
     p = s[plan["A/Bs on one GPU"].profile]
     variants = ["fp32", "fp16", "channels_last", "activation checkpointing"] + (
         ["torch.compile"] if p["compile"] else []
     )
+    if plan["A/Bs on one GPU"].gpus and not plan["DDP's options"].gpus:  # C10's memory, as the notebook adds it
+        variants.append("gradient_as_bucket_view=True")
     out: dict = {"plan": plan["A/Bs on one GPU"].where}
     t0 = time.perf_counter()
     runs = lab.measure(plan, {"A/Bs on one GPU": (p, variants)})
@@ -134,7 +140,31 @@ def part_04() -> dict:
     return out
 
 
-PARTS = {"gather": part_gather, "03": part_03, "04": part_04}
+def part_c10() -> dict:
+    """What C10's memory costs the one-GPU launch (review R1-19): the launch at the lesson's sizes without
+    torch.compile, with and without ``gradient_as_bucket_view=True``, after one launch that starts the warm
+    interpreter; the difference of their wall times is its cost, and the verdict's memory numbers come from the
+    last."""
+    from nvtutorial.chapters.ch04_optimisations import lab
+    from nvtutorial.chapters.ch04_optimisations import report as o
+
+    s = sizes("04_optimisations")
+    plan = course.plan("04_optimisations", "auto", {"A/Bs on one GPU": "one GPU"})
+    p = s[plan["A/Bs on one GPU"].profile]
+    out: dict = {"plan": plan["A/Bs on one GPU"].where}
+    with_view = ["fp32", "gradient_as_bucket_view=True"]
+    for name, variants in (("warm-up", ["fp32"]), ("without", ["fp32"]), ("with", with_view)):  # warm: no start-up
+        t0 = time.perf_counter()
+        run = lab.measure(plan, {"A/Bs on one GPU": (p, variants)})["A/Bs on one GPU"]
+        out[name] = launch_record(run, time.perf_counter() - t0)
+        out[name]["rank_wall_s"] = run.wall_s
+    out["cost_s"] = out["with"]["wall_s"] - out["without"]["wall_s"]
+    v = o.verdict_c10(run)
+    out["verdict_c10"] = {"status": v.status, "numbers": v.numbers, "text": v.text}
+    return out
+
+
+PARTS = {"gather": part_gather, "03": part_03, "04": part_04, "c10": part_c10}
 
 if __name__ == "__main__":
     folder = Path(sys.argv[1])

@@ -18,21 +18,21 @@ from nvtutorial.report.verdict import compare
 from nvtutorial.results import EnvInfo, RunResult, typed
 
 
-def run(rows, gpu=True, params=None, model_params=1_000_000, committed=False):
+def run(rows, gpu=True, params=None, model_params=1_000_000, committed=False, tf32=None, world=2):
     """A train run as the launcher collects it, rank 0's rows ``rows`` (status ok and per-GPU batch 8 unless told;
-    ``committed``: the earlier workload's layout)."""
+    ``committed``: the earlier workload's layout; ``tf32``: what the ranks recorded of TF32 convolutions)."""
     for r in rows:
         r.setdefault("status", "ok")
         r.setdefault("per_gpu_batch", 8)
-        r.setdefault("world_size", 2)
-        r.setdefault("global_batch", 2 * r["per_gpu_batch"])
+        r.setdefault("world_size", world)
+        r.setdefault("global_batch", world * r["per_gpu_batch"])
     metrics = {
         "device": "cuda:0" if gpu else "cpu",
-        "world_size": 2,
+        "world_size": world,
         "model": "tiny",
         "model_params": model_params,
         "image_size": 16,
-        "tf32_convolutions": None,
+        "tf32_convolutions": tf32,
         "rows": rows,
     }
     if not committed:
@@ -40,8 +40,8 @@ def run(rows, gpu=True, params=None, model_params=1_000_000, committed=False):
     env = EnvInfo(
         host="h",
         backend="nccl" if gpu else "gloo",
-        world_size=2,
-        device_names=("test GPU",) * 2 if gpu else ("CPU",) * 2,
+        world_size=world,
+        device_names=("test GPU",) * world if gpu else ("CPU",) * world,
         torch="2.13",
         cuda=None,
         nccl=None,
@@ -274,6 +274,7 @@ def test_one_gpu_runs_its_ab_on_the_gpu_at_the_lesson_sizes_and_ddps_options_on_
         "channels_last",
         "activation checkpointing",
         "torch.compile",
+        "gradient_as_bucket_view=True",  # C10's memory: DDP's options run on the CPU here, so the GPU measures it
     )
     assert one.params["count"] is False and one.params["comm_share"] is False
     # each A/B compares rounds under the noise rule: at least 3 of them, of 3 timed steps each, after 2 untimed
@@ -293,12 +294,43 @@ def test_without_a_gpu_both_parts_are_one_simulation_and_two_gpus_run_each_as_ta
     assert both.parts == ("A/Bs on one GPU", "DDP's options") and (both.nproc, both.backend) == (2, "gloo")
     assert both.params["model"] == "tiny" and "torch.compile" not in both.params["variants"]
     assert both.params["variants"].count("baseline") == 1 and both.params["count"] is True
+    assert both.params["variants"].count("gradient_as_bucket_view=True") == 1  # DDP's option, not C10's extra
     _, (one, ddp) = notebook_launches(monkeypatch, 2)
     assert (one.nproc, one.backend, ddp.nproc, ddp.backend) == (1, "nccl", 2, "nccl")
+    assert "gradient_as_bucket_view=True" not in one.params["variants"]  # two GPUs measure C10's memory under DDP
     assert one.params["model"] == ddp.params["model"] == "full"
     _, (one, ddp) = notebook_launches(monkeypatch, 1, "ci")  # small sizes asked for: the GPU still runs its part
     assert (one.backend, one.params["model"], ddp.backend) == ("nccl", "tiny", "gloo")
     assert "torch.compile" not in one.params["variants"]
+
+
+@pytest.mark.parametrize("gpus, said", [(0, True), (1, False), (2, False)])
+def test_a_part_measured_in_anothers_launch_says_so(monkeypatch, capsys, gpus, said):
+    """R1-17: without a GPU the plan calls the A/Bs one process's CPU simulation, while they share the two gloo
+    ranks of DDP's options: the lab says so before the launch; where each part has its own launch it says nothing."""
+    import nvtutorial
+    from nvtutorial.chapters.ch04_optimisations import lab
+
+    machine = course.Machine(("NVIDIA H200",) * gpus, 16, "2.28.9" if gpus else None)
+    plan = course.plan("04", "auto", {"A/Bs on one GPU": "one GPU", "DDP's options": "two GPUs"}, machine)
+    sizes = {
+        "model": "tiny",
+        "image_size": 8,
+        "batch": 4,
+        "samples": 16,
+        "accumulation": 2,
+        "warmup": 1,
+        "steps": 1,
+        "repeats": 2,
+        "timeout": 60,
+    }
+    launched = []
+    monkeypatch.setattr(nvtutorial, "run", lambda *a, **kw: launched.append(kw["nproc"]) or kw["nproc"])
+    runs = lab.measure(plan, {"A/Bs on one GPU": (sizes, ["fp32"]), "DDP's options": (sizes, ["static_graph=True"])})
+    out = capsys.readouterr().out
+    assert launched == ([2] if said else [1, 2]) and runs["A/Bs on one GPU"] == (2 if said else 1)
+    assert (out == "A/Bs on one GPU: measured by rank 0 of the 2 gloo ranks that run DDP's options\n") is said
+    assert out == "" or said
 
 
 # --------------------------------------------------------------------------- C8
@@ -358,6 +390,38 @@ def test_c11_without_bf16_on_the_cpu_and_without_runs():
     assert no_curve.status == "partly" and no_curve.numbers["fp16_trains"] is True
 
 
+@pytest.mark.parametrize(
+    "tf32, gpu, labelled",
+    [(True, True, True), (False, True, False), (None, True, False), (None, False, False)],
+)
+@pytest.mark.parametrize("fp16_rounds", [(8.0, 8.05), (12.0, 12.05)])  # C11 partly, and info
+def test_fp32_says_where_its_convolutions_ran_on_tf32(tf32, gpu, labelled, fp16_rounds):
+    """R1-6: where the ranks recorded TF32 convolutions (cuDNN's default on Ampere and later), "fp32" is not strict
+    fp32: the table, the figure and C11 say so; elsewhere (switched off, an older GPU, the CPU) fp32 is fp32."""
+    rows = [
+        r("baseline", (7.0, 7.05), loss_curve=CURVE),
+        r("fp32", (10.0, 10.05), loss_curve=CURVE),
+        r("fp16", fp16_rounds, loss_curve=CURVE),
+    ]
+    result = run(rows, gpu=gpu, tf32=tf32)
+    name = o.TF32_FP32 if labelled else "fp32"
+    assert o.tf32_convolutions(result) is labelled and o.label(result, "fp32") == name
+    assert o.label(result, "fp16") == "fp16" and o.TF32_FP32 == "fp32 (TF32 convolutions)"
+    assert list(o.knob_frame(result)["variant"]) == ["baseline", name, "fp16"]
+    from nvtutorial.chapters.ch04_optimisations import plots
+
+    fig, ax = plots.plot_step_changes(result, ["fp32", "fp16"], result, "t")
+    assert [t.get_text() for t in ax.get_yticklabels()] == [name, "fp16"]
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
+    v = o.verdict_c11(result)
+    assert v.text.startswith(f"{'not decided on the CPU (' if not gpu else ''}") and f"against {name}: fp16" in v.text
+    assert (o.TF32_NOTE in v.text) is labelled and ("strict fp32" in v.text) is labelled
+    if gpu:
+        assert v.numbers["tf32_convolutions"] is labelled and v.status == ("partly" if fp16_rounds[0] < 9 else "info")
+
+
 # --------------------------------------------------------------------------- C10
 NAME = "gradient_as_bucket_view=True"
 
@@ -413,6 +477,52 @@ def test_c10_peak_within_one_percent(peak_view, unchanged):
     v = o.verdict_c10(c10_run(peak_view=peak_view))
     assert v.numbers["peak_change_gb"] == pytest.approx([peak_view[0] - 10.0, peak_view[1] - 10.0])
     assert ("no change (under 1 %)" in v.text) is unchanged and o.MEMORY_NOISE == 0.01
+
+
+def one_gpu_c10(saved=0.1, peak_view=10.0, with_view=True, gpu=True):
+    """The A/Bs' launch on one GPU (a world of one, the lesson's 25 M-parameter model: one gradient copy 0.1 GB)."""
+    rows = [r("baseline", (10.0, 10.1), optimizer_mem_gb_per_rank=[1.0], peak_mem_gb_per_rank=[10.0])]
+    if with_view:
+        rows.append(r(NAME, (10.0, 10.05), optimizer_mem_gb_per_rank=[1.0 - saved], peak_mem_gb_per_rank=[peak_view]))
+    return run(rows, gpu=gpu, model_params=25_000_000, world=1)
+
+
+@pytest.mark.parametrize(
+    "bytes_view, saved, status",
+    [
+        (4e6, 0.1, "wrong"),  # equal bytes (the CPU run) and one copy (the GPU)
+        (2e6, 0.1, "wrong"),  # the bytes alone would not decide: the one GPU's memory does
+        (2e6, 0.0501, "wrong"),
+        (2e6, 0.0499, "info"),  # under half a copy
+        (2e6, 0.1499, "wrong"),
+        (2e6, 0.1501, "info"),  # over one and a half copies
+        (4e6, 0.0, "wrong"),  # nothing saved, but the bytes are equal: not compression
+    ],
+)
+def test_c10_reads_the_memory_on_one_gpu_where_ddps_options_ran_on_the_cpu(bytes_view, saved, status):
+    """R1-19: on a machine with one GPU, DDP's options run as the CPU simulation (bytes counted) and the A/Bs' launch
+    on the GPU measures the bucket view's memory (DDP in a world of one has its buckets): the verdict reads each
+    where it was measured, and says so."""
+    cpu, gpu = c10_run(bytes_view=bytes_view, gpu=False), one_gpu_c10(saved)
+    v = o.verdict_c10(cpu, gpu)
+    assert v.status == status and v.where == f"bytes: {cpu.label}; memory: {gpu.label}"
+    n = v.numbers
+    assert n["saved_before_step_gb"] == pytest.approx([saved]) and n["gradient_copy_gb"] == 0.1  # the GPU's model
+    assert n["allreduce_bytes_bucket_view"] == bytes_view and n["peak_change_gb"] == [0.0]
+    assert f"less (on {gpu.label}, one process: DDP in a world of one has its buckets too) (rank 0;" in v.text
+    assert "memory is counted on GPUs only" not in v.text
+    assert n["step_status"] == o.comparison(cpu, NAME).status  # the step time: the run of DDP's options
+
+
+def test_c10_reads_the_one_gpu_only_where_it_measured_the_bucket_view_on_a_gpu():
+    cpu = c10_run(gpu=False)
+    for other in (None, one_gpu_c10(with_view=False), one_gpu_c10(gpu=False)):
+        v = o.verdict_c10(cpu, other)
+        assert v.where == cpu.label and "memory is counted on GPUs only" in v.text
+    two = c10_run()  # DDP's options on two GPUs: their own memory, whatever the one GPU measured
+    v = o.verdict_c10(two, one_gpu_c10(saved=0.05))
+    assert v.where == two.label and v.numbers["saved_before_step_gb"] == pytest.approx([0.004, 0.004])
+    assert "(ranks 0, 1;" in v.text and "world of one" not in v.text
 
 
 def test_c10_needs_both_runs_and_says_where_memory_was_counted():
@@ -521,6 +631,38 @@ def test_c9_decided_by_where_sdpa_is_called():
     assert "kernel_default" not in none.numbers and none.status == "wrong"
 
 
+@pytest.mark.parametrize(
+    "off_ms, off_ops, moved",
+    [
+        ((1.034, 1.035), ("_flash",), None),  # the same kernel, 3.4 % apart (beyond the 1 % noise): no effect
+        ((1.005, 1.006), ("_flash",), None),  # the same kernel within the noise
+        ((1.034, 1.035), ("math",), "slower"),  # another kernel, beyond the noise: the switch did it
+        ((0.96, 0.961), ("math",), "faster"),
+        ((1.005, 1.006), ("math",), "no change"),
+    ],
+)
+def test_c9_the_attention_block_is_slower_only_with_another_kernel(off_ms, off_ops, moved):
+    """R1-7: where the switch left the attention block on the same kernel, the gap between the two timings is this
+    machine's noise (an A/A pair), never "slower" or "faster", whatever its size."""
+    settings = [
+        {"setting": "default switches", "ops": ["_flash", "x_backward"], "ms": 1.0, "ms_all": [1.0, 1.001]},
+        {"setting": "enable_flash_sdp(False)", "ops": list(off_ops), "ms": off_ms[0], "ms_all": list(off_ms)},
+    ]
+    v = o.verdict_c9(attention(settings=settings))
+    block = v.text[v.text.index("switching it off") :].split("; the UNet's step")[0]
+    c = compare([1.0, 1.001], list(off_ms))
+    if moved is None:
+        assert block.startswith("switching it off leaves the attention block on _flash (the same kernel): ")
+        assert v.numbers["attention_aa_gap"] == pytest.approx(abs(c.change))
+        assert f"a gap of {abs(c.change):.1%} between two runs of the same kernel" in block
+        assert not any(w in block for w in ("slower", "faster", "no change")) and "not an effect" in block
+    else:
+        assert block.startswith("switching it off moves the attention block from _flash to math: ")
+        assert c.status == moved and block.endswith(c.describe("ms")) and "attention_aa_gap" not in v.numbers
+    unkept = o.verdict_c9(attention())  # the committed layout: medians only
+    assert "leaves the attention block on _flash (the same kernel): 1.00 → 1.20 ms (medians;" in unkept.text
+
+
 @pytest.mark.parametrize("calls, status", [(0, "wrong"), (2, "info")])
 def test_c9_the_unets_step_with_repeats(calls, status):
     unet = {"ms_flash_on_all": [9.6, 9.61], "ms_flash_off_all": [8.93, 8.94], "ms_flash_on_again_all": [9.2, 9.3]}
@@ -627,3 +769,26 @@ def test_the_compile_summary_of_the_committed_gpu_run():
     assert "the first step took 51.8 s (the compilation), then 40.85 ms per step" in text
     assert "each step saves 24.81 ms against the baseline (65.66 → 40.85 ms, the rounds' medians)" in text
     assert "after about 2,085 steps (2.3 min of the baseline's training)" in text
+
+
+# --------------------------------------------------------------------------- what a rank prints
+def test_dynamos_notice_about_ddps_profiler_range_is_dropped_and_nothing_else():
+    """R1-16: torch.compile of the DDP model logs that it ignores DDP.forward's record_function range; the compiled
+    variant drops that one line (the workload records no profiler trace), from the logger this torch logs it on."""
+    import inspect
+    import logging
+
+    import torch._dynamo.variables.ctx_manager as ctx_manager
+    from torch.nn.parallel import distributed
+
+    from nvtutorial.chapters.ch04_optimisations import workload_train
+
+    assert "Profiler record function %s will be ignored" in inspect.getsource(ctx_manager)
+    assert 'record_function("DistributedDataParallel.forward")' in inspect.getsource(distributed)
+    drop = workload_train._DropProfilerNotice()
+
+    def record(msg):
+        return logging.LogRecord(ctx_manager.__name__, logging.WARNING, "f", 1, msg, None, None)
+
+    assert not drop.filter(record("Profiler record function %s will be ignored"))
+    assert drop.filter(record("Graph break in user code")) and drop.filter(record("Profiler function %s"))

@@ -560,11 +560,30 @@ def test_the_scaling_summary_carries_the_ranks_threads_and_cores():
     assert t.scaling_summary(gpu_run(scaling_rows()))["cpu_cores"] is None  # not recorded: None, read as such
 
 
+def test_the_scaling_explanation_says_how_the_one_gpu_baseline_was_taken():
+    """R1-5: today's run times one GPU in the two-rank launch, rank 0 alone while rank 1 waits; the committed
+    reference is a separate one-process launch (``tests/test_claims_training.py`` reads it). The explanation of the
+    loss says which, from the run it read."""
+    same = t.scaling_summary(gpu_run(scaling_rows()))
+    one = gpu_run([committed("data=device+batch_size=16", 10.1, batch=16, samples_per_s=100.0)])
+    one.ranks[0]["world_size"] = 1
+    separate = t.scaling_summary(gpu_run(scaling_rows()[:2]), one)
+    assert same["one_gpu_how"] == "rank 0 alone while the other rank waited"
+    assert separate["one_gpu_how"] == "a separate one-process launch"
+    for s in (same, separate):
+        text = t.scaling_explanation(s, gpu=True)
+        assert f"(a GPU is less efficient on smaller work; the 1-GPU baseline: {s['one_gpu_how']})" in text
+        assert s["one_gpu_how"] not in t.scaling_explanation(s, gpu=False)  # the CPU does not split the causes
+    two_rank_solo = gpu_run(scaling_rows()[:2] + [row(t.SOLO, (10.0, 10.1), batch=16, samples_per_s=100.0)])
+    assert t.scaling_summary(gpu_run(scaling_rows()[:2]), two_rank_solo)["one_gpu_how"].startswith("rank 0 alone")
+
+
 def test_the_scaling_explanation_splits_the_loss():
     s = {"fixed_global": {"step_ms": 6.0, "nosync_step_ms": 5.5}, "solo_step_ms": 10.0}
     text = t.scaling_explanation(s, gpu=True)
     assert "a step took 6.00 ms, where half of the 1-GPU step would be 5.00 ms" in text
     assert "+0.50 ms from the smaller per-GPU batch" in text and "+0.50 ms from the gradient synchronisation" in text
+    assert "(a GPU is less efficient on smaller work)" in text  # how the baseline was taken: not known, not said
     assert t.scaling_explanation(s) == text  # GPUs unless told otherwise
     cpu = t.scaling_explanation(s, gpu=False)
     assert "cannot be split into causes" in cpu and "say nothing about GPUs" in cpu

@@ -311,6 +311,27 @@ def test_training_setup_rejects_bad_arguments():
 
 
 # --- the train workload, in process (one rank) --------------------------------------------------
+@pytest.mark.parametrize(
+    "gpu, allow, capability, tf32",
+    [
+        (False, True, (9, 0), None),
+        (True, True, (8, 0), True),
+        (True, True, (7, 5), False),
+        (True, False, (9, 0), False),
+    ],
+)
+def test_tf32_convolutions_need_the_switch_and_tensor_cores_that_have_tf32(monkeypatch, gpu, allow, capability, tf32):
+    """R1-6: "fp32" ran its convolutions in TF32 only where cuDNN's switch is on (the default) and the GPU has TF32
+    tensor cores (compute capability 8.0, Ampere, and later: not a T4 or a V100)."""
+    from types import SimpleNamespace
+
+    from nvtutorial.chapters.ch03_ddp_training import workload as train
+
+    monkeypatch.setattr(torch.backends.cudnn, "allow_tf32", allow)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: capability)
+    assert train.tf32_convolutions(SimpleNamespace(is_gpu=gpu, device="cuda:0")) is tf32
+
+
 def test_train_workload_times_counts_and_repeats_the_first_configuration(ctx):
     from nvtutorial.chapters.ch03_ddp_training import workload as train
 

@@ -182,8 +182,9 @@ CLAIMS: tuple[Claim, ...] = (
         "Mixed precision with `GradScaler` and fp16 autocast speeds training up.",
         "True as a speed-up, but not an NVLink trick, where the source files it: under autocast DDP still "
         "all-reduces fp32 gradients, so nothing it sends gets smaller. For this UNet on the 2× H200 reference, "
-        "fp16 with a scaler cut the step time by 16 % against fp32 and bf16 by 19 % (1.19× and 1.24× as fast), "
-        "with the same losses; one model on one GPU type: measure yours. bf16 needs no scaler, and the source's "
+        "fp16 with a scaler cut the step time by 16 % and bf16 by 19 % (1.19× and 1.24× as fast) against fp32 with "
+        "TF32 convolutions (PyTorch's default; strict fp32 would be slower still), with the same losses; one model "
+        "on one GPU type: measure yours. bf16 needs no scaler, and the source's "
         '`torch.cuda.amp.GradScaler()` is the deprecated spelling of `torch.amp.GradScaler("cuda")`.',
         "partly",
         "2× H200 run",

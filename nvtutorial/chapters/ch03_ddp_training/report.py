@@ -342,8 +342,10 @@ def scaling_summary(two_gpus: Train, one_gpu: Train | None = None) -> dict[str, 
         return [counted_gb(r) for r in rank_rows]
 
     first = ranks_of(two_gpus)[0]
+    alone = ranks_of(one_gpu if one_gpu is not None else two_gpus)[0].world_size > 1
     out: dict[str, Any] = {
         "one_gpu_batch": big,
+        "one_gpu_how": "rank 0 alone while the other rank waited" if alone else "a separate one-process launch",
         "memory": mem_key,
         "where": where(two_gpus),
         "solo_memory_gb": memory(solo, [solo])[0],
@@ -571,7 +573,8 @@ REFERENCE_RUNS = {
 }
 """The committed 2× H200 runs of notebook 03's scaling and transports (the earlier ``train`` workload)."""
 REFERENCE_NOTE = (
-    "the committed 2× H200 reference run (reference/h200x2/runs, the earlier train workload), not this machine"
+    "the committed 2× H200 reference run (reference/h200x2/runs, the earlier train workload, with cudnn.benchmark "
+    "on and bucket_cap_mb=25), not this machine"
 )
 
 
@@ -889,11 +892,12 @@ def scaling_explanation(summary: Mapping[str, Any], gpu: bool = True) -> str:
         f"1-GPU batch: a step took {g['step_ms']:.2f} ms, where half of the 1-GPU step would be {ideal:.2f} ms."
     )
     nosync = g.get("nosync_step_ms")
+    how = f"; the 1-GPU baseline: {summary['one_gpu_how']}" if summary.get("one_gpu_how") else ""
     if nosync is not None and gpu:
         text += (
             f" The same step without the gradient exchange (under no_sync) took {nosync:.2f} ms: "
-            f"{nosync - ideal:+.2f} ms from the smaller per-GPU batch (a GPU is less efficient on smaller work; "
-            f"the 1-GPU baseline was taken while the other rank waited), {g['step_ms'] - nosync:+.2f} ms from the "
+            f"{nosync - ideal:+.2f} ms from the smaller per-GPU batch (a GPU is less efficient on smaller work{how}), "
+            f"{g['step_ms'] - nosync:+.2f} ms from the "
             "gradient synchronisation the backward pass did not hide (the all-reduce plus DDP's bucket copies, "
             "which no_sync skips too)."
         )

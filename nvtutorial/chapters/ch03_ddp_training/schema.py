@@ -149,7 +149,9 @@ class Rank:
     model_params: int
     image_size: int
     tf32_convolutions: bool | None
-    """cuDNN's TF32 switch on GPUs; None on the CPU."""
+    """Whether fp32 convolutions ran on TF32 tensor cores: cuDNN's TF32 switch (``torch.backends.cudnn.allow_tf32``,
+    on by default) on a GPU that has them (compute capability 8.0 or later; the committed runs record the switch, on
+    H200s); None on the CPU."""
     precision: Literal["bf16 autocast", "fp32"] | None = None
     """The lesson's step precision (bf16 autocast on GPUs, fp32 on the CPU); None in the committed layout."""
     rows: tuple[Row, ...] = ()

@@ -449,6 +449,16 @@ def measure(ctx: runtime.Context, p: Params, name: str, batch: int) -> Row:
     return Row(**row)
 
 
+def tf32_convolutions(ctx: runtime.Context) -> bool | None:
+    """Whether fp32 convolutions run on TF32 tensor cores here: cuDNN's switch, on by default, and a GPU that has
+    them (compute capability 8.0 or later: Ampere on); None on the CPU."""
+    import torch
+
+    if not ctx.is_gpu:
+        return None
+    return bool(torch.backends.cudnn.allow_tf32) and torch.cuda.get_device_capability(ctx.device) >= (8, 0)
+
+
 # ---------------------------------------------------------------------------------------------
 def run(ctx: runtime.Context, p: Params) -> Rank:
     import torch
@@ -493,7 +503,7 @@ def run(ctx: runtime.Context, p: Params) -> Rank:
         model=p.model,
         model_params=model_params,
         image_size=p.image_size,
-        tf32_convolutions=bool(torch.backends.cudnn.allow_tf32) if ctx.is_gpu else None,
+        tf32_convolutions=tf32_convolutions(ctx),
         precision="bf16 autocast" if ctx.is_gpu else "fp32",
         rows=tuple(rows),
         cpu_threads=torch.get_num_threads(),

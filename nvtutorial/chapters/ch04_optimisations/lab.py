@@ -70,6 +70,12 @@ def measure(plan: Plan, parts: Mapping[str, tuple[Mapping[str, Any], Sequence[st
 
     out: dict[str, RunResult] = {}
     for launch in launches(plan, parts):
+        fewer = [name for name in launch.parts if RANKS[plan[name].need] < launch.nproc]
+        if fewer:  # the CPU simulation: a one-process part shares the launch of the two ranks' part
+            others = ", ".join(name for name in launch.parts if name not in fewer)
+            print(
+                f"{', '.join(fewer)}: measured by rank 0 of the {launch.nproc} {launch.backend} ranks that run {others}"
+            )
         run = nvtutorial.run(
             "train", nproc=launch.nproc, backend=launch.backend, timeout=launch.timeout, params=dict(launch.params)
         )

@@ -8,7 +8,7 @@ from typing import Any
 
 from nvtutorial.chapters.ch03_ddp_training.report import Train, find_row, rows_of
 from nvtutorial.chapters.ch04_optimisations import schema
-from nvtutorial.chapters.ch04_optimisations.report import attention_of, comparison, kernel, loss_difference
+from nvtutorial.chapters.ch04_optimisations.report import attention_of, comparison, kernel, label, loss_difference
 from nvtutorial.plots.style import figure, finish
 from nvtutorial.results import RunResult
 
@@ -31,7 +31,7 @@ def plot_step_changes(result: Train, variants: Sequence[str], where: Any, title:
             fontsize=7,
         )
     ax.axvline(0, color="k", lw=1)
-    ax.set_yticks(range(len(found)), [v for v, _ in found], fontsize=8)
+    ax.set_yticks(range(len(found)), [label(result, v) for v, _ in found], fontsize=8)
     ax.invert_yaxis()
     lim = max([abs(100 * c.change) for _, c in found] + [100 * c.noise for _, c in found] + [2.0]) * 1.6
     ax.set_xlim(-lim, lim)
@@ -55,7 +55,7 @@ def plot_loss_differences(
         if v in same or not row or not base or not row.loss_curve:
             continue
         diff = [b - a for a, b in zip(base.loss_curve, row.loss_curve)]
-        ax.plot(range(1, len(diff) + 1), diff, lw=1.2, label=v)
+        ax.plot(range(1, len(diff) + 1), diff, lw=1.2, label=label(result, v))
     ax.axhline(0, color="k", lw=1)
     ax.xaxis.get_major_locator().set_params(integer=True)
     ax.set_xlabel("optimizer step")

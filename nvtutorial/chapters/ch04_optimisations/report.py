@@ -73,6 +73,23 @@ def _memory_change(base: Sequence[float | None], row: Sequence[float | None]) ->
     return [(y - x) if x is not None and y is not None else None for x, y in zip(base, row)]
 
 
+TF32_FP32 = "fp32 (TF32 convolutions)"
+"""The fp32 variant where its convolutions ran on TF32 tensor cores: ``torch.backends.cudnn.allow_tf32``, on by
+default (matmuls stay fp32: ``torch.backends.cuda.matmul.allow_tf32`` is off by default)."""
+
+
+def tf32_convolutions(result: Train) -> bool:
+    """Whether the run's GPU convolutions were allowed TF32 tensor cores (its ranks recorded it; False on the CPU, and
+    where not recorded)."""
+    ranks = ranks_of(result)
+    return bool(ranks and ranks[0].tf32_convolutions)
+
+
+def label(result: Train, variant: str) -> str:
+    """``variant`` as tables and figures name it: fp32 says where its convolutions ran on TF32 tensor cores."""
+    return TF32_FP32 if variant == "fp32" and tf32_convolutions(result) else variant
+
+
 def knob_frame(result: Train, variants: Sequence[str] | None = None, baseline: str = "baseline"):
     """Every variant against the baseline: the verdict of :func:`comparison`, memory per rank, bytes. A column the
     run measured for no variant (memory on the CPU, bytes in a world of one) is left out."""
@@ -83,7 +100,7 @@ def knob_frame(result: Train, variants: Sequence[str] | None = None, baseline: s
     out = []
     for name in names:
         row = find_row(rows, name)
-        entry: dict[str, Any] = {"variant": name}
+        entry: dict[str, Any] = {"variant": label(result, name)}
         if not ok(row):
             entry["step time vs baseline"] = row.status if row is not None else "not measured"
             out.append(entry)
@@ -199,7 +216,10 @@ REFERENCE_FOLDER = Path(__file__).resolve().parents[3] / "reference" / "h200x2" 
 REFERENCE_RUN = "train-20261130-021410-f02108"
 """The committed 2× H200 run of notebook 04's A/Bs (the earlier ``train`` workload; absent from an installed
 package)."""
-REFERENCE_NOTE = "the committed 2× H200 reference run (reference/h200x2/runs, under DDP on two GPUs), not this machine"
+REFERENCE_NOTE = (
+    "the committed 2× H200 reference run (reference/h200x2/runs, under DDP on two GPUs, with cudnn.benchmark on and "
+    "bucket_cap_mb=25), not this machine"
+)
 
 
 def reference_run(folder: Path | None = None) -> RunResult | None:
@@ -316,16 +336,17 @@ def verdict_c11(result: Train) -> Verdict:
         return Verdict("C11", "info", "not decided: the fp32 or fp16 run is missing", {}, w)
     rows = rows_of(result)
     losses = {v: _last_loss(find_row(rows, v)) for v in ("fp32", "fp16", "baseline")}
+    tf32 = tf32_convolutions(result)
     text = (
-        f"against fp32: fp16 + GradScaler {describe(result, fp16, 'ms', 'step time')}; bf16 (no scaler) "
-        f"{describe(result, bf16, 'ms') if bf16 else 'not measured'}; last losses {losses['fp32']:.4f} (fp32), "
-        f"{losses['fp16']:.4f} (fp16), {losses['baseline']:.4f} (bf16). "
+        f"against {label(result, 'fp32')}: fp16 + GradScaler {describe(result, fp16, 'ms', 'step time')}; "
+        f"bf16 (no scaler) {describe(result, bf16, 'ms') if bf16 else 'not measured'}; last losses "
+        f"{losses['fp32']:.4f} (fp32), {losses['fp16']:.4f} (fp16), {losses['baseline']:.4f} (bf16). "
     )
     if not is_gpu(result):
         return Verdict(
             "C11",
             "info",
-            f"not decided on the CPU ({CPU_NOTE}: no fp16/bf16 tensor cores): " + text,
+            f"not decided on the CPU ({CPU_NOTE}: no fp16/bf16 tensor cores): " + text.rstrip(),
             {"fp16_ratio": fp16.ratio, "bf16_ratio": bf16.ratio if bf16 else None},
             w,
         )
@@ -341,6 +362,7 @@ def verdict_c11(result: Train) -> Verdict:
         "fp16_status": fp16.status,
         "bf16_status": bf16.status if bf16 else None,
         "fp16_trains": not diverged,
+        "tf32_convolutions": tf32,
         **losses,
     }
     if diverged:
@@ -364,57 +386,47 @@ def verdict_c11(result: Train) -> Verdict:
         if faster
         else f"fp16 + GradScaler trained but was not faster than fp32 here ({fp16.ratio:.2f}× its step time); "
         "one run of one model does not make the claim wrong, nor right"
-    )
+    ) + (TF32_NOTE if tf32 else "")
     return Verdict("C11", "partly" if faster else "info", text, numbers, w)
 
 
-def verdict_c10(result: Train) -> Verdict:
+TF32_NOTE = (
+    ". The fp32 run's convolutions ran on TF32 tensor cores (torch.backends.cudnn.allow_tf32, on by default): against "
+    "strict fp32 (allow_tf32 = False) they would lose the tensor cores, and mixed precision would gain more (not "
+    "measured here)"
+)
+"""C11's word on what "fp32" was where the run allowed TF32 convolutions."""
+
+
+BUCKET_VIEW = "gradient_as_bucket_view=True"
+
+
+def verdict_c10(result: Train, one_gpu: Train | None = None) -> Verdict:
     """C10: ``gradient_as_bucket_view=True`` is "gradient compression". Decided by the bytes DDP all-reduces
     (counted: valid on the CPU) or, where they were not counted (the committed run), by the memory it saves
-    before the optimizer step against one gradient copy, for every rank."""
-    w = where(result)
+    before the optimizer step against one gradient copy, for every rank. ``one_gpu``: the A/Bs' launch on one GPU;
+    where ``result`` ran without GPUs, the memory is read there (DDP in a world of one has its buckets too)."""
     rows = rows_of(result)
-    name = "gradient_as_bucket_view=True"
-    base, gv = find_row(rows, "baseline"), find_row(rows, name)
+    base, gv = find_row(rows, "baseline"), find_row(rows, BUCKET_VIEW)
     if not (ok(base) and ok(gv)):
-        return Verdict("C10", "info", "not decided: the baseline or gradient_as_bucket_view run is missing", {}, w)
-    step = comparison(result, name)
+        return Verdict(
+            "C10", "info", "not decided: the baseline or gradient_as_bucket_view run is missing", {}, where(result)
+        )
+    memory_run = result
+    if not is_gpu(result) and one_gpu is not None and is_gpu(one_gpu) and ok(find_row(rows_of(one_gpu), BUCKET_VIEW)):
+        memory_run = one_gpu
+    w = where(result) if memory_run is result else f"bytes: {where(result)}; memory: {where(memory_run)}"
+    step = comparison(result, BUCKET_VIEW)
     numbers: dict[str, Any] = {"step_ratio": step.ratio if step else None, "step_status": step.status if step else None}
     parts = []
     bytes_b, bytes_g = base.allreduce_bytes_per_step, gv.allreduce_bytes_per_step
     if bytes_b is not None and bytes_g is not None:
         numbers.update(allreduce_bytes_baseline=bytes_b, allreduce_bytes_bucket_view=bytes_g)
         parts.append(f"DDP all-reduces {bytes_g / 1e6:.3f} MB per step with it and {bytes_b / 1e6:.3f} MB without")
-    ranks = ranks_of(result)
-    grad_gb = (ranks[0].model_params if ranks else 0) * 4 / 1e9
-    saved = [
-        -d if d is not None else None
-        for d in _memory_change(base.optimizer_mem_gb_per_rank, gv.optimizer_mem_gb_per_rank)
-    ]
-    peak = _memory_change(base.peak_mem_gb_per_rank, gv.peak_mem_gb_per_rank)
-    known = [s for s in saved if s is not None]
-    if saved and len(known) == len(saved):
-        numbers.update(saved_before_step_gb=saved, peak_change_gb=peak, gradient_copy_gb=grad_gb)
-        peak_words = ", ".join(
-            f"rank {r}: {base.peak_mem_gb_per_rank[r]:.2f} → {gv.peak_mem_gb_per_rank[r]:.2f} GB"
-            for r in range(len(peak))
-        )
-        unchanged = all(
-            d is not None and abs(d) < MEMORY_NOISE * measured(base.peak_mem_gb_per_rank[r], base, "peak memory")
-            for r, d in enumerate(peak)
-        )
-        parts.append(
-            f"just before optimizer.step, when every gradient exists, it holds "
-            f"{', '.join(f'{s:.3f}' for s in saved)} GB less (ranks 0, 1; one fp32 copy of the gradients is "
-            f"{grad_gb:.3f} GB); at the peak, earlier in backward, {peak_words}: "
-            + ("no change (under 1 %)" if unchanged else "changed")
-        )
+    one_copy = _c10_memory(memory_run, memory_run is not result, numbers, parts)
     if step:
         parts.append(f"step time {describe(result, step, 'ms')}")
     equal_bytes = bytes_b is not None and bytes_b == bytes_g
-    one_copy = (
-        bool(saved) and len(known) == len(saved) and grad_gb > 0 and all(0.5 <= s / grad_gb <= 1.5 for s in known)
-    )
     decided = equal_bytes or one_copy
     same_bytes = (
         "the same bytes on the wire (counted here)"
@@ -428,9 +440,45 @@ def verdict_c10(result: Train) -> Verdict:
         if decided
         else ""
     )
-    if not is_gpu(result):
+    if not is_gpu(memory_run):
         text += f" [{CPU_NOTE}: memory is counted on GPUs only; the bytes are exact anywhere]"
     return Verdict("C10", "wrong" if decided else "info", text or "not decided: nothing counted", numbers, w)
+
+
+def _c10_memory(result: Train, elsewhere: bool, numbers: dict[str, Any], parts: list[str]) -> bool:
+    """C10's memory half, from ``result`` (``elsewhere``: the one-GPU launch, not the run of DDP's options): what
+    each rank holds less just before optimizer.step, and the peak; True where every rank saved about one fp32 copy of
+    the gradients (0.5 to 1.5 of it)."""
+    rows = rows_of(result)
+    base, gv = find_row(rows, "baseline"), find_row(rows, BUCKET_VIEW)
+    if not (ok(base) and ok(gv)):
+        return False
+    ranks = ranks_of(result)
+    grad_gb = (ranks[0].model_params if ranks else 0) * 4 / 1e9
+    saved = [
+        -d if d is not None else None
+        for d in _memory_change(base.optimizer_mem_gb_per_rank, gv.optimizer_mem_gb_per_rank)
+    ]
+    known = [x for x in saved if x is not None]
+    if not saved or len(known) < len(saved):
+        return False
+    peak = _memory_change(base.peak_mem_gb_per_rank, gv.peak_mem_gb_per_rank)
+    numbers.update(saved_before_step_gb=saved, peak_change_gb=peak, gradient_copy_gb=grad_gb)
+    peak_words = ", ".join(
+        f"rank {r}: {base.peak_mem_gb_per_rank[r]:.2f} → {gv.peak_mem_gb_per_rank[r]:.2f} GB" for r in range(len(peak))
+    )
+    unchanged = all(
+        d is not None and abs(d) < MEMORY_NOISE * measured(base.peak_mem_gb_per_rank[r], base, "peak memory")
+        for r, d in enumerate(peak)
+    )
+    who = f"rank{'s' if len(saved) > 1 else ''} {', '.join(map(str, range(len(saved))))}"
+    on = f" (on {where(result)}, one process: DDP in a world of one has its buckets too)" if elsewhere else ""
+    parts.append(
+        f"just before optimizer.step, when every gradient exists, it holds {', '.join(f'{x:.3f}' for x in saved)} GB "
+        f"less{on} ({who}; one fp32 copy of the gradients is {grad_gb:.3f} GB); at the peak, earlier in backward, "
+        f"{peak_words}: " + ("no change (under 1 %)" if unchanged else "changed")
+    )
+    return grad_gb > 0 and all(0.5 <= x / grad_gb <= 1.5 for x in known)
 
 
 def attention_of(attention: RunResult | schema.Rank) -> schema.Rank:
@@ -464,21 +512,7 @@ def verdict_c9(attention: RunResult | schema.Rank) -> Verdict:
     numbers: dict[str, Any] = {"unet_sdpa_calls": unet.sdpa_calls, "flash_default": defaults.flash_sdp_enabled}
     untouched = unet.sdpa_calls == 0
     if default and off:
-        kern = lambda r: kernel(r.ops)  # noqa: E731
-        moved = (
-            f"switching it off moves the attention block from {kern(default)} to {kern(off)}"
-            if kern(default) != kern(off)
-            else f"switching it off leaves the attention block on {kern(default)}"
-        )
-        numbers.update(kernel_default=kern(default), kernel_flash_off=kern(off))
-        parts.append(
-            moved
-            + (
-                f": {compare(default.ms_all, off.ms_all).describe('ms')}"
-                if default.ms_all
-                else f" ({default.ms:.2f} → {off.ms:.2f} ms, medians; their repeats were not kept)"
-            )
-        )
+        parts.append(_attention_block(default, off, numbers))
     if unet.ms_flash_on_all:
         on, off_, again = unet.ms_flash_on_all, unet.ms_flash_off_all, unet.ms_flash_on_again_all
         c = compare(on, off_, aa_gap=aa_gap(on, again))
@@ -505,6 +539,27 @@ def verdict_c9(attention: RunResult | schema.Rank) -> Verdict:
         else ""
     )
     return Verdict("C9", "wrong" if untouched else "info", text, numbers, w)
+
+
+def _attention_block(default: schema.Setting, off: schema.Setting, numbers: dict[str, Any]) -> str:
+    """What switching flash off did to the attention block: the kernel, and its time. Where the same kernel ran both
+    ways, the gap between the two is this machine's noise (an A/A pair), never "faster" or "slower"."""
+    k, k_off = kernel(default.ops), kernel(off.ops)
+    numbers.update(kernel_default=k, kernel_flash_off=k_off)
+    if not (default.ms_all and off.ms_all):
+        times = f": {default.ms:.2f} → {off.ms:.2f} ms (medians; their repeats were not kept)"
+    elif k != k_off:
+        times = f": {compare(default.ms_all, off.ms_all).describe('ms')}"
+    else:
+        c = compare(default.ms_all, off.ms_all)
+        numbers.update(attention_aa_gap=abs(c.change))
+        times = (
+            f": {c.baseline:.4g} → {c.candidate:.4g} ms, a gap of {abs(c.change):.1%} between two runs of the same "
+            f"kernel, this machine's noise at {c.repeats[0]}+{c.repeats[1]} repeats, not an effect of the switch"
+        )
+    if k != k_off:
+        return f"switching it off moves the attention block from {k} to {k_off}{times}"
+    return f"switching it off leaves the attention block on {k} (the same kernel){times}"
 
 
 def accumulation_verdict(result: Train) -> Verdict:

@@ -11,6 +11,7 @@ own, so a run is still ``nvtutorial.run("train", params={"variants": (...)})``:
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -95,13 +96,25 @@ def _accumulated_step(function: str) -> Callable[[Parts], Callable[[], Tensor]]:
     return make
 
 
+class _DropProfilerNotice(logging.Filter):
+    """Dynamo's warning that it leaves out a ``record_function`` range while compiling: DDP's forward wraps itself in
+    one (``DistributedDataParallel.forward``), which only a profiler's trace would show; this workload records no
+    trace, so the line says nothing a learner can act on."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith("Profiler record function")
+
+
 def _start_compile_workers() -> None:
     """Start inductor's compile workers now, as ``torch.compile``'s first call would (its Triton kernels compile in
     them; a kernel that comes before they are up compiles in this process, serially). They are processes of their own
     (one imports torch, then forks the workers, which wait) and use no GPU while the configurations before
     torch.compile's are measured (the baseline's A/A pair, first and last, would show a disturbance); the
-    compilation's first step no longer waits for them."""
+    compilation's first step no longer waits for them. Dynamo's notice about DDP's profiler range is dropped
+    (:class:`_DropProfilerNotice`)."""
     from torch._inductor import async_compile
+
+    logging.getLogger("torch._dynamo.variables.ctx_manager").addFilter(_DropProfilerNotice())
 
     warm = getattr(async_compile, "maybe_warm_pool", None)  # (torch's own call, a private module: absent, skipped)
     if warm is not None:
