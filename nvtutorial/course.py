@@ -23,10 +23,11 @@ from nvtutorial.machine import hardware
 from nvtutorial.results import write_json_atomic
 
 Profile = Literal["ci", "full"]
-Need = Literal["one GPU", "two GPUs", "two ranks", "CPU ranks", "CPU"]
+Need = Literal["one GPU", "two GPUs", "two ranks", "two nodes", "CPU ranks", "CPU"]
 """What a part of a notebook needs to run as taught: ``one GPU`` (one process on a GPU: its memory, its
 kernels; two emulated nodes sharing it), ``two GPUs`` (two ranks, one GPU each, NCCL: a link between GPUs),
-``two ranks`` (any two processes: gloo on the CPU runs it as taught, NCCL where two GPUs are there), ``CPU ranks``
+``two ranks`` (any two processes: gloo on the CPU runs it as taught, NCCL where two GPUs are there), ``two nodes``
+(two emulated nodes of one rank each: a GPU each, both on one GPU where there is one, gloo on the CPU), ``CPU ranks``
 (two gloo processes on the CPU on every machine, at small sizes: a lesson about processes, not devices), ``CPU``
 (the kernel itself, or files: nothing to place)."""
 PLAN_MIME = "application/vnd.nvtutorial.plan+json"
@@ -121,6 +122,8 @@ def place(name: str, need: Need, profile: str, machine: Machine, instead: str | 
         return Part(
             name, need, "ci", 0, "2 gloo ranks on the CPU", "a lesson about processes: the CPU on every machine"
         )
+    if need == "two nodes":
+        return _two_nodes(name, profile, machine)
     want = {"one GPU": 1, "two GPUs": 2, "two ranks": 2, "CPU": 0}[need]
     if need == "CPU":
         return Part(name, need, "ci" if profile == "ci" else "full", 0, "this kernel (CPU)", "nothing to place")
@@ -141,6 +144,22 @@ def place(name: str, need: Need, profile: str, machine: Machine, instead: str | 
     if profile == "full":
         why += " (profile='full' asked for the lesson sizes: small sizes here)"
     return Part(name, need, "ci", 0, where, why)
+
+
+def _two_nodes(name: str, profile: str, machine: Machine) -> Part:
+    """Two emulated nodes of one rank each: a GPU each; both on the one GPU (NCCL then talks through its network
+    transport, each node with its own ``NCCL_HOSTID``: a test set-up NCCL does not support); gloo on the CPU."""
+    have = len(machine.gpus)
+    sizes: Profile = "ci" if profile == "ci" or not have else "full"
+    if have >= 2:
+        return Part(name, "two nodes", sizes, 2, f"2 emulated nodes, a GPU each: {machine.gpu_label(2)}", "as taught")
+    if have == 1:
+        where = f"2 emulated nodes sharing {machine.gpu_label(1)} (NCCL's network transport)"
+        why = "one GPU: both nodes on it, each with its own NCCL_HOSTID (a test set-up NCCL does not support)"
+        return Part(name, "two nodes", sizes, 1, where, why)
+    return Part(
+        name, "two nodes", "ci", 0, "2 emulated nodes, gloo on the CPU", "no GPU visible to a CUDA build of torch"
+    )
 
 
 @dataclasses.dataclass(frozen=True)

@@ -130,3 +130,22 @@ def test_ncclversion_comes_from_torch_when_loaded_else_from_the_nccl_wheel(monke
     monkeypatch.setattr(metadata, "distributions", lambda: [Dist("numpy", "2.0")])
     monkeypatch.delitem(sys.modules, "torch")
     assert course._nccl_version() is None
+
+
+def test_two_emulated_nodes_take_a_gpu_each_share_one_or_run_on_the_cpu():
+    cells = {
+        m: (p.profile, p.gpus, p.backend, p.simulated, p.where)
+        for m, p in ((m, course.plan("09", "auto", {"nodes": "two nodes"}, m)["nodes"]) for m in (CPU, ONE, TWO))
+    }
+    assert cells[TWO] == ("full", 2, "nccl", False, "2 emulated nodes, a GPU each: 2× NVIDIA H200, NCCL 2.28.9")
+    assert cells[ONE] == (
+        "full",
+        1,
+        "nccl",
+        False,
+        "2 emulated nodes sharing 1× NVIDIA H200, NCCL 2.28.9 (NCCL's network transport)",
+    )
+    assert cells[CPU] == ("ci", 0, "gloo", False, "2 emulated nodes, gloo on the CPU")
+    one = course.plan("09", "auto", {"nodes": "two nodes"}, ONE)["nodes"]
+    assert "NCCL_HOSTID" in one.why and "does not support" in one.why
+    assert course.plan("09", "ci", {"nodes": "two nodes"}, ONE)["nodes"].profile == "ci"
