@@ -12,6 +12,8 @@
 #   gather    scripts/one_gpu_03_04.py gather: the cost of notebook 03's gather per batch on the GPU (review N14)
 #   starts    scripts/ch09_start_costs.py: where notebook 09's seconds go (rank starts, phase by phase)
 #   typed     scripts/typed_check.py: every run the steps above made, read back through its workload's schema
+# GPU_DEADLINE=S keeps every step together within S seconds (a step that would start with under MIN_STEP=45 s left is
+# skipped, and says so); COURSE_LIMIT and CH10_LIMIT cap the course and notebook 10's step.
 # Results: OUT_DIR/steps.txt, summary.txt (the course's summary), notebooks.tar.gz (the executed notebooks and each
 # summary.json), runs.tar.gz (every run's result.json, rank*.json and logs; no traces or checkpoints), *.json.
 # Where the Jupyter stack is missing, the wheels in .whl/ (nvtutorial bundle) go to /tmp/site.
@@ -23,10 +25,14 @@ work=$(mktemp -d /tmp/gpu-one.XXXX)
 . scripts/device-env.sh
 mkdir -p "$out"
 
-step() {  # step NAME SECONDS COMMAND...: run it with a limit, log it, record its exit code and time
+deadline=$((SECONDS + ${GPU_DEADLINE:-100000}))  # GPU_DEADLINE: seconds for every step together (a lease's budget)
+step() {  # step NAME SECONDS COMMAND...: run it with a limit (cut to what GPU_DEADLINE leaves), log it, record it
     local name=$1 limit=$2
     shift 2
     case " $steps " in *" $name "*) ;; *) return 0 ;; esac
+    local left=$((deadline - SECONDS))
+    if [ "$left" -lt "${MIN_STEP:-45}" ]; then echo "$name skipped: ${left} s left of GPU_DEADLINE" | tee -a "$out/steps.txt"; return 0; fi
+    [ "$limit" -gt "$left" ] && limit=$left
     echo "== $name (limit ${limit} s): $*"
     local t0=$SECONDS
     timeout -k 10 "$limit" "$@" > "$work/$name.log" 2>&1
@@ -41,9 +47,9 @@ for pattern in ${COURSE_ONLY:-}; do only+=(--only "$pattern"); done
 step course "${COURSE_LIMIT:-420}" $PY -m nvtutorial.cli course "${only[@]}" --out "$work/course"
 cp "$work/course.log" "$out/summary.txt" 2>/dev/null
 step ch10ci "${CH10_LIMIT:-90}" $PY -m nvtutorial.cli course --profile ci --only 10_cost_model --out "$work/ch10ci"
-step gather 40 $PY scripts/one_gpu_03_04.py "$work/probes" gather
+MIN_STEP=20 step gather 20 $PY scripts/one_gpu_03_04.py "$work/probes" gather
 step starts 60 $PY scripts/ch09_start_costs.py "$work/probes"
-step typed 60 $PY scripts/typed_check.py "$work/probes/typed-check.json" "$work/course/runs" "$work/ch10ci/runs"
+MIN_STEP=3 step typed 20 $PY scripts/typed_check.py "$work/probes/typed-check.json" "$work/course/runs" "$work/ch10ci/runs"
 cp "$work"/probes/*.json "$out/" 2>/dev/null
 
 # pack: executed notebooks and summaries; runs (no checkpoints or traces); the step logs
