@@ -3,9 +3,10 @@
     python scripts/gpu_links_check.py OUT
 
 Runs ``gpu_links`` (one rank, NCCL, GPU 0: pinned and pageable copies both ways over PCIe, and a copy inside the
-GPU's memory; 16 MiB, 256 MiB and 1 GiB), writes the run's folder under ``OUT/`` (``gpu_links-<id>/``, which
-``reference/h200x1/runs/`` takes as it is: the notebook shows the newest one there on machines without a GPU) and
-``OUT/gpu_links.json``: the machine, what NVML predicts, every row, the verdict and the wall time.
+GPU's memory; 16 MiB, 256 MiB and 1 GiB; the run records the GPU's L2 size), writes the run's folder under ``OUT/``
+(``gpu_links-<id>/``, which ``reference/h100x1/runs/`` or ``reference/h200x1/runs/`` takes as it is, by the GPU it ran
+on: the notebook shows the newest one there on machines without a GPU) and ``OUT/gpu_links.json``: the machine, what
+NVML predicts, every row, the L2 size, the verdict and the wall time.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ def main(out: str) -> int:
         "label": run.label,
         "run_dir": str(run.result.run_dir) if run.result else None,
         "rows": [dataclasses.asdict(r) for r in run.rows],
+        "l2_bytes": run.l2_bytes,
         "verdict": verdict.to_dict(),
         "wall_s": round(time.monotonic() - t0, 2),
     }

@@ -144,12 +144,16 @@ def test_nvls_for_two_gpus_follows_ncclnvlsinit_of_the_nccl_version():
     for version, least in [("2.21.5", 3), ("2.28.3", 3), ("2.28.7", 2), ("2.28.9+cuda13.0", 2), ("2.30.7", 2)]:
         assert nccl_debug.nvls_min_gpus(version) == least, version
     assert nccl_debug.nvls_min_gpus(None) is None and nccl_debug.nvls_min_gpus("") is None
+    assert nccl_debug.nvls_min_gpus("2.29") == 2 and nccl_debug.nvls_min_gpus("2") is None  # major.minor is enough
+    assert nccl_debug.nvls_when("2.28.9").startswith("NCCL 2.28.9 sets it up from 2 GPUs where their NVLinks reach")
+    assert nccl_debug.nvls_when("2.28.3").startswith("NCCL 2.28.3 sets it up from 3 GPUs")
+    assert nccl_debug.nvls_when(None).startswith("NCCL sets it up from 2 GPUs (3 before 2.28.7)")
     (row,) = [v for v in nccl_debug.VARIABLES if v.name == "NCCL_NVLS_ENABLE"]
     assert "ncclNvlsInit" in row.on_one_machine and "2.28.7" in row.on_one_machine
     assert "set NVLS up for two GPUs too" in row.on_one_machine and "none with two GPUs" not in row.on_one_machine
     ref = doctor.reference_facts()  # NCCL 2.28.9, 2× H200 on an NVSwitch board
     off = doctor.check_nccl_variable("NCCL_NVLS_ENABLE", "0", ref)
-    assert (off.status, off.value) == ("ok", "NVLink SHARP off") and "from 2 GPUs" in off.detail
+    assert (off.status, off.value) == ("ok", "NVLink SHARP off") and "NCCL 2.28.9 sets it up from 2 GPUs" in off.detail
     on = doctor.check_nccl_variable("NCCL_NVLS_ENABLE", "1", ref)
     assert (on.status, on.value) == ("ok", "NVLink SHARP allowed") and "without asking the driver" in on.detail
     asks = doctor.check_nccl_variable("NCCL_NVLS_ENABLE", "2", ref)

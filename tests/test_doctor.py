@@ -121,7 +121,7 @@ def test_one_gpu_is_told_what_runs_on_it(healthy):
     assert none.value == "0 visible" and "with fewer they run as CPU simulations" in none.detail
     cpu_torch = doctor.check_gpus(dataclasses.replace(healthy, gpus=("NVIDIA H100 80GB HBM3",), torch_cuda=None))
     assert "one-GPU parts" not in cpu_torch.detail  # a CPU build of torch cannot use it (the torch build check fails)
-    assert doctor.check_gpus(healthy).status == "ok"
+    assert doctor.check_gpus(healthy) == doctor.Check("GPUs", "ok", "2× NVIDIA H200")
 
 
 def test_link_and_visibility_warnings(healthy):

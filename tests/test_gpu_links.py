@@ -112,6 +112,7 @@ def test_without_a_gpu_nothing_is_launched_and_a_saved_run_stands_in(monkeypatch
     assert gpu.saved_limits("NVIDIA H100 80GB HBM3").memory_gbps == pytest.approx(3352.32)
     odd = gpu.saved_limits("NVIDIA A100-SXM4-80GB")  # a GPU the course has no limits of: none invented
     assert (odd.gpu, odd.pcie_gbps, odd.memory_gbps) == ("NVIDIA A100-SXM4-80GB", None, None)
+    assert "no record of its limits" in odd.source and "NVML gave no PCIe link" in odd.describe()
 
 
 def test_the_limits_come_from_nvml(monkeypatch):
@@ -267,6 +268,9 @@ def test_a_varying_link_says_where_it_carried_its_rate():
     got = gpu.pcie_reading(measured(h100), "device to host", LIM.pcie_gbps)
     assert got["varied"] == {"size": GIB, "min": pytest.approx(0.661 * 63.0154), "max": pytest.approx(0.877 * 63.0154)}
     assert got["carried"] == {"size": 256 * MIB, "gbps": pytest.approx(0.876 * 63.0154)}
+    at70 = (pinned("device to host", 256 * MIB, 0.70, 0.70), pinned("device to host", GIB, 0.6, 0.9))
+    edge = gpu.pcie_reading(measured(at70), "device to host", LIM.pcie_gbps)  # a median of exactly 70 % carried it
+    assert edge["reading"] == "varies" and edge["carried"] == {"size": 256 * MIB, "gbps": 0.70 * LIM.pcie_gbps}
     lone = gpu.pcie_reading(measured(h100[1:]), "device to host", LIM.pcie_gbps)  # one steady size: its best block
     assert lone["reading"] == "varies" and lone["carried"] is None
     v = gpu.verdict(measured((*rows(), *h100[:1])), LIM)  # with the other links at 1 GiB, and 256 MiB

@@ -725,7 +725,7 @@ def check_nccl_variable(name: str, value: str, f: Facts) -> Check:
     if name == "NCCL_NVLS_ENABLE":
         when = nccl_debug.nvls_when(f.nccl)
         if not _truthy(value):
-            return Check(label, "ok", "NVLink SHARP off", f"as in every run of the course (notebook 02); {when}")
+            return Check(label, "ok", "NVLink SHARP off", f"as in every run of the course (notebook 02); unset, {when}")
         if len(f.gpus) < (nccl_debug.nvls_min_gpus(f.nccl) or 2):
             return Check(label, "ok", "NVLink SHARP allowed; unused here", f"{len(f.gpus)} GPU(s) visible: {when}")
         forced = "; 1 turns it on without asking the driver (unset, NCCL asks)" if value.strip() == "1" else ""

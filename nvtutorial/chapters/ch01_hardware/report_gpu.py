@@ -237,24 +237,23 @@ def pcie_reading(run: GpuLinks, direction: str, limit: float | None) -> dict[str
     it, but a block that reached it: the link carried its rate), ``as expected``; None without a limit."""
     steady = [s for s in run.sizes() if s >= PCIE_STEADY] or [run.largest()]
     rows = [r for s in steady if (r := run.row(direction, "pinned", s))]
-    got = _share(rows[-1].gbps, limit)
     if limit is None:
-        return got
+        return _share(rows[-1].gbps, None)
     medians = [r.gbps / limit for r in rows]
     best = [max(r.samples()) / limit for r in rows]
+    got: dict[str, Any] = {"gbps": rows[-1].gbps, "share": medians[-1], "best_share": max(best)}
     if max(medians) > ABOVE_LIMIT:
-        got["reading"] = "above the limit"
+        word = "above the limit"
     elif max(best) < EXPECTED_SHARE:
-        got["reading"] = "below"
+        word = "below"
     elif min(medians) < EXPECTED_SHARE:
-        got["reading"] = "varies"
+        word = "varies"
         worst, top = min(rows, key=lambda r: r.gbps), max(rows, key=lambda r: r.gbps)
         got["varied"] = {"size": worst.size, "min": min(worst.samples()), "max": max(worst.samples())}
         got["carried"] = {"size": top.size, "gbps": top.gbps} if top.gbps >= EXPECTED_SHARE * limit else None
     else:
-        got["reading"] = "as expected"
-    got["best_share"] = max(best)
-    return got
+        word = "as expected"
+    return {**got, "reading": word}
 
 
 def _varies(direction: str, got: dict[str, Any], limit: float) -> str:
