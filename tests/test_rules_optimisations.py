@@ -230,6 +230,14 @@ def test_the_prediction_is_graded_against_a_gpu_only():
     }
 
 
+def test_a_gpu_run_where_no_choice_moved_grades_none_of_these():
+    """Every choice inside the noise: the answer is the last choice, (f), and a learner who picked it is right."""
+    noisy = run([r("baseline", (10.0, 11.5)), r("fp32", (9.0, 10.0)), r("channels_last", (8.8, 9.9))])
+    v = o.grade_largest("f", noisy)
+    assert v.status == "right" and v.numbers["answer"] == o.NONE_CHOICE == "f"
+    assert o.grade_largest("a", noisy).status == "off"
+
+
 def test_without_a_gpu_or_a_reference_nothing_is_graded(monkeypatch):
     monkeypatch.setattr(o, "reference_run", lambda folder=None: None)
     cpu = run([r("baseline", (10.0, 10.1)), r("fp32", (5.0, 5.1))], gpu=False)
