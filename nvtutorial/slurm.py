@@ -588,7 +588,7 @@ def latest_line(run_dir: str | os.PathLike[str]) -> str:
         lines = [ln.strip() for ln in log.read_text(errors="replace").splitlines()[-20:] if ln.strip()]
         if lines:
             return f"{log.name}: {lines[-1][:160]}"
-    return "no output yet: each node's torchrun agent starts and joins the rendezvous"
+    return "no output yet: the agents meet at the rendezvous, then start their ranks (new processes: import torch)"
 
 
 def follow(

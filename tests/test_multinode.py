@@ -116,6 +116,14 @@ def test_a_two_node_job_gives_the_one_node_result(runs):
     assert report.transport_verdict(two, expect_nodes=2).status == "info"  # gloo: no NCCL lines to read
     for res in (two, one):
         assert_no_process(res.run_dir)
+        # review R2 S2: rank 0 says how long its start took, phase by phase, in lines the lab reads as phases
+        lines = res.log_files[0].read_text().splitlines()
+        phases = [m.group(1) for line in lines if (m := recovery.PHASE_LINE.match(line))]
+        assert [p.split(" in ")[0] for p in phases] == ["joined the process group (gloo)", "built the DDP model"]
+        assert all(p.endswith(" s") and float(p.split(" in ")[1][:-2]) >= 0 for p in phases), phases
+        assert lines.index(f"rank 0 of 2: {phases[1]}") < lines.index(
+            "rank 0 of 2: starting at step 0 (restarts of this node's torchrun: 0)"
+        )
 
 
 def test_same_weights_fails_on_other_weights_and_other_lengths(runs, tmp_path):
@@ -347,6 +355,13 @@ def test_notebook_09_reaches_its_verdicts_on_the_cpu():
     ):
         shown = "".join(o.get("text", "") for o in cell.outputs)
         assert "] now: " in shown and "importing torch" in shown, cell.source[:80]
+    timeline = "".join(
+        str(o.get("data", {}).get("text/plain", ""))
+        for c in nb.cells
+        if "timeline_frame(" in c.source
+        for o in c.outputs
+    )
+    assert "attempt 1: rank 0 built the DDP model in" in timeline  # where the recovery's seconds went (review R2 S2)
     leftovers = [
         p
         for p in psutil.process_iter(["cmdline"])

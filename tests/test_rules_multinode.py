@@ -218,9 +218,11 @@ def test_the_boundary_table_and_verdict(tmp_path):
     assert m.boundary_verdict(within, within).status == "no change"
     logs = {r: BOUNDARY[0] / f"rank{r}.log.nccl.txt" for r in (0, 1)}
     gpu = run_with_steps([1, 1, 1, 0.020, 0.0201, 0.0202], label="GPU", logs=logs, backend="nccl")
-    rows = m.boundary_rows({"1 node": (within, None), "2 nodes": (gpu, within)})
-    assert rows[0]["exposed communication (ms)"] is None and rows[0]["nNodes"] == "n/a"
-    assert rows[0]["median step (ms)"] == pytest.approx(10.1) and rows[0]["step without all-reduce (ms)"] is None
+    rows = m.boundary_rows({"1 node": (within, None), "2 nodes": (gpu, within)}, not_run="not run (shared)")
+    assert rows[0]["exposed communication (ms)"] == "not run (shared)" and rows[0]["nNodes"] == "n/a"  # review M14
+    assert rows[0]["median step (ms)"] == pytest.approx(10.1)
+    assert rows[0]["step without all-reduce (ms)"] == "not run (shared)"
+    assert m.boundary_rows({"1 node": (within, None)})[0]["exposed communication (ms)"] == "not run"
     assert rows[1]["exposed communication (ms)"] == pytest.approx(10.0) and rows[1]["nNodes"] == "2"
     assert rows[1]["NCCL transport"].startswith("NET/Socket") and rows[1]["measured on"] == gpu.label
     assert gpu.label.startswith("2× NVIDIA H200 · NCCL 2.28.9")
@@ -457,24 +459,89 @@ def test_rank_states_from_the_runtimes_files(tmp_path):
     assert lab.rank_states(tmp_path, 2, 101.5) == ["none", "none"]
 
 
+JOINED = "joined the process group (nccl) in 0.41 s"
+BUILT = "built the DDP model in 2.13 s"
+
+
 @pytest.mark.parametrize(
-    "states, after, step, says",
+    "states, after, step, phase, says",
     [
-        (["none", "none"], None, None, "the torchrun agents meet at the rendezvous; no rank has started yet"),
-        (["none", "none"], "rank 1 was killed: ...", None, "rank 1 was killed: ..."),
-        (["starting", "none"], None, None, "rank 0 started, as new processes: importing torch"),
-        (["starting", "starting"], "x", None, "ranks 0, 1 started, as new processes: importing torch"),
-        (["up", "starting"], None, None, "rank 1 started, as new processes: importing torch"),
-        (["up", "none"], None, None, "the agents are starting the ranks"),
-        (["up", "up"], "x", None, "every rank is up: joining the process group (nccl), reading the last checkpoint"),
-        (["up", "up"], None, (29, 30), "training: rank 0 has done step 29 of 30"),
-        (["up", "up"], None, (30, 30), "trained all 30 steps: the ranks write their results and exit, then the agents"),
+        (["none", "none"], None, None, None, "the torchrun agents meet at the rendezvous; no rank has started yet"),
+        (["none", "none"], "rank 1 was killed: ...", None, None, "rank 1 was killed: ..."),
+        (["starting", "none"], None, None, None, "rank 0 is a new process, importing torch"),
+        (["starting", "starting"], "x", None, None, "ranks 0, 1 are new processes, importing torch"),
+        # review R2 S2: one rank, and what the rank that is up does meanwhile
+        (
+            ["up", "starting"],
+            None,
+            None,
+            None,
+            "rank 1 is a new process, importing torch; rank 0 waits for it in the process group",
+        ),
+        (
+            ["up", "up", "starting", "starting"],
+            None,
+            None,
+            None,
+            "ranks 2, 3 are new processes, importing torch; ranks 0, 1 wait for them in the process group",
+        ),
+        (["up", "none"], None, None, None, "the agents are starting the ranks"),
+        (["up", "up"], "x", None, None, "every rank is up: joining the process group (nccl)"),
+        # rank 0's own lines name the phase: the DDP model (DDP's constructor imports torch._dynamo), the checkpoint
+        (
+            ["up", "up"],
+            "x",
+            None,
+            JOINED,
+            f"rank 0 {JOINED}: building the DDP model (its constructor imports "
+            "torch._dynamo: seconds in a new process)",
+        ),
+        (
+            ["up", "starting"],
+            None,
+            None,
+            JOINED,
+            f"rank 0 {JOINED}: building the DDP model (its constructor imports "
+            "torch._dynamo: seconds in a new process)",
+        ),
+        (["up", "up"], None, None, BUILT, f"rank 0 {BUILT}: reading the last checkpoint"),
+        (["up", "up"], None, (29, 30), BUILT, "training: rank 0 has done step 29 of 30"),
+        (
+            ["up", "up"],
+            None,
+            (30, 30),
+            None,
+            "trained all 30 steps: the ranks write their results and exit, then the agents",
+        ),
     ],
 )
-def test_what_a_run_is_doing_now(states, after, step, says):
+def test_what_a_run_is_doing_now(states, after, step, phase, says):
     from nvtutorial.chapters.ch09_multinode import lab
 
-    assert lab.doing(states, "nccl", after, step) == says
+    assert lab.doing(states, "nccl", after, step, phase) == says
+
+
+def test_a_rank_forked_warm_has_imported_torch_dynamo_already():
+    """f093a7f: the warm interpreter preloads torch._dynamo, so the one-node run's ranks skip DDP's import of it."""
+    from nvtutorial.chapters.ch09_multinode import lab
+
+    assert lab.doing(["up"], "gloo", phase=JOINED, fresh=False) == f"rank 0 {JOINED}: building the DDP model"
+    assert lab.doing(["up"], "gloo", phase=BUILT, fresh=False) == f"rank 0 {BUILT}: reading the last checkpoint"
+
+
+def test_the_lessons_lines_on_its_start_are_read_as_its_phases(tmp_path):
+    """What the lesson's ``say`` prints (rank 0 of N: ...) is what the narration and the timeline read; a step line and
+    the attempt's ``starting at step`` line are not a phase."""
+    from nvtutorial.chapters.ch09_multinode import lab
+
+    log = tmp_path / "rank0.log"
+    assert lab.last_phase(log) is None
+    log.write_text(f"rank 0 of 2: {JOINED}\n")
+    assert lab.last_phase(log) == JOINED
+    log.write_text(log.read_text() + f"rank 0 of 2: {BUILT}\nrank 0 of 2: starting at step 0 (restarts: 0)\n")
+    log.write_text(log.read_text() + "step 1/30 loss 0.5\n")
+    assert lab.last_phase(log) == BUILT and lab.last_step(log) == (1, 30)
+    assert lab.PHASE_LINE.match("rank 1 of 2: built the DDP model in 1 s") is None  # rank 0's lines only
 
 
 def test_the_last_step_a_rank_logged(tmp_path):
@@ -524,12 +591,63 @@ def test_the_lab_speaks_after_each_quiet_stretch_and_not_before(tmp_path, capsys
     assert capsys.readouterr().out == ""
 
 
+def test_the_lab_reads_rank_0s_start_per_attempt_and_says_it(tmp_path, capsys, monkeypatch):
+    """Review R2 S2: rank 0's lines on its start (the lesson's ``say``) belong to the attempt they precede; the lab says
+    the phase (the DDP model being built, the checkpoint read), and the timeline splits each start by them."""
+    from nvtutorial.chapters.ch09_multinode import lab
+
+    spec = types.SimpleNamespace(nnodes=2, nproc=1, world_size=2, backend="gloo", run_dir=tmp_path)
+    elastic = lab._Elastic(spec, [], 3.0, show=True)
+    clock = [0.0]
+    monkeypatch.setattr(elastic, "now", lambda: clock[0])
+    log = tmp_path / "rank0.log"
+
+    def said(*lines: str) -> str:
+        with log.open("a") as fh:
+            fh.write("".join(line + "\n" for line in lines))
+        clock[0] += lab.SAY_S
+        elastic.read_rank0()
+        elastic.tell()
+        return capsys.readouterr().out
+
+    joined, built = "joined the process group (gloo) in 0.01 s", "built the DDP model in 1.90 s"
+    assert f"now: rank 0 {joined}: building the DDP model (its constructor imports torch._dynamo" in said(
+        f"rank 0 of 2: {joined}"
+    )
+    assert f"now: rank 0 {built}: reading the last checkpoint" in said(f"rank 0 of 2: {built}")
+    assert "] rank 0 of 2: starting at step 0" in said("rank 0 of 2: starting at step 0 (restarts: 0)", "step 1/30 l 1")
+    elastic.kill_times, elastic.after = [clock[0]], "rank 1 was killed"  # attempt 1 begins: no phase of its own yet
+    assert "now: rank 1 was killed" in said()
+    again = "joined the process group (gloo) in 0.02 s"
+    assert f"now: rank 0 {again}: building the DDP model" in said(f"rank 0 of 2: {again}")
+    said(f"rank 0 of 2: {built}", "rank 0 of 2: starting at step 8 (restarts: 1)")
+    assert [(a, text) for _, a, text in elastic.phases] == [(0, joined), (0, built), (1, again), (1, built)]
+    assert [(a, s) for _, a, s in elastic.attempts] == [(0, 0), (1, 8)]
+    faults = (lab.Fault("rank", 1), lab.Fault("rank", 9))
+    outcome = lab.ElasticOutcome(
+        None,  # type: ignore[arg-type]
+        None,
+        8,
+        elastic.steps,
+        elastic.attempts,
+        [],
+        faults=faults,
+        kill_times=(3.5, 10.0),
+        phases=elastic.phases,
+    )
+    rows = [r["what"] for r in outcome.part(0).timeline()]
+    assert rows.index(f"attempt 1: rank 0 {again}") < rows.index(f"attempt 1: rank 0 {built}")
+    assert rows.index(f"attempt 1: rank 0 {built}") < rows.index("attempt 1 started at step 8 (the checkpoint read)")
+    assert [a for _, a, _ in outcome.part(0).phases] == [0, 0, 1, 1]
+    assert [(a, text) for _, a, text in outcome.part(1).phases] == [(0, again), (0, built)]  # seen from fault 1
+
+
 def test_telling_speaks_every_say_s_while_its_block_runs(capsys, monkeypatch):
     import time
 
-    from nvtutorial.chapters.ch09_multinode import lab
+    from nvtutorial.chapters.ch09_multinode import lab, lab_narration
 
-    monkeypatch.setattr(lab, "SAY_S", 0.1)
+    monkeypatch.setattr(lab_narration, "SAY_S", 0.1)
     with lab.telling(lambda: "waiting", "check"):
         time.sleep(0.55)
     lines = capsys.readouterr().out.splitlines()
@@ -649,8 +767,15 @@ def test_notebook_09s_plan_on_every_machine(monkeypatch, gpus, profile, pair, no
     plan = ns["PLAN"]
     assert ns["shown"] == [plan]
     assert (ns["PAIR"].profile, ns["PAIR"].backend, ns["PAIR"].gpus) == pair
-    for part in (ns["BOUNDARY"], ns["RECOVERY"]):
-        assert (part.profile, part.backend, part.gpus) == nodes and part.simulated is (gpus == 0)
+    for part in (ns["BOUNDARY"], ns["RECOVERY"]):  # review R2 S3: real processes and rendezvous, never "simulated"
+        assert (part.profile, part.backend, part.gpus) == nodes and part.need == "two nodes" and not part.simulated
+        assert part.where.startswith(
+            {
+                0: "2 emulated nodes, gloo on the CPU",
+                1: "2 emulated nodes sharing 1×",
+                2: "2 emulated nodes, a GPU each",
+            }[gpus]
+        )
     assert (ns["STORE"].profile, ns["STORE"].backend, ns["STORE"].gpus) == ("ci", "gloo", 0)  # the CPU, always
     assert (
         ns["P"] is ns["SIZES"][pair[0]] and ns["P_NODES"] is ns["SIZES"][nodes[0]] and ns["P_CPU"] is ns["SIZES"]["ci"]
@@ -658,8 +783,14 @@ def test_notebook_09s_plan_on_every_machine(monkeypatch, gpus, profile, pair, no
     assert ns["EVERY"] == ns["SIZES"][nodes[0]]["train"]["every"]
     if gpus:  # a GPU machine is never told it needs a GPU, and hears why a part runs on the CPU
         assert "needs a GPU" not in str(plan) and "no GPU" not in str(plan)
-        if gpus == 1:
-            assert "2 ranks need 2 GPUs for NCCL; this machine has 1" in ns["PAIR"].why
+        if gpus == 1:  # section 2 on the CPU by its cause: its one-node run, not two ranks on one GPU as such
+            asked = " (profile='full' asked for the lesson sizes: small sizes here)" if profile == "full" else ""
+            assert ns["PAIR"].why == "its one-node run needs 2 GPUs: NCCL refuses 2 ranks of one node on one GPU; " + (
+                "this machine has 1" + asked
+            )
+            assert "NCCL_HOSTID" in ns["BOUNDARY"].why and plan.to_dict()["parts"][0]["why"] == ns["PAIR"].why
+    if gpus != 1:  # elsewhere the plan's own reason stands
+        assert ns["PAIR"].why == ("the lesson, as taught" if gpus else "no GPU visible to a CUDA build of torch")
 
 
 class _Run(types.SimpleNamespace):
@@ -684,7 +815,8 @@ def test_the_node_boundary_runs_where_the_plan_puts_it(monkeypatch, capsys, gpus
         return _Run(label="x")
 
     monkeypatch.setattr(lab, "run_lesson", run_lesson)
-    monkeypatch.setattr(report, "boundary_rows", lambda runs: [])
+    left_out = []
+    monkeypatch.setattr(report, "boundary_rows", lambda runs, not_run="not run": left_out.append(not_run) or [])
     monkeypatch.setattr(report, "transport_verdict", lambda run, expect_nodes: ("transport", run))
     monkeypatch.setattr(report, "boundary_verdict", lambda within, across: ("boundary", within, across))
     ns["two_nodes"] = _Run(label="two")
@@ -700,6 +832,7 @@ def test_the_node_boundary_runs_where_the_plan_puts_it(monkeypatch, capsys, gpus
     else:
         assert "GPU" not in said and (ns["boundary"][ns["ACROSS"]][1] is None) is (gpus == 1)  # no no-sync on 1
         assert ("both on GPU 0" in ns["ACROSS"]) is (gpus == 1)
+        assert left_out == ["not run (both nodes share GPU 0)"]  # review M14: no "None" cells, the reason instead
 
 
 @pytest.mark.parametrize("gpus, reference", [(0, "two_nodes"), (1, "boundary"), (2, "two_nodes")])

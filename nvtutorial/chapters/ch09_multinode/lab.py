@@ -22,9 +22,11 @@ step ``k``). :meth:`ElasticOutcome.part` gives the outcome as seen from one of t
 
 While it runs it reads rank 0's log and records, on the kernel's clock, every step and every attempt
 (``attempt A: ... starting at step S``), and when the fault struck; from those come the steps lost and
-the time to recover (:class:`ElasticOutcome`). Whenever it has said nothing for :data:`SAY_S` it says what the run
-is doing now (:func:`doing`, read from the files each rank's runtime writes): a cell never goes quiet while torchrun
-starts, restarts or waits. Whatever happens, every process it started is ended before it returns.
+the time to recover (:class:`ElasticOutcome`), and rank 0's lines on its start (the process group joined, the DDP
+model built: in a new process DDP's constructor imports ``torch._dynamo``).
+Whenever it has said nothing for :data:`SAY_S` it says what the run is doing now
+(:mod:`~nvtutorial.chapters.ch09_multinode.lab_narration`): a cell never goes quiet while torchrun starts, restarts or
+waits. Whatever happens, every process it started is ended before it returns.
 
 Each agent is forked from the warm interpreter (torch already imported, as the launcher forks ranks elsewhere;
 started cold, saying why, where it cannot be); the ranks an agent starts are new processes, as torchrun starts them.
@@ -34,13 +36,11 @@ started cold, saying why, where it cannot be); the ranks an agent starts are new
 from __future__ import annotations
 
 import contextlib
-import contextvars
 import dataclasses
 import os
 import re
 import socket
 import subprocess
-import threading
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -50,6 +50,16 @@ import psutil
 
 from nvtutorial import diagnosis, launch
 from nvtutorial.chapters.ch09_multinode import schema
+from nvtutorial.chapters.ch09_multinode.lab_narration import (
+    PHASE_LINE,
+    SAY_S,
+    STEP_LINE,
+    doing,
+    last_phase,
+    last_step,
+    rank_states,
+    telling,
+)
 from nvtutorial.launch import tree as process_tree
 from nvtutorial.launch import warm
 from nvtutorial.launch.environment import free_port, node_environment
@@ -60,10 +70,7 @@ LESSON = Path(__file__).resolve().parent / "lessons" / "elastic_train.py"
 """The lesson every run here trains with."""
 POLL_S = 0.02
 """How often rank 0's log is read (the resolution of the times measured here)."""
-SAY_S = 1.5
-"""A run that has said nothing for this long says what it is doing now (a cell is never silent for 2 s)."""
 _ATTEMPT = re.compile(r"^rank 0 of (\d+): starting at step (\d+)")
-_STEP = re.compile(r"^step (\d+)/(\d+) loss (\S+)")
 
 
 class RecoveryError(RuntimeError):
@@ -116,6 +123,8 @@ class ElasticOutcome:
     """When each fault struck: the moment its SIGKILLs were sent (seconds since the start)."""
     started_wall: float | None = None
     """The wall clock (``time.time()``) at the start, to place the ranks' time-stamped errors on this timeline."""
+    phases: list[tuple[float, int, str]] = dataclasses.field(default_factory=list)
+    """(seconds since the start, attempt, what rank 0 said of its start: ``joined the process group (nccl) in …``)."""
 
     def part(self, i: int) -> ElasticOutcome:
         """The run as seen from fault ``i``: its attempt is attempt 0, the attempts after it follow."""
@@ -127,6 +136,7 @@ class ElasticOutcome:
             killed_at_s=self.kill_times[i],
             steps=[(t, a - i, s) for t, a, s in self.steps if a >= i],
             attempts=[(t, a - i, s) for t, a, s in self.attempts if a >= i],
+            phases=[(t, a - i, said) for t, a, said in self.phases if a >= i],
         )
 
     @property
@@ -161,7 +171,7 @@ class ElasticOutcome:
 
     @property
     def restart_s(self) -> float | None:
-        """From the kill until the new ranks had rejoined and loaded the checkpoint (their first line)."""
+        """From the kill until the new ranks had rejoined and loaded the checkpoint (rank 0's ``starting at step``)."""
         later = [t for t, a, s in self.attempts if a > 0]
         return later[0] - self.killed_at_s if later and self.killed_at_s is not None else None
 
@@ -208,13 +218,31 @@ class ElasticOutcome:
     def timeline(self) -> list[dict[str, Any]]:
         """The events and attempts in order, as table rows."""
         rows = [{"t_s": t, "what": what} for t, what in self.events]
+        rows += [{"t_s": t, "what": f"attempt {a}: rank 0 {said}"} for t, a, said in self.phases]  # first on a tie
         rows += [
-            {"t_s": t, "what": f"attempt {a} started at step {s} (rank 0's first line)"} for t, a, s in self.attempts
+            {"t_s": t, "what": f"attempt {a} started at step {s} (the checkpoint read)"} for t, a, s in self.attempts
         ]
         for a in sorted({a for _, a, _ in self.steps}):
             done = [(t, s) for t, b, s in self.steps if b == a]
             rows.append({"t_s": done[-1][0], "what": f"attempt {a}: steps {done[0][1]}–{done[-1][1]} done"})
         return sorted(rows, key=lambda r: r["t_s"])
+
+
+ONE_NODE_ON_ONE_GPU = "its one-node run needs 2 GPUs: NCCL refuses 2 ranks of one node on one GPU; this machine has 1"
+"""Why section 2 runs on the CPU on a machine with one GPU, where sections 3 and 4 put two emulated nodes on it."""
+
+
+def one_node_reason(plan: Any, part: str, machine: Any) -> Any:
+    """``plan`` (a :class:`nvtutorial.course.Plan`) with ``part``'s reason worded by its cause on ``machine``: on one
+    GPU a part that compares two nodes with one node of two ranks runs on the CPU because NCCL refuses the one node's
+    two ranks on one GPU (a duplicate GPU), while two emulated nodes, each with its own host id, can share it."""
+    placed = plan[part]
+    if len(machine.gpus) != 1 or placed.gpus:
+        return plan
+    asked = placed.why[placed.why.index(" (profile=") :] if " (profile=" in placed.why else ""
+    why = ONE_NODE_ON_ONE_GPU + asked
+    parts = tuple(dataclasses.replace(p, why=why) if p is placed else p for p in plan.parts)
+    return dataclasses.replace(plan, parts=parts)
 
 
 def checkpoint_dir(name: str) -> Path:
@@ -239,58 +267,6 @@ def keep_alive_conf(keep_alive_s: float) -> str:
     return f",keep_alive_interval={interval},keep_alive_max_attempt={max(1, round(keep_alive_s / interval))}"
 
 
-def rank_states(run_dir: str | os.PathLike[str], world_size: int, since_wall: float) -> list[str]:
-    """What each rank of the attempt that began at ``since_wall`` (the wall clock) is doing, from the files its
-    runtime writes: ``"none"`` (no process of this attempt yet: no pid file, or one left by an earlier process),
-    ``"starting"`` (a new process: Python and ``import torch``) or ``"up"`` (past its imports, ``rank{R}.ready``)."""
-    states = []
-    for rank in range(world_size):
-        try:
-            born = (Path(run_dir) / f"rank{rank}.pid").stat().st_mtime
-        except OSError:
-            born = None
-        if born is None or born < since_wall:
-            states.append("none")
-            continue
-        try:
-            up = (Path(run_dir) / f"rank{rank}.ready").stat().st_mtime >= born
-        except OSError:
-            up = False
-        states.append("up" if up else "starting")
-    return states
-
-
-def doing(states: Sequence[str], backend: str, after: str | None = None, step: tuple[int, int] | None = None) -> str:
-    """One line on what a run is doing now: ``states`` from :func:`rank_states`; ``after``: what ended the attempt
-    before this one (None: this is the first); ``step``: rank 0's last step of this attempt and the steps in all."""
-    if step is not None and step[0] >= step[1]:
-        return f"trained all {step[1]} steps: the ranks write their results and exit, then the agents"
-    if step is not None:
-        return f"training: rank 0 has done step {step[0]} of {step[1]}"
-    waiting = [str(r) for r, s in enumerate(states) if s == "starting"]
-    if all(s == "none" for s in states):
-        if after is None:
-            return "the torchrun agents meet at the rendezvous; no rank has started yet"
-        return after
-    if waiting:
-        return f"rank{'s' * (len(waiting) > 1)} {', '.join(waiting)} started, as new processes: importing torch"
-    if all(s == "up" for s in states):
-        return f"every rank is up: joining the process group ({backend}), reading the last checkpoint"
-    return "the agents are starting the ranks"
-
-
-def last_step(log: str | os.PathLike[str]) -> tuple[int, int] | None:
-    """The last ``step k/N`` line of a rank's log (its last 4 kB), as (k, N); None before the first."""
-    try:
-        with open(log, "rb") as fh:
-            fh.seek(max(0, fh.seek(0, os.SEEK_END) - 4096))
-            text = fh.read().decode(errors="replace")
-    except OSError:
-        return None
-    found = [m for line in text.splitlines() if (m := _STEP.match(line))]
-    return (int(found[-1].group(1)), int(found[-1].group(2))) if found else None
-
-
 class _Elastic:
     """The agents of one elastic run, the fault, and what rank 0's log said when."""
 
@@ -313,6 +289,7 @@ class _Elastic:
         self.t0 = time.perf_counter()
         self.steps: list[tuple[float, int, int]] = []
         self.attempts: list[tuple[float, int, int]] = []
+        self.phases: list[tuple[float, int, str]] = []
         self.events: list[tuple[float, str]] = []
         self.attempt = 0
         self.kill_times: list[float] = []
@@ -353,7 +330,8 @@ class _Elastic:
             start = self.attempts[-1][2]
             what = doing(states, self.spec.backend, step=self.step) if self.step else f"training from step {start}"
         else:
-            what = doing(states, self.spec.backend, self.after)
+            phase = next((said for _, a, said in reversed(self.phases) if a == attempt), None)
+            what = doing(states, self.spec.backend, self.after, phase=phase)
         self.say(f"[lab {self.now():6.2f} s] now: {what}")
 
     def command(self, node: int) -> list[str]:
@@ -402,7 +380,9 @@ class _Elastic:
                 self.attempts.append((self.now(), self.attempt, int(m.group(2))))
                 self.step = None
                 self.say(f"[rank0 {self.now():6.2f} s] {line}")
-            elif m := _STEP.match(line):
+            elif m := PHASE_LINE.match(line):  # before the attempt's first line: it belongs to the next attempt
+                self.phases.append((self.now(), len(self.attempts), m.group(1)))
+            elif m := STEP_LINE.match(line):
                 self.steps.append((self.now(), self.attempt, int(m.group(1))))
                 self.step = (int(m.group(1)), int(m.group(2)))
 
@@ -559,8 +539,8 @@ def run_elastic(
         restarts = f", --max-restarts {max_restarts}" if max_restarts else ""
         lab.event(f"{nnodes} torchrun agent(s) started, {nproc} rank(s) each{restarts}")
         lab.say(
-            f"[lab {lab.now():6.2f} s] until rank 0's first line: the agents meet at the rendezvous, then each starts "
-            "its rank(s), new processes that import torch and join the process group"
+            f"[lab {lab.now():6.2f} s] before the first step: the agents meet at the rendezvous, then each starts "
+            "its rank(s), new processes that import torch, join the process group and build the DDP model"
         )
         while any(a.poll() is None for a in lab.live()) or lab.replace_at is not None:
             lab.read_rank0()
@@ -621,6 +601,7 @@ def run_elastic(
         faults=tuple(faults),
         kill_times=tuple(lab.kill_times),
         started_wall=lab.started_wall,
+        phases=lab.phases,
     )
     if failure is not None and check:
         agents = [line for log in sorted(spec.run_dir.glob("**/agent*.log")) for line in diagnosis.tail(log, 8)]
@@ -650,30 +631,11 @@ def run_lesson(
     since = time.time()
 
     def now() -> str:
-        states = rank_states(spec.run_dir, spec.world_size, since)
-        return doing(states, spec.backend, step=last_step(spec.run_dir / "rank0.log"))
+        states, log = rank_states(spec.run_dir, spec.world_size, since), spec.run_dir / "rank0.log"
+        return doing(states, spec.backend, step=last_step(log), phase=last_phase(log), fresh=False)  # forked warm
 
     with telling(now):
         return launch.execute(spec)
-
-
-@contextlib.contextmanager
-def telling(what: Any, name: str = "run"):
-    """While the block runs (in this thread), a thread prints ``what()`` every :data:`SAY_S`: what it is doing now."""
-    stop, t0 = threading.Event(), time.perf_counter()
-
-    def tell() -> None:
-        while not stop.wait(SAY_S):
-            print(f"[{name} {time.perf_counter() - t0:6.2f} s] now: {what()}", flush=True)
-
-    # the thread runs in a copy of this context: a notebook kernel's output goes to the cell that runs the block
-    thread = threading.Thread(target=contextvars.copy_context().run, args=(tell,), daemon=True)
-    thread.start()
-    try:
-        yield
-    finally:
-        stop.set()
-        thread.join()
 
 
 def check_resume(

@@ -217,8 +217,11 @@ def exposed_ms(with_sync: RunResult, without: RunResult) -> float:
     return (statistics.median(step_times(with_sync)) - statistics.median(step_times(without))) * 1e3
 
 
-def boundary_rows(runs: Mapping[str, tuple[RunResult, RunResult | None]]) -> list[dict[str, Any]]:
-    """Per placement (``{"1 node × 2 GPUs": (sync, no_sync)}``): step time, exposed communication, transport."""
+def boundary_rows(
+    runs: Mapping[str, tuple[RunResult, RunResult | None]], not_run: str = "not run"
+) -> list[dict[str, Any]]:
+    """Per placement (``{"1 node × 2 GPUs": (sync, no_sync)}``): step time, exposed communication, transport.
+    ``not_run``: what the columns of a placement without its ``no_sync`` run say instead (why it was left out)."""
     rows = []
     for name, (sync, nosync) in runs.items():
         report = nccl_debug.read_logs(sync.log_files, backend=sync.env.backend if sync.env else None)
@@ -227,8 +230,8 @@ def boundary_rows(runs: Mapping[str, tuple[RunResult, RunResult | None]]) -> lis
             {
                 "placement": name,
                 "median step (ms)": statistics.median(step_times(sync)) * 1e3,
-                "step without all-reduce (ms)": statistics.median(step_times(nosync)) * 1e3 if nosync else None,
-                "exposed communication (ms)": exposed_ms(sync, nosync) if nosync else None,
+                "step without all-reduce (ms)": statistics.median(step_times(nosync)) * 1e3 if nosync else not_run,
+                "exposed communication (ms)": exposed_ms(sync, nosync) if nosync else not_run,
                 "NCCL transport": report.summary,
                 "nNodes": ", ".join(map(str, sorted(nodes))) or "n/a",
                 "measured on": sync.label,

@@ -99,21 +99,26 @@ def resume(path: str, model: DDP, optimizer: torch.optim.Optimizer) -> int:
 
 
 # %% train
+def say(text: str) -> None:
+    """One line from rank 0: where this attempt's start has got (the lab reads rank 0's log)."""
+    if dist.get_rank() == 0:
+        print(f"rank 0 of {dist.get_world_size()}: {text}", flush=True)
+
+
 def train(args: argparse.Namespace) -> dict:
+    t0 = time.perf_counter()
     device = setup()
     rank = dist.get_rank()
+    say(f"joined the process group ({dist.get_backend()}) in {time.perf_counter() - t0:.2f} s")
+    t0 = time.perf_counter()
     model, optimizer, data = build(args, device)
+    say(f"built the DDP model in {time.perf_counter() - t0:.2f} s")  # a new process: DDP imports torch._dynamo here
     indices = range(args.samples)  # the sampler reads only len(): any sized sequence will do
     sampler = DistributedSampler(indices, shuffle=True, seed=0, drop_last=True)  # pyright: ignore[reportArgumentType]
     path = os.path.join(args.ckpt_dir, "last.pt")
     start = resume(path, model, optimizer)
     restarts = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))  # of this node's agent
-    if rank == 0:
-        print(
-            f"rank 0 of {dist.get_world_size()}: starting at step {start} (restarts of this node's torchrun: "
-            f"{restarts})",
-            flush=True,
-        )
+    say(f"starting at step {start} (restarts of this node's torchrun: {restarts})")
     times, loss = [], torch.zeros(())
     for step in range(start, args.steps):
         t0 = time.perf_counter()
