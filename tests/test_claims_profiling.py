@@ -140,10 +140,18 @@ def test_c13_dmon_shows_utilisation_not_the_link(ref):
 
 
 def test_the_prediction_answer_from_the_reference(ref):
+    """Review R1-2, on the committed runs through the real readers: the NVLink run grades itself, (a) 0.4 %; its
+    host-staged twin is not over NVLink, so the NVLink run grades it too, and the twin's 1.7 % is only quoted."""
     share = profiling.verdict_split(ref["NVLink"]).numbers["exposed_link_share"]
-    assert share < 0.02  # choice (a) of the notebook's prediction
-    text = profiling.prediction_explanation(ref["host-staged"], ref)
-    assert "0.16 ms of 43.1 ms" in text and "about 0.4 ms" in text
+    assert share == pytest.approx(0.0037, abs=1e-4) and profiling.share_answer(share) == "a"
+    itself = profiling.grade_prediction("a", ref["NVLink"], ref)
+    assert itself.status == "right" and itself.where == ref["NVLink"].label
+    staged = profiling.grade_prediction("b", ref["host-staged"], ref)
+    assert (staged.status, staged.numbers["answer"]) == ("off", "a")
+    assert staged.where == f"{ref['NVLink'].label}: the committed 2× H200 run, not this machine"
+    text = staged.text
+    assert "0.16 ms of exposed time on the wire in a 43.1 ms profiled step, 0.4 %" in text and "about 0.4 ms" in text
+    assert "(host-staged, NCCL_P2P_DISABLE=1: 1.7 % here)" in text
 
 
 # --------------------------------------------------------------------------- what notebook 05's cells pass

@@ -413,19 +413,72 @@ def test_c16_from_the_committed_2x_h200_sweeps():
     assert v.numbers["NVLink"]["max_link_share"] < 0.02 and v.numbers["NVLink"]["max_profiler_share"] > 0.15
 
 
+def _on(run, link=None, gpu=True, world=2):
+    """``run`` with an environment block: its ranks on GPUs joined by ``link`` (``NV18``, ``PCIe``), or the CPU."""
+    run.env = types.SimpleNamespace(is_gpu=gpu, world_size=world, link=link)
+    return run
+
+
+def _profiled(exposed, step=10.0):
+    """A profiled run whose exposed time on the wire is ``exposed`` ms of a ``step`` ms step (both ranks alike)."""
+    return res(
+        rank(split(step=step, comm=exposed, exposed=exposed)), rank(split(step=step, comm=exposed, exposed=exposed))
+    )
+
+
+@pytest.mark.parametrize(
+    "exposed, answer",
+    [(0.199, "a"), (0.2, "b"), (0.999, "b"), (1.0, "c"), (2.499, "c"), (2.5, "d"), (9.0, "d")],
+)
+def test_the_prediction_is_graded_by_the_share_on_both_sides_of_each_bound(exposed, answer):
+    """Review R1-2: the exposed time on the wire as a share of the step, graded where the run is what the question
+    asks about (2 GPUs joined by NVLink): 2, 10 and 25 % each belong to the choice above them."""
+    run = _on(_profiled(exposed), "NV18")
+    assert p.share_answer(exposed / 10.0) == answer
+    v = p.grade_prediction(answer, run, {})
+    assert (v.status, v.numbers["answer"], v.where) == ("right", answer, "2× test GPU")
+    assert p.grade_prediction("a" if answer != "a" else "b", run, {}).status == "off"
+
+
+def test_a_gpu_prediction_is_never_graded_by_a_cpu_simulation_or_another_link():
+    """Review R1-2: where this machine's run is not two GPUs over NVLink (the CPU simulation, GPUs joined by PCIe,
+    host-staged, one rank alone), the committed 2× H200 run over NVLink grades the prediction, labelled so, and this
+    machine's share is only quoted; without it, nothing is graded."""
+    ref = _on(_profiled(0.1, step=40.0), "NV18")  # 0.25 %: (a)
+    ref.given_label = "2× NVIDIA H200 · NV18"
+    staged = _on(res(*[rank(split(comm=3.0, exposed=3.0), nccl_p2p_disable="1")] * 2), "NV18")
+    cases = (
+        (_on(_profiled(3.0), gpu=False), "a CPU simulation"),
+        (_on(_profiled(3.0), "PCIe"), "GPUs joined by PCIe"),
+        (staged, "host-staged, NCCL_P2P_DISABLE=1"),
+    )
+    for here, how in cases:
+        v = p.grade_prediction("d", here, {"NVLink": ref})  # (d) is this machine's 30 %: not the answer
+        assert (v.status, v.numbers["answer"]) == ("off", "a")
+        assert v.where == "2× NVIDIA H200 · NV18: the committed 2× H200 run, not this machine"
+        assert f"This machine's run ({how}: 30.0 % here) does not grade" in v.text
+        assert "On the committed 2× H200 run over NVLink: 0.10 ms of exposed time" in v.text
+        none = p.grade_prediction("d", here, {})
+        assert none.status == "info" and "not graded here" in none.text and none.numbers == {"prediction": "d"}
+    unprofiled = p.grade_prediction("a", _on(_profiled(3.0), gpu=False), {"NVLink": _on(res(rank(None)), "NV18")})
+    assert unprofiled.status == "info" and "was not profiled" in unprofiled.text
+    alone = _on(_profiled(1.0), "NV18", world=1)  # one rank on one GPU: no link between GPUs
+    v = p.grade_prediction("a", alone, {"NVLink": ref})
+    assert v.where.endswith("not this machine") and "(one rank on one GPU: 10.0 % here)" in v.text
+    assert p.over_nvlink(_on(_profiled(1.0), "NV4")) and not p.over_nvlink(_on(_profiled(1.0), None))
+
+
 def test_the_prediction_explanation():
-    run = res(rank(split(comm=2.0, exposed=1.2)), rank(split(comm=0.5, exposed=0.2)))
+    run = _on(res(rank(split(comm=2.0, exposed=1.2)), rank(split(comm=0.5, exposed=0.2))), "NV18")
     text = p.prediction_explanation(run)
-    assert text == "Here (2× test GPU): 0.20 ms of exposed time on the wire in a 10.0 ms profiled step, 2.0 %."
+    assert text == ("Here (2× test GPU): 0.20 ms of exposed time on the wire in a 10.0 ms profiled step, 2.0 %.")
     ref = res(
         rank(split(comm=2.0, exposed=1.2), gradient_mib=100.0, probe=probe(busbw=100.0)),
         rank(split(comm=0.5, exposed=0.2)),
     )
     with_ref = p.prediction_explanation(run, {"NVLink": ref})
-    assert (
-        "On the committed 2× H200 run over NVLink: 0.20 ms of 10.0 ms, 2.0 %. 105 MB of gradients take about 1.0 ms"
-        in with_ref
-    )
+    assert with_ref.startswith(text + " On the committed 2× H200 run over NVLink: 0.20 ms of exposed time")
+    assert "105 MB of gradients take about 1.0 ms" in with_ref
     ref.ranks[0]["probe"] = None
     assert with_ref.split(" 105 MB")[0] == p.prediction_explanation(run, {"NVLink": ref})
     assert p.prediction_explanation(run, {"NVLink": run}) == text  # itself: not quoted twice
@@ -444,6 +497,10 @@ def test_c12_at_half_the_communication_waiting(comm1, status):
 def test_c12_without_gpus_or_a_split_and_with_nsys():
     cpu = traces.verdict_c12(res(rank(split(source="cpu")), rank(split(source="cpu"))))
     assert cpu.status == "unverifiable" and cpu.numbers["source"] == "cpu"
+    why = "2 ranks need 2 GPUs for NCCL; this machine has 1"  # review R1-10: the plan's reason, never "need GPUs"
+    one_gpu = traces.verdict_c12(res(rank(split(source="cpu")), rank(split(source="cpu"))), None, why)
+    assert one_gpu.text.startswith(f"not settled here: this run's ranks ran on the CPU ({why})")
+    assert "need" not in cpu.text.replace(why, "") and "(a CPU simulation)" in cpu.text
     assert traces.verdict_c12(res(rank(split()), rank(None))).status == "unverifiable"
     assert traces.verdict_c12(res(label="x")).numbers == {}
     zero = traces.verdict_c12(res(rank(split(comm=0.0, exposed=0.0)), rank(split(comm=0.0, exposed=0.0))))

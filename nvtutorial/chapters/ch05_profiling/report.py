@@ -678,31 +678,105 @@ def reference_runs(folder: str | None = None) -> dict[str, RunResult]:
     return out
 
 
-def prediction_explanation(res: RunResult, reference: Mapping[str, RunResult] | None = None) -> str:
-    """The answer to the notebook's prediction (the exposed time on the wire, as a share of the step),
-    from this run and, when given, the committed 2× H200 run over NVLink."""
-    v = verdict_split(res)
-    if not v.numbers:
-        return "This run was not profiled."
-    n = v.numbers
-    text = (
-        f"Here ({_where(res)}): {n['exposed_link_ms']:.2f} ms of exposed time on the wire in a {n['step_ms']:.1f} ms "
-        f"profiled step, {100 * n['exposed_link_share']:.1f} %."
+CHOICES = {"a": "less than 2 %", "b": "2 to 10 %", "c": "10 to 25 %", "d": "more than 25 %"}
+"""Notebook 05's prediction: the exposed time on the wire as a share of the step, on 2 GPUs joined by NVLink."""
+
+
+def share_answer(share: float) -> str:
+    """The letter of :data:`CHOICES` that a share of the step falls in (each bound belongs to the choice above it)."""
+    return "a" if share < 0.02 else "b" if share < 0.10 else "c" if share < 0.25 else "d"
+
+
+def over_nvlink(res: RunResult) -> bool:
+    """Whether the run's ranks ran on two GPUs or more and exchanged over NVLink (not host-staged): what the
+    prediction asks about."""
+    env = getattr(res, "env", None)
+    if not (env and env.is_gpu and env.world_size >= 2 and (env.link or "").startswith("NV")):
+        return False
+    return all(m.nccl_p2p_disable != "1" for m in ranks(res))
+
+
+def _how(res: RunResult) -> str:
+    """How a run that is not over NVLink (:func:`over_nvlink`) ran, for the sentence that quotes it."""
+    env = getattr(res, "env", None)
+    if env is None or not env.is_gpu:
+        return "a CPU simulation"
+    if env.world_size < 2:
+        return "one rank on one GPU"
+    if not (env.link or "").startswith("NV"):
+        return f"GPUs joined by {env.link or 'no NVLink'}"
+    return "host-staged, NCCL_P2P_DISABLE=1"
+
+
+def _share_text(n: Mapping[str, Any]) -> str:
+    return (
+        f"{n['exposed_link_ms']:.2f} ms of exposed time on the wire in a {n['step_ms']:.1f} ms profiled step, "
+        f"{100 * n['exposed_link_share']:.1f} %"
     )
+
+
+def prediction_explanation(res: RunResult, reference: Mapping[str, RunResult] | None = None) -> str:
+    """The answer to the notebook's prediction, from the run that grades it (:func:`grade_prediction`): this run where
+    it ran over NVLink (the committed 2× H200 run quoted beside it), else the committed run, this one quoted as what it
+    is (a CPU simulation, or GPUs joined by another link), which grades nothing."""
+    here = verdict_split(res).numbers
+    if not here:
+        return "This run was not profiled."
     ref = (reference or {}).get("NVLink")
-    if ref is not None and ref is not res:
-        r = verdict_split(ref).numbers
-        m = ranks(ref)[0]
-        busbw = m.probe.busbw_gbs if m.probe is not None else None
-        wire = (
-            f" {m.gradient_mib * 2**20 / 1e6:.0f} MB of gradients take about "
-            f"{m.gradient_mib * 2**20 / (busbw * 1e9) * 1e3:.1f} ms at the {busbw:.0f} GB/s its all-reduce probe "
-            "reached, and most of it runs under the backward pass."
-            if busbw
-            else ""
+    own = f"Here ({_where(res)}): {_share_text(here)}."
+    if ref is None or ref is res:
+        return own
+    m = ranks(ref)[0]
+    busbw = m.probe.busbw_gbs if m.probe is not None else None
+    wire = (
+        f" {m.gradient_mib * 2**20 / 1e6:.0f} MB of gradients take about "
+        f"{m.gradient_mib * 2**20 / (busbw * 1e9) * 1e3:.1f} ms at the {busbw:.0f} GB/s its all-reduce probe "
+        "reached, and most of it runs under the backward pass."
+        if busbw
+        else ""
+    )
+    quoted = f"On the committed 2× H200 run over NVLink: {_share_text(verdict_split(ref).numbers)}.{wire}"
+    if over_nvlink(res):
+        return f"{own} {quoted}"
+    return (
+        f"{quoted} This machine's run ({_how(res)}: {100 * here['exposed_link_share']:.1f} % here) does not grade a "
+        "prediction about two GPUs joined by NVLink."
+    )
+
+
+def grade_prediction(
+    prediction: str | None,
+    res: RunResult,
+    reference: Mapping[str, RunResult] | None = None,
+    choices: Mapping[str, str] = CHOICES,
+) -> Verdict:
+    """The prediction is about 2 GPUs joined by NVLink: graded against ``res`` where its ranks ran so, else against the
+    committed 2× H200 run over NVLink (labelled so: this machine's run is quoted, never graded by); not graded where
+    neither exists."""
+    from nvtutorial.report.predict import grade_choice
+
+    reference = reference_runs() if reference is None else reference
+    graded = res if over_nvlink(res) else reference.get("NVLink")
+    numbers = verdict_split(graded).numbers if graded is not None else {}
+    if not numbers:
+        why = (
+            "this copy of the course has no committed 2× H200 run (reference/h200x2/runs ships with a checkout)"
+            if graded is None
+            else "the run that would grade it was not profiled"
         )
-        text += (
-            f" On the committed 2× H200 run over NVLink: {r['exposed_link_ms']:.2f} ms of {r['step_ms']:.1f} ms, "
-            f"{100 * r['exposed_link_share']:.1f} %.{wire}"
+        return Verdict(
+            "exposed communication",
+            "info",
+            f"not graded here: the question is about two GPUs joined by NVLink, and {why}",
+            {"prediction": prediction},
+            _where(res),
         )
-    return text
+    label = _where(res) if graded is res else f"{_where(graded)}: the committed 2× H200 run, not this machine"
+    return grade_choice(
+        "exposed communication",
+        prediction,
+        share_answer(numbers["exposed_link_share"]),
+        choices,
+        where=label,
+        explanation=prediction_explanation(res, reference),
+    )

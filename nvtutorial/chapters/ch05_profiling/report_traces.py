@@ -239,12 +239,13 @@ def _pid(global_id: Any) -> int | None:
     return (int(global_id) >> 24) & 0xFFFFFF if global_id is not None else None
 
 
-def verdict_c12(res: RunResult, nsys: NsysResult | None = None) -> Verdict:
+def verdict_c12(res: RunResult, nsys: NsysResult | None = None, why: str | None = None) -> Verdict:
     """Claim C12: NVTX ranges and Nsight Systems show where the time of a step goes.
 
     ``holds`` where each rank's communication in the split is time on the wire; ``partly`` where
     more than half of some rank's "communication" was waiting for the other rank: a per-rank split,
-    from either tool, cannot tell the link from the skew; both ranks' traces on one clock can.
+    from either tool, cannot tell the link from the skew; both ranks' traces on one clock can. ``unverifiable`` where
+    the ranks ran on the CPU: ``why`` says why (the plan's reason: two ranks need two GPUs, or no GPU here).
     """
     from nvtutorial.chapters.ch05_profiling.report import link_estimate, ranks
 
@@ -282,7 +283,8 @@ def verdict_c12(res: RunResult, nsys: NsysResult | None = None) -> Verdict:
         return Verdict(
             "C12",
             "unverifiable",
-            f"not settled here: NVTX and Nsight Systems need GPUs; {head}. In this "
+            f"not settled here: this run's ranks ran on the CPU ({why or 'a CPU simulation'}), and NVTX ranges and "
+            f"Nsight Systems trace GPU work; {head}. In this "
             f"simulation too, {100 * waiting[worst]:.0f} % of rank {worst}'s communication "
             f"({comm[worst]:.2f} ms) was waiting for the other rank ({est['source']})",
             numbers,

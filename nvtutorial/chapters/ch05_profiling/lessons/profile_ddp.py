@@ -78,7 +78,10 @@ def profile_steps(step, steps, trace, sync):
     seconds = []
     plan = schedule(wait=1, warmup=1, active=steps, repeat=1)
     with profile(
-        activities=activities, schedule=plan, on_trace_ready=lambda p: p.export_chrome_trace(str(trace))
+        activities=activities,
+        schedule=plan,
+        on_trace_ready=lambda p: p.export_chrome_trace(str(trace)),
+        acc_events=True,  # one cycle, nothing to keep across cycles; without it torch 2.11 warns on every run
     ) as prof:
         for i in range(2 + steps):
             start = time.perf_counter()
