@@ -1,13 +1,16 @@
 """What notebooks 05 and 06 run on one GPU, timed, with the verdicts the notebooks draw from it (issue 28, review N5).
 
-    python scripts/one_gpu_05_06.py OUT        # about 30 s on one H200; OUT/05.json and OUT/06.json
+    python scripts/one_gpu_05_06.py OUT        # about 40 s on one H200 or H100; OUT/05.json and OUT/06.json
 
-``06``: the out-of-memory demo as notebook 06 launches it (``lab.measure`` on its plan's part: one NCCL rank on the GPU)
-at the lesson's sizes and at the small ones (``profile="ci"`` on a GPU: the step must still be large enough for the cap
-to bite), with C19, C20, the fixes and checkpointing's cost. ``05``: notebook 05's run on one GPU (one rank of the
-lesson's step at the lesson's sizes, ``lab.ONE_GPU``) under ``lab.watch``: its wall time, phases, memory snapshot,
-the samples the telemetry took and C13. The sizes are read from each notebook's ``parameters`` cell and placed by its
-``course.plan`` on this machine, as the notebook does. Each part writes its file when it ends.
+``06``: the out-of-memory demo and the input pipeline as notebook 06 launches them on one GPU (``lab.measure_parts``
+on its plan's parts: one NCCL process on the GPU runs both, the loader with the parameters cell's ``one_gpu`` worker
+counts and windows) at the lesson's sizes and at the small ones (``profile="ci"`` on a GPU: the step must still be
+large enough for the cap to bite), with C17, C19, C20, the fixes, checkpointing's cost, the allocator's settings after
+the fragmentation case (review S1), and the launch's wall time (review S4: notebook 06 must stay within 32 s on one
+H100). ``05``: notebook 05's run on one GPU (one rank of the lesson's step at the lesson's sizes, ``lab.ONE_GPU``)
+under ``lab.watch``: its wall time, phases, memory snapshot, the samples the telemetry took and C13. The sizes are
+read from each notebook's ``parameters`` cell and placed by its ``course.plan`` on this machine, as the notebook does.
+Each part writes its file when it ends.
 """
 
 from __future__ import annotations
@@ -43,18 +46,25 @@ def part_06(profile: str) -> dict:
     from nvtutorial.chapters.ch06_pitfalls import lab
     from nvtutorial.chapters.ch06_pitfalls import report_measured as rm
 
-    part = course.plan("06_pitfalls", profile, {"out of memory": "one GPU"})["out of memory"]
+    plan = course.plan("06_pitfalls", profile, {"data loading": "one GPU", "out of memory": "one GPU"})
+    loader, oom = plan["data loading"], plan["out of memory"]
+    p_loader, p_oom = sizes("06_pitfalls")[loader.profile], sizes("06_pitfalls")[oom.profile]
+    p_loader = {**p_loader, **p_loader.get("one_gpu", {})}  # as the notebook's plan cell does on one GPU
     t0 = time.perf_counter()
-    run = lab.measure(sizes("06_pitfalls")[part.profile], part, parts=["oom"])
+    measured, run = lab.measure_parts(loader, oom, p_loader, p_oom)
     wall = time.perf_counter() - t0
-    out = {"part": dataclasses.asdict(part), "label": run.label, "wall_s": wall}
+    out = {"parts": [dataclasses.asdict(loader), dataclasses.asdict(oom)], "label": run.label, "wall_s": wall}
+    out["rank_wall_s"] = run.ranks[0].get("wall_s") if isinstance(run.ranks[0], dict) else None
     out["skipped"] = rm.oom_skipped(run)
     if out["skipped"] is None:
         frames = rm.oom_frames(run)
         out["tables"] = {name: frame.to_dict("records") for name, frame in frames.items()}
         out["oom_message"] = rm.oom_message(run)
+        out["allocator"] = rm.allocator_line(run)
+    out["loader"] = rm.loader_frame(measured).to_dict("records")
     out["verdicts"] = [
-        verdict(f(run)) for f in (rm.verdict_c19, rm.verdict_c20, rm.oom_fixes_verdict, rm.checkpointing_cost)
+        verdict(f(run))
+        for f in (rm.verdict_c17, rm.verdict_c19, rm.verdict_c20, rm.oom_fixes_verdict, rm.checkpointing_cost)
     ]
     return out
 

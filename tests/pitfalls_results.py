@@ -15,12 +15,12 @@ def rows(rates: dict, pinned: dict | None = None) -> list[schema.LoaderRow]:
     return out
 
 
-def loader(rows_, gpus=2, rule=8, step=(1000.0, 1010.0), shards=None) -> schema.Loader:
+def loader(rows_, gpus=2, rule=8, step=(1000.0, 1010.0), shards=None, ranks=2) -> schema.Loader:
     return schema.Loader(
         rows=tuple(rows_),
         step_only_samples_per_s=tuple(step),
         cpu_cores=32,
-        ranks=2,
+        ranks=ranks,
         gpus=gpus,
         rule_of_thumb_workers=rule,
         batch=8,
@@ -32,10 +32,10 @@ def loader(rows_, gpus=2, rule=8, step=(1000.0, 1010.0), shards=None) -> schema.
 
 
 def loader_run(rows0, rows1=None, gpus=2, rule=8, step=(1000.0, 1010.0), label="2× test GPU", env_gpu=None, **kw):
-    """A run of both ranks' loaders (``env_gpu=None``: a run without an environment block)."""
+    """A run of both ranks' loaders (``env_gpu=None``: a run without an environment block); ``rows1=()``: one rank."""
+    each = (rows0,) if rows1 == () else (rows0, rows1 if rows1 is not None else rows0)
     ranks = [
-        schema.Rank(parts=("dataloader",), dataloader=loader(r, gpus, rule, step, **kw))
-        for r in (rows0, rows1 if rows1 is not None else rows0)
+        schema.Rank(parts=("dataloader",), dataloader=loader(r, gpus, rule, step, ranks=len(each), **kw)) for r in each
     ]
     return run_of(*ranks, label=label, gpu=env_gpu, workload="pitfalls", params={"parts": ["dataloader"]})
 

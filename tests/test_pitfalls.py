@@ -209,19 +209,29 @@ def _notebook_06(monkeypatch, gpus: int, **values) -> dict:
 @pytest.mark.parametrize(
     "gpus, profile, launches",
     [
-        (0, "auto", [(2, "gloo", ["dataloader", "oom"], 8, 8, 300)]),  # no GPU: one run, the OOM demo says why
-        (1, "auto", [(2, "gloo", ["dataloader"], 8, 8, 300), (1, "nccl", ["oom"], 32, 16, 600)]),
-        (1, "ci", [(2, "gloo", ["dataloader"], 8, 8, 300), (1, "nccl", ["oom"], 8, 8, 300)]),
-        (2, "auto", [(2, "nccl", ["dataloader"], 32, 16, 600), (1, "nccl", ["oom"], 32, 16, 600)]),
+        (0, "auto", [(2, "gloo", ["oom", "dataloader"], 8, 8, [0, 2], 300)]),  # one run, the OOM demo says why
+        (1, "auto", [(1, "nccl", ["oom", "dataloader"], 32, 16, [0, 2, 4, 8], 600)]),  # one process does both
+        (1, "ci", [(1, "nccl", ["oom", "dataloader"], 8, 8, [0, 2], 300)]),
+        (
+            2,
+            "auto",
+            [
+                (2, "nccl", ["dataloader"], 32, None, [0, 2, 4, 8, 12, 16], 600),
+                (1, "nccl", ["oom"], None, 16, None, 600),
+            ],
+        ),
     ],
 )
 def test_each_measurement_runs_where_the_notebooks_plan_puts_it(monkeypatch, capsys, gpus, profile, launches):
-    """Review N5, through notebook 06's own cells: on one GPU the out-of-memory demo runs as one rank on it, with
-    NCCL, at the lesson's sizes (it has no collective), and the loader's two ranks run on the CPU, where the cell
-    gives the one-GPU command for C17. Each launch: ranks, backend, parts, the loader batch and the OOM batch of its
-    sizes (small: 8 and 8; the lesson's: 32 and 16), and its deadline."""
+    """Reviews N5 and S4, through notebook 06's own cells: on one GPU the out-of-memory demo and the input pipeline run
+    on it as one NCCL process, at the lesson's sizes (the demo has no collective; the rule counts workers per GPU
+    process), in one launch, the loader with fewer worker counts and windows (0, 2, 4, 8; 2 windows of 5 steps;
+    pinned at 4 only). Each launch: ranks, backend, parts, the loader batch and the OOM batch of its sizes (small: 8
+    and 8; the lesson's: 32 and 16; None: a parameter its parts do not read, left out: review M13), the worker
+    counts and its deadline."""
     ns = _notebook_06(monkeypatch, gpus, profile=profile)
     assert ns["P"] == ns["SIZES"]["full" if gpus == 2 and profile == "auto" else "ci"]
+    assert ns["LOADER"].need == ("one GPU" if gpus == 1 else "two GPUs") and ns["LOADER"].gpus == gpus
     capsys.readouterr()
     seen = []
 
@@ -235,27 +245,113 @@ def test_each_measurement_runs_where_the_notebooks_plan_puts_it(monkeypatch, cap
     with pytest.raises(Exception):  # noqa: B017 - the cell goes on to read the fake run: what it launched is the test
         exec(notebook_cells.cells("06_pitfalls")["487a5d83"].source, ns)  # noqa: S102 - the notebook's own cell
     got = [
-        (kw["nproc"], kw["backend"], kw["params"]["parts"], *(kw["params"][k] for k in ("loader_batch", "oom_batch")))
+        (kw["nproc"], kw["backend"], kw["params"]["parts"])
+        + tuple(kw["params"].get(k) for k in ("loader_batch", "oom_batch", "workers"))
         + (kw["timeout"],)
         for _, kw in seen
     ]
     assert got == launches and {w for w, _ in seen} == {"pitfalls"}
+    one_gpu = gpus == 1 and profile == "auto"
+    assert (seen[0][1]["params"].get("pin_workers"), seen[0][1]["params"]["windows"]) == (
+        ([4], 2) if one_gpu else (None, ns["P_LOADER"]["windows"])
+    )
     said = capsys.readouterr().out
-    assert ("The two ranks ran on the CPU (two ranks need two GPUs)" in said) is (gpus == 1)
+    assert ("One training process on this GPU: " in said) is (gpus == 1)
     traps.measure(ns["P_OOM"], ns["PLAN"]["out of memory"], parts=["oom"])  # alone: one rank, on the CPU without a GPU
     assert (seen[-1][1]["nproc"], seen[-1][1]["backend"]) == (1, "nccl" if gpus else "gloo")
-    assert (traps.one_gpu_loader_command(ns["SIZES"]["full"]) in said) is (gpus == 1)
+    assert set(seen[-1][1]["params"]) == {"parts", "oom_model", "oom_batch", "oom_image_size"}  # M13
     assert "needs a GPU" not in said + str(ns["PLAN"]) or gpus == 0
 
 
-def test_the_one_gpu_command_for_c17_is_the_registrys():
-    """Notebook 06 prints, on one GPU, the command that measures the loader of one process there: the one the
-    registry (and the README) gives for C17's one-GPU case, from the lesson's sizes."""
-    from tests import notebook_cells
+@pytest.mark.parametrize(
+    "launch, wanted",
+    [
+        (None, "expandable_segments:False"),
+        ("", "expandable_segments:False"),
+        ("garbage_collection_threshold:0.6", "expandable_segments:False,garbage_collection_threshold:0.6"),
+        ("expandable_segments:True,max_split_size_mb:128", "expandable_segments:True,max_split_size_mb:128"),
+    ],
+)
+def test_the_allocator_is_set_back_to_the_launchs_settings(monkeypatch, launch, wanted):
+    """Review S1: each setting string resets max_split_size_mb (and the rounding and GC options) where it leaves them
+    out, but not expandable_segments: the string that restores the launch's allocator turns that off first, unless
+    the launch's own string sets it. Set here on this torch (its allocator settings are the process's, CUDA or not)
+    and read back as torch reports them."""
+    import torch
 
-    command = traps.one_gpu_loader_command(notebook_cells.parameters("06_pitfalls")["SIZES"]["full"])
-    assert command in claims.claim("C17").finding.replace("`", "")
-    assert "--set workers=0,2,4,8,12,16" in command and "--nproc 1 --backend nccl" in command
+    from nvtutorial.chapters.ch06_pitfalls import workload_oom
+
+    assert workload_oom.restoring_conf(launch) == wanted
+    getter = torch._C._accelerator_getAllocatorSettings
+    try:
+        workload_oom._set_allocator("expandable_segments:False,max_split_size_mb:256")  # the demo's last case
+        assert workload_oom._restore_allocator(launch) == wanted == getter()
+        monkeypatch.setattr(torch._C, "_accelerator_getAllocatorSettings", lambda: "max_split_size_mb:256")
+        with pytest.raises(RuntimeError, match="not set back to the launch's settings"):
+            workload_oom._restore_allocator(launch)
+    finally:
+        workload_oom._set_allocator("")  # this test process's own settings: as they were
+
+
+@pytest.mark.parametrize("env", [{}, {"PYTORCH_CUDA_ALLOC_CONF": "garbage_collection_threshold:0.6"}])
+def test_the_oom_demo_runs_empty_cache_and_training_under_the_launchs_allocator(monkeypatch, env):
+    """Review S1, through the demo's own sequence (its CUDA steps replaced, the allocator's settings real): the
+    fragmentation case sets max_split_size_mb:256 last, and the empty_cache() table and the training step run under
+    the launch's settings again; PYTORCH_ALLOC_CONF is read first (review M11)."""
+    import torch
+
+    from nvtutorial.chapters.ch06_pitfalls import workload_oom
+
+    for name in ("PYTORCH_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    seen = {}
+
+    def fragmentation(ctx, config):
+        if config:
+            workload_oom._set_allocator(config)
+        return schema.Fragmentation(config=config or workload_oom.launch_alloc_conf() or "default", outcome="fits")
+
+    def demo(name, value):
+        def run(*args):
+            seen[name] = torch._C._accelerator_getAllocatorSettings()
+            return value
+
+        return run
+
+    empty = schema.EmptyCache(rows=())
+    training = schema.Training(cap_mib=1.0, model="tiny", batch=2, image_size=8, rows=())
+    monkeypatch.setattr(workload_oom, "_fragmentation", fragmentation)
+    monkeypatch.setattr(workload_oom, "_empty_cache_demo", demo("empty_cache", empty))
+    monkeypatch.setattr(workload_oom, "_training_oom", demo("training", training))
+    ctx = types.SimpleNamespace(is_gpu=True, rank=0, progress=lambda *a, **k: None)
+    try:
+        out = workload_oom.oom(ctx, schema.Params(parts=("oom",)))
+    finally:
+        workload_oom._set_allocator("")
+    launch = env.get("PYTORCH_CUDA_ALLOC_CONF")
+    after = workload_oom.restoring_conf(launch)
+    assert seen == {"empty_cache": after, "training": after} and out.allocator_after == after
+    assert out.launch_alloc_conf == launch and out.fragmentation[0].config == (launch or "default")
+    assert [f.config for f in out.fragmentation][1:] == [
+        "expandable_segments:True",
+        "expandable_segments:False,max_split_size_mb:256",
+    ]
+    monkeypatch.setenv("PYTORCH_ALLOC_CONF", "expandable_segments:True")
+    assert workload_oom.launch_alloc_conf() == "expandable_segments:True"  # the current name first
+
+
+def test_pinned_memory_is_measured_where_pin_workers_says():
+    """Notebook 06 on one GPU pins at the rule's count only (review S4's time budget); two GPUs pin at every count;
+    a CPU run pins nowhere (no device to copy to)."""
+    every = schema.Params(workers=(0, 2, 4, 8))
+    assert workload.loader_configs(every, gpu=True) == [(w, pin) for w in (0, 2, 4, 8) for pin in (False, True)]
+    one = schema.Params(workers=(0, 2, 4, 8), pin_workers=(4,))
+    assert workload.loader_configs(one, gpu=True) == [(0, False), (2, False), (4, False), (4, True), (8, False)]
+    assert workload.loader_configs(one, gpu=False) == [(w, False) for w in (0, 2, 4, 8)]
+    with pytest.raises(nvtutorial.LaunchError, match="pin_workers"):
+        nvtutorial.launch.prepare("pitfalls", params={"workers": (0, 2), "pin_workers": (4,)})
 
 
 def test_bad_input_fails_before_anything_starts():

@@ -466,20 +466,13 @@ def test_pin_comparison_and_within_noise():
 @pytest.mark.parametrize(
     "pinned0, pinned1, rule, enough, helps, status",
     [
-        ({8: (900, 909)}, {8: (900, 909)}, 8, True, True, "holds"),
-        ({8: (800, 808)}, {8: (900, 909)}, 8, True, False, "partly"),  # pinned helps one rank only
+        ({16: (900, 909)}, {16: (900, 909)}, 16, True, True, "holds"),  # 16 and 16 / 2 = 8: both enough
+        ({16: (802, 806)}, {16: (900, 909)}, 16, True, False, "partly"),  # pinned helps one rank only
         ({8: (900, 909)}, {8: (900, 909)}, 16, True, False, "partly"),  # pinned not measured at the rule's 16
-        ({8: (900, 909)}, {8: (900, 909)}, 4, False, False, "wrong"),  # 4 not enough; pinned not measured at 4
+        ({8: (900, 909)}, {8: (900, 909)}, 8, False, True, "partly"),  # 8 enough, but 8 / 2 = 4 is not
         ({4: (600, 606)}, {4: (600, 606)}, 4, False, True, "partly"),  # not enough, but pinned helps at 4
         ({4: (500, 505)}, {4: (500, 505)}, 4, False, False, "wrong"),
-        (
-            {16: (900, 909)},
-            {16: (900, 909)},
-            12,
-            False,
-            True,
-            "partly",
-        ),  # the rule's 12 not tried: pinned at the largest
+        ({16: (900, 909)}, {16: (900, 909)}, 12, False, True, "partly"),  # 12 and 6 not tried: pinned at the largest
     ],
 )
 def test_c17_on_gpus_at_its_rule(pinned0, pinned1, rule, enough, helps, status):
@@ -490,10 +483,43 @@ def test_c17_on_gpus_at_its_rule(pinned0, pinned1, rule, enough, helps, status):
     assert v.numbers["step_only"] == {"0": 1005.0, "1": 1005.0}
 
 
+@pytest.mark.parametrize(
+    "rule, literal, per_process, status",
+    [
+        (16, "enough", "enough", "holds"),  # 16 per rank, and 8 per process: both within the noise of the best
+        (8, "enough", "NOT enough", "partly"),  # review M1: 8 per rank is enough, the usual 4 per process is not
+        (4, "NOT enough", None, "partly"),  # 4 per rank not enough; 2 per process never tried
+    ],
+)
+def test_c17_grades_both_readings_of_the_rule(rule, literal, per_process, status):
+    """Review M1: ``4 × GPUs`` for each rank's DataLoader (the rule as written) and 4 per GPU process (the usual
+    reading under DDP) are both graded; the rule is enough only where every reading tried is, on every rank."""
+    pinned = {rule: (2000, 2010)}  # pinned memory helps at the rule's count: the rule decides holds or partly
+    v = rm.verdict_c17(_loader_run(rows(FLAT, pinned), rule=rule))
+    readings = v.numbers["readings"]
+    assert list(readings) == [rule, rule // 2] and v.status == status
+    assert readings[rule] == {"0": literal, "1": literal}
+    assert readings[rule // 2] == (None if per_process is None else {"0": per_process, "1": per_process})
+    assert f"The rule's {rule} workers (4 × the job's 2 GPUs, for each rank's DataLoader): " in v.text
+    assert f"read as {rule // 2} workers (4 per GPU process): " in v.text
+    assert ("not tried (the counts tried: 0, 4, 8, 16)" in v.text) is (per_process is None)
+
+
+def test_c17_in_a_world_of_one_has_one_reading():
+    """One training process on one GPU (notebook 06 on one GPU, review S4): both readings are the same 4 workers."""
+    one = {0: (100, 101), 2: (300, 303), 4: (500, 505), 8: (502, 506)}
+    v = rm.verdict_c17(_loader_run(rows(one, {4: (600, 606)}), (), rule=4, gpus=1, label="1× test GPU"))
+    assert v.status == "holds" and v.numbers["readings"] == {4: {"0": "enough"}} and v.numbers["knee"] == {"0": 4}
+    assert "The rule's 4 workers (one process: both readings of the rule agree): enough on every rank" in v.text
+    slow = rm.verdict_c17(_loader_run(rows({**one, 4: (400, 404)}, {4: (600, 606)}), (), rule=4, gpus=1))
+    assert slow.status == "partly" and slow.numbers["readings"] == {4: {"0": "NOT enough"}}
+
+
 def test_c17_on_a_cpu_decides_nothing():
     v = rm.verdict_c17(_loader_run(rows(FLAT), gpus=0, label="CPU"))
     assert v.status == "unverifiable" and v.numbers == {"knee": [8, 8], "rule": 8, "undecided": {"0": [], "1": []}}
-    assert rm.verdict_c17(_loader_run(rows(FLAT, {8: (900, 909)}), gpus=0, env_gpu=True)).status == "holds"
+    assert rm.verdict_c17(_loader_run(rows(FLAT, {16: (900, 909)}), gpus=0, env_gpu=True, rule=16)).status == "holds"
+    assert "for the same 32 cores" in v.text  # review M12: the run's cores, not "a few"
 
 
 @pytest.mark.parametrize(
@@ -537,17 +563,19 @@ WIDE8 = {0: (100, 101), 4: (500, 505), 8: (650, 900), 16: (802, 806)}  # 8 withi
 @pytest.mark.parametrize(
     "rows0, rows1, pinned, status, states",
     [
-        (WIDE8, WIDE8, {8: (1200, 1210)}, "undecided", {"0": "undecided", "1": "undecided"}),
-        (WIDE8, FLAT, {8: (1200, 1210)}, "undecided", {"0": "undecided", "1": "enough"}),
-        (WIDE8, {**FLAT, 8: (600, 606)}, {8: (1200, 1210)}, "partly", {"0": "undecided", "1": "NOT enough"}),
-        (FLAT, FLAT, {8: (1200, 1210)}, "holds", {"0": "enough", "1": "enough"}),
+        (WIDE8, WIDE8, {16: (1200, 1210)}, "undecided", {"0": "undecided", "1": "undecided"}),
+        (WIDE8, FLAT, {16: (1200, 1210)}, "undecided", {"0": "undecided", "1": "enough"}),
+        (WIDE8, {**FLAT, 8: (600, 606)}, {16: (1200, 1210)}, "partly", {"0": "undecided", "1": "NOT enough"}),
+        (FLAT, FLAT, {16: (1200, 1210)}, "holds", {"0": "enough", "1": "enough"}),
     ],
 )
 def test_c17_on_gpus_is_undecided_when_the_rules_count_is(rows0, rows1, pinned, status, states):
-    """On GPUs the rule's count undecided on a rank (and NOT enough on none) leaves C17 undecided; NOT enough on any
-    rank decides it (here pinned memory helps: partly)."""
-    v = rm.verdict_c17(_loader_run(rows(rows0, pinned), rows(rows1, pinned)))
-    assert v.status == status and v.numbers["rule_state"] == states
+    """On GPUs a reading's count undecided on a rank (and NOT enough on none, in any reading) leaves C17 undecided;
+    NOT enough on any rank decides it (here pinned memory helps: partly). The rule 16 per rank, 8 per process: 16 is
+    enough everywhere, 8 is what moves."""
+    v = rm.verdict_c17(_loader_run(rows(rows0, pinned), rows(rows1, pinned), rule=16))
+    assert v.status == status and v.numbers["readings"][8] == states
+    assert v.numbers["rule_state"] == v.numbers["readings"][16] == {"0": "enough", "1": "enough"}
     assert v.numbers["rule_enough"] is (status == "holds") and v.numbers["pin_helps"]
     assert v.numbers["knee"]["0"] == (16 if rows0 is WIDE8 else 8)
 
@@ -586,7 +614,7 @@ def test_c17_on_a_run_that_timed_the_loader_alone_names_the_workers_that_feed_th
 def test_the_old_format_is_told_apart_by_the_runs_parameters():
     old = _old_loader_run({0: 300, 4: 1000})
     assert rm.timed_the_loader_alone(old)
-    new = _loader_run(rows(FLAT, {8: (900, 909)}))
+    new = _loader_run(rows(FLAT, {16: (900, 909)}), rule=16)
     assert not rm.timed_the_loader_alone(new) and rm.verdict_c17(new).status == "holds"
     # the 2026-11-30 workload named the traps it ran (`trap`); today's names its parts: each layout its own type
     assert schema.rank_type({"trap": ["dataloader"], "fixed": False}) is schema.TrapsRank
@@ -710,6 +738,58 @@ def test_the_oom_demo_without_a_gpu_and_its_fixes():
     for r in run.ranks[0]["oom"]["training"]["rows"] + run.ranks[0]["oom"]["fragmentation"]:
         r["outcome"] = "fits"
     assert rm.oom_message(run) == "(no OOM happened: the cap did not bite)"
+
+
+@pytest.mark.parametrize(
+    "split_reserved, explained", [(800.0, True), (600.1, True), (600.0, False), (500.0, False), (None, False)]
+)
+def test_c20_says_why_max_split_size_mb_fixed_the_case_where_its_row_shows_it(split_reserved, explained):
+    """Review M15: under max_split_size_mb the small tensor takes a segment of its own (more reserved than under the
+    default, where it split the cached block); only then does the verdict explain the fix by it."""
+    run = made.oom_run({"default": "OOM", "expandable_segments:True": "fits", SPLIT: "fits"})
+    frag = run.ranks[0]["oom"]["fragmentation"]  # the run's JSON, read again by the verdict
+    frag[0]["reserved_mib"], frag[2]["reserved_mib"] = 600.0, split_reserved
+    v = rm.verdict_c20(run)
+    assert v.status == "holds"
+    said = f"took a segment of its own (reserved {split_reserved or 0:.0f} MiB, against 600 under the default)"
+    assert (said in v.text) is explained and ("max_non_split_rounding_mb (20 MiB)" in v.text) is explained
+    frag[0]["reserved_mib"] = None  # the default row without its reading: nothing to explain by
+    assert "Why:" not in rm.verdict_c20(run).text
+
+
+SPLIT = "expandable_segments:False,max_split_size_mb:256"
+
+
+def test_c20_and_c19_on_the_committed_2x_h200_run_say_why_and_what_empty_cache_gives():
+    """The committed run (through the real reader): max_split_size_mb's row reserved 800 MiB against the default's
+    600, so the verdict explains the fix; C19 says what the cache handed back can serve (review M10); the run predates
+    setting the allocator back after the fragmentation case, and the line under the tables says so (review S1)."""
+    result = RunResult.load(MEASURED / "result.json")
+    c20 = rm.verdict_c20(result)
+    assert c20.status == "holds" and "(reserved 800 MiB, against 600 under the default)" in c20.text
+    c19 = rm.verdict_c19(result)
+    assert "bypass PyTorch's allocator (NCCL's buffers" in c19.text and "never PyTorch's own tensors" in c19.text
+    assert "not recorded" in rm.allocator_line(result) and "max_split_size_mb:256 stayed in force" in rm.allocator_line(
+        result
+    )
+
+
+@pytest.mark.parametrize(
+    "launch, after, said",
+    [
+        (None, "expandable_segments:False", "expandable_segments:False (the launch set none: the default)"),
+        (
+            "garbage_collection_threshold:0.6",
+            "expandable_segments:False,garbage_collection_threshold:0.6",
+            "expandable_segments:False,garbage_collection_threshold:0.6 "
+            "(the launch set garbage_collection_threshold:0.6)",
+        ),
+    ],
+)
+def test_the_line_under_the_oom_tables_names_the_allocator_they_ran_under(launch, after, said):
+    run = made.oom_run()
+    run.ranks[0]["oom"].update(launch_alloc_conf=launch, allocator_after=after)
+    assert rm.allocator_line(run).endswith(said) and "set back to the launch's settings" in rm.allocator_line(run)
 
 
 def test_an_old_layouts_training_rows_were_capped_after_the_first():

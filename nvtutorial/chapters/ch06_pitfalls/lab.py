@@ -293,44 +293,60 @@ def check_validation(candidate: Any) -> Any:
 # --------------------------------------------------------------------------- the measurements
 
 
-def params_from(sizes: Mapping[str, Any], **overrides: Any) -> dict[str, Any]:
-    """The entries of a notebook's size dict that are parameters of the ``pitfalls`` workload, plus ``overrides``."""
+PART_PARAMS = {
+    "dataloader": (
+        "model",
+        "loader_image_size",
+        "loader_batch",
+        "workers",
+        "pin_workers",
+        "steps",
+        "windows",
+        "shard_samples",
+    ),
+    "oom": ("oom_model", "oom_batch", "oom_image_size"),
+}
+"""The ``pitfalls`` parameters each part reads (``seed`` and ``parts`` aside): a launch passes only those of its parts,
+so the command it prints carries nothing the run does not use (review M13)."""
+
+
+def params_from(sizes: Mapping[str, Any], parts: Sequence[str] | None = None, **overrides: Any) -> dict[str, Any]:
+    """The entries of a notebook's size dict that are parameters of the ``pitfalls`` workload (with ``parts``: only
+    those these parts read, and ``parts`` itself), plus ``overrides``."""
     names = {f.name for f in dataclasses.fields(pitfalls.Params)}
+    if parts is not None:
+        names = {"seed", *(k for part in parts for k in PART_PARAMS[part])}
     out = {k: v for k, v in sizes.items() if k in names}
+    if parts is not None:
+        out["parts"] = list(parts)
     out.update(overrides)
     return out
 
 
-def measure(sizes: Mapping[str, Any], part: Part | None = None, **overrides: Any) -> RunResult:
-    """``nvtutorial.run("pitfalls", ...)`` with the workload's parameters taken from ``sizes`` (its deadline too:
-    ``sizes["timeout"]``), where the plan puts ``part``: one rank per GPU with NCCL, else gloo ranks on the CPU (one
-    for a one-GPU part, two otherwise; without ``part``: two ranks, the backend the launcher picks)."""
+def measure(
+    sizes: Mapping[str, Any], part: Part | None = None, parts: Sequence[str] = ("dataloader",), **overrides: Any
+) -> RunResult:
+    """``nvtutorial.run("pitfalls", ...)`` of ``parts``, with the parameters those parts read taken from ``sizes``
+    (its deadline too: ``sizes["timeout"]``), where the plan puts ``part``: one rank per GPU with NCCL, else gloo ranks
+    on the CPU (one for a one-GPU part, two otherwise; without ``part``: two ranks, the backend the launcher picks)."""
     timeout = float(sizes.get("timeout", 600.0))
+    params = params_from(sizes, parts, **overrides)
     if part is None:
-        return launch.run("pitfalls", params=params_from(sizes, **overrides), timeout=timeout)
+        return launch.run("pitfalls", params=params, timeout=timeout)
     nproc = part.gpus or (1 if part.need == "one GPU" else 2)
-    return launch.run(
-        "pitfalls", nproc=nproc, backend=part.backend, params=params_from(sizes, **overrides), timeout=timeout
-    )
+    return launch.run("pitfalls", nproc=nproc, backend=part.backend, params=params, timeout=timeout)
 
 
 def measure_parts(
     loader: Part, oom: Part, loader_sizes: Mapping[str, Any], oom_sizes: Mapping[str, Any]
 ) -> tuple[RunResult, RunResult]:
-    """Notebook 06's two measurements, each where the plan puts it: the input pipeline (``loader``: two ranks) and
-    the out-of-memory demo (``oom``: one rank on one GPU, no collective). Where the demo has no GPU (a machine
-    without one), the loader's run also says why it was skipped (one launch fewer); the same result is then returned
-    twice."""
-    if not oom.gpus:
-        run = measure(loader_sizes, loader, parts=["dataloader", "oom"])
-        return run, run
-    return measure(loader_sizes, loader, parts=["dataloader"]), measure(oom_sizes, oom, parts=["oom"])
-
-
-def one_gpu_loader_command(sizes: Mapping[str, Any]) -> str:
-    """The command that measures the input pipeline of one training process on one GPU (C17's one-GPU case: the
-    rule's 4 workers) at ``sizes`` (the lesson's)."""
-    keys = ("model", "workers", "loader_batch", "loader_image_size", "steps", "windows")
-    values = {k: ",".join(map(str, v)) if isinstance(v, (list, tuple)) else v for k, v in params_from(sizes).items()}
-    sets = " ".join(f"--set {k}={values[k]}" for k in keys)
-    return f"nvtutorial run pitfalls --nproc 1 --backend nccl --set parts=dataloader {sets}"
+    """Notebook 06's two measurements, each where the plan puts it: the input pipeline (``loader``: two ranks, or one
+    training process on the one GPU) and the out-of-memory demo (``oom``: one rank on one GPU, no collective). Where
+    both run on the same one process (one GPU), or the demo has no GPU (it then only says why it was skipped), one
+    launch runs both, the demo first (a process of its own until then), and the same result is returned twice."""
+    if oom.gpus and loader.need != "one GPU":
+        return measure(loader_sizes, loader), measure(oom_sizes, oom, parts=("oom",))
+    sizes = {**params_from(oom_sizes, ("oom",)), **params_from(loader_sizes, ("dataloader",))}
+    sizes["timeout"] = max(float(s.get("timeout", 600.0)) for s in (loader_sizes, oom_sizes))
+    run = measure(sizes, loader, parts=("oom", "dataloader"))
+    return run, run

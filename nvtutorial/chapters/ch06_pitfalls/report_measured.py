@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 
 from nvtutorial.chapters.ch06_pitfalls.schema import (
     EmptyCache,
+    Fragmentation,
     Loader,
     LoaderAlone,
     LoaderAloneRow,
@@ -239,10 +240,11 @@ def verdict_c17(result: RunResult) -> Verdict:
     gpu = bool(first.gpus) or bool(getattr(getattr(result, "env", None), "is_gpu", False))
     per = {r: enough_workers(d.rows) for r, d in enumerate(each)}
     if not gpu:
+        cores = f"{first.cpu_cores} cores" if first.cpu_cores else "cores"
         return Verdict(
             "C17",
             "unverifiable",
-            "A CPU simulation: the workers compete with the training for the same few cores, so it says "
+            f"A CPU simulation: the workers compete with the training for the same {cores}, so it says "
             "nothing about a GPU's input pipeline. Here the fewest workers within the noise of the best were "
             + ", ".join(f"{p['knee']} on rank {r}{_undecided_text(p['undecided'])}" for r, p in per.items())
             + ".",
@@ -250,23 +252,18 @@ def verdict_c17(result: RunResult) -> Verdict:
             where,
         )
     tried = {row.num_workers for row in first.rows}
-    rule_state = {r: _rule_state(p, rule) for r, p in per.items()} if rule in tried else {}
-    rule_enough = bool(rule_state) and all(s == "enough" for s in rule_state.values())
-    rule_undecided = bool(rule_state) and "NOT enough" not in rule_state.values() and not rule_enough
+    readings = rule_readings(first)
+    states = {n: {r: _rule_state(p, n) for r, p in per.items()} for n, _ in readings if n in tried}
+    every = [s for st in states.values() for s in st.values()]
+    rule_enough = bool(every) and all(s == "enough" for s in every)
+    rule_undecided = bool(every) and "NOT enough" not in every and not rule_enough
     pins = {r: pin_comparison(d.rows, rule if rule in tried else max(tried)) for r, d in enumerate(each)}
     pin_helps = all(c is not None and c.status == "faster" for c in pins.values())
     step = {r: statistics.median(d.step_only_samples_per_s) for r, d in enumerate(each)}
     status = "holds" if rule_enough and pin_helps else "partly" if rule_enough or pin_helps else "wrong"
     if rule_undecided:
         status = UNDECIDED
-    rule_text = (
-        "enough on every rank"
-        if rule_enough
-        else ", ".join(f"rank {r}: {s}" for r, s in rule_state.items())
-        if rule_state
-        else f"not tried (the counts tried: {', '.join(map(str, sorted(tried)))})"
-    )
-    text = _c17_text(per, step, pins, f"The rule's {rule} workers: {rule_text}", status)
+    text = _c17_text(per, step, pins, _readings_text(readings, states, tried), status)
     return Verdict(
         "C17",
         status,
@@ -274,7 +271,8 @@ def verdict_c17(result: RunResult) -> Verdict:
         {
             "rule": rule,
             "rule_enough": rule_enough,
-            "rule_state": {str(r): v for r, v in rule_state.items()},
+            "rule_state": {str(r): v for r, v in states.get(rule, {}).items()},
+            "readings": {n: {str(r): v for r, v in states[n].items()} if n in states else None for n, _ in readings},
             "pin_helps": pin_helps,
             "knee": {str(r): p["knee"] for r, p in per.items()},
             "undecided": _undecided_numbers(per),
@@ -313,6 +311,35 @@ def _c17_text(
         "measure more windows.",
     }[status]
     return "; ".join(parts) + f". {rule_text}. {pin_text}. Verdict: {verdict}"
+
+
+def rule_readings(d: Loader) -> list[tuple[int, str]]:
+    """The source's ``num_workers = 4 × GPUs`` read two ways (review M1): for each rank's DataLoader, 4 × the job's
+    GPUs (what the run records, :attr:`Loader.rule_of_thumb_workers`: the rule as written, from single-process
+    DataParallel, where one loader fed every GPU), and 4 per GPU process (one DataLoader per GPU under DDP: how it
+    is usually read). One reading where the two agree (one process)."""
+    literal = d.rule_of_thumb_workers
+    per_process = literal // max(d.ranks, 1)
+    if per_process == literal:
+        return [(literal, "one process: both readings of the rule agree")]
+    return [(literal, f"4 × the job's {d.ranks} GPUs, for each rank's DataLoader"), (per_process, "4 per GPU process")]
+
+
+def _readings_text(readings: Sequence[tuple[int, str]], states: Mapping[int, Mapping[int, str]], tried) -> str:
+    """``The rule's 8 workers (...): enough on every rank; its 4 workers (...): rank 0: NOT enough, ...``."""
+    parts = []
+    for k, (n, what) in enumerate(readings):
+        st = states.get(n)
+        said = (
+            f"not tried (the counts tried: {', '.join(map(str, sorted(tried)))})"
+            if st is None
+            else "enough on every rank"
+            if all(v == "enough" for v in st.values())
+            else ", ".join(f"rank {r}: {v}" for r, v in st.items())
+        )
+        head = "The rule's" if k == 0 else "read as"
+        parts.append(f"{head} {n} workers ({what}): {said}")
+    return "; ".join(parts)
 
 
 def _rule_state(per: Mapping[str, Any], rule: int) -> str:
@@ -401,6 +428,21 @@ def oom_frames(result: RunResult, rank: int = 0):  # -> dict[str, pandas.DataFra
     return {"fragmentation": frag, "empty_cache": empty, "training": train}
 
 
+def allocator_line(result: RunResult, rank: int = 0) -> str:
+    """Under which allocator settings the tables after the fragmentation case were measured (review S1)."""
+    d = oom(result, rank)
+    if d.allocator_after is None:
+        return (
+            "the allocator's settings after the fragmentation case were not recorded (a run from before 2026-12-07: "
+            "its last case's max_split_size_mb:256 stayed in force for the tables after it)"
+        )
+    launch = f"the launch set {d.launch_alloc_conf}" if d.launch_alloc_conf else "the launch set none: the default"
+    return (
+        f"after the fragmentation case the allocator was set back to the launch's settings for the next tables: "
+        f"{d.allocator_after} ({launch})"
+    )
+
+
 def oom_message(result: RunResult, rank: int = 0) -> str:
     """The message of the training step's OOM (what the learner will meet)."""
     d, _, training = _measured(result, rank)
@@ -458,8 +500,10 @@ def verdict_c19(result: RunResult, rank: int = 0) -> Verdict:
     return Verdict(
         "C19",
         "wrong",
-        text + "It frees nothing still referenced; what it hands back helps other processes, "
-        "not this one. Verdict: wrong as an OOM fix.",
+        text + "It frees nothing still referenced. What it hands back to the driver helps other processes, and "
+        "allocations of this process that bypass PyTorch's allocator (NCCL's buffers, a library's workspace); never "
+        "PyTorch's own tensors: before it raises an out-of-memory error the allocator frees its unused cached blocks "
+        "itself and tries again. Verdict: wrong as an OOM fix.",
         numbers,
         result.label,
     )
@@ -471,13 +515,15 @@ def verdict_c20(result: RunResult, rank: int = 0) -> Verdict:
     does not; ``unverifiable`` when the default did not run out (nothing to fix) or a row is missing."""
     if skipped := oom_skipped(result):
         return Verdict("C20", "unverifiable", _not_here(skipped), {}, result.label)
-    outcome = {r.config: r.outcome for r in oom(result, rank).fragmentation}
+    rows = oom(result, rank).fragmentation
+    outcome = {r.config: r.outcome for r in rows}
     split = next((v for k, v in outcome.items() if "max_split_size_mb" in k), None)
     expandable = next((v for k, v in outcome.items() if k.startswith("expandable_segments:True")), None)
     cases = "the fragmentation case: " + "; ".join(f"{k}: {v}" for k, v in outcome.items()) + ". "
     how = (
-        "max_split_size_mb is an option of PYTORCH_CUDA_ALLOC_CONF, read once, before the first CUDA allocation "
-        "(the source says to tune it, which is this). "
+        "max_split_size_mb is an option of the allocator's configuration (PYTORCH_ALLOC_CONF, or its older name "
+        "PYTORCH_CUDA_ALLOC_CONF), read once, before the first CUDA allocation (the source says to tune it, which is "
+        "this). "
     )
     also = {
         "fits": "expandable_segments:True, the modern alternative, fixed it too.",
@@ -501,7 +547,7 @@ def verdict_c20(result: RunResult, rank: int = 0) -> Verdict:
             "C20",
             "holds",
             cases + how + "Verdict: holds: with max_split_size_mb the allocations that ran "
-            "out of memory under the default fit. " + also,
+            "out of memory under the default fit. " + _why_split_fits(rows) + also,
             numbers,
             result.label,
         )
@@ -511,6 +557,27 @@ def verdict_c20(result: RunResult, rank: int = 0) -> Verdict:
         cases + how + "Verdict: max_split_size_mb did not fix this fragmentation. " + also,
         numbers,
         result.label,
+    )
+
+
+def _why_split_fits(rows: Sequence[Fragmentation]) -> str:
+    """Why ``max_split_size_mb`` fixed the case (review M15), where its row shows it: blocks of that size or more are
+    never split, so the small tensor took a segment of its own (reserved more than under the default) and left the
+    cached block whole; a request may take such a block only within ``max_non_split_rounding_mb`` (20 MiB) of its
+    size, so the large request could not, and the allocator's retry after the failed allocation freed that unused
+    segment and fit it. ``""`` where the rows do not show it."""
+    default = next((r for r in rows if r.config == "default"), None)
+    split = next((r for r in rows if "max_split_size_mb" in r.config), None)
+    if default is None or split is None or default.reserved_mib is None or split.reserved_mib is None:
+        return ""
+    if not split.reserved_mib > default.reserved_mib:
+        return ""
+    return (
+        f"Why: with max_split_size_mb a cached block at least that large is never split, so the small tensor took a "
+        f"segment of its own (reserved {split.reserved_mib:.0f} MiB, against {default.reserved_mib:.0f} under the "
+        "default) and the cached block stayed whole; a larger request may take such a block only within "
+        "max_non_split_rounding_mb (20 MiB) of its size, so the last one could not, and the allocator, its "
+        "allocation refused under the cap, freed that unused segment and tried again. "
     )
 
 

@@ -32,6 +32,8 @@ class Params:
     loader_image_size: int = 64
     loader_batch: int = 8
     workers: tuple[int, ...] = (0, 1, 2)
+    pin_workers: tuple[int, ...] = ()
+    """The worker counts also measured with ``pin_memory=True`` on a GPU (empty: every count in ``workers``)."""
     steps: int = 4
     windows: int = 2
     shard_samples: int = 256
@@ -43,6 +45,7 @@ class Params:
     def __post_init__(self) -> None:
         require(len(self.parts) >= 1, "parts: name at least one of dataloader, oom")
         require(all(w >= 0 for w in self.workers) and len(self.workers) >= 2, "workers: two or more counts >= 0")
+        require(set(self.pin_workers) <= set(self.workers), "pin_workers: counts among workers")
         require(self.loader_batch >= 1 and self.steps >= 1, "loader_batch and steps must be at least 1")
         require(self.windows >= 2, f"windows={self.windows}: at least 2 (a spread needs repeats)")
         require(self.oom_batch >= 2 and self.oom_batch % 2 == 0, f"oom_batch={self.oom_batch}: an even number >= 2")
@@ -177,7 +180,10 @@ class Oom:
     """Claims C19 and C20's measurements (``oom``): GPU only; a CPU run says so in ``skipped`` and nothing else."""
 
     launch_alloc_conf: str | None = None
-    """``PYTORCH_CUDA_ALLOC_CONF`` at launch."""
+    """The allocator's configuration at launch (``PYTORCH_ALLOC_CONF``, else ``PYTORCH_CUDA_ALLOC_CONF``)."""
+    allocator_after: str | None = None
+    """The settings the demo set back after the fragmentation case, under which ``empty_cache()`` and the training
+    step ran (None: runs before 2026-12-07, which left ``max_split_size_mb:256`` set for them)."""
     fragmentation: tuple[Fragmentation, ...] = ()
     empty_cache: EmptyCache | None = None
     training: Training | None = None

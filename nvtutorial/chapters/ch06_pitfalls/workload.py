@@ -7,7 +7,8 @@ Used in notebook 06; the traps themselves run as lesson scripts (``nvtutorial.ch
 * ``dataloader`` (claim C17): the training loop of ``input_pipeline.py`` (a DDP UNet fed by a
   ``DataLoader`` over data drawn on the CPU), its steady rate in samples/s on every rank, for each
   ``num_workers`` in ``workers`` (past the source's ``4 × GPUs``) and, on GPUs, with and without
-  ``pin_memory``; ``windows`` repeated windows of ``steps`` steps each, after a warm-up that
+  ``pin_memory`` (pinned at the counts in ``pin_workers`` only, where it names some); ``windows``
+  repeated windows of ``steps`` steps each, after a warm-up that
   consumes the batches the workers prepared before the first step; and the same loop fed from
   a batch already on the device (what the step alone can take). Also one file per sample
   against shard files (rank 0).
@@ -55,6 +56,13 @@ def warmup_steps(workers: int) -> int:
     return 2 + 2 * workers
 
 
+def loader_configs(p: Params, gpu: bool) -> list[tuple[int, bool]]:
+    """``(num_workers, pin_memory)`` measured, in order: each count of ``workers``, and on a GPU each again pinned
+    where ``pin_workers`` names it (every count where it names none)."""
+    pins = (False, True) if gpu else (False,)
+    return [(w, pin) for w in p.workers for pin in pins if not pin or not p.pin_workers or w in p.pin_workers]
+
+
 def _dataloader(ctx: runtime.Context, p: Params) -> Loader:
     import torch
     from torch.nn.parallel import DistributedDataParallel as DDP
@@ -67,9 +75,8 @@ def _dataloader(ctx: runtime.Context, p: Params) -> Loader:
     torch.manual_seed(p.seed)
     model = DDP(build_unet(p.model).to(ctx.device), device_ids=[ctx.device.index] if ctx.is_gpu else None)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    pins = (False, True) if ctx.is_gpu else (False,)
     rows = []
-    configs = [(w, pin) for w in p.workers for pin in pins]
+    configs = loader_configs(p, ctx.is_gpu)
     for k, (workers, pin) in enumerate(configs):
         ctx.progress(k, len(configs), "dataloader", now=f"{workers} workers, pin_memory={pin}")
         warmup = warmup_steps(workers)

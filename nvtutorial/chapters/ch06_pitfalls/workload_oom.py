@@ -9,8 +9,9 @@ rank on one GPU.
    1 GiB cap (``torch.cuda.set_per_process_memory_fraction``) only if the allocator can reuse
    the split block's free part. Measured with the default allocator, with
    ``expandable_segments:True`` and with ``max_split_size_mb:256``: options of the allocator's
-   configuration string (``PYTORCH_CUDA_ALLOC_CONF``), switched at run time here to compare them
-   in one process.
+   configuration string (``PYTORCH_ALLOC_CONF``, or its older name ``PYTORCH_CUDA_ALLOC_CONF``), switched at run
+   time here to compare them in one process, then set back to the launch's before the next parts
+   (:func:`_restore_allocator`).
 2. **empty_cache()**: allocated, reserved and the driver's free memory, step by step.
 3. **A training step under a cap**: the course UNet without DDP (an OOM on one rank must not
    leave the other waiting in a collective); the cap is 70 % of the way from the model's
@@ -57,6 +58,35 @@ def _set_allocator(config: str) -> None:
     setter(config)
 
 
+def launch_alloc_conf() -> str | None:
+    """The allocator's configuration string at launch: ``PYTORCH_ALLOC_CONF``, else its older name
+    ``PYTORCH_CUDA_ALLOC_CONF``, which torch still reads (with a deprecation warning) where the first is unset."""
+    return os.environ.get("PYTORCH_ALLOC_CONF") or os.environ.get("PYTORCH_CUDA_ALLOC_CONF") or None
+
+
+def restoring_conf(launch: str | None) -> str:
+    """The string that sets the allocator back as the launch had it. Each setting string resets
+    ``max_split_size_mb``, ``roundup_power2_divisions`` and ``garbage_collection_threshold`` to their defaults where
+    it leaves them out (``AcceleratorAllocatorConfig::parseArgs``); ``expandable_segments`` keeps its last value,
+    so it goes first, off, unless the launch's own string sets it."""
+    launch = (launch or "").strip()
+    return launch if "expandable_segments" in launch else ",".join(filter(None, ("expandable_segments:False", launch)))
+
+
+def _restore_allocator(launch: str | None) -> str:
+    """Set the allocator back to the launch's settings and check it: the settings torch reports afterwards are those
+    set (where this torch reports them: ``torch._C._accelerator_getAllocatorSettings``)."""
+    import torch
+
+    wanted = restoring_conf(launch)
+    _set_allocator(wanted)
+    getter = getattr(torch._C, "_accelerator_getAllocatorSettings", None)
+    now = getter() if getter is not None else wanted
+    if now != wanted:
+        raise RuntimeError(f"the allocator was not set back to the launch's settings: {now!r}, not {wanted!r}")
+    return wanted
+
+
 def _mib(n: float) -> float:
     return n / 2**20
 
@@ -82,7 +112,7 @@ def _fragmentation(
     base = torch.cuda.memory_reserved(dev)
     torch.cuda.set_per_process_memory_fraction((base + cap_mib * 2**20) / total, dev)
     big, small, need = (s * 2**20 for s in sizes)
-    label = config or os.environ.get("PYTORCH_CUDA_ALLOC_CONF") or "default"
+    label = config or launch_alloc_conf() or "default"
     keep = []
     message = None
     try:
@@ -233,17 +263,19 @@ def oom(ctx: runtime.Context, p: Params) -> Oom:
         )
         _say(ctx, msg)
         return Oom(skipped=msg)
-    launch_alloc_conf = os.environ.get("PYTORCH_CUDA_ALLOC_CONF")
+    launch = launch_alloc_conf()
     frag = [_fragmentation(ctx, None)]
     # Set at run time here to compare in one process; in a job you set the same string in the
-    # environment before the first CUDA allocation: PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
+    # environment before the first CUDA allocation: PYTORCH_ALLOC_CONF=expandable_segments:True
     for config in ("expandable_segments:True", "expandable_segments:False,max_split_size_mb:256"):
         try:
             frag.append(_fragmentation(ctx, config))
         except Exception as exc:  # a private setter: report instead of failing the whole run
             frag.append(Fragmentation(config=config, outcome="not measured", message=f"{type(exc).__name__}: {exc}"))
+    after = _restore_allocator(launch)  # the rest runs under the launch's allocator, not the last case's
     out = Oom(
-        launch_alloc_conf=launch_alloc_conf,
+        launch_alloc_conf=launch,
+        allocator_after=after,
         fragmentation=tuple(frag),
         empty_cache=_empty_cache_demo(ctx),
         training=_training_oom(ctx, p),
