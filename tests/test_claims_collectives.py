@@ -113,6 +113,25 @@ def test_the_hooks_prediction_from_the_gpu_run(hooks):
     assert compression_report.prediction_answer(hooks, "host-staged", choices, "f") == "a"
 
 
+def test_the_hooks_prediction_off_two_gpus_is_graded_by_the_committed_nvlink_run():
+    """Read through the real reader: the committed NVLink run is what grades notebook 07's prediction on a machine
+    whose ranks ran on the CPU: (a), labelled as that run."""
+    ref = compression_report.reference_nvlink()
+    assert ref is not None and ref.env.is_gpu and ref.ranks[0]["link"] == "NVLink (NV18)"
+    choices = {"a": (), "b": ("fp16", "bf16"), "c": ("powersgd",), "d": ("topk",), "e": ("powersgd", "topk")}
+    statements = {k: k for k in (*choices, "f")}
+    v = compression_report.grade_hooks("a", ref, choices, statements, "f")
+    assert (v.status, v.numbers["answer"], v.where) == ("right", "a", ref.label)
+    from tests.typed_runs import run_of
+
+    cpu = run_of(ref.ranks[0], label="CPU, gloo", gpu=False)  # a CPU run: graded by the committed file, not by itself
+    v = compression_report.grade_hooks("b", cpu, choices, statements, "f")
+    assert (v.status, v.numbers["answer"]) == (
+        "off",
+        "a",
+    ) and v.where == f"{ref.label}: the committed 2× H200 run, not this machine"
+
+
 def test_hook_bytes_and_accuracy_on_the_gpus(hooks):
     frame = compression_report.hooks_frame(hooks)
     nvlink = frame[frame.link == "NVLink (NV18)"].set_index("hook")

@@ -488,6 +488,33 @@ def test_the_prediction_is_the_set_of_hooks_faster_beyond_the_noise():
     assert cr.prediction_answer({"NV": only}, "NV", choices, "z") == "z"  # all three: no such choice
 
 
+HOOK_CHOICES = {"a": (), "b": ("fp16", "bf16"), "c": ("topk",)}
+HOOK_STATEMENTS = {"a": "none is faster", "b": "fp16 and bf16 are faster", "c": "top-k is faster", "z": "another"}
+
+
+def test_the_hooks_prediction_is_graded_by_gpus_only(monkeypatch):
+    """Like review R1-2 in notebook 05: the question is about two GPUs, so a CPU simulation never grades it; the
+    committed 2× H200 run over NVLink does, labelled so, with this machine's answer quoted; without it, nothing."""
+    from tests.typed_runs import run_of
+
+    faster = metrics(NONE, hook("fp16", [8.0, 8.05]), hook("bf16", [8.02, 8.06]), hook("topk", [12.0, 12.1]))
+    plain = metrics(NONE, hook("fp16", [10.0, 10.1]), hook("bf16", [10.02, 10.1]), hook("topk", [12.0, 12.1]))
+    gpu = run_of(faster, label="2× test GPU")
+    v = cr.grade_hooks("b", gpu, HOOK_CHOICES, HOOK_STATEMENTS, "z", reference=run_of(plain, label="ref"))
+    assert (v.status, v.numbers["answer"], v.where) == ("right", "b", "2× test GPU")  # its own run: the GPUs'
+    assert "by the verdicts above. Where a hook pays" in v.text and "CPU simulation" not in v.text
+    cpu = run_of(faster, label="CPU", gpu=False)  # (b) on the CPU: not what grades
+    ref = run_of(plain, label="2× H200")
+    v = cr.grade_hooks("b", cpu, HOOK_CHOICES, HOOK_STATEMENTS, "z", reference=ref)
+    assert (v.status, v.numbers["answer"]) == ("off", "a")
+    assert v.where == "2× H200: the committed 2× H200 run, not this machine"
+    assert "by that run's verdicts. Over a fast link the all-reduce is short" in v.text
+    assert "ran as a CPU simulation, where the verdicts above say (b) fp16 and bf16 are faster" in v.text
+    monkeypatch.setattr(cr, "reference_nvlink", lambda: None)
+    none = cr.grade_hooks("b", cpu, HOOK_CHOICES, HOOK_STATEMENTS, "z")
+    assert none.status == "info" and "not graded here" in none.text and none.numbers == {"prediction": "b"}
+
+
 def test_the_hooks_table():
     m = metrics(
         NONE,

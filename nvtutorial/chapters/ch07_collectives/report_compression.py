@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from nvtutorial.chapters.ch07_collectives.schema_compression import (
@@ -28,6 +29,7 @@ from nvtutorial.chapters.ch07_collectives.schema_compression import (
     summary_typed,
 )
 from nvtutorial.report.verdict import Comparison, Verdict, aa_gap, compare, comparison_verdict
+from nvtutorial.results import RunResult
 
 TWINS = ("fp16", "bf16")
 """Two hooks that do the same work: their gap is an A/A comparison."""
@@ -117,6 +119,68 @@ def prediction_answer(
     that made the step faster than no compression beyond the noise on ``link``; ``other_choice`` otherwise."""
     faster = tuple(sorted(name for name, c in comparisons(rank_typed(results[link])).items() if c.status == "faster"))
     return next((k for k, hooks in choices.items() if tuple(sorted(hooks)) == faster), other_choice)
+
+
+REFERENCE_NVLINK = (
+    Path(__file__).resolve().parents[3] / "reference/h200x2/runs/compression-20261130-023009-540e2f/result.json"
+)
+"""The committed 2× H200 ``compression`` run over NVLink: what grades notebook 07's prediction off two GPUs."""
+
+
+def reference_nvlink() -> RunResult | None:
+    """The committed run of :data:`REFERENCE_NVLINK` (None: this copy of the course has no ``reference/``)."""
+    return RunResult.load(REFERENCE_NVLINK) if REFERENCE_NVLINK.is_file() else None
+
+
+def grade_hooks(
+    prediction: str | None,
+    fast: RunResult,
+    choices: Mapping[str, tuple[str, ...]],
+    statements: Mapping[str, str],
+    other_choice: str,
+    reference: RunResult | None = None,
+) -> Verdict:
+    """Notebook 07's prediction (which hooks make the step faster over the fastest link, NVLink on two GPUs) is about
+    GPUs: graded against ``fast``'s link where its ranks ran on GPUs, else against the committed 2× H200 run over
+    NVLink (labelled so: this machine's CPU simulation is quoted, never graded by); not graded without either."""
+    from nvtutorial.report.predict import grade_choice
+
+    graded, label, note = fast, fast.label, ""
+    here = prediction_answer({fast.ranks[0]["link"]: fast.ranks[0]}, fast.ranks[0]["link"], choices, other_choice)
+    if not (fast.env is not None and fast.env.is_gpu):
+        graded = reference_nvlink() if reference is None else reference
+        if graded is None:
+            return Verdict(
+                "faster hooks",
+                "info",
+                "not graded here: the question is about GPUs, and this copy of the course has no committed 2× H200 "
+                "run (reference/h200x2/runs ships with a checkout)",
+                {"prediction": prediction},
+                fast.label,
+            )
+        label = f"{graded.label}: the committed 2× H200 run, not this machine"
+        note = (
+            f" This machine's two ranks ran as a CPU simulation, where the verdicts above say ({here}) "
+            f"{statements[here]}: it does not grade a prediction about GPUs."
+        )
+    link = graded.ranks[0]["link"]
+    answer = prediction_answer({link: graded.ranks[0]}, link, choices, other_choice)
+    why = (
+        "Over a fast link the all-reduce is short and hidden under the backward pass, so encoding and decoding can "
+        "only add time."
+        if answer == next(k for k, hooks in choices.items() if not hooks)
+        else "Where a hook pays, the exchange was not all hidden under the backward pass: fewer bytes on the link won "
+        "back more than encoding and decoding cost."
+    )
+    by = "the verdicts above" if graded is fast else "that run's verdicts"
+    return grade_choice(
+        "faster hooks",
+        prediction,
+        answer,
+        statements,
+        where=label,
+        explanation=f"On {link}, by {by}. {why}{note}",
+    )
 
 
 def hook_verdicts(results: Mapping[str, Rank | Raw], where: str) -> list[Verdict]:
