@@ -263,6 +263,7 @@ def test_peak_verdict_on_the_peaks_one_h200_measured():
     assert list(table["peak"]) == [14650.36032, 9916.908032] and (table["counted − model (bytes)"] == 0).all()
     assert ladder.memory_verdict(run).numbers == {"mismatches": 0, "checked": 2}
     assert ladder.gradient_verdict(run, 1e-5).status == "pass" and ladder.loss_verdict(run, 1e-3).status == "pass"
+    assert "A world of one: this checks each rung's wrapping" in ladder.gradient_verdict(run, 1e-5).text  # M6
 
 
 def test_gradient_check_compares_where_the_gradients_are(monkeypatch):

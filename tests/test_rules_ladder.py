@@ -264,6 +264,10 @@ def test_the_gradient_verdict():
     assert L.gradient_verdict(run_of(both), 1e-5).numbers["norm_ratio"]["zero1"] == 0.5  # the one furthest from 1 (log)
     zero_norm = L.gradient_verdict(result(zero1=grads(1.0, None)), 1e-5)  # the reference's gradients were all 0
     assert zero_norm.status == "fail" and "norm n/a× the reference's" in zero_norm.text
+    assert "Every rung averages its gradients like one process" in ok.text and "world of one" not in ok.text
+    one = L.gradient_verdict(run_of(ranks_of()[:1]), 1e-5)  # review M6: one rank cannot tell a sum from a mean
+    assert one.status == "pass" and "averages" not in one.text
+    assert "A world of one: this checks each rung's wrapping and recomputation, not its averaging" in one.text
 
 
 def test_the_memory_verdict_is_byte_exact():

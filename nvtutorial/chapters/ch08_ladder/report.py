@@ -156,7 +156,8 @@ def loss_verdict(result: RunResult, tolerance: float) -> Verdict:
 def gradient_verdict(result: RunResult, tolerance: float) -> Verdict:
     """Pass when, for every rung and rank, every parameter's whole gradient of step 0 (before any update) is within
     ``tolerance`` of the one-process reference's, relative to the largest reference value of its tensor. A summed
-    instead of averaged gradient is off by 1.0 (norm ratio 2), one divided twice by 0.5."""
+    instead of averaged gradient is off by 1.0 (norm ratio 2), one divided twice by 0.5: on two ranks or more; in a
+    world of one a sum is a mean, and the check says what it does check there (the rung's wrapping, recomputation)."""
     ms = ranks(result)
     diffs: dict[str, float] = {}
     norms: dict[str, float | None] = {}
@@ -207,8 +208,13 @@ def gradient_verdict(result: RunResult, tolerance: float) -> Verdict:
         f"At step 0, before any update, every parameter's whole gradient on "
         f"every rung and rank equals the one-process gradient to {diffs[worst]:.2g} of its tensor's largest "
         f"value (worst: {LABELS[worst]}; tolerance {tolerance:g}); the gradients' norms agree to "
-        f"{max(abs(x - 1) for x in norms.values() if x is not None):.1g}. Every rung averages its gradients like one "
-        "process on the whole batch.",
+        f"{max(abs(x - 1) for x in norms.values() if x is not None):.1g}. "
+        + (
+            "Every rung averages its gradients like one process on the whole batch."
+            if len(ms) > 1
+            else "A world of one: this checks each rung's wrapping and recomputation, not its averaging (with one "
+            "rank a sum equals a mean)."
+        ),
         numbers,
         _where(result),
     )
