@@ -271,9 +271,8 @@ CLAIMS: tuple[Claim, ...] = (
         "Not yet measured on GPUs: the 2× H200 reference predates today's loader sweep, and a CPU run cannot "
         "settle it. Settled by notebook 06 at the lesson sizes on 2× H200 (`scripts/reference-run.sh "
         "build/reference 06_`: 0–16 workers per rank, pinned and not, three windows each, on both ranks; the "
-        "rule's 8 per rank); one GPU gives the one-GPU case (rule: 4 workers) with `nvtutorial run pitfalls "
-        "--nproc 1 --backend nccl --set parts=dataloader --set model=full --set workers=0,2,4,8,12,16 --set "
-        "loader_batch=32 --set loader_image_size=128 --set steps=10 --set windows=3`.",
+        "rule read both ways: 4 × 2 GPUs = 8 for each rank's DataLoader, and 4 per GPU process); on one GPU, "
+        "notebook 06 measures one training process there (both readings: 4 workers).",
         "partly",
         "pending a 2× H200 run",
         "06_pitfalls",
