@@ -213,6 +213,9 @@ def test_the_verdict_reads_each_link_against_its_limit():
     assert n["host to device, pageable ÷ pinned"] == {"ratio": pytest.approx(20 / 54, rel=1e-3), "status": "slower"}
     assert n["device to host, pageable ÷ pinned"]["status"] == "slower"
     assert "78×" in v.text and "pin_memory=True" in v.text and "below" not in v.text
+    assert "pin_memory=True). A copy inside the GPU of 1 GiB moved 4,200 GB/s" in v.text  # no L2 sentence between
+    pcie_only = gpu.verdict(measured(rows()[:4]), LIM)  # no memory row: no memory sentence
+    assert pcie_only.text.endswith("pin_memory=True).") and "memory" not in pcie_only.numbers
     assert "host to device 54.0 GB/s (86%), device to host 52.0 GB/s (83%) of the 63.0 GB/s" in v.text
     same = gpu.verdict(measured(rows(h2d_pageable=54.0, d2h_pageable=52.0)), LIM)  # pageable keeps up: no change
     assert same.numbers["host to device, pageable ÷ pinned"]["status"] == "no change"
@@ -343,6 +346,11 @@ def test_nothing_measured_says_why_and_gives_the_limits():
     assert v.text.startswith(run.note) and "63.0 GB/s" in v.text and "4,800 GB/s" in v.text
     g = gpu.grade(40.0, run, gpu.REFERENCE_LIMITS)
     assert g.status == "info" and g.numbers == {"prediction": 40.0} and "must stay under 63.0 GB/s" in g.text
+    assert (g.key, g.where) == ("pinned host to device", gpu.REFERENCE_LIMITS.source)
+    assert g.title == "Host to device over PCIe from pinned memory, at the largest size"
+    blind = gpu.Limits("NVIDIA H200", "NVML said nothing")
+    assert "must stay under no limit NVML could give" in gpu.grade(40.0, run, blind).text
+    assert "NVML gave no PCIe link to compare it with." in gpu.grade(40.0, measured(), blind).text
     assert run.frame(gpu.REFERENCE_LIMITS).to_dict("records") == [
         {"link": "memory and PCIe", "GB/s": None, "note": run.note}
     ]
