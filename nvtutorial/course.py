@@ -107,6 +107,11 @@ class Part:
         return "nccl" if self.gpus else "gloo"
 
     @property
+    def sized(self) -> bool:
+        """Whether sizes mean anything for this part here: it runs, and runs something (not the kernel alone)."""
+        return self.runs and self.need != "CPU"
+
+    @property
     def simulated(self) -> bool:
         """A GPU lesson that runs on the CPU here: its numbers are a simulation, labelled so."""
         return self.need in ("one GPU", "two GPUs") and not self.gpus
@@ -178,7 +183,7 @@ class Plan:
 
     def rows(self) -> list[tuple[str, str, str, str]]:
         sizes = {"full": "the lesson's", "ci": "small"}
-        return [(p.name, p.where, sizes[p.profile] if p.runs else "-", p.why) for p in self.parts]
+        return [(p.name, p.where, sizes[p.profile] if p.sized else "-", p.why) for p in self.parts]
 
     def __str__(self) -> str:
         rows = [("part", "where", "sizes", "why"), *self.rows()]
@@ -392,7 +397,7 @@ def format_summary(summary: CourseSummary) -> str:
         status = "passed" if n.passed else "FAILED"
         lines.append(f"  {n.name:<{width}}  {status}  {n.duration_s:7.1f} s")
         for part in (Part(**p) for plan in n.plans for p in plan["parts"]):
-            sizes = ("lesson sizes" if part.profile == "full" else "small sizes") if part.runs else ""
+            sizes = ("lesson sizes" if part.profile == "full" else "small sizes") if part.sized else ""
             lines.append(f"      {part.name}: {part.where}" + (f", {sizes}" if sizes else ""))
         if n.error:
             lines += ["      " + line for line in n.error.splitlines()[-6:]]

@@ -149,3 +149,12 @@ def test_two_emulated_nodes_take_a_gpu_each_share_one_or_run_on_the_cpu():
     one = course.plan("09", "auto", {"nodes": "two nodes"}, ONE)["nodes"]
     assert "NCCL_HOSTID" in one.why and "does not support" in one.why
     assert course.plan("09", "ci", {"nodes": "two nodes"}, ONE)["nodes"].profile == "ci"
+
+
+def test_sizes_are_shown_only_for_parts_that_run_something():
+    p = course.plan("x", "auto", PARTS, ONE)
+    sizes = {row[0]: row[2] for row in p.rows()}
+    assert sizes == {"roofs": "the lesson's", "link": "small", "hang": "small", "doctor": "-"}
+    outcome = course.NotebookOutcome("x.ipynb", True, 1.0, "x", plans=[p.to_dict()])
+    text = course.format_summary(course.CourseSummary("auto", "1× NVIDIA H200", [outcome], "out"))
+    assert "      doctor: this kernel (CPU)\n" in text
