@@ -314,10 +314,12 @@ def test_each_step_is_graded_against_the_band_of_its_own_two_sides():
 
 
 def _graded(fastest: float, lower: float = 1e-3, upper: float = 1.5e-3) -> dict:
-    row = dict(report.step_rows(STEP, [])[0])
-    row.update(fastest_s=fastest, model_s=lower, upper_s=upper, error=lower / fastest - 1)
-    row["in_band"] = lower * (1 - report.TARGET) <= fastest <= upper * (1 + report.TARGET)
-    return row
+    """An eager row whose sides are 1 ms (CPU) and 0.5 ms (GPU), its fastest repeat ``fastest``, through step_rows."""
+    assert (lower, upper) == (1e-3, 1.5e-3)
+    run = schema.VariantRun(
+        **{**STEP.runs[0].__dict__, "repeats": (fastest, 2e-3), "sides": side(host=1e-3, gpu=0.5e-3)}
+    )
+    return report.step_rows(schema.StepRank("NVIDIA H200", (run,)), [])[0]
 
 
 @pytest.mark.parametrize(
@@ -330,6 +332,7 @@ def _graded(fastest: float, lower: float = 1e-3, upper: float = 1.5e-3) -> dict:
     ],
 )
 def test_the_model_passes_when_every_step_lies_within_its_band(fastest, status, words):
+    assert _graded(fastest)["in_band"] is (status == "pass") and _graded(fastest)["fastest_s"] == fastest
     rows = report.step_rows(STEP, report.predictions(calibration(SIDES)))
     v = report.model_verdict([*rows[:2], _graded(fastest), *rows[3:]], GPU)
     assert v.status == status and v.numbers["target"] == report.TARGET
@@ -352,6 +355,15 @@ def test_a_step_whose_gpu_side_was_not_measured_is_named_not_graded():
     assert shown.loc[(256, "eager"), "model error"] == "—"
     grades = report.grade_speedups({"graph, small": 4.0}, [blind, *rows[1:]], GPU)
     assert "not its GPU side (not measured)" in grades[0].text
+
+
+def test_a_run_without_its_gpu_side_gets_no_band_from_the_step_rows():
+    blind = schema.VariantRun(**{**STEP.runs[0].__dict__, "sides": side(gpu=None)})
+    rows = report.step_rows(schema.StepRank("NVIDIA H200", (blind, *STEP.runs[1:])), [])
+    assert (rows[0]["model_s"], rows[0]["upper_s"], rows[0]["error"], rows[0]["in_band"], rows[0]["side"]) == (
+        None,
+    ) * 5
+    assert report.model_verdict(rows, GPU).numbers["unmeasured"] == ["eager at width 256"]
 
 
 def test_the_step_rows_read_the_sides_of_a_run_written_as_a_run_writes_them():
@@ -384,7 +396,7 @@ def test_every_way_trains_what_the_eager_step_trains_within_its_tolerance(graph,
 
 def test_the_speedup_predictions_are_graded_against_the_run():
     rows = report.step_rows(STEP, report.predictions(calibration(SIDES)))
-    mine = {"graph, small": 4.4, "compiled, small": 1.5, "graph, wide": None, "compiled, nowhere": 2.0}
+    mine = {"compiled, nowhere": 2.0, "graph, small": 4.4, "compiled, small": 1.5, "graph, wide": None}
     grades = {g.key: g for g in report.grade_speedups(mine, rows, GPU)}
     assert set(grades) == {"11.speedup graph, small", "11.speedup compiled, small", "11.speedup graph, wide"}
     assert grades["11.speedup graph, small"].status == "right"
@@ -421,6 +433,23 @@ def test_the_all_reduces_fixed_cost_is_split_where_a_graph_can_hold_it(world, gr
         assert "host_share" not in v.numbers and table["the host's share"].isna().all()
     else:
         assert v.numbers["host_share"] == pytest.approx(share) == table.loc["4 B", "the host's share"]
+
+
+@pytest.mark.parametrize("backend, op", [("nccl", "AVG"), ("gloo", "SUM")])
+def test_with_nccl_the_lesson_averages_so_that_a_world_of_one_launches_a_kernel(monkeypatch, backend, op):
+    """Review M4: NCCL does nothing for an in-place sum on one rank (no kernel: an empty graph); an average scales by
+    1/n, one kernel, and is what the lesson captures. gloo has no average."""
+    import torch
+    import torch.distributed as dist
+
+    from nvtutorial.chapters.ch11_overhead.lessons import overhead
+
+    ops: list[Any] = []
+    monkeypatch.setattr(dist, "get_backend", lambda *a: backend)
+    monkeypatch.setattr(dist, "all_reduce", lambda x, op=None: ops.append(op))
+    monkeypatch.setattr(overhead, "graphed", lambda fn, calls, device: fn)
+    costs = overhead.all_reduce_costs(4, 2, torch.device("cpu"))
+    assert set(ops) == {getattr(dist.ReduceOp, op)} and (costs["graph"] is None) is (backend == "gloo")
 
 
 def test_the_reference_split_is_the_committed_2x_h200s_alpha_and_nccl_tests_smallest():

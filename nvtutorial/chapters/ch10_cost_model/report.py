@@ -608,11 +608,20 @@ WORST_FACTOR = 2.0
 """No single problem may miss by more than this many times the target: a median can hide a large miss."""
 
 
-def error_verdict(key: str, errors: Mapping[str, float], is_gpu: bool, where_: str, target: float = TARGET) -> Verdict:
+def error_verdict(
+    key: str,
+    errors: Mapping[str, float],
+    is_gpu: bool,
+    where_: str,
+    target: float = TARGET,
+    spread: Mapping[str, float] | None = None,
+) -> Verdict:
     """The model's median relative error against the runs (``errors``: problem → the model's error, ``model ÷ run −
     1``, or against the nearer bound of a band). On GPUs, pass when the median is within ``target`` and no problem
     misses by more than :data:`WORST_FACTOR` × ``target``, else fail, naming the misses; on the CPU ``info``: the
-    target is set for GPUs, where kernels run near their roofs, and a shared CPU's timings are a simulation."""
+    target is set for GPUs, where kernels run near their roofs, and a shared CPU's timings are a simulation.
+    ``spread``: problem → its repeats' spread, (slowest − fastest) ÷ median; the largest miss's is said beside it
+    (a miss within the run's own noise says less about the model)."""
     if not errors:
         raise ValueError(f"{key}: no errors to judge")
     med = statistics.median(abs(e) for e in errors.values())
@@ -621,17 +630,20 @@ def error_verdict(key: str, errors: Mapping[str, float], is_gpu: bool, where_: s
     numbers: dict[str, Any] = {"median_abs_error": med, "errors": dict(errors), "target": target, "worst": worst}
     numbers.update(largest_allowed=WORST_FACTOR * target, beyond=sorted(beyond))
     numbers["statistic"] = "median" if len(errors) > 2 else ("mean" if len(errors) == 2 else "one")
+    noise = (spread or {}).get(worst)
+    numbers["spread_of_worst"] = noise
+    said = f", its repeats spread {noise:.0%}" if noise is not None else ""
     if len(errors) == 1:
-        head = f"The model's error against the run is {errors[worst]:+.0%} on its one problem ({worst})."
+        head = f"The model's error against the run is {errors[worst]:+.0%} on its one problem ({worst}{said})."
     elif len(errors) == 2:  # the median of two is their mean: say so
         head = (
             f"The model's mean |error| against the run is {med:.0%} over 2 problems "
-            f"(largest: {worst}, {errors[worst]:+.0%})."
+            f"(largest: {worst}, {errors[worst]:+.0%}{said})."
         )
     else:
         head = (
             f"The model's median error against the run is {med:.0%} over {len(errors)} problems "
-            f"(largest: {worst}, {errors[worst]:+.0%})."
+            f"(largest: {worst}, {errors[worst]:+.0%}{said})."
         )
     if not is_gpu:
         return Verdict(
@@ -664,7 +676,7 @@ def pipeline_loss_verdict(result: Any, tolerance: float) -> Verdict:
     }
     worst = max(diffs, key=lambda k: diffs[k])
     ok = all(d <= tolerance for d in diffs.values())
-    numbers = {"max_abs_diff": diffs, "tolerance": tolerance}
+    numbers = {"max_abs_diff": diffs, "tolerance": tolerance, "worst": worst}
     if ok:
         return Verdict(
             "costmodel.pipeline.loss",
