@@ -8,6 +8,8 @@
 #   course    `nvtutorial course` with its default (profile auto: each notebook places each part; on one GPU every
 #             one-GPU part runs on it at the lesson's sizes, the two-rank parts as the CPU simulation);
 #             COURSE_ONLY="07 08" runs only the notebooks matching those patterns
+#   more      a second `nvtutorial course` after the first, for MORE_ONLY="04 05" (MORE_LIMIT): what matters most
+#             goes first, in course, what may be cut by GPU_DEADLINE in more
 #   ch10ci    notebook 10 with --profile ci: the device problems at the small sizes, where they are overhead-bound
 #   gather    scripts/one_gpu_03_04.py gather: the cost of notebook 03's gather per batch on the GPU (review N14)
 #   starts    scripts/ch09_start_costs.py: where notebook 09's seconds go (rank starts, phase by phase)
@@ -41,21 +43,25 @@ step() {  # step NAME SECONDS COMMAND...: run it with a limit (cut to what GPU_D
     tail -n 30 "$work/$name.log"
 }
 
+mkdir -p "$work/probes"
 machine_facts "$out/machine.txt"
 only=()
 for pattern in ${COURSE_ONLY:-}; do only+=(--only "$pattern"); done
 step course "${COURSE_LIMIT:-420}" $PY -m nvtutorial.cli course "${only[@]}" --out "$work/course"
-cp "$work/course.log" "$out/summary.txt" 2>/dev/null
+more=()
+for pattern in ${MORE_ONLY:-}; do more+=(--only "$pattern"); done
+[ ${#more[@]} -gt 0 ] && step more "${MORE_LIMIT:-420}" $PY -m nvtutorial.cli course "${more[@]}" --out "$work/more"
+cat "$work/course.log" "$work/more.log" > "$out/summary.txt" 2>/dev/null
 step ch10ci "${CH10_LIMIT:-90}" $PY -m nvtutorial.cli course --profile ci --only 10_cost_model --out "$work/ch10ci"
 MIN_STEP=20 step gather 20 $PY scripts/one_gpu_03_04.py "$work/probes" gather
 step starts 60 $PY scripts/ch09_start_costs.py "$work/probes"
-MIN_STEP=3 step typed 20 $PY scripts/typed_check.py "$work/probes/typed-check.json" "$work/course/runs" "$work/ch10ci/runs"
+MIN_STEP=3 step typed 20 $PY scripts/typed_check.py "$work/probes/typed-check.json" "$work/course/runs" "$work/more/runs" "$work/ch10ci/runs"
 cp "$work"/probes/*.json "$out/" 2>/dev/null
 
 # pack: executed notebooks and summaries; runs (no checkpoints or traces); the step logs
-tar -C "$work" -czf "$out/notebooks.tar.gz" --exclude='runs' --exclude='*.log' course ch10ci 2>/dev/null
+tar -C "$work" -czf "$out/notebooks.tar.gz" --exclude='runs' --exclude='*.log' course more ch10ci 2>/dev/null
 tar -C "$work" -czf "$out/runs.tar.gz" --exclude='*.pt' --exclude='*.distcp' --exclude='*.pt.trace.json*' \
     --exclude='*.json.gz' --exclude='*.nsys-rep' --exclude='*.sqlite' --exclude='checkpoint*' --exclude='*.pickle' \
-    course/runs ch10ci/runs 2>/dev/null
+    course/runs more/runs ch10ci/runs 2>/dev/null
 (cd "$work" && tar -czf "$out/logs.tar.gz" ./*.log) 2>/dev/null
 ls -la "$out"

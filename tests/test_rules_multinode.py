@@ -423,6 +423,7 @@ def test_resubmission_through_the_launcher(tmp_path):
     lost = types.SimpleNamespace(last_step_before_kill=19, every=10)
     v = m.resubmission_verdict(run, reference, save(tmp_path / "r.pt", W, 40), lost, "the launcher")
     assert v.status == "pass" and v.numbers["state"] is None and v.where == "the launcher"
+    assert v.text.endswith("(that job died after step 19); its final weights are the uninterrupted run's, bit for bit")
     other = m.resubmission_verdict(
         run, reference, save(tmp_path / "o.pt", {"a": W["a"] * 2, "b": W["b"]}, 40), lost, "x"
     )
@@ -514,6 +515,21 @@ BUILT = "built the DDP model in 2.13 s"
             "trained all 30 steps: the ranks write their results and exit, then the agents",
         ),
     ],
+    ids=[
+        "agents",
+        "after",
+        "one-starts",
+        "two-start",
+        "one-waits",
+        "two-wait",
+        "agents-start-ranks",
+        "all-up",
+        "joined",
+        "joined-first",
+        "built",
+        "training",
+        "trained",
+    ],  # short ids: mutmut selects tests by them
 )
 def test_what_a_run_is_doing_now(states, after, step, phase, says):
     from nvtutorial.chapters.ch09_multinode import lab
