@@ -275,22 +275,55 @@ def test_each_measurement_runs_where_the_notebooks_plan_puts_it(monkeypatch, cap
 def test_the_allocator_is_set_back_to_the_launchs_settings(monkeypatch, launch, wanted):
     """Review S1: each setting string resets max_split_size_mb (and the rounding and GC options) where it leaves them
     out, but not expandable_segments: the string that restores the launch's allocator turns that off first, unless
-    the launch's own string sets it. Set here on this torch (its allocator settings are the process's, CUDA or not)
-    and read back as torch reports them."""
+    the launch's own string sets it. Review RR1 N3: the reset is checked by its effect. Here the allocator's probe is
+    modelled from the settings really in force in this process (CPU torch keeps them too): with the reset it passes,
+    with the reset skipped the demo's last case (max_split_size_mb:256) still refuses to split, and the check fails."""
     import torch
 
     from nvtutorial.chapters.ch06_pitfalls import workload_oom
 
+    def probe(dev, block_mib, request_mib):  # what the native allocator does under the settings now in force
+        return workload_oom.split_expected(torch._C._accelerator_getAllocatorSettings(), block_mib, request_mib)
+
     assert workload_oom.restoring_conf(launch) == wanted
-    getter = torch._C._accelerator_getAllocatorSettings
+    monkeypatch.setattr(torch.cuda, "get_allocator_backend", lambda: "native")
+    monkeypatch.setattr(workload_oom, "_cached_block_split", probe)
+    real_set = workload_oom._set_allocator
     try:
-        workload_oom._set_allocator("expandable_segments:False,max_split_size_mb:256")  # the demo's last case
-        assert workload_oom._restore_allocator(launch) == wanted == getter()
-        monkeypatch.setattr(torch._C, "_accelerator_getAllocatorSettings", lambda: "max_split_size_mb:256")
-        with pytest.raises(RuntimeError, match="not set back to the launch's settings"):
-            workload_oom._restore_allocator(launch)
+        real_set("expandable_segments:False,max_split_size_mb:256")  # the demo's last case
+        assert workload_oom._restore_allocator(launch, dev="cuda:0") == wanted
+        real_set("expandable_segments:False,max_split_size_mb:256")
+        monkeypatch.setattr(workload_oom, "_set_allocator", lambda config: None)  # the reset skipped
+        if workload_oom.split_expected(launch, 600, 200):
+            with pytest.raises(RuntimeError, match="not set back to the launch's settings.*did not split"):
+                workload_oom._restore_allocator(launch, dev="cuda:0")
+        else:  # a launch whose own limit forbids the split too: the probe cannot tell (said in the docstring)
+            assert workload_oom._restore_allocator(launch, dev="cuda:0") == wanted
+        assert workload_oom._restore_allocator(launch, dev=None) == wanted  # no GPU: nothing to probe
     finally:
-        workload_oom._set_allocator("")  # this test process's own settings: as they were
+        real_set("")  # this test process's own settings: as they were
+
+
+@pytest.mark.parametrize(
+    "launch, block, asked, split",
+    [
+        (None, 600, 200, True),  # the default: no limit
+        ("expandable_segments:True", 600, 200, True),
+        ("max_split_size_mb:256", 600, 200, False),  # the demo's last case: an oversize block, a smaller request
+        ("max_split_size_mb:600", 600, 200, False),  # the block at the limit
+        ("max_split_size_mb:601", 600, 200, True),  # the block under it
+        ("garbage_collection_threshold:0.6, max_split_size_mb:200", 219, 200, True),  # request at the limit: rounding
+        ("max_split_size_mb:200", 220, 200, False),  # 20 MiB over the request: not taken
+        ("max_split_size_mb:199", 600, 200, False),
+    ],
+)
+def test_the_launchs_limit_predicts_the_split(launch, block, asked, split):
+    """The rule the reset is checked against (the allocator's get_free_block), read from the launch's own string."""
+    from nvtutorial.chapters.ch06_pitfalls import workload_oom
+
+    assert workload_oom.split_expected(launch, block, asked) is split
+    limit = workload_oom.launch_max_split_mib(launch)
+    assert limit == (None if launch is None or "max_split" not in launch else float(launch.rsplit(":", 1)[1]))
 
 
 @pytest.mark.parametrize("env", [{}, {"PYTORCH_CUDA_ALLOC_CONF": "garbage_collection_threshold:0.6"}])
@@ -325,7 +358,7 @@ def test_the_oom_demo_runs_empty_cache_and_training_under_the_launchs_allocator(
     monkeypatch.setattr(workload_oom, "_fragmentation", fragmentation)
     monkeypatch.setattr(workload_oom, "_empty_cache_demo", demo("empty_cache", empty))
     monkeypatch.setattr(workload_oom, "_training_oom", demo("training", training))
-    ctx = types.SimpleNamespace(is_gpu=True, rank=0, progress=lambda *a, **k: None)
+    ctx = types.SimpleNamespace(is_gpu=True, rank=0, device=None, progress=lambda *a, **k: None)
     try:
         out = workload_oom.oom(ctx, schema.Params(parts=("oom",)))
     finally:
