@@ -63,9 +63,10 @@ class Machine:
         names = tuple(g.name for g in hardware.gpus()) if torch_cuda() else ()
         return cls(names, os.cpu_count() or 1, _nccl_version() if names else None)
 
-    def gpu_label(self, n: int) -> str:
+    def gpu_label(self, n: int, nccl: bool = True) -> str:
+        """``n`` GPUs' names, and NCCL's version where the part's ranks talk through it (``nccl``)."""
         names = ", ".join(sorted(set(self.gpus[:n])))
-        return f"{n}× {names}" + (f", NCCL {self.nccl}" if self.nccl else "")
+        return f"{n}× {names}" + (f", NCCL {self.nccl}" if self.nccl and nccl else "")
 
 
 def _nccl_version() -> str | None:
@@ -117,9 +118,13 @@ class Part:
         return self.need in ("one GPU", "two GPUs") and not self.gpus
 
 
-def place(name: str, need: Need, profile: str, machine: Machine, instead: str | None = None) -> Part:
+def place(
+    name: str, need: Need, profile: str, machine: Machine, instead: str | None = None, collective: bool = True
+) -> Part:
     """Where ``need`` runs on ``machine``, and at which sizes (see the module's docstring). ``instead``: what the
-    notebook shows where the machine cannot run the part as taught (None: it runs as the CPU simulation)."""
+    notebook shows where the machine cannot run the part as taught (None: it runs as the CPU simulation).
+    ``collective=False``: the part's rank makes no NCCL call that its numbers depend on (launched with NCCL only to
+    get its GPU), so its ``where`` names no NCCL version."""
     if profile not in ("auto", "ci", "full"):
         raise CourseError(f"profile={profile!r}: use auto, ci or full")
     have = len(machine.gpus)
@@ -135,7 +140,7 @@ def place(name: str, need: Need, profile: str, machine: Machine, instead: str | 
     if have >= want:
         sizes: Profile = "ci" if profile == "ci" else "full"
         why = "small sizes asked for (profile='ci')" if profile == "ci" else "the lesson, as taught"
-        return Part(name, need, sizes, want, machine.gpu_label(want), why)
+        return Part(name, need, sizes, want, machine.gpu_label(want, collective), why)
     ranks = "" if want == 1 else f"{want} gloo ranks, "
     where = f"the CPU simulation ({ranks}{machine.cores} cores)"
     if need == "two ranks":
@@ -211,15 +216,23 @@ class Plan:
 
 
 def plan(
-    notebook: str, profile: str, parts: dict[str, Need | tuple[Need, str]], machine: Machine | None = None
+    notebook: str,
+    profile: str,
+    parts: dict[str, Need | tuple[Need, str]],
+    machine: Machine | None = None,
+    no_collective: tuple[str, ...] = (),
 ) -> Plan:
     """The plan of ``notebook``'s ``parts`` on this machine (or ``machine``): name -> need, or name -> (need, what the
-    notebook shows instead where this machine cannot run the part as taught)."""
+    notebook shows instead where this machine cannot run the part as taught). ``no_collective``: the parts whose rank
+    makes no collective (see :func:`place`)."""
     machine = machine or Machine.here()
+    unknown = set(no_collective) - set(parts)
+    if unknown:
+        raise CourseError(f"no_collective names no part of {notebook}: {', '.join(sorted(unknown))}")
     placed = []
     for name, need in parts.items():
         need, instead = need if isinstance(need, tuple) else (need, None)
-        placed.append(place(name, need, profile, machine, instead))
+        placed.append(place(name, need, profile, machine, instead, collective=name not in no_collective))
     return Plan(notebook, tuple(placed))
 
 

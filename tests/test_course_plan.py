@@ -57,6 +57,21 @@ def test_where_names_the_gpus_and_nccl_or_the_simulation():
     assert p["hang"].where == "2 gloo ranks on the CPU"
 
 
+def test_a_part_without_a_collective_names_no_nccl_version():
+    """Review RR1 N8: a one-GPU part whose rank makes no NCCL call (launched with NCCL only to get its GPU) names
+    its GPU and not NCCL's version; the parts that talk through NCCL keep it, on one GPU and on two."""
+    for machine, gpus in ((ONE, "1× NVIDIA H200"), (TWO, "1× NVIDIA H200")):
+        p = course.plan("x", "auto", PARTS, machine, no_collective=("roofs",))
+        assert (p["roofs"].where, p["roofs"].backend, p["roofs"].profile) == (gpus, "nccl", "full")
+        assert "NCCL 2.28.9" in course.plan("x", "auto", PARTS, machine)["roofs"].where
+    assert course.plan("x", "auto", PARTS, TWO, no_collective=("roofs",))["link"].where == "2× NVIDIA H200, NCCL 2.28.9"
+    assert (
+        course.plan("x", "auto", PARTS, CPU, no_collective=("roofs",))["roofs"].where == "the CPU simulation (2 cores)"
+    )
+    with pytest.raises(course.CourseError, match="no_collective names no part of x: roof"):
+        course.plan("x", "auto", PARTS, ONE, no_collective=("roof",))
+
+
 def test_a_gpu_is_never_told_it_needs_one():
     for machine in (ONE, TWO):
         text = str(course.plan("x", "auto", PARTS, machine))
