@@ -232,7 +232,9 @@ def test_each_measurement_runs_where_the_notebooks_plan_puts_it(monkeypatch, cap
     ns = _notebook_06(monkeypatch, gpus, profile=profile)
     assert ns["P"] == ns["SIZES"]["full" if gpus == 2 and profile == "auto" else "ci"]
     assert ns["LOADER"].need == ("one GPU" if gpus == 1 else "two GPUs") and ns["LOADER"].gpus == gpus
-    capsys.readouterr()
+    subset = "data loading on one GPU: the lesson's model and images; workers [0, 2, 4, 8], pinned memory at [4] only"
+    assert (subset + ", 2 windows of 5 steps a count" in capsys.readouterr().out) is (gpus == 1 and profile == "auto")
+    assert "NCCL" not in ns["PLAN"]["out of memory"].where and ("NCCL 2.28.9" in ns["LOADER"].where) is (gpus > 0)
     seen = []
 
     def run(workload, **kw):

@@ -263,7 +263,8 @@ def verdict_c17(result: RunResult) -> Verdict:
     status = "holds" if rule_enough and pin_helps else "partly" if rule_enough or pin_helps else "wrong"
     if rule_undecided:
         status = UNDECIDED
-    text = _c17_text(per, step, pins, _readings_text(readings, states, tried), status)
+    windows = min(len(row.samples_per_s) for d in each for row in d.rows)
+    text = _c17_text(per, step, pins, _readings_text(readings, states, tried) + f" ({windows} windows a side)", status)
     return Verdict(
         "C17",
         status,
@@ -279,6 +280,7 @@ def verdict_c17(result: RunResult) -> Verdict:
             "pin_change": {str(r): (c.change if c else None) for r, c in pins.items()},
             "pin_status": {str(r): (c.status if c else None) for r, c in pins.items()},
             "step_only": {str(r): v for r, v in step.items()},
+            "windows": windows,
         },
         where,
     )
@@ -315,8 +317,8 @@ def _c17_text(
 
 def rule_readings(d: Loader) -> list[tuple[int, str]]:
     """The source's ``num_workers = 4 × GPUs`` read two ways (review M1): for each rank's DataLoader, 4 × the job's
-    GPUs (what the run records, :attr:`Loader.rule_of_thumb_workers`: the rule as written, from single-process
-    DataParallel, where one loader fed every GPU), and 4 per GPU process (one DataLoader per GPU under DDP: how it
+    GPUs (what the run records, :attr:`Loader.rule_of_thumb_workers`: the rule as written, as when one process fed
+    every GPU with one loader, ``DataParallel``), and 4 per GPU process (one DataLoader per GPU under DDP: how it
     is usually read). One reading where the two agree (one process)."""
     literal = d.rule_of_thumb_workers
     per_process = literal // max(d.ranks, 1)
