@@ -218,6 +218,7 @@ def test_the_prediction_is_graded_against_a_gpu_only():
     cpu = run([r("baseline", (10.0, 10.1)), r("fp32", (5.0, 5.1))], gpu=False)  # fp32 "faster" on the CPU
     v = o.grade_largest("e", cpu, reference=gpu)
     assert v.status == "right" and v.where == f"{gpu.label}: {o.REFERENCE_NOTE}"
+    assert "bucket_cap_mb=25 passed explicitly: a 25 MiB first bucket" in o.REFERENCE_NOTE  # not the default (RR1 N4)
     assert "does not grade a prediction about GPUs" in v.text
     assert o.grade_largest("a", cpu).numbers["answer"] == "e"  # no reference given: the committed run, compile
     assert o.reference_run(Path("/nonexistent")) is None

@@ -839,6 +839,7 @@ def test_a_gpu_prediction_is_graded_against_gpus_only():
     v = t.grade_scaling(1.8, sim, cpu, reference=reference)
     assert v.status == "right" and v.numbers["measured"] == 1.8  # not the simulation's 0.54×
     assert v.where == f"{GPU_LABEL}: {t.REFERENCE_NOTE}" and "The committed 2× H200 reference measured: 1.8 ×" in v.text
+    assert "bucket_cap_mb=25 passed explicitly: a 25 MiB first bucket" in t.REFERENCE_NOTE  # not the default (RR1 N4)
     assert f"This machine's two ranks were a CPU simulation, {sim['fixed_global']['speedup']:.2f}×" in v.text
     assert t.grade_scaling(sim["fixed_global"]["speedup"], sim, cpu, reference=reference).status == "off"
     bound = t.grade_scaling(1.8, sim, cpu, one_gpu_run(), reference)

@@ -574,7 +574,7 @@ REFERENCE_RUNS = {
 """The committed 2× H200 runs of notebook 03's scaling and transports (the earlier ``train`` workload)."""
 REFERENCE_NOTE = (
     "the committed 2× H200 reference run (reference/h200x2/runs, the earlier train workload, with cudnn.benchmark "
-    "on and bucket_cap_mb=25), not this machine"
+    "on and bucket_cap_mb=25 passed explicitly: a 25 MiB first bucket, the default's is 1 MiB), not this machine"
 )
 
 

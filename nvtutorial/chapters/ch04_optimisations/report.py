@@ -218,7 +218,7 @@ REFERENCE_RUN = "train-20261130-021410-f02108"
 package)."""
 REFERENCE_NOTE = (
     "the committed 2× H200 reference run (reference/h200x2/runs, under DDP on two GPUs, with cudnn.benchmark on and "
-    "bucket_cap_mb=25), not this machine"
+    "bucket_cap_mb=25 passed explicitly: a 25 MiB first bucket, the default's is 1 MiB), not this machine"
 )
 
 
