@@ -515,3 +515,24 @@ def test_stop_while_the_ranks_start_says_so_in_three_lines(monkeypatch):
         "kept: nothing; the next %%ranks cell starts new ranks",
     ]
     assert ranks.status()["running"] is False
+
+
+@pytest.mark.parametrize(
+    "cuda, gpus, backend, said",
+    [
+        ("13.0", 2, "auto", "GPUs, NCCL"),  # resolved nccl
+        ("13.0", 1, "auto", "CPU, gloo: 2 ranks need 2 GPUs for NCCL; this machine's 1 GPU hidden from them"),
+        ("13.0", 2, "gloo", "CPU, gloo as asked; this machine's 2 GPUs hidden from them"),
+        ("13.0", 0, "auto", "CPU, gloo; no GPU visible to a CUDA build of torch"),
+        (None, 1, "auto", "CPU, gloo; no GPU visible to a CUDA build of torch"),  # a CPU build sees none
+    ],
+)
+def test_the_start_line_says_why_the_ranks_run_on_the_cpu(monkeypatch, cuda, gpus, backend, said):
+    """Review R1-18.5: a machine with a GPU is told why its ranks run on the CPU, never that it has no GPU."""
+    from nvtutorial import launch
+    from nvtutorial.machine import hardware
+
+    monkeypatch.setattr(launch, "torch_cuda", lambda: cuda)
+    monkeypatch.setattr(hardware, "gpu_count", lambda: gpus)
+    resolved = "nccl" if said.startswith("GPUs") else "gloo"
+    assert ranks._where(resolved, backend, 2) == said

@@ -162,6 +162,23 @@ def resolve_backend(backend: str, nproc: int) -> str:
         raise RanksUsageError(str(exc)) from None
 
 
+def _where(resolved: str, backend: str, nproc: int) -> str:
+    """Where the ranks run, and on a machine with GPUs why gloo ranks do not use them (the launcher hides the GPUs
+    from gloo ranks: ``CUDA_VISIBLE_DEVICES=""``)."""
+    from nvtutorial import launch
+    from nvtutorial.machine import hardware
+
+    if resolved == "nccl":
+        return "GPUs, NCCL"
+    have = hardware.gpu_count() if launch.torch_cuda() else 0
+    if not have:
+        return "CPU, gloo; no GPU visible to a CUDA build of torch"
+    gpus = f"this machine's {have} GPU{'s' if have > 1 else ''} hidden from them"
+    if backend == "gloo":
+        return f"CPU, gloo as asked; {gpus}"
+    return f"CPU, gloo: {nproc} ranks need {nproc} GPUs for NCCL; {gpus}"
+
+
 def _check(nproc: Any, timeout: Any, env: Any, pg_timeout: Any) -> dict[str, str]:
     if not isinstance(nproc, int) or isinstance(nproc, bool) or nproc < 1:
         raise RanksUsageError(f"nproc={nproc!r}: the number of ranks must be a whole number of at least 1")
@@ -201,8 +218,9 @@ def start(
         atexit.register(stop)
         _atexit_registered = True
     if not quiet:  # said at once: a start takes seconds (the first one waits for the warm interpreter's torch)
-        where = "GPUs, NCCL" if resolved == "nccl" else "CPU, gloo; no GPU visible to the ranks"
-        print(f"%ranks: starting {nproc} ranks ({where}){_waits_for_torch(pool)}", flush=True)
+        print(
+            f"%ranks: starting {nproc} ranks ({_where(resolved, backend, nproc)}){_waits_for_torch(pool)}", flush=True
+        )
     try:
         pool.start()
     except KeyboardInterrupt:  # Stop while the ranks start: Pool.start ended them all
