@@ -53,7 +53,20 @@ def pytest_configure(config):
     import tempfile
 
     if not os.environ.get("NVTUTORIAL_EXECUTED_DIR"):
-        os.environ["NVTUTORIAL_EXECUTED_DIR"] = tempfile.mkdtemp(prefix="nvtutorial-executed-")
+        config._nvtutorial_executed = os.environ["NVTUTORIAL_EXECUTED_DIR"] = tempfile.mkdtemp(
+            prefix="nvtutorial-executed-"
+        )
+
+
+def pytest_unconfigure(config):
+    """The folder pytest_configure made goes when the run ends (`make test` names its own, build/executed, and keeps
+    it); a direct pytest run left one in /tmp every time."""
+    import shutil
+
+    folder = getattr(config, "_nvtutorial_executed", None)
+    if folder:
+        shutil.rmtree(folder, ignore_errors=True)
+        os.environ.pop("NVTUTORIAL_EXECUTED_DIR", None)
 
 
 def pytest_terminal_summary(terminalreporter):

@@ -629,7 +629,7 @@ def test_on_the_cpu_every_part_is_the_labelled_simulation_at_small_sizes_but_the
     step = plan["the step three ways"]
     assert step.runs is False and step.where == "not run here; shown instead: nothing yet"
     assert step.why == "no GPU visible to a CUDA build of torch" and "simulation" not in step.where
-    expected = "nothing yet: no one-GPU run" if not report.committed() else "the committed one-GPU run (reference/"
+    expected = "one H100's by-hand timings" if not report.committed() else "the committed one-GPU run (reference/"
     assert ch.lab.step_instead().startswith(expected)
 
 
@@ -723,3 +723,16 @@ def test_on_a_gpu_the_calibration_measures_both_sides_and_captures_the_all_reduc
     assert cal.op.graph and cal.op.replay_host and [s.width for s in cal.sides] == [64, 128]
     assert all(s.gpu_s and s.kernels for s in cal.sides) and cal.allreduce[0].graph is not None
     assert len(report.predictions(cal)) == 4
+
+
+def test_the_step_predictions_without_a_gpu_or_a_committed_run_are_quoted_not_graded():
+    from nvtutorial.chapters.ch11_overhead import report
+
+    mine = {"graph, small": 3.0, "compiled, small": None, "graph, wide": 1.0}
+    v = report.speedups_ungraded(mine, "no CUDA graph runs here (no GPU)")
+    assert v.status == "info" and not v.is_grade
+    assert v.text.startswith("Not graded here: no CUDA graph runs here (no GPU). ")
+    assert "(4.6×)" in v.text and "(2.2×)" in v.text and "(1.04× and 1.04×)" in v.text
+    assert v.text.endswith("Your answers: graph, small 3.00×, compiled, small no answer, graph, wide 1.00×.")
+    assert v.numbers["h100_by_hand"] == {"graph, small": 4.643, "compiled, small": 2.243, "graph, wide": 1.04}
+    assert v.where.startswith("one H100, 2026-12-06")
