@@ -435,10 +435,11 @@ def test_the_all_reduces_fixed_cost_is_split_where_a_graph_can_hold_it(world, gr
         assert v.numbers["host_share"] == pytest.approx(share) == table.loc["4 B", "the host's share"]
 
 
-@pytest.mark.parametrize("backend, op", [("nccl", "AVG"), ("gloo", "SUM")])
-def test_with_nccl_the_lesson_averages_so_that_a_world_of_one_launches_a_kernel(monkeypatch, backend, op):
+@pytest.mark.parametrize("backend", ["nccl", "gloo"])
+def test_the_lesson_averages_so_that_a_world_of_one_launches_a_kernel(monkeypatch, backend):
     """Review M4: NCCL does nothing for an in-place sum on one rank (no kernel: an empty graph); an average scales by
-    1/n, one kernel, and is what the lesson captures. gloo has no average."""
+    1/n, one kernel, and is what the lesson captures. Review RR3 N1: gloo has averaged since torch 2.8, so both
+    backends average."""
     import torch
     import torch.distributed as dist
 
@@ -449,7 +450,22 @@ def test_with_nccl_the_lesson_averages_so_that_a_world_of_one_launches_a_kernel(
     monkeypatch.setattr(dist, "all_reduce", lambda x, op=None: ops.append(op))
     monkeypatch.setattr(overhead, "graphed", lambda fn, calls, device: fn)
     costs = overhead.all_reduce_costs(4, 2, torch.device("cpu"))
-    assert set(ops) == {getattr(dist.ReduceOp, op)} and (costs["graph"] is None) is (backend == "gloo")
+    assert set(ops) == {dist.ReduceOp.AVG} and (costs["graph"] is None) is (backend == "gloo")
+
+
+def test_gloo_averages_on_the_supported_torch():
+    """Review RR3 N1: the lesson's AVG runs on gloo (a world of one, this machine's torch)."""
+    import torch
+    import torch.distributed as dist
+
+    store = dist.HashStore()
+    dist.init_process_group("gloo", store=store, rank=0, world_size=1)
+    try:
+        x = torch.full((4,), 3.0)
+        dist.all_reduce(x, op=dist.ReduceOp.AVG)
+        assert x.tolist() == [3.0] * 4
+    finally:
+        dist.destroy_process_group()
 
 
 def test_the_reference_split_is_the_committed_2x_h200s_alpha_and_nccl_tests_smallest():

@@ -144,14 +144,14 @@ def compiled_step(model, optimizer):
 def all_reduce_costs(nbytes: int, calls: int, device: torch.device) -> dict[str, float | None]:
     """Seconds per call of an all-reduce of ``nbytes`` (zeros: they stay zero): back to back (``eager``, the α of
     notebook 10 at a small size), each call waited for (``waited``), and replayed from a CUDA graph that holds
-    ``calls`` of them (``graph``: no Python, no c10d, one launch for all; NCCL only, None with gloo). With NCCL an
-    average, not a sum: on one rank NCCL has nothing to do for an in-place sum and launches no kernel at all (the
-    graph would be empty), while an average scales by 1/n, one kernel. gloo has no average: a sum."""
+    ``calls`` of them (``graph``: no Python, no c10d, one launch for all; NCCL only, None with gloo). An average,
+    not a sum: on one rank NCCL has nothing to do for an in-place sum and launches no kernel at all (the graph would
+    be empty), while an average scales by 1/n, one kernel. gloo averages too (since torch 2.8: a sum, then a
+    division)."""
     x = torch.zeros(max(1, nbytes // 4), device=device)
-    op_kind = dist.ReduceOp.AVG if dist.get_backend() == "nccl" else dist.ReduceOp.SUM
 
     def op():
-        dist.all_reduce(x, op=op_kind)
+        dist.all_reduce(x, op=dist.ReduceOp.AVG)
 
     costs: dict[str, float | None] = {
         "eager": per_call(op, calls, device),
