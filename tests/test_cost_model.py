@@ -897,8 +897,19 @@ def test_with_floors_the_small_device_problems_on_one_h200_come_within_the_targe
         {"mlp_matmul": -0.0962, "decode_matmul": -0.1943, "adam_step": 0.0, "train_step": 0.0}, abs=1e-4
     )
     assert a["train_step"].upper == pytest.approx(2.962, abs=1e-3) and a["train_step"].value / 2.918 - 1 < 0
-    v = report.error_verdict("costmodel.errors.device", errors, True, "1× H200")
-    assert v.status == "pass" and v.numbers["median_abs_error"] == pytest.approx(0.0481, abs=1e-4)
+    # review RR3 N3: both runs lie inside their bands, whose lower ends are floors measured on the same calls; the
+    # verdict names them and the median rests on the two multiplies (the mean of 9.6 % and 19.4 %), not on two zeros
+    bands = problems.band_positions(a, CI_RUN, schema.DEVICE_PROBLEMS)
+    assert bands == {"adam_step": "inside", "train_step": "inside"}
+    v = report.error_verdict("costmodel.errors.device", errors, True, "1× H200", bands=bands)
+    assert v.status == "pass" and v.numbers["median_abs_error"] == pytest.approx(0.1453, abs=1e-4)
+    assert v.numbers["inside_band"] == ["adam_step", "train_step"] and v.numbers["statistic"] == "mean"
+    assert v.numbers["median_over"] == ["decode_matmul", "mlp_matmul"] and "over 2 problems" in v.text
+    assert "adam_step, train_step lay inside their bands" in v.text and "left out of the median" in v.text
+    assert "here the mean of two" in v.text and v.numbers["above_band"] == []
+    # without the bands the two zeros halve the median (what the review found)
+    unbanded = report.error_verdict("k", errors, True, "1× H200")
+    assert unbanded.numbers["median_abs_error"] == pytest.approx(0.0481, abs=1e-4) and "inside" not in unbanded.text
     # the working names the floor against the work, and the sum as the upper bound
     assert "overhead-bound (at most the sum, 2.962 ms)" in a["train_step"].working
     assert "max(floor 0.0141, compute 0.0003379, bytes 0.0004311) ms: overhead-bound" in a["mlp_matmul"].working
@@ -950,7 +961,10 @@ def test_the_committed_one_h200_run_at_the_lesson_sizes_keeps_its_errors():
     assert with_floors == pytest.approx(
         {"mlp_matmul": -0.0284, "decode_matmul": 0.0088, "adam_step": -0.1718, "train_step": -0.0143}, abs=1e-4
     )
-    assert report.error_verdict("k", with_floors, True, "h").status == "pass"
+    positions = problems.band_positions(banded, problems.measurements(run), schema.DEVICE_PROBLEMS)
+    assert positions == {"adam_step": "above", "train_step": "above"}  # slower than floor + work: nothing inside
+    assert report.error_verdict("k", with_floors, True, "h", bands=positions).status == "pass"
+    assert problems.band_positions(a, problems.measurements(run), schema.DEVICE_PROBLEMS) == {}  # no floors: points
     assert v.numbers["beyond"] == [] and v.numbers["largest_allowed"] == pytest.approx(0.4)
     # the run recorded no sides, calls or clock (2026-12-02): no sides table, no extra columns
     assert problems.sides_table(banded, run) is None and problems.measured_details(run) == {}
@@ -1012,13 +1026,59 @@ def test_the_one_h100_ci_copy_fails_where_a_median_hid_two_misses():
     )
     assert a["train_step"].upper == pytest.approx(2.7071, abs=1e-4)  # the run's fastest repeat, 3.207, is above it
     spread = {k: s for k, (_, s) in problems.measured_spread(run).items()}
-    v = report.error_verdict("costmodel.errors.device", errors, True, "1× H100", spread=spread)
+    bands = problems.band_positions(a, problems.measurements(run), schema.DEVICE_PROBLEMS)
+    assert bands == {"adam_step": "below", "train_step": "above"}  # Adam's 97.5 µs is below its 98.5 µs floor
+    v = report.error_verdict("costmodel.errors.device", errors, True, "1× H100", spread=spread, bands=bands)
     assert v.status == "fail" and v.numbers["median_abs_error"] == pytest.approx(0.1387, abs=1e-4)
+    # review RR3 N3: the step above even the sum of its sides is named, not only the multiply beyond 40 %
+    assert v.numbers["above_band"] == ["train_step"] and "train_step took longer than even the sum of its" in v.text
+    assert v.numbers["inside_band"] == [] and "inside" not in v.text
     assert v.numbers["beyond"] == ["mlp_matmul"] and "mlp_matmul -54% beyond it" in v.text
     assert v.numbers["spread_of_worst"] == pytest.approx((0.03302 - 0.02392) / 0.02665) and "spread 34%" in v.text
     assert report.error_verdict("k", errors, True, "h").numbers["spread_of_worst"] is None
     # the same errors on a CPU: info, the same numbers
     assert report.error_verdict("k", errors, False, "CPU").status == "info"
+
+
+@pytest.mark.parametrize(
+    "errors, bands, median, status, over",
+    [
+        ({"a": 0.19, "b": -0.2, "c": 0.0, "d": 0.0}, {"c": "inside", "d": "inside"}, 0.195, "pass", ["a", "b"]),
+        ({"a": 0.21, "b": -0.2, "c": 0.0, "d": 0.0}, {"c": "inside", "d": "inside"}, 0.205, "fail", ["a", "b"]),
+        ({"a": 0.21, "b": -0.2, "c": 0.0, "d": 0.0}, {}, 0.10, "pass", ["a", "b", "c", "d"]),
+        ({"a": 0.3, "b": -0.05, "c": 0.0}, {"c": "inside"}, 0.175, "pass", ["a", "b"]),
+        ({"a": 0.3, "c": 0.0}, {"c": "inside"}, 0.3, "fail", ["a"]),
+        ({"c": 0.0, "d": 0.0}, {"c": "inside", "d": "inside"}, 0.0, "pass", ["c", "d"]),  # nothing else: all
+        ({"a": 0.1, "b": 0.1, "c": -0.05}, {"c": "above", "x": "inside"}, 0.1, "pass", ["a", "b", "c"]),
+    ],
+)
+def test_runs_inside_their_bands_are_named_and_kept_out_of_the_median(errors, bands, median, status, over):
+    """Review RR3 N3: a run inside its band has error 0 by construction; counted, two of them halve a median of
+    four. They are named and left out; a run above its band is named; a band of a problem not judged is ignored."""
+    v = report.error_verdict("k", errors, True, "here", bands=bands)
+    assert v.status == status and v.numbers["median_abs_error"] == pytest.approx(median)
+    assert v.numbers["median_over"] == over and v.numbers["errors"] == errors
+    inside = sorted(k for k, b in bands.items() if b == "inside" and k in errors)
+    assert v.numbers["inside_band"] == inside and ("inside" in v.text) is bool(inside)
+    assert ("left out of the median" in v.text) is (bool(inside) and len(over) < len(errors))
+    assert ("sum of its two sides" in v.text) is ("c" in errors and bands.get("c") == "above")
+    if len(over) == 1 and inside:
+        assert "on the one problem outside a band (a)" in v.text
+    assert (
+        report.error_verdict("k", errors, False, "CPU", bands=bands).numbers["median_abs_error"]
+        == v.numbers["median_abs_error"]
+    )
+
+
+@pytest.mark.parametrize("run, position", [(0.99, "below"), (1.0, "inside"), (1.5, "inside"), (1.51, "above")])
+def test_a_runs_position_in_its_band_is_read_at_both_bounds(run, position):
+    band = problems.Answer("train_step", 1.0, "ms", "w", "overhead", (1.0, 0.5))
+    point = problems.Answer("mlp_matmul", 1.0, "ms", "w", "compute")
+    answers = {"train_step": band, "mlp_matmul": point}
+    assert problems.band_positions(answers, {"train_step": run, "mlp_matmul": run}, list(answers)) == {
+        "train_step": position
+    }
+    assert problems.band_positions(answers, {}, list(answers)) == {}
 
 
 @pytest.mark.parametrize("worst, status", [(0.40, "pass"), (-0.40, "pass"), (0.4001, "fail"), (-0.4001, "fail")])

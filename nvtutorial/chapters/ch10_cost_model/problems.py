@@ -576,6 +576,21 @@ def model_errors(
     return {k: answers_[k].error(measured[k]) for k in keys if k in measured and k in answers_ and k not in COUNTED}
 
 
+def band_positions(
+    answers_: Mapping[str, Answer], measured: Mapping[str, float], keys: Sequence[str]
+) -> dict[str, str]:
+    """Where the run of each eager program with a band (:attr:`Answer.sides`) in ``keys`` lies: ``below`` its lower
+    bound, ``inside`` (error 0, :meth:`Answer.error`), or ``above`` the sum of its sides. Problems without a band
+    are left out."""
+    out = {}
+    for k in keys:
+        a, run = answers_.get(k), measured.get(k)
+        if a is None or run is None or a.upper is None:
+            continue
+        out[k] = "below" if run < a.value else ("above" if run > a.upper else "inside")
+    return out
+
+
 # --------------------------------------------------------------------------------------------------- the capstone
 
 

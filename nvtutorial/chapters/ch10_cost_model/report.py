@@ -615,45 +615,72 @@ def error_verdict(
     where_: str,
     target: float = TARGET,
     spread: Mapping[str, float] | None = None,
+    bands: Mapping[str, str] | None = None,
 ) -> Verdict:
     """The model's median relative error against the runs (``errors``: problem → the model's error, ``model ÷ run −
     1``, or against the nearer bound of a band). On GPUs, pass when the median is within ``target`` and no problem
     misses by more than :data:`WORST_FACTOR` × ``target``, else fail, naming the misses; on the CPU ``info``: the
     target is set for GPUs, where kernels run near their roofs, and a shared CPU's timings are a simulation.
     ``spread``: problem → its repeats' spread, (slowest − fastest) ÷ median; the largest miss's is said beside it
-    (a miss within the run's own noise says less about the model)."""
+    (a miss within the run's own noise says less about the model). ``bands`` (:func:`problems.band_positions`):
+    a run inside its band is named and kept out of the median (its error is 0 by construction, and where the floor
+    is the larger side the band's lower end is a floor measured on the same calls: a near re-measurement); a run
+    above its band is named (something neither side contains held it up)."""
     if not errors:
         raise ValueError(f"{key}: no errors to judge")
-    med = statistics.median(abs(e) for e in errors.values())
+    inside = sorted(k for k, b in (bands or {}).items() if b == "inside" and k in errors)
+    above = sorted(k for k, b in (bands or {}).items() if b == "above" and k in errors)
+    counted = {k: e for k, e in errors.items() if k not in inside} or dict(errors)
+    med = statistics.median(abs(e) for e in counted.values())
     worst = max(errors, key=lambda k: abs(errors[k]))
     beyond = {k: e for k, e in errors.items() if abs(e) > WORST_FACTOR * target}
     numbers: dict[str, Any] = {"median_abs_error": med, "errors": dict(errors), "target": target, "worst": worst}
-    numbers.update(largest_allowed=WORST_FACTOR * target, beyond=sorted(beyond))
-    numbers["statistic"] = "median" if len(errors) > 2 else ("mean" if len(errors) == 2 else "one")
+    numbers.update(largest_allowed=WORST_FACTOR * target, beyond=sorted(beyond), median_over=sorted(counted))
+    numbers.update(inside_band=inside, above_band=above)
+    numbers["statistic"] = "median" if len(counted) > 2 else ("mean" if len(counted) == 2 else "one")
     noise = (spread or {}).get(worst)
     numbers["spread_of_worst"] = noise
-    said = f", its repeats spread {noise:.0%}" if noise is not None else ""
-    if len(errors) == 1:
-        head = f"The model's error against the run is {errors[worst]:+.0%} on its one problem ({worst}{said})."
-    elif len(errors) == 2:  # the median of two is their mean: say so
-        head = (
-            f"The model's mean |error| against the run is {med:.0%} over 2 problems "
-            f"(largest: {worst}, {errors[worst]:+.0%}{said})."
-        )
-    else:
-        head = (
-            f"The model's median error against the run is {med:.0%} over {len(errors)} problems "
-            f"(largest: {worst}, {errors[worst]:+.0%}{said})."
-        )
+    head = _error_head(errors, counted, worst, noise) + _band_text(inside, above, len(counted) < len(errors))
     if not is_gpu:
         return Verdict(
             key, "info", f"{head} A CPU simulation: the {target:.0%} target is set for GPUs.", numbers, where_
         )
     status = "pass" if med <= target and not beyond else "fail"
-    rule = f"Target: a median within {target:.0%}, no problem beyond {WORST_FACTOR * target:.0%}"
+    of = {"median": "the median", "mean": "the median; here the mean of two", "one": "its one problem"}
+    rule = f"Target: within {target:.0%} ({of[numbers['statistic']]}), no problem beyond {WORST_FACTOR * target:.0%}"
     if beyond:
         rule += ": " + ", ".join(f"{k} {e:+.0%}" for k, e in beyond.items()) + " beyond it"
     return Verdict(key, status, f"{head} {rule}.", numbers, where_)
+
+
+def _error_head(errors: Mapping[str, float], counted: Mapping[str, float], worst: str, noise: float | None) -> str:
+    said = f", its repeats spread {noise:.0%}" if noise is not None else ""
+    largest = f"(largest: {worst}, {errors[worst]:+.0%}{said})"
+    med = statistics.median(abs(e) for e in counted.values())
+    if len(counted) == 1:
+        one = next(iter(counted))
+        which = "its one problem" if len(counted) == len(errors) else "the one problem outside a band"
+        return f"The model's error against the run is {counted[one]:+.0%} on {which} ({one}{said})."
+    if len(counted) == 2:  # the median of two is their mean: say so
+        return f"The model's mean |error| against the run is {med:.0%} over 2 problems {largest}."
+    return f"The model's median error against the run is {med:.0%} over {len(counted)} problems {largest}."
+
+
+def _band_text(inside: Sequence[str], above: Sequence[str], left_out: bool) -> str:
+    text = ""
+    if inside:
+        text += (
+            f" {', '.join(inside)} lay inside {'its band' if len(inside) == 1 else 'their bands'} (floor to floor + "
+            "GPU work; where the floor is the larger side, that checks a floor measured on the same calls, not the "
+            f"roofs){': left out of the median' if left_out else ''}."
+        )
+    if above:
+        text += (
+            f" {', '.join(above)} took longer than even the sum of {'its' if len(above) == 1 else 'their'} two "
+            "sides: something neither side contains held it up (a clock not yet raised, kernels slower than their "
+            "FLOPs at the roof, a pause of the host)."
+        )
+    return text
 
 
 # --------------------------------------------------------------------------------------------------- the pipeline
