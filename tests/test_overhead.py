@@ -166,7 +166,17 @@ def test_a_step_takes_its_slower_side(cpu, gpu, seconds, slower):
 
 @pytest.mark.parametrize(
     "ratio, regime",
-    [(1.0, "overhead"), (1.2999, "overhead"), (1.3, "crossover"), (1.6999, "crossover"), (1.7, "work"), (2.1, "work")],
+    [
+        (0.829, "noise"),
+        (0.9499, "noise"),
+        (0.95, "overhead"),
+        (1.0, "overhead"),
+        (1.2999, "overhead"),
+        (1.3, "crossover"),
+        (1.6999, "crossover"),
+        (1.7, "work"),
+        (2.1, "work"),
+    ],
 )
 def test_the_doubling_test_reads_a_ratio_at_its_thresholds(ratio, regime):
     assert model.doubling_regime(ratio) == regime
@@ -220,6 +230,16 @@ def test_the_doubling_verdict_reads_the_lessons_batch_and_places_the_crossover()
     table = report.doubling_table(cal, schema.Params())
     assert table.loc[16, "doubling says"] == "overhead" and table.loc[16, "tokens"] == 1024
     assert math.isnan(table.loc[1, "× the half batch's"]) and table.loc[512, "doubling says"] == ""
+
+
+def test_a_doubling_that_got_faster_is_called_noise_not_overhead():
+    """Review RR3 N4: the CPU copy's batch 32 took 0.829× batch 16's time: noise on a shared machine, which the
+    verdict said as "overhead" and "it grew by -17%"."""
+    cal = calibration(doubling=((16, 4.0e-3), (32, 3.316e-3), (64, 9e-3)))
+    v = report.doubling_verdict(cal, schema.Params(), 16, GPU)
+    assert v.numbers["regime"] == "noise" and v.numbers["ratio"] == pytest.approx(0.829)
+    assert "noise" in v.text and "not a regime" in v.text and "grew by -" not in v.text and "disagree" not in v.text
+    assert report.doubling_table(cal, schema.Params()).loc[32, "doubling says"] == "noise"
 
 
 def test_the_doubling_verdict_says_when_the_sweep_never_left_its_floor():

@@ -44,7 +44,9 @@ OVERHEAD_RATIO = 1.3
 so something other than the work sets it: overhead (Horace He's test)."""
 WORK_RATIO = 1.7
 """Doubling the batch raised the time by at least this factor: the time follows the work."""
-Regime = Literal["overhead", "crossover", "work"]
+NOISE_RATIO = 0.95
+"""Twice the work took less than this share of the time: no regime does that; the timings moved (a busy machine)."""
+Regime = Literal["noise", "overhead", "crossover", "work"]
 
 
 def doubling_ratios(points: Sequence[tuple[int, float]]) -> list[tuple[int, float]]:
@@ -55,7 +57,10 @@ def doubling_ratios(points: Sequence[tuple[int, float]]) -> list[tuple[int, floa
 
 def doubling_regime(ratio: float) -> Regime:
     """What doubling the batch says: ``overhead`` below :data:`OVERHEAD_RATIO`, ``work`` from :data:`WORK_RATIO`,
-    ``crossover`` in between (the two sides are close)."""
+    ``crossover`` in between (the two sides are close); ``noise`` below :data:`NOISE_RATIO` (faster with twice the
+    work: the timings moved)."""
+    if ratio < NOISE_RATIO:
+        return "noise"
     if ratio < OVERHEAD_RATIO:
         return "overhead"
     return "work" if ratio >= WORK_RATIO else "crossover"

@@ -140,6 +140,7 @@ def doubling_verdict(calib: CalibrateRank, p: Params, batch: int, where: str) ->
     crossover = model.crossover_batch(points)
     left = model.left_the_floor(points)
     meaning = {
+        "noise": "faster with twice the work: noise (the machine's timings moved between the two), not a regime",
         "overhead": f"it grew by {ratio - 1:.0%} for twice the work: the floor still dominates, overhead-bound",
         "crossover": "the time grew, but less than the work: the two sides are close",
         "work": "the time followed the work: the work sets the pace",
