@@ -1355,6 +1355,13 @@ def test_the_regime_map_places_each_problem_at_this_machines_crossovers():
     bare = problems.regime_map(report.reference_h200(), P_CI)
     assert "a training step's tokens: (floor − Adam) ÷ compute per token" not in bare.index
     assert "overhead-bound" not in set(bare["regime"])
+    # review RR3 N7: no floor of one call, no crossover at 0: the rows say so and leave "at" empty
+    no_floor = bare.loc["a call's FLOPs: P · α (bfloat16, no floor reached)"]
+    assert no_floor["at"].isna().all() and bare.loc["a call's bytes: BW · α (no floor reached)"]["at"].isna().all()
+    assert set(problems.formatted(bare.loc[["a call's bytes: BW · α (no floor reached)"]])["at"]) == {"—"}
+    bare_answers = problems.answers(schema.DEVICE_PROBLEMS, P_CI, report.reference_h200())
+    assert list(no_floor["regime"]) == [bare_answers[k].regime + "-bound" for k in no_floor.index]  # the answer's
+    assert "a call's FLOPs: P · α (bfloat16, no floor reached)" not in m.index  # with a floor: the number
     # a floor above Adam's time only: the crossover is at 0 tokens, never below zero
     low = problems.regime_map(h200_with_floors(step=1e-6), P_CI)
     assert low.loc[step_row[0]].iloc[0]["at"] == 0.0

@@ -502,21 +502,22 @@ def regime_map(cal: report.Calibrated, p: schema.Params, ranks: int = 2):  # -> 
         "α-bound",
         "β-bound",
     )
+    none = "" if roof.call_s else ", no floor reached"  # no α: no crossover to print (not one at 0)
     for key in ("mlp_matmul", "decode_matmul"):
         flops, nbytes = _matmul_work(key, p, DTYPE_BYTES[cal.compute_dtype])
         regime = REGIME_WORDS[model.regime(flops, nbytes, roof)]
         rows += [
             {
-                "crossover": f"a call's FLOPs: P · α ({cal.compute_dtype})",
-                "at": roof.floor_flops / 1e9,
+                "crossover": f"a call's FLOPs: P · α ({cal.compute_dtype}{none})",
+                "at": roof.floor_flops / 1e9 if roof.call_s else math.nan,
                 "unit": "GFLOP",
                 "problem": key,
                 "this run": flops / 1e9,
                 "regime": regime,
             },
             {
-                "crossover": "a call's bytes: BW · α",
-                "at": roof.floor_bytes / 1e6,
+                "crossover": f"a call's bytes: BW · α{' (no floor reached)' if none else ''}",
+                "at": roof.floor_bytes / 1e6 if roof.call_s else math.nan,
                 "unit": "MB",
                 "problem": key,
                 "this run": nbytes / 1e6,
