@@ -3,7 +3,7 @@
 #
 #   scripts/ch11-gpu.sh [OUT_DIR]        (default: $OUT, the folder a device run brings back)
 #
-# Steps, each with its own time limit (about 40 s expected on one H100, 300 s allowed: a cold torch.compile); each
+# Steps, each with its own time limit (not yet run on a GPU; 300 s allowed: one cold torch.compile); each
 # writes into OUT_DIR as soon as it ends:
 #   facts     OUT_DIR/machine.txt: GPU, driver, torch, NCCL, cores, the commit (COURSE_COMMIT, else git's)
 #   notebook  notebook 11 with --profile auto: on one GPU every one-GPU part runs on it at the lesson's sizes (one op,

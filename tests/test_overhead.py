@@ -517,6 +517,8 @@ def test_the_crossovers_on_a_gpu_calibration_are_pinned():
         table.iloc[1, 0] == "2,341 tokens per step" and table.iloc[2, 0] == f"{found['ddp_tokens']:,.0f} tokens per GPU"
     )
     assert "can hide all but its last bucket" in table.index[2] and "1.72 M parameters, 2 buckets" in table.index[2]
+    # review RR3 N10: both rows that use the small step's rate say their crossover lies at or above
+    assert all("the crossover lies at or above" in table.index[i] for i in (1, 2))
     # the smallest width whose GPU side was measured
     half = calibration((side(width=256, gpu=None), SIDES[1]))
     assert report.small_step(half) is SIDES[1] or report.small_step(half) == SIDES[1]

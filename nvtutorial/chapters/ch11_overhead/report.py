@@ -607,7 +607,8 @@ def regime_map(calib: CalibrateRank, p: Params, link: Any, link_where: str, wher
         rows.append(
             (
                 f"DDP can hide all but its last bucket (width {small.width}: {n / 1e6:.3g} M parameters, {buckets} "
-                "buckets, fp32 gradients, 2 GPUs, α included)",
+                "buckets, fp32 gradients, 2 GPUs, α included; the rate at the small step's batch: a larger batch "
+                "reaches more, so the crossover lies at or above)",
                 _tokens(found["ddp_tokens"], "per GPU"),
                 "the gradients' all-reduces outlast the backward pass",
                 f"rate: {where}; link: {link_where}",
