@@ -7,6 +7,7 @@ CPU half on a real rank; the notebook's plan on a one-GPU machine; the exercise'
 from __future__ import annotations
 
 import ast
+import dataclasses
 import json
 import math
 import statistics
@@ -331,6 +332,12 @@ def test_each_step_is_graded_against_the_band_of_its_own_two_sides():
     )
     assert table.loc[(256, "eager"), "GPU operations (kernels, copies)"] == 150
     assert table.loc[(256, "eager"), "fastest (ms)"] == pytest.approx(3.3)
+    # review RR3 N6: the SM clock read after the timings, where NVML gave one
+    assert table["SM clock (MHz)"].isna().all()
+    clocked = dataclasses.replace(STEP.runs[2], sm_clock_mhz=(1755, 1980))
+    assert report.step_table(report.step_rows(schema.StepRank("d", (clocked,)), []))["SM clock (MHz)"].tolist() == [
+        "1755–1980"
+    ]
 
 
 def _graded(fastest: float, lower: float = 1e-3, upper: float = 1.5e-3) -> dict:

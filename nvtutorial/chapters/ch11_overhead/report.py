@@ -274,6 +274,7 @@ def step_rows(step: StepRank, preds: Sequence[Prediction], target: float = TARGE
                 "launches": r.sides.launches,
                 "kernels": r.sides.kernels,
                 "compile_s": r.compile_s,
+                "sm_clock": f"{r.sm_clock_mhz[0]}–{r.sm_clock_mhz[1]}" if r.sm_clock_mhz else None,
             }
         )
     return rows
@@ -303,6 +304,7 @@ def step_table(rows: Sequence[Mapping[str, Any]]):  # -> pandas.DataFrame
                 "launches the CPU issues": r["launches"],
                 "GPU operations (kernels, copies)": r["kernels"],
                 "compile (s)": r["compile_s"],
+                "SM clock (MHz)": r.get("sm_clock"),
             }
             for r in rows
         ]

@@ -221,6 +221,7 @@ def _variant(variant: str, model, optimizer, warmup_batches):
 def one_width(ctx: runtime.Context, p: Params, width: int, batch: int, variants: tuple[str, ...]) -> list[VariantRun]:
     """The step ``variants`` ways at ``width``, each from the seeded weights on the same batches: checked against
     the eager step, then its sides measured, then timed."""
+    from nvtutorial.chapters.ch10_cost_model.lessons.calibrate import warm_up
     from nvtutorial.chapters.ch11_overhead.lessons.overhead import build
 
     cfg = _config(p, width)
@@ -239,6 +240,8 @@ def one_width(ctx: runtime.Context, p: Params, width: int, batch: int, variants:
             losses.append(float(step(batches[s]).item()))  # read before the next step overwrites it
             if variant == "compiled" and s == 0:
                 compile_s = time.perf_counter() - t0
+        if variant == "compiled":
+            warm_up(ctx.device)  # tens of seconds of compiling on the CPU: the idle GPU may have lowered its clock
         weights = _weights(model)
         if reference is None:
             reference = (losses, weights)
