@@ -360,7 +360,15 @@ def test_the_oom_demo_runs_empty_cache_and_training_under_the_launchs_allocator(
     monkeypatch.setattr(workload_oom, "_fragmentation", fragmentation)
     monkeypatch.setattr(workload_oom, "_empty_cache_demo", demo("empty_cache", empty))
     monkeypatch.setattr(workload_oom, "_training_oom", demo("training", training))
-    ctx = types.SimpleNamespace(is_gpu=True, rank=0, device=None, progress=lambda *a, **k: None)
+    probed = []
+
+    def probe(dev, block_mib, request_mib):  # the allocator modelled from the settings in force (review RR1 N3)
+        probed.append(dev)
+        return workload_oom.split_expected(torch._C._accelerator_getAllocatorSettings(), block_mib, request_mib)
+
+    monkeypatch.setattr(torch.cuda, "get_allocator_backend", lambda: "native")
+    monkeypatch.setattr(workload_oom, "_cached_block_split", probe)
+    ctx = types.SimpleNamespace(is_gpu=True, rank=0, device="cuda:0", progress=lambda *a, **k: None)
     try:
         out = workload_oom.oom(ctx, schema.Params(parts=("oom",)))
     finally:
@@ -368,6 +376,7 @@ def test_the_oom_demo_runs_empty_cache_and_training_under_the_launchs_allocator(
     launch = env.get("PYTORCH_CUDA_ALLOC_CONF")
     after = workload_oom.restoring_conf(launch)
     assert seen == {"empty_cache": after, "training": after} and out.allocator_after == after
+    assert probed == ["cuda:0"]  # the reset checked once, on this rank's GPU
     assert out.launch_alloc_conf == launch and out.fragmentation[0].config == (launch or "default")
     assert [f.config for f in out.fragmentation][1:] == [
         "expandable_segments:True",
