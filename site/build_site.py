@@ -38,6 +38,7 @@ from pathlib import Path
 import nbformat
 import yaml
 
+from nvtutorial.course import PLAN_MIME
 from nvtutorial.report.verdict import MIME
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -50,6 +51,9 @@ GPU_COPIES_DIR = "gpu-copies"
 """Where the book's sources keep the GPU copies a page links (served as downloads)."""
 VERDICT_MIME = MIME
 """A verdict's machine-readable output: read by the tests from executed copies, not shown on a page."""
+MACHINE_MIMES = (VERDICT_MIME, PLAN_MIME)
+"""The machine-readable outputs (a verdict's, a plan's: `nvtutorial course` lists plans in its summary): for the tests
+and tools, not a page; MyST-NB warns of a mime type it cannot render, and a warning fails the build."""
 PAGES = ("_config.yml", "_toc.yml", "intro.md", "favicon.svg")
 """The committed parts of the book; the rest is generated here."""
 
@@ -249,7 +253,8 @@ def page(
     nb.cells = [c for c in nb.cells if executed.INJECTED not in c.get("metadata", {}).get("tags", [])]
     for c in nb.cells:
         for out in c.get("outputs", []):
-            out.get("data", {}).pop(VERDICT_MIME, None)  # the verdict's machine-readable copy is for the tests
+            for mime in MACHINE_MIMES:  # the machine-readable copies are for the tests and tools
+                out.get("data", {}).pop(mime, None)
             _without_root(out)
     cell = provenance_cell(nb, shown, older)
     cell["id"] = executed.SITE_CELL

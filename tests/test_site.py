@@ -121,8 +121,14 @@ def test_a_page_is_the_notebooks_cells_with_the_copys_outputs(tmp_path):
             data={build_site.VERDICT_MIME: {"key": "k"}, "text/markdown": "**k · pass**", "text/plain": "k · pass"},
         )
     ]
-    shown = build_site.page(plain, verdict, _copy("cpu"), []).cells[2].outputs[0].data
-    assert set(shown) == {"text/markdown", "text/plain"}  # Sphinx has no renderer for the tests' copy
+    verdict.cells[1].outputs.append(
+        nbformat.v4.new_output(
+            "display_data", data={build_site.PLAN_MIME: {"notebook": "n"}, "text/html": "<p>", "text/plain": "p"}
+        )
+    )
+    shown = build_site.page(plain, verdict, _copy("cpu"), []).cells[2].outputs
+    # Sphinx has no renderer for the copies the tests and tools read (a warning there fails the build)
+    assert [set(o.data) for o in shown] == [{"text/markdown", "text/plain"}, {"text/html", "text/plain"}]
     crash = notebook_with_outputs(f"rank 0 failed in {ROOT}/nvtutorial/runtime.py\n")
     crash.cells[1].outputs.append(
         nbformat.v4.new_output("error", ename="E", evalue="x", traceback=[f"File {ROOT}/nvtutorial/launch.py"])
