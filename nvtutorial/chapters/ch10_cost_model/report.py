@@ -640,7 +640,7 @@ def error_verdict(
     numbers["statistic"] = "median" if len(counted) > 2 else ("mean" if len(counted) == 2 else "one")
     noise = (spread or {}).get(worst)
     numbers["spread_of_worst"] = noise
-    head = _error_head(errors, counted, worst, noise) + _band_text(inside, above, len(counted) < len(errors))
+    head = _error_head(errors, counted, worst, noise) + _band_text(inside, above, len(counted) < len(errors), is_gpu)
     if not is_gpu:
         return Verdict(
             key, "info", f"{head} A CPU simulation: the {target:.0%} target is set for GPUs.", numbers, where_
@@ -666,7 +666,7 @@ def _error_head(errors: Mapping[str, float], counted: Mapping[str, float], worst
     return f"The model's median error against the run is {med:.0%} over {len(counted)} problems {largest}."
 
 
-def _band_text(inside: Sequence[str], above: Sequence[str], left_out: bool) -> str:
+def _band_text(inside: Sequence[str], above: Sequence[str], left_out: bool, is_gpu: bool) -> str:
     text = ""
     if inside:
         text += (
@@ -677,8 +677,12 @@ def _band_text(inside: Sequence[str], above: Sequence[str], left_out: bool) -> s
     if above:
         text += (
             f" {', '.join(above)} took longer than even the sum of {'its' if len(above) == 1 else 'their'} two "
-            "sides: something neither side contains held it up (a clock not yet raised, kernels slower than their "
-            "FLOPs at the roof, a pause of the host)."
+            "sides: something neither side contains held it up ("
+            + (
+                "a clock not yet raised, kernels slower than their FLOPs at the roof, a pause of the host)."
+                if is_gpu
+                else "on a CPU shared with other work, most likely that work)."
+            )
         )
     return text
 
