@@ -224,8 +224,9 @@ def _notebook_06(monkeypatch, gpus: int, **values) -> dict:
 )
 def test_each_measurement_runs_where_the_notebooks_plan_puts_it(monkeypatch, capsys, gpus, profile, launches):
     """Reviews N5 and S4, through notebook 06's own cells: on one GPU the out-of-memory demo and the input pipeline run
-    on it as one NCCL process, at the lesson's sizes (the demo has no collective; the rule counts workers per GPU
-    process), in one launch, the loader with fewer worker counts and windows (0, 2, 4, 8; 2 windows of 5 steps;
+    on it in one NCCL process, the demo first, with the lesson's model and images (the demo has no collective; the
+    rule counts workers per GPU process), in one launch, the loader with fewer worker counts and windows, said under
+    the plan (review RR1 N5) and out of the OOM part's 'where' NCCL's version (N8) (0, 2, 4, 8; 2 windows of 5 steps;
     pinned at 4 only). Each launch: ranks, backend, parts, the loader batch and the OOM batch of its sizes (small: 8
     and 8; the lesson's: 32 and 16; None: a parameter its parts do not read, left out: review M13), the worker
     counts and its deadline."""
