@@ -181,8 +181,8 @@ class DeviceShapes(torch.utils.data.Dataset):
     it reads and writes the batch once (about 42 MB for 32 images of 256×256 and their masks), plus an index
     copy and two kernel launches: 72 µs per batch of 32 between CUDA events recorded around the call (median of
     50; 69 µs for 16, so the fixed costs, not the bytes, dominate) on one H100 80GB HBM3 with torch 2.11.0+cu130
-    (``scripts/one_gpu_03_04.py gather``, 2026-12-07: ``reference/h100x1/gather-2026-12-07.json``), about 0.1 % of a training step of about 75 ms there
-    (04's bf16 step: ``reference/h100x1/README.md``). At the CPU simulation's
+    (``scripts/one_gpu_03_04.py gather``, 2026-12-07: ``reference/h100x1/gather-2026-12-07.json``), about 0.1 % of
+    a training step of about 75 ms there (04's bf16 step: ``reference/h100x1/README.md``). At the CPU simulation's
     sizes (8 images of 8×8) it took 15 µs against a step of 40–70 ms (the course's 2-core test
     machine, host clock, median of 50).
     """
