@@ -50,7 +50,7 @@ def global_loss(loss: torch.Tensor, rung: str) -> float:
     """The loss of the whole global batch: the mean of the ranks' losses when they saw different slices."""
     if rung != "single" and DATA_PARALLEL[rung]:
         loss = loss.clone()
-        dist.all_reduce(loss)  # a sum: gloo has no AVG
+        dist.all_reduce(loss)  # a sum, then a division: the mean (ReduceOp.AVG in one call; gloo has it too)
         loss /= dist.get_world_size()
     return loss.item()
 
