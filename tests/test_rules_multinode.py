@@ -741,7 +741,9 @@ def test_the_local_slurm_says_what_it_does_while_it_starts_and_stops(tmp_path, c
     from nvtutorial import slurm
 
     script = tmp_path / "slurm-local.sh"
-    script.write_text('sleep "$2"; echo "export SLURM_CONF=/x/$1"; echo said >&2\n')
+    # the hang is the script's own process (exec): a kill ends it at once (a `sleep` child would hold the pipes open
+    # until it ended, 30 s)
+    script.write_text('[ "$2" = 30 ] && exec sleep 30; sleep "$2"; echo "export SLURM_CONF=/x/$1"; echo said >&2\n')
     monkeypatch.setattr(slurm, "LOCAL_SCRIPT", script)
     monkeypatch.setattr(slurm, "SAY_S", 0.1)
     assert slurm._local_script("start", "0.45", "starting the daemons") == (0, "export SLURM_CONF=/x/start\n", "said\n")
