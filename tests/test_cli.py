@@ -73,13 +73,13 @@ def test_crash_exits_nonzero_quickly_naming_rank_and_exception(tmp_path):
     assert_nothing_left(out)
 
 
-def test_hang_with_timeout_exits_nonzero_within_20_seconds_of_the_ranks_being_up(tmp_path):
+def test_hang_with_timeout_exits_nonzero_within_10_seconds_of_its_deadline(tmp_path):
     out = tmp_path / "hang"
-    proc, elapsed = cli("run", "selftest", "--set", "mode=hang", "--timeout", "10", "--out", str(out))
+    proc, elapsed = cli("run", "selftest", "--set", "mode=hang", "--timeout", "4", "--out", str(out))
     assert proc.returncode == 1
     ready = json.loads((out / "result.json").read_text())["ready_s"]
-    assert ready is not None and 10 <= elapsed - ready < 20  # the deadline counts from when every rank was up
-    assert "did not finish within its 10 s deadline" in proc.stderr
+    assert ready is not None and 4 <= elapsed - ready < 14  # the deadline counts from when every rank was up
+    assert "did not finish within its 4 s deadline" in proc.stderr
     assert_nothing_left(out)
 
 
