@@ -357,21 +357,6 @@ def test_save_metrics_merges_under_the_launcher_and_is_silent_outside(monkeypatc
 # --- emulated nodes -----------------------------------------------------------------------------
 
 
-def test_two_emulated_nodes_agree_with_one_node(runs_dir):
-    params = {"steps": 1, "numel": 64}
-    one = nvtutorial.run("selftest", nproc=2, backend="gloo", params=params, output="none")
-    two = nvtutorial.run("selftest", nproc=1, nnodes=2, backend="gloo", params=params, output="none")
-    assert [m["allreduce_sum"] for m in two.ranks] == [m["allreduce_sum"] for m in one.ranks] == [3.0, 3.0]
-    assert two.nnodes == 2 and two.env.nnodes == 2 and two.env.world_size == 2
-    assert "2 emulated nodes" in two.label
-    run_dir = two.run_dir
-    assert (run_dir / "node0" / "agent.log").exists() and (run_dir / "node1" / "agent.log").exists()
-    assert not (run_dir / "agent.log").exists()
-    assert {json.loads((run_dir / f"rank{r}.json").read_text())["node"] for r in (0, 1)} == {0, 1}
-    assert all((run_dir / f"rank{r}.log").exists() for r in (0, 1))
-    assert_no_process(run_dir)
-
-
 def test_emulated_nodes_commands_and_gpus(runs_dir):
     spec = launch.prepare("selftest", nproc=2, nnodes=2, backend="gloo", params={"steps": 3})
     lines = spec.cluster_commands()

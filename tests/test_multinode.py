@@ -9,6 +9,7 @@ it) are checked through the verdicts of its executed copy. After every run no pr
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -107,6 +108,9 @@ def test_a_two_node_job_gives_the_one_node_result(runs):
     frame = report.rank_frame(two)
     assert sorted(frame["node (GROUP_RANK)"]) == [0, 1] and list(frame["started at step"]) == [0, 0]
     assert (two.run_dir / "node0" / "agent.log").is_file() and (two.run_dir / "node1" / "agent.log").is_file()
+    assert not (two.run_dir / "agent.log").exists() and "2 emulated nodes" in two.label
+    rank_files = [json.loads((two.run_dir / f"rank{r}.json").read_text()) for r in (0, 1)]
+    assert [f["node"] for f in rank_files] == [0, 1] and all((two.run_dir / f"rank{r}.log").is_file() for r in (0, 1))
     verdict = report.same_weights(
         recovery.reference_checkpoint(two), recovery.reference_checkpoint(one), "two-node", "one-node", two.label
     )
