@@ -30,36 +30,40 @@ def test_list_shows_every_workload_on_one_line():
     assert any(line.startswith("selftest ") and "process group" in line for line in lines)
 
 
-def test_run_selftest_writes_result_json(tmp_path):
-    out = tmp_path / "run"
-    proc, _ = cli("run", "selftest", "--nproc", "2", "--backend", "gloo", "--set", "steps=2", "--out", str(out))
+@pytest.fixture(scope="module")
+def default_run(tmp_path_factory):
+    """`nvtutorial run selftest` without --out, mode=ok (its default) given: (the process, the folder it made)."""
+    cwd = tmp_path_factory.mktemp("cwd")
+    proc, _ = cli(
+        "run", "selftest", "--nproc", "2", "--backend", "gloo", "--set", "steps=2", "--set", "mode=ok", cwd=cwd
+    )
     assert proc.returncode == 0, proc.stderr
+    (folder,) = (cwd / ".runs").iterdir()
+    return proc, folder
+
+
+def test_run_selftest_writes_result_json_in_a_folder_under_dot_runs(default_run):
+    proc, folder = default_run
+    assert folder.name.startswith("selftest-")
     assert "selftest: ok" in proc.stdout and "simulation" in proc.stdout
-    result = json.loads((out / "result.json").read_text())
+    result = json.loads((folder / "result.json").read_text())
     assert result["env"]["backend"] == "gloo" and result["env"]["world_size"] == 2
     assert len(result["env"]["device_names"]) == 2
     assert result["returncode"] == 0 and result["params"]["steps"] == 2
 
 
-def test_run_prints_the_parameters_it_changes_and_the_full_command_with_a_flag(tmp_path):
-    args = ("run", "selftest", "--nproc", "1", "--backend", "gloo", "--set", "steps=1", "--set", "mode=ok")
-    short, _ = cli(*args, "--out", str(tmp_path / "short"))
+def test_run_prints_the_parameters_it_changes_and_the_full_command_with_a_flag(default_run, tmp_path):
+    short, folder = default_run
+    args = ("run", "selftest", "--nproc", "2", "--backend", "gloo", "--set", "steps=2", "--set", "mode=ok")
     full, _ = cli(*args, "--full-command", "--out", str(tmp_path / "full"))
-    assert short.returncode == full.returncode == 0, short.stderr + full.stderr
-    tail = " -m nvtutorial.workloads.selftest --backend gloo --set steps=1"
+    assert full.returncode == 0, full.stderr
+    tail = " -m nvtutorial.workloads.selftest --backend gloo --set steps=2"
     assert f"{tail}\n" in short.stdout, short.stdout  # mode=ok is the default: left out
     assert f"{tail.replace(' --set steps', ' --set mode=ok --set steps')} --set numel=1048576 --set report_env=\n" in (
         full.stdout
     ), full.stdout
-    recorded = json.loads((tmp_path / "short" / "result.json").read_text())["torchrun"]
-    assert recorded.endswith("--set mode=ok --set steps=1 --set numel=1048576 --set report_env="), recorded
-
-
-def test_run_default_folder_is_under_dot_runs(tmp_path):
-    proc, _ = cli("run", "selftest", "--set", "steps=1", "--set", "numel=8", cwd=tmp_path)
-    assert proc.returncode == 0, proc.stderr
-    (folder,) = (tmp_path / ".runs").iterdir()
-    assert folder.name.startswith("selftest-") and (folder / "result.json").exists()
+    recorded = json.loads((folder / "result.json").read_text())["torchrun"]
+    assert recorded.endswith("--set mode=ok --set steps=2 --set numel=1048576 --set report_env="), recorded
 
 
 def test_crash_exits_nonzero_quickly_naming_rank_and_exception(tmp_path):
