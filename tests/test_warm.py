@@ -66,9 +66,10 @@ def test_the_warm_interpreter_never_initialises_cuda_and_runs_one_thread(runs_di
     assert "torch" in psutil.Process(pid).cmdline()[-2] or warm.hello["preload_s"] > 0
 
 
-def test_torch_compiler_is_preloaded_and_its_variables_mean_torchrun(runs_dir, tmp_path):
+def test_torch_compiler_is_preloaded_and_a_variable_read_when_python_starts_means_torchrun(runs_dir, tmp_path, capsys):
     """DDP's constructor and every optimizer import torch._dynamo (1.3 s a rank on 2 cores): a warm rank finds it
-    imported. Its configuration (and inductor's) reads variables when imported: a run that sets one starts cold."""
+    imported. Python reads some variables when it starts, torch's compiler (and inductor's configuration) when
+    imported: a run that sets one starts cold and says why."""
     script = tmp_path / "sees.py"
     script.write_text(
         "import sys\nfrom nvtutorial.runtime import save_metrics\n"
@@ -76,17 +77,22 @@ def test_torch_compiler_is_preloaded_and_its_variables_mean_torchrun(runs_dir, t
     )
     warm = nvtutorial.run(script, nproc=1, backend="gloo", output="none")
     assert warm.started == "warm" and warm.metrics["dynamo"] is True
-    said = "{}=1 is read when Python or torch starts, and the warm interpreter started without it"
-    cold = nvtutorial.run(script, nproc=1, backend="gloo", output="none", env={"TORCHDYNAMO_VERBOSE": "1"})
-    assert cold.started == "torchrun" and cold.metrics["dynamo"] is False
-    assert cold.cold_reason == said.format("TORCHDYNAMO_VERBOSE")
-    # the same refusal for inductor's and the compiler's variables, from the warm interpreter that served the run
-    # above (one cold run shows what a refusal leads to; each more is 7-10 s of torchrun on 2 cores)
+    capsys.readouterr()
+    said = "{} is read when Python or torch starts, and the warm interpreter started without it"
+    cold = nvtutorial.run(script, nproc=1, backend="gloo", env={"PYTHONHASHSEED": "123", "TORCHDYNAMO_VERBOSE": "1"})
+    assert cold.ok and cold.started == "torchrun" and cold.metrics["dynamo"] is False
+    assert cold.cold_reason == said.format("PYTHONHASHSEED=123")  # the first of the two, by name
+    out = capsys.readouterr().out
+    assert f"[nvtutorial] starting with torchrun instead of warm ranks: {cold.cold_reason}" in out
+    started = r"^\[nvtutorial\] started with: CUDA_VISIBLE_DEVICES='' OMP_NUM_THREADS=\d+ "
+    assert re.search(f"{started}PYTHONHASHSEED=123 TORCHDYNAMO_VERBOSE=1 torchrun --standalone ", out, re.M), out
+    # each of the compiler's and inductor's variables alone is refused by the warm interpreter that served the run
+    # above, in the same sentence (one cold run shows what a refusal leads to; each more is 7-10 s on 2 cores)
     interpreter = warm_mod.get()
-    for key in ("TORCHINDUCTOR_FX_GRAPH_CACHE", "TORCH_COMPILE_DISABLE"):
+    for key in ("TORCHDYNAMO_VERBOSE", "TORCHINDUCTOR_FX_GRAPH_CACHE", "TORCH_COMPILE_DISABLE"):
         with pytest.raises(warm_mod.WarmUnavailable) as refused:
             interpreter.spawn([str(script)], {**interpreter.base_env, key: "1"}, fds={0: 0, 1: 1, 2: 2})
-        assert str(refused.value) == said.format(key)
+        assert str(refused.value) == said.format(f"{key}=1")
 
 
 def test_a_cold_rank_ends_as_python_does_with_its_heap_frozen(tmp_path):
@@ -171,19 +177,6 @@ def test_the_same_lesson_gives_the_same_weights_either_way(runs_dir):
     assert warm.metrics["history"] == cold.metrics["history"]
     assert warm.metrics["weights_sha256"] == cold.metrics["weights_sha256"]
     assert warm.ranks[1]["weights_sha256"] == warm.metrics["weights_sha256"]
-
-
-def test_a_variable_read_when_python_starts_means_torchrun(runs_dir, capsys):
-    res = nvtutorial.run(
-        "selftest", nproc=2, backend="gloo", params={"steps": 1, "numel": 64}, env={"PYTHONHASHSEED": "123"}
-    )
-    assert res.ok and res.started == "torchrun"
-    assert res.cold_reason == (
-        "PYTHONHASHSEED=123 is read when Python or torch starts, and the warm interpreter started without it"
-    )
-    out = capsys.readouterr().out
-    assert f"[nvtutorial] starting with torchrun instead of warm ranks: {res.cold_reason}" in out
-    assert "[nvtutorial] started with: CUDA_VISIBLE_DEVICES='' OMP_NUM_THREADS=1 PYTHONHASHSEED=123 torchrun " in out
 
 
 def test_a_thread_in_the_warm_interpreter_means_torchrun(runs_dir, fresh_warm, monkeypatch, tmp_path, capsys):
