@@ -47,10 +47,7 @@ def step_instead() -> str:
     found = report.committed()
     if found:
         return f"the committed one-GPU run (reference/{found['kind']}/runs-11/)"
-    return (
-        "one H100's by-hand timings of the same step, quoted beside your prediction, not graded (no one-GPU run of "
-        "notebook 11 is committed yet: reference/<machine>/runs-11/)"
-    )
+    return "one H100's by-hand timings of the same step (quoted, not graded: no one-GPU run of it is committed)"
 
 
 def gpu_calibration(where: Part, calibrate_run: RunResult) -> tuple[RunResult | None, str]:
