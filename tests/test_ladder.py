@@ -639,16 +639,10 @@ def judged(tmp_path_factory):
     ``check.check_ranks`` judges a ``%%ranks`` cell's function (no workload context), and two deliberately
     wrong rungs through the workload's gradient check. Per rank, what was judged."""
     out = tmp_path_factory.mktemp("judged")
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
-    proc = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", __file__, str(out)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=env,
-        check=False,
+    run = nvtutorial.run(
+        __file__, nproc=2, backend="gloo", args=[str(out)], timeout=300, output="none", out=out / "run", check=False
     )
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert run.ok, run.error
     return [json.loads((out / f"rank{rank}.json").read_text()) for rank in (0, 1)]
 
 
