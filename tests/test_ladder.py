@@ -635,9 +635,10 @@ def test_exercise_solution_passes_as_the_learners_code_does(tmp_path, monkeypatc
 
 @pytest.fixture(scope="module")
 def judged(tmp_path_factory):
-    """One 2-rank gloo run of this file: the exercises' solutions and known wrong answers, judged the way
-    ``check.check_ranks`` judges a ``%%ranks`` cell's function (no workload context), and two deliberately
-    wrong rungs through the workload's gradient check. Per rank, what was judged."""
+    """One 2-rank gloo run of this file through nvtutorial.run (its ranks forked warm, no torchrun): the
+    exercises' solutions and known wrong answers, judged the way ``check.check_ranks`` judges a ``%%ranks`` cell's
+    function (no workload context), and two deliberately wrong rungs through the workload's gradient check. Per
+    rank, what was judged."""
     out = tmp_path_factory.mktemp("judged")
     run = nvtutorial.run(
         __file__, nproc=2, backend="gloo", args=[str(out)], timeout=300, output="none", out=out / "run", check=False
@@ -662,7 +663,7 @@ def test_exercise_checkers_pass_solutions_and_fail_wrong_answers(judged):
 
 
 def _judge_wrong_answers(out: Path) -> None:
-    """Rank side of the test above (``torchrun --nproc-per-node 2 tests/test_ladder.py OUT``)."""
+    """Rank side of the test above (``nvtutorial.run("tests/test_ladder.py", nproc=2, args=[OUT])``)."""
     import importlib
 
     import torch.distributed as dist
