@@ -655,7 +655,9 @@ def local_unavailable() -> str | None:
 def _local_script(action: str, state_dir: str | os.PathLike[str] | None, doing: str | None) -> tuple[int, str, str]:
     """``slurm-local.sh ACTION [STATE_DIR]`` -> (code, stdout, stderr); ``doing`` is said every SAY_S while it runs."""
     cmd = ["bash", str(LOCAL_SCRIPT), action, *([str(state_dir)] if state_dir else [])]
-    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(  # its own process group: a kill reaches a hanging child of the script too
+        cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
     start = time.monotonic()
     while True:
         try:
@@ -663,7 +665,8 @@ def _local_script(action: str, state_dir: str | os.PathLike[str] | None, doing: 
             return proc.returncode, out, err
         except subprocess.TimeoutExpired:
             if time.monotonic() - start > LOCAL_LIMIT_S:
-                proc.kill()
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
                 out, err = proc.communicate()
                 return proc.returncode, out, err + f"\n{LOCAL_SCRIPT.name} {action}: killed after {LOCAL_LIMIT_S:g} s"
             if doing:

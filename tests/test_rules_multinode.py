@@ -741,9 +741,9 @@ def test_the_local_slurm_says_what_it_does_while_it_starts_and_stops(tmp_path, c
     from nvtutorial import slurm
 
     script = tmp_path / "slurm-local.sh"
-    # the hang is the script's own process (exec): a kill ends it at once (a `sleep` child would hold the pipes open
-    # until it ended, 30 s)
-    script.write_text('[ "$2" = 30 ] && exec sleep 30; sleep "$2"; echo "export SLURM_CONF=/x/$1"; echo said >&2\n')
+    # the hang is a child of the script: the kill reaches the script's whole process group, or the child would hold
+    # the pipes open for its 30 s
+    script.write_text('sleep "$2"; echo "export SLURM_CONF=/x/$1"; echo said >&2\n')
     monkeypatch.setattr(slurm, "LOCAL_SCRIPT", script)
     monkeypatch.setattr(slurm, "SAY_S", 0.1)
     assert slurm._local_script("start", "0.45", "starting the daemons") == (0, "export SLURM_CONF=/x/start\n", "said\n")
@@ -753,8 +753,10 @@ def test_the_local_slurm_says_what_it_does_while_it_starts_and_stops(tmp_path, c
     )
     assert slurm._local_script("stop", "0.25", None)[0] == 0 and capsys.readouterr().out == ""
     monkeypatch.setattr(slurm, "LOCAL_LIMIT_S", 0.2)
+    t0 = time.monotonic()
     code, out, err = slurm._local_script("start", "30", None)
     assert code == -9 and out == "" and err.endswith("slurm-local.sh start: killed after 0.2 s")
+    assert time.monotonic() - t0 < 5, "the script's child kept running after the kill"
 
 
 # --------------------------------------------------------------------------- notebook 09's plan (issue 28, review N4)
