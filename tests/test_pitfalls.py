@@ -267,6 +267,50 @@ def test_each_measurement_runs_where_the_notebooks_plan_puts_it(monkeypatch, cap
 
 
 @pytest.mark.parametrize(
+    "launch, modelled",
+    [
+        (None, True),
+        ("max_split_size_mb:256", True),
+        ("expandable_segments:False,max_split_size_mb:256", True),
+        ("expandable_segments:True,max_split_size_mb:256", False),
+        ("expandable_segments : True", False),
+        ("roundup_power2_divisions:4", False),
+        ("max_non_split_rounding_mb:64", False),
+    ],
+)
+def test_the_allocator_check_runs_only_where_its_split_rule_holds(monkeypatch, launch, modelled):
+    """Review RR4 S1: with expandable segments on, a freed block in front of a segment's unmapped tail serves what the
+    split rule refuses, and the rounding options are not modelled: there the reset is set, not checked (no false
+    alarm ends the demo); a probe that cannot get its 800 MiB is not checked either."""
+    import torch
+
+    from nvtutorial.chapters.ch06_pitfalls import workload_oom
+
+    assert workload_oom.probe_models(launch) is modelled
+    probed = []
+
+    def wrong(dev, block_mib, request_mib):  # always the answer the launch's rule does not expect
+        probed.append(dev)
+        return not workload_oom.split_expected(launch, block_mib, request_mib)
+
+    monkeypatch.setattr(torch.cuda, "get_allocator_backend", lambda: "native")
+    monkeypatch.setattr(workload_oom, "_set_allocator", lambda config: None)
+    monkeypatch.setattr(workload_oom, "_cached_block_split", wrong)
+    if modelled:
+        with pytest.raises(RuntimeError, match="not set back"):
+            workload_oom._restore_allocator(launch, dev="cuda:0")
+    else:
+        assert workload_oom._restore_allocator(launch, dev="cuda:0") == workload_oom.restoring_conf(launch)
+    assert probed == (["cuda:0"] if modelled else [])
+
+    def busy(dev, block_mib, request_mib):
+        raise torch.OutOfMemoryError("CUDA out of memory")
+
+    monkeypatch.setattr(workload_oom, "_cached_block_split", busy)
+    assert workload_oom._restore_allocator(launch, dev="cuda:0") == workload_oom.restoring_conf(launch)
+
+
+@pytest.mark.parametrize(
     "launch, wanted",
     [
         (None, "expandable_segments:False"),
