@@ -778,6 +778,9 @@ def test_the_step_predictions_without_a_gpu_or_a_committed_run_are_quoted_not_gr
     assert v.status == "info" and not v.is_grade
     assert v.text.startswith("Not graded here: no CUDA graph runs here (no GPU). ")
     assert "(4.6×)" in v.text and "(2.2×)" in v.text and "(1.04× and 1.04×)" in v.text
-    assert v.text.endswith("Your answers: graph, small 3.00×, compiled, small no answer, graph, wide 1.00×.")
+    assert v.text.endswith(
+        "Your answers: graph, small: 3.00× (that H100: 4.64×); compiled, small: no answer (that H100: 2.24×); "
+        "graph, wide: 1.00× (that H100: 1.04×)."
+    )
     assert v.numbers["h100_by_hand"] == {"graph, small": 4.643, "compiled, small": 2.243, "graph, wide": 1.04}
     assert v.where.startswith("one H100, 2026-12-06")
