@@ -900,12 +900,13 @@ def test_with_floors_the_small_device_problems_on_one_h200_come_within_the_targe
     # review RR3 N3: both runs lie inside their bands, whose lower ends are floors measured on the same calls; the
     # verdict names them and the median rests on the two multiplies (the mean of 9.6 % and 19.4 %), not on two zeros
     bands = problems.band_positions(a, CI_RUN, schema.DEVICE_PROBLEMS)
-    assert bands == {"adam_step": "inside", "train_step": "inside"}
+    assert bands == {"adam_step": "inside (floor)", "train_step": "inside (floor)"}
     v = report.error_verdict("costmodel.errors.device", errors, True, "1× H200", bands=bands)
     assert v.status == "pass" and v.numbers["median_abs_error"] == pytest.approx(0.1453, abs=1e-4)
     assert v.numbers["inside_band"] == ["adam_step", "train_step"] and v.numbers["statistic"] == "mean"
     assert v.numbers["median_over"] == ["decode_matmul", "mlp_matmul"] and "over 2 problems" in v.text
-    assert "adam_step, train_step lay inside their bands" in v.text and "left out of the median" in v.text
+    assert "adam_step, train_step lay inside their bands (floor to floor + work at the roofs)" in v.text
+    assert "left out of the median" in v.text and "GPU work" not in v.text
     assert "here the mean of two" in v.text and v.numbers["above_band"] == []
     # without the bands the two zeros halve the median (what the review found)
     unbanded = report.error_verdict("k", errors, True, "1× H200")
@@ -963,7 +964,19 @@ def test_the_committed_one_h200_run_at_the_lesson_sizes_keeps_its_errors():
     )
     positions = problems.band_positions(banded, problems.measurements(run), schema.DEVICE_PROBLEMS)
     assert positions == {"adam_step": "above", "train_step": "above"}  # slower than floor + work: nothing inside
-    assert report.error_verdict("k", with_floors, True, "h", bands=positions).status == "pass"
+    above = report.error_verdict("k", with_floors, True, "h", bands=positions)
+    assert above.status == "pass" and above.numbers["median_over"] == sorted(schema.DEVICE_PROBLEMS)
+    # review RR4 S3: floors that put both runs inside their bands, each below its work (Adam 1.5 ms against 3.54 ms,
+    # the step 15 ms against 234 ms): each band hit is a check of the roofs, counted with error 0 over all four
+    inside = problems.answers(schema.DEVICE_PROBLEMS, p, h200_with_floors(adam=1.5e-3, step=15e-3))
+    at = problems.band_positions(inside, problems.measurements(run), schema.DEVICE_PROBLEMS)
+    assert at == {"adam_step": "inside (work)", "train_step": "inside (work)"}
+    hit = problems.model_errors(inside, problems.measurements(run), schema.DEVICE_PROBLEMS)
+    w = report.error_verdict("costmodel.errors.device", hit, True, cal.device_where, bands=at)
+    assert w.numbers["median_over"] == sorted(schema.DEVICE_PROBLEMS) and w.numbers["statistic"] == "median"
+    assert w.numbers["median_abs_error"] == pytest.approx((0.0088 + 0.0) / 2, abs=1e-4) and w.status == "pass"
+    assert w.numbers["inside_band"] == ["adam_step", "train_step"] and "over 4 problems" in w.text
+    assert "a check of the roofs, counted with error 0" in w.text and "left out" not in w.text
     assert problems.band_positions(a, problems.measurements(run), schema.DEVICE_PROBLEMS) == {}  # no floors: points
     assert v.numbers["beyond"] == [] and v.numbers["largest_allowed"] == pytest.approx(0.4)
     # the run recorded no sides, calls or clock (2026-12-02): no sides table, no extra columns
@@ -1031,7 +1044,10 @@ def test_the_one_h100_ci_copy_fails_where_a_median_hid_two_misses():
     v = report.error_verdict("costmodel.errors.device", errors, True, "1× H100", spread=spread, bands=bands)
     assert v.status == "fail" and v.numbers["median_abs_error"] == pytest.approx(0.1387, abs=1e-4)
     # review RR3 N3: the step above even the sum of its sides is named, not only the multiply beyond 40 %
-    assert v.numbers["above_band"] == ["train_step"] and "train_step took longer than even the sum of its" in v.text
+    assert v.numbers["above_band"] == ["train_step"] and "train_step took longer than its floor plus its" in v.text
+    # review RR4 S2: the likelier cause is the work side below the roofs; the evidence on a GPU is named
+    assert "the work side ran below the roofs" in v.text and "sides table's measured GPU side" in v.text
+    assert "or a clock not yet raised: the SM clock column. Target" in v.text and "neither side" not in v.text
     assert v.numbers["inside_band"] == [] and "inside" not in v.text
     assert v.numbers["beyond"] == ["mlp_matmul"] and "mlp_matmul -54% beyond it" in v.text
     assert v.numbers["spread_of_worst"] == pytest.approx((0.03302 - 0.02392) / 0.02665) and "spread 34%" in v.text
@@ -1040,39 +1056,75 @@ def test_the_one_h100_ci_copy_fails_where_a_median_hid_two_misses():
     assert report.error_verdict("k", errors, False, "CPU").status == "info"
 
 
+F, W = "inside (floor)", "inside (work)"
+
+
 @pytest.mark.parametrize(
     "errors, bands, median, status, over",
     [
-        ({"a": 0.19, "b": -0.2, "c": 0.0, "d": 0.0}, {"c": "inside", "d": "inside"}, 0.195, "pass", ["a", "b"]),
-        ({"a": 0.21, "b": -0.2, "c": 0.0, "d": 0.0}, {"c": "inside", "d": "inside"}, 0.205, "fail", ["a", "b"]),
+        ({"a": 0.19, "b": -0.2, "c": 0.0, "d": 0.0}, {"c": F, "d": F}, 0.195, "pass", ["a", "b"]),
+        ({"a": 0.21, "b": -0.2, "c": 0.0, "d": 0.0}, {"c": F, "d": F}, 0.205, "fail", ["a", "b"]),
         ({"a": 0.21, "b": -0.2, "c": 0.0, "d": 0.0}, {}, 0.10, "pass", ["a", "b", "c", "d"]),
-        ({"a": 0.3, "b": -0.05, "c": 0.0}, {"c": "inside"}, 0.175, "pass", ["a", "b"]),
-        ({"a": 0.3, "c": 0.0}, {"c": "inside"}, 0.3, "fail", ["a"]),
-        ({"c": 0.0, "d": 0.0}, {"c": "inside", "d": "inside"}, 0.0, "pass", ["c", "d"]),  # nothing else: all
-        ({"a": 0.1, "b": 0.1, "c": -0.05}, {"c": "above", "x": "inside"}, 0.1, "pass", ["a", "b", "c"]),
+        ({"a": 0.3, "b": -0.05, "c": 0.0}, {"c": F}, 0.175, "pass", ["a", "b"]),
+        ({"a": 0.3, "c": 0.0}, {"c": F}, 0.3, "fail", ["a"]),
+        ({"c": 0.0, "d": 0.0}, {"c": F, "d": F}, 0.0, "pass", ["c", "d"]),  # nothing else: all
+        ({"a": 0.1, "b": 0.1, "c": -0.05}, {"c": "above", "x": F}, 0.1, "pass", ["a", "b", "c"]),
+        # review RR4 S3: a band hit where the work at the roofs is the larger side is counted (error 0)
+        ({"a": 0.21, "b": -0.2, "c": 0.0, "d": 0.0}, {"c": W, "d": W}, 0.10, "pass", ["a", "b", "c", "d"]),
+        ({"a": 0.21, "b": -0.2, "c": 0.0, "d": 0.0}, {"c": F, "d": W}, 0.2, "pass", ["a", "b", "d"]),
+        ({"a": 0.3, "c": 0.0}, {"c": W}, 0.15, "pass", ["a", "c"]),
+        ({"a": 0.1, "b": 0.1, "c": -0.05}, {"c": "below"}, 0.1, "pass", ["a", "b", "c"]),
     ],
 )
-def test_runs_inside_their_bands_are_named_and_kept_out_of_the_median(errors, bands, median, status, over):
-    """Review RR3 N3: a run inside its band has error 0 by construction; counted, two of them halve a median of
-    four. They are named and left out; a run above its band is named; a band of a problem not judged is ignored."""
+def test_runs_inside_their_bands_are_named_and_floor_hits_kept_out_of_the_median(errors, bands, median, status, over):
+    """Review RR3 N3 / RR4 S3: a run inside its band has error 0 by construction. Where the floor is the larger side
+    that re-measures the floor: counted, two of them halve a median of four, so they are named and left out; where
+    the work is, it checks the roofs: named and counted. A run above its band is named with the likelier causes
+    (review RR4 S2); a band of a problem not judged is ignored."""
     v = report.error_verdict("k", errors, True, "here", bands=bands)
     assert v.status == status and v.numbers["median_abs_error"] == pytest.approx(median)
     assert v.numbers["median_over"] == over and v.numbers["errors"] == errors
-    inside = sorted(k for k, b in bands.items() if b == "inside" and k in errors)
+    inside = sorted(k for k, b in bands.items() if b in (F, W) and k in errors)
+    floor = [k for k in inside if bands[k] == F]
     assert v.numbers["inside_band"] == inside and ("inside" in v.text) is bool(inside)
-    assert ("left out of the median" in v.text) is (bool(inside) and len(over) < len(errors))
-    assert ("sum of its two sides" in v.text) is ("c" in errors and bands.get("c") == "above")
+    assert ("left out of the median" in v.text) is (bool(floor) and len(over) < len(errors))
+    assert ("counted with error 0" in v.text) is any(bands[k] == W for k in inside)
+    above = "c" in errors and bands.get("c") == "above"
+    assert ("floor plus its work at the roofs: the work side ran below the roofs" in v.text) is above
     if len(over) == 1 and inside:
         assert "on the one problem outside a band (a)" in v.text
-    cpu = report.error_verdict("k", errors, False, "CPU", bands=bands)
+    cpu = report.error_verdict("k", errors, False, "CPU", bands=bands, spread={"c": 0.099, "a": 0.5})
     assert cpu.numbers["median_abs_error"] == v.numbers["median_abs_error"]
-    assert ("a clock not yet raised" in v.text) is ("sum of its two sides" in v.text)  # the GPU's causes on a GPU
-    assert "a clock" not in cpu.text and ("shared with other work" in cpu.text) is ("sum of its two" in cpu.text)
+    assert ("a clock not yet raised: the SM clock column" in v.text) is above  # the GPU's causes on a GPU
+    assert ("sides table" in v.text) is above and "sides table" not in cpu.text
+    assert "a clock" not in cpu.text and ("other work on the shared CPU: its repeats spread 10%" in cpu.text) is above
+    assert "GPU" not in cpu.text.replace("set for GPUs", "")  # review RR4 m3: no GPU work on a CPU
+    assert "neither side" not in v.text + cpu.text and "most likely" not in cpu.text
 
 
-@pytest.mark.parametrize("run, position", [(0.99, "below"), (1.0, "inside"), (1.5, "inside"), (1.51, "above")])
-def test_a_runs_position_in_its_band_is_read_at_both_bounds(run, position):
-    band = problems.Answer("train_step", 1.0, "ms", "w", "overhead", (1.0, 0.5))
+def test_runs_above_their_bands_name_each_ones_spread_on_the_cpu():
+    bands = {"c": "above", "d": "above"}
+    cpu = report.error_verdict("k", {"a": 0.1, "c": -0.2, "d": -0.3}, False, "CPU", bands=bands, spread={"c": 0.05})
+    assert "c, d took longer than their floor plus their work at the roofs" in cpu.text
+    assert "other work on the shared CPU: their repeats spread c 5%." in cpu.text
+    bare = report.error_verdict("k", {"a": 0.1, "c": -0.2}, False, "CPU", bands={"c": "above"})
+    assert "other work on the shared CPU." in bare.text and "repeats spread" not in bare.text
+
+
+@pytest.mark.parametrize(
+    "run, regime, position",
+    [
+        (0.99, "overhead", "below"),
+        (1.0, "overhead", "inside (floor)"),
+        (1.5, "overhead", "inside (floor)"),
+        (1.51, "overhead", "above"),
+        (1.0, "compute", "inside (work)"),
+        (1.5, "memory", "inside (work)"),
+        (1.51, "compute", "above"),
+    ],
+)
+def test_a_runs_position_in_its_band_is_read_at_both_bounds(run, regime, position):
+    band = problems.Answer("train_step", 1.0, "ms", "w", regime, (1.0, 0.5) if regime == "overhead" else (0.5, 1.0))
     point = problems.Answer("mlp_matmul", 1.0, "ms", "w", "compute")
     answers = {"train_step": band, "mlp_matmul": point}
     assert problems.band_positions(answers, {"train_step": run, "mlp_matmul": run}, list(answers)) == {

@@ -581,14 +581,16 @@ def band_positions(
     answers_: Mapping[str, Answer], measured: Mapping[str, float], keys: Sequence[str]
 ) -> dict[str, str]:
     """Where the run of each eager program with a band (:attr:`Answer.sides`) in ``keys`` lies: ``below`` its lower
-    bound, ``inside`` (error 0, :meth:`Answer.error`), or ``above`` the sum of its sides. Problems without a band
-    are left out."""
+    bound, inside it (error 0, :meth:`Answer.error`), or ``above`` the sum of its sides. Inside is ``inside (floor)``
+    where the floor is the larger side (regime ``overhead``: the lower end is a floor measured on the same calls) and
+    ``inside (work)`` where the work at the roofs is (a check of the roofs). Problems without a band are left out."""
     out = {}
     for k in keys:
         a, run = answers_.get(k), measured.get(k)
         if a is None or run is None or a.upper is None:
             continue
-        out[k] = "below" if run < a.value else ("above" if run > a.upper else "inside")
+        inside = "inside (floor)" if a.regime == "overhead" else "inside (work)"
+        out[k] = "below" if run < a.value else ("above" if run > a.upper else inside)
     return out
 
 

@@ -604,6 +604,9 @@ def summary(cal: Calibrated) -> str:
 # --------------------------------------------------------------------------------------------------- the model's error
 
 
+BAND_POSITIONS = ("below", "inside (floor)", "inside (work)", "above")
+"""Where a run can lie against its band (:func:`problems.band_positions`)."""
+
 WORST_FACTOR = 2.0
 """No single problem may miss by more than this many times the target: a median can hide a large miss."""
 
@@ -623,24 +626,27 @@ def error_verdict(
     target is set for GPUs, where kernels run near their roofs, and a shared CPU's timings are a simulation.
     ``spread``: problem → its repeats' spread, (slowest − fastest) ÷ median; the largest miss's is said beside it
     (a miss within the run's own noise says less about the model). ``bands`` (:func:`problems.band_positions`):
-    a run inside its band is named and kept out of the median (its error is 0 by construction, and where the floor
-    is the larger side the band's lower end is a floor measured on the same calls: a near re-measurement); a run
-    above its band is named (something neither side contains held it up)."""
+    a run inside its band where the floor is the larger side (``inside (floor)``) is named and kept out of the median
+    (its error is 0 by construction, and the band's lower end is a floor measured on the same calls: a near
+    re-measurement); one where the work at the roofs is the larger side (``inside (work)``) is a check of the roofs,
+    named and counted with error 0; a run above its band is named with the likelier causes (the work side below the
+    roofs; a clock not yet raised, or on the CPU other work)."""
     if not errors:
         raise ValueError(f"{key}: no errors to judge")
-    inside = sorted(k for k, b in (bands or {}).items() if b == "inside" and k in errors)
-    above = sorted(k for k, b in (bands or {}).items() if b == "above" and k in errors)
-    counted = {k: e for k, e in errors.items() if k not in inside} or dict(errors)
+    at = {b: sorted(k for k, x in (bands or {}).items() if x == b and k in errors) for b in BAND_POSITIONS}
+    floor, work, above = at["inside (floor)"], at["inside (work)"], at["above"]
+    counted = {k: e for k, e in errors.items() if k not in floor} or dict(errors)
     med = statistics.median(abs(e) for e in counted.values())
     worst = max(errors, key=lambda k: abs(errors[k]))
     beyond = {k: e for k, e in errors.items() if abs(e) > WORST_FACTOR * target}
     numbers: dict[str, Any] = {"median_abs_error": med, "errors": dict(errors), "target": target, "worst": worst}
     numbers.update(largest_allowed=WORST_FACTOR * target, beyond=sorted(beyond), median_over=sorted(counted))
-    numbers.update(inside_band=inside, above_band=above)
+    numbers.update(inside_band=sorted(floor + work), above_band=above)
     numbers["statistic"] = "median" if len(counted) > 2 else ("mean" if len(counted) == 2 else "one")
     noise = (spread or {}).get(worst)
     numbers["spread_of_worst"] = noise
-    head = _error_head(errors, counted, worst, noise) + _band_text(inside, above, len(counted) < len(errors), is_gpu)
+    head = _error_head(errors, counted, worst, noise)
+    head += _band_text(floor, work, above, len(counted) < len(errors), spread or {}, is_gpu)
     if not is_gpu:
         return Verdict(
             key, "info", f"{head} A CPU simulation: the {target:.0%} target is set for GPUs.", numbers, where_
@@ -666,23 +672,39 @@ def _error_head(errors: Mapping[str, float], counted: Mapping[str, float], worst
     return f"The model's median error against the run is {med:.0%} over {len(counted)} problems {largest}."
 
 
-def _band_text(inside: Sequence[str], above: Sequence[str], left_out: bool, is_gpu: bool) -> str:
+def _band_text(
+    floor: Sequence[str],
+    work: Sequence[str],
+    above: Sequence[str],
+    left_out: bool,
+    spread: Mapping[str, float],
+    is_gpu: bool,
+) -> str:
+    def its(keys: Sequence[str], one: str, many: str) -> str:
+        return f" {', '.join(keys)} " + (one if len(keys) == 1 else many)
+
     text = ""
-    if inside:
-        text += (
-            f" {', '.join(inside)} lay inside {'its band' if len(inside) == 1 else 'their bands'} (floor to floor + "
-            "GPU work; where the floor is the larger side, that checks a floor measured on the same calls, not the "
-            f"roofs){': left out of the median' if left_out else ''}."
+    if floor:
+        text += its(floor, "lay inside its band", "lay inside their bands") + (
+            " (floor to floor + work at the roofs) where the floor is the larger side: that checks a floor measured "
+            f"on the same calls, not the roofs{': left out of the median' if left_out else ''}."
+        )
+    if work:
+        text += its(work, "lay inside its band", "lay inside their bands") + (
+            " where the work at the roofs is the larger side: a check of the roofs, counted with error 0."
         )
     if above:
-        text += (
-            f" {', '.join(above)} took longer than even the sum of {'its' if len(above) == 1 else 'their'} two "
-            "sides: something neither side contains held it up ("
-            + (
-                "a clock not yet raised, kernels slower than their FLOPs at the roof, a pause of the host)."
-                if is_gpu
-                else "on a CPU shared with other work, most likely that work)."
-            )
+        sides = ", and the sides table's measured GPU side" if is_gpu else ""
+        said = [(k, spread[k]) for k in above if k in spread]
+        why = "a clock not yet raised: the SM clock column" if is_gpu else "other work on the shared CPU"
+        if said and not is_gpu:
+            why += f": its repeats spread {said[0][1]:.0%}" if len(above) == 1 else ": their repeats spread "
+            why += ", ".join(f"{k} {x:.0%}" for k, x in said) if len(above) > 1 else ""
+        text += its(
+            above, "took longer than its floor plus its work", "took longer than their floor plus their work"
+        ) + (
+            " at the roofs: the work side ran below the roofs (small kernels seldom reach them, and the model leaves "
+            f"the elementwise work out; compare the multiplies' own errors{sides}), or {why}."
         )
     return text
 
