@@ -144,7 +144,8 @@ def _restore_allocator(launch: str | None, dev=None) -> str:
         raise RuntimeError(
             f"the allocator was not set back to the launch's settings ({wanted!r}): a 200 MiB tensor "
             f"{'did not split' if expected else 'split'} a cached 600 MiB block, which max_split_size_mb="
-            f"{launch_max_split_mib(launch) or 'unset'} {'allows' if expected else 'forbids'}"
+            f"{'unset' if (mib := launch_max_split_mib(launch)) is None else f'{mib:g}'} "
+            f"{'allows' if expected else 'forbids'}"
         )
     return wanted
 
