@@ -48,7 +48,6 @@ course: install
 test: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/pyright
 	$(BIN)/python site/executed.py prune $(EXECUTED) $(if $(FRESH),--all)
 	NVTUTORIAL_EXECUTED_DIR=$(abspath $(EXECUTED)) scripts/test.sh $(BIN)/python
 

@@ -8,7 +8,7 @@
 # that order) and one for
 # everything else (the website's tests there skip until `make site` built it: `make test-site`). Most tests
 # wait on ranks that are themselves busy, so one pytest keeps about one core busy; two use both
-# cores of a CI machine. The notebooks' log is printed when both are done.
+# cores of a CI machine. The notebooks' log is printed when both are done; pyright runs beside them (its log after).
 #
 #   scripts/test.sh [PYTHON]        (default .venv/bin/python; NVTUTORIAL_EXECUTED_DIR is honoured)
 set -uo pipefail
@@ -22,6 +22,9 @@ done
 mkdir -p build
 log=build/test-notebooks.log
 t0=$SECONDS
+# pyright (25 s of one core) runs beside the two streams, which leave about a third of the two cores idle
+"$(dirname "$PY")/pyright" > build/pyright.log 2>&1 &
+pr=$!
 "$PY" -m pytest -ra --durations=15 -p no:cacheprovider "${notebooks[@]}" > "$log" 2>&1 &
 nb=$!
 "$PY" -m pytest -ra --durations=15 "${others[@]}"
@@ -32,4 +35,8 @@ echo
 echo "==== the notebooks' tests (${notebooks[*]}), run alongside: exit $nbrc ===="
 cat "$log"
 echo "==== both streams done in $((SECONDS - t0)) s: exit $rc (others), $nbrc (notebooks) ===="
-[ "$rc" = 0 ] && [ "$nbrc" = 0 ]
+wait "$pr"
+prc=$?
+echo "==== pyright, run alongside: exit $prc ===="
+cat build/pyright.log
+[ "$rc" = 0 ] && [ "$nbrc" = 0 ] && [ "$prc" = 0 ]
