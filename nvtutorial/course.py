@@ -37,17 +37,6 @@ class CourseError(ValueError):
     pass
 
 
-def lesson_profile(profile: str = "auto", gpus_needed: int = 2) -> Profile:
-    """``"full"`` or ``"ci"``; ``"auto"`` is full where ``gpus_needed`` GPUs and a CUDA torch exist."""
-    if profile in ("ci", "full"):
-        return profile  # type: ignore[return-value]
-    if profile != "auto":
-        raise CourseError(f"profile={profile!r}: use auto, ci or full")
-    from nvtutorial.launch import torch_cuda  # torch's CUDA version, read without importing torch (seconds in a kernel)
-
-    return "full" if torch_cuda() and hardware.gpu_count() >= gpus_needed else "ci"
-
-
 @dataclasses.dataclass(frozen=True)
 class Machine:
     """What the plan is made for: the GPUs a CUDA build of torch can use here (none with a CPU build)."""

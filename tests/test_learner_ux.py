@@ -122,7 +122,10 @@ def test_a_ranks_checker_says_what_to_run_when_the_ranks_were_stopped(fresh_rank
 
 # ----- no silent cells -------------------------------------------------------------------------------------------
 def test_the_profile_is_decided_without_importing_torch():
-    code = "import sys; from nvtutorial import course; course.lesson_profile('auto'); print('torch' in sys.modules)"
+    code = (
+        "import sys; from nvtutorial import course; course.plan('x', 'auto', {'a': 'one GPU', 'b': 'two GPUs'}); "
+        "print('torch' in sys.modules)"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
     assert done.stdout.strip() == "False"
 
