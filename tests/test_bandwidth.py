@@ -558,6 +558,7 @@ def test_reference_check_rule(tmp_path):
     low = _fake_result(tmp_path, "low", {1 << 30: 326.8}, "")
     _, verdict = bandwidth.reference_check(low)
     assert verdict.status == "fail" and verdict.numbers["ratio at 4 GiB"] is None
+    assert verdict.key == "busbw vs nccl-tests"  # the key the notebook and the tests look a verdict up by
     # 98.5 % of 331.83: a miss larger than nccl-tests' own in-place/out-of-place difference there (0.5 %)
     assert verdict.numbers["nccl-tests own spread at 1 GiB"] == pytest.approx(331.83 / 330.19 - 1, abs=1e-4)
     assert "larger than that" in verdict.text

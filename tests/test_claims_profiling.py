@@ -86,6 +86,7 @@ def test_the_exposed_communication_is_not_the_price_of_the_second_gpu(ref):
 def test_c16_the_profilers_share_crosses_15_percent_only_through_waiting(ref):
     v = profiling.verdict_c16(ref)
     assert v.status == claims.claim("C16").status == "partly"
+    assert v.where.startswith("NVLink: 2× NVIDIA H200") and " | host-staged: 2× NVIDIA H200" in v.where
     nv, hs = v.numbers["NVLink"], v.numbers["host-staged"]
     assert nv["batches"] == hs["batches"] == [2, 8, 32]
     assert nv["max_profiler_share"] > 0.15 and nv["max_link_share"] < 0.02

@@ -801,3 +801,12 @@ def test_dynamos_notice_about_ddps_profiler_range_is_dropped_and_nothing_else():
 
     assert not drop.filter(record("Profiler record function %s will be ignored"))
     assert drop.filter(record("Graph break in user code")) and drop.filter(record("Profiler function %s"))
+
+
+def test_the_compile_summary_names_the_field_an_ok_compiled_row_lacks():
+    """A mutation survivor (final sample): the error names the missing field, first_step_s or step_ms."""
+    for field in ("first_step_s", "step_ms"):
+        rows = [r("baseline", (10.0, 10.1)), r("torch.compile", (6.0, 6.1), first_step_s=30.0)]
+        rows[1][field] = None
+        with pytest.raises(ValueError, match=f"the row of 'torch.compile' at per-GPU batch 8 has no {field}$"):
+            o.compile_summary(run(rows))
