@@ -10,7 +10,7 @@
 #             COURSE_ONLY="07 08" runs only the notebooks matching those patterns
 #   more      a second `nvtutorial course` after the first, for MORE_ONLY="04 05" (MORE_LIMIT): what matters most
 #             goes first, in course, what may be cut by GPU_DEADLINE in more
-#   ch10ci    notebook 10 with --profile ci: the device problems at the small sizes, where they are overhead-bound
+#   ch10ci    (after course, before more) notebook 10 with --profile ci: the device problems at the small sizes, where they are overhead-bound
 #   gather    scripts/one_gpu_03_04.py gather: the cost of notebook 03's gather per batch on the GPU (review N14)
 #   starts    scripts/ch09_start_costs.py: where notebook 09's seconds go (rank starts, phase by phase)
 #   typed     scripts/typed_check.py: every run the steps above made, read back through its workload's schema
@@ -48,11 +48,11 @@ machine_facts "$out/machine.txt"
 only=()
 for pattern in ${COURSE_ONLY:-}; do only+=(--only "$pattern"); done
 step course "${COURSE_LIMIT:-420}" $PY -m nvtutorial.cli course "${only[@]}" --out "$work/course"
+step ch10ci "${CH10_LIMIT:-90}" $PY -m nvtutorial.cli course --profile ci --only 10_cost_model --out "$work/ch10ci"
 more=()
 for pattern in ${MORE_ONLY:-}; do more+=(--only "$pattern"); done
 [ ${#more[@]} -gt 0 ] && step more "${MORE_LIMIT:-420}" $PY -m nvtutorial.cli course "${more[@]}" --out "$work/more"
 cat "$work/course.log" "$work/more.log" > "$out/summary.txt" 2>/dev/null
-step ch10ci "${CH10_LIMIT:-90}" $PY -m nvtutorial.cli course --profile ci --only 10_cost_model --out "$work/ch10ci"
 MIN_STEP=20 step gather 20 $PY scripts/one_gpu_03_04.py "$work/probes" gather
 step starts 60 $PY scripts/ch09_start_costs.py "$work/probes"
 MIN_STEP=3 step typed 20 $PY scripts/typed_check.py "$work/probes/typed-check.json" "$work/course/runs" "$work/more/runs" "$work/ch10ci/runs"
