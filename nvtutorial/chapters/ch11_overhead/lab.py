@@ -41,13 +41,13 @@ def allreduce(where: Part, params: dict[str, Any]) -> RunResult:
 
 def step_instead() -> str:
     """What the notebook shows of the step three ways where this machine cannot run it (the plan's ``instead``):
-    the committed one-GPU run, or nothing until one is committed; nothing is simulated."""
+    the committed one-GPU run, or nothing where none is committed; nothing is simulated."""
     from nvtutorial.chapters.ch11_overhead import report
 
     found = report.committed()
     if found:
         return f"the committed one-GPU run (reference/{found['kind']}/runs-11/)"
-    return "one H100's by-hand timings of the same step (quoted, not graded: no one-GPU run of it is committed)"
+    return "nothing (no one-GPU run of notebook 11 is committed)"
 
 
 def gpu_calibration(where: Part, calibrate_run: RunResult) -> tuple[RunResult | None, str]:

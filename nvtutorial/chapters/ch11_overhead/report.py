@@ -409,36 +409,6 @@ def grade_speedups(mine: Mapping[str, float | None], rows: Sequence[Mapping[str,
     return out
 
 
-BY_HAND_H100 = {"small": (256, 8, 3.32, 0.715, 1.48), "wide": (1024, 16, 4.65, 4.47, 4.49)}
-"""Notebook 08's transformer (fp32, fused capturable Adam) at this notebook's lesson sizes, one whole step in ms:
-eager, one CUDA graph, reduce-overhead (width, batch, then the three), on one NVIDIA H100 80GB HBM3 (torch 2.11) on
-2026-12-06, timed with a separate script before notebook 11 existed, as the issue that asked for notebook 11
-recorded them (``reference/h100x1/README.md``). Quoted, never graded against, where no one-GPU run of notebook 11 is
-committed."""
-
-
-def speedups_ungraded(mine: Mapping[str, float | None], why: str) -> Verdict:
-    """Where neither this machine nor a committed run can answer the step's predictions: the learner's answers beside
-    what one H100 measured by hand, labelled so; not graded."""
-    seen = {
-        f"{w}, {s}": t[2] / t[3 + (w == "compiled")] for s, t in BY_HAND_H100.items() for w in ("graph", "compiled")
-    }
-    parts = [
-        f"{k}: {'no answer' if v is None else f'{v:.2f}×'}" + (f" (that H100: {seen[k]:.2f}×)" if k in seen else "")
-        for k, v in mine.items()
-    ]
-    (w1, b1, e1, g1, c1), (w2, b2, e2, g2, c2) = BY_HAND_H100["small"], BY_HAND_H100["wide"]
-    text = (
-        f"Not graded here: {why}. For reference, one NVIDIA H100 80GB HBM3 (torch 2.11) ran this step at the "
-        f"lesson's sizes on 2026-12-06, timed with a separate script before this notebook existed (not a committed "
-        f"run): width {w1}, batch {b1}: eager {e1} ms, one CUDA graph {g1} ms ({e1 / g1:.1f}×), reduce-overhead "
-        f"{c1} ms ({e1 / c1:.1f}×); width {w2}, batch {b2}: {e2}, {g2} and {c2} ms ({e2 / g2:.2f}× and "
-        f"{e2 / c2:.2f}×). Your answers: {'; '.join(parts) or 'none'}."
-    )
-    numbers = {"mine": dict(mine), "h100_by_hand": {k: round(v, 3) for k, v in seen.items() if k in mine}}
-    return Verdict("11.speedups", "info", text, numbers, "one H100, 2026-12-06, by hand (not this machine)")
-
-
 # ------------------------------------------------------------------------------------------- the all-reduce
 
 
