@@ -10,6 +10,7 @@ of plain numbers, in seconds, FLOPs and tokens; no torch.
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Sequence
 from typing import Literal
 
@@ -66,14 +67,22 @@ def doubling_regime(ratio: float) -> Regime:
     return "work" if ratio >= WORK_RATIO else "crossover"
 
 
-def crossover_batch(points: Sequence[tuple[int, float]]) -> float:
+def crossover_batch(points: Sequence[tuple[int, float]], floor: float | None = None) -> float:
     """The batch at which the step's work catches up with its floor, from a doubling sweep (``points``: batch,
-    seconds per step): ``t(B) ≈ max(floor, B · k)`` with the floor the smallest batch's time and ``k`` the largest
-    batch's seconds per sequence, so ``B* = floor / k``. Only a sweep whose largest batch left the floor
+    seconds per step): ``t(B) ≈ max(floor, B · k)`` with the floor the smallest batch's time (unless given) and ``k``
+    the largest batch's seconds per sequence, so ``B* = floor / k``. Only a sweep whose largest batch left the floor
     (:func:`left_the_floor`) places it; otherwise it is a lower bound."""
     ordered = sorted(points)
-    (_, floor), (largest, t_largest) = ordered[0], ordered[-1]
-    return floor / (t_largest / largest)
+    (_, smallest), (largest, t_largest) = ordered[0], ordered[-1]
+    return (smallest if floor is None else floor) / (t_largest / largest)
+
+
+def overhead_floor(points: Sequence[tuple[int, float]]) -> float:
+    """The sweep's floor: the median time of the batches whose doubling reads ``overhead`` (review R7-17: a single
+    smallest batch can sit below a flat stretch), else the smallest batch's time."""
+    times = dict(points)
+    flat = [times[b] for b, ratio in doubling_ratios(points) if doubling_regime(ratio) == "overhead"]
+    return statistics.median(flat) if flat else times[min(times)]
 
 
 def left_the_floor(points: Sequence[tuple[int, float]]) -> bool:

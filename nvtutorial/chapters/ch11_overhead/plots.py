@@ -22,12 +22,12 @@ def doubling(points: Sequence[tuple[int, float]], seq_len: int, where: str) -> t
     batches = np.array([b for b, _ in sorted(points)], dtype=float)
     seconds = np.array([s for _, s in sorted(points)])
     ax.plot(batches * seq_len, seconds * 1e3, "o-", label="measured")
-    floor, per_seq = seconds[0], seconds[-1] / batches[-1]
+    floor, per_seq = model.overhead_floor(points), seconds[-1] / batches[-1]
     grid = np.logspace(np.log10(batches[0]), np.log10(batches[-1]), 100)
     ax.plot(grid * seq_len, np.full_like(grid, floor * 1e3), ":", color="grey", label=f"floor {floor * 1e3:.3g} ms")
     ax.plot(grid * seq_len, grid * per_seq * 1e3, "--", color="grey", label="the work: B · (largest batch's t / B)")
     if model.left_the_floor(points):
-        crossover = model.crossover_batch(points)
+        crossover = model.crossover_batch(points, floor)
         ax.axvline(crossover * seq_len, color="C3", lw=0.8, label=f"crossover ≈ {crossover * seq_len:.0f} tokens")
     ax.set_xscale("log")
     ax.set_yscale("log")
@@ -40,26 +40,35 @@ def doubling(points: Sequence[tuple[int, float]], seq_len: int, where: str) -> t
 
 
 def speedups(rows: Sequence[Mapping[str, Any]], where: str) -> tuple[Any, Any]:
-    """Each way's speed over the eager step's at each width (bars, measured) and the model's (diamonds: the
-    model's eager time over its time for that way, each the slower of its own two sides; none where a GPU side
-    could not be measured)."""
+    """Each way's speed over the eager step's at each width (bars, measured); the model's, predicted before the run
+    (diamonds: its eager time over its time for that way; none where it made no prediction); and, smaller, the same
+    from the two sides each run measured right before it was timed (crosses)."""
     import numpy as np
 
     fig, ax = figure(7.0, 4.0)
     widths = sorted({r["width"] for r in rows})
     variants = [v for v in LABELS if any(r["variant"] == v for r in rows)]
-    model_eager = {r["width"]: r["model_s"] for r in rows if r["variant"] == "eager"}
+    eager = {r["width"]: r for r in rows if r["variant"] == "eager"}
     step = 0.8 / len(variants)
+
+    def ratio(w: int, got: Mapping[int, Mapping[str, Any]], key: str) -> float:
+        a, b = eager[w][key] if w in eager else None, got[w][key] if w in got else None
+        return a / b if a and b else np.nan
+
     for i, variant in enumerate(variants):
         got = {r["width"]: r for r in rows if r["variant"] == variant}
         x = np.arange(len(widths)) + (i - (len(variants) - 1) / 2) * step
-        measured = [got[w]["speedup"] if w in got else np.nan for w in widths]
-        predicted = [
-            model_eager[w] / got[w]["model_s"] if w in got and model_eager.get(w) and got[w]["model_s"] else np.nan
-            for w in widths
-        ]
-        ax.bar(x, measured, step * 0.9, color=f"C{i}", label=f"{LABELS[variant]}, measured")
-        ax.plot(x, predicted, "D", color="black", ms=5, label="the model" if i == 0 else None)
+        ax.bar(
+            x,
+            [got[w]["speedup"] if w in got else np.nan for w in widths],
+            step * 0.9,
+            color=f"C{i}",
+            label=f"{LABELS[variant]}, measured",
+        )
+        before = [ratio(w, got, "predicted_s") for w in widths]
+        during = [ratio(w, got, "model_s") for w in widths]
+        ax.plot(x, before, "D", color="black", ms=5, label="the model (before the run)" if i == 0 else None)
+        ax.plot(x, during, "x", color="grey", ms=5, label="the sides measured during the run" if i == 0 else None)
     ax.axhline(1.0, color="grey", lw=0.8)
     ax.set_xticks(np.arange(len(widths)), [f"width {w}" for w in widths])
     ax.set_ylabel("× the eager step's speed")

@@ -104,6 +104,10 @@ class OpCost:
     """Replayed from a CUDA graph (GPU only): the GPU's own cost per kernel, no CPU in the way."""
     replay_host: float | None = None
     """The CPU's time to issue one replay of that graph (GPU only): what a captured step still costs the CPU."""
+    eager_gpu: float | None = None
+    """The GPU's own time per call when the CPU launched each call on its own, queued behind a sleep (GPU only;
+    notebook 10's ``gpu_time``): against :attr:`graph`, what the GPU's front end spends per eager launch. Absent from
+    runs before 2026-12-08."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -153,6 +157,12 @@ class CalibrateRank:
     """The all-reduce in a world of one: no wire, only what a call costs the host (and NCCL's launch)."""
     sides: tuple[Sides, ...] = ()
     """The eager step's two sides at each lesson width (GPU only)."""
+    compiled_host_s: float | None = None
+    """The CPU's time to issue one step compiled with ``mode="reduce-overhead"`` at the floor's tiny width (notebook
+    10's ``tiny``, one sequence), after its warm-up (GPU only): the CPU side of the compiled step, predicted before it
+    runs. None on the CPU, where its measurement failed (:attr:`compiled_error`), and in runs before 2026-12-08."""
+    compiled_error: str | None = None
+    """Why :attr:`compiled_host_s` is None on a GPU (the exception), when its measurement failed."""
 
 
 # --------------------------------------------------------------------------------------------------- step

@@ -6,7 +6,9 @@ Used in notebook 11, one ``part`` per run (``schema.Params``); the code that mea
 - ``calibrate`` (one rank): one tiny op queued, waited for, a call with no kernel (a view) and (GPU) the tiny op
   replayed from a CUDA graph; the small step's time per step over a sweep of batches (the batch-doubling test); an
   all-reduce of a few sizes in a world of one; on a GPU the eager step's two sides at each lesson width: the CPU's
-  time to issue it, the GPU's own time, and the launches and kernels the profiler counts.
+  time to issue it, the GPU's own time, and the launches and kernels the profiler counts; the tiny op's GPU time
+  launched eagerly behind a sleep; and the CPU's time to issue the step compiled with ``reduce-overhead`` at a tiny
+  width (its floor: the compiled step's prediction before it runs).
 - ``step`` (one rank, GPU only): at each width the step eager and captured in one CUDA graph, and at the widths of
   ``compile_widths`` compiled with ``mode="reduce-overhead"``, each from the same seeded weights on the same batches:
   losses and weights against the eager step's, then each one's two sides, then its time per step.
@@ -91,18 +93,35 @@ def op_cost(ctx: runtime.Context, p: Params) -> OpCost:
         return statistics.median(timed() for _ in range(3))
 
     op = tiny_op(ctx.device)
-    graph = replay_host = None
+    graph = replay_host = eager_gpu = None
     if ctx.is_gpu:
         replay = graphed(op, p.op_calls, ctx.device)
         graph = median(lambda: per_call(replay, 5, ctx.device)) / p.op_calls
         replay_host = host_time(replay, ctx.device)
+        eager_gpu = queued_gpu(op, min(p.op_calls, EAGER_GPU_CALLS), ctx)
     return OpCost(
         queued=median(lambda: per_call(op, p.op_calls, ctx.device)),
         waited=median(lambda: per_call(op, max(10, p.op_calls // 10), ctx.device, wait_each=True)),
         no_kernel=median(lambda: per_call(no_kernel_op(ctx.device), p.op_calls, ctx.device)),
         graph=graph,
         replay_host=replay_host,
+        eager_gpu=eager_gpu,
     )
+
+
+EAGER_GPU_CALLS = 500
+"""Calls of the tiny op queued behind one sleep: well under the launch queue's depth (about a thousand), beyond which
+the CPU would wait for the sleeping GPU."""
+
+
+def queued_gpu(op, calls: int, ctx: runtime.Context) -> float | None:
+    """The GPU's own time per call of ``op`` launched eagerly, ``calls`` of them queued behind a sleep (notebook 10's
+    ``gpu_time``, as the step's GPU side is measured): the median of three, None where no sleep outlasted the
+    issuing."""
+    from nvtutorial.chapters.ch10_cost_model.lessons.calibrate import gpu_time
+
+    found = [t for t in (gpu_time(op, ctx.device, calls=calls) for _ in range(3)) if t is not None]
+    return statistics.median(found) if found else None
 
 
 def doubling(ctx: runtime.Context, p: Params) -> tuple[DoublingPoint, ...]:
@@ -178,6 +197,7 @@ def calibrate(ctx: runtime.Context, p: Params) -> CalibrateRank:
             step(tokens)
             measured.append(sides("eager", lambda step=step, tokens=tokens: step(tokens), ctx, width, batch))
             _free(ctx)
+    compiled_host, compiled_error = compiled_floor(ctx, p) if ctx.is_gpu else (None, None)
     return CalibrateRank(
         device=_device_name(ctx),
         op=op,
@@ -185,7 +205,36 @@ def calibrate(ctx: runtime.Context, p: Params) -> CalibrateRank:
         doubling=points,
         allreduce=reduce_points,
         sides=tuple(measured),
+        compiled_host_s=compiled_host,
+        compiled_error=compiled_error,
     )
+
+
+COMPILED_WARMUP = 4
+"""Untimed steps of the compiled floor: the compile, CUDA Graph Trees' warm-up run, its recording, a replay."""
+
+
+def compiled_floor(ctx: runtime.Context, p: Params) -> tuple[float | None, str | None]:
+    """The CPU's time to issue one step compiled with ``mode="reduce-overhead"`` (``dynamic=False``) at notebook 10's
+    tiny width (the same blocks, heads and calls; one sequence), after :data:`COMPILED_WARMUP` steps: the compiled
+    step's floor, measured before the step part runs (a tiny model compiles in seconds). ``(None, why)`` where it
+    fails: the rest of the calibration stands without it."""
+    from nvtutorial.chapters.ch10_cost_model.lessons.calibrate import host_time, tiny, warm_up
+    from nvtutorial.chapters.ch11_overhead.lessons.overhead import build, compiled_step
+
+    warnings.filterwarnings("ignore", message=".*TensorFloat32 tensor cores.*")  # as the step part: fp32 kept
+    try:
+        cfg = tiny(_config(p, p.widths[0]))
+        step = compiled_step(*build(cfg, ctx.device, p.seed))
+        tokens = _tokens(p, cfg, 1, 0, ctx.device)
+        for _ in range(COMPILED_WARMUP):
+            step(tokens)
+        warm_up(ctx.device)  # seconds of compiling: the idle GPU may have lowered its clock
+        return host_time(lambda: step(tokens), ctx.device), None
+    except Exception as exc:  # noqa: BLE001 - a failed compile must not cost the calibration: say why instead
+        return None, f"{type(exc).__name__}: {exc}"[:500]
+    finally:
+        _free(ctx)
 
 
 def _free(ctx: runtime.Context) -> None:
