@@ -118,8 +118,9 @@ def link_fit(fits: Mapping[str, report.Fit], extra: Any = None) -> tuple[Any, An
 
 
 def errors(table: Any, where: str, target: float = report.TARGET) -> tuple[Any, Any]:
-    """The model's error against the run per timed problem (``problems.problem_table``), with the target's band; a
-    counted problem (the run's kind ``counted``: exact by construction, judged by its own verdict) is left out."""
+    """The model's error against the run per timed problem (``problems.problem_table``'s ``model error``: the
+    answer, an eager program's band's lower end, ÷ run − 1), with the target's band; a counted problem (the run's
+    kind ``counted``: exact by construction, judged by its own verdict) is left out."""
     fig, ax = figure(7.0, 3.6)
     rows = table.dropna(subset=["model error"])
     if "run's kind" in rows:
@@ -137,7 +138,7 @@ def errors(table: Any, where: str, target: float = report.TARGET) -> tuple[Any, 
     ax.axvline(0, color="0.4", lw=0.8)
     ax.set_yticks(list(y), list(rows.index))
     ax.invert_yaxis()
-    ax.set_xlabel(f"model ÷ run − 1 (%); shaded: ±{target:.0%}")
+    ax.set_xlabel(f"the model's answer ÷ run − 1 (%); shaded: ±{target:.0%}")
     ax.set_title("How far the calibrated model is from the run")
     finish(fig, where)
     return fig, ax

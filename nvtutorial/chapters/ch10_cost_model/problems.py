@@ -50,11 +50,15 @@ class Answer:
         return sum(self.sides) if self.sides else None
 
     def error(self, run: float) -> float:
-        """The model's error against ``run``: ``model ÷ run − 1``; for a band 0 within it, else against the nearer
-        bound (a run above the sum is slower than even nothing overlapping)."""
+        """The model's error against ``run``: its answer (a band's lower end, the key) ÷ ``run`` − 1."""
+        return self.value / run - 1
+
+    def band_error(self, run: float) -> float:
+        """The error against the band: 0 within it, else against the nearer end (above the sum: sum ÷ run − 1, a run
+        slower than even nothing overlapping); a point's is :meth:`error`."""
         upper = self.upper
         if upper is None or run < self.value:
-            return self.value / run - 1
+            return self.error(run)
         return min(0.0, upper / run - 1)
 
 
@@ -155,11 +159,13 @@ def answer(key: str, p: schema.Params, cal: report.Calibrated) -> Answer:
         seconds = model.roofline_time(flops, nbytes, roof)
         limit = model.regime(flops, nbytes, roof)
         bound = "compute-bound" if flops / nbytes > roof.ridge else "memory-bound"
+        cached = " (fits in L2: the run may read it from the cache, above the memory roof)"
         return Answer(
             key,
             seconds * 1e3,
             "ms",
-            f"{flops / 1e9:.4g} GFLOP and {nbytes / 1e6:.4g} MB: {flops / nbytes:.3g} FLOP/B against the ridge "
+            f"{flops / 1e9:.4g} GFLOP and {nbytes / 1e6:.4g} MB{cached if nbytes < (cal.l2_bytes or 0) else ''}: "
+            f"{flops / nbytes:.3g} FLOP/B against the ridge "
             f"of {roof.ridge:.3g} FLOP/B ({cal.compute_dtype}), so {bound} on the roofs; with the floor of one call: "
             f"max(floor {roof.call_s * 1e3:.4g}, compute {flops / roof.flops * 1e3:.4g}, bytes "
             f"{nbytes / roof.bandwidth * 1e3:.4g}) ms: {limit}-bound",
@@ -409,9 +415,10 @@ def problem_table(
 ):  # -> pandas.DataFrame
     """Per problem: your answer, the model's (an eager program's band: at least ``model``, at most ``model, at
     most``), the run's (the median repeat; with ``spread``, :func:`measured_spread`, also its fastest repeat and the
-    repeats' spread), the model's error against the run (:meth:`Answer.error`), whether the run timed or counted it,
-    the regime the model says it is in, where it was measured (``where``: problem → the run's machine,
-    :func:`measured_where`) and, with ``details`` (:func:`measured_details`), the calls per repeat and the SM clock."""
+    repeats' spread), the model's error against the run (:meth:`Answer.error`: the answer ÷ run − 1) and, for a
+    band, against the band (:meth:`Answer.band_error`: 0 inside it), whether the run timed or counted it, the regime
+    the model says it is in, where it was measured (``where``: problem → the run's machine, :func:`measured_where`)
+    and, with ``details`` (:func:`measured_details`), the calls per repeat and the SM clock."""
     import pandas as pd
 
     rows = []
@@ -429,6 +436,7 @@ def problem_table(
                     {"run, fastest": spread[key][0], "run's spread": spread[key][1]} if spread and key in spread else {}
                 ),
                 "model error": ans.error(run) if run else None,
+                "model error vs band": ans.band_error(run) if run and ans.upper is not None else None,
                 "yours vs run": predictions[key] / run - 1 if run and predictions.get(key) else None,
                 "run's kind": "counted" if key in COUNTED else "timed",
                 "regime": ans.regime,
@@ -569,19 +577,21 @@ def bytes_verdict(ans: Answer, measured: float, where: str) -> Verdict:
 
 
 def model_errors(
-    answers_: Mapping[str, Answer], measured: Mapping[str, float], keys: Sequence[str]
+    answers_: Mapping[str, Answer], measured: Mapping[str, float], keys: Sequence[str], band: bool = False
 ) -> dict[str, float]:
-    """The model's error (:meth:`Answer.error`: model ÷ run − 1, or against the nearer bound of a band) for the timed
-    problems in ``keys`` that the run measured (a counted one, :data:`COUNTED`, is judged by :func:`bytes_verdict`:
-    its error is 0 by construction and would pull a timing median toward 0)."""
-    return {k: answers_[k].error(measured[k]) for k in keys if k in measured and k in answers_ and k not in COUNTED}
+    """The model's error (:meth:`Answer.error`: the answer ÷ run − 1; with ``band``, :meth:`Answer.band_error`: 0
+    inside a band, else against its nearer end) for the timed problems in ``keys`` that the run measured (a counted
+    one, :data:`COUNTED`, is judged by :func:`bytes_verdict`: its error is 0 by construction and would pull a timing
+    median toward 0)."""
+    keep = [k for k in keys if k in measured and k in answers_ and k not in COUNTED]
+    return {k: (answers_[k].band_error if band else answers_[k].error)(measured[k]) for k in keep}
 
 
 def band_positions(
     answers_: Mapping[str, Answer], measured: Mapping[str, float], keys: Sequence[str]
 ) -> dict[str, str]:
     """Where the run of each eager program with a band (:attr:`Answer.sides`) in ``keys`` lies: ``below`` its lower
-    bound, inside it (error 0, :meth:`Answer.error`), or ``above`` the sum of its sides. Inside is ``inside (floor)``
+    bound, inside it (:meth:`Answer.band_error` 0), or ``above`` the sum of its sides. Inside is ``inside (floor)``
     where the floor is the larger side (regime ``overhead``: the lower end is a floor measured on the same calls) and
     ``inside (work)`` where the work at the roofs is (a check of the roofs). Problems without a band are left out."""
     out = {}
@@ -937,7 +947,9 @@ def sides_table(answers_: Mapping[str, Answer], result: Any):  # -> pandas.DataF
     """On a GPU, each eager program's two sides as the model priced them before the run (the CPU's: its floor, the
     same calls with almost no work; the GPU's: its work at the roofs) and as the run measured them apart right before
     timing it (``host_s``, ``gpu_s``), beside the band and the run: where a program missed, which side the model
-    got wrong. None where the run measured no sides (the CPU, or a run before they were measured)."""
+    got wrong. The CPU side measured is one call issued onto an idle GPU: it can cost the CPU more than the same call
+    in a stream of calls, and so exceed the run itself. None where the run measured no sides (the CPU, or a run
+    before they were measured)."""
     import pandas as pd
 
     rows = []
@@ -959,6 +971,36 @@ def sides_table(answers_: Mapping[str, Answer], result: Any):  # -> pandas.DataF
             }
         )
     return pd.DataFrame(rows).set_index("problem") if rows else None
+
+
+CLOCK_RAISED = 0.9
+"""A run's SM clock was raised when its lowest reading was at least this share of the highest the calibration read."""
+
+
+def above_causes(answers_: Mapping[str, Answer], result: Any, cal: report.Calibrated) -> dict[str, str]:
+    """Per eager program whose two sides the run measured apart (:func:`sides_table`), the words that explain a run
+    above its band (``report.error_verdict``'s ``causes``): each side measured against the model's, the slower one
+    named; and a clock not yet raised only where the run's lowest SM clock was below :data:`CLOCK_RAISED` × the
+    highest the calibration read."""
+    out = {}
+    for m in report.ranks(result, "problems")[0].measured:
+        ans = answers_.get(m.key)
+        if ans is not None and ans.sides is not None and "host_s" in m.details:
+            out[m.key] = _sides_moved(ans.sides, m.details, cal.sm_clock_mhz)
+    return out
+
+
+def _sides_moved(sides: tuple[float, float], details: Mapping[str, Any], top: tuple[int, int] | None) -> str:
+    host, gpu = details["host_s"] * 1e3, details.get("gpu_s")
+    text = f"measured apart, the CPU side took {host:.3g} ms against a floor of {sides[0]:.4g} ms"
+    if gpu is not None:
+        slower = "CPU" if host >= gpu * 1e3 else "GPU"
+        text += f", the GPU side {gpu * 1e3:.3g} ms against {sides[1]:.4g} ms of work at the roofs: the {slower}'s is"
+        text += " the slower side"
+    clock = details.get("sm_clock_mhz")
+    if clock and top and clock[0] < CLOCK_RAISED * top[1]:
+        text += f"; the SM clock read as low as {clock[0]} MHz against the calibration's {top[1]} MHz: not yet raised"
+    return text
 
 
 def bubble_measured(pipeline_result: Any) -> dict[str, float]:

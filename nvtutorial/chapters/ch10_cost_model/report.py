@@ -115,7 +115,8 @@ def fit_floor(what: str, work: Sequence[float], seconds: Sequence[float], rate: 
 
 def floor_fits(c: schema.CalibrationRank) -> dict[str, FloorFit]:
     """One rank's sweeps, fitted: ``matmul <dtype>`` (the roof: the best rate) and ``copy`` (the roof: the largest
-    buffer's rate, the one meant to be larger than every cache)."""
+    buffer's rate, the one meant to be larger than every cache; a copy that ran above it from L2, :func:`in_l2`, left
+    out)."""
     out = {}
     for dtype in sorted({m.dtype for m in c.matmul}):
         points = [m for m in c.matmul if m.dtype == dtype]
@@ -124,8 +125,15 @@ def floor_fits(c: schema.CalibrationRank) -> dict[str, FloorFit]:
             f"matmul {dtype}", [2.0 * m.n**3 for m in points], [m.seconds for m in points], rate
         )
     largest = max(c.copy, key=lambda q: (q.nbytes, q.bytes_per_s))
-    out["copy"] = fit_floor("copy", [2.0 * q.nbytes for q in c.copy], [q.seconds for q in c.copy], largest.bytes_per_s)
+    copies = [q for q in c.copy if not in_l2(q, c.l2_bytes, largest.bytes_per_s)]
+    out["copy"] = fit_floor("copy", [2.0 * q.nbytes for q in copies], [q.seconds for q in copies], largest.bytes_per_s)
     return out
+
+
+def in_l2(q: schema.CopyPoint, l2_bytes: int | None, roof: float) -> bool:
+    """A copy that fits in the GPU's L2 cache (:func:`copy_name`) and ran above the memory roof ``roof``: it measured
+    the cache, so it stays out of the copies' floor fit."""
+    return bool(l2_bytes) and 2 * q.nbytes <= (l2_bytes or 0) and q.bytes_per_s > roof
 
 
 def roofs(calibration: Sequence[schema.CalibrationRank]) -> dict[str, model.Roof]:
@@ -151,7 +159,7 @@ def roof_share(flops: float, nbytes: float, seconds: float, roof: model.Roof, dt
 
     def share(rate: float, top: float, what: str) -> str:
         x = rate / top
-        return f"{x:.1%} of the {what}" if x <= 1 else f"{x:.2g}× the {what}: above the calibration's roof"
+        return f"{x:.1%} of the {what}" if x <= 1 else f"{x:.3g}× the {what}: above the calibration's roof"
 
     compute, memory = flops / seconds, nbytes / seconds
     return (
@@ -206,10 +214,20 @@ def roof_verdict(calibration: Sequence[schema.CalibrationRank], is_gpu: bool, wh
 def roof_table(calibration: Sequence[schema.CalibrationRank]):  # -> pandas.DataFrame
     """Every measurement behind the roofs and floors, per rank: each matrix size and dtype (TFLOP/s), each copied
     buffer (GB/s), each program's floor; with the time the fit ``max(α, work / roof)`` gives it and the limit the fit
-    puts it at (``overhead``: the floor; ``roof``)."""
+    puts it at (``overhead``: the floor; ``roof``; a copy that ran from L2 above the memory roof, :func:`in_l2`:
+    ``L2 (above the memory roof)``)."""
     import pandas as pd
 
-    def row(c: schema.CalibrationRank, what: str, work: float, seconds: float, rate: float, unit: str, fit: FloorFit):
+    def row(
+        c: schema.CalibrationRank,
+        what: str,
+        work: float,
+        seconds: float,
+        rate: float,
+        unit: str,
+        fit: FloorFit,
+        l2=False,
+    ):
         return {
             "rank": c.rank,
             "device": c.device,
@@ -218,7 +236,7 @@ def roof_table(calibration: Sequence[schema.CalibrationRank]):  # -> pandas.Data
             "rate": rate,
             "unit": unit,
             "fit (ms)": max(fit.floor, work / fit.rate) * 1e3,
-            "regime": "overhead" if work / fit.rate < fit.floor else "roof",
+            "regime": "L2 (above the memory roof)" if l2 else ("overhead" if work / fit.rate < fit.floor else "roof"),
         }
 
     rows = []
@@ -234,11 +252,19 @@ def roof_table(calibration: Sequence[schema.CalibrationRank]):  # -> pandas.Data
                 "TFLOP/s",
                 fits[f"matmul {m.dtype}"],
             )
+            | ({"SM clock (MHz)": f"{m.sm_clock_mhz[0]}–{m.sm_clock_mhz[1]}"} if m.sm_clock_mhz else {})
             for m in c.matmul
         ]
         rows += [
             row(
-                c, copy_name(q.nbytes, c.l2_bytes), 2.0 * q.nbytes, q.seconds, q.bytes_per_s / 1e9, "GB/s", fits["copy"]
+                c,
+                copy_name(q.nbytes, c.l2_bytes),
+                2.0 * q.nbytes,
+                q.seconds,
+                q.bytes_per_s / 1e9,
+                "GB/s",
+                fits["copy"],
+                in_l2(q, c.l2_bytes, fits["copy"].rate),
             )
             for q in c.copy
         ]
@@ -504,6 +530,8 @@ class Calibrated:
     """Each program's floor in seconds (``schema.PROGRAMS``); a program without one has no floor in the model."""
     sm_clock_mhz: tuple[int, int] | None = None
     """The lowest and highest SM clock the device's ranks read while they were timed (GPU, where NVML says)."""
+    l2_bytes: int | None = None
+    """The smallest L2 cache of the device's ranks (GPU): a working set below it may be served from the cache."""
 
     def link(self, kind: str) -> model.Link:
         return self.links[kind]
@@ -519,6 +547,7 @@ def calibrated(device: Any, pair: Any | None = None) -> Calibrated:
     clock = (min(seen), max(seen)) if seen else None
     dtype = "bfloat16" if "bfloat16" in found else "float32"
     gpu = bool(device.env and device.env.is_gpu)
+    l2 = min((r.l2_bytes for r in dev if r.l2_bytes), default=None)
     pair = pair if pair is not None else (device if dev[0].world > 1 and dev[0].collectives else None)
     if pair is not None:
         pair_fits = fits(ranks(pair, "calibrate"), where(pair))
@@ -532,8 +561,10 @@ def calibrated(device: Any, pair: Any | None = None) -> Calibrated:
             ranks(pair, "calibrate")[0].world,
             floors=floors,
             sm_clock_mhz=clock,
+            l2_bytes=l2,
         )
-    return with_reference_link(Calibrated(found, dtype, where(device), gpu, {}, "", floors=floors, sm_clock_mhz=clock))
+    bare = Calibrated(found, dtype, where(device), gpu, {}, "", floors=floors, sm_clock_mhz=clock, l2_bytes=l2)
+    return with_reference_link(bare)
 
 
 REFERENCE_DEVICE = Path(__file__).resolve().parents[3] / "reference" / "h200x1" / "runs-10"
@@ -619,34 +650,39 @@ def error_verdict(
     target: float = TARGET,
     spread: Mapping[str, float] | None = None,
     bands: Mapping[str, str] | None = None,
+    band_errors: Mapping[str, float] | None = None,
+    causes: Mapping[str, str] | None = None,
 ) -> Verdict:
-    """The model's median relative error against the runs (``errors``: problem → the model's error, ``model ÷ run −
-    1``, or against the nearer bound of a band). On GPUs, pass when the median is within ``target`` and no problem
+    """The model's median relative error against the runs (``errors``: problem → its answer ÷ run − 1, an eager
+    program's answer being its band's lower end). On GPUs, pass when the median is within ``target`` and no problem
     misses by more than :data:`WORST_FACTOR` × ``target``, else fail, naming the misses; on the CPU ``info``: the
     target is set for GPUs, where kernels run near their roofs, and a shared CPU's timings are a simulation.
     ``spread``: problem → its repeats' spread, (slowest − fastest) ÷ median; the largest miss's is said beside it
-    (a miss within the run's own noise says less about the model). ``bands`` (:func:`problems.band_positions`):
-    a run inside its band where the floor is the larger side (``inside (floor)``) is named and kept out of the median
-    (its error is 0 by construction, and the band's lower end is a floor measured on the same calls: a near
-    re-measurement); one where the work at the roofs is the larger side (``inside (work)``) is a check of the roofs,
-    named and counted with error 0; a run above its band is named with the likelier causes (the work side below the
-    roofs; a clock not yet raised, or on the CPU other work)."""
+    (a miss within the run's own noise says less about the model). ``band_errors`` (problem → the error against its
+    band, 0 inside it): their median is said too, not graded. ``bands`` (:func:`problems.band_positions`): a run
+    inside its band is named with what it checks (a floor measured on the same calls where the floor is the larger
+    side, the roofs where the work is); a run above its band is named with its cause: ``causes`` (problem → what the
+    run measured, :func:`problems.above_causes`) where given, else the likelier ones (the work side below the roofs
+    or the CPU side above its floor; on the CPU other work)."""
     if not errors:
         raise ValueError(f"{key}: no errors to judge")
     at = {b: sorted(k for k, x in (bands or {}).items() if x == b and k in errors) for b in BAND_POSITIONS}
-    floor, work, above = at["inside (floor)"], at["inside (work)"], at["above"]
-    counted = {k: e for k, e in errors.items() if k not in floor} or dict(errors)
-    med = statistics.median(abs(e) for e in counted.values())
+    med = statistics.median(abs(e) for e in errors.values())
     worst = max(errors, key=lambda k: abs(errors[k]))
     beyond = {k: e for k, e in errors.items() if abs(e) > WORST_FACTOR * target}
     numbers: dict[str, Any] = {"median_abs_error": med, "errors": dict(errors), "target": target, "worst": worst}
-    numbers.update(largest_allowed=WORST_FACTOR * target, beyond=sorted(beyond), median_over=sorted(counted))
-    numbers.update(inside_band=sorted(floor + work), above_band=above)
-    numbers["statistic"] = "median" if len(counted) > 2 else ("mean" if len(counted) == 2 else "one")
+    numbers.update(largest_allowed=WORST_FACTOR * target, beyond=sorted(beyond))
+    numbers.update(inside_band=sorted(at["inside (floor)"] + at["inside (work)"]), above_band=at["above"])
+    numbers["statistic"] = "median" if len(errors) > 2 else ("mean" if len(errors) == 2 else "one")
+    numbers["median_abs_band_error"] = statistics.median(abs(e) for e in band_errors.values()) if band_errors else None
     noise = (spread or {}).get(worst)
     numbers["spread_of_worst"] = noise
-    head = _error_head(errors, counted, worst, noise)
-    head += _band_text(floor, work, above, len(counted) < len(errors), spread or {}, is_gpu)
+    head = _error_head(errors, worst, noise)
+    if band_errors:
+        head += (
+            f" Against the bands instead (0 inside one, else its nearer end): {numbers['median_abs_band_error']:.0%}."
+        )
+    head += _band_text(at, spread or {}, is_gpu, causes or {})
     if not is_gpu:
         return Verdict(
             key, "info", f"{head} A CPU simulation: the {target:.0%} target is set for GPUs.", numbers, where_
@@ -659,52 +695,48 @@ def error_verdict(
     return Verdict(key, status, f"{head} {rule}.", numbers, where_)
 
 
-def _error_head(errors: Mapping[str, float], counted: Mapping[str, float], worst: str, noise: float | None) -> str:
+def _error_head(errors: Mapping[str, float], worst: str, noise: float | None) -> str:
     said = f", its repeats spread {noise:.0%}" if noise is not None else ""
+    med = statistics.median(abs(e) for e in errors.values())
+    what = "The model's error (its answer ÷ the run − 1)"
+    if len(errors) == 1:
+        return f"{what} is {errors[worst]:+.0%} on its one problem ({worst}{said})."
     largest = f"(largest: {worst}, {errors[worst]:+.0%}{said})"
-    med = statistics.median(abs(e) for e in counted.values())
-    if len(counted) == 1:
-        one = next(iter(counted))
-        which = "its one problem" if len(counted) == len(errors) else "the one problem outside a band"
-        return f"The model's error against the run is {counted[one]:+.0%} on {which} ({one}{said})."
-    if len(counted) == 2:  # the median of two is their mean: say so
-        return f"The model's mean |error| against the run is {med:.0%} over 2 problems {largest}."
-    return f"The model's median error against the run is {med:.0%} over {len(counted)} problems {largest}."
+    if len(errors) == 2:  # the median of two is their mean: say so
+        return f"{what}: mean |error| {med:.0%} over 2 problems {largest}."
+    return f"{what}: median {med:.0%} over {len(errors)} problems {largest}."
 
 
 def _band_text(
-    floor: Sequence[str],
-    work: Sequence[str],
-    above: Sequence[str],
-    left_out: bool,
-    spread: Mapping[str, float],
-    is_gpu: bool,
+    at: Mapping[str, Sequence[str]], spread: Mapping[str, float], is_gpu: bool, causes: Mapping[str, str]
 ) -> str:
     def its(keys: Sequence[str], one: str, many: str) -> str:
         return f" {', '.join(keys)} " + (one if len(keys) == 1 else many)
 
     text = ""
-    if floor:
-        text += its(floor, "lay inside its band", "lay inside their bands") + (
+    if at["inside (floor)"]:
+        text += its(at["inside (floor)"], "lay inside its band", "lay inside their bands") + (
             " (floor to floor + work at the roofs) where the floor is the larger side: that checks a floor measured "
-            f"on the same calls, not the roofs{': left out of the median' if left_out else ''}."
+            "on the same calls, not the roofs."
         )
-    if work:
-        text += its(work, "lay inside its band", "lay inside their bands") + (
-            " where the work at the roofs is the larger side: a check of the roofs, counted with error 0."
+    if at["inside (work)"]:
+        text += its(at["inside (work)"], "lay inside its band", "lay inside their bands") + (
+            " where the work at the roofs is the larger side: a check of the roofs."
         )
-    if above:
-        sides = ", and the sides table's measured GPU side" if is_gpu else ""
-        said = [(k, spread[k]) for k in above if k in spread]
-        why = "a clock not yet raised: the SM clock column" if is_gpu else "other work on the shared CPU"
+    for k in (k for k in at["above"] if k in causes):
+        text += f" {k} took longer than its floor plus its work at the roofs: {causes[k]}."
+    rest = [k for k in at["above"] if k not in causes]
+    if rest:
+        said = [(k, spread[k]) for k in rest if k in spread]
+        why = "the CPU side cost more than its floor" if is_gpu else "other work on the shared CPU"
         if said and not is_gpu:
-            why += f": its repeats spread {said[0][1]:.0%}" if len(above) == 1 else ": their repeats spread "
-            why += ", ".join(f"{k} {x:.0%}" for k, x in said) if len(above) > 1 else ""
+            why += f": its repeats spread {said[0][1]:.0%}" if len(rest) == 1 else ": their repeats spread "
+            why += ", ".join(f"{k} {x:.0%}" for k, x in said) if len(rest) > 1 else ""
         text += its(
-            above, "took longer than its floor plus its work", "took longer than their floor plus their work"
+            rest, "took longer than its floor plus its work", "took longer than their floor plus their work"
         ) + (
             " at the roofs: the work side ran below the roofs (small kernels seldom reach them, and the model leaves "
-            f"the elementwise work out; compare the multiplies' own errors{sides}), or {why}."
+            f"the elementwise work out; compare the multiplies' own errors), or {why}."
         )
     return text
 

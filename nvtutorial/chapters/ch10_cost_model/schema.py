@@ -152,6 +152,9 @@ class MatmulPoint:
     seconds: float
     """Median of the repeats, per multiply."""
     flops_per_s: float
+    sm_clock_mhz: tuple[int, int] | None = None
+    """GPU only: the lowest and highest SM clock read after its repeats (the bf16 roof is the clock the power cap
+    allows); None where NVML had none, and in runs before 2026-12-08."""
 
 
 @dataclasses.dataclass(frozen=True)

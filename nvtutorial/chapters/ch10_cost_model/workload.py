@@ -164,7 +164,10 @@ def calibrate(ctx: runtime.Context, p: Params) -> CalibrationRank:
             reps, seen = _timed(ctx, matmul(n, getattr(torch, dtype), ctx.device), p)
             clocks += seen.get("sm_clock_mhz", [])
             seconds = statistics.median(reps)
-            matmuls.append(MatmulPoint(n=n, dtype=dtype, seconds=seconds, flops_per_s=2 * n**3 / seconds))
+            clock = clock_range(seen.get("sm_clock_mhz", ()))
+            matmuls.append(
+                MatmulPoint(n=n, dtype=dtype, seconds=seconds, flops_per_s=2 * n**3 / seconds, sm_clock_mhz=clock)
+            )
     copies = []
     for nbytes in p.copy_bytes:
         reps, seen = _timed(ctx, copy(nbytes, ctx.device), p)

@@ -184,8 +184,9 @@ def gpu_time(
     op, device: torch.device, calls: int = 3, issue_s: float | None = None, tries: int = 3, most_s: float = 0.5
 ) -> float | None:
     """Seconds per call the GPU itself spends on ``op``, with no CPU in the way: a sleep queued on the GPU first
-    keeps it busy while the CPU issues ``calls`` calls; then the GPU runs their kernels back to back, as it would
-    replay them from a CUDA graph. The sleep must outlast the issuing (``issue_s``: the CPU's time per call,
+    keeps it busy while the CPU issues ``calls`` calls; then the GPU runs their kernels back to back, each still
+    launched on its own (a CUDA graph's replay skips the per-launch work in front of each kernel: expect a replay to
+    be faster than this). The sleep must outlast the issuing (``issue_s``: the CPU's time per call,
     :func:`host_time`'s, measured here when not given): if the GPU was already awake when the last call was queued
     (a clock that changed, a CPU that stalled, a launch queue that filled), the time would include the CPU's gaps,
     so it is tried again with a sleep 4× as long (at most ``most_s``); None when ``tries`` sleeps all ended too
