@@ -126,7 +126,7 @@ def test_a_two_node_job_gives_the_one_node_result(runs):
         assert [p.split(" in ")[0] for p in phases] == ["joined the process group (gloo)", "built the DDP model"]
         assert all(p.endswith(" s") and float(p.split(" in ")[1][:-2]) >= 0 for p in phases), phases
         assert lines.index(f"rank 0 of 2: {phases[1]}") < lines.index(
-            "rank 0 of 2: starting at step 0 (restarts of this node's torchrun: 0)"
+            "rank 0 of 2: starting at step 0 (TORCHELASTIC_RESTART_COUNT 0: failures this node's agent restarted after)"
         )
 
 

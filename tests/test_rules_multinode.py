@@ -229,7 +229,7 @@ def test_the_boundary_table_and_verdict(tmp_path):
 
 
 # --------------------------------------------------------------------------- recovery
-def outcome(tmp_path, ok=True, resumed=10, lost=3, every=10, weights=W, last=13, error=None):
+def outcome(tmp_path, ok=True, resumed=10, lost=3, every=10, weights=W, last=13, error=None, recovery_s=2.5, **more):
     ckpt = save(tmp_path / "interrupted.pt", weights, 40)
     result = types.SimpleNamespace(error=error or {"message": "RuntimeError: boom\nmore"}, run_dir=tmp_path)
     return types.SimpleNamespace(
@@ -240,12 +240,13 @@ def outcome(tmp_path, ok=True, resumed=10, lost=3, every=10, weights=W, last=13,
         resumed_from=resumed,
         steps_lost=lost,
         every=every,
-        recovery_s=2.5,
+        recovery_s=recovery_s,
         restart_s=1.5,
         peer_error_s=None,
         checkpoint=ckpt,
         agent_returncodes=(1, 0),
         timeline=lambda: [{"t_s": 1.234, "e": "x"}],
+        **{"killed_at_s": None, "started_wall": None, "steps": [], **more},
     )
 
 
@@ -269,6 +270,79 @@ def test_recovery_at_its_rule(tmp_path, kwargs, status):
     assert v.key == "recovery: a rank killed" and v.status == status and v.where == "CPU"
     assert v.numbers["every"] == 10 and v.numbers["recovery_s"] == 2.5 and v.numbers["restart_s"] == 1.5
     assert v.numbers["identical"] is ("weights" not in kwargs)
+
+
+H100_STALL = ROOT / "tests" / "fixtures" / "elastic-h100x1-2026-12-07"  # review R6-1's run, its logs
+KILL = time.mktime((2026, 12, 7, 11, 8, 1, 0, 0, -1)) + 0.40  # rank 1's SIGKILL (rank 0's NCCL error: 01.443)
+
+
+def ended_at(tmp_path, *lines, kill=KILL):
+    """An outcome whose node0/agent.log holds ``lines`` (``stamp words``), killed at ``kill``."""
+    (tmp_path / "node0").mkdir(exist_ok=True)
+    (tmp_path / "node0" / "agent.log").write_text("".join(f"E{stamp} 1 api.py:986] {w}\n" for stamp, w in lines))
+    return outcome(tmp_path, killed_at_s=8.0, started_wall=kill - 8.0)
+
+
+@pytest.mark.parametrize(
+    "lines, end_s, how",
+    [
+        ([("1207 11:08:02.900000", "failed (exitcode: 1) local_rank: 0")], 1.5, "exit code 1: a collective lost its"),
+        ([("1207 11:08:03.400000", "[default] Detected 1 new nodes from group_rank=1")], 2.0, "stopped by their agent"),
+        ([("1207 11:08:02.000000", "failed (exitcode: -6) local_rank: 0")], 0.6, "(exit code -6, SIGABRT)"),
+        (  # the killed rank's own -9, and a line from before the kill, are not the survivor's end
+            [("1207 11:07:59.000000", "failed (exitcode: 1)"), ("1207 11:08:01.500000", "failed (exitcode: -9)")],
+            None,
+            None,
+        ),
+        ([], None, None),
+    ],
+)
+def test_how_the_other_ranks_ended_after_a_kill(tmp_path, lines, end_s, how):
+    ended = m.survivor_end(ended_at(tmp_path, *lines))
+    assert (ended and round(ended[0], 2)) == end_s and (ended is None) is (how is None)
+    assert how is None or how in ended[1] and "debug dump" not in ended[1]
+    assert m.survivor_end(outcome(tmp_path)) is None  # no kill recorded
+
+
+def test_the_h100_stall_is_read_from_its_logs_and_called_slow(tmp_path):
+    """Review R6-1/R6-3: the GPU run's rank 0 ended 61 s after the kill, by NCCL's watchdog after its debug dump; the
+    node fault's survivor was stopped by its agent; a recovery over SLOW_RECOVERY_S says SLOW, at or under it not."""
+    rank = outcome(tmp_path, killed_at_s=8.91, started_wall=KILL - 8.91)
+    rank.result = types.SimpleNamespace(run_dir=H100_STALL, error=None)
+    end_s, how = m.survivor_end(rank)
+    assert end_s == pytest.approx(61.178, abs=1e-3)
+    assert how == "ended by NCCL's watchdog (exit code -6, SIGABRT), after waiting for a debug dump (" + (
+        "TORCH_NCCL_DUMP_ON_TIMEOUT)"
+    )
+    node_kill = time.mktime((2026, 12, 7, 11, 9, 10, 0, 0, -1)) + 0.30
+    node = types.SimpleNamespace(**{**vars(rank), "started_wall": node_kill - 8.91})
+    end_s, how = m.survivor_end(node)
+    assert end_s == pytest.approx(1.507, abs=1e-3) and how.startswith("stopped by their agent")
+    reference = save(tmp_path / "reference.pt", W, 40)
+    for recovery_s, slow in ((m.SLOW_RECOVERY_S + 0.01, True), (m.SLOW_RECOVERY_S, False)):
+        v = m.recovery_verdict(types.SimpleNamespace(**{**vars(rank), "recovery_s": recovery_s}), reference, "x")
+        assert v.status == "pass" and v.numbers["slow"] is slow and v.text.startswith("SLOW, over 30 s: ") is slow
+        assert v.numbers["survivor_end_s"] == pytest.approx(61.178, abs=1e-3)
+        assert "(the other ranks ended 61.2 s after it, ended by NCCL's watchdog (exit code -6" in v.text
+    assert "the other ranks ended" not in m.recovery_verdict(outcome(tmp_path), reference, "x").text
+
+
+def test_agent_lines_include_what_nccl_said_in_rank_0s_log():
+    nccl = "rank0.log: raised the following async exception: NCCL error: remote process exited or there was a network "
+    assert m.agent_lines(H100_STALL, limit=40) == [
+        nccl + "error",
+        "node1/agent.log: failed (exitcode: -9) local_rank: 0",
+        "node1/agent.log: Worker group FAILED. 3/3 attempts left; will restart worker group",
+        "rank0.log: ProcessGroupNCCL preparing to dump debug info",
+        "node0/agent.log: failed (exitcode: -6) local_rank: 0",
+        "node0/agent.log: Worker group FAILED. 3/3 attempts left; will restart worker group",
+        "rank0.log: we are taking the entire process down",
+        nccl + "error",
+        "node0/agent.log: Detected 1 new nodes from group_rank=0; will restart worker group",
+        "rank0.log: ProcessGroupNCCL preparing to dump debug info",
+        "node1/agent-replacement.log: worker group successfully finished",
+        "node0/agent.log: worker group successfully finished",
+    ]
 
 
 def test_recovery_that_failed_or_never_restarted(tmp_path):
@@ -565,7 +639,9 @@ def test_the_last_step_a_rank_logged(tmp_path):
 
     log = tmp_path / "rank0.log"
     assert lab.last_step(log) is None  # no log yet
-    log.write_text("rank 0 of 2: starting at step 8 (restarts of this node's torchrun: 1)\n")
+    log.write_text(
+        "rank 0 of 2: starting at step 8 (TORCHELASTIC_RESTART_COUNT 1: failures its agent restarted after)\n"
+    )
     assert lab.last_step(log) is None
     log.write_text(log.read_text() + "step 9/30 loss 0.5\nstep 10/30 loss 0.4\nW something torch said\n")
     assert lab.last_step(log) == (10, 30)
@@ -601,6 +677,20 @@ def test_the_lab_speaks_after_each_quiet_stretch_and_not_before(tmp_path, capsys
     clock[0] += lab.SAY_S
     elastic.tell()
     assert "now: rank 1 was killed: its agent restarts" in capsys.readouterr().out
+    clock[0] += lab.SAY_S  # the same state: said once, then only how long it has held (review R6-5)
+    elastic.tell()
+    assert capsys.readouterr().out == f"[lab {clock[0]:6.2f} s] still waiting (2 s)\n"
+    (tmp_path / "rank0.log").write_text(
+        "[rank0]:[E1207 11:08:01.443552792 ProcessGroupNCCL.cpp:612] [Rank 0] Collective raised\n"
+        "[rank0]:[E1207 11:08:02.140312237 ProcessGroupNCCL.cpp:1628] [PG ID 0] preparing to dump debug info\n"
+    )
+    elastic.read_rank0()
+    clock[0] += lab.SAY_S  # rank 0's newest error line, said once, instead of "still waiting"
+    elastic.tell()
+    assert capsys.readouterr().out == f"[rank0 {clock[0]:6.2f} s] [PG ID 0] preparing to dump debug info\n"
+    clock[0] += lab.SAY_S
+    elastic.tell()
+    assert capsys.readouterr().out == f"[lab {clock[0]:6.2f} s] still waiting (4 s)\n"  # 4.5 s, to the even
     quiet = lab._Elastic(spec, [], 3.0, show=False)
     quiet.tell()
     quiet.say("x")
@@ -664,12 +754,13 @@ def test_telling_speaks_every_say_s_while_its_block_runs(capsys, monkeypatch):
     from nvtutorial.chapters.ch09_multinode import lab, lab_narration
 
     monkeypatch.setattr(lab_narration, "SAY_S", 0.1)
-    with lab.telling(lambda: "waiting", "check"):
+    said = iter(["waiting", "waiting", "waiting", "other"])
+    with lab.telling(lambda: next(said, "other"), "check"):
         time.sleep(0.55)
     lines = capsys.readouterr().out.splitlines()
-    assert 3 <= len(lines) <= 6 and all(
-        line.startswith("[check ") and line.endswith("] now: waiting") for line in lines
-    )
+    assert 3 <= len(lines) <= 6 and all(line.startswith("[check ") for line in lines)
+    assert lines[0].endswith("] now: waiting") and lines[3].endswith("] now: other")  # a change: said in full
+    assert all(" s] still waiting (0 s)" in line for line in lines[1:3] + lines[4:])  # review R6-5
     time.sleep(0.25)
     assert capsys.readouterr().out == ""  # the thread ended with the block
 
@@ -693,14 +784,18 @@ def test_a_slurm_job_says_what_it_does_while_it_runs(tmp_path, capsys, monkeypat
 
 
 @pytest.mark.parametrize(
-    "keep_alive_s, interval, attempts", [(15, 5, 3), (6, 2, 3), (3, 1, 3), (2, 1, 2), (1, 1, 1), (0.4, 1, 1)]
+    "keep_alive_s, interval, attempts",
+    [(15, 5, 3), (6, 2, 3), (4, 1, 4), (3, 1, 3), (2, 1, 3), (1, 1, 3), (0.4, 1, 3), (5, 2, 3)],
 )
 def test_a_silent_node_counts_as_gone_after_keep_alive_s(keep_alive_s, interval, attempts):
+    """Review R6-2: never fewer than 3 attempts (2 drops live agents), so at least 3 s."""
     from nvtutorial.chapters.ch09_multinode import lab
 
     conf = lab.keep_alive_conf(keep_alive_s)
     assert conf == f",keep_alive_interval={interval},keep_alive_max_attempt={attempts}"
-    assert interval * attempts == max(1, round(keep_alive_s))  # the seconds asked for, in whole seconds
+    if keep_alive_s != 5:  # 5 s: 2 s × 3 = 6 s, the nearest whole heartbeats with 3 attempts at least
+        assert interval * attempts == max(3, round(keep_alive_s))  # the seconds asked for, in whole seconds
+    assert all(int(lab.keep_alive_conf(s / 2).rsplit("=", 1)[1]) >= 3 for s in range(1, 61))
 
 
 def test_the_elastic_lab_says_it_waits_for_the_warm_interpreter_before_its_clock_starts(monkeypatch, capsys):
@@ -889,3 +984,75 @@ def test_the_recovery_lab_runs_on_the_nodes_part_against_an_uninterrupted_twin(m
         ("node", p["node_kill_after"], 1),
     ]
     assert asked["args"][:-2] == lab.lesson_args(p["train"], "x")[:-2]
+
+
+@pytest.mark.parametrize(
+    "rank, nproc, nnodes, backend, says",
+    [
+        (
+            1,
+            1,
+            2,
+            "nccl",
+            "rank 1 was killed: node 1's agent restarts its worker group and waits at the rendezvous; "
+            "the other nodes' ranks either fail in their next all-reduce (NCCL's watchdog ends it) or are stopped by "
+            "their agents once node 1's agent is waiting; then all meet again",
+        ),
+        (
+            3,
+            2,
+            2,
+            "gloo",
+            "rank 3 was killed: node 1's agent restarts its worker group and waits at the rendezvous; "
+            "the other nodes' ranks either fail in their next all-reduce or are stopped by their agents once node 1's "
+            "agent is waiting; then all meet again",
+        ),
+        (1, 2, 1, "gloo", "rank 1 was killed: the agent stops the other ranks and starts them all again"),
+    ],
+)
+def test_what_the_lab_says_after_a_rank_kill_holds_either_way(rank, nproc, nnodes, backend, says):
+    """Review R6-1 (c): no claim that the other agent follows; both ways the survivor can end are said."""
+    from nvtutorial.chapters.ch09_multinode import lab_narration
+
+    assert lab_narration.after_rank_kill(rank, nproc, nnodes, backend) == says
+
+
+def test_steps_logged_after_the_kill_are_apart_in_the_timeline_and_the_grade(tmp_path):
+    """Review R6-7: on the H100 step 16's line came 60.1 s after the kill (rank 0 held in the failed all-reduce):
+    the timeline says so instead of "steps 1–16 done", and the grade does not say the killed rank took part."""
+    from nvtutorial.chapters.ch09_multinode import lab
+
+    steps = [(8.0 + 0.05 * s, 0, s) for s in range(1, 16)] + [(69.01, 0, 16), (75.0, 1, 11)]
+    o = lab.ElasticOutcome(None, lab.Fault("rank", 15), 10, steps, [(0.5, 0, 0), (73.8, 1, 10)], [], killed_at_s=8.91)  # type: ignore[arg-type]
+    rows = [(round(r["t_s"], 2), r["what"]) for r in o.timeline()]
+    assert (8.75, "attempt 0: steps 1–15 done") in rows and (
+        69.01,
+        "attempt 0: step 16's line, 60.1 s after the kill",
+    ) in rows
+    assert (75.0, "attempt 1: steps 11–11 done") in rows and not any("1–16" in what for _, what in rows)
+    late = m.grade_steps_lost(5, outcome(tmp_path, lost=6, last=16, killed_at_s=8.91, steps=steps), kill_after=15)
+    assert late.status == "right" and "its line came 60.1 s after the kill: rank 0 was held in that step's" in late.text
+    assert "had already taken part" not in late.text and "rank 0's last step before the restart was 16" in late.text
+    steps[15] = (9.91, 0, 16)  # 1.0 s after the kill: at the rule, the killed rank had joined its all-reduce
+    early = m.grade_steps_lost(5, outcome(tmp_path, lost=6, last=16, killed_at_s=8.91, steps=steps), kill_after=15)
+    assert "the killed rank had already taken part in step 16's all-reduce" in early.text
+
+
+def test_the_lab_turns_nccls_debug_dump_off_for_its_ranks(monkeypatch):
+    """Review R6-1 (a): a caller's env keeps its own values; the dump is off unless it says otherwise."""
+    from nvtutorial.chapters.ch09_multinode import lab
+
+    seen = []
+
+    def prepare(*args, env, **kwargs):
+        seen.append(env)
+        raise RuntimeError("enough")
+
+    monkeypatch.setattr(lab.launch, "prepare", prepare)
+    for env in (None, {"LOGLEVEL": "INFO", "TORCH_NCCL_DUMP_ON_TIMEOUT": "1"}):
+        with pytest.raises(RuntimeError, match="enough"):
+            lab.run_elastic([], env=env)
+    assert seen == [
+        {"TORCH_NCCL_DUMP_ON_TIMEOUT": "0", "TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC": "1000"},
+        {"TORCH_NCCL_DUMP_ON_TIMEOUT": "1", "TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC": "1000", "LOGLEVEL": "INFO"},
+    ]

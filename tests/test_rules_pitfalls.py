@@ -510,8 +510,9 @@ def test_c17_in_a_world_of_one_has_one_reading():
     one = {0: (100, 101), 2: (300, 303), 4: (500, 505), 8: (502, 506)}
     v = rm.verdict_c17(_loader_run(rows(one, {4: (600, 606)}), (), rule=4, gpus=1, label="1× test GPU"))
     assert v.status == "holds" and v.numbers["readings"] == {4: {"0": "enough"}} and v.numbers["knee"] == {"0": 4}
-    assert "The rule's 4 workers (one process: both readings of the rule agree): enough on every rank" in v.text
-    assert v.numbers["windows"] == 2 and "enough on every rank (2 windows a side)." in v.text  # review RR1 N5
+    assert "The rule's 4 workers (one process: both readings of the rule agree): enough for this process" in v.text
+    assert v.numbers["windows"] == 2 and "enough for this process (2 windows a side)." in v.text  # review RR1 N5, R6-10
+    assert "every rank" not in v.text
     three = rm.verdict_c17(_loader_run(rows({k: (*r, r[0]) for k, r in one.items()}, {4: (600, 606, 600)}), (), rule=4))
     assert three.numbers["windows"] == 3 and "(3 windows a side)" in three.text
     fewest = rm.verdict_c17(_loader_run(rows({k: (*r, r[0]) for k, r in one.items()}, {4: (600, 606)}), (), rule=4))

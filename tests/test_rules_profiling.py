@@ -7,6 +7,7 @@ real CPU runs in ``tests/test_traces.py``."""
 from __future__ import annotations
 
 import dataclasses
+import time
 import types
 
 import pytest
@@ -688,3 +689,23 @@ def test_the_layout_of_the_reference_runs_upgrades_to_the_typed_rank():
     kept = typed(schema.Rank, old_layout(probe=dataclasses.asdict(probe()), snapshot=written))
     assert kept.probe == probe() and kept.memory_snapshot == schema.Snapshot(**written)
     assert p.verdict_exchange(run_of(old_layout(), old_layout())).status == "info"  # no rounds to compare
+
+
+def test_dmon_missed_a_burst_nvml_saw():
+    """Review R6-6 (05 on one H100: dmon read sm 0–1 % while NVML read 86–100 % for 1.6 s): said, with the span;
+    not said when dmon saw it (at half the threshold), when NVML never reached it, or without dmon's times."""
+    import pandas as pd
+
+    at = time.mktime((2026, 12, 7, 11, 6, 17, 0, 0, -1))
+    nvml = pd.DataFrame({"t": [at + 0.55, at + 1.15, at + 1.95, at + 2.15], "sm_util_pct": [100, 99, 99, 79]})
+    dmon = pd.DataFrame({"t": [at + s for s in range(-2, 4)], "sm": [0, 1, 0, 0, 0, 0]})
+    said = monitoring.dmon_missed(nvml, dmon)
+    assert said == (
+        "NVML: ≥ 80 % busy for 1.4 s (11:06:17.5 to 11:06:18.9); dmon's 1-s lines over that span read 0–0 %: a burst "
+        "this short falls between or is averaged away in dmon's samples"
+    )
+    assert monitoring.dmon_missed(nvml, dmon.assign(sm=[0, 1, 0, 40, 0, 0])) is None  # 40 ≥ 80 / 2: dmon saw it
+    assert monitoring.dmon_missed(nvml, dmon.assign(sm=[0, 1, 0, 39, 0, 0])) is not None
+    assert monitoring.dmon_missed(nvml.assign(sm_util_pct=79), dmon) is None  # never busy
+    assert monitoring.dmon_missed(nvml, dmon.drop(columns="t")) is None and monitoring.dmon_missed(nvml, None) is None
+    assert "printed no line" in monitoring.dmon_missed(nvml, dmon.assign(t=dmon["t"] + 100))

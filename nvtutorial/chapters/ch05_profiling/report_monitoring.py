@@ -25,6 +25,32 @@ def dmon_busy_during(dmon_text: str, start: float, end: float, day: float) -> fl
     return float(inside["sm"].max()) if len(inside) else None
 
 
+def dmon_missed(nvml, dmon, busy: float = 80.0) -> str | None:
+    """A line when NVML saw the GPU busy (``sm_util_pct`` ≥ ``busy``) while dmon's 1-s lines over that span read
+    under half of it (review R6-6: a run shorter than dmon's sampling shows); None otherwise, or without times.
+    ``nvml``: the sampler's ``frame()``; ``dmon``: its ``dmon_frame()``."""
+    if nvml is None or dmon is None or "t" not in dmon.columns or "sm" not in dmon.columns or not len(nvml):
+        return None
+    hot = nvml.loc[nvml["sm_util_pct"] >= busy, "t"]
+    if not len(hot):
+        return None
+    start, end = float(hot.min()), float(hot.max())
+    inside = dmon.loc[(dmon["t"] >= start) & (dmon["t"] <= end + 1), "sm"]  # a line covers the second before it
+    if len(inside) and float(inside.max()) >= busy / 2:
+        return None
+    read = f"read {float(inside.min()):.0f}–{float(inside.max()):.0f} %" if len(inside) else "printed no line"
+    return (
+        f"NVML: ≥ {busy:.0f} % busy for {end - start:.1f} s ({_clock(start)} to {_clock(end)}); dmon's 1-s lines "
+        f"over that span {read}: a burst this short falls between or is averaged away in dmon's samples"
+    )
+
+
+def _clock(t: float) -> str:
+    import time
+
+    return time.strftime("%H:%M:%S", time.localtime(t)) + f".{int(t * 10) % 10}"
+
+
 def verdict_c13(
     dmon_text: str,
     nvlink_sent_bytes: Sequence[float] = (),

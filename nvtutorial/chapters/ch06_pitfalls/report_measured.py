@@ -335,7 +335,7 @@ def _readings_text(readings: Sequence[tuple[int, str]], states: Mapping[int, Map
         said = (
             f"not tried (the counts tried: {', '.join(map(str, sorted(tried)))})"
             if st is None
-            else "enough on every rank"
+            else ("enough on every rank" if len(st) > 1 else "enough for this process")  # review R6-10: a world of 1
             if all(v == "enough" for v in st.values())
             else ", ".join(f"rank {r}: {v}" for r, v in st.items())
         )

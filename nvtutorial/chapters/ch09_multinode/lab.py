@@ -7,8 +7,9 @@ keeps each agent in hand so that it can do what a failing cluster does:
 
 - ``Fault("rank", after_step=k)``: SIGKILL one rank's process as soon as rank 0 has logged step
   ``k`` (the kernel's out-of-memory killer does exactly this); its agent sees the dead worker, stops
-  the node's other ranks, and, with ``--max-restarts``, starts them all again; the other nodes'
-  agents see the new rendezvous round and restart theirs;
+  the node's other ranks, and, with ``--max-restarts``, starts them all again; another node's rank either fails in
+  its next all-reduce (with NCCL its watchdog ends it) or is stopped by its agent once the restarted node waits in the
+  new rendezvous round (the ranks run with :data:`RANK_ENV`: no NCCL debug dump to wait for first);
 - ``Fault("node", after_step=k)``: SIGKILL an emulated node's agent and every rank it started, then,
   ``replace_after_s`` after the signals were sent, start a new agent for that node with the same
   command (what an elastic orchestrator, or you, would do; Slurm does not). ``None`` starts none.
@@ -54,6 +55,7 @@ from nvtutorial.chapters.ch09_multinode.lab_narration import (
     PHASE_LINE,
     SAY_S,
     STEP_LINE,
+    after_rank_kill,
     doing,
     last_phase,
     last_step,
@@ -71,6 +73,12 @@ LESSON = Path(__file__).resolve().parent / "lessons" / "elastic_train.py"
 POLL_S = 0.02
 """How often rank 0's log is read (the resolution of the times measured here)."""
 _ATTEMPT = re.compile(r"^rank 0 of (\d+): starting at step (\d+)")
+_ERROR = re.compile(r"^\[rank0\]:\[E\S+ \S+ \S+\] (.*)")
+"""An error line torch's C++ side wrote for rank 0 (ProcessGroupNCCL's watchdog, for one)."""
+RANK_ENV = {"TORCH_NCCL_DUMP_ON_TIMEOUT": "0", "TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC": "1000"}
+"""The ranks' environment in every elastic run (a caller's ``env`` wins): no NCCL debug dump on an error, and at most
+1 s for one. With torch's default a rank blocked in an all-reduce whose peer died waits for that dump (about a minute
+with torch 2.11) before NCCL's watchdog ends it, and its node's agent cannot restart it sooner (review R6-1)."""
 
 
 class RecoveryError(RuntimeError):
@@ -223,8 +231,14 @@ class ElasticOutcome:
             {"t_s": t, "what": f"attempt {a} started at step {s} (the checkpoint read)"} for t, a, s in self.attempts
         ]
         for a in sorted({a for _, a, _ in self.steps}):
-            done = [(t, s) for t, b, s in self.steps if b == a]
-            rows.append({"t_s": done[-1][0], "what": f"attempt {a}: steps {done[0][1]}–{done[-1][1]} done"})
+            done = [(t, s) for t, b, s in self.steps if b == a and (a or t <= (self.killed_at_s or t))]
+            if done:
+                rows.append({"t_s": done[-1][0], "what": f"attempt {a}: steps {done[0][1]}–{done[-1][1]} done"})
+        rows += [
+            {"t_s": t, "what": f"attempt 0: step {s}'s line, {t - self.killed_at_s:.1f} s after the kill"}
+            for t, a, s in self.steps
+            if a == 0 and self.killed_at_s is not None and t > self.killed_at_s
+        ]
         return sorted(rows, key=lambda r: r["t_s"])
 
 
@@ -260,11 +274,13 @@ def lesson_args(sizes: Mapping[str, Any], ckpt_dir: str | os.PathLike[str]) -> l
 
 
 def keep_alive_conf(keep_alive_s: float) -> str:
-    """The ``--rdzv-conf`` items that make c10d count a node as gone after ``keep_alive_s`` without a heartbeat:
+    """The ``--rdzv-conf`` items that make c10d count a node as gone after about ``keep_alive_s`` without a heartbeat:
     ``keep_alive_interval`` × ``keep_alive_max_attempt`` (5 s × 3 by default). A lost node's replacement can join
-    the next round only then. Whole seconds: a heartbeat every ``keep_alive_s / 3`` (1 s at least), as many as fit."""
+    the next round only then. Whole seconds: a heartbeat every ``keep_alive_s / 3`` (1 s at least), and never fewer
+    than 3 attempts (3 s at least), c10d's own margin: with 2, a heartbeat a little late drops a live agent from its
+    round, and a peer's restart then opens a new round instead of waiting in this one (review R6-2)."""
     interval = max(1, round(keep_alive_s / 3))
-    return f",keep_alive_interval={interval},keep_alive_max_attempt={max(1, round(keep_alive_s / interval))}"
+    return f",keep_alive_interval={interval},keep_alive_max_attempt={max(3, round(keep_alive_s / interval))}"
 
 
 class _Elastic:
@@ -306,6 +322,8 @@ class _Elastic:
         self.after: str | None = None  # what ended the last attempt, said while the next one starts
         self.step: tuple[int, int] | None = None  # rank 0's last step of the current attempt, and the steps in all
         self.cold: str | None = None  # why an agent started cold (said once)
+        self.told: tuple[str, float] = ("", 0.0)  # the last "now:" line said, and since when it holds
+        self.error: str | None = None  # rank 0's newest error line (torch's C++ side), not said yet
 
     def now(self) -> float:
         return time.perf_counter() - self.t0
@@ -320,7 +338,8 @@ class _Elastic:
         self.say(f"[lab {self.now():6.2f} s] {what}")
 
     def tell(self) -> None:
-        """What the run is doing now, when the lab has said nothing for :data:`SAY_S`."""
+        """What the run is doing now, when the lab has said nothing for :data:`SAY_S`: a new state in full; an unchanged
+        one as rank 0's newest error line (once), else ``still waiting (N s)``."""
         if not self.show or self.now() - self.said < SAY_S:
             return
         attempt = len(self.kill_times)
@@ -332,7 +351,14 @@ class _Elastic:
         else:
             phase = next((said for _, a, said in reversed(self.phases) if a == attempt), None)
             what = doing(states, self.spec.backend, self.after, phase=phase)
-        self.say(f"[lab {self.now():6.2f} s] now: {what}")
+        if what != self.told[0]:
+            self.told = (what, self.now())
+            self.say(f"[lab {self.now():6.2f} s] now: {what}")
+        elif self.error is not None:
+            self.say(f"[rank0 {self.now():6.2f} s] {self.error[:240]}")
+            self.error = None
+        else:
+            self.say(f"[lab {self.now():6.2f} s] still waiting ({self.now() - self.told[1]:.0f} s)")
 
     def command(self, node: int) -> list[str]:
         cmd = self.spec.command(node, self.port) if self.spec.nnodes > 1 else self.spec.command(node)
@@ -385,6 +411,8 @@ class _Elastic:
             elif m := STEP_LINE.match(line):
                 self.steps.append((self.now(), self.attempt, int(m.group(1))))
                 self.step = (int(m.group(1)), int(m.group(2)))
+            elif m := _ERROR.match(line):
+                self.error = m.group(1)
 
     def strike(self) -> None:
         """The next fault, once the attempt it waits for has logged its step."""
@@ -402,10 +430,7 @@ class _Elastic:
             self.kill_times.append(self.now())  # when the signal was sent, not when the process was reaped
             self.dying.append(proc)
             self.event(f"SIGKILL to rank {fault.target} (pid {pid}) after rank 0 logged step {max(done)}")
-            self.after = (
-                f"rank {fault.target} was killed: its agent restarts the worker group, the other agent stops its rank "
-                "and follows, both meet at the rendezvous again"
-            )
+            self.after = after_rank_kill(fault.target, self.spec.nproc, self.spec.nnodes, self.spec.backend)
             return
         name = self.node_agent[fault.target]
         agent = psutil.Process(self.agents[name].pid)
@@ -517,7 +542,7 @@ def run_elastic(
         nproc=nproc,
         nnodes=nnodes,
         args=list(args),
-        env=env,
+        env={**RANK_ENV, **(env or {})},
         out=out,
         backend=backend,
         max_restarts=max_restarts,
@@ -537,7 +562,12 @@ def run_elastic(
         for node in range(nnodes):
             lab.start_agent(node, f"agent{node}" if nnodes > 1 else "agent")
         restarts = f", --max-restarts {max_restarts}" if max_restarts else ""
-        lab.event(f"{nnodes} torchrun agent(s) started, {nproc} rank(s) each{restarts}")
+        dump = (
+            "; ranks with TORCH_NCCL_DUMP_ON_TIMEOUT=0 (no NCCL debug dump on an error)"
+            if spec.backend == "nccl"
+            else ""
+        )
+        lab.event(f"{nnodes} torchrun agent(s) started, {nproc} rank(s) each{restarts}{dump}")
         lab.say(
             f"[lab {lab.now():6.2f} s] before the first step: the agents meet at the rendezvous, then each starts "
             "its rank(s), new processes that import torch, join the process group and build the DDP model"

@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 SAY_S = 1.5
-"""A run that has said nothing for this long says what it is doing now (a cell is never silent for 2 s)."""
+"""A run that has said nothing for this long says what it is doing now (a cell is never silent for 2 s); the lab says
+a line once, then only ``still waiting (N s)`` while it holds (review R6-5)."""
 PHASE_LINE = re.compile(r"^rank 0 of \d+: ((?:joined the process group|built the DDP model).*)")
 """Rank 0's lines on its start before its first step (the lesson's ``say``): the process group, then the DDP model."""
 STEP_LINE = re.compile(r"^step (\d+)/(\d+) loss (\S+)")
@@ -79,6 +80,20 @@ def doing(
     return "the agents are starting the ranks"
 
 
+def after_rank_kill(rank: int, nproc: int, nnodes: int, backend: str) -> str:
+    """What happens after global rank ``rank`` was killed, true whichever way it goes (review R6-1): its agent
+    restarts; every other rank either fails in its next all-reduce or is stopped by its agent."""
+    if nnodes == 1:
+        return f"rank {rank} was killed: the agent stops the other ranks and starts them all again"
+    node = rank // nproc
+    watchdog = " (NCCL's watchdog ends it)" if backend == "nccl" else ""
+    return (
+        f"rank {rank} was killed: node {node}'s agent restarts its worker group and waits at the rendezvous; the "
+        f"other nodes' ranks either fail in their next all-reduce{watchdog} or are stopped by their agents once "
+        f"node {node}'s agent is waiting; then all meet again"
+    )
+
+
 def _ranks(ranks: Sequence[int]) -> str:
     return f"rank{'s' * (len(ranks) > 1)} {', '.join(map(str, ranks))}"
 
@@ -107,12 +122,19 @@ def last_phase(log: str | os.PathLike[str]) -> str | None:
 
 @contextlib.contextmanager
 def telling(what: Any, name: str = "run"):
-    """While the block runs (in this thread), a thread prints ``what()`` every :data:`SAY_S`: what it is doing now."""
+    """While the block runs (in this thread), a thread prints ``what()`` every :data:`SAY_S`: what it is doing now, or
+    ``still waiting (N s)`` while that has not changed."""
     stop, t0 = threading.Event(), time.perf_counter()
 
     def tell() -> None:
+        said, since = "", 0.0
         while not stop.wait(SAY_S):
-            print(f"[{name} {time.perf_counter() - t0:6.2f} s] now: {what()}", flush=True)
+            t, now = time.perf_counter() - t0, what()
+            if now != said:
+                said, since = now, t
+                print(f"[{name} {t:6.2f} s] now: {now}", flush=True)
+            else:
+                print(f"[{name} {t:6.2f} s] still waiting ({t - since:.0f} s)", flush=True)
 
     # the thread runs in a copy of this context: a notebook kernel's output goes to the cell that runs the block
     thread = threading.Thread(target=contextvars.copy_context().run, args=(tell,), daemon=True)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import re
 import statistics
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,16 @@ _AGENT_WORDS = re.compile(
     r"ChildFailedError|worker group successfully finished"
 )
 _STAMP = re.compile(r"^[IWE](\d{4} \d\d:\d\d:\d\d\.\d+)")
+_RANK_WORDS = re.compile(
+    r"raised the following async exception: NCCL error: [^,]*|ProcessGroupNCCL preparing to dump debug info|"
+    r"we are taking the entire process down"
+)
+"""What a rank's ProcessGroupNCCL said of a peer's death: the error, the debug dump, the end of the process."""
+_RANK_STAMP = re.compile(r"^\[rank\d+\]:\[[IWE](\d{4} \d\d:\d\d:\d\d\.\d+)")
+_ENDED = re.compile(r"failed \(exitcode: (-?\d+)\)|Detected \d+ new nodes")
+SLOW_RECOVERY_S = 30.0
+"""A recovery whose first new step came later than this after the kill is called slow, with its cause (review R6-3):
+a rank's kill costs the agents' new round and the new processes' start (under 10 s on the H100 and a 2-core CPU)."""
 
 SOURCES = {
     "nccl-env": (
@@ -123,7 +134,7 @@ def rank_frame(result: RunResult):  # -> pandas.DataFrame
             "rank": r,
             "node (GROUP_RANK)": m.group_rank if m else None,
             "started at step": m.start_step if m else None,
-            "restarts of its node's torchrun": m.restarts if m else None,
+            "TORCHELASTIC_RESTART_COUNT": m.restarts if m else None,
             "final loss": m.final_loss if m else None,
             "weights (sha256, first 12)": m.weights_sha256[:12] if m else "",
         }
@@ -133,21 +144,57 @@ def rank_frame(result: RunResult):  # -> pandas.DataFrame
 
 
 def agent_lines(run_dir: str | os.PathLike[str], limit: int = 12) -> list[str]:
-    """What each torchrun agent said about failures and restarts, in time order, labelled by its log.
+    """What each torchrun agent said about failures and restarts, and what ProcessGroupNCCL wrote in a rank's log when
+    a peer died (:data:`_RANK_WORDS`), in time order, labelled by its log."""
+    return [text for _, _, text in _said(run_dir)][:limit]
 
-    A line without a time stamp of its own (an exception's last line) takes the one of the line before it.
-    """
+
+def _said(run_dir: str | os.PathLike[str]) -> list[tuple[str, int, str]]:
+    """(time stamp ``MMDD hh:mm:ss.f``, line number, ``log: words``) of :func:`agent_lines`, in time order. A line
+    without a time stamp of its own (an exception's last line) takes the one of the line before it."""
     found: list[tuple[str, int, str]] = []
-    for log in sorted(Path(run_dir).glob("**/agent*.log")):
+    logs = sorted(Path(run_dir).glob("**/agent*.log")) + sorted(Path(run_dir).glob("rank*.log"))
+    for log in logs:
         name = str(log.relative_to(run_dir))
+        words, stamps = (_AGENT_WORDS, _STAMP) if log.name.startswith("agent") else (_RANK_WORDS, _RANK_STAMP)
         stamp = ""
         for i, line in enumerate(log.read_text(errors="replace").splitlines()):
-            if m := _STAMP.match(line):
+            if m := stamps.match(line):
                 stamp = m.group(1)
-            if m := _AGENT_WORDS.search(line):
+            if m := words.search(line):
                 found.append((stamp, i, f"{name}: {m.group(0)[:160]}"))
     found.sort(key=lambda item: item[:2])
-    return [text for _, _, text in found][:limit]
+    return found
+
+
+def _wall(stamp: str, near: float) -> float:
+    """A log's ``MMDD hh:mm:ss.f`` (local time) as ``time.time()``, in the year of ``near``."""
+    day, clock = stamp.split()
+    whole, _, fraction = clock.partition(".")
+    year = time.localtime(near).tm_year
+    return time.mktime(time.strptime(f"{year}{day} {whole}", "%Y%m%d %H:%M:%S")) + float(f"0.{fraction or 0}")
+
+
+def survivor_end(outcome: ElasticOutcome) -> tuple[float, str] | None:
+    """How the ranks that were not killed ended after the outcome's kill, from the agents' and ranks' logs: (seconds
+    after the kill, how); None when no agent said (no kill recorded, or no such line)."""
+    if outcome.killed_at_s is None or outcome.started_wall is None:
+        return None
+    kill = outcome.started_wall + outcome.killed_at_s
+    said = [(_wall(stamp, kill), text) for stamp, _, text in _said(outcome.result.run_dir) if stamp]
+    said = [(t, text) for t, text in said if t >= kill - 0.5]
+    for t, text in said:
+        m = _ENDED.search(text)
+        if m is None or m.group(1) == "-9":  # -9: the killed rank itself
+            continue
+        if m.group(1) is None:
+            return t - kill, "stopped by their agent once another node's agent was waiting (Detected … new nodes)"
+        if m.group(1) != "-6":
+            return t - kill, f"exit code {m.group(1)}: a collective lost its peer"
+        dumped = any("preparing to dump" in line and u <= t for u, line in said)
+        wait = ", after waiting for a debug dump (TORCH_NCCL_DUMP_ON_TIMEOUT)" if dumped else ""
+        return t - kill, f"ended by NCCL's watchdog (exit code -6, SIGABRT){wait}"
+    return None
 
 
 # --- across the node boundary ----------------------------------------------------------------------
@@ -274,11 +321,15 @@ def recovery_verdict(outcome: ElasticOutcome, reference: str | os.PathLike[str],
     numbers.update(identical=same.numbers.get("identical"), max_abs_diff=same.numbers.get("max_abs_diff"))
     at_checkpoint = outcome.resumed_from % outcome.every == 0 and 0 <= (outcome.steps_lost or 0) < outcome.every
     ok = at_checkpoint and same.status == "pass"
+    ended = survivor_end(outcome)
+    numbers.update(survivor_end_s=ended[0] if ended else None, slow=(outcome.recovery_s or 0) > SLOW_RECOVERY_S)
+    slow = f"SLOW, over {SLOW_RECOVERY_S:g} s: " if numbers["slow"] else ""
     text = (
-        f"{what}: killed after step {outcome.last_step_before_kill}, torchrun started the ranks again, they resumed "
-        f"from the checkpoint of step {outcome.resumed_from} ({outcome.steps_lost} steps done again, checkpoints "
-        f"every {outcome.every}), the first new step came {outcome.recovery_s:.1f} s after the kill (the SIGKILL; a "
-        f"machine that loses power would cost more: its peers wait for timeouts); "
+        f"{slow}{what}: killed after step {outcome.last_step_before_kill}, torchrun started the ranks again, they "
+        f"resumed from the checkpoint of step {outcome.resumed_from} ({outcome.steps_lost} steps done again, "
+        f"checkpoints every {outcome.every}), the first new step came {outcome.recovery_s:.1f} s after the kill"
+        + (f" (the other ranks ended {ended[0]:.1f} s after it, {ended[1]})" if ended else "")
+        + "; "
         + (
             "the final weights are those of the uninterrupted run, bit for bit"
             if same.status == "pass"
@@ -329,8 +380,8 @@ def grade_steps_lost(prediction: float | None, outcome: ElasticOutcome, kill_aft
     last = outcome.last_step_before_kill
     redone = f"so steps {outcome.resumed_from + 1}–{last} were done again" if lost else "so no step was done again"
     explanation = (
-        f"The kill was asked for after step {kill_after} and landed after step {last}; the last checkpoint "
-        f"before it was written after step {outcome.resumed_from} (every {outcome.every} steps), {redone}: "
+        f"The kill was asked for after step {kill_after}; rank 0's last step before the restart was {last}; the last "
+        f"checkpoint before it was written after step {outcome.resumed_from} (every {outcome.every} steps), {redone}: "
         f"lost = k − N·⌊k/N⌋ with k = {last}, N = {outcome.every}. A checkpoint costs time too: fewer steps "
         "between them lose less and save more."
     )
@@ -341,9 +392,8 @@ def grade_steps_lost(prediction: float | None, outcome: ElasticOutcome, kill_aft
             "prediction: steps lost",
             "right",
             f"You predicted {prediction:g} steps: right for a kill right after step {kill_after}, as asked. "
-            f"This run lost {lost}: the kill landed after step {last}, {last - kill_after} step(s) later "
-            f"(the ranks went on while the signal was sent: the killed rank had already taken part in step {last}'s "
-            f"all-reduce, so rank 0 completed it){', right after a checkpoint' if not lost else ''}. {explanation}",
+            f"This run lost {lost}: rank 0 logged step {last} after the kill, {last - kill_after} step(s) later "
+            f"({_late(outcome, last)}){', right after a checkpoint' if not lost else ''}. {explanation}",
             {"prediction": prediction, "measured": lost, "asked": asked},
             outcome.where,
             title,
@@ -375,6 +425,21 @@ def grade_steps_lost(prediction: float | None, outcome: ElasticOutcome, kill_aft
         explanation=explanation,
         right_within=0.2,
         close_within=1.0,
+    )
+
+
+def _late(outcome: ElasticOutcome, step: int) -> str:
+    """Why rank 0 logged ``step`` after the kill, by how late its line came: within 1 s the killed rank had joined
+    the step's all-reduce before it died; later, rank 0 was held in that all-reduce until it was ended (review R6-7)."""
+    late = [t - outcome.killed_at_s for t, a, s in outcome.steps if a == 0 and s == step]
+    if not late or late[-1] <= 1.0:
+        return (
+            "the ranks went on while the signal was sent: the killed rank had already taken part in "
+            f"step {step}'s all-reduce, so rank 0 completed it"
+        )
+    return (
+        f"its line came {late[-1]:.1f} s after the kill: rank 0 was held in that step's all-reduce, which had lost its "
+        "peer, until it was ended; k counts it"
     )
 
 

@@ -118,7 +118,7 @@ def train(args: argparse.Namespace) -> dict:
     path = os.path.join(args.ckpt_dir, "last.pt")
     start = resume(path, model, optimizer)
     restarts = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))  # of this node's agent
-    say(f"starting at step {start} (restarts of this node's torchrun: {restarts})")
+    say(f"starting at step {start} (TORCHELASTIC_RESTART_COUNT {restarts}: failures this node's agent restarted after)")
     times, loss = [], torch.zeros(())
     for step in range(start, args.steps):
         t0 = time.perf_counter()
