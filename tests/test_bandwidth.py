@@ -213,6 +213,13 @@ def test_expectations():
     assert "77%" in nv.describe() and "typically" not in nv.describe()  # the measured share, not a rule of thumb
     assert "for this pair" in nv.describe() and "GB/s here" not in nv.describe()  # R1-18.6: the pair, maybe not here
     assert "no measured share" in links.expect("PHB", "NVIDIA GeForce RTX 4090").describe()
+    for gpus, word in ((1, "1 GPU"), (0, "0 GPUs")):  # R5-6: the reference's saved pair: its measurement, no estimate
+        saved = nv.describe(gpus)
+        assert saved.endswith(
+            f"the reference 2× H200's pair, from its saved outputs (this machine has {word}): nccl-tests' all-reduce "
+            "measured 347.7 GB/s there at 4 GiB, 77% of the limit"
+        )
+        assert "for this pair" not in saved and "would be" not in saved
     assert links.expect("NV4", "NVIDIA GeForce RTX 3090").physical_gbps == pytest.approx(56.25)
     assert links.expect("NV12", nvlink_generation=3).physical_gbps == 300.0
     pcie = links.expect("PHB", "NVIDIA GeForce RTX 4090")
@@ -707,7 +714,7 @@ def test_device_copy_without_gpus_launches_nothing(runs_dir):
     copy = bwlab.device_copy({"max_bytes": 1 << 20})
     assert copy.result is None and copy.rows == () and "needs 2 GPUs" in copy.note
     frame = copy.frame()  # the table says why, in a row of its own
-    assert frame.to_dict("records") == [{"path": "cuda:0 → cuda:1", "size": None, "gbps": None, "note": copy.note}]
+    assert frame.to_dict("records") == [{"path": "cuda:0 → cuda:1", "note": copy.note}]
     assert (
         copy.verdict().numbers["reference_gbps"] == 394.0 and copy.duplex().status == "info" and not runs_dir.exists()
     )

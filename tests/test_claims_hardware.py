@@ -407,3 +407,32 @@ def test_troubleshooting_from_the_reference_runs_compares_the_runs_own_nccl(ab):
     rows = environment.troubleshooting_from_runs(laptop, ab)
     assert rows[0].status == "partly" and rows[0].numbers == {"runtime_nccl": "2.28.9+cuda13.0", "torch_nccl": "2.28.9"}
     assert rows[2].numbers["p2p_ratio"] == pytest.approx(298.407 / 27.466, rel=1e-3)
+
+
+SAVED_AB = (
+    "2× NVIDIA H200 · NV18 · NCCL 2.28.9 · torch 2.11.0 · CUDA 13.0: the reference 2× H200's saved run "
+    "(reference/h200x2/runs/allreduce_bench-20261130-014936-7adb80), not this machine"
+)
+"""R5-5: the ``where`` of a verdict read from the reference's saved A/B (its default run)."""
+
+
+def test_verdicts_from_the_saved_runs_say_so(ab, tmp_path):
+    """R5-5: C7, its graded prediction, the troubleshooting rows and the duplex verdict read from the reference's
+    saved runs say so in their ``where``, and the grade says whose runs answered; a run made here keeps its label."""
+    laptop = dataclasses.replace(doctor.reference_facts(), torch="2.13.0+cpu", torch_cuda=None, nccl=None)
+    graded = lab.grade_c7("c", ab)
+    assert lab.claim_c7(ab).where == graded.where == SAVED_AB
+    assert {v.where for v in environment.troubleshooting_from_runs(laptop, ab)} == {SAVED_AB, "primary source"}
+    assert "The reference's saved runs say (c)" in graded.text and "The run says" not in graded.text
+    duplex = bandwidth.duplex_verdict(reference_run("sendrecv"))
+    assert duplex.where.endswith("(reference/h200x2/runs/sendrecv_bench-20261130-014839-652f0b), not this machine")
+    here = [dataclasses.replace(run, result=dataclasses.replace(run.result, run_dir=tmp_path)) for run in ab]
+    assert lab.grade_c7("c", here).where == here[0].result.label and "The run says (c)" in lab.grade_c7("c", here).text
+    assert lab.claim_c7(here).where == here[0].result.label
+    assert "The reference's saved runs say (c)" in lab.grade_c7("c", [run_cpu(ab[0])] + list(ab[1:])).text
+
+
+def run_cpu(run):
+    """``run`` as if it ran on the CPU here (an installed package's A/B)."""
+    env = dataclasses.replace(run.result.env, backend="gloo")
+    return dataclasses.replace(run, result=dataclasses.replace(run.result, env=env, run_dir=Path("here")))

@@ -173,3 +173,30 @@ def test_sizes_are_shown_only_for_parts_that_run_something():
     outcome = course.NotebookOutcome("x.ipynb", True, 1.0, "x", plans=[p.to_dict()])
     text = course.format_summary(course.CourseSummary("auto", "1× NVIDIA H200", [outcome], "out"))
     assert "      doctor: this kernel (CPU)\n" in text
+
+
+def test_a_part_that_shows_the_saved_runs_says_so_and_not_the_cpu_simulation(monkeypatch):
+    """R5-2: without two GPUs notebook 01's point to point and 02's A/B (C7) launch nothing (their small sizes are
+    no parameters) and show the reference 2× H200's saved runs: the plan says so, with no sizes, on a CPU and on one
+    GPU; with two GPUs the part runs; an installed package without the saved runs runs the CPU simulation."""
+    import json
+    from pathlib import Path
+
+    from nvtutorial.chapters.ch01_hardware import lab
+
+    assert lab.saved_instead() == lab.SAVED == "the reference 2× H200's saved runs (reference/h200x2/runs)"
+    parts = {"point to point": ("two GPUs", lab.saved_instead())}
+    for machine, why in ((CPU, "no GPU visible"), (ONE, "2 ranks need 2 GPUs for NCCL; this machine has 1")):
+        p = course.plan("01_hardware", "auto", parts, machine)
+        assert p.rows() == [("point to point", f"not run here; shown instead: {lab.SAVED}", "-", p.parts[0].why)]
+        assert p.parts[0].why.startswith(why) and not p.parts[0].runs and p.parts[0].profile == "ci"
+    assert course.plan("01_hardware", "auto", parts, TWO)["point to point"].where == "2× NVIDIA H200, NCCL 2.28.9"
+    monkeypatch.setattr(lab.reference_runs, "available", lambda: False)
+    assert course.plan("01", "auto", {"p": ("two GPUs", lab.saved_instead())}, ONE)["p"].where.startswith("the CPU sim")
+    root = Path(__file__).resolve().parents[1] / "notebooks"
+    for notebook, part in (
+        ("01_hardware", "point to point"),
+        ("02_environment", "the source's NCCL settings, A/B (C7)"),
+    ):
+        source = "".join("".join(c["source"]) for c in json.loads((root / f"{notebook}.ipynb").read_text())["cells"])
+        assert f'"{part}": ("two GPUs", bw_lab.saved_instead()),' in source

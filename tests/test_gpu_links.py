@@ -396,7 +396,10 @@ def test_the_committed_h100_run_through_the_notebooks_readers(monkeypatch):
     )
     lim, run = bwlab.gpu_limits(part), bwlab.gpu_links({}, part)
     assert lim == gpu.SAVED_LIMITS["NVIDIA H100 80GB HBM3"] and lim.pcie == "PCIe Gen5 x16"
-    assert run.l2_bytes == 50 * MIB and not run.here and run.label.startswith("1× NVIDIA H100 80GB HBM3")
+    assert (
+        run.l2_bytes == 50 * MIB and not run.here and run.label == "1× NVIDIA H100 80GB HBM3 · torch 2.11.0 · CUDA 13.0"
+    )
+    assert "NCCL" in saved.label  # R5-14: the run recorded NCCL's version; its copies made no NCCL call
     assert run.sizes() == [16 * MIB, 256 * MIB, GIB] and len(run.rows) == 15
     n = gpu.verdict(run, lim).numbers
     assert n["host to device, pinned"]["reading"] == "as expected"

@@ -506,6 +506,10 @@ def one_gpu_c10(saved=0.1, peak_view=10.0, with_view=True, gpu=True):
         (2e6, 0.1499, "wrong"),
         (2e6, 0.1501, "info"),  # over one and a half copies
         (4e6, 0.0, "wrong"),  # nothing saved, but the bytes are equal: not compression
+        (4e6, 0.0499, "wrong"),  # the bytes decide; the memory half not seen (R5-1)
+        (4e6, 0.0501, "wrong"),
+        (4e6, 0.1499, "wrong"),
+        (4e6, 0.1501, "wrong"),
     ],
 )
 def test_c10_reads_the_memory_on_one_gpu_where_ddps_options_ran_on_the_cpu(bytes_view, saved, status):
@@ -514,13 +518,36 @@ def test_c10_reads_the_memory_on_one_gpu_where_ddps_options_ran_on_the_cpu(bytes
     where it was measured, and says so."""
     cpu, gpu = c10_run(bytes_view=bytes_view, gpu=False), one_gpu_c10(saved)
     v = o.verdict_c10(cpu, gpu)
-    assert v.status == status and v.where == f"bytes: {cpu.label}; memory: {gpu.label}"
+    assert v.status == status and v.where == f"bytes: {cpu.label}; memory and step time: {gpu.label}"
     n = v.numbers
+    one_copy = 0.05 <= saved <= 0.15
+    assert ("one gradient-sized buffer and one copy less" in v.text) is one_copy  # R5-1: a fact only where seen
+    unseen = f"was not seen in this run: {saved:.3f} of the expected 0.100 GB ({gpu.label}); " + REFERENCE_SAVING
+    assert (unseen in v.text) is (status == "wrong" and not one_copy)
     assert n["saved_before_step_gb"] == pytest.approx([saved]) and n["gradient_copy_gb"] == 0.1  # the GPU's model
     assert n["allreduce_bytes_bucket_view"] == bytes_view and n["peak_change_gb"] == [0.0]
     assert f"less (on {gpu.label}, one process: DDP in a world of one has its buckets too) (rank 0;" in v.text
     assert "memory is counted on GPUs only" not in v.text
-    assert n["step_status"] == o.comparison(cpu, NAME).status  # the step time: the run of DDP's options
+    assert n["step_status"] == o.comparison(gpu, NAME).status  # R5-3: the step time where the memory was measured
+    assert "step time 10.05 ms → 10.03 ms" in v.text and "CPU simulation" not in v.text
+
+
+REFERENCE_SAVING = (
+    "the committed 2× H200 reference (reference/h200x2/runs/train-20261130-021410-f02108) saved 0.130 and 0.130 GB "
+    "(ranks 0, 1)"
+)
+"""R5-1: what C10 quotes where this run did not show the memory half (the committed run, through its reader)."""
+
+
+def test_c10_on_the_cpu_alone_says_the_memory_half_was_not_measured_and_labels_the_step_time():
+    v = o.verdict_c10(c10_run(gpu=False, saved=(None, None)))  # a CPU run records no memory
+    assert v.status == "wrong" and "one copy less" not in v.text
+    assert (
+        "The memory half (one gradient-sized buffer less) was not measured in this run; " + REFERENCE_SAVING in v.text
+    )
+    assert "step time (CPU simulation) 10.05 ms → 10.03 ms" in v.text
+    undecided = o.verdict_c10(c10_run(gpu=False, bytes_view=2e6, saved=(None, None)))
+    assert undecided.status == "info" and "not measured" not in undecided.text  # not decided: no sentence
 
 
 def test_c10_reads_the_one_gpu_only_where_it_measured_the_bucket_view_on_a_gpu():

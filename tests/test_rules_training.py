@@ -211,6 +211,13 @@ def test_repeats_from_every_rank():
 
 def test_where_and_is_gpu():
     assert t.where(gpu_run([])) == GPU_LABEL and t.where("given") == "given" and t.where(3) == ""
+    nccl = gpu_run([])
+    nccl.env = dataclasses.replace(nccl.env, nccl="2.28.9")
+    assert t.where(nccl) == "2× test GPU · NCCL 2.28.9 · torch 2.13"  # two ranks talk through NCCL
+    nccl.env = dataclasses.replace(nccl.env, world_size=1, device_names=("test GPU",))
+    assert t.where(nccl) == "1× test GPU · torch 2.13"  # R5-14: a world of one names no NCCL version
+    nccl.env = dataclasses.replace(nccl.env, backend="gloo", device_names=("CPU",))
+    assert t.where(nccl) == nccl.label and t.where(nccl).startswith("CPU, gloo, 1 processes")
     assert t.is_gpu(gpu_run([])) and not t.is_gpu(gpu_run([], gpu=False))
     on = typed(schema.Rank, {**metrics([]), "device": "cuda:1"})
     assert t.is_gpu(on) and not t.is_gpu(dataclasses.replace(on, device="cpu"))
@@ -541,6 +548,7 @@ def test_the_cpu_note_says_how_the_processes_shared_the_machine(threads, cores, 
     text = t.cpu_sharing({"ranks": 2, "cpu_threads": threads, "cpu_cores": cores})
     assert (f"on {cores} core" in text) and (str(threads) + " thread" in text)
     assert ("contended" in text) is contend and ("enough for every thread" in text) is not contend
+    assert ("torch.set_num_threads(1): the launch line's OMP_NUM_THREADS does not apply" in text) is (threads == 1)
     s = {"fixed_global": {"step_ms": 6.0}, "solo_step_ms": 10.0, "ranks": 2, "cpu_threads": threads, "cpu_cores": cores}
     assert text in t.scaling_explanation(s, gpu=False) and "two cores" not in t.scaling_explanation(s, gpu=False)
     assert text not in t.scaling_explanation(s, gpu=True)
@@ -942,3 +950,59 @@ def test_the_one_gpu_run_without_its_aa_repeat():
     run = one_gpu_run()
     run.ranks[0]["rows"] = [r for r in run.ranks[0]["rows"] if not r["aa_repeat"]]
     assert t.one_gpu_summary(run) == t.one_gpu_summary(one_gpu_run())
+
+
+REFERENCE_SAYS = "The committed 2× H200 reference (2× NVIDIA H200 · NV18 · NCCL 2.28.9 · torch 2.11.0 · CUDA 13.0, "
+"""R5-10: how C1 and C15 quote the committed run where this machine's two ranks were the CPU simulation."""
+
+
+def test_c1_and_c15_on_the_cpu_quote_what_the_reference_measured():
+    """R5-10: the committed 2× H200 run (through its readers) decides C1 (1.96×: wrong) and C15 (0.53 with a fixed
+    global batch, 1.00 with a fixed per-GPU one: partly); the CPU verdicts say so, labelled."""
+    c1 = t.verdict_c1(summary(0.69), gpu=False).text
+    assert c1.endswith(
+        REFERENCE_SAYS + "reference/h200x2/runs) measured 1.96× at a fixed per-GPU batch of 32 (there C1 · wrong)"
+    )
+    c15 = t.verdict_c15(summary(), gpu=False).text
+    assert c15.endswith(
+        REFERENCE_SAYS + "reference/h200x2/runs) measured peak memory per rank ÷ 1 GPU 0.53, 0.53 with a fixed global "
+        "batch, 1.00, 1.00 with a fixed per-GPU batch (there C15 · partly)"
+    )
+    assert "decides it" not in c1 + c15
+
+
+def test_c1_and_c15_without_the_reference_say_it_decides(monkeypatch):
+    monkeypatch.setattr(t, "reference_runs", lambda: {})
+    for v in (t.verdict_c1(summary(0.69), gpu=False), t.verdict_c15(summary(), gpu=False)):
+        assert v.text.endswith("The 2× H200 reference decides it (not in this copy of the course)")
+
+
+def _solo(gpu=True, memory=13.066613248, half=6.931255296):
+    """A one-GPU summary as :func:`one_gpu_summary` gives it (the H100's peaks of 2026-12-07, batch 32 and 16)."""
+    return {"gpu": gpu, "where": "1× NVIDIA H100", "batch": 32, "memory_gb": memory, "half_memory_gb": half}
+
+
+@pytest.mark.parametrize(
+    "solo, shown",
+    [(_solo(), True), (_solo(gpu=False), False), (_solo(half=None), False), (_solo(memory=None), False), (None, False)],
+)
+def test_c15_on_the_cpu_quotes_the_one_gpu_peaks_where_they_ran_on_a_gpu(solo, shown):
+    """R5-4: with the one-GPU launch on a GPU, C15 quotes its peaks at B and B/2 (the per-GPU half of C15), labelled;
+    a one-GPU launch on the CPU (counted bytes) or without both peaks adds nothing."""
+    v = t.verdict_c15(summary(), gpu=False, one_gpu=solo)
+    line = (
+        "On 1× NVIDIA H100, one rank (the per-GPU half of C15): peak allocated memory 13.1 GB at per-GPU batch 32 → "
+        "6.93 GB at 16 (0.53×). "
+    )
+    assert (line in v.text) is shown and v.status == "info"
+    assert t.verdict_c15(summary(), one_gpu=solo).status == "partly"  # two GPUs decide it: the one GPU adds nothing
+    assert "per-GPU half" not in t.verdict_c15(summary(), one_gpu=solo).text
+
+
+def test_scaling_verdicts_hand_the_one_gpu_launch_to_c15():
+    s = summary()
+    s["fixed_per_gpu"]["samples_per_s_1"] = s["fixed_global"]["samples_per_s_1"] = 100.0
+    c15 = t.scaling_verdicts(s, gpu=False, one_gpu=one_gpu_run())[-1]
+    line = f"On {GPU_LABEL}, one rank (the per-GPU half of C15): peak allocated memory 13.2 GB at per-GPU batch 32 → "
+    assert c15.key == "C15" and line + "7.2 GB at 16 (0.55×). " in c15.text
+    assert "per-GPU half" not in t.scaling_verdicts(s, gpu=False)[-1].text

@@ -189,10 +189,18 @@ class Expectation:
     practical_gbps: tuple[float, float]
     basis: str
 
-    def describe(self) -> str:
+    def describe(self, gpus_here: int | None = None) -> str:
+        """The limit and what nccl-tests reached on the reference; ``gpus_here``: this machine's GPUs where the pair
+        described is the reference's saved one (fewer than two here), None where it is this machine's."""
         ref = REFERENCE_NCCL_TESTS
         share = ref["busbw"] / ref["physical"]
-        if self.link.startswith("NV"):
+        if gpus_here is not None:
+            seen = (
+                f"the reference 2× H200's pair, from its saved outputs (this machine has {gpus_here} GPU"
+                f"{'s' * (gpus_here != 1)}): nccl-tests' all-reduce measured {ref['busbw']:.1f} GB/s there at 4 GiB, "
+                f"{share:.0%} of the limit"
+            )
+        elif self.link.startswith("NV"):
             seen = (
                 f"on the reference 2× H200 (NV18) nccl-tests' all-reduce reached {share:.0%} of the limit "
                 f"({ref['busbw']:.1f} of {ref['physical']:.0f} GB/s at 4 GiB), which would be about "

@@ -6,6 +6,7 @@ Each function here launches (:func:`nvtutorial.run`); what the runs show is read
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -19,6 +20,7 @@ from nvtutorial.machine import hardware, nccl_debug
 
 if TYPE_CHECKING:
     from nvtutorial.course import Part
+    from nvtutorial.results import RunResult
 
 LAB_PATHS: tuple[LabPath, ...] = (
     LabPath("default", {}, "NCCL's choice: P2P over NVLink where the GPUs have it"),
@@ -133,6 +135,16 @@ CPU_AB = {
 """Small A/B sizes for a CPU, used only where the reference runs are not there (an installed package)."""
 
 
+SAVED = "the reference 2× H200's saved runs (reference/h200x2/runs)"
+"""What :func:`source_ab` and :func:`point_to_point` show where they are given no parameters."""
+
+
+def saved_instead() -> str | None:
+    """The plan's ``instead`` for notebook 02's A/B and 01's point to point: without two GPUs they launch nothing and
+    show :data:`SAVED`; None in an installed package without those runs (a small CPU run then stands in)."""
+    return SAVED if reference_runs.available() else None
+
+
 def source_ab(
     params: Mapping[str, Mapping[str, Any]], timeout: float = 600.0, why: str = "no GPUs here"
 ) -> list[LabRun]:
@@ -197,11 +209,16 @@ def gpu_links(params: Mapping[str, Any], part: Part, timeout: float = 300.0) -> 
     if part.gpus:
         result = launch.run("gpu_links", nproc=1, backend="nccl", params=dict(params), output="none", timeout=timeout)
         rank = result.metrics_as(schema_gpu_links.Rank)
-        return report_gpu.GpuLinks(rank.rows, result.label, rank.note, result, True, report_gpu.l2_of(rank))
+        return report_gpu.GpuLinks(rank.rows, _label(result), rank.note, result, True, report_gpu.l2_of(rank))
     why = f"not run here: {part.why}"
     saved = reference_runs.one_gpu("gpu_links")
     if saved is None:
         return report_gpu.GpuLinks((), "nothing measured", f"{why}; the course has no saved run of it")
     rank = saved.metrics_as(schema_gpu_links.Rank)
-    print(f"{why}: the rows below are a saved run, {saved.label} (reference/{saved.run_dir.parent.parent.name})")
-    return report_gpu.GpuLinks(rank.rows, saved.label, why, saved, False, report_gpu.l2_of(rank))
+    print(f"{why}: the rows below are a saved run, {_label(saved)} (reference/{saved.run_dir.parent.parent.name})")
+    return report_gpu.GpuLinks(rank.rows, _label(saved), why, saved, False, report_gpu.l2_of(rank))
+
+
+def _label(result: RunResult) -> str:
+    """A ``gpu_links`` run's label without NCCL's version: copies and kernels on one GPU make no NCCL call."""
+    return dataclasses.replace(result.env, nccl=None).label if result.env is not None else result.label

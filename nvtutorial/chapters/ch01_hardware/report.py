@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from nvtutorial.chapters.ch01_hardware import schema_allreduce, schema_p2p, schema_sendrecv
+from nvtutorial.chapters.ch01_hardware.report_reference import saved_label
 from nvtutorial.report.verdict import Comparison, Verdict, compare, comparison_verdict
 from nvtutorial.results import RunResult
 from nvtutorial.units import format_size
@@ -459,7 +460,7 @@ def sendrecv_duplex(result: SendRecv) -> Verdict:
     rows = sendrecv_rows(result)
     one = [r for r in rows if r.direction == "one way"]
     two = [r for r in rows if r.direction == "both ways"]
-    where = result.label
+    where = saved_label(result)
     if not one or not two:
         return Verdict("duplex: NCCL send/recv", "info", "needs both directions measured (directions=both)", {}, where)
     size, c = _duplex_comparison(one, two)  # sendrecv: busbw = algbw
@@ -485,11 +486,11 @@ class CopyRun:
         return any(r.gbps and r.path.startswith("cuda") for r in self.rows)
 
     def frame(self):  # -> pandas.DataFrame
-        """The rows without their repeats (sizes readable); with none, one row saying why."""
+        """The rows without their repeats (sizes readable); with none, one row saying why (no empty size and speed)."""
         import pandas as pd
 
         if not self.rows:
-            frame = pd.DataFrame([{"path": self.path, "size": None, "gbps": None, "note": self.note}])
+            frame = pd.DataFrame([{"path": self.path, "note": self.note}])
         else:
             frame = pd.DataFrame(  # a one-way row has no busy share: left out (an empty cell, or no column)
                 [

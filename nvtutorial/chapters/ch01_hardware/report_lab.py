@@ -13,7 +13,14 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from nvtutorial.chapters.ch01_hardware import schema_allreduce
-from nvtutorial.chapters.ch01_hardware.report import Sweep, at_size, is_gpu, reference_nccl_tests, sweep_rows
+from nvtutorial.chapters.ch01_hardware.report import (
+    Sweep,
+    at_size,
+    is_gpu,
+    reference_nccl_tests,
+    saved_label,
+    sweep_rows,
+)
 from nvtutorial.report.verdict import Comparison, Verdict, compare
 from nvtutorial.units import format_size
 
@@ -85,10 +92,8 @@ def lab_rows(lab: Sequence[LabRun]) -> list[dict[str, Any]]:
                 "transport (from NCCL_DEBUG)": run.transport.summary,
                 "largest size": format_size(size),
                 "busbw there (GB/s)": round(value, 3),
-                "largest common size": format_size(common) if common else None,
-                f"{lab[0].path.name} ÷ this, at the largest common size": round(ratio, 2)
-                if ratio is not None
-                else None,
+                "largest common size": format_size(common) if common else "—",  # the first path: itself
+                f"{lab[0].path.name} ÷ this, at the largest common size": "—" if ratio is None else round(ratio, 2),
             }
         )
     return rows
@@ -224,7 +229,7 @@ def claim_c7(
     runs = _runs(ab)
     a, b = runs[base], runs[other]
     rows = c7_rows(ab, base, other, min_size)
-    where = a.result.label
+    where = saved_label(a.result)
     statuses = [r["verdict"] for r in rows]
     numbers: dict[str, Any] = {
         "sizes": len(rows),
@@ -326,15 +331,17 @@ def grade_c7(prediction: str | None, ab: Sequence[LabRun]) -> Verdict:
         "pair through a NIC that both reach faster than they reach each other, ncclTopoCheckNet; "
         "NCCL_NET_DISABLE_INTRA=1 forbids it. There these variables can matter.)"
     )
+    where = saved_label(ab[0].result)
     if is_gpu(ab[0].result):
-        return grade_choice(
-            "C7 prediction", prediction, c7_answer(ab), C7_CHOICES, where=ab[0].result.label, explanation=explanation
+        v = grade_choice("C7 prediction", prediction, c7_answer(ab), C7_CHOICES, where=where, explanation=explanation)
+    else:
+        v = grade_choice(
+            "C7 prediction",
+            prediction,
+            REFERENCE_C7_ANSWER,
+            C7_CHOICES,
+            where="reference 2× H200 (saved runs): this run was a CPU simulation",
+            explanation=explanation + " A CPU run cannot decide it: gloo ignores NCCL_* variables.",
         )
-    return grade_choice(
-        "C7 prediction",
-        prediction,
-        REFERENCE_C7_ANSWER,
-        C7_CHOICES,
-        where="reference 2× H200 (saved runs): this run was a CPU simulation",
-        explanation=explanation + " A CPU run cannot decide it: gloo ignores NCCL_* variables.",
-    )
+    saved = where != ab[0].result.label or not is_gpu(ab[0].result)
+    return dataclasses.replace(v, text=v.text.replace("The run says", "The reference's saved runs say")) if saved else v

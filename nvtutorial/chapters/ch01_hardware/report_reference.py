@@ -59,3 +59,12 @@ def one_gpu(workload: str) -> RunResult | None:
     result = RunResult.load(newest / "result.json")
     result.run_dir = newest
     return result
+
+
+def saved_label(result: RunResult) -> str:
+    """``result.label``, and for a run kept under :data:`FOLDER` what it is: the reference's saved run, not this
+    machine's (the verdicts read from it carry this as their ``where``)."""
+    folder = Path(result.run_dir).resolve()
+    if FOLDER not in folder.parents:
+        return result.label
+    return f"{result.label}: the reference 2× H200's saved run (reference/h200x2/runs/{folder.name}), not this machine"

@@ -211,6 +211,6 @@ def troubleshooting_from_runs(f: Facts, ab: Sequence[Any]) -> list[Verdict]:
         p2p_ratio=ratio,
         topo_code=env.link if env is not None else None,
         reference_ratio=reference_ratio,
-        where=default.result.label,
+        where=bandwidth.saved_label(default.result),
         torch_nccl=env.nccl if env is not None else None,
     )

@@ -83,7 +83,11 @@ def ranks_of(run: Train) -> list[schema.Rank]:
 
 
 def where(result: object) -> str:
-    """Where a run was measured (its label), or a plain string as given."""
+    """Where a run was measured (its label), or a plain string as given. A GPU run of one rank names no NCCL version:
+    DDP in a world of one does no collective work on the GPU, so the version says nothing about its numbers."""
+    env = getattr(result, "env", None)
+    if env is not None and env.is_gpu and env.world_size == 1 and env.nccl:
+        return dataclasses.replace(env, nccl=None).label
     return str(getattr(result, "label", result if isinstance(result, str) else ""))
 
 
@@ -430,7 +434,7 @@ def verdict_c1(summary: Mapping[str, Any], gpu: bool = True) -> Verdict:
             "C1",
             "info",
             f"not decided on the CPU ({CPU_NOTE}); measured {s['speedup']:.2f}× with two "
-            "processes on the CPU. The 2× H200 reference decides it",
+            "processes on the CPU. " + _reference_says("C1"),
             {"speedup": s["speedup"]},
             w,
         )
@@ -446,17 +450,18 @@ def verdict_c1(summary: Mapping[str, Any], gpu: bool = True) -> Verdict:
     )
 
 
-def verdict_c15(summary: Mapping[str, Any], gpu: bool = True) -> Verdict:
+def verdict_c15(summary: Mapping[str, Any], gpu: bool = True, one_gpu: Mapping[str, Any] | None = None) -> Verdict:
     """C15: "memory per GPU halves with 2 GPUs": only when the per-GPU batch halves, and not quite. Decided only
-    from GPU peak memory; from a CPU run's counted tensor bytes it reports the ratios as ``info``."""
+    from GPU peak memory; from a CPU run's counted tensor bytes it reports the ratios as ``info``, with the one-GPU
+    launch's peaks at B and B/2 (``one_gpu``: :func:`one_gpu_summary`) where it ran on a GPU."""
     g, p, w = summary.get("fixed_global"), summary.get("fixed_per_gpu"), summary.get("where", "")
     if not g or not p or None in g["memory_ratio_per_rank"] + p["memory_ratio_per_rank"]:
         return Verdict("C15", "info", "not decided here: memory was not measured for every rank", {}, w)
     what = (
         "peak allocated memory"
         if summary["memory"] == "peak_mem_gb"
-        else "counted bytes of weights, gradients, optimizer state and saved activations (the CPU has no allocator "
-        "statistics)"
+        else "counted bytes of weights, gradients, optimizer state and saved activations (the CPU ranks have no "
+        "allocator statistics)"
     )
     gr, pr = g["memory_ratio_per_rank"], p["memory_ratio_per_rank"]
     # Memory is deterministic to within the allocator's rounding (1 %): "the same" within 5 %, "less" below that.
@@ -476,7 +481,8 @@ def verdict_c15(summary: Mapping[str, Any], gpu: bool = True) -> Verdict:
         return Verdict(
             "C15",
             "info",
-            f"not decided on the CPU ({CPU_NOTE}): C15 is about GPU memory. {text}The 2× H200 reference decides it",
+            f"not decided on the CPU ({CPU_NOTE}): C15 is about GPU memory. {text}{_one_gpu_half(one_gpu)}"
+            + _reference_says("C15"),
             numbers,
             w,
         )
@@ -490,8 +496,37 @@ def verdict_c15(summary: Mapping[str, Any], gpu: bool = True) -> Verdict:
     return Verdict("C15", "partly" if halves_only_with_global else "info", text, numbers, w)
 
 
-def scaling_verdicts(summary: Mapping[str, Any], gpu: bool) -> list[Verdict]:
-    """The efficiency of both conventions (info), C1 and C15."""
+def _one_gpu_half(one_gpu: Mapping[str, Any] | None) -> str:
+    """C15's per-GPU half as the one-GPU launch measured it on a GPU (B → B/2); "" where it ran on no GPU."""
+    if not one_gpu or not one_gpu["gpu"] or not (one_gpu["memory_gb"] and one_gpu["half_memory_gb"]):
+        return ""
+    b, big, half = one_gpu["batch"], one_gpu["memory_gb"], one_gpu["half_memory_gb"]
+    return (
+        f"On {one_gpu['where']}, one rank (the per-GPU half of C15): peak allocated memory {_size(big)} at per-GPU "
+        f"batch {b} → {_size(half)} at {b // 2} ({half / big:.2f}×). "
+    )
+
+
+def _reference_says(claim: str) -> str:
+    """What the committed 2× H200 reference run decided of C1 or C15, with its numbers and label."""
+    ref = reference_runs()
+    if not ref:
+        return "The 2× H200 reference decides it (not in this copy of the course)"
+    s = scaling_summary(ref["nvlink"], ref["1gpu"])
+    v = verdict_c1(s) if claim == "C1" else verdict_c15(s)
+    g, p = s["fixed_global"], s["fixed_per_gpu"]
+    said = (
+        f"{p['speedup']:.2f}× at a fixed per-GPU batch of {p['per_gpu_batch']}"
+        if claim == "C1"
+        else f"peak memory per rank ÷ 1 GPU {', '.join(f'{x:.2f}' for x in g['memory_ratio_per_rank'])} with a fixed "
+        f"global batch, {', '.join(f'{x:.2f}' for x in p['memory_ratio_per_rank'])} with a fixed per-GPU batch"
+    )
+    label = f"The committed 2× H200 reference ({where(ref['nvlink'])}, reference/h200x2/runs)"
+    return f"{label} measured {said} (there {claim} · {v.status})"
+
+
+def scaling_verdicts(summary: Mapping[str, Any], gpu: bool, one_gpu: Train | None = None) -> list[Verdict]:
+    """The efficiency of both conventions (info), C1 and C15 (``one_gpu``: the one-GPU launch, for C15)."""
     out = []
     for key, label in (("fixed_per_gpu", "fixed per-GPU batch"), ("fixed_global", "fixed global batch")):
         s = summary.get(key)
@@ -507,7 +542,8 @@ def scaling_verdicts(summary: Mapping[str, Any], gpu: bool) -> list[Verdict]:
                     summary.get("where", ""),
                 )
             )
-    return [*out, verdict_c1(summary, gpu), verdict_c15(summary, gpu)]
+    solo = one_gpu_summary(one_gpu) if one_gpu is not None else None
+    return [*out, verdict_c1(summary, gpu), verdict_c15(summary, gpu, solo)]
 
 
 # --- what one GPU says about two ----------------------------------------------------------------
@@ -922,11 +958,15 @@ def cpu_sharing(summary: Mapping[str, Any]) -> str:
     if not threads or not cores:
         return f"the {ranks} processes shared this machine's cores with whatever else ran on it"
     each = f"{threads} thread{'s' if threads > 1 else ''}"
+    set_by = " (the workload's torch.set_num_threads(1): the launch line's OMP_NUM_THREADS does not apply)"
+    set_by = set_by if threads == 1 else ""
     if ranks * threads > cores:
-        return f"the {ranks} processes ran {each} each on {cores} core{'s' * (cores > 1)}: they contended for them"
+        return (
+            f"the {ranks} processes ran {each} each on {cores} core{'s' * (cores > 1)}{set_by}: they contended for them"
+        )
     return (
         f"the 1-process reference ran {each} while the other process waited, the {ranks} processes {each} each, "
-        f"on {cores} cores: enough for every thread, though they share the memory and its bandwidth"
+        f"on {cores} cores{set_by}: enough for every thread, though they share the memory and its bandwidth"
     )
 
 

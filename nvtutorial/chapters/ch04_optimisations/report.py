@@ -415,8 +415,8 @@ def verdict_c10(result: Train, one_gpu: Train | None = None) -> Verdict:
     memory_run = result
     if not is_gpu(result) and one_gpu is not None and is_gpu(one_gpu) and ok(find_row(rows_of(one_gpu), BUCKET_VIEW)):
         memory_run = one_gpu
-    w = where(result) if memory_run is result else f"bytes: {where(result)}; memory: {where(memory_run)}"
-    step = comparison(result, BUCKET_VIEW)
+    w = where(result) if memory_run is result else f"bytes: {where(result)}; memory and step time: {where(memory_run)}"
+    step = comparison(memory_run, BUCKET_VIEW)  # where the memory was measured: a GPU where one ran it
     numbers: dict[str, Any] = {"step_ratio": step.ratio if step else None, "step_status": step.status if step else None}
     parts = []
     bytes_b, bytes_g = base.allreduce_bytes_per_step, gv.allreduce_bytes_per_step
@@ -425,7 +425,8 @@ def verdict_c10(result: Train, one_gpu: Train | None = None) -> Verdict:
         parts.append(f"DDP all-reduces {bytes_g / 1e6:.3f} MB per step with it and {bytes_b / 1e6:.3f} MB without")
     one_copy = _c10_memory(memory_run, memory_run is not result, numbers, parts)
     if step:
-        parts.append(f"step time {describe(result, step, 'ms')}")
+        simulated = " (CPU simulation)" if not is_gpu(memory_run) else ""
+        parts.append(f"step time{simulated} {describe(memory_run, step, 'ms')}")
     equal_bytes = bytes_b is not None and bytes_b == bytes_g
     decided = equal_bytes or one_copy
     same_bytes = (
@@ -434,15 +435,37 @@ def verdict_c10(result: Train, one_gpu: Train | None = None) -> Verdict:
         else "the same bytes on the wire (DDP all-reduces the same buckets; counted on the CPU run, this run "
         "counted memory only)"
     )
-    text = "; ".join(parts) + (
-        f". .grad becomes a view into DDP's bucket: one gradient-sized buffer and one copy less, "
-        f"{same_bytes}: a memory optimisation, not compression"
-        if decided
-        else ""
-    )
+    text = "; ".join(parts)
+    if one_copy:
+        text += (
+            f". .grad becomes a view into DDP's bucket: one gradient-sized buffer and one copy less, {same_bytes}: "
+            "a memory optimisation, not compression"
+        )
+    elif decided:
+        text += f". .grad becomes a view into DDP's bucket, {same_bytes}: not compression. " + _memory_unseen(
+            numbers, where(memory_run)
+        )
     if not is_gpu(memory_run):
         text += f" [{CPU_NOTE}: memory is counted on GPUs only; the bytes are exact anywhere]"
     return Verdict("C10", "wrong" if decided else "info", text or "not decided: nothing counted", numbers, w)
+
+
+def _memory_unseen(numbers: dict[str, Any], here: str) -> str:
+    """C10's sentence where the bytes decided and this run (``here``: its label) did not show the saving of one
+    gradient copy: what it measured, if anything, and what the committed 2× H200 reference saved on each rank."""
+    saved, copy = numbers.get("saved_before_step_gb"), numbers.get("gradient_copy_gb")
+    seen = (
+        f"not seen in this run: {', '.join(f'{x:.3f}' for x in saved)} of the expected {copy:.3f} GB ({here})"
+        if saved
+        else "not measured in this run"
+    )
+    ref, ref_numbers = reference_run(), {}
+    if ref is not None and _c10_memory(ref, False, ref_numbers, []):
+        saving = " and ".join(f"{x:.3f}" for x in ref_numbers["saved_before_step_gb"])
+        seen += (
+            f"; the committed 2× H200 reference (reference/h200x2/runs/{REFERENCE_RUN}) saved {saving} GB (ranks 0, 1)"
+        )
+    return f"The memory half (one gradient-sized buffer less) was {seen}"
 
 
 def _c10_memory(result: Train, elsewhere: bool, numbers: dict[str, Any], parts: list[str]) -> bool:
@@ -456,7 +479,7 @@ def _c10_memory(result: Train, elsewhere: bool, numbers: dict[str, Any], parts: 
     ranks = ranks_of(result)
     grad_gb = (ranks[0].model_params if ranks else 0) * 4 / 1e9
     saved = [
-        -d if d is not None else None
+        0.0 - d if d is not None else None  # (0.0 - 0.0: no "-0.000")
         for d in _memory_change(base.optimizer_mem_gb_per_rank, gv.optimizer_mem_gb_per_rank)
     ]
     known = [x for x in saved if x is not None]
