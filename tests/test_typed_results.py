@@ -125,8 +125,17 @@ def test_every_committed_reference_reads_typed_through_its_schema(path):
 
 
 def _drop_defaults_absent(schema, expected, rank):
-    """``expected`` with the fields an older layout did not write filled with the typed result's defaults."""
-    return {f.name: expected.get(f.name, _plain(getattr(rank, f.name))) for f in dataclasses.fields(schema)}
+    """``expected`` with the fields an older layout did not write filled with the typed result's defaults, at every
+    depth (a field added to a nested record, e.g. a calibration point, is absent from older runs too)."""
+    return _filled(expected, {f.name: _plain(getattr(rank, f.name)) for f in dataclasses.fields(schema)})
+
+
+def _filled(expected, typed):
+    if isinstance(expected, dict) and isinstance(typed, dict):
+        return {k: _filled(expected[k], v) if k in expected else v for k, v in typed.items()}
+    if isinstance(expected, list) and isinstance(typed, list) and len(expected) == len(typed):
+        return [_filled(e, t) for e, t in zip(expected, typed, strict=True)]
+    return expected
 
 
 def test_every_workload_declares_what_it_returns():
