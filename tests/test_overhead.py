@@ -200,6 +200,24 @@ def test_the_crossover_is_the_floor_over_the_work_per_sequence_in_any_order():
     assert model.left_the_floor([(1, 1.0), (2, 2.0)]) and not model.left_the_floor([(1, 1.0), (2, 1.999)])
 
 
+# one H100 (a0e635e+, 2026-12-07): batch 1 cold at 8.0 ms, a flat 3.2 ms from 4 to 128, 10.2 ms at 512
+H100_SWEEP = [(1, 7.996e-3), (2, 3.888e-3), (4, 3.031e-3), (8, 3.253e-3), (16, 3.202e-3), (32, 3.193e-3)]
+H100_SWEEP += [(64, 3.398e-3), (128, 3.421e-3), (256, 5.477e-3), (512, 10.208e-3)]
+
+
+def test_a_cold_first_batch_does_not_hide_a_sweep_that_left_its_floor():
+    """The GPU copy said "even 512 sequences per step did not leave its floor of 3.2 ms" at 10.2 ms: the test
+    compared the largest batch with the cold first one (8.0 ms), not with the floor."""
+    floor = model.overhead_floor(H100_SWEEP)
+    assert floor == pytest.approx(3.202e-3)  # the overhead doublings from 4 to 64
+    assert model.left_the_floor(H100_SWEEP, floor) and not model.left_the_floor(H100_SWEEP)
+    assert model.left_the_floor([(1, 9.0), (2, 2.0)], 1.0) and not model.left_the_floor([(1, 9.0), (2, 1.999)], 1.0)
+    cal = calibration(doubling=tuple(H100_SWEEP))
+    v = report.doubling_verdict(cal, schema.Params(), 8, GPU)
+    assert v.numbers["crossover_batch"] == pytest.approx(3.202e-3 / (10.208e-3 / 512))  # 160.6 sequences
+    assert "did not leave" not in v.text and "at about 161 sequences" in v.text
+
+
 def test_the_overhead_crossover_in_closed_form_and_a_steps_flops():
     assert model.overhead_crossover_tokens(3.2e-3, 10e6, 40e12) == pytest.approx(12_800)
     flops = model.step_flops(512, 64, 256, 1024, 2, 256)

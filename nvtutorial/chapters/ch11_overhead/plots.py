@@ -26,7 +26,7 @@ def doubling(points: Sequence[tuple[int, float]], seq_len: int, where: str) -> t
     grid = np.logspace(np.log10(batches[0]), np.log10(batches[-1]), 100)
     ax.plot(grid * seq_len, np.full_like(grid, floor * 1e3), ":", color="grey", label=f"floor {floor * 1e3:.3g} ms")
     ax.plot(grid * seq_len, grid * per_seq * 1e3, "--", color="grey", label="the work: B · (largest batch's t / B)")
-    if model.left_the_floor(points):
+    if model.left_the_floor(points, floor):
         crossover = model.crossover_batch(points, floor)
         ax.axvline(crossover * seq_len, color="C3", lw=0.8, label=f"crossover ≈ {crossover * seq_len:.0f} tokens")
     ax.set_xscale("log")

@@ -139,7 +139,7 @@ def doubling_verdict(calib: CalibrateRank, p: Params, batch: int, where: str) ->
     regime = model.doubling_regime(ratio)
     floor = model.overhead_floor(points)
     crossover = model.crossover_batch(points, floor)
-    left = model.left_the_floor(points)
+    left = model.left_the_floor(points, floor)
     grew = (
         f"it grew by {ratio - 1:.0%} for twice the work" if ratio >= 1 else "it did not grow (within the run's noise)"
     )
@@ -667,7 +667,7 @@ def crossovers(calib: CalibrateRank, p: Params, link: Any, roof: float | None = 
     out: dict[str, float | None] = {
         "doubling_tokens": (
             model.crossover_batch(points, model.overhead_floor(points)) * p.seq_len
-            if model.left_the_floor(points)
+            if model.left_the_floor(points, model.overhead_floor(points))
             else None
         ),
         "closed_form_tokens": None,
