@@ -78,11 +78,30 @@ def crossover_batch(points: Sequence[tuple[int, float]], floor: float | None = N
 
 
 def overhead_floor(points: Sequence[tuple[int, float]]) -> float:
-    """The sweep's floor: the median time of the batches whose doubling reads ``overhead`` (review R7-17: a single
-    smallest batch can sit below a flat stretch), else the smallest batch's time."""
+    """The sweep's floor: the median time of the batches of its *leading* run of doublings that read ``overhead``
+    (:func:`leading_flat`), else the smallest batch's time. Review R7-17: one smallest batch can sit below a flat
+    stretch (3.61 ms under 7.8 ms); review RR7-2: an overhead doubling after the time already followed the work is
+    noise, not the floor (a CPU's 8 → 16 at ×1.25 after ×1.55, ×1.46, ×1.74 gave a floor of 10.7 ms, 3.9× batch 1's)."""
     times = dict(points)
-    flat = [times[b] for b, ratio in doubling_ratios(points) if doubling_regime(ratio) == "overhead"]
-    return statistics.median(flat) if flat else times[min(times)]
+    flat = leading_flat(points)
+    return statistics.median(times[b] for b in flat) if flat else times[min(times)]
+
+
+def leading_flat(points: Sequence[tuple[int, float]]) -> list[int]:
+    """The batches whose doubling reads ``overhead``, contiguous from the start of the sweep: the first doubling may
+    read anything (a first step off the floor, cold above it or below it) and the leading ``noise`` ones are
+    skipped (a warming machine: faster with twice the work); the run ends at the first doubling that reads otherwise.
+    Empty when the first such doubling after those reads ``crossover`` or ``work``."""
+    ratios = doubling_ratios(points)
+    start = 1 if ratios and doubling_regime(ratios[0][1]) != "overhead" else 0
+    while start < len(ratios) and doubling_regime(ratios[start][1]) == "noise":
+        start += 1
+    flat = []
+    for batch, ratio in ratios[start:]:
+        if doubling_regime(ratio) != "overhead":
+            break
+        flat.append(batch)
+    return flat
 
 
 def left_the_floor(points: Sequence[tuple[int, float]], floor: float | None = None) -> bool:

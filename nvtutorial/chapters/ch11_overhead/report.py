@@ -151,8 +151,8 @@ def doubling_verdict(calib: CalibrateRank, p: Params, batch: int, where: str) ->
     }[regime]
     if left:
         where_work = (
-            f"its work catches up with its floor of {floor * 1e3:.3g} ms (the median of the batches whose doubling "
-            f"reads overhead) at about {crossover:.0f} sequences ({crossover * p.seq_len:.0f} tokens) per step"
+            f"its work catches up with its floor of {floor * 1e3:.3g} ms ({_floor_from(points)}) at about "
+            f"{crossover:.0f} sequences ({crossover * p.seq_len:.0f} tokens) per step"
         )
     else:
         largest = max(b for b, _ in points)
@@ -168,6 +168,21 @@ def doubling_verdict(calib: CalibrateRank, p: Params, batch: int, where: str) ->
         )
     numbers = {"ratio": ratio, "regime": regime, "crossover_batch": crossover if left else None, "floor_s": floor}
     return Verdict("overhead.doubling", "info", text, numbers, where, "The batch-doubling test")
+
+
+def _floor_from(points: Sequence[tuple[int, float]]) -> str:
+    """Where the floor came from (:func:`model.overhead_floor`); where it is not the smallest batch's time, what the
+    exercise's ``crossover_batch`` (which takes that time as the floor) gives instead (review RR7-2)."""
+    flat = model.leading_flat(points)
+    if not flat or flat == [min(points)[0]]:
+        return "the smallest batch's time, as in the exercise"
+    which = f"batches {flat[0]} to {flat[-1]}" if len(flat) > 1 else f"batch {flat[0]}"
+    smallest = min(points)[1]
+    theirs = model.crossover_batch(points)
+    return (
+        f"the median of {which}, whose doubling reads overhead; the exercise takes the smallest batch's "
+        f"{smallest * 1e3:.3g} ms instead and gets {theirs:.0f} sequences"
+    )
 
 
 def grade_doubling(prediction: float | None, calib: CalibrateRank, batch: int, where: str) -> Verdict:
@@ -217,12 +232,14 @@ def graph_gpu_s(s: Sides, op: OpCost) -> float:
     """The graph's GPU side, predicted from the eager step's (``s``, measured): a kernel replayed from a graph skips
     what the GPU's front end spends on a kernel launched on its own, the tiny op's GPU time per call launched
     eagerly behind a sleep less its time per call replayed from a graph (``op``), over the step's kernels; never
-    above the eager side. Without those two (a calibration before 2026-12-08): the eager side, an upper estimate."""
+    above the eager side, never below its kernels × one replayed empty kernel (review RR7-3: a noisy saving must not
+    make it negative). Without those two (a calibration before 2026-12-08, or a failed measurement): the eager side,
+    an upper estimate."""
     if s.gpu_s is None:
         raise ValueError(f"width {s.width}: the eager step's GPU side was not measured")
     if op.eager_gpu is None or op.graph is None or not s.kernels:
         return s.gpu_s
-    return s.gpu_s - s.kernels * max(op.eager_gpu - op.graph, 0.0)
+    return max(s.gpu_s - s.kernels * max(op.eager_gpu - op.graph, 0.0), s.kernels * op.graph)
 
 
 def predictions(calib: CalibrateRank) -> list[Prediction]:
@@ -251,7 +268,7 @@ def unpredicted_why(calib: CalibrateRank) -> str:
         return ""
     if calib.compiled_error:
         return f"its floor, the compiled step at a tiny width, failed in the calibration ({calib.compiled_error})"
-    return "its prediction before the run (the compiled step's floor) was not recorded in that calibration run"
+    return "the compiled step's floor, its prediction before the run, was not recorded in that calibration run"
 
 
 def gpu_side_note(calib: CalibrateRank) -> str:
@@ -265,8 +282,32 @@ def gpu_side_note(calib: CalibrateRank) -> str:
     return (
         f"The graph's GPU side is the eager step's less its kernels × {us(max(op.eager_gpu - op.graph, 0.0)):.2f} µs: "
         f"the tiny op took the GPU {us(op.eager_gpu):.2f} µs per call launched on its own behind a sleep and "
-        f"{us(op.graph):.2f} µs replayed from a graph (the front end's work per launch a replay skips)."
+        f"{us(op.graph):.2f} µs replayed from a graph (the front end's work per launch a replay skips). Two things "
+        "pull it apart from the step's own saving: a kernel longer than that work hides some of it (the prediction "
+        "then runs low), a launch with kilobytes of arguments (fused Adam's) costs more than the tiny op's (high); "
+        "the graph's run says which won."
     )
+
+
+def graph_gpu_check(preds: Sequence[Prediction], rows: Sequence[Mapping[str, Any]]) -> str:
+    """Review RR7-3: the graph's GPU side predicted before the run (:func:`graph_gpu_s`) against the one its run
+    measured right before it was timed, at each width both have; and the saving per kernel that run shows, the
+    calibration's eager GPU side less the graph's over the eager step's kernels ("" where no width has both)."""
+    said = {(p.variant, p.width): p.gpu_s for p in preds}
+    eager = {r["width"]: r["kernels"] for r in rows if r["variant"] == "eager"}
+    parts = []
+    for r in rows:
+        predicted, kernels = said.get(("graph", r["width"])), eager.get(r["width"])
+        if r["variant"] != "graph" or predicted is None or r["gpu_s"] is None or not kernels:
+            continue
+        saving = (said[("eager", r["width"])] - r["gpu_s"]) / kernels
+        parts.append(
+            f"width {r['width']}: predicted {predicted * 1e3:.3g} ms, measured {r['gpu_s'] * 1e3:.3g} ms "
+            f"({predicted / r['gpu_s'] - 1:+.1%}; a saving of {us(saving):.2f} µs per kernel)"
+        )
+    if not parts:
+        return ""
+    return f"The graph's GPU side, predicted before the run against the one its run measured: {'; '.join(parts)}."
 
 
 def prediction_table(preds: Sequence[Prediction]):  # -> pandas.DataFrame
@@ -380,10 +421,17 @@ def _row_said(r: Mapping[str, Any]) -> str:
     return f"{_named(r)} predicted {r['predicted_s'] * 1e3:.3g} ms, {ran} ({r['error']:+.1%})"
 
 
-def older_model(calib: CalibrateRank) -> str:
+def recorded(run: RunResult) -> bool:
+    """Whether a calibration run recorded the tiny op's eager GPU time at all (the key, None included): runs before
+    2026-12-08 have no such key (review RR7-1: None on a current run is a failed measurement, not an older one)."""
+    return "eager_gpu" in run.metrics.get("op", {})
+
+
+def older_model(was_recorded: bool) -> str:
     """Why a calibration's predictions are not today's model's ("" where they are): one made before the graph's GPU
-    side was predicted from a graph replay (review R7-3) predicted it from eager kernels, an upper estimate."""
-    if calib.op.eager_gpu is not None:
+    side was predicted from a graph replay (review R7-3, ``was_recorded`` False: :func:`recorded`) predicted it from
+    eager kernels, an upper estimate."""
+    if was_recorded:
         return ""
     return (
         "This calibration predates the model's graph prediction from a replay and the compiled floor: its graph "
@@ -391,13 +439,30 @@ def older_model(calib: CalibrateRank) -> str:
     )
 
 
+def unmeasured_note(calib: CalibrateRank, was_recorded: bool) -> str:
+    """On a current calibration whose tiny op's eager GPU time came back None (no sleep outlasted the issuing): what
+    the graph's prediction stood on instead ("" otherwise). Graded all the same (review RR7-1)."""
+    if not was_recorded or calib.op.eager_gpu is not None or calib.op.graph is None:
+        return ""
+    return (
+        "The tiny op's eager GPU time was not measured (no sleep outlasted the issuing): the graph's GPU side is the "
+        "eager one, an upper estimate."
+    )
+
+
 def model_verdict(
-    rows: Sequence[Mapping[str, Any]], where: str, missing: str = "", target: float = TARGET, older: str = ""
+    rows: Sequence[Mapping[str, Any]],
+    where: str,
+    missing: str = "",
+    target: float = TARGET,
+    older: str = "",
+    note: str = "",
 ) -> Verdict:
     """Issue 29's target, each way's prediction made before the run against its fastest repeat (:func:`step_rows`):
-    fail when one is off by more than ``target``; pass when none is and every run was predicted; info when none is
-    off but a run had no prediction (``missing``: why, :func:`unpredicted_why`), and whatever the rows say when the
-    predictions are an older model's (``older``: why, :func:`older_model`). The text lists every row."""
+    fail when one is off by more than ``target`` or a run had no prediction (``missing``: why,
+    :func:`unpredicted_why`); pass when none is off and every run was predicted; info instead of fail when the
+    predictions are an older model's (``older``: why, :func:`older_model`). The text lists every row, then ``note``
+    (:func:`unmeasured_note`), which changes no status."""
     if not rows:
         raise ValueError("no step was measured")
     graded = [r for r in rows if r["error"] is not None]
@@ -408,21 +473,23 @@ def model_verdict(
     if graded:
         numbers["median_abs_error"] = statistics.median(abs(r["error"]) for r in graded)
     listed = "; ".join(_row_said(r) for r in rows)
-    gap = f" Not predicted before the run: {', '.join(unpredicted)} ({missing or 'no GPU side measured'})." * bool(
-        unpredicted
-    )
+    why = missing or "no GPU side measured"
+    gap = f" Not predicted before the run: {', '.join(unpredicted)}, because {why}." * bool(unpredicted)
     title = "The model (before the run) against the run"
     if missed:
         text = f"The prediction made before the run is off by more than {target:.0%} for {', '.join(missed)}: "
         status = "info" if older else "fail"
-        return Verdict(
-            "overhead.model", status, f"{text}{listed}.{gap}{' ' * bool(older)}{older}", numbers, where, title
+        said = " ".join(x for x in (f"{text}{listed}.{gap}", older, note) if x)
+        return Verdict("overhead.model", status, said, numbers, where, title)
+    if unpredicted:  # review RR7-4: the target is not met where a way went unpredicted; an older run's is info
+        text = (
+            f"Not predicted before the run: {', '.join(unpredicted)}, because {why}; the predictions made lie "
+            f"within {target:.0%} of their runs' fastest repeats: {listed}."
         )
-    if unpredicted:
-        text = f"Each prediction made before the run lies within {target:.0%} of its run's fastest repeat: {listed}."
-        return Verdict("overhead.model", "info", text + gap, numbers, where, title)
+        said = " ".join(x for x in (text, older, note) if x)
+        return Verdict("overhead.model", "info" if older else "fail", said, numbers, where, title)
     text = f"Each way, predicted before the run, lies within {target:.0%} of its run's fastest repeat: {listed}."
-    return Verdict("overhead.model", "pass", text, numbers, where, title)
+    return Verdict("overhead.model", "pass", " ".join(x for x in (text, note) if x), numbers, where, title)
 
 
 def consistency_verdict(rows: Sequence[Mapping[str, Any]], where: str, target: float = TARGET) -> Verdict:

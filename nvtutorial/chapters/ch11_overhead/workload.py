@@ -219,22 +219,28 @@ def compiled_floor(ctx: runtime.Context, p: Params) -> tuple[float | None, str |
     tiny width (the same blocks, heads and calls; one sequence), after :data:`COMPILED_WARMUP` steps: the compiled
     step's floor, measured before the step part runs (a tiny model compiles in seconds). ``(None, why)`` where it
     fails: the rest of the calibration stands without it."""
-    from nvtutorial.chapters.ch10_cost_model.lessons.calibrate import host_time, tiny, warm_up
+    from nvtutorial.chapters.ch10_cost_model.lessons.calibrate import tiny
     from nvtutorial.chapters.ch11_overhead.lessons.overhead import build, compiled_step
 
-    warnings.filterwarnings("ignore", message=".*TensorFloat32 tensor cores.*")  # as the step part: fp32 kept
     try:
-        cfg = tiny(_config(p, p.widths[0]))
-        step = compiled_step(*build(cfg, ctx.device, p.seed))
-        tokens = _tokens(p, cfg, 1, 0, ctx.device)
-        for _ in range(COMPILED_WARMUP):
-            step(tokens)
-        warm_up(ctx.device)  # seconds of compiling: the idle GPU may have lowered its clock
-        return host_time(lambda: step(tokens), ctx.device), None
+        with warnings.catch_warnings():  # review RR7-7: the filter must not outlive the measurement
+            warnings.filterwarnings("ignore", message=".*TensorFloat32 tensor cores.*")  # as the step part: fp32 kept
+            return _compiled_host(ctx, p, compiled_step(*build(tiny(_config(p, p.widths[0])), ctx.device, p.seed)))
     except Exception as exc:  # noqa: BLE001 - a failed compile must not cost the calibration: say why instead
         return None, f"{type(exc).__name__}: {exc}"[:500]
     finally:
         _free(ctx)
+
+
+def _compiled_host(ctx: runtime.Context, p: Params, step) -> tuple[float, None]:
+    """The compiled tiny step's CPU time per call after :data:`COMPILED_WARMUP` calls (:func:`compiled_floor`)."""
+    from nvtutorial.chapters.ch10_cost_model.lessons.calibrate import host_time, tiny, warm_up
+
+    tokens = _tokens(p, tiny(_config(p, p.widths[0])), 1, 0, ctx.device)
+    for _ in range(COMPILED_WARMUP):
+        step(tokens)
+    warm_up(ctx.device)  # seconds of compiling: the idle GPU may have lowered its clock
+    return host_time(lambda: step(tokens), ctx.device), None
 
 
 def _free(ctx: runtime.Context) -> None:
