@@ -311,8 +311,9 @@ def test_the_h100_stall_is_read_from_its_logs_and_called_slow(tmp_path):
     rank.result = types.SimpleNamespace(run_dir=H100_STALL, error=None)
     end_s, how = m.survivor_end(rank)
     assert end_s == pytest.approx(61.178, abs=1e-3)
-    assert how == "ended by NCCL's watchdog (exit code -6, SIGABRT), after waiting for a debug dump (" + (
-        "TORCH_NCCL_DUMP_ON_TIMEOUT)"
+    assert how == (
+        "ended by NCCL's watchdog (exit code -6, SIGABRT) 61.5 s after it saw the error: it sleeps 4 × "
+        "TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC (a minute at torch's default) first"
     )
     node_kill = time.mktime((2026, 12, 7, 11, 9, 10, 0, 0, -1)) + 0.30
     node = types.SimpleNamespace(**{**vars(rank), "started_wall": node_kill - 8.91})
@@ -331,6 +332,7 @@ def test_agent_lines_include_what_nccl_said_in_rank_0s_log():
     nccl = "rank0.log: raised the following async exception: NCCL error: remote process exited or there was a network "
     assert m.agent_lines(H100_STALL, limit=40) == [
         nccl + "error",
+        "rank0.log: failure detected by watchdog",
         "node1/agent.log: failed (exitcode: -9) local_rank: 0",
         "node1/agent.log: Worker group FAILED. 3/3 attempts left; will restart worker group",
         "rank0.log: ProcessGroupNCCL preparing to dump debug info",
@@ -338,11 +340,45 @@ def test_agent_lines_include_what_nccl_said_in_rank_0s_log():
         "node0/agent.log: Worker group FAILED. 3/3 attempts left; will restart worker group",
         "rank0.log: we are taking the entire process down",
         nccl + "error",
+        "rank0.log: failure detected by watchdog",
         "node0/agent.log: Detected 1 new nodes from group_rank=0; will restart worker group",
         "rank0.log: ProcessGroupNCCL preparing to dump debug info",
         "node1/agent-replacement.log: worker group successfully finished",
         "node0/agent.log: worker group successfully finished",
     ]
+
+
+H100_FIXED = ROOT / "tests" / "fixtures" / "elastic-h100x1-2026-12-07-fixed"  # the same lab at 863ebb4, its logs
+KILL_FIXED = time.mktime((2026, 12, 7, 12, 25, 35, 0, 0, -1)) + 0.80  # where its copy's "1.3 s" puts the rank's kill
+
+
+def test_the_fixed_h100_run_ends_the_survivor_by_its_agent_without_a_dump(tmp_path):
+    """Review RR5-1 on the GPU: with the lab's RANK_ENV the watchdog still saw the error and signalled, but no dump
+    was prepared and it never took the process down: node 0's agent stopped rank 0 first, after both faults."""
+    said = m.agent_lines(H100_FIXED, limit=40)
+    assert said.count("rank0.log: failure detected by watchdog") == 2
+    assert not [line for line in said if "preparing to dump" in line or "taking the entire process down" in line]
+    for kill, end_s in ((KILL_FIXED, 1.312), (time.mktime((2026, 12, 7, 12, 25, 46, 0, 0, -1)) + 0.68, 3.998)):
+        fault = outcome(tmp_path, killed_at_s=8.0, started_wall=kill - 8.0)
+        fault.result = types.SimpleNamespace(run_dir=H100_FIXED, error=None)
+        ended = m.survivor_end(fault)
+        assert ended[0] == pytest.approx(end_s, abs=1e-3) and ended[1].startswith("stopped by their agent")
+    reference = save(tmp_path / "reference.pt", W, 40)
+    v = m.recovery_verdict(types.SimpleNamespace(**{**vars(fault), "recovery_s": 13.71}), reference, "a node lost")
+    assert v.status == "pass" and v.numbers["slow"] is False and "the first new step came 13.7 s after" in v.text
+
+
+@pytest.mark.parametrize("down", [True, False])
+def test_the_watchdogs_sleep_needs_both_of_its_lines(tmp_path, down):
+    """The sleep is said only from the watchdog's sight of the error to its teardown in the same log."""
+    stamp = "[rank0]:[E1207 11:08:{} ProcessGroupNCCL.cpp:1] [Rank 0] {}\n"
+    log = stamp.format("01.500000000", "failure detected by watchdog at work sequence id: 3")
+    log += stamp.format("05.600000000", "To avoid data inconsistency, we are taking the entire process down.") * down
+    (tmp_path / "rank0.log").write_text(log)
+    ended = m.survivor_end(ended_at(tmp_path, ("1207 11:08:06.000000", "failed (exitcode: -6) local_rank: 0")))
+    assert ended[0] == pytest.approx(4.6, abs=1e-3)
+    sleep = " 4.1 s after it saw the error: it sleeps 4 × TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC"
+    assert (sleep in ended[1]) is down and ended[1].startswith("ended by NCCL's watchdog (exit code -6, SIGABRT)")
 
 
 def test_recovery_that_failed_or_never_restarted(tmp_path):
@@ -995,8 +1031,8 @@ def test_the_recovery_lab_runs_on_the_nodes_part_against_an_uninterrupted_twin(m
             2,
             "nccl",
             "rank 1 was killed: node 1's agent restarts its worker group and waits at the rendezvous; "
-            "the other nodes' ranks either fail in their next all-reduce (NCCL's watchdog ends it) or are stopped by "
-            "their agents once node 1's agent is waiting; then all meet again",
+            "the other nodes' ranks either fail in their next all-reduce (raising an NCCL error, or ended by NCCL's "
+            "watchdog) or are stopped by their agents once node 1's agent is waiting; then all meet again",
         ),
         (
             3,
@@ -1038,8 +1074,9 @@ def test_steps_logged_after_the_kill_are_apart_in_the_timeline_and_the_grade(tmp
     assert "the killed rank had already taken part in step 16's all-reduce" in early.text
 
 
-def test_the_lab_turns_nccls_debug_dump_off_for_its_ranks(monkeypatch):
-    """Review R6-1 (a): a caller's env keeps its own values; the dump is off unless it says otherwise."""
+def test_the_lab_shortens_nccls_watchdog_sleep_for_its_ranks(monkeypatch):
+    """Review RR5-1: a caller's env keeps its own values; the watchdog's wait is 1000 ms unless it says otherwise, and
+    a wait the lab cannot state is refused before anything starts."""
     from nvtutorial.chapters.ch09_multinode import lab
 
     seen = []
@@ -1056,3 +1093,18 @@ def test_the_lab_turns_nccls_debug_dump_off_for_its_ranks(monkeypatch):
         {"TORCH_NCCL_DUMP_ON_TIMEOUT": "0", "TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC": "1000"},
         {"TORCH_NCCL_DUMP_ON_TIMEOUT": "1", "TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC": "1000", "LOGLEVEL": "INFO"},
     ]
+    for bad in ("", "1.5", "-1"):
+        with pytest.raises(ValueError, match="a whole number of milliseconds"):
+            lab.run_elastic([], env={"TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC": bad})
+    assert len(seen) == 2
+
+
+def test_the_start_event_names_what_each_nccl_setting_does():
+    from nvtutorial.chapters.ch09_multinode import lab
+
+    assert lab.watchdog_note(lab.RANK_ENV) == (
+        "; ranks with TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC=1000 (after an NCCL error the watchdog sleeps 4 × that, 4 s, "
+        "before it ends the rank; torch's default: 60 s) and TORCH_NCCL_DUMP_ON_TIMEOUT=0 (no flight-recorder dump)"
+    )
+    note = lab.watchdog_note({"TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC": 15000, "TORCH_NCCL_DUMP_ON_TIMEOUT": "1"})
+    assert "=15000 (after an NCCL error the watchdog sleeps 4 × that, 60 s," in note and "flight-recorder" not in note

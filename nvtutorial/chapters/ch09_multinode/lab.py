@@ -8,8 +8,9 @@ keeps each agent in hand so that it can do what a failing cluster does:
 - ``Fault("rank", after_step=k)``: SIGKILL one rank's process as soon as rank 0 has logged step
   ``k`` (the kernel's out-of-memory killer does exactly this); its agent sees the dead worker, stops
   the node's other ranks, and, with ``--max-restarts``, starts them all again; another node's rank either fails in
-  its next all-reduce (with NCCL its watchdog ends it) or is stopped by its agent once the restarted node waits in the
-  new rendezvous round (the ranks run with :data:`RANK_ENV`: no NCCL debug dump to wait for first);
+  its next all-reduce (with NCCL: an error raised, or its watchdog ends it) or is stopped by its agent once the
+  restarted node waits in the new rendezvous round (the ranks run with :data:`RANK_ENV`: NCCL's watchdog sleeps 4 s,
+  not a minute, before it ends a rank);
 - ``Fault("node", after_step=k)``: SIGKILL an emulated node's agent and every rank it started, then,
   ``replace_after_s`` after the signals were sent, start a new agent for that node with the same
   command (what an elastic orchestrator, or you, would do; Slurm does not). ``None`` starts none.
@@ -75,10 +76,29 @@ POLL_S = 0.02
 _ATTEMPT = re.compile(r"^rank 0 of (\d+): starting at step (\d+)")
 _ERROR = re.compile(r"^\[rank0\]:\[E\S+ \S+ \S+\] (.*)")
 """An error line torch's C++ side wrote for rank 0 (ProcessGroupNCCL's watchdog, for one)."""
-RANK_ENV = {"TORCH_NCCL_DUMP_ON_TIMEOUT": "0", "TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC": "1000"}
-"""The ranks' environment in every elastic run (a caller's ``env`` wins): no NCCL debug dump on an error, and at most
-1 s for one. With torch's default a rank blocked in an all-reduce whose peer died waits for that dump (about a minute
-with torch 2.11) before NCCL's watchdog ends it, and its node's agent cannot restart it sooner (review R6-1)."""
+RANK_ENV = {"TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC": "1000", "TORCH_NCCL_DUMP_ON_TIMEOUT": "0"}
+"""The ranks' environment in every elastic run (a caller's ``env`` wins; review RR5-1). After an NCCL error,
+ProcessGroupNCCL's watchdog sleeps 4 × ``TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC`` (torch's default 15 000: a minute)
+before it ends the process, whether or not a dump is written (torch's ``ProcessGroupNCCL.cpp``,
+``Watchdog::runLoop``); 1000 makes that about 4 s. ``TORCH_NCCL_DUMP_ON_TIMEOUT=0`` only skips the flight-recorder
+dump. On one H100 (torch 2.11, 2026-12-07) with torch's defaults rank 0 ended 61.5 s after its watchdog saw the error
+(review R6-1); with these, its agent stopped it 1.3 s after the kill."""
+WAIT_MS = "TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC"
+
+
+def watchdog_note(env: Mapping[str, Any]) -> str:
+    """The start event's words on the ranks' NCCL settings in ``env`` (:data:`RANK_ENV` and the caller's): what each
+    one does. Raises ValueError when the watchdog's wait is not a whole number of milliseconds."""
+    ms = str(env[WAIT_MS])
+    if not ms.isdigit():
+        raise ValueError(f"{WAIT_MS}={ms!r}: a whole number of milliseconds (the lab's: {RANK_ENV[WAIT_MS]})")
+    note = (
+        f"; ranks with {WAIT_MS}={ms} (after an NCCL error the watchdog sleeps 4 × that, {4 * int(ms) / 1000:g} s, "
+        "before it ends the rank; torch's default: 60 s)"
+    )
+    if str(env.get("TORCH_NCCL_DUMP_ON_TIMEOUT")) == "0":
+        note += " and TORCH_NCCL_DUMP_ON_TIMEOUT=0 (no flight-recorder dump)"
+    return note
 
 
 class RecoveryError(RuntimeError):
@@ -537,12 +557,14 @@ def run_elastic(
     for f in faults:
         if f.kind == "node" and not 0 <= f.target < nnodes:
             raise ValueError(f"Fault target node {f.target}: this run has nodes 0..{nnodes - 1}")
+    rank_env = {**RANK_ENV, **(env or {})}
+    note = watchdog_note(rank_env)  # refuses a wait the lab cannot state before anything starts
     spec = launch.prepare(
         str(script),
         nproc=nproc,
         nnodes=nnodes,
         args=list(args),
-        env={**RANK_ENV, **(env or {})},
+        env=rank_env,
         out=out,
         backend=backend,
         max_restarts=max_restarts,
@@ -562,12 +584,8 @@ def run_elastic(
         for node in range(nnodes):
             lab.start_agent(node, f"agent{node}" if nnodes > 1 else "agent")
         restarts = f", --max-restarts {max_restarts}" if max_restarts else ""
-        dump = (
-            "; ranks with TORCH_NCCL_DUMP_ON_TIMEOUT=0 (no NCCL debug dump on an error)"
-            if spec.backend == "nccl"
-            else ""
-        )
-        lab.event(f"{nnodes} torchrun agent(s) started, {nproc} rank(s) each{restarts}{dump}")
+        nccl = note if spec.backend == "nccl" else ""
+        lab.event(f"{nnodes} torchrun agent(s) started, {nproc} rank(s) each{restarts}{nccl}")
         lab.say(
             f"[lab {lab.now():6.2f} s] before the first step: the agents meet at the rendezvous, then each starts "
             "its rank(s), new processes that import torch, join the process group and build the DDP model"

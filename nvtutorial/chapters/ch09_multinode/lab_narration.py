@@ -86,7 +86,7 @@ def after_rank_kill(rank: int, nproc: int, nnodes: int, backend: str) -> str:
     if nnodes == 1:
         return f"rank {rank} was killed: the agent stops the other ranks and starts them all again"
     node = rank // nproc
-    watchdog = " (NCCL's watchdog ends it)" if backend == "nccl" else ""
+    watchdog = " (raising an NCCL error, or ended by NCCL's watchdog)" if backend == "nccl" else ""
     return (
         f"rank {rank} was killed: node {node}'s agent restarts its worker group and waits at the rendezvous; the "
         f"other nodes' ranks either fail in their next all-reduce{watchdog} or are stopped by their agents once "

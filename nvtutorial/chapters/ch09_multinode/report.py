@@ -32,15 +32,19 @@ _AGENT_WORDS = re.compile(
 )
 _STAMP = re.compile(r"^[IWE](\d{4} \d\d:\d\d:\d\d\.\d+)")
 _RANK_WORDS = re.compile(
-    r"raised the following async exception: NCCL error: [^,]*|ProcessGroupNCCL preparing to dump debug info|"
-    r"we are taking the entire process down"
+    r"raised the following async exception: NCCL error: [^,]*|failure detected by watchdog|"
+    r"ProcessGroupNCCL preparing to dump debug info|we are taking the entire process down"
 )
-"""What a rank's ProcessGroupNCCL said of a peer's death: the error, the debug dump, the end of the process."""
+"""What a rank's ProcessGroupNCCL said of a peer's death: the error, its watchdog's sight of it, the flight-recorder
+dump (none with ``TORCH_NCCL_DUMP_ON_TIMEOUT=0``), the end of the process."""
 _RANK_STAMP = re.compile(r"^\[rank\d+\]:\[[IWE](\d{4} \d\d:\d\d:\d\d\.\d+)")
 _ENDED = re.compile(r"failed \(exitcode: (-?\d+)\)|Detected \d+ new nodes")
 SLOW_RECOVERY_S = 30.0
 """A recovery whose first new step came later than this after the kill is called slow, with its cause (review R6-3):
-a rank's kill costs the agents' new round and the new processes' start (under 10 s on the H100 and a 2-core CPU)."""
+a fault costs the agents' new round and the new processes' start. The first new step came 10.6 s after a rank's kill
+and 13.7 s after a node's loss on one H100 (torch 2.11, commit 863ebb4), 6.1 and 8.2 s on a 2-core CPU (2026-12-07),
+and 68.7 s after a rank's kill on that H100 while NCCL's watchdog slept its default minute (01015c0, review R6-1):
+30 s is about twice the slowest recovery measured without that sleep (2.2×), and under half the one with it."""
 
 SOURCES = {
     "nccl-env": (
@@ -191,10 +195,24 @@ def survivor_end(outcome: ElasticOutcome) -> tuple[float, str] | None:
             return t - kill, "stopped by their agent once another node's agent was waiting (Detected … new nodes)"
         if m.group(1) != "-6":
             return t - kill, f"exit code {m.group(1)}: a collective lost its peer"
-        dumped = any("preparing to dump" in line and u <= t for u, line in said)
-        wait = ", after waiting for a debug dump (TORCH_NCCL_DUMP_ON_TIMEOUT)" if dumped else ""
-        return t - kill, f"ended by NCCL's watchdog (exit code -6, SIGABRT){wait}"
+        return t - kill, f"ended by NCCL's watchdog (exit code -6, SIGABRT){_watchdog_sleep(said)}"
     return None
+
+
+def _watchdog_sleep(said: Sequence[tuple[float, str]]) -> str:
+    """The watchdog's wait from its ``failure detected`` line to its ``taking the entire process down`` line in the
+    same log (review RR5-1: 4 × TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC, dump or not), as words; "" without both."""
+    for t, text in said:
+        if "failure detected by watchdog" not in text:
+            continue
+        log = text.split(":")[0]
+        down = [u for u, line in said if u >= t and line == f"{log}: we are taking the entire process down"]
+        if down:
+            return (
+                f" {down[0] - t:.1f} s after it saw the error: it sleeps 4 × TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC "
+                "(a minute at torch's default) first"
+            )
+    return ""
 
 
 # --- across the node boundary ----------------------------------------------------------------------
