@@ -1912,6 +1912,14 @@ def test_the_strategies_step_model_and_speed_of_light():
         problems.strategy_time(TASK, "fsdp_offload", cal)
     table = problems.strategy_table(TASK, cal)
     assert list(table.index) == list(schema.STRATEGIES)
+    assert table.loc["ddp", "compute"] == pytest.approx(times["ddp"]["compute"] * 1e3)  # ms, by its column's name
+    # tensor parallelism splits the blocks' compute over the ranks, not the head's (mutation survivor, 2026-12-07)
+    s = TASK.setup()
+    tokens = s.global_batch * s.seq_len
+    forward, blocks = problems._forward(s, tokens), problems._forward(s, tokens, vocab=0)
+    tp = 3 * (blocks / TASK.world + forward - blocks) / cal.roofs["float32"].flops
+    assert times["tensor_parallel"]["compute"] == pytest.approx(tp)
+    assert times["ddp"]["compute"] < tp < 3 * forward / cal.roofs["float32"].flops
 
 
 def strategy_run(strategy, ok=True, losses=(5.0, 4.9), grad=1e-7, step=(0.2, 0.2), peak=None):
