@@ -178,6 +178,8 @@ def test_ddps_crossover_with_alpha_is_where_the_backward_pass_equals_its_all_red
         assert (backward, comm) == (pytest.approx(34.19e-6, abs=0.01e-6), pytest.approx(92.39e-6, abs=0.01e-6))
         assert model.ddp_backward(backward, buckets, link)[1] == pytest.approx(65.01e-6, abs=0.01e-6)
     assert problems.ddp_gradients(s, s.shapes()) == problems.ddp_gradients(s)
+    first_two = list(s.shapes())[:2]  # given shapes are used, not the setup's (notebook 11 passes its own)
+    assert len(problems.ddp_gradients(s, first_two)) == 2 < len(problems.ddp_gradients(s))
 
 
 def test_forward_flops_are_the_matrix_multiplies_torch_counts_plus_half_of_attention():
