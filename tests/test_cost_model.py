@@ -1298,7 +1298,10 @@ def test_the_side_that_moved_and_a_clock_not_yet_raised_only_below_90_percent(ho
     assert f"the GPU side {gpu * 1e3:.3g} ms against 0.1163 ms of work at the roofs: the {slower}'s is" in text
     assert ("not yet raised" not in text) is raised
     if not raised:
-        assert text.endswith("the SM clock read as low as 1781 MHz against the calibration's 1980 MHz: not yet raised")
+        assert text.endswith(
+            "the SM clock read as low as 1781 MHz, below the calibration's highest (1980 MHz): not yet raised, or held "
+            "down by the power cap"
+        )  # review RR7-8
 
 
 @pytest.mark.parametrize("key", ["adam_step", "train_step"])
@@ -1491,10 +1494,11 @@ def test_the_regime_map_places_each_problem_at_this_machines_crossovers():
     assert flops.loc["decode_matmul", "this run"] == pytest.approx(2 * 2 * 2048 * 8192 / 1e9)
     assert nbytes.loc["decode_matmul", "this run"] == pytest.approx(2 * (2 * 2048 + 2048 * 8192 + 2 * 8192) / 1e6)
     assert list(flops["regime"]) == list(nbytes["regime"]) == ["overhead-bound", "overhead-bound"]
-    ddp = m.loc["DDP's tokens per GPU: (n−1)/n · 2 · P/β + k · α · P/(4N), k = 2 buckets (fp32)"]
+    assert problems.ROOF_END == "; at the roofs: an upper bound (notebook 11 brackets it)"  # review RR7-9
+    ddp = m.loc["DDP's tokens per GPU: (n−1)/n · 2 · P/β + k · α · P/(4N), k = 2 buckets (fp32)" + problems.ROOF_END]
     assert ddp.iloc[0]["at"] == pytest.approx(685.0, abs=0.1) and ddp.iloc[0]["this run"] == 256
     assert ddp.iloc[0]["regime"] == "all-reduces exposed"  # review M2: the bandwidth term alone said "can hide"
-    step = m.loc["a training step's tokens: (floor − Adam) ÷ compute per token"]
+    step = m.loc["a training step's tokens: (floor − Adam) ÷ compute per token" + problems.ROOF_END]
     assert step.iloc[0]["at"] == pytest.approx(14448, abs=1) and step.iloc[0]["regime"] == "overhead-bound"
     # review m2: Adam's time does not grow with the tokens: (floor − Adam) over the compute per token
     cal, s = h200_with_floors(), problems._config(P_CI)
@@ -1509,10 +1513,10 @@ def test_the_regime_map_places_each_problem_at_this_machines_crossovers():
     assert decode["this run"].tolist() == pytest.approx([8.590, 538.2], abs=0.1)
     assert decode["this run"].iloc[0] < decode["at"].iloc[0] and list(decode["regime"]) == ["memory-bound"] * 2
     assert lesson.loc[("a call's FLOPs: P · α (bfloat16)", "mlp_matmul"), "regime"] == "compute-bound"
-    big = "DDP's tokens per GPU: (n−1)/n · 2 · P/β + k · α · P/(4N), k = 34 buckets (fp32)"
+    big = "DDP's tokens per GPU: (n−1)/n · 2 · P/β + k · α · P/(4N), k = 34 buckets (fp32)" + problems.ROOF_END
     assert lesson.loc[(big, "this model's step under DDP"), "regime"] == "all but the last bucket can hide"
     assert lesson.loc[(big, "this model's step under DDP"), "at"] == pytest.approx(180.2, abs=0.1)
-    step_row = ("a training step's tokens: (floor − Adam) ÷ compute per token", "train_step")
+    step_row = ("a training step's tokens: (floor − Adam) ÷ compute per token" + problems.ROOF_END, "train_step")
     assert lesson.loc[step_row, "regime"] == "compute-bound"
     # the map's regime is the answer key's: they cannot disagree on one page
     for key, p in (("decode_matmul", P_LESSON), ("mlp_matmul", P_LESSON), ("decode_matmul", P_CI)):
@@ -1520,7 +1524,7 @@ def test_the_regime_map_places_each_problem_at_this_machines_crossovers():
         assert table.xs(key, level="problem")["regime"].iloc[0] == problems.answer(key, p, cal).regime + "-bound"
     # no floor for the step: no row for it; no floor of one call: nothing is overhead-bound
     bare = problems.regime_map(report.reference_h200(), P_CI)
-    assert "a training step's tokens: (floor − Adam) ÷ compute per token" not in bare.index
+    assert "a training step's tokens: (floor − Adam) ÷ compute per token" + problems.ROOF_END not in bare.index
     assert "overhead-bound" not in set(bare["regime"])
     # review RR3 N7: no floor of one call, no crossover at 0: the rows say so and leave "at" empty
     no_floor = bare.loc["a call's FLOPs: P · α (bfloat16, no floor reached)"]

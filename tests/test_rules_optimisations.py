@@ -837,3 +837,28 @@ def test_the_compile_summary_names_the_field_an_ok_compiled_row_lacks():
         rows[1][field] = None
         with pytest.raises(ValueError, match=f"the row of 'torch.compile' at per-GPU batch 8 has no {field}$"):
             o.compile_summary(run(rows))
+
+
+def test_the_bucket_view_cell_says_its_bucket_count_is_the_construction_time_one(capsys, tmp_path):
+    """RR5-4: DDP's logging data gives the buckets as assigned when wrapping, not those the .grad views live in
+    (DDP can rebuild them), so the cell says "at construction" and does not tie the views to that count."""
+    import torch
+    import torch.distributed as dist
+
+    from tests import notebook_cells
+
+    created = not dist.is_initialized()
+    if created:
+        dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
+    try:
+        notebook_cells.run("04_optimisations", ["nb04-20"], torch=torch, device=torch.device("cpu"))
+    finally:
+        if created:
+            dist.destroy_process_group()
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 2
+    for view, line in zip((False, True), lines):
+        assert line.startswith(f"gradient_as_bucket_view={view}: DDP has ")
+        assert " bucket(s) at construction; " in line and "views into DDP's buckets; " in line
+        assert "views into them" not in line
+    assert " 0 of " in lines[0] and " 0 of " not in lines[1]

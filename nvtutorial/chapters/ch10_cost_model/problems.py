@@ -474,6 +474,11 @@ def _matmul_work(key: str, p: schema.Params, dtype_bytes: int) -> tuple[float, f
     return 2 * t * d_in * d_out, dtype_bytes * (t * d_in + d_in * d_out + t * d_out)
 
 
+ROOF_END = "; at the roofs: an upper bound (notebook 11 brackets it)"
+"""Review RR7-9: the two token crossovers take the compute at its fp32 roof, the fastest rate possible, so each is
+the upper end; notebook 11 measures the step and brackets the crossover from below as well."""
+
+
 def regime_map(cal: report.Calibrated, p: schema.Params, ranks: int = 2):  # -> pandas.DataFrame
     """Where one regime hands over to the next on this machine (``model``'s regime map), and where this run's
     problems sit: a collective's size against α · β; a multiply's FLOPs against P · α and its bytes against BW · α
@@ -533,7 +538,7 @@ def regime_map(cal: report.Calibrated, p: schema.Params, ranks: int = 2):  # -> 
             },
         ]
     rows += row(
-        f"DDP's tokens per GPU: (n−1)/n · 2 · P/β + k · α · P/(4N), k = {buckets} buckets (fp32)",
+        f"DDP's tokens per GPU: (n−1)/n · 2 · P/β + k · α · P/(4N), k = {buckets} buckets (fp32){ROOF_END}",
         model.ddp_critical_tokens(fp32, link, cal.ranks, n_params=n, buckets=buckets),
         "tokens",
         {"this model's step under DDP": tokens / ranks},
@@ -542,7 +547,7 @@ def regime_map(cal: report.Calibrated, p: schema.Params, ranks: int = 2):  # -> 
     )
     if floor:
         rows += row(
-            "a training step's tokens: (floor − Adam) ÷ compute per token",
+            f"a training step's tokens: (floor − Adam) ÷ compute per token{ROOF_END}",
             max(0.0, floor - model.adam_time(n, fp32)) / compute_per_token,
             "tokens",
             {"train_step": float(tokens)},
@@ -980,7 +985,8 @@ CLOCK_RAISED = 0.9
 def above_causes(answers_: Mapping[str, Answer], result: Any, cal: report.Calibrated) -> dict[str, str]:
     """Per eager program whose two sides the run measured apart (:func:`sides_table`), the words that explain a run
     above its band (``report.error_verdict``'s ``causes``): each side measured against the model's, the slower one
-    named; and a clock not yet raised only where the run's lowest SM clock was below :data:`CLOCK_RAISED` × the
+    named; and a clock not yet raised, or held down by the power cap (review RR7-8: the highest reading is not the
+    sustained clock of a long multiply), only where the run's lowest SM clock was below :data:`CLOCK_RAISED` × the
     highest the calibration read."""
     out = {}
     for m in report.ranks(result, "problems")[0].measured:
@@ -999,7 +1005,10 @@ def _sides_moved(sides: tuple[float, float], details: Mapping[str, Any], top: tu
         text += " the slower side"
     clock = details.get("sm_clock_mhz")
     if clock and top and clock[0] < CLOCK_RAISED * top[1]:
-        text += f"; the SM clock read as low as {clock[0]} MHz against the calibration's {top[1]} MHz: not yet raised"
+        text += (
+            f"; the SM clock read as low as {clock[0]} MHz, below the calibration's highest ({top[1]} MHz): not yet "
+            "raised, or held down by the power cap"
+        )
     return text
 
 
