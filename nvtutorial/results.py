@@ -185,6 +185,12 @@ class EnvInfo:
         return self.backend == "nccl"
 
     @property
+    def label_without_nccl(self) -> str:
+        """:attr:`label` without NCCL's version: for ranks that make no NCCL call (copies and kernels on one GPU, DDP in
+        a world of one), where the version says nothing about the numbers."""
+        return dataclasses.replace(self, nccl=None).label
+
+    @property
     def label(self) -> str:
         """E.g. ``2× NVIDIA H200 · NV18 · NCCL 2.28.9 · torch 2.11.0`` or a simulation notice."""
         if not self.is_gpu:

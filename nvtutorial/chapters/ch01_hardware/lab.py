@@ -6,7 +6,6 @@ Each function here launches (:func:`nvtutorial.run`); what the runs show is read
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -221,4 +220,4 @@ def gpu_links(params: Mapping[str, Any], part: Part, timeout: float = 300.0) -> 
 
 def _label(result: RunResult) -> str:
     """A ``gpu_links`` run's label without NCCL's version: copies and kernels on one GPU make no NCCL call."""
-    return dataclasses.replace(result.env, nccl=None).label if result.env is not None else result.label
+    return result.env.label_without_nccl if result.env is not None else result.label

@@ -87,7 +87,7 @@ def where(result: object) -> str:
     DDP in a world of one does no collective work on the GPU, so the version says nothing about its numbers."""
     env = getattr(result, "env", None)
     if env is not None and env.is_gpu and env.world_size == 1 and env.nccl:
-        return dataclasses.replace(env, nccl=None).label
+        return env.label_without_nccl
     return str(getattr(result, "label", result if isinstance(result, str) else ""))
 
 
