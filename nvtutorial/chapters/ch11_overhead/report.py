@@ -441,7 +441,7 @@ def _row_said(r: Mapping[str, Any]) -> str:
 
 def recorded(run: RunResult) -> bool:
     """Whether a calibration run recorded the tiny op's eager GPU time at all (the key, None included): runs before
-    2026-12-08 have no such key (review RR7-1: None on a current run is a failed measurement, not an older one)."""
+    commit 863ebb4 have no such key (review RR7-1: None on a current run is a failed measurement, not an older one)."""
     return "eager_gpu" in run.metrics.get("op", {})
 
 
