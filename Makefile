@@ -32,12 +32,18 @@ $(BIN)/nvtutorial: pyproject.toml
 	$(PYTHON) -m venv $(if $(TORCH),,--system-site-packages) $(VENV)
 	$(BIN)/python -m pip install --upgrade pip
 	$(if $(TORCH),$(BIN)/python -m pip install "$(TORCH)")
-	$(BIN)/python -m pip install -e ".[test]"
+	$(BIN)/python -m pip install -e .
 	@$(BIN)/python -c "import torch; print('nvtutorial: torch', torch.__version__, 'from', torch.__path__[0])"
 	$(BIN)/python -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (nvtutorial)"
 	touch $@
 
 install: $(BIN)/nvtutorial
+
+# The test tools (pytest, nbval, ruff, pyright, Playwright) on top, for the targets that test: `make course` and
+# `make lab` do without them (17 s less of a fresh install on the 2-core machine, and no Node.js).
+$(VENV)/.test-extra: $(BIN)/nvtutorial
+	$(BIN)/python -m pip install -e ".[test]"
+	touch $@
 
 course: install
 	$(BIN)/nvtutorial course --profile $(PROFILE) --out build/course
@@ -45,7 +51,7 @@ course: install
 # Each notebook executes once per run (tests/test_jupyterlab.py: Run All in JupyterLab where Chromium is installed, else
 # papermill in tests/test_notebooks.py), unless `make site` already made a current copy of it in $(EXECUTED): stale
 # copies (other text, other code) are removed first; the executed copies stay there.
-test: install
+test: $(VENV)/.test-extra
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/python site/executed.py prune $(EXECUTED) $(if $(FRESH),--all)
@@ -55,7 +61,7 @@ test: install
 # `# NBVAL_CHECK_OUTPUT`): execute every notebook (ci profile) and write them. After a change to a notebook's code
 # cells, or to what a marked cell prints: `make nbval-outputs`, review `git diff tests/nbval`, commit.
 # NBVAL_FROM=DIR takes notebooks already executed into DIR (`nvtutorial course --profile ci --out DIR`) instead.
-nbval-outputs: install
+nbval-outputs: $(VENV)/.test-extra
 	$(BIN)/python -m tests.nbval_outputs regenerate $(if $(NBVAL_FROM),--from $(NBVAL_FROM))
 
 # Mutation testing (outside CI; scripts/mutate.py says why mutmut): one-token changes to the verdict rules, guards,
@@ -67,18 +73,18 @@ nbval-outputs: install
 # tests) with the same tool and the same sample rule.
 MUTATE_SAMPLE ?= 10
 MUTATE_ARGS ?=
-mutate: install
+mutate: $(VENV)/.test-extra
 	$(BIN)/python -m pip install --quiet "mutmut==3.8.1"
 	$(BIN)/python scripts/mutate.py run --label after --sample $(MUTATE_SAMPLE) $(MUTATE_ARGS)
 
-mutate-before: install
+mutate-before: $(VENV)/.test-extra
 	$(BIN)/python -m pip install --quiet "mutmut==3.8.1"
 	$(BIN)/python scripts/mutate.py run --label before --source e1ea54c --sample $(MUTATE_SAMPLE) $(MUTATE_ARGS)
 
 # The tests of the built website (build/site, `make site`): its check, and every page in headless Chromium. `make test`
 # runs them too, skipped with the reason when no current site is built; CI builds the site after `make test` (from
 # the copies the tests executed) and runs these then.
-test-site: install
+test-site: $(VENV)/.test-extra
 	$(BIN)/python -m pytest -ra -p no:cacheprovider tests/test_site.py tests/test_browser.py
 
 # JupyterLab on notebooks/ (--allow-root only as root). Extra arguments: make lab LAB_ARGS="--no-browser --port 8888"
