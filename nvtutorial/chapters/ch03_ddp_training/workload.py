@@ -35,6 +35,7 @@ import importlib
 import math
 import os
 import statistics
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import ModuleType
@@ -336,6 +337,30 @@ class _Idle(Exception):
     """This rank takes no part in the configuration (rank 0 measures one GPU alone)."""
 
 
+SETTLE_S = 0.25
+"""How long :func:`_settle` gives ProcessGroupNCCL's watchdog (it polls about every 100 ms) to see the work end."""
+
+
+def _settle(ctx: runtime.Context) -> None:
+    """Let NCCL let go of a configuration's DDP buckets before the next one's memory base (review R5-1).
+
+    ProcessGroupNCCL keeps the tensors of each asynchronous collective until its watchdog has seen the work end, and
+    frees them at the next collective this thread issues after that. Without this, a base taken right after a
+    configuration's last all-reduces still held its buckets (0.125 GB for the UNet), freed during the next
+    configuration: on one H100 that row read one gradient copy too little, and `gradient_as_bucket_view` seemed to
+    save nothing (0.003 GB; 0.129 GB with a settled base, as on the 2x H200 reference). Every rank calls it (it is a
+    collective); GPUs only."""
+    import torch
+    import torch.distributed as dist
+
+    if not ctx.is_gpu:
+        return
+    torch.cuda.synchronize(ctx.device)
+    time.sleep(SETTLE_S)
+    dist.all_reduce(torch.zeros(1, device=ctx.device))
+    torch.cuda.synchronize(ctx.device)
+
+
 def _memory_start(ctx: runtime.Context) -> int:
     import torch
 
@@ -382,6 +407,8 @@ def measure(ctx: runtime.Context, p: Params, name: str, batch: int) -> Row:
             raise _Idle
         if p.count:
             row.update(dataclasses.asdict(count_bytes(ctx, p, name, batch)))
+            if not v.alone:  # the counting copy's buckets (rank 0 alone has no DDP, and no peer to settle with)
+                _settle(ctx)
         base_bytes = _memory_start(ctx)
         cfg = build(ctx, p, name, batch)
         first = ctx.timer(host=True)
@@ -446,6 +473,7 @@ def measure(ctx: runtime.Context, p: Params, name: str, batch: int) -> Row:
     row["peak_mem_gb"] = row["peak_mem_gb_per_rank"][0]
     row["optimizer_mem_gb_per_rank"] = per_rank(ctx, at_optimizer)
     row["optimizer_mem_gb"] = row["optimizer_mem_gb_per_rank"][0]
+    _settle(ctx)  # every rank is here: this configuration's buckets go before the next one's base
     return Row(**row)
 
 
