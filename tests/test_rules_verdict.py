@@ -134,9 +134,23 @@ def test_comparison_as_a_verdict_keeps_its_numbers():
 
 def test_describe_states_the_rule_it_applied():
     faster = compare([10.0, 10.0], [8.0, 8.0]).describe("ms", "step")
-    assert faster.startswith("step: 10 ms → 8 ms: 20% faster") and "noise ±1%, 2+2 repeats" in faster
+    assert faster.startswith("step: 10.00 ms → 8.00 ms: 20% faster") and "noise ±1%, 2+2 repeats" in faster
     same = compare([10.0, 10.0], [10.05, 10.05]).describe()
-    assert same.startswith("10 → 10.05: no change (+0.5% is within noise ±1%")
+    assert same.startswith("10.00 → 10.05: no change (+0.5% is within noise ±1%")
+
+
+def test_describe_gives_both_sides_the_larger_ones_four_digits():
+    """Review R5-3: "74.17 ms → 74.1 ms" read as if the second were less precise; both sides take the decimals of the
+    larger one's four significant digits, on either side of each power of ten."""
+
+    def shown(a: float, b: float) -> str:
+        return compare([a, a], [b, b]).describe().split(":")[0]
+
+    assert shown(74.17, 74.1) == "74.17 → 74.10"
+    assert shown(9.99, 9.5) == "9.990 → 9.500" and shown(10.0, 9.5) == "10.00 → 9.50"
+    assert shown(999.0, 990.0) == "999.0 → 990.0" and shown(1000.0, 990.0) == "1000 → 990"
+    assert shown(1053.0, 1055.4) == "1053 → 1055" and shown(12345.0, 100.0) == "12345 → 100"
+    assert shown(0.0123, 0.5) == "0.0123 → 0.5000"
 
 
 # --------------------------------------------------------------------------- the Verdict type

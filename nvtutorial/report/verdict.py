@@ -184,8 +184,12 @@ class Comparison:
     def describe(self, unit: str = "", what: str = "") -> str:
         """``"1.23 ms → 1.10 ms: 11 % faster (noise ±3 %)"`` and the like."""
 
+        # both sides with the decimals of the larger one's 4 significant digits: 74.17 → 74.10, not 74.1 (review R5-3)
+        top = max(abs(self.baseline), abs(self.candidate))
+        places = max(0, 3 - math.floor(math.log10(top))) if top > 0 and math.isfinite(top) else 0
+
         def fmt(x: float) -> str:
-            return f"{x:.4g}{(' ' + unit) if unit else ''}"
+            return f"{x:.{places}f}{(' ' + unit) if unit else ''}"
 
         noise = f"noise ±{self.noise:.0%}, {self.repeats[0]}+{self.repeats[1]} repeats"
         head = f"{what}: " if what else ""

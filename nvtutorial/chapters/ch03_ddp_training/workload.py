@@ -342,14 +342,16 @@ SETTLE_S = 0.25
 
 
 def _settle(ctx: runtime.Context) -> None:
-    """Let NCCL let go of a configuration's DDP buckets before the next one's memory base (review R5-1).
+    """Let ProcessGroupNCCL let go of a configuration's DDP buckets before the next one's memory base (review R5-1).
 
-    ProcessGroupNCCL keeps the tensors of each asynchronous collective until its watchdog has seen the work end, and
-    frees them at the next collective this thread issues after that. Without this, a base taken right after a
-    configuration's last all-reduces still held its buckets (0.125 GB for the UNet), freed during the next
-    configuration: on one H100 that row read one gradient copy too little, and `gradient_as_bucket_view` seemed to
-    save nothing (0.003 GB; 0.129 GB with a settled base, as on the 2x H200 reference). Every rank calls it (it is a
-    collective); GPUs only."""
+    ProcessGroupNCCL stashes the tensors of each asynchronous collective. ``Work.wait()`` releases them; DDP never
+    calls it (it waits on the bucket's future), so they go only once the watchdog (it polls about every 100 ms) has
+    seen the work end and the next collective enqueued on that process group, from any thread, releases its shelf.
+    Without this, a base taken right after a configuration's last all-reduces still held its buckets (0.125 GB for
+    the UNet), freed during the next configuration: on one H100 that row read one gradient copy too little, and
+    `gradient_as_bucket_view` seemed to save nothing (0.003 GB; 0.129 GB once settled, as on the 2x H200 reference,
+    0.130). The sleep is a margin, not a check: a watchdog held up longer would bring the error back. Every rank
+    calls it (it is a collective); GPUs only."""
     import torch
     import torch.distributed as dist
 
