@@ -229,6 +229,22 @@ def test_the_output_comparison_fails_on_a_flipped_verdict_and_a_vanished_line():
     assert len(nbval_outputs.compare_executed(name, vanished)) == 1
 
 
+def test_the_comparison_drops_the_narrations_timing_lines_and_only_them():
+    """A loaded CI machine printed "[check 1.53 s] still waiting (2 s)" inside a marked cell of 09: such lines depend on
+    timing, not on a conclusion; a rank's own lines and the conclusion stay."""
+    text = (
+        "checking resume: first\n[check   1.53 s] still waiting (2 s)\n[lab  12.00 s] now: the agents restart\n"
+        "[rank0  3.10 s] still waiting (1 s)\nFAIL (multinode_resume): the weights were not loaded\n"
+    )
+    (kept,) = nbval_outputs._without_timing_lines([{"output_type": "stream", "name": "stdout", "text": text}])
+    assert kept["text"] == (
+        "checking resume: first\n[rank0  3.10 s] still waiting (1 s)\n"
+        "FAIL (multinode_resume): the weights were not loaded\n"
+    )
+    waiting = {"output_type": "stream", "text": "[run 1.5 s] still waiting (3 s)\n"}
+    assert nbval_outputs._without_timing_lines([waiting]) == []
+
+
 @pytest.mark.notebooks
 @pytest.mark.parametrize(
     "path", [p for p in NOTEBOOKS if p.name[:2] in {"03", "04", "05", "06", "07", "08", "09"}], ids=lambda p: p.stem

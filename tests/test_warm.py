@@ -245,6 +245,59 @@ def test_the_warm_interpreter_ends_with_the_process_that_started_it(tmp_path):
     assert_no_process(tmp_path / "run")
 
 
+def test_closing_does_not_wait_for_an_interpreter_still_importing_torch():
+    """A warm interpreter that notices the closed socket only after ``import torch`` is ended at once: it took 2.8 s
+    to close on an idle 2-core machine and over 10 s on a loaded one (a Stop past its 5 s), 0.5 s now."""
+    w = warm_mod.WarmInterpreter()
+    try:
+        assert w.proc.poll() is None  # still starting: its import of torch takes seconds
+        t0 = time.monotonic()
+        w.close()
+        assert w.proc.returncode is not None
+        assert time.monotonic() - t0 < 2.0, "close waited for the import"
+    finally:
+        if w.proc.poll() is None:
+            w.proc.kill()
+
+
+class _Stubborn:
+    """A process that outlasts each wait until it is sent ``ends_on``."""
+
+    def __init__(self, ends_on: str | None):
+        self.sent: list[str] = []
+        self.ends_on, self.returncode = ends_on, None
+
+    def _send(self, what: str) -> None:
+        self.sent.append(what)
+        if what == self.ends_on:
+            self.returncode = -1
+
+    def terminate(self) -> None:
+        self._send("terminate")
+
+    def kill(self) -> None:
+        self._send("kill")
+
+    def wait(self, timeout=None):
+        if self.returncode is None and timeout is not None:
+            raise subprocess.TimeoutExpired("warm", timeout)
+        return self.returncode
+
+
+@pytest.mark.parametrize(
+    "ends_on, sent", [("itself", []), ("terminate", ["terminate"]), ("kill", ["terminate", "kill"])]
+)
+def test_closing_escalates_from_waiting_to_terminate_to_kill(ends_on, sent):
+    w = warm_mod.WarmInterpreter.__new__(warm_mod.WarmInterpreter)
+    w.sock, w.proc = socket.socket(), _Stubborn(ends_on)
+    w._reader = type("Done", (), {"join": staticmethod(lambda timeout=None: None)})()
+    w.proc.stderr = None
+    if ends_on == "itself":  # it ends on its own within the first wait
+        w.proc.returncode = 0
+    w.close()
+    assert w.proc.sent == sent
+
+
 def test_ranks_cells_run_on_warm_ranks():
     pool = ranks.start(nproc=2, backend="gloo", quiet=True)
     try:
