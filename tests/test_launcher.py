@@ -106,7 +106,11 @@ def test_hang_is_ended_at_the_deadline_with_every_rank_stack(runs_dir):
 
 def _hanging_caller(run_dir: Path) -> subprocess.Popen:
     """A Python process that launches a hanging selftest; returned once rank 1 is asleep."""
+    # SIGINT as in a terminal, whatever the test runner inherited: a Python started with SIGINT ignored (a shell's
+    # background job without job control) keeps it ignored, and no Stop reaches it
     script = textwrap.dedent(f"""
+        import signal
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         import nvtutorial
         try:
             nvtutorial.run("selftest", nproc=2, backend="gloo", params={{"mode": "hang"}}, timeout=300,
