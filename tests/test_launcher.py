@@ -116,9 +116,7 @@ def _hanging_caller(run_dir: Path) -> subprocess.Popen:
             nvtutorial.run("selftest", nproc=2, backend="gloo", params={{"mode": "hang"}}, timeout=300,
                            out={str(run_dir)!r}, output="none")
         except KeyboardInterrupt as exc:
-            import time
             print("RENDERED:" + "|".join(exc._render_traceback_()), flush=True)
-            print(f"STOPPED_AT:{{time.monotonic()}}", flush=True)
             raise SystemExit(130)
     """)
     caller = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
@@ -131,21 +129,15 @@ def _hanging_caller(run_dir: Path) -> subprocess.Popen:
 
 
 def test_interrupt_ends_the_whole_tree_within_5_seconds(tmp_path):
-    """Stop, as a notebook sees it: the KeyboardInterrupt reaches the caller once every process of the run has ended,
-    within 5 s. The caller's own exit after that (its interpreter's shutdown) is not part of a Stop in a kernel, which
-    goes on running: it is waited for, not timed."""
     caller = _hanging_caller(tmp_path / "run")
     t0 = time.monotonic()
     caller.send_signal(signal.SIGINT)
-    assert caller.wait(timeout=60) == 130
-    exited = time.monotonic() - t0
-    out = caller.stdout.read().splitlines()
-    stopped = float(next(line for line in out if line.startswith("STOPPED_AT:")).split(":", 1)[1]) - t0
-    assert stopped < 5 + 1, f"the Stop took {stopped:.1f} s (the caller exited {exited:.1f} s after SIGINT)"
+    assert caller.wait(timeout=10) == 130
+    assert time.monotonic() - t0 < 5 + 1
     assert_nothing_left(tmp_path / "run")
     assert json.loads((tmp_path / "run" / "result.json").read_text())["error"]["type"] == "KeyboardInterrupt"
     # what a notebook shows for Stop: three plain lines, no frames of the launcher: what ran, what ended, what is kept
-    shown = next(line for line in out if line.startswith("RENDERED:"))
+    shown = next(line for line in caller.stdout.read().splitlines() if line.startswith("RENDERED:"))
     lines = shown[len("RENDERED:") :].split("|")
     assert len(lines) == 3 and lines[0].startswith("KeyboardInterrupt: stopped while selftest ran on 2 ranks (ready")
     assert lines[1].startswith("ended: every process of the run") and lines[2].startswith(
