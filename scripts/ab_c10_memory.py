@@ -7,6 +7,9 @@ of ``ddp_train.train_step`` (bf16), batch 32 of 256x256; one JSON line: memory i
 steps 3-5) and the peak, minus the base; the grads' views and storages. Base ``workload``: the workload's
 ``_memory_start`` right after the previous side; ``settled``: a 0.5 s wait and one collective first (their frees
 reported). One fp32 copy of the gradients is 0.124 GB.
+
+Run so far on the CPU only (its aliasing check); the one-H100 numbers of review R5-1 came from the workload itself,
+run with and without a settled base (2026-12-07).
 """
 
 import json
@@ -48,7 +51,7 @@ def base_of(dev, mode):
     m0 = workload._memory_start(ctx)  # gc, synchronize, memory_allocated
     time.sleep(0.5)  # NCCL's watchdog looks at its works every 100 ms
     m1 = torch.cuda.memory_allocated(dev)
-    dist.all_reduce(torch.zeros(1, device=dev))  # a collective on this thread: the retired works' tensors go
+    dist.all_reduce(torch.zeros(1, device=dev))  # the group's next collective: the retired works' tensors go
     m2 = workload._memory_start(ctx)
     return m2, {"freed_by_wait_gb": gb(m0 - m1), "freed_by_next_collective_gb": gb(m1 - m2)}
 
