@@ -368,6 +368,28 @@ def test_the_fixed_h100_run_ends_the_survivor_by_its_agent_without_a_dump(tmp_pa
     assert v.status == "pass" and v.numbers["slow"] is False and "the first new step came 13.7 s after" in v.text
 
 
+H100_RAISED = ROOT / "tests" / "fixtures" / "elastic-h100x1-2026-12-07-raised"  # the same lab at 7b5ab7b, its logs
+
+
+def test_the_h100_run_whose_survivor_raised_is_read_as_a_collective_that_lost_its_peer(tmp_path):
+    """The committed copy's run: rank 0's all-reduce raised (exit code 1) before any agent acted, 0.2 s after the
+    rank's kill; after the node's loss its agent stopped it, 3.6 s after; both under SLOW_RECOVERY_S."""
+    said = m.agent_lines(H100_RAISED, limit=40)
+    assert "node0/agent.log: failed (exitcode: 1) local_rank: 0" in said
+    assert not [line for line in said if "preparing to dump" in line or "taking the entire process down" in line]
+    rank_kill = time.mktime((2026, 12, 7, 17, 7, 54, 0, 0, -1)) + 0.005
+    node_kill = time.mktime((2026, 12, 7, 17, 8, 6, 0, 0, -1)) + 0.19
+    for kill, end_s, how in ((rank_kill, 0.2, "exit code 1: a collective lost its peer"), (node_kill, 3.6, "stopped")):
+        fault = outcome(tmp_path, killed_at_s=8.0, started_wall=kill - 8.0)
+        fault.result = types.SimpleNamespace(run_dir=H100_RAISED, error=None)
+        ended = m.survivor_end(fault)
+        assert ended[0] == pytest.approx(end_s, abs=1e-3) and ended[1].startswith(how)
+    reference = save(tmp_path / "reference.pt", W, 40)
+    for recovery_s, slow in ((18.07, False), (m.SLOW_RECOVERY_S + 0.01, True)):
+        v = m.recovery_verdict(types.SimpleNamespace(**{**vars(fault), "recovery_s": recovery_s}), reference, "x")
+        assert v.numbers["slow"] is slow
+
+
 @pytest.mark.parametrize("down", [True, False])
 def test_the_watchdogs_sleep_needs_both_of_its_lines(tmp_path, down):
     """The sleep is said only from the watchdog's sight of the error to its teardown in the same log."""

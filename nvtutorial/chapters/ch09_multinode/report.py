@@ -41,10 +41,11 @@ _RANK_STAMP = re.compile(r"^\[rank\d+\]:\[[IWE](\d{4} \d\d:\d\d:\d\d\.\d+)")
 _ENDED = re.compile(r"failed \(exitcode: (-?\d+)\)|Detected \d+ new nodes")
 SLOW_RECOVERY_S = 30.0
 """A recovery whose first new step came later than this after the kill is called slow, with its cause (review R6-3):
-a fault costs the agents' new round and the new processes' start. The first new step came 10.6 s after a rank's kill
-and 13.7 s after a node's loss on one H100 (torch 2.11, commit 863ebb4), 6.1 and 8.2 s on a 2-core CPU (2026-12-07),
-and 68.7 s after a rank's kill on that H100 while NCCL's watchdog slept its default minute (01015c0, review R6-1):
-30 s is about twice the slowest recovery measured without that sleep (2.2×), and under half the one with it."""
+a fault costs the agents' new round and the new processes' start. The first new step came 10.6 and 11.9 s after a
+rank's kill and 13.7 and 18.1 s after a node's loss on one H100 (torch 2.11, commits 863ebb4 and 7b5ab7b), 6.1 and 8.2 s
+on a 2-core CPU (2026-12-07), and 68.7 s after a rank's kill on that H100 while NCCL's watchdog slept its default minute
+(01015c0, review R6-1): 30 s is above the slowest recovery measured without that sleep (1.7×), and under half the one
+with it."""
 
 SOURCES = {
     "nccl-env": (
