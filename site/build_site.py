@@ -11,17 +11,19 @@ gloo processes; run with Run All in JupyterLab by ``make test``, or executed her
 or stale: ``site/executed.py``, the folder ``make test`` writes, so each notebook runs once per CI run), its banner
 saying so and linking the GPU
 copies of older text with their commit. The build fails when a page's cells differ from its notebook's. Plus the
-intro, the claims table (from ``nvtutorial.report.claims``) and where the numbers come from. The widgets'
-JavaScript (``require.js`` and ``@jupyter-widgets/html-manager``) is fetched with ``npm pack`` and served with the
-site, so every page, progress bars included, works offline. The build fails on any Sphinx warning and on a broken
-internal link or a missing image (``check_site.py``).
+intro, the claims table (from ``nvtutorial.report.claims``) and where the numbers come from. The widgets' JavaScript
+(``require.js`` and ``@jupyter-widgets/html-manager``) is downloaded from the npm registry (checked against its pinned
+integrity) and served with the site, so every page, progress bars included, works offline. The build fails on any
+Sphinx warning and on a broken internal link or a missing image (``check_site.py``).
 """
 
 from __future__ import annotations
 
 import argparse
+import base64
 import collections
 import dataclasses
+import hashlib
 import importlib.util
 import json
 import re
@@ -29,8 +31,8 @@ import shutil
 import subprocess
 import sys
 import tarfile
-import tempfile
 import time
+import urllib.request
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -57,8 +59,19 @@ and tools, not a page; MyST-NB warns of a mime type it cannot render, and a warn
 PAGES = ("_config.yml", "_toc.yml", "intro.md", "favicon.svg")
 """The committed parts of the book; the rest is generated here."""
 
-WIDGET_PACKAGES = {"requirejs": "requirejs@2.3.8", "html-manager": "@jupyter-widgets/html-manager@1.0.15"}
-"""The npm packages the saved widgets need in a page, fetched with ``npm pack``."""
+NPM_REGISTRY = "https://registry.npmjs.org"
+WIDGET_PACKAGES = {
+    "requirejs": (
+        "requirejs/-/requirejs-2.3.8.tgz",
+        "sha512-7/cTSLOdYkNBNJcDMWf+luFvMriVm7eYxp4BcFCsAX0wF421Vyce5SXP17c+Jd5otXKGNehIonFlyQXSowL6Mw==",
+    ),
+    "html-manager": (
+        "@jupyter-widgets/html-manager/-/html-manager-1.0.15.tgz",
+        "sha512-5thBIV6ymNgmPVOHvzx+gGy8ZSKmSazhtGw4/c4xJDVzRhG9PTeQsRjF3FUTopvFi//SABeNz1yp47bCrJ3CQA==",
+    ),
+}
+"""The npm packages the saved widgets need in a page: each tarball's path on the npm registry and its ``integrity``
+as the registry publishes it (``npm view <name>@<version> dist.integrity``), checked before use: no npm needed."""
 WIDGET_JS = (
     ("requirejs", "package/require.js"),
     (None, "widgets-config.js"),
@@ -325,19 +338,21 @@ def hardware_page(
     )
 
 
-def npm_pack(package: str, cache: Path) -> Path:
-    """The tarball of ``package`` (``name@version``), fetched with ``npm pack`` once and kept in ``cache``."""
+def npm_tarball(path: str, integrity: str, cache: Path) -> Path:
+    """The registry's tarball at ``path``, downloaded once into ``cache`` and checked against ``integrity``."""
     cache.mkdir(parents=True, exist_ok=True)
-    tarball = cache / (package.lstrip("@").replace("/", "-").replace("@", "-") + ".tgz")
+    tarball = cache / path.rsplit("/", 1)[1]
     if not tarball.exists():
-        if shutil.which("npm") is None:
-            raise SystemExit("site: npm is needed to fetch the widgets' JavaScript (apt-get install npm)")
-        with tempfile.TemporaryDirectory() as tmp:
-            subprocess.run(
-                ["npm", "pack", package, "--pack-destination", tmp, "--silent"], check=True, stdout=subprocess.DEVNULL
-            )
-            (packed,) = Path(tmp).glob("*.tgz")
-            shutil.move(packed, tarball)
+        url = f"{NPM_REGISTRY}/{path}"
+        try:
+            with urllib.request.urlopen(url, timeout=60) as response:
+                data = response.read()
+        except OSError as e:
+            raise SystemExit(f"site: could not fetch the widgets' JavaScript from {url}: {e}") from e
+        algorithm, digest = integrity.split("-", 1)
+        if base64.b64encode(hashlib.new(algorithm, data).digest()).decode() != digest:
+            raise SystemExit(f"site: {url} is not the tarball its integrity ({integrity}) names")
+        tarball.write_bytes(data)
     return tarball
 
 
@@ -356,7 +371,7 @@ def _members(tarball: Path, wanted: Callable[[str], bool]) -> dict[str, bytes]:
 def fetch_widget_js(cache: Path, dest: Path) -> list[str]:
     """Put the widgets' scripts and fonts in ``dest``; the scripts' paths under ``_static``, in loading order."""
     (dest / "html-manager").mkdir(parents=True, exist_ok=True)
-    tarballs = {key: npm_pack(package, cache) for key, package in WIDGET_PACKAGES.items()}
+    tarballs = {key: npm_tarball(path, integrity, cache) for key, (path, integrity) in WIDGET_PACKAGES.items()}
     paths = []
     for key, member in WIDGET_JS:
         name = Path(member).name
@@ -561,7 +576,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--out", default=str(ROOT / "build" / "site"), help="where the HTML goes")
     parser.add_argument("--src", default=str(ROOT / "build" / "site-src"), help="where the book's sources are staged")
-    parser.add_argument("--cache", default=str(ROOT / "build" / "site-cache"), help="npm tarballs, kept between builds")
+    parser.add_argument(
+        "--cache", default=str(ROOT / "build" / "site-cache"), help="the widgets' npm tarballs, kept between builds"
+    )
     parser.add_argument(
         "--executed",
         default=str(EXECUTED),

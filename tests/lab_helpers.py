@@ -120,7 +120,15 @@ class Lab:
         return f"http://127.0.0.1:{self.port}/{path}?token={self.token}"
 
     def kernels(self) -> list[psutil.Process]:
-        return [p for p in psutil.Process(self.server.pid).children() if "ipykernel" in " ".join(p.cmdline())]
+        """The server's live kernel processes (a child that ended meanwhile, a zombie included, is none)."""
+        found = []
+        for p in psutil.Process(self.server.pid).children():
+            try:
+                if "ipykernel" in " ".join(p.cmdline()):
+                    found.append(p)
+            except (psutil.NoSuchProcess, psutil.ZombieProcess):
+                continue
+        return found
 
     def stop(self) -> None:
         self.server.terminate()
