@@ -160,7 +160,19 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("list", help="the workloads, one line each")
     p.set_defaults(func=cmd_list)
+    _add_run(sub)
+    p = sub.add_parser("clean", help="remove finished run folders under the runs root (.runs, or $NVTUTORIAL_RUNS_DIR)")
+    p.add_argument("--keep", type=int, default=0, metavar="N", help="keep the newest N finished runs (default 0)")
+    p.set_defaults(func=cmd_clean)
+    _add_course(sub)
+    _add_bundle(sub)
+    for module in _COMMAND_MODULES:
+        importlib.import_module(f".{module}", __package__).add_command(sub)
+    return parser
 
+
+def _add_run(sub: argparse._SubParsersAction) -> None:
+    """``nvtutorial run TARGET [options] [-- SCRIPT ARGS...]``."""
     p = sub.add_parser(
         "run",
         help="run a workload or a script on N processes and write DIR/result.json",
@@ -201,10 +213,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=cmd_run, script_args=[])
 
-    p = sub.add_parser("clean", help="remove finished run folders under the runs root (.runs, or $NVTUTORIAL_RUNS_DIR)")
-    p.add_argument("--keep", type=int, default=0, metavar="N", help="keep the newest N finished runs (default 0)")
-    p.set_defaults(func=cmd_clean)
 
+def _add_course(sub: argparse._SubParsersAction) -> None:
+    """``nvtutorial course [--out DIR] [--only PATTERN] [--profile auto|ci|full]``."""
     p = sub.add_parser("course", help="execute the notebooks with papermill and print a summary")
     p.add_argument(
         "--out", type=Path, default=Path("build/course"), help="folder for executed notebooks and summary.json"
@@ -228,6 +239,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--notebooks", type=Path, default=None, help="folder of the notebooks (default: the repository's)")
     p.set_defaults(func=cmd_course)
 
+
+def _add_bundle(sub: argparse._SubParsersAction) -> None:
+    """``nvtutorial bundle [--out DIR] [--python X.Y] ...``."""
     p = sub.add_parser("bundle", help="download wheels for an air-gapped GPU node")
     p.add_argument("--out", type=Path, default=Path("wheels"))
     p.add_argument("--python", default="3.12", help="the node's Python version (default 3.12)")
@@ -237,10 +251,6 @@ def build_parser() -> argparse.ArgumentParser:
         "--skip", action="append", default=[], metavar="PACKAGE", help="leave a requirement out (repeatable)"
     )
     p.set_defaults(func=cmd_bundle)
-
-    for module in _COMMAND_MODULES:
-        importlib.import_module(f".{module}", __package__).add_command(sub)
-    return parser
 
 
 # Subcommands that live beside the module they expose: each module's add_command(sub) adds

@@ -41,7 +41,7 @@ import sys
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import psutil
 
@@ -579,13 +579,41 @@ def execute(spec: LaunchSpec, check: bool = True, full_command: bool = False) ->
         print(warning, file=sys.stderr, flush=True)
     command, full = torchrun_line(spec), torchrun_line(spec, full=True)
     run = Supervisor(spec)
+    cold_reason = _follow(run, full if full_command else command, full)
+    wall = time.perf_counter() - run.t0
+    if spec.max_restarts and run.returncode == 0 and not run.interrupted:
+        for stale in spec.run_dir.glob("rank*.error.json"):  # errors of attempts that torchrun restarted
+            stale.replace(stale.with_name(stale.name.replace(".error.json", ".error.earlier.json")))
+    for leftover in spec.run_dir.glob(".rank*.tmp"):  # a rank killed (SIGKILL) while it wrote a result
+        leftover.unlink(missing_ok=True)
+    run.seen.started = run.started
+    result = diagnosis.collect(spec, run.returncode, wall, run.first_output)
+    result.ready_s = None if run.ready_at is None else run.ready_at - run.t0
+    result.started, result.torchrun, result.cold_reason = run.started, full, cold_reason
+    if run.interrupted:
+        _stop_interrupted(run, result, wall)
+    if run.folder_lost:
+        failure = _folder_lost(spec, result)
+    else:
+        failure = _save_diagnosed(spec, result, diagnosis.diagnose(spec, result, run.seen))
+    if failure is not None and check:
+        error_class = RunTimedOut if failure.timed_out else RunFailed
+        raise error_class(
+            failure.message, result, rank=failure.rank, exc_type=failure.exc_type, traceback=failure.traceback
+        )
+    return result
+
+
+def _follow(run: Supervisor, command: str, full: str) -> str | None:
+    """Start the run, say how (:func:`_announce`), follow it to its end, trying another rendezvous port when another
+    process took the one picked; the run is ended whatever happens. Why it started cold when it could have been
+    warm (:func:`_start`)."""
     cold_reason = None
     previous_sigterm = _raise_on_sigterm()
     try:
-        cold_reason = _start(run, spec)
+        cold_reason = _start(run, run.spec)
         # every run says how it started, output="none" included (that hides the ranks' lines, not the run)
-        how = "ranks forked warm, as" if run.started == "warm" else "started with"
-        _announce(how, full if full_command else command, full)
+        _announce("ranks forked warm, as" if run.started == "warm" else "started with", command, full)
         for attempt in range(PORT_ATTEMPTS):
             run.watch()
             if attempt + 1 == PORT_ATTEMPTS or not run.port_taken():
@@ -606,62 +634,57 @@ def execute(spec: LaunchSpec, check: bool = True, full_command: bool = False) ->
         run.end()
         if previous_sigterm is not None:
             signal.signal(signal.SIGTERM, previous_sigterm)
-    wall = time.perf_counter() - run.t0
-    if spec.max_restarts and run.returncode == 0 and not run.interrupted:
-        for stale in spec.run_dir.glob("rank*.error.json"):  # errors of attempts that torchrun restarted
-            stale.replace(stale.with_name(stale.name.replace(".error.json", ".error.earlier.json")))
-    for leftover in spec.run_dir.glob(".rank*.tmp"):  # a rank killed (SIGKILL) while it wrote a result
-        leftover.unlink(missing_ok=True)
-    run.seen.started = run.started
-    result = diagnosis.collect(spec, run.returncode, wall, run.first_output)
-    result.ready_s = None if run.ready_at is None else run.ready_at - run.t0
-    result.started, result.torchrun, result.cold_reason = run.started, full, cold_reason
-    if run.interrupted:
-        result.error = {
-            "type": "SIGTERM" if run.terminated else "KeyboardInterrupt",
-            "message": "interrupted by the caller; every process of the run was ended",
-        }
-        _save(result)
-        # every rank's ready file, even if the interrupt came before the watch loop's next look at them
-        ran = "ready" if run.ready_at is not None or run.all_ready() else "still starting"
-        message = (
-            f"stopped while {spec.workload} ran on {spec.world_size} rank{'s' * (spec.world_size > 1)} "
-            f"({ran}, {wall:.1f} s after the launch)\n"
-            f"ended: every process of the run ({len(run.tree.roots)} started, and whatever they started)\n"
-            f"kept: its folder {spec.run_dir} (each rank's log; result.json records the interruption)"
-        )
-        if run.terminated:
-            print(message.replace("stopped", "terminated (SIGTERM)", 1), file=sys.stderr)
-            raise SystemExit(128 + signal.SIGTERM)
-        raise RunInterrupted(message, result)
-    if run.folder_lost:
-        message = (
-            f"the run folder {spec.run_dir} was deleted (or replaced) while the run was in flight; every "
-            f"process of the run was ended and its logs are lost. Leave a run's folder alone until it ends."
-        )
-        result.error = {"type": "RunFolderLost", "message": message}
+    return cold_reason
+
+
+def _stop_interrupted(run: Supervisor, result: RunResult, wall: float) -> NoReturn:
+    """Record the interruption in ``result.json`` and raise :class:`RunInterrupted` (SIGTERM: exit 128 + 15)."""
+    spec = run.spec
+    result.error = {
+        "type": "SIGTERM" if run.terminated else "KeyboardInterrupt",
+        "message": "interrupted by the caller; every process of the run was ended",
+    }
+    _save(result)
+    # every rank's ready file, even if the interrupt came before the watch loop's next look at them
+    ran = "ready" if run.ready_at is not None or run.all_ready() else "still starting"
+    message = (
+        f"stopped while {spec.workload} ran on {spec.world_size} rank{'s' * (spec.world_size > 1)} "
+        f"({ran}, {wall:.1f} s after the launch)\n"
+        f"ended: every process of the run ({len(run.tree.roots)} started, and whatever they started)\n"
+        f"kept: its folder {spec.run_dir} (each rank's log; result.json records the interruption)"
+    )
+    if run.terminated:
+        print(message.replace("stopped", "terminated (SIGTERM)", 1), file=sys.stderr)
+        raise SystemExit(128 + signal.SIGTERM)
+    raise RunInterrupted(message, result)
+
+
+def _folder_lost(spec: LaunchSpec, result: RunResult) -> diagnosis.Failure:
+    """The failure of a run whose folder was deleted (or replaced) while it ran; its result cannot be saved."""
+    message = (
+        f"the run folder {spec.run_dir} was deleted (or replaced) while the run was in flight; every "
+        f"process of the run was ended and its logs are lost. Leave a run's folder alone until it ends."
+    )
+    result.error = {"type": "RunFolderLost", "message": message}
+    result.returncode = result.returncode or 1
+    return diagnosis.Failure(message, exc_type="RunFolderLost")
+
+
+def _save_diagnosed(spec: LaunchSpec, result: RunResult, failure: diagnosis.Failure | None) -> diagnosis.Failure | None:
+    """Save ``result.json``; the run's failure, with why it could not be saved first if it could not."""
+    try:
+        result.save()
+    except OSError as exc:
+        why = diagnosis.disk_full(spec) or f"could not write {spec.run_dir / 'result.json'}: {exc.strerror or exc}"
+        failure = failure or diagnosis.Failure(why, exc_type="ResultNotSaved")
+        lines = failure.message.split("\n")
+        if lines[0] != why:
+            lines.insert(0, why)
+        lines.insert(1, "(the result was not saved)")
+        failure.message = "\n".join(lines)
+        result.error = result.error or {"type": "ResultNotSaved", "message": why}
         result.returncode = result.returncode or 1
-        failure = diagnosis.Failure(message, exc_type="RunFolderLost")
-    else:
-        failure = diagnosis.diagnose(spec, result, run.seen)
-        try:
-            result.save()
-        except OSError as exc:
-            why = diagnosis.disk_full(spec) or f"could not write {spec.run_dir / 'result.json'}: {exc.strerror or exc}"
-            failure = failure or diagnosis.Failure(why, exc_type="ResultNotSaved")
-            lines = failure.message.split("\n")
-            if lines[0] != why:
-                lines.insert(0, why)
-            lines.insert(1, "(the result was not saved)")
-            failure.message = "\n".join(lines)
-            result.error = result.error or {"type": "ResultNotSaved", "message": why}
-            result.returncode = result.returncode or 1
-    if failure is not None and check:
-        error_class = RunTimedOut if failure.timed_out else RunFailed
-        raise error_class(
-            failure.message, result, rank=failure.rank, exc_type=failure.exc_type, traceback=failure.traceback
-        )
-    return result
+    return failure
 
 
 def _save(result: RunResult) -> None:

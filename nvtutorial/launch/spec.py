@@ -449,6 +449,55 @@ def is_script(target: str) -> bool:
     return not str(target).isidentifier()
 
 
+def _script_args(params: Any, args: Sequence[str] | None) -> tuple[str, ...]:
+    """A script's arguments, checked (a script takes no ``params``)."""
+    if params:
+        raise LaunchError("a script takes args=[...] (after -- on the command line), not params/--set")
+    if isinstance(args, (str, bytes)) or not all(isinstance(a, str) for a in args or ()):
+        raise LaunchError(f"args={args!r}: give the script's arguments as a list of strings")
+    return tuple(_no_nul("script argument", a) for a in args or ())
+
+
+def _workload_params(workload: str, params: Any, args: Sequence[str] | None) -> Any:
+    """A workload's ``Params`` built from ``params``, checked (a workload takes no ``args``)."""
+    if args:
+        raise LaunchError(
+            f"args={list(args)!r}: arguments are for scripts; workload {workload} takes params (--set KEY=VALUE)"
+        )
+    try:
+        module = workloads.load(workload)
+        parsed = params_mod.build(module.Params, params)
+    except params_mod.ParamError as exc:
+        raise LaunchError(f"{workload}: {exc}") from None
+    except workloads.UnknownWorkload as exc:
+        hint = f"; to run the script {workload}.py, give its path" if _is_file(f"{workload}.py") else ""
+        raise LaunchError(f"{exc}{hint}") from None
+    for key, value in params_mod.to_strings(parsed).items():
+        _no_nul(f"parameter {key}", value)
+    return parsed
+
+
+def _seconds(name: str, value: Any) -> None:
+    """A deadline: a positive, finite number of seconds, or None."""
+    if value is not None and (
+        isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0
+    ):
+        raise LaunchError(
+            f"{name}={value!r}: give a positive number of seconds"
+            + (", or None for no deadline" if name == "timeout" else "")
+        )
+
+
+def _env_overrides(env: Mapping[str, Any] | None) -> dict[str, str]:
+    """The run's environment variables, checked, their values as strings."""
+    overrides = {}
+    for key, value in (env or {}).items():
+        if not isinstance(key, str) or not key or "=" in key or "\0" in key:
+            raise LaunchError(f"bad environment variable name {key!r}")
+        overrides[key] = _no_nul(f"environment variable {key}=", str(value))
+    return overrides
+
+
 def prepare(
     target: str | os.PathLike[str],
     *,
@@ -474,56 +523,25 @@ def prepare(
     workload = os.fspath(target) if isinstance(target, os.PathLike) else target
     if not isinstance(workload, str) or not workload:
         raise LaunchError(f"target={target!r}: give a workload name (nvtutorial list) or the path of a .py script")
-    script = None
-    parsed = None
     if is_script(workload) or isinstance(target, os.PathLike):
-        script = _script_path(workload)
-        if params:
-            raise LaunchError("a script takes args=[...] (after -- on the command line), not params/--set")
-        if isinstance(args, (str, bytes)) or not all(isinstance(a, str) for a in args or ()):
-            raise LaunchError(f"args={args!r}: give the script's arguments as a list of strings")
-        args = tuple(_no_nul("script argument", a) for a in args or ())
+        script, parsed, args = _script_path(workload), None, _script_args(params, args)
     else:
-        if args:
-            raise LaunchError(
-                f"args={list(args)!r}: arguments are for scripts; workload {workload} takes params (--set KEY=VALUE)"
-            )
-        try:
-            module = workloads.load(workload)
-            parsed = params_mod.build(module.Params, params)
-        except params_mod.ParamError as exc:
-            raise LaunchError(f"{workload}: {exc}") from None
-        except workloads.UnknownWorkload as exc:
-            hint = f"; to run the script {workload}.py, give its path" if _is_file(f"{workload}.py") else ""
-            raise LaunchError(f"{exc}{hint}") from None
-        for key, value in params_mod.to_strings(parsed).items():
-            _no_nul(f"parameter {key}", value)
-        args = ()
+        script, parsed, args = None, _workload_params(workload, params, args), ()
     _whole("nproc", nproc)
     _whole("nnodes", nnodes)
     if not isinstance(max_restarts, int) or isinstance(max_restarts, bool) or max_restarts < 0:
         raise LaunchError(
             f"max_restarts={max_restarts!r}: give how many times torchrun may restart the ranks (0 or more)"
         )
-    for name, value in (("timeout", timeout), ("pg_timeout", pg_timeout)):
-        if value is not None and (
-            isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0
-        ):
-            raise LaunchError(
-                f"{name}={value!r}: give a positive number of seconds"
-                + (", or None for no deadline" if name == "timeout" else "")
-            )
+    _seconds("timeout", timeout)
+    _seconds("pg_timeout", pg_timeout)
     if launcher is None:
         launcher = os.environ.get("NVTUTORIAL_LAUNCHER") or "auto"  # type: ignore[assignment]
     if launcher not in ("auto", "torchrun"):
         raise LaunchError(f"launcher={launcher!r}: use auto (warm ranks where possible) or torchrun")
     if output not in ("rank0", "all", "none"):
         raise LaunchError(f"output={output!r}: use rank0, all or none")
-    overrides = {}
-    for key, value in (env or {}).items():
-        if not isinstance(key, str) or not key or "=" in key or "\0" in key:
-            raise LaunchError(f"bad environment variable name {key!r}")
-        overrides[key] = _no_nul(f"environment variable {key}=", str(value))
+    overrides = _env_overrides(env)
     resolved = resolve_backend(backend, nproc)
     if out is None:
         run_dir = run_folder(script.stem if script is not None else workload)

@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
 from nvtutorial.machine import nccl_debug
+from nvtutorial.machine.nccl_names import KNOWN_NCCL, NOT_READ_BY_NCCL, READ_UNDOCUMENTED, TORCH_RENAMED
 
 Status = Literal["ok", "warn", "fail"]
 
@@ -481,133 +482,6 @@ CHECKS: tuple[Callable[[Facts], Check], ...] = (
     check_visible_devices,
 )
 
-KNOWN_NCCL = {
-    "NCCL_DEBUG",
-    "NCCL_DEBUG_SUBSYS",
-    "NCCL_DEBUG_FILE",
-    "NCCL_P2P_DISABLE",
-    "NCCL_P2P_LEVEL",
-    "NCCL_SHM_DISABLE",
-    "NCCL_IB_DISABLE",
-    "NCCL_NET_GDR_LEVEL",
-    "NCCL_ALGO",
-    "NCCL_PROTO",
-    "NCCL_SOCKET_IFNAME",
-    "NCCL_NVLS_ENABLE",
-    "NCCL_SOCKET_NTHREADS",
-    "NCCL_NSOCKS_PERTHREAD",
-    "NCCL_BUFFSIZE",
-    "NCCL_NTHREADS",
-    "NCCL_MAX_NCHANNELS",
-    "NCCL_MIN_NCHANNELS",
-    "NCCL_MAX_CTAS",
-    "NCCL_MIN_CTAS",
-    "NCCL_CROSS_NIC",
-    "NCCL_CHECKS_DISABLE",
-    "NCCL_CHECK_POINTERS",
-    "NCCL_LAUNCH_MODE",
-    "NCCL_IB_HCA",
-    "NCCL_IB_TIMEOUT",
-    "NCCL_IB_RETRY_CNT",
-    "NCCL_IB_GID_INDEX",
-    "NCCL_IB_SL",
-    "NCCL_IB_TC",
-    "NCCL_IB_AR_THRESHOLD",
-    "NCCL_IB_CUDA_SUPPORT",
-    "NCCL_IB_QPS_PER_CONNECTION",
-    "NCCL_IB_PCI_RELAXED_ORDERING",
-    "NCCL_IB_ADAPTIVE_ROUTING",
-    "NCCL_IB_ROCE_VERSION_NUM",
-    "NCCL_IB_ADDR_FAMILY",
-    "NCCL_IB_ADDR_RANGE",
-    "NCCL_IB_MERGE_NICS",
-    "NCCL_IB_SPLIT_DATA_ON_QPS",
-    "NCCL_IB_ECE_ENABLE",
-    "NCCL_NET",
-    "NCCL_NET_PLUGIN",
-    "NCCL_NET_GDR_READ",
-    "NCCL_NET_SHARED_BUFFERS",
-    "NCCL_NET_SHARED_COMMS",
-    "NCCL_SINGLE_RING_THRESHOLD",
-    "NCCL_LL_THRESHOLD",
-    "NCCL_TREE_THRESHOLD",
-    "NCCL_IGNORE_CPU_AFFINITY",
-    "NCCL_COLLNET_ENABLE",
-    "NCCL_COLLNET_NODE_THRESHOLD",
-    "NCCL_TOPO_FILE",
-    "NCCL_TOPO_DUMP_FILE",
-    "NCCL_NVB_DISABLE",
-    "NCCL_PXN_DISABLE",
-    "NCCL_P2P_PXN_LEVEL",
-    "NCCL_GRAPH_REGISTER",
-    "NCCL_LOCAL_REGISTER",
-    "NCCL_SET_STACK_SIZE",
-    "NCCL_SET_THREAD_NAME",
-    "NCCL_GRAPH_MIXING_SUPPORT",
-    "NCCL_DMABUF_ENABLE",
-    "NCCL_P2P_NET_CHUNKSIZE",
-    "NCCL_P2P_NVL_CHUNKSIZE",
-    "NCCL_P2P_PCI_CHUNKSIZE",
-    "NCCL_P2P_LL_THRESHOLD",
-    "NCCL_ALLOC_P2P_NET_LL_BUFFERS",
-    "NCCL_COMM_BLOCKING",
-    "NCCL_CUMEM_ENABLE",
-    "NCCL_CUMEM_HOST_ENABLE",
-    "NCCL_P2P_DIRECT_DISABLE",
-    "NCCL_P2P_USE_CUDA_MEMCPY",
-    "NCCL_P2P_READ_ENABLE",
-    "NCCL_SHM_USE_CUDA_MEMCPY",
-    "NCCL_SHM_MEMCPY_MODE",
-    "NCCL_SOCKET_FAMILY",
-    "NCCL_COMM_ID",
-    "NCCL_NVLS_NCHANNELS",
-    "NCCL_NVLS_CHUNKSIZE",
-    "NCCL_RUNTIME_CONNECT",
-    "NCCL_NCHANNELS_PER_NET_PEER",
-    "NCCL_MNNVL_ENABLE",
-    "NCCL_RAS_ENABLE",
-    "NCCL_CONF_FILE",
-    "NCCL_WORK_FIFO_DEPTH",
-    "NCCL_PROFILER_PLUGIN",
-    "NCCL_TUNER_PLUGIN",
-    "NCCL_CGA_CLUSTER_SIZE",
-    "NCCL_NET_OVERHEAD",
-    "NCCL_OOB_NET_ENABLE",
-    "NCCL_OOB_NET_IFNAME",
-    "NCCL_SOCKET_RETRY_CNT",
-    "NCCL_SOCKET_RETRY_SLEEP_MSEC",
-    "NCCL_DEBUG_TIMESTAMP_FORMAT",
-    "NCCL_DEBUG_TIMESTAMP_LEVELS",
-    "NCCL_UID_STAGGER_THRESHOLD",
-    "NCCL_UID_STAGGER_RATE",
-    "NCCL_CTA_POLICY",
-    "NCCL_WIN_ENABLE",
-    "NCCL_NET_FORCE_FLUSH",
-    "NCCL_NVLINK_UTIL_CENTRIC_SCHED_ENABLE",
-    "NCCL_IB_FIFO_TC",
-    "NCCL_IB_RETURN_ASYNC_EVENTS",
-    "NCCL_PXN_C2C",
-}
-"""Variables NCCL documents (its environment-variable documentation, 2.18–2.28) and reads; names it does not read are
-ignored silently, typos included."""
-
-READ_UNDOCUMENTED = {
-    "NCCL_HOSTID": "read by NCCL, though its documentation does not list it: it replaces the host's identity in NCCL's "
-    "host hash, so ranks with different values count as different hosts (notebook 09 emulates two nodes "
-    "on one machine so); P2P and SHM are then refused between them",
-}
-"""``NCCL_*`` names NCCL reads in its source but does not document (notebook 09 uses ``NCCL_HOSTID``)."""
-
-NOT_READ_BY_NCCL = {
-    "NCCL_VERSION": "set by NVIDIA's CUDA container images to record the NCCL they installed; NCCL does not read it",
-}
-"""``NCCL_*`` names that are not settings, set on purpose by common environments."""
-
-_TORCH_RENAMED = {
-    "NCCL_ASYNC_ERROR_HANDLING": "TORCH_NCCL_ASYNC_ERROR_HANDLING",
-    "NCCL_BLOCKING_WAIT": "TORCH_NCCL_BLOCKING_WAIT",
-}
-
 
 def _truthy(value: str) -> bool:
     return value.strip().lower() not in ("", "0", "false", "no", "off")
@@ -615,16 +489,14 @@ def _truthy(value: str) -> bool:
 
 def check_nccl_variable(name: str, value: str, f: Facts) -> Check:
     """One ``NCCL_*`` variable of the environment, judged against this machine."""
-    env = f.nccl_env
     label = f"{name}={value}"
-    nvlink = f.nvlinks_01 > 0
-    if name in _TORCH_RENAMED:
+    if name in TORCH_RENAMED:
         return Check(
             label,
             "warn",
             "a PyTorch variable under its old name",
             "recent torch reads only the new name",
-            f"use {_TORCH_RENAMED[name]}={value}",
+            f"use {TORCH_RENAMED[name]}={value}",
         )
     if name in NOT_READ_BY_NCCL:
         return Check(label, "ok", "not a setting", NOT_READ_BY_NCCL[name])
@@ -644,56 +516,8 @@ def check_nccl_variable(name: str, value: str, f: Facts) -> Check:
             "NCCL ignores unknown names silently: a typo?",
             f"check the spelling against the NCCL documentation, or unset {name}",
         )
-    if name == "NCCL_P2P_DISABLE":
-        if not _truthy(value):
-            return Check(label, "ok", "P2P allowed")
-        if _truthy(env.get("NCCL_SHM_DISABLE", "0")):
-            return Check(
-                label,
-                "fail",
-                "P2P and SHM both disabled: NCCL falls back to TCP sockets",
-                "about 100× slower than NVLink on the reference machine",
-                "unset NCCL_P2P_DISABLE and NCCL_SHM_DISABLE",
-            )
-        if nvlink:
-            return Check(
-                label,
-                "fail",
-                f"disables NVLink for NCCL although GPU 0–1 have NV{f.nvlinks_01}",
-                "all traffic is staged through host memory (10.9× slower at 256 MiB on the reference 2× H200, "
-                "notebook 02's A/B; 11.9× for 4 GiB in nccl-tests)",
-                "unset NCCL_P2P_DISABLE",
-            )
-        return Check(
-            label,
-            "warn",
-            "P2P over PCIe disabled",
-            "sometimes needed on consumer cards whose PCIe P2P is broken",
-            "unset it if your GPUs support P2P (nvidia-smi topo -p2p r)",
-        )
-    if name == "NCCL_P2P_LEVEL":
-        if value.strip().upper() in ("LOC", "0"):
-            status: Status = "fail" if nvlink else "warn"
-            return Check(
-                label,
-                status,
-                "LOC: P2P never used (same effect as NCCL_P2P_DISABLE=1)",
-                "NVLink unused" if nvlink else "",
-                "unset NCCL_P2P_LEVEL",
-            )
-        return Check(label, "ok", "P2P allowed up to this distance", "NVLink is always within reach (NVL and above)")
-    if name == "NCCL_SHM_DISABLE":
-        if _truthy(value) and not _truthy(env.get("NCCL_P2P_DISABLE", "0")) and (nvlink or len(f.gpus) < 2):
-            return Check(label, "ok", "SHM disabled; unused while P2P works")
-        if _truthy(value):
-            return Check(
-                label,
-                "warn",
-                "SHM disabled",
-                "where P2P is impossible NCCL falls back to sockets",
-                "unset NCCL_SHM_DISABLE",
-            )
-        return Check(label, "ok", "SHM allowed")
+    if name in _JUDGES:
+        return _JUDGES[name](label, value, f)
     if name in ("NCCL_IB_DISABLE", "NCCL_NET_GDR_LEVEL"):
         return Check(
             label,
@@ -702,16 +526,6 @@ def check_nccl_variable(name: str, value: str, f: Facts) -> Check:
             "no effect between GPUs joined by NVLink (claim C7, measured in notebook 02); within a PCIe server NCCL "
             "may route a GPU pair through a NIC, and there it applies",
         )
-    if name == "NCCL_DEBUG":
-        if value.strip().upper() in ("INFO", "TRACE"):
-            return Check(
-                label,
-                "warn",
-                "verbose: every process prints many lines",
-                "useful for one run, noisy as a default",
-                "set it for one run only (nvtutorial.run(..., env={'NCCL_DEBUG': 'INFO'}))",
-            )
-        return Check(label, "ok", "quiet")
     if name in ("NCCL_ALGO", "NCCL_PROTO"):
         return Check(
             label,
@@ -720,17 +534,87 @@ def check_nccl_variable(name: str, value: str, f: Facts) -> Check:
             "a forced algorithm/protocol is slower somewhere in the size range",
             f"unset {name} unless you are measuring it",
         )
-    if name == "NCCL_SOCKET_IFNAME":
-        return _check_ifname(label, value, f)
-    if name == "NCCL_NVLS_ENABLE":
-        when = nccl_debug.nvls_when(f.nccl)
-        if not _truthy(value):
-            return Check(label, "ok", "NVLink SHARP off", f"as in every run of the course (notebook 02); unset, {when}")
-        if len(f.gpus) < (nccl_debug.nvls_min_gpus(f.nccl) or 2):
-            return Check(label, "ok", "NVLink SHARP allowed; unused here", f"{len(f.gpus)} GPU(s) visible: {when}")
-        forced = "; 1 turns it on without asking the driver (unset, NCCL asks)" if value.strip() == "1" else ""
-        return Check(label, "ok", "NVLink SHARP allowed", when + forced)
     return Check(label, "ok", "set", "a tuning variable; the course does not need it")
+
+
+def _check_p2p_disable(label: str, value: str, f: Facts) -> Check:
+    if not _truthy(value):
+        return Check(label, "ok", "P2P allowed")
+    if _truthy(f.nccl_env.get("NCCL_SHM_DISABLE", "0")):
+        return Check(
+            label,
+            "fail",
+            "P2P and SHM both disabled: NCCL falls back to TCP sockets",
+            "about 100× slower than NVLink on the reference machine",
+            "unset NCCL_P2P_DISABLE and NCCL_SHM_DISABLE",
+        )
+    if f.nvlinks_01 > 0:
+        return Check(
+            label,
+            "fail",
+            f"disables NVLink for NCCL although GPU 0–1 have NV{f.nvlinks_01}",
+            "all traffic is staged through host memory (10.9× slower at 256 MiB on the reference 2× H200, "
+            "notebook 02's A/B; 11.9× for 4 GiB in nccl-tests)",
+            "unset NCCL_P2P_DISABLE",
+        )
+    return Check(
+        label,
+        "warn",
+        "P2P over PCIe disabled",
+        "sometimes needed on consumer cards whose PCIe P2P is broken",
+        "unset it if your GPUs support P2P (nvidia-smi topo -p2p r)",
+    )
+
+
+def _check_p2p_level(label: str, value: str, f: Facts) -> Check:
+    if value.strip().upper() in ("LOC", "0"):
+        nvlink = f.nvlinks_01 > 0
+        status: Status = "fail" if nvlink else "warn"
+        return Check(
+            label,
+            status,
+            "LOC: P2P never used (same effect as NCCL_P2P_DISABLE=1)",
+            "NVLink unused" if nvlink else "",
+            "unset NCCL_P2P_LEVEL",
+        )
+    return Check(label, "ok", "P2P allowed up to this distance", "NVLink is always within reach (NVL and above)")
+
+
+def _check_shm_disable(label: str, value: str, f: Facts) -> Check:
+    p2p_works = not _truthy(f.nccl_env.get("NCCL_P2P_DISABLE", "0")) and (f.nvlinks_01 > 0 or len(f.gpus) < 2)
+    if _truthy(value) and p2p_works:
+        return Check(label, "ok", "SHM disabled; unused while P2P works")
+    if _truthy(value):
+        return Check(
+            label,
+            "warn",
+            "SHM disabled",
+            "where P2P is impossible NCCL falls back to sockets",
+            "unset NCCL_SHM_DISABLE",
+        )
+    return Check(label, "ok", "SHM allowed")
+
+
+def _check_debug(label: str, value: str, f: Facts) -> Check:
+    if value.strip().upper() in ("INFO", "TRACE"):
+        return Check(
+            label,
+            "warn",
+            "verbose: every process prints many lines",
+            "useful for one run, noisy as a default",
+            "set it for one run only (nvtutorial.run(..., env={'NCCL_DEBUG': 'INFO'}))",
+        )
+    return Check(label, "ok", "quiet")
+
+
+def _check_nvls(label: str, value: str, f: Facts) -> Check:
+    when = nccl_debug.nvls_when(f.nccl)
+    if not _truthy(value):
+        return Check(label, "ok", "NVLink SHARP off", f"as in every run of the course (notebook 02); unset, {when}")
+    if len(f.gpus) < (nccl_debug.nvls_min_gpus(f.nccl) or 2):
+        return Check(label, "ok", "NVLink SHARP allowed; unused here", f"{len(f.gpus)} GPU(s) visible: {when}")
+    forced = "; 1 turns it on without asking the driver (unset, NCCL asks)" if value.strip() == "1" else ""
+    return Check(label, "ok", "NVLink SHARP allowed", when + forced)
 
 
 def _check_ifname(label: str, value: str, f: Facts) -> Check:
@@ -751,6 +635,17 @@ def _check_ifname(label: str, value: str, f: Facts) -> Check:
         f"interfaces here: {', '.join(f.interfaces)}; NCCL cannot bootstrap ('no socket interface found')",
         "unset NCCL_SOCKET_IFNAME or name an existing interface",
     )
+
+
+_JUDGES: dict[str, Callable[[str, str, Facts], Check]] = {
+    "NCCL_P2P_DISABLE": _check_p2p_disable,
+    "NCCL_P2P_LEVEL": _check_p2p_level,
+    "NCCL_SHM_DISABLE": _check_shm_disable,
+    "NCCL_DEBUG": _check_debug,
+    "NCCL_SOCKET_IFNAME": _check_ifname,
+    "NCCL_NVLS_ENABLE": _check_nvls,
+}
+"""The variables judged against this machine, each by its own check (``label``, ``value``, the facts)."""
 
 
 def run_checks(f: Facts) -> list[Check]:

@@ -272,6 +272,26 @@ def same_machine_as_reference(result: object) -> bool:
     )
 
 
+def _reference_rows(result: Sweep, ref: NcclTestsRun) -> list[dict[str, Any]]:
+    """:func:`reference_check`'s table: each size of the sweep that nccl-tests' run ``ref`` measured in place."""
+    rows = []
+    for row in sorted(sweep_rows(result), key=lambda r: r.size):
+        theirs = ref.busbw_at(row.size, in_place=True)
+        if theirs is not None:
+            oop = ref.busbw_at(row.size)
+            rows.append(
+                {
+                    "size": format_size(row.size),
+                    "this run busbw": round(row.busbw, 1),
+                    "nccl-tests in place": theirs,
+                    "this ÷ nccl-tests in place": round(row.busbw / theirs, 4),
+                    "nccl-tests out of place": oop,
+                    "nccl-tests: in place ÷ out of place": round(theirs / oop, 4) if oop else None,
+                }
+            )
+    return rows
+
+
 def reference_check(
     result: Sweep, target: float = REFERENCE_TARGET, sizes: tuple[int, ...] = REFERENCE_SIZES
 ) -> tuple[Any, Verdict]:
@@ -302,21 +322,7 @@ def reference_check(
             {},
             where,
         )
-    rows = []
-    for row in sorted(sweep_rows(result), key=lambda r: r.size):
-        theirs = ref.busbw_at(row.size, in_place=True)
-        if theirs is not None:
-            oop = ref.busbw_at(row.size)
-            rows.append(
-                {
-                    "size": format_size(row.size),
-                    "this run busbw": round(row.busbw, 1),
-                    "nccl-tests in place": theirs,
-                    "this ÷ nccl-tests in place": round(row.busbw / theirs, 4),
-                    "nccl-tests out of place": oop,
-                    "nccl-tests: in place ÷ out of place": round(theirs / oop, 4) if oop else None,
-                }
-            )
+    rows = _reference_rows(result, ref)
     checked: dict[str, float | None] = {format_size(s): None for s in sizes}
     own_spread = {}
     for r in rows:

@@ -15,15 +15,29 @@ import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, TypeGuard
+from typing import Any
 
-from nvtutorial.chapters.ch03_ddp_training import schema
+from nvtutorial.chapters.ch03_ddp_training.report_lesson import SOURCE_VALIDATION_CHOICES as SOURCE_VALIDATION_CHOICES
+from nvtutorial.chapters.ch03_ddp_training.report_lesson import grade_source_validation as grade_source_validation
+from nvtutorial.chapters.ch03_ddp_training.report_lesson import identical_weights_verdict as identical_weights_verdict
+from nvtutorial.chapters.ch03_ddp_training.report_lesson import resume_verdict as resume_verdict
+from nvtutorial.chapters.ch03_ddp_training.report_lesson import sampler_verdict as sampler_verdict
+from nvtutorial.chapters.ch03_ddp_training.report_lesson import training_verdict as training_verdict
+from nvtutorial.chapters.ch03_ddp_training.report_lesson import validation_verdicts as validation_verdicts
+from nvtutorial.chapters.ch03_ddp_training.report_rows import FLASH_OFF as FLASH_OFF
+from nvtutorial.chapters.ch03_ddp_training.report_rows import Train as Train
+from nvtutorial.chapters.ch03_ddp_training.report_rows import aa_gap_of as aa_gap_of
+from nvtutorial.chapters.ch03_ddp_training.report_rows import find_row as find_row
+from nvtutorial.chapters.ch03_ddp_training.report_rows import is_gpu as is_gpu
+from nvtutorial.chapters.ch03_ddp_training.report_rows import measured as measured
+from nvtutorial.chapters.ch03_ddp_training.report_rows import ok as ok
+from nvtutorial.chapters.ch03_ddp_training.report_rows import ranks_of as ranks_of
+from nvtutorial.chapters.ch03_ddp_training.report_rows import repeats_on_every_rank as repeats_on_every_rank
+from nvtutorial.chapters.ch03_ddp_training.report_rows import rows_of as rows_of
+from nvtutorial.chapters.ch03_ddp_training.report_rows import where as where
 from nvtutorial.chapters.ch03_ddp_training.schema import SOLO, Row
-from nvtutorial.report.verdict import Comparison, Verdict, aa_gap, compare
+from nvtutorial.report.verdict import Comparison, Verdict, compare
 from nvtutorial.results import RunResult
-
-FLASH_OFF = "flash_sdp=False"
-"""A committed variant that does the baseline's work exactly (a UNet calls no attention): its A/A pair."""
 
 SOURCE_TABLE = [
     # The source's part 4 (ResNet-50 on ImageNet, per epoch; its hardware unnamed).
@@ -57,255 +71,6 @@ CPU_PATHS = {
     "socket": "sockets: needs 2 GPUs",
 }
 """Our rows' names when the runs were CPU simulations: no GPU path was measured."""
-
-Train = RunResult | schema.Rank
-"""A run of the ``train`` workload, or one rank's typed result (rank 0's, for a reader of one rank)."""
-
-
-# --- reading the train workload's rows ---------------------------------------------------------
-_READ: dict[int, tuple[list[Any], list[schema.Rank]]] = {}
-"""Runs read typed, by the run object's id, with the list of rank results each was read from (the committed run
-reads in tens of milliseconds, and a table reads it once per variant)."""
-
-
-def ranks_of(run: Train) -> list[schema.Rank]:
-    """Every rank's typed result of a ``train`` run (one, for a rank's result given as it is)."""
-    if isinstance(run, schema.Rank):
-        return [run]
-    seen = _READ.get(id(run))
-    if seen is not None and seen[0] is run.ranks:
-        return seen[1]
-    if len(_READ) >= 16:
-        _READ.clear()
-    read = run.ranks_as(schema.Rank)
-    _READ[id(run)] = (run.ranks, read)
-    return read
-
-
-def where(result: object) -> str:
-    """Where a run was measured (its label), or a plain string as given. A GPU run of one rank names no NCCL version:
-    DDP in a world of one does no collective work on the GPU, so the version says nothing about its numbers."""
-    env = getattr(result, "env", None)
-    if env is not None and env.is_gpu and env.world_size == 1 and env.nccl:
-        return env.label_without_nccl
-    return str(getattr(result, "label", result if isinstance(result, str) else ""))
-
-
-def is_gpu(result: Train) -> bool:
-    """Measured on GPUs: the run's environment says so, or (a rank's result) its device."""
-    env = getattr(result, "env", None)
-    if env is not None:
-        return bool(env.is_gpu)
-    ranks = ranks_of(result)
-    return bool(ranks) and ranks[0].device.startswith("cuda")
-
-
-def rows_of(result: Train, rank: int = 0) -> tuple[Row, ...]:
-    """The rows of ``rank`` (rank 0: the run's summary), typed; none for a run that returned nothing."""
-    ranks = ranks_of(result)
-    return ranks[rank].rows if ranks else ()
-
-
-def find_row(rows: Sequence[Row], variant: str, batch: int | None = None, aa_repeat: bool = False) -> Row | None:
-    """The measured row of ``variant`` (at per-GPU ``batch`` if given); the A/A repeat only if asked."""
-    for row in rows:
-        if row.variant == variant and (batch is None or row.per_gpu_batch == batch) and row.aa_repeat == aa_repeat:
-            return row
-    return None
-
-
-def ok(row: Row | None) -> TypeGuard[Row]:
-    """A measured row (not None) whose status is ok and that holds its step-time repeats."""
-    return row is not None and row.status == "ok" and bool(row.repeats)
-
-
-def measured(value: float | None, row: Row, what: str) -> float:
-    """``value``, a number an ok row holds (``what``: its field), or a ValueError naming the row."""
-    if value is None:
-        raise ValueError(f"the row of {row.variant!r} at per-GPU batch {row.per_gpu_batch} has no {what}")
-    return value
-
-
-def aa_gap_of(rows: Sequence[Row]) -> float | None:
-    """The relative gap between two measurements of the same code in one run: the first configuration
-    and its repeat at the end (today), or the baseline and ``flash_sdp=False`` (committed 04 run)."""
-    repeat = next((r for r in rows if r.aa_repeat and ok(r)), None)
-    if repeat is not None:
-        first = find_row(rows, repeat.variant, repeat.per_gpu_batch)
-        return aa_gap(first.repeats, repeat.repeats) if ok(first) else None
-    base, same = find_row(rows, "baseline"), find_row(rows, FLASH_OFF)
-    return aa_gap(base.repeats, same.repeats) if ok(base) and ok(same) else None
-
-
-def repeats_on_every_rank(result: Train, variant: str, batch: int | None = None) -> list[float]:
-    """The step-time repeats of one configuration from every rank of the run, together."""
-    out: list[float] = []
-    for rank in ranks_of(result):
-        row = find_row(rank.rows, variant, batch)
-        if ok(row):
-            out += row.repeats
-    return out
-
-
-# --- the lesson run's checks ---------------------------------------------------------------------
-def training_verdict(history: Sequence[Mapping[str, Any]], where: str) -> Verdict:
-    """Training works: validation loss falls and IoU rises from the first epoch to the last."""
-    if len(history) < 2:
-        raise ValueError("training_verdict needs at least 2 epochs of history")
-    a, b = history[0], history[-1]
-    works = b["loss"] < a["loss"] and b["iou"] > a["iou"]
-    text = (
-        f"validation loss {a['loss']:.4f} → {b['loss']:.4f}, mean IoU {a['iou']:.3f} → {b['iou']:.3f} from epoch "
-        f"{a['epoch']} to {b['epoch']}: "
-        + ("the model learns" if works else "NOT learning: the loss did not fall or the IoU did not rise")
-    )
-    return Verdict(
-        "03.training",
-        "pass" if works else "fail",
-        text,
-        {"loss_first": a["loss"], "loss_last": b["loss"], "iou_first": a["iou"], "iou_last": b["iou"]},
-        where,
-    )
-
-
-def identical_weights_verdict(digests: Sequence[str], where: str) -> Verdict:
-    """Every rank ends with bit-identical weights (equal SHA-256 digests of all parameters)."""
-    same = len(set(digests)) == 1
-    text = (
-        f"the weights of all {len(digests)} ranks are bit-identical after training (one SHA-256 of every "
-        f"parameter's bits: {digests[0][:12]}…)"
-        if same
-        else f"the ranks' weights differ ({len(set(digests))} different digests): DDP did not keep them in step"
-    )
-    return Verdict(
-        "03.identical_weights",
-        "pass" if same else "fail",
-        text,
-        {"ranks": len(digests), "distinct_digests": len(set(digests))},
-        where,
-    )
-
-
-def sampler_verdict(orders: Sequence[Mapping[str, Any]], where: str) -> Verdict:
-    """``orders``: per rank ``{"with_set_epoch": [[indices] per epoch], "without_set_epoch": [...]}``.
-
-    Pass when, within an epoch, the ranks' samples are disjoint; with ``set_epoch`` each epoch is a new
-    order; without it every epoch repeats the first."""
-    epochs = len(orders[0]["with_set_epoch"])
-    disjoint = all(
-        not set(a["with_set_epoch"][e]) & set(b["with_set_epoch"][e])
-        for e in range(epochs)
-        for i, a in enumerate(orders)
-        for b in orders[i + 1 :]
-    )
-    changes = all(len({tuple(o) for o in r["with_set_epoch"]}) == epochs for r in orders)
-    repeats = all(len({tuple(o) for o in r["without_set_epoch"]}) == 1 for r in orders)
-    passed = disjoint and changes and repeats and epochs >= 2
-    text = (
-        f"over {epochs} epochs: the ranks' samples are {'disjoint' if disjoint else 'NOT disjoint'}; with "
-        f"set_epoch every epoch {'has a new order' if changes else 'does NOT get a new order'}; without it "
-        f"{'every epoch repeats the first order' if repeats else 'the order changes anyway'}"
-    )
-    return Verdict(
-        "03.set_epoch",
-        "pass" if passed else "fail",
-        text,
-        {"disjoint": disjoint, "new_order_each_epoch": changes, "same_order_without": repeats},
-        where,
-    )
-
-
-def validation_verdicts(values: Mapping[str, Any], where: str, rtol: float = 1e-5) -> list[Verdict]:
-    """The validation comparison of notebook 03 (claim C18, its validation half).
-
-    ``values``: ``single`` (one process over the whole set), ``sums`` (all_reduce of sums and counts,
-    padding skipped), ``source`` (the source's code: per-rank mean, all_reduce, no division), ``world``,
-    ``samples_counted`` by the sums and ``samples`` in the set. ``rtol`` covers the different batch
-    compositions (a rank's batches are not the single process's), which change the last bits on a GPU.
-    """
-    single, sums, source, world = values["single"], values["sums"], values["source"], int(values["world"])
-    equal = abs(sums - single) <= rtol * abs(single) and values["samples_counted"] == values["samples"]
-    exact = Verdict(
-        "03.validation",
-        "pass" if equal else "fail",
-        (
-            f"all_reduce of sums and counts: {sums:.6f} against {single:.6f} from one process over the whole "
-            f"set (|Δ| {abs(sums - single):.1e}), {values['samples_counted']} samples counted of "
-            f"{values['samples']}"
-        )
-        + ("" if equal else ": they must agree"),
-        {"sums": sums, "single": single, "rel_diff": abs(sums - single) / abs(single)},
-        where,
-    )
-    ratio = source / single
-    off = abs(ratio - 1) > 0.01
-    c18 = Verdict(
-        "C18",
-        "partly" if off else "holds",
-        (
-            f"the source's `all_reduce(val_loss)` on {world} ranks gives {source:.4f}, {ratio:.2f}× the loss "
-            f"({single:.4f}): all_reduce sums and the source never divides. Every rank validating is right; "
-            f"the value is the sum of {world} per-rank means"
-        )
-        if off
-        else f"the source's code gives {source:.4f} against {single:.4f} on {world} rank(s)",
-        {"source": source, "single": single, "ratio": ratio, "world": world},
-        where,
-    )
-    out = [exact, c18]
-    if "mean_of_means" in values:
-        mm = values["mean_of_means"]
-        out.append(
-            Verdict(
-                "03.mean_of_means",
-                "info",
-                f"divided by {world} (a mean of per-rank means) it is {mm:.6f}, off by "
-                f"{100 * abs(mm / single - 1):.3f} %: DistributedSampler's duplicate counted, and short "
-                f"last batches weighted like full ones",
-                {"mean_of_means": mm, "single": single},
-                where,
-            )
-        )
-    return out
-
-
-def resume_verdict(
-    uninterrupted: Mapping[str, Any], resumed: Mapping[str, Any], where: str, rtol: float = 1e-3
-) -> Verdict:
-    """A run resumed from a checkpoint against the uninterrupted run: ``{"digest": ..., "history": [...]}``
-    each. Bit-identical weights pass; otherwise the later epochs' validation losses must agree within
-    ``rtol`` (a GPU's non-deterministic kernels), or it fails."""
-    later = {h["epoch"]: h["loss"] for h in uninterrupted["history"]}
-    pairs = [(later[h["epoch"]], h["loss"]) for h in resumed["history"] if h["epoch"] in later]
-    if not pairs:
-        raise ValueError("the resumed run trained no epoch the uninterrupted run has")
-    worst = max(abs(a - b) / abs(a) for a, b in pairs)
-    first = resumed["history"][0]["epoch"]
-    numbers = {
-        "from_epoch": first,
-        "epochs": len(pairs),
-        "max_rel_loss_diff": worst,
-        "identical": uninterrupted["digest"] == resumed["digest"],
-    }
-    if numbers["identical"]:
-        return Verdict(
-            "03.resume",
-            "pass",
-            f"resumed at epoch {first}: after {len(pairs)} more epoch(s) the weights "
-            "are bit-identical to the uninterrupted run's: training continued exactly where it stopped",
-            numbers,
-            where,
-        )
-    status = "pass" if worst <= rtol else "fail"
-    return Verdict(
-        "03.resume",
-        status,
-        f"resumed at epoch {first}: weights not bit-identical; validation losses within "
-        f"{worst:.1e} (relative) of the uninterrupted run's"
-        + (" (non-deterministic GPU kernels)" if status == "pass" else ": the checkpoint lost state"),
-        numbers,
-        where,
-    )
 
 
 # --- scaling: 1 against 2 GPUs ----------------------------------------------------------------
@@ -967,34 +732,6 @@ def cpu_sharing(summary: Mapping[str, Any]) -> str:
     return (
         f"the 1-process reference ran {each} while the other process waited, the {ranks} processes {each} each, "
         f"on {cores} cores{set_by}: enough for every thread, though they share the memory and its bandwidth"
-    )
-
-
-SOURCE_VALIDATION_CHOICES = {
-    "a": "the loss (×1)",
-    "b": "world-size times the loss (×2 on 2 ranks)",
-    "c": "half the loss (×0.5 on 2 ranks)",
-}
-"""Notebook 03's prediction: what the source's ``all_reduce(val_loss)`` returns against one process's loss."""
-
-
-def grade_source_validation(prediction: str | None, values: Mapping[str, Any], where_: str) -> Verdict:
-    """Grade the prediction against the run: the choice nearest to the source's value ÷ one process's loss."""
-    from nvtutorial.report.predict import grade_choice
-
-    ratio = values["source"] / values["single"]
-    world = values["world"]
-    answer = min({"a": 1.0, "b": float(world), "c": 1.0 / world}.items(), key=lambda kv: abs(math.log(ratio / kv[1])))[
-        0
-    ]
-    return grade_choice(
-        "03.source validation",
-        prediction,
-        answer,
-        SOURCE_VALIDATION_CHOICES,
-        where=where_,
-        explanation=f"The source's value is {ratio:.3f}× one process's loss: all_reduce without an op "
-        "sums the ranks' means and the source never divides.",
     )
 
 

@@ -386,6 +386,33 @@ def per_rank(ctx: runtime.Context, value: float | None) -> tuple[float | None, .
     return tuple(None if math.isnan(v) else v for v in t.tolist())
 
 
+def _timed_rounds(ctx: runtime.Context, p: Params, cfg: Config, losses: list[Any], rounds: list[float]) -> list[float]:
+    """``p.repeats`` rounds of ``p.steps`` timed steps: each step's loss appended to ``losses``, each round's median
+    step (ms) to ``rounds`` as it ends; every step's time (ms)."""
+    all_ms: list[float] = []
+    for _ in range(p.repeats):
+        timer = ctx.timer()
+        for _ in range(p.steps):
+            with timer:
+                losses.append(cfg.step())
+        times = [1e3 * t for t in timer.seconds()]
+        rounds.append(statistics.median(times))
+        all_ms += times
+    return all_ms
+
+
+def _nosync_step_ms(ctx: runtime.Context, p: Params, cfg: Config) -> float:
+    """The median step (ms) under ``no_sync``: no gradient exchange, no bucket copies."""
+    with cfg.model.no_sync():  # every rank follows its own gradients from here: timing only
+        for _ in range(min(2, p.warmup)):
+            cfg.step()
+        timer = ctx.timer()
+        for _ in range(p.steps):
+            with timer:
+                cfg.step()
+    return statistics.median(1e3 * t for t in timer.seconds())
+
+
 def measure(ctx: runtime.Context, p: Params, name: str, batch: int) -> Row:
     """One configuration: counted bytes, timed rounds, memory, communication share, loss per step."""
     import torch
@@ -424,15 +451,7 @@ def measure(ctx: runtime.Context, p: Params, name: str, batch: int) -> Row:
             if ctx.is_gpu
             else None
         )
-        all_ms: list[float] = []
-        for _ in range(p.repeats):
-            timer = ctx.timer()
-            for _ in range(p.steps):
-                with timer:
-                    losses.append(cfg.step())
-            times = [1e3 * t for t in timer.seconds()]
-            rounds.append(statistics.median(times))
-            all_ms += times
+        all_ms = _timed_rounds(ctx, p, cfg, losses, rounds)
         if hook is not None:
             hook.remove()
             at_optimizer = (max(at_step) - base_bytes) / 1e9 if at_step else None
@@ -450,14 +469,7 @@ def measure(ctx: runtime.Context, p: Params, name: str, batch: int) -> Row:
         if p.comm_share and v.comm_share_note is not None:
             row["comm_share_note"] = v.comm_share_note
         elif p.comm_share:
-            with cfg.model.no_sync():  # every rank follows its own gradients from here: timing only
-                for _ in range(min(2, p.warmup)):
-                    cfg.step()
-                timer = ctx.timer()
-                for _ in range(p.steps):
-                    with timer:
-                        cfg.step()
-            row["nosync_step_ms"] = statistics.median(1e3 * t for t in timer.seconds())
+            row["nosync_step_ms"] = _nosync_step_ms(ctx, p, cfg)
             row["comm_share"] = 1.0 - row["nosync_step_ms"] / row["step_ms"]
         row["status"] = "ok"
     except _Idle:

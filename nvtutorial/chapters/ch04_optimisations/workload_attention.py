@@ -186,25 +186,10 @@ def flash_switch(enabled: bool):
         torch.backends.cuda.enable_flash_sdp(before)
 
 
-def run(ctx: runtime.Context, p: Params) -> Rank:
-    import torch
+def _backends(attention_step: Callable[[], Any]) -> list[Backend]:
+    """Each of :data:`BACKENDS`: whether it runs ``attention_step`` here, and the ops it runs (or why it cannot)."""
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
-    from nvtutorial.models.unet import build_unet
-
-    dtype, dtype_name = _dtype(p, ctx.is_gpu)
-    if not ctx.is_gpu:
-        torch.set_num_threads(1)  # steady CPU timings (the CPU run is a simulation anyway)
-    torch.manual_seed(0)
-    dim = p.heads * p.head_dim
-    block = attention_block(dim, p.heads).to(ctx.device, dtype)
-    x = torch.randn(p.batch, p.seq, dim, device=ctx.device, dtype=dtype, requires_grad=True)
-
-    def attention_step() -> None:
-        block(x).float().square().mean().backward()
-
-    defaults = flags()
-    # 1. which backends run here
     backends = []
     for name in BACKENDS:
         backend = getattr(SDPBackend, name, None)
@@ -218,22 +203,16 @@ def run(ctx: runtime.Context, p: Params) -> Rank:
         except RuntimeError as exc:
             first = next((ln for ln in str(exc).splitlines() if ln.strip()), "")
             backends.append(Backend(name, runs=False, why=first[:200]))
-    ctx.progress(1, 3, "attention")
+    return backends
 
-    # 2. timings: default switches, flash switched off, each runnable backend forced
-    def setting(name: str, ops: Sequence[str]) -> Setting:
-        ms, ms_all = _timed(ctx, attention_step, p)
-        return Setting(name, tuple(ops), ms, ms_all)
 
-    rows = [setting("default switches", sdpa_ops(attention_step))]
-    with flash_switch(False):
-        rows.append(setting("enable_flash_sdp(False)", sdpa_ops(attention_step)))
-    for b in backends:
-        if b.runs:
-            with sdpa_kernel([getattr(SDPBackend, b.backend)]):
-                rows.append(setting(f"sdpa_kernel({b.backend})", b.ops))
-    ctx.progress(2, 3, "attention")
-    # 3. the UNet: no SDPA at all, so the switch cannot matter
+def _unet(ctx: runtime.Context, p: Params, dtype: torch.dtype, attention_step: Callable[[], Any]) -> UNet:
+    """The UNet's step timed with flash attention on, off and on again (its A/A gap), and the SDPA calls it and the
+    attention block make."""
+    import torch
+
+    from nvtutorial.models.unet import build_unet
+
     net = build_unet(p.unet).to(ctx.device)
     images = torch.randn(p.unet_batch, 3, p.unet_image_size, p.unet_image_size, device=ctx.device)
     amp = (
@@ -252,7 +231,7 @@ def run(ctx: runtime.Context, p: Params) -> Rank:
         off = _timed(ctx, unet_step, p)
     with flash_switch(True):  # the same setting again: the A/A gap of this measurement
         again = _timed(ctx, unet_step, p)
-    unet = UNet(
+    return UNet(
         model=p.unet,
         sdpa_calls=sdpa_calls,
         attention_block_sdpa_calls=block_calls,
@@ -263,6 +242,41 @@ def run(ctx: runtime.Context, p: Params) -> Rank:
         ms_flash_on_again=again[0],
         ms_flash_on_again_all=again[1],
     )
+
+
+def run(ctx: runtime.Context, p: Params) -> Rank:
+    import torch
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    dtype, dtype_name = _dtype(p, ctx.is_gpu)
+    if not ctx.is_gpu:
+        torch.set_num_threads(1)  # steady CPU timings (the CPU run is a simulation anyway)
+    torch.manual_seed(0)
+    dim = p.heads * p.head_dim
+    block = attention_block(dim, p.heads).to(ctx.device, dtype)
+    x = torch.randn(p.batch, p.seq, dim, device=ctx.device, dtype=dtype, requires_grad=True)
+
+    def attention_step() -> None:
+        block(x).float().square().mean().backward()
+
+    defaults = flags()
+    backends = _backends(attention_step)  # 1. which backends run here
+    ctx.progress(1, 3, "attention")
+
+    # 2. timings: default switches, flash switched off, each runnable backend forced
+    def setting(name: str, ops: Sequence[str]) -> Setting:
+        ms, ms_all = _timed(ctx, attention_step, p)
+        return Setting(name, tuple(ops), ms, ms_all)
+
+    rows = [setting("default switches", sdpa_ops(attention_step))]
+    with flash_switch(False):
+        rows.append(setting("enable_flash_sdp(False)", sdpa_ops(attention_step)))
+    for b in backends:
+        if b.runs:
+            with sdpa_kernel([getattr(SDPBackend, b.backend)]):
+                rows.append(setting(f"sdpa_kernel({b.backend})", b.ops))
+    ctx.progress(2, 3, "attention")
+    unet = _unet(ctx, p, dtype, attention_step)  # 3. the UNet: no SDPA at all, so the switch cannot matter
     after = flags()  # restored: the switches are as found
     ctx.progress(3, 3, "attention")
     return Rank(

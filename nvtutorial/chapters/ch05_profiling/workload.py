@@ -29,12 +29,14 @@ times of its phases and steps so that telemetry sampled by the parent can be dra
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import os
 import resource
 import statistics
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, Literal
 
 from nvtutorial import runtime
@@ -245,171 +247,205 @@ def _opt(values: list[float] | None) -> tuple[float, ...] | None:
     return tuple(values) if values is not None else None
 
 
-def run(ctx: runtime.Context, p: Params) -> Rank:
+def _no_sync_step(lesson: Any, model: Any, optimizer: Any, images: Any, masks: Any, dtype: Any) -> None:
+    with model.no_sync():  # backward without the gradient all-reduce
+        lesson.train_step(model, optimizer, images, masks, dtype)
+
+
+def _kinds_of(ctx: runtime.Context, p: Params, model: Any, optimizer: Any, dtype: Any, b: int) -> dict[str, Any]:
+    """The kinds of step at per-GPU batch ``b``: DDP, DDP under ``no_sync`` and, with ``local_baseline``, the bare
+    module (what one GPU alone runs)."""
+    from nvtutorial.chapters.ch05_profiling.lessons import profile_ddp as lesson
+
+    images, masks = lesson.batch(ctx.rank, b, p.image_size, ctx.device)
+    out = {
+        "ddp": functools.partial(lesson.train_step, model, optimizer, images, masks, dtype),
+        "no_sync": functools.partial(_no_sync_step, lesson, model, optimizer, images, masks, dtype),
+    }
+    if p.local_baseline:
+        out["local"] = functools.partial(lesson.train_step, model.module, optimizer, images, masks, dtype)
+    return out
+
+
+@dataclasses.dataclass
+class _Clock:
+    """The run's phases and progress on the wall clock, its pauses, and steps timed to their end on the device."""
+
+    ctx: runtime.Context
+    pause_s: float
+    total: int
+    phases: list[Phase] = dataclasses.field(default_factory=list)
+    done: int = 0
+
+    def phase(self, name: str, start: float) -> None:
+        self.phases.append(Phase(name=name, start=start, end=time.time()))
+
+    def pause(self) -> None:
+        self.ctx.barrier()
+        if self.pause_s:
+            time.sleep(self.pause_s)
+
+    def timed(self, fn: Callable[[], Any]) -> float:
+        start = time.perf_counter()
+        fn()
+        self.ctx.sync()
+        return time.perf_counter() - start
+
+    def progress(self, **info: Any) -> None:
+        self.done += 1
+        self.ctx.progress(self.done, self.total, "profile_step", **info)
+
+
+def _nvtx_marked(ctx: runtime.Context, step: Callable[[], Any]) -> None:
+    """One step inside the range Nsight Systems splits its report by."""
+    from nvtutorial.chapters.ch05_profiling.lessons import profile_ddp as lesson
+
+    with lesson.mark("train_step"):
+        step()
+        ctx.sync()
+
+
+def _profiled(
+    ctx: runtime.Context, p: Params, clock: _Clock, step: Callable[[], Any], trace: Path
+) -> tuple[Split | None, list[float]]:
+    """Phase 2: the DDP step under the profiler (or only NVTX ranges, when Nsight Systems records): its milliseconds,
+    and this rank's split of the trace."""
+    from nvtutorial.chapters.ch05_profiling.lessons import profile_ddp as lesson
+
+    split: Split | None = None
+    if p.profiler:
+        _, seconds = lesson.profile_steps(step, p.steps, trace, ctx.sync)
+        split = _split_and_pair(ctx, trace, "trace_rank{rank}.json")
+    else:
+        seconds = [clock.timed(functools.partial(_nvtx_marked, ctx, step)) for _ in range(p.steps)]
+    return split, _ms(seconds)
+
+
+def _sweep_row(
+    ctx: runtime.Context, p: Params, clock: _Clock, kinds: Callable[[int], dict[str, Callable[[], Any]]], b: int
+) -> SweepRow:
+    """Phase 4 at one per-GPU batch ``b``: the A/B rounds (DDP and no_sync) and, with the profiler, the split."""
+    from nvtutorial.chapters.ch05_profiling.lessons import profile_ddp as lesson
+
+    t0 = time.time()
+    steps = kinds(b)
+    steps.pop("local", None)
+    for _ in range(2):
+        steps["ddp"]()
+    ctx.sync()
+    ab = rounds(steps, p.sweep_rounds, p.sweep_steps, clock.timed)
+    profiled: dict[str, Any] = {}
+    if p.profiler:
+        path = ctx.run_dir / f"sweep_b{b}_rank{ctx.rank}.json"
+        lesson.profile_steps(steps["ddp"], p.sweep_steps, path, ctx.sync)
+        profiled = dataclasses.asdict(_split_and_pair(ctx, path, f"sweep_b{b}_rank{{rank}}.json"))
+        profiled.pop("phase_ms")
+        path.unlink(missing_ok=True)  # the main trace is kept; the sweep's would only fill the disk
+    ddp_ms = statistics.median(ab["ddp"]["all"])
+    row = typed(
+        SweepRow,
+        {
+            **profiled,
+            "batch": b,
+            "global_batch": b * ctx.world_size,
+            "step_ms_unprofiled": ddp_ms,
+            "samples_per_s": b * ctx.world_size / (ddp_ms / 1e3),
+            "repeats": dataclasses.asdict(_kinds({k: v["repeats"] for k, v in ab.items()})),
+        },
+    )
+    clock.phase(f"sweep batch {b}", t0)
+    clock.progress(batch=b)
+    return row
+
+
+def _probe(ctx: runtime.Context, p: Params, clock: _Clock) -> Probe:
+    """Phase 5: all-reduces of ``probe_mb`` MiB for about ``probe_s``, the same number on every rank."""
     import torch
     import torch.distributed as dist
 
+    w = ctx.world_size
+    x = torch.ones(p.probe_mb * 2**20 // 4, device=ctx.device)
+    dist.all_reduce(x)
+    one = clock.timed(lambda: dist.all_reduce(x))
+    n = torch.tensor([max(1, math.ceil(p.probe_s / max(one, 1e-6)))], device=ctx.device)
+    dist.all_reduce(n, op=dist.ReduceOp.MAX)  # every rank must run the same number
+    count = int(n.item())
+    t0 = time.time()
+    start = time.perf_counter()
+    for _ in range(count):
+        dist.all_reduce(x)
+    ctx.sync()
+    seconds = time.perf_counter() - start
+    clock.phase("all-reduce probe", t0)
+    return Probe(
+        mib=p.probe_mb,
+        count=count,
+        seconds=seconds,
+        start=t0,
+        end=time.time(),
+        bytes_per_rank_algorithm=count * x.numel() * 4 * 2 * (w - 1) / w,
+        busbw_gbs=count * x.numel() * 4 * 2 * (w - 1) / w / seconds / 1e9,
+    )
+
+
+def run(ctx: runtime.Context, p: Params) -> Rank:
+    import torch
+
     from nvtutorial.chapters.ch05_profiling.lessons import profile_ddp as lesson
-
-    phases: list[Phase] = []
-
-    def phase(name: str, start: float) -> None:
-        phases.append(Phase(name=name, start=start, end=time.time()))
-
-    def pause() -> None:
-        ctx.barrier()
-        if p.pause_s:
-            time.sleep(p.pause_s)
-
-    def timed(fn: Callable[[], Any]) -> float:
-        start = time.perf_counter()
-        fn()
-        ctx.sync()
-        return time.perf_counter() - start
 
     t_setup = time.time()
     model, optimizer = lesson.make_model(p.model, ctx.device, p.bucket_cap_mb)
-    dtype = torch.bfloat16 if p.amp == "bf16" else None
-
-    def kinds(b: int) -> dict[str, Callable[[], Any]]:
-        images, masks = lesson.batch(ctx.rank, b, p.image_size, ctx.device)
-
-        def no_sync() -> None:
-            with model.no_sync():  # backward without the gradient all-reduce
-                lesson.train_step(model, optimizer, images, masks, dtype)
-
-        out = {"ddp": lambda: lesson.train_step(model, optimizer, images, masks, dtype), "no_sync": no_sync}
-        if p.local_baseline:  # the module without its DDP wrapper: what one GPU alone runs
-            out["local"] = lambda: lesson.train_step(model.module, optimizer, images, masks, dtype)
-        return out
-
-    w = ctx.world_size
-    total = 5 + len(p.sweep) + int(p.probe_mb > 0)
-    done = 0
-
-    def progress(**info: Any) -> None:
-        nonlocal done
-        done += 1
-        ctx.progress(done, total, "profile_step", **info)
-
+    kinds = functools.partial(_kinds_of, ctx, p, model, optimizer, torch.bfloat16 if p.amp == "bf16" else None)
+    clock = _Clock(ctx, p.pause_s, total=5 + len(p.sweep) + int(p.probe_mb > 0))
     steps = kinds(p.batch_size)
     for _ in range(p.warmup):
         for step in steps.values():
             step()
     ctx.sync()
-    phase("setup + warm-up", t_setup)
-    progress()
-    pause()
+    clock.phase("setup + warm-up", t_setup)
+    clock.progress()
+    clock.pause()
 
     # 1. A/B rounds without the profiler.
     if ctx.is_gpu:
         torch.cuda.reset_peak_memory_stats(ctx.device)
     t0 = time.time()
     step_ends: list[float] = []
-    ab = rounds(steps, p.rounds, p.round_steps, timed, step_ends)
-    phase("A/B rounds: DDP, no_sync" + (", 1-GPU" if p.local_baseline else ""), t0)
+    ab = rounds(steps, p.rounds, p.round_steps, clock.timed, step_ends)
+    clock.phase("A/B rounds: DDP, no_sync" + (", 1-GPU" if p.local_baseline else ""), t0)
     memory = memory_report(ctx)
-    progress(step_ms=statistics.median(ab["ddp"]["all"]))
-    pause()
+    clock.progress(step_ms=statistics.median(ab["ddp"]["all"]))
+    clock.pause()
 
     # 2. The DDP step under the profiler (or only NVTX ranges, when Nsight Systems records).
     t0 = time.time()
     trace_path = ctx.run_dir / f"trace_rank{ctx.rank}.json"
-    split: Split | None = None
-    if p.profiler:
-        _, seconds = lesson.profile_steps(steps["ddp"], p.steps, trace_path, ctx.sync)
-        split = _split_and_pair(ctx, trace_path, "trace_rank{rank}.json")
-    else:
-
-        def nvtx_marked() -> None:  # the step range Nsight Systems splits its report by
-            with lesson.mark("train_step"):
-                steps["ddp"]()
-                ctx.sync()
-
-        seconds = [timed(nvtx_marked) for _ in range(p.steps)]
-    profiled_ms = _ms(seconds)
-    phase("profiled steps" if p.profiler else "NVTX-marked steps", t0)
-    progress()
-
+    split, profiled_ms = _profiled(ctx, p, clock, steps["ddp"], trace_path)
+    clock.phase("profiled steps" if p.profiler else "NVTX-marked steps", t0)
+    clock.progress()
     snapshot = _snapshot(ctx, 2, steps["ddp"]) if p.memory_snapshot else Snapshot(written=False, reason="not asked for")
-    progress()
-    pause()
+    clock.progress()
+    clock.pause()
 
     # 3. The gradients' bytes on the wire: one all-reduce right after a barrier, no rank behind (one rank: no wire).
     t0 = time.time()
     numel = sum(t.numel() for t in model.module.parameters())
-    wire = _wire(ctx, numel, p.wire_repeats, timed) if w > 1 else None
+    wire = _wire(ctx, numel, p.wire_repeats, clock.timed) if ctx.world_size > 1 else None
     if wire is not None:
-        phase("gradient bytes on the wire", t0)
-    progress()
+        clock.phase("gradient bytes on the wire", t0)
+    clock.progress()
     if wire is not None:  # a gap in the telemetry after a phase that ran
-        pause()
+        clock.pause()
 
     # 4. The batch-size sweep: communication share against the per-GPU batch (claim C16).
-    sweep_rows: list[SweepRow] = []
-    for b in p.sweep:
-        t0 = time.time()
-        sweep_steps = kinds(b)
-        sweep_steps.pop("local", None)
-        for _ in range(2):
-            sweep_steps["ddp"]()
-        ctx.sync()
-        ab_b = rounds(sweep_steps, p.sweep_rounds, p.sweep_steps, timed)
-        profiled: dict[str, Any] = {}
-        if p.profiler:
-            path = ctx.run_dir / f"sweep_b{b}_rank{ctx.rank}.json"
-            lesson.profile_steps(sweep_steps["ddp"], p.sweep_steps, path, ctx.sync)
-            profiled = dataclasses.asdict(_split_and_pair(ctx, path, f"sweep_b{b}_rank{{rank}}.json"))
-            profiled.pop("phase_ms")
-            path.unlink(missing_ok=True)  # the main trace is kept; the sweep's would only fill the disk
-        ddp_ms = statistics.median(ab_b["ddp"]["all"])
-        row = typed(
-            SweepRow,
-            {
-                **profiled,
-                "batch": b,
-                "global_batch": b * ctx.world_size,
-                "step_ms_unprofiled": ddp_ms,
-                "samples_per_s": b * ctx.world_size / (ddp_ms / 1e3),
-                "repeats": dataclasses.asdict(_kinds({k: v["repeats"] for k, v in ab_b.items()})),
-            },
-        )
-        sweep_rows.append(row)
-        phase(f"sweep batch {b}", t0)
-        progress(batch=b)
+    sweep_rows = [_sweep_row(ctx, p, clock, kinds, b) for b in p.sweep]
     if p.sweep:
-        pause()
+        clock.pause()
 
     # 5. An all-reduce probe: a known number of bytes over the link, for the parent's telemetry.
-    probe: Probe | None = None
-    if p.probe_mb > 0:
-        x = torch.ones(p.probe_mb * 2**20 // 4, device=ctx.device)
-        dist.all_reduce(x)
-        one = timed(lambda: dist.all_reduce(x))
-        n = torch.tensor([max(1, math.ceil(p.probe_s / max(one, 1e-6)))], device=ctx.device)
-        dist.all_reduce(n, op=dist.ReduceOp.MAX)  # every rank must run the same number
-        count = int(n.item())
-        t0 = time.time()
-        start = time.perf_counter()
-        for _ in range(count):
-            dist.all_reduce(x)
-        ctx.sync()
-        seconds_probe = time.perf_counter() - start
-        phase("all-reduce probe", t0)
-        probe = Probe(
-            mib=p.probe_mb,
-            count=count,
-            seconds=seconds_probe,
-            start=t0,
-            end=time.time(),
-            bytes_per_rank_algorithm=count * x.numel() * 4 * 2 * (w - 1) / w,
-            busbw_gbs=count * x.numel() * 4 * 2 * (w - 1) / w / seconds_probe / 1e9,
-        )
-        del x
-        progress()
-
-    ddp_ms = statistics.median(ab["ddp"]["all"])
-    median_of = {k: statistics.median(v["all"]) for k, v in ab.items()}
+    probe = _probe(ctx, p, clock) if p.probe_mb > 0 else None
+    if probe is not None:
+        clock.progress()
     return Rank(
         model=p.model,
         batch_size=p.batch_size,
@@ -418,16 +454,7 @@ def run(ctx: runtime.Context, p: Params) -> Rank:
         parameters=numel,
         gradient_mib=numel * 4 / 2**20,
         timing=TIMING,
-        step_ms=ddp_ms,
-        no_sync_step_ms=median_of["no_sync"],
-        local_step_ms=median_of.get("local"),
-        ddp_gap_ms=ddp_ms - median_of["local"] if "local" in median_of else None,
-        step_ms_all=_kinds({k: v["all"] for k, v in ab.items()}),
-        step_ms_repeats=_kinds({k: v["repeats"] for k, v in ab.items()}),
-        step_ms_profiled=statistics.median(profiled_ms),
-        profiled_ms=tuple(profiled_ms),
-        profiler_overhead=(statistics.median(profiled_ms) / ddp_ms - 1) if p.profiler else None,
-        samples_per_s=p.batch_size * ctx.world_size / (ddp_ms / 1e3),
+        **_step_times(ctx, p, ab, profiled_ms),
         split=split,
         trace=str(trace_path) if p.profiler else None,
         wire=wire,
@@ -435,10 +462,30 @@ def run(ctx: runtime.Context, p: Params) -> Rank:
         probe=probe,
         memory=memory,
         memory_snapshot=snapshot,
-        phases=tuple(phases),
+        phases=tuple(clock.phases),
         step_ends=tuple(step_ends),
         nccl_p2p_disable=os.environ.get("NCCL_P2P_DISABLE"),
     )
+
+
+def _step_times(
+    ctx: runtime.Context, p: Params, ab: dict[str, dict[str, list[float]]], profiled_ms: list[float]
+) -> dict[str, Any]:
+    """The result's step times: the A/B rounds' medians per kind, every step and repeat, and the profiled steps."""
+    ddp_ms = statistics.median(ab["ddp"]["all"])
+    median_of = {k: statistics.median(v["all"]) for k, v in ab.items()}
+    return {
+        "step_ms": ddp_ms,
+        "no_sync_step_ms": median_of["no_sync"],
+        "local_step_ms": median_of.get("local"),
+        "ddp_gap_ms": ddp_ms - median_of["local"] if "local" in median_of else None,
+        "step_ms_all": _kinds({k: v["all"] for k, v in ab.items()}),
+        "step_ms_repeats": _kinds({k: v["repeats"] for k, v in ab.items()}),
+        "step_ms_profiled": statistics.median(profiled_ms),
+        "profiled_ms": tuple(profiled_ms),
+        "profiler_overhead": (statistics.median(profiled_ms) / ddp_ms - 1) if p.profiler else None,
+        "samples_per_s": p.batch_size * ctx.world_size / (ddp_ms / 1e3),
+    }
 
 
 if __name__ == "__main__":

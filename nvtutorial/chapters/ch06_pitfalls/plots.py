@@ -30,26 +30,7 @@ def loader_sweep(
     fig, ax = figure(7.5, 4.2)
     pins = sorted({r.pin_memory for d in loaders for r in d.rows} - ({True} if pin_same else set()))
     for k, pin in enumerate(pins):
-        counts = sorted({r.num_workers for d in loaders for r in d.rows if r.pin_memory == pin})
-        mid, low, high = [], [], []
-        for w in counts:
-            windows = [
-                x
-                for d in loaders
-                for r in d.rows
-                if r.num_workers == w and r.pin_memory == pin
-                for x in r.samples_per_s
-            ]
-            medians = [
-                statistics.median(r.samples_per_s)
-                for d in loaders
-                for r in d.rows
-                if r.num_workers == w and r.pin_memory == pin
-            ]
-            m = statistics.median(medians)
-            mid.append(m)
-            low.append(m - min(windows))
-            high.append(max(windows) - m)
+        counts, mid, low, high = _pin_line(loaders, pin)
         label = f"pin_memory={pin}" + (" (True: the same within the noise)" if pin_same else "")
         ax.errorbar(
             counts,
@@ -62,13 +43,7 @@ def loader_sweep(
             label=label,
         )
         if knees is not None and not pin:
-            for knee in sorted(set(knees)):
-                who = ", ".join(str(r) for r, kn in enumerate(knees) if kn == knee)
-                y = mid[counts.index(knee)]
-                ax.plot([knee], [y], marker="*", ms=15, color="C3", ls="none")
-                ax.annotate(
-                    f"rank {who}", (knee, y), xytext=(5, -12), textcoords="offset points", fontsize=7, color="C3"
-                )
+            _mark_knees(ax, knees, counts, mid)
     step = statistics.median(statistics.median(d.step_only_samples_per_s) for d in loaders)
     ax.axhline(step, color="0.3", ls=":", lw=1)
     ax.annotate(
@@ -100,6 +75,30 @@ def loader_sweep(
     ax.legend(fontsize=7, loc="lower right")
     finish(fig, where)
     return fig, ax
+
+
+def _pin_line(loaders: Sequence[Loader], pin: bool) -> tuple[list[int], list[float], list[float], list[float]]:
+    """One ``pin_memory`` setting's line: the worker counts, the median of the ranks' medians at each, and the
+    bar's extent below and above it (every window of every rank)."""
+    counts = sorted({r.num_workers for d in loaders for r in d.rows if r.pin_memory == pin})
+    mid, low, high = [], [], []
+    for w in counts:
+        rows = [r for d in loaders for r in d.rows if r.num_workers == w and r.pin_memory == pin]
+        windows = [x for r in rows for x in r.samples_per_s]
+        m = statistics.median([statistics.median(r.samples_per_s) for r in rows])
+        mid.append(m)
+        low.append(m - min(windows))
+        high.append(max(windows) - m)
+    return counts, mid, low, high
+
+
+def _mark_knees(ax: Any, knees: Sequence[int], counts: list[int], mid: list[float]) -> None:
+    """A star at each rank's fewest workers within the noise of the best, naming the ranks."""
+    for knee in sorted(set(knees)):
+        who = ", ".join(str(r) for r, kn in enumerate(knees) if kn == knee)
+        y = mid[counts.index(knee)]
+        ax.plot([knee], [y], marker="*", ms=15, color="C3", ls="none")
+        ax.annotate(f"rank {who}", (knee, y), xytext=(5, -12), textcoords="offset points", fontsize=7, color="C3")
 
 
 def oom_fixes(rows: Sequence[TrainingRow | Mapping[str, Any]], cap_mib: float, where: Any):

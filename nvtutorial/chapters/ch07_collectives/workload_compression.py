@@ -172,6 +172,45 @@ def can_install(name: str) -> str | None:
     return None
 
 
+def _setup(ctx: runtime.Context, p: Params) -> Any:
+    """Notebook 03's training set-up (``training.setup``) at this run's sizes, its data on the device."""
+    from nvtutorial.chapters.ch03_ddp_training.lessons import training
+
+    return training.setup(
+        ctx,
+        model=p.model,
+        batch_size=p.batch_size,
+        image_size=p.image_size,
+        samples=p.samples,
+        val_samples=p.val_samples,
+        seed=p.seed,
+        lr=p.lr,
+        data="device",
+    )
+
+
+def _timed_steps(
+    ctx: runtime.Context, p: Params, s: Any, batches: Any, losses: list[Any]
+) -> tuple[Any, Any, list[Eval]]:
+    """The steps after the warm-up, each timed, their collectives counted, evaluated every ``p.eval_every`` steps
+    (not after the last), each loss appended to ``losses``: ``(count, timer, evals)``, once every rank is done."""
+    from nvtutorial.chapters.ch03_ddp_training.lessons import training
+    from nvtutorial.workloads._commcount import counting
+
+    total = p.warmup + p.steps
+    evals: list[Eval] = []
+    timer = ctx.timer()  # each timed step
+    with counting(ctx.world_size) as count:
+        for step in range(p.warmup, total):
+            _, images, masks = next(batches)
+            with timer:
+                losses.append(training.train_step(s, images, masks))
+            if p.eval_every and (step + 1) % p.eval_every == 0 and step + 1 < total:
+                evals.append(_eval(s, ctx, step + 1))
+    ctx.sync()
+    return count, timer, evals
+
+
 def run_hook(
     ctx: runtime.Context, p: Params, name: str, measure_density: bool
 ) -> tuple[Hook, dict[str, tuple[DensityRow, ...]]]:
@@ -184,17 +223,7 @@ def run_hook(
     from nvtutorial.chapters.ch07_collectives.lessons import compression
     from nvtutorial.workloads._commcount import counting
 
-    s = training.setup(
-        ctx,
-        model=p.model,
-        batch_size=p.batch_size,
-        image_size=p.image_size,
-        samples=p.samples,
-        val_samples=p.val_samples,
-        seed=p.seed,
-        lr=p.lr,
-        data="device",
-    )
+    s = _setup(ctx, p)
     density: dict[str, tuple[DensityRow, ...]] = {}
     if measure_density:
         density["initial"] = _local_gradient_density(ctx, s, _first_batches(s, p.density_batches), p.topk_ratio)
@@ -204,8 +233,6 @@ def run_hook(
     grad_bytes = sum(q.numel() * q.element_size() for q in s.module.parameters() if q.requires_grad)
     total = p.warmup + p.steps
     losses: list[torch.Tensor] = []
-    evals: list[Eval] = []
-    timer = ctx.timer()  # each timed step
     tx_before = tx_note = None
     batches = training.infinite_batches(s)
     with counting(ctx.world_size) as warm_count:
@@ -217,14 +244,7 @@ def run_hook(
     compressed_when_timed = _compressing(name, state)
     if ctx.is_main:
         tx_before, tx_note = nvlink_tx_bytes(ctx)
-    with counting(ctx.world_size) as count:
-        for step in range(p.warmup, total):
-            _, images, masks = next(batches)
-            with timer:
-                losses.append(training.train_step(s, images, masks))
-            if p.eval_every and (step + 1) % p.eval_every == 0 and step + 1 < total:
-                evals.append(_eval(s, ctx, step + 1))
-    ctx.sync()
+    count, timer, evals = _timed_steps(ctx, p, s, batches, losses)
     tx_after = nvlink_tx_bytes(ctx)[0] if ctx.is_main else None
     if name == "none":  # DDP's own all-reduce runs in C++, out of the counter's sight: every gradient, every step
         count.add("all_reduce", grad_bytes * p.steps, ring_sent("all_reduce", grad_bytes, ctx.world_size) * p.steps)

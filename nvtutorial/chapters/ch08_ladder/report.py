@@ -1,8 +1,8 @@
 """Notebook 08's results as tables and verdicts: memory counted against the model, step-0 gradients and losses
 against the one-process reference, the recorded collectives (costed as a ring) against the byte model, step times and
 the link, the checkpoint, the largest model, and the grading of the notebook's two predictions. The arithmetic behind
-them is :mod:`nvtutorial.chapters.ch08_ladder.report_model`; its main names are
-importable from here too.
+them is :mod:`nvtutorial.chapters.ch08_ladder.report_model`, the largest model's table and verdict
+:mod:`nvtutorial.chapters.ch08_ladder.report_fit`; their main names are importable from here too.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from nvtutorial.chapters.ch08_ladder import schema
+from nvtutorial.chapters.ch08_ladder.report_fit import SMALL_FOR_A_GPU, fit_table, fit_verdict
 from nvtutorial.chapters.ch08_ladder.report_model import (
     FSDP,
     LAYER_LIMIT,
@@ -46,6 +47,8 @@ __all__ = [
     "Setup",
     "activations",
     "chunk_rows",
+    "fit_table",
+    "fit_verdict",
     "largest",
     "model_state",
     "rank_memory",
@@ -96,6 +99,13 @@ def _where(result: RunResult) -> str:
 def ranks(result: RunResult) -> list[schema.Rank]:
     """Every rank's metrics of a run of the ``ladder`` workload, typed (:class:`~.schema.Rank`)."""
     return result.ranks_as(schema.Rank)
+
+
+def _setup(result: RunResult) -> tuple[list[schema.Rank], Setup, list[tuple[str, tuple[int, ...]]]]:
+    """Every rank's metrics, the run's sizes and its parameters' shapes."""
+    ms = ranks(result)
+    s = Setup.from_result(ms[0])
+    return ms, s, s.shapes()
 
 
 def _rungs(ms: Sequence[schema.Rank]) -> list[str]:
@@ -321,9 +331,7 @@ def memory_check_table(result: RunResult):  # -> pandas.DataFrame
     timed steps and the model's estimate of that peak."""
     import pandas as pd
 
-    ms = ranks(result)
-    s = Setup.from_result(ms[0])
-    shapes = s.shapes()
+    ms, s, shapes = _setup(result)
     rows = []
     for rung in _rungs(ms):
         for rank, rm in enumerate(ms):
@@ -354,9 +362,7 @@ def _mb(nbytes: float | None) -> float | None:
 def memory_verdict(result: RunResult) -> Verdict:
     """Pass when the counted parameters, gradients and optimizer state equal the model's, byte for byte,
     for every rung and rank."""
-    ms = ranks(result)
-    s = Setup.from_result(ms[0])
-    shapes = s.shapes()
+    ms, s, shapes = _setup(result)
     wrong = []
     for rung in _rungs(ms):
         for rank, rm in enumerate(ms):
@@ -385,9 +391,7 @@ def peak_verdict(result: RunResult) -> Verdict:
     """How far the GPU's measured peak is from the model's estimate, per rung (information: the transient part of the
     estimate leaves out some buffers and library workspaces, see
     :mod:`~nvtutorial.chapters.ch08_ladder.report_model`)."""
-    ms = ranks(result)
-    s = Setup.from_result(ms[0])
-    shapes = s.shapes()
+    ms, s, shapes = _setup(result)
     gaps = {}
     for rung in _rungs(ms):
         found = [m.rung(rung).peak_allocated for m in ms]
@@ -417,10 +421,6 @@ def peak_verdict(result: RunResult) -> Verdict:
     return Verdict("ladder.peak", "info", text, {"gap": gaps, "small": _small_for_a_gpu(s)}, _where(result))
 
 
-SMALL_FOR_A_GPU = 1e9
-"""Bytes of model state per rank under which a GPU's fixed allocations dominate its peak memory."""
-
-
 def _small_for_a_gpu(s: Setup) -> bool:
     return 4 * sum(_numel(shape) for _, shape in s.shapes()) < SMALL_FOR_A_GPU  # fp32 parameters
 
@@ -431,9 +431,7 @@ def bytes_table(result: RunResult):  # -> pandas.DataFrame
     with their ratio to the ring cost. MB."""
     import pandas as pd
 
-    ms = ranks(result)
-    s = Setup.from_result(ms[0])
-    shapes = s.shapes()
+    ms, s, shapes = _setup(result)
     ddp = sum(sent_per_step(s, "ddp", 0, shapes).values())
     rows = []
     for rung in _rungs(ms):
@@ -459,9 +457,7 @@ def bytes_table(result: RunResult):  # -> pandas.DataFrame
 def bytes_verdict(result: RunResult) -> Verdict:
     """Pass when the collectives recorded in one step, costed as a ring, equal the model's bytes for every rung and
     rank: a check of which collectives ran and on what sizes, not a measurement of the traffic."""
-    ms = ranks(result)
-    s = Setup.from_result(ms[0])
-    shapes = s.shapes()
+    ms, s, shapes = _setup(result)
     off = []
     for rung in _rungs(ms):
         for rank, m in enumerate(ms):
@@ -698,124 +694,6 @@ def checkpoint_verdict(result: RunResult, tolerance: float) -> Verdict:
         f"largest weight difference {numbers['resume_max_weight_diff']} after resuming, "
         f"{numbers['single_process_max_weight_diff']} in one process (both must be 0); largest loss "
         f"difference {numbers['max_loss_diff']:.3g} (tolerance {tolerance:g}).",
-        numbers,
-        _where(result),
-    )
-
-
-# --------------------------------------------------------------------------------------------
-# How big can it get
-
-
-def fit_table(s: Setup, device_budget: float, host_budget: float, rungs: Sequence[str] = RUNGS):
-    """Per rung: the most blocks that fit (at most :data:`LAYER_LIMIT`), the parameters that makes
-    (millions), the predicted device peak and the model state per rank (MB), and where that state lives."""
-    import pandas as pd
-
-    one = dataclasses.replace(s, layers=1).shapes()
-    rows = []
-    for rung in rungs:
-        layers = largest(s, rung, device_budget, host_budget)
-        t = dataclasses.replace(s, layers=layers)
-        shapes = with_layers(one, layers)
-        peak = max(rank_memory(t, rung, r, shapes).device_peak for r in range(s.world)) if layers else None
-        rows.append(
-            {
-                "rung": rung,
-                "label": LABELS[rung],
-                "layers": layers,
-                "parameters (M)": sum(_numel(sh) for _, sh in shapes) / 1e6 if layers else 0.0,
-                "device peak (MB, model)": peak / 1e6 if peak else None,
-                "model state per rank (MB)": max(
-                    sum(model_state(rung, shapes, s.world, r).values()) for r in range(s.world)
-                )
-                / 1e6
-                if layers
-                else None,
-                "state in": "host" if rung == "fsdp_offload" else "device",
-            }
-        )
-    return pd.DataFrame(rows).set_index("rung")
-
-
-def fit_verdict(result: RunResult, device_budget: float) -> Verdict:
-    """Did the largest model of the fit table (the run's ``fit`` record, or its ``fit_error``) run, and did its
-    memory stay within the budget?"""
-    ms = ranks(result)
-    if any(m.fit is None and m.fit_error is None for m in ms):
-        return Verdict(
-            "ladder.fit",
-            "info",
-            "No largest model was run (fit_layers=0: not even one block fits the "
-            f"budget of {device_budget / 1e6:.0f} MB per rank, or none was asked for).",
-            {"budget": device_budget},
-            _where(result),
-        )
-    first = ms[0].fit or ms[0].fit_error
-    assert first is not None  # one or the other, checked above
-    rung, layers = first.rung, first.layers
-    s = dataclasses.replace(Setup.from_result(ms[0]), layers=layers)
-    shapes = s.shapes()
-    model = max(rank_memory(s, rung, r, shapes).device_peak for r in range(s.world))
-    failed = [m.fit_error.error for m in ms if m.fit_error is not None]
-    if failed:
-        return Verdict(
-            "ladder.fit",
-            "fail",
-            f"{LABELS[rung]} with {layers} blocks did not fit: {failed[0]}. The "
-            f"model predicted a peak of {model / 1e9:.1f} GB per rank within the budget of "
-            f"{device_budget / 1e9:.1f} GB: it left out more than the margin.",
-            {"rung": rung, "layers": layers, "model_peak": model, "budget": device_budget},
-            _where(result),
-        )
-    records = [m.fit for m in ms if m.fit is not None]  # every rank's, none failed
-    counted = [g.state for g in records]
-    exact = counted == [rank_memory(s, rung, r, shapes).model_state for r in range(s.world)]
-    numbers = {
-        "rung": rung,
-        "layers": layers,
-        "next_tried": False,
-        "parameters": sum(_numel(sh) for _, sh in shapes),
-        "budget": device_budget,
-        "model_peak": model,
-        "state_exact": exact,
-    }
-    peaks = [g.peak_allocated for g in records]
-    if any(p is None for p in peaks):
-        return Verdict(
-            "ladder.fit",
-            "pass" if exact else "fail",
-            f"{LABELS[rung]} with {layers} blocks ({numbers['parameters'] / 1e6:.2f} M parameters; {layers + 1} "
-            "not tried) ran; "
-            f"its counted model state {'equals' if exact else 'differs from'} the model. On the CPU there is "
-            f"no device memory to run out of: that it fits the budget of {device_budget / 1e6:.0f} MB "
-            f"per rank is the model's arithmetic ({model / 1e6:.1f} MB predicted).",
-            numbers,
-            _where(result),
-        )
-    peak = max(p for p in peaks if p is not None)
-    numbers |= {"peak": peak, "gap": peak / model - 1}
-    if device_budget < SMALL_FOR_A_GPU:
-        return Verdict(
-            "ladder.fit",
-            "info" if exact else "fail",
-            f"{LABELS[rung]} with {layers} blocks ({numbers['parameters'] / 1e6:.2f} M parameters) ran with a "
-            f"peak of {peak / 1e6:.0f} MB per rank against the small profile's budget of "
-            f"{device_budget / 1e6:.0f} MB, which is sized for the CPU: on a GPU the fixed allocations "
-            "(cuBLAS workspaces and the like) outweigh it, so the fit is checked only at the lesson sizes. "
-            f"Counted model state {'equals' if exact else 'differs from'} the model.",
-            numbers,
-            _where(result),
-        )
-    ok = peak <= device_budget and exact
-    return Verdict(
-        "ladder.fit",
-        "pass" if ok else "fail",
-        f"{LABELS[rung]} with {layers} blocks ({numbers['parameters'] / 1e9:.2f} B parameters; {layers + 1} not "
-        "tried: that it is the largest is the model's prediction within its margins) ran with a "
-        f"peak of {peak / 1e9:.1f} GB per rank ({numbers['gap']:+.0%} against the model's "
-        f"{model / 1e9:.1f} GB), {'within' if peak <= device_budget else 'over'} the budget of "
-        f"{device_budget / 1e9:.1f} GB; counted model state {'equals' if exact else 'differs from'} the model.",
         numbers,
         _where(result),
     )

@@ -334,7 +334,6 @@ def train_rung(
     rung's label, :data:`~nvtutorial.chapters.ch08_ladder.schema.LABELS`)."""
     import torch
 
-    from nvtutorial.chapters.ch08_ladder.lessons.rungs import RUNGS
     from nvtutorial.chapters.ch08_ladder.lessons.train import global_loss, local_batch, train_step
     from nvtutorial.models import transformer
 
@@ -342,15 +341,7 @@ def train_rung(
         vocab=p.vocab, seq_len=p.seq_len, dim=p.dim, heads=p.heads, layers=p.layers, mlp_ratio=p.mlp_ratio
     )
     _free(ctx)
-    if p.init == "meta":
-        model, optimizer = RUNGS[rung](transformer.build(cfg, device="meta"), ctx.device)
-        model.to_empty(device=ctx.device)
-        torch.manual_seed(p.seed)
-        with warnings.catch_warnings():  # on a CPU mesh DTensor warns that its RNG tracker is CUDA-only
-            warnings.filterwarnings("ignore", message="DTensor random operators")
-            transformer.init_weights(model)
-    else:
-        model, optimizer = RUNGS[rung](transformer.build(cfg, seed=p.seed, device=ctx.device), ctx.device)
+    model, optimizer = _build(ctx, p, rung, cfg)
     step_no = 0
 
     def step() -> torch.Tensor:
@@ -362,12 +353,8 @@ def train_rung(
 
     ctx.progress(0, 1, desc=desc or LABELS.get(rung, rung))
     gradients = None
-    if reference_grads is not None:  # forward and backward of step 0's batch, no update: the model is unchanged
-        tokens = transformer.batch(0, p.global_batch, cfg, seed=p.seed).to(ctx.device)
-        transformer.loss_fn(model, local_batch(tokens, rung)).backward()
-        gradients = typed(Gradients, gradient_check(model, reference_grads, ctx.device))
-        optimizer.zero_grad(set_to_none=True)
-        del tokens
+    if reference_grads is not None:
+        gradients = _step0_gradients(ctx, p, cfg, rung, model, optimizer, reference_grads)
     losses = tuple(global_loss(step(), rung) for _ in range(p.steps))
     held = typed(Held, held_bytes(model, optimizer))
     allocated_after_step = None
@@ -375,37 +362,9 @@ def train_rung(
         ctx.sync()
         allocated_after_step = torch.cuda.memory_allocated(ctx.device)
 
-    # one step with every collective recorded (untimed: the recording costs time)
-    counter = collective_counter()
-    with counter:
-        step()
-    ctx.sync()
-    collectives = {kind: typed(Collective, totals) for kind, totals in summarise(counter.records).items()}
-    sent = sum(r["sent"] for r in counter.records)
-
-    # what the forward pass adds to the device's memory (activations, and parameters kept gathered)
-    forward_added = None
-    if ctx.is_gpu:
-        optimizer.zero_grad(set_to_none=True)
-        ctx.sync()
-        before = torch.cuda.memory_allocated(ctx.device)
-        tokens = transformer.batch(step_no, p.global_batch, cfg, seed=p.seed).to(ctx.device)
-        loss = transformer.loss_fn(model, local_batch(tokens, rung))
-        ctx.sync()
-        forward_added = torch.cuda.memory_allocated(ctx.device) - before
-        loss.backward()
-        del loss, tokens
-        optimizer.zero_grad(set_to_none=True)  # no update: the timed steps follow
-        torch.cuda.reset_peak_memory_stats(ctx.device)
-
-    for _ in range(p.warmup):
-        step()
-    tx_before, tx_note = _nvlink_tx(ctx)
-    repeats = []
-    for _ in range(p.repeats):
-        ctx.barrier()
-        repeats.append(ctx.time_calls(step, iters=p.timed))
-    tx_after = _nvlink_tx(ctx)[0]
+    collectives, sent = _recorded(ctx, step)
+    forward_added = _forward_added(ctx, p, cfg, rung, model, optimizer, step_no) if ctx.is_gpu else None
+    repeats, tx_per_step, tx_note = _timed(ctx, p, step)
     peak_allocated = torch.cuda.max_memory_allocated(ctx.device) if ctx.is_gpu else None
     trace = _profile(ctx, rung, lambda: step(), p.profile_steps) if p.profile_steps else None
     model = optimizer = None  # the last references: _free can release their memory
@@ -425,12 +384,95 @@ def train_rung(
         step_s=tuple(repeats),
         step_s_median=statistics.median(repeats),
         peak_allocated=peak_allocated,
-        nvlink_tx_bytes_per_step=(
-            (tx_after - tx_before) / (p.repeats * p.timed) if tx_before is not None and tx_after is not None else None
-        ),
+        nvlink_tx_bytes_per_step=tx_per_step,
         nvlink_note=tx_note,
         trace=trace,
     )
+
+
+def _build(ctx: runtime.Context, p: Params, rung: str, cfg: Any) -> tuple[Any, Any]:
+    """A fresh model of ``cfg`` wrapped by ``rung``, and its optimizer: built on the meta device, then materialised
+    and initialised from the seed (``init="meta"``), or built on the device from the seed."""
+    import torch
+
+    from nvtutorial.chapters.ch08_ladder.lessons.rungs import RUNGS
+    from nvtutorial.models import transformer
+
+    if p.init != "meta":
+        return RUNGS[rung](transformer.build(cfg, seed=p.seed, device=ctx.device), ctx.device)
+    model, optimizer = RUNGS[rung](transformer.build(cfg, device="meta"), ctx.device)
+    model.to_empty(device=ctx.device)
+    torch.manual_seed(p.seed)
+    with warnings.catch_warnings():  # on a CPU mesh DTensor warns that its RNG tracker is CUDA-only
+        warnings.filterwarnings("ignore", message="DTensor random operators")
+        transformer.init_weights(model)
+    return model, optimizer
+
+
+def _step0_gradients(
+    ctx: runtime.Context, p: Params, cfg: Any, rung: str, model: Any, optimizer: Any, reference: dict[str, Any]
+) -> Gradients:
+    """Forward and backward of step 0's batch, no update (the model is unchanged): the gradients against the
+    ``reference``'s."""
+    from nvtutorial.chapters.ch08_ladder.lessons.train import local_batch
+    from nvtutorial.models import transformer
+
+    tokens = transformer.batch(0, p.global_batch, cfg, seed=p.seed).to(ctx.device)
+    transformer.loss_fn(model, local_batch(tokens, rung)).backward()
+    gradients = typed(Gradients, gradient_check(model, reference, ctx.device))
+    optimizer.zero_grad(set_to_none=True)
+    return gradients
+
+
+def _recorded(ctx: runtime.Context, step: Any) -> tuple[dict[str, Collective], float]:
+    """One step with every collective recorded (untimed: the recording costs time): the totals per kind of
+    collective, and the bytes this rank sent."""
+    counter = collective_counter()
+    with counter:
+        step()
+    ctx.sync()
+    collectives = {kind: typed(Collective, totals) for kind, totals in summarise(counter.records).items()}
+    return collectives, sum(r["sent"] for r in counter.records)
+
+
+def _forward_added(
+    ctx: runtime.Context, p: Params, cfg: Any, rung: str, model: Any, optimizer: Any, step_no: int
+) -> int:
+    """What the forward pass of batch ``step_no`` adds to the device's memory (activations, and parameters kept
+    gathered); then its backward, no update, and the peak reset for the timed steps (GPU only)."""
+    import torch
+
+    from nvtutorial.chapters.ch08_ladder.lessons.train import local_batch
+    from nvtutorial.models import transformer
+
+    optimizer.zero_grad(set_to_none=True)
+    ctx.sync()
+    before = torch.cuda.memory_allocated(ctx.device)
+    tokens = transformer.batch(step_no, p.global_batch, cfg, seed=p.seed).to(ctx.device)
+    loss = transformer.loss_fn(model, local_batch(tokens, rung))
+    ctx.sync()
+    added = torch.cuda.memory_allocated(ctx.device) - before
+    loss.backward()
+    del loss, tokens
+    optimizer.zero_grad(set_to_none=True)  # no update: the timed steps follow
+    torch.cuda.reset_peak_memory_stats(ctx.device)
+    return added
+
+
+def _timed(ctx: runtime.Context, p: Params, step: Any) -> tuple[list[float], float | None, str]:
+    """The warm-up steps, then ``repeats`` timed repeats of ``timed`` steps each: their seconds per step, the NVLink
+    bytes sent per step over them (None where NVML cannot count them) and the note on that count."""
+    for _ in range(p.warmup):
+        step()
+    tx_before, tx_note = _nvlink_tx(ctx)
+    repeats = []
+    for _ in range(p.repeats):
+        ctx.barrier()
+        repeats.append(ctx.time_calls(step, iters=p.timed))
+    tx_after = _nvlink_tx(ctx)[0]
+    if tx_before is None or tx_after is None:
+        return repeats, None, tx_note
+    return repeats, (tx_after - tx_before) / (p.repeats * p.timed), tx_note
 
 
 def run_rung(

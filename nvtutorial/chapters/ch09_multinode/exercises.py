@@ -143,16 +143,9 @@ def check_local(candidate: Callable[..., Any]) -> tuple[bool, str]:
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "last.pt")
         model, optimizer = _setup()
-        before = _weights(model).clone()
-        try:
-            got = candidate(path, model, optimizer)
-        except Exception as exc:  # noqa: BLE001 - the learner's code: say what it raised
-            return False, f"with no checkpoint yet (the first attempt) your resume raised {type(exc).__name__}: {exc}"
-        if got != 0 or not torch.equal(_weights(model), before):
-            return False, (
-                f"with no checkpoint yet (the first attempt) resume must change nothing and return 0; it "
-                f"returned {got!r}"
-            )
+        slip = _first_attempt(candidate, path, model, optimizer)
+        if slip is not None:
+            return False, slip
         for step in range(SAVED_AFTER):
             _step(model, optimizer, step)
         torch.save(
@@ -172,48 +165,10 @@ def check_local(candidate: Callable[..., Any]) -> tuple[bool, str]:
         try:
             got = candidate(path, fresh, fresh_opt)
         except Exception as exc:  # noqa: BLE001
-            text = f"{type(exc).__name__}: {str(exc).splitlines()[0].rstrip(':') if str(exc) else ''}"
-            if "module." in str(exc):
-                return False, (
-                    f"loading raised {text}: the checkpoint holds model.module's weights (no 'module.' in "
-                    f"the keys); load them into model.module, not into the DDP wrapper"
-                )
-            return False, f"loading the checkpoint raised {text}"
-        if isinstance(got, bool) or not isinstance(got, int):
-            return False, f"resume must return the number of steps already done (an int), not {got!r}"
-        saved = torch.load(path, weights_only=True)["model"]
-        loaded = all(torch.equal(p, saved[k]) for k, p in fresh.module.state_dict().items())
-        if not loaded:
-            if got == 0:
-                return False, (
-                    "the weights were not loaded and it returned 0: training starts again from scratch, so "
-                    f"the {SAVED_AFTER} steps before the checkpoint are done again and the checkpoint is "
-                    "ignored"
-                )
-            return False, "the model's weights are not the checkpoint's: load state['model'] into model.module"
-        if got == 0:
-            return False, (
-                f"it returned 0 after loading a checkpoint of {SAVED_AFTER} steps: the loop then runs every "
-                f"step again from the start, so {SAVED_AFTER} steps are done again on top of the loaded "
-                "weights and the run trains too long"
-            )
-        if got > SAVED_AFTER:
-            return False, (
-                f"it returned {got} for a checkpoint of {SAVED_AFTER} steps: step {SAVED_AFTER + 1} is "
-                "skipped; return state['step'] itself (steps done, not the next one)"
-            )
-        if got != SAVED_AFTER:
-            return False, f"it returned {got}; the checkpoint holds {SAVED_AFTER} steps: return state['step']"
-        saved_state = torch.load(path, weights_only=True)["optimizer"]["state"]
-        state = fresh_opt.state_dict()["state"]
-        if set(state) != set(saved_state) or not all(
-            torch.equal(state[k]["exp_avg"], saved_state[k]["exp_avg"]) for k in saved_state
-        ):
-            return False, (
-                "the weights were loaded but not the optimizer state: AdamW's moments and step count start "
-                "from zero again, so every later step differs from the uninterrupted run; load "
-                "state['optimizer'] into the optimizer too"
-            )
+            return False, _loading_raised(exc)
+        slip = _resumed_slip(got, path, fresh, fresh_opt)
+        if slip is not None:
+            return False, slip
         for step in range(SAVED_AFTER, total):
             _step(fresh, fresh_opt, step)
         if not torch.equal(_weights(fresh), want):
@@ -225,6 +180,74 @@ def check_local(candidate: Callable[..., Any]) -> tuple[bool, str]:
         f"resumed exactly: {total - SAVED_AFTER} steps after the checkpoint give the weights of "
         f"{total} uninterrupted steps, and a first attempt without a checkpoint starts at 0"
     )
+
+
+def _first_attempt(
+    candidate: Callable[..., Any], path: str, model: _Wrapped, optimizer: torch.optim.Optimizer
+) -> str | None:
+    """The slip of ``candidate`` with no checkpoint yet (it must return 0 and change nothing), or None."""
+    before = _weights(model).clone()
+    try:
+        got = candidate(path, model, optimizer)
+    except Exception as exc:  # noqa: BLE001 - the learner's code: say what it raised
+        return f"with no checkpoint yet (the first attempt) your resume raised {type(exc).__name__}: {exc}"
+    if got != 0 or not torch.equal(_weights(model), before):
+        return (
+            f"with no checkpoint yet (the first attempt) resume must change nothing and return 0; it returned {got!r}"
+        )
+    return None
+
+
+def _loading_raised(exc: Exception) -> str:
+    """Why loading the checkpoint raised ``exc``: into the DDP wrapper, where the keys say so."""
+    text = f"{type(exc).__name__}: {str(exc).splitlines()[0].rstrip(':') if str(exc) else ''}"
+    if "module." in str(exc):
+        return (
+            f"loading raised {text}: the checkpoint holds model.module's weights (no 'module.' in "
+            f"the keys); load them into model.module, not into the DDP wrapper"
+        )
+    return f"loading the checkpoint raised {text}"
+
+
+def _resumed_slip(got: Any, path: str, fresh: _Wrapped, fresh_opt: torch.optim.Optimizer) -> str | None:
+    """The slip of a resume from the checkpoint at ``path`` that returned ``got``: the steps it returned, the weights
+    and the optimizer state it loaded; None when all three are the checkpoint's."""
+    if isinstance(got, bool) or not isinstance(got, int):
+        return f"resume must return the number of steps already done (an int), not {got!r}"
+    saved = torch.load(path, weights_only=True)["model"]
+    loaded = all(torch.equal(p, saved[k]) for k, p in fresh.module.state_dict().items())
+    if not loaded:
+        if got == 0:
+            return (
+                "the weights were not loaded and it returned 0: training starts again from scratch, so "
+                f"the {SAVED_AFTER} steps before the checkpoint are done again and the checkpoint is "
+                "ignored"
+            )
+        return "the model's weights are not the checkpoint's: load state['model'] into model.module"
+    if got == 0:
+        return (
+            f"it returned 0 after loading a checkpoint of {SAVED_AFTER} steps: the loop then runs every "
+            f"step again from the start, so {SAVED_AFTER} steps are done again on top of the loaded "
+            "weights and the run trains too long"
+        )
+    if got > SAVED_AFTER:
+        return (
+            f"it returned {got} for a checkpoint of {SAVED_AFTER} steps: step {SAVED_AFTER + 1} is "
+            "skipped; return state['step'] itself (steps done, not the next one)"
+        )
+    if got != SAVED_AFTER:
+        return f"it returned {got}; the checkpoint holds {SAVED_AFTER} steps: return state['step']"
+    saved_state = torch.load(path, weights_only=True)["optimizer"]["state"]
+    state = fresh_opt.state_dict()["state"]
+    if set(state) != set(saved_state) or not all(
+        torch.equal(state[k]["exp_avg"], saved_state[k]["exp_avg"]) for k in saved_state
+    ):
+        return (
+            "the weights were loaded but not the optimizer state: AdamW's moments and step count start "
+            "from zero again, so every later step differs from the uninterrupted run; load "
+            "state['optimizer'] into the optimizer too"
+        )
+    return None
 
 
 def load_candidate(path: str, entry: str) -> Callable[..., Any]:

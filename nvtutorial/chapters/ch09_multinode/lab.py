@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import os
 import re
 import socket
@@ -499,6 +500,33 @@ class _Elastic:
                 self.tree.adopt(proc)
         return self.tree.processes()
 
+    def watch(self, max_restarts: int, note: str, timeout: float) -> bool:
+        """Start every node's agent, then follow the run until every live agent has exited (and no replacement is
+        due), striking the faults; True when the deadline passed first."""
+        nnodes, nproc = self.spec.nnodes, self.spec.nproc
+        for node in range(nnodes):
+            self.start_agent(node, f"agent{node}" if nnodes > 1 else "agent")
+        restarts = f", --max-restarts {max_restarts}" if max_restarts else ""
+        nccl = note if self.spec.backend == "nccl" else ""
+        self.event(f"{nnodes} torchrun agent(s) started, {nproc} rank(s) each{restarts}{nccl}")
+        self.say(
+            f"[lab {self.now():6.2f} s] before the first step: the agents meet at the rendezvous, then each starts "
+            "its rank(s), new processes that import torch, join the process group and build the DDP model"
+        )
+        timed_out = False
+        while any(a.poll() is None for a in self.live()) or self.replace_at is not None:
+            self.read_rank0()
+            self.strike()
+            self.replace()
+            self.tell()
+            if time.perf_counter() > self.t0 + timeout:
+                timed_out = True
+                self.event(f"deadline of {timeout:g} s passed: ending every process")
+                break
+            time.sleep(POLL_S)
+        self.read_rank0()
+        return timed_out
+
 
 def _placement(spec: launch.LaunchSpec) -> str:
     """A label for a run whose ranks reported no environment (it did not finish)."""
@@ -578,29 +606,9 @@ def run_elastic(
     _warm_first(show)  # before the lab's clock starts: its times are the agents', not the warm interpreter's start
     lab = _Elastic(spec, faults, keep_alive_s, show, join_timeout_s)
     started = time.time()
-    deadline = lab.t0 + timeout
     timed_out = interrupted = False
     try:
-        for node in range(nnodes):
-            lab.start_agent(node, f"agent{node}" if nnodes > 1 else "agent")
-        restarts = f", --max-restarts {max_restarts}" if max_restarts else ""
-        nccl = note if spec.backend == "nccl" else ""
-        lab.event(f"{nnodes} torchrun agent(s) started, {nproc} rank(s) each{restarts}{nccl}")
-        lab.say(
-            f"[lab {lab.now():6.2f} s] before the first step: the agents meet at the rendezvous, then each starts "
-            "its rank(s), new processes that import torch, join the process group and build the DDP model"
-        )
-        while any(a.poll() is None for a in lab.live()) or lab.replace_at is not None:
-            lab.read_rank0()
-            lab.strike()
-            lab.replace()
-            lab.tell()
-            if time.perf_counter() > deadline:
-                timed_out = True
-                lab.event(f"deadline of {timeout:g} s passed: ending every process")
-                break
-            time.sleep(POLL_S)
-        lab.read_rank0()
+        timed_out = lab.watch(max_restarts, note, timeout)
     except KeyboardInterrupt:  # the notebook's Stop: ended below like any end, then said in a few lines
         interrupted = True
     finally:
@@ -608,20 +616,37 @@ def run_elastic(
         lab.everything()  # adopt the ranks of the last attempt, then end them all
         lab.tree.end()
     if interrupted:
-        result = diagnosis.collect(spec, 1, time.time() - started, None)
-        result.error = {
-            "type": "KeyboardInterrupt",
-            "message": "interrupted by the caller; every process of the lab was ended",
-        }
-        with contextlib.suppress(OSError):
-            result.save()
-        raise launch.RunInterrupted(
-            f"stopped while the elastic lab ran ({nnodes} torchrun agent(s), {nproc} rank(s) each, {lab.now():.1f} s "
-            f"in" + (f", {len(lab.kill_times)} of {len(faults)} fault(s) struck" if faults else "") + ")\n"
-            f"ended: every process of the lab (its torchrun agents, their ranks and whatever they started)\n"
-            f"kept: its folder {spec.run_dir} (the agents' and ranks' logs; result.json records the interruption)",
-            result,
-        ) from None
+        raise _interrupted(spec, lab, started) from None
+    outcome, failure = _outcome(spec, lab, every, timed_out, started)
+    if failure is not None and check:
+        agents = [line for log in sorted(spec.run_dir.glob("**/agent*.log")) for line in diagnosis.tail(log, 8)]
+        raise RecoveryError(f"{failure.message}\n--- last lines of the torchrun agents ---\n" + "\n".join(agents))
+    return outcome
+
+
+def _interrupted(spec: launch.LaunchSpec, lab: _Elastic, started: float) -> launch.RunInterrupted:
+    """The run stopped by the caller, every process ended: its result saved as interrupted, and what to say."""
+    result = diagnosis.collect(spec, 1, time.time() - started, None)
+    result.error = {
+        "type": "KeyboardInterrupt",
+        "message": "interrupted by the caller; every process of the lab was ended",
+    }
+    with contextlib.suppress(OSError):
+        result.save()
+    struck = f", {len(lab.kill_times)} of {len(lab.faults)} fault(s) struck" if lab.faults else ""
+    return launch.RunInterrupted(
+        f"stopped while the elastic lab ran ({spec.nnodes} torchrun agent(s), {spec.nproc} rank(s) each, "
+        f"{lab.now():.1f} s in{struck})\n"
+        f"ended: every process of the lab (its torchrun agents, their ranks and whatever they started)\n"
+        f"kept: its folder {spec.run_dir} (the agents' and ranks' logs; result.json records the interruption)",
+        result,
+    )
+
+
+def _outcome(
+    spec: launch.LaunchSpec, lab: _Elastic, every: int, timed_out: bool, started: float
+) -> tuple[ElasticOutcome, Any]:
+    """Every agent has exited: the run's result (saved), its outcome, and the diagnosis when it failed (else None)."""
     # a killed agent was reaped while it was killed: its code is the signal's
     codes = {name: -9 if name in lab.lost else a.returncode for name, a in lab.agents.items()}
     final = [codes[name] for name in codes if name not in lab.lost]
@@ -637,7 +662,7 @@ def run_elastic(
     result.save()
     outcome = ElasticOutcome(
         result=result,
-        fault=faults[0] if faults else None,
+        fault=lab.faults[0] if lab.faults else None,
         every=every,
         steps=lab.steps,
         attempts=lab.attempts,
@@ -646,15 +671,12 @@ def run_elastic(
         killed_pids=tuple(lab.killed_pids),
         agent_returncodes=tuple(codes.values()),
         placement=_placement(spec),
-        faults=tuple(faults),
+        faults=tuple(lab.faults),
         kill_times=tuple(lab.kill_times),
         started_wall=lab.started_wall,
         phases=lab.phases,
     )
-    if failure is not None and check:
-        agents = [line for log in sorted(spec.run_dir.glob("**/agent*.log")) for line in diagnosis.tail(log, 8)]
-        raise RecoveryError(f"{failure.message}\n--- last lines of the torchrun agents ---\n" + "\n".join(agents))
-    return outcome
+    return outcome, failure
 
 
 def run_lesson(
@@ -707,7 +729,7 @@ def check_resume(
     interval and ends with exactly the reference's weights. Returns a :class:`~nvtutorial.teach.check.CheckResult`.
     """
     from nvtutorial.chapters.ch09_multinode import exercises as exercise
-    from nvtutorial.chapters.ch09_multinode import report
+    from nvtutorial.chapters.ch09_multinode.lab_resume import judge
     from nvtutorial.teach import check as teach_check
 
     name = "multinode_resume"
@@ -745,49 +767,7 @@ def check_resume(
         show=True,
         check=False,
     )
-    where = outcome.where
-    details: dict[str, Any] = {
-        "run_dir": str(outcome.result.run_dir),
-        "resumed_from": outcome.resumed_from,
-        "last_step_before_kill": outcome.last_step_before_kill,
-        "steps_lost": outcome.steps_lost,
-        "every": every,
-        "killed_pids": list(outcome.killed_pids),
-        "identical": None,
-    }
-
-    def judged(passed: bool, reason: str) -> Any:
-        return teach_check.CheckResult(name, passed, reason, where, details)
-
-    if not outcome.ok:
-        error = outcome.result.error or {}
-        said = (str(error.get("message", "")).splitlines() or [""])[0][:300]
-        return judged(False, f"the run with your resume did not finish: {error.get('type', 'error')}: {said}")
-    lost, resumed = outcome.steps_lost, outcome.resumed_from
-    if resumed is None:
-        return judged(False, "the killed rank was never restarted (no second start in the log)")
-    same = report.same_weights(
-        reference_checkpoint(reference), outcome.checkpoint, "uninterrupted", "killed and resumed", where
-    )
-    details["identical"] = bool(same.numbers.get("identical"))
-    killed = outcome.last_step_before_kill
-    if lost is not None and lost >= every:
-        return judged(
-            False,
-            f"it resumed at step {resumed} after the kill at step {killed}: {lost} steps were done again, more than "
-            f"the {every} between checkpoints; the checkpoint was ignored",
-        )
-    if same.status != "pass":
-        return judged(
-            False,
-            f"it recovered (resumed at step {resumed}, {lost} steps done again) but the final weights differ from the "
-            f"uninterrupted run's: {same.text}",
-        )
-    return judged(
-        True,
-        f"rank 1 killed after step {killed}, resumed at step {resumed} ({lost} steps done again), final weights "
-        "identical to the uninterrupted run's",
-    )
+    return judge(name, outcome, functools.partial(reference_checkpoint, reference), every)
 
 
 def reference_checkpoint(run: ElasticOutcome | RunResult) -> Path:

@@ -25,17 +25,7 @@ def plot_recovery(outcomes: Mapping[str, ElasticOutcome]) -> tuple[Any, Any]:
         end = max([t for t, _, _ in o.steps] + [t for t, _ in o.events] + [1.0])
         top = max([s for _, _, s in o.steps] + [1])
         if 0 in first_steps:
-            ax.axvspan(
-                0, first_steps[0], color=COLOURS["idle"], alpha=0.6, lw=0, label="start-up: agents, imports, rendezvous"
-            )
-            ax.text(
-                first_steps[0] / 2,
-                top * 1.02,
-                f"start-up\n{first_steps[0]:.1f} s",
-                ha="center",
-                va="bottom",
-                fontsize=8,
-            )
+            _draw_start_up(ax, first_steps[0], top)
         for a in sorted(first_steps):
             pts = [(t, s) for t, b, s in o.steps if b == a]
             ax.plot(
@@ -48,41 +38,7 @@ def plot_recovery(outcomes: Mapping[str, ElasticOutcome]) -> tuple[Any, Any]:
             )
         kills = range(len(o.kill_times)) if o.kill_times else ([0] if o.killed_at_s is not None else [])
         for i in kills:
-            p = o.part(i) if o.kill_times else o
-            what = p.fault.kind if p.fault is not None else "kill"
-            ax.axvline(
-                p.killed_at_s,
-                color=COLOURS["exposed"],
-                lw=1.2,
-                ls="--",
-                label="SIGKILL (rank or node)" if i == 0 else None,
-            )
-            if p.killed_at_s is not None and p.recovery_s is not None:
-                ax.axvspan(
-                    p.killed_at_s,
-                    p.killed_at_s + p.recovery_s,
-                    color=COLOURS["exposed"],
-                    alpha=0.12,
-                    lw=0,
-                    label="recovery: kill to first new step" if i == 0 else None,
-                )
-                ax.text(
-                    p.killed_at_s + p.recovery_s / 2,
-                    top * 1.02,
-                    f"{what} lost: back after\n{p.recovery_s:.1f} s, {p.steps_lost} steps again",
-                    ha="center",
-                    va="bottom",
-                    fontsize=8,
-                )
-            if p.resumed_from is not None and p.last_step_before_kill is not None and p.steps_lost:
-                ax.axhspan(
-                    p.resumed_from + 0.5,
-                    p.last_step_before_kill + 0.5,
-                    color=COLOURS["phase"],
-                    alpha=0.15,
-                    lw=0,
-                    label="steps done twice" if i == 0 else None,
-                )
+            _draw_fault(ax, o.part(i) if o.kill_times else o, i, top)
         training = sum(max(t for t, b, _ in o.steps if b == a) - first_steps[a] for a in first_steps)
         ax.set_xlim(0, end * 1.02)
         ax.set_ylim(0, top * 1.22)
@@ -97,6 +53,47 @@ def plot_recovery(outcomes: Mapping[str, ElasticOutcome]) -> tuple[Any, Any]:
     fig.suptitle("Killed in the middle of training, brought back by torchrun from the last checkpoint")
     finish(fig, next(iter(outcomes.values())).where)
     return fig, axes
+
+
+def _draw_start_up(ax: Any, first_step: float, top: float) -> None:
+    """The start-up before the first step: shaded and timed."""
+    ax.axvspan(0, first_step, color=COLOURS["idle"], alpha=0.6, lw=0, label="start-up: agents, imports, rendezvous")
+    ax.text(first_step / 2, top * 1.02, f"start-up\n{first_step:.1f} s", ha="center", va="bottom", fontsize=8)
+
+
+def _draw_fault(ax: Any, p: ElasticOutcome, i: int, top: float) -> None:
+    """Fault ``i`` (``p``: the outcome as seen from it): the kill, the recovery shaded and timed, the steps done twice;
+    only the first fault's are labelled."""
+    what = p.fault.kind if p.fault is not None else "kill"
+    ax.axvline(
+        p.killed_at_s, color=COLOURS["exposed"], lw=1.2, ls="--", label="SIGKILL (rank or node)" if i == 0 else None
+    )
+    if p.killed_at_s is not None and p.recovery_s is not None:
+        ax.axvspan(
+            p.killed_at_s,
+            p.killed_at_s + p.recovery_s,
+            color=COLOURS["exposed"],
+            alpha=0.12,
+            lw=0,
+            label="recovery: kill to first new step" if i == 0 else None,
+        )
+        ax.text(
+            p.killed_at_s + p.recovery_s / 2,
+            top * 1.02,
+            f"{what} lost: back after\n{p.recovery_s:.1f} s, {p.steps_lost} steps again",
+            ha="center",
+            va="bottom",
+            fontsize=8,
+        )
+    if p.resumed_from is not None and p.last_step_before_kill is not None and p.steps_lost:
+        ax.axhspan(
+            p.resumed_from + 0.5,
+            p.last_step_before_kill + 0.5,
+            color=COLOURS["phase"],
+            alpha=0.15,
+            lw=0,
+            label="steps done twice" if i == 0 else None,
+        )
 
 
 def plot_boundary(rows: Sequence[Mapping[str, Any]]) -> tuple[Any, Any]:

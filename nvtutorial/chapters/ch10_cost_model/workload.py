@@ -29,7 +29,7 @@ import dataclasses
 import math
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from nvtutorial import runtime
@@ -451,6 +451,34 @@ def _slowest(ctx: runtime.Context, seconds: float) -> float:
     return t.item()
 
 
+def _timed_steps(
+    ctx: runtime.Context, batches: Iterable[Any], stage: Any, runner: Any, optimizer: Any
+) -> tuple[list[tuple[Event, ...]], list[float]]:
+    """One timed training step per batch (made as it comes), each stage's passes recorded on the shared clock, the
+    peak memory counted from the first: ``(timelines, step_s)``, a timeline per step and each step's time on the
+    slowest rank."""
+    import torch
+
+    from nvtutorial.chapters.ch10_cost_model.lessons.pipeline import train_step
+
+    clock, record = _Clock(ctx), []
+    instrument(stage, clock, record, runner)
+    if ctx.is_gpu:
+        torch.cuda.reset_peak_memory_stats(ctx.device)
+    timelines, step_s = [], []
+    for tokens in batches:
+        ctx.barrier()
+        record.clear()
+        clock.start()
+        train_step(runner, stage, optimizer, tokens)
+        end = clock.now()
+        ctx.sync()
+        clock.align()
+        timelines.append(tuple(Event(kind, mb, clock.seconds(a), clock.seconds(b)) for kind, mb, a, b in record))
+        step_s.append(_slowest(ctx, clock.seconds(end)))
+    return timelines, step_s
+
+
 def run_schedule(
     ctx: runtime.Context,
     p: Params,
@@ -504,22 +532,7 @@ def run_schedule(
     losses = [global_loss(train_step(runner, stage, optimizer, batch(s)), ctx.device) for s in range(p.steps)]
     held = _held(module, optimizer)
 
-    clock, record = _Clock(ctx), []
-    instrument(stage, clock, record, runner)
-    if ctx.is_gpu:
-        torch.cuda.reset_peak_memory_stats(ctx.device)
-    timelines, step_s = [], []
-    for t in range(p.timed):
-        tokens = batch(p.steps + t)
-        ctx.barrier()
-        record.clear()
-        clock.start()
-        train_step(runner, stage, optimizer, tokens)
-        end = clock.now()
-        ctx.sync()
-        clock.align()
-        timelines.append(tuple(Event(kind, mb, clock.seconds(a), clock.seconds(b)) for kind, mb, a, b in record))
-        step_s.append(_slowest(ctx, clock.seconds(end)))
+    timelines, step_s = _timed_steps(ctx, (batch(p.steps + t) for t in range(p.timed)), stage, runner, optimizer)
     peak = torch.cuda.max_memory_allocated(ctx.device) if ctx.is_gpu else None
     blocks = (module.first, module.first + len(module.blocks))
     del module, stage, runner, optimizer
