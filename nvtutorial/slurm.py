@@ -58,16 +58,17 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from nvtutorial import diagnosis, launch, workloads
+from nvtutorial import launch, workloads
 from nvtutorial import params as params_mod
-from nvtutorial.results import RunResult, read_json, write_json_atomic
+from nvtutorial.results import RunResult, write_json_atomic
+from nvtutorial.slurm_result import SUMMARY_PREFIX, collect
+from nvtutorial.slurm_result import _first_failure as _first_failure  # re-exported: the tests call it from here
 
 SLURM_PACKAGES = "slurmctld slurmd slurm-client munge"
 TERMINAL_STATES = set(  # the states a job never leaves
     "COMPLETED FAILED CANCELLED TIMEOUT NODE_FAIL OUT_OF_MEMORY PREEMPTED BOOT_FAIL DEADLINE SPECIAL_EXIT "
     "REVOKED".split()
 )
-SUMMARY_PREFIX = "nvtutorial slurm: "
 SAY_S = 1.5
 """A local Slurm starting or stopping says what it does at least this often (a cell is never silent for 2 s)."""
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -157,6 +158,35 @@ class SlurmJob:
         }
 
 
+def _whole(name: str, value: Any, least: int) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < least:
+        raise SlurmError(f"{name}={value!r}: give a whole number of at least {least}")
+    return value
+
+
+def _target(
+    target: str, params: Mapping[str, Any] | None, script_args: tuple[str, ...] | list[str]
+) -> tuple[str, bool, Any]:
+    """The job's target, checked: (a workload's name or a script's absolute path, whether it is a script, the
+    workload's ``Params``)."""
+    is_script = target.endswith(".py") or os.sep in target
+    if is_script:
+        path = Path(target).expanduser().resolve()
+        if not path.is_file():
+            raise SlurmError(f"no script at {target}: give a workload name (nvtutorial list) or an existing .py file")
+        if params:
+            raise SlurmError("--set is for workloads; pass a script's own arguments after --")
+        return str(path), True, None
+    if script_args:
+        raise SlurmError(f"{target} is a workload: give its parameters with --set KEY=VALUE, not after --")
+    try:
+        return target, False, params_mod.build(workloads.load(target).Params, dict(params or {}))
+    except workloads.UnknownWorkload as exc:
+        raise SlurmError(str(exc)) from None
+    except params_mod.ParamError as exc:
+        raise SlurmError(f"{target}: {exc}") from None
+
+
 def prepare(
     target: str,
     *,
@@ -182,16 +212,10 @@ def prepare(
     ``.py`` or containing ``/``). ``procs_per_node``: ranks per node on CPU (default 1); on GPUs it
     is ``gpus_per_node``. ``cpus_per_task``: cores per node (default 4 per GPU, else 1 per rank).
     """
-
-    def whole(name: str, value: Any, least: int) -> int:
-        if not isinstance(value, int) or isinstance(value, bool) or value < least:
-            raise SlurmError(f"{name}={value!r}: give a whole number of at least {least}")
-        return value
-
-    whole("nodes", nodes, 1)
-    whole("gpus_per_node", gpus_per_node, 0)
-    whole("time_min", time_min, 1)
-    whole("max_restarts", max_restarts, 0)
+    _whole("nodes", nodes, 1)
+    _whole("gpus_per_node", gpus_per_node, 0)
+    _whole("time_min", time_min, 1)
+    _whole("max_restarts", max_restarts, 0)
     if gpus_per_node:
         if procs_per_node not in (None, gpus_per_node):
             raise SlurmError(
@@ -200,10 +224,10 @@ def prepare(
             )
         procs = gpus_per_node
     else:
-        procs = whole("procs_per_node", 1 if procs_per_node is None else procs_per_node, 1)
+        procs = _whole("procs_per_node", 1 if procs_per_node is None else procs_per_node, 1)
     default_cpus = 4 * gpus_per_node if gpus_per_node else procs
-    cpus = whole("cpus_per_task", default_cpus if cpus_per_task is None else cpus_per_task, 1)
-    if port is not None and (whole("port", port, 1024) > 65535):
+    cpus = _whole("cpus_per_task", default_cpus if cpus_per_task is None else cpus_per_task, 1)
+    if port is not None and (_whole("port", port, 1024) > 65535):
         raise SlurmError(f"port={port}: use a port between 1024 and 65535")
     for name, value in (("partition", partition), ("account", account)):
         if value is not None and not _SBATCH_VALUE.match(value):
@@ -213,24 +237,7 @@ def prepare(
         if not _NAME.match(str(key)):
             raise SlurmError(f"bad environment variable name {key!r}: use letters, digits and _")
         overrides[str(key)] = str(value)
-
-    is_script = target.endswith(".py") or os.sep in target
-    if is_script:
-        path = Path(target).expanduser().resolve()
-        if not path.is_file():
-            raise SlurmError(f"no script at {target}: give a workload name (nvtutorial list) or an existing .py file")
-        if params:
-            raise SlurmError("--set is for workloads; pass a script's own arguments after --")
-        target, parsed = str(path), None
-    else:
-        if script_args:
-            raise SlurmError(f"{target} is a workload: give its parameters with --set KEY=VALUE, not after --")
-        try:
-            parsed = params_mod.build(workloads.load(target).Params, dict(params or {}))
-        except workloads.UnknownWorkload as exc:
-            raise SlurmError(str(exc)) from None
-        except params_mod.ParamError as exc:
-            raise SlurmError(f"{target}: {exc}") from None
+    target, is_script, parsed = _target(target, params, script_args)
     if out is None:
         stamp = time.strftime("%Y%m%d-%H%M%S")
         name = Path(target).stem if is_script else target
@@ -261,8 +268,8 @@ def _time_limit(minutes: int) -> str:
     return (f"{days}-" if days else "") + f"{rest // 60:02d}:{rest % 60:02d}:00"
 
 
-def _render(job: SlurmJob) -> str:
-    q = shlex.quote
+def _sbatch_header(job: SlurmJob) -> list[str]:
+    """The batch script's first lines: what it runs, then its ``#SBATCH`` options."""
     where = (
         f"{job.gpus_per_node} GPU(s) per node, nccl"
         if job.gpus_per_node
@@ -271,7 +278,7 @@ def _render(job: SlurmJob) -> str:
     lines = [
         "#!/bin/bash",
         f"# nvtutorial slurm: {job.name} on {job.nodes} nodes ({where}; world size {job.world_size}).",
-        f"# Submit with: sbatch {q(str(job.path))}    Results: {job.run_dir}/result.json",
+        f"# Submit with: sbatch {shlex.quote(str(job.path))}    Results: {job.run_dir}/result.json",
         "#SBATCH --job-name=" + f"nvt-{re.sub(r'[^A-Za-z0-9_.-]', '_', job.name)}",
         f"#SBATCH --nodes={job.nodes}",
         "#SBATCH --ntasks-per-node=1                # one torchrun per node; it starts the node's ranks",
@@ -289,8 +296,30 @@ def _render(job: SlurmJob) -> str:
         lines.append(f"#SBATCH --account={job.account}")
     if job.exclusive:
         lines.append("#SBATCH --exclusive                        # no other job on these nodes while measuring")
+    return lines
+
+
+def _restart_env(job: SlurmJob) -> list[tuple[str, str]]:
+    """What a job that restarts its ranks needs (notebook 09, reviews RR5-1 and RR9-7): each attempt's ranks on a store
+    of their own; on GPUs, NCCL's watchdog ending a rank after 4 s, not a minute."""
+    if job.max_restarts == 0:
+        return []
+    store = "TORCH_DISABLE_SHARE_RDZV_TCP_STORE"
+    env = [(store, f"export {store}=1   # each attempt's ranks on a store of their own")]
+    if job.gpus_per_node:
+        wait, dump = "TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC", "TORCH_NCCL_DUMP_ON_TIMEOUT"
+        env += [
+            (wait, f"export {wait}=1000   # after an NCCL error the watchdog sleeps 4 × this (default: a minute)"),
+            (dump, f"export {dump}=0   # and writes no flight-recorder dump"),
+        ]
+    return env
+
+
+def _render(job: SlurmJob) -> str:
+    q = shlex.quote
     package_root = Path(__file__).resolve().parent.parent
-    lines += [
+    lines = [
+        *_sbatch_header(job),
         "",
         "set -uo pipefail    # no -e: when a node fails, the lines after srun still say which one",
         "",
@@ -305,6 +334,7 @@ def _render(job: SlurmJob) -> str:
             "export NCCL_DEBUG=INFO",
             'export NCCL_DEBUG_FILE="$RUN_DIR/nccl-%h-%p.log"   # one NCCL log per host (%h) and process (%p)',
         ]
+    lines += [line for key, line in _restart_env(job) if key not in job.env]
     lines += [f"export {key}={q(value)}" for key, value in job.env.items()]
     port = str(job.port) if job.port else "$((20000 + SLURM_JOB_ID % 20000))"
     lines += [
@@ -359,159 +389,7 @@ def _program_lines(job: SlurmJob) -> list[str]:
     return lines + ["    " + " ".join(current)]
 
 
-# --- after srun, on the first node: the result ------------------------------------------------------
-
-
-def _node_outcomes(run_dir: Path, nodes: int) -> list[dict[str, Any]]:
-    """Per node: its exit code, when, its Slurm name and host (None where Slurm ended it first),
-    and the ranks that torchrun's failure summary in ``nodeN.log`` names, with their exit codes."""
-    out = []
-    for node in range(nodes):
-        item: dict[str, Any] = dict(node=node, exit_code=None, time=None, nodename=None, host=None, failed_ranks=[])
-        try:
-            rc, when, nodename, host = (run_dir / f"node{node}.exit").read_text().split()[:4]
-            item.update(exit_code=int(rc), time=float(when), nodename=nodename, host=host)
-        except (OSError, ValueError):
-            pass
-        try:
-            text = (run_dir / f"node{node}.log").read_text(errors="replace")
-            item["failed_ranks"] = [(int(r), int(c)) for r, c in diagnosis._AGENT_FAILURE.findall(text)]
-        except OSError:
-            pass
-        out.append(item)
-    return out
-
-
-def _first_failure(
-    outcomes: list[dict[str, Any]], error_ranks: set[int], first_error_rank: int | None
-) -> tuple[dict[str, Any] | None, tuple[int, int] | None]:
-    """The node that failed first, and the rank killed by a crash signal there (if that is what happened).
-
-    As the launcher does: a rank killed by a signal (no Python exception) is the cause, the others'
-    errors its consequence; else the node hosting the first rank that raised; else the earliest
-    non-zero exit.
-    """
-    crash = {int(s) for s in diagnosis.CRASH_SIGNALS}
-    for item in outcomes:
-        for rank, code in item["failed_ranks"]:
-            if code < 0 and -code in crash and rank not in error_ranks:
-                return item, (rank, code)
-    if first_error_rank is not None:
-        for item in outcomes:
-            if any(rank == first_error_rank for rank, _ in item["failed_ranks"]):
-                return item, None
-    failed = [o for o in outcomes if o["exit_code"] not in (None, 0)]
-    return (min(failed, key=lambda o: o["time"]) if failed else None), None
-
-
-def _rank_words(rank: int, code: int) -> str:
-    if code < 0 and -code in {int(s) for s in signal.Signals}:
-        return f"rank {rank} was killed by {signal.Signals(-code).name}"
-    return f"rank {rank} exited with code {code}"
-
-
-def collect(
-    run_dir: str | os.PathLike[str], step_rc: int = 0, started: float | None = None
-) -> tuple[RunResult, str, int]:
-    """Build and save ``result.json`` for a finished job; return it, the one-line summary and the exit code."""
-    run_dir = Path(run_dir)
-    meta = read_json(run_dir / "slurm.json")
-    wall = time.time() - started if started else 0.0
-    outcomes = _node_outcomes(run_dir, meta["nodes"])
-    job_id = os.environ.get("SLURM_JOB_ID", "?")
-    world = meta["nodes"] * meta["procs_per_node"]
-    detail = ""
-    if meta["is_script"]:
-        result = RunResult(
-            workload=Path(meta["target"]).name,
-            params={"args": meta["script_args"]},
-            returncode=step_rc,
-            wall_s=wall,
-            first_output_s=None,
-            env=None,
-            ranks=[],
-            run_dir=run_dir,
-            log_files={},
-            log_tail=[],
-            overrides=meta["env"],
-        )
-        first_error, error_ranks = None, set()
-    else:
-        spec = launch.LaunchSpec(
-            workload=meta["target"],
-            params=params_mod.build(workloads.load(meta["target"]).Params, meta["params"]),
-            nproc=meta["procs_per_node"],
-            nnodes=meta["nodes"],
-            backend=meta["backend"],
-            timeout=None,
-            env=meta["env"],
-            run_dir=run_dir,
-            output="none",
-            pg_timeout=None,
-        )
-        result = diagnosis.collect(spec, step_rc, wall, None)
-        first_error = next(iter(diagnosis._errors(spec)), None)
-        error_ranks = {int(p.name[4:].split(".")[0]) for p in run_dir.glob("rank*.error.json")}
-        if result.env is not None and meta["nodes"] > 1:
-            names = ", ".join(o["nodename"] or f"node{o['node']}" for o in outcomes)
-            hosts = ", ".join(dict.fromkeys(o["host"] for o in outcomes if o["host"])) or result.env.host
-            result.env = dataclasses.replace(
-                result.env,
-                host=f"{hosts} ({meta['nodes']} Slurm nodes: {names})",
-                link=f"{meta['nodes']} nodes" if result.env.is_gpu else None,
-            )
-        if first_error is not None or (step_rc == 0 and not result.ranks):
-            # a rank's traceback, as the launcher reports it (a node's failure otherwise: below)
-            failure = diagnosis.diagnose(spec, result, diagnosis.Observed())
-            detail = failure.message if failure else ""
-    failed, signalled = _first_failure(outcomes, error_ranks, int(first_error["rank"]) if first_error else None)
-    if failed is None and step_rc == 0 and result.returncode == 0:
-        code = 0
-        summary = (
-            f"job {job_id} COMPLETED: {Path(meta['target']).name} on {meta['nodes']} nodes × "
-            f"{meta['procs_per_node']} rank(s) (world size {world}, {meta['backend']}) in {wall:.1f} s"
-        )
-    else:
-        code = (failed or {}).get("exit_code") or step_rc or result.returncode or 1
-        if failed is not None:
-            where = f"node {failed['node']}" + (f" ({failed['nodename']})" if failed["nodename"] else "")
-            how = f"exited {failed['exit_code']} first" if failed["exit_code"] is not None else "failed first"
-        else:
-            where, how = "a node", f"failed (srun exited {step_rc})"
-        if signalled is not None:
-            what = _rank_words(*signalled) + " (no Python exception: a native crash, or NCCL's watchdog)"
-            detail = ""  # the other ranks' errors are its consequence
-            result.error = {"rank": signalled[0], "type": signal.Signals(-signalled[1]).name, "message": what}
-        elif first_error is not None:
-            message = (first_error["message"].splitlines() or [""])[0][:200]
-            what = f"rank {first_error['rank']}: {first_error['type']}: {message}"
-        elif failed is not None and failed["failed_ranks"]:
-            what = _rank_words(*failed["failed_ranks"][0])
-        else:
-            what = "no rank reported an error"
-        log = run_dir / (f"node{failed['node']}.log" if failed is not None else f"slurm-{job_id}.out")
-        if not detail and failed is not None:
-            tail = diagnosis.tail(log, 25)
-            detail = f"--- last lines of {log} ---\n" + "\n".join(tail)
-            rank_log = run_dir / f"rank{signalled[0]}.log" if signalled else None
-            if rank_log is not None and rank_log.exists():  # a workload's rank: its Python stack (faulthandler)
-                tail = diagnosis.tail(rank_log, 25)
-                detail += f"\n--- last lines of {rank_log} ---\n" + "\n".join(tail)
-            result.log_tail = tail
-        summary = f"job {job_id} FAILED: {where} {how}; {what} (log: {log})"
-        result.returncode = code
-        if result.error is None:
-            result.error = {"type": "NodeFailed", "message": summary}
-        if failed is not None:
-            result.error.update(node=failed["node"], nodename=failed["nodename"])
-    result.save()
-    meta.update(job_id=job_id, exit_code=code, summary=summary, node_outcomes=outcomes)
-    write_json_atomic(run_dir / "slurm.json", meta)
-    summary = f"{SUMMARY_PREFIX}{summary}; result: {run_dir / 'result.json'}"
-    if detail:
-        print(detail, flush=True)
-    print(summary, flush=True)
-    return result, summary, code
+# After srun, on the first node, the result: collect() in nvtutorial/slurm_result.py (imported above).
 
 
 # --- submitting and following a job ------------------------------------------------------------------

@@ -1304,6 +1304,30 @@ def test_the_side_that_moved_and_a_clock_not_yet_raised_only_below_90_percent(ho
         )  # review RR7-8
 
 
+@pytest.mark.parametrize(
+    "here, words",
+    [
+        (None, None),  # no floor measured in this launch (the CPU, or a run before RR9-2): nothing said
+        (1.25, ")"),  # at the factor: the host did not move
+        (1.2501, ": this launch's CPU issued the same calls more slowly)"),
+        (0.8, ")"),
+        (0.7999, ": this launch's CPU issued the same calls faster)"),
+    ],
+)
+def test_the_floor_measured_again_in_the_problems_launch_says_whether_the_host_moved(here, words):
+    """Review RR9-2: the calibration's floor came from another launch; the same floor measured again beside the program
+    says, past :data:`problems.HOST_MOVED` either way, that the host's speed moved between the launches."""
+    details = {"host_s": 0.2734e-3, "gpu_s": 0.0362e-3} | ({"floor_here_s": here * 0.1146e-3} if here else {})
+    text = problems._sides_moved((0.1146, 0.01618), details, None)
+    head = "measured apart, the CPU side took 0.273 ms against a floor of 0.1146 ms"
+    if here is None:
+        assert text.startswith(head + ", the GPU side")
+    else:
+        took = f"(the calibration's; in this launch the same floor took {here * 0.1146:.4g} ms, "
+        assert text.startswith(f"{head} {took}")
+        assert text.split(", the GPU side")[0].endswith(f"{here:.2f}× it{words}")
+
+
 @pytest.mark.parametrize("key", ["adam_step", "train_step"])
 def test_a_programs_key_is_its_floor_or_its_work_whichever_is_larger(key):
     work = problems.answer(key, P_CI, report.reference_h200()).value / 1e3

@@ -286,7 +286,7 @@ def ended_at(tmp_path, *lines, kill=KILL):
 @pytest.mark.parametrize(
     "lines, end_s, how",
     [
-        ([("1207 11:08:02.900000", "failed (exitcode: 1) local_rank: 0")], 1.5, "exit code 1: a collective lost its"),
+        ([("1207 11:08:02.900000", "failed (exitcode: 1) local_rank: 0")], 1.5, "exit code 1: an exception (see"),
         ([("1207 11:08:03.400000", "[default] Detected 1 new nodes from group_rank=1")], 2.0, "stopped by their agent"),
         ([("1207 11:08:02.000000", "failed (exitcode: -6) local_rank: 0")], 0.6, "(exit code -6, SIGABRT)"),
         (  # the killed rank's own -9, and a line from before the kill, are not the survivor's end
@@ -376,6 +376,8 @@ def test_the_h100_run_whose_survivor_raised_is_read_as_a_collective_that_lost_it
     rank's kill; after the node's loss its agent stopped it, 3.6 s after; both under SLOW_RECOVERY_S."""
     said = m.agent_lines(H100_RAISED, limit=40)
     assert "node0/agent.log: failed (exitcode: 1) local_rank: 0" in said
+    assert said[0].startswith("rank0.log: DistBackendError: NCCL error in: ")  # review RR9-5: the end, printed first
+    assert said[0].endswith(", remote process exited or there was a network error")
     assert not [line for line in said if "preparing to dump" in line or "taking the entire process down" in line]
     rank_kill = time.mktime((2026, 12, 7, 17, 7, 54, 0, 0, -1)) + 0.005
     node_kill = time.mktime((2026, 12, 7, 17, 8, 6, 0, 0, -1)) + 0.19
@@ -388,6 +390,21 @@ def test_the_h100_run_whose_survivor_raised_is_read_as_a_collective_that_lost_it
     for recovery_s, slow in ((18.07, False), (m.SLOW_RECOVERY_S + 0.01, True)):
         v = m.recovery_verdict(types.SimpleNamespace(**{**vars(fault), "recovery_s": recovery_s}), reference, "x")
         assert v.numbers["slow"] is slow
+
+
+@pytest.mark.parametrize(
+    "log, cause",
+    [
+        ("torch.distributed.DistBackendError: NCCL error in: x.cpp:1, remote process exited\n", "lost its peer"),
+        ("[rank0]: RuntimeError: [pair.cc:537] Read error [127.0.0.1]:1: Connection reset by peer.\n", "lost its peer"),
+        ("RuntimeError: the checkpoint's world size differs\n", "an exception (see rank0.log)"),
+    ],
+)
+def test_an_exit_code_is_called_a_lost_peer_only_where_the_log_says_so(tmp_path, log, cause):
+    """Review RR9-8: exit code 1 is any uncaught exception; the cause comes from the rank's log."""
+    (tmp_path / "rank0.log").write_text(log)
+    ended = m.survivor_end(ended_at(tmp_path, ("1207 11:08:06.000000", "failed (exitcode: 1) local_rank: 0")))
+    assert ended[1] == "exit code 1: " + ("a collective lost its peer" if cause == "lost its peer" else cause)
 
 
 @pytest.mark.parametrize("down", [True, False])

@@ -778,7 +778,9 @@ def test_payback_steps_at_its_rule():
 
 def test_the_compile_summary_says_when_the_compilation_pays_for_itself():
     text = o.compile_summary(compiled_run())
-    assert text.startswith("torch.compile: the first step took 30.0 s (the compilation), then 6.05 ms per step; ")
+    assert text.startswith(
+        "torch.compile: the first step took 30.0 s (the compilation), then 6.05 ms per step (the rounds' median); "
+    )
     assert "each step saves 4.00 ms against the baseline (10.05 → 6.05 ms, the rounds' medians)" in text
     assert "paid for itself after about 7,475 steps (1.3 min of the baseline's training)" in text  # 29.9 s / 4 ms
     assert "on-disk cache" in text
@@ -796,7 +798,10 @@ def test_the_compile_summary_without_a_compiled_row_or_a_baseline():
     failed = run([r("baseline", (10.0, 10.1)), {"variant": "torch.compile", "code": "c", "status": "failed: OOM"}])
     assert o.compile_summary(failed) == "torch.compile failed on this machine: failed: OOM"
     alone = o.compile_summary(run([r("torch.compile", (6.0, 6.1), first_step_s=30.0)]))
-    assert alone == "torch.compile: the first step took 30.0 s (the compilation), then 6.10 ms per step"
+    assert alone == (
+        "torch.compile: the first step took 30.0 s (the compilation), then 6.10 ms per step (the median of every timed "
+        "step)"
+    )
 
 
 def test_the_compile_summary_of_the_committed_gpu_run():
@@ -804,7 +809,7 @@ def test_the_compile_summary_of_the_committed_gpu_run():
     ref = o.reference_run()
     assert ref is not None
     text = o.compile_summary(ref)
-    assert "the first step took 51.8 s (the compilation), then 40.85 ms per step" in text
+    assert "the first step took 51.8 s (the compilation), then 40.85 ms per step (the rounds' median)" in text
     assert "each step saves 24.81 ms against the baseline (65.66 → 40.85 ms, the rounds' medians)" in text
     assert "after about 2,085 steps (2.3 min of the baseline's training)" in text
 

@@ -79,7 +79,7 @@ def test_cpu_script_follows_the_practice_and_writes_nothing(tmp_path):
         "output": f"{tmp_path / 'run'}/slurm-%j.out",
     }
     assert "--kill-on-bad-exit=1" in text and 'scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1' in text
-    assert "NCCL_DEBUG" not in text
+    assert "NCCL_DEBUG" not in text and "TORCH_" not in text  # no restarts, no GPU: nothing for them
     subprocess.run(["bash", "-n"], input=text, text=True, check=True)
 
     from torch.distributed.run import get_args_parser
@@ -128,6 +128,10 @@ def test_gpu_script_asks_for_gpus_and_logs_nccl_per_node(tmp_path):
         "export NCCL_DEBUG=INFO",
         'export NCCL_DEBUG_FILE="$RUN_DIR/nccl-%h-%p.log"',
         "export MSG='two words'",
+        "export TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1   # each attempt's ranks on a store of their own",
+        "export TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC=1000   # after an NCCL error the watchdog sleeps 4 × this "
+        "(default: a minute)",
+        "export TORCH_NCCL_DUMP_ON_TIMEOUT=0   # and writes no flight-recorder dump",
     ):
         assert line in text, line
     subprocess.run(["bash", "-n"], input=text, text=True, check=True)

@@ -169,18 +169,20 @@ def compile_summary(result: Train) -> str:
         measured(compiled.first_step_s, compiled, "first_step_s"),
         measured(compiled.step_ms, compiled, "step_ms"),
     )
-    text = f"torch.compile: the first step took {first:.1f} s (the compilation), then {step:.2f} ms per step"
+    text = f"torch.compile: the first step took {first:.1f} s (the compilation), then"
+    alone = f"{text} {step:.2f} ms per step (the median of every timed step)"  # review RR9-14: each number named
     c = comparison(result, "torch.compile")
     if c is None or not ok(base):
-        return text
+        return alone
     if c.status != "faster":
-        return f"{text}; against the baseline {c.describe('ms')}: the compilation never pays for itself at this size"
+        return f"{alone}; against the baseline {c.describe('ms')}: the compilation never pays for itself at this size"
     steps = payback_steps(first, measured(base.first_step_s, base, "first_step_s"), c.baseline, c.candidate)
     return (
-        f"{text}; each step saves {c.baseline - c.candidate:.2f} ms against the baseline ({c.baseline:.2f} → "
-        f"{c.candidate:.2f} ms, the rounds' medians), so the compilation has paid for itself after about {steps:,.0f} "
-        f"steps ({steps * c.baseline / 6e4:.1f} min of the baseline's training). A later process on this machine finds "
-        "inductor's compiled kernels in its on-disk cache and compiles faster"
+        f"{text} {c.candidate:.2f} ms per step (the rounds' median); each step saves {c.baseline - c.candidate:.2f} "
+        f"ms against the baseline ({c.baseline:.2f} → {c.candidate:.2f} ms, the rounds' medians), so the compilation "
+        f"has paid for itself after about {steps:,.0f} steps ({steps * c.baseline / 6e4:.1f} min of the baseline's "
+        "training). A later process on this machine finds inductor's compiled kernels in its on-disk cache and "
+        "compiles faster"
     )
 
 

@@ -32,11 +32,14 @@ _AGENT_WORDS = re.compile(
 )
 _STAMP = re.compile(r"^[IWE](\d{4} \d\d:\d\d:\d\d\.\d+)")
 _RANK_WORDS = re.compile(
+    r"DistBackendError: NCCL error in: [^,]*, [^,]*|"
     r"raised the following async exception: NCCL error: [^,]*|failure detected by watchdog|"
     r"ProcessGroupNCCL preparing to dump debug info|we are taking the entire process down"
 )
-"""What a rank's ProcessGroupNCCL said of a peer's death: the error, its watchdog's sight of it, the flight-recorder
-dump (none with ``TORCH_NCCL_DUMP_ON_TIMEOUT=0``), the end of the process."""
+"""What a rank's ProcessGroupNCCL said of a peer's death: the error raised in the rank's own thread when it called
+into the broken communicator (review RR9-5: then it exits with code 1, and its watchdog never acts), the watchdog's
+sight of the error (not the end: its work sequence id is the oldest collective the watchdog had not retired), the
+flight-recorder dump (none with ``TORCH_NCCL_DUMP_ON_TIMEOUT=0``), the end of the process."""
 _RANK_STAMP = re.compile(r"^\[rank\d+\]:\[[IWE](\d{4} \d\d:\d\d:\d\d\.\d+)")
 _ENDED = re.compile(r"failed \(exitcode: (-?\d+)\)|Detected \d+ new nodes")
 SLOW_RECOVERY_S = 30.0
@@ -195,9 +198,22 @@ def survivor_end(outcome: ElasticOutcome) -> tuple[float, str] | None:
         if m.group(1) is None:
             return t - kill, "stopped by their agent once another node's agent was waiting (Detected … new nodes)"
         if m.group(1) != "-6":
-            return t - kill, f"exit code {m.group(1)}: a collective lost its peer"
+            return t - kill, f"exit code {m.group(1)}: {_exit_cause(outcome.result.run_dir)}"
         return t - kill, f"ended by NCCL's watchdog (exit code -6, SIGABRT){_watchdog_sleep(said)}"
     return None
+
+
+_PEER_LOST = re.compile(r"DistBackendError|ncclRemoteError|Connection (reset|closed) by (remote )?peer")
+"""A collective's error at a lost peer, as the rank raised it: NCCL's (``DistBackendError``, ``ncclRemoteError``) or
+gloo's (``Connection reset by peer``)."""
+
+
+def _exit_cause(run_dir: str | os.PathLike[str]) -> str:
+    """Why a rank exited with an error code, from its log (review RR9-8: the code alone says only "an exception")."""
+    logs = sorted(Path(run_dir).glob("rank*.log"))
+    if any(_PEER_LOST.search(log.read_text(errors="replace")) for log in logs):
+        return "a collective lost its peer"
+    return "an exception (see rank0.log)"
 
 
 def _watchdog_sleep(said: Sequence[tuple[float, str]]) -> str:

@@ -679,9 +679,29 @@ def above_causes(answers_: Mapping[str, Answer], result: Any, cal: report.Calibr
     return out
 
 
+HOST_MOVED = 1.25
+"""The calibration's floor of a program and the same floor measured again in the problems' launch differ by more than
+this factor: the host's speed moved between the two launches (review RR9-2: 2× on one H100 machine, 2026-12-07)."""
+
+
+def _floor_moved(floor_ms: float, details: Mapping[str, Any]) -> str:
+    """What the floor measured again in this launch says of the host (``floor_here_s``); "" where none was."""
+    if "floor_here_s" not in details:
+        return ""
+    here = details["floor_here_s"] * 1e3
+    ratio = here / floor_ms
+    text = f" (the calibration's; in this launch the same floor took {here:.4g} ms, {ratio:.2f}× it"
+    if ratio > HOST_MOVED:
+        return text + ": this launch's CPU issued the same calls more slowly)"
+    if ratio < 1 / HOST_MOVED:
+        return text + ": this launch's CPU issued the same calls faster)"
+    return text + ")"
+
+
 def _sides_moved(sides: tuple[float, float], details: Mapping[str, Any], top: tuple[int, int] | None) -> str:
     host, gpu = details["host_s"] * 1e3, details.get("gpu_s")
     text = f"measured apart, the CPU side took {host:.3g} ms against a floor of {sides[0]:.4g} ms"
+    text += _floor_moved(sides[0], details)
     if gpu is not None:
         slower = "CPU" if host >= gpu * 1e3 else "GPU"
         text += f", the GPU side {gpu * 1e3:.3g} ms against {sides[1]:.4g} ms of work at the roofs: the {slower}'s is"

@@ -243,6 +243,12 @@ def _matmul(ctx: runtime.Context, p: Params, key: str, tokens: int, d_in: int, d
     )
 
 
+def _floor_here(ctx: runtime.Context, p: Params, program: str) -> dict[str, Any]:
+    """On a GPU, ``program``'s floor measured again in this launch, right after the program (review RR9-2: the
+    calibration's floor came from another process, minutes before, on a host whose speed can move between launches)."""
+    return {"floor_here_s": program_floor(ctx, p, program).seconds} if ctx.is_gpu else {}
+
+
 def _adam(ctx: runtime.Context, p: Params) -> Measured:
     from nvtutorial.chapters.ch10_cost_model.lessons.calibrate import adam_step
     from nvtutorial.models import transformer
@@ -252,7 +258,7 @@ def _adam(ctx: runtime.Context, p: Params) -> Measured:
     sides = _sides(ctx, op)
     reps, seen = _timed(ctx, op, p, warmup=0 if sides else 2)  # the sides' calls warmed it up
     n = sum(math.prod(shape) for shape in shapes)
-    details = {"n_params": n, "tensors": len(shapes), **seen, **sides}
+    details = {"n_params": n, "tensors": len(shapes), **seen, **sides, **_floor_here(ctx, p, "adam_step")}
     return Measured("adam_step", statistics.median(reps), "s", reps, details)
 
 
@@ -265,7 +271,13 @@ def _train_step(ctx: runtime.Context, p: Params) -> Measured:
     sides = _sides(ctx, op)
     reps, seen = _timed(ctx, op, p, warmup=0 if sides else 2)  # the sides' calls warmed it up
     n = sum(math.prod(shape) for _, shape in transformer.parameter_shapes(cfg))
-    details = {"n_params": n, "tokens": p.global_batch * p.seq_len, **seen, **sides}
+    details = {
+        "n_params": n,
+        "tokens": p.global_batch * p.seq_len,
+        **seen,
+        **sides,
+        **_floor_here(ctx, p, "train_step"),
+    }
     return Measured("train_step", statistics.median(reps), "s", reps, details)
 
 
