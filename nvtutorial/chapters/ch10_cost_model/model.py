@@ -129,7 +129,7 @@ def adam_time(n_params: int, roof: Roof, floor_s: float = 0.0) -> float:
 def train_step_time(forward: float, n_params: int, roof: Roof, floor_s: float = 0.0) -> float:
     """One training step on one device: the backward pass does twice the forward's FLOPs (the gradients of the
     inputs and of the weights), all at the compute roof; then Adam at the memory roof; at least the floor
-    ``floor_s`` (the same step at a tiny width: the same calls, almost no work). Left out: the elementwise work
+    ``floor_s`` (the same step at a tiny width: the same ops, almost no work). Left out: the elementwise work
     (norms, activations, the loss), at the memory roof too, small next to the matrix multiplies here."""
     return eager_bounds(floor_s, 3 * forward / roof.flops + adam_time(n_params, roof))[0]
 

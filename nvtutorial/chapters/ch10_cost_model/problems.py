@@ -209,7 +209,7 @@ def _program(floor: float, work: float, limit: str) -> str:
         return f": {limit}-bound (no floor measured for it)"
     lower, upper = model.eager_bounds(floor, work)
     return (
-        f"; its floor (the same calls, almost no work) {floor * 1e3:.4g} ms: max = {lower * 1e3:.4g} ms, "
+        f"; its floor (the same ops, almost no work) {floor * 1e3:.4g} ms: max = {lower * 1e3:.4g} ms, "
         f"{'overhead' if floor > work else limit}-bound (at most the sum, {upper * 1e3:.4g} ms)"
         + (
             "; the answer is the floor the calibration measured on the same calls: the run checks that floor, "

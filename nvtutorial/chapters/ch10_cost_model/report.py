@@ -284,7 +284,7 @@ def summary(cal: Calibrated) -> str:
             )
         )
     for program, seconds in cal.floors.items():
-        lines.append(f"  floor of {program}: {seconds * 1e3:.3g} ms (the same calls, almost no work)")
+        lines.append(f"  floor of {program}: {seconds * 1e3:.3g} ms (the same ops, almost no work)")
     if cal.sm_clock_mhz:
         lo, hi = cal.sm_clock_mhz
         lines.append(f"  SM clock read after the timed repeats: {lo}–{hi} MHz (NVML)")

@@ -57,8 +57,8 @@ def copy(nbytes: int, device: torch.device):
 
 def adam_step(shapes, device: torch.device):
     """Fused Adam's step over fp32 tensors of ``shapes``, ready to call (after the first step, which creates the
-    two moments). With every shape ``(1,)``: the real step's calls and Python's bookkeeping per tensor, no bytes
-    to speak of: its floor."""
+    two moments). With every shape ``(1,)``: the real step's Python calls and ops per tensor, no bytes to speak of:
+    its floor (at the small sizes also its kernel launches; at the lesson's sizes the real step launches more)."""
     params = [torch.nn.Parameter(torch.randn(shape, device=device) * 0.02) for shape in shapes]
     for t in params:
         t.grad = torch.randn_like(t) * 1e-3
