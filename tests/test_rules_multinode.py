@@ -420,6 +420,16 @@ def test_the_watchdogs_sleep_needs_both_of_its_lines(tmp_path, down):
     assert (sleep in ended[1]) is down and ended[1].startswith("ended by NCCL's watchdog (exit code -6, SIGABRT)")
 
 
+def test_a_recovery_whose_weights_differ_fails_and_says_how(tmp_path):
+    """Resumed at a checkpoint but ended with other weights: fail, the text says so instead of "bit for bit"."""
+    reference = save(tmp_path / "reference.pt", W, 40)
+    off = {"a": torch.tensor([1.0, 2.0 + 2**-20]), "b": W["b"]}
+    v = m.recovery_verdict(outcome(tmp_path, weights=off), reference, "a rank killed")
+    same = m.same_weights(reference, tmp_path / "interrupted.pt", "uninterrupted", "interrupted", "CPU")
+    assert v.status == "fail" and same.status == "fail" and v.numbers["identical"] is False
+    assert v.text.endswith(f"; but {same.text}") and "bit for bit" not in v.text
+
+
 def test_recovery_that_failed_or_never_restarted(tmp_path):
     reference = save(tmp_path / "reference.pt", W, 40)
     failed = m.recovery_verdict(outcome(tmp_path, ok=False), reference, "x")
