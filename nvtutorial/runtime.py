@@ -468,8 +468,25 @@ def _init(
     )
 
 
+PORTS = (20000, 32768)
+"""Where :func:`free_port` looks first: below Linux's default ephemeral range (``ip_local_port_range``, 32768–60999),
+whose ports the system hands to every outgoing connection. A port the OS picks (bind to 0) comes from that range, and
+between the check and the real bind an outgoing connection can take it: on one H200 (2026-12-07) notebook 09's
+rendezvous port went so, its agent failed with EADDRINUSE and the other waited two minutes."""
+
+
 def free_port() -> int:
-    """A TCP port free on 127.0.0.1 now (another process may take it before it is used): the course's one helper."""
+    """A TCP port free on 127.0.0.1 now, outside the ephemeral range (:data:`PORTS`; another process may still bind it
+    before it is used, but no outgoing connection will): the course's one helper. The OS's pick where none is free."""
+    import random
+
+    for port in random.SystemRandom().sample(range(*PORTS), 20):  # not the global generator: a lesson may seed it
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])

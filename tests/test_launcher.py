@@ -601,3 +601,26 @@ def test_in_a_notebook_the_full_command_is_one_click_away(monkeypatch, capsys, i
         assert shown == []
     runner._announce("started with", "torchrun x", "torchrun x")  # nothing left out: nothing to unfold
     assert shown == ([bundle] if in_notebook else []) and capsys.readouterr().out.endswith(": torchrun x\n")
+
+
+def test_a_free_port_comes_from_below_the_ephemeral_range_and_leaves_the_global_generator_alone(monkeypatch):
+    """A port the OS picks comes from the range outgoing connections use, which can take it before the agent binds it
+    (09's store-loss lab on one H200: EADDRINUSE, then a two-minute wait); where none below is free, the OS's pick."""
+    import random
+    import socket
+
+    from nvtutorial import runtime
+
+    random.seed(7)
+    state = random.getstate()
+    ports = {runtime.free_port() for _ in range(5)}
+    assert all(runtime.PORTS[0] <= p < runtime.PORTS[1] for p in ports) and random.getstate() == state
+    real_bind = socket.socket.bind
+
+    def bind(self, address):  # every port below the range taken: only the OS's pick is left
+        if address[1] != 0:
+            raise OSError(98, "Address already in use")
+        return real_bind(self, address)
+
+    monkeypatch.setattr(socket.socket, "bind", bind)
+    assert runtime.free_port() >= runtime.PORTS[1]

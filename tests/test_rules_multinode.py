@@ -441,7 +441,7 @@ def test_recovery_that_failed_or_never_restarted(tmp_path):
 
 def test_losing_the_stores_node(tmp_path):
     (tmp_path / "agent0.log").write_text(AGENT0)
-    o = outcome(tmp_path, ok=False)
+    o = outcome(tmp_path, ok=False, killed_at_s=5.7)
     v = m.store_loss_verdict(o)
     assert v.status == "info" and v.numbers == {
         "ok": False,
@@ -450,9 +450,15 @@ def test_losing_the_stores_node(tmp_path):
         "restarted": True,
     }
     assert "(RendezvousConnectionError: The connection to the C10d store has failed.)" in v.text
+    assert "lived in the killed node's agent" in v.text
+    # nothing killed (on one H200 the store's agent could not bind its port): a failed run, not the lesson's loss
+    never = m.store_loss_verdict(outcome(tmp_path, ok=False))
+    assert never.status == "fail" and "before the store's node was killed (agents' exit codes [1, 0]; " in never.text
+    assert "killed node's agent" not in never.text
     (tmp_path / "agent0.log").write_text("nothing\n")
-    assert m.store_loss_verdict(outcome(tmp_path, ok=False, resumed=None)).numbers["store_error"] is False
-    assert "no RendezvousConnectionError" in m.store_loss_verdict(outcome(tmp_path, ok=False)).text
+    killed = {"killed_at_s": 5.7}
+    assert m.store_loss_verdict(outcome(tmp_path, ok=False, resumed=None, **killed)).numbers["store_error"] is False
+    assert "no RendezvousConnectionError" in m.store_loss_verdict(outcome(tmp_path, ok=False, **killed)).text
     survived = m.store_loss_verdict(outcome(tmp_path))
     assert survived.status == "info" and survived.numbers["ok"] is True
 

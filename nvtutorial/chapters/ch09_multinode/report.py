@@ -394,6 +394,15 @@ def store_loss_verdict(outcome: ElasticOutcome) -> Verdict:
             outcome.where,
         )
     said = store[0].split(": ", 1)[-1] if store else "no RendezvousConnectionError in the agents' logs"
+    if outcome.killed_at_s is None:  # nothing was killed: the job failed on its own, the lesson did not happen
+        return Verdict(
+            "losing the store's node",
+            "fail",
+            f"the job ended before the store's node was killed (agents' exit codes {numbers['agent_returncodes']}; "
+            f"{said}): nothing was lost, so this run shows nothing of losing it; the agents' logs say why",
+            numbers,
+            outcome.where,
+        )
     return Verdict(
         "losing the store's node",
         "info",
