@@ -309,8 +309,8 @@ def _restart_env(job: SlurmJob) -> list[tuple[str, str]]:
     if job.gpus_per_node:
         wait, dump = "TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC", "TORCH_NCCL_DUMP_ON_TIMEOUT"
         env += [
-            (wait, f"export {wait}=1000   # after an NCCL error the watchdog sleeps 4 × this (default: a minute)"),
-            (dump, f"export {dump}=0   # and writes no flight-recorder dump"),
+            (wait, f"export {wait}=1000   # the watchdog sleeps 4 × this ms before it ends a rank (default: 60 s)"),
+            (dump, f"export {dump}=0   # optional: no flight-recorder dump"),
         ]
     return env
 

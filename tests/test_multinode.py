@@ -163,6 +163,9 @@ def test_the_exercise_solution_recovers_from_a_killed_rank_with_the_same_weights
     assert d["last_step_before_kill"] >= KILL_AFTER and d["identical"]
     assert not _live(d["killed_pids"])
     assert_no_process(Path(d["run_dir"]))
+    kills = json.loads((Path(d["run_dir"]) / "faults.json").read_text())  # review RR10-1: the lab records its kill
+    assert [k["what"] for k in kills] == ["rank 1"] and kills[0]["wall"] > 0
+    assert report.agent_lines(d["run_dir"], limit=40)[0] == "after the kill of rank 1:"
 
 
 def test_the_kill_check_catches_a_forgotten_optimizer_state(runs):

@@ -392,6 +392,34 @@ def test_the_h100_run_whose_survivor_raised_is_read_as_a_collective_that_lost_it
         assert v.numbers["slow"] is slow
 
 
+def test_the_agents_lines_come_under_the_kill_they_follow(tmp_path):
+    """Review RR10-1: with the lab's kills recorded (faults.json), each kill's lines under a heading of its own; the
+    node loss's watchdog lines no longer read as the rank kill's, and the unstamped raise goes under the first kill."""
+    import json
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(H100_RAISED, run)
+    rank_kill = time.mktime((2026, 12, 7, 17, 7, 54, 0, 0, -1)) + 0.005
+    node_kill = time.mktime((2026, 12, 7, 17, 8, 6, 0, 0, -1)) + 0.19
+    (run / "faults.json").write_text(
+        json.dumps([{"what": "rank 1", "wall": rank_kill}, {"what": "node 1", "wall": node_kill}])
+    )
+    said = m.agent_lines(run, limit=40)
+    node = said.index("after the kill of node 1:")
+    assert said[0] == "after the kill of rank 1:" and said[1].startswith("  rank0.log: DistBackendError: NCCL error")
+    assert "  node0/agent.log: failed (exitcode: 1) local_rank: 0" in said[:node]
+    assert said[node + 1 :][:2] == [
+        "  rank0.log: raised the following async exception: NCCL error: remote process exited or there was a network "
+        "error",
+        "  rank0.log: failure detected by watchdog",
+    ]
+    assert not [line for line in said[:node] if "watchdog" in line]
+    assert m.agent_lines(H100_RAISED, limit=40)[0].startswith(
+        "rank0.log: DistBackendError"
+    )  # no faults.json: as before
+
+
 @pytest.mark.parametrize(
     "log, cause",
     [
@@ -459,8 +487,10 @@ def test_losing_the_stores_node(tmp_path):
     killed = {"killed_at_s": 5.7}
     assert m.store_loss_verdict(outcome(tmp_path, ok=False, resumed=None, **killed)).numbers["store_error"] is False
     assert "no RendezvousConnectionError" in m.store_loss_verdict(outcome(tmp_path, ok=False, **killed)).text
-    survived = m.store_loss_verdict(outcome(tmp_path))
-    assert survived.status == "info" and survived.numbers["ok"] is True
+    survived = m.store_loss_verdict(outcome(tmp_path, **killed))
+    assert survived.status == "info" and survived.numbers["ok"] is True and "survived the loss" in survived.text
+    finished_first = m.store_loss_verdict(outcome(tmp_path))  # review RR10-8: done before the kill is no survival
+    assert finished_first.status == "fail" and "before the store's node was killed" in finished_first.text
 
 
 @pytest.mark.parametrize(

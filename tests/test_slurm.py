@@ -129,9 +129,9 @@ def test_gpu_script_asks_for_gpus_and_logs_nccl_per_node(tmp_path):
         'export NCCL_DEBUG_FILE="$RUN_DIR/nccl-%h-%p.log"',
         "export MSG='two words'",
         "export TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1   # each attempt's ranks on a store of their own",
-        "export TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC=1000   # after an NCCL error the watchdog sleeps 4 × this "
-        "(default: a minute)",
-        "export TORCH_NCCL_DUMP_ON_TIMEOUT=0   # and writes no flight-recorder dump",
+        "export TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC=1000   # the watchdog sleeps 4 × this ms before it ends a rank "
+        "(default: 60 s)",
+        "export TORCH_NCCL_DUMP_ON_TIMEOUT=0   # optional: no flight-recorder dump",
     ):
         assert line in text, line
     subprocess.run(["bash", "-n"], input=text, text=True, check=True)

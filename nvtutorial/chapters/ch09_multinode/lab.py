@@ -40,6 +40,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import json
 import os
 import re
 import socket
@@ -643,6 +644,16 @@ def _interrupted(spec: launch.LaunchSpec, lab: _Elastic, started: float) -> laun
     )
 
 
+def _save_kills(run_dir: Path, lab: _Elastic) -> None:
+    """``faults.json``: each fault struck, with the wall clock of its kill, for the agents' lines (review RR10-1)."""
+    struck = [
+        {"what": f"{f.kind} {f.target}", "wall": lab.started_wall + t}
+        for f, t in zip(lab.faults, lab.kill_times, strict=False)
+    ]
+    if struck:
+        (run_dir / "faults.json").write_text(json.dumps(struck) + "\n")
+
+
 def _outcome(
     spec: launch.LaunchSpec, lab: _Elastic, every: int, timed_out: bool, started: float
 ) -> tuple[ElasticOutcome, Any]:
@@ -656,6 +667,7 @@ def _outcome(
         for stale in spec.run_dir.glob("rank*.error.json"):  # errors of the attempts torchrun restarted
             stale.replace(stale.with_name(stale.name.replace(".error.json", ".error.earlier.json")))
     result = diagnosis.collect(spec, returncode, time.time() - started, None)
+    _save_kills(spec.run_dir, lab)
     failure = None
     if returncode != 0:
         failure = diagnosis.diagnose(spec, result, diagnosis.Observed(timed_out=timed_out))

@@ -7,6 +7,8 @@ never launches. The runs themselves are :func:`nvtutorial.run` on the lesson
 
 from __future__ import annotations
 
+import json
+import math
 import os
 import re
 import statistics
@@ -36,8 +38,8 @@ _RANK_WORDS = re.compile(
     r"raised the following async exception: NCCL error: [^,]*|failure detected by watchdog|"
     r"ProcessGroupNCCL preparing to dump debug info|we are taking the entire process down"
 )
-"""What a rank's ProcessGroupNCCL said of a peer's death: the error raised in the rank's own thread when it called
-into the broken communicator (review RR9-5: then it exits with code 1, and its watchdog never acts), the watchdog's
+"""What a rank's ProcessGroupNCCL said of a peer's death: the error raised where a collective was issued into the broken
+communicator (review RR9-5: then it exits with code 1 before its watchdog can end it), the watchdog's
 sight of the error (not the end: its work sequence id is the oldest collective the watchdog had not retired), the
 flight-recorder dump (none with ``TORCH_NCCL_DUMP_ON_TIMEOUT=0``), the end of the process."""
 _RANK_STAMP = re.compile(r"^\[rank\d+\]:\[[IWE](\d{4} \d\d:\d\d:\d\d\.\d+)")
@@ -153,8 +155,27 @@ def rank_frame(result: RunResult):  # -> pandas.DataFrame
 
 def agent_lines(run_dir: str | os.PathLike[str], limit: int = 12) -> list[str]:
     """What each torchrun agent said about failures and restarts, and what ProcessGroupNCCL wrote in a rank's log when
-    a peer died (:data:`_RANK_WORDS`), in time order, labelled by its log."""
-    return [text for _, _, text in _said(run_dir)][:limit]
+    a peer died (:data:`_RANK_WORDS`), in time order, labelled by its log; where the lab recorded its kills
+    (``faults.json``), each kill's lines under a heading of their own (review RR10-1). A line without a time stamp
+    (an exception's) goes under the first kill."""
+    said = _said(run_dir)
+    kills = _kills(Path(run_dir))
+    if not kills:
+        return [text for _, _, text in said][:limit]
+    out: list[str] = []
+    for i, (what, wall) in enumerate(kills):
+        end = kills[i + 1][1] if i + 1 < len(kills) else math.inf
+        mine = [t for s, _, t in said if (i == 0 and not s) or (s and wall - 0.5 <= _wall(s, wall) < end - 0.5)]
+        out += [f"after the kill of {what}:"] + [f"  {t}" for t in mine]
+    return out[:limit]
+
+
+def _kills(run_dir: Path) -> list[tuple[str, float]]:
+    """The lab's kills (``faults.json``: what, wall clock), in order; none where it recorded none."""
+    path = run_dir / "faults.json"
+    if not path.is_file():
+        return []
+    return [(k["what"], float(k["wall"])) for k in json.loads(path.read_text())]
 
 
 def _said(run_dir: str | os.PathLike[str]) -> list[tuple[str, int, str]]:
@@ -384,7 +405,7 @@ def store_loss_verdict(outcome: ElasticOutcome) -> Verdict:
         "store_error": bool(store),
         "restarted": outcome.resumed_from is not None,
     }
-    if outcome.ok:
+    if outcome.ok and outcome.killed_at_s is not None:
         return Verdict(
             "losing the store's node",
             "info",

@@ -77,7 +77,7 @@ def training_step(cfg: transformer.Config, global_batch: int, device: torch.devi
 
 
 def tiny(cfg: transformer.Config) -> transformer.Config:
-    """The same model at almost no width: the same blocks, heads and MLP ratio, so the same calls, with 8 values
+    """The same model at almost no width: the same blocks, heads and MLP ratio, so the same ops, with 8 values
     per head, 8 positions and 64 tokens in the vocabulary (one sequence of it is the floor's batch)."""
     return dataclasses.replace(cfg, dim=8 * cfg.heads, seq_len=8, vocab=64)
 
