@@ -60,6 +60,7 @@ from typing import Any
 
 from nvtutorial import launch, workloads
 from nvtutorial import params as params_mod
+from nvtutorial.launch.environment import NCCL_WATCHDOG, RESTART_STORE
 from nvtutorial.results import RunResult, write_json_atomic
 from nvtutorial.slurm_result import SUMMARY_PREFIX, collect
 from nvtutorial.slurm_result import _first_failure as _first_failure  # re-exported: the tests call it from here
@@ -304,15 +305,13 @@ def _restart_env(job: SlurmJob) -> list[tuple[str, str]]:
     of their own; on GPUs, NCCL's watchdog ending a rank after 4 s, not a minute."""
     if job.max_restarts == 0:
         return []
-    store = "TORCH_DISABLE_SHARE_RDZV_TCP_STORE"
-    env = [(store, f"export {store}=1   # each attempt's ranks on a store of their own")]
-    if job.gpus_per_node:
-        wait, dump = "TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC", "TORCH_NCCL_DUMP_ON_TIMEOUT"
-        env += [
-            (wait, f"export {wait}=1000   # the watchdog sleeps 4 × this ms before it ends a rank (default: 60 s)"),
-            (dump, f"export {dump}=0   # optional: no flight-recorder dump"),
-        ]
-    return env
+    say = {
+        "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "each attempt's ranks on a store of their own",
+        "TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC": "the watchdog sleeps 4 × this ms before it ends a rank (default: 60 s)",
+        "TORCH_NCCL_DUMP_ON_TIMEOUT": "optional: no flight-recorder dump",
+    }
+    env = {**RESTART_STORE, **(NCCL_WATCHDOG if job.gpus_per_node else {})}
+    return [(key, f"export {key}={value}   # {say[key]}") for key, value in env.items()]
 
 
 def _render(job: SlurmJob) -> str:

@@ -17,7 +17,6 @@ import datetime as dt
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -27,15 +26,11 @@ from typing import Any
 
 import psutil
 
+from nvtutorial.runtime import free_port as free_port  # the course's one helper, for the tests too
+
 ROOT = Path(__file__).resolve().parent.parent
 SCREENSHOTS = ROOT / "build" / "screenshots"
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def wait_for(predicate, timeout: float, what: str, interval: float = 0.2):

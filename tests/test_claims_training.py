@@ -13,7 +13,6 @@ import dataclasses
 import json
 import math
 import os
-import socket
 import statistics
 from pathlib import Path
 from types import SimpleNamespace
@@ -29,6 +28,7 @@ from nvtutorial.chapters.ch04_optimisations import report as oreport
 from nvtutorial.chapters.ch04_optimisations import schema as oschema
 from nvtutorial.report import claims
 from nvtutorial.results import EnvInfo, RunResult, typed
+from nvtutorial.runtime import free_port
 from nvtutorial.teach import ranks
 
 REFERENCE = Path(__file__).resolve().parent.parent / "reference" / "h200x2" / "runs"
@@ -478,18 +478,12 @@ def test_lesson_script_learns_and_keeps_the_ranks_bit_identical(lesson):
     assert [h["samples"] for h in run.metrics["history"]] == [13, 13]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def test_lesson_script_matches_one_process_with_the_same_global_batch(lesson):
     """One process with batch 8 sees, step by step, the union of the two ranks' batches of 4."""
     created = not dist.is_initialized()
     if created:
         os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-        os.environ["MASTER_PORT"] = str(_free_port())
+        os.environ["MASTER_PORT"] = str(free_port())
         dist.init_process_group("gloo", rank=0, world_size=1)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)

@@ -225,6 +225,7 @@ def test_link_comparison_takes_the_launch_to_launch_gap_as_noise():
         "tensor_parallel": "slower",
     }  # ...within the A/A gap
     assert verdicts["zero1"].numbers["aa_gap"] == pytest.approx(0.3) and "A/A" in verdicts["zero1"].text
+    assert {r: v.key for r, v in verdicts.items()} == {r: f"ladder.link.{r}" for r in verdicts}  # S8's survivor
     # the same host-staged times against two identical direct launches at 1.15: the 13 % is now an effect
     steady = _timed({"ddp": [1.0, 1.01, 0.99], "zero1": [1.15, 1.15, 1.15], "tensor_parallel": [1.0, 1.02, 1.01]})
     assert ladder.link_comparisons(steady, staged, steady)["zero1"].status == "faster"

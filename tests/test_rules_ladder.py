@@ -373,9 +373,15 @@ def test_the_fit_verdict():
     assert L.fit_verdict(small, 6e6).status == "info"  # a budget sized for the CPU decides nothing on a GPU
     assert L.fit_verdict(fit_result(peak=5_000_000, held_extra=4)[0], 6e6).status == "fail"
     big = 2_000_000_000
-    assert L.fit_verdict(fit_result(peak=big)[0], big).status == "pass"
+    within = L.fit_verdict(fit_result(peak=big)[0], big)
+    assert within.status == "pass" and "GB), within the budget of 2.0 GB; counted model state equals" in within.text
     over = L.fit_verdict(fit_result(peak=big + 1)[0], big)
     assert over.status == "fail" and over.numbers["gap"] == pytest.approx((big + 1) / model - 1)
+    assert "GB), over the budget of 2.0 GB" in over.text
+    # the first rank's error is the one named (S8: a mutant naming the second survived while both ranks said the same)
+    split, _ = fit_result(error="CUDA out of memory")
+    split.ranks[1]["fit_error"]["error"] = "another error"
+    assert "did not fit: CUDA out of memory. The" in L.fit_verdict(split, 6e6).text
     none = result(rungs=("ddp",))
     assert L.fit_verdict(none, 6e6).status == "info" and L.fit_verdict(none, 6e6).numbers == {"budget": 6e6}
 

@@ -12,7 +12,6 @@ import dataclasses
 import json
 import math
 import os
-import socket
 from pathlib import Path
 
 import pytest
@@ -33,16 +32,10 @@ from nvtutorial.models import segdata, unet
 from nvtutorial.params import ParamError
 from nvtutorial.report.verdict import aa_gap
 from nvtutorial.results import typed
-from nvtutorial.runtime import Context
+from nvtutorial.runtime import Context, free_port
 from nvtutorial.teach import check, ranks
 
 TINY = {"model": "tiny", "image_size": 32, "batch_size": 4, "samples": 32, "val_samples": 13, "classes": 4}
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -60,7 +53,7 @@ def ctx(tmp_path_factory):
     created = False
     if not dist.is_initialized():
         os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-        os.environ["MASTER_PORT"] = str(_free_port())
+        os.environ["MASTER_PORT"] = str(free_port())
         dist.init_process_group("gloo", rank=0, world_size=1)
         created = True
     assert dist.get_world_size() == 1, "another test left a process group of more than one rank"

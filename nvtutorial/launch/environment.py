@@ -40,6 +40,16 @@ TORCHELASTIC_SIGNALS = "SIGTERM,SIGINT,SIGHUP,SIGQUIT"
 """What torchrun's agent sets ``TORCHELASTIC_SIGNALS_TO_HANDLE`` to (torch 2.11-2.14)."""
 
 
+RESTART_STORE = {"TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1"}
+"""Ranks that torchrun may restart, each attempt on a store of its own: torchrun shares its rendezvous TCPStore with
+the ranks (recent torch), and every attempt writes the same keys, so a restarted rank can read the dead attempt's
+address and fail to connect (pytorch/pytorch#135712; notebook 09 shows it)."""
+NCCL_WATCHDOG = {"TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC": "1000", "TORCH_NCCL_DUMP_ON_TIMEOUT": "0"}
+"""NCCL ranks that are restarted: after an NCCL error ProcessGroupNCCL's watchdog sleeps 4 × the first (torch's
+default 15 000 ms: a minute) before it ends the process; the second only skips the flight-recorder dump (review
+RR5-1; notebook 09's lab and the Slurm scripts that restart)."""
+
+
 def base_environment(
     world_size: int, backend: str, overrides: Mapping[str, str], max_restarts: int = 0
 ) -> dict[str, str]:
@@ -55,10 +65,7 @@ def base_environment(
         # (PowerSGD's hook synchronises the GPU) would otherwise touch it from CPU ranks.
         env["CUDA_VISIBLE_DEVICES"] = ""
     if max_restarts:
-        # torchrun shares its rendezvous TCPStore with the ranks (recent torch), and every attempt
-        # writes the same keys: a restarted rank can read the dead attempt's address and fail to
-        # connect (pytorch/pytorch#135712). One store per restart avoids it (notebook 09 shows it).
-        env["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] = "1"
+        env.update(RESTART_STORE)
     env.update(overrides)
     return env
 

@@ -67,7 +67,7 @@ from nvtutorial.chapters.ch09_multinode.lab_narration import (
 )
 from nvtutorial.launch import tree as process_tree
 from nvtutorial.launch import warm
-from nvtutorial.launch.environment import free_port, node_environment
+from nvtutorial.launch.environment import NCCL_WATCHDOG, free_port, node_environment
 from nvtutorial.machine import hardware
 from nvtutorial.results import RunResult, read_json
 
@@ -78,7 +78,7 @@ POLL_S = 0.02
 _ATTEMPT = re.compile(r"^rank 0 of (\d+): starting at step (\d+)")
 _ERROR = re.compile(r"^\[rank0\]:\[E\S+ \S+ \S+\] (.*)")
 """An error line torch's C++ side wrote for rank 0 (ProcessGroupNCCL's watchdog, for one)."""
-RANK_ENV = {"TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC": "1000", "TORCH_NCCL_DUMP_ON_TIMEOUT": "0"}
+RANK_ENV = NCCL_WATCHDOG
 """The ranks' environment in every elastic run (a caller's ``env`` wins; review RR5-1). After an NCCL error,
 ProcessGroupNCCL's watchdog sleeps 4 × ``TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC`` (torch's default 15 000: a minute)
 before it ends the process, whether or not a dump is written (torch's ``ProcessGroupNCCL.cpp``,
