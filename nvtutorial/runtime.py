@@ -472,21 +472,51 @@ PORTS = (20000, 32768)
 """Where :func:`free_port` looks first: below Linux's default ephemeral range (``ip_local_port_range``, 32768–60999),
 whose ports the system hands to every outgoing connection. A port the OS picks (bind to 0) comes from that range, and
 between the check and the real bind an outgoing connection can take it: on one H200 (2026-12-07) notebook 09's
-rendezvous port went so, its agent failed with EADDRINUSE and the other waited two minutes."""
+rendezvous port was most likely taken so (its agent failed with EADDRINUSE and the other waited two minutes). Where
+the host's ephemeral range starts lower, :func:`free_port` looks below that instead (:func:`_below_ephemeral`)."""
+
+
+def _below_ephemeral(proc: Path = Path("/proc/sys/net/ipv4")) -> list[int]:
+    """The ports of :data:`PORTS` below this host's ephemeral range and not reserved (``ip_local_reserved_ports``);
+    :data:`PORTS` itself where /proc does not say (not Linux)."""
+    try:
+        low = int((proc / "ip_local_port_range").read_text().split()[0])
+        reserved = (proc / "ip_local_reserved_ports").read_text().strip()
+    except (OSError, ValueError, IndexError):
+        return list(range(*PORTS))
+    top = min(PORTS[1], low)
+    ports = set(range(max(1024, min(PORTS[0], top - 4096)), top))
+    for part in filter(None, reserved.split(",")):
+        first, _, last = part.partition("-")
+        ports -= set(range(int(first), int(last or first) + 1))
+    return sorted(ports)
+
+
+def _bind_any(port: int) -> None:
+    """Bind ``port`` on every local address, as the agent's TCPStore does (IPv6 and IPv4 where the host has IPv6)."""
+    try:
+        s = socket.socket(socket.AF_INET6)
+        s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+        address: tuple[Any, ...] = ("::", port)
+    except OSError:  # no IPv6 here
+        s, address = socket.socket(), ("", port)
+    with s:
+        s.bind(address)
 
 
 def free_port() -> int:
-    """A TCP port free on 127.0.0.1 now, outside the ephemeral range (:data:`PORTS`; another process may still bind it
-    before it is used, but no outgoing connection will): the course's one helper. The OS's pick where none is free."""
+    """A TCP port free on every local address now, below the ephemeral range (:func:`_below_ephemeral`; another
+    process may still bind it before it is used, but no outgoing connection will while the system's ephemeral range
+    is above it): the course's one helper. The OS's pick where none is free."""
     import random
 
-    for port in random.SystemRandom().sample(range(*PORTS), 20):  # not the global generator: a lesson may seed it
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return port
+    candidates = _below_ephemeral()
+    for port in random.SystemRandom().sample(candidates, min(20, len(candidates))):  # not the global generator
+        try:
+            _bind_any(port)
+        except OSError:
+            continue
+        return port
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])

@@ -624,3 +624,42 @@ def test_a_free_port_comes_from_below_the_ephemeral_range_and_leaves_the_global_
 
     monkeypatch.setattr(socket.socket, "bind", bind)
     assert runtime.free_port() >= runtime.PORTS[1]
+
+
+def test_free_ports_stay_below_this_hosts_ephemeral_range_and_skip_reserved_ones(tmp_path):
+    """A host that widened its ephemeral range (1024–65535 is common) or reserves ports: look below it, never in it."""
+    from nvtutorial import runtime
+
+    def proc(port_range: str, reserved: str = "") -> list[int]:
+        (tmp_path / "ip_local_port_range").write_text(port_range + "\n")
+        (tmp_path / "ip_local_reserved_ports").write_text(reserved + "\n")
+        return runtime._below_ephemeral(tmp_path)
+
+    assert proc("32768\t60999") == list(range(20000, 32768))
+    assert proc("40000\t60999") == list(range(20000, 32768))  # a higher range: PORTS as it is
+    assert proc("10000\t65535") == list(range(5904, 10000))  # a lower one: the 4096 ports under it
+    assert proc("2000\t65535") == list(range(1024, 2000))  # never the privileged ports
+    assert proc("1024\t65535") == []  # nothing below: the OS's pick (free_port's fallback)
+    assert proc("32768\t60999", "20000-29999,30001") == [30000, *range(30002, 32768)]
+    assert runtime._below_ephemeral(tmp_path / "absent") == list(range(*runtime.PORTS))  # not Linux
+
+
+def test_a_free_port_is_free_on_ipv6_too(monkeypatch):
+    """The agent's TCPStore binds every address, IPv6 included: a port held by an IPv6-only listener is not free."""
+    import socket
+
+    from nvtutorial import runtime
+
+    try:
+        held = socket.socket(socket.AF_INET6)
+    except OSError:
+        pytest.skip("this host has no IPv6: nothing for the probe to miss")
+    held.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+    held.bind(("::1", 0))
+    held.listen()
+    port = held.getsockname()[1]
+    with held:
+        with pytest.raises(OSError):
+            runtime._bind_any(port)
+        monkeypatch.setattr(runtime, "_below_ephemeral", lambda: [port])
+        assert runtime.free_port() != port  # the only candidate is taken: the OS's pick

@@ -420,19 +420,41 @@ def test_the_agents_lines_come_under_the_kill_they_follow(tmp_path):
     )  # no faults.json: as before
 
 
+TRACE = 'Traceback (most recent call last):\n  File "elastic_train.py", line 128, in train\n    loss.backward()\n'
+STARTED = "rank 0 of 2: joined the process group (gloo) in 0.1 s\n"
+
+
 @pytest.mark.parametrize(
     "log, cause",
     [
-        ("torch.distributed.DistBackendError: NCCL error in: x.cpp:1, remote process exited\n", "lost its peer"),
-        ("[rank0]: RuntimeError: [pair.cc:537] Read error [127.0.0.1]:1: Connection reset by peer.\n", "lost its peer"),
-        ("RuntimeError: the checkpoint's world size differs\n", "an exception (see rank0.log)"),
+        (TRACE + "torch.distributed.DistBackendError: NCCL error in: x.cpp:1, remote process exited\n", "lost"),
+        (TRACE + "[rank0]: RuntimeError: [pair.cc:537] Read error [127.0.0.1]:1: Connection reset by peer.\n", "lost"),
+        (  # NCCL's message goes on under the exception's line
+            TRACE + "torch.distributed.DistBackendError: NCCL error\nLast error:\nsocketProgress: Connection closed by "
+            "remote peer\n",
+            "lost",
+        ),
+        (TRACE + "RuntimeError: the checkpoint's world size differs\n", "an exception (see rank0.log)"),
+        ("torch.distributed.DistBackendError: said, not raised\n", "an exception (see the rank logs)"),
     ],
 )
 def test_an_exit_code_is_called_a_lost_peer_only_where_the_log_says_so(tmp_path, log, cause):
     """Review RR9-8: exit code 1 is any uncaught exception; the cause comes from the rank's log."""
-    (tmp_path / "rank0.log").write_text(log)
+    (tmp_path / "rank0.log").write_text(STARTED + log)
     ended = m.survivor_end(ended_at(tmp_path, ("1207 11:08:06.000000", "failed (exitcode: 1) local_rank: 0")))
-    assert ended[1] == "exit code 1: " + ("a collective lost its peer" if cause == "lost its peer" else cause)
+    assert ended[1] == "exit code 1: " + ("a collective lost its peer" if cause.startswith("lost") else cause)
+
+
+def test_a_later_exit_is_read_from_its_own_attempt(tmp_path):
+    """Review RR10-7: a survivor that lost its peer at the first kill and then raised something else at the second is
+    not called a lost peer twice: the n-th exit of a node's rank is read from the n-th exception in its log."""
+    lost = TRACE + "torch.distributed.DistBackendError: NCCL error: remote process exited\n"
+    (tmp_path / "rank0.log").write_text(STARTED + "step 1\n" + lost + STARTED + TRACE + "RuntimeError: resume\n")
+    first = ("1207 11:08:02.000000", "failed (exitcode: 1) local_rank: 0")
+    second = ("1207 11:08:20.000000", "failed (exitcode: 1) local_rank: 0")
+    assert m.survivor_end(ended_at(tmp_path, first, second))[1] == "exit code 1: a collective lost its peer"
+    later = m.survivor_end(ended_at(tmp_path, first, second, kill=KILL + 15.0))
+    assert later == (pytest.approx(3.6, abs=1e-3), "exit code 1: an exception (see rank0.log)")
 
 
 @pytest.mark.parametrize("down", [True, False])
@@ -801,21 +823,77 @@ def test_the_lab_speaks_after_each_quiet_stretch_and_not_before(tmp_path, capsys
     clock[0] += lab.SAY_S  # the same state: said once, then only how long it has held (review R6-5)
     elastic.tell()
     assert capsys.readouterr().out == f"[lab {clock[0]:6.2f} s] still waiting (2 s)\n"
+    elastic.started_wall = time.mktime((2026, 12, 7, 11, 8, 0, 0, 0, -1))  # the kill at 11:08:02.0
     (tmp_path / "rank0.log").write_text(
         "[rank0]:[E1207 11:08:01.443552792 ProcessGroupNCCL.cpp:612] [Rank 0] Collective raised\n"
         "[rank0]:[E1207 11:08:02.140312237 ProcessGroupNCCL.cpp:1628] [PG ID 0] preparing to dump debug info\n"
     )
     elastic.read_rank0()
-    clock[0] += lab.SAY_S  # rank 0's newest error line, said once, instead of "still waiting"
+    clock[0] += lab.SAY_S  # rank 0's newest error line, said once, instead of "still waiting", at its log's time
     elastic.tell()
-    assert capsys.readouterr().out == f"[rank0 {clock[0]:6.2f} s] [PG ID 0] preparing to dump debug info\n"
+    assert capsys.readouterr().out == "[rank0, logged +0.1 s after the kill] [PG ID 0] preparing to dump debug info\n"
+    with (tmp_path / "rank0.log").open("a") as log:  # review RR9-10: the NCCL error's own words beat later lines
+        log.write(
+            "[rank0]:[E1207 11:08:03.0 ProcessGroupNCCL.cpp:2] [PG ID 0] Process group watchdog thread terminated "
+            "with exception: NCCL error: x\n"
+            "[rank0]:[E1207 11:08:03.1 ProcessGroupNCCL.cpp:3] [Rank 0] raised the following async exception: NCCL "
+            "error: remote process exited\n"
+            "[rank0]:[E1207 11:08:03.2 ProcessGroupNCCL.cpp:4] [PG ID 0] First PG on this rank to signal dumping.\n"
+        )
+    elastic.read_rank0()
     clock[0] += lab.SAY_S
     elastic.tell()
-    assert capsys.readouterr().out == f"[lab {clock[0]:6.2f} s] still waiting (4 s)\n"  # 4.5 s, to the even
+    assert capsys.readouterr().out == (
+        "[rank0, logged +1.1 s after the kill] [Rank 0] raised the following async exception: NCCL error: remote "
+        "process exited\n"
+    )
+    clock[0] += lab.SAY_S
+    elastic.tell()
+    assert capsys.readouterr().out == f"[lab {clock[0]:6.2f} s] still waiting (6 s)\n"  # 6.0 s: two errors said
     quiet = lab._Elastic(spec, [], 3.0, show=False)
     quiet.tell()
     quiet.say("x")
     assert capsys.readouterr().out == ""
+
+
+def test_the_lab_ends_agents_stranded_by_one_that_failed_unkilled(tmp_path, capsys, monkeypatch):
+    """One H200 (2026-12-07): node 0's agent failed to bind the rendezvous port and node 1's waited 115 s for it. An
+    agent the lab did not kill that failed, with none to replace it, leaves the others STRANDED_S to end, then ends."""
+    from nvtutorial.chapters.ch09_multinode import lab
+
+    class Agent:
+        def __init__(self, code):
+            self.returncode = code
+
+        def poll(self):
+            return self.returncode
+
+    spec = types.SimpleNamespace(nnodes=2, nproc=1, world_size=2, backend="gloo", run_dir=tmp_path)
+    elastic = lab._Elastic(spec, [], 3.0, show=True)
+    clock = [0.0]
+    monkeypatch.setattr(elastic, "now", lambda: clock[0])
+    elastic.agents = {"agent0": Agent(None), "agent1": Agent(None)}
+    assert not elastic.stranded()  # both alive
+    elastic.agents["agent0"].returncode = 0
+    assert not elastic.stranded()  # one finished well: the other is finishing too
+    elastic.agents["agent0"].returncode = 1
+    assert not elastic.stranded() and elastic.failed_at == 0.0  # failed: the other gets its time
+    clock[0] = lab.STRANDED_S - 0.01
+    assert not elastic.stranded()
+    elastic.replace_at = 99.0  # a replacement is due: it will join
+    clock[0] = lab.STRANDED_S
+    assert not elastic.stranded() and elastic.failed_at is None
+    elastic.replace_at, elastic.lost = None, {"agent0"}  # the lab killed it: not stranded
+    assert not elastic.stranded()
+    elastic.lost = set()
+    assert not elastic.stranded()  # seen failed again now: the count starts again
+    clock[0] += lab.STRANDED_S
+    assert elastic.stranded()
+    assert "agent0 exited with code 1 (not killed by the lab, not replaced): ending the other agents" in (
+        capsys.readouterr().out
+    )
+    elastic.agents["agent1"].returncode = -15
+    assert not elastic.stranded()  # nobody left to end
 
 
 def test_the_lab_reads_rank_0s_start_per_attempt_and_says_it(tmp_path, capsys, monkeypatch):

@@ -62,6 +62,7 @@ from nvtutorial.chapters.ch09_multinode.lab_narration import (
     doing,
     last_phase,
     last_step,
+    log_wall,
     rank_states,
     telling,
 )
@@ -74,9 +75,14 @@ from nvtutorial.results import RunResult, read_json
 LESSON = Path(__file__).resolve().parent / "lessons" / "elastic_train.py"
 """The lesson every run here trains with."""
 POLL_S = 0.02
+STRANDED_S = 10.0
+"""How long the lab lets the other agents end on their own after one it did not kill failed and none replaces it,
+before it ends them (:meth:`_Elastic.stranded`)."""
 """How often rank 0's log is read (the resolution of the times measured here)."""
 _ATTEMPT = re.compile(r"^rank 0 of (\d+): starting at step (\d+)")
-_ERROR = re.compile(r"^\[rank0\]:\[E\S+ \S+ \S+\] (.*)")
+_ASYNC = "raised the following async exception"
+"""The watchdog's line with the NCCL error's own words: said before the lines that follow it (review RR9-10)."""
+_ERROR = re.compile(r"^\[rank0\]:\[E(\d{4} \S+) \S+\] (.*)")
 """An error line torch's C++ side wrote for rank 0 (ProcessGroupNCCL's watchdog, for one)."""
 RANK_ENV = NCCL_WATCHDOG
 """The ranks' environment in every elastic run (a caller's ``env`` wins; review RR5-1). After an NCCL error,
@@ -345,7 +351,8 @@ class _Elastic:
         self.step: tuple[int, int] | None = None  # rank 0's last step of the current attempt, and the steps in all
         self.cold: str | None = None  # why an agent started cold (said once)
         self.told: tuple[str, float] = ("", 0.0)  # the last "now:" line said, and since when it holds
-        self.error: str | None = None  # rank 0's newest error line (torch's C++ side), not said yet
+        self.error: tuple[str, str] | None = None  # rank 0's newest error line (stamp, words), not said yet
+        self.failed_at: float | None = None  # when an agent the lab did not kill was first seen failed
 
     def now(self) -> float:
         return time.perf_counter() - self.t0
@@ -377,7 +384,10 @@ class _Elastic:
             self.told = (what, self.now())
             self.say(f"[lab {self.now():6.2f} s] now: {what}")
         elif self.error is not None:
-            self.say(f"[rank0 {self.now():6.2f} s] {self.error[:240]}")
+            stamp, words = self.error
+            kill = self.started_wall + self.kill_times[-1] if self.kill_times else None
+            when = "" if kill is None else f", logged {log_wall(stamp, kill) - kill:+.1f} s after the kill"
+            self.say(f"[rank0{when}] {words[:240]}")  # its log's own time (review RR9-10), not the lab's
             self.error = None
         else:
             self.say(f"[lab {self.now():6.2f} s] still waiting ({self.now() - self.told[1]:.0f} s)")
@@ -433,8 +443,8 @@ class _Elastic:
             elif m := STEP_LINE.match(line):
                 self.steps.append((self.now(), self.attempt, int(m.group(1))))
                 self.step = (int(m.group(1)), int(m.group(2)))
-            elif m := _ERROR.match(line):
-                self.error = m.group(1)
+            elif (m := _ERROR.match(line)) and not (self.error and _ASYNC in self.error[1] and _ASYNC not in line):
+                self.error = (m.group(1), m.group(2))  # the newest, unless it hides the error's own words
 
     def strike(self) -> None:
         """The next fault, once the attempt it waits for has logged its step."""
@@ -501,6 +511,24 @@ class _Elastic:
                 self.tree.adopt(proc)
         return self.tree.processes()
 
+    def stranded(self) -> bool:
+        """True once an agent the lab did not kill has failed, none replaces it, and the others have not ended on their
+        own within :data:`STRANDED_S`: they would wait for it at the rendezvous (up to c10d's ``join_timeout``, 600 s;
+        on one H200 an agent waited 115 s for a peer whose agent had failed to bind the rendezvous port). Said once."""
+        failed = [n for n, a in self.agents.items() if n not in self.lost and a.poll() not in (None, 0)]
+        if not failed or self.replace_at is not None or not any(a.poll() is None for a in self.live()):
+            self.failed_at = None
+            return False
+        self.failed_at = self.now() if self.failed_at is None else self.failed_at
+        if self.now() - self.failed_at < STRANDED_S:
+            return False
+        code = self.agents[failed[0]].returncode
+        self.event(
+            f"{failed[0]} exited with code {code} (not killed by the lab, not replaced): ending the other agents, "
+            f"which would wait for it at the rendezvous"
+        )
+        return True
+
     def watch(self, max_restarts: int, note: str, timeout: float) -> bool:
         """Start every node's agent, then follow the run until every live agent has exited (and no replacement is
         due), striking the faults; True when the deadline passed first."""
@@ -520,6 +548,8 @@ class _Elastic:
             self.strike()
             self.replace()
             self.tell()
+            if self.stranded():
+                break
             if time.perf_counter() > self.t0 + timeout:
                 timed_out = True
                 self.event(f"deadline of {timeout:g} s passed: ending every process")

@@ -12,12 +12,12 @@ import math
 import os
 import re
 import statistics
-import time
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from nvtutorial.chapters.ch09_multinode import schema
+from nvtutorial.chapters.ch09_multinode.lab_narration import log_wall
 from nvtutorial.machine import nccl_debug
 from nvtutorial.report import predict
 from nvtutorial.report.verdict import Verdict, compare, comparison_verdict
@@ -165,7 +165,7 @@ def agent_lines(run_dir: str | os.PathLike[str], limit: int = 12) -> list[str]:
     out: list[str] = []
     for i, (what, wall) in enumerate(kills):
         end = kills[i + 1][1] if i + 1 < len(kills) else math.inf
-        mine = [t for s, _, t in said if (i == 0 and not s) or (s and wall - 0.5 <= _wall(s, wall) < end - 0.5)]
+        mine = [t for s, _, t in said if (i == 0 and not s) or (s and wall - 0.5 <= log_wall(s, wall) < end - 0.5)]
         out += [f"after the kill of {what}:"] + [f"  {t}" for t in mine]
     return out[:limit]
 
@@ -196,22 +196,14 @@ def _said(run_dir: str | os.PathLike[str]) -> list[tuple[str, int, str]]:
     return found
 
 
-def _wall(stamp: str, near: float) -> float:
-    """A log's ``MMDD hh:mm:ss.f`` (local time) as ``time.time()``, in the year of ``near``."""
-    day, clock = stamp.split()
-    whole, _, fraction = clock.partition(".")
-    year = time.localtime(near).tm_year
-    return time.mktime(time.strptime(f"{year}{day} {whole}", "%Y%m%d %H:%M:%S")) + float(f"0.{fraction or 0}")
-
-
 def survivor_end(outcome: ElasticOutcome) -> tuple[float, str] | None:
     """How the ranks that were not killed ended after the outcome's kill, from the agents' and ranks' logs: (seconds
     after the kill, how); None when no agent said (no kill recorded, or no such line)."""
     if outcome.killed_at_s is None or outcome.started_wall is None:
         return None
     kill = outcome.started_wall + outcome.killed_at_s
-    said = [(_wall(stamp, kill), text) for stamp, _, text in _said(outcome.result.run_dir) if stamp]
-    said = [(t, text) for t, text in said if t >= kill - 0.5]
+    every = [(log_wall(stamp, kill), text) for stamp, _, text in _said(outcome.result.run_dir) if stamp]
+    said = [(t, text) for t, text in every if t >= kill - 0.5]
     for t, text in said:
         m = _ENDED.search(text)
         if m is None or m.group(1) == "-9":  # -9: the killed rank itself
@@ -219,7 +211,9 @@ def survivor_end(outcome: ElasticOutcome) -> tuple[float, str] | None:
         if m.group(1) is None:
             return t - kill, "stopped by their agent once another node's agent was waiting (Detected … new nodes)"
         if m.group(1) != "-6":
-            return t - kill, f"exit code {m.group(1)}: {_exit_cause(outcome.result.run_dir)}"
+            agent = text.partition(":")[0]
+            nth = sum(1 for u, w in every if u <= t and w.startswith(agent) and _RAISED_EXIT.search(w))
+            return t - kill, f"exit code {m.group(1)}: {_exit_cause(outcome.result.run_dir, nth)}"
         return t - kill, f"ended by NCCL's watchdog (exit code -6, SIGABRT){_watchdog_sleep(said)}"
     return None
 
@@ -227,14 +221,36 @@ def survivor_end(outcome: ElasticOutcome) -> tuple[float, str] | None:
 _PEER_LOST = re.compile(r"DistBackendError|ncclRemoteError|Connection (reset|closed) by (remote )?peer")
 """A collective's error at a lost peer, as the rank raised it: NCCL's (``DistBackendError``, ``ncclRemoteError``) or
 gloo's (``Connection reset by peer``)."""
+_RAISED_EXIT = re.compile(r"failed \(exitcode: [1-9]\d*\)")
+"""An agent's line for a rank that exited with a positive code: an uncaught exception, one traceback in its log."""
+_ATTEMPT = re.compile(r"^.*joined the process group.*$", re.M)
+"""The line each attempt of a lesson's rank starts its log with (a rank log holds every attempt of its rank)."""
 
 
-def _exit_cause(run_dir: str | os.PathLike[str]) -> str:
-    """Why a rank exited with an error code, from its log (review RR9-8: the code alone says only "an exception")."""
-    logs = sorted(Path(run_dir).glob("rank*.log"))
-    if any(_PEER_LOST.search(log.read_text(errors="replace")) for log in logs):
-        return "a collective lost its peer"
-    return "an exception (see rank0.log)"
+def _raised(log: Path) -> list[str]:
+    """The exception that ended each attempt of ``log`` that ended in one (from the last traceback's exception line to
+    the attempt's end, message lines included), in order."""
+    text = re.sub(r"^\[rank\d+\]: ?", "", log.read_text(errors="replace"), flags=re.M)  # torchrun's tee prefix
+    out = []
+    for attempt in _ATTEMPT.split(text):
+        _, traceback, tail = attempt.rpartition("Traceback (most recent call last):")
+        lines = tail.splitlines()[1:]
+        first = next((i for i, line in enumerate(lines) if line and not line[0].isspace()), None)
+        if traceback and first is not None:
+            out.append("\n".join(lines[first:]))
+    return out
+
+
+def _exit_cause(run_dir: str | os.PathLike[str], nth: int) -> str:
+    """Why a rank exited with a positive code for the ``nth`` time (1-based) on its node (review RR9-8: the code alone
+    says only "an exception"), from the exception that ended that attempt in its log (review RR10-7: not any line of
+    any attempt)."""
+    for log in sorted(Path(run_dir).glob("rank*.log")):
+        raised = _raised(log)
+        if len(raised) >= nth >= 1:
+            lost = _PEER_LOST.search(raised[nth - 1])
+            return "a collective lost its peer" if lost else f"an exception (see {log.name})"
+    return "an exception (see the rank logs)"
 
 
 def _watchdog_sleep(said: Sequence[tuple[float, str]]) -> str:
