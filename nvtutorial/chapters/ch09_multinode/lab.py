@@ -62,10 +62,10 @@ from nvtutorial.chapters.ch09_multinode.lab_narration import (
     doing,
     last_phase,
     last_step,
-    log_wall,
     rank_states,
     telling,
 )
+from nvtutorial.chapters.ch09_multinode.report import log_wall
 from nvtutorial.launch import tree as process_tree
 from nvtutorial.launch import warm
 from nvtutorial.launch.environment import NCCL_WATCHDOG, free_port, node_environment

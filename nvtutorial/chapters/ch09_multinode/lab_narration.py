@@ -144,11 +144,3 @@ def telling(what: Any, name: str = "run"):
     finally:
         stop.set()
         thread.join()
-
-
-def log_wall(stamp: str, near: float) -> float:
-    """A log's ``MMDD hh:mm:ss.f`` (local time) as ``time.time()``, in the year of ``near``."""
-    day, clock = stamp.split()
-    whole, _, fraction = clock.partition(".")
-    year = time.localtime(near).tm_year
-    return time.mktime(time.strptime(f"{year}{day} {whole}", "%Y%m%d %H:%M:%S")) + float(f"0.{fraction or 0}")

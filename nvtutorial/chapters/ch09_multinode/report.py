@@ -12,12 +12,12 @@ import math
 import os
 import re
 import statistics
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from nvtutorial.chapters.ch09_multinode import schema
-from nvtutorial.chapters.ch09_multinode.lab_narration import log_wall
 from nvtutorial.machine import nccl_debug
 from nvtutorial.report import predict
 from nvtutorial.report.verdict import Verdict, compare, comparison_verdict
@@ -194,6 +194,14 @@ def _said(run_dir: str | os.PathLike[str]) -> list[tuple[str, int, str]]:
                 found.append((stamp, i, f"{name}: {m.group(0)[:160]}"))
     found.sort(key=lambda item: item[:2])
     return found
+
+
+def log_wall(stamp: str, near: float) -> float:
+    """A log's ``MMDD hh:mm:ss.f`` (local time) as ``time.time()``, in the year of ``near``."""
+    day, clock = stamp.split()
+    whole, _, fraction = clock.partition(".")
+    year = time.localtime(near).tm_year
+    return time.mktime(time.strptime(f"{year}{day} {whole}", "%Y%m%d %H:%M:%S")) + float(f"0.{fraction or 0}")
 
 
 def survivor_end(outcome: ElasticOutcome) -> tuple[float, str] | None:
