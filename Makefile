@@ -28,11 +28,12 @@ SITE_JOBS ?= 2
 # pip byte-compiles what it installs: keep it so (no --no-compile). Where PYTHONDONTWRITEBYTECODE is set (as on the CI
 # machines), a file pip did not compile is compiled again by every process that imports it: with torch's thousands,
 # every rank's start-up: one of the two test streams took 964 s instead of 619 s.
+# EXTRAS=test installs the test tools in the same pip call (one resolution, one editable build: CI does so).
+EXTRAS ?=
 $(BIN)/nvtutorial: pyproject.toml
 	$(PYTHON) -m venv $(if $(TORCH),,--system-site-packages) $(VENV)
 	$(BIN)/python -m pip install --upgrade pip
-	$(if $(TORCH),$(BIN)/python -m pip install "$(TORCH)")
-	$(BIN)/python -m pip install -e .
+	$(BIN)/python -m pip install $(if $(TORCH),"$(TORCH)") -e ".$(if $(EXTRAS),[$(EXTRAS)])"
 	@$(BIN)/python -c "import torch; print('nvtutorial: torch', torch.__version__, 'from', torch.__path__[0])"
 	$(BIN)/python -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (nvtutorial)"
 	touch $@
@@ -42,7 +43,7 @@ install: $(BIN)/nvtutorial
 # The test tools (pytest, nbval, ruff, pyright, Playwright) on top, for the targets that test: `make course` and
 # `make lab` do without them (17 s less of a fresh install on the 2-core machine, and no Node.js).
 $(VENV)/.test-extra: $(BIN)/nvtutorial
-	$(BIN)/python -m pip install -e ".[test]"
+	$(if $(filter test,$(EXTRAS)),,$(BIN)/python -m pip install -e ".[test]")
 	touch $@
 
 course: install

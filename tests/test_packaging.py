@@ -135,3 +135,23 @@ def test_the_doctor_accepts_exactly_the_torch_releases_pyproject_accepts(version
     assert check.status == ("ok" if in_range else "warn"), (version, check)
     if not in_range:
         assert check.fix == f"pip install '{_torch_requirement()}'"
+
+
+def test_ci_installs_the_course_and_its_test_tools_in_one_pip_call(tmp_path):
+    """`make test EXTRAS=test` (CI): torch, the course and the test tools in one pip install (one resolution, one
+    editable build); a plain `make test` installs the test tools in a second call, as before."""
+
+    def pip_lines(*args: str) -> list[str]:
+        out = subprocess.run(
+            ["make", "-n", f"VENV={tmp_path / 'venv'}", f"{tmp_path / 'venv'}/.test-extra", *args],
+            cwd=ROOT,
+            text=True,
+            capture_output=True,
+            check=True,
+        ).stdout
+        return [line for line in out.splitlines() if "-m pip install" in line and "--upgrade pip" not in line]
+
+    (one,) = pip_lines("EXTRAS=test")
+    assert '"torch==' in one and one.endswith('-e ".[test]"')
+    plain = pip_lines()
+    assert len(plain) == 2 and plain[0].endswith('-e "."') and plain[1].endswith('-e ".[test]"')
