@@ -283,8 +283,8 @@ def _same_figures(a, b) -> bool:
 
 
 def test_the_oom_figure_takes_the_training_rows_as_the_run_wrote_them():
-    """Cell 4dd5d80e: ``t = measured.ranks[0]["oom"]["training"]; pp.oom_fixes(t["rows"], t["cap_mib"], measured)``.
-    The committed run's rows carry no ``capped`` flag: read as ``TrapsRank.upgrade`` reads them."""
+    """Cell 4dd5d80e: ``t = oom_run.ranks[0]["oom"]["training"]``, ``ch.plots.oom_fixes(t["rows"], t["cap_mib"],
+    oom_run)``. The committed run's rows carry no ``capped`` flag: read as ``TrapsRank.upgrade`` reads them."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -307,9 +307,10 @@ def test_the_oom_figure_takes_the_training_rows_as_the_run_wrote_them():
 
 def test_the_loader_figure_and_enough_workers_take_the_sections_as_the_run_wrote_them():
     """Cell 487a5d83: ``loader_rows = [measured.ranks[r]["dataloader"] ...]``, ``rule=loader_rows[0]
-    ["rule_of_thumb_workers"]``, ``knees=[rm.enough_workers(d["rows"])["knee"] ...]``, ``pp.loader_sweep(loader_rows,
-    ...)``. The committed 2x H200 run timed the loader alone (another layout, which these functions refuse, raw as
-    typed); today's layout is a made-up run written as a run writes it (``tests/pitfalls_results.py``)."""
+    ["rule_of_thumb_workers"]``, ``knees=[ch.report_measured.enough_workers(d["rows"])["knee"] ...]``,
+    ``ch.plots.loader_sweep(loader_rows, ...)``. The committed 2x H200 run timed the loader alone (another layout,
+    which these functions refuse, raw as typed); today's layout is a made-up run written as a run writes it
+    (``tests/pitfalls_results.py``)."""
     import matplotlib
 
     matplotlib.use("Agg")

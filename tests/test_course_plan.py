@@ -194,9 +194,9 @@ def test_a_part_that_shows_the_saved_runs_says_so_and_not_the_cpu_simulation(mon
     monkeypatch.setattr(lab.reference_runs, "available", lambda: False)
     assert course.plan("01", "auto", {"p": ("two GPUs", lab.saved_instead())}, ONE)["p"].where.startswith("the CPU sim")
     root = Path(__file__).resolve().parents[1] / "notebooks"
-    for notebook, part in (
-        ("01_hardware", "point to point"),
-        ("02_environment", "the source's NCCL settings, A/B (C7)"),
+    for notebook, part, lab_module in (
+        ("01_hardware", "point to point", "ch.lab"),
+        ("02_environment", "the source's NCCL settings, A/B (C7)", "ch01.lab"),
     ):
         source = "".join("".join(c["source"]) for c in json.loads((root / f"{notebook}.ipynb").read_text())["cells"])
-        assert f'"{part}": ("two GPUs", bw_lab.saved_instead()),' in source
+        assert f'"{part}": ("two GPUs", {lab_module}.saved_instead()),' in source
