@@ -62,7 +62,7 @@ test: $(VENV)/.test-extra
 # cells, or to what a marked cell prints: `make nbval-outputs`, review `git diff tests/nbval`, commit.
 # NBVAL_FROM=DIR takes notebooks already executed into DIR (`nvtutorial course --profile ci --out DIR`) instead.
 nbval-outputs: $(VENV)/.test-extra
-	$(BIN)/python -m tests.nbval_outputs regenerate $(if $(NBVAL_FROM),--from $(NBVAL_FROM))
+	$(BIN)/python -m tests.helpers.nbval_outputs regenerate $(if $(NBVAL_FROM),--from $(NBVAL_FROM))
 
 # Mutation testing (outside CI; scripts/mutate.py says why mutmut): one-token changes to the verdict rules, guards,
 # diagnosis, collectives lessons and exercise checkers, against the fast tests; the score per module goes to

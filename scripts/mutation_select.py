@@ -1,7 +1,7 @@
 """pytest plugin for the mutation run (``-p mutation_select``, loaded by scripts/mutate.py): the fast tests only.
 
 mutmut runs, for each mutant, the tests that call the mutated function. Tests that run in the pytest
-process (or fork gloo ranks from it, as ``tests/ranks_harness.py`` does) take milliseconds; tests that
+process (or fork gloo ranks from it, as ``tests/helpers/ranks.py`` does) take milliseconds; tests that
 launch runs through the course's launcher, start ``%%ranks`` workers, execute notebooks, drive a browser
 or submit to Slurm take seconds each, and a module can have hundreds of mutants. Those are left to
 ``make test``: this plugin deselects a test when its function, a fixture it uses, or a helper of its

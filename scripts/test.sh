@@ -3,7 +3,7 @@
 # that execute notebooks (each notebook once per run: tests/test_jupyterlab.py runs every notebook with
 # Run All in a real JupyterLab where Chromium is installed and saves the executed copies, which
 # tests/test_multinode.py and tests/test_notebooks.py then read (the latter compares the cells marked
-# `# NBVAL_CHECK_OUTPUT` with their committed CPU outputs through nbval's comparison, tests/nbval_outputs.py);
+# `# NBVAL_CHECK_OUTPUT` with their committed CPU outputs through nbval's comparison, tests/helpers/nbval_outputs.py);
 # without Chromium they execute the notebooks with papermill themselves; so the three stay in one process, in
 # that order) and one for
 # everything else (the website's tests there skip until `make site` built it: `make test-site`). Most tests

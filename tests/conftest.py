@@ -1,42 +1,12 @@
-"""Shared test helpers."""
+"""pytest's hooks and fixtures for every test (shared helpers are in tests/helpers/)."""
 
 from __future__ import annotations
 
 import os
 import time
-from pathlib import Path
 
 import psutil
 import pytest
-
-from nvtutorial.machine import hardware
-
-
-def run_pids(run_dir: Path) -> list[int]:
-    """Worker pids a run recorded (rank{R}.pid)."""
-    return [int(p.read_text()) for p in Path(run_dir).glob("rank*.pid")]
-
-
-def assert_nothing_left(run_dir: Path, extra_pids: tuple[int, ...] = (), within: float = 1.0) -> None:
-    """No worker of the run (nor any pid in ``extra_pids``) is still alive."""
-    pids = run_pids(run_dir) + list(extra_pids)
-    assert pids, f"the run in {run_dir} recorded no worker pids"
-    end = time.monotonic() + within
-    while True:
-        alive = [pid for pid in pids if psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
-        if not alive or time.monotonic() > end:
-            break
-        time.sleep(0.05)
-    assert not alive, f"processes of the run still alive: {alive}"
-
-
-def _two_gpus() -> bool:
-    import torch
-
-    return bool(torch.version.cuda) and hardware.gpu_count() >= 2
-
-
-requires_two_gpus = pytest.mark.skipif(not _two_gpus(), reason="needs 2 GPUs with a CUDA build of torch (none here)")
 
 
 @pytest.fixture

@@ -27,7 +27,7 @@ from nvtutorial.chapters.ch01_hardware import workload_p2p as p2p_copy
 from nvtutorial.chapters.ch01_hardware import workload_sendrecv as sendrecv_bench
 from nvtutorial.machine import hardware, links, nccl_debug
 from nvtutorial.results import EnvInfo, RunResult, typed
-from tests.conftest import requires_two_gpus
+from tests.helpers.launch import requires_two_gpus
 
 FIX = hardware.REFERENCE_DATA
 

@@ -19,7 +19,7 @@ import urllib.request
 
 import pytest
 
-from tests.lab_helpers import CHROMIUM, ROOT, free_port, shoot, wait_for
+from tests.helpers.jupyterlab import CHROMIUM, ROOT, free_port, shoot, wait_for
 
 SITE = ROOT / "build" / "site"
 

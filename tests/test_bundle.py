@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import tomllib
-from pathlib import Path
 
 import pytest
 
 from nvtutorial import bundle
+from tests.helpers.paths import ROOT
 
 
 def _declared() -> list[str]:
-    data = tomllib.loads((Path(__file__).resolve().parent.parent / "pyproject.toml").read_text())
+    data = tomllib.loads((ROOT / "pyproject.toml").read_text())
     return data["project"]["dependencies"]
 
 

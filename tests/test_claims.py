@@ -13,8 +13,8 @@ import pytest
 
 from nvtutorial.report import claims
 from nvtutorial.report.verdict import CLAIM_STATUSES
+from tests.helpers.paths import TESTS
 
-TESTS = Path(__file__).resolve().parent
 NOTEBOOKS = TESTS.parent / "notebooks"
 
 
@@ -38,7 +38,9 @@ def test_a_claim_is_refused_with_an_unknown_status_or_evidence():
     assert c.decider() is __import__("nvtutorial.chapters.ch03_ddp_training.report", fromlist=["x"]).verdict_c1
 
 
-CALLS = claims.decider_calls({p.name: p.read_text() for p in TESTS.glob("test_*.py") if p.name != Path(__file__).name})
+CALLS = claims.decider_calls(
+    {str(p.relative_to(TESTS)): p.read_text() for p in TESTS.rglob("test_*.py") if p != Path(__file__).resolve()}
+)
 
 
 @pytest.mark.parametrize("claim", claims.CLAIMS, ids=lambda c: c.id)

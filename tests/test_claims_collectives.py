@@ -9,7 +9,6 @@ the CPU too are asserted on a real gloo run in ``tests/test_collectives.py``.)
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
 
 import pytest
 
@@ -17,8 +16,9 @@ from nvtutorial.chapters.ch07_collectives import report, schema, schema_compress
 from nvtutorial.chapters.ch07_collectives import report_compression as compression_report
 from nvtutorial.report import claims
 from nvtutorial.results import RunResult
+from tests.helpers.paths import ROOT
 
-RUNS = Path(__file__).resolve().parent.parent / "reference" / "h200x2" / "runs"
+RUNS = ROOT / "reference" / "h200x2" / "runs"
 BENCH = RUNS / "collectives_bench-20261130-022952-f3a4e5" / "result.json"
 COMPRESSION = [
     RUNS / "compression-20261130-023009-540e2f" / "result.json",
@@ -122,7 +122,7 @@ def test_the_hooks_prediction_off_two_gpus_is_graded_by_the_committed_nvlink_run
     statements = {k: k for k in (*choices, "f")}
     v = compression_report.grade_hooks("a", ref, choices, statements, "f")
     assert (v.status, v.numbers["answer"], v.where) == ("right", "a", ref.label)
-    from tests.typed_runs import run_of
+    from tests.helpers.typed_runs import run_of
 
     cpu = run_of(ref.ranks[0], label="CPU, gloo", gpu=False)  # a CPU run: graded by the committed file, not by itself
     v = compression_report.grade_hooks("b", cpu, choices, statements, "f")

@@ -26,10 +26,9 @@ from nvtutorial.chapters.ch02_environment import report as environment
 from nvtutorial.machine import doctor, hardware, links, topology
 from nvtutorial.report import claims
 from nvtutorial.results import RunResult
-from tests.conftest import requires_two_gpus
+from tests.helpers.launch import requires_two_gpus
+from tests.helpers.paths import ROOT
 from tests.test_bandwidth import run_of, sweep, sweep_row
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def reference_run(name: str) -> RunResult:

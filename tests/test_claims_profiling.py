@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 
 import pytest
 
@@ -22,8 +21,8 @@ from nvtutorial.chapters.ch05_profiling import report_monitoring as monitoring
 from nvtutorial.chapters.ch05_profiling import report_traces as traces
 from nvtutorial.chapters.ch05_profiling import schema
 from nvtutorial.report import claims
+from tests.helpers.paths import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOK = ROOT / "reference" / "h200x2" / "05_profiling.ipynb"
 
 

@@ -11,7 +11,7 @@ import time
 import pytest
 
 from nvtutorial import workloads
-from tests.conftest import assert_nothing_left
+from tests.helpers.launch import assert_nothing_left
 
 
 def cli(*args: str, cwd=None, timeout: float = 120) -> tuple[subprocess.CompletedProcess, float]:

@@ -18,8 +18,9 @@ from nvtutorial import results
 from nvtutorial.chapters import ch10_cost_model as ch
 from nvtutorial.chapters.ch10_cost_model import exercises, model, problems, report, schema
 from nvtutorial.report.predict import PredictionError
-from tests.conftest import requires_two_gpus
-from tests.typed_runs import run_of
+from tests.helpers.launch import requires_two_gpus
+from tests.helpers.paths import ROOT
+from tests.helpers.typed_runs import run_of
 
 LINK = model.Link(alpha=10e-6, beta=100e9)
 ROOF = model.Roof(flops=100e12, bandwidth=2e12)
@@ -1850,11 +1851,10 @@ def test_the_capstone_task_leaves_a_choice_the_memory_model_makes():
 def notebook_sizes() -> dict:
     """The SIZES of notebook 10's parameters cell, as committed."""
     import ast
-    from pathlib import Path
 
     import nbformat
 
-    nb = nbformat.read(Path(__file__).resolve().parent.parent / "notebooks" / "10_cost_model.ipynb", as_version=4)
+    nb = nbformat.read(ROOT / "notebooks" / "10_cost_model.ipynb", as_version=4)
     (cell,) = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]
     tree = ast.parse(cell.source)
     return next(ast.literal_eval(n.value) for n in tree.body if n.targets[0].id == "SIZES")

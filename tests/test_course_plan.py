@@ -6,6 +6,7 @@ import nbformat
 import pytest
 
 from nvtutorial import course
+from tests.helpers.paths import ROOT
 
 CPU = course.Machine((), 2)
 ONE = course.Machine(("NVIDIA H200",), 16, "2.28.9")
@@ -180,7 +181,6 @@ def test_a_part_that_shows_the_saved_runs_says_so_and_not_the_cpu_simulation(mon
     no parameters) and show the reference 2× H200's saved runs: the plan says so, with no sizes, on a CPU and on one
     GPU; with two GPUs the part runs; an installed package without the saved runs runs the CPU simulation."""
     import json
-    from pathlib import Path
 
     from nvtutorial.chapters.ch01_hardware import lab
 
@@ -193,7 +193,7 @@ def test_a_part_that_shows_the_saved_runs_says_so_and_not_the_cpu_simulation(mon
     assert course.plan("01_hardware", "auto", parts, TWO)["point to point"].where == "2× NVIDIA H200, NCCL 2.28.9"
     monkeypatch.setattr(lab.reference_runs, "available", lambda: False)
     assert course.plan("01", "auto", {"p": ("two GPUs", lab.saved_instead())}, ONE)["p"].where.startswith("the CPU sim")
-    root = Path(__file__).resolve().parents[1] / "notebooks"
+    root = ROOT / "notebooks"
     for notebook, part in (
         ("01_hardware", "point to point"),
         ("02_environment", "the source's NCCL settings, A/B (C7)"),

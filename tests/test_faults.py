@@ -32,7 +32,7 @@ import pytest
 import nvtutorial
 from nvtutorial import cli, guards, launch
 from nvtutorial.launch import runner
-from tests.launch_helpers import (
+from tests.helpers.launch import (
     SUBJECT,
     assert_files_whole,
     assert_no_process,
@@ -41,8 +41,9 @@ from tests.launch_helpers import (
     read,
     wait_for,
 )
+from tests.helpers.paths import DATA, ROOT
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = ROOT
 REPORT = REPO / "build" / "fault-campaign.json"
 AFTER_FAULT_S = 15.0
 """Every run ends within this long after its fault (a kill, a deadline, a deletion)."""
@@ -572,9 +573,7 @@ def test_a_sigkilled_rank_is_the_cause_when_its_peer_exits_first(tmp_path):
 
     spec = launch.prepare(SUBJECT, nproc=2, backend="gloo", out=tmp_path / "run", args=["kill"])
     spec.run_dir.mkdir()
-    (spec.run_dir / "agent.log").write_text(
-        (Path(__file__).parent / "data" / "agent-sigkill-peer-first.log").read_text()
-    )
+    (spec.run_dir / "agent.log").write_text((DATA / "agent-sigkill-peer-first.log").read_text())
     (spec.run_dir / "rank0.error.json").write_text(
         json.dumps(
             {

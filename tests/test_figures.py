@@ -8,7 +8,6 @@ tests/test_jupyterlab.py photographs the same figures as JupyterLab shows them a
 from __future__ import annotations
 
 import itertools
-from pathlib import Path
 
 import matplotlib
 import pytest
@@ -25,8 +24,8 @@ from nvtutorial.chapters.ch08_ladder import report as ladder  # noqa: E402
 from nvtutorial.chapters.ch09_multinode import lab as recovery  # noqa: E402
 from nvtutorial.chapters.ch09_multinode import plots as multinode_plots  # noqa: E402
 from nvtutorial.results import RunResult, typed  # noqa: E402
+from tests.helpers.paths import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 LADDER_CPU = ROOT / "reference/h200x1/runs/ladder-20261201-090801-c915c3/result.json"
 """Notebook 08's ladder on the CPU (gloo, 2 processes, the ci sizes), committed with the 1× H200 reference."""
 ELASTIC = ROOT / "reference/h200x1/runs/elastic_train-20261201-090952-62a9e2/result.json"

@@ -36,7 +36,7 @@ from typing import Any
 import nbformat
 import pytest
 
-from tests.lab_helpers import (
+from tests.helpers.jupyterlab import (
     CHROMIUM,
     ROOT,
     Lab,

@@ -8,15 +8,14 @@ import asyncio
 import importlib.util
 import json
 import sys
-from pathlib import Path
 
 import nbformat
 import pytest
 from jupyter_client.kernelspec import KernelSpecManager
 
 from nvtutorial import lab
+from tests.helpers.paths import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 spec = importlib.util.spec_from_file_location("normalize_notebooks", ROOT / "scripts" / "normalize_notebooks.py")
 normalize = importlib.util.module_from_spec(spec)
@@ -127,7 +126,7 @@ def test_a_kernel_the_lab_starts_prints_no_plain_text_transport_warning(tmp_path
     import time
     import urllib.request
 
-    from tests.lab_helpers import Lab, wait_for
+    from tests.helpers.jupyterlab import Lab, wait_for
 
     server = Lab(tmp_path, [])
     try:

@@ -26,8 +26,8 @@ from nvtutorial.chapters import named
 from nvtutorial.chapters.ch08_ladder import report as ladder
 from nvtutorial.chapters.ch08_ladder import schema
 from nvtutorial.results import RunResult, typed
+from tests.helpers.paths import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 TINY = {"vocab": 256, "seq_len": 32, "dim": 64, "heads": 4, "layers": 2, "mlp_ratio": 4}
 RUN = {"global_batch": 8, "steps": 4, "warmup": 0, "timed": 1, "repeats": 2, "profile_steps": 1}
 FIT_LAYERS = 5

@@ -24,8 +24,14 @@ import nvtutorial
 from nvtutorial import guards, launch
 from nvtutorial.machine import hardware
 from nvtutorial.results import RunResult, write_json_atomic
-from tests.conftest import assert_nothing_left, requires_two_gpus, run_pids
-from tests.launch_helpers import SUBJECT, assert_no_process, in_position
+from tests.helpers.launch import (
+    SUBJECT,
+    assert_no_process,
+    assert_nothing_left,
+    in_position,
+    requires_two_gpus,
+    run_pids,
+)
 
 
 def test_ok_run_returns_typed_result(runs_dir):

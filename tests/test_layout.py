@@ -18,7 +18,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.helpers.paths import ROOT
+
 PACKAGE = ROOT / "nvtutorial"
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 

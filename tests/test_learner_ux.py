@@ -11,7 +11,6 @@ import json
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import nbformat
 import pytest
@@ -21,8 +20,7 @@ from nvtutorial.progress import RunProgress
 from nvtutorial.report import predict
 from nvtutorial.report.verdict import GRADE_LOOK, Verdict
 from nvtutorial.teach import check, ranks
-
-ROOT = Path(__file__).resolve().parent.parent
+from tests.helpers.paths import ROOT
 
 
 # ----- grades ----------------------------------------------------------------------------------------------------

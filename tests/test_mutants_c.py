@@ -22,7 +22,7 @@ from nvtutorial.chapters.ch10_cost_model import schema as costschema
 from nvtutorial.report import predict
 from nvtutorial.report.verdict import Verdict
 from nvtutorial.results import RunResult
-from tests.ranks_harness import on_ranks
+from tests.helpers.ranks import on_ranks
 
 S = M.Setup(vocab=16, seq_len=4, dim=8, heads=2, layers=2, mlp_ratio=2, global_batch=4, world=2)
 

@@ -6,11 +6,12 @@ from __future__ import annotations
 import importlib.util
 import sys
 import types
-from pathlib import Path
 
 import pytest
 
-SCRIPTS = Path(__file__).resolve().parent.parent / "scripts"
+from tests.helpers.paths import ROOT
+
+SCRIPTS = ROOT / "scripts"
 
 
 def _module(name: str):

@@ -24,9 +24,10 @@ import pytest
 from nvtutorial import course
 from nvtutorial.report import claims
 from nvtutorial.report.verdict import CLAIM_STATUSES, STATUSES, Verdict, verdicts_in_notebook
-from tests import nbval_outputs
+from tests.helpers import nbval_outputs
+from tests.helpers.paths import ROOT
 
-NOTEBOOKS = sorted((Path(__file__).resolve().parent.parent / "notebooks").glob("*.ipynb"))
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 ABSOLUTE_PATH = re.compile(r"(?<![\w.])(/(home|Users|root|work|tmp|mnt)/|[A-Z]:\\\\)")
 DISTRIBUTED_CALL = re.compile(
     r"\bdist\.\w+\(|torch\.distributed\.\w+\(|DistributedDataParallel\(|\bDDP\(|fully_shard\("

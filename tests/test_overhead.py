@@ -24,9 +24,8 @@ from nvtutorial.chapters.ch10_cost_model import model as costs
 from nvtutorial.chapters.ch11_overhead import exercises, model, report, schema
 from nvtutorial.params import ParamError
 from nvtutorial.report.predict import PredictionError
-from tests.typed_runs import run_of
-
-ROOT = Path(__file__).resolve().parent.parent
+from tests.helpers.paths import ROOT
+from tests.helpers.typed_runs import run_of
 
 
 def _one_gpu() -> bool:

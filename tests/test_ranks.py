@@ -19,7 +19,8 @@ import psutil
 import pytest
 
 from nvtutorial.teach import _ranks_pool, ranks
-from tests.conftest import requires_two_gpus
+from tests.helpers.launch import requires_two_gpus
+from tests.helpers.paths import ROOT
 
 TEACH = Path(ranks.__file__).parent
 KERNEL_SIDE = [TEACH / "ranks.py", TEACH / "_ranks_pool.py", TEACH / "_ranks_result.py"]
@@ -256,7 +257,7 @@ class Kernel:
     def __init__(self) -> None:
         from jupyter_client.manager import start_new_kernel
 
-        self.km, self.kc = start_new_kernel(kernel_name="python3", cwd=str(Path(__file__).parents[1]))
+        self.km, self.kc = start_new_kernel(kernel_name="python3", cwd=str(ROOT))
 
     def execute(self, code: str, timeout: float = 120, on_stream=None) -> dict:
         """Run ``code``; {status, stdout, stderr, streams (each message's text), error (ename, traceback)}."""
@@ -427,9 +428,7 @@ def test_papermill_captures_rank_output_and_sees_a_failed_cell(tmp_path):
     src, dst = tmp_path / "in.ipynb", tmp_path / "out.ipynb"
     nbformat.write(nb, src)
     with pytest.raises(papermill.PapermillExecutionError) as info:
-        papermill.execute_notebook(
-            str(src), str(dst), kernel_name="python3", progress_bar=False, cwd=str(Path(__file__).parents[1])
-        )
+        papermill.execute_notebook(str(src), str(dst), kernel_name="python3", progress_bar=False, cwd=str(ROOT))
     assert info.value.ename == "RankFailed" and "only rank 0 passes" in info.value.evalue
     done = {c.source: c for c in nbformat.read(dst, as_version=4).cells}
 

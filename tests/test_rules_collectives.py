@@ -17,7 +17,7 @@ import pytest
 import torch
 
 from nvtutorial.chapters.ch07_collectives.lessons import collectives, compression, sparse_allreduce
-from tests.ranks_harness import RanksHung, on_ranks
+from tests.helpers.ranks import RanksHung, on_ranks
 
 WORLDS = (2, 3, 4)
 DETAIL = {"TORCH_DISTRIBUTED_DEBUG": "DETAIL"}

@@ -495,7 +495,7 @@ HOOK_STATEMENTS = {"a": "none is faster", "b": "fp16 and bf16 are faster", "c": 
 def test_the_hooks_prediction_is_graded_by_gpus_only(monkeypatch):
     """Like review R1-2 in notebook 05: the question is about two GPUs, so a CPU simulation never grades it; the
     committed 2× H200 run over NVLink does, labelled so, with this machine's answer quoted; without it, nothing."""
-    from tests.typed_runs import run_of
+    from tests.helpers.typed_runs import run_of
 
     faster = metrics(NONE, hook("fp16", [8.0, 8.05]), hook("bf16", [8.02, 8.06]), hook("topk", [12.0, 12.1]))
     plain = metrics(NONE, hook("fp16", [10.0, 10.1]), hook("bf16", [10.02, 10.1]), hook("topk", [12.0, 12.1]))
@@ -619,7 +619,7 @@ def test_c23_without_a_measurement():
 def test_notebook_07s_plan_on_every_machine(monkeypatch, capsys, gpus, profile, sizes, backend, says):
     from nvtutorial import course
     from nvtutorial.teach import ranks
-    from tests import notebook_cells
+    from tests.helpers import notebook_cells
 
     machine = course.Machine(("NVIDIA H200",) * gpus, 16, "2.28.9" if gpus else None)
     monkeypatch.setattr(course.Machine, "here", classmethod(lambda cls: machine))

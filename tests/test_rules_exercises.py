@@ -17,7 +17,7 @@ import torch
 
 from nvtutorial.chapters.ch07_collectives import exercises as ring_allreduce
 from nvtutorial.teach import check
-from tests.ranks_harness import on_ranks
+from tests.helpers.ranks import on_ranks
 
 LOCAL = ("busbw", "driver_rule", "multinode_resume", "profile_exposed", "profile_waiting")
 """Checkers that judge in the notebook's own process (``check_local``)."""

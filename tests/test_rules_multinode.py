@@ -17,8 +17,8 @@ from nvtutorial.chapters.ch09_multinode import report as m
 from nvtutorial.chapters.ch09_multinode import schema
 from nvtutorial.report.verdict import compare
 from nvtutorial.results import EnvInfo, RunResult
+from tests.helpers.paths import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 H200X1 = ROOT / "reference" / "h200x1" / "runs"
 BOUNDARY = sorted(H200X1.glob("elastic_train-*"))
 
@@ -1059,7 +1059,7 @@ ONE_H200 = ("NVIDIA H200",)
 
 def _notebook_09(monkeypatch, gpus: int, ids=("1970cd6c", "f74c059a"), **values):
     from nvtutorial import course
-    from tests import notebook_cells
+    from tests.helpers import notebook_cells
 
     machine = course.Machine(ONE_H200 * gpus, 16, "2.28.9" if gpus else None)
     monkeypatch.setattr(course.Machine, "here", classmethod(lambda cls: machine))
@@ -1119,7 +1119,7 @@ def test_the_node_boundary_runs_where_the_plan_puts_it(monkeypatch, capsys, gpus
     all-reduce is left out there); on two: both placements, with and without it; on the CPU: none, and the reason is
     the plan's (review N4: the cause, never "No GPU" on a machine that has one)."""
     from nvtutorial.chapters.ch09_multinode import lab, report
-    from tests import notebook_cells
+    from tests.helpers import notebook_cells
 
     ns = _notebook_09(monkeypatch, gpus)
     seen = []
@@ -1154,7 +1154,7 @@ def test_the_recovery_lab_runs_on_the_nodes_part_against_an_uninterrupted_twin(m
     """The lab trains at the recovery part's sizes and backend, and its reference is a run of the same placement,
     backend and sizes: section 2's two-node run where it has them, else the node boundary's run with its all-reduce."""
     from nvtutorial.chapters.ch09_multinode import lab, report
-    from tests import notebook_cells
+    from tests.helpers import notebook_cells
 
     ns = _notebook_09(monkeypatch, gpus)
     ns["two_nodes"], ns["ACROSS"] = _Run(label="two"), "across"

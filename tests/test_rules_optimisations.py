@@ -257,7 +257,7 @@ def notebook_launches(monkeypatch, gpus, profile="auto"):
     """Notebook 04's own cells (setup, plan, the launch) on a machine of ``gpus`` GPUs: its plan, and the launches
     its lab would make."""
     from nvtutorial.chapters import ch04_optimisations as ch
-    from tests import notebook_cells
+    from tests.helpers import notebook_cells
 
     machine = course.Machine(("NVIDIA H200",) * gpus, 16, "2.28.9" if gpus else None)
     monkeypatch.setattr(course.Machine, "here", classmethod(lambda cls: machine))
@@ -290,7 +290,7 @@ def test_one_gpu_runs_its_ab_on_the_gpu_at_the_lesson_sizes_and_ddps_options_on_
     assert one.params["count"] is False and one.params["comm_share"] is False
     # each A/B compares rounds under the noise rule: at least 3 of them, of 3 timed steps each, after 2 untimed
     assert (one.params["warmup"], one.params["steps"], one.params["repeats"]) == (2, 3, 3)
-    from tests import notebook_cells
+    from tests.helpers import notebook_cells
 
     attention = notebook_cells.parameters("04_optimisations")["SIZES"]["full"]["attention"]
     assert (attention["warmup"], attention["repeats"], attention["seq"]) == (2, 5, 4096)  # C9's repeats compare too
@@ -852,7 +852,7 @@ def test_the_bucket_view_cell_says_its_bucket_count_is_the_construction_time_one
     import torch
     import torch.distributed as dist
 
-    from tests import notebook_cells
+    from tests.helpers import notebook_cells
 
     created = not dist.is_initialized()
     if created:

@@ -21,10 +21,10 @@ from nvtutorial.chapters.ch06_pitfalls import schema
 from nvtutorial.report import claims
 from nvtutorial.report.verdict import Verdict, compare
 from nvtutorial.results import RunResult, typed
-from tests import pitfalls_results as made
-from tests.ranks_harness import forked, reap
+from tests.helpers import pitfalls_results as made
+from tests.helpers.paths import ROOT
+from tests.helpers.ranks import forked, reap
 
-ROOT = Path(__file__).resolve().parent.parent
 RUNS = ROOT / "reference" / "h200x2" / "runs"
 MEASURED = RUNS / "pitfalls-20261130-015630-3b927b"  # the loader sweep and the OOM demo on 2× H200
 

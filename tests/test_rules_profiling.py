@@ -18,8 +18,8 @@ from nvtutorial.chapters.ch05_profiling import report_traces as traces
 from nvtutorial.chapters.ch05_profiling import schema
 from nvtutorial.report import claims
 from nvtutorial.report.verdict import compare
-from tests.profile_step_results import kinds, probe, rank, split, sweep_row
-from tests.typed_runs import run_of
+from tests.helpers.profile_step_results import kinds, probe, rank, split, sweep_row
+from tests.helpers.typed_runs import run_of
 
 
 def res(*ranks, gpu=True, label="2× test GPU"):

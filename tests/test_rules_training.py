@@ -892,7 +892,7 @@ def notebook_03_on(monkeypatch, gpus, profile="auto"):
     """Notebook 03's own setup and plan cells on a machine of ``gpus`` GPUs, and the launches of section 6."""
     import nvtutorial
     from nvtutorial import course
-    from tests import notebook_cells
+    from tests.helpers import notebook_cells
 
     machine = course.Machine(("NVIDIA H200",) * gpus, 16, "2.28.9" if gpus else None)
     monkeypatch.setattr(course.Machine, "here", classmethod(lambda cls: machine))

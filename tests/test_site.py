@@ -15,8 +15,8 @@ import nbformat
 import pytest
 
 from nvtutorial.report import claims
+from tests.helpers.paths import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 BUILT = ROOT / "build" / "site"
 
 

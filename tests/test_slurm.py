@@ -22,7 +22,7 @@ from nvtutorial import cli, slurm
 from nvtutorial import params as params_mod
 from nvtutorial.results import RunResult, read_json
 from nvtutorial.workloads import selftest
-from tests.conftest import assert_nothing_left
+from tests.helpers.launch import assert_nothing_left
 
 NO_LOCAL_SLURM = slurm.local_unavailable()
 needs_slurm = pytest.mark.skipif(NO_LOCAL_SLURM is not None, reason=f"skipped: needs a local Slurm: {NO_LOCAL_SLURM}")

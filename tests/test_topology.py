@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import sys
 import types
-from pathlib import Path
 
 import pytest
 
@@ -13,8 +12,8 @@ from nvtutorial import cli
 from nvtutorial import nvml as nvml_mod
 from nvtutorial.chapters.ch01_hardware import report_links as linkreport
 from nvtutorial.machine import hardware, topology
+from tests.helpers.paths import FIXTURES
 
-FIXTURES = Path(__file__).resolve().parent / "fixtures"
 H200 = hardware.REFERENCE_DATA / "nvidia-smi-topo-m.txt"
 TOPO = FIXTURES / "topo"
 

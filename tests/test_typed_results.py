@@ -10,6 +10,7 @@ from typing import Literal
 import pytest
 
 from nvtutorial.results import RunResult, typed
+from tests.helpers.paths import ROOT
 
 
 @dataclasses.dataclass(frozen=True)
@@ -82,7 +83,6 @@ def test_a_run_result_gives_every_rank_typed():
 
 # --------------------------------------------------------------------------- every committed reference, typed
 
-ROOT = Path(__file__).resolve().parents[1]
 REFERENCES = sorted(ROOT.glob("reference/*/runs*/*/result.json"))
 
 

@@ -27,9 +27,10 @@ import nvtutorial
 from nvtutorial import launch
 from nvtutorial.launch import warm as warm_mod
 from nvtutorial.teach import ranks
-from tests.launch_helpers import assert_no_process
+from tests.helpers.launch import assert_no_process
+from tests.helpers.paths import ROOT
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = ROOT
 RANK_VIEW = REPO / "tests" / "scripts" / "rank_view.py"
 DDP_LESSON = REPO / "nvtutorial" / "chapters" / "ch03_ddp_training" / "lessons" / "ddp_train.py"
 PER_RUN = {"MASTER_PORT", "TORCHELASTIC_RUN_ID", "TORCHELASTIC_ERROR_FILE"}

@@ -5,7 +5,7 @@ tests."""
 from __future__ import annotations
 
 from nvtutorial.chapters.ch06_pitfalls import schema
-from tests.typed_runs import run_of
+from tests.helpers.typed_runs import run_of
 
 
 def rows(rates: dict, pinned: dict | None = None) -> list[schema.LoaderRow]:

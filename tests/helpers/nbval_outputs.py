@@ -9,7 +9,7 @@ replaces what varies from run to run (numbers, times, paths, the host) on both s
 compared, and the committed outputs are stored sanitized, so regenerating them changes the files only
 where a conclusion changed.
 
-- ``make nbval-outputs`` (``python -m tests.nbval_outputs regenerate``) executes the notebooks and
+- ``make nbval-outputs`` (``python -m tests.helpers.nbval_outputs regenerate``) executes the notebooks and
   writes the committed outputs; ``--from DIR`` takes them from notebooks already executed into ``DIR``.
 - ``tests/test_notebooks.py`` compares the marked cells of each notebook's one executed copy of the test run
   (Run All in JupyterLab, ``tests/test_jupyterlab.py``; papermill where Chromium is missing) with
@@ -28,9 +28,10 @@ from typing import Any
 
 import nbformat
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.helpers.paths import ROOT, TESTS
+
 NOTEBOOKS = ROOT / "notebooks"
-REFERENCE = Path(__file__).resolve().parent / "nbval"
+REFERENCE = TESTS / "nbval"
 SANITIZE = REFERENCE / "sanitize.cfg"
 MARKER = "NBVAL_CHECK_OUTPUT"
 VERDICT_MIME = "application/vnd.nvtutorial.verdict+json"

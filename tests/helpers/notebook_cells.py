@@ -6,12 +6,13 @@ out; ``display`` records what the cells show."""
 from __future__ import annotations
 
 import ast
-from pathlib import Path
 from typing import Any
 
 import nbformat
 
-NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
+from tests.helpers.paths import ROOT
+
+NOTEBOOKS = ROOT / "notebooks"
 
 
 def cells(notebook: str) -> dict[str, Any]:

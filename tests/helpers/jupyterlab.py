@@ -27,8 +27,8 @@ from typing import Any
 import psutil
 
 from nvtutorial.runtime import free_port as free_port  # the course's one helper, for the tests too
+from tests.helpers.paths import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 SCREENSHOTS = ROOT / "build" / "screenshots"
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
