@@ -48,8 +48,8 @@ $(VENV)/.test-extra: $(BIN)/nvtutorial
 course: install
 	$(BIN)/nvtutorial course --profile $(PROFILE) --out build/course
 
-# Each notebook executes once per run (tests/test_jupyterlab.py: Run All in JupyterLab where Chromium is installed, else
-# papermill in tests/test_notebooks.py), unless `make site` already made a current copy of it in $(EXECUTED): stale
+# Each notebook executes once per run (tests/notebooks/test_jupyterlab.py: Run All in JupyterLab where Chromium is installed, else
+# papermill in tests/notebooks/test_notebooks.py), unless `make site` already made a current copy of it in $(EXECUTED): stale
 # copies (other text, other code) are removed first; the executed copies stay there.
 test: $(VENV)/.test-extra
 	$(BIN)/ruff check .
@@ -85,7 +85,7 @@ mutate-before: $(VENV)/.test-extra
 # runs them too, skipped with the reason when no current site is built; CI builds the site after `make test` (from
 # the copies the tests executed) and runs these then.
 test-site: $(VENV)/.test-extra
-	$(BIN)/python -m pytest -ra -p no:cacheprovider tests/test_site.py tests/test_browser.py
+	$(BIN)/python -m pytest -ra -p no:cacheprovider tests/site
 
 # JupyterLab on notebooks/ (--allow-root only as root). Extra arguments: make lab LAB_ARGS="--no-browser --port 8888"
 lab: install

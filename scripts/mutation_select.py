@@ -24,9 +24,9 @@ LAUNCHES = re.compile(
 )
 MARKS = ("notebooks", "slurm", "gpu")
 SLOW = {
-    "tests/test_faults.py::test_random_command_lines": "300 hypothesis command lines, 10-40 s; guards and diagnosis "
-    "are tested at their rules in tests/test_rules_guards.py",
-    "tests/test_layout.py::test_import_rules_hold": "imports every module in a fresh interpreter (about 2 minutes); "
+    "tests/launch/test_faults.py::test_random_command_lines": "300 hypothesis command lines, 10-40 s; guards and diagnosis "
+    "are tested at their rules in tests/core/test_guards.py and tests/core/test_diagnosis.py",
+    "tests/project/test_layout.py::test_import_rules_hold": "imports every module in a fresh interpreter (about 2 minutes); "
     "it checks the package's layout, not a rule",
 }
 """In-process tests too slow to run once per mutant (measured in the stats run of 2026-12-02), with why that is safe."""

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import datetime
 import os
+import socket
 import time
 
 import psutil
 import pytest
+
+from nvtutorial import runtime
 
 
 @pytest.fixture
@@ -47,3 +51,21 @@ def pytest_terminal_summary(terminalreporter):
         f"CPU: {t.user + t.system:.0f} s in pytest, {t.children_user + t.children_system:.0f} s in the processes it "
         f"waited for, over {time.time() - psutil.Process().create_time():.0f} s of wall time"
     )
+
+
+@pytest.fixture
+def one_rank(tmp_path):
+    """A gloo world of one rank in this process, as a workload's context."""
+    import torch
+    import torch.distributed as dist
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    dist.init_process_group(
+        "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=1, timeout=datetime.timedelta(seconds=30)
+    )
+    yield runtime.Context(
+        rank=0, local_rank=0, world_size=1, backend="gloo", device=torch.device("cpu"), run_dir=tmp_path
+    )
+    dist.destroy_process_group()

@@ -19,8 +19,8 @@ from nvtutorial.chapters.ch01_hardware import workload_gpu_links as workload
 from nvtutorial.machine import hardware
 from nvtutorial.nvml import GPUDetail
 from nvtutorial.results import typed
+from tests.helpers.hardware_runs import run_of
 from tests.helpers.paths import ROOT
-from tests.test_bandwidth import one_rank, run_of  # noqa: F401 - one_rank is a fixture
 
 GIB = 1 << 30
 NOTEBOOK = ROOT / "notebooks" / "01_hardware.ipynb"

@@ -20,7 +20,7 @@ from nvtutorial.chapters.ch02_environment import exercises as driver_rule
 from nvtutorial.chapters.ch03_ddp_training import report as training
 from nvtutorial.chapters.ch03_ddp_training import schema as train_schema
 from nvtutorial.results import RunResult, typed
-from tests.test_bandwidth import run_of, sweep, sweep_row
+from tests.helpers.hardware_runs import run_of, sweep, sweep_row
 
 LABEL = "2× NVIDIA H200 · NV18 (fake)"
 

@@ -15,7 +15,6 @@ from nvtutorial.chapters.ch00_welcome import report as welcome
 from nvtutorial.report import predict
 from nvtutorial.report.predict import PredictionError, grade_choice, grade_number
 from tests.helpers.ranks import forked, reap
-from tests.test_bandwidth import one_rank  # noqa: F401 - a fixture
 
 
 # --------------------------------------------------------------------------- grading a number

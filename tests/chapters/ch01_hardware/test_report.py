@@ -17,7 +17,7 @@ from nvtutorial.chapters.ch02_environment import report as env
 from nvtutorial.machine import doctor
 from nvtutorial.machine.links import SOURCE_NVLINK_CARDS, card
 from nvtutorial.report.verdict import compare
-from tests.test_bandwidth import copy_row, run_of, sendrecv, sendrecv_row, sweep, sweep_row
+from tests.helpers.hardware_runs import copy_row, run_of, sendrecv, sendrecv_row, sweep, sweep_row
 
 GIB = 1 << 30
 

@@ -145,7 +145,7 @@ def test_tests_that_launch_runs_are_left_to_make_test(probe):
     kept = [line.split("::")[-1] for line in out.stdout.splitlines() if "::" in line]
     assert kept == ["test_in_process", "test_random_command_lines"], out.stdout + out.stderr
     assert "2 tests kept, 4 that launch runs deselected" in out.stderr
-    assert "tests/test_faults.py::test_random_command_lines" in select.SLOW  # by its id, not its name
+    assert "tests/launch/test_faults.py::test_random_command_lines" in select.SLOW  # by its id, not its name
 
 
 def test_the_launch_patterns():

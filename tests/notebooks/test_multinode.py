@@ -25,7 +25,7 @@ from nvtutorial.report.verdict import verdicts_in_notebook
 from nvtutorial.teach import check
 from tests.helpers.launch import assert_no_process
 from tests.helpers.paths import SCRIPTS
-from tests.test_notebooks import executed
+from tests.notebooks.test_notebooks import executed
 
 SIZES = {"steps": 20, "every": 6, "batch": 32, "samples": 1024, "features": 64, "hidden": 256, "layers": 3}
 KILL_AFTER = 9
