@@ -7,6 +7,9 @@ import dataclasses
 import math
 import statistics
 
+import pytest
+
+from nvtutorial.chapters.ch05_profiling import report as profiling
 from nvtutorial.chapters.ch05_profiling import schema
 
 
@@ -112,3 +115,11 @@ def sweep_row(batch, comm, exposed, step=None, link=None, repeats=None):
         samples_per_s=100.0 * batch,
         repeats=kinds(repeats) if repeats else None,
     )
+
+
+@pytest.fixture(scope="module")
+def ref():
+    runs = profiling.reference_runs()
+    assert set(runs) == {"NVLink", "host-staged"}, "the committed profile_step runs of 2026-11-30 are missing"
+    assert all(r.env is not None and r.env.is_gpu and r.env.link == "NV18" for r in runs.values())
+    return runs

@@ -253,3 +253,22 @@ def test_the_pids_a_run_wrote(tmp_path):
     (tmp_path / "rank2.pid").mkdir()  # unreadable as a file
     (tmp_path / "agent.pid").write_text("9")
     assert welcome._pids(tmp_path) == [123] and welcome._pids(str(tmp_path)) == [123]
+
+
+# --------------------------------------------------------------------------- chapter 00: the hang's numbers
+def _hung_cell(reason: str = "timeout") -> types.SimpleNamespace:
+    stack = 'Traceback (most recent call last):\n  File "<ranks cell 3>", line 4, in <module>\n    dist.all_reduce(t)\n'
+    outcomes = [
+        types.SimpleNamespace(rank=0, status="timeout", stack=stack),
+        types.SimpleNamespace(rank=1, status="ok", stack=None),
+    ]
+    return types.SimpleNamespace(outcomes=outcomes, reason=reason, group_kept=True, timeout=2.0)
+
+
+def test_hang_numbers_carry_the_cells_reason():
+    verdict = welcome.hang(_hung_cell(), backend="gloo")
+    assert verdict.status == "pass"
+    assert verdict.numbers["reason"] == "timeout" and verdict.numbers["stuck_rank"] == 0
+    assert verdict.numbers["others"] == {1: "ok"} and verdict.numbers["deadline_s"] == 2.0
+    failed = welcome.hang(_hung_cell("error"), backend="gloo")
+    assert failed.status == "fail" and failed.numbers["reason"] == "error"

@@ -6,17 +6,21 @@ from __future__ import annotations
 
 import dataclasses
 import types
+from pathlib import Path
 
 import pytest
 
+from nvtutorial.chapters.ch01_hardware import report as bandwidth
 from nvtutorial.chapters.ch01_hardware import report as bw
 from nvtutorial.chapters.ch01_hardware import report_lab as labreport
 from nvtutorial.chapters.ch01_hardware import report_links as links
-from nvtutorial.chapters.ch01_hardware import schema_allreduce
+from nvtutorial.chapters.ch01_hardware import report_reference, schema_allreduce
+from nvtutorial.chapters.ch01_hardware import report_reference as reference_runs
 from nvtutorial.chapters.ch02_environment import report as env
 from nvtutorial.machine import doctor
 from nvtutorial.machine.links import SOURCE_NVLINK_CARDS, card
 from nvtutorial.report.verdict import compare
+from nvtutorial.results import RunResult
 from tests.helpers.hardware_runs import copy_row, run_of, sendrecv, sendrecv_row, sweep, sweep_row
 
 GIB = 1 << 30
@@ -524,3 +528,87 @@ def test_troubleshooting_nccl_versions_and_the_cpu():
     assert [v.status for v in cpu] == ["partly", "partly", "partly"] and "10.9×" in cpu[2].text
     assert "On the reference" not in env.troubleshooting(FACTS, None, False, None, None)[2].text
     assert cpu[1].where == "primary source"
+
+
+def test_every_named_run_is_in_a_checkout_and_loads_with_its_logs():
+    assert reference_runs.available()
+    for name, folder in reference_runs.RUNS.items():
+        run = reference_runs.load(name)
+        assert run.run_dir == reference_runs.FOLDER / folder and run.env.is_gpu
+        assert run.log_files == {r: reference_runs.FOLDER / folder / f"rank{r}.log" for r in range(run.env.world_size)}
+
+
+def test_a_missing_run_says_where_it_ships(monkeypatch, tmp_path):
+    monkeypatch.setattr(reference_runs, "FOLDER", tmp_path)
+    assert not reference_runs.available()
+    with pytest.raises(FileNotFoundError, match="no reference run 'sweep' in .*: it ships with a checkout"):
+        reference_runs.load("sweep")
+    with pytest.raises(KeyError):
+        reference_runs.load("nope")
+
+
+# --------------------------------------------------------------------------- chapter 01: reports
+def _fake_result(tmp_path: Path, name: str, busbw_at: dict[int, float], gpu: bool = True) -> RunResult:
+    """An ``allreduce_bench`` run on 2× H200 (NV18), its label naming it (``name``: its runs tell apart)."""
+    rows = [sweep_row(s, b, spread=0.01) for s, b in busbw_at.items()]
+    result = run_of(sweep(rows), gpu=gpu, name=name, folder=tmp_path / name)
+    assert name in result.label
+    return result
+
+
+def _lab_run(result, name: str, env: dict[str, str] | None = None, summary: str = "P2P/CUMEM") -> labreport.LabRun:
+    return labreport.LabRun(
+        path=types.SimpleNamespace(name=name, env=env or {}),
+        result=result,
+        transport=types.SimpleNamespace(summary=summary, env_set=set(), version=None),
+    )
+
+
+def test_reference_check_says_where_when_no_checked_size_was_reached(tmp_path):
+    result = _fake_result(tmp_path, "small", {1 << 20: 60.0})
+    _, verdict = bandwidth.reference_check(result)
+    assert verdict.status == "info" and verdict.where == result.label
+    assert verdict.numbers["ratio at 1 GiB"] is None and verdict.numbers["ratio at 4 GiB"] is None
+
+
+def test_c7_without_a_common_size_says_where(tmp_path):
+    a = _fake_result(tmp_path, "d", {1 << 20: 60.0})  # below the 16 MiB the GPU comparison starts at
+    b = _fake_result(tmp_path, "s", {1 << 20: 61.0})
+    verdict = labreport.claim_c7([_lab_run(a, "default"), _lab_run(b, "source's settings", {"NCCL_IB_DISABLE": "1"})])
+    assert verdict.status == "unverifiable" and verdict.numbers["sizes"] == 0
+    assert verdict.where == a.label
+
+
+def test_lab_rows_keep_busbw_to_three_decimals(tmp_path):
+    first = _fake_result(tmp_path, "d", {64 << 20: 250.1234, 1 << 30: 331.4567})
+    second = _fake_result(tmp_path, "p", {64 << 20: 27.4444, 256 << 20: 27.5678})
+    rows = labreport.lab_rows([_lab_run(first, "default"), _lab_run(second, "P2P off", {"NCCL_P2P_DISABLE": "1"})])
+    assert [r["busbw there (GB/s)"] for r in rows] == [331.457, 27.568]
+    assert rows[1]["default ÷ this, at the largest common size"] == round(250.1234 / 27.4444, 2)
+
+
+def test_vendor_claims_say_they_come_from_vendor_data():
+    assert links.claim_c2().where == links.VENDOR
+    assert links.claim_c5().where == links.VENDOR
+
+
+def test_reference_load_without_env_counts_the_ranks(tmp_path, monkeypatch):
+    folder = tmp_path / "run-x"
+    folder.mkdir()
+    RunResult(
+        workload="allreduce_bench",
+        params={},
+        returncode=1,
+        wall_s=1.0,
+        first_output_s=None,
+        env=None,
+        ranks=[{}, {}, {}],
+        run_dir=folder,
+        log_files={},
+        log_tail=[],
+    ).save()
+    monkeypatch.setattr(report_reference, "FOLDER", tmp_path)
+    monkeypatch.setattr(report_reference, "RUNS", {"x": "run-x"})
+    result = report_reference.load("x")
+    assert result.env is None and result.run_dir == folder
+    assert result.log_files == {r: folder / f"rank{r}.log" for r in range(3)}

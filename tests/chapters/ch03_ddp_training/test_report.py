@@ -17,7 +17,9 @@ from pathlib import Path
 import pytest
 
 from nvtutorial.chapters.ch03_ddp_training import report as t
+from nvtutorial.chapters.ch03_ddp_training import report as training
 from nvtutorial.chapters.ch03_ddp_training import schema
+from nvtutorial.chapters.ch03_ddp_training import schema as train_schema
 from nvtutorial.report.verdict import compare
 from nvtutorial.results import EnvInfo, RunResult, typed
 
@@ -1006,3 +1008,54 @@ def test_scaling_verdicts_hand_the_one_gpu_launch_to_c15():
     line = f"On {GPU_LABEL}, one rank (the per-GPU half of C15): peak allocated memory 13.2 GB at per-GPU batch 32 → "
     assert c15.key == "C15" and line + "7.2 GB at 16 (0.55×). " in c15.text
     assert "per-GPU half" not in t.scaling_verdicts(s, gpu=False)[-1].text
+
+
+LABEL = "2× NVIDIA H200 · NV18 (fake)"
+
+
+# --------------------------------------------------------------------------- chapter 03: scaling numbers
+def _train_row(variant: str, batch: int, sps: float, **extra) -> dict:
+    return {
+        "variant": variant,
+        "code": "test",
+        "per_gpu_batch": batch,
+        "world_size": 2,
+        "global_batch": 2 * batch,
+        "status": "ok",
+        "step_ms_rounds": [10.0, 10.0, 10.0],
+        "step_ms": 10.0,
+        "samples_per_s": sps,
+        **extra,
+    }
+
+
+def _train_rank(rows: list) -> train_schema.Rank:
+    """One CPU rank's typed result of the train workload with these rows."""
+    setup = {"device": "cpu", "world_size": 4, "model": "tiny", "model_params": 1, "image_size": 16}
+    return typed(train_schema.Rank, {**setup, "tf32_convolutions": None, "precision": "fp32", "rows": rows})
+
+
+def test_scaling_efficiency_uses_the_rows_world_size():
+    rows = [
+        _train_row(training.SOLO, 32, 100.0, global_batch=32, world_size=1),
+        _train_row("baseline", 32, 300.0, global_batch=128, world_size=4),
+        _train_row("baseline", 16, 180.0, global_batch=64, world_size=4),
+    ]
+    summary = training.scaling_summary(_train_rank(rows))
+    assert summary["fixed_per_gpu"]["speedup"] == pytest.approx(3.0)
+    assert summary["fixed_per_gpu"]["efficiency"] == pytest.approx(0.75)
+    assert summary["fixed_global"]["efficiency"] == pytest.approx(0.45)
+    two = training.scaling_summary(_train_rank(rows[:1] + [_train_row("baseline", 32, 150.0, global_batch=64)]))
+    assert two["fixed_per_gpu"]["efficiency"] == pytest.approx(0.75)  # world_size 2 in the row: 2 ranks
+    no_world = {k: v for k, v in _train_row("baseline", 32, 150.0).items() if k != "world_size"}
+    with pytest.raises(ValueError, match="missing field 'world_size' of Row"):  # a row always says its ranks
+        _train_rank([no_world])
+
+
+def test_c1_says_where_the_summary_was_measured():
+    fixed = {"speedup": 1.8, "efficiency": 0.9}
+    assert training.verdict_c1({"fixed_per_gpu": fixed, "where": LABEL}).where == LABEL
+    assert training.verdict_c1({"fixed_per_gpu": fixed, "where": LABEL}, gpu=False).where == LABEL
+    missing = training.verdict_c1({"fixed_per_gpu": None, "where": LABEL})
+    assert missing.status == "info" and missing.where == LABEL
+    assert math.isclose(training.verdict_c1({"fixed_per_gpu": fixed, "where": LABEL}).numbers["claimed"], 168 / 58)

@@ -19,12 +19,18 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
+import torch
 
 import nvtutorial
 from nvtutorial.chapters import named
+from nvtutorial.chapters.ch08_ladder import report as L
 from nvtutorial.chapters.ch08_ladder import report as ladder
+from nvtutorial.chapters.ch08_ladder import report_model as M
 from nvtutorial.chapters.ch08_ladder import schema
+from nvtutorial.chapters.ch08_ladder import schema as ladder_schema
+from nvtutorial.report.verdict import Verdict
 from nvtutorial.results import RunResult, typed
 from tests.helpers.paths import ROOT
 
@@ -92,7 +98,6 @@ def test_a_world_of_one_shards_nothing(setup):
 
 
 def test_chunk_rows_follows_torch_chunk():
-    import torch
 
     for rows in (1, 2, 5, 7, 64):
         for world in (2, 3, 4):
@@ -104,7 +109,6 @@ def test_chunk_rows_follows_torch_chunk():
 @pytest.mark.parametrize("local_batch", [4, 8])
 def test_activation_formula_equals_what_autograd_saves(local_batch, setup):
     """The saved tensors of one forward pass of the plain model (parameters left out), counted by storage."""
-    import torch
 
     from nvtutorial.models import transformer
 
@@ -270,7 +274,6 @@ def test_peak_verdict_on_the_peaks_one_h200_measured():
 def test_gradient_check_compares_where_the_gradients_are(monkeypatch):
     """Pinned numbers on three tensors (one without a gradient, one to reshape), and no copy to the host: on a GPU
     the lesson model's 2.2 GB of gradients are compared on the device (copied to the host, seconds per rung)."""
-    import torch
 
     from nvtutorial.chapters.ch08_ladder.workload import gradient_check
 
@@ -613,7 +616,6 @@ def test_lesson_script_runs_as_it_says(tmp_path, setup):
     losses = [
         float(line.rsplit(" ", 1)[1]) for line in proc.stdout.splitlines() if line.startswith("tensor_parallel step")
     ]
-    import torch
 
     reference = train("single", setup.config(), 2, 8, torch.device("cpu"))
     assert losses == pytest.approx(reference, abs=TOLERANCE)
@@ -685,7 +687,6 @@ def _judge_wrong_answers(out: Path) -> None:
 def _wrong_rungs() -> dict:
     """Rank side: DDP whose gradients are summed (not averaged) or averaged twice, through the workload's
     step-0 gradient check and 3 steps of Adam, next to the one-process reference."""
-    import torch
     import torch.distributed as dist
 
     from nvtutorial.chapters.ch08_ladder.lessons import rungs
@@ -718,3 +719,102 @@ def _wrong_rungs() -> dict:
 
 if __name__ == "__main__":
     _judge_wrong_answers(Path(sys.argv[1]))
+
+
+S = M.Setup(vocab=16, seq_len=4, dim=8, heads=2, layers=2, mlp_ratio=2, global_batch=4, world=2)
+
+
+# --------------------------------------------------------------------------- notebook 08's report
+def _rank_trace(rank, compute, comm, steps):
+    ev = [
+        {"ph": "X", "cat": "user_annotation", "name": "train_step", "pid": 1, "tid": 1, "ts": s, "dur": e - s}
+        for s, e in steps
+    ]
+    ev += [
+        {"ph": "X", "cat": "kernel", "name": "sm90_gemm", "pid": 0, "tid": 7, "ts": s, "dur": e - s} for s, e in compute
+    ]
+    ev += [
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": "ncclDevKernel_AllReduce_Sum_f32_RING_LL(x)",
+            "pid": 0,
+            "tid": 13,
+            "ts": s,
+            "dur": e - s,
+        }
+        for s, e in comm
+    ]
+    return {"traceEvents": ev, "distributedInfo": {"rank": rank}, "baseTimeNanoseconds": 10**9, "host_name": "node"}
+
+
+def _ladder_rank(rank, **rung):
+    """One rank's typed result of a ladder of DDP alone, its record changed by ``rung``."""
+    return ladder_schema.Rank(
+        config=ladder_schema.ModelConfig(vocab=16, seq_len=4, dim=8, heads=2, layers=2, mlp_ratio=2),
+        global_batch=4,
+        world_size=2,
+        rank=rank,
+        device="cpu",
+        rungs=(
+            ladder_schema.Rung(
+                rung="ddp",
+                layers=2,
+                losses=(),
+                held=ladder_schema.Held(params=0, grads=0, optimizer=0, param_tensors=0),
+                collectives={},
+                sent_per_step=0.0,
+                step_s=(),
+                step_s_median=0.0,
+                nvlink_tx_bytes_per_step=None,
+                nvlink_note="",
+                **rung,
+            ),
+        ),
+    )
+
+
+def _ladder_run(ranks, run_dir):
+    """A run of the ladder whose ranks returned ``ranks`` (written as JSON, read back typed)."""
+    return RunResult(
+        workload="ladder",
+        params={},
+        returncode=0,
+        wall_s=1.0,
+        first_output_s=None,
+        env=None,
+        ranks=[dataclasses.asdict(m) for m in ranks],
+        run_dir=Path(run_dir),
+        log_files={},
+        log_tail=[],
+    )
+
+
+def test_comm_table_pairs_the_ranks_traces(tmp_path):
+    # rank 0 joins the all-reduce at 40, rank 1 at 60, both finish at 70 (one step of 100 µs)
+    traces = [
+        _rank_trace(0, compute=[(0, 40)], comm=[(40, 70)], steps=[(0, 100)]),
+        _rank_trace(1, compute=[(0, 60)], comm=[(60, 70)], steps=[(0, 100)]),
+    ]
+    ranks = []
+    for r, trace in enumerate(traces):
+        (tmp_path / f"ddp{r}.json").write_text(json.dumps(trace))
+        ranks.append(_ladder_rank(r, trace=f"ddp{r}.json"))
+    comm = L.comm_table(_ladder_run(ranks, tmp_path))
+    assert list(comm.index) == [(L.LABELS["ddp"], 0), (L.LABELS["ddp"], 1)] and (comm["note"] == "").all()
+    assert list(comm["communication (ms)"]) == pytest.approx([0.030, 0.010])
+    assert list(comm["waiting (ms)"]) == pytest.approx([0.020, 0.0])
+    assert list(comm["on the wire (ms)"]) == pytest.approx([0.010, 0.010])
+    assert list(comm["joined last"]) == pytest.approx([0.0, 1.0])
+
+
+def test_the_fit_table_has_no_model_state_when_no_block_fits():
+    none = L.fit_table(S, 1.0, 1.0, rungs=("ddp",))
+    assert none.loc["ddp", "layers"] == 0 and pd.isna(none.loc["ddp", "model state per rank (MB)"])
+    assert pd.isna(none.loc["ddp", "device peak (MB, model)"])
+
+
+def test_a_verdict_read_without_where_is_measured_nowhere():
+    v = Verdict.from_dict({"key": "k", "status": "pass", "text": "yes"})
+    assert v.where == "" and v.title == "" and v.numbers == {}
+    assert Verdict.from_dict(v.to_dict()) == v

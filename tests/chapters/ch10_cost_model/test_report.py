@@ -12,12 +12,18 @@ import statistics
 import types
 from typing import Any
 
+import pandas as pd
 import pytest
+import torch
 
 from nvtutorial import results
 from nvtutorial.chapters import ch10_cost_model as ch
 from nvtutorial.chapters.ch10_cost_model import exercises, model, problems, report, schema
+from nvtutorial.chapters.ch10_cost_model import report as costreport
+from nvtutorial.chapters.ch10_cost_model import schema as costschema
 from nvtutorial.report.predict import PredictionError
+from nvtutorial.report.verdict import Verdict
+from nvtutorial.results import RunResult
 from tests.helpers.launch import requires_two_gpus
 from tests.helpers.paths import ROOT
 from tests.helpers.typed_runs import run_of
@@ -184,7 +190,6 @@ def test_ddps_crossover_with_alpha_is_where_the_backward_pass_equals_its_all_red
 
 
 def test_forward_flops_are_the_matrix_multiplies_torch_counts_plus_half_of_attention():
-    import torch
     from torch.utils.flop_counter import FlopCounterMode
 
     from nvtutorial.models import transformer
@@ -219,7 +224,6 @@ def test_ddp_buckets_are_torchs_reducer_buckets(order):
     or more, the others at 25 MiB or more, a tensor larger than the cap a bucket of its own."""
     import random
 
-    import torch
     from torch._C._distributed_c10d import _DEFAULT_FIRST_BUCKET_BYTES, _compute_bucket_assignment_by_size
 
     mib = 2**20
@@ -446,7 +450,6 @@ class SlowOp:
 )
 def test_the_calls_per_repeat_come_from_the_median_of_three_probes(monkeypatch, probes, most, iters):
     """Review S1: one slow probe call made every repeat one call long; the median of three after two warm-ups."""
-    import torch
 
     from nvtutorial.chapters.ch10_cost_model.lessons import calibrate
 
@@ -464,8 +467,6 @@ def test_the_calls_per_repeat_come_from_the_median_of_three_probes(monkeypatch, 
 
 def test_warm_up_host_time_and_the_clock_do_nothing_gpu_only_on_the_cpu():
     import time
-
-    import torch
 
     from nvtutorial import runtime
     from nvtutorial.chapters.ch10_cost_model import workload
@@ -515,7 +516,6 @@ class FakeEvent:
 def test_the_gpus_own_time_is_kept_only_when_its_sleep_outlasted_the_issuing(monkeypatch, awake, result, sleeps):
     """Review S5: a sleep that ended before the CPU had queued the calls would count the CPU's gaps as the GPU's
     time; the check reads whether the GPU was still asleep, sleeps 4× longer if not, and gives up with None."""
-    import torch
 
     from nvtutorial.chapters.ch10_cost_model.lessons import calibrate
 
@@ -814,7 +814,6 @@ def test_the_committed_2x_h200_sweep_fits_and_predicts_that_pairs_other_runs():
 
 def reference_like(measured_1mib: float):
     """A two-point fit and one other run at 1, 4 and 16 MiB whose 1 MiB point is ``measured_1mib`` µs."""
-    import pandas as pd
 
     fit = report.fit_link("all_reduce", [1 << 20, 1 << 24], [40e-6, 90e-6], 2)
     rows = []
@@ -1239,7 +1238,6 @@ def test_a_programs_working_says_when_the_answer_is_the_calibrations_own_floor()
 
 
 def test_the_run_records_calls_clock_and_sides_and_the_tables_show_them():
-    import pandas as pd
 
     details = {"n_params": 1, "iters": 37, "sm_clock_mhz": [1755, 1980], "host_s": 2.7e-3, "gpu_s": 0.9e-3}
     no_gpu = {"iters": 12, "host_s": 90e-6, "gpu_s": None, "gpu_why": "the GPU's sleep ended before, twice"}
@@ -1717,7 +1715,6 @@ def test_the_handoff_is_compared_with_a_send_estimate(send_ms, above, where_):
     (2.12 ms): nothing points at the host; a handoff above the estimate is most likely the host's. Review RR3 N2:
     only on gloo (two exchanges per all-reduce) does the estimate likely overstate one send; on GPUs most of α is
     the per-call host cost a send pays too, so it is called an estimate, not a bound."""
-    import pandas as pd
 
     bubbles = pd.DataFrame({"handoff (ms, median)": [0.501, 0.653]}, index=["gpipe", "1f1b"])
     v = report.handoff_verdict(bubbles, send_ms / 1e3, 131072, where_)
@@ -1735,7 +1732,6 @@ def test_the_handoff_is_compared_with_a_send_estimate(send_ms, above, where_):
 def test_the_handoff_of_the_committed_cpu_pipeline_against_that_runs_own_send_estimate():
     """reference/h200x1's CPU simulation read through the real readers: gloo's fit there gives one micro-batch's
     activations 0.306 ms; GPipe's median handoff (0.252 ms) is below it, 1F1B's (0.471 ms) above: the host's."""
-    from nvtutorial.results import RunResult
 
     pipe = RunResult.load(report.REFERENCE_DEVICE / "costmodel-20261202-063852-974ea0" / "result.json")
     pair = report.calibrated(
@@ -1753,7 +1749,6 @@ def test_the_handoff_of_the_committed_cpu_pipeline_against_that_runs_own_send_es
 def test_the_committed_cpu_pipeline_ran_on_clocks_that_disagreed_by_milliseconds():
     """F6: the committed run (reference/h200x1, gloo) timed each rank from its own barrier exit: 1F1B's stage 1
     started a micro-batch 3.3 ms before stage 0 had finished it, which the check catches."""
-    from nvtutorial.results import RunResult
 
     run = RunResult.load(report.REFERENCE_DEVICE / "costmodel-20261202-063852-974ea0" / "result.json")
     v = report.clocks_verdict(run)
@@ -2330,3 +2325,41 @@ def test_the_pipeline_on_three_stages_and_the_calibration_on_three_ranks(runs_di
     assert all(p.seconds == q.seconds for p, q in zip(points, ranks[1].collectives))  # the slowest rank's, everywhere
     fits = report.fits(ranks, cal.label)
     assert set(fits) == set(schema.COLLECTIVES) and all(f.ranks == 3 and f.link.beta > 0 for f in fits.values())
+
+
+def _verdict(status):
+    return Verdict("x", status, "because", {}, "here")
+
+
+def test_the_roof_table_indexes_every_measurement_by_what_was_measured():
+    c = costschema.CalibrationRank(
+        rank=0,
+        world=1,
+        device="CPU",
+        matmul=(costschema.MatmulPoint(256, "float32", 1.0, 10e9),),
+        copy=(costschema.CopyPoint(1 << 24, 1.0, 5e9), costschema.CopyPoint(1 << 20, 1.0, 4e9)),
+        collectives=(),
+    )
+    table = costreport.roof_table([c])
+    measured = list(table.index.get_level_values("measured"))
+    assert len(measured) == 3 and all(isinstance(m, str) for m in measured)
+    assert sum(m.startswith("copy ") for m in measured) == 2 and measured[0].startswith("matmul 256")
+    assert list(table.columns) == ["device", "time (ms)", "rate", "unit", "fit (ms)", "regime"]
+    copies = table[table["unit"] == "GB/s"]
+    assert list(copies["rate"]) == pytest.approx([5.0, 4.0])
+
+
+def test_no_score_keeps_the_scores_key():
+    result = types.SimpleNamespace(label="2 x CPU")
+    v = costreport.score_verdict(result, "ddp", 0.1, _verdict("fail"), _verdict("pass"))
+    assert v.key == "costmodel.capstone.score.ddp" and v.numbers == {"score": None} and v.where == "2 x CPU"
+    v = costreport.score_verdict(result, "ddp", 0.1, _verdict("fail"), _verdict("fail"))
+    assert v.key == "costmodel.capstone.score.ddp" and v.numbers == {"score": None}
+
+
+def test_faster_than_light_states_the_ideal_in_ms(monkeypatch):
+    monkeypatch.setattr(costreport, "measured_step", lambda result, strategy: 0.0005)
+    result = types.SimpleNamespace(label="2 x CPU")
+    v = costreport.score_verdict(result, "ddp", 0.001, _verdict("pass"), _verdict("pass"))
+    assert v.numbers == {"score": pytest.approx(2.0), "ideal_s": 0.001, "measured_s": 0.0005}
+    assert "(1 ms)" in v.text and "0.5 ms" in v.text
