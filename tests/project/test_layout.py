@@ -29,7 +29,7 @@ WORKER = {"lessons", "models", "workloads"}
 """Code that runs on the ranks."""
 KERNEL_ONLY = {"report", "plots"}
 """Code that reads and draws in the notebook kernel: never launches."""
-NEVER_FROM_KERNEL_ONLY = {"launch", "experiments", "workloads"}
+NEVER_FROM_KERNEL_ONLY = {"launch", "lab", "workloads"}
 SHARED = {"schema"}
 """Torch-free files both sides import (a chapter's result schema and its cost model): only the core and each other."""
 CHAPTER_ROLES = {
@@ -40,7 +40,7 @@ CHAPTER_ROLES = {
     "report": "report",
     "problems": "report",
     "plots": "plots",
-    "lab": "experiments",
+    "lab": "lab",
     "exercises": "exercises",
 }
 """A chapter file's role (``nvtutorial/chapters/chNN_topic/<file>``), by its name: it then obeys that area's rules."""
@@ -353,12 +353,12 @@ def _fake(tmp_path: Path, files: Mapping[str, str]) -> Path:
     "files, expected",
     [
         (
-            {"units.py": "", "report/a.py": "def f():\n    from .. import launch\n", "launch.py": ""},
+            {"units.py": "", "report/a.py": "def f():\n    from .. import launch\n", "launch/runner.py": ""},
             "nvtutorial.report.a must never launch but imports nvtutorial.launch",
         ),
         (
-            {"report/a.py": "from ..experiments import lab\n", "experiments/lab.py": ""},
-            "nvtutorial.report.a must never launch but imports nvtutorial.experiments.lab",
+            {"report/a.py": "from ..chapters.ch99_x import lab\n", "chapters/ch99_x/lab.py": ""},
+            "nvtutorial.report.a must never launch but imports nvtutorial.chapters.ch99_x.lab",
         ),
         (
             {
@@ -381,11 +381,11 @@ def _fake(tmp_path: Path, files: Mapping[str, str]) -> Path:
             "nvtutorial.workloads.w runs on the ranks but imports nvtutorial.machine.hardware",
         ),
         (
-            {"lessons/l.py": "def f():\n    from ..report import r\n", "report/r.py": ""},
-            "nvtutorial.lessons.l runs on the ranks but imports nvtutorial.report.r",
+            {"chapters/ch99_x/lessons/l.py": "def f():\n    from nvtutorial.report import r\n", "report/r.py": ""},
+            "nvtutorial.chapters.ch99_x.lessons.l runs on the ranks but imports nvtutorial.report.r",
         ),
         (
-            {"models/m.py": "import nvtutorial.launch\n", "launch.py": ""},
+            {"models/m.py": "import nvtutorial.launch\n", "launch/runner.py": ""},
             "nvtutorial.models.m runs on the ranks but imports nvtutorial.launch",
         ),
         (
@@ -464,14 +464,12 @@ def test_a_clean_fake_package_passes(tmp_path):
     files = {
         "units.py": "",
         "runtime.py": "from . import units\n",
-        "launch.py": "from . import workloads\n",
-        "workloads/w.py": "from nvtutorial import runtime\nfrom nvtutorial.lessons import l\n",
-        "lessons/l.py": "import torch.distributed as dist\nfrom ..models import m\n",
+        "launch/runner.py": "from .. import workloads\n",
+        "workloads/w.py": "from nvtutorial import runtime\nfrom nvtutorial.chapters.ch99_x.lessons import l\n",
         "models/m.py": "",
         "report/r.py": "from ..units import x\nfrom ..machine import hw\n",
         "machine/hw.py": "from .. import units\n",
         "plots/p.py": "from ..report import r\n",
-        "experiments/e.py": "from .. import launch\nfrom ..report import r\n",
         "chapters/ch99_x/__init__.py": "import importlib\n",
         "chapters/ch99_x/schema.py": "from nvtutorial import units\n",
         "chapters/ch99_x/model.py": "from . import schema\n",
@@ -481,7 +479,7 @@ def test_a_clean_fake_package_passes(tmp_path):
         ),
         "chapters/ch99_x/report.py": "from . import model, schema\nfrom nvtutorial.report import r\n",
         "chapters/ch99_x/plots.py": "from . import report\n",
-        "chapters/ch99_x/lab.py": "from nvtutorial import launch\nfrom . import report\n",
+        "chapters/ch99_x/lab.py": "from nvtutorial import launch\nfrom . import report\nfrom ...report import r\n",
         "workloads/w2.py": "from nvtutorial.chapters.ch99_x import workload\n",
     }
     edges, external = import_graph(_fake(tmp_path, files))
