@@ -49,8 +49,8 @@ $(VENV)/.test-extra: $(BIN)/nvtutorial
 course: install
 	$(BIN)/nvtutorial course --profile $(PROFILE) --out build/course
 
-# Each notebook executes once per run (tests/test_jupyterlab.py: Run All in JupyterLab where Chromium is installed, else
-# papermill in tests/test_notebooks.py), unless `make site` already made a current copy of it in $(EXECUTED): stale
+# Each notebook executes once per run (tests/notebooks/test_jupyterlab.py: Run All in JupyterLab where Chromium is installed, else
+# papermill in tests/notebooks/test_notebooks.py), unless `make site` already made a current copy of it in $(EXECUTED): stale
 # copies (other text, other code) are removed first; the executed copies stay there.
 test: $(VENV)/.test-extra
 	$(BIN)/ruff check .
@@ -63,7 +63,7 @@ test: $(VENV)/.test-extra
 # cells, or to what a marked cell prints: `make nbval-outputs`, review `git diff tests/nbval`, commit.
 # NBVAL_FROM=DIR takes notebooks already executed into DIR (`nvtutorial course --profile ci --out DIR`) instead.
 nbval-outputs: $(VENV)/.test-extra
-	$(BIN)/python -m tests.nbval_outputs regenerate $(if $(NBVAL_FROM),--from $(NBVAL_FROM))
+	$(BIN)/python -m tests.helpers.nbval_outputs regenerate $(if $(NBVAL_FROM),--from $(NBVAL_FROM))
 
 # Mutation testing (outside CI; scripts/mutate.py says why mutmut): one-token changes to the verdict rules, guards,
 # diagnosis, collectives lessons and exercise checkers, against the fast tests; the score per module goes to
@@ -86,7 +86,7 @@ mutate-before: $(VENV)/.test-extra
 # runs them too, skipped with the reason when no current site is built; CI builds the site after `make test` (from
 # the copies the tests executed) and runs these then.
 test-site: $(VENV)/.test-extra
-	$(BIN)/python -m pytest -ra -p no:cacheprovider tests/test_site.py tests/test_browser.py
+	$(BIN)/python -m pytest -ra -p no:cacheprovider tests/site
 
 # JupyterLab on notebooks/ (--allow-root only as root). Extra arguments: make lab LAB_ARGS="--no-browser --port 8888"
 lab: install

@@ -11,7 +11,7 @@
 #             run as the CPU simulation (two gloo ranks)
 #   full      the same with --profile auto, which on one GPU gives the device its lesson sizes (64³ to 4096³, the
 #             problems at the lesson's sizes with the two sides of Adam and of the step measured apart)
-#   tests     the chapter's tests on this machine (tests/test_cost_model.py, the 3-rank one left out for time), only
+#   tests     the chapter's tests on this machine (tests/chapters/ch10_cost_model, the 3-rank one left out for time), only
 #             with CH10_TESTS=1
 # Results: OUT_DIR/{ci,full}/10_cost_model.ipynb and summary.json (executed), ch10-runs.tar.gz (both notebooks' runs:
 # result.json, rank*.json, logs), ch10-model-vs-run.txt (per size: the verdicts, the calibrated numbers and the
@@ -36,7 +36,7 @@ step() {  # step NAME SECONDS COMMAND...: run it with a limit, log it, record it
 
 step ci 75 $PY -m nvtutorial.cli course --profile ci --only 10_cost_model --out "$work/ci"
 step full 100 $PY -m nvtutorial.cli course --profile auto --only 10_cost_model --out "$work/full"
-[ "${CH10_TESTS:-0}" = 1 ] && step tests 100 $PY -m pytest -q -p no:cacheprovider -rA -k "not three_stages" tests/test_cost_model.py
+[ "${CH10_TESTS:-0}" = 1 ] && step tests 100 $PY -m pytest -q -p no:cacheprovider -rA -k "not three_stages" tests/chapters/ch10_cost_model
 
 for size in ci full; do
     cp "$work/$size/10_cost_model.ipynb" "$work/$size/summary.json" "$out/$size/" 2>/dev/null

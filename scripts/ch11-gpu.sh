@@ -10,7 +10,7 @@
 #             the batch-doubling sweep, the step eager and in one CUDA graph at widths 256 and 1024 and under
 #             reduce-overhead at width 256 only, one cold compile; the all-reduce in a world of one), the all-reduce
 #             over two ranks as the CPU simulation
-#   tests     tests/test_overhead.py on this machine (its one-GPU test included; CH11_TESTS=0 leaves them out)
+#   tests     tests/chapters/ch11_overhead on this machine (its one-GPU test included; CH11_TESTS=0 leaves them out)
 # Results: OUT_DIR/11_overhead.ipynb (executed), summary.json, ch11-runs.tar.gz (the notebook's runs, result.json and
 # rank*.json: unpack it into reference/<machine>/runs-11/, where the notebook's CPU copy reads the committed run),
 # ch11-model-vs-run.txt (the verdicts and the model-vs-run table read back from the executed notebook),
@@ -34,7 +34,7 @@ step() {  # step NAME SECONDS COMMAND...: run it with a limit, log it, record it
 }
 
 step notebook 300 $PY -m nvtutorial.cli course --profile auto --only 11_overhead --out "$work/course"
-[ "${CH11_TESTS:-1}" = 1 ] && step tests 90 $PY -m pytest -q -p no:cacheprovider -rA tests/test_overhead.py
+[ "${CH11_TESTS:-1}" = 1 ] && step tests 90 $PY -m pytest -q -p no:cacheprovider -rA tests/chapters/ch11_overhead
 
 cp "$work/course/11_overhead.ipynb" "$work/course/summary.json" "$out/" 2>/dev/null
 tar -C "$work/course/runs" -czf "$out/ch11-runs.tar.gz" --exclude='*.json.gz' --exclude='trace-*' . 2>/dev/null

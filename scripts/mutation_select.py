@@ -1,7 +1,7 @@
 """pytest plugin for the mutation run (``-p mutation_select``, loaded by scripts/mutate.py): the fast tests only.
 
 mutmut runs, for each mutant, the tests that call the mutated function. Tests that run in the pytest
-process (or fork gloo ranks from it, as ``tests/ranks_harness.py`` does) take milliseconds; tests that
+process (or fork gloo ranks from it, as ``tests/helpers/ranks.py`` does) take milliseconds; tests that
 launch runs through the course's launcher, start ``%%ranks`` workers, execute notebooks, drive a browser
 or submit to Slurm take seconds each, and a module can have hundreds of mutants. Those are left to
 ``make test``: this plugin deselects a test when its function, a fixture it uses, or a helper of its
@@ -24,10 +24,10 @@ LAUNCHES = re.compile(
 )
 MARKS = ("notebooks", "slurm", "gpu")
 SLOW = {
-    "tests/test_faults.py::test_random_command_lines": "300 hypothesis command lines, 10-40 s; guards and diagnosis "
-    "are tested at their rules in tests/test_rules_guards.py",
-    "tests/test_layout.py::test_import_rules_hold": "imports every module in a fresh interpreter (about 2 minutes); "
-    "it checks the package's layout, not a rule",
+    "tests/launch/test_faults.py::test_random_command_lines": "300 hypothesis command lines, 10-40 s; guards and "
+    "diagnosis are tested at their rules in tests/core/test_guards.py and tests/core/test_diagnosis.py",
+    "tests/project/test_layout.py::test_import_rules_hold": "imports every module in a fresh interpreter (about 2 "
+    "minutes); it checks the package's layout, not a rule",
 }
 """In-process tests too slow to run once per mutant (measured in the stats run of 2026-12-02), with why that is safe."""
 

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The test suite, as `make test` and CI run it: two pytest processes side by side, one for the tests
-# that execute notebooks (each notebook once per run: tests/test_jupyterlab.py runs every notebook with
+# that execute notebooks (each notebook once per run: tests/notebooks/test_jupyterlab.py runs every notebook with
 # Run All in a real JupyterLab where Chromium is installed and saves the executed copies, which
-# tests/test_multinode.py and tests/test_notebooks.py then read (the latter compares the cells marked
-# `# NBVAL_CHECK_OUTPUT` with their committed CPU outputs through nbval's comparison, tests/nbval_outputs.py);
+# tests/notebooks/test_multinode.py and tests/notebooks/test_notebooks.py then read (the latter compares the cells marked
+# `# NBVAL_CHECK_OUTPUT` with their committed CPU outputs through nbval's comparison, tests/helpers/nbval_outputs.py);
 # without Chromium they execute the notebooks with papermill themselves; so the three stay in one process, in
 # that order) and one for
 # everything else (the website's tests there skip until `make site` built it: `make test-site`). Most tests
@@ -14,11 +14,8 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PY=${1:-.venv/bin/python}
-notebooks=(tests/test_jupyterlab.py tests/test_multinode.py tests/test_notebooks.py)
-others=()
-for f in tests/test_*.py; do
-    case " ${notebooks[*]} " in *" $f "*) ;; *) others+=("$f") ;; esac
-done
+notebooks=(tests/notebooks/test_jupyterlab.py tests/notebooks/test_multinode.py tests/notebooks/test_notebooks.py)
+others=(tests --ignore=tests/notebooks)  # every other test (tests/README.md: where each kind lives)
 mkdir -p build
 log=build/test-notebooks.log
 t0=$SECONDS

@@ -3,7 +3,7 @@ notebook's page shows that notebook's code and headings, in order.
 
     python site/check_site.py build/site [NOTEBOOKS_DIR]
 
-Run by ``build_site.py`` after every build (and by ``tests/test_site.py``). A problem is one line
+Run by ``build_site.py`` after every build (and by ``tests/site/test_site.py``). A problem is one line
 naming the page and what is wrong; the exit status is 1 when there is any.
 """
 

@@ -8,11 +8,11 @@ of ``notebooks/`` now, and the folder's stamp (``stamp.json``) was made from the
 the package (``nvtutorial/``) and ``pyproject.toml``. ``prune`` removes every copy that is not
 current (all of them, and the runs beside them, when the code changed or with ``--all``) and writes the stamp
 for what runs next. Whoever needs a copy that is missing executes it into the folder: ``make test``
-(``tests/test_jupyterlab.py`` runs every notebook with Run All in a real JupyterLab and saves it there; without
-Chromium, ``tests/test_notebooks.py`` executes what is missing with papermill) or ``make site`` (``build_site.py``,
-papermill, the ``ci`` profile). In CI ``make test`` runs first and ``make site SITE_EXECUTE=0`` builds from its
-copies; run the other way round, the tests take the site's copies, except that the JupyterLab test always runs
-every notebook (that run is what it tests). Either way no notebook runs twice in CI.
+(``tests/notebooks/test_jupyterlab.py`` runs every notebook with Run All in a real JupyterLab and saves it there;
+without Chromium, ``tests/notebooks/test_notebooks.py`` executes what is missing with papermill) or ``make site``
+(``build_site.py``, papermill, the ``ci`` profile). In CI ``make test`` runs first and ``make site SITE_EXECUTE=0``
+builds from its copies; run the other way round, the tests take the site's copies, except that the JupyterLab test
+always runs every notebook (that run is what it tests). Either way no notebook runs twice in CI.
 """
 
 from __future__ import annotations

@@ -1,42 +1,16 @@
-"""Shared test helpers."""
+"""pytest's hooks and fixtures for every test (shared helpers are in tests/helpers/)."""
 
 from __future__ import annotations
 
+import datetime
 import os
+import socket
 import time
-from pathlib import Path
 
 import psutil
 import pytest
 
-from nvtutorial.machine import hardware
-
-
-def run_pids(run_dir: Path) -> list[int]:
-    """Worker pids a run recorded (rank{R}.pid)."""
-    return [int(p.read_text()) for p in Path(run_dir).glob("rank*.pid")]
-
-
-def assert_nothing_left(run_dir: Path, extra_pids: tuple[int, ...] = (), within: float = 1.0) -> None:
-    """No worker of the run (nor any pid in ``extra_pids``) is still alive."""
-    pids = run_pids(run_dir) + list(extra_pids)
-    assert pids, f"the run in {run_dir} recorded no worker pids"
-    end = time.monotonic() + within
-    while True:
-        alive = [pid for pid in pids if psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
-        if not alive or time.monotonic() > end:
-            break
-        time.sleep(0.05)
-    assert not alive, f"processes of the run still alive: {alive}"
-
-
-def _two_gpus() -> bool:
-    import torch
-
-    return bool(torch.version.cuda) and hardware.gpu_count() >= 2
-
-
-requires_two_gpus = pytest.mark.skipif(not _two_gpus(), reason="needs 2 GPUs with a CUDA build of torch (none here)")
+from nvtutorial import runtime
 
 
 @pytest.fixture
@@ -77,3 +51,21 @@ def pytest_terminal_summary(terminalreporter):
         f"CPU: {t.user + t.system:.0f} s in pytest, {t.children_user + t.children_system:.0f} s in the processes it "
         f"waited for, over {time.time() - psutil.Process().create_time():.0f} s of wall time"
     )
+
+
+@pytest.fixture
+def one_rank(tmp_path):
+    """A gloo world of one rank in this process, as a workload's context."""
+    import torch
+    import torch.distributed as dist
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    dist.init_process_group(
+        "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=1, timeout=datetime.timedelta(seconds=30)
+    )
+    yield runtime.Context(
+        rank=0, local_rank=0, world_size=1, backend="gloo", device=torch.device("cpu"), run_dir=tmp_path
+    )
+    dist.destroy_process_group()

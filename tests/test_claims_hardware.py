@@ -26,10 +26,9 @@ from nvtutorial.chapters.ch02_environment import report as environment
 from nvtutorial.machine import doctor, hardware, links, topology
 from nvtutorial.report import claims
 from nvtutorial.results import RunResult
-from tests.conftest import requires_two_gpus
-from tests.test_bandwidth import run_of, sweep, sweep_row
-
-ROOT = Path(__file__).resolve().parent.parent
+from tests.helpers.hardware_runs import run_of, sweep, sweep_row
+from tests.helpers.launch import requires_two_gpus
+from tests.helpers.paths import ROOT
 
 
 def reference_run(name: str) -> RunResult:
@@ -334,7 +333,7 @@ def test_the_launch_figure_keeps_its_label_clear_of_the_axes():
     import matplotlib.pyplot as plt
 
     from nvtutorial.chapters.ch00_welcome import plots as launch_plots
-    from tests.test_bandwidth import assert_readable
+    from tests.helpers.hardware_runs import assert_readable
 
     run = types.SimpleNamespace(
         first_output_s=9.9,

@@ -18,9 +18,10 @@ from nvtutorial.chapters.ch06_pitfalls import report as rp
 from nvtutorial.chapters.ch06_pitfalls import report_measured as rm
 from nvtutorial.report import claims
 from nvtutorial.results import RunResult
-from tests import pitfalls_results as made
+from tests.helpers import pitfalls_results as made
+from tests.helpers.paths import ROOT
 
-REFERENCE = Path(__file__).resolve().parent.parent / "reference" / "h200x2"
+REFERENCE = ROOT / "reference" / "h200x2"
 RUNS = REFERENCE / "runs"
 
 OLD_WORKLOAD_LINES = {
@@ -105,7 +106,7 @@ def _line_of(frame: dict[str, Any]) -> str:
         return OLD_WORKLOAD_LINES[(name, frame["line"])]
     parts = Path(frame["file"]).parts
     if "nvtutorial" in parts:
-        here = Path(__file__).resolve().parent.parent.joinpath(*parts[parts.index("nvtutorial") :])
+        here = ROOT.joinpath(*parts[parts.index("nvtutorial") :])
         if here.is_file() and "lessons" in here.parts:
             lines = here.read_text().splitlines()
             return lines[frame["line"] - 1].strip() if frame["line"] <= len(lines) else ""

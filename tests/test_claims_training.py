@@ -30,8 +30,9 @@ from nvtutorial.report import claims
 from nvtutorial.results import EnvInfo, RunResult, typed
 from nvtutorial.runtime import free_port
 from nvtutorial.teach import ranks
+from tests.helpers.paths import ROOT
 
-REFERENCE = Path(__file__).resolve().parent.parent / "reference" / "h200x2" / "runs"
+REFERENCE = ROOT / "reference" / "h200x2" / "runs"
 LESSON_ARGS = [
     "--model",
     "tiny",
@@ -77,7 +78,7 @@ def _reference() -> dict[str, RunResult]:
 
 
 REF = _reference()
-H100 = Path(__file__).resolve().parent.parent / "reference" / "h100x1" / "runs"
+H100 = ROOT / "reference" / "h100x1" / "runs"
 """Runs of the one-H100 executed copy (c090d07): notebook 04's A/Bs on one GPU and its attention run."""
 
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import ast
 import dataclasses
 import json
-from pathlib import Path
 
 import pytest
 
@@ -20,10 +19,11 @@ from nvtutorial.chapters.ch01_hardware import workload_gpu_links as workload
 from nvtutorial.machine import hardware
 from nvtutorial.nvml import GPUDetail
 from nvtutorial.results import typed
-from tests.test_bandwidth import one_rank, run_of  # noqa: F401 - one_rank is a fixture
+from tests.helpers.hardware_runs import run_of
+from tests.helpers.paths import ROOT
 
 GIB = 1 << 30
-NOTEBOOK = Path(__file__).resolve().parent.parent / "notebooks" / "01_hardware.ipynb"
+NOTEBOOK = ROOT / "notebooks" / "01_hardware.ipynb"
 PART = "one GPU's links"
 ONE = course.Machine(("NVIDIA H200",), 16, "2.28.9")
 TWO = course.Machine(("NVIDIA H200", "NVIDIA H200"), 32, "2.28.9")
@@ -378,7 +378,7 @@ def test_the_table_gives_each_share():
 
 # --- the committed one-GPU run (reference/h100x1) ------------------------------------------------------------
 
-H100_RUN = Path(__file__).resolve().parent.parent / "reference/h100x1/runs/gpu_links-20261207-025628-9b7836"
+H100_RUN = ROOT / "reference/h100x1/runs/gpu_links-20261207-025628-9b7836"
 
 
 def test_the_committed_h100_run_through_the_notebooks_readers(monkeypatch):

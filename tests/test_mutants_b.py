@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import gzip
 import types
-from pathlib import Path
 
 import pytest
 import torch
@@ -19,12 +18,13 @@ from nvtutorial.chapters.ch05_profiling import report_traces as traces
 from nvtutorial.chapters.ch06_pitfalls import exercises as pitfalls
 from nvtutorial.chapters.ch06_pitfalls import report_measured as rm
 from nvtutorial.chapters.ch07_collectives import report_compression as cr
-from tests import pitfalls_results as pitfalls_made
-from tests import profile_step_results as made
-from tests.ranks_harness import on_ranks
-from tests.typed_runs import run_of
+from tests.helpers import paths as test_paths
+from tests.helpers import pitfalls_results as pitfalls_made
+from tests.helpers import profile_step_results as made
+from tests.helpers.ranks import on_ranks
+from tests.helpers.typed_runs import run_of
 
-FIXTURES = Path(__file__).parent / "fixtures" / "traces"
+FIXTURES = test_paths.FIXTURES / "traces"
 CPU_TRACES = [FIXTURES / "cpu_gloo_rank0.json.gz", FIXTURES / "cpu_gloo_rank1.json.gz"]
 DMON = (
     "#Time gpu sm mem enc dec\n#HH:MM:SS Idx % % % %\n10:00:01 0 5 1 0 0\n10:00:02 0 98 3 0 0\n"

@@ -25,8 +25,8 @@ from nvtutorial.chapters.ch06_pitfalls import report as rp
 from nvtutorial.chapters.ch06_pitfalls import report_measured as rm
 from nvtutorial.chapters.ch06_pitfalls import schema, workload
 from nvtutorial.report import claims
-from tests import pitfalls_results as made
-from tests.conftest import assert_nothing_left, requires_two_gpus
+from tests.helpers import pitfalls_results as made
+from tests.helpers.launch import assert_nothing_left, requires_two_gpus
 
 TINY = ["--model", "tiny", "--image-size", "16", "--batch-size", "4", "--samples", "16"]
 
@@ -199,7 +199,7 @@ def test_the_loader_is_measured_on_every_rank_in_windows(runs_dir):
 
 def _notebook_06(monkeypatch, gpus: int, **values) -> dict:
     """Notebook 06's set-up and plan cells, run as the kernel runs them, on a machine with ``gpus`` H200s."""
-    from tests import notebook_cells
+    from tests.helpers import notebook_cells
 
     machine = course.Machine(("NVIDIA H200",) * gpus, 16, "2.28.9" if gpus else None)
     monkeypatch.setattr(course.Machine, "here", classmethod(lambda cls: machine))
@@ -243,7 +243,7 @@ def test_each_measurement_runs_where_the_notebooks_plan_puts_it(monkeypatch, cap
         return types.SimpleNamespace(label="a fake run")
 
     monkeypatch.setattr(traps.launch, "run", run)
-    from tests import notebook_cells
+    from tests.helpers import notebook_cells
 
     with pytest.raises(Exception):  # noqa: B017 - the cell goes on to read the fake run: what it launched is the test
         exec(notebook_cells.cells("06_pitfalls")["487a5d83"].source, ns)  # noqa: S102 - the notebook's own cell

@@ -428,7 +428,7 @@ class _Ran(Exception):
 def _notebook_08(monkeypatch, gpus: int, **values):
     from nvtutorial import course
     from nvtutorial.teach import ranks
-    from tests import notebook_cells
+    from tests.helpers import notebook_cells
 
     machine = course.Machine(("NVIDIA H200",) * gpus, 16, "2.28.9" if gpus else None)
     monkeypatch.setattr(course.Machine, "here", classmethod(lambda cls: machine))
@@ -468,7 +468,7 @@ def test_the_one_gpu_you_have_runs_one_rank_on_it(monkeypatch, profile, sizes):
     for), two timed repeats of one step and no warm-up: enough for a peak, the ladder's repeats are for timings; the
     loss for two steps (one update)."""
     import nvtutorial
-    from tests import notebook_cells
+    from tests.helpers import notebook_cells
 
     ns = _notebook_08(monkeypatch, 1, profile=profile)
     asked = []
@@ -522,7 +522,7 @@ def test_the_kernels_model_shapes_leave_its_runs_warm():
 
 
 def test_the_one_gpu_part_is_skipped_with_its_reason_elsewhere(monkeypatch, capsys):
-    from tests import notebook_cells
+    from tests.helpers import notebook_cells
 
     for gpus in (0, 2):
         ns = _notebook_08(monkeypatch, gpus)

@@ -33,10 +33,11 @@ from nvtutorial.chapters.ch05_profiling import report_traces as traces
 from nvtutorial.chapters.ch05_profiling import schema
 from nvtutorial.machine import telemetry
 from nvtutorial.teach import check
-from tests import profile_step_results as made
-from tests.typed_runs import run_of
+from tests.helpers import paths as test_paths
+from tests.helpers import profile_step_results as made
+from tests.helpers.typed_runs import run_of
 
-FIXTURES = Path(__file__).parent / "fixtures" / "traces"
+FIXTURES = test_paths.FIXTURES / "traces"
 SYNTHETIC = FIXTURES / "synthetic_gpu.json"
 CPU_TRACES = [FIXTURES / "cpu_gloo_rank0.json.gz", FIXTURES / "cpu_gloo_rank1.json.gz"]
 
@@ -796,7 +797,7 @@ def test_profile_step_run_reports_every_rank_consistently(runs_dir):
 
 def _notebook_sizes(name: str) -> dict:
     """``SIZES`` of a notebook's parameters cell, as the notebook has it."""
-    from tests import notebook_cells
+    from tests.helpers import notebook_cells
 
     return notebook_cells.parameters(name.removesuffix(".ipynb"))["SIZES"]
 
@@ -806,7 +807,7 @@ def test_notebook_05_watches_the_gpu_its_plan_runs_on(monkeypatch, gpus):
     """Review N5, through notebook 05's own cells: the two-rank step is watched where it runs on GPUs; on one GPU the
     two ranks run on the CPU (nothing sampled) and the GPU runs one rank at the lesson's sizes, watched; without a
     GPU nothing is sampled and nothing more runs."""
-    from tests import notebook_cells
+    from tests.helpers import notebook_cells
 
     machine = course.Machine(("NVIDIA H200",) * gpus, 16, "2.28.9" if gpus else None)
     monkeypatch.setattr(course.Machine, "here", classmethod(lambda cls: machine))

@@ -1,0 +1,614 @@
+"""Notebooks 01 and 02's verdicts at their rules (``report/bandwidth.py``, ``lab.py``, ``links.py``,
+``environment.py``): the parsers on edge cases, each threshold from both sides, each branch. The reference runs and
+saved outputs are read in ``tests/test_claims_hardware.py``; fuller fake runs in ``tests/test_bandwidth.py``."""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+from pathlib import Path
+
+import pytest
+
+from nvtutorial.chapters.ch01_hardware import report as bandwidth
+from nvtutorial.chapters.ch01_hardware import report as bw
+from nvtutorial.chapters.ch01_hardware import report_lab as labreport
+from nvtutorial.chapters.ch01_hardware import report_links as links
+from nvtutorial.chapters.ch01_hardware import report_reference, schema_allreduce
+from nvtutorial.chapters.ch01_hardware import report_reference as reference_runs
+from nvtutorial.chapters.ch02_environment import report as env
+from nvtutorial.machine import doctor
+from nvtutorial.machine.links import SOURCE_NVLINK_CARDS, card
+from nvtutorial.report.verdict import compare
+from nvtutorial.results import RunResult
+from tests.helpers.hardware_runs import copy_row, run_of, sendrecv, sendrecv_row, sweep, sweep_row
+
+GIB = 1 << 30
+
+
+# --------------------------------------------------------------------------- nccl-tests output
+NCCL_TESTS = """\
+# nccl-tests version 2.17.6 nccl-headers=22809 nccl-library=22809
+#  Rank  0 Group  0 Pid   1234 on         vm device  0 [0000:18:00] NVIDIA H200
+#  Rank  1 Group  0 Pid   1235 on         vm device  1 [0000:2a:00] NVIDIA H200
+#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong
+        1024           256     float     sum      -1    20.00    0.05    0.05      0    19.00    0.05    0.05      0
+  1073741824     268435456     float     sum      -1  3000.00  357.91  357.91    N/A  3010.00  356.72  356.72    N/A
+# Out of bounds values : 0 OK
+# Avg bus bandwidth    : 179.0
+== P2P off
+  1073741824     268435456     float     sum  3000.00   30.00   30.00      0  3000.00   31.00   31.00      0
+        1024           256     float     sum      -1    garbage
+"""
+
+
+def test_parse_nccl_tests_blocks_rows_and_versions():
+    runs = bw.parse_nccl_tests(NCCL_TESTS)
+    assert [r.label for r in runs] == ["nccl-tests", "P2P off"]
+    first, second = runs
+    assert first.version == "2.17.6" and first.avg_busbw == 179.0 and first.devices == ["NVIDIA H200", "NVIDIA H200"]
+    assert first.rows[0] == {
+        "size": 1024,
+        "count": 256,
+        "type": "float",
+        "redop": "sum",
+        "root": -1,
+        "time_us": 20.0,
+        "algbw": 0.05,
+        "busbw": 0.05,
+        "wrong": "0",
+        "ip_time_us": 19.0,
+        "ip_algbw": 0.05,
+        "ip_busbw": 0.05,
+        "ip_wrong": "0",
+    }
+    assert first.busbw_at(GIB) == 357.91 and first.busbw_at(GIB, in_place=True) == 356.72 and first.busbw_at(7) is None
+    assert second.rows == [dict(second.rows[0])] and second.rows[0]["root"] is None  # an older version: no root column
+    assert second.rows[0]["busbw"] == 30.0 and second.rows[0]["ip_busbw"] == 31.0
+    assert bw._number("N/A") is None and bw._number("1.5") == 1.5
+    assert bw.parse_nccl_tests("# only comments\n") == []
+
+
+def test_rows_after_the_average_belong_to_a_new_block():
+    text = (
+        "        1024  256 float sum -1 20.0 0.05 0.05 0 19.0 0.05 0.05 0\n# Avg bus bandwidth : 1.5\n"
+        "        2048  512 float sum -1 20.0 0.10 0.10 0 19.0 0.10 0.10 0\n"
+    )
+    first, second = bw.parse_nccl_tests(text)
+    assert first.avg_busbw == 1.5 and [r["size"] for r in first.rows] == [1024]
+    assert second.label == "nccl-tests" and [r["size"] for r in second.rows] == [2048]
+
+
+def test_parse_torch_busbw():
+    text = (
+        "== torch allreduce default\ntorch-allreduce 1048576 B 100.0 us algbw 10.0 busbw 10.0 GB/s\nnoise\n"
+        "== other\ntorch-allreduce 2048 B 5.5 us algbw 0.4 busbw 0.4 GB/s\n"
+    )
+    out = bw.parse_torch_busbw(
+        "torch-allreduce 1 B 1.0 us algbw 1.0 busbw 1.0 GB/s\n" + text
+    )  # before a label: dropped
+    assert out == {
+        "torch allreduce default": [{"size": 1048576, "time_us": 100.0, "algbw": 10.0, "busbw": 10.0}],
+        "other": [{"size": 2048, "time_us": 5.5, "algbw": 0.4, "busbw": 0.4}],
+    }
+
+
+def test_the_saved_references():
+    ref = bw.reference_nccl_tests()
+    assert list(ref) == ["default", "P2P off", "P2P+SHM off"] and ref["default"].busbw_at(GIB) > 300
+    frame = bw.reference_frame()
+    assert frame.columns.name == "nccl-tests busbw GB/s on the reference 2× H200" and list(frame.columns) == list(ref)
+    assert bw.reference_sweep_busbw() == (GIB, 326.76)
+    size, value = bw.reference_sweep_busbw(GIB // 4)
+    assert size == GIB // 4 and 0 < value < 326.76
+    assert bw.reference_torch_busbw(GIB)[0] == GIB and set(bw.reference_torch()) >= {"torch allreduce default"}
+
+
+# --------------------------------------------------------------------------- our rows
+def result(rows, gpu=True, names=("NVIDIA H200", "NVIDIA H200"), link="NV18", wire=None):
+    """An ``allreduce_bench`` run with these rows (rank 0's, typed)."""
+    return run_of(sweep(rows, wire), gpu=gpu, names=names, link=link)
+
+
+def test_rows_sizes_and_repeats():
+    rows = [sweep_row(1024, 1.0, time_us=2.0), sweep_row(4096, 3.0, time_us=2.5)]
+    assert bw.sweep_rows(rows) == tuple(rows) and bw.sweep_rows(result(rows)) == tuple(rows)
+    assert bw.sweep_of(result(rows)) == sweep(rows) and bw.rows_of(result(rows)) == [
+        dataclasses.asdict(r) for r in rows
+    ]
+    assert bw.at_size(rows) == (4096, 3.0) and bw.at_size(rows, 1024) == (1024, 1.0)
+    assert bw.at_size(rows, 1024, key="time_us") == (1024, 2.0)
+    with pytest.raises(KeyError, match="size 2 KiB was not measured; sizes: 1 KiB, 4 KiB"):
+        bw.at_size(rows, 2048)
+    with pytest.raises(ValueError, match="measured nothing"):
+        bw.at_size([])
+    assert sweep_row(1, 2.0, samples=[1, 3]).samples() == (1.0, 3.0)
+    assert dataclasses.replace(sweep_row(1, 2.0, samples=[1.5, 2.5]), busbw_repeats=()).samples() == (1.5, 2.0, 2.5)
+    old = copy_row("cuda:0 → cuda:1", "one way", 1, 4.0)
+    assert dataclasses.replace(old, gbps_repeats=()).samples() == (4.0, 4.0, 4.0)
+    assert bw.is_gpu(result(rows)) and not bw.is_gpu(result(rows, gpu=False)) and not bw.is_gpu(rows)
+    frame = bw.sweep_frame(result(rows))
+    assert list(frame["size_label"]) == ["1 KiB", "4 KiB"] and frame.attrs["where"] == result(rows).label
+    assert list(frame.columns) == ["size_label", *(f.name for f in dataclasses.fields(schema_allreduce.Row))]
+    assert bw.sweep_frame(result([])).empty
+
+
+def test_the_reference_machine():
+    assert bw.same_machine_as_reference(result([]))
+    assert not bw.same_machine_as_reference(result([], link="NV12"))
+    assert not bw.same_machine_as_reference(result([], names=("NVIDIA H100", "NVIDIA H100")))
+    assert not bw.same_machine_as_reference(result([], gpu=False))
+    assert not bw.same_machine_as_reference(types.SimpleNamespace(env=None))
+
+
+def test_the_reference_check_at_99_percent():
+    ref = bw.reference_nccl_tests()["default"]
+    ip1, ip4 = ref.busbw_at(GIB, True), ref.busbw_at(4 * GIB, True)
+    just = result([sweep_row(GIB, 0.99 * ip1), sweep_row(4 * GIB, 0.99 * ip4)])
+    assert bw.reference_check(just)[1].status == "pass"
+    below = result([sweep_row(GIB, 0.989 * ip1), sweep_row(4 * GIB, ip4)])
+    table, v = bw.reference_check(below)
+    assert v.status == "fail" and v.numbers["ratio at 1 GiB"] == pytest.approx(0.989, abs=1e-4)
+    assert v.numbers["target"] == 0.99 and "4 GiB" not in v.text.split(":")[1]
+    assert bw.reference_check(below, target=0.98)[1].status == "pass"
+    assert bw.reference_check(below, sizes=(4 * GIB,))[1].status == "pass"
+    spread = v.numbers["nccl-tests own spread at 1 GiB"]
+    inside = result([sweep_row(GIB, (1 - spread / 2) * ip1)])
+    _, v = bw.reference_check(inside, target=1.0)
+    assert v.status == "fail" and "within the benchmark's own spread" in v.text and "4 GiB: not measured" in v.text
+
+
+def test_small_message_cost_at_its_factor():
+    rows = [sweep_row(1024 * 2**i, time_us=t) for i, t in enumerate((10.0, 12.0, 15.0, 15.1, 40.0))]
+    run = result(rows)
+    v = bw.small_message_cost(run)
+    assert v.status == "info" and v.numbers["flat_up_to"] == 4096 and v.numbers["flat_time_us_max"] == 15.0
+    assert v.numbers["flat_from"] == 1024 and "From 1 KiB to 4 KiB (4× the size)" in v.text  # nothing slow: the first
+    assert v.key == "small messages" and v.where == run.label != ""
+    assert v.numbers["smallest"] == 1024 and v.numbers["largest"] == 16384 and v.numbers["time_us_largest"] == 40.0
+    assert bw.small_message_cost(result(rows), flat_factor=1.51).numbers["flat_up_to"] == 8192
+    none = bw.small_message_cost(result([sweep_row(1024, time_us=10.0), sweep_row(2048, time_us=15.01)]))
+    assert none.numbers["flat_up_to"] is None and none.numbers["flat_from"] is None and "no flat region" in none.text
+    assert bw.FLAT_FACTOR == 1.5
+
+
+REVIEW_H200_ROWS = ((1024, 680.7), (8192, 280.805), (65536, 217.377), (524288, 419.264), (1 << 20, 649.854))
+"""The 2026-12-06 review's one-H200 copy (gloo ranks on the CPU): 217 → 419 → 650 µs from 64 KiB to 1 MiB, after a
+slow first size (N3: anchored on that first size, this curve was called 'a fixed cost per call' up to 1 MiB)."""
+
+
+def test_small_message_plateau_is_anchored_on_the_fastest_call_so_far():
+    run = result([sweep_row(s, time_us=t) for s, t in REVIEW_H200_ROWS], gpu=False)
+    v = bw.small_message_cost(run)
+    assert v.numbers["flat_up_to"] == 65536 and v.numbers["floor_size"] == 65536  # 419 > 1.5 × 217: the plateau ends
+    assert v.numbers["slow_sizes"] == [1024]  # 680.7 > 1.5 × 217.4: slower than larger messages, named as such
+    assert (v.numbers["flat_time_us_min"], v.numbers["flat_time_us_max"]) == (217.377, 280.805)
+    assert "1 KiB took 680.7 µs" in v.text and "not a cost of the size" in v.text
+    # R1-13: the plateau's range starts at its first steady size, not at the slow size it then excludes
+    assert v.numbers["flat_from"] == 8192 and "From 8 KiB to 64 KiB (8× the size)" in v.text
+    # both sides of the factor at 512 KiB: 419.264 / 217.377 = 1.9288
+    assert bw.small_message_cost(run, flat_factor=1.928).numbers["flat_up_to"] == 65536
+    wider = bw.small_message_cost(run, flat_factor=1.929)
+    assert wider.numbers["flat_up_to"] == 524288  # then 1 MiB: 649.854 > 1.929 × 217.377 = 419.3
+    # both sides of the factor for the slow first size: 680.7 / 217.377 = 3.1314 (1 MiB joins the plateau first)
+    assert bw.small_message_cost(run, flat_factor=3.131).numbers["slow_sizes"] == [1024]
+    loose = bw.small_message_cost(run, flat_factor=3.132)
+    assert loose.numbers["slow_sizes"] == [] and loose.numbers["flat_up_to"] == 1 << 20
+    assert "not a cost" not in loose.text
+
+
+def test_small_messages_without_a_plateau_say_why():
+    slow_then_rising = [sweep_row(1024, time_us=500.0), sweep_row(2048, time_us=200.0), sweep_row(4096, time_us=301.0)]
+    v = bw.small_message_cost(slow_then_rising)
+    assert v.numbers["flat_up_to"] is None and v.numbers["slow_sizes"] == [1024] and "no flat region" in v.text
+    assert "the next size, 4 KiB, took 301.0 µs" in v.text  # 301 > 1.5 × 200
+    just = [sweep_row(1024, time_us=500.0), sweep_row(2048, time_us=200.0), sweep_row(4096, time_us=300.0)]
+    assert bw.small_message_cost(just).numbers["flat_up_to"] == 4096  # 300 = 1.5 × 200: still flat
+    ends = bw.small_message_cost([sweep_row(1024, time_us=500.0), sweep_row(2048, time_us=200.0)])
+    assert ends.numbers["flat_up_to"] is None and "no size after the fastest was measured" in ends.text
+
+
+def sr(one, both, size=1 << 28, gpu=True, spread=0.005):
+    rows = [sendrecv_row(size, d, v, spread=spread) for d, v in (("one way", one), ("both ways", both))]
+    return run_of(sendrecv(rows), gpu=gpu)
+
+
+def test_send_recv_both_ways_against_one():
+    v = bw.sendrecv_duplex(sr(100.0, 85.0))
+    assert v.status == "slower" and v.numbers["size"] == 1 << 28
+    assert v.numbers["ratio"] == pytest.approx(0.85)
+    assert bw.sendrecv_duplex(sr(100.0, 100.5)).status == "no change"
+    assert "CPU simulation" in bw.sendrecv_duplex(sr(1.0, 0.5, gpu=False)).text
+    assert bw.sendrecv_duplex(run_of(sendrecv([sendrecv_row(1, "one way", 1.0)]))).status == "info"
+    frame = bw.sendrecv_frame(sr(100.0, 85.0))
+    assert list(frame.columns) == ["both ways: GB/s per direction", "one way: GB/s per direction"]
+    assert list(frame.index) == ["256 MiB"] and bw.sendrecv_frame(run_of(sendrecv([]))).empty
+
+
+def copy_rows(one, both, busy=(0.9, 1.0)):
+    rows = [
+        copy_row("cuda:0 → cuda:1", "one way", GIB, one),
+        copy_row("cuda:0 → cuda:1", "both at once", GIB, both, busy_share=busy[0]),
+        copy_row("cuda:1 → cuda:0", "one way", GIB, one),
+        copy_row("cuda:1 → cuda:0", "both at once", GIB, both * 0.9, busy_share=busy[1]),
+    ]
+    return bw.CopyRun(rows=rows, label="GPU", note="")
+
+
+def test_the_copy_engines():
+    run = copy_rows(394.0, 390.0)
+    simulated = [copy_row("host memcpy (simulation, not a GPU link)", "one way", GIB, 20.0)]
+    assert run.measured and not bw.CopyRun(rows=simulated, label="", note="").measured
+    assert not bw.CopyRun(rows=(), label="", note="skipped").measured
+    expectation = types.SimpleNamespace(physical_gbps=450.0)
+    v = run.verdict(expectation)
+    assert v.numbers == {"size": GIB, "gbps": 394.0, "share_of_physical": 394.0 / 450.0}
+    assert "88% of the 450 GB/s physical limit" in v.text and run.verdict().numbers == {"size": GIB, "gbps": 394.0}
+    d = run.duplex()
+    assert d.numbers["path"] == "cuda:1 → cuda:0" and d.status == "slower"  # the worse of the two directions
+    assert d.numbers["busy_share_min"] == 0.9
+    none = bw.CopyRun(rows=[], label="GPU", note="no GPU")
+    assert none.verdict().numbers == {"reference_gbps": 394.0} and none.duplex().status == "info"
+    assert list(run.frame()["size_label"]) == ["1 GiB"] * 4 and "gbps_repeats" not in run.frame()
+    assert list(run.frame().columns)[:3] == ["path", "size_label", "mode"]
+    busy = run.frame()["busy_share"]  # one-way rows have none: empty cells, as when the workload left it out
+    assert busy.isna().tolist() == [True, False, True, False] and busy[1] == 0.9
+    assert "busy_share" not in bw.CopyRun(rows=simulated, label="", note="").frame()
+    assert none.frame().to_dict("records") == [
+        {"path": "cuda:0 → cuda:1", "note": "no GPU"}  # R5-12: no None cells
+    ]
+
+
+def test_the_duplex_verdict_branches():
+    flat = copy_rows(394.0, 394.0)
+    flat.rows[3] = copy_row("cuda:1 → cuda:0", "both at once", GIB, 394.0, busy_share=1.0)
+    v = bw.duplex_verdict(sr(100.0, 85.0), flat)
+    assert v.numbers == {
+        "nccl_ratio": pytest.approx(0.85),
+        "nccl_status": "slower",
+        "copy_ratio": 1.0,
+        "copy_status": "no change",
+    }
+    assert "NCCL's send/recv does not" in v.text
+    both_keep = bw.duplex_verdict(sr(100.0, 100.0), flat)
+    assert "Both directions at once keep the one-way rate" in both_keep.text
+    engines_lose = bw.duplex_verdict(sr(100.0, 85.0), copy_rows(394.0, 300.0))
+    assert "lose rate with the copy engines too" in engines_lose.text
+    assert "Without the copy-engine measurement" in bw.duplex_verdict(sr(100.0, 85.0)).text
+    assert "Without the copy-engine" in bw.duplex_verdict(sr(100.0, 85.0), bw.CopyRun([], "", "none")).text
+    assert "CPU simulation" in bw.duplex_verdict(sr(1.0, 0.5, gpu=False), flat).text
+
+
+@pytest.mark.parametrize("ratio, status", [(1.0499, "pass"), (0.9501, "pass"), (1.0501, "fail"), (0.9499, "fail")])
+def test_the_ring_bytes_within_5_percent(ratio, status):
+    wire = schema_allreduce.Wire(
+        available=True,
+        size=GIB,
+        iters=10,
+        links_read=18,
+        links_carrying=18,
+        tx_bytes_per_op=ratio * GIB,
+        rx_bytes_per_op=GIB,
+        expected_bytes_per_op=float(GIB),
+        tx_ratio=ratio,
+        rx_ratio=1.0,
+    )
+    table, v = bw.wire_report(result([], wire=wire))
+    assert v.status == status and v.numbers == {
+        "tx_ratio": ratio,
+        "rx_ratio": 1.0,
+        "links_carrying": 18,
+        "reference_ratio": 1.0000316,
+    }
+    assert table.iloc[0]["sent ÷ formula"] == round(ratio, 3)
+    assert bw.wire_report(result([]))[1].numbers == {"reference_ratio": 1.0000316}
+    assert "wire_bytes=0" in bw.wire_report(result([]))[1].text
+
+
+# --------------------------------------------------------------------------- the lab and C7
+def lab_run(name, busbw, gpu=True, envs=None, read=(), summary="P2P/CUMEM", version="2.28.9"):
+    rows = [sweep_row(s, v, samples=(v * 0.999, v, v * 1.001), repeats=3) for s, v in busbw.items()]
+    path = types.SimpleNamespace(name=name, env=envs or {})
+    transport = types.SimpleNamespace(summary=summary, env_set=dict.fromkeys(read, "1"), version=version)
+    return labreport.LabRun(path=path, result=result(rows, gpu=gpu), transport=transport)
+
+
+def test_the_lab_verdict_names_the_slowest_path():
+    lab = [lab_run("default", {GIB: 330.0}), lab_run("P2P off", {GIB: 30.0}), lab_run("P2P+SHM off", {GIB: 3.0})]
+    v = labreport.lab_verdict(lab)
+    assert v.status == "slower" and v.numbers["slowest_path"] == "P2P+SHM off" and v.numbers["size"] == GIB
+    assert (
+        v.numbers["ratio"] == compare(lab[0].rows[0].samples(), lab[2].rows[0].samples(), lower_is_better=False).ratio
+    )
+    cpu = [lab_run("default", {1024: 1.0}, gpu=False), lab_run("P2P off", {1024: 1.01}, gpu=False)]
+    assert labreport.lab_verdict(cpu).text.startswith("CPU simulation (gloo ignores")
+    assert "only one path was run" in labreport.lab_verdict(lab[:1]).text
+    assert "CPU simulation: the other paths" in labreport.lab_verdict(cpu[:1]).text
+    with pytest.raises(ValueError, match="no size in common"):
+        labreport.common_largest_size([lab_run("a", {1: 1.0}), lab_run("b", {2: 1.0})])
+    size, c = labreport.compare_paths(lab, "default", "P2P off", size=GIB)
+    assert size == GIB and c.status == "slower"
+
+
+def test_c5_measured_and_its_prediction():
+    lab = [lab_run("default", {GIB: 330.0, 4 * GIB: 340.0}), lab_run("P2P off", {GIB: 30.0, 4 * GIB: 34.0})]
+    v = labreport.claim_nvlink_vs_pcie(lab)
+    assert v.numbers == {"ratio": pytest.approx(10.0), "size": 4 * GIB} and v.where == lab[0].result.label
+    g = labreport.grade_lab_ratio(10.0, lab)
+    assert g.status == "right" and g.text.startswith("You predicted 10 ×: spot on. Measured: 10 ×")
+    ref = labreport.claim_nvlink_vs_pcie(lab[:1])
+    assert ref.where == "reference 2× H200 (saved nccl-tests)" and ref.numbers["size"] == 4 * GIB
+    assert "The reference measured (saved nccl-tests)" in labreport.grade_lab_ratio(5.0, lab[:1]).text
+    cpu = [lab_run("default", {GIB: 1.0}, gpu=False), lab_run("P2P off", {GIB: 1.0}, gpu=False)]
+    assert labreport.claim_nvlink_vs_pcie(cpu).numbers["ratio"] == ref.numbers["ratio"]
+
+
+def c7_lab(source, read=("NCCL_IB_DISABLE",), gpu=True, control=True, same_transport=True):
+    sizes = {1 << 20: 30.0, 16 << 20: 200.0, GIB: 330.0}
+    envs = {"NCCL_NET_GDR_LEVEL": "3", "NCCL_IB_DISABLE": "1"}
+    lab = [
+        lab_run("default", sizes, gpu=gpu),
+        lab_run(
+            "source's settings",
+            {s: v * source.get(s, 1.0) for s, v in sizes.items()},
+            gpu=gpu,
+            envs=envs,
+            read=read,
+            summary="P2P/CUMEM" if same_transport else "SHM",
+        ),
+    ]
+    if control:
+        lab.append(lab_run("P2P off", {s: v / 10 for s, v in sizes.items()}, gpu=gpu))
+    return lab
+
+
+def test_c7_at_its_rule():
+    v = labreport.claim_c7(c7_lab({}))
+    assert v.status == "wrong" and v.numbers["sizes"] == 2 and v.numbers["no_change"] == 2  # 1 MiB left out on GPUs
+    assert v.numbers["control_ratio"] == pytest.approx(0.1) and "never read NCCL_NET_GDR_LEVEL" in v.text
+    assert v.numbers["largest_change"] == 0.0 and "transport P2P/CUMEM in both runs" in v.text
+    faster = labreport.claim_c7(c7_lab({GIB: 1.05}))
+    assert faster.status == "partly" and faster.numbers["faster"] == 1
+    assert "faster beyond the noise at 1 GiB:" in faster.text  # the sizes it names are the faster ones
+    slower = labreport.claim_c7(c7_lab({GIB: 0.9}, same_transport=False))
+    assert slower.status == "wrong" and slower.numbers["slower"] == 1 and "transports P2P/CUMEM and SHM" in slower.text
+    assert "slower at 1 GiB (" in slower.text
+    read_both = labreport.claim_c7(c7_lab({}, read=("NCCL_IB_DISABLE", "NCCL_NET_GDR_LEVEL")))
+    assert "never read" not in read_both.text
+    assert "control_ratio" not in labreport.claim_c7(c7_lab({}, control=False)).numbers
+    assert labreport.claim_c7(c7_lab({}), min_size=GIB).numbers["sizes"] == 1
+    cpu = labreport.claim_c7(c7_lab({}, gpu=False))
+    assert cpu.status == "unverifiable" and cpu.numbers["sizes"] == 3  # every size on the CPU
+
+
+def test_c7_rows_and_its_prediction():
+    rows = labreport.c7_rows(c7_lab({GIB: 0.9}))
+    assert [r["size"] for r in rows] == ["16 MiB", "1 GiB"] and rows[1]["verdict"] == "slower"
+    assert rows[1]["repeats"] == "3+3" and rows[1]["ratio"] == pytest.approx(0.9, abs=1e-4)
+    assert labreport.c7_answer(c7_lab({})) == "c" and labreport.c7_answer(c7_lab({GIB: 1.05})) == "a"
+    assert labreport.c7_answer(c7_lab({GIB: 0.9})) == "b"
+    assert labreport.grade_c7("b", c7_lab({GIB: 0.9})).status == "right"
+    cpu = labreport.grade_c7("c", c7_lab({}, gpu=False))
+    assert cpu.status == "right" and cpu.where.startswith("reference 2× H200") and labreport.REFERENCE_C7_ANSWER == "c"
+
+
+def test_the_lab_table():
+    lab = [lab_run("default", {GIB: 330.0}), lab_run("P2P off", {GIB: 30.0}, envs={"NCCL_P2P_DISABLE": "1"})]
+    rows = labreport.lab_rows(lab)
+    assert rows[0]["NCCL variables"] == "—" and rows[1]["NCCL variables"] == "NCCL_P2P_DISABLE=1"
+    assert rows[0]["default ÷ this, at the largest common size"] == rows[0]["largest common size"] == "—"  # R5-12
+    assert rows[1]["default ÷ this, at the largest common size"] == 11.0 and rows[1]["largest common size"] == "1 GiB"
+
+
+# --------------------------------------------------------------------------- C2, C3, C5
+def test_c2_from_the_card_table(monkeypatch):
+    v = links.claim_c2()
+    assert v.status == "partly" and v.numbers["without_nvlink"] == ["GeForce RTX 4090"]
+    assert set(v.numbers["with_nvlink"]) == set(SOURCE_NVLINK_CARDS) - {"GeForce RTX 4090"}
+    # the review's C2 nit: bridges link A100 PCIe cards, not V100 PCIe cards, as the card table the text states says
+    assert not card("Tesla V100 PCIe").has_nvlink and card("A100 PCIe").has_nvlink
+    assert "V100 has NVLink only in its SXM form" in v.text and "V100s or A100s" not in v.text
+    monkeypatch.setattr(links, "SOURCE_NVLINK_CARDS", ("A100 SXM4", "Tesla V100 SXM2"))
+    assert links.claim_c2().status == "holds"
+    monkeypatch.setattr(links, "SOURCE_NVLINK_CARDS", ("GeForce RTX 4090",))
+    assert links.claim_c2().status == "wrong"
+
+
+def test_c5_from_the_vendor_figures(monkeypatch):
+    v = links.claim_c5()
+    rtx = card("GeForce RTX 3090")
+    assert v.status == "wrong" and v.numbers["nvlink_over_pcie"] == pytest.approx(rtx.ratio)
+    assert v.numbers["consumer_over_pro"] == pytest.approx(rtx.nvlink_gbps / card("A100 SXM4").nvlink_gbps)
+    for ratio, status in ((3.0, "holds"), (5.0, "holds"), (2.99, "wrong"), (5.01, "wrong")):
+        fake = types.SimpleNamespace(nvlink_gbps=rtx.nvlink_gbps, pcie_gbps=rtx.nvlink_gbps / ratio, ratio=ratio)
+        monkeypatch.setattr(links, "card", lambda name, f=fake: f if name == "GeForce RTX 3090" else card(name))
+        assert links.claim_c5().status == status
+
+
+def test_c3_from_topologies():
+    from nvtutorial.machine import topology
+
+    v = links.claim_c3()
+    assert v.status == "holds" and v.numbers == {"code": "NV18", "nvlinks": 18}
+    pcie = topology.parse("        GPU0    GPU1\nGPU0     X      PHB\nGPU1    PHB      X\n", source="a PCIe box")
+    none = links.claim_c3(pcie)
+    assert none.status == "unverifiable" and none.numbers == {"code": None} and none.where == "a PCIe box"
+
+
+# --------------------------------------------------------------------------- C4, C6, the minimums, troubleshooting
+FACTS = doctor.reference_facts()
+
+
+@pytest.mark.parametrize(
+    "torch_cuda, driver_cuda, here",
+    [("13.0", "13.0", "ok"), ("13.0", "13.2", "ok"), ("13.1", "13.0", "warn"), ("13.0", "12.8", "fail")],
+)
+def test_c4_is_the_drivers_relation_to_torchs_cuda(torch_cuda, driver_cuda, here):
+    f = dataclasses.replace(FACTS, torch_cuda=torch_cuda, driver_cuda=driver_cuda)
+    v = env.claim_c4(f)
+    assert v.status == "wrong" and v.numbers == {"here": here, "driver_515": "fail", "torch_cuda": torch_cuda}
+    laptop = dataclasses.replace(FACTS, torch_cuda=None, driver=None, driver_cuda=None, gpus=())
+    assert env.claim_c4(laptop).numbers["torch_cuda"] == FACTS.torch_cuda  # the reference's torch is judged
+
+
+def test_c4_partly_if_515_could_run_this_torch():
+    old = dataclasses.replace(FACTS, torch_cuda="11.7", driver_cuda="11.7")
+    v = env.claim_c4(old)
+    assert v.status == "partly" and v.numbers["driver_515"] == "ok"
+
+
+def ab(base, cand):
+    return compare([base, base * 1.001], [cand, cand * 1.001])
+
+
+@pytest.mark.parametrize(
+    "comparison, status",
+    [
+        (None, "unverifiable"),
+        (ab(10.0, 10.0 / 1.12), "holds"),
+        (ab(10.0, 10.0 / 1.07), "holds"),  # the band's edges: +12 % ± 5 points
+        (ab(10.0, 10.0 / 1.17), "holds"),
+        (ab(10.0, 10.0 / 1.0699), "partly"),
+        (ab(10.0, 10.0 / 1.1701), "partly"),
+        (ab(10.0, 10.0 / 1.06), "partly"),
+        (ab(10.0, 10.0 / 1.24), "partly"),
+        (ab(10.0, 10.0 / 1.30), "partly"),
+        (ab(10.0, 10.0), "wrong"),
+        (ab(10.0, 11.0), "wrong"),
+    ],
+)
+def test_c6_is_decided_only_by_an_ab_of_the_wheels(comparison, status):
+    v = env.claim_c6(FACTS, comparison)
+    assert v.key == "C6" and v.status == status
+    if comparison is not None:
+        assert v.numbers["speedup"] == pytest.approx(1 / comparison.ratio - 1)
+        assert v.numbers["status"] == comparison.status and v.numbers["noise"] == comparison.noise
+    assert v.numbers["nccl"] == FACTS.nccl and env.CLAIMED_C6 == 0.12
+
+
+@pytest.mark.parametrize(
+    "torch_v, nccl, cuda, status",
+    [
+        ("2.13.0", "2.28.9", "13.0", "pass"),
+        ("1.13.0", "2.10.3", "11.7", "pass"),
+        ("1.12.1", "2.28.9", "13.0", "fail"),
+        ("2.13.0", "2.9.9", "13.0", "fail"),
+        ("2.13.0", None, None, "pass"),
+        ("2.13.0", None, "13.0", "fail"),
+        (None, None, None, "fail"),
+    ],
+)
+def test_the_sources_version_floors(torch_v, nccl, cuda, status):
+    f = dataclasses.replace(FACTS, torch=torch_v, nccl=nccl, torch_cuda=cuda)
+    v = env.claim_minimums(f)
+    assert v.status == status and v.numbers == {"torch": torch_v, "nccl": nccl}
+
+
+@pytest.mark.parametrize("p2p_ratio, status", [(10.9, "partly"), (1.51, "partly"), (1.5, "info"), (1.0, "info")])
+def test_troubleshooting_no_speed_up(p2p_ratio, status):
+    rows = env.troubleshooting(FACTS, runtime_nccl="2.28.9", is_gpu=True, p2p_ratio=p2p_ratio, topo_code="NV18")
+    assert [v.key for v in rows] == [
+        "troubleshooting: NCCL error",
+        "troubleshooting: out of memory",
+        "troubleshooting: no speed-up",
+    ]
+    assert rows[2].status == status and rows[2].numbers == {
+        "p2p_ratio": p2p_ratio,
+        "topo": "NV18",
+        "reference_ratio": None,
+    }
+
+
+def test_troubleshooting_nccl_versions_and_the_cpu():
+    same = env.troubleshooting(FACTS, "2.28.9+cuda13.0", True, 10.0, "NV18")[0]
+    assert same.status == "partly" and same.numbers == {"runtime_nccl": "2.28.9+cuda13.0", "torch_nccl": FACTS.nccl}
+    other = env.troubleshooting(FACTS, "2.21.5", True, 10.0, "NV18", torch_nccl="2.28.9")[0]
+    assert other.status == "holds" and "DIFFERENT version" in other.text
+    cpu = env.troubleshooting(FACTS, None, False, None, None, reference_ratio=10.9)
+    assert [v.status for v in cpu] == ["partly", "partly", "partly"] and "10.9×" in cpu[2].text
+    assert "On the reference" not in env.troubleshooting(FACTS, None, False, None, None)[2].text
+    assert cpu[1].where == "primary source"
+
+
+def test_every_named_run_is_in_a_checkout_and_loads_with_its_logs():
+    assert reference_runs.available()
+    for name, folder in reference_runs.RUNS.items():
+        run = reference_runs.load(name)
+        assert run.run_dir == reference_runs.FOLDER / folder and run.env.is_gpu
+        assert run.log_files == {r: reference_runs.FOLDER / folder / f"rank{r}.log" for r in range(run.env.world_size)}
+
+
+def test_a_missing_run_says_where_it_ships(monkeypatch, tmp_path):
+    monkeypatch.setattr(reference_runs, "FOLDER", tmp_path)
+    assert not reference_runs.available()
+    with pytest.raises(FileNotFoundError, match="no reference run 'sweep' in .*: it ships with a checkout"):
+        reference_runs.load("sweep")
+    with pytest.raises(KeyError):
+        reference_runs.load("nope")
+
+
+# --------------------------------------------------------------------------- chapter 01: reports
+def _fake_result(tmp_path: Path, name: str, busbw_at: dict[int, float], gpu: bool = True) -> RunResult:
+    """An ``allreduce_bench`` run on 2× H200 (NV18), its label naming it (``name``: its runs tell apart)."""
+    rows = [sweep_row(s, b, spread=0.01) for s, b in busbw_at.items()]
+    result = run_of(sweep(rows), gpu=gpu, name=name, folder=tmp_path / name)
+    assert name in result.label
+    return result
+
+
+def _lab_run(result, name: str, env: dict[str, str] | None = None, summary: str = "P2P/CUMEM") -> labreport.LabRun:
+    return labreport.LabRun(
+        path=types.SimpleNamespace(name=name, env=env or {}),
+        result=result,
+        transport=types.SimpleNamespace(summary=summary, env_set=set(), version=None),
+    )
+
+
+def test_reference_check_says_where_when_no_checked_size_was_reached(tmp_path):
+    result = _fake_result(tmp_path, "small", {1 << 20: 60.0})
+    _, verdict = bandwidth.reference_check(result)
+    assert verdict.status == "info" and verdict.where == result.label
+    assert verdict.numbers["ratio at 1 GiB"] is None and verdict.numbers["ratio at 4 GiB"] is None
+
+
+def test_c7_without_a_common_size_says_where(tmp_path):
+    a = _fake_result(tmp_path, "d", {1 << 20: 60.0})  # below the 16 MiB the GPU comparison starts at
+    b = _fake_result(tmp_path, "s", {1 << 20: 61.0})
+    verdict = labreport.claim_c7([_lab_run(a, "default"), _lab_run(b, "source's settings", {"NCCL_IB_DISABLE": "1"})])
+    assert verdict.status == "unverifiable" and verdict.numbers["sizes"] == 0
+    assert verdict.where == a.label
+
+
+def test_lab_rows_keep_busbw_to_three_decimals(tmp_path):
+    first = _fake_result(tmp_path, "d", {64 << 20: 250.1234, 1 << 30: 331.4567})
+    second = _fake_result(tmp_path, "p", {64 << 20: 27.4444, 256 << 20: 27.5678})
+    rows = labreport.lab_rows([_lab_run(first, "default"), _lab_run(second, "P2P off", {"NCCL_P2P_DISABLE": "1"})])
+    assert [r["busbw there (GB/s)"] for r in rows] == [331.457, 27.568]
+    assert rows[1]["default ÷ this, at the largest common size"] == round(250.1234 / 27.4444, 2)
+
+
+def test_vendor_claims_say_they_come_from_vendor_data():
+    assert links.claim_c2().where == links.VENDOR
+    assert links.claim_c5().where == links.VENDOR
+
+
+def test_reference_load_without_env_counts_the_ranks(tmp_path, monkeypatch):
+    folder = tmp_path / "run-x"
+    folder.mkdir()
+    RunResult(
+        workload="allreduce_bench",
+        params={},
+        returncode=1,
+        wall_s=1.0,
+        first_output_s=None,
+        env=None,
+        ranks=[{}, {}, {}],
+        run_dir=folder,
+        log_files={},
+        log_tail=[],
+    ).save()
+    monkeypatch.setattr(report_reference, "FOLDER", tmp_path)
+    monkeypatch.setattr(report_reference, "RUNS", {"x": "run-x"})
+    result = report_reference.load("x")
+    assert result.env is None and result.run_dir == folder
+    assert result.log_files == {r: folder / f"rank{r}.log" for r in range(3)}

@@ -1,0 +1,20 @@
+"""Tests of nvtutorial/chapters/ch05_profiling/exercises*.py."""
+
+from __future__ import annotations
+
+import pytest
+
+
+@pytest.mark.parametrize(
+    "compute, comm, step, exposed",
+    [
+        ([], [(0, 5), (20, 30)], (10, 40), 10.0),  # a kernel wholly before the step: dropped, the next still counted
+        ([(0, 5)], [(12, 14)], (10, 40), 2.0),  # compute before the step hides nothing
+        ([(10, 20), (20, 25)], [(12, 30)], (10, 40), 5.0),  # touching compute is one stretch
+        ([], [(15, 15), (15, 18)], (10, 40), 3.0),  # an empty interval adds nothing
+    ],
+)
+def test_the_exposed_time_solution_clips_to_the_step(compute, comm, step, exposed):
+    from nvtutorial.chapters.ch05_profiling import exercises_exposed as profile_exposed
+
+    assert profile_exposed.exposed_ms(compute, comm, step) == pytest.approx(exposed)

@@ -1,0 +1,838 @@
+"""Notebook 05's readers and verdicts at their rules: the split, waiting against the wire, the profiler's cost,
+the gradient exchange's price, C12, C13 and C16 (``report/profiling.py``, ``report/traces.py``,
+``report/monitoring.py``). Synthetic per-rank results (the workload's typed ``Rank``, written and read back as a run
+does) on both sides of every threshold; the committed 2× H200 runs are read in ``tests/test_claims_profiling.py``,
+real CPU runs in ``tests/test_traces.py``."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+import time
+import types
+
+import pytest
+
+from nvtutorial.chapters.ch05_profiling import report as p
+from nvtutorial.chapters.ch05_profiling import report as profiling
+from nvtutorial.chapters.ch05_profiling import report_monitoring as monitoring
+from nvtutorial.chapters.ch05_profiling import report_traces as traces
+from nvtutorial.chapters.ch05_profiling import schema
+from nvtutorial.report import claims
+from nvtutorial.report.verdict import compare
+from tests.helpers.paths import ROOT
+from tests.helpers.profile_step_results import kinds, probe, rank, split, sweep_row
+from tests.helpers.typed_runs import run_of
+
+
+def res(*ranks, gpu=True, label="2× test GPU"):
+    return run_of(*ranks, gpu=gpu, label=label, workload="profile_step")
+
+
+# --------------------------------------------------------------------------- the split
+def test_link_columns_and_the_split_frame():
+    sp = split(link=(1.0, 1.0, 0.5))
+    assert p.link_columns(sp) == {
+        "wait_ms": 1.0,
+        "transfer_ms": 1.0,
+        "exposed_wait_ms": 0.5,
+        "exposed_transfer_ms": 0.5,
+        "last_share": 0.5,
+    }
+    assert p.link_columns(split()) == {} and p.link_columns(None) == {}
+    unpaired = dataclasses.replace(split(), link=schema.Link(reason="one rank: no other rank to wait for"))
+    assert p.link_columns(unpaired) == {}
+    frame = p.split_frame(res(rank(sp), rank(split(exposed=0.5))), "NVLink")
+    assert list(frame.columns[:3]) == ["path", "rank", "step_ms"] and list(frame["rank"]) == [0, 1]
+    assert list(frame["exposed_ms"]) == [1.0, 0.5] and frame["wait_ms"][0] == 1.0 and "phase_ms" not in frame
+    assert "path" not in p.split_frame(res(rank(sp))).columns
+    assert list(p.phase_frame(res(rank(sp), rank(None)))["forward_ms"][:1]) == [3.0]
+
+
+@pytest.mark.parametrize(
+    "change, problem",
+    [
+        ({}, None),
+        ({"idle_ms": 1.0 + 1e-6}, None),
+        ({"idle_ms": 1.0 + 2e-5}, "rank 0: the parts add to"),
+        (
+            {"link": schema.Link(wait_ms=1.0, transfer_ms=1.5, exposed_wait_ms=0.5, exposed_transfer_ms=0.5)},
+            "wait + transfer = 2.5000 ms",
+        ),
+        (
+            {"link": schema.Link(wait_ms=1.0, transfer_ms=1.0, exposed_wait_ms=0.9, exposed_transfer_ms=0.5)},
+            "exposed wait + exposed transfer differ",
+        ),
+    ],
+)
+def test_the_split_must_add_up(change, problem):
+    sp = dataclasses.replace(split(link=(1.0, 1.0, 0.5)), **change)
+    v = p.check_split(res(rank(sp), rank(split())))
+    assert v.status == ("pass" if problem is None else "fail") and v.numbers["ranks"] == 2
+    if problem:
+        assert problem in v.text
+    else:
+        assert v.numbers["largest_error_ms"] == pytest.approx(abs(sp.idle_ms - 1.0), abs=1e-12)
+
+
+def test_a_rank_without_a_split_fails_the_check():
+    v = p.check_split(res(rank(split()), rank(None)))
+    assert v.status == "fail" and "rank 1 reported no split" in v.text and v.numbers["largest_error_ms"] == 0.0
+    none = p.check_split(res(label="x"))
+    assert none.status == "fail" and none.numbers == {"ranks": 0, "largest_error_ms": None}
+    big = split(step=1000.0, compute=800.0, comm=100.0, exposed=50.0)
+    big = dataclasses.replace(big, idle_ms=big.idle_ms + 5e-4)  # relative to the step: within 1e-6 × 1000 ms
+    assert p.check_split(res(rank(big))).status == "pass"
+
+
+def test_the_estimate_of_the_wire():
+    paired = p.link_estimate([split(link=(1.5, 0.5, 0.6)), split(comm=1.0, exposed=0.4, link=(0.3, 0.7, 0.1))])
+    assert paired == {
+        "source": "paired traces",
+        "link_ms": 0.5,
+        "exposed_link_ms": pytest.approx(0.3),
+        "wait_ms": [1.5, 0.3],
+    }
+    least = p.link_estimate([split(comm=2.0, exposed=1.2), None, split(comm=0.5, exposed=0.2)])
+    assert least == {"source": "least of the ranks", "link_ms": 0.5, "exposed_link_ms": 0.2, "wait_ms": [1.5, 0.0]}
+    mixed = p.link_estimate([split(link=(1.5, 0.5, 0.6)), split(comm=0.5, exposed=0.2)])
+    assert mixed["source"] == "least of the ranks"  # one rank without paired traces: the estimate for all
+
+
+def test_the_split_verdict():
+    v = p.verdict_split(
+        res(rank(split(comm=2.0, exposed=1.2, step=10.0)), rank(split(comm=0.5, exposed=0.2, step=12.0)))
+    )
+    n = v.numbers
+    assert v.status == "info" and n["comm_ms"] == [2.0, 0.5] and n["exposed_ms"] == [1.2, 0.2]
+    assert n["waiting_share"] == [0.75, 0.0] and n["link_ms"] == 0.5 and n["exposed_link_ms"] == 0.2
+    assert (
+        n["step_ms"] == 11.0
+        and n["exposed_link_share"] == pytest.approx(0.2 / 11)
+        and n["source"] == "least of the ranks"
+    )
+    assert "75 % of rank 0's communication" in v.text
+    over = p.verdict_split(
+        res(rank(split(comm=1.0, exposed=0.5, link=(1.5, 0.2, 0.3))), rank(split(link=(0.0, 2.0, 0.0))))
+    )
+    assert over.numbers["waiting_share"] == [1.0, 0.0]  # a reading above the whole communication is clamped
+    zero = p.verdict_split(res(rank(split(comm=0.0, exposed=0.0)), rank(split(comm=0.0, exposed=0.0))))
+    assert zero.numbers["waiting_share"] == [0.0, 0.0]
+    assert p.verdict_split(res(rank(split()), rank(None))).status == "info"
+    assert p.verdict_split(res(rank(split()), rank(None))).numbers == {}
+
+
+# --------------------------------------------------------------------------- the profiler's own cost
+def test_the_overhead_frame():
+    f = p.overhead_frame(
+        res(rank(plain=(10.0, 10.0), profiled=(12.5, 12.5)), rank(plain=(20.0, 20.0), profiled=(21.0, 21.0)))
+    )
+    assert list(f["overhead_ms"]) == [2.5, 1.0] and list(f["overhead_%"]) == [25.0, 5.0]
+
+
+def test_overhead_comparisons_need_two_repeats_each():
+    cs = p._overhead_comparisons(res(rank(), rank(profiled=(11.0,)), rank(plain=(10.0,)), rank(step_ms_all=None)))
+    assert cs[0] == compare([10.0, 10.1, 9.9], [11.0, 11.1, 10.9]) and cs[1:] == [None, None, None]
+
+
+@pytest.mark.parametrize(
+    "statuses, joint",
+    [
+        (["slower", "slower"], "slower"),
+        (["faster"], "faster"),
+        (["slower", "no change"], "no change"),
+        ([], "no change"),
+    ],
+)
+def test_joint(statuses, joint):
+    assert p._joint(statuses) == joint
+
+
+def test_the_overhead_verdict():
+    v = p.verdict_overhead(res(rank(), rank()))
+    c = compare([10.0, 10.1, 9.9], [11.0, 11.1, 10.9])
+    assert v.status == "slower" and v.numbers == {
+        "overhead_ms": [1.0, 1.0],
+        "step_ms": [10.0, 10.0],
+        "ratio": [c.ratio, c.ratio],
+        "noise": [c.noise, c.noise],
+    }
+    one = p.verdict_overhead(res(rank(profiled=(11.0,)), rank()))
+    assert one.status == "info" and one.numbers == {"overhead_ms": [1.0, 1.0], "step_ms": [10.0, 10.0]}
+    run = res(rank(), rank())
+    assert v.key == one.key == "profiler overhead" and v.where == one.where == run.label != ""  # where it was measured
+
+
+NOISY = (8.0, 8.5, 7.5)  # a spread of 1.0 ms on an 8 ms step: the noise bound is 1.0 ms exactly
+
+
+@pytest.mark.parametrize(
+    "plain, exposed, profiled, trust, failing, unsure",
+    [
+        ((10.0, 10.1, 9.9), (1.5, 1.5), (11.0, 11.1, 10.9), True, [], []),  # adds 1.0 ms, less than 1.5 ms exposed
+        ((10.0, 10.1, 9.9), (1.0, 1.5), (11.0, 11.1, 10.9), False, [0], []),  # equal: not less than what it reports
+        ((10.0, 10.1, 9.9), (0.9, 0.9), (11.0, 11.1, 10.9), False, [0, 1], []),
+        (NOISY, (1.5, 1.5), (8.0, 8.1, 8.2), True, [], []),  # within the noise: up to 1.0 ms, below 1.5
+        (NOISY, (1.0, 1.5), (8.0, 8.1, 8.2), None, [], [0]),  # exposed equal to the bound: undecided
+        (NOISY, (0.5, 0.5), (8.0, 8.1, 8.2), None, [], [0, 1]),
+    ],
+)
+def test_trust_at_its_rule(plain, exposed, profiled, trust, failing, unsure):
+    ranks = [rank(split(comm=2.0, exposed=e), plain=plain, profiled=profiled) for e in exposed]
+    v = p.verdict_trust(res(*ranks))
+    n = v.numbers
+    assert n["trustworthy"] is trust and n["ranks_failing"] == failing and n["ranks_undecided"] == unsure
+    assert v.status == ("undecided" if trust is None else "info")
+    assert n["exposed_ms"] == list(exposed)
+    if plain == NOISY:  # within the noise: the bound is the noise times the plain step
+        assert n["overhead_bound_ms"] == pytest.approx([1.0, 1.0]) and n["overhead_ms"] == pytest.approx([0.1, 0.1])
+
+
+def test_trust_with_one_rank_failing_and_one_within_the_noise():
+    ranks = [
+        rank(split(comm=2.0, exposed=0.5)),
+        rank(split(comm=2.0, exposed=0.5), plain=NOISY, profiled=(8.0, 8.1, 8.2)),
+    ]
+    v = p.verdict_trust(res(*ranks))
+    n = v.numbers
+    assert (v.status, n["trustworthy"], n["ranks_failing"], n["ranks_undecided"]) == ("info", False, [0], [1])
+    noise = compare(list(NOISY), [8.0, 8.1, 8.2]).noise
+    assert n["overhead_bound_ms"] == pytest.approx([1.0, noise * 8.0])
+    assert f"within the noise (rank 1: +0.10 ms, noise ±{noise:.0%} (up to {noise * 8.0:.2f} ms))" in v.text
+    assert "rank 0 " in v.text and "ranks 0" not in v.text
+    both = p.verdict_trust(res(rank(split(comm=2.0, exposed=0.5)), rank(split(comm=2.0, exposed=0.5))))
+    assert both.numbers["ranks_failing"] == [0, 1] and "ranks 0, 1 " in both.text
+    within = p.verdict_trust(res(*[rank(split(comm=2.0, exposed=1.5), plain=NOISY, profiled=(8.0, 8.1, 8.2))] * 2))
+    assert within.numbers["trustworthy"] is True and "(within the noise: at most" in within.text
+    assert "within the noise" not in p.verdict_trust(res(rank(split(comm=2.0, exposed=1.5)))).text
+
+
+def test_trust_without_repeats_reads_the_medians():
+    ranks = [rank(split(comm=2.0, exposed=1.5), profiled=(11.0,)), rank(split(comm=2.0, exposed=0.5), profiled=(11.0,))]
+    v = p.verdict_trust(res(*ranks))
+    assert v.numbers["ranks_failing"] == [1] and v.numbers["overhead_bound_ms"] == [1.0, 1.0]
+
+
+# --------------------------------------------------------------------------- the A/B without the profiler
+AB = {"ddp": [10.0, 10.1, 10.0], "no_sync": [9.0, 9.05, 9.0], "local": [8.0, 8.1, 8.0]}
+
+
+def test_ab_frame_and_comparisons():
+    f = p.ab_frame(res(rank(repeats=AB)))
+    assert list(f["step"]) == [p.AB_KINDS[k] for k in AB] and list(f["median_ms"]) == [10.0, 9.0, 8.0]
+    assert list(f["round 3"]) == [10.0, 9.0, 8.0]
+    one = schema.Kinds(ddp=(1.0,), no_sync=(1.0, 1.1))
+    cs = p.comparisons([kinds(AB), kinds({"ddp": AB["ddp"], "no_sync": AB["no_sync"]}), one, None], "no_sync")
+    assert cs[0] == cs[1] == compare(AB["no_sync"], AB["ddp"]) and cs[2:] == [None, None]
+    assert p.comparisons([kinds({"ddp": AB["ddp"], "no_sync": AB["no_sync"]})], "local") == [None]  # no 1-GPU step
+
+
+def test_the_price_of_the_exchange_and_of_the_second_gpu():
+    flat = {**AB, "no_sync": [10.0, 10.05, 10.0]}
+    v = p.verdict_exchange(res(rank(repeats=AB), rank(repeats=AB)))
+    c = compare(AB["no_sync"], AB["ddp"])
+    assert v.status == "slower" and v.numbers == {
+        "extra_ms": [1.0, 1.0],
+        "noise_ms": [c.noise * 9.0] * 2,
+        "ratio": [c.ratio] * 2,
+        "rank_status": ["slower", "slower"],
+    }
+    mixed = p.verdict_exchange(res(rank(repeats=AB), rank(repeats=flat)))
+    assert mixed.status == "no change" and mixed.numbers["rank_status"] == ["slower", "no change"]
+    assert p.verdict_exchange(res(rank(repeats=flat), rank(repeats=flat))).status == "no change"
+    assert p.verdict_second_gpu(res(rank(repeats=AB), rank(repeats=AB))).numbers["extra_ms"] == [2.0, 2.0]
+    missing = p.verdict_exchange(res(rank(repeats=AB), rank()))
+    assert missing.status == "info" and missing.numbers == {}
+
+
+@pytest.mark.parametrize("exposed, link_exposed", [(3.0, 0.2), (1.0, 0.2), (3.0, 2.5), (2.0, 2.0)])
+def test_the_second_gpu_from_medians_when_there_are_no_repeats(exposed, link_exposed):
+    ranks = [
+        rank(split(comm=4.0, exposed=exposed, link=(1.0, 3.0, exposed - link_exposed)), local_step_ms=8.0)
+        for _ in range(2)
+    ]
+    run = res(*ranks)
+    v = p.verdict_second_gpu(run)
+    assert v.status == "info" and v.numbers["extra_ms"] == [2.0, 2.0] and v.numbers["mean_exposed_ms"] == exposed
+    assert v.where == run.label != ""  # where it was measured
+    assert v.numbers["exposed_link_ms"] == pytest.approx(link_exposed)
+    assert ("more than the whole gap" in v.text) is (exposed / 2.0 > 1)
+    assert ("inside the gap" in v.text) is (link_exposed <= 2.0)
+    none = p.verdict_second_gpu(res(rank(split(), local_step_ms=10.0), rank(split(), local_step_ms=10.0)))
+    assert none.numbers["extra_ms"] == [0.0, 0.0] and "inf×" in none.text  # no gap to explain
+    assert p.verdict_second_gpu(res(rank(split()), rank(split()))).numbers == {}  # no 1-GPU step
+    assert p.verdict_second_gpu(res(rank(None, local_step_ms=8.0))).numbers == {}  # no split
+
+
+def test_the_wire_and_memory_frames():
+    wire = schema.Wire(bytes=4 * 2**20, ms=(2.0, 1.0, 3.0), busbw_gbs=3.14159, how="test")
+    f = p.wire_frame(res(rank(wire=wire), rank(wire=dataclasses.replace(wire, busbw_gbs=None)), rank()))
+    assert list(f["rank"]) == [0, 1] and list(f["MiB"]) == [4.0, 4.0] and list(f["median_ms"]) == [2.0, 2.0]
+    assert list(f["min_ms"]) == [1.0, 1.0] and f["busbw_GB/s"][0] == 3.1 and f["busbw_GB/s"].isna()[1]
+    mem = {
+        "kind": "cuda",
+        "allocated_bytes.all.peak": 3 * 2**20,
+        "reserved_bytes.all.current": 2**21,
+        "num_alloc_retries": 2,
+        "rss_mib": 12.345,
+        "other": 7,
+    }
+    m = p.memory_frame(res(rank(memory=mem), rank()))
+    assert m["allocated_peak_mib"][0] == 3.0 and m["reserved_current_mib"][0] == 2.0
+    assert m["num_alloc_retries"][0] == 2 and m["rss_mib"][0] == 12.3 and "other" not in m and m["kind"][0] == "cuda"
+
+
+def test_probe_traffic():
+    sampler = types.SimpleNamespace(
+        available=True,
+        nvlink_bytes=lambda s, e: {
+            0: {"tx_bytes": 2 * 2**30, "rx_bytes": 2**30, "seconds": 2.0},
+            1: {"tx_bytes": 2**30, "rx_bytes": 0, "seconds": 2.0},
+        },
+    )
+    run = res(rank(probe=probe()))
+    rows = p.probe_traffic(sampler, run)
+    assert rows == [
+        {
+            "gpu": 0,
+            "nvml_sent_gib": 2.0,
+            "nvml_received_gib": 1.0,
+            "all_reduce_sends_gib": 1.0,
+            "sent_over_expected": 2.0,
+            "seconds": 2.0,
+        },
+        {
+            "gpu": 1,
+            "nvml_sent_gib": 1.0,
+            "nvml_received_gib": 0.0,
+            "all_reduce_sends_gib": 1.0,
+            "sent_over_expected": 1.0,
+            "seconds": 2.0,
+        },
+    ]
+    assert p.probe_traffic(types.SimpleNamespace(available=False), run) == []
+    assert p.probe_traffic(sampler, res(rank())) == []
+    zero = p.probe_traffic(sampler, res(rank(probe=probe(sent=0))))
+    assert zero[0]["sent_over_expected"] is None
+
+
+# --------------------------------------------------------------------------- the batch sweep, C16
+def sweep(rows0, rows1, gpu=True):
+    return res(rank(sweep=tuple(rows0)), rank(sweep=tuple(rows1)), gpu=gpu)
+
+
+def test_the_sweep_table():
+    t = p.sweep_table(
+        sweep([sweep_row(8, 1.0, 0.1), sweep_row(1, 5.0, 4.0)], [sweep_row(1, 0.3, 0.25), sweep_row(8, 1.1, 0.05)])
+    )
+    assert [r["batch"] for r in t] == [1, 8] and t[0]["global_batch"] == 2 and t[0]["step_ms"] == 10.0
+    assert t[0]["comm_share_rank0"] == 0.5 and t[0]["comm_share_rank1"] == 0.03 and t[0]["comm_share_mean"] == 0.265
+    assert t[0]["link_ms"] == 0.3 and t[0]["link_share"] == pytest.approx(0.03) and t[0]["exposed_link_ms"] == 0.25
+    assert t[1]["exposed_link_share"] == pytest.approx(0.05 / 80) and t[0]["source"] == "least of the ranks"
+    assert t[0]["samples_per_s"] == 100.0 and "exchange_ms" not in t[0]
+    ab = {"ddp": [10.0, 10.1], "no_sync": [9.0, 9.1]}
+    timed = p.sweep_table(sweep([sweep_row(1, 1.0, 0.5, repeats=ab)], [sweep_row(1, 1.0, 0.5, repeats=ab)]))
+    assert timed[0]["exchange_ms"] == [1.0, 1.0] and timed[0]["exchange_status"] == "slower"
+    c = compare(ab["no_sync"], ab["ddp"])
+    assert timed[0]["exchange_noise_ms"] == [c.noise * c.baseline] * 2
+    bare = dataclasses.replace(sweep_row(2, 1.0, 0.5), comm_ms=None)  # a rank not profiled
+    assert "link_ms" not in p.sweep_table(sweep([bare], [sweep_row(2, 1.0, 0.5)]))[0]
+
+
+def c16_run(exposed_small, exposed_large, link_large_ms=None, comm_small=1.0, gpu=True):
+    """Two batches (1, 8) on two ranks; the time on the wire given at the large batch."""
+    link = (link_large_ms, exposed_large) if link_large_ms is not None else None
+    small = sweep_row(1, comm_small, exposed_small, link=(comm_small, exposed_small) if link else None)
+    large = sweep_row(8, link_large_ms or 1.0, exposed_large, link=link)
+    return sweep([small, large], [small, large], gpu=gpu)
+
+
+@pytest.mark.parametrize(
+    "small, large, status",
+    [
+        (1.0, 0.899, "partly"),  # hides more than 10 %
+        (1.0, 0.9, "wrong"),  # exactly 10 % less: not more than the rule's 10 %
+        (1.0, 1.2, "wrong"),
+    ],
+)
+def test_c16_a_larger_batch_must_hide_more_than_ten_percent(small, large, status):
+    v = p.verdict_c16({"NVLink": c16_run(small, large)})
+    assert v.status == status and v.numbers["NVLink"]["exposed_link_ms"] == [small, large]
+    assert p.HIDES_MORE == 0.10
+
+
+@pytest.mark.parametrize(
+    "wire_ms, status, near",
+    [
+        (12.1, "holds", True),
+        (12.0, "partly", True),  # 15 % of the 80 ms step is 12 ms: above it only
+        (13.6, "holds", True),
+        (13.7, "holds", False),
+        (10.4, "partly", True),
+        (10.3, "partly", False),
+    ],
+)
+def test_c16_the_time_on_the_wire_against_15_percent(wire_ms, status, near):
+    run = c16_run(5.0, 0.5, link_large_ms=wire_ms, comm_small=0.5)
+    v = p.verdict_c16({"slow link": run})
+    n = v.numbers["slow link"]
+    assert v.status == status and n["max_link_share"] == pytest.approx(wire_ms / 80) and n["at_threshold"] is near
+    assert n["batches"] == [1, 8] and n["step_ms"] == [10.0, 80.0]
+    assert p.verdict_c16({"slow link": run}, threshold=wire_ms / 80 - 0.001).status == "holds"
+
+
+def test_c16_holds_only_where_one_path_both_passes_and_hides():
+    hides_low = c16_run(1.0, 0.1)  # hides, wire 1.25 %
+    flat_high = c16_run(1.0, 1.0, link_large_ms=20.0)  # wire 25 %, hides nothing
+    assert p.verdict_c16({"a": hides_low, "b": flat_high}).status == "partly"
+    assert p.verdict_c16({"a": flat_high}).status == "wrong"
+    assert p.verdict_c16({"a": hides_low, "b": c16_run(5.0, 0.5, link_large_ms=20.0)}).status == "holds"
+
+
+def test_c16_says_when_only_the_profilers_share_passed():
+    skew = sweep([sweep_row(1, 5.0, 4.0), sweep_row(8, 1.0, 0.1)], [sweep_row(1, 0.3, 0.25), sweep_row(8, 1.1, 0.05)])
+    v = p.verdict_c16({"NVLink": skew})
+    assert v.status == "partly" and v.numbers["NVLink"]["max_profiler_share"] == pytest.approx(0.265)
+    assert "only the profiler's share" in v.text
+    calm = sweep([sweep_row(1, 1.0, 0.9), sweep_row(8, 1.0, 0.1)], [sweep_row(1, 1.0, 0.9), sweep_row(8, 1.0, 0.1)])
+    assert "only the profiler's share" not in p.verdict_c16({"NVLink": calm}).text
+
+
+def test_c16_needs_two_batches_and_gpus():
+    one = sweep([sweep_row(1, 1.0, 0.5)], [sweep_row(1, 1.0, 0.5)])
+    assert p.verdict_c16({"x": one}).status == "unverifiable" and p.verdict_c16({"x": one}).numbers == {}
+    cpu = p.verdict_c16({"gloo": c16_run(1.0, 0.1, gpu=False)})
+    assert cpu.status == "unverifiable" and cpu.numbers["gloo"]["batches"] == [1, 8]
+    no_env = c16_run(1.0, 0.1)
+    no_env.env = None  # a run without an environment block is taken as measured on GPUs
+    assert p.verdict_c16({"x": no_env}).status == "partly"
+
+
+def test_c16_from_the_committed_2x_h200_sweeps():
+    runs = p.reference_runs()
+    v = claims.claim("C16").decider()(runs)
+    assert v.status == claims.claim("C16").status == "partly"
+    assert v.numbers["host-staged"]["at_threshold"] and not v.numbers["NVLink"]["at_threshold"]
+    assert v.numbers["host-staged"]["max_link_share"] == pytest.approx(0.141, abs=0.002)
+    assert v.numbers["NVLink"]["max_link_share"] < 0.02 and v.numbers["NVLink"]["max_profiler_share"] > 0.15
+
+
+def _on(run, link=None, gpu=True, world=2):
+    """``run`` with an environment block: its ranks on GPUs joined by ``link`` (``NV18``, ``PCIe``), or the CPU."""
+    run.env = types.SimpleNamespace(is_gpu=gpu, world_size=world, link=link)
+    return run
+
+
+def _profiled(exposed, step=10.0):
+    """A profiled run whose exposed time on the wire is ``exposed`` ms of a ``step`` ms step (both ranks alike)."""
+    return res(
+        rank(split(step=step, comm=exposed, exposed=exposed)), rank(split(step=step, comm=exposed, exposed=exposed))
+    )
+
+
+@pytest.mark.parametrize(
+    "exposed, answer",
+    [(0.199, "a"), (0.2, "b"), (0.999, "b"), (1.0, "c"), (2.499, "c"), (2.5, "d"), (9.0, "d")],
+)
+def test_the_prediction_is_graded_by_the_share_on_both_sides_of_each_bound(exposed, answer):
+    """Review R1-2: the exposed time on the wire as a share of the step, graded where the run is what the question
+    asks about (2 GPUs joined by NVLink): 2, 10 and 25 % each belong to the choice above them."""
+    run = _on(_profiled(exposed), "NV18")
+    assert p.share_answer(exposed / 10.0) == answer
+    v = p.grade_prediction(answer, run, {})
+    assert (v.status, v.numbers["answer"], v.where) == ("right", answer, "2× test GPU")
+    assert p.grade_prediction("a" if answer != "a" else "b", run, {}).status == "off"
+
+
+def test_a_gpu_prediction_is_never_graded_by_a_cpu_simulation_or_another_link():
+    """Review R1-2: where this machine's run is not two GPUs over NVLink (the CPU simulation, GPUs joined by PCIe,
+    host-staged, one rank alone), the committed 2× H200 run over NVLink grades the prediction, labelled so, and this
+    machine's share is only quoted; without it, nothing is graded."""
+    ref = _on(_profiled(0.1, step=40.0), "NV18")  # 0.25 %: (a)
+    ref.given_label = "2× NVIDIA H200 · NV18"
+    staged = _on(res(*[rank(split(comm=3.0, exposed=3.0), nccl_p2p_disable="1")] * 2), "NV18")
+    cases = (
+        (_on(_profiled(3.0), gpu=False), "a CPU simulation"),
+        (_on(_profiled(3.0), "PCIe"), "GPUs joined by PCIe"),
+        (staged, "host-staged, NCCL_P2P_DISABLE=1"),
+    )
+    for here, how in cases:
+        v = p.grade_prediction("d", here, {"NVLink": ref})  # (d) is this machine's 30 %: not the answer
+        assert (v.status, v.numbers["answer"]) == ("off", "a")
+        assert v.where == "2× NVIDIA H200 · NV18: the committed 2× H200 run, not this machine"
+        assert f"This machine's run ({how}: 30.0 % here) does not grade" in v.text
+        assert "On the committed 2× H200 run over NVLink: 0.10 ms of exposed time" in v.text
+        none = p.grade_prediction("d", here, {})
+        assert none.status == "info" and "not graded here" in none.text and none.numbers == {"prediction": "d"}
+    unprofiled = p.grade_prediction("a", _on(_profiled(3.0), gpu=False), {"NVLink": _on(res(rank(None)), "NV18")})
+    assert unprofiled.status == "info" and "was not profiled" in unprofiled.text
+    alone = _on(_profiled(1.0), "NV18", world=1)  # one rank on one GPU: no link between GPUs
+    v = p.grade_prediction("a", alone, {"NVLink": ref})
+    assert v.where.endswith("not this machine") and "(one rank on one GPU: 10.0 % here)" in v.text
+    assert p.over_nvlink(_on(_profiled(1.0), "NV4")) and not p.over_nvlink(_on(_profiled(1.0), None))
+
+
+def test_the_prediction_explanation():
+    run = _on(res(rank(split(comm=2.0, exposed=1.2)), rank(split(comm=0.5, exposed=0.2))), "NV18")
+    text = p.prediction_explanation(run)
+    assert text == ("Here (2× test GPU): 0.20 ms of exposed time on the wire in a 10.0 ms profiled step, 2.0 %.")
+    ref = res(
+        rank(split(comm=2.0, exposed=1.2), gradient_mib=100.0, probe=probe(busbw=100.0)),
+        rank(split(comm=0.5, exposed=0.2)),
+    )
+    with_ref = p.prediction_explanation(run, {"NVLink": ref})
+    assert with_ref.startswith(text + " On the committed 2× H200 run over NVLink: 0.20 ms of exposed time")
+    assert "105 MB of gradients take about 1.0 ms" in with_ref
+    ref.ranks[0]["probe"] = None
+    assert with_ref.split(" 105 MB")[0] == p.prediction_explanation(run, {"NVLink": ref})
+    assert p.prediction_explanation(run, {"NVLink": run}) == text  # itself: not quoted twice
+    assert p.prediction_explanation(res(rank(None))) == "This run was not profiled."
+
+
+# --------------------------------------------------------------------------- C12 (traces) and C13 (monitoring)
+@pytest.mark.parametrize("comm1, status", [(0.5, "partly"), (0.99, "partly"), (1.0, "holds"), (2.0, "holds")])
+def test_c12_at_half_the_communication_waiting(comm1, status):
+    v = traces.verdict_c12(res(rank(split(comm=2.0, exposed=1.0)), rank(split(comm=comm1, exposed=0.5))))
+    waiting = 1 - comm1 / 2.0
+    assert v.status == status and v.numbers["waiting_share"] == pytest.approx([waiting, 0.0])
+    assert v.numbers["comm_ms"] == [2.0, comm1] and v.numbers["link_ms"] == comm1 and v.numbers["nsys"] is False
+
+
+def test_c12_without_gpus_or_a_split_and_with_nsys():
+    cpu = traces.verdict_c12(res(rank(split(source="cpu")), rank(split(source="cpu"))))
+    assert cpu.status == "unverifiable" and cpu.numbers["source"] == "cpu"
+    why = "2 ranks need 2 GPUs for NCCL; this machine has 1"  # review R1-10: the plan's reason, never "need GPUs"
+    one_gpu = traces.verdict_c12(res(rank(split(source="cpu")), rank(split(source="cpu"))), None, why)
+    assert one_gpu.text.startswith(f"not settled here: this run's ranks ran on the CPU ({why})")
+    assert "need" not in cpu.text.replace(why, "") and "(a CPU simulation)" in cpu.text
+    assert traces.verdict_c12(res(rank(split()), rank(None))).status == "unverifiable"
+    assert traces.verdict_c12(res(label="x")).numbers == {}
+    zero = traces.verdict_c12(res(rank(split(comm=0.0, exposed=0.0)), rank(split(comm=0.0, exposed=0.0))))
+    assert zero.numbers["waiting_share"] == [0.0, 0.0] and zero.status == "holds"
+    ran = traces.NsysResult(available=True, command=["nsys"], splits=[types.SimpleNamespace(comm_ms=1.5)])
+    v = traces.verdict_c12(res(rank(split()), rank(split())), ran)
+    assert v.numbers["nsys"] is True and v.numbers["nsys_comm_ms"] == [1.5]
+    empty = traces.NsysResult(available=True, command=["nsys"])
+    assert "no split" in traces.verdict_c12(res(rank(split()), rank(split())), empty).text
+
+
+def test_rank_traces_sort_by_rank_number(tmp_path):
+    for name in ("trace_rank10.json", "trace_rank2.json", "trace_rank0.json", "other.json"):
+        (tmp_path / name).write_text("{}")
+    assert [x.name for x in traces.rank_traces(tmp_path)] == [
+        "trace_rank0.json",
+        "trace_rank2.json",
+        "trace_rank10.json",
+    ]
+    assert [x.name for x in traces.rank_traces(tmp_path, "*.json")][:2] == ["other.json", "trace_rank0.json"]
+
+
+def test_the_kernel_summary():
+    text = (
+        'junk before\n Time (%),Total Time (ns),Instances,Name\n50,"1,500,000",3,ncclDevKernel_AllReduce\n'
+        "50,2500000,10,sm90_gemm\n1,,1,empty\n1,x,1,bad\n1,5,1,\n"
+    )
+    rows = traces.parse_kernel_summary(text)
+    assert rows == [
+        {"name": "ncclDevKernel_AllReduce", "total_ns": 1.5e6, "instances": 3},
+        {"name": "sm90_gemm", "total_ns": 2.5e6, "instances": 10},
+    ]
+    assert traces.kernel_summary_split(rows) == {"compute_ms": 2.5, "comm_ms": 1.5}
+    assert traces.parse_kernel_summary("no header\n") == []
+    assert traces._pid((7 << 24) | 5) == 7 and traces._pid(None) is None
+
+
+def test_an_nsys_result_as_a_table():
+    s = types.SimpleNamespace(rank=None, to_dict=lambda: {"comm_ms": 1.0, "phase_ms": {}})
+    frame = traces.NsysResult(available=True, command=[], splits=[s, s]).to_frame()
+    assert list(frame.index) == [0, 1] and "phase_ms" not in frame
+    assert traces.NsysResult(available=False, command=[]).to_frame().empty
+
+
+DMON = (
+    "#Time gpu sm mem enc dec\n#HH:MM:SS Idx % % % %\n10:00:01 0 5 1 0 0\n10:00:02 0 98 3 0 0\n"
+    "10:00:03 0 100 4 0 0\n10:00:05 0 7 1 0 0\n"
+)
+
+
+def test_dmon_busy_during_a_window():
+    import datetime
+
+    day = datetime.datetime(2026, 12, 1, 0, 0, 0).timestamp()
+    at = day + 10 * 3600
+    assert monitoring.dmon_busy_during(DMON, at + 1.5, at + 3.0, day) == 100.0
+    assert monitoring.dmon_busy_during(DMON, at + 2.0, at + 2.0, day) == 98.0  # the line covers the second before it
+    assert monitoring.dmon_busy_during(DMON, at + 6.1, at + 9.0, day) is None
+    assert monitoring.dmon_busy_during("# gpu sm\n 0 5\n", at, at + 1, day) is None  # no time column
+
+
+def test_c13_at_its_rule():
+    v = monitoring.verdict_c13(DMON, [2 * 2**30, 2**30], 2**30, sm_during_probe=99.0, where="GPU")
+    assert v.status == "wrong" and v.numbers["sent_over_expected"] == 2.0 and v.where == "GPU"
+    assert v.numbers["dmon_columns"] == ["sm", "mem", "enc", "dec"] and v.numbers["sm_during_probe"] == 99.0
+    assert "99 %" in v.text
+    assert "the link shows only in those counters" in v.text  # the counters it names: NVML's, which saw the probe
+    plain = monitoring.verdict_c13(DMON)  # no probe (one GPU: no link): the counters are named, not referred to
+    assert plain.status == "wrong" and "sent_over_expected" not in plain.numbers
+    assert "those counters" not in plain.text and "NVML's NVLink counters" in plain.text
+    nvl = monitoring.verdict_c13("# gpu sm nvlrx\n# Idx % MB/s\n 0 1 2\n")
+    assert nvl.status == "holds"
+    counters_only = monitoring.verdict_c13("", [2**30])
+    assert counters_only.status == "wrong" and counters_only.numbers["dmon_columns"] == []
+    assert monitoring.verdict_c13("", [], reason="no driver").status == "unverifiable"
+
+
+def test_c13_from_a_sampler():
+    sampler = types.SimpleNamespace(dmon_text=DMON, reason="", dmon_reason="", started_at=None)
+    run = res(rank(probe=probe(start=1.0, end=2.0)))
+    v = monitoring.verdict_c13_from(sampler, run, [{"nvml_sent_gib": 1.0}])
+    assert v.status == "wrong" and v.numbers["sent_over_expected"] == 1.0 and v.numbers["sm_during_probe"] is None
+    run.env = types.SimpleNamespace(is_gpu=False)
+    cpu = monitoring.verdict_c13_from(sampler, run, [{"nvml_sent_gib": 1.0}])
+    assert cpu.status == "unverifiable" and cpu.numbers["dmon_columns"] == ["sm", "mem", "enc", "dec"]
+    assert cpu.numbers["nvlink_sent_bytes"] == [] and claims.claim("C13").finding in cpu.text
+
+
+def test_c13_from_a_sampler_reads_the_sm_during_the_probe():
+    import datetime
+
+    day = datetime.datetime(2026, 12, 1, 0, 0, 0).timestamp()
+    at = day + 10 * 3600
+    sampler = types.SimpleNamespace(dmon_text=DMON, reason="", dmon_reason="", started_at=at)
+    run = res(rank(probe=probe(start=at + 1.5, end=at + 3.0)))
+    v = monitoring.verdict_c13_from(sampler, run, [{"nvml_sent_gib": 2.0}, {"nvml_sent_gib": 1.0}])
+    assert v.numbers["sm_during_probe"] == 100.0 and v.numbers["nvlink_sent_bytes"] == [2 * 2**30, 2**30]
+    assert v.numbers["sent_over_expected"] == 2.0 and v.numbers["expected_bytes"] == 2**30
+    quiet = types.SimpleNamespace(dmon_text="", reason="", dmon_reason="dmon: not found", started_at=at)
+    none = monitoring.verdict_c13_from(quiet, run)
+    assert none.status == "unverifiable" and none.numbers["sm_during_probe"] is None and "dmon: not found" in none.text
+    run.env = types.SimpleNamespace(is_gpu=False)
+    cpu = monitoring.verdict_c13_from(quiet, run)
+    assert cpu.numbers["dmon_columns"] == [] and "dmon did not run (dmon: not found)" in cpu.text
+
+
+# --------------------------------------------------------------------------- the committed layout, read typed
+OLD_SPLIT = {
+    "source": "gpu",
+    "steps": 5,
+    "step_ms": 10.0,
+    "compute_ms": 8.0,
+    "comm_ms": 2.0,
+    "hidden_ms": 1.0,
+    "exposed_ms": 1.0,
+    "idle_ms": 1.0,
+    "phase_ms": {"forward": 3.0},
+    "rank": 0,
+    "compute_only_ms": 7.0,
+    "comm_share": 0.2,
+    "exposed_share": 0.1,
+    "hidden_fraction": 0.5,
+}
+
+
+def old_layout(probe=None, snapshot=None):
+    """One rank as the workload wrote it on 2026-11-30 (the committed reference runs): no A/B rounds, no wire, no
+    paired traces, ``{}`` for no probe, a snapshot with only the keys of its case."""
+    return {
+        "model": "full",
+        "batch_size": 16,
+        "image_size": 256,
+        "amp": "bf16",
+        "parameters": 100,
+        "gradient_mib": 400 / 2**20,
+        "step_ms": 10.0,
+        "step_ms_profiled": 11.0,
+        "profiler_overhead": 0.1,
+        "local_step_ms": 9.0,
+        "ddp_gap_ms": 1.0,
+        "samples_per_s": 3200.0,
+        "split": dict(OLD_SPLIT),
+        "trace": "runs/x/trace_rank0.json",
+        "sweep": [
+            {
+                **{k: v for k, v in OLD_SPLIT.items() if k != "phase_ms"},
+                "batch": 2,
+                "global_batch": 4,
+                "step_ms_unprofiled": 9.5,
+                "samples_per_s": 420.0,
+            }
+        ],
+        "probe": probe if probe is not None else {},
+        "memory": {"allocated_bytes.all.peak": 2**20, "kind": "torch.cuda.memory_stats"},
+        "memory_snapshot": snapshot or {"written": False, "reason": "not asked for"},
+        "phases": [{"name": "setup + warm-up", "start": 1.0, "end": 2.0}],
+        "step_ends": [1.5, 1.6],
+        "nccl_p2p_disable": "1",
+    }
+
+
+def test_the_layout_of_the_reference_runs_upgrades_to_the_typed_rank():
+    from nvtutorial.results import typed
+
+    up = schema.Rank.upgrade(old_layout())
+    assert up["probe"] is None  # no probe: {} then, None now
+    assert up["split"]["per_step"] == [] and up["split"]["link"] is None
+    assert up["sweep"][0]["per_step"] == [] and up["sweep"][0]["link"] is None and up["sweep"][0]["repeats"] is None
+    assert up["memory_snapshot"] == {
+        "written": False,
+        "path": None,
+        "bytes": None,
+        "how_to_view": None,
+        "reason": "not asked for",
+    }
+    assert up["timing"] is None and up["step_ms_repeats"] is None and up["wire"] is None and up["profiled_ms"] == []
+    m = typed(schema.Rank, old_layout())
+    assert m.probe is None and m.step_ms_all is None and m.no_sync_step_ms is None and m.profiled_ms == ()
+    assert m.split is not None and m.split.phase_ms == {"forward": 3.0} and m.split.per_step == ()
+    row = m.sweep[0]
+    assert row.split == dataclasses.replace(m.split, phase_ms={}) and row.repeats is None and row.batch == 2
+    assert m.phases == (schema.Phase("setup + warm-up", 1.0, 2.0),) and m.step_ends == (1.5, 1.6)
+    assert m.memory["allocated_bytes.all.peak"] == 2**20  # torch's names, as the run wrote them
+    written = {"written": True, "path": "p.pickle", "bytes": 3, "how_to_view": "drag it"}
+    kept = typed(schema.Rank, old_layout(probe=dataclasses.asdict(probe()), snapshot=written))
+    assert kept.probe == probe() and kept.memory_snapshot == schema.Snapshot(**written)
+    assert p.verdict_exchange(run_of(old_layout(), old_layout())).status == "info"  # no rounds to compare
+
+
+def test_dmon_missed_a_burst_nvml_saw():
+    """Review R6-6 (05 on one H100: dmon read sm 0–1 % while NVML read 86–100 % for 1.6 s): said, with the span;
+    not said when dmon saw it (at half the threshold), when NVML never reached it, or without dmon's times."""
+    import pandas as pd
+
+    at = time.mktime((2026, 12, 7, 11, 6, 17, 0, 0, -1))
+    nvml = pd.DataFrame({"t": [at + 0.55, at + 1.15, at + 1.95, at + 2.15], "sm_util_pct": [100, 99, 99, 79]})
+    dmon = pd.DataFrame({"t": [at + s for s in range(-2, 4)], "sm": [0, 1, 0, 0, 0, 0]})
+    said = monitoring.dmon_missed(nvml, dmon)
+    assert said == (
+        "NVML: ≥ 80 % busy for 1.4 s (11:06:17.5 to 11:06:18.9); dmon's 1-s lines over that span read 0–0 %: a burst "
+        "this short falls between or is averaged away in dmon's samples"
+    )
+    assert monitoring.dmon_missed(nvml, dmon.assign(sm=[0, 1, 0, 40, 0, 0])) is None  # 40 ≥ 80 / 2: dmon saw it
+    assert monitoring.dmon_missed(nvml, dmon.assign(sm=[0, 1, 0, 39, 0, 0])) is not None
+    assert monitoring.dmon_missed(nvml.assign(sm_util_pct=79), dmon) is None  # never busy
+    assert monitoring.dmon_missed(nvml, dmon.drop(columns="t")) is None and monitoring.dmon_missed(nvml, None) is None
+    assert "printed no line" in monitoring.dmon_missed(nvml, dmon.assign(t=dmon["t"] + 100))
+
+
+NOTEBOOK = ROOT / "reference" / "h200x2" / "05_profiling.ipynb"
+
+
+def _reference_telemetry():
+    """What the committed notebook printed: dmon's lines, and NVML's NVLink bytes during the probe."""
+    nb = json.loads(NOTEBOOK.read_text())
+    for cell in nb["cells"]:
+        if cell["cell_type"] == "code" and "nvidia-smi dmon -s u, during the same run" in "".join(cell["source"]):
+            texts = [
+                ("".join(o["text"]) if "text" in o else "".join(o.get("data", {}).get("text/plain", "")))
+                for o in cell["outputs"]
+            ]
+            dmon = texts[0].split("during the same run:", 1)[1]
+            table = next(t for t in texts if "nvml_sent_gib" in t)
+            sent = [float(x) for x in re.findall(r"^\s*\d+\s+\d+\s+([\d.]+)", table, flags=re.M)]
+            return dmon, sent
+    raise AssertionError("the dmon cell is missing from the committed notebook")
+
+
+def test_the_split_adds_up_on_both_ranks(ref):
+    for res in ref.values():
+        v = profiling.check_split(res)
+        assert v.status == "pass" and v.numbers["ranks"] == 2
+
+
+def test_rank0s_exposed_communication_is_mostly_waiting(ref):
+    v = profiling.verdict_split(ref["NVLink"])
+    n = v.numbers
+    assert v.status == "info" and n["source"] == "least of the ranks"
+    assert n["comm_ms"] == pytest.approx([7.016, 0.564], abs=1e-3)  # the same collectives on both ranks
+    assert n["exposed_ms"] == pytest.approx([3.243, 0.160], abs=1e-3)
+    assert n["waiting_share"][0] > 0.9 and n["waiting_share"][1] == 0  # 92 % of rank 0's was waiting for rank 1
+    assert n["link_ms"] == pytest.approx(0.564, abs=1e-3) and n["exposed_link_ms"] == pytest.approx(0.160, abs=1e-3)
+    assert n["exposed_link_share"] < 0.005  # under half a percent of the 43 ms profiled step
+    # The wire: 124 MB of gradients at the 298 GB/s the probe reached is about 0.4 ms, no more than rank 1's 0.56 ms.
+    m = ref["NVLink"].ranks_as(schema.Rank)[0]
+    assert m.probe is not None
+    wire_ms = m.gradient_mib * 2**20 / (m.probe.busbw_gbs * 1e9) * 1e3
+    assert 0.3 < wire_ms < n["link_ms"]
+
+
+def test_host_staged_skew_runs_the_other_way(ref):
+    n = profiling.verdict_split(ref["host-staged"]).numbers
+    assert n["waiting_share"][0] == 0 and 0.25 < n["waiting_share"][1] < 0.4
+    assert n["link_ms"] == pytest.approx(4.834, abs=1e-3)
+
+
+def test_the_profiler_costs_more_than_the_exposed_communication_it_reports(ref):
+    over = profiling.verdict_overhead(ref["NVLink"])
+    assert over.status == "info"  # medians only: no repeats to apply the noise rule to
+    assert over.numbers["overhead_ms"] == pytest.approx([3.697, 1.220], abs=1e-3)
+    trust = profiling.verdict_trust(ref["NVLink"])
+    assert not trust.numbers["trustworthy"] and trust.numbers["ranks_failing"] == [0, 1]
+    staged = profiling.verdict_trust(ref["host-staged"])
+    assert not staged.numbers["trustworthy"] and staged.numbers["ranks_failing"] == [0]
+
+
+def test_the_exposed_communication_is_not_the_price_of_the_second_gpu(ref):
+    v = profiling.verdict_second_gpu(ref["NVLink"])
+    assert v.status == "info"
+    gap = v.numbers["extra_ms"]
+    assert gap == pytest.approx([0.844, 0.771], abs=1e-3)
+    assert v.numbers["mean_exposed_ms"] / (sum(gap) / 2) > 2  # the old reading: "explains 211 % of the gap"
+    assert v.numbers["exposed_link_ms"] < min(gap)  # the exposed time on the wire fits inside the gap
+    assert profiling.verdict_exchange(ref["NVLink"]).status == "info"  # no no_sync rounds in these runs
+
+
+def test_c16_the_profilers_share_crosses_15_percent_only_through_waiting(ref):
+    v = profiling.verdict_c16(ref)
+    assert v.status == claims.claim("C16").status == "partly"
+    assert v.where.startswith("NVLink: 2× NVIDIA H200") and " | host-staged: 2× NVIDIA H200" in v.where
+    nv, hs = v.numbers["NVLink"], v.numbers["host-staged"]
+    assert nv["batches"] == hs["batches"] == [2, 8, 32]
+    assert nv["max_profiler_share"] > 0.15 and nv["max_link_share"] < 0.02
+    assert hs["max_profiler_share"] > 0.15 and 0.13 < hs["max_link_share"] < 0.15
+    assert hs["at_threshold"] and not nv["at_threshold"]  # 14.1 %, one average without repeats: said to be at it
+    for n in (nv, hs):
+        assert n["exposed_link_ms"][-1] < 0.25 * n["exposed_link_ms"][0]  # a larger batch hides more of it
+    # Batches 2 and 8 take the same time: the step is bound by launching kernels there, not by the GPU.
+    assert nv["step_ms"][0] == pytest.approx(nv["step_ms"][1], rel=0.05) and nv["step_ms"][2] > 2.5 * nv["step_ms"][1]
+    assert claims.claim("C16").decider() is profiling.verdict_c16
+
+
+def test_c12_a_ranks_communication_includes_waiting(ref):
+    v = traces.verdict_c12(ref["NVLink"])
+    assert v.status == claims.claim("C12").status == "partly"
+    assert v.numbers["waiting_share"][0] > 0.9 and v.numbers["source"] == "gpu"
+    assert claims.claim("C12").decider() is traces.verdict_c12
+
+
+def test_c13_dmon_shows_utilisation_not_the_link(ref):
+    dmon, sent_gib = _reference_telemetry()
+    assert sent_gib == pytest.approx([472.203, 472.191])
+    probe = ref["NVLink"].ranks_as(schema.Rank)[0].probe
+    assert probe is not None
+    v = monitoring.verdict_c13(
+        dmon, [g * 2**30 for g in sent_gib], probe.bytes_per_rank_algorithm, where=ref["NVLink"].label
+    )
+    assert v.status == claims.claim("C13").status == "wrong"
+    assert v.numbers["dmon_columns"] == ["sm", "mem", "enc", "dec", "jpg", "ofa"]
+    assert v.numbers["sent_over_expected"] == pytest.approx(0.95, abs=0.01)
+    assert claims.claim("C13").decider() is monitoring.verdict_c13
+    assert "the link shows only in those counters" in v.text and "sent nothing" not in v.text  # they saw the probe
+    # the same dmon lines from a run with no probe (one GPU: no link): still wrong; the counters named, none read
+    alone = monitoring.verdict_c13(dmon, where="1× NVIDIA H200")
+    assert alone.status == "wrong" and alone.numbers["nvlink_sent_bytes"] == [] and "sent nothing" in alone.text
+
+
+def test_the_prediction_answer_from_the_reference(ref):
+    """Review R1-2, on the committed runs through the real readers: the NVLink run grades itself, (a) 0.4 %; its
+    host-staged twin is not over NVLink, so the NVLink run grades it too, and the twin's 1.7 % is only quoted."""
+    share = profiling.verdict_split(ref["NVLink"]).numbers["exposed_link_share"]
+    assert share == pytest.approx(0.0037, abs=1e-4) and profiling.share_answer(share) == "a"
+    itself = profiling.grade_prediction("a", ref["NVLink"], ref)
+    assert itself.status == "right" and itself.where == ref["NVLink"].label
+    staged = profiling.grade_prediction("b", ref["host-staged"], ref)
+    assert (staged.status, staged.numbers["answer"]) == ("off", "a")
+    assert staged.where == f"{ref['NVLink'].label}: the committed 2× H200 run, not this machine"
+    text = staged.text
+    assert "0.16 ms of exposed time on the wire in a 43.1 ms profiled step, 0.4 %" in text and "about 0.4 ms" in text
+    assert "(host-staged, NCCL_P2P_DISABLE=1: 1.7 % here)" in text

@@ -1,0 +1,3 @@
+"""The chapter's fixtures that more than one of its test files uses."""
+
+from tests.helpers.collectives_runs import bench, hooks  # noqa: F401 - fixtures

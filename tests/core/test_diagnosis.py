@@ -1,0 +1,44 @@
+"""Tests of nvtutorial/diagnosis.py."""
+
+from __future__ import annotations
+
+import json
+import types
+
+from nvtutorial import diagnosis
+
+
+# --------------------------------------------------------------------------- diagnosis, verdicts, predictions
+def test_collect_records_the_nodes_when_the_ranks_do_not(tmp_path):
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    spec = types.SimpleNamespace(
+        run_dir=run_dir,
+        world_size=2,
+        nnodes=2,
+        nproc=1,
+        backend="gloo",
+        workload="selftest",
+        params=None,
+        args=(),
+        env={},
+        timeout=30.0,
+        startup_timeout=20.0,
+    )
+    env = {
+        "host": "h",
+        "backend": "gloo",
+        "world_size": 2,
+        "device": "cpu",
+        "torch": "2",
+        "python": "3",
+        "cuda": None,
+        "nccl": None,
+    }
+    for r in range(2):
+        (run_dir / f"rank{r}.json").write_text(json.dumps({"metrics": {}, "env": env}))
+        (run_dir / f"rank{r}.log").write_text("")
+    r = diagnosis.collect(spec, 0, 1.0, None)
+    assert r.env is not None and r.env.nnodes == 2
+    (run_dir / "rank0.json").write_text(json.dumps({"metrics": {}, "env": {**env, "nnodes": 3}}))
+    assert diagnosis.collect(spec, 0, 1.0, None).env.nnodes == 3  # what the rank reported wins
