@@ -9,7 +9,8 @@ import dataclasses
 from nvtutorial.results import typed
 
 NAME = "ladder"
-"""The workload whose results this schema types (``workload.py``)."""
+"""The workload's name (``nvtutorial.run("ladder", ...)``, ``nvtutorial list``), declared here
+once: ``workload.py`` imports it."""
 
 LABELS = {
     "ddp": "DDP",

@@ -53,11 +53,9 @@ from nvtutorial.chapters.ch08_ladder.schema import (
     Rank,
     Rung,
 )
+from nvtutorial.chapters.ch08_ladder.schema import NAME as NAME  # the workload's name, declared by its schema
 from nvtutorial.params import require
 from nvtutorial.results import typed
-
-NAME = "ladder"
-"""The workload's name (``nvtutorial.run("ladder", ...)``, ``nvtutorial list``)."""
 
 RUNG_NAMES = ("ddp", "zero1", "fsdp_zero2", "fsdp_zero3", "fsdp_checkpointing", "fsdp_offload", "tensor_parallel")
 META_RUNGS = ("fsdp_zero2", "fsdp_zero3", "fsdp_checkpointing")

@@ -22,7 +22,8 @@ from nvtutorial.params import require
 from nvtutorial.results import typed
 
 NAME = "costmodel"
-"""The workload whose results this schema types (``workload.py``)."""
+"""The workload's name (``nvtutorial.run("costmodel", ...)``, ``nvtutorial list``), declared here
+once: ``workload.py`` imports it."""
 PARTS = ("calibrate", "problems", "pipeline", "capstone")
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter")
 DEVICE_PROBLEMS = ("mlp_matmul", "decode_matmul", "adam_step", "train_step")

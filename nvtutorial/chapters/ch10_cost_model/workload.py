@@ -52,11 +52,9 @@ from nvtutorial.chapters.ch10_cost_model.schema import (
     ScheduleRun,
     StrategyRun,
 )
+from nvtutorial.chapters.ch10_cost_model.schema import NAME as NAME  # the workload's name, declared by its schema
 from nvtutorial.params import require
 from nvtutorial.units import size_sweep
-
-NAME = "costmodel"
-"""The workload's name (``nvtutorial.run("costmodel", ...)``, ``nvtutorial list``)."""
 
 __all__ = ["Params", "run"]
 

@@ -20,7 +20,8 @@ from typing import Any, Literal
 from nvtutorial.params import require
 
 NAME = "overhead"
-"""The workload whose results this schema types (``workload.py``)."""
+"""The workload's name (``nvtutorial.run("overhead", ...)``, ``nvtutorial list``), declared here
+once: ``workload.py`` imports it."""
 PARTS = ("calibrate", "step", "allreduce")
 VARIANTS = ("eager", "graph", "compiled")
 """The step three ways: Python issues every kernel; one CUDA graph replays all of them; ``torch.compile`` with
