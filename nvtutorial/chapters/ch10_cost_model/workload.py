@@ -597,8 +597,7 @@ def _ladder_strategy(
 ) -> StrategyRun:
     from nvtutorial.chapters.ch08_ladder import workload as ladder
 
-    lp = ladder.Params(
-        **p.config(),
+    base = ladder.Params(
         global_batch=p.global_batch,
         rungs=(rung,),
         steps=p.steps,
@@ -609,6 +608,7 @@ def _ladder_strategy(
         profile_steps=0,
         seed=p.seed,
     )
+    lp = dataclasses.replace(base, **p.config())  # the transformer's sizes: this workload's
     g = ladder.run_rung(ctx, lp, rung, grads)
     return StrategyRun(
         strategy=rung,

@@ -17,6 +17,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any, Literal
 
+from nvtutorial.chapters.ch08_ladder.schema import sizes
 from nvtutorial.params import require
 
 NAME = "overhead"
@@ -78,14 +79,7 @@ class Params:
 
     def config(self, width: int) -> dict[str, int]:
         """The transformer's sizes at ``width`` (``models.transformer.Config`` fields)."""
-        return {
-            "vocab": self.vocab,
-            "seq_len": self.seq_len,
-            "dim": width,
-            "heads": self.heads,
-            "layers": self.layers,
-            "mlp_ratio": self.mlp_ratio,
-        }
+        return sizes(self, dim=width)
 
 
 # --------------------------------------------------------------------------------------------------- calibrate
