@@ -164,6 +164,12 @@ def to_strings(params: Any) -> dict[str, str]:
     return out
 
 
+def set_args(params: Any) -> list[str]:
+    """``--set KEY=VALUE`` for each parameter of a ``Params`` instance (or of ``KEY: VALUE`` strings), in order."""
+    strings = params if isinstance(params, Mapping) else to_strings(params)
+    return [word for key, value in strings.items() for word in ("--set", f"{key}={value}")]
+
+
 def require(condition: bool, message: str) -> None:
     """For ``__post_init__`` range checks: raise :class:`ParamError` with ``message`` if false."""
     if not condition:

@@ -61,6 +61,7 @@ from typing import Any
 from nvtutorial import launch, workloads
 from nvtutorial import params as params_mod
 from nvtutorial.launch.environment import NCCL_WATCHDOG, RESTART_STORE
+from nvtutorial.launch.spec import workload_program
 from nvtutorial.results import RunResult, write_json_atomic
 from nvtutorial.slurm_result import SUMMARY_PREFIX, collect
 from nvtutorial.slurm_result import _first_failure as _first_failure  # re-exported: the tests call it from here
@@ -124,10 +125,7 @@ class SlurmJob:
         """What torchrun starts on every rank: the workload module and its arguments, or the script."""
         if self.is_script:
             return [self.target, *self.script_args]
-        cmd = ["-m", workloads.module(self.target), "--out", "$RUN_DIR", "--backend", self.backend, "--capture"]
-        for key, value in params_mod.to_strings(self.params).items():
-            cmd += ["--set", f"{key}={value}"]
-        return cmd
+        return workload_program(self.target, self.params, "--out", "$RUN_DIR", "--backend", self.backend, "--capture")
 
     def script(self) -> str:
         """The batch script's text."""

@@ -5,8 +5,9 @@ report, plots, lab and exercises together. A notebook imports its chapter:
 A chapter file's role is in its name (``tests/test_layout.py`` holds each role to its rules): ``lessons/`` and
 ``workload*.py`` run on the ranks; ``schema*.py`` and ``model*.py`` are torch-free and imported by both sides;
 ``report*.py``, ``problems*.py``, ``plots*.py`` and ``lab*.py`` run in the notebook kernel; ``exercises*.py`` hold a
-code exercise's checker. A workload, its schema or an exercise declares its name (``NAME = "ladder"``): :func:`named`
-finds it without importing anything, so ``nvtutorial list`` and the launcher's checks stay fast.
+code exercise's checker. A schema or an exercise declares its name (``NAME = "ladder"``), a workload imports its
+schema's (``from ...schema import NAME as NAME``): :func:`named` finds it without importing anything, so
+``nvtutorial list`` and the launcher's checks stay fast.
 
 What a workload returns is typed: its schema (``schema*.py``, same ``NAME``) declares ``Rank``, the frozen dataclass
 one rank returns (or ``rank_type(params)`` where the part run decides it); ``nvtutorial.workloads.result_type`` finds
@@ -27,19 +28,25 @@ HERE = Path(__file__).resolve().parent
 
 @functools.cache
 def named(kind: str) -> dict[str, str]:
-    """``NAME -> module`` of every chapter file ``chNN_*/<kind>*.py`` that declares ``NAME = "..."``."""
+    """``NAME -> module`` of every chapter file ``chNN_*/<kind>*.py`` that declares ``NAME = "..."`` or imports it
+    from a chapter file that does (a workload imports its schema's)."""
     found: dict[str, str] = {}
     for path in sorted(HERE.glob(f"ch[0-9][0-9]_*/{kind}*.py")):
-        for node in ast.parse(path.read_text(), filename=str(path)).body:
-            if (
-                isinstance(node, ast.Assign)
-                and len(node.targets) == 1
-                and isinstance(node.targets[0], ast.Name)
-                and node.targets[0].id == "NAME"
-                and isinstance(node.value, ast.Constant)
-            ):
-                found[str(node.value.value)] = f"{__name__}.{path.parent.name}.{path.stem}"
+        name = declared_name(path)
+        if name is not None:
+            found[name] = f"{__name__}.{path.parent.name}.{path.stem}"
     return found
+
+
+def declared_name(path: Path) -> str | None:
+    """The ``NAME`` a chapter file declares (a string), or imports from another chapter file; read, not imported."""
+    for node in ast.parse(path.read_text(), filename=str(path)).body:
+        if isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] == ["NAME"]:
+            return str(node.value.value) if isinstance(node.value, ast.Constant) else None
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(f"{__name__}."):
+            if any(alias.name == "NAME" and alias.asname in (None, "NAME") for alias in node.names):
+                return declared_name(HERE.joinpath(*(node.module or "").split(".")[2:]).with_suffix(".py"))
+    return None
 
 
 def files(package: str) -> tuple[str, ...]:

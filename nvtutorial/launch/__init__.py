@@ -1,7 +1,7 @@
 """The process layer: every run of the course starts, is followed and ends here.
 
 - :mod:`.spec`: a run checked before anything starts (:func:`prepare` -> :class:`LaunchSpec`), and the
-  ``torchrun`` command lines it stands for;
+  ``torchrun`` command lines it stands for (built once: :func:`.spec.torchrun_options`, :func:`.spec.workload_program`);
 - :mod:`.environment`: the one rule for a rank's environment (torchrun's variables), free ports;
 - :mod:`.warm`: the warm interpreter that forks ranks (:mod:`._zygote`), and the run's store (:mod:`._store`);
 - :mod:`.tree`: the one supervisor of a process tree: whose processes, their ending, their stacks;

@@ -141,49 +141,24 @@ class LaunchSpec:
                 str(self.script),
                 *self.args,
             ]
-        cmd = [
-            "-m",
-            workloads.module(self.workload),
-            "--out",
-            str(self.run_dir),
-            "--backend",
-            self.backend,
-            "--capture",
-        ]
-        if self.pg_timeout is not None:
-            cmd += ["--pg-timeout", str(self.pg_timeout)]
-        for key, value in params_mod.to_strings(self.params).items():
-            cmd += ["--set", f"{key}={value}"]
-        return cmd
+        pg = ["--pg-timeout", str(self.pg_timeout)] if self.pg_timeout is not None else []
+        run = ["--out", str(self.run_dir), "--backend", self.backend, "--capture", *pg]
+        return workload_program(self.workload, self.params, *run)
 
     def command(self, node: int = 0, port: int | None = None) -> list[str]:
         """The torchrun command of ``node`` (with emulated nodes, its rendezvous on 127.0.0.1:``port``)."""
+        if self.nnodes > 1 and port is None:
+            raise ValueError("emulated nodes meet on a rendezvous port: give port=")
         cmd = [sys.executable, "-m", "torch.distributed.run"]
-        if self.nnodes == 1:
-            cmd.append("--standalone")
-        else:
-            if port is None:
-                raise ValueError("emulated nodes meet on a rendezvous port: give port=")
-            # c10d numbers the nodes itself (torchrun ignores --node-rank with it)
-            cmd += [
-                "--nnodes",
-                str(self.nnodes),
-                "--rdzv-backend",
-                "c10d",
-                "--rdzv-endpoint",
-                f"127.0.0.1:{port}",
-                "--rdzv-id",
-                self.run_dir.name,
-                # node 0 hosts the rendezvous store: a taken port then fails fast instead of hanging
-                "--rdzv-conf",
-                f"is_host={int(node == 0)}",
-            ]
-        if self.max_restarts:
-            cmd += ["--max-restarts", str(self.max_restarts)]
+        # c10d numbers the nodes itself (torchrun ignores --node-rank with it)
+        endpoint = f"127.0.0.1:{port}" if self.nnodes > 1 else None
+        cmd += torchrun_options(self.nproc, self.nnodes, endpoint, self.run_dir.name, self.max_restarts)
+        if self.nnodes > 1:  # node 0 hosts the rendezvous store: a taken port then fails fast instead of hanging
+            cmd += ["--rdzv-conf", f"is_host={int(node == 0)}"]
         # torchrun's own files (each attempt's error files) in the run's folder, not a torchelastic_* folder that
         # it would make in the system's temp folder and never remove
         cmd += ["--log-dir", str(self.run_dir / "torchelastic")]
-        return cmd + ["--nproc-per-node", str(self.nproc), "--monitor-interval", "0.1", *self.program()]
+        return cmd + ["--monitor-interval", "0.1", *self.program()]
 
     def cluster_commands(self, endpoint: str = "$HEAD_NODE:29400", job_id: str = "nvtutorial") -> list[str]:
         """The ``torchrun`` line each node of a real cluster would run for this job, node 0 first.
@@ -195,31 +170,31 @@ class LaunchSpec:
         one host runs the same lines, with the rendezvous on 127.0.0.1 and ``NCCL_HOSTID`` set
         per node.
         """
-        if self.script is not None:
-            program = [self.workload, *self.args]
-        else:
-            program = ["-m", workloads.module(self.workload)]
-            for key, value in params_mod.to_strings(self.params).items():
-                program += ["--set", f"{key}={value}"]
-        lines = []
-        for _node in range(self.nnodes):  # the same command line on every node
-            words = [
-                "torchrun",
-                "--nnodes",
-                str(self.nnodes),
-                "--nproc-per-node",
-                str(self.nproc),
-                "--rdzv-backend",
-                "c10d",
-                "--rdzv-endpoint",
-                endpoint,
-                "--rdzv-id",
-                job_id,
-                *(["--max-restarts", str(self.max_restarts)] if self.max_restarts else []),
-                *program,
-            ]
-            lines.append(" ".join(w if w == endpoint else shlex.quote(w) for w in words))
-        return lines
+        program = (
+            [self.workload, *self.args] if self.script is not None else workload_program(self.workload, self.params)
+        )
+        words = ["torchrun", *torchrun_options(self.nproc, self.nnodes, endpoint, job_id, self.max_restarts), *program]
+        line = " ".join(w if w == endpoint else shlex.quote(w) for w in words)
+        return [line] * self.nnodes  # the same command line on every node
+
+
+def torchrun_options(
+    nproc: int, nnodes: int = 1, endpoint: str | None = None, rdzv_id: str = "", max_restarts: int = 0
+) -> list[str]:
+    """torchrun's options for ``nnodes`` nodes of ``nproc`` ranks: ``--standalone`` without an ``endpoint``, else a
+    c10d rendezvous at ``endpoint`` named ``rdzv_id``; ``--max-restarts`` where there are restarts."""
+    if endpoint is None:
+        words = ["--standalone", "--nproc-per-node", str(nproc)]
+    else:
+        words = ["--nnodes", str(nnodes), "--nproc-per-node", str(nproc)]
+        words += ["--rdzv-backend", "c10d", "--rdzv-endpoint", endpoint, "--rdzv-id", rdzv_id]
+    return words + (["--max-restarts", str(max_restarts)] if max_restarts else [])
+
+
+def workload_program(workload: str, params: Any, *options: str) -> list[str]:
+    """What torchrun starts for a workload: its module, ``options``, then ``--set KEY=VALUE`` for each of ``params``
+    (a ``Params`` instance, or ``KEY: VALUE`` strings)."""
+    return ["-m", workloads.module(workload), *options, *params_mod.set_args(params)]
 
 
 COURSE_SET = ("CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS", "TORCH_DISABLE_SHARE_RDZV_TCP_STORE", "NCCL_HOSTID")
@@ -247,27 +222,10 @@ def torchrun_line(spec: LaunchSpec, full: bool = False) -> str:
     if spec.script is not None:
         program = [spec.workload, *spec.args]
     else:
-        program = ["-m", workloads.module(spec.workload), "--backend", spec.backend]
         shown = params_mod.to_strings(spec.params) if full else given_params(spec.params)
-        for key, value in shown.items():
-            program += ["--set", f"{key}={value}"]
-    words = ["torchrun", "--standalone", "--nproc-per-node", str(spec.nproc)]
-    if spec.nnodes > 1:
-        words = [
-            "torchrun",
-            "--nnodes",
-            str(spec.nnodes),
-            "--nproc-per-node",
-            str(spec.nproc),
-            "--rdzv-backend",
-            "c10d",
-            "--rdzv-endpoint",
-            "127.0.0.1:29400",
-            "--rdzv-id",
-            "course",
-        ]
-    if spec.max_restarts:
-        words += ["--max-restarts", str(spec.max_restarts)]
+        program = workload_program(spec.workload, shown, "--backend", spec.backend)
+    endpoint = "127.0.0.1:29400" if spec.nnodes > 1 else None
+    words = ["torchrun", *torchrun_options(spec.nproc, spec.nnodes, endpoint, "course", spec.max_restarts)]
     gpus = [g.uuid for g in hardware.gpus()] if spec.nnodes > 1 and spec.backend == "nccl" else []
     lines = []
     for node in range(spec.nnodes):

@@ -17,7 +17,6 @@ before any sharding: the single-process reference and every rung start from iden
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 
 import torch
@@ -25,28 +24,10 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
+from nvtutorial.chapters.ch08_ladder.schema import ModelConfig
 
-@dataclasses.dataclass(frozen=True)
-class Config:
-    """The model's shape. Every size that is sharded over 2 ranks (vocab, dim, the MLP width, heads)
-    is even, so that each rank's shard holds exactly half of it."""
-
-    vocab: int = 256
-    seq_len: int = 32
-    dim: int = 64
-    heads: int = 4
-    layers: int = 2
-    mlp_ratio: int = 4
-
-    def __post_init__(self) -> None:
-        if self.dim % self.heads:
-            raise ValueError(f"dim={self.dim} must be a multiple of heads={self.heads}")
-        if min(self.vocab, self.seq_len, self.dim, self.heads, self.layers, self.mlp_ratio) < 1:
-            raise ValueError(f"every size must be at least 1: {self}")
-
-    @property
-    def hidden(self) -> int:
-        return self.mlp_ratio * self.dim
+Config = ModelConfig
+"""The model's shape: notebook 08's torch-free ``ModelConfig`` (its schema declares the sizes once)."""
 
 
 class Attention(nn.Module):

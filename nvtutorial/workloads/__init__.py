@@ -2,7 +2,8 @@
 
 A module is a workload when it defines ``Params`` (a frozen dataclass) and ``run``. The course's tools live here
 (``selftest``); each chapter's workloads live in its folder (``nvtutorial/chapters/chNN_topic/workload*.py``) and
-declare their name (``NAME = "ladder"``). :func:`module` gives the module ``python -m`` (and ``torchrun -m``) runs.
+import their name from their schema (``NAME = "ladder"`` in ``schema.py``). :func:`module` gives the module
+``python -m`` (and ``torchrun -m``) runs.
 """
 
 from __future__ import annotations

@@ -9,7 +9,8 @@ from collections.abc import Mapping
 from typing import Literal
 
 NAME = "allreduce_bench"
-"""The workload whose results this schema types (``workload_allreduce.py``)."""
+"""The workload's name (``nvtutorial.run("allreduce_bench", ...)``, ``nvtutorial list``), declared here
+once: ``workload_allreduce.py`` imports it."""
 
 Dtype = Literal["float32", "bfloat16", "float16", "float64", "int32"]
 """The element types the bandwidth workloads all-reduce or send (``torch.<name>``)."""

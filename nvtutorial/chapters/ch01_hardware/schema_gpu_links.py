@@ -9,7 +9,8 @@ import dataclasses
 from typing import Literal
 
 NAME = "gpu_links"
-"""The workload whose results this schema types (``workload_gpu_links.py``)."""
+"""The workload's name (``nvtutorial.run("gpu_links", ...)``, ``nvtutorial list``), declared here
+once: ``workload_gpu_links.py`` imports it."""
 
 Link = Literal["memory", "host to device", "device to host"]
 Host = Literal["device", "pinned", "pageable"]

@@ -9,7 +9,8 @@ from collections.abc import Mapping
 from typing import Literal
 
 NAME = "p2p_copy"
-"""The workload whose results this schema types (``workload_p2p.py``)."""
+"""The workload's name (``nvtutorial.run("p2p_copy", ...)``, ``nvtutorial list``), declared here
+once: ``workload_p2p.py`` imports it."""
 
 
 @dataclasses.dataclass(frozen=True)

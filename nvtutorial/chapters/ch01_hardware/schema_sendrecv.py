@@ -10,7 +10,8 @@ from typing import Literal
 from nvtutorial.chapters.ch01_hardware.schema_allreduce import Dtype
 
 NAME = "sendrecv_bench"
-"""The workload whose results this schema types (``workload_sendrecv.py``)."""
+"""The workload's name (``nvtutorial.run("sendrecv_bench", ...)``, ``nvtutorial list``), declared here
+once: ``workload_sendrecv.py`` imports it."""
 
 
 @dataclasses.dataclass(frozen=True)

@@ -34,13 +34,13 @@ from typing import Any, Literal
 
 from nvtutorial import nvml, runtime
 from nvtutorial.chapters.ch01_hardware.lessons.busbw import bus_bandwidth, time_all_reduce
+from nvtutorial.chapters.ch01_hardware.schema_allreduce import (
+    NAME as NAME,  # the workload's name, declared by its schema
+)
 from nvtutorial.chapters.ch01_hardware.schema_allreduce import Rank, Row, Wire
 from nvtutorial.chapters.ch01_hardware.workload_bench import bandwidth, measure, torch_dtype
 from nvtutorial.params import require
 from nvtutorial.units import size_sweep
-
-NAME = "allreduce_bench"
-"""The workload's name (``nvtutorial.run("allreduce_bench", ...)``, ``nvtutorial list``)."""
 
 DTYPES = ("float32", "bfloat16", "float16", "float64", "int32")
 

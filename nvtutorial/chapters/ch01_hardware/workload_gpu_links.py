@@ -29,11 +29,11 @@ from collections.abc import Callable
 from typing import Any
 
 from nvtutorial import runtime
+from nvtutorial.chapters.ch01_hardware.schema_gpu_links import (
+    NAME as NAME,  # the workload's name, declared by its schema
+)
 from nvtutorial.chapters.ch01_hardware.schema_gpu_links import Host, Link, Rank, Row
 from nvtutorial.params import require
-
-NAME = "gpu_links"
-"""The workload's name (``nvtutorial.run("gpu_links", ...)``, ``nvtutorial list``)."""
 
 
 @dataclasses.dataclass(frozen=True)

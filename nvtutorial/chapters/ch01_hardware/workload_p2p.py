@@ -32,12 +32,10 @@ from collections.abc import Callable
 from typing import Any, Literal
 
 from nvtutorial import runtime
+from nvtutorial.chapters.ch01_hardware.schema_p2p import NAME as NAME  # the workload's name, declared by its schema
 from nvtutorial.chapters.ch01_hardware.schema_p2p import Rank, Row
 from nvtutorial.params import require
 from nvtutorial.units import size_sweep
-
-NAME = "p2p_copy"
-"""The workload's name (``nvtutorial.run("p2p_copy", ...)``, ``nvtutorial list``)."""
 
 
 @dataclasses.dataclass(frozen=True)

@@ -20,13 +20,13 @@ import dataclasses
 from typing import Any, Literal
 
 from nvtutorial import runtime
+from nvtutorial.chapters.ch01_hardware.schema_sendrecv import (
+    NAME as NAME,  # the workload's name, declared by its schema
+)
 from nvtutorial.chapters.ch01_hardware.schema_sendrecv import Rank, Row
 from nvtutorial.chapters.ch01_hardware.workload_bench import bandwidth, measure, torch_dtype
 from nvtutorial.params import require
 from nvtutorial.units import size_sweep
-
-NAME = "sendrecv_bench"
-"""The workload's name (``nvtutorial.run("sendrecv_bench", ...)``, ``nvtutorial list``)."""
 
 
 @dataclasses.dataclass(frozen=True)

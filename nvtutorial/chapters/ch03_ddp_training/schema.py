@@ -24,7 +24,8 @@ from collections.abc import Mapping
 from typing import Any, Literal
 
 NAME = "train"
-"""The workload whose results this schema types (``workload.py``)."""
+"""The workload's name (``nvtutorial.run("train", ...)``, ``nvtutorial list``), declared here
+once: ``workload.py`` imports it."""
 SOLO = "1 GPU, no DDP"
 """The 1-GPU configuration's variant name (rank 0 alone, the model without DDP; ``one_gpu_batch``)."""
 

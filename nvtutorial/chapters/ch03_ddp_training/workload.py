@@ -42,15 +42,13 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any, Literal
 
 from nvtutorial import runtime
+from nvtutorial.chapters.ch03_ddp_training.schema import NAME as NAME  # the workload's name, declared by its schema
 from nvtutorial.chapters.ch03_ddp_training.schema import SOLO, Rank, Row
 from nvtutorial.models.unet import SIZES, Size
 from nvtutorial.params import ParamError, require
 
 if TYPE_CHECKING:
     from torch import Tensor
-
-NAME = "train"
-"""The workload's name (``nvtutorial.run("train", ...)``, ``nvtutorial list``)."""
 
 
 @dataclasses.dataclass(frozen=True)

@@ -17,7 +17,8 @@ import dataclasses
 from typing import Literal
 
 NAME = "attention_sdp"
-"""The workload whose results this schema types (``workload_attention.py``)."""
+"""The workload's name (``nvtutorial.run("attention_sdp", ...)``, ``nvtutorial list``), declared here
+once: ``workload_attention.py`` imports it."""
 BackendName = Literal["MATH", "FLASH_ATTENTION", "EFFICIENT_ATTENTION", "CUDNN_ATTENTION"]
 BACKENDS: tuple[BackendName, ...] = ("MATH", "FLASH_ATTENTION", "EFFICIENT_ATTENTION", "CUDNN_ATTENTION")
 """The SDPA backends tried, in order (``torch.nn.attention.SDPBackend`` names)."""

@@ -37,14 +37,12 @@ from nvtutorial.chapters.ch04_optimisations.schema import (
     Switches,
     UNet,
 )
+from nvtutorial.chapters.ch04_optimisations.schema import NAME as NAME  # the workload's name, declared by its schema
 from nvtutorial.models.unet import SIZES
 from nvtutorial.params import require
 
 if TYPE_CHECKING:
     import torch
-
-NAME = "attention_sdp"
-"""The workload's name (``nvtutorial.run("attention_sdp", ...)``, ``nvtutorial list``)."""
 
 
 @dataclasses.dataclass(frozen=True)

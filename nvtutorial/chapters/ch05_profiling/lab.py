@@ -24,6 +24,7 @@ from nvtutorial import params as params_mod
 from nvtutorial.chapters.ch05_profiling import workload as profile_step
 from nvtutorial.chapters.ch05_profiling.report_traces import NsysResult, nsys_split, parse_kernel_summary
 from nvtutorial.launch.environment import child_environment
+from nvtutorial.launch.spec import torchrun_options, workload_program
 from nvtutorial.launch.tree import ProcessTree
 from nvtutorial.machine import telemetry
 
@@ -195,8 +196,8 @@ def nsys_display_command(
     both use CUPTI: one at a time)."""
     given = dict(params or {})
     strings = params_mod.to_strings(params_mod.build(workloads.load(workload).Params, given))  # validates
-    sets = " ".join(f"--set {k}={strings[k]}" for k in given if strings[k] != "")
+    sets = " ".join(params_mod.set_args({k: strings[k] for k in given if strings[k] != ""}))
+    torchrun = " ".join(["torchrun", *torchrun_options(nproc), *workload_program(workload, {})])
     return (
-        f"nsys profile --trace={NSYS_TRACE} --sample=none --cpuctxsw=none --output {output} \\\n"
-        f"    torchrun --standalone --nproc-per-node {nproc} -m {workloads.module(workload)} {sets}"
+        f"nsys profile --trace={NSYS_TRACE} --sample=none --cpuctxsw=none --output {output} \\\n    {torchrun} {sets}"
     )

@@ -17,7 +17,8 @@ from typing import Any, Literal
 from nvtutorial.results import rows_typed, with_defaults
 
 NAME = "profile_step"
-"""The workload whose results this schema types (``workload.py``)."""
+"""The workload's name (``nvtutorial.run("profile_step", ...)``, ``nvtutorial list``), declared here
+once: ``workload.py`` imports it."""
 
 Model = Literal["tiny", "small", "full"]
 Source = Literal["gpu", "cpu", "nsys"]

@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from nvtutorial import runtime
+from nvtutorial.chapters.ch05_profiling.schema import NAME as NAME  # the workload's name, declared by its schema
 from nvtutorial.chapters.ch05_profiling.schema import (
     Kinds,
     Phase,
@@ -52,9 +53,6 @@ from nvtutorial.chapters.ch05_profiling.schema import (
 )
 from nvtutorial.params import require
 from nvtutorial.results import typed
-
-NAME = "profile_step"
-"""The workload's name (``nvtutorial.run("profile_step", ...)``, ``nvtutorial list``)."""
 
 TIMING = "host clock per step, the device synchronised at its end"
 

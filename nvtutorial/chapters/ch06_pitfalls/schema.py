@@ -19,7 +19,8 @@ from nvtutorial.params import require
 from nvtutorial.results import as_typed, rows_typed, with_defaults
 
 NAME = "pitfalls"
-"""The workload whose results this schema types (``workload.py``)."""
+"""The workload's name (``nvtutorial.run("pitfalls", ...)``, ``nvtutorial list``), declared here
+once: ``workload.py`` imports it."""
 
 Part = Literal["dataloader", "oom"]
 Model = Literal["tiny", "small", "full"]

@@ -28,10 +28,8 @@ import os
 from pathlib import Path
 
 from nvtutorial import runtime
+from nvtutorial.chapters.ch06_pitfalls.schema import NAME as NAME  # the workload's name, declared by its schema
 from nvtutorial.chapters.ch06_pitfalls.schema import Loader, LoaderRow, Params, Rank, Shards
-
-NAME = "pitfalls"
-"""The workload's name (``nvtutorial.run("pitfalls", ...)``, ``nvtutorial list``)."""
 
 
 def run(ctx: runtime.Context, p: Params) -> Rank:

@@ -23,7 +23,8 @@ from typing import Any, Literal
 from nvtutorial.results import as_typed, with_defaults
 
 NAME = "collectives_bench"
-"""The workload whose results this schema types (``workload.py``)."""
+"""The workload's name (``nvtutorial.run("collectives_bench", ...)``, ``nvtutorial list``), declared here
+once: ``workload.py`` imports it."""
 ONE_SLICE = "ring, 1 slice"
 """The plain ring's ``variant`` (one slice per chunk, launched from Python): what the others are compared with."""
 

@@ -20,7 +20,8 @@ from typing import Any, Literal
 from nvtutorial.results import as_typed, typed, with_defaults
 
 NAME = "compression"
-"""The workload whose results this schema types (``workload_compression.py``)."""
+"""The workload's name (``nvtutorial.run("compression", ...)``, ``nvtutorial list``), declared here
+once: ``workload_compression.py`` imports it."""
 HookName = Literal["none", "fp16", "bf16", "powersgd", "topk"]
 HOOK_NAMES: tuple[HookName, ...] = ("none", "fp16", "bf16", "powersgd", "topk")
 """The hooks of :mod:`nvtutorial.chapters.ch07_collectives.lessons.compression` (``none``: DDP's own all-reduce)."""

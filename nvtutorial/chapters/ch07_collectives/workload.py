@@ -35,11 +35,9 @@ from collections.abc import Callable
 from typing import Any, Literal
 
 from nvtutorial import runtime
+from nvtutorial.chapters.ch07_collectives.schema import NAME as NAME  # the workload's name, declared by its schema
 from nvtutorial.chapters.ch07_collectives.schema import ONE_SLICE, IndexingRow, Rank, RingRow, SourceCase, SparseRow
 from nvtutorial.params import require
-
-NAME = "collectives_bench"
-"""The workload's name (``nvtutorial.run("collectives_bench", ...)``, ``nvtutorial list``)."""
 
 
 @dataclasses.dataclass(frozen=True)

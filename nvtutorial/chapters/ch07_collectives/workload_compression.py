@@ -44,11 +44,11 @@ from nvtutorial.chapters.ch07_collectives.schema_compression import (
     HookName,
     Rank,
 )
+from nvtutorial.chapters.ch07_collectives.schema_compression import (
+    NAME as NAME,  # the workload's name, declared by its schema
+)
 from nvtutorial.params import require
 from nvtutorial.workloads._commcount import ring_sent
-
-NAME = "compression"
-"""The workload's name (``nvtutorial.run("compression", ...)``, ``nvtutorial list``)."""
 
 
 @dataclasses.dataclass(frozen=True)

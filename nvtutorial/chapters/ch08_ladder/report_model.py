@@ -87,17 +87,9 @@ class Setup:
         """The setup a run of the ladder trained (one rank's typed result)."""
         return cls(**dataclasses.asdict(rank.config), global_batch=rank.global_batch, world=rank.world_size)
 
-    def config(self):  # -> models.transformer.Config
-        from nvtutorial.models import transformer
-
-        return transformer.Config(
-            vocab=self.vocab,
-            seq_len=self.seq_len,
-            dim=self.dim,
-            heads=self.heads,
-            layers=self.layers,
-            mlp_ratio=self.mlp_ratio,
-        )
+    def config(self) -> schema.ModelConfig:
+        """The model's sizes (``models.transformer.Config``)."""
+        return schema.ModelConfig(**schema.sizes(self))
 
     def shapes(self) -> list[tuple[str, tuple[int, ...]]]:
         from nvtutorial.models import transformer

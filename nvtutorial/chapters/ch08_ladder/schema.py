@@ -5,11 +5,13 @@ show it, and what one rank of the ``ladder`` workload returns (:class:`Rank`, re
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 from nvtutorial.results import typed
 
 NAME = "ladder"
-"""The workload whose results this schema types (``workload.py``)."""
+"""The workload's name (``nvtutorial.run("ladder", ...)``, ``nvtutorial list``), declared here
+once: ``workload.py`` imports it."""
 
 LABELS = {
     "ddp": "DDP",
@@ -24,14 +26,34 @@ LABELS = {
 
 @dataclasses.dataclass(frozen=True)
 class ModelConfig:
-    """The transformer's sizes (``models.transformer.Config``'s fields)."""
+    """The transformer's sizes, declared once, torch-free (``models.transformer.Config`` is this class; the
+    schemas, reports and parameters read their sizes with :func:`sizes`). Every size that is sharded over 2 ranks
+    (vocab, dim, the MLP width, heads) is even, so that each rank's shard holds exactly half of it."""
 
-    vocab: int
-    seq_len: int
-    dim: int
-    heads: int
-    layers: int
-    mlp_ratio: int
+    vocab: int = 256
+    seq_len: int = 32
+    dim: int = 64
+    heads: int = 4
+    layers: int = 2
+    mlp_ratio: int = 4
+
+    def __post_init__(self) -> None:
+        if self.dim % self.heads:
+            raise ValueError(f"dim={self.dim} must be a multiple of heads={self.heads}")
+        if min(self.vocab, self.seq_len, self.dim, self.heads, self.layers, self.mlp_ratio) < 1:
+            raise ValueError(f"every size must be at least 1: {self}")
+
+    @property
+    def hidden(self) -> int:
+        return self.mlp_ratio * self.dim
+
+
+def sizes(source: Any, **given: int) -> dict[str, int]:
+    """The transformer's sizes that ``source`` holds under :class:`ModelConfig`'s names (a workload's ``Params``, a
+    ``Setup``), in its order; ``given`` instead where named (``dim=width``)."""
+    return {
+        f.name: given[f.name] if f.name in given else getattr(source, f.name) for f in dataclasses.fields(ModelConfig)
+    }
 
 
 @dataclasses.dataclass(frozen=True)

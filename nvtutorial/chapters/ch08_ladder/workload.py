@@ -49,15 +49,13 @@ from nvtutorial.chapters.ch08_ladder.schema import (
     FitError,
     Gradients,
     Held,
-    ModelConfig,
     Rank,
     Rung,
+    sizes,
 )
+from nvtutorial.chapters.ch08_ladder.schema import NAME as NAME  # the workload's name, declared by its schema
 from nvtutorial.params import require
 from nvtutorial.results import typed
-
-NAME = "ladder"
-"""The workload's name (``nvtutorial.run("ladder", ...)``, ``nvtutorial list``)."""
 
 RUNG_NAMES = ("ddp", "zero1", "fsdp_zero2", "fsdp_zero3", "fsdp_checkpointing", "fsdp_offload", "tensor_parallel")
 META_RUNGS = ("fsdp_zero2", "fsdp_zero3", "fsdp_checkpointing")
@@ -337,9 +335,7 @@ def train_rung(
     from nvtutorial.chapters.ch08_ladder.lessons.train import global_loss, local_batch, train_step
     from nvtutorial.models import transformer
 
-    cfg = transformer.Config(
-        vocab=p.vocab, seq_len=p.seq_len, dim=p.dim, heads=p.heads, layers=p.layers, mlp_ratio=p.mlp_ratio
-    )
+    cfg = transformer.Config(**sizes(p))
     _free(ctx)
     model, optimizer = _build(ctx, p, rung, cfg)
     step_no = 0
@@ -511,9 +507,7 @@ def run(ctx: runtime.Context, p: Params) -> Rank:
     from nvtutorial.chapters.ch08_ladder.lessons.train import train
     from nvtutorial.models import transformer
 
-    cfg = transformer.Config(
-        vocab=p.vocab, seq_len=p.seq_len, dim=p.dim, heads=p.heads, layers=p.layers, mlp_ratio=p.mlp_ratio
-    )
+    cfg = transformer.Config(**sizes(p))
     require(
         p.global_batch % ctx.world_size == 0,
         f"global_batch={p.global_batch} must be a multiple of the {ctx.world_size} ranks: each data-parallel rank "
@@ -560,7 +554,7 @@ def run(ctx: runtime.Context, p: Params) -> Rank:
             fit_error = FitError(p.fit_rung, p.fit_layers, f"OutOfMemoryError: {str(exc).splitlines()[0]}")
             _free(ctx)
     return Rank(
-        config=typed(ModelConfig, dataclasses.asdict(cfg)),
+        config=cfg,
         global_batch=p.global_batch,
         world_size=ctx.world_size,
         rank=ctx.rank,

@@ -16,13 +16,15 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from typing import Any, Literal, TypedDict
+from typing import Any, Literal
 
+from nvtutorial.chapters.ch08_ladder.schema import sizes
 from nvtutorial.params import require
 from nvtutorial.results import typed
 
 NAME = "costmodel"
-"""The workload whose results this schema types (``workload.py``)."""
+"""The workload's name (``nvtutorial.run("costmodel", ...)``, ``nvtutorial list``), declared here
+once: ``workload.py`` imports it."""
 PARTS = ("calibrate", "problems", "pipeline", "capstone")
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter")
 DEVICE_PROBLEMS = ("mlp_matmul", "decode_matmul", "adam_step", "train_step")
@@ -35,17 +37,6 @@ SCHEDULES = ("gpipe", "1f1b")
 LADDER_STRATEGIES = ("ddp", "zero1", "fsdp_zero2", "fsdp_zero3", "fsdp_checkpointing", "tensor_parallel")
 """Notebook 08's rungs the capstone accepts (CPU offload is left out: it trades the budget for host memory)."""
 STRATEGIES = LADDER_STRATEGIES + tuple(f"pipeline_{s}" for s in SCHEDULES)
-
-
-class ModelSizes(TypedDict):
-    """The transformer's sizes, as ``models.transformer.Config`` (and notebook 08's ``Setup``) take them."""
-
-    vocab: int
-    seq_len: int
-    dim: int
-    heads: int
-    layers: int
-    mlp_ratio: int
 
 
 @dataclasses.dataclass(frozen=True)
@@ -130,16 +121,9 @@ class Params:
         require(self.allreduce_bytes >= 64 and self.small_bytes >= 64, "collective sizes of 64 bytes or more")
         require(self.budget_bytes >= 0, f"budget_bytes={self.budget_bytes} must be 0 (no limit) or more")
 
-    def config(self) -> ModelSizes:
+    def config(self) -> dict[str, int]:
         """The transformer's sizes (``models.transformer.Config`` fields)."""
-        return {
-            "vocab": self.vocab,
-            "seq_len": self.seq_len,
-            "dim": self.dim,
-            "heads": self.heads,
-            "layers": self.layers,
-            "mlp_ratio": self.mlp_ratio,
-        }
+        return sizes(self)
 
 
 # --------------------------------------------------------------------------------------------------- calibrate

@@ -52,11 +52,9 @@ from nvtutorial.chapters.ch10_cost_model.schema import (
     ScheduleRun,
     StrategyRun,
 )
+from nvtutorial.chapters.ch10_cost_model.schema import NAME as NAME  # the workload's name, declared by its schema
 from nvtutorial.params import require
 from nvtutorial.units import size_sweep
-
-NAME = "costmodel"
-"""The workload's name (``nvtutorial.run("costmodel", ...)``, ``nvtutorial list``)."""
 
 __all__ = ["Params", "run"]
 
@@ -599,8 +597,7 @@ def _ladder_strategy(
 ) -> StrategyRun:
     from nvtutorial.chapters.ch08_ladder import workload as ladder
 
-    lp = ladder.Params(
-        **p.config(),
+    base = ladder.Params(
         global_batch=p.global_batch,
         rungs=(rung,),
         steps=p.steps,
@@ -611,6 +608,7 @@ def _ladder_strategy(
         profile_steps=0,
         seed=p.seed,
     )
+    lp = dataclasses.replace(base, **p.config())  # the transformer's sizes: this workload's
     g = ladder.run_rung(ctx, lp, rung, grads)
     return StrategyRun(
         strategy=rung,

@@ -17,10 +17,12 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any, Literal
 
+from nvtutorial.chapters.ch08_ladder.schema import sizes
 from nvtutorial.params import require
 
 NAME = "overhead"
-"""The workload whose results this schema types (``workload.py``)."""
+"""The workload's name (``nvtutorial.run("overhead", ...)``, ``nvtutorial list``), declared here
+once: ``workload.py`` imports it."""
 PARTS = ("calibrate", "step", "allreduce")
 VARIANTS = ("eager", "graph", "compiled")
 """The step three ways: Python issues every kernel; one CUDA graph replays all of them; ``torch.compile`` with
@@ -77,14 +79,7 @@ class Params:
 
     def config(self, width: int) -> dict[str, int]:
         """The transformer's sizes at ``width`` (``models.transformer.Config`` fields)."""
-        return {
-            "vocab": self.vocab,
-            "seq_len": self.seq_len,
-            "dim": width,
-            "heads": self.heads,
-            "layers": self.layers,
-            "mlp_ratio": self.mlp_ratio,
-        }
+        return sizes(self, dim=width)
 
 
 # --------------------------------------------------------------------------------------------------- calibrate

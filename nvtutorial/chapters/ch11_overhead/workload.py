@@ -29,6 +29,7 @@ import warnings
 from typing import Any
 
 from nvtutorial import runtime, tracesplit
+from nvtutorial.chapters.ch11_overhead.schema import NAME as NAME  # the workload's name, declared by its schema
 from nvtutorial.chapters.ch11_overhead.schema import (
     AllReducePoint,
     AllReduceRank,
@@ -40,9 +41,6 @@ from nvtutorial.chapters.ch11_overhead.schema import (
     StepRank,
     VariantRun,
 )
-
-NAME = "overhead"
-"""The workload's name (``nvtutorial.run("overhead", ...)``, ``nvtutorial list``)."""
 
 __all__ = ["Params", "run"]
 
