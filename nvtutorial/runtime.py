@@ -18,6 +18,7 @@ import argparse
 import contextlib
 import dataclasses
 import datetime
+import errno
 import faulthandler
 import json
 import os
@@ -335,21 +336,25 @@ def rank_payload(
 
 
 def report_failure(run_dir: Path, rank: int, exc: BaseException, trace: str | None = None) -> NoReturn:
-    """Write ``rank{R}.error.json`` (type, message, traceback), print the traceback and end the process."""
+    """Write ``rank{R}.error.json`` (type, message, traceback; the rank's latest failure) and
+    ``failures/pid{P}.json`` (the same, with the attempt, kept for each process: torchrun's agents name a failed rank
+    by its pid), print the traceback and end the process."""
     trace = trace or "".join(traceback.format_exception(exc))
     path = run_dir / f"rank{rank}.error.json"
+    record = {
+        "schema_version": SCHEMA_VERSION,
+        "rank": rank,
+        "pid": os.getpid(),
+        "restart": int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")),
+        "time": time.time(),
+        "type": type(exc).__qualname__,
+        "message": str(exc),
+        "traceback": trace,
+    }
     try:
-        write_result(
-            path,
-            {
-                "schema_version": SCHEMA_VERSION,
-                "rank": rank,
-                "time": time.time(),
-                "type": type(exc).__qualname__,
-                "message": str(exc),
-                "traceback": trace,
-            },
-        )
+        write_result(path, record)
+        (run_dir / "failures").mkdir(exist_ok=True)
+        write_result(run_dir / "failures" / f"pid{os.getpid()}.json", record)
     except OSError as write_error:  # a full disk or a deleted run folder: the log is all that is left
         trace += f"\n(could not write {path}: {write_error})\n"
     with contextlib.suppress(OSError, ValueError):
@@ -470,15 +475,16 @@ def _init(
 
 PORTS = (20000, 32768)
 """Where :func:`free_port` looks first: below Linux's default ephemeral range (``ip_local_port_range``, 32768–60999),
-whose ports the system hands to every outgoing connection. A port the OS picks (bind to 0) comes from that range, and
-between the check and the real bind an outgoing connection can take it: on one H200 (2026-12-07) notebook 09's
-rendezvous port was most likely taken so (its agent failed with EADDRINUSE and the other waited two minutes). Where
-the host's ephemeral range starts lower, :func:`free_port` looks below that instead (:func:`_below_ephemeral`)."""
+whose ports the system hands to every bind to port 0 and every outgoing connection. A port picked so (bind to 0, as
+torch's ``get_free_port`` and this function once did) and released can be taken by another process's bind to port 0
+or, more rarely, by an outgoing connection before the real bind: on one H200 (2026-12-07) notebook 09's rendezvous
+port was taken (its agent failed with EADDRINUSE and the other waited two minutes)."""
 
 
 def _below_ephemeral(proc: Path = Path("/proc/sys/net/ipv4")) -> list[int]:
-    """The ports of :data:`PORTS` below this host's ephemeral range and not reserved (``ip_local_reserved_ports``);
-    :data:`PORTS` itself where /proc does not say (not Linux)."""
+    """Ports below this host's ephemeral range and not reserved (``ip_local_reserved_ports``): :data:`PORTS` where the
+    range starts at 32768 or above, else the 4096 ports under its start (1024 at the least); :data:`PORTS` where /proc
+    does not say (not Linux)."""
     try:
         low = int((proc / "ip_local_port_range").read_text().split()[0])
         reserved = (proc / "ip_local_reserved_ports").read_text().strip()
@@ -492,31 +498,39 @@ def _below_ephemeral(proc: Path = Path("/proc/sys/net/ipv4")) -> list[int]:
     return sorted(ports)
 
 
-def _bind_any(port: int) -> None:
-    """Bind ``port`` on every local address, as the agent's TCPStore does (IPv6 and IPv4 where the host has IPv6)."""
-    try:
-        s = socket.socket(socket.AF_INET6)
-        s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
-        address: tuple[Any, ...] = ("::", port)
-    except OSError:  # no IPv6 here
-        s, address = socket.socket(), ("", port)
-    with s:
-        s.bind(address)
+def _bind_any(port: int) -> int:
+    """Bind ``port`` (0: the OS's pick) on every local address, IPv6 and IPv4 together where the host has IPv6, else
+    IPv4, and return it: at least as strict as the agent's TCPStore bind (which adds SO_REUSEADDR and retries IPv4),
+    so a port that passes is one it can bind now. EADDRINUSE is raised; another failure of IPv6 tries IPv4."""
+    for family, address in ((socket.AF_INET6, "::"), (socket.AF_INET, "")):
+        try:
+            s = socket.socket(family)
+        except OSError:  # no such address family here
+            continue
+        with s:
+            try:
+                if family == socket.AF_INET6:
+                    s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+                s.bind((address, port))
+            except OSError as exc:
+                if exc.errno == errno.EADDRINUSE or family == socket.AF_INET:
+                    raise
+                continue
+            return int(s.getsockname()[1])
+    raise OSError(errno.EAFNOSUPPORT, "no IPv6 or IPv4 socket on this host")
 
 
 def free_port() -> int:
     """A TCP port free on every local address now, below the ephemeral range (:func:`_below_ephemeral`; another
-    process may still bind it before it is used, but no outgoing connection will while the system's ephemeral range
-    is above it): the course's one helper. The OS's pick where none is free."""
+    process may still bind it before it is used, but no bind to port 0 and no outgoing connection will while the
+    system's ephemeral range is above it): the course's one helper. Where none of 20 candidates is free, the OS's pick
+    on every address (in the ephemeral range)."""
     import random
 
     candidates = _below_ephemeral()
     for port in random.SystemRandom().sample(candidates, min(20, len(candidates))):  # not the global generator
         try:
-            _bind_any(port)
+            return _bind_any(port)
         except OSError:
             continue
-        return port
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    return _bind_any(0)

@@ -304,12 +304,12 @@ def _restart_env(job: SlurmJob) -> list[tuple[str, str]]:
     if job.max_restarts == 0:
         return []
     say = {
-        "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "each attempt's ranks on a store of their own (on a port the agent got "
-        "from the OS and released: a rare EADDRINUSE, which costs a restart)",
+        "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "each attempt's ranks on a store of their own (on a port rendezvous rank "
+        "0's agent got from the OS and released: a rare EADDRINUSE, which costs a restart)",
         "TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC": "after an NCCL error the watchdog sleeps 4 × this before ending the "
         "rank (torch's default 15000: a minute)",
-        "TORCH_NCCL_DUMP_ON_TIMEOUT": "skip the flight-recorder dump (keep it, with TORCH_NCCL_TRACE_BUFFER_SIZE>0, "
-        "to debug hangs)",
+        "TORCH_NCCL_DUMP_ON_TIMEOUT": "skip the flight-recorder dump (to debug hangs keep it, with "
+        "TORCH_NCCL_TRACE_BUFFER_SIZE>0 and a larger wait above: the dump gets that long)",
     }
     env = {**RESTART_STORE, **(NCCL_WATCHDOG if job.gpus_per_node else {})}
     return [(key, f"export {key}={value}   # {say[key]}") for key, value in env.items()]

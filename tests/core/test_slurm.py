@@ -128,12 +128,12 @@ def test_gpu_script_asks_for_gpus_and_logs_nccl_per_node(tmp_path):
         "export NCCL_DEBUG=INFO",
         'export NCCL_DEBUG_FILE="$RUN_DIR/nccl-%h-%p.log"',
         "export MSG='two words'",
-        "export TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1   # each attempt's ranks on a store of their own (on a port the "
-        "agent got from the OS and released: a rare EADDRINUSE, which costs a restart)",
+        "export TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1   # each attempt's ranks on a store of their own (on a port "
+        "rendezvous rank 0's agent got from the OS and released: a rare EADDRINUSE, which costs a restart)",
         "export TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC=1000   # after an NCCL error the watchdog sleeps 4 × this before "
         "ending the rank (torch's default 15000: a minute)",
-        "export TORCH_NCCL_DUMP_ON_TIMEOUT=0   # skip the flight-recorder dump (keep it, with "
-        "TORCH_NCCL_TRACE_BUFFER_SIZE>0, to debug hangs)",
+        "export TORCH_NCCL_DUMP_ON_TIMEOUT=0   # skip the flight-recorder dump (to debug hangs keep it, with "
+        "TORCH_NCCL_TRACE_BUFFER_SIZE>0 and a larger wait above: the dump gets that long)",
     ):
         assert line in text, line
     subprocess.run(["bash", "-n"], input=text, text=True, check=True)

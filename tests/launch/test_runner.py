@@ -617,6 +617,7 @@ def test_a_free_port_comes_from_below_the_ephemeral_range_and_leaves_the_global_
 
     from nvtutorial import runtime
 
+    monkeypatch.setattr(runtime, "_below_ephemeral", lambda: list(range(*runtime.PORTS)))  # any host's range
     random.seed(7)
     state = random.getstate()
     ports = {runtime.free_port() for _ in range(5)}
@@ -629,7 +630,7 @@ def test_a_free_port_comes_from_below_the_ephemeral_range_and_leaves_the_global_
         return real_bind(self, address)
 
     monkeypatch.setattr(socket.socket, "bind", bind)
-    assert runtime.free_port() >= runtime.PORTS[1]
+    assert runtime.free_port() not in range(*runtime.PORTS)
 
 
 def test_free_ports_stay_below_this_hosts_ephemeral_range_and_skip_reserved_ones(tmp_path):
@@ -669,3 +670,37 @@ def test_a_free_port_is_free_on_ipv6_too(monkeypatch):
             runtime._bind_any(port)
         monkeypatch.setattr(runtime, "_below_ephemeral", lambda: [port])
         assert runtime.free_port() != port  # the only candidate is taken: the OS's pick
+
+
+def test_a_free_port_is_free_on_ipv4_loopback_too():
+    """Review RR11-9: a listener on 127.0.0.1 only (the launcher's own stores) makes the port unusable: refused."""
+    import socket
+
+    from nvtutorial import runtime
+
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        with pytest.raises(OSError):
+            runtime._bind_any(held.getsockname()[1])
+
+
+def test_a_host_whose_ipv6_cannot_bind_falls_back_to_ipv4(monkeypatch):
+    """Review RR11-6: an IPv6 socket that opens but cannot bind (IPv6 switched off) is no reason to reject a port."""
+    import errno
+    import socket
+
+    from nvtutorial import runtime
+
+    real_bind = socket.socket.bind
+
+    def bind(self, address):
+        if self.family == socket.AF_INET6:
+            raise OSError(errno.EADDRNOTAVAIL, "Cannot assign requested address")
+        return real_bind(self, address)
+
+    monkeypatch.setattr(socket.socket, "bind", bind)
+    port = runtime._bind_any(0)
+    assert 0 < port < 65536
+    monkeypatch.setattr(runtime, "_below_ephemeral", lambda: list(range(*runtime.PORTS)))
+    assert runtime.PORTS[0] <= runtime.free_port() < runtime.PORTS[1]

@@ -75,14 +75,14 @@ from nvtutorial.results import RunResult, read_json
 LESSON = Path(__file__).resolve().parent / "lessons" / "elastic_train.py"
 """The lesson every run here trains with."""
 POLL_S = 0.02
+"""How often rank 0's log is read (the resolution of the times measured here)."""
 STRANDED_S = 10.0
 """How long the lab lets the other agents end on their own after one it did not kill failed and none replaces it,
 before it ends them (:meth:`_Elastic.stranded`)."""
-"""How often rank 0's log is read (the resolution of the times measured here)."""
 _ATTEMPT = re.compile(r"^rank 0 of (\d+): starting at step (\d+)")
 _ASYNC = "raised the following async exception"
 """The watchdog's line with the NCCL error's own words: said before the lines that follow it (review RR9-10)."""
-_ERROR = re.compile(r"^\[rank0\]:\[E(\d{4} \S+) \S+\] (.*)")
+_ERROR = re.compile(r"^\[rank0\]:\[E(\d{4} \d\d:\d\d:\d\d\.\d+) \S+\] (.*)")
 """An error line torch's C++ side wrote for rank 0 (ProcessGroupNCCL's watchdog, for one)."""
 RANK_ENV = NCCL_WATCHDOG
 """The ranks' environment in every elastic run (a caller's ``env`` wins; review RR5-1). After an NCCL error,
@@ -161,6 +161,9 @@ class ElasticOutcome:
     """The wall clock (``time.time()``) at the start, to place the ranks' time-stamped errors on this timeline."""
     phases: list[tuple[float, int, str]] = dataclasses.field(default_factory=list)
     """(seconds since the start, attempt, what rank 0 said of its start: ``joined the process group (nccl) in …``)."""
+    stranded: str | None = None
+    """The agent that failed unkilled and unreplaced, after which the lab ended the others (:meth:`_Elastic.stranded`);
+    None: every agent ended on its own, or by the lab's deadline."""
 
     def part(self, i: int) -> ElasticOutcome:
         """The run as seen from fault ``i``: its attempt is attempt 0, the attempts after it follow."""
@@ -329,6 +332,7 @@ class _Elastic:
         if join_timeout_s is not None:  # how long an agent waits for a round to complete (c10d's default: 600 s)
             self.rdzv_extra += f",join_timeout={round(join_timeout_s)}"
         self.agents: dict[str, subprocess.Popen] = {}
+        self.agent_logs: dict[str, Path] = {}
         self.tree = process_tree.ProcessTree()  # the agents, the workers found by pid file, what they start
         self.t0 = time.perf_counter()
         self.steps: list[tuple[float, int, int]] = []
@@ -353,6 +357,8 @@ class _Elastic:
         self.told: tuple[str, float] = ("", 0.0)  # the last "now:" line said, and since when it holds
         self.error: tuple[str, str] | None = None  # rank 0's newest error line (stamp, words), not said yet
         self.failed_at: float | None = None  # when an agent the lab did not kill was first seen failed
+        self.stranded_by: str | None = None  # that agent, once the lab ended the others after it
+        self.ended_by_lab: set[str] = set()  # the agents it ended then
 
     def now(self) -> float:
         return time.perf_counter() - self.t0
@@ -385,12 +391,23 @@ class _Elastic:
             self.say(f"[lab {self.now():6.2f} s] now: {what}")
         elif self.error is not None:
             stamp, words = self.error
-            kill = self.started_wall + self.kill_times[-1] if self.kill_times else None
-            when = "" if kill is None else f", logged {log_wall(stamp, kill) - kill:+.1f} s after the kill"
-            self.say(f"[rank0{when}] {words[:240]}")  # its log's own time (review RR9-10), not the lab's
+            self.say(f"[rank0, {self.logged(stamp)}] {words[:240]}")  # its log's own time (review RR9-10)
             self.error = None
         else:
             self.say(f"[lab {self.now():6.2f} s] still waiting ({self.now() - self.told[1]:.0f} s)")
+
+    def logged(self, stamp: str) -> str:
+        """When rank 0's log stamped a line, against the kill it follows (the latest at most 1 s after it: the clocks
+        of a log and of the lab may disagree by a fraction of a second), else its clock time (review RR11-5)."""
+        try:
+            t = log_wall(stamp, self.started_wall)
+        except ValueError:
+            return f"logged {stamp}"
+        kills = [self.started_wall + k for k in self.kill_times if self.started_wall + k <= t + 1.0]
+        if not kills:
+            return f"logged at {stamp.split()[1][:10]}"
+        dt = t - kills[-1]
+        return f"logged {dt:.1f} s after the kill" if dt >= 0 else f"logged {-dt:.1f} s before the kill, by its clock"
 
     def command(self, node: int) -> list[str]:
         cmd = self.spec.command(node, self.port) if self.spec.nnodes > 1 else self.spec.command(node)
@@ -404,6 +421,7 @@ class _Elastic:
         self.node_agent[node] = name
         log = self.spec.run_dir / (f"node{node}" if self.spec.nnodes > 1 else "") / log_name
         log.parent.mkdir(parents=True, exist_ok=True)
+        self.agent_logs[name] = log
         out, devnull = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644), os.open(os.devnull, os.O_RDONLY)
         try:
             agent, cold = warm.start_python(
@@ -513,8 +531,9 @@ class _Elastic:
 
     def stranded(self) -> bool:
         """True once an agent the lab did not kill has failed, none replaces it, and the others have not ended on their
-        own within :data:`STRANDED_S`: they would wait for it at the rendezvous (up to c10d's ``join_timeout``, 600 s;
-        on one H200 an agent waited 115 s for a peer whose agent had failed to bind the rendezvous port). Said once."""
+        own within :data:`STRANDED_S`. The lab runs a fixed number of nodes, so no later round can complete; the others
+        would wait at a re-rendezvous (c10d's ``join_timeout``, 600 s), at torchrun's exit barrier (300 s), or in their
+        ranks' collectives until a watchdog or timeout ends them. Said once, with what their logs show they wait at."""
         failed = [n for n, a in self.agents.items() if n not in self.lost and a.poll() not in (None, 0)]
         if not failed or self.replace_at is not None or not any(a.poll() is None for a in self.live()):
             self.failed_at = None
@@ -522,12 +541,28 @@ class _Elastic:
         self.failed_at = self.now() if self.failed_at is None else self.failed_at
         if self.now() - self.failed_at < STRANDED_S:
             return False
+        self.stranded_by = failed[0]
+        self.ended_by_lab = {n for n, a in self.agents.items() if n not in self.lost and a.poll() is None}
         code = self.agents[failed[0]].returncode
         self.event(
             f"{failed[0]} exited with code {code} (not killed by the lab, not replaced): ending the other agents, "
-            f"which would wait for it at the rendezvous"
+            f"{self.waiting_at()}"
         )
         return True
+
+    def waiting_at(self) -> str:
+        """Where the live agents wait, from the last line each wrote (torch 2.11–2.15's words)."""
+        last = []
+        for name, agent in self.agents.items():
+            if name in self.lost or agent.poll() is not None:
+                continue
+            with contextlib.suppress(OSError, IndexError):
+                last.append(self.agent_logs[name].read_text(errors="replace").strip().splitlines()[-1])
+        if last and all("other agents to finish" in line for line in last):
+            return "which wait for it at torchrun's exit barrier (up to 300 s)"
+        if last and all("rendezvous" in line.lower() for line in last):
+            return "which wait for it at the rendezvous (up to c10d's join_timeout, 600 s)"
+        return "whose ranks cannot finish without its ranks"
 
     def watch(self, max_restarts: int, note: str, timeout: float) -> bool:
         """Start every node's agent, then follow the run until every live agent has exited (and no replacement is
@@ -651,7 +686,11 @@ def run_elastic(
     outcome, failure = _outcome(spec, lab, every, timed_out, started)
     if failure is not None and check:
         agents = [line for log in sorted(spec.run_dir.glob("**/agent*.log")) for line in diagnosis.tail(log, 8)]
-        raise RecoveryError(f"{failure.message}\n--- last lines of the torchrun agents ---\n" + "\n".join(agents))
+        by = lab.stranded_by
+        ended = f"\n(the lab ended the other agents {STRANDED_S:g} s after {by} failed)" if by else ""
+        raise RecoveryError(
+            f"{failure.message}{ended}\n--- last lines of the torchrun agents ---\n" + "\n".join(agents)
+        )
     return outcome
 
 
@@ -691,8 +730,10 @@ def _outcome(
     # a killed agent was reaped while it was killed: its code is the signal's
     codes = {name: -9 if name in lab.lost else a.returncode for name, a in lab.agents.items()}
     final = [codes[name] for name in codes if name not in lab.lost]
-    returncode = 1 if timed_out else next((c for c in final if c), 0)
-    lab.event("every agent has exited: " + ", ".join(f"{n} {c}" for n, c in codes.items()))
+    first = codes[lab.stranded_by] if lab.stranded_by else next((c for c in final if c), 0)
+    returncode = 1 if timed_out else first
+    said = [f"{n} {c}" + (" (ended by the lab)" if n in lab.ended_by_lab else "") for n, c in codes.items()]
+    lab.event("every agent has exited: " + ", ".join(said))
     if returncode == 0:
         for stale in spec.run_dir.glob("rank*.error.json"):  # errors of the attempts torchrun restarted
             stale.replace(stale.with_name(stale.name.replace(".error.json", ".error.earlier.json")))
@@ -717,6 +758,7 @@ def _outcome(
         kill_times=tuple(lab.kill_times),
         started_wall=lab.started_wall,
         phases=lab.phases,
+        stranded=lab.stranded_by,
     )
     return outcome, failure
 

@@ -28,7 +28,7 @@ ElasticOutcome = Any
 
 _NNODES = re.compile(r"NCCL INFO comm \S+ rank (\d+) nRanks (\d+) nNodes (\d+) localRanks (\d+)")
 _AGENT_WORDS = re.compile(
-    r"Worker group (FAILED|UNHEALTHY)\. .*|failed \(exitcode: -?\d+\) local_rank: \d+|"
+    r"Worker group (FAILED|UNHEALTHY)\. .*|failed \(exitcode: -?\d+\) local_rank: \d+(?: \(pid: \d+\))?|"
     r"Detected \d+ new nodes.*|RendezvousConnectionError: .*|RendezvousTimeoutError: .*|"
     r"ChildFailedError|worker group successfully finished"
 )
@@ -153,6 +153,11 @@ def rank_frame(result: RunResult):  # -> pandas.DataFrame
     return pd.DataFrame(rows).set_index("rank")
 
 
+SLACK_S = 1.0
+"""How early a log line may be stamped and still count as after a kill: the lab's kill time and a log's stamp can
+disagree by a fraction of a second (0.6 s in the 863ebb4 fixture, review RR11-4)."""
+
+
 def agent_lines(run_dir: str | os.PathLike[str], limit: int = 12) -> list[str]:
     """What each torchrun agent said about failures and restarts, and what ProcessGroupNCCL wrote in a rank's log when
     a peer died (:data:`_RANK_WORDS`), in time order, labelled by its log; where the lab recorded its kills
@@ -165,7 +170,9 @@ def agent_lines(run_dir: str | os.PathLike[str], limit: int = 12) -> list[str]:
     out: list[str] = []
     for i, (what, wall) in enumerate(kills):
         end = kills[i + 1][1] if i + 1 < len(kills) else math.inf
-        mine = [t for s, _, t in said if (i == 0 and not s) or (s and wall - 0.5 <= log_wall(s, wall) < end - 0.5)]
+        mine = [
+            t for s, _, t in said if (i == 0 and not s) or (s and wall - SLACK_S <= log_wall(s, wall) < end - SLACK_S)
+        ]
         out += [f"after the kill of {what}:"] + [f"  {t}" for t in mine]
     return out[:limit]
 
@@ -219,9 +226,8 @@ def survivor_end(outcome: ElasticOutcome) -> tuple[float, str] | None:
         if m.group(1) is None:
             return t - kill, "stopped by their agent once another node's agent was waiting (Detected … new nodes)"
         if m.group(1) != "-6":
-            agent = text.partition(":")[0]
-            nth = sum(1 for u, w in every if u <= t and w.startswith(agent) and _RAISED_EXIT.search(w))
-            return t - kill, f"exit code {m.group(1)}: {_exit_cause(outcome.result.run_dir, nth)}"
+            pid = re.search(r"\(pid: (\d+)\)", text)
+            return t - kill, f"exit code {m.group(1)}: {_exit_cause(outcome.result.run_dir, pid and int(pid.group(1)))}"
         return t - kill, f"ended by NCCL's watchdog (exit code -6, SIGABRT){_watchdog_sleep(said)}"
     return None
 
@@ -229,36 +235,21 @@ def survivor_end(outcome: ElasticOutcome) -> tuple[float, str] | None:
 _PEER_LOST = re.compile(r"DistBackendError|ncclRemoteError|Connection (reset|closed) by (remote )?peer")
 """A collective's error at a lost peer, as the rank raised it: NCCL's (``DistBackendError``, ``ncclRemoteError``) or
 gloo's (``Connection reset by peer``)."""
-_RAISED_EXIT = re.compile(r"failed \(exitcode: [1-9]\d*\)")
-"""An agent's line for a rank that exited with a positive code: an uncaught exception, one traceback in its log."""
-_ATTEMPT = re.compile(r"^.*joined the process group.*$", re.M)
-"""The line each attempt of a lesson's rank starts its log with (a rank log holds every attempt of its rank)."""
 
 
-def _raised(log: Path) -> list[str]:
-    """The exception that ended each attempt of ``log`` that ended in one (from the last traceback's exception line to
-    the attempt's end, message lines included), in order."""
-    text = re.sub(r"^\[rank\d+\]: ?", "", log.read_text(errors="replace"), flags=re.M)  # torchrun's tee prefix
-    out = []
-    for attempt in _ATTEMPT.split(text):
-        _, traceback, tail = attempt.rpartition("Traceback (most recent call last):")
-        lines = tail.splitlines()[1:]
-        first = next((i for i, line in enumerate(lines) if line and not line[0].isspace()), None)
-        if traceback and first is not None:
-            out.append("\n".join(lines[first:]))
-    return out
-
-
-def _exit_cause(run_dir: str | os.PathLike[str], nth: int) -> str:
-    """Why a rank exited with a positive code for the ``nth`` time (1-based) on its node (review RR9-8: the code alone
-    says only "an exception"), from the exception that ended that attempt in its log (review RR10-7: not any line of
-    any attempt)."""
-    for log in sorted(Path(run_dir).glob("rank*.log")):
-        raised = _raised(log)
-        if len(raised) >= nth >= 1:
-            lost = _PEER_LOST.search(raised[nth - 1])
-            return "a collective lost its peer" if lost else f"an exception (see {log.name})"
-    return "an exception (see the rank logs)"
+def _exit_cause(run_dir: str | os.PathLike[str], pid: int | None) -> str:
+    """Why the rank with ``pid`` exited with a positive code (review RR9-8: the code alone says only "an exception"),
+    from the record it wrote as it failed (``failures/pid{P}.json``, :func:`nvtutorial.runtime.report_failure`): the
+    exception that ended that process, not a line of another rank or attempt (reviews RR10-7, RR11-1)."""
+    path = Path(run_dir) / "failures" / f"pid{pid}.json"
+    if pid is None or not path.is_file():
+        return "an exception (no record of it: see the rank logs)"
+    record = json.loads(path.read_text())
+    raised = f"{record['type']}: {record['message']}"
+    where = f"rank {record['rank']}, rank{record['rank']}.log"
+    if _PEER_LOST.search(raised):
+        return f"a collective lost its peer ({where}: {record['type']})"
+    return f"an exception ({where}: {raised.splitlines()[0][:100]})"
 
 
 def _watchdog_sleep(said: Sequence[tuple[float, str]]) -> str:

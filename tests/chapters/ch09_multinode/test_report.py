@@ -6,6 +6,8 @@ steps-lost prediction. The runs themselves are in ``tests/test_multinode.py``.""
 from __future__ import annotations
 
 import dataclasses
+import json
+import shutil
 import time
 import types
 from pathlib import Path
@@ -286,7 +288,7 @@ def ended_at(tmp_path, *lines, kill=KILL):
 @pytest.mark.parametrize(
     "lines, end_s, how",
     [
-        ([("1207 11:08:02.900000", "failed (exitcode: 1) local_rank: 0")], 1.5, "exit code 1: an exception (see"),
+        ([("1207 11:08:02.900000", "failed (exitcode: 1) local_rank: 0")], 1.5, "exit code 1: an exception (no rec"),
         ([("1207 11:08:03.400000", "[default] Detected 1 new nodes from group_rank=1")], 2.0, "stopped by their agent"),
         ([("1207 11:08:02.000000", "failed (exitcode: -6) local_rank: 0")], 0.6, "(exit code -6, SIGABRT)"),
         (  # the killed rank's own -9, and a line from before the kill, are not the survivor's end
@@ -333,10 +335,10 @@ def test_agent_lines_include_what_nccl_said_in_rank_0s_log():
     assert m.agent_lines(H100_STALL, limit=40) == [
         nccl + "error",
         "rank0.log: failure detected by watchdog",
-        "node1/agent.log: failed (exitcode: -9) local_rank: 0",
+        "node1/agent.log: failed (exitcode: -9) local_rank: 0 (pid: 17013)",
         "node1/agent.log: Worker group FAILED. 3/3 attempts left; will restart worker group",
         "rank0.log: ProcessGroupNCCL preparing to dump debug info",
-        "node0/agent.log: failed (exitcode: -6) local_rank: 0",
+        "node0/agent.log: failed (exitcode: -6) local_rank: 0 (pid: 17012)",
         "node0/agent.log: Worker group FAILED. 3/3 attempts left; will restart worker group",
         "rank0.log: we are taking the entire process down",
         nccl + "error",
@@ -375,15 +377,23 @@ def test_the_h100_run_whose_survivor_raised_is_read_as_a_collective_that_lost_it
     """The committed copy's run: rank 0's all-reduce raised (exit code 1) before any agent acted, 0.2 s after the
     rank's kill; after the node's loss its agent stopped it, 3.6 s after; both under SLOW_RECOVERY_S."""
     said = m.agent_lines(H100_RAISED, limit=40)
-    assert "node0/agent.log: failed (exitcode: 1) local_rank: 0" in said
+    assert "node0/agent.log: failed (exitcode: 1) local_rank: 0 (pid: 15567)" in said
     assert said[0].startswith("rank0.log: DistBackendError: NCCL error in: ")  # review RR9-5: the end, printed first
     assert said[0].endswith(", remote process exited or there was a network error")
     assert not [line for line in said if "preparing to dump" in line or "taking the entire process down" in line]
     rank_kill = time.mktime((2026, 12, 7, 17, 7, 54, 0, 0, -1)) + 0.005
     node_kill = time.mktime((2026, 12, 7, 17, 8, 6, 0, 0, -1)) + 0.19
-    for kill, end_s, how in ((rank_kill, 0.2, "exit code 1: a collective lost its peer"), (node_kill, 3.6, "stopped")):
+    run = tmp_path / "run"
+    shutil.copytree(H100_RAISED, run)  # the run predates failures/: its survivor's record, from its log's exception
+    raised = next(line for line in (run / "rank0.log").read_text().splitlines() if line.startswith("torch.distrib"))
+    kind, _, message = raised.removeprefix("torch.distributed.").partition(": ")
+    record(run, 15567, 0, kind, message)
+    for kill, end_s, how in (
+        (rank_kill, 0.2, "exit code 1: a collective lost its peer (rank 0, rank0.log: DistBackendError)"),
+        (node_kill, 3.6, "stopped"),
+    ):
         fault = outcome(tmp_path, killed_at_s=8.0, started_wall=kill - 8.0)
-        fault.result = types.SimpleNamespace(run_dir=H100_RAISED, error=None)
+        fault.result = types.SimpleNamespace(run_dir=run, error=None)
         ended = m.survivor_end(fault)
         assert ended[0] == pytest.approx(end_s, abs=1e-3) and ended[1].startswith(how)
     reference = save(tmp_path / "reference.pt", W, 40)
@@ -408,7 +418,7 @@ def test_the_agents_lines_come_under_the_kill_they_follow(tmp_path):
     said = m.agent_lines(run, limit=40)
     node = said.index("after the kill of node 1:")
     assert said[0] == "after the kill of rank 1:" and said[1].startswith("  rank0.log: DistBackendError: NCCL error")
-    assert "  node0/agent.log: failed (exitcode: 1) local_rank: 0" in said[:node]
+    assert "  node0/agent.log: failed (exitcode: 1) local_rank: 0 (pid: 15567)" in said[:node]
     assert said[node + 1 :][:2] == [
         "  rank0.log: raised the following async exception: NCCL error: remote process exited or there was a network "
         "error",
@@ -420,41 +430,56 @@ def test_the_agents_lines_come_under_the_kill_they_follow(tmp_path):
     )  # no faults.json: as before
 
 
-TRACE = 'Traceback (most recent call last):\n  File "elastic_train.py", line 128, in train\n    loss.backward()\n'
-STARTED = "rank 0 of 2: joined the process group (gloo) in 0.1 s\n"
+def record(run_dir, pid, rank, kind, message):
+    """``failures/pid{P}.json`` as :func:`nvtutorial.runtime.report_failure` writes it for a failed process."""
+    (run_dir / "failures").mkdir(exist_ok=True)
+    fields = {"rank": rank, "pid": pid, "restart": 0, "time": 0.0, "type": kind, "message": message, "traceback": ""}
+    (run_dir / "failures" / f"pid{pid}.json").write_text(json.dumps(fields))
 
 
 @pytest.mark.parametrize(
-    "log, cause",
+    "kind, message, cause",
     [
-        (TRACE + "torch.distributed.DistBackendError: NCCL error in: x.cpp:1, remote process exited\n", "lost"),
-        (TRACE + "[rank0]: RuntimeError: [pair.cc:537] Read error [127.0.0.1]:1: Connection reset by peer.\n", "lost"),
-        (  # NCCL's message goes on under the exception's line
-            TRACE + "torch.distributed.DistBackendError: NCCL error\nLast error:\nsocketProgress: Connection closed by "
-            "remote peer\n",
-            "lost",
+        ("DistBackendError", "NCCL error in: x.cpp:1, remote process exited", "a collective lost its peer (rank 0"),
+        ("RuntimeError", "[pair.cc:537] Read error [127.0.0.1]:1: Connection reset by peer.", "a collective lost"),
+        ("RuntimeError", "NCCL error\nLast error:\nsocketProgress: Connection closed by remote peer", "a collective"),
+        (
+            "RuntimeError",
+            "the checkpoint's world size differs\nmore",
+            "an exception (rank 0, rank0.log: RuntimeError: the checkpoint's world size differs)",
         ),
-        (TRACE + "RuntimeError: the checkpoint's world size differs\n", "an exception (see rank0.log)"),
-        ("torch.distributed.DistBackendError: said, not raised\n", "an exception (see the rank logs)"),
     ],
 )
-def test_an_exit_code_is_called_a_lost_peer_only_where_the_log_says_so(tmp_path, log, cause):
-    """Review RR9-8: exit code 1 is any uncaught exception; the cause comes from the rank's log."""
-    (tmp_path / "rank0.log").write_text(STARTED + log)
-    ended = m.survivor_end(ended_at(tmp_path, ("1207 11:08:06.000000", "failed (exitcode: 1) local_rank: 0")))
-    assert ended[1] == "exit code 1: " + ("a collective lost its peer" if cause.startswith("lost") else cause)
+def test_an_exit_code_is_called_a_lost_peer_only_where_the_record_says_so(tmp_path, kind, message, cause):
+    """Review RR9-8: exit code 1 is any uncaught exception; the cause comes from the failed process's own record."""
+    record(tmp_path, 867, 0, kind, message)
+    ended = m.survivor_end(ended_at(tmp_path, ("1207 11:08:06.000000", failed(867))))
+    assert ended[1].startswith("exit code 1: " + cause)
 
 
-def test_a_later_exit_is_read_from_its_own_attempt(tmp_path):
-    """Review RR10-7: a survivor that lost its peer at the first kill and then raised something else at the second is
-    not called a lost peer twice: the n-th exit of a node's rank is read from the n-th exception in its log."""
-    lost = TRACE + "torch.distributed.DistBackendError: NCCL error: remote process exited\n"
-    (tmp_path / "rank0.log").write_text(STARTED + "step 1\n" + lost + STARTED + TRACE + "RuntimeError: resume\n")
-    first = ("1207 11:08:02.000000", "failed (exitcode: 1) local_rank: 0")
-    second = ("1207 11:08:20.000000", "failed (exitcode: 1) local_rank: 0")
-    assert m.survivor_end(ended_at(tmp_path, first, second))[1] == "exit code 1: a collective lost its peer"
-    later = m.survivor_end(ended_at(tmp_path, first, second, kill=KILL + 15.0))
-    assert later == (pytest.approx(3.6, abs=1e-3), "exit code 1: an exception (see rank0.log)")
+def failed(pid: int | None) -> str:
+    """An agent's line for its rank's exit with code 1 (torch 2.11–2.15; older ones said no pid)."""
+    return "failed (exitcode: 1) local_rank: 0" + ("" if pid is None else f" (pid: {pid})")
+
+
+def test_an_exit_is_read_from_the_record_of_the_process_the_agent_names(tmp_path):
+    """Reviews RR10-7 and RR11-1: the survivor on node 1 lost its peer while rank 0 had raised something else earlier;
+    each exit is read from the process the agent's line names (its pid), never from another rank's or attempt's."""
+    record(tmp_path, 11, 0, "RuntimeError", "resume failed")
+    record(tmp_path, 22, 1, "DistBackendError", "NCCL error: remote process exited")
+    (tmp_path / "node1").mkdir()
+    (tmp_path / "node1" / "agent.log").write_text(f"E1207 11:08:03.000000 1 api.py:986] {failed(22)}\n")
+    lost = "exit code 1: a collective lost its peer (rank 1, rank1.log: DistBackendError)"
+    assert m.survivor_end(ended_at(tmp_path))[1] == lost
+
+    def later(pid):
+        return m.survivor_end(ended_at(tmp_path, ("1207 11:08:20.000000", failed(pid)), kill=KILL + 15.0))
+
+    assert later(11) == (
+        pytest.approx(3.6, abs=1e-3),
+        "exit code 1: an exception (rank 0, rank0.log: RuntimeError: resume failed)",
+    )
+    assert later(33)[1] == later(None)[1] == "exit code 1: an exception (no record of it: see the rank logs)"
 
 
 @pytest.mark.parametrize("down", [True, False])
@@ -831,7 +856,7 @@ def test_the_lab_speaks_after_each_quiet_stretch_and_not_before(tmp_path, capsys
     elastic.read_rank0()
     clock[0] += lab.SAY_S  # rank 0's newest error line, said once, instead of "still waiting", at its log's time
     elastic.tell()
-    assert capsys.readouterr().out == "[rank0, logged +0.1 s after the kill] [PG ID 0] preparing to dump debug info\n"
+    assert capsys.readouterr().out == "[rank0, logged 0.1 s after the kill] [PG ID 0] preparing to dump debug info\n"
     with (tmp_path / "rank0.log").open("a") as log:  # review RR9-10: the NCCL error's own words beat later lines
         log.write(
             "[rank0]:[E1207 11:08:03.0 ProcessGroupNCCL.cpp:2] [PG ID 0] Process group watchdog thread terminated "
@@ -844,7 +869,7 @@ def test_the_lab_speaks_after_each_quiet_stretch_and_not_before(tmp_path, capsys
     clock[0] += lab.SAY_S
     elastic.tell()
     assert capsys.readouterr().out == (
-        "[rank0, logged +1.1 s after the kill] [Rank 0] raised the following async exception: NCCL error: remote "
+        "[rank0, logged 1.1 s after the kill] [Rank 0] raised the following async exception: NCCL error: remote "
         "process exited\n"
     )
     clock[0] += lab.SAY_S
@@ -854,6 +879,24 @@ def test_the_lab_speaks_after_each_quiet_stretch_and_not_before(tmp_path, capsys
     quiet.tell()
     quiet.say("x")
     assert capsys.readouterr().out == ""
+
+
+def test_rank_0s_error_line_is_timed_against_the_kill_it_follows(tmp_path):
+    """Review RR11-5: the latest kill at most 1 s after the line's stamp (the log's and the lab's clocks may disagree by
+    a fraction of a second), said as before it past that; before any kill the log's own clock; a bad stamp as it is."""
+    from nvtutorial.chapters.ch09_multinode import lab
+
+    spec = types.SimpleNamespace(nnodes=2, nproc=1, world_size=2, backend="gloo", run_dir=tmp_path)
+    elastic = lab._Elastic(spec, [], 3.0, show=False)
+    elastic.started_wall = time.mktime((2026, 12, 7, 11, 8, 0, 0, 0, -1))
+    assert elastic.logged("1207 11:08:01.500000") == "logged at 11:08:01.5"  # no kill yet
+    elastic.kill_times = [2.0, 10.0]  # kills at 11:08:02 and 11:08:10
+    assert elastic.logged("1207 11:08:01.500000") == "logged 0.5 s before the kill, by its clock"
+    assert elastic.logged("1207 11:08:00.999999") == "logged at 11:08:00.9"  # over 1 s before: not that kill's
+    assert elastic.logged("1207 11:08:05.000000") == "logged 3.0 s after the kill"  # the first kill's
+    assert elastic.logged("1207 11:08:09.200000") == "logged 0.8 s before the kill, by its clock"  # the second's
+    assert elastic.logged("1207 11:08:12.000000") == "logged 2.0 s after the kill"
+    assert elastic.logged("1399 99:99:99.0") == "logged 1399 99:99:99.0"  # never a crash of the lab
 
 
 def test_the_lab_ends_agents_stranded_by_one_that_failed_unkilled(tmp_path, capsys, monkeypatch):
@@ -873,6 +916,8 @@ def test_the_lab_ends_agents_stranded_by_one_that_failed_unkilled(tmp_path, caps
     clock = [0.0]
     monkeypatch.setattr(elastic, "now", lambda: clock[0])
     elastic.agents = {"agent0": Agent(None), "agent1": Agent(None)}
+    log = tmp_path / "agent1.log"
+    elastic.agent_logs = {"agent0": tmp_path / "agent0.log", "agent1": log}
     assert not elastic.stranded()  # both alive
     elastic.agents["agent0"].returncode = 0
     assert not elastic.stranded()  # one finished well: the other is finishing too
@@ -888,10 +933,18 @@ def test_the_lab_ends_agents_stranded_by_one_that_failed_unkilled(tmp_path, caps
     elastic.lost = set()
     assert not elastic.stranded()  # seen failed again now: the count starts again
     clock[0] += lab.STRANDED_S
-    assert elastic.stranded()
-    assert "agent0 exited with code 1 (not killed by the lab, not replaced): ending the other agents" in (
-        capsys.readouterr().out
-    )
+    assert elastic.stranded() and elastic.stranded_by == "agent0" and elastic.ended_by_lab == {"agent1"}
+    said = "agent0 exited with code 1 (not killed by the lab, not replaced): ending the other agents, "
+    assert capsys.readouterr().out.endswith(said + "whose ranks cannot finish without its ranks\n")  # no log to read
+    waits = {  # review RR11-3: what the other agent's last line shows it waits at (torch 2.11-2.15's words)
+        "[default] Local worker group finished (WorkerState.SUCCEEDED). Waiting 300 seconds for other agents to "
+        "finish": "which wait for it at torchrun's exit barrier (up to 300 s)",
+        "The node 'x' attempts to join the next round of the rendezvous 'none'.": "which wait for it at the rendezvous",
+        "[default] Starting worker group": "whose ranks cannot finish without its ranks",
+    }
+    for line, words in waits.items():
+        log.write_text("I1207 11:08:01.0 1 api.py:1] earlier\n" + line + "\n")
+        assert elastic.waiting_at().startswith(words)
     elastic.agents["agent1"].returncode = -15
     assert not elastic.stranded()  # nobody left to end
 
