@@ -3,7 +3,6 @@ several files of tests/chapters/ch07_collectives/."""
 
 from __future__ import annotations
 
-import dataclasses
 import inspect
 import json
 import textwrap
@@ -48,6 +47,7 @@ def on_pool(fn, *args) -> list:
 
 
 def workload_metrics(which, params):
+    import dataclasses
     import tempfile
     from pathlib import Path
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from nvtutorial.chapters.ch05_profiling import exercises_waiting
+
 
 @pytest.mark.parametrize(
     "compute, comm, step, exposed",
@@ -18,3 +20,12 @@ def test_the_exposed_time_solution_clips_to_the_step(compute, comm, step, expose
     from nvtutorial.chapters.ch05_profiling import exercises_exposed as profile_exposed
 
     assert profile_exposed.exposed_ms(compute, comm, step) == pytest.approx(exposed)
+
+
+# --------------------------------------------------------------------------- chapter 05
+def test_the_waiting_checker_refuses_an_answer_half_a_millisecond_off():
+    def off(rank0, rank1):
+        return [w + 0.5 for w in exercises_waiting.reference(rank0, rank1)]
+
+    assert exercises_waiting.check_local(exercises_waiting.reference)[0] is True
+    assert exercises_waiting.check_local(off)[0] is False

@@ -7,6 +7,7 @@ real CPU runs in ``tests/test_traces.py``."""
 from __future__ import annotations
 
 import dataclasses
+import gzip
 import json
 import re
 import time
@@ -21,6 +22,8 @@ from nvtutorial.chapters.ch05_profiling import report_traces as traces
 from nvtutorial.chapters.ch05_profiling import schema
 from nvtutorial.report import claims
 from nvtutorial.report.verdict import compare
+from tests.helpers import paths as test_paths
+from tests.helpers import profile_step_results as made
 from tests.helpers.paths import ROOT
 from tests.helpers.profile_step_results import kinds, probe, rank, split, sweep_row
 from tests.helpers.typed_runs import run_of
@@ -836,3 +839,48 @@ def test_the_prediction_answer_from_the_reference(ref):
     text = staged.text
     assert "0.16 ms of exposed time on the wire in a 43.1 ms profiled step, 0.4 %" in text and "about 0.4 ms" in text
     assert "(host-staged, NCCL_P2P_DISABLE=1: 1.7 % here)" in text
+
+
+FIXTURES = test_paths.FIXTURES / "traces"
+
+
+CPU_TRACES = [FIXTURES / "cpu_gloo_rank0.json.gz", FIXTURES / "cpu_gloo_rank1.json.gz"]
+
+
+def test_memory_frame_turns_every_dot_of_a_byte_counter_into_an_underscore():
+    mem = {"kind": "cuda", "large.pool_bytes.all.peak": 2**21}
+    m = p.memory_frame(res(made.rank(memory=mem)))
+    assert m["large_pool_peak_mib"][0] == 2.0 and "large.pool_peak_mib" not in m
+
+
+def test_overhead_frame_keeps_the_step_time_to_the_microsecond():
+    f = p.overhead_frame(res(made.rank(step_ms=10.12345, step_ms_profiled=11.0)))
+    assert f["step_ms"][0] == 10.123
+
+
+def test_c13_says_where_it_was_measured_whatever_its_status():
+    assert monitoring.verdict_c13("", [], reason="no driver", where="here").where == "here"  # unverifiable
+    nvl = monitoring.verdict_c13("# gpu sm nvlrx\n# Idx % MB/s\n 0 1 2\n", where="here")
+    assert nvl.status == "holds" and nvl.where == "here"
+
+
+def test_c13_from_a_run_without_a_probe_reads_no_sm():
+    import datetime
+
+    at = datetime.datetime(2026, 12, 1, 10, 0, 0).timestamp()
+    sampler = types.SimpleNamespace(dmon_text=DMON, reason="", dmon_reason="", started_at=at)
+    v = monitoring.verdict_c13_from(sampler, res(made.rank()), [{"nvml_sent_gib": 1.0}])
+    assert v.status == "wrong" and v.numbers["sm_during_probe"] is None and v.numbers["expected_bytes"] is None
+
+
+def test_split_table_reads_a_run_folder(tmp_path):
+    for r, src in enumerate(CPU_TRACES):
+        (tmp_path / f"trace_rank{r}.json").write_bytes(gzip.decompress(src.read_bytes()))
+    table = traces.split_table(tmp_path)
+    assert list(table.index) == [0, 1] and (table["comm_share"] > 0).all()
+
+
+def test_timeline_rows_name_their_lane():
+    tl = traces.timeline(CPU_TRACES)
+    assert {"rank", "kind", "lane", "start_ms", "end_ms", "name"} <= set(tl.columns)
+    assert tl["lane"].notna().all()

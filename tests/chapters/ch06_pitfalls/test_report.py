@@ -869,3 +869,17 @@ def test_processes_left_counts_live_ranks_only(tmp_path):
         assert rp.processes_left(run) == []
     finally:
         reap(alive, zombie)
+
+
+def test_the_oom_fixes_verdict_says_where_it_was_measured():
+    run = made.oom_run(training=made.training_rows(), label="GPU")
+    v = rm.oom_fixes_verdict(run)
+    assert v.status == "pass" and v.where == "GPU"
+
+
+def test_c19_counts_half_a_mib_given_back_as_given_back():
+    table = made.states(deleted_free=1000.0, after_free=1000.5)
+    run = made.oom_run(empty_cache=table, label="GPU")
+    v = rm.verdict_c19(run)
+    assert v.numbers["returned_mib"] == 0.5 and v.numbers["released_mib"] == 600.0
+    assert v.status == "wrong"  # both moved: what the lesson expects, not a table that fails to add up

@@ -86,3 +86,19 @@ def test_exercise_checker_passes_the_solution_and_names_each_wrong_answer(pool):
     assert "unchanged" in check.check_ranks("ring_allreduce").reason
     define("del ring_all_reduce\n")
     assert "no function ring_all_reduce" in check.check_ranks("ring_allreduce").reason
+
+
+# --------------------------------------------------------------------------- chapter 07
+def _raises(tensor):
+    raise ValueError("chunk 7 is out of range\nsecond line")
+
+
+def _check_raising():
+    from nvtutorial.chapters.ch07_collectives.exercises import check_on_rank
+
+    return check_on_rank(_raises)
+
+
+def test_the_ring_checker_reports_the_first_line_of_the_learners_exception():
+    for ok, message in on_ranks(_check_raising, 2):
+        assert ok is False and "ValueError: chunk 7 is out of range" in message and "second line" not in message

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import inspect
 import textwrap
+import types
 
 import pytest
 import torch
@@ -555,3 +556,57 @@ def test_source_function_is_the_published_code():
         "tensor[indices] = mean",
     ):
         assert line in text
+
+
+def _topk_plain_step_in_a_group_of_one():
+    import torch.distributed as dist
+
+    from nvtutorial.chapters.ch07_collectives.lessons.compression import TopKState, topk_hook
+
+    rank = dist.get_rank()
+    groups = [dist.new_group([0]), dist.new_group([1])]
+    state = TopKState(groups[rank], start_iter=2)
+    buf = torch.full((4,), float(rank + 1))
+    bucket = types.SimpleNamespace(buffer=lambda: buf, is_last=lambda: True, index=lambda: 0)
+    return topk_hook(state, bucket).wait().tolist()
+
+
+def test_the_topk_hooks_plain_steps_all_reduce_over_its_own_group():
+    # each rank alone in its group: the plain all-reduce leaves its gradient as it is (the world's would average)
+    assert on_ranks(_topk_plain_step_in_a_group_of_one, 2) == [[1.0] * 4, [2.0] * 4]
+
+
+BIG = 2**24 + 2  # float32 holds every integer up to 2**24 only
+
+
+def _sparse_far_index():
+    from nvtutorial.chapters.ch07_collectives.lessons.sparse_allreduce import sparse_allreduce
+
+    x = torch.zeros(BIG)
+    x[BIG - 1] = 3.0
+    sent = sparse_allreduce(x)
+    return x.nonzero().view(-1).tolist(), x[BIG - 1].item(), sent
+
+
+def test_sparse_all_reduce_keeps_indices_beyond_float32s_integers_exact():
+    assert on_ranks(_sparse_far_index, 1) == [([BIG - 1], 3.0, 8 + 4 + 4)]
+
+
+def _sparse_with_another_default_device():
+    import torch.distributed as dist
+
+    from nvtutorial.chapters.ch07_collectives.lessons.sparse_allreduce import sparse_allreduce
+
+    rank = dist.get_rank()
+    x = torch.zeros(8)
+    x[rank] = float(rank + 1)
+    torch.set_default_device("meta")  # as on a GPU: the tensor is not where new tensors go by default
+    try:
+        sparse_allreduce(x)
+    finally:
+        torch.set_default_device("cpu")
+    return x.tolist()
+
+
+def test_sparse_all_reduce_keeps_its_buffers_on_the_tensors_device():
+    assert on_ranks(_sparse_with_another_default_device, 2) == [[0.5, 1.0] + [0.0] * 6] * 2

@@ -897,3 +897,42 @@ def test_density_verdict_decides_c23_both_ways():
     assert compression_report.density_verdict(dense, "").status == "wrong"
     sparse = density.density_summary([density.density_row("w", torch.cat([torch.ones(1), torch.zeros(999)]))])
     assert compression_report.density_verdict(sparse, "").status == "holds"
+
+
+def test_the_hooks_table_shows_the_final_validation_loss():
+    from nvtutorial.chapters.ch07_collectives.schema_compression import Rank
+    from nvtutorial.results import typed
+
+    h = {
+        "hook": "none",
+        "compressed_when_timed": True,
+        "step_ms_median": 10.0,
+        "step_ms_all": [10.0, 10.1],
+        "sent_bytes_per_step": 100.0,
+        "payload_bytes_per_step": 100.0,
+        "dense_bytes_per_step": 100.0,
+        "train_loss": [1.0],
+        "evals": [],
+        "final_val_loss": 0.8,
+        "final_iou": 0.5,
+        "nvlink_tx_bytes_per_step": None,
+        "nvlink_note": None,
+        "params": 10,
+        "step_ms_round_medians": [10.0, 10.1],
+    }
+    run = {
+        "link": "NV",
+        "nccl_p2p_disable": None,
+        "hooks": [h],
+        "density": [],
+        "density_initial": [],
+        "density_summary": {},
+        "topk_ratio": 0.01,
+        "powersgd_rank": 2,
+        "steps": 2,
+        "rounds": 2,
+        "warmup": 3,
+        "model": "tiny",
+    }
+    frame = compression_report.hooks_frame({"NV": typed(Rank, run)})
+    assert frame["final_val_loss"].tolist() == [pytest.approx(0.8)]
