@@ -179,3 +179,27 @@ def test_validate_accuracy_moves_the_masks_to_the_ranks_device(monkeypatch):
     monkeypatch.setattr(dist, "all_reduce", lambda t, *a, **k: None)
     model = types.SimpleNamespace(module=_logits)
     assert pitfalls.validate_accuracy(model, _seg_set(), 0, 1, device) == 0.75
+
+
+def test_judge_and_explain_hang_on_recorded_outcomes():
+    good = [{"value": 0.5, "read": 4, "reference": 0.5}, {"value": 0.5, "read": 3, "reference": 0.5}]
+    assert pitfalls.judge(good)[0]
+    assert "returned None" in pitfalls.judge([good[0], {**good[1], "value": None}])[1]
+    assert "raised ZeroDivisionError" in pitfalls.judge([{"error": "ZeroDivisionError: x", "read": 0}, good[1]])[1]
+    assert "read no validation sample" in pitfalls.judge([{**good[0], "read": 7}, {**good[1], "read": 0}])[1]
+    stack0 = (
+        f'Stack (most recent call last):\n  File "{pitfalls.__file__}", line 170, in run_candidate\n'
+        '    value = candidate(state["model"])\n  File "<your validate_accuracy>", line 9, in validate_accuracy\n'
+        f'  File "{pitfalls.__file__}", line 150, in __getitem__\n    time.sleep(SLOW_READ_S)'
+    )
+    stack1 = (
+        f'Traceback (most recent call last):\n  File "{pitfalls.__file__}", line 176, in run_candidate\n'
+        "    loss.backward()\nRuntimeError: Timed out waiting 3000ms"
+    )
+    reason = pitfalls.explain_hang({0: stack0, 1: stack1})
+    assert (
+        reason.startswith(
+            "hung: rank 1 waited in the next training step's gradient all-reduce while rank 0 validated alone"
+        )
+        and "loss.backward()" in reason
+    )

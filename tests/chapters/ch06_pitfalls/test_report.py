@@ -883,3 +883,119 @@ def test_c19_counts_half_a_mib_given_back_as_given_back():
     v = rm.verdict_c19(run)
     assert v.numbers["returned_mib"] == 0.5 and v.numbers["released_mib"] == 600.0
     assert v.status == "wrong"  # both moved: what the lesson expects, not a table that fails to add up
+
+
+HANG = """rank 1: epoch 0 trained
+Thread 0x00007f72596 (most recent call first):
+  File "/x/nvtutorial/runtime.py", line 204 in watch
+  File "/usr/lib/python3.12/threading.py", line 982 in run
+  File "/usr/lib/python3.12/threading.py", line 1030 in _bootstrap
+
+Current thread 0x00007f725ac (most recent call first):
+  File "/x/torch/autograd/graph.py", line 979 in _engine_run_backward
+  File "/x/torch/_tensor.py", line 631 in backward
+  File "/x/nvtutorial/chapters/ch06_pitfalls/lessons/validation.py", line 44 in train_one_epoch
+  File "/x/nvtutorial/chapters/ch06_pitfalls/lessons/validation.py", line 126 in main
+  File "/x/nvtutorial/chapters/ch06_pitfalls/lessons/validation.py", line 140 in <module>
+  File "<frozen runpy>", line 88 in _run_code
+"""
+
+
+def test_main_stack_reads_the_last_faulthandler_dump():
+    frames = rp.main_stack(HANG + HANG.replace("line 44", "line 45"), -1)
+    assert [f["func"] for f in frames][:3] == ["_engine_run_backward", "backward", "train_one_epoch"]
+    assert frames[2]["line"] == 45, "which=-1: the last dump"
+    assert rp.main_stack(HANG + HANG.replace("line 44", "line 45"))[2]["line"] == 44, "the first dump by default"
+    assert rp.main_stack("no stacks here") == []
+    point = rp.waiting_point(frames, lambda f: "")
+    assert point["point"] == "backward" and point["frame"] == "validation.py:45 train_one_epoch"
+    item = [
+        {"file": "/x/validation.py", "line": 9, "func": "train_one_epoch"},
+        {"file": "/x/validation.py", "line": 99, "func": "<module>"},
+    ]
+    assert rp.waiting_point(item, lambda f: "last = loss.item()")["point"] == "item"
+    assert rp.waiting_point(item, lambda f: "optimizer.step()")["point"] == "elsewhere"
+
+
+def test_hang_verdict_fails_when_the_stacks_contradict_the_lesson():
+    validating = [
+        {"file": "/x/v.py", "line": 1, "func": "evaluate"},
+        {"file": "/x/v.py", "line": 2, "func": "<module>"},
+    ]
+    training = [
+        {"file": "/x/v.py", "line": 3, "func": "train_one_epoch"},
+        {"file": "/x/v.py", "line": 4, "func": "<module>"},
+    ]
+    verdict = rp.hang_verdict({0: validating, 1: training}, "nccl", "test", lambda f: "optimizer.step()")
+    assert verdict.status == "fail" and verdict.numbers["rank1"] == "elsewhere"
+    assert rp.hang_verdict({}, "gloo", "test").status == "fail"
+
+
+def test_flight_recorder_dump_is_summarised(tmp_path):
+    entries = [
+        {"collective_seq_id": 7, "profiling_name": "nccl:all_reduce", "state": "completed", "input_sizes": [[4]]},
+        {"collective_seq_id": 8, "profiling_name": "nccl:all_reduce", "state": "scheduled", "input_sizes": [[4]]},
+    ]
+    (tmp_path / "nccl_trace_rank_1").write_bytes(pickle.dumps({"version": "2.4", "entries": entries}))
+    fr = rp.flight_recorder(tmp_path)
+    assert fr[1]["last_completed_seq"] == 7 and fr[1]["pending"][0]["seq"] == 8
+    lines = rp.describe_flight_recorder(types.SimpleNamespace(run_dir=tmp_path), "nccl")
+    assert lines == ["rank 1: last completed collective #7; not completed: #8 nccl:all_reduce (scheduled)"]
+
+
+def test_verdicts_on_recorded_lesson_outputs():
+    assert (
+        rp.mismatch_difference("... Collectives differ in the following aspects: \t Op type: ALLREDUCEvs BROADCAST")
+        == "Op type: ALLREDUCEvs BROADCAST"
+    )
+    assert rp.mismatch_verdict("x", ["no report", None], True, "t").status == "fail"
+    assert (
+        rp.set_epoch_verdict([[[1, 2], [1, 2]], [[3, 4], [3, 4]]], [[[1, 2], [2, 1]], [[3, 4], [4, 3]]], "t").status
+        == "pass"
+    )
+    assert (
+        rp.set_epoch_verdict([[[1, 2], [1, 2]], [[1, 4], [1, 4]]], [[[1, 2], [2, 1]], [[3, 4], [4, 3]]], "t").numbers[
+            "disjoint"
+        ]
+        is False
+    )
+    assert rp.fixed_validation_verdict([1.0, 1.1], 1.0, "t").status == "fail"
+    assert rp.fixed_validation_verdict([1.0, None], 1.0, "t").status == "fail"
+
+
+_rows = made.rows
+
+
+def test_enough_workers_uses_the_noise_rule():
+    rows = _rows({0: [100, 102], 2: [300, 310], 4: [400, 404], 8: [402, 398], 16: [405, 401]})
+    e = rm.enough_workers(rows)
+    assert e["best"] == 16 and e["knee"] == 4 and not e["still_rising"]
+    assert e["against_best"][2].status == "slower"
+    rising = rm.enough_workers(_rows({0: [100, 101], 8: [200, 201], 16: [300, 301]}))
+    assert rising["knee"] == 16 and rising["still_rising"]
+    assert rm.pin_comparison(_rows({8: [400, 404]}, {8: [500, 505]}), 8).status == "faster"
+    assert rm.pin_comparison(_rows({8: [400, 404]}), 8) is None
+
+
+def test_c17_verdict_on_gpu_shaped_rows():
+    def result(pinned_rates):
+        rows = _rows({0: [100, 102], 4: [400, 404], 8: [402, 398], 16: [405, 401]}, {8: pinned_rates})
+        return made.loader_run(rows, step=(410, 412), label="test")
+
+    assert rm.verdict_c17(result([500, 505])).status == "holds"
+    no_change = rm.verdict_c17(result([401, 403]))
+    assert no_change.status == "partly" and no_change.numbers["rule_enough"] and not no_change.numbers["pin_helps"]
+
+
+def test_pin_within_noise_and_the_figure():
+    rows = _rows({0: [100, 102], 8: [402, 398]}, {0: [101, 103], 8: [400, 401]})
+    result = made.loader_run(rows, step=(410, 412), label="test")
+    assert rm.pin_within_noise(result)
+    faster = made.loader_run(_rows({8: [400, 404]}, {8: [500, 505]}), step=(410, 412), label="t")
+    assert not rm.pin_within_noise(faster)
+    from nvtutorial.chapters.ch06_pitfalls import plots as pp
+
+    block = made.loader(rows, step=(410, 412))
+    fig, ax = pp.loader_sweep([block, block], "test", rule=8, knees=[8, 8], pin_same=True)
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["pin_memory=False (True: the same within the noise)"]
+    assert ax.get_ylim()[1] > 412
