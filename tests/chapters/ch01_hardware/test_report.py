@@ -14,10 +14,12 @@ from nvtutorial import units
 from nvtutorial.chapters.ch01_hardware import lab as bwlab
 from nvtutorial.chapters.ch01_hardware import report as bandwidth
 from nvtutorial.chapters.ch01_hardware import report as bw
+from nvtutorial.chapters.ch01_hardware import report_gpu as gpu
 from nvtutorial.chapters.ch01_hardware import report_lab as labreport
 from nvtutorial.chapters.ch01_hardware import report_links as links
 from nvtutorial.chapters.ch01_hardware import report_reference, schema_allreduce
 from nvtutorial.chapters.ch01_hardware import report_reference as reference_runs
+from nvtutorial.chapters.ch01_hardware import schema_gpu_links as schema
 from nvtutorial.chapters.ch02_environment import report as env
 from nvtutorial.machine import doctor
 from nvtutorial.machine import links as machine_links
@@ -25,6 +27,7 @@ from nvtutorial.machine.links import SOURCE_NVLINK_CARDS, card
 from nvtutorial.report.verdict import compare
 from nvtutorial.results import RunResult
 from tests.helpers.bandwidth_runs import FIX, fake_result
+from tests.helpers.gpu_links_runs import H200, MIB, PEAK, link_rows, measured
 from tests.helpers.hardware_runs import copy_row, run_of, sendrecv, sendrecv_row, sweep, sweep_row
 
 GIB = 1 << 30
@@ -823,3 +826,210 @@ def test_small_message_plateau_is_read_from_the_rows():
     assert "From 1 KiB to 64 KiB" in verdict.text
     steep = bandwidth.small_message_cost([sweep_row(1024, time_us=10.0), sweep_row(4096, time_us=40.0)])
     assert steep.numbers["flat_up_to"] is None and "no flat region" in steep.text
+
+
+LIM = gpu.limits(H200, PEAK)  # PCIe Gen5 x16, 63.0154 GB/s; memory 4916.736 GB/s
+
+
+@pytest.mark.parametrize(
+    "share, word",
+    [(0.6999, "below"), (0.70, "as expected"), (1.02, "as expected"), (1.0201, "above the limit")],
+)
+def test_a_share_of_the_limit_at_both_thresholds(share, word):
+    assert gpu.reading(share) == word
+    assert (gpu.EXPECTED_SHARE, gpu.ABOVE_LIMIT) == (0.70, 1.02)
+
+
+def test_the_verdict_reads_each_link_against_its_limit():
+    v = gpu.verdict(measured(), LIM)
+    assert v.status == "info" and v.key == "one GPU's links" and v.where == measured().label
+    n = v.numbers
+    assert n["size"] == GIB and n["host to device, pinned"]["share"] == pytest.approx(54.0 / 63.0154, abs=1e-4)
+    assert n["host to device, pinned"]["reading"] == n["device to host, pinned"]["reading"] == "as expected"
+    assert n["memory"] == {
+        "gbps": 4200.0,
+        "share": pytest.approx(4200 / 4916.736),
+        "reading": "as expected",
+        "size": GIB,
+    }
+    assert n["memory_over_pcie"] == pytest.approx(4200 / 54.0)
+    assert n["host to device, pageable ÷ pinned"] == {"ratio": pytest.approx(20 / 54, rel=1e-3), "status": "slower"}
+    assert n["device to host, pageable ÷ pinned"]["status"] == "slower"
+    assert "78×" in v.text and "pin_memory=True" in v.text and "below" not in v.text
+    assert "pin_memory=True). A copy inside the GPU of 1 GiB moved 4,200 GB/s" in v.text  # no L2 sentence between
+    pcie_only = gpu.verdict(measured(link_rows()[:4]), LIM)  # no memory row: no memory sentence
+    assert pcie_only.text.endswith("pin_memory=True).") and "memory" not in pcie_only.numbers
+    assert "host to device 54.0 GB/s (86%), device to host 52.0 GB/s (83%) of the 63.0 GB/s" in v.text
+    same = gpu.verdict(measured(link_rows(h2d_pageable=54.0, d2h_pageable=52.0)), LIM)  # pageable keeps up: no change
+    assert same.numbers["host to device, pageable ÷ pinned"]["status"] == "no change"
+
+
+def test_a_slow_or_impossible_link_says_what_to_check():
+    slow = gpu.verdict(measured(link_rows(h2d=0.69 * 63.0154, memory=0.69 * 4916.736)), LIM)
+    assert slow.numbers["host to device, pinned"]["reading"] == "below" == slow.numbers["memory"]["reading"]
+    assert gpu.WHY[("pcie", "below")] in slow.text and gpu.WHY[("memory", "below")] in slow.text
+    fast = gpu.verdict(measured(link_rows(h2d=1.03 * 63.0154, memory=1.03 * 4916.736)), LIM)
+    assert fast.numbers["host to device, pinned"]["reading"] == "above the limit" == fast.numbers["memory"]["reading"]
+    assert gpu.WHY[("pcie", "above the limit")] in fast.text and gpu.WHY[("memory", "above the limit")] in fast.text
+    blind = gpu.verdict(measured(), gpu.Limits("NVIDIA H200", "NVML said nothing"))
+    assert blind.numbers["memory"]["share"] is None and blind.numbers["host to device, pinned"]["reading"] is None
+    assert "NVML gave no memory peak" in blind.text
+
+
+L2 = 50 * MIB  # an H100's, as PyTorch reports it
+
+
+def pinned(direction, size, median, best, worst=None, share=True):
+    """A pinned PCIe row whose median and best block are ``median`` and ``best`` (shares of the link when ``share``)."""
+    scale = LIM.pcie_gbps if share else 1.0
+    worst = median if worst is None else worst
+    samples = (worst * scale, median * scale, best * scale)
+    return schema.Row(direction, "pinned", size, size, size / (median * scale) / 1e3, median * scale, samples, 2)
+
+
+@pytest.mark.parametrize(
+    "steady, reading",
+    [
+        # the H100 run's shape (R1-4): 88 % at 256 MiB in every block, a 68 % median at 1 GiB whose best block is 88 %
+        ([(256 * MIB, 0.876, 0.876), (GIB, 0.685, 0.877, 0.661)], "varies"),
+        ([(256 * MIB, 0.6999, 0.6999), (GIB, 0.60, 0.6999)], "below"),  # no block reached 70 %: the link itself
+        ([(256 * MIB, 0.65, 0.70), (GIB, 0.60, 0.6999)], "varies"),  # one block at 70 %: not a narrow link
+        ([(256 * MIB, 0.70, 0.71), (GIB, 0.70, 0.71)], "as expected"),
+        ([(256 * MIB, 1.02, 1.03), (GIB, 0.9, 0.9)], "as expected"),
+        ([(256 * MIB, 1.0201, 1.03), (GIB, 0.9, 0.9)], "above the limit"),
+    ],
+)
+def test_a_pinned_link_is_read_at_every_steady_size_by_median_and_best_block(steady, reading):
+    small = pinned("device to host", 16 * MIB, 0.30, 0.31)  # below PCIE_STEADY: never read while larger sizes exist
+    found = (small, *(pinned("device to host", *row) for row in steady))
+    got = gpu.pcie_reading(measured(found), "device to host", LIM.pcie_gbps)
+    assert got["reading"] == reading and got["gbps"] == pytest.approx(steady[-1][1] * LIM.pcie_gbps)
+    assert got["best_share"] == pytest.approx(max(row[2] for row in steady))
+    assert ("varied" in got) == (reading == "varies")
+
+
+def test_a_varying_link_says_where_it_carried_its_rate():
+    h100 = (pinned("device to host", 256 * MIB, 0.876, 0.876), pinned("device to host", GIB, 0.685, 0.877, 0.661))
+    got = gpu.pcie_reading(measured(h100), "device to host", LIM.pcie_gbps)
+    assert got["varied"] == {"size": GIB, "min": pytest.approx(0.661 * 63.0154), "max": pytest.approx(0.877 * 63.0154)}
+    assert got["carried"] == {"size": 256 * MIB, "gbps": pytest.approx(0.876 * 63.0154)}
+    at70 = (pinned("device to host", 256 * MIB, 0.70, 0.70), pinned("device to host", GIB, 0.6, 0.9))
+    edge = gpu.pcie_reading(measured(at70), "device to host", LIM.pcie_gbps)  # a median of exactly 70 % carried it
+    assert edge["reading"] == "varies" and edge["carried"] == {"size": 256 * MIB, "gbps": 0.70 * LIM.pcie_gbps}
+    lone = gpu.pcie_reading(measured(h100[1:]), "device to host", LIM.pcie_gbps)  # one steady size: its best block
+    assert lone["reading"] == "varies" and lone["carried"] is None
+    v = gpu.verdict(measured((*link_rows(), *h100[:1])), LIM)  # with the other links at 1 GiB, and 256 MiB
+    assert v.numbers["device to host, pinned"]["reading"] == "as expected"  # 83 % at 1 GiB, 88 % at 256 MiB
+    text = gpu.verdict(measured((*link_rows(d2h=0.685 * 63.0154), *h100[:1])), LIM).text
+    assert "device to host varies: 42.7–43.6 GB/s between blocks at 1 GiB (55.2 GB/s, 88%, at 256 MiB)" in text
+    assert gpu.WHY[("pcie", "varies")] in text and gpu.WHY[("pcie", "below")] not in text
+    only_small = (pinned("device to host", 4 * MIB, 0.2, 0.2), pinned("device to host", 16 * MIB, 0.8, 0.8))
+    assert gpu.pcie_reading(measured(only_small), "device to host", LIM.pcie_gbps)["reading"] == "as expected"
+    assert gpu.pcie_reading(measured(only_small[:1]), "device to host", LIM.pcie_gbps)["reading"] == "below"
+    assert gpu.pcie_reading(measured(only_small), "device to host", None) == {
+        "gbps": pytest.approx(0.8 * 63.0154),
+        "share": None,
+        "reading": None,
+    }
+
+
+@pytest.mark.parametrize(
+    "median, best, words",
+    [
+        (0.86, 0.87, "PCIe spends the rest on each packet's header"),
+        (0.60, 0.87, "its blocks varied, and the verdict below says why that is not the link"),
+        (0.60, 0.65, "below the 70% a pinned copy usually reaches"),
+        (1.03, 1.03, "above it: NVML's generation or width is not the link's"),
+    ],
+)
+def test_the_grade_explains_the_pinned_rate_by_the_links_reading(median, best, words):
+    run = measured((*link_rows()[1:], pinned("host to device", GIB, median, best)))
+    g = gpu.grade(None, run, LIM)
+    assert words in g.text and g.numbers["measured"] == pytest.approx(median * 63.0154)
+    assert ("header" in g.text) == (median == 0.86)  # headers and flow control explain 86 %, not 60 %
+
+
+@pytest.mark.parametrize(
+    "size, where",
+    [(25 * MIB, "in L2"), (25 * MIB + 1, "partly in L2"), (100 * MIB, "partly in L2"), (100 * MIB + 1, None)],
+)
+def test_a_device_copy_is_in_l2_while_its_bytes_fit(size, where):
+    assert gpu.cache(size, L2) == where and gpu.BEYOND_L2 == 4
+    assert gpu.cache(size, None) is None and gpu.cache(size, 0) is None  # unknown: read as memory
+
+
+def test_the_memory_is_read_beyond_the_l2_and_the_cached_rows_say_so():
+    found = (*link_rows(memory=3701.9, size=16 * MIB), *link_rows(memory=3013.6))
+    run = measured(found, l2=L2)
+    frame = run.frame(LIM)
+    assert list(frame[frame["link"] == "memory"]["share of the limit"]) == ["in L2 (50 MiB): not the memory's", "61%"]
+    v = gpu.verdict(run, LIM)
+    assert v.numbers["memory"]["size"] == GIB and v.numbers["memory"]["reading"] == "below"  # 3013.6 of 4916.7
+    assert v.numbers["l2_bytes"] == L2 and "the copies of 16 MiB (in L2, 3,702 GB/s) measured its 50 MiB L2" in v.text
+    unknown = gpu.verdict(measured(found), LIM)  # no L2 recorded: every row is memory, the largest read
+    assert unknown.numbers["memory"]["size"] == GIB and "L2" not in unknown.text
+    cached = gpu.verdict(measured(link_rows(memory=3701.9, size=16 * MIB), l2=L2), LIM)
+    assert cached.numbers["memory"] is None and "No size here is beyond it" in cached.text
+    assert "memory_over_pcie" not in cached.numbers and "above the limit" not in cached.text
+    above = gpu.verdict(measured(link_rows(memory=3701.9, size=16 * MIB)), gpu.SAVED_LIMITS["NVIDIA H100 80GB HBM3"])
+    assert above.numbers["memory"]["reading"] == "above the limit"  # what an unknown L2 would have said (R1-3)
+
+
+def test_the_l2_comes_from_the_run_or_for_an_older_saved_run_from_its_gpu():
+    assert gpu.l2_of(schema.Rank("gpu", "NVIDIA H200", l2_bytes=60 * MIB)) == 60 * MIB
+    assert gpu.l2_of(schema.Rank("gpu", "NVIDIA H100 80GB HBM3")) == 50 * MIB == gpu.L2_BYTES["NVIDIA H100 80GB HBM3"]
+    assert gpu.l2_of(schema.Rank("gpu", "NVIDIA H200")) is None
+
+
+def test_nothing_measured_says_why_and_gives_the_limits():
+    run = gpu.GpuLinks((), "nothing measured", "not run here: no GPU visible to a CUDA build of torch")
+    v = gpu.verdict(run, gpu.REFERENCE_LIMITS)
+    assert v.status == "info" and v.numbers == {} and v.where == gpu.REFERENCE_LIMITS.source
+    assert v.text.startswith(run.note) and "63.0 GB/s" in v.text and "4,800 GB/s" in v.text
+    g = gpu.grade(40.0, run, gpu.REFERENCE_LIMITS)
+    assert g.status == "info" and g.numbers == {"prediction": 40.0} and "must stay under 63.0 GB/s" in g.text
+    assert (g.key, g.where) == ("pinned host to device", gpu.REFERENCE_LIMITS.source)
+    assert g.title == "Host to device over PCIe from pinned memory, at the largest size"
+    blind = gpu.Limits("NVIDIA H200", "NVML said nothing")
+    assert "must stay under no limit NVML could give" in gpu.grade(40.0, run, blind).text
+    assert "NVML gave no PCIe link to compare it with." in gpu.grade(40.0, measured(), blind).text
+    assert run.frame(gpu.REFERENCE_LIMITS).to_dict("records") == [
+        {"link": "memory and PCIe", "GB/s": None, "note": run.note}
+    ]
+
+
+@pytest.mark.parametrize(
+    "prediction, status", [(None, "no answer"), (54.0 * 1.25, "right"), (54.0 * 1.26, "close"), (54.0 * 2.01, "off")]
+)
+def test_the_prediction_is_graded_against_the_pinned_copy(prediction, status):
+    g = gpu.grade(prediction, measured(), LIM)
+    assert g.status == status and g.numbers["measured"] == 54.0 and g.where == measured().label
+    assert g.title == "Host to device over PCIe from pinned memory, at the largest size"
+    assert "86% of the 63.0 GB/s of PCIe Gen5 x16" in g.text
+    assert "Measured: 54 GB/s. At 1 GiB." in g.text  # this machine's run, named as such, in GB/s
+    assert ("No run can pass the limit of PCIe Gen5 x16" in g.text) == (prediction is not None and prediction > 63.0154)
+
+
+def test_the_table_gives_each_share():
+    frame = measured().frame(LIM)
+    assert list(frame["link"]) == ["host to device", "device to host", "host to device", "device to host", "memory"]
+    assert list(frame["share of the limit"]) == ["86%", "83%", "32%", "24%", "85%"]
+    assert list(frame["host memory"]) == ["pinned", "pinned", "pageable", "pageable", "—"]
+    assert frame.attrs["where"] == measured().label and list(frame["limit GB/s"])[-1] == 4916.7
+
+
+def test_the_newest_committed_one_gpu_run_reads_typed():
+    """Whatever one-GPU run the checkout holds (reference/h*x1/runs), read through the notebook's readers: every link
+    at every size, and no copy beyond the L2 above what its link carries."""
+    saved = report_reference.one_gpu("gpu_links")
+    if saved is None:
+        pytest.skip("no committed one-GPU run of gpu_links (scripts/gpu_links_check.py makes one)")
+    rank = saved.metrics_as(schema.Rank)
+    assert rank.mode == "gpu" and saved.env is not None and saved.env.is_gpu
+    run = gpu.GpuLinks(rank.rows, saved.label, "saved", saved, False, gpu.l2_of(rank))
+    for size in run.sizes():
+        assert all(run.row(link, host, size) for link, host in [(r.link, r.host) for r in link_rows()])
+    v = gpu.verdict(run, gpu.saved_limits(rank.device))
+    for key in ("host to device, pinned", "device to host, pinned", "memory"):
+        assert v.numbers[key]["reading"] != "above the limit", (key, v.numbers[key])
+    assert v.numbers["memory_over_pcie"] > 10  # memory against PCIe: tens of times

@@ -12,10 +12,13 @@ import nvtutorial
 from nvtutorial import nvml as nvml_mod
 from nvtutorial import runtime
 from nvtutorial.chapters.ch01_hardware import schema_allreduce, schema_p2p
+from nvtutorial.chapters.ch01_hardware import schema_gpu_links as schema
 from nvtutorial.chapters.ch01_hardware import workload_allreduce as allreduce_bench
+from nvtutorial.chapters.ch01_hardware import workload_gpu_links as workload
 from nvtutorial.chapters.ch01_hardware import workload_p2p as p2p_copy
 from nvtutorial.chapters.ch01_hardware import workload_sendrecv as sendrecv_bench
 from nvtutorial.results import typed
+from tests.helpers.gpu_links_runs import PART
 
 
 def test_allreduce_bench_in_process(one_rank):
@@ -114,3 +117,33 @@ def test_wire_bytes_counts_what_the_links_carried(one_rank, monkeypatch):
     wire = allreduce_bench.wire_bytes(ctx, torch.zeros(size // 4), size, iters=1)
     assert wire is not None and wire.available is False and "no active NVLink" in (wire.reason or "")
     assert wire.links_read is None and wire.tx_ratio is None
+
+
+def test_the_copies_count_their_bytes_and_check_their_data(one_rank):  # noqa: F811 - the fixture
+    import torch
+
+    buffers = {
+        "gpu a": torch.randint(0, 255, (8192,), dtype=torch.uint8),
+        "gpu b": torch.empty(8192, dtype=torch.uint8),
+        "pinned": torch.empty(8192, dtype=torch.uint8),
+        "pageable": torch.ones(8192, dtype=torch.uint8),
+    }
+    progress = []
+    p = workload.Params(sizes=(8192, 4096, 4096), repeats=2)
+    out = workload.measure(p, torch.device("cpu"), buffers, lambda *a, **k: progress.append(a))
+    assert [(r.link, r.host, r.size) for r in out[:5]] == [
+        ("host to device", "pinned", 4096),
+        ("device to host", "pinned", 4096),
+        ("host to device", "pageable", 4096),
+        ("device to host", "pageable", 4096),
+        ("memory", "device", 4096),
+    ]
+    assert [r.size for r in out] == [4096] * 5 + [8192] * 5 and progress == [(1, 2, PART), (2, 2, PART)]
+    for r in out:
+        assert r.bytes_moved == (2 if r.link == "memory" else 1) * r.size  # a device copy reads S and writes S
+        assert r.gbps == pytest.approx(r.bytes_moved / (r.time_us / 1e6) / 1e9) and len(r.gbps_repeats) == 2
+        assert min(r.gbps_repeats) <= r.gbps <= max(r.gbps_repeats) and 1 <= r.iters <= p.iters
+    assert buffers["gpu b"].equal(buffers["gpu a"])  # the last copy, memory, copied it all
+    skipped = workload.run(one_rank, workload.Params(sizes=(4096,)))
+    assert (skipped.mode, skipped.rows) == ("skipped", ()) and "no GPU" in skipped.note
+    assert typed(schema.Rank, json.loads(json.dumps(dataclasses.asdict(skipped)))) == skipped
