@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from nvtutorial.machine import nccl_debug
+import dataclasses
+
+from nvtutorial.machine import doctor, nccl_debug, topology
 from tests.helpers.bandwidth_runs import FIX
 
 
@@ -66,3 +68,43 @@ def test_variables_table():
         "NCCL_NET_DISABLE_INTRA=1"
         in next(r for r in rows if r["variable"] == "NCCL_IB_DISABLE")["effect on one machine with NVLink"]
     )
+
+
+def test_nvls_for_two_gpus_follows_ncclnvlsinit_of_the_nccl_version():
+    """Review R1-1: ncclNvlsInit returned early for ``gpuCount <= 2`` up to NCCL v2.28.3-1 and for ``gpuCount < 2``
+    from v2.28.7-1 (v2.28.9-1, v2.29.x, v2.30.x too): the NCCL the reference ran (2.28.9) sets NVLS up for two GPUs
+    on an NVSwitch board; the course's runs keep it off."""
+    from nvtutorial.machine import nccl_debug
+
+    assert nccl_debug.NVLS_FROM_TWO_GPUS == (2, 28, 7)
+    for version, least in [("2.21.5", 3), ("2.28.3", 3), ("2.28.7", 2), ("2.28.9+cuda13.0", 2), ("2.30.7", 2)]:
+        assert nccl_debug.nvls_min_gpus(version) == least, version
+    assert nccl_debug.nvls_min_gpus(None) is None and nccl_debug.nvls_min_gpus("") is None
+    assert nccl_debug.nvls_min_gpus("2.29") == 2 and nccl_debug.nvls_min_gpus("2") is None  # major.minor is enough
+    assert nccl_debug.nvls_when("2.28.9").startswith("NCCL 2.28.9 sets it up from 2 GPUs where their NVLinks reach")
+    assert nccl_debug.nvls_when("2.28.3").startswith("NCCL 2.28.3 sets it up from 3 GPUs")
+    assert nccl_debug.nvls_when(None).startswith("NCCL sets it up from 2 GPUs (3 before 2.28.7)")
+    (row,) = [v for v in nccl_debug.VARIABLES if v.name == "NCCL_NVLS_ENABLE"]
+    assert "ncclNvlsInit" in row.on_one_machine and "2.28.7" in row.on_one_machine
+    assert "set NVLS up for two GPUs too" in row.on_one_machine and "none with two GPUs" not in row.on_one_machine
+    ref = doctor.reference_facts()  # NCCL 2.28.9, 2× H200 on an NVSwitch board
+    off = doctor.check_nccl_variable("NCCL_NVLS_ENABLE", "0", ref)
+    assert (off.status, off.value) == ("ok", "NVLink SHARP off") and "NCCL 2.28.9 sets it up from 2 GPUs" in off.detail
+    on = doctor.check_nccl_variable("NCCL_NVLS_ENABLE", "1", ref)
+    assert (on.status, on.value) == ("ok", "NVLink SHARP allowed") and "without asking the driver" in on.detail
+    asks = doctor.check_nccl_variable("NCCL_NVLS_ENABLE", "2", ref)
+    assert asks.value == "NVLink SHARP allowed" and "without asking" not in asks.detail
+    # both sides of the version: 2.28.3 needs three GPUs, 2.28.7 two
+    old = dataclasses.replace(ref, nccl="2.28.3")
+    assert doctor.check_nccl_variable("NCCL_NVLS_ENABLE", "1", old).value == "NVLink SHARP allowed; unused here"
+    three = dataclasses.replace(old, gpus=("NVIDIA H200",) * 3)
+    assert doctor.check_nccl_variable("NCCL_NVLS_ENABLE", "1", three).value == "NVLink SHARP allowed"
+    assert doctor.check_nccl_variable("NCCL_NVLS_ENABLE", "1", dataclasses.replace(ref, nccl="2.28.7")).value == (
+        "NVLink SHARP allowed"
+    )
+    one = dataclasses.replace(ref, gpus=("NVIDIA H200",))
+    assert doctor.check_nccl_variable("NCCL_NVLS_ENABLE", "1", one).value == "NVLink SHARP allowed; unused here"
+    cpu = dataclasses.replace(ref, nccl=None, gpus=())
+    blind = doctor.check_nccl_variable("NCCL_NVLS_ENABLE", "1", cpu)
+    assert blind.value == "NVLink SHARP allowed; unused here" and "3 before 2.28.7" in blind.detail
+    assert "NVSwitches" in topology.Link("NV18").verdict

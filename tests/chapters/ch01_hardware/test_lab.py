@@ -243,3 +243,12 @@ def test_the_committed_h100_run_through_the_notebooks_readers(monkeypatch):
     assert memory == ["in L2 (50 MiB): not the memory's", "89%", "90%"]  # 3701.9 GB/s at 16 MiB: not shown as 110 %
     g = gpu.grade(55.0, run, lim)
     assert g.status == "right" and "A saved run of NVIDIA H100 80GB HBM3 measured: 55.35 GB/s" in g.text
+
+
+def test_the_reference_data_is_where_the_tests_expect_it(runs_dir):
+    assert hardware.reference_output("nvidia-smi-topo-m.txt").is_file() and report_reference.available()
+    # Without GPUs, notebook 02's A/B and notebook 01's send/recv are the reference machine's saved runs
+    ab = bwlab.source_ab({})
+    assert [run.result.label for run in ab] == [ab[0].result.label] * 3 and "H200" in ab[0].result.label
+    assert bwlab.point_to_point({}).run_dir == report_reference.FOLDER / report_reference.RUNS["sendrecv"]
+    assert not runs_dir.exists()  # nothing was launched

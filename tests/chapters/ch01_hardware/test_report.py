@@ -21,14 +21,17 @@ from nvtutorial.chapters.ch01_hardware import report_reference, schema_allreduce
 from nvtutorial.chapters.ch01_hardware import report_reference as reference_runs
 from nvtutorial.chapters.ch01_hardware import schema_gpu_links as schema
 from nvtutorial.chapters.ch02_environment import report as env
-from nvtutorial.machine import doctor
+from nvtutorial.machine import doctor, topology
 from nvtutorial.machine import links as machine_links
 from nvtutorial.machine.links import SOURCE_NVLINK_CARDS, card
+from nvtutorial.report import claims
 from nvtutorial.report.verdict import compare
 from nvtutorial.results import RunResult
 from tests.helpers.bandwidth_runs import FIX, fake_result
 from tests.helpers.gpu_links_runs import H200, MIB, PEAK, link_rows, measured
 from tests.helpers.hardware_runs import copy_row, run_of, sendrecv, sendrecv_row, sweep, sweep_row
+from tests.helpers.paths import ROOT
+from tests.helpers.reference_ab import reference_run
 
 GIB = 1 << 30
 
@@ -464,7 +467,7 @@ def test_c4_partly_if_515_could_run_this_torch():
     assert v.status == "partly" and v.numbers["driver_515"] == "ok"
 
 
-def ab(base, cand):
+def compared(base, cand):
     return compare([base, base * 1.001], [cand, cand * 1.001])
 
 
@@ -472,16 +475,16 @@ def ab(base, cand):
     "comparison, status",
     [
         (None, "unverifiable"),
-        (ab(10.0, 10.0 / 1.12), "holds"),
-        (ab(10.0, 10.0 / 1.07), "holds"),  # the band's edges: +12 % ± 5 points
-        (ab(10.0, 10.0 / 1.17), "holds"),
-        (ab(10.0, 10.0 / 1.0699), "partly"),
-        (ab(10.0, 10.0 / 1.1701), "partly"),
-        (ab(10.0, 10.0 / 1.06), "partly"),
-        (ab(10.0, 10.0 / 1.24), "partly"),
-        (ab(10.0, 10.0 / 1.30), "partly"),
-        (ab(10.0, 10.0), "wrong"),
-        (ab(10.0, 11.0), "wrong"),
+        (compared(10.0, 10.0 / 1.12), "holds"),
+        (compared(10.0, 10.0 / 1.07), "holds"),  # the band's edges: +12 % ± 5 points
+        (compared(10.0, 10.0 / 1.17), "holds"),
+        (compared(10.0, 10.0 / 1.0699), "partly"),
+        (compared(10.0, 10.0 / 1.1701), "partly"),
+        (compared(10.0, 10.0 / 1.06), "partly"),
+        (compared(10.0, 10.0 / 1.24), "partly"),
+        (compared(10.0, 10.0 / 1.30), "partly"),
+        (compared(10.0, 10.0), "wrong"),
+        (compared(10.0, 11.0), "wrong"),
     ],
 )
 def test_c6_is_decided_only_by_an_ab_of_the_wheels(comparison, status):
@@ -1033,3 +1036,154 @@ def test_the_newest_committed_one_gpu_run_reads_typed():
     for key in ("host to device, pinned", "device to host, pinned", "memory"):
         assert v.numbers[key]["reading"] != "above the limit", (key, v.numbers[key])
     assert v.numbers["memory_over_pcie"] > 10  # memory against PCIe: tens of times
+
+
+@pytest.fixture(scope="module")
+def link_lab():
+    return bwlab.run_lab(
+        {},
+        reuse={
+            "default": reference_run("sweep"),
+            "P2P off": reference_run("lab P2P off"),
+            "P2P+SHM off": reference_run("lab P2P+SHM off"),
+        },
+    )
+
+
+def test_registered_deciders_give_the_registered_status(ab):
+    evidence = {
+        "C2": (),
+        "C3": (),
+        "C4": (doctor.reference_facts(),),
+        "C5": (),
+        "C6": (doctor.reference_facts(),),
+        "C7": (ab,),
+    }
+    for cid, args in evidence.items():
+        claim = claims.claim(cid)
+        verdict = claim.decider()(*args)
+        assert verdict.key == cid and verdict.status == claim.status, (cid, verdict)
+
+
+def test_c2_and_c5_from_vendor_data():
+    c2 = links.claim_c2()
+    assert c2.status == "partly" and c2.numbers["without_nvlink"] == ["GeForce RTX 4090"]
+    c5 = links.claim_c5()
+    assert c5.status == "wrong" and c5.numbers["nvlink_over_pcie"] == pytest.approx(1.79, abs=0.01)
+    assert c5.numbers["consumer_over_pro"] == pytest.approx(56.25 / 300)
+
+
+def test_c3_from_topo_outputs():
+    c3 = links.claim_c3()  # the reference machine's saved nvidia-smi topo -m
+    assert c3.status == "holds" and c3.numbers == {"code": "NV18", "nvlinks": 18}
+    pcie = links.claim_c3(topology.read(ROOT / "tests" / "fixtures" / "topo" / "pcie-4gpu-nics.txt"))
+    assert pcie.status == "unverifiable"
+
+
+def test_c7_from_the_reference_runs(ab):
+    rows = labreport.c7_rows(ab)
+    assert [r["size"] for r in rows] == ["16 MiB", "64 MiB", "256 MiB", "1 GiB"]
+    assert {r["verdict"] for r in rows} == {"no change"}
+    c7 = labreport.claim_c7(ab)
+    assert c7.status == "wrong" and c7.numbers["no_change"] == 4 and c7.numbers["largest_change"] < 0.01
+    assert c7.numbers["control_ratio"] == pytest.approx(27.466 / 298.407, abs=1e-3)  # P2P off: the control moves
+    assert "never read NCCL_NET_GDR_LEVEL" in c7.text  # NCCL's own log: only NCCL_IB_DISABLE was read
+    # N1/T14 (review 2026-12-06): NCCL may route one machine's GPUs through a NIC (ncclTopoCheckNet), and a network
+    # plugin can outlive NCCL_IB_DISABLE=1: neither the verdict nor the graded answer says otherwise
+    graded = labreport.grade_c7("c", ab)
+    for text in (c7.text, graded.text):
+        assert "on any machine" not in text and "one machine's GPUs" not in text and "one machine:" not in text
+    assert "network plugin" in c7.text and "NCCL_NET_DISABLE_INTRA=1" in graded.text and graded.status == "right"
+
+
+def test_link_lab_and_c5_measured_from_the_reference_runs(link_lab):
+    assert [run.transport.summary for run in link_lab] == ["P2P/CUMEM", "SHM/direct/direct", "NET/Socket"]
+    verdict = labreport.lab_verdict(link_lab)
+    assert verdict.status == "slower" and verdict.numbers["slowest_path"] == "P2P+SHM off"
+    c5 = labreport.claim_nvlink_vs_pcie(link_lab)  # at 256 MiB, the largest size both paths measured
+    assert c5.numbers["size"] == 256 << 20 and c5.numbers["ratio"] == pytest.approx(297.991 / 27.604, rel=1e-3)
+
+
+def test_sweep_verdicts_from_the_reference_run():
+    sweep = reference_run("sweep")
+    _, check = bandwidth.reference_check(sweep)
+    # The committed sweep stops at 1 GiB and reached 326.76 GB/s there: 98.47 % of nccl-tests' in-place busbw
+    # (331.83; dist.all_reduce is in place). Under issue 15's rule (99 % at 1 and 4 GiB) it fails, by more than
+    # nccl-tests' own in-place/out-of-place difference (0.50 %). A rerun with the full profile (to 4 GiB) decides.
+    assert check.status == "fail" and check.numbers["ratio at 1 GiB"] == pytest.approx(326.7605 / 331.83, abs=1e-4)
+    assert check.numbers["ratio at 4 GiB"] is None and "larger than that" in check.text
+    _, wire = bandwidth.wire_report(sweep)
+    assert wire.status == "pass" and wire.numbers["tx_ratio"] == pytest.approx(1.0, abs=1e-3)
+    assert wire.numbers["links_carrying"] == 18
+    # the constants the CPU notebooks quote are this run's numbers
+    saved = bandwidth.sweep_of(sweep).wire
+    assert saved is not None and saved.tx_ratio is not None and saved.tx_bytes_per_link_per_op is not None
+    assert bandwidth.REFERENCE_WIRE["tx_ratio"] == pytest.approx(saved.tx_ratio, abs=1e-6)
+    assert bandwidth.REFERENCE_WIRE["links_read"] == saved.links_read == 18
+    per_link = [v / 1e6 for v in saved.tx_bytes_per_link_per_op.values()]
+    assert (min(per_link), max(per_link)) == pytest.approx(
+        (bandwidth.REFERENCE_WIRE["per_link_mb_min"], bandwidth.REFERENCE_WIRE["per_link_mb_max"]), abs=0.01
+    )
+    assert bandwidth.REFERENCE_SWEEP["busbw"] == pytest.approx(
+        bandwidth.at_size(bandwidth.sweep_rows(sweep), 1 << 30)[1], abs=0.01
+    )
+    small = bandwidth.small_message_cost(sweep)
+    assert small.numbers["time_us_smallest"] == pytest.approx(38.3, abs=0.1)  # not "a few microseconds"
+    assert small.numbers["flat_up_to"] == 4 << 20  # 37.6–40.4 µs from 1 KiB to 4 MiB; 76 µs at 16 MiB
+    assert small.numbers["floor_size"] == 4096 and small.numbers["slow_sizes"] == []  # NCCL's floor: 37.55 µs
+    # both sides of the factor at 16 MiB: 76.368 / 37.552 = 2.0337 times the fastest call before it
+    assert bandwidth.small_message_cost(sweep, flat_factor=2.033).numbers["flat_up_to"] == 4 << 20
+    assert bandwidth.small_message_cost(sweep, flat_factor=2.034).numbers["flat_up_to"] == 16 << 20
+
+
+def test_duplex_from_the_reference_run():
+    """Issue 11 finding 3: NCCL send/recv loses 15 % per direction with both at once; without the copy-engine
+    run the verdict does not blame the link."""
+    sendrecv = reference_run("sendrecv")
+    nccl = bandwidth.sendrecv_duplex(sendrecv)
+    assert nccl.status == "slower" and nccl.numbers["ratio"] == pytest.approx(301.12 / 355.883, abs=1e-3)
+    verdict = bandwidth.duplex_verdict(sendrecv)
+    assert verdict.numbers["copy_status"] is None and "share" not in verdict.text
+
+
+def test_prediction_is_graded_against_the_saved_number_on_a_cpu(tmp_path):
+    cpu = run_of(sweep([sweep_row(1 << 20, 1.0)]), gpu=False)
+    graded = links.grade_run(330.0, cpu, machine_links.expect("NV18", "NVIDIA H200"))
+    assert graded.status == "right" and graded.numbers["measured"] == bandwidth.reference_sweep_busbw(1 << 30)[1]
+
+
+def test_c7_prediction_is_graded_against_the_runs_or_the_reference(ab):
+    assert labreport.c7_answer(ab) == labreport.REFERENCE_C7_ANSWER == "c"  # what the committed reference runs answer
+    assert labreport.grade_c7("c", ab).status == "right" and labreport.grade_c7("a", ab).status == "off"
+    assert labreport.grade_c7(None, ab).status == "no answer"
+
+
+SAVED_AB = (
+    "2× NVIDIA H200 · NV18 · NCCL 2.28.9 · torch 2.11.0 · CUDA 13.0: the reference 2× H200's saved run "
+    "(reference/h200x2/runs/allreduce_bench-20261130-014936-7adb80), not this machine"
+)
+
+
+def test_verdicts_from_the_saved_runs_say_so(ab, tmp_path):
+    """R5-5: C7, its graded prediction, the troubleshooting rows and the duplex verdict read from the reference's
+    saved runs say so in their ``where``, and the grade says whose runs answered; a run made here keeps its label."""
+    laptop = dataclasses.replace(doctor.reference_facts(), torch="2.13.0+cpu", torch_cuda=None, nccl=None)
+    graded = labreport.grade_c7("c", ab)
+    assert labreport.claim_c7(ab).where == graded.where == SAVED_AB
+    assert {v.where for v in env.troubleshooting_from_runs(laptop, ab)} == {SAVED_AB, "primary source"}
+    assert "The reference's saved runs say (c)" in graded.text and "The run says" not in graded.text
+    duplex = bandwidth.duplex_verdict(reference_run("sendrecv"))
+    assert duplex.where.endswith("(reference/h200x2/runs/sendrecv_bench-20261130-014839-652f0b), not this machine")
+    here = [dataclasses.replace(run, result=dataclasses.replace(run.result, run_dir=tmp_path)) for run in ab]
+    assert (
+        labreport.grade_c7("c", here).where == here[0].result.label
+        and "The run says (c)" in labreport.grade_c7("c", here).text
+    )
+    assert labreport.claim_c7(here).where == here[0].result.label
+    assert "The reference's saved runs say (c)" in labreport.grade_c7("c", [run_cpu(ab[0])] + list(ab[1:])).text
+
+
+def run_cpu(run):
+    """``run`` as if it ran on the CPU here (an installed package's A/B)."""
+    env = dataclasses.replace(run.result.env, backend="gloo")
+    return dataclasses.replace(run, result=dataclasses.replace(run.result, env=env, run_dir=Path("here")))
