@@ -1,4 +1,4 @@
-"""Tests moved from tests/test_bandwidth.py"""
+"""Chapter 1's plots: the sweep on log axes, with the run's label."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 """Notebooks 01 and 02's verdicts at their rules (``report/bandwidth.py``, ``lab.py``, ``links.py``,
 ``environment.py``): the parsers on edge cases, each threshold from both sides, each branch. The reference runs and
-saved outputs are read in ``tests/test_claims_hardware.py``; fuller fake runs in ``tests/test_bandwidth.py``."""
+saved outputs are read here too (``tests/helpers/reference_ab.py``), with fuller fake runs
+(``tests/helpers/bandwidth_runs.py``)."""
 
 from __future__ import annotations
 

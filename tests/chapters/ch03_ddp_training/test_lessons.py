@@ -3,7 +3,7 @@
 In-process tests use a one-rank gloo group. What needs two ranks runs on one group of two persistent
 gloo ranks (``nvtutorial.teach.ranks``): every exercise checker on its solution and on each known wrong
 answer, the candidate loaded from its source as the ``exercise`` workload loads it. The lesson script on
-two ranks through the launcher, and the verdicts of the claims, are in ``tests/test_claims_training.py``.
+two ranks through the launcher, and the claims' verdicts on its CPU runs, are at the end of this file.
 """
 
 from __future__ import annotations

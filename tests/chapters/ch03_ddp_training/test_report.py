@@ -3,8 +3,8 @@ validation and resume, scaling, C1, C14, C15 and the source's table.
 
 Synthetic runs in both layouts (today's timed rounds with an A/A repeat; the committed reference's median,
 minimum and maximum, read through the schema's upgrade) on both sides of every threshold, built as the launcher
-collects them (each rank's result as JSON, read typed). The committed 2× H200 runs are read in
-``tests/test_claims_training.py``; the CPU runs in ``tests/test_training.py``.
+collects them (each rank's result as JSON, read typed). The committed 2× H200 runs are read
+here too (through ``tests/helpers/training_runs.py``); the CPU runs in ``test_lessons.py``.
 """
 
 from __future__ import annotations
@@ -575,7 +575,7 @@ def test_the_scaling_summary_carries_the_ranks_threads_and_cores():
 
 def test_the_scaling_explanation_says_how_the_one_gpu_baseline_was_taken():
     """R1-5: today's run times one GPU in the two-rank launch, rank 0 alone while rank 1 waits; the committed
-    reference is a separate one-process launch (``tests/test_claims_training.py`` reads it). The explanation of the
+    reference is a separate one-process launch (``tests/helpers/training_runs.py`` reads it). The explanation of the
     loss says which, from the run it read."""
     same = t.scaling_summary(gpu_run(scaling_rows()))
     one = gpu_run([committed("data=device+batch_size=16", 10.1, batch=16, samples_per_s=100.0)])

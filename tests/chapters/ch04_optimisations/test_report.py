@@ -1,7 +1,7 @@
 """Notebook 04's verdicts at their rules (``nvtutorial/chapters/ch04_optimisations/report.py``): every A/B through
 compare with the run's A/A gap, memory within 1 %, the largest move beyond the noise, C8–C11 and no_sync. Synthetic
 runs on both sides of each threshold, built as the launcher collects them (each rank's result as JSON, read typed);
-the committed 2× H200 run is read in ``tests/test_claims_training.py``."""
+the committed 2× H200 run is read here too (``tests/helpers/training_runs.py``)."""
 
 from __future__ import annotations
 

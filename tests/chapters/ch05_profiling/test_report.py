@@ -2,7 +2,7 @@
 the gradient exchange's price, C12, C13 and C16 (``report/profiling.py``, ``report/traces.py``,
 ``report/monitoring.py``). Synthetic per-rank results (the workload's typed ``Rank``, written and read back as a run
 does) on both sides of every threshold; the committed 2× H200 runs are read in ``tests/test_claims_profiling.py``,
-real CPU runs in ``tests/test_traces.py``."""
+real CPU runs in ``test_workload.py`` and ``tests/core/test_tracesplit.py``."""
 
 from __future__ import annotations
 

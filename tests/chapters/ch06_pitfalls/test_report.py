@@ -2,7 +2,7 @@
 
 Synthetic logs, stacks and tables on both sides of every rule, and the committed 2× H200 runs
 (``reference/h200x2/runs/pitfalls-*``) through the project's own reader (``RunResult.load``). The same
-verdicts on real CPU runs are in ``tests/test_pitfalls.py``.
+verdicts on real CPU runs are in ``test_lab.py``.
 """
 
 from __future__ import annotations
