@@ -69,7 +69,7 @@ def test_expectations():
 
 
 def test_counters_are_read_per_active_link():
-    from tests.core.test_topology import FakeNVMLError, fake_nvml
+    from tests.helpers.fake_nvml import FakeNVMLError, fake_nvml
 
     nvml = fake_nvml(
         links=4, counters={(0, 138, k): 100 + k for k in range(4)} | {(0, 139, k): 200 + k for k in range(4)}

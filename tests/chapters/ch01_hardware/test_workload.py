@@ -89,7 +89,7 @@ def test_wire_bytes_counts_what_the_links_carried(one_rank, monkeypatch):
     import torch
     import torch.distributed as dist
 
-    from tests.core.test_topology import fake_nvml
+    from tests.helpers.fake_nvml import fake_nvml
 
     nvml = fake_nvml(links=18, counters={(0, f, k): 0 for f in (138, 139) for k in range(18)})
     monkeypatch.setattr(nvml_mod, "nvml", contextlib.contextmanager(lambda: (yield nvml)))
