@@ -16,10 +16,10 @@ machine_facts "$out/machine.txt"
 t0=$SECONDS
 timeout -k 5 110 $PY -m pytest -q -p no:cacheprovider -rA --timeout 100 \
     "tests/launch/test_runner.py::test_selftest_on_two_gpus_with_nccl" \
-    "tests/test_claims_hardware.py::test_the_hang_on_two_gpus_waits_at_the_first_use_of_the_result" \
+    "tests/chapters/ch00_welcome/test_report.py::test_the_hang_on_two_gpus_waits_at_the_first_use_of_the_result" \
     "tests/teach/test_ranks.py::test_nccl_all_reduce_and_a_hang_recovered_on_two_gpus" \
-    "tests/test_bandwidth.py::test_on_two_gpus_the_logs_name_the_transport_and_the_counters_match_the_ring" \
-    "tests/test_pitfalls.py::test_memory_lesson_fits_with_the_fixes" > "$out/tests-2gpu.log" 2>&1
+    "tests/chapters/ch01_hardware/test_lab.py::test_on_two_gpus_the_logs_name_the_transport_and_the_counters_match_the_ring" \
+    "tests/chapters/ch06_pitfalls/test_lab.py::test_memory_lesson_fits_with_the_fixes" > "$out/tests-2gpu.log" 2>&1
 echo "tests rc=$? $((SECONDS - t0)) s" | tee -a "$out/steps.txt"; tail -n 12 "$out/tests-2gpu.log"
 t0=$SECONDS
 timeout -k 5 70 $PY benchmarks/ranks_bench.py --backend nccl --nproc 2 --repeats 20 --cold 1 --launcher-runs 1 \

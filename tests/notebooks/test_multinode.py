@@ -23,9 +23,9 @@ from nvtutorial.chapters.ch09_multinode import lab as recovery
 from nvtutorial.chapters.ch09_multinode import report, schema
 from nvtutorial.report.verdict import verdicts_in_notebook
 from nvtutorial.teach import check
+from tests.helpers.executed import executed
 from tests.helpers.launch import assert_no_process
 from tests.helpers.paths import SCRIPTS
-from tests.notebooks.test_notebooks import executed
 
 SIZES = {"steps": 20, "every": 6, "batch": 32, "samples": 1024, "features": 64, "hidden": 256, "layers": 3}
 KILL_AFTER = 9

@@ -14,35 +14,20 @@ the registry says that failing is the lesson there (``claims.LESSON_FAILS``).
 from __future__ import annotations
 
 import ast
-import os
 import re
-from pathlib import Path
 
 import nbformat
 import pytest
 
-from nvtutorial import course
 from nvtutorial.report import claims
 from nvtutorial.report.verdict import CLAIM_STATUSES, STATUSES, Verdict, verdicts_in_notebook
 from tests.helpers import nbval_outputs
-from tests.helpers.paths import ROOT
+from tests.helpers.executed import NOTEBOOKS, executed
 
-NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 ABSOLUTE_PATH = re.compile(r"(?<![\w.])(/(home|Users|root|work|tmp|mnt)/|[A-Z]:\\\\)")
 DISTRIBUTED_CALL = re.compile(
     r"\bdist\.\w+\(|torch\.distributed\.\w+\(|DistributedDataParallel\(|\bDDP\(|fully_shard\("
 )
-
-
-def executed(name: str) -> nbformat.NotebookNode:
-    """Notebook ``name`` as executed in this test run (executed now if nothing executed it yet)."""
-    folder = Path(os.environ["NVTUTORIAL_EXECUTED_DIR"])
-    target = folder / name
-    if not target.exists():
-        summary = course.run_course(out=folder, only=name, profile="ci", notebooks_dir=NOTEBOOKS[0].parent)
-        (outcome,) = [n for n in summary.notebooks if n.name == name]
-        assert outcome.passed, outcome.error
-    return nbformat.read(target, as_version=4)
 
 
 def test_there_are_notebooks():

@@ -129,7 +129,7 @@ def test_the_profile_is_decided_without_importing_torch():
 
 
 def test_a_kernel_says_when_a_cell_first_imports_torch_pandas_or_matplotlib():
-    from tests.teach.test_ranks import Kernel
+    from tests.helpers.kernel import Kernel
 
     def said(out: dict) -> list[str]:  # past 1.5 s an import also says it goes on: timing, left out (its form kept)
         still = re.compile(r"\[nvtutorial\] still importing (torch|pandas|matplotlib), \d+ s so far")

@@ -311,7 +311,8 @@ C7_CHOICES = {
 }
 """Notebook 02's prediction: what the source's NCCL settings do to the all-reduce between two GPUs."""
 REFERENCE_C7_ANSWER = "c"
-"""What the reference 2× H200 runs answered (``tests/test_claims_hardware.py`` recomputes it from them)."""
+"""What the reference 2× H200 runs answered (``tests/chapters/ch01_hardware/test_report.py`` recomputes it
+from them)."""
 
 
 def c7_answer(ab: Sequence[LabRun]) -> str:

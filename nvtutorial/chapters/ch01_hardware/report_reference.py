@@ -3,8 +3,8 @@ one-GPU machines' runs of notebook 01's part "one GPU's links" (``reference/h100
 
 On a machine without GPUs some of those notebooks' runs would measure nothing (gloo ignores every
 ``NCCL_*`` variable; two CPU processes have no link to be full duplex): the notebooks show these saved
-GPU runs instead, labelled with the machine they ran on. ``tests/test_claims_hardware.py`` recomputes
-their verdicts. When the reference is run again, update :data:`RUNS`.
+GPU runs instead, labelled with the machine they ran on. ``tests/chapters/ch01_hardware/test_report.py``
+recomputes their verdicts. When the reference is run again, update :data:`RUNS`.
 """
 
 from __future__ import annotations

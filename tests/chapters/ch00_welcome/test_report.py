@@ -3,6 +3,8 @@ the first all-reduce, the failing and the hanging rank, nothing left, and each g
 
 from __future__ import annotations
 
+import ast
+import json
 import math
 import subprocess
 import sys
@@ -14,6 +16,8 @@ import torch
 from nvtutorial.chapters.ch00_welcome import report as welcome
 from nvtutorial.report import predict
 from nvtutorial.report.predict import PredictionError, grade_choice, grade_number
+from tests.helpers.launch import requires_two_gpus
+from tests.helpers.paths import ROOT
 from tests.helpers.ranks import forked, reap
 
 
@@ -272,3 +276,75 @@ def test_hang_numbers_carry_the_cells_reason():
     assert verdict.numbers["others"] == {1: "ok"} and verdict.numbers["deadline_s"] == 2.0
     failed = welcome.hang(_hung_cell("error"), backend="gloo")
     assert failed.status == "fail" and failed.numbers["reason"] == "error"
+
+
+def _notebook_code(name: str) -> list[str]:
+    nb = json.loads((ROOT / "notebooks" / name).read_text())
+    return ["".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code"]
+
+
+def _hang_code() -> str:
+    (cell,) = [c for c in _notebook_code("00_welcome.ipynb") if c.startswith("HANG = ")]
+    tree = ast.parse(cell)
+    return ast.literal_eval(tree.body[0].value)
+
+
+def _first_cell() -> str:
+    (cell,) = [c for c in _notebook_code("00_welcome.ipynb") if c.startswith("%%ranks") and "rank + 1" in c]
+    return cell.split("\n", 1)[1]
+
+
+def test_first_allreduce_and_the_hang_as_notebook_00_runs_them():
+    """On gloo: every rank holds the sum; the hang is caught at the line the notebook names, counted from the cell."""
+    from nvtutorial.teach import ranks
+
+    pool = ranks.start(nproc=2, backend="gloo", quiet=True)
+    pids = list(pool.pids())
+    try:
+        assert ranks.run_code(_first_cell()).ok
+        held = ranks.pull("t")
+        assert welcome.first_allreduce(held, [1, 2], "CPU").status == "pass"
+        assert welcome.grade_allreduce("c", held, "CPU").status == "right"
+        assert welcome.grade_allreduce("b", held, "CPU").status == "off"
+        hung = ranks.run_code(_hang_code(), timeout=2)
+        verdict = welcome.hang(hung, backend="gloo")
+        assert verdict.status == "pass", verdict
+        assert verdict.numbers["stuck_line"].startswith("dist.all_reduce(t)") and verdict.numbers["others"] == {1: "ok"}
+        wrong = welcome.hang(hung, backend="nccl")  # the NCCL expectation does not match a gloo stack
+        assert wrong.status == "fail"
+        # the prediction is graded from the stack: with gloo rank 0 waits inside all_reduce, choice (a)
+        assert welcome.grade_hang("a", hung, backend="gloo").status == "right"
+        graded = welcome.grade_hang("b", hung, backend="gloo")
+        assert graded.status == "off" and graded.numbers["answer"] == "a"
+    finally:
+        ranks.stop()
+    assert welcome.nothing_left(pids, "stop").status == "pass"
+
+
+@requires_two_gpus
+def test_the_hang_on_two_gpus_waits_at_the_first_use_of_the_result():
+    from nvtutorial.teach import ranks
+
+    ranks.start(nproc=2, backend="nccl", quiet=True)
+    try:
+        # As the notebook does: the first all-reduce runs before the hang. On 2x H200 (torch 2.11,
+        # NCCL 2.28.9) the hang run as the group's first collective was not waiting at .item().
+        assert ranks.run_code(_first_cell()).ok
+        hung = ranks.run_code(_hang_code(), timeout=10)
+        verdict = welcome.hang(hung, backend="nccl")
+        assert verdict.status == "pass" and ".item()" in verdict.numbers["stuck_line"], (
+            verdict.numbers,
+            "\n".join(hung.report()),
+        )
+        assert welcome.grade_hang("b", hung, backend="nccl").status == "right"
+    finally:
+        ranks.stop()
+
+
+def test_the_stuck_line_is_read_from_the_innermost_cell_frame():
+    stack = (
+        'Stack (most recent call last):\n  File "<ranks cell 2>", line 4, in <module>\n    total = t.sum().item()\n'
+        '  File "/x/torch/_tensor.py", line 1, in item\n    return 1'
+    )
+    assert welcome.stuck_line(stack) == "total = t.sum().item()"
+    assert welcome.stuck_line(None) is None

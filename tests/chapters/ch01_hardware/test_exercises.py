@@ -77,3 +77,30 @@ def test_busbw_checker_diagnoses_gibibytes_and_the_all_gather_factor_on_their_ow
     assert "on 4 ranks" in doubled
     assert gib != _why(fallback) and "10⁹" in gib
     assert _why(doubled) not in (_why(fallback), gib) and "all_gather" in _why(doubled)
+
+
+@pytest.mark.parametrize("name", ["busbw", "driver_rule"])
+def test_exercise_checkers_pass_the_solution_and_name_each_wrong_answer(name):
+    from nvtutorial.teach import check
+
+    solution = check.check(name)
+    assert solution.passed, solution.reason
+    module = check.load(name)
+    for label, (candidate, word) in module.WRONG.items():
+        result = check.check(name, candidate)
+        assert not result.passed and word in result.reason, (label, result.reason)
+
+
+def test_the_busbw_exercise_agrees_with_the_lesson_and_the_units():
+    from nvtutorial import units
+    from nvtutorial.chapters.ch01_hardware import exercises as exercise
+    from nvtutorial.chapters.ch01_hardware.lessons import busbw as lesson_file
+
+    for collective, size, seconds, n in exercise.CASES:
+        assert exercise.bus_bandwidth(collective, size, seconds, n) == pytest.approx(
+            units.busbw(size, seconds, n, collective)
+        )
+        if collective == "all_reduce":
+            assert lesson_file.bus_bandwidth(size, seconds, n) == pytest.approx(
+                exercise.bus_bandwidth(collective, size, seconds, n)
+            )

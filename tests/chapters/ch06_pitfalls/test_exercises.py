@@ -7,6 +7,7 @@ import types
 import pytest
 import torch
 
+from nvtutorial.chapters.ch06_pitfalls import exercises as pitfalls
 from tests.helpers.exercise_cases import outcome
 from tests.helpers.ranks import on_ranks
 
@@ -129,3 +130,76 @@ def test_the_slow_set_counts_its_reads(monkeypatch):
     assert len(s) == 7 and s.fair == 4
     assert [s[i] for i in range(5)] == [0, 1, 2, 3, 4] and s.read == 5 and slept == [ex.SLOW_READ_S]
     assert ex.SlowSet(list(range(7)), 3).fair == 3
+
+
+# --------------------------------------------------------------------------- chapter 06
+def _seg_set():
+    """Four 1×2×2 images whose class-1 logit is the image; masks right on 3 of 4 pixels of each."""
+    images = [torch.tensor([[[1.0, -1.0], [1.0, -1.0]]]) for _ in range(4)]
+    masks = [torch.tensor([[1, 0], [1, 1]]) for _ in range(4)]
+    return list(zip(images, masks))
+
+
+def _logits(x):
+    return torch.cat([-x, x], dim=1)
+
+
+def _mean_of_ranks():
+    import torch.distributed as dist
+
+    model = types.SimpleNamespace(module=_logits)
+    return pitfalls.mean_of_ranks(model, _seg_set(), dist.get_rank(), dist.get_world_size(), torch.device("cpu"))
+
+
+def test_mean_of_ranks_counts_the_correct_pixels():
+    assert on_ranks(_mean_of_ranks, 2) == [0.75, 0.75]
+
+
+class _Masks:
+    """Masks that match only once moved to the rank's device (as on a GPU, where a CPU mask cannot be compared)."""
+
+    def __init__(self, t, device):
+        self.t, self.device = t, device
+
+    def to(self, device):
+        return self.t if device == self.device else torch.full_like(self.t, -1)
+
+    def numel(self):
+        return self.t.numel()
+
+
+def test_validate_accuracy_moves_the_masks_to_the_ranks_device(monkeypatch):
+    import torch.distributed as dist
+    import torch.utils.data
+
+    device = torch.device("cpu")
+    images = torch.stack([i for i, _ in _seg_set()])
+    masks = torch.stack([m for _, m in _seg_set()])
+    monkeypatch.setattr(torch.utils.data, "DataLoader", lambda share, batch_size: [(images, _Masks(masks, device))])
+    monkeypatch.setattr(dist, "all_reduce", lambda t, *a, **k: None)
+    model = types.SimpleNamespace(module=_logits)
+    assert pitfalls.validate_accuracy(model, _seg_set(), 0, 1, device) == 0.75
+
+
+def test_judge_and_explain_hang_on_recorded_outcomes():
+    good = [{"value": 0.5, "read": 4, "reference": 0.5}, {"value": 0.5, "read": 3, "reference": 0.5}]
+    assert pitfalls.judge(good)[0]
+    assert "returned None" in pitfalls.judge([good[0], {**good[1], "value": None}])[1]
+    assert "raised ZeroDivisionError" in pitfalls.judge([{"error": "ZeroDivisionError: x", "read": 0}, good[1]])[1]
+    assert "read no validation sample" in pitfalls.judge([{**good[0], "read": 7}, {**good[1], "read": 0}])[1]
+    stack0 = (
+        f'Stack (most recent call last):\n  File "{pitfalls.__file__}", line 170, in run_candidate\n'
+        '    value = candidate(state["model"])\n  File "<your validate_accuracy>", line 9, in validate_accuracy\n'
+        f'  File "{pitfalls.__file__}", line 150, in __getitem__\n    time.sleep(SLOW_READ_S)'
+    )
+    stack1 = (
+        f'Traceback (most recent call last):\n  File "{pitfalls.__file__}", line 176, in run_candidate\n'
+        "    loss.backward()\nRuntimeError: Timed out waiting 3000ms"
+    )
+    reason = pitfalls.explain_hang({0: stack0, 1: stack1})
+    assert (
+        reason.startswith(
+            "hung: rank 1 waited in the next training step's gradient all-reduce while rank 0 validated alone"
+        )
+        and "loss.backward()" in reason
+    )

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from nvtutorial.chapters.ch07_collectives import exercises as ring_allreduce
+from nvtutorial.teach import check, ranks
 from tests.helpers.exercise_cases import _assert_judged, _cases, _judge, _load
 from tests.helpers.ranks import on_ranks
 
@@ -67,3 +68,37 @@ def test_the_ring_diagnosis_in_words():
     wrong[5] += 1.0
     text = ring_allreduce.diagnose(x, wrong, ref, 3, 2)
     assert "wrong values in chunk(s) [2]" in text and "largest error 1" in text and "correct chunk(s): [0, 1]" in text
+
+
+def test_exercise_checker_passes_the_solution_and_names_each_wrong_answer(pool):
+    def define(source: str) -> None:
+        result = ranks.run_code(source)
+        assert result.ok, result.report()
+
+    define(check.candidate_source(ring_allreduce.SOLUTION))
+    verdict = check.check_ranks("ring_allreduce")
+    assert verdict.passed, verdict.reason
+    for name, (source, words) in ring_allreduce.WRONG.items():
+        define(source)
+        verdict = check.check_ranks("ring_allreduce")
+        assert not verdict.passed and words in verdict.reason, (name, verdict.reason)
+    define("def ring_all_reduce(tensor):\n    pass\n")  # an unfinished starting point fails, never raises
+    assert "unchanged" in check.check_ranks("ring_allreduce").reason
+    define("del ring_all_reduce\n")
+    assert "no function ring_all_reduce" in check.check_ranks("ring_allreduce").reason
+
+
+# --------------------------------------------------------------------------- chapter 07
+def _raises(tensor):
+    raise ValueError("chunk 7 is out of range\nsecond line")
+
+
+def _check_raising():
+    from nvtutorial.chapters.ch07_collectives.exercises import check_on_rank
+
+    return check_on_rank(_raises)
+
+
+def test_the_ring_checker_reports_the_first_line_of_the_learners_exception():
+    for ok, message in on_ranks(_check_raising, 2):
+        assert ok is False and "ValueError: chunk 7 is out of range" in message and "second line" not in message

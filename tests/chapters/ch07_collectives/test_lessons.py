@@ -12,11 +12,14 @@ from __future__ import annotations
 
 import inspect
 import textwrap
+import types
 
 import pytest
 import torch
 
 from nvtutorial.chapters.ch07_collectives.lessons import collectives, compression, sparse_allreduce
+from nvtutorial.chapters.ch07_collectives.workload import ring_bytes
+from tests.helpers.collectives_ranks import WORLD, on_pool
 from tests.helpers.ranks import RanksHung, on_ranks
 
 WORLDS = (2, 3, 4)
@@ -471,3 +474,139 @@ def test_the_compression_lessons_entry_point(monkeypatch, gpus, env, device, bac
         assert asked["work"] == [("powersgd", 3, torch.device("cpu"))]
         with pytest.raises(SystemExit):
             _entry(monkeypatch, compression, ["--hook", "gzip"], None, {}, train=None)
+
+
+def ring_cases():
+    import torch.distributed as dist
+
+    from nvtutorial.chapters.ch07_collectives.lessons.collectives import ring_all_reduce
+    from nvtutorial.chapters.ch07_collectives.workload import plain_group
+    from nvtutorial.workloads._commcount import counting
+
+    group, out = plain_group("gloo"), []
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+    for numel in (1, 3, 1001, 4096):
+        for slices in (1, 3):
+            x = torch.randn(numel, generator=torch.Generator().manual_seed(numel + rank))
+            mine, ref = x.clone(), x.clone()
+            with counting(world_size) as count:
+                returned = ring_all_reduce(mine, group=group, slices=slices)
+            dist.all_reduce(ref, group=group)
+            out.append(
+                {
+                    "numel": numel,
+                    "slices": slices,
+                    "equal": bool(torch.equal(mine, ref)),
+                    "sent": count.sent,
+                    "returned": returned,
+                    "unwaited": count.unwaited,
+                }
+            )
+    dist.destroy_process_group(group)
+    return out
+
+
+def test_ring_equals_all_reduce_and_sends_the_formula(pool):
+    for rank, rows in enumerate(on_pool(ring_cases)):
+        for row in rows:
+            assert row["equal"], row
+            assert row["sent"] == row["returned"] == ring_bytes(row["numel"], 4, WORLD, rank), row
+            assert row["unwaited"] == 0
+    # 2 ranks: each sends exactly the tensor's size (2 (W-1)/W = 1)
+    assert [r["sent"] for r in on_pool(ring_cases)[0] if r["numel"] == 4096] == [4096 * 4] * 2
+
+
+def lesson_check(module, *args):
+    import importlib
+
+    lesson = importlib.import_module(f"nvtutorial.chapters.ch07_collectives.lessons.{module}")
+    device = torch.device("cpu")
+    return lesson.train(*args, device) if module == "compression" else lesson.check(*args, device)
+
+
+def test_the_lessons_own_checks_hold_on_the_ranks(pool):
+    """What each lesson file's main() runs after init_process_group (its `check`), on 2 gloo ranks with DETAIL."""
+    assert all(
+        r["equal"] and r["sent_bytes"] == ring_bytes(1001, 4, WORLD, i)
+        for i, r in enumerate(on_pool(lesson_check, "collectives", 1001, 2))
+    )
+    for found in on_pool(lesson_check, "sparse_allreduce"):
+        assert found["the source's"].startswith("failed: RuntimeError: Detected mismatch"), found
+        assert found["the correct"] == "equal to all_reduce / W: True"
+
+
+def test_the_compression_lesson_trains_identical_replicas(plain_pool):
+    for hook in ("fp16", "powersgd", "topk"):
+        for found in on_pool(lesson_check, "compression", hook, 4):
+            assert found["identical"] and found["last_loss"] < found["first_loss"] + 0.5, (hook, found)
+
+
+def test_source_function_is_the_published_code():
+    from nvtutorial.chapters.ch07_collectives.lessons import sparse_allreduce
+
+    text = inspect.getsource(sparse_allreduce.source_sparse_allreduce)
+    for line in (
+        "indices = tensor.nonzero()",
+        "values = tensor[indices]",
+        "gathered = [torch.zeros_like(values) for _ in range(world_size)]",
+        "torch.distributed.all_gather(gathered, values)",
+        "stacked = torch.stack(gathered)",
+        "mean = stacked.mean(dim=0)",
+        "tensor.zero_()",
+        "tensor[indices] = mean",
+    ):
+        assert line in text
+
+
+def _topk_plain_step_in_a_group_of_one():
+    import torch.distributed as dist
+
+    from nvtutorial.chapters.ch07_collectives.lessons.compression import TopKState, topk_hook
+
+    rank = dist.get_rank()
+    groups = [dist.new_group([0]), dist.new_group([1])]
+    state = TopKState(groups[rank], start_iter=2)
+    buf = torch.full((4,), float(rank + 1))
+    bucket = types.SimpleNamespace(buffer=lambda: buf, is_last=lambda: True, index=lambda: 0)
+    return topk_hook(state, bucket).wait().tolist()
+
+
+def test_the_topk_hooks_plain_steps_all_reduce_over_its_own_group():
+    # each rank alone in its group: the plain all-reduce leaves its gradient as it is (the world's would average)
+    assert on_ranks(_topk_plain_step_in_a_group_of_one, 2) == [[1.0] * 4, [2.0] * 4]
+
+
+BIG = 2**24 + 2  # float32 holds every integer up to 2**24 only
+
+
+def _sparse_far_index():
+    from nvtutorial.chapters.ch07_collectives.lessons.sparse_allreduce import sparse_allreduce
+
+    x = torch.zeros(BIG)
+    x[BIG - 1] = 3.0
+    sent = sparse_allreduce(x)
+    return x.nonzero().view(-1).tolist(), x[BIG - 1].item(), sent
+
+
+def test_sparse_all_reduce_keeps_indices_beyond_float32s_integers_exact():
+    assert on_ranks(_sparse_far_index, 1) == [([BIG - 1], 3.0, 8 + 4 + 4)]
+
+
+def _sparse_with_another_default_device():
+    import torch.distributed as dist
+
+    from nvtutorial.chapters.ch07_collectives.lessons.sparse_allreduce import sparse_allreduce
+
+    rank = dist.get_rank()
+    x = torch.zeros(8)
+    x[rank] = float(rank + 1)
+    torch.set_default_device("meta")  # as on a GPU: the tensor is not where new tensors go by default
+    try:
+        sparse_allreduce(x)
+    finally:
+        torch.set_default_device("cpu")
+    return x.tolist()
+
+
+def test_sparse_all_reduce_keeps_its_buffers_on_the_tensors_device():
+    assert on_ranks(_sparse_with_another_default_device, 2) == [[0.5, 1.0] + [0.0] * 6] * 2

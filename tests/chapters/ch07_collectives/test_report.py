@@ -9,14 +9,17 @@ import dataclasses
 import math
 
 import pytest
+import torch
 
 from nvtutorial.chapters.ch07_collectives import report, schema
 from nvtutorial.chapters.ch07_collectives import report_compression as compression_report
 from nvtutorial.chapters.ch07_collectives import report_compression as cr
 from nvtutorial.chapters.ch07_collectives import schema_compression as sc
+from nvtutorial.chapters.ch07_collectives import workload_density as density
 from nvtutorial.report import claims
 from nvtutorial.report.verdict import compare
 from nvtutorial.results import RunResult, as_typed, rows_typed, typed
+from tests.helpers.collectives_ranks import WORLD, on_pool, read_back, workload_metrics
 from tests.helpers.collectives_runs import BENCH, COMPRESSION
 
 MIB = 2**20
@@ -811,3 +814,125 @@ def test_the_compression_functions_decide_the_same_from_the_raw_json(hooks):
         assert compression_report.loss_statement(raw[link]) == compression_report.loss_statement(hooks[link])
     frame = compression_report.hooks_frame(raw)
     assert frame.equals(compression_report.hooks_frame(hooks)) and len(frame) == 10
+
+
+@pytest.fixture(scope="module")
+def cpu_bench(pool) -> list[schema.Rank]:
+    return read_back(
+        schema.Rank,
+        on_pool(
+            workload_metrics,
+            "collectives_bench",
+            {
+                "sizes": (4096, 65536),
+                "slices": (1, 3),
+                "warmup": 1,
+                "repeats": 2,
+                "sparse_numel": 4096,
+                "densities": (0.01, 0.6),
+                "case_numel": 512,
+                "random_cases": 2,
+            },
+        ),
+    )
+
+
+def test_c22_on_the_cpu(cpu_bench):
+    v = claims.claim("C22").decider()(cpu_bench[0].source_cases, "CPU")
+    assert v.status == claims.claim("C22").status == "wrong"
+    assert v.numbers["source_exact"] == 1  # only "same positions on every rank"
+    assert v.numbers["source_wrong"] == 1  # same count, other positions: it runs and averages unrelated entries
+    assert v.numbers["source_failed"] == 3 and v.numbers["course_exact"] == v.numbers["cases"] == 5
+    wrong = next(r for r in cpu_bench[0].source_cases if r.implementation == "source" and r.ran and not r.exact)
+    assert not wrong.ranks_agree  # the ranks even end with different tensors
+    failed = [r for r in cpu_bench[0].source_cases if r.implementation == "source" and not r.ran]
+    assert all(r.error is not None and "mismatch" in r.error for r in failed)
+
+
+def test_ring_and_sparse_verdicts_on_the_cpu(cpu_bench):
+    assert report.ring_check(cpu_bench, "CPU").status == "pass"
+    speed = report.ring_speed(cpu_bench, "CPU", gpu=False)
+    assert speed.status == "info" and set(speed.numbers["share_by_variant"]) == {"ring, 1 slice", "ring, 3 slices"}
+    sparse = report.sparse_verdict(cpu_bench[0].sparse, "CPU")
+    assert sparse.status == "pass" and sparse.numbers["judged_by"] == "compare"
+    rows = {r.density: r for r in cpu_bench[0].sparse}
+    # bytes of the correct sparse all-reduce: the count + max_count int32 indices and fp32 values, all-gathered
+    for r in rows.values():
+        assert r.dense_bytes_sent == 4096 * 4  # 2 (W-1)/W × the tensor
+    assert rows[0.01].bytes_ratio < 0.1 < 1 < rows[0.6].bytes_ratio
+    assert [row.indices_shape for row in cpu_bench[0].indexing] == [(3, 1), (3, 2), (3, 4)]
+    assert (cpu_bench[0].indexing[1].error or "").startswith("IndexError")
+    assert cpu_bench[0].indexing[2].values_numel == 3 * 4 * 27  # whole slices, not 3 numbers
+    ring = cpu_bench[0].ring
+    assert [(r.size_bytes, r.variant) for r in ring] == [
+        (4096, "ring, 1 slice"),
+        (4096, "ring, 3 slices"),
+        (65536, "ring, 1 slice"),
+        (65536, "ring, 3 slices"),
+    ]
+    assert all(r.ring_bytes_returned == r.ring_bytes_sent and len(r.ring_ms_all) == 2 for r in ring)
+    assert cpu_bench[0].ring_all_equal and cpu_bench[0].debug_detail is True and cpu_bench[0].world_size == WORLD
+
+
+def test_compression_verdicts_come_from_compare(cpu_hooks):
+    runs = {cpu_hooks[0].link: cpu_hooks[0]}
+    verdicts = compression_report.hook_verdicts(runs, "CPU")
+    assert {v.numbers["hook"] for v in verdicts} == {h.hook for h in cpu_hooks[0].hooks} - {"none"}
+    by = {h.hook: h for h in cpu_hooks[0].hooks}
+    gap = compression_report.twin_gap(cpu_hooks[0])
+    for v in verdicts:  # each is compare() of the rounds' medians, with the fp16/bf16 A/A gap in the noise
+        c = compare(by["none"].step_ms_round_medians, by[v.numbers["hook"]].step_ms_round_medians, aa_gap=gap)
+        assert (v.status, v.numbers["ratio"], v.numbers["noise"]) == (c.status, c.ratio, c.noise)
+    frame = compression_report.hooks_frame(runs)
+    assert set(frame["step_time"]) <= {"baseline", "faster", "slower", "no change"}
+    diffs = compression_report.loss_differences(cpu_hooks[0])
+    same = tuple(dataclasses.replace(by[h], train_loss=(1.0,)) for h in ("none", "fp16"))
+    assert diffs["fp16"] < 1e-2 and "identical" in compression_report.loss_statement(
+        dataclasses.replace(cpu_hooks[0], hooks=same)
+    )
+
+
+def test_density_verdict_decides_c23_both_ways():
+    dense = density.density_summary([density.density_row("w", torch.randn(8, 8))])
+    assert compression_report.density_verdict(dense, "").status == "wrong"
+    sparse = density.density_summary([density.density_row("w", torch.cat([torch.ones(1), torch.zeros(999)]))])
+    assert compression_report.density_verdict(sparse, "").status == "holds"
+
+
+def test_the_hooks_table_shows_the_final_validation_loss():
+    from nvtutorial.chapters.ch07_collectives.schema_compression import Rank
+    from nvtutorial.results import typed
+
+    h = {
+        "hook": "none",
+        "compressed_when_timed": True,
+        "step_ms_median": 10.0,
+        "step_ms_all": [10.0, 10.1],
+        "sent_bytes_per_step": 100.0,
+        "payload_bytes_per_step": 100.0,
+        "dense_bytes_per_step": 100.0,
+        "train_loss": [1.0],
+        "evals": [],
+        "final_val_loss": 0.8,
+        "final_iou": 0.5,
+        "nvlink_tx_bytes_per_step": None,
+        "nvlink_note": None,
+        "params": 10,
+        "step_ms_round_medians": [10.0, 10.1],
+    }
+    run = {
+        "link": "NV",
+        "nccl_p2p_disable": None,
+        "hooks": [h],
+        "density": [],
+        "density_initial": [],
+        "density_summary": {},
+        "topk_ratio": 0.01,
+        "powersgd_rank": 2,
+        "steps": 2,
+        "rounds": 2,
+        "warmup": 3,
+        "model": "tiny",
+    }
+    frame = compression_report.hooks_frame({"NV": typed(Rank, run)})
+    assert frame["final_val_loss"].tolist() == [pytest.approx(0.8)]
