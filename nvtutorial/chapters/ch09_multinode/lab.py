@@ -67,7 +67,7 @@ from nvtutorial.chapters.ch09_multinode.lab_narration import (
 from nvtutorial.chapters.ch09_multinode.lab_outcome import ElasticOutcome as ElasticOutcome
 from nvtutorial.chapters.ch09_multinode.lab_outcome import Fault as Fault
 from nvtutorial.chapters.ch09_multinode.lab_outcome import reference_checkpoint as reference_checkpoint
-from nvtutorial.chapters.ch09_multinode.report import log_wall
+from nvtutorial.chapters.ch09_multinode.report import SLACK_S, log_wall
 from nvtutorial.launch import tree as process_tree
 from nvtutorial.launch import warm
 from nvtutorial.launch.environment import NCCL_WATCHDOG, free_port, node_environment
@@ -239,13 +239,13 @@ class _Elastic:
             self.say(f"[lab {self.now():6.2f} s] still waiting ({self.now() - self.told[1]:.0f} s)")
 
     def logged(self, stamp: str) -> str:
-        """When rank 0's log stamped a line, against the kill it follows (the latest at most 1 s after it: the clocks
-        of a log and of the lab may disagree by a fraction of a second), else its clock time (review RR11-5)."""
+        """When rank 0's log stamped a line, against the kill it follows (the latest at most ``SLACK_S`` after it: the
+        clocks of a log and of the lab may disagree by a fraction of a second), else its clock time (review RR11-5)."""
         try:
             t = log_wall(stamp, self.started_wall)
         except ValueError:
             return f"logged {stamp}"
-        kills = [self.started_wall + k for k in self.kill_times if self.started_wall + k <= t + 1.0]
+        kills = [self.started_wall + k for k in self.kill_times if self.started_wall + k <= t + SLACK_S]
         if not kills:
             return f"logged at {stamp.split()[1][:10]}"
         dt = t - kills[-1]

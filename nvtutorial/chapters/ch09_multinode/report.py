@@ -217,8 +217,8 @@ def survivor_end(outcome: ElasticOutcome) -> tuple[float, str] | None:
     if outcome.killed_at_s is None or outcome.started_wall is None:
         return None
     kill = outcome.started_wall + outcome.killed_at_s
-    every = [(log_wall(stamp, kill), text) for stamp, _, text in _said(outcome.result.run_dir) if stamp]
-    said = [(t, text) for t, text in every if t >= kill - 0.5]
+    said = [(log_wall(stamp, kill), text) for stamp, _, text in _said(outcome.result.run_dir) if stamp]
+    said = [(t, text) for t, text in said if t >= kill - 0.5]
     for t, text in said:
         m = _ENDED.search(text)
         if m is None or m.group(1) == "-9":  # -9: the killed rank itself

@@ -33,6 +33,7 @@ from nvtutorial.chapters.ch08_ladder import schema as ladder_schema
 from nvtutorial.report.verdict import Verdict
 from nvtutorial.results import RunResult, typed
 from tests.helpers.paths import ROOT
+from tests.helpers.trace_files import rank_trace
 
 TINY = {"vocab": 256, "seq_len": 32, "dim": 64, "heads": 4, "layers": 2, "mlp_ratio": 4}
 RUN = {"global_batch": 8, "steps": 4, "warmup": 0, "timed": 1, "repeats": 2, "profile_steps": 1}
@@ -725,29 +726,6 @@ S = M.Setup(vocab=16, seq_len=4, dim=8, heads=2, layers=2, mlp_ratio=2, global_b
 
 
 # --------------------------------------------------------------------------- notebook 08's report
-def _rank_trace(rank, compute, comm, steps):
-    ev = [
-        {"ph": "X", "cat": "user_annotation", "name": "train_step", "pid": 1, "tid": 1, "ts": s, "dur": e - s}
-        for s, e in steps
-    ]
-    ev += [
-        {"ph": "X", "cat": "kernel", "name": "sm90_gemm", "pid": 0, "tid": 7, "ts": s, "dur": e - s} for s, e in compute
-    ]
-    ev += [
-        {
-            "ph": "X",
-            "cat": "kernel",
-            "name": "ncclDevKernel_AllReduce_Sum_f32_RING_LL(x)",
-            "pid": 0,
-            "tid": 13,
-            "ts": s,
-            "dur": e - s,
-        }
-        for s, e in comm
-    ]
-    return {"traceEvents": ev, "distributedInfo": {"rank": rank}, "baseTimeNanoseconds": 10**9, "host_name": "node"}
-
-
 def _ladder_rank(rank, **rung):
     """One rank's typed result of a ladder of DDP alone, its record changed by ``rung``."""
     return ladder_schema.Rank(
@@ -793,8 +771,8 @@ def _ladder_run(ranks, run_dir):
 def test_comm_table_pairs_the_ranks_traces(tmp_path):
     # rank 0 joins the all-reduce at 40, rank 1 at 60, both finish at 70 (one step of 100 µs)
     traces = [
-        _rank_trace(0, compute=[(0, 40)], comm=[(40, 70)], steps=[(0, 100)]),
-        _rank_trace(1, compute=[(0, 60)], comm=[(60, 70)], steps=[(0, 100)]),
+        rank_trace(0, compute=[(0, 40)], comm=[(40, 70)], steps=[(0, 100)]),
+        rank_trace(1, compute=[(0, 60)], comm=[(60, 70)], steps=[(0, 100)]),
     ]
     ranks = []
     for r, trace in enumerate(traces):
