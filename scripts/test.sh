@@ -22,16 +22,17 @@ t0=$SECONDS
 # pyright (25 s of one core) runs beside the two streams, which leave about a third of the two cores idle
 "$(dirname "$PY")/pyright" > build/pyright.log 2>&1 &
 pr=$!
-"$PY" -m pytest -ra --durations=15 -p no:cacheprovider "${notebooks[@]}" > "$log" 2>&1 &
-nb=$!
-# one process for the others: split into two xdist workers beside the notebooks (2026-12-07) the three processes took
-# 16.5 min instead of 13: the notebooks' JupyterLab and Chromium lost more than the others gained
+# The two streams one after the other, not side by side: alone on a 2-core machine the others took 246 s (about 0.8
+# of a core: most tests wait on ranks) and the notebooks' Run All 213 s, side by side each took about 605 s
+# (2026-12-07): the notebooks' JupyterLab, Chromium and ranks and the others' ranks slowed each other more than
+# the overlap gained. (Earlier, the others split into two xdist workers beside the notebooks: 16.5 min in all.)
 "$PY" -m pytest -ra --durations=15 "${others[@]}"
 rc=$?
-wait "$nb"
+t1=$SECONDS
+"$PY" -m pytest -ra --durations=15 -p no:cacheprovider "${notebooks[@]}" > "$log" 2>&1
 nbrc=$?
 echo
-echo "==== the notebooks' tests (${notebooks[*]}), run alongside: exit $nbrc ===="
+echo "==== the notebooks' tests (${notebooks[*]}), after the others ($((t1 - t0)) s): exit $nbrc, $((SECONDS - t1)) s ===="
 cat "$log"
 echo "==== both streams done in $((SECONDS - t0)) s: exit $rc (others), $nbrc (notebooks) ===="
 wait "$pr"

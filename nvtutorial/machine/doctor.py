@@ -499,7 +499,8 @@ def check_nccl_variable(name: str, value: str, f: Facts) -> Check:
             f"use {TORCH_RENAMED[name]}={value}",
         )
     if name in NOT_READ_BY_NCCL:
-        return Check(label, "ok", "not a setting", NOT_READ_BY_NCCL[name])
+        loads = f"; torch loads NCCL {f.nccl}" if f.nccl_available and f.nccl else ""
+        return Check(label, "ok", NOT_READ_BY_NCCL[name] + loads)
     if name in READ_UNDOCUMENTED:
         return Check(
             label,

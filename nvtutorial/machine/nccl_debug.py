@@ -31,7 +31,7 @@ _ENV_SET = re.compile(r"NCCL INFO (NCCL_\w+) set by environment to (\S*)")
 FAMILIES = {
     "P2P": "peer-to-peer: one GPU reads/writes the other's memory (NVLink, or PCIe where there is no NVLink)",
     "SHM": "shared host memory: each GPU copies into host RAM, the other copies out",
-    "NET/Socket": "TCP sockets through the network stack (loopback on one machine)",
+    "NET/Socket": "TCP sockets through the network stack (on one machine the kernel delivers them locally)",
     "NET/IB": "InfiniBand/RoCE verbs through a NIC",
     "COLLNET": "in-network reduction (SHARP) through the NIC",
     "NVLS": "NVLink SHARP: the NVSwitches reduce the data (an NVSwitch board; from two GPUs with NCCL ≥ 2.28.7)",

@@ -214,8 +214,10 @@ def gpu_links(params: Mapping[str, Any], part: Part, timeout: float = 300.0) -> 
     if saved is None:
         return report_gpu.GpuLinks((), "nothing measured", f"{why}; the course has no saved run of it")
     rank = saved.metrics_as(schema_gpu_links.Rank)
-    print(f"{why}: the rows below are a saved run, {_label(saved)} (reference/{saved.run_dir.parent.parent.name})")
-    return report_gpu.GpuLinks(rank.rows, _label(saved), why, saved, False, report_gpu.l2_of(rank))
+    folder = f"reference/{saved.run_dir.parent.parent.name}/runs/{saved.run_dir.name}"
+    print(f"{why}: the rows below are a saved run, {_label(saved)} ({folder})")
+    label = f"{_label(saved)}: a saved run ({folder}), not this machine"
+    return report_gpu.GpuLinks(rank.rows, label, why, saved, False, report_gpu.l2_of(rank))
 
 
 def _label(result: RunResult) -> str:

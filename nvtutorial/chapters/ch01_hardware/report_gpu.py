@@ -41,6 +41,8 @@ partly."""
 PCIE_STEADY = 256 << 20
 """From this size on a pinned copy's time is the link's: its verdict reads every such size (the largest size where the
 run has none)."""
+IN_L2 = {"in L2": "fit in it", "partly in L2": f"stay within {BEYOND_L2}× of it"}
+"""Why a device copy measured the L2 cache, by :func:`cache`'s answer."""
 L2_BYTES = {"NVIDIA H100 80GB HBM3": 50 << 20}
 """The L2 cache PyTorch reports (``L2_cache_size``) for the GPU of a saved run made before the workload recorded it:
 the H100 of ``reference/h100x1/runs`` (50 MiB, as PyTorch 2.11 reported it on those machines)."""
@@ -309,10 +311,12 @@ def _memory_sentence(run: GpuLinks, lim: Limits, numbers: dict[str, Any]) -> str
         return ""
     cached = [r for r in copies if cache(r.size, run.l2_bytes)]
     l2 = format_size(run.l2_bytes or 0)
+    kinds = dict.fromkeys(cache(r.size, run.l2_bytes) for r in cached)
+    why = " or ".join(IN_L2[k] + (f" ({k})" if len(kinds) > 1 else "") for k in kinds if k)
     text = (
         " Inside the GPU, the copies of "
         + ", ".join(f"{format_size(r.size)} ({cache(r.size, run.l2_bytes)}, {r.gbps:,.0f} GB/s)" for r in cached)
-        + f" measured its {l2} L2 cache, not the memory: their bytes read and written stay within {BEYOND_L2}× of it."
+        + f" measured its {l2} L2 cache, not the memory: their bytes read and written {why}."
         if cached
         else ""
     )

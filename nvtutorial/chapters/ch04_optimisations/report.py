@@ -33,6 +33,9 @@ from nvtutorial.chapters.ch04_optimisations import schema
 from nvtutorial.report.verdict import Comparison, Verdict, aa_gap, compare
 from nvtutorial.results import RunResult
 
+DRIFT_CHANCE = 0.05
+"""Repeats of the same kernels that do not overlap are drift only where noise alone would part them less often than
+this (2+2 repeats: 33 % of the time; 5+5: 0.8 %)."""
 MEMORY_NOISE = 0.01
 """Memory differences under 1 % of the baseline (per rank) are "no change": the allocator's rounding and
 the order of allocations move the peak by that much between identical configurations."""
@@ -545,12 +548,12 @@ def verdict_c9(attention: RunResult | schema.Rank) -> Verdict:
     if unet.ms_flash_on_all:
         on, off_, again = unet.ms_flash_on_all, unet.ms_flash_off_all, unet.ms_flash_on_again_all
         c = compare(on, off_, aa_gap=aa_gap(on, again))
-        if untouched:  # the same kernels either way: an A/A measurement of this machine's noise
+        if untouched:  # the same kernels either way: an A/A pair (gap_cause)
             numbers.update(unet_aa_gap=abs(c.change), unet_repeats=list(c.repeats))
             parts.append(
                 f"the UNet's step, flash on → off, runs identical kernels ({c.baseline:.4g} → "
-                f"{c.candidate:.4g} ms): the {abs(c.change):.1%} gap is this machine's noise at "
-                f"{c.repeats[0]}+{c.repeats[1]} repeats, not an effect of the switch"
+                f"{c.candidate:.4g} ms): the {abs(c.change):.1%} gap is {gap_cause(on, off_)}, not an effect of "
+                "the switch"
             )
         else:
             numbers.update(unet_ratio=c.ratio, unet_status=c.status)
@@ -570,9 +573,23 @@ def verdict_c9(attention: RunResult | schema.Rank) -> Verdict:
     return Verdict("C9", "wrong" if untouched else "info", text, numbers, w)
 
 
+def gap_cause(a: Sequence[float], b: Sequence[float]) -> str:
+    """Why two timings of the same kernels differ: drift between the two runs (clock, temperature) where their repeats
+    do not overlap and noise alone would keep them apart less than :data:`DRIFT_CHANCE` of the time, else noise."""
+    apart = max(a) < min(b) or max(b) < min(a)
+    chance = 2 / math.comb(len(a) + len(b), len(a))  # of iid repeats: all of one below all of the other
+    if apart and chance < DRIFT_CHANCE:
+        return (
+            f"drift between the two runs (clock or temperature: their repeats, {min(a):.4g}–{max(a):.4g} and "
+            f"{min(b):.4g}–{max(b):.4g} ms, do not overlap)"
+        )
+    why = f"noise alone keeps repeats this far apart {chance:.0%} of the time" if apart else "their ranges overlap"
+    return f"this machine's noise at {len(a)}+{len(b)} repeats ({why})"
+
+
 def _attention_block(default: schema.Setting, off: schema.Setting, numbers: dict[str, Any]) -> str:
     """What switching flash off did to the attention block: the kernel, and its time. Where the same kernel ran both
-    ways, the gap between the two is this machine's noise (an A/A pair), never "faster" or "slower"."""
+    ways, the gap between the two is noise or drift (an A/A pair, :func:`gap_cause`), never "faster" or "slower"."""
     k, k_off = kernel(default.ops), kernel(off.ops)
     numbers.update(kernel_default=k, kernel_flash_off=k_off)
     if not (default.ms_all and off.ms_all):
@@ -584,7 +601,7 @@ def _attention_block(default: schema.Setting, off: schema.Setting, numbers: dict
         numbers.update(attention_aa_gap=abs(c.change))
         times = (
             f": {c.baseline:.4g} → {c.candidate:.4g} ms, a gap of {abs(c.change):.1%} between two runs of the same "
-            f"kernel, this machine's noise at {c.repeats[0]}+{c.repeats[1]} repeats, not an effect of the switch"
+            f"kernel, {gap_cause(default.ms_all, off.ms_all)}, not an effect of the switch"
         )
     if k != k_off:
         return f"switching it off moves the attention block from {k} to {k_off}{times}"

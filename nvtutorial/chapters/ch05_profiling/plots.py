@@ -218,7 +218,8 @@ def telemetry(
     """GPU utilisation, NVLink bytes/s and memory against time, with the run's phases shaded and
     step ends ticked (wall-clock times from the workload: a rank's ``phases`` and ``step_ends``, typed or as the run
     wrote them, ``run.metrics["phases"]``); ``dmon`` (a frame with ``t``, ``gpu``, ``sm``) adds what
-    ``nvidia-smi dmon -s u`` printed, once a second."""
+    ``nvidia-smi dmon -s u`` printed, once a second: a line stamped S (HH:MM:SS, the fraction dropped) is drawn
+    over ``[S, S + 1)``, the second in which it was printed."""
     import matplotlib.pyplot as plt
 
     phases = phases_typed(phases)
@@ -244,7 +245,8 @@ def telemetry(
         axes[2].plot(t, sub["mem_used_mib"] / 1024, label=f"GPU {gpu}")
     if dmon is not None and len(dmon) and "t" in dmon.columns:
         for gpu, sub in dmon.groupby("gpu"):
-            axes[0].step(sub["t"] - t0, sub["sm"], where="pre", lw=0.8, ls=":", label=f"GPU {gpu} dmon sm (1 s)")
+            label = f"GPU {gpu} dmon sm (1-s lines, each over its stamp's second)"
+            axes[0].step(sub["t"] - t0, sub["sm"], where="post", lw=0.8, ls=":", label=label)
     axes[0].set_ylabel("utilisation %\n(a kernel running)")
     axes[1].set_ylabel("NVLink GB/s")
     axes[2].set_ylabel("memory used GiB")

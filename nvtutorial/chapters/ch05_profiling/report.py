@@ -678,6 +678,13 @@ def reference_runs(folder: str | None = None) -> dict[str, RunResult]:
     return out
 
 
+def committed(v: Verdict) -> Verdict:
+    """``v`` read from the committed 2× H200 runs (:func:`reference_runs`), its label saying so, as every quoted
+    reference verdict's does."""
+    runs = "runs" if " | " in v.where else "run"
+    return dataclasses.replace(v, where=f"{v.where}: the committed 2× H200 {runs}, not this machine")
+
+
 CHOICES = {"a": "less than 2 %", "b": "2 to 10 %", "c": "10 to 25 %", "d": "more than 25 %"}
 """Notebook 05's prediction: the exposed time on the wire as a share of the step, on 2 GPUs joined by NVLink."""
 
@@ -771,12 +778,12 @@ def grade_prediction(
             {"prediction": prediction},
             _where(res),
         )
-    label = _where(res) if graded is res else f"{_where(graded)}: the committed 2× H200 run, not this machine"
-    return grade_choice(
+    graded_here = grade_choice(
         "exposed communication",
         prediction,
         share_answer(numbers["exposed_link_share"]),
         choices,
-        where=label,
+        where=_where(graded),
         explanation=prediction_explanation(res, reference),
     )
+    return graded_here if graded is res else committed(graded_here)

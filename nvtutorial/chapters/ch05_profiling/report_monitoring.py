@@ -16,33 +16,40 @@ from nvtutorial.report.verdict import Verdict
 from nvtutorial.results import RunResult
 
 
+def _around(dmon, start: float, end: float):
+    """dmon's lines that may cover part of ``[start, end]``: ``-o T`` stamps drop the fraction of a second, so a
+    line stamped S was printed in ``[S, S + 1)`` and covers the second before that, within ``[S − 1, S + 1)``."""
+    return dmon.loc[(dmon["t"] >= start - 1) & (dmon["t"] <= end + 1)]
+
+
 def dmon_busy_during(dmon_text: str, start: float, end: float, day: float) -> float | None:
-    """The highest ``sm`` dmon printed between two wall-clock times (needs dmon's ``-o T`` time column)."""
+    """The highest ``sm`` of dmon's lines around two wall-clock times (:func:`_around`; needs ``-o T``)."""
     frame = parse_dmon(dmon_text, day=day)
     if "t" not in frame.columns or "sm" not in frame.columns:
         return None
-    inside = frame.loc[(frame["t"] >= start - 1) & (frame["t"] <= end)]  # a line covers the second before its time
+    inside = _around(frame, start, end)
     return float(inside["sm"].max()) if len(inside) else None
 
 
-def dmon_missed(nvml, dmon, busy: float = 80.0) -> str | None:
-    """A line when NVML saw the GPU busy (``sm_util_pct`` ≥ ``busy``) while dmon's 1-s lines over that span read
-    under half of it (review R6-6: a run shorter than dmon's sampling shows); None otherwise, or without times.
-    ``nvml``: the sampler's ``frame()``; ``dmon``: its ``dmon_frame()``."""
+def dmon_against_nvml(nvml, dmon, busy: float = 80.0) -> str | None:
+    """Where NVML saw the GPU busy (``sm_util_pct`` ≥ ``busy``), what dmon's 1-s lines around that span read
+    (:func:`_around`): a burst it saw, at ``busy / 2`` or more, or one it missed (review R6-6, RR13-8); None
+    without a busy NVML sample or dmon's times. ``nvml``: the sampler's ``frame()``; ``dmon``: its ``dmon_frame()``."""
     if nvml is None or dmon is None or "t" not in dmon.columns or "sm" not in dmon.columns or not len(nvml):
         return None
     hot = nvml.loc[nvml["sm_util_pct"] >= busy, "t"]
     if not len(hot):
         return None
     start, end = float(hot.min()), float(hot.max())
-    inside = dmon.loc[(dmon["t"] >= start) & (dmon["t"] <= end + 1), "sm"]  # a line covers the second before it
-    if len(inside) and float(inside.max()) >= busy / 2:
-        return None
-    read = f"read {float(inside.min()):.0f}–{float(inside.max()):.0f} %" if len(inside) else "printed no line"
-    return (
-        f"NVML: ≥ {busy:.0f} % busy for {end - start:.1f} s ({_clock(start)} to {_clock(end)}); dmon's 1-s lines "
-        f"over that span {read}: a burst this short falls between or is averaged away in dmon's samples"
-    )
+    head = f"NVML: ≥ {busy:.0f} % busy for {end - start:.1f} s ({_clock(start)} to {_clock(end)}); "
+    lines = _around(dmon, start, end)
+    if not len(lines):
+        return head + "dmon printed no line around that span"
+    sm, stamps = lines["sm"], f"{_clock(lines['t'].min())[:-2]} to {_clock(lines['t'].max())[:-2]}"
+    read = f"{head}dmon's 1-s lines around that span ({stamps}) read {sm.min():.0f}–{sm.max():.0f} %"
+    if sm.max() >= busy / 2:
+        return read + ": it saw the burst, on a 1-s grid"
+    return read + ": a burst this short falls between or is averaged away in dmon's samples"
 
 
 def _clock(t: float) -> str:

@@ -410,7 +410,8 @@ def run(ctx: runtime.Context, p: Params) -> Rank:
     t0 = time.time()
     step_ends: list[float] = []
     ab = rounds(steps, p.rounds, p.round_steps, clock.timed, step_ends)
-    clock.phase("A/B rounds: DDP, no_sync" + (", 1-GPU" if p.local_baseline else ""), t0)
+    ab_name = "A/B rounds: DDP, no_sync" + (", 1-GPU" if p.local_baseline else "")
+    clock.phase(ab_name if ctx.world_size > 1 else "timed rounds (one rank)", t0)
     memory = memory_report(ctx)
     clock.progress(step_ms=statistics.median(ab["ddp"]["all"]))
     clock.pause()

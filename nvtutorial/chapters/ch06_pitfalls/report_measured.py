@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import statistics
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any, TypeVar
 
 from nvtutorial.chapters.ch06_pitfalls.schema import (
@@ -170,6 +171,72 @@ def pin_comparison(rows: Sequence[LoaderRow], workers: int) -> Comparison | None
     return compare(base, cand, lower_is_better=False) if base and cand else None
 
 
+def _pin_workers(d: Loader) -> int:
+    """The worker count C17's pin_memory A/B reads: the rule's, where it was tried, else the largest tried."""
+    tried = {row.num_workers for row in d.rows}
+    return d.rule_of_thumb_workers if d.rule_of_thumb_workers in tried else max(tried)
+
+
+BATCH_BYTES_PER_PIXEL = 3 * 4 + 8
+"""Bytes a batch copies to the device per pixel and sample: the image's 3 fp32 channels and the int64 mask."""
+
+
+def links_run(result: RunResult) -> RunResult | None:
+    """Notebook 01's ``gpu_links`` run on this run's GPU (same UUID, in the same runs folder), else the newest
+    committed one-GPU run (``reference/h100x1/runs``, ``h200x1``'s), else None."""
+    from nvtutorial.chapters.ch01_hardware import report_reference
+
+    for folder in sorted(Path(result.run_dir).parent.glob("gpu_links-*"), reverse=True):
+        found = RunResult.load(folder / "result.json") if (folder / "result.json").is_file() else None
+        if found and _gpu(found) and _gpu(found) == _gpu(result):
+            found.run_dir = folder
+            return found
+    return report_reference.one_gpu("gpu_links")
+
+
+def _gpu(run: RunResult) -> str | None:
+    """The UUID of rank 0's GPU (None: not recorded)."""
+    ids = getattr(run.env, "device_ids", ())
+    return ids[0] if ids else None
+
+
+def h2d_rates(links: RunResult, nbytes: int) -> dict[str, float]:
+    """Notebook 01's host-to-device GB/s by host memory (``pinned``, ``pageable``), at its copy size nearest
+    ``nbytes``."""
+    from nvtutorial.chapters.ch01_hardware.schema_gpu_links import Rank as Links
+
+    rows = [r for r in links.metrics_as(Links).rows if r.link == "host to device"]
+    size = min({r.size for r in rows}, key=lambda n: abs(n - nbytes), default=None)
+    return {r.host: r.gbps for r in rows if r.size == size}
+
+
+def pin_bound(result: RunResult, links: RunResult | None) -> str | None:
+    """What ``pin_memory`` can save at most per step, on each rank: the whole copy of the batch from pageable memory
+    at ``links``'s host-to-device rate (:func:`h2d_rates`), beside the step time and the pin A/B's noise. None on a
+    CPU run (no pin A/B) or without both rates."""
+    if links is None or timed_the_loader_alone(result):
+        return None
+    name = links.env.device_names[0] if links.env and links.env.device_names else "another GPU"
+    same = _gpu(links) is not None and _gpu(links) == _gpu(result)
+    where = "on this GPU" if same else f"on {name}, a saved run ({Path(links.run_dir).name}), not this GPU"
+    out = []
+    for rank, d in enumerate(loaders(result)):
+        c, nbytes = pin_comparison(d.rows, _pin_workers(d)), d.batch * d.image_size**2 * BATCH_BYTES_PER_PIXEL
+        rate = h2d_rates(links, nbytes)
+        if c is None or not {"pinned", "pageable"} <= rate.keys():
+            continue
+        copy_ms, step_ms = nbytes / rate["pageable"] / 1e6, d.batch / c.baseline * 1e3
+        seen = "within" if copy_ms / step_ms < c.noise else "beyond"
+        out.append(
+            f"rank {rank}: the batch, {nbytes / 1e6:.1f} MB, copies in {copy_ms:.2f} ms from pageable memory at "
+            f"{rate['pageable']:.1f} GB/s, {nbytes / rate['pinned'] / 1e6:.2f} ms pinned at {rate['pinned']:.1f} GB/s "
+            f"(notebook 01's rates {where}): pinning can save at most {copy_ms:.2f} ms of a {step_ms:.1f} ms step "
+            f"({copy_ms / step_ms:.1%}), {seen} this A/B's noise (±{c.noise:.0%})"
+            + (", which cannot resolve it" if seen == "within" else "")
+        )
+    return "; ".join(out) + "." if out else None
+
+
 def pin_within_noise(result: RunResult) -> bool:
     """Whether ``pin_memory=True`` changed no rate beyond the noise, at any worker count, on any rank."""
     found = False
@@ -257,7 +324,7 @@ def verdict_c17(result: RunResult) -> Verdict:
     every = [s for st in states.values() for s in st.values()]
     rule_enough = bool(every) and all(s == "enough" for s in every)
     rule_undecided = bool(every) and "NOT enough" not in every and not rule_enough
-    pins = {r: pin_comparison(d.rows, rule if rule in tried else max(tried)) for r, d in enumerate(each)}
+    pins = {r: pin_comparison(d.rows, _pin_workers(d)) for r, d in enumerate(each)}
     pin_helps = all(c is not None and c.status == "faster" for c in pins.values())
     step = {r: statistics.median(d.step_only_samples_per_s) for r, d in enumerate(each)}
     status = "holds" if rule_enough and pin_helps else "partly" if rule_enough or pin_helps else "wrong"

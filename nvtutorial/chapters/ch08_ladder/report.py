@@ -25,6 +25,7 @@ from nvtutorial.chapters.ch08_ladder.report_model import (
     Setup,
     activations,
     chunk_rows,
+    kept_gathered,
     largest,
     model_state,
     rank_memory,
@@ -388,11 +389,11 @@ def memory_verdict(result: RunResult) -> Verdict:
 
 
 def peak_verdict(result: RunResult) -> Verdict:
-    """How far the GPU's measured peak is from the model's estimate, per rung (information: the transient part of the
-    estimate leaves out some buffers and library workspaces, see
+    """How far the GPU's measured peak is from the model's estimate, per rung, and for the largest gap the estimate's
+    parts next to the peak's (information: the transient part is an estimate, see
     :mod:`~nvtutorial.chapters.ch08_ladder.report_model`)."""
     ms, s, shapes = _setup(result)
-    gaps = {}
+    gaps: dict[str, float] = {}
     for rung in _rungs(ms):
         found = [m.rung(rung).peak_allocated for m in ms]
         peaks = [p for p in found if p is not None]
@@ -410,7 +411,7 @@ def peak_verdict(result: RunResult) -> Verdict:
     worst = max(gaps, key=lambda r: abs(gaps[r]))
     text = (
         f"Measured peaks were between {min(gaps.values()):+.0%} and {max(gaps.values()):+.0%} of the model's "
-        f"estimate (largest gap: {LABELS[worst]})."
+        f"estimate (largest gap: {LABELS[worst]}). " + peak_parts(result, worst)
     )
     if _small_for_a_gpu(s):
         text += (
@@ -419,6 +420,37 @@ def peak_verdict(result: RunResult) -> Verdict:
             "the model with a peak it dominates."
         )
     return Verdict("ladder.peak", "info", text, {"gap": gaps, "small": _small_for_a_gpu(s)}, _where(result))
+
+
+def peak_parts(result: RunResult, rung: str) -> str:
+    """The estimate's parts next to the measured peak of ``rung`` (its highest rank), and the part the gap lies in:
+    the forward pass (``forward_added`` against activations + parameters kept gathered) or the rest of the peak."""
+    ms, s, shapes = _setup(result)
+    rank = max(range(len(ms)), key=lambda r: ms[r].rung(rung).peak_allocated or 0)
+    g, m, kept = ms[rank].rung(rung), rank_memory(s, rung, rank, shapes), kept_gathered(rung, shapes)
+    state = 0 if m.on_host else m.model_state
+    text = (
+        f"Its peak, {_mb(g.peak_allocated) or 0:,.0f} MB, against the estimate's {m.device_peak / 1e6:,.0f}: model "
+        f"state {state / 1e6:,.0f} + activations {m.activations / 1e6:,.0f} + transient {m.transient / 1e6:,.0f}."
+    )
+    if g.forward_added is None or g.peak_allocated is None:
+        return text
+    forward, rest = g.forward_added, g.peak_allocated - state - g.forward_added
+    gathered = f" + {kept / 1e6:,.0f} MB of parameters kept gathered" if kept else ""
+    forward_gap, rest_gap = forward - m.activations - kept, rest - (m.transient - kept)
+    text += (
+        f" The forward pass added {forward / 1e6:,.0f} MB (estimate {(m.activations + kept) / 1e6:,.0f}: "
+        f"activations{gathered}), the rest of the peak above state and forward was {rest / 1e6:,.0f} MB (estimate "
+        f"{(m.transient - kept) / 1e6:,.0f}): the gap lies in "
+        + ("the forward pass." if abs(forward_gap) > abs(rest_gap) else "the rest, the transient part.")
+    )
+    if rest < 0:
+        text += (
+            " A rest below zero means the model state was not all held at the end of the forward pass (the step"
+            " frees the gradients before it, zero_grad(set_to_none=True)), while the estimate adds the transient to"
+            " all of it."
+        )
+    return text
 
 
 def _small_for_a_gpu(s: Setup) -> bool:

@@ -67,7 +67,6 @@ from nvtutorial.chapters.ch09_multinode.lab_narration import (
 from nvtutorial.chapters.ch09_multinode.lab_outcome import ElasticOutcome as ElasticOutcome
 from nvtutorial.chapters.ch09_multinode.lab_outcome import Fault as Fault
 from nvtutorial.chapters.ch09_multinode.lab_outcome import reference_checkpoint as reference_checkpoint
-from nvtutorial.chapters.ch09_multinode.report import SLACK_S, log_wall
 from nvtutorial.launch import tree as process_tree
 from nvtutorial.launch import warm
 from nvtutorial.launch.environment import NCCL_WATCHDOG, free_port, node_environment
@@ -84,15 +83,18 @@ before it ends them (:meth:`_Elastic.stranded`)."""
 _ATTEMPT = re.compile(r"^rank 0 of (\d+): starting at step (\d+)")
 _ASYNC = "raised the following async exception"
 """The watchdog's line with the NCCL error's own words: said before the lines that follow it (review RR9-10)."""
-_ERROR = re.compile(r"^\[rank0\]:\[E(\d{4} \d\d:\d\d:\d\d\.\d+) \S+\] (.*)")
-"""An error line torch's C++ side wrote for rank 0 (ProcessGroupNCCL's watchdog, for one)."""
+_ERROR = re.compile(r"^\[rank0\]:\[E\d{4} \S+ \S+\] (.*)")
+"""An error line torch's C++ side wrote for rank 0 (ProcessGroupNCCL's watchdog, for one). Its stamp is not read: c10
+writes the wall clock's second with the monotonic clock's fraction (review RR12-1, ``report._RANK_STAMP``), so the lab
+times the line by when it read it."""
 RANK_ENV = NCCL_WATCHDOG
 """The ranks' environment in every elastic run (a caller's ``env`` wins; review RR5-1). After an NCCL error,
 ProcessGroupNCCL's watchdog sleeps 4 × ``TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC`` (torch's default 15 000: a minute)
 before it ends the process, whether or not a dump is written (torch's ``ProcessGroupNCCL.cpp``,
 ``Watchdog::runLoop``); 1000 makes that about 4 s. ``TORCH_NCCL_DUMP_ON_TIMEOUT=0`` only skips the flight-recorder
-dump. On one H100 (torch 2.11, 2026-12-07) with torch's defaults rank 0 ended 61.5 s after its watchdog saw the error
-(review R6-1); with these, its agent stopped it 1.3 s after the kill."""
+dump. On one H100 (torch 2.11, 2026-12-07) with torch's defaults rank 0 ended about 61 s after its watchdog saw the
+error (review R6-1; two C++ log stamps, good to a second); with these, in three runs, it ended 0.2–1.3 s after the kill
+(stopped by its agent, or its next all-reduce raised), before the watchdog's 4 s were up."""
 WAIT_MS = "TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC"
 
 
@@ -197,7 +199,7 @@ class _Elastic:
         self.step: tuple[int, int] | None = None  # rank 0's last step of the current attempt, and the steps in all
         self.cold: str | None = None  # why an agent started cold (said once)
         self.told: tuple[str, float] = ("", 0.0)  # the last "now:" line said, and since when it holds
-        self.error: tuple[str, str] | None = None  # rank 0's newest error line (stamp, words), not said yet
+        self.error: tuple[float, str] | None = None  # rank 0's newest error line (when read, words), not said yet
         self.failed_at: float | None = None  # when an agent the lab did not kill was first seen failed
         self.stranded_by: str | None = None  # that agent, once the lab ended the others after it
         self.ended_by_lab: set[str] = set()  # the agents it ended then
@@ -232,24 +234,23 @@ class _Elastic:
             self.told = (what, self.now())
             self.say(f"[lab {self.now():6.2f} s] now: {what}")
         elif self.error is not None:
-            stamp, words = self.error
-            self.say(f"[rank0, {self.logged(stamp)}] {words[:240]}")  # its log's own time (review RR9-10)
+            read, words = self.error
+            self.say(f"{self.read_at(read)} {words[:240]}")
             self.error = None
         else:
             self.say(f"[lab {self.now():6.2f} s] still waiting ({self.now() - self.told[1]:.0f} s)")
 
-    def logged(self, stamp: str) -> str:
-        """When rank 0's log stamped a line, against the kill it follows (the latest at most ``SLACK_S`` after it: the
-        clocks of a log and of the lab may disagree by a fraction of a second), else its clock time (review RR11-5)."""
-        try:
-            t = log_wall(stamp, self.started_wall)
-        except ValueError:
-            return f"logged {stamp}"
-        kills = [self.started_wall + k for k in self.kill_times if self.started_wall + k <= t + SLACK_S]
-        if not kills:
-            return f"logged at {stamp.split()[1][:10]}"
-        dt = t - kills[-1]
-        return f"logged {dt:.1f} s after the kill" if dt >= 0 else f"logged {-dt:.1f} s before the kill, by its clock"
+    def read_at(self, t: float) -> str:
+        """The label of rank 0's line the lab read at ``t``: how long after the last kill before it, on the lab's own
+        clock (review RR12-1), else when."""
+        kills = [k for k in self.kill_times if k <= t]
+        return f"[rank0, read {t - kills[-1]:.2f} s after the kill]" if kills else f"[rank0 {t:6.2f} s]"
+
+    def exits(self, codes: Mapping[str, int | None]) -> str:
+        """The end event's words: each agent's exit code, the ones the lab killed or ended labelled (review RR12-4)."""
+        by = {n: "killed" for n in self.lost} | {n: "ended" for n in self.ended_by_lab}
+        said = [f"{n} {c}" + (f" ({by[n]} by the lab)" if n in by else "") for n, c in codes.items()]
+        return "every agent has exited: " + ", ".join(said)
 
     def command(self, node: int) -> list[str]:
         cmd = self.spec.command(node, self.port) if self.spec.nnodes > 1 else self.spec.command(node)
@@ -304,7 +305,7 @@ class _Elastic:
                 self.steps.append((self.now(), self.attempt, int(m.group(1))))
                 self.step = (int(m.group(1)), int(m.group(2)))
             elif (m := _ERROR.match(line)) and not (self.error and _ASYNC in self.error[1] and _ASYNC not in line):
-                self.error = (m.group(1), m.group(2))  # the newest, unless it hides the error's own words
+                self.error = (self.now(), m.group(1))  # the newest, unless it hides the error's own words
 
     def strike(self) -> None:
         """The next fault, once the attempt it waits for has logged its step."""
@@ -574,8 +575,7 @@ def _outcome(
     final = [codes[name] for name in codes if name not in lab.lost]
     first = codes[lab.stranded_by] if lab.stranded_by else next((c for c in final if c), 0)
     returncode = 1 if timed_out else first
-    said = [f"{n} {c}" + (" (ended by the lab)" if n in lab.ended_by_lab else "") for n, c in codes.items()]
-    lab.event("every agent has exited: " + ", ".join(said))
+    lab.event(lab.exits(codes))
     if returncode == 0:
         for stale in spec.run_dir.glob("rank*.error.json"):  # errors of the attempts torchrun restarted
             stale.replace(stale.with_name(stale.name.replace(".error.json", ".error.earlier.json")))

@@ -7,8 +7,8 @@ never launches. The runs themselves are :func:`nvtutorial.run` on the lesson
 
 from __future__ import annotations
 
+import contextlib
 import json
-import math
 import os
 import re
 import statistics
@@ -42,15 +42,18 @@ _RANK_WORDS = re.compile(
 communicator (review RR9-5: then it exits with code 1 before its watchdog can end it), the watchdog's
 sight of the error (not the end: its work sequence id is the oldest collective the watchdog had not retired), the
 flight-recorder dump (none with ``TORCH_NCCL_DUMP_ON_TIMEOUT=0``), the end of the process."""
-_RANK_STAMP = re.compile(r"^\[rank\d+\]:\[[IWE](\d{4} \d\d:\d\d:\d\d\.\d+)")
+_RANK_STAMP = re.compile(r"^\[rank\d+\]:\[[IWE](\d{4} \d\d:\d\d:\d\d)\.\d+")
+"""A rank's C++ log stamp, read to the whole second only: c10's ``MessageLogger`` (the pip wheels' logger, no glog)
+writes the wall clock's second (``time()``) and the fraction of ``CLOCK_MONOTONIC`` (``c10/util/Logging.cpp``), so
+the digits after the point are not wall time (review RR12-1: lines stamped 0.2 s before the kills that caused them)."""
 _ENDED = re.compile(r"failed \(exitcode: (-?\d+)\)|Detected \d+ new nodes")
 SLOW_RECOVERY_S = 30.0
 """A recovery whose first new step came later than this after the kill is called slow, with its cause (review R6-3):
-a fault costs the agents' new round and the new processes' start. The first new step came 10.6 and 11.9 s after a
-rank's kill and 13.7 and 18.1 s after a node's loss on one H100 (torch 2.11, commits 863ebb4 and 7b5ab7b), 6.1 and 8.2 s
-on a 2-core CPU (2026-12-07), and 68.7 s after a rank's kill on that H100 while NCCL's watchdog slept its default minute
-(01015c0, review R6-1): 30 s is above the slowest recovery measured without that sleep (1.7×), and under half the one
-with it."""
+a fault costs the agents' new round and the new processes' start. The first new step came 10.6–11.9 s after a rank's
+kill and 13.6–18.1 s after a node's loss in three runs on one H100 (torch 2.11, commits 863ebb4, 7b5ab7b and 1d06a7c),
+6.1 and 8.2 s on a 2-core CPU (2026-12-07), and 68.7 s after a rank's kill on that H100 while NCCL's watchdog slept its
+default minute (01015c0, review R6-1): 30 s is above the slowest recovery measured without that sleep (1.7×), and under
+half the one with it."""
 
 SOURCES = {
     "nccl-env": (
@@ -154,8 +157,9 @@ def rank_frame(result: RunResult):  # -> pandas.DataFrame
 
 
 SLACK_S = 1.0
-"""How early a log line may be stamped and still count as after a kill: the lab's kill time and a log's stamp can
-disagree by a fraction of a second (0.6 s in the 863ebb4 fixture, review RR11-4)."""
+"""How long after its stamp a rank's C++ log line may have been written: its stamp is read to the whole second
+(:data:`_RANK_STAMP`; review RR12-1 found c10's fraction to be the monotonic clock's, which put lines 0.2 s and 0.6 s
+before the kills that caused them). An agent's stamp is Python's ``time.time()``, exact to the millisecond."""
 
 
 def agent_lines(run_dir: str | os.PathLike[str], limit: int = 12) -> list[str]:
@@ -169,9 +173,11 @@ def agent_lines(run_dir: str | os.PathLike[str], limit: int = 12) -> list[str]:
         return [text for _, _, text in said][:limit]
     out: list[str] = []
     for i, (what, wall) in enumerate(kills):
-        end = kills[i + 1][1] if i + 1 < len(kills) else math.inf
+        end = kills[i + 1][1] if i + 1 < len(kills) else None
         mine = [
-            t for s, _, t in said if (i == 0 and not s) or (s and wall - SLACK_S <= log_wall(s, wall) < end - SLACK_S)
+            t
+            for s, _, t in said
+            if (i == 0 and not s) or (s and _may_follow(s, wall) and (end is None or not _may_follow(s, end)))
         ]
         out += [f"after the kill of {what}:"] + [f"  {t}" for t in mine]
     return out[:limit]
@@ -186,8 +192,9 @@ def _kills(run_dir: Path) -> list[tuple[str, float]]:
 
 
 def _said(run_dir: str | os.PathLike[str]) -> list[tuple[str, int, str]]:
-    """(time stamp ``MMDD hh:mm:ss.f``, line number, ``log: words``) of :func:`agent_lines`, in time order. A line
-    without a time stamp of its own (an exception's last line) takes the one of the line before it."""
+    """(time stamp ``MMDD hh:mm:ss.f``, a rank's to the whole second (:data:`_RANK_STAMP`), line number, ``log:
+    words``) of :func:`agent_lines`, in time order. A line without a time stamp of its own (an exception's last line)
+    takes the one of the line before it."""
     found: list[tuple[str, int, str]] = []
     logs = sorted(Path(run_dir).glob("**/agent*.log")) + sorted(Path(run_dir).glob("rank*.log"))
     for log in logs:
@@ -203,6 +210,12 @@ def _said(run_dir: str | os.PathLike[str]) -> list[tuple[str, int, str]]:
     return found
 
 
+def _may_follow(stamp: str, wall: float) -> bool:
+    """Whether the line stamped ``stamp`` may have been written at or after ``wall``: an agent's stamp (with its
+    fraction) is exact, a rank's (whole seconds) may be up to :data:`SLACK_S` early."""
+    return log_wall(stamp, wall) + (0.0 if "." in stamp else SLACK_S) >= wall
+
+
 def log_wall(stamp: str, near: float) -> float:
     """A log's ``MMDD hh:mm:ss.f`` (local time) as ``time.time()``, in the year of ``near``."""
     day, clock = stamp.split()
@@ -211,24 +224,28 @@ def log_wall(stamp: str, near: float) -> float:
     return time.mktime(time.strptime(f"{year}{day} {whole}", "%Y%m%d %H:%M:%S")) + float(f"0.{fraction or 0}")
 
 
+_AGENT = "the other ranks' agent"
+
+
 def survivor_end(outcome: ElasticOutcome) -> tuple[float, str] | None:
     """How the ranks that were not killed ended after the outcome's kill, from the agents' and ranks' logs: (seconds
-    after the kill, how); None when no agent said (no kill recorded, or no such line)."""
+    after the kill at which their agent logged it, how); None when no agent said (no kill recorded, or no such line).
+    Review RR12-4: "Detected … new nodes" is when the agent began stopping them, not when they had ended."""
     if outcome.killed_at_s is None or outcome.started_wall is None:
         return None
     kill = outcome.started_wall + outcome.killed_at_s
-    said = [(log_wall(stamp, kill), text) for stamp, _, text in _said(outcome.result.run_dir) if stamp]
-    said = [(t, text) for t, text in said if t >= kill - 0.5]
+    said = [(log_wall(s, kill), text) for s, _, text in _said(outcome.result.run_dir) if s and _may_follow(s, kill)]
     for t, text in said:
         m = _ENDED.search(text)
         if m is None or m.group(1) == "-9":  # -9: the killed rank itself
             continue
         if m.group(1) is None:
-            return t - kill, "stopped by their agent once another node's agent was waiting (Detected … new nodes)"
+            return t - kill, f"{_AGENT} began stopping them, once another node's agent waited (Detected … new nodes)"
         if m.group(1) != "-6":
             pid = re.search(r"\(pid: (\d+)\)", text)
-            return t - kill, f"exit code {m.group(1)}: {_exit_cause(outcome.result.run_dir, pid and int(pid.group(1)))}"
-        return t - kill, f"ended by NCCL's watchdog (exit code -6, SIGABRT){_watchdog_sleep(said)}"
+            cause = _exit_cause(outcome.result.run_dir, pid and int(pid.group(1)))
+            return t - kill, f"{_AGENT} saw them exit with code {m.group(1)}: {cause}"
+        return t - kill, f"{_AGENT} saw NCCL's watchdog end them (exit code -6, SIGABRT){_watchdog_sleep(said)}"
     return None
 
 
@@ -254,7 +271,8 @@ def _exit_cause(run_dir: str | os.PathLike[str], pid: int | None) -> str:
 
 def _watchdog_sleep(said: Sequence[tuple[float, str]]) -> str:
     """The watchdog's wait from its ``failure detected`` line to its ``taking the entire process down`` line in the
-    same log (review RR5-1: 4 × TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC, dump or not), as words; "" without both."""
+    same log (review RR5-1: 4 × TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC, dump or not), as words, in whole seconds: two C++
+    stamps (review RR12-1); "" without both."""
     for t, text in said:
         if "failure detected by watchdog" not in text:
             continue
@@ -262,7 +280,7 @@ def _watchdog_sleep(said: Sequence[tuple[float, str]]) -> str:
         down = [u for u, line in said if u >= t and line == f"{log}: we are taking the entire process down"]
         if down:
             return (
-                f" {down[0] - t:.1f} s after it saw the error: it sleeps 4 × TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC "
+                f" about {down[0] - t:.0f} s after it saw the error: it sleeps 4 × TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC "
                 "(a minute at torch's default) first"
             )
     return ""
@@ -271,17 +289,39 @@ def _watchdog_sleep(said: Sequence[tuple[float, str]]) -> str:
 # --- across the node boundary ----------------------------------------------------------------------
 
 
+def _texts(log_files: Mapping[int, Path] | Iterable[Path]) -> Iterable[str]:
+    """The text of each log that exists."""
+    for path in log_files.values() if isinstance(log_files, Mapping) else log_files:
+        with contextlib.suppress(FileNotFoundError):
+            yield Path(path).read_text(errors="replace")
+
+
 def nccl_nodes(log_files: Mapping[int, Path] | Iterable[Path]) -> set[int]:
     """The ``nNodes`` NCCL reported when it set its communicators up (``NCCL_DEBUG=INFO``)."""
-    paths = log_files.values() if isinstance(log_files, Mapping) else log_files
-    found = set()
-    for path in paths:
-        try:
-            text = Path(path).read_text(errors="replace")
-        except FileNotFoundError:
-            continue
-        found.update(int(m.group(3)) for m in _NNODES.finditer(text))
-    return found
+    return {int(m.group(3)) for text in _texts(log_files) for m in _NNODES.finditer(text)}
+
+
+_SOCKET_IF = re.compile(r"NET/Socket : Using (.*)")
+_IF = re.compile(r"\[\d+\]([^:\s]+):(\S+?)<\d+>")
+"""NCCL's ``NET/Socket : Using [0]eth0:192.0.2.2<0>`` (``NCCL_DEBUG=INFO``): the interfaces it sends on."""
+
+
+def socket_interfaces(log_files: Mapping[int, Path] | Iterable[Path]) -> list[str]:
+    """The interfaces NCCL's socket transport said it uses, as ``eth0 (192.0.2.2)``, in the order first said."""
+    found = [
+        f"{i} ({a})" for text in _texts(log_files) for m in _SOCKET_IF.finditer(text) for i, a in _IF.findall(m[1])
+    ]
+    return list(dict.fromkeys(found))
+
+
+def _over(report: nccl_debug.TransportReport, log_files: Mapping[int, Path]) -> str:
+    """What NCCL's transport between the emulated nodes is, in words (review RR12-3: a socket's interface is read
+    from NCCL's own line; the kernel delivers packets between two addresses of one machine without a wire)."""
+    if report.transport != "NET/Socket":
+        return nccl_debug.FAMILIES.get(report.transport or "", "a transport this course does not describe")
+    where = socket_interfaces(log_files)
+    over = f"TCP over {', '.join(where)}" if where else "TCP (NCCL's log names no interface)"
+    return f"{over}; both nodes are this machine, so the kernel delivers the packets locally"
 
 
 def transport_verdict(result: RunResult, expect_nodes: int) -> Verdict:
@@ -316,7 +356,7 @@ def transport_verdict(result: RunResult, expect_nodes: int) -> Verdict:
     ok = nodes == {expect_nodes} and over_net
     text = (
         f"NCCL reports nNodes {', '.join(map(str, sorted(nodes)))} and connects the ranks via "
-        f"{', '.join(report.details)}: {report.describe()}"
+        f"{', '.join(report.details)}: {_over(report, result.log_files)}"
     )
     if expect_nodes > 1 and not over_net:
         text += "; between nodes it should use its network transport (NET/...)"
@@ -399,7 +439,7 @@ def recovery_verdict(outcome: ElasticOutcome, reference: str | os.PathLike[str],
         f"{slow}{what}: killed after step {outcome.last_step_before_kill}, torchrun started the ranks again, they "
         f"resumed from the checkpoint of step {outcome.resumed_from} ({outcome.steps_lost} steps done again, "
         f"checkpoints every {outcome.every}), the first new step came {outcome.recovery_s:.1f} s after the kill"
-        + (f" (the other ranks ended {ended[0]:.1f} s after it, {ended[1]})" if ended else "")
+        + (f" ({ended[0]:.1f} s after it, {ended[1]})" if ended else "")
         + "; "
         + (
             "the final weights are those of the uninterrupted run, bit for bit"

@@ -141,7 +141,8 @@ def roof_share(flops: float, nbytes: float, seconds: float, roof: model.Roof, dt
 
     def share(rate: float, top: float, what: str) -> str:
         x = rate / top
-        return f"{x:.1%} of the {what}" if x <= 1 else f"{x:.3g}× the {what}: above the calibration's roof"
+        above = f"{x:.3g}× the {what}: above the calibration's roof (a rate its sweep saw, not a bound)"  # RR13-6
+        return f"{x:.1%} of the {what}" if x <= 1 else above
 
     compute, memory = flops / seconds, nbytes / seconds
     return (

@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -123,12 +123,13 @@ CPU_ESTIMATE = {
 """What each prediction's CPU side is (review RR7-5: the graph's is a floor)."""
 
 
-def predictions(calib: CalibrateRank) -> list[Prediction]:
+def predictions(calib: CalibrateRank, compile_widths: Collection[int] | None = None) -> list[Prediction]:
     """The model's step three ways at each width, before the run, from the calibration: eager from its two sides; a
     graph costs the CPU at least :func:`graph_cpu_s` and the GPU :func:`graph_gpu_s`;
     reduce-overhead costs the CPU what the same compiled step costs at the tiny width (its floor,
     ``compiled_host_s``) and the GPU the graph's side. A width whose GPU side could not be measured has none, and
-    reduce-overhead none where its floor was not measured (:func:`unpredicted_why`)."""
+    reduce-overhead none where its floor was not measured (:func:`unpredicted_why`), nor at a width the run does not
+    compile (``compile_widths``, the run's :attr:`Params.compile_widths`; None: every width)."""
     if calib.op.replay_host is None or not calib.sides:
         raise ValueError("the calibration measured no step sides: they need a GPU")
     out = []
@@ -138,7 +139,7 @@ def predictions(calib: CalibrateRank) -> list[Prediction]:
         graph = graph_gpu_s(s, calib.op)
         out.append(Prediction("eager", s.width, s.batch, s.host_s, s.gpu_s, s.launches))
         out.append(Prediction("graph", s.width, s.batch, graph_cpu_s(calib.op), graph))
-        if calib.compiled_host_s is not None:
+        if calib.compiled_host_s is not None and (compile_widths is None or s.width in compile_widths):
             out.append(Prediction("compiled", s.width, s.batch, calib.compiled_host_s, graph))
     return out
 
@@ -172,16 +173,19 @@ def gpu_side_note(calib: CalibrateRank) -> str:
 
 def graph_gpu_check(preds: Sequence[Prediction], rows: Sequence[Mapping[str, Any]]) -> str:
     """Review RR7-3: the graph's GPU side predicted before the run (:func:`graph_gpu_s`) against the one its run
-    measured right before it was timed, at each width both have; and the saving per kernel that run shows, the
-    calibration's eager GPU side less the graph's over the eager step's kernels ("" where no width has both)."""
+    measured right before it was timed, at each width both have; and the saving per kernel the step launch shows, its
+    eager step's GPU side less its graph's over the eager step's kernels (review RR13-5: both from the one launch;
+    "" where no width has both)."""
     said = {(p.variant, p.width): p.gpu_s for p in preds}
-    eager = {r["width"]: r["kernels"] for r in rows if r["variant"] == "eager"}
+    eager = {r["width"]: r for r in rows if r["variant"] == "eager"}
     parts = []
     for r in rows:
-        predicted, kernels = said.get(("graph", r["width"])), eager.get(r["width"])
-        if r["variant"] != "graph" or predicted is None or r["gpu_s"] is None or not kernels:
+        predicted, own = said.get(("graph", r["width"])), eager.get(r["width"])
+        if r["variant"] != "graph" or predicted is None or r["gpu_s"] is None or own is None:
             continue
-        saving = (said[("eager", r["width"])] - r["gpu_s"]) / kernels
+        if not own["kernels"] or own["gpu_s"] is None:
+            continue
+        saving = (own["gpu_s"] - r["gpu_s"]) / own["kernels"]
         parts.append(
             f"width {r['width']}: predicted {predicted * 1e3:.3g} ms, measured {r['gpu_s'] * 1e3:.3g} ms "
             f"({predicted / r['gpu_s'] - 1:+.1%}; a saving of {us(saving):.2f} µs per kernel)"
@@ -396,7 +400,7 @@ def consistency_verdict(rows: Sequence[Mapping[str, Any]], where: str, target: f
     if not out:
         text = (
             f"Every run lies within the band of the two sides measured right before it, from the slower to their sum "
-            f"({target:.0%} either side); the slower side alone is off by a median {median:.0%}{gap}."
+            f"({target:.0%} either side); {_slower_said(graded)}{gap}."
         )
         return Verdict("overhead.consistency", "info", text, numbers, where, title)
     r = max(out, key=lambda r: abs(r["sides_error"]))
@@ -408,10 +412,24 @@ def consistency_verdict(rows: Sequence[Mapping[str, Any]], where: str, target: f
     )
     text = (
         f"{_named(r)} ran in {r['fastest_s'] * 1e3:.3g} ms (its fastest repeat), outside the band of its own sides, "
-        f"{r['model_s'] * 1e3:.3g} to {r['upper_s'] * 1e3:.3g} ms ({target:.0%} either side): {why}. The slower "
-        f"side alone is off by a median {median:.0%}{gap}."
+        f"{r['model_s'] * 1e3:.3g} to {r['upper_s'] * 1e3:.3g} ms ({target:.0%} either side): {why}. "
+        f"{_slower_said(graded).capitalize()}{gap}."
     )
     return Verdict("overhead.consistency", "info", text, numbers, where, title)
+
+
+def _slower_said(graded: Sequence[Mapping[str, Any]]) -> str:
+    """The slower side against the fastest repeat, apart for each kind of side (review RR13-2): a GPU side is timed
+    as the run is, so its median says little; a CPU side is one call onto an idle GPU, and each such row is named."""
+    gpu = [abs(r["sides_error"]) for r in graded if r["side"] == "GPU"]
+    cpu = [f"{_named(r)} {r['sides_error']:+.0%}" for r in graded if r["side"] == "CPU"]
+    parts = []
+    if gpu:
+        median = statistics.median(gpu)
+        parts.append(f"where the GPU is the slower side (timed as the run is), it is off by a median {median:.0%}")
+    if cpu:
+        parts.append(f"where the CPU is (one call onto an idle GPU, against steps back to back), by {', '.join(cpu)}")
+    return "; ".join(parts)
 
 
 def correctness_verdict(step: StepRank, where: str) -> Verdict:
@@ -479,7 +497,8 @@ def _speedup_why(row: Mapping[str, Any], eager: Mapping[str, Any]) -> str:
     if row["side"] == "CPU":
         left = " (guards, CUDA Graph Trees' bookkeeping, the eager Adam)" * (row["variant"] == "compiled")
         return (
-            f"it left a CPU side of {ms(row['cpu_s'])} over {row['launches']} launches{left}, above its GPU side of "
+            f"it left a CPU side of {ms(row['cpu_s'])} for one call onto an idle GPU (back to back its steps took "
+            f"{ms(row['measured_s'])}) over {row['launches']} launches{left}, above its GPU side of "
             f"{ms(row['gpu_s'])}: still overhead-bound, short of the {eager['measured_s'] / row['gpu_s']:.2g}× its "
             "GPU side alone would give"
         )

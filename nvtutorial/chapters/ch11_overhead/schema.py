@@ -153,9 +153,11 @@ class CalibrateRank:
     sides: tuple[Sides, ...] = ()
     """The eager step's two sides at each lesson width (GPU only)."""
     compiled_host_s: float | None = None
-    """The CPU's time to issue one step compiled with ``mode="reduce-overhead"`` at the floor's tiny width (notebook
-    10's ``tiny``, one sequence), after its warm-up (GPU only): the CPU side of the compiled step, predicted before it
-    runs. None on the CPU, where its measurement failed (:attr:`compiled_error`), and in runs before 2026-12-08."""
+    """Seconds per step of the step compiled with ``mode="reduce-overhead"`` at the floor's tiny width (notebook
+    10's ``tiny``, one sequence), back to back, its fastest repeat, after its warm-up (GPU only): the CPU side of the
+    compiled step, predicted before it runs. Older runs (``reference/h100x1/runs-11``) timed single calls onto an
+    idle GPU instead (the median of five). None on the CPU, where its measurement failed (:attr:`compiled_error`),
+    and in runs before 2026-12-08."""
     compiled_error: str | None = None
     """Why :attr:`compiled_host_s` is None on a GPU (the exception), when its measurement failed."""
 

@@ -224,12 +224,16 @@ def test_the_committed_h100_run_through_the_notebooks_readers(monkeypatch):
     )
     lim, run = bwlab.gpu_limits(part), bwlab.gpu_links({}, part)
     assert lim == gpu.SAVED_LIMITS["NVIDIA H100 80GB HBM3"] and lim.pcie == "PCIe Gen5 x16"
-    assert (
-        run.l2_bytes == 50 * MIB and not run.here and run.label == "1× NVIDIA H100 80GB HBM3 · torch 2.11.0 · CUDA 13.0"
-    )
+    assert run.l2_bytes == 50 * MIB and not run.here
+    # RR12-6: every label read from the saved run says so, as the other saved-run verdicts do
+    saved_label = "1× NVIDIA H100 80GB HBM3 · torch 2.11.0 · CUDA 13.0: a saved run "
+    assert run.label == saved_label + f"(reference/h100x1/runs/{H100_RUN.name}), not this machine"
+    assert gpu.verdict(run, lim).where == run.label == gpu.grade(55.0, run, lim).where == run.frame(lim).attrs["where"]
     assert "NCCL" in saved.label  # R5-14: the run recorded NCCL's version; its copies made no NCCL call
     assert run.sizes() == [16 * MIB, 256 * MIB, GIB] and len(run.rows) == 15
     n = gpu.verdict(run, lim).numbers
+    in_l2 = "16 MiB (in L2, 3,702 GB/s) measured its 50 MiB L2 cache, not the memory: their bytes read and written fit"
+    assert in_l2 + " in it." in gpu.verdict(run, lim).text  # RR13-13: 32 MiB fit in 50 MiB
     assert n["host to device, pinned"]["reading"] == "as expected"
     assert n["host to device, pinned"]["share"] == pytest.approx(55.3457 / 63.0154, abs=1e-4)
     d2h = n["device to host, pinned"]

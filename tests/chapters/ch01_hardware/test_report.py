@@ -979,6 +979,21 @@ def test_the_memory_is_read_beyond_the_l2_and_the_cached_rows_say_so():
     assert above.numbers["memory"]["reading"] == "above the limit"  # what an unknown L2 would have said (R1-3)
 
 
+@pytest.mark.parametrize(
+    "sizes, why",
+    [
+        ((16 * MIB,), "fit in it."),  # 32 MiB read and written, in a 50 MiB L2
+        ((25 * MIB + 1,), "stay within 4× of it."),
+        ((16 * MIB, 64 * MIB), "fit in it (in L2) or stay within 4× of it (partly in L2)."),
+    ],
+)
+def test_the_l2_reason_follows_where_each_copy_ran(sizes, why):
+    """RR13-13: copies in L2 fit in it; only those partly in L2 stay within BEYOND_L2 × of it."""
+    rows = [r for size in (*sizes, GIB) for r in link_rows(memory=3701.9, size=size)]
+    v = gpu.verdict(measured(tuple(rows), l2=L2), LIM)
+    assert f"measured its 50 MiB L2 cache, not the memory: their bytes read and written {why}" in v.text
+
+
 def test_the_l2_comes_from_the_run_or_for_an_older_saved_run_from_its_gpu():
     assert gpu.l2_of(schema.Rank("gpu", "NVIDIA H200", l2_bytes=60 * MIB)) == 60 * MIB
     assert gpu.l2_of(schema.Rank("gpu", "NVIDIA H100 80GB HBM3")) == 50 * MIB == gpu.L2_BYTES["NVIDIA H100 80GB HBM3"]

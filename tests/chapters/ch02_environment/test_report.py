@@ -53,3 +53,16 @@ def test_troubleshooting_from_the_reference_runs_compares_the_runs_own_nccl(ab):
     rows = environment.troubleshooting_from_runs(laptop, ab)
     assert rows[0].status == "partly" and rows[0].numbers == {"runtime_nccl": "2.28.9+cuda13.0", "torch_nccl": "2.28.9"}
     assert rows[2].numbers["p2p_ratio"] == pytest.approx(298.407 / 27.466, rel=1e-3)
+
+
+def test_nccl_version_says_who_set_it_and_which_nccl_torch_loads():
+    """RR12-7: the container image's NCCL_VERSION is not the NCCL torch loads; the doctor names both."""
+    facts = dataclasses.replace(doctor.reference_facts(), nccl="2.28.9", nccl_available=True)
+    check = doctor.check_nccl_variable("NCCL_VERSION", "2.28.3-1", facts)
+    assert (check.name, check.status) == ("NCCL_VERSION=2.28.3-1", "ok")
+    assert check.value == (
+        "set by NVIDIA's CUDA container images to record the NCCL they installed; NCCL does not read it; "
+        "torch loads NCCL 2.28.9"
+    )
+    cpu = doctor.check_nccl_variable("NCCL_VERSION", "2.28.3-1", dataclasses.replace(facts, nccl_available=False))
+    assert cpu.status == "ok" and cpu.value.endswith("NCCL does not read it")

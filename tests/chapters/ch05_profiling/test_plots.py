@@ -59,3 +59,27 @@ def test_the_telemetry_figure_takes_the_phases_as_the_run_wrote_them(ref, path):
     finally:
         plt.close(raw_fig)
         plt.close(typed_fig)
+
+
+def test_dmon_is_drawn_over_the_second_it_was_printed_in(h100_telemetry):
+    """Review RR13-8: on one H100, dmon's 97 % line (stamped 23:01:18, printed within that second) was drawn over the
+    second before its stamp, 0.3 s before NVML's burst began; drawn over [S, S + 1), it covers NVML's first busy
+    sample, and the legend says how it is drawn."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from nvtutorial.chapters.ch05_profiling import plots as pp
+
+    nvml, dmon, _ = h100_telemetry
+    fig, axes = pp.telemetry(nvml, "1× NVIDIA H100 80GB HBM3", dmon=dmon)
+    try:
+        line = next(ln for ln in axes[0].lines if "dmon" in ln.get_label())
+        assert line.get_drawstyle() == "steps-post" and "each over its stamp's second" in line.get_label()
+        x, y = line.get_xdata(), line.get_ydata()
+        i = list(y).index(97)
+        t0, first_busy = nvml["t"].min(), nvml.loc[nvml["sm_util_pct"] >= 80, "t"].min()
+        assert x[i] <= first_busy - t0 < x[i + 1] == x[i] + 1  # 2.3 s ≤ 2.6 s < 3.3 s
+    finally:
+        plt.close(fig)

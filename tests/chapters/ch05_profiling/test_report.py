@@ -592,7 +592,10 @@ def test_dmon_busy_during_a_window():
     day = datetime.datetime(2026, 12, 1, 0, 0, 0).timestamp()
     at = day + 10 * 3600
     assert monitoring.dmon_busy_during(DMON, at + 1.5, at + 3.0, day) == 100.0
-    assert monitoring.dmon_busy_during(DMON, at + 2.0, at + 2.0, day) == 98.0  # the line covers the second before it
+    assert monitoring.dmon_busy_during(DMON, at + 2.0, at + 2.0, day) == 100.0  # lines stamped up to a second away
+    assert monitoring.dmon_busy_during(DMON, at + 4.0, at + 4.0, day) == 100.0  # :03, a second before: in
+    assert monitoring.dmon_busy_during(DMON, at + 4.01, at + 4.01, day) == 7.0  # :03 out, :05 in
+    assert monitoring.dmon_busy_during(DMON, at + 0.5, at + 0.99, day) == 5.0  # :02, a second after 0.99: out
     assert monitoring.dmon_busy_during(DMON, at + 6.1, at + 9.0, day) is None
     assert monitoring.dmon_busy_during("# gpu sm\n 0 5\n", at, at + 1, day) is None  # no time column
 
@@ -725,24 +728,47 @@ def test_the_layout_of_the_reference_runs_upgrades_to_the_typed_rank():
     assert profiling.verdict_exchange(run_of(old_layout(), old_layout())).status == "info"  # no rounds to compare
 
 
-def test_dmon_missed_a_burst_nvml_saw():
-    """Review R6-6 (05 on one H100: dmon read sm 0–1 % while NVML read 86–100 % for 1.6 s): said, with the span;
-    not said when dmon saw it (at half the threshold), when NVML never reached it, or without dmon's times."""
+def test_dmon_against_nvml_at_the_edges_of_its_window():
+    """Review R6-6 and RR13-8: dmon's ``-o T`` stamps drop the fraction of a second, so the lines read are those
+    stamped in [start − 1, end + 1] of NVML's busy span (both edges in, a second beyond either out); "saw" from
+    half NVML's threshold (40 saw, 39 missed); nothing said when NVML was never busy, or without dmon's times."""
     import pandas as pd
 
     at = time.mktime((2026, 12, 7, 11, 6, 17, 0, 0, -1))
-    nvml = pd.DataFrame({"t": [at + 0.55, at + 1.15, at + 1.95, at + 2.15], "sm_util_pct": [100, 99, 99, 79]})
-    dmon = pd.DataFrame({"t": [at + s for s in range(-2, 4)], "sm": [0, 1, 0, 0, 0, 0]})
-    said = monitoring.dmon_missed(nvml, dmon)
-    assert said == (
-        "NVML: ≥ 80 % busy for 1.4 s (11:06:17.5 to 11:06:18.9); dmon's 1-s lines over that span read 0–0 %: a burst "
-        "this short falls between or is averaged away in dmon's samples"
+    nvml = pd.DataFrame({"t": [at + 1.0, at + 1.5, at + 2.0], "sm_util_pct": [90, 80, 79]})
+    dmon = pd.DataFrame({"t": [at + s for s in range(-1, 4)], "sm": [0, 0, 0, 0, 0]})  # stamps :16 to :20
+    head = "NVML: ≥ 80 % busy for 0.5 s (11:06:18.0 to 11:06:18.5); dmon's 1-s lines around that span"
+    missed = monitoring.dmon_against_nvml(nvml, dmon)
+    assert missed == (
+        f"{head} (11:06:17 to 11:06:19) read 0–0 %: a burst this short falls between or is averaged away in dmon's "
+        "samples"
     )
-    assert monitoring.dmon_missed(nvml, dmon.assign(sm=[0, 1, 0, 40, 0, 0])) is None  # 40 ≥ 80 / 2: dmon saw it
-    assert monitoring.dmon_missed(nvml, dmon.assign(sm=[0, 1, 0, 39, 0, 0])) is not None
-    assert monitoring.dmon_missed(nvml.assign(sm_util_pct=79), dmon) is None  # never busy
-    assert monitoring.dmon_missed(nvml, dmon.drop(columns="t")) is None and monitoring.dmon_missed(nvml, None) is None
-    assert "printed no line" in monitoring.dmon_missed(nvml, dmon.assign(t=dmon["t"] + 100))
+    assert monitoring.dmon_against_nvml(nvml, dmon.assign(sm=[0, 97, 0, 0, 0])) == (
+        f"{head} (11:06:17 to 11:06:19) read 0–97 %: it saw the burst, on a 1-s grid"
+    )  # stamped a second before the span's start: the edge, in
+    assert "it saw the burst" in monitoring.dmon_against_nvml(nvml, dmon.assign(sm=[0, 0, 0, 97, 0]))  # end + 1: in
+    assert monitoring.dmon_against_nvml(nvml, dmon.assign(sm=[97, 0, 0, 0, 0])) == missed  # start − 2: out
+    assert monitoring.dmon_against_nvml(nvml, dmon.assign(sm=[0, 0, 0, 0, 97])) == missed  # end + 2: out
+    assert "it saw the burst" in monitoring.dmon_against_nvml(nvml, dmon.assign(sm=[0, 0, 40, 0, 0]))
+    assert "falls between" in monitoring.dmon_against_nvml(nvml, dmon.assign(sm=[0, 0, 39, 0, 0]))
+    assert monitoring.dmon_against_nvml(nvml.assign(sm_util_pct=79), dmon) is None  # never busy
+    assert monitoring.dmon_against_nvml(nvml, dmon.drop(columns="t")) is None
+    assert monitoring.dmon_against_nvml(nvml, None) is None
+    assert monitoring.dmon_against_nvml(nvml, dmon.assign(t=dmon["t"] + 100)) == (
+        "NVML: ≥ 80 % busy for 0.5 s (11:06:18.0 to 11:06:18.5); dmon printed no line around that span"
+    )
+
+
+def test_dmon_saw_the_one_h100_burst(h100_telemetry):
+    """Review RR13-8: on one H100 dmon printed 97 % at 23:01:18 while NVML read ≥ 80 % from 23:01:18.3, and the
+    notebook said dmon's lines read 0–0 % (it read only lines stamped from the span's start on)."""
+    nvml, dmon, saved = h100_telemetry
+    assert monitoring.dmon_against_nvml(nvml, dmon) == (
+        "NVML: ≥ 80 % busy for 1.1 s (23:01:18.3 to 23:01:19.4); dmon's 1-s lines around that span (23:01:18 to "
+        "23:01:20) read 0–97 %: it saw the burst, on a 1-s grid"
+    )
+    hot = nvml.loc[nvml["sm_util_pct"] >= 80, "t"]
+    assert monitoring.dmon_busy_during(saved["dmon_text"], hot.min(), hot.max(), saved["started_at"]) == 97.0
 
 
 NOTEBOOK = ROOT / "reference" / "h200x2" / "05_profiling.ipynb"
@@ -762,6 +788,18 @@ def _reference_telemetry():
             sent = [float(x) for x in re.findall(r"^\s*\d+\s+\d+\s+([\d.]+)", table, flags=re.M)]
             return dmon, sent
     raise AssertionError("the dmon cell is missing from the committed notebook")
+
+
+def test_quoted_reference_verdicts_say_they_are_not_this_machine(ref):
+    """Review RR12-6: the reference's time split (cell 431b54e9) and C16 (cell de3f1714), quoted where the ranks ran on
+    the CPU, carry the suffix the prediction's grade carries; the verdict itself is left as it was."""
+    split = profiling.verdict_split(ref["NVLink"])
+    quoted = profiling.committed(split)
+    assert split.where == ref["NVLink"].label and "not this machine" not in split.where  # this run's own: no suffix
+    assert quoted.where == f"{ref['NVLink'].label}: the committed 2× H200 run, not this machine"
+    assert (quoted.status, quoted.text, quoted.numbers) == (split.status, split.text, split.numbers)
+    c16 = profiling.committed(profiling.verdict_c16(ref)).where
+    assert c16.startswith("NVLink: ") and c16.endswith(": the committed 2× H200 runs, not this machine")
 
 
 def test_the_split_adds_up_on_both_ranks(ref):

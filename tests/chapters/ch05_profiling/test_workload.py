@@ -130,7 +130,7 @@ def test_one_rank_of_profile_step_has_no_wire_and_keeps_what_the_telemetry_needs
     )
     (m,) = res.ranks_as(schema.Rank)
     assert m.wire is None and m.split is None and m.trace is None and m.sweep == () and m.probe is None
-    assert [p.name for p in m.phases] == ["setup + warm-up", "A/B rounds: DDP, no_sync", "NVTX-marked steps"]
+    assert [p.name for p in m.phases] == ["setup + warm-up", "timed rounds (one rank)", "NVTX-marked steps"]
     assert len(m.step_ends) == 2 * 2 * 3 and m.step_ms_repeats is not None and m.step_ms_repeats.local is None
     assert len(m.step_ms_repeats.ddp) == len(m.step_ms_repeats.no_sync) == 2  # one median per round
     assert m.memory_snapshot.written is res.env.is_gpu

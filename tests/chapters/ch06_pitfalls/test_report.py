@@ -464,6 +464,47 @@ def test_pin_comparison_and_within_noise():
     assert not rm.pin_within_noise(_loader_run(rows(FLAT, {4: (500, 505), 8: (800, 808)}), slower))  # rank 1 moved
 
 
+REVIEW_RUNS = Path(__file__).parent / "fixtures" / "h100x1-1d06a7c"
+
+
+def _review_run(name: str) -> RunResult:
+    run = RunResult.load(REVIEW_RUNS / name / "result.json")
+    run.run_dir = REVIEW_RUNS / name
+    return run
+
+
+def test_pin_bound_on_the_review_h100_run(tmp_path):
+    """RR13-11, through the real reader: the one-H100 review run's pin A/B (±24 %, 2+2 windows) beside what pinning
+    can save at most, the batch's whole pageable copy at notebook 01's rates on the same GPU (its run beside it)."""
+    pitfalls = _review_run("pitfalls-20261207-230138-fac676")
+    links = rm.links_run(pitfalls)
+    assert links is not None and links.run_dir.name == "gpu_links-20261207-225909-59c396"
+    line = rm.pin_bound(pitfalls, links)
+    assert line == (
+        "rank 0: the batch, 10.5 MB, copies in 0.62 ms from pageable memory at 16.9 GB/s, 0.19 ms pinned at 55.0 GB/s "
+        "(notebook 01's rates on this GPU): pinning can save at most 0.62 ms of a 30.6 ms step (2.0%), within this "
+        "A/B's noise (±24%), which cannot resolve it."
+    )
+    pitfalls.run_dir = tmp_path / "pitfalls-x"  # no notebook 01 run beside it: the committed one-GPU run, named
+    line = rm.pin_bound(pitfalls, rm.links_run(pitfalls))
+    assert line is not None and "15.3 GB/s" in line
+    assert "a saved run (gpu_links-20261207-025628-9b7836), not this GPU" in line
+
+
+def test_pin_bound_says_whether_the_ab_can_resolve_it():
+    links = _review_run("gpu_links-20261207-225909-59c396")  # 16.9 GB/s pageable at 16 MiB, the size nearest
+    slow = _loader_run(rows({4: (400, 404)}, {4: (401, 405)}), rule=4)  # 8 × 32² px: 0.16 MB, 0.01 ms of a 20 ms step
+    line = rm.pin_bound(slow, links)
+    assert line is not None and line.endswith(
+        "of a 19.9 ms step (0.0%), within this A/B's noise (±1%), which cannot resolve it."
+    )
+    fast = _loader_run(rows({4: (4e5, 4.04e5)}, {4: (4e5, 4.04e5)}), rule=4)  # a 0.02 ms step: the copy is half of it
+    line = rm.pin_bound(fast, links)
+    assert line is not None and line.endswith("(48.7%), beyond this A/B's noise (±1%).") and line.count("rank ") == 2
+    assert rm.pin_bound(_loader_run(rows({4: (400, 404)}), rule=4), links) is None  # nothing pinned (a CPU run)
+    assert rm.pin_bound(slow, None) is None
+
+
 @pytest.mark.parametrize(
     "pinned0, pinned1, rule, enough, helps, status",
     [

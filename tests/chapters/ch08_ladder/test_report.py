@@ -433,13 +433,19 @@ def test_the_committed_run_of_the_old_plan_sent_one_and_a_half_times_the_bytes()
 
 def test_the_transient_estimate_was_checked_only_in_a_world_of_one():
     """The only GPU peaks committed: one H200, a world of one, lesson sizes; DDP's peak was 0.5 % above the model's
-    estimate, ZeRO-3 + checkpointing's 20 % below (in a world of one FSDP2 keeps no all-gather state, and a negative
-    gap is the estimate's error). The notebook reports it as information: no two-rank GPU peak yet."""
+    estimate, ZeRO-3 + checkpointing's 20 % below (RR13-10). Even in a world of one the forward pass added the root's
+    parameters, kept gathered, to the activations, as the model says; the gap is in the rest of the peak, which was
+    below model state + forward. The notebook reports it as information: no two-rank GPU peak yet."""
     one = _committed_ladder("ladder-20261201-090824-75a961")
     assert one.env.world_size == 1 and one.env.is_gpu
     verdict = ladder.peak_verdict(one)
     assert verdict.status == "info" and not verdict.numbers["small"]
     assert verdict.numbers["gap"] == pytest.approx({"ddp": 0.0046, "fsdp_checkpointing": -0.2027}, abs=1e-4)
+    assert "12,438: model state 8,608 + activations 873 + transient 2,957" in verdict.text
+    assert "added 1,414 MB (estimate 1,414: activations + 541 MB of parameters kept gathered)" in verdict.text
+    assert "was -105 MB (estimate 2,416): the gap lies in the rest" in verdict.text and "below zero" in verdict.text
+    ddp = ladder.peak_parts(one, "ddp")  # the rest above zero: 1,141 MB against 1,074
+    assert "was 1,141 MB (estimate 1,074): the gap lies in the rest" in ddp and "below zero" not in ddp
     assert ladder.memory_verdict(one).status == "pass"
 
 
@@ -869,6 +875,8 @@ def test_activations_and_transient_by_hand():
     assert M.transient(S, "fsdp_zero3", SHAPES) == logits + root + 2 * blk + 2 * blk
     assert M.transient(S, "fsdp_checkpointing", SHAPES) == logits + root + 4 * blk + block
     assert M.transient(S, "fsdp_offload", SHAPES) == M.transient(S, "fsdp_checkpointing", SHAPES)
+    kept = {r: M.kept_gathered(r, SHAPES) for r in M.RUNGS}
+    assert kept == {r: {"fsdp_zero2": total}.get(r, root if r in M.FSDP else 0) for r in M.RUNGS}
 
 
 def test_rank_memory_and_the_peak():
@@ -1067,7 +1075,13 @@ def test_the_peak_verdict():
         peaks[rung] = {"peak_allocated": model * 1.1, "allocated_after_step": 1, "forward_added": 1}
     v = L.peak_verdict(small_result(rungs=("ddp", "zero1"), **peaks))
     assert v.numbers["gap"] == {"ddp": pytest.approx(0.1), "zero1": pytest.approx(0.1)} and v.numbers["small"] is True
-    assert "the gap says little" in v.text
+    assert "the gap says little" in v.text and "the gap lies in the rest, the transient part" in v.text
+    m = M.rank_memory(S, "zero1", 0)
+    off = {"peak_allocated": m.device_peak + 1000, "forward_added": m.activations + 1000, "allocated_after_step": 1}
+    parts = L.peak_parts(small_result(rungs=("zero1",), zero1=off), "zero1")
+    assert "the gap lies in the forward pass" in parts and "kept gathered" not in parts
+    off["forward_added"] = m.activations + 499  # the other side: 501 bytes more in the rest
+    assert "the gap lies in the rest" in L.peak_parts(small_result(rungs=("zero1",), zero1=off), "zero1")
     assert L._small_for_a_gpu(S) and not L._small_for_a_gpu(M.Setup(32000, 2048, 4096, 32, 24, 4, 8))
     assert "peak gap" in L.memory_check_table(small_result(rungs=("ddp", "zero1"), **peaks))
 

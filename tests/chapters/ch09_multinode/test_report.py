@@ -191,6 +191,34 @@ def test_the_transport_verdict_without_nccl_lines_or_over_p2p(tmp_path):
     assert m.transport_verdict(types.SimpleNamespace(env=None, label="?"), 2).status == "info"
 
 
+def test_the_transport_verdict_names_the_interface_nccl_said(tmp_path):
+    """Review RR12-3: the interface from NCCL's "NET/Socket : Using" line (the 1d06a7c boundary run's), never
+    "loopback", and "NET/Socket" said once; without that line no interface is named; over NET/IB, its own words."""
+    result = _h200_result(BOUNDARY[0])
+    plain = m.transport_verdict(result, 2).text
+    using = "vm:15462:15462 [0] NCCL INFO NET/Socket : Using [0]eth0:192.0.2.2<0>\n"
+    for r in (0, 1):
+        (tmp_path / f"rank{r}.log").write_text(using + (BOUNDARY[0] / f"rank{r}.log.nccl.txt").read_text())
+    result.log_files = {r: tmp_path / f"rank{r}.log" for r in (0, 1)}
+    v = m.transport_verdict(result, 2)
+    local = "; both nodes are this machine, so the kernel delivers the packets locally"
+    assert v.status == "pass" and v.text.endswith(f"via NET/Socket: TCP over eth0 (192.0.2.2){local}")
+    assert plain.endswith(f"via NET/Socket: TCP (NCCL's log names no interface){local}")
+    assert "loopback" not in plain + v.text and "NET/Socket: NET/Socket" not in plain + v.text
+    two = "NCCL INFO NET/Socket : Using [0]ib0:10.0.0.1<0> [1]eth1:fe80::1%eth1<0>\n"
+    (tmp_path / "two.log").write_text(two + two)
+    assert m.socket_interfaces([tmp_path / "two.log", tmp_path / "gone.log"]) == [
+        "ib0 (10.0.0.1)",
+        "eth1 (fe80::1%eth1)",
+    ]
+    for r in (0, 1):
+        (tmp_path / f"rank{r}.log").write_text(
+            (BOUNDARY[0] / f"rank{r}.log.nccl.txt").read_text().replace("Socket", "IB")
+        )
+    ib = m.transport_verdict(result, 2)
+    assert ib.status == "pass" and ib.text.endswith("via NET/IB: InfiniBand/RoCE verbs through a NIC")
+
+
 def run_with_steps(times, label="CPU", logs=None, backend="gloo"):
     """A run of the lesson whose rank 0 timed ``times`` (its label names ``label``, the host)."""
     return run_of([lesson_rank(times), lesson_rank(times, group_rank=1)], host=label, logs=logs, backend=backend)
@@ -288,11 +316,12 @@ def ended_at(tmp_path, *lines, kill=KILL):
 @pytest.mark.parametrize(
     "lines, end_s, how",
     [
-        ([("1207 11:08:02.900000", "failed (exitcode: 1) local_rank: 0")], 1.5, "exit code 1: an exception (no rec"),
-        ([("1207 11:08:03.400000", "[default] Detected 1 new nodes from group_rank=1")], 2.0, "stopped by their agent"),
+        ([("1207 11:08:02.900000", "failed (exitcode: 1) local_rank: 0")], 1.5, "exit with code 1: an exception (no"),
+        ([("1207 11:08:03.400000", "[default] Detected 1 new nodes from group_rank=1")], 2.0, "agent began stopping"),
         ([("1207 11:08:02.000000", "failed (exitcode: -6) local_rank: 0")], 0.6, "(exit code -6, SIGABRT)"),
-        (  # the killed rank's own -9, and a line from before the kill, are not the survivor's end
-            [("1207 11:07:59.000000", "failed (exitcode: 1)"), ("1207 11:08:01.500000", "failed (exitcode: -9)")],
+        ([("1207 11:08:01.400000", "failed (exitcode: 1) local_rank: 0")], 0.0, "exit with code 1"),  # at the kill
+        (  # the killed rank's own -9, and an agent's line from before the kill (its stamp is exact), are not the end
+            [("1207 11:08:01.390000", "failed (exitcode: 1)"), ("1207 11:08:01.500000", "failed (exitcode: -9)")],
             None,
             None,
         ),
@@ -313,21 +342,21 @@ def test_the_h100_stall_is_read_from_its_logs_and_called_slow(tmp_path):
     rank.result = types.SimpleNamespace(run_dir=H100_STALL, error=None)
     end_s, how = m.survivor_end(rank)
     assert end_s == pytest.approx(61.178, abs=1e-3)
-    assert how == (
-        "ended by NCCL's watchdog (exit code -6, SIGABRT) 61.5 s after it saw the error: it sleeps 4 × "
-        "TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC (a minute at torch's default) first"
+    assert how == (  # review RR12-1: two C++ stamps, whole seconds
+        "the other ranks' agent saw NCCL's watchdog end them (exit code -6, SIGABRT) about 61 s after it saw the "
+        "error: it sleeps 4 × TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC (a minute at torch's default) first"
     )
     node_kill = time.mktime((2026, 12, 7, 11, 9, 10, 0, 0, -1)) + 0.30
     node = types.SimpleNamespace(**{**vars(rank), "started_wall": node_kill - 8.91})
     end_s, how = m.survivor_end(node)
-    assert end_s == pytest.approx(1.507, abs=1e-3) and how.startswith("stopped by their agent")
+    assert end_s == pytest.approx(1.507, abs=1e-3) and how.startswith("the other ranks' agent began stopping them")
     reference = save(tmp_path / "reference.pt", W, 40)
     for recovery_s, slow in ((m.SLOW_RECOVERY_S + 0.01, True), (m.SLOW_RECOVERY_S, False)):
         v = m.recovery_verdict(types.SimpleNamespace(**{**vars(rank), "recovery_s": recovery_s}), reference, "x")
         assert v.status == "pass" and v.numbers["slow"] is slow and v.text.startswith("SLOW, over 30 s: ") is slow
         assert v.numbers["survivor_end_s"] == pytest.approx(61.178, abs=1e-3)
-        assert "(the other ranks ended 61.2 s after it, ended by NCCL's watchdog (exit code -6" in v.text
-    assert "the other ranks ended" not in m.recovery_verdict(outcome(tmp_path), reference, "x").text
+        assert "(61.2 s after it, the other ranks' agent saw NCCL's watchdog end them (exit code -6" in v.text
+    assert "the other ranks' agent" not in m.recovery_verdict(outcome(tmp_path), reference, "x").text
 
 
 def test_agent_lines_include_what_nccl_said_in_rank_0s_log():
@@ -338,13 +367,13 @@ def test_agent_lines_include_what_nccl_said_in_rank_0s_log():
         "node1/agent.log: failed (exitcode: -9) local_rank: 0 (pid: 17013)",
         "node1/agent.log: Worker group FAILED. 3/3 attempts left; will restart worker group",
         "rank0.log: ProcessGroupNCCL preparing to dump debug info",
-        "node0/agent.log: failed (exitcode: -6) local_rank: 0 (pid: 17012)",
+        "rank0.log: we are taking the entire process down",  # stamped 11:09:02 (whole seconds): before the agent's
+        "node0/agent.log: failed (exitcode: -6) local_rank: 0 (pid: 17012)",  # 11:09:02.578
         "node0/agent.log: Worker group FAILED. 3/3 attempts left; will restart worker group",
-        "rank0.log: we are taking the entire process down",
         nccl + "error",
         "rank0.log: failure detected by watchdog",
-        "node0/agent.log: Detected 1 new nodes from group_rank=0; will restart worker group",
         "rank0.log: ProcessGroupNCCL preparing to dump debug info",
+        "node0/agent.log: Detected 1 new nodes from group_rank=0; will restart worker group",
         "node1/agent-replacement.log: worker group successfully finished",
         "node0/agent.log: worker group successfully finished",
     ]
@@ -364,7 +393,7 @@ def test_the_fixed_h100_run_ends_the_survivor_by_its_agent_without_a_dump(tmp_pa
         fault = outcome(tmp_path, killed_at_s=8.0, started_wall=kill - 8.0)
         fault.result = types.SimpleNamespace(run_dir=H100_FIXED, error=None)
         ended = m.survivor_end(fault)
-        assert ended[0] == pytest.approx(end_s, abs=1e-3) and ended[1].startswith("stopped by their agent")
+        assert ended[0] == pytest.approx(end_s, abs=1e-3) and ended[1].startswith(m._AGENT + " began stopping")
     reference = save(tmp_path / "reference.pt", W, 40)
     v = m.recovery_verdict(types.SimpleNamespace(**{**vars(fault), "recovery_s": 13.71}), reference, "a node lost")
     assert v.status == "pass" and v.numbers["slow"] is False and "the first new step came 13.7 s after" in v.text
@@ -389,8 +418,8 @@ def test_the_h100_run_whose_survivor_raised_is_read_as_a_collective_that_lost_it
     kind, _, message = raised.removeprefix("torch.distributed.").partition(": ")
     record(run, 15567, 0, kind, message)
     for kill, end_s, how in (
-        (rank_kill, 0.2, "exit code 1: a collective lost its peer (rank 0, rank0.log: DistBackendError)"),
-        (node_kill, 3.6, "stopped"),
+        (rank_kill, 0.2, "the other ranks' agent saw them exit with code 1: a collective lost its peer (rank 0, "),
+        (node_kill, 3.6, "the other ranks' agent began stopping them"),
     ):
         fault = outcome(tmp_path, killed_at_s=8.0, started_wall=kill - 8.0)
         fault.result = types.SimpleNamespace(run_dir=run, error=None)
@@ -400,6 +429,48 @@ def test_the_h100_run_whose_survivor_raised_is_read_as_a_collective_that_lost_it
     for recovery_s, slow in ((18.07, False), (m.SLOW_RECOVERY_S + 0.01, True)):
         v = m.recovery_verdict(types.SimpleNamespace(**{**vars(fault), "recovery_s": recovery_s}), reference, "x")
         assert v.numbers["slow"] is slow
+
+
+H100_1D06 = ROOT / "tests" / "fixtures" / "elastic-h100x1-2026-12-07-1d06a7c"  # the lab at 1d06a7c, with faults.json
+
+
+@pytest.fixture
+def utc(monkeypatch):
+    """The local time zone of the 1d06a7c run (UTC), for its logs' stamps against its recorded kills."""
+    monkeypatch.setenv("TZ", "UTC")
+    time.tzset()
+    yield
+    monkeypatch.undo()
+    time.tzset()
+
+
+def test_the_1d06a7c_logs_are_placed_by_their_c10_stamps_whole_seconds(tmp_path, utc):
+    """Review RR12-1: rank0.log's C++ lines are stamped 0.18 s and 0.24 s before the recorded kills that caused them
+    (c10 writes the monotonic clock's fraction); read to the whole second they come under those kills, and a kill after
+    that second is one they cannot follow. The agents' lines (Python's clock) time the survivors: their agent began
+    stopping them 1.2 s and 3.6 s after the kills (review RR12-4)."""
+    kills = [k["wall"] for k in json.loads((H100_1D06 / "faults.json").read_text())]
+    said = m.agent_lines(H100_1D06, limit=40)
+    node = said.index("after the kill of node 1:")
+    nccl = (
+        "  rank0.log: raised the following async exception: NCCL error: remote process exited or there was a network "
+    )
+    seen = [nccl + "error", "  rank0.log: failure detected by watchdog"]
+    assert said[:3] == ["after the kill of rank 1:", *seen] and said[node + 1 : node + 3] == seen
+    assert "  node1/agent.log: failed (exitcode: -9) local_rank: 0 (pid: 15556)" in said[:node]
+    reference = save(tmp_path / "reference.pt", W, 40)
+    for kill, end_s, first in zip(kills, (1.184, 3.627), (11.89, 13.58), strict=True):
+        fault = outcome(tmp_path, killed_at_s=8.0, started_wall=kill - 8.0, recovery_s=first)
+        fault.result = types.SimpleNamespace(run_dir=H100_1D06, error=None)
+        assert m.survivor_end(fault)[0] == pytest.approx(end_s, abs=1e-3)
+        began = f"({end_s:.1f} s after it, the other ranks' agent began stopping them, once another node's agent waited"
+        assert began in m.recovery_verdict(fault, reference, "x").text
+    second = m.log_wall("1207 23:03:23", kills[0])  # the end of the second rank 0's lines were stamped in
+    run = tmp_path / "run"
+    shutil.copytree(H100_1D06, run)
+    for wall, under in ((second - 0.001, True), (second + 0.001, False)):
+        (run / "faults.json").write_text(json.dumps([{"what": "rank 1", "wall": wall}]))
+        assert (m.agent_lines(run, limit=40)[1:3] == seen) is under
 
 
 def test_the_agents_lines_come_under_the_kill_they_follow(tmp_path):
@@ -454,7 +525,7 @@ def test_an_exit_code_is_called_a_lost_peer_only_where_the_record_says_so(tmp_pa
     """Review RR9-8: exit code 1 is any uncaught exception; the cause comes from the failed process's own record."""
     record(tmp_path, 867, 0, kind, message)
     ended = m.survivor_end(ended_at(tmp_path, ("1207 11:08:06.000000", failed(867))))
-    assert ended[1].startswith("exit code 1: " + cause)
+    assert ended[1].startswith("the other ranks' agent saw them exit with code 1: " + cause)
 
 
 def failed(pid: int | None) -> str:
@@ -469,17 +540,18 @@ def test_an_exit_is_read_from_the_record_of_the_process_the_agent_names(tmp_path
     record(tmp_path, 22, 1, "DistBackendError", "NCCL error: remote process exited")
     (tmp_path / "node1").mkdir()
     (tmp_path / "node1" / "agent.log").write_text(f"E1207 11:08:03.000000 1 api.py:986] {failed(22)}\n")
-    lost = "exit code 1: a collective lost its peer (rank 1, rank1.log: DistBackendError)"
-    assert m.survivor_end(ended_at(tmp_path))[1] == lost
+    lost = "the other ranks' agent saw them exit with code 1: a collective lost its peer (rank 1, rank1.log: Dist"
+    assert m.survivor_end(ended_at(tmp_path))[1] == lost + "BackendError)"
 
     def later(pid):
         return m.survivor_end(ended_at(tmp_path, ("1207 11:08:20.000000", failed(pid)), kill=KILL + 15.0))
 
     assert later(11) == (
         pytest.approx(3.6, abs=1e-3),
-        "exit code 1: an exception (rank 0, rank0.log: RuntimeError: resume failed)",
+        f"{m._AGENT} saw them exit with code 1: an exception (rank 0, rank0.log: RuntimeError: resume failed)",
     )
-    assert later(33)[1] == later(None)[1] == "exit code 1: an exception (no record of it: see the rank logs)"
+    no_record = f"{m._AGENT} saw them exit with code 1: an exception (no record of it: see the rank logs)"
+    assert later(33)[1] == later(None)[1] == no_record
 
 
 @pytest.mark.parametrize("down", [True, False])
@@ -491,8 +563,8 @@ def test_the_watchdogs_sleep_needs_both_of_its_lines(tmp_path, down):
     (tmp_path / "rank0.log").write_text(log)
     ended = m.survivor_end(ended_at(tmp_path, ("1207 11:08:06.000000", "failed (exitcode: -6) local_rank: 0")))
     assert ended[0] == pytest.approx(4.6, abs=1e-3)
-    sleep = " 4.1 s after it saw the error: it sleeps 4 × TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC"
-    assert (sleep in ended[1]) is down and ended[1].startswith("ended by NCCL's watchdog (exit code -6, SIGABRT)")
+    sleep = " about 4 s after it saw the error: it sleeps 4 × TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC"  # 05 − 01 (RR12-1)
+    assert (sleep in ended[1]) is down and ended[1].startswith(f"{m._AGENT} saw NCCL's watchdog end them (exit code -6")
 
 
 def test_a_recovery_whose_weights_differ_fails_and_says_how(tmp_path):
@@ -853,10 +925,13 @@ def test_the_lab_speaks_after_each_quiet_stretch_and_not_before(tmp_path, capsys
         "[rank0]:[E1207 11:08:01.443552792 ProcessGroupNCCL.cpp:612] [Rank 0] Collective raised\n"
         "[rank0]:[E1207 11:08:02.140312237 ProcessGroupNCCL.cpp:1628] [PG ID 0] preparing to dump debug info\n"
     )
-    elastic.read_rank0()
-    clock[0] += lab.SAY_S  # rank 0's newest error line, said once, instead of "still waiting", at its log's time
+    clock[0] += 0.05
+    elastic.read_rank0()  # read 0.05 s after the last "still waiting": the lab's clock, not the C++ stamps (RR12-1)
+    read = clock[0] - 2.0
+    clock[0] += lab.SAY_S  # rank 0's newest error line, said once, instead of "still waiting", when the lab read it
     elastic.tell()
-    assert capsys.readouterr().out == "[rank0, logged 0.1 s after the kill] [PG ID 0] preparing to dump debug info\n"
+    said = f"[rank0, read {read:.2f} s after the kill] [PG ID 0] preparing to dump debug info\n"
+    assert capsys.readouterr().out == said
     with (tmp_path / "rank0.log").open("a") as log:  # review RR9-10: the NCCL error's own words beat later lines
         log.write(
             "[rank0]:[E1207 11:08:03.0 ProcessGroupNCCL.cpp:2] [PG ID 0] Process group watchdog thread terminated "
@@ -866,10 +941,11 @@ def test_the_lab_speaks_after_each_quiet_stretch_and_not_before(tmp_path, capsys
             "[rank0]:[E1207 11:08:03.2 ProcessGroupNCCL.cpp:4] [PG ID 0] First PG on this rank to signal dumping.\n"
         )
     elastic.read_rank0()
+    read = clock[0] - 2.0
     clock[0] += lab.SAY_S
     elastic.tell()
     assert capsys.readouterr().out == (
-        "[rank0, logged 1.1 s after the kill] [Rank 0] raised the following async exception: NCCL error: remote "
+        f"[rank0, read {read:.2f} s after the kill] [Rank 0] raised the following async exception: NCCL error: remote "
         "process exited\n"
     )
     clock[0] += lab.SAY_S
@@ -881,22 +957,43 @@ def test_the_lab_speaks_after_each_quiet_stretch_and_not_before(tmp_path, capsys
     assert capsys.readouterr().out == ""
 
 
-def test_rank_0s_error_line_is_timed_against_the_kill_it_follows(tmp_path):
-    """Review RR11-5: the latest kill at most 1 s after the line's stamp (the log's and the lab's clocks may disagree by
-    a fraction of a second), said as before it past that; before any kill the log's own clock; a bad stamp as it is."""
+def test_rank_0s_error_line_is_timed_by_when_the_lab_read_it(tmp_path):
+    """Review RR12-1: the line's C++ stamp is not read (its fraction is another clock's); the lab's own clock at the
+    read, against the last kill at or before it, else the lab's time."""
     from nvtutorial.chapters.ch09_multinode import lab
 
     spec = types.SimpleNamespace(nnodes=2, nproc=1, world_size=2, backend="gloo", run_dir=tmp_path)
     elastic = lab._Elastic(spec, [], 3.0, show=False)
-    elastic.started_wall = time.mktime((2026, 12, 7, 11, 8, 0, 0, 0, -1))
-    assert elastic.logged("1207 11:08:01.500000") == "logged at 11:08:01.5"  # no kill yet
-    elastic.kill_times = [2.0, 10.0]  # kills at 11:08:02 and 11:08:10
-    assert elastic.logged("1207 11:08:01.500000") == "logged 0.5 s before the kill, by its clock"
-    assert elastic.logged("1207 11:08:00.999999") == "logged at 11:08:00.9"  # over 1 s before: not that kill's
-    assert elastic.logged("1207 11:08:05.000000") == "logged 3.0 s after the kill"  # the first kill's
-    assert elastic.logged("1207 11:08:09.200000") == "logged 0.8 s before the kill, by its clock"  # the second's
-    assert elastic.logged("1207 11:08:12.000000") == "logged 2.0 s after the kill"
-    assert elastic.logged("1399 99:99:99.0") == "logged 1399 99:99:99.0"  # never a crash of the lab
+    assert elastic.read_at(1.5) == "[rank0   1.50 s]"  # no kill yet
+    elastic.kill_times = [2.0, 10.0]
+    assert elastic.read_at(1.99) == "[rank0   1.99 s]"  # before the first kill
+    assert elastic.read_at(2.05) == "[rank0, read 0.05 s after the kill]"
+    assert elastic.read_at(9.99) == "[rank0, read 7.99 s after the kill]"  # still the first kill's
+    assert elastic.read_at(10.0) == "[rank0, read 0.00 s after the kill]"  # the second's
+    (tmp_path / "rank0.log").write_text(
+        "[rank0]:[E1207 23:03:22.525510958 ProcessGroupNCCL.cpp:612] [Rank 0] Collective raised the following async "
+        "exception: NCCL error\n"
+    )
+    elastic.read_rank0()
+    assert elastic.error is not None and elastic.error[1].startswith("[Rank 0] Collective raised")
+    assert elastic.error[0] == pytest.approx(elastic.now(), abs=1.0)  # the lab's clock at the read
+
+
+def test_the_end_line_labels_the_agents_the_lab_killed_or_ended(tmp_path):
+    """Review RR12-4: the lab writes -9 for an agent it killed without reading its code: it says so."""
+    from nvtutorial.chapters.ch09_multinode import lab
+
+    spec = types.SimpleNamespace(nnodes=2, nproc=1, world_size=2, backend="gloo", run_dir=tmp_path)
+    elastic = lab._Elastic(spec, [], 3.0, show=False)
+    codes = {"agent0": 0, "agent1": -9, "agent1-replacement": 0}
+    assert elastic.exits(codes) == "every agent has exited: agent0 0, agent1 -9, agent1-replacement 0"
+    elastic.lost = {"agent1"}
+    killed = "every agent has exited: agent0 0, agent1 -9 (killed by the lab), agent1-replacement 0"
+    assert elastic.exits(codes) == killed
+    elastic.lost, elastic.ended_by_lab = {"agent0"}, {"agent1"}
+    assert elastic.exits({"agent0": -9, "agent1": -15}) == (
+        "every agent has exited: agent0 -9 (killed by the lab), agent1 -15 (ended by the lab)"
+    )
 
 
 def test_the_lab_ends_agents_stranded_by_one_that_failed_unkilled(tmp_path, capsys, monkeypatch):
