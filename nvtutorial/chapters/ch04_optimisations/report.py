@@ -580,10 +580,14 @@ def gap_cause(a: Sequence[float], b: Sequence[float]) -> str:
     chance = 2 / math.comb(len(a) + len(b), len(a))  # of iid repeats: all of one below all of the other
     if apart and chance < DRIFT_CHANCE:
         return (
-            f"drift between the two runs (clock or temperature: their repeats, {min(a):.4g}–{max(a):.4g} and "
-            f"{min(b):.4g}–{max(b):.4g} ms, do not overlap)"
+            f"drift between the two runs (the clock, temperature or the host: not recorded per setting; their "
+            f"repeats, {min(a):.4g}–{max(a):.4g} and {min(b):.4g}–{max(b):.4g} ms, do not overlap)"
         )
-    why = f"noise alone keeps repeats this far apart {chance:.0%} of the time" if apart else "their ranges overlap"
+    why = (
+        f"identical runs' repeats fail to overlap by chance {chance:.0%} of the time"
+        if apart
+        else "their ranges overlap"
+    )
     return f"this machine's noise at {len(a)}+{len(b)} repeats ({why})"
 
 

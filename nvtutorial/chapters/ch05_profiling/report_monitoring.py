@@ -18,7 +18,8 @@ from nvtutorial.results import RunResult
 
 def _around(dmon, start: float, end: float):
     """dmon's lines that may cover part of ``[start, end]``: ``-o T`` stamps drop the fraction of a second, so a
-    line stamped S was printed in ``[S, S + 1)`` and covers the second before that, within ``[S − 1, S + 1)``."""
+    line stamped S was printed in ``[S, S + 1)``; its reading is the driver's short-window sample from shortly before
+    (on one H100, NVML's own reading about 0.7 s after the stamp's second began; review RR15-8), not a 1-s average."""
     return dmon.loc[(dmon["t"] >= start - 1) & (dmon["t"] <= end + 1)]
 
 
@@ -49,7 +50,7 @@ def dmon_against_nvml(nvml, dmon, busy: float = 80.0) -> str | None:
     read = f"{head}dmon's 1-s lines around that span ({stamps}) read {sm.min():.0f}–{sm.max():.0f} %"
     if sm.max() >= busy / 2:
         return read + ": it saw the burst, on a 1-s grid"
-    return read + ": a burst this short falls between or is averaged away in dmon's samples"
+    return read + ": a burst this short can fall between dmon's once-a-second samples"
 
 
 def _clock(t: float) -> str:

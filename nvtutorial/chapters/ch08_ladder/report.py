@@ -25,6 +25,7 @@ from nvtutorial.chapters.ch08_ladder.report_model import (
     Setup,
     activations,
     chunk_rows,
+    freed_grads,
     kept_gathered,
     largest,
     model_state,
@@ -423,11 +424,13 @@ def peak_verdict(result: RunResult) -> Verdict:
 
 
 def peak_parts(result: RunResult, rung: str) -> str:
-    """The estimate's parts next to the measured peak of ``rung`` (its highest rank), and the part the gap lies in:
-    the forward pass (``forward_added`` against activations + parameters kept gathered) or the rest of the peak."""
+    """The estimate's parts next to the measured peak of ``rung`` (its highest rank), and where the gap lies: the
+    forward pass (``forward_added`` against activations + parameters kept gathered), the gradients the estimate
+    holds but the step frees before its forward pass, or the rest of the peak above what that pass started with
+    and added."""
     ms, s, shapes = _setup(result)
     rank = max(range(len(ms)), key=lambda r: ms[r].rung(rung).peak_allocated or 0)
-    g, m, kept = ms[rank].rung(rung), rank_memory(s, rung, rank, shapes), kept_gathered(rung, shapes)
+    g, m = ms[rank].rung(rung), rank_memory(s, rung, rank, shapes)
     state = 0 if m.on_host else m.model_state
     text = (
         f"Its peak, {_mb(g.peak_allocated) or 0:,.0f} MB, against the estimate's {m.device_peak / 1e6:,.0f}: model "
@@ -435,22 +438,39 @@ def peak_parts(result: RunResult, rung: str) -> str:
     )
     if g.forward_added is None or g.peak_allocated is None:
         return text
-    forward, rest = g.forward_added, g.peak_allocated - state - g.forward_added
+    return text + _forward_and_rest(g.peak_allocated - state, g.forward_added, m, kept_gathered(rung, shapes))
+
+
+def _forward_and_rest(above_state: int, forward: int, m: RankMemory, kept: int) -> str:
+    """The peak above model state split into the forward pass and the rest, each against the estimate's part, and
+    where the gap lies (the largest part of it)."""
+    freed = freed_grads(m)
+    rest = above_state + freed - forward
+    gaps = {
+        "the rest, the transient part": rest - (m.transient - kept),
+        "the forward pass": forward - m.activations - kept,
+        "the gradients the estimate holds": -freed,
+    }
+    where = max(gaps, key=lambda k: abs(gaps[k]))
     gathered = f" + {kept / 1e6:,.0f} MB of parameters kept gathered" if kept else ""
-    forward_gap, rest_gap = forward - m.activations - kept, rest - (m.transient - kept)
-    text += (
+    less = ": the transient less the parameters kept gathered" if kept else ""
+    return (
         f" The forward pass added {forward / 1e6:,.0f} MB (estimate {(m.activations + kept) / 1e6:,.0f}: "
-        f"activations{gathered}), the rest of the peak above state and forward was {rest / 1e6:,.0f} MB (estimate "
-        f"{(m.transient - kept) / 1e6:,.0f}): the gap lies in "
-        + ("the forward pass." if abs(forward_gap) > abs(rest_gap) else "the rest, the transient part.")
+        f"activations{gathered}){_rest_words(freed)} {rest / 1e6:,.0f} MB (estimate "
+        f"{(m.transient - kept) / 1e6:,.0f}{less}): the gap lies in {where}."
     )
-    if rest < 0:
-        text += (
-            " A rest below zero means the model state was not all held at the end of the forward pass (the step"
-            " frees the gradients before it, zero_grad(set_to_none=True)), while the estimate adds the transient to"
-            " all of it."
-        )
-    return text
+
+
+def _rest_words(freed: int) -> str:
+    """What the rest of the peak is taken over: state and forward, or, where the step frees ``freed`` bytes of
+    gradients before its forward pass, what that pass started with (state less them) and added."""
+    if not freed:
+        return ", the rest of the peak above state and forward was"
+    return (
+        f". The estimate holds all {freed / 1e6:,.0f} MB of gradients at the peak, which the step frees"
+        " (zero_grad(set_to_none=True)) before its forward pass; with them out, the rest of the peak above what"
+        " the forward pass started with and added was"
+    )
 
 
 def _small_for_a_gpu(s: Setup) -> bool:

@@ -159,7 +159,8 @@ def rank_frame(result: RunResult):  # -> pandas.DataFrame
 SLACK_S = 1.0
 """How long after its stamp a rank's C++ log line may have been written: its stamp is read to the whole second
 (:data:`_RANK_STAMP`; review RR12-1 found c10's fraction to be the monotonic clock's, which put lines 0.2 s and 0.6 s
-before the kills that caused them). An agent's stamp is Python's ``time.time()``, exact to the millisecond."""
+before the kills that caused them). An agent's stamp is Python's ``time.time()``, exact to the millisecond; ``time()``,
+which c10 takes the second from, reads the kernel's coarse clock, up to a tick (1–10 ms) behind (review RR14-2)."""
 
 
 def agent_lines(run_dir: str | os.PathLike[str], limit: int = 12) -> list[str]:
@@ -316,12 +317,13 @@ def socket_interfaces(log_files: Mapping[int, Path] | Iterable[Path]) -> list[st
 
 def _over(report: nccl_debug.TransportReport, log_files: Mapping[int, Path]) -> str:
     """What NCCL's transport between the emulated nodes is, in words (review RR12-3: a socket's interface is read
-    from NCCL's own line; the kernel delivers packets between two addresses of one machine without a wire)."""
+    from NCCL's own line; review RR14-1: packets to an address of this machine go through its loopback device,
+    whichever interface holds the address)."""
     if report.transport != "NET/Socket":
         return nccl_debug.FAMILIES.get(report.transport or "", "a transport this course does not describe")
     where = socket_interfaces(log_files)
-    over = f"TCP over {', '.join(where)}" if where else "TCP (NCCL's log names no interface)"
-    return f"{over}; both nodes are this machine, so the kernel delivers the packets locally"
+    over = f"TCP to the address of {', '.join(where)}" if where else "TCP (NCCL's log names no interface)"
+    return f"{over}; both nodes are this machine, so the kernel routes the packets through its loopback device"
 
 
 def transport_verdict(result: RunResult, expect_nodes: int) -> Verdict:
@@ -439,7 +441,7 @@ def recovery_verdict(outcome: ElasticOutcome, reference: str | os.PathLike[str],
         f"{slow}{what}: killed after step {outcome.last_step_before_kill}, torchrun started the ranks again, they "
         f"resumed from the checkpoint of step {outcome.resumed_from} ({outcome.steps_lost} steps done again, "
         f"checkpoints every {outcome.every}), the first new step came {outcome.recovery_s:.1f} s after the kill"
-        + (f" ({ended[0]:.1f} s after it, {ended[1]})" if ended else "")
+        + (f" ({ended[0]:.1f} s after the kill, {ended[1]})" if ended else "")
         + "; "
         + (
             "the final weights are those of the uninterrupted run, bit for bit"

@@ -63,6 +63,17 @@ def gpu_calibration(where: Part, calibrate_run: RunResult) -> tuple[RunResult | 
     return found["calibrate"], report.committed_where(found["calibrate"], found["kind"])
 
 
+def compile_widths(where: Part, params: dict[str, Any]) -> tuple[int, ...] | None:
+    """The widths the step part compiles, known before it runs (review RR15-4): this machine's plan where it runs the
+    step on a GPU, else the committed one-GPU run's (:func:`gpu_step`'s); None where there is neither."""
+    from nvtutorial.chapters.ch11_overhead import report
+
+    if where.gpus:
+        return tuple(params["compile_widths"])
+    found = report.committed()
+    return report.params(found["step"]).compile_widths if found else None
+
+
 def gpu_step(where: Part, params: dict[str, Any]) -> tuple[RunResult | None, str]:
     """The step three ways and where it ran: on this GPU, else the committed one-GPU run (the same machine as
     :func:`gpu_calibration`'s); ``(None, why)`` when there is none."""

@@ -153,11 +153,14 @@ class CalibrateRank:
     sides: tuple[Sides, ...] = ()
     """The eager step's two sides at each lesson width (GPU only)."""
     compiled_host_s: float | None = None
-    """Seconds per step of the step compiled with ``mode="reduce-overhead"`` at the floor's tiny width (notebook
-    10's ``tiny``, one sequence), back to back, its fastest repeat, after its warm-up (GPU only): the CPU side of the
-    compiled step, predicted before it runs. Older runs (``reference/h100x1/runs-11``) timed single calls onto an
-    idle GPU instead (the median of five). None on the CPU, where its measurement failed (:attr:`compiled_error`),
-    and in runs before 2026-12-08."""
+    """The CPU side of the step compiled with ``mode="reduce-overhead"``, predicted before it runs: the floor, the
+    fastest of :attr:`compiled_repeats` (GPU only). Where those are empty, an older calibration's: the median of five
+    single calls onto an idle GPU, which on one H100 read about 1.15–1.2× the step's pace back to back (review
+    RR13-1; ``reference/h100x1/runs-11``). None on the CPU, where its measurement failed (:attr:`compiled_error`),
+    and in calibrations made before it was recorded."""
+    compiled_repeats: tuple[float, ...] = ()
+    """Seconds per step of that compiled step at the floor's tiny width (notebook 10's ``tiny``, one sequence), back to
+    back, each repeat as the step part times its runs, after its warm-up; empty in older calibrations (above)."""
     compiled_error: str | None = None
     """Why :attr:`compiled_host_s` is None on a GPU (the exception), when its measurement failed."""
 

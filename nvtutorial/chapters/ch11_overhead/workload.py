@@ -23,6 +23,8 @@ On a GPU each part first warms the GPU up (notebook 10's ``warm_up``).
 
 from __future__ import annotations
 
+import dataclasses
+import gc
 import statistics
 import time
 import warnings
@@ -195,7 +197,7 @@ def calibrate(ctx: runtime.Context, p: Params) -> CalibrateRank:
             step(tokens)
             measured.append(sides("eager", lambda step=step, tokens=tokens: step(tokens), ctx, width, batch))
             _free(ctx)
-    compiled_host, compiled_error = compiled_floor(ctx, p) if ctx.is_gpu else (None, None)
+    compiled, compiled_error = compiled_floor(ctx, p) if ctx.is_gpu else ((), None)
     return CalibrateRank(
         device=_device_name(ctx),
         op=op,
@@ -203,7 +205,8 @@ def calibrate(ctx: runtime.Context, p: Params) -> CalibrateRank:
         doubling=points,
         allreduce=reduce_points,
         sides=tuple(measured),
-        compiled_host_s=compiled_host,
+        compiled_host_s=min(compiled) if compiled else None,
+        compiled_repeats=compiled,
         compiled_error=compiled_error,
     )
 
@@ -213,13 +216,14 @@ COMPILED_WARMUP = 10
 tiny step takes about a millisecond: ten cost nothing beside the compile)."""
 
 
-def compiled_floor(ctx: runtime.Context, p: Params) -> tuple[float | None, str | None]:
-    """Seconds per step of the step compiled with ``mode="reduce-overhead"`` (``dynamic=False``) at notebook 10's tiny
-    width (the same blocks, heads and calls; one sequence), timed as the step part times its runs (:func:`_repeats`,
-    the fastest repeat) after :data:`COMPILED_WARMUP` steps: a tiny step's GPU work is shorter than its issuing, so
-    this is the CPU's rate, the compiled step's floor, measured before the step part runs (a tiny model compiles in
-    seconds). Not one call onto an idle GPU: on the H100 that read 1.87 ms where the run's steps took 1.33 ms back to
-    back (one H100, commit 1d06a7c). ``(None, why)`` where it fails: the rest of the calibration stands without it."""
+def compiled_floor(ctx: runtime.Context, p: Params) -> tuple[tuple[float, ...], str | None]:
+    """The repeats (seconds per step) of the step compiled with ``mode="reduce-overhead"`` (``dynamic=False``) at
+    notebook 10's tiny width (the same blocks, heads and calls; one sequence), timed as the step part times its runs
+    by default (:func:`_repeats` with :data:`FLOOR_TIMING`) after :data:`COMPILED_WARMUP` steps: a tiny step's GPU
+    work is shorter than its issuing, so its fastest repeat is the CPU's rate, the compiled step's floor, measured
+    before the step part runs (a tiny model compiles in seconds). Not one call onto an idle GPU: on one H100
+    (1d06a7c) that read 1.87 ms where the run's steps took 1.33 ms back to back (review RR13-1). ``((), why)`` where
+    it fails: the rest of the calibration stands without it."""
     from nvtutorial.chapters.ch10_cost_model.lessons.calibrate import tiny
     from nvtutorial.chapters.ch11_overhead.lessons.overhead import build, compiled_step
 
@@ -228,15 +232,18 @@ def compiled_floor(ctx: runtime.Context, p: Params) -> tuple[float | None, str |
             warnings.filterwarnings("ignore", message=".*TensorFloat32 tensor cores.*")  # as the step part: fp32 kept
             return _compiled_host(ctx, p, compiled_step(*build(tiny(_config(p, p.widths[0])), ctx.device, p.seed)))
     except Exception as exc:  # noqa: BLE001 - a failed compile must not cost the calibration: say why instead
-        return None, f"{type(exc).__name__}: {exc}"[:500]
+        return (), f"{type(exc).__name__}: {exc}"[:500]
     finally:
         _free(ctx)
 
 
-def _compiled_host(ctx: runtime.Context, p: Params, step) -> tuple[float, None]:
-    """The compiled tiny step's fastest repeat after :data:`COMPILED_WARMUP` calls (:func:`compiled_floor`)."""
-    import gc
+FLOOR_TIMING = {"steps": Params.steps, "repeats": Params.repeats}
+"""The floor's repeats: the step part's own by default (the calibration's ``steps`` and ``repeats`` time the doubling
+sweep, fewer; review RR15-3)."""
 
+
+def _compiled_host(ctx: runtime.Context, p: Params, step) -> tuple[tuple[float, ...], None]:
+    """The compiled tiny step's repeats after :data:`COMPILED_WARMUP` calls (:func:`compiled_floor`)."""
     from nvtutorial.chapters.ch10_cost_model.lessons.calibrate import tiny, warm_up
 
     tokens = _tokens(p, tiny(_config(p, p.widths[0])), 1, 0, ctx.device)
@@ -244,12 +251,10 @@ def _compiled_host(ctx: runtime.Context, p: Params, step) -> tuple[float, None]:
         step(tokens)
     gc.collect()  # the compile's garbage, collected now rather than inside a timed step
     warm_up(ctx.device)  # seconds of compiling: the idle GPU may have lowered its clock
-    return min(_repeats(lambda: step(tokens), p, ctx)[0]), None
+    return _repeats(lambda: step(tokens), dataclasses.replace(p, **FLOOR_TIMING), ctx)[0], None
 
 
 def _free(ctx: runtime.Context) -> None:
-    import gc
-
     import torch
 
     gc.collect()
@@ -308,6 +313,7 @@ def one_width(ctx: runtime.Context, p: Params, width: int, batch: int, variants:
         loss_diff = max(abs(a - b) / abs(b) for a, b in zip(losses, ref_losses, strict=True))
         weight_diff = float((weights - ref_weights).norm() / ref_weights.norm())
         tokens = batches[0]
+        gc.collect()  # each way starts its timing from the same state as the compiled floor (review RR15-3)
         two_sides = sides(variant, lambda step=step, tokens=tokens: step(tokens), ctx, width, batch)
         reps, clock = _repeats(lambda step=step, tokens=tokens: step(tokens), p, ctx)
         runs.append(

@@ -710,10 +710,18 @@ def test_c9_the_attention_block_is_slower_only_with_another_kernel(off_ms, off_o
 @pytest.mark.parametrize(
     "a, b, text",
     [
-        ([1.0, 1.1, 1.0, 1.1], [1.2, 1.3, 1.2, 1.3], "drift between the two runs (clock or temperature: their repeats"),
+        (
+            [1.0, 1.1, 1.0, 1.1],
+            [1.2, 1.3, 1.2, 1.3],
+            "drift between the two runs (the clock, temperature or the host: not recorded per setting; their repeats",
+        ),
         ([1.0, 1.1, 1.0, 1.1], [0.8, 0.9, 0.8, 0.9], "drift between the two runs"),  # either way round
         ([1.0, 1.1, 1.0, 1.1], [1.1, 1.3, 1.2, 1.3], "noise at 4+4 repeats (their ranges overlap)"),
-        ([1.0, 1.1, 1.0], [1.2, 1.3, 1.2, 1.3], "noise at 3+4 repeats (noise alone keeps repeats this far apart 6%"),
+        (
+            [1.0, 1.1, 1.0],
+            [1.2, 1.3, 1.2, 1.3],
+            "noise at 3+4 repeats (identical runs' repeats fail to overlap by chance 6%",
+        ),
     ],
 )
 def test_gap_cause_is_drift_only_where_the_repeats_do_not_overlap(a, b, text):
@@ -931,7 +939,8 @@ def test_c9_the_same_cudnn_kernel_is_never_slower():
     assert v.numbers["attention_aa_gap"] == pytest.approx(0.0345, abs=5e-4) and "slower" not in v.text
     assert (
         f"on {kernel} (the same kernel): 6.924 → 7.163 ms, a gap of 3.5% between two runs of the same kernel, drift "
-        "between the two runs (clock or temperature: their repeats, 6.746–6.976 and 7.086–7.248 ms, do not overlap)"
+        "between the two runs (the clock, temperature or the host: not recorded per setting; their repeats, "
+        "6.746–6.976 and 7.086–7.248 ms, do not overlap)"
     ) in v.text
     assert "the 0.1% gap is this machine's noise at 10+10 repeats (their ranges overlap)" in v.text
     reference = o.verdict_c9(REF["attention"])  # medians only: nothing compared

@@ -434,8 +434,10 @@ def test_the_committed_run_of_the_old_plan_sent_one_and_a_half_times_the_bytes()
 def test_the_transient_estimate_was_checked_only_in_a_world_of_one():
     """The only GPU peaks committed: one H200, a world of one, lesson sizes; DDP's peak was 0.5 % above the model's
     estimate, ZeRO-3 + checkpointing's 20 % below (RR13-10). Even in a world of one the forward pass added the root's
-    parameters, kept gathered, to the activations, as the model says; the gap is in the rest of the peak, which was
-    below model state + forward. The notebook reports it as information: no two-rank GPU peak yet."""
+    parameters, kept gathered, to the activations, as the model says. ZeRO-3's step frees its 2,152 MB of gradients
+    before the forward pass, which the estimate holds at the peak: most of the 2,521 MB gap (RR15-5); the rest over
+    what the forward pass started with is 2,047 MB against 2,416. DDP's gradients, views of its buckets, persist: its
+    rest is over all of the state. The notebook reports it as information: no two-rank GPU peak yet."""
     one = _committed_ladder("ladder-20261201-090824-75a961")
     assert one.env.world_size == 1 and one.env.is_gpu
     verdict = ladder.peak_verdict(one)
@@ -443,9 +445,16 @@ def test_the_transient_estimate_was_checked_only_in_a_world_of_one():
     assert verdict.numbers["gap"] == pytest.approx({"ddp": 0.0046, "fsdp_checkpointing": -0.2027}, abs=1e-4)
     assert "12,438: model state 8,608 + activations 873 + transient 2,957" in verdict.text
     assert "added 1,414 MB (estimate 1,414: activations + 541 MB of parameters kept gathered)" in verdict.text
-    assert "was -105 MB (estimate 2,416): the gap lies in the rest" in verdict.text and "below zero" in verdict.text
-    ddp = ladder.peak_parts(one, "ddp")  # the rest above zero: 1,141 MB against 1,074
-    assert "was 1,141 MB (estimate 1,074): the gap lies in the rest" in ddp and "below zero" not in ddp
+    assert (
+        "The estimate holds all 2,152 MB of gradients at the peak, which the step frees (zero_grad(set_to_none=True))"
+        " before its forward pass; with them out, the rest of the peak above what the forward pass started with and"
+        " added was 2,047 MB (estimate 2,416: the transient less the parameters kept gathered): the gap lies in the"
+        " gradients the estimate holds." in verdict.text
+    )
+    assert "the transient part" not in verdict.text and "-105" not in verdict.text
+    ddp = ladder.peak_parts(one, "ddp")  # the gradients persist: the rest over all of the state, 1,141 MB against 1,074
+    assert "the rest of the peak above state and forward was 1,141 MB (estimate 1,074): the gap lies in the rest" in ddp
+    assert "gradients" not in ddp
     assert ladder.memory_verdict(one).status == "pass"
 
 
@@ -1082,8 +1091,38 @@ def test_the_peak_verdict():
     assert "the gap lies in the forward pass" in parts and "kept gathered" not in parts
     off["forward_added"] = m.activations + 499  # the other side: 501 bytes more in the rest
     assert "the gap lies in the rest" in L.peak_parts(small_result(rungs=("zero1",), zero1=off), "zero1")
+    assert "gradients" not in parts  # ZeRO-1's gradients persist: the rest is taken over all of the state
     assert L._small_for_a_gpu(S) and not L._small_for_a_gpu(M.Setup(32000, 2048, 4096, 32, 24, 4, 8))
     assert "peak gap" in L.memory_check_table(small_result(rungs=("ddp", "zero1"), **peaks))
+
+
+def test_the_peak_parts_take_out_the_gradients_the_step_frees():
+    """RR15-5: ZeRO-3's step frees its gradients before the forward pass that ``forward_added`` measures, so the rest
+    is over the state less them; where the peak holds them all, the gap lies in the rest, else in the gradients."""
+    m = M.rank_memory(S, "fsdp_zero3", 0)
+    kept = M.kept_gathered("fsdp_zero3", SHAPES)
+    forward = m.activations + kept
+    held_all = {"peak_allocated": m.device_peak + 1000, "forward_added": forward, "allocated_after_step": 1}
+    parts = L.peak_parts(small_result(rungs=("fsdp_zero3",), fsdp_zero3=held_all), "fsdp_zero3")
+    assert "which the step frees (zero_grad(set_to_none=True)) before its forward pass; with them out" in parts
+    assert "the gap lies in the rest" in parts  # the gradients back by the peak: 1000 bytes more than all of them
+    freed = {**held_all, "peak_allocated": m.device_peak - m.grads + 10}  # the gradients absent, 10 bytes more
+    parts = L.peak_parts(small_result(rungs=("fsdp_zero3",), fsdp_zero3=freed), "fsdp_zero3")
+    assert "the gap lies in the gradients the estimate holds." in parts
+
+
+def test_only_ddp_buckets_keep_the_gradients_through_zero_grad():
+    """The gradients the step frees before its forward pass: all of them, except where they are views of DDP's
+    buckets (the rungs that pass ``gradient_as_bucket_view=True``) or live on the host."""
+    import inspect
+
+    from nvtutorial.chapters.ch08_ladder.lessons import rungs
+
+    for rung in M.RUNGS:
+        bucket_views = "gradient_as_bucket_view=True" in inspect.getsource(rungs.RUNGS[rung])
+        assert (rung in M.GRADS_PERSIST) == bucket_views
+        m, kept = M.rank_memory(S, rung, 0), bucket_views or rung == "fsdp_offload"
+        assert M.freed_grads(m) == (0 if kept else m.grads) and m.grads > 0
 
 
 def test_the_bytes_verdict_compares_the_recorded_with_the_model():

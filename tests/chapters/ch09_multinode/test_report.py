@@ -192,8 +192,9 @@ def test_the_transport_verdict_without_nccl_lines_or_over_p2p(tmp_path):
 
 
 def test_the_transport_verdict_names_the_interface_nccl_said(tmp_path):
-    """Review RR12-3: the interface from NCCL's "NET/Socket : Using" line (the 1d06a7c boundary run's), never
-    "loopback", and "NET/Socket" said once; without that line no interface is named; over NET/IB, its own words."""
+    """Review RR12-3: the interface from NCCL's "NET/Socket : Using" line (the 1d06a7c boundary run's), the packets
+    through the loopback device whichever address (RR14-1), and "NET/Socket" said once; without that line no
+    interface is named; over NET/IB, its own words."""
     result = _h200_result(BOUNDARY[0])
     plain = m.transport_verdict(result, 2).text
     using = "vm:15462:15462 [0] NCCL INFO NET/Socket : Using [0]eth0:192.0.2.2<0>\n"
@@ -201,10 +202,10 @@ def test_the_transport_verdict_names_the_interface_nccl_said(tmp_path):
         (tmp_path / f"rank{r}.log").write_text(using + (BOUNDARY[0] / f"rank{r}.log.nccl.txt").read_text())
     result.log_files = {r: tmp_path / f"rank{r}.log" for r in (0, 1)}
     v = m.transport_verdict(result, 2)
-    local = "; both nodes are this machine, so the kernel delivers the packets locally"
-    assert v.status == "pass" and v.text.endswith(f"via NET/Socket: TCP over eth0 (192.0.2.2){local}")
+    local = "; both nodes are this machine, so the kernel routes the packets through its loopback device"
+    assert v.status == "pass" and v.text.endswith(f"via NET/Socket: TCP to the address of eth0 (192.0.2.2){local}")
     assert plain.endswith(f"via NET/Socket: TCP (NCCL's log names no interface){local}")
-    assert "loopback" not in plain + v.text and "NET/Socket: NET/Socket" not in plain + v.text
+    assert "NET/Socket: NET/Socket" not in plain + v.text
     two = "NCCL INFO NET/Socket : Using [0]ib0:10.0.0.1<0> [1]eth1:fe80::1%eth1<0>\n"
     (tmp_path / "two.log").write_text(two + two)
     assert m.socket_interfaces([tmp_path / "two.log", tmp_path / "gone.log"]) == [
@@ -355,7 +356,7 @@ def test_the_h100_stall_is_read_from_its_logs_and_called_slow(tmp_path):
         v = m.recovery_verdict(types.SimpleNamespace(**{**vars(rank), "recovery_s": recovery_s}), reference, "x")
         assert v.status == "pass" and v.numbers["slow"] is slow and v.text.startswith("SLOW, over 30 s: ") is slow
         assert v.numbers["survivor_end_s"] == pytest.approx(61.178, abs=1e-3)
-        assert "(61.2 s after it, the other ranks' agent saw NCCL's watchdog end them (exit code -6" in v.text
+        assert "(61.2 s after the kill, the other ranks' agent saw NCCL's watchdog end them (exit code -6" in v.text
     assert "the other ranks' agent" not in m.recovery_verdict(outcome(tmp_path), reference, "x").text
 
 
@@ -463,7 +464,7 @@ def test_the_1d06a7c_logs_are_placed_by_their_c10_stamps_whole_seconds(tmp_path,
         fault = outcome(tmp_path, killed_at_s=8.0, started_wall=kill - 8.0, recovery_s=first)
         fault.result = types.SimpleNamespace(run_dir=H100_1D06, error=None)
         assert m.survivor_end(fault)[0] == pytest.approx(end_s, abs=1e-3)
-        began = f"({end_s:.1f} s after it, the other ranks' agent began stopping them, once another node's agent waited"
+        began = f"({end_s:.1f} s after the kill, the other ranks' agent began stopping them, once another node's agent"
         assert began in m.recovery_verdict(fault, reference, "x").text
     second = m.log_wall("1207 23:03:23", kills[0])  # the end of the second rank 0's lines were stamped in
     run = tmp_path / "run"

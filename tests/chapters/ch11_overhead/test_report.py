@@ -51,6 +51,7 @@ def calibration(
     eager_gpu: float | None = None,
     compiled_host_s: float | None = None,
     compiled_error: str | None = None,
+    compiled_repeats: tuple[float, ...] = (),
 ) -> schema.CalibrateRank:
     return schema.CalibrateRank(
         device="NVIDIA H200" if graph else "CPU",
@@ -60,6 +61,7 @@ def calibration(
         allreduce=tuple(allreduce),
         sides=tuple(sides),
         compiled_host_s=compiled_host_s,
+        compiled_repeats=compiled_repeats,
         compiled_error=compiled_error,
     )
 
@@ -468,7 +470,15 @@ def test_a_run_with_no_prediction_is_named_and_fails_the_target_unless_the_calib
     ]
     assert "reduce-overhead at width 256 not predicted, ran 1.4 ms" in v.text and "was not recorded" in v.text
     nothing = report.model_verdict(report.step_rows(STEP, []), GPU)
-    assert nothing.status == "fail" and "no GPU side measured" in nothing.text
+    assert nothing.status == "fail" and "because the calibration measured no GPU side at its width" in nothing.text
+    # review RR15-4: a compiled run at a width the predictions were not made for, with the floor measured
+    planned = report.step_rows(STEP, report.predictions(calibration(SIDES, **NEW), compile_widths=(256,)))
+    said = report.model_verdict(planned, GPU, report.unpredicted_why(calibration(SIDES, **NEW))).text
+    assert said.startswith(
+        "Not predicted before the run: reduce-overhead at width 1024, because its width was not among the compile "
+        "widths the predictions were made for;"
+    )
+    assert "no GPU side" not in said
     assert "median_abs_error" not in nothing.numbers
     passing = report.step_rows(STEP, report.predictions(calibration(SIDES, **NEW)))
     assert report.model_verdict(passing, GPU, older="Older.").status == "pass"  # older only turns a fail to info
@@ -588,8 +598,8 @@ def test_the_speedup_predictions_are_graded_against_the_run():
         "GPU side (0.7 ms)" in grades["11.speedup graph, small"].text
     )
     assert (
-        "it left a CPU side of 1.35 ms for one call onto an idle GPU (back to back its steps took 1.4 ms) over 150 "
-        "launches (guards, CUDA Graph Trees' bookkeeping, the eager Adam), above its GPU side of 0.45 ms: still "
+        "it left a CPU side over 150 launches (guards, CUDA Graph Trees' bookkeeping, the eager Adam): 1.35 ms for "
+        "one call onto an idle GPU, 1.4 ms per step back to back, above its GPU side of 0.45 ms: still "
         "overhead-bound, short of the 7.3× its GPU side alone would give" in grades["11.speedup compiled, small"].text
     )
     # review RR7-6: here the graph's GPU side did not shrink, so there was nothing left to gain
@@ -609,7 +619,7 @@ def test_the_speedup_predictions_are_graded_against_the_run():
     )
     cpu_bound_graph = [dict(rows[0]), dict(rows[1], side="CPU", cpu_s=1e-3, launches=2)]
     said = report.grade_speedups({"graph, small": 4.4}, cpu_bound_graph, GPU)[0].text
-    assert "took 0.75 ms) over 2 launches, above" in said and "guards" not in said
+    assert "left a CPU side over 2 launches: 1 ms for one call" in said and "guards" not in said
 
 
 # --------------------------------------------------------------------------------------------------- the all-reduce
@@ -1008,7 +1018,7 @@ def test_a_failed_compiled_floor_is_recorded_as_none_and_why_not_raised(runs_dir
 
     monkeypatch.setattr(overhead, "compiled_step", broken)
     ctx = runtime.Context(0, 0, 1, "gloo", torch.device("cpu"), runs_dir)
-    assert workload.compiled_floor(ctx, schema.Params()) == (None, "RuntimeError: no compiler here")
+    assert workload.compiled_floor(ctx, schema.Params()) == ((), "RuntimeError: no compiler here")
 
 
 @pytest.mark.parametrize("found, expected", [((None, None, None), None), ((2e-6, None, 1e-6), 1.5e-6)])
@@ -1109,19 +1119,44 @@ def test_the_compiled_floors_warning_filter_does_not_outlive_it(runs_dir, monkey
     assert warnings.filters == before
 
 
-def test_the_compiled_floor_is_timed_as_the_run_is_its_fastest_repeat(runs_dir, monkeypatch):
-    """The floor is the run's measurement on the tiny step (back-to-back repeats, the fastest), after the warm-up
-    steps: on one H100 a median of single calls onto an idle GPU read 1.87 ms where the run's steps took 1.33 ms."""
+def test_the_compiled_floor_is_timed_as_the_step_part_times_its_runs_by_default(runs_dir, monkeypatch):
+    """Review RR13-1, RR15-3: the floor is the step part's measurement on the tiny step (its default steps and repeats
+    back to back, not the calibration's), after the warm-up steps and a collection; its repeats are recorded, the
+    fastest is the floor. On one H100 a median of single calls onto an idle GPU read 1.87 ms where the run's steps
+    took 1.33 ms."""
     import torch
 
     from nvtutorial import runtime
     from nvtutorial.chapters.ch11_overhead import workload
 
-    calls = []
-    monkeypatch.setattr(workload, "_repeats", lambda op, p, ctx: (op(), ((2.0e-3, 1.3e-3, 1.9e-3), None))[1])
+    calls, timed, collected = [], [], []
+    monkeypatch.setattr(workload.gc, "collect", lambda: collected.append(len(calls)))
+
+    def repeats(op, p, ctx):
+        op()
+        timed.append((p.steps, p.repeats))
+        return (2.0e-3, 1.3e-3, 1.9e-3), None
+
+    monkeypatch.setattr(workload, "_repeats", repeats)
     ctx = runtime.Context(0, 0, 1, "gloo", torch.device("cpu"), runs_dir)
-    assert workload._compiled_host(ctx, schema.Params(), lambda tokens: calls.append(tokens.shape)) == (1.3e-3, None)
+    calibrate = schema.Params(part="calibrate", steps=5, repeats=3)
+    got = workload._compiled_host(ctx, calibrate, lambda tokens: calls.append(tokens.shape))
+    assert got == ((2.0e-3, 1.3e-3, 1.9e-3), None) and timed == [(schema.Params.steps, schema.Params.repeats)]
     assert len(calls) == workload.COMPILED_WARMUP + 1 and {s[0] for s in calls} == {1}  # one sequence
+    assert collected == [workload.COMPILED_WARMUP]  # after the warm-up, before the timing
+    cal = calibration(SIDES, compiled_host_s=min(got[0]), compiled_repeats=got[0])
+    assert report.floor_note(cal) == "" and report.predictions(cal)[2].cpu_s == 1.3e-3
+
+
+def test_an_older_floor_of_single_calls_is_said_so():
+    """Review RR15-1: a calibration whose floor has no repeats timed single calls onto an idle GPU."""
+    old = calibration(SIDES, compiled_host_s=1.066e-3)
+    assert report.floor_note(old).startswith("This calibration timed the compiled floor as single calls")
+    assert report.floor_note(calibration(SIDES)) == ""  # no floor at all: unpredicted_why says why
+    committed = report.committed()
+    if committed:
+        cal = report.typed(committed["calibrate"])
+        assert (report.floor_note(cal) != "") == (not cal.compiled_repeats)
 
 
 def test_the_slower_sides_are_said_apart_gpu_only_cpu_only_and_both():
