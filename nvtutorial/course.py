@@ -15,6 +15,7 @@ import functools
 import os
 import platform
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
 
@@ -207,7 +208,7 @@ class Plan:
 def plan(
     notebook: str,
     profile: str,
-    parts: dict[str, Need | tuple[Need, str]],
+    parts: Mapping[str, Need | tuple[Need, str | None]],
     machine: Machine | None = None,
     no_collective: tuple[str, ...] = (),
 ) -> Plan:

@@ -19,8 +19,10 @@ others=(tests --ignore=tests/notebooks)  # every other test (tests/README.md: wh
 mkdir -p build
 log=build/test-notebooks.log
 t0=$SECONDS
-# pyright (25 s of one core) runs beside the two streams, which leave about a third of the two cores idle
-"$(dirname "$PY")/pyright" > build/pyright.log 2>&1 &
+# pyright (25 s of one core) runs beside the two streams, which leave about a third of the two cores idle: over the
+# package (pyproject.toml), then over the tests (tests/pyrightconfig.json)
+(rc=0; for config in pyproject.toml tests; do "$(dirname "$PY")/pyright" -p "$config" || rc=1; done; exit $rc) \
+    > build/pyright.log 2>&1 &
 pr=$!
 "$PY" -m pytest -ra --durations=15 -p no:cacheprovider "${notebooks[@]}" > "$log" 2>&1 &
 nb=$!

@@ -8,6 +8,7 @@ registry holds together, so a claim cannot lose its decider or its test unnotice
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -27,7 +28,9 @@ def test_the_23_claims_of_the_source_each_once():
 
 def test_a_claim_is_refused_with_an_unknown_status_or_evidence():
     c = claims.claim("C1")
-    fields = dict(id="C0", part=1, source="s", finding="f", status="wrong", evidence="CPU run", notebook="00_welcome")
+    fields: dict[str, Any] = dict(
+        id="C0", part=1, source="s", finding="f", status="wrong", evidence="CPU run", notebook="00_welcome"
+    )
     assert claims.Claim(**fields).status == "wrong"
     with pytest.raises(ValueError, match="is not one of " + ", ".join(CLAIM_STATUSES)):
         claims.Claim(**{**fields, "status": "pass"})

@@ -13,7 +13,12 @@ from tests.helpers.paths import ROOT
 CPU = course.Machine((), 2)
 ONE = course.Machine(("NVIDIA H200",), 16, "2.28.9")
 TWO = course.Machine(("NVIDIA H200", "NVIDIA H200"), 32, "2.28.9")
-PARTS: dict[str, course.Need] = {"roofs": "one GPU", "link": "two GPUs", "hang": "two ranks", "doctor": "CPU"}
+PARTS: dict[str, course.Need | tuple[course.Need, str]] = {
+    "roofs": "one GPU",
+    "link": "two GPUs",
+    "hang": "two ranks",
+    "doctor": "CPU",
+}
 
 
 def _cells(machine, profile="auto"):
@@ -186,15 +191,19 @@ def test_a_part_that_shows_the_saved_runs_says_so_and_not_the_cpu_simulation(mon
 
     from nvtutorial.chapters.ch01_hardware import lab
 
-    assert lab.saved_instead() == lab.SAVED == "the reference 2× H200's saved runs (reference/h200x2/runs)"
-    parts = {"point to point": ("two GPUs", lab.saved_instead())}
+    saved = lab.saved_instead()
+    assert saved == lab.SAVED == "the reference 2× H200's saved runs (reference/h200x2/runs)"
+    assert saved is not None  # (said above) for the type checker
+    parts: dict[str, course.Need | tuple[course.Need, str]] = {"point to point": ("two GPUs", saved)}
     for machine, why in ((CPU, "no GPU visible"), (ONE, "2 ranks need 2 GPUs for NCCL; this machine has 1")):
         p = course.plan("01_hardware", "auto", parts, machine)
         assert p.rows() == [("point to point", f"not run here; shown instead: {lab.SAVED}", "-", p.parts[0].why)]
         assert p.parts[0].why.startswith(why) and not p.parts[0].runs and p.parts[0].profile == "ci"
     assert course.plan("01_hardware", "auto", parts, TWO)["point to point"].where == "2× NVIDIA H200, NCCL 2.28.9"
     monkeypatch.setattr(lab.reference_runs, "available", lambda: False)
-    assert course.plan("01", "auto", {"p": ("two GPUs", lab.saved_instead())}, ONE)["p"].where.startswith("the CPU sim")
+    # saved_instead() is None here: then the part is planned as if nothing were shown instead
+    instead: dict[str, tuple[course.Need, str | None]] = {"p": ("two GPUs", lab.saved_instead())}
+    assert course.plan("01", "auto", instead, ONE)["p"].where.startswith("the CPU sim")
     root = ROOT / "notebooks"
     for notebook, part, lab_module in (
         ("01_hardware", "point to point", "ch.lab"),

@@ -149,7 +149,9 @@ def test_wheel_indexes_exist_for_the_torch_they_are_suggested_for(healthy):
             ("12.6", "12.6"),
             ("12.2", "12.6"),
         ]:
-            index, compat = doctor.wheel_index(driver_cuda, torch_version)
+            found = doctor.wheel_index(driver_cuda, torch_version)
+            assert found is not None, driver_cuda
+            index, compat = found
             assert index == f"cu{want.replace('.', '')}" and index[2:] in {c.replace(".", "") for c in cudas}
             assert compat == (driver_cuda == "12.2")  # 12.6 on a 12.2 driver: minor-version compatibility
         assert doctor.wheel_index("11.7", torch_version) is None

@@ -466,6 +466,7 @@ def test_a_full_disk(tmp_path, monkeypatch):
     write_rank(s, 0, log="OSError: [Errno 28] No space left on device\n")
     write_rank(s, 1)
     message = diagnosis.disk_full(s)
+    assert message is not None
     assert message.startswith(f"the disk holding {s.run_dir} is full (") and "free some space" in message
     write_rank(s, 0, log="fine\n")
     assert diagnosis.disk_full(s) is None

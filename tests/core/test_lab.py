@@ -18,6 +18,7 @@ from tests.helpers.paths import ROOT
 
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 spec = importlib.util.spec_from_file_location("normalize_notebooks", ROOT / "scripts" / "normalize_notebooks.py")
+assert spec is not None
 normalize = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(normalize)
 

@@ -86,5 +86,5 @@ def test_counters_are_read_per_active_link():
             raise FakeNVMLError("not supported")
         return batch(h, fields)
 
-    nvml.nvmlDeviceGetFieldValues = refuse_batches
+    nvml.nvmlDeviceGetFieldValues = refuse_batches  # pyright: ignore[reportAttributeAccessIssue]  # the fake pynvml module
     assert sorted(nvml_mod.nvlink_counters(nvml, 0, links)) == [0, 1, 2]

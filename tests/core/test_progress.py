@@ -51,6 +51,7 @@ def test_phase_change_completes_the_previous_bar_green():
     for e in events("lesson epochs", 10, [2, 5, 8]):  # the workload reports every few epochs: last seen 8/10
         progress.update(e)
     first = progress._bar
+    assert isinstance(first, NotebookBar)
     for e in events("variants", 4, [0, 1]):
         progress.update(e)
     assert drawn(first)[:2] == ("done", "100.0%") and "10/10" in drawn(first)[2]
@@ -59,6 +60,7 @@ def test_phase_change_completes_the_previous_bar_green():
         ("variants", 1, 4, "running"),
     ]
     second = progress._bar
+    assert isinstance(second, NotebookBar)
     progress.close("done")
     assert drawn(second)[:2] == ("done", "100.0%")
     assert "4/4" in drawn(second)[2]  # the text form a viewer without HTML shows
@@ -70,6 +72,7 @@ def test_a_failed_or_interrupted_run_ends_red_and_says_so(outcome):
     for e in events("all-reduce", 50, [1, 2, 3]):
         progress.update(e)
     bar = progress._bar
+    assert isinstance(bar, NotebookBar)
     progress.close(outcome)
     status, width, text = drawn(bar)
     assert (status, width) == (outcome, "6.0%")
@@ -82,6 +85,7 @@ def test_a_failure_after_the_last_step_is_still_red():
     for e in events("traps", 2, [0, 1, 2]):
         progress.update(e)
     bar = progress._bar
+    assert isinstance(bar, NotebookBar)
     progress.close("failed")
     assert drawn(bar)[:2] == ("failed", "100.0%")
     assert 'background: #d32f2f"' in bar.bundle["text/html"]  # red, though full
@@ -152,7 +156,7 @@ def test_extra_values_and_no_run_at_all():
     progress.update({"n": 1, "total": 2, "desc": "sweep", "busbw": 123.456789, "size": 1024})
     assert progress.phases[0].text() == "busbw=123.5, size=1024"
     with pytest.raises(ValueError, match="use done, failed or interrupted"):
-        progress.close("crashed")
+        progress.close("crashed")  # pyright: ignore[reportArgumentType]  # bad input on purpose
 
 
 def test_text_bars_end_with_their_final_count(capsys):

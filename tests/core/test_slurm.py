@@ -341,6 +341,7 @@ def test_a_failed_node_ends_the_job_on_the_other_nodes(jobs):
     """Rank 1's node fails while the other node's torchrun waits for it: --kill-on-bad-exit ends it."""
     info = slurm.follow(jobs["script_fail"], timeout=JOB_TIMEOUT)
     assert info.state == "FAILED" and info.exit_code == 1, info
+    assert info.summary is not None, info
     assert re.search(
         rf"job {info.job_id} FAILED: node \d \(n\d\) exited 1 first; rank 1 exited with code 3", info.summary
     )

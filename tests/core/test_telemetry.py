@@ -27,7 +27,7 @@ def test_sampler_without_nvml_yields_an_empty_frame_with_a_reason(monkeypatch):
     import pynvml
 
     def fail():
-        raise pynvml.NVMLError_LibraryNotFound()
+        raise pynvml.NVMLError_LibraryNotFound()  # pyright: ignore[reportAttributeAccessIssue]  # made at import
 
     monkeypatch.setattr(pynvml, "nvmlInit", fail)
     with telemetry.sample(interval=0.05) as t:

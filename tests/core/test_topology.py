@@ -259,7 +259,7 @@ def test_nvlinks_through_nvswitch_count_like_topo(monkeypatch):
 
 def test_switched_links_without_nvlink_p2p_are_not_counted(monkeypatch):
     nvml = fake_nvml(links=18, switched=True)
-    nvml.nvmlDeviceGetP2PStatus = lambda a, b, index: 5  # not supported: the pair does not reach each other
+    nvml.nvmlDeviceGetP2PStatus = lambda a, b, index: 5  # pyright: ignore[reportAttributeAccessIssue]  # not supported: the pair does not reach each other
     monkeypatch.setitem(sys.modules, "pynvml", nvml)
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     assert nvml_mod.inventory().links_between(0, 1) == 0

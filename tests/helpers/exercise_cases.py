@@ -12,7 +12,7 @@ from nvtutorial.teach import check
 
 def _cases(name: str) -> list[tuple[str, object, str | None]]:
     ex = check.load(name)
-    return [("solution", ex.SOLUTION, None)] + [(key, cand, words) for key, (cand, words) in ex.WRONG.items()]
+    return [("solution", ex.SOLUTION, None), *((key, cand, words) for key, (cand, words) in ex.WRONG.items())]
 
 
 def _load(candidate, entry: str):

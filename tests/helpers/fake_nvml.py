@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import types
+from typing import Any
 
 
 class FakeNVMLError(Exception):
@@ -17,7 +18,7 @@ def fake_nvml(
     ``switched``: the links end at NVSwitches (an HGX board, as on the reference VM), not at the other
     GPU; ``old_pynvml``: an nvidia-ml-py without ``nvmlDeviceGetNvLinkRemotePciInfo_v2`` (as there).
     """
-    m = types.ModuleType("pynvml")
+    m: Any = types.ModuleType("pynvml")  # given pynvml's attributes below, which a bare module does not declare
     m.NVMLError = FakeNVMLError
     m.NVML_NVLINK_MAX_LINKS = 36
     m.NVML_FEATURE_ENABLED = 1

@@ -5,9 +5,10 @@ from __future__ import annotations
 import itertools
 
 from matplotlib.text import Text  # noqa: E402
+from matplotlib.transforms import Bbox
 
 
-def texts(fig) -> list[tuple[str, object]]:
+def texts(fig) -> list[tuple[str, Bbox]]:
     """Every text ``fig`` draws, not empty, with its box on the canvas (tick labels only of ticks in view)."""
     fig.canvas.draw()
     renderer = fig.canvas.get_renderer()

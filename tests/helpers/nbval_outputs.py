@@ -23,6 +23,7 @@ import argparse
 import copy
 import re
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -185,6 +186,12 @@ def notebook_names() -> list[str]:
 # --------------------------------------------------------------------------- a copy executed elsewhere
 class _Cell:
     """What nbval's comparison needs of one of its cells (nbval 0.11: ``IPyNbCell.compare_outputs``)."""
+
+    # IPyNbCell's own functions, called with this stand-in as their ``self``
+    _compare: Callable[..., bool]
+    _sanitize: Callable[..., Any]
+    _format: Callable[..., None]
+    comparison_traceback: list[str]  # set by ``IPyNbCell.compare_outputs`` where the outputs differ
 
     def __init__(self, patterns: list[tuple[str, str]]):
         from nbval.plugin import IPyNbCell, nocolors

@@ -4,6 +4,8 @@ tests."""
 
 from __future__ import annotations
 
+from typing import Literal, cast
+
 from nvtutorial.chapters.ch06_pitfalls import schema
 from tests.helpers.typed_runs import run_of
 
@@ -62,6 +64,7 @@ def old_loader_run(rates0: dict, rates1: dict | None = None, consumes=(1000.0, 1
 
 def training_row(variant: str, capped: bool, outcome: str = "fits", times=None, message=None) -> schema.TrainingRow:
     times = tuple(times) if times else None
+    assert outcome in ("fits", "OOM"), outcome  # a training row's outcomes
     return schema.TrainingRow(
         variant=variant,
         capped=capped,
@@ -113,7 +116,9 @@ def oom_run(
 ):
     """One rank's out-of-memory demo: ``{config: outcome}`` of the fragmentation case, the training rows."""
     frag = tuple(
-        schema.Fragmentation(config=k, outcome=v, message="m2" if v == "OOM" else None)
+        schema.Fragmentation(
+            config=k, outcome=cast(Literal["fits", "OOM", "not measured"], v), message="m2" if v == "OOM" else None
+        )
         for k, v in (fragmentation if fragmentation is not None else {"default": "OOM"}).items()
     )
     oom = schema.Oom(

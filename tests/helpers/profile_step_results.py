@@ -13,7 +13,7 @@ from nvtutorial.chapters.ch05_profiling import report as profiling
 from nvtutorial.chapters.ch05_profiling import schema
 
 
-def split(step=10.0, comm=2.0, exposed=1.0, compute=8.0, link=None, source="gpu", **extra):
+def split(step=10.0, comm=2.0, exposed=1.0, compute=8.0, link=None, source: schema.Source = "gpu", **extra):
     """A rank's split; ``link``: ``(wait, transfer, exposed wait)`` ms where the ranks' traces were paired."""
     paired = None
     if link is not None:

@@ -37,7 +37,7 @@ def _mutmut_hits() -> set[str]:
     if os.environ.get("MUTANT_UNDER_TEST") != "stats":
         return set()
     try:
-        from mutmut.state import state
+        from mutmut.state import state  # pyright: ignore[reportMissingImports]  # mutation runs only (`make mutate`)
     except ImportError:
         return set()
     return set(state()._stats)
@@ -45,7 +45,7 @@ def _mutmut_hits() -> set[str]:
 
 def _record_hits(hits: set[str]) -> None:
     if hits:
-        from mutmut.state import state
+        from mutmut.state import state  # pyright: ignore[reportMissingImports]  # only where hits were recorded
 
         state()._stats |= hits
 
@@ -68,7 +68,9 @@ def _rank_main(
                 **env,
             }
         )
-        dist.set_debug_level_from_env()  # TORCH_DISTRIBUTED_DEBUG is read when torch starts: read it again here
+        # TORCH_DISTRIBUTED_DEBUG is read when torch starts: read it again here (torch.distributed re-exports it from
+        # torch._C without naming it in __all__)
+        dist.set_debug_level_from_env()  # pyright: ignore[reportPrivateImportUsage]
         dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=world)
         try:
             payload = fn(*args)

@@ -8,9 +8,9 @@ import dataclasses
 import json
 import types
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
-from nvtutorial.results import RunResult
+from nvtutorial.results import EnvInfo, RunResult
 
 
 @dataclasses.dataclass
@@ -40,8 +40,14 @@ def run_of(
         returncode=0,
         wall_s=1.0,
         first_output_s=None,
-        env=types.SimpleNamespace(is_gpu=gpu) if gpu is not None else None,  # is_gpu is all the readers ask of it
-        ranks=[json.loads(json.dumps(dataclasses.asdict(r) if dataclasses.is_dataclass(r) else r)) for r in ranks],
+        # is_gpu is all the readers ask of it
+        env=cast(EnvInfo, types.SimpleNamespace(is_gpu=gpu)) if gpu is not None else None,
+        ranks=[
+            json.loads(
+                json.dumps(dataclasses.asdict(r) if dataclasses.is_dataclass(r) and not isinstance(r, type) else r)
+            )
+            for r in ranks
+        ],
         run_dir=Path("run"),
         log_files={},
         log_tail=[],

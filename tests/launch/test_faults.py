@@ -49,6 +49,7 @@ AFTER_FAULT_S = 15.0
 """Every run ends within this long after its fault (a kill, a deadline, a deletion)."""
 
 _spec = importlib.util.spec_from_file_location("fault_table", REPO / "scripts" / "fault_table.py")
+assert _spec is not None
 fault_table = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(fault_table)
 

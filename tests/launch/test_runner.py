@@ -42,6 +42,7 @@ def test_ok_run_returns_typed_result(runs_dir):
     assert len(res.env.device_names) == 2 and all(n.startswith("CPU") for n in res.env.device_names)
     assert "simulation" in res.label
     assert [m["allreduce_sum"] for m in res.ranks] == [3.0, 3.0]
+    assert res.first_output_s is not None
     assert 0 < res.first_output_s < res.wall_s
     assert set(res.log_files) == {0, 1} and all(p.exists() for p in res.log_files.values())
     saved = RunResult.load(res.run_dir / "result.json")
@@ -59,6 +60,7 @@ def test_crash_names_rank_and_exception_quickly(runs_dir):
     elapsed = time.time() - json.loads((err.result.run_dir / "rank1.error.json").read_text())["time"]
     assert err.rank == 1 and err.exc_type == "RuntimeError"
     assert "rank 1 failed: RuntimeError: selftest: rank 1 crashed on purpose" in str(err)
+    assert err.traceback is not None
     assert "Traceback" in err.traceback and "selftest.py" in err.traceback
     assert err.result.returncode != 0
     assert json.loads((err.result.run_dir / "result.json").read_text())["error"]["rank"] == 1
@@ -309,6 +311,7 @@ def test_script_crash_names_rank_and_shows_the_script_traceback(runs_dir):
     err = info.value
     assert err.rank == 1 and err.exc_type == "RuntimeError"
     assert str(err).startswith("rank 1 failed: RuntimeError: subject: rank 1 crashed on purpose")
+    assert err.traceback is not None
     frames = [line for line in err.traceback.splitlines() if line.strip().startswith("File ")]
     assert frames and all("subject.py" in f for f in frames[:2]) and "runpy" not in err.traceback
     assert json.loads((err.result.run_dir / "result.json").read_text())["error"]["rank"] == 1
@@ -511,7 +514,8 @@ def test_folders_of_a_runs_files_are_pruned_as_finished_runs(tmp_path, monkeypat
     (in_use / "run").mkdir()
     (in_use / "run" / "rank0.log").write_text("step 3")
     _age(in_use, quiet + 10)  # older than ckpt by its folder's time ...
-    os.utime(in_use / "run" / "rank0.log", (time.time() - quiet + 5,) * 2)  # ... but a file inside was just written
+    just = time.time() - quiet + 5
+    os.utime(in_use / "run" / "rank0.log", (just, just))  # ... but a file inside was just written
     in_flight = spec_mod.run_folder("selftest")  # the launcher's, no result.json yet
     in_flight.mkdir()
     _age(in_flight, 10 * quiet)

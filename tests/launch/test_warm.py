@@ -17,8 +17,10 @@ import socket
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
+from typing import cast
 
 import psutil
 import pytest
@@ -141,7 +143,8 @@ def test_a_rank_cannot_tell_how_it_was_started(runs_dir):
             f"rank{rank}.torchelastic-error.json"
         )
         seeds = (w.pop("initial_seed"), c.pop("initial_seed"))
-        w.pop("rand"), c.pop("rand")
+        w.pop("rand")
+        c.pop("rand")
         assert w == c, {k: (w[k], c[k]) for k in w if w[k] != c[k]}
         assert w["sum"] == 3.0 and w["main"] == "__main__" and w["store"] == "PrefixStore"
         assert w["debug_level"] == "DebugLevel.DETAIL" and w["threads"] == w["openblas_threads"] == 2
@@ -290,13 +293,14 @@ class _Stubborn:
 )
 def test_closing_escalates_from_waiting_to_terminate_to_kill(ends_on, sent):
     w = warm_mod.WarmInterpreter.__new__(warm_mod.WarmInterpreter)
-    w.sock, w.proc = socket.socket(), _Stubborn(ends_on)
-    w._reader = type("Done", (), {"join": staticmethod(lambda timeout=None: None)})()
+    stubborn = _Stubborn(ends_on)
+    w.sock, w.proc = socket.socket(), cast(subprocess.Popen, stubborn)
+    w._reader = cast(threading.Thread, type("Done", (), {"join": staticmethod(lambda timeout=None: None)})())
     w.proc.stderr = None
     if ends_on == "itself":  # it ends on its own within the first wait
         w.proc.returncode = 0
     w.close()
-    assert w.proc.sent == sent
+    assert stubborn.sent == sent
 
 
 def test_ranks_cells_run_on_warm_ranks():

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any, cast
 
 import psutil
 import pytest
@@ -253,7 +254,7 @@ def test_a_node_kill_is_timed_when_the_signals_are_sent_and_replaced_at_once(tmp
     from types import SimpleNamespace
 
     monkeypatch.setattr(recovery.psutil, "wait_procs", lambda procs, timeout=None: time.sleep(1.5))
-    spec = SimpleNamespace(nnodes=2, backend="gloo", run_dir=tmp_path)
+    spec = cast(launch.LaunchSpec, SimpleNamespace(nnodes=2, backend="gloo", run_dir=tmp_path))  # what _Elastic reads
     lab = recovery._Elastic(spec, [recovery.Fault("node", 5, target=1, replace_after_s=0.0)], 3.0, show=False)
     agent = subprocess.Popen(
         [
@@ -287,7 +288,7 @@ def test_a_node_kill_is_timed_when_the_signals_are_sent_and_replaced_at_once(tmp
 def test_the_label_counts_each_gpu_once_and_says_it_is_shared():
     from nvtutorial.results import EnvInfo
 
-    base = dict(
+    base: dict[str, Any] = dict(
         host="h",
         backend="nccl",
         world_size=2,

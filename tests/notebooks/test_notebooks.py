@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ast
 import re
+from typing import cast
 
 import nbformat
 import pytest
@@ -199,17 +200,17 @@ def test_the_output_comparison_fails_on_a_flipped_verdict_and_a_vanished_line():
         c for c in committed.cells if "C21" in "".join(o.get("data", {}).get("text/plain", "") for o in c.outputs)
     )
     text = cell.outputs[0].data["text/plain"]
-    other_numbers = nbformat.from_dict(committed)
+    other_numbers = cast(nbformat.NotebookNode, nbformat.from_dict(committed))
     renumbered = next(c for c in other_numbers.cells if c.source == cell.source)
     renumbered.outputs[0].data["text/plain"] = text.replace("N", "7")  # other numbers: still the same conclusion
     renumbered.outputs[0].data["text/markdown"] = cell.outputs[0].data["text/markdown"].replace("N", "12.5")
     assert nbval_outputs.compare_executed(name, other_numbers) == []
-    flipped = nbformat.from_dict(committed)
+    flipped = cast(nbformat.NotebookNode, nbformat.from_dict(committed))
     target = next(c for c in flipped.cells if c.source == cell.source)
     target.outputs[0].data["text/plain"] = text.replace("C21 · partly", "C21 · holds")
     (problem,) = nbval_outputs.compare_executed(name, flipped)
     assert "C21 · holds" in problem and "C21 · partly" in problem
-    vanished = nbformat.from_dict(committed)
+    vanished = cast(nbformat.NotebookNode, nbformat.from_dict(committed))
     streams = next(c for c in vanished.cells if any(o.output_type == "stream" for o in c.outputs))
     streams.outputs = [o for o in streams.outputs if o.output_type != "stream"]
     assert len(nbval_outputs.compare_executed(name, vanished)) == 1

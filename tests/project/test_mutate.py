@@ -16,6 +16,7 @@ SCRIPTS = ROOT / "scripts"
 
 def _module(name: str):
     spec = importlib.util.spec_from_file_location(name, SCRIPTS / f"{name}.py")
+    assert spec is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     spec.loader.exec_module(module)

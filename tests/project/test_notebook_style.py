@@ -107,6 +107,7 @@ def cell_violations(tree: ast.Module, bound: dict[str, str]) -> list[str]:
             value = node.value
         files = [name for v in values(value) if (name := chapter_file(v, bound))] if value is not None else []
         if files:
+            assert isinstance(node, ast.stmt | ast.expr)  # an assignment: only those have a value
             out.append(
                 f"line {node.lineno}: `{ast.unparse(node)}` re-aliases {', '.join(files)}: write those where used"
             )

@@ -53,7 +53,7 @@ save_metrics(
         "initial_seed": torch.initial_seed(),
         "sum": x.item(),
         "store": type(dist.distributed_c10d._get_default_store()).__name__,
-        "debug_level": str(dist.get_debug_level()),
+        "debug_level": str(dist.get_debug_level()),  # pyright: ignore[reportPrivateImportUsage] - public, not re-exported
         "stdout_tty": sys.stdout.isatty(),
     }
 )

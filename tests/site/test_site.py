@@ -10,6 +10,7 @@ import re
 import shutil
 import sys
 from pathlib import Path
+from typing import cast
 
 import nbformat
 import pytest
@@ -23,6 +24,7 @@ BUILT = ROOT / "build" / "site"
 def load(name: str):
     """A script of ``site/`` (a folder, not a package: ``site`` is also a standard module)."""
     spec = importlib.util.spec_from_file_location(f"site_{name}", ROOT / "site" / f"{name}.py")
+    assert spec is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # dataclasses look their module up there
     spec.loader.exec_module(module)
@@ -189,7 +191,7 @@ def test_a_gpu_copy_of_the_current_text_is_shown_instead_of_a_cpu_run(tmp_path, 
     gpu = nbformat.read(ROOT / "reference" / "h200x2" / "00_welcome.ipynb", as_version=4)
     plain = tmp_path / "notebooks"
     plain.mkdir()
-    text = nbformat.from_dict(gpu)
+    text = cast(nbformat.NotebookNode, nbformat.from_dict(gpu))
     text.cells = [c for c in text.cells if "injected-parameters" not in c.metadata.get("tags", [])]
     for c in text.cells:
         if c.cell_type == "code":

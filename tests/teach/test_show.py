@@ -76,7 +76,7 @@ def test_grade_number():
     assert predict.grade_number("busbw", 200, 340, unit="GB/s", where="", explanation="").status == "close"
     assert predict.grade_number("busbw", None, 340, unit="GB/s", where="", explanation="x").status == "no answer"
     with pytest.raises(predict.PredictionError, match="number"):
-        predict.grade_number("busbw", "fast", 340, unit="GB/s", where="", explanation="")
+        predict.grade_number("busbw", "fast", 340, unit="GB/s", where="", explanation="")  # pyright: ignore[reportArgumentType]  # bad input on purpose
     beyond = predict.grade_number("busbw", 900, 340, unit="GB/s", where="", explanation="", limit=450)
     assert "450" in beyond.text
 

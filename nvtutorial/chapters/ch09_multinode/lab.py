@@ -66,6 +66,7 @@ from nvtutorial.chapters.ch09_multinode.lab_narration import (
 )
 from nvtutorial.chapters.ch09_multinode.lab_outcome import ElasticOutcome as ElasticOutcome
 from nvtutorial.chapters.ch09_multinode.lab_outcome import Fault as Fault
+from nvtutorial.chapters.ch09_multinode.lab_outcome import rank0_log as rank0_log
 from nvtutorial.chapters.ch09_multinode.lab_outcome import reference_checkpoint as reference_checkpoint
 from nvtutorial.launch import tree as process_tree
 from nvtutorial.launch import warm

@@ -171,6 +171,12 @@ class ElasticOutcome:
         return sorted(rows, key=lambda r: r["t_s"])
 
 
+def rank0_log(run: ElasticOutcome | RunResult) -> Path:
+    """Rank 0's log of a run of the lesson (every attempt's lines, in order)."""
+    result = run.result if isinstance(run, ElasticOutcome) else run
+    return Path(result.run_dir) / "rank0.log"
+
+
 def reference_checkpoint(run: ElasticOutcome | RunResult) -> Path:
     """The final checkpoint of a run of the lesson (its ``--ckpt-dir``/last.pt)."""
     if isinstance(run, ElasticOutcome):

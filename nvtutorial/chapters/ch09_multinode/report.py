@@ -410,9 +410,68 @@ def boundary_verdict(within: RunResult, across: RunResult) -> Verdict:
 # --- losing a rank or a node -----------------------------------------------------------------------
 
 
-def recovery_verdict(outcome: ElasticOutcome, reference: str | os.PathLike[str], what: str) -> Verdict:
+_STEP_LOSS = re.compile(r"^step (\d+)/\d+ loss (\S+)", re.M)
+_ATTEMPT_START = re.compile(r"^rank 0 of \d+: starting at step", re.M)
+
+
+def logged_losses(log: str | os.PathLike[str]) -> list[dict[int, str]]:
+    """Rank 0's printed loss of each step, one dict per attempt, from its log (``step N/M loss X``)."""
+    text = Path(log).read_text(errors="replace") if Path(log).exists() else ""
+    parts = _ATTEMPT_START.split(text)[1:] or [text]
+    return [{int(m[1]): m[2] for m in _STEP_LOSS.finditer(part)} for part in parts]
+
+
+def replayed(attempts: Sequence[Mapping[int, str]]) -> tuple[int, list[int]]:
+    """Of the steps an attempt did again, how many were compared with the killed attempt's own, and those whose
+    printed loss differed (each step against its first logging)."""
+    first: dict[int, str] = {}
+    compared, differed = 0, []
+    for attempt in attempts:
+        for step, loss in attempt.items():
+            if step in first:
+                compared += 1
+                differed += [step] * (loss != first[step])
+            else:
+                first[step] = loss
+    return compared, differed
+
+
+def first_difference(a: Mapping[int, str], b: Mapping[int, str]) -> int | None:
+    """The first step both first attempts logged with different losses (None: none)."""
+    return next((step for step in sorted(a) if step in b and a[step] != b[step]), None)
+
+
+def _before_fault(outcome: ElasticOutcome, reference_log: str | os.PathLike[str] | None) -> str:
+    """Review of the 970b393 one-H100 run: where two runs of the same training already differed before the fault,
+    the final weights cannot judge the recovery; then whether the steps done again repeated the killed attempt's
+    losses does ("" where the runs did not differ before the fault, or no reference log was given)."""
+    if reference_log is None:
+        return ""
+    attempts = logged_losses(Path(outcome.result.run_dir) / "rank0.log")
+    ref = logged_losses(reference_log)
+    step = first_difference(attempts[0], ref[0]) if attempts and ref else None
+    if step is None or step > (outcome.last_step_before_kill or 0):
+        return ""
+    compared, differed = replayed(attempts)
+    if not compared or differed:
+        return ""
+    return (
+        f"; the two runs already differed at step {step}, before any fault (loss {attempts[0][step]} against "
+        f"{ref[0][step]}): two runs of the same training were not bit for bit the same on this machine, so the final "
+        f"weights cannot judge the recovery; the {compared} steps done again printed the killed attempts' own losses"
+    )
+
+
+def recovery_verdict(
+    outcome: ElasticOutcome,
+    reference: str | os.PathLike[str],
+    what: str,
+    reference_log: str | os.PathLike[str] | None = None,
+) -> Verdict:
     """``pass`` when the run came back from the fault, resumed at its last checkpoint (fewer steps lost than
-    the checkpoint interval) and ended with the weights of the uninterrupted run at ``reference``."""
+    the checkpoint interval) and ended with the weights of the uninterrupted run at ``reference``; ``info`` where the
+    weights differ but the uninterrupted run (its rank 0's log: ``reference_log``) already differed before the fault
+    and every step done again repeated its killed attempt's printed loss (:func:`_before_fault`)."""
     where = outcome.where
     numbers: dict[str, Any] = {
         "last_step_before_kill": outcome.last_step_before_kill,
@@ -434,6 +493,7 @@ def recovery_verdict(outcome: ElasticOutcome, reference: str | os.PathLike[str],
     numbers.update(identical=same.numbers.get("identical"), max_abs_diff=same.numbers.get("max_abs_diff"))
     at_checkpoint = outcome.resumed_from % outcome.every == 0 and 0 <= (outcome.steps_lost or 0) < outcome.every
     ok = at_checkpoint and same.status == "pass"
+    before = "" if same.status == "pass" else _before_fault(outcome, reference_log)
     ended = survivor_end(outcome)
     numbers.update(survivor_end_s=ended[0] if ended else None, slow=(outcome.recovery_s or 0) > SLOW_RECOVERY_S)
     slow = f"SLOW, over {SLOW_RECOVERY_S:g} s: " if numbers["slow"] else ""
@@ -446,10 +506,11 @@ def recovery_verdict(outcome: ElasticOutcome, reference: str | os.PathLike[str],
         + (
             "the final weights are those of the uninterrupted run, bit for bit"
             if same.status == "pass"
-            else f"but {same.text}"
+            else f"but {same.text}{before}"
         )
     )
-    return Verdict(f"recovery: {what}", "pass" if ok else "fail", text, numbers, where)
+    status = "pass" if ok else "info" if at_checkpoint and before else "fail"
+    return Verdict(f"recovery: {what}", status, text, numbers, where)
 
 
 def store_loss_verdict(outcome: ElasticOutcome) -> Verdict:

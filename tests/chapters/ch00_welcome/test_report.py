@@ -73,13 +73,13 @@ def test_grade_number_without_a_prediction_and_with_bad_input():
     assert v.status == "no answer" and v.numbers == {"prediction": None, "measured": 3.0, "unit": "x"}
     for bad in (True, "12", math.nan, math.inf):
         with pytest.raises(PredictionError, match="write a number"):
-            grade_number("k", bad, 3.0, unit="x", where="", explanation="")
+            grade_number("k", bad, 3.0, unit="x", where="", explanation="")  # pyright: ignore[reportArgumentType] - bad input on purpose
     for bad in (0, -2.0):
         with pytest.raises(PredictionError, match="must be positive"):
             grade_number("k", bad, 3.0, unit="x", where="", explanation="")
     for measured in (0.0, -1.0, math.nan, "3"):
         with pytest.raises(ValueError, match="the measured value must be a positive number"):
-            grade_number("k", 1.0, measured, unit="x", where="", explanation="")
+            grade_number("k", 1.0, measured, unit="x", where="", explanation="")  # pyright: ignore[reportArgumentType] - bad input on purpose
     assert grade_number("k", 3, 3, unit="x", where="", explanation="").status == "right"  # integers are numbers
 
 
@@ -134,7 +134,8 @@ def test_the_other_reduce_ops_are_placed_on_the_backends_that_run_them(one_rank)
     for op, dtype in ((dist.ReduceOp.AVG, torch.float32), (dist.ReduceOp.BAND, torch.int32)):
         dist.all_reduce(torch.ones(2, dtype=dtype), op=op)  # gloo runs them
     with pytest.raises(RuntimeError, match="PREMUL_SUM with Gloo"):
-        dist.all_reduce(torch.ones(2), op=dist._make_nccl_premul_sum(2.0))
+        # torch's stubs type op as ReduceOp.RedOpType and keep the premul factory private; the test needs both
+        dist.all_reduce(torch.ones(2), op=dist._make_nccl_premul_sum(2.0))  # pyright: ignore[reportArgumentType, reportPrivateImportUsage]
     assert "BAND`, `BOR`, and `BXOR` reductions are not available when\nusing the `NCCL` backend" in (
         (dist.ReduceOp.__doc__ or "").replace("``", "`")
     )
@@ -285,8 +286,9 @@ def _notebook_code(name: str) -> list[str]:
 
 def _hang_code() -> str:
     (cell,) = [c for c in _notebook_code("00_welcome.ipynb") if c.startswith("HANG = ")]
-    tree = ast.parse(cell)
-    return ast.literal_eval(tree.body[0].value)
+    assign = ast.parse(cell).body[0]
+    assert isinstance(assign, ast.Assign)  # the cell starts with "HANG = "
+    return ast.literal_eval(assign.value)
 
 
 def _first_cell() -> str:

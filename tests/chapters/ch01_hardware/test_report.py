@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import types
 from pathlib import Path
+from typing import cast
 
 import pytest
 
@@ -24,7 +25,8 @@ from nvtutorial.chapters.ch01_hardware import schema_gpu_links as schema
 from nvtutorial.chapters.ch02_environment import report as env
 from nvtutorial.machine import doctor, topology
 from nvtutorial.machine import links as machine_links
-from nvtutorial.machine.links import SOURCE_NVLINK_CARDS, card
+from nvtutorial.machine.links import SOURCE_NVLINK_CARDS, Expectation, card
+from nvtutorial.machine.nccl_debug import TransportReport
 from nvtutorial.report import claims
 from nvtutorial.report.verdict import compare
 from nvtutorial.results import RunResult
@@ -155,6 +157,7 @@ def test_the_reference_machine():
 def test_the_reference_check_at_99_percent():
     ref = bw.reference_nccl_tests()["default"]
     ip1, ip4 = ref.busbw_at(GIB, True), ref.busbw_at(4 * GIB, True)
+    assert ip1 is not None and ip4 is not None  # the reference measured both sizes
     just = result([sweep_row(GIB, 0.99 * ip1), sweep_row(4 * GIB, 0.99 * ip4)])
     assert bw.reference_check(just)[1].status == "pass"
     below = result([sweep_row(GIB, 0.989 * ip1), sweep_row(4 * GIB, ip4)])
@@ -220,7 +223,7 @@ def test_small_messages_without_a_plateau_say_why():
 
 
 def sr(one, both, size=1 << 28, gpu=True, spread=0.005):
-    rows = [sendrecv_row(size, d, v, spread=spread) for d, v in (("one way", one), ("both ways", both))]
+    rows = [sendrecv_row(size, "one way", one, spread=spread), sendrecv_row(size, "both ways", both, spread=spread)]
     return run_of(sendrecv(rows), gpu=gpu)
 
 
@@ -251,7 +254,7 @@ def test_the_copy_engines():
     simulated = [copy_row("host memcpy (simulation, not a GPU link)", "one way", GIB, 20.0)]
     assert run.measured and not bw.CopyRun(rows=simulated, label="", note="").measured
     assert not bw.CopyRun(rows=(), label="", note="skipped").measured
-    expectation = types.SimpleNamespace(physical_gbps=450.0)
+    expectation = cast(Expectation, types.SimpleNamespace(physical_gbps=450.0))
     v = run.verdict(expectation)
     assert v.numbers == {"size": GIB, "gbps": 394.0, "share_of_physical": 394.0 / 450.0}
     assert "88% of the 450 GB/s physical limit" in v.text and run.verdict().numbers == {"size": GIB, "gbps": 394.0}
@@ -263,7 +266,7 @@ def test_the_copy_engines():
     assert list(run.frame()["size_label"]) == ["1 GiB"] * 4 and "gbps_repeats" not in run.frame()
     assert list(run.frame().columns)[:3] == ["path", "size_label", "mode"]
     busy = run.frame()["busy_share"]  # one-way rows have none: empty cells, as when the workload left it out
-    assert busy.isna().tolist() == [True, False, True, False] and busy[1] == 0.9
+    assert busy.isna().tolist() == [True, False, True, False] and bool(busy[1] == 0.9)
     assert "busy_share" not in bw.CopyRun(rows=simulated, label="", note="").frame()
     assert none.frame().to_dict("records") == [
         {"path": "cuda:0 → cuda:1", "note": "no GPU"}  # R5-12: no None cells
@@ -272,6 +275,7 @@ def test_the_copy_engines():
 
 def test_the_duplex_verdict_branches():
     flat = copy_rows(394.0, 394.0)
+    assert isinstance(flat.rows, list)  # copy_rows built a list
     flat.rows[3] = copy_row("cuda:1 → cuda:0", "both at once", GIB, 394.0, busy_share=1.0)
     v = bw.duplex_verdict(sr(100.0, 85.0), flat)
     assert v.numbers == {
@@ -319,8 +323,10 @@ def test_the_ring_bytes_within_5_percent(ratio, status):
 # --------------------------------------------------------------------------- the lab and C7
 def lab_run(name, busbw, gpu=True, envs=None, read=(), summary="P2P/CUMEM", version="2.28.9"):
     rows = [sweep_row(s, v, samples=(v * 0.999, v, v * 1.001), repeats=3) for s, v in busbw.items()]
-    path = types.SimpleNamespace(name=name, env=envs or {})
-    transport = types.SimpleNamespace(summary=summary, env_set=dict.fromkeys(read, "1"), version=version)
+    path = cast(labreport.LabPath, types.SimpleNamespace(name=name, env=envs or {}))
+    transport = cast(
+        TransportReport, types.SimpleNamespace(summary=summary, env_set=dict.fromkeys(read, "1"), version=version)
+    )
     return labreport.LabRun(path=path, result=result(rows, gpu=gpu), transport=transport)
 
 
@@ -569,9 +575,9 @@ def _fake_result(tmp_path: Path, name: str, busbw_at: dict[int, float], gpu: boo
 
 def _lab_run(result, name: str, env: dict[str, str] | None = None, summary: str = "P2P/CUMEM") -> labreport.LabRun:
     return labreport.LabRun(
-        path=types.SimpleNamespace(name=name, env=env or {}),
+        path=cast(labreport.LabPath, types.SimpleNamespace(name=name, env=env or {})),
         result=result,
-        transport=types.SimpleNamespace(summary=summary, env_set=set(), version=None),
+        transport=cast(TransportReport, types.SimpleNamespace(summary=summary, env_set=set(), version=None)),
     )
 
 
@@ -918,6 +924,7 @@ def test_a_varying_link_says_where_it_carried_its_rate():
     assert got["varied"] == {"size": GIB, "min": pytest.approx(0.661 * 63.0154), "max": pytest.approx(0.877 * 63.0154)}
     assert got["carried"] == {"size": 256 * MIB, "gbps": pytest.approx(0.876 * 63.0154)}
     at70 = (pinned("device to host", 256 * MIB, 0.70, 0.70), pinned("device to host", GIB, 0.6, 0.9))
+    assert LIM.pcie_gbps is not None  # H200's PCIe Gen5 x16
     edge = gpu.pcie_reading(measured(at70), "device to host", LIM.pcie_gbps)  # a median of exactly 70 % carried it
     assert edge["reading"] == "varies" and edge["carried"] == {"size": 256 * MIB, "gbps": 0.70 * LIM.pcie_gbps}
     lone = gpu.pcie_reading(measured(h100[1:]), "device to host", LIM.pcie_gbps)  # one steady size: its best block

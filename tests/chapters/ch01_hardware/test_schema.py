@@ -65,7 +65,7 @@ def test_the_schemas_upgrade_the_committed_layouts():
     gpu = typed(schema_p2p.Rank, {"mode": "gpu", "peer_access": {"0->1": True}, "devices": ["H200"], "rows": [copied]})
     assert gpu.rows[0].mode == "one way" and gpu.rows[0].gbps_repeats == () and gpu.rows[0].busy_share is None
     assert gpu.timer is None and gpu.note == "" and gpu.peer_access == {"0->1": True} and gpu.devices == ("H200",)
-    skipped = {"mode": "skipped", "note": "needs 2 GPUs: this process sees 1"}
+    skipped: dict[str, object] = {"mode": "skipped", "note": "needs 2 GPUs: this process sees 1"}
     skipped["rows"] = [{"path": "cuda:0 → cuda:1", "size": None, "gbps": None, "note": "skipped: needs 2 GPUs"}]
     assert typed(schema_p2p.Rank, skipped) == schema_p2p.Rank("skipped", note="needs 2 GPUs: this process sees 1")
     waits = typed(schema_p2p.Rank, {"role": "waits while rank 0 copies"})

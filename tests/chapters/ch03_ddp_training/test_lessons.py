@@ -14,6 +14,7 @@ import math
 import os
 from pathlib import Path
 from types import SimpleNamespace
+from typing import cast
 
 import pytest
 import torch
@@ -284,7 +285,7 @@ def test_notebook_04s_variants_build_ddp_as_the_lesson_but_for_their_option(ctx,
     plain = ddp_train.build_model("tiny", CPU)
     variant = workload_train.variant(name)
     assert variant is not None
-    built = variant.build_model("tiny", CPU)
+    built = variant.build_model("tiny", CPU, 0)  # the seed, as the workload passes it (ddp_train's default)
     option, _, value = name.partition("=")
     for attr in ("bucket_bytes_cap", "bucket_bytes_cap_default", "gradient_as_bucket_view", "static_graph"):
         changed = {"bucket_cap_mb": ("bucket_bytes_cap", "bucket_bytes_cap_default")}.get(option, (option,))
@@ -324,7 +325,7 @@ def test_tf32_convolutions_need_the_switch_and_tensor_cores_that_have_tf32(monke
 
     monkeypatch.setattr(torch.backends.cudnn, "allow_tf32", allow)
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: capability)
-    assert train.tf32_convolutions(SimpleNamespace(is_gpu=gpu, device="cuda:0")) is tf32
+    assert train.tf32_convolutions(cast(Context, SimpleNamespace(is_gpu=gpu, device="cuda:0"))) is tf32
 
 
 def test_train_workload_times_counts_and_repeats_the_first_configuration(ctx):
@@ -360,6 +361,7 @@ def test_train_workload_times_counts_and_repeats_the_first_configuration(ctx):
     assert [r.variant for r in rows][-2:] == [report.SOLO, "baseline"] and rows[-1].aa_repeat
     for r in rows:
         assert len(r.repeats) == 2 and all(x > 0 for x in r.repeats) and not r.committed
+        assert r.step_ms is not None  # every row ran ("ok" above)
         assert r.samples_per_s == pytest.approx(r.global_batch / r.step_ms * 1e3)
         assert r.peak_mem_gb is None  # no allocator statistics on a CPU
         assert ((r.param_bytes or 0) > 0) != r.aa_repeat  # the A/A repeat is timed, not counted again

@@ -217,6 +217,7 @@ def test_repeats_from_every_rank():
 def test_where_and_is_gpu():
     assert t.where(gpu_run([])) == GPU_LABEL and t.where("given") == "given" and t.where(3) == ""
     nccl = gpu_run([])
+    assert nccl.env is not None
     nccl.env = dataclasses.replace(nccl.env, nccl="2.28.9")
     assert t.where(nccl) == "2× test GPU · NCCL 2.28.9 · torch 2.13"  # two ranks talk through NCCL
     nccl.env = dataclasses.replace(nccl.env, world_size=1, device_names=("test GPU",))
@@ -982,7 +983,7 @@ def test_c1_and_c15_without_the_reference_say_it_decides(monkeypatch):
         assert v.text.endswith("The 2× H200 reference decides it (not in this copy of the course)")
 
 
-def _solo(gpu=True, memory=13.066613248, half=6.931255296):
+def _solo(gpu=True, memory: float | None = 13.066613248, half: float | None = 6.931255296):
     """A one-GPU summary as :func:`one_gpu_summary` gives it (the H100's peaks of 2026-12-07, batch 32 and 16)."""
     return {"gpu": gpu, "where": "1× NVIDIA H100", "batch": 32, "memory_gb": memory, "half_memory_gb": half}
 
@@ -1179,6 +1180,7 @@ def _cpu_scaling_run():
         )
     ]
     run = rows_run(rows)
+    assert run.env is not None
     run.env = dataclasses.replace(run.env, backend="gloo", device_names=("CPU",) * 2)
     run.ranks[0]["device"] = "cpu"
     return run

@@ -173,9 +173,13 @@ def test_the_largest_change_beyond_the_noise():
         r("channels_last", (7.0, 7.05)),
         r("static_graph=True", (10.02, 10.08)),
     ]
-    name, c = o.largest_change(run(rows), ["fp32", "channels_last", "static_graph=True"])
+    largest = o.largest_change(run(rows), ["fp32", "channels_last", "static_graph=True"])
+    assert largest is not None
+    name, c = largest
     assert name == "channels_last" and c.status == "faster"  # |log 0.70| > |log 1.20|
-    name, _ = o.largest_change(run(rows), ["fp32", "static_graph=True", "missing"])
+    largest = o.largest_change(run(rows), ["fp32", "static_graph=True", "missing"])
+    assert largest is not None
+    name, _ = largest
     assert name == "fp32"
     assert o.largest_change(run(rows), ["static_graph=True"]) is None
 
@@ -744,7 +748,7 @@ def test_c9_the_unets_step_with_repeats(calls, status):
 
 
 # --------------------------------------------------------------------------- no_sync
-def acc_run(bytes_with=4_000_000, bytes_without=16_000_000, n=4, gpu=True):
+def acc_run(bytes_with: int | None = 4_000_000, bytes_without: int | None = 16_000_000, n=4, gpu=True):
     return run(
         [
             r("no_sync accumulation", (10.0, 10.1), allreduce_bytes_per_step=bytes_with, accumulation=n),

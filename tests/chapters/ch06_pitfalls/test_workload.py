@@ -6,12 +6,14 @@ from __future__ import annotations
 import json
 import types
 from pathlib import Path
+from typing import cast
 
 import pytest
 
 import nvtutorial
 from nvtutorial.chapters.ch06_pitfalls import report_measured as rm
 from nvtutorial.chapters.ch06_pitfalls import schema, workload
+from nvtutorial.runtime import Context
 
 
 def test_the_loader_is_measured_on_every_rank_in_windows(runs_dir):
@@ -207,7 +209,7 @@ def test_the_oom_demo_runs_empty_cache_and_training_under_the_launchs_allocator(
 
     monkeypatch.setattr(torch.cuda, "get_allocator_backend", lambda: "native")
     monkeypatch.setattr(workload_oom, "_cached_block_split", probe)
-    ctx = types.SimpleNamespace(is_gpu=True, rank=0, device="cuda:0", progress=lambda *a, **k: None)
+    ctx = cast(Context, types.SimpleNamespace(is_gpu=True, rank=0, device="cuda:0", progress=lambda *a, **k: None))
     try:
         out = workload_oom.oom(ctx, schema.Params(parts=("oom",)))
     finally:

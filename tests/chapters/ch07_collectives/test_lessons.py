@@ -13,6 +13,7 @@ from __future__ import annotations
 import inspect
 import textwrap
 import types
+from typing import Any, cast
 
 import pytest
 import torch
@@ -48,7 +49,7 @@ def _ring(sizes, slices_list, subgroup):
     from nvtutorial.workloads._commcount import counting
 
     rank, world = dist.get_rank(), dist.get_world_size()
-    groups = {"world": None}
+    groups: dict[str, Any] = {"world": None}  # a subgroup: a ProcessGroup, or torch's non-member sentinel on rank 0
     if subgroup:  # every rank but 0, in the order 1..W-1: global and group ranks differ
         members = list(range(1, world))
         groups["subgroup"] = dist.new_group(members)
@@ -138,7 +139,7 @@ def _reversed_ring_source() -> str:
 def _reversed_ring(numel):
     import torch.distributed as dist
 
-    namespace = {"torch": torch, "dist": dist}
+    namespace: dict[str, Any] = {"torch": torch, "dist": dist}
     exec(_reversed_ring_source(), namespace)
     x = torch.randn(numel, generator=torch.Generator().manual_seed(dist.get_rank()))
     mine, ref = x.clone(), x.clone()
@@ -179,7 +180,7 @@ def _sparse(cases):
         ref /= world
         mine = x.clone().view(-1, 2) if numel % 2 == 0 else x.clone()
         sent = sparse_allreduce(mine)
-        counts = [None] * world
+        counts: list[Any] = [None] * world
         dist.all_gather_object(counts, int(mask.sum()))
         out.append(
             {
@@ -259,7 +260,7 @@ def _hooked_gradients(hook, ratio, steps, start_iter):
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel as DDP
 
-    from nvtutorial.chapters.ch07_collectives.lessons.compression import register
+    from nvtutorial.chapters.ch07_collectives.lessons.compression import TopKState, register
 
     rank, world = dist.get_rank(), dist.get_world_size()
     torch.manual_seed(0)
@@ -279,8 +280,10 @@ def _hooked_gradients(hook, ratio, steps, start_iter):
         dist.all_reduce(exact)
         exact /= world
         residual = None
-        if hook == "topk" and state.residuals:
-            residual = state.residuals[0].clone()
+        if hook == "topk":
+            assert isinstance(state, TopKState)
+            if state.residuals:
+                residual = state.residuals[0].clone()
         out.append(
             {
                 "applied": applied,
@@ -444,7 +447,7 @@ def test_the_ring_lessons_entry_point(monkeypatch, gpus, env, device, backend):
 
     saved = []
     runtime = types.ModuleType("nvtutorial.runtime")
-    runtime.save_metrics = saved.append
+    runtime.save_metrics = saved.append  # pyright: ignore[reportAttributeAccessIssue] - a stand-in module
     monkeypatch.setitem(sys.modules, "nvtutorial.runtime", runtime)
     asked = _entry(monkeypatch, collectives, [], gpus, env, check={"equal": True})
     _asked_for(asked, device, backend)
@@ -567,7 +570,8 @@ def _topk_plain_step_in_a_group_of_one():
     groups = [dist.new_group([0]), dist.new_group([1])]
     state = TopKState(groups[rank], start_iter=2)
     buf = torch.full((4,), float(rank + 1))
-    bucket = types.SimpleNamespace(buffer=lambda: buf, is_last=lambda: True, index=lambda: 0)
+    fake = types.SimpleNamespace(buffer=lambda: buf, is_last=lambda: True, index=lambda: 0)
+    bucket = cast(dist.GradBucket, fake)  # pyright: ignore[reportPrivateImportUsage] - public; torch's stubs don't re-export it
     return topk_hook(state, bucket).wait().tolist()
 
 

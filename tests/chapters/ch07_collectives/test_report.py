@@ -541,7 +541,7 @@ def test_the_hooks_table():
     )
     assert frame.loc["none", "compressed_when_timed"] and not frame.loc["topk", "compressed_when_timed"]
     alone = cr.hooks_frame({"NV": metrics(hook("fp16", [9.0, 9.1]))})
-    assert math.isnan(alone["iou_vs_none"][0])
+    assert math.isnan(alone["iou_vs_none"].at[0])
 
 
 def test_the_twin_verdict():

@@ -16,11 +16,13 @@ def powersgd_with_a_visible_gpu():
     """Issue 11: a CPU rank that sees a GPU (simulated: CUDA "available", synchronize refusing a CPU
     device as it does) fails in PowerSGD's hook, until the workload hides the GPU from the rank."""
     from types import SimpleNamespace
+    from typing import cast
 
     from torch.nn.parallel import DistributedDataParallel as DDP
 
     from nvtutorial.chapters.ch07_collectives.lessons.compression import register
     from nvtutorial.chapters.ch07_collectives.workload_compression import hide_gpus_from_cpu_rank
+    from nvtutorial.runtime import Context
 
     def synchronize(device=None):
         raise ValueError("Expected a cuda device, but got: cpu")
@@ -44,7 +46,7 @@ def powersgd_with_a_visible_gpu():
             before = "ran"
         except Exception as exc:
             before = str(exc)
-        hidden = hide_gpus_from_cpu_rank(SimpleNamespace(is_gpu=False))
+        hidden = hide_gpus_from_cpu_rank(cast(Context, SimpleNamespace(is_gpu=False)))
         train(second)
         return {"before": before, "hidden": hidden, "after": "ran"}
     finally:
@@ -111,8 +113,11 @@ def test_bad_parameters_fail_before_launch():
 
 
 def test_workload_hook_names_match_the_lesson():
+    from typing import cast
+
     from nvtutorial.chapters.ch07_collectives import workload_compression as workload
     from nvtutorial.chapters.ch07_collectives.lessons.compression import HOOKS
+    from nvtutorial.runtime import Context
 
     assert workload.HOOK_NAMES == HOOKS
-    assert workload.nvlink_tx_bytes(type("Ctx", (), {"is_gpu": False})())[0] is None
+    assert workload.nvlink_tx_bytes(cast(Context, type("Ctx", (), {"is_gpu": False})()))[0] is None

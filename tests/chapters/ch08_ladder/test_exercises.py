@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import types
+from typing import cast
 
 import torch
 
@@ -38,6 +39,7 @@ def _fsdp_meshes():
     """Rank side: each of the exercise's sharding functions on a one-rank sub-mesh of a two-rank world: the blocks
     must be sharded on the mesh given, not on a default mesh of the whole world."""
     from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import DTensor
 
     from nvtutorial.chapters.ch08_ladder import exercises_fsdp
     from nvtutorial.models import transformer
@@ -48,7 +50,8 @@ def _fsdp_meshes():
         model = transformer.build(transformer.Config(), device=torch.device("cpu"))
         model = fn(model, mesh) or model
         out[fn.__name__] = [
-            (p.device_mesh.size(), tuple(p.to_local().shape) == tuple(p.shape)) for p in model.blocks.parameters()
+            (d.device_mesh.size(), tuple(d.to_local().shape) == tuple(d.shape))
+            for d in (cast(DTensor, p) for p in model.blocks.parameters())  # fn sharded them: DTensors
         ]
     return out
 

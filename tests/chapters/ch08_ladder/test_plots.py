@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import matplotlib
+import pandas as pd
 import pytest
 
 from nvtutorial.chapters.ch08_ladder import plots as ladder_plots  # noqa: E402
@@ -43,7 +44,9 @@ def test_the_bytes_figure_draws_bars_from_zero_with_ddps_bytes_marked(ladder_run
     bars = ax.patches
     assert len(bars) == len(table.index.get_level_values("rung").unique())
     assert all(b.get_x() == 0 and b.get_width() > 0 for b in bars), "a bar that does not start at zero hides its row"
-    ddp = table["recorded (ring cost)"].groupby(level="rung", sort=False).max().iloc[0]
+    per_rung = table["recorded (ring cost)"].groupby(level="rung", sort=False).max()
+    assert isinstance(per_rung, pd.Series)
+    ddp = per_rung.iloc[0]
     assert any(abs(line.get_xdata()[0] - ddp) < 1e-12 for line in ax.get_lines()), "DDP's bytes are not marked"
     assert "1.00× DDP" in said(fig) and not problems(fig), problems(fig)
 

@@ -18,6 +18,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pytest
@@ -266,7 +267,7 @@ def test_peak_verdict_on_the_peaks_one_h200_measured():
     assert verdict.numbers["gap"]["ddp"] == pytest.approx(14650360320 / 14583239064 - 1, abs=1e-9)  # +0.5 %
     assert verdict.numbers["gap"]["fsdp_checkpointing"] == pytest.approx(-0.2027, abs=1e-4)  # the estimate too high
     table = ladder.memory_check_table(run)
-    assert list(table["peak"]) == [14650.36032, 9916.908032] and (table["counted − model (bytes)"] == 0).all()
+    assert list(table["peak"]) == [14650.36032, 9916.908032] and bool((table["counted − model (bytes)"] == 0).all())
     assert ladder.memory_verdict(run).numbers == {"mismatches": 0, "checked": 2}
     assert ladder.gradient_verdict(run, 1e-5).status == "pass" and ladder.loss_verdict(run, 1e-3).status == "pass"
     assert "A world of one: this checks each rung's wrapping" in ladder.gradient_verdict(run, 1e-5).text  # M6
@@ -571,16 +572,16 @@ def test_tables_and_figures_from_the_run(result, setup):
 
     times = ladder.time_table(result)
     assert list(times.index) == [ladder.LABELS[r] for r in ladder.RUNGS]
-    assert (times["step (ms)"] > 0).all() and (times["repeats"] == RUN["repeats"]).all()
+    assert bool((times["step (ms)"] > 0).all()) and bool((times["repeats"] == RUN["repeats"]).all())
     assert ladder.traced(result)
     comm = ladder.comm_table(result)
     assert list(comm.index) == [(ladder.LABELS[r], rank) for r in ladder.RUNGS for rank in (0, 1)]
-    assert (comm["note"] == "").all(), "every rung's collectives pair one to one on the two ranks"
-    assert ((comm["waiting (ms)"] + comm["on the wire (ms)"] - comm["communication (ms)"]).abs() < 1e-6).all()
+    assert bool((comm["note"] == "").all()), "every rung's collectives pair one to one on the two ranks"
+    assert bool(((comm["waiting (ms)"] + comm["on the wire (ms)"] - comm["communication (ms)"]).abs() < 1e-6).all())
     for rung in ladder.RUNGS:  # some rank joins each collective last (ties count for both)
         assert comm.loc[ladder.LABELS[rung], "joined last"].sum() >= 1.0 - 1e-9, rung
     assert ladder.peak_verdict(result).status == "info"  # no device allocator on the CPU
-    assert (ladder.memory_check_table(result)["counted − model (bytes)"] == 0).all()
+    assert bool((ladder.memory_check_table(result)["counted − model (bytes)"] == 0).all())
     for fig, _ in (plots.loss_differences(result, TOLERANCE), plots.bytes_bars(ladder.bytes_table(result), result)):
         assert any("simulation" in t.get_text() for t in fig.texts)  # where it was measured
     for fig, _ in (plots.memory_bars(setup), plots.fit_bars(ladder.fit_table(setup, 6e6, 1e9), "6 MB")):
@@ -597,8 +598,8 @@ def test_comm_table_shows_unpaired_ranks_and_says_why(result, monkeypatch):
 
     monkeypatch.setattr(tracesplit, "pair", refuse)
     comm = ladder.comm_table(result)
-    assert comm["waiting (ms)"].isna().all() and comm["on the wire (ms)"].isna().all()
-    assert (comm["communication (ms)"] >= 0).all()
+    assert bool(comm["waiting (ms)"].isna().all()) and bool(comm["on the wire (ms)"].isna().all())
+    assert bool((comm["communication (ms)"] >= 0).all())
     assert comm["note"].str.startswith("not paired: step 0: the ranks ran [3, 4]").all()
 
 
@@ -712,7 +713,7 @@ def _wrong_rungs() -> dict:
 
     cfg, device, steps = ladder.Setup(**TINY, global_batch=RUN["global_batch"]).config(), torch.device("cpu"), 3
     grads = reference_gradients(cfg, transformer.batch(0, RUN["global_batch"], cfg), 0)
-    out = {"wrong rung: reference": train("single", cfg, steps, RUN["global_batch"], device)}
+    out: dict[str, Any] = {"wrong rung: reference": train("single", cfg, steps, RUN["global_batch"], device)}
     for name, divisor in (("summed", 1), ("averaged twice", dist.get_world_size() ** 2)):
 
         def hook(state, bucket, divisor=divisor):  # DDP's all-reduce hook with the wrong division
@@ -722,7 +723,7 @@ def _wrong_rungs() -> dict:
         model, optimizer = rungs.ddp(transformer.build(cfg, seed=0), device)
         model.register_comm_hook(None, hook)
         transformer.loss_fn(model, local_batch(transformer.batch(0, RUN["global_batch"], cfg), "ddp")).backward()
-        record = {"gradients": gradient_check(model, grads, device)}
+        record: dict[str, Any] = {"gradients": gradient_check(model, grads, device)}
         record["losses"] = [
             global_loss(
                 train_step(model, optimizer, local_batch(transformer.batch(s, RUN["global_batch"], cfg), "ddp")), "ddp"
@@ -794,7 +795,7 @@ def test_comm_table_pairs_the_ranks_traces(tmp_path):
         (tmp_path / f"ddp{r}.json").write_text(json.dumps(trace))
         ranks.append(_ladder_rank(r, trace=f"ddp{r}.json"))
     comm = L.comm_table(_ladder_run(ranks, tmp_path))
-    assert list(comm.index) == [(L.LABELS["ddp"], 0), (L.LABELS["ddp"], 1)] and (comm["note"] == "").all()
+    assert list(comm.index) == [(L.LABELS["ddp"], 0), (L.LABELS["ddp"], 1)] and bool((comm["note"] == "").all())
     assert list(comm["communication (ms)"]) == pytest.approx([0.030, 0.010])
     assert list(comm["waiting (ms)"]) == pytest.approx([0.020, 0.0])
     assert list(comm["on the wire (ms)"]) == pytest.approx([0.010, 0.010])

@@ -8,15 +8,18 @@ from __future__ import annotations
 import dataclasses
 import json
 import shutil
+import subprocess
 import time
 import types
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
 import torch
 
 from nvtutorial.chapters.ch09_multinode import report as m
 from nvtutorial.chapters.ch09_multinode import schema
+from nvtutorial.launch import LaunchSpec
 from nvtutorial.report.verdict import compare
 from nvtutorial.results import EnvInfo, RunResult
 from tests.helpers.paths import ROOT
@@ -86,7 +89,7 @@ def run_of(ranks, host="CPU", logs=None, backend="gloo"):
         wall_s=1.0,
         first_output_s=None,
         env=env,
-        ranks=[dataclasses.asdict(r) if dataclasses.is_dataclass(r) else r for r in ranks],
+        ranks=[dataclasses.asdict(r) if isinstance(r, schema.Rank) else r for r in ranks],
         run_dir=Path("run"),
         log_files=logs or {},
         log_tail=[],
@@ -186,9 +189,10 @@ def test_the_transport_verdict_without_nccl_lines_or_over_p2p(tmp_path):
     assert one_node.status == "fail" and one_node.numbers["nNodes"] == [1]  # P2P is not NCCL's network transport
     assert "should use its network transport" not in one_node.text
     assert "should use its network transport" in m.transport_verdict(result, 2).text
-    cpu = m.transport_verdict(types.SimpleNamespace(env=types.SimpleNamespace(is_gpu=False), label="CPU"), 2)
+    cpu_run = types.SimpleNamespace(env=types.SimpleNamespace(is_gpu=False), label="CPU")
+    cpu = m.transport_verdict(cast(RunResult, cpu_run), 2)
     assert cpu.status == "info" and cpu.numbers == {}
-    assert m.transport_verdict(types.SimpleNamespace(env=None, label="?"), 2).status == "info"
+    assert m.transport_verdict(cast(RunResult, types.SimpleNamespace(env=None, label="?")), 2).status == "info"
 
 
 def test_the_transport_verdict_names_the_interface_nccl_said(tmp_path):
@@ -260,7 +264,18 @@ def test_the_boundary_table_and_verdict(tmp_path):
 
 
 # --------------------------------------------------------------------------- recovery
-def outcome(tmp_path, ok=True, resumed=10, lost=3, every=10, weights=W, last=13, error=None, recovery_s=2.5, **more):
+def outcome(
+    tmp_path,
+    ok: bool = True,
+    resumed: int | None = 10,
+    lost: int | None = 3,
+    every: int = 10,
+    weights=W,
+    last: int = 13,
+    error=None,
+    recovery_s: float = 2.5,
+    **more,
+):
     ckpt = save(tmp_path / "interrupted.pt", weights, 40)
     result = types.SimpleNamespace(error=error or {"message": "RuntimeError: boom\nmore"}, run_dir=tmp_path)
     return types.SimpleNamespace(
@@ -341,7 +356,9 @@ def test_the_h100_stall_is_read_from_its_logs_and_called_slow(tmp_path):
     node fault's survivor was stopped by its agent; a recovery over SLOW_RECOVERY_S says SLOW, at or under it not."""
     rank = outcome(tmp_path, killed_at_s=8.91, started_wall=KILL - 8.91)
     rank.result = types.SimpleNamespace(run_dir=H100_STALL, error=None)
-    end_s, how = m.survivor_end(rank)
+    ended = m.survivor_end(rank)
+    assert ended is not None
+    end_s, how = ended
     assert end_s == pytest.approx(61.178, abs=1e-3)
     assert how == (  # review RR12-1: two C++ stamps, whole seconds
         "the other ranks' agent saw NCCL's watchdog end them (exit code -6, SIGABRT) about 61 s after it saw the "
@@ -349,7 +366,9 @@ def test_the_h100_stall_is_read_from_its_logs_and_called_slow(tmp_path):
     )
     node_kill = time.mktime((2026, 12, 7, 11, 9, 10, 0, 0, -1)) + 0.30
     node = types.SimpleNamespace(**{**vars(rank), "started_wall": node_kill - 8.91})
-    end_s, how = m.survivor_end(node)
+    ended = m.survivor_end(node)
+    assert ended is not None
+    end_s, how = ended
     assert end_s == pytest.approx(1.507, abs=1e-3) and how.startswith("the other ranks' agent began stopping them")
     reference = save(tmp_path / "reference.pt", W, 40)
     for recovery_s, slow in ((m.SLOW_RECOVERY_S + 0.01, True), (m.SLOW_RECOVERY_S, False)):
@@ -604,7 +623,7 @@ def test_losing_the_stores_node(tmp_path):
     assert never.status == "fail" and "before the store's node was killed (agents' exit codes [1, 0]; " in never.text
     assert "killed node's agent" not in never.text
     (tmp_path / "agent0.log").write_text("nothing\n")
-    killed = {"killed_at_s": 5.7}
+    killed: dict[str, Any] = {"killed_at_s": 5.7}
     assert m.store_loss_verdict(outcome(tmp_path, ok=False, resumed=None, **killed)).numbers["store_error"] is False
     assert "no RendezvousConnectionError" in m.store_loss_verdict(outcome(tmp_path, ok=False, **killed)).text
     survived = m.store_loss_verdict(outcome(tmp_path, **killed))
@@ -662,7 +681,7 @@ def test_the_steps_lost_prediction_needs_a_measurement(tmp_path):
 def test_the_recovery_tables(tmp_path):
     o = outcome(tmp_path)
     frame = m.timeline_frame(o)
-    assert frame["t_s"][0] == 1.23 and frame["measured on"][0] == "CPU"
+    assert frame.at[0, "t_s"] == 1.23 and frame.at[0, "measured on"] == "CPU"
     rows = m.recovery_rows({"rank": o, "node": outcome(tmp_path, ok=False)})
     assert rows[0] == {
         "fault": "rank",
@@ -893,7 +912,7 @@ def test_the_last_step_a_rank_logged(tmp_path):
 def test_the_lab_speaks_after_each_quiet_stretch_and_not_before(tmp_path, capsys, monkeypatch):
     from nvtutorial.chapters.ch09_multinode import lab
 
-    spec = types.SimpleNamespace(nnodes=2, nproc=1, world_size=2, backend="gloo", run_dir=tmp_path)
+    spec = cast(LaunchSpec, types.SimpleNamespace(nnodes=2, nproc=1, world_size=2, backend="gloo", run_dir=tmp_path))
     elastic = lab._Elastic(spec, [], 3.0, show=True)
     clock = [0.0]
     monkeypatch.setattr(elastic, "now", lambda: clock[0])
@@ -963,7 +982,7 @@ def test_rank_0s_error_line_is_timed_by_when_the_lab_read_it(tmp_path):
     read, against the last kill at or before it, else the lab's time."""
     from nvtutorial.chapters.ch09_multinode import lab
 
-    spec = types.SimpleNamespace(nnodes=2, nproc=1, world_size=2, backend="gloo", run_dir=tmp_path)
+    spec = cast(LaunchSpec, types.SimpleNamespace(nnodes=2, nproc=1, world_size=2, backend="gloo", run_dir=tmp_path))
     elastic = lab._Elastic(spec, [], 3.0, show=False)
     assert elastic.read_at(1.5) == "[rank0   1.50 s]"  # no kill yet
     elastic.kill_times = [2.0, 10.0]
@@ -984,7 +1003,7 @@ def test_the_end_line_labels_the_agents_the_lab_killed_or_ended(tmp_path):
     """Review RR12-4: the lab writes -9 for an agent it killed without reading its code: it says so."""
     from nvtutorial.chapters.ch09_multinode import lab
 
-    spec = types.SimpleNamespace(nnodes=2, nproc=1, world_size=2, backend="gloo", run_dir=tmp_path)
+    spec = cast(LaunchSpec, types.SimpleNamespace(nnodes=2, nproc=1, world_size=2, backend="gloo", run_dir=tmp_path))
     elastic = lab._Elastic(spec, [], 3.0, show=False)
     codes = {"agent0": 0, "agent1": -9, "agent1-replacement": 0}
     assert elastic.exits(codes) == "every agent has exited: agent0 0, agent1 -9, agent1-replacement 0"
@@ -1009,11 +1028,11 @@ def test_the_lab_ends_agents_stranded_by_one_that_failed_unkilled(tmp_path, caps
         def poll(self):
             return self.returncode
 
-    spec = types.SimpleNamespace(nnodes=2, nproc=1, world_size=2, backend="gloo", run_dir=tmp_path)
+    spec = cast(LaunchSpec, types.SimpleNamespace(nnodes=2, nproc=1, world_size=2, backend="gloo", run_dir=tmp_path))
     elastic = lab._Elastic(spec, [], 3.0, show=True)
     clock = [0.0]
     monkeypatch.setattr(elastic, "now", lambda: clock[0])
-    elastic.agents = {"agent0": Agent(None), "agent1": Agent(None)}
+    elastic.agents = cast(dict[str, subprocess.Popen], {"agent0": Agent(None), "agent1": Agent(None)})  # fakes
     log = tmp_path / "agent1.log"
     elastic.agent_logs = {"agent0": tmp_path / "agent0.log", "agent1": log}
     assert not elastic.stranded()  # both alive
@@ -1052,7 +1071,7 @@ def test_the_lab_reads_rank_0s_start_per_attempt_and_says_it(tmp_path, capsys, m
     the phase (the DDP model being built, the checkpoint read), and the timeline splits each start by them."""
     from nvtutorial.chapters.ch09_multinode import lab
 
-    spec = types.SimpleNamespace(nnodes=2, nproc=1, world_size=2, backend="gloo", run_dir=tmp_path)
+    spec = cast(LaunchSpec, types.SimpleNamespace(nnodes=2, nproc=1, world_size=2, backend="gloo", run_dir=tmp_path))
     elastic = lab._Elastic(spec, [], 3.0, show=True)
     clock = [0.0]
     monkeypatch.setattr(elastic, "now", lambda: clock[0])
@@ -1422,3 +1441,57 @@ def test_the_start_event_names_what_each_nccl_setting_does():
     )
     note = lab.watchdog_note({"TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC": 15000, "TORCH_NCCL_DUMP_ON_TIMEOUT": "1"})
     assert "=15000 (after an NCCL error the watchdog sleeps 4 × that, 60 s," in note and "flight-recorder" not in note
+
+
+H100_970B = ROOT / "tests" / "fixtures" / "elastic-h100x1-2026-12-08-970b393"  # two runs that differed before a fault
+
+
+def test_the_970b393_logs_show_runs_that_differed_before_any_fault_and_replays_that_matched():
+    """Read through the real reader: the lab's three attempts, its 12 steps done again (11-15, 21-27) each printing the
+    killed attempt's loss, and the uninterrupted run differing from the lab's first attempt at step 2."""
+    lab, ref = m.logged_losses(H100_970B / "lab-rank0.log"), m.logged_losses(H100_970B / "uninterrupted-rank0.log")
+    assert [sorted(a)[0] for a in lab] == [1, 11, 21] and [len(a) for a in lab] == [15, 17, 20]
+    assert m.replayed(lab) == (12, []) and m.first_difference(lab[0], ref[0]) == 2
+    assert (lab[0][2], ref[0][2]) == ("0.76714", "0.76715")
+    assert m.replayed([{1: "0.5", 2: "0.6"}, {2: "0.7", 3: "0.8"}]) == (1, [2])
+    assert m.first_difference({1: "a", 2: "b"}, {1: "a", 2: "b"}) is None
+    assert m.logged_losses(H100_970B / "gone.log") == [{}]
+
+
+@pytest.mark.parametrize(
+    "last, lost, edit, status, explained",
+    [
+        (15, 5, None, "info", True),  # differed at step 2, before the fault after step 15; every replay matched
+        (2, 2, None, "info", True),  # the fault right after the step they first differed at
+        (1, 1, None, "fail", False),  # the fault before they differed: the recovery is what changed the weights
+        (15, 5, ("step 12/40 loss 0.50624", "step 12/40 loss 0.50625"), "fail", False),  # a replay differed
+        (15, 10, None, "fail", True),  # explained, but not resumed at its checkpoint
+    ],
+)
+def test_a_recovery_whose_runs_differed_before_the_fault_is_judged_by_its_replays(
+    tmp_path, last, lost, edit, status, explained
+):
+    """The 970b393 one-H100 run: final weights 0.0264 apart, but the uninterrupted run already differed at step 2:
+    info, not a failed recovery, where the steps done again printed the killed attempts' losses."""
+    reference = save(tmp_path / "reference.pt", W, 40)
+    off = {"a": torch.tensor([1.0, 2.0 + 2**-20]), "b": W["b"]}
+    text = (H100_970B / "lab-rank0.log").read_text()
+    if edit:  # in the attempt that did the step again
+        head, _, tail = text.rpartition(edit[0])
+        text = head + edit[1] + tail
+    (tmp_path / "rank0.log").write_text(text)
+    fault = outcome(tmp_path, weights=off, last=last, lost=lost, resumed=10)
+    v = m.recovery_verdict(fault, reference, "a rank killed", H100_970B / "uninterrupted-rank0.log")
+    assert v.status == status
+    said = "already differed at step 2, before any fault (loss 0.76714 against 0.76715)"
+    assert (said in v.text) is explained
+    if explained:
+        assert v.text.endswith(
+            "so the final weights cannot judge the recovery; the 12 steps done again printed the "
+            "killed attempts' own losses"
+        )
+    assert m.recovery_verdict(fault, reference, "x").status == "fail"  # without the reference's log: as before
+    same = outcome(tmp_path, last=last, lost=lost, resumed=10)
+    assert m.recovery_verdict(same, reference, "x", H100_970B / "uninterrupted-rank0.log").status == (
+        "pass" if lost < 10 else "fail"
+    )

@@ -13,7 +13,7 @@ import math
 import statistics
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, cast
 
 import nbformat
 import pytest
@@ -24,6 +24,7 @@ from nvtutorial.chapters.ch10_cost_model import model as costs
 from nvtutorial.chapters.ch11_overhead import exercises, model, report, schema
 from nvtutorial.params import ParamError
 from nvtutorial.report.predict import PredictionError
+from nvtutorial.results import RunResult
 from tests.helpers.paths import ROOT
 from tests.helpers.typed_runs import run_of
 
@@ -66,7 +67,7 @@ def calibration(
     )
 
 
-def side(variant="eager", width=256, batch=8, host=3.2e-3, gpu=0.7e-3, launches=150, kernels=150):
+def side(variant="eager", width=256, batch=8, host=3.2e-3, gpu: float | None = 0.7e-3, launches=150, kernels=150):
     return schema.Sides(variant, width, batch, host, gpu, launches, 1 if variant == "graph" else 0, kernels)
 
 
@@ -342,7 +343,7 @@ def test_the_doubling_prediction_is_right_within_15_percent(prediction, status):
 # --------------------------------------------------------------------------------------------------- the step
 
 
-NEW = {"eager_gpu": 1.4e-6, "compiled_host_s": 1.3e-3}
+NEW: dict[str, Any] = {"eager_gpu": 1.4e-6, "compiled_host_s": 1.3e-3}
 """A calibration of 2026-12-08 on: 0.4 µs of front-end work per eager kernel (× 150 = 0.06 ms), a compiled floor."""
 
 
@@ -433,7 +434,7 @@ def test_each_run_is_graded_against_the_prediction_made_before_it_and_checked_ag
     assert table.loc[(256, "eager"), "GPU operations (kernels, copies)"] == 150
     assert table.loc[(256, "eager"), "fastest (ms)"] == pytest.approx(3.3)
     # review RR3 N6: the SM clock read after the timings, where NVML gave one
-    assert table["SM clock (MHz)"].isna().all()
+    assert bool(table["SM clock (MHz)"].isna().all())
     clocked = dataclasses.replace(STEP.runs[2], sm_clock_mhz=(1755, 1980))
     assert report.step_table(report.step_rows(schema.StepRank("d", (clocked,)), []))["SM clock (MHz)"].tolist() == [
         "1755–1980"
@@ -641,7 +642,7 @@ def test_the_all_reduces_fixed_cost_is_split_where_a_graph_can_hold_it(world, gr
     assert ("loopback" in v.text) is (world == 2 and graph is None)  # review S10: one process has no loopback
     table = report.allreduce_table(points)
     if share is None:
-        assert "host_share" not in v.numbers and table["the host's share"].isna().all()
+        assert "host_share" not in v.numbers and bool(table["the host's share"].isna().all())
     else:
         assert v.numbers["host_share"] == pytest.approx(share) == table.loc["4 B", "the host's share"]
 
@@ -669,7 +670,7 @@ def test_gloo_averages_on_the_supported_torch():
     import torch
     import torch.distributed as dist
 
-    store = dist.HashStore()
+    store = dist.HashStore()  # pyright: ignore[reportPrivateImportUsage]  # public API; torch imports it unexported
     dist.init_process_group("gloo", store=store, rank=0, world_size=1)
     try:
         x = torch.full((4,), 3.0)
@@ -729,6 +730,7 @@ def test_the_lessons_parameters_by_arithmetic_are_the_models():
     """The kernel counts the small model's parameters without importing torch (seconds on a GPU machine)."""
     from nvtutorial.models import transformer
 
+    values: dict[str, Any]
     for values in ({}, {"layers": 3, "vocab": 100, "seq_len": 16, "mlp_ratio": 2}):
         p = schema.Params(**values)
         for width in (64, 256, 1024):
@@ -1076,8 +1078,9 @@ def test_the_verdict_names_one_flat_batch_and_what_the_exercise_gets_instead():
 
 def test_a_current_calibration_without_the_eager_gpu_time_is_graded_and_says_why():
     """Review RR7-1: None on a current run (no sleep outlasted the issuing) read as an older run: info, false reason."""
-    current, older = SimpleNamespace(metrics={"op": {"eager_gpu": None}}), SimpleNamespace(metrics={"op": {}})
-    assert report.recorded(current) and not report.recorded(older) and not report.recorded(SimpleNamespace(metrics={}))
+    current = cast(RunResult, SimpleNamespace(metrics={"op": {"eager_gpu": None}}))
+    older, bare = cast(RunResult, SimpleNamespace(metrics={"op": {}})), cast(RunResult, SimpleNamespace(metrics={}))
+    assert report.recorded(current) and not report.recorded(older) and not report.recorded(bare)
     cal = calibration(SIDES, compiled_host_s=1.3e-3)  # eager_gpu None: the graph's GPU side the eager one, 0.70 ms
     note = report.unmeasured_note(cal, True)
     assert note.startswith("The tiny op's eager GPU time was not measured (no sleep outlasted the issuing)")
