@@ -94,7 +94,7 @@ ProcessGroupNCCL's watchdog sleeps 4 × ``TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC`` 
 before it ends the process, whether or not a dump is written (torch's ``ProcessGroupNCCL.cpp``,
 ``Watchdog::runLoop``); 1000 makes that about 4 s. ``TORCH_NCCL_DUMP_ON_TIMEOUT=0`` only skips the flight-recorder
 dump. On one H100 (torch 2.11, 2026-12-07) with torch's defaults rank 0 ended about 61 s after its watchdog saw the
-error (review R6-1; two C++ log stamps, good to a second); with these, in three runs, its end began 0.2–1.3 s after the
+error (review R6-1; two C++ log stamps, good to a second); with these, in four runs, its end began 0.2–1.3 s after the
 kill (its agent began stopping it, or its next all-reduce raised), before the watchdog's 4 s were up."""
 WAIT_MS = "TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC"
 

@@ -49,8 +49,9 @@ the digits after the point are not wall time (review RR12-1: lines stamped 0.2 s
 _ENDED = re.compile(r"failed \(exitcode: (-?\d+)\)|Detected \d+ new nodes")
 SLOW_RECOVERY_S = 30.0
 """A recovery whose first new step came later than this after the kill is called slow, with its cause (review R6-3):
-a fault costs the agents' new round and the new processes' start. The first new step came 10.6–11.9 s after a rank's
-kill and 13.6–18.1 s after a node's loss in three runs on one H100 (torch 2.11, commits 863ebb4, 7b5ab7b and 1d06a7c),
+a fault costs the agents' new round and the new processes' start. The first new step came 10.6–14.3 s after a rank's
+kill and 13.6–18.1 s after a node's loss in four runs on one H100 (torch 2.11, commits 863ebb4, 7b5ab7b, 1d06a7c and
+970b393),
 6.1 and 8.2 s on a 2-core CPU (2026-12-07), and 68.7 s after a rank's kill on that H100 while NCCL's watchdog slept its
 default minute (01015c0, review R6-1): 30 s is above the slowest recovery measured without that sleep (1.7×), and under
 half the one with it."""
@@ -421,44 +422,47 @@ def logged_losses(log: str | os.PathLike[str]) -> list[dict[int, str]]:
     return [{int(m[1]): m[2] for m in _STEP_LOSS.finditer(part)} for part in parts]
 
 
-def replayed(attempts: Sequence[Mapping[int, str]]) -> tuple[int, list[int]]:
-    """Of the steps an attempt did again, how many were compared with the killed attempt's own, and those whose
-    printed loss differed (each step against its first logging)."""
-    first: dict[int, str] = {}
-    compared, differed = 0, []
-    for attempt in attempts:
-        for step, loss in attempt.items():
-            if step in first:
-                compared += 1
-                differed += [step] * (loss != first[step])
-            else:
-                first[step] = loss
-    return compared, differed
-
-
 def first_difference(a: Mapping[int, str], b: Mapping[int, str]) -> int | None:
     """The first step both first attempts logged with different losses (None: none)."""
     return next((step for step in sorted(a) if step in b and a[step] != b[step]), None)
 
 
+def replays_of(attempts: Sequence[Mapping[int, str]], resumed_from: int, last: int) -> tuple[int, list[int]]:
+    """The steps one fault made the run do again (those of the attempt that resumed from ``resumed_from``, up to the
+    ``last`` step before the kill) that an earlier attempt had logged, and those whose printed loss differed."""
+    later = [i for i, a in enumerate(attempts) if i and a and min(a) == resumed_from + 1]
+    if not later:
+        return 0, []
+    earlier: dict[int, str] = {}
+    for attempt in attempts[: later[0]]:
+        earlier.update({k: v for k, v in attempt.items() if k not in earlier})
+    again = attempts[later[0]]
+    steps = [k for k in sorted(again) if k <= last and k in earlier]
+    return len(steps), [k for k in steps if again[k] != earlier[k]]
+
+
 def _before_fault(outcome: ElasticOutcome, reference_log: str | os.PathLike[str] | None) -> str:
-    """Review of the 970b393 one-H100 run: where two runs of the same training already differed before the fault,
-    the final weights cannot judge the recovery; then whether the steps done again repeated the killed attempt's
-    losses does ("" where the runs did not differ before the fault, or no reference log was given)."""
+    """Where two runs of the same training already differed before the fault (one H100, 970b393; review RR16), the
+    final weights cannot judge the recovery; the steps this fault made the run do again can, if there are at least two
+    (the first one's loss comes before any update from the restored optimizer state) and each printed the killed
+    attempt's loss, and the two runs started alike (step 1, the same loss). "" otherwise, or without a reference log."""
     if reference_log is None:
         return ""
     attempts = logged_losses(Path(outcome.result.run_dir) / "rank0.log")
     ref = logged_losses(reference_log)
+    last = outcome.last_step_before_kill or 0
     step = first_difference(attempts[0], ref[0]) if attempts and ref else None
-    if step is None or step > (outcome.last_step_before_kill or 0):
+    alike = bool(attempts[0]) and min(attempts[0]) == 1 and attempts[0].get(1) == ref[0].get(1)
+    if step is None or step > last or not alike:
         return ""
-    compared, differed = replayed(attempts)
-    if not compared or differed:
+    compared, differed = replays_of(attempts, outcome.resumed_from or 0, last)
+    if compared < 2 or differed:
         return ""
     return (
         f"; the two runs already differed at step {step}, before any fault (loss {attempts[0][step]} against "
         f"{ref[0][step]}): two runs of the same training were not bit for bit the same on this machine, so the final "
-        f"weights cannot judge the recovery; the {compared} steps done again printed the killed attempts' own losses"
+        f"weights cannot judge the recovery; the {compared} steps this fault made the run do again printed the killed "
+        "attempt's losses (to five decimals)"
     )
 
 
