@@ -601,6 +601,7 @@ def test_recovery_that_failed_or_never_restarted(tmp_path):
     reference = save(tmp_path / "reference.pt", W, 40)
     failed = m.recovery_verdict(outcome(tmp_path, ok=False), reference, "x")
     assert failed.status == "fail" and failed.text == "the run did not come back: RuntimeError: boom"
+    assert failed.where == "CPU"  # the run's own label, as every other recovery verdict
     assert "identical" not in failed.numbers
     never = m.recovery_verdict(outcome(tmp_path, resumed=None), reference, "x")
     assert never.status == "fail" and "never started again" in never.text
@@ -1457,6 +1458,13 @@ def test_the_970b393_logs_show_runs_that_differed_before_any_fault_and_replays_t
     assert m.replays_of([{1: "0.5", 2: "0.6"}, {2: "0.7", 3: "0.8"}], 1, 3) == (1, [2])
     assert m.first_difference({1: "a", 2: "b"}, {1: "a", 2: "b"}) is None
     assert m.logged_losses(H100_970B / "gone.log") == [{}]
+
+
+def test_a_log_with_bytes_that_are_not_utf8_is_still_read(tmp_path):
+    """A rank killed mid-write can leave a torn multi-byte character: the losses around it still count."""
+    log = tmp_path / "rank0.log"
+    log.write_bytes(b"rank 0 of 2: starting at step 0\nstep 1/40 loss 0.5\n\xe2\x80\nstep 2/40 loss 0.4\n")
+    assert m.logged_losses(log) == [{1: "0.5", 2: "0.4"}]
 
 
 @pytest.mark.parametrize(

@@ -516,6 +516,12 @@ def test_the_consistency_check_says_whether_each_run_lies_within_the_band_of_its
     assert v.numbers["outside"] == ([] if inside else ["eager 256"])
     if words:
         assert words in v.text and "eager at width 256" in v.text
+        row = _graded(fastest)
+        assert (
+            f"outside the band of its own sides, {row['model_s'] * 1e3:.3g} to {row['upper_s'] * 1e3:.3g} ms" in v.text
+        )
+        odd = report.consistency_verdict([dict(row, model_s=0.9876e-3, upper_s=1.2345e-3)], GPU).text
+        assert "outside the band of its own sides, 0.988 to 1.23 ms" in odd  # each bound in ms, to 3 digits
     else:
         assert v.text.startswith("Every run lies within the band")
     with pytest.raises(ValueError):
