@@ -14,6 +14,17 @@ from nvtutorial import runtime
 
 
 @pytest.fixture
+def utc(monkeypatch):
+    """The local time zone set to UTC for the test: the one-GPU runs' logs stamp local times (dmon's HH:MM:SS,
+    c10's), and were made where that was UTC."""
+    monkeypatch.setenv("TZ", "UTC")
+    time.tzset()
+    yield
+    monkeypatch.undo()
+    time.tzset()
+
+
+@pytest.fixture
 def runs_dir(tmp_path, monkeypatch):
     """Send run folders to a temporary directory."""
     folder = tmp_path / "runs"

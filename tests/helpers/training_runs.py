@@ -57,34 +57,18 @@ def rows_run(rows):
         "precision": "bf16 autocast",
         "rows": rows,
     }
-    gpus = EnvInfo(
-        host="h",
-        backend="nccl",
-        world_size=2,
-        device_names=("test GPU",) * 2,
-        torch="2",
-        cuda=None,
-        nccl=None,
-        python="",
-    )
-    return RunResult(
-        workload="train",
-        params={},
-        returncode=0,
-        wall_s=1.0,
-        first_output_s=None,
-        env=gpus,
-        ranks=[metrics],
-        run_dir=Path("run"),
-        log_files={},
-        log_tail=[],
-    )
+    return _train_run("nccl", "test GPU", [metrics])
 
 
 def gloo_run(ranks_out: list) -> RunResult:
     """The two ranks' typed results as the launcher collects a run of them (each as JSON)."""
-    cpu = EnvInfo(
-        host="h", backend="gloo", world_size=2, device_names=("CPU",) * 2, torch="2", cuda=None, nccl=None, python=""
+    return _train_run("gloo", "CPU", [json.loads(json.dumps(dataclasses.asdict(out))) for out in ranks_out])
+
+
+def _train_run(backend: str, device: str, ranks: list) -> RunResult:
+    """A finished two-rank run of the training workload on ``backend``, its ranks' results ``ranks``."""
+    env = EnvInfo(
+        host="h", backend=backend, world_size=2, device_names=(device,) * 2, torch="2", cuda=None, nccl=None, python=""
     )
     return RunResult(
         workload="train",
@@ -92,8 +76,8 @@ def gloo_run(ranks_out: list) -> RunResult:
         returncode=0,
         wall_s=1.0,
         first_output_s=None,
-        env=cpu,
-        ranks=[json.loads(json.dumps(dataclasses.asdict(out))) for out in ranks_out],
+        env=env,
+        ranks=ranks,
         run_dir=Path("run"),
         log_files={},
         log_tail=[],

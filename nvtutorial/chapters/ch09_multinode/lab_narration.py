@@ -16,12 +16,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from nvtutorial.chapters.ch09_multinode.report import STEP_LINE as STEP_LINE  # rank 0's loss line
+
 SAY_S = 1.5
 """A run that has said nothing for this long says what it is doing now (a cell is never silent for 2 s); the lab says
 a line once, then only ``still waiting (N s)`` while it holds (review R6-5)."""
 PHASE_LINE = re.compile(r"^rank 0 of \d+: ((?:joined the process group|built the DDP model).*)")
 """Rank 0's lines on its start before its first step (the lesson's ``say``): the process group, then the DDP model."""
-STEP_LINE = re.compile(r"^step (\d+)/(\d+) loss (\S+)")
 
 
 def rank_states(run_dir: str | os.PathLike[str], world_size: int, since_wall: float) -> list[str]:

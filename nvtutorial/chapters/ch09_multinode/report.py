@@ -411,15 +411,21 @@ def boundary_verdict(within: RunResult, across: RunResult) -> Verdict:
 # --- losing a rank or a node -----------------------------------------------------------------------
 
 
-_STEP_LOSS = re.compile(r"^step (\d+)/\d+ loss (\S+)", re.M)
-_ATTEMPT_START = re.compile(r"^rank 0 of \d+: starting at step", re.M)
+STEP_LINE = re.compile(r"^step (\d+)/(\d+) loss (\S+)")
+"""Rank 0's line after each step of the lesson (``step N/M loss X``, the loss to five decimals)."""
 
 
 def logged_losses(log: str | os.PathLike[str]) -> list[dict[int, str]]:
-    """Rank 0's printed loss of each step, one dict per attempt, from its log (``step N/M loss X``)."""
+    """Rank 0's printed loss of each step (:data:`STEP_LINE`), one dict per attempt (each
+    begins at its "starting at step" line, :data:`_START`), from its log."""
+    attempts: list[dict[int, str]] = [{}]
     text = Path(log).read_text(errors="replace") if Path(log).exists() else ""
-    parts = _ATTEMPT_START.split(text)[1:] or [text]
-    return [{int(m[1]): m[2] for m in _STEP_LOSS.finditer(part)} for part in parts]
+    for line in text.splitlines():
+        if _START.match(line):
+            attempts.append({})
+        elif m := STEP_LINE.match(line):
+            attempts[-1][int(m[1])] = m[3]
+    return attempts[1:] or attempts
 
 
 def first_difference(a: Mapping[int, str], b: Mapping[int, str]) -> int | None:

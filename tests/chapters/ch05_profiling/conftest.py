@@ -1,7 +1,6 @@
 """The chapter's fixtures that more than one of its test files uses."""
 
 import json
-import time
 
 import pytest
 
@@ -9,16 +8,6 @@ from tests.helpers.paths import ROOT
 from tests.helpers.profile_step_results import ref  # noqa: F401 - a fixture
 
 H100_TELEMETRY = ROOT / "tests" / "fixtures" / "telemetry-h100x1-2026-12-07" / "telemetry.json"
-
-
-@pytest.fixture
-def utc(monkeypatch):
-    """The one-H100 run's clock: dmon's HH:MM:SS stamps are read in the local time zone."""
-    monkeypatch.setenv("TZ", "UTC")
-    time.tzset()
-    yield
-    monkeypatch.undo()
-    time.tzset()
 
 
 @pytest.fixture

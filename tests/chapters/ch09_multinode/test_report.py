@@ -454,16 +454,6 @@ def test_the_h100_run_whose_survivor_raised_is_read_as_a_collective_that_lost_it
 H100_1D06 = ROOT / "tests" / "fixtures" / "elastic-h100x1-2026-12-07-1d06a7c"  # the lab at 1d06a7c, with faults.json
 
 
-@pytest.fixture
-def utc(monkeypatch):
-    """The local time zone of the 1d06a7c run (UTC), for its logs' stamps against its recorded kills."""
-    monkeypatch.setenv("TZ", "UTC")
-    time.tzset()
-    yield
-    monkeypatch.undo()
-    time.tzset()
-
-
 def test_the_1d06a7c_logs_are_placed_by_their_c10_stamps_whole_seconds(tmp_path, utc):
     """Review RR12-1: rank0.log's C++ lines are stamped 0.18 s and 0.24 s before the recorded kills that caused them
     (c10 writes the monotonic clock's fraction); read to the whole second they come under those kills, and a kill after
