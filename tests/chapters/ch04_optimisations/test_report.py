@@ -404,7 +404,9 @@ def test_c11_without_bf16_on_the_cpu_and_without_runs():
     assert math.isnan(v.numbers["baseline"])
     cpu = o.verdict_c11(run(rows, gpu=False))
     assert cpu.status == "info" and set(cpu.numbers) == {"fp16_ratio", "bf16_ratio"}
-    assert o.verdict_c11(run(rows[:1])).status == "info" and o.verdict_c11(run(rows[:1])).numbers == {}
+    missing = o.verdict_c11(run(rows[:1]))
+    assert (missing.key, missing.status, missing.numbers) == ("C11", "info", {})
+    assert missing.text == "not decided: the fp32 or fp16 run is missing"
     no_curve = o.verdict_c11(run([r("fp32", (10.0, 10.05), loss_curve=CURVE), r("fp16", (8.0, 8.05))]))
     assert no_curve.status == "partly" and no_curve.numbers["fp16_trains"] is True
 

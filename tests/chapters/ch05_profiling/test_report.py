@@ -140,6 +140,7 @@ def test_the_overhead_frame():
         res(made.rank(plain=(10.0, 10.0), profiled=(12.5, 12.5)), made.rank(plain=(20.0, 20.0), profiled=(21.0, 21.0)))
     )
     assert list(f["overhead_ms"]) == [2.5, 1.0] and list(f["overhead_%"]) == [25.0, 5.0]
+    assert list(f["rank"]) == [0, 1] and list(f["step_ms"]) == [10.0, 20.0]
 
 
 def test_overhead_comparisons_need_two_repeats_each():
