@@ -358,12 +358,16 @@ def test_notebook_09_reaches_its_verdicts_on_the_cpu():
     # the checker says what it checks first, then one verdict: the unfinished starting point fails
     assert said.startswith("checking resume:") and len(verdict) == 1, said
     assert verdict[0].startswith("FAIL (multinode_resume): the weights were not loaded"), said
-    # issue 28: the two-node run and each lab say what they are doing while torchrun starts (not only a command line)
-    for cell in (
-        c for c in nb.cells if c.cell_type == "code" and ("run_elastic(" in c.source or "two_args, nnodes" in c.source)
-    ):
-        shown = "".join(o.get("text", "") for o in cell.outputs)
-        assert "] now: " in shown and "importing torch" in shown, cell.source[:80]
+    # issue 28: the two-node run and each lab say what they are doing while torchrun starts (not only a command line):
+    # every one says "now: ..." (each start is longer than SAY_S); a rank importing torch (about 1.3 s on a 2-core CI
+    # machine, sampled every SAY_S) is caught in one of the five starts at least, not necessarily in each (stop 38)
+    shown = [
+        "".join(o.get("text", "") for o in c.outputs)
+        for c in nb.cells
+        if c.cell_type == "code" and ("run_elastic(" in c.source or "two_args, nnodes" in c.source)
+    ]
+    assert len(shown) == 3 and all("] now: " in said for said in shown), shown
+    assert any("importing torch" in said for said in shown), shown
     timeline = "".join(
         str(o.get("data", {}).get("text/plain", ""))
         for c in nb.cells
