@@ -326,3 +326,13 @@ class RunResult(Generic[M]):
         data["run_dir"] = Path(data["run_dir"])
         data["log_files"] = {int(k): Path(v) for k, v in data["log_files"].items()}
         return cls(**data)
+
+
+Where = RunResult | EnvInfo | str
+"""Where a table or figure's numbers come from: a run, the environment it ran in, or words (a reference's label, "not
+measured: ..."). Every reading function that labels its output takes this, and :func:`label_of` reads it."""
+
+
+def label_of(where: Where) -> str:
+    """The caption of ``where``: a run's or an environment's :attr:`EnvInfo.label`, or the words as given."""
+    return where if isinstance(where, str) else where.label

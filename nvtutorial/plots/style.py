@@ -12,11 +12,13 @@ from typing import Any
 
 import matplotlib.pyplot  # noqa: F401 - loaded with the plots (a notebook's setup cell), not by the first figure's cell
 
+from nvtutorial.results import Where, label_of
 
-def stamp(fig: Any, where: Any, measured: bool = True) -> None:
-    """Write the measurement's origin under the figure. ``where``: a RunResult, EnvInfo or str. With
+
+def stamp(fig: Any, where: Where, measured: bool = True) -> None:
+    """Write the measurement's origin under the figure (:func:`~nvtutorial.results.label_of`). With
     ``measured=False`` the figure is arithmetic (no run): ``where`` says what computed it, with no "measured on"."""
-    label = getattr(where, "label", where)
+    label = label_of(where)
     fig.text(
         0.01,
         0.005,
