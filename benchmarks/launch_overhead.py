@@ -74,7 +74,8 @@ def machine() -> dict:
                 memory = round(int(line.split()[1]) / 2**20, 1)
     except OSError:
         pass
-    from nvtutorial import guards, launch
+    from nvtutorial import launch
+    from nvtutorial.launch import guards
     from nvtutorial.machine import hardware
 
     try:

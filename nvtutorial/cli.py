@@ -255,7 +255,7 @@ def _add_bundle(sub: argparse._SubParsersAction) -> None:
 
 # Subcommands that live beside the module they expose: each module's add_command(sub) adds
 # its parser (class _Parser, so bad input exits 2) and sets `func`.
-_COMMAND_MODULES: list[str] = ["machine.topology", "machine.doctor", "slurm"]
+_COMMAND_MODULES: list[str] = ["machine.topology", "machine.doctor", "launch.slurm"]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -4,7 +4,7 @@ What it adds to a plain ``jupyter lab``:
 
 - ``--allow-root`` when (and only when) it runs as root, the default user of most GPU containers;
 - widget state not saved with notebooks (the jupyter-widgets setting, :data:`WIDGET_SETTINGS`): the course's
-  progress bars are HTML, saved as they ended (:mod:`nvtutorial.progress`), and saved widget state would make
+  progress bars are HTML, saved as they ended (:mod:`nvtutorial.launch.progress`), and saved widget state would make
   JupyterLab mark a reopened notebook modified for each widget model it restores (and draw each restored widget
   with a red broken-link icon: no kernel holds its model);
 - a status bar that reads "Busy" while a cell runs (:data:`SUBSHELL_MESSAGES`);

@@ -8,7 +8,7 @@ launcher (:mod:`nvtutorial.launch`) or straight from a terminal or a cluster job
 
 Each rank writes ``rank{R}.json`` (its metrics and environment) to the run folder; a rank
 that raises writes ``rank{R}.error.json`` with its traceback instead, then exits non-zero.
-A plain script gets the same through :mod:`nvtutorial.runtime_script`; any code on a rank
+A plain script gets the same through :mod:`nvtutorial.launch.runtime_script`; any code on a rank
 adds to its metrics with :func:`save_metrics`, which does nothing outside the launcher.
 """
 

@@ -44,7 +44,8 @@ if backend == "nccl":
     torch.cuda.synchronize()
 t["first step"] = time.time()
 dist.destroy_process_group()
-if sys.argv[3:] == ["freeze"]:  # as nvtutorial.runtime_script ends a rank: Python's exit skips collecting torch's heap
+# as nvtutorial.launch.runtime_script ends a rank: Python's exit skips collecting torch's heap
+if sys.argv[3:] == ["freeze"]:
     import gc
 
     gc.freeze()

@@ -2,7 +2,7 @@
 """Mutation testing of the course's conclusions: would a realistic one-line bug in a rule be caught?
 
     make mutate                                   # mutate, test, write benchmarks/results/mutation-after.json
-    .venv/bin/python scripts/mutate.py run --label after [--only nvtutorial/guards.py ...]
+    .venv/bin/python scripts/mutate.py run --label after [--only nvtutorial/launch/guards.py ...]
     .venv/bin/python scripts/mutate.py run --label before --source e1ea54c --tests "tests/test_a.py ..."
     .venv/bin/python scripts/mutate.py run --label after --recheck   # after new tests: the survivors again
     .venv/bin/python scripts/mutate.py report --label after      # the scores and survivors, again
@@ -489,7 +489,9 @@ def main(argv: list[str] | None = None) -> int:
         help="the test selection (pytest arguments, space-separated); "
         "default: pytest_add_cli_args_test_selection of [tool.mutmut]",
     )
-    run.add_argument("--only", nargs="*", default=[], help="mutate only these files (globs), e.g. nvtutorial/guards.py")
+    run.add_argument(
+        "--only", nargs="*", default=[], help="mutate only these files (globs), e.g. nvtutorial/launch/guards.py"
+    )
     run.add_argument("--max-children", type=int, default=len(os.sched_getaffinity(0)))
     run.add_argument(
         "--sample",

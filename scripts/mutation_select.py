@@ -25,7 +25,7 @@ LAUNCHES = re.compile(
 MARKS = ("notebooks", "slurm", "gpu")
 SLOW = {
     "tests/launch/test_faults.py::test_random_command_lines": "300 hypothesis command lines, 10-40 s; guards and "
-    "diagnosis are tested at their rules in tests/core/test_guards.py and tests/core/test_diagnosis.py",
+    "diagnosis are tested at their rules in tests/launch/test_guards.py and tests/launch/test_diagnosis.py",
     "tests/project/test_layout.py::test_import_rules_hold": "imports every module in a fresh interpreter (about 2 "
     "minutes); it checks the package's layout, not a rule",
 }

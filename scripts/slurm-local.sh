@@ -11,7 +11,7 @@
 # slurm.conf, state, spool, logs and the daemons' pids. No systemd and no cgroups
 # (proctrack/linuxproc, task/none); the nodes are two `slurmd -N` of one host (MULTIPLE_SLURMD).
 # Facts measured on this kind of machine: /work/shared/notes/slurm-on-one-host.md.
-# Used by tests/core/test_slurm.py and nvtutorial.slurm.local_cluster() (notebook 09).
+# Used by tests/launch/test_slurm.py and nvtutorial.launch.slurm.local_cluster() (notebook 09).
 set -uo pipefail
 
 cmd=${1:-}

@@ -6,7 +6,12 @@
 - :mod:`.warm`: the warm interpreter that forks ranks (:mod:`._zygote`), and the run's store (:mod:`._store`);
 - :mod:`.tree`: the one supervisor of a process tree: whose processes, their ending, their stacks;
 - :mod:`.runner`: :func:`run` and :func:`execute` on top: warm ranks or the literal ``torchrun``,
-  followed to the end, with deadlines, live output, progress and a diagnosis.
+  followed to the end, with deadlines, live output, progress (:mod:`.progress`) and a diagnosis (:mod:`.diagnosis`);
+- :mod:`.guards`: what is refused before a launch; :mod:`.runtime_script`: a learner's script run as a rank;
+- :mod:`.slurm` (``nvtutorial slurm``) and :mod:`.slurm_result`: a run on a Slurm cluster, and its result.
+
+What it may import is written in docs/architecture.md and held by tests/project/test_layout.py: itself, the core,
+``machine/`` and the workloads' registry; never a chapter, ``report/``, ``plots/`` or ``teach/``.
 
 This ``__init__`` imports nothing: the warm interpreter imports :mod:`._zygote` through it, and a
 name such as ``launch.run`` is loaded on first use.
@@ -44,32 +49,6 @@ if TYPE_CHECKING:
         torch_cuda,
     )
 
-_LAZY = {
-    **dict.fromkeys(
-        (
-            "Backend",
-            "LaunchError",
-            "LaunchSpec",
-            "Output",
-            "RunFailed",
-            "RunInterrupted",
-            "RunTimedOut",
-            "files_folder",
-            "is_script",
-            "prepare",
-            "resolve_backend",
-            "run_folder",
-            "runs_root",
-            "torch_cuda",
-            "STARTUP_TIMEOUT_S",
-        ),
-        "spec",
-    ),
-    **dict.fromkeys(
-        ("child_environment", "free_port", "node_devices", "node_environment", "rank_environment"), "environment"
-    ),
-    **dict.fromkeys(("execute", "run", "MAX_SHOWN_BYTES"), "runner"),
-}
 __all__ = [
     "MAX_SHOWN_BYTES",
     "STARTUP_TIMEOUT_S",
@@ -95,6 +74,13 @@ __all__ = [
     "runs_root",
     "torch_cuda",
 ]
+_LAZY = {
+    **dict.fromkeys(__all__, "spec"),  # a name's module: spec, but for these
+    **dict.fromkeys(
+        ("child_environment", "free_port", "node_devices", "node_environment", "rank_environment"), "environment"
+    ),
+    **dict.fromkeys(("execute", "run", "MAX_SHOWN_BYTES"), "runner"),
+}
 
 
 def __getattr__(name: str) -> Any:

@@ -43,13 +43,13 @@ PRELOAD = (
     "torch._dynamo",  # DDP's constructor and every optimizer step import it: 1.3 s a rank on 2 cores, paid here once
     "numpy",
     "nvtutorial.runtime",
-    "nvtutorial.runtime_script",
+    "nvtutorial.launch.runtime_script",
     "nvtutorial.teach._ranks_worker",
     "nvtutorial.launch._store",
 )
 """Imported first; then every workload module, whose own imports stay (see :func:`_preload`), and the modules
 named in ``NVTUTORIAL_WARM_PRELOAD`` (comma-separated: a learner's own heavy imports)."""
-_NOT_AS_MAIN = ("nvtutorial.runtime_script",)
+_NOT_AS_MAIN = ("nvtutorial.launch.runtime_script",)
 """Modules preloaded for their imports only: dropped again, so that ``-m`` runs them as a fresh ``__main__``."""
 
 

@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from nvtutorial import guards
+from nvtutorial.launch import guards
 from nvtutorial.runtime import free_port
 
 __all__ = [

@@ -16,14 +16,14 @@ and every rank's environment):
 
 Every run says the ``torchrun`` command a learner would type for it. The notebook kernel never
 initialises CUDA and is never forked. Rank output streams into the cell while the run goes on;
-rank 0's progress lines drive its bars (:mod:`nvtutorial.progress`).
+rank 0's progress lines drive its bars (:mod:`nvtutorial.launch.progress`).
 
-Before anything starts, bad input and a run the machine cannot hold (:mod:`nvtutorial.guards`) are
+Before anything starts, bad input and a run the machine cannot hold (:mod:`nvtutorial.launch.guards`) are
 refused with a :class:`LaunchError` (:mod:`nvtutorial.launch.spec`). When a rank fails, when the
 deadline passes, when the run folder disappears, or when the caller is interrupted, every process of
 the run is ended within a few seconds (:class:`~nvtutorial.launch.tree.ProcessTree`), and the caller
 gets an error that names the failed rank, its exception and the last lines of its log
-(:mod:`nvtutorial.diagnosis`).
+(:mod:`nvtutorial.launch.diagnosis`).
 """
 
 from __future__ import annotations
@@ -45,9 +45,10 @@ from typing import Any, NoReturn
 
 import psutil
 
-from nvtutorial import diagnosis
+from nvtutorial.launch import diagnosis
 from nvtutorial.launch import warm as warm_mod
 from nvtutorial.launch.environment import free_port, node_environment, rank_environment
+from nvtutorial.launch.progress import RunProgress, in_notebook
 from nvtutorial.launch.spec import (
     Backend,
     Launcher,
@@ -64,7 +65,6 @@ from nvtutorial.launch.spec import (
 )
 from nvtutorial.launch.tree import ProcessTree, alive
 from nvtutorial.machine import hardware
-from nvtutorial.progress import RunProgress, in_notebook
 from nvtutorial.results import RunResult
 from nvtutorial.runtime import PROGRESS_PREFIX
 
@@ -136,7 +136,7 @@ def run(
     show (``"none"``: only the launcher's line saying how the run started, and its progress bars); ``pg_timeout``: the
     process group's collective timeout in seconds; ``nnodes``: emulated
     nodes, one torchrun agent each; ``allow_oversubscribe``: start even with more ranks than the
-    cores or the memory hold (:mod:`nvtutorial.guards`); ``max_restarts``: torchrun restarts the
+    cores or the memory hold (:mod:`nvtutorial.launch.guards`); ``max_restarts``: torchrun restarts the
     ranks after a failure this many times (a rank that dies is then not the end of the run);
     ``launcher="torchrun"``: start the ranks with the literal ``torchrun`` instead of forking them
     warm. With ``check`` (the default) a failed run raises :class:`RunFailed`; otherwise the result

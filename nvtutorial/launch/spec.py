@@ -4,7 +4,7 @@
 :class:`LaunchError` naming the bad value and the fix, before any process starts: the target (a
 workload's name or a script's path), its parameters, the numbers of ranks and nodes, the backend, the
 deadlines, the environment overrides, the run folder, and what the machine can hold
-(:mod:`nvtutorial.guards`). :meth:`LaunchSpec.torchrun_line` is the command a learner would type for
+(:mod:`nvtutorial.launch.guards`). :meth:`LaunchSpec.torchrun_line` is the command a learner would type for
 the same run; :meth:`LaunchSpec.command` is the literal ``torchrun`` the launcher runs when the run
 does not start warm (:mod:`nvtutorial.launch.runner`).
 """
@@ -23,8 +23,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from nvtutorial import guards, workloads
 from nvtutorial import params as params_mod
+from nvtutorial import workloads
+from nvtutorial.launch import guards
 from nvtutorial.machine import hardware
 from nvtutorial.results import RunResult
 
@@ -131,7 +132,7 @@ class LaunchSpec:
         if self.script is not None:
             return [
                 "-m",
-                "nvtutorial.runtime_script",
+                "nvtutorial.launch.runtime_script",
                 "--out",
                 str(self.run_dir),
                 "--backend",

@@ -49,7 +49,7 @@ COLOURS = {
 """One colour per kind of time (compute, hidden and exposed communication, idle...), the same in every figure."""
 
 
-def finish(fig: Any, where: Any, measured: bool = True) -> None:
+def finish(fig: Any, where: Where, measured: bool = True) -> None:
     """Lay the figure out with room at the bottom, then stamp where it was measured (``measured=False``: that it
     is arithmetic, see :func:`stamp`)."""
     import warnings

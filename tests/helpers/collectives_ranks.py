@@ -68,25 +68,27 @@ def read_back(rank_type, metrics):
     return [typed(rank_type, json.loads(json.dumps(m))) for m in metrics]
 
 
+def workload_on_pool(rank_type, which, params) -> list:
+    """Every rank's metrics of the chapter 7 workload ``which`` run on the pool with ``params``, read back typed."""
+    return read_back(rank_type, on_pool(workload_metrics, which, params))
+
+
 @pytest.fixture(scope="module")
 def cpu_hooks(plain_pool) -> list[schema_compression.Rank]:
-    return read_back(
+    return workload_on_pool(
         schema_compression.Rank,
-        on_pool(
-            workload_metrics,
-            "compression",
-            {
-                "model": "tiny",
-                "image_size": 16,
-                "batch_size": 2,
-                "samples": 8,
-                "val_samples": 4,
-                "warmup": 3,
-                "steps": 2,
-                "rounds": 2,
-                "density_batches": 1,
-                "topk_ratio": 0.01,
-                "powersgd_rank": 1,
-            },
-        ),
+        "compression",
+        {
+            "model": "tiny",
+            "image_size": 16,
+            "batch_size": 2,
+            "samples": 8,
+            "val_samples": 4,
+            "warmup": 3,
+            "steps": 2,
+            "rounds": 2,
+            "density_batches": 1,
+            "topk_ratio": 0.01,
+            "powersgd_rank": 1,
+        },
     )

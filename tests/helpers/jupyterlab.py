@@ -25,12 +25,39 @@ from pathlib import Path
 from typing import Any
 
 import psutil
+import pytest
 
 from nvtutorial.runtime import free_port as free_port  # the course's one helper, for the tests too
 from tests.helpers.paths import ROOT
 
 SCREENSHOTS = ROOT / "build" / "screenshots"
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+def browser_module(timeout_s: float) -> list[Any]:
+    """The ``pytestmark`` of a test file that drives the system's Chromium with Playwright: the whole file is skipped
+    where Playwright is not installed (here, as the file is imported) or there is no Chromium; and its tests'
+    timeout."""
+    pytest.importorskip("playwright.sync_api", reason="Playwright is not installed (pip install playwright)")
+    return [
+        pytest.mark.skipif(
+            CHROMIUM is None,
+            reason="no Chromium here: apt-get install chromium chromium-driver "
+            "(what .ci/run does); Playwright's own browser download is not used",
+        ),
+        pytest.mark.timeout(timeout_s),
+    ]
+
+
+@contextlib.contextmanager
+def chromium():
+    """The system's Chromium, through Playwright (a test module's ``browser`` fixture)."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        yield browser
+        browser.close()
 
 
 def wait_for(predicate, timeout: float, what: str, interval: float = 0.2):

@@ -3,10 +3,14 @@ for the tests of chapters 1 and 2."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 import pytest
 
 from nvtutorial.chapters.ch01_hardware import lab as bwlab
 from nvtutorial.chapters.ch01_hardware import report_reference as reference_runs
+from nvtutorial.chapters.ch01_hardware.report_lab import LabRun
 from nvtutorial.results import RunResult
 
 
@@ -15,14 +19,14 @@ def reference_run(name: str) -> RunResult:
     return reference_runs.load(name)
 
 
+def reference_lab(runs: Mapping[str, str], **kwargs: Any) -> list[LabRun]:
+    """The lab read from committed runs (nothing launched): ``runs`` maps each path to the run it reuses."""
+    return bwlab.run_lab({}, reuse={path: reference_run(name) for path, name in runs.items()}, **kwargs)
+
+
 @pytest.fixture(scope="module")
 def ab():
-    return bwlab.run_lab(
-        {},
-        reuse={
-            "default": reference_run("ab default"),
-            "source's settings": reference_run("ab source's settings"),
-            "P2P off": reference_run("ab P2P off"),
-        },
+    return reference_lab(
+        {"default": "ab default", "source's settings": "ab source's settings", "P2P off": "ab P2P off"},
         paths=bwlab.SOURCE_AB_PATHS,
     )

@@ -70,15 +70,22 @@ def _train_run(backend: str, device: str, ranks: list) -> RunResult:
     env = EnvInfo(
         host="h", backend=backend, world_size=2, device_names=(device,) * 2, torch="2", cuda=None, nccl=None, python=""
     )
+    return ended_run("train", env, ranks)
+
+
+def ended_run(
+    workload: str, env: EnvInfo | None, ranks: list, run_dir: Path = Path("run"), returncode: int = 0
+) -> RunResult:
+    """A run of ``workload`` that ended with ``returncode`` after a second, its ranks' results ``ranks`` (no logs)."""
     return RunResult(
-        workload="train",
+        workload=workload,
         params={},
-        returncode=0,
+        returncode=returncode,
         wall_s=1.0,
         first_output_s=None,
         env=env,
         ranks=ranks,
-        run_dir=Path("run"),
+        run_dir=run_dir,
         log_files={},
         log_tail=[],
     )

@@ -30,8 +30,8 @@ import psutil
 import pytest
 
 import nvtutorial
-from nvtutorial import cli, guards, launch
-from nvtutorial.launch import runner
+from nvtutorial import cli, launch
+from nvtutorial.launch import guards, runner
 from tests.helpers.launch import (
     SUBJECT,
     assert_files_whole,
@@ -570,7 +570,8 @@ def test_a_sigkilled_rank_is_the_cause_when_its_peer_exits_first(tmp_path):
     """The race CI once lost: rank 1 was SIGKILLed, rank 0 saw 'Connection reset by peer' and exited
     first, so torchrun named rank 0 as its root cause. torchrun's report lists only ranks that had
     already ended before it cleaned up, so rank 1's SIGKILL came from outside: it is the cause."""
-    from nvtutorial import diagnosis, launch
+    from nvtutorial import launch
+    from nvtutorial.launch import diagnosis
 
     spec = launch.prepare(SUBJECT, nproc=2, backend="gloo", out=tmp_path / "run", args=["kill"])
     spec.run_dir.mkdir()

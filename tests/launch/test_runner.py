@@ -8,6 +8,7 @@ other work on the machine may slow start-up down, never the launcher's reaction.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import json
 import os
 import signal
@@ -21,7 +22,8 @@ from pathlib import Path
 import pytest
 
 import nvtutorial
-from nvtutorial import guards, launch
+from nvtutorial import launch
+from nvtutorial.launch import guards
 from nvtutorial.machine import hardware
 from nvtutorial.results import RunResult, write_json_atomic
 from tests.helpers.launch import (
@@ -100,16 +102,35 @@ def hang_until_deadline(
     raise AssertionError(f"the ranks never reached the hang ({ready!r} is not in rank 1's log)")
 
 
-def test_hang_is_ended_at_the_deadline_with_every_rank_stack(runs_dir):
-    err, deadline, late = hang_until_deadline("selftest", 6, "sleeping", params={"mode": "hang"})
+@pytest.mark.parametrize(
+    "target, how, named, asleep, ended",
+    [
+        ("selftest", {"params": {"mode": "hang"}}, "", ("selftest.py", "in run"), assert_nothing_left),
+        (str(SUBJECT), {"args": ["hang"]}, f"{SUBJECT} ", ("subject.py", "in main"), assert_no_process),
+    ],
+    ids=["workload", "script"],
+)
+def test_hang_is_ended_at_the_deadline_with_every_rank_stack(runs_dir, target, how, named, asleep, ended):
+    err, deadline, late = hang_until_deadline(target, 6, "sleeping", **how)
     text = str(err)
-    assert f"did not finish within its {deadline:g} s deadline" in text
-    # faulthandler's dump shows where each rank waits: rank 0 in all_reduce, rank 1 asleep in run()
+    assert f"{named}did not finish within its {deadline:g} s deadline" in text
+    # faulthandler's dump shows where each rank waits: rank 0 in all_reduce, rank 1 asleep in its code
     rank0, rank1 = text.split("--- rank 1")
     assert "in all_reduce" in rank0
-    assert "selftest.py" in rank1 and "in run" in rank1
+    assert asleep[0] in rank1 and asleep[1] in rank1
     assert 0 <= late < 5 + 2, f"ended {late:.1f} s after the deadline"
-    assert_nothing_left(err.result.run_dir)
+    ended(err.result.run_dir)
+
+
+def test_run_takes_every_option_of_prepare_and_check():
+    """``run`` writes ``prepare``'s options out again, as a learner's ``help(nvtutorial.run)`` shows them; they agree:
+    the same names in the same order, the same defaults and types, and ``check`` besides."""
+    run = inspect.signature(launch.run).parameters
+    prepare = inspect.signature(launch.prepare).parameters
+    assert [name for name in run if name != "check"] == list(prepare)
+    assert [(p.kind, p.default, p.annotation) for p in prepare.values()] == [
+        (run[name].kind, run[name].default, run[name].annotation) for name in prepare
+    ]
 
 
 def _hanging_caller(run_dir: Path) -> subprocess.Popen:
@@ -324,17 +345,6 @@ def test_script_exit_code_is_a_failure(runs_dir):
     assert info.value.rank == 0 and info.value.exc_type == "SystemExit"
     assert str(info.value).startswith("rank 0 failed: SystemExit: the script exited with code 3")
     assert_no_process(info.value.result.run_dir)
-
-
-def test_script_hang_is_ended_at_the_deadline_with_stacks(runs_dir):
-    err, deadline, late = hang_until_deadline(str(SUBJECT), 6, "sleeping", args=["hang"])
-    text = str(err)
-    assert f"{SUBJECT} did not finish within its {deadline:g} s deadline" in text
-    rank0, rank1 = text.split("--- rank 1")
-    assert "in all_reduce" in rank0
-    assert "subject.py" in rank1 and "in main" in rank1
-    assert 0 <= late < 5 + 2, f"ended {late:.1f} s after the deadline"
-    assert_no_process(err.result.run_dir)
 
 
 def test_bad_script_targets_are_refused_before_launch(tmp_path, runs_dir):

@@ -108,7 +108,7 @@ def test_a_cold_rank_ends_as_python_does_with_its_heap_frozen(tmp_path):
         "unclosed.write('flushed at exit')\n"
         f"atexit.register(lambda: open({str(tmp_path / 'frozen.txt')!r}, 'w').write(str(gc.get_freeze_count())))\n"
     )
-    cmd = [sys.executable, "-m", "nvtutorial.runtime_script", "--out", str(tmp_path / "run"), "--", str(script)]
+    cmd = [sys.executable, "-m", "nvtutorial.launch.runtime_script", "--out", str(tmp_path / "run"), "--", str(script)]
     subprocess.run(cmd, check=True, env={**os.environ, "RANK": "0", "WORLD_SIZE": "1"}, timeout=120)
     assert (tmp_path / "unclosed.txt").read_text() == "flushed at exit"
     assert int((tmp_path / "frozen.txt").read_text()) > 10_000  # torch's objects, frozen before the exit

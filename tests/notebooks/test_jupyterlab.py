@@ -37,11 +37,12 @@ import nbformat
 import pytest
 
 from tests.helpers.jupyterlab import (
-    CHROMIUM,
     ROOT,
     Lab,
+    browser_module,
     cell_outputs,
     cells_running,
+    chromium,
     command,
     dirty,
     executions,
@@ -56,17 +57,7 @@ from tests.helpers.jupyterlab import (
     wait_for,
 )
 
-playwright_api = pytest.importorskip(
-    "playwright.sync_api", reason="Playwright is not installed (pip install playwright)"
-)
-pytestmark = [
-    pytest.mark.skipif(
-        CHROMIUM is None,
-        reason="no Chromium here: apt-get install chromium chromium-driver "
-        "(what .ci/run does); Playwright's own browser download is not used",
-    ),
-    pytest.mark.timeout(3600),  # every notebook runs in the first test's setup
-]
+pytestmark = browser_module(3600)  # every notebook runs in the first test's setup
 
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 NAMES = [p.name for p in NOTEBOOKS]
@@ -209,10 +200,8 @@ def silent_cells(log: list[dict[str, Any]], limit: float = SILENT_LIMIT_S) -> li
 
 @pytest.fixture(scope="module")
 def browser():
-    with playwright_api.sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-        yield chromium
-        chromium.close()
+    with chromium() as browser:
+        yield browser
 
 
 @pytest.fixture(scope="module")
@@ -385,7 +374,7 @@ def test_every_prediction_and_exercise_is_graded_again_after_run_all(course, nam
 
 
 BAR = re.compile(r'class="nvtutorial-bar nvtutorial-bar-(\w+)".*?width: ([\d.]+%); height: 100%')
-"""A bar as the notebook saves it (nvtutorial.progress.NotebookBar): its status and how full it is."""
+"""A bar as the notebook saves it (nvtutorial.launch.progress.NotebookBar): its status and how full it is."""
 
 
 def saved_bars(nb: nbformat.NotebookNode) -> list[tuple[str, str, str]]:
@@ -451,7 +440,7 @@ REOPENED = ("03_ddp_training.ipynb", "10_cost_model.ipynb")
 modified once the kernel was idle."""
 
 
-BARS_CELL = """from nvtutorial.progress import RunProgress
+BARS_CELL = """from nvtutorial.launch.progress import RunProgress
 bars = RunProgress()
 for n in (1, 3):
     bars.update({"n": n, "total": 3, "desc": "phase one"})

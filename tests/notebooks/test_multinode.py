@@ -194,8 +194,10 @@ def test_the_exercise_solution_passes_and_each_wrong_answer_fails_with_its_reaso
     assert not unfinished.passed and "ignored" in unfinished.reason
 
 
-def test_steps_lost_are_graded(runs):
-    outcome = recovery.ElasticOutcome(
+@pytest.fixture
+def four_steps_lost(runs) -> recovery.ElasticOutcome:
+    """Rank 9 killed at 1.1 s, after step 10; the restart resumed from step 6's checkpoint (one every 6 steps)."""
+    return recovery.ElasticOutcome(
         result=runs["two"],
         fault=recovery.Fault("rank", 9),
         every=6,
@@ -204,6 +206,10 @@ def test_steps_lost_are_graded(runs):
         events=[],
         killed_at_s=1.1,
     )
+
+
+def test_steps_lost_are_graded(four_steps_lost):
+    outcome = four_steps_lost
     assert (outcome.last_step_before_kill, outcome.resumed_from, outcome.steps_lost) == (10, 6, 4)
     assert outcome.recovery_s == pytest.approx(1.9) and outcome.restart_s == pytest.approx(1.4)
     assert report.grade_steps_lost(4, outcome, 9).status == "right"
@@ -310,16 +316,8 @@ def test_the_label_counts_each_gpu_once_and_says_it_is_shared():
     assert "simulation" in cpu.label
 
 
-def test_a_prediction_of_no_steps_lost_is_graded_off(runs):
-    outcome = recovery.ElasticOutcome(
-        result=runs["two"],
-        fault=recovery.Fault("rank", 9),
-        every=6,
-        steps=[(1.0, 0, s) for s in range(1, 11)] + [(3.0, 1, s) for s in range(7, 21)],
-        attempts=[(0.5, 0, 0), (2.5, 1, 6)],
-        events=[],
-        killed_at_s=1.1,
-    )
+def test_a_prediction_of_no_steps_lost_is_graded_off(four_steps_lost):
+    outcome = four_steps_lost
     graded = report.grade_steps_lost(0, outcome, 9)
     assert graded.status == "off" and graded.numbers == {"prediction": 0, "measured": 4}
 
@@ -346,7 +344,7 @@ def test_notebook_09_reaches_its_verdicts_on_the_cpu():
     resubmitted = verdicts["resubmitted job"]
     assert resubmitted.status == "pass" and resubmitted.numbers["identical"]
     assert resubmitted.numbers["started_at"] == resubmitted.numbers["lost_job_checkpoint"] > 0
-    from nvtutorial import slurm
+    from nvtutorial.launch import slurm
 
     if slurm.local_unavailable() is None:  # CI installs Slurm: the job went through it
         assert resubmitted.numbers["state"] == "COMPLETED"

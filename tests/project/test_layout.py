@@ -30,6 +30,14 @@ WORKER = {"lessons", "models", "workloads"}
 KERNEL_ONLY = {"report", "plots"}
 """Code that reads and draws in the notebook kernel: never launches."""
 NEVER_FROM_KERNEL_ONLY = {"launch", "lab", "workloads"}
+PROCESS_LAYER = CORE | {"launch", "machine"}
+"""What ``launch/`` stands on, besides the workloads' registry (:data:`WORKLOAD_REGISTRY`): itself, the core and the
+machine. Never a chapter (its lab, report, lessons or workloads), ``report/``, ``plots/``, ``teach/``, ``models/`` or
+the commands (``cli``, ``course``): those are the process layer's clients."""
+WORKLOAD_REGISTRY = "nvtutorial.workloads"
+"""The one module of the workloads ``launch/`` names: it finds a workload by its name, never by importing its file."""
+MOVED_TO_LAUNCH = ("guards", "diagnosis", "runtime_script", "progress", "slurm", "slurm_result")
+"""The process layer's modules that once stood at the package's root (issue 30)."""
 SHARED = {"schema"}
 """Torch-free files both sides import (a chapter's result schema and its cost model): only the core and each other."""
 CHAPTER_ROLES = {
@@ -243,6 +251,13 @@ def violations(edges: Mapping[str, set[str]], external: Mapping[str, set[str]]) 
             for t in targets:
                 if area(t) not in CORE:
                     out.append(f"{module} is core but imports {t} (the core imports only the core)")
+        if a == "launch":
+            for t in targets:
+                if area(t) not in PROCESS_LAYER and t != WORKLOAD_REGISTRY:
+                    out.append(
+                        f"{module} is the process layer but imports {t} (only launch/, the core, machine/ and the "
+                        "workloads' registry)"
+                    )
         if a == "machine":
             for t in targets:
                 if area(t) not in CORE | {"machine"}:
@@ -326,6 +341,37 @@ def test_every_import_edge_is_seen():
 def test_import_rules_hold():
     edges, external = import_graph(PACKAGE)
     assert violations(edges, external) == []
+
+
+def test_the_process_layer_imports_only_its_own_rule():
+    """Every module of nvtutorial/launch/, read with ``ast`` (at module level and in functions): itself, the core,
+    machine/ and the workloads' registry, nothing else (docs/architecture.md, the process layer)."""
+    edges, external = import_graph(PACKAGE)
+    layer = {m for m in edges if area(m) == "launch"}
+    assert {f"nvtutorial.launch.{name}" for name in MOVED_TO_LAUNCH} <= layer
+    assert not [name for name in MOVED_TO_LAUNCH if (PACKAGE / f"{name}.py").exists()], "no module left at the root"
+    assert WORKLOAD_REGISTRY in {t for m in layer for t in edges[m]}  # the rule's one exception is still used
+    assert [v for v in violations(edges, external) if " is the process layer " in v] == []
+
+
+@pytest.mark.parametrize(
+    "line, other, target",
+    [
+        ("from nvtutorial.chapters.ch99_x import lab", "chapters/ch99_x/lab.py", "nvtutorial.chapters.ch99_x.lab"),
+        ("from ..report import verdict", "report/verdict.py", "nvtutorial.report.verdict"),
+        ("import nvtutorial.plots.style", "plots/style.py", "nvtutorial.plots.style"),
+        ("from nvtutorial.teach import show", "teach/show.py", "nvtutorial.teach.show"),
+        ("from nvtutorial.models import unet", "models/unet.py", "nvtutorial.models.unet"),
+        ("from nvtutorial.workloads import selftest", "workloads/selftest.py", "nvtutorial.workloads.selftest"),
+        ("from .. import cli", "cli.py", "nvtutorial.cli"),
+    ],
+)
+def test_the_process_layer_importing_a_client_is_reported(tmp_path, line, other, target):
+    edges, external = import_graph(_fake(tmp_path, {"launch/runner.py": f"def f():\n    {line}\n", other: ""}))
+    assert violations(edges, external) == [
+        f"nvtutorial.launch.runner is the process layer but imports {target} (only launch/, the core, machine/ and "
+        "the workloads' registry)"
+    ]
 
 
 def test_notebooks_never_import_workloads():
@@ -464,7 +510,8 @@ def test_a_clean_fake_package_passes(tmp_path):
     files = {
         "units.py": "",
         "runtime.py": "from . import units\n",
-        "launch/runner.py": "from .. import workloads\n",
+        "launch/runner.py": "from .. import workloads\nfrom ..machine import hw\nfrom . import spec\n",
+        "launch/spec.py": "from nvtutorial import runtime, units\nfrom nvtutorial.chapters import facade\n",
         "workloads/w.py": "from nvtutorial import runtime\nfrom nvtutorial.chapters.ch99_x.lessons import l\n",
         "models/m.py": "",
         "report/r.py": "from ..units import x\nfrom ..machine import hw\n",

@@ -19,29 +19,17 @@ import urllib.request
 
 import pytest
 
-from tests.helpers.jupyterlab import CHROMIUM, ROOT, free_port, shoot, wait_for
+from tests.helpers.jupyterlab import ROOT, browser_module, chromium, free_port, shoot, wait_for
 
 SITE = ROOT / "build" / "site"
 
-playwright_api = pytest.importorskip(
-    "playwright.sync_api", reason="Playwright is not installed (pip install playwright)"
-)
-pytestmark = [
-    pytest.mark.skipif(
-        CHROMIUM is None,
-        reason="no Chromium here: apt-get install chromium chromium-driver "
-        "(what .ci/run does); Playwright's own browser download is not used",
-    ),
-    pytest.mark.timeout(600),
-]
+pytestmark = browser_module(600)
 
 
 @pytest.fixture(scope="module")
 def browser():
-    with playwright_api.sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-        yield chromium
-        chromium.close()
+    with chromium() as browser:
+        yield browser
 
 
 # ----------------------------------------------------------------------------------------------- the website
@@ -121,7 +109,8 @@ def test_every_page_of_the_website_loads_offline_with_its_figures_and_bars(site_
             for cls, width in bars
             if "progress-bar-success" in cls and width != "100%"
         ]
-        # the course's own bars are HTML (nvtutorial.progress); the committed GPU copies may still hold widget bars
+        # the course's own bars are HTML (nvtutorial.launch.progress); the committed GPU copies may still hold widget
+        # bars
         html_bars = page.eval_on_selector_all(".nvtutorial-bar", "els => els.map(e => e.className)")
         problems += [
             f"{path}: a progress bar in no final state ({cls})" for cls in html_bars if cls.endswith("-running")

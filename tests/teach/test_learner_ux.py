@@ -16,7 +16,7 @@ import nbformat
 import pytest
 
 from nvtutorial import runtime
-from nvtutorial.progress import RunProgress
+from nvtutorial.launch.progress import RunProgress
 from nvtutorial.report import predict
 from nvtutorial.report.verdict import GRADE_LOOK, Verdict
 from nvtutorial.teach import check, ranks

@@ -7,6 +7,7 @@ Every case ends by checking that no rank process is left. The in-process cases s
 from __future__ import annotations
 
 import ast
+import contextlib
 import os
 import signal
 import sys
@@ -408,11 +409,24 @@ def _gpus() -> int:
     return hardware.gpu_count() if ranks._torch_cuda_build() else 0
 
 
-@pytest.mark.skipif(_gpus() < 1, reason="needs a GPU with a CUDA build of torch (none here)")
-def test_nccl_rank_on_one_gpu_and_the_caller_never_initialises_cuda():
-    pool = ranks.start(nproc=1, backend="nccl", quiet=True)
+@contextlib.contextmanager
+def _nccl_ranks(nproc: int):
+    """``nproc`` NCCL ranks for a test's body; after it, this process has never initialised CUDA (what it pulled from
+    the ranks came as CPU copies), and once the ranks are stopped none of their processes is left."""
+    pool = ranks.start(nproc=nproc, backend="nccl", quiet=True)
     pids = list(pool.pids())
     try:
+        yield
+        pids += ranks.status().get("pids", [])
+        assert not sys.modules["torch"].cuda.is_initialized()
+    finally:
+        ranks.stop()
+    assert_gone(pids)
+
+
+@pytest.mark.skipif(_gpus() < 1, reason="needs a GPU with a CUDA build of torch (none here)")
+def test_nccl_rank_on_one_gpu_and_the_caller_never_initialises_cuda():
+    with _nccl_ranks(1):
         result = ranks.run_code(
             "import os\nt = torch.ones(4, device=device) * 3\ndist.all_reduce(t)\n"
             "torch.cuda.synchronize()\nprint(t.device, os.environ['TORCH_NCCL_ASYNC_ERROR_HANDLING'])"
@@ -424,19 +438,12 @@ def test_nccl_rank_on_one_gpu_and_the_caller_never_initialises_cuda():
         hang = ranks.run_code("torch.cuda._sleep(int(1e12))\ntorch.cuda.synchronize()", timeout=2)
         stack = hang.outcomes[0].stack
         assert hang.reason == "timeout" and stack is not None and "synchronize" in stack, hang.report()
-        pids += ranks.status().get("pids", [])
-        assert not sys.modules["torch"].cuda.is_initialized()  # this process pulled a CUDA tensor, as a CPU copy
-    finally:
-        ranks.stop()
-    assert_gone(pids)
 
 
 # ----- two GPUs, NCCL (the lead's GPU machine) ---------------------------------------------------
 @requires_two_gpus
 def test_nccl_all_reduce_and_a_hang_recovered_on_two_gpus():
-    pool = ranks.start(nproc=2, backend="nccl", quiet=True)
-    pids = list(pool.pids())
-    try:
+    with _nccl_ranks(2):
         result = ranks.run_code(
             "t = torch.ones(4, device=device) * (rank + 1)\ndist.all_reduce(t)\n"
             "torch.cuda.synchronize()\nprint(t.device)"
@@ -450,12 +457,7 @@ def test_nccl_all_reduce_and_a_hang_recovered_on_two_gpus():
         recovery = hang.recovery
         assert hang.group_kept and recovery is not None and "aborted and created again" in recovery, hang.report()
         after = ranks.run_code("t = torch.ones(1, device=device)\ndist.all_reduce(t)\nassert t.item() == 2")
-        pids += ranks.status().get("pids", [])
         assert after.ok, after.report()
-        assert not sys.modules["torch"].cuda.is_initialized()  # pulled CUDA tensors came as CPU copies
-    finally:
-        ranks.stop()
-    assert_gone(pids)
 
 
 def test_stop_while_the_ranks_start_says_so_in_three_lines(monkeypatch):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from nvtutorial.chapters.ch01_hardware import schema_allreduce
 from nvtutorial.chapters.ch01_hardware.report import NcclTestsRun, Sweep, is_gpu, reference_nccl_tests, sweep_rows
@@ -18,10 +18,14 @@ from nvtutorial.plots.style import figure, stamp
 from nvtutorial.units import format_size
 
 if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
     from nvtutorial.machine.links import Expectation
+    from nvtutorial.results import Where
 
 
-def size_axis(ax: Any, sizes: Sequence[int]) -> None:
+def size_axis(ax: Axes, sizes: Sequence[int]) -> None:
     """A log₂ size axis with at most 8 labelled sizes (``1 KiB``, ``1 MiB``...)."""
     ax.set_xscale("log", base=2)
     ticks = sorted(set(sizes))
@@ -34,7 +38,7 @@ def size_axis(ax: Any, sizes: Sequence[int]) -> None:
     ax.set_xlabel("message size S (bytes of the buffer)")
 
 
-def plain_log_axis(ax: Any, lo: float, hi: float, axis: str = "y") -> None:
+def plain_log_axis(ax: Axes, lo: float, hi: float, axis: str = "y") -> None:
     """A log axis from ``lo`` to ``hi`` with ticks at 1, 2, 5 × 10ᵏ labelled as plain numbers."""
     from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
@@ -54,14 +58,14 @@ def plain_log_axis(ax: Any, lo: float, hi: float, axis: str = "y") -> None:
 
 def plot_busbw(
     series: Mapping[str, Sweep | Sequence[schema_allreduce.Row]],
-    where: object,
+    where: Where,
     physical: float | None = None,
-    reference: Mapping[str, NcclTestsRun | Sequence[Mapping[str, Any]]] | None = None,
+    reference: Mapping[str, NcclTestsRun] | None = None,
     title: str = "all-reduce bus bandwidth",
-) -> tuple[Any, Any]:
+) -> tuple[Figure, Axes]:
     """busbw against size, both on log axes, one line per series (an ``allreduce_bench`` run or its rows); optional
     physical limit and reference points (nccl-tests on the reference machine, drawn hollow and labelled as such:
-    its parsed rows)."""
+    its parsed output)."""
     fig, ax = figure()
     sizes: list[int] = []
     values: list[float] = []
@@ -71,12 +75,11 @@ def plot_busbw(
         values += [r.busbw for r in rows]
         ax.plot([r.size for r in rows], [r.busbw for r in rows], marker="o", ms=4, label=label)
     for label, data in (reference or {}).items():
-        rows = sorted(data.rows if isinstance(data, NcclTestsRun) else data, key=lambda r: r["size"])
-        sizes += [r["size"] for r in rows]
-        values += [r["busbw"] for r in rows]
-        ax.plot(
-            [r["size"] for r in rows], [r["busbw"] for r in rows], ls="none", marker="s", mfc="none", ms=6, label=label
-        )
+        points = sorted(data.busbw_by_size().items())
+        ref_sizes, ref_busbw = [size for size, _ in points], [busbw for _, busbw in points]
+        sizes += ref_sizes
+        values += [v for v in ref_busbw if v is not None]
+        ax.plot(ref_sizes, ref_busbw, ls="none", marker="s", mfc="none", ms=6, label=label)
     if physical:
         values.append(physical)
         ax.axhline(physical, color="0.3", ls="--", lw=1)
@@ -104,7 +107,7 @@ def plot_busbw(
 
 def plot_lab(
     lab: Sequence[LabRun], title: str = "all-reduce busbw on three paths (the link A/B lab)"
-) -> tuple[Any, Any]:
+) -> tuple[Figure, Axes]:
     """An A/B lab: busbw against size, one line per path with the transport its logs name (notebook 01)."""
     series = {f"{run.path.name} ({run.transport.summary})": run.result for run in lab}
     if not is_gpu(lab[0].result):
@@ -112,7 +115,7 @@ def plot_lab(
     return plot_busbw(series, lab[0].result, title=title)
 
 
-def plot_sweep(result: Sweep, expectation: Expectation | None = None) -> tuple[Any, Any]:
+def plot_sweep(result: Sweep, expectation: Expectation | None = None) -> tuple[Figure, Axes]:
     """The all-reduce sweep; on GPUs with the physical limit and nccl-tests' reference points."""
     if is_gpu(result):
         return plot_busbw(
@@ -130,7 +133,7 @@ def plot_sweep(result: Sweep, expectation: Expectation | None = None) -> tuple[A
 
 def plot_difference(
     ab: Sequence[LabRun], base: str = "default", other: str = "source's settings", title: str | None = None
-) -> tuple[Any, Any]:
+) -> tuple[Figure, Axes]:
     """``other`` against ``base`` size by size as a difference in %, with each size's noise band (notebook 02).
 
     Two runs that measure the same thing would be one line drawn over another; their difference shows

@@ -22,6 +22,8 @@ from nvtutorial.results import RunResult
 from nvtutorial.units import format_size
 
 if TYPE_CHECKING:
+    import pandas as pd
+
     from nvtutorial.machine.links import Expectation
 
 Sweep = RunResult[schema_allreduce.Rank]
@@ -42,12 +44,13 @@ class NcclTestsRun:
     avg_busbw: float | None = None
     devices: list[str] = dataclasses.field(default_factory=list)
 
-    def busbw_at(self, size: int, in_place: bool = False) -> float | None:
+    def busbw_by_size(self, in_place: bool = False) -> dict[int, float | None]:
+        """busbw (GB/s; None where nccl-tests printed N/A) by size, out of place or in place."""
         key = "ip_busbw" if in_place else "busbw"
-        for row in self.rows:
-            if row["size"] == size:
-                return row[key]
-        return None
+        return {row["size"]: row[key] for row in self.rows}
+
+    def busbw_at(self, size: int, in_place: bool = False) -> float | None:
+        return self.busbw_by_size(in_place).get(size)
 
 
 def _number(token: str) -> float | None:
@@ -156,7 +159,7 @@ def reference_frame():  # -> pandas.DataFrame
     import pandas as pd
 
     ref = reference_nccl_tests()
-    sizes = sorted({row["size"] for run in ref.values() for row in run.rows})
+    sizes = sorted({size for run in ref.values() for size in run.busbw_by_size()})
     rows = [{"size": format_size(s), **{path: run.busbw_at(s) for path, run in ref.items()}} for s in sizes]
     frame = pd.DataFrame(rows).set_index("size")
     frame.columns.name = "nccl-tests busbw GB/s on the reference 2× H200"
@@ -247,7 +250,7 @@ def is_gpu(result: object) -> bool:
     return bool(env is not None and env.is_gpu)
 
 
-def _frame_or_none(rows: list[dict[str, Any]]):  # -> pandas.DataFrame | None
+def _frame_or_none(rows: Sequence[dict[str, object]]) -> pd.DataFrame | None:
     import pandas as pd
 
     return pd.DataFrame(rows) if rows else None
@@ -272,29 +275,49 @@ def same_machine_as_reference(result: object) -> bool:
     )
 
 
-def _reference_rows(result: Sweep, ref: NcclTestsRun) -> list[dict[str, Any]]:
-    """:func:`reference_check`'s table: each size of the sweep that nccl-tests' run ``ref`` measured in place."""
+@dataclasses.dataclass(frozen=True)
+class ReferenceRow:
+    """One size of :func:`reference_check`: this sweep's busbw and nccl-tests' two columns there."""
+
+    size: int
+    busbw: float
+    in_place: float
+    out_of_place: float | None
+
+    @property
+    def ratio(self) -> float:
+        """This run ÷ nccl-tests in place (to four digits, as the table shows it)."""
+        return round(self.busbw / self.in_place, 4)
+
+    @property
+    def own_ratio(self) -> float | None:
+        """nccl-tests' in place ÷ out of place (to four digits), None without an out-of-place number."""
+        return round(self.in_place / self.out_of_place, 4) if self.out_of_place else None
+
+    def table_row(self) -> dict[str, object]:
+        return {
+            "size": format_size(self.size),
+            "this run busbw": round(self.busbw, 1),
+            "nccl-tests in place": self.in_place,
+            "this ÷ nccl-tests in place": self.ratio,
+            "nccl-tests out of place": self.out_of_place,
+            "nccl-tests: in place ÷ out of place": self.own_ratio,
+        }
+
+
+def _reference_rows(result: Sweep, ref: NcclTestsRun) -> list[ReferenceRow]:
+    """:func:`reference_check`'s rows: each size of the sweep that nccl-tests' run ``ref`` measured in place."""
     rows = []
     for row in sorted(sweep_rows(result), key=lambda r: r.size):
         theirs = ref.busbw_at(row.size, in_place=True)
         if theirs is not None:
-            oop = ref.busbw_at(row.size)
-            rows.append(
-                {
-                    "size": format_size(row.size),
-                    "this run busbw": round(row.busbw, 1),
-                    "nccl-tests in place": theirs,
-                    "this ÷ nccl-tests in place": round(row.busbw / theirs, 4),
-                    "nccl-tests out of place": oop,
-                    "nccl-tests: in place ÷ out of place": round(theirs / oop, 4) if oop else None,
-                }
-            )
+            rows.append(ReferenceRow(row.size, row.busbw, theirs, ref.busbw_at(row.size)))
     return rows
 
 
 def reference_check(
     result: Sweep, target: float = REFERENCE_TARGET, sizes: tuple[int, ...] = REFERENCE_SIZES
-) -> tuple[Any, Verdict]:
+) -> tuple[pd.DataFrame | None, Verdict]:
     """This sweep's busbw against nccl-tests' **in-place** busbw on the reference machine: a table of every common
     size (None where nothing compares) and a ``pass``/``fail`` verdict at ``sizes`` (``info`` where it cannot apply).
 
@@ -323,12 +346,13 @@ def reference_check(
             where,
         )
     rows = _reference_rows(result, ref)
+    table = _frame_or_none([r.table_row() for r in rows])
     checked: dict[str, float | None] = {format_size(s): None for s in sizes}
-    own_spread = {}
+    own_spread: dict[str, float] = {}
     for r in rows:
-        if r["size"] in checked:
-            checked[r["size"]] = r["this ÷ nccl-tests in place"]
-            own_spread[r["size"]] = abs(1 - r["nccl-tests: in place ÷ out of place"])
+        if format_size(r.size) in checked:
+            checked[format_size(r.size)] = r.ratio
+            own_spread[format_size(r.size)] = abs(1 - r.own_ratio) if r.own_ratio is not None else float("nan")
     measured = {k: v for k, v in checked.items() if v is not None}
     numbers = {
         "target": target,
@@ -336,7 +360,7 @@ def reference_check(
         **{f"nccl-tests own spread at {k}": v for k, v in own_spread.items()},
     }
     if not measured:
-        return _frame_or_none(rows), Verdict(
+        return table, Verdict(
             key,
             "info",
             f"The sweep reached none of {', '.join(checked)}: nothing to check (the full profile sweeps to 4 GiB).",
@@ -349,9 +373,7 @@ def reference_check(
         f" ({', '.join(missing)} not measured)" if missing else ""
     )
     if all(v >= target for v in measured.values()):
-        return _frame_or_none(rows), Verdict(
-            key, "pass", f"{text}: at least {target:.0%} everywhere checked.", numbers, where
-        )
+        return table, Verdict(key, "pass", f"{text}: at least {target:.0%} everywhere checked.", numbers, where)
     gap = 1 - measured[worst]
     spread = own_spread[worst]
     text += (
@@ -361,7 +383,7 @@ def reference_check(
     )
     if missing:
         text += f" {', '.join(missing)}: not measured (the full profile sweeps to 4 GiB)."
-    return _frame_or_none(rows), Verdict(key, "fail", text, numbers, where)
+    return table, Verdict(key, "fail", text, numbers, where)
 
 
 FLAT_FACTOR = 1.5
@@ -463,17 +485,23 @@ def _duplex_comparison(
 
 def sendrecv_duplex(result: SendRecv) -> Verdict:
     """NCCL send/recv: GB/s per direction with both directions at once against one way, at the largest size."""
+    return _sendrecv_duplex(result)[0]
+
+
+def _sendrecv_duplex(result: SendRecv) -> tuple[Verdict, Comparison | None]:
+    """:func:`sendrecv_duplex` and its comparison (None where it could not compare)."""
     rows = sendrecv_rows(result)
     one = [r for r in rows if r.direction == "one way"]
     two = [r for r in rows if r.direction == "both ways"]
     where = saved_label(result)
     if not one or not two:
-        return Verdict("duplex: NCCL send/recv", "info", "needs both directions measured (directions=both)", {}, where)
+        why = "needs both directions measured (directions=both)"
+        return Verdict("duplex: NCCL send/recv", "info", why, {}, where), None
     size, c = _duplex_comparison(one, two)  # sendrecv: busbw = algbw
     text = c.describe("GB/s", f"NCCL send/recv of {format_size(size)}, one way → each way with both at once")
     if not is_gpu(result):
         text += ". CPU simulation: processes copying through memory, not a link."
-    return comparison_verdict("duplex: NCCL send/recv", c, text, where, size=size)
+    return comparison_verdict("duplex: NCCL send/recv", c, text, where, size=size), c
 
 
 @dataclasses.dataclass
@@ -520,12 +548,12 @@ class CopyRun:
                 "copy engines",
                 "info",
                 f"{self.note}; on the reference 2× H200 a 1 GiB copy GPU 0 → GPU 1 "
-                f"ran at {REFERENCE_COPY['gbps']:.0f} GB/s (saved).",
-                {"reference_gbps": REFERENCE_COPY["gbps"]},
+                f"ran at {REFERENCE_COPY.gbps:.0f} GB/s (saved).",
+                {"reference_gbps": REFERENCE_COPY.gbps},
                 "reference 2× H200 (saved)",
             )
         best = max(one, key=lambda r: (r.size, r.gbps))
-        numbers: dict[str, Any] = {"size": best.size, "gbps": best.gbps}
+        numbers: dict[str, float] = {"size": best.size, "gbps": best.gbps}
         text = f"{best.path}, {format_size(best.size)}: {best.gbps:.1f} GB/s"
         if expectation is not None:
             numbers["share_of_physical"] = best.gbps / expectation.physical_gbps
@@ -537,16 +565,15 @@ class CopyRun:
 
     def duplex(self) -> Verdict:
         """Copy engines: each direction with both at once against the same direction alone, at the largest size."""
+        return self.duplex_parts()[0]
+
+    def duplex_parts(self) -> tuple[Verdict, Comparison | None]:
+        """:meth:`duplex` and the comparison it reports (the worst direction's; None where it could not compare)."""
         one = [r for r in self.rows if r.mode == "one way" and r.gbps]
         both = [r for r in self.rows if r.mode == "both at once" and r.gbps]
         if not one or not both:
-            return Verdict(
-                "duplex: copy engines",
-                "info",
-                f"not measured here ({self.note or 'no GPU-to-GPU copies'})",
-                {},
-                self.label,
-            )
+            why = f"not measured here ({self.note or 'no GPU-to-GPU copies'})"
+            return Verdict("duplex: copy engines", "info", why, {}, self.label), None
         worst: tuple[int, Comparison, str] | None = None
         for path in sorted({r.path for r in both}):
             size, c = _duplex_comparison([r for r in one if r.path == path], [r for r in both if r.path == path])
@@ -558,15 +585,10 @@ class CopyRun:
         text = c.describe("GB/s", f"copy engines, {format_size(size)}, {path} alone → with the other direction at once")
         if busy:
             text += f"; each direction's stream was busy {min(busy):.0%}–{max(busy):.0%} of the time both ran"
+        busy_min = min(busy) if busy else None
         return comparison_verdict(
-            "duplex: copy engines",
-            c,
-            text,
-            self.label,
-            size=size,
-            path=path,
-            busy_share_min=min(busy) if busy else None,
-        )
+            "duplex: copy engines", c, text, self.label, size=size, path=path, busy_share_min=busy_min
+        ), c
 
 
 def duplex_verdict(sendrecv: SendRecv, copy: CopyRun | None = None) -> Verdict:
@@ -575,12 +597,12 @@ def duplex_verdict(sendrecv: SendRecv, copy: CopyRun | None = None) -> Verdict:
     NVLink is full duplex by design: each direction has its own lanes. The copy engines measure what
     the link carries each way when both run; NCCL's send/recv adds its own kernels and protocol.
     """
-    nccl = sendrecv_duplex(sendrecv)
-    engines = copy.duplex() if copy is not None else None
+    nccl, nccl_c = _sendrecv_duplex(sendrecv)
+    engines, copy_c = copy.duplex_parts() if copy is not None else (None, None)
     numbers = {
-        "nccl_ratio": nccl.numbers.get("ratio"),
+        "nccl_ratio": nccl_c.ratio if nccl_c else None,
         "nccl_status": nccl.status,
-        "copy_ratio": engines.numbers.get("ratio") if engines else None,
+        "copy_ratio": copy_c.ratio if copy_c else None,
         "copy_status": engines.status if engines else None,
     }
     where = nccl.where
@@ -625,39 +647,64 @@ def duplex_verdict(sendrecv: SendRecv, copy: CopyRun | None = None) -> Verdict:
 
 # --- Bytes on the wire ------------------------------------------------------------------------------
 
-REFERENCE_COPY = {"size": 1 << 30, "gbps": 394.0}
+
+@dataclasses.dataclass(frozen=True)
+class SavedCopy:
+    """A copy measured on the reference machine: its size and rate (GB/s)."""
+
+    size: int
+    gbps: float
+
+
+@dataclasses.dataclass(frozen=True)
+class SavedWire:
+    """Bytes counted on the NVLinks on the reference machine: ``ops`` all-reduces of ``size`` over ``links_read``
+    links, sent ÷ the ring formula, and the range of MB per link."""
+
+    size: int
+    ops: int
+    links_read: int
+    tx_ratio: float
+    per_link_mb_min: float
+    per_link_mb_max: float
+
+
+@dataclasses.dataclass(frozen=True)
+class SavedBusbw:
+    """A busbw (GB/s) at one size measured on the reference machine."""
+
+    size: int
+    busbw: float
+
+
+REFERENCE_COPY = SavedCopy(size=1 << 30, gbps=394.0)
 """``tensor.copy_`` from GPU 0 to GPU 1 on the reference 2× H200 (nvtutorial/data/h200x2/README.md)."""
 
-REFERENCE_WIRE = {
-    "size": 1 << 30,
-    "ops": 10,
-    "links_read": 18,
-    "tx_ratio": 1.0000316,
-    "per_link_mb_min": 59.35,
-    "per_link_mb_max": 59.89,
-}
+REFERENCE_WIRE = SavedWire(
+    size=1 << 30, ops=10, links_read=18, tx_ratio=1.0000316, per_link_mb_min=59.35, per_link_mb_max=59.89
+)
 """NVML's ``NVLINK_THROUGHPUT_DATA_TX`` summed over all 18 NVLinks of GPU 0, ten all-reduces of 1 GiB, on the
 reference 2× H200 (the course's saved sweep, ``reference/h200x2/runs/allreduce_bench-20261130-014824-f3bc9e``):
 GPU 0 sent 1.0000316 × S per all-reduce, 59.35–59.89 MB per link."""
 
-REFERENCE_SWEEP = {"size": 1 << 30, "busbw": 326.76}
+REFERENCE_SWEEP = SavedBusbw(size=1 << 30, busbw=326.76)
 """The course's all-reduce sweep at 1 GiB on the reference 2× H200 (the same saved run), GB/s."""
 
 WIRE_TOLERANCE = 0.05
 """How far the bytes counted on the links may be from the ring formula (protocol headers, other traffic)."""
 
 
-def wire_report(result: Sweep) -> tuple[Any, Verdict]:
+def wire_report(result: Sweep) -> tuple[pd.DataFrame | None, Verdict]:
     """NVLink bytes on the wire per all-reduce against 2(n−1)/n · S: a table (None where the counters were not
     read) and a verdict (``pass`` within :data:`WIRE_TOLERANCE`); the reference machine's saved count where
     unavailable."""
     wire = sweep_of(result).wire
     ref = REFERENCE_WIRE
-    ref_ratio = ref["tx_ratio"]
+    ref_ratio = ref.tx_ratio
     ref_text = (
         f"on the reference 2× H200 (saved sweep) GPU 0 sent {ref_ratio:.5f} × 2(n−1)/n·S per all-reduce of "
-        f"{format_size(ref['size'])} over its {ref['links_read']} NVLinks, all counted "
-        f"({ref['per_link_mb_min']:.2f}–{ref['per_link_mb_max']:.2f} MB per link), over {ref['ops']} all-reduces"
+        f"{format_size(ref.size)} over its {ref.links_read} NVLinks, all counted "
+        f"({ref.per_link_mb_min:.2f}–{ref.per_link_mb_max:.2f} MB per link), over {ref.ops} all-reduces"
     )
     if wire is None or not wire.available:
         why = (wire.reason if wire is not None else None) or "the run did not measure it (wire_bytes=0)"
@@ -682,13 +729,14 @@ def wire_report(result: Sweep) -> tuple[Any, Verdict]:
             "sent ÷ formula": round(tx_ratio, 3),
         }
     ]
+    table = _frame_or_none(rows)
     close = abs(tx_ratio - 1) <= WIRE_TOLERANCE
     text = (
         f"GPU 0 sent {tx_ratio:.3f} × 2(n−1)/n·S per all-reduce over {carrying} links: "
         + ("the ring formula holds" if close else "not the ring formula: NCCL moved more, or other traffic ran")
         + f" (within ±{WIRE_TOLERANCE:.0%}). For comparison, {ref_text}."
     )
-    return _frame_or_none(rows), Verdict(
+    return table, Verdict(
         "ring bytes",
         "pass" if close else "fail",
         text,
@@ -712,8 +760,8 @@ def reference_torch() -> dict[str, list[dict[str, Any]]]:
 def reference_sweep_busbw(size: int = 1 << 30) -> tuple[int, float]:
     """``(size, busbw)`` of the course's own all-reduce sweep on the reference 2× H200 (:data:`REFERENCE_SWEEP`
     at 1 GiB; other sizes from the saved run, which a checkout has)."""
-    if size == REFERENCE_SWEEP["size"]:
-        return size, REFERENCE_SWEEP["busbw"]
+    if size == REFERENCE_SWEEP.size:
+        return size, REFERENCE_SWEEP.busbw
     from nvtutorial.chapters.ch01_hardware import report_reference as reference_runs
 
     return at_size(sweep_rows(reference_runs.load("sweep")), size)

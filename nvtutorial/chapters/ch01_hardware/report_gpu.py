@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from nvtutorial.chapters.ch01_hardware.schema_gpu_links import Rank, Row
 from nvtutorial.machine.links import pcie_gbps
@@ -227,12 +227,58 @@ WHY = {
 """What to check when a link reads ``below``, ``varies`` or ``above the limit``."""
 
 
-def _share(gbps: float, limit: float | None) -> dict[str, Any]:
+@dataclasses.dataclass(frozen=True)
+class Varied:
+    """The size whose blocks varied most (the slowest median): its blocks' range, GB/s."""
+
+    size: int
+    min: float
+    max: float
+
+
+@dataclasses.dataclass(frozen=True)
+class Carried:
+    """The fastest size's median where it reached :data:`EXPECTED_SHARE` of the limit: the link carried its rate."""
+
+    size: int
+    gbps: float
+
+
+@dataclasses.dataclass(frozen=True)
+class LinkReading:
+    """A copy's rate, its share of the limit (None without one) and what that says (:func:`reading`); for a pinned
+    PCIe copy read at every steady size (:func:`pcie_reading`) also its best block's share and, where it ``varies``,
+    which size varied and which carried the rate; for the memory, the size read."""
+
+    gbps: float
+    share: float | None
+    reading: str | None
+    best_share: float | None = None
+    varied: Varied | None = None
+    carried: Carried | None = None
+    size: int | None = None
+
+    def numbers(self) -> dict[str, object]:
+        """The verdict's numbers: the fields this reading has (a memory reading its size; a PCIe reading with a limit
+        its best block, and the varied and carried sizes where it varies)."""
+        out: dict[str, object] = {"gbps": self.gbps, "share": self.share}
+        if self.best_share is not None:
+            out["best_share"] = self.best_share
+        if self.reading == "varies" and self.best_share is not None:
+            out["varied"] = dataclasses.asdict(self.varied) if self.varied else None
+            out["carried"] = dataclasses.asdict(self.carried) if self.carried else None
+        out["reading"] = self.reading
+        if self.size is not None:
+            out["size"] = self.size
+        return out
+
+
+def _share(gbps: float, limit: float | None, size: int | None = None) -> LinkReading:
     share = gbps / limit if limit else None
-    return {"gbps": gbps, "share": share, "reading": reading(share) if share is not None else None}
+    return LinkReading(gbps, share, reading(share) if share is not None else None, size=size)
 
 
-def pcie_reading(run: GpuLinks, direction: str, limit: float | None) -> dict[str, Any]:
+def pcie_reading(run: GpuLinks, direction: str, limit: float | None) -> LinkReading:
     """A pinned copy's rate at the largest size (its median block) and what the run says of the link, read at every
     size from :data:`PCIE_STEADY` on (the largest alone where there is none): ``above the limit`` (a median above it),
     ``below`` (no block at any of them reached :data:`EXPECTED_SHARE`: the link itself), ``varies`` (a median below
@@ -243,7 +289,7 @@ def pcie_reading(run: GpuLinks, direction: str, limit: float | None) -> dict[str
         return _share(rows[-1].gbps, None)
     medians = [r.gbps / limit for r in rows]
     best = [max(r.samples()) / limit for r in rows]
-    got: dict[str, Any] = {"gbps": rows[-1].gbps, "share": medians[-1], "best_share": max(best)}
+    varied = carried = None
     if max(medians) > ABOVE_LIMIT:
         word = "above the limit"
     elif max(best) < EXPECTED_SHARE:
@@ -251,39 +297,41 @@ def pcie_reading(run: GpuLinks, direction: str, limit: float | None) -> dict[str
     elif min(medians) < EXPECTED_SHARE:
         word = "varies"
         worst, top = min(rows, key=lambda r: r.gbps), max(rows, key=lambda r: r.gbps)
-        got["varied"] = {"size": worst.size, "min": min(worst.samples()), "max": max(worst.samples())}
-        got["carried"] = {"size": top.size, "gbps": top.gbps} if top.gbps >= EXPECTED_SHARE * limit else None
+        varied = Varied(worst.size, min(worst.samples()), max(worst.samples()))
+        carried = Carried(top.size, top.gbps) if top.gbps >= EXPECTED_SHARE * limit else None
     else:
         word = "as expected"
-    return {**got, "reading": word}
+    return LinkReading(rows[-1].gbps, medians[-1], word, max(best), varied, carried)
 
 
-def _varies(direction: str, got: dict[str, Any], limit: float) -> str:
-    v, top = got["varied"], got["carried"]
+def _varies(direction: str, got: LinkReading, limit: float) -> str:
+    v, top = got.varied, got.carried
+    assert v is not None  # a reading that varies names the size that varied
     carried = (
-        f"{top['gbps']:.1f} GB/s, {top['gbps'] / limit:.0%}, at {format_size(top['size'])}"
+        f"{top.gbps:.1f} GB/s, {top.gbps / limit:.0%}, at {format_size(top.size)}"
         if top
-        else f"its best block {v['max']:.1f} GB/s, {v['max'] / limit:.0%}"
+        else f"its best block {v.max:.1f} GB/s, {v.max / limit:.0%}"
     )
     return (
-        f"{direction} varies: {v['min']:.1f}–{v['max']:.1f} GB/s between blocks at {format_size(v['size'])} "
+        f"{direction} varies: {v.min:.1f}–{v.max:.1f} GB/s between blocks at {format_size(v.size)} "
         f"({carried}): {WHY[('pcie', 'varies')]}"
     )
 
 
-def _pcie_sentence(run: GpuLinks, lim: Limits, numbers: dict[str, Any]) -> str:
+def _pcie_sentence(run: GpuLinks, lim: Limits, numbers: dict[str, object]) -> str:
     pinned = [d for d in ("host to device", "device to host") if run.row(d, "pinned")]
     parts = []
+    said: dict[str, LinkReading] = {}
     for d in pinned:
-        numbers[f"{d}, pinned"] = got = pcie_reading(run, d, lim.pcie_gbps)
-        parts.append(f"{d} {got['gbps']:.1f} GB/s" + (f" ({got['share']:.0%})" if got["share"] else ""))
+        said[d] = got = pcie_reading(run, d, lim.pcie_gbps)
+        numbers[f"{d}, pinned"] = got.numbers()
+        parts.append(f"{d} {got.gbps:.1f} GB/s" + (f" ({got.share:.0%})" if got.share else ""))
     text = "Pinned: " + ", ".join(parts)
     if lim.pcie_gbps:
         limit = lim.pcie_gbps
         steady = f" at every size from {format_size(PCIE_STEADY)}" if run.largest() >= PCIE_STEADY else ""
-        said = {d: numbers[f"{d}, pinned"] for d in pinned}
-        odd = sorted({g["reading"] for g in said.values()} - {"as expected", "varies"})
-        varied = [_varies(d, g, limit) for d, g in said.items() if g["reading"] == "varies"]
+        odd = sorted({g.reading for g in said.values() if g.reading} - {"as expected", "varies"})
+        varied = [_varies(d, g, limit) for d, g in said.items() if g.reading == "varies"]
         text += f" of the {limit:.1f} GB/s of {lim.pcie}" + (
             f": at least {EXPECTED_SHARE:.0%}{steady}, as a pinned copy usually reaches (each packet's header and the "
             "flow control take the rest)"
@@ -305,7 +353,7 @@ def _pcie_sentence(run: GpuLinks, lim: Limits, numbers: dict[str, Any]) -> str:
     return text + "."
 
 
-def _memory_sentence(run: GpuLinks, lim: Limits, numbers: dict[str, Any]) -> str:
+def _memory_sentence(run: GpuLinks, lim: Limits, numbers: dict[str, object]) -> str:
     copies = [r for s in run.sizes() if (r := run.row("memory", "device", s))]
     if not copies:
         return ""
@@ -325,12 +373,13 @@ def _memory_sentence(run: GpuLinks, lim: Limits, numbers: dict[str, Any]) -> str
         numbers["memory"] = None
         return text + f" No size here is beyond it: give sizes of at least {format_size(PCIE_STEADY)}."
     r = beyond[-1]
-    numbers["memory"] = got = {**_share(r.gbps, lim.memory_gbps), "size": r.size}
+    got = _share(r.gbps, lim.memory_gbps, r.size)
+    numbers["memory"] = got.numbers()
     text += f" A copy inside the GPU of {format_size(r.size)} moved {r.gbps:,.0f} GB/s (bytes read + written)"
-    if got["share"] is None:
+    if got.share is None or got.reading is None:
         return text + "; NVML gave no memory peak to compare it with."
-    word = got["reading"]
-    text += f", {got['share']:.0%} of the {lim.memory_gbps:,.0f} GB/s of {lim.memory}"
+    word = got.reading
+    text += f", {got.share:.0%} of the {lim.memory_gbps:,.0f} GB/s of {lim.memory}"
     text += (
         f": at least {EXPECTED_SHARE:.0%}, as a device copy usually reaches."
         if word == "as expected"
@@ -355,7 +404,7 @@ def verdict(run: GpuLinks, lim: Limits) -> Verdict:
             f": {ratio}." if ratio else "."
         )
         return Verdict("one GPU's links", "info", text, {}, lim.source)
-    numbers: dict[str, Any] = {"size": run.largest(), "l2_bytes": run.l2_bytes}
+    numbers: dict[str, object] = {"size": run.largest(), "l2_bytes": run.l2_bytes}
     text = (
         f"At {format_size(run.largest())}: " + _pcie_sentence(run, lim, numbers) + _memory_sentence(run, lim, numbers)
     )
@@ -393,7 +442,8 @@ def grade(prediction: float | None, run: GpuLinks, lim: Limits) -> Verdict:
         )
     why = "NVML gave no PCIe link to compare it with."
     if lim.pcie_gbps:
-        word = pcie_reading(run, "host to device", lim.pcie_gbps)["reading"]
+        word = pcie_reading(run, "host to device", lim.pcie_gbps).reading
+        assert word is not None  # read against a limit
         why = (
             f"That is {measured.gbps / lim.pcie_gbps:.0%} of the {lim.pcie_gbps:.1f} GB/s of {lim.pcie}: "
             + GRADE_WHY[word].format(share=EXPECTED_SHARE, above=WHY[("pcie", "above the limit")])

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from nvtutorial.chapters.ch01_hardware import schema_allreduce
 from nvtutorial.chapters.ch01_hardware.report import (
@@ -78,7 +78,7 @@ def compare_paths(lab: Sequence[LabRun], base: str, other: str, size: int | None
     return size, compare(pick[base].samples(), pick[other].samples(), lower_is_better=False)
 
 
-def lab_rows(lab: Sequence[LabRun]) -> list[dict[str, Any]]:
+def lab_rows(lab: Sequence[LabRun]) -> list[dict[str, object]]:
     """One row per path: NCCL variables, transport read from its logs, busbw at its largest size, and how many
     times faster the first path (default) was at the largest size both measured (given in its own column)."""
     rows = []
@@ -138,33 +138,45 @@ def lab_verdict(lab: Sequence[LabRun]) -> Verdict:
     )
 
 
-def claim_nvlink_vs_pcie(lab: Sequence[LabRun]) -> Verdict:
-    """The measured side of C5 on this machine: NCCL over NVLink against NCCL staged through host memory."""
-    runs = _runs(lab)
-    if not is_gpu(lab[0].result) or "P2P off" not in runs:
+def _measures_c5(lab: Sequence[LabRun]) -> bool:
+    """Whether the lab ran NVLink and the host-staged path on GPUs (else C5 is read from the saved nccl-tests)."""
+    return is_gpu(lab[0].result) and "P2P off" in _runs(lab)
+
+
+def nvlink_over_staged(lab: Sequence[LabRun]) -> tuple[float, int]:
+    """``(busbw over NVLink ÷ host-staged, size)``: the lab's at the largest size both measured where it ran both on
+    GPUs (:func:`compare`'s ratio), else the reference machine's saved nccl-tests at 4 GiB."""
+    if not _measures_c5(lab):
         ref = reference_nccl_tests()
         nvlink, staged = ref["default"].busbw_at(4 << 30), ref["P2P off"].busbw_at(4 << 30)
         assert nvlink is not None and staged is not None  # the saved runs reach 4 GiB
-        ratio = nvlink / staged
+        return nvlink / staged, 4 << 30
+    size, c = compare_paths(lab, "P2P off", "default")
+    return c.ratio, size
+
+
+def claim_nvlink_vs_pcie(lab: Sequence[LabRun]) -> Verdict:
+    """The measured side of C5 on this machine: NCCL over NVLink against NCCL staged through host memory."""
+    ratio, size = nvlink_over_staged(lab)
+    if not _measures_c5(lab):
         return Verdict(
             "C5 (measured)",
             "info",
             f"Not measured here; on the reference 2× H200 (saved nccl-tests) NVLink ÷ host-staged = {ratio:.1f}× "
             "at 4 GiB. The ratio depends on the machine: an RTX 3090 bridge against PCIe 4.0 gives about 1.8× "
             "by vendor figures.",
-            {"ratio": ratio, "size": 4 << 30},
+            {"ratio": ratio, "size": size},
             "reference 2× H200 (saved nccl-tests)",
         )
-    size, c = compare_paths(lab, "P2P off", "default")
     return Verdict(
         "C5 (measured)",
         "info",
         f"NCCL over NVLink ÷ NCCL staged through host memory (NCCL_P2P_DISABLE=1: each GPU's kernels write to "
-        f"and read from a shared buffer in host memory over their own PCIe link) = {c.ratio:.1f}× at "
+        f"and read from a shared buffer in host memory over their own PCIe link) = {ratio:.1f}× at "
         f"{format_size(size)}. Host-staged is not PCIe peer-to-peer, but "
         "it is what NCCL does between these GPUs without NVLink. Machine-dependent: an RTX 3090 bridge gives "
         "about 1.8× by vendor figures.",
-        {"ratio": c.ratio, "size": size},
+        {"ratio": ratio, "size": size},
         lab[0].result.label,
     )
 
@@ -174,15 +186,14 @@ def grade_lab_ratio(prediction: float | None, lab: Sequence[LabRun]) -> Verdict:
     against the reference machine's saved nccl-tests where the lab did not run both paths on GPUs."""
     from nvtutorial.report.predict import grade_number
 
-    measured = claim_nvlink_vs_pcie(lab)
-    ratio, size = measured.numbers["ratio"], measured.numbers["size"]
-    here = is_gpu(lab[0].result) and "P2P off" in _runs(lab)
+    ratio, size = nvlink_over_staged(lab)
+    here = _measures_c5(lab)
     return grade_number(
         "NVLink ÷ host-staged",
         prediction,
         ratio,
         unit="×",
-        where=measured.where,
+        where=lab[0].result.label if here else "reference 2× H200 (saved nccl-tests)",
         measured_name="Measured" if here else "The reference measured (saved nccl-tests)",
         explanation=f"At {format_size(size)}. Host-staged is NCCL's SHM transport: the sending GPU's "
         "kernel writes into a shared, pinned buffer in host memory over its own PCIe link, "
@@ -196,30 +207,53 @@ def grade_lab_ratio(prediction: float | None, lab: Sequence[LabRun]) -> Verdict:
 # --- Claim C7: the source's NCCL settings ----------------------------------------------------------------
 
 
-def c7_rows(
+@dataclasses.dataclass(frozen=True)
+class C7Size:
+    """One size of the C7 A/B: ``other`` against ``base`` (:func:`compare`) and each run's repeats there."""
+
+    size: int
+    comparison: Comparison
+    repeats: tuple[int, int]
+
+    @property
+    def ratio(self) -> float:
+        """other ÷ base, to four digits (as the table shows it and the verdict reads it)."""
+        return round(self.comparison.ratio, 4)
+
+    def table_row(self, base: str, other: str) -> dict[str, object]:
+        c = self.comparison
+        return {
+            "size": format_size(self.size),
+            f"{base} busbw": round(c.baseline, 3),
+            f"{other} busbw": round(c.candidate, 3),
+            "ratio": self.ratio,
+            "noise": f"±{c.noise:.1%}",
+            "repeats": f"{self.repeats[0]}+{self.repeats[1]}",
+            "verdict": c.status,
+        }
+
+
+def c7_sizes(
     ab: Sequence[LabRun], base: str = "default", other: str = "source's settings", min_size: int = 16 << 20
-) -> list[dict[str, Any]]:
+) -> list[C7Size]:
     """Size by size (≥ ``min_size`` on GPUs): ``other`` against ``base`` through :func:`compare`."""
     runs = _runs(ab)
     sizes = sorted({r.size for r in runs[base].rows} & {r.size for r in runs[other].rows})
     if is_gpu(runs[base].result):
         sizes = [s for s in sizes if s >= min_size]
-    rows = []
+    out = []
     for size in sizes:
         _, c = compare_paths(ab, base, other, size)
-        counts = [next(r for r in runs[name].rows if r.size == size).repeats for name in (base, other)]
-        rows.append(
-            {
-                "size": format_size(size),
-                f"{base} busbw": round(c.baseline, 3),
-                f"{other} busbw": round(c.candidate, 3),
-                "ratio": round(c.ratio, 4),
-                "noise": f"±{c.noise:.1%}",
-                "repeats": f"{counts[0]}+{counts[1]}",
-                "verdict": c.status,
-            }
-        )
-    return rows
+        base_n, other_n = (next(r for r in runs[name].rows if r.size == size).repeats for name in (base, other))
+        out.append(C7Size(size, c, (base_n, other_n)))
+    return out
+
+
+def c7_rows(
+    ab: Sequence[LabRun], base: str = "default", other: str = "source's settings", min_size: int = 16 << 20
+) -> list[dict[str, object]]:
+    """:func:`c7_sizes` as a table's rows (sizes readable, busbw to three decimals, the noise as ±%)."""
+    return [s.table_row(base, other) for s in c7_sizes(ab, base, other, min_size)]
 
 
 def claim_c7(
@@ -228,15 +262,16 @@ def claim_c7(
     """C7 "NCCL_NET_GDR_LEVEL=3 and NCCL_IB_DISABLE=1 help": the A/B size by size, NCCL's own log, the control."""
     runs = _runs(ab)
     a, b = runs[base], runs[other]
-    rows = c7_rows(ab, base, other, min_size)
+    rows = c7_sizes(ab, base, other, min_size)
     where = saved_label(a.result)
-    statuses = [r["verdict"] for r in rows]
-    numbers: dict[str, Any] = {
+    faster = [r for r in rows if r.comparison.status == "faster"]
+    slower = [r for r in rows if r.comparison.status == "slower"]
+    numbers: dict[str, float | None] = {
         "sizes": len(rows),
-        "faster": statuses.count("faster"),
-        "slower": statuses.count("slower"),
-        "no_change": statuses.count("no change"),
-        "largest_change": max((abs(r["ratio"] - 1) for r in rows), default=None),
+        "faster": len(faster),
+        "slower": len(slower),
+        "no_change": sum(r.comparison.status == "no change" for r in rows),
+        "largest_change": max((abs(r.ratio - 1) for r in rows), default=None),
     }
     if not is_gpu(a.result):
         return Verdict(
@@ -278,27 +313,26 @@ def claim_c7(
             f" The control, NCCL_P2P_DISABLE=1, changes the transport in use and is {c.status} "
             f"({c.ratio:.2g}× at {format_size(size)}): the measurement sees a change where there is one."
         )
-    worst = max(rows, key=lambda r: abs(r["ratio"] - 1))
-    if numbers["faster"]:
+    worst = max(rows, key=lambda r: abs(r.ratio - 1))
+    if faster:
         return Verdict(
             "C7",
             "partly",
             f"{log}{transports}; faster beyond the noise at "
-            f"{', '.join(r['size'] for r in rows if r['verdict'] == 'faster')}: repeat the A/B before "
-            f"believing it.{control}",
+            f"{', '.join(format_size(r.size) for r in faster)}: repeat the A/B before believing it.{control}",
             numbers,
             where,
         )
     change = (
         "busbw unchanged within noise at every size"
-        if not numbers["slower"]
-        else (f"slower at {', '.join(r['size'] for r in rows if r['verdict'] == 'slower')}")
+        if not slower
+        else (f"slower at {', '.join(format_size(r.size) for r in slower)}")
     )
     return Verdict(
         "C7",
         "wrong",
         f"No help between these two GPUs: {log}{transports}; {change} (largest difference "
-        f"{worst['ratio'] - 1:+.1%} at {worst['size']}, noise {worst['noise']}).{control}",
+        f"{worst.ratio - 1:+.1%} at {format_size(worst.size)}, noise ±{worst.comparison.noise:.1%}).{control}",
         numbers,
         where,
     )
@@ -317,8 +351,8 @@ from them)."""
 
 def c7_answer(ab: Sequence[LabRun]) -> str:
     """The letter of :data:`C7_CHOICES` that the A/B runs give."""
-    verdict = claim_c7(ab)
-    return "a" if verdict.numbers.get("faster") else ("b" if verdict.numbers.get("slower") else "c")
+    statuses = {r.comparison.status for r in c7_sizes(ab)}
+    return "a" if "faster" in statuses else ("b" if "slower" in statuses else "c")
 
 
 def grade_c7(prediction: str | None, ab: Sequence[LabRun]) -> Verdict:

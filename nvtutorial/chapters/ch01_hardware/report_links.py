@@ -114,7 +114,7 @@ def grade_run(
     explanation = (
         f"That is {measured / physical:.0%} of the {physical:.0f} GB/s physical limit of {expectation.link} ({source})."
     )
-    copy_gbps = bandwidth.REFERENCE_COPY["gbps"]
+    copy_gbps = bandwidth.REFERENCE_COPY.gbps
     if expectation.link == "NV18" and physical == 450.0:
         explanation += (
             f" Even a copy-engine copy with no NCCL reached only {copy_gbps:.0f} GB/s "

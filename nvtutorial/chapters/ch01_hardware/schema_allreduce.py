@@ -8,12 +8,43 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Literal
 
+from nvtutorial.params import require
+from nvtutorial.units import size_sweep
+
 NAME = "allreduce_bench"
 """The workload's name (``nvtutorial.run("allreduce_bench", ...)``, ``nvtutorial list``), declared here
 once: ``workload_allreduce.py`` imports it."""
 
 Dtype = Literal["float32", "bfloat16", "float16", "float64", "int32"]
 """The element types the bandwidth workloads all-reduce or send (``torch.<name>``)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Params:
+    min_bytes: int = 1024
+    max_bytes: int = 1 << 30
+    factor: int = 4
+    sizes: tuple[int, ...] = ()  # explicit sizes in bytes; when given, min/max/factor are ignored
+    dtype: Dtype = "float32"
+    warmup: int = 5  # untimed all-reduces: at the largest size first, then before each size (nccl-tests' -w)
+    iters: int = 20  # all-reduces per timed repeat, at most (nccl-tests' -n, 20 by default)
+    repeats: int = 5
+    target_s: float = 0.1  # per repeat; fewer iterations for slow sizes
+    wire_bytes: int = 0  # > 0: measure NVLink bytes on the wire around all-reduces of this size (GPU)
+    wire_iters: int = 5
+
+    def __post_init__(self) -> None:
+        require(self.min_bytes >= 1, f"min_bytes={self.min_bytes} must be at least 1")
+        require(self.max_bytes >= self.min_bytes, f"max_bytes={self.max_bytes} must be >= min_bytes={self.min_bytes}")
+        require(self.factor >= 2, f"factor={self.factor} must be at least 2")
+        require(all(s >= 1 for s in self.sizes), f"sizes={self.sizes}: every size must be at least 1 byte")
+        require(self.warmup >= 1, f"warmup={self.warmup} must be at least 1 (the first call sets up NCCL's channels)")
+        require(self.iters >= 1 and self.repeats >= 1, f"iters={self.iters}, repeats={self.repeats} must be >= 1")
+        require(self.target_s > 0, f"target_s={self.target_s} must be positive")
+        require(self.wire_bytes >= 0 and self.wire_iters >= 1, "wire_bytes must be >= 0 and wire_iters >= 1")
+
+    def size_list(self) -> list[int]:
+        return sorted(set(self.sizes)) if self.sizes else size_sweep(self.min_bytes, self.max_bytes, self.factor)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -8,12 +8,29 @@ from __future__ import annotations
 import dataclasses
 from typing import Literal
 
+from nvtutorial.params import require
+
 NAME = "gpu_links"
 """The workload's name (``nvtutorial.run("gpu_links", ...)``, ``nvtutorial list``), declared here
 once: ``workload_gpu_links.py`` imports it."""
 
 Link = Literal["memory", "host to device", "device to host"]
 Host = Literal["device", "pinned", "pageable"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Params:
+    sizes: tuple[int, ...] = (16 << 20, 256 << 20, 1 << 30)
+    warmup: int = 2
+    iters: int = 20
+    repeats: int = 5
+    target_s: float = 0.05
+    """Time a block aims at: fewer copies per block (at least one) where one copy takes longer."""
+
+    def __post_init__(self) -> None:
+        require(bool(self.sizes) and min(self.sizes) >= 1, f"sizes={self.sizes}: give at least one size >= 1 byte")
+        require(self.warmup >= 1 and self.iters >= 1 and self.repeats >= 1, "warmup, iters and repeats must be >= 1")
+        require(self.target_s > 0, f"target_s={self.target_s} must be positive")
 
 
 @dataclasses.dataclass(frozen=True)

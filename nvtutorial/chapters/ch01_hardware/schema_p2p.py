@@ -8,9 +8,39 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Literal
 
+from nvtutorial.params import require
+from nvtutorial.units import size_sweep
+
 NAME = "p2p_copy"
 """The workload's name (``nvtutorial.run("p2p_copy", ...)``, ``nvtutorial list``), declared here
 once: ``workload_p2p.py`` imports it."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Params:
+    min_bytes: int = 1 << 20
+    max_bytes: int = 1 << 30
+    factor: int = 4
+    sizes: tuple[int, ...] = ()
+    src: int = 0
+    dst: int = 1
+    directions: Literal["one", "both", "all"] = "all"  # each way alone, both at once, or all three
+    warmup: int = 2
+    iters: int = 10
+    repeats: int = 5
+    target_s: float = 0.1
+
+    def __post_init__(self) -> None:
+        require(self.min_bytes >= 1 and self.max_bytes >= self.min_bytes, "need 1 <= min_bytes <= max_bytes")
+        require(self.factor >= 2, f"factor={self.factor} must be at least 2")
+        require(
+            self.src >= 0 and self.dst >= 0 and self.src != self.dst, f"src={self.src} and dst={self.dst} must differ"
+        )
+        require(self.warmup >= 1 and self.iters >= 1 and self.repeats >= 1, "warmup, iters and repeats must be >= 1")
+        require(self.target_s > 0, f"target_s={self.target_s} must be positive")
+
+    def size_list(self) -> list[int]:
+        return sorted(set(self.sizes)) if self.sizes else size_sweep(self.min_bytes, self.max_bytes, self.factor)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -8,10 +8,36 @@ import dataclasses
 from typing import Literal
 
 from nvtutorial.chapters.ch01_hardware.schema_allreduce import Dtype
+from nvtutorial.params import require
+from nvtutorial.units import size_sweep
 
 NAME = "sendrecv_bench"
 """The workload's name (``nvtutorial.run("sendrecv_bench", ...)``, ``nvtutorial list``), declared here
 once: ``workload_sendrecv.py`` imports it."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Params:
+    min_bytes: int = 1024
+    max_bytes: int = 1 << 30
+    factor: int = 4
+    sizes: tuple[int, ...] = ()
+    dtype: Dtype = "float32"
+    directions: Literal["both", "one", "two"] = "both"  # one way, two ways at once, or both measurements
+    warmup: int = 3
+    iters: int = 20
+    repeats: int = 5
+    target_s: float = 0.1
+
+    def __post_init__(self) -> None:
+        require(self.min_bytes >= 1, f"min_bytes={self.min_bytes} must be at least 1")
+        require(self.max_bytes >= self.min_bytes, f"max_bytes={self.max_bytes} must be >= min_bytes={self.min_bytes}")
+        require(self.factor >= 2, f"factor={self.factor} must be at least 2")
+        require(self.warmup >= 1 and self.iters >= 1 and self.repeats >= 1, "warmup, iters and repeats must be >= 1")
+        require(self.target_s > 0, f"target_s={self.target_s} must be positive")
+
+    def size_list(self) -> list[int]:
+        return sorted(set(self.sizes)) if self.sizes else size_sweep(self.min_bytes, self.max_bytes, self.factor)
 
 
 @dataclasses.dataclass(frozen=True)

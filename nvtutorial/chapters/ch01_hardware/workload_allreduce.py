@@ -30,48 +30,15 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import time
-from typing import Any, Literal
+from typing import Any
 
 from nvtutorial import nvml, runtime
 from nvtutorial.chapters.ch01_hardware.lessons.busbw import bus_bandwidth, time_all_reduce
 from nvtutorial.chapters.ch01_hardware.schema_allreduce import (
     NAME as NAME,  # the workload's name, declared by its schema
 )
-from nvtutorial.chapters.ch01_hardware.schema_allreduce import Rank, Row, Wire
+from nvtutorial.chapters.ch01_hardware.schema_allreduce import Params, Rank, Row, Wire
 from nvtutorial.chapters.ch01_hardware.workload_bench import bandwidth, measure, torch_dtype
-from nvtutorial.params import require
-from nvtutorial.units import size_sweep
-
-DTYPES = ("float32", "bfloat16", "float16", "float64", "int32")
-
-
-@dataclasses.dataclass(frozen=True)
-class Params:
-    min_bytes: int = 1024
-    max_bytes: int = 1 << 30
-    factor: int = 4
-    sizes: tuple[int, ...] = ()  # explicit sizes in bytes; when given, min/max/factor are ignored
-    dtype: Literal["float32", "bfloat16", "float16", "float64", "int32"] = "float32"
-    warmup: int = 5  # untimed all-reduces: at the largest size first, then before each size (nccl-tests' -w)
-    iters: int = 20  # all-reduces per timed repeat, at most (nccl-tests' -n, 20 by default)
-    repeats: int = 5
-    target_s: float = 0.1  # per repeat; fewer iterations for slow sizes
-    wire_bytes: int = 0  # > 0: measure NVLink bytes on the wire around all-reduces of this size (GPU)
-    wire_iters: int = 5
-
-    def __post_init__(self) -> None:
-        require(self.min_bytes >= 1, f"min_bytes={self.min_bytes} must be at least 1")
-        require(self.max_bytes >= self.min_bytes, f"max_bytes={self.max_bytes} must be >= min_bytes={self.min_bytes}")
-        require(self.factor >= 2, f"factor={self.factor} must be at least 2")
-        require(all(s >= 1 for s in self.sizes), f"sizes={self.sizes}: every size must be at least 1 byte")
-        require(self.warmup >= 1, f"warmup={self.warmup} must be at least 1 (the first call sets up NCCL's channels)")
-        require(self.iters >= 1 and self.repeats >= 1, f"iters={self.iters}, repeats={self.repeats} must be >= 1")
-        require(self.target_s > 0, f"target_s={self.target_s} must be positive")
-        require(self.wire_bytes >= 0 and self.wire_iters >= 1, "wire_bytes must be >= 0 and wire_iters >= 1")
-
-    def size_list(self) -> list[int]:
-        return sorted(set(self.sizes)) if self.sizes else size_sweep(self.min_bytes, self.max_bytes, self.factor)
-
 
 # --- NVLink counters (rank 0, GPU) -------------------------------------------------------------------
 

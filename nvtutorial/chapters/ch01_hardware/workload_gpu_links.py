@@ -23,7 +23,6 @@ says so.
 
 from __future__ import annotations
 
-import dataclasses
 import statistics
 from collections.abc import Callable
 from typing import Any
@@ -32,23 +31,7 @@ from nvtutorial import runtime
 from nvtutorial.chapters.ch01_hardware.schema_gpu_links import (
     NAME as NAME,  # the workload's name, declared by its schema
 )
-from nvtutorial.chapters.ch01_hardware.schema_gpu_links import Host, Link, Rank, Row
-from nvtutorial.params import require
-
-
-@dataclasses.dataclass(frozen=True)
-class Params:
-    sizes: tuple[int, ...] = (16 << 20, 256 << 20, 1 << 30)
-    warmup: int = 2
-    iters: int = 20
-    repeats: int = 5
-    target_s: float = 0.05
-    """Time a block aims at: fewer copies per block (at least one) where one copy takes longer."""
-
-    def __post_init__(self) -> None:
-        require(bool(self.sizes) and min(self.sizes) >= 1, f"sizes={self.sizes}: give at least one size >= 1 byte")
-        require(self.warmup >= 1 and self.iters >= 1 and self.repeats >= 1, "warmup, iters and repeats must be >= 1")
-        require(self.target_s > 0, f"target_s={self.target_s} must be positive")
+from nvtutorial.chapters.ch01_hardware.schema_gpu_links import Host, Link, Params, Rank, Row
 
 
 def _copies(size: int, buffers: dict[str, Any]) -> list[tuple[Link, Host, Callable[[], Any], Any, Any]]:

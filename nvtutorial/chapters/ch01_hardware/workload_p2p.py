@@ -25,7 +25,6 @@ returns a :class:`~nvtutorial.chapters.ch01_hardware.schema_p2p.Rank` (rank 0 co
 
 from __future__ import annotations
 
-import dataclasses
 import statistics
 import time
 from collections.abc import Callable
@@ -33,36 +32,7 @@ from typing import Any, Literal
 
 from nvtutorial import runtime
 from nvtutorial.chapters.ch01_hardware.schema_p2p import NAME as NAME  # the workload's name, declared by its schema
-from nvtutorial.chapters.ch01_hardware.schema_p2p import Rank, Row
-from nvtutorial.params import require
-from nvtutorial.units import size_sweep
-
-
-@dataclasses.dataclass(frozen=True)
-class Params:
-    min_bytes: int = 1 << 20
-    max_bytes: int = 1 << 30
-    factor: int = 4
-    sizes: tuple[int, ...] = ()
-    src: int = 0
-    dst: int = 1
-    directions: Literal["one", "both", "all"] = "all"  # each way alone, both at once, or all three
-    warmup: int = 2
-    iters: int = 10
-    repeats: int = 5
-    target_s: float = 0.1
-
-    def __post_init__(self) -> None:
-        require(self.min_bytes >= 1 and self.max_bytes >= self.min_bytes, "need 1 <= min_bytes <= max_bytes")
-        require(self.factor >= 2, f"factor={self.factor} must be at least 2")
-        require(
-            self.src >= 0 and self.dst >= 0 and self.src != self.dst, f"src={self.src} and dst={self.dst} must differ"
-        )
-        require(self.warmup >= 1 and self.iters >= 1 and self.repeats >= 1, "warmup, iters and repeats must be >= 1")
-        require(self.target_s > 0, f"target_s={self.target_s} must be positive")
-
-    def size_list(self) -> list[int]:
-        return sorted(set(self.sizes)) if self.sizes else size_sweep(self.min_bytes, self.max_bytes, self.factor)
+from nvtutorial.chapters.ch01_hardware.schema_p2p import Params, Rank, Row
 
 
 def _block_seconds(ops: list[Callable[[], Any]], iters: int, sync: Callable[[], None]) -> float:

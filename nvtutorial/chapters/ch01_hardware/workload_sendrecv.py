@@ -17,40 +17,14 @@ keeps the one-way bandwidth in each direction. Each rank returns a
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Literal
+from typing import Any
 
 from nvtutorial import runtime
 from nvtutorial.chapters.ch01_hardware.schema_sendrecv import (
     NAME as NAME,  # the workload's name, declared by its schema
 )
-from nvtutorial.chapters.ch01_hardware.schema_sendrecv import Rank, Row
+from nvtutorial.chapters.ch01_hardware.schema_sendrecv import Params, Rank, Row
 from nvtutorial.chapters.ch01_hardware.workload_bench import bandwidth, measure, torch_dtype
-from nvtutorial.params import require
-from nvtutorial.units import size_sweep
-
-
-@dataclasses.dataclass(frozen=True)
-class Params:
-    min_bytes: int = 1024
-    max_bytes: int = 1 << 30
-    factor: int = 4
-    sizes: tuple[int, ...] = ()
-    dtype: Literal["float32", "bfloat16", "float16", "float64", "int32"] = "float32"
-    directions: Literal["both", "one", "two"] = "both"  # one way, two ways at once, or both measurements
-    warmup: int = 3
-    iters: int = 20
-    repeats: int = 5
-    target_s: float = 0.1
-
-    def __post_init__(self) -> None:
-        require(self.min_bytes >= 1, f"min_bytes={self.min_bytes} must be at least 1")
-        require(self.max_bytes >= self.min_bytes, f"max_bytes={self.max_bytes} must be >= min_bytes={self.min_bytes}")
-        require(self.factor >= 2, f"factor={self.factor} must be at least 2")
-        require(self.warmup >= 1 and self.iters >= 1 and self.repeats >= 1, "warmup, iters and repeats must be >= 1")
-        require(self.target_s > 0, f"target_s={self.target_s} must be positive")
-
-    def size_list(self) -> list[int]:
-        return sorted(set(self.sizes)) if self.sizes else size_sweep(self.min_bytes, self.max_bytes, self.factor)
 
 
 def exchange(ctx: runtime.Context, send: Any, recv: Any, two_way: bool) -> None:

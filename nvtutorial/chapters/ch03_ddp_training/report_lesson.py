@@ -5,30 +5,98 @@ prediction graded), a resumed run continues where it stopped. Re-exported by ``r
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from nvtutorial.report.verdict import Verdict
+from nvtutorial.results import typed
+
+
+# --- what the lesson's run and the notebook's %%ranks cells give, typed ---------------------------
+@dataclasses.dataclass(frozen=True)
+class Epoch:
+    """One epoch of the lesson's history (``ddp_train.train``, saved as ``run.metrics["history"]``)."""
+
+    epoch: int
+    loss: float
+    """Validation loss per pixel over the whole set."""
+    iou: float | None = None
+    """Validation mean IoU of the shape classes (None: not given)."""
+    train_loss: float | None = None
+    """Rank 0's mean training loss over the epoch (None: not given)."""
+    samples: int | None = None
+    """Validation samples counted."""
+
+
+def epochs_of(history: Sequence[Mapping[str, float]]) -> list[Epoch]:
+    """The lesson's history as the run saved it (one mapping per epoch), typed: the one place it is read by name."""
+    return [typed(Epoch, h, f"history[{i}]") for i, h in enumerate(history)]
+
+
+@dataclasses.dataclass(frozen=True)
+class Orders:
+    """One rank's sampler orders, per epoch: with ``set_epoch`` called, and from a sampler never told the epoch."""
+
+    with_set_epoch: tuple[tuple[int, ...], ...]
+    without_set_epoch: tuple[tuple[int, ...], ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class Validation:
+    """Notebook 03's validation values (its ``%%ranks`` cell): one process's loss, the sums', the source's."""
+
+    single: float
+    """One process over the whole set."""
+    source: float
+    """The source's code: per-rank mean, all_reduce, no division."""
+    world: int
+    sums: float | None = None
+    """all_reduce of sums and counts, padding skipped."""
+    samples_counted: int | None = None
+    """Samples the sums counted."""
+    samples: int | None = None
+    """Samples in the set."""
+    mean_of_means: float | None = None
+    """The source's value divided by the world size."""
+    handed_out: int | None = None
+    """Samples DistributedSampler handed out over all ranks (padding included)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Trained:
+    """A run of the lesson's ``train``: the digest of its weights and its history."""
+
+    digest: str
+    history: tuple[Epoch, ...]
+
+
+def _given(value: float | None, what: str) -> float:
+    """``value``, or a ValueError naming ``what`` is missing."""
+    if value is None:
+        raise ValueError(f"{what} is missing")
+    return value
 
 
 # --- the lesson run's checks ---------------------------------------------------------------------
-def training_verdict(history: Sequence[Mapping[str, Any]], where: str) -> Verdict:
+def training_verdict(history: Sequence[Mapping[str, float]], where: str) -> Verdict:
     """Training works: validation loss falls and IoU rises from the first epoch to the last."""
     if len(history) < 2:
         raise ValueError("training_verdict needs at least 2 epochs of history")
-    a, b = history[0], history[-1]
-    works = b["loss"] < a["loss"] and b["iou"] > a["iou"]
+    epochs = epochs_of(history)
+    a, b = epochs[0], epochs[-1]
+    iou_a, iou_b = _given(a.iou, "the first epoch's iou"), _given(b.iou, "the last epoch's iou")
+    works = b.loss < a.loss and iou_b > iou_a
     text = (
-        f"validation loss {a['loss']:.4f} → {b['loss']:.4f}, mean IoU {a['iou']:.3f} → {b['iou']:.3f} from epoch "
-        f"{a['epoch']} to {b['epoch']}: "
+        f"validation loss {a.loss:.4f} → {b.loss:.4f}, mean IoU {iou_a:.3f} → {iou_b:.3f} from epoch "
+        f"{a.epoch} to {b.epoch}: "
         + ("the model learns" if works else "NOT learning: the loss did not fall or the IoU did not rise")
     )
     return Verdict(
         "03.training",
         "pass" if works else "fail",
         text,
-        {"loss_first": a["loss"], "loss_last": b["loss"], "iou_first": a["iou"], "iou_last": b["iou"]},
+        {"loss_first": a.loss, "loss_last": b.loss, "iou_first": iou_a, "iou_last": iou_b},
         where,
     )
 
@@ -51,20 +119,21 @@ def identical_weights_verdict(digests: Sequence[str], where: str) -> Verdict:
     )
 
 
-def sampler_verdict(orders: Sequence[Mapping[str, Any]], where: str) -> Verdict:
-    """``orders``: per rank ``{"with_set_epoch": [[indices] per epoch], "without_set_epoch": [...]}``.
+def sampler_verdict(orders: Sequence[Mapping[str, Sequence[Sequence[int]]]], where: str) -> Verdict:
+    """``orders``: per rank ``{"with_set_epoch": [[indices] per epoch], "without_set_epoch": [...]}`` (:class:`Orders`).
 
     Pass when, within an epoch, the ranks' samples are disjoint; with ``set_epoch`` each epoch is a new
     order; without it every epoch repeats the first."""
-    epochs = len(orders[0]["with_set_epoch"])
+    ranks = [typed(Orders, o, f"orders[{i}]") for i, o in enumerate(orders)]
+    epochs = len(ranks[0].with_set_epoch)
     disjoint = all(
-        not set(a["with_set_epoch"][e]) & set(b["with_set_epoch"][e])
+        not set(a.with_set_epoch[e]) & set(b.with_set_epoch[e])
         for e in range(epochs)
-        for i, a in enumerate(orders)
-        for b in orders[i + 1 :]
+        for i, a in enumerate(ranks)
+        for b in ranks[i + 1 :]
     )
-    changes = all(len({tuple(o) for o in r["with_set_epoch"]}) == epochs for r in orders)
-    repeats = all(len({tuple(o) for o in r["without_set_epoch"]}) == 1 for r in orders)
+    changes = all(len(set(r.with_set_epoch)) == epochs for r in ranks)
+    repeats = all(len(set(r.without_set_epoch)) == 1 for r in ranks)
     passed = disjoint and changes and repeats and epochs >= 2
     text = (
         f"over {epochs} epochs: the ranks' samples are {'disjoint' if disjoint else 'NOT disjoint'}; with "
@@ -80,23 +149,25 @@ def sampler_verdict(orders: Sequence[Mapping[str, Any]], where: str) -> Verdict:
     )
 
 
-def validation_verdicts(values: Mapping[str, Any], where: str, rtol: float = 1e-5) -> list[Verdict]:
+def validation_verdicts(values: Mapping[str, float], where: str, rtol: float = 1e-5) -> list[Verdict]:
     """The validation comparison of notebook 03 (claim C18, its validation half).
 
-    ``values``: ``single`` (one process over the whole set), ``sums`` (all_reduce of sums and counts,
-    padding skipped), ``source`` (the source's code: per-rank mean, all_reduce, no division), ``world``,
+    ``values`` (:class:`Validation`): ``single`` (one process over the whole set), ``sums`` (all_reduce of sums and
+    counts, padding skipped), ``source`` (the source's code: per-rank mean, all_reduce, no division), ``world``,
     ``samples_counted`` by the sums and ``samples`` in the set. ``rtol`` covers the different batch
     compositions (a rank's batches are not the single process's), which change the last bits on a GPU.
     """
-    single, sums, source, world = values["single"], values["sums"], values["source"], int(values["world"])
-    equal = abs(sums - single) <= rtol * abs(single) and values["samples_counted"] == values["samples"]
+    v = typed(Validation, values, "values")
+    single, source, world = v.single, v.source, int(v.world)
+    sums = _given(v.sums, "values' sums")
+    equal = abs(sums - single) <= rtol * abs(single) and v.samples_counted == v.samples
     exact = Verdict(
         "03.validation",
         "pass" if equal else "fail",
         (
             f"all_reduce of sums and counts: {sums:.6f} against {single:.6f} from one process over the whole "
-            f"set (|Δ| {abs(sums - single):.1e}), {values['samples_counted']} samples counted of "
-            f"{values['samples']}"
+            f"set (|Δ| {abs(sums - single):.1e}), {v.samples_counted} samples counted of "
+            f"{v.samples}"
         )
         + ("" if equal else ": they must agree"),
         {"sums": sums, "single": single, "rel_diff": abs(sums - single) / abs(single)},
@@ -118,8 +189,8 @@ def validation_verdicts(values: Mapping[str, Any], where: str, rtol: float = 1e-
         where,
     )
     out = [exact, c18]
-    if "mean_of_means" in values:
-        mm = values["mean_of_means"]
+    if v.mean_of_means is not None:
+        mm = v.mean_of_means
         out.append(
             Verdict(
                 "03.mean_of_means",
@@ -135,24 +206,21 @@ def validation_verdicts(values: Mapping[str, Any], where: str, rtol: float = 1e-
 
 
 def resume_verdict(
-    uninterrupted: Mapping[str, Any], resumed: Mapping[str, Any], where: str, rtol: float = 1e-3
+    uninterrupted: Mapping[str, object], resumed: Mapping[str, object], where: str, rtol: float = 1e-3
 ) -> Verdict:
     """A run resumed from a checkpoint against the uninterrupted run: ``{"digest": ..., "history": [...]}``
-    each. Bit-identical weights pass; otherwise the later epochs' validation losses must agree within
-    ``rtol`` (a GPU's non-deterministic kernels), or it fails."""
-    later = {h["epoch"]: h["loss"] for h in uninterrupted["history"]}
-    pairs = [(later[h["epoch"]], h["loss"]) for h in resumed["history"] if h["epoch"] in later]
+    each (:class:`Trained`). Bit-identical weights pass; otherwise the later epochs' validation losses must agree
+    within ``rtol`` (a GPU's non-deterministic kernels), or it fails."""
+    whole, again = typed(Trained, uninterrupted, "uninterrupted"), typed(Trained, resumed, "resumed")
+    later = {h.epoch: h.loss for h in whole.history}
+    pairs = [(later[h.epoch], h.loss) for h in again.history if h.epoch in later]
     if not pairs:
         raise ValueError("the resumed run trained no epoch the uninterrupted run has")
     worst = max(abs(a - b) / abs(a) for a, b in pairs)
-    first = resumed["history"][0]["epoch"]
-    numbers = {
-        "from_epoch": first,
-        "epochs": len(pairs),
-        "max_rel_loss_diff": worst,
-        "identical": uninterrupted["digest"] == resumed["digest"],
-    }
-    if numbers["identical"]:
+    first = again.history[0].epoch
+    identical = whole.digest == again.digest
+    numbers = {"from_epoch": first, "epochs": len(pairs), "max_rel_loss_diff": worst, "identical": identical}
+    if identical:
         return Verdict(
             "03.resume",
             "pass",
@@ -181,12 +249,13 @@ SOURCE_VALIDATION_CHOICES = {
 """Notebook 03's prediction: what the source's ``all_reduce(val_loss)`` returns against one process's loss."""
 
 
-def grade_source_validation(prediction: str | None, values: Mapping[str, Any], where_: str) -> Verdict:
+def grade_source_validation(prediction: str | None, values: Mapping[str, float], where_: str) -> Verdict:
     """Grade the prediction against the run: the choice nearest to the source's value ÷ one process's loss."""
     from nvtutorial.report.predict import grade_choice
 
-    ratio = values["source"] / values["single"]
-    world = values["world"]
+    v = typed(Validation, values, "values")
+    ratio = v.source / v.single
+    world = v.world
     answer = min({"a": 1.0, "b": float(world), "c": 1.0 / world}.items(), key=lambda kv: abs(math.log(ratio / kv[1])))[
         0
     ]

@@ -6,12 +6,12 @@ gap. Re-exported by ``report.py`` (notebooks 03 and 04 read them there); it impo
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, TypeGuard
+from typing import TypeGuard
 
 from nvtutorial.chapters.ch03_ddp_training import schema
 from nvtutorial.chapters.ch03_ddp_training.schema import Row
 from nvtutorial.report.verdict import aa_gap
-from nvtutorial.results import RunResult
+from nvtutorial.results import EnvInfo, RunResult, Where, label_of
 
 FLASH_OFF = "flash_sdp=False"
 """A committed variant that does the baseline's work exactly (a UNet calls no attention): its A/A pair."""
@@ -21,7 +21,7 @@ Train = RunResult | schema.Rank
 
 
 # --- reading the train workload's rows ---------------------------------------------------------
-_READ: dict[int, tuple[list[Any], list[schema.Rank]]] = {}
+_READ: dict[int, tuple[object, list[schema.Rank]]] = {}
 """Runs read typed, by the run object's id, with the list of rank results each was read from (the committed run
 reads in tens of milliseconds, and a table reads it once per variant)."""
 
@@ -40,18 +40,19 @@ def ranks_of(run: Train) -> list[schema.Rank]:
     return read
 
 
-def where(result: object) -> str:
-    """Where a run was measured (its label), or a plain string as given. A GPU run of one rank names no NCCL version:
-    DDP in a world of one does no collective work on the GPU, so the version says nothing about its numbers."""
-    env = getattr(result, "env", None)
+def where(result: Train | Where) -> str:
+    """Where a run was measured (its label), or a plain string as given; "" for a rank's result (it names no machine).
+    A GPU run of one rank names no NCCL version: DDP in a world of one does no collective work on the GPU, so the
+    version says nothing about its numbers."""
+    env = result.env if isinstance(result, RunResult) else None
     if env is not None and env.is_gpu and env.world_size == 1 and env.nccl:
         return env.label_without_nccl
-    return str(getattr(result, "label", result if isinstance(result, str) else ""))
+    return label_of(result) if isinstance(result, (RunResult, EnvInfo, str)) else ""
 
 
 def is_gpu(result: Train) -> bool:
     """Measured on GPUs: the run's environment says so, or (a rank's result) its device."""
-    env = getattr(result, "env", None)
+    env = result.env if isinstance(result, RunResult) else None
     if env is not None:
         return bool(env.is_gpu)
     ranks = ranks_of(result)

@@ -23,6 +23,8 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any, Literal
 
+from nvtutorial.params import require
+
 NAME = "train"
 """The workload's name (``nvtutorial.run("train", ...)``, ``nvtutorial list``), declared here
 once: ``workload.py`` imports it."""
@@ -50,6 +52,38 @@ a 25 MiB first bucket), neither of which today's ``baseline`` does (see the modu
 EARLIER = ("per_gpu_batch", "global_batch", "shuffle", "lesson")
 """What the earlier workload wrote beside its rows (its one batch size; in one run the lesson trained for epochs and
 the samplers' orders checked): kept in :attr:`Rank.earlier`, as written."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Params:
+    """What a ``train`` run is asked for (``--set KEY=VALUE``). Checked here where the check needs nothing but the
+    values; the workload's ``Params`` (a subclass) adds what needs the rank side: the UNet's depth, the variants."""
+
+    model: Literal["tiny", "small", "full"] = "small"
+    image_size: int = 64
+    batch_sizes: tuple[int, ...] = (8,)  # per GPU; every variant is measured at each
+    variants: tuple[str, ...] = ("baseline",)
+    one_gpu_batch: int = 0  # > 0: also time one GPU alone (rank 0, no DDP) at this batch: the scaling reference
+    accumulation: int = 4  # micro-batches per optimizer step in the accumulation variants (same samples per step)
+    samples: int = 256  # training set size (on the device)
+    seed: int = 0
+    lr: float = 1e-3
+    warmup: int = 3
+    steps: int = 10  # timed steps per round
+    repeats: int = 3  # rounds: the spread of their medians is the noise of one configuration
+    comm_share: bool = True
+    count: bool = True  # all-reduce bytes and saved activations, on a copy of the model
+    aa: bool = True  # the first configuration measured again at the end
+    prime: bool = True  # on GPUs: run the first configuration once, unrecorded, first (clocks, cuDNN, allocator)
+
+    def __post_init__(self) -> None:
+        require(bool(self.variants), "variants is empty: name at least one (baseline is the lesson's code)")
+        require(bool(self.batch_sizes) and min(self.batch_sizes) >= 1, "batch_sizes must be at least 1 each")
+        require(self.one_gpu_batch >= 0, f"one_gpu_batch={self.one_gpu_batch} must be 0 (none) or a batch size")
+        require(self.samples >= 1 and self.lr > 0, "samples must be at least 1 and lr positive")
+        require(self.warmup >= 1, f"warmup={self.warmup} must be at least 1 (the first step builds buckets)")
+        require(self.steps >= 1, f"steps={self.steps} must be at least 1")
+        require(self.repeats >= 2, f"repeats={self.repeats}: at least 2 rounds, or the noise is unknown")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -42,6 +42,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any, Literal
 
 from nvtutorial import runtime
+from nvtutorial.chapters.ch03_ddp_training import schema
 from nvtutorial.chapters.ch03_ddp_training.schema import NAME as NAME  # the workload's name, declared by its schema
 from nvtutorial.chapters.ch03_ddp_training.schema import SOLO, Rank, Row
 from nvtutorial.models.unet import SIZES, Size
@@ -164,24 +165,9 @@ def configuration(name: str) -> Variant:
     return SOLO_VARIANT if name == SOLO else variant(name)
 
 
-@dataclasses.dataclass(frozen=True)
-class Params:
-    model: Literal["tiny", "small", "full"] = "small"
-    image_size: int = 64
-    batch_sizes: tuple[int, ...] = (8,)  # per GPU; every variant is measured at each
-    variants: tuple[str, ...] = ("baseline",)
-    one_gpu_batch: int = 0  # > 0: also time one GPU alone (rank 0, no DDP) at this batch: the scaling reference
-    accumulation: int = 4  # micro-batches per optimizer step in the accumulation variants (same samples per step)
-    samples: int = 256  # training set size (on the device)
-    seed: int = 0
-    lr: float = 1e-3
-    warmup: int = 3
-    steps: int = 10  # timed steps per round
-    repeats: int = 3  # rounds: the spread of their medians is the noise of one configuration
-    comm_share: bool = True
-    count: bool = True  # all-reduce bytes and saved activations, on a copy of the model
-    aa: bool = True  # the first configuration measured again at the end
-    prime: bool = True  # on GPUs: run the first configuration once, unrecorded, first (clocks, cuDNN, allocator)
+class Params(schema.Params):
+    """:class:`~.schema.Params`, checked against what only the rank side knows: the UNet's depth (the image size it
+    takes) and the variants' menu (later chapters add to it)."""
 
     def __post_init__(self) -> None:
         multiple = 2 ** SIZES[self.model]["depth"]
@@ -189,9 +175,7 @@ class Params:
             self.image_size >= 8 and self.image_size % multiple == 0,
             f"image_size={self.image_size} must be a multiple of {multiple} (at least 8) for the {self.model} UNet",
         )
-        require(bool(self.variants), "variants is empty: name at least one (baseline is the lesson's code)")
-        require(bool(self.batch_sizes) and min(self.batch_sizes) >= 1, "batch_sizes must be at least 1 each")
-        require(self.one_gpu_batch >= 0, f"one_gpu_batch={self.one_gpu_batch} must be 0 (none) or a batch size")
+        super().__post_init__()
         for name in self.variants:
             check_variant(name)
         if any(variant(v).micro_batches for v in self.variants):
@@ -202,10 +186,6 @@ class Params:
                 f"batch size {bad[:1]} does not split into accumulation={self.accumulation} "
                 "equal micro-batches: use a multiple of it",
             )
-        require(self.samples >= 1 and self.lr > 0, "samples must be at least 1 and lr positive")
-        require(self.warmup >= 1, f"warmup={self.warmup} must be at least 1 (the first step builds buckets)")
-        require(self.steps >= 1, f"steps={self.steps} must be at least 1")
-        require(self.repeats >= 2, f"repeats={self.repeats}: at least 2 rounds, or the noise is unknown")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -4,16 +4,20 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 from nvtutorial.chapters.ch03_ddp_training.report import Train, find_row, rows_of
 from nvtutorial.chapters.ch04_optimisations import schema
 from nvtutorial.chapters.ch04_optimisations.report import attention_of, comparison, kernel, label, loss_difference
 from nvtutorial.plots.style import figure, finish
-from nvtutorial.results import RunResult
+from nvtutorial.results import RunResult, Where
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 
-def plot_step_changes(result: Train, variants: Sequence[str], where: Any, title: str) -> tuple[Any, Any]:
+def plot_step_changes(result: Train, variants: Sequence[str], where: Where, title: str) -> tuple[Figure, Axes]:
     """Each variant's step time relative to the baseline's (%), with the noise band of the comparison:
     a bar inside the band is "no change"."""
     found = [(v, c) for v in variants if (c := comparison(result, v)) is not None]
@@ -42,8 +46,8 @@ def plot_step_changes(result: Train, variants: Sequence[str], where: Any, title:
 
 
 def plot_loss_differences(
-    result: Train, variants: Sequence[str], where: Any, title: str = "Loss per step, minus the baseline's"
-) -> tuple[Any, Any]:
+    result: Train, variants: Sequence[str], where: Where, title: str = "Loss per step, minus the baseline's"
+) -> tuple[Figure, Axes]:
     """The loss difference to the baseline, step by step, for the variants whose losses differ at all;
     the identical ones are named, not drawn on top of each other."""
     rows = rows_of(result)
@@ -67,7 +71,7 @@ def plot_loss_differences(
     return fig, ax
 
 
-def plot_attention(attention: RunResult | schema.Rank, where: Any) -> tuple[Any, Any]:
+def plot_attention(attention: RunResult | schema.Rank, where: Where) -> tuple[Figure, Axes]:
     """Attention block time per SDPA setting, log scale (the backends differ by up to 10×). The UNet is not
     drawn: it calls no attention, and its step with flash on and off is stated in words (claim C9)."""
     rows = attention_of(attention).attention

@@ -10,11 +10,11 @@ on the CPU too). Rows are read with :mod:`nvtutorial.chapters.ch03_ddp_training.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import statistics
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 from nvtutorial.chapters.ch03_ddp_training.report import (
     CPU_NOTE,
@@ -104,7 +104,7 @@ def knob_frame(result: Train, variants: Sequence[str] | None = None, baseline: s
     out = []
     for name in names:
         row = find_row(rows, name)
-        entry: dict[str, Any] = {"variant": label(result, name)}
+        entry: dict[str, str | float] = {"variant": label(result, name)}
         if not ok(row):
             entry["step time vs baseline"] = row.status if row is not None else "not measured"
             out.append(entry)
@@ -426,13 +426,24 @@ def verdict_c10(result: Train, one_gpu: Train | None = None) -> Verdict:
         memory_run = one_gpu
     w = where(result) if memory_run is result else f"bytes: {where(result)}; memory and step time: {where(memory_run)}"
     step = comparison(memory_run, BUCKET_VIEW)  # where the memory was measured: a GPU where one ran it
-    numbers: dict[str, Any] = {"step_ratio": step.ratio if step else None, "step_status": step.status if step else None}
+    numbers: dict[str, object] = {
+        "step_ratio": step.ratio if step else None,
+        "step_status": step.status if step else None,
+    }
     parts = []
     bytes_b, bytes_g = base.allreduce_bytes_per_step, gv.allreduce_bytes_per_step
     if bytes_b is not None and bytes_g is not None:
         numbers.update(allreduce_bytes_baseline=bytes_b, allreduce_bytes_bucket_view=bytes_g)
         parts.append(f"DDP all-reduces {bytes_g / 1e6:.3f} MB per step with it and {bytes_b / 1e6:.3f} MB without")
-    one_copy = _c10_memory(memory_run, memory_run is not result, numbers, parts)
+    memory = _c10_memory(memory_run, memory_run is not result)
+    if memory is not None:
+        numbers.update(
+            saved_before_step_gb=memory.saved_before_step_gb,
+            peak_change_gb=memory.peak_change_gb,
+            gradient_copy_gb=memory.gradient_copy_gb,
+        )
+        parts.append(memory.words)
+    one_copy = memory is not None and memory.one_copy
     if step:
         simulated = " (CPU simulation)" if not is_gpu(memory_run) else ""
         parts.append(f"step time{simulated} {describe(memory_run, step, 'ms')}")
@@ -452,39 +463,55 @@ def verdict_c10(result: Train, one_gpu: Train | None = None) -> Verdict:
         )
     elif decided:
         text += f". .grad becomes a view into DDP's bucket, {same_bytes}: not compression. " + _memory_unseen(
-            numbers, where(memory_run)
+            memory, where(memory_run)
         )
     if not is_gpu(memory_run):
         text += f" [{CPU_NOTE}: memory is counted on GPUs only; the bytes are exact anywhere]"
     return Verdict("C10", "wrong" if decided else "info", text or "not decided: nothing counted", numbers, w)
 
 
-def _memory_unseen(numbers: dict[str, Any], here: str) -> str:
+def _memory_unseen(memory: BucketViewMemory | None, here: str) -> str:
     """C10's sentence where the bytes decided and this run (``here``: its label) did not show the saving of one
     gradient copy: what it measured, if anything, and what the committed 2× H200 reference saved on each rank."""
-    saved, copy = numbers.get("saved_before_step_gb"), numbers.get("gradient_copy_gb")
     seen = (
-        f"not seen in this run: {', '.join(f'{x:.3f}' for x in saved)} of the expected {copy:.3f} GB ({here})"
-        if saved
+        f"not seen in this run: {', '.join(f'{x:.3f}' for x in memory.saved_before_step_gb)} of the expected "
+        f"{memory.gradient_copy_gb:.3f} GB ({here})"
+        if memory is not None and memory.saved_before_step_gb
         else "not measured in this run"
     )
-    ref, ref_numbers = reference_run(), {}
-    if ref is not None and _c10_memory(ref, False, ref_numbers, []):
-        saving = " and ".join(f"{x:.3f}" for x in ref_numbers["saved_before_step_gb"])
+    ref = reference_run()
+    ref_memory = _c10_memory(ref, False) if ref is not None else None
+    if ref_memory is not None and ref_memory.one_copy:
+        saving = " and ".join(f"{x:.3f}" for x in ref_memory.saved_before_step_gb)
         seen += (
             f"; the committed 2× H200 reference (reference/h200x2/runs/{REFERENCE_RUN}) saved {saving} GB (ranks 0, 1)"
         )
     return f"The memory half (one gradient-sized buffer less) was {seen}"
 
 
-def _c10_memory(result: Train, elsewhere: bool, numbers: dict[str, Any], parts: list[str]) -> bool:
+@dataclasses.dataclass(frozen=True)
+class BucketViewMemory:
+    """C10's memory half as one run measured it (:func:`_c10_memory`)."""
+
+    saved_before_step_gb: list[float]
+    """Per rank: what ``gradient_as_bucket_view=True`` holds less just before optimizer.step (GB)."""
+    peak_change_gb: list[float | None]
+    """Per rank: its peak minus the baseline's (GB)."""
+    gradient_copy_gb: float
+    """One fp32 copy of the gradients (GB)."""
+    words: str
+    """What it measured, in words."""
+    one_copy: bool
+    """Every rank saved about one copy of the gradients (0.5 to 1.5 of it)."""
+
+
+def _c10_memory(result: Train, elsewhere: bool) -> BucketViewMemory | None:
     """C10's memory half, from ``result`` (``elsewhere``: the one-GPU launch, not the run of DDP's options): what
-    each rank holds less just before optimizer.step, and the peak; True where every rank saved about one fp32 copy of
-    the gradients (0.5 to 1.5 of it)."""
+    each rank holds less just before optimizer.step, and the peak; None where a row or a rank's memory is missing."""
     rows = rows_of(result)
     base, gv = find_row(rows, "baseline"), find_row(rows, BUCKET_VIEW)
     if not (ok(base) and ok(gv)):
-        return False
+        return None
     ranks = ranks_of(result)
     grad_gb = (ranks[0].model_params if ranks else 0) * 4 / 1e9
     saved = [
@@ -493,9 +520,8 @@ def _c10_memory(result: Train, elsewhere: bool, numbers: dict[str, Any], parts: 
     ]
     known = [x for x in saved if x is not None]
     if not saved or len(known) < len(saved):
-        return False
+        return None
     peak = _memory_change(base.peak_mem_gb_per_rank, gv.peak_mem_gb_per_rank)
-    numbers.update(saved_before_step_gb=saved, peak_change_gb=peak, gradient_copy_gb=grad_gb)
     peak_words = ", ".join(
         f"rank {r}: {base.peak_mem_gb_per_rank[r]:.2f} → {gv.peak_mem_gb_per_rank[r]:.2f} GB" for r in range(len(peak))
     )
@@ -505,12 +531,13 @@ def _c10_memory(result: Train, elsewhere: bool, numbers: dict[str, Any], parts: 
     )
     who = f"rank{'s' if len(saved) > 1 else ''} {', '.join(map(str, range(len(saved))))}"
     on = f" (on {where(result)}, one process: DDP in a world of one has its buckets too)" if elsewhere else ""
-    parts.append(
-        f"just before optimizer.step, when every gradient exists, it holds {', '.join(f'{x:.3f}' for x in saved)} GB "
+    words = (
+        f"just before optimizer.step, when every gradient exists, it holds {', '.join(f'{x:.3f}' for x in known)} GB "
         f"less{on} ({who}; one fp32 copy of the gradients is {grad_gb:.3f} GB); at the peak, earlier in backward, "
         f"{peak_words}: " + ("no change (under 1 %)" if unchanged else "changed")
     )
-    return grad_gb > 0 and all(0.5 <= x / grad_gb <= 1.5 for x in known)
+    one_copy = grad_gb > 0 and all(0.5 <= x / grad_gb <= 1.5 for x in known)
+    return BucketViewMemory(known, peak, grad_gb, words, one_copy)
 
 
 def attention_of(attention: RunResult | schema.Rank) -> schema.Rank:
@@ -532,7 +559,7 @@ def verdict_c9(attention: RunResult | schema.Rank) -> Verdict:
     """C9: ``enable_flash_sdp(True)`` is an NVLink optimisation. Decided by where SDPA is called: the UNet's
     forward makes no call (counted), so the switch cannot touch its step; the attention block shows what the
     switch does change, on one device, no link involved."""
-    w = where(attention)
+    w = where(attention) if isinstance(attention, RunResult) else ""  # a rank's result names no machine
     m = attention_of(attention)
     unet, defaults = m.unet, m.defaults
     default, off = m.setting("default switches"), m.setting("enable_flash_sdp(False)")
@@ -541,7 +568,7 @@ def verdict_c9(attention: RunResult | schema.Rank) -> Verdict:
         f"forward makes {unet.sdpa_calls} scaled_dot_product_attention calls (the attention block: "
         f"{unet.attention_block_sdpa_calls})"
     ]
-    numbers: dict[str, Any] = {"unet_sdpa_calls": unet.sdpa_calls, "flash_default": defaults.flash_sdp_enabled}
+    numbers: dict[str, object] = {"unet_sdpa_calls": unet.sdpa_calls, "flash_default": defaults.flash_sdp_enabled}
     untouched = unet.sdpa_calls == 0
     if default and off:
         parts.append(_attention_block(default, off, numbers))
@@ -591,7 +618,7 @@ def gap_cause(a: Sequence[float], b: Sequence[float]) -> str:
     return f"this machine's noise at {len(a)}+{len(b)} repeats ({why})"
 
 
-def _attention_block(default: schema.Setting, off: schema.Setting, numbers: dict[str, Any]) -> str:
+def _attention_block(default: schema.Setting, off: schema.Setting, numbers: dict[str, object]) -> str:
     """What switching flash off did to the attention block: the kernel, and its time. Where the same kernel ran both
     ways, the gap between the two is noise or drift (an A/A pair, :func:`gap_cause`), never "faster" or "slower"."""
     k, k_off = kernel(default.ops), kernel(off.ops)

@@ -16,6 +16,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Literal
 
+from nvtutorial.params import require
+
 NAME = "attention_sdp"
 """The workload's name (``nvtutorial.run("attention_sdp", ...)``, ``nvtutorial list``), declared here
 once: ``workload_attention.py`` imports it."""
@@ -23,6 +25,29 @@ BackendName = Literal["MATH", "FLASH_ATTENTION", "EFFICIENT_ATTENTION", "CUDNN_A
 BACKENDS: tuple[BackendName, ...] = ("MATH", "FLASH_ATTENTION", "EFFICIENT_ATTENTION", "CUDNN_ATTENTION")
 """The SDPA backends tried, in order (``torch.nn.attention.SDPBackend`` names)."""
 DType = Literal["fp32", "fp16", "bf16"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Params:
+    """What an ``attention_sdp`` run is asked for (``--set KEY=VALUE``). Checked here where the check needs nothing
+    but the values; the workload's ``Params`` (a subclass) adds the UNet's image size, which its depth decides."""
+
+    batch: int = 8
+    heads: int = 16
+    seq: int = 2048
+    head_dim: int = 64
+    dtype: Literal["auto", "fp32", "fp16", "bf16"] = "auto"  # auto: bf16 on GPU, fp32 on CPU
+    warmup: int = 3
+    repeats: int = 10
+    unet: Literal["tiny", "small", "full"] = "small"
+    unet_image_size: int = 64
+    unet_batch: int = 4
+
+    def __post_init__(self) -> None:
+        for name in ("batch", "heads", "seq", "head_dim", "repeats", "unet_batch"):
+            require(getattr(self, name) >= 1, f"{name}={getattr(self, name)} must be at least 1")
+        require(self.warmup >= 0, f"warmup={self.warmup} must be 0 or more")
+        require(self.repeats >= 2, f"repeats={self.repeats}: at least 2, or a comparison cannot know its noise")
 
 
 @dataclasses.dataclass(frozen=True)

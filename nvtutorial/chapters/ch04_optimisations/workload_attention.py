@@ -21,12 +21,12 @@ with one process:
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import statistics
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from nvtutorial import runtime
+from nvtutorial.chapters.ch04_optimisations import schema
 from nvtutorial.chapters.ch04_optimisations.schema import (
     BACKENDS,
     Backend,
@@ -45,24 +45,11 @@ if TYPE_CHECKING:
     import torch
 
 
-@dataclasses.dataclass(frozen=True)
-class Params:
-    batch: int = 8
-    heads: int = 16
-    seq: int = 2048
-    head_dim: int = 64
-    dtype: Literal["auto", "fp32", "fp16", "bf16"] = "auto"  # auto: bf16 on GPU, fp32 on CPU
-    warmup: int = 3
-    repeats: int = 10
-    unet: Literal["tiny", "small", "full"] = "small"
-    unet_image_size: int = 64
-    unet_batch: int = 4
+class Params(schema.Params):
+    """:class:`~.schema.Params`, with the UNet's image size checked against its depth (the rank side's model)."""
 
     def __post_init__(self) -> None:
-        for name in ("batch", "heads", "seq", "head_dim", "repeats", "unet_batch"):
-            require(getattr(self, name) >= 1, f"{name}={getattr(self, name)} must be at least 1")
-        require(self.warmup >= 0, f"warmup={self.warmup} must be 0 or more")
-        require(self.repeats >= 2, f"repeats={self.repeats}: at least 2, or a comparison cannot know its noise")
+        super().__post_init__()
         multiple = 2 ** SIZES[self.unet]["depth"]
         require(
             self.unet_image_size % multiple == 0 and self.unet_image_size >= 8,

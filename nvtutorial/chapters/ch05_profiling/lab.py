@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Any
 
 from nvtutorial import launch, workloads
 from nvtutorial import params as params_mod
-from nvtutorial.chapters.ch05_profiling import workload as profile_step
 from nvtutorial.chapters.ch05_profiling.report_traces import NsysResult, nsys_split, parse_kernel_summary
+from nvtutorial.chapters.ch05_profiling.schema import Params
 from nvtutorial.launch.environment import child_environment
 from nvtutorial.launch.spec import torchrun_options, workload_program
 from nvtutorial.launch.tree import ProcessTree
@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 def params_from(sizes: Mapping[str, Any], **overrides: Any) -> dict[str, Any]:
     """The entries of a notebook's size dict that are parameters of the ``profile_step`` workload, plus
     ``overrides``."""
-    names = {f.name for f in dataclasses.fields(profile_step.Params)}
+    names = {f.name for f in dataclasses.fields(Params)}
     out = {k: v for k, v in sizes.items() if k in names}
     out.update(overrides)
     return out

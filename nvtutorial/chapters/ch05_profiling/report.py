@@ -17,27 +17,35 @@ from __future__ import annotations
 import dataclasses
 import statistics
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
-from nvtutorial.chapters.ch05_profiling.schema import Kinds, Link, Probe, Rank, Split, SweepRow
+from nvtutorial.chapters.ch05_profiling.report_wire import (
+    Exposure,
+    SweepPoint,
+    SweepWire,
+    comparisons,
+    exposure,
+    joint_status,
+    link_estimate,
+    paired_times,
+    ranks,
+    sweep_points,
+)
+from nvtutorial.chapters.ch05_profiling.schema import Kinds, Probe, Split
 from nvtutorial.report.verdict import Comparison, Verdict, compare
-from nvtutorial.results import RunResult
+from nvtutorial.results import RunResult, label_of
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from nvtutorial.machine.telemetry import Sampler
 
 SPLIT_KEYS = ("compute_only_ms", "hidden_ms", "exposed_ms", "idle_ms")
 """The four parts that add up to the step: compute alone, hidden and exposed communication, idle."""
 
 
-def _where(res: Any) -> str:
-    return getattr(res, "label", str(res))
-
-
 def _fmt(values: Sequence[float], unit: str = "ms", digits: int = 2) -> str:
     return ", ".join(f"rank {r} {v:.{digits}f} {unit}" for r, v in enumerate(values))
-
-
-def ranks(res: RunResult) -> list[Rank]:
-    """Every rank's result of a ``profile_step`` run, typed (older layouts upgraded: :meth:`Rank.upgrade`)."""
-    return res.ranks_as(Rank)
 
 
 def probe(res: RunResult) -> Probe | None:
@@ -61,16 +69,6 @@ def link_columns(split: Split | None) -> dict[str, float]:
     return {k: v for k in LINK_KEYS if (v := getattr(link, k)) is not None}
 
 
-def _paired(link: Link | None) -> tuple[float, float, float, float] | None:
-    """``(wait, transfer, exposed wait, exposed transfer)`` ms of a paired split; None where the ranks' traces were
-    not paired."""
-    if link is None or link.wait_ms is None or link.transfer_ms is None:
-        return None
-    if link.exposed_wait_ms is None or link.exposed_transfer_ms is None:
-        return None
-    return link.wait_ms, link.transfer_ms, link.exposed_wait_ms, link.exposed_transfer_ms
-
-
 def split_frame(res: RunResult, path: str | None = None):  # -> pandas.DataFrame
     """The split each rank computed from its own trace, one row per rank (ms per step); with the
     waiting/transfer columns where the run paired its ranks' traces."""
@@ -78,7 +76,7 @@ def split_frame(res: RunResult, path: str | None = None):  # -> pandas.DataFrame
 
     rows = []
     for rank, m in enumerate(ranks(res)):
-        row: dict[str, Any] = {"rank": rank}
+        row: dict[str, object] = {"rank": rank}
         if path:
             row["path"] = path
         if m.split is not None:  # its scalars; the rank is the run's (a trace without one has None)
@@ -122,7 +120,7 @@ def check_split(res: RunResult, tolerance: float = 1e-6) -> Verdict:
         sums.append(parts - sp.step_ms)
         if abs(parts - sp.step_ms) > tolerance * max(1.0, sp.step_ms):
             problems.append(f"rank {rank}: the parts add to {parts:.4f} ms, the step is {sp.step_ms:.4f} ms")
-        paired = _paired(sp.link)
+        paired = paired_times(sp.link)
         if paired is not None:
             wait, transfer, exposed_wait, exposed_transfer = paired
             if abs(wait + transfer - sp.comm_ms) > tolerance * max(1.0, sp.comm_ms):
@@ -142,58 +140,27 @@ def check_split(res: RunResult, tolerance: float = 1e-6) -> Verdict:
         "pass" if ok else "fail",
         text,
         {"ranks": len(typed), "largest_error_ms": max((abs(s) for s in sums), default=None)},
-        _where(res),
+        label_of(res),
     )
-
-
-def link_estimate(splits: Sequence[Split | None]) -> dict[str, Any]:
-    """Time on the wire per step, from a run's per-rank splits (a rank's, or a sweep row's; None: not profiled).
-
-    With paired traces: the least transfer time of any rank (``paired traces``); otherwise the least
-    communication time of any rank (``least of the ranks``): the rank that arrived last at every
-    collective waited for nobody, so its communication is the closest to the transfer alone.
-    """
-    profiled = [s for s in splits if s is not None]
-    paired = [p for s in profiled if (p := _paired(s.link)) is not None]
-    if profiled and len(paired) == len(profiled):
-        return {
-            "source": "paired traces",
-            "link_ms": min(transfer for _, transfer, _, _ in paired),
-            "exposed_link_ms": min(exposed_transfer for _, _, _, exposed_transfer in paired),
-            "wait_ms": [wait for wait, _, _, _ in paired],
-        }
-    comm = [s.comm_ms for s in profiled]
-    exposed = [s.exposed_ms for s in profiled]
-    return {
-        "source": "least of the ranks",
-        "link_ms": min(comm, default=float("nan")),
-        "exposed_link_ms": min(exposed, default=float("nan")),
-        "wait_ms": [c - min(comm) for c in comm],
-    }
 
 
 def verdict_split(res: RunResult) -> Verdict:
     """What each rank's communication was: waiting for the other rank (skew), or data on the wire."""
-    maybe = [m.split for m in ranks(res)]
-    splits = [s for s in maybe if s is not None]
-    if len(splits) < len(maybe):
-        return Verdict("time split", "info", "no split: the run was not profiled", {}, _where(res))
-    est = link_estimate(splits)
-    comm = [s.comm_ms for s in splits]
-    exposed = [s.exposed_ms for s in splits]
-    step = statistics.mean(s.step_ms for s in splits)
-    waiting = [min(1.0, max(0.0, w / c)) if c > 0 else 0.0 for w, c in zip(est["wait_ms"], comm)]
+    e = exposure(res)
+    if e is None:
+        return Verdict("time split", "info", "no split: the run was not profiled", {}, label_of(res))
+    est, comm, step = e.link, e.comm_ms, e.step_ms
     worst = max(range(len(comm)), key=lambda r: comm[r])
     how = (
         "paired on one clock: a rank waits inside a collective until the last rank joins it"
-        if est["source"] == "paired traces"
+        if est.source == "paired traces"
         else "estimated as the least communication of any rank: the last rank to join a collective waits for nobody"
     )
     text = (
-        f"communication per step: {_fmt(comm)}; exposed (no compute under it): {_fmt(exposed)}. "
-        f"The ranks ran the same collectives, so the difference is waiting: {100 * waiting[worst]:.0f} % of rank "
-        f"{worst}'s communication was waiting for the other rank ({how}). On the wire: {est['link_ms']:.2f} ms per "
-        f"step, of which {est['exposed_link_ms']:.2f} ms exposed ({100 * est['exposed_link_ms'] / step:.1f} % of "
+        f"communication per step: {_fmt(comm)}; exposed (no compute under it): {_fmt(e.exposed_ms)}. "
+        f"The ranks ran the same collectives, so the difference is waiting: {100 * e.waiting_share[worst]:.0f} % of "
+        f"rank {worst}'s communication was waiting for the other rank ({how}). On the wire: {est.link_ms:.2f} ms per "
+        f"step, of which {est.exposed_link_ms:.2f} ms exposed ({100 * est.exposed_link_ms / step:.1f} % of "
         f"the {step:.1f} ms profiled step)."
     )
     return Verdict(
@@ -201,16 +168,16 @@ def verdict_split(res: RunResult) -> Verdict:
         "info",
         text,
         {
-            "comm_ms": comm,
-            "exposed_ms": exposed,
-            "waiting_share": waiting,
-            "link_ms": est["link_ms"],
-            "exposed_link_ms": est["exposed_link_ms"],
-            "exposed_link_share": est["exposed_link_ms"] / step,
+            "comm_ms": list(comm),
+            "exposed_ms": list(e.exposed_ms),
+            "waiting_share": list(e.waiting_share),
+            "link_ms": est.link_ms,
+            "exposed_link_ms": est.exposed_link_ms,
+            "exposed_link_share": e.exposed_link_share,
             "step_ms": step,
-            "source": est["source"],
+            "source": est.source,
         },
-        _where(res),
+        label_of(res),
     )
 
 
@@ -256,21 +223,16 @@ def _overhead_comparisons(res: RunResult) -> list[Comparison | None]:
     return out
 
 
-def _joint(statuses: Sequence[str]) -> str:
-    """One status for the ranks' comparisons: theirs where they agree, else ``no change``."""
-    return statuses[0] if statuses and len(set(statuses)) == 1 else "no change"
-
-
 def verdict_overhead(res: RunResult) -> Verdict:
     """What torch.profiler adds to a step on each rank (profiled against plain steps, ``compare``)."""
     typed = ranks(res)
     added = [m.step_ms_profiled - m.step_ms for m in typed]
     comps = _overhead_comparisons(res)
     cs = [c for c in comps if c is not None]
-    numbers: dict[str, Any] = {"overhead_ms": added, "step_ms": [m.step_ms for m in typed]}
+    numbers: dict[str, object] = {"overhead_ms": added, "step_ms": [m.step_ms for m in typed]}
     if len(cs) == len(comps):
         numbers.update(ratio=[c.ratio for c in cs], noise=[c.noise for c in cs])
-        status = _joint([c.status for c in cs])
+        status = joint_status([c.status for c in cs])
         text = "; ".join(f"rank {r}: " + c.describe("ms", "step without → with the profiler") for r, c in enumerate(cs))
     else:
         status = "info"
@@ -278,7 +240,7 @@ def verdict_overhead(res: RunResult) -> Verdict:
             f"the profiler added {_fmt(added)} to the median step (medians only in this run: no repeats to "
             "set the noise)"
         )
-    return Verdict("profiler overhead", status, text, numbers, _where(res))
+    return Verdict("profiler overhead", status, text, numbers, label_of(res))
 
 
 def verdict_trust(res: RunResult) -> Verdict:
@@ -341,7 +303,7 @@ def verdict_trust(res: RunResult) -> Verdict:
             f"({_fmt(exposed)})"
         )
         status = "info"
-    return Verdict("split trustworthy", status, text, numbers, _where(res))
+    return Verdict("split trustworthy", status, text, numbers, label_of(res))
 
 
 def _noise(c: Comparison | None) -> float:
@@ -375,17 +337,6 @@ def ab_frame(res: RunResult):  # -> pandas.DataFrame
     return pd.DataFrame(rows)
 
 
-def comparisons(repeats: Sequence[Kinds | None], baseline: str, candidate: str = "ddp") -> list[Comparison | None]:
-    """``compare(baseline repeats, candidate repeats)`` on each rank (``repeats``: each rank's
-    ``step_ms_repeats``, or a sweep row's ``repeats``); None where a side was not measured."""
-    out = []
-    for reps in repeats:
-        measured = reps.measured() if reps is not None else {}
-        a, b = measured.get(baseline, ()), measured.get(candidate, ())
-        out.append(compare(a, b) if len(a) >= 2 and len(b) >= 2 else None)
-    return out
-
-
 def price(repeats: Sequence[Kinds | None], baseline: str, key: str, where: str, what: str) -> Verdict:
     """The DDP step against ``baseline`` (``no_sync`` or ``local``) on every rank (each rank's ``step_ms_repeats``),
     by the noise rule."""
@@ -396,7 +347,7 @@ def price(repeats: Sequence[Kinds | None], baseline: str, key: str, where: str, 
     extra = [c.candidate - c.baseline for c in cs]
     noise = [c.noise * c.baseline for c in cs]
     statuses = [c.status for c in cs]
-    status = _joint(statuses)
+    status = joint_status(statuses)
     text = f"{what}: " + "; ".join(f"rank {r}: {c.describe('ms')}" for r, c in enumerate(cs))
     if len(set(statuses)) > 1:
         text += ". The ranks disagree: not resolved, read as no change"
@@ -417,14 +368,14 @@ def verdict_exchange(res: RunResult) -> Verdict:
         [m.step_ms_repeats for m in ranks(res)],
         "no_sync",
         "gradient exchange",
-        _where(res),
+        label_of(res),
         "DDP step against the same step under no_sync",
     )
 
 
 def verdict_second_gpu(res: RunResult) -> Verdict:
     """The 2-GPU DDP step against the bare module on the same GPU, and what of the gap the trace explains."""
-    where = _where(res)
+    where = label_of(res)
     typed = ranks(res)
     v = price(
         [m.step_ms_repeats for m in typed],
@@ -452,11 +403,11 @@ def verdict_second_gpu(res: RunResult) -> Verdict:
             if ratio > 1
             else ", and it still counts one rank waiting for the other"
         )
-        + f". Exposed on the wire: {est['exposed_link_ms']:.2f} ms"
+        + f". Exposed on the wire: {est.exposed_link_ms:.2f} ms"
         + (
             ", inside the gap: the rest is what the exchange takes from compute (NCCL's kernels sharing SMs and "
             "memory bandwidth with the backward pass, DDP's bucket copies) and noise"
-            if est["exposed_link_ms"] <= min(gap)
+            if est.exposed_link_ms <= min(gap)
             else ""
         )
     )
@@ -464,7 +415,7 @@ def verdict_second_gpu(res: RunResult) -> Verdict:
         "second GPU",
         "info",
         text,
-        {"extra_ms": gap, "mean_exposed_ms": mean_exposed, "exposed_link_ms": est["exposed_link_ms"]},
+        {"extra_ms": gap, "mean_exposed_ms": mean_exposed, "exposed_link_ms": est.exposed_link_ms},
         where,
     )
 
@@ -499,7 +450,7 @@ def memory_frame(res: RunResult):  # -> pandas.DataFrame
     rows = []
     for r, m in enumerate(ranks(res)):
         mem = m.memory
-        row: dict[str, Any] = {"rank": r, "kind": mem.get("kind")}
+        row: dict[str, object] = {"rank": r, "kind": mem.get("kind")}
         for k, v in mem.items():
             if isinstance(v, str):
                 continue
@@ -511,26 +462,39 @@ def memory_frame(res: RunResult):  # -> pandas.DataFrame
     return pd.DataFrame(rows)
 
 
-def probe_traffic(sampler: Any, res: RunResult) -> list[dict[str, Any]]:
-    """NVLink bytes NVML counted during the all-reduce probe, against what the algorithm sends."""
+@dataclasses.dataclass(frozen=True)
+class Traffic:
+    """One GPU's NVLink bytes, as NVML counted them during the all-reduce probe (:func:`probe_traffic`)."""
+
+    gpu: int
+    nvml_sent_gib: float
+    nvml_received_gib: float
+    all_reduce_sends_gib: float
+    """What the ring algorithm sends per rank in all the probe's all-reduces."""
+    sent_over_expected: float | None
+    """None: the probe sent nothing."""
+    seconds: float
+
+
+def probe_traffic(sampler: Sampler, res: RunResult) -> list[Traffic]:
+    """NVLink bytes NVML counted during the all-reduce probe, against what the algorithm sends (a list of rows:
+    ``pd.DataFrame(rows)`` is the table)."""
     sent = probe(res)
-    if sent is None or not getattr(sampler, "available", False):
+    if sent is None or not sampler.available:
         return []
     counted = sampler.nvlink_bytes(sent.start, sent.end)
-    rows = []
-    for gpu, c in counted.items():
-        expected = sent.bytes_per_rank_algorithm
-        rows.append(
-            {
-                "gpu": gpu,
-                "nvml_sent_gib": c["tx_bytes"] / 2**30,
-                "nvml_received_gib": c["rx_bytes"] / 2**30,
-                "all_reduce_sends_gib": expected / 2**30,
-                "sent_over_expected": c["tx_bytes"] / expected if expected else None,
-                "seconds": c["seconds"],
-            }
+    expected = sent.bytes_per_rank_algorithm
+    return [
+        Traffic(
+            gpu,
+            c["tx_bytes"] / 2**30,
+            c["rx_bytes"] / 2**30,
+            expected / 2**30,
+            c["tx_bytes"] / expected if expected else None,
+            c["seconds"],
         )
-    return rows
+        for gpu, c in counted.items()
+    ]
 
 
 # --------------------------------------------------------------------------- the batch sweep (claim C16)
@@ -542,46 +506,23 @@ AT_THRESHOLD = 0.02
 repeats cannot say on which side of it the next run falls."""
 
 
-def sweep_table(res: RunResult) -> list[dict[str, Any]]:
+def sweep_table(res: RunResult) -> pd.DataFrame:
     """One row per per-GPU batch size: step time, the profiler's communication share on each rank,
     the time on the wire (:func:`link_estimate`) and its share of the profiled step, and, where the
     run has repeats, what the gradient exchange costs (DDP against ``no_sync``)."""
-    per_batch: dict[int, list[SweepRow]] = {}
-    for m in ranks(res):
-        for sweep_row in m.sweep:
-            per_batch.setdefault(sweep_row.batch, []).append(sweep_row)
-    out = []
-    for b in sorted(per_batch):
-        rows = per_batch[b]
-        row: dict[str, Any] = {
-            "batch": b,
-            "global_batch": rows[0].global_batch,
-            "step_ms": statistics.mean(r.step_ms_unprofiled for r in rows),
-            "samples_per_s": statistics.mean(r.samples_per_s for r in rows),
-        }
-        maybe = [r.split for r in rows]
-        splits = [s for s in maybe if s is not None]
-        if len(splits) == len(maybe):
-            est = link_estimate(splits)
-            profiled = statistics.mean(s.step_ms for s in splits)
-            row.update({f"comm_share_rank{i}": s.comm_share for i, s in enumerate(splits)})
-            row.update(
-                comm_share_mean=statistics.mean(s.comm_share for s in splits),
-                link_ms=est["link_ms"],
-                link_share=est["link_ms"] / profiled,
-                exposed_link_ms=est["exposed_link_ms"],
-                exposed_link_share=est["exposed_link_ms"] / profiled,
-                source=est["source"],
-            )
-        comps = comparisons([r.repeats for r in rows], "no_sync")
-        if all(comps):
-            row.update(
-                exchange_ms=[c.candidate - c.baseline for c in comps if c],
-                exchange_status=_joint([c.status for c in comps if c]),
-                exchange_noise_ms=[c.noise * c.baseline for c in comps if c],
-            )
-        out.append(row)
-    return out
+    import pandas as pd
+
+    return pd.DataFrame([p.row() for p in sweep_points(res)])
+
+
+def _exchange_text(points: Sequence[SweepPoint]) -> str:
+    """What the exchange costs at each batch without the profiler (DDP − ``no_sync``); empty where a batch has no
+    repeats."""
+    if not all(p.exchange is not None for p in points):
+        return ""
+    return "; the exchange without the profiler (DDP − no_sync): " + ", ".join(
+        f"batch {p.batch} {statistics.mean(p.exchange_ms):+.2f} ms ({p.exchange_status})" for p in points
+    )
 
 
 def verdict_c16(runs: Mapping[str, RunResult], threshold: float = 0.15) -> Verdict:
@@ -596,43 +537,46 @@ def verdict_c16(runs: Mapping[str, RunResult], threshold: float = 0.15) -> Verdi
     it; ``partly`` where a larger batch hides more of it but only the profiler's share (waiting
     included) passes the threshold, or nothing does; ``wrong`` where a larger batch hides nothing.
     """
-    tables = {path: sweep_table(res) for path, res in runs.items()}
-    usable = {p: t for p, t in tables.items() if len(t) >= 2 and "link_ms" in t[0]}
-    where = " | ".join(f"{p}: {_where(r)}" for p, r in runs.items())
+    usable: dict[str, list[tuple[SweepPoint, SweepWire]]] = {}
+    for path, res in runs.items():
+        points = sweep_points(res)
+        wired = [(p, p.wire) for p in points if p.wire is not None]
+        if len(points) >= 2 and len(wired) == len(points):  # every batch profiled
+            usable[path] = wired
+    where = " | ".join(f"{p}: {label_of(r)}" for p, r in runs.items())
     if not usable:
         return Verdict("C16", "unverifiable", "no profiled batch sweep with two sizes or more in these runs", {}, where)
-    gpu = all(getattr(getattr(r, "env", None), "is_gpu", True) for r in runs.values())
-    numbers: dict[str, Any] = {}
-    parts, hides, above = [], [], []
+    gpu = all(r.env is None or r.env.is_gpu for r in runs.values())
+    numbers: dict[str, object] = {}
+    parts, hides, above, crossed, close = [], [], [], [], []
     for path, t in usable.items():
-        small, large = t[0], t[-1]
-        naive = max(r["comm_share_mean"] for r in t)
-        link = max(r["link_share"] for r in t)
-        hides.append(large["exposed_link_ms"] < (1 - HIDES_MORE) * small["exposed_link_ms"])
+        (small, small_wire), (large, large_wire) = t[0], t[-1]
+        naive = max(w.comm_share_mean for _, w in t)
+        link = max(w.link_share for _, w in t)
+        hides.append(large_wire.link.exposed_link_ms < (1 - HIDES_MORE) * small_wire.link.exposed_link_ms)
         above.append(link > threshold)
         near = abs(link - threshold) <= AT_THRESHOLD
+        crossed.append(naive > threshold)
+        if near:
+            close.append(path)
         numbers[path] = {
-            "batches": [r["batch"] for r in t],
-            "step_ms": [r["step_ms"] for r in t],
-            "profiler_share": [r["comm_share_mean"] for r in t],
-            "link_share": [r["link_share"] for r in t],
-            "exposed_link_ms": [r["exposed_link_ms"] for r in t],
+            "batches": [p.batch for p, _ in t],
+            "step_ms": [p.step_ms for p, _ in t],
+            "profiler_share": [w.comm_share_mean for _, w in t],
+            "link_share": [w.link_share for _, w in t],
+            "exposed_link_ms": [w.link.exposed_link_ms for _, w in t],
             "max_profiler_share": naive,
             "max_link_share": link,
             "at_threshold": near,
-            "exchange_status": [r.get("exchange_status") for r in t],
+            "exchange_status": [p.exchange_status for p, _ in t],
         }
-        price = ""
-        if all("exchange_ms" in r for r in t):
-            price = "; the exchange without the profiler (DDP − no_sync): " + ", ".join(
-                f"batch {r['batch']} {statistics.mean(r['exchange_ms']):+.2f} ms ({r['exchange_status']})" for r in t
-            )
+        price = _exchange_text([p for p, _ in t])
         parts.append(
             f"{path}: the profiler's communication share (mean of the ranks) peaks at {100 * naive:.0f} %, the time "
             f"on the wire at {100 * link:.1f} % of the step"
             + (" (one profiled average, no repeats: at the threshold)" if near else "")
-            + f"; exposed on the wire {small['exposed_link_ms']:.2f} ms "
-            f"at batch {small['batch']} → {large['exposed_link_ms']:.2f} ms at batch {large['batch']}{price}"
+            + f"; exposed on the wire {small_wire.link.exposed_link_ms:.2f} ms "
+            f"at batch {small.batch} → {large_wire.link.exposed_link_ms:.2f} ms at batch {large.batch}{price}"
         )
     if not gpu:
         status, head = (
@@ -645,8 +589,6 @@ def verdict_c16(runs: Mapping[str, RunResult], threshold: float = 0.15) -> Verdi
         status, head = "holds", f"the time on the wire passed {100 * threshold:.0f} % and a larger batch hid more of it"
     else:
         status = "partly"
-        crossed = any(n["max_profiler_share"] > threshold for n in numbers.values())
-        close = [p for p, n in numbers.items() if n["at_threshold"]]
         head = (
             "a larger batch hides more of the communication, as the rule assumes, but the time on the wire never "
             f"reached {100 * threshold:.0f} % of the step"
@@ -656,7 +598,7 @@ def verdict_c16(runs: Mapping[str, RunResult], threshold: float = 0.15) -> Verdi
                 if close
                 else ""
             )
-            + (": only the profiler's share, inflated by one rank waiting for the other, did" if crossed else "")
+            + (": only the profiler's share, inflated by one rank waiting for the other, did" if any(crossed) else "")
         )
     return Verdict("C16", status, f"{head}. " + "; ".join(parts), numbers, where)
 
@@ -697,7 +639,7 @@ def share_answer(share: float) -> str:
 def over_nvlink(res: RunResult) -> bool:
     """Whether the run's ranks ran on two GPUs or more and exchanged over NVLink (not host-staged): what the
     prediction asks about."""
-    env = getattr(res, "env", None)
+    env = res.env
     if not (env and env.is_gpu and env.world_size >= 2 and (env.link or "").startswith("NV")):
         return False
     return all(m.nccl_p2p_disable != "1" for m in ranks(res))
@@ -705,7 +647,7 @@ def over_nvlink(res: RunResult) -> bool:
 
 def _how(res: RunResult) -> str:
     """How a run that is not over NVLink (:func:`over_nvlink`) ran, for the sentence that quotes it."""
-    env = getattr(res, "env", None)
+    env = res.env
     if env is None or not env.is_gpu:
         return "a CPU simulation"
     if env.world_size < 2:
@@ -715,10 +657,10 @@ def _how(res: RunResult) -> str:
     return "host-staged, NCCL_P2P_DISABLE=1"
 
 
-def _share_text(n: Mapping[str, Any]) -> str:
+def _share_text(e: Exposure) -> str:
     return (
-        f"{n['exposed_link_ms']:.2f} ms of exposed time on the wire in a {n['step_ms']:.1f} ms profiled step, "
-        f"{100 * n['exposed_link_share']:.1f} %"
+        f"{e.link.exposed_link_ms:.2f} ms of exposed time on the wire in a {e.step_ms:.1f} ms profiled step, "
+        f"{100 * e.exposed_link_share:.1f} %"
     )
 
 
@@ -726,12 +668,13 @@ def prediction_explanation(res: RunResult, reference: Mapping[str, RunResult] | 
     """The answer to the notebook's prediction, from the run that grades it (:func:`grade_prediction`): this run where
     it ran over NVLink (the committed 2× H200 run quoted beside it), else the committed run, this one quoted as what it
     is (a CPU simulation, or GPUs joined by another link), which grades nothing."""
-    here = verdict_split(res).numbers
-    if not here:
+    here = exposure(res)
+    if here is None:
         return "This run was not profiled."
     ref = (reference or {}).get("NVLink")
-    own = f"Here ({_where(res)}): {_share_text(here)}."
-    if ref is None or ref is res:
+    own = f"Here ({label_of(res)}): {_share_text(here)}."
+    there = exposure(ref) if ref is not None and ref is not res else None
+    if ref is None or there is None:
         return own
     m = ranks(ref)[0]
     busbw = m.probe.busbw_gbs if m.probe is not None else None
@@ -742,11 +685,11 @@ def prediction_explanation(res: RunResult, reference: Mapping[str, RunResult] | 
         if busbw
         else ""
     )
-    quoted = f"On the committed 2× H200 run over NVLink: {_share_text(verdict_split(ref).numbers)}.{wire}"
+    quoted = f"On the committed 2× H200 run over NVLink: {_share_text(there)}.{wire}"
     if over_nvlink(res):
         return f"{own} {quoted}"
     return (
-        f"{quoted} This machine's run ({_how(res)}: {100 * here['exposed_link_share']:.1f} % here) does not grade a "
+        f"{quoted} This machine's run ({_how(res)}: {100 * here.exposed_link_share:.1f} % here) does not grade a "
         "prediction about two GPUs joined by NVLink."
     )
 
@@ -764,8 +707,8 @@ def grade_prediction(
 
     reference = reference_runs() if reference is None else reference
     graded = res if over_nvlink(res) else reference.get("NVLink")
-    numbers = verdict_split(graded).numbers if graded is not None else {}
-    if not numbers:
+    reading = exposure(graded) if graded is not None else None
+    if graded is None or reading is None:
         why = (
             "this copy of the course has no committed 2× H200 run (reference/h200x2/runs ships with a checkout)"
             if graded is None
@@ -776,14 +719,14 @@ def grade_prediction(
             "info",
             f"not graded here: the question is about two GPUs joined by NVLink, and {why}",
             {"prediction": prediction},
-            _where(res),
+            label_of(res),
         )
     graded_here = grade_choice(
         "exposed communication",
         prediction,
-        share_answer(numbers["exposed_link_share"]),
+        share_answer(reading.exposed_link_share),
         choices,
-        where=_where(graded),
+        where=label_of(graded),
         explanation=prediction_explanation(res, reference),
     )
     return graded_here if graded is res else committed(graded_here)

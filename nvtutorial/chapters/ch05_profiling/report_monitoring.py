@@ -7,13 +7,17 @@ known number of bytes, so NVML's NVLink counters can be checked against it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from nvtutorial.chapters.ch05_profiling.schema import Rank
 from nvtutorial.machine.telemetry import dmon_columns, parse_dmon, shows_nvlink
 from nvtutorial.report.verdict import Verdict
 from nvtutorial.results import RunResult
+
+if TYPE_CHECKING:
+    from nvtutorial.chapters.ch05_profiling.report import Traffic
+    from nvtutorial.machine.telemetry import Sampler
 
 
 def _around(dmon, start: float, end: float):
@@ -75,7 +79,7 @@ def verdict_c13(
     ``unverifiable`` without an NVIDIA driver (``reason`` says why).
     """
     cols = dmon_columns(dmon_text) if dmon_text else []
-    numbers: dict[str, Any] = {
+    numbers: dict[str, object] = {
         "dmon_columns": cols,
         "nvlink_sent_bytes": list(nvlink_sent_bytes),
         "expected_bytes": expected_bytes,
@@ -118,13 +122,13 @@ def verdict_c13(
     return Verdict("C13", "wrong", text, numbers, where)
 
 
-def verdict_c13_from(sampler: Any, res: RunResult, traffic: Sequence[Mapping[str, Any]] = ()) -> Verdict:
+def verdict_c13_from(sampler: Sampler, res: RunResult, traffic: Sequence[Traffic] = ()) -> Verdict:
     """:func:`verdict_c13` from a telemetry sampler and the run it watched (with its probe rows).
 
     ``unverifiable`` when the run was not on GPUs: its probe was a gloo all-reduce on the CPU, so
     whatever dmon printed watched an idle GPU (the 2× H200 reference's reading is quoted instead).
     """
-    if not getattr(getattr(res, "env", None), "is_gpu", False):
+    if res.env is None or not res.env.is_gpu:
         from nvtutorial.report.claims import claim
 
         seen = (
@@ -154,7 +158,7 @@ def verdict_c13_from(sampler: Any, res: RunResult, traffic: Sequence[Mapping[str
         sm = dmon_busy_during(sampler.dmon_text, probe.start, probe.end, sampler.started_at)
     return verdict_c13(
         sampler.dmon_text,
-        [r["nvml_sent_gib"] * 2**30 for r in traffic],
+        [r.nvml_sent_gib * 2**30 for r in traffic],
         probe.bytes_per_rank_algorithm if probe is not None else None,
         sm_during_probe=sm,
         reason=sampler.reason or sampler.dmon_reason,

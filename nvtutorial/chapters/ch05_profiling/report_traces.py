@@ -18,8 +18,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from nvtutorial.chapters.ch05_profiling.report_wire import link_estimate, ranks
 from nvtutorial.report.verdict import Verdict
-from nvtutorial.results import RunResult
+from nvtutorial.results import RunResult, label_of
 from nvtutorial.tracesplit import (
     STEP_ANNOTATION,
     Split,
@@ -126,6 +127,15 @@ def timeline(traces: Sequence[str | os.PathLike[str] | Mapping[str, Any]], step:
     return pd.DataFrame(rows, columns=["rank", "kind", "lane", "start_ms", "end_ms", "name"])
 
 
+@dataclasses.dataclass(frozen=True)
+class KernelRow:
+    """One kernel of Nsight Systems' kernel summary (``cuda_gpu_kern_sum``), all GPUs together."""
+
+    name: str
+    total_ns: float
+    instances: int
+
+
 @dataclasses.dataclass
 class NsysResult:
     """What running a workload under Nsight Systems gave."""
@@ -136,7 +146,7 @@ class NsysResult:
     returncode: int | None = None
     report: str | None = None
     sqlite: str | None = None
-    kernel_summary: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    kernel_summary: list[KernelRow] = dataclasses.field(default_factory=list)
     splits: list[Split] = dataclasses.field(default_factory=list)
     wall_s: float = 0.0
     output_tail: list[str] = dataclasses.field(default_factory=list)
@@ -153,7 +163,7 @@ class NsysResult:
         return pd.DataFrame(rows).set_index("rank") if rows else pd.DataFrame()
 
 
-def parse_kernel_summary(text: str) -> list[dict[str, Any]]:
+def parse_kernel_summary(text: str) -> list[KernelRow]:
     """Rows of ``nsys stats --report cuda_gpu_kern_sum --format csv`` (header found by its ``Name`` column)."""
     lines = text.splitlines()
     start = next((i for i, line in enumerate(lines) if "Total Time" in line and "Name" in line), None)
@@ -167,21 +177,21 @@ def parse_kernel_summary(text: str) -> list[dict[str, Any]]:
             continue
         try:
             rows.append(
-                {
-                    "name": name,
-                    "total_ns": float(total_ns.replace(",", "")),
-                    "instances": int(float((row.get("Instances") or "0").replace(",", ""))),
-                }
+                KernelRow(
+                    name,
+                    float(total_ns.replace(",", "")),
+                    int(float((row.get("Instances") or "0").replace(",", ""))),
+                )
             )
         except ValueError:
             continue
     return rows
 
 
-def kernel_summary_split(rows: Sequence[Mapping[str, Any]]) -> dict[str, float]:
+def kernel_summary_split(rows: Sequence[KernelRow]) -> dict[str, float]:
     """Total NCCL and non-NCCL kernel time (ms, all GPUs together) from a kernel summary."""
-    comm = sum(r["total_ns"] for r in rows if is_comm_kernel(str(r["name"])))
-    compute = sum(r["total_ns"] for r in rows if not is_comm_kernel(str(r["name"])))
+    comm = sum(r.total_ns for r in rows if is_comm_kernel(r.name))
+    compute = sum(r.total_ns for r in rows if not is_comm_kernel(r.name))
     return {"compute_ms": compute / 1e6, "comm_ms": comm / 1e6}
 
 
@@ -216,26 +226,33 @@ def nsys_split(sqlite_path: str | os.PathLike[str]) -> list[Split]:
     finally:
         con.close()
     # globalTid / globalPid are serialized ids: the process id is (id >> 24) & 0xFFFFFF.
-    by_device: dict[int, dict[str, Any]] = {}
+    by_device: dict[int, _Device] = {}
     for start, end, device, gpid, name in kernels:
-        d = by_device.setdefault(int(device), {"compute": [], "comm": [], "pids": set()})
-        d["comm" if is_comm_kernel(str(name)) else "compute"].append((float(start), float(end)))
-        d["pids"].add(_pid(gpid))
+        d = by_device.setdefault(int(device), _Device())
+        (d.comm if is_comm_kernel(str(name)) else d.compute).append((float(start), float(end)))
+        d.pids.add(_pid(gpid))
     splits = []
     for device in sorted(by_device):
         d = by_device[device]
-        steps = [
-            (float(s), float(e)) for s, e, tid, text in ranges if text == STEP_ANNOTATION and _pid(tid) in d["pids"]
-        ]
+        steps = [(float(s), float(e)) for s, e, tid, text in ranges if text == STEP_ANNOTATION and _pid(tid) in d.pids]
         if not steps:
-            spans = merge(d["compute"] + d["comm"])
+            spans = merge(d.compute + d.comm)
             steps = [(spans[0][0], spans[-1][1])] if spans else []
         if steps:
-            splits.append(split_intervals(d["compute"], d["comm"], steps, "nsys", rank=device, unit_ms=1e-6))
+            splits.append(split_intervals(d.compute, d.comm, steps, "nsys", rank=device, unit_ms=1e-6))
     return splits
 
 
-def _pid(global_id: Any) -> int | None:
+@dataclasses.dataclass
+class _Device:
+    """One GPU's work in an Nsight Systems report: its kernels' intervals (ns) and the processes that ran them."""
+
+    compute: list[tuple[float, float]] = dataclasses.field(default_factory=list)
+    comm: list[tuple[float, float]] = dataclasses.field(default_factory=list)
+    pids: set[int | None] = dataclasses.field(default_factory=set)
+
+
+def _pid(global_id: int | None) -> int | None:
     return (int(global_id) >> 24) & 0xFFFFFF if global_id is not None else None
 
 
@@ -247,21 +264,19 @@ def verdict_c12(res: RunResult, nsys: NsysResult | None = None, why: str | None 
     from either tool, cannot tell the link from the skew; both ranks' traces on one clock can. ``unverifiable`` where
     the ranks ran on the CPU: ``why`` says why (the plan's reason: two ranks need two GPUs, or no GPU here).
     """
-    from nvtutorial.chapters.ch05_profiling.report import link_estimate, ranks
-
-    where = getattr(res, "label", str(res))
+    where = label_of(res)
     maybe = [m.split for m in ranks(res)]
     splits = [s for s in maybe if s is not None]
     if not splits or len(splits) < len(maybe):
         return Verdict("C12", "unverifiable", "no profiled split in this run", {}, where)
     est = link_estimate(splits)
     comm = [s.comm_ms for s in splits]
-    waiting = [w / c if c > 0 else 0.0 for w, c in zip(est["wait_ms"], comm)]
+    waiting = [w / c if c > 0 else 0.0 for w, c in zip(est.wait_ms, comm)]
     worst = max(range(len(waiting)), key=lambda r: waiting[r])
-    numbers: dict[str, Any] = {
+    numbers: dict[str, object] = {
         "comm_ms": comm,
         "waiting_share": waiting,
-        "link_ms": est["link_ms"],
+        "link_ms": est.link_ms,
         "nsys": bool(nsys and nsys.available),
         "source": splits[0].source,
     }
@@ -286,14 +301,14 @@ def verdict_c12(res: RunResult, nsys: NsysResult | None = None, why: str | None 
             f"not settled here: this run's ranks ran on the CPU ({why or 'a CPU simulation'}), and NVTX ranges and "
             f"Nsight Systems trace GPU work; {head}. In this "
             f"simulation too, {100 * waiting[worst]:.0f} % of rank {worst}'s communication "
-            f"({comm[worst]:.2f} ms) was waiting for the other rank ({est['source']})",
+            f"({comm[worst]:.2f} ms) was waiting for the other rank ({est.source})",
             numbers,
             where,
         )
     if waiting[worst] > 0.5:
         text = (
             f"partly: {head}. But what either tool calls communication is NCCL kernel time, waiting for the other "
-            f"rank included: {100 * waiting[worst]:.0f} % of rank {worst}'s {comm[worst]:.2f} ms ({est['source']}). "
+            f"rank included: {100 * waiting[worst]:.0f} % of rank {worst}'s {comm[worst]:.2f} ms ({est.source}). "
             "Only both ranks' traces on one clock tell the link from the skew"
         )
         return Verdict("C12", "partly", text, numbers, where)

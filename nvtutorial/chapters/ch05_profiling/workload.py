@@ -37,12 +37,13 @@ import statistics
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from nvtutorial import runtime
 from nvtutorial.chapters.ch05_profiling.schema import NAME as NAME  # the workload's name, declared by its schema
 from nvtutorial.chapters.ch05_profiling.schema import (
     Kinds,
+    Params,
     Phase,
     Probe,
     Rank,
@@ -51,51 +52,9 @@ from nvtutorial.chapters.ch05_profiling.schema import (
     SweepRow,
     Wire,
 )
-from nvtutorial.params import require
 from nvtutorial.results import typed
 
 TIMING = "host clock per step, the device synchronised at its end"
-
-
-@dataclasses.dataclass(frozen=True)
-class Params:
-    model: Literal["tiny", "small", "full"] = "small"
-    batch_size: int = 8  # per GPU
-    image_size: int = 64
-    amp: Literal["fp32", "bf16"] = "fp32"
-    bucket_cap_mb: float = 25.0  # DDP's bucket cap in MiB, passed: it caps the first bucket too (unset: 1 MiB)
-    warmup: int = 3
-    rounds: int = 3  # A/B rounds: DDP, no_sync and 1-GPU steps interleaved
-    round_steps: int = 3  # timed steps of each kind per round
-    local_baseline: bool = True  # also time the bare module (the 1-GPU step)
-    steps: int = 4  # steps recorded by the profiler
-    profiler: bool = True  # False when the run goes under Nsight Systems (both use CUPTI)
-    wire_repeats: int = 5  # all-reduces of the gradients' bytes after a barrier
-    sweep: tuple[int, ...] = ()  # per-GPU batch sizes for the communication-share sweep
-    sweep_rounds: int = 2
-    sweep_steps: int = 2
-    probe_mb: int = 0  # all-reduce probe (MiB) for NVLink telemetry; 0 = none
-    probe_s: float = 1.0
-    memory_snapshot: bool = True  # GPU only
-    pause_s: float = 0.0  # idle gap between phases, so telemetry shows where one ends
-    seed: int = 0
-
-    def __post_init__(self) -> None:
-        require(self.batch_size >= 1, f"batch_size={self.batch_size} must be at least 1")
-        require(self.warmup >= 1, f"warmup={self.warmup} must be at least 1 (the first steps are slow)")
-        require(
-            self.rounds >= 2 and self.sweep_rounds >= 2,
-            f"rounds={self.rounds}, sweep_rounds={self.sweep_rounds}: compare needs at least 2 repeats a side",
-        )
-        require(
-            self.round_steps >= 1 and self.steps >= 1 and self.sweep_steps >= 1,
-            "round_steps, steps and sweep_steps must be at least 1",
-        )
-        require(self.wire_repeats >= 2, f"wire_repeats={self.wire_repeats} must be at least 2")
-        require(all(b >= 1 for b in self.sweep), f"sweep={self.sweep}: batch sizes must be at least 1")
-        require(self.probe_mb >= 0 and self.probe_s > 0, "probe_mb must be >= 0 and probe_s > 0")
-        require(self.pause_s >= 0, f"pause_s={self.pause_s} must be >= 0")
-        require(self.bucket_cap_mb > 0, f"bucket_cap_mb={self.bucket_cap_mb} must be positive")
 
 
 def memory_report(ctx: runtime.Context) -> dict[str, int | float | str]:

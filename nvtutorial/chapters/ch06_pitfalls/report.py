@@ -8,6 +8,7 @@ input pipeline and out-of-memory errors are in :mod:`nvtutorial.chapters.ch06_pi
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import pickle
@@ -22,6 +23,7 @@ from nvtutorial.report.verdict import Verdict
 
 _FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+),? in (?P<func>\S+)')
 _THREAD = re.compile(r"^(Current thread|Thread) (0x[0-9a-f]+)", re.IGNORECASE)
+
 
 Frame = dict[str, Any]
 """``{"file": str, "line": int, "func": str}``."""
@@ -80,7 +82,19 @@ def _activity(func: str) -> str | None:
     return None
 
 
-def waiting_point(frames: Sequence[Frame], line_of: Callable[[Frame], str] = local_line) -> dict[str, str]:
+@dataclasses.dataclass(frozen=True)
+class WaitingPoint:
+    """Where a rank's host thread was (:func:`waiting_point`)."""
+
+    point: str
+    """``validating``, ``backward``, ``item`` or ``elsewhere``."""
+    frame: str
+    """The innermost frame of the rank's own code (:func:`frame_text`)."""
+    code: str
+    """Its source line when known, else ""."""
+
+
+def waiting_point(frames: Sequence[Frame], line_of: Callable[[Frame], str] = local_line) -> WaitingPoint:
     """Where a rank's host thread was: ``point`` is ``validating`` (the innermost named activity of
     its own code is a validation), ``backward`` (blocked inside ``loss.backward()``), ``item``
     (blocked at ``.item()``: a synchronisation with the device) or ``elsewhere``; ``frame`` is the
@@ -97,7 +111,7 @@ def waiting_point(frames: Sequence[Frame], line_of: Callable[[Frame], str] = loc
         point = "item"
     else:
         point = "elsewhere"
-    return {"point": point, "frame": frame, "code": code}
+    return WaitingPoint(point, frame, code)
 
 
 def rank_stacks(result: Any) -> dict[int, list[Frame]]:
@@ -133,11 +147,12 @@ def hang_verdict(
     others = [r for r in points if r != 0]
     ok = (
         bool(stacks)
-        and points.get(0, {}).get("point") == "validating"
-        and all(points[r]["point"] == expected for r in others)
+        and 0 in points
+        and points[0].point == "validating"
+        and all(points[r].point == expected for r in others)
         and bool(others)
     )
-    lines = [f"rank {r}: {p['point']} ({p['frame']}{': ' + p['code'] if p['code'] else ''})" for r, p in points.items()]
+    lines = [f"rank {r}: {p.point} ({p.frame}{': ' + p.code if p.code else ''})" for r, p in points.items()]
     if backend == "nccl":
         model = (
             "NCCL only queues the all-reduce on the GPU: backward and the optimizer step return, and the host "
@@ -165,8 +180,8 @@ def hang_verdict(
         {
             "backend": backend,
             "expected": expected,
-            **{f"rank{r}": p["point"] for r, p in points.items()},
-            **{f"rank{r}_frame": p["frame"] for r, p in points.items()},
+            **{f"rank{r}": p.point for r, p in points.items()},
+            **{f"rank{r}_frame": p.frame for r, p in points.items()},
         },
         where,
     )
@@ -243,11 +258,33 @@ def timeout_verdict(run: Any, backend: str, pg_timeout: float, where: str) -> Ve
     )
 
 
-def flight_recorder(run_dir: str | os.PathLike[str], last: int = 3) -> dict[int, dict[str, Any]]:
+@dataclasses.dataclass(frozen=True)
+class Collective:
+    """One entry of a flight-recorder dump: its sequence number, operation, state and input sizes."""
+
+    seq: int | None
+    op: str | None
+    state: str | None
+    sizes: object
+
+
+@dataclasses.dataclass(frozen=True)
+class FlightDump:
+    """One rank's flight-recorder dump: its last collectives, the last one completed and those not completed; or,
+    where it could not be read, why (``error``)."""
+
+    file: str
+    entries: tuple[Collective, ...] = ()
+    last_completed_seq: int | None = None
+    pending: tuple[Collective, ...] = ()
+    error: str | None = None
+
+
+def flight_recorder(run_dir: str | os.PathLike[str], last: int = 3) -> dict[int, FlightDump]:
     """The NCCL flight recorder's dumps of a run (``TORCH_FR_BUFFER_SIZE`` > 0 and
     ``TORCH_NCCL_DUMP_ON_TIMEOUT=1``; the file prefix ``TORCH_FR_DUMP_TEMP_FILE`` set into the run
     folder): per rank, the last collectives and their states."""
-    found: dict[int, dict[str, Any]] = {}
+    found: dict[int, FlightDump] = {}
     for path in sorted(Path(run_dir).glob("nccl_trace_rank_*")):
         m = re.search(r"(\d+)$", path.name)
         if not m:
@@ -259,25 +296,20 @@ def flight_recorder(run_dir: str | os.PathLike[str], last: int = 3) -> dict[int,
             except Exception:
                 data = json.loads(raw)
         except Exception as exc:
-            found[int(m.group(1))] = {"error": f"{type(exc).__name__}: {exc}", "file": str(path)}
+            found[int(m.group(1))] = FlightDump(str(path), error=f"{type(exc).__name__}: {exc}")
             continue
         entries = data.get("entries", []) if isinstance(data, dict) else []
         rows = [
-            {
-                "seq": e.get("collective_seq_id"),
-                "op": e.get("profiling_name"),
-                "state": e.get("state"),
-                "sizes": e.get("input_sizes"),
-            }
+            Collective(e.get("collective_seq_id"), e.get("profiling_name"), e.get("state"), e.get("input_sizes"))
             for e in entries
         ]
-        completed = [r["seq"] for r in rows if r["state"] == "completed" and r["seq"] is not None]
-        found[int(m.group(1))] = {
-            "entries": rows[-last:],
-            "last_completed_seq": max(completed) if completed else None,
-            "pending": [r for r in rows if r["state"] in ("scheduled", "started")],
-            "file": str(path),
-        }
+        completed = [r.seq for r in rows if r.state == "completed" and r.seq is not None]
+        found[int(m.group(1))] = FlightDump(
+            str(path),
+            entries=tuple(rows[-last:]),
+            last_completed_seq=max(completed) if completed else None,
+            pending=tuple(r for r in rows if r.state in ("scheduled", "started")),
+        )
     return found
 
 
@@ -294,11 +326,11 @@ def describe_flight_recorder(run: Any, backend: str) -> list[str]:
         ]
     lines = []
     for rank, d in sorted(fr.items()):
-        if "error" in d:
-            lines.append(f"rank {rank}: unreadable dump ({d['error']})")
+        if d.error is not None:
+            lines.append(f"rank {rank}: unreadable dump ({d.error})")
             continue
-        pending = ", ".join(f"#{e['seq']} {e['op']} ({e['state']})" for e in d["pending"]) or "none"
-        lines.append(f"rank {rank}: last completed collective #{d['last_completed_seq']}; not completed: {pending}")
+        pending = ", ".join(f"#{e.seq} {e.op} ({e.state})" for e in d.pending) or "none"
+        lines.append(f"rank {rank}: last completed collective #{d.last_completed_seq}; not completed: {pending}")
     return lines
 
 

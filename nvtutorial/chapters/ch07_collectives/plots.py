@@ -9,19 +9,24 @@ baseline, not the values themselves.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nvtutorial.chapters.ch01_hardware.plots import size_axis
 from nvtutorial.chapters.ch07_collectives.schema import RingRow, SparseRow
 from nvtutorial.chapters.ch07_collectives.schema_compression import DensityRow, Rank, rank_typed
 from nvtutorial.plots.style import figure, finish, plain_log_ticks
-from nvtutorial.results import rows_typed
+from nvtutorial.results import Where, rows_typed
+
+if TYPE_CHECKING:
+    import pandas as pd
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 Raw = Mapping[str, Any]
 """A rank's metrics, or one of its rows, as the run's JSON holds them: what notebook 07 passes."""
 
 
-def ring_share(rows: Sequence[RingRow | Raw], where: Any, target: float | None = None) -> tuple[Any, Any]:
+def ring_share(rows: Sequence[RingRow | Raw], where: Where, target: float | None = None) -> tuple[Figure, Axes]:
     """The ring's bus bandwidth as a share of ``all_reduce``'s, against message size, one line per way
     of running it (one rank's ``Rank.ring``, or ``report.ring_rows``)."""
     fig, ax = figure()
@@ -44,7 +49,7 @@ def ring_share(rows: Sequence[RingRow | Raw], where: Any, target: float | None =
     return fig, ax
 
 
-def sparse_vs_dense(rows: Sequence[SparseRow | Raw], where: Any) -> tuple[Any, Any]:
+def sparse_vs_dense(rows: Sequence[SparseRow | Raw], where: Where) -> tuple[Figure, Axes]:
     """Bytes and time of the correct sparse all-reduce relative to a dense one, against density (``Rank.sparse``)."""
     fig, ax = figure()
     by_density = sorted(rows_typed(SparseRow, rows), key=lambda r: r.density)
@@ -65,7 +70,7 @@ def sparse_vs_dense(rows: Sequence[SparseRow | Raw], where: Any) -> tuple[Any, A
     return fig, ax
 
 
-def gradient_density(rows: Sequence[DensityRow | Raw], where: Any, min_numel: int = 1) -> tuple[Any, Any]:
+def gradient_density(rows: Sequence[DensityRow | Raw], where: Where, min_numel: int = 1) -> tuple[Figure, Axes]:
     """Per layer: fraction of gradient entries exactly zero, near zero, and needed for 99 % of the norm
     (``Rank.density``)."""
     rows = [r for r in rows_typed(DensityRow, rows) if r.numel >= min_numel]
@@ -87,7 +92,7 @@ def gradient_density(rows: Sequence[DensityRow | Raw], where: Any, min_numel: in
     return fig, ax
 
 
-def hook_step_times(frame: Any, where: Any) -> tuple[Any, Any]:
+def hook_step_times(frame: pd.DataFrame, where: Where) -> tuple[Figure, Axes]:
     """Each hook's step time ÷ no compression's on each link, with the noise band of ``compare``
     (a bar inside its band is "no change"), labelled with the MB each rank sends per step."""
     fig, ax = figure(width=8.0, height=4.4)
@@ -120,7 +125,7 @@ def hook_step_times(frame: Any, where: Any) -> tuple[Any, Any]:
     return fig, ax
 
 
-def loss_differences(metrics: Rank | Raw, where: Any) -> tuple[Any, Any]:
+def loss_differences(metrics: Rank | Raw, where: Where) -> tuple[Figure, Axes]:
     """Each hook's training loss minus no compression's, step by step (hooks that trained identically
     are named in the title instead of drawn as a flat line on top of each other)."""
     metrics = rank_typed(metrics)

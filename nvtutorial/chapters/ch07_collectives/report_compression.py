@@ -113,11 +113,11 @@ def inside_rounds_spread(c: Comparison) -> bool:
 
 
 def prediction_answer(
-    results: Mapping[str, Rank | Raw], link: str, choices: Mapping[str, tuple[str, ...]], other_choice: str
+    results: Mapping[str, Rank], link: str, choices: Mapping[str, tuple[str, ...]], other_choice: str
 ) -> str:
     """The letter among ``choices`` (letter → the hooks it names; ``()``: none) whose hooks are exactly those
     that made the step faster than no compression beyond the noise on ``link``; ``other_choice`` otherwise."""
-    faster = tuple(sorted(name for name, c in comparisons(rank_typed(results[link])).items() if c.status == "faster"))
+    faster = tuple(sorted(name for name, c in comparisons(results[link]).items() if c.status == "faster"))
     return next((k for k, hooks in choices.items() if tuple(sorted(hooks)) == faster), other_choice)
 
 
@@ -146,7 +146,8 @@ def grade_hooks(
     from nvtutorial.report.predict import grade_choice
 
     graded, label, note = fast, fast.label, ""
-    here = prediction_answer({fast.ranks[0]["link"]: fast.ranks[0]}, fast.ranks[0]["link"], choices, other_choice)
+    mine = fast.metrics_as(Rank)
+    here = prediction_answer({mine.link: mine}, mine.link, choices, other_choice)
     if not (fast.env is not None and fast.env.is_gpu):
         graded = reference_nvlink() if reference is None else reference
         if graded is None:
@@ -163,8 +164,9 @@ def grade_hooks(
             f" This machine's two ranks ran as a CPU simulation, where the verdicts above say ({here}) "
             f"{statements[here]}: it does not grade a prediction about GPUs."
         )
-    link = graded.ranks[0]["link"]
-    answer = prediction_answer({link: graded.ranks[0]}, link, choices, other_choice)
+    theirs = mine if graded is fast else graded.metrics_as(Rank)
+    link = theirs.link
+    answer = prediction_answer({link: theirs}, link, choices, other_choice)
     why = (
         "Over a fast link the all-reduce is short and hidden under the backward pass, so encoding and decoding can "
         "only add time."
@@ -242,9 +244,9 @@ def twin_verdict(results: Mapping[str, Rank | Raw], where: str) -> Verdict:
     )
 
 
-def loss_differences(metrics: Rank | Raw) -> dict[str, float]:
+def loss_differences(metrics: Rank) -> dict[str, float]:
     """Per hook, the largest absolute difference of its training loss from ``none``'s, step by step."""
-    hooks = {h.hook: h.train_loss for h in rank_typed(metrics).hooks}
+    hooks = {h.hook: h.train_loss for h in metrics.hooks}
     base = hooks.get("none")
     if base is None:
         return {}
@@ -253,7 +255,7 @@ def loss_differences(metrics: Rank | Raw) -> dict[str, float]:
 
 def loss_statement(metrics: Rank | Raw) -> str:
     """In words: which hooks trained exactly like ``none`` (identical losses) and how far the others drifted."""
-    diffs = loss_differences(metrics)
+    diffs = loss_differences(rank_typed(metrics))
     same = [n for n, d in diffs.items() if d == 0]
     other = [f"{n} (at most {d:.2g})" for n, d in diffs.items() if d > 0]
     parts = []

@@ -20,6 +20,7 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
+from nvtutorial.params import require
 from nvtutorial.results import as_typed, with_defaults
 
 NAME = "collectives_bench"
@@ -27,6 +28,42 @@ NAME = "collectives_bench"
 once: ``workload.py`` imports it."""
 ONE_SLICE = "ring, 1 slice"
 """The plain ring's ``variant`` (one slice per chunk, launched from Python): what the others are compared with."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Params:
+    sizes: tuple[int, ...] = (4096, 65536, 1 << 20, 1 << 22, 1 << 24, 1 << 26, 1 << 28)
+    """Message sizes in bytes (fp32) for the ring against ``all_reduce``."""
+    slices: tuple[int, ...] = (1, 4)
+    """Slices per chunk to time the ring with (1: no pipelining)."""
+    graph: bool = False
+    """On GPUs, also time the ring replayed from a CUDA graph (sizes of 1 MiB and more). Off by default:
+    capturing NCCL point-to-point in a graph is not yet tried on the reference machine (a one-GPU
+    test of a self send/recv capture hung)."""
+    warmup: int = 3
+    repeats: int = 10
+    sparse_numel: int = 1 << 24
+    """Elements of the tensor in the density sweep."""
+    densities: tuple[float, ...] = (0.001, 0.01, 0.1, 0.3, 0.5, 0.9)
+    case_numel: int = 4096
+    """Elements of the inputs of the correctness cases."""
+    random_cases: int = 4
+    """Cases with a random density per rank, after the three fixed ones."""
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        require(
+            bool(self.sizes) and all(s >= 4 and s % 4 == 0 for s in self.sizes),
+            f"sizes={self.sizes}: give byte counts, multiples of 4 (fp32)",
+        )
+        require(bool(self.slices) and all(s >= 1 for s in self.slices), f"slices={self.slices}: give counts >= 1")
+        require(
+            self.warmup >= 1 and self.repeats >= 2,
+            f"warmup={self.warmup}, repeats={self.repeats}: need warmup >= 1 and repeats >= 2",
+        )
+        require(self.sparse_numel >= 1 and self.case_numel >= 16, "sparse_numel >= 1 and case_numel >= 16")
+        require(all(0 < d <= 1 for d in self.densities), f"densities={self.densities} must be in (0, 1]")
+        require(self.random_cases >= 0, f"random_cases={self.random_cases} must be 0 or more")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -32,7 +32,7 @@ import gc
 import itertools
 import os
 import statistics
-from typing import Any, Literal
+from typing import Any
 
 from nvtutorial import runtime
 from nvtutorial.chapters.ch07_collectives.schema_compression import (
@@ -42,56 +42,13 @@ from nvtutorial.chapters.ch07_collectives.schema_compression import (
     Eval,
     Hook,
     HookName,
+    Params,
     Rank,
 )
 from nvtutorial.chapters.ch07_collectives.schema_compression import (
     NAME as NAME,  # the workload's name, declared by its schema
 )
-from nvtutorial.params import require
 from nvtutorial.workloads._commcount import ring_sent
-
-
-@dataclasses.dataclass(frozen=True)
-class Params:
-    model: Literal["tiny", "small", "full"] = "full"
-    batch_size: int = 8
-    """Per GPU."""
-    image_size: int = 128
-    samples: int = 256
-    val_samples: int = 64
-    hooks: tuple[str, ...] = HOOK_NAMES
-    warmup: int = 5
-    steps: int = 20
-    """Timed steps per hook and round, after ``warmup``."""
-    rounds: int = 2
-    """Sweeps over the hooks (forward, reverse, forward...): each round's median step is one repeat."""
-    eval_every: int = 0
-    """Validate every this many steps too (0: only at the end)."""
-    lr: float = 1e-3
-    topk_ratio: float = 0.01
-    powersgd_rank: int = 2
-    start_iter: int = 2
-    """Plain all-reduce steps before PowerSGD and top-k compress (DDP rebuilds buckets after step 1)."""
-    density_batches: int = 2
-    """Batches whose local gradients are measured for density (0: skip)."""
-    seed: int = 0
-
-    def __post_init__(self) -> None:
-        unknown = [h for h in self.hooks if h not in HOOK_NAMES]
-        require(bool(self.hooks) and not unknown, f"hooks={self.hooks}: use some of {', '.join(HOOK_NAMES)}")
-        require(
-            self.warmup >= self.start_iter + 1,
-            f"warmup={self.warmup} must exceed start_iter={self.start_iter}, so that the timed steps are compressed",
-        )
-        require(
-            self.start_iter >= 2, f"start_iter={self.start_iter}: at least 2 (DDP rebuilds its buckets after step 1)"
-        )
-        require(self.steps >= 1 and self.batch_size >= 1, "steps and batch_size must be at least 1")
-        require(self.rounds >= 2, f"rounds={self.rounds}: at least 2, the repeats a comparison needs")
-        require(0 < self.topk_ratio <= 1, f"topk_ratio={self.topk_ratio} must be in (0, 1]")
-        require(self.powersgd_rank >= 1, f"powersgd_rank={self.powersgd_rank} must be at least 1")
-        require(self.eval_every >= 0 and self.density_batches >= 0, "eval_every and density_batches must be 0 or more")
-
 
 # --------------------------------------------------------------------------------------------
 # NVML's NVLink byte counters (rank 0, on a GPU)

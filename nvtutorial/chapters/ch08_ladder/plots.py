@@ -8,11 +8,16 @@ arithmetic and no run.
 from __future__ import annotations
 
 import textwrap
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, cast
 
 from nvtutorial.plots.style import figure, finish, plain_log_ticks
+from nvtutorial.results import Where
 
 if TYPE_CHECKING:
+    import pandas as pd
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
     from nvtutorial.chapters.ch08_ladder.report_model import Setup
     from nvtutorial.report.verdict import Comparison
     from nvtutorial.results import RunResult
@@ -28,7 +33,7 @@ PARTS = (
 )
 
 
-def memory_bars(setup: Setup, rank: int = 0) -> tuple[Any, Any]:
+def memory_bars(setup: Setup, rank: int = 0) -> tuple[Figure, Axes]:
     """Stacked bars of the memory model of every rung on one rank (MB, or GB for the lesson sizes), model state
     hatched where the rung keeps it in host memory."""
     from nvtutorial.chapters.ch08_ladder import report as ladder
@@ -65,7 +70,7 @@ def memory_bars(setup: Setup, rank: int = 0) -> tuple[Any, Any]:
     return fig, ax
 
 
-def loss_differences(result: RunResult, tolerance: float) -> tuple[Any, Any]:
+def loss_differences(result: RunResult, tolerance: float) -> tuple[Figure, Axes]:
     """The largest difference, over the ranks, between each rung's loss and the one-process reference at every
     step (log scale), with the tolerance. Rungs whose loss equals the reference's bit for bit at every step are
     named in the title, not drawn: they would all lie on one line."""
@@ -130,10 +135,10 @@ def loss_differences(result: RunResult, tolerance: float) -> tuple[Any, Any]:
     return fig, ax
 
 
-def bytes_bars(table: Any, where: Any) -> tuple[Any, Any]:
+def bytes_bars(table: pd.DataFrame, where: Where) -> tuple[Figure, Axes]:
     """MB each rung's recorded collectives cost per step and rank as a ring (the larger rank's; from
     ``report.ladder.bytes_table``), bars from zero, DDP's marked: a cost model of what ran, not measured traffic."""
-    counted = table["recorded (ring cost)"].groupby(level="rung", sort=False).max()
+    counted = cast("pd.Series", table["recorded (ring cost)"].groupby(level="rung", sort=False).max())
     ddp = counted.iloc[0]
     fig, ax = figure(8.5, 3.8)
     ax.barh(range(len(counted)), counted.values, color="tab:blue")
@@ -150,7 +155,7 @@ def bytes_bars(table: Any, where: Any) -> tuple[Any, Any]:
     return fig, ax
 
 
-def link_need(comparisons: dict[str, Comparison], where: Any) -> tuple[Any, Any]:
+def link_need(comparisons: dict[str, Comparison], where: Where) -> tuple[Figure, Axes]:
     """Step time host-staged ÷ step time over the direct link, per rung, with the noise band of each
     comparison (the repeats' spread and the A/A gap between the two direct launches, whichever is larger)."""
     from nvtutorial.chapters.ch08_ladder import report as ladder
@@ -179,16 +184,16 @@ def _params(millions: float) -> str:
     return f"{millions / 1000:,.3g} B" if millions >= 1000 else f"{millions:,.3g} M"
 
 
-def fit_bars(table: Any, budget_label: str, device_memory: bool = True) -> tuple[Any, Any]:
+def fit_bars(table: pd.DataFrame, budget_label: str, device_memory: bool = True) -> tuple[Figure, Axes]:
     """The largest model each rung fits (parameters, log scale), from ``report.ladder.fit_table``. Without a GPU
     (``device_memory=False``: the budget is the parameters cell's, not a device's) the rung that offloads to host
     memory is named, not drawn: there, host memory is the only memory, and its bar would measure nothing."""
-    shown = table if device_memory else table[table["state in"] != "host"]
+    shown = table if device_memory else table.loc[table["state in"] != "host"]
     left_out = [] if device_memory else list(table[table["state in"] == "host"]["label"])
     fig, ax = figure(8.5, 3.8)
-    values = shown["parameters (M)"].values
+    values = shown["parameters (M)"].to_numpy()
     ax.barh(range(len(shown)), values, color="tab:blue")
-    for i, (v, layers) in enumerate(zip(values, shown["layers"].values)):
+    for i, (v, layers) in enumerate(zip(values, shown["layers"].to_numpy())):
         ax.text(v, i, f"  {_params(v)} ({layers} blocks)", va="center", fontsize=8)
     ax.set_xscale("log")
     positive = values[values > 0]

@@ -10,9 +10,9 @@ from __future__ import annotations
 import dataclasses
 import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TypeVar
 
 from nvtutorial.chapters.ch08_ladder import schema
 from nvtutorial.chapters.ch08_ladder.report_fit import SMALL_FOR_A_GPU, fit_table, fit_verdict
@@ -58,6 +58,9 @@ __all__ = [
     "tp_dim",
     "with_layers",
 ]
+
+
+T = TypeVar("T")
 
 
 def _numel(shape: Sequence[int]) -> int:
@@ -175,15 +178,10 @@ def gradient_verdict(result: RunResult, tolerance: float) -> Verdict:
     norms: dict[str, float | None] = {}
     missing: list[str] = []
     for rung in _rungs(ms):
-        found = [m.rung(rung).gradients for m in ms]
-        checks = [c for c in found if c is not None]
-        if len(checks) < len(found):
-            return Verdict(
-                "ladder.gradients",
-                "info",
-                "No gradients compared: the run trained no one-process reference.",
-                {},
-                _where(result),
+        checks = _every_rank([m.rung(rung).gradients for m in ms])
+        if checks is None:
+            return _unmeasured(
+                "ladder.gradients", "No gradients compared: the run trained no one-process reference.", result
             )
         diffs[rung] = max(c.max_rel_diff for c in checks)
         norms[rung] = max((c.norm_ratio for c in checks), key=lambda x: abs(math.log(x)) if x else math.inf)
@@ -230,6 +228,17 @@ def gradient_verdict(result: RunResult, tolerance: float) -> Verdict:
         numbers,
         _where(result),
     )
+
+
+def _every_rank(found: Sequence[T | None]) -> list[T] | None:
+    """What every rank recorded, or ``None`` where one rank recorded nothing (the run did not measure it)."""
+    values = [v for v in found if v is not None]
+    return values if len(values) == len(found) else None
+
+
+def _unmeasured(name: str, text: str, result: RunResult) -> Verdict:
+    """The ``info`` verdict of a check the run gave nothing to judge by."""
+    return Verdict(name, "info", text, {}, _where(result))
 
 
 def _ratio(x: float | None) -> str:
@@ -305,24 +314,25 @@ def link_prediction(
             {"prediction": prediction},
             _where(direct),
         )
-    verdict = needs_link_verdict(direct, staged, direct_again)
-    worst = verdict.numbers["worst"]
-    if verdict.numbers["status"][worst] != "slower":
+    comps = link_comparisons(direct, staged, direct_again)
+    worst = _most_slowed(comps)
+    where = f"{_where(direct)}; {LINK_WHERE}"
+    if comps[worst].status != "slower":
         return Verdict(
             "ladder.predict.link",
             "info",
             f"Ungraded: no rung slowed down beyond the noise (the most: "
-            f"{LABELS[worst]}, {verdict.numbers['ratio'][worst]:.2f}×, {verdict.numbers['status'][worst]}), "
+            f"{LABELS[worst]}, {comps[worst].ratio:.2f}×, {comps[worst].status}), "
             "so none lost the most. " + LINK_EXPLANATION,
             {"prediction": prediction, "worst": worst},
-            verdict.where,
+            where,
         )
     return predict.grade_choice(
         "ladder.predict.link",
         prediction,
         LINK_ANSWER[worst],
         LINK_CHOICES,
-        where=verdict.where,
+        where=where,
         explanation=f"({LABELS[worst]} slowed down most.) " + LINK_EXPLANATION,
     )
 
@@ -338,7 +348,7 @@ def memory_check_table(result: RunResult):  # -> pandas.DataFrame
     for rung in _rungs(ms):
         for rank, rm in enumerate(ms):
             g, m = rm.rung(rung), rank_memory(s, rung, rank, shapes)
-            row: dict[str, Any] = {
+            row: dict[str, str | int | float | None] = {
                 "rung": LABELS[rung],
                 "rank": rank,
                 "counted state": g.state / 1e6,
@@ -396,16 +406,13 @@ def peak_verdict(result: RunResult) -> Verdict:
     ms, s, shapes = _setup(result)
     gaps: dict[str, float] = {}
     for rung in _rungs(ms):
-        found = [m.rung(rung).peak_allocated for m in ms]
-        peaks = [p for p in found if p is not None]
-        if len(peaks) < len(found):
-            return Verdict(
+        peaks = _every_rank([m.rung(rung).peak_allocated for m in ms])
+        if peaks is None:
+            return _unmeasured(
                 "ladder.peak",
-                "info",
                 "No peak to compare: on the CPU there is no device allocator to "
                 "read; the model state above is the part counted exactly.",
-                {},
-                _where(result),
+                result,
             )
         model = max(rank_memory(s, rung, r, shapes).device_peak for r in range(len(ms)))
         gaps[rung] = max(peaks) / model - 1
@@ -681,10 +688,15 @@ def link_verdicts(direct: RunResult, staged: RunResult, direct_again: RunResult)
     return out
 
 
+def _most_slowed(comps: Mapping[str, Comparison]) -> str:
+    """The rung whose step time grew the most without the direct link."""
+    return max(comps, key=lambda r: comps[r].ratio)
+
+
 def needs_link_verdict(direct: RunResult, staged: RunResult, direct_again: RunResult) -> Verdict:
     """Which rung lost the most when the direct link was taken away (information for the summary)."""
     comps = link_comparisons(direct, staged, direct_again)
-    worst = max(comps, key=lambda r: comps[r].ratio)
+    worst = _most_slowed(comps)
     least = min(comps, key=lambda r: comps[r].ratio)
     text = (
         f"Without the direct link {LABELS[worst]} slowed down most ({comps[worst].ratio:.2f}× its step time, "
@@ -718,17 +730,18 @@ def checkpoint_verdict(result: RunResult, tolerance: float) -> Verdict:
     if c is None:
         raise ValueError("the run saved no checkpoint (checkpoint=false): nothing to judge")
     exact = c.resume_max_weight_diff == 0 and c.single_process_max_weight_diff == 0
-    numbers: dict[str, Any] = {
+    loss_diff = max(abs(a - b) for a, b in zip(c.continued, c.resumed))
+    numbers = {
         "resume_max_weight_diff": c.resume_max_weight_diff,
         "single_process_max_weight_diff": c.single_process_max_weight_diff,
+        "max_loss_diff": loss_diff,
+        "tolerance": tolerance,
     }
-    numbers |= {"max_loss_diff": max(abs(a - b) for a, b in zip(c.continued, c.resumed)), "tolerance": tolerance}
-    close = numbers["max_loss_diff"] <= tolerance
-    if close and exact:
+    if loss_diff <= tolerance and exact:
         losses = (
             "repeat the uninterrupted losses bit for bit"
-            if numbers["max_loss_diff"] == 0
-            else f"follow the uninterrupted losses to {numbers['max_loss_diff']:.2g}"
+            if loss_diff == 0
+            else f"follow the uninterrupted losses to {loss_diff:.2g}"
         )
         return Verdict(
             "ladder.checkpoint",
@@ -743,9 +756,9 @@ def checkpoint_verdict(result: RunResult, tolerance: float) -> Verdict:
         "ladder.checkpoint",
         "fail",
         "The checkpoint did not round-trip: "
-        f"largest weight difference {numbers['resume_max_weight_diff']} after resuming, "
-        f"{numbers['single_process_max_weight_diff']} in one process (both must be 0); largest loss "
-        f"difference {numbers['max_loss_diff']:.3g} (tolerance {tolerance:g}).",
+        f"largest weight difference {c.resume_max_weight_diff} after resuming, "
+        f"{c.single_process_max_weight_diff} in one process (both must be 0); largest loss "
+        f"difference {loss_diff:.3g} (tolerance {tolerance:g}).",
         numbers,
         _where(result),
     )

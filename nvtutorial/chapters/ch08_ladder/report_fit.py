@@ -8,7 +8,6 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Sequence
-from typing import Any
 
 from nvtutorial.chapters.ch08_ladder import schema
 from nvtutorial.chapters.ch08_ladder.report_model import RUNGS, Setup, largest, model_state, rank_memory, with_layers
@@ -83,46 +82,67 @@ def fit_verdict(result: RunResult, device_budget: float) -> Verdict:
         )
     records = [m.fit for m in ms if m.fit is not None]  # every rank's, none failed
     counted = [g.state for g in records]
-    exact = counted == [rank_memory(s, rung, r, shapes).model_state for r in range(s.world)]
-    numbers = {
+    run = _FitRun(
+        rung=rung,
+        layers=layers,
+        parameters=sum(math.prod(sh) for _, sh in shapes),
+        model_peak=model,
+        state_exact=counted == [rank_memory(s, rung, r, shapes).model_state for r in range(s.world)],
+    )
+    numbers: dict[str, object] = {
         "rung": rung,
         "layers": layers,
         "next_tried": False,
-        "parameters": sum(math.prod(sh) for _, sh in shapes),
+        "parameters": run.parameters,
         "budget": device_budget,
         "model_peak": model,
-        "state_exact": exact,
+        "state_exact": run.state_exact,
     }
-    status, text = _ran([g.peak_allocated for g in records], numbers, device_budget)
+    peaks = [g.peak_allocated for g in records]
+    if all(p is not None for p in peaks):
+        peak = max(p for p in peaks if p is not None)
+        numbers |= {"peak": peak, "gap": peak / model - 1}
+    status, text = _ran(peaks, run, device_budget)
     return Verdict("ladder.fit", status, text, numbers, result.label)
 
 
-def _ran(peaks: Sequence[int | None], numbers: dict[str, Any], device_budget: float) -> tuple[str, str]:
+@dataclasses.dataclass(frozen=True)
+class _FitRun:
+    """The largest model the run trained, as :func:`fit_verdict` judges it: which, how big, the model's peak for it,
+    and whether every rank's counted model state equals the model's."""
+
+    rung: str
+    layers: int
+    parameters: int
+    model_peak: int
+    state_exact: bool
+
+
+def _ran(peaks: Sequence[int | None], run: _FitRun, device_budget: float) -> tuple[str, str]:
     """:func:`fit_verdict`'s status and words for a largest model that ran on every rank, with these ``peaks`` (None:
-    no device allocator to read, a CPU run); a GPU run's peak and its gap to the model join ``numbers``."""
-    rung, layers, model, exact = numbers["rung"], numbers["layers"], numbers["model_peak"], numbers["state_exact"]
+    no device allocator to read, a CPU run)."""
+    rung, layers, model, exact = run.rung, run.layers, run.model_peak, run.state_exact
     if any(p is None for p in peaks):
         return "pass" if exact else "fail", (
-            f"{LABELS[rung]} with {layers} blocks ({numbers['parameters'] / 1e6:.2f} M parameters; {layers + 1} "
+            f"{LABELS[rung]} with {layers} blocks ({run.parameters / 1e6:.2f} M parameters; {layers + 1} "
             "not tried) ran; "
             f"its counted model state {'equals' if exact else 'differs from'} the model. On the CPU there is "
             f"no device memory to run out of: that it fits the budget of {device_budget / 1e6:.0f} MB "
             f"per rank is the model's arithmetic ({model / 1e6:.1f} MB predicted)."
         )
     peak = max(p for p in peaks if p is not None)
-    numbers |= {"peak": peak, "gap": peak / model - 1}
     if device_budget < SMALL_FOR_A_GPU:
         return "info" if exact else "fail", (
-            f"{LABELS[rung]} with {layers} blocks ({numbers['parameters'] / 1e6:.2f} M parameters) ran with a "
+            f"{LABELS[rung]} with {layers} blocks ({run.parameters / 1e6:.2f} M parameters) ran with a "
             f"peak of {peak / 1e6:.0f} MB per rank against the small profile's budget of "
             f"{device_budget / 1e6:.0f} MB, which is sized for the CPU: on a GPU the fixed allocations "
             "(cuBLAS workspaces and the like) outweigh it, so the fit is checked only at the lesson sizes. "
             f"Counted model state {'equals' if exact else 'differs from'} the model."
         )
     return "pass" if peak <= device_budget and exact else "fail", (
-        f"{LABELS[rung]} with {layers} blocks ({numbers['parameters'] / 1e9:.2f} B parameters; {layers + 1} not "
+        f"{LABELS[rung]} with {layers} blocks ({run.parameters / 1e9:.2f} B parameters; {layers + 1} not "
         "tried: that it is the largest is the model's prediction within its margins) ran with a "
-        f"peak of {peak / 1e9:.1f} GB per rank ({numbers['gap']:+.0%} against the model's "
+        f"peak of {peak / 1e9:.1f} GB per rank ({peak / model - 1:+.0%} against the model's "
         f"{model / 1e9:.1f} GB), {'within' if peak <= device_budget else 'over'} the budget of "
         f"{device_budget / 1e9:.1f} GB; counted model state {'equals' if exact else 'differs from'} the model."
     )

@@ -5,8 +5,9 @@ show it, and what one rank of the ``ladder`` workload returns (:class:`Rank`, re
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, Literal
 
+from nvtutorial.params import require
 from nvtutorial.results import typed
 
 NAME = "ladder"
@@ -22,6 +23,54 @@ LABELS = {
     "fsdp_offload": "ZeRO-3 + ckpt + CPU offload",
     "tensor_parallel": "tensor parallel",
 }
+
+
+RUNG_NAMES = ("ddp", "zero1", "fsdp_zero2", "fsdp_zero3", "fsdp_checkpointing", "fsdp_offload", "tensor_parallel")
+META_RUNGS = ("fsdp_zero2", "fsdp_zero3", "fsdp_checkpointing")
+"""Rungs that can start from a model on the meta device (shard first, then allocate and initialise the shards)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Params:
+    vocab: int = 32768
+    seq_len: int = 512
+    dim: int = 2048
+    heads: int = 16
+    layers: int = 8
+    mlp_ratio: int = 4
+    global_batch: int = 8
+    """Sequences per step, all ranks together (each data-parallel rank trains on its share)."""
+    rungs: tuple[str, ...] = RUNG_NAMES
+    steps: int = 6
+    """Steps whose losses are compared with the one-process reference."""
+    warmup: int = 1
+    timed: int = 3
+    """Steps per timed repeat."""
+    repeats: int = 3
+    reference: bool = True
+    profile_steps: int = 2
+    """Steps traced with torch.profiler per rung (0: none)."""
+    checkpoint: bool = False
+    init: Literal["full", "meta"] = "full"
+    fit_rung: str = "fsdp_zero3"
+    fit_layers: int = 0
+    """After the ladder, train ``fit_rung`` once more with this many blocks (0: don't), built on the meta
+    device where the rung allows it: the run that confirms the largest model of notebook 08."""
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        unknown = [r for r in self.rungs if r not in RUNG_NAMES]
+        require(bool(self.rungs) and not unknown, f"rungs={self.rungs}: use some of {', '.join(RUNG_NAMES)}")
+        require(
+            self.steps >= 1 and self.timed >= 1 and self.repeats >= 2 and self.warmup >= 0,
+            "steps and timed must be at least 1, repeats at least 2 (a spread needs two), warmup 0 or more",
+        )
+        require(self.dim % self.heads == 0, f"dim={self.dim} must be a multiple of heads={self.heads}")
+        require(self.global_batch >= 1 and self.profile_steps >= 0, "global_batch at least 1, profile_steps 0 or more")
+        require(self.fit_rung in RUNG_NAMES, f"fit_rung={self.fit_rung!r}: use one of {', '.join(RUNG_NAMES)}")
+        require(self.fit_layers >= 0, f"fit_layers={self.fit_layers} must be 0 (no fit run) or more")
+        bad = [r for r in self.rungs if r not in META_RUNGS]
+        require(self.init == "full" or not bad, f"init=meta works for {', '.join(META_RUNGS)}, not {', '.join(bad)}")
 
 
 @dataclasses.dataclass(frozen=True)

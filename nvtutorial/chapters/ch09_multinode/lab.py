@@ -52,7 +52,7 @@ from typing import Any
 
 import psutil
 
-from nvtutorial import diagnosis, launch
+from nvtutorial import launch
 from nvtutorial.chapters.ch09_multinode.lab_narration import (
     PHASE_LINE,
     SAY_S,
@@ -64,12 +64,12 @@ from nvtutorial.chapters.ch09_multinode.lab_narration import (
     rank_states,
     telling,
 )
-from nvtutorial.chapters.ch09_multinode.lab_outcome import ElasticOutcome as ElasticOutcome
-from nvtutorial.chapters.ch09_multinode.lab_outcome import Fault as Fault
-from nvtutorial.chapters.ch09_multinode.lab_outcome import rank0_log as rank0_log
-from nvtutorial.chapters.ch09_multinode.lab_outcome import reference_checkpoint as reference_checkpoint
+from nvtutorial.chapters.ch09_multinode.schema_outcome import ElasticOutcome as ElasticOutcome
+from nvtutorial.chapters.ch09_multinode.schema_outcome import Fault as Fault
+from nvtutorial.chapters.ch09_multinode.schema_outcome import rank0_log as rank0_log
+from nvtutorial.chapters.ch09_multinode.schema_outcome import reference_checkpoint as reference_checkpoint
+from nvtutorial.launch import diagnosis, warm
 from nvtutorial.launch import tree as process_tree
-from nvtutorial.launch import warm
 from nvtutorial.launch.environment import NCCL_WATCHDOG, free_port, node_environment
 from nvtutorial.machine import hardware
 from nvtutorial.results import RunResult

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from nvtutorial.chapters.ch09_multinode.lab import ElasticOutcome
+    from nvtutorial.chapters.ch09_multinode.schema_outcome import ElasticOutcome
 
 
 def judge(name: str, outcome: ElasticOutcome, reference_checkpoint: Callable[[], Path], every: int) -> Any:

@@ -24,7 +24,8 @@ from nvtutorial.report.verdict import Verdict, compare, comparison_verdict
 from nvtutorial.results import RunResult, typed
 
 ElasticOutcome = Any
-"""An :class:`nvtutorial.chapters.ch09_multinode.lab.ElasticOutcome` (not imported: report never depends on a lab)."""
+"""An :class:`nvtutorial.chapters.ch09_multinode.schema_outcome.ElasticOutcome`: the real type (importable here, it
+is torch-free) is not named yet because the tests pass made-up outcomes (``SimpleNamespace``) in its place."""
 
 _NNODES = re.compile(r"NCCL INFO comm \S+ rank (\d+) nRanks (\d+) nNodes (\d+) localRanks (\d+)")
 _AGENT_WORDS = re.compile(
@@ -98,6 +99,19 @@ def same_weights(
     key: str = "same weights",
 ) -> Verdict:
     """``pass`` when two final checkpoints hold the same number of steps and bit-identical weights."""
+    return _same_weights(a, b, a_name, b_name, where, key)[0]
+
+
+def _same_weights(
+    a: str | os.PathLike[str],
+    b: str | os.PathLike[str],
+    a_name: str,
+    b_name: str,
+    where: str,
+    key: str = "same weights",
+) -> tuple[Verdict, tuple[bool, float | None]]:
+    """:func:`same_weights` and what it found: whether the weights are identical, their largest difference (None
+    where the two runs are not the same training)."""
     import torch
 
     wa, sa = checkpoint_weights(a)
@@ -105,32 +119,19 @@ def same_weights(
     numbers: dict[str, Any] = {"steps": [sa, sb], "tensors": len(wa)}
     if sa != sb or set(wa) != set(wb):
         numbers["identical"] = False
-        return Verdict(
-            key,
-            "fail",
-            f"the {a_name} run ended after {sa} steps, the {b_name} run after {sb}: not the same training",
-            numbers,
-            where,
-        )
+        text = f"the {a_name} run ended after {sa} steps, the {b_name} run after {sb}: not the same training"
+        return Verdict(key, "fail", text, numbers, where), (False, None)
     diff = max(float((wa[k].double() - wb[k].double()).abs().max()) for k in wa)
     identical = all(torch.equal(wa[k], wb[k]) for k in wa)
     numbers.update(identical=identical, max_abs_diff=diff)
     if identical:
-        return Verdict(
-            key,
-            "pass",
-            f"the {a_name} and the {b_name} runs end with the same weights, bit for bit, after {sa} steps",
-            numbers,
-            where,
-        )
-    return Verdict(
-        key,
-        "fail",
+        text = f"the {a_name} and the {b_name} runs end with the same weights, bit for bit, after {sa} steps"
+        return Verdict(key, "pass", text, numbers, where), (True, diff)
+    text = (
         f"the {a_name} and the {b_name} runs end with different weights after {sa} steps "
-        f"(largest difference {diff:.3g})",
-        numbers,
-        where,
+        f"(largest difference {diff:.3g})"
     )
+    return Verdict(key, "fail", text, numbers, where), (False, diff)
 
 
 def ranks(result: RunResult) -> list[schema.Rank | None]:
@@ -499,14 +500,15 @@ def recovery_verdict(
         )
     if outcome.resumed_from is None:
         return Verdict(f"recovery: {what}", "fail", "the ranks were never started again after the kill", numbers, where)
-    same = same_weights(reference, outcome.checkpoint, "uninterrupted", "interrupted", where)
-    numbers.update(identical=same.numbers.get("identical"), max_abs_diff=same.numbers.get("max_abs_diff"))
+    same, (identical, diff) = _same_weights(reference, outcome.checkpoint, "uninterrupted", "interrupted", where)
+    numbers.update(identical=identical, max_abs_diff=diff)
     at_checkpoint = outcome.resumed_from % outcome.every == 0 and 0 <= (outcome.steps_lost or 0) < outcome.every
     ok = at_checkpoint and same.status == "pass"
     before = "" if same.status == "pass" else _before_fault(outcome, reference_log)
     ended = survivor_end(outcome)
-    numbers.update(survivor_end_s=ended[0] if ended else None, slow=(outcome.recovery_s or 0) > SLOW_RECOVERY_S)
-    slow = f"SLOW, over {SLOW_RECOVERY_S:g} s: " if numbers["slow"] else ""
+    too_slow = (outcome.recovery_s or 0) > SLOW_RECOVERY_S
+    numbers.update(survivor_end_s=ended[0] if ended else None, slow=too_slow)
+    slow = f"SLOW, over {SLOW_RECOVERY_S:g} s: " if too_slow else ""
     text = (
         f"{slow}{what}: killed after step {outcome.last_step_before_kill}, torchrun started the ranks again, they "
         f"resumed from the checkpoint of step {outcome.resumed_from} ({outcome.steps_lost} steps done again, "
@@ -720,8 +722,8 @@ def resubmission_verdict(
             numbers,
             label or where,
         )
-    same = same_weights(reference, resumed, "uninterrupted", "resubmitted", where)
-    numbers.update(identical=same.numbers.get("identical"), max_abs_diff=same.numbers.get("max_abs_diff"))
+    same, (identical, diff) = _same_weights(reference, resumed, "uninterrupted", "resubmitted", where)
+    numbers.update(identical=identical, max_abs_diff=diff)
     ok = same.status == "pass" and start == checkpoint
     text = (
         f"the new job through {where} completed; it started at step {start}, the lost job's last checkpoint "

@@ -28,6 +28,7 @@ import nvtutorial
 from nvtutorial import course
 
 if TYPE_CHECKING:
+    from nvtutorial.chapters.ch10_cost_model.problems_capstone import CapstoneRecord
     from nvtutorial.launch.spec import Backend, Output
 
 DEVICE, PAIR, PIPELINE, CAPSTONE = "roofs and device problems", "link problems", "pipeline", "capstone"
@@ -82,7 +83,7 @@ def launches(plan: course.Plan) -> Plan:
 
 def gloo_threads(cores: int | None = None, ranks: int = 2) -> int:
     """Threads per gloo rank: its share of the cores less one, for gloo's own threads (at least one)."""
-    from nvtutorial import guards
+    from nvtutorial.launch import guards
 
     return max(1, (cores if cores is not None else guards.usable_cores()) // ranks - 1)
 
@@ -114,12 +115,12 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9]+", "-", text).strip("-").lower()[:80]
 
 
-def save_capstone(record: dict[str, Any], folder: str | os.PathLike[str] | None = None) -> Path:
+def save_capstone(record: CapstoneRecord, folder: str | os.PathLike[str] | None = None) -> Path:
     """Write the capstone's record as ``capstone/<machine>-<strategy>.json`` under the runs folder (or ``folder``),
     so that scores from different machines sit side by side, each naming its machine."""
     from nvtutorial.launch import runs_root
     from nvtutorial.results import write_json_atomic
 
     target = Path(folder) if folder is not None else runs_root() / "capstone"
-    path = target / f"{_slug(record['machine'])}-{record['strategy']}.json"
-    return write_json_atomic(path, record)
+    path = target / f"{_slug(record.machine)}-{record.strategy}.json"
+    return write_json_atomic(path, dataclasses.asdict(record))

@@ -181,14 +181,22 @@ def ddp_backward(
 # %% FSDP2: one block
 
 
-def fsdp_block(block_bytes: float, gather: Link, scatter: Link, ranks: int = 2) -> dict[str, float]:
+@dataclasses.dataclass(frozen=True)
+class FsdpBlock:
+    """One FSDP2 block's collectives, in seconds."""
+
+    all_gather: float
+    reduce_scatter: float
+
+
+def fsdp_block(block_bytes: float, gather: Link, scatter: Link, ranks: int = 2) -> FsdpBlock:
     """One FSDP2 block's collectives in seconds: the all-gather of its parameters (once in the forward pass and,
     under ZeRO-3, again in the backward pass) and the reduce-scatter of its gradients. FSDP2 prefetches the next
     block's all-gather while this one computes: hidden while a block computes longer than it gathers."""
-    return {
-        "all_gather": collective_time(block_bytes, gather, "all_gather", ranks),
-        "reduce_scatter": collective_time(block_bytes, scatter, "reduce_scatter", ranks),
-    }
+    return FsdpBlock(
+        collective_time(block_bytes, gather, "all_gather", ranks),
+        collective_time(block_bytes, scatter, "reduce_scatter", ranks),
+    )
 
 
 # %% tensor parallelism: every block waits

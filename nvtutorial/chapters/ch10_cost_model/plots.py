@@ -6,14 +6,22 @@ measured (``plots.style``); kernel side, never launches.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 from nvtutorial.chapters.ch10_cost_model import report
 from nvtutorial.plots.style import COLOURS, figure, finish
+from nvtutorial.results import RunResult, Where, typed
+
+if TYPE_CHECKING:
+    import numpy as np
+    import pandas as pd
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 
-def floor_fits(fits: Mapping[str, report.FloorFit], where: str) -> tuple[Any, Any]:
+def floor_fits(fits: Mapping[str, report.FloorFit], where: Where) -> tuple[Figure, np.ndarray]:
     """Each sweep's time per call against its work (log–log) with its fit ``max(α, work / rate)``: flat at the
     floor α, then the roof's line; the kernel's counterpart of the α–β plot. Left the multiplies, right the copies."""
     import numpy as np
@@ -43,7 +51,7 @@ def floor_fits(fits: Mapping[str, report.FloorFit], where: str) -> tuple[Any, An
     return fig, axes
 
 
-def roofline(cal: report.Calibrated, points: Sequence[tuple[str, float, float, float]] = ()) -> tuple[Any, Any]:
+def roofline(cal: report.Calibrated, points: Sequence[tuple[str, float, float, float]] = ()) -> tuple[Figure, Axes]:
     """The roofline of each measured dtype (FLOP/s against FLOPs per byte, log–log) and ``points``:
     ``(label, flops, bytes, measured seconds)`` placed at their intensity and their achieved FLOP/s, each with the
     third ceiling its floor sets: a call of F FLOPs reaches at most F ÷ α, however high the roofs (dashed)."""
@@ -80,7 +88,7 @@ def roofline(cal: report.Calibrated, points: Sequence[tuple[str, float, float, f
     return fig, ax
 
 
-def link_fit(fits: Mapping[str, report.Fit], extra: Any = None) -> tuple[Any, Any]:
+def link_fit(fits: Mapping[str, report.Fit], extra: pd.DataFrame | None = None) -> tuple[Figure, Axes]:
     """Top: each collective's measured time against its size and the fitted ``α + S · factor / β`` (log–log);
     bottom: the residuals. ``extra``: a ``report.reference_checks`` table drawn as other runs' points."""
     import numpy as np
@@ -117,7 +125,7 @@ def link_fit(fits: Mapping[str, report.Fit], extra: Any = None) -> tuple[Any, An
     return fig, top
 
 
-def errors(table: Any, where: str, target: float = report.TARGET) -> tuple[Any, Any]:
+def errors(table: pd.DataFrame, where: Where, target: float = report.TARGET) -> tuple[Figure, Axes]:
     """The model's error against the run per timed problem (``problems.problem_table``'s ``model error``: the
     answer, an eager program's band's lower end, ÷ run − 1), with the target's band; a counted problem (the run's
     kind ``counted``: exact by construction, judged by its own verdict) is left out."""
@@ -144,7 +152,7 @@ def errors(table: Any, where: str, target: float = report.TARGET) -> tuple[Any, 
     return fig, ax
 
 
-def timelines(result: Any, step: int = 0) -> tuple[Any, Any]:
+def timelines(result: RunResult, step: int = 0) -> tuple[Figure, np.ndarray]:
     """Each schedule's timed step ``step`` on every stage: forward passes (F, the last stage's loss included) and
     backward passes (B) of each micro-batch as boxes, on one clock the stages share (the host's clock on the CPU;
     on GPUs CUDA events from an origin each rank records when an all-reduce ends); the gaps are the bubble."""
@@ -176,24 +184,34 @@ def timelines(result: Any, step: int = 0) -> tuple[Any, Any]:
     return fig, axes[:, 0]
 
 
-def scores(rows: Sequence[Mapping[str, Any]], where: str) -> tuple[Any, Any]:
-    """The capstone's strategies: measured step against the speed of light (``rows``: strategy, ideal_s,
-    measured_s, and ``over_budget`` for one that trained but does not fit the budget: hatched and said so)."""
-    fig, ax = figure(7.0, 2.0 + 0.5 * len(rows))
-    y = list(range(len(rows)))
-    over = [bool(r.get("over_budget")) for r in rows]
+@dataclasses.dataclass(frozen=True)
+class Score:
+    """One strategy's bar in :func:`scores`: the notebook's row (a dict of these keys) typed."""
+
+    strategy: str
+    ideal_s: float
+    measured_s: float
+    over_budget: bool = False
+    """It trained but does not fit the budget: drawn hatched and said not valid."""
+
+
+def scores(rows: Sequence[Score | Mapping[str, str | float | bool]], where: Where) -> tuple[Figure, Axes]:
+    """The capstone's strategies: measured step against the speed of light (``rows``: :class:`Score`, or dicts of
+    its fields as the notebook builds them: strategy, ideal_s, measured_s, and ``over_budget`` for one that trained
+    but does not fit the budget: hatched and said so)."""
+    bars = [r if isinstance(r, Score) else typed(Score, r, "a score row") for r in rows]
+    fig, ax = figure(7.0, 2.0 + 0.5 * len(bars))
+    y = list(range(len(bars)))
     for flag, label, style in ((False, "measured step", {}), (True, "measured, over the budget", {"hatch": "//"})):
-        ys = [i for i in y if over[i] == flag]
+        ys = [i for i in y if bars[i].over_budget == flag]
         if ys:
-            ax.barh(ys, [rows[i]["measured_s"] * 1e3 for i in ys], color=COLOURS["idle"], label=label, **style)
-    ax.barh(y, [r["ideal_s"] * 1e3 for r in rows], color=COLOURS["compute"], height=0.4, label="speed of light")
-    for i, r in enumerate(rows):
-        note = ", not valid" if over[i] else ""
-        ax.text(
-            r["measured_s"] * 1e3, i, f"  score {r['ideal_s'] / r['measured_s']:.2f}{note}", va="center", fontsize=8
-        )
-    ax.set_xlim(0, 1.5 * max(max(r["measured_s"], r["ideal_s"]) for r in rows) * 1e3)
-    ax.set_yticks(y, [r["strategy"] for r in rows])
+            ax.barh(ys, [bars[i].measured_s * 1e3 for i in ys], color=COLOURS["idle"], label=label, **style)
+    ax.barh(y, [b.ideal_s * 1e3 for b in bars], color=COLOURS["compute"], height=0.4, label="speed of light")
+    for i, b in enumerate(bars):
+        note = ", not valid" if b.over_budget else ""
+        ax.text(b.measured_s * 1e3, i, f"  score {b.ideal_s / b.measured_s:.2f}{note}", va="center", fontsize=8)
+    ax.set_xlim(0, 1.5 * max(max(b.measured_s, b.ideal_s) for b in bars) * 1e3)
+    ax.set_yticks(y, [b.strategy for b in bars])
     ax.invert_yaxis()
     ax.set_xlabel("ms per step")
     ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.35), ncol=3, frameon=False)

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from nvtutorial.chapters.ch08_ladder import report_model as ladder_model
 from nvtutorial.chapters.ch10_cost_model import model, report, schema
+from nvtutorial.chapters.ch10_cost_model.problems_capstone import CapstoneRecord as CapstoneRecord
+from nvtutorial.chapters.ch10_cost_model.problems_capstone import StepTime as StepTime
 from nvtutorial.chapters.ch10_cost_model.problems_capstone import StrategyError as StrategyError
 from nvtutorial.chapters.ch10_cost_model.problems_capstone import Task as Task
 from nvtutorial.chapters.ch10_cost_model.problems_capstone import _block_bytes, _forward, _params
@@ -33,6 +35,10 @@ from nvtutorial.chapters.ch10_cost_model.problems_capstone import strategy_table
 from nvtutorial.chapters.ch10_cost_model.problems_capstone import strategy_time as strategy_time
 from nvtutorial.report import predict
 from nvtutorial.report.verdict import Verdict
+from nvtutorial.results import RunResult, label_of
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 PROBLEMS = schema.DEVICE_PROBLEMS + schema.LINK_PROBLEMS + ("pipeline_bubble",)
 UNITS = {key: "ms" for key in PROBLEMS} | {"zero3_bytes": "×", "pipeline_bubble": "%"}
@@ -379,10 +385,10 @@ def measured_value(key: str, measured: schema.Measured) -> float:
 def problem_table(
     answers_: Mapping[str, Answer],
     measured: Mapping[str, float],
-    predictions: Mapping[str, Any],
+    predictions: Mapping[str, float | None],
     where: Mapping[str, str] | None = None,
     spread: Mapping[str, tuple[float, float]] | None = None,
-    details: Mapping[str, Mapping[str, Any]] | None = None,
+    details: Mapping[str, Mapping[str, object]] | None = None,
 ):  # -> pandas.DataFrame
     """Per problem: your answer, the model's (an eager program's band: at least ``model``, at most ``model, at
     most``), the run's (the median repeat; with ``spread``, :func:`measured_spread`, also its fastest repeat and the
@@ -394,12 +400,12 @@ def problem_table(
 
     rows = []
     for key, ans in answers_.items():
-        run = measured.get(key)
+        run, mine = measured.get(key), predictions.get(key)
         rows.append(
             {
                 "problem": key,
                 "unit": ans.unit,
-                "yours": predictions.get(key),
+                "yours": mine,
                 "model": ans.value,
                 "model, at most": ans.upper,
                 "run": run,
@@ -408,7 +414,7 @@ def problem_table(
                 ),
                 "model error": ans.error(run) if run else None,
                 "model error vs band": ans.band_error(run) if run and ans.upper is not None else None,
-                "yours vs run": predictions[key] / run - 1 if run and predictions.get(key) else None,
+                "yours vs run": mine / run - 1 if run and mine else None,
                 "run's kind": "counted" if key in COUNTED else "timed",
                 "regime": ans.regime,
                 "measured on": (where or {}).get(key),
@@ -418,12 +424,12 @@ def problem_table(
     return pd.DataFrame(rows).set_index("problem")
 
 
-def formatted(table: Any):  # -> pandas.DataFrame
+def formatted(table: pd.DataFrame):  # -> pandas.DataFrame
     """A problem table to read: relative errors in % (as the grades give them), other numbers to 4 significant
     digits, nothing where there is no value. The table itself keeps its numbers (the verdicts and charts read it)."""
     import pandas as pd
 
-    def cell(column: str, v: Any) -> str:
+    def cell(column: str, v: object) -> str:
         if v is None or (isinstance(v, float) and math.isnan(v)):
             return "—"
         if isinstance(v, bool) or not isinstance(v, (int, float)):
@@ -583,55 +589,49 @@ def band_positions(
 # --------------------------------------------------------------------------------------------------- the runs' answers
 
 
-def measurements(*results: Any) -> dict[str, float]:
-    """Every problem a ``problems`` run measured (rank 0's record), in the problems' units; later runs win."""
-    out: dict[str, float] = {}
+def _measured(results: Sequence[RunResult | None]) -> Iterator[tuple[RunResult, schema.Measured]]:
+    """Every problem each ``problems`` run measured (rank 0's record), run by run (None: no run, skipped), with its
+    run: a later run's answer to a problem replaces an earlier one's."""
     for result in results:
-        if result is None:
-            continue
-        for m in report.ranks(result, "problems")[0].measured:
-            out[m.key] = measured_value(m.key, m)
-    return out
+        if result is not None:
+            yield from ((result, m) for m in report.ranks(result, "problems")[0].measured)
 
 
-def measured_spread(*results: Any) -> dict[str, tuple[float, float]]:
+def measurements(*results: RunResult | None) -> dict[str, float]:
+    """Every problem a ``problems`` run measured (rank 0's record), in the problems' units; later runs win."""
+    return {m.key: measured_value(m.key, m) for _, m in _measured(results)}
+
+
+def measured_spread(*results: RunResult | None) -> dict[str, tuple[float, float]]:
     """Per timed problem (rank 0's record; later runs win): its fastest repeat in the problem's unit, and the
     repeats' spread, (slowest − fastest) ÷ median."""
     out: dict[str, tuple[float, float]] = {}
-    for result in results:
-        for m in report.ranks(result, "problems")[0].measured if result is not None else ():
-            if m.repeats:
-                lo, hi = min(m.repeats), max(m.repeats)
-                out[m.key] = (measured_value(m.key, dataclasses.replace(m, value=lo)), (hi - lo) / m.value)
+    for _, m in _measured(results):
+        if m.repeats:
+            lo, hi = min(m.repeats), max(m.repeats)
+            out[m.key] = (measured_value(m.key, dataclasses.replace(m, value=lo)), (hi - lo) / m.value)
     return out
 
 
-def measured_where(*results: Any) -> dict[str, str]:
+def measured_where(*results: RunResult | None) -> dict[str, str]:
     """Per problem, where the run that :func:`measurements` takes it from was measured (its label)."""
-    out: dict[str, str] = {}
-    for result in results:
-        if result is None:
-            continue
-        for m in report.ranks(result, "problems")[0].measured:
-            out[m.key] = report.where(result)
-    return out
+    return {m.key: label_of(result) for result, m in _measured(results)}
 
 
-def measured_details(*results: Any) -> dict[str, dict[str, Any]]:
+def measured_details(*results: RunResult | None) -> dict[str, dict[str, object]]:
     """Per timed problem (rank 0's record; later runs win): the calls per repeat and, where the run read it, the SM
     clock after the repeats (``"1755–1980"`` MHz), as the problem table shows them."""
-    out: dict[str, dict[str, Any]] = {}
-    for result in results:
-        for m in report.ranks(result, "problems")[0].measured if result is not None else ():
-            if "iters" in m.details:
-                clock = m.details.get("sm_clock_mhz")
-                out[m.key] = {"calls per repeat": m.details["iters"]}
-                if clock:
-                    out[m.key]["SM clock (MHz)"] = f"{clock[0]}–{clock[1]}"
+    out: dict[str, dict[str, object]] = {}
+    for _, m in _measured(results):
+        if "iters" in m.details:
+            clock = m.details.get("sm_clock_mhz")
+            out[m.key] = {"calls per repeat": m.details["iters"]}
+            if clock:
+                out[m.key]["SM clock (MHz)"] = f"{clock[0]}–{clock[1]}"
     return out
 
 
-def sides_table(answers_: Mapping[str, Answer], result: Any):  # -> pandas.DataFrame | None
+def sides_table(answers_: Mapping[str, Answer], result: RunResult):  # -> pandas.DataFrame | None
     """On a GPU, each eager program's two sides as the model priced them before the run (the CPU's: its floor, the
     same calls with almost no work; the GPU's: its work at the roofs) and as the run measured them apart right before
     timing it (``host_s``, ``gpu_s``), beside the band and the run: where a program missed, which side the model
@@ -665,7 +665,7 @@ CLOCK_RAISED = 0.9
 """A run's SM clock was raised when its lowest reading was at least this share of the highest the calibration read."""
 
 
-def above_causes(answers_: Mapping[str, Answer], result: Any, cal: report.Calibrated) -> dict[str, str]:
+def above_causes(answers_: Mapping[str, Answer], result: RunResult, cal: report.Calibrated) -> dict[str, str]:
     """Per eager program whose two sides the run measured apart (:func:`sides_table`), the words that explain a run
     above its band (``report.error_verdict``'s ``causes``): each side measured against the model's, the slower one
     named; and a clock not yet raised, or held down by the power cap (review RR7-8: the highest reading is not the
@@ -715,7 +715,7 @@ def _sides_moved(sides: tuple[float, float], details: Mapping[str, Any], top: tu
     return text
 
 
-def bubble_measured(pipeline_result: Any) -> dict[str, float]:
+def bubble_measured(pipeline_result: RunResult) -> dict[str, float]:
     """The pipeline run's measured idle share per schedule, in % (``report.bubble_table``): each schedule's own,
     since the messages between the stages delay them differently."""
     table = report.bubble_table(pipeline_result)
@@ -729,7 +729,9 @@ REFERENCE_SOURCES = {
 """Which committed 2× H200 measurement answers each link problem (at the lesson sizes)."""
 
 
-def reference_link_table(p: schema.Params, cal_ref: report.Calibrated, checks: Any = None):  # -> pandas.DataFrame
+def reference_link_table(
+    p: schema.Params, cal_ref: report.Calibrated, checks: pd.DataFrame | None = None
+):  # -> pandas.DataFrame
     """The link problems at the lesson sizes ``p``, answered with the committed 2× H200 pair's fit (``cal_ref``) and
     checked against that pair's committed runs; what the pair never ran waits for a two-GPU run."""
     import pandas as pd
@@ -741,7 +743,7 @@ def reference_link_table(p: schema.Params, cal_ref: report.Calibrated, checks: A
         run, source = None, "not run on the 2× H200 yet: waits for a two-GPU machine"
         if key in REFERENCE_SOURCES:
             size = p.allreduce_bytes if key == "allreduce" else p.small_bytes
-            match = checks[(checks["source"] == REFERENCE_SOURCES[key]) & (checks["bytes"] == size)]
+            match = checks.loc[(checks["source"] == REFERENCE_SOURCES[key]) & (checks["bytes"] == size)]
             if len(match):
                 run, source = float(match["measured (µs)"].iloc[0]) / 1e3, REFERENCE_SOURCES[key]
         rows.append(

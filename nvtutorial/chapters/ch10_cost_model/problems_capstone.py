@@ -9,11 +9,11 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from nvtutorial.chapters.ch08_ladder import report_model as ladder_model
 from nvtutorial.chapters.ch10_cost_model import model, report, schema
 from nvtutorial.report.verdict import Verdict
+from nvtutorial.results import RunResult, label_of
 
 # --------------------------------------------------------------------------------------------------- the transformer
 
@@ -102,7 +102,7 @@ class StrategyError(ValueError):
         return [f"StrategyError: {self}"]
 
 
-def capstone_strategies(mine: Any, best: str) -> list[str]:
+def capstone_strategies(mine: object, best: str) -> list[str]:
     """What the capstone trains: your pick (None: none) and the course's ``best``, once each. A pick that is not a
     strategy is refused here, before anything launches, with the nearest name and every valid one."""
     if mine is not None and mine not in schema.STRATEGIES:
@@ -113,7 +113,7 @@ def capstone_strategies(mine: Any, best: str) -> list[str]:
         raise StrategyError(
             f"my_strategy={mine!r} is not a strategy.{hint} Pick one of {', '.join(schema.STRATEGIES)}, or None."
         )
-    return list(dict.fromkeys(s for s in (mine, best) if s))
+    return list(dict.fromkeys(s for s in (mine, best) if isinstance(s, str) and s))
 
 
 def _stage_shapes(s: ladder_model.Setup, stage: int, stages: int) -> list[tuple[str, tuple[int, ...]]]:
@@ -146,14 +146,30 @@ def peak(task: Task, strategy: str, rank: int) -> float:
     state = 16 * n + 4 * len(shapes)
     mem = report.pipeline_stage_memory(s, rank, task.world, task.microbatches)
     held = model.in_flight(rank, task.world, task.microbatches, schedule)
-    return state + held * mem["activations"] + mem["transient"]
+    return state + held * mem.activations + mem.transient
 
 
 def fits(task: Task, strategy: str) -> bool:
     return all(peak(task, strategy, r) <= task.budget_bytes for r in range(task.world))
 
 
-def strategy_time(task: Task, strategy: str, cal: report.Calibrated) -> dict[str, float]:
+@dataclasses.dataclass(frozen=True)
+class StepTime:
+    """The model's step time of a strategy, in seconds, by part (:func:`strategy_time`)."""
+
+    compute: float
+    """At the fp32 roof."""
+    exposed: float
+    """The communication nothing hides."""
+    optimizer: float
+    """Adam's step on what the rank holds."""
+
+    @property
+    def total(self) -> float:
+        return self.compute + self.exposed + self.optimizer
+
+
+def strategy_time(task: Task, strategy: str, cal: report.Calibrated) -> StepTime:
     """The model's step time of ``strategy`` in seconds: compute at the fp32 roof, the exposed communication, Adam."""
     _known(strategy)
     s, n, roof = task.setup(), task.world, cal.roofs["float32"]
@@ -175,16 +191,16 @@ def strategy_time(task: Task, strategy: str, cal: report.Calibrated) -> dict[str
         root = 4 * params - s.layers * block
         c_fwd = blocks_fwd / s.layers / n / roof.flops
         per = model.fsdp_block(block, ag, rs, n)
-        gathers_back = 0.0 if strategy == "fsdp_zero2" else per["all_gather"]
+        gathers_back = 0.0 if strategy == "fsdp_zero2" else per.all_gather
         # a block's backward computes twice its forward, three times when it recomputes the forward (checkpointing)
         c_back = (3 if strategy == "fsdp_checkpointing" else 2) * c_fwd
         exposed = (
             model.collective_time(root, ag, "all_gather", n)
-            + per["all_gather"]
-            + per["reduce_scatter"]
+            + per.all_gather
+            + per.reduce_scatter
             + model.collective_time(root, rs, "reduce_scatter", n)
-            + s.layers * max(0.0, per["all_gather"] - c_fwd)
-            + s.layers * max(0.0, gathers_back + per["reduce_scatter"] - c_back)
+            + s.layers * max(0.0, per.all_gather - c_fwd)
+            + s.layers * max(0.0, gathers_back + per.reduce_scatter - c_back)
         )
         if strategy == "fsdp_checkpointing":
             compute += blocks_fwd / n / roof.flops  # every block's forward again in backward
@@ -205,7 +221,7 @@ def strategy_time(task: Task, strategy: str, cal: report.Calibrated) -> dict[str
         optimizer = max(
             model.adam_time(sum(math.prod(sh) for _, sh in _stage_shapes(s, st, n)), roof) for st in range(n)
         )
-    return {"compute": compute, "exposed": exposed, "optimizer": optimizer, "total": compute + exposed + optimizer}
+    return StepTime(compute, exposed, optimizer)
 
 
 def bytes_by_kind(task: Task, strategy: str) -> dict[str, float]:
@@ -248,10 +264,10 @@ def strategy_table(task: Task, cal: report.Calibrated, strategies: Sequence[str]
                 "strategy": strategy,
                 "peak (MB, largest rank)": max(peak(task, strategy, r) for r in range(task.world)) / 1e6,
                 "fits the budget": fits(task, strategy),
-                "model step (ms)": t["total"] * 1e3,
-                "compute": t["compute"] * 1e3,
-                "exposed comm.": t["exposed"] * 1e3,
-                "Adam": t["optimizer"] * 1e3,
+                "model step (ms)": t.total * 1e3,
+                "compute": t.compute * 1e3,
+                "exposed comm.": t.exposed * 1e3,
+                "Adam": t.optimizer * 1e3,
                 "speed of light (ms)": ideal_time(task, strategy, cal) * 1e3,
             }
         )
@@ -263,7 +279,7 @@ def best_strategy(task: Task, cal: report.Calibrated, strategies: Sequence[str] 
     fitting = [s for s in strategies if fits(task, s)]
     if not fitting:
         raise ValueError(f"no strategy fits a budget of {task.budget_bytes / 1e6:g} MB: raise it or shrink the model")
-    return min(fitting, key=lambda s: strategy_time(task, s, cal)["total"])
+    return min(fitting, key=lambda s: strategy_time(task, s, cal).total)
 
 
 def choice_verdict(
@@ -272,7 +288,7 @@ def choice_verdict(
     """How far the model's choice is ahead of the next strategy that fits: ``info`` either way. Within the model's
     target error (``report.TARGET``) the two are a tie, and the run, not the model, decides between them."""
     best = best_strategy(task, cal, strategies)
-    times = {s: strategy_time(task, s, cal)["total"] for s in strategies if fits(task, s)}
+    times = {s: strategy_time(task, s, cal).total for s in strategies if fits(task, s)}
     key, where = "costmodel.capstone.choice", f"device: {cal.device_where}; pair: {cal.link_where}"
     if len(times) == 1:
         return Verdict(
@@ -297,7 +313,7 @@ def choice_verdict(
     return Verdict(key, "info", text, numbers, where)
 
 
-def fit_verdict(result: Any, task: Task, strategy: str) -> Verdict:
+def fit_verdict(result: RunResult, task: Task, strategy: str) -> Verdict:
     """Pass when ``strategy`` fits the budget: on a GPU the run's measured peak (the budget was enforced: running
     out of memory fails); on the CPU, which has no device memory to measure, the memory model's peak (said so)."""
     runs = report.capstone_runs(result)[strategy]
@@ -309,7 +325,7 @@ def fit_verdict(result: Any, task: Task, strategy: str) -> Verdict:
             "fail",
             f"{strategy} ran out of memory within the budget of {budget / 1e6:.4g} MB.",
             {"budget": budget},
-            report.where(result),
+            label_of(result),
         )
     measured = [r.peak_allocated for r in runs if r.peak_allocated is not None]
     if len(measured) == len(runs):  # every rank measured its peak (a GPU)
@@ -321,7 +337,7 @@ def fit_verdict(result: Any, task: Task, strategy: str) -> Verdict:
             f"{strategy}'s largest measured peak is {worst / 1e6:.4g} MB, "
             f"{'within' if ok else 'over'} the budget of {budget / 1e6:.4g} MB.",
             {"peak": worst, "budget": budget},
-            report.where(result),
+            label_of(result),
         )
     predicted = max(peak(task, strategy, r) for r in range(task.world))
     ok = predicted <= budget
@@ -332,24 +348,40 @@ def fit_verdict(result: Any, task: Task, strategy: str) -> Verdict:
         f"{strategy} peaks at {predicted / 1e6:.4g} MB, {'within' if ok else 'over'} the budget of "
         f"{budget / 1e6:.4g} MB.",
         {"peak_model": predicted, "budget": budget},
-        report.where(result),
+        label_of(result),
     )
 
 
-def capstone_record(result: Any, task: Task, strategy: str, cal: report.Calibrated, score: Verdict) -> dict[str, Any]:
+@dataclasses.dataclass(frozen=True)
+class CapstoneRecord:
+    """What the capstone writes (``lab.save_capstone``, as JSON in this field order): the machine, where the
+    calibration was measured (``device``, ``link``), the task, the strategy, the ideal and measured step, the score."""
+
+    machine: str
+    calibration: Mapping[str, str]
+    task: Mapping[str, float]
+    strategy: str
+    score: float | None
+    ideal_s: float | None
+    measured_s: float | None
+
+
+def capstone_record(
+    result: RunResult, task: Task, strategy: str, cal: report.Calibrated, score: Verdict
+) -> CapstoneRecord:
     """What the capstone writes: the machine, the task, the strategy, the ideal and measured step, the score."""
-    return {
-        "machine": report.where(result),
-        "calibration": {"device": cal.device_where, "link": cal.link_where},
-        "task": {
+    return CapstoneRecord(
+        machine=label_of(result),
+        calibration={"device": cal.device_where, "link": cal.link_where},
+        task={
             **task.config,
             "global_batch": task.global_batch,
             "budget_bytes": task.budget_bytes,
             "microbatches": task.microbatches,
             "world": task.world,
         },
-        "strategy": strategy,
-        "score": score.numbers.get("score"),
-        "ideal_s": score.numbers.get("ideal_s"),
-        "measured_s": score.numbers.get("measured_s"),
-    }
+        strategy=strategy,
+        score=score.numbers.get("score"),
+        ideal_s=score.numbers.get("ideal_s"),
+        measured_s=score.numbers.get("measured_s"),
+    )

@@ -1,7 +1,8 @@
 """Notebook 10's results as numbers, tables and verdicts: the calibration's roofs and its α–β fits with their
-residuals, the committed 2× H200 link against the model, the pipeline's correctness, bubble and memory, and the
-capstone's correctness, fit and score. Kernel side: it reads results, never launches, never draws. The worked
-problems' answer keys and graders are ``problems.py``; the model itself ``model.py``.
+residuals, the committed 2× H200 link against the model, the pipeline's correctness, bubble and memory (from
+``report_pipeline.py``), and the capstone's correctness, fit and score. Kernel side: it reads results, never
+launches, never draws. The worked problems' answer keys and graders are ``problems.py``; the model itself
+``model.py``.
 """
 
 from __future__ import annotations
@@ -9,11 +10,27 @@ from __future__ import annotations
 import dataclasses
 import math
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from nvtutorial.chapters.ch10_cost_model import model, schema
+from nvtutorial.chapters.ch10_cost_model.report_pipeline import CAUSALITY_S as CAUSALITY_S
+from nvtutorial.chapters.ch10_cost_model.report_pipeline import StageMemory as StageMemory
+from nvtutorial.chapters.ch10_cost_model.report_pipeline import bubble_measured as bubble_measured
+from nvtutorial.chapters.ch10_cost_model.report_pipeline import bubble_table as bubble_table
+from nvtutorial.chapters.ch10_cost_model.report_pipeline import clocks_verdict as clocks_verdict
+from nvtutorial.chapters.ch10_cost_model.report_pipeline import handoff_verdict as handoff_verdict
+from nvtutorial.chapters.ch10_cost_model.report_pipeline import handoffs as handoffs
+from nvtutorial.chapters.ch10_cost_model.report_pipeline import in_flight_verdict as in_flight_verdict
+from nvtutorial.chapters.ch10_cost_model.report_pipeline import peak_in_flight as peak_in_flight
+from nvtutorial.chapters.ch10_cost_model.report_pipeline import pipeline_gradient_verdict as pipeline_gradient_verdict
+from nvtutorial.chapters.ch10_cost_model.report_pipeline import pipeline_loss_verdict as pipeline_loss_verdict
+from nvtutorial.chapters.ch10_cost_model.report_pipeline import pipeline_stage_memory as pipeline_stage_memory
+from nvtutorial.chapters.ch10_cost_model.report_pipeline import schedule_runs as schedule_runs
+from nvtutorial.chapters.ch10_cost_model.report_pipeline import stage_blocks as stage_blocks
+from nvtutorial.chapters.ch10_cost_model.report_pipeline import stage_memory_table as stage_memory_table
+from nvtutorial.chapters.ch10_cost_model.report_pipeline import timeline_busy as timeline_busy
 from nvtutorial.chapters.ch10_cost_model.report_roofs import ABOVE_FLOOR as ABOVE_FLOOR
 from nvtutorial.chapters.ch10_cost_model.report_roofs import SCALING as SCALING
 from nvtutorial.chapters.ch10_cost_model.report_roofs import Fit as Fit
@@ -31,22 +48,19 @@ from nvtutorial.chapters.ch10_cost_model.report_roofs import roof_share as roof_
 from nvtutorial.chapters.ch10_cost_model.report_roofs import roof_table as roof_table
 from nvtutorial.chapters.ch10_cost_model.report_roofs import roof_verdict as roof_verdict
 from nvtutorial.chapters.ch10_cost_model.report_roofs import roofs as roofs
+from nvtutorial.chapters.ch10_cost_model.schema import ranks as ranks
 from nvtutorial.report.verdict import Verdict
+from nvtutorial.results import RunResult, label_of
 from nvtutorial.units import format_size
+
+if TYPE_CHECKING:
+    import pandas as pd
+
 
 REFERENCE_NOTE = "the committed runs in reference/h200x2, not this machine"
 """Said next to every two-GPU number that comes from the committed 2× H200 runs."""
 TARGET = 0.20
 """The model's target: its median relative error against the runs (issue 24), on GPUs."""
-
-
-def where(result: Any) -> str:
-    return getattr(result, "label", str(result))
-
-
-def ranks(result: Any, part: str) -> list[Any]:
-    """Every rank's metrics of a run of the ``costmodel`` workload, typed (``schema.read``)."""
-    return [schema.read(part, m) for m in result.ranks]
 
 
 # ------------------------------------------------------------------------------------------- the reference 2× H200
@@ -58,11 +72,11 @@ def reference_fit() -> Fit:
     from nvtutorial.chapters.ch01_hardware import report_reference as reference_runs
 
     run = reference_runs.load("sweep")
-    rows = bandwidth.rows_of(run)
+    rows = bandwidth.sweep_rows(run)
     return fit_link(
         "all_reduce",
-        [r["size"] for r in rows],
-        [r["time_us"] * 1e-6 for r in rows],
+        [r.size for r in rows],
+        [r.time_us * 1e-6 for r in rows],
         run.env.world_size if run.env else 2,
         reference_where(),
     )
@@ -89,7 +103,7 @@ def reference_checks(fit: Fit | None = None):  # -> pandas.DataFrame
     sources = [
         (
             "notebook 02's sweep (course benchmark)",
-            [(r["size"], r["time_us"] * 1e-6) for r in bandwidth.rows_of(reference_runs.load("ab default"))],
+            [(r.size, r.time_us * 1e-6) for r in bandwidth.sweep_rows(reference_runs.load("ab default"))],
         ),
         (
             "torch all-reduce (nvtutorial/data/h200x2)",
@@ -118,7 +132,7 @@ def reference_checks(fit: Fit | None = None):  # -> pandas.DataFrame
     return pd.DataFrame(rows)
 
 
-def reference_verdict(checks: Any, fit: Fit | None = None, target: float = TARGET) -> Verdict:
+def reference_verdict(checks: pd.DataFrame, fit: Fit | None = None, target: float = TARGET) -> Verdict:
     """Pass when the median |error| of the reference fit (``fit``, :func:`reference_fit` if None) against the
     committed runs (the rows ``in the median``) is within ``target``. The text explains the largest miss from the
     data: when its run measured a larger message of its own faster, the point is run-to-run spread (or a cold first
@@ -128,8 +142,8 @@ def reference_verdict(checks: Any, fit: Fit | None = None, target: float = TARGE
     errors = [abs(e) for e in used["error"]]
     med = statistics.median(errors)
     worst = used.iloc[max(range(len(errors)), key=errors.__getitem__)]
-    same = used[(used["source"] == worst["source"]) & (used["bytes"] > worst["bytes"])]
-    faster = same[same["measured (µs)"] < worst["measured (µs)"]].sort_values("bytes")
+    same = used.loc[(used["source"] == worst["source"]) & (used["bytes"] > worst["bytes"])]
+    faster = same.loc[same["measured (µs)"] < worst["measured (µs)"]].sort_values("bytes")
     own = [m for s, m in zip(fit.sizes, fit.measured) if s == worst["bytes"]]
     i_res = max(range(len(fit.residuals)), key=lambda i: abs(fit.residuals[i]))
     numbers = {
@@ -202,7 +216,7 @@ class Calibrated:
         return self.links[kind]
 
 
-def calibrated(device: Any, pair: Any | None = None) -> Calibrated:
+def calibrated(device: RunResult, pair: RunResult | None = None) -> Calibrated:
     """The model's numbers from a calibration run of the device (``device``, a RunResult) and, with two ranks, of
     the pair (``pair``; the device run itself when it had two ranks). Without a pair: the committed 2× H200's
     all-reduce, its α and β also standing for the all-gather and reduce-scatter (which that machine did not sweep)."""
@@ -215,20 +229,20 @@ def calibrated(device: Any, pair: Any | None = None) -> Calibrated:
     l2 = min((r.l2_bytes for r in dev if r.l2_bytes), default=None)
     pair = pair if pair is not None else (device if dev[0].world > 1 and dev[0].collectives else None)
     if pair is not None:
-        pair_fits = fits(ranks(pair, "calibrate"), where(pair))
+        pair_fits = fits(ranks(pair, "calibrate"), label_of(pair))
         return Calibrated(
             found,
             dtype,
-            where(device),
+            label_of(device),
             gpu,
             {k: f.link for k, f in pair_fits.items()},
-            where(pair),
+            label_of(pair),
             ranks(pair, "calibrate")[0].world,
             floors=floors,
             sm_clock_mhz=clock,
             l2_bytes=l2,
         )
-    bare = Calibrated(found, dtype, where(device), gpu, {}, "", floors=floors, sm_clock_mhz=clock, l2_bytes=l2)
+    bare = Calibrated(found, dtype, label_of(device), gpu, {}, "", floors=floors, sm_clock_mhz=clock, l2_bytes=l2)
     return with_reference_link(bare)
 
 
@@ -241,10 +255,8 @@ REFERENCE_DEVICE_RUNS = {
 """Its runs at the lesson's sizes: the GPU's calibration and its device problems. Update when it runs again."""
 
 
-def reference_device(part: str = "calibrate") -> Any:
+def reference_device(part: str = "calibrate") -> RunResult:
     """The committed one-H200 run of ``part`` (:data:`REFERENCE_DEVICE_RUNS`), a ``RunResult``."""
-    from nvtutorial.results import RunResult
-
     path = REFERENCE_DEVICE / REFERENCE_DEVICE_RUNS[part] / "result.json"
     if not path.is_file():
         raise FileNotFoundError(f"no committed one-H200 run in {path.parent}: it ships with a checkout of the course")
@@ -331,22 +343,29 @@ def error_verdict(
     or the CPU side above its floor; on the CPU other work)."""
     if not errors:
         raise ValueError(f"{key}: no errors to judge")
-    at = {b: sorted(k for k, x in (bands or {}).items() if x == b and k in errors) for b in BAND_POSITIONS}
+    at = Bands.of(bands or {}, errors)
     med = statistics.median(abs(e) for e in errors.values())
     worst = max(errors, key=lambda k: abs(errors[k]))
     beyond = {k: e for k, e in errors.items() if abs(e) > WORST_FACTOR * target}
-    numbers: dict[str, Any] = {"median_abs_error": med, "errors": dict(errors), "target": target, "worst": worst}
-    numbers.update(largest_allowed=WORST_FACTOR * target, beyond=sorted(beyond))
-    numbers.update(inside_band=sorted(at["inside (floor)"] + at["inside (work)"]), above_band=at["above"])
-    numbers["statistic"] = "median" if len(errors) > 2 else ("mean" if len(errors) == 2 else "one")
-    numbers["median_abs_band_error"] = statistics.median(abs(e) for e in band_errors.values()) if band_errors else None
+    statistic = "median" if len(errors) > 2 else ("mean" if len(errors) == 2 else "one")
+    band_median = statistics.median(abs(e) for e in band_errors.values()) if band_errors else None
     noise = (spread or {}).get(worst)
-    numbers["spread_of_worst"] = noise
+    numbers = {
+        "median_abs_error": med,
+        "errors": dict(errors),
+        "target": target,
+        "worst": worst,
+        "largest_allowed": WORST_FACTOR * target,
+        "beyond": sorted(beyond),
+        "inside_band": sorted(at.floor + at.work),
+        "above_band": list(at.above),
+        "statistic": statistic,
+        "median_abs_band_error": band_median,
+        "spread_of_worst": noise,
+    }
     head = _error_head(errors, worst, noise)
-    if band_errors:
-        head += (
-            f" Against the bands instead (0 inside one, else its nearer end): {numbers['median_abs_band_error']:.0%}."
-        )
+    if band_median is not None:
+        head += f" Against the bands instead (0 inside one, else its nearer end): {band_median:.0%}."
     head += _band_text(at, spread or {}, is_gpu, causes or {})
     if not is_gpu:
         return Verdict(
@@ -354,7 +373,7 @@ def error_verdict(
         )
     status = "pass" if med <= target and not beyond else "fail"
     of = {"median": "the median", "mean": "the median; here the mean of two", "one": "its one problem"}
-    rule = f"Target: within {target:.0%} ({of[numbers['statistic']]}), no problem beyond {WORST_FACTOR * target:.0%}"
+    rule = f"Target: within {target:.0%} ({of[statistic]}), no problem beyond {WORST_FACTOR * target:.0%}"
     if beyond:
         rule += ": " + ", ".join(f"{k} {e:+.0%}" for k, e in beyond.items()) + " beyond it"
     return Verdict(key, status, f"{head} {rule}.", numbers, where_)
@@ -372,25 +391,40 @@ def _error_head(errors: Mapping[str, float], worst: str, noise: float | None) ->
     return f"{what}: median {med:.0%} over {len(errors)} problems {largest}."
 
 
-def _band_text(
-    at: Mapping[str, Sequence[str]], spread: Mapping[str, float], is_gpu: bool, causes: Mapping[str, str]
-) -> str:
+@dataclasses.dataclass(frozen=True)
+class Bands:
+    """The problems at each place against their bands (:data:`BAND_POSITIONS`, in that order), each sorted."""
+
+    below: tuple[str, ...]
+    floor: tuple[str, ...]
+    """Inside, where the floor is the larger side."""
+    work: tuple[str, ...]
+    """Inside, where the work at the roofs is the larger side."""
+    above: tuple[str, ...]
+
+    @classmethod
+    def of(cls, bands: Mapping[str, str], keys: Collection[str]) -> Bands:
+        """From :func:`problems.band_positions`, the problems in ``keys`` only."""
+        return cls(*(tuple(sorted(k for k, x in bands.items() if x == b and k in keys)) for b in BAND_POSITIONS))
+
+
+def _band_text(at: Bands, spread: Mapping[str, float], is_gpu: bool, causes: Mapping[str, str]) -> str:
     def its(keys: Sequence[str], one: str, many: str) -> str:
         return f" {', '.join(keys)} " + (one if len(keys) == 1 else many)
 
     text = ""
-    if at["inside (floor)"]:
-        text += its(at["inside (floor)"], "lay inside its band", "lay inside their bands") + (
+    if at.floor:
+        text += its(at.floor, "lay inside its band", "lay inside their bands") + (
             " (floor to floor + work at the roofs) where the floor is the larger side: that checks a floor measured "
             "on the same calls, not the roofs."
         )
-    if at["inside (work)"]:
-        text += its(at["inside (work)"], "lay inside its band", "lay inside their bands") + (
+    if at.work:
+        text += its(at.work, "lay inside its band", "lay inside their bands") + (
             " where the work at the roofs is the larger side: a check of the roofs."
         )
-    for k in (k for k in at["above"] if k in causes):
+    for k in (k for k in at.above if k in causes):
         text += f" {k} took longer than its floor plus its work at the roofs: {causes[k]}."
-    rest = [k for k in at["above"] if k not in causes]
+    rest = [k for k in at.above if k not in causes]
     if rest:
         said = [(k, spread[k]) for k in rest if k in spread]
         why = "the CPU side cost more than its floor" if is_gpu else "other work on the shared CPU"
@@ -406,293 +440,10 @@ def _band_text(
     return text
 
 
-# --------------------------------------------------------------------------------------------------- the pipeline
-
-
-def schedule_runs(result: Any) -> dict[str, list[schema.ScheduleRun]]:
-    """Per schedule, every stage's record (stage order)."""
-    out: dict[str, list[schema.ScheduleRun]] = {}
-    for rank in ranks(result, "pipeline"):
-        for run in rank.runs:
-            out.setdefault(run.schedule, []).append(run)
-    return {k: sorted(v, key=lambda r: r.stage) for k, v in out.items()}
-
-
-def pipeline_loss_verdict(result: Any, tolerance: float) -> Verdict:
-    """Pass when every schedule's loss, at every step and on every stage, is within ``tolerance`` of one process's."""
-    diffs = {
-        s: max(abs(a - b) for r in runs for a, b in zip(r.losses, r.reference))
-        for s, runs in schedule_runs(result).items()
-    }
-    worst = max(diffs, key=lambda k: diffs[k])
-    ok = all(d <= tolerance for d in diffs.values())
-    numbers = {"max_abs_diff": diffs, "tolerance": tolerance, "worst": worst}
-    text = (
-        f"Both schedules follow the one-process loss: largest difference {diffs[worst]:.2g} ({worst}), within "
-        f"{tolerance:g}."
-        if ok
-        else f"{', '.join(s for s, d in diffs.items() if d > tolerance)} left the one-process loss by more than "
-        f"{tolerance:g} (largest {diffs[worst]:.2g})."
-    )
-    return Verdict("costmodel.pipeline.loss", "pass" if ok else "fail", text, numbers, where(result))
-
-
-def pipeline_gradient_verdict(result: Any, tolerance: float) -> Verdict:
-    """Pass when every stage's step-0 gradients equal one process's within ``tolerance`` of each tensor's largest
-    value. A pipeline that forgets to divide by the micro-batches is off by m − 1 (3.0 with 4)."""
-    diffs = {(s, r.stage): r.grad_max_rel_diff for s, runs in schedule_runs(result).items() for r in runs}
-    worst = max(diffs, key=lambda k: diffs[k])
-    numbers = {"max_rel_diff": {f"{s} stage {st}": d for (s, st), d in diffs.items()}, "tolerance": tolerance}
-    ok = diffs[worst] <= tolerance
-    text = (
-        f"At step 0 every stage's gradients equal the one-process gradients to {diffs[worst]:.2g} of each tensor's "
-        f"largest value (tolerance {tolerance:g}): the micro-batches' gradients add up to the whole batch's."
-        if ok
-        else f"{worst[0]}, stage {worst[1]}: the step-0 gradients are off by {diffs[worst]:.2g} of the tensor's "
-        f"largest value (tolerance {tolerance:g}); 3.0 with 4 micro-batches means summed, not averaged."
-    )
-    return Verdict("costmodel.pipeline.gradients", "pass" if ok else "fail", text, numbers, where(result))
-
-
-def timeline_busy(events: Sequence[schema.Event]) -> float:
-    return sum(e.end - e.start for e in events)
-
-
-def bubble_measured(stages: Sequence[Sequence[schema.Event]]) -> tuple[float, list[float]]:
-    """``(mean idle share, idle share per stage)`` of one step: the window runs from the first forward pass on any
-    stage to the last backward pass on any stage; a stage is idle when it runs no micro-batch in it."""
-    start = min(e.start for events in stages for e in events)
-    end = max(e.end for events in stages for e in events)
-    idle = [1 - timeline_busy(events) / (end - start) for events in stages]
-    return statistics.fmean(idle), idle
-
-
-def peak_in_flight(events: Sequence[schema.Event]) -> int:
-    """The most micro-batches a stage held at once: forward passes done whose backward pass has not ended."""
-    held = peak = 0
-    for e in sorted(events, key=lambda e: (e.end, e.kind == "F")):
-        held += 1 if e.kind == "F" else -1
-        peak = max(peak, held)
-    return peak
-
-
-def handoffs(stages: Sequence[Sequence[schema.Event]]) -> tuple[list[float], list[float]]:
-    """``(early, waits)`` of one step, from each dependency between neighbouring stages: stage s + 1's forward pass
-    of a micro-batch needs stage s's, stage s's backward pass needs stage s + 1's. ``early``: how long before its
-    input was finished a pass started (positive only when the clocks disagree: nothing can start before its input
-    exists). ``waits``: for a stage that was idle when its input was finished, how long it took to start: the
-    message, and the time the waiting rank took to run again."""
-    early, waits = [], []
-    for s in range(len(stages) - 1):
-        for kind, producer, consumer in (("F", stages[s], stages[s + 1]), ("B", stages[s + 1], stages[s])):
-            done = {e.microbatch: e.end for e in producer if e.kind == kind}
-            ordered = sorted(consumer, key=lambda e: e.start)
-            for i, e in enumerate(ordered):
-                if e.kind != kind or e.microbatch not in done:
-                    continue
-                ready = done[e.microbatch]
-                early.append(ready - e.start)
-                free = ordered[i - 1].end if i else -math.inf
-                if free <= ready <= e.start:
-                    waits.append(e.start - ready)
-    return early, waits
-
-
-CAUSALITY_S = 50e-6
-"""How early a pass may start before its input was finished on the timelines before the clocks are called wrong:
-more than the skew of an all-reduce's end on two GPUs (a few µs) and the host clock's reading (below a µs)."""
-
-
-def clocks_verdict(result: Any, tolerance_s: float = CAUSALITY_S) -> Verdict:
-    """Pass when, on every timed step of every schedule, no stage started a micro-batch more than ``tolerance_s``
-    before the stage it depends on had finished it (:func:`handoffs`): the ranks' timelines share one clock, so the
-    bubble measured across them is the bubble. Fail otherwise: the clocks disagree by at least that much."""
-    worst: dict[str, float] = {}
-    for schedule, runs in schedule_runs(result).items():
-        for t in range(min(len(r.timelines) for r in runs)):
-            early, _ = handoffs([r.timelines[t] for r in runs])
-            worst[schedule] = max([worst.get(schedule, 0.0), *early])
-    bad = {k: v for k, v in worst.items() if v > tolerance_s}
-    numbers = {"earliest_start_before_input_s": worst, "tolerance_s": tolerance_s}
-    if bad:
-        k = max(bad, key=lambda x: bad[x])
-        return Verdict(
-            "costmodel.pipeline.clocks",
-            "fail",
-            f"{k}: a stage started a micro-batch {bad[k] * 1e3:.3g} ms before the stage it depends on had finished "
-            f"it: impossible, so the ranks' clocks disagree by at least that much, and the bubble measured across "
-            f"them is off by as much (tolerance {tolerance_s * 1e6:.3g} µs).",
-            numbers,
-            where(result),
-        )
-    return Verdict(
-        "costmodel.pipeline.clocks",
-        "pass",
-        f"On every timeline each micro-batch starts after the stage it depends on has finished it (within "
-        f"{tolerance_s * 1e6:.3g} µs): the stages share one clock.",
-        numbers,
-        where(result),
-    )
-
-
-def bubble_table(result: Any):  # -> pandas.DataFrame
-    """Per schedule: the formula's bubble, the model's with this run's own per-stage times (unequal stages), the
-    measured idle share (median over the timed steps), per stage and on average, and the median and largest time a
-    stage took to start a micro-batch once its input was finished while it was idle (:func:`handoffs`)."""
-    import pandas as pd
-
-    rows = []
-    for schedule, runs in schedule_runs(result).items():
-        p, m = len(runs), runs[0].microbatches
-        steps = range(len(runs[0].timelines))
-        measured = [bubble_measured([r.timelines[t] for r in runs]) for t in steps]
-        waits = [w for t in steps for w in handoffs([r.timelines[t] for r in runs])[1]]
-        per_stage = [statistics.median(x[1][s] for x in measured) for s in range(p)]
-        stage_s = [statistics.median(timeline_busy(r.timelines[t]) / m for t in steps) for r in runs]
-        span = model.pipeline_time(stage_s, m)
-        uneven = statistics.fmean(1 - m * t / span for t in stage_s)
-        rows.append(
-            {
-                "schedule": schedule,
-                "stages": p,
-                "micro-batches": m,
-                "formula": model.bubble(p, m),
-                "model, this run's stage times": uneven,
-                "measured": statistics.median(x[0] for x in measured),
-                **{f"measured, stage {s}": v for s, v in enumerate(per_stage)},
-                "step (ms)": statistics.median(runs[0].step_s) * 1e3,
-                "handoff (ms, median)": statistics.median(waits) * 1e3 if waits else None,
-                "handoff (ms, largest)": max(waits) * 1e3 if waits else None,
-            }
-        )
-    return pd.DataFrame(rows).set_index("schedule")
-
-
-def handoff_verdict(bubbles: Any, send_s: float, message_bytes: float, where_: str) -> Verdict:
-    """The median handoff of each schedule (:func:`bubble_table`) against ``send_s``, one micro-batch's message by
-    ``α + S/β`` with the all-reduce's α and β standing in for a send's (the run sweeps no send): ``info``. On gloo
-    (``where_`` is the run's label) that α covers two exchanges or more and likely overstates one send; on GPUs
-    most of it is the per-call host cost that a send pays too (notebook 10's α against nccl-tests): an estimate, not
-    a bound. A handoff above it is most likely the host: the receiving rank running again after its wait, then
-    Python before the pass."""
-    handoffs = {str(k): float(v) / 1e3 for k, v in bubbles["handoff (ms, median)"].items() if v is not None}
-    gloo = "gloo" in where_
-    numbers = {"handoff_s": handoffs, "send_s": send_s, "message_bytes": message_bytes, "likely_overstated": gloo}
-    if not handoffs:
-        return Verdict("costmodel.pipeline.handoff", "info", "No stage waited idle for its input.", numbers, where_)
-    said = ", ".join(f"{k} {v * 1e3:.3g} ms" for k, v in handoffs.items())
-    why = (
-        "on gloo an all-reduce is two exchanges or more, so this likely overstates one send"
-        if gloo
-        else "most of that α is the per-call host cost, which a send pays too: an estimate, not a bound"
-    )
-    head = (
-        f"A stage that sat idle started a micro-batch a median {said} after its neighbour had finished it; one "
-        f"micro-batch's activations ({message_bytes / 1e3:.4g} kB) cost {send_s * 1e3:.3g} ms by α + S/β, the "
-        f"all-reduce's α and β standing in for a send's (the run sweeps no send; {why})"
-    )
-    above = {k: v for k, v in handoffs.items() if v > send_s}
-    if above:
-        text = (
-            f"{head}: {', '.join(above)} took longer than that estimate, most likely the host (the receiving rank "
-            "running again after its wait, then Python before the pass)."
-        )
-    else:
-        text = f"{head}: every handoff was within that estimate: nothing here points at the host."
-    return Verdict("costmodel.pipeline.handoff", "info", text, numbers | {"above": sorted(above)}, where_)
-
-
-def in_flight_verdict(result: Any) -> Verdict:
-    """Pass when each stage's peak number of micro-batches in flight, counted from its timeline, is what the
-    schedule promises (``model.in_flight``): all of them under GPipe, ``stages − stage`` under 1F1B."""
-    counted, expected = {}, {}
-    for schedule, runs in schedule_runs(result).items():
-        for r in runs:
-            label = f"{schedule} stage {r.stage}"
-            counted[label] = max(peak_in_flight(t) for t in r.timelines)
-            expected[label] = model.in_flight(r.stage, r.stages, r.microbatches, schedule)
-    bad = [k for k in counted if counted[k] != expected[k]]
-    numbers = {"counted": counted, "expected": expected}
-    if bad:
-        return Verdict(
-            "costmodel.pipeline.in_flight",
-            "fail",
-            "Micro-batches held at once differ from the schedule's: "
-            + "; ".join(f"{k}: {counted[k]}, expected {expected[k]}" for k in bad)
-            + ".",
-            numbers,
-            where(result),
-        )
-    return Verdict(
-        "costmodel.pipeline.in_flight",
-        "pass",
-        "Counted on the timelines, each stage held at most "
-        + ", ".join(f"{v} ({k})" for k, v in counted.items())
-        + " micro-batches' activations at once, as "
-        "each schedule promises: GPipe keeps all of them until the backward passes start, 1F1B at most "
-        "p − s on stage s of p: one for each stage from this one to the last.",
-        numbers,
-        where(result),
-    )
-
-
-def stage_blocks(layers: int, stage: int, stages: int) -> tuple[int, int]:
-    """``(first, last + 1)``: the blocks ``lessons/pipeline.py``'s ``split`` gives a stage (equal shares, the first
-    stages one more when they do not divide evenly)."""
-    per, extra = divmod(layers, stages)
-    first = stage * per + min(stage, extra)
-    return first, first + per + (stage < extra)
-
-
-def pipeline_stage_memory(setup: Any, stage: int, stages: int, microbatches: int) -> dict[str, float]:
-    """Bytes of one micro-batch's activations on a stage (notebook 08's memory model: what autograd saves in each
-    of its blocks, and on the last stage the final norm, the logits and the loss), and the transient logits'
-    gradients of the last stage."""
-    from nvtutorial.chapters.ch08_ladder.report_model import FLOAT, block_activations
-
-    micro = dataclasses.replace(setup, global_batch=max(1, setup.global_batch // microbatches), world=1)
-    first, last = stage_blocks(setup.layers, stage, stages)
-    tokens = micro.tokens("ddp")
-    activations = (last - first) * block_activations(micro, "ddp")
-    transient = 0.0
-    if stage == stages - 1:
-        activations += FLOAT * tokens * (2 * setup.dim + 2 + setup.vocab)
-        transient = 2 * FLOAT * tokens * setup.vocab
-    return {"activations": float(activations), "transient": float(transient)}
-
-
-def stage_memory_table(result: Any, setup: Any):  # -> pandas.DataFrame
-    """Per schedule and stage, in MB: the model state counted on the rank (parameters, gradients, Adam), one
-    micro-batch's activations by the memory model, how many micro-batches it held at once (counted on its
-    timeline), their product; on a GPU the measured peak."""
-    import pandas as pd
-
-    rows = []
-    for schedule, runs in schedule_runs(result).items():
-        for r in runs:
-            per_mb = pipeline_stage_memory(setup, r.stage, r.stages, r.microbatches)["activations"]
-            held = max(peak_in_flight(t) for t in r.timelines)
-            rows.append(
-                {
-                    "schedule": schedule,
-                    "stage": r.stage,
-                    "blocks": f"{r.blocks[0]}–{r.blocks[1] - 1}",
-                    "params": r.held.params / 1e6,
-                    "grads": r.held.grads / 1e6,
-                    "Adam": r.held.optimizer / 1e6,
-                    "activations per micro-batch": per_mb / 1e6,
-                    "held at once": held,
-                    "activations (model)": held * per_mb / 1e6,
-                    "peak measured": r.peak_allocated / 1e6 if r.peak_allocated is not None else None,
-                }
-            )
-    return pd.DataFrame(rows).set_index(["schedule", "stage"])
-
-
 # --------------------------------------------------------------------------------------------------- the capstone
 
 
-def capstone_runs(result: Any) -> dict[str, list[schema.StrategyRun]]:
+def capstone_runs(result: RunResult) -> dict[str, list[schema.StrategyRun]]:
     out: dict[str, list[schema.StrategyRun]] = {}
     for rank in ranks(result, "capstone"):
         for run in rank.runs:
@@ -700,7 +451,7 @@ def capstone_runs(result: Any) -> dict[str, list[schema.StrategyRun]]:
     return out
 
 
-def capstone_correct(result: Any, strategy: str, tolerance: float, grad_tolerance: float) -> Verdict:
+def capstone_correct(result: RunResult, strategy: str, tolerance: float, grad_tolerance: float) -> Verdict:
     """Pass when ``strategy`` ran on every rank, followed the one-process loss within ``tolerance`` and its step-0
     gradients within ``grad_tolerance``; fail otherwise, saying which."""
     runs = capstone_runs(result)[strategy]
@@ -708,7 +459,7 @@ def capstone_correct(result: Any, strategy: str, tolerance: float, grad_toleranc
     failed = [r for r in runs if not r.ok]
     if failed:
         return Verdict(
-            key, "fail", f"{strategy} did not run: {failed[0].error}", {"error": failed[0].error}, where(result)
+            key, "fail", f"{strategy} did not run: {failed[0].error}", {"error": failed[0].error}, label_of(result)
         )
     loss = max(abs(a - b) for r in runs for a, b in zip(r.losses, r.reference))
     grad = max(r.grad_max_rel_diff or 0.0 for r in runs)
@@ -720,7 +471,7 @@ def capstone_correct(result: Any, strategy: str, tolerance: float, grad_toleranc
             f"{strategy} trains what one process trains: loss within {loss:.2g}, step-0 "
             f"gradients within {grad:.2g} of each tensor's largest value.",
             numbers,
-            where(result),
+            label_of(result),
         )
     return Verdict(
         key,
@@ -728,36 +479,35 @@ def capstone_correct(result: Any, strategy: str, tolerance: float, grad_toleranc
         f"{strategy} computes something else: loss off by {loss:.2g} (tolerance {tolerance:g}), "
         f"gradients by {grad:.2g} (tolerance {grad_tolerance:g}).",
         numbers,
-        where(result),
+        label_of(result),
     )
 
 
-def measured_step(result: Any, strategy: str) -> float:
+def measured_step(result: RunResult, strategy: str) -> float:
     """The strategy's step time: the median over the timed repeats of the slowest rank."""
     runs = capstone_runs(result)[strategy]
     return statistics.median(max(r.step_s[i] for r in runs) for i in range(min(len(r.step_s) for r in runs)))
 
 
-def score_verdict(result: Any, strategy: str, ideal_s: float, correct: Verdict, fits: Verdict) -> Verdict:
+def score_verdict(result: RunResult, strategy: str, ideal_s: float, correct: Verdict, fits: Verdict) -> Verdict:
     """``score = ideal ÷ measured``, given to a strategy that trains correctly. One that trained but does not fit
     the budget (the CPU simulation enforces none) is scored and said to be over the budget
     (``numbers["over_budget"]``): shown, not a valid entry. The score is expected in (0, 1]; above 1 a run beat
     the speed of light, so the calibration's roofs are below what this run reached: the verdict says so."""
     key = f"costmodel.capstone.score.{strategy}"
     if correct.status != "pass":
-        return Verdict(key, "info", f"No score for {strategy}: {correct.text}", {"score": None}, where(result))
+        return Verdict(key, "info", f"No score for {strategy}: {correct.text}", {"score": None}, label_of(result))
     measured = measured_step(result, strategy)
     score = ideal_s / measured
-    numbers: dict[str, Any] = {"score": score, "ideal_s": ideal_s, "measured_s": measured}
+    numbers = {"score": score, "ideal_s": ideal_s, "measured_s": measured}
     if fits.status != "pass":
-        numbers["over_budget"] = True
         return Verdict(
             key,
             "info",
             f"{strategy}: score {score:.2f} (speed of light {ideal_s * 1e3:.4g} ms, measured {measured * 1e3:.4g} ms "
             f"per step), but over the budget, so not a valid entry: {fits.text}",
-            numbers,
-            where(result),
+            numbers | {"over_budget": True},
+            label_of(result),
         )
     if score > 1:
         return Verdict(
@@ -767,7 +517,7 @@ def score_verdict(result: Any, strategy: str, ideal_s: float, correct: Verdict, 
             f"({ideal_s * 1e3:.4g} ms): the calibration's roofs are below what this run reached; "
             "calibrate again on a quiet machine.",
             numbers,
-            where(result),
+            label_of(result),
         )
     return Verdict(
         key,
@@ -775,7 +525,7 @@ def score_verdict(result: Any, strategy: str, ideal_s: float, correct: Verdict, 
         f"{strategy}: score {score:.2f} (speed of light {ideal_s * 1e3:.4g} ms, measured "
         f"{measured * 1e3:.4g} ms per step).",
         numbers,
-        where(result),
+        label_of(result),
     )
 
 

@@ -15,12 +15,12 @@ One workload, four parts, one :class:`Params`:
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
-from typing import Any, Literal
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal, overload
 
 from nvtutorial.chapters.ch08_ladder.schema import sizes
 from nvtutorial.params import require
-from nvtutorial.results import typed
+from nvtutorial.results import RunResult, typed
 
 NAME = "costmodel"
 """The workload's name (``nvtutorial.run("costmodel", ...)``, ``nvtutorial list``), declared here
@@ -299,7 +299,14 @@ class CapstoneRank:
     runs: tuple[StrategyRun, ...]
 
 
-RESULTS = {"calibrate": CalibrationRank, "problems": ProblemsRank, "pipeline": PipelineRank, "capstone": CapstoneRank}
+PartRank = CalibrationRank | ProblemsRank | PipelineRank | CapstoneRank
+"""What one rank of a run returns, whichever part it ran."""
+RESULTS: dict[str, type[PartRank]] = {
+    "calibrate": CalibrationRank,
+    "problems": ProblemsRank,
+    "pipeline": PipelineRank,
+    "capstone": CapstoneRank,
+}
 
 
 # --------------------------------------------------------------------------------------------------- reading back
@@ -313,8 +320,21 @@ def rank_type(params: Mapping[str, Any]) -> type:
     return RESULTS[part]
 
 
-def read(part: str, metrics: Mapping[str, Any]) -> Any:
+def read(part: str, metrics: Mapping[str, Any]) -> PartRank:
     """One rank's metrics of a run of ``part`` as its typed result."""
     if part not in RESULTS:
         raise ValueError(f"unknown part {part!r}; the parts are {', '.join(PARTS)}")
     return typed(RESULTS[part], metrics)
+
+
+@overload
+def ranks(result: RunResult, part: Literal["calibrate"]) -> list[CalibrationRank]: ...
+@overload
+def ranks(result: RunResult, part: Literal["problems"]) -> list[ProblemsRank]: ...
+@overload
+def ranks(result: RunResult, part: Literal["pipeline"]) -> list[PipelineRank]: ...
+@overload
+def ranks(result: RunResult, part: Literal["capstone"]) -> list[CapstoneRank]: ...
+def ranks(result: RunResult, part: str) -> Sequence[PartRank]:
+    """Every rank's metrics of a run of the ``costmodel`` workload's ``part``, typed (:func:`read`)."""
+    return [read(part, m) for m in result.ranks]

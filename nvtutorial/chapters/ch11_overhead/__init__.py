@@ -8,7 +8,8 @@ The chapter's files, by role:
   the all-reduce), ``workload.py`` (what runs on the ranks, by name ``overhead``);
 - both sides, torch-free: ``schema.py`` (the workload's parameters and typed results), ``model.py`` (the step's
   two sides and the crossovers, on notebook 10's model);
-- kernel side: ``report.py`` (tables, verdicts, the committed one-GPU run), ``plots.py`` (figures), ``lab.py``
+- kernel side: ``report.py`` (tables, verdicts, the committed one-GPU run; with ``report_floor.py``, one call and
+  the doubling test, and ``report_step.py``, the step three ways), ``plots.py`` (figures), ``lab.py``
   (the runs), ``exercises.py`` (the code exercise's checker).
 
 ::

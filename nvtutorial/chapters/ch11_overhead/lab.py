@@ -45,8 +45,8 @@ def step_instead() -> str:
     from nvtutorial.chapters.ch11_overhead import report
 
     found = report.committed()
-    if found:
-        return f"the committed one-GPU run (reference/{found['kind']}/runs-11/)"
+    if found is not None:
+        return f"the committed one-GPU run (reference/{found.kind}/runs-11/)"
     return "nothing (no one-GPU run of notebook 11 is committed)"
 
 
@@ -58,9 +58,9 @@ def gpu_calibration(where: Part, calibrate_run: RunResult) -> tuple[RunResult | 
     if where.gpus:
         return calibrate_run, calibrate_run.label
     found = report.committed()
-    if not found:
+    if found is None:
         return None, f"no CUDA graph runs here ({where.why}), and no one-GPU run of notebook 11 is committed yet"
-    return found["calibrate"], report.committed_where(found["calibrate"], found["kind"])
+    return found.calibrate, report.committed_where(found.calibrate, found.kind)
 
 
 def compile_widths(where: Part, params: dict[str, Any]) -> tuple[int, ...] | None:
@@ -71,7 +71,7 @@ def compile_widths(where: Part, params: dict[str, Any]) -> tuple[int, ...] | Non
     if where.gpus:
         return tuple(params["compile_widths"])
     found = report.committed()
-    return report.params(found["step"]).compile_widths if found else None
+    return report.params(found.step).compile_widths if found is not None else None
 
 
 def gpu_step(where: Part, params: dict[str, Any]) -> tuple[RunResult | None, str]:
@@ -83,6 +83,6 @@ def gpu_step(where: Part, params: dict[str, Any]) -> tuple[RunResult | None, str
         run = step(where, params)
         return run, run.label
     found = report.committed()
-    if not found:
+    if found is None:
         return None, f"no CUDA graph runs here ({where.why}), and no one-GPU run of notebook 11 is committed yet"
-    return found["step"], report.committed_where(found["step"], found["kind"])
+    return found.step, report.committed_where(found.step, found.kind)

@@ -5,15 +5,20 @@ ways against the model's. Each takes data and returns ``(fig, ax)`` and says whe
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from nvtutorial.chapters.ch11_overhead import model
-from nvtutorial.chapters.ch11_overhead.report import LABELS
+from nvtutorial.chapters.ch11_overhead.report_step import LABELS, StepRow
 from nvtutorial.plots.style import figure, finish
+from nvtutorial.results import Where
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 
-def doubling(points: Sequence[tuple[int, float]], seq_len: int, where: str) -> tuple[Any, Any]:
+def doubling(points: Sequence[tuple[int, float]], seq_len: int, where: Where) -> tuple[Figure, Axes]:
     """Time per step against tokens per step (log–log): flat on the floor while overhead sets the time, then the
     work's line ``B · k``; where they cross, the crossover (when the sweep got there)."""
     import numpy as np
@@ -39,34 +44,34 @@ def doubling(points: Sequence[tuple[int, float]], seq_len: int, where: str) -> t
     return fig, ax
 
 
-def speedups(rows: Sequence[Mapping[str, Any]], where: str) -> tuple[Any, Any]:
+def speedups(rows: Sequence[StepRow], where: Where) -> tuple[Figure, Axes]:
     """Each way's speed over the eager step's at each width (bars, measured); the model's, predicted before the run
     (diamonds: its eager time over its time for that way; none where it made no prediction); and, smaller, the same
     from the two sides each run measured right before it was timed (crosses)."""
     import numpy as np
 
     fig, ax = figure(7.0, 4.0)
-    widths = sorted({r["width"] for r in rows})
-    variants = [v for v in LABELS if any(r["variant"] == v for r in rows)]
-    eager = {r["width"]: r for r in rows if r["variant"] == "eager"}
+    widths = sorted({r.width for r in rows})
+    variants = [v for v in LABELS if any(r.variant == v for r in rows)]
+    eager = {r.width: r for r in rows if r.variant == "eager"}
     step = 0.8 / len(variants)
 
-    def ratio(w: int, got: Mapping[int, Mapping[str, Any]], key: str) -> float:
-        a, b = eager[w][key] if w in eager else None, got[w][key] if w in got else None
+    def ratio(a: float | None, b: float | None) -> float:
         return a / b if a and b else np.nan
 
     for i, variant in enumerate(variants):
-        got = {r["width"]: r for r in rows if r["variant"] == variant}
+        got = {r.width: r for r in rows if r.variant == variant}
+        pairs = [(eager.get(w), got.get(w)) for w in widths]  # the eager run and this way's, at each width
         x = np.arange(len(widths)) + (i - (len(variants) - 1) / 2) * step
         ax.bar(
             x,
-            [got[w]["speedup"] if w in got else np.nan for w in widths],
+            [got[w].speedup if w in got else np.nan for w in widths],
             step * 0.9,
             color=f"C{i}",
             label=f"{LABELS[variant]}, measured",
         )
-        before = [ratio(w, got, "predicted_s") for w in widths]
-        during = [ratio(w, got, "model_s") for w in widths]
+        before = [ratio(e.predicted_s, g.predicted_s) if e and g else np.nan for e, g in pairs]
+        during = [ratio(e.model_s, g.model_s) if e and g else np.nan for e, g in pairs]
         ax.plot(x, before, "D", color="black", ms=5, label="the model (before the run)" if i == 0 else None)
         ax.plot(x, during, "x", color="grey", ms=5, label="the sides measured during the run" if i == 0 else None)
     ax.axhline(1.0, color="grey", lw=0.8)

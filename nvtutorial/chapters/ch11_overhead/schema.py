@@ -208,7 +208,7 @@ class AllReduceRank:
     points: tuple[AllReducePoint, ...]
 
 
-def rank_type(params: Mapping[str, Any]) -> type:
+def rank_type(params: Mapping[str, Any]) -> type[CalibrateRank | StepRank | AllReduceRank]:
     """The dataclass one rank of a run with ``params`` returns (by its ``part``)."""
     part = params.get("part", "calibrate")
     return {"calibrate": CalibrateRank, "step": StepRank, "allreduce": AllReduceRank}[part]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from nvtutorial.chapters.ch01_hardware import lab as bwlab
@@ -37,8 +38,8 @@ def test_plots_show_decades_on_log_axes_and_carry_the_label(tmp_path):
         paths=bwlab.SOURCE_AB_PATHS,
     )
     fig, ax = bwplots.plot_difference(ab)  # identical runs: drawn as their difference, inside the noise band
-    (line,) = [ln for ln in ax.get_lines() if ln.get_label().startswith("source's")]
-    assert list(line.get_ydata()) == pytest.approx([100 * (219 / 220 - 1), 100 * (331 / 330 - 1)])
+    (line,) = [ln for ln in ax.get_lines() if str(ln.get_label()).startswith("source's")]
+    assert np.asarray(line.get_ydata()).tolist() == pytest.approx([100 * (219 / 220 - 1), 100 * (331 / 330 - 1)])
     fig.canvas.draw()
     assert_readable(fig, ax)
     plt.close(fig)

@@ -34,7 +34,8 @@ from tests.helpers.bandwidth_runs import FIX, fake_result
 from tests.helpers.gpu_links_runs import H200, MIB, PEAK, link_rows, measured
 from tests.helpers.hardware_runs import copy_row, run_of, sendrecv, sendrecv_row, sweep, sweep_row
 from tests.helpers.paths import ROOT
-from tests.helpers.reference_ab import reference_run
+from tests.helpers.reference_ab import reference_lab, reference_run
+from tests.helpers.training_runs import ended_run
 
 GIB = 1 << 30
 
@@ -612,18 +613,7 @@ def test_vendor_claims_say_they_come_from_vendor_data():
 def test_reference_load_without_env_counts_the_ranks(tmp_path, monkeypatch):
     folder = tmp_path / "run-x"
     folder.mkdir()
-    RunResult(
-        workload="allreduce_bench",
-        params={},
-        returncode=1,
-        wall_s=1.0,
-        first_output_s=None,
-        env=None,
-        ranks=[{}, {}, {}],
-        run_dir=folder,
-        log_files={},
-        log_tail=[],
-    ).save()
+    ended_run("allreduce_bench", None, [{}, {}, {}], folder, returncode=1).save()
     monkeypatch.setattr(report_reference, "FOLDER", tmp_path)
     monkeypatch.setattr(report_reference, "RUNS", {"x": "run-x"})
     result = report_reference.load("x")
@@ -681,7 +671,7 @@ def test_grading_a_prediction(tmp_path):
     assert links.grade_run(None, gpu, exp).status == "no answer"
     cpu = fake_result(tmp_path, "c", {1 << 20: 1.0}, "", gpu=False)
     graded = links.grade_run(300.0, cpu, exp)  # a CPU run grades against the course's saved reference sweep
-    assert graded.numbers["measured"] == bandwidth.REFERENCE_SWEEP["busbw"] and "reference" in graded.where
+    assert graded.numbers["measured"] == bandwidth.REFERENCE_SWEEP.busbw and "reference" in graded.where
     assert "The reference measured: 326.8 GB/s" in graded.text and "Measured:" not in graded.text
     assert "394 GB/s (88%)" in graded.text  # the copy engines' share: link-level overhead below NCCL
     # R1-14: one term for NVIDIA's per-link rate (before headers and flow control), none of "raw"
@@ -913,21 +903,25 @@ def test_a_pinned_link_is_read_at_every_steady_size_by_median_and_best_block(ste
     small = pinned("device to host", 16 * MIB, 0.30, 0.31)  # below PCIE_STEADY: never read while larger sizes exist
     found = (small, *(pinned("device to host", *row) for row in steady))
     got = gpu.pcie_reading(measured(found), "device to host", LIM.pcie_gbps)
-    assert got["reading"] == reading and got["gbps"] == pytest.approx(steady[-1][1] * LIM.pcie_gbps)
-    assert got["best_share"] == pytest.approx(max(row[2] for row in steady))
-    assert ("varied" in got) == (reading == "varies")
+    assert got.reading == reading and got.gbps == pytest.approx(steady[-1][1] * LIM.pcie_gbps)
+    assert got.best_share == pytest.approx(max(row[2] for row in steady))
+    assert ("varied" in got.numbers()) == (got.varied is not None) == (reading == "varies")
 
 
 def test_a_varying_link_says_where_it_carried_its_rate():
     h100 = (pinned("device to host", 256 * MIB, 0.876, 0.876), pinned("device to host", GIB, 0.685, 0.877, 0.661))
-    got = gpu.pcie_reading(measured(h100), "device to host", LIM.pcie_gbps)
+    got = gpu.pcie_reading(measured(h100), "device to host", LIM.pcie_gbps).numbers()
     assert got["varied"] == {"size": GIB, "min": pytest.approx(0.661 * 63.0154), "max": pytest.approx(0.877 * 63.0154)}
     assert got["carried"] == {"size": 256 * MIB, "gbps": pytest.approx(0.876 * 63.0154)}
     at70 = (pinned("device to host", 256 * MIB, 0.70, 0.70), pinned("device to host", GIB, 0.6, 0.9))
     assert LIM.pcie_gbps is not None  # H200's PCIe Gen5 x16
-    edge = gpu.pcie_reading(measured(at70), "device to host", LIM.pcie_gbps)  # a median of exactly 70 % carried it
+    edge = gpu.pcie_reading(
+        measured(at70), "device to host", LIM.pcie_gbps
+    ).numbers()  # a median of exactly 70 % carried it
     assert edge["reading"] == "varies" and edge["carried"] == {"size": 256 * MIB, "gbps": 0.70 * LIM.pcie_gbps}
-    lone = gpu.pcie_reading(measured(h100[1:]), "device to host", LIM.pcie_gbps)  # one steady size: its best block
+    lone = gpu.pcie_reading(
+        measured(h100[1:]), "device to host", LIM.pcie_gbps
+    ).numbers()  # one steady size: its best block
     assert lone["reading"] == "varies" and lone["carried"] is None
     v = gpu.verdict(measured((*link_rows(), *h100[:1])), LIM)  # with the other links at 1 GiB, and 256 MiB
     assert v.numbers["device to host, pinned"]["reading"] == "as expected"  # 83 % at 1 GiB, 88 % at 256 MiB
@@ -935,9 +929,9 @@ def test_a_varying_link_says_where_it_carried_its_rate():
     assert "device to host varies: 42.7–43.6 GB/s between blocks at 1 GiB (55.2 GB/s, 88%, at 256 MiB)" in text
     assert gpu.WHY[("pcie", "varies")] in text and gpu.WHY[("pcie", "below")] not in text
     only_small = (pinned("device to host", 4 * MIB, 0.2, 0.2), pinned("device to host", 16 * MIB, 0.8, 0.8))
-    assert gpu.pcie_reading(measured(only_small), "device to host", LIM.pcie_gbps)["reading"] == "as expected"
-    assert gpu.pcie_reading(measured(only_small[:1]), "device to host", LIM.pcie_gbps)["reading"] == "below"
-    assert gpu.pcie_reading(measured(only_small), "device to host", None) == {
+    assert gpu.pcie_reading(measured(only_small), "device to host", LIM.pcie_gbps).reading == "as expected"
+    assert gpu.pcie_reading(measured(only_small[:1]), "device to host", LIM.pcie_gbps).reading == "below"
+    assert gpu.pcie_reading(measured(only_small), "device to host", None).numbers() == {
         "gbps": pytest.approx(0.8 * 63.0154),
         "share": None,
         "reading": None,
@@ -1063,14 +1057,7 @@ def test_the_newest_committed_one_gpu_run_reads_typed():
 
 @pytest.fixture(scope="module")
 def link_lab():
-    return bwlab.run_lab(
-        {},
-        reuse={
-            "default": reference_run("sweep"),
-            "P2P off": reference_run("lab P2P off"),
-            "P2P+SHM off": reference_run("lab P2P+SHM off"),
-        },
-    )
+    return reference_lab({"default": "sweep", "P2P off": "lab P2P off", "P2P+SHM off": "lab P2P+SHM off"})
 
 
 def test_registered_deciders_give_the_registered_status(ab):
@@ -1141,13 +1128,13 @@ def test_sweep_verdicts_from_the_reference_run():
     # the constants the CPU notebooks quote are this run's numbers
     saved = bandwidth.sweep_of(sweep).wire
     assert saved is not None and saved.tx_ratio is not None and saved.tx_bytes_per_link_per_op is not None
-    assert bandwidth.REFERENCE_WIRE["tx_ratio"] == pytest.approx(saved.tx_ratio, abs=1e-6)
-    assert bandwidth.REFERENCE_WIRE["links_read"] == saved.links_read == 18
+    assert bandwidth.REFERENCE_WIRE.tx_ratio == pytest.approx(saved.tx_ratio, abs=1e-6)
+    assert bandwidth.REFERENCE_WIRE.links_read == saved.links_read == 18
     per_link = [v / 1e6 for v in saved.tx_bytes_per_link_per_op.values()]
     assert (min(per_link), max(per_link)) == pytest.approx(
-        (bandwidth.REFERENCE_WIRE["per_link_mb_min"], bandwidth.REFERENCE_WIRE["per_link_mb_max"]), abs=0.01
+        (bandwidth.REFERENCE_WIRE.per_link_mb_min, bandwidth.REFERENCE_WIRE.per_link_mb_max), abs=0.01
     )
-    assert bandwidth.REFERENCE_SWEEP["busbw"] == pytest.approx(
+    assert bandwidth.REFERENCE_SWEEP.busbw == pytest.approx(
         bandwidth.at_size(bandwidth.sweep_rows(sweep), 1 << 30)[1], abs=0.01
     )
     small = bandwidth.small_message_cost(sweep)

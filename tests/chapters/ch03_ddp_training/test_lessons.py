@@ -755,15 +755,17 @@ def test_a_gpu_guess_of_the_scaling_is_graded_against_the_reference_not_the_cpu_
     """Issue 28: a GPU-minded 1.9× is "right" against the committed 2× H200 reference (1.73×), never "off" against
     the CPU simulation; the simulation is quoted with how its processes shared this machine (N6)."""
     summary = report.scaling_summary(scaling)
-    assert (summary["ranks"], summary["cpu_threads"], summary["cpu_cores"]) == (2, 1, os.cpu_count())
+    assert (summary.ranks, summary.cpu_threads, summary.cpu_cores) == (2, 1, os.cpu_count())
     v = report.grade_scaling(1.9, summary, scaling)
     assert v.status == "right" and v.numbers["measured"] == pytest.approx(1.7337, abs=5e-4)
     assert v.where.startswith("2× NVIDIA H200 · NV18") and v.where.endswith(report.REFERENCE_NOTE)
-    sim = summary["fixed_global"]["speedup"]
+    assert summary.fixed_global is not None
+    sim = summary.fixed_global.speedup
     assert f"a CPU simulation, {sim:.2f}×" in v.text and f"on {os.cpu_count()} core" in v.text
     assert report.grade_scaling(0.51, summary, scaling).status == "off"  # the issue's CPU number is no GPU answer
     ref = report.reference_runs()
-    assert report.scaling_summary(ref["nvlink"], ref["1gpu"])["fixed_global"]["speedup"] == v.numbers["measured"]
+    reference = report.scaling_summary(ref["nvlink"], ref["1gpu"]).fixed_global
+    assert reference is not None and reference.speedup == v.numbers["measured"]
     assert all(r.env.is_gpu for r in ref.values()) and ref["host"].overrides == {"NCCL_P2P_DISABLE": "1"}
 
 

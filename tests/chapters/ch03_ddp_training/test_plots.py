@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import matplotlib
 import pytest
 
@@ -14,27 +16,36 @@ from tests.helpers.figure_runs import problems, said
 matplotlib.use("Agg")
 
 
-SCALING = {
-    "memory": "counted_gb",
-    "one_gpu_batch": 8,
-    "solo_memory_gb": 0.1,
-    "fixed_per_gpu": {
-        "per_gpu_batch": 8,
-        "speedup": 1.02,
-        "efficiency": 0.51,
-        "samples_per_s_1": 512.0,
-        "samples_per_s_2": 523.8,
-        "memory_ratio_per_rank": [1.0, 1.0],
-    },
-    "fixed_global": {
-        "per_gpu_batch": 4,
-        "speedup": 0.54,
-        "efficiency": 0.27,
-        "samples_per_s_1": 512.0,
-        "samples_per_s_2": 274.5,
-        "memory_ratio_per_rank": [0.93, 0.93],
-    },
-}
+def _convention(batch: int, speedup: float, samples_per_s_2: float, ratio: float) -> training_report.Convention:
+    """Two CPU ranks against one at per-GPU ``batch`` (512 samples/s alone, 0.1 GB counted), memory ``ratio`` each."""
+    return training_report.Convention(
+        per_gpu_batch=batch,
+        global_batch=2 * batch,
+        speedup=speedup,
+        efficiency=speedup / 2,
+        samples_per_s_1=512.0,
+        samples_per_s_2=samples_per_s_2,
+        memory_gb_per_rank=[0.1 * ratio] * 2,
+        memory_ratio_per_rank=[ratio] * 2,
+        comm_share=None,
+        nosync_step_ms=None,
+        step_ms=None,
+    )
+
+
+SCALING = training_report.ScalingSummary(
+    memory="counted_gb",
+    one_gpu_batch=8,
+    one_gpu_how="rank 0 alone while the other rank waited",
+    where="CPU",
+    solo_memory_gb=0.1,
+    ranks=2,
+    cpu_threads=1,
+    cpu_cores=2,
+    fixed_per_gpu=_convention(8, 1.02, 523.8, 1.0),
+    fixed_global=_convention(4, 0.54, 274.5, 0.93),
+    solo_step_ms=None,
+)
 
 
 def _path(variant: str, **measured) -> training_report.PathRow:
@@ -44,7 +55,7 @@ def _path(variant: str, **measured) -> training_report.PathRow:
 
 @pytest.mark.parametrize("gpu", [False, True])
 def test_the_scaling_figure_shows_speed_up_against_the_limit_and_memory_against_one_and_half(gpu):
-    summary = {**SCALING, "memory": "peak_mem_gb" if gpu else "counted_gb"}
+    summary = dataclasses.replace(SCALING, memory="peak_mem_gb" if gpu else "counted_gb")
     fig, (speed, memory) = training_plots.plot_scaling(summary, "GPUs" if gpu else "CPU, gloo: a simulation")
     assert [round(p.get_height(), 2) for p in speed.patches] == [1.02, 0.54]
     assert {round(line.get_ydata()[0], 2) for line in speed.get_lines()} == {1.0, 2.0}

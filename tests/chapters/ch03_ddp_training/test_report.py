@@ -11,19 +11,18 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import types
-from pathlib import Path
 
 import pytest
 
 from nvtutorial.chapters.ch03_ddp_training import report as t
 from nvtutorial.chapters.ch03_ddp_training import report as training
+from nvtutorial.chapters.ch03_ddp_training import report_scaling as scaling_report
 from nvtutorial.chapters.ch03_ddp_training import schema
 from nvtutorial.chapters.ch03_ddp_training import schema as train_schema
 from nvtutorial.chapters.ch04_optimisations import report as oreport
 from nvtutorial.report import claims
 from nvtutorial.report.verdict import compare
-from nvtutorial.results import EnvInfo, RunResult, typed
+from nvtutorial.results import EnvInfo, typed
 from tests.helpers.training_runs import REF, rows_run
 
 GPU_LABEL = "2× test GPU · torch 2.13"
@@ -57,19 +56,9 @@ def metrics(rows, gpu=True, committed=False):
 
 
 def gpu_run(rows, ranks=None, gpu=True, params=None):
-    """A run as the launcher collects it: every rank's result as JSON (rank 0's rows ``rows``)."""
-    return RunResult(
-        workload="train",
-        params=params or {},
-        returncode=0,
-        wall_s=1.0,
-        first_output_s=None,
-        env=env(gpu),
-        ranks=[metrics(r, gpu) for r in (ranks or [rows])],
-        run_dir=Path("run"),
-        log_files={},
-        log_tail=[],
-    )
+    """A run as the launcher collects it: every rank's result as JSON (rank 0's rows ``rows``), on ``env(gpu)``."""
+    ranks_out = [metrics(r, gpu) for r in (ranks or [rows])]
+    return dataclasses.replace(rows_run([]), params=params or {}, env=env(gpu), ranks=ranks_out)
 
 
 def row(variant="baseline", rounds=(10.0, 10.1), batch=8, **extra):
@@ -105,6 +94,42 @@ def committed(variant, median, batch=8, **extra):
 
 def typed_rows(*rows):
     return typed(schema.Rank, metrics(list(rows))).rows
+
+
+def convention(**given) -> t.Convention:
+    """One batch convention of a scaling summary: what the test gives, every other field at a neutral value."""
+    neutral = {
+        "per_gpu_batch": 16,
+        "global_batch": 32,
+        "samples_per_s_1": 100.0,
+        "samples_per_s_2": 196.0,
+        "speedup": 1.96,
+        "efficiency": 0.98,
+        "memory_gb_per_rank": [],
+        "memory_ratio_per_rank": [],
+        "comm_share": None,
+        "nosync_step_ms": None,
+        "step_ms": None,
+    }
+    return t.Convention(**{**neutral, **given})
+
+
+def scaling(**given) -> t.ScalingSummary:
+    """A scaling summary: what the test gives; no convention measured and nothing recorded unless given."""
+    neutral = {
+        "one_gpu_batch": 16,
+        "one_gpu_how": "",
+        "memory": "peak_mem_gb",
+        "where": "",
+        "solo_memory_gb": None,
+        "ranks": 2,
+        "cpu_threads": None,
+        "cpu_cores": None,
+        "fixed_per_gpu": None,
+        "fixed_global": None,
+        "solo_step_ms": None,
+    }
+    return t.ScalingSummary(**{**neutral, **given})
 
 
 # --------------------------------------------------------------------------- reading the rows
@@ -215,7 +240,11 @@ def test_repeats_from_every_rank():
 
 
 def test_where_and_is_gpu():
-    assert t.where(gpu_run([])) == GPU_LABEL and t.where("given") == "given" and t.where(3) == ""
+    assert (
+        t.where(gpu_run([])) == GPU_LABEL
+        and t.where("given") == "given"
+        and t.where(typed(schema.Rank, metrics([]))) == ""
+    )
     nccl = gpu_run([])
     assert nccl.env is not None
     nccl.env = dataclasses.replace(nccl.env, nccl="2.28.9")
@@ -390,39 +419,25 @@ def test_efficiency_and_counted_bytes():
 
 
 def scaling_rows(sps_solo=100.0, sps_fixed=196.0, sps_global=180.0, mem=(10.0, (10.0, 10.05), (5.3, 5.31))):
+    """The 2-GPU baseline at per-GPU batch 16 and 8 (two ranks: global batch 32 and 16), and the 1-GPU row at 16."""
     solo = row(t.SOLO, batch=16, samples_per_s=sps_solo, peak_mem_gb_per_rank=[mem[0]], global_batch=16)
-    fixed = row(
-        "baseline",
-        batch=16,
-        samples_per_s=sps_fixed,
-        peak_mem_gb_per_rank=list(mem[1]),
-        global_batch=32,
-        world_size=2,
-        comm_share=0.1,
-        nosync_step_ms=9.0,
-    )
-    glob = row(
-        "baseline",
-        batch=8,
-        samples_per_s=sps_global,
-        peak_mem_gb_per_rank=list(mem[2]),
-        global_batch=16,
-        world_size=2,
-        comm_share=0.2,
-        nosync_step_ms=5.0,
+    fixed, glob = (
+        row("baseline", batch=b, samples_per_s=sps, peak_mem_gb_per_rank=list(m), comm_share=c, nosync_step_ms=n)
+        for b, sps, m, c, n in ((16, sps_fixed, mem[1], 0.1, 9.0), (8, sps_global, mem[2], 0.2, 5.0))
     )
     return [fixed, glob, solo]
 
 
 def test_scaling_summary_on_gpus():
     s = t.scaling_summary(gpu_run(scaling_rows()))
-    assert s["one_gpu_batch"] == 16 and s["memory"] == "peak_mem_gb" and s["where"] == GPU_LABEL
-    assert s["solo_memory_gb"] == 10.0 and s["solo_step_ms"] == 10.1
-    p, g = s["fixed_per_gpu"], s["fixed_global"]
-    assert (p["per_gpu_batch"], p["global_batch"], p["speedup"], p["efficiency"]) == (16, 32, 1.96, 0.98)
-    assert (g["per_gpu_batch"], g["global_batch"], g["speedup"], g["efficiency"]) == (8, 16, 1.8, 0.9)
-    assert p["memory_ratio_per_rank"] == [1.0, pytest.approx(1.005)] and g["memory_gb_per_rank"] == [5.3, 5.31]
-    assert (g["comm_share"], g["nosync_step_ms"], g["step_ms"]) == (0.2, 5.0, 10.1)
+    assert s.one_gpu_batch == 16 and s.memory == "peak_mem_gb" and s.where == GPU_LABEL
+    assert s.solo_memory_gb == 10.0 and s.solo_step_ms == 10.1
+    p, g = s.fixed_per_gpu, s.fixed_global
+    assert p is not None and g is not None
+    assert (p.per_gpu_batch, p.global_batch, p.speedup, p.efficiency) == (16, 32, 1.96, 0.98)
+    assert (g.per_gpu_batch, g.global_batch, g.speedup, g.efficiency) == (8, 16, 1.8, 0.9)
+    assert p.memory_ratio_per_rank == [1.0, pytest.approx(1.005)] and g.memory_gb_per_rank == [5.3, 5.31]
+    assert (g.comm_share, g.nosync_step_ms, g.step_ms) == (0.2, 5.0, 10.1)
 
 
 def test_scaling_summary_takes_the_solo_row_from_a_separate_run():
@@ -431,11 +446,11 @@ def test_scaling_summary_takes_the_solo_row_from_a_separate_run():
         [committed("data=device+batch_size=16", 10.1, batch=16, samples_per_s=100.0, peak_mem_gb_per_rank=[10.0])]
     )
     s = t.scaling_summary(gpu_run(rows), one)
-    assert s["fixed_per_gpu"]["speedup"] == 1.96
+    assert s.fixed_per_gpu is not None and s.fixed_per_gpu.speedup == 1.96
     with pytest.raises(ValueError, match="no 1-GPU row"):
         t.scaling_summary(gpu_run(rows))  # the baseline of the 2-GPU run is not a 1-GPU row
     missing = t.scaling_summary(gpu_run(scaling_rows()[:1] + scaling_rows()[2:]))
-    assert missing["fixed_global"] is None and missing["fixed_per_gpu"]["speedup"] == 1.96
+    assert missing.fixed_global is None and missing.fixed_per_gpu is not None and missing.fixed_per_gpu.speedup == 1.96
 
 
 def test_scaling_summary_on_the_cpu_counts_bytes_per_rank():
@@ -451,29 +466,32 @@ def test_scaling_summary_on_the_cpu_counts_bytes_per_rank():
     r0 = [counted(r, s) for r, s in zip(scaling_rows(), (1.0, 0.6, 1.0))]
     r1 = [counted(r, s) for r, s in zip(scaling_rows(), (1.0, 0.5, 1.0))]
     s = t.scaling_summary(gpu_run(r0, ranks=[r0, r1], gpu=False))
-    assert s["memory"] == "counted_gb" and s["solo_memory_gb"] == 5.0
-    assert s["fixed_global"]["memory_gb_per_rank"] == [3.0, 2.5]
-    assert s["fixed_global"]["memory_ratio_per_rank"] == [0.6, 0.5]
+    assert s.memory == "counted_gb" and s.solo_memory_gb == 5.0 and s.fixed_global is not None
+    assert s.fixed_global.memory_gb_per_rank == [3.0, 2.5]
+    assert s.fixed_global.memory_ratio_per_rank == [0.6, 0.5]
 
 
-def summary(speedup=1.96, gpu_ratio_global=(0.53, 0.53), ratio_fixed=(1.0, 1.0), memory="peak_mem_gb"):
-    return {
-        "one_gpu_batch": 16,
-        "memory": memory,
-        "where": "GPU",
-        "fixed_per_gpu": {
-            "speedup": speedup,
-            "efficiency": speedup / 2,
-            "per_gpu_batch": 16,
-            "memory_ratio_per_rank": list(ratio_fixed),
-        },
-        "fixed_global": {
-            "speedup": 1.8,
-            "efficiency": 0.9,
-            "per_gpu_batch": 8,
-            "memory_ratio_per_rank": list(gpu_ratio_global),
-        },
-    }
+def summary(speedup=1.96, gpu_ratio_global=(0.53, 0.53), ratio_fixed=(1.0, 1.0), memory="peak_mem_gb", **measured):
+    """``measured``: what both conventions measured alike (samples per second, memory)."""
+    return scaling(
+        one_gpu_batch=16,
+        memory=memory,
+        where="GPU",
+        fixed_per_gpu=convention(
+            speedup=speedup,
+            efficiency=speedup / 2,
+            per_gpu_batch=16,
+            memory_ratio_per_rank=list(ratio_fixed),
+            **measured,
+        ),
+        fixed_global=convention(
+            speedup=1.8,
+            efficiency=0.9,
+            per_gpu_batch=8,
+            memory_ratio_per_rank=list(gpu_ratio_global),
+            **measured,
+        ),
+    )
 
 
 @pytest.mark.parametrize("speedup, status", [(1.96, "wrong"), (2.0, "wrong"), (2.01, "holds"), (2.9, "holds")])
@@ -489,7 +507,7 @@ def test_c1_at_its_threshold(speedup, status):
 def test_c1_is_not_decided_on_the_cpu_or_without_the_run():
     v = t.verdict_c1(summary(0.69), gpu=False)
     assert v.status == "info" and v.numbers == {"speedup": 0.69}
-    assert t.verdict_c1({"fixed_per_gpu": None}).status == "info" and t.verdict_c1({}).numbers == {}
+    assert t.verdict_c1(scaling(fixed_per_gpu=None)).status == "info" and t.verdict_c1(scaling()).numbers == {}
 
 
 @pytest.mark.parametrize(
@@ -516,20 +534,30 @@ def test_c15_is_decided_from_gpu_peaks_only():
     assert t.verdict_c15(summary(memory="counted_gb")).status == "info"
     assert t.verdict_c15(summary(memory="counted_gb")).numbers["pattern_holds"] is True
     assert t.verdict_c15(summary(gpu_ratio_global=(0.5, None))).numbers == {}
-    assert t.verdict_c15({"fixed_global": None, "fixed_per_gpu": {}}).status == "info"
+    assert t.verdict_c15(scaling(fixed_global=None, fixed_per_gpu=convention())).status == "info"
 
 
 def test_scaling_verdicts_and_frame():
-    s = summary()
-    s["fixed_global"]["memory_gb_per_rank"] = [5.3, 5.3]
-    s["fixed_per_gpu"]["memory_gb_per_rank"] = [10.0, 10.0]
-    s.update(solo_memory_gb=10.0)
-    for x in ("fixed_global", "fixed_per_gpu"):
-        s[x].update(samples_per_s_1=100.0, samples_per_s_2=180.0)
+    sps = {"samples_per_s_1": 100.0, "samples_per_s_2": 180.0}
+    s = dataclasses.replace(
+        summary(),
+        solo_memory_gb=10.0,
+        fixed_per_gpu=convention(
+            speedup=1.96, efficiency=0.98, memory_ratio_per_rank=[1.0, 1.0], memory_gb_per_rank=[10.0, 10.0], **sps
+        ),
+        fixed_global=convention(
+            speedup=1.8,
+            efficiency=0.9,
+            per_gpu_batch=8,
+            memory_ratio_per_rank=[0.53, 0.53],
+            memory_gb_per_rank=[5.3, 5.3],
+            **sps,
+        ),
+    )
     out = t.scaling_verdicts(s, gpu=True)
     assert [v.key for v in out] == ["03.scaling.fixed_per_gpu", "03.scaling.fixed_global", "C1", "C15"]
     assert out[0].numbers == {"speedup": 1.96, "efficiency": 0.98} and out[0].where == "GPU"
-    assert [v.key for v in t.scaling_verdicts({**s, "fixed_global": None}, gpu=False)] == [
+    assert [v.key for v in t.scaling_verdicts(dataclasses.replace(s, fixed_global=None), gpu=False)] == [
         "03.scaling.fixed_per_gpu",
         "C1",
         "C15",
@@ -539,7 +567,7 @@ def test_scaling_verdicts_and_frame():
     assert list(frame["speed-up"]) == [1.96, 1.8] and list(frame["efficiency %"]) == [98.0, 90.0]
     assert list(frame["rank 1 ÷ 1 GPU"]) == [1.0, 0.53] and "memory, rank 0 (peak GB)" in frame
     assert t._r(None) == "n/a" and t._r(float("nan")) == "n/a" and t._r(1.23456, 3) == 1.235
-    one = t.scaling_frame({**s, "fixed_per_gpu": None, "memory": "counted_gb"})  # a convention not run: no row
+    one = t.scaling_frame(dataclasses.replace(s, fixed_per_gpu=None, memory="counted_gb"))  # a convention not run
     assert list(one["convention"]) == ["fixed global batch"] and "memory, rank 0 (counted GB)" in one
     assert t._pct(None) == "n/a" and t._pct(0.1234) == "12.3 %"
 
@@ -551,18 +579,18 @@ def test_scaling_verdicts_and_frame():
 def test_the_cpu_note_says_how_the_processes_shared_the_machine(threads, cores, contend):
     """N6: the cores and the ranks' threads come from the run (two ranks contend only where their threads outnumber
     the cores), never a hard-coded "two cores"."""
-    text = t.cpu_sharing({"ranks": 2, "cpu_threads": threads, "cpu_cores": cores})
+    text = t.cpu_sharing(scaling(ranks=2, cpu_threads=threads, cpu_cores=cores))
     assert (f"on {cores} core" in text) and (str(threads) + " thread" in text)
     assert ("contended" in text) is contend and ("enough for every thread" in text) is not contend
     assert ("torch.set_num_threads(1): the launch line's OMP_NUM_THREADS does not apply" in text) is (threads == 1)
-    s = {"fixed_global": {"step_ms": 6.0}, "solo_step_ms": 10.0, "ranks": 2, "cpu_threads": threads, "cpu_cores": cores}
+    s = scaling(fixed_global=convention(step_ms=6.0), solo_step_ms=10.0, ranks=2, cpu_threads=threads, cpu_cores=cores)
     assert text in t.scaling_explanation(s, gpu=False) and "two cores" not in t.scaling_explanation(s, gpu=False)
     assert text not in t.scaling_explanation(s, gpu=True)
 
 
 def test_the_cpu_note_without_the_runs_threads_names_no_number():
-    assert t.cpu_sharing({}) == "the 2 processes shared this machine's cores with whatever else ran on it"
-    assert t.cpu_sharing({"ranks": 2, "cpu_threads": None, "cpu_cores": 16}).startswith("the 2 processes shared")
+    assert t.cpu_sharing(scaling()) == "the 2 processes shared this machine's cores with whatever else ran on it"
+    assert t.cpu_sharing(scaling(ranks=2, cpu_threads=None, cpu_cores=16)).startswith("the 2 processes shared")
 
 
 def test_the_scaling_summary_carries_the_ranks_threads_and_cores():
@@ -570,8 +598,8 @@ def test_the_scaling_summary_carries_the_ranks_threads_and_cores():
     run = gpu_run(scaling_rows(), gpu=False)
     run.ranks = ranks
     s = t.scaling_summary(run)
-    assert (s["ranks"], s["cpu_threads"], s["cpu_cores"]) == (2, 1, 16)
-    assert t.scaling_summary(gpu_run(scaling_rows()))["cpu_cores"] is None  # not recorded: None, read as such
+    assert (s.ranks, s.cpu_threads, s.cpu_cores) == (2, 1, 16)
+    assert t.scaling_summary(gpu_run(scaling_rows())).cpu_cores is None  # not recorded: None, read as such
 
 
 def test_the_scaling_explanation_says_how_the_one_gpu_baseline_was_taken():
@@ -582,18 +610,18 @@ def test_the_scaling_explanation_says_how_the_one_gpu_baseline_was_taken():
     one = gpu_run([committed("data=device+batch_size=16", 10.1, batch=16, samples_per_s=100.0)])
     one.ranks[0]["world_size"] = 1
     separate = t.scaling_summary(gpu_run(scaling_rows()[:2]), one)
-    assert same["one_gpu_how"] == "rank 0 alone while the other rank waited"
-    assert separate["one_gpu_how"] == "a separate one-process launch"
+    assert same.one_gpu_how == "rank 0 alone while the other rank waited"
+    assert separate.one_gpu_how == "a separate one-process launch"
     for s in (same, separate):
         text = t.scaling_explanation(s, gpu=True)
-        assert f"(a GPU is less efficient on smaller work; the 1-GPU baseline: {s['one_gpu_how']})" in text
-        assert s["one_gpu_how"] not in t.scaling_explanation(s, gpu=False)  # the CPU does not split the causes
+        assert f"(a GPU is less efficient on smaller work; the 1-GPU baseline: {s.one_gpu_how})" in text
+        assert s.one_gpu_how not in t.scaling_explanation(s, gpu=False)  # the CPU does not split the causes
     two_rank_solo = gpu_run(scaling_rows()[:2] + [row(t.SOLO, (10.0, 10.1), batch=16, samples_per_s=100.0)])
-    assert t.scaling_summary(gpu_run(scaling_rows()[:2]), two_rank_solo)["one_gpu_how"].startswith("rank 0 alone")
+    assert t.scaling_summary(gpu_run(scaling_rows()[:2]), two_rank_solo).one_gpu_how.startswith("rank 0 alone")
 
 
 def test_the_scaling_explanation_splits_the_loss():
-    s = {"fixed_global": {"step_ms": 6.0, "nosync_step_ms": 5.5}, "solo_step_ms": 10.0}
+    s = scaling(fixed_global=convention(step_ms=6.0, nosync_step_ms=5.5), solo_step_ms=10.0)
     text = t.scaling_explanation(s, gpu=True)
     assert "a step took 6.00 ms, where half of the 1-GPU step would be 5.00 ms" in text
     assert "+0.50 ms from the smaller per-GPU batch" in text and "+0.50 ms from the gradient synchronisation" in text
@@ -603,8 +631,10 @@ def test_the_scaling_explanation_splits_the_loss():
     assert "cannot be split into causes" in cpu and "say nothing about GPUs" in cpu
     assert cpu.startswith("Two GPUs can at most double the samples per second.")
     assert "+0.50 ms against half the 1-process step, +0.50 ms against no_sync" in cpu
-    assert "under no_sync" not in t.scaling_explanation({"fixed_global": {"step_ms": 6.0}, "solo_step_ms": 10.0})
-    assert t.scaling_explanation({}) == "The fixed global batch run is missing."
+    assert "under no_sync" not in t.scaling_explanation(
+        scaling(fixed_global=convention(step_ms=6.0), solo_step_ms=10.0)
+    )
+    assert t.scaling_explanation(scaling()) == "The fixed global batch run is missing."
 
 
 # --------------------------------------------------------------------------- C14: transports
@@ -745,9 +775,9 @@ def test_transport_rows_and_the_sources_table():
 def test_show_prints_where_it_was_measured(capsys):
     import pandas as pd
 
-    t.show(pd.DataFrame([{"a": 1}]), types.SimpleNamespace(label="2× H200"), "A table")
+    t.show(pd.DataFrame([{"a": 1}]), env(), "A table")  # an environment: its label
     out = capsys.readouterr().out
-    assert out.startswith("A table\nmeasured on: 2× H200\n") and " a\n 1" in out
+    assert out.startswith(f"A table\nmeasured on: {GPU_LABEL}\n") and " a\n 1" in out
     t.show(pd.DataFrame([{"a": 1}]), "CPU")
     assert capsys.readouterr().out.startswith("measured on: CPU\n")
 
@@ -766,7 +796,7 @@ def test_show_displays_the_table_in_a_notebook(monkeypatch, capsys):
 
 
 def test_the_constants_the_lessons_quote():
-    assert [r["minutes_per_epoch"] for r in t.SOURCE_TABLE] == [58.0, 34.0, 29.0]
+    assert [r.minutes_per_epoch for r in t.SOURCE_TABLE] == [58.0, 34.0, 29.0]
     assert t.PATH_ENV["socket"] == {"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1"} and t.PATH_ENV["1gpu"] == {}
     assert t.PATH_ENV["host"] == {"NCCL_P2P_DISABLE": "1"} and t.SOURCE_ROW_FOR["host"] == "2 GPUs over PCIe"
     assert math.isclose(compare([1, 1], [1, 1]).noise, 0.01)
@@ -801,12 +831,8 @@ def one_gpu_run(t_big=65.0, t_half=38.0, gpu=True, batch=32, memory=(13.2, 7.2),
 
 def test_one_gpu_bounds_two_at_a_fixed_global_batch():
     s = t.one_gpu_summary(one_gpu_run())
-    assert s["bound"] == pytest.approx(65.0 / 38.0) and (s["batch"], s["memory_gb"], s["half_memory_gb"]) == (
-        32,
-        13.2,
-        7.2,
-    )
-    assert s["step_ms"] == pytest.approx(65.065) and s["gpu"] and s["where"] == GPU_LABEL  # the A/A repeat left out
+    assert s.bound == pytest.approx(65.0 / 38.0) and (s.batch, s.memory_gb, s.half_memory_gb) == (32, 13.2, 7.2)
+    assert s.step_ms == pytest.approx(65.065) and s.gpu and s.where == GPU_LABEL  # the A/A repeat left out
     v = t.one_gpu_verdict(one_gpu_run())
     assert v.key == "03.one_gpu" and v.status == "info" and v.where == GPU_LABEL
     assert v.numbers["bound"] == pytest.approx(65.0 / 38.0) and v.numbers["half_memory_gb"] == 7.2
@@ -854,17 +880,20 @@ def test_a_gpu_prediction_is_graded_against_gpus_only():
     assert v.status == "right" and v.numbers["measured"] == 1.8  # not the simulation's 0.54×
     assert v.where == f"{GPU_LABEL}: {t.REFERENCE_NOTE}" and "The committed 2× H200 reference measured: 1.8 ×" in v.text
     assert "bucket_cap_mb=25 passed explicitly: a 25 MiB first bucket" in t.REFERENCE_NOTE  # not the default (RR1 N4)
-    assert f"This machine's two ranks were a CPU simulation, {sim['fixed_global']['speedup']:.2f}×" in v.text
-    assert t.grade_scaling(sim["fixed_global"]["speedup"], sim, cpu, reference=reference).status == "off"
+    assert sim.fixed_global is not None
+    assert f"This machine's two ranks were a CPU simulation, {sim.fixed_global.speedup:.2f}×" in v.text
+    assert t.grade_scaling(sim.fixed_global.speedup, sim, cpu, reference=reference).status == "off"
     bound = t.grade_scaling(1.8, sim, cpu, one_gpu_run(), reference)
     assert f"bounds two GPUs like it at {65.0 / 38.0:.2f}×" in bound.text
     assert "bounds two GPUs like it at 1.71×" in t.grade_scaling(1.8, s, gpu, one_gpu_run()).text  # on GPUs too
     assert "bounds" not in t.grade_scaling(1.8, sim, cpu, one_gpu_run(gpu=False), reference).text
-    quiet = t.grade_scaling(1.8, {**sim, "fixed_global": None}, cpu, reference=reference)  # no simulation to quote
+    quiet = t.grade_scaling(
+        1.8, dataclasses.replace(sim, fixed_global=None), cpu, reference=reference
+    )  # no simulation to quote
     assert quiet.status == "right" and "CPU simulation" not in quiet.text
     none = t.grade_scaling(1.8, sim, cpu, reference={})
     assert none.status == "info" and none.numbers == {"prediction": 1.8} and none.where == cpu.label
-    missing = t.grade_scaling(1.8, {**s, "fixed_global": None}, gpu)
+    missing = t.grade_scaling(1.8, dataclasses.replace(s, fixed_global=None), gpu)
     assert missing.status == "info" and "missing" in missing.text
 
 
@@ -978,14 +1007,25 @@ def test_c1_and_c15_on_the_cpu_quote_what_the_reference_measured():
 
 
 def test_c1_and_c15_without_the_reference_say_it_decides(monkeypatch):
-    monkeypatch.setattr(t, "reference_runs", lambda: {})
+    monkeypatch.setattr(scaling_report, "reference_runs", lambda: {})  # where C1 and C15 look it up
     for v in (t.verdict_c1(summary(0.69), gpu=False), t.verdict_c15(summary(), gpu=False)):
         assert v.text.endswith("The 2× H200 reference decides it (not in this copy of the course)")
 
 
 def _solo(gpu=True, memory: float | None = 13.066613248, half: float | None = 6.931255296):
-    """A one-GPU summary as :func:`one_gpu_summary` gives it (the H100's peaks of 2026-12-07, batch 32 and 16)."""
-    return {"gpu": gpu, "where": "1× NVIDIA H100", "batch": 32, "memory_gb": memory, "half_memory_gb": half}
+    """A one-GPU summary as :func:`one_gpu_summary` gives it (the H100's peaks of 2026-12-07, batch 32 and 16; its
+    step times, not read by C15, made up)."""
+    return t.OneGpuSummary(
+        where="1× NVIDIA H100",
+        gpu=gpu,
+        batch=32,
+        step_ms=65.0,
+        half_step_ms=38.0,
+        samples_per_s=492.0,
+        memory_gb=memory,
+        half_memory_gb=half,
+        bound=65.0 / 38.0,
+    )
 
 
 @pytest.mark.parametrize(
@@ -1006,8 +1046,7 @@ def test_c15_on_the_cpu_quotes_the_one_gpu_peaks_where_they_ran_on_a_gpu(solo, s
 
 
 def test_scaling_verdicts_hand_the_one_gpu_launch_to_c15():
-    s = summary()
-    s["fixed_per_gpu"]["samples_per_s_1"] = s["fixed_global"]["samples_per_s_1"] = 100.0
+    s = summary(samples_per_s_1=100.0)
     c15 = t.scaling_verdicts(s, gpu=False, one_gpu=one_gpu_run())[-1]
     line = f"On {GPU_LABEL}, one rank (the per-GPU half of C15): peak allocated memory 13.2 GB at per-GPU batch 32 → "
     assert c15.key == "C15" and line + "7.2 GB at 16 (0.55×). " in c15.text
@@ -1046,23 +1085,25 @@ def test_scaling_efficiency_uses_the_rows_world_size():
         _train_row("baseline", 16, 180.0, global_batch=64, world_size=4),
     ]
     summary = training.scaling_summary(_train_rank(rows))
-    assert summary["fixed_per_gpu"]["speedup"] == pytest.approx(3.0)
-    assert summary["fixed_per_gpu"]["efficiency"] == pytest.approx(0.75)
-    assert summary["fixed_global"]["efficiency"] == pytest.approx(0.45)
+    assert summary.fixed_per_gpu is not None and summary.fixed_global is not None
+    assert summary.fixed_per_gpu.speedup == pytest.approx(3.0)
+    assert summary.fixed_per_gpu.efficiency == pytest.approx(0.75)
+    assert summary.fixed_global.efficiency == pytest.approx(0.45)
     two = training.scaling_summary(_train_rank(rows[:1] + [_train_row("baseline", 32, 150.0, global_batch=64)]))
-    assert two["fixed_per_gpu"]["efficiency"] == pytest.approx(0.75)  # world_size 2 in the row: 2 ranks
+    assert two.fixed_per_gpu is not None
+    assert two.fixed_per_gpu.efficiency == pytest.approx(0.75)  # world_size 2 in the row: 2 ranks
     no_world = {k: v for k, v in _train_row("baseline", 32, 150.0).items() if k != "world_size"}
     with pytest.raises(ValueError, match="missing field 'world_size' of Row"):  # a row always says its ranks
         _train_rank([no_world])
 
 
 def test_c1_says_where_the_summary_was_measured():
-    fixed = {"speedup": 1.8, "efficiency": 0.9}
-    assert training.verdict_c1({"fixed_per_gpu": fixed, "where": LABEL}).where == LABEL
-    assert training.verdict_c1({"fixed_per_gpu": fixed, "where": LABEL}, gpu=False).where == LABEL
-    missing = training.verdict_c1({"fixed_per_gpu": None, "where": LABEL})
+    fixed = convention(speedup=1.8, efficiency=0.9)
+    assert training.verdict_c1(scaling(fixed_per_gpu=fixed, where=LABEL)).where == LABEL
+    assert training.verdict_c1(scaling(fixed_per_gpu=fixed, where=LABEL), gpu=False).where == LABEL
+    missing = training.verdict_c1(scaling(fixed_per_gpu=None, where=LABEL))
     assert missing.status == "info" and missing.where == LABEL
-    assert math.isclose(training.verdict_c1({"fixed_per_gpu": fixed, "where": LABEL}).numbers["claimed"], 168 / 58)
+    assert math.isclose(training.verdict_c1(scaling(fixed_per_gpu=fixed, where=LABEL)).numbers["claimed"], 168 / 58)
 
 
 def test_the_reference_holds_every_run_the_gpu_verdicts_need():
@@ -1070,7 +1111,7 @@ def test_the_reference_holds_every_run_the_gpu_verdicts_need():
     assert all(r.env.is_gpu and "H200" in r.label for r in REF.values())
 
 
-def _scaling_summary() -> dict:
+def _scaling_summary() -> t.ScalingSummary:
     return t.scaling_summary(REF["scaling"], REF.get("one_gpu"))
 
 
@@ -1143,9 +1184,9 @@ def test_c14_reads_the_sources_own_model_and_the_tables_inconsistency():
     """ResNet-50 on the reference 2x H200 (the committed fixture): 3.4 % slower host-staged, not the source's 17 %;
     the source's table leaves less than half its one-GPU epoch for computation in both 2-GPU rows."""
     resnet = t.resnet50_reference()
-    assert resnet == {"1gpu": 4303.0, "nvlink": 8294.0, "host": 8021.0, "socket": 4882.0}
-    assert resnet["nvlink"] / (2 * resnet["1gpu"]) == pytest.approx(0.964, abs=5e-4)
-    assert resnet["host"] / (2 * resnet["1gpu"]) == pytest.approx(0.932, abs=5e-4)
+    assert resnet == t.ResNet50(one_gpu=4303.0, nvlink=8294.0, host=8021.0, socket=4882.0)
+    assert resnet.nvlink / (2 * resnet.one_gpu) == pytest.approx(0.964, abs=5e-4)
+    assert resnet.host / (2 * resnet.one_gpu) == pytest.approx(0.932, abs=5e-4)
     assert t.source_table_tension() == pytest.approx({"2 GPUs over PCIe": 34 * 0.82 / 29, "2 GPUs over NVLink": 0.91})
     assert all(v < 1 for v in t.source_table_tension().values())
     v = t.verdict_c14(_c14_rows(103.0))

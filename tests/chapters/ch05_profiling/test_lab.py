@@ -79,10 +79,10 @@ def test_the_one_gpu_run_is_the_lessons_step_at_its_sizes():
     """Notebook 05 on one GPU: one rank of the lesson's step at the lesson's sizes (the course UNet, 16 images of
     256x256 in bf16), without what one rank cannot have: a trace to pair, the batch sweep, the all-reduce probe."""
     from nvtutorial import params as params_mod
-    from nvtutorial.chapters.ch05_profiling import workload
+    from nvtutorial.chapters.ch05_profiling import schema
 
     p = params_mod.build(
-        workload.Params, profiling.params_from(notebook_sizes("05_profiling.ipynb")["full"], **profiling.ONE_GPU)
+        schema.Params, profiling.params_from(notebook_sizes("05_profiling.ipynb")["full"], **profiling.ONE_GPU)
     )
     assert (p.model, p.batch_size, p.image_size, p.amp) == ("full", 16, 256, "bf16")
     assert (p.profiler, p.sweep, p.probe_mb, p.local_baseline, p.memory_snapshot) == (False, (), 0, False, True)

@@ -22,7 +22,9 @@ from nvtutorial import tracesplit
 from nvtutorial.chapters.ch05_profiling import report as profiling
 from nvtutorial.chapters.ch05_profiling import report_monitoring as monitoring
 from nvtutorial.chapters.ch05_profiling import report_traces as traces
+from nvtutorial.chapters.ch05_profiling import report_wire as wire
 from nvtutorial.chapters.ch05_profiling import schema
+from nvtutorial.machine.telemetry import Sampler
 from nvtutorial.report import claims
 from nvtutorial.report.verdict import compare
 from nvtutorial.results import EnvInfo
@@ -37,6 +39,16 @@ from tests.helpers.typed_runs import run_of
 
 def res(*ranks, gpu=True, label="2× test GPU"):
     return run_of(*ranks, gpu=gpu, label=label, workload="profile_step")
+
+
+def sampler_of(**attributes) -> Sampler:
+    """A telemetry sampler with only what a reader takes from it."""
+    return cast(Sampler, types.SimpleNamespace(**attributes))
+
+
+def traffic(*sent_gib: float) -> list[profiling.Traffic]:
+    """Probe rows (:func:`profiling.probe_traffic`) of GPUs that sent ``sent_gib`` each."""
+    return [profiling.Traffic(gpu, gib, 0.0, 1.0, gib, 1.0) for gpu, gib in enumerate(sent_gib)]
 
 
 # --------------------------------------------------------------------------- the split
@@ -96,17 +108,13 @@ def test_a_rank_without_a_split_fails_the_check():
 
 
 def test_the_estimate_of_the_wire():
-    paired = profiling.link_estimate([split(link=(1.5, 0.5, 0.6)), split(comm=1.0, exposed=0.4, link=(0.3, 0.7, 0.1))])
-    assert paired == {
-        "source": "paired traces",
-        "link_ms": 0.5,
-        "exposed_link_ms": pytest.approx(0.3),
-        "wait_ms": [1.5, 0.3],
-    }
-    least = profiling.link_estimate([split(comm=2.0, exposed=1.2), None, split(comm=0.5, exposed=0.2)])
-    assert least == {"source": "least of the ranks", "link_ms": 0.5, "exposed_link_ms": 0.2, "wait_ms": [1.5, 0.0]}
-    mixed = profiling.link_estimate([split(link=(1.5, 0.5, 0.6)), split(comm=0.5, exposed=0.2)])
-    assert mixed["source"] == "least of the ranks"  # one rank without paired traces: the estimate for all
+    paired = wire.link_estimate([split(link=(1.5, 0.5, 0.6)), split(comm=1.0, exposed=0.4, link=(0.3, 0.7, 0.1))])
+    assert (paired.source, paired.link_ms, paired.wait_ms) == ("paired traces", 0.5, (1.5, 0.3))
+    assert paired.exposed_link_ms == pytest.approx(0.3)
+    least = wire.link_estimate([split(comm=2.0, exposed=1.2), None, split(comm=0.5, exposed=0.2)])
+    assert least == wire.LinkEstimate("least of the ranks", link_ms=0.5, exposed_link_ms=0.2, wait_ms=(1.5, 0.0))
+    mixed = wire.link_estimate([split(link=(1.5, 0.5, 0.6)), split(comm=0.5, exposed=0.2)])
+    assert mixed.source == "least of the ranks"  # one rank without paired traces: the estimate for all
 
 
 def test_the_split_verdict():
@@ -160,7 +168,7 @@ def test_overhead_comparisons_need_two_repeats_each():
     ],
 )
 def test_joint(statuses, joint):
-    assert profiling._joint(statuses) == joint
+    assert wire.joint_status(statuses) == joint
 
 
 def test_the_overhead_verdict():
@@ -244,11 +252,9 @@ def test_ab_frame_and_comparisons():
     assert list(f["step"]) == [profiling.AB_KINDS[k] for k in AB] and list(f["median_ms"]) == [10.0, 9.0, 8.0]
     assert list(f["round 3"]) == [10.0, 9.0, 8.0]
     one = schema.Kinds(ddp=(1.0,), no_sync=(1.0, 1.1))
-    cs = profiling.comparisons([kinds(AB), kinds({"ddp": AB["ddp"], "no_sync": AB["no_sync"]}), one, None], "no_sync")
+    cs = wire.comparisons([kinds(AB), kinds({"ddp": AB["ddp"], "no_sync": AB["no_sync"]}), one, None], "no_sync")
     assert cs[0] == cs[1] == compare(AB["no_sync"], AB["ddp"]) and cs[2:] == [None, None]
-    assert profiling.comparisons([kinds({"ddp": AB["ddp"], "no_sync": AB["no_sync"]})], "local") == [
-        None
-    ]  # no 1-GPU step
+    assert wire.comparisons([kinds({"ddp": AB["ddp"], "no_sync": AB["no_sync"]})], "local") == [None]  # no 1-GPU step
 
 
 def test_the_price_of_the_exchange_and_of_the_second_gpu():
@@ -315,7 +321,7 @@ def test_the_wire_and_memory_frames():
 
 
 def test_probe_traffic():
-    sampler = types.SimpleNamespace(
+    sampler = sampler_of(
         available=True,
         nvlink_bytes=lambda s, e: {
             0: {"tx_bytes": 2 * 2**30, "rx_bytes": 2**30, "seconds": 2.0},
@@ -324,7 +330,7 @@ def test_probe_traffic():
     )
     run = res(made.rank(probe=probe()))
     rows = profiling.probe_traffic(sampler, run)
-    assert rows == [
+    assert [dataclasses.asdict(r) for r in rows] == [
         {
             "gpu": 0,
             "nvml_sent_gib": 2.0,
@@ -342,10 +348,10 @@ def test_probe_traffic():
             "seconds": 2.0,
         },
     ]
-    assert profiling.probe_traffic(types.SimpleNamespace(available=False), run) == []
+    assert profiling.probe_traffic(sampler_of(available=False), run) == []
     assert profiling.probe_traffic(sampler, res(made.rank())) == []
     zero = profiling.probe_traffic(sampler, res(made.rank(probe=probe(sent=0))))
-    assert zero[0]["sent_over_expected"] is None
+    assert zero[0].sent_over_expected is None
 
 
 # --------------------------------------------------------------------------- the batch sweep, C16
@@ -357,18 +363,21 @@ def test_the_sweep_table():
     t = profiling.sweep_table(
         sweep([sweep_row(8, 1.0, 0.1), sweep_row(1, 5.0, 4.0)], [sweep_row(1, 0.3, 0.25), sweep_row(8, 1.1, 0.05)])
     )
-    assert [r["batch"] for r in t] == [1, 8] and t[0]["global_batch"] == 2 and t[0]["step_ms"] == 10.0
-    assert t[0]["comm_share_rank0"] == 0.5 and t[0]["comm_share_rank1"] == 0.03 and t[0]["comm_share_mean"] == 0.265
-    assert t[0]["link_ms"] == 0.3 and t[0]["link_share"] == pytest.approx(0.03) and t[0]["exposed_link_ms"] == 0.25
-    assert t[1]["exposed_link_share"] == pytest.approx(0.05 / 80) and t[0]["source"] == "least of the ranks"
-    assert t[0]["samples_per_s"] == 100.0 and "exchange_ms" not in t[0]
+    rows = t.to_dict("records")
+    assert [r["batch"] for r in rows] == [1, 8] and rows[0]["global_batch"] == 2 and rows[0]["step_ms"] == 10.0
+    assert rows[0]["comm_share_rank0"] == 0.5 and rows[0]["comm_share_rank1"] == 0.03
+    assert rows[0]["comm_share_mean"] == 0.265 and rows[0]["link_ms"] == 0.3
+    assert rows[0]["link_share"] == pytest.approx(0.03) and rows[0]["exposed_link_ms"] == 0.25
+    assert rows[1]["exposed_link_share"] == pytest.approx(0.05 / 80) and rows[0]["source"] == "least of the ranks"
+    assert rows[0]["samples_per_s"] == 100.0 and "exchange_ms" not in t
     ab = {"ddp": [10.0, 10.1], "no_sync": [9.0, 9.1]}
     timed = profiling.sweep_table(sweep([sweep_row(1, 1.0, 0.5, repeats=ab)], [sweep_row(1, 1.0, 0.5, repeats=ab)]))
-    assert timed[0]["exchange_ms"] == [1.0, 1.0] and timed[0]["exchange_status"] == "slower"
+    first = timed.to_dict("records")[0]
+    assert first["exchange_ms"] == [1.0, 1.0] and first["exchange_status"] == "slower"
     c = compare(ab["no_sync"], ab["ddp"])
-    assert timed[0]["exchange_noise_ms"] == [c.noise * c.baseline] * 2
+    assert first["exchange_noise_ms"] == [c.noise * c.baseline] * 2
     bare = dataclasses.replace(sweep_row(2, 1.0, 0.5), comm_ms=None)  # a rank not profiled
-    assert "link_ms" not in profiling.sweep_table(sweep([bare], [sweep_row(2, 1.0, 0.5)]))[0]
+    assert "link_ms" not in profiling.sweep_table(sweep([bare], [sweep_row(2, 1.0, 0.5)]))
 
 
 def c16_run(exposed_small, exposed_large, link_large_ms=None, comm_small=1.0, gpu=True):
@@ -571,8 +580,8 @@ def test_the_kernel_summary():
     )
     rows = traces.parse_kernel_summary(text)
     assert rows == [
-        {"name": "ncclDevKernel_AllReduce", "total_ns": 1.5e6, "instances": 3},
-        {"name": "sm90_gemm", "total_ns": 2.5e6, "instances": 10},
+        traces.KernelRow(name="ncclDevKernel_AllReduce", total_ns=1.5e6, instances=3),
+        traces.KernelRow(name="sm90_gemm", total_ns=2.5e6, instances=10),
     ]
     assert traces.kernel_summary_split(rows) == {"compute_ms": 2.5, "comm_ms": 1.5}
     assert traces.parse_kernel_summary("no header\n") == []
@@ -623,12 +632,12 @@ def test_c13_at_its_rule():
 
 
 def test_c13_from_a_sampler():
-    sampler = types.SimpleNamespace(dmon_text=DMON, reason="", dmon_reason="", started_at=None)
+    sampler = sampler_of(dmon_text=DMON, reason="", dmon_reason="", started_at=None)
     run = res(made.rank(probe=probe(start=1.0, end=2.0)))
-    v = monitoring.verdict_c13_from(sampler, run, [{"nvml_sent_gib": 1.0}])
+    v = monitoring.verdict_c13_from(sampler, run, traffic(1.0))
     assert v.status == "wrong" and v.numbers["sent_over_expected"] == 1.0 and v.numbers["sm_during_probe"] is None
     run.env = cast(EnvInfo, types.SimpleNamespace(is_gpu=False))
-    cpu = monitoring.verdict_c13_from(sampler, run, [{"nvml_sent_gib": 1.0}])
+    cpu = monitoring.verdict_c13_from(sampler, run, traffic(1.0))
     assert cpu.status == "unverifiable" and cpu.numbers["dmon_columns"] == ["sm", "mem", "enc", "dec"]
     assert cpu.numbers["nvlink_sent_bytes"] == [] and claims.claim("C13").finding in cpu.text
 
@@ -638,12 +647,12 @@ def test_c13_from_a_sampler_reads_the_sm_during_the_probe():
 
     day = datetime.datetime(2026, 12, 1, 0, 0, 0).timestamp()
     at = day + 10 * 3600
-    sampler = types.SimpleNamespace(dmon_text=DMON, reason="", dmon_reason="", started_at=at)
+    sampler = sampler_of(dmon_text=DMON, reason="", dmon_reason="", started_at=at)
     run = res(made.rank(probe=probe(start=at + 1.5, end=at + 3.0)))
-    v = monitoring.verdict_c13_from(sampler, run, [{"nvml_sent_gib": 2.0}, {"nvml_sent_gib": 1.0}])
+    v = monitoring.verdict_c13_from(sampler, run, traffic(2.0, 1.0))
     assert v.numbers["sm_during_probe"] == 100.0 and v.numbers["nvlink_sent_bytes"] == [2 * 2**30, 2**30]
     assert v.numbers["sent_over_expected"] == 2.0 and v.numbers["expected_bytes"] == 2**30
-    quiet = types.SimpleNamespace(dmon_text="", reason="", dmon_reason="dmon: not found", started_at=at)
+    quiet = sampler_of(dmon_text="", reason="", dmon_reason="dmon: not found", started_at=at)
     none = monitoring.verdict_c13_from(quiet, run)
     assert none.status == "unverifiable" and none.numbers["sm_during_probe"] is None and "dmon: not found" in none.text
     run.env = cast(EnvInfo, types.SimpleNamespace(is_gpu=False))
@@ -940,8 +949,8 @@ def test_c13_from_a_run_without_a_probe_reads_no_sm():
     import datetime
 
     at = datetime.datetime(2026, 12, 1, 10, 0, 0).timestamp()
-    sampler = types.SimpleNamespace(dmon_text=DMON, reason="", dmon_reason="", started_at=at)
-    v = monitoring.verdict_c13_from(sampler, res(made.rank()), [{"nvml_sent_gib": 1.0}])
+    sampler = sampler_of(dmon_text=DMON, reason="", dmon_reason="", started_at=at)
+    v = monitoring.verdict_c13_from(sampler, res(made.rank()), traffic(1.0))
     assert v.status == "wrong" and v.numbers["sm_during_probe"] is None and v.numbers["expected_bytes"] is None
 
 
@@ -1069,7 +1078,7 @@ def test_parse_kernel_summary():
         '"40.0","4000","2","2000.0","2000.0","2000","2000","0.0","ncclDevKernel_AllReduce_Sum_f32_RING_LL(x)"\n'
     )
     rows = traces.parse_kernel_summary(text)
-    assert [r["name"][:10] for r in rows] == ["sm90_xmma_", "ncclDevKer"]
+    assert [r.name[:10] for r in rows] == ["sm90_xmma_", "ncclDevKer"]
     assert traces.kernel_summary_split(rows) == {"compute_ms": pytest.approx(0.006), "comm_ms": pytest.approx(0.004)}
     assert traces.parse_kernel_summary("no table here") == []
 
@@ -1078,7 +1087,7 @@ def test_probe_traffic_and_the_c13_verdict():
     t = fake_sampler()
     res = run_of(made.rank(probe=made.probe(start=9.9, end=12.1, sent=2 * 2**30)), label="here")
     rows = profiling.probe_traffic(t, res)
-    assert [r["gpu"] for r in rows] == [0, 1] and rows[0]["sent_over_expected"] == pytest.approx(1.0)
+    assert [r.gpu for r in rows] == [0, 1] and rows[0].sent_over_expected == pytest.approx(1.0)
     v = monitoring.verdict_c13_from(t, res, rows)
     assert v.status == "wrong" and v.numbers["dmon_columns"] == ["sm", "mem", "enc", "dec", "jpg", "ofa"]
     assert v.numbers["sent_over_expected"] == pytest.approx(1.0) and v.where == "here"

@@ -11,6 +11,7 @@ from nvtutorial import tracesplit
 from nvtutorial.chapters.ch05_profiling import lab as profiling
 from nvtutorial.chapters.ch05_profiling import report as profreport
 from nvtutorial.chapters.ch05_profiling import report_traces as traces
+from nvtutorial.chapters.ch05_profiling import report_wire as wire
 from nvtutorial.chapters.ch05_profiling import schema
 from tests.helpers.trace_files import notebook_sizes
 
@@ -80,7 +81,7 @@ def test_profile_step_run_reports_every_rank_consistently(runs_dir):
     # Timings on shared cores decide nothing here: each verdict must follow its rule from this run's repeats.
     overhead = profreport.verdict_overhead(res)
     comps = profreport._overhead_comparisons(res)
-    assert len(comps) == 2 and all(comps) and overhead.status == profreport._joint([c.status for c in comps])
+    assert len(comps) == 2 and all(comps) and overhead.status == wire.joint_status([c.status for c in comps])
     assert overhead.numbers["ratio"] == [c.ratio for c in comps]
     assert overhead.numbers["overhead_ms"] == [m["step_ms_profiled"] - m["step_ms"] for m in res.ranks]
     trust = profreport.verdict_trust(res)
@@ -88,8 +89,8 @@ def test_profile_step_run_reports_every_rank_consistently(runs_dir):
     assert t["trustworthy"] is (False if t["ranks_failing"] else None if t["ranks_undecided"] else True)
     assert trust.status == ("undecided" if t["trustworthy"] is None else "info")
     for v, baseline in ((profreport.verdict_exchange(res), "no_sync"), (profreport.verdict_second_gpu(res), "local")):
-        cs = profreport.comparisons([m.step_ms_repeats for m in ranks], baseline)
-        assert v.numbers["rank_status"] == [c.status for c in cs] and v.status == profreport._joint(
+        cs = wire.comparisons([m.step_ms_repeats for m in ranks], baseline)
+        assert v.numbers["rank_status"] == [c.status for c in cs] and v.status == wire.joint_status(
             v.numbers["rank_status"]
         )
         assert v.numbers["extra_ms"] == [c.candidate - c.baseline for c in cs]

@@ -142,7 +142,7 @@ def line_of(f: dict) -> str:
 )
 def test_where_a_rank_waits(frames, point, where):
     found = rp.waiting_point(frames, line_of)
-    assert found["point"] == point and found["frame"] == where
+    assert found.point == point and found.frame == where
 
 
 def test_rank_stacks_from_the_logs(tmp_path):
@@ -256,17 +256,14 @@ def test_the_flight_recorder_reads_every_ranks_dump(tmp_path):
     (tmp_path / "nccl_trace_rank_x").write_text("{}")  # no rank number: not a dump
     fr = rp.flight_recorder(tmp_path, last=2)
     assert set(fr) == {0, 1, 2}
-    assert fr[0]["last_completed_seq"] == 2 and [e["seq"] for e in fr[0]["entries"]] == [4, None]
-    assert [e["state"] for e in fr[0]["pending"]] == ["started", "scheduled"]
-    assert fr[1]["pending"] == [] and fr[1]["last_completed_seq"] == 2 and len(fr[1]["entries"]) == 2
-    assert "error" in fr[2]
+    assert fr[0].last_completed_seq == 2 and [e.seq for e in fr[0].entries] == [4, None]
+    assert [e.state for e in fr[0].pending] == ["started", "scheduled"]
+    assert fr[1].pending == () and fr[1].last_completed_seq == 2 and len(fr[1].entries) == 2
+    assert fr[2].error is not None and fr[0].error is None
     (tmp_path / "nccl_trace_rank_3").write_text(json.dumps([1, 2]))  # not a dict: no entries
-    assert rp.flight_recorder(tmp_path)[3] == {
-        "entries": [],
-        "last_completed_seq": None,
-        "pending": [],
-        "file": str(tmp_path / "nccl_trace_rank_3"),
-    }
+    assert rp.flight_recorder(tmp_path)[3] == rp.FlightDump(
+        entries=(), last_completed_seq=None, pending=(), file=str(tmp_path / "nccl_trace_rank_3")
+    )
     lines = rp.describe_flight_recorder(types.SimpleNamespace(run_dir=tmp_path), "nccl")
     assert (
         lines[0] == "rank 0: last completed collective #2; not completed: #3 nccl:broadcast (started), "
@@ -927,36 +924,24 @@ def test_c19_counts_half_a_mib_given_back_as_given_back():
     assert v.status == "wrong"  # both moved: what the lesson expects, not a table that fails to add up
 
 
-HANG = """rank 1: epoch 0 trained
-Thread 0x00007f72596 (most recent call first):
-  File "/x/nvtutorial/runtime.py", line 204 in watch
-  File "/usr/lib/python3.12/threading.py", line 982 in run
-  File "/usr/lib/python3.12/threading.py", line 1030 in _bootstrap
-
-Current thread 0x00007f725ac (most recent call first):
-  File "/x/torch/autograd/graph.py", line 979 in _engine_run_backward
-  File "/x/torch/_tensor.py", line 631 in backward
-  File "/x/nvtutorial/chapters/ch06_pitfalls/lessons/validation.py", line 44 in train_one_epoch
-  File "/x/nvtutorial/chapters/ch06_pitfalls/lessons/validation.py", line 126 in main
-  File "/x/nvtutorial/chapters/ch06_pitfalls/lessons/validation.py", line 140 in <module>
-  File "<frozen runpy>", line 88 in _run_code
-"""
+HANG = DUMP[: DUMP.index("\nExtension modules")]
+"""The first dump of :data:`DUMP` alone: a rank blocked in backward, with its watcher thread."""
 
 
 def test_main_stack_reads_the_last_faulthandler_dump():
-    frames = rp.main_stack(HANG + HANG.replace("line 44", "line 45"), -1)
+    frames = rp.main_stack(HANG + HANG.replace("line 88", "line 89"), -1)
     assert [f["func"] for f in frames][:3] == ["_engine_run_backward", "backward", "train_one_epoch"]
-    assert frames[2]["line"] == 45, "which=-1: the last dump"
-    assert rp.main_stack(HANG + HANG.replace("line 44", "line 45"))[2]["line"] == 44, "the first dump by default"
+    assert frames[2]["line"] == 89, "which=-1: the last dump"
+    assert rp.main_stack(HANG + HANG.replace("line 88", "line 89"))[2]["line"] == 88, "the first dump by default"
     assert rp.main_stack("no stacks here") == []
     point = rp.waiting_point(frames, lambda f: "")
-    assert point["point"] == "backward" and point["frame"] == "validation.py:45 train_one_epoch"
+    assert point.point == "backward" and point.frame == "validation.py:89 train_one_epoch"
     item = [
         {"file": "/x/validation.py", "line": 9, "func": "train_one_epoch"},
         {"file": "/x/validation.py", "line": 99, "func": "<module>"},
     ]
-    assert rp.waiting_point(item, lambda f: "last = loss.item()")["point"] == "item"
-    assert rp.waiting_point(item, lambda f: "optimizer.step()")["point"] == "elsewhere"
+    assert rp.waiting_point(item, lambda f: "last = loss.item()").point == "item"
+    assert rp.waiting_point(item, lambda f: "optimizer.step()").point == "elsewhere"
 
 
 def test_hang_verdict_fails_when_the_stacks_contradict_the_lesson():
@@ -980,7 +965,7 @@ def test_flight_recorder_dump_is_summarised(tmp_path):
     ]
     (tmp_path / "nccl_trace_rank_1").write_bytes(pickle.dumps({"version": "2.4", "entries": entries}))
     fr = rp.flight_recorder(tmp_path)
-    assert fr[1]["last_completed_seq"] == 7 and fr[1]["pending"][0]["seq"] == 8
+    assert fr[1].last_completed_seq == 7 and fr[1].pending[0].seq == 8
     lines = rp.describe_flight_recorder(types.SimpleNamespace(run_dir=tmp_path), "nccl")
     assert lines == ["rank 1: last completed collective #7; not completed: #8 nccl:all_reduce (scheduled)"]
 
@@ -1141,11 +1126,11 @@ def test_on_nccl_the_waiting_rank_blocks_at_item_not_inside_backward():
     stacks = rp.rank_stacks(_as_result(run))
     assert set(stacks) == {0, 1} and all(stacks.values()), "every rank's main-thread stack must be in its log"
     waiting = rp.waiting_point(stacks[1], _line_of)
-    assert waiting["point"] == "item", waiting
+    assert waiting.point == "item", waiting
     assert not any(f["func"] in ("backward", "_engine_run_backward") for f in stacks[1]), (
         "no frame of backward may be on the waiting rank's stack: NCCL only queued the all-reduce"
     )
-    assert rp.waiting_point(stacks[0], _line_of)["point"] == "validating"
+    assert rp.waiting_point(stacks[0], _line_of).point == "validating"
     verdict = rp.hang_verdict(stacks, "nccl", "2× H200", _line_of)
     assert verdict.status == "pass" and verdict.numbers["rank1"] == "item" and verdict.numbers["rank0"] == "validating"
     assert rp.hang_answer(verdict) == "b"
@@ -1164,9 +1149,9 @@ def test_the_flight_recorder_shows_the_waiting_ranks_all_reduces_queued_never_st
     run = _runs(_is_pg_timeout)[0]
     fr = rp.flight_recorder(run)
     assert set(fr) == {0, 1}
-    pending = fr[1]["pending"]
-    assert pending and all(e["state"] == "scheduled" and "all_reduce" in e["op"] for e in pending)
-    assert fr[0]["last_completed_seq"] == fr[1]["last_completed_seq"], "both ranks completed the same collectives"
+    pending = fr[1].pending
+    assert pending and all(e.state == "scheduled" and "all_reduce" in (e.op or "") for e in pending)
+    assert fr[0].last_completed_seq == fr[1].last_completed_seq, "both ranks completed the same collectives"
     lines = rp.describe_flight_recorder(_as_result(run), "nccl")
     assert "not completed: none" in lines[0] and "(scheduled)" in lines[1]
 

@@ -19,7 +19,7 @@ from nvtutorial.chapters.ch07_collectives import workload_density as density
 from nvtutorial.report import claims
 from nvtutorial.report.verdict import compare
 from nvtutorial.results import RunResult, as_typed, rows_typed, typed
-from tests.helpers.collectives_ranks import WORLD, on_pool, read_back, workload_metrics
+from tests.helpers.collectives_ranks import WORLD, workload_on_pool
 from tests.helpers.collectives_runs import BENCH, COMPRESSION
 
 MIB = 2**20
@@ -129,13 +129,14 @@ def test_the_notebooks_raw_json_is_typed_where_it_comes_in():
     assert sc.summary_typed(dataclasses.asdict(summary)) == summary and sc.summary_typed(summary) is summary
 
 
-def test_the_compression_schema_reads_the_old_layout():
-    old_hook = {
+def old_hook(**change):
+    """One hook of a ``compression`` rank as the first runs wrote it (no calls, no equal-rounds flag), changed by
+    ``change``."""
+    return {
         "hook": "fp16",
         "compressed_when_timed": True,
         "step_ms_median": 10.0,
         "step_ms_all": [10.0, 10.0],
-        "wall_ms_per_step": 10.5,
         "sent_bytes_per_step": 50.0,
         "payload_bytes_per_step": 50.0,
         "dense_bytes_per_step": 100.0,
@@ -147,12 +148,16 @@ def test_the_compression_schema_reads_the_old_layout():
         "nvlink_note": None,
         "params": 10,
         "step_ms_round_medians": [10.0, 10.0],
-        "step_ms_spread": 0.0,
-    }
-    old = {
+    } | change
+
+
+def old_rank(*hooks, **change):
+    """A ``compression`` rank's JSON as the first runs wrote it (no skipped hooks, no hidden-GPU flag) with ``hooks``,
+    changed by ``change``."""
+    return {
         "link": "NVLink (NV18)",
         "nccl_p2p_disable": None,
-        "hooks": [old_hook],
+        "hooks": list(hooks),
         "density": [],
         "density_initial": [],
         "density_summary": {},
@@ -162,7 +167,11 @@ def test_the_compression_schema_reads_the_old_layout():
         "rounds": 2,
         "warmup": 4,
         "model": "full",
-    }
+    } | change
+
+
+def test_the_compression_schema_reads_the_old_layout():
+    old = old_rank(old_hook(wall_ms_per_step=10.5, step_ms_spread=0.0))
     before = copy.deepcopy(old)
     rank = typed(sc.Rank, old)
     assert old == before
@@ -808,9 +817,10 @@ def test_the_compression_functions_decide_the_same_from_the_raw_json(hooks):
     assert compression_report.link_statement(raw) == compression_report.link_statement(hooks)
     assert "host-staged" in compression_report.link_statement(raw)
     choices = {"a": (), "b": ("fp16", "bf16"), "c": ("powersgd",), "d": ("topk",), "e": ("powersgd", "topk")}
+    typed_runs = sc.runs_typed(raw)  # typed once, where the JSON is loaded
     for link in raw:
-        assert compression_report.prediction_answer(raw, link, choices, "f") == "a"
-        assert compression_report.loss_differences(raw[link]) == compression_report.loss_differences(hooks[link])
+        assert compression_report.prediction_answer(typed_runs, link, choices, "f") == "a"
+        assert compression_report.loss_differences(typed_runs[link]) == compression_report.loss_differences(hooks[link])
         assert compression_report.loss_statement(raw[link]) == compression_report.loss_statement(hooks[link])
     frame = compression_report.hooks_frame(raw)
     assert frame.equals(compression_report.hooks_frame(hooks)) and len(frame) == 10
@@ -818,22 +828,19 @@ def test_the_compression_functions_decide_the_same_from_the_raw_json(hooks):
 
 @pytest.fixture(scope="module")
 def cpu_bench(pool) -> list[schema.Rank]:
-    return read_back(
+    return workload_on_pool(
         schema.Rank,
-        on_pool(
-            workload_metrics,
-            "collectives_bench",
-            {
-                "sizes": (4096, 65536),
-                "slices": (1, 3),
-                "warmup": 1,
-                "repeats": 2,
-                "sparse_numel": 4096,
-                "densities": (0.01, 0.6),
-                "case_numel": 512,
-                "random_cases": 2,
-            },
-        ),
+        "collectives_bench",
+        {
+            "sizes": (4096, 65536),
+            "slices": (1, 3),
+            "warmup": 1,
+            "repeats": 2,
+            "sparse_numel": 4096,
+            "densities": (0.01, 0.6),
+            "case_numel": 512,
+            "random_cases": 2,
+        },
     )
 
 
@@ -903,36 +910,15 @@ def test_the_hooks_table_shows_the_final_validation_loss():
     from nvtutorial.chapters.ch07_collectives.schema_compression import Rank
     from nvtutorial.results import typed
 
-    h = {
-        "hook": "none",
-        "compressed_when_timed": True,
-        "step_ms_median": 10.0,
-        "step_ms_all": [10.0, 10.1],
-        "sent_bytes_per_step": 100.0,
-        "payload_bytes_per_step": 100.0,
-        "dense_bytes_per_step": 100.0,
-        "train_loss": [1.0],
-        "evals": [],
-        "final_val_loss": 0.8,
-        "final_iou": 0.5,
-        "nvlink_tx_bytes_per_step": None,
-        "nvlink_note": None,
-        "params": 10,
-        "step_ms_round_medians": [10.0, 10.1],
-    }
-    run = {
-        "link": "NV",
-        "nccl_p2p_disable": None,
-        "hooks": [h],
-        "density": [],
-        "density_initial": [],
-        "density_summary": {},
-        "topk_ratio": 0.01,
-        "powersgd_rank": 2,
-        "steps": 2,
-        "rounds": 2,
-        "warmup": 3,
-        "model": "tiny",
-    }
+    h = old_hook(
+        hook="none",
+        step_ms_all=[10.0, 10.1],
+        sent_bytes_per_step=100.0,
+        payload_bytes_per_step=100.0,
+        train_loss=[1.0],
+        evals=[],
+        step_ms_round_medians=[10.0, 10.1],
+    )
+    run = old_rank(h, link="NV", warmup=3, model="tiny")
     frame = compression_report.hooks_frame({"NV": typed(Rank, run)})
     assert frame["final_val_loss"].tolist() == [pytest.approx(0.8)]

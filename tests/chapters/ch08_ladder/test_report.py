@@ -65,10 +65,10 @@ def setup():
 
 
 def test_the_ladder_has_one_list_of_rungs():
-    from nvtutorial.chapters.ch08_ladder import workload
+    from nvtutorial.chapters.ch08_ladder import schema
     from nvtutorial.chapters.ch08_ladder.lessons import rungs
 
-    assert tuple(rungs.RUNGS) == ladder.RUNGS == workload.RUNG_NAMES
+    assert tuple(rungs.RUNGS) == ladder.RUNGS == schema.RUNG_NAMES
 
 
 def test_model_state_per_parameter_for_each_rung(setup):
@@ -191,8 +191,9 @@ def _rank(rank, rungs, reference=None):
     )
 
 
-def _run(ranks, like=None):
-    """A run whose ranks returned ``ranks`` (typed), as the launcher collects it; environment and folder of ``like``."""
+def _run(ranks, like=None, run_dir=None):
+    """A run of the ladder whose ranks returned ``ranks`` (typed), as the launcher collects it (each rank's result as
+    JSON); the environment and folder of ``like``, or the folder ``run_dir``."""
     return RunResult(
         workload="ladder",
         params={},
@@ -201,7 +202,7 @@ def _run(ranks, like=None):
         first_output_s=None,
         env=like.env if like else None,
         ranks=[json.loads(json.dumps(dataclasses.asdict(m))) for m in ranks],
-        run_dir=like.run_dir if like else Path("."),
+        run_dir=like.run_dir if like else Path(run_dir or "."),
         log_files={},
         log_tail=[],
     )
@@ -768,22 +769,6 @@ def _ladder_rank(rank, **rung):
     )
 
 
-def _ladder_run(ranks, run_dir):
-    """A run of the ladder whose ranks returned ``ranks`` (written as JSON, read back typed)."""
-    return RunResult(
-        workload="ladder",
-        params={},
-        returncode=0,
-        wall_s=1.0,
-        first_output_s=None,
-        env=None,
-        ranks=[dataclasses.asdict(m) for m in ranks],
-        run_dir=Path(run_dir),
-        log_files={},
-        log_tail=[],
-    )
-
-
 def test_comm_table_pairs_the_ranks_traces(tmp_path):
     # rank 0 joins the all-reduce at 40, rank 1 at 60, both finish at 70 (one step of 100 µs)
     traces = [
@@ -794,7 +779,7 @@ def test_comm_table_pairs_the_ranks_traces(tmp_path):
     for r, trace in enumerate(traces):
         (tmp_path / f"ddp{r}.json").write_text(json.dumps(trace))
         ranks.append(_ladder_rank(r, trace=f"ddp{r}.json"))
-    comm = L.comm_table(_ladder_run(ranks, tmp_path))
+    comm = L.comm_table(_run(ranks, run_dir=tmp_path))
     assert list(comm.index) == [(L.LABELS["ddp"], 0), (L.LABELS["ddp"], 1)] and bool((comm["note"] == "").all())
     assert list(comm["communication (ms)"]) == pytest.approx([0.030, 0.010])
     assert list(comm["waiting (ms)"]) == pytest.approx([0.020, 0.0])
@@ -993,24 +978,8 @@ def ranks_of(rungs=NON_TP, **per_rung):
     ]
 
 
-def small_run_of(ranks, env=None):
-    """A run whose ranks returned ``ranks``, as the launcher collects it (each rank's result as JSON)."""
-    return RunResult(
-        workload="ladder",
-        params={},
-        returncode=0,
-        wall_s=1.0,
-        first_output_s=None,
-        env=env,
-        ranks=[json.loads(json.dumps(dataclasses.asdict(r))) for r in ranks],
-        run_dir=Path("."),
-        log_files={},
-        log_tail=[],
-    )
-
-
 def small_result(rungs=NON_TP, **per_rung):
-    return small_run_of(ranks_of(rungs, **per_rung))
+    return _run(ranks_of(rungs, **per_rung))
 
 
 def test_records_and_counted_state():
@@ -1021,7 +990,7 @@ def test_records_and_counted_state():
         L.rung_record(r, 0, "tensor_parallel")
     table = L.loss_table(r)
     assert list(table.columns) == ["one process"] + [L.LABELS[x] for x in NON_TP] and table.index.name == "step"
-    no_reference = small_run_of([dataclasses.replace(m, reference=None) for m in ranks_of()])
+    no_reference = _run([dataclasses.replace(m, reference=None) for m in ranks_of()])
     assert list(L.loss_table(no_reference).columns) == [L.LABELS[x] for x in NON_TP]
     with pytest.raises(ValueError, match="rank 0 trained no one-process reference"):
         L.loss_verdict(no_reference, 1e-3)
@@ -1056,13 +1025,11 @@ def test_the_gradient_verdict():
         both[1],
         rungs=tuple(dataclasses.replace(g, **grads(0.0, 1.5)) if g.rung == "zero1" else g for g in both[1].rungs),
     )
-    assert (
-        L.gradient_verdict(small_run_of(both), 1e-5).numbers["norm_ratio"]["zero1"] == 0.5
-    )  # the one furthest from 1 (log)
+    assert L.gradient_verdict(_run(both), 1e-5).numbers["norm_ratio"]["zero1"] == 0.5  # the one furthest from 1 (log)
     zero_norm = L.gradient_verdict(small_result(zero1=grads(1.0, None)), 1e-5)  # the reference's gradients were all 0
     assert zero_norm.status == "fail" and "norm n/a× the reference's" in zero_norm.text
     assert "Every rung averages its gradients like one process" in ok.text and "world of one" not in ok.text
-    one = L.gradient_verdict(small_run_of(ranks_of()[:1]), 1e-5)  # review M6: one rank cannot tell a sum from a mean
+    one = L.gradient_verdict(_run(ranks_of()[:1]), 1e-5)  # review M6: one rank cannot tell a sum from a mean
     assert one.status == "pass" and "averages" not in one.text
     assert "A world of one: this checks each rung's wrapping and recomputation, not its averaging" in one.text
 
@@ -1158,7 +1125,7 @@ def checkpoint_result(resume=0.0, single=0.0, resumed=(0.5, 0.4)):
         single_process_max_weight_diff=single,
         config=CONFIG,
     )
-    return small_run_of([dataclasses.replace(ranks[0], checkpoint=checkpoint), ranks[1]])
+    return _run([dataclasses.replace(ranks[0], checkpoint=checkpoint), ranks[1]])
 
 
 @pytest.mark.parametrize(
@@ -1192,7 +1159,7 @@ def fit_result(peak=None, held_extra=0, error=None, layers=3, rung="fsdp_zero3")
         fit = rung_record(rung, rank, layers=layers, held=held(rung, rank, shapes, held_extra), peak_allocated=peak)
         ranks.append(dataclasses.replace(m, fit=fit))
     t = dataclasses.replace(S, layers=layers)
-    return small_run_of(ranks), max(M.rank_memory(t, rung, k, shapes).device_peak for k in range(2))
+    return _run(ranks), max(M.rank_memory(t, rung, k, shapes).device_peak for k in range(2))
 
 
 def test_the_fit_verdict():

@@ -1126,7 +1126,7 @@ def test_telling_speaks_every_say_s_while_its_block_runs(capsys, monkeypatch):
 
 
 def test_a_slurm_job_says_what_it_does_while_it_runs(tmp_path, capsys, monkeypatch):
-    from nvtutorial import slurm
+    from nvtutorial.launch import slurm
 
     assert slurm.latest_line(tmp_path).startswith("no output yet")
     (tmp_path / "node0.log").write_text("rank 0 of 2: starting at step 8\nstep 9/30 loss 0.5\n\n")
@@ -1193,7 +1193,7 @@ def test_the_elastic_lab_says_it_waits_for_the_warm_interpreter_before_its_clock
 def test_the_local_slurm_says_what_it_does_while_it_starts_and_stops(tmp_path, capsys, monkeypatch):
     """Starting the daemons takes seconds: with progress it is said every SAY_S, without it nothing; a script that
     hangs is killed after LOCAL_LIMIT_S and says so."""
-    from nvtutorial import slurm
+    from nvtutorial.launch import slurm
 
     script = tmp_path / "slurm-local.sh"
     # the hang is a child of the script: the kill reaches the script's whole process group, or the child would hold

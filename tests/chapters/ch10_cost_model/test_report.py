@@ -7,9 +7,9 @@ synthetic results and on the committed 2× H200 JSON through the real readers; a
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import statistics
-import types
 from typing import Any
 
 import pandas as pd
@@ -21,6 +21,7 @@ from nvtutorial.chapters import ch10_cost_model as ch
 from nvtutorial.chapters.ch10_cost_model import exercises, model, problems, report, schema
 from nvtutorial.chapters.ch10_cost_model import report as costreport
 from nvtutorial.chapters.ch10_cost_model import schema as costschema
+from nvtutorial.launch.spec import Backend
 from nvtutorial.report.predict import PredictionError
 from nvtutorial.report.verdict import Verdict
 from nvtutorial.results import RunResult
@@ -45,10 +46,8 @@ def calibrated(is_gpu: bool = True, links: dict | None = None, ranks: int = 2) -
     )
 
 
-def fake_run(part_ranks: list, label: str = "CPU, gloo, 2 processes: a simulation", gpu: bool = False):
-    return types.SimpleNamespace(
-        ranks=[dataclasses.asdict(r) for r in part_ranks], label=label, env=types.SimpleNamespace(is_gpu=gpu)
-    )
+def fake_run(part_ranks: list, label: str = "CPU, gloo, 2 processes: a simulation", gpu: bool = False) -> RunResult:
+    return run_of(*part_ranks, label=label, gpu=gpu, workload="costmodel")
 
 
 # --------------------------------------------------------------------------------------------------- the chapter
@@ -300,8 +299,8 @@ def test_the_lesson_models_last_ddp_bucket_is_the_token_embedding_and_is_exposed
 
 def test_fsdp_tensor_parallel_and_pipeline_costs():
     per = model.fsdp_block(200e6, LINK, model.Link(20e-6, 50e9))
-    assert per["all_gather"] == pytest.approx(10e-6 + 100e6 / 100e9)
-    assert per["reduce_scatter"] == pytest.approx(20e-6 + 100e6 / 50e9)
+    assert per.all_gather == pytest.approx(10e-6 + 100e6 / 100e9)
+    assert per.reduce_scatter == pytest.approx(20e-6 + 100e6 / 50e9)
     assert model.tp_block(4096, 2048, LINK) == pytest.approx(4 * (10e-6 + 4096 * 2048 * 4 / 100e9))
     assert model.bubble(2, 4) == pytest.approx(0.2)
     assert model.bubble(4, 8) == pytest.approx(3 / 11)
@@ -1811,16 +1810,16 @@ def test_a_stages_memory_is_its_state_and_the_micro_batches_it_holds():
     s = Setup(vocab=256, seq_len=64, dim=128, heads=4, layers=4, mlp_ratio=4, global_batch=16)
     first, last = report.pipeline_stage_memory(s, 0, 2, 4), report.pipeline_stage_memory(s, 1, 2, 4)
     micro = dataclasses.replace(s, global_batch=4, world=1)
-    assert first == {"activations": 2 * block_activations(micro, "ddp"), "transient": 0.0}
+    assert first == report.StageMemory(activations=2 * block_activations(micro, "ddp"), transient=0.0)
     tokens = 4 * 64
-    assert last["activations"] == 2 * block_activations(micro, "ddp") + 4 * tokens * (2 * 128 + 2 + 256)
-    assert last["transient"] == 2 * 4 * tokens * 256
+    assert last.activations == 2 * block_activations(micro, "ddp") + 4 * tokens * (2 * 128 + 2 + 256)
+    assert last.transient == 2 * 4 * tokens * 256
     result = pipeline_result(
         [[schedule_run("1f1b", 0, [one_f_one_b_timeline(0)])], [schedule_run("1f1b", 1, [one_f_one_b_timeline(1)])]]
     )
     table = report.stage_memory_table(result, s)
     assert table.loc[("1f1b", 0), "held at once"] == 2
-    assert table.loc[("1f1b", 0), "activations (model)"] == pytest.approx(2 * first["activations"] / 1e6)
+    assert table.loc[("1f1b", 0), "activations (model)"] == pytest.approx(2 * first.activations / 1e6)
     assert list(table.columns)[:4] == ["blocks", "params", "grads", "Adam"]
 
 
@@ -1838,7 +1837,7 @@ def test_the_capstone_task_leaves_a_choice_the_memory_model_makes():
     assert problems.peak(TASK, "ddp", 0) == pytest.approx(23.28e6, rel=1e-3)
     # the pipeline's stage 0 under GPipe holds all 4 micro-batches, under 1F1B 2
     gpipe, ofob = problems.peak(TASK, "pipeline_gpipe", 0), problems.peak(TASK, "pipeline_1f1b", 0)
-    act = report.pipeline_stage_memory(TASK.setup(), 0, 2, 4)["activations"]
+    act = report.pipeline_stage_memory(TASK.setup(), 0, 2, 4).activations
     assert gpipe - ofob == pytest.approx(2 * act)
     with pytest.raises(ValueError, match="no strategy fits"):
         problems.best_strategy(dataclasses.replace(TASK, budget_bytes=1e6), calibrated(False))
@@ -1879,8 +1878,8 @@ def test_checkpointings_recomputation_hides_the_backward_gathers_under_three_for
     cal = calibrated(False, links={k: link for k in schema.COLLECTIVES})
     root = 4 * problems._params(s) - s.layers * block
     common = 2 * (root / 2 / link.beta) + block / link.beta + s.layers * max(0.0, block / 2 / link.beta - c_fwd)
-    zero3 = problems.strategy_time(TASK, "fsdp_zero3", cal)["exposed"]
-    ckpt = problems.strategy_time(TASK, "fsdp_checkpointing", cal)["exposed"]
+    zero3 = problems.strategy_time(TASK, "fsdp_zero3", cal).exposed
+    ckpt = problems.strategy_time(TASK, "fsdp_checkpointing", cal).exposed
     assert zero3 == pytest.approx(common + s.layers * max(0.0, per_c - 2) * c_fwd)
     assert ckpt == pytest.approx(common + s.layers * max(0.0, per_c - 3) * c_fwd)
 
@@ -1895,9 +1894,9 @@ def test_the_model_calls_the_capstones_two_fitting_strategies_a_tie_on_the_h200(
     v = problems.choice_verdict(task, h200)
     assert v.status == "info" and v.numbers["best"] == "pipeline_1f1b" and v.numbers["second"] == "fsdp_checkpointing"
     assert v.numbers["margin"] == pytest.approx(0.0061, abs=2e-4)
-    assert problems.strategy_time(task, "pipeline_1f1b", h200)["total"] == pytest.approx(1.1254, abs=2e-4)
-    assert problems.strategy_time(task, "fsdp_checkpointing", h200)["total"] == pytest.approx(1.1323, abs=2e-4)
-    assert problems.strategy_time(task, "tensor_parallel", h200)["exposed"] == pytest.approx(13.87e-3, abs=0.01e-3)
+    assert problems.strategy_time(task, "pipeline_1f1b", h200).total == pytest.approx(1.1254, abs=2e-4)
+    assert problems.strategy_time(task, "fsdp_checkpointing", h200).total == pytest.approx(1.1323, abs=2e-4)
+    assert problems.strategy_time(task, "tensor_parallel", h200).exposed == pytest.approx(13.87e-3, abs=0.01e-3)
     assert "a tie" in v.text
     assert problems.choice_verdict(task, h200, target=0.006).numbers["margin"] > 0.006  # the other side: clear
     assert "clear" in problems.choice_verdict(task, h200, target=0.006).text
@@ -1923,29 +1922,29 @@ def test_the_strategies_step_model_and_speed_of_light():
     cal = calibrated(False)
     times = {s: problems.strategy_time(TASK, s, cal) for s in schema.STRATEGIES}
     for s, t in times.items():
-        assert t["total"] == pytest.approx(t["compute"] + t["exposed"] + t["optimizer"]), s
-        assert problems.ideal_time(TASK, s, cal) <= t["total"] + 1e-12, s  # nothing beats the speed of light
-    assert times["fsdp_checkpointing"]["compute"] > times["fsdp_zero3"]["compute"]  # recomputation
+        assert t.total == pytest.approx(t.compute + t.exposed + t.optimizer), s
+        assert problems.ideal_time(TASK, s, cal) <= t.total + 1e-12, s  # nothing beats the speed of light
+    assert times["fsdp_checkpointing"].compute > times["fsdp_zero3"].compute  # recomputation
     # ZeRO-2 keeps its parameters gathered: no second all-gather per block in the backward pass, so with a slow link
     # it exposes less than ZeRO-3, by the blocks' gathers beyond their backward compute
     slow = calibrated(False, links={k: model.Link(10e-6, 1e9) for k in schema.COLLECTIVES})
-    zero2, zero3 = (problems.strategy_time(TASK, s, slow)["exposed"] for s in ("fsdp_zero2", "fsdp_zero3"))
+    zero2, zero3 = (problems.strategy_time(TASK, s, slow).exposed for s in ("fsdp_zero2", "fsdp_zero3"))
     assert zero2 < zero3
-    assert times["ddp"]["optimizer"] == pytest.approx(2 * times["fsdp_zero3"]["optimizer"], rel=1e-3)
+    assert times["ddp"].optimizer == pytest.approx(2 * times["fsdp_zero3"].optimizer, rel=1e-3)
     assert problems.best_strategy(TASK, cal) in ("fsdp_checkpointing", "pipeline_1f1b")
     assert problems.bytes_sent(TASK, "pipeline_1f1b") == 4 * 8 * 64 * 128
     with pytest.raises(ValueError, match="unknown strategy"):
         problems.strategy_time(TASK, "fsdp_offload", cal)
     table = problems.strategy_table(TASK, cal)
     assert list(table.index) == list(schema.STRATEGIES)
-    assert table.loc["ddp", "compute"] == pytest.approx(times["ddp"]["compute"] * 1e3)  # ms, by its column's name
+    assert table.loc["ddp", "compute"] == pytest.approx(times["ddp"].compute * 1e3)  # ms, by its column's name
     # tensor parallelism splits the blocks' compute over the ranks, not the head's (mutation survivor, 2026-12-07)
     s = TASK.setup()
     tokens = s.global_batch * s.seq_len
     forward, blocks = problems._forward(s, tokens), problems._forward(s, tokens, vocab=0)
     tp = 3 * (blocks / TASK.world + forward - blocks) / cal.roofs["float32"].flops
-    assert times["tensor_parallel"]["compute"] == pytest.approx(tp)
-    assert times["ddp"]["compute"] < tp < 3 * forward / cal.roofs["float32"].flops
+    assert times["tensor_parallel"].compute == pytest.approx(tp)
+    assert times["ddp"].compute < tp < 3 * forward / cal.roofs["float32"].flops
 
 
 def strategy_run(strategy, ok=True, losses=(5.0, 4.9), grad=1e-7, step=(0.2, 0.2), peak=None):
@@ -1982,9 +1981,9 @@ def test_the_capstone_is_scored_only_when_correct_and_within_the_budget():
     assert score.numbers["score"] == pytest.approx(0.2)
     assert report.score_verdict(good, "pipeline_1f1b", 0.3, correct, fits).text.count("faster than its speed of light")
     record = problems.capstone_record(good, TASK, "pipeline_1f1b", calibrated(False), score)
-    assert record["machine"] == good.label and record["score"] == pytest.approx(0.2)
-    assert (record["ideal_s"], record["measured_s"]) == (pytest.approx(0.055), pytest.approx(0.275))
-    assert record["strategy"] == "pipeline_1f1b" and record["task"]["budget_bytes"] == TASK.budget_bytes
+    assert record.machine == good.label and record.score == pytest.approx(0.2)
+    assert (record.ideal_s, record.measured_s) == (pytest.approx(0.055), pytest.approx(0.275))
+    assert record.strategy == "pipeline_1f1b" and record.task["budget_bytes"] == TASK.budget_bytes
     # wrong numbers, a strategy over the budget, one that ran out of memory: no score
     wrong = capstone_result([strategy_run("ddp", losses=(5.0, 4.8)), strategy_run("ddp")])
     assert report.capstone_correct(wrong, "ddp", 1e-4, 1e-5).status == "fail"
@@ -2070,7 +2069,7 @@ def test_the_speed_of_light_costs_each_kind_of_byte_at_its_own_beta():
         max(flops / 50e12, 4 * 8 * 64 * 128 / 10e9) + adam
     )
     for strategy in schema.STRATEGIES:  # nothing the model predicts beats it, with each collective at its own β
-        assert problems.ideal_time(TASK, strategy, cal) <= problems.strategy_time(TASK, strategy, cal)["total"] + 1e-12
+        assert problems.ideal_time(TASK, strategy, cal) <= problems.strategy_time(TASK, strategy, cal).total + 1e-12
 
 
 def test_on_a_gpu_the_measured_peak_judges_the_fit():
@@ -2085,10 +2084,18 @@ def test_on_a_gpu_the_measured_peak_judges_the_fit():
 
 
 def test_the_capstone_record_is_written_under_the_machines_name(tmp_path):
-    path = ch.lab.save_capstone(
-        {"machine": "2× NVIDIA H200 · NV18", "strategy": "pipeline_1f1b", "score": 0.5}, tmp_path
-    )
+    record = problems.CapstoneRecord("2× NVIDIA H200 · NV18", {}, {}, "pipeline_1f1b", 0.5, None, None)
+    path = ch.lab.save_capstone(record, tmp_path)
     assert path.name == "2-nvidia-h200-nv18-pipeline_1f1b.json" and path.read_text().count("0.5")
+    assert list(json.loads(path.read_text())) == [
+        "machine",
+        "calibration",
+        "task",
+        "strategy",
+        "score",
+        "ideal_s",
+        "measured_s",
+    ]  # the record's JSON keys, in the order it always had
 
 
 # ------------------------------------------------------------------------------------ the lab, the plots, the exercise
@@ -2188,28 +2195,32 @@ def test_the_exercise_by_its_name_as_the_notebook_checks_it():
 # --------------------------------------------------------------------------------------------------- on real ranks
 
 
-def test_the_pipeline_trains_what_one_process_trains_on_two_stages(runs_dir):
+SMALL_PIPELINE = {
+    "part": "pipeline",
+    "vocab": 64,
+    "seq_len": 16,
+    "dim": 32,
+    "heads": 4,
+    "layers": 4,
+    "global_batch": 8,
+    "microbatches": 4,
+    "steps": 2,
+    "timed": 2,
+}
+"""The pipeline on four small blocks, two steps compared with one process and two timed."""
+
+
+def costmodel_run(nproc: int, backend: Backend, params: dict[str, Any], **launch: Any) -> RunResult:
+    """A ``costmodel`` run on real ranks, as every test below launches one (5 minutes at most, no output)."""
     import nvtutorial
 
-    result = nvtutorial.run(
-        "costmodel",
-        nproc=2,
-        backend="gloo",
-        timeout=300,
-        output="none",
-        params={
-            "part": "pipeline",
-            "vocab": 64,
-            "seq_len": 16,
-            "dim": 32,
-            "heads": 4,
-            "layers": 4,
-            "global_batch": 8,
-            "microbatches": 4,
-            "steps": 2,
-            "timed": 2,
-        },
+    return nvtutorial.run(
+        "costmodel", nproc=nproc, backend=backend, timeout=300, output="none", params=params, **launch
     )
+
+
+def test_the_pipeline_trains_what_one_process_trains_on_two_stages(runs_dir):
+    result = costmodel_run(2, "gloo", SMALL_PIPELINE)
     assert report.pipeline_loss_verdict(result, 1e-4).status == "pass"
     assert report.pipeline_gradient_verdict(result, 1e-5).status == "pass"
     assert report.in_flight_verdict(result).status == "pass"
@@ -2235,27 +2246,7 @@ def test_the_pipeline_trains_what_one_process_trains_on_two_stages(runs_dir):
 @requires_two_gpus
 def test_the_pipeline_on_two_gpus_with_nccl(runs_dir):
     """The same lesson on two GPUs: NCCL's point-to-point messages, CUDA events on the timelines, a peak per stage."""
-    import nvtutorial
-
-    result = nvtutorial.run(
-        "costmodel",
-        nproc=2,
-        backend="nccl",
-        timeout=300,
-        output="none",
-        params={
-            "part": "pipeline",
-            "vocab": 256,
-            "seq_len": 64,
-            "dim": 256,
-            "heads": 4,
-            "layers": 4,
-            "global_batch": 8,
-            "microbatches": 4,
-            "steps": 2,
-            "timed": 2,
-        },
-    )
+    result = costmodel_run(2, "nccl", SMALL_PIPELINE | {"vocab": 256, "seq_len": 64, "dim": 256})
     assert result.env is not None and result.env.is_gpu
     assert report.pipeline_loss_verdict(result, 1e-4).status == "pass"
     assert report.pipeline_gradient_verdict(result, 1e-4).status == "pass"
@@ -2266,42 +2257,17 @@ def test_the_pipeline_on_two_gpus_with_nccl(runs_dir):
 
 
 def test_the_pipeline_on_three_stages_and_the_calibration_on_three_ranks(runs_dir):
-    import nvtutorial
-
-    result = nvtutorial.run(
-        "costmodel",
-        nproc=3,
-        backend="gloo",
-        timeout=300,
-        output="none",
-        allow_oversubscribe=True,
-        params={
-            "part": "pipeline",
-            "vocab": 64,
-            "seq_len": 16,
-            "dim": 32,
-            "heads": 4,
-            "layers": 4,
-            "global_batch": 6,
-            "microbatches": 3,
-            "schedules": "1f1b",
-            "steps": 2,
-            "timed": 2,
-        },
-    )
+    three = SMALL_PIPELINE | {"global_batch": 6, "microbatches": 3, "schedules": "1f1b"}
+    result = costmodel_run(3, "gloo", three, allow_oversubscribe=True)
     assert report.pipeline_loss_verdict(result, 1e-4).status == "pass"
     assert report.pipeline_gradient_verdict(result, 1e-5).status == "pass"
     v = report.in_flight_verdict(result)
     assert v.status == "pass" and v.numbers["counted"] == {"1f1b stage 0": 3, "1f1b stage 1": 2, "1f1b stage 2": 1}
     assert [r.blocks for r in report.schedule_runs(result)["1f1b"]] == [(0, 2), (2, 3), (3, 4)]
-    cal = nvtutorial.run(
-        "costmodel",
-        nproc=3,
-        backend="gloo",
-        timeout=300,
-        output="none",
-        allow_oversubscribe=True,
-        params={
+    cal = costmodel_run(
+        3,
+        "gloo",
+        {
             "part": "calibrate",
             "matmul_sizes": "64",
             "copy_bytes": "1048576",
@@ -2312,6 +2278,7 @@ def test_the_pipeline_on_three_stages_and_the_calibration_on_three_ranks(runs_di
             "iters": 2,
             "target_s": 0.001,
         },
+        allow_oversubscribe=True,
     )
     ranks = report.ranks(cal, "calibrate")
     assert [r.world for r in ranks] == [3, 3, 3]
@@ -2351,7 +2318,7 @@ def test_the_roof_table_indexes_every_measurement_by_what_was_measured():
 
 
 def test_no_score_keeps_the_scores_key():
-    result = types.SimpleNamespace(label="2 x CPU")
+    result = run_of(label="2 x CPU")
     v = costreport.score_verdict(result, "ddp", 0.1, _verdict("fail"), _verdict("pass"))
     assert v.key == "costmodel.capstone.score.ddp" and v.numbers == {"score": None} and v.where == "2 x CPU"
     v = costreport.score_verdict(result, "ddp", 0.1, _verdict("fail"), _verdict("fail"))
@@ -2360,7 +2327,7 @@ def test_no_score_keeps_the_scores_key():
 
 def test_faster_than_light_states_the_ideal_in_ms(monkeypatch):
     monkeypatch.setattr(costreport, "measured_step", lambda result, strategy: 0.0005)
-    result = types.SimpleNamespace(label="2 x CPU")
+    result = run_of(label="2 x CPU")
     v = costreport.score_verdict(result, "ddp", 0.001, _verdict("pass"), _verdict("pass"))
     assert v.numbers == {"score": pytest.approx(2.0), "ideal_s": 0.001, "measured_s": 0.0005}
     assert "(1 ms)" in v.text and "0.5 ms" in v.text

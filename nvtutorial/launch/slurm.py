@@ -4,7 +4,7 @@
 ``--submit`` hands it to ``sbatch`` and ``--wait`` follows the job to its end. Used in notebook 09,
 through the Python API::
 
-    from nvtutorial import slurm
+    from nvtutorial.launch import slurm
     job = slurm.prepare("selftest", nodes=2, procs_per_node=1, params={"steps": 3})
     print(job.script())                      # the batch script, as it will be submitted
     with slurm.local_cluster():              # a real Slurm on this machine (scripts/slurm-local.sh)
@@ -35,9 +35,9 @@ What the script does, and where each practice comes from:
 - the rendezvous port is derived from the job id, so two jobs sharing a node do not collide
   (picotron draws a random one).
 
-After ``srun``, :func:`collect` (``python -m nvtutorial.slurm collect RUN_DIR``) builds
+After ``srun``, :func:`collect` (``python -m nvtutorial.launch.slurm collect RUN_DIR``) builds
 ``result.json`` from the ranks' ``rank{R}.json`` with the launcher's own collection
-(:func:`nvtutorial.diagnosis.collect` and ``diagnose``), prints one line naming the node and rank
+(:func:`nvtutorial.launch.diagnosis.collect` and ``diagnose``), prints one line naming the node and rank
 that failed first, and exits with that node's exit code, which becomes the job's.
 """
 
@@ -61,10 +61,10 @@ from typing import Any
 from nvtutorial import launch, workloads
 from nvtutorial import params as params_mod
 from nvtutorial.launch.environment import NCCL_WATCHDOG, RESTART_STORE
+from nvtutorial.launch.slurm_result import SUMMARY_PREFIX, collect
+from nvtutorial.launch.slurm_result import _first_failure as _first_failure  # re-exported: the tests call it from here
 from nvtutorial.launch.spec import workload_program
 from nvtutorial.results import RunResult, write_json_atomic
-from nvtutorial.slurm_result import SUMMARY_PREFIX, collect
-from nvtutorial.slurm_result import _first_failure as _first_failure  # re-exported: the tests call it from here
 
 SLURM_PACKAGES = "slurmctld slurmd slurm-client munge"
 TERMINAL_STATES = set(  # the states a job never leaves
@@ -317,7 +317,7 @@ def _restart_env(job: SlurmJob) -> list[tuple[str, str]]:
 
 def _render(job: SlurmJob) -> str:
     q = shlex.quote
-    package_root = Path(__file__).resolve().parent.parent
+    package_root = Path(__file__).resolve().parents[2]
     lines = [
         *_sbatch_header(job),
         "",
@@ -371,7 +371,7 @@ def _render(job: SlurmJob) -> str:
         "",
         "# result.json from the ranks' files; one line naming the node and rank that failed first;",
         "# the job exits with that node's exit code.",
-        '"$PYTHON" -m nvtutorial.slurm collect "$RUN_DIR" --step-rc "$STEP_RC" --started "$START"',
+        '"$PYTHON" -m nvtutorial.launch.slurm collect "$RUN_DIR" --step-rc "$STEP_RC" --started "$START"',
         "",
     ]
     return "\n".join(lines)
@@ -389,7 +389,7 @@ def _program_lines(job: SlurmJob) -> list[str]:
     return lines + ["    " + " ".join(current)]
 
 
-# After srun, on the first node, the result: collect() in nvtutorial/slurm_result.py (imported above).
+# After srun, on the first node, the result: collect() in nvtutorial/launch/slurm_result.py (imported above).
 
 
 # --- submitting and following a job ------------------------------------------------------------------
@@ -513,7 +513,7 @@ def follow(
 
 # --- a real Slurm on this machine (scripts/slurm-local.sh) ---------------------------------------------
 
-LOCAL_SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "slurm-local.sh"
+LOCAL_SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "slurm-local.sh"
 LOCAL_LIMIT_S = 120.0  # seconds scripts/slurm-local.sh may take to start, or to stop, the local Slurm
 
 
@@ -664,10 +664,10 @@ def add_command(sub: Any) -> None:
 
 
 def _main(argv: list[str] | None = None) -> int:
-    """``python -m nvtutorial.slurm collect RUN_DIR --step-rc N --started T``: the job's last step."""
+    """``python -m nvtutorial.launch.slurm collect RUN_DIR --step-rc N --started T``: the job's last step."""
     import argparse
 
-    parser = argparse.ArgumentParser(prog="python -m nvtutorial.slurm")
+    parser = argparse.ArgumentParser(prog="python -m nvtutorial.launch.slurm")
     sub = parser.add_subparsers(dest="command", required=True)
     c = sub.add_parser("collect", help="result.json and a one-line summary for a finished job")
     c.add_argument("run_dir", type=Path)

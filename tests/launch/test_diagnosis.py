@@ -1,11 +1,11 @@
-"""Tests of nvtutorial/diagnosis.py."""
+"""Tests of nvtutorial/launch/diagnosis.py."""
 
 from __future__ import annotations
 
 import json
 import types
 
-from nvtutorial import diagnosis
+from nvtutorial.launch import diagnosis
 
 
 # --------------------------------------------------------------------------- diagnosis, verdicts, predictions

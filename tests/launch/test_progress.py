@@ -13,7 +13,7 @@ import nbformat
 import pytest
 
 from nvtutorial import course
-from nvtutorial.progress import NotebookBar, Phase, RunProgress, TextBar
+from nvtutorial.launch.progress import NotebookBar, Phase, RunProgress, TextBar
 
 
 def events(desc: str, total: int, ns: list[int]) -> list[dict]:
@@ -168,7 +168,7 @@ def test_text_bars_end_with_their_final_count(capsys):
 
 
 KERNEL_CELL = """
-from nvtutorial.progress import RunProgress
+from nvtutorial.launch.progress import RunProgress
 ok = RunProgress()
 for n in (1, 3):
     ok.update({"n": n, "total": 4, "desc": "phase one"})

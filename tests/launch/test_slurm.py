@@ -18,8 +18,9 @@ from pathlib import Path
 import psutil
 import pytest
 
-from nvtutorial import cli, slurm
+from nvtutorial import cli
 from nvtutorial import params as params_mod
+from nvtutorial.launch import slurm
 from nvtutorial.results import RunResult, read_json
 from nvtutorial.workloads import selftest
 from tests.helpers.launch import assert_nothing_left
@@ -81,6 +82,10 @@ def test_cpu_script_follows_the_practice_and_writes_nothing(tmp_path):
     assert "--kill-on-bad-exit=1" in text and 'scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1' in text
     assert "NCCL_DEBUG" not in text and "TORCH_" not in text  # no restarts, no GPU: nothing for them
     subprocess.run(["bash", "-n"], input=text, text=True, check=True)
+    # every node imports this checkout's package, and the local cluster is started by this checkout's script
+    pythonpath = re.search(r"^export PYTHONPATH=(\S+?)\$\{PYTHONPATH", text, re.MULTILINE).group(1)
+    assert (Path(pythonpath) / "nvtutorial" / "__init__.py").is_file(), pythonpath
+    assert slurm.LOCAL_SCRIPT.is_file(), slurm.LOCAL_SCRIPT
 
     from torch.distributed.run import get_args_parser
 
@@ -280,20 +285,27 @@ def _finished(proc: subprocess.Popen) -> tuple[int, str]:
     return proc.returncode, out + err
 
 
+def _by_command(jobs: dict, name: str, rc: int, state: str) -> tuple[str, int, int, Path, RunResult, dict]:
+    """Job ``name``, submitted by ``nvtutorial slurm --submit --wait``, once that command ended with ``rc`` and
+    said the job ended in ``state``: its output, the job's id and exit code, its run folder, result and slurm.json."""
+    code, output = _finished(jobs["procs"][name])
+    assert code == rc, output
+    job_id, exit_code = map(int, re.search(rf"job (\d+): {state}, exit code (\d+)", output).groups())
+    run_dir = jobs["root"] / name
+    result, meta = RunResult.load(run_dir / "result.json"), read_json(run_dir / "slurm.json")
+    return output, job_id, exit_code, run_dir, result, meta
+
+
 @needs_slurm
 @pytest.mark.slurm
 def test_selftest_runs_on_two_nodes(jobs):
-    rc, output = _finished(jobs["procs"]["ok"])
-    assert rc == 0, output
-    job_id = int(re.search(r"job (\d+): COMPLETED, exit code 0", output).group(1))
-    run_dir = jobs["root"] / "ok"
-    result = RunResult.load(run_dir / "result.json")
+    _, job_id, code, run_dir, result, meta = _by_command(jobs, "ok", 0, "COMPLETED")
+    assert code == 0
     assert result.ok and result.env.world_size == 2 and len(result.ranks) == 2
     assert all(r["allreduce_ok"] and r["allreduce_sum"] == 3.0 for r in result.ranks)
     assert {r["env"]["SLURMD_NODENAME"] for r in result.ranks} == {"n1", "n2"}
     assert {r["env"]["SLURM_NODEID"] for r in result.ranks} == {"0", "1"}
     assert "2 Slurm nodes" in result.label and result.label.startswith("CPU, gloo")
-    meta = read_json(run_dir / "slurm.json")
     assert meta["job_id"] == str(job_id) and meta["exit_code"] == 0
     assert [(o["nodename"], o["exit_code"]) for o in meta["node_outcomes"]] == [("n1", 0), ("n2", 0)]
     assert_nothing_left(run_dir)
@@ -316,18 +328,13 @@ def test_a_script_runs_on_two_nodes_through_the_python_api(jobs):
 @needs_slurm
 @pytest.mark.slurm
 def test_a_failing_rank_fails_the_job_and_is_named(jobs):
-    rc, output = _finished(jobs["procs"]["crash"])
-    assert rc == 1, output
-    job_id, code = map(int, re.search(r"job (\d+): FAILED, exit code (\d+)", output).groups())
+    output, job_id, code, run_dir, result, meta = _by_command(jobs, "crash", 1, "FAILED")
     summary = next(line for line in output.splitlines() if line.startswith("nvtutorial slurm: job"))
     assert "rank 1: RuntimeError: selftest: rank 1 crashed on purpose" in summary
-    run_dir = jobs["root"] / "crash"
-    result = RunResult.load(run_dir / "result.json")
     assert result.returncode == code != 0
     assert result.error["rank"] == 1 and result.error["type"] == "RuntimeError"
     assert "crashed on purpose" in result.error["traceback"]
     # the job's exit code is that of the node that hosted rank 1, which the summary names
-    meta = read_json(run_dir / "slurm.json")
     failed = meta["node_outcomes"][result.error["node"]]
     assert any(rank == 1 for rank, _ in failed["failed_ranks"])
     assert failed["exit_code"] == code and f"node {failed['node']} ({failed['nodename']})" in summary

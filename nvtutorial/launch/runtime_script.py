@@ -1,6 +1,6 @@
 """Run a plain ``torchrun`` script as one rank of a launched run.
 
-The launcher runs ``torchrun ... -m nvtutorial.runtime_script --out RUN_DIR -- PATH ARGS...``
+The launcher runs ``torchrun ... -m nvtutorial.launch.runtime_script --out RUN_DIR -- PATH ARGS...``
 so a script the learner wrote gets what a built-in workload gets: its output in
 ``rank{R}.log``, a stack dump on SIGUSR1, the end of the rank when the launcher is gone,
 ``rank{R}.error.json`` with its traceback when it raises, and ``rank{R}.json`` with the
@@ -27,7 +27,7 @@ from nvtutorial import runtime
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m nvtutorial.runtime_script", description=(__doc__ or "").splitlines()[0]
+        prog="python -m nvtutorial.launch.runtime_script", description=(__doc__ or "").splitlines()[0]
     )
     parser.add_argument("--out", type=Path, required=True, help="the run folder")
     parser.add_argument(

@@ -1,7 +1,7 @@
 """The resource guards and the failure diagnosis at their rules, in this process: no run is launched.
 
-``nvtutorial/guards.py`` refuses a run the machine cannot hold (cores, memory, the run folder's disk);
-``nvtutorial/diagnosis.py`` turns a failed run's files into one message naming the rank and the cause. Both
+``nvtutorial/launch/guards.py`` refuses a run the machine cannot hold (cores, memory, the run folder's disk);
+``nvtutorial/launch/diagnosis.py`` turns a failed run's files into one message naming the rank and the cause. Both
 are exercised here on both sides of every limit, with the machine's facts replaced (cores, memory,
 cgroup files, disk) and run folders written by hand as a launched run writes them. The launcher's own
 tests (tests/test_launcher.py, tests/test_faults.py) check the same paths on real runs.
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from nvtutorial import diagnosis, guards
+from nvtutorial.launch import diagnosis, guards
 from nvtutorial.results import RunResult
 
 MB = 1_000_000

@@ -182,7 +182,7 @@ def _signalled_ranks(spec: LaunchSpec, seen: Observed | None = None) -> list[tup
 
 def disk_full(spec: LaunchSpec) -> str | None:
     """A sentence when the run folder's disk is full (nothing could be written), else None."""
-    from nvtutorial.guards import MIN_FREE_MB, nearest_existing
+    from nvtutorial.launch.guards import MIN_FREE_MB, nearest_existing
 
     try:
         free = shutil.disk_usage(nearest_existing(spec.run_dir)).free

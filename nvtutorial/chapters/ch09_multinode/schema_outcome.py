@@ -1,5 +1,6 @@
 """What notebook 09's elastic lab strikes (:class:`Fault`) and what it saw (:class:`ElasticOutcome`): the run's result
-and its timeline from rank 0's log. Plain data, apart from the lab's processes (:mod:`.lab` runs them)."""
+and its timeline from rank 0's log. Plain data, torch-free: the lab (:mod:`.lab`, which runs the processes) builds
+it and the report reads it."""
 
 from __future__ import annotations
 

@@ -1,9 +1,9 @@
 """A finished Slurm job's result: ``result.json`` and the one line that names what failed first.
 
-After ``srun``, on the first node of the allocation, the batch script that :mod:`nvtutorial.slurm` writes runs
-``python -m nvtutorial.slurm collect RUN_DIR``: :func:`collect` builds ``result.json`` from the ranks' ``rank{R}.json``
-with the launcher's own collection (:func:`nvtutorial.diagnosis.collect` and ``diagnose``), prints one line naming the
-node and rank that failed first, and returns that node's exit code, which becomes the job's.
+After ``srun``, on the first node of the allocation, the batch script that :mod:`nvtutorial.launch.slurm` writes
+runs ``python -m nvtutorial.launch.slurm collect RUN_DIR``: :func:`collect` builds ``result.json`` from the ranks'
+``rank{R}.json`` with the launcher's own collection (:func:`nvtutorial.launch.diagnosis.collect` and ``diagnose``),
+prints one line naming the node and rank that failed first, and returns that node's exit code, which becomes the job's.
 """
 
 from __future__ import annotations
@@ -15,8 +15,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from nvtutorial import diagnosis, launch, workloads
+from nvtutorial import launch, workloads
 from nvtutorial import params as params_mod
+from nvtutorial.launch import diagnosis
 from nvtutorial.results import RunResult, read_json, write_json_atomic
 
 SUMMARY_PREFIX = "nvtutorial slurm: "
