@@ -23,7 +23,8 @@ EXECUTED ?= build/executed
 SITE_EXECUTE ?= 1
 SITE_JOBS ?= 2
 
-.PHONY: install course test test-site nbval-outputs mutate mutate-before lab site site-serve bundle clean clean-runs
+.PHONY: install course test test-site nbval-outputs mutate mutate-before lab site site-serve bundle clean clean-runs \
+	zh-update zh-build zh-check
 
 # pip byte-compiles what it installs: keep it so (no --no-compile). Where PYTHONDONTWRITEBYTECODE is set (as on the CI
 # machines), a file pip did not compile is compiled again by every process that imports it: with torch's thousands,
@@ -69,7 +70,7 @@ nbval-outputs: $(VENV)/.test-extra
 # diagnosis, collectives lessons and exercise checkers, against the fast tests; the score per module goes to
 # benchmarks/results/mutation-after.json. MUTATE_SAMPLE mutants per module, drawn with a fixed seed (each score with its
 # 95 % interval; about half an hour on 2 cores at 10); MUTATE_SAMPLE=0 runs every mutant (17,000: many hours).
-# MUTATE_ARGS="--only nvtutorial/guards.py" for one module; MUTATE_ARGS=--recheck after writing tests: only the
+# MUTATE_ARGS="--only nvtutorial/launch/guards.py" for one module; MUTATE_ARGS=--recheck after writing tests: only the
 # mutants not caught last time, against today's tests; `make mutate-before` measures commit e1ea54c (before the rule
 # tests) with the same tool and the same sample rule.
 MUTATE_SAMPLE ?= 10
@@ -109,6 +110,22 @@ site: install $(SITE_ENV)/bin/jupyter-book
 site-serve: site
 	@echo "serving build/site at http://127.0.0.1:$(SITE_PORT)/ (Ctrl-C to stop)"
 	$(BIN)/python -m http.server --bind 127.0.0.1 --directory build/site $(SITE_PORT)
+
+# The Chinese edition (issue 31, docs/translation.md): the English notebooks stay the only source. `make zh-update`
+# extracts their markdown cells into locale/zh_CN/LC_MESSAGES/NN_name.po (a changed cell's translation kept, marked
+# fuzzy); `make zh-build` writes notebooks/zh/ from them (refusing a notebook with a stale or missing entry);
+# `make zh-check` lists stale, missing and obsolete entries, lost code spans and links, glossary misses, and generated
+# notebooks that are not current. ZH_ARGS="--only 00" for one notebook, ZH_ARGS=--allow-missing (zh-build) or
+# ZH_ARGS=--strict (zh-check: glossary misses fail too).
+ZH_ARGS ?=
+zh-update: install
+	$(BIN)/python scripts/translate_notebooks.py update $(ZH_ARGS)
+
+zh-build: install
+	$(BIN)/python scripts/translate_notebooks.py build $(ZH_ARGS)
+
+zh-check: install
+	$(BIN)/python scripts/translate_notebooks.py check $(ZH_ARGS)
 
 bundle: install
 	$(BIN)/nvtutorial bundle --out wheels
