@@ -21,7 +21,7 @@ from nvtutorial.chapters.ch03_ddp_training import schema
 from nvtutorial.chapters.ch03_ddp_training import schema as train_schema
 from nvtutorial.chapters.ch04_optimisations import report as oreport
 from nvtutorial.report import claims
-from nvtutorial.report.verdict import compare
+from nvtutorial.report.verdict import Verdict, compare
 from nvtutorial.results import EnvInfo, typed
 from tests.helpers.training_runs import REF, rows_run
 
@@ -895,6 +895,20 @@ def test_a_gpu_prediction_is_graded_against_gpus_only():
     assert none.status == "info" and none.numbers == {"prediction": 1.8} and none.where == cpu.label
     missing = t.grade_scaling(1.8, dataclasses.replace(s, fixed_global=None), gpu)
     assert missing.status == "info" and "missing" in missing.text
+
+
+def test_the_scaling_grade_without_the_fixed_global_batch_run_is_keyed_info_and_labelled():
+    """The prediction is about the fixed global batch: without that run, on GPUs or in the committed reference, the
+    grade still says which prediction it is (``03.scaling``), that nothing was graded, and where."""
+    gpu = gpu_run(scaling_rows())
+    s = t.scaling_summary(gpu)
+    expected = Verdict("03.scaling", "info", "not graded: the fixed global batch run is missing", {}, GPU_LABEL)
+    assert t.grade_scaling(1.8, dataclasses.replace(s, fixed_global=None), gpu) == expected
+    # on the CPU, a reference without the batch-8 baseline rows: the same verdict, labelled with the reference
+    no_global = gpu_run([r for r in scaling_rows() if r["per_gpu_batch"] == 16])
+    cpu = gpu_run(scaling_rows(), gpu=False)
+    v = t.grade_scaling(1.8, t.scaling_summary(cpu), cpu, reference={"nvlink": no_global, "1gpu": no_global})
+    assert v == dataclasses.replace(expected, where=f"{GPU_LABEL}: {t.REFERENCE_NOTE}")
 
 
 def test_the_c14_prediction_without_two_gpus_is_graded_against_the_reference():

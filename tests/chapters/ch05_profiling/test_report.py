@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import gzip
 import json
+import math
 import re
 import sqlite3
 import time
@@ -115,6 +116,15 @@ def test_the_estimate_of_the_wire():
     assert least == wire.LinkEstimate("least of the ranks", link_ms=0.5, exposed_link_ms=0.2, wait_ms=(1.5, 0.0))
     mixed = wire.link_estimate([split(link=(1.5, 0.5, 0.6)), split(comm=0.5, exposed=0.2)])
     assert mixed.source == "least of the ranks"  # one rank without paired traces: the estimate for all
+
+
+@pytest.mark.parametrize("splits", [[], [None], [None, None]])
+def test_the_estimate_of_the_wire_with_no_rank_profiled_is_unknown_not_an_error(splits):
+    """No split to read (no rank profiled): nothing is paired, and the least of no ranks is unknown (NaN), with no
+    waiting to report; it does not raise."""
+    est = wire.link_estimate(splits)
+    assert est.source == "least of the ranks" and est.wait_ms == ()
+    assert math.isnan(est.link_ms) and math.isnan(est.exposed_link_ms)
 
 
 def test_the_split_verdict():

@@ -1729,6 +1729,15 @@ def test_the_handoff_is_compared_with_a_send_estimate(send_ms, above, where_):
     assert "No stage waited" in report.handoff_verdict(none, 1e-3, 1, where_).text
 
 
+@pytest.mark.parametrize("where_", ["CPU, gloo, 2 processes on h: a simulation", "2× NVIDIA H200 · NCCL 2.28.9"])
+def test_the_handoff_verdict_when_no_stage_waited_idle(where_):
+    """No handoff measured (every median None): the same verdict key as with handoffs, info, its numbers, its where."""
+    none = pd.DataFrame({"handoff (ms, median)": [None, None]}, index=["gpipe", "1f1b"])
+    v = report.handoff_verdict(none, 1e-3, 131072, where_)
+    numbers = {"handoff_s": {}, "send_s": 1e-3, "message_bytes": 131072, "likely_overstated": "gloo" in where_}
+    assert v == Verdict("costmodel.pipeline.handoff", "info", "No stage waited idle for its input.", numbers, where_)
+
+
 def test_the_handoff_of_the_committed_cpu_pipeline_against_that_runs_own_send_estimate():
     """reference/h200x1's CPU simulation read through the real readers: gloo's fit there gives one micro-batch's
     activations 0.306 ms; GPipe's median handoff (0.252 ms) is below it, 1F1B's (0.471 ms) above: the host's."""
@@ -1821,6 +1830,23 @@ def test_a_stages_memory_is_its_state_and_the_micro_batches_it_holds():
     assert table.loc[("1f1b", 0), "held at once"] == 2
     assert table.loc[("1f1b", 0), "activations (model)"] == pytest.approx(2 * first.activations / 1e6)
     assert list(table.columns)[:4] == ["blocks", "params", "grads", "Adam"]
+
+
+@pytest.mark.parametrize("global_batch", [4, 2])
+def test_a_micro_batch_of_less_than_one_sample_is_counted_as_one(global_batch):
+    """4 micro-batches of a global batch of 4 (one sample each) or of 2 (``2 // 4`` = 0, counted as one sample):
+    the memory model for one sample of 64 tokens, by hand. A block saves 4 B × 64 tokens × (4·128 + 4·128 + 2·512
+    + 4 + 4 heads) = 526 336 B; the last stage adds the final norm, logits and loss, 4 B × 64 × (2·128 + 2 + 256)
+    = 131 584 B, and holds the logits' gradients, 2 × 4 B × 64 × 256 = 131 072 B, for a moment."""
+    from nvtutorial.chapters.ch08_ladder.report_model import Setup
+
+    s = Setup(vocab=256, seq_len=64, dim=128, heads=4, layers=4, mlp_ratio=4, global_batch=global_batch)
+    block = 4 * 64 * (4 * 128 + 4 * 128 + 2 * 512 + 4 + 4)
+    assert block == 526_336
+    assert report.pipeline_stage_memory(s, 0, 2, 4) == report.StageMemory(activations=2 * block, transient=0.0)
+    assert report.pipeline_stage_memory(s, 1, 2, 4) == report.StageMemory(
+        activations=2 * block + 131_584, transient=131_072.0
+    )
 
 
 # --------------------------------------------------------------------------------------------------- the capstone

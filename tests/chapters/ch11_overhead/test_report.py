@@ -497,6 +497,19 @@ def test_a_run_with_no_prediction_is_named_and_fails_the_target_unless_the_calib
         report.model_verdict([], GPU)
 
 
+def test_the_model_verdict_says_where_the_run_ran_in_every_branch():
+    """Pass, fail (a prediction off by more than 20 %) and a run left unpredicted: each verdict is labelled with the
+    run it grades."""
+    label = "1× test GPU · torch 2.13"
+    passing = report.step_rows(STEP, report.predictions(calibration(SIDES, **NEW)))
+    off = report.step_rows(STEP, report.predictions(calibration(SIDES, eager_gpu=1.4e-6, compiled_host_s=0.5e-3)))
+    unpredicted = report.step_rows(STEP, report.predictions(calibration(SIDES)))
+    verdicts = [report.model_verdict(rows, label) for rows in (passing, off, unpredicted)]
+    assert [(v.key, v.status, v.where) for v in verdicts] == [
+        ("overhead.model", s, label) for s in ("pass", "fail", "fail")
+    ]
+
+
 def _graded(fastest: float) -> report.StepRow:
     """An eager row whose sides are 1 ms (CPU) and 0.5 ms (GPU), its fastest repeat ``fastest``, through step_rows."""
     run = schema.VariantRun(
@@ -548,6 +561,21 @@ def test_a_step_whose_gpu_side_was_not_measured_is_named_not_graded():
     assert shown.loc[(256, "eager"), "model error"] == "—"
     grades = report.grade_speedups({"graph, small": 4.0}, [blind, *rows[1:]], GPU)
     assert "its GPU side: not measured" in grades[0].text
+
+
+def test_a_graded_row_needs_both_sides_of_its_band():
+    """Step rows give a band (``in_band`` not None) only with both sides known, so :func:`consistency_verdict` never
+    sees a row outside its band with one side missing; a row built by hand that claims one is refused (the band is
+    known only where both sides are), not read as a TypeError halfway through its sentence."""
+    for fastest in (0.7999e-3, 1.8e-3, 1.8001e-3):
+        row = _graded(fastest)
+        assert row.in_band is not None and row.model_s is not None and row.upper_s is not None
+    blind = schema.VariantRun(**{**STEP.runs[0].__dict__, "sides": side(gpu=None)})
+    assert report.step_rows(schema.StepRank("NVIDIA H200", (blind,)), [])[0].in_band is None
+    for one_side in ({"model_s": None}, {"upper_s": None}):
+        broken = dataclasses.replace(_graded(1.8001e-3), **one_side)
+        with pytest.raises(AssertionError):
+            report.consistency_verdict([broken], GPU)
 
 
 def test_a_run_without_its_gpu_side_gets_no_band_from_the_step_rows():
