@@ -15,12 +15,12 @@ import re
 import shutil
 import signal
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nvtutorial.results import EnvInfo, RunResult, read_json
 
-LaunchSpec = Any
-"""A :class:`nvtutorial.launch.LaunchSpec` (not imported: the launcher imports this module)."""
+if TYPE_CHECKING:
+    from nvtutorial.launch.spec import LaunchSpec
 
 LOG_TAIL_LINES = 30
 _TAIL_BYTES = 256 * 1024

@@ -18,10 +18,13 @@ import os
 import socket
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from nvtutorial.launch import guards
 from nvtutorial.runtime import free_port
+
+if TYPE_CHECKING:
+    from nvtutorial.launch.spec import LaunchSpec
 
 __all__ = [
     "base_environment",
@@ -32,9 +35,6 @@ __all__ = [
     "rank_environment",
     "torchrun_variables",
 ]
-
-LaunchSpec = Any
-"""A :class:`nvtutorial.launch.spec.LaunchSpec`."""
 
 TORCHELASTIC_SIGNALS = "SIGTERM,SIGINT,SIGHUP,SIGQUIT"
 """What torchrun's agent sets ``TORCHELASTIC_SIGNALS_TO_HANDLE`` to (torch 2.11-2.14)."""

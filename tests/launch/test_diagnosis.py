@@ -3,28 +3,29 @@
 from __future__ import annotations
 
 import json
-import types
 
 from nvtutorial.launch import diagnosis
+from nvtutorial.launch.spec import LaunchSpec
 
 
 # --------------------------------------------------------------------------- diagnosis, verdicts, predictions
 def test_collect_records_the_nodes_when_the_ranks_do_not(tmp_path):
     run_dir = tmp_path / "run"
     run_dir.mkdir()
-    spec = types.SimpleNamespace(
-        run_dir=run_dir,
-        world_size=2,
-        nnodes=2,
-        nproc=1,
-        backend="gloo",
+    spec = LaunchSpec(
         workload="selftest",
         params=None,
-        args=(),
-        env={},
+        nproc=1,
+        nnodes=2,
+        backend="gloo",
         timeout=30.0,
+        env={},
+        run_dir=run_dir,
+        output="none",
+        pg_timeout=None,
         startup_timeout=20.0,
     )
+    assert spec.world_size == 2
     env = {
         "host": "h",
         "backend": "gloo",

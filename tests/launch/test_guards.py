@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from nvtutorial.launch import diagnosis, guards
+from nvtutorial.launch.spec import LaunchSpec
 from nvtutorial.results import RunResult
 
 MB = 1_000_000
@@ -266,23 +267,23 @@ def test_stack_section_from_before_the_dump(tmp_path):
     assert diagnosis.stack_section(plain) == [str(i) for i in range(8, 20)]  # no dump: the last 12 lines
 
 
-def spec(tmp_path, world=2, nnodes=1, workload="selftest", **kw):
+def spec(tmp_path, world=2, nnodes=1, workload="selftest") -> LaunchSpec:
     run_dir = tmp_path / "run"
     run_dir.mkdir(exist_ok=True)
-    base = dict(
-        run_dir=run_dir,
-        world_size=world,
-        nnodes=nnodes,
-        nproc=world // nnodes,
-        backend="gloo",
+    return LaunchSpec(
         workload=workload,
         params=None,
-        args=("--x",),
-        env={},
+        nproc=world // nnodes,
+        nnodes=nnodes,
+        backend="gloo",
         timeout=30.0,
+        env={},
+        run_dir=run_dir,
+        output="none",
+        pg_timeout=None,
+        args=("--x",),
         startup_timeout=20.0,
     )
-    return types.SimpleNamespace(**{**base, **kw})
 
 
 def test_agent_logs(tmp_path):
@@ -334,7 +335,7 @@ def test_collect_gathers_every_ranks_files(tmp_path):
     class P:
         steps: int = 3
 
-    s.params = P()
+    s = dataclasses.replace(s, params=P())
     assert diagnosis.collect(s, 1, 1.0, None).params == {"steps": 3} and params.steps == 3
 
 

@@ -5,19 +5,24 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nvtutorial.chapters.ch06_pitfalls.schema import Loader, TrainingRow, loader_typed, training_rows_typed
 from nvtutorial.plots.style import COLOURS, figure, finish
+from nvtutorial.results import Where
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 
 def loader_sweep(
     per_rank: Sequence[Loader | Mapping[str, Any]],
-    where: Any,
+    where: Where,
     rule: int | None = None,
     knees: Sequence[int] | None = None,
     pin_same: bool = False,
-):
+) -> tuple[Figure, Axes]:
     """Steady samples/s of the training loop against ``num_workers`` (claim C17): one line per
     ``pin_memory`` setting for the ranks together (DDP makes them move together; the table gives
     each rank), the bar spanning every window of every rank; the step alone, fed from memory, as a
@@ -92,7 +97,7 @@ def _pin_line(loaders: Sequence[Loader], pin: bool) -> tuple[list[int], list[flo
     return counts, mid, low, high
 
 
-def _mark_knees(ax: Any, knees: Sequence[int], counts: list[int], mid: list[float]) -> None:
+def _mark_knees(ax: Axes, knees: Sequence[int], counts: list[int], mid: list[float]) -> None:
     """A star at each rank's fewest workers within the noise of the best, naming the ranks."""
     for knee in sorted(set(knees)):
         who = ", ".join(str(r) for r, kn in enumerate(knees) if kn == knee)
@@ -101,7 +106,7 @@ def _mark_knees(ax: Any, knees: Sequence[int], counts: list[int], mid: list[floa
         ax.annotate(f"rank {who}", (knee, y), xytext=(5, -12), textcoords="offset points", fontsize=7, color="C3")
 
 
-def oom_fixes(rows: Sequence[TrainingRow | Mapping[str, Any]], cap_mib: float, where: Any):
+def oom_fixes(rows: Sequence[TrainingRow | Mapping[str, Any]], cap_mib: float, where: Where) -> tuple[Figure, Axes]:
     """Peak memory of each variant of the training step against the memory cap; red = OOM. ``rows``: the training
     step's variants of the ``oom`` demo, typed (``report_measured.oom(result).training.rows``) or as the run wrote
     them (``measured.ranks[0]["oom"]["training"]["rows"]``)."""

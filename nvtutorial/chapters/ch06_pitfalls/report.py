@@ -15,9 +15,13 @@ import pickle
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, TypedDict
 
 from nvtutorial.report.verdict import Verdict
+from nvtutorial.results import RunResult
+
+if TYPE_CHECKING:
+    from nvtutorial.chapters.ch06_pitfalls.lab import TrapRun
 
 # --------------------------------------------------------------------------- stacks
 
@@ -25,8 +29,17 @@ _FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+),? in (?P<fu
 _THREAD = re.compile(r"^(Current thread|Thread) (0x[0-9a-f]+)", re.IGNORECASE)
 
 
-Frame = dict[str, Any]
-"""``{"file": str, "line": int, "func": str}``."""
+class Frame(TypedDict):
+    """One frame of a faulthandler dump: a dict, as notebook 06 reads it (by key)."""
+
+    file: str
+    line: int
+    func: str
+
+
+def _result_of(run: RunResult | TrapRun) -> RunResult:
+    """The run's result: the run itself, or the result a trap's run (``TrapRun``) holds."""
+    return run if isinstance(run, RunResult) else run.result
 
 
 def thread_dumps(text: str) -> list[list[Frame]]:
@@ -114,9 +127,9 @@ def waiting_point(frames: Sequence[Frame], line_of: Callable[[Frame], str] = loc
     return WaitingPoint(point, frame, code)
 
 
-def rank_stacks(result: Any) -> dict[int, list[Frame]]:
-    """Each rank's main-thread stack from the first dump in its log (``result``: a RunResult or a TrapRun)."""
-    result = getattr(result, "result", result)
+def rank_stacks(run: RunResult | TrapRun) -> dict[int, list[Frame]]:
+    """Each rank's main-thread stack from the first dump in its log."""
+    result = _result_of(run)
     out = {}
     for rank, path in sorted(result.log_files.items()):
         try:
@@ -217,21 +230,19 @@ def log_lines(
     return [line for line in text.splitlines() if any(p in line for p in pats)]
 
 
-def signature_lines(run: Any, limit: int = 4) -> dict[int, list[str]]:
-    """Per rank, the log lines that name the failure (``run``: a TrapRun, RunFailed or RunResult)."""
-    result = getattr(run, "result", run)
-    if result is None:
-        return {}
+def signature_lines(run: RunResult | TrapRun, limit: int = 4) -> dict[int, list[str]]:
+    """Per rank, the log lines that name the failure."""
+    result = _result_of(run)
     return {
         int(r): [line[:300] for line in log_lines(p)[:limit]] or ["(nothing in this rank's log names an error)"]
         for r, p in sorted(result.log_files.items())
     }
 
 
-def timeout_verdict(run: Any, backend: str, pg_timeout: float, where: str) -> Verdict:
+def timeout_verdict(run: RunResult | TrapRun, backend: str, pg_timeout: float, where: str) -> Verdict:
     """How the trap ended with a short process-group timeout: the run must fail soon after it,
     with the timeout named (gloo: rank 1's backward raises; NCCL: the watchdog's report)."""
-    result = getattr(run, "result", run)
+    result = _result_of(run)
     error = result.error or {}
     lines = [line for lines in signature_lines(result, limit=20).values() for line in lines]
     named = any("Timed out" in line or "timed out" in line or "Watchdog caught" in line for line in lines)
@@ -313,9 +324,9 @@ def flight_recorder(run_dir: str | os.PathLike[str], last: int = 3) -> dict[int,
     return found
 
 
-def describe_flight_recorder(run: Any, backend: str) -> list[str]:
+def describe_flight_recorder(run: RunResult | TrapRun, backend: str) -> list[str]:
     """The flight recorder's dumps, one line per rank, or why there are none."""
-    result = getattr(run, "result", run)
+    result = _result_of(run)
     if backend != "nccl":
         return ["no flight-recorder dump: it records NCCL's collectives on GPUs; this run used gloo on the CPU"]
     fr = flight_recorder(result.run_dir)
@@ -334,11 +345,11 @@ def describe_flight_recorder(run: Any, backend: str) -> list[str]:
     return lines
 
 
-def processes_left(result: Any) -> list[int]:
+def processes_left(run: RunResult | TrapRun) -> list[int]:
     """Worker pids of a run (its ``rank{R}.pid`` files) still alive: should be none."""
     import psutil
 
-    result = getattr(result, "result", result)
+    result = _result_of(run)
     alive = []
     for pid_file in Path(result.run_dir).glob("rank*.pid"):
         try:
@@ -353,16 +364,20 @@ def processes_left(result: Any) -> list[int]:
 # --------------------------------------------------------------------------- the fix, and claim C18
 
 
-def fixed_validation_verdict(values: Sequence[Any], single_process: float, where: str, rtol: float = 1e-6) -> Verdict:
-    """The fixed validation: every rank's loss equal, and equal to one process over the whole set."""
+def fixed_validation_verdict(
+    values: Sequence[float | None], single_process: float, where: str, rtol: float = 1e-6
+) -> Verdict:
+    """The fixed validation: every rank's loss equal, and equal to one process over the whole set (None: a rank
+    returned no loss)."""
     numbers = {"values": list(values), "single_process": single_process}
-    if any(not isinstance(v, (int, float)) for v in values):
+    losses = [v for v in values if isinstance(v, (int, float))]
+    if len(losses) < len(values):
         return Verdict("validation on every rank", "fail", f"a rank returned no loss: {list(values)}", numbers, where)
-    spread = max(values) - min(values)
-    off = abs(values[0] - single_process)
+    spread = max(losses) - min(losses)
+    off = abs(losses[0] - single_process)
     ok = spread <= rtol * abs(single_process) and off <= rtol * abs(single_process)
     text = (
-        f"every rank gets {values[0]:.6f}; one process over the whole set: {single_process:.6f} "
+        f"every rank gets {losses[0]:.6f}; one process over the whole set: {single_process:.6f} "
         f"({'the same' if ok else 'NOT the same'}, to {rtol:g} relative)"
     )
     return Verdict(
@@ -383,7 +398,7 @@ def verdict_c18(hang: Verdict, timeout: Verdict, fixed: Verdict, source: Verdict
     premise refuted; ``unverifiable``: a check that decided nothing, or a course fix that failed.
     """
     statuses = (hang.status, timeout.status, fixed.status)
-    numbers: dict[str, Any] = {
+    numbers: dict[str, str | None] = {
         "hang": hang.status,
         "timeout": timeout.status,
         "fixed": fixed.status,
@@ -502,7 +517,10 @@ def _same_crops(crops: Sequence[Sequence[Sequence[int]]]) -> tuple[int, int]:
 
 
 def verdict_c21(
-    weights: Sequence[Sequence[float]], crops_same_seed: Sequence[Any], crops_seed_plus_rank: Sequence[Any], where: str
+    weights: Sequence[Sequence[float]],
+    crops_same_seed: Sequence[Sequence[Sequence[int]]],
+    crops_seed_plus_rank: Sequence[Sequence[Sequence[int]]],
+    where: str,
 ) -> Verdict:
     """Claim C21 from the randomness lesson: ``weights`` per rank ``(before DDP, after)`` with
     ``seed + rank``; the crops each rank drew with the same seed and with ``seed + rank``.

@@ -124,12 +124,27 @@ NOISE_FLOOR = 0.01
 """:func:`~nvtutorial.report.verdict.compare`'s floor: a gap below it is no change, whatever the spreads."""
 
 
-def enough_workers(rows: Sequence[LoaderRow | Mapping[str, Any]]) -> dict[str, Any]:
-    """For one rank's unpinned rows (its :attr:`Loader.rows`, or as the run wrote them: ``d["rows"]`` of a
-    ``dataloader`` section): the best configuration, each count against it, the knee (the fewest workers within the
-    noise of the best, on both sides' spreads: :func:`decided`) and the fewer counts that are ``undecided`` (within
-    the noise only because one side's windows spread widely)."""
-    unpinned = sorted(_unpinned(loader_rows_typed(rows)), key=lambda r: r.num_workers)
+@dataclasses.dataclass(frozen=True)
+class Enough:
+    """One rank's worker counts against its best (:func:`workers_enough`)."""
+
+    best: int
+    """The worker count of the best median rate (unpinned)."""
+    best_rate: float
+    knee: int
+    """The fewest workers within the noise of the best, on both sides' spreads (:func:`decided`)."""
+    undecided: dict[int, Comparison]
+    """The fewer counts within the noise only because one side's windows spread widely."""
+    against_best: dict[int, Comparison]
+    still_rising: bool
+    """The best is the largest count tried, faster than the one before beyond the noise."""
+    largest: int
+
+
+def workers_enough(rows: Sequence[LoaderRow]) -> Enough:
+    """For one rank's unpinned rows (its :attr:`Loader.rows`): the best configuration, each count against it, the knee
+    and the undecided counts (:class:`Enough`)."""
+    unpinned = sorted(_unpinned(rows), key=lambda r: r.num_workers)
     best = max(unpinned, key=lambda r: statistics.median(r.samples_per_s))
     against: dict[int, Comparison] = {
         r.num_workers: compare(best.samples_per_s, r.samples_per_s, lower_is_better=False) for r in unpinned
@@ -141,15 +156,22 @@ def enough_workers(rows: Sequence[LoaderRow | Mapping[str, Any]]) -> dict[str, A
         and len(unpinned) > 1
         and compare(unpinned[-2].samples_per_s, unpinned[-1].samples_per_s, lower_is_better=False).status == "faster"
     )
-    return {
-        "best": best.num_workers,
-        "best_rate": statistics.median(best.samples_per_s),
-        "knee": knee,
-        "undecided": {w: c for w, c in against.items() if w < knee and c.status == "no change"},
-        "against_best": against,
-        "still_rising": rising,
-        "largest": largest,
-    }
+    return Enough(
+        best=best.num_workers,
+        best_rate=statistics.median(best.samples_per_s),
+        knee=knee,
+        undecided={w: c for w, c in against.items() if w < knee and c.status == "no change"},
+        against_best=against,
+        still_rising=rising,
+        largest=largest,
+    )
+
+
+def enough_workers(rows: Sequence[LoaderRow | Mapping[str, Any]]) -> dict[str, Any]:
+    """:func:`workers_enough` as a dict (``best``, ``best_rate``, ``knee``, ``undecided``, ``against_best``,
+    ``still_rising``, ``largest``), of one rank's rows typed or as the run wrote them (the ``rows`` of a ``dataloader``
+    section): notebook 06's figure cell reads each rank's knee from it."""
+    return dict(vars(workers_enough(loader_rows_typed(rows))))
 
 
 def _undecided_text(undecided: Mapping[int, Comparison]) -> str:
@@ -200,14 +222,25 @@ def _gpu(run: RunResult) -> str | None:
     return ids[0] if ids else None
 
 
-def h2d_rates(links: RunResult, nbytes: int) -> dict[str, float]:
-    """Notebook 01's host-to-device GB/s by host memory (``pinned``, ``pageable``), at its copy size nearest
-    ``nbytes``."""
+@dataclasses.dataclass(frozen=True)
+class HostToDevice:
+    """Notebook 01's host-to-device copy rates at one size, GB/s, by where the host memory is."""
+
+    pinned: float
+    pageable: float
+
+
+def h2d_rates(links: RunResult, nbytes: int) -> HostToDevice | None:
+    """Notebook 01's host-to-device GB/s from pinned and from pageable memory, at its copy size nearest ``nbytes``
+    (None: the run did not time both)."""
     from nvtutorial.chapters.ch01_hardware.schema_gpu_links import Rank as Links
 
     rows = [r for r in links.metrics_as(Links).rows if r.link == "host to device"]
     size = min({r.size for r in rows}, key=lambda n: abs(n - nbytes), default=None)
-    return {r.host: r.gbps for r in rows if r.size == size}
+    pinned, pageable = (
+        next((r.gbps for r in rows if r.size == size and r.host == h), None) for h in ("pinned", "pageable")
+    )
+    return HostToDevice(pinned, pageable) if pinned is not None and pageable is not None else None
 
 
 def pin_bound(result: RunResult, links: RunResult | None) -> str | None:
@@ -223,13 +256,13 @@ def pin_bound(result: RunResult, links: RunResult | None) -> str | None:
     for rank, d in enumerate(loaders(result)):
         c, nbytes = pin_comparison(d.rows, _pin_workers(d)), d.batch * d.image_size**2 * BATCH_BYTES_PER_PIXEL
         rate = h2d_rates(links, nbytes)
-        if c is None or not {"pinned", "pageable"} <= rate.keys():
+        if c is None or rate is None:
             continue
-        copy_ms, step_ms = nbytes / rate["pageable"] / 1e6, d.batch / c.baseline * 1e3
+        copy_ms, step_ms = nbytes / rate.pageable / 1e6, d.batch / c.baseline * 1e3
         seen = "within" if copy_ms / step_ms < c.noise else "beyond"
         out.append(
             f"rank {rank}: the batch, {nbytes / 1e6:.1f} MB, copies in {copy_ms:.2f} ms from pageable memory at "
-            f"{rate['pageable']:.1f} GB/s, {nbytes / rate['pinned'] / 1e6:.2f} ms pinned at {rate['pinned']:.1f} GB/s "
+            f"{rate.pageable:.1f} GB/s, {nbytes / rate.pinned / 1e6:.2f} ms pinned at {rate.pinned:.1f} GB/s "
             f"(notebook 01's rates {where}): pinning can save at most {copy_ms:.2f} ms of a {step_ms:.1f} ms step "
             f"({copy_ms / step_ms:.1%}), {seen} this A/B's noise (±{c.noise:.0%})"
             + (", which cannot resolve it" if seen == "within" else "")
@@ -251,7 +284,7 @@ def pin_within_noise(result: RunResult) -> bool:
     return found
 
 
-def _per_rank(values: Mapping[int, Any], fmt: str = "{}") -> str:
+def _per_rank(values: Mapping[int, float | None], fmt: str = "{}") -> str:
     """``X on every rank`` when the ranks agree, else ``rank 0: X, rank 1: Y``."""
     shown = {r: fmt.format(v) if v is not None else "none of the counts tried" for r, v in values.items()}
     if len(set(shown.values())) == 1:
@@ -305,7 +338,7 @@ def verdict_c17(result: RunResult) -> Verdict:
     first = each[0]
     rule = first.rule_of_thumb_workers
     gpu = bool(first.gpus) or bool(getattr(getattr(result, "env", None), "is_gpu", False))
-    per = {r: enough_workers(d.rows) for r, d in enumerate(each)}
+    per = {r: workers_enough(d.rows) for r, d in enumerate(each)}
     if not gpu:
         cores = f"{first.cpu_cores} cores" if first.cpu_cores else "cores"
         return Verdict(
@@ -313,9 +346,9 @@ def verdict_c17(result: RunResult) -> Verdict:
             "unverifiable",
             f"A CPU simulation: the workers compete with the training for the same {cores}, so it says "
             "nothing about a GPU's input pipeline. Here the fewest workers within the noise of the best were "
-            + ", ".join(f"{p['knee']} on rank {r}{_undecided_text(p['undecided'])}" for r, p in per.items())
+            + ", ".join(f"{p.knee} on rank {r}{_undecided_text(p.undecided)}" for r, p in per.items())
             + ".",
-            {"knee": [p["knee"] for p in per.values()], "rule": rule, "undecided": _undecided_numbers(per)},
+            {"knee": [p.knee for p in per.values()], "rule": rule, "undecided": _undecided_numbers(per)},
             where,
         )
     tried = {row.num_workers for row in first.rows}
@@ -342,7 +375,7 @@ def verdict_c17(result: RunResult) -> Verdict:
             "rule_state": {str(r): v for r, v in states.get(rule, {}).items()},
             "readings": {n: {str(r): v for r, v in states[n].items()} if n in states else None for n, _ in readings},
             "pin_helps": pin_helps,
-            "knee": {str(r): p["knee"] for r, p in per.items()},
+            "knee": {str(r): p.knee for r, p in per.items()},
             "undecided": _undecided_numbers(per),
             "pin_change": {str(r): (c.change if c else None) for r, c in pins.items()},
             "pin_status": {str(r): (c.status if c else None) for r, c in pins.items()},
@@ -354,7 +387,7 @@ def verdict_c17(result: RunResult) -> Verdict:
 
 
 def _c17_text(
-    per: Mapping[int, Mapping[str, Any]],
+    per: Mapping[int, Enough],
     step: Mapping[int, float],
     pins: Mapping[int, Comparison | None],
     rule_text: str,
@@ -363,10 +396,10 @@ def _c17_text(
     """C17's sentence on GPUs: each rank's knee, the rule's count, pinned memory, the verdict."""
     parts = []
     for r, p in per.items():
-        note = " (the rate was still rising at the largest count tried)" if p["still_rising"] else ""
+        note = " (the rate was still rising at the largest count tried)" if p.still_rising else ""
         parts.append(
-            f"rank {r}: {p['knee']} workers are within the noise of the best ({p['best_rate']:.0f} samples/s "
-            f"at {p['best']}){note}{_undecided_text(p['undecided'])}; the step alone takes {step[r]:.0f} samples/s"
+            f"rank {r}: {p.knee} workers are within the noise of the best ({p.best_rate:.0f} samples/s "
+            f"at {p.best}){note}{_undecided_text(p.undecided)}; the step alone takes {step[r]:.0f} samples/s"
         )
     pin_text = "; ".join(
         f"rank {r}: {c.describe('samples/s', 'pin_memory=True')}" if c else f"rank {r}: not measured"
@@ -411,15 +444,15 @@ def _readings_text(readings: Sequence[tuple[int, str]], states: Mapping[int, Map
     return "; ".join(parts)
 
 
-def _rule_state(per: Mapping[str, Any], rule: int) -> str:
+def _rule_state(per: Enough, rule: int) -> str:
     """The rule's worker count on one rank: ``enough`` (within the noise of the best on both sides' spreads),
     ``undecided`` (within it only because one side's windows spread widely) or ``NOT enough``."""
-    c = per["against_best"][rule]
+    c = per.against_best[rule]
     return "enough" if decided(c) else "undecided" if c.status == "no change" else "NOT enough"
 
 
-def _undecided_numbers(per: Mapping[int, Mapping[str, Any]]) -> dict[str, list[int]]:
-    return {str(r): sorted(p["undecided"]) for r, p in per.items()}
+def _undecided_numbers(per: Mapping[int, Enough]) -> dict[str, list[int]]:
+    return {str(r): sorted(p.undecided) for r, p in per.items()}
 
 
 def shards_line(result: RunResult) -> str:

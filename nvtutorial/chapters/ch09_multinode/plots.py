@@ -11,10 +11,14 @@ from typing import TYPE_CHECKING, Any
 from nvtutorial.plots.style import COLOURS, figure, finish
 
 if TYPE_CHECKING:
-    from nvtutorial.chapters.ch09_multinode.lab import ElasticOutcome
+    import numpy as np
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+    from nvtutorial.chapters.ch09_multinode.schema_outcome import ElasticOutcome
 
 
-def plot_recovery(outcomes: Mapping[str, ElasticOutcome]) -> tuple[Any, Any]:
+def plot_recovery(outcomes: Mapping[str, ElasticOutcome]) -> tuple[Figure, np.ndarray]:
     """Steps done against time from the agents' start, one panel per run: the start-up before the first step and
     each fault's recovery (from the kill to the first new step) shaded and timed, each attempt's steps, each kill,
     and the steps done twice. The title says how much of the run was training."""
@@ -55,20 +59,22 @@ def plot_recovery(outcomes: Mapping[str, ElasticOutcome]) -> tuple[Any, Any]:
     return fig, axes
 
 
-def _draw_start_up(ax: Any, first_step: float, top: float) -> None:
+def _draw_start_up(ax: Axes, first_step: float, top: float) -> None:
     """The start-up before the first step: shaded and timed."""
     ax.axvspan(0, first_step, color=COLOURS["idle"], alpha=0.6, lw=0, label="start-up: agents, imports, rendezvous")
     ax.text(first_step / 2, top * 1.02, f"start-up\n{first_step:.1f} s", ha="center", va="bottom", fontsize=8)
 
 
-def _draw_fault(ax: Any, p: ElasticOutcome, i: int, top: float) -> None:
+def _draw_fault(ax: Axes, p: ElasticOutcome, i: int, top: float) -> None:
     """Fault ``i`` (``p``: the outcome as seen from it): the kill, the recovery shaded and timed, the steps done twice;
     only the first fault's are labelled."""
+    if p.killed_at_s is None:  # no kill: nothing to draw (plot_recovery draws only the kills)
+        return
     what = p.fault.kind if p.fault is not None else "kill"
     ax.axvline(
         p.killed_at_s, color=COLOURS["exposed"], lw=1.2, ls="--", label="SIGKILL (rank or node)" if i == 0 else None
     )
-    if p.killed_at_s is not None and p.recovery_s is not None:
+    if p.recovery_s is not None:
         ax.axvspan(
             p.killed_at_s,
             p.killed_at_s + p.recovery_s,
@@ -96,7 +102,7 @@ def _draw_fault(ax: Any, p: ElasticOutcome, i: int, top: float) -> None:
         )
 
 
-def plot_boundary(rows: Sequence[Mapping[str, Any]]) -> tuple[Any, Any]:
+def plot_boundary(rows: Sequence[Mapping[str, Any]]) -> tuple[Figure, Axes]:
     """Per placement, a step split into the part without the all-reduce and the exposed communication (ms)."""
     fig, ax = figure(8, 1.2 + 0.9 * len(rows))
     names = [r["placement"] for r in rows]

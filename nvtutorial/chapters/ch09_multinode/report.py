@@ -18,14 +18,11 @@ from pathlib import Path
 from typing import Any
 
 from nvtutorial.chapters.ch09_multinode import schema
+from nvtutorial.chapters.ch09_multinode.schema_outcome import ElasticOutcome
 from nvtutorial.machine import nccl_debug
 from nvtutorial.report import predict
 from nvtutorial.report.verdict import Verdict, compare, comparison_verdict
 from nvtutorial.results import RunResult, typed
-
-ElasticOutcome = Any
-"""An :class:`nvtutorial.chapters.ch09_multinode.schema_outcome.ElasticOutcome`: the real type (importable here, it
-is torch-free) is not named yet because the tests pass made-up outcomes (``SimpleNamespace``) in its place."""
 
 _NNODES = re.compile(r"NCCL INFO comm \S+ rank (\d+) nRanks (\d+) nNodes (\d+) localRanks (\d+)")
 _AGENT_WORDS = re.compile(
@@ -500,6 +497,14 @@ def recovery_verdict(
         )
     if outcome.resumed_from is None:
         return Verdict(f"recovery: {what}", "fail", "the ranks were never started again after the kill", numbers, where)
+    if outcome.killed_at_s is None:  # no steps lost, no recovery time: nothing to judge them by
+        return Verdict(
+            f"recovery: {what}",
+            "fail",
+            "no kill was recorded, yet the ranks were started again: this run shows no recovery from the lab's fault",
+            numbers,
+            where,
+        )
     same, (identical, diff) = _same_weights(reference, outcome.checkpoint, "uninterrupted", "interrupted", where)
     numbers.update(identical=identical, max_abs_diff=diff)
     at_checkpoint = outcome.resumed_from % outcome.every == 0 and 0 <= (outcome.steps_lost or 0) < outcome.every
@@ -569,26 +574,30 @@ def grade_steps_lost(prediction: float | None, outcome: ElasticOutcome, kill_aft
     run lost, or the steps a kill right after step ``kill_after`` (the question as asked) loses when the kill landed
     later (the ranks went on while the signal was sent: a step whose all-reduce the killed rank had already joined
     completes), including when that later kill landed right after a checkpoint and lost nothing."""
-    lost = outcome.steps_lost
-    if lost is None:
+    lost, last, resumed, kill = (
+        outcome.steps_lost,
+        outcome.last_step_before_kill,
+        outcome.resumed_from,
+        outcome.killed_at_s,
+    )
+    if lost is None or last is None or resumed is None or kill is None:  # all four or none: a kill and a restart
         raise ValueError("the run has no measured steps lost (no kill, or no restart)")
-    last = outcome.last_step_before_kill
-    redone = f"so steps {outcome.resumed_from + 1}–{last} were done again" if lost else "so no step was done again"
+    redone = f"so steps {resumed + 1}–{last} were done again" if lost else "so no step was done again"
     explanation = (
         f"The kill was asked for after step {kill_after}; rank 0's last step before the restart was {last}; the last "
-        f"checkpoint before it was written after step {outcome.resumed_from} (every {outcome.every} steps), {redone}: "
+        f"checkpoint before it was written after step {resumed} (every {outcome.every} steps), {redone}: "
         f"lost = k − N·⌊k/N⌋ with k = {last}, N = {outcome.every}. A checkpoint costs time too: fewer steps "
         "between them lose less and save more."
     )
     asked = kill_after - outcome.every * (kill_after // outcome.every)  # the same rule at the step asked for
     title = predict.question_of("prediction: steps lost")
-    if last is not None and last > kill_after and prediction is not None and prediction == asked and prediction != lost:
+    if last > kill_after and prediction is not None and prediction == asked and prediction != lost:
         return Verdict(
             "prediction: steps lost",
             "right",
             f"You predicted {prediction:g} steps: right for a kill right after step {kill_after}, as asked. "
             f"This run lost {lost}: rank 0 logged step {last} after the kill, {last - kill_after} step(s) later "
-            f"({_late(outcome, last)}){', right after a checkpoint' if not lost else ''}. {explanation}",
+            f"({_late(outcome, last, kill)}){', right after a checkpoint' if not lost else ''}. {explanation}",
             {"prediction": prediction, "measured": lost, "asked": asked},
             outcome.where,
             title,
@@ -623,10 +632,11 @@ def grade_steps_lost(prediction: float | None, outcome: ElasticOutcome, kill_aft
     )
 
 
-def _late(outcome: ElasticOutcome, step: int) -> str:
-    """Why rank 0 logged ``step`` after the kill, by how late its line came: within 1 s the killed rank had joined
-    the step's all-reduce before it died; later, rank 0 was held in that all-reduce until it was ended (review R6-7)."""
-    late = [t - outcome.killed_at_s for t, a, s in outcome.steps if a == 0 and s == step]
+def _late(outcome: ElasticOutcome, step: int, killed_at_s: float) -> str:
+    """Why rank 0 logged ``step`` after the kill (at ``killed_at_s``), by how late its line came: within 1 s the killed
+    rank had joined the step's all-reduce before it died; later, rank 0 was held in that all-reduce until it was ended
+    (review R6-7)."""
+    late = [t - killed_at_s for t, a, s in outcome.steps if a == 0 and s == step]
     if not late or late[-1] <= 1.0:
         return (
             "the ranks went on while the signal was sent: the killed rank had already taken part in "
@@ -698,13 +708,15 @@ def resubmission_verdict(
     )
     run_dir = job.run_dir
     start = started_at(run_dir)
-    last = lost.last_step_before_kill
-    checkpoint = (last // lost.every) * lost.every if last is not None else None
-    # A step prints its line before it writes its checkpoint (lessons/elastic_train.py): a kill right after a
-    # checkpoint step's line may come before that checkpoint is written, and the one before it is then the last.
-    unwritten = last is not None and checkpoint is not None and last % lost.every == 0 and checkpoint >= lost.every
-    if unwritten and start == checkpoint - lost.every:
-        checkpoint = start
+    last = lost.last_step_before_kill  # None: nothing was killed, so no checkpoint is the lost job's last
+    checkpoint, unwritten = None, False
+    if last is not None:
+        checkpoint = (last // lost.every) * lost.every
+        # A step prints its line before it writes its checkpoint (lessons/elastic_train.py): a kill right after a
+        # checkpoint step's line may come before that checkpoint is written, and the one before it is then the last.
+        unwritten = last % lost.every == 0 and checkpoint >= lost.every
+        if unwritten and start == checkpoint - lost.every:
+            checkpoint = start
     result = job.result if state is not None else job
     label = result.label if result is not None and result.env is not None else ""
     numbers = {

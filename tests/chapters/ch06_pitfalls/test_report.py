@@ -10,7 +10,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import pickle
-import types
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +18,7 @@ import pytest
 from nvtutorial.chapters.ch06_pitfalls import report as rp
 from nvtutorial.chapters.ch06_pitfalls import report_measured as rm
 from nvtutorial.chapters.ch06_pitfalls import schema
+from nvtutorial.chapters.ch06_pitfalls.lab import TrapRun
 from nvtutorial.report import claims
 from nvtutorial.report.verdict import Verdict, compare
 from nvtutorial.results import RunResult, typed
@@ -54,8 +54,36 @@ Current thread 0x00007fbbb29f7140 (most recent call first):
 """
 
 
-def frame(file: str, line: int, func: str) -> dict:
+def frame(file: str, line: int, func: str) -> rp.Frame:
     return {"file": file, "line": line, "func": func}
+
+
+def made_run(
+    tmp_path: Path,
+    ok: bool = True,
+    error: dict[str, Any] | None = None,
+    log_files: dict[int, Path] | None = None,
+    run_dir: Path | None = None,
+) -> RunResult:
+    """A finished run of a trap script, made up: its folder, its ranks' logs and how it ended."""
+    return RunResult(
+        workload="nvtutorial/chapters/ch06_pitfalls/lessons/validation.py",
+        params={"args": []},
+        returncode=0 if ok else 1,
+        wall_s=12.34,
+        first_output_s=None,
+        env=None,
+        ranks=[],
+        run_dir=run_dir or tmp_path,
+        log_files=log_files or {},
+        log_tail=[],
+        error=error,
+    )
+
+
+def trap_of(result: RunResult) -> TrapRun:
+    """A trap's launch (:class:`lab.TrapRun`) that holds ``result``."""
+    return TrapRun(result, "gloo", "epoch 0 trained", None, None, False)
 
 
 # --------------------------------------------------------------------------- stacks
@@ -105,7 +133,7 @@ def test_local_line_reads_this_checkout(tmp_path):
 LINES = {("v.py", 60): "for images, masks in loader:", ("v.py", 88): "loss.backward()", ("v.py", 90): "x = loss.item()"}
 
 
-def line_of(f: dict) -> str:
+def line_of(f: rp.Frame) -> str:
     return LINES.get((Path(f["file"]).name, f["line"]), "")
 
 
@@ -147,8 +175,8 @@ def test_where_a_rank_waits(frames, point, where):
 
 def test_rank_stacks_from_the_logs(tmp_path):
     (tmp_path / "rank0.log").write_text(DUMP)
-    result = types.SimpleNamespace(log_files={"1": tmp_path / "missing.log", "0": tmp_path / "rank0.log"})
-    stacks = rp.rank_stacks(types.SimpleNamespace(result=result))  # a TrapRun holds its RunResult
+    result = made_run(tmp_path, log_files={1: tmp_path / "missing.log", 0: tmp_path / "rank0.log"})
+    stacks = rp.rank_stacks(trap_of(result))  # a TrapRun holds its RunResult
     assert set(stacks) == {0, 1} and stacks[1] == [] and stacks[0][0]["func"] == "_engine_run_backward"
 
 
@@ -208,18 +236,18 @@ def test_log_lines_and_signature_lines(tmp_path):
     assert rp.log_lines(log, ("fine",)) == ["fine", "fine"]
     assert rp.log_lines(tmp_path / "missing") == []
     (tmp_path / "rank0.log").write_text("all good\n")
-    result = types.SimpleNamespace(log_files={"1": log, "0": tmp_path / "rank0.log"})
+    result = made_run(tmp_path, log_files={1: log, 0: tmp_path / "rank0.log"})
     lines = rp.signature_lines(result, limit=2)
     assert list(lines) == [0, 1] and lines[0] == ["(nothing in this rank's log names an error)"]
     assert lines[1] == ["Watchdog caught collective operation timeout", "an Error here"]
-    assert rp.signature_lines(types.SimpleNamespace(result=None)) == {}
+    assert rp.signature_lines(trap_of(made_run(tmp_path))) == {}  # a run without logs
     log.write_text("Error " + "x" * 400 + "\n")
     assert len(rp.signature_lines(result)[1][0]) == 300
 
 
-def _run(tmp_path, ok: bool, lines: str, error: dict | None = None):
+def _run(tmp_path, ok: bool, lines: str, error: dict | None = None) -> RunResult:
     (tmp_path / "rank1.log").write_text(lines)
-    return types.SimpleNamespace(ok=ok, error=error, wall_s=12.34, log_files={1: tmp_path / "rank1.log"})
+    return made_run(tmp_path, ok, error, log_files={1: tmp_path / "rank1.log"})
 
 
 @pytest.mark.parametrize(
@@ -264,17 +292,15 @@ def test_the_flight_recorder_reads_every_ranks_dump(tmp_path):
     assert rp.flight_recorder(tmp_path)[3] == rp.FlightDump(
         entries=(), last_completed_seq=None, pending=(), file=str(tmp_path / "nccl_trace_rank_3")
     )
-    lines = rp.describe_flight_recorder(types.SimpleNamespace(run_dir=tmp_path), "nccl")
+    lines = rp.describe_flight_recorder(made_run(tmp_path), "nccl")
     assert (
         lines[0] == "rank 0: last completed collective #2; not completed: #3 nccl:broadcast (started), "
         "#4 nccl:all_reduce (scheduled)"
     )
     assert lines[1] == "rank 1: last completed collective #2; not completed: none"
     assert lines[2].startswith("rank 2: unreadable dump")
-    assert rp.describe_flight_recorder(types.SimpleNamespace(run_dir=tmp_path), "gloo")[0].startswith(
-        "no flight-recorder"
-    )
-    assert rp.describe_flight_recorder(types.SimpleNamespace(run_dir=tmp_path / "none"), "nccl")[0].startswith(
+    assert rp.describe_flight_recorder(made_run(tmp_path), "gloo")[0].startswith("no flight-recorder")
+    assert rp.describe_flight_recorder(made_run(tmp_path, run_dir=tmp_path / "none"), "nccl")[0].startswith(
         "no flight-recorder dump found"
     )
 
@@ -289,12 +315,11 @@ def test_processes_left(tmp_path):
         (tmp_path / "rank0.pid").write_text(str(child.pid))
         (tmp_path / "rank1.pid").write_text(str(os.getpid() + 10_000_000))  # no such process
         (tmp_path / "rank2.pid").write_text("not a pid")
-        run = types.SimpleNamespace(result=types.SimpleNamespace(run_dir=tmp_path))
-        assert rp.processes_left(run) == [child.pid]
+        assert rp.processes_left(trap_of(made_run(tmp_path))) == [child.pid]
     finally:
         child.kill()
         child.wait()
-    assert rp.processes_left(types.SimpleNamespace(run_dir=tmp_path)) == []  # ended (a zombie no more)
+    assert rp.processes_left(made_run(tmp_path)) == []  # ended (a zombie no more)
 
 
 # --------------------------------------------------------------------------- validation, the fix and C18
@@ -901,9 +926,9 @@ def test_processes_left_counts_live_ranks_only(tmp_path):
             "agent.pid": str(alive),
         }.items():
             (tmp_path / name).write_text(text)
-        run = types.SimpleNamespace(run_dir=str(tmp_path))
+        run = made_run(tmp_path)
         assert rp.processes_left(run) == [alive]
-        assert rp.processes_left(types.SimpleNamespace(result=run)) == [alive]  # a RunError holds its result
+        assert rp.processes_left(trap_of(run)) == [alive]  # a TrapRun holds its result
         (tmp_path / "rank0.pid").write_text(str(gone))  # agent.pid is no rank's: not counted
         assert rp.processes_left(run) == []
     finally:
@@ -936,23 +961,14 @@ def test_main_stack_reads_the_last_faulthandler_dump():
     assert rp.main_stack("no stacks here") == []
     point = rp.waiting_point(frames, lambda f: "")
     assert point.point == "backward" and point.frame == "validation.py:89 train_one_epoch"
-    item = [
-        {"file": "/x/validation.py", "line": 9, "func": "train_one_epoch"},
-        {"file": "/x/validation.py", "line": 99, "func": "<module>"},
-    ]
+    item = [frame("/x/validation.py", 9, "train_one_epoch"), frame("/x/validation.py", 99, "<module>")]
     assert rp.waiting_point(item, lambda f: "last = loss.item()").point == "item"
     assert rp.waiting_point(item, lambda f: "optimizer.step()").point == "elsewhere"
 
 
 def test_hang_verdict_fails_when_the_stacks_contradict_the_lesson():
-    validating = [
-        {"file": "/x/v.py", "line": 1, "func": "evaluate"},
-        {"file": "/x/v.py", "line": 2, "func": "<module>"},
-    ]
-    training = [
-        {"file": "/x/v.py", "line": 3, "func": "train_one_epoch"},
-        {"file": "/x/v.py", "line": 4, "func": "<module>"},
-    ]
+    validating = [frame("/x/v.py", 1, "evaluate"), frame("/x/v.py", 2, "<module>")]
+    training = [frame("/x/v.py", 3, "train_one_epoch"), frame("/x/v.py", 4, "<module>")]
     verdict = rp.hang_verdict({0: validating, 1: training}, "nccl", "test", lambda f: "optimizer.step()")
     assert verdict.status == "fail" and verdict.numbers["rank1"] == "elsewhere"
     assert rp.hang_verdict({}, "gloo", "test").status == "fail"
@@ -966,7 +982,7 @@ def test_flight_recorder_dump_is_summarised(tmp_path):
     (tmp_path / "nccl_trace_rank_1").write_bytes(pickle.dumps({"version": "2.4", "entries": entries}))
     fr = rp.flight_recorder(tmp_path)
     assert fr[1].last_completed_seq == 7 and fr[1].pending[0].seq == 8
-    lines = rp.describe_flight_recorder(types.SimpleNamespace(run_dir=tmp_path), "nccl")
+    lines = rp.describe_flight_recorder(made_run(tmp_path), "nccl")
     assert lines == ["rank 1: last completed collective #7; not completed: #8 nccl:all_reduce (scheduled)"]
 
 
@@ -1041,26 +1057,11 @@ def _result(run_dir: Path) -> dict[str, Any]:
     return json.loads((run_dir / "result.json").read_text())
 
 
-def _as_result(run_dir: Path) -> Any:
-    """The parts of a committed run the readers use, with its log files found in its folder."""
-    data = _result(run_dir)
-    ranks = [m.get("metrics", m) for m in data.get("ranks", [])]
-    env = data.get("env") or {}
-    label = (
-        "2× H200 reference run"
-        if not env
-        else f"{env.get('world_size')}× {env.get('device_names', ['?'])[0]} · {env.get('link')} · "
-        f"NCCL {env.get('nccl')}"
-    )
-    return types.SimpleNamespace(
-        run_dir=run_dir,
-        ranks=ranks,
-        error=data.get("error"),
-        ok=data.get("error") is None,
-        wall_s=data["wall_s"],
-        label=label,
-        params=data.get("params", {}),
-        log_files={int(r): run_dir / f"rank{r}.log" for r in data.get("log_files", {})},
+def _as_result(run_dir: Path) -> RunResult:
+    """A committed run, with its folder and log files found where it is committed."""
+    result = RunResult.load(run_dir / "result.json")
+    return dataclasses.replace(
+        result, run_dir=run_dir, log_files={r: run_dir / f"rank{r}.log" for r in result.log_files}
     )
 
 
@@ -1102,7 +1103,7 @@ def _is_pg_timeout(data: dict[str, Any], folder: Path) -> bool:
     )
 
 
-def _line_of(frame: dict[str, Any]) -> str:
+def _line_of(frame: rp.Frame) -> str:
     """Source lines for the committed stacks: the old workload's from its commit, the lessons' from this checkout."""
     name = Path(frame["file"]).name
     if (name, frame["line"]) in OLD_WORKLOAD_LINES:

@@ -19,6 +19,7 @@ import torch
 
 from nvtutorial.chapters.ch09_multinode import report as m
 from nvtutorial.chapters.ch09_multinode import schema
+from nvtutorial.chapters.ch09_multinode.schema_outcome import ElasticOutcome, Fault
 from nvtutorial.launch import LaunchSpec
 from nvtutorial.report.verdict import compare
 from nvtutorial.results import EnvInfo, RunResult
@@ -265,34 +266,57 @@ def test_the_boundary_table_and_verdict(tmp_path):
 
 # --------------------------------------------------------------------------- recovery
 def outcome(
-    tmp_path,
+    tmp_path: Path,
     ok: bool = True,
     resumed: int | None = 10,
-    lost: int | None = 3,
     every: int = 10,
     weights=W,
     last: int = 13,
-    error=None,
+    error: dict[str, Any] | None = None,
     recovery_s: float = 2.5,
-    **more,
-):
-    ckpt = save(tmp_path / "interrupted.pt", weights, 40)
-    result = types.SimpleNamespace(error=error or {"message": "RuntimeError: boom\nmore"}, run_dir=tmp_path)
-    return types.SimpleNamespace(
-        ok=ok,
+    restart_s: float = 1.5,
+    killed_at_s: float | None = 8.0,
+    started_wall: float | None = None,
+    steps: list[tuple[float, int, int]] | None = None,
+    run_dir: Path | None = None,
+) -> ElasticOutcome:
+    """An elastic run as the lab records it, made up: attempt 0 logs steps 1..``last`` and is killed at
+    ``killed_at_s`` (None: nothing killed); attempt 1 (none if ``resumed`` is None) starts at step ``resumed``
+    ``restart_s`` after the kill (or 8 s) and logs its first step ``recovery_s`` after it. Its steps lost are ``last -
+    resumed``; its last checkpoint (``--ckpt-dir``/last.pt) holds ``weights``."""
+    ckpt = tmp_path / "ckpt"
+    ckpt.mkdir(exist_ok=True)
+    save(ckpt / "last.pt", weights, 40)
+    result = RunResult(
+        workload="nvtutorial/chapters/ch09_multinode/lessons/elastic_train.py",
+        params={"args": ["--ckpt-dir", str(ckpt)]},
+        returncode=0 if ok else 1,
+        wall_s=20.0,
+        first_output_s=None,
+        env=None,
+        ranks=[],
+        run_dir=run_dir or tmp_path,
+        log_files={},
+        log_tail=[],
+        error=error or {"message": "RuntimeError: boom\nmore"},
+    )
+    attempts, fault_s = [(1.5, 0, 0)], 8.0 if killed_at_s is None else killed_at_s
+    if steps is None:
+        steps = [(1.5 + 0.1 * s, 0, s) for s in range(1, last + 1)]
+        steps += [(fault_s + recovery_s, 1, resumed + 1)] if resumed is not None else []
+    if resumed is not None:
+        attempts.append((fault_s + restart_s, 1, resumed))
+    return ElasticOutcome(
         result=result,
-        where="CPU",
-        last_step_before_kill=last,
-        resumed_from=resumed,
-        steps_lost=lost,
+        fault=Fault("rank", max(last, 1)),
         every=every,
-        recovery_s=recovery_s,
-        restart_s=1.5,
-        peer_error_s=None,
-        checkpoint=ckpt,
+        steps=steps,
+        attempts=attempts,
+        events=[(1.234, "x")],
+        killed_at_s=killed_at_s,
         agent_returncodes=(1, 0),
-        timeline=lambda: [{"t_s": 1.234, "e": "x"}],
-        **{"killed_at_s": None, "started_wall": None, "steps": [], **more},
+        placement="CPU",
+        started_wall=started_wall,
     )
 
 
@@ -300,13 +324,12 @@ def outcome(
     "kwargs, status",
     [
         ({}, "pass"),
-        ({"lost": 0}, "pass"),
-        ({"lost": 9}, "pass"),
-        ({"lost": 10}, "fail"),
-        ({"lost": -1}, "fail"),
-        ({"resumed": 15}, "fail"),
-        ({"resumed": 0, "lost": 3}, "pass"),
-        ({"lost": None}, "pass"),
+        ({"last": 10}, "pass"),  # 0 steps lost
+        ({"last": 19}, "pass"),  # 9
+        ({"last": 20}, "fail"),  # 10: a whole interval
+        ({"last": 9}, "fail"),  # -1
+        ({"resumed": 15, "last": 18}, "fail"),  # 3 lost, but not from a checkpoint
+        ({"resumed": 0, "last": 3}, "pass"),
         ({"weights": {"a": torch.tensor([1.0, 2.5]), "b": W["b"]}}, "fail"),
     ],
 )
@@ -354,8 +377,7 @@ def test_how_the_other_ranks_ended_after_a_kill(tmp_path, lines, end_s, how):
 def test_the_h100_stall_is_read_from_its_logs_and_called_slow(tmp_path):
     """Review R6-1/R6-3: the GPU run's rank 0 ended 61 s after the kill, by NCCL's watchdog after its debug dump; the
     node fault's survivor was stopped by its agent; a recovery over SLOW_RECOVERY_S says SLOW, at or under it not."""
-    rank = outcome(tmp_path, killed_at_s=8.91, started_wall=KILL - 8.91)
-    rank.result = types.SimpleNamespace(run_dir=H100_STALL, error=None)
+    rank = outcome(tmp_path, killed_at_s=8.91, started_wall=KILL - 8.91, run_dir=H100_STALL)
     ended = m.survivor_end(rank)
     assert ended is not None
     end_s, how = ended
@@ -365,14 +387,17 @@ def test_the_h100_stall_is_read_from_its_logs_and_called_slow(tmp_path):
         "error: it sleeps 4 × TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC (a minute at torch's default) first"
     )
     node_kill = time.mktime((2026, 12, 7, 11, 9, 10, 0, 0, -1)) + 0.30
-    node = types.SimpleNamespace(**{**vars(rank), "started_wall": node_kill - 8.91})
+    node = dataclasses.replace(rank, started_wall=node_kill - 8.91)
     ended = m.survivor_end(node)
     assert ended is not None
     end_s, how = ended
     assert end_s == pytest.approx(1.507, abs=1e-3) and how.startswith("the other ranks' agent began stopping them")
     reference = save(tmp_path / "reference.pt", W, 40)
     for recovery_s, slow in ((m.SLOW_RECOVERY_S + 0.01, True), (m.SLOW_RECOVERY_S, False)):
-        v = m.recovery_verdict(types.SimpleNamespace(**{**vars(rank), "recovery_s": recovery_s}), reference, "x")
+        slowed = outcome(
+            tmp_path, killed_at_s=8.91, started_wall=KILL - 8.91, run_dir=H100_STALL, recovery_s=recovery_s
+        )
+        v = m.recovery_verdict(slowed, reference, "x")
         assert v.status == "pass" and v.numbers["slow"] is slow and v.text.startswith("SLOW, over 30 s: ") is slow
         assert v.numbers["survivor_end_s"] == pytest.approx(61.178, abs=1e-3)
         assert "(61.2 s after the kill, the other ranks' agent saw NCCL's watchdog end them (exit code -6" in v.text
@@ -410,12 +435,11 @@ def test_the_fixed_h100_run_ends_the_survivor_by_its_agent_without_a_dump(tmp_pa
     assert said.count("rank0.log: failure detected by watchdog") == 2
     assert not [line for line in said if "preparing to dump" in line or "taking the entire process down" in line]
     for kill, end_s in ((KILL_FIXED, 1.312), (time.mktime((2026, 12, 7, 12, 25, 46, 0, 0, -1)) + 0.68, 3.998)):
-        fault = outcome(tmp_path, killed_at_s=8.0, started_wall=kill - 8.0)
-        fault.result = types.SimpleNamespace(run_dir=H100_FIXED, error=None)
+        fault = outcome(tmp_path, killed_at_s=8.0, started_wall=kill - 8.0, run_dir=H100_FIXED, recovery_s=13.71)
         ended = m.survivor_end(fault)
         assert ended[0] == pytest.approx(end_s, abs=1e-3) and ended[1].startswith(m._AGENT + " began stopping")
     reference = save(tmp_path / "reference.pt", W, 40)
-    v = m.recovery_verdict(types.SimpleNamespace(**{**vars(fault), "recovery_s": 13.71}), reference, "a node lost")
+    v = m.recovery_verdict(fault, reference, "a node lost")
     assert v.status == "pass" and v.numbers["slow"] is False and "the first new step came 13.7 s after" in v.text
 
 
@@ -441,13 +465,13 @@ def test_the_h100_run_whose_survivor_raised_is_read_as_a_collective_that_lost_it
         (rank_kill, 0.2, "the other ranks' agent saw them exit with code 1: a collective lost its peer (rank 0, "),
         (node_kill, 3.6, "the other ranks' agent began stopping them"),
     ):
-        fault = outcome(tmp_path, killed_at_s=8.0, started_wall=kill - 8.0)
-        fault.result = types.SimpleNamespace(run_dir=run, error=None)
+        fault = outcome(tmp_path, killed_at_s=8.0, started_wall=kill - 8.0, run_dir=run)
         ended = m.survivor_end(fault)
         assert ended[0] == pytest.approx(end_s, abs=1e-3) and ended[1].startswith(how)
     reference = save(tmp_path / "reference.pt", W, 40)
     for recovery_s, slow in ((18.07, False), (m.SLOW_RECOVERY_S + 0.01, True)):
-        v = m.recovery_verdict(types.SimpleNamespace(**{**vars(fault), "recovery_s": recovery_s}), reference, "x")
+        fault = outcome(tmp_path, killed_at_s=8.0, started_wall=node_kill - 8.0, run_dir=run, recovery_s=recovery_s)
+        v = m.recovery_verdict(fault, reference, "x")
         assert v.numbers["slow"] is slow
 
 
@@ -470,8 +494,7 @@ def test_the_1d06a7c_logs_are_placed_by_their_c10_stamps_whole_seconds(tmp_path,
     assert "  node1/agent.log: failed (exitcode: -9) local_rank: 0 (pid: 15556)" in said[:node]
     reference = save(tmp_path / "reference.pt", W, 40)
     for kill, end_s, first in zip(kills, (1.184, 3.627), (11.89, 13.58), strict=True):
-        fault = outcome(tmp_path, killed_at_s=8.0, started_wall=kill - 8.0, recovery_s=first)
-        fault.result = types.SimpleNamespace(run_dir=H100_1D06, error=None)
+        fault = outcome(tmp_path, killed_at_s=8.0, started_wall=kill - 8.0, recovery_s=first, run_dir=H100_1D06)
         assert m.survivor_end(fault)[0] == pytest.approx(end_s, abs=1e-3)
         began = f"({end_s:.1f} s after the kill, the other ranks' agent began stopping them, once another node's agent"
         assert began in m.recovery_verdict(fault, reference, "x").text
@@ -582,9 +605,17 @@ def test_a_recovery_whose_weights_differ_fails_and_says_how(tmp_path):
     reference = save(tmp_path / "reference.pt", W, 40)
     off = {"a": torch.tensor([1.0, 2.0 + 2**-20]), "b": W["b"]}
     v = m.recovery_verdict(outcome(tmp_path, weights=off), reference, "a rank killed")
-    same = m.same_weights(reference, tmp_path / "interrupted.pt", "uninterrupted", "interrupted", "CPU")
+    same = m.same_weights(reference, tmp_path / "ckpt" / "last.pt", "uninterrupted", "interrupted", "CPU")
     assert v.status == "fail" and same.status == "fail" and v.numbers["identical"] is False
     assert v.text.endswith(f"; but {same.text}") and "bit for bit" not in v.text
+
+
+def test_a_restart_without_a_recorded_kill_is_no_recovery(tmp_path):
+    """No kill recorded (so no steps lost and no recovery time) but the ranks started again: nothing of the lesson's
+    fault to judge (this case was once made up with steps lost unknown and a recovery time, which no run can have)."""
+    v = m.recovery_verdict(outcome(tmp_path, killed_at_s=None), save(tmp_path / "reference.pt", W, 40), "x")
+    assert v.status == "fail" and v.text.startswith("no kill was recorded") and v.where == "CPU"
+    assert v.numbers["steps_lost"] is None and v.numbers["recovery_s"] is None and v.numbers["resumed_from"] == 10
 
 
 def test_recovery_that_failed_or_never_restarted(tmp_path):
@@ -610,7 +641,7 @@ def test_losing_the_stores_node(tmp_path):
     assert "(RendezvousConnectionError: The connection to the C10d store has failed.)" in v.text
     assert "lived in the killed node's agent" in v.text
     # nothing killed (on one H200 the store's agent could not bind its port): a failed run, not the lesson's loss
-    never = m.store_loss_verdict(outcome(tmp_path, ok=False))
+    never = m.store_loss_verdict(outcome(tmp_path, ok=False, killed_at_s=None))
     assert never.status == "fail" and "before the store's node was killed (agents' exit codes [1, 0]; " in never.text
     assert "killed node's agent" not in never.text
     (tmp_path / "agent0.log").write_text("nothing\n")
@@ -619,7 +650,9 @@ def test_losing_the_stores_node(tmp_path):
     assert "no RendezvousConnectionError" in m.store_loss_verdict(outcome(tmp_path, ok=False, **killed)).text
     survived = m.store_loss_verdict(outcome(tmp_path, **killed))
     assert survived.status == "info" and survived.numbers["ok"] is True and "survived the loss" in survived.text
-    finished_first = m.store_loss_verdict(outcome(tmp_path))  # review RR10-8: done before the kill is no survival
+    finished_first = m.store_loss_verdict(
+        outcome(tmp_path, killed_at_s=None)
+    )  # review RR10-8: done before the kill is no survival
     assert finished_first.status == "fail" and "before the store's node was killed" in finished_first.text
 
 
@@ -639,7 +672,7 @@ def test_losing_the_stores_node(tmp_path):
     ],
 )
 def test_the_steps_lost_prediction(tmp_path, prediction, lost, status):
-    v = m.grade_steps_lost(prediction, outcome(tmp_path, lost=lost), kill_after=12)
+    v = m.grade_steps_lost(prediction, outcome(tmp_path), kill_after=12)
     assert v.status == status and v.numbers["measured"] == lost and v.numbers["prediction"] == prediction
     assert "steps 11–13 were done again" in v.text and "k = 13, N = 10" in v.text
     assert ("asked" in v.numbers) is (prediction == 2)
@@ -655,18 +688,18 @@ def test_the_steps_lost_prediction(tmp_path, prediction, lost, status):
         (9, 20, 19, "right", True),  # 19 − 10·⌊19/10⌋ = 9: the question as asked
         (8, 20, 19, "off", False),  # neither
         (9, 20, 20, "off", False),  # the kill landed where it was asked: only the measured 0 is right
-        (9, 19, 19, "off", False),  # not late (an inconsistent table: lost 0 at 19, but the late rule is not taken)
+        (9, 19, 19, "off", False),  # not late (a made-up table: resumed at 19, lost 0; the late rule is not taken)
     ],
 )
 def test_the_steps_lost_prediction_when_nothing_was_lost(tmp_path, prediction, last, kill_after, status, asked):
-    v = m.grade_steps_lost(prediction, outcome(tmp_path, lost=0, resumed=20, last=last), kill_after=kill_after)
+    v = m.grade_steps_lost(prediction, outcome(tmp_path, resumed=last, last=last), kill_after=kill_after)
     assert v.status == status and v.numbers["measured"] == 0 and ("asked" in v.numbers) is asked
     assert "no step was done again" in v.text and "were done again" not in v.text
 
 
 def test_the_steps_lost_prediction_needs_a_measurement(tmp_path):
     with pytest.raises(ValueError, match="no measured steps lost"):
-        m.grade_steps_lost(3, outcome(tmp_path, lost=None), kill_after=12)
+        m.grade_steps_lost(3, outcome(tmp_path, resumed=None), kill_after=12)
 
 
 def test_the_recovery_tables(tmp_path):
@@ -715,7 +748,7 @@ def job(tmp_path, state="COMPLETED", exit_code=0, returncode=0, start=10, env=Tr
 def test_resubmission_through_slurm(tmp_path, kwargs, status):
     reference = save(tmp_path / "reference.pt", W, 40)
     resumed = save(tmp_path / "resumed.pt", W, 40)
-    lost = types.SimpleNamespace(last_step_before_kill=13, every=10)
+    lost = outcome(tmp_path, last=13)
     v = m.resubmission_verdict(job(tmp_path, **kwargs), reference, resumed, lost, "Slurm")
     assert v.status == status and v.numbers["lost_job_checkpoint"] == 10 and v.numbers["lost_job_last_step"] == 13
     assert v.where == "2 nodes" and v.numbers["state"] == kwargs.get("state", "COMPLETED")
@@ -736,7 +769,7 @@ def test_resubmission_at_a_checkpoint_step(tmp_path, last, start, status, checkp
     reference = save(tmp_path / "reference.pt", W, 40)
     (tmp_path / "rank0.log").write_text(f"rank 0 of 2: starting at step {start}\n")
     run = types.SimpleNamespace(ok=True, run_dir=tmp_path, env=None, label="unknown")
-    lost = types.SimpleNamespace(last_step_before_kill=last, every=10)
+    lost = outcome(tmp_path, last=last)
     v = m.resubmission_verdict(run, reference, save(tmp_path / "r.pt", W, 40), lost, "the launcher")
     assert v.status == status and v.numbers["started_at"] == start and v.numbers["lost_job_checkpoint"] == checkpoint
 
@@ -745,7 +778,7 @@ def test_resubmission_through_the_launcher(tmp_path):
     reference = save(tmp_path / "reference.pt", W, 40)
     (tmp_path / "rank0.log").write_text("rank 0 of 2: starting at step 10\n")
     run = types.SimpleNamespace(ok=True, run_dir=tmp_path, env=None, label="unknown")
-    lost = types.SimpleNamespace(last_step_before_kill=19, every=10)
+    lost = outcome(tmp_path, last=19)
     v = m.resubmission_verdict(run, reference, save(tmp_path / "r.pt", W, 40), lost, "the launcher")
     assert v.status == "pass" and v.numbers["state"] is None and v.where == "the launcher"
     assert v.text.endswith("(that job died after step 19); its final weights are the uninterrupted run's, bit for bit")
@@ -755,7 +788,7 @@ def test_resubmission_through_the_launcher(tmp_path):
     assert other.status == "fail" and other.numbers["identical"] is False
     run.ok = False
     assert m.resubmission_verdict(run, reference, reference, lost, "x").status == "fail"
-    no_kill = types.SimpleNamespace(last_step_before_kill=None, every=10)
+    no_kill = outcome(tmp_path, killed_at_s=None)
     run.ok = True
     assert m.resubmission_verdict(run, reference, reference, no_kill, "x").numbers["lost_job_checkpoint"] is None
 
@@ -1390,11 +1423,11 @@ def test_steps_logged_after_the_kill_are_apart_in_the_timeline_and_the_grade(tmp
         "attempt 0: step 16's line, 60.1 s after the kill",
     ) in rows
     assert (75.0, "attempt 1: steps 11–11 done") in rows and not any("1–16" in what for _, what in rows)
-    late = m.grade_steps_lost(5, outcome(tmp_path, lost=6, last=16, killed_at_s=8.91, steps=steps), kill_after=15)
+    late = m.grade_steps_lost(5, outcome(tmp_path, killed_at_s=8.91, steps=steps), kill_after=15)
     assert late.status == "right" and "its line came 60.1 s after the kill: rank 0 was held in that step's" in late.text
     assert "had already taken part" not in late.text and "rank 0's last step before the restart was 16" in late.text
     steps[15] = (9.91, 0, 16)  # 1.0 s after the kill: at the rule, the killed rank had joined its all-reduce
-    early = m.grade_steps_lost(5, outcome(tmp_path, lost=6, last=16, killed_at_s=8.91, steps=steps), kill_after=15)
+    early = m.grade_steps_lost(5, outcome(tmp_path, killed_at_s=8.91, steps=steps), kill_after=15)
     assert "the killed rank had already taken part in step 16's all-reduce" in early.text
 
 
@@ -1482,7 +1515,7 @@ def test_a_recovery_whose_runs_differed_before_the_fault_is_judged_by_its_replay
         head, _, tail = text.rpartition(edit[0])
         text = head + edit[1] + tail
     (tmp_path / "rank0.log").write_text(text)
-    fault = outcome(tmp_path, weights=off, last=last, lost=last - resumed, resumed=resumed)
+    fault = outcome(tmp_path, weights=off, last=last, resumed=resumed)
     v = m.recovery_verdict(fault, reference, "a rank killed", H100_970B / "uninterrupted-rank0.log")
     assert v.status == status
     said = "already differed at step 2, before any fault (loss 0.76714 against 0.76715)"
@@ -1493,7 +1526,7 @@ def test_a_recovery_whose_runs_differed_before_the_fault_is_judged_by_its_replay
             "printed the killed attempt's losses (to five decimals)"
         )
     assert m.recovery_verdict(fault, reference, "x").status == "fail"  # without the reference's log: as before
-    same = outcome(tmp_path, last=last, lost=last - resumed, resumed=resumed)
+    same = outcome(tmp_path, last=last, resumed=resumed)
     assert m.recovery_verdict(same, reference, "x", H100_970B / "uninterrupted-rank0.log").status == (
         "pass" if 0 <= last - resumed < 10 and resumed % 10 == 0 else "fail"
     )
@@ -1503,7 +1536,7 @@ def test_a_recovery_off_its_checkpoint_fails_even_where_the_replays_explain_the_
     reference = save(tmp_path / "reference.pt", W, 40)
     off = {"a": torch.tensor([1.0, 2.0 + 2**-20]), "b": W["b"]}
     (tmp_path / "rank0.log").write_text((H100_970B / "lab-rank0.log").read_text())
-    fault = outcome(tmp_path, weights=off, last=15, lost=10, resumed=10)  # 10 steps lost of every 10: not at it
+    fault = outcome(tmp_path, weights=off, last=20, resumed=10)  # 10 steps lost of every 10: not at it
     v = m.recovery_verdict(fault, reference, "x", H100_970B / "uninterrupted-rank0.log")
     assert v.status == "fail" and "already differed at step 2" in v.text
 
@@ -1517,7 +1550,7 @@ def test_runs_that_started_differently_are_not_explained_by_the_replays(tmp_path
     text = (H100_970B / "uninterrupted-rank0.log").read_text()
     other = tmp_path / "other.log"
     other.write_text(text.replace("step 1/40 loss 0.51133", "step 1/40 loss 0.51134"))
-    fault = outcome(tmp_path, weights=off, last=15, lost=5, resumed=10)
+    fault = outcome(tmp_path, weights=off, last=15, resumed=10)
     assert m.recovery_verdict(fault, reference, "x", H100_970B / "uninterrupted-rank0.log").status == "info"
     assert m.recovery_verdict(fault, reference, "x", other).status == "fail"
     late = tmp_path / "late.log"
