@@ -22,6 +22,14 @@ EXECUTED ?= build/executed
 # SITE_JOBS: notebooks it executes at once.
 SITE_EXECUTE ?= 1
 SITE_JOBS ?= 2
+# The course's language: `make course LANG=zh` and `make lab LANG=zh` take the Chinese edition (notebooks/zh/, generated
+# from the English notebooks: docs/translation.md). Only LANG given on make's command line counts (zh, zh_CN...): the
+# LANG of the environment (a locale, en_US.UTF-8 or zh_CN.UTF-8) does not, and the command line's is not passed on to
+# the commands as a locale.
+ZH := $(if $(and $(filter command line,$(origin LANG)),$(filter zh%,$(LANG))),1)
+ifeq ($(origin LANG),command line)
+unexport LANG
+endif
 
 .PHONY: install course test test-site nbval-outputs mutate mutate-before lab site site-serve bundle clean clean-runs \
 	zh-update zh-build zh-check
@@ -47,8 +55,9 @@ $(VENV)/.test-extra: $(BIN)/nvtutorial
 	$(if $(filter test,$(EXTRAS)),,$(BIN)/python -m pip install -e ".[test]")
 	touch $@
 
+# LANG=zh: the Chinese notebooks, executed into build/course-zh (the same code cells: the same runs and checks).
 course: install
-	$(BIN)/nvtutorial course --profile $(PROFILE) --out build/course
+	$(BIN)/nvtutorial course --profile $(PROFILE) $(if $(ZH),--notebooks notebooks/zh --out build/course-zh,--out build/course)
 
 # Each notebook executes once per run (tests/notebooks/test_jupyterlab.py: Run All in JupyterLab where Chromium is installed, else
 # papermill in tests/notebooks/test_notebooks.py), unless `make site` already made a current copy of it in $(EXECUTED): stale
@@ -90,8 +99,13 @@ test-site: $(VENV)/.test-extra
 	$(BIN)/python -m pytest -ra -p no:cacheprovider tests/site
 
 # JupyterLab on notebooks/ (--allow-root only as root). Extra arguments: make lab LAB_ARGS="--no-browser --port 8888"
-lab: install
-	$(BIN)/python -m nvtutorial.lab notebooks $(LAB_ARGS)
+# LANG=zh: on notebooks/zh/, JupyterLab in Simplified Chinese (its zh-CN language pack, 0.2 MB, installed then).
+lab: install $(if $(ZH),$(VENV)/.lang-zh)
+	$(BIN)/python -m nvtutorial.lab $(if $(ZH),--lang zh notebooks/zh,notebooks) $(LAB_ARGS)
+
+$(VENV)/.lang-zh: $(BIN)/nvtutorial
+	$(BIN)/python -m pip install jupyterlab-language-pack-zh-CN
+	touch $@
 
 # The course website's toolchain (Jupyter Book 1), pinned in site/requirements.txt, in its own environment.
 $(SITE_ENV)/bin/jupyter-book: site/requirements.txt

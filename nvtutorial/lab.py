@@ -1,4 +1,4 @@
-"""Open the course in JupyterLab: ``make lab``, or ``python -m nvtutorial.lab [--port N] [--no-browser] [DIR]``.
+"""Open the course in JupyterLab: ``make lab [LANG=zh]``, or ``python -m nvtutorial.lab [--lang zh] [--port N] [DIR]``.
 
 What it adds to a plain ``jupyter lab``:
 
@@ -8,6 +8,9 @@ What it adds to a plain ``jupyter lab``:
   JupyterLab mark a reopened notebook modified for each widget model it restores (and draw each restored widget
   with a red broken-link icon: no kernel holds its model);
 - a status bar that reads "Busy" while a cell runs (:data:`SUBSHELL_MESSAGES`);
+- ``--lang zh`` (``make lab LANG=zh``): JupyterLab in Simplified Chinese (the locale setting of its translation
+  extension, :data:`LOCALES`; the language pack ``jupyterlab-language-pack-zh-CN``, which ``make lab LANG=zh``
+  installs), on the Chinese notebooks (``notebooks/zh``) unless another folder is named;
 - notebooks that open unmodified: JupyterLab rewrites a notebook's ``kernelspec`` and
   ``language_info`` from the kernel it starts, and marks the notebook modified when they differ
   (another Python patch version, another kernel display name). :class:`CourseContentsManager`
@@ -20,6 +23,7 @@ Any other argument goes to ``jupyter lab`` as it is (``--ServerApp.token=...``, 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import shutil
@@ -34,6 +38,12 @@ from jupyter_server.services.contents.largefilemanager import AsyncLargeFileMana
 WIDGET_SETTINGS = {"@jupyter-widgets/jupyterlab-manager:plugin": {"saveState": False}}
 """JupyterLab setting overrides installed by :func:`install_settings`: JupyterLab's default, written so that it
 replaces the ``saveState: true`` that ``make lab`` wrote before the bars were HTML."""
+LOCALES = {"en": None, "zh": "zh_CN"}
+"""The course's languages and JupyterLab's locale for each (None: JupyterLab's default, English)."""
+LANGUAGE_PACKS = {"zh": "jupyterlab_language_pack_zh_CN"}
+"""The module of the JupyterLab language pack each non-English locale needs (pip: jupyterlab-language-pack-zh-CN)."""
+FOLDERS = {"en": "notebooks", "zh": "notebooks/zh"}
+"""The notebooks JupyterLab opens in each language when no folder is named."""
 SUBSHELL_MESSAGES = (
     "create_subshell_request",
     "create_subshell_reply",
@@ -120,10 +130,18 @@ def settings_dir() -> Path:
     return Path(get_app_dir()) / "settings"
 
 
-def install_settings(folder: Path | None = None) -> Path | None:
-    """Write the course's setting overrides (:data:`WIDGET_SETTINGS`) into ``overrides.d``; None if not writable."""
+def settings(lang: str = "en") -> dict[str, Any]:
+    """The course's setting overrides: :data:`WIDGET_SETTINGS`, and the locale of a language other than English
+    (JupyterLab's translation extension; a learner's own choice in Settings > Language still wins)."""
+    locale = LOCALES[lang]
+    return {**WIDGET_SETTINGS, **({"@jupyterlab/translation-extension:plugin": {"locale": locale}} if locale else {})}
+
+
+def install_settings(folder: Path | None = None, lang: str = "en") -> Path | None:
+    """Write the course's setting overrides (:func:`settings`) into ``overrides.d``; None if not writable. The file is
+    written again at every start, so ``make lab`` after ``make lab LANG=zh`` is English again."""
     target = (folder or settings_dir()) / "overrides.d" / "nvtutorial.json"
-    text = json.dumps(WIDGET_SETTINGS, indent=2) + "\n"
+    text = json.dumps(settings(lang), indent=2) + "\n"
     try:
         if not target.exists() or target.read_text() != text:
             target.parent.mkdir(parents=True, exist_ok=True)
@@ -170,17 +188,31 @@ def command(
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m nvtutorial.lab", description=(__doc__ or "").splitlines()[0])
     parser.add_argument(
-        "folder", nargs="?", default="notebooks", help="the folder JupyterLab opens (default: notebooks)"
+        "folder", nargs="?", default=None, help="the folder JupyterLab opens (default: notebooks, or notebooks/zh)"
+    )
+    parser.add_argument(
+        "--lang",
+        choices=sorted(LOCALES),
+        default="en",
+        help="the course's language: zh opens notebooks/zh with JupyterLab in Simplified Chinese",
     )
     parser.add_argument("--port", type=int, help="the port (default: 8888, or the next free one)")
     parser.add_argument(
         "--no-browser", action="store_true", help="do not open a browser (a remote node: see the README)"
     )
     args, extra = parser.parse_known_args(argv)
-    if not Path(args.folder).is_dir():
-        parser.error(f"{args.folder}: no such folder; run from the repository root, or name the folder of notebooks")
-    install_settings()
-    cmd = command(args.folder, args.port, args.no_browser, extra)
+    folder = args.folder or FOLDERS[args.lang]
+    if not Path(folder).is_dir():
+        parser.error(f"{folder}: no such folder; run from the repository root, or name the folder of notebooks")
+    pack = LANGUAGE_PACKS.get(args.lang)
+    if pack and importlib.util.find_spec(pack) is None:
+        print(
+            f"nvtutorial lab: no JupyterLab language pack for {args.lang} ({pack}): its menus stay English; "
+            f"`make lab LANG={args.lang}` installs it (pip install {pack.replace('_', '-')})",
+            file=sys.stderr,
+        )
+    install_settings(lang=args.lang)
+    cmd = command(folder, args.port, args.no_browser, extra)
     os.execvp(cmd[0], cmd)
 
 

@@ -1,5 +1,6 @@
 """Check a built website: every image exists, every internal link resolves, nothing loads from outside, and every
-notebook's page shows that notebook's code and headings, in order.
+notebook's page shows that notebook's code and headings, in order; in the Chinese book (``zh/``) too, each page
+Chinese, with its twin's outputs and a language switch to its twin and back.
 
     python site/check_site.py build/site [NOTEBOOKS_DIR]
 
@@ -58,8 +59,8 @@ def _target(page: Path, url: str) -> Path:
 def check_site(root: str | Path) -> list[str]:
     """Every problem of the site under ``root``, one line each (empty: the site is sound)."""
     root = Path(root).resolve()
-    # pages; _static/ holds the theme's template fragments, not pages
-    pages = sorted(p for p in root.rglob("*.html") if p.relative_to(root).parts[0] != "_static")
+    # pages; _static/ (the site's and the Chinese book's zh/_static/) holds the theme's template fragments, not pages
+    pages = sorted(p for p in root.rglob("*.html") if "_static" not in p.relative_to(root).parts)
     if not (root / "index.html").exists():
         return [f"{root}: no index.html (not a built site)"]
     parsed: dict[Path, _Page] = {}
@@ -196,12 +197,118 @@ def check_pages(root: str | Path, notebooks: str | Path) -> list[str]:
     return problems
 
 
+ZH = "zh"
+"""The Chinese book's folder in the site (``site/build_site.py``)."""
+CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+LATIN = re.compile(r"[A-Za-z]")
+MIN_CJK_SHARE = 0.5
+"""The least share of CJK characters among the letters of a Chinese page's prose (code, outputs and the theme's
+words left out): the built pages have 0.6–0.8 (identifiers and API names stay as they are), an English page 0."""
+
+
+class _Prose(HTMLParser):
+    """A page's prose (the text of its ``<article>`` without code, cell inputs and outputs), its cell outputs and the
+    language switch's link."""
+
+    SKIP = ("pre", "code", "script", "style", "kbd", "samp")
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.text: list[str] = []
+        self.outputs = 0
+        self.switch: str | None = None
+        self._article = 0
+        self._divs: list[bool] = []  # per open div: whether it is a cell's input or output (skipped)
+        self._skipped = 0
+        self._tags = 0
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        a = dict(attrs)
+        classes = (a.get("class") or "").split()
+        if tag == "article":
+            self._article += 1
+        elif tag == "div":
+            skip = "cell_output" in classes or "cell_input" in classes
+            self.outputs += "cell_output" in classes
+            self._divs.append(skip)
+            self._skipped += skip
+        elif tag in self.SKIP:
+            self._tags += 1
+        elif tag == "a" and "nvtutorial-lang-switch" in classes:
+            self.switch = a.get("href")
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "article" and self._article:
+            self._article -= 1
+        elif tag == "div" and self._divs:
+            self._skipped -= self._divs.pop()
+        elif tag in self.SKIP and self._tags:
+            self._tags -= 1
+
+    def handle_data(self, data: str) -> None:
+        if self._article and not self._skipped and not self._tags:
+            self.text.append(data)
+
+
+def prose(html: str) -> _Prose:
+    parsed = _Prose()
+    parsed.feed(html)
+    return parsed
+
+
+def cjk_share(text: str) -> float:
+    """The share of CJK characters among the letters (CJK and Latin) of ``text``."""
+    cjk, latin = len(CJK.findall(text)), len(LATIN.findall(text))
+    return cjk / (cjk + latin) if cjk + latin else 0.0
+
+
+def check_languages(root: str | Path, notebooks: str | Path) -> list[str]:
+    """The two books of the site (English at ``root``, Chinese in ``root/zh``): every page of one has its twin in the
+    other, and a language switch that leads to it; every Chinese page is Chinese (a CJK share of its prose of at
+    least :data:`MIN_CJK_SHARE`); every notebook's Chinese page has as many cell outputs as its English page."""
+    root, problems = Path(root).resolve(), []
+    if not (root / ZH / "index.html").is_file():
+        return [f"{ZH}/index.html: no Chinese book in the site"]
+    for lang_root, other_root in ((root, root / ZH), (root / ZH, root)):
+        for page in sorted(lang_root.rglob("*.html")):
+            rel = page.relative_to(lang_root)
+            if "_static" in rel.parts or (lang_root == root and rel.parts[0] == ZH):
+                continue
+            name = page.relative_to(root).as_posix()
+            twin = other_root / rel
+            if not twin.is_file():
+                problems.append(f"{name}: no page {twin.relative_to(root).as_posix()} in the other language")
+                continue
+            info = prose(page.read_text(errors="replace"))
+            if rel.as_posix() == "index.html" and info.switch is None:
+                continue  # Jupyter Book's redirect to the intro, not a page
+            if info.switch is None:
+                problems.append(f"{name}: no language switch")
+            elif _target(page, info.switch) != twin.resolve():
+                problems.append(f"{name}: the language switch leads to {info.switch}, not to its twin")
+            if lang_root != root and rel.name not in ("genindex.html", "search.html"):
+                share = cjk_share(" ".join(info.text))
+                if share < MIN_CJK_SHARE:
+                    problems.append(f"{name}: not Chinese ({share:.0%} of its prose's letters are CJK)")
+    for path in sorted(Path(notebooks).glob("*.ipynb")):
+        en, zh = root / "notebooks" / f"{path.stem}.html", root / ZH / "notebooks" / f"{path.stem}.html"
+        if en.is_file() and zh.is_file():
+            a, b = prose(en.read_text(errors="replace")).outputs, prose(zh.read_text(errors="replace")).outputs
+            if a != b:
+                problems.append(f"{ZH}/notebooks/{zh.name}: {b} cell outputs, its English page has {a}")
+    return problems
+
+
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if len(args) not in (1, 2):
         print("usage: python site/check_site.py SITE_DIR [NOTEBOOKS_DIR]", file=sys.stderr)
         return 2
-    problems = check_site(args[0]) + (check_pages(args[0], args[1]) if len(args) == 2 else [])
+    problems = check_site(args[0])
+    if len(args) == 2:
+        problems += check_pages(args[0], args[1])
+        if (Path(args[0]) / ZH).is_dir():  # the Chinese book: its notebooks are NOTEBOOKS_DIR/zh
+            problems += check_pages(Path(args[0]) / ZH, Path(args[1]) / ZH) + check_languages(args[0], args[1])
     for problem in problems:
         print(problem)
     print(f"{len(problems)} problem(s) in {args[0]}")

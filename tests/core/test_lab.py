@@ -145,3 +145,16 @@ def test_a_kernel_the_lab_starts_prints_no_plain_text_transport_warning(tmp_path
     log = server.log.read_text()
     assert "Kernel started" in log, log[-2000:]
     assert "without encryption" not in log, log[-2000:]
+
+
+def test_lang_zh_sets_jupyterlabs_locale_and_english_sets_it_back(tmp_path):
+    """`make lab LANG=zh`: JupyterLab's translation extension set to zh_CN (the language pack's locale); the next
+    `make lab` writes the file again without it, so JupyterLab is English again."""
+    target = lab.install_settings(tmp_path, lang="zh")
+    assert target is not None
+    written = json.loads(target.read_text())
+    assert written["@jupyterlab/translation-extension:plugin"] == {"locale": "zh_CN"}
+    assert written["@jupyter-widgets/jupyterlab-manager:plugin"] == {"saveState": False}
+    lab.install_settings(tmp_path)
+    assert json.loads(target.read_text()) == lab.WIDGET_SETTINGS
+    assert lab.FOLDERS["zh"] == "notebooks/zh" and lab.LANGUAGE_PACKS["zh"] == "jupyterlab_language_pack_zh_CN"

@@ -376,6 +376,9 @@ def built():
         *(ROOT / "reference").rglob("*.ipynb"),
         ROOT / "reference" / "copies.json",
         *(ROOT / "notebooks").glob("*.ipynb"),
+        *(ROOT / "notebooks" / "zh").glob("*.ipynb"),  # the Chinese book's text
+        *(ROOT / "site" / "_templates").iterdir(),
+        ROOT / "README.zh-CN.md",  # the Chinese intro's learning path
         ROOT / "nvtutorial" / "report" / "claims.py",
     ]
     newest = max(p.stat().st_mtime for p in sources if p.is_file())
@@ -448,3 +451,147 @@ def test_the_site_check_runs_as_a_command(built, tmp_path, capsys):
     (broken / "claims.html").unlink()
     assert check_site.main([str(broken)]) == 1
     assert "claims.html leads nowhere" in capsys.readouterr().out
+
+
+# ----------------------------------------------------------------------------------------------- the Chinese book
+
+
+def test_a_chinese_page_is_the_english_page_with_the_chinese_text_and_the_same_outputs():
+    """Nothing executes again: the Chinese page takes the English page's outputs, cell by cell by id."""
+    plain = notebook_with_outputs()
+    plain.cells.append(nbformat.v4.new_markdown_cell("## Summary"))
+    executed_copy = notebook_with_outputs(f"{CPU_LABEL}\n")
+    executed_copy.cells.append(nbformat.v4.new_markdown_cell("## Summary"))
+    for mine, theirs in zip(executed_copy.cells, plain.cells, strict=True):
+        mine["id"] = "copy-" + theirs["id"]  # an executed copy may carry other ids: the notebook's are kept
+    zh = cast(nbformat.NotebookNode, nbformat.from_dict(plain))
+    zh.cells[0].source, zh.cells[2].source = "# 标题", "## 小结"
+    en_page = build_site.page(plain, executed_copy, _copy("cpu"), [])
+    note = build_site.provenance_cell(en_page, _copy("cpu"), [], "zh")
+    page = build_site.translated(en_page, plain, zh, note, "50_a")
+    assert [c.source for c in page.cells[:1] + page.cells[2:]] == ["# 标题", "print(res.label)", "## 小结"]
+    assert page.cells[1]["id"] == "site-provenance" and "CPU 输出：这是模拟，不是 GPU 测量" in page.cells[1].source
+    assert page.cells[2].outputs == en_page.cells[2].outputs and page.cells[2]["id"] == plain.cells[1]["id"]
+    assert en_page.cells[0].source == "# Title", "the English page is left as it was"
+    nbformat.validate(page)
+    stale = cast(nbformat.NotebookNode, nbformat.from_dict(zh))
+    stale.cells[1].source = "print(res)"  # an older generated notebook: its code is not today's
+    with pytest.raises(SystemExit, match=r"notebooks/zh/50_a.ipynb is not the translation .*make zh-update zh-build"):
+        build_site.translated(en_page, plain, stale, note, "50_a")
+
+
+def test_the_chinese_provenance_note_says_the_same_as_the_english():
+    gpu = build_site.provenance_cell(notebook_with_outputs(GPU_LABEL), _copy(current=True), [], "zh").source
+    assert "本页正文的 GPU 输出" in gpu and "2× NVIDIA H200 (NV18)" in gpu and "`15fcf4b`" in gpu and "43 秒" in gpu
+    assert f"`{GPU_LABEL}`（1 次）" in gpu and ":class: note" in gpu
+    cpu = build_site.provenance_cell(notebook_with_outputs(CPU_LABEL), _copy("cpu"), [_copy()], "zh").source
+    assert "**在 CPU 上**" in cpu and ":class: warning" in cpu and "`$REPO`" in cpu
+    assert "{download}`h200x2/03_ddp_training.ipynb <../gpu-copies/h200x2/03_ddp_training.ipynb>`" in cpu
+    assert "本 notebook 的 53 个单元格中有 7 个在其中未变" in cpu
+    failed = build_site.provenance_cell(notebook_with_outputs(GPU_LABEL), _copy(current=True, passed=False), [], "zh")
+    assert "它在那里失败了" in failed.source and ":class: warning" in failed.source
+
+
+def test_the_chinese_claims_page_quotes_the_source_and_links_every_notebook():
+    page = build_site.claims_page("zh")
+    rows = [line for line in page.splitlines() if re.match(r"^\| C\d+ \|", line)]
+    assert [r.split("|")[1].strip() for r in rows] == [c.id for c in claims.CLAIMS]
+    entries = build_site.claims_zh()
+    for claim, row in zip(claims.CLAIMS, rows, strict=True):
+        assert f"**{build_site.STATUS_ZH[claim.status]}**（{claim.status}）" in row
+        assert f"[{claim.notebook}](notebooks/{claim.notebook}.ipynb)" in row
+        assert build_site.EVIDENCE_ZH[claim.evidence] in row
+        assert entries[claim.id]["source_zh"].replace("|", "\\|") in row
+    assert "原博客的原话" in page and "那是原文" in page
+
+
+def test_a_stale_chinese_claim_fails_the_build(tmp_path):
+    import yaml
+
+    entries = yaml.safe_load(build_site.CLAIMS_ZH.read_text())
+    entries["C5"]["finding"] = "an older English finding"
+    del entries["C7"]
+    entries["C99"] = entries["C1"]
+    path = tmp_path / "claims.zh.yml"
+    path.write_text(yaml.safe_dump(entries, allow_unicode=True))
+    with pytest.raises(SystemExit) as failed:
+        build_site.claims_zh(path)
+    message = str(failed.value)
+    assert "C5: its finding changed in claims.py" in message and "C7 has no entry" in message
+    assert "C99 is no claim" in message
+
+
+def test_the_chinese_intro_and_hardware_page():
+    assert "<!-- learning-path -->" in (ROOT / "site" / "intro.zh.md").read_text()
+    table = build_site.learning_path(build_site.README_ZH, "学习路线")
+    for path in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        assert f"[{path.stem}](notebooks/{path.stem}.ipynb)" in table
+    page = build_site.hardware_page(
+        {"03_ddp_training": _copy("cpu")},
+        {"03_ddp_training": [_copy()]},
+        {"03_ddp_training": collections.Counter()},
+        "zh",
+    )
+    assert (
+        page.startswith("# 数字从何而来") and "CPU，由本次构建执行" in page and "（`15fcf4b`，7/53 个单元格）" in page
+    )
+
+
+def _twin_site(root: Path, zh_text: str = "这是中文的页面，讲的是两块 GPU。", outputs: int = 1) -> Path:
+    out = '<div class="cell_output"><pre>x</pre></div>'
+    write(root, "index.html", "")
+    write(root, "zh/index.html", "")
+    write(
+        root,
+        "notebooks/a.html",
+        f'<a class="nvtutorial-lang-switch" href="../zh/notebooks/a.html">中文</a><article><p>English text</p>{out}'
+        "</article>",
+    )
+    write(
+        root,
+        "zh/notebooks/a.html",
+        f'<a class="nvtutorial-lang-switch" href="../../notebooks/a.html">English</a><article><p>{zh_text}</p>'
+        f"<pre>print(x)</pre>{out * outputs}</article>",
+    )
+    (root / "nb").mkdir(exist_ok=True)
+    (root / "nb" / "a.ipynb").write_text("{}")
+    return root
+
+
+def test_the_language_check_passes_twins_and_catches_each_defect(tmp_path):
+    assert check_site.check_languages(_twin_site(tmp_path / "ok"), tmp_path / "ok" / "nb") == []
+    english = _twin_site(tmp_path / "english", zh_text="This page was not translated at all.")
+    assert "not Chinese" in check_site.check_languages(english, english / "nb")[0]
+    fewer = _twin_site(tmp_path / "fewer", outputs=0)
+    assert check_site.check_languages(fewer, fewer / "nb") == [
+        "zh/notebooks/a.html: 0 cell outputs, its English page has 1"
+    ]
+    lone = _twin_site(tmp_path / "lone")
+    write(lone, "claims.html", '<a class="nvtutorial-lang-switch" href="zh/claims.html">中文</a>')
+    assert check_site.check_languages(lone, lone / "nb") == [
+        "claims.html: no page zh/claims.html in the other language"
+    ]
+    wrong = _twin_site(tmp_path / "wrong")
+    write(wrong, "zh/notebooks/a.html", '<a class="nvtutorial-lang-switch" href="../../index.html">English</a>')
+    problems = check_site.check_languages(wrong, wrong / "nb")
+    assert any("the language switch leads to ../../index.html, not to its twin" in p for p in problems), problems
+
+
+def test_the_built_chinese_book_is_every_notebook_in_chinese_with_the_english_outputs(built):
+    assert check_site.check_pages(built / "zh", ROOT / "notebooks" / "zh") == []
+    assert check_site.check_languages(built, ROOT / "notebooks") == []
+    for path in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        en = nbformat.read(ROOT / "build" / "site-src" / "notebooks" / path.name, as_version=4)
+        zh = nbformat.read(ROOT / "build" / "site-src-zh" / "notebooks" / path.name, as_version=4)
+        assert [c.get("outputs") for c in zh.cells[2:]] == [c.get("outputs") for c in en.cells[2:]], path.name
+        assert (
+            zh.cells[1]["id"] == "site-provenance"
+            and "```{admonition} 本页正文的 GPU 输出" in zh.cells[1].source
+            or "CPU 输出" in zh.cells[1].source
+        )
+        html = (built / "zh" / "notebooks" / f"{path.stem}.html").read_text()
+        assert "CPU 输出：这是模拟，不是 GPU 测量" in html or "本页正文的 GPU 输出" in html
+        assert '<html lang="zh-CN"' in html
+    for name in ("claims.html", "hardware.html", "intro.html", "search.html"):
+        assert (built / "zh" / name).is_file()
+    assert (built / "zh" / "_static" / "widgets" / "require.js").stat().st_size > 0
