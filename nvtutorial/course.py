@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Literal
 
 from nvtutorial import nvml
+from nvtutorial.i18n import N_, _, tr
 from nvtutorial.machine import hardware
 from nvtutorial.results import write_json_atomic
 
@@ -120,29 +121,31 @@ def place(
     have = len(machine.gpus)
     if need == "CPU ranks":
         return Part(
-            name, need, "ci", 0, "2 gloo ranks on the CPU", "a lesson about processes: the CPU on every machine"
+            name, need, "ci", 0, N_("2 gloo ranks on the CPU"), N_("a lesson about processes: the CPU on every machine")
         )
     if need == "two nodes":
         return _two_nodes(name, profile, machine)
     want = {"one GPU": 1, "two GPUs": 2, "two ranks": 2, "CPU": 0}[need]
     if need == "CPU":
-        return Part(name, need, "ci" if profile == "ci" else "full", 0, "this kernel (CPU)", "nothing to place")
+        return Part(name, need, "ci" if profile == "ci" else "full", 0, N_("this kernel (CPU)"), N_("nothing to place"))
     if have >= want:
         sizes: Profile = "ci" if profile == "ci" else "full"
-        why = "small sizes asked for (profile='ci')" if profile == "ci" else "the lesson, as taught"
+        why = N_("small sizes asked for (profile='ci')") if profile == "ci" else N_("the lesson, as taught")
         return Part(name, need, sizes, want, machine.gpu_label(want, collective), why)
-    ranks = "" if want == 1 else f"{want} gloo ranks, "
-    where = f"the CPU simulation ({ranks}{machine.cores} cores)"
-    if need == "two ranks":
-        where = f"{want} gloo ranks on the CPU"
-    if not have:
-        why = "no GPU visible to a CUDA build of torch"
+    if want == 1:
+        where = N_("the CPU simulation ({cores} cores)", cores=machine.cores)
     else:
-        why = f"{want} ranks need {want} GPUs for NCCL; this machine has {have}"
+        where = N_("the CPU simulation ({ranks} gloo ranks, {cores} cores)", ranks=want, cores=machine.cores)
+    if need == "two ranks":
+        where = N_("{ranks} gloo ranks on the CPU", ranks=want)
+    if not have:
+        why = N_("no GPU visible to a CUDA build of torch")
+    else:
+        why = N_("{ranks} ranks need {ranks} GPUs for NCCL; this machine has {have}", ranks=want, have=have)
     if instead is not None:
-        return Part(name, need, "ci", 0, f"not run here; shown instead: {instead}", why, runs=False)
+        return Part(name, need, "ci", 0, N_("not run here; shown instead: {instead}", instead=instead), why, runs=False)
     if profile == "full":
-        why += " (profile='full' asked for the lesson sizes: small sizes here)"
+        why = N_("{why} (profile='full' asked for the lesson sizes: small sizes here)", why=why)
     return Part(name, need, "ci", 0, where, why)
 
 
@@ -152,13 +155,19 @@ def _two_nodes(name: str, profile: str, machine: Machine) -> Part:
     have = len(machine.gpus)
     sizes: Profile = "ci" if profile == "ci" or not have else "full"
     if have >= 2:
-        return Part(name, "two nodes", sizes, 2, f"2 emulated nodes, a GPU each: {machine.gpu_label(2)}", "as taught")
+        where = N_("2 emulated nodes, a GPU each: {gpus}", gpus=machine.gpu_label(2))
+        return Part(name, "two nodes", sizes, 2, where, N_("as taught"))
     if have == 1:
-        where = f"2 emulated nodes sharing {machine.gpu_label(1)} (NCCL's network transport)"
-        why = "one GPU: both nodes on it, each with its own NCCL_HOSTID (a test set-up NCCL does not support)"
+        where = N_("2 emulated nodes sharing {gpu} (NCCL's network transport)", gpu=machine.gpu_label(1))
+        why = N_("one GPU: both nodes on it, each with its own NCCL_HOSTID (a test set-up NCCL does not support)")
         return Part(name, "two nodes", sizes, 1, where, why)
     return Part(
-        name, "two nodes", "ci", 0, "2 emulated nodes, gloo on the CPU", "no GPU visible to a CUDA build of torch"
+        name,
+        "two nodes",
+        "ci",
+        0,
+        N_("2 emulated nodes, gloo on the CPU"),
+        N_("no GPU visible to a CUDA build of torch"),
     )
 
 
@@ -177,14 +186,19 @@ class Plan:
         raise KeyError(f"no part {name!r} in this plan: {', '.join(p.name for p in self.parts)}")
 
     def rows(self) -> list[tuple[str, str, str, str]]:
-        sizes = {"full": "the lesson's", "ci": "small"}
-        return [(p.name, p.where, sizes[p.profile] if p.sized else "-", p.why) for p in self.parts]
+        """The table's rows as shown, in the learner's language (the parts themselves keep the English)."""
+        sizes = {"full": _("the lesson's"), "ci": _("small")}
+        return [(tr(p.name), tr(p.where), sizes[p.profile] if p.sized else "-", tr(p.why)) for p in self.parts]
+
+    @staticmethod
+    def headings() -> tuple[str, str, str, str]:
+        return _("part"), _("where"), _("sizes"), _("why")
 
     def __str__(self) -> str:
-        rows = [("part", "where", "sizes", "why"), *self.rows()]
-        widths = [max(len(r[i]) for r in rows) for i in range(3)]
-        lines = ["  ".join(cell.ljust(w) for cell, w in zip(row[:3], widths)) + "  " + row[3] for row in rows]
-        return f"What this machine runs of {self.notebook}:\n" + "\n".join(lines)
+        rows = [self.headings(), *self.rows()]
+        widths = [max(_width(r[i]) for r in rows) for i in range(3)]
+        lines = ["  ".join(_pad(cell, w) for cell, w in zip(row[:3], widths)) + "  " + row[3] for row in rows]
+        return _("What this machine runs of {notebook}:", notebook=self.notebook) + "\n" + "\n".join(lines)
 
     def _repr_mimebundle_(self, include=None, exclude=None):  # noqa: ARG002 - IPython's signature
         import html
@@ -193,8 +207,9 @@ class Plan:
             "<tr>" + "".join(f"<td style='text-align:left'>{html.escape(c)}</td>" for c in row) + "</tr>"
             for row in self.rows()
         )
-        head = "".join(f"<th style='text-align:left'>{h}</th>" for h in ("part", "where", "sizes", "why"))
-        table = f"<p>What this machine runs of {html.escape(self.notebook)}:</p><table><tr>{head}</tr>{cells}</table>"
+        head = "".join(f"<th style='text-align:left'>{h}</th>" for h in self.headings())
+        title = _("What this machine runs of {notebook}:", notebook=html.escape(self.notebook))
+        table = f"<p>{title}</p><table><tr>{head}</tr>{cells}</table>"
         return {"text/plain": str(self), "text/html": table, PLAN_MIME: self.to_dict()}
 
     def to_dict(self) -> dict:
@@ -203,6 +218,17 @@ class Plan:
     @classmethod
     def from_dict(cls, d: dict) -> Plan:
         return cls(d["notebook"], tuple(Part(**p) for p in d["parts"]))
+
+
+def _width(text: str) -> int:
+    """The columns ``text`` takes in a terminal: a Chinese character takes two."""
+    import unicodedata
+
+    return sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)
+
+
+def _pad(text: str, width: int) -> str:
+    return text + " " * (width - _width(text))
 
 
 def plan(

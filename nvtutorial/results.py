@@ -22,6 +22,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Generic, Literal, TypeVar
 
+from nvtutorial.i18n import N_
+
 SCHEMA_VERSION = 1
 """Bumped whenever the layout of ``rank{R}.json`` or ``result.json`` changes."""
 M = TypeVar("M")
@@ -194,10 +196,20 @@ class EnvInfo:
     def label(self) -> str:
         """E.g. ``2× NVIDIA H200 · NV18 · NCCL 2.28.9 · torch 2.11.0`` or a simulation notice."""
         if not self.is_gpu:
-            nodes = f" ({self.nnodes} emulated nodes)" if self.nnodes > 1 else ""
-            return (
-                f"CPU, {self.backend}, {self.world_size} processes{nodes} on {self.host}: "
-                "a simulation, not a GPU measurement"
+            if self.nnodes > 1:
+                return N_(
+                    "CPU, {backend}, {processes} processes ({nodes} emulated nodes) on {host}: "
+                    "a simulation, not a GPU measurement",
+                    backend=self.backend,
+                    processes=self.world_size,
+                    nodes=self.nnodes,
+                    host=self.host,
+                )
+            return N_(
+                "CPU, {backend}, {processes} processes on {host}: a simulation, not a GPU measurement",
+                backend=self.backend,
+                processes=self.world_size,
+                host=self.host,
             )
         parts = [self._gpus()]
         if self.link:
@@ -285,7 +297,7 @@ class RunResult(Generic[M]):
 
     @property
     def label(self) -> str:
-        return self.env.label if self.env else "unknown hardware"
+        return self.env.label if self.env else N_("unknown hardware")
 
     def to_frame(self, key: str | None = None):  # -> pandas.DataFrame
         """Per-rank scalar metrics as a DataFrame, or, with ``key``, the records of a table metric.

@@ -27,6 +27,8 @@ from collections.abc import Callable
 from html import escape
 from typing import Any, Literal, Protocol
 
+from nvtutorial.i18n import _, tr
+
 Status = Literal["running", "done", "failed", "interrupted"]
 Outcome = Literal["done", "failed", "interrupted"]
 
@@ -53,9 +55,15 @@ class Phase:
     def text(self) -> str:
         """The bar's postfix: the workload's extra values, then the outcome if it is not success."""
         parts = [f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in self.info.items()]
-        if self.status in ("failed", "interrupted"):
-            parts.append(self.status)
+        if self.status == "failed":
+            parts.append(_("failed"))
+        elif self.status == "interrupted":
+            parts.append(_("interrupted"))
         return ", ".join(parts)
+
+    def name(self) -> str:
+        """The phase's name as the bar shows it: in the learner's language where the catalog has it."""
+        return tr(self.desc)
 
 
 class Bar(Protocol):
@@ -72,11 +80,11 @@ class TextBar:
     def __init__(self, phase: Phase) -> None:
         from tqdm import tqdm
 
-        self.bar = tqdm(total=phase.total, desc=phase.desc, leave=True, file=sys.stdout)
+        self.bar = tqdm(total=phase.total, desc=phase.name(), leave=True, file=sys.stdout)
 
     def show(self, phase: Phase, refresh: bool = True) -> None:
         self.bar.n = phase.n
-        self.bar.set_description(phase.desc, refresh=False)
+        self.bar.set_description(phase.name(), refresh=False)
         self.bar.set_postfix_str(phase.text(), refresh=False)
         if refresh:
             self.bar.refresh()
@@ -105,7 +113,13 @@ class NotebookBar:
         from tqdm import tqdm
 
         elapsed = time.monotonic() - self.t0
-        meter = {"n": phase.n, "total": phase.total, "elapsed": elapsed, "prefix": phase.desc, "postfix": phase.text()}
+        meter = {
+            "n": phase.n,
+            "total": phase.total,
+            "elapsed": elapsed,
+            "prefix": phase.name(),
+            "postfix": phase.text(),
+        }
         text = tqdm.format_meter(**meter, bar_format="{l_bar}<bar/>{r_bar}")
         left, right = re.split(r"\|?<bar/>\|?", text, maxsplit=1)
         fraction = min(phase.n / phase.total, 1.0) if phase.total else float(phase.status != "running")

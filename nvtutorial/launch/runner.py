@@ -45,6 +45,7 @@ from typing import Any, NoReturn
 
 import psutil
 
+from nvtutorial.i18n import _
 from nvtutorial.launch import diagnosis
 from nvtutorial.launch import warm as warm_mod
 from nvtutorial.launch.environment import free_port, node_environment, rank_environment
@@ -562,10 +563,11 @@ def _announce(how: str, command: str, full: str) -> None:
         from IPython.display import display
 
         folded = (
-            '<details class="nvtutorial-command"><summary>the full command: every parameter, defaults included'
+            f'<details class="nvtutorial-command"><summary>{_("the full command: every parameter, defaults included")}'
             f'</summary><pre style="white-space: pre-wrap">{html.escape(full)}</pre></details>'
         )
-        display({"text/plain": f"[nvtutorial] the full command: {full}", "text/html": folded}, raw=True)
+        plain = _("[nvtutorial] the full command: {command}", command=full)
+        display({"text/plain": plain, "text/html": folded}, raw=True)
 
 
 def execute(spec: LaunchSpec, check: bool = True, full_command: bool = False) -> RunResult:
@@ -613,7 +615,7 @@ def _follow(run: Supervisor, command: str, full: str) -> str | None:
     try:
         cold_reason = _start(run, run.spec)
         # every run says how it started, output="none" included (that hides the ranks' lines, not the run)
-        _announce("ranks forked warm, as" if run.started == "warm" else "started with", command, full)
+        _announce(_("ranks forked warm, as") if run.started == "warm" else _("started with"), command, full)
         for attempt in range(PORT_ATTEMPTS):
             run.watch()
             if attempt + 1 == PORT_ATTEMPTS or not run.port_taken():
@@ -647,14 +649,31 @@ def _stop_interrupted(run: Supervisor, result: RunResult, wall: float) -> NoRetu
     _save(result)
     # every rank's ready file, even if the interrupt came before the watch loop's next look at them
     ran = "ready" if run.ready_at is not None or run.all_ready() else "still starting"
-    message = (
-        f"stopped while {spec.workload} ran on {spec.world_size} rank{'s' * (spec.world_size > 1)} "
-        f"({ran}, {wall:.1f} s after the launch)\n"
-        f"ended: every process of the run ({len(run.tree.roots)} started, and whatever they started)\n"
-        f"kept: its folder {spec.run_dir} (each rank's log; result.json records the interruption)"
+    state = _("ready") if ran == "ready" else _("still starting")
+    fields = {"workload": spec.workload, "ranks": spec.world_size, "state": state, "seconds": wall}
+    if spec.world_size > 1:
+        first = _("stopped while {workload} ran on {ranks} ranks ({state}, {seconds:.1f} s after the launch)", **fields)
+    else:
+        first = _("stopped while {workload} ran on {ranks} rank ({state}, {seconds:.1f} s after the launch)", **fields)
+    message = "\n".join(
+        [
+            first,
+            _(
+                "ended: every process of the run ({started} started, and whatever they started)",
+                started=len(run.tree.roots),
+            ),
+            _(
+                "kept: its folder {folder} (each rank's log; result.json records the interruption)",
+                folder=spec.run_dir,
+            ),
+        ]
     )
     if run.terminated:
-        print(message.replace("stopped", "terminated (SIGTERM)", 1), file=sys.stderr)
+        if message.startswith("stopped"):
+            message = message.replace("stopped", "terminated (SIGTERM)", 1)
+        else:
+            message = _("terminated (SIGTERM): {message}", message=message)
+        print(message, file=sys.stderr)
         raise SystemExit(128 + signal.SIGTERM)
     raise RunInterrupted(message, result)
 

@@ -12,22 +12,45 @@ from typing import Any
 
 import matplotlib.pyplot  # noqa: F401 - loaded with the plots (a notebook's setup cell), not by the first figure's cell
 
+from nvtutorial.i18n import _, language, tr
 from nvtutorial.results import Where, label_of
+
+CJK_FONTS = (
+    "Noto Sans CJK SC",
+    "Noto Sans SC",
+    "Source Han Sans SC",
+    "WenQuanYi Zen Hei",
+    "WenQuanYi Micro Hei",
+    "Microsoft YaHei",
+    "SimHei",
+    "PingFang SC",
+    "Heiti SC",
+)
+"""Fonts that draw Simplified Chinese, the first one installed is used for a figure's Chinese words."""
+
+
+def cjk_font() -> str | None:
+    """The first of :data:`CJK_FONTS` that matplotlib knows here; None without one (then figures stay English: a
+    font without the glyphs draws boxes)."""
+    from matplotlib import font_manager
+
+    known = {f.name for f in font_manager.fontManager.ttflist}
+    return next((name for name in CJK_FONTS if name in known), None)
 
 
 def stamp(fig: Any, where: Where, measured: bool = True) -> None:
     """Write the measurement's origin under the figure (:func:`~nvtutorial.results.label_of`). With
     ``measured=False`` the figure is arithmetic (no run): ``where`` says what computed it, with no "measured on"."""
     label = label_of(where)
-    fig.text(
-        0.01,
-        0.005,
-        f"measured on: {label}" if measured else f"not measured: {label}",
-        fontsize=7,
-        color="0.35",
-        ha="left",
-        va="bottom",
-    )
+    font = cjk_font() if language() == "zh" else None
+    if font is None:  # English, or no font here to draw Chinese with
+        text = f"measured on: {label}" if measured else f"not measured: {label}"
+        style: dict[str, Any] = {}
+    else:
+        label = tr(label)
+        text = _("measured on: {where}", where=label) if measured else _("not measured: {where}", where=label)
+        style = {"fontfamily": [font, "DejaVu Sans"]}
+    fig.text(0.01, 0.005, text, fontsize=7, color="0.35", ha="left", va="bottom", **style)
     fig.subplots_adjust(bottom=max(fig.subplotpars.bottom, 0.17))
 
 

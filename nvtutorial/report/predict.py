@@ -13,6 +13,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from nvtutorial.i18n import N_, _
 from nvtutorial.report.verdict import Verdict
 
 
@@ -21,27 +22,27 @@ class PredictionError(ValueError):
 
 
 QUESTIONS = {
-    "all_reduce": "What rank 0's tensor holds after dist.all_reduce",
-    "where rank 0 waits": "Where rank 0 waits when rank 1 never calls the all-reduce",
-    "NVLink ÷ host-staged": (
+    "all_reduce": N_("What rank 0's tensor holds after dist.all_reduce"),
+    "where rank 0 waits": N_("Where rank 0 waits when rank 1 never calls the all-reduce"),
+    "NVLink ÷ host-staged": N_(
         "How many times the all-reduce's busbw over NVLink is that staged through host memory (NCCL_P2P_DISABLE=1)"
     ),
-    "C7 prediction": "What the source's NCCL settings do to the all-reduce",
-    "pinned host to device": "Host to device over PCIe from pinned memory, at the largest size",
-    "03.source validation": "What the source's all_reduce(val_loss) reports",
-    "03.scaling": "The speed-up of 2 GPUs over 1 at a fixed global batch",
-    "03.C14 prediction": "DDP's step time over NVLink against host-staged transfers",
-    "04.largest": "Which change moves the step time most on one GPU",
-    "exposed communication": "The share of the step that is exposed communication",
-    "where ranks wait": "Where each rank's main thread is while rank 0 validates alone",
-    "bytes per rank": "MiB each rank sends in a ring all-reduce of the largest tensor",
-    "ring's share of all_reduce": (
+    "C7 prediction": N_("What the source's NCCL settings do to the all-reduce"),
+    "pinned host to device": N_("Host to device over PCIe from pinned memory, at the largest size"),
+    "03.source validation": N_("What the source's all_reduce(val_loss) reports"),
+    "03.scaling": N_("The speed-up of 2 GPUs over 1 at a fixed global batch"),
+    "03.C14 prediction": N_("DDP's step time over NVLink against host-staged transfers"),
+    "04.largest": N_("Which change moves the step time most on one GPU"),
+    "exposed communication": N_("The share of the step that is exposed communication"),
+    "where ranks wait": N_("Where each rank's main thread is while rank 0 validates alone"),
+    "bytes per rank": N_("MiB each rank sends in a ring all-reduce of the largest tensor"),
+    "ring's share of all_reduce": N_(
         "The plain ring's bus bandwidth as a share of dist.all_reduce's at the largest sizes, on the slower rank"
     ),
-    "faster hooks": "Which communication hooks make the step faster",
-    "ladder.predict.zero1": "MB of parameters, gradients and Adam state on rank 0 under ZeRO-1",
-    "ladder.predict.link": "Which rung loses the most step time without the direct link",
-    "prediction: steps lost": "Steps done again after a rank is killed",
+    "faster hooks": N_("Which communication hooks make the step faster"),
+    "ladder.predict.zero1": N_("MB of parameters, gradients and Adam state on rank 0 under ZeRO-1"),
+    "ladder.predict.link": N_("Which rung loses the most step time without the direct link"),
+    "prediction: steps lost": N_("Steps done again after a rank is killed"),
 }
 """Each grade's question, by the grade's key: a grade is shown under the question, not under its key."""
 
@@ -49,7 +50,7 @@ QUESTIONS = {
 def question_of(key: str) -> str:
     """The question a grade answers (``key`` itself where none is written down; busbw's names its size)."""
     if key.startswith("busbw at "):
-        return f"The all-reduce bus bandwidth at {key.removeprefix('busbw at ')}"
+        return N_("The all-reduce bus bandwidth at {size}", size=key.removeprefix("busbw at "))
     return QUESTIONS.get(key, key)
 
 
@@ -64,8 +65,8 @@ def grade_number(
     right_within: float = 0.25,
     close_within: float = 1.0,
     limit: float | None = None,
-    limit_name: str = "physical limit",
-    measured_name: str = "Measured",
+    limit_name: str = N_("physical limit"),
+    measured_name: str = N_("Measured"),
     question: str = "",
 ) -> Verdict:
     """Grade a numeric prediction: ``right`` within ``right_within`` (relative), ``close`` within a
@@ -74,22 +75,44 @@ def grade_number(
     ``question`` is what the grade is shown under (default: :data:`QUESTIONS` by ``key``)."""
     title = question or question_of(key)
     if not (isinstance(measured, (int, float)) and math.isfinite(measured) and measured > 0):
-        raise ValueError(f"{key}: the measured value must be a positive number, got {measured!r}")
+        raise ValueError(
+            _("{key}: the measured value must be a positive number, got {measured!r}", key=key, measured=measured)
+        )
     numbers: dict[str, Any] = {"prediction": prediction, "measured": measured, "unit": unit}
-    answer = f"{measured_name}: {measured:.4g} {unit}. {explanation}"
+    answer = N_(
+        "{measured_name}: {measured:.4g} {unit}. {explanation}",
+        measured_name=measured_name,
+        measured=measured,
+        unit=unit,
+        explanation=explanation,
+    )
     if prediction is None:
         return Verdict(
             key,
             "no answer",
-            f"No prediction written (set it in the cell above and re-run). {answer}",
+            N_("No prediction written (set it in the cell above and re-run). {answer}", answer=answer),
             numbers,
             where,
             title,
         )
     if isinstance(prediction, bool) or not isinstance(prediction, (int, float)) or not math.isfinite(prediction):
-        raise PredictionError(f"{key}: write a number (in {unit}) as your prediction, not {prediction!r}")
+        raise PredictionError(
+            _(
+                "{key}: write a number (in {unit}) as your prediction, not {prediction!r}",
+                key=key,
+                unit=unit,
+                prediction=prediction,
+            )
+        )
     if prediction <= 0:
-        raise PredictionError(f"{key}: a prediction of {prediction} {unit} cannot be right: it must be positive")
+        raise PredictionError(
+            _(
+                "{key}: a prediction of {prediction} {unit} cannot be right: it must be positive",
+                key=key,
+                prediction=prediction,
+                unit=unit,
+            )
+        )
     ratio = prediction / measured
     numbers["ratio"] = ratio
     if abs(ratio - 1) <= right_within:
@@ -98,10 +121,23 @@ def grade_number(
         status = "close"
     else:
         status = "off"
-    off_by = f"{abs(ratio - 1):.0%} too {'high' if ratio > 1 else 'low'}" if abs(ratio - 1) > 0.005 else "spot on"
-    text = f"You predicted {prediction:.4g} {unit}: {off_by}. {answer}"
+    if abs(ratio - 1) <= 0.005:
+        off_by = N_("spot on")
+    elif ratio > 1:
+        off_by = N_("{off:.0%} too high", off=abs(ratio - 1))
+    else:
+        off_by = N_("{off:.0%} too low", off=abs(ratio - 1))
+    fields = {"prediction": prediction, "unit": unit, "off_by": off_by, "answer": answer}
     if limit is not None and prediction > limit:
-        text += f" No run can pass the {limit_name} of {limit:.4g} {unit}."
+        text = N_(
+            "You predicted {prediction:.4g} {unit}: {off_by}. {answer} No run can pass the {limit_name} of "
+            "{limit:.4g} {unit}.",
+            **fields,
+            limit_name=limit_name,
+            limit=limit,
+        )
+    else:
+        text = N_("You predicted {prediction:.4g} {unit}: {off_by}. {answer}", **fields)
     return Verdict(key, status, text, numbers, where, title)
 
 
@@ -119,14 +155,26 @@ def grade_choice(
     ``question`` as for :func:`grade_number`."""
     title = question or question_of(key)
     if answer not in choices:
-        raise ValueError(f"{key}: the answer {answer!r} is not among the choices {', '.join(choices)}")
+        raise ValueError(
+            _(
+                "{key}: the answer {answer!r} is not among the choices {choices}",
+                key=key,
+                answer=answer,
+                choices=", ".join(choices),
+            )
+        )
     numbers = {"prediction": prediction, "answer": answer}
-    right = f"The run says ({answer}) {choices[answer]}. {explanation}"
+    right = N_(
+        "The run says ({answer}) {choice}. {explanation}",
+        answer=answer,
+        choice=choices[answer],
+        explanation=explanation,
+    )
     if prediction is None:
         return Verdict(
             key,
             "no answer",
-            f"No prediction picked (set it in the cell above and re-run). {right}",
+            N_("No prediction picked (set it in the cell above and re-run). {right}", right=right),
             numbers,
             where,
             title,
@@ -134,8 +182,18 @@ def grade_choice(
     pick = str(prediction).strip().strip("()").lower()
     keys = {str(k).lower(): k for k in choices}
     if pick not in keys:
-        raise PredictionError(f"{key}: pick one of {', '.join(map(str, choices))}, not {prediction!r}")
+        raise PredictionError(
+            _(
+                "{key}: pick one of {choices}, not {prediction!r}",
+                key=key,
+                choices=", ".join(map(str, choices)),
+                prediction=prediction,
+            )
+        )
     chosen = keys[pick]
     if chosen == answer:
-        return Verdict(key, "right", f"You picked ({chosen}): right. {right}", numbers, where, title)
-    return Verdict(key, "off", f"You picked ({chosen}) {choices[chosen]}. {right}", numbers, where, title)
+        return Verdict(
+            key, "right", N_("You picked ({chosen}): right. {right}", chosen=chosen, right=right), numbers, where, title
+        )
+    text = N_("You picked ({chosen}) {choice}. {right}", chosen=chosen, choice=choices[chosen], right=right)
+    return Verdict(key, "off", text, numbers, where, title)

@@ -20,6 +20,8 @@ import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from nvtutorial.i18n import N_, _, tr
+
 MIME = "application/vnd.nvtutorial.verdict+json"
 """The MIME type of a verdict's machine-readable copy in a notebook's outputs."""
 
@@ -41,6 +43,29 @@ GRADE_LOOK = {
 UNDECIDED = "undecided"
 """A reading the run's noise cannot settle either way (the verdict says which bound it could not pass)."""
 STATUSES = CLAIM_STATUSES + COMPARISON_STATUSES + CHECK_STATUSES + GRADE_STATUSES + ("info", UNDECIDED)
+
+
+def status_word(status: str) -> str:
+    """A status as the reader sees it, in the learner's language (``status`` itself stays the English word: the
+    machine-readable copy and the tests read it)."""
+    words = {
+        "holds": _("holds"),
+        "partly": _("partly"),
+        "wrong": _("wrong"),
+        "unverifiable": _("unverifiable"),
+        "faster": _("faster"),
+        "slower": _("slower"),
+        "no change": _("no change"),
+        "pass": _("pass"),
+        "fail": _("fail"),
+        "right": _("right"),
+        "close": _("close"),
+        "off": _("off"),
+        "no answer": _("no answer"),
+        "info": _("info"),
+        UNDECIDED: _("undecided"),
+    }
+    return words.get(status, status)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,10 +98,11 @@ class Verdict:
         return self.status in GRADE_STATUSES
 
     def __str__(self) -> str:
-        where = f" [{self.where}]" if self.where else ""
+        where = f" [{tr(self.where)}]" if self.where else ""
+        status, name, text = status_word(self.status), tr(self.title or self.key), tr(self.text)
         if self.is_grade:
-            return f"{GRADE_LOOK[self.status][0]} {self.status} · {self.title or self.key}: {self.text}{where}"
-        return f"{self.title or self.key} · {self.status}: {self.text}{where}"
+            return f"{GRADE_LOOK[self.status][0]} {status} · {name}: {text}{where}"
+        return f"{name} · {status}: {text}{where}"
 
     def to_dict(self) -> dict[str, Any]:
         out = {
@@ -102,27 +128,24 @@ class Verdict:
         )
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
-        where = f"  \n<small>measured on: {self.where}</small>" if self.where else ""
-        name = self.title or self.key
+        measured_on = _("measured on: {where}", where=tr(self.where)) if self.where else ""
+        where = f"  \n<small>{measured_on}</small>" if self.where else ""
+        name, status, text = tr(self.title or self.key), status_word(self.status), tr(self.text)
         bundle = {
             "text/plain": str(self),
-            "text/markdown": f"**{name} · {self.status}**: {self.text}{where}",
+            "text/markdown": f"**{name} · {status}**: {text}{where}",
             MIME: self.to_dict(),
         }
         if self.is_grade:  # a grade is seen at a glance: its mark and colour first, then the question
             mark, colour = GRADE_LOOK[self.status]
-            bundle["text/markdown"] = f"**{mark} {self.status}** · *{name}*: {self.text}{where}"
+            bundle["text/markdown"] = f"**{mark} {status}** · *{name}*: {text}{where}"
             bundle["text/html"] = (
                 f'<div class="nvtutorial-grade nvtutorial-grade-{self.status.replace(" ", "-")}" '
                 f'style="border-left: 4px solid {colour}; padding: 2px 0 2px 10px; margin: 4px 0">'
                 f'<span style="background: {colour}; color: #fff; font-weight: bold; border-radius: 3px; '
-                f'padding: 1px 7px; margin-right: 6px">{mark} {html.escape(self.status)}</span>'
-                f"<b>{html.escape(name)}</b><br>{html.escape(self.text)}"
-                + (
-                    f'<br><small style="opacity: 0.75">measured on: {html.escape(self.where)}</small>'
-                    if self.where
-                    else ""
-                )
+                f'padding: 1px 7px; margin-right: 6px">{mark} {html.escape(status)}</span>'
+                f"<b>{html.escape(name)}</b><br>{html.escape(text)}"
+                + (f'<br><small style="opacity: 0.75">{html.escape(measured_on)}</small>' if self.where else "")
                 + "</div>"
             )
         return bundle
@@ -191,13 +214,22 @@ class Comparison:
         def fmt(x: float) -> str:
             return f"{x:.{places}f}{(' ' + unit) if unit else ''}"
 
-        noise = f"noise ±{self.noise:.0%}, {self.repeats[0]}+{self.repeats[1]} repeats"
-        head = f"{what}: " if what else ""
+        noise = N_(
+            "noise ±{noise:.0%}, {baseline}+{candidate} repeats",
+            noise=self.noise,
+            baseline=self.repeats[0],
+            candidate=self.repeats[1],
+        )
+        values = f"{fmt(self.baseline)} → {fmt(self.candidate)}"
         if self.status == "no change":
-            return (
-                f"{head}{fmt(self.baseline)} → {fmt(self.candidate)}: no change ({self.change:+.1%} is within {noise})"
+            said = N_(
+                "{values}: no change ({change:+.1%} is within {noise})", values=values, change=self.change, noise=noise
             )
-        return f"{head}{fmt(self.baseline)} → {fmt(self.candidate)}: {abs(self.change):.0%} {self.status} ({noise})"
+        elif self.status == "faster":
+            said = N_("{values}: {change:.0%} faster ({noise})", values=values, change=abs(self.change), noise=noise)
+        else:
+            said = N_("{values}: {change:.0%} slower ({noise})", values=values, change=abs(self.change), noise=noise)
+        return N_("{what}: {said}", what=what, said=said) if what else said
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -32,6 +32,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from nvtutorial.i18n import N_, _, tr
 from nvtutorial.report.verdict import Verdict
 
 
@@ -53,7 +54,7 @@ class CheckResult:
     @property
     def verdict(self) -> Verdict:
         return Verdict(
-            f"exercise {self.exercise}",
+            N_("exercise {name}", name=self.exercise),
             "pass" if self.passed else "fail",
             self.reason,
             {"passed": self.passed},
@@ -61,7 +62,9 @@ class CheckResult:
         )
 
     def __str__(self) -> str:
-        return f"{'PASS' if self.passed else 'FAIL'} ({self.exercise}): {self.reason}"
+        if self.passed:
+            return _("PASS ({exercise}): {reason}", exercise=self.exercise, reason=tr(self.reason))
+        return _("FAIL ({exercise}): {reason}", exercise=self.exercise, reason=tr(self.reason))
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
         bundle = self.verdict._repr_mimebundle_()
@@ -84,7 +87,13 @@ def names() -> list[str]:
 def load(name: str) -> ModuleType:
     available = modules()
     if name not in available:
-        raise ExerciseError(f"unknown exercise {name!r}; the exercises are: {', '.join(available) or 'none'}")
+        raise ExerciseError(
+            _(
+                "unknown exercise {name!r}; the exercises are: {names}",
+                name=name,
+                names=", ".join(available) or _("none"),
+            )
+        )
     return importlib.import_module(available[name])
 
 
@@ -93,13 +102,17 @@ def candidate_source(fn: Any) -> str:
     if isinstance(fn, str):
         return textwrap.dedent(fn)
     if not callable(fn):
-        raise ExerciseError(f"expected the function you wrote, got {type(fn).__name__}")
+        raise ExerciseError(_("expected the function you wrote, got {kind}", kind=type(fn).__name__))
     try:
         return textwrap.dedent(inspect.getsource(fn))
     except (OSError, TypeError) as exc:
         raise ExerciseError(
-            f"cannot read the source of {getattr(fn, '__name__', fn)!r} ({exc}): "
-            "define it with `def` in a cell or a file, then pass the function"
+            _(
+                "cannot read the source of {name!r} ({error}): "
+                "define it with `def` in a cell or a file, then pass the function",
+                name=getattr(fn, "__name__", fn),
+                error=exc,
+            )
         ) from None
 
 
@@ -112,7 +125,7 @@ def check(name: str, candidate: Any = None, *, nproc: int = 2, timeout: float | 
         return _check_script(name, ex, candidate, nproc, timeout)
     if hasattr(ex, "check_local"):
         passed, reason = ex.check_local(candidate)
-        return CheckResult(name, bool(passed), reason, "this kernel, no ranks")
+        return CheckResult(name, bool(passed), reason, N_("this kernel, no ranks"))
     if hasattr(ex, "check_on_rank"):
         return _check_on_ranks(name, ex, candidate, nproc, timeout)
     raise ExerciseError(f"exercise {name} defines no check_local, check_on_rank or check_run")
@@ -124,7 +137,9 @@ def _check_on_ranks(name: str, ex: ModuleType, candidate: Any, nproc: int, timeo
     source = candidate_source(candidate)
     entry = getattr(candidate, "__name__", None) or getattr(ex, "ENTRY", None)
     if not entry:
-        raise ExerciseError(f"exercise {name}: pass the function itself (its name tells the checker what to call)")
+        raise ExerciseError(
+            _("exercise {name}: pass the function itself (its name tells the checker what to call)", name=name)
+        )
     out = launch.run_folder("exercise")  # the candidate is kept in the run's folder, and pruned with it
     out.mkdir(parents=True)
     path = out / f"candidate_{name}.py"
@@ -141,21 +156,17 @@ def _check_on_ranks(name: str, ex: ModuleType, candidate: Any, nproc: int, timeo
         )
     except launch.RunInterrupted as exc:  # say it was the checker that was stopped, then the run's lines
         first, *rest = str(exc).splitlines()
-        raise launch.RunInterrupted(
-            "\n".join(
-                [
-                    f"stopped while checking {entry} (exercise {name}): the " + first.removeprefix("stopped while "),
-                    *rest,
-                ]
-            ),
-            exc.result,
-        ) from None
+        if first.startswith("stopped while "):  # English: one sentence
+            first = f"stopped while checking {entry} (exercise {name}): the " + first.removeprefix("stopped while ")
+        else:
+            first = _("stopped while checking {entry} (exercise {name}): {run}", entry=entry, name=name, run=first)
+        raise launch.RunInterrupted("\n".join([first, *rest]), exc.result) from None
     if not result.ok:
         error = result.error or {}
         return CheckResult(
             name,
             False,
-            f"your code did not finish on the ranks: {error.get('type', 'error')}: {error.get('message', '')}".strip(),
+            _did_not_finish(error),
             result.label,
             {"run_dir": str(result.run_dir)},
         )
@@ -165,17 +176,25 @@ def _check_on_ranks(name: str, ex: ModuleType, candidate: Any, nproc: int, timeo
             return CheckResult(
                 name,
                 False,
-                f"rank {rank}: {verdict.reason or 'no reason given'}",
+                N_("rank {rank}: {reason}", rank=rank, reason=verdict.reason or N_("no reason given")),
                 result.label,
                 {"run_dir": str(result.run_dir)},
             )
     return CheckResult(
         name,
         bool(judged),
-        judged[0].reason if judged else "no rank reported its judgement",
+        judged[0].reason if judged else N_("no rank reported its judgement"),
         result.label,
         {"run_dir": str(result.run_dir)},
     )
+
+
+def _did_not_finish(error: dict[str, Any]) -> str:
+    """Why the learner's code did not finish on the ranks: the error's type and message."""
+    kind, message = error.get("type", "error"), str(error.get("message", "")).rstrip()
+    if not message:
+        return N_("your code did not finish on the ranks: {kind}:", kind=kind)
+    return N_("your code did not finish on the ranks: {kind}: {message}", kind=kind, message=message)
 
 
 def _check_script(name: str, ex: ModuleType, candidate: Any, nproc: int, timeout: float | None) -> CheckResult:
@@ -184,8 +203,11 @@ def _check_script(name: str, ex: ModuleType, candidate: Any, nproc: int, timeout
     path = Path(candidate)
     if not path.is_file():
         raise ExerciseError(
-            f"exercise {name}: pass the path of your script (e.g. the file of %%writefile), "
-            f"{str(candidate)!r} is not a file"
+            _(
+                "exercise {name}: pass the path of your script (e.g. the file of %%writefile), {path!r} is not a file",
+                name=name,
+                path=str(candidate),
+            )
         )
     result = launch.run(
         str(path),
@@ -221,28 +243,50 @@ def check_ranks(name: str, function: str | None = None, *, timeout: float | None
     function = function or getattr(ex, "ENTRY", None)
     if not function or not function.isidentifier():
         raise ExerciseError(
-            f"exercise {name}: name the function your %%ranks cell defined, e.g. check_ranks({name!r}, 'my_function')"
+            _(
+                "exercise {name}: name the function your %%ranks cell defined, e.g. check_ranks({name!r}, "
+                "'my_function')",
+                name=name,
+            )
         )
     if not ranks.status()["running"]:  # new ranks would not hold the learner's function: say what to run
         raise ranks.RanksError(
-            f"{function} lives on the ranks of the %%ranks cell that defines it, and no ranks are "
-            f"running now (they were stopped since): run that cell again, then this check"
+            _(
+                "{function} lives on the ranks of the %%ranks cell that defines it, and no ranks are "
+                "running now (they were stopped since): run that cell again, then this check",
+                function=function,
+            )
         )
-    print(f"checking {function} on the {ranks.status()['nproc']} ranks of %%ranks (exercise {name})", flush=True)
+    print(
+        _(
+            "checking {function} on the {nproc} ranks of %%ranks (exercise {name})",
+            function=function,
+            nproc=ranks.status()["nproc"],
+            name=name,
+        ),
+        flush=True,
+    )
     code = f"import {ex.__name__} as _exercise\n_check = _exercise.check_on_rank(globals().get({function!r}), None)\n"
     result = ranks.run_code(code, timeout=timeout or getattr(ex, "TIMEOUT", 60.0))
-    where = f"{len(result.outcomes)} ranks of %%ranks ({ranks.status().get('backend', '?')})"
+    where = N_(
+        "{ranks} ranks of %%ranks ({backend})", ranks=len(result.outcomes), backend=ranks.status().get("backend", "?")
+    )
     if not result.ok:
         if result.reason == "timeout":
-            why = (
-                f"did not finish within {result.timeout:g} s: a rank waits for a message that never comes "
-                "(a send without its receive on the other side, or ranks that disagree on the chunk sizes)"
+            why = N_(
+                "did not finish within {timeout:g} s: a rank waits for a message that never comes "
+                "(a send without its receive on the other side, or ranks that disagree on the chunk sizes)",
+                timeout=result.timeout,
             )
         else:
             bad = [o for o in result.outcomes if not o.ok]
-            why = "; ".join(o.summary() for o in bad) or (result.reason or "failed")
+            why = "; ".join(o.summary() for o in bad) or (result.reason or N_("failed"))
         return CheckResult(
-            name, False, f"your code did not finish on the ranks: {why}", where, {"recovery": result.recovery}
+            name,
+            False,
+            N_("your code did not finish on the ranks: {why}", why=why),
+            where,
+            {"recovery": result.recovery},
         )
     verdicts = ranks.pull("_check")
     for passed, reason in verdicts:
