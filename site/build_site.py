@@ -67,7 +67,7 @@ ZH_INTRO = SITE / "intro.zh.md"
 CLAIMS_ZH = SITE / "claims.zh.yml"
 """The claims table's Chinese words: the source blog's own wording of each claim and the translated findings."""
 README_ZH = ROOT / "README.zh-CN.md"
-ZH_TITLE = "nvtutorial：用 PyTorch 用好两块 NVLink 互连的 GPU"
+ZH_TITLE = "nvtutorial：在 PyTorch 中用好两块 NVLink 互连的 GPU"
 ZH_CAPTIONS = {"The course": "课程", "The audit": "审查"}
 """The Chinese book's table of contents: ``_toc.yml`` with these captions."""
 
@@ -217,12 +217,12 @@ TEXT = {
         "sep": ", ",
     },
     "zh": {
-        "no_label": "本页的运行都没有打印它在哪里运行。",
+        "no_label": "本页没有一次运行打印出它在哪里运行。",
         "labels": "本页各次运行自述的运行位置：",
         "label": lambda label, n: f"- `{label}`（{n} 次）",
         "profile": lambda p: f"`{p}` 配置",
         "commit": lambda c: f"提交 `{c}`",
-        "shared": lambda shared, cells: f"本 notebook 的 {cells} 个单元格中有 {shared} 个在其中未变",
+        "shared": lambda shared, cells: f"本 notebook 现有的 {cells} 个单元格中，有 {shared} 个在这份副本中未变",
         "with_profile": lambda p: f"使用 `{p}` 配置",
         "from_commit": lambda c: f"来自提交 `{c}`",
         "in_s": lambda s: f"用时 {s:.0f} 秒",
@@ -232,7 +232,7 @@ TEXT = {
             + (f"；{note}" if note else "")
             + "）"
             + ("：**它在那里失败了**" if failed else "")
-            + "。其单元格就是本 notebook 现在的正文；输出是它在那里运行时的原样。"
+            + "。它的单元格就是本 notebook 现在的正文；输出保持它在那里运行时的原样。"
         ),
         "cpu_title": "CPU 输出：这是模拟，不是 GPU 测量",
         "cpu_head": lambda facts, failed: (
@@ -240,7 +240,7 @@ TEXT = {
             f"{facts}），执行的正是页面所示的正文：正确性、计数和代码路径是真实的，计时不是 GPU 计时。输出中的路径以 "
             f"`{REPO}` 指代执行它的仓库检出目录。" + ("**它在那里失败了。**" if failed else "")
         ),
-        "older": "本 notebook 旧版正文的 GPU 运行（其中的数字是真实的，部分正文此后已有改动）：",
+        "older": "本 notebook 旧版正文的 GPU 运行（其中的数字是真实的，但部分正文此后已有改动）：",
         "no_gpu": "本 notebook 在 `reference/` 中还没有 GPU 运行。",
         "sep": "，",
     },
@@ -512,8 +512,10 @@ def claims_page(lang: str = "en") -> str:
             "本课程依循一篇关于用 NVLink 进行双卡训练的中文博客教程，通过测量或一手资料逐一审查它的论断。"
             f"判定：{tally}。“证据”一栏说明每条是如何判定的；“见于”一栏的 notebook 展示判定它的运行或资料。\n\n"
             "“原文”一栏引用的是中文原博客的原话：那是原文，英文版网站同一栏的英文是它的概述（原博客的文字在提取时丢失了"
-            "大部分标点，这里补回）。标注“译自英文概述”的条目在原博客中没有对应的原话。“事实是什么”一栏译自课程的英文"
-            "版；判定在表中保留英文原词（notebook 打印的就是它）。\n\n" + rows + "\n"
+            "大部分标点，这里补回；“……”表示略去了与该论断无关的原文）。标注“译自英文概述”的条目在原博客中"
+            "没有对应的原话。“事实是什么”一栏译自课程的英文版；判定在表中保留英文原词（notebook 打印的就是它）。\n\n"
+            + rows
+            + "\n"
         )
     table = claims.markdown_table(link=link)
     tally = ", ".join(f"{n} {status}" for status, n in counts.most_common())
@@ -574,12 +576,13 @@ def hardware_page(
     if zh:
         return (
             "# 数字从何而来\n\n"
-            "每个页面都是 notebook 现在的正文，配上恰好执行了这段正文的副本的输出："
+            "每个页面都是 notebook 现在的正文，配上一份执行副本的输出（执行的正是这段正文）："
             "有 `reference/` 中的 GPU 副本时用它，否则用本次构建执行的 CPU 模拟"
             "（两个 `gloo` 进程，小规模：代码路径和计数是真实的，没有 GPU 计时）。每次运行"
-            "都打印它在哪里运行（`RunResult.label`），任何 CPU 上的数字都不会被当作 GPU 的结论。旧版正文的 GPU 运行从"
-            "各页面链接，并注明其运行所用的提交。中文页面与英文页面用的是同一份执行副本的输出（中文 notebook 的代码"
-            "单元格与英文的逐字节相同），不会再次执行。\n\n## 各页面\n\n" + "\n".join(rows) + "\n\n"
+            "都打印它在哪里运行（`RunResult.label`），任何 CPU 上的数字都不会被当作关于 GPU 的结论。"
+            "旧版正文的 GPU 运行从各页面链接，并注明其运行所用的提交。"
+            "中文页面与英文页面用的是同一份执行副本的输出（中文 notebook 的代码单元格"
+            "与英文的逐字节相同），不会再次执行。\n\n## 各页面\n\n" + "\n".join(rows) + "\n\n"
             "## 参考机器的自述\n\n" + "\n".join(machines)
         )
     return (

@@ -35,6 +35,7 @@ import json
 import os
 import re
 import select
+import shlex
 import signal
 import subprocess
 import sys
@@ -45,12 +46,14 @@ from typing import Any, NoReturn
 
 import psutil
 
+from nvtutorial import params as params_mod
 from nvtutorial.i18n import _
 from nvtutorial.launch import diagnosis
 from nvtutorial.launch import warm as warm_mod
 from nvtutorial.launch.environment import free_port, node_environment, rank_environment
 from nvtutorial.launch.progress import RunProgress, in_notebook
 from nvtutorial.launch.spec import (
+    COURSE_SET,
     Backend,
     Launcher,
     LaunchError,
@@ -59,10 +62,12 @@ from nvtutorial.launch.spec import (
     RunFailed,
     RunInterrupted,
     RunTimedOut,
+    given_params,
     prepare,
     prune_runs,
     runs_root,
-    torchrun_line,
+    torchrun_options,
+    workload_program,
 )
 from nvtutorial.launch.tree import ProcessTree, alive
 from nvtutorial.machine import hardware
@@ -98,6 +103,27 @@ HARMLESS_LINES = (
 )
 """Lines of torch's own that a learner cannot act on, each a known harmless one (why above): not shown where the
 launcher relays a rank's output; the rank's log keeps them. Each is a line, and what may continue it."""
+
+
+def torchrun_line(spec: LaunchSpec, full: bool = False) -> str:
+    """The ``torchrun`` command a learner would type in a terminal (in the same folder) for the same run: the
+    variables the run sets, the backend it resolved, the parameters it does not leave at their defaults (``full``:
+    every parameter, as ``result.json`` records it); emulated nodes get one agent each (``&``)."""
+    if spec.script is not None:
+        program = [spec.workload, *spec.args]
+    else:
+        shown = params_mod.to_strings(spec.params) if full else given_params(spec.params)
+        program = workload_program(spec.workload, shown, "--backend", spec.backend)
+    endpoint = "127.0.0.1:29400" if spec.nnodes > 1 else None
+    words = ["torchrun", *torchrun_options(spec.nproc, spec.nnodes, endpoint, "course", spec.max_restarts)]
+    gpus = [g.uuid for g in hardware.gpus()] if spec.nnodes > 1 and spec.backend == "nccl" else []
+    lines = []
+    for node in range(spec.nnodes):
+        env = node_environment(spec, node, gpus)
+        shown = {k: v for k, v in env.items() if k in spec.env or (k in COURSE_SET and os.environ.get(k) != v)}
+        prefix = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(shown.items()))
+        lines.append((prefix + " " if prefix else "") + " ".join(shlex.quote(w) for w in [*words, *program]))
+    return " & ".join(lines)
 
 
 def harmless(line: str, continuing: re.Pattern[str] | None) -> tuple[bool, re.Pattern[str] | None]:

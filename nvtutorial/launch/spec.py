@@ -4,9 +4,9 @@
 :class:`LaunchError` naming the bad value and the fix, before any process starts: the target (a
 workload's name or a script's path), its parameters, the numbers of ranks and nodes, the backend, the
 deadlines, the environment overrides, the run folder, and what the machine can hold
-(:mod:`nvtutorial.launch.guards`). :meth:`LaunchSpec.torchrun_line` is the command a learner would type for
-the same run; :meth:`LaunchSpec.command` is the literal ``torchrun`` the launcher runs when the run
-does not start warm (:mod:`nvtutorial.launch.runner`).
+(:mod:`nvtutorial.launch.guards`). :meth:`LaunchSpec.command` is the literal ``torchrun`` the launcher runs when the
+run does not start warm; the command a learner would type for the same run, with the variables it sets, is
+:func:`nvtutorial.launch.runner.torchrun_line` (it needs the rank environment's rule, which stands on this module).
 """
 
 from __future__ import annotations
@@ -212,29 +212,6 @@ def given_params(params: Any) -> dict[str, str]:
     }
     shown = params_mod.to_strings(params)
     return {k: v for k, v in shown.items() if defaults.get(k, dataclasses.MISSING) != getattr(params, k)}
-
-
-def torchrun_line(spec: LaunchSpec, full: bool = False) -> str:
-    """The ``torchrun`` command a learner would type in a terminal (in the same folder) for the same run: the
-    variables the run sets, the backend it resolved, the parameters it does not leave at their defaults (``full``:
-    every parameter, as ``result.json`` records it); emulated nodes get one agent each (``&``)."""
-    from nvtutorial.launch.environment import node_environment
-
-    if spec.script is not None:
-        program = [spec.workload, *spec.args]
-    else:
-        shown = params_mod.to_strings(spec.params) if full else given_params(spec.params)
-        program = workload_program(spec.workload, shown, "--backend", spec.backend)
-    endpoint = "127.0.0.1:29400" if spec.nnodes > 1 else None
-    words = ["torchrun", *torchrun_options(spec.nproc, spec.nnodes, endpoint, "course", spec.max_restarts)]
-    gpus = [g.uuid for g in hardware.gpus()] if spec.nnodes > 1 and spec.backend == "nccl" else []
-    lines = []
-    for node in range(spec.nnodes):
-        env = node_environment(spec, node, gpus)
-        shown = {k: v for k, v in env.items() if k in spec.env or (k in COURSE_SET and os.environ.get(k) != v)}
-        prefix = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(shown.items()))
-        lines.append((prefix + " " if prefix else "") + " ".join(shlex.quote(w) for w in [*words, *program]))
-    return " & ".join(lines)
 
 
 def run_folder(name: str) -> Path:

@@ -23,7 +23,7 @@ from tests.helpers.paths import ROOT
 PACKAGE = ROOT / "nvtutorial"
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 
-CORE = {"params", "results", "runtime", "units", "nvml", "tracesplit", "registry"}
+CORE = {"params", "results", "runtime", "units", "nvml", "tracesplit", "registry", "i18n"}
 """The floor both sides stand on: imports only itself; workers and the machine may import it."""
 WORKER = {"lessons", "models", "workloads"}
 """Code that runs on the ranks."""
