@@ -487,7 +487,7 @@ def test_the_chinese_provenance_note_says_the_same_as_the_english():
     cpu = build_site.provenance_cell(notebook_with_outputs(CPU_LABEL), _copy("cpu"), [_copy()], "zh").source
     assert "**在 CPU 上**" in cpu and ":class: warning" in cpu and "`$REPO`" in cpu
     assert "{download}`h200x2/03_ddp_training.ipynb <../gpu-copies/h200x2/03_ddp_training.ipynb>`" in cpu
-    assert "本 notebook 的 53 个单元格中有 7 个在其中未变" in cpu
+    assert "本 notebook 现有的 53 个单元格中，有 7 个在这份副本中未变" in cpu
     failed = build_site.provenance_cell(notebook_with_outputs(GPU_LABEL), _copy(current=True, passed=False), [], "zh")
     assert "它在那里失败了" in failed.source and ":class: warning" in failed.source
 
