@@ -54,6 +54,43 @@ def question_of(key: str) -> str:
     return QUESTIONS.get(key, key)
 
 
+def _check_number(key: str, prediction: object, unit: str) -> None:
+    """A learner's numeric prediction is a positive finite number, or a :class:`PredictionError` says what to write."""
+    if isinstance(prediction, bool) or not isinstance(prediction, (int, float)) or not math.isfinite(prediction):
+        raise PredictionError(
+            _(
+                "{key}: write a number (in {unit}) as your prediction, not {prediction!r}",
+                key=key,
+                unit=unit,
+                prediction=prediction,
+            )
+        )
+    if prediction <= 0:
+        raise PredictionError(
+            _(
+                "{key}: a prediction of {prediction} {unit} cannot be right: it must be positive",
+                key=key,
+                prediction=prediction,
+                unit=unit,
+            )
+        )
+
+
+def _closeness(ratio: float, right_within: float, close_within: float) -> tuple[str, str]:
+    """The grade of ``prediction / measured`` (``right``, ``close`` or ``off``) and how far off it was, in words."""
+    if abs(ratio - 1) <= right_within:
+        status = "right"
+    elif 1 / (1 + close_within) <= ratio <= 1 + close_within:
+        status = "close"
+    else:
+        status = "off"
+    if abs(ratio - 1) <= 0.005:
+        return status, N_("spot on")
+    if ratio > 1:
+        return status, N_("{off:.0%} too high", off=abs(ratio - 1))
+    return status, N_("{off:.0%} too low", off=abs(ratio - 1))
+
+
 def grade_number(
     key: str,
     prediction: float | None,
@@ -95,38 +132,10 @@ def grade_number(
             where,
             title,
         )
-    if isinstance(prediction, bool) or not isinstance(prediction, (int, float)) or not math.isfinite(prediction):
-        raise PredictionError(
-            _(
-                "{key}: write a number (in {unit}) as your prediction, not {prediction!r}",
-                key=key,
-                unit=unit,
-                prediction=prediction,
-            )
-        )
-    if prediction <= 0:
-        raise PredictionError(
-            _(
-                "{key}: a prediction of {prediction} {unit} cannot be right: it must be positive",
-                key=key,
-                prediction=prediction,
-                unit=unit,
-            )
-        )
+    _check_number(key, prediction, unit)
     ratio = prediction / measured
     numbers["ratio"] = ratio
-    if abs(ratio - 1) <= right_within:
-        status = "right"
-    elif 1 / (1 + close_within) <= ratio <= 1 + close_within:
-        status = "close"
-    else:
-        status = "off"
-    if abs(ratio - 1) <= 0.005:
-        off_by = N_("spot on")
-    elif ratio > 1:
-        off_by = N_("{off:.0%} too high", off=abs(ratio - 1))
-    else:
-        off_by = N_("{off:.0%} too low", off=abs(ratio - 1))
+    status, off_by = _closeness(ratio, right_within, close_within)
     fields = {"prediction": prediction, "unit": unit, "off_by": off_by, "answer": answer}
     if limit is not None and prediction > limit:
         text = N_(

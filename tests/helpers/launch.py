@@ -10,6 +10,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from nvtutorial.launch.spec import LaunchSpec
 from nvtutorial.machine import hardware
 from tests.helpers.paths import SCRIPTS
 
@@ -103,3 +104,24 @@ def _two_gpus() -> bool:
 
 
 requires_two_gpus = pytest.mark.skipif(not _two_gpus(), reason="needs 2 GPUs with a CUDA build of torch (none here)")
+
+
+def made_spec(tmp_path: Path, world: int = 2, nnodes: int = 1, workload: str = "selftest") -> LaunchSpec:
+    """A checked run's spec as prepare() would give it, for the tests of what reads one (diagnosis, guards): gloo,
+    ``world`` ranks over ``nnodes`` nodes, its folder ``tmp_path/run`` (made)."""
+    run_dir = tmp_path / "run"
+    run_dir.mkdir(exist_ok=True)
+    return LaunchSpec(
+        workload=workload,
+        params=None,
+        nproc=world // nnodes,
+        nnodes=nnodes,
+        backend="gloo",
+        timeout=30.0,
+        env={},
+        run_dir=run_dir,
+        output="none",
+        pg_timeout=None,
+        args=("--x",),
+        startup_timeout=20.0,
+    )

@@ -5,26 +5,13 @@ from __future__ import annotations
 import json
 
 from nvtutorial.launch import diagnosis
-from nvtutorial.launch.spec import LaunchSpec
+from tests.helpers.launch import made_spec
 
 
 # --------------------------------------------------------------------------- diagnosis, verdicts, predictions
 def test_collect_records_the_nodes_when_the_ranks_do_not(tmp_path):
-    run_dir = tmp_path / "run"
-    run_dir.mkdir()
-    spec = LaunchSpec(
-        workload="selftest",
-        params=None,
-        nproc=1,
-        nnodes=2,
-        backend="gloo",
-        timeout=30.0,
-        env={},
-        run_dir=run_dir,
-        output="none",
-        pg_timeout=None,
-        startup_timeout=20.0,
-    )
+    spec = made_spec(tmp_path, world=2, nnodes=2)
+    run_dir = spec.run_dir
     assert spec.world_size == 2
     env = {
         "host": "h",

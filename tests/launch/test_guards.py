@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from nvtutorial.launch import diagnosis, guards
-from nvtutorial.launch.spec import LaunchSpec
 from nvtutorial.results import RunResult
+from tests.helpers.launch import made_spec
 
 MB = 1_000_000
 
@@ -267,23 +267,7 @@ def test_stack_section_from_before_the_dump(tmp_path):
     assert diagnosis.stack_section(plain) == [str(i) for i in range(8, 20)]  # no dump: the last 12 lines
 
 
-def spec(tmp_path, world=2, nnodes=1, workload="selftest") -> LaunchSpec:
-    run_dir = tmp_path / "run"
-    run_dir.mkdir(exist_ok=True)
-    return LaunchSpec(
-        workload=workload,
-        params=None,
-        nproc=world // nnodes,
-        nnodes=nnodes,
-        backend="gloo",
-        timeout=30.0,
-        env={},
-        run_dir=run_dir,
-        output="none",
-        pg_timeout=None,
-        args=("--x",),
-        startup_timeout=20.0,
-    )
+spec = made_spec
 
 
 def test_agent_logs(tmp_path):
