@@ -260,7 +260,7 @@ def install_hint(driver_cuda: str | None, torch_version: str | None = None) -> s
     if found is None:
         oldest = min((c for cs in TORCH_WHEEL_INDEXES.values() for c in cs), key=version_tuple)
         return (
-            f"no torch 2.11–2.14 build runs on a driver for CUDA {driver_cuda or '?'} (the oldest is built with "
+            f"no torch 2.11–2.15 build runs on a driver for CUDA {driver_cuda or '?'} (the oldest is built with "
             f"CUDA {oldest}): upgrade the NVIDIA driver"
         )
     index, compat = found

@@ -60,9 +60,9 @@ CLAIMS: tuple[Claim, ...] = (
         3,
         "A week of training on one GPU became 58 hours on two GPUs with NVLink.",
         "A 2.9× speed-up from a second GPU is more than linear: two GPUs can at most double the work done per "
-        "second, so something else changed too (batch size, data pipeline). The course's UNet step at a fixed per-GPU "
-        "batch ran 1.96× as fast on 2 H200s as on one (the earlier `train` workload, against a separate 1-GPU "
-        "launch; the current ddp_train.py has not yet run on the reference).",
+        "second, so something else changed too (batch size, data pipeline). At a fixed per-GPU batch the course's UNet "
+        "trained 1.96× as many samples per second on 2 H200s as on one (the earlier `train` workload, against a "
+        "separate 1-GPU launch; the current ddp_train.py has not yet run on the reference).",
         "wrong",
         "2× H200 run",
         "03_ddp_training",
@@ -96,8 +96,8 @@ CLAIMS: tuple[Claim, ...] = (
         1,
         "Driver 515 with CUDA 11.7 is the most stable combination.",
         "Dated advice: what matters is a driver at least as new as the CUDA runtime torch was built with; "
-        "no torch 2.11–2.14 build runs on driver 515 without NVIDIA's CUDA forward-compatibility package "
-        "(`cuda-compat`, for data-centre GPUs on the driver branches NVIDIA lists).",
+        "no torch build the course supports (2.11–2.15) runs on driver 515 without NVIDIA's CUDA "
+        "forward-compatibility package (`cuda-compat`, for data-centre GPUs on the driver branches NVIDIA lists).",
         "wrong",
         "primary source",
         "02_environment",
@@ -119,8 +119,8 @@ CLAIMS: tuple[Claim, ...] = (
         "C6",
         2,
         "The cu117 wheel index gives 12 % more speed on AWS p4d.",
-        "Not checkable (no setup is given, and no torch 2.11–2.14 is built for CUDA 11.7); today's wheels bundle "
-        "their own NCCL, and the course reports which one torch ships.",
+        "Not checkable (no setup is given, and no torch the course supports, 2.11–2.15, is built for CUDA 11.7); "
+        "today's wheels bundle their own NCCL, and the course reports which one torch ships.",
         "unverifiable",
         "primary source",
         "02_environment",
