@@ -24,6 +24,7 @@ import time
 from multiprocessing.connection import Connection
 from typing import Any
 
+from nvtutorial.i18n import N_, tr
 from nvtutorial.launch import warm
 from nvtutorial.launch.environment import base_environment, torchrun_variables
 from nvtutorial.launch.tree import ProcessTree
@@ -380,11 +381,7 @@ class Pool:
             recovery_error = exc
             self.stop()
             result.recovery, result.group_kept = (
-                (
-                    "ended: every rank (interrupted again while they were being "
-                    "stopped)\nkept: nothing: the next cell starts new ranks, and every "
-                    "rank's variables are lost"
-                ),
+                ended_every_rank(N_("interrupted again while they were being stopped")),
                 False,
             )
         for w in self.workers:
@@ -446,9 +443,9 @@ class Pool:
         """Stop the ranks still running ``cid`` and make the group usable; (what happened, group kept)."""
         dead = [w for w in self.workers if not w.alive]
         if dead:
-            codes = ", ".join(f"rank {w.rank} ({exit_text(w.proc.wait())})" for w in dead)
+            codes = ", ".join(f"rank {w.rank} ({tr(exit_text(w.proc.wait()))})" for w in dead)
             self.stop()
-            return self._restart(f"{codes} exited"), False
+            return self._restart(N_("{ranks} exited", ranks=codes)), False
         if not busy:
             return None, True
         t0 = time.monotonic()
@@ -469,12 +466,15 @@ class Pool:
         if not freed:
             stuck = [w.rank for w in busy if ("done", cid) not in w.inbox]
             return self._restart(
-                f"rank {rank_list(stuck)} did not stop, even with its process group aborted "
-                f"(code that ignores KeyboardInterrupt, or native code that never returns)"
+                N_(
+                    "rank {ranks} did not stop, even with its process group aborted (code that ignores "
+                    "KeyboardInterrupt, or native code that never returns)",
+                    ranks=rank_list(stuck),
+                )
             ), False
         problem = self._init_group("reinit", START_TIMEOUT_S)
         if problem:
-            return self._restart(f"after aborting the process group, {problem}"), False
+            return self._restart(N_("after aborting the process group, {problem}", problem=problem)), False
         return freed_by_abort(
             [w.rank for w in busy], [w.rank for w in blocked], self.backend, time.monotonic() - t0
         ), True
@@ -535,19 +535,23 @@ class Pool:
         for w in targets:
             w.inbox.pop(("done", cid), None)
         on = rank_list([w.rank for w in targets])
-        what = f"pulling {opts['name']} from rank {on}" if kind == "pull" else f"rank {on} answered {kind}"
+        what = (
+            N_("pulling {name} from rank {ranks}", name=opts["name"], ranks=on)
+            if kind == "pull"
+            else N_("rank {ranks} answered {kind}", ranks=on, kind=kind)
+        )
         running = rank_list([w.rank for w in busy])
         if freed and all(w.alive for w in self.workers):
             raise RanksCommandInterrupted(
                 what,
-                f"the {kind} on rank {running} (it stopped at SIGINT)",
-                "the ranks, their variables and the process group",
+                N_("the {kind} on rank {ranks} (it stopped at SIGINT)", kind=kind, ranks=running),
+                N_("the ranks, their variables and the process group"),
             )
         self.stop()
         raise RanksCommandInterrupted(
             what,
-            f"every rank (rank {running} did not stop at SIGINT)",
-            "nothing: the next %%ranks cell starts new ranks, and every rank's variables are lost",
+            N_("every rank (rank {ranks} did not stop at SIGINT)", ranks=running),
+            N_("nothing: the next %%ranks cell starts new ranks, and every rank's variables are lost"),
         )
 
 
@@ -555,37 +559,49 @@ def stopped_at_sigint(busy: list[int], backend: str) -> str:
     """What a Stop did when every running rank stopped at SIGINT. With NCCL a collective is queued on the GPU and
     the rank goes on: one it queued before it stopped may still wait for its peers, which gloo's synchronous
     collectives never leave behind."""
-    kept = "kept: the ranks, their variables and the process group"
-    if backend != "gloo":
-        kept += (
-            "; with NCCL, a collective a rank queued before it stopped may still wait for its peers, and the next "
-            "collective can pair with it (wrong values) or hang (its deadline then aborts the group and creates it "
-            "again); for a clean group: %ranks stop, then %ranks start"
+    if backend == "gloo":
+        return N_(
+            "ended: the cell on rank {ranks} (every running rank stopped at SIGINT)\n"
+            "kept: the ranks, their variables and the process group",
+            ranks=rank_list(busy),
         )
-    return f"ended: the cell on rank {rank_list(busy)} (every running rank stopped at SIGINT)\n{kept}"
+    return N_(
+        "ended: the cell on rank {ranks} (every running rank stopped at SIGINT)\n"
+        "kept: the ranks, their variables and the process group; with NCCL, a collective a rank queued before it "
+        "stopped may still wait for its peers, and the next collective can pair with it (wrong values) or hang (its "
+        "deadline then aborts the group and creates it again); for a clean group: %ranks stop, then %ranks start",
+        ranks=rank_list(busy),
+    )
 
 
 def freed_by_abort(busy: list[int], blocked: list[int], backend: str, seconds: float) -> str:
     """What a Stop did when ``blocked`` ranks did not stop at SIGINT and aborting the process group freed them."""
     where = (
-        "a gloo collective waiting for its peers"
+        N_("a gloo collective waiting for its peers")
         if backend == "gloo"
-        else "with NCCL, a wait for the GPU (.item(), .cpu(), torch.cuda.synchronize()) behind a collective's "
-        "kernel that waits for its peers"
+        else N_(
+            "with NCCL, a wait for the GPU (.item(), .cpu(), torch.cuda.synchronize()) behind a collective's kernel "
+            "that waits for its peers"
+        )
     )
-    return (
-        f"ended: the cell on rank {rank_list(busy)}; rank {rank_list(blocked)} did not stop at SIGINT "
-        f"(blocked in native code that SIGINT cannot interrupt: {where}), so the process group was aborted and "
-        f"created again on every rank in {seconds:.2f} s\n"
+    return N_(
+        "ended: the cell on rank {ranks}; rank {blocked} did not stop at SIGINT (blocked in native code that SIGINT "
+        "cannot interrupt: {where}), so the process group was aborted and created again on every rank in "
+        "{seconds:.2f} s\n"
         "kept: the ranks and their variables; objects tied to the old group (a DDP model, groups from "
-        "dist.new_group) must be created again"
+        "dist.new_group) must be created again",
+        ranks=rank_list(busy),
+        blocked=rank_list(blocked),
+        where=where,
+        seconds=seconds,
     )
 
 
 def ended_every_rank(why: str) -> str:
     """What a Stop or a failure did when the ranks had to be ended."""
-    return (
-        f"ended: every rank ({why})\nkept: nothing: the next cell starts new ranks, and every rank's variables are lost"
+    return N_(
+        "ended: every rank ({why})\nkept: nothing: the next cell starts new ranks, and every rank's variables are lost",
+        why=why,
     )
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import dataclasses
 import signal
 
+from nvtutorial.i18n import N_, _, tr
+
 
 @dataclasses.dataclass
 class RankOutcome:
@@ -31,8 +33,18 @@ class RankOutcome:
 
     def summary(self) -> str:
         """One line: ``rank 1: error: ZeroDivisionError: division by zero``."""
-        detail = {"error": f"{self.exc_type}: {self.message}", "died": exit_text(self.exitcode)}.get(self.status)
-        return f"rank {self.rank}: {self.status}" + (f": {detail}" if detail else "")
+        status = outcome_word(self.status)
+        if self.status == "error":
+            return N_(
+                "rank {rank}: {status}: {exception}: {message}",
+                rank=self.rank,
+                status=status,
+                exception=self.exc_type,
+                message=self.message,
+            )
+        if self.status == "died":
+            return N_("rank {rank}: {status}: {exit}", rank=self.rank, status=status, exit=exit_text(self.exitcode))
+        return N_("rank {rank}: {status}", rank=self.rank, status=status)
 
 
 @dataclasses.dataclass
@@ -58,40 +70,52 @@ class CellResult:
         """The lines a failed cell shows: a headline, each failed rank's traceback or stack (ranks with
         the same one together), and what was done to the group."""
         bad = [o for o in self.outcomes if not o.ok]
-        others = ", ".join(o.summary() for o in self.outcomes if o.ok and o.status != "skipped")
+        others = ", ".join(tr(o.summary()) for o in self.outcomes if o.ok and o.status != "skipped")
         if self.reason == "timeout":
             stuck = [o.rank for o in bad if o.status == "timeout"]
-            head = f"the cell did not finish within its {self.timeout:g} s deadline on rank {rank_list(stuck)}"
+            head = _(
+                "the cell did not finish within its {deadline:g} s deadline on rank {ranks}",
+                deadline=self.timeout,
+                ranks=tr(rank_list(stuck)),
+            )
         elif self.reason == "interrupt":  # what was running; how each rank was ended is the recovery line
-            head = f"stopped while rank {rank_list([o.rank for o in bad if o.status == 'interrupted'])} ran this cell"
+            running = rank_list([o.rank for o in bad if o.status == "interrupted"])
+            head = _("stopped while rank {ranks} ran this cell", ranks=tr(running))
         else:
             first = next((o for o in bad if o.status in ("error", "died")), bad[0] if bad else None)
             if first is None:
-                head = "the cell failed"
+                head = _("the cell failed")
             elif first.status == "died":
-                head = f"rank {first.rank} ended ({exit_text(first.exitcode)})"
+                head = _("rank {rank} ended ({exit})", rank=first.rank, exit=tr(exit_text(first.exitcode)))
             else:
                 same = [o.rank for o in bad if (o.exc_type, o.message) == (first.exc_type, first.message)]
-                head = f"rank {rank_list(same)} failed: {first.exc_type}: {first.message}"
+                head = _(
+                    "rank {ranks} failed: {exception}: {message}",
+                    ranks=tr(rank_list(same)),
+                    exception=first.exc_type,
+                    message=first.message,
+                )
         lines = [head + (f" ({others})" if others else "")]
         sections: dict[tuple[str, str], list[int]] = {}
+        no_stack = _("(no stack)")
         for o in bad:
             if o.status == "error":
-                key = (o.exc_type or "error", o.traceback or f"{o.exc_type}: {o.message}")
-            elif o.status in ("timeout", "stopped"):
-                when = "at the deadline" if o.status == "timeout" else "when it was stopped"
-                key = (f"still running {when}", o.stack or "(no stack)")
+                key = (o.exc_type or _("error"), o.traceback or f"{o.exc_type}: {o.message}")
+            elif o.status == "timeout":
+                key = (_("still running at the deadline"), o.stack or no_stack)
+            elif o.status == "stopped":
+                key = (_("still running when it was stopped"), o.stack or no_stack)
             elif o.status == "interrupted":
-                where = _where(o.traceback or "") if o.traceback else (o.stack or "(no stack)").splitlines()[-2:]
-                key = ("where it was", "\n".join(where))
+                where = _where(o.traceback or "") if o.traceback else (o.stack or no_stack).splitlines()[-2:]
+                key = (_("where it was"), "\n".join(where))
             else:  # died
                 tail = "\n".join(o.output.rstrip().splitlines()[-15:])
-                key = (f"the process ended ({exit_text(o.exitcode)}); its last lines", tail)
+                key = (_("the process ended ({exit}); its last lines", exit=tr(exit_text(o.exitcode))), tail)
             sections.setdefault(key, []).append(o.rank)
         for (title, body), ranks in sections.items():
-            lines += [f"--- rank {rank_list(ranks)}: {title} ---", body]
+            lines += [_("--- rank {ranks}: {title} ---", ranks=tr(rank_list(ranks)), title=title), body]
         if self.recovery:
-            lines += self.recovery.splitlines()
+            lines += tr(self.recovery).splitlines()
         return lines
 
 
@@ -122,14 +146,18 @@ class RanksStartInterrupted(KeyboardInterrupt):
     """The kernel was interrupted while the ranks started: every rank was ended, nothing is kept."""
 
     def __init__(self, nproc: int) -> None:
-        super().__init__(f"stopped while {nproc} ranks were starting")
+        super().__init__(_("stopped while {nproc} ranks were starting", nproc=nproc))
         self.nproc = nproc
 
     def _render_traceback_(self) -> list[str]:
         return [
-            f"KeyboardInterrupt: stopped while {self.nproc} ranks were starting (their processes and process group)",
-            "ended: every rank that had started",
-            "kept: nothing; the next %%ranks cell starts new ranks",
+            "KeyboardInterrupt: "
+            + _(
+                "stopped while {nproc} ranks were starting (their processes and process group)",
+                nproc=self.nproc,
+            ),
+            _("ended: every rank that had started"),
+            _("kept: nothing; the next %%ranks cell starts new ranks"),
         ]
 
 
@@ -137,8 +165,10 @@ class RanksCommandInterrupted(KeyboardInterrupt):
     """The kernel was interrupted while the ranks answered a command (``%ranks pull`` of an expression)."""
 
     def __init__(self, what: str, ended: str, kept: str) -> None:
-        super().__init__(f"stopped while {what}")
-        self.lines = [f"stopped while {what}", f"ended: {ended}", f"kept: {kept}"]
+        """``what``, ``ended`` and ``kept``: English (:func:`~nvtutorial.i18n.N_` messages), translated here."""
+        stopped = _("stopped while {what}", what=tr(what))
+        super().__init__(stopped)
+        self.lines = [stopped, _("ended: {ended}", ended=tr(ended)), _("kept: {kept}", kept=tr(kept))]
 
     def _render_traceback_(self) -> list[str]:
         return [f"KeyboardInterrupt: {self.lines[0]}", *self.lines[1:]]
@@ -171,15 +201,30 @@ def _where(text: str) -> list[str]:
 
 
 def exit_text(code: int | None) -> str:
-    """``exit code 3``, or ``killed by SIGKILL`` for a process ended by a signal."""
+    """``exit code 3``, or ``killed by SIGKILL`` for a process ended by a signal (English, translated where it is
+    shown: :func:`~nvtutorial.i18n.tr`)."""
     if code is not None and code < 0:
         try:
-            return f"killed by {signal.Signals(-code).name}"
+            return N_("killed by {signal}", signal=signal.Signals(-code).name)
         except ValueError:
             pass
-    return f"exit code {code}"
+    return N_("exit code {code}", code=code)
 
 
 def rank_list(ranks: list[int]) -> str:
-    """``0, 1`` (or ``none``)."""
-    return ", ".join(map(str, ranks)) if ranks else "none"
+    """``0, 1`` (or ``none``, translated where it is shown)."""
+    return ", ".join(map(str, ranks)) if ranks else N_("none")
+
+
+def outcome_word(status: str) -> str:
+    """A rank's outcome (:attr:`RankOutcome.status`) as the reader sees it: English, translated where it is shown."""
+    words = {
+        "ok": N_("ok"),
+        "error": N_("error"),
+        "timeout": N_("timeout"),
+        "stopped": N_("stopped"),
+        "interrupted": N_("interrupted"),
+        "died": N_("died"),
+        "skipped": N_("skipped"),
+    }
+    return words.get(status, status)

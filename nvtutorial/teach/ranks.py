@@ -81,6 +81,7 @@ import sys
 import time
 from typing import Any
 
+from nvtutorial.i18n import _, tr
 from nvtutorial.teach._ranks_pool import Pool
 from nvtutorial.teach._ranks_result import (
     CellResult,
@@ -169,14 +170,18 @@ def _where(resolved: str, backend: str, nproc: int) -> str:
     from nvtutorial.machine import hardware
 
     if resolved == "nccl":
-        return "GPUs, NCCL"
+        return _("GPUs, NCCL")
     have = hardware.gpu_count() if launch.torch_cuda() else 0
     if not have:
-        return "CPU, gloo; no GPU visible to a CUDA build of torch"
-    gpus = f"this machine's {have} GPU{'s' if have > 1 else ''} hidden from them"
+        return _("CPU, gloo; no GPU visible to a CUDA build of torch")
+    gpus = (
+        _("this machine's {have} GPUs hidden from them", have=have)
+        if have > 1
+        else _("this machine's {have} GPU hidden from them", have=have)
+    )
     if backend == "gloo":
-        return f"CPU, gloo as asked; {gpus}"
-    return f"CPU, gloo: {nproc} ranks need {nproc} GPUs for NCCL; {gpus}"
+        return _("CPU, gloo as asked; {gpus}", gpus=gpus)
+    return _("CPU, gloo: {nproc} ranks need {nproc} GPUs for NCCL; {gpus}", nproc=nproc, gpus=gpus)
 
 
 def _check(nproc: Any, timeout: Any, env: Any, pg_timeout: Any) -> dict[str, str]:
@@ -219,7 +224,13 @@ def start(
         _atexit_registered = True
     if not quiet:  # said at once: a start takes seconds (the first one waits for the warm interpreter's torch)
         print(
-            f"%ranks: starting {nproc} ranks ({_where(resolved, backend, nproc)}){_waits_for_torch(pool)}", flush=True
+            _(
+                "%ranks: starting {nproc} ranks ({where}){waits}",
+                nproc=nproc,
+                where=_where(resolved, backend, nproc),
+                waits=_waits_for_torch(pool),
+            ),
+            flush=True,
         )
     try:
         pool.start()
@@ -228,12 +239,30 @@ def start(
     _pool = pool
     _pulled.clear()
     if not quiet:
-        how = f"started cold: {pool.cold_reason}" if pool.cold_reason else "cold" if pool.cold else "forked warm"
-        print(f"%ranks: {nproc} ranks ready ({how}) in {pool.start_s:.1f} s; pids {pool.pids()}", flush=True)
+        how = (
+            _("started cold: {reason}", reason=pool.cold_reason)
+            if pool.cold_reason
+            else _("cold")
+            if pool.cold
+            else _("forked warm")
+        )
+        print(
+            _(
+                "%ranks: {nproc} ranks ready ({how}) in {seconds:.1f} s; pids {pids}",
+                nproc=nproc,
+                how=how,
+                seconds=pool.start_s,
+                pids=pool.pids(),
+            ),
+            flush=True,
+        )
         if _ended["cells"]:
             print(
-                f"%ranks: these are new ranks: what the {_ended['cells']} cell(s) run on the earlier ones defined is "
-                "gone; run those %%ranks cells again, from the first, before a cell that uses their names",
+                _(
+                    "%ranks: these are new ranks: what the {cells} cell(s) run on the earlier ones defined is gone; "
+                    "run those %%ranks cells again, from the first, before a cell that uses their names",
+                    cells=_ended["cells"],
+                ),
                 flush=True,
             )
     _ended["cells"] = 0
@@ -248,7 +277,7 @@ def _waits_for_torch(pool: Pool) -> str:
         return ""
     interpreter = warm.get(start=False)
     if interpreter is not None and interpreter.hello is None and interpreter.dead is None:
-        return ": first the warm interpreter finishes importing torch (once per kernel)"
+        return _(": first the warm interpreter finishes importing torch (once per kernel)")
     return ""
 
 
@@ -297,8 +326,11 @@ def _group(quiet: bool) -> Pool:
         dead = _pool.dead()
         if not dead:
             return _pool
-        codes = ", ".join(f"rank {w.rank} ({exit_text(w.proc.poll())})" for w in dead)
-        print(f"%ranks: {codes} had exited: starting new ranks (every rank's variables are lost)", file=sys.stderr)
+        codes = ", ".join(f"rank {w.rank} ({tr(exit_text(w.proc.poll()))})" for w in dead)
+        print(
+            _("%ranks: {ranks} had exited: starting new ranks (every rank's variables are lost)", ranks=codes),
+            file=sys.stderr,
+        )
     return start(**_settings, quiet=quiet)
 
 
@@ -351,15 +383,26 @@ def pull(expr: str, ranks: Any = None) -> list[Any]:
         key = (expr, None if ranks is None else tuple(_parse_ranks(ranks, _settings["nproc"]) or ()))
         if key in _pulled:
             values, when = _pulled[key]
-            stopped = f" at {time.strftime('%H:%M:%S', time.localtime(_ended['at']))}" if _ended["at"] else ""
+            pulled = time.strftime("%H:%M:%S", time.localtime(when))
             print(
-                f"%ranks: the ranks were stopped{stopped}; {expr} is what they held when it was pulled from them "
-                f"at {time.strftime('%H:%M:%S', time.localtime(when))}",
+                _(
+                    "%ranks: the ranks were stopped at {stopped}; {expr} is what they held when it was pulled from "
+                    "them at {pulled}",
+                    stopped=time.strftime("%H:%M:%S", time.localtime(_ended["at"])),
+                    expr=expr,
+                    pulled=pulled,
+                )
+                if _ended["at"]
+                else _(
+                    "%ranks: the ranks were stopped; {expr} is what they held when it was pulled from them at {pulled}",
+                    expr=expr,
+                    pulled=pulled,
+                ),
                 file=sys.stderr,
                 flush=True,
             )
             return values
-        raise RanksError("no ranks are running: run a %%ranks cell first (or ranks.start())")
+        raise RanksError(_("no ranks are running: run a %%ranks cell first (or ranks.start())"))
     selected = _parse_ranks(ranks, _pool.nproc)
     try:
         values = _pool.pull(expr, selected)
@@ -508,7 +551,11 @@ class _Elapsed:
         if int(elapsed) == self.seconds:
             return
         self.seconds = int(elapsed)
-        text = {"text/plain": f"[%%ranks] rank {self.ranks} running this cell: {self.seconds} s"}
+        text = {
+            "text/plain": _(
+                "[%%ranks] rank {ranks} running this cell: {seconds} s", ranks=self.ranks, seconds=self.seconds
+            )
+        }
         self._show(text)
 
     def _show(self, data: dict[str, str]) -> None:
@@ -536,11 +583,19 @@ def _line(argv: list[str]) -> Any:
             }
             if same:
                 _settings["timeout"] = options["timeout"]
-                print(f"%ranks: {_pool.nproc} ranks already running ({_pool.backend}); nothing to do")
+                print(
+                    _(
+                        "%ranks: {nproc} ranks already running ({backend}); nothing to do",
+                        nproc=_pool.nproc,
+                        backend=_pool.backend,
+                    )
+                )
                 return None
             raise RanksUsageError(
-                "ranks are already running with other settings: use %ranks restart with the new "
-                "options (every rank's variables are lost), or %ranks stop first"
+                _(
+                    "ranks are already running with other settings: use %ranks restart with the new options (every "
+                    "rank's variables are lost), or %ranks stop first"
+                )
             )
         start(**options)
     elif args.command == "restart":
@@ -548,16 +603,39 @@ def _line(argv: list[str]) -> Any:
     elif args.command == "stop":
         running = _running()
         stop()
-        print("%ranks: every rank was ended" if running else "%ranks: no ranks were running")
+        print(_("%ranks: every rank was ended") if running else _("%ranks: no ranks were running"))
     elif args.command == "status":
         info = status()
         if not info["running"]:
-            print(f"%ranks: no ranks running; the next %%ranks cell starts {info['nproc']} (backend {info['backend']})")
-        else:
             print(
-                f"%ranks: {info['nproc']} ranks ({info['backend']}), pids {info['pids']}, {info['cells']} cells run, "
-                f"up {info['uptime_s']} s; cell deadline {info['timeout'] or 'none'}"
-                + (f"; exited: rank {info['dead']}" if info["dead"] else "")
+                _(
+                    "%ranks: no ranks running; the next %%ranks cell starts {nproc} (backend {backend})",
+                    nproc=info["nproc"],
+                    backend=info["backend"],
+                )
+            )
+        else:
+            fields = {
+                "nproc": info["nproc"],
+                "backend": info["backend"],
+                "pids": info["pids"],
+                "cells": info["cells"],
+                "uptime": info["uptime_s"],
+                "deadline": info["timeout"] or _("none"),
+            }
+            print(
+                _(
+                    "%ranks: {nproc} ranks ({backend}), pids {pids}, {cells} cells run, up {uptime} s; cell deadline "
+                    "{deadline}; exited: rank {dead}",
+                    **fields,
+                    dead=info["dead"],
+                )
+                if info["dead"]
+                else _(
+                    "%ranks: {nproc} ranks ({backend}), pids {pids}, {cells} cells run, up {uptime} s; cell deadline "
+                    "{deadline}",
+                    **fields,
+                )
             )
     elif args.command == "pull":
         return pull(" ".join(args.expr), args.rank)

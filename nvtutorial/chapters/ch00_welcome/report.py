@@ -9,6 +9,7 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from nvtutorial.i18n import N_
 from nvtutorial.report.predict import grade_choice
 from nvtutorial.report.verdict import Verdict
 
@@ -21,13 +22,16 @@ def first_allreduce(values: Sequence[Any], contributions: Sequence[float], where
     got = [sorted({float(v) for v in getattr(t, "flatten", lambda t=t: t)().tolist()}) for t in values]
     ok = all(g == [expected] for g in got)
     text = (
-        f"Every rank holds {expected:g} in every element: the sum of the ranks' "
-        f"{', '.join(f'{c:g}' for c in contributions)}."
+        N_(
+            "Every rank holds {expected:g} in every element: the sum of the ranks' {contributions}.",
+            expected=expected,
+            contributions=", ".join(f"{c:g}" for c in contributions),
+        )
         if ok
-        else f"Expected {expected:g} everywhere; the ranks hold {got}."
+        else N_("Expected {expected:g} everywhere; the ranks hold {held}.", expected=expected, held=got)
     )
     return Verdict(
-        "first all-reduce",
+        N_("first all-reduce"),
         "pass" if ok else "fail",
         text,
         {"expected": expected, "ranks": len(values), "held": got},
@@ -36,10 +40,10 @@ def first_allreduce(values: Sequence[Any], contributions: Sequence[float], where
 
 
 ALL_REDUCE_CHOICES = {
-    "a": "1: each rank keeps its own value",
-    "b": "2: the largest value",
-    "c": "3: the sum",
-    "d": "1.5: the average",
+    "a": N_("1: each rank keeps its own value"),
+    "b": N_("2: the largest value"),
+    "c": N_("3: the sum"),
+    "d": N_("1.5: the average"),
 }
 """Notebook 00's prediction: what rank 0's tensor holds after ``dist.all_reduce`` when rank r put in r + 1."""
 
@@ -52,7 +56,7 @@ def grade_allreduce(prediction: str | None, values: Sequence[Any], where: str) -
         return Verdict(
             "all_reduce",
             "info",
-            f"Rank 0 holds {held:g}: none of the choices (were there {len(values)} ranks?).",
+            N_("Rank 0 holds {held:g}: none of the choices (were there {ranks} ranks?).", held=held, ranks=len(values)),
             {"held": held},
             where,
         )
@@ -62,9 +66,11 @@ def grade_allreduce(prediction: str | None, values: Sequence[Any], where: str) -
         answer,
         ALL_REDUCE_CHOICES,
         where=where,
-        explanation="dist.all_reduce sums by default (op=ReduceOp.SUM) and leaves the result on every "
-        "rank, in place: 1 + 2 = 3. Other ops include ReduceOp.MAX, MIN, PRODUCT, AVG (NCCL, and gloo since "
-        "pytorch#149781), PREMUL_SUM (NCCL, not gloo) and the bitwise BAND, BOR, BXOR (not with NCCL).",
+        explanation=N_(
+            "dist.all_reduce sums by default (op=ReduceOp.SUM) and leaves the result on every rank, in place: "
+            "1 + 2 = 3. Other ops include ReduceOp.MAX, MIN, PRODUCT, AVG (NCCL, and gloo since pytorch#149781), "
+            "PREMUL_SUM (NCCL, not gloo) and the bitwise BAND, BOR, BXOR (not with NCCL)."
+        ),
     )
 
 
@@ -75,14 +81,27 @@ def crash(error: Any, expected_rank: int = 1, expected_type: str = "RuntimeError
     left = processes_left(_pids(result.run_dir))
     ok = error.rank == expected_rank and error.exc_type == expected_type and not left
     text = (
-        f"The launcher named rank {error.rank} and its {error.exc_type}, with its traceback, and ended every process "
-        f"of the run ({len(left)} left)."
+        N_(
+            "The launcher named rank {rank} and its {exception}, with its traceback, and ended every process of the "
+            "run ({left} left).",
+            rank=error.rank,
+            exception=error.exc_type,
+            left=len(left),
+        )
         if ok
-        else f"Expected rank {expected_rank} with {expected_type} and no process left; got rank {error.rank}, "
-        f"{error.exc_type}, {len(left)} process(es) left: {left}."
+        else N_(
+            "Expected rank {expected_rank} with {expected_type} and no process left; got rank {rank}, {exception}, "
+            "{left} process(es) left: {pids}.",
+            expected_rank=expected_rank,
+            expected_type=expected_type,
+            rank=error.rank,
+            exception=error.exc_type,
+            left=len(left),
+            pids=left,
+        )
     )
     return Verdict(
-        "a failing rank",
+        N_("a failing rank"),
         "pass" if ok else "fail",
         text,
         {"rank": error.rank, "exception": error.exc_type, "processes_left": len(left)},
@@ -98,6 +117,11 @@ def stuck_line(stack: str | None) -> str | None:
         if _CELL_FRAME.match(line) and i + 1 < len(lines):
             found = lines[i + 1].strip()
     return found
+
+
+def _hang_where(backend: str) -> str:
+    """Where notebook 00's hang ran, in words."""
+    return N_("GPUs, NCCL") if backend == "nccl" else N_("CPU, gloo: a simulation, not a GPU measurement")
 
 
 WAITS_AT = {"gloo": "dist.all_reduce(", "nccl": ".item()"}
@@ -123,7 +147,7 @@ def hang(cell: Any, backend: str, stuck_rank: int = 0) -> Verdict:
         and all(s == "ok" for s in others.values())
         and cell.group_kept
     )
-    where = "GPUs, NCCL" if backend == "nccl" else "CPU, gloo: a simulation, not a GPU measurement"
+    where = _hang_where(backend)
     numbers = {
         "reason": cell.reason,
         "stuck_rank": stuck_rank,
@@ -136,28 +160,39 @@ def hang(cell: Any, backend: str, stuck_rank: int = 0) -> Verdict:
     if ok and line is not None:  # (ok implies a line)
         code = line.split("#")[0].strip()
         return Verdict(
-            "a hanging rank",
+            N_("a hanging rank"),
             "pass",
-            f"At the {cell.timeout:g} s deadline rank {stuck_rank} was waiting at "
-            f"`{code}` for a partner that never came, every other rank had left the cell, and the group was "
-            "freed and kept.",
+            N_(
+                "At the {deadline:g} s deadline rank {rank} was waiting at `{code}` for a partner that never came, "
+                "every other rank had left the cell, and the group was freed and kept.",
+                deadline=cell.timeout,
+                rank=stuck_rank,
+                code=code,
+            ),
             numbers,
             where,
         )
     return Verdict(
-        "a hanging rank",
+        N_("a hanging rank"),
         "fail",
-        f"Expected rank {stuck_rank} stuck at a line with `{expected}` and the "
-        f"others done; got reason {cell.reason}, line {line!r}, others {others}.",
+        N_(
+            "Expected rank {rank} stuck at a line with `{expected}` and the others done; got reason {reason}, "
+            "line {line!r}, others {others}.",
+            rank=stuck_rank,
+            expected=expected,
+            reason=cell.reason,
+            line=line,
+            others=others,
+        ),
         numbers,
         where,
     )
 
 
 HANG_CHOICES = {
-    "a": "inside dist.all_reduce",
-    "b": "at the .item() that needs the result",
-    "c": "nowhere: the cell does not hang",
+    "a": N_("inside dist.all_reduce"),
+    "b": N_("at the .item() that needs the result"),
+    "c": N_("nowhere: the cell does not hang"),
 }
 """Notebook 00's prediction for the hang: where rank 0 waits when rank 1 never calls the collective."""
 
@@ -166,7 +201,7 @@ def grade_hang(prediction: str | None, cell: Any, backend: str, stuck_rank: int 
     """Grade where the learner said rank 0 would wait against the line its stack showed at the deadline."""
     stuck = {o.rank: o for o in cell.outcomes}.get(stuck_rank)
     line = stuck_line(stuck.stack) if stuck is not None else None
-    where = "GPUs, NCCL" if backend == "nccl" else "CPU, gloo: a simulation, not a GPU measurement"
+    where = _hang_where(backend)
     if cell.reason != "timeout":
         answer = "c"
     elif line is not None and "all_reduce(" in line:
@@ -177,7 +212,7 @@ def grade_hang(prediction: str | None, cell: Any, backend: str, stuck_rank: int 
         return Verdict(
             "where rank 0 waits",
             "info",
-            f"Rank {stuck_rank} waited at {line!r}: none of the choices.",
+            N_("Rank {rank} waited at {line!r}: none of the choices.", rank=stuck_rank, line=line),
             {"stuck_line": line},
             where,
         )
@@ -187,9 +222,10 @@ def grade_hang(prediction: str | None, cell: Any, backend: str, stuck_rank: int 
         answer,
         HANG_CHOICES,
         where=where,
-        explanation="With gloo a collective blocks its caller until it is done. With NCCL "
-        "dist.all_reduce only queues the work on the GPU and returns; the rank then "
-        "waits at the first line that needs the result on the host.",
+        explanation=N_(
+            "With gloo a collective blocks its caller until it is done. With NCCL dist.all_reduce only queues the "
+            "work on the GPU and returns; the rank then waits at the first line that needs the result on the host."
+        ),
     )
 
 
@@ -222,10 +258,23 @@ def processes_left(pids: Iterable[int]) -> list[int]:
 def nothing_left(pids: Sequence[int], what: str) -> Verdict:
     """After stopping ``what``, none of its processes runs."""
     left = processes_left(pids)
+    text = (
+        N_(
+            "{what}: {processes} process(es) were running, {left} still are: {pids}",
+            what=what,
+            processes=len(pids),
+            left=len(left),
+            pids=left,
+        )
+        if left
+        else N_(
+            "{what}: {processes} process(es) were running, {left} still are.", what=what, processes=len(pids), left=0
+        )
+    )
     return Verdict(
-        "nothing left running",
+        N_("nothing left running"),
         "fail" if left else "pass",
-        f"{what}: {len(pids)} process(es) were running, {len(left)} still are" + (f": {left}" if left else "."),
+        text,
         {"processes": len(pids), "left": len(left)},
-        "this machine",
+        N_("this machine"),
     )

@@ -12,14 +12,26 @@ from collections.abc import Sequence
 from typing import Any
 
 from nvtutorial.chapters.ch01_hardware import report as bandwidth
+from nvtutorial.i18n import N_
 from nvtutorial.machine.doctor import Facts, check_driver_runtime, reference_facts, version_tuple
 from nvtutorial.machine.nccl_debug import nccl_version_number
 from nvtutorial.report.verdict import Comparison, Verdict
 
 
 def _where(f: Facts) -> str:
-    gpus = f"{len(f.gpus)}× {f.gpus[0]}" if f.gpus else "no GPU"
-    return f"this machine's facts (nvtutorial doctor): torch {f.torch or '?'}, {gpus}, driver {f.driver or 'none'}"
+    gpus = f"{len(f.gpus)}× {f.gpus[0]}" if f.gpus else N_("no GPU")
+    driver = f.driver or N_("none")  # not inside N_(...): pybabel extracts no message nested in a message's call
+    return N_(
+        "this machine's facts (nvtutorial doctor): torch {torch}, {gpus}, driver {driver}",
+        torch=f.torch or "?",
+        gpus=gpus,
+        driver=driver,
+    )
+
+
+def _check_word(status: str) -> str:
+    """A doctor check's status (``ok``, ``warn``, ``fail``), kept English and translated where it is shown."""
+    return {"ok": N_("ok"), "warn": N_("warn"), "fail": N_("fail")}.get(status, status)
 
 
 def claim_c4(f: Facts | None = None) -> Verdict:
@@ -28,13 +40,18 @@ def claim_c4(f: Facts | None = None) -> Verdict:
     here = check_driver_runtime(f)
     base = f if f.torch_cuda else reference_facts()
     old = check_driver_runtime(dataclasses.replace(base, driver="515.105.01", driver_cuda="11.7"))
-    whose = "this machine's torch" if f.torch_cuda else "the reference machine's torch"
-    text = (
-        f"The rule is a relation, not a pair: the driver must support at least the CUDA version torch was built "
-        f"with. Here: {here.value} → {here.status}. The source's driver 515 (CUDA ≤ 11.7) with {whose} "
-        f"(CUDA {base.torch_cuda}) → {old.status}: no torch 2.11–2.14 build runs on it alone (NVIDIA's "
-        "forward-compatibility package, cuda-compat, lets newer CUDA runtimes run on some older driver branches "
-        "of data-centre GPUs: a package to install, not what the source recommends)."
+    whose = N_("this machine's torch") if f.torch_cuda else N_("the reference machine's torch")
+    text = N_(
+        "The rule is a relation, not a pair: the driver must support at least the CUDA version torch was built "
+        "with. Here: {value} → {status}. The source's driver 515 (CUDA ≤ 11.7) with {whose} (CUDA {torch_cuda}) → "
+        "{old_status}: no torch 2.11–2.15 build runs on it alone (NVIDIA's forward-compatibility package, "
+        "cuda-compat, lets newer CUDA runtimes run on some older driver branches of data-centre GPUs: a package to "
+        "install, not what the source recommends).",
+        value=here.value,
+        status=_check_word(here.status),
+        whose=whose,
+        torch_cuda=base.torch_cuda,
+        old_status=_check_word(old.status),
     )
     status = "wrong" if old.status == "fail" else "partly"
     return Verdict(
@@ -54,27 +71,37 @@ def claim_c6(f: Facts | None = None, ab: Comparison | None = None) -> Verdict:
 
     ``holds`` when the cu117 build is faster beyond the noise and its speed-up is within ±5 points of the claimed
     +12 % (:data:`C6_BAND`); ``partly`` when faster by another amount; ``wrong`` when not faster. Without that
-    A/B, ``unverifiable``: no setup is given, and no torch 2.11–2.14 is built for CUDA 11.7, so the course cannot
+    A/B, ``unverifiable``: no setup is given, and no torch 2.11–2.15 is built for CUDA 11.7, so the course cannot
     run it.
     """
     f = f or reference_facts()
-    nccl = f.nccl or "none (CPU build)"
+    nccl = f.nccl or N_("none (CPU build)")
+    runtime = f.torch_cuda or N_("none")
     wheel = f" ({f.nccl_wheel})" if f.nccl_wheel else ""
     numbers: dict[str, Any] = {"nccl": f.nccl, "torch_cuda": f.torch_cuda}
-    bundled = (
-        f"torch {f.torch or '?'} ships its own CUDA runtime ({f.torch_cuda or 'none'}) and NCCL {nccl}{wheel}: the "
-        "index URL only chooses which CUDA build you get; it tunes nothing for NVLink."
+    bundled = N_(
+        "torch {torch} ships its own CUDA runtime ({torch_cuda}) and NCCL {nccl}{wheel}: the index URL only chooses "
+        "which CUDA build you get; it tunes nothing for NVLink.",
+        torch=f.torch or "?",
+        torch_cuda=runtime,
+        nccl=nccl,
+        wheel=wheel,
     )
     if ab is None:
         return Verdict(
             "C6",
             "unverifiable",
-            "No setup is given and no torch 2.11–2.14 is built for CUDA 11.7, so the "
-            f"12 % cannot be checked. {bundled}",
+            N_(
+                "No setup is given and no torch 2.11–2.15 is built for CUDA 11.7, so the {claimed} cannot be checked. "
+                "{bundled}",
+                claimed="12 %",  # a field: "12 % c" in a message reads as a %-format to gettext's tools
+                bundled=bundled,
+            ),
             numbers,
             _where(f),
         )
     speedup = 1 / ab.ratio - 1
+    step_time = N_("step time")
     numbers.update(speedup=speedup, status=ab.status, noise=ab.noise)
     if ab.status != "faster":
         status = "wrong"
@@ -85,9 +112,13 @@ def claim_c6(f: Facts | None = None, ab: Comparison | None = None) -> Verdict:
     return Verdict(
         "C6",
         status,
-        f"the cu117 build against the default one on this machine: "
-        f"{ab.describe('ms', 'step time')} ({speedup:+.0%} speed on this machine; the source claims +12 %, "
-        f"measured on a p4d: 8× A100 with NVSwitch). {bundled}",
+        N_(
+            "the cu117 build against the default one on this machine: {described} ({speedup:+.0%} speed on this "
+            "machine; the source claims +12 %, measured on a p4d: 8× A100 with NVSwitch). {bundled}",
+            described=ab.describe("ms", step_time),
+            speedup=speedup,
+            bundled=bundled,
+        ),
         numbers,
         _where(f),
     )
@@ -98,14 +129,30 @@ def claim_minimums(f: Facts) -> Verdict:
     t, n = version_tuple(f.torch), version_tuple(f.nccl)
     ok_t = bool(t) and t[:2] >= (1, 13)
     ok_n = bool(n) and n[:2] >= (2, 10)
-    text = f"torch {f.torch or 'missing'} ({'≥' if ok_t else '<'} 1.13), NCCL {f.nccl or 'n/a'}" + (
-        f" ({'≥' if ok_n else '<'} 2.10)" if n else " (CPU build: no NCCL)"
+    torch = f.torch or N_("missing")
+    nccl = f.nccl or N_("n/a")
+    torch_cmp = "≥" if ok_t else "<"
+    text = (
+        N_(
+            "torch {torch} ({torch_cmp} 1.13), NCCL {nccl} ({nccl_cmp} 2.10)",
+            torch=torch,
+            torch_cmp=torch_cmp,
+            nccl=nccl,
+            nccl_cmp="≥" if ok_n else "<",
+        )
+        if n
+        else N_(
+            "torch {torch} ({torch_cmp} 1.13), NCCL {nccl} (CPU build: no NCCL)",
+            torch=torch,
+            torch_cmp=torch_cmp,
+            nccl=nccl,
+        )
     )
     met = ok_t and (ok_n or not f.torch_cuda)
     return Verdict(
-        "versions",
+        N_("versions"),
         "pass" if met else "fail",
-        f"The source's floors, torch ≥ 1.13 and NCCL ≥ 2.10: {text}.",
+        N_("The source's floors, torch ≥ 1.13 and NCCL ≥ 2.10: {versions}.", versions=text),
         {"torch": f.torch, "nccl": f.nccl},
         _where(f),
     )
@@ -128,60 +175,81 @@ def troubleshooting(
     torch_nccl = torch_nccl or f.nccl
     if is_gpu and runtime_nccl:
         same = nccl_version_number(runtime_nccl) == nccl_version_number(torch_nccl)
-        measured = f"torch reports NCCL {torch_nccl}; the run loaded NCCL {runtime_nccl} (its NCCL_DEBUG lines): " + (
-            "the same version (a version string does not identify the file). "
+        measured = (
+            N_(
+                "torch reports NCCL {torch_nccl}; the run loaded NCCL {runtime_nccl} (its NCCL_DEBUG lines): the same "
+                "version (a version string does not identify the file).",
+                torch_nccl=torch_nccl,
+                runtime_nccl=runtime_nccl,
+            )
             if same
-            else "a DIFFERENT version (LD_LIBRARY_PATH or LD_PRELOAD?). "
+            else N_(
+                "torch reports NCCL {torch_nccl}; the run loaded NCCL {runtime_nccl} (its NCCL_DEBUG lines): a "
+                "DIFFERENT version (LD_LIBRARY_PATH or LD_PRELOAD?).",
+                torch_nccl=torch_nccl,
+                runtime_nccl=runtime_nccl,
+            )
         )
         nccl_status = "partly" if same else "holds"
     else:
-        measured = "CPU simulation: gloo, no NCCL loaded. "
+        measured = N_("CPU simulation: gloo, no NCCL loaded.")
         nccl_status = "partly"
     rows = [
         Verdict(
-            "troubleshooting: NCCL error",
+            N_("troubleshooting: NCCL error"),
             nccl_status,
-            "The source blames a version mismatch and says to update PyTorch or install NCCL separately. "
-            + measured
-            + "torch uses the NCCL it ships with, so a mismatch is rare (LD_PRELOAD, a second NCCL on "
-            "LD_LIBRARY_PATH); the usual causes are a rank that crashed or diverged, a bad NCCL_SOCKET_IFNAME, a "
-            "small /dev/shm in containers, a driver older than torch's CUDA: run nvtutorial doctor and "
-            "NCCL_DEBUG=INFO.",
+            N_(
+                "The source blames a version mismatch and says to update PyTorch or install NCCL separately. "
+                "{measured} torch uses the NCCL it ships with, so a mismatch is rare (LD_PRELOAD, a second NCCL on "
+                "LD_LIBRARY_PATH); the usual causes are a rank that crashed or diverged, a bad NCCL_SOCKET_IFNAME, a "
+                "small /dev/shm in containers, a driver older than torch's CUDA: run nvtutorial doctor and "
+                "NCCL_DEBUG=INFO.",
+                measured=measured,
+            ),
             {"runtime_nccl": runtime_nccl, "torch_nccl": torch_nccl},
             where,
         ),
         Verdict(
-            "troubleshooting: out of memory",
+            N_("troubleshooting: out of memory"),
             "partly",
-            "The source's cause, gradient checkpointing not enabled, names one remedy (it trades compute for "
-            "activation memory); a smaller per-GPU batch, bf16 and the allocator's settings are others, "
-            "measured in the memory lessons (C19, C20). Not measured in this notebook.",
+            N_(
+                "The source's cause, gradient checkpointing not enabled, names one remedy (it trades compute for "
+                "activation memory); a smaller per-GPU batch, bf16 and the allocator's settings are others, "
+                "measured in the memory lessons (C19, C20). Not measured in this notebook."
+            ),
             {},
-            "primary source",
+            N_("primary source"),
         ),
     ]
     if is_gpu and p2p_ratio is not None:
-        measured = (
-            f"nvidia-smi topo -m shows {topo_code or '?'} whatever NCCL_P2P_DISABLE says (it reads the hardware, "
-            f"not NCCL's variables), yet busbw fell {p2p_ratio:.1f}× with it."
+        measured = N_(
+            "nvidia-smi topo -m shows {topo} whatever NCCL_P2P_DISABLE says (it reads the hardware, not NCCL's "
+            "variables), yet busbw fell {ratio:.1f}× with it.",
+            topo=topo_code or "?",
+            ratio=p2p_ratio,
         )
         status = "partly" if p2p_ratio > 1.5 else "info"
     else:
-        ref = (
-            f" On the reference 2× H200 the same switch costs {reference_ratio:.1f}× (saved nccl-tests)."
+        measured = (
+            N_(
+                "CPU simulation: gloo ignores NCCL_P2P_DISABLE. On the reference 2× H200 the same switch costs "
+                "{ratio:.1f}× (saved nccl-tests).",
+                ratio=reference_ratio,
+            )
             if reference_ratio
-            else ""
+            else N_("CPU simulation: gloo ignores NCCL_P2P_DISABLE.")
         )
-        measured = "CPU simulation: gloo ignores NCCL_P2P_DISABLE." + ref
         status = "partly"
     rows.append(
         Verdict(
-            "troubleshooting: no speed-up",
+            N_("troubleshooting: no speed-up"),
             status,
-            "The source says NVLink is not enabled and to check nvidia-smi topo -m. The cause can be right, "
-            "but the check cannot see it: topo -m shows the hardware, not what NCCL uses. "
-            + measured
-            + " Read the transport (NCCL_DEBUG=INFO: P2P or SHM) and measure busbw.",
+            N_(
+                "The source says NVLink is not enabled and to check nvidia-smi topo -m. The cause can be right, but "
+                "the check cannot see it: topo -m shows the hardware, not what NCCL uses. {measured} Read the "
+                "transport (NCCL_DEBUG=INFO: P2P or SHM) and measure busbw.",
+                measured=measured,
+            ),
             {"p2p_ratio": p2p_ratio, "topo": topo_code, "reference_ratio": reference_ratio},
             where,
         )
