@@ -588,8 +588,9 @@ def _announce(how: str, command: str, full: str) -> None:
     if full != command and in_notebook():
         from IPython.display import display
 
+        summary = _("the full command: every parameter, defaults included")
         folded = (
-            f'<details class="nvtutorial-command"><summary>{_("the full command: every parameter, defaults included")}'
+            f'<details class="nvtutorial-command"><summary>{summary}'
             f'</summary><pre style="white-space: pre-wrap">{html.escape(full)}</pre></details>'
         )
         plain = _("[nvtutorial] the full command: {command}", command=full)
