@@ -49,6 +49,8 @@ def test_a_rank_that_sees_another_checkpoint_than_rank_0_stops_with_both_steps(o
 
 def _rank_side(out: Path) -> None:
     """``torchrun --nproc-per-node 2 tests/test_elastic_resume.py OUT``."""
+    import gc
+
     import torch
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel as DDP
@@ -78,6 +80,11 @@ def _rank_side(out: Path) -> None:
         seen["rank 1 sees none"] = f"RuntimeError: {exc}"
     seen["no file anywhere"] = elastic_train.resume(str(elsewhere / "last.pt"), *fresh())
     (out / f"rank{rank}.json").write_text(json.dumps(seen))
+    # the DDP models hold the process group: free them before it is destroyed, or gloo's threads can outlive it into
+    # the interpreter's finalization and abort the rank ("terminate called without an active exception", SIGABRT)
+    del model, optimizer
+    gc.collect()
+    dist.barrier()
     dist.destroy_process_group()
 
 
