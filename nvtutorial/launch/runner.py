@@ -678,7 +678,20 @@ def _stop_interrupted(run: Supervisor, result: RunResult, wall: float) -> NoRetu
     ran = "ready" if run.ready_at is not None or run.all_ready() else "still starting"
     state = _("ready") if ran == "ready" else _("still starting")
     fields = {"workload": spec.workload, "ranks": spec.world_size, "state": state, "seconds": wall}
-    if spec.world_size > 1:
+    if run.terminated:
+        first = (
+            _(
+                "terminated (SIGTERM) while {workload} ran on {ranks} ranks "
+                "({state}, {seconds:.1f} s after the launch)",
+                **fields,
+            )
+            if spec.world_size > 1
+            else _(
+                "terminated (SIGTERM) while {workload} ran on {ranks} rank ({state}, {seconds:.1f} s after the launch)",
+                **fields,
+            )
+        )
+    elif spec.world_size > 1:
         first = _("stopped while {workload} ran on {ranks} ranks ({state}, {seconds:.1f} s after the launch)", **fields)
     else:
         first = _("stopped while {workload} ran on {ranks} rank ({state}, {seconds:.1f} s after the launch)", **fields)
@@ -696,10 +709,6 @@ def _stop_interrupted(run: Supervisor, result: RunResult, wall: float) -> NoRetu
         ]
     )
     if run.terminated:
-        if message.startswith("stopped"):
-            message = message.replace("stopped", "terminated (SIGTERM)", 1)
-        else:
-            message = _("terminated (SIGTERM): {message}", message=message)
         print(message, file=sys.stderr)
         raise SystemExit(128 + signal.SIGTERM)
     raise RunInterrupted(message, result)

@@ -267,12 +267,9 @@ def test_stack_section_from_before_the_dump(tmp_path):
     assert diagnosis.stack_section(plain) == [str(i) for i in range(8, 20)]  # no dump: the last 12 lines
 
 
-spec = made_spec
-
-
 def test_agent_logs(tmp_path):
-    assert diagnosis.agent_logs(spec(tmp_path)) == [tmp_path / "run" / "agent.log"]
-    two = spec(tmp_path, world=4, nnodes=2)
+    assert diagnosis.agent_logs(made_spec(tmp_path)) == [tmp_path / "run" / "agent.log"]
+    two = made_spec(tmp_path, world=4, nnodes=2)
     assert diagnosis.agent_logs(two) == [
         tmp_path / "run" / "node0" / "agent.log",
         tmp_path / "run" / "node1" / "agent.log",
@@ -300,7 +297,7 @@ ENV = {
 
 
 def test_collect_gathers_every_ranks_files(tmp_path):
-    s = spec(tmp_path)
+    s = made_spec(tmp_path)
     write_rank(s, 0, {"loss": 1.0}, ENV, "a\nb\n")
     write_rank(s, 1, {"loss": 2.0}, {**ENV, "device": "cpu"}, "c\n")
     r = diagnosis.collect(s, 0, 1.5, 0.2)
@@ -339,13 +336,13 @@ def _result(s, returncode=1, ranks=None):
 
 
 def test_a_run_that_succeeded_needs_no_diagnosis(tmp_path):
-    s = spec(tmp_path)
+    s = made_spec(tmp_path)
     assert diagnosis.diagnose(s, _result(s, 0, [{}, {}]), diagnosis.Observed()) is None
 
 
 def test_the_first_rank_that_raised_is_named(tmp_path, monkeypatch):
     monkeypatch.setattr(diagnosis, "disk_full", lambda s: None)
-    s = spec(tmp_path)
+    s = made_spec(tmp_path)
     write_rank(s, 0, log="r0 line\n", error={"type": "ValueError", "message": "late", "traceback": "tb0", "time": 2.0})
     write_rank(
         s, 1, log="r1 line\n", error={"type": "RuntimeError", "message": "first", "traceback": "tb1", "time": 1.0}
@@ -360,7 +357,7 @@ def test_the_first_rank_that_raised_is_named(tmp_path, monkeypatch):
 
 def test_a_rank_that_finished_early_is_noted(tmp_path, monkeypatch):
     monkeypatch.setattr(diagnosis, "disk_full", lambda s: None)
-    s = spec(tmp_path, world=3)
+    s = made_spec(tmp_path, world=3)
     write_rank(s, 0, {"ok": 1}, ENV)
     write_rank(s, 1, error={"type": "RuntimeError", "message": "gloo: connection closed", "traceback": "tb"})
     write_rank(s, 2)
@@ -392,7 +389,7 @@ AGENT = """\
 )
 def test_a_rank_killed_by_a_signal(tmp_path, monkeypatch, code, kind, words):
     monkeypatch.setattr(diagnosis, "disk_full", lambda s: None)
-    s = spec(tmp_path)
+    s = made_spec(tmp_path)
     (s.run_dir / "agent.log").write_text(AGENT.format(rank=1, code=code))
     write_rank(s, 0, error={"type": "RuntimeError", "message": "peer gone", "traceback": "tb"})
     write_rank(s, 1, log="last words\n")
@@ -404,13 +401,13 @@ def test_a_rank_killed_by_a_signal(tmp_path, monkeypatch, code, kind, words):
 
 
 def test_signals_that_are_not_a_crash_and_ranks_that_reported(tmp_path):
-    s = spec(tmp_path)
+    s = made_spec(tmp_path)
     (s.run_dir / "agent.log").write_text(
         AGENT.format(rank=0, code=-15) + AGENT.format(rank=1, code=1) + AGENT.format(rank=1, code=-9)
     )
     assert diagnosis._signalled_ranks(s) == [(1, signal.SIGKILL)]  # SIGTERM is clean-up, exit 1 no signal
-    assert diagnosis._signalled_ranks(spec(tmp_path, world=4, nnodes=2)) == []  # no node logs
-    two = spec(tmp_path, world=4, nnodes=2)
+    assert diagnosis._signalled_ranks(made_spec(tmp_path, world=4, nnodes=2)) == []  # no node logs
+    two = made_spec(tmp_path, world=4, nnodes=2)
     (two.run_dir / "node1").mkdir()
     (two.run_dir / "node1" / "agent.log").write_text(AGENT.format(rank=3, code=-11))
     assert diagnosis._signalled_ranks(two) == [(3, signal.SIGSEGV)]
@@ -418,7 +415,7 @@ def test_signals_that_are_not_a_crash_and_ranks_that_reported(tmp_path):
 
 def test_a_rank_that_vanished(tmp_path, monkeypatch):
     monkeypatch.setattr(diagnosis, "disk_full", lambda s: None)
-    s = spec(tmp_path)
+    s = made_spec(tmp_path)
     write_rank(s, 0)
     write_rank(s, 1)
     f = diagnosis.diagnose(s, _result(s), diagnosis.Observed(vanished={1: 5.0, 0: 7.0}))
@@ -432,7 +429,7 @@ def test_a_rank_that_vanished(tmp_path, monkeypatch):
 
 def test_no_rank_reported_anything(tmp_path, monkeypatch):
     monkeypatch.setattr(diagnosis, "disk_full", lambda s: None)
-    s = spec(tmp_path)
+    s = made_spec(tmp_path)
     (s.run_dir / "agent.log").write_text("torchrun: error: unrecognized arguments\n")
     result = _result(s, returncode=2)
     f = diagnosis.diagnose(s, result, diagnosis.Observed())
@@ -447,7 +444,7 @@ def test_no_rank_reported_anything(tmp_path, monkeypatch):
 def test_a_full_disk(tmp_path, monkeypatch):
     import shutil
 
-    s = spec(tmp_path)
+    s = made_spec(tmp_path)
     write_rank(s, 0, log="OSError: [Errno 28] No space left on device\n")
     write_rank(s, 1)
     message = diagnosis.disk_full(s)
@@ -477,7 +474,7 @@ def test_a_full_disk(tmp_path, monkeypatch):
 
 
 def test_a_run_past_its_deadline(tmp_path):
-    s = spec(tmp_path)
+    s = made_spec(tmp_path)
     write_rank(s, 0, log=STACKS)
     write_rank(s, 1, log="")
     result = _result(s, returncode=0)

@@ -148,7 +148,7 @@ def _hanging_caller(run_dir: Path) -> subprocess.Popen:
             print("RENDERED:" + "|".join(exc._render_traceback_()), flush=True)
             raise SystemExit(130)
     """)
-    caller = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    caller = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60
     while len(run_pids(run_dir)) < 2 or "sleeping" not in _read(run_dir / "rank1.log"):
         assert time.monotonic() < deadline, "the run did not start"
@@ -180,6 +180,8 @@ def test_sigterm_to_the_caller_ends_the_tree_first(tmp_path):
     assert caller.wait(timeout=10) == 128 + signal.SIGTERM
     assert_nothing_left(tmp_path / "run")
     assert json.loads((tmp_path / "run" / "result.json").read_text())["error"]["type"] == "SIGTERM"
+    said = caller.stderr.read()  # the Stop lines, with the signal that ended the run in the first
+    assert "terminated (SIGTERM) while selftest ran on 2 ranks (" in said and "stopped while" not in said, said
 
 
 def test_workers_end_when_the_caller_is_killed(tmp_path):
