@@ -495,16 +495,21 @@ def recovery_verdict(
         return Verdict(
             f"recovery: {what}", "fail", f"the run did not come back: {error.splitlines()[0][:300]}", numbers, where
         )
-    if outcome.resumed_from is None:
-        return Verdict(f"recovery: {what}", "fail", "the ranks were never started again after the kill", numbers, where)
     if outcome.killed_at_s is None:  # no steps lost, no recovery time: nothing to judge them by
+        restarted = (
+            "yet the ranks were started again (the agents' logs say why)"
+            if outcome.resumed_from is not None
+            else "and the ranks were not started again"
+        )
         return Verdict(
             f"recovery: {what}",
             "fail",
-            "no kill was recorded, yet the ranks were started again: this run shows no recovery from the lab's fault",
+            f"no kill was recorded, {restarted}: this run shows no recovery from the lab's fault",
             numbers,
             where,
         )
+    if outcome.resumed_from is None:
+        return Verdict(f"recovery: {what}", "fail", "the ranks were never started again after the kill", numbers, where)
     same, (identical, diff) = _same_weights(reference, outcome.checkpoint, "uninterrupted", "interrupted", where)
     numbers.update(identical=identical, max_abs_diff=diff)
     at_checkpoint = outcome.resumed_from % outcome.every == 0 and 0 <= (outcome.steps_lost or 0) < outcome.every

@@ -616,6 +616,15 @@ def test_a_restart_without_a_recorded_kill_is_no_recovery(tmp_path):
     v = m.recovery_verdict(outcome(tmp_path, killed_at_s=None), save(tmp_path / "reference.pt", W, 40), "x")
     assert v.status == "fail" and v.text.startswith("no kill was recorded") and v.where == "CPU"
     assert v.numbers["steps_lost"] is None and v.numbers["recovery_s"] is None and v.numbers["resumed_from"] == 10
+    assert v.text == (
+        "no kill was recorded, yet the ranks were started again (the agents' logs say why): this run shows no "
+        "recovery from the lab's fault"
+    )
+    # neither a kill nor a restart (review RR17-7): the missing kill is said, not "never started again after the kill"
+    none = m.recovery_verdict(outcome(tmp_path, killed_at_s=None, resumed=None), save(tmp_path / "r2.pt", W, 40), "x")
+    assert none.status == "fail" and none.text == (
+        "no kill was recorded, and the ranks were not started again: this run shows no recovery from the lab's fault"
+    )
 
 
 def test_recovery_that_failed_or_never_restarted(tmp_path):
