@@ -335,6 +335,7 @@ def test_the_lab_verdict_names_the_slowest_path():
     lab = [lab_run("default", {GIB: 330.0}), lab_run("P2P off", {GIB: 30.0}), lab_run("P2P+SHM off", {GIB: 3.0})]
     v = labreport.lab_verdict(lab)
     assert v.status == "slower" and v.numbers["slowest_path"] == "P2P+SHM off" and v.numbers["size"] == GIB
+    assert set(v.numbers) == {"slowest_path", "ratio", "noise", "size"}  # the keys the notebook and claims read
     assert (
         v.numbers["ratio"] == compare(lab[0].rows[0].samples(), lab[2].rows[0].samples(), lower_is_better=False).ratio
     )

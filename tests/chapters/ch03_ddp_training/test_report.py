@@ -685,6 +685,8 @@ def test_transport_comparison_takes_the_larger_aa_gap():
 def test_c14_at_its_thresholds(host_ms, status):
     rows = {"nvlink": transport_row(100.0), "host": transport_row(host_ms, comm=0.2), "socket": transport_row(170.0)}
     v = t.verdict_c14(rows, gpu=True, where_="GPU")
+    # the source's own ResNet-50 table, quoted with its scaling over NVLink: 8294 / (2 × 4303) = 96.4 %
+    assert "scaling 96.4% over NVLink" in v.text, v.text
     host = t.transport_comparison(rows, "host")
     assert v.status == status and v.where == "GPU"
     assert v.numbers == {
